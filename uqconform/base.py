@@ -1,0 +1,454 @@
+"""The fit / calibrate / predict state machine shared by every split-conformal wrapper.
+
+A wrapper is a scikit-learn meta-estimator around any model. Its life has three steps:
+
+1. ``fit(X, y)`` fits a clone of ``estimator`` (skipped for a prefit model);
+2. ``calibrate(X, y, groups=None)`` turns held-out data into conformity scores, one stratum
+   per group (Mondrian calibration) and, for class-conditional sets, per class;
+3. ``predict_interval`` / ``predict_set`` turn the scores into one threshold per stratum and
+   level (the single conformal quantile of :mod:`uqconform.quantiles`) and apply the
+   score's inverse to the model's output, batch by batch so memory stays bounded.
+
+Subclasses only say how to validate a target, how to score calibration data and how to
+turn a batch of model outputs and thresholds into intervals or sets.
+"""
+
+from __future__ import annotations
+
+import numbers
+import warnings
+from abc import abstractmethod
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from sklearn.base import BaseEstimator, clone
+from sklearn.exceptions import DataConversionWarning, NotFittedError
+from sklearn.utils import get_tags
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from uqconform.quantiles import check_alpha, conformal_quantile
+
+__all__ = [
+    "ConformalPredictor",
+    "check_groups",
+    "check_regression_target",
+    "check_rows",
+    "slice_rows",
+]
+
+# Rows of model output held at once (scaled down for wide outputs such as many classes).
+_AUTO_BATCH_CELLS = 2**18
+
+
+def slice_rows(X: Any, start: int, stop: int) -> Any:
+    """Rows ``start:stop`` of an array, a sparse matrix, a DataFrame or a list (no copy)."""
+    rows = slice(start, stop)
+    return X.iloc[rows] if hasattr(X, "iloc") else X[rows]
+
+
+def n_rows(X: Any) -> int:
+    """Number of rows of any 2-D input (array, DataFrame, sparse matrix, list)."""
+    shape = getattr(X, "shape", None)
+    if shape is not None and len(shape) > 0:
+        return int(shape[0])
+    return len(X)
+
+
+def check_rows(name: str, values: ArrayLike, n: int) -> NDArray:
+    """1-D array of length ``n`` (``y`` or ``groups``), with a message naming the argument."""
+    array = np.asarray(values)
+    if array.ndim == 0:
+        raise ValueError(f"`{name}` must be an array with one entry per row, got a scalar.")
+    if array.ndim == 2 and array.shape[1] == 1:
+        array = array[:, 0]
+    if array.ndim != 1:
+        raise ValueError(f"`{name}` must be 1-D, got an array of shape {array.shape}.")
+    if array.shape[0] != n:
+        raise ValueError(f"`{name}` has {array.shape[0]} entries but X has {n} rows.")
+    return array
+
+
+def check_groups(groups: ArrayLike | None, n: int) -> NDArray | None:
+    """Validate Mondrian group labels: one hashable, non-missing label per row."""
+    if groups is None:
+        return None
+    labels = check_rows("groups", groups, n)
+    if labels.dtype.kind == "f" and np.isnan(labels).any():
+        raise ValueError("`groups` contains NaN; every row needs a group label.")
+    return labels
+
+
+def _has_nan(block: Any) -> bool:
+    """True if a numeric block of rows holds NaN; non-numeric data is the model's business."""
+    if hasattr(block, "select_dtypes"):  # DataFrame: look at numeric columns only
+        numeric = block.select_dtypes("number")
+        return bool(numeric.shape[1]) and bool(numeric.isna().to_numpy().any())
+    array = block.data if hasattr(block, "tocsr") else block  # sparse: stored values
+    array = np.asarray(array) if isinstance(array, list) else array
+    if not isinstance(array, np.ndarray) or array.dtype.kind not in "fc":
+        return False
+    # A sum is finite unless some entry is NaN/inf: one pass, no full-size temporary.
+    return not np.isfinite(array.sum()) and bool(np.isnan(array).any())
+
+
+class ConformalPredictor(BaseEstimator):
+    """Base class of the split-conformal wrappers (not used directly).
+
+    Subclasses implement :meth:`_default_estimator`, :meth:`_check_target`,
+    :meth:`_calibration_scores`, :meth:`_output_columns` and :meth:`_fill_batch`.
+    """
+
+    # ---- hooks -----------------------------------------------------------------------
+    @abstractmethod
+    def _default_estimator(self) -> BaseEstimator:
+        """The model used when ``estimator=None``."""
+
+    @abstractmethod
+    def _check_target(self, y: ArrayLike, n: int, *, calibrating: bool) -> NDArray:
+        """Validate ``y`` (finite values, labels the model knows...)."""
+
+    @abstractmethod
+    def _calibration_scores(self, X: Any, y: NDArray) -> tuple[NDArray, NDArray, int]:
+        """Scores ``(n,)`` or ``(n, c)``, sub-stratum index per row, number of sub-strata."""
+
+    @abstractmethod
+    def _output_columns(self) -> int:
+        """Output cells per row and level (2 for intervals, n_classes for sets)."""
+
+    @abstractmethod
+    def _fill_batch(
+        self, X: Any, thresholds: NDArray, alphas: NDArray, out: NDArray, rng: Any
+    ) -> None:
+        """Write the prediction of rows ``X`` into ``out`` (trailing axis: levels).
+
+        ``thresholds`` has shape ``(b, n_sub, c, k)``: for each row, its group's thresholds
+        per sub-stratum, score component and level.
+        """
+
+    def _validate_params(self) -> None:
+        """Check constructor arguments (called by ``fit`` and ``calibrate``)."""
+        check_alpha(self.alpha, "alpha")
+        batch = getattr(self, "batch_size", None)
+        if batch is not None and (
+            isinstance(batch, bool) or not isinstance(batch, numbers.Integral) or batch < 1
+        ):
+            raise ValueError(f"`batch_size` must be None or a positive integer, got {batch!r}.")
+
+    # ---- the estimator ---------------------------------------------------------------
+    def _estimator_or_default(self) -> BaseEstimator:
+        return self._default_estimator() if self.estimator is None else self.estimator
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        inner = get_tags(self._estimator_or_default())
+        tags.input_tags.allow_nan = inner.input_tags.allow_nan
+        tags.input_tags.sparse = inner.input_tags.sparse
+        tags.input_tags.categorical = inner.input_tags.categorical
+        tags.input_tags.string = inner.input_tags.string
+        return tags
+
+    def _validate_X(self, X: Any, *, reset: bool) -> Any:
+        """Record or check the number and names of features; X itself is passed through."""
+        if X is None:
+            raise ValueError("`X` is None; pass an array or DataFrame with one row per sample.")
+        validate_data(self, X, skip_check_array=True, reset=reset)
+        if n_rows(X) == 0:
+            raise ValueError("`X` has no rows.")
+        return X
+
+    def _check_nan(self, X: Any) -> None:
+        if not get_tags(self.estimator_).input_tags.allow_nan and _has_nan(X):
+            raise ValueError(
+                f"`X` contains NaN and {type(self.estimator_).__name__} does not accept "
+                "missing values: impute them (e.g. sklearn.impute.SimpleImputer in a Pipeline) "
+                "or use a model that handles NaN, such as HistGradientBoosting."
+            )
+
+    def fit(self, X: Any, y: ArrayLike, **fit_params: Any):
+        """Fit a clone of ``estimator`` on training data.
+
+        A ``FrozenEstimator`` is not refitted. Any previous calibration is discarded.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+            Training features, passed to the estimator unchanged.
+        y : array-like of shape (n_samples,)
+            Training targets.
+        **fit_params : dict
+            Passed to the estimator's ``fit``.
+
+        Returns
+        -------
+        self
+        """
+        self._validate_params()
+        self._reset_calibration()
+        X = self._validate_X(X, reset=True)
+        y = self._check_target(y, n_rows(X), calibrating=False)
+        self.estimator_ = self._make_estimator()
+        self._check_nan(X)
+        self.estimator_.fit(X, y, **fit_params)
+        self._after_fit(X, y, **fit_params)
+        return self
+
+    def _make_estimator(self) -> BaseEstimator:
+        """The unfitted model that ``fit`` trains: a clone of ``estimator``."""
+        return clone(self._estimator_or_default())
+
+    def _after_fit(self, X: Any, y: NDArray, **fit_params: Any) -> None:
+        """Hook for extra training (difficulty estimators); default does nothing."""
+
+    def _reset_calibration(self) -> None:
+        for name in (
+            "conformity_scores_",
+            "calibration_strata_",
+            "groups_",
+            "n_calibration_",
+            "_n_sub_strata",
+        ):
+            self.__dict__.pop(name, None)
+
+    def _prefit_estimator(self) -> BaseEstimator:
+        """The fitted model adopted when ``calibrate`` comes without ``fit``."""
+        if self.estimator is None:
+            raise NotFittedError("no estimator")
+        check_is_fitted(self.estimator)
+        return self.estimator
+
+    def _use_prefit_estimator(self) -> None:
+        """Adopt ``estimator`` as is when ``calibrate`` comes without ``fit``."""
+        try:
+            prefit = self._prefit_estimator()
+        except NotFittedError:
+            raise NotFittedError(
+                f"{type(self).__name__}.calibrate was called before fit and `estimator` is not "
+                "fitted. Either call fit(X_train, y_train) first, or pass an already fitted "
+                "model (optionally as sklearn.frozen.FrozenEstimator(model))."
+            ) from None
+        self.estimator_ = prefit
+        for name in ("n_features_in_", "feature_names_in_"):
+            if hasattr(prefit, name):
+                setattr(self, name, getattr(prefit, name))
+            else:
+                self.__dict__.pop(name, None)
+
+    # ---- calibration -----------------------------------------------------------------
+    def calibrate(self, X: Any, y: ArrayLike, groups: ArrayLike | None = None):
+        """Compute conformity scores on calibration data held out from training.
+
+        Without a prior ``fit``, a fitted ``estimator`` is used as is (never refitted).
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+            Calibration features.
+        y : array-like of shape (n_samples,)
+            Calibration targets.
+        groups : array-like of shape (n_samples,), optional
+            Group label per row for Mondrian (group-conditional) calibration; the same
+            argument must then be given at prediction.
+
+        Returns
+        -------
+        self
+        """
+        self._validate_params()
+        if not hasattr(self, "estimator_"):
+            self._use_prefit_estimator()
+        self._reset_calibration()
+        X = self._validate_X(X, reset=not hasattr(self, "n_features_in_"))
+        n = n_rows(X)
+        y = self._check_target(y, n, calibrating=True)
+        group_labels = check_groups(groups, n)
+        self._check_nan(X)
+        scores, sub_strata, n_sub = self._calibration_scores(X, y)
+        if group_labels is None:
+            group_index = np.zeros(n, dtype=np.intp)
+        else:
+            self.groups_, group_index = np.unique(group_labels, return_inverse=True)
+        self.conformity_scores_ = scores
+        self.calibration_strata_ = group_index * n_sub + sub_strata
+        self._n_sub_strata = n_sub
+        self.n_calibration_ = n
+        return self
+
+    def _check_calibrated(self, method: str) -> None:
+        check_is_fitted(self, "estimator_")
+        if not hasattr(self, "conformity_scores_"):
+            raise NotFittedError(
+                f"{type(self).__name__}.{method} needs calibration: call "
+                "calibrate(X_calib, y_calib) on held-out data first."
+            )
+
+    def _group_index(self, groups: ArrayLike | None, n: int) -> NDArray:
+        """Row -> calibration group; groups unseen at calibration map to an empty group."""
+        labels = check_groups(groups, n)
+        known = getattr(self, "groups_", None)
+        if known is None:
+            if labels is not None:
+                raise ValueError(
+                    "`groups` was given at prediction but not at calibration; calibrate "
+                    "with groups=... to get group-conditional (Mondrian) sets."
+                )
+            return np.zeros(n, dtype=np.intp)
+        if labels is None:
+            raise ValueError(
+                "The model was calibrated with `groups` (Mondrian calibration): pass the "
+                "group of every row to this call as groups=..."
+            )
+        position = np.searchsorted(known, labels)
+        position = np.minimum(position, known.size - 1)
+        unseen = known[position] != labels
+        if unseen.any():
+            warnings.warn(
+                f"{int(unseen.sum())} rows belong to groups without calibration data "
+                f"(e.g. {labels[unseen][0]!r}); their sets are the whole output space.",
+                UserWarning,
+                stacklevel=3,
+            )
+            position = np.where(unseen, known.size, position)  # the empty extra group
+        return position
+
+    def _threshold_table(self, alphas: NDArray) -> NDArray:
+        """Thresholds of shape ``(n_groups + 1, n_sub, c, k)``; the last group is empty."""
+        scores = self.conformity_scores_
+        scores2d = scores[:, None] if scores.ndim == 1 else scores
+        n_components = scores2d.shape[1]
+        n_groups = 1 if getattr(self, "groups_", None) is None else self.groups_.size
+        n_sub = self._n_sub_strata
+        table = np.full((n_groups + 1, n_sub, n_components, alphas.size), np.inf)
+        strata = self.calibration_strata_
+        order = np.argsort(strata, kind="stable")
+        bounds = np.searchsorted(strata[order], np.arange(n_groups * n_sub + 1))
+        too_few: dict[int, int] = {}
+        for stratum in range(n_groups * n_sub):  # a loop over strata, never over rows
+            rows = order[bounds[stratum] : bounds[stratum + 1]]
+            for component in range(n_components):
+                # An asymmetric score has one column per side, each calibrated at alpha/c.
+                table[stratum // n_sub, stratum % n_sub, component] = conformal_quantile(
+                    scores2d[rows, component], alphas / n_components, warn=False
+                )
+            if np.isinf(table[stratum // n_sub, stratum % n_sub]).any():
+                too_few[stratum] = rows.size
+        if too_few:
+            self._warn_too_few(too_few, alphas, n_groups)
+        return table
+
+    def _warn_too_few(self, too_few: dict[int, int], alphas: NDArray, n_groups: int) -> None:
+        n_sub = self._n_sub_strata
+        where = []
+        for stratum, count in list(too_few.items())[:3]:
+            parts = []
+            if n_groups > 1 or getattr(self, "groups_", None) is not None:
+                parts.append(f"group {self.groups_[stratum // n_sub]!r}")
+            if n_sub > 1:
+                parts.append(f"class {self.classes_[stratum % n_sub]!r}")
+            where.append(f"{' / '.join(parts) or 'calibration set'} ({count} points)")
+        warnings.warn(
+            f"Too few calibration points for alpha={alphas.tolist()} in "
+            f"{', '.join(where)}{' ...' if len(too_few) > 3 else ''}: at least "
+            f"ceil((n + 1)(1 - alpha)) <= n is needed. Those sets are the whole output space "
+            "(infinite interval, every class).",
+            UserWarning,
+            stacklevel=4,
+        )
+
+    # ---- prediction ------------------------------------------------------------------
+    def _resolve_alpha(self, alpha: float | Sequence[float] | None) -> tuple[NDArray, bool]:
+        value = self.alpha if alpha is None else alpha
+        levels = check_alpha(value, "alpha")
+        return levels, np.ndim(value) == 0
+
+    def _batch_rows(self) -> int:
+        if self.batch_size is not None:
+            return int(self.batch_size)
+        return max(1024, _AUTO_BATCH_CELLS // max(1, self._output_columns()))
+
+    def _rng(self, stream: int) -> np.random.Generator:
+        """Independent generator per use (0: calibration, 1: prediction), fixed by the seed."""
+        seed = self.random_state
+        if isinstance(seed, np.random.Generator):
+            return seed
+        if isinstance(seed, np.random.RandomState):
+            seed = int(seed.randint(np.iinfo(np.int32).max))
+        if seed is None:
+            return np.random.default_rng()
+        return np.random.default_rng([int(seed), stream])
+
+    def _predict_batched(
+        self,
+        X: Any,
+        alpha: float | Sequence[float] | None,
+        groups: ArrayLike | None,
+        shape: tuple[int, ...],
+        dtype: type,
+        method: str,
+    ) -> NDArray:
+        self._check_calibrated(method)
+        alphas, scalar = self._resolve_alpha(alpha)
+        X = self._validate_X(X, reset=False)
+        n = n_rows(X)
+        group_index = self._group_index(groups, n)
+        table = self._threshold_table(alphas)
+        out = np.empty((n, *shape, alphas.size), dtype=dtype)
+        rng = self._rng(stream=1)
+        step = self._batch_rows()
+        for start in range(0, n, step):  # a loop over batches of rows, for bounded memory
+            stop = min(start + step, n)
+            block = slice_rows(X, start, stop)
+            self._check_nan(block)
+            self._fill_batch(block, table[group_index[start:stop]], alphas, out[start:stop], rng)
+        return out[..., 0] if scalar else out
+
+    def predict(self, X: Any) -> NDArray:
+        """Point prediction of the wrapped model (available after ``fit`` alone).
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+        """
+        check_is_fitted(self, "estimator_")
+        X = self._validate_X(X, reset=False)
+        return self.estimator_.predict(X)
+
+
+def check_regression_target(y: ArrayLike, n: int) -> NDArray:
+    """A finite 1-D float target with one value per row of X.
+
+    A column vector ``(n, 1)`` is flattened with a ``DataConversionWarning`` (the
+    scikit-learn convention); wider targets are refused: they need a multi-output method.
+    """
+    if y is None:
+        raise ValueError("`y` is None; this estimator needs a target.")
+    target = np.asarray(y)
+    if target.ndim == 2 and target.shape[1] == 1:
+        warnings.warn(
+            "`y` is a column vector (n, 1); it was flattened to shape (n,).",
+            DataConversionWarning,
+            stacklevel=3,
+        )
+        target = target[:, 0]
+    if target.ndim != 1:
+        raise ValueError(
+            f"`y` must be 1-D for a scalar regressor, got shape {target.shape}; for several "
+            "outputs use the regions of uqconform.multioutput."
+        )
+    if target.shape[0] != n:
+        raise ValueError(f"`y` has {target.shape[0]} entries but X has {n} rows.")
+    try:
+        target = target.astype(float)
+    except (TypeError, ValueError):
+        raise ValueError("`y` must be numeric for regression.") from None
+    if not np.isfinite(target).all():
+        raise ValueError(
+            f"`y` contains {int((~np.isfinite(target)).sum())} NaN or infinite values; "
+            "remove or impute those rows first."
+        )
+    return target

@@ -1,0 +1,212 @@
+"""Split conformal classification: LAC, APS, RAPS and top-k sets, class-conditional option."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.linear_model import LogisticRegression
+from sklearn.utils.metaestimators import available_if
+from sklearn.utils.validation import check_is_fitted
+
+from uqconform.base import ConformalPredictor, check_rows
+from uqconform.scores.classification import ClassificationScore, get_classification_score
+
+__all__ = ["SplitConformalClassifier", "encode_labels"]
+
+
+def encode_labels(y: NDArray, classes: NDArray, name: str = "y") -> NDArray:
+    """Column index of each label in ``classes`` (any label type); unknown labels raise.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> encode_labels(np.array(["b", "a", "b"]), np.array(["a", "b"]))
+    array([1, 0, 1])
+    """
+    sorter = np.argsort(classes, kind="stable")
+    position = np.searchsorted(classes, y, sorter=sorter)
+    position = sorter[np.minimum(position, classes.size - 1)]
+    unknown = classes[position] != y
+    if np.any(unknown):
+        unseen = np.unique(np.asarray(y)[unknown])
+        raise ValueError(
+            f"`{name}` contains labels the model never saw during fit: {unseen[:5].tolist()}"
+            f"{' ...' if unseen.size > 5 else ''}. Known classes: {classes.tolist()}."
+        )
+    return position
+
+
+def _estimator_has(name: str):
+    def check(self) -> bool:
+        model = getattr(self, "estimator_", None) or self._estimator_or_default()
+        return hasattr(model, name)
+
+    return check
+
+
+class SplitConformalClassifier(ClassifierMixin, ConformalPredictor):
+    """Split conformal prediction sets around any scikit-learn classifier.
+
+    The sets contain the true label with probability at least ``1 - alpha`` (marginally;
+    for every class with ``class_conditional=True``; for every group with ``groups=``).
+    Randomised APS/RAPS cover at exactly ``1 - alpha`` on average instead of above it.
+
+    Parameters
+    ----------
+    estimator : classifier with predict_proba, default=None
+        Any scikit-learn classifier or Pipeline; ``None`` means ``LogisticRegression()``.
+        A fitted model (or ``FrozenEstimator(model)``) can be calibrated without ``fit``.
+    alpha : float or sequence of float, default=0.1
+        Miscoverage level(s) in (0, 1); each prediction call may override it.
+    conformity_score : {"lac", "aps", "raps", "topk"} or ClassificationScore, default="lac"
+        ``"lac"``: ``1 - p(y|x)``, smallest sets on average. ``"aps"``: cumulative mass of the
+        labels ranked above ``y``, sets adapt to how uncertain each row is. ``"raps"``: APS
+        with a rank penalty, smaller sets when there are many classes. ``"topk"``: same size
+        for every row.
+    randomized : bool, default=True
+        Randomise APS/RAPS ties with one uniform draw per row so coverage is exact.
+    k_reg : int, default=1
+        RAPS: number of top labels not penalised.
+    lambda_reg : float, default=0.01
+        RAPS: penalty per rank beyond ``k_reg``.
+    class_conditional : bool, default=False
+        Calibrate one threshold per class (Mondrian by label): coverage holds for each class.
+    batch_size : int, default=None
+        Rows predicted at once (``None``: automatic), to bound memory on large inputs.
+    random_state : int, Generator or None, default=None
+        Seeds the uniform draws of randomised scores; the same seed gives the same sets.
+
+    Attributes
+    ----------
+    estimator_ : classifier
+    classes_ : ndarray of shape (n_classes,)
+        Labels in the column order of :meth:`predict_set`.
+    conformity_scores_ : ndarray of shape (n_calibration,)
+        Score of the true label of each calibration row.
+    n_calibration_ : int
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_iris
+    >>> from sklearn.model_selection import train_test_split
+    >>> X, y = load_iris(return_X_y=True)
+    >>> X_fit, X_rest, y_fit, y_rest = train_test_split(X, y, test_size=0.6, random_state=0)
+    >>> X_cal, X_test, y_cal, y_test = train_test_split(X_rest, y_rest, random_state=0)
+    >>> cp = SplitConformalClassifier(alpha=0.1, conformity_score="aps", random_state=0)
+    >>> sets = cp.fit(X_fit, y_fit).calibrate(X_cal, y_cal).predict_set(X_test)
+    >>> sets.shape, sets.dtype
+    ((23, 3), dtype('bool'))
+    """
+
+    def __init__(
+        self,
+        estimator: BaseEstimator | None = None,
+        alpha: float | ArrayLike = 0.1,
+        conformity_score: str | ClassificationScore = "lac",
+        randomized: bool = True,
+        k_reg: int = 1,
+        lambda_reg: float = 0.01,
+        class_conditional: bool = False,
+        batch_size: int | None = None,
+        random_state: int | np.random.Generator | None = None,
+    ):
+        self.estimator = estimator
+        self.alpha = alpha
+        self.conformity_score = conformity_score
+        self.randomized = randomized
+        self.k_reg = k_reg
+        self.lambda_reg = lambda_reg
+        self.class_conditional = class_conditional
+        self.batch_size = batch_size
+        self.random_state = random_state
+
+    def _default_estimator(self) -> BaseEstimator:
+        return LogisticRegression()
+
+    def _score_object(self) -> ClassificationScore:
+        return get_classification_score(
+            self.conformity_score,
+            randomized=bool(self.randomized),
+            k_reg=self.k_reg,
+            lambda_reg=self.lambda_reg,
+        )
+
+    def _validate_params(self) -> None:
+        super()._validate_params()
+        self._score_object()
+        if not hasattr(self._estimator_or_default(), "predict_proba"):
+            raise TypeError(
+                f"`estimator` {type(self.estimator).__name__} has no predict_proba; conformal "
+                "sets need class probabilities (wrap it in CalibratedClassifierCV, for example)."
+            )
+        if isinstance(self.k_reg, bool) or not float(self.k_reg).is_integer() or self.k_reg < 0:
+            raise ValueError(f"`k_reg` must be a non-negative integer, got {self.k_reg!r}.")
+        if not np.isfinite(self.lambda_reg) or self.lambda_reg < 0:
+            raise ValueError(f"`lambda_reg` must be >= 0, got {self.lambda_reg!r}.")
+
+    @property
+    def classes_(self) -> NDArray:
+        """Class labels, in the column order of the sets."""
+        check_is_fitted(self, "estimator_")
+        return np.asarray(self.estimator_.classes_)
+
+    def _check_target(self, y, n, *, calibrating):
+        if y is None:
+            raise ValueError("`y` is None; this estimator needs class labels.")
+        labels = check_rows("y", y, n)
+        if labels.dtype.kind == "f" and not np.isfinite(labels).all():
+            raise ValueError("`y` contains NaN or infinite labels.")
+        if labels.dtype.kind == "O" and any(v is None for v in labels):
+            raise ValueError("`y` contains missing (None) labels.")
+        return labels
+
+    def _output_columns(self) -> int:
+        return len(self.classes_)
+
+    def _uniforms(self, rng: np.random.Generator, n: int) -> NDArray | None:
+        return rng.random(n) if self._score_object().randomized else None
+
+    def _calibration_scores(self, X, y):
+        index = encode_labels(y, self.classes_)
+        proba = np.asarray(self.estimator_.predict_proba(X), dtype=float)
+        every_label = self._score_object().scores(proba, self._uniforms(self._rng(0), len(y)))
+        scores = np.take_along_axis(every_label, index[:, None], axis=1)[:, 0]
+        if self.class_conditional:
+            return scores, index, len(self.classes_)
+        return scores, np.zeros_like(index), 1
+
+    def _fill_batch(self, X, thresholds, alphas, out, rng):
+        proba = np.asarray(self.estimator_.predict_proba(X), dtype=float)
+        scores = self._score_object().scores(proba, self._uniforms(rng, proba.shape[0]))
+        for j in range(alphas.size):  # a loop over levels, not rows
+            np.less_equal(scores, thresholds[:, :, 0, j], out=out[:, :, j])
+
+    def predict_set(
+        self, X: Any, alpha: float | ArrayLike | None = None, groups: ArrayLike | None = None
+    ) -> NDArray:
+        """Prediction sets as a boolean mask over ``classes_``.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+        alpha : float or sequence of float, optional
+            Miscoverage level(s); defaults to the constructor's ``alpha``.
+        groups : array-like of shape (n_samples,), optional
+            Group labels, required if (and only if) calibration used groups.
+
+        Returns
+        -------
+        ndarray of bool, shape (n_samples, n_classes) or (n_samples, n_classes, k)
+            ``sets[i, j]`` is True when ``classes_[j]`` is in the set of row ``i``.
+        """
+        self._check_calibrated("predict_set")
+        return self._predict_batched(X, alpha, groups, (len(self.classes_),), bool, "predict_set")
+
+    @available_if(_estimator_has("predict_proba"))
+    def predict_proba(self, X: Any) -> NDArray:
+        """Class probabilities of the wrapped model."""
+        check_is_fitted(self, "estimator_")
+        return self.estimator_.predict_proba(self._validate_X(X, reset=False))

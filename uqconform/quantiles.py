@@ -1,0 +1,293 @@
+"""The conformal quantile: one function for every method of the library.
+
+Split conformal prediction reduces to one order statistic of the calibration scores.
+With ``n`` nonconformity scores (lower means more typical) the threshold at miscoverage
+``alpha`` is the ``ceil((n + 1)(1 - alpha))``-th smallest score, and ``+inf`` when that
+rank exceeds ``n``. Conformity scores (higher means more typical) use the
+``floor((n + 1) alpha)``-th smallest score, and ``-inf`` when that rank is 0; this is the
+same rule applied to the negated scores, and it is implemented that way.
+
+The weighted variant puts weight ``w_i`` on calibration score ``i`` and the test point's
+weight on ``+inf`` (the finite-sample correction done once); with unit weights it returns
+exactly the unweighted order statistic.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from typing import Literal
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+__all__ = ["check_alpha", "conformal_quantile", "conformal_rank", "weighted_quantile"]
+
+# (n + 1)(1 - alpha) is often an integer in exact arithmetic (n = 99, alpha = 0.1) but not
+# in floating point (90.00000000000001); ranks are rounded to this tolerance first.
+_RANK_TOLERANCE = 1e-9
+
+
+def check_alpha(alpha: float | Sequence[float] | ArrayLike, name: str = "alpha") -> NDArray:
+    """Validate a miscoverage level (or several) and return them as a 1-D float array.
+
+    Parameters
+    ----------
+    alpha : float or sequence of float
+        Miscoverage level(s), each strictly inside (0, 1).
+    name : str, default="alpha"
+        Argument name used in error messages.
+
+    Returns
+    -------
+    ndarray of shape (k,)
+        The levels, as floats.
+
+    Raises
+    ------
+    TypeError
+        If ``alpha`` is not a number or a sequence of numbers.
+    ValueError
+        If a level is NaN or outside (0, 1), or the sequence is empty.
+
+    Examples
+    --------
+    >>> check_alpha(0.1)
+    array([0.1])
+    >>> check_alpha([0.05, 0.2])
+    array([0.05, 0.2 ])
+    """
+    if isinstance(alpha, (str, bytes)) or alpha is None or isinstance(alpha, bool):
+        raise TypeError(
+            f"`{name}` must be a float in (0, 1) or a sequence of them, got {alpha!r}."
+        )
+    try:
+        levels = np.asarray(alpha, dtype=float)
+    except (TypeError, ValueError):
+        raise TypeError(
+            f"`{name}` must be a float in (0, 1) or a sequence of them, got {alpha!r}."
+        ) from None
+    if levels.ndim > 1:
+        raise ValueError(f"`{name}` must be a float or a 1-D sequence, got shape {levels.shape}.")
+    levels = levels.reshape(-1)
+    if levels.size == 0:
+        raise ValueError(f"`{name}` is an empty sequence; give at least one level in (0, 1).")
+    bad = ~((levels > 0) & (levels < 1))  # NaN fails both comparisons
+    if bad.any():
+        raise ValueError(
+            f"`{name}` must lie strictly between 0 and 1 (it is the miscoverage level, "
+            f"e.g. 0.1 for 90% coverage); got {levels[bad].tolist()}."
+        )
+    return levels
+
+
+def conformal_rank(
+    n: int, alpha: ArrayLike, kind: Literal["nonconformity", "conformity"] = "nonconformity"
+) -> NDArray:
+    """Rank (1-based, among ``n`` sorted scores) of the conformal threshold.
+
+    Parameters
+    ----------
+    n : int
+        Number of calibration scores.
+    alpha : float or array-like
+        Miscoverage level(s).
+    kind : {"nonconformity", "conformity"}
+        ``"nonconformity"``: ``ceil((n + 1)(1 - alpha))``, which exceeds ``n`` when there are
+        too few scores. ``"conformity"``: ``floor((n + 1) alpha)``, which is 0 then.
+
+    Returns
+    -------
+    ndarray of int
+        One rank per level.
+
+    Examples
+    --------
+    >>> conformal_rank(99, 0.1)
+    array([90])
+    >>> conformal_rank(99, 0.1, kind="conformity")
+    array([10])
+    """
+    levels = check_alpha(alpha)
+    if kind == "nonconformity":
+        return np.ceil((n + 1) * (1 - levels) - _RANK_TOLERANCE).astype(np.int64)
+    if kind == "conformity":
+        return np.floor((n + 1) * levels + _RANK_TOLERANCE).astype(np.int64)
+    raise ValueError(f"`kind` must be 'nonconformity' or 'conformity', got {kind!r}.")
+
+
+def conformal_quantile(
+    scores: ArrayLike,
+    alpha: float | Sequence[float] | ArrayLike,
+    *,
+    kind: Literal["nonconformity", "conformity"] = "nonconformity",
+    weights: ArrayLike | None = None,
+    test_weight: float | ArrayLike = 1.0,
+    warn: bool = True,
+) -> NDArray:
+    """Conformal threshold of calibration scores at one or several miscoverage levels.
+
+    Parameters
+    ----------
+    scores : array-like of shape (n,)
+        Calibration scores. NaN is rejected.
+    alpha : float or sequence of float
+        Miscoverage level(s) in (0, 1).
+    kind : {"nonconformity", "conformity"}, default="nonconformity"
+        Rank convention. A test point is accepted when its nonconformity score is
+        ``<=`` the threshold, or when its conformity score is ``>=`` the threshold.
+    weights : array-like of shape (n,) or (m, n), optional
+        Non-negative weights of the calibration scores (weighted conformal prediction);
+        a 2-D array gives one set of weights, hence one threshold, per test point.
+    test_weight : float or array-like of shape (m,), default=1.0
+        Weight of the test point, placed on ``+inf`` (``-inf`` for conformity scores).
+        Only used with ``weights``.
+    warn : bool, default=True
+        Emit a ``UserWarning`` when there are too few scores for a level, in which case
+        the threshold is infinite and the prediction set is the whole output space.
+
+    Returns
+    -------
+    ndarray of shape (k,) or (m, k)
+        Thresholds, one per level (and per row of a 2-D ``weights``).
+
+    Examples
+    --------
+    >>> scores = [0.5, 0.1, 0.9, 0.3]
+    >>> conformal_quantile(scores, 0.4)  # rank ceil(5 * 0.6) = 3
+    array([0.5])
+    >>> conformal_quantile(scores, 0.1)  # rank 5 > 4: whole space
+    array([inf])
+    >>> conformal_quantile(scores, 0.4, kind="conformity")  # rank floor(5 * 0.4) = 2
+    array([0.3])
+    >>> conformal_quantile(scores, 0.4, weights=[1, 1, 1, 1])
+    array([0.5])
+    """
+    values = np.asarray(scores, dtype=float)
+    if values.ndim != 1:
+        raise ValueError(f"`scores` must be 1-D, got shape {values.shape}.")
+    if np.isnan(values).any():
+        raise ValueError("`scores` contains NaN; conformity scores must be numbers.")
+    levels = check_alpha(alpha)
+    if kind == "conformity":
+        # floor((n+1) alpha)-th smallest of s == -(ceil((n+1)(1-alpha))-th smallest of -s)
+        return -conformal_quantile(
+            -values, levels, weights=weights, test_weight=test_weight, warn=warn
+        )
+    if kind != "nonconformity":
+        raise ValueError(f"`kind` must be 'nonconformity' or 'conformity', got {kind!r}.")
+
+    if weights is None:
+        n = values.size
+        ranks = conformal_rank(n, levels)
+        thresholds = np.full(levels.shape, np.inf)
+        finite = ranks <= n
+        if finite.any():
+            kth = np.maximum(ranks[finite] - 1, 0)
+            thresholds[finite] = np.partition(values, np.unique(kth))[kth]
+        if warn and not finite.all():
+            _warn_too_few(n, levels[~finite])
+        return thresholds
+    return _weighted_conformal_quantile(values, levels, weights, test_weight, warn)
+
+
+def _warn_too_few(n: int, levels: NDArray) -> None:
+    needed = int(np.ceil(1 / levels.min() - 1 - _RANK_TOLERANCE))
+    warnings.warn(
+        f"Only {n} calibration scores: too few for alpha={levels.tolist()} "
+        f"(at least {needed} are needed), so the prediction set is the whole output space "
+        "(infinite interval, every class).",
+        UserWarning,
+        stacklevel=3,
+    )
+
+
+def _weighted_conformal_quantile(
+    values: NDArray, levels: NDArray, weights: ArrayLike, test_weight: ArrayLike, warn: bool
+) -> NDArray:
+    w = np.asarray(weights, dtype=float)
+    if w.shape[-1:] != values.shape or w.ndim > 2:
+        raise ValueError(
+            f"`weights` must have shape (n,) or (m, n) with n={values.size}, got {w.shape}."
+        )
+    if not np.isfinite(w).all() or (w < 0).any():
+        raise ValueError("`weights` must be finite and non-negative.")
+    w_test = np.asarray(test_weight, dtype=float)
+    if not np.isfinite(w_test).all() or (w_test < 0).any():
+        raise ValueError("`test_weight` must be finite and non-negative.")
+    single = w.ndim == 1
+    w2 = np.atleast_2d(w)
+    w_test = np.broadcast_to(w_test, (w2.shape[0],))
+    total = w2.sum(axis=1) + w_test
+    if (total <= 0).any():
+        raise ValueError("`weights` and `test_weight` sum to zero: no threshold is defined.")
+    order = np.argsort(values, kind="stable")
+    cumulative = np.cumsum(w2[:, order], axis=1) / total[:, None]
+    # Smallest sorted score whose cumulative mass reaches 1 - alpha; the remaining mass
+    # (the test point's) sits on +inf. The same tolerance as the unweighted rank keeps unit
+    # weights identical to the unweighted order statistic.
+    targets = (1 - levels)[None, :] - _RANK_TOLERANCE / (values.size + 1)
+    index = _rowwise_searchsorted(cumulative, targets[0])
+    sorted_values = np.append(values[order], np.inf)
+    thresholds = sorted_values[index]
+    if warn and np.isinf(thresholds).any():
+        _warn_too_few(values.size, levels[np.isinf(thresholds).any(axis=0)])
+    return thresholds[0] if single else thresholds
+
+
+def _rowwise_searchsorted(cumulative: NDArray, targets: NDArray) -> NDArray:
+    """``searchsorted(cumulative[i], targets)`` for every row at once.
+
+    Each row is non-decreasing within [0, 1 + eps]; shifting row ``i`` by ``2 i`` makes the
+    flattened array sorted, so one ``searchsorted`` call serves all rows.
+    """
+    m, n = cumulative.shape
+    offsets = 2.0 * np.arange(m)[:, None]
+    flat = (cumulative + offsets).ravel()
+    positions = np.searchsorted(flat, (targets[None, :] + offsets).ravel(), side="left")
+    return positions.reshape(m, -1) - n * np.arange(m)[:, None]
+
+
+def weighted_quantile(values: ArrayLike, weights: ArrayLike, q: float | ArrayLike) -> NDArray:
+    """Plain weighted quantile (inverse of the weighted empirical CDF), no correction.
+
+    The building block for conditional quantile models (quantile random forests,
+    Nadaraya-Watson weights): the smallest value whose normalised cumulative weight
+    reaches ``q``.
+
+    Parameters
+    ----------
+    values : array-like of shape (n,)
+    weights : array-like of shape (n,) or (m, n)
+        Non-negative weights, not all zero (per row).
+    q : float or array-like of shape (k,)
+        Levels in [0, 1].
+
+    Returns
+    -------
+    ndarray of shape (k,) or (m, k)
+
+    Examples
+    --------
+    >>> weighted_quantile([1.0, 2.0, 3.0], [1, 1, 2], 0.5)
+    array([2.])
+    """
+    v = np.asarray(values, dtype=float)
+    w = np.asarray(weights, dtype=float)
+    levels = np.atleast_1d(np.asarray(q, dtype=float))
+    if ((levels < 0) | (levels > 1) | np.isnan(levels)).any():
+        raise ValueError(f"`q` must lie in [0, 1], got {levels.tolist()}.")
+    if w.shape[-1:] != v.shape or w.ndim > 2:
+        raise ValueError(f"`weights` must have shape (n,) or (m, n) with n={v.size}.")
+    if (w < 0).any() or not np.isfinite(w).all():
+        raise ValueError("`weights` must be finite and non-negative.")
+    single = w.ndim == 1
+    w2 = np.atleast_2d(w)
+    totals = w2.sum(axis=1)
+    if (totals <= 0).any():
+        raise ValueError("`weights` sum to zero.")
+    order = np.argsort(v, kind="stable")
+    cumulative = np.cumsum(w2[:, order], axis=1) / totals[:, None]
+    index = _rowwise_searchsorted(cumulative, levels - _RANK_TOLERANCE)
+    result = v[order][np.minimum(index, v.size - 1)]
+    return result[0] if single else result

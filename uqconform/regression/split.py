@@ -1,0 +1,217 @@
+"""Split conformal regression with absolute, normalized or user-defined scores."""
+
+from __future__ import annotations
+
+import inspect
+import numbers
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from sklearn.base import BaseEstimator, RegressorMixin, clone
+from sklearn.exceptions import NotFittedError
+from sklearn.linear_model import LinearRegression
+from sklearn.model_selection import KFold, cross_val_predict
+from sklearn.utils.validation import check_is_fitted
+
+from uqconform.base import ConformalPredictor, check_regression_target
+from uqconform.scores.regression import RegressionScore, get_regression_score
+
+__all__ = ["SplitConformalRegressor"]
+
+
+def predictive_spread(model: Any, X: Any) -> NDArray:
+    """Per-row spread of a fitted model: ``predict_std(X)``, else ``predict(X, return_std=True)``.
+
+    A model without either is taken to predict the spread itself (e.g. a regressor trained
+    on absolute residuals).
+    """
+    if hasattr(model, "predict_std"):
+        return np.asarray(model.predict_std(X), dtype=float)
+    if "return_std" in inspect.signature(model.predict).parameters:
+        return np.asarray(model.predict(X, return_std=True)[1], dtype=float)
+    return np.asarray(model.predict(X), dtype=float)
+
+
+class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
+    """Split conformal prediction intervals around any scikit-learn regressor.
+
+    Held-out calibration residuals give intervals with finite-sample marginal coverage
+    ``P(y in interval) >= 1 - alpha`` under exchangeability (group-conditional with
+    ``groups=``).
+
+    Parameters
+    ----------
+    estimator : regressor, default=None
+        Any scikit-learn regressor or Pipeline; ``None`` means ``LinearRegression()``.
+        A fitted model (or ``FrozenEstimator(model)``) can be calibrated without ``fit``.
+    alpha : float or sequence of float, default=0.1
+        Miscoverage level(s) in (0, 1); each prediction call may override it.
+    conformity_score : {"absolute", "normalized"} or RegressionScore, default="absolute"
+        ``"absolute"``: ``|y - y_hat|``, constant width. ``"normalized"``:
+        ``|y - y_hat| / sigma(x)``, width proportional to a difficulty estimate.
+    difficulty_estimator : regressor, default=None
+        For ``conformity_score="normalized"``. Unfitted (or ``None``: a clone of ``estimator``): fitted in
+        ``fit`` on the absolute out-of-fold residuals of ``estimator``. Fitted: used as is,
+        through ``predict_std(X)`` or ``predict(X, return_std=True)`` when it has them
+        (a Gaussian process, a Bayesian predictive), else ``predict(X)``.
+    cv : int or cross-validation splitter, default=5
+        Folds for the out-of-fold residuals of the normalized score.
+    batch_size : int, default=None
+        Rows predicted at once (``None``: automatic), to bound memory on large inputs.
+    random_state : int, Generator or None, default=None
+        Seeds the out-of-fold split.
+
+    Attributes
+    ----------
+    estimator_ : regressor
+        The fitted model (the user's own object when it was calibrated without ``fit``).
+    difficulty_estimator_ : regressor
+        The fitted difficulty model (normalized score only).
+    conformity_scores_ : ndarray of shape (n_calibration,)
+    n_calibration_ : int
+    n_features_in_ : int
+    feature_names_in_ : ndarray of str
+        Only with a DataFrame input.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_regression
+    >>> from sklearn.linear_model import Ridge
+    >>> X, y = make_regression(n_samples=600, n_features=5, noise=10, random_state=0)
+    >>> cp = SplitConformalRegressor(Ridge(), alpha=0.1)
+    >>> cp = cp.fit(X[:300], y[:300]).calibrate(X[300:500], y[300:500])
+    >>> intervals = cp.predict_interval(X[500:])
+    >>> intervals.shape
+    (100, 2)
+    >>> bool(((intervals[:, 0] <= y[500:]) & (y[500:] <= intervals[:, 1])).mean() > 0.8)
+    True
+    """
+
+    def __init__(
+        self,
+        estimator: BaseEstimator | None = None,
+        alpha: float | ArrayLike = 0.1,
+        conformity_score: str | RegressionScore = "absolute",
+        difficulty_estimator: BaseEstimator | None = None,
+        cv: int | Any = 5,
+        batch_size: int | None = None,
+        random_state: int | np.random.Generator | None = None,
+    ):
+        self.estimator = estimator
+        self.alpha = alpha
+        self.conformity_score = conformity_score
+        self.difficulty_estimator = difficulty_estimator
+        self.cv = cv
+        self.batch_size = batch_size
+        self.random_state = random_state
+
+    def _default_estimator(self) -> BaseEstimator:
+        return LinearRegression()
+
+    def _validate_params(self) -> None:
+        super()._validate_params()
+        self._score_object()
+
+    def _score_object(self) -> RegressionScore:
+        return get_regression_score(self.conformity_score)
+
+    def _check_target(self, y, n, *, calibrating):
+        return check_regression_target(y, n)
+
+    def _output_columns(self) -> int:
+        return 2
+
+    # ---- difficulty (normalized score) ---------------------------------------------------
+    def _needs_difficulty(self) -> bool:
+        return self._score_object().needs_difficulty
+
+    def _difficulty_is_prefit(self) -> bool:
+        if self.difficulty_estimator is None:
+            return False
+        try:
+            check_is_fitted(self.difficulty_estimator)
+        except NotFittedError:
+            return False
+        return True
+
+    def _after_fit(self, X, y, **fit_params):
+        self.__dict__.pop("difficulty_estimator_", None)
+        if not self._needs_difficulty() or self._difficulty_is_prefit():
+            return
+        cv = self.cv
+        if isinstance(cv, numbers.Integral):
+            seed = self.random_state
+            seed = None if isinstance(seed, np.random.Generator) else seed
+            cv = KFold(int(cv), shuffle=True, random_state=seed)
+        out_of_fold = cross_val_predict(
+            clone(self._estimator_or_default()), X, y, cv=cv, params=fit_params
+        )
+        base = self.difficulty_estimator
+        model = clone(self._estimator_or_default() if base is None else base)
+        self.difficulty_estimator_ = model.fit(X, np.abs(y - out_of_fold))
+
+    def _difficulty(self, X: Any) -> NDArray | None:
+        if not self._needs_difficulty():
+            return None
+        if not hasattr(self, "difficulty_estimator_"):
+            if not self._difficulty_is_prefit():
+                raise NotFittedError(
+                    "conformity_score='normalized' needs a difficulty estimate: call fit(X_train, y_train) "
+                    "so the difficulty model is trained on out-of-fold residuals, or pass a "
+                    "fitted `difficulty_estimator` (e.g. a model with predict_std)."
+                )
+            self.difficulty_estimator_ = self.difficulty_estimator
+        sigma = predictive_spread(self.difficulty_estimator_, X)
+        floor = getattr(self, "difficulty_floor_", None)
+        if floor is None:  # set once, at calibration, and used for every prediction
+            positive = sigma[sigma > 0]
+            floor = 1e-3 * float(np.median(positive)) if positive.size else 1e-12
+            self.difficulty_floor_ = floor
+        return np.maximum(sigma, floor)
+
+    def _reset_calibration(self) -> None:
+        super()._reset_calibration()
+        self.__dict__.pop("difficulty_floor_", None)
+
+    # ---- scores and intervals --------------------------------------------------------------
+    def _model_output(self, X: Any) -> NDArray:
+        return np.asarray(self.estimator_.predict(X), dtype=float)
+
+    def _calibration_scores(self, X, y):
+        score = self._score_object()
+        scores = score.score(y, self._model_output(X), self._difficulty(X))
+        return np.asarray(scores, dtype=float), np.zeros(y.shape[0], dtype=np.intp), 1
+
+    def _fill_batch(self, X, thresholds, alphas, out, rng):
+        score = self._score_object()
+        output = self._model_output(X)
+        difficulty = self._difficulty(X)
+        for j in range(alphas.size):  # a loop over levels, not rows
+            out[:, :, j] = score.inverse(output, thresholds[:, 0, :, j], difficulty)
+
+    def predict_interval(
+        self, X: Any, alpha: float | ArrayLike | None = None, groups: ArrayLike | None = None
+    ) -> NDArray:
+        """Prediction intervals.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+        alpha : float or sequence of float, optional
+            Miscoverage level(s); defaults to the constructor's ``alpha``.
+        groups : array-like of shape (n_samples,), optional
+            Group labels, required if (and only if) calibration used groups.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, 2), or (n_samples, 2, k) for k levels
+            Lower and upper bounds; infinite when there were too few calibration points.
+        """
+        return self._predict_batched(X, alpha, groups, (2,), float, "predict_interval")
+
+    def predict_set(
+        self, X: Any, alpha: float | ArrayLike | None = None, groups: ArrayLike | None = None
+    ) -> NDArray:
+        """The native prediction set of a scalar regressor: :meth:`predict_interval`."""
+        return self.predict_interval(X, alpha=alpha, groups=groups)

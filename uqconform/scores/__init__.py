@@ -1,0 +1,31 @@
+"""Conformity scores: each is a pair of a score and its inverse (the prediction set)."""
+
+from uqconform.scores.classification import (
+    APSScore,
+    ClassificationScore,
+    LACScore,
+    RAPSScore,
+    TopKScore,
+    get_classification_score,
+)
+from uqconform.scores.regression import (
+    AbsoluteScore,
+    CQRScore,
+    NormalizedScore,
+    RegressionScore,
+    get_regression_score,
+)
+
+__all__ = [
+    "APSScore",
+    "AbsoluteScore",
+    "CQRScore",
+    "ClassificationScore",
+    "LACScore",
+    "NormalizedScore",
+    "RAPSScore",
+    "RegressionScore",
+    "TopKScore",
+    "get_classification_score",
+    "get_regression_score",
+]

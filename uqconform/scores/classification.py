@@ -1,0 +1,181 @@
+"""Classification scores: the nonconformity of every candidate label at once.
+
+``scores(proba, u)`` returns an ``(n, n_classes)`` array: the score each label would get if
+it were the true one. Calibration reads the true label's column; a prediction set keeps the
+labels whose score is at most the threshold (its inverse). ``u`` holds one uniform draw per
+row, used by the randomised scores so that coverage is exactly nominal rather than above it.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+import numpy as np
+from numpy.typing import NDArray
+
+__all__ = [
+    "APSScore",
+    "ClassificationScore",
+    "LACScore",
+    "RAPSScore",
+    "TopKScore",
+    "get_classification_score",
+]
+
+
+class ClassificationScore(ABC):
+    """A classification nonconformity score, computed for every candidate label.
+
+    Attributes
+    ----------
+    randomized : bool
+        Whether the score uses the per-row uniform draw ``u``.
+    """
+
+    randomized: bool = False
+
+    @abstractmethod
+    def scores(self, proba: NDArray, u: NDArray | None = None) -> NDArray:
+        """Scores ``(n, n_classes)`` from probabilities ``(n, n_classes)``."""
+
+    def __repr__(self) -> str:
+        params = ", ".join(f"{k}={v!r}" for k, v in vars(self).items())
+        return f"{type(self).__name__}({params})"
+
+
+class LACScore(ClassificationScore):
+    """Least ambiguous set-valued classifier: ``1 - p(y | x)`` (Sadinle et al., 2019).
+
+    Gives the smallest average sets, at the price of weaker conditional coverage.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> LACScore().scores(np.array([[0.7, 0.2, 0.1]]))
+    array([[0.3, 0.8, 0.9]])
+    """
+
+    def scores(self, proba, u=None):
+        return 1.0 - proba
+
+
+def _sorted_descending(proba: NDArray) -> tuple[NDArray, NDArray]:
+    order = np.argsort(-proba, axis=1, kind="stable")
+    return order, np.take_along_axis(proba, order, axis=1)
+
+
+def _unsort(values_in_order: NDArray, order: NDArray) -> NDArray:
+    out = np.empty_like(values_in_order)
+    np.put_along_axis(out, order, values_in_order, axis=1)
+    return out
+
+
+class APSScore(ClassificationScore):
+    """Adaptive prediction sets: probability mass of the labels ranked above ``y``.
+
+    ``sum_{j ranked before y} p_j + u * p_y`` (Romano et al., 2020). With
+    ``randomized=False`` the label's own mass counts in full (``u = 1``), which
+    over-covers.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> APSScore(randomized=False).scores(np.array([[0.2, 0.5, 0.3]]))
+    array([[1. , 0.5, 0.8]])
+    >>> APSScore().scores(np.array([[0.2, 0.5, 0.3]]), u=np.array([0.5]))
+    array([[0.9 , 0.25, 0.65]])
+    """
+
+    def __init__(self, randomized: bool = True):
+        self.randomized = randomized
+
+    def _penalty(self, n_classes: int) -> NDArray | float:
+        return 0.0
+
+    def scores(self, proba, u=None):
+        order, ranked = _sorted_descending(proba)
+        total = np.cumsum(ranked, axis=1)
+        if self.randomized:
+            total -= ranked * (1.0 - u[:, None])
+        total += self._penalty(proba.shape[1])
+        return _unsort(total, order)
+
+
+class RAPSScore(APSScore):
+    """Regularised APS: APS plus ``lambda_reg * max(0, rank(y) - k_reg)``.
+
+    The penalty discourages unlikely labels deep in the ranking, which shrinks the sets
+    APS gives on models with many small probabilities (Angelopoulos et al., 2021).
+
+    Parameters
+    ----------
+    k_reg : int, default=1
+        Number of top-ranked labels that are not penalised.
+    lambda_reg : float, default=0.01
+        Penalty per rank beyond ``k_reg``.
+    randomized : bool, default=True
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> RAPSScore(k_reg=1, lambda_reg=0.1, randomized=False).scores(
+    ...     np.array([[0.2, 0.5, 0.3]]))
+    array([[1.2, 0.5, 0.9]])
+    """
+
+    def __init__(self, k_reg: int = 1, lambda_reg: float = 0.01, randomized: bool = True):
+        self.k_reg = k_reg
+        self.lambda_reg = lambda_reg
+        self.randomized = randomized
+
+    def _penalty(self, n_classes: int) -> NDArray:
+        ranks = np.arange(1, n_classes + 1)
+        return self.lambda_reg * np.maximum(ranks - self.k_reg, 0)
+
+
+class TopKScore(ClassificationScore):
+    """Rank of the label among the model's ordered probabilities (1 = most likely).
+
+    Every set has the same size, the calibrated ``k``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> TopKScore().scores(np.array([[0.2, 0.5, 0.3]]))
+    array([[3., 1., 2.]])
+    """
+
+    def scores(self, proba, u=None):
+        order = np.argsort(-proba, axis=1, kind="stable")
+        ranks = np.broadcast_to(np.arange(1.0, proba.shape[1] + 1), proba.shape)
+        return _unsort(np.ascontiguousarray(ranks), order)
+
+
+def get_classification_score(
+    score: str | ClassificationScore,
+    *,
+    randomized: bool = True,
+    k_reg: int = 1,
+    lambda_reg: float = 0.01,
+) -> ClassificationScore:
+    """Resolve ``"lac"``, ``"aps"``, ``"raps"``, ``"topk"`` or pass a score object through.
+
+    Examples
+    --------
+    >>> get_classification_score("raps", k_reg=2)
+    RAPSScore(k_reg=2, lambda_reg=0.01, randomized=True)
+    """
+    if isinstance(score, ClassificationScore):
+        return score
+    if score == "lac":
+        return LACScore()
+    if score == "aps":
+        return APSScore(randomized=randomized)
+    if score == "raps":
+        return RAPSScore(k_reg=k_reg, lambda_reg=lambda_reg, randomized=randomized)
+    if score == "topk":
+        return TopKScore()
+    raise ValueError(
+        f"Unknown `score` {score!r}: use 'lac', 'aps', 'raps', 'topk' or an instance of "
+        "uqconform.scores.ClassificationScore."
+    )

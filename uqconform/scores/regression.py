@@ -1,0 +1,170 @@
+"""Regression scores: ``score(y, y_pred, difficulty)`` and its inverse ``inverse(...)``.
+
+A score maps a target and the model's output to a nonconformity value (lower is more
+typical); its inverse maps the model's output and a threshold back to the interval of
+targets whose score is at most that threshold. The wrapper does quantiles, groups, levels
+and batching, so a new score is a few lines.
+
+An asymmetric score returns one column per side, ``(n, 2)``; each side is then calibrated
+at ``alpha / 2`` and ``inverse`` receives two thresholds per row.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+import numpy as np
+from numpy.typing import NDArray
+
+__all__ = [
+    "AbsoluteScore",
+    "CQRScore",
+    "NormalizedScore",
+    "RegressionScore",
+    "get_regression_score",
+]
+
+
+class RegressionScore(ABC):
+    """A regression nonconformity score and its inverse.
+
+    Attributes
+    ----------
+    n_components : int
+        1 for a symmetric score; 2 for a score with one column per side.
+    needs_difficulty : bool
+        Whether the score divides by a per-row difficulty (a predictive spread).
+
+    Examples
+    --------
+    A user score: the absolute error on the log scale of a positive target.
+
+    >>> import numpy as np
+    >>> class LogAbsolute(RegressionScore):
+    ...     def score(self, y, y_pred, difficulty=None):
+    ...         return np.abs(np.log(y) - np.log(y_pred))
+    ...     def inverse(self, y_pred, threshold, difficulty=None):
+    ...         q = threshold[:, 0]
+    ...         return np.stack([y_pred * np.exp(-q), y_pred * np.exp(q)], axis=1)
+    >>> s = LogAbsolute()
+    >>> s.inverse(np.array([1.0]), s.score(np.array([2.0]), np.array([1.0]))[:, None])
+    array([[0.5, 2. ]])
+    """
+
+    n_components: int = 1
+    needs_difficulty: bool = False
+
+    @abstractmethod
+    def score(self, y: NDArray, y_pred: NDArray, difficulty: NDArray | None = None) -> NDArray:
+        """Nonconformity of targets ``y`` (n,) given model output ``y_pred``."""
+
+    @abstractmethod
+    def inverse(
+        self, y_pred: NDArray, threshold: NDArray, difficulty: NDArray | None = None
+    ) -> NDArray:
+        """Interval ``(n, 2)`` of targets with score <= ``threshold`` (n, n_components)."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+class AbsoluteScore(RegressionScore):
+    """``|y - y_pred|``: constant-width intervals ``y_pred -/+ q``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> AbsoluteScore().inverse(np.array([1.0, 2.0]), np.array([[0.5], [0.5]]))
+    array([[0.5, 1.5],
+           [1.5, 2.5]])
+    """
+
+    def score(self, y, y_pred, difficulty=None):
+        return np.abs(y - y_pred)
+
+    def inverse(self, y_pred, threshold, difficulty=None):
+        q = threshold[:, 0]
+        return np.stack([y_pred - q, y_pred + q], axis=1)
+
+
+class NormalizedScore(RegressionScore):
+    """``|y - y_pred| / difficulty``: intervals ``y_pred -/+ q * difficulty``.
+
+    The difficulty is a per-row predictive spread (an estimate of the absolute residual,
+    or a predictive standard deviation), so intervals adapt to heteroscedastic noise.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> NormalizedScore().inverse(np.array([0.0]), np.array([[2.0]]), np.array([0.5]))
+    array([[-1.,  1.]])
+    """
+
+    needs_difficulty = True
+
+    def score(self, y, y_pred, difficulty=None):
+        return np.abs(y - y_pred) / difficulty
+
+    def inverse(self, y_pred, threshold, difficulty=None):
+        half = threshold[:, 0] * difficulty
+        return np.stack([y_pred - half, y_pred + half], axis=1)
+
+
+class CQRScore(RegressionScore):
+    """Conformalized quantile regression score on a band ``y_pred = [lower, upper]``.
+
+    Parameters
+    ----------
+    symmetric : bool, default=True
+        ``True``: ``max(lower - y, y - upper)`` with one threshold added to both ends
+        (Romano et al., 2019). ``False``: the two sides are scored and calibrated
+        separately at ``alpha / 2`` each, which lets the band move asymmetrically.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> band = np.array([[0.0, 1.0]])
+    >>> CQRScore().score(np.array([1.5]), band)
+    array([0.5])
+    >>> CQRScore(symmetric=False).inverse(band, np.array([[0.1, 0.2]]))
+    array([[-0.1,  1.2]])
+    """
+
+    def __init__(self, symmetric: bool = True):
+        self.symmetric = symmetric
+        self.n_components = 1 if symmetric else 2
+
+    def score(self, y, y_pred, difficulty=None):
+        below, above = y_pred[:, 0] - y, y - y_pred[:, 1]
+        if self.symmetric:
+            return np.maximum(below, above)
+        return np.stack([below, above], axis=1)
+
+    def inverse(self, y_pred, threshold, difficulty=None):
+        low_q = threshold[:, 0]
+        high_q = threshold[:, -1]
+        return np.stack([y_pred[:, 0] - low_q, y_pred[:, 1] + high_q], axis=1)
+
+    def __repr__(self) -> str:
+        return f"CQRScore(symmetric={self.symmetric})"
+
+
+_REGRESSION_SCORES = {"absolute": AbsoluteScore, "normalized": NormalizedScore}
+
+
+def get_regression_score(score: str | RegressionScore) -> RegressionScore:
+    """Resolve a score name (``"absolute"``, ``"normalized"``) or pass a score object.
+
+    Examples
+    --------
+    >>> get_regression_score("absolute")
+    AbsoluteScore()
+    """
+    if isinstance(score, RegressionScore):
+        return score
+    if isinstance(score, str) and score in _REGRESSION_SCORES:
+        return _REGRESSION_SCORES[score]()
+    raise ValueError(
+        f"Unknown `score` {score!r}: use one of {sorted(_REGRESSION_SCORES)} or an instance "
+        "of uqconform.scores.RegressionScore."
+    )
