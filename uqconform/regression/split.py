@@ -51,8 +51,9 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
         ``"absolute"``: ``|y - y_hat|``, constant width. ``"normalized"``:
         ``|y - y_hat| / sigma(x)``, width proportional to a difficulty estimate.
     difficulty_estimator : regressor, default=None
-        For ``conformity_score="normalized"``. Unfitted (or ``None``: a clone of ``estimator``): fitted in
-        ``fit`` on the absolute out-of-fold residuals of ``estimator``. Fitted: used as is,
+        For ``conformity_score="normalized"``. Unfitted (or ``None``: a clone of
+        ``estimator``): fitted in ``fit`` on the absolute out-of-fold residuals of
+        ``estimator``. Fitted: used as is,
         through ``predict_std(X)`` or ``predict(X, return_std=True)`` when it has them
         (a Gaussian process, a Bayesian predictive), else ``predict(X)``.
     cv : int or cross-validation splitter, default=5
@@ -157,8 +158,9 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
         if not hasattr(self, "difficulty_estimator_"):
             if not self._difficulty_is_prefit():
                 raise NotFittedError(
-                    "conformity_score='normalized' needs a difficulty estimate: call fit(X_train, y_train) "
-                    "so the difficulty model is trained on out-of-fold residuals, or pass a "
+                    "conformity_score='normalized' needs a difficulty estimate: call "
+                    "fit(X_train, y_train) so the difficulty model is trained on out-of-fold "
+                    "residuals, or pass a "
                     "fitted `difficulty_estimator` (e.g. a model with predict_std)."
                 )
             self.difficulty_estimator_ = self.difficulty_estimator
