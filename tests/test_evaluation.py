@@ -1,0 +1,618 @@
+"""uqconform.evaluation: metrics, conditional coverage, coverage law, report and plots."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sklearn.linear_model import LinearRegression, LogisticRegression
+
+from uqconform import SplitConformalClassifier, SplitConformalRegressor
+from uqconform.evaluation import (
+    CoverageReport,
+    coverage,
+    coverage_bounds,
+    coverage_by_group,
+    coverage_count_pmf,
+    evaluate,
+    mean_set_size,
+    mean_volume,
+    mean_width,
+    plot_intervals,
+    size_stratified_coverage,
+)
+
+# ---- toy data ---------------------------------------------------------------------------
+
+# y:        0.5   2.0   -1.0  3.0
+# interval  [0,1] [0,1] [-1,0] [0,inf]   -> covered T F T T (bounds are inclusive)
+Y_REG = np.array([0.5, 2.0, -1.0, 3.0])
+INTERVALS = np.array([[0.0, 1.0], [0.0, 1.0], [-1.0, 0.0], [0.0, np.inf]])
+# level 2: [0,3] everywhere -> covered T T F T, widths 3
+INTERVALS_K = np.stack([INTERVALS, np.tile([0.0, 3.0], (4, 1))], axis=-1)
+
+Y_CLS = np.array([0, 1, 2, 1])
+SETS = np.array(
+    [
+        [True, False, False],  # 0 in, size 1
+        [True, False, True],  # 1 out, size 2
+        [False, False, True],  # 2 in, size 1
+        [True, True, True],  # 1 in, size 3
+    ]
+)
+SETS_K = np.stack([SETS, np.ones_like(SETS)], axis=-1)  # second level: every class
+
+
+class Discs:
+    """A duck-typed region: row i is the disc of radius r_i around the origin."""
+
+    def __init__(self, radius):
+        self.radius = np.asarray(radius, dtype=float)
+        self.calls = []
+
+    def __len__(self):
+        return self.radius.size
+
+    def contains(self, Y):
+        return np.linalg.norm(Y, axis=1) <= self.radius
+
+    def volume(self, **kwargs):
+        self.calls.append(kwargs)
+        return np.pi * self.radius**2
+
+
+Y_2D = np.array([[0.0, 0.5], [1.0, 1.0], [3.0, 0.0]])  # norms 0.5, 1.41, 3
+
+
+def readonly(array):
+    array = np.array(array)
+    array.setflags(write=False)
+    return array
+
+
+# ---- coverage ----------------------------------------------------------------------------
+
+
+def test_coverage_intervals_hand_computed():
+    assert coverage(Y_REG, INTERVALS) == 0.75
+    assert isinstance(coverage(Y_REG, INTERVALS), float)
+    np.testing.assert_array_equal(coverage(Y_REG, INTERVALS_K), [0.75, 0.75])
+    # a list of lists and a column-vector target work too
+    assert coverage(Y_REG[:, None], INTERVALS.tolist()) == 0.75
+    assert coverage([1, 2], np.array([[1, 1], [0, 1]])) == 0.5  # integer bounds
+
+
+def test_coverage_boxes():
+    boxes = np.array(
+        [
+            [[-1.0, 1.0], [-1.0, 1.0]],  # (0, 0.5) in
+            [[0.0, 2.0], [0.0, 0.5]],  # (1, 1) out on the second axis
+            [[2.0, 3.0], [-np.inf, np.inf]],  # (3, 0) in
+        ]
+    )
+    assert coverage(Y_2D, boxes) == pytest.approx(2 / 3)
+    stacked = np.stack([boxes, boxes + np.array([-10.0, 10.0])], axis=-1)
+    np.testing.assert_allclose(coverage(Y_2D, stacked), [2 / 3, 1.0])
+
+
+def test_coverage_sets_integer_labels():
+    assert coverage(Y_CLS, SETS) == 0.75
+    np.testing.assert_array_equal(coverage(Y_CLS, SETS_K), [0.75, 1.0])
+    assert coverage(Y_CLS.astype(float), SETS) == 0.75  # 1.0 is label 1
+
+
+def test_coverage_sets_string_labels():
+    classes = np.array(["cat", "dog", "eel"])
+    assert coverage(classes[Y_CLS], SETS, classes=classes) == 0.75
+    assert coverage(list(classes[Y_CLS]), SETS, classes=list(classes)) == 0.75
+    series = pd.Series(classes[Y_CLS], dtype="string")
+    np.testing.assert_array_equal(coverage(series, SETS_K, classes=classes), [0.75, 1.0])
+    # labels in a different order than the columns
+    assert coverage([10, 30, 20, 30], SETS, classes=[10, 30, 20]) == 0.75
+
+
+def test_coverage_regions():
+    discs = Discs([1.0, 1.0, 3.0])
+    assert coverage(Y_2D, discs) == pytest.approx(2 / 3)
+    np.testing.assert_allclose(coverage(Y_2D, [discs, Discs([0.1, 2.0, 2.0])]), [2 / 3, 1 / 3])
+
+
+def test_metric_values():
+    assert mean_width(np.array([[0.0, 1.0], [1.0, 4.0]])) == 2.0
+    assert mean_width(INTERVALS) == math.inf
+    np.testing.assert_array_equal(mean_width(INTERVALS_K), [np.inf, 3.0])
+    assert mean_width(INTERVALS[:3]) == pytest.approx(1.0)
+    assert mean_width(np.array([[np.inf, np.inf]])) == 0.0  # degenerate, not NaN
+    assert mean_set_size(SETS) == 1.75
+    np.testing.assert_array_equal(mean_set_size(SETS_K), [1.75, 3.0])
+    discs = Discs([1.0, 2.0])
+    assert mean_volume(discs) == pytest.approx(2.5 * np.pi)
+    np.testing.assert_allclose(mean_volume([discs, Discs([0.0, 0.0])]), [2.5 * np.pi, 0.0])
+    mean_volume(discs, n_samples=10, random_state=0)
+    assert discs.calls[-1] == {"n_samples": 10, "random_state": 0}
+
+
+# ---- bad inputs --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("y", "prediction", "error", "match"),
+    [
+        (Y_REG[:3], INTERVALS, ValueError, "y_true.*3 rows.*4"),
+        ([0.5, np.nan, 1.0, 2.0], INTERVALS, ValueError, "y_true.*NaN"),
+        (["a", "b", "c", "d"], INTERVALS, TypeError, "y_true.*numeric"),
+        (0.5, INTERVALS, ValueError, "y_true.*scalar"),
+        (None, INTERVALS, ValueError, "y_true"),
+        ([], np.zeros((0, 2)), ValueError, "y_true.*empty"),
+        (np.zeros((4, 2)), INTERVALS, ValueError, "y_true.*1-D"),
+        (Y_REG, INTERVALS[:, 0], ValueError, "prediction.*shape"),
+        (Y_REG, np.zeros((4, 2, 2, 2)), ValueError, "prediction.*shape"),
+        (Y_REG, INTERVALS[:, ::-1], ValueError, "prediction.*lower > upper"),
+        (Y_REG, np.full((4, 2), np.nan), ValueError, "prediction.*NaN"),
+        (Y_CLS, SETS.astype(int), TypeError, "prediction.*boolean"),
+        (Y_CLS, SETS[:, :, None, None], ValueError, "prediction.*shape"),
+        (Y_REG, np.array([["a", "b"]] * 4), TypeError, "prediction.*dtype"),
+        (Y_REG, None, TypeError, "prediction"),
+        (Y_CLS, SETS[:3], ValueError, "y_true.*4 rows.*3"),
+        ([0, 1, 2, 3], SETS, ValueError, "y_true.*outside 0..2"),
+        ([0, 1, -1, 1], SETS, ValueError, "y_true.*outside"),
+        (["a", "b", "a", "b"], SETS, ValueError, "y_true.*classes="),
+        ([0.0, 1.5, 2.0, 1.0], SETS, ValueError, "y_true.*classes="),
+        ([0.0, np.nan, 2.0, 1.0], SETS, ValueError, "y_true.*missing"),
+        (np.zeros((4, 2), dtype=int), SETS, ValueError, "y_true.*1-D"),
+        (Y_2D[:, 0], Discs([1, 1, 1]), ValueError, r"y_true.*\(n, d\)"),
+        (Y_2D[:2], Discs([1, 1, 1]), ValueError, "y_true.*2 rows.*3"),
+        (Y_2D, [Discs([1, 1, 1]), INTERVALS], TypeError, "prediction.*mixing"),
+        (Y_2D, [Discs([1, 1, 1]), Discs([1, 1])], ValueError, "prediction.*lengths"),
+    ],
+)
+def test_coverage_rejects_bad_input(y, prediction, error, match):
+    with pytest.raises(error, match=match):
+        coverage(y, prediction)
+
+
+def test_coverage_rejects_bad_classes():
+    labels = np.array(["cat", "dog", "eel"])
+    with pytest.raises(ValueError, match=r"y_true.*not in `classes`.*'fox'"):
+        coverage(["cat", "fox", "eel", "dog"], SETS, classes=labels)
+    with pytest.raises(ValueError, match=r"y_true.*not in `classes`"):
+        coverage([0, 1, 2, 1], SETS, classes=labels)  # ints against strings
+    with pytest.raises(ValueError, match=r"classes.*2 labels.*3 columns"):
+        coverage(["cat"] * 4, SETS, classes=labels[:2])
+    with pytest.raises(ValueError, match=r"classes.*duplicate"):
+        coverage(["cat"] * 4, SETS, classes=["cat", "cat", "dog"])
+    with pytest.raises(ValueError, match=r"classes.*1-D"):
+        coverage(["cat"] * 4, SETS, classes=[labels])
+    with pytest.raises(TypeError, match=r"classes.*boolean set"):
+        coverage(Y_REG, INTERVALS, classes=[0, 1])
+    with pytest.raises(ValueError, match=r"y_true.*missing"):
+        coverage(np.array(["cat", None, "eel", "dog"], dtype=object), SETS, classes=labels)
+
+
+def test_region_contract_is_checked():
+    class BadRegion(Discs):
+        def contains(self, Y):
+            return np.ones(len(Y))  # floats, not bool
+
+    with pytest.raises(TypeError, match=r"contains.*boolean"):
+        coverage(Y_2D, BadRegion([1, 1, 1]))
+    with pytest.raises(TypeError, match=r"region.*contains"):
+        mean_volume(INTERVALS)
+
+    class NoVolume:
+        def contains(self, Y):
+            return np.ones(len(Y), dtype=bool)
+
+    with pytest.raises(TypeError, match=r"region.*volume"):
+        mean_volume(NoVolume())
+
+
+def test_metric_functions_reject_bad_input():
+    with pytest.raises(ValueError, match=r"intervals.*shape"):
+        mean_width(np.zeros(3))
+    with pytest.raises(TypeError, match=r"intervals.*float"):
+        mean_width(SETS)
+    with pytest.raises(ValueError, match=r"intervals.*lower > upper"):
+        mean_width(INTERVALS[:, ::-1])
+    with pytest.raises(TypeError, match=r"intervals.*boolean"):
+        mean_width(np.zeros((3, 4)))  # not (n, 2)
+    with pytest.raises(TypeError, match=r"sets.*boolean"):
+        mean_set_size(SETS.astype(int))
+    with pytest.raises(ValueError, match=r"sets.*shape"):
+        mean_set_size(np.ones(3, dtype=bool))
+    with pytest.raises(ValueError, match=r"sets.*empty"):
+        mean_set_size(np.ones((0, 3), dtype=bool))
+
+
+def test_inputs_are_not_modified():
+    y, intervals, sets = readonly(Y_REG), readonly(INTERVALS_K), readonly(SETS_K)
+    labels, groups = readonly(["a", "b", "c", "b"]), readonly([1, 1, 2, 2])
+    before = [a.copy() for a in (y, intervals, sets, labels, groups)]
+    coverage(y, intervals)
+    coverage(labels, sets, classes=readonly(["a", "b", "c"]))
+    mean_width(intervals)
+    mean_set_size(sets)
+    coverage_by_group(y, intervals, groups)
+    coverage_by_group(labels, sets, groups, classes=["a", "b", "c"])
+    size_stratified_coverage(y, intervals, bins=2)
+    size_stratified_coverage(labels, sets, classes=["a", "b", "c"])
+    for old, new in zip(before, (y, intervals, sets, labels, groups), strict=True):
+        np.testing.assert_array_equal(old, new)
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.floats(-5, 5, allow_nan=False), st.floats(-5, 5), st.floats(0, 5)),
+        min_size=1,
+        max_size=30,
+    )
+)
+def test_interval_coverage_matches_definition(rows):
+    y = np.array([r[0] for r in rows])
+    lower = np.array([r[1] for r in rows])
+    intervals = np.column_stack([lower, lower + np.array([r[2] for r in rows])])
+    expected = np.mean([lo <= v <= hi for v, (lo, hi) in zip(y, intervals, strict=True)])
+    assert coverage(y, intervals) == pytest.approx(expected)
+    permutation = np.random.default_rng(0).permutation(y.size)
+    assert coverage(y[permutation], intervals[permutation]) == pytest.approx(expected)
+
+
+# ---- conditional coverage ----------------------------------------------------------------
+
+
+def test_coverage_by_group_intervals():
+    table = coverage_by_group(Y_REG, INTERVALS, groups=["b", "a", "b", "a"])
+    assert list(table.index) == ["a", "b"] and table.index.name == "group"
+    assert list(table.columns) == ["count", "coverage", "mean_width"]
+    np.testing.assert_array_equal(table["count"], [2, 2])
+    np.testing.assert_array_equal(table["coverage"], [0.5, 1.0])
+    np.testing.assert_array_equal(table["mean_width"], [np.inf, 1.0])
+
+
+def test_coverage_by_group_levels_and_sets():
+    table = coverage_by_group(["x", "y", "z", "y"], SETS_K, [0, 0, 1, 1], classes=["x", "y", "z"])
+    assert table.index.names == ["level", "group"]
+    np.testing.assert_array_equal(table.loc[0, "coverage"], [0.5, 1.0])
+    np.testing.assert_array_equal(table.loc[0, "mean_set_size"], [1.5, 2.0])
+    np.testing.assert_array_equal(table.loc[1, "coverage"], [1.0, 1.0])
+    regions = coverage_by_group(Y_2D, Discs([1.0, 1.0, 3.0]), ["p", "q", "q"])
+    np.testing.assert_allclose(regions["coverage"], [1.0, 0.5])
+    np.testing.assert_allclose(regions["mean_volume"], [np.pi, 5 * np.pi])
+
+
+def test_coverage_by_group_rejects_bad_groups():
+    with pytest.raises(ValueError, match=r"groups.*3 entries.*4"):
+        coverage_by_group(Y_REG, INTERVALS, [0, 1, 2])
+    with pytest.raises(ValueError, match=r"groups.*missing"):
+        coverage_by_group(Y_REG, INTERVALS, [0.0, np.nan, 1.0, 1.0])
+    with pytest.raises(ValueError, match=r"groups.*1-D"):
+        coverage_by_group(Y_REG, INTERVALS, np.zeros((4, 2)))
+    with pytest.raises(ValueError, match=r"groups.*None"):
+        coverage_by_group(Y_REG, INTERVALS, None)
+
+
+def test_size_stratified_coverage_sets():
+    table = size_stratified_coverage(Y_CLS, SETS)
+    assert list(table.columns) == ["low", "high", "count", "coverage"]
+    np.testing.assert_array_equal(table["low"], [1, 2, 3])
+    np.testing.assert_array_equal(table["count"], [2, 1, 1])
+    np.testing.assert_array_equal(table["coverage"], [1.0, 0.0, 1.0])
+    binned = size_stratified_coverage(Y_CLS, SETS, bins=[0, 2, 4])  # [0, 2) and [2, 4]
+    np.testing.assert_array_equal(binned["count"], [2, 2])
+    np.testing.assert_array_equal(binned["coverage"], [1.0, 0.5])
+    levels = size_stratified_coverage(Y_CLS, SETS_K)
+    assert levels.index.names == ["level", "stratum"]
+    assert levels.loc[1, "low"].tolist() == [3.0]
+
+
+def test_size_stratified_coverage_intervals():
+    y = np.arange(8.0)
+    widths = np.array([1, 1, 1, 1, 4, 4, 4, 4.0])
+    intervals = np.column_stack([y - widths / 2, y + widths / 2])
+    intervals[[0, 1, 4]] += 10.0  # three misses: two narrow, one wide
+    table = size_stratified_coverage(y, intervals, bins=2)
+    np.testing.assert_array_equal(table["count"], [4, 4])
+    np.testing.assert_allclose(table["coverage"], [0.5, 0.75])
+    assert table["high"].iloc[0] < table["low"].iloc[1]
+    default = size_stratified_coverage(y, intervals)  # 5 quantile bins, ties merged
+    assert default["count"].sum() == 8 and (default["count"] > 0).all()
+    one = size_stratified_coverage(y, intervals, bins=1)
+    assert len(one) == 1 and one["coverage"].iloc[0] == 5 / 8
+    infinite = size_stratified_coverage(Y_REG, INTERVALS, bins=2)
+    assert infinite["high"].iloc[-1] == np.inf
+
+
+@pytest.mark.parametrize(
+    ("bins", "error", "match"),
+    [
+        (0, ValueError, "bins.*positive"),
+        ([1.0], ValueError, "bins.*increasing"),
+        ([2.0, 1.0], ValueError, "bins.*increasing"),
+        ("auto", TypeError, "bins"),
+        (True, TypeError, "bins"),
+        ([["a"]], TypeError, "bins"),
+    ],
+)
+def test_size_stratified_coverage_rejects_bad_bins(bins, error, match):
+    with pytest.raises(error, match=match):
+        size_stratified_coverage(Y_REG, INTERVALS, bins=bins)
+
+
+# ---- the coverage law --------------------------------------------------------------------
+
+
+def _uniform_split_cp_coverage(rng, n_calibration, alpha, n_test, n_repeats):
+    """Test coverage of split CP on uniform scores, one value per independent resplit."""
+    rank = math.ceil((n_calibration + 1) * (1 - alpha))  # the conformal order statistic
+    calibration = np.sort(rng.random((n_repeats, n_calibration)), axis=1)
+    threshold = calibration[:, rank - 1]
+    return (rng.random((n_repeats, n_test)) <= threshold[:, None]).mean(axis=1)
+
+
+@pytest.mark.parametrize(("n_calibration", "alpha", "n_test"), [(100, 0.1, 200), (49, 0.2, 50)])
+def test_coverage_bounds_hold_at_their_stated_rate(n_calibration, alpha, n_test):
+    rng = np.random.default_rng(12345)
+    observed = _uniform_split_cp_coverage(rng, n_calibration, alpha, n_test, 4000)
+    low, high = coverage_bounds(n_calibration, alpha, n_test, confidence=0.9)
+    inside = np.mean((observed >= low) & (observed <= high))
+    # at least 90% by construction (a discrete law puts extra mass on the edges)
+    assert 0.88 <= inside <= 0.97
+    low, high = coverage_bounds(n_calibration, alpha, n_test, confidence=0.99)
+    assert np.mean((observed >= low) & (observed <= high)) >= 0.985
+    # averaging 50 resplits: the pooled law
+    pooled = observed.reshape(80, 50).mean(axis=1)
+    low, high = coverage_bounds(n_calibration, alpha, n_test, confidence=0.99, n_repeats=50)
+    assert np.mean((pooled >= low) & (pooled <= high)) >= 0.95
+
+
+def test_coverage_count_pmf_moments():
+    n, alpha, m = 99, 0.1, 40
+    pmf = coverage_count_pmf(n, alpha, m)
+    assert pmf.shape == (m + 1,) and pmf.sum() == pytest.approx(1.0)
+    expected = math.ceil((n + 1) * (1 - alpha)) / (n + 1)  # mean of Beta(n + 1 - l, l)
+    assert (np.arange(m + 1) @ pmf) / m == pytest.approx(expected)
+    # too few calibration points: the set is everything
+    np.testing.assert_array_equal(coverage_count_pmf(5, 0.05, 3), [0, 0, 0, 1])
+    with pytest.raises(ValueError, match=r"n_test"):
+        coverage_count_pmf(10, 0.1, 0)
+    with pytest.raises(ValueError, match=r"confidence"):
+        coverage_bounds(10, 0.1, 10, confidence=1.0)
+
+
+# ---- evaluate and the report -------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def regression_data():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(1500, 2))
+    y = X @ np.array([1.0, -2.0]) + rng.normal(size=1500)
+    groups = np.where(X[:, 0] > 0, "right", "left")
+    return X, y, groups
+
+
+@pytest.fixture(scope="module")
+def classification_data():
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(1500, 2))
+    logits = np.column_stack([X[:, 0], X[:, 1], -X[:, 0] - X[:, 1]]) * 2
+    proba = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+    index = (rng.random(1500)[:, None] > np.cumsum(proba, axis=1)).sum(axis=1)
+    labels = np.array(["cat", "dog", "eel"])[index]
+    return X, labels
+
+
+def test_evaluate_regressor(regression_data):
+    X, y, _ = regression_data
+    model = SplitConformalRegressor(LinearRegression(), 0.1, "absolute")
+    model.fit(X[:500], y[:500]).calibrate(X[500:1000], y[500:1000])
+    X_test, y_test = X[1000:], y[1000:]
+    X_before = X_test.copy()
+    report = evaluate(model, X_test, y_test, alpha=(0.05, 0.1, 0.2))
+    np.testing.assert_array_equal(X_test, X_before)
+    assert isinstance(report, CoverageReport)
+    assert report.task == "regression" and report.efficiency == "mean_width"
+    assert report.n_calibration == 500 and report.n_test == 500
+    frame = report.to_frame()
+    assert len(frame) == 3
+    assert {"alpha", "nominal", "coverage", "bound_low", "bound_high", "inside_bounds"} <= set(
+        frame.columns
+    )
+    assert {"mean_width", "n_test", "time_seconds"} <= set(frame.columns)
+    intervals = model.predict_interval(X_test, alpha=[0.05, 0.1, 0.2])
+    np.testing.assert_allclose(frame["coverage"], coverage(y_test, intervals))
+    np.testing.assert_allclose(frame["mean_width"], mean_width(intervals))
+    np.testing.assert_allclose(frame["nominal"], [0.95, 0.9, 0.8])
+    np.testing.assert_allclose(
+        frame[["bound_low", "bound_high"]], coverage_bounds(500, [0.05, 0.1, 0.2], 500)
+    )
+    assert frame["inside_bounds"].all()
+    assert (frame["time_seconds"] >= 0).all()
+    text = str(report)
+    assert "SplitConformalRegressor" in text and "mean_width" in text and "99% bounds" in text
+    assert repr(report) == text
+    assert len(text.splitlines()) == 5
+    payload = json.loads(json.dumps(report.to_dict()))
+    assert payload["levels"][1]["alpha"] == 0.1 and payload["by_group"] is None
+    assert all(type(v) in (float, int, bool, str) for v in payload["levels"][0].values())
+
+
+def test_evaluate_regressor_with_groups_and_one_level(regression_data):
+    X, y, groups = regression_data
+    model = SplitConformalRegressor(LinearRegression(), 0.1, "absolute")
+    model.fit(X[:500], y[:500]).calibrate(X[500:1000], y[500:1000], groups=groups[500:1000])
+    report = evaluate(model, X[1000:], y[1000:], alpha=0.1, groups=groups[1000:])
+    assert len(report.rows) == 1 and report.rows[0]["alpha"] == 0.1
+    table = report.by_group
+    assert list(table.columns) == ["alpha", "group", "count", "coverage", "mean_width"]
+    assert table["group"].tolist() == ["left", "right"]
+    assert table["count"].sum() == 500
+    intervals = model.predict_interval(X[1000:], alpha=0.1, groups=groups[1000:])
+    right = groups[1000:] == "right"
+    assert table["coverage"].iloc[1] == coverage(y[1000:][right], intervals[right])
+    assert "per group" in str(report)
+    json.dumps(report.to_dict())
+
+
+def test_evaluate_classifier_with_string_labels(classification_data):
+    X, labels = classification_data
+    model = SplitConformalClassifier(LogisticRegression(), 0.1, "aps", random_state=0)
+    model.fit(X[:500], labels[:500]).calibrate(X[500:1000], labels[500:1000])
+    groups = np.where(X[1000:, 1] > 0, 1, 0)
+    report = evaluate(model, X[1000:], labels[1000:], alpha=[0.1, 0.2], groups=None)
+    assert report.task == "classification" and report.efficiency == "mean_set_size"
+    sets = model.predict_set(X[1000:], alpha=[0.1, 0.2])
+    frame = report.to_frame()
+    np.testing.assert_allclose(frame["coverage"], coverage(labels[1000:], sets, model.classes_))
+    np.testing.assert_allclose(frame["mean_set_size"], mean_set_size(sets))
+    size = sets.sum(axis=1)
+    np.testing.assert_allclose(frame["singleton_rate"], (size == 1).mean(axis=0))
+    np.testing.assert_allclose(frame["empty_rate"], (size == 0).mean(axis=0))
+    assert frame["inside_bounds"].all()
+    assert "singleton" in str(report)
+    # groups for a model calibrated without them: the model itself refuses
+    with pytest.raises(ValueError, match=r"groups"):
+        evaluate(model, X[1000:], labels[1000:], groups=groups)
+    with pytest.raises(ValueError, match=r"y_test.*not in `classes`"):
+        evaluate(model, X[1000:1003], np.array(["cat", "fox", "eel"]))
+
+
+def test_evaluate_classifier_mondrian_groups(classification_data):
+    X, labels = classification_data
+    groups = np.where(X[:, 1] > 0, "up", "down")
+    model = SplitConformalClassifier(LogisticRegression(), 0.1, "lac")
+    model.fit(X[:500], labels[:500]).calibrate(X[500:1000], labels[500:1000], groups[500:1000])
+    report = evaluate(model, X[1000:], labels[1000:], alpha=(0.1, 0.2), groups=groups[1000:])
+    table = report.by_group
+    assert table["alpha"].tolist() == [0.1, 0.1, 0.2, 0.2]
+    assert table["group"].tolist() == ["down", "up", "down", "up"]
+    assert "mean_set_size" in table.columns
+    json.dumps(report.to_dict())
+
+
+class _FakeRegionModel:
+    """A multi-output model returning duck-typed regions, without n_calibration_."""
+
+    def predict_set(self, X, alpha):
+        return [Discs(np.full(len(X), 1.0 / a)) for a in alpha]
+
+
+class _FakeIntervalModel:
+    def __init__(self, shape_bug=False):
+        self.shape_bug = shape_bug
+        self.n_calibration_ = 99
+
+    def predict_interval(self, X, alpha):
+        n = len(X)
+        if self.shape_bug:
+            return np.zeros((n, 2))
+        return np.stack([np.tile([-(1 - a) * 10, (1 - a) * 10], (n, 1)) for a in alpha], -1)
+
+
+def test_evaluate_multioutput_regions_and_missing_calibration_size():
+    Y = np.array([[0.0, 5.0], [1.0, 0.0], [0.0, 9.0], [20.0, 0.0]])
+    report = evaluate(_FakeRegionModel(), np.zeros((4, 1)), Y, alpha=(0.1, 0.2))
+    frame = report.to_frame()
+    np.testing.assert_allclose(frame["coverage"], [0.75, 0.5])  # radii 10 and 5
+    np.testing.assert_allclose(frame["mean_volume"], [100 * np.pi, 25 * np.pi])
+    assert report.task == "multioutput" and report.n_calibration is None
+    assert frame["bound_low"].isna().all() and frame["inside_bounds"].isna().all()
+    assert " - " in str(report)
+    payload = report.to_dict()
+    assert payload["n_calibration"] is None and payload["levels"][0]["inside_bounds"] is None
+
+
+def test_evaluate_rejects_bad_models_and_outputs():
+    X = np.zeros((3, 1))
+    with pytest.raises(TypeError, match=r"model.*predict_interval nor predict_set"):
+        evaluate(LinearRegression(), X, [1.0, 2.0, 3.0])
+    with pytest.raises(ValueError, match=r"predict_interval.*shape"):
+        evaluate(_FakeIntervalModel(shape_bug=True), X, [1.0, 2.0, 3.0])
+    with pytest.raises(ValueError, match=r"y_test.*NaN"):
+        evaluate(_FakeIntervalModel(), X, [1.0, np.nan, 3.0])
+    with pytest.raises(ValueError, match=r"y_test.*2 rows.*3"):
+        evaluate(_FakeIntervalModel(), X, [1.0, 2.0])
+    with pytest.raises(ValueError, match=r"alpha"):
+        evaluate(_FakeIntervalModel(), X, [1.0, 2.0, 3.0], alpha=1.5)
+    with pytest.raises(ValueError, match=r"confidence"):
+        evaluate(_FakeIntervalModel(), X, [1.0, 2.0, 3.0], confidence=2)
+    with pytest.raises(ValueError, match=r"y_test.*None"):
+        evaluate(_FakeIntervalModel(), X, None)
+    report = evaluate(_FakeIntervalModel(), X, [1.0, 2.0, 30.0], alpha=0.5)
+    assert report.rows[0]["coverage"] == pytest.approx(2 / 3)
+    assert report.rows[0]["mean_width"] == pytest.approx(10.0)
+
+
+# ---- plots -------------------------------------------------------------------------------
+
+
+def test_report_plot(regression_data):
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    X, y, _ = regression_data
+    model = SplitConformalRegressor(LinearRegression(), 0.1, "absolute")
+    model.fit(X[:500], y[:500]).calibrate(X[500:1000], y[500:1000])
+    report = evaluate(model, X[1000:], y[1000:])
+    try:
+        axes = report.plot()
+        assert len(axes) == 2
+        assert axes[0].get_xlabel() == "nominal coverage (1 - alpha)"
+        assert axes[1].get_ylabel() == "mean width"
+        _, ax = plt.subplots()
+        assert report.plot(ax=ax) is ax
+        with pytest.raises(ValueError, match=r"ax"):
+            report.plot(ax=[ax])
+        infinite = evaluate(_FakeRegionModel(), np.zeros((2, 1)), np.zeros((2, 2)))
+        infinite.rows[0]["mean_volume"] = math.inf
+        infinite.plot()  # NaN bounds and an infinite efficiency draw without error
+    finally:
+        plt.close("all")
+
+
+def test_plot_intervals():
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    x = np.array([3.0, 1.0, 2.0, 0.0])
+    bands = np.column_stack([x - 1, x + 1])
+    bands_k = np.stack([bands, bands * 2 + np.array([-1, 1])], axis=-1)
+    bands_k[0, 1, 1] = np.inf
+    before = bands_k.copy()
+    try:
+        ax = plot_intervals(x, x + np.array([0.0, 0.5, 3.0, 0.0]), bands)
+        assert len(ax.collections) == 3  # one band, covered and missed points
+        ax = plot_intervals(x[:, None], None, bands_k, labels=["90%", "95%"])
+        assert len(ax.collections) == 2
+        np.testing.assert_array_equal(bands_k, before)
+        with pytest.raises(ValueError, match=r"x.*1-D"):
+            plot_intervals(np.zeros((4, 2)), None, bands)
+        with pytest.raises(ValueError, match=r"intervals.*3 rows"):
+            plot_intervals(x, None, bands[:3])
+        with pytest.raises(ValueError, match=r"y.*3 entries"):
+            plot_intervals(x, x[:3], bands)
+        with pytest.raises(ValueError, match=r"labels"):
+            plot_intervals(x, None, bands, labels=["a", "b"])
+        with pytest.raises(ValueError, match=r"intervals.*lower > upper"):
+            plot_intervals(x, None, bands[:, ::-1])
+    finally:
+        plt.close("all")
+
+
+def test_plotting_without_matplotlib_says_what_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    monkeypatch.setitem(sys.modules, "matplotlib.pyplot", None)
+    report = CoverageReport("M", "regression", "mean_width", 1, 1, 0.99, 0.0, rows=[])
+    with pytest.raises(ImportError, match=r'pip install "uqconform\[plot\]"'):
+        report.plot()
+    with pytest.raises(ImportError, match=r'pip install "uqconform\[plot\]"'):
+        plot_intervals([0.0], None, np.array([[0.0, 1.0]]))

@@ -1,0 +1,621 @@
+"""Coverage and efficiency of prediction sets, marginal and conditional.
+
+Every function accepts the three kinds of prediction the library produces
+(see the output conventions of the API contract):
+
+* an **interval array** of floats, ``(n, 2)`` or ``(n, 2, k)`` for ``k`` levels
+  (lower <= upper, infinite bounds allowed); with a 2-D ``y_true`` of shape ``(n, d)``, a
+  **box array** ``(n, d, 2)`` or ``(n, d, 2, k)`` (the bounding box of a multi-output set);
+* a **set array** of booleans, ``(n, K)`` or ``(n, K, k)``, column ``j`` standing for label
+  ``classes[j]`` (``j`` itself when ``classes`` is not given);
+* a **region**: any object with ``contains(Y) -> (n,) bool`` and ``volume() -> (n,)``
+  (such as ``PredictionRegion``), or a list of regions, one per level.
+
+A trailing level axis (or a list of regions) makes the functions return one value per
+level; otherwise they return a float. Inputs are never modified.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol, runtime_checkable
+
+import numpy as np
+import pandas as pd
+from numpy.typing import ArrayLike, NDArray
+
+__all__ = [
+    "coverage",
+    "coverage_by_group",
+    "mean_set_size",
+    "mean_volume",
+    "mean_width",
+    "size_stratified_coverage",
+]
+
+
+@runtime_checkable
+class RegionLike(Protocol):
+    """What the metrics need from a multi-output prediction region."""
+
+    def contains(self, Y: NDArray) -> NDArray:  # pragma: no cover - protocol
+        """Row ``i`` of ``Y`` tested against region ``i``: ``(n,)`` bool."""
+        ...
+
+
+Prediction = ArrayLike | RegionLike | Sequence[RegionLike]
+
+_Kind = Literal["interval", "box", "set", "region"]
+
+#: Name of the efficiency measure of each kind of prediction.
+EFFICIENCY_NAME: dict[str, str] = {
+    "interval": "mean_width",
+    "box": "mean_volume",
+    "set": "mean_set_size",
+    "region": "mean_volume",
+}
+
+
+@dataclass(frozen=True)
+class _Parsed:
+    """A validated prediction: ``data`` always carries a trailing level axis."""
+
+    kind: _Kind
+    data: Any  # ndarray (n, ..., k) or list of regions
+    single: bool  # no level axis in the user's input
+    n: int | None  # rows, when known without calling the regions
+
+
+def _is_region(obj: Any) -> bool:
+    return callable(getattr(obj, "contains", None))
+
+
+def _region_rows(region: Any) -> int | None:
+    try:
+        return len(region)
+    except TypeError:
+        return None
+
+
+def _parse_prediction(
+    prediction: Any, y_shape: tuple[int, ...] | None, name: str = "prediction"
+) -> _Parsed:
+    """Recognise and validate a prediction (``y_shape`` decides interval versus box)."""
+    if _is_region(prediction):
+        return _Parsed("region", [prediction], True, _region_rows(prediction))
+    if isinstance(prediction, (list, tuple)) and prediction and _is_region(prediction[0]):
+        if not all(_is_region(item) for item in prediction):
+            raise TypeError(
+                f"`{name}` is a list mixing regions and other objects; give one region per "
+                "level (objects with a contains(Y) method)."
+            )
+        rows = {_region_rows(item) for item in prediction} - {None}
+        if len(rows) > 1:
+            raise ValueError(f"`{name}` holds regions of different lengths {sorted(rows)}.")
+        return _Parsed("region", list(prediction), False, rows.pop() if rows else None)
+    if prediction is None:
+        raise TypeError(f"`{name}` is None; pass intervals, a boolean set array or a region.")
+    array = np.asarray(prediction)
+    if array.dtype == bool:
+        if array.ndim not in (2, 3):
+            raise ValueError(
+                f"`{name}` as a set array must have shape (n, n_classes) or "
+                f"(n, n_classes, k), got {array.shape}."
+            )
+        single = array.ndim == 2
+        return _Parsed("set", array[..., None] if single else array, single, array.shape[0])
+    if array.dtype.kind not in "iuf":
+        raise TypeError(
+            f"`{name}` must be a float interval array, a boolean set array or a region "
+            f"(an object with contains(Y)), got an array of dtype {array.dtype}."
+        )
+    is_box = (
+        y_shape is not None
+        and len(y_shape) == 2
+        and array.ndim in (3, 4)
+        and array.shape[1] == y_shape[1]
+        and array.shape[2] == 2
+    )
+    if is_box:
+        single = array.ndim == 3
+        data = array[..., None] if single else array
+        _check_bounds(data[:, :, 0], data[:, :, 1], name)
+        return _Parsed("box", data, single, array.shape[0])
+    if array.ndim not in (2, 3):
+        raise ValueError(
+            f"`{name}` as an interval array must have shape (n, 2) or (n, 2, k), got "
+            f"{array.shape}."
+        )
+    if array.shape[1] != 2:
+        raise TypeError(
+            f"`{name}` of shape {array.shape} would be a set array (n, n_classes[, k]), and set "
+            f"arrays must be boolean, got dtype {array.dtype}; for intervals the second axis "
+            "must have length 2 (lower, upper)."
+        )
+    single = array.ndim == 2
+    data = array[..., None] if single else array
+    _check_bounds(data[:, 0], data[:, 1], name)
+    return _Parsed("interval", data, single, array.shape[0])
+
+
+def _check_bounds(lower: NDArray, upper: NDArray, name: str) -> None:
+    if np.isnan(lower).any() or np.isnan(upper).any():
+        raise ValueError(f"`{name}` contains NaN bounds; intervals need numbers (inf allowed).")
+    inverted = lower > upper
+    if inverted.any():
+        raise ValueError(
+            f"`{name}` has {int(inverted.sum())} intervals with lower > upper; the first "
+            "column must be the lower bound."
+        )
+
+
+def _check_rows(y: NDArray, n: int | None, name: str = "y_true") -> None:
+    if y.shape[0] == 0:
+        raise ValueError(f"`{name}` is empty; coverage needs at least one row.")
+    if n is not None and y.shape[0] != n:
+        raise ValueError(f"`{name}` has {y.shape[0]} rows but `prediction` has {n}.")
+
+
+def _numeric_target(y: NDArray, name: str = "y_true") -> NDArray:
+    try:
+        values = y.astype(float)
+    except (TypeError, ValueError):
+        raise TypeError(
+            f"`{name}` must be numeric for intervals or regions, got dtype {y.dtype}."
+        ) from None
+    if not np.isfinite(values).all():
+        raise ValueError(
+            f"`{name}` contains {int((~np.isfinite(values)).sum())} NaN or infinite values."
+        )
+    return values
+
+
+def _label_index(
+    y: NDArray, n_columns: int, classes: ArrayLike | None, name: str = "y_true"
+) -> NDArray:
+    """Column of each label of ``y`` in a set array with ``n_columns`` columns."""
+    if y.ndim != 1:
+        raise ValueError(f"`{name}` must be 1-D for set arrays, got shape {y.shape}.")
+    missing = pd.isna(y) if y.dtype.kind in "fOcmM" else np.zeros(y.shape, dtype=bool)
+    if np.any(missing):
+        raise ValueError(f"`{name}` contains {int(np.sum(missing))} missing (NaN/None) labels.")
+    if classes is None:
+        if y.dtype.kind in "biu":
+            index = y.astype(np.intp)
+        elif y.dtype.kind == "f" and np.all(np.mod(y, 1) == 0):
+            index = y.astype(np.intp)
+        else:
+            raise ValueError(
+                f"`{name}` holds labels that are not column indices 0..K-1 (e.g. "
+                f"{y[:3].tolist()}); pass classes=... giving the label of each column."
+            )
+        bad = (index < 0) | (index >= n_columns)
+        if bad.any():
+            raise ValueError(
+                f"`{name}` holds labels outside 0..{n_columns - 1} (e.g. "
+                f"{np.unique(y[bad])[:5].tolist()}); pass classes=... if the labels are not "
+                "column indices."
+            )
+        return index
+    labels = np.asarray(classes)
+    if labels.ndim != 1:
+        raise ValueError(f"`classes` must be 1-D, got shape {labels.shape}.")
+    if labels.size != n_columns:
+        raise ValueError(
+            f"`classes` has {labels.size} labels but the set array has {n_columns} columns."
+        )
+    lookup = pd.Index(labels)
+    if not lookup.is_unique:
+        raise ValueError("`classes` contains duplicate labels.")
+    index = lookup.get_indexer(y)
+    unknown = index < 0
+    if unknown.any():
+        unseen = pd.unique(y[unknown])
+        raise ValueError(
+            f"`{name}` contains labels not in `classes`: {list(unseen[:5])}"
+            f"{' ...' if unseen.size > 5 else ''}. `classes`: {labels.tolist()}."
+        )
+    return index.astype(np.intp)
+
+
+def _prepare(
+    y_true: ArrayLike, prediction: Any, classes: ArrayLike | None, name: str = "y_true"
+) -> tuple[_Parsed, NDArray]:
+    """Validated prediction and target (label indices for sets, floats otherwise)."""
+    if y_true is None:
+        raise ValueError(f"`{name}` is None; pass the observed targets.")
+    y = np.asarray(y_true)
+    if y.ndim == 0:
+        raise ValueError(f"`{name}` must be an array with one entry per row, got a scalar.")
+    parsed = _parse_prediction(prediction, y.shape)
+    if classes is not None and parsed.kind != "set":
+        raise TypeError(
+            "`classes` is only meaningful for boolean set arrays, but `prediction` is a "
+            f"{parsed.kind} prediction."
+        )
+    _check_rows(y, parsed.n, name)
+    if parsed.kind == "set":
+        return parsed, _label_index(y, parsed.data.shape[1], classes, name)
+    if parsed.kind == "region":
+        if y.ndim != 2:
+            raise ValueError(f"`{name}` must have shape (n, d) for regions, got {y.shape}.")
+        return parsed, _numeric_target(y, name)
+    if parsed.kind == "box":
+        return parsed, _numeric_target(y, name)
+    if y.ndim == 2 and y.shape[1] == 1:
+        y = y[:, 0]
+    if y.ndim != 1:
+        raise ValueError(
+            f"`{name}` must be 1-D for an interval array, got shape {y.shape}; for several "
+            "outputs pass a box array (n, d, 2) or a region."
+        )
+    return parsed, _numeric_target(y, name)
+
+
+def _covered(parsed: _Parsed, y: NDArray) -> NDArray:
+    """Per-row coverage, ``(n, k)`` bool."""
+    data = parsed.data
+    if parsed.kind == "interval":
+        return (data[:, 0] <= y[:, None]) & (y[:, None] <= data[:, 1])
+    if parsed.kind == "box":
+        inside = (data[:, :, 0] <= y[:, :, None]) & (y[:, :, None] <= data[:, :, 1])
+        return inside.all(axis=1)
+    if parsed.kind == "set":
+        return data[np.arange(y.shape[0]), y]
+    columns = []
+    for region in data:  # a loop over levels
+        inside = np.asarray(region.contains(y))
+        if inside.shape != (y.shape[0],) or inside.dtype != bool:
+            raise TypeError(
+                "`prediction.contains(y_true)` must return a boolean array of shape "
+                f"({y.shape[0]},), got {inside.dtype} of shape {inside.shape}."
+            )
+        columns.append(inside)
+    return np.stack(columns, axis=1)
+
+
+def _widths(data: NDArray) -> NDArray:
+    """``upper - lower`` along axis 1, 0 for degenerate infinite intervals ([inf, inf])."""
+    lower, upper = data[:, 0], data[:, 1]
+    with np.errstate(invalid="ignore"):
+        return np.where(lower == upper, 0.0, upper - lower).astype(float)
+
+
+def _sizes(parsed: _Parsed, **volume_kwargs: Any) -> NDArray:
+    """Per-row size (width, set size or volume), ``(n, k)`` float."""
+    data = parsed.data
+    if parsed.kind == "interval":
+        return _widths(data)
+    if parsed.kind == "box":
+        return _widths(np.moveaxis(data, 2, 1)).prod(axis=1)
+    if parsed.kind == "set":
+        return data.sum(axis=1).astype(float)
+    columns = []
+    for region in data:  # a loop over levels
+        if not callable(getattr(region, "volume", None)):
+            raise TypeError(f"`region` of type {type(region).__name__} has no volume() method.")
+        volume = np.asarray(region.volume(**volume_kwargs), dtype=float)
+        if volume.ndim != 1 or (parsed.n is not None and volume.shape[0] != parsed.n):
+            raise ValueError(
+                f"`region.volume()` must return one volume per row, got shape {volume.shape}."
+            )
+        columns.append(volume)
+    return np.stack(columns, axis=1)
+
+
+def _per_level(values: NDArray, single: bool) -> float | NDArray:
+    return float(values[0]) if single else values
+
+
+def coverage(
+    y_true: ArrayLike, prediction: Prediction, classes: ArrayLike | None = None
+) -> float | NDArray:
+    """Fraction of rows whose true value lies in its prediction set.
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n,) or (n, d)
+        Observed targets: numbers for intervals, labels for set arrays, rows of ``d``
+        outputs for boxes and regions.
+    prediction : ndarray, region or list of regions
+        Intervals ``(n, 2[, k])`` (bounds included), boxes ``(n, d, 2[, k])``, boolean sets
+        ``(n, K[, k])``, an object with ``contains(Y) -> (n,) bool``, or a list of such
+        objects (one per level).
+    classes : array-like of shape (K,), optional
+        Label of each set column (any type, strings included); by default column ``j`` is
+        label ``j``.
+
+    Returns
+    -------
+    float, or ndarray of shape (k,) with a level axis or a list of regions
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> coverage([0.5, 3.0], np.array([[0.0, 1.0], [1.0, 2.0]]))
+    0.5
+    >>> sets = np.array([[True, False], [True, True]])
+    >>> coverage(["b", "b"], sets, classes=["a", "b"])
+    0.5
+    """
+    parsed, y = _prepare(y_true, prediction, classes)
+    return _per_level(_covered(parsed, y).mean(axis=0), parsed.single)
+
+
+def mean_width(intervals: ArrayLike) -> float | NDArray:
+    """Average interval width (infinite when some interval is unbounded).
+
+    Parameters
+    ----------
+    intervals : array-like of shape (n, 2) or (n, 2, k)
+        Lower and upper bounds.
+
+    Returns
+    -------
+    float, or ndarray of shape (k,)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> mean_width(np.array([[0.0, 1.0], [1.0, 4.0]]))
+    2.0
+    """
+    parsed = _parse_prediction(intervals, None, name="intervals")
+    if parsed.kind != "interval":
+        raise TypeError(
+            f"`intervals` must be a float array (n, 2) or (n, 2, k), got a {parsed.kind} "
+            "prediction."
+        )
+    _check_rows(parsed.data, None, "intervals")
+    return _per_level(_sizes(parsed).mean(axis=0), parsed.single)
+
+
+def mean_set_size(sets: ArrayLike) -> float | NDArray:
+    """Average number of labels per prediction set.
+
+    Parameters
+    ----------
+    sets : array-like of bool, shape (n, K) or (n, K, k)
+
+    Returns
+    -------
+    float, or ndarray of shape (k,)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> mean_set_size(np.array([[True, False, False], [True, True, True]]))
+    2.0
+    """
+    array = np.asarray(sets)
+    if array.dtype != bool:
+        raise TypeError(f"`sets` must be a boolean array, got dtype {array.dtype}.")
+    parsed = _parse_prediction(array, None, name="sets")
+    _check_rows(parsed.data, None, "sets")
+    return _per_level(_sizes(parsed).mean(axis=0), parsed.single)
+
+
+def mean_volume(
+    region: RegionLike | Sequence[RegionLike], **volume_kwargs: Any
+) -> float | NDArray:
+    """Average volume of a multi-output prediction region (or of one region per level).
+
+    Parameters
+    ----------
+    region : region or list of regions
+        Objects with a ``volume(**volume_kwargs) -> (n,)`` method (``PredictionRegion``).
+    **volume_kwargs
+        Passed to ``volume`` (e.g. ``n_samples``, ``random_state`` for Monte Carlo volumes).
+
+    Returns
+    -------
+    float, or ndarray of shape (k,) for a list of regions
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> class Boxes:
+    ...     def __init__(self, sides):
+    ...         self.sides = np.asarray(sides)
+    ...     def contains(self, Y):
+    ...         return (np.abs(Y) <= self.sides / 2).all(axis=1)
+    ...     def volume(self):
+    ...         return self.sides.prod(axis=1)
+    >>> mean_volume(Boxes([[1.0, 2.0], [2.0, 2.0]]))
+    3.0
+    >>> mean_volume([Boxes([[1.0, 1.0]]), Boxes([[2.0, 2.0]])])
+    array([1., 4.])
+    """
+    parsed = _parse_prediction(region, None, name="region")
+    if parsed.kind != "region":
+        raise TypeError(
+            "`region` must be an object with contains() and volume() (or a list of them); "
+            "for interval arrays use mean_width, for set arrays mean_set_size."
+        )
+    return _per_level(_sizes(parsed, **volume_kwargs).mean(axis=0), parsed.single)
+
+
+def _check_groups(groups: ArrayLike, n: int) -> NDArray:
+    if groups is None:
+        raise ValueError("`groups` is None; pass one group label per row.")
+    labels = np.asarray(groups)
+    if labels.ndim != 1:
+        raise ValueError(f"`groups` must be 1-D, got shape {labels.shape}.")
+    if labels.shape[0] != n:
+        raise ValueError(f"`groups` has {labels.shape[0]} entries but `y_true` has {n} rows.")
+    if labels.dtype.kind in "fO" and np.any(pd.isna(labels)):
+        raise ValueError("`groups` contains missing (NaN/None) labels; every row needs a group.")
+    return labels
+
+
+def _factorize(labels: NDArray) -> tuple[NDArray, NDArray]:
+    try:
+        codes, uniques = pd.factorize(labels, sort=True)
+    except TypeError:  # labels that cannot be ordered: keep order of appearance
+        codes, uniques = pd.factorize(labels, sort=False)
+    return np.asarray(codes), np.asarray(uniques)
+
+
+def _stack_levels(frames: list[pd.DataFrame], single: bool) -> pd.DataFrame:
+    if single:
+        return frames[0]
+    return pd.concat(frames, keys=range(len(frames)), names=["level"])
+
+
+def coverage_by_group(
+    y_true: ArrayLike,
+    prediction: Prediction,
+    groups: ArrayLike,
+    classes: ArrayLike | None = None,
+) -> pd.DataFrame:
+    """Coverage and efficiency within each group (conditional coverage diagnostic).
+
+    Parameters
+    ----------
+    y_true, prediction, classes
+        As in :func:`coverage`.
+    groups : array-like of shape (n,)
+        Group label of each row (any hashable type).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per group (index ``"group"``, sorted when the labels can be ordered) with
+        columns ``count``, ``coverage`` and the efficiency measure (``mean_width``,
+        ``mean_set_size`` or ``mean_volume``). With several levels, the index gains a
+        leading ``"level"`` (position along the level axis).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> intervals = np.array([[0.0, 1.0], [0.0, 1.0], [0.0, 3.0]])
+    >>> coverage_by_group([0.5, 2.0, 2.0], intervals, groups=["a", "a", "b"])
+           count  coverage  mean_width
+    group
+    a          2       0.5         1.0
+    b          1       1.0         3.0
+    """
+    parsed, y = _prepare(y_true, prediction, classes)
+    labels = _check_groups(groups, y.shape[0])
+    codes, uniques = _factorize(labels)
+    covered = _covered(parsed, y)
+    sizes = _sizes(parsed)
+    counts = np.bincount(codes, minlength=uniques.size)
+    index = pd.Index(uniques, name="group")
+    frames = []
+    for level in range(covered.shape[1]):  # a loop over levels; rows go through bincount
+        frames.append(
+            pd.DataFrame(
+                {
+                    "count": counts,
+                    "coverage": np.bincount(codes, covered[:, level], uniques.size) / counts,
+                    EFFICIENCY_NAME[parsed.kind]: _group_mean(codes, sizes[:, level], counts),
+                },
+                index=index,
+            )
+        )
+    return _stack_levels(frames, parsed.single)
+
+
+def _group_mean(codes: NDArray, values: NDArray, counts: NDArray) -> NDArray:
+    """Mean of ``values`` per group; inf stays inf (bincount would give inf too, or NaN)."""
+    finite = np.isfinite(values)
+    totals = np.bincount(codes, np.where(finite, values, 0.0), counts.size)
+    has_inf = np.bincount(codes, ~finite, counts.size) > 0
+    return np.where(has_inf, np.inf, totals / counts)
+
+
+def _strata(sizes: NDArray, bins: int | Sequence[float] | None, discrete: bool) -> NDArray:
+    """Stratum index of each row from its size."""
+    if bins is None:
+        if discrete:
+            return np.unique(sizes, return_inverse=True)[1].reshape(-1)
+        bins = 5
+    if isinstance(bins, numbers.Integral) and not isinstance(bins, bool):
+        if bins < 1:
+            raise ValueError(f"`bins` must be a positive integer, got {bins!r}.")
+        edges = np.quantile(sizes, np.linspace(0, 1, int(bins) + 1), method="inverted_cdf")
+        # stratum i holds sizes in (q_{i-1}, q_i]; q are observed sizes, so ties stay together
+        return np.searchsorted(np.unique(edges[1:-1]), sizes, side="left")
+    if isinstance(bins, (str, bytes, bool)):
+        raise TypeError(f"`bins` must be None, an integer or a sequence of edges, got {bins!r}.")
+    try:
+        edges = np.asarray(bins, dtype=float)
+    except (TypeError, ValueError):
+        raise TypeError(
+            f"`bins` must be None, an integer or a sequence of edges, got {bins!r}."
+        ) from None
+    if edges.ndim != 1 or edges.size < 2 or np.isnan(edges).any() or np.any(np.diff(edges) <= 0):
+        raise ValueError(
+            "`bins` as edges must be a strictly increasing 1-D sequence of at least 2 numbers."
+        )
+    return np.searchsorted(edges[1:-1], sizes, side="right")
+
+
+def size_stratified_coverage(
+    y_true: ArrayLike,
+    prediction: Prediction,
+    classes: ArrayLike | None = None,
+    bins: int | Sequence[float] | None = None,
+) -> pd.DataFrame:
+    """Coverage within strata of rows whose sets have similar size.
+
+    A method with good conditional coverage covers about ``1 - alpha`` in every stratum;
+    a low coverage among small sets (or narrow intervals) reveals over-confidence that the
+    marginal coverage hides (the size-stratified coverage check of Angelopoulos et al.).
+
+    Parameters
+    ----------
+    y_true, prediction, classes
+        As in :func:`coverage`.
+    bins : int or sequence of float, optional
+        ``None``: one stratum per set size for set arrays, 5 quantile bins of the width
+        (or volume) otherwise. An integer: that many quantile bins of the size (fewer when
+        sizes tie). A sequence: bin edges, each bin closed on the left (``[e_i, e_i+1)``);
+        sizes beyond the outer edges join the first or last bin.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per non-empty stratum (index ``"stratum"``) with columns ``low`` and
+        ``high`` (smallest and largest size in it), ``count`` and ``coverage``. With several
+        levels, the index gains a leading ``"level"``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> sets = np.array([[True, False], [False, True], [True, True], [True, True]])
+    >>> size_stratified_coverage([0, 0, 1, 0], sets)
+              low  high  count  coverage
+    stratum
+    0         1.0   1.0      2       0.5
+    1         2.0   2.0      2       1.0
+    """
+    parsed, y = _prepare(y_true, prediction, classes)
+    covered = _covered(parsed, y)
+    sizes = _sizes(parsed)
+    frames = []
+    for level in range(covered.shape[1]):  # a loop over levels; rows go through bincount
+        size = sizes[:, level]
+        strata = _strata(size, bins, discrete=parsed.kind == "set")
+        _, strata = np.unique(strata, return_inverse=True)  # drop empty strata
+        strata = strata.reshape(-1)
+        count = np.bincount(strata)
+        low = np.full(count.size, np.inf)
+        high = np.full(count.size, -np.inf)
+        np.minimum.at(low, strata, size)
+        np.maximum.at(high, strata, size)
+        frames.append(
+            pd.DataFrame(
+                {
+                    "low": low,
+                    "high": high,
+                    "count": count,
+                    "coverage": np.bincount(strata, covered[:, level], count.size) / count,
+                },
+                index=pd.RangeIndex(count.size, name="stratum"),
+            )
+        )
+    return _stack_levels(frames, parsed.single)

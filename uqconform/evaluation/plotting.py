@@ -1,0 +1,238 @@
+"""Matplotlib figures for coverage reports and 1-D regression bands.
+
+matplotlib is an optional dependency (``pip install "uqconform[plot]"``); it is imported
+only when a function here is called.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from uqconform.evaluation.metrics import _parse_prediction, _widths
+
+__all__ = ["plot_coverage", "plot_efficiency", "plot_intervals"]
+
+_INSTALL_HINT = 'plotting needs matplotlib: pip install "uqconform[plot]"'
+
+
+def require_pyplot() -> Any:
+    """Import and return ``matplotlib.pyplot``, or raise an ``ImportError`` saying how."""
+    try:
+        import matplotlib.pyplot as plt
+    except ImportError as error:
+        raise ImportError(_INSTALL_HINT) from error
+    return plt
+
+
+def _axes(ax: Any) -> Any:
+    if ax is not None:
+        return ax
+    return require_pyplot().subplots()[1]
+
+
+def plot_coverage(
+    nominal: ArrayLike,
+    observed: ArrayLike,
+    bounds: ArrayLike | None = None,
+    ax: Any = None,
+    label: str | None = None,
+) -> Any:
+    """Observed against nominal coverage, with the valid-coverage interval as error bars.
+
+    Parameters
+    ----------
+    nominal : array-like of shape (k,)
+        Target coverages ``1 - alpha``.
+    observed : array-like of shape (k,)
+        Coverages measured on test data.
+    bounds : array-like of shape (k, 2), optional
+        Interval in which a valid split-conformal method's coverage falls
+        (:func:`~uqconform.evaluation.coverage_bounds`); NaN rows are not drawn.
+    ax : matplotlib Axes, optional
+        Where to draw; a new figure by default.
+    label : str, optional
+        Legend label of the observed points.
+
+    Returns
+    -------
+    matplotlib Axes
+
+    Examples
+    --------
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> ax = plot_coverage([0.8, 0.9], [0.82, 0.88], bounds=[[0.75, 0.85], [0.86, 0.94]])
+    >>> ax.get_xlabel()
+    'nominal coverage (1 - alpha)'
+    >>> matplotlib.pyplot.close("all")
+    """
+    nominal_ = np.asarray(nominal, dtype=float).reshape(-1)
+    observed_ = np.asarray(observed, dtype=float).reshape(-1)
+    if nominal_.shape != observed_.shape:
+        raise ValueError(
+            f"`observed` has {observed_.size} values but `nominal` has {nominal_.size}."
+        )
+    ax = _axes(ax)
+    if bounds is not None:
+        band = np.asarray(bounds, dtype=float).reshape(-1, 2)
+        if band.shape[0] != nominal_.size:
+            raise ValueError(f"`bounds` must have shape ({nominal_.size}, 2), got {band.shape}.")
+        center = band.mean(axis=1)
+        shown = np.isfinite(center)
+        ax.errorbar(
+            nominal_[shown],
+            center[shown],
+            yerr=np.abs(band[shown] - center[shown, None]).T,
+            fmt="none",
+            ecolor="0.6",
+            elinewidth=6,
+            alpha=0.6,
+            label="valid-coverage interval",
+        )
+    low = float(min(nominal_.min(), np.nanmin(observed_)))
+    ax.plot([low, 1], [low, 1], color="0.3", linestyle="--", linewidth=1, label="nominal")
+    ax.plot(nominal_, observed_, "o", color="C0", label=label or "observed")
+    ax.set_xlabel("nominal coverage (1 - alpha)")
+    ax.set_ylabel("observed coverage")
+    ax.legend(loc="upper left", fontsize="small")
+    return ax
+
+
+def plot_efficiency(
+    nominal: ArrayLike, efficiency: ArrayLike, ax: Any = None, ylabel: str = "mean width"
+) -> Any:
+    """Efficiency (mean width, set size or volume) against nominal coverage.
+
+    Parameters
+    ----------
+    nominal : array-like of shape (k,)
+    efficiency : array-like of shape (k,)
+        Infinite values are drawn at the top of the axes as open markers.
+    ax : matplotlib Axes, optional
+    ylabel : str, default="mean width"
+
+    Returns
+    -------
+    matplotlib Axes
+
+    Examples
+    --------
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> ax = plot_efficiency([0.8, 0.9, 0.95], [1.0, 1.4, 2.1], ylabel="mean set size")
+    >>> ax.get_ylabel()
+    'mean set size'
+    >>> matplotlib.pyplot.close("all")
+    """
+    nominal_ = np.asarray(nominal, dtype=float).reshape(-1)
+    values = np.asarray(efficiency, dtype=float).reshape(-1)
+    if nominal_.shape != values.shape:
+        raise ValueError(
+            f"`efficiency` has {values.size} values but `nominal` has {nominal_.size}."
+        )
+    ax = _axes(ax)
+    order = np.argsort(nominal_)
+    finite = np.isfinite(values[order])
+    ax.plot(nominal_[order][finite], values[order][finite], "o-", color="C1")
+    if not finite.all():
+        top = np.nanmax(values[order][finite]) * 1.1 if finite.any() else 1.0
+        ax.plot(
+            nominal_[order][~finite],
+            np.full((~finite).sum(), top),
+            "^",
+            color="C1",
+            fillstyle="none",
+            label="infinite",
+        )
+        ax.legend(loc="upper left", fontsize="small")
+    ax.set_xlabel("nominal coverage (1 - alpha)")
+    ax.set_ylabel(ylabel)
+    return ax
+
+
+def plot_intervals(
+    x: ArrayLike,
+    y: ArrayLike | None,
+    intervals: ArrayLike,
+    ax: Any = None,
+    labels: list[str] | None = None,
+) -> Any:
+    """Prediction bands of a 1-D regression problem, rows sorted by ``x``.
+
+    Points outside their (narrowest) interval are drawn in red. Infinite bounds leave a
+    gap in the band.
+
+    Parameters
+    ----------
+    x : array-like of shape (n,)
+        The single feature.
+    y : array-like of shape (n,), optional
+        Observed targets, drawn as points.
+    intervals : array-like of shape (n, 2) or (n, 2, k)
+        One band per level (widest drawn first, lightest).
+    ax : matplotlib Axes, optional
+    labels : list of str, optional
+        Legend label per level.
+
+    Returns
+    -------
+    matplotlib Axes
+
+    Examples
+    --------
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> import numpy as np
+    >>> x = np.array([2.0, 0.0, 1.0])
+    >>> bands = np.column_stack([x - 1, x + 1])
+    >>> ax = plot_intervals(x, x + np.array([0.5, 0.0, 3.0]), bands)
+    >>> len(ax.collections) >= 1
+    True
+    >>> matplotlib.pyplot.close("all")
+    """
+
+    x_ = np.asarray(x)
+    if x_.ndim == 2 and x_.shape[1] == 1:
+        x_ = x_[:, 0]
+    if x_.ndim != 1:
+        raise ValueError(f"`x` must be 1-D (a single feature), got shape {x_.shape}.")
+    parsed = _parse_prediction(intervals, None, name="intervals")
+    if parsed.kind != "interval":
+        raise TypeError("`intervals` must be a float array (n, 2) or (n, 2, k).")
+    bands: NDArray = parsed.data.astype(float)
+    if bands.shape[0] != x_.shape[0]:
+        raise ValueError(f"`intervals` has {bands.shape[0]} rows but `x` has {x_.shape[0]}.")
+    n_levels = bands.shape[2]
+    if labels is not None and len(labels) != n_levels:
+        raise ValueError(f"`labels` has {len(labels)} entries for {n_levels} levels.")
+    ax = _axes(ax)
+    order = np.argsort(x_, kind="stable")
+    xs = x_[order]
+    shown = np.where(np.isfinite(bands), bands, np.nan)[order]
+    widths = _widths(bands).mean(axis=0)  # per level, inf when some band is unbounded
+    for rank, level in enumerate(np.argsort(-widths, kind="stable")):
+        ax.fill_between(
+            xs,
+            shown[:, 0, level],
+            shown[:, 1, level],
+            color="C0",
+            alpha=0.15 + 0.5 * (rank + 1) / (n_levels + 1),
+            linewidth=0,
+            label=None if labels is None else labels[level],
+        )
+    if y is not None:
+        y_ = np.asarray(y, dtype=float).reshape(-1)
+        if y_.shape[0] != x_.shape[0]:
+            raise ValueError(f"`y` has {y_.shape[0]} entries but `x` has {x_.shape[0]}.")
+        inner = bands[:, :, int(np.argmin(widths))]
+        outside = (y_ < inner[:, 0]) | (y_ > inner[:, 1])
+        ax.scatter(x_[~outside], y_[~outside], s=8, color="k", label="covered")
+        ax.scatter(x_[outside], y_[outside], s=8, color="C3", label="not covered")
+    ax.set_xlabel("x")
+    ax.set_ylabel("y")
+    if labels is not None or y is not None:
+        ax.legend(loc="best", fontsize="small")
+    return ax

@@ -1,0 +1,377 @@
+"""Evaluate a calibrated conformal model on test data: one call, one report.
+
+:func:`evaluate` predicts at several levels at once and measures, per level, the observed
+coverage against the nominal one and against the interval in which a valid split-conformal
+method's coverage falls (:func:`~uqconform.evaluation.coverage_bounds`), the efficiency of
+the sets, and the prediction time. :class:`CoverageReport` prints as a table and converts
+to a dict (JSON), a pandas DataFrame or a figure.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from numpy.typing import ArrayLike, NDArray
+
+from uqconform.evaluation.bounds import coverage_bounds
+from uqconform.evaluation.metrics import (
+    EFFICIENCY_NAME,
+    _covered,
+    _prepare,
+    _sizes,
+    coverage_by_group,
+)
+from uqconform.evaluation.plotting import plot_coverage, plot_efficiency, require_pyplot
+from uqconform.quantiles import check_alpha
+
+__all__ = ["CoverageReport", "evaluate"]
+
+
+def _plain(value: Any) -> Any:
+    """A JSON-friendly Python scalar (numpy scalars unwrapped, NaN kept as float)."""
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+@dataclass(repr=False)
+class CoverageReport:
+    """Coverage and efficiency of a conformal model on test data, one row per level.
+
+    Built by :func:`evaluate`. ``str(report)`` is a fixed-width table; :meth:`to_dict`,
+    :meth:`to_frame` and :meth:`plot` give the same numbers as JSON, pandas or a figure.
+
+    Attributes
+    ----------
+    model : str
+        Class name of the evaluated model.
+    task : {"regression", "classification", "multioutput"}
+    efficiency : str
+        Name of the efficiency column: ``"mean_width"``, ``"mean_set_size"`` or
+        ``"mean_volume"``.
+    n_test : int
+    n_calibration : int or None
+        ``model.n_calibration_`` (None when the model has none; the bounds are then NaN).
+    confidence : float
+        Probability of the coverage bounds.
+    time_seconds : float
+        Wall time of the single prediction call that produced every level.
+    rows : list of dict
+        Per level: ``alpha``, ``nominal``, ``coverage``, ``bound_low``, ``bound_high``,
+        ``inside_bounds``, the efficiency column, for sets ``singleton_rate`` and
+        ``empty_rate``, ``n_test`` and ``time_seconds``.
+    by_group : pandas.DataFrame or None
+        With ``groups``: columns ``alpha``, ``group``, ``count``, ``coverage`` and the
+        efficiency column, one row per level and group.
+    """
+
+    model: str
+    task: str
+    efficiency: str
+    n_test: int
+    n_calibration: int | None
+    confidence: float
+    time_seconds: float
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    by_group: pd.DataFrame | None = None
+
+    # ---- conversions -----------------------------------------------------------------
+    def to_frame(self) -> pd.DataFrame:
+        """One row per level.
+
+        Returns
+        -------
+        pandas.DataFrame
+
+        Examples
+        --------
+        >>> report = CoverageReport("M", "regression", "mean_width", 10, 20, 0.99, 0.01,
+        ...     rows=[{"alpha": 0.1, "nominal": 0.9, "coverage": 0.9}])
+        >>> report.to_frame()
+           alpha  nominal  coverage
+        0    0.1      0.9       0.9
+        """
+        return pd.DataFrame(self.rows)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every number of the report as plain Python floats, ints, strings and lists.
+
+        Non-finite values stay floats (``json.dumps`` writes them as ``Infinity`` /
+        ``NaN``); a missing bound check (no ``n_calibration``) is ``None``.
+
+        Returns
+        -------
+        dict
+
+        Examples
+        --------
+        >>> import json
+        >>> report = CoverageReport("M", "regression", "mean_width", 10, 20, 0.99, 0.01,
+        ...     rows=[{"alpha": 0.1, "coverage": np.float64(0.9)}])
+        >>> json.dumps(report.to_dict()["levels"])
+        '[{"alpha": 0.1, "coverage": 0.9}]'
+        """
+        groups = None
+        if self.by_group is not None:
+            groups = [
+                {key: _plain(value) for key, value in record.items()}
+                for record in self.by_group.to_dict(orient="records")
+            ]
+        return {
+            "model": self.model,
+            "task": self.task,
+            "efficiency": self.efficiency,
+            "n_test": int(self.n_test),
+            "n_calibration": None if self.n_calibration is None else int(self.n_calibration),
+            "confidence": float(self.confidence),
+            "time_seconds": float(self.time_seconds),
+            "levels": [{key: _plain(value) for key, value in row.items()} for row in self.rows],
+            "by_group": groups,
+        }
+
+    # ---- display -----------------------------------------------------------------------
+    def __str__(self) -> str:
+        calibration = "?" if self.n_calibration is None else str(self.n_calibration)
+        lines = [
+            f"CoverageReport: {self.model} ({self.task}), n_test={self.n_test}, "
+            f"n_calibration={calibration}, predict time {self.time_seconds:.3g} s",
+        ]
+        percent = f"{100 * self.confidence:g}%"
+        header = (
+            f"{'alpha':>7} {'nominal':>8} {'coverage':>9} {percent + ' bounds':>18} "
+            f"{'inside':>6} {self.efficiency:>14}"
+        )
+        sets = self.task == "classification"
+        if sets:
+            header += f" {'singleton':>9} {'empty':>6}"
+        lines.append(header)
+        for row in self.rows:
+            low, high = row.get("bound_low", math.nan), row.get("bound_high", math.nan)
+            bounds = "-" if math.isnan(low) else f"[{low:.3f}, {high:.3f}]"
+            inside = {True: "yes", False: "NO", None: "-"}[row.get("inside_bounds")]
+            line = (
+                f"{row['alpha']:>7.3g} {row['nominal']:>8.3f} {row['coverage']:>9.3f} "
+                f"{bounds:>18} {inside:>6} {row[self.efficiency]:>14.4g}"
+            )
+            if sets:
+                line += f" {row['singleton_rate']:>9.3f} {row['empty_rate']:>6.3f}"
+            lines.append(line)
+        if self.by_group is not None:
+            lines.append("per group:")
+            text = self.by_group.to_string(
+                index=False, float_format=lambda value: f"{value:.4g}", justify="right"
+            )
+            lines.extend("  " + line for line in text.splitlines())
+        return "\n".join(lines)
+
+    __repr__ = __str__
+
+    def plot(self, ax: Any = None) -> Any:
+        """Observed against nominal coverage (bounds as error bars) and efficiency.
+
+        Parameters
+        ----------
+        ax : matplotlib Axes or pair of Axes, optional
+            A pair receives both panels; a single Axes only the coverage panel; by default
+            a new figure with two panels.
+
+        Returns
+        -------
+        The Axes drawn on (an array of two, or the single Axes given).
+
+        Examples
+        --------
+        >>> import matplotlib
+        >>> matplotlib.use("Agg")
+        >>> report = CoverageReport("M", "regression", "mean_width", 10, 20, 0.99, 0.01,
+        ...     rows=[{"alpha": 0.1, "nominal": 0.9, "coverage": 0.9, "bound_low": 0.7,
+        ...            "bound_high": 1.0, "mean_width": 2.0}])
+        >>> axes = report.plot()
+        >>> len(axes)
+        2
+        >>> matplotlib.pyplot.close("all")
+        """
+        plt = require_pyplot()
+        frame = self.to_frame()
+        single = ax is not None and not isinstance(ax, (Sequence, np.ndarray))
+        if ax is None:
+            ax = plt.subplots(1, 2, figsize=(9, 3.5), layout="constrained")[1]
+        elif not single and len(ax) != 2:
+            raise ValueError(f"`ax` must be one Axes or a pair of Axes, got {len(ax)}.")
+        coverage_ax = ax if single else ax[0]
+        bounds = None
+        if {"bound_low", "bound_high"} <= set(frame.columns):
+            bounds = frame[["bound_low", "bound_high"]].to_numpy(dtype=float)
+        plot_coverage(frame["nominal"], frame["coverage"], bounds, ax=coverage_ax)
+        coverage_ax.set_title(self.model)
+        if not single:
+            label = self.efficiency.replace("_", " ")
+            plot_efficiency(frame["nominal"], frame[self.efficiency], ax=ax[1], ylabel=label)
+        return ax
+
+
+def _task_and_method(model: Any, y: NDArray) -> tuple[str, str]:
+    if y.ndim == 2 and y.shape[1] > 1 and hasattr(model, "predict_set"):
+        return "multioutput", "predict_set"
+    if hasattr(model, "predict_interval") and not hasattr(model, "classes_"):
+        return "regression", "predict_interval"
+    if hasattr(model, "predict_set"):
+        return "classification", "predict_set"
+    raise TypeError(
+        f"`model` ({type(model).__name__}) has neither predict_interval nor predict_set; "
+        "evaluate needs a calibrated conformal model."
+    )
+
+
+def _check_output(output: Any, task: str, method: str, n_levels: int) -> Any:
+    """The model's prediction, checked to carry one entry per level."""
+    if task == "multioutput":
+        regions = list(output) if isinstance(output, (list, tuple)) else [output]
+        if len(regions) != n_levels:
+            raise ValueError(
+                f"model.{method} returned {len(regions)} regions for {n_levels} levels."
+            )
+        return regions
+    array = np.asarray(output)
+    expected = "(n, 2, k)" if task == "regression" else "(n, n_classes, k)"
+    if array.ndim != 3 or array.shape[2] != n_levels:
+        raise ValueError(
+            f"model.{method} with {n_levels} levels returned shape {array.shape}, expected "
+            f"{expected}."
+        )
+    return array
+
+
+def evaluate(
+    model: Any,
+    X_test: Any,
+    y_test: ArrayLike,
+    alpha: float | Sequence[float] = (0.05, 0.1, 0.2),
+    groups: ArrayLike | None = None,
+    confidence: float = 0.99,
+) -> CoverageReport:
+    """Coverage, efficiency and timing of a calibrated conformal model on test data.
+
+    Regressors are evaluated through ``predict_interval``, classifiers (models with
+    ``classes_``) through ``predict_set``, and multi-output regressors (2-D ``y_test``)
+    through the regions of ``predict_set``; all levels come from one prediction call.
+
+    Parameters
+    ----------
+    model : calibrated conformal model
+        E.g. a :class:`~uqconform.SplitConformalRegressor` after ``fit`` and ``calibrate``.
+    X_test : array-like or DataFrame of shape (n, n_features)
+    y_test : array-like of shape (n,) or (n, d)
+        Targets, or labels (from ``model.classes_``) for classifiers.
+    alpha : float or sequence of float, default=(0.05, 0.1, 0.2)
+        Miscoverage levels.
+    groups : array-like of shape (n,), optional
+        Group labels, passed to the model (Mondrian calibration) and used for the per-group
+        table ``report.by_group``.
+    confidence : float, default=0.99
+        Probability of the coverage bounds.
+
+    Returns
+    -------
+    CoverageReport
+
+    Notes
+    -----
+    The bounds are those of marginal split-conformal coverage with
+    ``model.n_calibration_`` calibration points and continuous scores (ties, e.g. from
+    non-randomised class scores, make coverage higher). Under Mondrian calibration
+    (``groups``, ``class_conditional``) each stratum has fewer points, so the marginal
+    coverage spreads more and the bounds are only indicative.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.linear_model import LinearRegression
+    >>> from uqconform import SplitConformalRegressor
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(600, 2))
+    >>> y = X @ [1.0, -2.0] + rng.normal(size=600)
+    >>> cp = SplitConformalRegressor(LinearRegression()).fit(X[:200], y[:200])
+    >>> report = evaluate(cp.calibrate(X[200:400], y[200:400]), X[400:], y[400:])
+    >>> report.to_frame()[["alpha", "nominal", "n_test"]]
+       alpha  nominal  n_test
+    0   0.05     0.95     200
+    1   0.10     0.90     200
+    2   0.20     0.80     200
+    """
+    alphas = check_alpha(alpha)
+    if not 0 < confidence < 1:
+        raise ValueError(f"`confidence` must lie strictly between 0 and 1, got {confidence!r}.")
+    if y_test is None:
+        raise ValueError("`y_test` is None; pass the test targets.")
+    y = np.asarray(y_test)
+    task, method = _task_and_method(model, y)
+    kwargs: dict[str, Any] = {"alpha": alphas.tolist()}
+    if groups is not None:
+        kwargs["groups"] = groups
+    start = time.perf_counter()
+    output = getattr(model, method)(X_test, **kwargs)
+    elapsed = time.perf_counter() - start
+    output = _check_output(output, task, method, alphas.size)
+    classes = np.asarray(model.classes_) if task == "classification" else None
+    parsed, target = _prepare(y, output, classes, name="y_test")
+    covered = _covered(parsed, target).mean(axis=0)
+    sizes = _sizes(parsed)
+    efficiency = EFFICIENCY_NAME[parsed.kind]
+    n_test = int(target.shape[0])
+
+    n_calibration = getattr(model, "n_calibration_", None)
+    if isinstance(n_calibration, numbers.Integral) and not isinstance(n_calibration, bool):
+        n_calibration = int(n_calibration)
+        bounds = np.asarray(coverage_bounds(n_calibration, alphas, n_test, confidence))
+    else:
+        n_calibration = None
+        bounds = np.full((alphas.size, 2), np.nan)
+
+    rows = []
+    for j, level in enumerate(alphas):  # a loop over levels
+        low, high = float(bounds[j, 0]), float(bounds[j, 1])
+        row: dict[str, Any] = {
+            "alpha": float(level),
+            "nominal": float(1 - level),
+            "coverage": float(covered[j]),
+            "bound_low": low,
+            "bound_high": high,
+            "inside_bounds": None if n_calibration is None else bool(low <= covered[j] <= high),
+            efficiency: float(_mean(sizes[:, j])),
+        }
+        if parsed.kind == "set":
+            row["singleton_rate"] = float(np.mean(sizes[:, j] == 1))
+            row["empty_rate"] = float(np.mean(sizes[:, j] == 0))
+        row["n_test"] = n_test
+        row["time_seconds"] = float(elapsed)
+        rows.append(row)
+
+    by_group = None
+    if groups is not None:
+        table = coverage_by_group(y, output, groups, classes).reset_index()
+        table.insert(0, "alpha", alphas[table.pop("level").to_numpy()])
+        by_group = table
+    return CoverageReport(
+        model=type(model).__name__,
+        task=task,
+        efficiency=efficiency,
+        n_test=n_test,
+        n_calibration=n_calibration,
+        confidence=float(confidence),
+        time_seconds=float(elapsed),
+        rows=rows,
+        by_group=by_group,
+    )
+
+
+def _mean(values: NDArray) -> float:
+    """Mean that is inf as soon as one value is inf (never NaN from inf - inf)."""
+    return math.inf if np.isinf(values).any() else float(values.mean())
