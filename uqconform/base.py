@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+from scipy import sparse
 from sklearn.base import BaseEstimator, clone
 from sklearn.exceptions import DataConversionWarning, NotFittedError
 from sklearn.utils import get_tags
@@ -57,17 +58,40 @@ def n_rows(X: Any) -> int:
 
 
 def check_rows(name: str, values: ArrayLike, n: int) -> NDArray:
-    """1-D array of length ``n`` (``y`` or ``groups``), with a message naming the argument."""
+    """1-D array of length ``n`` (``y`` or ``groups``), with a message naming the argument.
+
+    A column vector ``(n, 1)`` is flattened (with a ``DataConversionWarning`` for ``y``, the
+    scikit-learn convention).
+    """
     array = np.asarray(values)
     if array.ndim == 0:
         raise ValueError(f"`{name}` must be an array with one entry per row, got a scalar.")
     if array.ndim == 2 and array.shape[1] == 1:
+        if name == "y":
+            _warn_column_vector()
         array = array[:, 0]
     if array.ndim != 1:
         raise ValueError(f"`{name}` must be 1-D, got an array of shape {array.shape}.")
     if array.shape[0] != n:
         raise ValueError(f"`{name}` has {array.shape[0]} entries but X has {n} rows.")
     return array
+
+
+def _warn_column_vector() -> None:
+    warnings.warn(
+        "A column-vector y was passed when a 1d array was expected; `y` of shape (n, 1) was "
+        "flattened to shape (n,).",
+        DataConversionWarning,
+        stacklevel=4,
+    )
+
+
+def _y_is_none() -> ValueError:
+    # The phrase "requires y to be passed" is the scikit-learn convention checks look for.
+    return ValueError(
+        "This estimator requires y to be passed, but the target y is None: `y` must hold "
+        "one target per row of X."
+    )
 
 
 def check_groups(groups: ArrayLike | None, n: int) -> NDArray | None:
@@ -80,12 +104,21 @@ def check_groups(groups: ArrayLike | None, n: int) -> NDArray | None:
     return labels
 
 
+def _plain(value: Any) -> Any:
+    """A numpy scalar as the Python value, for readable messages (``'a'``, not ``np.str_``)."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
 def _has_nan(block: Any) -> bool:
     """True if a numeric block of rows holds NaN; non-numeric data is the model's business."""
     if hasattr(block, "select_dtypes"):  # DataFrame: look at numeric columns only
         numeric = block.select_dtypes("number")
         return bool(numeric.shape[1]) and bool(numeric.isna().to_numpy().any())
-    array = block.data if hasattr(block, "tocsr") else block  # sparse: stored values
+    if sparse.issparse(block):  # sparse: the stored values
+        block = block if block.format in ("csr", "csc", "coo", "bsr") else block.tocsr()
+        array = block.data
+    else:
+        array = block
     array = np.asarray(array) if isinstance(array, list) else array
     if not isinstance(array, np.ndarray) or array.dtype.kind not in "fc":
         return False
@@ -153,6 +186,20 @@ class ConformalPredictor(BaseEstimator):
         """Record or check the number and names of features; X itself is passed through."""
         if X is None:
             raise ValueError("`X` is None; pass an array or DataFrame with one row per sample.")
+        if (
+            not hasattr(X, "shape")
+            and not isinstance(X, (list, tuple))
+            and hasattr(X, "__array__")
+        ):
+            X = np.asarray(X)  # array-likes without len() or slicing
+        if getattr(X, "ndim", None) == 0:
+            raise ValueError("`X` must be 2-D (one row per sample), got a scalar.")
+        if isinstance(X, np.ndarray) and X.ndim == 1 and X.dtype.kind in "biufc":
+            raise ValueError(
+                f"`X` must be 2-D (one row per sample), got a 1-D array of shape {X.shape}. "
+                "Reshape your data either using X.reshape(-1, 1) if it has a single feature "
+                "or X.reshape(1, -1) if it is a single sample."
+            )
         validate_data(self, X, skip_check_array=True, reset=reset)
         if n_rows(X) == 0:
             raise ValueError("`X` has no rows.")
@@ -189,6 +236,7 @@ class ConformalPredictor(BaseEstimator):
         X = self._validate_X(X, reset=True)
         y = self._check_target(y, n_rows(X), calibrating=False)
         self.estimator_ = self._make_estimator()
+        self._estimator_adopted = False
         self._check_nan(X)
         self.estimator_.fit(X, y, **fit_params)
         self._after_fit(X, y, **fit_params)
@@ -229,6 +277,7 @@ class ConformalPredictor(BaseEstimator):
                 "model (optionally as sklearn.frozen.FrozenEstimator(model))."
             ) from None
         self.estimator_ = prefit
+        self._estimator_adopted = True  # re-adopted at each calibrate, so set_params applies
         for name in ("n_features_in_", "feature_names_in_"):
             if hasattr(prefit, name):
                 setattr(self, name, getattr(prefit, name))
@@ -256,7 +305,7 @@ class ConformalPredictor(BaseEstimator):
         self
         """
         self._validate_params()
-        if not hasattr(self, "estimator_"):
+        if not hasattr(self, "estimator_") or self.__dict__.get("_estimator_adopted", False):
             self._use_prefit_estimator()
         self._reset_calibration()
         X = self._validate_X(X, reset=not hasattr(self, "n_features_in_"))
@@ -305,7 +354,7 @@ class ConformalPredictor(BaseEstimator):
         if unseen.any():
             warnings.warn(
                 f"{int(unseen.sum())} rows belong to groups without calibration data "
-                f"(e.g. {labels[unseen][0]!r}); their sets are the whole output space.",
+                f"(e.g. {_plain(labels[unseen][0])!r}); their sets are the whole output space.",
                 UserWarning,
                 stacklevel=3,
             )
@@ -343,15 +392,19 @@ class ConformalPredictor(BaseEstimator):
         for stratum, count in list(too_few.items())[:3]:
             parts = []
             if n_groups > 1 or getattr(self, "groups_", None) is not None:
-                parts.append(f"group {self.groups_[stratum // n_sub]!r}")
+                parts.append(f"group {_plain(self.groups_[stratum // n_sub])!r}")
             if n_sub > 1:
-                parts.append(f"class {self.classes_[stratum % n_sub]!r}")
+                parts.append(f"class {_plain(self.classes_[stratum % n_sub])!r}")
             where.append(f"{' / '.join(parts) or 'calibration set'} ({count} points)")
+        consequence = (
+            "that class is in every prediction set (its threshold is infinite)"
+            if n_sub > 1
+            else "those sets are the whole output space (infinite interval, every class)"
+        )
         warnings.warn(
             f"Too few calibration points for alpha={alphas.tolist()} in "
             f"{', '.join(where)}{' ...' if len(too_few) > 3 else ''}: at least "
-            f"ceil((n + 1)(1 - alpha)) <= n is needed. Those sets are the whole output space "
-            "(infinite interval, every class).",
+            f"ceil((n + 1)(1 - alpha)) <= n is needed, so {consequence}.",
             UserWarning,
             stacklevel=4,
         )
@@ -390,6 +443,8 @@ class ConformalPredictor(BaseEstimator):
         self._check_calibrated(method)
         alphas, scalar = self._resolve_alpha(alpha)
         X = self._validate_X(X, reset=False)
+        if sparse.issparse(X) and X.format not in ("csr", "csc"):
+            X = X.tocsr()  # formats without row slicing (coo, dia, ...)
         n = n_rows(X)
         group_index = self._group_index(groups, n)
         table = self._threshold_table(alphas)
@@ -426,14 +481,10 @@ def check_regression_target(y: ArrayLike, n: int) -> NDArray:
     scikit-learn convention); wider targets are refused: they need a multi-output method.
     """
     if y is None:
-        raise ValueError("`y` is None; this estimator needs a target.")
+        raise _y_is_none()
     target = np.asarray(y)
     if target.ndim == 2 and target.shape[1] == 1:
-        warnings.warn(
-            "`y` is a column vector (n, 1); it was flattened to shape (n,).",
-            DataConversionWarning,
-            stacklevel=3,
-        )
+        _warn_column_vector()
         target = target[:, 0]
     if target.ndim != 1:
         raise ValueError(
@@ -442,6 +493,8 @@ def check_regression_target(y: ArrayLike, n: int) -> NDArray:
         )
     if target.shape[0] != n:
         raise ValueError(f"`y` has {target.shape[0]} entries but X has {n} rows.")
+    if target.dtype.kind == "c":
+        raise ValueError("Complex data not supported: `y` must be real for a scalar regressor.")
     try:
         target = target.astype(float)
     except (TypeError, ValueError):

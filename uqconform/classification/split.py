@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 from typing import Any
 
 import numpy as np
@@ -11,7 +12,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
-from uqconform.base import ConformalPredictor, check_rows
+from uqconform.base import ConformalPredictor, _y_is_none, check_rows
 from uqconform.scores.classification import ClassificationScore, get_classification_score
 
 __all__ = ["SplitConformalClassifier", "encode_labels"]
@@ -41,7 +42,9 @@ def encode_labels(y: NDArray, classes: NDArray, name: str = "y") -> NDArray:
 
 def _estimator_has(name: str):
     def check(self) -> bool:
-        model = getattr(self, "estimator_", None) or self._estimator_or_default()
+        model = getattr(self, "estimator_", None)
+        if model is None:
+            model = self._estimator_or_default()
         return hasattr(model, name)
 
     return check
@@ -67,7 +70,8 @@ class SplitConformalClassifier(ClassifierMixin, ConformalPredictor):
         with a rank penalty, smaller sets when there are many classes. ``"topk"``: same size
         for every row.
     randomized : bool, default=True
-        Randomise APS/RAPS ties with one uniform draw per row so coverage is exact.
+        Randomise APS/RAPS with one uniform draw per row so coverage is exact. ``False``:
+        every set keeps the label that crosses the threshold (never empty, over-covers).
     k_reg : int, default=1
         RAPS: number of top labels not penalised.
     lambda_reg : float, default=0.01
@@ -142,10 +146,16 @@ class SplitConformalClassifier(ClassifierMixin, ConformalPredictor):
                 f"`estimator` {type(self.estimator).__name__} has no predict_proba; conformal "
                 "sets need class probabilities (wrap it in CalibratedClassifierCV, for example)."
             )
-        if isinstance(self.k_reg, bool) or not float(self.k_reg).is_integer() or self.k_reg < 0:
-            raise ValueError(f"`k_reg` must be a non-negative integer, got {self.k_reg!r}.")
-        if not np.isfinite(self.lambda_reg) or self.lambda_reg < 0:
-            raise ValueError(f"`lambda_reg` must be >= 0, got {self.lambda_reg!r}.")
+        k_reg, lambda_reg = self.k_reg, self.lambda_reg
+        if not isinstance(k_reg, numbers.Integral) or isinstance(k_reg, bool) or k_reg < 0:
+            raise ValueError(f"`k_reg` must be a non-negative integer, got {k_reg!r}.")
+        if (
+            not isinstance(lambda_reg, numbers.Real)
+            or isinstance(lambda_reg, bool)
+            or not np.isfinite(lambda_reg)
+            or lambda_reg < 0
+        ):
+            raise ValueError(f"`lambda_reg` must be a finite number >= 0, got {lambda_reg!r}.")
 
     @property
     def classes_(self) -> NDArray:
@@ -155,7 +165,7 @@ class SplitConformalClassifier(ClassifierMixin, ConformalPredictor):
 
     def _check_target(self, y, n, *, calibrating):
         if y is None:
-            raise ValueError("`y` is None; this estimator needs class labels.")
+            raise _y_is_none()
         labels = check_rows("y", y, n)
         if labels.dtype.kind == "f" and not np.isfinite(labels).all():
             raise ValueError("`y` contains NaN or infinite labels.")
@@ -180,7 +190,7 @@ class SplitConformalClassifier(ClassifierMixin, ConformalPredictor):
 
     def _fill_batch(self, X, thresholds, alphas, out, rng):
         proba = np.asarray(self.estimator_.predict_proba(X), dtype=float)
-        scores = self._score_object().scores(proba, self._uniforms(rng, proba.shape[0]))
+        scores = self._score_object().set_scores(proba, self._uniforms(rng, proba.shape[0]))
         for j in range(alphas.size):  # a loop over levels, not rows
             np.less_equal(scores, thresholds[:, :, 0, j], out=out[:, :, j])
 

@@ -8,6 +8,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, clone
 from sklearn.ensemble import HistGradientBoostingRegressor
+from sklearn.frozen import FrozenEstimator
 from sklearn.utils import get_tags
 from sklearn.utils.validation import check_is_fitted
 
@@ -63,13 +64,20 @@ class QuantileBand(BaseEstimator):
         return tags
 
     def __getattr__(self, name: str) -> Any:
-        if name in ("n_features_in_", "feature_names_in_"):
+        # only called for missing attributes; __dict__ may be empty while unpickling
+        if name in ("n_features_in_", "feature_names_in_") and "lower" in self.__dict__:
             return getattr(self.__dict__["lower"], name)
         raise AttributeError(name)
 
 
 def _with_quantile(estimator: BaseEstimator, level: float, param: str | None) -> BaseEstimator:
     """A clone of ``estimator`` set to fit the ``level`` quantile."""
+    if isinstance(estimator, FrozenEstimator):
+        raise ValueError(
+            "A single frozen (prefit) `estimator` cannot be refitted at the two quantile "
+            "levels CQR needs: pass the pair (lower, upper) of fitted quantile models, e.g. "
+            "estimator=(FrozenEstimator(lower), FrozenEstimator(upper))."
+        )
     model = clone(estimator)
     names = model.get_params(deep=True)
     if param is None:
@@ -95,6 +103,15 @@ def _with_quantile(estimator: BaseEstimator, level: float, param: str | None) ->
         param = candidates[0]
     elif param not in names:
         raise ValueError(f"`quantile_param` {param!r} is not a parameter of the estimator.")
+    prefix = param[: -len(param.split("__")[-1])]
+    loss = names.get(prefix + "loss", names.get(prefix + "objective", "quantile"))
+    if isinstance(loss, str) and loss != "quantile":
+        # e.g. HistGradientBoostingRegressor() would silently ignore `quantile` and fit the
+        # mean twice: a band of width zero
+        raise ValueError(
+            f"`estimator` {type(estimator).__name__} has {prefix}loss={loss!r}; CQR needs "
+            f"quantile models: set {prefix}loss='quantile'."
+        )
     return model.set_params(**{param: level})
 
 
@@ -196,6 +213,16 @@ class ConformalizedQuantileRegressor(SplitConformalRegressor):
             return super()._prefit_estimator()
         band = QuantileBand(*self.estimator)
         check_is_fitted(band)
+        return band
+
+    def _model_output(self, X: Any) -> NDArray:
+        band = super()._model_output(X)
+        if band.ndim != 2 or band.shape[1] != 2:
+            raise ValueError(
+                f"`estimator` must predict a band of shape (n, 2), got shape {band.shape}: a "
+                "single fitted model gives one quantile; pass a pair (lower, upper) of fitted "
+                "quantile models, or an unfitted quantile model and call fit."
+            )
         return band
 
     def predict(self, X: Any) -> NDArray:

@@ -130,6 +130,8 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
     def _difficulty_is_prefit(self) -> bool:
         if self.difficulty_estimator is None:
             return False
+        if not hasattr(self.difficulty_estimator, "fit"):
+            return True  # e.g. a plain object with predict_std: nothing to train
         try:
             check_is_fitted(self.difficulty_estimator)
         except NotFittedError:
@@ -138,6 +140,7 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
 
     def _after_fit(self, X, y, **fit_params):
         self.__dict__.pop("difficulty_estimator_", None)
+        self._difficulty_is_residual_model = False
         if not self._needs_difficulty() or self._difficulty_is_prefit():
             return
         cv = self.cv
@@ -151,6 +154,7 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
         base = self.difficulty_estimator
         model = clone(self._estimator_or_default() if base is None else base)
         self.difficulty_estimator_ = model.fit(X, np.abs(y - out_of_fold))
+        self._difficulty_is_residual_model = True
 
     def _difficulty(self, X: Any) -> NDArray | None:
         if not self._needs_difficulty():
@@ -164,7 +168,12 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
                     "fitted `difficulty_estimator` (e.g. a model with predict_std)."
                 )
             self.difficulty_estimator_ = self.difficulty_estimator
-        sigma = predictive_spread(self.difficulty_estimator_, X)
+        if self.__dict__.get("_difficulty_is_residual_model", False):
+            # trained on absolute residuals: its prediction is the spread (even for a model
+            # that also has a predictive std, such as BayesianRidge)
+            sigma = np.asarray(self.difficulty_estimator_.predict(X), dtype=float)
+        else:
+            sigma = predictive_spread(self.difficulty_estimator_, X)
         floor = getattr(self, "difficulty_floor_", None)
         if floor is None:  # set once, at calibration, and used for every prediction
             positive = sigma[sigma > 0]

@@ -38,6 +38,14 @@ class ClassificationScore(ABC):
     def scores(self, proba: NDArray, u: NDArray | None = None) -> NDArray:
         """Scores ``(n, n_classes)`` from probabilities ``(n, n_classes)``."""
 
+    def set_scores(self, proba: NDArray, u: NDArray | None = None) -> NDArray:
+        """The inverse: a label is in the prediction set when this is ``<=`` the threshold.
+
+        The calibration score itself by default, which gives exact coverage for continuous
+        scores.
+        """
+        return self.scores(proba, u)
+
     def __repr__(self) -> str:
         params = ", ".join(f"{k}={v!r}" for k, v in vars(self).items())
         return f"{type(self).__name__}({params})"
@@ -74,14 +82,18 @@ class APSScore(ClassificationScore):
     """Adaptive prediction sets: probability mass of the labels ranked above ``y``.
 
     ``sum_{j ranked before y} p_j + u * p_y`` (Romano et al., 2020). With
-    ``randomized=False`` the label's own mass counts in full (``u = 1``), which
-    over-covers.
+    ``randomized=False`` the label's own mass counts in full (``u = 1``) at calibration,
+    while a set keeps every label whose mass ranked *above* it is within the threshold, so
+    it includes the label that crosses the threshold: sets are never empty, and coverage is
+    above ``1 - alpha`` rather than exact.
 
     Examples
     --------
     >>> import numpy as np
     >>> APSScore(randomized=False).scores(np.array([[0.2, 0.5, 0.3]]))
     array([[1. , 0.5, 0.8]])
+    >>> APSScore(randomized=False).set_scores(np.array([[0.2, 0.5, 0.3]]))
+    array([[0.8, 0. , 0.5]])
     >>> APSScore().scores(np.array([[0.2, 0.5, 0.3]]), u=np.array([0.5]))
     array([[0.9 , 0.25, 0.65]])
     """
@@ -92,13 +104,22 @@ class APSScore(ClassificationScore):
     def _penalty(self, n_classes: int) -> NDArray | float:
         return 0.0
 
-    def scores(self, proba, u=None):
+    def _cumulative(self, proba: NDArray, own: NDArray | float) -> NDArray:
+        """Mass ranked above each label, plus the fraction ``own`` of its own, plus penalty."""
         order, ranked = _sorted_descending(proba)
         total = np.cumsum(ranked, axis=1)
-        if self.randomized:
-            total -= ranked * (1.0 - u[:, None])
+        if not (np.isscalar(own) and own == 1.0):
+            total -= ranked * (1.0 - own)
         total += self._penalty(proba.shape[1])
         return _unsort(total, order)
+
+    def scores(self, proba, u=None):
+        return self._cumulative(proba, u[:, None] if self.randomized else 1.0)
+
+    def set_scores(self, proba, u=None):
+        if self.randomized:
+            return self.scores(proba, u)
+        return self._cumulative(proba, 0.0)
 
 
 class RAPSScore(APSScore):
@@ -176,6 +197,6 @@ def get_classification_score(
     if score == "topk":
         return TopKScore()
     raise ValueError(
-        f"Unknown `score` {score!r}: use 'lac', 'aps', 'raps', 'topk' or an instance of "
-        "uqconform.scores.ClassificationScore."
+        f"Unknown `conformity_score` {score!r}: use 'lac', 'aps', 'raps', 'topk' or an "
+        "instance of uqconform.scores.ClassificationScore."
     )

@@ -165,6 +165,6 @@ def get_regression_score(score: str | RegressionScore) -> RegressionScore:
     if isinstance(score, str) and score in _REGRESSION_SCORES:
         return _REGRESSION_SCORES[score]()
     raise ValueError(
-        f"Unknown `score` {score!r}: use one of {sorted(_REGRESSION_SCORES)} or an instance "
-        "of uqconform.scores.RegressionScore."
+        f"Unknown `conformity_score` {score!r}: use one of {sorted(_REGRESSION_SCORES)} or an "
+        "instance of uqconform.scores.RegressionScore."
     )

@@ -1,0 +1,67 @@
+"""Shared data and helpers for the uqconform tests (all seeded)."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+from threadpoolctl import threadpool_limits
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _one_thread_per_worker():
+    """One BLAS/OpenMP thread per test process: pytest-xdist already uses every core, and
+    oversubscribed OpenMP makes HistGradientBoosting tens of times slower."""
+    with threadpool_limits(1):
+        yield
+
+
+def regression_data(n: int = 600, d: int = 4, seed: int = 0):
+    """Heteroscedastic linear data: the noise grows with the first feature."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    y = X @ np.linspace(1.0, 0.2, d) + (0.5 + np.abs(X[:, 0])) * rng.normal(size=n)
+    return X, y
+
+
+def classification_data(n: int = 600, seed: int = 0, labels=("cat", "dog", "emu")):
+    """Three overlapping Gaussian classes with string labels."""
+    rng = np.random.default_rng(seed)
+    k = len(labels)
+    index = rng.integers(0, k, size=n)
+    centres = np.array([[0.0, 0.0], [1.5, 0.0], [0.0, 1.5]])[:k]
+    X = centres[index] + rng.normal(size=(n, 2))
+    return X, np.asarray(labels)[index]
+
+
+def thirds(X, y, *rest):
+    """Split rows into fit / calibration / test thirds (rest: more per-row arrays)."""
+    n = len(y)
+    cut = [slice(0, n // 3), slice(n // 3, 2 * n // 3), slice(2 * n // 3, n)]
+    return [tuple(a[c] for a in (X, y, *rest)) for c in cut]
+
+
+class Unchanged:
+    """Deep copies of inputs, to assert later that no call modified them."""
+
+    def __init__(self, *arrays):
+        self.originals = arrays
+        self.copies = [copy.deepcopy(a) for a in arrays]
+
+    def check(self):
+        for original, saved in zip(self.originals, self.copies, strict=True):
+            if hasattr(original, "equals"):
+                assert original.equals(saved)
+            else:
+                np.testing.assert_array_equal(np.asarray(original), np.asarray(saved))
+
+
+@pytest.fixture
+def reg_data():
+    return regression_data()
+
+
+@pytest.fixture
+def clf_data():
+    return classification_data()

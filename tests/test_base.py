@@ -1,0 +1,398 @@
+"""The fit / calibrate / predict state machine shared by every wrapper."""
+
+from __future__ import annotations
+
+import pickle
+import warnings
+
+import joblib
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import Unchanged, classification_data, regression_data, thirds
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import sparse
+from sklearn.base import clone
+from sklearn.ensemble import HistGradientBoostingRegressor
+from sklearn.exceptions import DataConversionWarning, NotFittedError
+from sklearn.frozen import FrozenEstimator
+from sklearn.linear_model import LinearRegression, LogisticRegression, Ridge
+from sklearn.utils.validation import check_is_fitted
+
+from uqconform import (
+    ConformalizedQuantileRegressor,
+    SplitConformalClassifier,
+    SplitConformalRegressor,
+)
+from uqconform.quantiles import conformal_quantile
+
+WRAPPERS = {
+    "absolute": lambda: SplitConformalRegressor(Ridge(), alpha=0.1),
+    "normalized": lambda: SplitConformalRegressor(
+        Ridge(), alpha=0.1, conformity_score="normalized", random_state=0
+    ),
+    "cqr": lambda: ConformalizedQuantileRegressor(
+        HistGradientBoostingRegressor(loss="quantile", max_iter=20), alpha=0.1
+    ),
+    "lac": lambda: SplitConformalClassifier(LogisticRegression(), alpha=0.1),
+    "aps": lambda: SplitConformalClassifier(
+        LogisticRegression(), alpha=0.1, conformity_score="aps", random_state=3
+    ),
+}
+
+
+def _data(kind):
+    return classification_data(450) if kind in ("lac", "aps") else regression_data(450)
+
+
+def _output(model, X, alpha=None, **kwargs):
+    if isinstance(model, SplitConformalClassifier):
+        return model.predict_set(X, alpha=alpha, **kwargs)
+    return model.predict_interval(X, alpha=alpha, **kwargs)
+
+
+@pytest.mark.parametrize("kind", WRAPPERS)
+def test_fit_clones_and_calibrate_returns_self(kind):
+    model = WRAPPERS[kind]()
+    X, y = _data(kind)
+    (Xf, yf), (Xc, yc), (Xt, _) = thirds(X, y)
+    assert model.fit(Xf, yf) is model
+    assert model.estimator_ is not model.estimator
+    with pytest.raises(NotFittedError):
+        check_is_fitted(model.estimator)  # the user's object is never fitted
+    assert model.predict(Xt).shape == (len(Xt),)  # predict works after fit alone
+    with pytest.raises(NotFittedError, match="calibrate"):
+        _output(model, Xt)
+    assert model.calibrate(Xc, yc) is model
+    assert model.n_calibration_ == len(yc)
+    assert model.n_features_in_ == X.shape[1]
+    assert len(model.conformity_scores_) == len(yc)
+
+
+@pytest.mark.parametrize("kind", WRAPPERS)
+def test_alpha_float_vs_list_and_nested(kind):
+    model = WRAPPERS[kind]()
+    X, y = _data(kind)
+    (Xf, yf), (Xc, yc), (Xt, _) = thirds(X, y)
+    model.fit(Xf, yf).calibrate(Xc, yc)
+    alphas = [0.05, 0.1, 0.2, 0.4]
+    several = _output(model, Xt, alpha=alphas)
+    assert several.shape[-1] == len(alphas)
+    for j, a in enumerate(alphas):
+        np.testing.assert_array_equal(_output(model, Xt, alpha=a), several[..., j])
+        np.testing.assert_array_equal(_output(model, Xt, alpha=[a])[..., 0], several[..., j])
+    np.testing.assert_array_equal(_output(model, Xt), _output(model, Xt, alpha=0.1))
+    if several.dtype == bool:
+        assert np.all(several[..., 1:] <= several[..., :-1])  # smaller alpha, bigger set
+    else:
+        assert np.all(several[:, 0, :] <= several[:, 1, :])
+        assert np.all(several[:, 0, 1:] >= several[:, 0, :-1])
+        assert np.all(several[:, 1, 1:] <= several[:, 1, :-1])
+
+
+@pytest.mark.parametrize("kind", WRAPPERS)
+def test_pickle_and_joblib_round_trips(kind, tmp_path):
+    model = WRAPPERS[kind]()
+    X, y = _data(kind)
+    (Xf, yf), (Xc, yc), (Xt, _) = thirds(X, y)
+    model.fit(Xf, yf).calibrate(Xc, yc)
+    expected = _output(model, Xt, alpha=[0.1, 0.3])
+    again = pickle.loads(pickle.dumps(model))
+    np.testing.assert_array_equal(_output(again, Xt, alpha=[0.1, 0.3]), expected)
+    joblib.dump(model, tmp_path / "model.joblib")
+    loaded = joblib.load(tmp_path / "model.joblib")
+    np.testing.assert_array_equal(_output(loaded, Xt, alpha=[0.1, 0.3]), expected)
+    np.testing.assert_array_equal(loaded.predict(Xt), model.predict(Xt))
+
+
+@pytest.mark.parametrize("kind", WRAPPERS)
+def test_batch_size_gives_identical_output(kind):
+    X, y = _data(kind)
+    (Xf, yf), (Xc, yc), (Xt, _) = thirds(X, y)
+    whole = WRAPPERS[kind]().fit(Xf, yf).calibrate(Xc, yc)
+    for batch in (1, 7, 64):
+        batched = clone(whole).set_params(batch_size=batch).fit(Xf, yf).calibrate(Xc, yc)
+        got, expected = _output(batched, Xt, alpha=[0.1, 0.2]), _output(whole, Xt, [0.1, 0.2])
+        if expected.dtype == bool:
+            np.testing.assert_array_equal(got, expected)
+        else:  # BLAS may round a 1-row product differently from a 150-row one
+            np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("batch", [0, -1, 2.5, True, "10"])
+def test_bad_batch_size(batch):
+    X, y = regression_data(60)
+    with pytest.raises(ValueError, match="batch_size"):
+        SplitConformalRegressor(batch_size=batch).fit(X, y)
+
+
+# ---- prefit ------------------------------------------------------------------------------
+def test_prefit_is_used_as_is_and_matches_fit_then_calibrate():
+    X, y = regression_data(450)
+    (Xf, yf), (Xc, yc), (Xt, _) = thirds(X, y)
+    model = Ridge().fit(Xf, yf)
+    coef = model.coef_.copy()
+    cp = SplitConformalRegressor(model).calibrate(Xc, yc)
+    assert cp.estimator_ is model
+    np.testing.assert_array_equal(model.coef_, coef)  # never refitted
+    fitted = SplitConformalRegressor(Ridge()).fit(Xf, yf).calibrate(Xc, yc)
+    np.testing.assert_array_equal(cp.predict_interval(Xt), fitted.predict_interval(Xt))
+    np.testing.assert_array_equal(cp.predict(Xt), fitted.predict(Xt))
+
+
+def test_frozen_estimator_is_not_refitted_and_survives_clone():
+    X, y = classification_data(450)
+    (Xf, yf), (Xc, yc), (Xt, _) = thirds(X, y)
+    model = LogisticRegression().fit(Xf, yf)
+    frozen = SplitConformalClassifier(FrozenEstimator(model))
+    Xo = np.random.default_rng(0).normal(size=Xf.shape)  # noise: a refit would change it
+    frozen.fit(Xo, yf[::-1]).calibrate(Xc, yc)
+    reference = SplitConformalClassifier(model).calibrate(Xc, yc)
+    np.testing.assert_array_equal(frozen.predict_set(Xt), reference.predict_set(Xt))
+    twin = clone(frozen).calibrate(Xc, yc)  # clone keeps the fitted model: no fit needed
+    np.testing.assert_array_equal(twin.predict_set(Xt), reference.predict_set(Xt))
+
+
+def test_calibrating_an_unfitted_estimator_without_fit_says_what_to_do():
+    X, y = regression_data(60)
+    with pytest.raises(NotFittedError, match=r"fit\(X_train, y_train\)"):
+        SplitConformalRegressor(Ridge()).calibrate(X, y)
+    with pytest.raises(NotFittedError, match="fit"):
+        SplitConformalRegressor().calibrate(X, y)
+    with pytest.raises(NotFittedError):
+        SplitConformalRegressor().predict(X)
+
+
+def test_set_params_with_a_new_prefit_model_is_adopted_at_next_calibrate():
+    X, y = regression_data(300)
+    first, second = Ridge().fit(X, y), Ridge().fit(X, -y)
+    cp = SplitConformalRegressor(first).calibrate(X, y)
+    cp.set_params(estimator=second).calibrate(X, y)
+    assert cp.estimator_ is second
+    # but a model trained by fit stays in place across calibrations
+    cp = SplitConformalRegressor(Ridge()).fit(X, y)
+    trained = cp.estimator_
+    cp.calibrate(X, y).calibrate(X[:100], y[:100])
+    assert cp.estimator_ is trained
+
+
+# ---- Mondrian groups ---------------------------------------------------------------------
+def test_mondrian_thresholds_are_per_group():
+    X, y = regression_data(900, seed=5)
+    (Xf, yf), (Xc, yc), (Xt, _) = thirds(X, y)
+    groups_c = np.where(Xc[:, 0] > 0, "wide", "narrow")
+    groups_t = np.where(Xt[:, 0] > 0, "wide", "narrow")
+    cp = SplitConformalRegressor(LinearRegression(), alpha=0.2).fit(Xf, yf)
+    cp.calibrate(Xc, yc, groups=groups_c)
+    intervals = cp.predict_interval(Xt, groups=groups_t)
+    residual = np.abs(yc - cp.predict(Xc))
+    for g in ("wide", "narrow"):
+        q = conformal_quantile(residual[groups_c == g], 0.2)[0]
+        np.testing.assert_allclose(intervals[groups_t == g, 1] - cp.predict(Xt)[groups_t == g], q)
+    np.testing.assert_array_equal(cp.groups_, ["narrow", "wide"])
+
+
+def test_mondrian_errors_and_unseen_groups():
+    X, y = regression_data(300)
+    cp = SplitConformalRegressor().fit(X, y).calibrate(X, y, groups=X[:, 0] > 0)
+    with pytest.raises(ValueError, match="groups"):
+        cp.predict_interval(X)
+    with pytest.raises(ValueError, match="groups"):
+        cp.predict_interval(X[:3], groups=[True, False])
+    with pytest.warns(UserWarning, match="groups without calibration data"):
+        out = cp.predict_interval(X[:4], groups=np.array([True, 2, False, 2], dtype=object))
+    assert np.all(np.isinf(out[[1, 3]])) and np.all(np.isfinite(out[[0, 2]]))
+    plain = SplitConformalRegressor().fit(X, y).calibrate(X, y)
+    with pytest.raises(ValueError, match="groups"):
+        plain.predict_interval(X, groups=np.ones(len(X)))
+    with pytest.raises(ValueError, match=r"groups.*NaN"):
+        SplitConformalRegressor().fit(X, y).calibrate(X, y, groups=np.full(len(X), np.nan))
+    with pytest.raises(ValueError, match="groups"):
+        SplitConformalRegressor().fit(X, y).calibrate(X, y, groups=np.ones(len(X) - 1))
+
+
+def test_unseen_group_gives_every_class():
+    X, y = classification_data(300)
+    groups = np.where(X[:, 1] > 0.5, 1, 0)
+    cp = SplitConformalClassifier().fit(X, y).calibrate(X, y, groups=groups)
+    with pytest.warns(UserWarning, match="whole output space"):
+        sets = cp.predict_set(X[:5], groups=[0, 1, 7, 0, 7])
+    assert sets[[2, 4]].all()
+
+
+def test_tiny_calibration_set_gives_whole_space_and_warns():
+    X, y = regression_data(100)
+    cp = SplitConformalRegressor().fit(X, y).calibrate(X[:5], y[:5])
+    with pytest.warns(UserWarning, match="Too few calibration points"):
+        out = cp.predict_interval(X[:3], alpha=0.1)
+    assert np.all(out[:, 0] == -np.inf) and np.all(out[:, 1] == np.inf)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert np.isfinite(cp.predict_interval(X[:3], alpha=0.2)).all()  # 5 >= ceil(6 * .8)
+    Xc, yc = classification_data(100)
+    clf = SplitConformalClassifier().fit(Xc, yc).calibrate(Xc[:3], yc[:3])
+    with pytest.warns(UserWarning, match="Too few"):
+        assert clf.predict_set(Xc[:4], alpha=0.05).all()
+
+
+# ---- inputs ------------------------------------------------------------------------------
+def test_dataframe_feature_names_are_kept_and_checked():
+    X, y = regression_data(300)
+    frame = pd.DataFrame(X, columns=[f"f{i}" for i in range(X.shape[1])])
+    cp = SplitConformalRegressor().fit(frame, y).calibrate(frame, y)
+    np.testing.assert_array_equal(cp.feature_names_in_, frame.columns)
+    assert cp.predict_interval(frame).shape == (300, 2)
+    with pytest.raises(ValueError, match="feature names"):
+        cp.predict_interval(frame[frame.columns[::-1]])
+    with pytest.raises(ValueError, match="missing"):
+        cp.predict_interval(frame.iloc[:, :2])
+    series_y = pd.Series(y)
+    SplitConformalRegressor().fit(frame, series_y).calibrate(frame, series_y)
+    # prefit models contribute their own feature names
+    prefit = SplitConformalRegressor(Ridge().fit(frame, y)).calibrate(frame, y)
+    np.testing.assert_array_equal(prefit.feature_names_in_, frame.columns)
+
+
+def test_lists_and_sparse_inputs():
+    X, y = regression_data(120)
+    dense = SplitConformalRegressor().fit(X, y).calibrate(X, y)
+    from_lists = SplitConformalRegressor().fit(X.tolist(), y.tolist())
+    from_lists.calibrate(X.tolist(), y.tolist())
+    np.testing.assert_allclose(from_lists.predict_interval(X.tolist()), dense.predict_interval(X))
+    for fmt in ("csr", "coo", "dok"):
+        Xs = sparse.random(120, 4, density=0.5, random_state=0, format=fmt)
+        cp = SplitConformalRegressor(batch_size=16).fit(Xs, y).calibrate(Xs, y)
+        assert cp.predict_interval(Xs).shape == (120, 2)
+
+
+@pytest.mark.parametrize("kind", WRAPPERS)
+def test_inputs_are_never_modified(kind):
+    X, y = _data(kind)
+    (Xf, yf), (Xc, yc), (Xt, _) = thirds(X, y)
+    groups = (Xc[:, 0] > 0).astype(int)
+    groups_t = (Xt[:, 0] > 0).astype(int)
+    saved = Unchanged(Xf, yf, Xc, yc, Xt, groups, groups_t)
+    model = WRAPPERS[kind]().set_params(batch_size=50)
+    model.fit(Xf, yf)
+    saved.check()
+    model.calibrate(Xc, yc, groups=groups)
+    saved.check()
+    _output(model, Xt, alpha=[0.1, 0.2], groups=groups_t)
+    model.predict(Xt)
+    saved.check()
+
+
+def test_nan_in_X_is_passed_to_models_that_accept_it():
+    X, y = regression_data(300)
+    X_nan = X.copy()
+    X_nan[::7, 1] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        SplitConformalRegressor(LinearRegression()).fit(X_nan, y)
+    fitted = SplitConformalRegressor(LinearRegression()).fit(X, y)
+    with pytest.raises(ValueError, match="NaN"):
+        fitted.calibrate(X_nan, y)
+    cp = SplitConformalRegressor(HistGradientBoostingRegressor(max_iter=10))
+    out = cp.fit(X_nan, y).calibrate(X_nan, y).predict_interval(X_nan)
+    assert np.isfinite(out).all()
+
+
+@pytest.mark.parametrize(
+    "call,kwargs,error,match",
+    [
+        ("fit", {"alpha": 0.0}, ValueError, "alpha"),
+        ("fit", {"alpha": 1.0}, ValueError, "alpha"),
+        ("fit", {"alpha": np.nan}, ValueError, "alpha"),
+        ("fit", {"alpha": "0.1"}, TypeError, "alpha"),
+        ("fit", {"alpha": [0.1, 1.5]}, ValueError, "alpha"),
+        ("calibrate", {"alpha": -0.5}, ValueError, "alpha"),
+        ("calibrate", {"alpha": None}, TypeError, "alpha"),
+    ],
+)
+def test_bad_constructor_alpha(call, kwargs, error, match):
+    X, y = regression_data(90)
+    model = Ridge().fit(X, y)
+    cp = SplitConformalRegressor(model, **kwargs)
+    with pytest.raises(error, match=match):
+        cp.fit(X, y) if call == "fit" else cp.calibrate(X, y)
+
+
+@pytest.mark.parametrize(
+    "alpha,error",
+    [
+        (0.0, ValueError),
+        (1.0, ValueError),
+        (np.nan, ValueError),
+        ("x", TypeError),
+        ([0.1, 2.0], ValueError),
+        ([[0.1]], ValueError),
+        (True, TypeError),
+    ],
+)
+def test_bad_per_call_alpha(alpha, error):
+    X, y = regression_data(90)
+    cp = SplitConformalRegressor().fit(X, y).calibrate(X, y)
+    with pytest.raises(error, match="alpha"):
+        cp.predict_interval(X, alpha=alpha)
+    Xc, yc = classification_data(90)
+    clf = SplitConformalClassifier().fit(Xc, yc).calibrate(Xc, yc)
+    with pytest.raises(error, match="alpha"):
+        clf.predict_set(Xc, alpha=alpha)
+
+
+def test_shape_errors_name_the_argument():
+    X, y = regression_data(90)
+    cp = SplitConformalRegressor().fit(X, y)
+    with pytest.raises(ValueError, match="`y` has 89 entries"):
+        cp.fit(X, y[:-1])
+    with pytest.raises(ValueError, match="`y` has 89 entries"):
+        cp.calibrate(X, y[:-1])
+    with pytest.raises(ValueError, match="4 features"):
+        cp.calibrate(X[:, :3], y)
+    cp.calibrate(X, y)
+    with pytest.raises(ValueError, match="4 features"):
+        cp.predict_interval(np.ones((3, 5)))
+    with pytest.raises(ValueError, match="Reshape"):
+        cp.predict(X[0])
+    with pytest.raises(ValueError, match="`X` has no rows"):
+        cp.calibrate(X[:0], y[:0])
+    with pytest.raises(ValueError, match="`X` is None"):
+        cp.calibrate(None, y)
+    with pytest.raises(ValueError, match="requires y"):
+        SplitConformalRegressor().fit(X, None)
+    with pytest.warns(DataConversionWarning, match="column-vector"):
+        cp.calibrate(X, y[:, None])
+
+
+# ---- hypothesis: permutation of the calibration set ----------------------------------------
+@settings(max_examples=25, deadline=None)
+@given(st.randoms(use_true_random=False), st.sampled_from(["absolute", "lac", "aps"]))
+def test_calibration_order_does_not_matter(random, kind):
+    X, y = _data(kind)
+    (Xf, yf), (Xc, yc), (Xt, _) = thirds(X, y)
+    model = WRAPPERS[kind]()
+    if kind == "aps":  # randomised: the draw of a calibration row must follow the row
+        model.set_params(randomized=False)
+    model.fit(Xf, yf)
+    order = list(range(len(yc)))
+    random.shuffle(order)
+    first = _output(clone(model).fit(Xf, yf).calibrate(Xc, yc), Xt, alpha=[0.1, 0.3])
+    second = _output(model.calibrate(Xc[order], yc[order]), Xt, alpha=[0.1, 0.3])
+    np.testing.assert_array_equal(first, second)
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    st.sampled_from(sorted(WRAPPERS)),
+    st.lists(st.floats(0.02, 0.8), min_size=1, max_size=3),
+    st.integers(0, 2**31 - 1),
+)
+def test_pickle_round_trip_keeps_every_prediction(kind, alphas, seed):
+    X, y = _data(kind)
+    (Xf, yf), (Xc, yc), (Xt, _) = thirds(X, y)
+    model = WRAPPERS[kind]().set_params(random_state=seed).fit(Xf, yf).calibrate(Xc, yc)
+    loaded = pickle.loads(pickle.dumps(model))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        np.testing.assert_array_equal(_output(loaded, Xt, alphas), _output(model, Xt, alphas))
+    assert loaded.get_params(deep=False).keys() == model.get_params(deep=False).keys()

@@ -1,0 +1,241 @@
+"""SplitConformalClassifier: LAC, APS, RAPS, top-k, class-conditional, labels, seeds."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import classification_data, thirds
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sklearn.datasets import load_digits
+from sklearn.exceptions import NotFittedError
+from sklearn.linear_model import LogisticRegression, RidgeClassifier
+from sklearn.svm import SVC
+
+from uqconform import SplitConformalClassifier
+from uqconform.quantiles import conformal_quantile
+
+
+def _split(n=600, seed=0, **kw):
+    return thirds(*classification_data(n, seed=seed, **kw))
+
+
+def test_lac_sets_by_hand_with_string_labels_in_classes_order():
+    # labels whose sorted order differs from first-appearance order
+    (Xf, yf), (Xc, yc), (Xt, _) = _split(labels=("zebra", "ant", "moose"))
+    cp = SplitConformalClassifier(LogisticRegression(), alpha=0.1).fit(Xf, yf)
+    cp.calibrate(Xc, yc)
+    np.testing.assert_array_equal(cp.classes_, ["ant", "moose", "zebra"])
+    proba_c = cp.predict_proba(Xc)
+    true_col = np.searchsorted(cp.classes_, yc)
+    q = conformal_quantile(1 - proba_c[np.arange(len(yc)), true_col], 0.1)[0]
+    sets = cp.predict_set(Xt)
+    assert sets.shape == (len(Xt), 3) and sets.dtype == bool
+    np.testing.assert_array_equal(sets, 1 - cp.predict_proba(Xt) <= q)
+    # column j is the label classes_[j]
+    model = LogisticRegression().fit(Xf, yf)
+    np.testing.assert_array_equal(cp.predict(Xt), model.predict(Xt))
+    top = cp.classes_[np.argmax(cp.predict_proba(Xt), axis=1)]
+    has_top = sets[np.arange(len(Xt)), np.searchsorted(cp.classes_, top)]
+    assert has_top[sets.any(axis=1)].all()
+
+
+def test_integer_labels_not_starting_at_zero():
+    X, y = classification_data(450, labels=(10, 20, 30))
+    (Xf, yf), (Xc, yc), (Xt, _) = thirds(X, y)
+    cp = SplitConformalClassifier(alpha=0.2).fit(Xf, yf).calibrate(Xc, yc)
+    np.testing.assert_array_equal(cp.classes_, [10, 20, 30])
+    assert cp.predict_set(Xt).shape == (len(Xt), 3)
+
+
+def test_class_conditional_thresholds_are_per_class():
+    (Xf, yf), (Xc, yc), (Xt, _) = _split(900, seed=1)
+    cp = SplitConformalClassifier(alpha=0.2, class_conditional=True).fit(Xf, yf)
+    cp.calibrate(Xc, yc)
+    proba_c, proba_t = cp.predict_proba(Xc), cp.predict_proba(Xt)
+    sets = cp.predict_set(Xt)
+    for j, label in enumerate(cp.classes_):
+        q = conformal_quantile(1 - proba_c[yc == label, j], 0.2)[0]
+        np.testing.assert_array_equal(sets[:, j], 1 - proba_t[:, j] <= q)
+
+
+def test_class_conditional_with_a_rare_class_warns_and_includes_it():
+    (Xf, yf), (Xc, yc), (Xt, _) = _split(600, seed=2)
+    keep = (yc != "emu") | (np.cumsum(yc == "emu") <= 3)  # 3 calibration points of "emu"
+    cp = SplitConformalClassifier(alpha=0.1, class_conditional=True).fit(Xf, yf)
+    cp.calibrate(Xc[keep], yc[keep])
+    with pytest.warns(UserWarning, match="class 'emu'"):
+        sets = cp.predict_set(Xt)
+    assert sets[:, list(cp.classes_).index("emu")].all()
+
+
+@pytest.mark.parametrize("score", ["aps", "raps"])
+def test_randomised_sets_depend_only_on_the_seed(score):
+    (Xf, yf), (Xc, yc), (Xt, _) = _split(seed=3)
+
+    def sets(seed, **kw):
+        cp = SplitConformalClassifier(conformity_score=score, random_state=seed, **kw)
+        return cp.fit(Xf, yf).calibrate(Xc, yc).predict_set(Xt, alpha=[0.1, 0.3])
+
+    first = sets(0)
+    np.testing.assert_array_equal(first, sets(0))
+    np.testing.assert_array_equal(first, sets(0, batch_size=9))
+    assert not np.array_equal(first, sets(1))
+    # a Generator seed is accepted too
+    assert sets(np.random.default_rng(0)).shape == first.shape
+
+
+def test_non_randomised_aps_needs_no_seed_and_covers_the_top_label():
+    (Xf, yf), (Xc, yc), (Xt, _) = _split(seed=4)
+    a = SplitConformalClassifier(conformity_score="aps", randomized=False).fit(Xf, yf)
+    b = SplitConformalClassifier(conformity_score="aps", randomized=False).fit(Xf, yf)
+    sa, sb = a.calibrate(Xc, yc).predict_set(Xt), b.calibrate(Xc, yc).predict_set(Xt)
+    np.testing.assert_array_equal(sa, sb)
+    assert sa.sum(axis=1).min() >= 1  # the label crossing the threshold is kept: never empty
+    proba_c = a.predict_proba(Xc)
+    column = np.searchsorted(a.classes_, yc)
+    order = np.argsort(-proba_c, axis=1, kind="stable")
+    ranked = np.take_along_axis(proba_c, order, axis=1)
+    rank = np.argsort(order, axis=1)[np.arange(len(yc)), column]
+    score = np.cumsum(ranked, axis=1)[np.arange(len(yc)), rank]
+    q = conformal_quantile(score, 0.1)[0]
+    proba_t = a.predict_proba(Xt)
+    order_t = np.argsort(-proba_t, axis=1, kind="stable")
+    above = np.cumsum(np.take_along_axis(proba_t, order_t, axis=1), axis=1) - np.take_along_axis(
+        proba_t, order_t, axis=1
+    )
+    expected = np.zeros_like(sa)
+    np.put_along_axis(expected, order_t, above <= q, axis=1)
+    np.testing.assert_array_equal(sa, expected)
+
+
+def _digits():
+    X, y = load_digits(return_X_y=True)
+    rng = np.random.default_rng(0)
+    order = rng.permutation(len(y))
+    X, y = X[order] / 16, y[order]
+    return (X[:600], y[:600]), (X[600:1200], y[600:1200]), (X[1200:], y[1200:])
+
+
+def test_topk_sets_have_constant_size():
+    (Xf, yf), (Xc, yc), (Xt, _) = _digits()
+    cp = SplitConformalClassifier(LogisticRegression(max_iter=500), conformity_score="topk")
+    sets = cp.fit(Xf, yf).calibrate(Xc, yc).predict_set(Xt, alpha=[0.01, 0.05, 0.2])
+    sizes = sets.sum(axis=1)
+    assert np.all(sizes == sizes[0])
+    rank = (
+        np.argsort(np.argsort(-cp.predict_proba(Xc), axis=1), axis=1)[np.arange(len(yc)), yc] + 1
+    )
+    for j, a in enumerate((0.01, 0.05, 0.2)):
+        assert sizes[0, j] == conformal_quantile(rank.astype(float), a)[0]
+
+
+def test_raps_penalty_bounds_the_set_size():
+    (Xf, yf), (Xc, yc), (Xt, _) = _digits()
+    model = LogisticRegression(max_iter=500)
+    aps = SplitConformalClassifier(model, conformity_score="aps", random_state=0)
+    raps0 = SplitConformalClassifier(
+        model, conformity_score="raps", lambda_reg=0.0, random_state=0
+    )
+    heavy = SplitConformalClassifier(
+        model, conformity_score="raps", k_reg=2, lambda_reg=10.0, random_state=0, alpha=0.1
+    )
+    a = aps.fit(Xf, yf).calibrate(Xc, yc).predict_set(Xt)
+    np.testing.assert_array_equal(raps0.fit(Xf, yf).calibrate(Xc, yc).predict_set(Xt), a)
+    h = heavy.fit(Xf, yf).calibrate(Xc, yc).predict_set(Xt)
+    # the true label is outside the top 2 for far fewer than 10% of calibration rows, so
+    # the threshold stays below the first penalty step: no set holds more than 2 labels
+    assert h.sum(axis=1).max() <= 2
+    assert h.sum(axis=1).mean() <= a.sum(axis=1).mean()
+
+
+def test_dataframe_input_and_predict_proba():
+    (Xf, yf), (Xc, yc), (Xt, _) = _split(seed=5)
+    frame = lambda X: pd.DataFrame(X, columns=["u", "v"])  # noqa: E731
+    cp = SplitConformalClassifier().fit(frame(Xf), yf).calibrate(frame(Xc), pd.Series(yc))
+    np.testing.assert_array_equal(cp.feature_names_in_, ["u", "v"])
+    sets = cp.predict_set(frame(Xt))
+    plain = SplitConformalClassifier().fit(Xf, yf).calibrate(Xc, yc).predict_set(Xt)
+    np.testing.assert_array_equal(sets, plain)
+    with pytest.raises(ValueError, match="feature names"):
+        cp.predict_set(frame(Xt)[["v", "u"]])
+
+
+def test_calibration_labels_the_model_never_saw():
+    (Xf, yf), (Xc, yc), _ = _split()
+    cp = SplitConformalClassifier().fit(Xf, yf)
+    yb = yc.copy().astype(object)
+    yb[:2] = "yak"
+    with pytest.raises(ValueError, match=r"`y` contains labels the model never saw.*yak"):
+        cp.calibrate(Xc, yb)
+    with pytest.raises(ValueError, match="never saw"):
+        cp.calibrate(Xc, np.zeros(len(yc), dtype=int))
+
+
+def test_bad_inputs_name_the_argument():
+    (Xf, yf), (Xc, yc), (Xt, _) = _split()
+    with pytest.raises(TypeError, match="predict_proba"):
+        SplitConformalClassifier(SVC()).fit(Xf, yf)
+    with pytest.raises(TypeError, match="predict_proba"):
+        SplitConformalClassifier(RidgeClassifier().fit(Xf, yf)).calibrate(Xc, yc)
+    assert not hasattr(SplitConformalClassifier(RidgeClassifier()), "predict_proba")
+    with pytest.raises(ValueError, match="conformity_score"):
+        SplitConformalClassifier(conformity_score="absolute").fit(Xf, yf)
+    with pytest.raises(ValueError, match="k_reg"):
+        SplitConformalClassifier(conformity_score="raps", k_reg=-1).fit(Xf, yf)
+    with pytest.raises(ValueError, match="k_reg"):
+        SplitConformalClassifier(conformity_score="raps", k_reg="2").fit(Xf, yf)
+    with pytest.raises(ValueError, match="lambda_reg"):
+        SplitConformalClassifier(conformity_score="raps", lambda_reg=np.nan).fit(Xf, yf)
+    yn = np.arange(len(yf), dtype=float) % 3
+    yn[0] = np.nan
+    with pytest.raises(ValueError, match="`y` contains NaN"):
+        SplitConformalClassifier().fit(Xf, yn)
+    with pytest.raises(ValueError, match="`y` has"):
+        SplitConformalClassifier().fit(Xf, yf[:-2])
+    with pytest.raises(ValueError, match="`y` must be 1-D"):
+        SplitConformalClassifier().fit(Xf, np.c_[yf, yf])
+    cp = SplitConformalClassifier().fit(Xf, yf)
+    with pytest.raises(NotFittedError, match="calibrate"):
+        cp.predict_set(Xt)
+    with pytest.raises(NotFittedError):
+        SplitConformalClassifier().predict_set(Xt)
+    with pytest.raises(NotFittedError, match="fit"):
+        SplitConformalClassifier(LogisticRegression()).calibrate(Xc, yc)
+    with pytest.raises(ValueError, match="3 features"):
+        cp.calibrate(Xc, yc).predict_set(np.c_[Xt, Xt[:, 0]])
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    st.sampled_from(["lac", "aps", "raps", "topk"]),
+    st.booleans(),
+    st.lists(st.floats(0.01, 0.9), min_size=2, max_size=5),
+    st.integers(0, 1000),
+)
+def test_sets_are_nested_in_alpha(score, class_conditional, alphas, seed):
+    (Xf, yf), (Xc, yc), (Xt, _) = _split(300, seed=seed % 7)
+    cp = SplitConformalClassifier(
+        conformity_score=score, class_conditional=class_conditional, random_state=seed
+    )
+    alphas = np.sort(alphas)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # small alphas: too few points
+        sets = cp.fit(Xf, yf).calibrate(Xc, yc).predict_set(Xt, alpha=alphas)
+    assert np.all(sets[..., 1:] <= sets[..., :-1])
+
+
+def test_groups_and_class_conditional_combine_into_group_by_class_thresholds():
+    (Xf, yf), (Xc, yc), (Xt, _) = _split(1200, seed=6)
+    gc, gt = (Xc[:, 0] > 0.5).astype(int), (Xt[:, 0] > 0.5).astype(int)
+    cp = SplitConformalClassifier(alpha=0.2, class_conditional=True).fit(Xf, yf)
+    sets = cp.calibrate(Xc, yc, groups=gc).predict_set(Xt, groups=gt)
+    proba_c, proba_t = cp.predict_proba(Xc), cp.predict_proba(Xt)
+    for g in (0, 1):
+        for j, label in enumerate(cp.classes_):
+            rows = (gc == g) & (yc == label)
+            q = conformal_quantile(1 - proba_c[rows, j], 0.2)[0]
+            np.testing.assert_array_equal(sets[gt == g, j], 1 - proba_t[gt == g, j] <= q)

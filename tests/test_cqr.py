@@ -1,0 +1,153 @@
+"""ConformalizedQuantileRegressor: single quantile model, pairs, symmetric and asymmetric."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import regression_data, thirds
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.ensemble import GradientBoostingRegressor, HistGradientBoostingRegressor
+from sklearn.exceptions import NotFittedError
+from sklearn.frozen import FrozenEstimator
+from sklearn.linear_model import QuantileRegressor
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+from sklearn.utils.validation import check_is_fitted
+
+from uqconform import ConformalizedQuantileRegressor
+from uqconform.quantiles import conformal_quantile
+
+
+def _hgb(**kw):
+    return HistGradientBoostingRegressor(loss="quantile", max_iter=30, random_state=0, **kw)
+
+
+def _split(n=600, seed=0):
+    return thirds(*regression_data(n, seed=seed))
+
+
+@pytest.mark.parametrize(
+    "estimator,param",
+    [
+        (_hgb(), "quantile"),
+        (GradientBoostingRegressor(loss="quantile", n_estimators=20), "alpha"),
+        (make_pipeline(StandardScaler(), QuantileRegressor(alpha=0.0)), None),
+    ],
+)
+def test_single_quantile_model_is_fitted_at_both_levels(estimator, param):
+    (Xf, yf), (Xc, yc), (Xt, _) = _split()
+    cqr = ConformalizedQuantileRegressor(estimator, alpha=0.2).fit(Xf, yf)
+    band = cqr.estimator_
+    if param is None:
+        levels = band.lower[-1].quantile, band.upper[-1].quantile
+    else:
+        levels = band.lower.get_params()[param], band.upper.get_params()[param]
+    assert levels == pytest.approx((0.1, 0.9))
+    with pytest.raises(NotFittedError):
+        check_is_fitted(estimator)  # the user's model is untouched
+    cqr.calibrate(Xc, yc)
+    lo, hi = band.lower.predict(Xc), band.upper.predict(Xc)
+    q = conformal_quantile(np.maximum(lo - yc, yc - hi), 0.2)[0]
+    out = cqr.predict_interval(Xt)
+    raw = band.predict(Xt)
+    expected = np.c_[raw[:, 0] - q, raw[:, 1] + q]
+    fine = expected[:, 0] <= expected[:, 1]
+    np.testing.assert_allclose(out[fine], expected[fine])
+    assert np.all(out[:, 0] <= out[:, 1])
+    np.testing.assert_allclose(cqr.predict(Xt), raw.mean(axis=1))
+
+
+def test_asymmetric_calibrates_each_side_at_half_alpha():
+    (Xf, yf), (Xc, yc), (Xt, _) = _split(seed=1)
+    cqr = ConformalizedQuantileRegressor(_hgb(), alpha=0.2, symmetric=False).fit(Xf, yf)
+    cqr.calibrate(Xc, yc)
+    lo, hi = cqr.estimator_.lower.predict(Xc), cqr.estimator_.upper.predict(Xc)
+    q_low = conformal_quantile(lo - yc, 0.1)[0]
+    q_high = conformal_quantile(yc - hi, 0.1)[0]
+    raw = cqr.estimator_.predict(Xt)
+    out = cqr.predict_interval(Xt)
+    fine = raw[:, 0] - q_low <= raw[:, 1] + q_high
+    np.testing.assert_allclose(out[fine, 0], raw[fine, 0] - q_low)
+    np.testing.assert_allclose(out[fine, 1], raw[fine, 1] + q_high)
+    assert cqr.conformity_scores_.shape == (len(yc), 2)
+
+
+def test_pair_of_unfitted_models_is_cloned_and_fitted():
+    (Xf, yf), (Xc, yc), (Xt, _) = _split(seed=2)
+    lower, upper = _hgb(quantile=0.05), _hgb(quantile=0.95)
+    cqr = ConformalizedQuantileRegressor((lower, upper)).fit(Xf, yf).calibrate(Xc, yc)
+    assert cqr.estimator_.lower is not lower
+    with pytest.raises(NotFittedError):
+        check_is_fitted(lower)
+    assert cqr.estimator_.lower.quantile == 0.05  # the pair's own levels are kept
+    single = ConformalizedQuantileRegressor(_hgb(), alpha=0.1).fit(Xf, yf).calibrate(Xc, yc)
+    np.testing.assert_allclose(cqr.predict_interval(Xt), single.predict_interval(Xt))
+
+
+@pytest.mark.parametrize("frozen", [False, True])
+def test_pair_of_fitted_models_is_used_as_is(frozen):
+    (Xf, yf), (Xc, yc), (Xt, _) = _split(seed=3)
+    lower, upper = _hgb(quantile=0.05).fit(Xf, yf), _hgb(quantile=0.95).fit(Xf, yf)
+    pair = (FrozenEstimator(lower), FrozenEstimator(upper)) if frozen else (lower, upper)
+    cqr = ConformalizedQuantileRegressor(pair)
+    if frozen:
+        cqr.fit(Xf[::-1], yf)  # a no-op for frozen models
+    cqr.calibrate(Xc, yc)
+    if not frozen:
+        assert cqr.estimator_.lower is lower and cqr.estimator_.upper is upper
+    fitted = ConformalizedQuantileRegressor((_hgb(quantile=0.05), _hgb(quantile=0.95)))
+    fitted.fit(Xf, yf).calibrate(Xc, yc)
+    np.testing.assert_array_equal(cqr.predict_interval(Xt), fitted.predict_interval(Xt))
+
+
+def test_unfitted_pair_without_fit_raises():
+    _, (Xc, yc), _ = _split()
+    with pytest.raises(NotFittedError, match="fit"):
+        ConformalizedQuantileRegressor((_hgb(quantile=0.1), _hgb(quantile=0.9))).calibrate(Xc, yc)
+
+
+def test_bad_estimators_are_explained():
+    (Xf, yf), (Xc, yc), _ = _split()
+    with pytest.raises(ValueError, match="loss='quantile'"):
+        ConformalizedQuantileRegressor(HistGradientBoostingRegressor()).fit(Xf, yf)
+    with pytest.raises(ValueError, match="pair"):
+        ConformalizedQuantileRegressor((_hgb(), _hgb(), _hgb())).fit(Xf, yf)
+    with pytest.raises(ValueError, match="pair"):
+        ConformalizedQuantileRegressor(FrozenEstimator(_hgb(quantile=0.5).fit(Xf, yf))).fit(Xf, yf)
+    with pytest.raises(ValueError, match=r"\(n, 2\)"):
+        ConformalizedQuantileRegressor(_hgb(quantile=0.5).fit(Xf, yf)).calibrate(Xc, yc)
+    with pytest.raises(ValueError, match="quantile_param"):
+        ConformalizedQuantileRegressor(_hgb(), quantile_param="nope").fit(Xf, yf)
+
+
+class _Band(RegressorMixin, BaseEstimator):
+    """A fixed 'quantile model' ``sign * |x0| * width``, to build crossing bands."""
+
+    def __init__(self, sign=1.0):
+        self.sign = sign
+
+    def fit(self, X, y):
+        self.fitted_ = True
+        return self
+
+    def predict(self, X):
+        return self.sign * np.abs(np.asarray(X)[:, 0])
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 2**16), st.booleans())
+def test_intervals_are_ordered_and_nested_even_when_corrections_cross(seed, symmetric):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(200, 1))
+    y = rng.normal(scale=0.3, size=200)  # the band +-|x| is far too wide: corrections < 0
+    cqr = ConformalizedQuantileRegressor((_Band(-1.0), _Band(1.0)), symmetric=symmetric).fit(X, y)
+    cqr.calibrate(X[:100], y[:100])
+    out = cqr.predict_interval(X[100:], alpha=[0.05, 0.1, 0.3, 0.6])
+    assert np.all(out[:, 0] <= out[:, 1])
+    nonempty = out[:, 0, :] < out[:, 1, :]
+    for j in range(3):  # among non-degenerate intervals, smaller alpha contains larger
+        both = nonempty[:, j + 1]
+        assert np.all(out[both, 0, j] <= out[both, 0, j + 1])
+        assert np.all(out[both, 1, j] >= out[both, 1, j + 1])

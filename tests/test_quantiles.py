@@ -1,0 +1,211 @@
+"""The single conformal quantile: ranks, conventions, weights, levels, invariants."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+from uqconform.quantiles import (
+    check_alpha,
+    conformal_quantile,
+    conformal_rank,
+    weighted_quantile,
+)
+
+finite_scores = arrays(
+    np.float64,
+    st.integers(1, 60),
+    elements=st.floats(-1e3, 1e3, allow_nan=False, allow_infinity=False),
+)
+levels = st.floats(0.01, 0.99)
+
+
+@pytest.mark.parametrize("n", [1, 9, 19, 99, 100, 1000])
+@pytest.mark.parametrize("alpha", [0.01, 0.05, 0.1, 0.2, 0.5, 0.9])
+def test_rank_is_ceil_n_plus_one_times_one_minus_alpha(n, alpha):
+    # exact rational arithmetic for the reference, so 90.00000000000001 is not an issue
+    from fractions import Fraction
+
+    expected = math.ceil((n + 1) * (1 - Fraction(str(alpha))))
+    assert conformal_rank(n, alpha)[0] == expected
+    assert conformal_rank(n, alpha, kind="conformity")[0] == math.floor(
+        (n + 1) * Fraction(str(alpha))
+    )
+
+
+@pytest.mark.parametrize("n,alpha", [(99, 0.1), (19, 0.05), (200, 0.2), (50, 0.3), (7, 0.5)])
+def test_threshold_is_the_rank_th_smallest_score(n, alpha):
+    rng = np.random.default_rng(n)
+    scores = rng.normal(size=n)
+    k = conformal_rank(n, alpha)[0]
+    assert conformal_quantile(scores, alpha)[0] == np.sort(scores)[k - 1]
+    # exactly k of the n scores are <= the threshold (no ties)
+    assert (scores <= conformal_quantile(scores, alpha)[0]).sum() == k
+
+
+def test_too_few_scores_gives_inf_and_warns():
+    scores = np.arange(8.0)  # alpha=0.1 needs n >= 9
+    with pytest.warns(UserWarning, match="too few"):
+        assert conformal_quantile(scores, 0.1)[0] == np.inf
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert conformal_quantile(np.arange(9.0), 0.1)[0] == 8.0  # rank 9 of 9: finite
+        assert conformal_quantile(scores, 0.1, warn=False)[0] == np.inf
+
+
+def test_empty_scores_give_inf():
+    with pytest.warns(UserWarning):
+        assert conformal_quantile(np.array([]), 0.5)[0] == np.inf
+
+
+def test_conformity_convention_is_floor_rank_and_negation():
+    rng = np.random.default_rng(1)
+    scores = rng.uniform(size=49)
+    for alpha in (0.02, 0.1, 0.3):
+        k = math.floor(50 * alpha + 1e-12)
+        expected = np.sort(scores)[k - 1]
+        assert conformal_quantile(scores, alpha, kind="conformity")[0] == expected
+        assert (
+            conformal_quantile(scores, alpha, kind="conformity")[0]
+            == -conformal_quantile(-scores, alpha)[0]
+        )
+    with pytest.warns(UserWarning):
+        assert conformal_quantile(scores, 0.01, kind="conformity")[0] == -np.inf
+
+
+def test_alpha_float_and_singleton_list_are_identical():
+    scores = np.random.default_rng(2).exponential(size=123)
+    for alpha in (0.05, 0.1, 0.37):
+        np.testing.assert_array_equal(
+            conformal_quantile(scores, alpha), conformal_quantile(scores, [alpha])
+        )
+    several = conformal_quantile(scores, [0.05, 0.1, 0.37])
+    singles = [conformal_quantile(scores, a)[0] for a in (0.05, 0.1, 0.37)]
+    np.testing.assert_array_equal(several, singles)
+
+
+@settings(max_examples=100, deadline=None)
+@given(finite_scores, st.lists(levels, min_size=1, max_size=4))
+def test_unit_weights_equal_unweighted(scores, alphas):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        np.testing.assert_array_equal(
+            conformal_quantile(scores, alphas, weights=np.ones(scores.size)),
+            conformal_quantile(scores, alphas),
+        )
+        np.testing.assert_array_equal(
+            conformal_quantile(scores, alphas, kind="conformity", weights=np.ones(scores.size)),
+            conformal_quantile(scores, alphas, kind="conformity"),
+        )
+
+
+def test_zero_weights_drop_points_and_2d_weights_are_rowwise():
+    rng = np.random.default_rng(3)
+    scores = rng.normal(size=40)
+    weights = np.stack([np.ones(40), np.r_[np.ones(20), np.zeros(20)], rng.uniform(size=40)])
+    alphas = [0.1, 0.25]
+    table = conformal_quantile(scores, alphas, weights=weights)
+    assert table.shape == (3, 2)
+    for row in range(3):
+        np.testing.assert_array_equal(
+            table[row], conformal_quantile(scores, alphas, weights=weights[row])
+        )
+    np.testing.assert_array_equal(table[1], conformal_quantile(scores[:20], alphas))
+    np.testing.assert_array_equal(table[0], conformal_quantile(scores, alphas))
+
+
+def test_weighted_threshold_by_hand_and_test_weight():
+    scores = np.array([3.0, 1.0, 2.0, 4.0])
+    weights = np.array([1.0, 2.0, 1.0, 1.0])
+    # sorted 1 (w2), 2 (w1), 3 (w1), 4 (w1), +inf (w_test=1): total 6
+    # cumulative 2/6, 3/6, 4/6, 5/6, 1 -> 1 - alpha = 0.5 reached at 2.0
+    assert conformal_quantile(scores, 0.5, weights=weights)[0] == 2.0
+    assert conformal_quantile(scores, 1 / 3, weights=weights)[0] == 3.0
+    # a heavy test point pushes the threshold to +inf
+    with pytest.warns(UserWarning):
+        assert conformal_quantile(scores, 0.2, weights=weights, test_weight=10.0)[0] == np.inf
+
+
+@pytest.mark.parametrize(
+    "weights,match",
+    [([1.0, -1.0, 1.0], "non-negative"), ([1.0, np.nan, 1.0], "finite"), ([1.0, 1.0], "shape")],
+)
+def test_bad_weights(weights, match):
+    with pytest.raises(ValueError, match=match):
+        conformal_quantile([1.0, 2.0, 3.0], 0.5, weights=weights)
+    with pytest.raises(ValueError, match="sum to zero"):
+        conformal_quantile([1.0, 2.0], 0.5, weights=[0.0, 0.0], test_weight=0.0)
+
+
+@pytest.mark.parametrize("alpha", [0, 1, -0.1, 1.5, np.nan, [0.1, 1.0], [0.1, np.nan]])
+def test_alpha_outside_unit_interval_is_rejected(alpha):
+    with pytest.raises(ValueError, match="alpha"):
+        check_alpha(alpha)
+    with pytest.raises(ValueError, match="alpha"):
+        conformal_quantile([1.0, 2.0], alpha)
+
+
+@pytest.mark.parametrize("alpha", ["0.1", None, True, {"a": 1}, object()])
+def test_alpha_of_wrong_type_is_rejected(alpha):
+    with pytest.raises(TypeError, match="alpha"):
+        check_alpha(alpha)
+
+
+def test_alpha_shape_errors_name_argument():
+    with pytest.raises(ValueError, match="level"):
+        check_alpha([[0.1, 0.2]], name="level")
+    with pytest.raises(ValueError, match=r"alpha.*empty"):
+        check_alpha([])
+
+
+def test_bad_scores_and_kind():
+    with pytest.raises(ValueError, match="NaN"):
+        conformal_quantile([1.0, np.nan], 0.5)
+    with pytest.raises(ValueError, match="1-D"):
+        conformal_quantile(np.ones((2, 2)), 0.5)
+    with pytest.raises(ValueError, match="kind"):
+        conformal_quantile([1.0], 0.5, kind="other")
+    with pytest.raises(ValueError, match="kind"):
+        conformal_rank(3, 0.5, kind="other")
+
+
+def test_weighted_quantile_matches_inverted_cdf():
+    rng = np.random.default_rng(4)
+    values = rng.normal(size=57)
+    for q in (0.0, 0.1, 0.5, 0.93, 1.0):
+        expected = np.quantile(values, q, method="inverted_cdf")
+        assert weighted_quantile(values, np.ones(57), q)[0] == expected
+    with pytest.raises(ValueError, match="`q`"):
+        weighted_quantile(values, np.ones(57), 1.5)
+
+
+# ---- invariants (hypothesis) -------------------------------------------------------------
+@settings(max_examples=100, deadline=None)
+@given(finite_scores, st.lists(levels, min_size=2, max_size=6), st.randoms())
+def test_threshold_is_permutation_invariant(scores, alphas, random):
+    permuted = scores.copy()
+    random.shuffle(permuted)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        np.testing.assert_array_equal(
+            conformal_quantile(scores, alphas), conformal_quantile(permuted, alphas)
+        )
+
+
+@settings(max_examples=100, deadline=None)
+@given(finite_scores, st.lists(levels, min_size=2, max_size=6))
+def test_threshold_is_monotone_in_alpha(scores, alphas):
+    alphas = np.sort(alphas)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        thresholds = conformal_quantile(scores, alphas)
+        weighted = conformal_quantile(scores, alphas, weights=np.linspace(0.5, 2.0, scores.size))
+    # a larger miscoverage never raises the threshold: sets are nested in alpha
+    assert np.all(thresholds[1:] <= thresholds[:-1])
+    assert np.all(weighted[1:] <= weighted[:-1])

@@ -1,0 +1,244 @@
+"""SplitConformalRegressor: absolute, normalized and user scores."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import regression_data, thirds
+from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.exceptions import NotFittedError
+from sklearn.gaussian_process import GaussianProcessRegressor
+from sklearn.gaussian_process.kernels import RBF, WhiteKernel
+from sklearn.linear_model import BayesianRidge, LinearRegression, Ridge
+from sklearn.model_selection import KFold, cross_val_predict
+from sklearn.neighbors import KNeighborsRegressor
+
+from uqconform import SplitConformalRegressor
+from uqconform.quantiles import conformal_quantile
+from uqconform.scores import RegressionScore
+
+
+def _split(n=600, seed=0):
+    return thirds(*regression_data(n, seed=seed))
+
+
+def test_absolute_interval_is_prediction_plus_minus_residual_order_statistic():
+    (Xf, yf), (Xc, yc), (Xt, _) = _split()
+    cp = SplitConformalRegressor(LinearRegression(), alpha=[0.1, 0.25]).fit(Xf, yf)
+    cp.calibrate(Xc, yc)
+    residuals = np.sort(np.abs(yc - cp.predict(Xc)))
+    n = len(yc)
+    out = cp.predict_interval(Xt)
+    assert out.shape == (len(Xt), 2, 2)
+    for j, alpha in enumerate((0.1, 0.25)):
+        q = residuals[int(np.ceil((n + 1) * (1 - alpha))) - 1]
+        np.testing.assert_allclose(out[:, 0, j], cp.predict(Xt) - q)
+        np.testing.assert_allclose(out[:, 1, j], cp.predict(Xt) + q)
+    np.testing.assert_array_equal(cp.predict_set(Xt), out)
+    # the same intervals from the user's own fitted LinearRegression
+    model = LinearRegression().fit(Xf, yf)
+    np.testing.assert_allclose(model.predict(Xt), cp.predict(Xt))
+
+
+def test_calibration_points_are_covered_at_least_at_the_rank():
+    (Xf, yf), (Xc, yc), _ = _split()
+    cp = SplitConformalRegressor(Ridge(), alpha=0.2).fit(Xf, yf).calibrate(Xc, yc)
+    out = cp.predict_interval(Xc)
+    covered = ((out[:, 0] <= yc) & (yc <= out[:, 1])).sum()
+    assert covered >= np.ceil((len(yc) + 1) * 0.8)
+
+
+def test_normalized_difficulty_is_fitted_out_of_fold():
+    # 1-nearest neighbour interpolates: in-sample residuals are all zero, so a difficulty
+    # model trained on them would predict zero everywhere.
+    (Xf, yf), (Xc, yc), (Xt, _) = _split(seed=1)
+    cp = SplitConformalRegressor(
+        KNeighborsRegressor(n_neighbors=1), conformity_score="normalized", random_state=0
+    ).fit(Xf, yf)
+    assert np.all(np.abs(yf - cp.estimator_.predict(Xf)) == 0)
+    spread = cp.difficulty_estimator_.predict(Xt)
+    assert np.median(spread) > 0.1
+    # it is exactly a clone of the estimator trained on |y - out-of-fold prediction|
+    oof = cross_val_predict(
+        KNeighborsRegressor(n_neighbors=1), Xf, yf, cv=KFold(5, shuffle=True, random_state=0)
+    )
+    reference = KNeighborsRegressor(n_neighbors=1).fit(Xf, np.abs(yf - oof))
+    np.testing.assert_array_equal(spread, reference.predict(Xt))
+    # widths are proportional to the difficulty
+    cp.calibrate(Xc, yc)
+    out = cp.predict_interval(Xt)
+    width = out[:, 1] - out[:, 0]
+    sigma = np.maximum(spread, cp.difficulty_floor_)
+    np.testing.assert_allclose(width / sigma, (width / sigma)[0])
+
+
+def test_normalized_with_a_separate_unfitted_difficulty_model_uses_its_prediction():
+    (Xf, yf), (Xc, yc), (Xt, _) = _split(seed=2)
+    cp = SplitConformalRegressor(
+        Ridge(), conformity_score="normalized", difficulty_estimator=BayesianRidge(), cv=3
+    )
+    cp.fit(Xf, yf).calibrate(Xc, yc)
+    assert cp.difficulty_estimator is not cp.difficulty_estimator_
+    # BayesianRidge also has a predictive std; trained on residuals, its mean is the spread
+    sigma = np.maximum(cp.difficulty_estimator_.predict(Xt), cp.difficulty_floor_)
+    width = np.diff(cp.predict_interval(Xt), axis=1)[:, 0]
+    np.testing.assert_allclose(width / sigma, (width / sigma)[0])
+
+
+def test_normalized_with_prefit_gaussian_process_uses_its_std():
+    X, y = regression_data(300, d=2, seed=3)
+    (Xf, yf), (Xc, yc), (Xt, _) = thirds(X, y)
+    gp = GaussianProcessRegressor(RBF() + WhiteKernel(), random_state=0).fit(Xf, yf)
+    cp = SplitConformalRegressor(gp, conformity_score="normalized", difficulty_estimator=gp)
+    cp.calibrate(Xc, yc)  # no fit: both models are prefit
+    assert cp.estimator_ is gp and cp.difficulty_estimator_ is gp
+    mean_c, std_c = gp.predict(Xc, return_std=True)
+    q = conformal_quantile(np.abs(yc - mean_c) / std_c, 0.1)[0]
+    mean_t, std_t = gp.predict(Xt, return_std=True)
+    out = cp.predict_interval(Xt)
+    np.testing.assert_allclose(out[:, 0], mean_t - q * std_t, rtol=1e-10)
+    np.testing.assert_allclose(out[:, 1], mean_t + q * std_t, rtol=1e-10)
+
+
+def test_any_object_with_predict_std_is_a_difficulty():
+    class ConstantStd:
+        def predict_std(self, X):
+            return np.full(len(X), 2.0)
+
+    (Xf, yf), (Xc, yc), (Xt, _) = _split(seed=4)
+    normalized = SplitConformalRegressor(
+        Ridge(), conformity_score="normalized", difficulty_estimator=ConstantStd()
+    ).fit(Xf, yf)
+    absolute = SplitConformalRegressor(Ridge()).fit(Xf, yf)
+    np.testing.assert_allclose(
+        normalized.calibrate(Xc, yc).predict_interval(Xt),
+        absolute.calibrate(Xc, yc).predict_interval(Xt),
+    )
+
+
+def test_normalized_without_a_difficulty_model_says_what_to_do():
+    (Xf, yf), (Xc, yc), _ = _split()
+    cp = SplitConformalRegressor(Ridge().fit(Xf, yf), conformity_score="normalized")
+    with pytest.raises(NotFittedError, match="difficulty"):
+        cp.calibrate(Xc, yc)
+
+
+class LogAbsolute(RegressionScore):
+    """Multiplicative intervals for a positive target."""
+
+    def score(self, y, y_pred, difficulty=None):
+        return np.abs(np.log(y) - np.log(y_pred))
+
+    def inverse(self, y_pred, threshold, difficulty=None):
+        q = threshold[:, 0]
+        return np.stack([y_pred * np.exp(-q), y_pred * np.exp(q)], axis=1)
+
+
+class SignedSides(RegressionScore):
+    """Asymmetric: one column per side, each calibrated at alpha / 2."""
+
+    n_components = 2
+
+    def score(self, y, y_pred, difficulty=None):
+        return np.stack([y_pred - y, y - y_pred], axis=1)
+
+    def inverse(self, y_pred, threshold, difficulty=None):
+        return np.stack([y_pred - threshold[:, 0], y_pred + threshold[:, 1]], axis=1)
+
+
+def test_user_score_objects():
+    X, y = regression_data(600, seed=5)
+    y = np.exp(y / 4)
+    (Xf, yf), (Xc, yc), (Xt, _) = thirds(X, y)
+    cp = SplitConformalRegressor(Ridge(), conformity_score=LogAbsolute()).fit(Xf, yf)
+    cp.calibrate(Xc, yc)
+    pred = cp.predict(Xt)
+    q = conformal_quantile(np.abs(np.log(yc) - np.log(cp.predict(Xc))), 0.1)[0]
+    np.testing.assert_allclose(cp.predict_interval(Xt), np.c_[pred * np.exp(-q), pred * np.exp(q)])
+
+    sides = SplitConformalRegressor(Ridge(), conformity_score=SignedSides()).fit(Xf, yf)
+    sides.calibrate(Xc, yc)
+    residual = yc - sides.predict(Xc)
+    low = conformal_quantile(-residual, 0.05)[0]
+    high = conformal_quantile(residual, 0.05)[0]
+    out = sides.predict_interval(Xt)
+    np.testing.assert_allclose(out[:, 0], sides.predict(Xt) - low)
+    np.testing.assert_allclose(out[:, 1], sides.predict(Xt) + high)
+
+
+def test_mondrian_regression_covers_each_group_of_calibration_rows():
+    X, y = regression_data(900, seed=6)
+    groups = (X[:, 0] > 0.5).astype(int)
+    (Xf, yf, _), (Xc, yc, gc), (Xt, _, gt) = thirds(X, y, groups)
+    cp = SplitConformalRegressor(alpha=0.2).fit(Xf, yf).calibrate(Xc, yc, groups=gc)
+    pooled = SplitConformalRegressor(alpha=0.2).fit(Xf, yf).calibrate(Xc, yc)
+    width = np.diff(cp.predict_interval(Xt, groups=gt), axis=1)[:, 0]
+    pooled_width = np.diff(pooled.predict_interval(Xt), axis=1)[:, 0]
+    # the noisy group (large |x0|) gets a wider interval than the pooled one
+    assert width[gt == 1].mean() > pooled_width[0]
+    assert width[gt == 0].mean() < pooled_width[0]
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_non_finite_y_is_rejected(bad):
+    (Xf, yf), (Xc, yc), _ = _split()
+    yb = yf.copy()
+    yb[3] = bad
+    with pytest.raises(ValueError, match="`y` contains 1 NaN or infinite"):
+        SplitConformalRegressor().fit(Xf, yb)
+    cp = SplitConformalRegressor().fit(Xf, yf)
+    yb = yc.copy()
+    yb[5] = bad
+    with pytest.raises(ValueError, match="`y` contains 1 NaN or infinite"):
+        cp.calibrate(Xc, yb)
+
+
+def test_y_shape_and_type_errors():
+    X, y = regression_data(90)
+    with pytest.raises(ValueError, match="`y` must be 1-D"):
+        SplitConformalRegressor().fit(X, np.c_[y, y, y])
+    cp = SplitConformalRegressor().fit(X, y)
+    with pytest.raises(ValueError, match="`y` must be 1-D"):
+        cp.calibrate(X, np.c_[y, y, y])
+    with pytest.raises(ValueError, match="`y` must be numeric"):
+        cp.calibrate(X, np.array(["a"] * 90))
+    with pytest.raises(ValueError, match="Complex"):
+        cp.calibrate(X, y + 1j)
+
+
+@pytest.mark.parametrize("name", ["abs", "lac", "Absolute", None])
+def test_unknown_score_name_is_rejected_at_fit_and_calibrate(name):
+    X, y = regression_data(90)
+    with pytest.raises(ValueError, match="conformity_score"):
+        SplitConformalRegressor(conformity_score=name).fit(X, y)
+    with pytest.raises(ValueError, match="conformity_score"):
+        SplitConformalRegressor(Ridge().fit(X, y), conformity_score=name).calibrate(X, y)
+
+
+def test_pandas_target_and_frame_with_any_index():
+    X, y = regression_data(300)
+    frame = pd.DataFrame(X, columns=list("abcd"), index=np.arange(300)[::-1] * 3)
+    target = pd.Series(y, index=frame.index)
+    cp = SplitConformalRegressor(batch_size=32).fit(frame, target)
+    cp.calibrate(frame, target)
+    reference = SplitConformalRegressor().fit(X, y).calibrate(X, y)
+    np.testing.assert_allclose(
+        cp.predict_interval(frame), reference.predict_interval(X), rtol=1e-12, atol=1e-12
+    )
+
+
+def test_fit_params_are_passed_to_the_estimator():
+    class Recorder(RegressorMixin, BaseEstimator):
+        def fit(self, X, y, sample_weight=None):
+            self.weight_ = sample_weight
+            self.mean_ = float(np.mean(y))
+            return self
+
+        def predict(self, X):
+            return np.full(len(X), self.mean_)
+
+    X, y = regression_data(60)
+    w = np.arange(60.0)
+    cp = SplitConformalRegressor(Recorder()).fit(X, y, sample_weight=w)
+    np.testing.assert_array_equal(cp.estimator_.weight_, w)

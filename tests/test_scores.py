@@ -1,0 +1,174 @@
+"""Score objects: each score and its inverse agree; classification scores by definition."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+from uqconform.scores import (
+    AbsoluteScore,
+    APSScore,
+    ClassificationScore,
+    CQRScore,
+    LACScore,
+    NormalizedScore,
+    RAPSScore,
+    RegressionScore,
+    TopKScore,
+    get_classification_score,
+    get_regression_score,
+)
+
+values = st.floats(-100, 100, allow_nan=False)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    arrays(np.float64, 20, elements=values),
+    arrays(np.float64, 20, elements=values),
+    arrays(np.float64, 20, elements=st.floats(0.01, 10)),
+    st.floats(0, 50),
+)
+def test_symmetric_scores_invert_exactly(y, pred, difficulty, q):
+    """``y`` lies in ``inverse(pred, q)`` iff ``score(y, pred) <= q`` (up to rounding)."""
+    for score, d in ((AbsoluteScore(), None), (NormalizedScore(), difficulty)):
+        s = score.score(y, pred, d)
+        box = score.inverse(pred, np.full((20, 1), q), d)
+        inside = (box[:, 0] <= y) & (y <= box[:, 1])
+        clear = np.abs(s - q) > 1e-9 * (1 + np.abs(q))  # skip rounding-boundary cases
+        np.testing.assert_array_equal(inside[clear], (s <= q)[clear])
+        assert np.all(box[:, 0] <= box[:, 1])
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    arrays(np.float64, 20, elements=values),
+    arrays(np.float64, (20, 2), elements=values),
+    st.floats(-5, 50),
+    st.floats(-5, 50),
+)
+def test_cqr_score_inverts(y, band, q_low, q_high):
+    band = np.sort(band, axis=1)
+    symmetric = CQRScore()
+    s = symmetric.score(y, band)
+    box = symmetric.inverse(band, np.full((20, 1), q_low))
+    inside = (box[:, 0] <= y) & (y <= box[:, 1])
+    clear = np.abs(s - q_low) > 1e-9 * (1 + abs(q_low))
+    np.testing.assert_array_equal(inside[clear], (s <= q_low)[clear])
+
+    asymmetric = CQRScore(symmetric=False)
+    sides = asymmetric.score(y, band)
+    assert sides.shape == (20, 2) and asymmetric.n_components == 2
+    box = asymmetric.inverse(band, np.tile([q_low, q_high], (20, 1)))
+    inside = (box[:, 0] <= y) & (y <= box[:, 1])
+    accepted = (sides[:, 0] <= q_low) & (sides[:, 1] <= q_high)
+    clear = (np.abs(sides[:, 0] - q_low) > 1e-9 * (1 + abs(q_low))) & (
+        np.abs(sides[:, 1] - q_high) > 1e-9 * (1 + abs(q_high))
+    )
+    np.testing.assert_array_equal(inside[clear], accepted[clear])
+
+
+def _probabilities(n=50, k=5, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.dirichlet(np.ones(k) * 0.7, size=n)
+
+
+def test_lac_is_one_minus_probability():
+    proba = _probabilities()
+    np.testing.assert_allclose(LACScore().scores(proba), 1 - proba)
+
+
+def test_aps_definition():
+    proba = _probabilities()
+    u = np.random.default_rng(1).uniform(size=len(proba))
+    plain = APSScore(randomized=False).scores(proba)
+    randomised = APSScore().scores(proba, u)
+    for i in range(len(proba)):
+        for j in range(proba.shape[1]):
+            above = proba[i][proba[i] > proba[i, j]].sum()
+            assert plain[i, j] == pytest.approx(above + proba[i, j])
+            assert randomised[i, j] == pytest.approx(above + u[i] * proba[i, j])
+    # u = 1 is the non-randomised score; the top label's plain score is its probability
+    np.testing.assert_allclose(APSScore().scores(proba, np.ones(len(proba))), plain)
+    np.testing.assert_allclose(plain.min(axis=1), proba.max(axis=1))
+
+
+def test_raps_adds_rank_penalty_and_reduces_to_aps():
+    proba = _probabilities(seed=2)
+    u = np.random.default_rng(3).uniform(size=len(proba))
+    np.testing.assert_allclose(
+        RAPSScore(lambda_reg=0.0).scores(proba, u), APSScore().scores(proba, u)
+    )
+    ranks = TopKScore().scores(proba)
+    expected = APSScore().scores(proba, u) + 0.3 * np.maximum(ranks - 2, 0)
+    np.testing.assert_allclose(RAPSScore(k_reg=2, lambda_reg=0.3).scores(proba, u), expected)
+
+
+def test_topk_ranks_are_a_permutation_ordered_by_probability():
+    proba = _probabilities(seed=4)
+    ranks = TopKScore().scores(proba)
+    np.testing.assert_array_equal(np.sort(ranks, axis=1), np.tile(np.arange(1.0, 6), (50, 1)))
+    order = np.argsort(ranks, axis=1)
+    sorted_p = np.take_along_axis(proba, order, axis=1)
+    assert np.all(np.diff(sorted_p, axis=1) <= 0)
+
+
+def test_set_scores_of_non_randomised_aps_exclude_the_own_mass():
+    proba = _probabilities(seed=6)
+    plain = APSScore(randomized=False)
+    np.testing.assert_allclose(plain.set_scores(proba), plain.scores(proba) - proba)
+    assert np.all(plain.set_scores(proba).min(axis=1) == 0)  # the top label is always kept
+    raps = RAPSScore(k_reg=0, lambda_reg=0.1, randomized=False)
+    np.testing.assert_allclose(raps.set_scores(proba), raps.scores(proba) - proba)
+    u = np.random.default_rng(7).uniform(size=len(proba))
+    for score in (APSScore(), RAPSScore(), LACScore(), TopKScore()):
+        np.testing.assert_array_equal(score.set_scores(proba, u), score.scores(proba, u))
+
+
+@pytest.mark.parametrize("score", [APSScore(randomized=False), RAPSScore(randomized=False)])
+def test_cumulative_scores_increase_with_rank(score):
+    proba = _probabilities(seed=5)
+    order = np.argsort(-proba, axis=1, kind="stable")
+    s = np.take_along_axis(score.scores(proba), order, axis=1)
+    assert np.all(np.diff(s, axis=1) >= 0)
+
+
+def test_resolvers():
+    assert isinstance(get_regression_score("absolute"), AbsoluteScore)
+    assert isinstance(get_regression_score("normalized"), NormalizedScore)
+    mine = CQRScore(symmetric=False)
+    assert get_regression_score(mine) is mine
+    assert isinstance(get_classification_score("lac"), LACScore)
+    assert get_classification_score("aps", randomized=False).randomized is False
+    raps = get_classification_score("raps", k_reg=3, lambda_reg=0.5)
+    assert (raps.k_reg, raps.lambda_reg) == (3, 0.5)
+    assert isinstance(get_classification_score("topk"), TopKScore)
+    top = TopKScore()
+    assert get_classification_score(top) is top
+    assert "RAPSScore" in repr(raps) and "symmetric=False" in repr(mine)
+
+
+@pytest.mark.parametrize("name", ["abs", "lac", None, 3])
+def test_unknown_regression_score_names_the_argument(name):
+    with pytest.raises(ValueError, match="conformity_score"):
+        get_regression_score(name)
+
+
+@pytest.mark.parametrize("name", ["LAC", "absolute", None])
+def test_unknown_classification_score_names_the_argument(name):
+    with pytest.raises(ValueError, match="conformity_score"):
+        get_classification_score(name)
+
+
+def test_abstract_bases_need_both_functions():
+    class Half(RegressionScore):
+        def score(self, y, y_pred, difficulty=None):
+            return y
+
+    with pytest.raises(TypeError):
+        Half()
+    with pytest.raises(TypeError):
+        ClassificationScore()
