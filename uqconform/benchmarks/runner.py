@@ -1,0 +1,371 @@
+"""Run benchmark families and write what they measured: tables, JSON, PNG plots, report.
+
+:func:`run_benchmark` runs each family of a suite in turn. A family that raises is
+reported (status ``"failed"`` with its traceback) and the others still run. The output
+folder receives:
+
+* ``results.json``: every figure of every family, the suite, scale, seeds, wall times and
+  the versions of Python, numpy, scikit-learn, uqconform, MAPIE and crepes;
+* ``report.md``: the same tables in Markdown, with the notes and the plots;
+* ``<family>_*.png``: the plots (skipped, with a note, when matplotlib is missing).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+import os
+import platform
+import sys
+import time
+import traceback
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from uqconform.benchmarks.registry import FamilyResult, get_families, import_errors, resolve_suite
+
+__all__ = ["BenchmarkContext", "BenchmarkOutputError", "format_table", "run_benchmark"]
+
+
+class BenchmarkOutputError(OSError):
+    """The output folder cannot be created or written."""
+
+
+@dataclass
+class BenchmarkContext:
+    """What a family receives: the scale, the seed, the output folder and helpers.
+
+    Attributes
+    ----------
+    family : str
+    scale : {"smoke", "quick", "full"}
+    seed : int
+        Base seed; a family derives every random stream from it.
+    out_dir : pathlib.Path
+    progress : bool
+        Show tqdm progress bars.
+    figures : list of str
+        Files written by :meth:`figure` (filled by the family's calls).
+    notes : list of str
+    """
+
+    family: str
+    scale: str
+    seed: int
+    out_dir: Path
+    progress: bool = True
+    figures: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def pick(self, smoke: Any, quick: Any, full: Any) -> Any:
+        """The value matching the scale, e.g. ``ctx.pick(1, 5, 20)`` resplits."""
+        return {"smoke": smoke, "quick": quick, "full": full}[self.scale]
+
+    def rng(self, *keys: int) -> np.random.Generator:
+        """A generator fixed by the base seed and ``keys`` (same keys, same stream)."""
+        return np.random.default_rng([self.seed, *keys])
+
+    def tqdm(self, iterable: Iterable[Any], **kwargs: Any) -> Iterable[Any]:
+        """Wrap ``iterable`` in a tqdm bar (plain iterable when progress is off)."""
+        if not self.progress:
+            return iterable
+        from tqdm.auto import tqdm
+
+        kwargs.setdefault("leave", False)
+        kwargs.setdefault("file", sys.stderr)
+        return tqdm(iterable, **kwargs)
+
+    def figure(self, name: str, draw: Callable[[Any], None], *, size=(8.0, 4.0)) -> None:
+        """Save ``draw(fig)`` as ``<family>_<name>.png`` (a note if matplotlib is missing).
+
+        ``draw`` gets a ``matplotlib.figure.Figure`` (no pyplot, no global state).
+        """
+        try:
+            from matplotlib.figure import Figure
+        except ImportError:
+            note = (
+                f"plot {name!r} skipped: matplotlib is not installed "
+                '(pip install "uqconform[plot]").'
+            )
+            if note not in self.notes:
+                self.notes.append(note)
+            return
+        fig = Figure(figsize=size, layout="constrained")
+        draw(fig)
+        path = self.out_dir / f"{self.family}_{name}.png"
+        fig.savefig(path, dpi=110)
+        self.figures.append(path.name)
+
+
+# ---- versions and output folder ---------------------------------------------------------------
+def package_versions() -> dict[str, str]:
+    """Versions of Python and of the packages the figures depend on."""
+    versions = {"python": platform.python_version()}
+    for dist in ("numpy", "scipy", "scikit-learn", "pandas", "uqconform", "mapie", "crepes"):
+        try:
+            versions[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            versions[dist] = "not installed"
+    return versions
+
+
+def machine_info() -> dict[str, Any]:
+    return {
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "usable_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+    }
+
+
+def prepare_out_dir(out: str | os.PathLike[str]) -> Path:
+    """Create ``out`` if needed and check it can be written, with a clear error otherwise."""
+    path = Path(out).expanduser()
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / ".uqconform-write-test"
+        probe.write_text("ok")
+        probe.unlink()
+    except OSError as error:
+        raise BenchmarkOutputError(
+            f"Cannot write benchmark results to `out` = {str(path)!r}: "
+            f"{error.strerror or error}. Choose a writable folder with --out DIR."
+        ) from None
+    return path
+
+
+# ---- tables -----------------------------------------------------------------------------------
+def _printable(value: Any) -> bool:
+    return not isinstance(value, (list, tuple, dict, np.ndarray))
+
+
+def _format_value(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, (bool, np.bool_)):
+        return "yes" if value else "no"
+    if isinstance(value, (float, np.floating)):
+        if math.isnan(value):
+            return "-"
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        magnitude = abs(value)
+        if magnitude != 0 and (magnitude >= 1e5 or magnitude < 1e-3):
+            return f"{value:.3g}"
+        return f"{value:.4g}" if magnitude >= 100 else f"{value:.3f}"
+    return str(value)
+
+
+def _columns(rows: list[dict[str, Any]]) -> list[str]:
+    columns: list[str] = []
+    for row in rows:
+        for key, value in row.items():
+            if key not in columns and _printable(value):
+                columns.append(key)
+    return columns
+
+
+def format_table(rows: list[dict[str, Any]], *, markdown: bool = False) -> str:
+    """Rows of dicts as an aligned text (or Markdown) table; list values are left out.
+
+    Examples
+    --------
+    >>> print(format_table([{"method": "lac", "coverage": 0.9012}]))
+    method  coverage
+    ------  --------
+    lac        0.901
+    """
+    if not rows:
+        return "(no rows)"
+    columns = _columns(rows)
+    cells = [[_format_value(row.get(c)) for c in columns] for row in rows]
+    numeric = [
+        all(
+            isinstance(row.get(c), (int, float, np.number)) and not isinstance(row.get(c), bool)
+            for row in rows
+            if row.get(c) is not None
+        )
+        for c in columns
+    ]
+    if markdown:
+        head = "| " + " | ".join(columns) + " |"
+        rule = "|" + "|".join("---:" if num else "---" for num in numeric) + "|"
+        body = ["| " + " | ".join(line) + " |" for line in cells]
+        return "\n".join([head, rule, *body])
+    widths = [max(len(c), *(len(line[i]) for line in cells)) for i, c in enumerate(columns)]
+
+    def line(values: list[str]) -> str:
+        parts = [
+            v.rjust(w) if num else v.ljust(w)
+            for v, w, num in zip(values, widths, numeric, strict=True)
+        ]
+        return "  ".join(parts).rstrip()
+
+    rule = "  ".join("-" * w for w in widths)
+    return "\n".join([line(columns), rule, *(line(c) for c in cells)])
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return _jsonable(value.tolist())
+    if isinstance(value, (np.bool_, bool)):
+        return bool(value)
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, (np.floating, float)):
+        value = float(value)
+        return value if math.isfinite(value) else None  # strict JSON has no NaN / inf
+    return value
+
+
+# ---- the run ----------------------------------------------------------------------------------
+def _run_family(name: str, ctx: BenchmarkContext, echo: Callable[[str], None]) -> dict[str, Any]:
+    record: dict[str, Any] = {"status": "ok", "scale": ctx.scale, "seed": ctx.seed}
+    start = time.perf_counter()
+    families = get_families()
+    try:
+        if name not in families:  # its module failed to import
+            raise ImportError(
+                f"the suite module {name!r} could not be imported:\n{import_errors()[name]}"
+            )
+        result = families[name].run(ctx)
+        if not isinstance(result, FamilyResult):
+            raise TypeError(f"family {name!r} returned {type(result).__name__}, not FamilyResult")
+        record["tables"] = result.tables
+        record["notes"] = [*ctx.notes, *result.notes]
+    except Exception as error:
+        record["status"] = "failed"
+        record["error"] = f"{type(error).__name__}: {error}"
+        record["traceback"] = traceback.format_exc()
+        record["tables"] = {}
+        record["notes"] = list(ctx.notes)
+    record["figures"] = list(ctx.figures)
+    record["time_s"] = time.perf_counter() - start
+    echo(_family_text(name, record))
+    return record
+
+
+def _family_text(name: str, record: dict[str, Any]) -> str:
+    lines = [f"\n=== {name} ({record['status']}, {record['time_s']:.1f} s) ==="]
+    if record["status"] == "failed":
+        lines.append(f"FAILED: {record['error'].splitlines()[0]}")
+    for title, rows in record["tables"].items():
+        lines += [f"\n{title}", format_table(rows)]
+    lines += [f"note: {n}" for n in record["notes"]]
+    return "\n".join(lines)
+
+
+def _report(results: dict[str, Any]) -> str:
+    lines = [
+        f"# uqconform benchmark: suite `{results['suite']}` (scale {results['scale']})",
+        "",
+        f"Run {results['started']}, seed {results['seed']}, wall time "
+        f"{results['wall_time_s']:.1f} s.",
+        "",
+        "Versions: " + ", ".join(f"{k} {v}" for k, v in results["versions"].items()) + ".",
+        "",
+        f"Machine: {results['machine']['platform']}, {results['machine']['usable_cpus']} "
+        "usable CPUs.",
+    ]
+    for name, record in results["families"].items():
+        lines += ["", f"## {name} ({record['status']}, {record['time_s']:.1f} s)"]
+        if record["status"] == "failed":
+            lines += ["", "```", record["traceback"].rstrip(), "```"]
+        for title, rows in record["tables"].items():
+            lines += ["", f"### {title}", "", format_table(rows, markdown=True)]
+        if record["notes"]:
+            lines += ["", *(f"* {note}" for note in record["notes"])]
+        lines += ["", *(f"![{fig}]({fig})" for fig in record["figures"])]
+    return "\n".join(lines) + "\n"
+
+
+def run_benchmark(
+    suite: str = "quick",
+    out: str | os.PathLike[str] = "uqconform-benchmark",
+    *,
+    seed: int = 0,
+    scale: str | None = None,
+    progress: bool = True,
+    echo: Callable[[str], None] | None = print,
+) -> dict[str, Any]:
+    """Run a benchmark suite and write its results to ``out``.
+
+    Parameters
+    ----------
+    suite : str, default="quick"
+        ``"quick"``, ``"full"``, ``"smoke"`` or a family name (see
+        :func:`uqconform.benchmarks.list_suites`).
+    out : path, default="uqconform-benchmark"
+        Output folder, created if needed.
+    seed : int, default=0
+        Base seed of every split and synthetic dataset.
+    scale : {"smoke", "quick", "full"}, optional
+        Size at which a single family runs (default ``"quick"``).
+    progress : bool, default=True
+        Show tqdm progress bars (on stderr).
+    echo : callable or None, default=print
+        Receives the printed tables; ``None`` is silent.
+
+    Returns
+    -------
+    dict
+        What was written to ``results.json``; ``results["failed"]`` lists failed families.
+
+    Raises
+    ------
+    ValueError
+        Unknown suite or scale (the message lists the valid ones).
+    BenchmarkOutputError
+        ``out`` cannot be created or written.
+    """
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"`seed` must be a non-negative integer, got {seed!r}.")
+    names, scale = resolve_suite(suite, scale)
+    out_dir = prepare_out_dir(out)
+    say = echo or (lambda text: None)
+    started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    say(f"uqconform benchmark: suite {suite!r}, scale {scale!r}, seed {seed}, out {out_dir}")
+    start = time.perf_counter()
+    families = {}
+    for name in names:
+        ctx = BenchmarkContext(
+            family=name, scale=scale, seed=int(seed), out_dir=out_dir, progress=progress
+        )
+        families[name] = _run_family(name, ctx, say)
+    results = {
+        "suite": suite,
+        "scale": scale,
+        "seed": int(seed),
+        "started": started,
+        "wall_time_s": time.perf_counter() - start,
+        "versions": package_versions(),
+        "machine": machine_info(),
+        "failed": [name for name, rec in families.items() if rec["status"] == "failed"],
+        "families": families,
+    }
+    results = _jsonable(results)
+    try:
+        (out_dir / "results.json").write_text(json.dumps(results, indent=2))
+        (out_dir / "report.md").write_text(_report(results))
+    except OSError as error:
+        raise BenchmarkOutputError(
+            f"Cannot write benchmark results to `out` = {str(out_dir)!r}: {error}"
+        ) from None
+    say(
+        f"\nWrote {out_dir / 'results.json'} and {out_dir / 'report.md'} "
+        f"({results['wall_time_s']:.1f} s)."
+    )
+    if results["failed"]:
+        say(f"FAILED families: {', '.join(results['failed'])} (tracebacks in results.json).")
+    return results

@@ -1,0 +1,1 @@
+"""Benchmark families; every public module here is imported and registers its families."""

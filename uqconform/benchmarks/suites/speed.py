@@ -1,0 +1,325 @@
+"""Speed and memory of the conformal layer itself, on large synthetic data.
+
+* ``speed``: one prefit HistGradientBoosting model, calibrate on 100k rows and predict
+  100k rows; uqconform against MAPIE in the same run, and uqconform's overhead beyond the
+  model's own ``predict`` / ``predict_proba`` calls on the same rows.
+* ``memory``: ``predict_interval`` and ``predict_set`` on 2 million rows; the peak memory
+  traced by ``tracemalloc`` during the call, relative to the size of the output array.
+"""
+
+from __future__ import annotations
+
+import gc
+import tracemalloc
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
+from sklearn.linear_model import LinearRegression, LogisticRegression
+
+from uqconform.benchmarks._common import missing_anchor_note, optional_module, timed
+from uqconform.benchmarks.registry import FamilyResult, register_family
+from uqconform.classification import SplitConformalClassifier
+from uqconform.datasets import make_gaussian_classification, make_heteroscedastic_regression
+from uqconform.regression import SplitConformalRegressor
+
+ALPHA = 0.1
+RATIO_TARGET = 0.8  # uqconform time / MAPIE time
+OVERHEAD_TARGET = 0.10  # (uqconform time - model time) / model time
+MEMORY_TARGET = 1.5  # peak traced memory / output array size
+N_CLASSES = 10
+
+
+def _mapie_regression(model: Any) -> Callable[[Any, Any, Any], Any]:
+    from mapie.regression import SplitConformalRegressor as MapieSplit
+
+    def call(X_cal, y_cal, X_test):
+        wrapped = MapieSplit(model, confidence_level=1 - ALPHA, prefit=True)
+        return wrapped.conformalize(X_cal, y_cal).predict_interval(X_test)[1]
+
+    return call
+
+
+def _mapie_classification(model: Any, score: str) -> Callable[[Any, Any, Any], Any]:
+    from mapie.classification import SplitConformalClassifier as MapieClassifier
+
+    params = {"include_last_label": "randomized"} if score == "aps" else None
+
+    def call(X_cal, y_cal, X_test):
+        wrapped = MapieClassifier(
+            model, confidence_level=1 - ALPHA, conformity_score=score, prefit=True, random_state=0
+        )
+        wrapped.conformalize(X_cal, y_cal)
+        return wrapped.predict_set(X_test, conformity_score_params=params)[1]
+
+    return call
+
+
+def _ours_regression(model):
+    def call(X_cal, y_cal, X_test):
+        cp = SplitConformalRegressor(model, alpha=ALPHA)
+        return cp.calibrate(X_cal, y_cal).predict_interval(X_test)
+
+    return call
+
+
+def _ours_classification(model, score):
+    def call(X_cal, y_cal, X_test):
+        cp = SplitConformalClassifier(model, alpha=ALPHA, conformity_score=score, random_state=0)
+        return cp.calibrate(X_cal, y_cal).predict_set(X_test)
+
+    return call
+
+
+def _speed_row(ctx, task, score, model, model_call, ours, theirs, data, repeats):
+    """Best-of-``repeats`` times, the three calls interleaved so drifts hit all alike."""
+    X_cal, y_cal, X_test = data
+    best = {"model": np.inf, "uqconform": np.inf, "mapie": np.inf}
+    for _ in ctx.tqdm(range(repeats), desc=f"speed: {task} {score}"):
+        best["model"] = min(best["model"], timed(lambda: model_call(X_cal, X_test))[1])
+        best["uqconform"] = min(best["uqconform"], timed(lambda: ours(X_cal, y_cal, X_test))[1])
+        if theirs is not None:
+            best["mapie"] = min(best["mapie"], timed(lambda: theirs(X_cal, y_cal, X_test))[1])
+    overhead = (best["uqconform"] - best["model"]) / best["model"]
+    row = {
+        "task": task,
+        "score": score,
+        "model": type(model).__name__,
+        "n_cal": len(y_cal),
+        "n_test": len(X_test),
+        "model_predict_s": best["model"],
+        "uqconform_s": best["uqconform"],
+        "mapie_s": best["mapie"] if theirs is not None else None,
+        "ratio_vs_mapie": best["uqconform"] / best["mapie"] if theirs is not None else None,
+        "ratio_target": RATIO_TARGET,
+        "ratio_target_met": (
+            bool(best["uqconform"] / best["mapie"] <= RATIO_TARGET) if theirs is not None else None
+        ),
+        "overhead": overhead,
+        "mapie_overhead": (
+            (best["mapie"] - best["model"]) / best["model"] if theirs is not None else None
+        ),
+        "overhead_target": OVERHEAD_TARGET,
+        "overhead_target_met": bool(overhead < OVERHEAD_TARGET),
+        "repeats": repeats,
+    }
+    return row
+
+
+@register_family(
+    "speed",
+    "calibrate + predict on 100k + 100k rows with one prefit HistGradientBoosting model: "
+    "uqconform vs MAPIE, and the overhead beyond the model's own predictions",
+)
+def run_speed(ctx) -> FamilyResult:
+    """Time of uqconform vs MAPIE and overhead over the model on large inputs."""
+    notes = []
+    mapie = optional_module("mapie")
+    if mapie is None:
+        notes.append(missing_anchor_note("MAPIE"))
+    n = ctx.pick(5_000, 100_000, 100_000)
+    n_train = ctx.pick(2_000, 20_000, 20_000)
+    repeats = ctx.pick(1, 5, 9)
+    rows = []
+
+    X, y, _ = make_heteroscedastic_regression(
+        n_train + 2 * n, n_features=10, random_state=ctx.seed
+    )
+    model = HistGradientBoostingRegressor(random_state=ctx.seed).fit(X[:n_train], y[:n_train])
+    data = (X[n_train : n_train + n], y[n_train : n_train + n], X[n_train + n :])
+    rows.append(
+        _speed_row(
+            ctx,
+            "regression",
+            "absolute",
+            model,
+            lambda Xc, Xt: (model.predict(Xc), model.predict(Xt)),
+            _ours_regression(model),
+            _mapie_regression(model) if mapie is not None else None,
+            data,
+            repeats,
+        )
+    )
+
+    X, y, _ = make_gaussian_classification(
+        n_train + 2 * n, n_classes=N_CLASSES, n_features=10, separation=1.0, random_state=ctx.seed
+    )
+    clf = HistGradientBoostingClassifier(max_iter=50, random_state=ctx.seed)
+    clf.fit(X[:n_train], y[:n_train])
+    data = (X[n_train : n_train + n], y[n_train : n_train + n], X[n_train + n :])
+    for score in ("lac", "aps"):
+        rows.append(
+            _speed_row(
+                ctx,
+                f"classification ({N_CLASSES} classes)",
+                score,
+                clf,
+                lambda Xc, Xt: (clf.predict_proba(Xc), clf.predict_proba(Xt)),
+                _ours_classification(clf, score),
+                _mapie_classification(clf, score) if mapie is not None else None,
+                data,
+                repeats,
+            )
+        )
+    notes += [
+        f"Times are the best of {repeats} interleaved runs (seconds). model_predict_s: the "
+        "model's own predict / predict_proba on the calibration and test rows, which every "
+        "conformal method must pay. ratio_vs_mapie = uqconform_s / mapie_s (target <= "
+        f"{RATIO_TARGET}); overhead = (uqconform_s - model_predict_s) / model_predict_s "
+        f"(target < {OVERHEAD_TARGET:.0%}); mapie_overhead likewise for MAPIE. On a shared "
+        "machine the times are noisy: compare load_average in results.json.",
+        "APS is randomised in both libraries (MAPIE: include_last_label='randomized').",
+    ]
+
+    def draw(fig):
+        ax = fig.subplots()
+        labels = [f"{r['task']}\n{r['score']}" for r in rows]
+        position = np.arange(len(rows))
+        for k, key in enumerate(("model_predict_s", "uqconform_s", "mapie_s")):
+            values = [np.nan if r[key] is None else r[key] for r in rows]
+            ax.bar(position + 0.27 * (k - 1), values, width=0.27, label=key[:-2])
+        ax.set_xticks(position, labels, fontsize=8)
+        ax.set_ylabel("seconds (calibrate + predict)")
+        ax.set_title(f"Speed: {n} calibration + {n} test rows")
+        ax.legend(fontsize=8)
+
+    ctx.figure("times", draw)
+    return FamilyResult(tables={"Speed (seconds)": rows}, notes=notes)
+
+
+def _peak(call: Callable[[], Any]) -> tuple[Any, int]:
+    """``call()`` and the peak of memory traced by tracemalloc during the call (bytes)."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        value = call()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    return value, peak
+
+
+def _memory_row(task, library, call, output_bytes, reference=False):
+    value, peak = _peak(call)
+    del value
+    ratio = peak / output_bytes
+    return {
+        "task": task,
+        "call": library,
+        "output_mb": output_bytes / 2**20,
+        "peak_mb": peak / 2**20,
+        "peak_vs_output": ratio,
+        "target": None if reference else MEMORY_TARGET,
+        "target_met": None if reference else bool(ratio <= MEMORY_TARGET),
+    }
+
+
+@register_family(
+    "memory",
+    "peak traced memory of predict_interval / predict_set on 2 million rows vs output size",
+)
+def run_memory(ctx) -> FamilyResult:
+    """Peak memory of prediction on millions of rows, relative to the output array."""
+    notes = []
+    mapie = optional_module("mapie")
+    if mapie is None:
+        notes.append(missing_anchor_note("MAPIE"))
+    n = ctx.pick(50_000, 2_000_000, 2_000_000)
+    n_cal = 2_000
+    rows = []
+    progress = iter(ctx.tqdm(range(5 if mapie is None else 7), desc="memory"))
+
+    X, y, _ = make_heteroscedastic_regression(n + 2 * n_cal, n_features=10, random_state=ctx.seed)
+    X_test = X[2 * n_cal :]
+    model = LinearRegression().fit(X[:n_cal], y[:n_cal])
+    cp = SplitConformalRegressor(model, alpha=ALPHA).calibrate(
+        X[n_cal : 2 * n_cal], y[n_cal : 2 * n_cal]
+    )
+    output = n * 2 * 8  # (n, 2) float64
+    task = f"regression, {n} rows"
+    rows.append(
+        _memory_row(
+            task, "uqconform predict_interval", lambda: cp.predict_interval(X_test), output
+        )
+    )
+    next(progress, None)
+    rows.append(
+        _memory_row(task, "model.predict (reference)", lambda: model.predict(X_test), output, True)
+    )
+    next(progress, None)
+    if mapie is not None:
+        mapie_call = _mapie_regression(model)
+        rows.append(
+            _memory_row(
+                task,
+                "MAPIE predict_interval",
+                lambda: mapie_call(X[n_cal : 2 * n_cal], y[n_cal : 2 * n_cal], X_test),
+                output,
+                True,
+            )
+        )
+        next(progress, None)
+    del X, X_test, y
+
+    X, y, _ = make_gaussian_classification(
+        n + 2 * n_cal, n_classes=N_CLASSES, n_features=10, separation=1.0, random_state=ctx.seed
+    )
+    X_test = X[2 * n_cal :]
+    clf = LogisticRegression(max_iter=500).fit(X[:n_cal], y[:n_cal])
+    output = n * N_CLASSES  # (n, n_classes) bool
+    task = f"classification ({N_CLASSES} classes), {n} rows"
+    for score in ("lac", "aps"):
+        cp = SplitConformalClassifier(clf, alpha=ALPHA, conformity_score=score, random_state=0)
+        cp.calibrate(X[n_cal : 2 * n_cal], y[n_cal : 2 * n_cal])
+        rows.append(
+            _memory_row(
+                task,
+                f"uqconform predict_set ({score})",
+                lambda cp=cp: cp.predict_set(X_test),
+                output,
+            )
+        )
+        next(progress, None)
+    rows.append(
+        _memory_row(
+            task,
+            "model.predict_proba (reference)",
+            lambda: clf.predict_proba(X_test),
+            output,
+            True,
+        )
+    )
+    next(progress, None)
+    if mapie is not None:
+        mapie_call = _mapie_classification(clf, "lac")
+        rows.append(
+            _memory_row(
+                task,
+                "MAPIE predict_set (lac)",
+                lambda: mapie_call(X[n_cal : 2 * n_cal], y[n_cal : 2 * n_cal], X_test),
+                output,
+                True,
+            )
+        )
+        next(progress, None)
+    notes.append(
+        "peak_vs_output = peak memory traced by tracemalloc during the call (the input X "
+        "excluded, it exists before) / size of the output array ((n, 2) float64 intervals or "
+        f"(n, n_classes) bool sets); target <= {MEMORY_TARGET}. Models: LinearRegression and "
+        "LogisticRegression, calibrated on 2000 rows. Reference rows (the model alone, MAPIE) "
+        "use the same denominator and have no target."
+    )
+
+    def draw(fig):
+        ax = fig.subplots()
+        labels = [f"{r['call']}" for r in rows]
+        ax.barh(np.arange(len(rows)), [r["peak_vs_output"] for r in rows])
+        ax.axvline(MEMORY_TARGET, color="black", linestyle="--", linewidth=1)
+        ax.set_yticks(np.arange(len(rows)), labels, fontsize=8)
+        ax.set_xscale("log")
+        ax.set_xlabel("peak traced memory / output size (dashed: target)")
+
+    ctx.figure("peak", draw)
+    return FamilyResult(tables={"Peak memory": rows}, notes=notes)

