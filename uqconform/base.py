@@ -39,8 +39,13 @@ __all__ = [
     "slice_rows",
 ]
 
-# Rows of model output held at once (scaled down for wide outputs such as many classes).
-_AUTO_BATCH_CELLS = 2**18
+# Automatic batching (cells = rows x output columns). Small problems run in one batch, so
+# the model is called once; large ones in about _BATCHES_PER_CALL batches, so the model's
+# and the score's temporaries stay a small fraction of the output array, within bounds.
+_ONE_BATCH_CELLS = 2**21
+_MIN_BATCH_CELLS = 2**16
+_MAX_BATCH_CELLS = 2**22
+_BATCHES_PER_CALL = 128
 
 
 def slice_rows(X: Any, start: int, stop: int) -> Any:
@@ -342,7 +347,7 @@ class ConformalPredictor(BaseEstimator):
                     "`groups` was given at prediction but not at calibration; calibrate "
                     "with groups=... to get group-conditional (Mondrian) sets."
                 )
-            return np.zeros(n, dtype=np.intp)
+            return np.broadcast_to(np.intp(0), (n,))  # no per-row memory
         if labels is None:
             raise ValueError(
                 "The model was calibrated with `groups` (Mondrian calibration): pass the "
@@ -369,19 +374,23 @@ class ConformalPredictor(BaseEstimator):
         n_groups = 1 if getattr(self, "groups_", None) is None else self.groups_.size
         n_sub = self._n_sub_strata
         table = np.full((n_groups + 1, n_sub, n_components, alphas.size), np.inf)
-        strata = self.calibration_strata_
-        order = np.argsort(strata, kind="stable")
-        bounds = np.searchsorted(strata[order], np.arange(n_groups * n_sub + 1))
+        n_strata = n_groups * n_sub
+        if n_strata == 1:  # plain split CP: every row, no sorting by stratum
+            order, bounds = slice(None), np.array([0, scores2d.shape[0]])
+        else:
+            strata = self.calibration_strata_
+            order = np.argsort(strata, kind="stable")
+            bounds = np.searchsorted(strata[order], np.arange(n_strata + 1))
         too_few: dict[int, int] = {}
-        for stratum in range(n_groups * n_sub):  # a loop over strata, never over rows
-            rows = order[bounds[stratum] : bounds[stratum + 1]]
+        for stratum in range(n_strata):  # a loop over strata, never over rows
+            rows = order if n_strata == 1 else order[bounds[stratum] : bounds[stratum + 1]]
             for component in range(n_components):
                 # An asymmetric score has one column per side, each calibrated at alpha/c.
                 table[stratum // n_sub, stratum % n_sub, component] = conformal_quantile(
                     scores2d[rows, component], alphas / n_components, warn=False
                 )
             if np.isinf(table[stratum // n_sub, stratum % n_sub]).any():
-                too_few[stratum] = rows.size
+                too_few[stratum] = int(bounds[stratum + 1] - bounds[stratum])
         if too_few:
             self._warn_too_few(too_few, alphas, n_groups)
         return table
@@ -415,10 +424,15 @@ class ConformalPredictor(BaseEstimator):
         levels = check_alpha(value, "alpha")
         return levels, np.ndim(value) == 0
 
-    def _batch_rows(self) -> int:
+    def _batch_rows(self, n: int) -> int:
+        """Rows per model call: ``batch_size``, or automatic (see the constants above)."""
         if self.batch_size is not None:
             return int(self.batch_size)
-        return max(1024, _AUTO_BATCH_CELLS // max(1, self._output_columns()))
+        columns = max(1, self._output_columns())
+        if n * columns <= _ONE_BATCH_CELLS:
+            return max(n, 1)
+        rows = -(-n // _BATCHES_PER_CALL)
+        return int(np.clip(rows, _MIN_BATCH_CELLS // columns, _MAX_BATCH_CELLS // columns))
 
     def _rng(self, stream: int) -> np.random.Generator:
         """Independent generator per use (0: calibration, 1: prediction), fixed by the seed."""
@@ -450,7 +464,7 @@ class ConformalPredictor(BaseEstimator):
         table = self._threshold_table(alphas)
         out = np.empty((n, *shape, alphas.size), dtype=dtype)
         rng = self._rng(stream=1)
-        step = self._batch_rows()
+        step = self._batch_rows(n)
         for start in range(0, n, step):  # a loop over batches of rows, for bounded memory
             stop = min(start + step, n)
             block = slice_rows(X, start, stop)
@@ -496,7 +510,7 @@ def check_regression_target(y: ArrayLike, n: int) -> NDArray:
     if target.dtype.kind == "c":
         raise ValueError("Complex data not supported: `y` must be real for a scalar regressor.")
     try:
-        target = target.astype(float)
+        target = np.asarray(target, dtype=float)
     except (TypeError, ValueError):
         raise ValueError("`y` must be numeric for regression.") from None
     if not np.isfinite(target).all():

@@ -22,7 +22,27 @@ __all__ = [
     "NormalizedScore",
     "RegressionScore",
     "get_regression_score",
+    "interval_around",
 ]
+
+
+def interval_around(
+    lower_anchor: NDArray, upper_anchor: NDArray, below: NDArray, above: NDArray
+) -> NDArray:
+    """``[lower_anchor - below, upper_anchor + above]`` as one ``(n, 2)`` array.
+
+    Written column by column into a single allocation (no stacking of temporaries).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> interval_around(np.array([1.0]), np.array([1.0]), np.array([0.5]), np.array([2.0]))
+    array([[0.5, 3. ]])
+    """
+    out = np.empty((np.shape(lower_anchor)[0], 2))
+    np.subtract(lower_anchor, below, out=out[:, 0])
+    np.add(upper_anchor, above, out=out[:, 1])
+    return out
 
 
 class RegressionScore(ABC):
@@ -84,7 +104,7 @@ class AbsoluteScore(RegressionScore):
 
     def inverse(self, y_pred, threshold, difficulty=None):
         q = threshold[:, 0]
-        return np.stack([y_pred - q, y_pred + q], axis=1)
+        return interval_around(y_pred, y_pred, q, q)
 
 
 class NormalizedScore(RegressionScore):
@@ -107,7 +127,7 @@ class NormalizedScore(RegressionScore):
 
     def inverse(self, y_pred, threshold, difficulty=None):
         half = threshold[:, 0] * difficulty
-        return np.stack([y_pred - half, y_pred + half], axis=1)
+        return interval_around(y_pred, y_pred, half, half)
 
 
 class CQRScore(RegressionScore):
@@ -143,7 +163,7 @@ class CQRScore(RegressionScore):
     def inverse(self, y_pred, threshold, difficulty=None):
         low_q = threshold[:, 0]
         high_q = threshold[:, -1]
-        return np.stack([y_pred[:, 0] - low_q, y_pred[:, 1] + high_q], axis=1)
+        return interval_around(y_pred[:, 0], y_pred[:, 1], low_q, high_q)
 
     def __repr__(self) -> str:
         return f"CQRScore(symmetric={self.symmetric})"
