@@ -162,7 +162,8 @@ class ConformalPredictor(BaseEstimator):
         """Write the prediction of rows ``X`` into ``out`` (trailing axis: levels).
 
         ``thresholds`` has shape ``(b, n_sub, c, k)``: for each row, its group's thresholds
-        per sub-stratum, score component and level.
+        per sub-stratum, score component and level; ``(1, n_sub, c, k)``, broadcast over the
+        rows, when there are no Mondrian groups.
         """
 
     def _validate_params(self) -> None:
@@ -337,8 +338,11 @@ class ConformalPredictor(BaseEstimator):
                 "calibrate(X_calib, y_calib) on held-out data first."
             )
 
-    def _group_index(self, groups: ArrayLike | None, n: int) -> NDArray:
-        """Row -> calibration group; groups unseen at calibration map to an empty group."""
+    def _group_index(self, groups: ArrayLike | None, n: int) -> NDArray | None:
+        """Row -> calibration group (None without Mondrian groups).
+
+        Groups unseen at calibration map to an extra, empty group: the whole output space.
+        """
         labels = check_groups(groups, n)
         known = getattr(self, "groups_", None)
         if known is None:
@@ -347,7 +351,7 @@ class ConformalPredictor(BaseEstimator):
                     "`groups` was given at prediction but not at calibration; calibrate "
                     "with groups=... to get group-conditional (Mondrian) sets."
                 )
-            return np.broadcast_to(np.intp(0), (n,))  # no per-row memory
+            return None
         if labels is None:
             raise ValueError(
                 "The model was calibrated with `groups` (Mondrian calibration): pass the "
@@ -469,7 +473,9 @@ class ConformalPredictor(BaseEstimator):
             stop = min(start + step, n)
             block = slice_rows(X, start, stop)
             self._check_nan(block)
-            self._fill_batch(block, table[group_index[start:stop]], alphas, out[start:stop], rng)
+            # Without groups every row shares one threshold row: pass it once, broadcastable.
+            rows = table[:1] if group_index is None else table[group_index[start:stop]]
+            self._fill_batch(block, rows, alphas, out[start:stop], rng)
         return out[..., 0] if scalar else out
 
     def predict(self, X: Any) -> NDArray:

@@ -156,8 +156,12 @@ def conformal_quantile(
     >>> scores = [0.5, 0.1, 0.9, 0.3]
     >>> conformal_quantile(scores, 0.4)  # rank ceil(5 * 0.6) = 3
     array([0.5])
-    >>> conformal_quantile(scores, 0.1)  # rank 5 > 4: whole space
+    >>> import warnings
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     conformal_quantile(scores, 0.1)  # rank 5 > 4: whole space, with a warning
     array([inf])
+    >>> caught[0].category.__name__
+    'UserWarning'
     >>> conformal_quantile(scores, 0.4, kind="conformity")  # rank floor(5 * 0.4) = 2
     array([0.3])
     >>> conformal_quantile(scores, 0.4, weights=[1, 1, 1, 1])

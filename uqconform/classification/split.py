@@ -27,6 +27,16 @@ def encode_labels(y: NDArray, classes: NDArray, name: str = "y") -> NDArray:
     >>> encode_labels(np.array(["b", "a", "b"]), np.array(["a", "b"]))
     array([1, 0, 1])
     """
+    labels = np.asarray(y)
+    if (
+        labels.dtype.kind in "iu"
+        and classes.dtype.kind in "iu"
+        and np.array_equal(classes, np.arange(classes.size))
+        and labels.size
+        and labels.min() >= 0
+        and labels.max() < classes.size
+    ):  # labels 0..K-1 are their own column index
+        return labels.astype(np.intp, copy=False)
     sorter = np.argsort(classes, kind="stable")
     position = np.searchsorted(classes, y, sorter=sorter)
     position = sorter[np.minimum(position, classes.size - 1)]

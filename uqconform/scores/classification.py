@@ -68,7 +68,7 @@ class LACScore(ClassificationScore):
 
 
 def _sorted_descending(proba: NDArray) -> tuple[NDArray, NDArray]:
-    order = np.argsort(-proba, axis=1, kind="stable")
+    order = np.argsort(-proba, axis=1)  # ties: any fixed rule keeps exchangeability
     return order, np.take_along_axis(proba, order, axis=1)
 
 
@@ -167,7 +167,7 @@ class TopKScore(ClassificationScore):
     """
 
     def scores(self, proba, u=None):
-        order = np.argsort(-proba, axis=1, kind="stable")
+        order = np.argsort(-proba, axis=1)  # ties: any fixed rule keeps exchangeability
         ranks = np.broadcast_to(np.arange(1.0, proba.shape[1] + 1), proba.shape)
         return _unsort(np.ascontiguousarray(ranks), order)
 

@@ -82,7 +82,11 @@ class RegressionScore(ABC):
     def inverse(
         self, y_pred: NDArray, threshold: NDArray, difficulty: NDArray | None = None
     ) -> NDArray:
-        """Interval ``(n, 2)`` of targets with score <= ``threshold`` (n, n_components)."""
+        """Interval ``(n, 2)`` of targets with score <= ``threshold``.
+
+        ``threshold`` has shape ``(n, n_components)``, or ``(1, n_components)`` when every
+        row shares it: write the inverse with broadcasting operations.
+        """
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
