@@ -172,3 +172,17 @@ def test_abstract_bases_need_both_functions():
         Half()
     with pytest.raises(TypeError):
         ClassificationScore()
+
+
+@pytest.mark.parametrize(
+    "score",
+    [LACScore(), APSScore(), APSScore(randomized=False), RAPSScore(), TopKScore()],
+    ids=repr,
+)
+def test_label_scores_equal_the_label_column_of_scores(score):
+    rng = np.random.default_rng(3)
+    proba = rng.dirichlet(np.ones(6), size=200)
+    labels = rng.integers(0, 6, size=200)
+    u = rng.random(200)
+    expected = score.scores(proba, u)[np.arange(200), labels]
+    np.testing.assert_array_equal(score.label_scores(proba, labels, u), expected)

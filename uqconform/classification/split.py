@@ -192,8 +192,8 @@ class SplitConformalClassifier(ClassifierMixin, ConformalPredictor):
     def _calibration_scores(self, X, y):
         index = encode_labels(y, self.classes_)
         proba = np.asarray(self.estimator_.predict_proba(X), dtype=float)
-        every_label = self._score_object().scores(proba, self._uniforms(self._rng(0), len(y)))
-        scores = np.take_along_axis(every_label, index[:, None], axis=1)[:, 0]
+        u = self._uniforms(self._rng(0), len(y))
+        scores = self._score_object().label_scores(proba, index, u)
         if self.class_conditional:
             return scores, index, len(self.classes_)
         return scores, np.zeros_like(index), 1

@@ -38,6 +38,13 @@ class ClassificationScore(ABC):
     def scores(self, proba: NDArray, u: NDArray | None = None) -> NDArray:
         """Scores ``(n, n_classes)`` from probabilities ``(n, n_classes)``."""
 
+    def label_scores(self, proba: NDArray, labels: NDArray, u: NDArray | None = None) -> NDArray:
+        """Scores ``(n,)`` of one label per row (column index ``labels``), for calibration.
+
+        Equals ``scores(proba, u)[i, labels[i]]``; a score may compute it more cheaply.
+        """
+        return np.take_along_axis(self.scores(proba, u), labels[:, None], axis=1)[:, 0]
+
     def set_scores(self, proba: NDArray, u: NDArray | None = None) -> NDArray:
         """The inverse: a label is in the prediction set when this is ``<=`` the threshold.
 
@@ -65,6 +72,9 @@ class LACScore(ClassificationScore):
 
     def scores(self, proba, u=None):
         return 1.0 - proba
+
+    def label_scores(self, proba, labels, u=None):
+        return 1.0 - np.take_along_axis(proba, labels[:, None], axis=1)[:, 0]
 
 
 def _sorted_descending(proba: NDArray) -> tuple[NDArray, NDArray]:
