@@ -5,12 +5,17 @@ Public names only; see :mod:`uqconform.regression`, :mod:`uqconform.classificati
 """
 
 from uqconform.classification import SplitConformalClassifier
-from uqconform.regression import ConformalizedQuantileRegressor, SplitConformalRegressor
+from uqconform.regression import (
+    ConformalizedQuantileRegressor,
+    FullConformalRidge,
+    SplitConformalRegressor,
+)
 
 __version__ = "0.1.0.dev0"
 
 __all__ = [
     "ConformalizedQuantileRegressor",
+    "FullConformalRidge",
     "SplitConformalClassifier",
     "SplitConformalRegressor",
     "__version__",

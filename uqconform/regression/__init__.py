@@ -1,6 +1,11 @@
-"""Conformal regression: split (absolute, normalized, user scores) and CQR."""
+"""Conformal regression: split (absolute, normalized, user scores), CQR, and full CP."""
 
 from uqconform.regression.cqr import ConformalizedQuantileRegressor
+from uqconform.regression.full import FullConformalRidge
 from uqconform.regression.split import SplitConformalRegressor
 
-__all__ = ["ConformalizedQuantileRegressor", "SplitConformalRegressor"]
+__all__ = [
+    "ConformalizedQuantileRegressor",
+    "FullConformalRidge",
+    "SplitConformalRegressor",
+]

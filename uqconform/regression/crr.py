@@ -1,0 +1,330 @@
+"""The ridge-regression confidence machine: exact full conformal prediction for linear fits.
+
+For a ridge fit on features ``phi`` (the inputs for ridge regression, the parameter
+Jacobian of a linearised network for ACP-GN), adding a test point with candidate label ``y``
+changes every residual linearly in ``y``: ``r_i(y) = a_i + b_i y`` (Nouretdinov, Melluish
+and Vovk, 2001). With ``Sigma = (Phi^T Phi + Lambda)^-1`` fitted on the ``N`` training
+points, ``h_m = phi_m^T Sigma phi_m``, ``h_im = phi_i^T Sigma phi_m``, residuals ``e`` and
+test prediction ``f_m`` (Sherman-Morrison, exact):
+
+* ``a_i = e_i + h_im f_m / (1 + h_m)``, ``b_i = -h_im / (1 + h_m)`` for training points;
+* ``a_m = -f_m / (1 + h_m)``, ``b_m = 1 / (1 + h_m)`` for the test point.
+
+The full-CP set ``{y : p(y) > alpha}`` with ``p(y) = (1 + #{i : |r_i(y)| >= |r_m(y)|}) /
+(N + 1)`` is then found exactly by a sweep over the ``2N`` roots (Vovk's O(N log N)
+algorithm, vectorised over test points) or, faster and slightly wider, by the
+Burnaev-Vovk pair of one-sided machines on signed residuals at ``alpha / 2`` each.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy import linalg
+
+from uqconform.quantiles import _warn_too_few, conformal_rank
+
+__all__ = [
+    "LinearConfidenceMachine",
+    "exact_intervals",
+    "exact_union",
+    "fast_intervals",
+    "p_values",
+    "residual_coefficients",
+]
+
+Score = Literal["standard", "studentized", "deleted"]
+SCORES = ("standard", "studentized", "deleted")
+
+# Relative tolerance under which two slopes b_i, b_m count as equal.
+_SLOPE_TOLERANCE = 1e-12
+# Bounds of 1 - leverage in the studentized and deleted scores.
+_MIN_ONE_MINUS_LEVERAGE = 1e-8
+
+
+def _cholesky_with_jitter(matrix: NDArray, name: str) -> tuple[NDArray, bool]:
+    """Cholesky factor of a symmetric matrix, adding growing jitter until it is positive."""
+    scale = float(np.mean(np.abs(np.diag(matrix)))) or 1.0
+    jitter = 0.0
+    for attempt in range(8):
+        try:
+            shifted = matrix + jitter * np.eye(matrix.shape[0]) if jitter else matrix
+            return linalg.cho_factor(shifted, lower=True, check_finite=False)
+        except linalg.LinAlgError:
+            jitter = scale * 1e-10 * 10.0 ** (2 * attempt)
+    raise ValueError(
+        f"The {name} is singular even with jitter up to {jitter:.1e}: the features are "
+        "degenerate (constant or duplicated columns, or far more parameters than data "
+        "without a prior). Increase the prior precision / ridge strength."
+    )
+
+
+class LinearConfidenceMachine:
+    """Ridge quantities of a fixed feature map, for full conformal prediction.
+
+    Parameters
+    ----------
+    features : ndarray of shape (n, p)
+        Training features (inputs for ridge, Jacobians for a linearised network).
+    penalty : ndarray of shape (p,)
+        Ridge strength per feature, in sum-of-squares units (``sum r^2 + sum penalty w^2``).
+        Zeros are allowed (an unpenalised intercept) as long as the system is invertible.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(20, 2)); y = X @ [1.0, -1.0] + rng.normal(size=20)
+    >>> machine = LinearConfidenceMachine(X, np.ones(2))
+    >>> coef = machine.solve(y)
+    >>> bool(np.allclose(coef, np.linalg.solve(X.T @ X + np.eye(2), X.T @ y)))
+    True
+    """
+
+    def __init__(self, features: NDArray, penalty: NDArray):
+        self.features = np.asarray(features, dtype=float)
+        if not np.isfinite(self.features).all():
+            raise ValueError("The features contain NaN or infinite values.")
+        gram = self.features.T @ self.features
+        gram[np.diag_indices_from(gram)] += penalty
+        self._factor = _cholesky_with_jitter(gram, "regularised Gram (curvature) matrix")
+        # G = Phi Sigma, and the training leverages h_i = phi_i^T Sigma phi_i.
+        self._gain = linalg.cho_solve(self._factor, self.features.T, check_finite=False).T
+        self.leverage = np.einsum("ij,ij->i", self._gain, self.features)
+
+    @property
+    def n_samples(self) -> int:
+        return self.features.shape[0]
+
+    def solve(self, target: NDArray) -> NDArray:
+        """Ridge coefficients ``Sigma Phi^T target``."""
+        return self._gain.T @ target
+
+    def test_leverages(self, test_features: NDArray) -> tuple[NDArray, NDArray]:
+        """``h_m`` (m,) and ``h_im`` (m, n) of test points."""
+        test_features = np.asarray(test_features, dtype=float)
+        if not np.isfinite(test_features).all():
+            raise ValueError("The test features contain NaN or infinite values.")
+        solved = linalg.cho_solve(self._factor, test_features.T, check_finite=False)
+        h_test = np.einsum("ij,ji->i", test_features, solved)
+        return h_test, test_features @ self._gain.T
+
+
+def residual_coefficients(
+    residuals: NDArray,
+    predictions: NDArray,
+    train_leverage: NDArray,
+    test_leverage: NDArray,
+    cross_leverage: NDArray,
+    score: Score = "standard",
+) -> tuple[NDArray, NDArray]:
+    """Coefficients ``a, b`` of ``r(y) = a + b y`` for every test point.
+
+    Parameters
+    ----------
+    residuals : ndarray of shape (n,)
+        Training residuals of the fit without the test point.
+    predictions : ndarray of shape (m,)
+        Predictions at the test points.
+    train_leverage : ndarray of shape (n,)
+    test_leverage : ndarray of shape (m,)
+    cross_leverage : ndarray of shape (m, n)
+    score : {"standard", "studentized", "deleted"}
+        Residuals as they are, divided by ``sqrt(1 - h)``, or by ``1 - h``, with ``h`` the
+        leverage of each point in the fit that includes the test point.
+
+    Returns
+    -------
+    a, b : ndarrays of shape (m, n + 1)
+        The last column is the test point.
+    """
+    if score not in SCORES:
+        raise ValueError(f"Unknown `conformity_score` {score!r}: use one of {list(SCORES)}.")
+    denominator = 1.0 + test_leverage[:, None]
+    a = np.empty((predictions.size, residuals.size + 1))
+    b = np.empty_like(a)
+    b[:, :-1] = -cross_leverage / denominator
+    a[:, :-1] = residuals[None, :] - b[:, :-1] * predictions[:, None]
+    a[:, -1] = -predictions / denominator[:, 0]
+    b[:, -1] = 1.0 / denominator[:, 0]
+    if score != "standard":
+        augmented = np.empty_like(a)  # leverages in the fit with the test point added
+        augmented[:, :-1] = train_leverage[None, :] - cross_leverage**2 / denominator
+        augmented[:, -1] = test_leverage / denominator[:, 0]
+        spread = np.clip(1.0 - augmented, _MIN_ONE_MINUS_LEVERAGE, 1.0)
+        scale = np.sqrt(spread) if score == "studentized" else spread
+        a /= scale
+        b /= scale
+    return a, b
+
+
+def _needed(n: int, alphas: NDArray, warn: bool = True) -> NDArray:
+    """Training points that must conform for ``p(y) > alpha``: ``floor((n + 1) alpha)``."""
+    needed = conformal_rank(n, alphas, kind="conformity")
+    if warn and (needed == 0).any():
+        _warn_too_few(n, alphas[needed == 0])
+    return needed
+
+
+def _events(a: NDArray, b: NDArray) -> tuple[NDArray, NDArray, NDArray, NDArray]:
+    """Sweep events of the sets ``S_i = {y : |r_i(y)| >= |r_m(y)|}``.
+
+    Returns sorted positions, kinds (0: counts from this point on; 1: stops counting just
+    after it), the count after each event, and the count before the first event.
+    """
+    sign = np.where(b < 0, -1.0, 1.0)
+    a, b = a * sign, b * sign  # |a + b y| is unchanged; now every slope is >= 0
+    a_t, b_t = a[:, -1:], b[:, -1:]
+    a_i, b_i = a[:, :-1], b[:, :-1]
+    equal = np.abs(b_i - b_t) <= _SLOPE_TOLERANCE * np.maximum(b_i, b_t)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        root_1 = (a_i - a_t) / (b_t - b_i)
+        root_2 = -(a_i + a_t) / (b_t + b_i)
+        single = -(a_i + a_t) / (2.0 * b_i)
+    low, high = np.minimum(root_1, root_2), np.maximum(root_1, root_2)
+    inside = ~equal & (b_t > b_i)  # S_i = [low, high]
+    outside = ~equal & (b_i > b_t)  # S_i = (-inf, low] U [high, inf)
+    flat = equal & (b_t > 0)
+    right = flat & (a_i > a_t)  # S_i = [single, inf)
+    left = flat & (a_i < a_t)  # S_i = (-inf, single]
+    everywhere = (flat & (a_i == a_t)) | (equal & (b_t == 0) & (np.abs(a_t) <= np.abs(a_i)))
+    base = (outside | left | everywhere).sum(axis=1)
+
+    inf = np.inf
+    first_pos = np.select([inside, outside, right, left], [low, low, single, single], inf)
+    first_kind = np.select([inside, outside, right, left], [0, 1, 0, 1], 1)
+    first_delta = np.select([inside, outside, right, left], [1, -1, 1, -1], 0)
+    second_pos = np.select([inside, outside], [high, high], inf)
+    second_kind = np.select([inside, outside], [1, 0], 1)
+    second_delta = np.select([inside, outside], [-1, 1], 0)
+
+    position = np.concatenate([first_pos, second_pos], axis=1)
+    kind = np.concatenate([first_kind, second_kind], axis=1)
+    delta = np.concatenate([first_delta, second_delta], axis=1)
+    position = np.where(np.isfinite(position), position, inf)
+    delta = np.where(np.isfinite(position), delta, 0)
+    order = np.lexsort((kind, position), axis=-1)
+    position = np.take_along_axis(position, order, axis=1)
+    kind = np.take_along_axis(kind, order, axis=1)
+    count = base[:, None] + np.cumsum(np.take_along_axis(delta, order, axis=1), axis=1)
+    return position, kind, count, base
+
+
+def _states(position: NDArray, kind: NDArray) -> tuple[NDArray, NDArray]:
+    """Which events end a real state: the value at a point, or on the gap after it."""
+    finite = np.isfinite(position)
+    next_position = np.concatenate([position[:, 1:], np.full((len(position), 1), np.inf)], 1)
+    next_kind = np.concatenate([kind[:, 1:], np.ones((len(kind), 1), dtype=kind.dtype)], 1)
+    new_position = next_position != position
+    gap = finite & new_position
+    point = finite & (kind == 0) & (new_position | (next_kind == 1))
+    return point, gap
+
+
+def exact_intervals(a: NDArray, b: NDArray, alphas: NDArray, warn: bool = True) -> NDArray:
+    """Convex hull of the exact full-CP set for every test point and level.
+
+    Parameters
+    ----------
+    a, b : ndarrays of shape (m, n + 1)
+        Residual coefficients (last column: the test point).
+    alphas : ndarray of shape (k,)
+
+    Returns
+    -------
+    ndarray of shape (m, 2, k)
+        ``[-inf, inf]`` where the set is unbounded; ``[nan, nan]`` where it is empty.
+    """
+    m, n = a.shape[0], a.shape[1] - 1
+    needed = _needed(n, alphas, warn)
+    position, kind, count, base = _events(a, b)
+    point, gap = _states(position, kind)
+    valid = point | gap
+    final = count[:, -1]  # the unbounded gap to the right of every root
+    next_position = np.concatenate([position[:, 1:], np.full((m, 1), np.inf)], axis=1)
+    rows = np.arange(m)
+    out = np.full((m, 2, alphas.size), np.nan)
+    for j, need in enumerate(needed):  # a loop over levels
+        ok = valid & (count >= need)
+        has = ok.any(axis=1)
+        first = np.argmax(ok, axis=1)
+        last = ok.shape[1] - 1 - np.argmax(ok[:, ::-1], axis=1)
+        lower = np.where(has, position[rows, first], np.nan)
+        upper_at = np.where(gap[rows, last], next_position[rows, last], position[rows, last])
+        upper = np.where(has, upper_at, np.nan)
+        out[:, 0, j] = np.where(base >= need, -np.inf, lower)
+        out[:, 1, j] = np.where(final >= need, np.inf, upper)
+    return out
+
+
+def exact_union(a: NDArray, b: NDArray, alpha: float) -> list[NDArray]:
+    """The exact full-CP set of each test point as a union of intervals (their closure).
+
+    Returns
+    -------
+    list of ndarray of shape (r_i, 2)
+        Disjoint intervals in increasing order (``r_i = 0`` for an empty set).
+    """
+    n = a.shape[1] - 1
+    need = int(_needed(n, np.array([float(alpha)]))[0])
+    position, kind, count, base = _events(a, b)
+    point, gap = _states(position, kind)
+    next_position = np.concatenate([position[:, 1:], np.full((len(a), 1), np.inf)], axis=1)
+    result = []
+    for row in range(a.shape[0]):  # ragged output: one list of intervals per test point
+        ok = count[row] >= need
+        # Satisfied points give [y, y]; satisfied gaps give [y, next y]; the left gap too.
+        starts = np.concatenate([position[row, point[row] & ok], position[row, gap[row] & ok]])
+        ends = np.concatenate([position[row, point[row] & ok], next_position[row, gap[row] & ok]])
+        if base[row] >= need:
+            first = position[row, 0] if np.isfinite(position[row, 0]) else np.inf
+            starts, ends = np.append(starts, -np.inf), np.append(ends, first)
+        order = np.lexsort((ends, starts))
+        starts, ends = starts[order], ends[order]
+        if starts.size == 0:
+            result.append(np.empty((0, 2)))
+            continue
+        reach = np.maximum.accumulate(ends)
+        opens = np.concatenate([[True], starts[1:] > reach[:-1]])
+        group = np.cumsum(opens) - 1
+        merged_end = np.maximum.reduceat(ends, np.flatnonzero(opens))
+        result.append(np.column_stack([starts[opens], merged_end[: group[-1] + 1]]))
+    return result
+
+
+def fast_intervals(a: NDArray, b: NDArray, alphas: NDArray, warn: bool = True) -> NDArray:
+    """Burnaev-Vovk intervals: two one-sided machines on signed residuals at ``alpha/2``.
+
+    Returns
+    -------
+    ndarray of shape (m, 2, k)
+    """
+    m, n = a.shape[0], a.shape[1] - 1
+    a_t, b_t = a[:, -1:], b[:, -1:]
+    a_i, b_i = a[:, :-1], b[:, :-1]
+    steeper = b_t > b_i
+    with np.errstate(divide="ignore", invalid="ignore"):
+        crossing = (a_i - a_t) / (b_t - b_i)
+    lower_list = np.sort(np.where(steeper, crossing, -np.inf), axis=1)
+    upper_list = np.sort(np.where(steeper, crossing, np.inf), axis=1)
+    half = alphas / 2
+    low_rank = conformal_rank(n, half, kind="conformity")
+    high_rank = conformal_rank(n, half)
+    if warn and ((low_rank == 0) | (high_rank > n)).any():
+        _warn_too_few(n, half[(low_rank == 0) | (high_rank > n)])
+    out = np.empty((m, 2, alphas.size))
+    for j in range(alphas.size):  # a loop over levels
+        k_low, k_high = low_rank[j], high_rank[j]
+        out[:, 0, j] = lower_list[:, k_low - 1] if k_low >= 1 else -np.inf
+        out[:, 1, j] = upper_list[:, k_high - 1] if k_high <= n else np.inf
+    return out
+
+
+def p_values(a: NDArray, b: NDArray, candidates: NDArray) -> NDArray:
+    """Full-CP p-values ``p(y)`` of candidate labels ``candidates`` (m, g)."""
+    n = a.shape[1] - 1
+    residuals = np.abs(a[:, :, None] + b[:, :, None] * candidates[:, None, :])
+    conforming = (residuals[:, :-1, :] >= residuals[:, -1:, :]).sum(axis=1)
+    return (conforming + 1) / (n + 1)
