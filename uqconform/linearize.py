@@ -1,0 +1,533 @@
+"""Linearisation of a fitted regressor in its parameters.
+
+A fitted regressor ``f(x; theta*)`` is replaced near its parameters by the linear model
+``f(x; theta) ~ f(x; theta*) + J(x) (theta - theta*)``. :func:`linearize` returns the Jacobian
+``J`` (one row per input), the predictions ``f(x; theta*)`` and which parameters the model's own
+weight decay covers; :func:`weight_decay` returns that weight decay's strength in
+sum-of-squares units, so that the Gauss-Newton (GGN) precision of the model is
+``J.T @ J + lam * diag(penalized)``.
+Approximate full conformal prediction (ACP-GN) runs the ridge confidence machine in these
+"Jacobian features".
+
+Supported models (also inside :class:`sklearn.frozen.FrozenEstimator` and as the last step of a
+:class:`sklearn.pipeline.Pipeline`, whose earlier steps transform ``X`` first):
+
+* scikit-learn linear regressors whose predictions are ``X @ coef_ + intercept_``;
+* :class:`sklearn.neural_network.MLPRegressor` with a scalar, identity output (numpy Jacobians);
+* ``torch.nn.Module`` regressors with one output per row (``torch.func``; torch is optional and
+  only used when such a module is passed).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+import numpy as np
+from scipy.special import expit
+from sklearn.base import is_classifier, is_regressor
+from sklearn.frozen import FrozenEstimator
+from sklearn.linear_model import BayesianRidge, LinearRegression, Ridge, RidgeCV
+from sklearn.neural_network import MLPRegressor
+from sklearn.pipeline import Pipeline
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+__all__ = ["Curvature", "Linearization", "linearize", "parameter_count", "weight_decay"]
+
+_SUPPORTED = "scikit-learn linear regressors, MLPRegressor, torch.nn.Module"
+
+# Rows of a torch Jacobian computed at once: at most this many entries per batch (64 MB float64).
+_TORCH_BATCH_ENTRIES = 2**23
+
+
+class Curvature(str, Enum):
+    """Which parameters to linearise in.
+
+    ``"full"`` uses every trainable parameter; ``"last_layer"`` only the weights and bias of the
+    last layer (the rest of the network is a fixed feature map).
+    """
+
+    FULL = "full"
+    LAST_LAYER = "last_layer"
+
+
+@dataclass(frozen=True)
+class Linearization:
+    """The linearisation of a fitted regressor at its fitted parameters.
+
+    Attributes
+    ----------
+    jacobian : ndarray of shape (n_samples, n_parameters)
+        ``d f(x_i) / d theta`` at the fitted parameters ``theta*`` (float64).
+    prediction : ndarray of shape (n_samples,)
+        ``f(x_i; theta*)`` (float64).
+    penalized : ndarray of shape (n_parameters,), dtype bool
+        True for parameters covered by the model's weight decay (weights), False for the
+        unpenalised ones (intercepts, biases, normalisation parameters).
+    """
+
+    jacobian: np.ndarray
+    prediction: np.ndarray
+    penalized: np.ndarray
+
+    @property
+    def n_parameters(self) -> int:
+        """Number of parameters (columns of the Jacobian)."""
+        return self.jacobian.shape[1]
+
+
+# --------------------------------------------------------------------------------------------
+# Public functions
+# --------------------------------------------------------------------------------------------
+
+
+def linearize(estimator: Any, X: Any, *, curvature: str = "full") -> Linearization:
+    """Jacobian and predictions of a fitted regressor at its fitted parameters.
+
+    Parameters
+    ----------
+    estimator : estimator or torch.nn.Module
+        A fitted scikit-learn linear regressor (``coef_``/``intercept_``), a fitted
+        :class:`~sklearn.neural_network.MLPRegressor` with a scalar identity output, or a
+        ``torch.nn.Module`` with one output per row; also wrapped in
+        :class:`~sklearn.frozen.FrozenEstimator` or as the last step of a
+        :class:`~sklearn.pipeline.Pipeline` (the earlier steps transform ``X`` first).
+    X : array-like of shape (n_samples, n_features)
+        Inputs (for a torch module: any float array whose first axis indexes the rows).
+    curvature : {"full", "last_layer"}, default="full"
+        Linearise in every parameter, or only in the last layer's weights and bias. For a
+        linear model both are the same. For a torch module the last layer is the last child
+        module (in registration order, descending into containers) that has trainable
+        parameters.
+
+    Returns
+    -------
+    Linearization
+        ``jacobian`` (n_samples, n_parameters), ``prediction`` (n_samples,) and the boolean
+        ``penalized`` mask (n_parameters,). Parameter order: linear models ``[coef_,
+        intercept_]``; MLPRegressor, per layer, ``coefs_[l].ravel()`` then ``intercepts_[l]``;
+        torch, ``named_parameters()`` order, each flattened.
+
+    Raises
+    ------
+    TypeError
+        If the estimator is a classifier or not one of the supported kinds.
+    ValueError
+        If the model has more than one output, an MLP has a non-identity output activation,
+        ``curvature`` is unknown, or the Jacobian is not finite.
+    sklearn.exceptions.NotFittedError
+        If a scikit-learn estimator is not fitted.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.linear_model import Ridge
+    >>> X = np.array([[0.0, 1.0], [1.0, 0.0], [2.0, 2.0]])
+    >>> model = Ridge(alpha=1.0).fit(X, [1.0, 2.0, 4.0])
+    >>> lin = linearize(model, X)
+    >>> lin.jacobian
+    array([[0., 1., 1.],
+           [1., 0., 1.],
+           [2., 2., 1.]])
+    >>> lin.penalized
+    array([ True,  True, False])
+    >>> bool(np.allclose(lin.prediction, model.predict(X)))
+    True
+    """
+    kind = _parse_curvature(curvature)
+    model, X = _unwrap(estimator, X)
+    if _is_torch_module(model):
+        jacobian, prediction, penalized = _torch_linearize(model, X, kind)
+    elif isinstance(model, MLPRegressor):
+        jacobian, prediction, penalized = _mlp_linearize(model, X, kind)
+    else:
+        jacobian, prediction, penalized = _linear_linearize(model, X)
+    if not np.all(np.isfinite(jacobian)):
+        raise ValueError(
+            "non-finite Jacobian: some entries are NaN or infinite; check the inputs and the "
+            "model (overflowing activations or diverged weights)."
+        )
+    return Linearization(jacobian=jacobian, prediction=prediction, penalized=penalized)
+
+
+def parameter_count(estimator: Any, *, curvature: str = "full") -> int:
+    """Number of parameters :func:`linearize` differentiates with respect to.
+
+    Parameters
+    ----------
+    estimator : estimator or torch.nn.Module
+        As for :func:`linearize` (fitted).
+    curvature : {"full", "last_layer"}, default="full"
+        As for :func:`linearize`.
+
+    Returns
+    -------
+    int
+        The number of columns of ``linearize(estimator, X, curvature=curvature).jacobian``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.linear_model import Ridge
+    >>> X = np.array([[0.0, 1.0], [1.0, 0.0], [2.0, 2.0]])
+    >>> parameter_count(Ridge().fit(X, [1.0, 2.0, 4.0]))
+    3
+    """
+    kind = _parse_curvature(curvature)
+    model = _unwrap_model(estimator)
+    if _is_torch_module(model):
+        return sum(int(p.numel()) for _, p in _torch_parameters(model, kind))
+    if isinstance(model, MLPRegressor):
+        _check_mlp(model)
+        if kind is Curvature.LAST_LAYER:
+            return int(model.coefs_[-1].size + model.intercepts_[-1].size)
+        return int(
+            sum(w.size + b.size for w, b in zip(model.coefs_, model.intercepts_, strict=True))
+        )
+    coef, _, has_intercept = _linear_parameters(model)
+    return coef.size + int(has_intercept)
+
+
+def weight_decay(estimator: Any) -> float | None:
+    """The model's own L2 penalty strength in sum-of-squares units.
+
+    The strength ``lam`` such that the model was fitted by minimising
+    ``sum_i (y_i - f(x_i))**2 + lam * ||w||**2`` over its parameters, where ``w`` are the
+    parameters marked ``penalized`` by :func:`linearize` (intercepts and biases are not
+    penalised). With sample weights, the sum of squares is the weighted one.
+
+    * :class:`~sklearn.linear_model.Ridge`: ``alpha``; :class:`~sklearn.linear_model.RidgeCV`:
+      ``alpha_``; :class:`~sklearn.linear_model.LinearRegression`: ``0.0``;
+      :class:`~sklearn.linear_model.BayesianRidge`: ``lambda_ / alpha_`` (its posterior mean is
+      that ridge solution).
+    * :class:`~sklearn.neural_network.MLPRegressor`: ``alpha``. scikit-learn minimises
+      ``0.5 * mean((y - f)**2) + alpha / (2 * n) * ||W||**2`` on the ``coefs_`` (per batch for
+      the stochastic solvers, with ``n`` the batch size); multiplying by ``2 n`` gives
+      ``sum((y - f)**2) + alpha * ||W||**2``.
+    * Other linear models (Lasso, ElasticNet, SGDRegressor, HuberRegressor, ...) and torch
+      modules: ``None`` (no L2 penalty of this form, or one that depends on quantities the
+      fitted model does not store).
+
+    Parameters
+    ----------
+    estimator : estimator or torch.nn.Module
+        As for :func:`linearize` (fitted).
+
+    Returns
+    -------
+    float or None
+        The ridge strength, or None if unknown.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.linear_model import Ridge
+    >>> X = np.array([[0.0, 1.0], [1.0, 0.0], [2.0, 2.0]])
+    >>> weight_decay(Ridge(alpha=3.0).fit(X, [1.0, 2.0, 4.0]))
+    3.0
+    """
+    model = _unwrap_model(estimator)
+    if _is_torch_module(model):
+        return None
+    if isinstance(model, MLPRegressor):
+        _check_mlp(model)
+        return float(model.alpha)
+    _linear_parameters(model)  # type, fit and output checks
+    if isinstance(model, LinearRegression):
+        return 0.0
+    if isinstance(model, Ridge):
+        return _scalar_or_none(model.alpha)
+    if isinstance(model, RidgeCV):
+        return _scalar_or_none(model.alpha_)
+    if isinstance(model, BayesianRidge):
+        return float(model.lambda_ / model.alpha_)
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# Dispatch helpers
+# --------------------------------------------------------------------------------------------
+
+
+def _parse_curvature(curvature: str) -> Curvature:
+    try:
+        return Curvature(curvature)
+    except ValueError:
+        options = ", ".join(repr(c.value) for c in Curvature)
+        raise ValueError(f"curvature must be one of {options}; got {curvature!r}.") from None
+
+
+def _has_tag(test: Any, obj: Any) -> bool:
+    """is_classifier / is_regressor, False for objects without scikit-learn tags."""
+    try:
+        return bool(test(obj))
+    except (AttributeError, TypeError):
+        return False
+
+
+def _is_torch_module(obj: Any) -> bool:
+    # A torch module can only exist if torch has been imported: never import it here.
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(obj, torch.nn.Module)
+
+
+def _unwrap_model(estimator: Any) -> Any:
+    """The innermost model (FrozenEstimator and Pipeline removed), checked for its kind."""
+    model, _ = _unwrap(estimator, None)
+    return model
+
+
+def _unwrap(estimator: Any, X: Any) -> tuple[Any, Any]:
+    """Strip FrozenEstimator and Pipeline wrappers, transforming X through pipeline steps."""
+    model = estimator
+    while True:
+        if _is_torch_module(model):
+            return model, X
+        if _has_tag(is_classifier, model):
+            raise TypeError(
+                f"{type(model).__name__} is a classifier; linearize supports regressors only "
+                f"({_SUPPORTED})."
+            )
+        if isinstance(model, FrozenEstimator):
+            model = model.estimator
+        elif isinstance(model, Pipeline):
+            last = model.steps[-1][1]
+            if last is None or last == "passthrough":
+                raise TypeError("the last step of the Pipeline must be a regressor.")
+            # Check the final model before transforming, so an unfitted pipeline says so.
+            _check_kind(last)
+            if X is not None and len(model.steps) > 1:
+                X = model[:-1].transform(X)
+            model = last
+        else:
+            _check_kind(model)
+            return model, X
+
+
+def _check_kind(model: Any) -> None:
+    """Raise TypeError unless model is (a wrapper of) one of the supported kinds."""
+    if _is_torch_module(model) or isinstance(model, (MLPRegressor, Pipeline, FrozenEstimator)):
+        return
+    if _has_tag(is_classifier, model):
+        raise TypeError(
+            f"{type(model).__name__} is a classifier; linearize supports regressors only "
+            f"({_SUPPORTED})."
+        )
+    linear_module = type(model).__module__.startswith("sklearn.linear_model")
+    if _has_tag(is_regressor, model) and (linear_module or hasattr(model, "coef_")):
+        return
+    raise TypeError(
+        f"cannot linearise a {type(model).__name__}; supported models are {_SUPPORTED} "
+        "(optionally in a FrozenEstimator or as the last step of a Pipeline)."
+    )
+
+
+def _scalar_or_none(value: Any) -> float | None:
+    values = np.ravel(np.asarray(value, dtype=float))
+    return float(values[0]) if values.size == 1 else None
+
+
+def _validate_X(model: Any, X: Any) -> np.ndarray:
+    X = validate_data(model, X, reset=False, accept_sparse=True, dtype=np.float64)
+    if hasattr(X, "toarray"):  # the Jacobian is dense anyway
+        X = X.toarray()
+    return np.asarray(X, dtype=np.float64)
+
+
+# --------------------------------------------------------------------------------------------
+# scikit-learn linear models
+# --------------------------------------------------------------------------------------------
+
+
+def _linear_parameters(model: Any) -> tuple[np.ndarray, float, bool]:
+    """Return (coef (d,), intercept, has_intercept) of a fitted scalar linear regressor."""
+    check_is_fitted(model)
+    if not (hasattr(model, "coef_") and hasattr(model, "intercept_")):
+        raise TypeError(
+            f"{type(model).__name__} has no coef_/intercept_; supported models are {_SUPPORTED}."
+        )
+    coef = np.asarray(model.coef_, dtype=np.float64)
+    intercept = np.ravel(np.asarray(model.intercept_, dtype=np.float64))
+    if coef.ndim > 2 or (coef.ndim == 2 and coef.shape[0] != 1) or intercept.size != 1:
+        raise ValueError(
+            f"{type(model).__name__} has several outputs (coef_ of shape {coef.shape}); only "
+            "scalar regression is supported."
+        )
+    has_intercept = bool(getattr(model, "fit_intercept", True))
+    return coef.ravel(), float(intercept[0]), has_intercept
+
+
+def _linear_linearize(model: Any, X: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    coef, intercept, has_intercept = _linear_parameters(model)
+    features = _validate_X(model, X)
+    prediction = np.ravel(np.asarray(model.predict(X), dtype=np.float64))
+    # The Jacobian [X, 1] is only right if the model predicts X @ coef_ + intercept_ (not a
+    # GLM with a non-identity link, not PLS with internal centring).
+    linear = features @ coef + intercept
+    scale = 1.0 + np.max(np.abs(prediction), initial=0.0)
+    if not np.allclose(linear, prediction, rtol=1e-5, atol=1e-6 * scale):
+        raise TypeError(
+            f"{type(model).__name__}.predict is not X @ coef_ + intercept_ (a non-identity "
+            f"link or internal preprocessing?); supported models are {_SUPPORTED}."
+        )
+    n = features.shape[0]
+    columns = [features, np.ones((n, 1))] if has_intercept else [features]
+    jacobian = np.hstack(columns)
+    penalized = np.ones(jacobian.shape[1], dtype=bool)
+    if has_intercept:
+        penalized[-1] = False
+    return jacobian, prediction, penalized
+
+
+# --------------------------------------------------------------------------------------------
+# MLPRegressor (numpy forward and backward passes)
+# --------------------------------------------------------------------------------------------
+
+
+def _activation(name: str, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Return g(z) and g'(z) for scikit-learn's hidden activations."""
+    if name == "identity":
+        return z, np.ones_like(z)
+    if name == "logistic":
+        s = expit(z)  # as scikit-learn computes it
+        return s, s * (1.0 - s)
+    if name == "tanh":
+        t = np.tanh(z)
+        return t, 1.0 - t * t
+    if name == "relu":
+        return np.maximum(z, 0.0), (z > 0).astype(z.dtype)
+    raise ValueError(f"unsupported MLP activation {name!r}.")
+
+
+def _check_mlp(model: MLPRegressor) -> None:
+    check_is_fitted(model)
+    if model.n_outputs_ != 1:
+        raise ValueError(
+            f"MLPRegressor has {model.n_outputs_} outputs; only scalar regression is supported."
+        )
+    if model.out_activation_ != "identity":
+        raise ValueError(
+            f"MLPRegressor output activation is {model.out_activation_!r} (loss="
+            f"{getattr(model, 'loss', 'squared_error')!r}); only the identity output "
+            "(loss='squared_error') can be linearised here."
+        )
+
+
+def _mlp_linearize(
+    model: MLPRegressor, X: Any, kind: Curvature
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    _check_mlp(model)
+    A = _validate_X(model, X)
+    n = A.shape[0]
+    weights = [np.asarray(w, dtype=np.float64) for w in model.coefs_]
+    biases = [np.asarray(b, dtype=np.float64) for b in model.intercepts_]
+    n_layers = len(weights)
+
+    # Forward: activations[l] = A_l (A_0 = X), derivatives[l] = g'(Z_l) for hidden layers.
+    activations = [A]
+    derivatives = []
+    for layer in range(n_layers - 1):
+        a, d = _activation(model.activation, activations[-1] @ weights[layer] + biases[layer])
+        activations.append(a)
+        derivatives.append(d)
+    prediction = (activations[-1] @ weights[-1] + biases[-1])[:, 0]
+
+    if kind is Curvature.LAST_LAYER:
+        jacobian = np.hstack([activations[-1], np.ones((n, 1))])
+        penalized = np.ones(jacobian.shape[1], dtype=bool)
+        penalized[-1] = False
+        return jacobian, prediction, penalized
+
+    # Backward for a scalar output: delta_L = 1, delta_l = (delta_{l+1} W_{l+1}^T) * g'(Z_l);
+    # df/dW_l = outer(A_{l-1}, delta_l) per row (C order of coefs_[l]), df/db_l = delta_l.
+    sizes = [w.size + b.size for w, b in zip(weights, biases, strict=True)]
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    jacobian = np.empty((n, offsets[-1]))
+    penalized = np.zeros(offsets[-1], dtype=bool)
+    delta = np.ones((n, 1))
+    for layer in range(n_layers - 1, -1, -1):
+        start, n_in, n_out = offsets[layer], *weights[layer].shape
+        stop_w = start + n_in * n_out
+        block = activations[layer][:, :, None] * delta[:, None, :]
+        jacobian[:, start:stop_w] = block.reshape(n, n_in * n_out)
+        jacobian[:, stop_w : offsets[layer + 1]] = delta
+        penalized[start:stop_w] = True
+        if layer > 0:
+            delta = (delta @ weights[layer].T) * derivatives[layer - 1]
+    return jacobian, prediction, penalized
+
+
+# --------------------------------------------------------------------------------------------
+# torch modules (torch.func; torch is imported only when a module is passed)
+# --------------------------------------------------------------------------------------------
+
+
+def _torch_parameters(module: Any, kind: Curvature) -> list[tuple[str, Any]]:
+    """Trainable (name, parameter) pairs to differentiate, names relative to ``module``."""
+    params = [(name, p) for name, p in module.named_parameters() if p.requires_grad]
+    if not params:
+        raise ValueError(f"{type(module).__name__} has no trainable parameters.")
+    if kind is Curvature.FULL:
+        return params
+
+    def trainable(m: Any) -> bool:
+        return any(p.requires_grad for p in m.parameters())
+
+    # Descend into the last child with trainable parameters until a module has none such.
+    prefix, current = "", module
+    while True:
+        children = [(name, child) for name, child in current.named_children() if trainable(child)]
+        if not children:
+            break
+        name, current = children[-1]
+        prefix = f"{prefix}{name}."
+    return [(name, p) for name, p in params if name.startswith(prefix)]
+
+
+def _torch_linearize(module: Any, X: Any, kind: Curvature) -> tuple[np.ndarray, ...]:
+    import torch
+    from torch.func import functional_call, jacrev, vmap
+
+    params = _torch_parameters(module, kind)
+    reference = params[0][1]
+    inputs = torch.as_tensor(
+        np.asarray(X, dtype=np.float64), dtype=reference.dtype, device=reference.device
+    )
+    if inputs.ndim < 1 or inputs.shape[0] == 0:
+        raise ValueError("X must have at least one row.")
+    n = inputs.shape[0]
+    names = [name for name, _ in params]
+    values = {name: p.detach() for name, p in params}
+    n_params = sum(int(p.numel()) for _, p in params)
+
+    def output(theta: dict[str, Any], row: Any) -> Any:
+        return functional_call(module, theta, (row.unsqueeze(0),)).reshape(())
+
+    row_jacobian = vmap(jacrev(output), in_dims=(None, 0))
+    batch = max(1, min(n, _TORCH_BATCH_ENTRIES // max(n_params, 1)))
+    modes = [(m, m.training) for m in module.modules()]
+    module.eval()
+    try:
+        with torch.no_grad():
+            prediction = module(inputs)
+            if prediction.numel() != n:
+                raise ValueError(
+                    f"{type(module).__name__} returns {prediction.numel() // n} values per row; "
+                    "only scalar regression is supported."
+                )
+            jacobian = np.empty((n, n_params))
+            for start in range(0, n, batch):
+                rows = inputs[start : start + batch]
+                blocks = row_jacobian(values, rows)
+                flat = torch.cat([blocks[name].reshape(rows.shape[0], -1) for name in names], 1)
+                jacobian[start : start + rows.shape[0]] = flat.cpu().double().numpy()
+    finally:
+        for m, training in modes:
+            m.training = training
+    penalized = np.concatenate(
+        [np.full(int(p.numel()), p.ndim >= 2, dtype=bool) for _, p in params]
+    )
+    prediction = prediction.reshape(n).cpu().double().numpy()
+    return jacobian, prediction, penalized

@@ -1,0 +1,357 @@
+"""Approximate full conformal prediction for neural regressors (ACP-GN).
+
+Full conformal prediction refits the model once per test point and candidate label, which
+is out of reach for a neural network. ACP-GN (Gauss-Newton influence) approximates each
+refit by one Newton step from the trained weights with the Gauss-Newton curvature and
+linearises the network there. The residuals then become linear in the candidate label, as
+for ridge regression, and the ridge confidence machine (:mod:`uqconform.regression.crr`)
+finds the set exactly for the linearised model: ridge regression on the parameter
+Jacobian ("Jacobian features") with the model's weight decay as ridge strength.
+
+ACP-GN is exact full CP for the linearised network, approximate for the network itself
+(no finite-sample guarantee). ``calibrate(X_cal, y_cal)`` switches to the split+refine mode:
+the network is frozen, and the ridge machine on its Jacobian features is fitted on held-out
+calibration data only, which is finite-sample valid.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from sklearn.base import BaseEstimator, RegressorMixin, clone
+from sklearn.compose import TransformedTargetRegressor
+from sklearn.exceptions import NotFittedError
+from sklearn.frozen import FrozenEstimator
+from sklearn.neural_network import MLPRegressor
+from sklearn.pipeline import Pipeline, make_pipeline
+from sklearn.preprocessing import StandardScaler
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from uqconform.base import check_regression_target
+from uqconform.linearize import Linearization, linearize, weight_decay
+from uqconform.regression.crr import LinearConfidenceMachine
+from uqconform.regression.full import FullConformalMixin
+
+__all__ = ["ApproximateFullConformalRegressor"]
+
+
+def _is_torch_module(model: Any) -> bool:
+    return hasattr(model, "named_parameters") and not hasattr(model, "fit")
+
+
+def _split_target_scaling(model: Any) -> tuple[Any, float, float]:
+    """``(inner model, shift, scale)`` with ``y = shift + scale * inner(x)``.
+
+    A ``TransformedTargetRegressor`` with a ``StandardScaler`` target transform is
+    linearised in the standardised target space, where the network was trained; full CP is
+    equivariant under this affine map, so intervals are mapped back exactly.
+    """
+    if isinstance(model, FrozenEstimator):
+        model = model.estimator
+    if not isinstance(model, TransformedTargetRegressor):
+        return model, 0.0, 1.0
+    check_is_fitted(model)
+    transformer = model.transformer_
+    if not isinstance(transformer, StandardScaler):
+        raise TypeError(
+            "ApproximateFullConformalRegressor supports TransformedTargetRegressor only with "
+            f"transformer=StandardScaler() (an affine map), got {type(transformer).__name__}."
+        )
+    shift = float(transformer.mean_[0]) if transformer.with_mean else 0.0
+    scale = float(transformer.scale_[0]) if transformer.with_std else 1.0
+    return model.regressor_, shift, scale
+
+
+class ApproximateFullConformalRegressor(FullConformalMixin, RegressorMixin, BaseEstimator):
+    """Approximate full conformal prediction via Gauss-Newton influence (ACP-GN).
+
+    Parameters
+    ----------
+    estimator : regressor or torch.nn.Module, default=None
+        A scikit-learn linear regressor or ``MLPRegressor`` (optionally the last step of a
+        Pipeline of transformers, or wrapped in ``FrozenEstimator``), or a trained
+        ``torch.nn.Module`` with one output (used as is, never trained here). ``None`` means
+        ``StandardScaler`` + ``MLPRegressor(hidden_layer_sizes=(50,), activation="tanh",
+        solver="lbfgs", alpha=1.0)``. Train to a tight tolerance: the method assumes the
+        weights are a stationary point of the regularised loss.
+    alpha : float or sequence of float, default=0.1
+        Miscoverage level(s) in (0, 1).
+    conformity_score : {"studentized", "standard", "deleted"}, default="studentized"
+        Residuals divided by ``sqrt(1 - h)``, as they are, or divided by ``1 - h``, where
+        ``h`` is the leverage of a point in the linearised fit that includes the test point.
+    curvature : {"full", "last_layer"}, default="full"
+        Gauss-Newton curvature over all parameters, or over the last layer only (cheaper for
+        large networks).
+    prior_precision : "auto" or float, default="auto"
+        ``"auto"``: the model's own weight decay (``alpha`` of Ridge and MLPRegressor, which
+        is the ridge strength in sum-of-squares units). A float ``P``: Gaussian prior
+        precision of the weights, i.e. ridge strength ``noise**2 * P``. Intercepts and biases
+        are not penalised.
+    noise : "auto" or float, default="auto"
+        Observation noise standard deviation: the root mean squared training (or
+        calibration) residual, or a given value. Only the predictive standard deviation
+        (:meth:`predict_std`) and a float ``prior_precision`` depend on it.
+    algorithm : {"exact", "fast"}, default="exact"
+        The ridge confidence machine used on the linearised model.
+    batch_size : int, default=None
+        Test points processed at once.
+
+    Attributes
+    ----------
+    estimator_ : regressor or torch.nn.Module
+    machine_ : LinearConfidenceMachine
+        Ridge quantities of the Jacobian features of the fitting data.
+    training_residuals_ : ndarray
+    noise_ : float
+    ridge_strength_ : float
+        Penalty on the weights in sum-of-squares units.
+    mode_ : {"full", "split+refine"}
+    refinement_ : ndarray or None
+        Parameter update of the split+refine mode.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.linear_model import Ridge
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(120, 2)); y = X @ [1.0, -1.0] + rng.normal(size=120)
+    >>> acp = ApproximateFullConformalRegressor(Ridge(alpha=1.0), alpha=0.1)
+    >>> acp.fit(X[:100], y[:100]).predict_interval(X[100:]).shape
+    (20, 2)
+    """
+
+    def __init__(
+        self,
+        estimator: Any = None,
+        alpha: float | ArrayLike = 0.1,
+        conformity_score: str = "studentized",
+        curvature: str = "full",
+        prior_precision: str | float = "auto",
+        noise: str | float = "auto",
+        algorithm: str = "exact",
+        batch_size: int | None = None,
+    ):
+        self.estimator = estimator
+        self.alpha = alpha
+        self.conformity_score = conformity_score
+        self.curvature = curvature
+        self.prior_precision = prior_precision
+        self.noise = noise
+        self.algorithm = algorithm
+        self.batch_size = batch_size
+
+    # ---- parameters -------------------------------------------------------------------
+    def _validate_params(self) -> None:
+        self._validate_full_params()
+        if self.curvature not in ("full", "last_layer"):
+            raise ValueError(
+                f"`curvature` must be 'full' or 'last_layer', got {self.curvature!r}."
+            )
+        for name in ("prior_precision", "noise"):
+            value = getattr(self, name)
+            message = f"`{name}` must be 'auto' or a positive float, got {value!r}."
+            if isinstance(value, str):
+                if value != "auto":
+                    raise ValueError(message)
+            elif isinstance(value, bool) or not np.isfinite(value) or value <= 0:
+                raise ValueError(message)
+
+    def _default_estimator(self) -> BaseEstimator:
+        network = MLPRegressor(
+            hidden_layer_sizes=(50,),
+            activation="tanh",
+            solver="lbfgs",
+            alpha=1.0,
+            max_iter=5000,
+            tol=1e-9,
+            random_state=0,
+        )
+        return TransformedTargetRegressor(
+            regressor=make_pipeline(StandardScaler(), network), transformer=StandardScaler()
+        )
+
+    def _check_X(self, X: Any, *, reset: bool) -> Any:
+        model = self.estimator_ if hasattr(self, "estimator_") else self.estimator
+        if isinstance(model, Pipeline):  # the pipeline's own steps handle the input
+            validate_data(self, X, skip_check_array=True, reset=reset)
+            return X
+        return validate_data(self, X, dtype=float, reset=reset)
+
+    # ---- the linearised fit -----------------------------------------------------------
+    def _linearize(self, X: Any) -> Linearization:
+        """Linearisation of the model in the (standardised) target space it was trained in."""
+        inner, _, _ = _split_target_scaling(self.estimator_)
+        return linearize(inner, X, curvature=self.curvature)
+
+    def _prepare(self, lin: Linearization, y: NDArray, refine: bool) -> None:
+        """Noise, ridge strength, confidence machine and residuals of the fitting data."""
+        inner, self.target_shift_, self.target_scale_ = _split_target_scaling(self.estimator_)
+        raw = (y - self.target_shift_) / self.target_scale_ - lin.prediction
+        if self.noise == "auto":
+            noise = max(float(np.sqrt(np.mean(raw**2))), 1e-12)
+        else:
+            noise = float(self.noise) / self.target_scale_
+        self.noise_ = noise * self.target_scale_  # in the units of y
+        if self.prior_precision == "auto":
+            decay = weight_decay(inner)
+            if decay is None:
+                raise ValueError(
+                    f"prior_precision='auto' reads the weight decay of the model, but "
+                    f"{type(inner).__name__} has none that is known: pass "
+                    "prior_precision=<float>."
+                )
+            self.ridge_strength_ = float(decay)
+        else:
+            self.ridge_strength_ = noise**2 * float(self.prior_precision)
+        penalty = np.where(lin.penalized, self.ridge_strength_, 0.0)
+        self.machine_ = LinearConfidenceMachine(lin.jacobian, penalty)
+        if refine:
+            self.refinement_ = self.machine_.solve(raw)
+            self.training_residuals_ = raw - lin.jacobian @ self.refinement_
+        else:
+            self.refinement_ = None
+            self.training_residuals_ = raw
+
+    def fit(self, X: ArrayLike, y: ArrayLike, **fit_params: Any):
+        """Train a clone of the estimator (not a torch module or a FrozenEstimator) on all
+        the data, then linearise it there: full-CP mode.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+        **fit_params : dict
+            Passed to the estimator's ``fit``.
+
+        Returns
+        -------
+        self
+        """
+        self._validate_params()
+        model = self._default_estimator() if self.estimator is None else self.estimator
+        self.__dict__.pop("estimator_", None)
+        X = validate_data(self, X, skip_check_array=True, reset=True)
+        y = check_regression_target(y, len(X))
+        if _is_torch_module(model) or isinstance(model, FrozenEstimator):
+            self.estimator_ = model
+        else:
+            self.estimator_ = clone(model).fit(X, y, **fit_params)
+        X = self._check_X(X, reset=True)
+        self._prepare(self._linearize(X), y, refine=False)
+        self.mode_ = "full"
+        return self
+
+    def calibrate(self, X: ArrayLike, y: ArrayLike):
+        """Split+refine mode: freeze the trained network, fit the ridge machine on its
+        Jacobian features of held-out calibration data only (finite-sample valid).
+
+        Without a prior ``fit``, a fitted estimator or a torch module is used as is.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+
+        Returns
+        -------
+        self
+        """
+        self._validate_params()
+        if not hasattr(self, "estimator_"):
+            model = self.estimator
+            if model is None:
+                raise NotFittedError(
+                    "calibrate was called before fit and `estimator` is None: call "
+                    "fit(X_train, y_train) first, or pass a fitted model."
+                )
+            if not _is_torch_module(model):
+                try:
+                    check_is_fitted(model)
+                except NotFittedError:
+                    raise NotFittedError(
+                        "calibrate was called before fit and `estimator` is not fitted: call "
+                        "fit(X_train, y_train) first, or pass a fitted model."
+                    ) from None
+            self.estimator_ = model
+            validate_data(self, X, skip_check_array=True, reset=True)
+        X = self._check_X(X, reset=False)
+        y = check_regression_target(y, len(X))
+        self._prepare(self._linearize(X), y, refine=True)
+        self.mode_ = "split+refine"
+        return self
+
+    # ---- prediction ---------------------------------------------------------------------
+    def _test_features(self, X: Any) -> tuple[NDArray, NDArray]:
+        check_is_fitted(self, "machine_")
+        lin = self._linearize(self._check_X(X, reset=False))
+        centre = lin.prediction
+        if self.refinement_ is not None:
+            centre = centre + lin.jacobian @ self.refinement_
+        return lin.jacobian, centre
+
+    def _to_target(self, values: NDArray) -> NDArray:
+        return self.target_shift_ + self.target_scale_ * values
+
+    def predict_interval(self, X: Any, alpha: float | ArrayLike | None = None) -> NDArray:
+        return self._to_target(super().predict_interval(X, alpha=alpha))
+
+    predict_interval.__doc__ = FullConformalMixin.predict_interval.__doc__
+
+    def predict_set(
+        self, X: Any, alpha: float | None = None, union: bool = False
+    ) -> NDArray | list[NDArray]:
+        result = super().predict_set(X, alpha=alpha, union=union)
+        if union:
+            return [self._to_target(pieces) for pieces in result]
+        return self._to_target(result)
+
+    predict_set.__doc__ = FullConformalMixin.predict_set.__doc__
+
+    def predict_pvalue(self, X: Any, y_candidates: ArrayLike) -> NDArray:
+        check_is_fitted(self, "machine_")
+        candidates = (np.asarray(y_candidates, dtype=float) - self.target_shift_) / (
+            self.target_scale_
+        )
+        return super().predict_pvalue(X, candidates)
+
+    predict_pvalue.__doc__ = FullConformalMixin.predict_pvalue.__doc__
+
+    def predict(self, X: ArrayLike) -> NDArray:
+        """Centre of the intervals: the network's prediction (refined in split+refine mode).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+        """
+        return self._to_target(self._test_features(X)[1])
+
+    def predict_std(self, X: ArrayLike) -> NDArray:
+        """Linearised-Laplace predictive standard deviation ``noise * sqrt(1 + h(x))``.
+
+        The posterior is the Gaussian with the Gauss-Newton precision of the fitting data;
+        use it as the difficulty of a normalized split-conformal score (SCP-GN) or for
+        Laplace intervals ``predict(X) -/+ z * predict_std(X)``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+        """
+        features, _ = self._test_features(X)
+        step = self.batch_size or max(1, 2**22 // max(self.machine_.n_samples, 1))
+        leverage = np.concatenate(
+            [  # a loop over batches of rows
+                self.machine_.test_leverages(features[start : start + step])[0]
+                for start in range(0, features.shape[0], step)
+            ]
+        )
+        return self.noise_ * np.sqrt(1.0 + leverage)  # noise_ is in the units of y
