@@ -6,6 +6,7 @@ Public names only; see :mod:`uqconform.regression`, :mod:`uqconform.classificati
 
 from uqconform.classification import SplitConformalClassifier
 from uqconform.regression import (
+    ApproximateFullConformalRegressor,
     ConformalizedQuantileRegressor,
     FullConformalRidge,
     SplitConformalRegressor,
@@ -14,6 +15,7 @@ from uqconform.regression import (
 __version__ = "0.1.0.dev0"
 
 __all__ = [
+    "ApproximateFullConformalRegressor",
     "ConformalizedQuantileRegressor",
     "FullConformalRidge",
     "SplitConformalClassifier",

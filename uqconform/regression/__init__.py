@@ -1,10 +1,12 @@
 """Conformal regression: split (absolute, normalized, user scores), CQR, and full CP."""
 
+from uqconform.regression.acp import ApproximateFullConformalRegressor
 from uqconform.regression.cqr import ConformalizedQuantileRegressor
 from uqconform.regression.full import FullConformalRidge
 from uqconform.regression.split import SplitConformalRegressor
 
 __all__ = [
+    "ApproximateFullConformalRegressor",
     "ConformalizedQuantileRegressor",
     "FullConformalRidge",
     "SplitConformalRegressor",
