@@ -198,9 +198,9 @@ def conformal_quantile(
 def _warn_too_few(n: int, levels: NDArray) -> None:
     needed = int(np.ceil(1 / levels.min() - 1 - _RANK_TOLERANCE))
     warnings.warn(
-        f"Only {n} calibration scores: too few for alpha={levels.tolist()} "
-        f"(at least {needed} are needed), so the prediction set is the whole output space "
-        "(infinite interval, every class).",
+        f"Only {n} scores (calibration or training points): too few for "
+        f"alpha={levels.tolist()} (at least {needed} are needed), so the prediction set is the "
+        "whole output space (an infinite interval, or every class).",
         UserWarning,
         stacklevel=3,
     )

@@ -253,7 +253,8 @@ def exact_intervals(a: NDArray, b: NDArray, alphas: NDArray, warn: bool = True) 
         last = ok.shape[1] - 1 - np.argmax(ok[:, ::-1], axis=1)
         lower = np.where(has, position[rows, first], np.nan)
         upper_at = np.where(gap[rows, last], next_position[rows, last], position[rows, last])
-        upper = np.where(has, upper_at, np.nan)
+        # Only the unbounded left gap (-inf, first root] conforms: it ends at the first root.
+        upper = np.where(has, upper_at, np.where(base >= need, position[:, 0], np.nan))
         out[:, 0, j] = np.where(base >= need, -np.inf, lower)
         out[:, 1, j] = np.where(final >= need, np.inf, upper)
     return out

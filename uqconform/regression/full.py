@@ -123,9 +123,10 @@ class FullConformalMixin:
         """
         if not union:
             return self.predict_interval(X, alpha=alpha)
-        level = float(check_alpha(self.alpha if alpha is None else alpha, "alpha")[0])
-        if np.ndim(alpha) > 0 and np.size(alpha) > 1:
+        levels = check_alpha(self.alpha if alpha is None else alpha, "alpha")
+        if levels.size > 1:  # also when the constructor's alpha is a sequence
             raise ValueError("`alpha` must be a single level when union=True.")
+        level = float(levels[0])
         result: list[NDArray] = []
         for _, a, b in self._coefficient_batches(X):
             result.extend(exact_union(a, b, level))
@@ -233,6 +234,11 @@ class FullConformalRidge(FullConformalMixin, RegressorMixin, BaseEstimator):
                 "FullConformalRidge needs `estimator` to be sklearn.linear_model.Ridge or "
                 f"LinearRegression, got {type(model).__name__}; for other models use "
                 "ApproximateFullConformalRegressor."
+            )
+        if getattr(model, "positive", False):
+            raise ValueError(
+                "FullConformalRidge needs an unconstrained least-squares fit: `positive=True` "
+                "is not a linear function of y, so the ridge confidence machine does not apply."
             )
         return model
 

@@ -1,0 +1,564 @@
+"""Full conformal prediction for ridge (the ridge confidence machine) against its oracles.
+
+The oracles are independent of :mod:`uqconform.regression.crr`: the augmented hat matrix
+``H = Phi_aug (Phi_aug^T Phi_aug + Lambda)^-1 Phi_aug^T`` of the fit that includes the test
+point (checked once against ``sklearn.linear_model.Ridge`` refits), and the brute-force
+full-CP p-value on a grid of candidate labels computed from it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import pickle
+import warnings
+
+import numpy as np
+import pytest
+from conftest import Unchanged
+from sklearn.exceptions import NotFittedError
+from sklearn.linear_model import Lasso, LinearRegression, Ridge
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from uqconform import FullConformalRidge
+from uqconform.evaluation import coverage_bounds
+from uqconform.regression.crr import (
+    LinearConfidenceMachine,
+    exact_intervals,
+    exact_union,
+    fast_intervals,
+    p_values,
+    residual_coefficients,
+)
+
+SCORES = ["standard", "studentized", "deleted"]
+# n = 16 training points: (n + 1) alpha is never an integer for these levels, so no p-value
+# lands exactly on alpha and float rounding cannot decide membership.
+N_SMALL = 16
+ALPHAS = [0.1, 0.25, 0.4]
+
+
+# ---- the oracle ---------------------------------------------------------------------------------
+def small_data(n=N_SMALL, d=3, seed=0, n_test=4):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n + n_test, d))
+    y = X @ np.linspace(1.0, -0.5, d) + 0.7 * rng.normal(size=n + n_test)
+    return X[:n], y[:n], X[n:], y[n:]
+
+
+def augmented_hat(X, x, strength, intercept):
+    """Hat matrix of the ridge fit on the n training rows plus the test row ``x``."""
+    Phi = np.vstack([X, x])
+    if intercept:
+        Phi = np.column_stack([Phi, np.ones(len(Phi))])
+    penalty = np.full(Phi.shape[1], float(strength))
+    if intercept:
+        penalty[-1] = 0.0  # scikit-learn does not penalise the intercept
+    return Phi @ np.linalg.solve(Phi.T @ Phi + np.diag(penalty), Phi.T)
+
+
+def oracle_scores(X, y, x, grid, strength, intercept, score):
+    """Signed scores (g, n + 1) of the augmented refit for every candidate label in ``grid``
+    (last column: the test point), rescaled by the augmented leverages."""
+    H = augmented_hat(X, x, strength, intercept)
+    C = np.eye(len(H)) - H
+    labels = np.tile(np.append(y, 0.0), (len(grid), 1))
+    labels[:, -1] = grid
+    residuals = labels @ C.T
+    leverage = np.diag(H)
+    if score == "studentized":
+        residuals = residuals / np.sqrt(1.0 - leverage)
+    elif score == "deleted":
+        residuals = residuals / (1.0 - leverage)
+    return residuals
+
+
+def oracle_pvalues(X, y, x, grid, strength, intercept, score):
+    """p(y) = #{i <= n + 1 : |r_i| >= |r_test|} / (n + 1), and the distance to a tie."""
+    r = np.abs(oracle_scores(X, y, x, np.atleast_1d(grid), strength, intercept, score))
+    diff = r[:, :-1] - r[:, -1:]
+    p = ((diff >= 0).sum(axis=1) + 1) / r.shape[1]
+    return p, np.abs(diff).min(axis=1)
+
+
+def model(strength=1.0, intercept=True, **params):
+    return FullConformalRidge(Ridge(alpha=strength, fit_intercept=intercept), **params)
+
+
+# ---- 1. augmented hat matrix == rank-one formulas -----------------------------------------------
+@pytest.mark.parametrize("intercept", [False, True])
+def test_oracle_matches_sklearn_ridge_refits(intercept):
+    X, y, X_test, _ = small_data()
+    x = X_test[0]
+    for label in (-3.0, 0.4, 5.0):
+        fit = Ridge(alpha=0.7, fit_intercept=intercept).fit(np.vstack([X, x]), np.append(y, label))
+        expected = np.append(y, label) - fit.predict(np.vstack([X, x]))
+        got = oracle_scores(X, y, x, np.array([label]), 0.7, intercept, "standard")[0]
+        np.testing.assert_allclose(got, expected, atol=1e-10)
+
+
+@pytest.mark.parametrize("intercept", [False, True])
+@pytest.mark.parametrize("score", SCORES)
+def test_rank_one_coefficients_equal_augmented_hat_matrix(intercept, score):
+    X, y, X_test, _ = small_data(n=25, d=4, seed=1, n_test=6)
+    strength = 0.8
+    features = np.column_stack([X, np.ones(len(X))]) if intercept else X
+    test_features = np.column_stack([X_test, np.ones(len(X_test))]) if intercept else X_test
+    penalty = np.full(features.shape[1], strength)
+    if intercept:
+        penalty[-1] = 0.0
+    machine = LinearConfidenceMachine(features, penalty)
+    coef = machine.solve(y)
+    h_test, h_cross = machine.test_leverages(test_features)
+    a, b = residual_coefficients(
+        y - features @ coef, test_features @ coef, machine.leverage, h_test, h_cross, score
+    )
+    for row, x in enumerate(X_test):
+        H = augmented_hat(X, x, strength, intercept)
+        C = np.eye(len(H)) - H
+        A, B = C @ np.append(y, 0.0), C[:, -1]
+        scale = {
+            "standard": np.ones(len(H)),
+            "studentized": np.sqrt(1 - np.diag(H)),
+            "deleted": 1 - np.diag(H),
+        }[score]
+        np.testing.assert_allclose(a[row], A / scale, rtol=0, atol=1e-10)
+        np.testing.assert_allclose(b[row], B / scale, rtol=0, atol=1e-10)
+
+
+# ---- 2. exact intervals and p-values == brute-force full CP -------------------------------------
+@pytest.mark.parametrize("intercept", [False, True])
+@pytest.mark.parametrize("score", SCORES)
+def test_exact_intervals_and_pvalues_equal_brute_force(score, intercept):
+    X, y, X_test, _ = small_data(seed=2)
+    strength = 0.5
+    fitted = model(strength, intercept, alpha=ALPHAS, conformity_score=score).fit(X, y)
+    intervals = fitted.predict_interval(X_test)
+    assert intervals.shape == (len(X_test), 2, len(ALPHAS))
+    for row, x in enumerate(X_test):
+        centre = fitted.predict(x[None])[0]
+        grid = np.linspace(centre - 15.0, centre + 15.0, 2001)
+        step = grid[1] - grid[0]
+        p, tie = oracle_pvalues(X, y, x, grid, strength, intercept, score)
+        away = tie > 1e-9
+        np.testing.assert_array_equal(fitted.predict_pvalue(x[None], grid)[0][away], p[away])
+        for j, alpha in enumerate(ALPHAS):
+            inside = grid[p > alpha]
+            assert grid[0] < inside.min() and inside.max() < grid[-1]  # bounded sets here
+            low, high = intervals[row, :, j]
+            assert abs(low - inside.min()) <= step
+            assert abs(high - inside.max()) <= step
+
+
+def test_pvalue_shapes_and_single_candidates():
+    X, y, X_test, y_test = small_data(seed=3)
+    fitted = model(conformity_score="studentized").fit(X, y)
+    per_row = fitted.predict_pvalue(X_test, y_test)
+    assert per_row.shape == (len(X_test),)
+    grid = fitted.predict_pvalue(X_test, np.linspace(-2, 2, 7))
+    assert grid.shape == (len(X_test), 7)
+    both = fitted.predict_pvalue(X_test, np.column_stack([y_test, y_test + 1.0]))
+    np.testing.assert_array_equal(both[:, 0], per_row)
+    for row, x in enumerate(X_test):
+        expected, _ = oracle_pvalues(X, y, x, y_test[row], 1.0, True, "studentized")
+        assert per_row[row] == expected[0]
+
+
+# ---- 3. just inside / just outside; the union of intervals --------------------------------------
+def _step(value):
+    return 1e-7 * max(1.0, abs(value))
+
+
+@pytest.mark.parametrize("score", SCORES)
+def test_pvalue_exceeds_alpha_just_inside_and_not_just_outside(score):
+    X, y, X_test, _ = small_data(n=30, d=4, seed=4, n_test=8)
+    fitted = model(0.3, True, alpha=ALPHAS, conformity_score=score).fit(X, y)
+    intervals = fitted.predict_interval(X_test)
+    for row, x in enumerate(X_test):
+        for j, alpha in enumerate(ALPHAS):
+            low, high = intervals[row, :, j]
+            probes = [low + _step(low), low - _step(low), high - _step(high), high + _step(high)]
+            p, _ = oracle_pvalues(X, y, x, np.array(probes), 0.3, True, score)
+            assert p[0] > alpha and p[2] > alpha
+            assert p[1] <= alpha and p[3] <= alpha
+
+
+def _union_case(score, seed):
+    """Small, low-regularised fits and far test points: with the standard score, training
+    residuals that grow faster in ``y`` than the test residual make the set non-convex."""
+    X, y, X_test, _ = small_data(n=N_SMALL, d=5, seed=seed, n_test=10)
+    X_test = X_test * 5.0  # far test points: high leverage
+    return X, y, X_test, model(0.05, True, alpha=0.25, conformity_score=score).fit(X, y)
+
+
+@pytest.mark.parametrize("score", SCORES)
+def test_exact_union_pieces_gaps_and_hull(score):
+    pieces_seen = 0
+    for seed in range(6):
+        X, y, X_test, fitted = _union_case(score, seed)
+        unions = fitted.predict_set(X_test, union=True)
+        hulls = fitted.predict_interval(X_test)
+        for row, x in enumerate(X_test):
+            union = unions[row]
+            assert union.shape[1] == 2 and len(union) >= 1
+            assert (union[:, 0] <= union[:, 1]).all() and (union[1:, 0] > union[:-1, 1]).all()
+            np.testing.assert_array_equal([union[0, 0], union[-1, 1]], hulls[row])
+            pieces_seen += len(union) - 1
+            finite = union[np.isfinite(union).all(axis=1) & (union[:, 1] > union[:, 0])]
+            middles = finite.mean(axis=1)
+            gaps = (union[1:, 0] + union[:-1, 1]) / 2
+            p_mid, _ = oracle_pvalues(X, y, x, middles, 0.05, True, score)
+            p_gap, _ = oracle_pvalues(X, y, x, gaps, 0.05, True, score)
+            assert (p_mid > 0.25).all() and (p_gap <= 0.25).all()
+            # every piece ends where the p-value drops to alpha or below
+            ends = union[np.isfinite(union[:, 1]), 1]
+            starts = union[np.isfinite(union[:, 0]), 0]
+            p_in, _ = oracle_pvalues(X, y, x, ends - [_step(e) for e in ends], 0.05, True, score)
+            p_out, _ = oracle_pvalues(X, y, x, ends + [_step(e) for e in ends], 0.05, True, score)
+            assert (p_in > 0.25).all() and (p_out <= 0.25).all()
+            p_in, _ = oracle_pvalues(
+                X, y, x, starts + [_step(s) for s in starts], 0.05, True, score
+            )
+            p_out, _ = oracle_pvalues(
+                X, y, x, starts - [_step(s) for s in starts], 0.05, True, score
+            )
+            assert (p_in > 0.25).all() and (p_out <= 0.25).all()
+    if score == "standard":
+        assert pieces_seen > 0, "no non-convex set: the union checks above were vacuous"
+
+
+def _exact_p(a, b, y):
+    """p(y) for integer-valued coefficients, in exact rational arithmetic."""
+    from fractions import Fraction
+
+    y = Fraction(y)
+    test = abs(int(a[-1]) + int(b[-1]) * y)
+    conforming = sum(
+        abs(int(ai) + int(bi) * y) >= test for ai, bi in zip(a[:-1], b[:-1], strict=True)
+    )
+    return Fraction(conforming + 1, len(a))
+
+
+def test_sweep_on_degenerate_coefficients_matches_exact_arithmetic():
+    """Integer coefficients make ties, equal slopes and coinciding roots common; the sweep is
+    compared with p-values in exact rational arithmetic at every root and between them."""
+    from fractions import Fraction
+
+    rng = np.random.default_rng(5)
+    for _ in range(400):
+        n = int(rng.integers(1, 8))
+        a = rng.integers(-3, 4, size=(1, n + 1)).astype(float)
+        b = rng.integers(-2, 3, size=(1, n + 1)).astype(float)
+        b[0, -1] = rng.integers(1, 3)
+        alpha = float(rng.choice([0.3, 0.45, 0.6, 0.8]))
+        level = Fraction(alpha).limit_denominator(100)
+        roots = set()
+        for ai, bi in zip(a[0, :-1], b[0, :-1], strict=True):
+            for sign in (1, -1):
+                if bi != sign * b[0, -1]:
+                    roots.add(Fraction(int(sign * a[0, -1] - ai), int(bi - sign * b[0, -1])))
+        roots = sorted(roots) or [Fraction(0)]
+        probes = [roots[0] - 1, *roots, roots[-1] + 1]
+        probes += [(u + v) / 2 for u, v in itertools.pairwise(roots)]
+        member = {q: _exact_p(a[0], b[0], q) > level for q in probes}
+        left, right = (_exact_p(a[0], b[0], s * 10**9) > level for s in (-1, 1))
+        inside = sorted(q for q in probes if member[q])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            hull = exact_intervals(a, b, np.array([alpha]))[0, :, 0]
+            union = exact_union(a, b, alpha)[0]
+        expected = [
+            -np.inf if left else float(inside[0]),
+            np.inf if right else float(inside[-1]),
+        ]
+        np.testing.assert_allclose(hull, expected, atol=1e-12)
+        for q in probes:
+            covered = ((union[:, 0] <= float(q) + 1e-12) & (float(q) - 1e-12 <= union[:, 1])).any()
+            assert covered == member[q], (a, b, alpha, float(q))
+
+
+# ---- 4. unbounded sets --------------------------------------------------------------------------
+@pytest.mark.parametrize("algorithm", ["exact", "fast"])
+def test_alpha_below_one_over_n_plus_one_gives_the_real_line(algorithm):
+    X, y, X_test, _ = small_data()
+    fitted = model(algorithm=algorithm, alpha=0.5 / (N_SMALL + 1)).fit(X, y)
+    with pytest.warns(UserWarning, match="too few"):
+        intervals = fitted.predict_interval(X_test)
+    assert np.isneginf(intervals[:, 0]).all() and np.isposinf(intervals[:, 1]).all()
+
+
+def test_high_leverage_point_can_give_an_unbounded_standard_set():
+    """Far from the data with almost no ridge penalty, some training residuals grow faster in
+    ``y`` than the test residual (``|b_i| > b_test``), so |r_i| >= |r_test| holds for every
+    large |y|: the full-CP set is unbounded although alpha > 1 / (n + 1)."""
+    X, y, _, _ = small_data(n=20, seed=6)
+    x = np.array([40.0, 40.0, 40.0])
+    fitted = model(1e-6, False, alpha=0.1).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "too few" warning: alpha is large enough
+        interval = fitted.predict_interval(x[None])[0]
+        union = fitted.predict_set(x[None], union=True)[0]
+    assert np.isinf(interval).all()
+    np.testing.assert_array_equal([union[0, 0], union[-1, 1]], interval)
+    far = np.array([-1e6, 1e6]) + fitted.predict(x[None])[0]
+    p, _ = oracle_pvalues(X, y, x, far, 1e-6, False, "standard")
+    assert (p > 0.1).all()
+    # the studentized score adapts to the leverage and stays bounded here
+    studentized = model(1e-6, False, alpha=0.1, conformity_score="studentized").fit(X, y)
+    assert np.isfinite(studentized.predict_interval(x[None])).all()
+
+
+# ---- 5. vanishing leverages ---------------------------------------------------------------------
+@pytest.mark.parametrize("score", ["studentized", "deleted"])
+def test_rescaled_scores_reduce_to_standard_under_huge_ridge_strength(score):
+    X, y, X_test, _ = small_data(n=40, seed=7, n_test=10)
+    standard = model(1e9, False, alpha=ALPHAS).fit(X, y).predict_interval(X_test)
+    rescaled = model(1e9, False, alpha=ALPHAS, conformity_score=score).fit(X, y)
+    np.testing.assert_allclose(rescaled.predict_interval(X_test), standard, rtol=1e-6)
+
+
+@pytest.mark.parametrize("score", ["studentized", "deleted"])
+def test_rescaled_scores_approach_standard_as_n_grows(score):
+    gaps = []
+    for n in (50, 5000):
+        X, y, X_test, _ = small_data(n=n, d=2, seed=8, n_test=20)
+        standard = model(1.0, True, alpha=0.1).fit(X, y)
+        rescaled = model(1.0, True, alpha=0.1, conformity_score=score).fit(X, y)
+        a, b = standard.predict_interval(X_test), rescaled.predict_interval(X_test)
+        leverage = rescaled.machine_.leverage.max()
+        width = np.ptp(a, axis=1).max()
+        # 1 / (1 - h) - 1 <= 2h for h <= 1/2: endpoints move by about h times the width
+        assert np.abs(a - b).max() <= 4 * leverage * width
+        gaps.append(np.abs(a - b).max())
+    assert gaps[1] < gaps[0] / 10
+
+
+# ---- 6. the Burnaev-Vovk algorithm --------------------------------------------------------------
+@pytest.mark.parametrize("intercept", [False, True])
+@pytest.mark.parametrize("score", SCORES)
+def test_fast_equals_two_one_sided_brute_force_machines(score, intercept):
+    """When every training slope is below the test slope (the usual case), the Burnaev-Vovk
+    interval is exactly ``{p_low > alpha/2} & {p_up > alpha/2}`` for signed residuals."""
+    X, y, X_test, _ = small_data(n=40, seed=9, n_test=4)
+    fitted = model(0.5, intercept, alpha=[0.2, 0.5], algorithm="fast", conformity_score=score)
+    intervals = fitted.fit(X, y).predict_interval(X_test)
+    for row, x in enumerate(X_test):
+        centre = fitted.predict(x[None])[0]
+        grid = np.linspace(centre - 10, centre + 10, 2001)
+        r = oracle_scores(X, y, x, grid, 0.5, intercept, score)
+        slopes = oracle_scores(X, y, x, np.array([0.0, 1.0]), 0.5, intercept, score)
+        assert (np.diff(slopes, axis=0)[0, :-1] < np.diff(slopes, axis=0)[0, -1]).all()
+        p_up = ((r[:, :-1] >= r[:, -1:]).sum(axis=1) + 1) / r.shape[1]
+        p_low = ((r[:, :-1] <= r[:, -1:]).sum(axis=1) + 1) / r.shape[1]
+        for j, alpha in enumerate([0.2, 0.5]):
+            inside = grid[(p_up > alpha / 2) & (p_low > alpha / 2)]
+            assert grid[0] < inside.min() and inside.max() < grid[-1]
+            np.testing.assert_allclose(
+                intervals[row, :, j], [inside.min(), inside.max()], atol=grid[1] - grid[0]
+            )
+
+
+@pytest.mark.parametrize("score", SCORES)
+def test_fast_equals_exact_for_symmetric_residuals_at_zero_leverage(score):
+    """Mirrored training data (x, y) and (-x, -y) give residuals symmetric about 0 with equal
+    leverages in pairs, and a test point at the origin has zero (cross-)leverage. Then the
+    exact set is ``[-q, q]`` with ``q`` the ``floor((n+1) alpha)``-th largest |score|, and
+    Burnaev-Vovk takes the ``floor((n+1) alpha / 2)``-th signed score on each side: equal
+    whenever ``floor((n+1) alpha)`` is even (the only case theory makes them identical)."""
+    X, y, _, _ = small_data(n=25, seed=10)
+    X, y = np.vstack([X, -X]), np.append(y, -y)  # n = 50, n + 1 = 51
+    origin = np.zeros((1, X.shape[1]))
+    alphas = [0.1, 0.2, 0.4]  # floor(51 alpha) = 5 (odd), 10, 20
+    exact = model(0.5, False, alpha=alphas, conformity_score=score).fit(X, y)
+    fast = model(0.5, False, alpha=alphas, conformity_score=score, algorithm="fast").fit(X, y)
+    e, f = exact.predict_interval(origin)[0], fast.predict_interval(origin)[0]
+    np.testing.assert_allclose(e[:, 1:], f[:, 1:], rtol=1e-12)
+    np.testing.assert_allclose(e[0], -e[1], rtol=1e-12)
+    # the odd case: Burnaev-Vovk uses floor(5 / 2) = 2 per side, exact uses 5 in total
+    assert f[0, 0] < e[0, 0] and f[1, 0] > e[1, 0]
+
+
+def test_fast_intervals_function_matches_estimator():
+    X, y, X_test, _ = small_data(seed=11)
+    fitted = model(algorithm="fast", alpha=ALPHAS[1:]).fit(X, y)
+    features = np.column_stack([X_test, np.ones(len(X_test))])
+    h_test, h_cross = fitted.machine_.test_leverages(features)
+    a, b = residual_coefficients(
+        fitted.training_residuals_,
+        fitted.predict(X_test),
+        fitted.machine_.leverage,
+        h_test,
+        h_cross,
+    )
+    np.testing.assert_array_equal(
+        fast_intervals(a, b, np.array(ALPHAS[1:])), fitted.predict_interval(X_test)
+    )
+    candidates = np.column_stack([fitted.predict(X_test), y[: len(X_test)]])
+    np.testing.assert_array_equal(
+        p_values(a, b, candidates), fitted.predict_pvalue(X_test, candidates)
+    )
+
+
+# ---- 7. coverage (slow) ---------------------------------------------------------------------
+R_COVERAGE = 3000
+N_TRAIN = 100
+
+
+def _coverage_hits(params, alphas, seed):
+    """Covered count per level: one test point per fresh Gaussian linear training set."""
+    hits = np.zeros(len(alphas))
+    for r in range(R_COVERAGE):
+        rng = np.random.default_rng([seed, r])
+        X = rng.normal(size=(N_TRAIN + 1, 5))
+        y = X @ np.array([1.0, -2.0, 0.5, 0.0, 0.0]) + 3.0 + rng.normal(size=N_TRAIN + 1)
+        fitted = model(1.0, True, alpha=alphas, **params).fit(X[:-1], y[:-1])
+        interval = fitted.predict_interval(X[-1:])[0]
+        hits += (interval[0] <= y[-1]) & (y[-1] <= interval[1])
+    return hits / R_COVERAGE
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"conformity_score": "standard"},
+        {"conformity_score": "studentized"},
+        {"conformity_score": "deleted"},
+        {"conformity_score": "standard", "algorithm": "fast"},
+        {"conformity_score": "studentized", "algorithm": "fast"},
+    ],
+    ids=["standard", "studentized", "deleted", "fast-standard", "fast-studentized"],
+)
+def test_pooled_coverage_of_full_conformal_ridge(params):
+    """Why one test point per training set, and why coverage_bounds(n, alpha, 1, R) is exact.
+
+    With continuous scores the n + 1 scores of the augmented fit at the true label are
+    exchangeable and almost surely distinct, so the test point is covered with probability
+    exactly ``1 - floor((n + 1) alpha) / (n + 1)``, the same mean as split CP with n
+    calibration points. But the coverage *conditional on the training set* is not the
+    ``Beta(n + 1 - l, l)`` of split CP for full CP (the set depends on the training data
+    through the refits), so the Beta-Binomial law of many test points sharing a training set
+    does not apply and its dispersion is unknown. Drawing a fresh training set for each single
+    test point makes the ``R`` coverage indicators independent Bernoulli variables with that
+    exact mean: their sum is Binomial, which is what ``coverage_bounds`` returns for
+    ``n_test=1`` (a Beta-Binomial with one trial is a Bernoulli of the same mean). The fitting
+    is cheap, so R = 3000 resplits. Burnaev-Vovk misses with probability at most
+    ``2 floor((n + 1) alpha / 2) / (n + 1) <= floor((n + 1) alpha) / (n + 1)``: only its
+    lower side is checked.
+    """
+    alphas = [0.1, 0.2]
+    coverage = _coverage_hits(params, alphas, seed=12)
+    bounds = coverage_bounds(N_TRAIN, alphas, 1, confidence=0.999, n_repeats=R_COVERAGE)
+    for c, (low, high), alpha in zip(coverage, bounds, alphas, strict=True):
+        assert c >= low, f"alpha={alpha}: coverage {c:.4f} below [{low}, {high}]"
+        if params.get("algorithm") != "fast":
+            assert c <= high, f"alpha={alpha}: coverage {c:.4f} above [{low}, {high}]"
+
+
+# ---- 8. bad input and scikit-learn conventions ------------------------------------------------
+@pytest.mark.parametrize("alpha", [0.0, 1.0, -0.1, 1.5, np.nan, [0.1, np.nan]])
+def test_bad_alpha_is_refused(alpha):
+    X, y, X_test, _ = small_data()
+    with pytest.raises(ValueError, match="alpha"):
+        model(alpha=alpha).fit(X, y)
+    fitted = model().fit(X, y)
+    with pytest.raises(ValueError, match="alpha"):
+        fitted.predict_interval(X_test, alpha=alpha)
+
+
+def test_bad_parameters_are_refused():
+    X, y, _, _ = small_data()
+    with pytest.raises(ValueError, match="conformity_score"):
+        model(conformity_score="absolute").fit(X, y)
+    with pytest.raises(ValueError, match="algorithm"):
+        model(algorithm="burnaev").fit(X, y)
+    with pytest.raises(ValueError, match="batch_size"):
+        model(batch_size=0).fit(X, y)
+    with pytest.raises(TypeError, match="Ridge or LinearRegression"):
+        FullConformalRidge(Lasso()).fit(X, y)
+    with pytest.raises(ValueError, match="must be >= 0"):
+        FullConformalRidge(Ridge(alpha=-1.0)).fit(X, y)
+    with pytest.raises(ValueError, match="positive"):
+        FullConformalRidge(Ridge(positive=True)).fit(X, y)
+
+
+def test_bad_data_is_refused():
+    X, y, X_test, _ = small_data()
+    for bad in (np.nan, np.inf):
+        with pytest.raises(ValueError, match="NaN or infinite"):
+            model().fit(X, np.append(y[:-1], bad))
+    with pytest.raises(ValueError, match="entries"):
+        model().fit(X, y[:-1])
+    fitted = model().fit(X, y)
+    with pytest.raises(ValueError, match="features"):
+        fitted.predict_interval(X_test[:, :2])
+    for shape in [(), (len(X_test) + 1, 2), (len(X_test), 2, 1)]:
+        with pytest.raises(ValueError, match="y_candidates"):
+            fitted.predict_pvalue(X_test, np.zeros(shape))
+    with pytest.raises(ValueError, match="y_candidates"):
+        fitted.predict_pvalue(X_test, np.full(len(X_test), np.nan))
+    with pytest.raises(ValueError, match="single level"):
+        fitted.predict_set(X_test, alpha=[0.1, 0.2], union=True)
+    with pytest.raises(ValueError, match="single level"):
+        model(alpha=[0.1, 0.2]).fit(X, y).predict_set(X_test, union=True)
+
+
+def test_predicting_before_fit_raises_not_fitted():
+    _, _, X_test, y_test = small_data()
+    for method in ("predict", "predict_interval", "predict_set"):
+        with pytest.raises(NotFittedError):
+            getattr(model(), method)(X_test)
+    with pytest.raises(NotFittedError):
+        model().predict_pvalue(X_test, y_test)
+
+
+def test_inputs_are_not_modified_and_batches_agree():
+    X, y, X_test, y_test = small_data(n=30, seed=13, n_test=11)
+    unchanged = Unchanged(X, y, X_test, y_test)
+    whole = model(alpha=ALPHAS, conformity_score="deleted").fit(X, y)
+    batched = model(alpha=ALPHAS, conformity_score="deleted", batch_size=3).fit(X, y)
+    np.testing.assert_array_equal(whole.predict_interval(X_test), batched.predict_interval(X_test))
+    np.testing.assert_array_equal(
+        whole.predict_pvalue(X_test, y_test), batched.predict_pvalue(X_test, y_test)
+    )
+    for mine, theirs in zip(
+        whole.predict_set(X_test, alpha=0.25, union=True),
+        batched.predict_set(X_test, alpha=0.25, union=True),
+        strict=True,
+    ):
+        np.testing.assert_array_equal(mine, theirs)
+    single = whole.predict_interval(X_test, alpha=0.25)
+    np.testing.assert_array_equal(single, whole.predict_interval(X_test)[:, :, 1])
+    unchanged.check()
+
+
+def test_linear_regression_and_predict_match_sklearn():
+    X, y, X_test, _ = small_data(n=30, seed=14)
+    for estimator in (Ridge(alpha=2.0), LinearRegression(), Ridge(alpha=0.5, fit_intercept=False)):
+        fitted = FullConformalRidge(estimator).fit(X, y)
+        reference = estimator.fit(X, y).predict(X_test)
+        np.testing.assert_allclose(fitted.predict(X_test), reference, atol=1e-10)
+        interval = fitted.predict_interval(X_test)
+        assert (interval[:, 0] < reference).all() and (reference < interval[:, 1]).all()
+
+
+@pytest.mark.parametrize("algorithm", ["exact", "fast"])
+def test_pickle_round_trip_gives_identical_intervals(algorithm):
+    X, y, X_test, y_test = small_data(seed=15)
+    fitted = model(alpha=ALPHAS[1:], algorithm=algorithm, conformity_score="studentized")
+    fitted.fit(X, y)
+    twin = pickle.loads(pickle.dumps(fitted))
+    np.testing.assert_array_equal(twin.predict_interval(X_test), fitted.predict_interval(X_test))
+    np.testing.assert_array_equal(
+        twin.predict_pvalue(X_test, y_test), fitted.predict_pvalue(X_test, y_test)
+    )
+
+
+@parametrize_with_checks(
+    [
+        FullConformalRidge(),
+        FullConformalRidge(LinearRegression(), conformity_score="studentized", algorithm="fast"),
+    ]
+)
+def test_sklearn_estimator_checks(estimator, check):
+    """No expected failures: every check passes."""
+    check(estimator)
