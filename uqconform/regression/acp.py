@@ -27,10 +27,11 @@ from sklearn.frozen import FrozenEstimator
 from sklearn.neural_network import MLPRegressor
 from sklearn.pipeline import Pipeline, make_pipeline
 from sklearn.preprocessing import StandardScaler
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils import get_tags
+from sklearn.utils.validation import _num_samples, check_is_fitted, validate_data
 
 from uqconform.base import check_regression_target
-from uqconform.linearize import Linearization, linearize, weight_decay
+from uqconform.linearize import Linearization, _unwrap, linearize, weight_decay
 from uqconform.regression.crr import LinearConfidenceMachine
 from uqconform.regression.full import FullConformalMixin
 
@@ -39,6 +40,20 @@ __all__ = ["ApproximateFullConformalRegressor"]
 
 def _is_torch_module(model: Any) -> bool:
     return hasattr(model, "named_parameters") and not hasattr(model, "fit")
+
+
+def _check_kind(model: Any) -> None:
+    """Raise TypeError before any training unless the model can be linearised."""
+    if isinstance(model, FrozenEstimator):
+        model = model.estimator
+    if isinstance(model, TransformedTargetRegressor):
+        model = model.regressor
+        if model is None:
+            raise TypeError(
+                "ApproximateFullConformalRegressor needs "
+                "TransformedTargetRegressor(regressor=...) to name its regressor."
+            )
+    _unwrap(model, None)  # TypeError naming the supported kinds
 
 
 def _split_target_scaling(model: Any) -> tuple[Any, float, float]:
@@ -142,6 +157,15 @@ class ApproximateFullConformalRegressor(FullConformalMixin, RegressorMixin, Base
         self.algorithm = algorithm
         self.batch_size = batch_size
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        model = self.estimator
+        if model is None or _is_torch_module(model):  # the default scales X: dense only
+            tags.input_tags.sparse = False
+        else:
+            tags.input_tags.sparse = get_tags(model).input_tags.sparse
+        return tags
+
     # ---- parameters -------------------------------------------------------------------
     def _validate_params(self) -> None:
         self._validate_full_params()
@@ -172,12 +196,17 @@ class ApproximateFullConformalRegressor(FullConformalMixin, RegressorMixin, Base
             regressor=make_pipeline(StandardScaler(), network), transformer=StandardScaler()
         )
 
-    def _check_X(self, X: Any, *, reset: bool) -> Any:
-        model = self.estimator_ if hasattr(self, "estimator_") else self.estimator
+    def _check_X(self, X: Any, *, reset: bool, model: Any = None) -> Any:
+        if model is None:
+            model = self.estimator_ if hasattr(self, "estimator_") else self.estimator
+        if isinstance(model, FrozenEstimator):
+            model = model.estimator
         if isinstance(model, Pipeline):  # the pipeline's own steps handle the input
             validate_data(self, X, skip_check_array=True, reset=reset)
             return X
-        return validate_data(self, X, dtype=float, reset=reset)
+        # Sparse input is densified by the linearisation; a torch module needs dense input.
+        sparse = False if _is_torch_module(model) else ["csr", "csc"]
+        return validate_data(self, X, dtype=float, accept_sparse=sparse, reset=reset)
 
     # ---- the linearised fit -----------------------------------------------------------
     def _linearize(self, X: Any) -> Linearization:
@@ -231,14 +260,15 @@ class ApproximateFullConformalRegressor(FullConformalMixin, RegressorMixin, Base
         """
         self._validate_params()
         model = self._default_estimator() if self.estimator is None else self.estimator
+        if not _is_torch_module(model):
+            _check_kind(model)  # before training
         self.__dict__.pop("estimator_", None)
-        X = validate_data(self, X, skip_check_array=True, reset=True)
-        y = check_regression_target(y, len(X))
+        X = self._check_X(X, reset=True, model=model)
+        y = check_regression_target(y, _num_samples(X))
         if _is_torch_module(model) or isinstance(model, FrozenEstimator):
             self.estimator_ = model
         else:
             self.estimator_ = clone(model).fit(X, y, **fit_params)
-        X = self._check_X(X, reset=True)
         self._prepare(self._linearize(X), y, refine=False)
         self.mode_ = "full"
         return self
@@ -267,6 +297,7 @@ class ApproximateFullConformalRegressor(FullConformalMixin, RegressorMixin, Base
                     "fit(X_train, y_train) first, or pass a fitted model."
                 )
             if not _is_torch_module(model):
+                _check_kind(model)
                 try:
                     check_is_fitted(model)
                 except NotFittedError:
@@ -275,9 +306,10 @@ class ApproximateFullConformalRegressor(FullConformalMixin, RegressorMixin, Base
                         "fit(X_train, y_train) first, or pass a fitted model."
                     ) from None
             self.estimator_ = model
-            validate_data(self, X, skip_check_array=True, reset=True)
-        X = self._check_X(X, reset=False)
-        y = check_regression_target(y, len(X))
+            X = self._check_X(X, reset=True)
+        else:
+            X = self._check_X(X, reset=False)
+        y = check_regression_target(y, _num_samples(X))
         self._prepare(self._linearize(X), y, refine=True)
         self.mode_ = "split+refine"
         return self

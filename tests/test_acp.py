@@ -1,0 +1,576 @@
+"""ACP-GN (approximate full CP by Gauss-Newton influence) against its oracles.
+
+* Around a linear model the linearisation is exact, so ACP-GN must equal the ridge confidence
+  machine :class:`~uqconform.FullConformalRidge` (itself checked against brute-force refits
+  in ``test_full.py``).
+* Around a network, the predictive standard deviation is recomputed here from the Jacobian
+  with an explicitly built Gauss-Newton matrix, the torch path is compared with an
+  ``MLPRegressor`` carrying the same weights, and the split+refine mode around a prefit
+  ridge is compared with ``FullConformalRidge`` on the calibration residuals.
+* Coverage: split+refine is exact full CP of a frozen feature map (finite-sample valid);
+  full mode has no finite-sample guarantee and is checked where the linearisation is good.
+"""
+
+from __future__ import annotations
+
+import pickle
+import warnings
+
+import numpy as np
+import pytest
+from conftest import Unchanged
+from sklearn.base import clone
+from sklearn.datasets import load_diabetes
+from sklearn.exceptions import NotFittedError
+from sklearn.linear_model import LinearRegression, LogisticRegression, Ridge
+from sklearn.neighbors import KNeighborsRegressor
+from sklearn.neural_network import MLPRegressor
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from uqconform import FullConformalRidge
+from uqconform.evaluation import coverage_bounds
+from uqconform.linearize import linearize
+from uqconform.regression.acp import ApproximateFullConformalRegressor as ACP
+
+SCORES = ["standard", "studentized", "deleted"]
+# n = 30 training points: (n + 1) alpha is not an integer for these levels.
+ALPHAS = [0.1, 0.25, 0.4]
+
+
+# ---- data and models ---------------------------------------------------------------------------
+def linear_data(n=30, d=3, seed=0, n_test=8):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n + n_test, d))
+    y = X @ np.linspace(1.0, -0.5, d) + 0.7 * rng.normal(size=n + n_test)
+    return X[:n], y[:n], X[n:], y[n:]
+
+
+def smooth_data(n, seed, noise=0.3, n_test=0):
+    """A smooth 1-D function plus Gaussian noise."""
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(-2.0, 2.0, size=(n + n_test, 1))
+    y = np.sin(1.5 * x[:, 0]) + 0.3 * x[:, 0] + noise * rng.normal(size=n + n_test)
+    return x[:n], y[:n], x[n:], y[n:]
+
+
+def mlp(activation="tanh", hidden=(6,), alpha=1.0, seed=0, **params):
+    return MLPRegressor(
+        hidden_layer_sizes=hidden,
+        activation=activation,
+        solver="lbfgs",
+        alpha=alpha,
+        tol=1e-12,
+        max_iter=10000,
+        random_state=seed,
+        **params,
+    )
+
+
+def fitted_mlp(activation="tanh", seed=0, hidden=(4,), alpha=1e-3):
+    """An MLP trained (to a stationary point) on 60 points of a 2-D problem.
+
+    Small weight decay and 4 units: no dead or switched-off unit, so the Gauss-Newton matrix
+    is well conditioned (condition number < 1e7 for the three activations) and leverages are
+    accurate to many digits. Larger decay switches units off; their unpenalised biases then
+    have (near) zero curvature (see ``test_singular_curvature_is_handled_by_jitter``).
+    """
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(70, 2))
+    y = np.tanh(X[:, 0]) - 0.25 * X[:, 1] ** 2 + 0.2 * rng.normal(size=70)
+    network = mlp(activation, hidden=hidden, alpha=alpha)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # an lbfgs ConvergenceWarning at tol=1e-12 is harmless
+        model = ACP(network, alpha=ALPHAS).fit(X[:60], y[:60])
+    return model, X[:60], y[:60], X[60:], y[60:]
+
+
+def _inside(intervals, values):
+    return (intervals[:, 0] <= values) & (values <= intervals[:, 1])
+
+
+# ---- 1. linear models: ACP-GN == the ridge confidence machine -----------------------------------
+LINEAR = {
+    "ridge_0.1": lambda: Ridge(alpha=0.1),
+    "ridge_3": lambda: Ridge(alpha=3.0),
+    "ridge_3_no_intercept": lambda: Ridge(alpha=3.0, fit_intercept=False),
+    "ridge_0.5_no_intercept": lambda: Ridge(alpha=0.5, fit_intercept=False),
+    "ols": lambda: LinearRegression(),
+}
+
+
+@pytest.mark.parametrize("algorithm", ["exact", "fast"])
+@pytest.mark.parametrize("score", SCORES)
+@pytest.mark.parametrize("linear", LINEAR)
+def test_linear_model_equals_full_conformal_ridge(linear, score, algorithm):
+    X, y, X_test, y_test = linear_data(seed=len(linear))
+    params = {"alpha": ALPHAS, "conformity_score": score, "algorithm": algorithm}
+    acp = ACP(LINEAR[linear](), **params).fit(X, y)
+    oracle = FullConformalRidge(LINEAR[linear](), **params).fit(X, y)
+    assert acp.mode_ == "full"
+    np.testing.assert_allclose(acp.predict(X_test), oracle.predict(X_test), rtol=0, atol=1e-10)
+    got, expected = acp.predict_interval(X_test), oracle.predict_interval(X_test)
+    assert got.shape == (len(X_test), 2, len(ALPHAS))
+    np.testing.assert_allclose(got, expected, rtol=1e-8, atol=1e-8)
+    np.testing.assert_allclose(
+        acp.predict_interval(X_test, alpha=0.25), expected[:, :, 1], rtol=1e-8, atol=1e-8
+    )
+    # p-values: candidate labels generic (no tie within rounding error of a root)
+    grid = np.linspace(-4.0, 4.0, 41) + 1e-3 * np.pi
+    np.testing.assert_array_equal(
+        acp.predict_pvalue(X_test, grid), oracle.predict_pvalue(X_test, grid)
+    )
+    np.testing.assert_array_equal(
+        acp.predict_pvalue(X_test, y_test), oracle.predict_pvalue(X_test, y_test)
+    )
+    for mine, theirs in zip(
+        acp.predict_set(X_test, alpha=0.25, union=True),
+        oracle.predict_set(X_test, alpha=0.25, union=True),
+        strict=True,
+    ):
+        assert mine.shape == theirs.shape
+        np.testing.assert_allclose(mine, theirs, rtol=1e-8, atol=1e-8)
+
+
+def test_linear_model_in_split_refine_mode_is_ridge_on_the_calibration_residuals():
+    """A prefit ridge, calibrated: ridge in the update ``delta`` (prior centred at the prefit
+    coefficients) on the calibration residuals, i.e. FullConformalRidge fitted on
+    ``y_cal - f(X_cal)`` and shifted by ``f(X_test)``."""
+    X, y, X_test, _ = linear_data(n=60, seed=3)
+    prefit = Ridge(alpha=2.0).fit(X[:30], y[:30])
+    X_cal, y_cal = X[30:], y[30:]
+    acp = ACP(prefit, alpha=ALPHAS, conformity_score="studentized").calibrate(X_cal, y_cal)
+    oracle = FullConformalRidge(Ridge(alpha=2.0), alpha=ALPHAS, conformity_score="studentized")
+    oracle.fit(X_cal, y_cal - prefit.predict(X_cal))
+    shift = prefit.predict(X_test)
+    assert acp.mode_ == "split+refine" and acp.refinement_ is not None
+    np.testing.assert_allclose(acp.predict(X_test), shift + oracle.predict(X_test), atol=1e-10)
+    np.testing.assert_allclose(
+        acp.predict_interval(X_test),
+        oracle.predict_interval(X_test) + shift[:, None, None],
+        rtol=1e-8,
+        atol=1e-8,
+    )
+
+
+# ---- 2. MLPRegressor ---------------------------------------------------------------------------
+@pytest.mark.parametrize("activation", ["tanh", "relu", "logistic"])
+def test_mlp_intervals_are_ordered_nested_and_contain_the_prediction(activation):
+    model, _, _, X_test, _ = fitted_mlp(activation)
+    intervals = model.predict_interval(X_test)  # levels 0.1 < 0.25 < 0.4
+    centre = model.predict(X_test)
+    np.testing.assert_array_equal(centre, model.estimator_.predict(X_test))
+    assert np.isfinite(intervals).all()
+    assert (intervals[:, 0, :] <= intervals[:, 1, :]).all()
+    assert (intervals[:, 0, :-1] <= intervals[:, 0, 1:]).all()  # nested: larger alpha inside
+    assert (intervals[:, 1, :-1] >= intervals[:, 1, 1:]).all()
+    for j in range(len(ALPHAS)):
+        assert _inside(intervals[:, :, j], centre).all()
+    p_centre = model.predict_pvalue(X_test, centre)
+    np.testing.assert_array_equal(p_centre, 1.0)  # the test residual is 0 there
+
+
+@pytest.mark.parametrize("activation", ["tanh", "relu", "logistic"])
+@pytest.mark.parametrize("curvature", ["full", "last_layer"])
+def test_mlp_predict_std_is_the_linearised_laplace_std(activation, curvature):
+    """``noise * sqrt(1 + h)``, ``h = J(x) (J^T J + alpha diag(penalized))^-1 J(x)^T`` with
+    the GGN matrix built here from the Jacobian; ``noise``: RMS training residual."""
+    model, X, y, X_test, _ = fitted_mlp(activation)
+    model.set_params(curvature=curvature).fit(X, y)
+    network = model.estimator_
+    train = linearize(network, X, curvature=curvature)
+    test = linearize(network, X_test, curvature=curvature)
+    ggn = train.jacobian.T @ train.jacobian + np.diag(network.alpha * train.penalized)
+    leverage = np.einsum("ij,ji->i", test.jacobian, np.linalg.solve(ggn, test.jacobian.T))
+    noise = np.sqrt(np.mean((y - network.predict(X)) ** 2))
+    assert model.noise_ == pytest.approx(noise, rel=1e-12)
+    assert model.ridge_strength_ == network.alpha
+    np.testing.assert_allclose(model.predict_std(X_test), noise * np.sqrt(1 + leverage), rtol=1e-8)
+
+
+def test_mlp_last_layer_curvature_works_and_differs_from_full():
+    full, X, y, X_test, _ = fitted_mlp("tanh")
+    last = clone(full).set_params(curvature="last_layer").fit(X, y)
+    a, b = full.predict_interval(X_test), last.predict_interval(X_test)
+    assert np.isfinite(b).all() and (b[:, 0] <= b[:, 1]).all()
+    np.testing.assert_array_equal(full.predict(X_test), last.predict(X_test))  # same network
+    assert np.abs(a - b).max() > 1e-3
+    # fewer parameters in the linearisation: the test leverages can only shrink
+    assert last.machine_.features.shape[1] < full.machine_.features.shape[1]
+
+
+def test_default_estimator_is_affine_equivariant():
+    """The default standardises the target: refitting on ``3 y + 5`` trains the same network
+    on the same standardised target, and the intervals map by the same affine map.
+
+    The standardised targets agree only to rounding (~1e-16), and lbfgs stops on a relative
+    loss change (scipy's ``ftol``), not at an exact stationary point: where the penalised
+    loss is very flat (more units, more inputs) the two fits can differ at 1e-4. On this
+    small 1-D problem the fits agree to ~1e-9, so the mapping itself is checked to 1e-6."""
+    X, y, X_test, _ = smooth_data(60, seed=1, n_test=10)
+    base = ACP(alpha=ALPHAS).fit(X, y)
+    moved = ACP(alpha=ALPHAS).fit(X, 3.0 * y + 5.0)
+    first, second = base.predict_interval(X_test), moved.predict_interval(X_test)
+    assert np.isfinite(first).all()
+    np.testing.assert_allclose(second, 3.0 * first + 5.0, rtol=1e-6)
+    np.testing.assert_allclose(moved.predict(X_test), 3.0 * base.predict(X_test) + 5.0, rtol=1e-6)
+    np.testing.assert_allclose(
+        moved.predict_std(X_test), 3.0 * base.predict_std(X_test), rtol=1e-6
+    )
+    grid = base.predict(X_test)[:, None] + np.linspace(-1.0, 1.0, 9) + 1e-3 * np.pi
+    np.testing.assert_array_equal(
+        base.predict_pvalue(X_test, grid), moved.predict_pvalue(X_test, 3.0 * grid + 5.0)
+    )
+    unions = zip(
+        base.predict_set(X_test, 0.25, union=True),
+        moved.predict_set(X_test, 0.25, union=True),
+        strict=True,
+    )
+    for mine, theirs in unions:
+        np.testing.assert_allclose(theirs, 3.0 * mine + 5.0, rtol=1e-6)
+
+
+# ---- 3. torch modules --------------------------------------------------------------------------
+def _torch_copy(torch, network):
+    """A float64 nn.Sequential with the weights of a one-hidden-layer tanh MLPRegressor."""
+    (w1, w2), (b1, b2) = network.coefs_, network.intercepts_
+    module = torch.nn.Sequential(
+        torch.nn.Linear(w1.shape[0], w1.shape[1]),
+        torch.nn.Tanh(),
+        torch.nn.Linear(w2.shape[0], 1),
+    ).double()
+    with torch.no_grad():
+        for layer, w, b in ((module[0], w1, b1), (module[2], w2, b2)):
+            layer.weight.copy_(torch.from_numpy(w.T.copy()))
+            layer.bias.copy_(torch.from_numpy(b.copy()))
+    return module
+
+
+@pytest.mark.parametrize("curvature", ["full", "last_layer"])
+def test_torch_module_with_copied_weights_matches_mlp(curvature):
+    """Same Jacobian and residuals; ridge strength ``noise**2 * prior_precision`` set equal
+    to the MLP's weight decay ``alpha``."""
+    torch = pytest.importorskip("torch")
+    reference, X, y, X_test, _ = fitted_mlp("tanh")
+    noise = 0.4
+    reference.set_params(noise=noise, curvature=curvature).fit(X, y)
+    alpha = reference.estimator_.alpha
+    module = _torch_copy(torch, reference.estimator_)
+    acp = ACP(
+        module, alpha=ALPHAS, noise=noise, prior_precision=alpha / noise**2, curvature=curvature
+    ).fit(X, y)
+    assert acp.estimator_ is module  # used as is, never trained
+    assert acp.ridge_strength_ == pytest.approx(alpha, rel=1e-12)
+    np.testing.assert_allclose(acp.predict(X_test), reference.predict(X_test), atol=1e-10)
+    np.testing.assert_allclose(
+        acp.predict_interval(X_test), reference.predict_interval(X_test), rtol=1e-8, atol=1e-8
+    )
+    np.testing.assert_allclose(
+        acp.predict_std(X_test), reference.predict_std(X_test), rtol=1e-8, atol=1e-10
+    )
+    # split+refine mode too, calibrating the same frozen network on new data
+    X_cal, y_cal = X_test, reference.predict(X_test) + np.linspace(-0.3, 0.3, len(X_test))
+    np.testing.assert_allclose(
+        acp.calibrate(X_cal, y_cal).predict_interval(X),
+        reference.calibrate(X_cal, y_cal).predict_interval(X),
+        rtol=1e-8,
+        atol=1e-8,
+    )
+
+
+def test_torch_module_trained_with_a_torch_optimizer():
+    torch = pytest.importorskip("torch")
+    X, y, X_test, _ = smooth_data(80, seed=2, n_test=20)
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(
+        torch.nn.Linear(1, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1)
+    ).double()
+    optimiser = torch.optim.Adam(module.parameters(), lr=0.05)
+    inputs, targets = torch.from_numpy(X), torch.from_numpy(y)
+    for _ in range(200):  # a few full-batch steps
+        optimiser.zero_grad()
+        loss = ((module(inputs)[:, 0] - targets) ** 2).mean()
+        loss.backward()
+        optimiser.step()
+    before = [p.detach().clone() for p in module.parameters()]
+    acp = ACP(module, alpha=[0.1, 0.3], prior_precision=10.0).fit(X, y)
+    intervals = acp.predict_interval(X_test)
+    assert np.isfinite(intervals).all() and (intervals[:, 0] <= intervals[:, 1]).all()
+    assert _inside(intervals[:, :, 0], acp.predict(X_test)).all()
+    assert (intervals[:, 0, 0] <= intervals[:, 0, 1]).all()
+    assert (acp.predict_std(X_test) > acp.noise_).all()
+    for old, new in zip(before, module.parameters(), strict=True):
+        assert torch.equal(old, new.detach())  # never trained here
+
+
+# ---- 4. split+refine mode ----------------------------------------------------------------------
+def test_calibrate_after_fit_switches_to_split_refine():
+    model, X, y, X_test, y_test = fitted_mlp("tanh")
+    network = model.estimator_
+    full_residuals = model.training_residuals_.copy()
+    model.calibrate(X_test, y_test)
+    assert model.mode_ == "split+refine"
+    assert model.estimator_ is network  # frozen, not refitted
+    assert model.machine_.n_samples == len(X_test)
+    assert model.refinement_.shape == (model.machine_.features.shape[1],)
+    # the refined predictions are the linearised ridge fit on the calibration data
+    refined = network.predict(X_test) + model.machine_.features @ model.refinement_
+    np.testing.assert_allclose(model.predict(X_test), refined, atol=1e-12)
+    np.testing.assert_allclose(model.training_residuals_, y_test - refined, atol=1e-12)
+    intervals = model.predict_interval(X)
+    assert np.isfinite(intervals).all() and _inside(intervals[:, :, 0], model.predict(X)).all()
+    model.fit(X, y)  # fit goes back to full mode
+    assert model.mode_ == "full" and model.refinement_ is None
+    np.testing.assert_allclose(model.training_residuals_, full_residuals)
+
+
+def test_calibrate_a_prefit_model_without_fit():
+    fitted, X, _, X_test, y_test = fitted_mlp("tanh")
+    prefit = fitted.estimator_
+    model = ACP(prefit, alpha=0.2).calibrate(X_test, y_test)
+    assert model.mode_ == "split+refine" and model.n_features_in_ == X.shape[1]
+    assert model.estimator_ is prefit
+    assert np.isfinite(model.predict_interval(X)).all()
+    with pytest.raises(ValueError, match="features"):
+        model.predict(np.ones((3, 5)))
+
+
+@pytest.mark.slow
+def test_split_refine_coverage_on_diabetes():
+    """Split+refine is exact full CP of a frozen feature map on the calibration set.
+
+    Why not the two-sided split-CP law: given the fitted network, the pool's points are
+    exchangeable, so full CP with ``n`` calibration points has marginal coverage
+    ``>= 1 - alpha`` (and ``< 1 - alpha + 1 / (n + 1)`` without ties). But its coverage
+    *conditional on the calibration set* is not Beta distributed as in split CP: the set of
+    each test point comes from a refit that includes it, so the scores are not compared with
+    one fixed quantile. The Beta-Binomial law of ``coverage_bounds`` is therefore not the
+    exact law of the pooled coverage. Only its lower bound is used: an implementation error
+    that loses coverage (wrong ranks, leverages, sign flips, target scaling) shows as coverage
+    well below ``1 - alpha``. The threshold assumes the conditional coverage of full CP is no
+    more dispersed below its mean than split CP's with the same ``n`` (to first order in the
+    leverages the full-CP set is the split-CP set of the calibration fit); the observed
+    coverages sit far above it.
+    """
+    X, y = load_diabetes(return_X_y=True)
+    order = np.random.default_rng(0).permutation(len(y))
+    X, y = X[order], y[order]
+    n_train = 142
+    mean, scale = X[:n_train].mean(axis=0), X[:n_train].std(axis=0)
+    X = (X - mean) / scale
+    y = (y - y[:n_train].mean()) / y[:n_train].std()
+    network = MLPRegressor(
+        hidden_layer_sizes=(20,),
+        activation="tanh",
+        solver="lbfgs",
+        alpha=3.0,
+        tol=1e-10,
+        max_iter=5000,
+        random_state=0,
+    ).fit(X[:n_train], y[:n_train])
+    X_pool, y_pool = X[n_train:], y[n_train:]
+    n_cal, n_test, repeats, alphas = 150, 150, 40, [0.1, 0.2]
+    model = ACP(network, alpha=alphas)
+    hits = np.zeros(len(alphas))
+    for r in range(repeats):
+        rows = np.random.default_rng([1, r]).permutation(len(y_pool))
+        cal, test = rows[:n_cal], rows[n_cal : n_cal + n_test]
+        model.calibrate(X_pool[cal], y_pool[cal])
+        intervals = model.predict_interval(X_pool[test])
+        covered = (intervals[:, 0] <= y_pool[test, None]) & (y_pool[test, None] <= intervals[:, 1])
+        hits += covered.sum(axis=0)
+    coverage = hits / (repeats * n_test)
+    print(f"pooled coverage {coverage} at alpha {alphas}")
+    bounds = coverage_bounds(n_cal, alphas, n_test, confidence=0.999, n_repeats=repeats)
+    for c, (low, _), a in zip(coverage, bounds, alphas, strict=True):
+        assert c >= low, f"alpha={a}: pooled coverage {c:.4f} below {low:.4f}"
+
+
+# ---- 5. full mode where the linearisation is accurate ------------------------------------------
+@pytest.mark.slow
+def test_full_mode_coverage_on_a_smooth_function():
+    """Full-mode ACP-GN has no finite-sample guarantee. Here it should hold: a small
+    (8 tanh units), well-regularised network on a smooth 1-D function with Gaussian noise,
+    trained to stationarity (lbfgs, tight tolerance), has an almost linear response to one
+    extra point, so ACP-GN is close to exact full CP with ``n`` training points. Fresh data
+    for each repeat, so the repeats are independent; checked against the lower side of the
+    pooled law (marginal coverage >= 1 - alpha is what full CP promises)."""
+    n, n_test, repeats, alphas = 100, 200, 40, [0.1, 0.2]
+    hits = np.zeros(len(alphas))
+    for r in range(repeats):
+        X, y, X_test, y_test = smooth_data(n, seed=100 + r, n_test=n_test)
+        model = ACP(mlp("tanh", hidden=(8,), alpha=1.0, seed=r), alpha=alphas).fit(X, y)
+        intervals = model.predict_interval(X_test)
+        covered = (intervals[:, 0] <= y_test[:, None]) & (y_test[:, None] <= intervals[:, 1])
+        hits += covered.sum(axis=0)
+    coverage = hits / (repeats * n_test)
+    print(f"pooled coverage {coverage} at alpha {alphas}")
+    bounds = coverage_bounds(n, alphas, n_test, confidence=0.999, n_repeats=repeats)
+    for c, (low, _), a in zip(coverage, bounds, alphas, strict=True):
+        assert c >= low, f"alpha={a}: pooled coverage {c:.4f} below {low:.4f}"
+        assert c <= 1 - a + 0.05, f"alpha={a}: coverage {c:.4f}: intervals far too wide"
+
+
+# ---- 6. bad input and estimator hygiene --------------------------------------------------------
+def test_unsupported_estimators_and_classifiers_raise_type_error():
+    X, y, _, _ = linear_data()
+    with pytest.raises(TypeError, match="MLPRegressor"):
+        ACP(KNeighborsRegressor()).fit(X, y)
+    with pytest.raises(TypeError, match="classifier"):
+        ACP(LogisticRegression()).fit(X, y > 0)
+    knn = KNeighborsRegressor().fit(X, y)
+    with pytest.raises(TypeError, match="MLPRegressor"):
+        ACP(knn).calibrate(X, y)
+
+
+def test_non_identity_and_multi_output_mlps_raise_value_error():
+    X, y, _, _ = linear_data()
+    y_positive = np.exp(y / 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(ValueError, match="identity"):
+            ACP(mlp(loss="poisson")).fit(X, y_positive)
+        two = mlp().fit(X, np.column_stack([y, -y]))
+    with pytest.raises(ValueError, match="outputs"):
+        ACP(two).calibrate(X, y)
+    with pytest.raises(ValueError, match="1-D"):
+        ACP(mlp()).fit(X, np.column_stack([y, -y]))
+
+
+def test_auto_prior_precision_with_a_torch_module_raises():
+    torch = pytest.importorskip("torch")
+    X, y, _, _ = linear_data()
+    module = torch.nn.Sequential(torch.nn.Linear(3, 1)).double()
+    with pytest.raises(ValueError, match="prior_precision"):
+        ACP(module).fit(X, y)
+    with pytest.raises(ValueError, match="prior_precision"):
+        ACP(module).calibrate(X, y)
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"prior_precision": "sklearn"},
+        {"prior_precision": 0.0},
+        {"prior_precision": -1.0},
+        {"prior_precision": np.nan},
+        {"prior_precision": True},
+        {"noise": 0.0},
+        {"noise": "mle"},
+        {"noise": np.inf},
+        {"curvature": "kfac"},
+        {"algorithm": "vovk"},
+        {"conformity_score": "absolute"},
+        {"alpha": 0.0},
+        {"alpha": 1.0},
+        {"alpha": [0.1, 1.2]},
+        {"batch_size": 0},
+    ],
+)
+def test_invalid_parameters_raise_value_error(params):
+    X, y, _, _ = linear_data()
+    with pytest.raises(ValueError):
+        ACP(Ridge(), **params).fit(X, y)
+    with pytest.raises(ValueError):
+        ACP(Ridge().fit(X, y), **params).calibrate(X, y)
+
+
+def test_invalid_data_raise_value_error():
+    X, y, X_test, _ = linear_data()
+    bad_y = y.copy()
+    bad_y[3] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        ACP(Ridge()).fit(X, bad_y)
+    bad_X = X.copy()
+    bad_X[2, 1] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        ACP(Ridge()).fit(bad_X, y)
+    with pytest.raises(ValueError):
+        ACP(Ridge()).fit(X, y[:-1])
+    fitted = ACP(Ridge()).fit(X, y)
+    with pytest.raises(ValueError, match="features"):
+        fitted.predict_interval(X_test[:, :2])
+    with pytest.raises(ValueError, match="features"):
+        fitted.calibrate(X[:, :2], y)
+    with pytest.raises(ValueError, match="alpha"):
+        fitted.predict_interval(X_test, alpha=1.5)
+
+
+def test_not_fitted_errors():
+    X, y, X_test, _ = linear_data()
+    model = ACP(Ridge())
+    for method in (model.predict, model.predict_interval, model.predict_std, model.predict_set):
+        with pytest.raises(NotFittedError):
+            method(X_test)
+    with pytest.raises(NotFittedError):
+        model.predict_pvalue(X_test, np.zeros(len(X_test)))
+    with pytest.raises(NotFittedError, match="fit"):
+        ACP(Ridge()).calibrate(X, y)
+    with pytest.raises(NotFittedError, match="fit"):
+        ACP().calibrate(X, y)  # the default estimator is never fitted
+
+
+def test_alpha_below_one_over_n_plus_one_gives_infinite_intervals():
+    X, y, X_test, _ = linear_data()
+    fitted = ACP(Ridge(), alpha=[0.5 / (len(y) + 1), 0.2]).fit(X, y)
+    with pytest.warns(UserWarning, match="too few"):
+        intervals = fitted.predict_interval(X_test)
+    assert np.isneginf(intervals[:, 0, 0]).all() and np.isposinf(intervals[:, 1, 0]).all()
+    assert np.isfinite(intervals[:, :, 1]).all()
+
+
+def test_singular_curvature_is_handled_by_jitter():
+    """Duplicated columns and no penalty: the Gram matrix is singular. Jitter makes it
+    positive definite, and the fit is (up to the jitter) OLS on the distinct columns. A relu
+    network with dead units (zero Jacobian for their unpenalised biases) goes through."""
+    model, X, y, X_test, _ = fitted_mlp("relu", hidden=(6,), alpha=1.0)
+    assert (np.abs(model.machine_.features).max(axis=0) == 0).any()  # a dead unit
+    intervals = model.predict_interval(X_test)
+    assert np.isfinite(intervals).all() and (intervals[:, 0] <= intervals[:, 1]).all()
+    assert np.isfinite(model.predict_std(X_test)).all()
+    X, y, X_test, _ = linear_data()
+    doubled, doubled_test = np.column_stack([X, X[:, 0]]), np.column_stack([X_test, X_test[:, 0]])
+    acp = ACP(LinearRegression(), alpha=ALPHAS).fit(doubled, y)
+    oracle = FullConformalRidge(LinearRegression(), alpha=ALPHAS, conformity_score="studentized")
+    np.testing.assert_allclose(
+        acp.predict_interval(doubled_test), oracle.fit(X, y).predict_interval(X_test), rtol=1e-5
+    )
+
+
+def test_inputs_are_not_modified():
+    model, X, y, X_test, y_test = fitted_mlp("relu")
+    guard = Unchanged(X, y, X_test, y_test)
+    model.fit(X, y)
+    model.predict_interval(X_test)
+    model.predict_set(X_test, alpha=0.25, union=True)
+    model.predict_pvalue(X_test, y_test)
+    model.predict_std(X_test)
+    model.calibrate(X_test, y_test)
+    model.predict_interval(X)
+    guard.check()
+
+
+def test_pickle_round_trip_gives_identical_intervals():
+    for model, X_test in (fitted_mlp("tanh")[::3], (ACP().fit(*linear_data()[:2]), None)):
+        X_test = linear_data()[2] if X_test is None else X_test
+        twin = pickle.loads(pickle.dumps(model))
+        np.testing.assert_array_equal(
+            twin.predict_interval(X_test), model.predict_interval(X_test)
+        )
+        np.testing.assert_array_equal(twin.predict_std(X_test), model.predict_std(X_test))
+
+
+def test_clone_and_params():
+    model = ACP(Ridge(alpha=2.0), alpha=0.2, curvature="last_layer", prior_precision=3.0)
+    twin = clone(model)
+    assert repr(twin) == repr(model) and twin.estimator is not model.estimator
+    params = model.get_params(deep=True)
+    assert params["estimator__alpha"] == 2.0 and params["prior_precision"] == 3.0
+    X, y, _, _ = linear_data()
+    model.set_params(estimator__alpha=5.0, prior_precision="auto").fit(X, y)
+    assert model.estimator_.alpha == 5.0 and model.ridge_strength_ == 5.0
+    assert not hasattr(model.estimator, "coef_")  # a clone is fitted, not the parameter
+
+
+@parametrize_with_checks([ACP(Ridge())])
+def test_sklearn_estimator_checks(estimator, check):
+    check(estimator)
