@@ -1,7 +1,7 @@
 """uqconform: conformal prediction and uncertainty quantification for scikit-learn.
 
-Public names only; see :mod:`uqconform.regression`, :mod:`uqconform.classification` and
-:mod:`uqconform.evaluation`.
+Public names only; see `uqconform.regression`, `uqconform.classification` and
+`uqconform.evaluation`.
 """
 
 from uqconform.classification import SplitConformalClassifier

@@ -6,7 +6,7 @@ A wrapper is a scikit-learn meta-estimator around any model. Its life has three 
 2. ``calibrate(X, y, groups=None)`` turns held-out data into conformity scores, one stratum
    per group (Mondrian calibration) and, for class-conditional sets, per class;
 3. ``predict_interval`` / ``predict_set`` turn the scores into one threshold per stratum and
-   level (the single conformal quantile of :mod:`uqconform.quantiles`) and apply the
+   level (the single conformal quantile of `uqconform.quantiles`) and apply the
    score's inverse to the model's output, batch by batch so memory stays bounded.
 
 Subclasses only say how to validate a target, how to score calibration data and how to
@@ -134,8 +134,8 @@ def _has_nan(block: Any) -> bool:
 class ConformalPredictor(BaseEstimator):
     """Base class of the split-conformal wrappers (not used directly).
 
-    Subclasses implement :meth:`_default_estimator`, :meth:`_check_target`,
-    :meth:`_calibration_scores`, :meth:`_output_columns` and :meth:`_fill_batch`.
+    Subclasses implement `_default_estimator`, `_check_target`,
+    `_calibration_scores`, `_output_columns` and `_fill_batch`.
     """
 
     # ---- hooks -----------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """The ``uqconform`` command line.
 
 ``uqconform benchmark --suite quick|full|<family> [--out DIR] [--seed N] [--scale S]`` runs
-the benchmark suites of :mod:`uqconform.benchmarks` on data that ships with the installed
+the benchmark suites of `uqconform.benchmarks` on data that ships with the installed
 packages, prints the tables and writes ``results.json``, ``report.md`` and PNG plots to
 ``DIR``. ``uqconform benchmark --list`` shows the suites.
 """

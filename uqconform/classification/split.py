@@ -97,7 +97,7 @@ class SplitConformalClassifier(ClassifierMixin, ConformalPredictor):
     ----------
     estimator_ : classifier
     classes_ : ndarray of shape (n_classes,)
-        Labels in the column order of :meth:`predict_set`.
+        Labels in the column order of `predict_set`.
     conformity_scores_ : ndarray of shape (n_calibration,)
         Score of the true label of each calibration row.
     n_calibration_ : int

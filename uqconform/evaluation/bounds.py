@@ -4,7 +4,7 @@ Given ``n`` calibration points with continuous scores, the coverage of the split
 set conditional on the calibration data is ``Beta(n + 1 - l, l)`` with
 ``l = floor((n + 1) alpha)`` (Vovk, 2012). A test set of ``m`` points then covers a
 Beta-Binomial number of them, and ``R`` independent resplits add up ``R`` such counts.
-:func:`coverage_bounds` returns the central interval of that law, so a test can assert that
+`coverage_bounds` returns the central interval of that law, so a test can assert that
 observed coverage lies inside it instead of using a hand-picked tolerance.
 """
 

@@ -475,7 +475,7 @@ def coverage_by_group(
     Parameters
     ----------
     y_true, prediction, classes
-        As in :func:`coverage`.
+        As in `coverage`.
     groups : array-like of shape (n,)
         Group label of each row (any hashable type).
 
@@ -569,7 +569,7 @@ def size_stratified_coverage(
     Parameters
     ----------
     y_true, prediction, classes
-        As in :func:`coverage`.
+        As in `coverage`.
     bins : int or sequence of float, optional
         ``None``: one stratum per set size for set arrays, 5 quantile bins of the width
         (or volume) otherwise. An integer: that many quantile bins of the size (fewer when

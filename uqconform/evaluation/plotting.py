@@ -50,7 +50,7 @@ def plot_coverage(
         Coverages measured on test data.
     bounds : array-like of shape (k, 2), optional
         Interval in which a valid split-conformal method's coverage falls
-        (:func:`~uqconform.evaluation.coverage_bounds`); NaN rows are not drawn.
+        (`uqconform.evaluation.coverage_bounds`); NaN rows are not drawn.
     ax : matplotlib Axes, optional
         Where to draw; a new figure by default.
     label : str, optional

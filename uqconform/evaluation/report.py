@@ -1,9 +1,9 @@
 """Evaluate a calibrated conformal model on test data: one call, one report.
 
-:func:`evaluate` predicts at several levels at once and measures, per level, the observed
+`evaluate` predicts at several levels at once and measures, per level, the observed
 coverage against the nominal one and against the interval in which a valid split-conformal
-method's coverage falls (:func:`~uqconform.evaluation.coverage_bounds`), the efficiency of
-the sets, and the prediction time. :class:`CoverageReport` prints as a table and converts
+method's coverage falls (`uqconform.evaluation.coverage_bounds`), the efficiency of
+the sets, and the prediction time. `CoverageReport` prints as a table and converts
 to a dict (JSON), a pandas DataFrame or a figure.
 """
 
@@ -45,8 +45,8 @@ def _plain(value: Any) -> Any:
 class CoverageReport:
     """Coverage and efficiency of a conformal model on test data, one row per level.
 
-    Built by :func:`evaluate`. ``str(report)`` is a fixed-width table; :meth:`to_dict`,
-    :meth:`to_frame` and :meth:`plot` give the same numbers as JSON, pandas or a figure.
+    Built by `evaluate`. ``str(report)`` is a fixed-width table; `to_dict`,
+    `to_frame` and `plot` give the same numbers as JSON, pandas or a figure.
 
     Attributes
     ----------
@@ -266,7 +266,7 @@ def evaluate(
     Parameters
     ----------
     model : calibrated conformal model
-        E.g. a :class:`~uqconform.SplitConformalRegressor` after ``fit`` and ``calibrate``.
+        E.g. a `uqconform.SplitConformalRegressor` after ``fit`` and ``calibrate``.
     X_test : array-like or DataFrame of shape (n, n_features)
     y_test : array-like of shape (n,) or (n, d)
         Targets, or labels (from ``model.classes_``) for classifiers.

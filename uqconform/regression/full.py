@@ -3,7 +3,7 @@
 Full (transductive) conformal prediction refits the model with the test point and every
 candidate label and keeps the labels whose p-value exceeds ``alpha``. It uses all the data
 for fitting (no calibration split) and is valid in finite samples. For ridge regression the
-refits have a closed form, so the set is computed exactly (:mod:`uqconform.regression.crr`).
+refits have a closed form, so the set is computed exactly (`uqconform.regression.crr`).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ _CELLS_PER_BATCH = 2**22
 class FullConformalMixin:
     """Prediction side shared by the full-CP regressors.
 
-    A subclass sets ``machine_`` (a fitted :class:`LinearConfidenceMachine`) and
+    A subclass sets ``machine_`` (a fitted `LinearConfidenceMachine`) and
     ``training_residuals_``, and implements ``_test_features(X) -> (features, predictions)``.
     """
 

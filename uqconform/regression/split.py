@@ -224,5 +224,5 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
     def predict_set(
         self, X: Any, alpha: float | ArrayLike | None = None, groups: ArrayLike | None = None
     ) -> NDArray:
-        """The native prediction set of a scalar regressor: :meth:`predict_interval`."""
+        """The native prediction set of a scalar regressor: `predict_interval`."""
         return self.predict_interval(X, alpha=alpha, groups=groups)
