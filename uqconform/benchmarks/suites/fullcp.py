@@ -423,7 +423,7 @@ def _scaling(ctx, notes) -> list[dict[str, Any]]:
 def _plot(ctx, rows, scaling) -> None:
     def draw(fig):
         left, right = fig.subplots(1, 2, width_ratios=(2.2, 1))
-        datasets = [d for d in ("boston", "diabetes", "concrete")]
+        datasets = ["boston", "diabetes", "concrete"]
         groups = [*datasets, "boston (paper)"]
         step = 0.8 / len(METHODS)
         for k, method in enumerate(METHODS):
@@ -446,7 +446,7 @@ def _plot(ctx, rows, scaling) -> None:
         left.set_xticks(np.arange(len(groups)) + 0.4 - step / 2, groups)
         left.set_ylabel("mean width at 90% / split CP's")
         left.set_title("widths at 90% (dashed: target 0.9)")
-        left.legend(fontsize=7, ncol=2)
+        left.legend(fontsize=7, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.08))
         by_n = [r for r in scaling if r["hidden"] == scaling[0]["hidden"]]
         by_n = sorted({r["n_train"]: r for r in by_n}.values(), key=lambda r: r["n_train"])
         n = [r["n_train"] for r in by_n]
