@@ -396,7 +396,8 @@ class ConformalPredictor(BaseEstimator):
             if np.isinf(table[stratum // n_sub, stratum % n_sub]).any():
                 too_few[stratum] = int(bounds[stratum + 1] - bounds[stratum])
         if too_few:
-            self._warn_too_few(too_few, alphas, n_groups)
+            short = np.isinf(table[:-1]).any(axis=(0, 1, 2))  # the levels that lack points
+            self._warn_too_few(too_few, alphas[short], n_groups)
         return table
 
     def _warn_too_few(self, too_few: dict[int, int], alphas: NDArray, n_groups: int) -> None:
