@@ -1,0 +1,246 @@
+"""Sequential conformal prediction for time series: the design EnbPI, SPCI and KOWCPI share.
+
+A method is a *residual source* (a leave-one-out bootstrap ensemble or a hold-out block),
+a *conditional model* of the next residual given the recent ones (weights over stored
+residuals), and the width-minimising search over ``beta``: the interval is
+``f(x_t) + [Q_beta, Q_{1 - alpha + beta}]`` with the ``beta`` in ``[0, alpha]`` that gives
+the narrowest interval.
+
+The online protocol: ``predict_interval(X, y)`` issues the interval of each row from the
+residuals known so far and, when ``y`` is given, absorbs the row's residual right after
+(one step ahead); ``update(X, y)`` absorbs observations without predicting. The residual
+memory keeps the last ``memory`` residuals.
+
+There is no finite-sample guarantee: coverage is asymptotic and conditional under mixing
+assumptions on the residuals. Watch the rolling coverage (``rolling_coverage``).
+"""
+
+from __future__ import annotations
+
+import numbers
+from abc import abstractmethod
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from sklearn.base import BaseEstimator, RegressorMixin, clone
+from sklearn.ensemble import RandomForestRegressor
+from sklearn.utils.validation import _num_samples, check_is_fitted, validate_data
+
+from uqconform.base import check_regression_target
+from uqconform.quantiles import check_alpha, weighted_quantile
+from uqconform.timeseries.residuals import bootstrap_residuals, holdout_residuals
+
+__all__ = ["SequentialConformalRegressor", "rolling_coverage"]
+
+
+def rolling_coverage(covered: ArrayLike, window: int = 50) -> NDArray:
+    """Coverage of the last ``window`` steps at each step (shorter at the start).
+
+    Examples
+    --------
+    >>> rolling_coverage([1, 0, 1, 1], window=2).tolist()
+    [1.0, 0.5, 0.5, 1.0]
+    """
+    hits = np.asarray(covered, dtype=float)
+    if hits.ndim != 1:
+        raise ValueError("`covered` must be 1-D.")
+    if isinstance(window, bool) or not isinstance(window, numbers.Integral) or window < 1:
+        raise ValueError(f"`window` must be a positive integer, got {window!r}.")
+    total = np.cumsum(hits)
+    lagged = np.concatenate([np.zeros(window), total])[: hits.size]
+    counts = np.minimum(np.arange(1, hits.size + 1), window)
+    return (total - lagged) / counts
+
+
+class SequentialConformalRegressor(RegressorMixin, BaseEstimator):
+    """Base class of EnbPI, SPCI and KOWCPI (not used directly)."""
+
+    def _default_estimator(self) -> BaseEstimator:
+        return RandomForestRegressor(n_estimators=10, min_samples_leaf=5)
+
+    @abstractmethod
+    def _next_weights(self, memory: NDArray) -> tuple[NDArray, NDArray]:
+        """``(targets, weights)``: the conditional distribution of the next residual."""
+
+    def _tune(self, residuals: NDArray) -> None:
+        """Choose hyper-parameters on the residuals of the fit data (default: nothing)."""
+
+    # ---- validation ---------------------------------------------------------------------
+    def _validate_params(self) -> None:
+        check_alpha(self.alpha, "alpha")
+        if self.residuals not in ("bootstrap", "holdout"):
+            raise ValueError(
+                f"`residuals` must be 'bootstrap' or 'holdout', got {self.residuals!r}."
+            )
+        for name, low in (("n_bootstrap", 2), ("memory", 2)):
+            value = getattr(self, name)
+            if name == "memory" and value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
+                raise ValueError(f"`{name}` must be an integer >= {low}, got {value!r}.")
+        if not 0 < self.holdout_fraction < 1:
+            raise ValueError(
+                f"`holdout_fraction` must lie in (0, 1), got {self.holdout_fraction!r}."
+            )
+        self._beta_fractions()
+
+    def _beta_fractions(self) -> NDArray:
+        """The beta grid as fractions of alpha, in [0, 1]."""
+        grid = self.beta_grid
+        if isinstance(grid, numbers.Integral) and not isinstance(grid, bool):
+            if grid < 1:
+                raise ValueError(f"`beta_grid` must be >= 1 point, got {grid}.")
+            return np.linspace(0.0, 1.0, int(grid)) if grid > 1 else np.array([0.5])
+        fractions = np.asarray(grid, dtype=float).reshape(-1)
+        if fractions.size == 0 or ((fractions < 0) | (fractions > 1)).any():
+            raise ValueError(
+                "`beta_grid` must be a number of points or fractions of alpha in [0, 1], got "
+                f"{grid!r}."
+            )
+        return fractions
+
+    def _check_series(self, X: Any, y: ArrayLike | None, *, reset: bool) -> tuple[Any, Any]:
+        X = validate_data(self, X, reset=reset, ensure_all_finite="allow-nan")
+        if y is None:
+            return X, None
+        return X, check_regression_target(y, _num_samples(X))
+
+    # ---- fit ----------------------------------------------------------------------------
+    def fit(self, X: ArrayLike, y: ArrayLike):
+        """Fit the point predictor and collect its out-of-sample residuals.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Features, in time order.
+        y : array-like of shape (n_samples,)
+            The series, in time order (NaN is refused).
+
+        Returns
+        -------
+        self
+        """
+        self._validate_params()
+        X, y = self._check_series(X, y, reset=True)
+        estimator = self._default_estimator() if self.estimator is None else self.estimator
+        rng = np.random.default_rng(self.random_state)
+        if (
+            "random_state" in estimator.get_params()
+            and estimator.get_params()["random_state"] is None
+        ):
+            estimator = clone(estimator).set_params(random_state=int(rng.integers(2**31)))
+        if self.residuals == "bootstrap":
+            source = bootstrap_residuals(
+                estimator, X, y, self.n_bootstrap, rng, n_jobs=self.n_jobs, verbose=self.verbose
+            )
+        else:
+            source = holdout_residuals(estimator, X, y, self.holdout_fraction)
+        if not np.isfinite(source.residuals).all():
+            raise ValueError("The model's residuals are not finite: check the model and data.")
+        self.source_ = source
+        self.fit_residuals_ = source.residuals.copy()
+        self.scale_ = self._robust_scale(source.residuals)
+        self._tune(source.residuals)
+        self.memory_ = self._trim(source.residuals)
+        self.n_infeasible_ = 0
+        self.n_steps_ = 0
+        self.effective_sample_sizes_: list[float] = []
+        return self
+
+    @staticmethod
+    def _robust_scale(residuals: NDArray) -> float:
+        """Median absolute deviation (consistent for the normal), never zero."""
+        mad = 1.4826 * float(np.median(np.abs(residuals - np.median(residuals))))
+        return mad if mad > 0 else float(np.std(residuals)) or 1.0
+
+    def _trim(self, residuals: NDArray) -> NDArray:
+        return residuals if self.memory is None else residuals[-int(self.memory) :]
+
+    # ---- prediction ---------------------------------------------------------------------
+    def predict(self, X: ArrayLike) -> NDArray:
+        """Point prediction of the (ensemble) model.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+        """
+        check_is_fitted(self, "source_")
+        X, _ = self._check_series(X, None, reset=False)
+        return self.source_.predict(X)
+
+    def _interval_offsets(self, alphas: NDArray) -> NDArray:
+        """``[Q_beta*, Q_{1 - alpha + beta*}]`` per level from the current memory: (2, k)."""
+        targets, weights = self._next_weights(self.memory_)
+        self.effective_sample_sizes_.append(float(1.0 / np.sum(weights**2)))
+        fractions = self._beta_fractions()
+        out = np.empty((2, alphas.size))
+        for j, level in enumerate(alphas):  # a loop over levels
+            betas = fractions * level
+            quantiles = weighted_quantile(
+                targets, weights, np.concatenate([betas, 1 - level + betas])
+            )
+            lower, upper = quantiles[: betas.size], quantiles[betas.size :]
+            best = int(np.argmin(upper - lower))
+            out[:, j] = lower[best], upper[best]
+        return out
+
+    def _absorb(self, residuals: NDArray) -> None:
+        self.memory_ = self._trim(np.concatenate([self.memory_, residuals]))
+
+    def predict_interval(
+        self, X: ArrayLike, y: ArrayLike | None = None, alpha: float | ArrayLike | None = None
+    ) -> NDArray:
+        """Intervals for the next rows of the series.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Features of the next time steps, in order.
+        y : array-like of shape (n_samples,), optional
+            Their observed values. When given, the intervals are produced online: row ``t``
+            gets its interval from the residuals up to ``t - 1``, then its own residual is
+            absorbed. Without ``y`` every row uses the current residual memory.
+        alpha : float or sequence of float, optional
+            Miscoverage level(s); defaults to the constructor's ``alpha``.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, 2), or (n_samples, 2, k) for k levels
+        """
+        check_is_fitted(self, "source_")
+        value = self.alpha if alpha is None else alpha
+        alphas = check_alpha(value, "alpha")
+        X, y = self._check_series(X, y, reset=False)
+        centre = self.source_.predict(X)
+        n = centre.shape[0]
+        out = np.empty((n, 2, alphas.size))
+        if y is None:
+            out[:] = centre[:, None, None] + self._interval_offsets(alphas)[None]
+        else:
+            for t in range(n):  # sequential by nature: step t needs the residual of t - 1
+                out[t] = centre[t] + self._interval_offsets(alphas)
+                self._absorb(np.array([y[t] - centre[t]]))
+                self.n_steps_ += 1
+        return out[..., 0] if np.ndim(value) == 0 else out
+
+    def update(self, X: ArrayLike, y: ArrayLike):
+        """Absorb new observations (their residuals) without predicting.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+
+        Returns
+        -------
+        self
+        """
+        check_is_fitted(self, "source_")
+        X, y = self._check_series(X, y, reset=False)
+        self._absorb(y - self.source_.predict(X))
+        return self

@@ -1,0 +1,207 @@
+"""Conditional distribution of the next residual given the last ``window`` residuals.
+
+Every model returns weights over stored residuals ("targets"): the conditional CDF of the
+next residual is the weighted empirical CDF, and its quantiles come from the one
+:func:`uqconform.quantiles.weighted_quantile` routine.
+
+* empirical (EnbPI): uniform weights on the residual memory;
+* quantile random forest (SPCI): Meinshausen's leaf co-membership weights of a forest
+  refitted on (window -> next residual) pairs;
+* Nadaraya-Watson, plain or reweighted (KOWCPI): kernel weights, times the empirical
+  likelihood adjustment weights ``p_i = 1 / (n (1 + lambda z_i))`` of Hall, Wolff and Yao
+  (1999) whose moment condition removes the first-order boundary bias.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+from numpy.typing import NDArray
+from scipy import optimize
+from sklearn.ensemble import RandomForestRegressor
+
+__all__ = [
+    "KernelWeights",
+    "adjustment_lambda",
+    "forest_weights",
+    "kernel_values",
+    "lagged_pairs",
+    "reweighted_nadaraya_watson",
+]
+
+KERNELS = ("epanechnikov", "gaussian")
+
+
+def lagged_pairs(memory: NDArray, window: int) -> tuple[NDArray, NDArray, NDArray]:
+    """Regression pairs of a residual series, **newest residual first** in every window.
+
+    Parameters
+    ----------
+    memory : ndarray of shape (T,)
+        Residuals in time order (oldest first).
+    window : int
+        Number of past residuals used as predictors.
+
+    Returns
+    -------
+    windows : ndarray of shape (T - window, window)
+        ``windows[i] = (e[i + w - 1], ..., e[i])``.
+    targets : ndarray of shape (T - window,)
+        ``targets[i] = e[i + w]``, the residual that followed.
+    query : ndarray of shape (window,)
+        The latest window ``(e[T - 1], ..., e[T - w])``, for the next residual.
+
+    Examples
+    --------
+    >>> windows, targets, query = lagged_pairs(np.arange(5.0), 2)
+    >>> windows.tolist(), targets.tolist(), query.tolist()
+    ([[1.0, 0.0], [2.0, 1.0], [3.0, 2.0]], [2.0, 3.0, 4.0], [4.0, 3.0])
+    """
+    if memory.shape[0] <= window:
+        raise ValueError(
+            f"The residual history has {memory.shape[0]} values but `window`={window} needs "
+            f"at least {window + 1}."
+        )
+    view = sliding_window_view(memory, window)[:, ::-1]  # newest first
+    return view[:-1], memory[window:], view[-1]
+
+
+def kernel_values(distance: NDArray, kernel: str) -> NDArray:
+    """``k(r)`` for scaled distances ``r`` (the ``h^-w`` factor cancels in the weights)."""
+    if kernel == "epanechnikov":
+        return 0.75 * np.clip(1.0 - distance**2, 0.0, None)
+    if kernel == "gaussian":
+        return np.exp(-0.5 * distance**2)
+    raise ValueError(f"Unknown `kernel` {kernel!r}: use one of {list(KERNELS)}.")
+
+
+def adjustment_lambda(z: NDArray) -> tuple[float, bool]:
+    """Root of ``sum z_i / (1 + lambda z_i) = 0`` (the dual of the adjustment weights).
+
+    Returns ``(lambda, feasible)``; when every non-zero ``z`` has the same sign the moment
+    condition cannot hold and ``lambda = 0`` (plain Nadaraya-Watson) is returned.
+
+    Examples
+    --------
+    >>> z = np.array([-1.0, 0.5, 2.0])
+    >>> lam, ok = adjustment_lambda(z)
+    >>> ok, abs(float(np.sum(z / (1 + lam * z)))) < 1e-12
+    (True, True)
+    """
+    active = z[z != 0]
+    if active.size == 0 or active.min() > 0 or active.max() < 0:
+        return 0.0, False
+    low, high = -1.0 / active.max(), -1.0 / active.min()
+    span = high - low
+    low, high = low + 1e-10 * span, high - 1e-10 * span
+
+    def moment(lam: float) -> float:
+        return float(np.sum(active / (1.0 + lam * active)))
+
+    if moment(low) <= 0 or moment(high) >= 0:  # numerically at the boundary
+        return 0.0, False
+    return float(optimize.brentq(moment, low, high, xtol=1e-14 * max(1.0, span))), True
+
+
+def _vector_lambda(z: NDArray) -> tuple[NDArray, bool]:
+    """``constraint="all"``: Newton's method on ``-sum log(1 + lambda^T z_i)``."""
+    lam = np.zeros(z.shape[1])
+    for _ in range(50):  # Newton iterations (few), not a loop over samples
+        denominator = 1.0 + z @ lam
+        gradient = -(z / denominator[:, None]).sum(axis=0)
+        hessian = (z / denominator[:, None]).T @ (z / denominator[:, None])
+        try:
+            step = np.linalg.solve(hessian + 1e-12 * np.eye(z.shape[1]), -gradient)
+        except np.linalg.LinAlgError:
+            return np.zeros(z.shape[1]), False
+        size = 1.0
+        while size > 1e-8 and np.any(1.0 + z @ (lam + size * step) <= 1e-10):
+            size /= 2
+        if size <= 1e-8:
+            return np.zeros(z.shape[1]), False
+        lam = lam + size * step
+        if np.abs(gradient).max() < 1e-10:
+            break
+    return lam, bool(np.abs(gradient).max() < 1e-6)
+
+
+@dataclass(frozen=True)
+class KernelWeights:
+    """Weights over the targets and what it took to get them."""
+
+    weights: NDArray
+    bandwidth: float
+    feasible: bool  # False: the adjustment problem had no solution (plain NW used)
+
+
+def reweighted_nadaraya_watson(
+    windows: NDArray,
+    query: NDArray,
+    bandwidth: float,
+    kernel: str = "epanechnikov",
+    adjust: bool = True,
+    constraint: str = "first",
+    min_points: int = 10,
+) -> KernelWeights:
+    """Kernel weights of the next-residual distribution, reweighted (RNW) or plain (NW).
+
+    Parameters
+    ----------
+    windows : ndarray of shape (n, w)
+        Predictor windows, newest residual first (already scaled).
+    query : ndarray of shape (w,)
+        The current window.
+    bandwidth : float
+        Kernel radius in scaled units. With the compact Epanechnikov kernel it is doubled
+        until at least ``min_points`` windows carry weight.
+    adjust : bool, default=True
+        Multiply by the empirical-likelihood adjustment weights (RNW); ``False`` is plain NW.
+    constraint : {"first", "all"}, default="first"
+        Moment condition on the newest residual only (the paper), or on every coordinate.
+
+    Returns
+    -------
+    KernelWeights
+    """
+    difference = windows - query
+    distance = np.sqrt(np.einsum("ij,ij->i", difference, difference))
+    h = float(bandwidth)
+    values = kernel_values(distance / h, kernel)
+    needed = min(min_points, windows.shape[0])
+    for _ in range(60):  # widen an empty neighbourhood (compact kernel)
+        if np.count_nonzero(values) >= needed:
+            break
+        h *= 2.0
+        values = kernel_values(distance / h, kernel)
+    feasible = True
+    if adjust:
+        if constraint == "first":
+            lam, feasible = adjustment_lambda(difference[:, 0] * values)
+            factor = 1.0 / (1.0 + lam * difference[:, 0] * values)
+        elif constraint == "all":
+            z = difference * values[:, None]
+            lam_vector, feasible = _vector_lambda(z[values > 0])
+            factor = 1.0 / (1.0 + z @ lam_vector)
+        else:
+            raise ValueError(f"`constraint` must be 'first' or 'all', got {constraint!r}.")
+        values = values * factor
+    total = values.sum()
+    return KernelWeights(values / total, h, feasible)
+
+
+def forest_weights(
+    windows: NDArray, targets: NDArray, query: NDArray, forest: RandomForestRegressor
+) -> NDArray:
+    """Quantile-regression-forest weights (Meinshausen, 2006) of the targets at ``query``.
+
+    Fits ``forest`` on (windows -> targets) and returns, for each target, the average over
+    trees of ``1{same leaf as query} / (leaf size)``.
+    """
+    forest.fit(windows, targets)
+    train_leaves = forest.apply(windows)  # (n, n_trees)
+    query_leaves = forest.apply(query[None, :])[0]  # (n_trees,)
+    same = train_leaves == query_leaves[None, :]
+    sizes = same.sum(axis=0)
+    return (same / np.maximum(sizes, 1)[None, :]).mean(axis=1)
