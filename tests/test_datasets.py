@@ -17,10 +17,12 @@ from uqconform.datasets import (
 REQUIRED = {"diabetes", "concrete", "diamonds", "digits", "breast_cancer", "wine"}
 
 
-def test_list_datasets_covers_both_tasks():
+def test_list_datasets_covers_every_task():
     names = list_datasets()
     assert REQUIRED <= set(names)
-    assert set(list_datasets("regression")) | set(list_datasets("classification")) == set(names)
+    by_task = [set(list_datasets(task)) for task in ("regression", "classification", "timeseries")]
+    assert set().union(*by_task) == set(names)
+    assert "elec2" in list_datasets("timeseries")
     assert "diabetes" in list_datasets("regression")
     assert "digits" in list_datasets("classification")
     with pytest.raises(ValueError, match="task"):
@@ -111,3 +113,12 @@ def test_gaussian_classification_oracle():
     assert sets[np.arange(len(y)), y].mean() >= 0.89
     # every set holds at least 1 - alpha of the true probability
     assert ((proba * sets).sum(axis=1) >= 0.9 - 1e-12).all()
+
+
+def test_elec2_has_the_spci_preprocessing():
+    X, y = load_dataset("elec2")
+    assert X.shape == (3444, 4) and y.shape == (3444,)
+    assert np.isfinite(X).all() and np.isfinite(y).all()
+    frame, target = load_dataset("elec2", as_frame=True)
+    assert list(frame.columns) == ["nswprice", "nswdemand", "vicprice", "vicdemand"]
+    assert target.name == "transfer"

@@ -27,6 +27,8 @@ from numpy.typing import NDArray
 from scipy.stats import norm
 from sklearn import datasets as sk_datasets
 
+from uqconform.quantiles import check_alpha
+
 __all__ = [
     "DatasetInfo",
     "GaussianClassificationOracle",
@@ -324,9 +326,10 @@ def _check_count(value: Any, name: str) -> int:
 
 
 def _check_alpha(alpha: float) -> float:
-    if not isinstance(alpha, numbers.Real) or not 0 < alpha < 1:
-        raise ValueError(f"`alpha` must be a float in (0, 1), got {alpha!r}.")
-    return float(alpha)
+    """One miscoverage level, validated by the library's single rule."""
+    if np.ndim(alpha) != 0:
+        raise ValueError(f"`alpha` must be a single float in (0, 1), got {alpha!r}.")
+    return float(check_alpha(alpha)[0])
 
 
 @dataclass(frozen=True)
