@@ -53,6 +53,32 @@ def rolling_coverage(covered: ArrayLike, window: int = 50) -> NDArray:
     return (total - lagged) / counts
 
 
+def residual_offsets(
+    targets: NDArray, weights: NDArray, alphas: NDArray, fractions: NDArray
+) -> NDArray:
+    """Width-minimising ``[Q_beta, Q_{1 - alpha + beta}]`` of weighted residuals: (2, k).
+
+    Only residuals with positive weight take part (so ``Q_0`` is the smallest of them, not
+    of the whole memory). With several levels the intervals are made nested: each is
+    widened to contain those of the larger levels (the ``beta`` search alone does not
+    guarantee it), so a level's interval can be wider than when it is asked for alone.
+    """
+    keep = weights > 0
+    targets, weights = targets[keep], weights[keep]
+    out = np.empty((2, alphas.size))
+    for j, level in enumerate(alphas):  # a loop over levels
+        betas = fractions * level
+        quantiles = weighted_quantile(targets, weights, np.concatenate([betas, 1 - level + betas]))
+        lower, upper = quantiles[: betas.size], quantiles[betas.size :]
+        best = int(np.argmin(upper - lower))
+        out[:, j] = lower[best], upper[best]
+    if alphas.size > 1:  # nested: smaller alpha, wider interval
+        order = np.argsort(-alphas, kind="stable")
+        out[0, order] = np.minimum.accumulate(out[0, order])
+        out[1, order] = np.maximum.accumulate(out[1, order])
+    return out
+
+
 class SequentialConformalRegressor(RegressorMixin, BaseEstimator):
     """Base class of EnbPI, SPCI and KOWCPI (not used directly)."""
 
@@ -79,7 +105,12 @@ class SequentialConformalRegressor(RegressorMixin, BaseEstimator):
                 continue
             if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
                 raise ValueError(f"`{name}` must be an integer >= {low}, got {value!r}.")
-        if not 0 < self.holdout_fraction < 1:
+        fraction = self.holdout_fraction
+        if (
+            isinstance(fraction, bool)
+            or not isinstance(fraction, numbers.Real)
+            or not 0 < fraction < 1
+        ):
             raise ValueError(
                 f"`holdout_fraction` must lie in (0, 1), got {self.holdout_fraction!r}."
             )
@@ -177,20 +208,16 @@ class SequentialConformalRegressor(RegressorMixin, BaseEstimator):
         """``[Q_beta*, Q_{1 - alpha + beta*}]`` per level from the current memory: (2, k)."""
         targets, weights = self._next_weights(self.memory_)
         self.effective_sample_sizes_.append(float(1.0 / np.sum(weights**2)))
-        fractions = self._beta_fractions()
-        out = np.empty((2, alphas.size))
-        for j, level in enumerate(alphas):  # a loop over levels
-            betas = fractions * level
-            quantiles = weighted_quantile(
-                targets, weights, np.concatenate([betas, 1 - level + betas])
-            )
-            lower, upper = quantiles[: betas.size], quantiles[betas.size :]
-            best = int(np.argmin(upper - lower))
-            out[:, j] = lower[best], upper[best]
-        return out
+        return residual_offsets(targets, weights, alphas, self._beta_fractions())
 
     def _absorb(self, residuals: NDArray) -> None:
+        if not np.isfinite(residuals).all():
+            raise ValueError(
+                f"{int((~np.isfinite(residuals)).sum())} new residuals are not finite (the "
+                "model's predictions are NaN or infinite): check the features."
+            )
         self.memory_ = self._trim(np.concatenate([self.memory_, residuals]))
+        self.n_steps_ += residuals.shape[0]
 
     def predict_interval(
         self, X: ArrayLike, y: ArrayLike | None = None, alpha: float | ArrayLike | None = None
@@ -206,7 +233,8 @@ class SequentialConformalRegressor(RegressorMixin, BaseEstimator):
             gets its interval from the residuals up to ``t - 1``, then its own residual is
             absorbed. Without ``y`` every row uses the current residual memory.
         alpha : float or sequence of float, optional
-            Miscoverage level(s); defaults to the constructor's ``alpha``.
+            Miscoverage level(s); defaults to the constructor's ``alpha``. Several levels give
+            nested intervals: each is widened, if needed, to contain those of larger levels.
 
         Returns
         -------
@@ -222,10 +250,12 @@ class SequentialConformalRegressor(RegressorMixin, BaseEstimator):
         if y is None:
             out[:] = centre[:, None, None] + self._interval_offsets(alphas)[None]
         else:
+            residuals = y - centre
+            if not np.isfinite(residuals).all():  # refuse before any state changes
+                self._absorb(residuals)
             for t in range(n):  # sequential by nature: step t needs the residual of t - 1
                 out[t] = centre[t] + self._interval_offsets(alphas)
-                self._absorb(np.array([y[t] - centre[t]]))
-                self.n_steps_ += 1
+                self._absorb(residuals[t : t + 1])
         return out[..., 0] if np.ndim(value) == 0 else out
 
     def update(self, X: ArrayLike, y: ArrayLike):

@@ -106,25 +106,49 @@ def adjustment_lambda(z: NDArray) -> tuple[float, bool]:
 
 
 def _vector_lambda(z: NDArray) -> tuple[NDArray, bool]:
-    """``constraint="all"``: Newton's method on ``-sum log(1 + lambda^T z_i)``."""
-    lam = np.zeros(z.shape[1])
-    for _ in range(50):  # Newton iterations (few), not a loop over samples
-        denominator = 1.0 + z @ lam
-        gradient = -(z / denominator[:, None]).sum(axis=0)
-        hessian = (z / denominator[:, None]).T @ (z / denominator[:, None])
-        try:
-            step = np.linalg.solve(hessian + 1e-12 * np.eye(z.shape[1]), -gradient)
-        except np.linalg.LinAlgError:
-            return np.zeros(z.shape[1]), False
-        size = 1.0
-        while size > 1e-8 and np.any(1.0 + z @ (lam + size * step) <= 1e-10):
-            size /= 2
-        if size <= 1e-8:
-            return np.zeros(z.shape[1]), False
-        lam = lam + size * step
-        if np.abs(gradient).max() < 1e-10:
+    """``constraint="all"``: damped Newton on ``L(lambda) = -sum log(1 + lambda^T z_i)``.
+
+    The moment conditions can hold only when the origin lies inside the convex hull of the
+    ``z_i``; otherwise ``L`` is unbounded below and Newton runs off to infinity (while the
+    gradient shrinks like ``1 / |lambda|``). A solution is accepted only when it satisfies
+    ``sum_i 1 / (1 + lambda^T z_i) = n`` (the adjustment weights sum to one); otherwise
+    ``(0, False)`` is returned and plain Nadaraya-Watson is used.
+    """
+    n, d = z.shape
+    zero = np.zeros(d)
+    if n <= d:
+        return zero, False
+    lam = zero.copy()
+    size_z = float(np.abs(z).sum()) or 1.0
+    for _ in range(100):  # Newton iterations (few), not a loop over samples
+        ratio = z / (1.0 + z @ lam)[:, None]
+        gradient = -ratio.sum(axis=0)
+        if np.abs(gradient).max() <= 1e-13 * size_z:
             break
-    return lam, bool(np.abs(gradient).max() < 1e-6)
+        hessian = ratio.T @ ratio
+        ridge = 1e-12 * (np.trace(hessian) / d or 1.0)
+        try:
+            step = np.linalg.solve(hessian + ridge * np.eye(d), -gradient)
+        except np.linalg.LinAlgError:
+            return zero, False
+        objective = -np.sum(np.log1p(z @ lam))
+        size = 1.0
+        while size > 1e-12:  # backtracking: stay feasible and decrease L
+            trial = lam + size * step
+            inner = 1.0 + z @ trial
+            if np.all(inner > 0) and -np.sum(np.log(inner)) <= objective:
+                break
+            size /= 2
+        else:
+            break
+        lam = trial
+    inner = 1.0 + z @ lam
+    converged = (
+        np.all(inner > 0)
+        and abs(float(np.mean(1.0 / inner)) - 1.0) < 1e-8
+        and np.abs((z / inner[:, None]).sum(axis=0)).max() <= 1e-8 * size_z
+    )
+    return (lam, True) if converged else (zero, False)
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,10 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+from scipy.spatial.distance import cdist
 
-from uqconform.quantiles import check_alpha, weighted_quantile
-from uqconform.timeseries.base import SequentialConformalRegressor
+from uqconform.quantiles import check_alpha
+from uqconform.timeseries.base import SequentialConformalRegressor, residual_offsets
 from uqconform.timeseries.conditional import (
     KERNELS,
     kernel_values,
@@ -31,8 +32,7 @@ def aic_bandwidth(
     ``log(RSS / n) + 2 (tr(S S^T) + 1) / (n - tr(S S^T) - 2)`` (Cai and Tiwari, 2000), with
     ``S`` the leave-in smoother matrix of plain Nadaraya-Watson.
     """
-    difference = windows[:, None, :] - windows[None, :, :]
-    distance = np.sqrt(np.einsum("ijk,ijk->ij", difference, difference))
+    distance = cdist(windows, windows)  # (n, n), without an (n, n, w) intermediate
     n = targets.shape[0]
     best, best_score = float(candidates[0]), np.inf
     for h in candidates:  # a loop over candidate bandwidths
@@ -138,23 +138,35 @@ class KOWCPI(SequentialConformalRegressor):
     def _validate_params(self) -> None:
         super()._validate_params()
         w = self.window
-        if w != "auto" and (isinstance(w, bool) or not isinstance(w, numbers.Integral) or w < 1):
+        if not (isinstance(w, str) and w == "auto") and (
+            isinstance(w, bool) or not isinstance(w, numbers.Integral) or w < 1
+        ):
             raise ValueError(f"`window` must be a positive integer or 'auto', got {w!r}.")
         h = self.bandwidth
-        if h != "aic" and (isinstance(h, (bool, str)) or not np.isfinite(h) or float(h) <= 0):
+        if not (isinstance(h, str) and h == "aic") and (
+            isinstance(h, bool)
+            or not isinstance(h, numbers.Real)
+            or not np.isfinite(h)
+            or float(h) <= 0
+        ):
             raise ValueError(f"`bandwidth` must be a positive float or 'aic', got {h!r}.")
         if self.kernel not in KERNELS:
             raise ValueError(f"Unknown `kernel` {self.kernel!r}: use one of {list(KERNELS)}.")
         if self.constraint not in ("first", "all"):
             raise ValueError(f"`constraint` must be 'first' or 'all', got {self.constraint!r}.")
-        if not 0 < self.tune_fraction < 1:
+        fraction = self.tune_fraction
+        if (
+            isinstance(fraction, bool)
+            or not isinstance(fraction, numbers.Real)
+            or not (0 < fraction < 1)
+        ):
             raise ValueError(f"`tune_fraction` must lie in (0, 1), got {self.tune_fraction!r}.")
 
     # ---- the conditional model ----------------------------------------------------------
     def _weights_with(
         self, memory: NDArray, window: int, bandwidth: float
     ) -> tuple[NDArray, NDArray, bool]:
-        windows, targets, query = lagged_pairs(memory / self.scale_, window)
+        windows, _, query = lagged_pairs(memory / self.scale_, window)
         result = reweighted_nadaraya_watson(
             windows,
             query,
@@ -163,7 +175,8 @@ class KOWCPI(SequentialConformalRegressor):
             adjust=bool(self.reweight),
             constraint=self.constraint,
         )
-        return targets * self.scale_, result.weights, result.feasible
+        # the targets in original units exactly (not scaled and scaled back)
+        return memory[window:], result.weights, result.feasible
 
     def _next_weights(self, memory: NDArray) -> tuple[NDArray, NDArray]:
         targets, weights, feasible = self._weights_with(memory, self.window_, self.bandwidth_)
@@ -188,7 +201,7 @@ class KOWCPI(SequentialConformalRegressor):
         history, block = residuals[:-n_tune], residuals[-n_tune:]
         results = []
         for window in _WINDOW_CANDIDATES:  # a loop over candidate windows
-            if history.shape[0] <= window + 10:
+            if self._trim(history).shape[0] <= window + 10:
                 continue
             bandwidth = self._bandwidth_for(history, window)
             covered, widths = self._replay(history, block, window, bandwidth, level)
@@ -214,11 +227,8 @@ class KOWCPI(SequentialConformalRegressor):
         hits, widths = 0, 0.0
         for residual in block:  # sequential replay over the tuning block
             targets, weights, _ = self._weights_with(memory, window, bandwidth)
-            betas = fractions * level
-            q = weighted_quantile(targets, weights, np.concatenate([betas, 1 - level + betas]))
-            lower, upper = q[: betas.size], q[betas.size :]
-            best = int(np.argmin(upper - lower))
-            hits += int(lower[best] <= residual <= upper[best])
-            widths += upper[best] - lower[best]
+            lower, upper = residual_offsets(targets, weights, np.array([level]), fractions)[:, 0]
+            hits += int(lower <= residual <= upper)
+            widths += upper - lower
             memory = self._trim(np.append(memory, residual))
         return hits / block.shape[0], widths / block.shape[0]
