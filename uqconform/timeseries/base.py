@@ -177,6 +177,7 @@ class SequentialConformalRegressor(RegressorMixin, BaseEstimator):
         self.n_infeasible_ = 0
         self.n_steps_ = 0
         self.effective_sample_sizes_: list[float] = []
+        self.coverage_history_ = np.zeros(0, dtype=bool)
         return self
 
     @staticmethod
@@ -256,6 +257,8 @@ class SequentialConformalRegressor(RegressorMixin, BaseEstimator):
             for t in range(n):  # sequential by nature: step t needs the residual of t - 1
                 out[t] = centre[t] + self._interval_offsets(alphas)
                 self._absorb(residuals[t : t + 1])
+            covered = (out[:, 0, 0] <= y) & (y <= out[:, 1, 0])
+            self.coverage_history_ = np.concatenate([self.coverage_history_, covered])
         return out[..., 0] if np.ndim(value) == 0 else out
 
     def update(self, X: ArrayLike, y: ArrayLike):
