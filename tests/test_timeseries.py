@@ -667,3 +667,19 @@ def test_beta_zero_uses_only_weighted_residuals():
     weights = np.array([0.0, 0.25, 0.25, 0.25, 0.25])
     lower, upper = residual_offsets(targets, weights, np.array([0.5]), np.array([0.0]))[:, 0]
     assert (lower, upper) == (-1.0, 0.0)
+
+
+def test_auto_bandwidth_tunes_window_and_bandwidth_together():
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(500, 2))
+    y = X @ np.array([1.0, -1.0]) + rng.normal(size=500)
+    from sklearn.linear_model import LinearRegression
+
+    model = KOWCPI(LinearRegression(), bandwidth="auto", n_bootstrap=10, random_state=0)
+    model.fit(X, y)
+    tried = {(r["window"], r["bandwidth"]) for r in model.tuning_results_}
+    assert {0.3, 0.5, 1.0, 2.0} <= {h for _, h in tried}
+    assert (model.window_, model.bandwidth_) in tried
+    passing = [r for r in model.tuning_results_ if r["coverage"] >= 0.9]
+    if passing:  # the narrowest setting that reaches the target on the tuning block
+        assert model.bandwidth_ == min(passing, key=lambda r: r["width"])["bandwidth"]
