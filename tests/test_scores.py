@@ -17,6 +17,7 @@ from uqconform.scores import (
     NormalizedScore,
     RAPSScore,
     RegressionScore,
+    SAPSScore,
     TopKScore,
     get_classification_score,
     get_regression_score,
@@ -176,7 +177,15 @@ def test_abstract_bases_need_both_functions():
 
 @pytest.mark.parametrize(
     "score",
-    [LACScore(), APSScore(), APSScore(randomized=False), RAPSScore(), TopKScore()],
+    [
+        LACScore(),
+        APSScore(),
+        APSScore(randomized=False),
+        RAPSScore(),
+        SAPSScore(),
+        SAPSScore(randomized=False),
+        TopKScore(),
+    ],
     ids=repr,
 )
 def test_label_scores_equal_the_label_column_of_scores(score):

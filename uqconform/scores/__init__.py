@@ -5,6 +5,7 @@ from uqconform.scores.classification import (
     ClassificationScore,
     LACScore,
     RAPSScore,
+    SAPSScore,
     TopKScore,
     get_classification_score,
 )
@@ -25,6 +26,7 @@ __all__ = [
     "NormalizedScore",
     "RAPSScore",
     "RegressionScore",
+    "SAPSScore",
     "TopKScore",
     "get_classification_score",
     "get_regression_score",

@@ -18,6 +18,7 @@ __all__ = [
     "ClassificationScore",
     "LACScore",
     "RAPSScore",
+    "SAPSScore",
     "TopKScore",
     "get_classification_score",
 ]
@@ -164,6 +165,40 @@ class RAPSScore(APSScore):
         return self.lambda_reg * np.maximum(ranks - self.k_reg, 0)
 
 
+class SAPSScore(ClassificationScore):
+    """Sorted adaptive prediction sets (Huang et al., 2023): rank, not probability mass.
+
+    ``u * p_max`` for the top-ranked label, ``p_max + (rank - 2 + u) * weight`` for the
+    others: only the largest probability is used, which makes the score robust to the
+    poorly calibrated small probabilities of deep networks.
+
+    Parameters
+    ----------
+    weight : float, default=0.3
+        Cost of each rank beyond the first (``lambda`` in the paper).
+    randomized : bool, default=True
+        ``False`` uses ``u = 1``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> SAPSScore(weight=0.5, randomized=False).scores(np.array([[0.2, 0.5, 0.3]]))
+    array([[1.5, 0.5, 1. ]])
+    """
+
+    def __init__(self, weight: float = 0.3, randomized: bool = True):
+        self.weight = weight
+        self.randomized = randomized
+
+    def scores(self, proba, u=None):
+        order = np.argsort(-proba, axis=1)  # ties: any fixed rule keeps exchangeability
+        ranks = np.empty_like(order)
+        np.put_along_axis(ranks, order, np.arange(1, proba.shape[1] + 1)[None, :], axis=1)
+        top = proba.max(axis=1, keepdims=True)
+        draw = u[:, None] if self.randomized else 1.0
+        return np.where(ranks == 1, draw * top, top + (ranks - 2 + draw) * self.weight)
+
+
 class TopKScore(ClassificationScore):
     """Rank of the label among the model's ordered probabilities (1 = most likely).
 
@@ -188,8 +223,9 @@ def get_classification_score(
     randomized: bool = True,
     k_reg: int = 1,
     lambda_reg: float = 0.01,
+    saps_weight: float = 0.3,
 ) -> ClassificationScore:
-    """Resolve ``"lac"``, ``"aps"``, ``"raps"``, ``"topk"`` or pass a score object through.
+    """Resolve ``"lac"``, ``"aps"``, ``"raps"``, ``"saps"``, ``"topk"`` or pass a score object.
 
     Examples
     --------
@@ -204,9 +240,11 @@ def get_classification_score(
         return APSScore(randomized=randomized)
     if score == "raps":
         return RAPSScore(k_reg=k_reg, lambda_reg=lambda_reg, randomized=randomized)
+    if score == "saps":
+        return SAPSScore(weight=saps_weight, randomized=randomized)
     if score == "topk":
         return TopKScore()
     raise ValueError(
-        f"Unknown `conformity_score` {score!r}: use 'lac', 'aps', 'raps', 'topk' or an "
+        f"Unknown `conformity_score` {score!r}: use 'lac', 'aps', 'raps', 'saps', 'topk' or an "
         "instance of uqconform.scores.ClassificationScore."
     )
