@@ -1,0 +1,201 @@
+"""Self-ensembled classification heads: several diverse copies of one classifier.
+
+Multi-dimensional scores need several heads whose errors differ. Without a shared neural
+backbone, diversity comes from training each clone on a (class-stratified) bootstrap sample,
+on a random subset of the features, or with a different seed. A list of already fitted
+classifiers with identical ``classes_`` works too.
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+import numpy as np
+from joblib import Parallel, delayed
+from numpy.typing import ArrayLike, NDArray
+from sklearn.base import BaseEstimator, ClassifierMixin, clone
+from sklearn.exceptions import NotFittedError
+from sklearn.linear_model import LogisticRegression
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+__all__ = ["HeadEnsemble"]
+
+DIVERSITY = ("bootstrap", "subspace", "seeds")
+
+
+def _columns(X: Any, columns: NDArray | None) -> Any:
+    if columns is None:
+        return X
+    return X.iloc[:, columns] if hasattr(X, "iloc") else np.asarray(X)[:, columns]
+
+
+def _rows(X: Any, rows: NDArray) -> Any:
+    return X.iloc[rows] if hasattr(X, "iloc") else np.asarray(X)[rows]
+
+
+def _fit_head(estimator, X, y, rows, columns, seed):
+    model = clone(estimator)
+    if seed is not None:
+        model.set_params(random_state=seed)
+    return model.fit(_columns(_rows(X, rows), columns), y[rows])
+
+
+class HeadEnsemble(ClassifierMixin, BaseEstimator):
+    """``n_heads`` diverse clones of a classifier, averaged by ``predict_proba``.
+
+    Parameters
+    ----------
+    estimator : classifier or list of fitted classifiers, default=None
+        The classifier to clone (``None``: ``LogisticRegression(max_iter=1000)``), or the
+        heads themselves, already fitted, with identical ``classes_`` (then ``fit`` only
+        checks them).
+    n_heads : int, default=5
+    diversity : {"bootstrap", "subspace", "seeds"}, default="bootstrap"
+        Class-stratified bootstrap samples of the rows, random subsets of
+        ``subspace_fraction`` of the features, or different ``random_state`` values.
+    subspace_fraction : float, default=0.7
+    n_jobs : int, default=None
+        Heads are fitted through joblib.
+    random_state : int or None, default=None
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_iris
+    >>> X, y = load_iris(return_X_y=True)
+    >>> heads = HeadEnsemble(n_heads=3, random_state=0).fit(X, y)
+    >>> heads.head_probabilities(X[:2]).shape
+    (3, 2, 3)
+    """
+
+    def __init__(
+        self,
+        estimator: Any = None,
+        n_heads: int = 5,
+        diversity: str = "bootstrap",
+        subspace_fraction: float = 0.7,
+        n_jobs: int | None = None,
+        random_state: int | None = None,
+    ):
+        self.estimator = estimator
+        self.n_heads = n_heads
+        self.diversity = diversity
+        self.subspace_fraction = subspace_fraction
+        self.n_jobs = n_jobs
+        self.random_state = random_state
+
+    def _prefit_heads(self) -> list | None:
+        return list(self.estimator) if isinstance(self.estimator, (list, tuple)) else None
+
+    def _validate_params(self) -> None:
+        if self._prefit_heads() is not None:
+            if len(self.estimator) < 1:
+                raise ValueError("`estimator` as a list needs at least one fitted classifier.")
+            return
+        heads = self.n_heads
+        if isinstance(heads, bool) or not isinstance(heads, numbers.Integral) or heads < 1:
+            raise ValueError(f"`n_heads` must be an integer >= 1, got {heads!r}.")
+        if self.diversity not in DIVERSITY:
+            raise ValueError(
+                f"`diversity` must be one of {list(DIVERSITY)}, got {self.diversity!r}."
+            )
+        if not 0 < self.subspace_fraction <= 1:
+            raise ValueError(
+                f"`subspace_fraction` must lie in (0, 1], got {self.subspace_fraction!r}."
+            )
+
+    def _adopt(self, heads: list) -> None:
+        """Use fitted heads as they are, after checking they agree on the classes."""
+        for index, head in enumerate(heads):
+            try:
+                check_is_fitted(head)
+            except NotFittedError:
+                raise NotFittedError(
+                    f"Head {index} of `estimator` is not fitted: pass fitted classifiers, or "
+                    "one classifier to be cloned and fitted."
+                ) from None
+            if not hasattr(head, "predict_proba"):
+                raise TypeError(f"Head {index} ({type(head).__name__}) has no predict_proba.")
+        classes = [np.asarray(head.classes_) for head in heads]
+        if any(c.shape != classes[0].shape or (c != classes[0]).any() for c in classes[1:]):
+            raise ValueError(
+                "The heads have different `classes_`: "
+                f"{[c.tolist() for c in classes]}; every head must know the same labels."
+            )
+        self.heads_ = heads
+        self.feature_subsets_ = [None] * len(heads)
+        self.classes_ = classes[0]
+
+    def fit(self, X: ArrayLike, y: ArrayLike):
+        """Fit the heads (or check the given fitted heads).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+
+        Returns
+        -------
+        self
+        """
+        self._validate_params()
+        prefit = self._prefit_heads()
+        if prefit is not None:
+            self._adopt(prefit)
+            return self
+        X, y = validate_data(self, X, y, skip_check_array=True)
+        y = np.asarray(y)
+        rng = np.random.default_rng(self.random_state)
+        n, n_features = len(y), self.n_features_in_
+        base = LogisticRegression(max_iter=1000) if self.estimator is None else self.estimator
+        rows, columns, seeds = [], [], []
+        labels, inverse = np.unique(y, return_inverse=True)
+        for _ in range(int(self.n_heads)):  # a loop over heads (few)
+            if self.diversity == "bootstrap":  # stratified: every class stays in every head
+                order = np.argsort(inverse, kind="stable")
+                starts = np.searchsorted(inverse[order], np.arange(labels.size))
+                sizes = np.bincount(inverse, minlength=labels.size)
+                draws = rng.random(n)
+                picks = starts[inverse[order]] + (draws * sizes[inverse[order]]).astype(int)
+                rows.append(order[picks])
+            else:
+                rows.append(np.arange(n))
+            if self.diversity == "subspace":
+                size = max(1, round(self.subspace_fraction * n_features))
+                columns.append(np.sort(rng.choice(n_features, size=size, replace=False)))
+            else:
+                columns.append(None)
+            seeds.append(int(rng.integers(2**31)) if "random_state" in base.get_params() else None)
+        if self.diversity == "seeds" and seeds[0] is None:
+            raise ValueError(
+                "diversity='seeds' needs an estimator with a `random_state` parameter; use "
+                "'bootstrap' or 'subspace' for deterministic models."
+            )
+        self.heads_ = Parallel(n_jobs=self.n_jobs)(
+            delayed(_fit_head)(base, X, y, r, c, s)
+            for r, c, s in zip(rows, columns, seeds, strict=True)
+        )
+        self.feature_subsets_ = columns
+        self.classes_ = np.asarray(self.heads_[0].classes_)
+        return self
+
+    def __sklearn_is_fitted__(self) -> bool:
+        return hasattr(self, "heads_")
+
+    def head_probabilities(self, X: ArrayLike) -> NDArray:
+        """Class probabilities of every head: ``(n_heads, n_samples, n_classes)``."""
+        check_is_fitted(self)
+        return np.stack(
+            [
+                np.asarray(head.predict_proba(_columns(X, columns)), dtype=float)
+                for head, columns in zip(self.heads_, self.feature_subsets_, strict=True)
+            ]
+        )
+
+    def predict_proba(self, X: ArrayLike) -> NDArray:
+        """Mean of the heads' probabilities (the plain ensemble)."""
+        return self.head_probabilities(X).mean(axis=0)
+
+    def predict(self, X: ArrayLike) -> NDArray:
+        """Label with the largest mean probability."""
+        return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
