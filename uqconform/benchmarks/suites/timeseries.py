@@ -311,8 +311,8 @@ def _series(ctx) -> list[tuple[str, np.ndarray, np.ndarray]]:
 def _further(ctx, notes) -> list[dict[str, Any]]:
     trials = ctx.pick(1, 2, 5)
     spci_trials = 1
-    spci_cap = ctx.pick(10, 80, None)
-    mapie_cap = ctx.pick(10, 200, None)
+    spci_cap = ctx.pick(10, 40, None)
+    mapie_cap = ctx.pick(10, 100, None)
     notes.append(
         f"Further series: 80/20 in time order, base RandomForestRegressor(10 trees, "
         f"min_samples_leaf=5), {trials} trial(s); SPCI window min(100, n_fit/4) on "
