@@ -24,9 +24,11 @@ class EnbPI(SequentialConformalRegressor):
     estimator : regressor, default=None
         Any scikit-learn regressor (``None``: a 10-tree random forest).
     alpha : float or sequence of float, default=0.1
+        Miscoverage level(s) in (0, 1); each call may override it.
     residuals : {"bootstrap", "holdout"}, default="bootstrap"
         Leave-one-out bootstrap ensemble residuals, or one model and a hold-out block.
     n_bootstrap : int, default=25
+        Number of bootstrap models.
     holdout_fraction : float, default=0.2
         Share of the fit data kept for residuals with ``residuals="holdout"``.
     memory : int or None, default=300
@@ -36,7 +38,9 @@ class EnbPI(SequentialConformalRegressor):
     n_jobs : int, default=None
         Parallel bootstrap fits through joblib (Dask with ``joblib.parallel_config``).
     random_state : int or None, default=None
+        Seeds the bootstrap samples and the models' own randomness.
     verbose : bool, default=False
+        Report the bootstrap fits.
 
     Examples
     --------

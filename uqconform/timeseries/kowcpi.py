@@ -60,9 +60,26 @@ class KOWCPI(SequentialConformalRegressor):
 
     Parameters
     ----------
-    estimator, alpha, residuals, n_bootstrap, holdout_fraction, memory, beta_grid, n_jobs,
-    random_state, verbose
-        As for `EnbPI` (``memory`` default: all residuals).
+    estimator : regressor, default=None
+        Any scikit-learn regressor (``None``: a 10-tree random forest).
+    alpha : float or sequence of float, default=0.1
+        Miscoverage level(s) in (0, 1); each call may override it.
+    residuals : {"bootstrap", "holdout"}, default="bootstrap"
+        Leave-one-out bootstrap ensemble residuals, or one model and a hold-out block.
+    n_bootstrap : int, default=25
+        Number of bootstrap models.
+    holdout_fraction : float, default=0.2
+        Share of the fit data kept for residuals with ``residuals="holdout"``.
+    memory : int or None, default=None
+        Residuals kept (the newest); ``None`` keeps all.
+    beta_grid : int or sequence of float, default=5
+        Number of ``beta`` values in ``[0, alpha]``, or fractions of ``alpha``.
+    n_jobs : int, default=None
+        Parallel bootstrap fits through joblib (Dask with ``joblib.parallel_config``).
+    random_state : int or None, default=None
+        Seeds the bootstrap samples and the models' own randomness.
+    verbose : bool, default=False
+        Report the bootstrap fits.
     window : int or "auto", default="auto"
         Residuals the kernel conditions on; ``"auto"`` tries 1, 2, 3, 5 and 10.
     bandwidth : float, "auto" or "aic", default=0.3
