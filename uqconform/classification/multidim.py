@@ -174,11 +174,20 @@ class MultiDimScoreClassifier(ClassifierMixin, BaseEstimator):
         self
         """
         self._validate_params()
-        for name in ("cells_", "aggregator_", "conformity_scores_"):
-            self.__dict__.pop(name, None)
+        self._reset_calibration()
         validate_data(self, X, skip_check_array=True)
         self.estimator_ = self._heads().fit(X, check_rows("y", y, len(X)))
+        self._heads_adopted = False
         return self
+
+    def _reset_calibration(self) -> None:
+        for name in ("cells_", "aggregator_", "conformity_scores_", "n_calibration_", "_tree"):
+            self.__dict__.pop(name, None)
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        state.pop("_tree", None)  # rebuilt from the centres on first use
+        return state
 
     @property
     def classes_(self) -> NDArray:
@@ -223,27 +232,30 @@ class MultiDimScoreClassifier(ClassifierMixin, BaseEstimator):
         self
         """
         self._validate_params()
-        if not hasattr(self, "estimator_"):
+        if not hasattr(self, "estimator_") or self.__dict__.get("_heads_adopted", False):
             if not isinstance(self.estimator, (list, tuple)):
                 raise NotFittedError(
                     "calibrate was called before fit: call fit(X_train, y_train) first, or pass "
                     "a list of fitted heads as `estimator`."
                 )
+            # Re-adopted at each calibrate, so that set_params(estimator=...) applies.
             self.estimator_ = self._heads().fit(None, None)
+            self._heads_adopted = True
         n = len(X)
         labels = encode_labels(check_rows("y", y, n), self.classes_)
         levels = check_alpha(self.alpha, "alpha")
         order = self._rng(2).permutation(n)
-        n_cells = int(np.floor(self.cells_fraction * n))
-        n_recal = n - n_cells
-        needed = int(np.ceil(1 / levels.min() - 1 - 1e-9))
+        n_cells, n_recal = self._split_sizes(n)
         if n_cells < 1 or conformal_rank(n_recal, levels.min())[0] > n_recal:
-            minimum = int(np.ceil((needed + 1) / (1 - self.cells_fraction)))
+            needed = int(np.ceil(1 / levels.min() - 1 - 1e-9))
+            minimum = self._minimum_calibration(needed)
             raise ValueError(
                 f"{n} calibration points are too few for alpha={levels.min()} with "
-                f"cells_fraction={self.cells_fraction}: the calibration part needs at least "
-                f"{needed} points, so give at least {minimum} calibration points."
+                f"cells_fraction={self.cells_fraction}: the cells part needs at least 1 point "
+                f"and the calibration part at least {needed}, so give at least {minimum} "
+                "calibration points."
             )
+        self._reset_calibration()
         vectors = self.score_vectors(X, rng=self._rng(0))
         rows = np.arange(n)
         first, second = order[:n_cells], order[n_cells:]
@@ -255,6 +267,21 @@ class MultiDimScoreClassifier(ClassifierMixin, BaseEstimator):
         self.conformity_scores_ = self._scalar_scores(true_vectors[second])
         self.n_calibration_ = n_recal
         return self
+
+    def _split_sizes(self, n: int) -> tuple[int, int]:
+        n_cells = int(np.floor(self.cells_fraction * n))
+        return n_cells, n - n_cells
+
+    def _minimum_calibration(self, needed: int) -> int:
+        """Smallest calibration size whose split leaves >= 1 cell point and ``needed`` others."""
+        # Both parts grow with n, so search upwards from a lower bound (n - floor(f n) is at
+        # most (1 - f) n + 1).
+        n = max(1, int(np.floor((needed - 1) / (1 - self.cells_fraction))))
+        while True:  # a loop over a few candidate sizes
+            n_cells, n_recal = self._split_sizes(n)
+            if n_cells >= 1 and n_recal >= needed:
+                return n
+            n += 1
 
     def _build_cells(self, vectors: NDArray, labels: NDArray, levels: NDArray) -> None:
         n, k, _ = vectors.shape
@@ -274,17 +301,27 @@ class MultiDimScoreClassifier(ClassifierMixin, BaseEstimator):
         rank = np.empty(centres.shape[0], dtype=np.int64)
         rank[ranking] = np.arange(1, centres.shape[0] + 1)
         limits = np.maximum.accumulate(centres[ranking], axis=0)  # (m, H) caps per prefix
-        target = int(np.ceil((centres.shape[0] + 1) * (1 - levels.min())))
-        warm = int(np.searchsorted(np.cumsum(counts[ranking]), target, side="right"))
         self.cells_ = {
             "centres": centres,
             "rank": rank,
             "limits": limits,
-            "warm_start": warm,
             "true_counts": counts,
             "false_counts": false_counts,
         }
+        # The warm start of the smallest level, kept for inspection; prediction computes the
+        # warm start of each requested level (one level's must not enlarge another's sets).
+        self.cells_["warm_start"] = self._warm_start(float(levels.min()))
         self._tree = tree
+
+    def _warm_start(self, level: float) -> int:
+        """Purest cells taken while their true counts stay within ``ceil((m + 1)(1 - alpha))``.
+
+        Depends on the cells part only, and only enlarges the region, so validity holds.
+        """
+        cells = self.cells_
+        counts = cells["true_counts"][np.argsort(cells["rank"])]
+        target = int(np.ceil((counts.size + 1) * (1 - level) - 1e-9))
+        return int(np.searchsorted(np.cumsum(counts), target, side="right"))
 
     def _train_aggregator(self, vectors: NDArray, labels: NDArray) -> None:
         n, k, h = vectors.shape
@@ -303,7 +340,7 @@ class MultiDimScoreClassifier(ClassifierMixin, BaseEstimator):
     def _scalar_scores(self, vectors: NDArray) -> NDArray:
         """The scalar score of score vectors ``(..., H)``: prefix length or 1 - P(true)."""
         flat = vectors.reshape(-1, vectors.shape[-1])
-        if self.calibration == "learned":
+        if "cells_" not in self.__dict__:  # the mode fitted at calibration, not set_params'
             true_column = list(self.aggregator_.classes_).index(True)
             scores = 1.0 - self.aggregator_.predict_proba(flat)[:, true_column]
             return scores.reshape(vectors.shape[:-1])
@@ -345,8 +382,8 @@ class MultiDimScoreClassifier(ClassifierMixin, BaseEstimator):
         scores = self._scalar_scores(vectors)  # (n, K)
         out = np.empty((*scores.shape, levels.size), dtype=bool)
         for j, threshold in enumerate(thresholds):  # a loop over levels
-            if self.calibration == "cells":
-                threshold = max(threshold, self.cells_["warm_start"])
+            if "cells_" in self.__dict__:
+                threshold = max(threshold, self._warm_start(float(levels[j])))
             sets = scores <= threshold
             empty = ~sets.any(axis=1)
             if empty.any():  # the label with the best score joins an empty set
