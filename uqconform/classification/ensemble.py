@@ -28,9 +28,22 @@ class EnsembleConformalClassifier(SplitConformalClassifier):
     n_heads : int, default=5
     diversity : {"bootstrap", "subspace", "seeds"}, default="bootstrap"
     n_jobs : int, default=None
-    alpha, conformity_score, randomized, k_reg, lambda_reg, class_conditional, batch_size,
-    random_state
-        As in `SplitConformalClassifier`.
+    alpha : float or sequence of float, default=0.1
+        Miscoverage level(s) in (0, 1).
+    conformity_score : {"lac", "aps", "raps", "saps", "topk"}, default="lac"
+        The score of the mean probability (see `SplitConformalClassifier`).
+    randomized : bool, default=True
+        Randomise APS/RAPS/SAPS so that coverage is exact.
+    k_reg : int, default=1
+        RAPS: top labels not penalised.
+    lambda_reg : float, default=0.01
+        RAPS: penalty per rank beyond ``k_reg``.
+    class_conditional : bool, default=False
+        One threshold per class.
+    batch_size : int, default=None
+        Rows predicted at once.
+    random_state : int or None, default=None
+        Seeds the heads and the uniform draws.
 
     Examples
     --------

@@ -63,8 +63,10 @@ class MultiDimScoreClassifier(ClassifierMixin, BaseEstimator):
         A vector is in a cell region when at least half of its ``n_neighbors`` nearest
         centres are (``"cells"``).
     alpha : float or sequence of float, default=0.1
-    k_reg, lambda_reg : int, float, default=5, 0.05
-        RAPS parameters (the official code's).
+    k_reg : int, default=5
+        RAPS: top labels not penalised (the official code's value).
+    lambda_reg : float, default=0.05
+        RAPS: penalty per rank beyond ``k_reg`` (the official code's value).
     saps_weight : float, default=0.3
     n_jobs : int, default=None
         Heads fitted through joblib.
@@ -396,8 +398,12 @@ class MultiDimScoreClassifier(ClassifierMixin, BaseEstimator):
 
         Parameters
         ----------
-        X, y : calibration-like data to draw
+        X : array-like of shape (n_samples, n_features)
+            Rows to draw (e.g. calibration data).
+        y : array-like of shape (n_samples,)
+            Their true labels.
         heads : pair of int, default=(0, 1)
+            The two heads whose scores are the axes.
         ax : matplotlib Axes, optional
 
         Returns
