@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import pickle
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -372,12 +373,21 @@ def test_bad_parameters(params, match):
 def test_too_few_calibration_points_names_the_minimum(alpha, fraction):
     X, y, heads = synthetic()
     model = MultiDimScoreClassifier(list(heads), alpha=alpha, cells_fraction=fraction)
-    with pytest.raises(ValueError, match="too few") as error:
+    with pytest.warns(UserWarning, match="too few") as caught:
         model.calibrate(X[:5], y[:5])
-    minimum = int(re.search(r"give at least (\d+)", str(error.value)).group(1))
-    model.calibrate(X[:minimum], y[:minimum])  # enough
-    with pytest.raises(ValueError, match=f"give at least {minimum} "):
+    assert model.predict_set(X[100:110]).all()  # the contract: the whole label space
+    minimum = int(re.search(r"give at least (\d+)", str(caught[0].message)).group(1))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model.calibrate(X[:minimum], y[:minimum])  # enough: no warning
+    with pytest.warns(UserWarning, match=f"give at least {minimum} "):
         model.calibrate(X[: minimum - 1], y[: minimum - 1])
+
+
+def test_no_point_left_to_calibrate_is_an_error():
+    X, y, heads = synthetic()
+    with pytest.raises(ValueError, match="too few"):
+        MultiDimScoreClassifier(list(heads), cells_fraction=0.5).calibrate(X[:1], y[:1])
 
 
 def test_calibrate_before_fit_with_an_unfitted_estimator():

@@ -125,6 +125,11 @@ class HeadEnsemble(ClassifierMixin, BaseEstimator):
         self.heads_ = heads
         self.feature_subsets_ = [None] * len(heads)
         self.classes_ = classes[0]
+        for name in ("n_features_in_", "feature_names_in_"):
+            if hasattr(heads[0], name):
+                setattr(self, name, getattr(heads[0], name))
+            else:
+                self.__dict__.pop(name, None)
 
     def fit(self, X: ArrayLike, y: ArrayLike):
         """Fit the heads (or check the given fitted heads).
@@ -185,6 +190,8 @@ class HeadEnsemble(ClassifierMixin, BaseEstimator):
     def head_probabilities(self, X: ArrayLike) -> NDArray:
         """Class probabilities of every head: ``(n_heads, n_samples, n_classes)``."""
         check_is_fitted(self)
+        if hasattr(self, "n_features_in_"):  # the number (and names) of features seen in fit
+            validate_data(self, X, skip_check_array=True, reset=False)
         return np.stack(
             [
                 np.asarray(head.predict_proba(_columns(X, columns)), dtype=float)

@@ -22,6 +22,7 @@ probability (`EnsembleConformalClassifier`) is the baseline to beat.
 from __future__ import annotations
 
 import numbers
+import warnings
 from typing import Any
 
 import numpy as np
@@ -248,14 +249,18 @@ class MultiDimScoreClassifier(ClassifierMixin, BaseEstimator):
         levels = check_alpha(self.alpha, "alpha")
         order = self._rng(2).permutation(n)
         n_cells, n_recal = self._split_sizes(n)
-        if n_cells < 1 or conformal_rank(n_recal, levels.min())[0] > n_recal:
-            needed = int(np.ceil(1 / levels.min() - 1 - 1e-9))
-            minimum = self._minimum_calibration(needed)
-            raise ValueError(
-                f"{n} calibration points are too few for alpha={levels.min()} with "
-                f"cells_fraction={self.cells_fraction}: the cells part needs at least 1 point "
-                f"and the calibration part at least {needed}, so give at least {minimum} "
-                "calibration points."
+        needed = int(np.ceil(1 / levels.min() - 1 - 1e-9))
+        message = (
+            f"{n} calibration points are too few for alpha={levels.min()} with "
+            f"cells_fraction={self.cells_fraction}: the cells part needs at least 1 point "
+            f"and the calibration part at least {needed}, so give at least "
+            f"{self._minimum_calibration(needed)} calibration points."
+        )
+        if n_cells < 1 or n_recal < 1:  # nothing to build cells from, or to calibrate on
+            raise ValueError(message)
+        if conformal_rank(n_recal, levels.min())[0] > n_recal:  # the contract: whole space
+            warnings.warn(
+                message + " Until then every set holds every class.", UserWarning, stacklevel=2
             )
         self._reset_calibration()
         vectors = self.score_vectors(X, rng=self._rng(0))
