@@ -36,7 +36,7 @@ from uqconform.timeseries import KOWCPI, SPCI, EnbPI, rolling_coverage
 
 ALPHA = 0.1
 FIT_FRACTION = 0.8  # train 70 % + tune 10 % (the last 1/8 of the fit residuals)
-METHODS = ("kowcpi", "plain nw", "spci", "enbpi")
+METHODS = ("kowcpi", "kowcpi (bandwidth auto)", "plain nw", "spci", "enbpi")
 # Issue criteria on ELEC2.
 TARGET_COVERAGE = (0.88, 0.92)
 TARGET_WIDTH = 0.24
@@ -68,6 +68,8 @@ def _model(method: str, estimator: Any, seed: int, spci_window: int = 100, **par
     common = {"alpha": ALPHA, "random_state": seed}
     if method == "kowcpi":
         return KOWCPI(estimator, bandwidth=0.3, **common, **params)
+    if method == "kowcpi (bandwidth auto)":
+        return KOWCPI(estimator, bandwidth="auto", **common, **params)
     if method == "plain nw":
         return KOWCPI(estimator, bandwidth=0.3, reweight=False, **common, **params)
     if method == "spci":
@@ -205,6 +207,11 @@ def _elec2(ctx, notes) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     in_band = TARGET_COVERAGE[0] <= kowcpi["coverage"] <= TARGET_COVERAGE[1]
     met = bool(in_band and kowcpi["width"] <= TARGET_WIDTH and beats_enbpi and beats_spci)
     rows[[r["method"] for r in rows].index("kowcpi")]["target_met"] = met
+    notes.append(
+        "ELEC2: KOWCPI's default bandwidth (0.3 MAD units) was chosen while developing the "
+        "library, after seeing results on this test block, so its row is optimistic; the row "
+        "'kowcpi (bandwidth auto)' chooses window and bandwidth on the fit residuals only."
+    )
     notes.append(
         f"ELEC2 target (KOWCPI coverage in {list(TARGET_COVERAGE)}, width <= {TARGET_WIDTH}, "
         f"narrower than SPCI and EnbPI whenever those reach coverage >= {VALID_COVERAGE}): "
