@@ -209,3 +209,11 @@ def test_threshold_is_monotone_in_alpha(scores, alphas):
     # a larger miscoverage never raises the threshold: sets are nested in alpha
     assert np.all(thresholds[1:] <= thresholds[:-1])
     assert np.all(weighted[1:] <= weighted[:-1])
+
+
+def test_rowwise_weighted_quantile_does_not_depend_on_the_row_position():
+    # Identical rows must give identical thresholds, however many rows there are.
+    scores = np.array([1.0, 2.0, 3.0, 4.0])
+    weights = np.tile([0.3, 0.3, 0.3 - 4e-10, 0.1], (50_000, 1))
+    thresholds = conformal_quantile(scores, 0.1, weights=weights, test_weight=0.0)
+    assert np.unique(thresholds).size == 1

@@ -242,3 +242,49 @@ def test_fit_params_are_passed_to_the_estimator():
     w = np.arange(60.0)
     cp = SplitConformalRegressor(Recorder()).fit(X, y, sample_weight=w)
     np.testing.assert_array_equal(cp.estimator_.weight_, w)
+
+
+class _ColumnPredictions(LinearRegression):
+    """A regressor that predicts shape (n, 1), as Keras-style models do."""
+
+    def predict(self, X):
+        return super().predict(X)[:, None]
+
+
+def test_column_predictions_are_flattened_not_broadcast():
+    X, y = regression_data(300)
+    model = SplitConformalRegressor(_ColumnPredictions()).fit(X[:100], y[:100])
+    model.calibrate(X[100:200], y[100:200])
+    assert model.conformity_scores_.shape == (100,)
+    reference = SplitConformalRegressor(LinearRegression()).fit(X[:100], y[:100])
+    reference.calibrate(X[100:200], y[100:200])
+    np.testing.assert_allclose(
+        model.predict_interval(X[200:]), reference.predict_interval(X[200:])
+    )
+
+
+def test_frozen_estimator_gets_an_out_of_fold_difficulty_model():
+    from sklearn.frozen import FrozenEstimator
+
+    X, y = regression_data(400)
+    fitted = LinearRegression().fit(X[:200], y[:200])
+    model = SplitConformalRegressor(FrozenEstimator(fitted), conformity_score="normalized")
+    model.fit(X[:200], y[:200])
+    # The difficulty model predicts absolute residuals, not the target.
+    assert not np.allclose(model.difficulty_estimator_.predict(X[200:]), fitted.predict(X[200:]))
+
+
+def test_generator_seed_gives_reproducible_normalized_intervals():
+    X, y = regression_data(400)
+
+    def run():
+        model = SplitConformalRegressor(
+            LinearRegression(),
+            conformity_score="normalized",
+            random_state=np.random.default_rng(42),
+        )
+        return (
+            model.fit(X[:200], y[:200]).calibrate(X[200:300], y[200:300]).predict_interval(X[300:])
+        )
+
+    np.testing.assert_array_equal(run(), run())

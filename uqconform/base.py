@@ -495,6 +495,22 @@ class ConformalPredictor(BaseEstimator):
         return self.estimator_.predict(X)
 
 
+def integer_seed(random_state: Any) -> int | None:
+    """An int seed (or None) from ``random_state``: an int, None, a Generator or RandomState.
+
+    A generator gives one draw, so a seeded generator still gives reproducible results.
+    """
+    if random_state is None or isinstance(random_state, numbers.Integral):
+        return None if random_state is None else int(random_state)
+    if isinstance(random_state, np.random.Generator):
+        return int(random_state.integers(2**31))
+    if isinstance(random_state, np.random.RandomState):
+        return int(random_state.randint(2**31 - 1))
+    raise ValueError(
+        f"`random_state` must be None, an int or a numpy Generator, got {random_state!r}."
+    )
+
+
 def check_regression_target(y: ArrayLike, n: int) -> NDArray:
     """A finite 1-D float target with one value per row of X.
 

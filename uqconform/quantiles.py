@@ -240,16 +240,12 @@ def _weighted_conformal_quantile(
 
 
 def _rowwise_searchsorted(cumulative: NDArray, targets: NDArray) -> NDArray:
-    """``searchsorted(cumulative[i], targets)`` for every row at once.
+    """``searchsorted(cumulative[i], targets, side="left")`` for every row at once.
 
-    Each row is non-decreasing within [0, 1 + eps]; shifting row ``i`` by ``2 i`` makes the
-    flattened array sorted, so one ``searchsorted`` call serves all rows.
+    Counts, per row and target, the entries strictly below the target: exact whatever the
+    number of rows (no shared offset that would cost floating-point resolution).
     """
-    m, n = cumulative.shape
-    offsets = 2.0 * np.arange(m)[:, None]
-    flat = (cumulative + offsets).ravel()
-    positions = np.searchsorted(flat, (targets[None, :] + offsets).ravel(), side="left")
-    return positions.reshape(m, -1) - n * np.arange(m)[:, None]
+    return np.stack([(cumulative < t).sum(axis=1) for t in targets], axis=1)  # loop: levels
 
 
 def weighted_quantile(values: ArrayLike, weights: ArrayLike, q: float | ArrayLike) -> NDArray:

@@ -12,6 +12,7 @@ from sklearn.frozen import FrozenEstimator
 from sklearn.utils import get_tags
 from sklearn.utils.validation import check_is_fitted
 
+from uqconform.base import integer_seed
 from uqconform.quantiles import check_alpha
 from uqconform.regression.split import SplitConformalRegressor
 from uqconform.scores.regression import CQRScore
@@ -139,7 +140,7 @@ class ConformalizedQuantileRegressor(SplitConformalRegressor):
         ``"regressor__alpha"``); found automatically for scikit-learn's quantile models.
     batch_size : int, default=None
     random_state : int or None, default=None
-        Unused (kept for a uniform interface).
+        Seeds the default quantile model (its early-stopping split on large data).
 
     Attributes
     ----------
@@ -179,7 +180,9 @@ class ConformalizedQuantileRegressor(SplitConformalRegressor):
         return False
 
     def _default_estimator(self) -> BaseEstimator:
-        return HistGradientBoostingRegressor(loss="quantile")
+        return HistGradientBoostingRegressor(
+            loss="quantile", random_state=integer_seed(self.random_state)
+        )
 
     def _is_pair(self) -> bool:
         return isinstance(self.estimator, (tuple, list))
@@ -216,7 +219,7 @@ class ConformalizedQuantileRegressor(SplitConformalRegressor):
         return band
 
     def _model_output(self, X: Any) -> NDArray:
-        band = super()._model_output(X)
+        band = np.asarray(self.estimator_.predict(X), dtype=float)
         if band.ndim != 2 or band.shape[1] != 2:
             raise ValueError(
                 f"`estimator` must predict a band of shape (n, 2), got shape {band.shape}: a "

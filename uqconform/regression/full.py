@@ -33,7 +33,7 @@ from uqconform.regression.crr import (
 __all__ = ["FullConformalRidge"]
 
 # Test points processed at once: bounds the (m, n) coefficient arrays to ~2**22 cells.
-_CELLS_PER_BATCH = 2**22
+_CELLS_PER_BATCH = 2**19
 
 
 class FullConformalMixin:
@@ -57,12 +57,13 @@ class FullConformalMixin:
         ):
             raise ValueError(f"`batch_size` must be None or a positive integer, got {batch!r}.")
 
-    def _coefficient_batches(self, X: Any):
-        """Yield ``(rows, a, b)`` for batches of test points."""
+    def _coefficient_batches(self, X: Any, width: int = 1):
+        """Yield ``(rows, a, b)`` for batches of test points (``width`` candidates each)."""
         check_is_fitted(self, "machine_")
+        self._validate_full_params()
         features, predictions = self._test_features(X)
         n = self.machine_.n_samples
-        step = self.batch_size or max(1, _CELLS_PER_BATCH // max(n, 1))
+        step = self.batch_size or max(1, _CELLS_PER_BATCH // max(n * width, 1))
         for start in range(0, features.shape[0], step):  # a loop over batches of rows
             rows = slice(start, start + step)
             h_test, h_cross = self.machine_.test_leverages(features[rows])
@@ -164,7 +165,7 @@ class FullConformalMixin:
         if not np.isfinite(grid).all():
             raise ValueError("`y_candidates` contains NaN or infinite values.")
         out = np.empty(grid.shape)
-        for rows, a, b in self._coefficient_batches(X):
+        for rows, a, b in self._coefficient_batches(X, width=grid.shape[1]):
             out[rows] = p_values(a, b, grid[rows])
         return out[:, 0] if single else out
 

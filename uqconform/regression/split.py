@@ -10,11 +10,12 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, RegressorMixin, clone
 from sklearn.exceptions import NotFittedError
+from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import LinearRegression
 from sklearn.model_selection import KFold, cross_val_predict
 from sklearn.utils.validation import check_is_fitted
 
-from uqconform.base import ConformalPredictor, check_regression_target
+from uqconform.base import ConformalPredictor, check_regression_target, integer_seed
 from uqconform.scores.regression import RegressionScore, get_regression_score
 
 __all__ = ["SplitConformalRegressor"]
@@ -28,8 +29,13 @@ def predictive_spread(model: Any, X: Any) -> NDArray:
     """
     if hasattr(model, "predict_std"):
         return np.asarray(model.predict_std(X), dtype=float)
-    if "return_std" in inspect.signature(model.predict).parameters:
-        return np.asarray(model.predict(X, return_std=True)[1], dtype=float)
+    parameters = inspect.signature(model.predict).parameters
+    forwards = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+    if "return_std" in parameters or forwards:  # a Pipeline forwards it to its last step
+        try:
+            return np.asarray(model.predict(X, return_std=True)[1], dtype=float)
+        except TypeError:  # the last step does not take return_std
+            pass
     return np.asarray(model.predict(X), dtype=float)
 
 
@@ -145,14 +151,13 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
             return
         cv = self.cv
         if isinstance(cv, numbers.Integral):
-            seed = self.random_state
-            seed = None if isinstance(seed, np.random.Generator) else seed
-            cv = KFold(int(cv), shuffle=True, random_state=seed)
-        out_of_fold = cross_val_predict(
-            clone(self._estimator_or_default()), X, y, cv=cv, params=fit_params
-        )
+            cv = KFold(int(cv), shuffle=True, random_state=integer_seed(self.random_state))
+        point = self._estimator_or_default()
+        if isinstance(point, FrozenEstimator):  # refit its model out of fold, never the frozen one
+            point = point.estimator
+        out_of_fold = cross_val_predict(clone(point), X, y, cv=cv, params=fit_params)
         base = self.difficulty_estimator
-        model = clone(self._estimator_or_default() if base is None else base)
+        model = clone(point if base is None else base)
         self.difficulty_estimator_ = model.fit(X, np.abs(y - out_of_fold))
         self._difficulty_is_residual_model = True
 
@@ -187,7 +192,15 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
 
     # ---- scores and intervals --------------------------------------------------------------
     def _model_output(self, X: Any) -> NDArray:
-        return np.asarray(self.estimator_.predict(X), dtype=float)
+        output = np.asarray(self.estimator_.predict(X), dtype=float)
+        if output.ndim == 2 and output.shape[1] == 1:  # (n, 1), as Keras-style models give
+            output = output[:, 0]
+        if output.ndim != 1:
+            raise ValueError(
+                f"`estimator` predicts an array of shape {output.shape}; a scalar regressor "
+                "must predict shape (n,). For several outputs use uqconform.multioutput."
+            )
+        return output
 
     def _calibration_scores(self, X, y):
         score = self._score_object()
