@@ -288,3 +288,18 @@ def test_generator_seed_gives_reproducible_normalized_intervals():
         )
 
     np.testing.assert_array_equal(run(), run())
+
+
+def test_prefit_difficulty_model_is_read_again_at_each_calibrate():
+    X, y = regression_data(400)
+    first = BayesianRidge().fit(X[:200], y[:200])
+    second = BayesianRidge(alpha_init=10.0, lambda_init=10.0).fit(X[:100], y[:100])
+    point = LinearRegression().fit(X[:200], y[:200])
+    model = SplitConformalRegressor(
+        point, conformity_score="normalized", difficulty_estimator=first
+    ).calibrate(X[200:300], y[200:300])
+    model.set_params(difficulty_estimator=second).calibrate(X[200:300], y[200:300])
+    fresh = SplitConformalRegressor(
+        point, conformity_score="normalized", difficulty_estimator=second
+    ).calibrate(X[200:300], y[200:300])
+    np.testing.assert_array_equal(model.predict_interval(X[300:]), fresh.predict_interval(X[300:]))

@@ -145,50 +145,60 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
         return True
 
     def _after_fit(self, X, y, **fit_params):
-        self.__dict__.pop("difficulty_estimator_", None)
+        for name in ("difficulty_estimator_", "difficulty_floor_"):
+            self.__dict__.pop(name, None)
         self._difficulty_is_residual_model = False
-        if not self._needs_difficulty() or self._difficulty_is_prefit():
-            return
-        cv = self.cv
-        if isinstance(cv, numbers.Integral):
-            cv = KFold(int(cv), shuffle=True, random_state=integer_seed(self.random_state))
-        point = self._estimator_or_default()
-        if isinstance(point, FrozenEstimator):  # refit its model out of fold, never the frozen one
-            point = point.estimator
-        out_of_fold = cross_val_predict(clone(point), X, y, cv=cv, params=fit_params)
-        base = self.difficulty_estimator
-        model = clone(point if base is None else base)
-        self.difficulty_estimator_ = model.fit(X, np.abs(y - out_of_fold))
-        self._difficulty_is_residual_model = True
-
-    def _difficulty(self, X: Any) -> NDArray | None:
         if not self._needs_difficulty():
-            return None
+            return
+        if not self._difficulty_is_prefit():
+            cv = self.cv
+            if isinstance(cv, numbers.Integral):
+                cv = KFold(int(cv), shuffle=True, random_state=integer_seed(self.random_state))
+            point = self._estimator_or_default()
+            if isinstance(point, FrozenEstimator):  # refit its model out of fold, not frozen
+                point = point.estimator
+            out_of_fold = cross_val_predict(clone(point), X, y, cv=cv, params=fit_params)
+            base = self.difficulty_estimator
+            model = clone(point if base is None else base)
+            self.difficulty_estimator_ = model.fit(X, np.abs(y - out_of_fold))
+            self._difficulty_is_residual_model = True
+        # The floor of the spread is fixed from training data, never from calibration data,
+        # so that the score is the same function for calibration and test points.
+        spread = self._raw_spread(X)
+        positive = spread[spread > 0]
+        self.difficulty_floor_ = 1e-3 * float(np.median(positive)) if positive.size else 1e-12
+
+    def _difficulty_model(self) -> Any:
         if not hasattr(self, "difficulty_estimator_"):
             if not self._difficulty_is_prefit():
                 raise NotFittedError(
                     "conformity_score='normalized' needs a difficulty estimate: call "
                     "fit(X_train, y_train) so the difficulty model is trained on out-of-fold "
-                    "residuals, or pass a "
-                    "fitted `difficulty_estimator` (e.g. a model with predict_std)."
+                    "residuals, or pass a fitted `difficulty_estimator` (e.g. a model with "
+                    "predict_std)."
                 )
             self.difficulty_estimator_ = self.difficulty_estimator
+        return self.difficulty_estimator_
+
+    def _raw_spread(self, X: Any) -> NDArray:
+        model = self._difficulty_model()
         if self.__dict__.get("_difficulty_is_residual_model", False):
             # trained on absolute residuals: its prediction is the spread (even for a model
             # that also has a predictive std, such as BayesianRidge)
-            sigma = np.asarray(self.difficulty_estimator_.predict(X), dtype=float)
-        else:
-            sigma = predictive_spread(self.difficulty_estimator_, X)
-        floor = getattr(self, "difficulty_floor_", None)
-        if floor is None:  # set once, at calibration, and used for every prediction
-            positive = sigma[sigma > 0]
-            floor = 1e-3 * float(np.median(positive)) if positive.size else 1e-12
-            self.difficulty_floor_ = floor
-        return np.maximum(sigma, floor)
+            return np.asarray(model.predict(X), dtype=float).reshape(-1)
+        return predictive_spread(model, X).reshape(-1)
+
+    def _difficulty(self, X: Any) -> NDArray | None:
+        if not self._needs_difficulty():
+            return None
+        # Without fit (a prefit difficulty model) there is no training data: a tiny floor.
+        return np.maximum(self._raw_spread(X), getattr(self, "difficulty_floor_", 1e-12))
 
     def _reset_calibration(self) -> None:
         super()._reset_calibration()
-        self.__dict__.pop("difficulty_floor_", None)
+        if not self.__dict__.get("_difficulty_is_residual_model", False):
+            # a prefit difficulty model is read again, so set_params(...) takes effect
+            self.__dict__.pop("difficulty_estimator_", None)
 
     # ---- scores and intervals --------------------------------------------------------------
     def _model_output(self, X: Any) -> NDArray:
