@@ -624,6 +624,14 @@ def run(ctx) -> FamilyResult:
         "timing covers one level."
     )
     notes.append(
+        "PathMNIST targets in context: a numpy port of the official code, checked to give the "
+        "same sets as ours under the same conventions, averages 4.63 labels for cells on RAPS "
+        "vectors over 100 random 60/40 splits (ours 4.47; a 3-split mean reaches 3.65 in 1% of "
+        "draws), and its LAC figure of about 1.5 comes from computing 1 - p in float32 (in "
+        "float64 it matches ours, about 2.0-2.4). The finite-sample stopping rank we use costs "
+        "about 0.15 labels on RAPS against the official rule."
+    )
+    notes.append(
         "tabular: 50/25/25 train/calibration/test resplits; the heads are fitted once per "
         "resplit and shared by every method. single = head 0 (fitted on a bootstrap sample) "
         "alone. learned_no_larger: best learned variant's mean set size <= best ensemble's "
