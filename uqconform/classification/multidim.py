@@ -33,7 +33,7 @@ from sklearn.ensemble import HistGradientBoostingClassifier
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from uqconform.base import check_rows
+from uqconform.base import check_rows, integer_seed
 from uqconform.classification.heads import HeadEnsemble
 from uqconform.classification.split import encode_labels
 from uqconform.quantiles import check_alpha, conformal_quantile, conformal_rank
@@ -160,9 +160,13 @@ class MultiDimScoreClassifier(ClassifierMixin, BaseEstimator):
         )
 
     def _rng(self, stream: int) -> np.random.Generator:
-        if self.random_state is None:
+        """An independent stream per use (0: calibration, 1: prediction, 2: the split)."""
+        seed = self.random_state
+        if isinstance(seed, np.random.Generator):  # used as is, draws in sequence
+            return seed
+        if seed is None:
             return np.random.default_rng()
-        return np.random.default_rng([int(self.random_state), stream])
+        return np.random.default_rng([integer_seed(seed), stream])
 
     def fit(self, X: ArrayLike, y: ArrayLike):
         """Fit the heads (or check the given fitted heads).
@@ -334,7 +338,7 @@ class MultiDimScoreClassifier(ClassifierMixin, BaseEstimator):
         n, k, h = vectors.shape
         is_true = np.zeros((n, k), dtype=bool)
         is_true[np.arange(n), labels] = True
-        seed = None if self.random_state is None else int(self.random_state)
+        seed = integer_seed(self.random_state)
         self.aggregator_ = HistGradientBoostingClassifier(max_iter=200, random_state=seed)
         self.aggregator_.fit(vectors.reshape(-1, h), is_true.reshape(-1))
 
