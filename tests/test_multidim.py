@@ -473,3 +473,16 @@ def test_pathmnist_alpha_001_coverage_and_set_sizes():
     assert size["ensemble_lac"] <= 1.7, size
     assert size["learned_lac"] <= 2.0, size
     assert size["cells_raps"] < size["single_raps"], size  # measured about 4.0 vs 7.5
+
+
+def test_seed_diversity_reaches_a_pipeline_step():
+    from sklearn.datasets import load_digits
+    from sklearn.ensemble import RandomForestClassifier
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    X, y = load_digits(return_X_y=True)
+    pipeline = make_pipeline(StandardScaler(), RandomForestClassifier(n_estimators=5))
+    heads = HeadEnsemble(pipeline, n_heads=3, diversity="seeds", random_state=0).fit(X, y)
+    seeds = [head[-1].random_state for head in heads.heads_]
+    assert len(set(seeds)) == 3 and all(isinstance(s, int) for s in seeds)

@@ -34,10 +34,19 @@ def _rows(X: Any, rows: NDArray) -> Any:
     return X.iloc[rows] if hasattr(X, "iloc") else np.asarray(X)[rows]
 
 
+def _seed_parameters(estimator: Any) -> list[str]:
+    """Every ``random_state`` parameter, nested ones (Pipeline steps) included."""
+    return [
+        name
+        for name in estimator.get_params(deep=True)
+        if name == "random_state" or name.endswith("__random_state")
+    ]
+
+
 def _fit_head(estimator, X, y, rows, columns, seed):
     model = clone(estimator)
     if seed is not None:
-        model.set_params(random_state=seed)
+        model.set_params(**{name: seed for name in _seed_parameters(model)})
     return model.fit(_columns(_rows(X, rows), columns), y[rows])
 
 
@@ -170,7 +179,7 @@ class HeadEnsemble(ClassifierMixin, BaseEstimator):
                 columns.append(np.sort(rng.choice(n_features, size=size, replace=False)))
             else:
                 columns.append(None)
-            seeds.append(int(rng.integers(2**31)) if "random_state" in base.get_params() else None)
+            seeds.append(int(rng.integers(2**31)) if _seed_parameters(base) else None)
         if self.diversity == "seeds" and seeds[0] is None:
             raise ValueError(
                 "diversity='seeds' needs an estimator with a `random_state` parameter; use "
