@@ -169,11 +169,7 @@ class ConformalPredictor(BaseEstimator):
     def _validate_params(self) -> None:
         """Check constructor arguments (called by ``fit`` and ``calibrate``)."""
         check_alpha(self.alpha, "alpha")
-        batch = getattr(self, "batch_size", None)
-        if batch is not None and (
-            isinstance(batch, bool) or not isinstance(batch, numbers.Integral) or batch < 1
-        ):
-            raise ValueError(f"`batch_size` must be None or a positive integer, got {batch!r}.")
+        check_batch_size(getattr(self, "batch_size", None))
 
     # ---- the estimator ---------------------------------------------------------------
     def _estimator_or_default(self) -> BaseEstimator:
@@ -509,6 +505,14 @@ def integer_seed(random_state: Any) -> int | None:
     raise ValueError(
         f"`random_state` must be None, an int or a numpy Generator, got {random_state!r}."
     )
+
+
+def check_batch_size(batch: Any) -> None:
+    """``batch_size`` must be None (automatic) or a positive integer."""
+    if batch is not None and (
+        isinstance(batch, bool) or not isinstance(batch, numbers.Integral) or batch < 1
+    ):
+        raise ValueError(f"`batch_size` must be None or a positive integer, got {batch!r}.")
 
 
 def check_regression_target(y: ArrayLike, n: int) -> NDArray:

@@ -21,7 +21,13 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-__all__ = ["check_alpha", "conformal_quantile", "conformal_rank", "weighted_quantile"]
+__all__ = [
+    "check_alpha",
+    "conformal_quantile",
+    "conformal_rank",
+    "minimum_scores",
+    "weighted_quantile",
+]
 
 # (n + 1)(1 - alpha) is often an integer in exact arithmetic (n = 99, alpha = 0.1) but not
 # in floating point (90.00000000000001); ranks are rounded to this tolerance first.
@@ -195,8 +201,20 @@ def conformal_quantile(
     return _weighted_conformal_quantile(values, levels, weights, test_weight, warn)
 
 
+def minimum_scores(alpha: float) -> int:
+    """Fewest scores for a finite threshold at ``alpha``: the smallest ``n`` with
+    ``ceil((n + 1)(1 - alpha)) <= n``.
+
+    Examples
+    --------
+    >>> minimum_scores(0.1)
+    9
+    """
+    return int(np.ceil(1 / float(alpha) - 1 - _RANK_TOLERANCE))
+
+
 def _warn_too_few(n: int, levels: NDArray) -> None:
-    needed = int(np.ceil(1 / levels.min() - 1 - _RANK_TOLERANCE))
+    needed = minimum_scores(levels.min())
     warnings.warn(
         f"Only {n} scores (calibration or training points): too few for "
         f"alpha={levels.tolist()} (at least {needed} are needed), so the prediction set is the "

@@ -36,7 +36,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from uqconform.base import check_rows, integer_seed
 from uqconform.classification.heads import HeadEnsemble
 from uqconform.classification.split import encode_labels
-from uqconform.quantiles import check_alpha, conformal_quantile, conformal_rank
+from uqconform.quantiles import check_alpha, conformal_quantile, conformal_rank, minimum_scores
 from uqconform.scores.classification import get_classification_score
 
 __all__ = ["MultiDimScoreClassifier"]
@@ -253,7 +253,7 @@ class MultiDimScoreClassifier(ClassifierMixin, BaseEstimator):
         levels = check_alpha(self.alpha, "alpha")
         order = self._rng(2).permutation(n)
         n_cells, n_recal = self._split_sizes(n)
-        needed = int(np.ceil(1 / levels.min() - 1 - 1e-9))
+        needed = minimum_scores(levels.min())
         message = (
             f"{n} calibration points are too few for alpha={levels.min()} with "
             f"cells_fraction={self.cells_fraction}: the cells part needs at least 1 point "
@@ -331,7 +331,7 @@ class MultiDimScoreClassifier(ClassifierMixin, BaseEstimator):
         """
         cells = self.cells_
         counts = cells["true_counts"][np.argsort(cells["rank"])]
-        target = int(np.ceil((counts.size + 1) * (1 - level) - 1e-9))
+        target = int(conformal_rank(counts.size, level)[0])
         return int(np.searchsorted(np.cumsum(counts), target, side="right"))
 
     def _train_aggregator(self, vectors: NDArray, labels: NDArray) -> None:

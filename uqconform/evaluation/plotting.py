@@ -33,6 +33,15 @@ def _axes(ax: Any) -> Any:
     return require_pyplot().subplots()[1]
 
 
+def _paired(nominal: ArrayLike, values: ArrayLike, name: str) -> tuple[NDArray, NDArray]:
+    """Two flat float arrays of equal length: the levels and one value per level."""
+    levels = np.asarray(nominal, dtype=float).reshape(-1)
+    paired = np.asarray(values, dtype=float).reshape(-1)
+    if levels.shape != paired.shape:
+        raise ValueError(f"`{name}` has {paired.size} values but `nominal` has {levels.size}.")
+    return levels, paired
+
+
 def plot_coverage(
     nominal: ArrayLike,
     observed: ArrayLike,
@@ -69,12 +78,7 @@ def plot_coverage(
     'nominal coverage (1 - alpha)'
     >>> matplotlib.pyplot.close("all")
     """
-    nominal_ = np.asarray(nominal, dtype=float).reshape(-1)
-    observed_ = np.asarray(observed, dtype=float).reshape(-1)
-    if nominal_.shape != observed_.shape:
-        raise ValueError(
-            f"`observed` has {observed_.size} values but `nominal` has {nominal_.size}."
-        )
+    nominal_, observed_ = _paired(nominal, observed, "observed")
     ax = _axes(ax)
     if bounds is not None:
         band = np.asarray(bounds, dtype=float).reshape(-1, 2)
@@ -127,12 +131,7 @@ def plot_efficiency(
     'mean set size'
     >>> matplotlib.pyplot.close("all")
     """
-    nominal_ = np.asarray(nominal, dtype=float).reshape(-1)
-    values = np.asarray(efficiency, dtype=float).reshape(-1)
-    if nominal_.shape != values.shape:
-        raise ValueError(
-            f"`efficiency` has {values.size} values but `nominal` has {nominal_.size}."
-        )
+    nominal_, values = _paired(nominal, efficiency, "efficiency")
     ax = _axes(ax)
     order = np.argsort(nominal_)
     finite = np.isfinite(values[order])

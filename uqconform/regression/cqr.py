@@ -188,7 +188,6 @@ class ConformalizedQuantileRegressor(SplitConformalRegressor):
         return isinstance(self.estimator, (tuple, list))
 
     def _validate_params(self) -> None:
-        check_alpha(self.alpha, "alpha")
         super()._validate_params()
         if self._is_pair() and len(self.estimator) != 2:
             raise ValueError(

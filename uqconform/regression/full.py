@@ -8,7 +8,6 @@ refits have a closed form, so the set is computed exactly (`uqconform.regression
 
 from __future__ import annotations
 
-import numbers
 from typing import Any
 
 import numpy as np
@@ -18,7 +17,7 @@ from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import LinearRegression, Ridge
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from uqconform.base import check_regression_target
+from uqconform.base import check_batch_size, check_regression_target
 from uqconform.quantiles import check_alpha
 from uqconform.regression.crr import (
     SCORES,
@@ -51,17 +50,12 @@ class FullConformalMixin:
             )
         if self.algorithm not in ("exact", "fast"):
             raise ValueError(f"`algorithm` must be 'exact' or 'fast', got {self.algorithm!r}.")
-        batch = self.batch_size
-        if batch is not None and (
-            isinstance(batch, bool) or not isinstance(batch, numbers.Integral) or batch < 1
-        ):
-            raise ValueError(f"`batch_size` must be None or a positive integer, got {batch!r}.")
+        check_batch_size(self.batch_size)
 
-    def _coefficient_batches(self, X: Any, width: int = 1):
+    def _coefficient_batches(self, features: NDArray, predictions: NDArray, width: int = 1):
         """Yield ``(rows, a, b)`` for batches of test points (``width`` candidates each)."""
         check_is_fitted(self, "machine_")
         self._validate_full_params()
-        features, predictions = self._test_features(X)
         n = self.machine_.n_samples
         step = self.batch_size or max(1, _CELLS_PER_BATCH // max(n * width, 1))
         for start in range(0, features.shape[0], step):  # a loop over batches of rows
@@ -94,13 +88,15 @@ class FullConformalMixin:
         value = self.alpha if alpha is None else alpha
         alphas = check_alpha(value, "alpha")
         algorithm = exact_intervals if self.algorithm == "exact" else fast_intervals
+        features, predictions = self._test_features(X)
         pieces = []
-        for index, (_, a, b) in enumerate(self._coefficient_batches(X)):
+        batches = self._coefficient_batches(features, predictions)
+        for index, (_, a, b) in enumerate(batches):
             pieces.append(algorithm(a, b, alphas, warn=index == 0))
         out = np.concatenate(pieces, axis=0)
         empty = np.isnan(out).any(axis=1)
         if empty.any():  # an empty set is reported as the zero-width interval at f(x)
-            centre = np.broadcast_to(self._test_features(X)[1][:, None], empty.shape)
+            centre = np.broadcast_to(predictions[:, None], empty.shape)
             out[:, 0, :] = np.where(empty, centre, out[:, 0, :])
             out[:, 1, :] = np.where(empty, centre, out[:, 1, :])
         return out[..., 0] if np.ndim(value) == 0 else out
@@ -129,7 +125,7 @@ class FullConformalMixin:
             raise ValueError("`alpha` must be a single level when union=True.")
         level = float(levels[0])
         result: list[NDArray] = []
-        for _, a, b in self._coefficient_batches(X):
+        for _, a, b in self._coefficient_batches(*self._test_features(X)):
             result.extend(exact_union(a, b, level))
         return result
 
@@ -148,7 +144,7 @@ class FullConformalMixin:
         ndarray of shape (n_samples,) or (n_samples, g)
         """
         candidates = np.asarray(y_candidates, dtype=float)
-        features, _ = self._test_features(X)
+        features, predictions = self._test_features(X)
         m = features.shape[0]
         single = candidates.ndim == 1 and candidates.shape[0] == m
         if single:
@@ -165,7 +161,7 @@ class FullConformalMixin:
         if not np.isfinite(grid).all():
             raise ValueError("`y_candidates` contains NaN or infinite values.")
         out = np.empty(grid.shape)
-        for rows, a, b in self._coefficient_batches(X, width=grid.shape[1]):
+        for rows, a, b in self._coefficient_batches(features, predictions, width=grid.shape[1]):
             out[rows] = p_values(a, b, grid[rows])
         return out[:, 0] if single else out
 

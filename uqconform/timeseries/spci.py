@@ -107,5 +107,4 @@ class SPCI(SequentialConformalRegressor):
         return targets, forest_weights(windows, targets, query, forest)
 
     def _tune(self, residuals: NDArray) -> None:
-        self.n_steps_ = 0
         lagged_pairs(self._trim(residuals), int(self.window))  # history long enough?
