@@ -47,13 +47,13 @@ _MIN_ONE_MINUS_LEVERAGE = 1e-8
 def _cholesky_with_jitter(matrix: NDArray, name: str) -> tuple[NDArray, bool]:
     """Cholesky factor of a symmetric matrix, adding growing jitter until it is positive."""
     scale = float(np.mean(np.abs(np.diag(matrix)))) or 1.0
-    jitter = 0.0
-    for attempt in range(8):
+    jitters = [0.0] + [scale * 1e-10 * 10.0 ** (2 * k) for k in range(7)]
+    for jitter in jitters:  # no jitter first, then growing
         try:
             shifted = matrix + jitter * np.eye(matrix.shape[0]) if jitter else matrix
             return linalg.cho_factor(shifted, lower=True, check_finite=False)
         except linalg.LinAlgError:
-            jitter = scale * 1e-10 * 10.0 ** (2 * attempt)
+            continue
     raise ValueError(
         f"The {name} is singular even with jitter up to {jitter:.1e}: the features are "
         "degenerate (constant or duplicated columns, or far more parameters than data "
