@@ -172,6 +172,7 @@ class SequentialConformalRegressor(RegressorMixin, BaseEstimator):
         self.source_ = source
         self.fit_residuals_ = source.residuals.copy()
         self.scale_ = self._robust_scale(source.residuals)
+        self.__dict__.pop("tuning_results_", None)  # a refit does not keep an old tuning
         self._tune(source.residuals)
         self.memory_ = self._trim(source.residuals)
         self.n_infeasible_ = 0
