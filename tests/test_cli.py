@@ -124,3 +124,38 @@ def test_classic_family_at_smoke_scale(tmp_path):
         assert 0 <= row["coverage"] <= 1 and row["time_ms"] > 0
     synthetic = [r for r in regression if r["dataset"] == "synthetic-hetero"]
     assert all(r["width_vs_oracle"] > 0.5 for r in synthetic)
+
+
+def _headlined(ctx):
+    return FamilyResult(
+        tables={"T": [{"x": 1.0}]},
+        headlines=[{"claim": "coverage", "value": 0.91, "target": ">= 0.9", "met": True}],
+    )
+
+
+def test_missing_optional_module_skips_the_family_with_the_install_hint(
+    monkeypatch, tmp_path, capsys
+):
+    registry.get_families()
+    monkeypatch.setattr(
+        registry,
+        "_FAMILIES",
+        {
+            "needs": Family("needs", "x", _ok, requires=("no_such_module_xyz",), extra="flows"),
+            "needs-more": Family("needs-more", "y", _headlined),
+        },
+    )
+    monkeypatch.setattr(registry, "_IMPORT_ERRORS", {})
+    # a family name also runs the families named "<name>-*"
+    code = main(["benchmark", "--suite", "needs", "--out", str(tmp_path), "--no-progress"])
+    assert code == 0  # a skipped family is not a failure
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert list(results["families"]) == ["needs", "needs-more"]
+    skipped = results["families"]["needs"]
+    assert skipped["status"] == "skipped" and results["skipped"] == ["needs"]
+    assert 'pip install "uqconform[flows]"' in skipped["notes"][0]
+    assert "no_such_module_xyz" in skipped["notes"][0]
+    assert results["families"]["needs-more"]["headlines"][0]["value"] == 0.91
+    out = capsys.readouterr().out
+    assert "=== summary ===" in out and "skipped" in out
+    assert "## Summary" in (tmp_path / "report.md").read_text()

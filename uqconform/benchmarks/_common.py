@@ -105,3 +105,55 @@ def summarize(values: list[float]) -> tuple[float, float]:
     if array.size == 0:
         return float("nan"), float("nan")
     return float(array.mean()), float(array.std(ddof=1)) if array.size > 1 else 0.0
+
+
+def headline(
+    claim: str, value: Any, target: str | None = None, met: bool | None = None
+) -> dict[str, Any]:
+    """One key figure of a family for the summary, the README and the docs.
+
+    Examples
+    --------
+    >>> headline("KOWCPI coverage on ELEC2", 0.917, "in [0.88, 0.92]", True)["met"]
+    True
+    """
+    return {
+        "claim": claim,
+        "value": value,
+        "target": target,
+        "met": None if met is None else bool(met),
+    }
+
+
+def coverage_inside_law(
+    rows: list[dict[str, Any]], alpha: float, *, library: str = "uqconform"
+) -> tuple[int, int]:
+    """How many of ``library``'s rows have a mean coverage inside the split-CP law.
+
+    The interval is `uqconform.evaluation.coverage_bounds` at 99% for one split of the row's
+    ``n_cal`` calibration and ``n_test`` test points (a mean over several resplits varies
+    less, so this is lenient only in the direction of flagging too little).
+    """
+    from uqconform.evaluation import coverage_bounds
+
+    mine = [row for row in rows if row.get("library") == library]
+    inside = 0
+    for row in mine:
+        low, high = coverage_bounds(int(row["n_cal"]), alpha, int(row["n_test"]))
+        inside += bool(low <= row["coverage"] <= high)
+    return inside, len(mine)
+
+
+def ratio_to(
+    rows: list[dict[str, Any]], size: str, keys: tuple[str, ...], mine: str, other: str
+) -> float:
+    """Geometric mean over matching rows of ``size`` for library ``mine`` / ``other``."""
+    table = {tuple(row[k] for k in keys): row[size] for row in rows if row["library"] == other}
+    ratios = [
+        row[size] / table[key]
+        for row in rows
+        if row["library"] == mine
+        and (key := tuple(row[k] for k in keys)) in table
+        and table[key] > 0
+    ]
+    return float(np.exp(np.mean(np.log(ratios)))) if ratios else float("nan")

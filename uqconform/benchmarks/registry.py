@@ -20,6 +20,7 @@ family name is also a suite of its own (``--suite speed``).
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import pkgutil
 import traceback
 from collections.abc import Callable
@@ -51,10 +52,16 @@ class FamilyResult:
         and dicts (per-split figures) go only to ``results.json``.
     notes : list of str
         Remarks printed under the tables and kept in the report (skipped comparisons...).
+    headlines : list of dict
+        The family's key figures for the one-screen summary, the README and the docs: each
+        row has ``"claim"`` (what is measured, in words), ``"value"`` (the figure),
+        ``"target"`` (the number it must reach, in words, or ``None``) and ``"met"`` (bool or
+        ``None`` when there is no target).
     """
 
     tables: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    headlines: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -65,6 +72,12 @@ class Family:
     description: str
     run: Callable[[Any], FamilyResult]
     default: bool = True
+    requires: tuple[str, ...] = ()
+    extra: str | None = None
+
+    def missing_modules(self) -> list[str]:
+        """The modules of `requires` that cannot be imported here."""
+        return [name for name in self.requires if importlib.util.find_spec(name) is None]
 
 
 _FAMILIES: dict[str, Family] = {}
@@ -74,7 +87,13 @@ _LOADED = False
 
 
 def register_family(
-    name: str, description: str, *, default: bool = True, replace: bool = False
+    name: str,
+    description: str,
+    *,
+    default: bool = True,
+    requires: tuple[str, ...] = (),
+    extra: str | None = None,
+    replace: bool = False,
 ) -> Callable[[Callable[[Any], FamilyResult]], Callable[[Any], FamilyResult]]:
     """Decorator registering ``run(ctx) -> FamilyResult`` as the benchmark family ``name``.
 
@@ -86,6 +105,11 @@ def register_family(
         One line shown by ``uqconform benchmark --list``.
     default : bool, default=True
         Include the family in the ``smoke``, ``quick`` and ``full`` suites.
+    requires : tuple of str, default=()
+        Optional modules the family needs (``("torch", "nflows")``). When one is missing
+        the family is skipped with an install hint and the others run.
+    extra : str, optional
+        The uqconform extra that installs `requires` (named in the hint).
     replace : bool, default=False
         Allow replacing a family of the same name (otherwise a ``ValueError``).
 
@@ -104,7 +128,14 @@ def register_family(
     def decorate(run: Callable[[Any], FamilyResult]) -> Callable[[Any], FamilyResult]:
         if name in _FAMILIES and not replace:
             raise ValueError(f"A benchmark family named {name!r} is already registered.")
-        _FAMILIES[name] = Family(name=name, description=description, run=run, default=default)
+        _FAMILIES[name] = Family(
+            name=name,
+            description=description,
+            run=run,
+            default=default,
+            requires=tuple(requires),
+            extra=extra,
+        )
         return run
 
     return decorate
@@ -154,8 +185,9 @@ def resolve_suite(suite: str, scale: str | None = None) -> tuple[list[str], str]
     """Families and scale of a suite name.
 
     ``quick`` / ``full`` / ``smoke`` run every default family at that scale; a family
-    name runs that family at ``scale`` (default ``quick``). Families whose module failed to
-    import are included so that the failure is reported.
+    name runs that family at ``scale`` (default ``quick``), together with the families
+    named ``<name>-*`` (``robust`` runs ``robust`` and ``robust-inputs``). Families whose
+    module failed to import are included so that the failure is reported.
 
     Examples
     --------
@@ -175,4 +207,5 @@ def resolve_suite(suite: str, scale: str | None = None) -> tuple[list[str], str]
             )
         names = [name for name, family in get_families().items() if family.default]
         return [*sorted(names), *sorted(import_errors())], suite
-    return [suite], scale or "quick"
+    group = [name for name in valid[len(SCALES) :] if name.startswith(f"{suite}-")]
+    return [suite, *group], scale or "quick"

@@ -30,7 +30,13 @@ import numpy as np
 
 from uqconform.benchmarks.registry import FamilyResult, get_families, import_errors, resolve_suite
 
-__all__ = ["BenchmarkContext", "BenchmarkOutputError", "format_table", "run_benchmark"]
+__all__ = [
+    "BenchmarkContext",
+    "BenchmarkOutputError",
+    "format_table",
+    "run_benchmark",
+    "summary_rows",
+]
 
 
 class BenchmarkOutputError(OSError):
@@ -234,21 +240,32 @@ def _run_family(name: str, ctx: BenchmarkContext, echo: Callable[[str], None]) -
     record: dict[str, Any] = {"status": "ok", "scale": ctx.scale, "seed": ctx.seed}
     start = time.perf_counter()
     families = get_families()
+    missing = families[name].missing_modules() if name in families else []
     try:
         if name not in families:  # its module failed to import
             raise ImportError(
                 f"the suite module {name!r} could not be imported:\n{import_errors()[name]}"
             )
-        result = families[name].run(ctx)
-        if not isinstance(result, FamilyResult):
-            raise TypeError(f"family {name!r} returned {type(result).__name__}, not FamilyResult")
-        record["tables"] = result.tables
-        record["notes"] = [*ctx.notes, *result.notes]
+        if missing:
+            extra = families[name].extra
+            hint = f'pip install "uqconform[{extra}]"' if extra else f"pip install {missing[0]}"
+            record["status"] = "skipped"
+            record["tables"], record["headlines"] = {}, []
+            record["notes"] = [f"skipped: {', '.join(missing)} not installed; {hint}"]
+        else:
+            result = families[name].run(ctx)
+            if not isinstance(result, FamilyResult):
+                raise TypeError(
+                    f"family {name!r} returned {type(result).__name__}, not FamilyResult"
+                )
+            record["tables"] = result.tables
+            record["headlines"] = result.headlines
+            record["notes"] = [*ctx.notes, *result.notes]
     except Exception as error:
         record["status"] = "failed"
         record["error"] = f"{type(error).__name__}: {error}"
         record["traceback"] = traceback.format_exc()
-        record["tables"] = {}
+        record["tables"], record["headlines"] = {}, []
         record["notes"] = list(ctx.notes)
     record["figures"] = list(ctx.figures)
     record["time_s"] = time.perf_counter() - start
@@ -266,6 +283,28 @@ def _family_text(name: str, record: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def summary_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per headline figure of every family (and one per failed/skipped family)."""
+    rows: list[dict[str, Any]] = []
+    for name, record in results["families"].items():
+        if record["status"] != "ok":
+            reason = record.get("error") or "; ".join(record["notes"])
+            rows.append({"family": name, "claim": record["status"], "value": reason})
+            continue
+        for headline in record.get("headlines", []):
+            met = headline.get("met")
+            rows.append(
+                {
+                    "family": name,
+                    "claim": headline["claim"],
+                    "value": headline["value"],
+                    "target": headline.get("target") or "",
+                    "met": "" if met is None else ("yes" if met else "NO"),
+                }
+            )
+    return rows
+
+
 def _report(results: dict[str, Any]) -> str:
     lines = [
         f"# uqconform benchmark: suite `{results['suite']}` (scale {results['scale']})",
@@ -278,6 +317,9 @@ def _report(results: dict[str, Any]) -> str:
         f"Machine: {results['machine']['platform']}, {results['machine']['usable_cpus']} "
         "usable CPUs.",
     ]
+    summary = summary_rows(results)
+    if summary:
+        lines += ["", "## Summary", "", format_table(summary, markdown=True)]
     for name, record in results["families"].items():
         lines += ["", f"## {name} ({record['status']}, {record['time_s']:.1f} s)"]
         if record["status"] == "failed":
@@ -352,6 +394,7 @@ def run_benchmark(
         "versions": package_versions(),
         "machine": machine_info(),
         "failed": [name for name, rec in families.items() if rec["status"] == "failed"],
+        "skipped": [name for name, rec in families.items() if rec["status"] == "skipped"],
         "families": families,
     }
     results = _jsonable(results)
@@ -362,6 +405,9 @@ def run_benchmark(
         raise BenchmarkOutputError(
             f"Cannot write benchmark results to `out` = {str(out_dir)!r}: {error}"
         ) from None
+    summary = summary_rows(results)
+    if summary:
+        say("\n=== summary ===\n" + format_table(summary))
     say(
         f"\nWrote {out_dir / 'results.json'} and {out_dir / 'report.md'} "
         f"({results['wall_time_s']:.1f} s)."

@@ -21,9 +21,12 @@ from sklearn.preprocessing import StandardScaler
 from threadpoolctl import threadpool_limits
 
 from uqconform.benchmarks._common import (
+    coverage_inside_law,
+    headline,
     missing_anchor_note,
     optional_module,
     quiet_root_logger,
+    ratio_to,
     summarize,
     three_way_split,
     timed,
@@ -401,10 +404,30 @@ def run(ctx) -> FamilyResult:
     ]
     _plot(ctx, regression, "width", "Regression: coverage, width, time")
     _plot(ctx, classification, "set_size", "Classification: coverage, set size, time")
+    headlines = []
+    for task, rows, size in (
+        ("regression", regression, "width"),
+        ("classification", classification, "set_size"),
+    ):
+        inside, total = coverage_inside_law(rows, ALPHA)
+        headlines.append(
+            headline(
+                f"{task}: uqconform rows with coverage inside the 99% split-CP law",
+                f"{inside}/{total}",
+                "all",
+                inside == total,
+            )
+        )
+        ratio = ratio_to(rows, size, ("dataset", "method"), "uqconform", "mapie")
+        if np.isfinite(ratio):
+            headlines.append(
+                headline(f"{task}: mean {size} uqconform / MAPIE, same method", round(ratio, 3))
+            )
     return FamilyResult(
         tables={
             f"Regression (alpha={ALPHA})": regression,
             f"Classification (alpha={ALPHA})": classification,
         },
         notes=notes,
+        headlines=headlines,
     )

@@ -34,7 +34,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from threadpoolctl import threadpool_limits
 
-from uqconform.benchmarks._common import summarize, timed
+from uqconform.benchmarks._common import headline, summarize, timed
 from uqconform.benchmarks.registry import FamilyResult, register_family
 from uqconform.datasets import load_dataset
 from uqconform.regression import (
@@ -485,4 +485,31 @@ def run(ctx) -> FamilyResult:
             "speed: ACP-GN scaling": scaling,
         },
         notes=notes,
+        headlines=_headlines(rows, speed),
     )
+
+
+def _headlines(rows, speed) -> list[dict[str, Any]]:
+    """The issue's targets: width vs split at 90% per dataset, and the speed-up."""
+    found = [
+        headline(
+            f"{row['dataset']}: {row['method']} width / split width at level {row['level']} "
+            f"(coverage {row['coverage']:.3f})",
+            round(row["width_vs_split"], 3),
+            f"<= {TARGET_WIDTH_RATIO} with coverage >= {TARGET_COVERAGE}",
+            row["target_met"],
+        )
+        for row in rows
+        if row.get("library") == "uqconform" and row.get("target_met") is not None
+    ]
+    found += [
+        headline(
+            f"speed-up of {row['method']} over exact full CP (refits)",
+            round(row["speedup"]),
+            f">= {SPEEDUP_TARGET:g}x",
+            row["target_met"],
+        )
+        for row in speed
+        if "speedup" in row
+    ]
+    return found

@@ -18,7 +18,7 @@ import numpy as np
 from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
 from sklearn.linear_model import LinearRegression, LogisticRegression
 
-from uqconform.benchmarks._common import missing_anchor_note, optional_module, timed
+from uqconform.benchmarks._common import headline, missing_anchor_note, optional_module, timed
 from uqconform.benchmarks.registry import FamilyResult, register_family
 from uqconform.classification import SplitConformalClassifier
 from uqconform.datasets import make_gaussian_classification, make_heteroscedastic_regression
@@ -209,7 +209,28 @@ def run_speed(ctx) -> FamilyResult:
         ax.legend(fontsize=8)
 
     ctx.figure("times", draw)
-    return FamilyResult(tables={"Speed (seconds)": rows}, notes=notes)
+    timed_rows = [r for r in rows if r.get("ratio_vs_mapie") is not None]
+    headlines = (
+        [
+            headline(
+                "calibrate + predict time, uqconform / MAPIE (worst call)",
+                round(max(r["ratio_vs_mapie"] for r in timed_rows), 3),
+                f"<= {RATIO_TARGET}",
+                all(r["ratio_target_met"] for r in timed_rows),
+            )
+        ]
+        if timed_rows
+        else []
+    )
+    headlines.append(
+        headline(
+            "overhead over the model's own predict (worst call)",
+            round(max(r["overhead"] for r in rows), 3),
+            f"< {OVERHEAD_TARGET}",
+            all(r["overhead_target_met"] for r in rows),
+        )
+    )
+    return FamilyResult(tables={"Speed (seconds)": rows}, notes=notes, headlines=headlines)
 
 
 def _peak(call: Callable[[], Any]) -> tuple[Any, int]:
@@ -346,4 +367,13 @@ def run_memory(ctx) -> FamilyResult:
         ax.set_xlabel("peak traced memory / output size (dashed: target)")
 
     ctx.figure("peak", draw)
-    return FamilyResult(tables={"Peak memory": rows}, notes=notes)
+    mine = [r for r in rows if r["target"] is not None]
+    headlines = [
+        headline(
+            "peak memory / output size (worst call)",
+            round(max(r["peak_vs_output"] for r in mine), 3),
+            f"<= {MEMORY_TARGET}",
+            all(r["target_met"] for r in mine),
+        )
+    ]
+    return FamilyResult(tables={"Peak memory": rows}, notes=notes, headlines=headlines)

@@ -29,7 +29,12 @@ from typing import Any
 import numpy as np
 from sklearn.ensemble import RandomForestRegressor
 
-from uqconform.benchmarks._common import missing_anchor_note, optional_module, summarize
+from uqconform.benchmarks._common import (
+    headline,
+    missing_anchor_note,
+    optional_module,
+    summarize,
+)
 from uqconform.benchmarks.registry import FamilyResult, register_family
 from uqconform.datasets import load_dataset
 from uqconform.timeseries import KOWCPI, SPCI, EnbPI, rolling_coverage
@@ -523,4 +528,40 @@ def run(ctx) -> FamilyResult:
             "speed: KOWCPI step time vs residual memory": memory_rows,
         },
         notes=notes,
+        headlines=_headlines(elec2_rows, further, speed_rows),
     )
+
+
+def _headlines(elec2_rows, further, speed_rows) -> list[dict[str, Any]]:
+    """The issue's targets: ELEC2 row, further series, speed against SPCI."""
+    found = [
+        headline(
+            f"ELEC2: {row['method']} coverage / width",
+            f"{row['coverage']:.3f} / {row['width']:.3f}",
+            f"coverage in {list(TARGET_COVERAGE)}, width <= {TARGET_WIDTH}, beats EnbPI and SPCI",
+            row["target_met"],
+        )
+        for row in elec2_rows
+        if row.get("target_met") is not None
+    ]
+    if further:
+        within = sum(bool(row["kowcpi_within_0.03"]) for row in further)
+        found.append(
+            headline(
+                "further series: KOWCPI coverage within 0.03 of nominal",
+                f"{within}/{len(further)}",
+                ">= 3 real series",
+                None,
+            )
+        )
+    found += [
+        headline(
+            "KOWCPI step time, SPCI / KOWCPI",
+            round(row["spci_over_method"]),
+            f">= {SPEED_TARGET:g}x",
+            row["spci_over_method"] >= SPEED_TARGET,
+        )
+        for row in speed_rows
+        if row["method"] == "kowcpi"
+    ]
+    return found
