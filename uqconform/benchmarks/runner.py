@@ -34,7 +34,9 @@ __all__ = [
     "BenchmarkContext",
     "BenchmarkOutputError",
     "format_table",
+    "report_markdown",
     "run_benchmark",
+    "summary_markdown",
     "summary_rows",
 ]
 
@@ -305,9 +307,39 @@ def summary_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def _report(results: dict[str, Any]) -> str:
+def summary_markdown(results: dict[str, Any]) -> str:
+    """The headline figures of a run as a Markdown table (what the README quotes).
+
+    Examples
+    --------
+    >>> run = {"families": {"demo": {"status": "ok", "headlines": [
+    ...     {"claim": "coverage", "value": 0.9, "target": ">= 0.9", "met": True}]}}}
+    >>> print(summary_markdown(run))
+    | family | claim | value | target | met |
+    |---|---|---:|---|---|
+    | demo | coverage | 0.900 | >= 0.9 | yes |
+    """
+    rows = summary_rows(results)
+    return format_table(rows, markdown=True) if rows else "(no headline figures)"
+
+
+def report_markdown(
+    results: dict[str, Any], *, figure_prefix: str = "", heading_level: int = 1
+) -> str:
+    """The Markdown report of a run (``report.md``; also the docs' benchmark page).
+
+    Parameters
+    ----------
+    results : dict
+        A run's ``results.json``.
+    figure_prefix : str, default=""
+        Prepended to the plot file names (their folder, seen from the page).
+    heading_level : int, default=1
+        Level of the title; sections are one level below.
+    """
+    h = "#" * heading_level
     lines = [
-        f"# uqconform benchmark: suite `{results['suite']}` (scale {results['scale']})",
+        f"{h} uqconform benchmark: suite `{results['suite']}` (scale {results['scale']})",
         "",
         f"Run {results['started']}, seed {results['seed']}, wall time "
         f"{results['wall_time_s']:.1f} s.",
@@ -316,19 +348,20 @@ def _report(results: dict[str, Any]) -> str:
         "",
         f"Machine: {results['machine']['platform']}, {results['machine']['usable_cpus']} "
         "usable CPUs.",
+        "",
+        f"{h}# Summary",
+        "",
+        summary_markdown(results),
     ]
-    summary = summary_rows(results)
-    if summary:
-        lines += ["", "## Summary", "", format_table(summary, markdown=True)]
     for name, record in results["families"].items():
-        lines += ["", f"## {name} ({record['status']}, {record['time_s']:.1f} s)"]
+        lines += ["", f"{h}# {name} ({record['status']}, {record['time_s']:.1f} s)"]
         if record["status"] == "failed":
             lines += ["", "```", record["traceback"].rstrip(), "```"]
         for title, rows in record["tables"].items():
-            lines += ["", f"### {title}", "", format_table(rows, markdown=True)]
+            lines += ["", f"{h}## {title}", "", format_table(rows, markdown=True)]
         if record["notes"]:
             lines += ["", *(f"* {note}" for note in record["notes"])]
-        lines += ["", *(f"![{fig}]({fig})" for fig in record["figures"])]
+        lines += ["", *(f"![{fig}]({figure_prefix}{fig})" for fig in record["figures"])]
     return "\n".join(lines) + "\n"
 
 
@@ -400,7 +433,7 @@ def run_benchmark(
     results = _jsonable(results)
     try:
         (out_dir / "results.json").write_text(json.dumps(results, indent=2))
-        (out_dir / "report.md").write_text(_report(results))
+        (out_dir / "report.md").write_text(report_markdown(results))
     except OSError as error:
         raise BenchmarkOutputError(
             f"Cannot write benchmark results to `out` = {str(out_dir)!r}: {error}"
