@@ -16,7 +16,9 @@ from sklearn.preprocessing import OneHotEncoder, StandardScaler
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from uqconform import (
+    BinarizedSmoothedClassifier,
     ConformalizedQuantileRegressor,
+    MeanSmoothedClassifier,
     SplitConformalClassifier,
     SplitConformalRegressor,
 )
@@ -29,6 +31,8 @@ ESTIMATORS = [
     ),
     SplitConformalClassifier(),
     SplitConformalClassifier(conformity_score="aps", random_state=0),
+    BinarizedSmoothedClassifier(random_state=0),
+    MeanSmoothedClassifier(random_state=0),
 ]
 
 

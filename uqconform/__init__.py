@@ -4,7 +4,11 @@ Public names only; see `uqconform.regression`, `uqconform.classification` and
 `uqconform.evaluation`.
 """
 
-from uqconform.classification import SplitConformalClassifier
+from uqconform.classification import (
+    BinarizedSmoothedClassifier,
+    MeanSmoothedClassifier,
+    SplitConformalClassifier,
+)
 from uqconform.regression import (
     ApproximateFullConformalRegressor,
     ConformalizedQuantileRegressor,
@@ -16,8 +20,10 @@ __version__ = "0.1.0.dev0"
 
 __all__ = [
     "ApproximateFullConformalRegressor",
+    "BinarizedSmoothedClassifier",
     "ConformalizedQuantileRegressor",
     "FullConformalRidge",
+    "MeanSmoothedClassifier",
     "SplitConformalClassifier",
     "SplitConformalRegressor",
     "__version__",

@@ -1,13 +1,17 @@
-"""Conformal classification: split LAC/APS/RAPS/top-k sets, class-conditional and Mondrian."""
+"""Conformal classification: split LAC/APS/RAPS/top-k sets, class-conditional and Mondrian,
+several heads, and sets robust to input perturbations (BinCP)."""
 
+from uqconform.classification.bincp import BinarizedSmoothedClassifier, MeanSmoothedClassifier
 from uqconform.classification.ensemble import EnsembleConformalClassifier
 from uqconform.classification.heads import HeadEnsemble
 from uqconform.classification.multidim import MultiDimScoreClassifier
 from uqconform.classification.split import SplitConformalClassifier
 
 __all__ = [
+    "BinarizedSmoothedClassifier",
     "EnsembleConformalClassifier",
     "HeadEnsemble",
+    "MeanSmoothedClassifier",
     "MultiDimScoreClassifier",
     "SplitConformalClassifier",
 ]

@@ -6,7 +6,9 @@
 * `coverage_bounds`, `coverage_count_pmf`: the law of split-conformal coverage,
   so tests judge coverage without hand-picked tolerances;
 * `evaluate` and `CoverageReport`: all of it for a calibrated model in one call;
-* `plot_intervals`: 1-D regression bands (matplotlib, optional).
+* `plot_intervals`: 1-D regression bands (matplotlib, optional);
+* `random_l2_perturbation`, `worst_of_k_perturbation`: l2 input shifts to check
+  robustness certificates.
 """
 
 from uqconform.evaluation.bounds import coverage_bounds, coverage_count_pmf
@@ -18,6 +20,7 @@ from uqconform.evaluation.metrics import (
     mean_width,
     size_stratified_coverage,
 )
+from uqconform.evaluation.perturbation import random_l2_perturbation, worst_of_k_perturbation
 from uqconform.evaluation.plotting import plot_coverage, plot_efficiency, plot_intervals
 from uqconform.evaluation.report import CoverageReport, evaluate
 
@@ -34,5 +37,7 @@ __all__ = [
     "plot_coverage",
     "plot_efficiency",
     "plot_intervals",
+    "random_l2_perturbation",
     "size_stratified_coverage",
+    "worst_of_k_perturbation",
 ]

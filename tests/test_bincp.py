@@ -1,0 +1,421 @@
+"""BinCP (binarised randomised smoothing, one certificate) and the mean-bounding baseline.
+
+The certificate is checked where it is exact: for a linear classifier the smoothed
+probability of a class is ``Phi(margin / (sigma ||w||))`` in closed form, and the shift of norm
+``r`` against ``w`` lowers it to exactly ``Phi(Phi^{-1}(p) - r / sigma)``. Coverage is checked the
+way the other wrappers are: a fixed model, ``R`` calibration/test resplits, pooled coverage at
+least the lower end of `coverage_bounds` (BinCP is conservative, so only the lower end applies),
+here for test inputs moved by random, worst-of-k and gradient (worst-case for this model)
+perturbations of the certified radius.
+"""
+
+from __future__ import annotations
+
+import pickle
+import re
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import Unchanged
+from scipy import stats
+from sklearn.exceptions import NotFittedError
+from sklearn.linear_model import LogisticRegression
+from statsmodels.stats.proportion import proportion_confint
+
+from uqconform.classification.bincp import (
+    BinarizedSmoothedClassifier,
+    MeanSmoothedClassifier,
+    certified_probability,
+    clopper_pearson_lower,
+    clopper_pearson_upper,
+)
+from uqconform.evaluation import coverage_bounds
+from uqconform.evaluation.perturbation import random_l2_perturbation, worst_of_k_perturbation
+
+CENTRES = np.array([[0.0, 0.0], [1.5, 0.0], [0.0, 1.5]])
+N_CAL, N_TEST, R = 250, 400, 8
+
+
+def blobs(n, seed):
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 3, n)
+    return CENTRES[y] + 0.6 * rng.normal(size=(n, 2)), y
+
+
+@pytest.fixture(scope="module")
+def problem():
+    X, y = blobs(2400, 0)
+    model = LogisticRegression().fit(X[:800], y[:800])
+    return model, X[800:], y[800:]
+
+
+def gradient_attack(model, X, y, r):
+    """Shift of norm r along minus the gradient of the true label's probability (linear)."""
+    p = model.predict_proba(X)
+    W = model.coef_
+    rows = np.arange(len(y))
+    g = p[rows, y][:, None] * (W[y] - p @ W)
+    return X - r * g / np.linalg.norm(g, axis=1, keepdims=True)
+
+
+def split(X, y, seed):
+    order = np.random.default_rng(seed).permutation(len(y))
+    cal, test = order[:N_CAL], order[N_CAL : N_CAL + N_TEST]
+    return X[cal], y[cal], X[test], y[test]
+
+
+# ---- the certificate ------------------------------------------------------------------------
+def test_certified_probability_is_exact_for_a_linear_classifier():
+    sigma, d = 0.4, 5
+    rng = np.random.default_rng(1)
+    w, b = rng.normal(size=d), 0.3
+    x = rng.normal(size=(50, d))
+    unit = w / np.linalg.norm(w)
+
+    def smoothed(points):  # P_eps[w.(x + eps) + b >= 0], closed form
+        return stats.norm.cdf((points @ w + b) / (sigma * np.linalg.norm(w)))
+
+    p = smoothed(x)
+    for r in (0.0, 0.1, 0.5, 1.3):
+        worst = smoothed(x - r * unit)  # the shift against w: the certificate is tight
+        np.testing.assert_allclose(certified_probability(p, r, sigma), worst, rtol=1e-8)
+        other = x + r * random_l2_perturbation(np.zeros_like(x), 1.0, random_state=int(10 * r))
+        assert (smoothed(other) >= certified_probability(p, r, sigma) - 1e-12).all()
+    # and a direct Monte Carlo estimate of the shifted probability agrees with the formula
+    m = 20000
+    eps = sigma * rng.normal(size=(m, d))
+    point = x[:3] - 0.5 * unit
+    hits = ((point[:, None, :] + eps) @ w + b >= 0).sum(axis=1)
+    low, high = proportion_confint(hits, m, alpha=1e-4, method="beta")
+    target = certified_probability(p[:3], 0.5, sigma)
+    assert ((low <= target) & (target <= high)).all()
+
+
+def test_clopper_pearson_bounds_match_statsmodels_one_sided():
+    n, level = 150, 0.001 / 210
+    k = np.arange(n + 1)
+    low, high = proportion_confint(k, n, alpha=2 * level, method="beta")
+    np.testing.assert_allclose(clopper_pearson_lower(k, n, level), np.nan_to_num(low), atol=1e-9)
+    np.testing.assert_allclose(
+        clopper_pearson_upper(k, n, level), np.nan_to_num(high, nan=1.0), atol=1e-9
+    )
+
+
+@pytest.mark.parametrize("p_true", [0.05, 0.4, 0.93])
+def test_clopper_pearson_directions_fail_with_at_most_their_level(p_true):
+    n, level = 60, 0.02
+    k = np.arange(n + 1)
+    pmf = stats.binom.pmf(k, n, p_true)
+    lower, upper = clopper_pearson_lower(k, n, level), clopper_pearson_upper(k, n, level)
+    assert (lower <= k / n).all() and (upper >= k / n).all()
+    assert pmf[lower > p_true].sum() <= level  # the lower bound overshoots rarely
+    assert pmf[upper < p_true].sum() <= level  # the upper bound undershoots rarely
+
+
+def test_calibration_uses_lower_and_test_uses_upper_bounds(problem):
+    model, X, y = problem
+    cp = BinarizedSmoothedClassifier(model, mode="tau", tau=0.5, random_state=0)
+    cp.calibrate(X[:200], y[:200])
+    level, m = cp.failure_level_, cp.n_samples
+    samples = np.random.default_rng(0).random((40, m))
+    hits = (samples >= 0.5).sum(axis=1)
+    np.testing.assert_allclose(
+        cp._calibration_statistic(samples, level), clopper_pearson_lower(hits, m, level)
+    )
+    assert (cp._calibration_statistic(samples, level) <= hits / m).all()
+    upper = cp._test_statistic(samples[:, :, None], cp.threshold_)[:, 0]
+    np.testing.assert_allclose(upper, clopper_pearson_upper(hits, m, level))
+    assert (upper >= hits / m).all()
+
+
+@pytest.mark.parametrize(("m", "expected"), [(50, 0.2894), (150, 0.4168), (1000, 0.5299)])
+def test_base_probability_is_the_one_sided_clopper_pearson_bound(problem, m, expected):
+    model, X, y = problem
+    # 207 calibration points + 3 classes: each bound fails with probability eta / 210
+    cp = BinarizedSmoothedClassifier(model, n_samples=m, p=0.6, eta=1e-3, random_state=0)
+    cp.calibrate(X[:207], y[:207])
+    assert cp.failure_level_ == pytest.approx(1e-3 / 210)
+    assert cp.base_probability_ == pytest.approx(expected, abs=1e-4)
+    for r in (0.06, 0.12, 0.25):
+        closed = stats.norm.cdf(stats.norm.ppf(cp.base_probability_) - r / cp.sigma)
+        assert cp.certified_probability(r) == pytest.approx(closed, rel=1e-12)
+
+
+def test_threshold_is_the_conformal_quantile_of_lambda(problem):
+    model, X, y = problem
+    cp = BinarizedSmoothedClassifier(model, n_samples=40, p=0.75, alpha=0.1, random_state=3)
+    cp.calibrate(X[:99], y[:99])
+    rank = int(np.floor(100 * (0.1 - cp.eta)))  # conformity rank at alpha - eta
+    assert cp.threshold_ == np.sort(cp.conformity_scores_)[rank - 1]
+
+
+# ---- validity under perturbations -----------------------------------------------------------
+@pytest.mark.parametrize(
+    ("params", "radius"),
+    [
+        ({"mode": "p"}, 0.25),
+        ({"mode": "tau", "tau": 0.1}, 0.25),
+        ({"conformity_score": "aps", "p": 0.8}, 0.15),
+    ],
+)
+def test_coverage_under_perturbations_of_the_certified_radius(problem, params, radius):
+    model, X, y = problem
+    alpha = 0.1
+    covered = {"random": 0, "worst-of-k": 0, "gradient": 0}
+    for seed in range(R):
+        X_cal, y_cal, X_test, y_test = split(X, y, seed)
+        cp = BinarizedSmoothedClassifier(
+            model,
+            sigma=0.5,
+            n_samples=100,
+            radius=radius,
+            alpha=alpha,
+            random_state=seed,
+            **params,
+        ).calibrate(X_cal, y_cal)
+        attacks = {
+            "random": random_l2_perturbation(X_test, radius, random_state=seed),
+            "worst-of-k": worst_of_k_perturbation(
+                X_test, y_test, radius, model, k=16, random_state=seed
+            ),
+            "gradient": gradient_attack(model, X_test, y_test, radius),
+        }
+        for name, moved in attacks.items():
+            sets = cp.predict_set(moved)
+            assert sets.sum(axis=1).mean() < 3  # informative, so coverage is not trivial
+            covered[name] += int(sets[np.arange(N_TEST), y_test].sum())
+    low, _ = coverage_bounds(N_CAL, alpha, N_TEST, confidence=0.999, n_repeats=R)
+    for name, count in covered.items():
+        assert count / (R * N_TEST) >= low, name
+
+
+def test_coverage_when_the_attack_targets_the_robust_set_itself(problem):
+    model, X, y = problem
+    alpha, radius, repeats, n_test = 0.1, 0.25, 3, 200
+    covered = 0
+    for seed in range(repeats):
+        X_cal, y_cal, X_test, y_test = split(X, y, seed)
+        X_test, y_test = X_test[:n_test], y_test[:n_test]
+        cp = BinarizedSmoothedClassifier(
+            model, sigma=0.5, n_samples=80, p=0.8, radius=radius, random_state=seed
+        ).calibrate(X_cal, y_cal)
+        moved = worst_of_k_perturbation(
+            X_test,
+            y_test,
+            radius,
+            lambda Z, cp=cp: -cp.certified_radius(Z),
+            classes=cp.classes_,
+            k=8,
+            random_state=seed,
+        )
+        sets = cp.predict_set(moved)
+        assert sets.sum(axis=1).mean() < 3
+        covered += int(sets[np.arange(n_test), y_test].sum())
+    low, _ = coverage_bounds(N_CAL, alpha, n_test, confidence=0.999, n_repeats=repeats)
+    assert covered / (repeats * n_test) >= low
+
+
+def test_mean_baseline_covers_under_attack_but_needs_many_more_samples(problem):
+    model, X, y = problem
+    alpha, radius = 0.1, 0.2
+    covered, sizes = 0, {}
+    for seed in range(3):
+        X_cal, y_cal, X_test, y_test = split(X, y, seed)
+        moved = gradient_attack(model, X_test, y_test, radius)
+        shared = {"sigma": 0.5, "radius": radius, "random_state": seed}
+        for m in (150, 1000, 3000):
+            for cls in (BinarizedSmoothedClassifier, MeanSmoothedClassifier):
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", UserWarning)  # trivial sets at m = 150
+                    model_m = cls(model, n_samples=m, **shared).calibrate(X_cal, y_cal)
+                    sets = model_m.predict_set(moved)
+                sizes.setdefault((cls, m), []).append(sets.sum(axis=1).mean())
+                if cls is MeanSmoothedClassifier and m == 3000:
+                    covered += int(sets[np.arange(N_TEST), y_test].sum())
+    low, _ = coverage_bounds(N_CAL, alpha, N_TEST, confidence=0.999, n_repeats=3)
+    assert covered / (3 * N_TEST) >= low
+    size = {key: np.mean(values) for key, values in sizes.items()}
+    binary, mean = BinarizedSmoothedClassifier, MeanSmoothedClassifier
+    assert size[mean, 150] == 3 > size[binary, 150]  # the Hoeffding margin eats the budget
+    assert size[binary, 1000] < size[mean, 1000] and size[binary, 3000] < size[mean, 3000] < 3
+
+
+# ---- behaviour ------------------------------------------------------------------------------
+def test_sets_grow_with_radius_and_match_certified_radius(problem):
+    model, X, y = problem
+    cp = BinarizedSmoothedClassifier(model, sigma=0.5, random_state=0).calibrate(X[:300], y[:300])
+    radii = cp.certified_radius(X[300:400])
+    assert radii.shape == (100, 3) and (radii >= 0).all()
+    previous = None
+    for r in (0.0, 0.1, 0.2, 0.3):
+        sets = cp.predict_set(X[300:400], radius=r)
+        np.testing.assert_array_equal(sets, radii <= r)
+        if previous is not None:
+            assert (sets >= previous).all()
+        previous = sets
+    assert cp.predict_set(X[300:400]).any(axis=1).all()
+
+
+def test_alpha_override_is_nested_and_matches_a_recalibration(problem):
+    model, X, y = problem
+    cp = BinarizedSmoothedClassifier(model, sigma=0.5, radius=0.1, random_state=0)
+    cp.calibrate(X[:300], y[:300])
+    sets = cp.predict_set(X[300:400], alpha=[0.05, 0.1, 0.2])
+    assert sets.shape == (100, 3, 3)
+    assert (sets[..., 0] >= sets[..., 1]).all() and (sets[..., 1] >= sets[..., 2]).all()
+    np.testing.assert_array_equal(sets[..., 1], cp.predict_set(X[300:400]))
+    other = BinarizedSmoothedClassifier(model, sigma=0.5, radius=0.1, alpha=0.2, random_state=0)
+    other.calibrate(X[:300], y[:300])
+    np.testing.assert_array_equal(sets[..., 2], other.predict_set(X[300:400]))
+    assert cp.certified_probability(alpha=0.2) == other.certified_probability()
+    radii = cp.certified_radius(X[300:400], alpha=[0.05, 0.2])
+    np.testing.assert_array_equal(radii[..., 1], other.certified_radius(X[300:400]))
+    with pytest.raises(ValueError, match="`alpha` must exceed eta"):
+        cp.predict_set(X[:5], alpha=0.0005)
+
+
+def test_too_few_calibration_points_give_every_class_with_a_warning(problem):
+    model, X, y = problem
+    cp = BinarizedSmoothedClassifier(model, random_state=0)
+    with pytest.warns(UserWarning, match="too few"):
+        cp.calibrate(X[:8], y[:8])
+    with pytest.warns(UserWarning):
+        assert cp.predict_set(X[8:20]).all()
+
+
+def test_trivial_sets_beyond_the_largest_certifiable_radius_warn(problem):
+    model, X, y = problem
+    cp = BinarizedSmoothedClassifier(model, n_samples=60, random_state=0).calibrate(
+        X[:300], y[:300]
+    )
+    assert 0 < cp.max_radius_ < np.inf
+    with pytest.warns(UserWarning, match="largest certifiable radius"):
+        sets = cp.predict_set(X[:50], radius=cp.max_radius_ * 1.01)
+    assert sets.all()
+
+
+def test_more_samples_give_smaller_sets(problem):
+    model, X, y = problem
+    sizes = []
+    for m in (50, 200):
+        cp = BinarizedSmoothedClassifier(model, sigma=0.5, n_samples=m, p=0.8, random_state=0)
+        cp.calibrate(X[:400], y[:400])
+        sizes.append(cp.predict_set(X[400:900], radius=0.2).sum(axis=1).mean())
+    assert sizes[1] < sizes[0]
+
+
+def test_same_seed_same_sets_any_batch_size_and_inputs_unchanged(problem):
+    model, X, y = problem
+    X_cal, y_cal, X_test = X[:150].copy(), y[:150].copy(), X[150:230].copy()
+    guard = Unchanged(X_cal, y_cal, X_test)
+    runs = []
+    for batch in (None, 7):
+        cp = BinarizedSmoothedClassifier(
+            model, conformity_score="aps", batch_size=batch, random_state=5
+        ).calibrate(X_cal, y_cal)
+        runs.append((cp.threshold_, cp.predict_set(X_test, radius=0.1)))
+    assert runs[0][0] == runs[1][0]
+    np.testing.assert_array_equal(runs[0][1], runs[1][1])
+    np.testing.assert_array_equal(runs[0][1], cp.predict_set(X_test, radius=0.1))
+    guard.check()
+    other = BinarizedSmoothedClassifier(model, conformity_score="aps", random_state=6)
+    assert other.calibrate(X_cal, y_cal).threshold_ != runs[0][0]
+
+
+def test_fit_with_noise_augmentation(problem):
+    _, X, y = problem
+    X_fit, y_fit = X[:300].copy(), y[:300].copy()
+    guard = Unchanged(X_fit, y_fit)
+    weights = np.ones(300)
+    cp = BinarizedSmoothedClassifier(sigma=0.5, random_state=0)
+    cp.fit(X_fit, y_fit, augment=3, sample_weight=weights)
+    again = BinarizedSmoothedClassifier(sigma=0.5, random_state=0).fit(X_fit, y_fit, augment=3)
+    clean = BinarizedSmoothedClassifier(sigma=0.5, random_state=0).fit(X_fit, y_fit)
+    np.testing.assert_allclose(cp.estimator_.coef_, again.estimator_.coef_)
+    assert not np.allclose(cp.estimator_.coef_, clean.estimator_.coef_)
+    # noise shrinks a linear model's weights (it acts as a ridge penalty)
+    assert np.linalg.norm(cp.estimator_.coef_) < np.linalg.norm(clean.estimator_.coef_)
+    guard.check()
+    with pytest.raises(ValueError, match="augment"):
+        cp.fit(X_fit, y_fit, augment=-1)
+
+
+def test_string_labels_and_dataframes(problem):
+    _, X, y = problem
+    names = np.array(["a", "b", "c"])[y]
+    frame = pd.DataFrame(X, columns=["u", "v"])
+    cp = BinarizedSmoothedClassifier(random_state=0).fit(frame[:300], names[:300], augment=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no feature-name warnings from the model
+        sets = cp.calibrate(frame[300:600], names[300:600]).predict_set(frame[600:700])
+    assert cp.classes_.tolist() == ["a", "b", "c"] and sets.shape == (100, 3)
+
+
+def test_pickle_round_trip_gives_identical_sets(problem):
+    model, X, y = problem
+    for cls in (BinarizedSmoothedClassifier, MeanSmoothedClassifier):
+        cp = cls(model, n_samples=2000, radius=0.05, random_state=0).calibrate(X[:200], y[:200])
+        restored = pickle.loads(pickle.dumps(cp))
+        np.testing.assert_array_equal(restored.predict_set(X[200:260]), cp.predict_set(X[200:260]))
+
+
+# ---- bad input ------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("params", "match"),
+    [
+        ({"sigma": 0.0}, "`sigma`"),
+        ({"sigma": -1.0}, "`sigma`"),
+        ({"radius": -0.1}, "`radius`"),
+        ({"alpha": 1.5}, "`alpha`"),
+        ({"alpha": 0.0}, "`alpha`"),
+        ({"eta": 0.2}, "`eta`"),
+        ({"n_samples": 0}, "`n_samples`"),
+        ({"mode": "q"}, "`mode`"),
+        ({"p": 1.0}, "`p`"),
+        ({"conformity_score": "lac"}, "`conformity_score`"),
+        ({"batch_size": 0}, "`batch_size`"),
+    ],
+)
+def test_bad_parameters_name_the_argument(problem, params, match):
+    model, X, y = problem
+    with pytest.raises(ValueError, match=re.escape(match)):
+        BinarizedSmoothedClassifier(model, **params).calibrate(X[:100], y[:100])
+
+
+def test_too_few_samples_for_eta_names_the_minimum(problem):
+    model, X, y = problem
+    cp = BinarizedSmoothedClassifier(model, n_samples=20, eta=1e-3)
+    with pytest.raises(ValueError, match=r"n_samples >= (\d+)") as error:
+        cp.calibrate(X[:207], y[:207])
+    minimum = int(re.search(r"n_samples >= (\d+)", str(error.value)).group(1))
+    cp.set_params(n_samples=minimum).calibrate(X[:207], y[:207])  # the minimum works
+    assert cp.max_radius_ > 0
+    with pytest.raises(ValueError, match="n_samples"):
+        MeanSmoothedClassifier(model, n_samples=20).calibrate(X[:207], y[:207])
+
+
+def test_wrong_call_order_unseen_labels_and_bad_inputs(problem):
+    model, X, y = problem
+    with pytest.raises(NotFittedError, match="fit"):
+        BinarizedSmoothedClassifier(LogisticRegression()).calibrate(X[:100], y[:100])
+    cp = BinarizedSmoothedClassifier(model)
+    with pytest.raises(NotFittedError):
+        cp.predict_set(X[:5])
+    cp.fit(X[:300], y[:300])
+    with pytest.raises(NotFittedError, match="calibrate"):
+        cp.predict_set(X[:5])
+    with pytest.raises(NotFittedError, match="calibrate"):
+        cp.certified_radius(X[:5])
+    with pytest.raises(ValueError, match="never saw"):
+        cp.calibrate(X[:100], np.where(y[:100] == 2, 7, y[:100]))
+    cp.calibrate(X[300:500], y[300:500])
+    with pytest.raises(ValueError, match="`radius`"):
+        cp.predict_set(X[:5], radius=-1.0)
+    bad = X[:5].copy()
+    bad[0, 0] = np.nan
+    with pytest.raises(ValueError, match="finite"):
+        cp.predict_set(bad)
+    with pytest.raises(ValueError, match="features"):
+        cp.predict_set(X[:5, :1])

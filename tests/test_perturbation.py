@@ -1,0 +1,85 @@
+"""Input perturbation simulators: random and worst-of-k l2 shifts."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import Unchanged
+from sklearn.linear_model import LogisticRegression
+
+from uqconform.evaluation.perturbation import random_l2_perturbation, worst_of_k_perturbation
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 6))
+    y = np.array(["a", "b", "c"])[(X[:, 0] > 0).astype(int) + (X[:, 1] > 0.5)]
+    return LogisticRegression().fit(X, y), X, y
+
+
+def true_proba(model, X, y):
+    columns = np.searchsorted(model.classes_, y)
+    return model.predict_proba(X)[np.arange(len(y)), columns]
+
+
+def test_random_shift_has_the_norm_asked_and_leaves_x_alone(fitted):
+    _, X, _ = fitted
+    guard = Unchanged(X)
+    shifted = random_l2_perturbation(X, 0.3, random_state=1)
+    np.testing.assert_allclose(np.linalg.norm(shifted - X, axis=1), 0.3)
+    np.testing.assert_array_equal(shifted, random_l2_perturbation(X, 0.3, random_state=1))
+    assert not np.allclose(shifted, random_l2_perturbation(X, 0.3, random_state=2))
+    np.testing.assert_array_equal(random_l2_perturbation(X, 0.0, random_state=1), X)
+    guard.check()
+    # directions are uniform: their mean is near zero, no axis is preferred
+    directions = (random_l2_perturbation(np.zeros((4000, 3)), 1.0, random_state=0)).mean(axis=0)
+    assert np.abs(directions).max() < 4 / np.sqrt(3 * 4000)
+
+
+def test_clip_keeps_the_box_and_shrinks_the_shift():
+    X = np.full((50, 4), 0.95)
+    shifted = random_l2_perturbation(X, 0.5, clip=(0.0, 1.0), random_state=0)
+    assert shifted.min() >= 0 and shifted.max() <= 1
+    assert (np.linalg.norm(shifted - X, axis=1) <= 0.5 + 1e-12).all()
+
+
+def test_worst_of_k_hurts_the_true_label_more_than_random(fitted):
+    model, X, y = fitted
+    guard = Unchanged(X, y)
+    worst = worst_of_k_perturbation(X, y, 0.5, model, k=32, random_state=0)
+    random = random_l2_perturbation(X, 0.5, random_state=0)
+    np.testing.assert_allclose(np.linalg.norm(worst - X, axis=1), 0.5)
+    assert true_proba(model, worst, y).mean() < true_proba(model, random, y).mean()
+    # the worst of 32 directions is worse, on average, than a single random one
+    one = worst_of_k_perturbation(X, y, 0.5, model, k=1, random_state=0)
+    assert true_proba(model, worst, y).mean() < true_proba(model, one, y).mean()
+    guard.check()
+
+
+def test_worst_of_k_is_reproducible_batched_and_accepts_a_score_function(fitted):
+    model, X, y = fitted
+    full = worst_of_k_perturbation(X, y, 0.4, model, k=8, random_state=3)
+    batched = worst_of_k_perturbation(X, y, 0.4, model, k=8, batch_size=7, random_state=3)
+    np.testing.assert_array_equal(full, batched)
+    codes = np.searchsorted(model.classes_, y)
+    by_function = worst_of_k_perturbation(X, codes, 0.4, model.predict_proba, k=8, random_state=3)
+    np.testing.assert_array_equal(full, by_function)
+
+
+def test_worst_of_k_bad_input(fitted):
+    model, X, y = fitted
+    with pytest.raises(ValueError, match="`radius`"):
+        worst_of_k_perturbation(X, y, -0.1, model)
+    with pytest.raises(ValueError, match="`k`"):
+        worst_of_k_perturbation(X, y, 0.1, model, k=0)
+    with pytest.raises(ValueError, match="`y`"):
+        worst_of_k_perturbation(X, y[:-1], 0.1, model)
+    with pytest.raises(ValueError, match="never saw"):
+        worst_of_k_perturbation(X, np.where(y == "a", "z", y), 0.1, model)
+    with pytest.raises(TypeError, match="predict_proba"):
+        worst_of_k_perturbation(X, y, 0.1, object())
+    with pytest.raises(ValueError, match="`radius`"):
+        random_l2_perturbation(X, np.nan)
+    with pytest.raises(ValueError, match="finite"):
+        random_l2_perturbation(np.array([[np.inf, 0.0]]), 0.1)

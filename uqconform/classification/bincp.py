@@ -1,0 +1,837 @@
+"""BinCP: conformal sets robust to l2 input perturbations, with one binary certificate.
+
+Randomised smoothing looks at a classifier through Gaussian noise: every input ``x`` is
+replaced by ``m`` noisy copies ``x + eps_j``, ``eps_j ~ N(0, sigma^2 I)``. For any bounded
+function ``f`` of the input, ``Phi^{-1}(E_eps f(x + eps))`` moves by at most ``||delta|| / sigma``
+when ``x`` moves by ``delta`` (Cohen et al., 2019; Salman et al., 2019). BinCP (Zargarbashi and
+Bojchevski, ICLR 2025) applies this to an *indicator* ``1{s(x + eps, y) >= t}`` of the
+conformity score ``s`` (higher is better), so one probability ``p`` is certified once:
+
+* ``mode="p"``: per calibration row, ``lambda_i`` is the largest threshold that a fraction
+  ``p`` of its noisy scores reach; ``t`` is the conformal (lower) quantile of the
+  ``lambda_i``. A clean test point then has ``P_eps[s >= t] >= p_cons``, the Clopper-Pearson
+  *lower* bound of ``p`` from ``m`` samples, and after a perturbation of norm ``r`` at least
+  ``p_r = Phi(Phi^{-1}(p_cons) - r / sigma)``.
+* ``mode="tau"``: ``t = tau`` is fixed; the calibration score is the Clopper-Pearson *lower*
+  bound of the fraction of noisy scores ``>= tau``, and ``p*`` is their conformal quantile.
+
+At test time a label stays in the set when the Clopper-Pearson *upper* bound of its fraction of
+noisy scores ``>= t`` reaches ``p_r``. Both bounds err towards inclusion; swapping them breaks
+coverage. Each bound holds with probability ``1 - eta / (n_calibration + n_classes)`` (a union
+bound, the paper's bookkeeping) and the conformal quantile is taken at ``alpha - eta``, so
+the sets cover the true label with probability at least ``1 - alpha`` for *every* perturbation
+of l2 norm at most ``radius``.
+
+`MeanSmoothedClassifier` is the mean-bounding baseline (RSCP with a Hoeffding bound): the
+same noise, the same samples, but the certified quantity is the smoothed *mean* score, whose
+Monte Carlo error shrinks like ``1 / sqrt(m)``; it needs far more samples for small sets.
+"""
+
+from __future__ import annotations
+
+import numbers
+import warnings
+from abc import abstractmethod
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from scipy import stats
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.exceptions import NotFittedError
+from sklearn.linear_model import LogisticRegression
+from sklearn.utils import check_array
+from sklearn.utils.validation import check_is_fitted
+
+from uqconform.base import (
+    ConformalPredictor,
+    _y_is_none,
+    check_batch_size,
+    check_rows,
+    integer_seed,
+)
+from uqconform.classification.split import encode_labels
+from uqconform.quantiles import check_alpha, conformal_quantile
+from uqconform.scores.classification import APSScore, ClassificationScore, LACScore
+
+__all__ = [
+    "BinarizedSmoothedClassifier",
+    "MeanSmoothedClassifier",
+    "certified_probability",
+    "clopper_pearson_lower",
+    "clopper_pearson_upper",
+]
+
+# Automatic batching: about this many model-input cells (rows x samples x features) per call.
+_BATCH_CELLS = 2**21
+_SCORES = ("tps", "aps")
+
+
+# ---- the certificate and the binomial bounds ----------------------------------------------------
+def certified_probability(p: ArrayLike, radius: float, sigma: float) -> NDArray:
+    """Lower bound on ``P_eps[E]`` after an l2 shift of norm ``radius``, given ``P_eps[E] >= p``.
+
+    ``Phi(Phi^{-1}(p) - radius / sigma)`` for Gaussian noise ``N(0, sigma^2 I)`` and any event
+    ``E`` of the noisy input (Cohen et al., 2019). ``p <= 0`` stays 0, ``radius = 0`` returns
+    ``p``.
+
+    Parameters
+    ----------
+    p : float or array-like
+        Probability of the event at the unperturbed input.
+    radius : float
+        l2 norm of the perturbation, >= 0.
+    sigma : float
+        Standard deviation of the smoothing noise, > 0.
+
+    Returns
+    -------
+    ndarray
+        The certified lower probability, same shape as ``p``.
+
+    Examples
+    --------
+    >>> print(certified_probability(0.6, 0.12, 0.25).round(3))
+    0.41
+    >>> certified_probability(0.6, 0.0, 0.25)
+    array(0.6)
+    """
+    p = np.clip(np.asarray(p, dtype=float), 0.0, 1.0)
+    return np.asarray(stats.norm.cdf(stats.norm.ppf(p) - float(radius) / float(sigma)))
+
+
+def clopper_pearson_lower(successes: ArrayLike, n: int, level: float) -> NDArray:
+    """One-sided Clopper-Pearson lower bound: ``P[p >= bound] >= 1 - level``.
+
+    ``Beta(level; k, n - k + 1)`` quantile, 0 when ``k = 0``.
+
+    Examples
+    --------
+    >>> print(clopper_pearson_lower(90, 150, 0.001 / 210).round(3))
+    0.417
+    """
+    k = np.asarray(successes, dtype=float)
+    with np.errstate(invalid="ignore"):
+        bound = stats.beta.ppf(level, np.maximum(k, 1e-300), n - k + 1)
+    return np.where(k <= 0, 0.0, bound)
+
+
+def clopper_pearson_upper(successes: ArrayLike, n: int, level: float) -> NDArray:
+    """One-sided Clopper-Pearson upper bound: ``P[p <= bound] >= 1 - level``.
+
+    ``Beta(1 - level; k + 1, n - k)`` quantile, 1 when ``k = n``.
+
+    Examples
+    --------
+    >>> print(clopper_pearson_upper(0, 150, 0.001 / 210).round(3))
+    0.078
+    """
+    k = np.asarray(successes, dtype=float)
+    with np.errstate(invalid="ignore"):
+        bound = stats.beta.ppf(1 - level, k + 1, np.maximum(n - k, 1e-300))
+    return np.where(k >= n, 1.0, bound)
+
+
+def _is_real(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and np.isfinite(value)
+
+
+class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
+    """Shared machinery: noisy copies, Monte Carlo conformity scores, one certificate.
+
+    A subclass says how calibration samples become scores and a base probability, and how
+    test samples become the statistic compared with the certified probability.
+    """
+
+    # ---- parameters --------------------------------------------------------------------------
+    def _default_estimator(self) -> BaseEstimator:
+        return LogisticRegression(max_iter=1000)
+
+    def _validate_params(self) -> None:
+        levels = check_alpha(self.alpha, "alpha")
+        if np.ndim(self.alpha) != 0:
+            raise ValueError(
+                f"`alpha` must be a single float in (0, 1) for smoothed sets, got {self.alpha!r}."
+            )
+        check_batch_size(self.batch_size)
+        if not _is_real(self.sigma) or self.sigma <= 0:
+            raise ValueError(
+                f"`sigma` (the noise standard deviation) must be a finite number > 0, "
+                f"got {self.sigma!r}."
+            )
+        self._check_radius(self.radius, "radius")
+        m = self.n_samples
+        if isinstance(m, bool) or not isinstance(m, numbers.Integral) or m < 1:
+            raise ValueError(f"`n_samples` must be a positive integer, got {m!r}.")
+        if not _is_real(self.eta) or not 0 < self.eta < levels[0]:
+            raise ValueError(
+                f"`eta` (the Monte Carlo failure probability) must lie in (0, alpha) = "
+                f"(0, {levels[0]}), got {self.eta!r}."
+            )
+        if self.conformity_score not in _SCORES:
+            raise ValueError(
+                f"Unknown `conformity_score` {self.conformity_score!r}: use 'tps' (the "
+                "probability of the label) or 'aps' (one minus the randomised APS score)."
+            )
+        if not hasattr(self._estimator_or_default(), "predict_proba"):
+            raise TypeError(
+                f"`estimator` {type(self.estimator).__name__} has no predict_proba; smoothed "
+                "sets need class probabilities."
+            )
+
+    @staticmethod
+    def _check_radius(radius: Any, name: str) -> float:
+        if not _is_real(radius) or radius < 0:
+            raise ValueError(
+                f"`{name}` (the l2 norm of the perturbation to be robust to) must be a finite "
+                f"number >= 0, got {radius!r}."
+            )
+        return float(radius)
+
+    def _score_object(self) -> ClassificationScore:
+        return LACScore() if self.conformity_score == "tps" else APSScore(randomized=True)
+
+    @property
+    def classes_(self) -> NDArray:
+        """Class labels, in the column order of the sets."""
+        check_is_fitted(self, "estimator_")
+        return np.asarray(self.estimator_.classes_)
+
+    def _check_target(self, y, n, *, calibrating):
+        if y is None:
+            raise _y_is_none()
+        labels = check_rows("y", y, n)
+        if labels.dtype.kind == "f" and not np.isfinite(labels).all():
+            raise ValueError("`y` contains NaN or infinite labels.")
+        if labels.dtype.kind == "O" and any(v is None for v in labels):
+            raise ValueError("`y` contains missing (None) labels.")
+        return labels
+
+    def _output_columns(self) -> int:
+        return len(self.classes_)
+
+    # ---- data --------------------------------------------------------------------------------
+    def _numeric(self, X: Any) -> NDArray:
+        """X as a finite float array: the noise is added in the space the model sees."""
+        try:
+            return check_array(X, dtype=np.float64, ensure_all_finite=True)
+        except ValueError as error:
+            raise ValueError(
+                f"`X` must be a finite numeric array for randomised smoothing ({error})"
+            ) from None
+        except TypeError:
+            raise ValueError(
+                "`X` must be a dense numeric array for randomised smoothing: noise is added to "
+                "the features the model sees."
+            ) from None
+
+    def _as_model_input(self, block: NDArray) -> Any:
+        """A DataFrame with the fitted column names when the model was fitted on one."""
+        names = getattr(self, "feature_names_in_", None)
+        if names is None:
+            return block
+        import pandas as pd
+
+        return pd.DataFrame(block, columns=names)
+
+    def _rng(self, stream: int) -> tuple[np.random.Generator, np.random.Generator]:
+        """(noise, uniforms) generators of a stream (0: calibration, 1: prediction, 2: fit).
+
+        Two generators so that the draws do not depend on the batch size.
+        """
+        seed = self.random_state
+        if isinstance(seed, np.random.Generator):  # used as is, draws in sequence
+            return seed, seed
+        if seed is None:
+            return np.random.default_rng(), np.random.default_rng()
+        base = integer_seed(seed)
+        return (np.random.default_rng([base, stream, 0]), np.random.default_rng([base, stream, 1]))
+
+    def _rows_per_batch(self, n_features: int) -> int:
+        if self.batch_size is not None:
+            return int(self.batch_size)
+        cells = self.n_samples * max(n_features, len(self.classes_))
+        return max(1, _BATCH_CELLS // max(cells, 1))
+
+    def _noisy_scores(self, X: NDArray, rngs) -> Any:
+        """Conformity scores of the noisy copies, ``(b, n_samples, n_classes)``, batch by batch.
+
+        A generator over ``(start, stop, scores)``; the model sees ``b * n_samples`` rows per call.
+        """
+        noise_rng, uniform_rng = rngs
+        n, d = X.shape
+        m = self.n_samples
+        score = self._score_object()
+        step = self._rows_per_batch(d)
+        for start in range(0, n, step):  # a loop over batches of rows, for bounded memory
+            stop = min(start + step, n)
+            block = X[start:stop]
+            noisy = block[:, None, :] + self.sigma * noise_rng.standard_normal(
+                (stop - start, m, d)
+            )
+            proba = np.asarray(
+                self.estimator_.predict_proba(self._as_model_input(noisy.reshape(-1, d))),
+                dtype=float,
+            )
+            u = uniform_rng.random(proba.shape[0]) if score.randomized else None
+            conformity = 1.0 - score.scores(proba, u)  # higher is better, in [0, 1]
+            yield start, stop, conformity.reshape(stop - start, m, -1)
+
+    # ---- fit ---------------------------------------------------------------------------------
+    def fit(self, X: Any, y: ArrayLike, augment: int = 0, **fit_params: Any):
+        """Fit a clone of ``estimator``, optionally on Gaussian-noise augmented copies.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Numeric training features.
+        y : array-like of shape (n_samples,)
+        augment : int, default=0
+            Number of noisy copies ``X + N(0, sigma^2 I)`` of every row to train on, instead
+            of ``X`` itself (0: train on ``X``). A model trained under the smoothing noise
+            keeps its accuracy on noisy inputs, which is what the smoothed sets need.
+        **fit_params : dict
+            Passed to the estimator's ``fit``; per-row arrays are repeated with the copies.
+
+        Returns
+        -------
+        self
+        """
+        if isinstance(augment, bool) or not isinstance(augment, numbers.Integral) or augment < 0:
+            raise ValueError(f"`augment` must be an integer >= 0, got {augment!r}.")
+        if augment == 0:
+            return super().fit(X, y, **fit_params)
+        self._validate_params()
+        self._reset_calibration()
+        X = self._validate_X(X, reset=True)
+        values = self._numeric(X)
+        n, d = values.shape
+        y = self._check_target(y, n, calibrating=False)
+        noise_rng, _ = self._rng(2)
+        noisy = values[None] + self.sigma * noise_rng.standard_normal((augment, n, d))
+        params = {
+            key: np.tile(value, augment)
+            if np.ndim(value) == 1 and np.shape(value)[0] == n
+            else value
+            for key, value in fit_params.items()
+        }
+        self.estimator_ = self._make_estimator()
+        self._estimator_adopted = False
+        self.estimator_.fit(
+            self._as_model_input(noisy.reshape(-1, d)), np.tile(y, augment), **params
+        )
+        return self
+
+    # ---- calibration -------------------------------------------------------------------------
+    def _failure_level(self, n_calibration: int) -> float:
+        """Failure probability of each binomial bound: ``eta / (n_calibration + n_classes)``."""
+        return float(self.eta) / (n_calibration + len(self.classes_))
+
+    def calibrate(self, X: Any, y: ArrayLike):
+        """Monte Carlo scores of the calibration rows and the one certified base probability.
+
+        Without a prior ``fit``, a fitted ``estimator`` is used as is (never refitted).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Clean calibration features (numeric).
+        y : array-like of shape (n_samples,)
+            Calibration labels, all seen by the model.
+
+        Returns
+        -------
+        self
+        """
+        self._validate_params()
+        if not hasattr(self, "estimator_") or self.__dict__.get("_estimator_adopted", False):
+            self._use_prefit_estimator()
+        self._reset_calibration()
+        X = self._validate_X(X, reset=not hasattr(self, "n_features_in_"))
+        values = self._numeric(X)
+        n = values.shape[0]
+        labels = encode_labels(self._check_target(y, n, calibrating=True), self.classes_)
+        level = self._failure_level(n)
+        minimum = self._minimum_samples(level)
+        if self.n_samples < minimum:
+            raise ValueError(
+                f"`n_samples`={self.n_samples} is too small for eta={self.eta} with {n} "
+                f"calibration points and {len(self.classes_)} classes: every set would hold "
+                f"every class even at radius 0. Use n_samples >= {minimum}"
+                f"{self._minimum_hint()}."
+            )
+        scores = np.empty(n)
+        for start, stop, conformity in self._noisy_scores(values, self._rng(0)):
+            true = conformity[np.arange(stop - start), :, labels[start:stop]]  # (b, m)
+            scores[start:stop] = self._calibration_statistic(true, level)
+        self.conformity_scores_ = scores
+        self.n_calibration_ = n
+        self.failure_level_ = level
+        self._after_calibration()
+        threshold, base, largest = self._calibration_for(float(self.alpha))
+        self.threshold_, self.base_probability_, self.max_radius_ = threshold, base, largest
+        return self
+
+    def _reset_calibration(self) -> None:
+        super()._reset_calibration()
+        for name in ("threshold_", "base_probability_", "failure_level_", "max_radius_"):
+            self.__dict__.pop(name, None)
+
+    def _after_calibration(self) -> None:
+        """Hook for quantities fixed by the calibration size (default: nothing)."""
+
+    def _minimum_samples(self, level: float) -> int:
+        """Fewest samples for which a set can leave out a label at radius 0."""
+        for low, high in ((1, 2**12), (2**12, 2**20)):  # small counts first, then the rest
+            m = np.arange(low, high)
+            ok = self._informative(m, level)
+            if ok.any():
+                return int(m[np.argmax(ok)])
+        return 2**20
+
+    def _minimum_hint(self) -> str:
+        return ""
+
+    # ---- the certificate ---------------------------------------------------------------------
+    def _calibration_for(self, alpha: float) -> tuple[float, float, float]:
+        """Threshold, base probability and largest certifiable radius at level ``alpha``.
+
+        The conformal quantile of the calibration scores is taken at ``alpha - eta``.
+        """
+        quantile = conformal_quantile(
+            self.conformity_scores_, alpha - float(self.eta), kind="conformity"
+        )[0]
+        threshold, base = self._base_from_quantile(quantile, self.failure_level_)
+        floor = float(self._smallest_statistic(self.failure_level_))  # every label reaches it
+        if base <= floor:
+            return threshold, base, 0.0
+        return threshold, base, float(self.sigma * (stats.norm.ppf(base) - stats.norm.ppf(floor)))
+
+    def _levels(self, alpha: float | ArrayLike | None) -> tuple[NDArray, bool]:
+        value = self.alpha if alpha is None else alpha
+        levels = check_alpha(value, "alpha")
+        if (levels <= self.eta).any():
+            raise ValueError(
+                f"`alpha` must exceed eta={self.eta} (the Monte Carlo failure probability is "
+                f"spent out of alpha), got {levels[levels <= self.eta].tolist()}."
+            )
+        return levels, np.ndim(value) == 0
+
+    def certified_probability(
+        self, radius: float | None = None, alpha: float | None = None
+    ) -> float:
+        """``p_r``: the probability a label's statistic must reach to stay in the set.
+
+        Parameters
+        ----------
+        radius : float, optional
+            l2 radius of the perturbation; defaults to ``radius``.
+        alpha : float, optional
+            Miscoverage level; defaults to ``alpha``.
+
+        Returns
+        -------
+        float
+        """
+        self._check_calibrated("certified_probability")
+        r = float(self.radius) if radius is None else self._check_radius(radius, "radius")
+        if alpha is None:
+            base = self.base_probability_
+        else:
+            levels, scalar = self._levels(alpha)
+            if not scalar:
+                raise ValueError(f"`alpha` must be a single float here, got {alpha!r}.")
+            base = self._calibration_for(float(levels[0]))[1]
+        return float(certified_probability(base, r, self.sigma))
+
+    def _prepare(
+        self, alpha: float | ArrayLike | None
+    ) -> tuple[list[tuple[float, float, float]], bool]:
+        """The calibration of every requested level (the stored one for ``alpha=None``)."""
+        if alpha is None:
+            return [(self.threshold_, self.base_probability_, self.max_radius_)], True
+        levels, scalar = self._levels(alpha)
+        return [self._calibration_for(float(level)) for level in levels], scalar
+
+    def _warn_trivial(self, radius: float, calibrations) -> None:
+        largest = min(c[2] for c in calibrations)
+        if radius >= largest:
+            warnings.warn(
+                f"radius={radius} is at least the largest certifiable radius {largest:.4g} "
+                f"for sigma={self.sigma} and n_samples={self.n_samples}: every set holds "
+                "every class.",
+                UserWarning,
+                stacklevel=3,
+            )
+
+    def _statistics(self, X: Any, thresholds: list[float]) -> NDArray:
+        """Test statistic of every row, label and threshold, ``(n, n_classes, k)``.
+
+        Each row gets fresh noise (the prediction stream), shared by every threshold.
+        """
+        X = self._validate_X(X, reset=False)
+        values = self._numeric(X)
+        out = np.empty((values.shape[0], len(self.classes_), len(thresholds)))
+        for start, stop, conformity in self._noisy_scores(values, self._rng(1)):
+            for j, threshold in enumerate(thresholds):  # a loop over levels, not rows
+                out[start:stop, :, j] = self._test_statistic(conformity, threshold)
+        return out
+
+    def predict_set(
+        self, X: Any, radius: float | None = None, alpha: float | ArrayLike | None = None
+    ) -> NDArray:
+        """Sets that keep ``1 - alpha`` coverage under any l2 perturbation of norm ``radius``.
+
+        ``X`` holds the (possibly perturbed) test inputs; each row gets fresh noise, drawn
+        from ``random_state``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        radius : float, optional
+            Overrides the constructor's ``radius``; no recalibration is needed.
+        alpha : float or sequence of float, optional
+            Miscoverage level(s), each above ``eta``; defaults to the constructor's ``alpha``.
+
+        Returns
+        -------
+        ndarray of bool, shape (n_samples, n_classes) or (n_samples, n_classes, k)
+            ``sets[i, j]`` is True when ``classes_[j]`` is in the set of row ``i``.
+        """
+        self._check_calibrated("predict_set")
+        r = float(self.radius) if radius is None else self._check_radius(radius, "radius")
+        calibrations, scalar = self._prepare(alpha)
+        self._warn_trivial(r, calibrations)
+        statistic = self._statistics(X, [c[0] for c in calibrations])
+        needed = certified_probability(np.array([c[1] for c in calibrations]), r, self.sigma)
+        sets = statistic >= needed
+        return sets[..., 0] if scalar else sets
+
+    def certified_radius(self, X: Any, alpha: float | ArrayLike | None = None) -> NDArray:
+        """Radius from which each label is in the set: ``(n_samples, n_classes)``.
+
+        ``predict_set(X, radius=r)[i, j]`` is ``certified_radius(X)[i, j] <= r`` (same
+        noise): 0 for the labels of the radius-0 set, and a row's set stays its radius-0 set
+        for every radius below the smallest positive entry of its row. Entries at or beyond
+        ``max_radius_`` mean the label only enters when the sets are trivial.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        alpha : float or sequence of float, optional
+            Miscoverage level(s); a sequence adds a trailing axis.
+
+        Returns
+        -------
+        ndarray of float, shape (n_samples, n_classes) or (n_samples, n_classes, k)
+        """
+        self._check_calibrated("certified_radius")
+        calibrations, scalar = self._prepare(alpha)
+        statistic = np.clip(self._statistics(X, [c[0] for c in calibrations]), 0.0, 1.0)
+        base = np.array([c[1] for c in calibrations])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            gap = stats.norm.ppf(base) - stats.norm.ppf(statistic)
+        radii = np.where(base > 0, np.maximum(self.sigma * gap, 0.0), 0.0)
+        return radii[..., 0] if scalar else radii
+
+    # ---- hooks -------------------------------------------------------------------------------
+    @abstractmethod
+    def _calibration_statistic(self, true_scores: NDArray, level: float) -> NDArray:
+        """Calibration score of each row from its noisy true-label scores ``(b, m)``."""
+
+    @abstractmethod
+    def _base_from_quantile(self, quantile: float, level: float) -> tuple[float, float]:
+        """Binarisation threshold and certified probability at radius 0, from the quantile."""
+
+    @abstractmethod
+    def _test_statistic(self, scores: NDArray, threshold: float) -> NDArray:
+        """Upper bound per row and label from noisy scores ``(b, m, K)``, shape ``(b, K)``."""
+
+    @abstractmethod
+    def _smallest_statistic(self, level: float) -> float:
+        """The smallest value the test statistic can take."""
+
+    @abstractmethod
+    def _informative(self, m: NDArray, level: float) -> NDArray:
+        """Whether ``m`` samples let a set leave out a label at radius 0 (vectorised)."""
+
+    # hooks of ConformalPredictor not used by the smoothed classifiers
+    def _calibration_scores(self, X, y):  # pragma: no cover - calibrate is overridden
+        raise NotImplementedError
+
+    def _fill_batch(self, X, thresholds, alphas, out, rng):  # pragma: no cover
+        raise NotImplementedError
+
+    def _check_calibrated(self, method: str) -> None:
+        check_is_fitted(self, "estimator_")
+        if not hasattr(self, "base_probability_"):
+            raise NotFittedError(
+                f"{type(self).__name__}.{method} needs calibration: call "
+                "calibrate(X_calib, y_calib) on held-out clean data first."
+            )
+
+
+class BinarizedSmoothedClassifier(_SmoothedClassifier):
+    """BinCP: robust conformal sets from binarised smoothed scores and one certificate.
+
+    The sets contain the true label with probability at least ``1 - alpha`` (over the
+    calibration data, the test point and the Monte Carlo noise) for **any** perturbation of
+    the test input of l2 norm at most ``radius``, for a model whose noise-free behaviour is
+    arbitrary. The guarantee is marginal, like split conformal prediction; it is conservative
+    on clean inputs.
+
+    Parameters
+    ----------
+    estimator : classifier with predict_proba, default=None
+        Any scikit-learn classifier (``None``: ``LogisticRegression(max_iter=1000)``). A fitted
+        model is used as is by ``calibrate`` without ``fit``. The noise is added to the
+        features it receives, so ``sigma`` and ``radius`` are in those units.
+    sigma : float, default=0.25
+        Standard deviation of the Gaussian smoothing noise.
+    n_samples : int, default=150
+        Noisy copies per calibration and test row (``m``); the model sees ``m`` rows per row.
+    radius : float, default=0.0
+        l2 norm of the perturbations the sets must withstand; ``predict_set`` may override it.
+        With 0 the method is a binarised, smoothed split conformal classifier.
+    mode : {"p", "tau"}, default="p"
+        ``"p"``: the fraction ``p`` is fixed and the score threshold is calibrated (the
+        paper's default); ``"tau"``: the score threshold ``tau`` is fixed and the fraction is
+        calibrated.
+    p : float, default=0.6
+        ``mode="p"``: fraction of noisy samples that must reach the threshold. Fix it
+        beforehand, or choose it on data disjoint from the calibration set.
+    tau : float, default=0.3
+        ``mode="tau"``: the fixed threshold on the conformity score.
+    eta : float, default=1e-3
+        Total failure probability of the Monte Carlo bounds, spent out of ``alpha``.
+    conformity_score : {"tps", "aps"}, default="tps"
+        ``"tps"``: the model's probability of the label. ``"aps"``: one minus the randomised
+        APS score (a fresh uniform per noisy sample). Named ``conformity_score`` as in
+        `SplitConformalClassifier` (a ``score`` parameter would hide scikit-learn's
+        ``score(X, y)``).
+    alpha : float, default=0.1
+        Miscoverage level in (0, 1), larger than ``eta``.
+    batch_size : int, default=None
+        Rows whose ``n_samples`` noisy copies go to the model at once (``None``: automatic).
+    random_state : int, Generator or None, default=None
+        Seeds the noise (and APS uniforms): independent streams for augmentation,
+        calibration and prediction. Same seed, same sets.
+
+    Attributes
+    ----------
+    estimator_ : classifier
+    classes_ : ndarray of shape (n_classes,)
+    conformity_scores_ : ndarray of shape (n_calibration,)
+        Per calibration row: ``lambda_i`` (``mode="p"``) or the lower bound of the
+        fraction of noisy scores ``>= tau`` (``mode="tau"``).
+    threshold_ : float
+        The binarisation threshold ``t`` (calibrated in ``mode="p"``, ``tau`` otherwise).
+    base_probability_ : float
+        The certified probability at radius 0 (``p_cons`` or ``p*``).
+    failure_level_ : float
+        Failure probability of each Clopper-Pearson bound, ``eta / (n_calibration + K)``.
+    max_radius_ : float
+        Radius from which every set holds every class.
+    n_calibration_ : int
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_iris
+    >>> X, y = load_iris(return_X_y=True)
+    >>> rng = np.random.default_rng(0)
+    >>> order = rng.permutation(len(y))
+    >>> fit, cal, test = order[:50], order[50:120], order[120:]
+    >>> cp = BinarizedSmoothedClassifier(sigma=0.25, radius=0.1, random_state=0)
+    >>> cp = cp.fit(X[fit], y[fit], augment=4).calibrate(X[cal], y[cal])
+    >>> sets = cp.predict_set(X[test])
+    >>> sets.shape
+    (30, 3)
+    >>> print(round(cp.certified_probability(0.1), 3) < cp.base_probability_)
+    True
+    """
+
+    def __init__(
+        self,
+        estimator: BaseEstimator | None = None,
+        sigma: float = 0.25,
+        n_samples: int = 150,
+        radius: float = 0.0,
+        mode: str = "p",
+        p: float = 0.6,
+        tau: float = 0.3,
+        eta: float = 1e-3,
+        conformity_score: str = "tps",
+        alpha: float = 0.1,
+        batch_size: int | None = None,
+        random_state: int | np.random.Generator | None = None,
+    ):
+        self.estimator = estimator
+        self.sigma = sigma
+        self.n_samples = n_samples
+        self.radius = radius
+        self.mode = mode
+        self.p = p
+        self.tau = tau
+        self.eta = eta
+        self.conformity_score = conformity_score
+        self.alpha = alpha
+        self.batch_size = batch_size
+        self.random_state = random_state
+
+    def _validate_params(self) -> None:
+        super()._validate_params()
+        if self.mode not in ("p", "tau"):
+            raise ValueError(f"`mode` must be 'p' or 'tau', got {self.mode!r}.")
+        if not _is_real(self.p) or not 0 < self.p < 1:
+            raise ValueError(f"`p` must lie strictly between 0 and 1, got {self.p!r}.")
+        if not _is_real(self.tau):
+            raise ValueError(f"`tau` must be a finite number, got {self.tau!r}.")
+
+    def _successes(self, m: int | NDArray) -> NDArray:
+        """Samples that reach ``lambda_i`` by construction: ``ceil(p m)``."""
+        return np.ceil(float(self.p) * np.asarray(m) - 1e-9)
+
+    def _calibration_statistic(self, true_scores, level):
+        m = true_scores.shape[1]
+        if self.mode == "p":
+            # lambda_i: the k-th largest noisy score, so at least k = ceil(p m) reach it.
+            k = int(self._successes(m))
+            return np.partition(true_scores, m - k, axis=1)[:, m - k]
+        hits = (true_scores >= self.tau).sum(axis=1)
+        return clopper_pearson_lower(hits, m, level)  # calibration: LOWER bound
+
+    def _base_from_quantile(self, quantile, level):
+        if self.mode == "tau":
+            return float(self.tau), float(max(quantile, 0.0))
+        if np.isneginf(quantile):  # too few calibration points: every label
+            return float(quantile), 0.0
+        m = self.n_samples
+        return float(quantile), float(clopper_pearson_lower(self._successes(m), m, level))
+
+    def _test_statistic(self, scores, threshold):
+        hits = (scores >= threshold).sum(axis=1)  # (b, K)
+        return clopper_pearson_upper(hits, scores.shape[1], self.failure_level_)  # UPPER
+
+    def _smallest_statistic(self, level):
+        return float(clopper_pearson_upper(0, self.n_samples, level))
+
+    def _informative(self, m, level):
+        floor = clopper_pearson_upper(0, m, level)
+        if self.mode == "p":
+            return clopper_pearson_lower(self._successes(m), m, level) > floor
+        return clopper_pearson_lower(m, m, level) > floor
+
+    def _minimum_hint(self) -> str:
+        return " (or a larger p)" if self.mode == "p" else ""
+
+
+class MeanSmoothedClassifier(_SmoothedClassifier):
+    """Mean-bounding baseline (RSCP with a Hoeffding bound): certify the smoothed mean score.
+
+    The calibration score of a row is a Hoeffding *lower* bound on the mean of its noisy
+    conformity scores (in [0, 1]); the conformal quantile ``q`` of those bounds is certified
+    as ``q_r = Phi(Phi^{-1}(q) - r / sigma)``, and a label stays in the set when the Hoeffding
+    *upper* bound of its mean noisy score reaches ``q_r``. The same guarantee as
+    `BinarizedSmoothedClassifier` with the same parameters and noise (same ``random_state``,
+    same draws), but the bounds widen by ``sqrt(log(1 / level) / (2 m))`` on each side: it
+    needs many more samples (``m``) for informative sets.
+
+    Parameters
+    ----------
+    estimator : classifier with predict_proba, default=None
+        As in `BinarizedSmoothedClassifier`.
+    sigma : float, default=0.25
+        Standard deviation of the Gaussian smoothing noise.
+    n_samples : int, default=150
+        Noisy copies per calibration and test row.
+    radius : float, default=0.0
+        l2 norm of the perturbations the sets must withstand; ``predict_set`` may override it.
+    eta : float, default=1e-3
+        Total failure probability of the Hoeffding bounds, spent out of ``alpha``.
+    conformity_score : {"tps", "aps"}, default="tps"
+        As in `BinarizedSmoothedClassifier` (both lie in [0, 1], as Hoeffding needs).
+    alpha : float, default=0.1
+        Miscoverage level in (0, 1), larger than ``eta``.
+    batch_size : int, default=None
+        Rows whose noisy copies go to the model at once (``None``: automatic).
+    random_state : int, Generator or None, default=None
+        Seeds the noise; the same seed as a `BinarizedSmoothedClassifier` gives the same
+        draws, so the two compare on identical samples.
+
+    Attributes
+    ----------
+    estimator_ : classifier
+    classes_ : ndarray of shape (n_classes,)
+    conformity_scores_ : ndarray of shape (n_calibration,)
+        Hoeffding lower bounds of the calibration rows' mean scores.
+    base_probability_ : float
+        The calibrated threshold ``q`` on the smoothed mean at radius 0.
+    margin_ : float
+        The Hoeffding half-width ``sqrt(log(1 / failure_level_) / (2 n_samples))``.
+    failure_level_ : float
+        Failure probability of each Hoeffding bound, ``eta / (n_calibration + K)``.
+    max_radius_ : float
+        Radius from which every set holds every class.
+    n_calibration_ : int
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_iris
+    >>> X, y = load_iris(return_X_y=True)
+    >>> order = np.random.default_rng(0).permutation(len(y))
+    >>> fit, cal, test = order[:50], order[50:120], order[120:]
+    >>> cp = MeanSmoothedClassifier(n_samples=500, random_state=0)
+    >>> cp.fit(X[fit], y[fit], augment=4).calibrate(X[cal], y[cal]).predict_set(X[test]).shape
+    (30, 3)
+    """
+
+    def __init__(
+        self,
+        estimator: BaseEstimator | None = None,
+        sigma: float = 0.25,
+        n_samples: int = 150,
+        radius: float = 0.0,
+        eta: float = 1e-3,
+        conformity_score: str = "tps",
+        alpha: float = 0.1,
+        batch_size: int | None = None,
+        random_state: int | np.random.Generator | None = None,
+    ):
+        self.estimator = estimator
+        self.sigma = sigma
+        self.n_samples = n_samples
+        self.radius = radius
+        self.eta = eta
+        self.conformity_score = conformity_score
+        self.alpha = alpha
+        self.batch_size = batch_size
+        self.random_state = random_state
+
+    @staticmethod
+    def _margin(m: int | NDArray, level: float) -> NDArray:
+        return np.sqrt(np.log(1.0 / level) / (2.0 * np.asarray(m, dtype=float)))
+
+    def _calibration_statistic(self, true_scores, level):
+        lower = true_scores.mean(axis=1) - self._margin(true_scores.shape[1], level)
+        return np.clip(lower, 0.0, 1.0)  # calibration: LOWER bound
+
+    def _after_calibration(self) -> None:
+        self.margin_ = float(self._margin(self.n_samples, self.failure_level_))
+
+    def _base_from_quantile(self, quantile, level):
+        return float("nan"), float(max(quantile, 0.0))  # no binarisation threshold
+
+    def _test_statistic(self, scores, threshold):
+        upper = scores.mean(axis=1) + self.margin_
+        return np.clip(upper, 0.0, 1.0)  # test: UPPER bound
+
+    def _smallest_statistic(self, level):
+        return float(min(self._margin(self.n_samples, level), 1.0))
+
+    def _informative(self, m, level):
+        margin = self._margin(m, level)
+        return 1.0 - margin > margin
+
+    def _reset_calibration(self) -> None:
+        super()._reset_calibration()
+        self.__dict__.pop("margin_", None)

@@ -1,0 +1,214 @@
+"""Input perturbation simulators, to check robustness certificates against l2 attacks.
+
+A certificate such as BinCP's promises coverage for *every* perturbation of norm at most
+``r``; no finite simulation can check that, but two cheap attacks bracket what a user sees:
+
+* `random_l2_perturbation`: a uniformly random direction on the sphere of radius ``r``,
+  what noise or an unlucky sensor does (rarely harmful in high dimension);
+* `worst_of_k_perturbation`: among ``k`` random directions of norm ``r`` per row, the one
+  that most lowers the true label's score under a given model (a gradient-free attack).
+
+Both return new arrays; the inputs are never modified.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from sklearn.utils import check_array
+
+from uqconform.base import check_batch_size
+from uqconform.classification.split import encode_labels
+
+__all__ = ["random_l2_perturbation", "worst_of_k_perturbation"]
+
+# Rows x directions x features per model call in worst_of_k_perturbation.
+_BATCH_CELLS = 2**21
+
+
+def _check_radius(radius: Any) -> float:
+    if (
+        not isinstance(radius, numbers.Real)
+        or isinstance(radius, bool)
+        or not np.isfinite(radius)
+        or radius < 0
+    ):
+        raise ValueError(f"`radius` must be a finite number >= 0, got {radius!r}.")
+    return float(radius)
+
+
+def _features(X: ArrayLike) -> NDArray:
+    try:
+        return check_array(X, dtype=np.float64, ensure_all_finite=True, copy=True)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"`X` must be a finite numeric 2-D array ({error})") from None
+
+
+def _clip(values: NDArray, clip: tuple[float, float] | None) -> NDArray:
+    if clip is None:
+        return values
+    low, high = clip
+    if not low < high:
+        raise ValueError(f"`clip` must be (low, high) with low < high, got {clip!r}.")
+    return np.clip(values, low, high, out=values)
+
+
+def _directions(rng: np.random.Generator, shape: tuple[int, ...]) -> NDArray:
+    """Uniform unit vectors along the last axis (normalised Gaussians)."""
+    directions = rng.standard_normal(shape)
+    norms = np.linalg.norm(directions, axis=-1, keepdims=True)
+    return directions / np.where(norms > 0, norms, 1.0)
+
+
+def random_l2_perturbation(
+    X: ArrayLike,
+    radius: float,
+    *,
+    clip: tuple[float, float] | None = None,
+    random_state: int | np.random.Generator | None = None,
+) -> NDArray:
+    """Shift every row by a uniformly random vector of l2 norm ``radius``.
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples, n_features)
+        Numeric inputs (not modified).
+    radius : float
+        l2 norm of each shift, >= 0.
+    clip : (float, float), optional
+        Clip the result to this box (e.g. ``(0, 1)`` for images); the shift's norm is then
+        at most ``radius``.
+    random_state : int, Generator or None
+        Seeds the directions.
+
+    Returns
+    -------
+    ndarray of shape (n_samples, n_features)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.zeros((3, 4))
+    >>> shifted = random_l2_perturbation(X, 0.5, random_state=0)
+    >>> np.linalg.norm(shifted - X, axis=1).round(6).tolist()
+    [0.5, 0.5, 0.5]
+    """
+    r = _check_radius(radius)
+    values = _features(X)
+    rng = np.random.default_rng(random_state)
+    values += r * _directions(rng, values.shape)
+    return _clip(values, clip)
+
+
+def _score_function(model: Any) -> Callable[[NDArray], NDArray]:
+    if callable(model) and not hasattr(model, "predict_proba"):
+        return model
+    if not hasattr(model, "predict_proba"):
+        raise TypeError(
+            "`model` must have predict_proba or be a callable returning one score per class "
+            f"(higher: more confident), got {type(model).__name__}."
+        )
+    return model.predict_proba
+
+
+def worst_of_k_perturbation(
+    X: ArrayLike,
+    y: ArrayLike,
+    radius: float,
+    model: Any,
+    *,
+    k: int = 16,
+    classes: ArrayLike | None = None,
+    clip: tuple[float, float] | None = None,
+    batch_size: int | None = None,
+    random_state: int | np.random.Generator | None = None,
+) -> NDArray:
+    """Per row, the shift of norm ``radius`` among ``k`` random ones that hurts ``y`` most.
+
+    Each row gets ``k`` uniformly random directions of l2 norm ``radius``; the one giving the
+    lowest score of the row's true label under ``model`` is kept. A gradient-free attack: it
+    finds a bad direction for smooth models only when ``k`` is large compared with the
+    dimension, so it is a lower bound on what a real attacker achieves.
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples, n_features)
+        Numeric inputs (not modified).
+    y : array-like of shape (n_samples,)
+        True labels.
+    radius : float
+        l2 norm of each shift, >= 0.
+    model : fitted classifier or callable
+        A model with ``predict_proba`` (its ``classes_`` give the label columns), or a
+        function ``X -> (n, n_classes)`` scores, higher meaning more confident. To attack a
+        robust set itself rather than the model, pass e.g.
+        ``lambda Z: -cp.certified_radius(Z)`` for a calibrated `BinarizedSmoothedClassifier`
+        ``cp`` (with ``classes=cp.classes_``): the shift that makes the true label hardest to
+        include.
+    k : int, default=16
+        Random directions tried per row.
+    classes : array-like, optional
+        Label of each score column; defaults to ``model.classes_``, then ``0..K-1``.
+    clip : (float, float), optional
+        Clip the candidates to this box before scoring them.
+    batch_size : int, optional
+        Rows scored per model call (each with ``k`` candidates); ``None``: automatic.
+    random_state : int, Generator or None
+        Seeds the directions.
+
+    Returns
+    -------
+    ndarray of shape (n_samples, n_features)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.linear_model import LogisticRegression
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(200, 2)); y = (X[:, 0] > 0).astype(int)
+    >>> model = LogisticRegression().fit(X, y)
+    >>> worse = worst_of_k_perturbation(X, y, 0.5, model, k=32, random_state=0)
+    >>> p = lambda Z: model.predict_proba(Z)[np.arange(200), y]
+    >>> bool((p(worse) <= p(X)).mean() > 0.9)
+    True
+    """
+    r = _check_radius(radius)
+    values = _features(X)
+    n, d = values.shape
+    labels = np.asarray(y)
+    if labels.ndim != 1 or labels.shape[0] != n:
+        raise ValueError(f"`y` must be 1-D with one label per row of X ({n}), got {labels.shape}.")
+    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
+        raise ValueError(f"`k` must be a positive integer, got {k!r}.")
+    check_batch_size(batch_size)
+    score = _score_function(model)
+    known = classes if classes is not None else getattr(model, "classes_", None)
+    rng = np.random.default_rng(random_state)
+    steps = r * _directions(rng, (n, k, d))
+    step = batch_size or max(1, _BATCH_CELLS // (k * max(d, 1)))
+    for start in range(0, n, step):  # a loop over batches of rows, for bounded memory
+        stop = min(start + step, n)
+        candidates = _clip(values[start:stop, None, :] + steps[start:stop], clip)
+        proba = np.asarray(score(candidates.reshape(-1, d)), dtype=float)
+        proba = proba.reshape(stop - start, k, -1)
+        column = _label_columns(labels[start:stop], known, proba.shape[2])
+        true = np.take_along_axis(proba, column[:, None, None], axis=2)[:, :, 0]  # (b, k)
+        worst = np.argmin(true, axis=1)
+        values[start:stop] = candidates[np.arange(stop - start), worst]
+    return values
+
+
+def _label_columns(labels: NDArray, classes: ArrayLike | None, n_columns: int) -> NDArray:
+    """Column of each label among ``classes`` (``0..K-1`` when not given)."""
+    if classes is None:
+        if labels.dtype.kind not in "iu" or labels.min() < 0 or labels.max() >= n_columns:
+            raise ValueError(
+                "`y` must hold column indices 0..K-1 when neither `classes` nor "
+                "`model.classes_` is available."
+            )
+        return labels.astype(np.intp)
+    return encode_labels(labels, np.asarray(classes))
