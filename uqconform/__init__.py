@@ -4,6 +4,7 @@ Public names only; see `uqconform.regression`, `uqconform.classification` and
 `uqconform.evaluation`.
 """
 
+from uqconform.bayes import LaplacePosterior, LinearizedPredictive
 from uqconform.classification import (
     BinarizedSmoothedClassifier,
     MeanSmoothedClassifier,
@@ -23,6 +24,8 @@ __all__ = [
     "BinarizedSmoothedClassifier",
     "ConformalizedQuantileRegressor",
     "FullConformalRidge",
+    "LaplacePosterior",
+    "LinearizedPredictive",
     "MeanSmoothedClassifier",
     "SplitConformalClassifier",
     "SplitConformalRegressor",

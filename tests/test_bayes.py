@@ -1,0 +1,410 @@
+"""LaplacePosterior and LinearizedPredictive on scikit-learn MLPs."""
+
+from __future__ import annotations
+
+import pickle
+import sys
+import warnings
+
+import numpy as np
+import pytest
+from conftest import Unchanged, regression_data
+from sklearn.datasets import load_digits, make_friedman1
+from sklearn.exceptions import ConvergenceWarning, NotFittedError
+from sklearn.linear_model import Ridge
+from sklearn.neural_network import MLPClassifier, MLPRegressor
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+from uqconform.bayes import LaplacePosterior, LinearizedPredictive
+from uqconform.bayes.convert import as_network, output_jacobians
+from uqconform.evaluation import coverage, coverage_bounds
+from uqconform.linearize import linearize
+from uqconform.regression import SplitConformalRegressor
+
+ACTIVATIONS = ("relu", "tanh", "logistic", "identity")
+
+
+@pytest.fixture(autouse=True)
+def _quiet():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        yield
+
+
+def _friedman(n=300, seed=0):
+    X, y = make_friedman1(n, noise=0.5, random_state=seed)
+    return X, y
+
+
+def _mlp(hidden=(16,), activation="relu", seed=0, max_iter=300):
+    return MLPRegressor(
+        hidden_layer_sizes=hidden, activation=activation, max_iter=max_iter, random_state=seed
+    )
+
+
+@pytest.fixture(scope="module")
+def reg_model():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        X, y = _friedman(400)
+        net = _mlp().fit(X[:200], y[:200])
+        model = LinearizedPredictive(net, random_state=0).fit(X[200:300], y[200:300])
+    return model, X[300:], y[300:]
+
+
+@pytest.fixture(scope="module")
+def clf_model():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        X, y = load_digits(return_X_y=True)
+        X = X / 16
+        net = MLPClassifier(hidden_layer_sizes=(16,), max_iter=200, random_state=0)
+        net.fit(X[:500], y[:500])
+        model = LinearizedPredictive(net, random_state=0).fit(X[500:800], y[500:800])
+    return model, X[800:1000], y[800:1000]
+
+
+# ---- correctness: one pass against Monte Carlo on a near-linear posterior ----
+@pytest.mark.parametrize("activation", ACTIVATIONS)
+@pytest.mark.parametrize(("hidden", "covariance"), [((16,), "diag"), ((12, 12), "full")])
+def test_one_pass_agrees_with_mc_on_a_tight_posterior(activation, hidden, covariance):
+    """Variances x 1e-6: the network is linear over the posterior, so the one-pass variance
+    is the exact output variance (one hidden layer with the diagonal pipeline; deeper
+    networks need the covariances between units, covariance="full")."""
+    X, y = _friedman(300)
+    net = _mlp(hidden, activation).fit(X[:200], y[:200])
+    post = LaplacePosterior(net, prior_precision=1e-2).fit(X[:200], y[:200])
+    model = LinearizedPredictive(
+        net, posterior=post, scale=1e-6, covariance=covariance, random_state=0
+    ).fit(X[200:], y[200:])
+    _, one = model.predict_distribution(X[200:])
+    _, mc = model.predict_distribution(X[200:], "mc", n_samples=2000)
+    _, glm = model.predict_distribution(X[200:], "glm")
+    assert abs(np.median(one / mc) - 1) < 0.1
+    assert abs(np.median(glm / mc) - 1) < 0.1
+
+
+def test_diag_pipeline_drops_unit_covariances_in_deep_networks():
+    """The documented limit of the diagonal pipeline: with two hidden layers it differs from
+    the exact (GLM) variance even on a tight posterior; full covariances remove the gap."""
+    X, y = _friedman(300)
+    net = _mlp((12, 12), "identity").fit(X[:200], y[:200])
+    post = LaplacePosterior(net, prior_precision=1e-2).fit(X[:200], y[:200])
+    ratios = {}
+    for covariance in ("diag", "full"):
+        model = LinearizedPredictive(
+            net, posterior=post, scale=1e-6, covariance=covariance, random_state=0
+        ).fit(X[200:], y[200:])
+        ratios[covariance] = np.median(
+            model.predict_distribution(X[200:])[1] / model.predict_distribution(X[200:], "glm")[1]
+        )
+    assert abs(ratios["full"] - 1) < 1e-3
+    assert abs(ratios["diag"] - 1) > 0.1
+
+
+@pytest.mark.parametrize("activation", ["relu", "tanh"])
+def test_classifier_logit_variances_agree_with_mc(activation):
+    X, y = load_digits(return_X_y=True)
+    X, y = X[:600] / 16, y[:600]
+    net = MLPClassifier(hidden_layer_sizes=(8,), activation=activation, max_iter=100)
+    net.set_params(random_state=0).fit(X[:400], y[:400])
+    post = LaplacePosterior(net, prior_precision=0.1).fit(X[:400], y[:400])
+    model = LinearizedPredictive(net, posterior=post, scale=1e-6, random_state=0)
+    model.fit(X[400:], y[400:])
+    _, one = model.predict_distribution(X[400:])
+    _, mc = model.predict_distribution(X[400:], "mc", n_samples=2000)
+    assert one.shape == (200, 10)
+    assert abs(np.median(one / mc) - 1) < 0.1
+
+
+def test_exact_relu_moments_agree_with_mc_at_a_wide_posterior():
+    """At a posterior wide enough to make ReLU units flip, exact ReLU moments track the MC
+    mean better than linearisation (which returns the MAP output)."""
+    X, y = _friedman(300)
+    net = _mlp((16,), "relu").fit(X[:200], y[:200])
+    post = LaplacePosterior(net, prior_precision=1.0).fit(X[:200], y[:200])
+    errors = {}
+    for mode in ("linearize", "exact_relu"):
+        model = LinearizedPredictive(
+            net, posterior=post, scale=30.0, activation_moments=mode, random_state=0
+        ).fit(X[200:], y[200:])
+        mean_mc, _ = model.predict_distribution(X[200:], "mc", n_samples=2000)
+        errors[mode] = np.median(np.abs(model.predict_distribution(X[200:])[0] - mean_mc))
+    assert errors["exact_relu"] < errors["linearize"]
+
+
+# ---- the posterior's layout ---------------------------------------------------------------------
+def test_parameter_layout_matches_sklearn_and_linearize():
+    X, y = _friedman(100)
+    net = _mlp((5, 4)).fit(X, y)
+    view = as_network(net)
+    expected = np.concatenate(
+        [np.r_[W.ravel(), b] for W, b in zip(net.coefs_, net.intercepts_, strict=True)]
+    )
+    np.testing.assert_array_equal(view.network.parameters(), expected)
+    np.testing.assert_allclose(view.network.forward(X)[:, 0], net.predict(X))
+    J = next(output_jacobians(view, X))[0]
+    np.testing.assert_allclose(J, linearize(net, X).jacobian)
+
+
+def test_classifier_jacobians_match_finite_differences():
+    X, y = load_digits(n_class=3, return_X_y=True)
+    X = X[:60] / 16
+    net = MLPClassifier(hidden_layer_sizes=(4,), max_iter=50, random_state=0).fit(X, y[:60])
+    view = as_network(net)
+    theta = view.network.parameters()
+    J = next(output_jacobians(view, X[:5]))  # (K, n, P)
+    step = 1e-6
+    index = np.arange(0, theta.size, 7)
+    shifted = np.repeat(theta[None], 2 * index.size, axis=0)
+    shifted[np.arange(index.size), index] += step
+    shifted[index.size + np.arange(index.size), index] -= step
+    out = view.network.forward_samples(X[:5], shifted)
+    numeric = (out[: index.size] - out[index.size :]) / (2 * step)  # (p, n, K)
+    np.testing.assert_allclose(J[:, :, index], numeric.transpose(2, 1, 0), atol=1e-6)
+    np.testing.assert_allclose(
+        view.network.forward(X),
+        np.log(net.predict_proba(X))
+        - np.log(net.predict_proba(X))[:, :1]
+        + view.network.forward(X)[:, :1],
+        atol=1e-8,
+    )
+
+
+@pytest.mark.parametrize("structure", ["diag", "kron", "full", "last_layer"])
+def test_samples_have_the_posterior_variance(structure):
+    X, y = load_digits(n_class=3, return_X_y=True)
+    X, y = X[:150] / 16, y[:150]
+    net = MLPClassifier(hidden_layer_sizes=(4,), max_iter=100, random_state=0).fit(X, y)
+    post = LaplacePosterior(net, structure=structure, prior_precision=5.0).fit(X, y)
+    draws = post.sample(20000, random_state=0)
+    var = post.variance()
+    assert draws.shape == (20000, post.n_parameters_) == (20000, 64 * 4 + 4 + 4 * 3 + 3)
+    np.testing.assert_allclose(draws.mean(axis=0), post.mean_, atol=5 * np.sqrt(var.max() / 2e4))
+    np.testing.assert_allclose(draws.var(axis=0), var, rtol=0.05, atol=1e-12)
+    if structure == "last_layer":
+        assert np.all(var[: -(4 * 3 + 3)] == 0) and np.all(var[-(4 * 3 + 3) :] > 0)
+    # the GLM variance of a "Jacobian" equal to a unit vector is that parameter's variance
+    P = post.n_parameters_
+    unit = np.zeros((1, 3, P))
+    unit[0, np.arange(3), [0, P // 2, P - 1]] = 1
+    np.testing.assert_allclose(post.output_variance(unit)[:, 0], var[[0, P // 2, P - 1]])
+
+
+def test_diag_ggn_is_the_sum_of_squared_jacobians():
+    X, y = _friedman(120)
+    net = _mlp((6,)).fit(X, y)
+    post = LaplacePosterior(net, prior_precision=2.0).fit(X, y)
+    J = linearize(net, X).jacobian
+    np.testing.assert_allclose(post.curvature_, (J**2).sum(axis=0) / post.noise_variance_)
+    np.testing.assert_allclose(post.variance(), 1 / (post.curvature_ + 2.0))
+    full = LaplacePosterior(net, structure="full", prior_precision=2.0).fit(X, y)
+    np.testing.assert_allclose(full.curvature_, J.T @ J / full.noise_variance_, atol=1e-8)
+
+
+def test_prior_options():
+    X, y = _friedman(300)
+    net = _mlp((16,)).fit(X[:200], y[:200])
+    auto = LaplacePosterior(net, random_state=0).fit(X[:200], y[:200], X[200:], y[200:])
+    assert auto.prior_grid_nll_.shape == (19,)
+    assert auto.prior_precision_ == pytest.approx(
+        np.logspace(-3, 6, 19)[np.argmin(auto.prior_grid_nll_)]
+    )
+    marglik = LaplacePosterior(net, prior_precision="marglik").fit(X[:200], y[:200])
+    grid = np.logspace(-4, 6, 41)
+    values = [marglik.log_marginal_likelihood(d) for d in grid]
+    assert marglik.log_marginal_likelihood() >= max(values) - 1e-6
+    per_parameter = np.full(net.coefs_[0].size + 16 + 17, 3.0)
+    array = LaplacePosterior(net, prior_precision=per_parameter).fit(X[:200], y[:200])
+    np.testing.assert_allclose(array.variance(), 1 / (array.curvature_ + 3.0))
+
+
+def test_every_structure_predicts_consistently(reg_model):
+    model, X, _y = reg_model
+    net = model.estimator_
+    Xf, yf = _friedman(400)
+    for structure in ("kron", "full", "last_layer"):
+        other = LinearizedPredictive(net, structure=structure, random_state=0).fit(
+            Xf[200:300], yf[200:300]
+        )
+        mean, var = other.predict_distribution(X)
+        np.testing.assert_allclose(mean, net.predict(X))
+        assert np.all(var > 0)
+        _, glm = other.predict_distribution(X, "glm")
+        assert np.all(glm > 0)
+
+
+# ---- the predictive ---------------------------------------------------------------------------
+def test_regression_outputs(reg_model):
+    model, X, y = reg_model
+    mean, var = model.predict_distribution(X)
+    np.testing.assert_allclose(mean, model.estimator_.predict(X))
+    np.testing.assert_allclose(model.predict(X), mean)
+    std = model.predict_std(X)
+    np.testing.assert_allclose(std**2, var + model.noise_variance_)
+    intervals = model.predict_interval(X, alpha=[0.1, 0.2])
+    assert intervals.shape == (len(y), 2, 2)
+    assert np.all(
+        intervals[:, 1, 0] - intervals[:, 0, 0] > intervals[:, 1, 1] - intervals[:, 0, 1]
+    )
+    np.testing.assert_allclose(model.predict_interval(X, 0.1), intervals[:, :, 0])
+    assert model.scale_ > 0 and model.noise_variance_ > 0
+    assert np.all(np.isfinite(model.log_predictive(X, y, "mc", n_samples=50)))
+
+
+def test_classifier_outputs(clf_model):
+    model, X, y = clf_model
+    proba = model.predict_proba(X)
+    assert proba.shape == (len(y), 10)
+    np.testing.assert_allclose(proba.sum(axis=1), 1)
+    np.testing.assert_array_equal(model.classes_, np.arange(10))
+    assert np.mean(model.predict(X) == y) > 0.8
+    mc = model.predict_proba(X, "mc")
+    np.testing.assert_allclose(mc.sum(axis=1), 1)
+    model_mc_link = LinearizedPredictive(model.estimator_, posterior=model.posterior_)
+    model_mc_link.set_params(link="mc", n_samples=500)
+    model_mc_link.fit(X, y)
+    assert model_mc_link.predict_proba(X).shape == (len(y), 10)
+    nll = -model.log_predictive(X, y).mean()
+    assert np.isfinite(nll)
+
+
+def test_binary_classifier_has_one_logit():
+    X, y = load_digits(n_class=2, return_X_y=True)
+    labels = np.where(y == 1, "one", "zero")
+    net = MLPClassifier(hidden_layer_sizes=(6,), max_iter=200, random_state=0).fit(
+        X[:200] / 16, labels[:200]
+    )
+    model = LinearizedPredictive(net, random_state=0).fit(X[200:] / 16, labels[200:])
+    mean, var = model.predict_distribution(X[:5] / 16)
+    assert mean.shape == var.shape == (5, 1)
+    proba = model.predict_proba(X[:5] / 16)
+    assert proba.shape == (5, 2)
+    assert set(model.predict(X / 16)) <= {"one", "zero"}
+
+
+def test_pipeline_and_unfitted_estimator():
+    X, y = _friedman(300)
+    pipe = make_pipeline(StandardScaler(), _mlp((8,)))
+    model = LinearizedPredictive(pipe, random_state=0).fit(X, y)  # trains a clone
+    assert model.estimator_ is not pipe
+    with pytest.raises(NotFittedError):
+        pipe[-1].predict(X)
+    mean, _ = model.predict_distribution(X[:4])
+    np.testing.assert_allclose(mean, model.estimator_.predict(X[:4]))
+
+
+def test_same_seed_same_numbers_and_pickle(reg_model):
+    model, X, _y = reg_model
+    a = model.predict_distribution(X, "mc", n_samples=100)
+    b = model.predict_distribution(X, "mc", n_samples=100)
+    np.testing.assert_array_equal(a[1], b[1])
+    c = model.predict_distribution(X, "mc", n_samples=100, random_state=1)
+    assert not np.array_equal(a[1], c[1])
+    loaded = pickle.loads(pickle.dumps(model))
+    for method in ("onepass", "glm", "mc"):
+        np.testing.assert_array_equal(
+            loaded.predict_distribution(X, method)[1], model.predict_distribution(X, method)[1]
+        )
+    Xf, yf = _friedman(400)
+    first = LinearizedPredictive(model.estimator_, random_state=3).fit(Xf[200:300], yf[200:300])
+    second = LinearizedPredictive(model.estimator_, random_state=3).fit(Xf[200:300], yf[200:300])
+    assert first.scale_ == second.scale_
+
+
+def test_inputs_are_not_modified():
+    X, y = _friedman(200)
+    net = _mlp((8,)).fit(X, y)
+    guard = Unchanged(X, y)
+    model = LinearizedPredictive(net, random_state=0).fit(X, y)
+    model.predict_interval(X)
+    model.predict_distribution(X, "mc", n_samples=20)
+    guard.check()
+
+
+# ---- bad input ----
+def test_bad_input(reg_model, clf_model):
+    model, X, _y = reg_model
+    net = model.estimator_
+    Xf, yf = _friedman(100)
+    with pytest.raises(TypeError, match="Ridge"):
+        LinearizedPredictive(Ridge().fit(Xf, yf)).fit(Xf, yf)
+    with pytest.raises(NotFittedError):
+        LaplacePosterior(_mlp()).fit(Xf, yf)
+    with pytest.raises(NotFittedError):
+        LinearizedPredictive(net).predict(Xf)
+    with pytest.raises(ValueError, match="parameters"):
+        LinearizedPredictive(net, posterior=np.ones(5)).fit(Xf, yf)
+    n_params = model.posterior_.n_parameters_
+    with pytest.raises(ValueError, match="positive"):
+        LinearizedPredictive(net, posterior=np.r_[-1.0, np.ones(n_params - 1)]).fit(Xf, yf)
+    other = _mlp((8,)).fit(Xf, yf)
+    with pytest.raises(ValueError, match="another network"):
+        LinearizedPredictive(other, posterior=model.posterior_).fit(Xf, yf)
+    with pytest.raises(ValueError, match="features"):
+        model.predict(Xf[:, :3])
+    with pytest.raises(ValueError):
+        LinearizedPredictive(net).fit(Xf, np.r_[np.nan, yf[1:]])
+    with pytest.raises(ValueError, match="alpha"):
+        model.predict_interval(X, alpha=1.5)
+    with pytest.raises(ValueError, match="method"):
+        model.predict_distribution(X, method="laplace")
+    with pytest.raises(ValueError, match="n_samples"):
+        model.predict_distribution(X, "mc", n_samples=0)
+    with pytest.raises(ValueError, match="structure"):
+        LinearizedPredictive(net, structure="block").fit(Xf, yf)
+    with pytest.raises(TypeError, match="classifiers"):
+        model.predict_proba(X)
+    clf, Xc, yc = clf_model
+    with pytest.raises(TypeError, match="regression"):
+        clf.predict_interval(Xc)
+    with pytest.raises(ValueError, match="labels"):
+        clf.log_predictive(Xc, np.full(len(yc), 42))
+    with pytest.raises(ValueError, match="full"):
+        big = MLPRegressor(hidden_layer_sizes=(100, 100), max_iter=1).fit(Xf, yf)
+        LaplacePosterior(big, structure="full", prior_precision=1.0).fit(Xf, yf)
+
+
+def test_torch_missing_names_the_extra(monkeypatch):
+    from uqconform.bayes import convert
+
+    class FakeModule:
+        __module__ = "torch.nn.modules.container"
+
+    monkeypatch.setitem(sys.modules, "torch", None)
+    with pytest.raises(TypeError, match=r"uqconform\[torch\]"):
+        convert.as_network(FakeModule())
+
+
+# ---- the conformal bridge ----
+@pytest.mark.slow
+def test_conformal_bridge_covers():
+    """LinearizedPredictive's predictive std as the difficulty of normalized split CP."""
+    alpha, n_cal, n_test, repeats = 0.1, 200, 300, 6
+    coverages = []
+    for seed in range(repeats):
+        X, y = regression_data(n=300 + 150 + n_cal + n_test, d=3, seed=seed)
+        net = _mlp((16,), "tanh", seed, max_iter=400).fit(X[:300], y[:300])
+        bayes = LinearizedPredictive(net, random_state=seed).fit(X[300:450], y[300:450])
+        cp = SplitConformalRegressor(
+            net, alpha=alpha, conformity_score="normalized", difficulty_estimator=bayes
+        )
+        cp.calibrate(X[450 : 450 + n_cal], y[450 : 450 + n_cal])
+        np.testing.assert_allclose(cp._difficulty(X[:5]), bayes.predict_std(X[:5]))
+        rows = slice(450 + n_cal, None)
+        coverages.append(coverage(y[rows], cp.predict_interval(X[rows])))
+    low, high = coverage_bounds(n_cal, alpha, n_test, n_repeats=repeats)
+    assert low <= np.mean(coverages) <= high
+
+
+def test_frozen_estimator_survives_clone():
+    from sklearn.base import clone
+    from sklearn.frozen import FrozenEstimator
+
+    X, y = _friedman(200)
+    net = _mlp((8,)).fit(X[:100], y[:100])
+    model = clone(LinearizedPredictive(FrozenEstimator(net), random_state=0)).fit(X[100:], y[100:])
+    np.testing.assert_allclose(model.predict(X[:5]), net.predict(X[:5]))
+    with pytest.raises(ValueError, match="entries"):
+        LinearizedPredictive(net).fit(X, y[:-1])

@@ -1,0 +1,166 @@
+"""torch networks in uqconform.bayes: conversion, layout, posterior, transformer block."""
+
+from __future__ import annotations
+
+import builtins
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from sklearn.datasets import make_friedman1  # noqa: E402
+from sklearn.neural_network import MLPRegressor  # noqa: E402
+
+from uqconform.bayes import LaplacePosterior, LinearizedPredictive  # noqa: E402
+from uqconform.bayes.attention import attention_matrix, attention_moments  # noqa: E402
+from uqconform.bayes.network import DiagonalBlock  # noqa: E402
+from uqconform.bayes.torch_network import (  # noqa: E402
+    from_torch,
+    from_torch_encoder_layer,
+    require_torch,
+    torch_parameter_index,
+)
+
+torch.set_num_threads(1)
+
+
+def _sequential(seed=0):
+    torch.manual_seed(seed)
+    nn = torch.nn
+    net = nn.Sequential(
+        nn.Linear(5, 8),
+        nn.BatchNorm1d(8),
+        nn.GELU(),
+        nn.Sequential(nn.Linear(8, 8), nn.LayerNorm(8), nn.Tanh(), nn.Dropout(0.1)),
+        nn.Linear(8, 6),
+        nn.ReLU(),
+        nn.Linear(6, 1),
+    ).double()
+    with torch.no_grad():  # non-trivial running statistics
+        net[1].running_mean.uniform_(-0.5, 0.5)
+        net[1].running_var.uniform_(0.5, 2.0)
+    return net.eval()
+
+
+def test_sequential_conversion_matches_torch_forward():
+    net = _sequential()
+    X = np.random.default_rng(0).normal(size=(7, 5))
+    with torch.no_grad():
+        expected = net(torch.as_tensor(X)).numpy()
+    network = from_torch(net)
+    np.testing.assert_allclose(network.forward(X), expected, atol=1e-10)
+    assert [type(layer).__name__ for layer in network.layers].count("Dense") == 4
+
+
+def test_unsupported_layers_are_named():
+    with pytest.raises(TypeError, match="Softplus"):
+        from_torch(torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Softplus()))
+    with pytest.raises(TypeError, match="Sequential"):
+        from_torch(torch.nn.Linear(2, 2))
+
+
+def test_parameter_index_reorders_torch_vectors():
+    net = _sequential()
+    vector = torch.nn.utils.parameters_to_vector(net.parameters()).detach().numpy()
+    np.testing.assert_array_equal(vector[torch_parameter_index(net)], from_torch(net).parameters())
+
+
+def test_torch_posterior_matches_the_same_sklearn_network():
+    """A ReLU Sequential and an MLPRegressor with the same weights get the same GGN."""
+    X, y = make_friedman1(60, random_state=0)
+    mlp = MLPRegressor(hidden_layer_sizes=(6,), max_iter=300, random_state=0).fit(X, y)
+    net = torch.nn.Sequential(torch.nn.Linear(10, 6), torch.nn.ReLU(), torch.nn.Linear(6, 1))
+    net = net.double()
+    with torch.no_grad():
+        for layer, W, b in zip((net[0], net[2]), mlp.coefs_, mlp.intercepts_, strict=True):
+            layer.weight.copy_(torch.as_tensor(W.T))
+            layer.bias.copy_(torch.as_tensor(b))
+    ours = LaplacePosterior(mlp, prior_precision=1.0).fit(X, y)
+    theirs = LaplacePosterior(net, prior_precision=1.0).fit(X, y)
+    np.testing.assert_allclose(theirs.curvature_, ours.curvature_, rtol=1e-8)
+
+
+def test_torch_one_pass_agrees_with_mc_under_no_grad():
+    net = _sequential()
+    X = np.random.default_rng(1).normal(size=(200, 5))
+    with torch.no_grad():
+        y = net(torch.as_tensor(X)).numpy()[:, 0] + 0.1 * np.random.default_rng(2).normal(size=200)
+    post = LaplacePosterior(net, prior_precision=1.0).fit(X[:150], y[:150])
+    with torch.no_grad():
+        model = LinearizedPredictive(
+            net, posterior=post, scale=1e-6, covariance="full", random_state=0
+        ).fit(X[150:], y[150:])
+        mean, one = model.predict_distribution(X[150:])
+        _, mc = model.predict_distribution(X[150:], "mc", n_samples=2000)
+        _, glm = model.predict_distribution(X[150:], "glm")
+    with torch.no_grad():
+        np.testing.assert_allclose(mean, net(torch.as_tensor(X[150:])).numpy()[:, 0])
+    assert abs(np.median(one / mc) - 1) < 0.1
+    assert abs(np.median(glm / mc) - 1) < 0.1
+
+
+def test_attention_moments_match_monte_carlo_with_fixed_queries_and_keys():
+    torch.manual_seed(0)
+    enc = torch.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True).eval()
+    block = from_torch_encoder_layer(enc)
+    rng = np.random.default_rng(0)
+    mean = rng.normal(size=(1, 4, 8))
+    var = rng.uniform(0.01, 0.1, size=(1, 4, 8))
+    S = rng.uniform(0.001, 0.01, size=(8, 8))
+    s = rng.uniform(0.001, 0.01, size=8)
+    A = attention_matrix(block.query, block.key, mean, 2)
+    o_mean, o_var = attention_moments(A, block.value, mean, var, DiagonalBlock(S, s))
+    draws = 100_000
+    E = mean + np.sqrt(var) * rng.standard_normal((draws, 4, 8))
+    W = block.value.weight + np.sqrt(S) * rng.standard_normal((draws, 8, 8))
+    b = block.value.bias + np.sqrt(s) * rng.standard_normal((draws, 1, 8))
+    V = (E @ W + b).reshape(draws, 4, 2, 4).transpose(0, 2, 1, 3)
+    out = (A[0] @ V).transpose(0, 2, 1, 3).reshape(draws, 4, 8)
+    np.testing.assert_allclose(out.mean(axis=0), o_mean[0], atol=5 * np.sqrt(o_var.max() / draws))
+    np.testing.assert_allclose(out.var(axis=0), o_var[0], rtol=0.03)
+
+
+def test_transformer_block_moments_on_a_tight_value_posterior():
+    """Deterministic input tokens, Bayesian value weights scaled down: the block is linear
+    in them and the moments match Monte Carlo over the weights."""
+    torch.manual_seed(1)
+    enc = torch.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True).eval()
+    block = from_torch_encoder_layer(enc)
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(1, 4, 8))
+    S, s = np.full((8, 8), 1e-6), np.full(8, 1e-6)
+    mean, var = block.moments(x, np.zeros_like(x), value_block=DiagonalBlock(S, s))
+    np.testing.assert_allclose(mean, block.forward(x), atol=1e-10)
+    value = block.value
+    outs = []
+    for _ in range(2000):  # a loop over weight samples
+        block.value = type(value)(
+            value.weight + np.sqrt(S) * rng.standard_normal(S.shape),
+            value.bias + np.sqrt(s) * rng.standard_normal(8),
+        )
+        outs.append(block.forward(x))
+    block.value = value
+    ratio = np.median(var / np.var(outs, axis=0))
+    assert abs(ratio - 1) < 0.1
+
+
+def test_importing_uqconform_does_not_import_torch():
+    code = "import sys, uqconform, uqconform.bayes; assert 'torch' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_missing_torch_names_the_extra(monkeypatch):
+    real_import = builtins.__import__
+
+    def fake_import(name, *args, **kwargs):
+        if name == "torch":
+            raise ImportError("No module named 'torch'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.delitem(sys.modules, "torch")
+    monkeypatch.setattr(builtins, "__import__", fake_import)
+    with pytest.raises(ImportError, match=r"uqconform\[torch\]"):
+        require_torch()

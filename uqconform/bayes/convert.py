@@ -1,0 +1,208 @@
+"""Fitted estimators as `Network` layer lists, and their per-output Jacobians.
+
+* scikit-learn `MLPRegressor` / `MLPClassifier` (also inside `sklearn.frozen.FrozenEstimator`
+  or as the last step of a `sklearn.pipeline.Pipeline`, whose earlier steps transform ``X``);
+  ``coefs_[l]`` is already ``(n_in, n_out)``.
+* ``torch.nn.Sequential`` of ``Linear`` / ``ReLU`` / ``GELU`` / ``Tanh`` / ``Sigmoid`` /
+  ``BatchNorm1d`` / ``LayerNorm`` / ``Identity`` (`torch` is optional and imported only when
+  such a module is passed): ``Linear.weight`` ``(out, in)`` is transposed.
+
+Jacobians of every output with respect to the parameter vector come from
+`uqconform.linearize.linearize` (the numpy backward pass of an ``MLPRegressor``): one scalar
+output at a time, through a single-output copy of the network.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+from sklearn.frozen import FrozenEstimator
+from sklearn.neural_network import MLPClassifier, MLPRegressor
+from sklearn.pipeline import Pipeline
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from uqconform.bayes.network import Activation, Dense, Network
+from uqconform.bayes.torch_network import TORCH_HINT, from_torch
+from uqconform.bayes.torch_network import is_torch_module as _is_torch_module
+from uqconform.linearize import linearize
+
+__all__ = ["NetworkView", "as_network", "output_jacobians"]
+
+_SUPPORTED = (
+    "MLPRegressor, MLPClassifier (optionally in a FrozenEstimator or as the last step of a "
+    "Pipeline) or a torch.nn.Sequential of Linear/ReLU/GELU/Tanh/Sigmoid/BatchNorm1d/LayerNorm"
+)
+
+
+@dataclass
+class NetworkView:
+    """A fitted model seen as a `Network` (picklable: no closures).
+
+    Attributes
+    ----------
+    network : Network
+    steps : list
+        Fitted transformers applied to ``X`` first (the Pipeline's earlier steps).
+    task : {"regression", "classification"}
+    classes : ndarray or None
+        The classifier's labels, in the order of its probability columns.
+    model : object
+        The innermost model (the MLP or torch module).
+    """
+
+    network: Network
+    steps: list[Any]
+    task: str
+    classes: NDArray | None
+    model: Any
+
+    def transform(self, X: Any) -> NDArray:
+        """The network's float64 input for the user's ``X``."""
+        for step in self.steps:
+            X = step.transform(X)
+        if _is_torch_module(self.model):
+            return _float_rows(X, self.network.dense_layers[0].n_in)
+        X = validate_data(self.model, X, reset=False, accept_sparse=True, dtype=np.float64)
+        if hasattr(X, "toarray"):
+            X = X.toarray()
+        return np.asarray(X, dtype=np.float64)
+
+
+def as_network(estimator: Any) -> NetworkView:
+    """The `Network` of a fitted MLP or torch ``Sequential`` and how to feed it.
+
+    Raises
+    ------
+    TypeError
+        For other models and for unsupported layers or activations (named in the message).
+    sklearn.exceptions.NotFittedError
+        If the scikit-learn model is not fitted.
+    """
+    steps: list[Any] = []
+    model = estimator
+    while True:
+        if isinstance(model, FrozenEstimator):
+            model = model.estimator
+        elif isinstance(model, Pipeline):
+            check_is_fitted(model)
+            steps = [*steps, model[:-1]] if len(model.steps) > 1 else steps
+            model = model.steps[-1][1]
+        else:
+            break
+    if _is_torch_module(model):
+        return NetworkView(from_torch(model), steps, "regression", None, model)
+    if not isinstance(model, (MLPRegressor, MLPClassifier)):
+        if type(model).__module__.startswith("torch"):
+            raise TypeError(f"{type(model).__name__}: {TORCH_HINT}")
+        raise TypeError(f"cannot build a network from {type(model).__name__}; use {_SUPPORTED}.")
+    check_is_fitted(model, "coefs_")
+    layers: list[Any] = []
+    for index, (W, b) in enumerate(zip(model.coefs_, model.intercepts_, strict=True)):
+        if index:
+            layers.append(Activation(model.activation))
+        layers.append(Dense(W, b))
+    if isinstance(model, MLPClassifier):
+        if model.out_activation_ not in ("softmax", "logistic") or (
+            model.out_activation_ == "logistic" and model.n_outputs_ != 1
+        ):
+            raise TypeError(
+                "multi-label MLPClassifier is not supported: only binary and multi-class."
+            )
+        network = Network(layers, output=model.out_activation_)
+        task, classes = "classification", np.asarray(model.classes_)
+    else:
+        if model.out_activation_ != "identity":
+            raise TypeError(f"MLPRegressor output {model.out_activation_!r} is not supported.")
+        network, task, classes = Network(layers, output="identity"), "regression", None
+    return NetworkView(network, steps, task, classes, model)
+
+
+def _float_rows(X: Any, n_features: int) -> NDArray:
+    array = np.asarray(X, dtype=np.float64)
+    if array.ndim != 2 or array.shape[1] != n_features:
+        raise ValueError(
+            f"X must have shape (n, {n_features}) for this network, got {array.shape}."
+        )
+    if not np.all(np.isfinite(array)):
+        raise ValueError("X contains NaN or infinite values.")
+    return array
+
+
+def _single_output_mlp(network: Network, activation: str, output: int) -> MLPRegressor:
+    """A fitted scalar ``MLPRegressor`` computing output ``output`` of ``network``."""
+    dense = network.dense_layers
+    proxy = MLPRegressor(hidden_layer_sizes=tuple(d.n_out for d in dense[:-1]))
+    proxy.activation = activation
+    proxy.coefs_ = [d.weight for d in dense[:-1]] + [dense[-1].weight[:, output : output + 1]]
+    proxy.intercepts_ = [d.bias for d in dense[:-1]] + [dense[-1].bias[output : output + 1]]
+    proxy.n_outputs_ = 1
+    proxy.n_layers_ = len(dense) + 1
+    proxy.out_activation_ = "identity"
+    proxy.n_features_in_ = dense[0].n_in
+    return proxy
+
+
+def output_jacobians(
+    view: NetworkView, Xt: NDArray, *, rows: int | None = None
+) -> Iterator[NDArray]:
+    """Yield, per block of ``rows`` rows, the Jacobian ``(K, rows, P)`` of every output.
+
+    Parameter order is the `Network`'s (layer by layer, ``W.ravel()`` then ``b``); ``Xt`` is
+    the network input (already transformed).
+    """
+    network = view.network
+    dense = network.dense_layers
+    K, P = network.n_outputs, network.n_parameters
+    last = network.parameter_slices()[-1]
+    n_in = dense[-1].n_in
+    if _is_torch_module(view.model):
+        yield from _torch_jacobians(view, Xt, rows)
+        return
+    if any(not isinstance(layer, (Dense, Activation)) for layer in network.layers):
+        raise TypeError("Jacobians need a network of Dense and Activation layers.")
+    activations = {layer.name for layer in network.layers if isinstance(layer, Activation)}
+    activation = activations.pop() if activations else "identity"
+    proxies = [_single_output_mlp(network, activation, k) for k in range(K)]  # sklearn
+    if rows is None:  # about 32 MB of float64 per block
+        rows = max(1, min(512, 2**22 // max(1, K * P)))
+    for start in range(0, Xt.shape[0], rows):
+        block = Xt[start : start + rows]
+        out = np.zeros((K, block.shape[0], P))
+        for k, proxy in enumerate(proxies):  # a loop over outputs, not rows
+            J = linearize(proxy, block).jacobian
+            out[k, :, : last.start] = J[:, : last.start]
+            weights = J[:, last.start : last.start + n_in]
+            out[k, :, last.start + k : last.start + n_in * K : K] = weights
+            out[k, :, last.start + n_in * K + k] = J[:, -1]
+        yield out
+
+
+def _torch_jacobians(view: NetworkView, Xt: NDArray, rows: int | None) -> Iterator[NDArray]:
+    """Per-output Jacobians of a torch ``Sequential`` in the layer list's parameter order."""
+    import torch
+
+    from uqconform.bayes.torch_network import torch_parameter_index
+
+    class _Output(torch.nn.Module):
+        def __init__(self, module: Any, k: int):
+            super().__init__()
+            self.module, self.k = module, k
+
+        def forward(self, x: Any) -> Any:
+            return self.module(x)[:, self.k]
+
+    network = view.network
+    K, P = network.n_outputs, network.n_parameters
+    index = torch_parameter_index(view.model, trainable_only=True)
+    rows = rows or max(1, min(512, 2**22 // max(1, K * P)))
+    wrappers = [_Output(view.model, k) for k in range(K)]
+    for start in range(0, Xt.shape[0], rows):
+        block = Xt[start : start + rows]
+        out = np.empty((K, block.shape[0], P))
+        for k, wrapper in enumerate(wrappers):  # a loop over outputs, not rows
+            out[k] = linearize(wrapper, block).jacobian[:, index]
+        yield out

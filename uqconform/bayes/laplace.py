@@ -1,0 +1,593 @@
+"""Laplace (Gaussian) posteriors at the trained weights of a fitted network.
+
+The posterior precision is the generalised Gauss-Newton matrix (GGN) of the likelihood at the
+trained weights plus an isotropic prior precision ``delta`` on *every* parameter, biases
+included:
+
+* regression (Gaussian noise ``sigma^2``, estimated from residuals):
+  ``GGN = sum_n J_n' J_n / sigma^2``;
+* classification: ``GGN = sum_n J_n' (diag p_n - p_n p_n') J_n`` (softmax), ``p (1 - p)``
+  for the single logit of a binary `MLPClassifier`;
+
+with ``J_n`` the Jacobian of the network's outputs (logits) with respect to its parameters,
+computed by `uqconform.linearize`. Structures: ``"diag"`` (the GGN's diagonal), ``"kron"``
+(one Kronecker-factored block per layer, K-FAC, with damping split between the factors so the
+posterior covariance itself is a Kronecker product), ``"full"`` (the whole GGN, small
+networks only) and ``"last_layer"`` (the full GGN of the last layer's weights and biases, the
+rest of the network fixed).
+
+The prior precision matters more than anything else here: a weak prior (such as
+scikit-learn's ``alpha`` taken at face value, with unpenalised biases) leaves parameters the
+data never constrain (dead ReLU units, biases, near-zero output weights) with an enormous
+posterior variance, and every predictive built on it (one pass, GLM, Monte Carlo) is then
+meaningless. The default ``prior_precision="auto"`` tunes one precision by the negative
+log-likelihood of the one-pass predictive on validation data; ``"marglik"`` maximises the
+Laplace approximation of the marginal likelihood (known to give too wide intervals here).
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any, ClassVar
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from scipy.linalg import eigh
+from scipy.optimize import minimize_scalar
+from sklearn.base import BaseEstimator
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted
+
+from uqconform.base import check_regression_target, check_rows
+from uqconform.bayes.convert import NetworkView, as_network, output_jacobians
+from uqconform.bayes.likelihood import (
+    gaussian_log_density,
+    log_probabilities,
+    probit_logits,
+)
+from uqconform.bayes.network import DiagonalBlock, FullBlock, KroneckerBlock
+
+__all__ = ["LaplacePosterior"]
+
+STRUCTURES = ("diag", "kron", "full", "last_layer")
+#: Largest number of parameters for structure="full" (its covariance is P x P).
+MAX_FULL_PARAMETERS = 6000
+#: The grid of ``prior_precision="auto"`` (log10 of the precision).
+PRIOR_GRID = np.logspace(-3, 6, 19)
+
+
+def _encode_labels(y: ArrayLike, classes: NDArray, n: int) -> NDArray:
+    labels = check_rows("y", y, n)
+    index = np.searchsorted(classes, labels)
+    index = np.clip(index, 0, classes.size - 1)
+    unseen = classes[index] != labels
+    if np.any(unseen):
+        raise ValueError(
+            f"`y` contains labels the classifier does not know: "
+            f"{np.unique(labels[unseen])[:5].tolist()}; known: {classes.tolist()}."
+        )
+    return index
+
+
+class LaplacePosterior(BaseEstimator):
+    """A Gaussian posterior over the weights of a fitted network (Laplace, GGN precision).
+
+    Parameters
+    ----------
+    estimator : fitted MLPRegressor or MLPClassifier
+        Also inside `sklearn.frozen.FrozenEstimator` or as the last step of a
+        `sklearn.pipeline.Pipeline`. It is never refitted.
+    structure : {"diag", "kron", "full", "last_layer"}, default="diag"
+        Structure of the GGN and of the posterior covariance.
+    prior_precision : "auto", "marglik", float or array-like, default="auto"
+        ``"auto"``: one precision on every parameter, the one of `PRIOR_GRID` with the best
+        validation negative log-likelihood of the one-pass predictive. ``"marglik"``: the
+        one maximising the Laplace marginal likelihood. A float: that precision on every
+        parameter. An array ``(n_parameters,)`` (``"diag"`` and ``"full"`` only): one
+        precision per parameter.
+    validation_fraction : float, default=0.2
+        With ``prior_precision="auto"`` and no ``X_val`` given to `fit`: the share of rows
+        held out for tuning (the rest gives the GGN).
+    random_state : int, Generator or None, default=None
+        Seeds that split.
+
+    Attributes
+    ----------
+    network_ : Network
+        The layer-list view of the estimator.
+    prior_precision_ : float or ndarray
+    noise_variance_ : float
+        Regression only: the Gaussian noise variance used in the GGN (mean squared residual of
+        the network on the validation rows, or on the fitting rows without validation).
+    n_parameters_ : int
+    curvature_ : ndarray or list
+        The GGN: diagonal ``(P,)``, matrix ``(P, P)`` (``"full"``; last layer only for
+        ``"last_layer"``), or per layer ``(A, B)`` Kronecker factors.
+    prior_grid_nll_ : ndarray or None
+        ``"auto"``: validation negative log-likelihood per grid value.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_regression
+    >>> from sklearn.neural_network import MLPRegressor
+    >>> X, y = make_regression(200, 3, noise=5.0, random_state=0)
+    >>> net = MLPRegressor(hidden_layer_sizes=(8,), max_iter=2000, random_state=0).fit(X, y / 100)
+    >>> post = LaplacePosterior(net, prior_precision=1.0).fit(X, y / 100)
+    >>> post.variance().shape == (post.n_parameters_,)
+    True
+    >>> bool((post.variance() > 0).all())
+    True
+    """
+
+    _parameter_constraints: ClassVar[dict] = {
+        "estimator": [object],
+        "structure": [StrOptions(set(STRUCTURES))],
+        "prior_precision": [
+            StrOptions({"auto", "marglik"}),
+            Interval(numbers.Real, 0, None, closed="neither"),
+            "array-like",
+        ],
+        "validation_fraction": [Interval(numbers.Real, 0, 1, closed="neither")],
+        "random_state": ["random_state", np.random.Generator],
+    }
+
+    def __init__(
+        self,
+        estimator: Any,
+        structure: str = "diag",
+        prior_precision: str | float | ArrayLike = "auto",
+        validation_fraction: float = 0.2,
+        random_state: int | np.random.Generator | None = None,
+    ):
+        self.estimator = estimator
+        self.structure = structure
+        self.prior_precision = prior_precision
+        self.validation_fraction = validation_fraction
+        self.random_state = random_state
+
+    # ---- fitting ---------------------------------------------------------------------------
+    def fit(
+        self, X: ArrayLike, y: ArrayLike, X_val: ArrayLike | None = None, y_val: Any = None
+    ) -> LaplacePosterior:
+        """Compute the GGN on ``(X, y)`` and set the prior precision.
+
+        Parameters
+        ----------
+        X, y : array-like
+            Data for the curvature (usually the network's training data).
+        X_val, y_val : array-like, optional
+            Validation data for ``prior_precision="auto"`` and the regression noise variance.
+            Without them, ``"auto"`` holds out ``validation_fraction`` of ``(X, y)``.
+
+        Returns
+        -------
+        self
+        """
+        self._validate_params()
+        view = as_network(self.estimator)
+        prior = self.prior_precision
+        if not isinstance(prior, (str, numbers.Real)):
+            prior = np.asarray(prior, dtype=float)
+            if prior.shape != (view.network.n_parameters,) or not np.all(prior > 0):
+                raise ValueError(
+                    f"array `prior_precision` must hold {view.network.n_parameters} positive "
+                    f"values (one per parameter), got shape {prior.shape}."
+                )
+            if self.structure in ("kron", "last_layer"):
+                raise ValueError(
+                    f"an array `prior_precision` is not supported with structure="
+                    f"{self.structure!r}; pass a float, 'auto' or 'marglik'."
+                )
+        if self.structure == "full" and view.network.n_parameters > MAX_FULL_PARAMETERS:
+            raise ValueError(
+                f"structure='full' needs a {view.network.n_parameters}^2 covariance; it is "
+                f"limited to {MAX_FULL_PARAMETERS} parameters: use 'kron' or 'diag'."
+            )
+        Xt = view.transform(X)
+        target = self._target(view, y, Xt.shape[0])
+        if X_val is not None:
+            if y_val is None:
+                raise ValueError("`y_val` is required with `X_val`.")
+            Xv = view.transform(X_val)
+            target_val = self._target(view, y_val, Xv.shape[0])
+        elif isinstance(prior, str) and prior == "auto":
+            rng = check_random_state(_legacy_seed(self.random_state))
+            order = rng.permutation(Xt.shape[0])
+            n_val = max(1, round(self.validation_fraction * Xt.shape[0]))
+            if Xt.shape[0] - n_val < 2:
+                raise ValueError("too few rows to hold out validation data for 'auto'.")
+            val, train = np.sort(order[:n_val]), np.sort(order[n_val:])
+            Xv, target_val, Xt, target = Xt[val], target[val], Xt[train], target[train]
+        else:
+            Xv = target_val = None
+        self.view_ = view
+        self.network_ = view.network
+        self.n_parameters_ = view.network.n_parameters
+        self.mean_ = view.network.parameters()
+        self.task_ = view.task
+        self.classes_ = view.classes
+        if view.task == "regression":
+            rows, t = (Xv, target_val) if Xv is not None else (Xt, target)
+            residual = t - view.network.forward(rows)[:, 0]
+            self.noise_variance_ = float(max(np.mean(residual**2), 1e-12))
+        self._curvature(view, Xt, target)
+        self.prior_grid_nll_ = None
+        if isinstance(prior, str) and prior == "marglik":
+            self.prior_precision_ = self._marglik(view, Xt, target)
+        elif isinstance(prior, str):
+            self.prior_precision_ = self._tune(Xv, target_val)
+        else:
+            self.prior_precision_ = prior if isinstance(prior, np.ndarray) else float(prior)
+        return self
+
+    @classmethod
+    def from_variance(
+        cls, estimator: Any, variance: ArrayLike, X_val: Any = None, y_val: Any = None
+    ) -> LaplacePosterior:
+        """A fitted diagonal posterior with the given variances (e.g. from another library).
+
+        Parameters
+        ----------
+        estimator : fitted MLPRegressor or MLPClassifier
+        variance : array-like of shape (n_parameters,)
+            Positive posterior variances in the order of `Network.parameters` (per layer
+            ``coefs_[l].ravel()`` then ``intercepts_[l]``).
+        X_val, y_val : array-like, optional
+            Regression: rows whose mean squared residual sets ``noise_variance_``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn.neural_network import MLPRegressor
+        >>> X = np.linspace(0, 1, 20)[:, None]
+        >>> net = MLPRegressor(hidden_layer_sizes=(3,), max_iter=50, random_state=0)
+        >>> net = net.fit(X, X[:, 0])
+        >>> post = LaplacePosterior.from_variance(net, np.full(10, 0.01))
+        >>> float(post.variance()[0])
+        0.01
+        """
+        view = as_network(estimator)
+        P = view.network.n_parameters
+        values = np.asarray(variance, dtype=float)
+        if values.shape != (P,):
+            raise ValueError(
+                f"the posterior variance has shape {values.shape} but the network has {P} "
+                "parameters (per layer coefs_[l].ravel() then intercepts_[l])."
+            )
+        if not np.all(np.isfinite(values)) or np.any(values <= 0):
+            raise ValueError("the posterior variances must be finite and positive.")
+        post = cls(estimator, structure="diag", prior_precision=1.0)
+        post.view_ = view
+        post.network_ = view.network
+        post.n_parameters_ = P
+        post.mean_ = view.network.parameters()
+        post.task_ = view.task
+        post.classes_ = view.classes
+        post.curvature_ = 1.0 / values
+        post.prior_precision_ = 0.0
+        post.prior_grid_nll_ = None
+        if view.task == "regression":
+            if X_val is not None:
+                Xv = view.transform(X_val)
+                residual = (
+                    check_regression_target(y_val, Xv.shape[0]) - view.network.forward(Xv)[:, 0]
+                )
+                post.noise_variance_ = float(max(np.mean(residual**2), 1e-12))
+            else:
+                post.noise_variance_ = 1.0
+        return post
+
+    def _target(self, view: NetworkView, y: Any, n: int) -> NDArray:
+        if view.task == "regression":
+            return check_regression_target(y, n)
+        return _encode_labels(y, view.classes, n)
+
+    def _root_terms(
+        self, view: NetworkView, Xt: NDArray, J: NDArray
+    ) -> tuple[NDArray, NDArray | None]:
+        """``(R, u)`` with ``J_n' H_n J_n = sum_k R_kn' R_kn - u_n' u_n`` (H: output Hessian).
+
+        Regression: ``R = J / sigma``; binary: ``R = sqrt(p (1 - p)) J``; softmax:
+        ``R_k = sqrt(p_k) J_k`` and ``u = sum_k p_k J_k`` (``H = diag p - p p'``).
+        """
+        f = view.network.forward(Xt)
+        if view.task == "regression":
+            return J / np.sqrt(self.noise_variance_), None
+        if view.network.output == "logistic":
+            p = 1.0 / (1.0 + np.exp(-f[:, 0]))
+            return np.sqrt(p * (1.0 - p))[None, :, None] * J, None
+        p = np.exp(log_probabilities(f, "softmax")).T  # (K, n)
+        return np.sqrt(p)[:, :, None] * J, np.einsum("kn,knp->np", p, J)
+
+    def _curvature(self, view: NetworkView, Xt: NDArray, target: NDArray) -> None:
+        network = view.network
+        slices = network.parameter_slices()
+        structure = self.structure
+        P = network.n_parameters
+        if structure == "diag":
+            curvature: Any = np.zeros(P)
+        elif structure == "full":
+            curvature = np.zeros((P, P))
+        elif structure == "last_layer":
+            size = slices[-1].stop - slices[-1].start
+            curvature = np.zeros((size, size))
+        else:
+            curvature = [
+                [np.zeros((d.n_in + 1, d.n_in + 1)), np.zeros((d.n_out, d.n_out))]
+                for d in network.dense_layers
+            ]
+        offset = 0
+        for J in output_jacobians(view, Xt):
+            rows = slice(offset, offset + J.shape[1])
+            offset = rows.stop
+            positive, negative = self._root_terms(view, Xt[rows], J)
+            if structure == "diag":
+                curvature += np.einsum("knp,knp->p", positive, positive)
+                if negative is not None:
+                    curvature -= np.einsum("np,np->p", negative, negative)
+            elif structure in ("full", "last_layer"):
+                part = slice(None) if structure == "full" else slices[-1]
+                flat = positive[:, :, part].reshape(-1, curvature.shape[0])
+                curvature += flat.T @ flat
+                if negative is not None:
+                    curvature -= negative[:, part].T @ negative[:, part]
+            else:
+                inputs = Xt[rows]
+                dense_index = 0
+                for layer in network.layers:
+                    if not hasattr(layer, "weight"):
+                        inputs = layer.forward(inputs)
+                        continue
+                    d = layer
+                    augmented = np.hstack([inputs, np.ones((inputs.shape[0], 1))])
+                    bias = slice(
+                        slices[dense_index].start + d.weight.size, slices[dense_index].stop
+                    )
+                    A, B = curvature[dense_index]
+                    A += augmented.T @ augmented
+                    B += np.einsum("knp,knq->pq", positive[:, :, bias], positive[:, :, bias])
+                    if negative is not None:
+                        B -= negative[:, bias].T @ negative[:, bias]
+                    inputs = d.forward(inputs)
+                    dense_index += 1
+        if structure == "kron":
+            n = max(Xt.shape[0], 1)
+            for factors in curvature:
+                factors[0] /= n
+        self.curvature_ = curvature
+        self._decompose()
+
+    def _decompose(self) -> None:
+        """Eigendecompositions reused for every prior precision."""
+        if self.structure in ("full", "last_layer"):
+            values, vectors = eigh(self.curvature_)
+            self._eig = (np.maximum(values, 0.0), vectors)
+        elif self.structure == "kron":
+            eig = []
+            for A, B in self.curvature_:
+                a_val, a_vec = eigh(A)
+                b_val, b_vec = eigh(B)
+                a_val, b_val = np.maximum(a_val, 0.0), np.maximum(b_val, 0.0)
+                mean_a, mean_b = a_val.mean(), b_val.mean()
+                balance = np.sqrt(mean_a / mean_b) if mean_a > 0 and mean_b > 0 else 1.0
+                eig.append((a_val, a_vec, b_val, b_vec, balance))
+            self._eig = eig
+
+    # ---- prior precision -------------------------------------------------------------------
+    def _log_det_and_count(self, delta: float) -> tuple[float, int, NDArray]:
+        """``log det(GGN + delta)``, the number of parameters and the parameters covered."""
+        if self.structure == "diag":
+            return float(np.sum(np.log(self.curvature_ + delta))), self.n_parameters_, self.mean_
+        if self.structure == "full":
+            return float(np.sum(np.log(self._eig[0] + delta))), self.n_parameters_, self.mean_
+        if self.structure == "last_layer":
+            last = self.network_.parameter_slices()[-1]
+            return (
+                float(np.sum(np.log(self._eig[0] + delta))),
+                last.stop - last.start,
+                (self.mean_[last]),
+            )
+        total, root = 0.0, np.sqrt(delta)
+        for a_val, _, b_val, _, balance in self._eig:
+            # eigenvalues of (A + balance root) kron (B + root / balance): products
+            total += b_val.size * float(np.sum(np.log(a_val + balance * root)))
+            total += a_val.size * float(np.sum(np.log(b_val + root / balance)))
+        return total, self.n_parameters_, self.mean_
+
+    def log_marginal_likelihood(self, prior_precision: float | None = None) -> float:
+        """Laplace approximation of the log marginal likelihood, up to a constant.
+
+        ``-0.5 delta |theta|^2 + 0.5 P log delta - 0.5 log det(GGN + delta)`` plus the
+        log-likelihood at the trained weights (constant in ``delta``, left out).
+
+        Parameters
+        ----------
+        prior_precision : float, optional
+            Defaults to the fitted ``prior_precision_`` (a scalar).
+        """
+        check_is_fitted(self, "curvature_")
+        delta = self.prior_precision_ if prior_precision is None else prior_precision
+        if np.ndim(delta) != 0:
+            raise ValueError("log_marginal_likelihood needs a scalar prior precision.")
+        delta = float(delta)
+        log_det, count, theta = self._log_det_and_count(delta)
+        return float(-0.5 * delta * theta @ theta + 0.5 * count * np.log(delta) - 0.5 * log_det)
+
+    def _marglik(self, view: NetworkView, Xt: NDArray, target: NDArray) -> float:
+        result = minimize_scalar(
+            lambda log_delta: -self.log_marginal_likelihood(float(np.exp(log_delta))),
+            bounds=(np.log(1e-6), np.log(1e8)),
+            method="bounded",
+        )
+        return float(np.exp(result.x))
+
+    def _tune(self, Xv: NDArray, target: NDArray) -> float:
+        nll = np.empty(PRIOR_GRID.size)
+        for index, delta in enumerate(PRIOR_GRID):  # a loop over the grid
+            self.prior_precision_ = float(delta)
+            mean, var = self.network_.moments(Xv, self.blocks())
+            nll[index] = -np.mean(self._log_likelihood(mean, var, target))
+        self.prior_grid_nll_ = nll
+        return float(PRIOR_GRID[int(np.nanargmin(nll))])
+
+    def _log_likelihood(self, mean: NDArray, var: NDArray, target: NDArray) -> NDArray:
+        """Per-row log-likelihood of the one-pass (probit) predictive."""
+        if self.task_ == "regression":
+            return gaussian_log_density(target, mean[:, 0], var[:, 0] + self.noise_variance_)
+        log_p = log_probabilities(probit_logits(mean, var), self.network_.output)
+        return log_p[np.arange(target.size), target]
+
+    # ---- the posterior ----------------------------------------------------------------------
+    def _check(self) -> None:
+        check_is_fitted(self, "prior_precision_")
+
+    def _kron_factors(self, scale: float) -> list[tuple[NDArray, NDArray]]:
+        """Per layer ``(A, B)`` with ``Cov(vec [W; b]) = A kron B`` (row-major vec)."""
+        root = np.sqrt(float(self.prior_precision_))
+        factors = []
+        for a_val, a_vec, b_val, b_vec, balance in self._eig:
+            A = (a_vec / (a_val + balance * root)) @ a_vec.T
+            B = (b_vec / (b_val + root / balance)) @ b_vec.T
+            factors.append((scale * A, B))
+        return factors
+
+    def _dense_eig(self, scale: float) -> tuple[NDArray, NDArray]:
+        """``(d, Q)`` with covariance ``Q diag(d) Q'`` for "full" / "last_layer"."""
+        values, vectors = self._eig
+        delta = self.prior_precision_
+        if np.ndim(delta) == 0:
+            return scale / (values + delta), vectors
+        # per-parameter prior: decompose GGN + diag(delta) itself
+        values, vectors = eigh(self.curvature_ + np.diag(delta))
+        return scale / values, vectors
+
+    def variance(self, scale: float = 1.0) -> NDArray:
+        """Marginal posterior variance of every parameter ``(P,)`` (``scale`` times).
+
+        Parameters outside the last layer have variance 0 for ``"last_layer"``.
+        """
+        self._check()
+        if self.structure == "diag":
+            return scale / (self.curvature_ + self.prior_precision_)
+        if self.structure == "kron":
+            return np.concatenate(
+                [np.outer(np.diag(A), np.diag(B)).ravel() for A, B in self._kron_factors(scale)]
+            )
+        d, Q = self._dense_eig(scale)
+        local = np.einsum("pk,k,pk->p", Q, d, Q)
+        if self.structure == "full":
+            return local
+        out = np.zeros(self.n_parameters_)
+        out[self.network_.parameter_slices()[-1]] = local
+        return out
+
+    def blocks(self, scale: float = 1.0) -> list[Any]:
+        """One posterior block per Dense layer, for `Network.moments` (layers independent).
+
+        ``"full"`` keeps each layer's own covariance block and drops the covariances between
+        layers (the single-pass predictive assumes independent layers).
+        """
+        self._check()
+        network = self.network_
+        dense = network.dense_layers
+        slices = network.parameter_slices()
+        if self.structure == "diag":
+            var = self.variance(scale)
+            return [
+                DiagonalBlock(
+                    var[s][: d.weight.size].reshape(d.weight.shape), var[s][d.weight.size :]
+                )
+                for d, s in zip(dense, slices, strict=True)
+            ]
+        if self.structure == "kron":
+            return [KroneckerBlock(A, B) for A, B in self._kron_factors(scale)]
+        d_val, Q = self._dense_eig(scale)
+        blocks: list[Any] = [None] * len(dense)
+        layers = range(len(dense)) if self.structure == "full" else [len(dense) - 1]
+        for index in layers:
+            layer = dense[index]
+            rows = Q[slices[index]] if self.structure == "full" else Q
+            cov = (rows * d_val) @ rows.T
+            shape = (layer.n_in + 1, layer.n_out)
+            blocks[index] = FullBlock(cov.reshape(*shape, *shape))
+        return blocks
+
+    def sample(self, n_samples: int, random_state: Any = None, scale: float = 1.0) -> NDArray:
+        """Parameter vectors drawn from the posterior, ``(n_samples, P)``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn.neural_network import MLPClassifier
+        >>> from sklearn.datasets import load_iris
+        >>> X, y = load_iris(return_X_y=True)
+        >>> net = MLPClassifier(hidden_layer_sizes=(5,), max_iter=3000, random_state=0).fit(X, y)
+        >>> post = LaplacePosterior(net, prior_precision=10.0).fit(X, y)
+        >>> post.sample(3, random_state=0).shape
+        (3, 43)
+        """
+        self._check()
+        rng = np.random.default_rng(random_state)
+        P = self.n_parameters_
+        noise = rng.standard_normal((int(n_samples), P))
+        if self.structure == "diag":
+            return self.mean_ + noise * np.sqrt(self.variance(scale))
+        if self.structure == "kron":
+            out = np.empty_like(noise)
+            for (A, B), part, layer in zip(
+                self._kron_factors(scale),
+                self.network_.parameter_slices(),
+                self.network_.dense_layers,
+                strict=True,
+            ):
+                LA = _sqrt_psd(A)
+                LB = _sqrt_psd(B)
+                E = noise[:, part].reshape(-1, layer.n_in + 1, layer.n_out)
+                out[:, part] = (LA @ E @ LB.T).reshape(E.shape[0], -1)
+            return self.mean_ + out
+        d_val, Q = self._dense_eig(scale)
+        draws = (noise[:, : d_val.size] * np.sqrt(d_val)) @ Q.T
+        if self.structure == "full":
+            return self.mean_ + draws
+        out = np.tile(self.mean_, (noise.shape[0], 1))
+        out[:, self.network_.parameter_slices()[-1]] += draws
+        return out
+
+    def output_variance(self, jacobians: NDArray, scale: float = 1.0) -> NDArray:
+        """``diag(J Sigma J')`` per row and output, from Jacobians ``(K, n, P)``: ``(n, K)``.
+
+        The variance of the linearised (GLM) predictive.
+        """
+        self._check()
+        K, n, _P = jacobians.shape
+        if self.structure == "diag":
+            return np.einsum("knp,p->nk", jacobians**2, self.variance(scale))
+        if self.structure == "kron":
+            out = np.zeros((n, K))
+            for (A, B), part, layer in zip(
+                self._kron_factors(scale),
+                self.network_.parameter_slices(),
+                self.network_.dense_layers,
+                strict=True,
+            ):
+                Jl = jacobians[:, :, part].reshape(K, n, layer.n_in + 1, layer.n_out)
+                out += np.einsum("knio,ij,knjp,op->nk", Jl, A, Jl, B, optimize=True)
+            return out
+        d_val, Q = self._dense_eig(scale)
+        if self.structure == "last_layer":
+            jacobians = jacobians[:, :, self.network_.parameter_slices()[-1]]
+        projected = jacobians @ Q  # (K, n, r)
+        return np.einsum("knr,r->nk", projected**2, d_val)
+
+
+def _sqrt_psd(M: NDArray) -> NDArray:
+    values, vectors = np.linalg.eigh(M)
+    return vectors * np.sqrt(np.maximum(values, 0.0))
+
+
+def _legacy_seed(random_state: Any) -> Any:
+    """An int (or None / RandomState) accepted by ``check_random_state``."""
+    if isinstance(random_state, np.random.Generator):
+        return int(random_state.integers(2**31))
+    return random_state

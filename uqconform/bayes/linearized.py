@@ -1,0 +1,509 @@
+"""The sampling-free (single-pass) posterior predictive of a network, with its baselines.
+
+`LinearizedPredictive` turns a Gaussian weight posterior (`LaplacePosterior`) into a Gaussian
+over the network's outputs (regression values or logits) in one deterministic forward pass:
+Gaussian moments are propagated through every layer, linear layers exactly and activations by
+local linearisation (Li et al., "Streamlining Prediction in Bayesian Deep Learning",
+ICLR 2025). Classification probabilities use the probit approximation. The two classical
+predictives run through the same object and the same posterior, for comparison:
+
+* ``method="mc"``: Monte Carlo over weight samples (``n_samples`` forward passes);
+* ``method="glm"``: the linearised Laplace (GLM) predictive, ``Var f = J Sigma J'``, with
+  the Jacobians of `uqconform.linearize`.
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any, ClassVar
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from scipy.optimize import minimize_scalar
+from scipy.special import logsumexp, ndtri
+from sklearn.base import BaseEstimator, clone
+from sklearn.exceptions import NotFittedError
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted
+
+from uqconform.base import check_regression_target, check_rows, integer_seed
+from uqconform.bayes.convert import as_network, output_jacobians
+from uqconform.bayes.laplace import STRUCTURES, LaplacePosterior, _encode_labels
+from uqconform.bayes.likelihood import (
+    class_probabilities,
+    gaussian_log_density,
+    log_probabilities,
+    probit_logits,
+)
+from uqconform.bayes.network import MOMENT_MODES
+from uqconform.quantiles import check_alpha
+
+__all__ = ["LinearizedPredictive"]
+
+METHODS = ("onepass", "mc", "glm")
+# Cells (samples x rows x units) of one Monte Carlo block, to bound memory.
+_MC_BLOCK_CELLS = 2**22
+
+
+def _is_fitted(model: Any) -> bool:
+    try:
+        as_network(model)
+    except NotFittedError:
+        return False
+    return True
+
+
+class LinearizedPredictive(BaseEstimator):
+    """Sampling-free Bayesian predictive of a scikit-learn MLP under a Laplace posterior.
+
+    Parameters
+    ----------
+    estimator : MLPRegressor or MLPClassifier
+        Fitted (used as is; also in a ``FrozenEstimator`` or a ``Pipeline``), or unfitted (a
+        clone is trained in `fit` on the rows not held out for validation).
+    posterior : LaplacePosterior, array-like or None, default=None
+        ``None``: a ``LaplacePosterior(structure, prior_precision)`` fitted in `fit`. An
+        unfitted `LaplacePosterior`: its settings, fitted in `fit`. A fitted one: used as is
+        (it must belong to the same network). An array ``(n_parameters,)``: posterior
+        variances of a diagonal posterior, in the parameter order of `Network.parameters`
+        (per layer ``coefs_[l].ravel()`` then ``intercepts_[l]``).
+    structure : {"diag", "kron", "full", "last_layer"}, default="diag"
+        Posterior structure when the posterior is built here.
+    prior_precision : "auto", "marglik" or float, default="auto"
+        Prior precision when the posterior is built here (see `LaplacePosterior`).
+    method : {"onepass", "mc", "glm"}, default="onepass"
+        The predictive: single forward pass of moments, Monte Carlo over weights, or
+        linearised Laplace. Every prediction call may override it.
+    activation_moments : {"linearize", "exact_relu", "matched"}, default="linearize"
+        One-pass activations: local linearisation; exact rectified-Gaussian moments for
+        ReLU; or those plus probit-style moments for tanh and the logistic.
+    covariance : {"diag", "full"}, default="diag"
+        One-pass: propagate per-unit variances, or full covariances between units (forced to
+        ``"full"`` by a ``"kron"`` posterior, whose layers are correlated).
+    link : {"probit", "mc"}, default="probit"
+        Classification: probit approximation, or Monte Carlo over the Gaussian logits.
+    scale : "auto" or float, default="auto"
+        Factor on the posterior covariance. ``"auto"``: fitted (as ``log scale``, bounded)
+        by the validation negative log-likelihood of the one-pass predictive, then shared by
+        every method.
+    n_samples : int, default=1000
+        Samples for ``method="mc"`` and ``link="mc"``.
+    validation_fraction : float, default=0.25
+        Share of the rows of `fit` held out to tune the prior precision, the scale and the
+        regression noise.
+    random_state : int, Generator or None, default=None
+        Seeds the validation split and the Monte Carlo draws.
+
+    Attributes
+    ----------
+    estimator_ : fitted estimator
+    posterior_ : LaplacePosterior
+    scale_ : float
+    noise_variance_ : float
+        Regression: variance of the Gaussian observation noise added to the predictive, the
+        network's mean squared residual on the validation rows (so ``scale_ -> 0`` gives the
+        MAP network with its noise tuned on the same rows).
+    classes_ : ndarray
+        Classification only.
+    n_features_in_ : int
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.neural_network import MLPRegressor
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(-2, 2, size=(300, 1))
+    >>> y = np.sin(2 * X[:, 0]) + 0.1 * rng.normal(size=300)
+    >>> net = MLPRegressor(hidden_layer_sizes=(16,), activation="tanh", max_iter=3000)
+    >>> net = net.set_params(random_state=0)
+    >>> model = LinearizedPredictive(net, random_state=0).fit(X, y)
+    >>> mean, var = model.predict_distribution(X[:3])
+    >>> mean.shape, bool((var > 0).all())
+    ((3,), True)
+    >>> model.predict_interval(X[:3], alpha=0.1).shape
+    (3, 2)
+    """
+
+    _parameter_constraints: ClassVar[dict] = {
+        "estimator": [object],
+        "posterior": [None, LaplacePosterior, "array-like"],
+        "structure": [StrOptions(set(STRUCTURES))],
+        "prior_precision": [
+            StrOptions({"auto", "marglik"}),
+            Interval(numbers.Real, 0, None, closed="neither"),
+        ],
+        "method": [StrOptions(set(METHODS))],
+        "activation_moments": [StrOptions(set(MOMENT_MODES))],
+        "covariance": [StrOptions({"diag", "full"})],
+        "link": [StrOptions({"probit", "mc"})],
+        "scale": [StrOptions({"auto"}), Interval(numbers.Real, 0, None, closed="neither")],
+        "n_samples": [Interval(numbers.Integral, 1, None, closed="left")],
+        "validation_fraction": [Interval(numbers.Real, 0, 1, closed="neither")],
+        "random_state": ["random_state", np.random.Generator],
+    }
+
+    def __init__(
+        self,
+        estimator: Any,
+        posterior: LaplacePosterior | ArrayLike | None = None,
+        structure: str = "diag",
+        prior_precision: str | float = "auto",
+        method: str = "onepass",
+        activation_moments: str = "linearize",
+        covariance: str = "diag",
+        link: str = "probit",
+        scale: str | float = "auto",
+        n_samples: int = 1000,
+        validation_fraction: float = 0.25,
+        random_state: int | np.random.Generator | None = None,
+    ):
+        self.estimator = estimator
+        self.posterior = posterior
+        self.structure = structure
+        self.prior_precision = prior_precision
+        self.method = method
+        self.activation_moments = activation_moments
+        self.covariance = covariance
+        self.link = link
+        self.scale = scale
+        self.n_samples = n_samples
+        self.validation_fraction = validation_fraction
+        self.random_state = random_state
+
+    # ---- fit --------------------------------------------------------------------------------
+    def fit(self, X: ArrayLike, y: ArrayLike) -> LinearizedPredictive:
+        """Build the posterior (unless given) and fit the scale (and noise) on validation rows.
+
+        ``validation_fraction`` of the rows tune the prior precision, the scale and the
+        regression noise; the others train the network (if unfitted) and give the GGN. When
+        the network is fitted and a fitted posterior is given, every row tunes the scale: for
+        a network trained elsewhere, build the posterior on its training data
+        (``LaplacePosterior(net).fit(X_train, y_train, X_val, y_val)``), pass it, and fit on
+        held-out rows.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+            Targets (regression) or class labels.
+
+        Returns
+        -------
+        self
+        """
+        self._validate_params()
+        seed = integer_seed(self.random_state)
+        self.seed_ = seed
+        n = _n_rows(X)
+        check_rows("y", y, n)
+        prefit = _is_fitted(self.estimator)
+        given = self.posterior is not None and (
+            not isinstance(self.posterior, LaplacePosterior)
+            or hasattr(self.posterior, "prior_precision_")
+        )
+        if prefit and given:
+            # nothing to train: every row tunes the scale (and the regression noise)
+            X_fit = y_fit = None
+            X_val, y_val = X, y
+        else:
+            order = np.random.default_rng(seed).permutation(n)
+            n_val = round(self.validation_fraction * n)
+            if n_val < 1 or n - n_val < 2:
+                raise ValueError(
+                    f"`validation_fraction`={self.validation_fraction} leaves no validation "
+                    f"rows or too few fitting rows out of {n}."
+                )
+            val, train = np.sort(order[:n_val]), np.sort(order[n_val:])
+            X_fit, y_fit = _rows(X, train), _rows(y, train)
+            X_val, y_val = _rows(X, val), _rows(y, val)
+        self.estimator_ = self.estimator if prefit else clone(self.estimator).fit(X_fit, y_fit)
+        view = as_network(self.estimator_)
+        self.view_ = view
+        self.task_ = view.task
+        self.classes_ = view.classes
+        self.n_features_in_ = view.network.dense_layers[0].n_in
+        self.posterior_ = self._posterior(view, X_fit, y_fit, X_val, y_val)
+        variance = self.posterior_.variance()
+        if not np.all(np.isfinite(variance)) or np.any(variance < 0) or not np.any(variance > 0):
+            raise ValueError(
+                "the posterior has non-positive or non-finite variances; every variance must "
+                "be positive (or zero for parameters held fixed)."
+            )
+        Xv = view.transform(X_val)
+        if view.task == "regression":
+            target = check_regression_target(y_val, Xv.shape[0])
+        else:
+            target = _encode_labels(y_val, view.classes, Xv.shape[0])
+        self._fit_scale(Xv, target)
+        return self
+
+    def _posterior(self, view, X_fit, y_fit, X_val, y_val) -> LaplacePosterior:
+        given = self.posterior
+        if given is None:
+            posterior = LaplacePosterior(
+                self.estimator_,
+                structure=self.structure,
+                prior_precision=self.prior_precision,
+                random_state=self.seed_,
+            )
+            return posterior.fit(X_fit, y_fit, X_val, y_val)
+        if isinstance(given, LaplacePosterior):
+            try:
+                check_is_fitted(given, "prior_precision_")
+            except NotFittedError:
+                posterior = clone(given).set_params(estimator=self.estimator_)
+                return posterior.fit(X_fit, y_fit, X_val, y_val)
+            theirs, ours = given.mean_, view.network.parameters()
+            if theirs.shape != ours.shape:
+                raise ValueError(
+                    f"the posterior has {theirs.size} parameters but the network has "
+                    f"{ours.size}: it was built for another network."
+                )
+            if not np.allclose(theirs, ours):
+                raise ValueError(
+                    "the posterior's mean differs from the network's weights: it was built "
+                    "for another (or a refitted) network."
+                )
+            return given
+        return LaplacePosterior.from_variance(self.estimator_, given, X_val=X_val, y_val=y_val)
+
+    def _fit_scale(self, Xv: NDArray, target: NDArray) -> None:
+        fixed = None if self.scale == "auto" else float(self.scale)
+        mean, var = self._onepass(Xv, 1.0)
+        if self.task_ == "regression":
+            # the noise is the network's validation mean squared residual (as for the MAP
+            # baseline); only the epistemic part is scaled, so scale -> 0 recovers that baseline
+            m, v, t = mean[:, 0], var[:, 0], target
+            residual = t - self.view_.network.forward(Xv)[:, 0]
+            noise = float(max(np.mean(residual**2), 1e-12))
+            self.noise_variance_ = noise
+
+            def nll_regression(log_scale: float) -> float:
+                total = np.exp(log_scale) * v + noise
+                return -float(np.mean(gaussian_log_density(t, m, total)))
+
+            if fixed is not None:
+                self.scale_ = fixed
+            else:
+                result = minimize_scalar(nll_regression, bounds=(-20.0, 12.0), method="bounded")
+                self.scale_ = float(np.exp(result.x))
+            return
+        output = self.view_.network.output
+        rows = np.arange(target.size)
+
+        def nll_scale(log_scale: float) -> float:
+            logits = probit_logits(mean, np.exp(log_scale) * var)
+            return -float(np.mean(log_probabilities(logits, output)[rows, target]))
+
+        if fixed is not None:
+            self.scale_ = fixed
+        else:
+            result = minimize_scalar(nll_scale, bounds=(-12.0, 12.0), method="bounded")
+            self.scale_ = float(np.exp(result.x))
+
+    # ---- predictive moments -------------------------------------------------------------------
+    def _check(self) -> None:
+        check_is_fitted(self, "posterior_")
+
+    def _onepass(self, Xt: NDArray, scale: float) -> tuple[NDArray, NDArray]:
+        covariance = "full" if self.posterior_.structure == "kron" else self.covariance
+        return self.view_.network.moments(
+            Xt,
+            self.posterior_.blocks(scale),
+            covariance=covariance,
+            activation_moments=self.activation_moments,
+        )
+
+    def _glm(self, Xt: NDArray, scale: float) -> tuple[NDArray, NDArray]:
+        mean = self.view_.network.forward(Xt)
+        var = np.concatenate(
+            [self.posterior_.output_variance(J, scale) for J in output_jacobians(self.view_, Xt)]
+        )
+        return mean, var
+
+    def _output_samples(self, Xt: NDArray, n_samples: int, random_state: Any) -> NDArray:
+        """Network outputs ``(S, n, K)`` under ``S`` posterior weight draws."""
+        seed = self.seed_ if random_state is None else integer_seed(random_state)
+        theta = self.posterior_.sample(n_samples, np.random.default_rng(seed), self.scale_)
+        width = max(layer.n_out for layer in self.view_.network.dense_layers)
+        block = max(1, _MC_BLOCK_CELLS // max(1, Xt.shape[0] * max(width, Xt.shape[1])))
+        return np.concatenate(
+            [
+                self.view_.network.forward_samples(Xt, theta[start : start + block])
+                for start in range(0, n_samples, block)
+            ]
+        )
+
+    def predict_distribution(
+        self,
+        X: ArrayLike,
+        method: str | None = None,
+        *,
+        n_samples: int | None = None,
+        random_state: Any = None,
+        include_noise: bool = False,
+    ) -> tuple[NDArray, NDArray]:
+        """Gaussian mean and variance of the network's outputs.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        method : {"onepass", "mc", "glm"}, optional
+            Defaults to the constructor's ``method``.
+        n_samples : int, optional
+            Monte Carlo samples (``method="mc"``); defaults to ``n_samples``.
+        random_state : int, Generator or None, optional
+            Monte Carlo seed; defaults to the one fixed in `fit`.
+        include_noise : bool, default=False
+            Regression: add ``noise_variance_`` (the variance of ``y`` instead of ``f``).
+
+        Returns
+        -------
+        mean, var : ndarray of shape (n_samples,) for regression, (n_samples, K) for logits
+            ``K`` is 1 for a binary classifier (the logit of ``classes_[1]``).
+        """
+        self._check()
+        method = self.method if method is None else method
+        if method not in METHODS:
+            raise ValueError(f"`method` must be one of {METHODS}, got {method!r}.")
+        Xt = self.view_.transform(X)
+        if method == "onepass":
+            mean, var = self._onepass(Xt, self.scale_)
+        elif method == "glm":
+            mean, var = self._glm(Xt, self.scale_)
+        else:
+            samples = self._output_samples(Xt, self._n(n_samples), random_state)
+            mean, var = samples.mean(axis=0), samples.var(axis=0)
+        if self.task_ == "regression":
+            mean, var = mean[:, 0], var[:, 0]
+            if include_noise:
+                var = var + self.noise_variance_
+        return mean, var
+
+    def _n(self, n_samples: int | None) -> int:
+        n = self.n_samples if n_samples is None else n_samples
+        if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
+            raise ValueError(f"`n_samples` must be a positive integer, got {n!r}.")
+        return int(n)
+
+    # ---- regression outputs -----------------------------------------------------------------
+    def _regression_only(self, name: str) -> None:
+        self._check()
+        if self.task_ != "regression":
+            raise TypeError(f"{name} is defined for regression; use predict_proba.")
+
+    def predict_std(self, X: ArrayLike, method: str | None = None) -> NDArray:
+        """Predictive standard deviation of ``y`` (regression): ``sqrt(Var f + noise)``.
+
+        This is what `uqconform.regression.SplitConformalRegressor` reads from a fitted
+        ``difficulty_estimator`` with ``conformity_score="normalized"``.
+        """
+        self._regression_only("predict_std")
+        return np.sqrt(self.predict_distribution(X, method, include_noise=True)[1])
+
+    def predict_interval(
+        self, X: ArrayLike, alpha: float | ArrayLike = 0.1, method: str | None = None
+    ) -> NDArray:
+        """Central Gaussian predictive intervals (regression; no coverage guarantee).
+
+        Returns
+        -------
+        ndarray of shape (n_samples, 2), or (n_samples, 2, k) for k levels
+        """
+        self._regression_only("predict_interval")
+        levels = check_alpha(alpha, "alpha")
+        mean, var = self.predict_distribution(X, method, include_noise=True)
+        half = np.sqrt(var)[:, None] * ndtri(1.0 - levels / 2.0)[None, :]
+        out = np.stack([mean[:, None] - half, mean[:, None] + half], axis=1)
+        return out[:, :, 0] if np.ndim(alpha) == 0 else out
+
+    # ---- classification outputs -------------------------------------------------------------
+    def predict_proba(
+        self, X: ArrayLike, method: str | None = None, *, random_state: Any = None
+    ) -> NDArray:
+        """Class probabilities ``(n_samples, n_classes)``, columns in ``classes_`` order.
+
+        One pass and GLM: the probit approximation of the Gaussian logits (``link="probit"``)
+        or a Monte Carlo average over them (``link="mc"``); ``method="mc"``: the average of
+        the probabilities over weight samples.
+        """
+        self._check()
+        if self.task_ != "classification":
+            raise TypeError("predict_proba is defined for classifiers; use predict_distribution.")
+        method = self.method if method is None else method
+        output = self.view_.network.output
+        if method == "mc":
+            samples = self._output_samples(self.view_.transform(X), self.n_samples, random_state)
+            return np.exp(
+                logsumexp(_log_proba_samples(samples, output), axis=0) - np.log(len(samples))
+            )
+        mean, var = self.predict_distribution(X, method)
+        if self.link == "probit":
+            return class_probabilities(probit_logits(mean, var), output)
+        seed = self.seed_ if random_state is None else integer_seed(random_state)
+        noise = np.random.default_rng(seed).standard_normal((self.n_samples, *mean.shape))
+        logits = mean + np.sqrt(var) * noise
+        return np.exp(
+            logsumexp(_log_proba_samples(logits, output), axis=0) - np.log(self.n_samples)
+        )
+
+    def predict(self, X: ArrayLike, method: str | None = None) -> NDArray:
+        """Predictive mean (regression) or the most probable class (classification)."""
+        self._check()
+        if self.task_ == "regression":
+            return self.predict_distribution(X, method)[0]
+        return self.classes_[np.argmax(self.predict_proba(X, method), axis=1)]
+
+    def log_predictive(
+        self,
+        X: ArrayLike,
+        y: ArrayLike,
+        method: str | None = None,
+        *,
+        n_samples: int | None = None,
+    ) -> NDArray:
+        """Per-row log predictive density (regression) or probability of the label.
+
+        ``method="mc"`` uses the Monte Carlo mixture itself (not its Gaussian moments).
+        """
+        self._check()
+        method = self.method if method is None else method
+        Xt = self.view_.transform(X)
+        if self.task_ == "regression":
+            target = check_regression_target(y, Xt.shape[0])
+            if method == "mc":
+                f = self._output_samples(Xt, self._n(n_samples), None)[:, :, 0]
+                log_density = gaussian_log_density(target[None], f, self.noise_variance_)
+                return logsumexp(log_density, axis=0) - np.log(f.shape[0])
+            mean, var = self.predict_distribution(X, method, include_noise=True)
+            return gaussian_log_density(target, mean, var)
+        labels = _encode_labels(y, self.classes_, Xt.shape[0])
+        if method == "mc":
+            samples = self._output_samples(Xt, self._n(n_samples), None)
+            log_p = logsumexp(_log_proba_samples(samples, self.view_.network.output), axis=0)
+            log_p = log_p - np.log(samples.shape[0])
+        else:
+            log_p = np.log(np.maximum(self.predict_proba(X, method), 1e-300))
+        return log_p[np.arange(labels.size), labels]
+
+
+def _log_proba_samples(logits: NDArray, output: str) -> NDArray:
+    """Log class probabilities of stacked logits ``(S, n, K)``: ``(S, n, n_classes)``."""
+    S, n, K = logits.shape
+    return log_probabilities(logits.reshape(S * n, K), output).reshape(S, n, -1)
+
+
+def _n_rows(X: Any) -> int:
+    shape = getattr(X, "shape", None)
+    if shape is None:
+        X = np.asarray(X)
+        shape = X.shape
+    if len(shape) != 2:
+        raise ValueError(f"`X` must be 2-D (one row per sample), got shape {tuple(shape)}.")
+    return int(shape[0])
+
+
+def _rows(data: Any, index: NDArray) -> Any:
+    if hasattr(data, "iloc"):
+        return data.iloc[index]
+    return np.asarray(data)[index]

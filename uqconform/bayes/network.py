@@ -1,0 +1,486 @@
+"""A layer-list view of a feed-forward network and one-pass Gaussian moment propagation.
+
+A `Network` is a list of small layers (`Dense`, `Activation`, `Affine`, `LayerNorm`) and an
+output link. Each layer has ``forward`` (the deterministic pass at given weights) and
+``moments`` (the Gaussian moments of its output from those of its input): the single-pass
+(streamlined) predictive of Li et al. (ICLR 2025) in numpy,
+
+* `Dense` with random weights: the exact mean and covariance of ``h = a W + b`` for a random
+  input ``a`` independent of the weights, under a Gaussian weight posterior block that is
+  diagonal (`DiagonalBlock`), Kronecker-factored (`KroneckerBlock`) or a full covariance
+  over the layer (`FullBlock`);
+* `Activation`: local linearisation ``g(mu)``, ``g'(mu)^2 var`` (the default), exact
+  rectified-Gaussian moments for ReLU, or probit-style moments for tanh and the logistic;
+* `Affine` (batch normalisation in evaluation mode) scales the variances; `LayerNorm` is
+  linearised at the mean input (or, as in the paper, uses the statistics of the mean input).
+
+Weights are stored scikit-learn style, ``(n_in, n_out)``: ``h = a @ W + b``. The parameter
+vector of a network is, layer by layer, ``W.ravel()`` (C order) then ``b``: the order of
+`uqconform.linearize.linearize` for an ``MLPRegressor``, the same as the augmented matrix
+``[W; b]`` of shape ``(n_in + 1, n_out)`` flattened row by row. A torch converter only
+has to transpose ``nn.Linear.weight`` (``(out, in)``) and map its modules to these layers.
+
+Covariances are either per-unit variances ``(n, d)`` (``covariance="diag"``) or full
+per-row covariance matrices ``(n, d, d)`` (``covariance="full"``).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy.special import expit, ndtr, owens_t
+from scipy.stats import norm
+
+__all__ = [
+    "ACTIVATIONS",
+    "Activation",
+    "Affine",
+    "Dense",
+    "DiagonalBlock",
+    "FullBlock",
+    "KroneckerBlock",
+    "LayerNorm",
+    "Network",
+]
+
+#: Hidden activations with moments: scikit-learn's four and GELU (torch networks).
+ACTIVATIONS = ("identity", "relu", "tanh", "logistic", "gelu")
+#: Activation moment modes: local linearisation, exact ReLU moments (linearisation elsewhere),
+#: or moment matching everywhere it is available (exact ReLU, probit-style tanh / logistic).
+MOMENT_MODES = ("linearize", "exact_relu", "matched")
+
+_PROBIT = np.sqrt(np.pi / 8.0)  # logistic(x) ~ Phi(_PROBIT x), slopes equal at 0
+_SQRT_HALF = np.sqrt(0.5)
+
+
+def _diag(cov: NDArray) -> NDArray:
+    """Variances from ``(n, d)`` variances or ``(n, d, d)`` covariances."""
+    return cov if cov.ndim == 2 else np.diagonal(cov, axis1=1, axis2=2)
+
+
+# ---- posterior blocks of one dense layer ------------------------------------------------------
+@dataclass(frozen=True)
+class DiagonalBlock:
+    """Independent weights: ``Var W[i, o] = weight_var[i, o]``, ``Var b[o] = bias_var[o]``."""
+
+    weight_var: NDArray
+    bias_var: NDArray
+
+    def extra(self, mean: NDArray, cov: NDArray) -> NDArray:
+        """``E[a~' Sigma_oo' a~]`` (only the diagonal ``o = o'`` is non-zero): ``(n, out)``."""
+        second = mean**2 + _diag(cov)
+        return second @ self.weight_var + self.bias_var
+
+    def extra_full(self, mean: NDArray, cov: NDArray) -> NDArray:
+        return np.einsum("no,op->nop", self.extra(mean, cov), np.eye(self.bias_var.size))
+
+
+@dataclass(frozen=True)
+class KroneckerBlock:
+    """``Cov(W~[i, o], W~[j, p]) = input_cov[i, j] * output_cov[o, p]``.
+
+    ``W~ = [W; b]`` is the ``(n_in + 1, n_out)`` augmented weight matrix (bias last row).
+    """
+
+    input_cov: NDArray
+    output_cov: NDArray
+
+    def _quadratic(self, mean: NDArray, cov: NDArray) -> NDArray:
+        """``E[a~' A a~]`` per row with ``a~ = [a, 1]``: ``(n,)``."""
+        A = self.input_cov
+        augmented = np.hstack([mean, np.ones((mean.shape[0], 1))])
+        value = np.einsum("ni,ij,nj->n", augmented, A, augmented)
+        if cov.ndim == 2:
+            return value + cov @ np.diagonal(A)[:-1]
+        return value + np.einsum("nij,ij->n", cov, A[:-1, :-1])
+
+    def extra(self, mean: NDArray, cov: NDArray) -> NDArray:
+        return self._quadratic(mean, cov)[:, None] * np.diagonal(self.output_cov)[None, :]
+
+    def extra_full(self, mean: NDArray, cov: NDArray) -> NDArray:
+        return self._quadratic(mean, cov)[:, None, None] * self.output_cov[None]
+
+
+@dataclass(frozen=True)
+class FullBlock:
+    """A full covariance over ``W~ = [W; b]``: ``cov[i, o, j, p] = Cov(W~[i, o], W~[j, p])``."""
+
+    cov: NDArray  # (n_in + 1, n_out, n_in + 1, n_out)
+
+    def _terms(self, mean: NDArray, cov: NDArray, pairs: str) -> NDArray:
+        augmented = np.hstack([mean, np.ones((mean.shape[0], 1))])
+        if pairs == "diag":
+            sigma = np.einsum("iojo->oij", self.cov)  # Sigma_oo per output
+            value = np.einsum("ni,oij,nj->no", augmented, sigma, augmented)
+            if cov.ndim == 2:
+                return value + cov @ np.diagonal(sigma, axis1=1, axis2=2)[:, :-1].T
+            return value + np.einsum("nij,oij->no", cov, sigma[:, :-1, :-1])
+        value = np.einsum("ni,iojp,nj->nop", augmented, self.cov, augmented)
+        inner = self.cov[:-1, :, :-1, :]
+        if cov.ndim == 2:
+            return value + np.einsum("ni,ioip->nop", cov, inner)
+        return value + np.einsum("nij,iojp->nop", cov, inner)
+
+    def extra(self, mean: NDArray, cov: NDArray) -> NDArray:
+        return self._terms(mean, cov, "diag")
+
+    def extra_full(self, mean: NDArray, cov: NDArray) -> NDArray:
+        return self._terms(mean, cov, "full")
+
+
+Block = DiagonalBlock | KroneckerBlock | FullBlock
+
+
+# ---- layers ----------------------------------------------------------------------------------
+class Dense:
+    """A linear layer ``h = a @ weight + bias`` (weight ``(n_in, n_out)``).
+
+    Parameters
+    ----------
+    weight : array-like of shape (n_in, n_out)
+    bias : array-like of shape (n_out,)
+    """
+
+    def __init__(self, weight: Any, bias: Any):
+        self.weight = np.asarray(weight, dtype=np.float64)
+        self.bias = np.asarray(bias, dtype=np.float64).reshape(-1)
+        if self.weight.ndim != 2 or self.bias.shape != (self.weight.shape[1],):
+            raise ValueError(
+                f"Dense layer: weight must be (n_in, n_out) and bias (n_out,), got "
+                f"{self.weight.shape} and {self.bias.shape}."
+            )
+
+    @property
+    def n_in(self) -> int:
+        return self.weight.shape[0]
+
+    @property
+    def n_out(self) -> int:
+        return self.weight.shape[1]
+
+    @property
+    def n_parameters(self) -> int:
+        return self.weight.size + self.bias.size
+
+    def forward(self, a: NDArray) -> NDArray:
+        return a @ self.weight + self.bias
+
+    def moments(
+        self, mean: NDArray, cov: NDArray, block: Block | None = None, **_: Any
+    ) -> tuple[NDArray, NDArray]:
+        """Mean and (co)variance of ``a @ W + b`` for ``a`` with moments ``(mean, cov)``.
+
+        Exact first two moments when the weights (posterior ``block``, or deterministic for
+        ``None``) are independent of the input.
+        """
+        out_mean = mean @ self.weight + self.bias
+        if cov.ndim == 2:
+            out = cov @ self.weight**2
+            if block is not None:
+                out = out + block.extra(mean, cov)
+        else:
+            out = np.einsum("io,nij,jp->nop", self.weight, cov, self.weight, optimize=True)
+            if block is not None:
+                out = out + block.extra_full(mean, cov)
+        return out_mean, out
+
+    def __repr__(self) -> str:
+        return f"Dense({self.n_in}, {self.n_out})"
+
+
+class Activation:
+    """An element-wise activation: one of `ACTIVATIONS`."""
+
+    def __init__(self, name: str):
+        if name not in ACTIVATIONS:
+            raise TypeError(
+                f"unsupported activation {name!r}; supported: {', '.join(ACTIVATIONS)}."
+            )
+        self.name = name
+
+    def forward(self, z: NDArray) -> NDArray:
+        return self.value_and_slope(z)[0]
+
+    def value_and_slope(self, z: NDArray) -> tuple[NDArray, NDArray]:
+        """``g(z)`` and ``g'(z)``."""
+        name = self.name
+        if name == "identity":
+            return z, np.ones_like(z)
+        if name == "relu":
+            return np.maximum(z, 0.0), (z > 0).astype(z.dtype)
+        if name == "tanh":
+            t = np.tanh(z)
+            return t, 1.0 - t * t
+        if name == "logistic":
+            s = expit(z)
+            return s, s * (1.0 - s)
+        # GELU, exact (erf) form: z Phi(z); derivative Phi(z) + z phi(z)
+        cdf = ndtr(z)
+        return z * cdf, cdf + z * norm.pdf(z)
+
+    def moments(
+        self, mean: NDArray, cov: NDArray, mode: str = "linearize", **_: Any
+    ) -> tuple[NDArray, NDArray]:
+        """Output moments: linearised at the mean, or moment-matched (see `MOMENT_MODES`)."""
+        value, slope = self.value_and_slope(mean)
+        matched = (mode == "exact_relu" and self.name == "relu") or (
+            mode == "matched" and self.name in ("relu", "tanh", "logistic")
+        )
+        if cov.ndim == 2:
+            if not matched:
+                return value, slope**2 * cov
+            return self._matched(mean, cov)
+        out = slope[:, :, None] * cov * slope[:, None, :]
+        if not matched:
+            return value, out
+        new_mean, new_var = self._matched(mean, _diag(cov))
+        index = np.arange(mean.shape[1])
+        out[:, index, index] = new_var
+        return new_mean, out
+
+    def _matched(self, mean: NDArray, var: NDArray) -> tuple[NDArray, NDArray]:
+        if self.name == "relu":
+            return relu_moments(mean, var)
+        if self.name == "logistic":
+            return _probit_moments(mean, var, _PROBIT)
+        m, v = _probit_moments(mean, var, 2.0 * _PROBIT)  # tanh(x) = 2 logistic(2x) - 1
+        return 2.0 * m - 1.0, 4.0 * v
+
+    def __repr__(self) -> str:
+        return f"Activation({self.name!r})"
+
+
+def relu_moments(mean: NDArray, var: NDArray) -> tuple[NDArray, NDArray]:
+    """Exact mean and variance of ``max(h, 0)`` for ``h ~ N(mean, var)`` (element-wise).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> m, v = relu_moments(np.array([0.0]), np.array([1.0]))
+    >>> bool(np.isclose(m[0], 1 / np.sqrt(2 * np.pi)))
+    True
+    >>> bool(np.isclose(v[0], 0.5 - 1 / (2 * np.pi)))
+    True
+    """
+    std = np.sqrt(var)
+    positive = std > 0
+    safe = np.where(positive, std, 1.0)
+    z = mean / safe
+    cdf, pdf = ndtr(z), norm.pdf(z)
+    first = mean * cdf + safe * pdf
+    second = (mean**2 + var) * cdf + mean * safe * pdf
+    first = np.where(positive, first, np.maximum(mean, 0.0))
+    variance = np.where(positive, np.maximum(second - first**2, 0.0), 0.0)
+    return first, variance
+
+
+def _probit_moments(mean: NDArray, var: NDArray, scale: float) -> tuple[NDArray, NDArray]:
+    """Mean and variance of ``Phi(scale h)``, ``h ~ N(mean, var)`` (Owen's T for E Phi^2)."""
+    shrink = np.sqrt(1.0 + scale**2 * var)
+    k = scale * mean / shrink
+    first = ndtr(k)
+    rho = scale**2 * var / (1.0 + scale**2 * var)
+    second = first - 2.0 * owens_t(k, np.sqrt((1.0 - rho) / (1.0 + rho)))
+    return first, np.maximum(second - first**2, 0.0)
+
+
+class Affine:
+    """``a * scale + shift`` per unit: batch normalisation in evaluation mode."""
+
+    def __init__(self, scale: Any, shift: Any):
+        self.scale = np.asarray(scale, dtype=np.float64).reshape(-1)
+        self.shift = np.asarray(shift, dtype=np.float64).reshape(-1)
+
+    def forward(self, a: NDArray) -> NDArray:
+        return a * self.scale + self.shift
+
+    def moments(self, mean: NDArray, cov: NDArray, **_: Any) -> tuple[NDArray, NDArray]:
+        out_mean = self.forward(mean)
+        if cov.ndim == 2:
+            return out_mean, cov * self.scale**2
+        return out_mean, cov * np.outer(self.scale, self.scale)[None]
+
+    def __repr__(self) -> str:
+        return f"Affine({self.scale.size})"
+
+
+class LayerNorm:
+    """Layer normalisation over the last axis, ``gamma (a - m) / sqrt(s2 + eps) + beta``.
+
+    Parameters
+    ----------
+    gamma, beta : array-like of shape (d,)
+    eps : float, default=1e-5
+    statistics : {"linearize", "fixed"}, default="linearize"
+        How moments pass through. ``"fixed"`` (the paper's): the statistics ``m, s2`` are
+        those of the mean input, so the random part is only scaled by
+        ``gamma / sqrt(s2 + eps)``. ``"linearize"``: the whole map, statistics included, is
+        linearised at the mean input (its Jacobian
+        ``gamma / s (I - 1/d - z z' / d)``, ``z`` the normalised mean), which also removes
+        the variance the centring takes out.
+    """
+
+    def __init__(self, gamma: Any, beta: Any, eps: float = 1e-5, statistics: str = "linearize"):
+        if statistics not in ("linearize", "fixed"):
+            raise ValueError(f"statistics must be 'linearize' or 'fixed', got {statistics!r}.")
+        self.gamma = np.asarray(gamma, dtype=np.float64).reshape(-1)
+        self.beta = np.asarray(beta, dtype=np.float64).reshape(-1)
+        self.eps = float(eps)
+        self.statistics = statistics
+
+    def _factor(self, a: NDArray) -> tuple[NDArray, NDArray]:
+        centre = a.mean(axis=-1, keepdims=True)
+        inv = 1.0 / np.sqrt(a.var(axis=-1, keepdims=True) + self.eps)
+        return centre, inv
+
+    def forward(self, a: NDArray) -> NDArray:
+        centre, inv = self._factor(a)
+        return (a - centre) * inv * self.gamma + self.beta
+
+    def moments(self, mean: NDArray, cov: NDArray, **_: Any) -> tuple[NDArray, NDArray]:
+        centre, inv = self._factor(mean)
+        factor = inv * self.gamma  # (n, d)
+        out_mean = (mean - centre) * factor + self.beta
+        if self.statistics == "fixed":
+            if cov.ndim == 2:
+                return out_mean, cov * factor**2
+            return out_mean, cov * factor[:, :, None] * factor[:, None, :]
+        d = mean.shape[1]
+        z = (mean - centre) * inv
+        inner = np.eye(d)[None] - 1.0 / d - z[:, :, None] * z[:, None, :] / d
+        J = factor[:, :, None] * inner  # (n, d, d)
+        if cov.ndim == 2:
+            return out_mean, np.einsum("nij,nj->ni", J**2, cov)
+        return out_mean, np.einsum("nij,njk,nlk->nil", J, cov, J, optimize=True)
+
+    def __repr__(self) -> str:
+        return f"LayerNorm({self.gamma.size})"
+
+
+LAYER_TYPES = (Dense, Activation, Affine, LayerNorm)
+
+
+# ---- the network ------------------------------------------------------------------------------
+class Network:
+    """A feed-forward network as a list of layers, with an output link.
+
+    Parameters
+    ----------
+    layers : list
+        `Dense`, `Activation`, `Affine` and `LayerNorm` objects, applied in order.
+    output : {"identity", "logistic", "softmax"}, default="identity"
+        The link from the last layer's values (the logits of a classifier) to predictions.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> net = Network([Dense(np.eye(2), np.zeros(2)), Activation("relu"),
+    ...                Dense(np.ones((2, 1)), [0.5])])
+    >>> net.forward(np.array([[1.0, -2.0]]))
+    array([[1.5]])
+    >>> net.n_parameters
+    9
+    """
+
+    def __init__(self, layers: list[Any], output: str = "identity"):
+        for layer in layers:
+            if not isinstance(layer, LAYER_TYPES):
+                raise TypeError(
+                    f"unsupported layer {type(layer).__name__}; supported: "
+                    f"{', '.join(t.__name__ for t in LAYER_TYPES)}."
+                )
+        if output not in ("identity", "logistic", "softmax"):
+            raise ValueError(f"output must be identity, logistic or softmax, got {output!r}.")
+        if not any(isinstance(layer, Dense) for layer in layers):
+            raise ValueError("a Network needs at least one Dense layer.")
+        self.layers = list(layers)
+        self.output = output
+
+    @property
+    def dense_layers(self) -> list[Dense]:
+        return [layer for layer in self.layers if isinstance(layer, Dense)]
+
+    @property
+    def n_parameters(self) -> int:
+        return sum(layer.n_parameters for layer in self.dense_layers)
+
+    @property
+    def n_outputs(self) -> int:
+        return self.dense_layers[-1].n_out
+
+    def parameter_slices(self) -> list[slice]:
+        """Slice of each Dense layer's ``[W.ravel(), b]`` in the parameter vector."""
+        sizes = np.cumsum([0] + [layer.n_parameters for layer in self.dense_layers])
+        return [slice(int(a), int(b)) for a, b in itertools.pairwise(sizes)]
+
+    def parameters(self) -> NDArray:
+        """The parameter vector (layer by layer, ``W.ravel()`` then ``b``)."""
+        return np.concatenate([np.r_[d.weight.ravel(), d.bias] for d in self.dense_layers])
+
+    def features(self, X: NDArray) -> NDArray:
+        """Input of the last Dense layer (every layer before it applied)."""
+        last = max(i for i, layer in enumerate(self.layers) if isinstance(layer, Dense))
+        a = np.asarray(X, dtype=np.float64)
+        for layer in self.layers[:last]:
+            a = layer.forward(a)
+        return a
+
+    def forward(self, X: NDArray) -> NDArray:
+        """Values of the last layer (regression outputs or logits), ``(n, n_outputs)``."""
+        a = np.asarray(X, dtype=np.float64)
+        for layer in self.layers:
+            a = layer.forward(a)
+        return a
+
+    def forward_samples(self, X: NDArray, theta: NDArray) -> NDArray:
+        """Outputs for a batch of parameter vectors ``theta (S, P)``: ``(S, n, n_outputs)``."""
+        theta = np.asarray(theta, dtype=np.float64)
+        a = np.broadcast_to(np.asarray(X, dtype=np.float64), (theta.shape[0], *np.shape(X)))
+        slices = iter(self.parameter_slices())
+        for layer in self.layers:
+            if isinstance(layer, Dense):
+                part = theta[:, next(slices)]
+                W = part[:, : layer.weight.size].reshape(-1, layer.n_in, layer.n_out)
+                a = np.matmul(a, W) + part[:, None, layer.weight.size :]
+            else:
+                a = layer.forward(a)
+        return a
+
+    def moments(
+        self,
+        X: NDArray,
+        blocks: list[Block | None],
+        *,
+        covariance: str = "diag",
+        activation_moments: str = "linearize",
+    ) -> tuple[NDArray, NDArray]:
+        """One-pass Gaussian moments of the outputs: mean and variance ``(n, n_outputs)``.
+
+        Parameters
+        ----------
+        X : ndarray of shape (n, n_features)
+            Deterministic inputs.
+        blocks : list
+            One posterior block per Dense layer (``None``: deterministic weights).
+        covariance : {"diag", "full"}
+            Propagate per-unit variances only, or full covariances between units.
+        activation_moments : {"linearize", "exact_relu", "matched"}
+        """
+        dense = self.dense_layers
+        if len(blocks) != len(dense):
+            raise ValueError(f"{len(blocks)} posterior blocks for {len(dense)} Dense layers.")
+        mean = np.asarray(X, dtype=np.float64)
+        n, d = mean.shape
+        cov = np.zeros((n, d)) if covariance == "diag" else np.zeros((n, d, d))
+        blocks_iter = iter(blocks)
+        for layer in self.layers:
+            block = next(blocks_iter) if isinstance(layer, Dense) else None
+            mean, cov = layer.moments(mean, cov, block=block, mode=activation_moments)
+        return mean, _diag(cov).copy()
+
+    def __repr__(self) -> str:
+        return f"Network({self.layers!r}, output={self.output!r})"

@@ -1,0 +1,215 @@
+"""torch modules as numpy layer lists (torch is optional: ``pip install "uqconform[torch]"``).
+
+* `from_torch`: an ``nn.Sequential`` (nested ones are flattened) of ``Linear``, ``ReLU``,
+  ``GELU``, ``Tanh``, ``Sigmoid``, ``BatchNorm1d`` (evaluation mode: running statistics),
+  ``LayerNorm``, ``Identity`` and ``Dropout`` (the identity at prediction time) as a
+  `Network`. ``Linear.weight`` is ``(out, in)``; the layer list stores ``(in, out)``.
+* `from_torch_encoder_layer`: an ``nn.TransformerEncoderLayer`` (``batch_first=True``) as a
+  `TransformerBlock` with value-path attention moments.
+* `torch_parameter_index`: where each parameter of the layer list sits in
+  ``torch.nn.utils.parameters_to_vector(module.parameters())``, to read a posterior computed
+  by torch code (e.g. laplace-torch's ``posterior_variance``) in the layer list's order.
+
+Weights are copied to float64 numpy arrays (no autograd is involved in the moments, so they
+work under ``torch.no_grad()``). Only the ``Linear`` layers are Bayesian; normalisation
+parameters are kept at their trained values.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from uqconform.bayes.attention import TransformerBlock
+from uqconform.bayes.network import Activation, Affine, Dense, LayerNorm, Network
+
+__all__ = ["from_torch", "from_torch_encoder_layer", "require_torch", "torch_parameter_index"]
+
+TORCH_HINT = 'torch is required for torch modules: pip install "uqconform[torch]"'
+
+
+def require_torch() -> Any:
+    """The torch module, or an ImportError naming the extra to install."""
+    try:
+        import torch
+    except ImportError as error:  # pragma: no cover - torch is installed in CI
+        raise ImportError(TORCH_HINT) from error
+    return torch
+
+
+def _array(tensor: Any) -> NDArray:
+    return tensor.detach().cpu().double().numpy().copy()
+
+
+def _flatten(module: Any, torch: Any) -> list[Any]:
+    if isinstance(module, torch.nn.Sequential):
+        return [leaf for child in module for leaf in _flatten(child, torch)]
+    return [module]
+
+
+def _layer(module: Any, torch: Any) -> Any | None:
+    """The numpy layer of one torch module (None: the identity)."""
+    nn = torch.nn
+    if isinstance(module, nn.Linear):
+        bias = _array(module.bias) if module.bias is not None else np.zeros(module.out_features)
+        return Dense(_array(module.weight).T, bias)
+    if isinstance(module, (nn.Identity, nn.Dropout)):
+        return None
+    if isinstance(module, nn.ReLU):
+        return Activation("relu")
+    if isinstance(module, nn.Tanh):
+        return Activation("tanh")
+    if isinstance(module, nn.Sigmoid):
+        return Activation("logistic")
+    if isinstance(module, nn.GELU):
+        if module.approximate != "none":
+            raise TypeError("GELU(approximate='tanh') is not supported; use the exact GELU.")
+        return Activation("gelu")
+    if isinstance(module, nn.BatchNorm1d):
+        if module.running_mean is None:
+            raise TypeError("BatchNorm1d without running statistics is not supported.")
+        inv = 1.0 / np.sqrt(_array(module.running_var) + module.eps)
+        gamma = _array(module.weight) if module.affine else np.ones_like(inv)
+        beta = _array(module.bias) if module.affine else np.zeros_like(inv)
+        return Affine(gamma * inv, beta - _array(module.running_mean) * gamma * inv)
+    if isinstance(module, nn.LayerNorm):
+        if len(module.normalized_shape) != 1:
+            raise TypeError("LayerNorm over more than the last axis is not supported.")
+        width = module.normalized_shape[0]
+        gamma = _array(module.weight) if module.weight is not None else np.ones(width)
+        beta = _array(module.bias) if module.bias is not None else np.zeros(width)
+        return LayerNorm(gamma, beta, module.eps)
+    raise TypeError(
+        f"unsupported torch layer {type(module).__name__}; supported: Linear, ReLU, GELU, "
+        "Tanh, Sigmoid, BatchNorm1d, LayerNorm, Identity, Dropout (in an nn.Sequential)."
+    )
+
+
+def from_torch(module: Any, output: str = "identity") -> Network:
+    """The `Network` of a torch ``nn.Sequential`` (see the module docstring).
+
+    Parameters
+    ----------
+    module : torch.nn.Sequential
+    output : {"identity", "logistic", "softmax"}, default="identity"
+        The link after the last layer (the module must return values or logits, not
+        probabilities).
+
+    Raises
+    ------
+    TypeError
+        If a layer is not supported (named in the message) or the module is not a
+        ``Sequential``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 1))
+    >>> from_torch(net)
+    Network([Dense(3, 4), Activation('relu'), Dense(4, 1)], output='identity')
+    """
+    torch = require_torch()
+    if not isinstance(module, torch.nn.Sequential):
+        raise TypeError(
+            f"{type(module).__name__} is not an nn.Sequential; only sequential networks can "
+            "be converted (wrap the layers in nn.Sequential)."
+        )
+    layers = [_layer(child, torch) for child in _flatten(module, torch)]
+    return Network([layer for layer in layers if layer is not None], output=output)
+
+
+def torch_parameter_index(module: Any, *, trainable_only: bool = False) -> NDArray:
+    """Index into ``parameters_to_vector(module.parameters())`` of each layer-list parameter.
+
+    ``vector[torch_parameter_index(module)]`` reorders a torch-ordered vector (e.g. a
+    posterior variance from laplace-torch with ``subset_of_weights="all"``) into the order
+    of ``from_torch(module).parameters()``: per ``Linear``, the transposed weight row by row
+    then the bias. Normalisation parameters are left out. ``trainable_only=True`` counts
+    only parameters with ``requires_grad`` (the columns of `uqconform.linearize.linearize`).
+
+    Examples
+    --------
+    >>> import torch
+    >>> net = torch.nn.Sequential(torch.nn.Linear(2, 3))
+    >>> torch_parameter_index(net)
+    array([0, 2, 4, 1, 3, 5, 6, 7, 8])
+    """
+    torch = require_torch()
+    offsets: dict[int, int] = {}
+    position = 0
+    for parameter in module.parameters():
+        if trainable_only and not parameter.requires_grad:
+            continue
+        offsets[id(parameter)] = position
+        position += parameter.numel()
+    index = []
+    for child in _flatten(module, torch):
+        if not isinstance(child, torch.nn.Linear):
+            continue
+        n_out, n_in = child.weight.shape
+        start = offsets[id(child.weight)]
+        # ours: W[i, o] = weight[o, i] at i * n_out + o; torch: o * n_in + i
+        grid = np.arange(n_in)[:, None] + n_in * np.arange(n_out)[None, :]
+        index.append(start + grid.ravel())
+        if child.bias is not None:
+            index.append(offsets[id(child.bias)] + np.arange(n_out))
+        else:
+            raise TypeError("Linear layers without bias are not supported.")
+    return np.concatenate(index)
+
+
+def from_torch_encoder_layer(layer: Any) -> TransformerBlock:
+    """A `TransformerBlock` from an ``nn.TransformerEncoderLayer`` (``batch_first=True``).
+
+    Examples
+    --------
+    >>> import torch
+    >>> torch.manual_seed(0)  # doctest: +ELLIPSIS
+    <torch._C.Generator object at ...>
+    >>> enc = torch.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True)
+    >>> block = from_torch_encoder_layer(enc.eval())
+    >>> x = torch.randn(3, 5, 8)
+    >>> with torch.no_grad():
+    ...     same = np.allclose(block.forward(x.double().numpy()), enc(x).numpy(), atol=1e-5)
+    >>> same
+    True
+    """
+    torch = require_torch()
+    if not isinstance(layer, torch.nn.TransformerEncoderLayer):
+        raise TypeError(f"{type(layer).__name__} is not an nn.TransformerEncoderLayer.")
+    attention = layer.self_attn
+    if not attention.batch_first:
+        raise TypeError("only batch_first=True encoder layers are supported.")
+    if not attention._qkv_same_embed_dim or attention.in_proj_bias is None:
+        raise TypeError("the attention needs equal q/k/v widths and biases.")
+    d = attention.embed_dim
+    weight, bias = _array(attention.in_proj_weight), _array(attention.in_proj_bias)
+    query, key, value = (
+        Dense(weight[k * d : (k + 1) * d].T, bias[k * d : (k + 1) * d]) for k in range(3)
+    )
+    activation = getattr(layer, "activation_relu_or_gelu", None)
+    name = {1: "relu", 2: "gelu"}.get(activation)
+    if name is None:
+        raise TypeError("only relu or gelu encoder layers are supported.")
+    return TransformerBlock(
+        query,
+        key,
+        value,
+        _layer(attention.out_proj, torch),
+        attention.num_heads,
+        _layer(layer.norm1, torch),
+        _layer(layer.norm2, torch),
+        _layer(layer.linear1, torch),
+        Activation(name),
+        _layer(layer.linear2, torch),
+        norm_first=layer.norm_first,
+    )
+
+
+def is_torch_module(obj: Any) -> bool:
+    """True for a torch module, without importing torch."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(obj, torch.nn.Module)

@@ -1,0 +1,492 @@
+"""The bayes family: the single-pass Bayesian predictive against Monte Carlo, GLM and MAP.
+
+* "predictive": scikit-learn MLPs (hidden layers (64, 64), StandardScaler first) on
+  diabetes, concrete, friedman (regression) and digits, wine, breast cancer
+  (classification); a diagonal Laplace posterior with the prior precision tuned by
+  validation NLL; test NLL of the one-pass predictive, Monte Carlo (1,000 weight samples)
+  and GLM on the same posterior, and of the MAP network with its noise variance (regression)
+  or temperature (classification) tuned on the same validation rows; coverage of the
+  Gaussian 90% intervals, Spearman correlation of the predictive variances with MC's, ECE.
+* "prior": the prior pitfall on the regression sets: scikit-learn's ``alpha`` as the prior
+  with unpenalised biases, the marginal-likelihood prior and the validation-tuned prior.
+* "conformal bridge": the one-pass predictive std as the difficulty of a normalized split
+  conformal regressor, coverage judged by the split-CP law.
+* "speed": one pass against Monte Carlo with 10 / 100 / 1,000 weight samples drawn in
+  advance, and against GLM, on 1,000 rows and on single rows.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+from scipy.stats import spearmanr
+from sklearn.datasets import make_friedman1
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.neural_network import MLPClassifier, MLPRegressor
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+from threadpoolctl import threadpool_limits
+
+from uqconform.bayes import LaplacePosterior, LinearizedPredictive
+from uqconform.bayes.likelihood import gaussian_log_density, log_probabilities
+from uqconform.benchmarks._common import best_time, summarize
+from uqconform.benchmarks.registry import FamilyResult, register_family
+from uqconform.datasets import load_dataset
+from uqconform.evaluation import coverage, coverage_bounds, mean_width
+from uqconform.regression import SplitConformalRegressor
+
+REGRESSION = ("diabetes", "concrete", "friedman")
+CLASSIFICATION = ("digits", "wine", "breast_cancer")
+HIDDEN = (64, 64)
+ALPHA = 0.1
+MC_SAMPLES = 1000
+TARGETS = {"nll_rel": 0.05, "coverage": (0.85, 0.95), "spearman": 0.8, "speedup_100": 20.0}
+CONFIDENCE = 0.99
+
+
+def _data(name: str, ctx) -> tuple[np.ndarray, np.ndarray]:
+    if name == "friedman":
+        return make_friedman1(ctx.pick(400, 1000, 2000), noise=1.0, random_state=ctx.seed)
+    X, y = load_dataset(name)
+    return np.asarray(X, dtype=float), np.asarray(y)
+
+
+def _split(n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Train 50%, validation 20%, calibration 10%, test 20%."""
+    order = rng.permutation(n)
+    cuts = np.round(np.cumsum([0.5, 0.2, 0.1]) * n).astype(int)
+    parts = np.split(order, cuts)
+    return dict(zip(("train", "val", "cal", "test"), parts, strict=True))
+
+
+def _network(task: str, seed: int, ctx):
+    kind = MLPRegressor if task == "regression" else MLPClassifier
+    mlp = kind(hidden_layer_sizes=HIDDEN, max_iter=ctx.pick(150, 400, 800), random_state=seed)
+    return make_pipeline(StandardScaler(), mlp)
+
+
+def ece(proba: np.ndarray, labels: np.ndarray, bins: int = 15) -> float:
+    """Expected calibration error of the top-label confidence (equal-width bins)."""
+    confidence = proba.max(axis=1)
+    correct = proba.argmax(axis=1) == labels
+    index = np.minimum((confidence * bins).astype(int), bins - 1)
+    total = np.bincount(index, minlength=bins)
+    gap = np.abs(
+        np.bincount(index, weights=correct, minlength=bins)
+        - np.bincount(index, weights=confidence, minlength=bins)
+    )
+    return float(gap.sum() / max(total.sum(), 1))
+
+
+def _temperature(logits: np.ndarray, labels: np.ndarray, output: str) -> float:
+    from scipy.optimize import minimize_scalar
+
+    rows = np.arange(labels.size)
+
+    def nll(log_t: float) -> float:
+        return -float(np.mean(log_probabilities(logits / np.exp(log_t), output)[rows, labels]))
+
+    return float(np.exp(minimize_scalar(nll, bounds=(-5, 5), method="bounded").x))
+
+
+def _spearman(a: np.ndarray, b: np.ndarray) -> float:
+    return float(spearmanr(a, b).statistic)
+
+
+# ---- one data set, one split ----------------------------------------------------------------
+def _evaluate(name: str, task: str, X, y, parts, seed: int, ctx) -> dict[str, Any]:
+    tr, va, ca, te = (parts[k] for k in ("train", "val", "cal", "test"))
+    if task == "regression":
+        centre, spread = y[tr].mean(), y[tr].std()
+        y = (y - centre) / spread  # NLL on the standardised scale
+    net = _network(task, seed, ctx).fit(X[tr], y[tr])
+    start = time.perf_counter()
+    post = LaplacePosterior(net, random_state=seed).fit(X[tr], y[tr], X[va], y[va])
+    model = LinearizedPredictive(net, posterior=post, random_state=seed).fit(X[va], y[va])
+    out: dict[str, Any] = {"fit_s": time.perf_counter() - start}
+    out["prior_precision"] = float(post.prior_precision_)
+    out["scale"] = model.scale_
+    for method in ("onepass", "mc", "glm"):
+        out[f"nll_{method}"] = -float(
+            np.mean(model.log_predictive(X[te], y[te], method, n_samples=MC_SAMPLES))
+        )
+    # the richer single pass: full covariances between units, exact ReLU moments
+    rich = LinearizedPredictive(
+        net, posterior=post, covariance="full", activation_moments="exact_relu", random_state=seed
+    ).fit(X[va], y[va])
+    out["nll_onepass_rich"] = -float(np.mean(rich.log_predictive(X[te], y[te])))
+    out["nll_mc_rich"] = -float(
+        np.mean(rich.log_predictive(X[te], y[te], "mc", n_samples=MC_SAMPLES))
+    )
+    _, var_one = model.predict_distribution(X[te])
+    _, var_mc = model.predict_distribution(X[te], "mc", n_samples=MC_SAMPLES)
+    _, var_glm = model.predict_distribution(X[te], "glm")
+    if task == "classification":
+        var_one, var_mc, var_glm = (v.sum(axis=1) for v in (var_one, var_mc, var_glm))
+    out["spearman_mc"] = _spearman(var_one, var_mc)
+    out["spearman_glm_mc"] = _spearman(var_glm, var_mc)
+    out["var_ratio_mc"] = float(np.median(var_one / var_mc))
+    f_val = model.view_.network.forward(model.view_.transform(X[va]))
+    f_test = model.view_.network.forward(model.view_.transform(X[te]))
+    if task == "regression":
+        noise = float(np.mean((y[va] - f_val[:, 0]) ** 2))
+        out["nll_map"] = -float(np.mean(gaussian_log_density(y[te], f_test[:, 0], noise)))
+        z = 1.6448536269514722
+        map_intervals = np.column_stack(
+            [f_test[:, 0] - z * np.sqrt(noise), f_test[:, 0] + z * np.sqrt(noise)]
+        )
+        intervals = model.predict_interval(X[te], ALPHA)
+        out["coverage_onepass"] = coverage(y[te], intervals)
+        out["coverage_mc"] = coverage(y[te], model.predict_interval(X[te], ALPHA, "mc"))
+        out["coverage_map"] = coverage(y[te], map_intervals)
+        out["width_onepass"] = mean_width(intervals)
+        out["width_map"] = mean_width(map_intervals)
+        out["spearman_sqerr"] = _spearman(var_one, (y[te] - f_test[:, 0]) ** 2)
+        # conformal bridge: the predictive std as the difficulty of normalized split CP
+        cp = SplitConformalRegressor(
+            net, alpha=ALPHA, conformity_score="normalized", difficulty_estimator=model
+        ).calibrate(X[ca], y[ca])
+        plain = SplitConformalRegressor(net, alpha=ALPHA).calibrate(X[ca], y[ca])
+        out["cp_coverage"] = coverage(y[te], cp.predict_interval(X[te]))
+        out["cp_width"] = mean_width(cp.predict_interval(X[te]))
+        out["cp_abs_width"] = mean_width(plain.predict_interval(X[te]))
+        out["n_cal"], out["n_test"] = ca.size, te.size
+    else:
+        labels = np.searchsorted(model.classes_, y[te])
+        output = model.view_.network.output
+        T = _temperature(f_val, np.searchsorted(model.classes_, y[va]), output)
+        log_map = log_probabilities(f_test / T, output)
+        out["nll_map"] = -float(np.mean(log_map[np.arange(labels.size), labels]))
+        out["ece_onepass"] = ece(model.predict_proba(X[te]), labels)
+        out["ece_mc"] = ece(model.predict_proba(X[te], "mc"), labels)
+        out["ece_map"] = ece(np.exp(log_map), labels)
+        out["ece_map_raw"] = ece(np.exp(log_probabilities(f_test, output)), labels)
+        out["accuracy"] = float(np.mean(model.predict(X[te]) == y[te]))
+        out["_reliability"] = (name, model.predict_proba(X[te]), np.exp(log_map), labels)
+    return out
+
+
+def _run_predictive(ctx, notes, keep):
+    seeds = ctx.pick((0,), (0, 1), (0, 1, 2, 3, 4))
+    names = ctx.pick(("diabetes", "friedman", "wine"), REGRESSION + CLASSIFICATION, None)
+    names = names or REGRESSION + CLASSIFICATION
+    records: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
+    jobs = [(name, seed) for name in names for seed in seeds]
+    for name, seed in ctx.tqdm(jobs, desc="bayes: predictive"):
+        task = "regression" if name in REGRESSION else "classification"
+        X, y = _data(name, ctx)
+        parts = _split(len(y), ctx.rng(1, seed))
+        result = _evaluate(name, task, X, y, parts, seed, ctx)
+        if "_reliability" in result:
+            shown = result.pop("_reliability")
+            if shown[0] == "digits" or "reliability" not in keep:
+                keep["reliability"] = shown
+        for key, value in result.items():
+            records[name][key].append(value)
+    rows, bridge = [], []
+    for name in names:
+        rec = records[name]
+        mean = {key: summarize(values)[0] for key, values in rec.items()}
+        rel = abs(mean["nll_onepass"] - mean["nll_mc"]) / abs(mean["nll_mc"])
+        row = {
+            "data": name,
+            "task": "regression" if name in REGRESSION else "classification",
+            "nll_onepass": mean["nll_onepass"],
+            "nll_mc1000": mean["nll_mc"],
+            "nll_glm": mean["nll_glm"],
+            "nll_map_tuned": mean["nll_map"],
+            "nll_rel_diff_mc": rel,
+            "nll_abs_diff_mc": abs(mean["nll_onepass"] - mean["nll_mc"]),
+            "nll_target_met": bool(rel <= TARGETS["nll_rel"]),
+            "onepass_minus_map": mean["nll_onepass"] - mean["nll_map"],
+            "nll_onepass_full_relu": mean["nll_onepass_rich"],
+            "nll_mc1000_full_relu": mean["nll_mc_rich"],
+            "nll_rel_diff_mc_full_relu": abs(mean["nll_onepass_rich"] - mean["nll_mc_rich"])
+            / abs(mean["nll_mc_rich"]),
+            "spearman_var_mc": mean["spearman_mc"],
+            "spearman_glm_mc": mean["spearman_glm_mc"],
+            "spearman_target_met": bool(mean["spearman_mc"] >= TARGETS["spearman"]),
+            "var_ratio_onepass_mc": mean["var_ratio_mc"],
+            "prior_precision": float(np.exp(np.mean(np.log(rec["prior_precision"])))),
+            "scale": mean["scale"],
+            "fit_s": mean["fit_s"],
+            "resplits": len(seeds),
+        }
+        if name in REGRESSION:
+            low, high = TARGETS["coverage"]
+            row |= {
+                "coverage90_onepass": mean["coverage_onepass"],
+                "coverage90_mc": mean["coverage_mc"],
+                "coverage90_map": mean["coverage_map"],
+                "coverage_target_met": bool(low <= mean["coverage_onepass"] <= high),
+                "width_onepass": mean["width_onepass"],
+                "width_map": mean["width_map"],
+                "spearman_var_sqerr": mean["spearman_sqerr"],
+            }
+            n_cal, n_test = int(rec["n_cal"][0]), int(rec["n_test"][0])
+            lo, hi = coverage_bounds(n_cal, ALPHA, n_test, CONFIDENCE, n_repeats=len(seeds))
+            bridge.append(
+                {
+                    "data": name,
+                    "coverage": mean["cp_coverage"],
+                    "coverage_low": lo,
+                    "coverage_high": hi,
+                    "coverage_ok": bool(lo <= mean["cp_coverage"] <= hi),
+                    "width_normalized_bayes": mean["cp_width"],
+                    "width_absolute": mean["cp_abs_width"],
+                    "n_calibration": n_cal,
+                    "n_test": n_test,
+                    "resplits": len(seeds),
+                    "coverage_per_split": rec["cp_coverage"],
+                }
+            )
+        else:
+            row |= {
+                "accuracy": mean["accuracy"],
+                "ece_onepass": mean["ece_onepass"],
+                "ece_mc1000": mean["ece_mc"],
+                "ece_map_tuned": mean["ece_map"],
+                "ece_map_raw": mean["ece_map_raw"],
+            }
+        row["nll_onepass_per_split"] = rec["nll_onepass"]
+        row["nll_mc_per_split"] = rec["nll_mc"]
+        rows.append(row)
+    return rows, bridge
+
+
+# ---- the prior pitfall ------------------------------------------------------------------------
+def _run_prior(ctx, notes):
+    names = ctx.pick(("diabetes",), REGRESSION, REGRESSION)
+    seeds = ctx.pick((0,), (0,), (0, 1, 2))
+    rows = []
+    for name in ctx.tqdm(names, desc="bayes: prior"):
+        X, y = _data(name, ctx)
+        for activation in ("relu", "tanh"):
+            rec: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
+            for seed in seeds:
+                parts = _split(len(y), ctx.rng(1, seed))
+                tr, va, te = parts["train"], parts["val"], parts["test"]
+                yy = (y - y[tr].mean()) / y[tr].std()
+                net = _network("regression", seed, ctx)
+                net.set_params(mlpregressor__activation=activation).fit(X[tr], yy[tr])
+                mlp = net[-1]
+                base = LaplacePosterior(net, prior_precision=1.0).fit(X[tr], yy[tr], X[va], yy[va])
+                naive = np.concatenate(
+                    [
+                        np.r_[
+                            np.full(W.size, mlp.alpha / base.noise_variance_),
+                            np.full(b.size, 1e-8),
+                        ]
+                        for W, b in zip(mlp.coefs_, mlp.intercepts_, strict=True)
+                    ]
+                )
+                for label, prior in (
+                    ("sklearn alpha, free biases", naive),
+                    ("marglik", "marglik"),
+                    ("auto (validation NLL)", "auto"),
+                ):
+                    post = LaplacePosterior(net, prior_precision=prior, random_state=seed).fit(
+                        X[tr], yy[tr], X[va], yy[va]
+                    )
+                    model = LinearizedPredictive(net, posterior=post, scale=1.0, random_state=seed)
+                    model.fit(X[va], yy[va])
+                    _, v1 = model.predict_distribution(X[te])
+                    _, vm = model.predict_distribution(X[te], "mc", n_samples=MC_SAMPLES)
+                    r = rec[label]
+                    r["ratio"].append(float(np.median(v1 / vm)))
+                    r["spearman"].append(_spearman(v1, vm))
+                    r["coverage_onepass"].append(
+                        coverage(yy[te], model.predict_interval(X[te], ALPHA))
+                    )
+                    r["coverage_mc"].append(
+                        coverage(yy[te], model.predict_interval(X[te], ALPHA, "mc"))
+                    )
+                    r["nll_onepass"].append(-float(np.mean(model.log_predictive(X[te], yy[te]))))
+                    r["nll_mc"].append(
+                        -float(
+                            np.mean(
+                                model.log_predictive(X[te], yy[te], "mc", n_samples=MC_SAMPLES)
+                            )
+                        )
+                    )
+                    r["prior"].append(float(np.median(post.prior_precision_)))
+            for label, r in rec.items():
+                rows.append(
+                    {
+                        "data": name,
+                        "activation": activation,
+                        "prior": label,
+                        "median_prior_precision": summarize(r["prior"])[0],
+                        "var_ratio_onepass_mc": summarize(r["ratio"])[0],
+                        "spearman_onepass_mc": summarize(r["spearman"])[0],
+                        "coverage90_onepass": summarize(r["coverage_onepass"])[0],
+                        "coverage90_mc": summarize(r["coverage_mc"])[0],
+                        "nll_onepass": summarize(r["nll_onepass"])[0],
+                        "nll_mc1000": summarize(r["nll_mc"])[0],
+                        "resplits": len(seeds),
+                    }
+                )
+    return rows
+
+
+# ---- speed ------------------------------------------------------------------------------------
+def _run_speed(ctx, notes):
+    n = ctx.pick(300, 1000, 1000)
+    X, y = make_friedman1(2 * n, noise=1.0, random_state=ctx.seed)
+    net = _network("regression", 0, ctx).fit(X[:n], y[:n])
+    model = LinearizedPredictive(net, random_state=0).fit(X[:n], y[:n])
+    network, transform = model.view_.network, model.view_.transform
+    repeats = ctx.pick(2, 5, 7)
+    rows = []
+    for label, rows_X in (
+        ("1,000 rows" if n == 1000 else f"{n} rows", X[n:]),
+        ("1 row", X[n : n + 1]),
+    ):
+        Xt = transform(rows_X)
+        _, public = best_time(lambda rows_X=rows_X: model.predict_distribution(rows_X), repeats)
+        blocks = model.posterior_.blocks(model.scale_)
+        _, one_pass = best_time(lambda Xt=Xt, blocks=blocks: network.moments(Xt, blocks), repeats)
+        _, glm = best_time(
+            lambda rows_X=rows_X: model.predict_distribution(rows_X, "glm"), max(1, repeats // 2)
+        )
+        row = {
+            "rows": label,
+            "onepass_ms": 1e3 * one_pass,
+            "predict_distribution_ms": 1e3 * public,
+            "glm_ms": 1e3 * glm,
+            "glm_over_onepass": glm / one_pass,
+        }
+        for samples in (10, 100, 1000):
+            theta = model.posterior_.sample(samples, 0, model.scale_)  # drawn in advance
+            _, mc = best_time(
+                lambda theta=theta, Xt=Xt: _mc_pass(network, Xt, theta), max(1, repeats // 2)
+            )
+            row[f"mc{samples}_ms"] = 1e3 * mc
+            row[f"mc{samples}_over_onepass"] = mc / one_pass
+        row["target_met"] = bool(row["mc100_over_onepass"] >= TARGETS["speedup_100"])
+        rows.append(row)
+    notes.append(
+        "speed: single thread (threadpool_limits(1)), best of several runs, network (64, 64) "
+        "ReLU on friedman inputs. onepass = Network.moments with the posterior blocks built "
+        "once; MC = forward passes with the weight samples drawn in advance (blocks of "
+        "samples batched with matmul), averaging the outputs; GLM = Jacobians by the numpy "
+        "backward pass of uqconform.linearize plus J Sigma J'. target_met: MC with 100 "
+        f"samples at least {TARGETS['speedup_100']:.0f}x the one-pass time. Timings on a "
+        "shared machine are noisy; the ratios are what the issue asks for."
+    )
+    return rows
+
+
+def _mc_pass(network, Xt: np.ndarray, theta: np.ndarray) -> np.ndarray:
+    width = max(layer.n_out for layer in network.dense_layers)
+    block = max(1, 2**22 // max(1, Xt.shape[0] * width))
+    total = np.zeros((Xt.shape[0], network.n_outputs))
+    square = np.zeros_like(total)
+    for start in range(0, theta.shape[0], block):
+        out = network.forward_samples(Xt, theta[start : start + block])
+        total += out.sum(axis=0)
+        square += (out**2).sum(axis=0)
+    mean = total / theta.shape[0]
+    return square / theta.shape[0] - mean**2
+
+
+# ---- plot -------------------------------------------------------------------------------------
+def _plot_reliability(ctx, keep) -> None:
+    if "reliability" not in keep:
+        return
+    name, onepass, map_proba, labels = keep["reliability"]
+
+    def draw(fig):
+        ax = fig.subplots()
+        bins = np.linspace(0, 1, 11)
+        for proba, label in (
+            (onepass, "one pass (probit)"),
+            (map_proba, "MAP, tuned temperature"),
+        ):
+            conf = proba.max(axis=1)
+            correct = proba.argmax(axis=1) == labels
+            index = np.clip(np.digitize(conf, bins) - 1, 0, 9)
+            counts = np.bincount(index, minlength=10)
+            acc = np.bincount(index, weights=correct, minlength=10) / np.maximum(counts, 1)
+            centre = np.bincount(index, weights=conf, minlength=10) / np.maximum(counts, 1)
+            keep_bins = counts > 0
+            (line,) = ax.plot(centre[keep_bins], acc[keep_bins], "-", label=label)
+            # marker area proportional to the number of rows in the bin
+            ax.scatter(
+                centre[keep_bins],
+                acc[keep_bins],
+                s=4 + 200 * counts[keep_bins] / counts.sum(),
+                color=line.get_color(),
+            )
+        ax.plot([0, 1], [0, 1], "k--", lw=1)
+        ax.set_xlabel("confidence")
+        ax.set_ylabel("accuracy")
+        ax.set_title(f"{name}: reliability (test rows; marker area = rows in bin)")
+        ax.legend()
+
+    ctx.figure("reliability", draw, size=(5.0, 4.5))
+
+
+@register_family(
+    "bayes",
+    "single-pass Bayesian predictive vs Monte Carlo, GLM and tuned MAP; prior pitfall; "
+    "conformal bridge; speed",
+)
+def run(ctx) -> FamilyResult:
+    """Predictive quality, the prior pitfall, the conformal bridge and speed."""
+    notes: list[str] = []
+    keep: dict[str, Any] = {}
+    with threadpool_limits(1), warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        predictive, bridge = _run_predictive(ctx, notes, keep)
+        prior = _run_prior(ctx, notes)
+        speed = _run_speed(ctx, notes)
+        _plot_reliability(ctx, keep)
+    notes.append(
+        "predictive: StandardScaler + MLP (64, 64), ReLU, scikit-learn defaults "
+        "(alpha 1e-4, adam); 50/20/10/20 train/validation/calibration/test resplits. "
+        "Posterior: diagonal GGN on the training rows, one prior precision on every "
+        "parameter (biases included) from a log grid by the one-pass validation NLL; scale "
+        "and regression noise fitted on the validation rows; MC and GLM use the same "
+        "posterior, scale and noise. Regression NLL on targets standardised with the training "
+        "mean and sd. nll_target_met: |NLL one pass - NLL MC-1000| <= 5% of NLL MC. "
+        "MAP tuned: the network's output with the validation mean squared residual as noise "
+        "(regression) or a validation-fitted temperature (classification). "
+        "onepass_minus_map < 0 means the Bayesian predictive helps. *_full_relu: the same "
+        "posterior with covariance='full' (covariances between units propagated) and "
+        "activation_moments='exact_relu', with its own fitted scale (so its MC column differs). "
+        "On wine and breast cancer the NLLs are a few hundredths of a nat, so a 5% relative "
+        "gap is below 0.02 nats (nll_abs_diff_mc); there Monte Carlo's mean moves off the MAP "
+        "output (ReLU units flip under weight noise), which a linearised pass cannot follow."
+    )
+    notes.append(
+        "Where it does not help: if nll_map_tuned ties nll_onepass (and the tuned prior "
+        "precision sits at the top of its grid, 1e6), the posterior adds nothing over the MAP "
+        "network with tuned noise; spearman_var_sqerr (rank correlation of the epistemic "
+        "variance with the squared test error) says whether the variance ranks the errors."
+    )
+    notes.append(
+        "prior: the same networks with three prior precisions, scale fixed at 1. 'sklearn "
+        "alpha, free biases' = alpha / noise on the weights and 1e-8 on the biases (what "
+        "scikit-learn's objective implies). var_ratio_onepass_mc = median over test rows of the "
+        "one-pass variance over MC's on the same posterior."
+    )
+    notes.append(
+        "conformal bridge: SplitConformalRegressor(net, conformity_score='normalized', "
+        "difficulty_estimator=<fitted LinearizedPredictive>) calibrated on the calibration "
+        "rows; coverage_low/high: central 99% interval of the split-CP coverage law "
+        "(coverage_bounds, pooled over resplits). width_absolute: the absolute score."
+    )
+    return FamilyResult(
+        tables={
+            "predictive (test NLL, coverage, ECE; same posterior)": predictive,
+            "prior precision pitfall": prior,
+            "conformal bridge (alpha 0.1)": bridge,
+            "speed": speed,
+        },
+        notes=notes,
+    )
