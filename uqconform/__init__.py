@@ -8,6 +8,7 @@ from uqconform.bayes import LaplacePosterior, LinearizedPredictive
 from uqconform.classification import (
     BinarizedSmoothedClassifier,
     MeanSmoothedClassifier,
+    ReliablePredictionSets,
     SplitConformalClassifier,
 )
 from uqconform.regression import (
@@ -27,6 +28,7 @@ __all__ = [
     "LaplacePosterior",
     "LinearizedPredictive",
     "MeanSmoothedClassifier",
+    "ReliablePredictionSets",
     "SplitConformalClassifier",
     "SplitConformalRegressor",
     "__version__",

@@ -1,10 +1,11 @@
 """Conformal classification: split LAC/APS/RAPS/top-k sets, class-conditional and Mondrian,
-several heads, and sets robust to input perturbations (BinCP)."""
+several heads, sets robust to poisoned data (RPS) and to input perturbations (BinCP)."""
 
 from uqconform.classification.bincp import BinarizedSmoothedClassifier, MeanSmoothedClassifier
 from uqconform.classification.ensemble import EnsembleConformalClassifier
 from uqconform.classification.heads import HeadEnsemble
 from uqconform.classification.multidim import MultiDimScoreClassifier
+from uqconform.classification.rps import ReliablePredictionSets
 from uqconform.classification.split import SplitConformalClassifier
 
 __all__ = [
@@ -13,5 +14,6 @@ __all__ = [
     "HeadEnsemble",
     "MeanSmoothedClassifier",
     "MultiDimScoreClassifier",
+    "ReliablePredictionSets",
     "SplitConformalClassifier",
 ]

@@ -8,7 +8,9 @@
 * `evaluate` and `CoverageReport`: all of it for a calibrated model in one call;
 * `plot_intervals`: 1-D regression bands (matplotlib, optional);
 * `random_l2_perturbation`, `worst_of_k_perturbation`: l2 input shifts to check
-  robustness certificates.
+  robustness certificates (BinCP);
+* `flip_labels`, `insert_points`, `delete_points`, `worst_partitions`: simulated
+  poisoning of training or calibration data, to check RPS certificates.
 """
 
 from uqconform.evaluation.bounds import coverage_bounds, coverage_count_pmf
@@ -22,6 +24,12 @@ from uqconform.evaluation.metrics import (
 )
 from uqconform.evaluation.perturbation import random_l2_perturbation, worst_of_k_perturbation
 from uqconform.evaluation.plotting import plot_coverage, plot_efficiency, plot_intervals
+from uqconform.evaluation.poisoning import (
+    delete_points,
+    flip_labels,
+    insert_points,
+    worst_partitions,
+)
 from uqconform.evaluation.report import CoverageReport, evaluate
 
 __all__ = [
@@ -30,7 +38,10 @@ __all__ = [
     "coverage_bounds",
     "coverage_by_group",
     "coverage_count_pmf",
+    "delete_points",
     "evaluate",
+    "flip_labels",
+    "insert_points",
     "mean_set_size",
     "mean_volume",
     "mean_width",
@@ -40,4 +51,5 @@ __all__ = [
     "random_l2_perturbation",
     "size_stratified_coverage",
     "worst_of_k_perturbation",
+    "worst_partitions",
 ]

@@ -1,0 +1,127 @@
+"""Poisoning simulators: what they change, where, and that inputs stay untouched."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import Unchanged
+from sklearn.datasets import load_digits
+
+from uqconform.classification.rps import ReliablePredictionSets, hash_partition
+from uqconform.evaluation.poisoning import (
+    delete_points,
+    flip_labels,
+    insert_points,
+    worst_partitions,
+)
+
+
+@pytest.fixture
+def data():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(120, 3))
+    y = np.array(["a", "b", "c"])[rng.integers(0, 3, size=120)]
+    return X, y, hash_partition(X, 6)
+
+
+def _row_keys(X):
+    return {tuple(row) for row in np.asarray(X).tolist()}
+
+
+def test_flips(data):
+    X, y, part = data
+    guard = Unchanged(X, y, part)
+    X_new, y_new = flip_labels(X, y, 5, random_state=0)
+    assert X_new is X and y_new is not y
+    assert int((y_new != y).sum()) == 5 and set(y_new) <= set(y)
+    spread = flip_labels(X, y, 4, partitions=part, strategy="spread", random_state=1)[1]
+    assert np.unique(part[spread != y]).size == 4  # one row in each of 4 partitions
+    target = [5, 2]
+    concentrated = flip_labels(
+        X, y, 3, partitions=part, target=target, strategy="concentrated", random_state=2
+    )[1]
+    assert set(part[concentrated != y].tolist()) == {5}
+    order = np.arange(120.0)[::-1]  # the last rows first
+    chosen = flip_labels(X, y, 3, order=order, new_labels=np.full(120, "z"))[1]
+    assert np.flatnonzero(chosen != y).tolist() == [117, 118, 119]
+    assert set(chosen[117:].tolist()) == {"z"}
+    guard.check()
+
+
+def test_insertions(data):
+    X, y, part = data
+    guard = Unchanged(X, y)
+    X_new, y_new = insert_points(
+        X, y, 4, partitions=part, target=[3], strategy="concentrated", random_state=0
+    )
+    assert X_new.shape == (124, 3) and y_new.shape == (124,)
+    np.testing.assert_array_equal(X_new[:120], X)
+    copies = X_new[120:]
+    assert _row_keys(copies) <= _row_keys(X)
+    assert set(hash_partition(copies, 6).tolist()) == {3}  # copies stay in the partition
+    originals = [np.flatnonzero((X == row).all(axis=1))[0] for row in copies]
+    assert (y_new[120:] != y[originals]).all()  # with another label
+    source = (X[:10] + 100, y[:10])
+    X_src, _ = insert_points(X, y, 2, source=source, random_state=0)
+    assert _row_keys(X_src[120:]) <= _row_keys(source[0])
+    guard.check()
+
+
+def test_deletions_keep_every_label(data):
+    X, y, part = data
+    guard = Unchanged(X, y)
+    X_new, y_new = delete_points(X, y, 7, partitions=part, strategy="spread", random_state=0)
+    assert X_new.shape == (113, 3) and set(y_new) == set(y)
+    assert _row_keys(X_new) < _row_keys(X)
+    # One "d" row: never deleted, whatever the budget.
+    y_rare = y.copy()
+    y_rare[0] = "d"
+    _, kept = delete_points(X, y_rare, 100, random_state=0)
+    assert "d" in set(kept.tolist())
+    guard.check()
+
+
+def test_dataframes_stay_dataframes(data):
+    X, y, _ = data
+    frame = pd.DataFrame(X, columns=["u", "v", "w"])
+    inserted, _ = insert_points(frame, y, 3, random_state=0)
+    deleted, _ = delete_points(frame, y, 3, random_state=0)
+    assert isinstance(inserted, pd.DataFrame) and len(inserted) == 123
+    assert isinstance(deleted, pd.DataFrame) and deleted.index.tolist() == list(range(117))
+
+
+def test_bad_arguments(data):
+    X, y, _ = data
+    with pytest.raises(ValueError, match="strategy"):
+        flip_labels(X, y, 1, strategy="everywhere")
+    with pytest.raises(ValueError, match="n_points"):
+        delete_points(X, y, -1)
+    with pytest.raises(ValueError, match="partitions"):
+        flip_labels(X, y, 2, strategy="spread")
+    with pytest.raises(ValueError, match="fewer than n_points"):
+        flip_labels(X, y, 500)
+    with pytest.raises(ValueError, match="one label per row"):
+        flip_labels(X, y[:5], 1)
+    with pytest.raises(ValueError, match="single label"):
+        flip_labels(X, np.zeros(120), 1)
+
+
+def test_worst_partitions_are_a_ranking():
+    X, y = load_digits(return_X_y=True)
+    model = ReliablePredictionSets(k_train=3, k_calib=5, random_state=0)
+    model.fit(X[:600], y[:600]).calibrate(X[600:1200], y[600:1200])
+    for data, k in (("calibration", 5), ("training", 3)):
+        ranking = worst_partitions(model, X[1200:], data)
+        assert sorted(ranking.tolist()) == list(range(k))
+    with pytest.raises(ValueError, match="data"):
+        worst_partitions(model, X[1200:], "test")
+    # The most pivotal calibration partition is the one whose removal changes most sets.
+    member = model.partition_sets(X[1200:])
+    tau = model.majority_threshold_
+    votes = member.sum(axis=2)
+    flips = [
+        int(((votes - member[:, :, i]) > tau).astype(int).__ne__(votes > tau).sum())
+        for i in range(5)
+    ]
+    assert flips[worst_partitions(model, X[1200:])[0]] == max(flips)

@@ -1,0 +1,962 @@
+"""Reliable prediction sets (RPS): conformal sets certified against data poisoning.
+
+An adversary may insert, delete or relabel up to ``r_train`` training points and up to
+``r_calib`` calibration points. RPS makes each of those points touch one small piece of
+the pipeline, then takes majority votes, so that the effect of a few poisoned points is
+bounded and can be certified per test row:
+
+1. **Partitions.** Every row goes to a partition by a keyed hash of its feature bytes
+   (`hash_partition`), never of its label or position: a label flip never moves a point,
+   an insertion or deletion touches one partition.
+2. **Training.** One clone of the estimator per training partition, fitted on the
+   partition's rows in a canonical order with a seed fixed by the partition index, so equal
+   contents give an equal model. The smoothed score of a label is the softmax of the vote
+   shares of the ``k_train`` models (``"vote_softmax"``) or the share itself (``"vote"``):
+   a poisoned point changes one model, hence one vote.
+3. **Calibration.** Each of ``k_calib`` calibration partitions gives its own conformal
+   threshold and set; a label enters the final set when more than ``tau`` partition sets
+   hold it, ``tau`` the binomial majority threshold (`majority_threshold`). A poisoned
+   calibration point changes one partition's set.
+
+``coverage="paper"`` uses the published per-partition rank, one below the textbook rank,
+which covers about ``1 - alpha`` but not always at least (the votes share the test point);
+``coverage="exact"`` (ours) gives each partition the largest rank, computed from its own
+size, for which the majority set covers at least ``1 - alpha`` when all partitions have
+that size, by the distribution-free formula of `majority_coverage`.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import numbers
+import warnings
+from typing import Any
+
+import numpy as np
+from joblib import Parallel, delayed
+from numpy.typing import ArrayLike, NDArray
+from scipy import special, stats
+from sklearn.base import BaseEstimator, ClassifierMixin, clone
+from sklearn.exceptions import NotFittedError
+from sklearn.linear_model import LogisticRegression
+from sklearn.utils.validation import check_array, check_is_fitted, validate_data
+
+from uqconform.base import check_rows, integer_seed, n_rows
+from uqconform.classification.split import encode_labels
+from uqconform.quantiles import check_alpha, conformal_quantile, conformal_rank, minimum_scores
+
+__all__ = [
+    "ReliablePredictionSets",
+    "hash_partition",
+    "majority_coverage",
+    "majority_threshold",
+    "partition_rank",
+]
+
+SCORES = ("vote_softmax", "vote")
+COVERAGE = ("exact", "paper")
+_CDF_TOLERANCE = 1e-12  # BinomCDF(0; 1, 0.95) is 0.05000000000000004 in floating point
+_QUADRATURE_NODES, _QUADRATURE_WEIGHTS = np.polynomial.legendre.leggauss(48)
+
+
+# ---- partitions ------------------------------------------------------------------------------
+def _salt_key(salt: Any) -> bytes:
+    if isinstance(salt, bytes):
+        key = salt
+    elif isinstance(salt, str):
+        key = salt.encode("utf-8")
+    elif isinstance(salt, numbers.Integral) and not isinstance(salt, bool):
+        key = int(salt).to_bytes(16, "little", signed=True)
+    else:
+        raise TypeError(f"`salt` must be an int, a str or bytes, got {salt!r}.")
+    if len(key) > 64:
+        raise ValueError(f"`salt` must encode to at most 64 bytes, got {len(key)}.")
+    return key
+
+
+def _row_bytes(X: Any) -> list[bytes] | NDArray:
+    """One byte string (or fixed-width byte row) per row: the identity of the row's features.
+
+    Numeric data are hashed as float64 (so ``3`` and ``3.0`` agree), with ``-0.0`` mapped to
+    ``0.0`` and every NaN to one NaN; anything else through the ``repr`` of the row's values.
+    """
+    values = X.to_numpy() if hasattr(X, "to_numpy") else X
+    if hasattr(values, "toarray"):
+        values = values.toarray()
+    array = np.asarray(values)
+    if array.ndim == 1:
+        array = array.reshape(-1, 1)
+    if array.dtype.kind in "biuf":
+        numeric = np.ascontiguousarray(array, dtype=np.float64) + 0.0  # -0.0 -> 0.0
+        numeric[np.isnan(numeric)] = np.nan
+        return numeric.view(np.dtype((np.void, numeric.dtype.itemsize * numeric.shape[1])))[:, 0]
+    return [repr(tuple(row)).encode("utf-8") for row in array.tolist()]
+
+
+def row_digests(X: Any, salt: Any = 0) -> NDArray:
+    """Keyed 128-bit BLAKE2b digest of every row's features, as ``(n, 2)`` uint64.
+
+    Independent of the row order and of the labels. One ``hashlib`` call per row (the
+    library has no batch interface); the byte view of the rows is built once, vectorised.
+    """
+    key = _salt_key(salt)
+    rows = _row_bytes(X)
+    digests = b"".join(
+        hashlib.blake2b(bytes(row), digest_size=16, key=key, person=b"uqconform-rps").digest()
+        for row in rows  # a loop over rows: hashlib hashes one message at a time
+    )
+    return np.frombuffer(digests, dtype="<u8").reshape(-1, 2)
+
+
+def hash_partition(X: Any, n_partitions: int, salt: Any = 0) -> NDArray:
+    """Partition index of every row: a keyed hash of the row's features modulo ``n_partitions``.
+
+    The index depends on the row's feature values and the salt only: not on the label, not
+    on the other rows or their order. Equal rows share a partition.
+
+    Parameters
+    ----------
+    X : array-like or DataFrame of shape (n_samples, n_features)
+    n_partitions : int
+    salt : int, str or bytes, default=0
+        Key of the BLAKE2b hash; a different salt gives an unrelated partition.
+
+    Returns
+    -------
+    ndarray of int of shape (n_samples,)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.arange(12.0).reshape(6, 2)
+    >>> part = hash_partition(X, 3)
+    >>> bool((part == hash_partition(X[::-1], 3)[::-1]).all())
+    True
+    >>> bool((hash_partition(X.astype(int), 3) == part).all())
+    True
+    """
+    _check_count(n_partitions, "n_partitions")
+    return (row_digests(X, salt)[:, 0] % np.uint64(n_partitions)).astype(np.intp)
+
+
+# ---- majority threshold, ranks and coverage ---------------------------------------------------
+def majority_threshold(k_calib: int, alpha: float) -> int:
+    """The binomial majority threshold ``tau``: the largest ``t`` in ``0..k`` with
+    ``BinomCDF(t; k, 1 - alpha) <= alpha``; a label needs more than ``tau`` votes.
+
+    Examples
+    --------
+    >>> [majority_threshold(k, 0.1) for k in (2, 5, 10, 22, 40)]
+    [0, 3, 7, 17, 33]
+    >>> majority_threshold(1, 0.05)  # exactly alpha, despite floating point
+    0
+    """
+    k = _check_count(k_calib, "k_calib")
+    level = float(check_alpha(alpha)[0])
+    cdf = stats.binom.cdf(np.arange(k + 1), k, 1 - level)
+    return int(np.flatnonzero(cdf <= level * (1 + _CDF_TOLERANCE) + _CDF_TOLERANCE).max())
+
+
+def _inclusion_probability(u: NDArray, n: int, rank: int) -> NDArray:
+    """``P(Bin(n, u) >= rank)``: a test score at quantile ``u`` clears the ``rank``-th smallest
+    of ``n`` calibration scores."""
+    if rank <= 0:
+        return np.ones_like(u)
+    return special.betainc(rank, n - rank + 1, u)
+
+
+def _transition(n: int, rank: int) -> tuple[float, float]:
+    """Where ``P(Bin(n, u) >= rank)`` rises from 0 to 1 (to 1e-13)."""
+    if rank <= 0:
+        return 0.0, 0.0
+    law = stats.beta(rank, n - rank + 1)
+    return float(law.ppf(1e-13)), float(law.isf(1e-13))
+
+
+def _nodes(low: float, high: float, panels: int) -> tuple[NDArray, NDArray]:
+    """Composite Gauss-Legendre nodes and weights on ``[low, high]``."""
+    edges = np.linspace(low, high, panels + 1)
+    half = np.diff(edges)[:, None] / 2
+    centre = (edges[:-1, None] + edges[1:, None]) / 2
+    nodes = centre + half * _QUADRATURE_NODES[None, :]
+    weights = half * _QUADRATURE_WEIGHTS[None, :]
+    return nodes.ravel(), weights.ravel()
+
+
+def majority_coverage(sizes: ArrayLike, ranks: ArrayLike, threshold: int) -> float:
+    """Probability that the majority set holds the true label, for continuous scores.
+
+    Partition ``i`` has ``sizes[i]`` calibration points and keeps a label whose score is at
+    least its ``ranks[i]``-th smallest calibration score (rank 0: every label). With the test
+    score at quantile ``u`` of the score law, partition ``i`` votes for the true label with
+    probability ``g_i(u) = P(Bin(n_i, u) >= r_i)``, independently given ``u``; the coverage
+    is ``int_0^1 P(sum_i Bernoulli(g_i(u)) > threshold) du``, whatever the score law.
+
+    Parameters
+    ----------
+    sizes, ranks : array-like of int of shape (k_calib,)
+    threshold : int
+        The label needs more than ``threshold`` votes.
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> round(majority_coverage([100] * 10, [9] * 10, 7), 3)  # the published rule
+    0.894
+    """
+    sizes = np.asarray(sizes, dtype=np.int64)
+    ranks = np.asarray(ranks, dtype=np.int64)
+    spans = np.array([_transition(int(n), int(r)) for n, r in zip(sizes, ranks, strict=True)])
+    active = ranks > 0
+    if not active.any():
+        return 1.0 if threshold < sizes.size else 0.0
+    low, high = spans[active, 0].min(), spans[active, 1].max()
+    u, w = _nodes(low, high, 8 * max(1, int(active.sum())))
+    # Poisson-binomial law of the votes at every node, one partition at a time.
+    law = np.zeros((u.size, sizes.size + 1))
+    law[:, 0] = 1.0
+    for n, r in zip(sizes, ranks, strict=True):  # a loop over partitions
+        g = _inclusion_probability(u, int(n), int(r))[:, None]
+        law[:, 1:] = law[:, 1:] * (1 - g) + law[:, :-1] * g
+        law[:, 0] *= 1 - g[:, 0]
+    inside = float(w @ law[:, threshold + 1 :].sum(axis=1))
+    # Below `low` every active partition rejects, above `high` every one accepts.
+    below = low * float(int((~active).sum()) > threshold)
+    return float(below + inside + (1.0 - high))
+
+
+@functools.lru_cache(maxsize=4096)
+def _equal_size_coverage(n: int, rank: int, k_calib: int, threshold: int) -> float:
+    if rank <= 0:
+        return 1.0
+    low, high = _transition(n, rank)
+    u, w = _nodes(low, high, 8)
+    g = _inclusion_probability(u, n, rank)
+    return float(w @ stats.binom.sf(threshold, k_calib, g)) + (1.0 - high)
+
+
+@functools.lru_cache(maxsize=4096)
+def _exact_rank(n: int, k_calib: int, alpha: float) -> int:
+    threshold = majority_threshold(k_calib, alpha)
+    low, high = 0, n  # coverage decreases with the rank; rank 0 covers always
+    while low < high:  # bisection over ranks
+        middle = (low + high + 1) // 2
+        if _equal_size_coverage(n, middle, k_calib, threshold) >= 1 - alpha - 1e-12:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def partition_rank(n: int, k_calib: int, alpha: float, coverage: str = "exact") -> int:
+    """Rank of a calibration partition's threshold among its ``n`` sorted conformity scores.
+
+    ``"paper"``: ``floor((n + 1) alpha) - 1`` (at least 1), the published rule.
+    ``"exact"``: the largest rank such that, were every one of the ``k_calib`` partitions of
+    size ``n``, the majority set would cover at least ``1 - alpha`` (`majority_coverage`). It
+    depends on the partition's own size only, so poisoning one partition cannot move the
+    others' thresholds. Rank 0 means the partition's set holds every label.
+
+    Examples
+    --------
+    >>> partition_rank(1000, 1, 0.1, "paper"), partition_rank(1000, 1, 0.1, "exact")
+    (99, 100)
+    >>> partition_rank(100, 10, 0.1, "paper"), partition_rank(100, 10, 0.1, "exact")
+    (9, 8)
+    """
+    level = float(check_alpha(alpha)[0])
+    n = int(n)
+    if coverage == "paper":
+        return max(int(conformal_rank(n, level, kind="conformity")[0]) - 1, 1)
+    if coverage == "exact":
+        return _exact_rank(n, int(k_calib), level)
+    raise ValueError(f"`coverage` must be one of {list(COVERAGE)}, got {coverage!r}.")
+
+
+def _partition_threshold(scores: NDArray, rank: int) -> float:
+    """The ``rank``-th smallest score (``-inf`` for rank 0), through the conformal quantile."""
+    if rank <= 0:
+        return -np.inf
+    return float(conformal_quantile(scores, rank / (scores.size + 1), kind="conformity")[0])
+
+
+# ---- votes and their worst cases --------------------------------------------------------------
+def _check_count(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError(f"`{name}` must be an integer >= 1, got {value!r}.")
+    return int(value)
+
+
+def _check_radius(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+        raise ValueError(f"`{name}` must be an integer >= 0 (a number of points), got {value!r}.")
+    return int(value)
+
+
+def _smoothed(counts: NDArray, k_train: int, kind: str) -> NDArray:
+    """Score of every label from vote counts ``(..., K)``."""
+    share = counts / k_train
+    if kind == "vote":
+        return share
+    e = np.exp(share)
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def _target_bounds(
+    counts: NDArray, target: NDArray, radius: int, k_train: int, kind: str
+) -> tuple[NDArray, NDArray]:
+    """Lowest and highest score of label ``target[i]`` of row ``i`` when ``radius`` of the
+    ``k_train`` models change their vote arbitrarily (to any label, or none).
+
+    Highest: each changed vote leaves the strongest competitor (an abstaining model if no
+    competitor has a vote) for the target. Lowest: each changed vote goes to the strongest
+    competitor, taken from the target first, then from abstaining models, then from the
+    weakest competitors that still have votes (by convexity of the softmax denominator).
+    """
+    n, k = counts.shape
+    rows = np.arange(n)
+    high = counts.astype(np.int64)  # a copy
+    low = counts.astype(np.int64)
+    if radius == 0:
+        scores = _smoothed(high, k_train, kind)[rows, target]
+        return scores, scores.copy()
+    others = np.ones((n, k), dtype=bool)
+    others[rows, target] = False
+    for _ in range(radius):  # a loop over the radius, vectorised over rows
+        abstain = k_train - high.sum(axis=1)
+        competitor = np.where(others, high, -1)
+        strongest = np.argmax(competitor, axis=1)
+        from_competitor = competitor[rows, strongest] > 0
+        moved = from_competitor | (abstain > 0)
+        high[rows[from_competitor], strongest[from_competitor]] -= 1
+        high[rows[moved], target[moved]] += 1
+    strongest = np.argmax(np.where(others, low, -1), axis=1)
+    taken = np.minimum(low[rows, target], radius)
+    low[rows, target] -= taken
+    left = radius - taken
+    from_abstain = np.minimum(left, k_train - counts.sum(axis=1))
+    low[rows, strongest] += taken + from_abstain
+    left -= from_abstain
+    donors = others.copy()
+    donors[rows, strongest] = False
+    for _ in range(int(left.max(initial=0))):  # weakest competitors, one vote at a time
+        candidate = np.where(donors & (low > 0), low, np.iinfo(np.int64).max)
+        weakest = np.argmin(candidate, axis=1)
+        move = (left > 0) & (candidate[rows, weakest] < np.iinfo(np.int64).max)
+        low[rows[move], weakest[move]] -= 1
+        low[rows[move], strongest[move]] += 1
+        left -= move
+    return (
+        _smoothed(low, k_train, kind)[rows, target],
+        _smoothed(high, k_train, kind)[rows, target],
+    )
+
+
+class _ConstantClassifier(ClassifierMixin, BaseEstimator):
+    """The model of a partition with one label (predicts it) or none (abstains)."""
+
+    def __init__(self, label: Any = None):
+        self.label = label
+
+    def fit(self, X: Any = None, y: Any = None) -> _ConstantClassifier:
+        self.classes_ = np.asarray([] if self.label is None else [self.label])
+        return self
+
+    def predict_proba(self, X: Any) -> NDArray:
+        return np.ones((n_rows(X), self.classes_.size))
+
+    def predict(self, X: Any) -> NDArray:
+        if self.classes_.size == 0:
+            raise ValueError("This partition had no training rows: its model abstains.")
+        return np.full(n_rows(X), self.classes_[0])
+
+
+def _seed_parameters(estimator: Any) -> list[str]:
+    return [
+        name
+        for name in estimator.get_params(deep=True)
+        if name == "random_state" or name.endswith("__random_state")
+    ]
+
+
+def _fit_partition(estimator: Any, X: Any, y: NDArray, rows: NDArray, seed: int) -> Any:
+    """Fit one partition's model on its rows (already in canonical order)."""
+    labels = np.unique(y[rows])
+    if labels.size < 2:  # nothing to learn: the single label, or abstention
+        return _ConstantClassifier(labels[0] if labels.size else None).fit()
+    model = clone(estimator)
+    model.set_params(**{name: seed for name in _seed_parameters(model)})
+    part = X.iloc[rows] if hasattr(X, "iloc") else X[rows]
+    return model.fit(part, y[rows])
+
+
+# ---- the estimator ---------------------------------------------------------------------------
+class ReliablePredictionSets(ClassifierMixin, BaseEstimator):
+    """Conformal prediction sets with per-row certificates against data poisoning (RPS).
+
+    Parameters
+    ----------
+    estimator : classifier or list of fitted classifiers, default=None
+        Cloned and fitted once per training partition (``None``:
+        ``LogisticRegression(max_iter=1000)``); any ``random_state`` it has is set per
+        partition. Or the ``k_train`` partition models, already fitted (``calibrate`` then
+        works without ``fit``; each may know a subset of the labels).
+    k_train : int, default=10
+        Training partitions, one model each. With 1 the score is the model's own
+        probability (plain split CP, certified against calibration poisoning only).
+    k_calib : int, default=10
+        Calibration partitions; each needs at least ``minimum_scores(alpha)`` points.
+    alpha : float or sequence of float, default=0.1
+        Miscoverage level(s); `predict_set` may override it.
+    conformity_score : {"vote_softmax", "vote"}, default="vote_softmax"
+        Smoothed score of a label: the softmax of the models' vote shares, or the share. (It
+        is not called ``score`` so that the scikit-learn ``score(X, y)`` method stays.)
+    coverage : {"exact", "paper"}, default="exact"
+        Per-partition rank: ``"exact"`` makes the majority set cover at least ``1 - alpha``
+        (for partitions of equal size), ``"paper"`` is the published rule, about
+        ``1 - alpha`` (see `partition_rank`).
+    salt : int, str or bytes, default=0
+        Key of the partition hash. Keep it secret from an adversary who could otherwise
+        aim all poisoned points at partitions of their choice (the certificates hold
+        anyway, but reliability ratios would look better than they are).
+    n_jobs : int, default=None
+        Partition models are fitted through ``joblib.Parallel``, so
+        ``joblib.parallel_config(backend="dask")`` spreads them over a Dask cluster.
+    random_state : int or None, default=None
+        Seed of the partition models (``None`` means 0: the certificates need training that
+        gives the same model for the same partition contents).
+    verbose : bool, default=False
+        Show a progress bar while fitting.
+
+    Attributes
+    ----------
+    estimators_ : list of length k_train
+        The partition models (a constant classifier for a partition with one label or none).
+    classes_ : ndarray of shape (n_classes,)
+    training_partition_sizes_ : ndarray of shape (k_train,)
+    calibration_scores_ : ndarray of shape (n_calibration,)
+        Smoothed score of the true label of every calibration row.
+    calibration_partition_ : ndarray of shape (n_calibration,)
+    partition_sizes_ : ndarray of shape (k_calib,)
+    partition_ranks_, partition_thresholds_ : ndarray of shape (k_calib,)
+        At the constructor's (first) ``alpha``.
+    majority_threshold_ : int
+        A label enters the set with more than this many partition votes.
+    majority_coverage_ : float
+        The coverage the formula of `majority_coverage` gives for these partition sizes.
+    n_calibration_ : int
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_digits
+    >>> X, y = load_digits(return_X_y=True)
+    >>> rps = ReliablePredictionSets(k_train=5, k_calib=5, alpha=0.1, random_state=0)
+    >>> rps = rps.fit(X[:900], y[:900]).calibrate(X[900:1500], y[900:1500])
+    >>> rps.predict_set(X[1500:]).shape
+    (297, 10)
+    >>> certified = rps.certify(X[1500:], r_calib=1)
+    >>> sorted(certified)
+    ['coverage_reliable', 'robust', 'size_reliable']
+    """
+
+    def __init__(
+        self,
+        estimator: Any = None,
+        k_train: int = 10,
+        k_calib: int = 10,
+        alpha: float | ArrayLike = 0.1,
+        conformity_score: str = "vote_softmax",
+        coverage: str = "exact",
+        salt: int | str | bytes = 0,
+        n_jobs: int | None = None,
+        random_state: int | None = None,
+        verbose: bool = False,
+    ):
+        self.estimator = estimator
+        self.k_train = k_train
+        self.k_calib = k_calib
+        self.alpha = alpha
+        self.conformity_score = conformity_score
+        self.coverage = coverage
+        self.salt = salt
+        self.n_jobs = n_jobs
+        self.random_state = random_state
+        self.verbose = verbose
+
+    # ---- parameters ----------------------------------------------------------------------
+    def _prefit(self) -> list | None:
+        return list(self.estimator) if isinstance(self.estimator, (list, tuple)) else None
+
+    def _validate_params(self) -> None:
+        check_alpha(self.alpha, "alpha")
+        if self._prefit() is None:
+            _check_count(self.k_train, "k_train")
+        _check_count(self.k_calib, "k_calib")
+        if self.conformity_score not in SCORES:
+            raise ValueError(
+                f"`conformity_score` must be one of {list(SCORES)}, got {self.conformity_score!r}."
+            )
+        if self.coverage not in COVERAGE:
+            raise ValueError(f"`coverage` must be one of {list(COVERAGE)}, got {self.coverage!r}.")
+        _salt_key(self.salt)
+        integer_seed(self.random_state)
+
+    def _base_estimator(self) -> Any:
+        return LogisticRegression(max_iter=1000) if self.estimator is None else self.estimator
+
+    # ---- training ------------------------------------------------------------------------
+    def fit(self, X: Any, y: ArrayLike):
+        """Partition the training rows by hash and fit one model per partition.
+
+        With a list of fitted models as ``estimator`` nothing is trained: they are checked
+        and adopted.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+
+        Returns
+        -------
+        self
+        """
+        self._validate_params()
+        self._reset_calibration()
+        if self._prefit() is not None:
+            self._adopt(self._prefit())
+            return self
+        if not hasattr(self._base_estimator(), "predict"):
+            raise TypeError(f"`estimator` {self.estimator!r} is not a classifier (no predict).")
+        X = self._check_X(X, reset=True)
+        labels = self._check_labels(y, n_rows(X))
+        self.classes_, index = np.unique(labels, return_inverse=True)
+        if self.classes_.size < 2:
+            raise ValueError(
+                f"`y` has one class {self.classes_.tolist()}; classification needs at least "
+                "two labels."
+            )
+        k = int(self.k_train)
+        digests = row_digests(X, self.salt)
+        partition = (digests[:, 0] % np.uint64(k)).astype(np.intp)
+        # Canonical order inside a partition: by digest, then label (never input order).
+        order = np.lexsort((index, digests[:, 1], digests[:, 0], partition))
+        bounds = np.searchsorted(partition[order], np.arange(k + 1))
+        seed = integer_seed(self.random_state) or 0
+        seeds = np.random.SeedSequence(seed).generate_state(k, dtype=np.uint32) >> 1
+        self.training_partition_sizes_ = np.diff(bounds)
+        if (self.training_partition_sizes_ == 0).any():
+            warnings.warn(
+                f"{int((self.training_partition_sizes_ == 0).sum())} of the {k} training "
+                "partitions are empty (their model abstains): use a smaller k_train for "
+                f"{len(labels)} training rows.",
+                UserWarning,
+                stacklevel=2,
+            )
+        jobs = (
+            delayed(_fit_partition)(
+                self._base_estimator(), X, labels, order[bounds[i] : bounds[i + 1]], int(seeds[i])
+            )
+            for i in range(k)
+        )
+        if self.verbose:
+            from tqdm.auto import tqdm
+
+            jobs = tqdm(jobs, total=k, desc="RPS partitions")
+        self.estimators_ = Parallel(n_jobs=self.n_jobs)(jobs)
+        self._adopted = False
+        return self
+
+    def _adopt(self, models: list) -> None:
+        if not models:
+            raise ValueError("`estimator` as a list needs at least one fitted classifier.")
+        for index, model in enumerate(models):
+            try:
+                check_is_fitted(model)
+            except NotFittedError:
+                raise NotFittedError(
+                    f"Model {index} of `estimator` is not fitted: pass fitted classifiers, or "
+                    "one classifier to be cloned and fitted by fit(X, y)."
+                ) from None
+            if not hasattr(model, "classes_") or not hasattr(model, "predict"):
+                raise TypeError(f"Model {index} ({type(model).__name__}) is not a classifier.")
+        self.classes_ = np.unique(np.concatenate([np.asarray(m.classes_) for m in models]))
+        self.estimators_ = models
+        self.training_partition_sizes_ = None
+        self._adopted = True
+        for name in ("n_features_in_", "feature_names_in_"):
+            if hasattr(models[0], name):
+                setattr(self, name, getattr(models[0], name))
+            else:
+                self.__dict__.pop(name, None)
+
+    def _check_X(self, X: Any, *, reset: bool) -> Any:
+        """Check shape and features; a DataFrame is passed on as is, anything else as an array."""
+        if X is None:
+            raise ValueError("`X` is None; pass an array or DataFrame with one row per sample.")
+        # Sparse input is refused (rows are hashed by their dense bytes); NaN is left to the
+        # estimator.
+        checked = check_array(X, accept_sparse=False, dtype=None, ensure_all_finite=False)
+        validate_data(self, X, skip_check_array=True, reset=reset)
+        return X if hasattr(X, "iloc") else checked
+
+    @staticmethod
+    def _check_labels(y: ArrayLike, n: int) -> NDArray:
+        if y is None:
+            raise ValueError(
+                "This estimator requires y to be passed, but the target y is None: `y` must "
+                "hold one label per row of X."
+            )
+        labels = check_rows("y", y, n)
+        if labels.dtype.kind == "f" and not np.isfinite(labels).all():
+            raise ValueError("`y` contains NaN or infinite labels.")
+        if labels.dtype.kind == "O" and any(v is None for v in labels):
+            raise ValueError("`y` contains missing (None) labels.")
+        return labels
+
+    # ---- votes ---------------------------------------------------------------------------
+    @property
+    def k_train_(self) -> int:
+        """Number of partition models."""
+        check_is_fitted(self, "estimators_")
+        return len(self.estimators_)
+
+    def _probability_mode(self) -> bool:
+        return self.k_train_ == 1
+
+    def vote_counts(self, X: Any) -> NDArray:
+        """Votes of the partition models for every label: int ``(n_samples, n_classes)``.
+
+        A model that never saw a label never votes for it; an abstaining model votes for none.
+        """
+        check_is_fitted(self, "estimators_")
+        X = self._check_X(X, reset=False)
+        n, k = n_rows(X), self.classes_.size
+        counts = np.zeros((n, k), dtype=np.int64)
+        for model in self.estimators_:  # a loop over the partition models
+            if np.asarray(model.classes_).size == 0:
+                continue
+            column = encode_labels(np.asarray(model.predict(X)), self.classes_, "predictions")
+            counts += np.eye(k, dtype=np.int64)[column]
+        return counts
+
+    def _probabilities(self, X: Any) -> NDArray:
+        """``k_train = 1``: the model's probabilities in the global label order (0 elsewhere)."""
+        model = self.estimators_[0]
+        if not hasattr(model, "predict_proba"):
+            raise TypeError(
+                f"With k_train=1 the score is the model's probability, but "
+                f"{type(model).__name__} has no predict_proba."
+            )
+        X = self._check_X(X, reset=False)
+        proba = np.zeros((n_rows(X), self.classes_.size))
+        columns = encode_labels(np.asarray(model.classes_), self.classes_, "classes_")
+        proba[:, columns] = np.asarray(model.predict_proba(X), dtype=float)
+        return proba
+
+    def predict_scores(self, X: Any) -> NDArray:
+        """Smoothed conformity score of every label (higher: more plausible)."""
+        check_is_fitted(self, "estimators_")
+        if self._probability_mode():
+            return self._probabilities(X)
+        return _smoothed(self.vote_counts(X), self.k_train_, self.conformity_score)
+
+    def predict(self, X: Any) -> NDArray:
+        """The label with the highest smoothed score (majority vote of the models)."""
+        scores = self.predict_scores(X)
+        return self.classes_[np.argmax(scores, axis=1)]
+
+    # ---- calibration ---------------------------------------------------------------------
+    def _reset_calibration(self) -> None:
+        for name in (
+            "calibration_scores_",
+            "calibration_partition_",
+            "partition_sizes_",
+            "partition_ranks_",
+            "partition_thresholds_",
+            "majority_threshold_",
+            "majority_coverage_",
+            "n_calibration_",
+            "_calibration_counts",
+            "_calibration_labels",
+        ):
+            self.__dict__.pop(name, None)
+
+    def calibrate(self, X: Any, y: ArrayLike):
+        """Partition the calibration rows by hash and score their true labels.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+            Labels among those seen in training.
+
+        Returns
+        -------
+        self
+        """
+        self._validate_params()
+        if not hasattr(self, "estimators_") or self.__dict__.get("_adopted", False):
+            if self._prefit() is None:
+                raise NotFittedError(
+                    "ReliablePredictionSets.calibrate was called before fit: call "
+                    "fit(X_train, y_train) first, or pass the fitted partition models as a "
+                    "list in `estimator`."
+                )
+            self._adopt(self._prefit())
+        self._reset_calibration()
+        X = self._check_X(X, reset=not hasattr(self, "n_features_in_"))
+        n = n_rows(X)
+        labels = encode_labels(self._check_labels(y, n), self.classes_)
+        k = int(self.k_calib)
+        partition = hash_partition(X, k, self.salt)
+        sizes = np.bincount(partition, minlength=k)
+        levels = check_alpha(self.alpha, "alpha")
+        self._check_sizes(sizes, float(levels.max()), 0)
+        if self._probability_mode():
+            counts = None
+            scores = self._probabilities(X)[np.arange(n), labels]
+        else:
+            counts = self.vote_counts(X)
+            scores = _smoothed(counts, self.k_train_, self.conformity_score)[np.arange(n), labels]
+        self.calibration_scores_ = scores
+        self.calibration_partition_ = partition
+        self.partition_sizes_ = sizes
+        self.n_calibration_ = n
+        self._calibration_counts = counts
+        self._calibration_labels = labels
+        level = float(levels[0])
+        ranks = self._ranks(level)
+        self.partition_ranks_ = ranks
+        self.partition_thresholds_ = self._thresholds(scores, ranks)
+        self.majority_threshold_ = majority_threshold(k, level)
+        self.majority_coverage_ = majority_coverage(sizes, ranks, self.majority_threshold_)
+        if self.coverage == "exact" and self.majority_coverage_ < 1 - level - 1e-9:
+            warnings.warn(
+                f"With these unequal calibration partition sizes the majority set covers "
+                f"{self.majority_coverage_:.4f} < 1 - alpha = {1 - level:.4f} by the coverage "
+                "formula; more calibration data or fewer partitions fixes it.",
+                UserWarning,
+                stacklevel=2,
+            )
+        return self
+
+    def _check_sizes(self, sizes: NDArray, alpha: float, r_calib: int) -> None:
+        needed = minimum_scores(alpha) + r_calib
+        if sizes.min() < needed:
+            worst = int(np.argmin(sizes))
+            radius = f" and r_calib={r_calib}" if r_calib else ""
+            raise ValueError(
+                f"Calibration partition {worst} has {int(sizes[worst])} points, but at "
+                f"alpha={alpha}{radius} every one of the k_calib={int(self.k_calib)} partitions "
+                f"needs at least {needed} (minimum_scores(alpha) = {minimum_scores(alpha)}"
+                f"{' plus the radius' if r_calib else ''}): use fewer calibration partitions "
+                "or more calibration data."
+            )
+
+    def _ranks(self, alpha: float) -> NDArray:
+        return np.array(
+            [
+                partition_rank(n, int(self.k_calib), alpha, self.coverage)
+                for n in self.partition_sizes_
+            ]
+        )
+
+    def _thresholds(self, scores: NDArray, ranks: NDArray) -> NDArray:
+        """Threshold of every calibration partition (a loop over partitions)."""
+        part = self.calibration_partition_
+        return np.array(
+            [_partition_threshold(scores[part == i], int(r)) for i, r in enumerate(ranks)]
+        )
+
+    def _check_calibrated(self) -> None:
+        check_is_fitted(self, "estimators_")
+        if not hasattr(self, "calibration_scores_"):
+            raise NotFittedError(
+                "ReliablePredictionSets needs calibration: call calibrate(X_calib, y_calib) on "
+                "held-out data first."
+            )
+
+    def _level(self, alpha: float | None) -> float:
+        levels = check_alpha(self.alpha if alpha is None else alpha, "alpha")
+        if levels.size != 1:
+            raise ValueError("`alpha` must be a single level here.")
+        return float(levels[0])
+
+    # ---- prediction ----------------------------------------------------------------------
+    def partition_sets(self, X: Any, alpha: float | None = None) -> NDArray:
+        """Set of every calibration partition: bool ``(n_samples, n_classes, k_calib)``."""
+        self._check_calibrated()
+        level = self._level(alpha)
+        self._check_sizes(self.partition_sizes_, level, 0)
+        thresholds = self._thresholds(self.calibration_scores_, self._ranks(level))
+        return self.predict_scores(X)[:, :, None] >= thresholds[None, None, :]
+
+    def predict_set(self, X: Any, alpha: float | ArrayLike | None = None) -> NDArray:
+        """Majority prediction sets as a boolean mask over ``classes_``.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+        alpha : float or sequence of float, optional
+            Miscoverage level(s); defaults to the constructor's ``alpha``.
+
+        Returns
+        -------
+        ndarray of bool, shape (n_samples, n_classes) or (n_samples, n_classes, k)
+            May hold empty sets: they are part of the guarantee and of the certificates.
+        """
+        self._check_calibrated()
+        value = self.alpha if alpha is None else alpha
+        levels = check_alpha(value, "alpha")
+        scores = self.predict_scores(X)
+        out = np.empty((*scores.shape, levels.size), dtype=bool)
+        for j, level in enumerate(levels):  # a loop over levels
+            self._check_sizes(self.partition_sizes_, float(level), 0)
+            ranks = self._ranks(float(level))
+            thresholds = self._thresholds(self.calibration_scores_, ranks)
+            votes = (scores[:, :, None] >= thresholds[None, None, :]).sum(axis=2)
+            out[..., j] = votes > majority_threshold(int(self.k_calib), float(level))
+        return out[..., 0] if np.ndim(value) == 0 else out
+
+    # ---- certificates --------------------------------------------------------------------
+    def _test_votes(self, X: Any) -> NDArray:
+        """Vote counts of the rows (their probabilities when ``k_train = 1``)."""
+        if self._probability_mode():
+            return self._probabilities(X)
+        return self.vote_counts(X)
+
+    def _test_bounds(self, votes: NDArray, r_train: int) -> tuple[NDArray, NDArray, NDArray]:
+        """Scores of every label now, and their lowest and highest values under ``r_train``."""
+        if self._probability_mode():
+            if r_train == 0:
+                return votes, votes, votes
+            return votes, np.zeros_like(votes), np.ones_like(votes)
+        k, kind = self.k_train_, self.conformity_score
+        scores = _smoothed(votes, k, kind)
+        if r_train == 0:
+            return scores, scores, scores
+        low, high = np.empty_like(scores), np.empty_like(scores)
+        for c in range(scores.shape[1]):  # a loop over labels, vectorised over rows
+            target = np.full(scores.shape[0], c)
+            low[:, c], high[:, c] = _target_bounds(votes, target, r_train, k, kind)
+        return scores, low, high
+
+    def _threshold_bounds(self, ranks: NDArray, r_train: int) -> tuple[NDArray, NDArray]:
+        """Lowest and highest threshold of every partition under ``r_train`` (training
+        poisoning moves every calibration score, within its own bounds)."""
+        if r_train == 0:
+            thresholds = self._thresholds(self.calibration_scores_, ranks)
+            return thresholds, thresholds
+        if self._probability_mode():
+            zeros = np.zeros_like(self.calibration_scores_)
+            low, high = zeros, np.ones_like(zeros)
+        else:
+            low, high = _target_bounds(
+                self._calibration_counts,
+                self._calibration_labels,
+                r_train,
+                self.k_train_,
+                self.conformity_score,
+            )
+        return self._thresholds(low, ranks), self._thresholds(high, ranks)
+
+    def _certify_from(self, bounds, r_train, r_calib, level) -> dict[str, NDArray]:
+        scores, low, high = bounds
+        ranks = self._ranks(level)
+        tau = majority_threshold(int(self.k_calib), level)
+        now = (scores[:, :, None] >= self._thresholds(self.calibration_scores_, ranks)).sum(2)
+        in_set = now > tau
+        lowest, highest = self._threshold_bounds(ranks, r_train)
+        surely_in = (low[:, :, None] >= highest[None, None, :]).sum(axis=2)
+        maybe_in = (high[:, :, None] >= lowest[None, None, :]).sum(axis=2)
+        stays = surely_in - r_calib > tau  # cannot leave the set
+        stays_out = maybe_in + r_calib <= tau  # cannot enter it
+        coverage = np.where(in_set, stays, True).all(axis=1)
+        size = np.where(in_set, True, stays_out).all(axis=1)
+        return {"coverage_reliable": coverage, "size_reliable": size, "robust": coverage & size}
+
+    def _check_radii(self, r_train: Any, r_calib: Any, level: float) -> tuple[int, int]:
+        r_train = _check_radius(r_train, "r_train")
+        r_calib = _check_radius(r_calib, "r_calib")
+        self._check_sizes(self.partition_sizes_, level, r_calib)
+        return r_train, r_calib
+
+    def certify(
+        self, X: Any, r_train: int = 0, r_calib: int = 0, alpha: float | None = None
+    ) -> dict[str, NDArray]:
+        """Which prediction sets provably survive poisoning of the given size.
+
+        The radius counts poisoned points: each inserted, deleted or relabelled point
+        counts 1; changing a point's features counts 2 (a deletion and an insertion).
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+        r_train : int, default=0
+            Poisoned training points.
+        r_calib : int, default=0
+            Poisoned calibration points; every calibration partition must keep at least
+            ``minimum_scores(alpha) + r_calib`` points, otherwise a ``ValueError``.
+        alpha : float, optional
+            Defaults to the constructor's (first) ``alpha``.
+
+        Returns
+        -------
+        dict of str to ndarray of bool of shape (n_samples,)
+            ``"coverage_reliable"``: no label of the set can leave it (a covered true label
+            stays covered; empty sets qualify). ``"size_reliable"``: no label can join it
+            (full sets qualify). ``"robust"``: both, the set cannot change.
+        """
+        self._check_calibrated()
+        level = self._level(alpha)
+        r_train, r_calib = self._check_radii(r_train, r_calib, level)
+        bounds = self._test_bounds(self._test_votes(X), r_train)
+        return self._certify_from(bounds, r_train, r_calib, level)
+
+    def reliability_curve(
+        self, X: Any, radii: ArrayLike, poisoned: str = "calibration", alpha: float | None = None
+    ) -> dict[str, NDArray]:
+        """Share of rows certified at each radius, for plots.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+        radii : sequence of int
+        poisoned : {"calibration", "training", "both"}, default="calibration"
+            Which data the radius applies to (``"both"``: ``r_train = r_calib = radius``).
+        alpha : float, optional
+
+        Returns
+        -------
+        dict of str to ndarray
+            ``"radius"`` and, per radius, the ratios ``"coverage_reliable"``,
+            ``"size_reliable"`` and ``"robust"``.
+        """
+        if poisoned not in ("calibration", "training", "both"):
+            raise ValueError(
+                f"`poisoned` must be 'calibration', 'training' or 'both', got {poisoned!r}."
+            )
+        self._check_calibrated()
+        level = self._level(alpha)
+        values = np.asarray(radii)
+        if values.ndim != 1 or values.size == 0:
+            raise ValueError("`radii` must be a non-empty 1-D sequence of integers.")
+        pairs = []
+        for radius in values.tolist():  # validate every radius before any work
+            r_train = radius if poisoned in ("training", "both") else 0
+            r_calib = radius if poisoned in ("calibration", "both") else 0
+            pairs.append(self._check_radii(r_train, r_calib, level))
+        curve: dict[str, list] = {"coverage_reliable": [], "size_reliable": [], "robust": []}
+        votes = self._test_votes(X)
+        cache: dict[int, Any] = {}
+        for r_train, r_calib in pairs:  # a loop over radii
+            if r_train not in cache:
+                cache[r_train] = self._test_bounds(votes, r_train)
+            certified = self._certify_from(cache[r_train], r_train, r_calib, level)
+            for key, value in certified.items():
+                curve[key].append(float(value.mean()))
+        return {"radius": values.astype(int), **{k: np.array(v) for k, v in curve.items()}}

@@ -1,0 +1,335 @@
+"""Simulated poisoning of training or calibration data, to check poisoning certificates.
+
+Each attack returns new arrays (the inputs are never modified) with ``n_points`` rows
+relabelled (`flip_labels`), added (`insert_points`) or removed (`delete_points`); each of
+those counts one towards a certificate's radius. Where the rows go:
+
+* ``strategy="random"``: rows drawn uniformly at random;
+* ``"spread"``: one row in each of ``n_points`` different partitions, the most damaging way
+  to use a budget against a majority vote over partitions;
+* ``"concentrated"``: every row in one partition.
+
+``partitions`` gives the partition of every row (e.g. `hash_partition` with the model's
+``k_train`` or ``k_calib`` and ``salt``), and ``target`` the partitions to hit first; by
+default they are chosen at random. `worst_partitions` ranks a fitted
+`ReliablePredictionSets` model's partitions by how many test sets sit one vote from
+changing because of them: the targets of a worst-case attack.
+
+Inserted rows are copies of existing rows with another label: the same features, hence
+the same partition, and a label the model finds implausible. Deletions never remove the
+last row of a label, so the label set (and the columns of the sets) stays the same.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+__all__ = ["delete_points", "flip_labels", "insert_points", "worst_partitions"]
+
+STRATEGIES = ("random", "spread", "concentrated")
+
+
+def _take(X: Any, rows: NDArray) -> Any:
+    return X.iloc[rows] if hasattr(X, "iloc") else np.asarray(X)[rows]
+
+
+def _concat(first: Any, second: Any) -> Any:
+    if hasattr(first, "iloc"):
+        import pandas as pd
+
+        return pd.concat([first, second], ignore_index=True)
+    return np.concatenate([np.asarray(first), np.asarray(second)])
+
+
+def _check(X: Any, y: ArrayLike, n_points: Any, strategy: str) -> tuple[NDArray, int]:
+    labels = np.asarray(y)
+    n = len(X)
+    if labels.ndim != 1 or labels.shape[0] != n:
+        raise ValueError(f"`y` must be 1-D with one label per row of X ({n}), got {labels.shape}.")
+    if isinstance(n_points, bool) or not isinstance(n_points, (int, np.integer)) or n_points < 0:
+        raise ValueError(f"`n_points` must be an integer >= 0, got {n_points!r}.")
+    if strategy not in STRATEGIES:
+        raise ValueError(f"`strategy` must be one of {list(STRATEGIES)}, got {strategy!r}.")
+    return labels, int(n_points)
+
+
+def _pick_rows(
+    n_points: int,
+    eligible: NDArray,
+    partitions: ArrayLike | None,
+    target: ArrayLike | None,
+    strategy: str,
+    rng: np.random.Generator,
+    order: ArrayLike | None = None,
+) -> NDArray:
+    """Row indices (distinct) among ``eligible`` placed as the strategy says; rows with the
+    smallest ``order`` first (random order without it)."""
+    if n_points == 0:
+        return np.empty(0, dtype=np.intp)
+    candidates = np.flatnonzero(eligible)
+    if candidates.size < n_points:
+        raise ValueError(
+            f"Only {candidates.size} rows can be attacked, fewer than n_points={n_points}."
+        )
+    if order is None:
+        shuffled = rng.permutation(candidates)
+    else:
+        priority = np.asarray(order, dtype=float)
+        if priority.shape != eligible.shape:
+            raise ValueError(f"`order` must have one entry per row ({eligible.size}).")
+        shuffled = candidates[np.argsort(priority[candidates], kind="stable")]
+    if strategy == "random":
+        return shuffled[:n_points]
+    if partitions is None:
+        raise ValueError(f"strategy={strategy!r} needs `partitions` (the partition of every row).")
+    part = np.asarray(partitions)
+    if part.shape != eligible.shape:
+        raise ValueError(f"`partitions` must have one entry per row ({eligible.size}).")
+    present = np.unique(part[candidates])
+    sequence = rng.permutation(present) if target is None else np.asarray(target).ravel()
+    sequence = sequence[np.isin(sequence, present)]
+    if sequence.size == 0:
+        raise ValueError("None of the `target` partitions holds a row that can be attacked.")
+    by_partition = {p: shuffled[part[shuffled] == p] for p in sequence.tolist()}
+    if strategy == "concentrated":
+        rows = by_partition[sequence[0]]
+        if rows.size < n_points:
+            raise ValueError(
+                f"Partition {sequence[0]} has {rows.size} rows that can be attacked, fewer than "
+                f"n_points={n_points}."
+            )
+        return rows[:n_points]
+    # spread: one row per partition, round after round over the target order
+    picked: list[int] = []
+    depth = 0
+    while len(picked) < n_points:  # a loop over rounds (few)
+        added = False
+        for p in sequence.tolist():
+            rows = by_partition[p]
+            if depth < rows.size and len(picked) < n_points:
+                picked.append(int(rows[depth]))
+                added = True
+        if not added:
+            raise ValueError(f"Fewer than n_points={n_points} rows can be attacked.")
+        depth += 1
+    return np.asarray(picked, dtype=np.intp)
+
+
+def _other_labels(labels: NDArray, rows: NDArray, rng: np.random.Generator) -> NDArray:
+    """A different label, drawn uniformly among the others, for every row."""
+    classes, index = np.unique(labels, return_inverse=True)
+    if classes.size < 2:
+        raise ValueError("`y` has a single label: there is no other label to flip to.")
+    shift = rng.integers(1, classes.size, size=rows.size)
+    return classes[(index[rows] + shift) % classes.size]
+
+
+def _new_labels(
+    labels: NDArray, rows: NDArray, new_labels: ArrayLike | None, rng: np.random.Generator
+) -> NDArray:
+    if new_labels is None:
+        return _other_labels(labels, rows, rng)
+    chosen = np.asarray(new_labels)
+    if chosen.shape != labels.shape:
+        raise ValueError(f"`new_labels` must have one entry per row ({labels.size}).")
+    return chosen[rows]
+
+
+def flip_labels(
+    X: Any,
+    y: ArrayLike,
+    n_points: int,
+    *,
+    partitions: ArrayLike | None = None,
+    target: ArrayLike | None = None,
+    strategy: str = "random",
+    order: ArrayLike | None = None,
+    new_labels: ArrayLike | None = None,
+    random_state: int | np.random.Generator | None = None,
+) -> tuple[Any, NDArray]:
+    """Give ``n_points`` rows another label (drawn among the other labels of ``y``).
+
+    Parameters
+    ----------
+    X : array-like or DataFrame of shape (n_samples, n_features)
+    y : array-like of shape (n_samples,)
+    n_points : int
+        Rows relabelled (the radius of the attack).
+    partitions : array-like of int of shape (n_samples,), optional
+        Partition of every row; needed by ``"spread"`` and ``"concentrated"``.
+    target : sequence of int, optional
+        Partitions to attack, first ones first (default: random order).
+    strategy : {"random", "spread", "concentrated"}, default="random"
+    order : array-like of shape (n_samples,), optional
+        Attack the rows with the smallest values first (e.g. the model's conformity score of
+        their label, to relabel the most typical rows); random order by default.
+    new_labels : array-like of shape (n_samples,), optional
+        The label each row gets if attacked (e.g. its least plausible one); by default a
+        random other label.
+    random_state : int, Generator or None
+
+    Returns
+    -------
+    X_new, y_new
+        ``X`` itself is returned unchanged (features are not touched); ``y_new`` is a copy.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X, y = np.arange(10.0).reshape(5, 2), np.array([0, 1, 0, 1, 0])
+    >>> _, y_new = flip_labels(X, y, 2, random_state=0)
+    >>> int((y_new != y).sum()), y.tolist()
+    (2, [0, 1, 0, 1, 0])
+    """
+    labels, n_points = _check(X, y, n_points, strategy)
+    rng = np.random.default_rng(random_state)
+    eligible = np.ones(labels.size, bool)
+    rows = _pick_rows(n_points, eligible, partitions, target, strategy, rng, order)
+    new = labels.copy()
+    new[rows] = _new_labels(labels, rows, new_labels, rng)
+    return X, new
+
+
+def insert_points(
+    X: Any,
+    y: ArrayLike,
+    n_points: int,
+    *,
+    partitions: ArrayLike | None = None,
+    target: ArrayLike | None = None,
+    strategy: str = "random",
+    order: ArrayLike | None = None,
+    new_labels: ArrayLike | None = None,
+    source: tuple[Any, ArrayLike] | None = None,
+    random_state: int | np.random.Generator | None = None,
+) -> tuple[Any, NDArray]:
+    """Append ``n_points`` copies of rows with another label.
+
+    The copies come from ``X`` itself or from ``source = (X_source, y_source)`` (e.g. the
+    test rows: a copy of a test row with a wrong label is the strongest single training
+    point against that row). A copy has the same features as its original, hence lands in
+    the same partition; ``partitions``, ``target``, ``strategy``, ``order`` and
+    ``new_labels`` refer to the rows copied from, as in `flip_labels`.
+
+    Returns
+    -------
+    X_new, y_new
+        New arrays (or DataFrame) with the inserted rows at the end.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X, y = np.arange(10.0).reshape(5, 2), np.array([0, 1, 0, 1, 0])
+    >>> X_new, y_new = insert_points(X, y, 3, random_state=0)
+    >>> X_new.shape, y_new.shape, X.shape
+    ((8, 2), (8,), (5, 2))
+    """
+    labels, n_points = _check(X, y, n_points, strategy)
+    rng = np.random.default_rng(random_state)
+    pool_X, pool_y = (X, labels) if source is None else source
+    pool_labels, _ = _check(pool_X, pool_y, n_points, strategy)
+    if not set(np.unique(pool_labels).tolist()) <= set(np.unique(labels).tolist()):
+        raise ValueError("`source` has labels that `y` does not have.")
+    eligible = np.ones(pool_labels.size, bool)
+    rows = _pick_rows(n_points, eligible, partitions, target, strategy, rng, order)
+    if new_labels is None:  # another label among those of y
+        classes = np.unique(labels)
+        index = np.searchsorted(classes, pool_labels[rows])
+        added = classes[(index + rng.integers(1, classes.size, size=rows.size)) % classes.size]
+    else:
+        added = _new_labels(pool_labels, rows, new_labels, rng)
+    return _concat(X, _take(pool_X, rows)), np.concatenate([labels, added])
+
+
+def delete_points(
+    X: Any,
+    y: ArrayLike,
+    n_points: int,
+    *,
+    partitions: ArrayLike | None = None,
+    target: ArrayLike | None = None,
+    strategy: str = "random",
+    order: ArrayLike | None = None,
+    random_state: int | np.random.Generator | None = None,
+) -> tuple[Any, NDArray]:
+    """Remove ``n_points`` rows, never the last ones of a label.
+
+    ``partitions``, ``target``, ``strategy`` and ``order`` choose the rows as in
+    `flip_labels`.
+
+    Returns
+    -------
+    X_new, y_new
+        New arrays (or DataFrame) without the deleted rows.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X, y = np.arange(10.0).reshape(5, 2), np.array([0, 1, 0, 1, 0])
+    >>> X_new, y_new = delete_points(X, y, 2, random_state=0)
+    >>> X_new.shape, sorted(set(y_new.tolist()))
+    ((3, 2), [0, 1])
+    """
+    labels, n_points = _check(X, y, n_points, strategy)
+    rng = np.random.default_rng(random_state)
+    # One row of every label is spared: the last one in attack order (random without it).
+    _, index = np.unique(labels, return_inverse=True)
+    priority = rng.random(labels.size) if order is None else np.asarray(order, dtype=float)
+    if priority.shape != labels.shape:
+        raise ValueError(f"`order` must have one entry per row ({labels.size}).")
+    last = np.lexsort((priority, index))  # by label, then priority
+    ends = np.flatnonzero(np.r_[index[last][1:] != index[last][:-1], True])
+    eligible = np.ones(labels.size, bool)
+    eligible[last[ends]] = False
+    rows = _pick_rows(n_points, eligible, partitions, target, strategy, rng, order)
+    keep = np.ones(labels.size, bool)
+    keep[rows] = False
+    kept = np.flatnonzero(keep)
+    X_new = _take(X, kept)
+    if hasattr(X_new, "reset_index"):
+        X_new = X_new.reset_index(drop=True)
+    return X_new, labels[kept]
+
+
+def worst_partitions(model: Any, X: Any, data: str = "calibration") -> NDArray:
+    """Partitions of a fitted `ReliablePredictionSets` ordered from most to least pivotal.
+
+    ``"calibration"``: a partition scores one point for every (row, label) of ``X`` whose
+    membership in the majority set flips if that partition alone changes its vote.
+    ``"training"``: a model scores one point for every row of ``X`` whose set is not
+    certified robust against one poisoned training point and whose vote goes to the
+    row's top label (changing that vote moves the row's scores most).
+
+    Parameters
+    ----------
+    model : ReliablePredictionSets
+        Calibrated.
+    X : array-like of shape (n_samples, n_features)
+        Rows whose sets the attack aims at (e.g. the test rows).
+    data : {"calibration", "training"}, default="calibration"
+
+    Returns
+    -------
+    ndarray of int
+        Partition indices, most pivotal first (ties by index).
+    """
+    if data == "calibration":
+        member = model.partition_sets(X)  # (n, K, k_calib)
+        votes = member.sum(axis=2)
+        tau = model.majority_threshold_
+        leave = (votes == tau + 1)[:, :, None] & member  # one vote fewer: leaves the set
+        join = (votes == tau)[:, :, None] & ~member  # one vote more: joins it
+        weight = (leave | join).sum(axis=(0, 1))
+    elif data == "training":
+        fragile = ~model.certify(X, r_train=1)["robust"]
+        top_label = model.classes_[np.argmax(model.predict_scores(X), axis=1)]
+        weight = np.zeros(len(model.estimators_), dtype=np.int64)
+        for index, member in enumerate(model.estimators_):  # a loop over partition models
+            if np.asarray(member.classes_).size:  # an abstaining model has no vote to move
+                weight[index] = int((fragile & (member.predict(X) == top_label)).sum())
+    else:
+        raise ValueError(f"`data` must be 'calibration' or 'training', got {data!r}.")
+    return np.lexsort((np.arange(weight.size), -weight))
