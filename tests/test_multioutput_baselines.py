@@ -1,0 +1,430 @@
+"""EllipsoidalConformalRegressor and RectangularConformalRegressor (and the multi-output base).
+
+Coverage is judged with :func:`uqconform.evaluation.coverage_bounds`: the model is fitted
+once, then calibrated and tested on ``R`` fresh independent draws (so the resplits are
+independent given the fit), and the pooled coverage must lie in the bounds at confidence
+0.999. The max-norm and Mahalanobis scores are continuous, so both bounds apply; the
+Bonferroni box is conservative by design, so only the lower bound applies to it.
+"""
+
+from __future__ import annotations
+
+import pickle
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import Unchanged
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sklearn.base import clone
+from sklearn.exceptions import NotFittedError
+from sklearn.frozen import FrozenEstimator
+from sklearn.linear_model import LinearRegression, Ridge
+from sklearn.multioutput import MultiOutputRegressor
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+from sklearn.tree import DecisionTreeRegressor
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from uqconform.evaluation import coverage, coverage_bounds, mean_volume
+from uqconform.multioutput import (
+    EllipsoidalConformalRegressor,
+    MultiOutputConformalRegressor,
+    RectangularConformalRegressor,
+)
+from uqconform.regions import PredictionRegion
+
+R = 20
+CONFIDENCE = 0.999
+ALPHAS = [0.05, 0.1, 0.2]
+N_CAL, N_TEST = 300, 500
+
+
+def correlated_data(n, seed, d=2):
+    """Linear means; correlated Gaussian noise whose scale grows with |X[:, 0]|."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 3))
+    cov = 0.8 * np.ones((d, d)) + 0.2 * np.eye(d)
+    noise = rng.multivariate_normal(np.zeros(d), cov, size=n) * (0.3 + np.abs(X[:, :1]))
+    Y = X[:, :1] * np.arange(1, d + 1) - X[:, 1:2] + noise
+    return X, Y
+
+
+def make_models():
+    return {
+        "ellipse-global": EllipsoidalConformalRegressor(Ridge(), random_state=0),
+        "ellipse-local": EllipsoidalConformalRegressor(
+            Ridge(), covariance="local", n_neighbors=40, random_state=0
+        ),
+        "box": RectangularConformalRegressor(Ridge(), random_state=0),
+        "box-bonferroni": RectangularConformalRegressor(Ridge(), bonferroni=True),
+    }
+
+
+def pooled(model, seed=0):
+    """Pooled coverage (k,) and mean volume (k,) over R fresh calibration/test draws."""
+    X, Y = correlated_data(400, seed=1000 + seed)
+    model.fit(X, Y)
+    hits = np.zeros(len(ALPHAS))
+    volumes = np.zeros(len(ALPHAS))
+    for r in range(R):
+        X_new, Y_new = correlated_data(N_CAL + N_TEST, seed=[seed, r])
+        model.calibrate(X_new[:N_CAL], Y_new[:N_CAL])
+        regions = model.predict_set(X_new[N_CAL:], alpha=ALPHAS)
+        hits += coverage(Y_new[N_CAL:], regions)
+        volumes += mean_volume(regions)
+    return hits / R, volumes / R
+
+
+@pytest.mark.parametrize("name", ["ellipse-global", "ellipse-local", "box", "box-bonferroni"])
+def test_coverage_within_bounds_over_fresh_calibration_sets(name):
+    model = make_models()[name]
+    observed, _ = pooled(model)
+    n_cal = model.n_calibration_
+    bounds = coverage_bounds(n_cal, ALPHAS, N_TEST, confidence=CONFIDENCE, n_repeats=R)
+    for c, (low, high), a in zip(observed, bounds, ALPHAS, strict=True):
+        assert c >= low, f"{name} alpha={a}: coverage {c:.4f} below [{low:.4f}, {high:.4f}]"
+        if name != "box-bonferroni":
+            assert c <= high, f"{name} alpha={a}: coverage {c:.4f} above [{low:.4f}, {high:.4f}]"
+
+
+def test_efficiency_against_the_baselines_each_must_beat():
+    volumes = {name: pooled(model)[1] for name, model in make_models().items()}
+    # correlated noise: an ellipse beats the axis-aligned box, the max-norm box beats the
+    # conservative Bonferroni box, and the local covariance beats the global one under
+    # heteroscedastic noise
+    assert np.all(volumes["ellipse-global"] < 0.8 * volumes["box"])
+    assert np.all(volumes["box"] < volumes["box-bonferroni"])
+    assert np.all(volumes["ellipse-local"] < volumes["ellipse-global"])
+    assert volumes["ellipse-local"][1] < 0.85 * volumes["ellipse-global"][1]  # alpha = 0.1
+
+
+# ---- the API --------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def data():
+    X, Y = correlated_data(900, seed=0)
+    return (X[:300], Y[:300]), (X[300:600], Y[300:600]), (X[600:], Y[600:])
+
+
+@pytest.mark.parametrize("name", ["ellipse-global", "ellipse-local", "box", "box-bonferroni"])
+def test_outputs_shapes_and_levels(name, data):
+    (Xf, Yf), (Xc, Yc), (Xt, _Yt) = data
+    model = make_models()[name]
+    assert model.fit(Xf, Yf) is model
+    assert model.calibrate(Xc, Yc) is model
+    assert model.predict(Xt).shape == (300, 2)
+    region = model.predict_set(Xt)
+    assert isinstance(region, PredictionRegion) and len(region) == 300
+    boxes = model.predict_interval(Xt)
+    assert boxes.shape == (300, 2, 2) and np.all(boxes[..., 0] < boxes[..., 1])
+    np.testing.assert_allclose(boxes, region.bounding_box())
+    regions = model.predict_set(Xt, alpha=[0.05, 0.2])
+    assert isinstance(regions, list) and len(regions) == 2
+    assert np.all(regions[0].volume() > regions[1].volume())  # nested in alpha
+    assert model.predict_interval(Xt, alpha=[0.05, 0.2]).shape == (300, 2, 2, 2)
+    # the box of a region contains its samples
+    points = region.sample(50, random_state=0)
+    assert np.all(points >= boxes[:, None, :, 0] - 1e-9)
+    assert np.all(points <= boxes[:, None, :, 1] + 1e-9)
+
+
+def test_radius_is_the_conformal_quantile_of_the_scores(data):
+    (Xf, Yf), (Xc, Yc), (_Xt, _Yt) = data
+    model = EllipsoidalConformalRegressor(Ridge(), alpha=[0.1, 0.3], cv=None).fit(Xf, Yf)
+    model.calibrate(Xc, Yc)
+    scores = np.sort(model.nonconformity(Xc, Yc))
+    np.testing.assert_array_equal(scores, np.sort(model.conformity_scores_))
+    k = np.ceil((300 + 1) * (1 - np.array([0.1, 0.3]))).astype(int)
+    np.testing.assert_array_equal(model.radius_, scores[k - 1])
+    # cv=None: the shape is the second moment of the in-sample residuals
+    residuals = Yf - model.estimator_.predict(Xf)
+    np.testing.assert_allclose(model.covariance_, residuals.T @ residuals / 300, rtol=1e-6)
+
+
+def test_bonferroni_is_per_output_split_conformal_at_alpha_over_d(data):
+    (Xf, Yf), (Xc, Yc), (Xt, _Yt) = data
+    model = RectangularConformalRegressor(Ridge(), alpha=0.1, bonferroni=True).fit(Xf, Yf)
+    model.calibrate(Xc, Yc)
+    residuals = np.abs(Yc - model.estimator_.predict(Xc))
+    k = int(np.ceil(301 * (1 - 0.05)))
+    expected = np.sort(residuals, axis=0)[k - 1]
+    np.testing.assert_allclose(model.radius_, expected)
+    boxes = model.predict_interval(Xt)
+    centre = model.predict(Xt)
+    np.testing.assert_allclose(boxes[..., 1] - centre, np.broadcast_to(expected, (300, 2)))
+
+
+def test_wraps_pipelines_and_multioutput_regressors(data):
+    (Xf, Yf), (Xc, Yc), (Xt, Yt) = data
+    for estimator in (
+        make_pipeline(StandardScaler(), Ridge()),
+        MultiOutputRegressor(DecisionTreeRegressor(max_depth=3, random_state=0)),
+    ):
+        for model in (
+            EllipsoidalConformalRegressor(estimator, covariance="local", random_state=0),
+            RectangularConformalRegressor(estimator, random_state=0),
+        ):
+            region = model.fit(Xf, Yf).calibrate(Xc, Yc).predict_set(Xt)
+            assert 0.75 < coverage(Yt, region) <= 1.0
+            assert model.estimator_ is not estimator
+
+
+def test_prefit_estimator_learns_the_shape_on_half_the_calibration_rows(data):
+    (Xf, Yf), (Xc, Yc), (Xt, Yt) = data
+    fitted = Ridge().fit(Xf, Yf)
+    model = EllipsoidalConformalRegressor(fitted, random_state=0).calibrate(Xc, Yc)
+    assert model.estimator_ is fitted and model.n_calibration_ == 150
+    np.testing.assert_array_equal(model.predict(Xt), fitted.predict(Xt))
+    assert 0.75 < coverage(Yt, model.predict_set(Xt)) <= 1.0
+    # FrozenEstimator: fit estimates the shape on the fit rows, the model is not refitted
+    frozen = RectangularConformalRegressor(FrozenEstimator(fitted), random_state=0)
+    frozen.fit(Xc[:150], Yc[:150]).calibrate(Xc[150:], Yc[150:])
+    assert frozen.n_calibration_ == 150
+    np.testing.assert_array_equal(frozen.predict(Xt), fitted.predict(Xt))
+    expected = np.sqrt(((Yc[:150] - fitted.predict(Xc[:150])) ** 2).mean(axis=0))
+    np.testing.assert_allclose(frozen.scale_, expected)
+
+
+def test_groups_give_one_radius_per_group(data):
+    (Xf, Yf), (Xc, Yc), (Xt, _Yt) = data
+    model = EllipsoidalConformalRegressor(Ridge(), random_state=0).fit(Xf, Yf)
+    groups = np.where(np.abs(Xc[:, 0]) > 0.7, "wide", "narrow")
+    model.calibrate(Xc, Yc, groups=groups)
+    assert model.radius_.shape == (2,) and model.radius_[1] > model.radius_[0]
+    test_groups = np.where(np.abs(Xt[:, 0]) > 0.7, "wide", "narrow")
+    region = model.predict_set(Xt, groups=test_groups)
+    expected = np.where(test_groups == "wide", model.radius_[1], model.radius_[0])
+    np.testing.assert_array_equal(region.radius, expected)
+    with pytest.raises(ValueError, match="groups"):
+        model.predict_set(Xt)
+
+
+def test_dataframe_input_keeps_feature_names(data):
+    (Xf, Yf), (Xc, Yc), (Xt, _Yt) = data
+    names = ["a", "b", "c"]
+    frame = pd.DataFrame(Xf, columns=names)
+    model = EllipsoidalConformalRegressor(covariance="local", random_state=0)
+    model.fit(frame, pd.DataFrame(Yf, columns=["u", "v"]))
+    model.calibrate(pd.DataFrame(Xc, columns=names), Yc)
+    assert list(model.feature_names_in_) == names
+    assert len(model.predict_set(pd.DataFrame(Xt, columns=names))) == 300
+    with pytest.raises(ValueError, match="feature names"):
+        model.predict_set(pd.DataFrame(Xt, columns=["x", "y", "z"]))
+
+
+def test_three_outputs(data):
+    X, Y = correlated_data(900, seed=4, d=3)
+    model = EllipsoidalConformalRegressor(Ridge(), random_state=0)
+    region = model.fit(X[:300], Y[:300]).calibrate(X[300:600], Y[300:600]).predict_set(X[600:])
+    assert region.dim == 3 and region.volume().shape == (300,)
+    assert model.predict_interval(X[600:]).shape == (300, 3, 2)
+
+
+# ---- reproducibility, pickling, sklearn conventions -----------------------------------------
+
+
+@pytest.mark.parametrize("name", ["ellipse-local", "box"])
+def test_same_seed_same_output_and_pickle_round_trip(name, data):
+    (Xf, Yf), (Xc, Yc), (Xt, _Yt) = data
+    a = make_models()[name].fit(Xf, Yf).calibrate(Xc, Yc)
+    b = make_models()[name].fit(Xf, Yf).calibrate(Xc, Yc)
+    np.testing.assert_array_equal(a.conformity_scores_, b.conformity_scores_)
+    np.testing.assert_array_equal(a.predict_interval(Xt), b.predict_interval(Xt))
+    twin = pickle.loads(pickle.dumps(a))
+    np.testing.assert_array_equal(twin.predict_set(Xt).volume(), a.predict_set(Xt).volume())
+    np.testing.assert_array_equal(twin.predict_interval(Xt), a.predict_interval(Xt))
+    # a different fold seed gives a different shape
+    c = clone(a).set_params(random_state=1).fit(Xf, Yf).calibrate(Xc, Yc)
+    assert not np.array_equal(c.conformity_scores_, a.conformity_scores_)
+
+
+def test_inputs_are_not_modified(data):
+    (Xf, Yf), (Xc, Yc), (Xt, Yt) = data
+    frames = [pd.DataFrame(Xf), pd.DataFrame(Xc)]
+    guard = Unchanged(Xf, Yf, Xc, Yc, Xt, *frames)
+    model = EllipsoidalConformalRegressor(covariance="local", random_state=0)
+    model.fit(frames[0], Yf).calibrate(frames[1], Yc)
+    model.predict_set(pd.DataFrame(Xt)).contains(Yt)
+    RectangularConformalRegressor(bonferroni=True).fit(Xf, Yf).calibrate(Xc, Yc).predict(Xt)
+    guard.check()
+
+
+def test_is_an_abstract_base():
+    assert issubclass(EllipsoidalConformalRegressor, MultiOutputConformalRegressor)
+    assert EllipsoidalConformalRegressor().__sklearn_tags__().target_tags.multi_output
+
+
+def expected_failed_checks(estimator):
+    return {}
+
+
+@pytest.mark.filterwarnings("ignore:`Y` has a single output:UserWarning")
+@parametrize_with_checks(
+    [
+        EllipsoidalConformalRegressor(random_state=0),
+        EllipsoidalConformalRegressor(covariance="local", n_neighbors=5, random_state=0),
+        RectangularConformalRegressor(random_state=0),
+    ],
+    expected_failed_checks=expected_failed_checks,
+)
+def test_sklearn_estimator_checks(estimator, check):
+    check(estimator)
+
+
+# ---- bad input ------------------------------------------------------------------------------
+
+
+def test_single_output_works_with_a_warning(data):
+    (Xf, Yf), (Xc, Yc), (Xt, _Yt) = data
+    model = RectangularConformalRegressor(Ridge(), random_state=0)
+    with pytest.warns(UserWarning, match="scalar method"):
+        model.fit(Xf, Yf[:, :1])
+    model.calibrate(Xc, Yc[:, 0])  # 1-D is one output
+    boxes = model.predict_interval(Xt)
+    assert boxes.shape == (300, 1, 2)
+    region = model.predict_set(Xt)
+    np.testing.assert_allclose(region.volume(), boxes[:, 0, 1] - boxes[:, 0, 0])
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_non_finite_targets_are_refused(bad, data):
+    (Xf, Yf), (Xc, _Yc), _ = data
+    Y_bad = Yf.copy()
+    Y_bad[3, 1] = bad
+    model = EllipsoidalConformalRegressor(Ridge())
+    with pytest.raises(ValueError, match="`Y` contains 1 NaN or infinite"):
+        model.fit(Xf, Y_bad)
+    model.fit(Xf, Yf)
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        model.calibrate(Xc, Y_bad)
+
+
+def test_shapes_and_dimensions_are_checked(data):
+    (Xf, Yf), (Xc, Yc), (Xt, _Yt) = data
+    model = EllipsoidalConformalRegressor(Ridge()).fit(Xf, Yf)
+    with pytest.raises(ValueError, match="`Y` has 3 outputs but the model was fitted with 2"):
+        model.calibrate(Xc, np.c_[Yc, Yc[:, 0]])
+    with pytest.raises(ValueError, match="`Y` has 299 rows but X has 300"):
+        model.fit(Xf, Yf[:-1])
+    with pytest.raises(ValueError, match="2-D"):
+        model.fit(Xf, Yf[:, :, None])
+    with pytest.raises(ValueError, match="numeric"):
+        model.fit(Xf, np.full((300, 2), "a"))
+    with pytest.raises(ValueError, match="requires y"):
+        model.fit(Xf, None)
+    with pytest.raises(ValueError, match="features"):
+        model.fit(Xf, Yf).calibrate(Xc, Yc).predict_set(Xt[:, :2])
+    # a prefit model with 3 outputs calibrated on 2-column Y
+    three = Ridge().fit(Xf, np.c_[Yf, Yf[:, 0]])
+    with pytest.raises(ValueError, match=r"predicts an array of shape \(150, 3\)"):
+        EllipsoidalConformalRegressor(three, random_state=0).calibrate(Xc, Yc)
+
+
+def test_tiny_calibration_set_gives_the_whole_space(data):
+    (Xf, Yf), (Xc, Yc), (Xt, Yt) = data
+    model = EllipsoidalConformalRegressor(Ridge(), alpha=0.1).fit(Xf, Yf)
+    with pytest.warns(UserWarning, match="Too few calibration points"):
+        model.calibrate(Xc[:5], Yc[:5])
+    assert model.radius_ == np.inf
+    with pytest.warns(UserWarning, match="whole output space"):
+        region = model.predict_set(Xt)
+    assert region.contains(Yt + 1e9).all()
+    np.testing.assert_array_equal(region.volume(), np.inf)
+    with pytest.warns(UserWarning):
+        assert np.all(np.isinf(model.predict_interval(Xt)))
+    box = RectangularConformalRegressor(Ridge(), bonferroni=True).fit(Xf, Yf)
+    with pytest.warns(UserWarning, match="Too few"):
+        box.calibrate(Xc[:15], Yc[:15])  # 15 points: enough for 0.1, not for 0.05 per output
+    with pytest.warns(UserWarning):
+        assert np.all(box.predict_set(Xt).volume() == np.inf)
+
+
+@pytest.mark.parametrize("alpha", [0.0, 1.0, -0.1, 1.5, np.nan])
+def test_alpha_outside_the_unit_interval(alpha, data):
+    (Xf, Yf), (Xc, Yc), (Xt, _Yt) = data
+    with pytest.raises(ValueError, match="alpha"):
+        EllipsoidalConformalRegressor(alpha=alpha).fit(Xf, Yf)
+    model = EllipsoidalConformalRegressor().fit(Xf, Yf).calibrate(Xc, Yc)
+    with pytest.raises(ValueError, match="alpha"):
+        model.predict_set(Xt, alpha=alpha)
+
+
+@pytest.mark.parametrize(
+    ("params", "match"),
+    [
+        ({"covariance": "diag"}, "covariance"),
+        ({"n_neighbors": 0}, "n_neighbors"),
+        ({"shrinkage": 1.5}, "shrinkage"),
+        ({"cv": 1}, "cv"),
+        ({"estimator": "ridge"}, "estimator"),
+    ],
+)
+def test_bad_parameters_are_named(params, match, data):
+    (Xf, Yf), _, _ = data
+    with pytest.raises(ValueError, match=match):
+        EllipsoidalConformalRegressor(**params).fit(Xf, Yf)
+
+
+def test_wrong_call_order(data):
+    (Xf, Yf), (Xc, Yc), (Xt, _Yt) = data
+    model = EllipsoidalConformalRegressor(Ridge())
+    for call in (model.predict, model.predict_set, model.predict_interval):
+        with pytest.raises(NotFittedError):
+            call(Xt)
+    with pytest.raises(NotFittedError, match="calibrate was called before fit"):
+        model.calibrate(Xc, Yc)
+    model.fit(Xf, Yf)
+    assert model.predict(Xt).shape == (300, 2)
+    with pytest.raises(NotFittedError, match="needs calibration"):
+        model.predict_set(Xt)
+    # a refit discards the calibration
+    model.calibrate(Xc, Yc).fit(Xf, Yf)
+    with pytest.raises(NotFittedError, match="needs calibration"):
+        model.predict_interval(Xt)
+
+
+def test_nan_features_are_refused_unless_the_model_accepts_them(data):
+    (Xf, Yf), (_Xc, _Yc), _ = data
+    X_nan = Xf.copy()
+    X_nan[0, 0] = np.nan
+    with pytest.raises(ValueError, match="`X` contains NaN"):
+        EllipsoidalConformalRegressor(LinearRegression()).fit(X_nan, Yf)
+    text = pd.DataFrame({"a": ["x"] * 300, "b": Xf[:, 1]})
+    with pytest.raises(ValueError, match="covariance='local'"):
+        EllipsoidalConformalRegressor(make_pipeline(_OneHot(), Ridge()), covariance="local").fit(
+            text, Yf
+        )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        RectangularConformalRegressor(make_pipeline(_OneHot(), Ridge())).fit(text, Yf)
+
+
+def _OneHot():
+    from sklearn.compose import make_column_transformer
+    from sklearn.preprocessing import OneHotEncoder
+
+    return make_column_transformer((OneHotEncoder(), ["a"]), remainder="passthrough")
+
+
+@settings(max_examples=10, deadline=None)
+@given(
+    seed=st.integers(0, 2**16),
+    alphas=st.lists(st.floats(0.02, 0.5), min_size=2, max_size=4, unique=True),
+)
+def test_regions_are_nested_in_alpha_and_calibration_order_does_not_matter(seed, alphas):
+    X, Y = correlated_data(240, seed=seed)
+    model = RectangularConformalRegressor(Ridge(), cv=None).fit(X[:120], Y[:120])
+    model.calibrate(X[120:], Y[120:])
+    regions = model.predict_set(X[:20], alpha=sorted(alphas))
+    volumes = np.stack([region.volume() for region in regions])
+    assert np.all(np.diff(volumes, axis=0) <= 0)  # larger alpha, smaller region
+    order = np.random.default_rng(seed).permutation(120)
+    shuffled = clone(model).fit(X[:120], Y[:120]).calibrate(X[120:][order], Y[120:][order])
+    np.testing.assert_array_equal(
+        shuffled.predict_interval(X[:20], alpha=alphas),
+        model.predict_interval(X[:20], alpha=alphas),
+    )

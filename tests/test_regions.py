@@ -1,0 +1,416 @@
+"""PredictionRegion and AffineMap: membership, boundary, volume (exact and Monte Carlo),
+sampling, bounding boxes, indexing, plotting and bad input.
+
+The Monte Carlo volume is checked against exact volumes with two non-affine maps whose
+volume is known: an affine map that hides its affinity (``is_affine=False``, constant
+Jacobian: the estimate must equal the exact volume), and a radial map
+``y = c + L z (1 + |z|^2)`` (non-constant Jacobian; the image of the latent ball of radius
+``r`` is the ellipsoid of radius ``r (1 + r^2)``): the estimate must lie within a few of its
+own standard errors of the exact volume.
+"""
+
+from __future__ import annotations
+
+import math
+import pickle
+
+import numpy as np
+import pytest
+
+from uqconform.regions import AffineMap, LatentMap, PredictionRegion
+
+# ---- latent maps used by the tests ---------------------------------------------------------
+
+
+class HiddenAffine:
+    """An affine map that says it is not affine: forces the Monte Carlo code paths."""
+
+    is_affine = False
+
+    def __init__(self, inner: AffineMap):
+        self.inner = inner
+        self.n_rows = inner.n_rows
+        self.dim = inner.dim
+
+    def to_latent(self, Y):
+        return self.inner.to_latent(Y)
+
+    def from_latent(self, Z):
+        return self.inner.from_latent(Z)
+
+    def log_abs_det_from_latent(self, Z):
+        return self.inner.log_abs_det_from_latent(Z)
+
+    def take(self, index):
+        return HiddenAffine(self.inner.take(index))
+
+
+class Radial(HiddenAffine):
+    """``y = c + L rho(z)`` with ``rho(z) = z (1 + |z|^2)``: a non-affine bijection.
+
+    ``|det d rho/dz| = (1 + t^2)^(d - 1) (1 + 3 t^2)`` at ``|z| = t``; the inverse solves
+    ``t + t^3 = u`` (Cardano).
+    """
+
+    def to_latent(self, Y):
+        u_vec = self.inner.to_latent(Y)
+        u = np.linalg.norm(u_vec, axis=1, keepdims=True)
+        root = np.sqrt(u**2 / 4 + 1 / 27)
+        t = np.cbrt(u / 2 + root) + np.cbrt(u / 2 - root)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(u > 0, u_vec * t / u, 0.0)
+
+    def from_latent(self, Z):
+        t2 = (Z**2).sum(axis=-1, keepdims=True)
+        return self.inner.from_latent(Z * (1 + t2))
+
+    def log_abs_det_from_latent(self, Z):
+        d = Z.shape[-1]
+        t2 = (Z**2).sum(axis=-1)
+        radial = (d - 1) * np.log1p(t2) + np.log1p(3 * t2)
+        return self.inner.log_abs_det_from_latent(Z) + radial
+
+    def take(self, index):
+        return Radial(self.inner.take(index))
+
+
+def full_map(n=6, d=2, seed=0):
+    rng = np.random.default_rng(seed)
+    scale = rng.normal(size=(n, d, d)) + 2 * np.eye(d)
+    return AffineMap(rng.normal(size=(n, d)), scale)
+
+
+def diagonal_map(n=6, d=2, seed=0):
+    rng = np.random.default_rng(seed)
+    return AffineMap(rng.normal(size=(n, d)), rng.uniform(0.5, 2.0, size=(n, d)))
+
+
+def ball_volume(d, r, norm):
+    if norm == "linf":
+        return (2 * r) ** d
+    return math.pi ** (d / 2) * r**d / math.gamma(d / 2 + 1)
+
+
+def latent_norm(Z, norm):
+    return np.linalg.norm(Z, axis=-1) if norm == "l2" else np.abs(Z).max(axis=-1)
+
+
+# ---- AffineMap ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("make", [full_map, diagonal_map])
+def test_affine_map_round_trip_and_log_det(make):
+    m = make(n=5, d=3)
+    Z = np.random.default_rng(1).normal(size=(5, 4, 3))
+    Y = m.from_latent(Z)
+    np.testing.assert_allclose(m.to_latent(Y[:, 2]), Z[:, 2], atol=1e-10)
+    matrices = m.scale if not m.diagonal else np.stack([np.diag(s) for s in m.scale])
+    expected = np.log(np.abs(np.linalg.det(matrices)))
+    np.testing.assert_allclose(m.log_abs_det_from_latent(Z), np.repeat(expected[:, None], 4, 1))
+    assert isinstance(m, LatentMap) and m.is_affine
+
+
+def test_affine_map_shared_scale_matches_repeated_scale():
+    rng = np.random.default_rng(0)
+    center, L = rng.normal(size=(4, 2)), np.array([[2.0, 0.0], [1.0, 0.5]])
+    shared, repeated = AffineMap(center, L[None]), AffineMap(center, np.repeat(L[None], 4, 0))
+    Y = rng.normal(size=(4, 2))
+    np.testing.assert_allclose(shared.to_latent(Y), repeated.to_latent(Y))
+    assert shared.take([1, 3]).n_rows == 2 and shared.take([1, 3]).scale.shape[0] == 1
+
+
+@pytest.mark.parametrize(
+    ("center", "scale", "match"),
+    [
+        (np.zeros(2), np.ones((1, 2)), "center"),
+        (np.zeros((3, 2)), np.ones((3, 3)), "does not match"),
+        (np.zeros((3, 2)), np.ones((2, 2)), "does not match"),
+        (np.zeros((3, 2)), np.ones((3, 2, 3)), "full `scale`"),
+        (np.zeros((3, 2)), np.ones(2), "scale"),
+        (np.zeros((3, 2)), np.array([[1.0, 0.0]]), "invertible"),
+        (np.zeros((3, 2)), np.ones((1, 2, 2)), "invertible"),
+        (np.full((3, 2), np.nan), np.ones((1, 2)), "finite"),
+    ],
+)
+def test_affine_map_rejects_bad_arguments(center, scale, match):
+    with pytest.raises(ValueError, match=match):
+        AffineMap(center, scale)
+
+
+# ---- membership and boundary ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("norm", ["l2", "linf"])
+@pytest.mark.parametrize("kind", ["affine", "radial"])
+def test_boundary_points_sit_at_the_radius_and_contains_agrees(norm, kind):
+    inner = full_map()
+    region = PredictionRegion(inner if kind == "affine" else Radial(inner), 1.3, norm)
+    curve = region.boundary(n_points=64)
+    assert curve.shape == (6, 64, 2)
+    latent = np.stack([region.latent_map.to_latent(curve[:, k]) for k in range(64)], axis=1)
+    np.testing.assert_allclose(latent_norm(latent, norm), 1.3, rtol=1e-9)
+    # points just inside / outside along the latent ray are in / out of the region
+    centre = region.latent_map.from_latent(np.zeros((6, 1, 2)))
+    for k in range(0, 64, 7):
+        z = latent[:, k]
+        inside = region.latent_map.from_latent((0.99 * z)[:, None])[:, 0]
+        outside = region.latent_map.from_latent((1.01 * z)[:, None])[:, 0]
+        assert region.contains(inside).all() and not region.contains(outside).any()
+    assert region.contains(centre[:, 0]).all()
+
+
+def test_boundary_is_in_angle_order_and_box_has_its_corners():
+    box = PredictionRegion(AffineMap([[0.0, 0.0]], [[1.0, 1.0]]), 2.0, "linf")
+    curve = box.boundary(n_points=8)[0]
+    corners = {(2.0, -2.0), (2.0, 2.0), (-2.0, 2.0), (-2.0, -2.0)}
+    assert corners <= {tuple(p) for p in np.round(curve, 12)}
+    angles = np.unwrap(np.arctan2(curve[:, 1], curve[:, 0]))
+    assert np.all(np.diff(angles) > 0)  # counter-clockwise, no jumps: a closed simple curve
+    circle = PredictionRegion(AffineMap([[0.0, 0.0]], [[1.0, 1.0]]), 1.0).boundary(12)[0]
+    assert np.all(np.diff(np.unwrap(np.arctan2(circle[:, 1], circle[:, 0]))) > 0)
+
+
+def test_contains_is_exact_for_box_and_ellipse():
+    box = PredictionRegion(AffineMap([[1.0, 2.0]] * 3, [[2.0, 0.5]]), 1.0, "linf")
+    Y = np.array([[2.9, 2.4], [3.1, 2.0], [1.0, 1.4]])
+    np.testing.assert_array_equal(box.contains(Y), [True, False, False])
+    ellipse = PredictionRegion(AffineMap([[0.0, 0.0]] * 2, [[3.0, 1.0]]), 1.0, "l2")
+    np.testing.assert_array_equal(ellipse.contains([[2.9, 0.0], [2.9, 0.5]]), [True, False])
+
+
+# ---- volume ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("d", [1, 2, 3])
+@pytest.mark.parametrize("norm", ["l2", "linf"])
+def test_exact_volume_of_boxes_and_ellipsoids(d, norm):
+    m = full_map(n=4, d=d)
+    region = PredictionRegion(m, 0.7, norm)
+    expected = ball_volume(d, 0.7, norm) * np.abs(np.linalg.det(m.scale))
+    volume, std = region.volume(return_std=True)
+    np.testing.assert_allclose(volume, expected, rtol=1e-12)
+    np.testing.assert_array_equal(std, 0.0)
+    np.testing.assert_allclose(region.log_volume(), np.log(expected), rtol=1e-12)
+
+
+@pytest.mark.parametrize("norm", ["l2", "linf"])
+def test_monte_carlo_volume_of_a_hidden_affine_map_is_exact(norm):
+    m = full_map(n=5, d=3)
+    exact = PredictionRegion(m, 1.1, norm).volume()
+    estimate, std = PredictionRegion(HiddenAffine(m), 1.1, norm).volume(
+        n_samples=50, random_state=0, return_std=True
+    )
+    np.testing.assert_allclose(estimate, exact, rtol=1e-12)
+    np.testing.assert_allclose(std, 0.0, atol=1e-12 * exact.max())
+
+
+@pytest.mark.parametrize("d", [2, 3])
+def test_monte_carlo_volume_agrees_with_exact_within_its_standard_error(d):
+    m = full_map(n=40, d=d, seed=3)
+    r = 0.8
+    # the radial map sends the latent ball of radius r onto the ellipsoid of radius r(1 + r^2)
+    exact = PredictionRegion(m, r * (1 + r**2)).volume()
+    radial = PredictionRegion(Radial(m), r)
+    estimate, std = radial.volume(n_samples=400, random_state=1, return_std=True)
+    assert np.all(std > 0)
+    z = (estimate - exact) / std
+    assert np.all(np.abs(z) < 4.5), z  # 40 independent rows, |z| < 4.5 each w.p. > 0.9997
+    assert abs(z.mean()) * math.sqrt(z.size) < 4.0  # and no bias overall
+    # the standard error shrinks like 1/sqrt(n_samples)
+    _, std_big = radial.volume(n_samples=6400, random_state=2, return_std=True)
+    np.testing.assert_allclose(np.median(std / std_big), 4.0, rtol=0.2)
+
+
+def test_monte_carlo_volume_works_in_log_space():
+    m = AffineMap(np.zeros((2, 2)), np.full((1, 2), 1e200))
+    region = PredictionRegion(Radial(m), 1.0)
+    log_volume, log_std = region.log_volume(n_samples=200, random_state=0, return_std=True)
+    exact = math.log(math.pi * 2.0**2) + 2 * math.log(1e200)
+    assert np.all(np.isfinite(log_volume))
+    assert np.all(np.abs(log_volume - exact) < 5 * log_std)
+    with np.errstate(over="ignore"):
+        assert np.all(np.isinf(region.volume(n_samples=200, random_state=0)))
+
+
+def test_monte_carlo_volume_is_reproducible_with_a_seed():
+    region = PredictionRegion(Radial(full_map()), 1.0)
+    a = region.volume(n_samples=100, random_state=7)
+    np.testing.assert_array_equal(a, region.volume(n_samples=100, random_state=7))
+    assert not np.array_equal(a, region.volume(n_samples=100, random_state=8))
+
+
+def test_zero_and_infinite_radius():
+    m = full_map(n=3)
+    zero = PredictionRegion(m, 0.0)
+    np.testing.assert_array_equal(zero.volume(), 0.0)
+    assert zero.contains(m.center).all()
+    whole = PredictionRegion(Radial(m), np.inf)
+    far = np.full((3, 2), 1e12)
+    assert whole.contains(far).all() and whole.is_whole_space.all()
+    volume, std = whole.volume(return_std=True)
+    np.testing.assert_array_equal(volume, np.inf)
+    np.testing.assert_array_equal(std, 0.0)
+    assert np.isnan(whole.boundary(8)).all()
+    box = whole.bounding_box()
+    assert np.all(box[..., 0] == -np.inf) and np.all(box[..., 1] == np.inf)
+    assert np.all(PredictionRegion(m, np.inf).bounding_box()[..., 1] == np.inf)
+    with pytest.raises(ValueError, match="whole space"):
+        whole.sample(3)
+
+
+def test_per_row_radius():
+    m = diagonal_map(n=3)
+    region = PredictionRegion(m, [1.0, 2.0, np.inf], "linf")
+    volume = region.volume()
+    np.testing.assert_allclose(volume[:2], 4 * np.array([1.0, 4.0]) * m.scale[:2].prod(axis=1))
+    assert volume[2] == np.inf
+    assert region[1:].radius.tolist() == [2.0, np.inf]
+    assert region[0].radius.tolist() == [1.0]
+
+
+# ---- sampling and bounding boxes ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("norm", ["l2", "linf"])
+def test_samples_lie_in_the_region_and_are_uniform_for_affine_maps(norm):
+    region = PredictionRegion(full_map(n=3, d=2), 1.5, norm)
+    points = region.sample(4000, random_state=0)
+    assert points.shape == (3, 4000, 2)
+    for k in range(0, 4000, 500):
+        assert region.contains(points[:, k]).all()
+    # uniform in the latent ball: the fraction inside half the radius is 2^-d = 1/4
+    latent = np.stack([region.latent_map.to_latent(points[:, k]) for k in range(4000)], 1)
+    inner = (latent_norm(latent, norm) <= 0.75).mean()
+    assert abs(inner - 0.25) < 4 * math.sqrt(0.25 * 0.75 / 12000)
+    np.testing.assert_array_equal(points, region.sample(4000, random_state=0))
+
+
+@pytest.mark.parametrize("norm", ["l2", "linf"])
+@pytest.mark.parametrize("d", [2, 3])
+def test_bounding_box_exact_for_affine_and_close_for_others(norm, d):
+    m = full_map(n=4, d=d)
+    exact = PredictionRegion(m, 1.2, norm).bounding_box()
+    assert exact.shape == (4, d, 2)
+    approx = PredictionRegion(HiddenAffine(m), 1.2, norm).bounding_box(n_points=4096)
+    width = exact[..., 1] - exact[..., 0]
+    assert np.all(approx[..., 0] >= exact[..., 0] - 1e-9)  # inner approximation
+    assert np.all(approx[..., 1] <= exact[..., 1] + 1e-9)
+    np.testing.assert_allclose(approx, exact, atol=0.05 * width.max())
+    # every sample lies in the box
+    points = PredictionRegion(m, 1.2, norm).sample(500, random_state=0)
+    assert np.all(points >= exact[:, None, :, 0] - 1e-9)
+    assert np.all(points <= exact[:, None, :, 1] + 1e-9)
+
+
+# ---- indexing, pickling, repr ---------------------------------------------------------------
+
+
+def test_indexing_and_slicing():
+    m = full_map(n=6)
+    region = PredictionRegion(m, 1.0)
+    Y = m.center + 0.1
+    full = region.contains(Y)
+    volume = region.volume()
+    assert len(region) == 6 and region.dim == 2
+    assert len(region[2]) == 1 and region[-1].volume()[0] == volume[-1]
+    np.testing.assert_array_equal(region[1:4].contains(Y[1:4]), full[1:4])
+    np.testing.assert_array_equal(region[[5, 0]].volume(), volume[[5, 0]])
+    mask = np.array([True, False, True, False, False, True])
+    np.testing.assert_array_equal(region[mask].volume(), volume[mask])
+    assert len(region[np.array([], dtype=int)]) == 0
+    with pytest.raises(IndexError, match="out of range"):
+        region[6]
+    with pytest.raises(IndexError, match="out of range"):
+        region[[0, 9]]
+    with pytest.raises(IndexError, match="mask"):
+        region[np.array([True, False])]
+    with pytest.raises(IndexError, match="indexed by"):
+        region[np.array([0.5])]
+    with pytest.raises(TypeError, match="boolean"):
+        region[True]
+    assert "n=6" in repr(region)
+
+
+def test_pickle_round_trip():
+    region = PredictionRegion(full_map(), 1.0, "linf")
+    twin = pickle.loads(pickle.dumps(region))
+    Y = full_map().center + 0.5
+    np.testing.assert_array_equal(twin.contains(Y), region.contains(Y))
+    np.testing.assert_array_equal(twin.volume(), region.volume())
+    np.testing.assert_array_equal(twin.boundary(16), region.boundary(16))
+
+
+# ---- plotting -------------------------------------------------------------------------------
+
+
+def test_plot_draws_the_boundary():
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    region = PredictionRegion(AffineMap([[0.0, 0.0], [1.0, 1.0]], [[1.0, 2.0]]), 1.0)
+    ax = region.plot(index=1, color="C1", label="region")
+    patch = ax.patches[0]
+    vertices = patch.get_xy()
+    np.testing.assert_allclose(vertices[:-1], region.boundary(400)[1], atol=1e-12)
+    ax = region.plot(0, ax=ax, fill=False)
+    assert len(ax.lines) == 1
+    whole = PredictionRegion(AffineMap([[0.0, 0.0]], [[1.0, 1.0]]), np.inf)
+    assert "whole plane" in whole.plot().texts[0].get_text()
+    with pytest.raises(TypeError, match="index"):
+        region.plot(index=[0, 1])
+    plt.close("all")
+
+
+# ---- bad input ------------------------------------------------------------------------------
+
+
+def test_bad_arguments_are_named():
+    m = full_map(n=3)
+    with pytest.raises(ValueError, match="norm"):
+        PredictionRegion(m, 1.0, norm="l1")
+    with pytest.raises(ValueError, match="radius"):
+        PredictionRegion(m, -1.0)
+    with pytest.raises(ValueError, match="radius"):
+        PredictionRegion(m, np.nan)
+    with pytest.raises(ValueError, match="radius"):
+        PredictionRegion(m, [1.0, 2.0])
+    with pytest.raises(TypeError, match="LatentMap"):
+        PredictionRegion(object(), 1.0)
+    region = PredictionRegion(m, 1.0)
+    with pytest.raises(ValueError, match=r"`Y` must have shape \(3, 2\)"):
+        region.contains(np.zeros((2, 2)))
+    with pytest.raises(ValueError, match=r"`Y` must have shape"):
+        region.contains(np.zeros((3, 3)))
+    with pytest.raises(ValueError, match="NaN"):
+        region.contains(np.full((3, 2), np.nan))
+    for bad in (0, -3, 2.5, True):
+        with pytest.raises(ValueError, match="n_samples"):
+            region.volume(n_samples=bad)
+        with pytest.raises(ValueError, match="n_points"):
+            region.boundary(n_points=bad)
+    with pytest.raises(ValueError, match="d=3"):
+        PredictionRegion(full_map(d=3), 1.0).boundary()
+
+
+def test_inputs_are_not_modified():
+    m = full_map(n=3)
+    Y = m.center.copy()
+    saved = Y.copy()
+    PredictionRegion(Radial(m), 1.0).contains(Y)
+    np.testing.assert_array_equal(Y, saved)
+
+
+def test_translation_invariant_maps_estimate_the_volume_once():
+    class Shifted(Radial):
+        translation_invariant = True
+
+        def take(self, index):
+            return Shifted(self.inner.take(index))
+
+    rng = np.random.default_rng(0)
+    m = AffineMap(rng.normal(size=(5, 2)), np.array([[[1.0, 0.0], [0.5, 2.0]]]))
+    shared = PredictionRegion(Shifted(m), 0.9).volume(200, random_state=3, return_std=True)
+    first = PredictionRegion(Radial(m.take([0])), 0.9).volume(200, random_state=3, return_std=True)
+    for part, one in zip(shared, first, strict=True):
+        np.testing.assert_array_equal(part, np.repeat(one, 5))

@@ -1,0 +1,420 @@
+"""The fit / calibrate / predict machinery shared by the multi-output region methods.
+
+A multi-output method says three things (the subclass hooks):
+
+* how to train (``_fit``): a clone of ``estimator`` and/or a flow, a covariance...;
+* the per-row latent map ``g_i`` (``_latent_map``): the region of row ``i`` is
+  ``{y : ||g_i(y)|| <= radius}``, with the norm of the class (``norm``);
+* the point prediction (``_point_prediction``).
+
+Everything else comes from `uqconform.base.ConformalPredictor`: parameter and feature
+checks, the prefit-estimator protocol, Mondrian groups and the conformal thresholds (one
+`uqconform.quantiles.conformal_quantile` per stratum and level). A score with several
+columns (one per output) is calibrated column by column at ``alpha / d``: the Bonferroni
+box of `RectangularConformalRegressor`.
+"""
+
+from __future__ import annotations
+
+import warnings
+from abc import abstractmethod
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from sklearn.base import BaseEstimator, RegressorMixin, clone
+from sklearn.exceptions import NotFittedError
+from sklearn.linear_model import LinearRegression
+from sklearn.utils import get_tags
+
+from uqconform.base import ConformalPredictor, _has_nan, _y_is_none, check_groups, n_rows
+from uqconform.regions import LatentMap, PredictionRegion
+
+__all__ = ["MultiOutputConformalRegressor", "check_multioutput_target", "take_rows"]
+
+
+def take_rows(X: Any, rows: NDArray) -> Any:
+    """Rows ``rows`` (integer positions) of an array, sparse matrix, DataFrame or list."""
+    if hasattr(X, "iloc"):
+        return X.iloc[rows]
+    if isinstance(X, (list, tuple)):
+        return [X[i] for i in rows]
+    return X[rows]
+
+
+def check_multioutput_target(Y: ArrayLike, n: int, n_outputs: int | None = None) -> NDArray:
+    """A finite float target of shape ``(n, d)``, one row per row of X.
+
+    Parameters
+    ----------
+    Y : array-like of shape (n, d)
+        The targets. A 1-D ``Y`` is one output (``d = 1``).
+    n : int
+        Rows of X.
+    n_outputs : int, optional
+        The ``d`` the model was fitted with; a different number of columns is refused.
+
+    Returns
+    -------
+    ndarray of shape (n, d), float (a new array: the input is never modified)
+
+    Examples
+    --------
+    >>> check_multioutput_target([[1, 2], [3, 4]], 2).shape
+    (2, 2)
+    """
+    if Y is None:
+        raise _y_is_none()
+    target = np.asarray(Y)
+    if target.ndim == 1:
+        target = target[:, None]
+    if target.ndim != 2:
+        raise ValueError(f"`Y` must be 2-D (n_samples, n_outputs), got shape {target.shape}.")
+    if target.shape[0] != n:
+        raise ValueError(f"`Y` has {target.shape[0]} rows but X has {n} rows.")
+    if target.shape[1] == 0:
+        raise ValueError("`Y` has no columns; give at least one output.")
+    if target.dtype.kind == "c":
+        raise ValueError("Complex data not supported: `Y` must be real.")
+    try:
+        target = np.array(target, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError("`Y` must be numeric for regression.") from None
+    if not np.isfinite(target).all():
+        bad = ~np.isfinite(target)
+        raise ValueError(
+            f"`Y` contains {int(bad.sum())} NaN or infinite values (in "
+            f"{int(bad.any(axis=1).sum())} rows); remove or impute those rows first."
+        )
+    if n_outputs is not None and target.shape[1] != n_outputs:
+        raise ValueError(
+            f"`Y` has {target.shape[1]} outputs but the model was fitted with {n_outputs}."
+        )
+    return target
+
+
+class _DenseNumericInput(BaseEstimator):
+    """Stand-in 'model' of methods without an estimator (flows): dense numeric X, no NaN."""
+
+
+class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
+    """Base class of the multi-output conformal regions (not used directly).
+
+    Subclasses set ``norm`` (``"l2"`` or ``"linf"``) and implement ``_fit``,
+    ``_latent_map`` and ``_point_prediction``. Methods that train no scikit-learn
+    ``estimator`` (a conditional flow) set ``_uses_estimator = False``.
+
+    ``fit(X, Y)`` trains on one part of the data, ``calibrate(X, Y)`` scores held-out rows
+    by ``||g_i(Y_i)||`` and ``predict_set`` returns a `uqconform.regions.PredictionRegion`
+    (a list, one per level, for several alphas) of radius the conformal quantile of the
+    scores, hence marginal coverage ``P(Y in region) >= 1 - alpha``.
+    """
+
+    norm: ClassVar[str] = "l2"
+    _uses_estimator: ClassVar[bool] = True
+
+    # ---- hooks -------------------------------------------------------------------------------
+    @abstractmethod
+    def _fit(self, X: Any, Y: NDArray, **fit_params: Any) -> None:
+        """Train what the method needs on ``(X, Y)`` (e.g. with `_fit_estimator`)."""
+
+    @abstractmethod
+    def _latent_map(self, X: Any) -> LatentMap:
+        """The latent maps ``g_i`` of the rows of ``X``."""
+
+    @abstractmethod
+    def _point_prediction(self, X: Any) -> NDArray:
+        """Point prediction ``(n, d)``."""
+
+    def _prepare_calibration(self, X: Any, Y: NDArray, *, prefit: bool) -> NDArray | None:
+        """Called by ``calibrate`` before scoring; returns the rows to score (None: all).
+
+        ``prefit`` is True when ``calibrate`` adopted a fitted ``estimator`` without
+        ``fit``; a method that still needs to learn a shape can learn it on some rows here
+        and return the others, which then calibrate the radius.
+        """
+        return None
+
+    def _calibration_scores(self, X: Any, Y: NDArray) -> tuple[NDArray, NDArray, int]:
+        """Nonconformity scores ``||g_i(Y_i)||`` (``(n,)``), one stratum."""
+        scores = self._scores(X, Y)
+        return scores, np.zeros(scores.shape[0], dtype=np.intp), 1
+
+    def _regions(self, X: Any, thresholds: NDArray) -> list[PredictionRegion]:
+        """One region per level from thresholds ``(c, k)`` (or ``(n, c, k)`` with groups)."""
+        latent_map = self._latent_map(X)
+        return [
+            PredictionRegion(latent_map, thresholds[..., 0, j], self.norm)
+            for j in range(thresholds.shape[-1])
+        ]
+
+    # ---- the estimator (for subclasses that wrap one) ---------------------------------------
+    def _default_estimator(self) -> BaseEstimator:
+        return LinearRegression()
+
+    def _estimator_or_default(self) -> BaseEstimator:
+        if not self._uses_estimator:
+            return _DenseNumericInput()
+        return super()._estimator_or_default()
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.required = True
+        tags.target_tags.multi_output = True
+        tags.target_tags.single_output = False
+        return tags
+
+    def _fit_estimator(self, X: Any, Y: NDArray, **fit_params: Any) -> None:
+        """Fit a clone of ``estimator`` as ``estimator_`` (a ``FrozenEstimator`` stays as is)."""
+        self.estimator_ = clone(self._estimator_or_default())
+        self._estimator_adopted = False
+        self.estimator_.fit(X, Y, **fit_params)
+
+    def _estimator_prediction(self, X: Any) -> NDArray:
+        """``estimator_.predict(X)`` as a float ``(n, d)`` array, checked against ``d``."""
+        output = np.asarray(self.estimator_.predict(X), dtype=float)
+        if output.ndim == 1:
+            output = output[:, None]
+        expected = (n_rows(X), self.n_outputs_)
+        if output.shape != expected:
+            raise ValueError(
+                f"`estimator` predicts an array of shape {output.shape}, expected {expected} "
+                "(one column per output of Y); wrap a single-output model in "
+                "sklearn.multioutput.MultiOutputRegressor."
+            )
+        return output
+
+    def _check_nan(self, X: Any) -> None:
+        model = self.__dict__.get("estimator_") if self._uses_estimator else None
+        model = self._estimator_or_default() if model is None else model
+        if not get_tags(model).input_tags.allow_nan and _has_nan(X):
+            accepts = (
+                f"{type(model).__name__} does not accept missing values"
+                if self._uses_estimator
+                else f"{type(self).__name__} does not accept missing values"
+            )
+            raise ValueError(
+                f"`X` contains NaN and {accepts}: impute them (e.g. "
+                "sklearn.impute.SimpleImputer in a Pipeline) or use a model that handles NaN."
+            )
+
+    # ---- state -----------------------------------------------------------------------------
+    def _check_target(self, y: ArrayLike, n: int, *, calibrating: bool) -> NDArray:
+        known = getattr(self, "n_outputs_", None) if calibrating else None
+        Y = check_multioutput_target(y, n, known)
+        if Y.shape[1] == 1 and known is None:
+            warnings.warn(
+                f"`Y` has a single output: {type(self).__name__} works with d = 1 (its region "
+                "is an interval), but a scalar method of uqconform.regression fits better.",
+                UserWarning,
+                stacklevel=4,
+            )
+        return Y
+
+    def _is_trained(self) -> bool:
+        return "n_outputs_" in self.__dict__
+
+    def _check_trained(self, method: str) -> None:
+        if not self._is_trained():
+            raise NotFittedError(
+                f"This {type(self).__name__} instance is not fitted yet: call fit(X, Y) "
+                f"before {method}."
+            )
+
+    def _check_calibrated(self, method: str) -> None:
+        self._check_trained(method)
+        if not hasattr(self, "conformity_scores_"):
+            raise NotFittedError(
+                f"{type(self).__name__}.{method} needs calibration: call "
+                "calibrate(X_calib, Y_calib) on held-out data first."
+            )
+
+    def _reset_calibration(self) -> None:
+        super()._reset_calibration()
+        self.__dict__.pop("radius_", None)
+
+    # ---- public API ------------------------------------------------------------------------
+    def fit(self, X: Any, y: ArrayLike, **fit_params: Any):
+        """Train the model on data held out from calibration.
+
+        Any previous calibration is discarded.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+            Training features.
+        y : array-like of shape (n_samples, n_outputs)
+            Training targets (``Y``); finite.
+        **fit_params : dict
+            Passed to the estimator's ``fit``.
+
+        Returns
+        -------
+        self
+        """
+        self._validate_params()
+        self._reset_calibration()
+        self.__dict__.pop("n_outputs_", None)
+        X = self._validate_X(X, reset=True)
+        Y = self._check_target(y, n_rows(X), calibrating=False)
+        self._check_nan(X)
+        self.n_outputs_ = Y.shape[1]
+        try:
+            self._fit(X, Y, **fit_params)
+        except BaseException:
+            self.__dict__.pop("n_outputs_", None)
+            raise
+        return self
+
+    def calibrate(self, X: Any, y: ArrayLike, groups: ArrayLike | None = None):
+        """Score held-out calibration rows: ``||g_i(Y_i)||`` for each row.
+
+        Without a prior ``fit``, a fitted ``estimator`` is adopted as is (never refitted).
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+            Calibration features.
+        y : array-like of shape (n_samples, n_outputs)
+            Calibration targets (``Y``), with as many outputs as at ``fit``.
+        groups : array-like of shape (n_samples,), optional
+            Group label per row for Mondrian (group-conditional) calibration; the same
+            argument must then be given at prediction.
+
+        Returns
+        -------
+        self
+        """
+        self._validate_params()
+        prefit = not self._is_trained() or self.__dict__.get("_estimator_adopted", False)
+        if prefit:
+            if not self._uses_estimator:
+                raise NotFittedError(
+                    f"{type(self).__name__}.calibrate was called before fit: call "
+                    "fit(X_train, Y_train) first."
+                )
+            self._use_prefit_estimator()
+            self.__dict__.pop("n_outputs_", None)
+        self._reset_calibration()
+        X = self._validate_X(X, reset=not hasattr(self, "n_features_in_"))
+        n = n_rows(X)
+        Y = self._check_target(y, n, calibrating=True)
+        group_labels = check_groups(groups, n)
+        self._check_nan(X)
+        if prefit:
+            self.n_outputs_ = Y.shape[1]
+        rows = self._prepare_calibration(X, Y, prefit=bool(prefit))
+        if rows is not None:
+            X, Y = take_rows(X, rows), Y[rows]
+            group_labels = None if group_labels is None else group_labels[rows]
+        scores, sub_strata, n_sub = self._calibration_scores(X, Y)
+        if group_labels is None:
+            group_index = np.zeros(Y.shape[0], dtype=np.intp)
+        else:
+            self.groups_, group_index = np.unique(group_labels, return_inverse=True)
+        self.conformity_scores_ = scores
+        self.calibration_strata_ = group_index * n_sub + sub_strata
+        self._n_sub_strata = n_sub
+        self.n_calibration_ = int(Y.shape[0])
+        alphas, scalar = self._resolve_alpha(None)
+        table = self._threshold_table(alphas)[:-1, 0]  # (groups, c, k); warns if too few
+        if getattr(self, "groups_", None) is None:
+            table = table[0]
+        if table.shape[-2] == 1:
+            table = table[..., 0, :]
+        radius = table[..., 0] if scalar else table
+        self.radius_ = float(radius) if np.ndim(radius) == 0 else radius
+        return self
+
+    def _scores(self, X: Any, Y: NDArray) -> NDArray:
+        latent = np.asarray(self._latent_map(X).to_latent(Y), dtype=float)
+        if self.norm == "linf":
+            return np.abs(latent).max(axis=1)
+        return np.linalg.norm(latent, axis=1)
+
+    def nonconformity(self, X: Any, y: ArrayLike) -> NDArray:
+        """Nonconformity scores ``||g_i(Y_i)||`` of labelled rows (no calibration needed).
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+        y : array-like of shape (n_samples, n_outputs)
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+        """
+        self._check_trained("nonconformity")
+        X = self._validate_X(X, reset=False)
+        Y = self._check_target(y, n_rows(X), calibrating=True)
+        self._check_nan(X)
+        return self._scores(X, Y)
+
+    def predict(self, X: Any) -> NDArray:
+        """Point prediction (available after ``fit`` alone).
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_outputs)
+        """
+        self._check_trained("predict")
+        X = self._validate_X(X, reset=False)
+        self._check_nan(X)
+        return self._point_prediction(X)
+
+    def predict_set(
+        self, X: Any, alpha: float | Sequence[float] | None = None, groups: ArrayLike | None = None
+    ) -> PredictionRegion | list[PredictionRegion]:
+        """Prediction regions, one per row of ``X``.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+        alpha : float or sequence of float, optional
+            Miscoverage level(s); defaults to the constructor's ``alpha``.
+        groups : array-like of shape (n_samples,), optional
+            Group labels, required if (and only if) calibration used groups.
+
+        Returns
+        -------
+        PredictionRegion, or a list of them (one per level) for a sequence of alphas
+            The whole space (infinite radius, with a ``UserWarning``) when the
+            calibration set is too small for the level.
+        """
+        self._check_calibrated("predict_set")
+        alphas, scalar = self._resolve_alpha(alpha)
+        X = self._validate_X(X, reset=False)
+        self._check_nan(X)
+        group_index = self._group_index(groups, n_rows(X))
+        table = self._threshold_table(alphas)[:, 0]  # (groups + 1, c, k)
+        thresholds = table[0] if group_index is None else table[group_index]
+        regions = self._regions(X, thresholds)
+        return regions[0] if scalar else regions
+
+    def predict_interval(
+        self, X: Any, alpha: float | Sequence[float] | None = None, groups: ArrayLike | None = None
+    ) -> NDArray:
+        """Bounding boxes of the prediction regions.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+        alpha : float or sequence of float, optional
+            Miscoverage level(s); defaults to the constructor's ``alpha``.
+        groups : array-like of shape (n_samples,), optional
+            Group labels, required if (and only if) calibration used groups.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_outputs, 2), or (n_samples, n_outputs, 2, k)
+            Lower and upper bound per output; infinite for the whole space.
+        """
+        regions = self.predict_set(X, alpha=alpha, groups=groups)
+        if isinstance(regions, PredictionRegion):
+            return regions.bounding_box()
+        return np.stack([region.bounding_box() for region in regions], axis=-1)

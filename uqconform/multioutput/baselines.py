@@ -1,0 +1,370 @@
+"""Ellipsoid and box regions around any multi-output regressor: the baselines of CONTRA.
+
+Both wrap a scikit-learn regressor that predicts ``(n, d)`` (a multi-output model, a
+``Pipeline``, or ``sklearn.multioutput.MultiOutputRegressor`` around a scalar one) and
+learn the *shape* of the region from residuals on the fit data:
+
+* `EllipsoidalConformalRegressor`: Mahalanobis score ``||L^{-1}(y - f(x))||_2`` with
+  ``L L^T`` the residual covariance, global or local (k nearest neighbours in X, shrunk
+  toward the global one); the region is an ellipsoid around the prediction.
+* `RectangularConformalRegressor`: max-norm of the residuals standardised by a per-output
+  scale; the region is a box. ``bonferroni=True`` gives the per-output split-conformal
+  intervals at ``alpha / d`` instead (a box too, valid by the union bound).
+
+The shape is estimated on **out-of-fold** residuals of the fit data (``cv`` folds, the
+model refitted on each), so it reflects the test-time error of the model rather than its
+optimistic in-sample error; the calibration data only fix the radius. With ``cv=None`` the
+in-sample residuals of the fitted model are used (cheaper, often too tight a shape: the
+coverage still holds because the radius is calibrated on held-out data). A prefit
+``estimator`` calibrated without ``fit`` learns the shape on a random half of the
+calibration rows and calibrates the radius on the other half.
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any, ClassVar
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from scipy import sparse
+from sklearn.base import BaseEstimator, clone
+from sklearn.frozen import FrozenEstimator
+from sklearn.model_selection import KFold, cross_val_predict
+from sklearn.neighbors import NearestNeighbors
+from sklearn.preprocessing import StandardScaler
+from sklearn.utils import check_array
+from sklearn.utils._param_validation import (
+    HasMethods,
+    Interval,
+    StrOptions,
+    validate_parameter_constraints,
+)
+
+from uqconform.base import integer_seed
+from uqconform.multioutput._base import MultiOutputConformalRegressor, take_rows
+from uqconform.regions import AffineMap, PredictionRegion
+
+__all__ = ["EllipsoidalConformalRegressor", "RectangularConformalRegressor"]
+
+# Relative ridge added to covariance matrices, so that a degenerate residual cloud (an
+# output predicted exactly) still gives an invertible shape.
+_RIDGE = 1e-9
+
+
+def _second_moment(residuals: NDArray) -> NDArray:
+    """``mean(e e^T)`` over the residual rows (about zero, so a bias widens the shape)."""
+    return residuals.T @ residuals / residuals.shape[0]
+
+
+def _regularised(matrix: NDArray) -> NDArray:
+    """Covariance(s) ``(..., d, d)`` plus a tiny ridge relative to their scale."""
+    d = matrix.shape[-1]
+    trace = np.trace(matrix, axis1=-2, axis2=-1)[..., None, None]
+    floor = np.where(trace > 0, trace, 1.0) * _RIDGE / d
+    return matrix + floor * np.eye(d)
+
+
+class _ResidualShapeRegressor(MultiOutputConformalRegressor):
+    """A point model plus a region shape learned from its residuals (private base)."""
+
+    _needs_shape: ClassVar[bool] = True
+
+    _parameter_constraints: ClassVar[dict] = {
+        "estimator": [HasMethods(["fit", "predict"]), HasMethods(["predict"]), None],
+        "cv": [Interval(numbers.Integral, 2, None, closed="left"), "cv_object", None],
+        "random_state": ["random_state", np.random.Generator],
+    }
+
+    def _validate_params(self) -> None:
+        super()._validate_params()
+        validate_parameter_constraints(
+            self._parameter_constraints,
+            self.get_params(deep=False),
+            caller_name=type(self).__name__,
+        )
+
+    # ---- the shape ---------------------------------------------------------------------------
+    def _fit_shape(self, X: Any, residuals: NDArray) -> None:
+        """Learn the region shape from residuals ``(n, d)`` of rows ``X``."""
+
+    def _residuals(self, X: Any, Y: NDArray, **fit_params: Any) -> NDArray:
+        """Out-of-fold residuals (``cv``), or the fitted model's own (``cv=None``, frozen)."""
+        point = self._estimator_or_default()
+        if self.cv is None or isinstance(point, FrozenEstimator):
+            return Y - self._estimator_prediction(X)
+        cv = self.cv
+        if isinstance(cv, numbers.Integral):
+            cv = KFold(int(cv), shuffle=True, random_state=integer_seed(self.random_state))
+        out_of_fold = cross_val_predict(clone(point), X, Y, cv=cv, params=fit_params)
+        out_of_fold = np.asarray(out_of_fold, dtype=float).reshape(Y.shape)
+        return Y - out_of_fold
+
+    def _fit(self, X: Any, Y: NDArray, **fit_params: Any) -> None:
+        self._fit_estimator(X, Y, **fit_params)
+        if self._needs_shape:
+            self._fit_shape(X, self._residuals(X, Y, **fit_params))
+
+    def _prepare_calibration(self, X: Any, Y: NDArray, *, prefit: bool) -> NDArray | None:
+        if not (prefit and self._needs_shape):
+            return None
+        n = Y.shape[0]
+        if n < 4:
+            raise ValueError(
+                f"A prefit estimator calibrated without fit learns the region shape on half "
+                f"of the calibration rows; {n} rows are too few. Call fit(X, Y) with "
+                "FrozenEstimator(model) on separate data instead."
+            )
+        order = self._rng(stream=0).permutation(n)
+        shape_rows, score_rows = np.sort(order[: n // 2]), np.sort(order[n // 2 :])
+        X_shape = take_rows(X, shape_rows)
+        self._fit_shape(X_shape, Y[shape_rows] - self._estimator_prediction(X_shape))
+        return score_rows
+
+    def _point_prediction(self, X: Any) -> NDArray:
+        return self._estimator_prediction(X)
+
+
+class EllipsoidalConformalRegressor(_ResidualShapeRegressor):
+    """Ellipsoidal conformal regions: a Mahalanobis ball around any multi-output regressor.
+
+    The score of a row is ``||L(x)^{-1} (y - f(x))||_2`` where ``L(x) L(x)^T`` is the
+    residual covariance of the model, so the region
+    ``{y : (y - f(x))^T Sigma(x)^{-1} (y - f(x)) <= r^2}`` is an ellipsoid; the radius
+    ``r`` is the conformal quantile of the calibration scores, hence marginal coverage
+    ``P(Y in region) >= 1 - alpha``. Best when the residuals are close to Gaussian; curved
+    or multimodal residuals call for `CONTRA` / `ResidualCONTRA`.
+
+    Parameters
+    ----------
+    estimator : regressor, default=None
+        Any scikit-learn regressor predicting ``(n, d)``; ``None`` means
+        ``LinearRegression()``. A fitted model (or ``FrozenEstimator(model)``) can be
+        calibrated without ``fit``.
+    alpha : float or sequence of float, default=0.1
+        Miscoverage level(s) in (0, 1); each prediction call may override it.
+    covariance : {"global", "local"}, default="global"
+        ``"global"``: one covariance (the second moment of the out-of-fold residuals), the
+        same ellipsoid translated to every prediction. ``"local"``: the second moment of the
+        residuals of the ``n_neighbors`` nearest fit rows in X (standardised features),
+        shrunk toward the global one, so the ellipsoid adapts to ``x``.
+    n_neighbors : int, default=50
+        Neighbours of the local covariance (capped at the number of fit rows).
+    shrinkage : float in [0, 1], default=0.2
+        Weight of the global covariance in the local one.
+    cv : int, cross-validation splitter or None, default=5
+        Folds for the out-of-fold residuals; ``None``: in-sample residuals.
+    random_state : int, Generator or None, default=None
+        Seeds the folds (and the shape/score split of a prefit estimator).
+
+    Attributes
+    ----------
+    estimator_ : regressor
+    covariance_ : ndarray of shape (n_outputs, n_outputs)
+        Global residual covariance.
+    conformity_scores_ : ndarray of shape (n_calibration,)
+    radius_ : float or ndarray
+        Calibrated radius for the constructor's ``alpha`` (one per level for a sequence,
+        per group with Mondrian groups).
+    n_calibration_, n_outputs_, n_features_in_ : int
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.linear_model import Ridge
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(600, 3))
+    >>> Y = X[:, :2] + rng.multivariate_normal([0, 0], [[1, 0.8], [0.8, 1]], size=600)
+    >>> model = EllipsoidalConformalRegressor(Ridge(), alpha=0.1, random_state=0)
+    >>> model = model.fit(X[:300], Y[:300]).calibrate(X[300:500], Y[300:500])
+    >>> region = model.predict_set(X[500:])
+    >>> len(region), region.dim
+    (100, 2)
+    >>> bool(region.contains(Y[500:]).mean() > 0.8)
+    True
+    """
+
+    _parameter_constraints: ClassVar[dict] = {
+        **_ResidualShapeRegressor._parameter_constraints,
+        "covariance": [StrOptions({"global", "local"})],
+        "n_neighbors": [Interval(numbers.Integral, 1, None, closed="left")],
+        "shrinkage": [Interval(numbers.Real, 0, 1, closed="both")],
+    }
+    norm = "l2"
+
+    def __init__(
+        self,
+        estimator: BaseEstimator | None = None,
+        alpha: float | ArrayLike = 0.1,
+        covariance: str = "global",
+        n_neighbors: int = 50,
+        shrinkage: float = 0.2,
+        cv: int | Any | None = 5,
+        random_state: int | np.random.Generator | None = None,
+    ):
+        self.estimator = estimator
+        self.alpha = alpha
+        self.covariance = covariance
+        self.n_neighbors = n_neighbors
+        self.shrinkage = shrinkage
+        self.cv = cv
+        self.random_state = random_state
+
+    def _fit_shape(self, X: Any, residuals: NDArray) -> None:
+        self.covariance_ = _regularised(_second_moment(residuals))
+        self._cholesky = np.linalg.cholesky(self.covariance_)
+        if self.covariance == "local":
+            features = self._numeric_features(X)
+            self._scaler = StandardScaler(with_mean=not sparse.issparse(features)).fit(features)
+            k = min(int(self.n_neighbors), residuals.shape[0])
+            self._neighbors = NearestNeighbors(n_neighbors=k).fit(self._scaler.transform(features))
+            self._shape_residuals = residuals
+        else:
+            for name in ("_scaler", "_neighbors", "_shape_residuals"):
+                self.__dict__.pop(name, None)
+
+    @staticmethod
+    def _numeric_features(X: Any) -> NDArray:
+        try:
+            return check_array(X, accept_sparse="csr", dtype=float, ensure_all_finite=True)
+        except (TypeError, ValueError) as error:
+            raise ValueError(
+                "covariance='local' finds neighbours in X and needs numeric, finite features "
+                f"({error}); encode or impute X first, or use covariance='global'."
+            ) from None
+
+    def _local_cholesky(self, X: Any) -> NDArray:
+        """Cholesky factors ``(n, d, d)`` of the shrunk local covariances."""
+        features = self._scaler.transform(self._numeric_features(X))
+        neighbours = self._neighbors.kneighbors(features, return_distance=False)
+        near = self._shape_residuals[neighbours]  # (n, k, d)
+        local = np.einsum("nki,nkj->nij", near, near) / near.shape[1]
+        weight = float(self.shrinkage)
+        mixed = (1 - weight) * local + weight * self.covariance_
+        return np.linalg.cholesky(_regularised(mixed))
+
+    def _latent_map(self, X: Any) -> AffineMap:
+        center = self._estimator_prediction(X)
+        if self.covariance == "local":
+            return AffineMap(center, self._local_cholesky(X))
+        return AffineMap(center, self._cholesky[None])
+
+
+class RectangularConformalRegressor(_ResidualShapeRegressor):
+    """Box-shaped conformal regions around any multi-output regressor.
+
+    Default: the score is ``max_j |y_j - f_j(x)| / s_j``, the max-norm of the residuals
+    standardised by a per-output scale ``s_j`` (root mean square of the out-of-fold
+    residuals of output ``j``); the region is the box ``f(x) +- r s`` with ``r`` the
+    conformal quantile of the scores (exact joint coverage ``>= 1 - alpha``).
+
+    ``bonferroni=True``: one split-conformal interval per output on ``|y_j - f_j(x)|`` at
+    level ``alpha / d`` (the union bound gives joint coverage ``>= 1 - alpha``, usually
+    with room to spare, hence larger boxes); no scale is needed.
+
+    Parameters
+    ----------
+    estimator : regressor, default=None
+        Any scikit-learn regressor predicting ``(n, d)``; ``None`` means
+        ``LinearRegression()``. A fitted model (or ``FrozenEstimator(model)``) can be
+        calibrated without ``fit``.
+    alpha : float or sequence of float, default=0.1
+        Miscoverage level(s) in (0, 1); each prediction call may override it.
+    bonferroni : bool, default=False
+        Per-output intervals at ``alpha / d`` instead of the max-norm score.
+    cv : int, cross-validation splitter or None, default=5
+        Folds for the out-of-fold residuals giving the scales; ``None``: in-sample.
+    random_state : int, Generator or None, default=None
+        Seeds the folds (and the shape/score split of a prefit estimator).
+
+    Attributes
+    ----------
+    estimator_ : regressor
+    scale_ : ndarray of shape (n_outputs,)
+        Per-output residual scale (ones with ``bonferroni=True``).
+    conformity_scores_ : ndarray of shape (n_calibration,) or (n_calibration, n_outputs)
+        Max-norm scores, or one column of absolute residuals per output (Bonferroni).
+    radius_ : float or ndarray
+        Calibrated radius for the constructor's ``alpha``; with ``bonferroni=True`` one
+        half-width per output (trailing level axis for a sequence of alphas).
+    n_calibration_, n_outputs_, n_features_in_ : int
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.linear_model import Ridge
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(600, 3))
+    >>> Y = X[:, :2] + rng.normal(size=(600, 2)) * [1.0, 3.0]
+    >>> model = RectangularConformalRegressor(Ridge(), alpha=0.1, random_state=0)
+    >>> model = model.fit(X[:300], Y[:300]).calibrate(X[300:500], Y[300:500])
+    >>> model.predict_interval(X[500:]).shape  # lower/upper bound per output
+    (100, 2, 2)
+    >>> bool(model.predict_set(X[500:]).contains(Y[500:]).mean() > 0.8)
+    True
+    """
+
+    _parameter_constraints: ClassVar[dict] = {
+        **_ResidualShapeRegressor._parameter_constraints,
+        "bonferroni": ["boolean"],
+    }
+    norm = "linf"
+
+    def __init__(
+        self,
+        estimator: BaseEstimator | None = None,
+        alpha: float | ArrayLike = 0.1,
+        bonferroni: bool = False,
+        cv: int | Any | None = 5,
+        random_state: int | np.random.Generator | None = None,
+    ):
+        self.estimator = estimator
+        self.alpha = alpha
+        self.bonferroni = bonferroni
+        self.cv = cv
+        self.random_state = random_state
+
+    @property
+    def _needs_shape(self) -> bool:  # type: ignore[override]
+        return not self.bonferroni
+
+    def _fit(self, X: Any, Y: NDArray, **fit_params: Any) -> None:
+        self.scale_ = np.ones(Y.shape[1])
+        super()._fit(X, Y, **fit_params)
+
+    def _prepare_calibration(self, X: Any, Y: NDArray, *, prefit: bool) -> NDArray | None:
+        if prefit:
+            self.scale_ = np.ones(Y.shape[1])
+        return super()._prepare_calibration(X, Y, prefit=prefit)
+
+    def _fit_shape(self, X: Any, residuals: NDArray) -> None:
+        scale = np.sqrt((residuals**2).mean(axis=0))
+        positive = scale[scale > 0]
+        floor = _RIDGE * (positive.max() if positive.size else 1.0)
+        self.scale_ = np.maximum(scale, floor)
+
+    def _latent_map(self, X: Any) -> AffineMap:
+        return AffineMap(self._estimator_prediction(X), self.scale_[None])
+
+    def _calibration_scores(self, X: Any, Y: NDArray) -> tuple[NDArray, NDArray, int]:
+        if not self.bonferroni:
+            return super()._calibration_scores(X, Y)
+        # one column per output: the base calibrates each at alpha / d (Bonferroni)
+        scores = np.abs(self._latent_map(X).to_latent(Y))
+        return scores, np.zeros(scores.shape[0], dtype=np.intp), 1
+
+    def _regions(self, X: Any, thresholds: NDArray) -> list[PredictionRegion]:
+        if not self.bonferroni:
+            return super()._regions(X, thresholds)
+        center = self._estimator_prediction(X)
+        regions = []
+        for j in range(thresholds.shape[-1]):  # a loop over levels
+            half = thresholds[..., j] * self.scale_  # (d,) or (n, d) with groups
+            whole = np.isinf(half).any(axis=-1)
+            half = np.where(np.isinf(half), self.scale_, half)
+            half = np.where(half > 0, half, 1e-300)  # a zero-width side stays invertible
+            radius = np.where(whole, np.inf, 1.0)
+            regions.append(
+                PredictionRegion(AffineMap(center, np.atleast_2d(half)), radius, self.norm)
+            )
+        return regions

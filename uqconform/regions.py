@@ -1,0 +1,721 @@
+"""Multi-output prediction regions: the one set object of every multi-output method.
+
+A region for row ``i`` is the set
+
+    R_i = { y in R^d : || g_i(y) || <= radius_i }
+
+where ``g_i`` is a bijection of ``R^d`` (the *latent map*), the norm is the Euclidean norm
+(``"l2"``: ellipsoids, normalizing flows) or the max-norm (``"linf"``: boxes), and the radius
+is the calibrated conformal quantile (one float, or one per row under Mondrian calibration;
+``+inf`` when the calibration set was too small, i.e. the whole space).
+
+`PredictionRegion` only asks the latent map for four vectorised operations (the
+`LatentMap` protocol), so membership, sampling, boundaries, bounding boxes, plots and
+volumes are written once for every method:
+
+* membership is one pass ``y -> g_i(y)``;
+* sampling, boundaries and boxes push latent points ``z`` through ``g_i^{-1}``;
+* the volume is the Jacobian identity
+  ``Vol R_i = Vol(B(radius_i)) * E_{z ~ U(B(radius_i))} |det d g_i^{-1} / dz|``:
+  exact when the map is affine (the determinant is constant), a Monte Carlo average in log
+  space with its standard error otherwise.
+
+`AffineMap` is the latent map of the baselines: ``y = center_i + L_i z`` with a diagonal or
+full ``L_i``.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import warnings
+from typing import Any, Literal, Protocol, runtime_checkable
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from scipy.special import gammaln, logsumexp
+
+__all__ = ["AffineMap", "LatentMap", "PredictionRegion"]
+
+Norm = Literal["l2", "linf"]
+_NORMS = ("l2", "linf")
+
+# Latent cells (rows x samples x dimension) handled at once by volume/sample/boundary, so
+# memory stays bounded for many rows.
+_CHUNK_CELLS = 2**21
+
+
+@runtime_checkable
+class LatentMap(Protocol):
+    """The per-row bijections ``g_i`` of a region, vectorised over rows.
+
+    Attributes
+    ----------
+    n_rows : int
+        Number of rows (regions).
+    dim : int
+        Output dimension ``d``.
+    is_affine : bool
+        True when every ``g_i`` is affine, so ``log|det|`` is constant per row and volumes
+        and bounding boxes are exact.
+
+    A map may also have ``translation_invariant = True`` (optional) when
+    ``g_i(y) = g(y - c_i)`` for one ``g``: every region is then a translate of one shape
+    and a Monte Carlo volume is estimated once, on the first row, for all rows.
+    """
+
+    n_rows: int
+    dim: int
+    is_affine: bool
+
+    def to_latent(self, Y: NDArray) -> NDArray:
+        """``(n, d) -> (n, d)``: row ``i`` mapped by ``g_i``."""
+        ...
+
+    def from_latent(self, Z: NDArray) -> NDArray:
+        """``(n, m, d) -> (n, m, d)``: the ``m`` points of row ``i`` mapped by ``g_i^{-1}``."""
+        ...
+
+    def log_abs_det_from_latent(self, Z: NDArray) -> NDArray:
+        """``(n, m, d) -> (n, m)``: ``log|det d g_i^{-1}/dz|`` at each latent point."""
+        ...
+
+    def take(self, index: Any) -> LatentMap:
+        """The map of a subset of rows (int, slice, integer array or boolean mask)."""
+        ...
+
+
+def _row_index(index: Any, n: int) -> NDArray:
+    """Integer row positions (in order) for an int, slice, integer array or boolean mask."""
+    if isinstance(index, (bool, np.bool_)):
+        raise TypeError("A region cannot be indexed by a single boolean; use a boolean mask.")
+    if isinstance(index, numbers.Integral):
+        position = int(index)
+        if not -n <= position < n:
+            raise IndexError(f"Row index {position} is out of range for {n} regions.")
+        return np.array([position % n])
+    if isinstance(index, slice):
+        return np.arange(n)[index]
+    array = np.asarray(index)
+    if array.dtype == bool:
+        if array.shape != (n,):
+            raise IndexError(
+                f"A boolean mask must have shape ({n},) (one entry per region), got {array.shape}."
+            )
+        return np.flatnonzero(array)
+    if array.ndim != 1 or (array.size and array.dtype.kind not in "iu"):
+        raise IndexError(
+            "Regions are indexed by an int, a slice, a 1-D integer array or a boolean mask, "
+            f"got {index!r}."
+        )
+    array = array.astype(np.intp)
+    if array.size and (array.min() < -n or array.max() >= n):
+        raise IndexError(f"Row indices out of range for {n} regions.")
+    return array % n if array.size else array
+
+
+class AffineMap:
+    """Affine latent map ``y = center_i + L_i z`` (so ``g_i(y) = L_i^{-1} (y - center_i)``).
+
+    Parameters
+    ----------
+    center : array-like of shape (n, d)
+        Centre of each region (the point prediction).
+    scale : array-like of shape (n, d), (n, d, d), (1, d) or (1, d, d)
+        ``L_i``: a diagonal given by its entries ``(n, d)`` (boxes, independent scales) or a
+        full invertible matrix ``(n, d, d)`` such as the Cholesky factor of a covariance
+        (ellipsoids). A leading axis of 1 shares one matrix between all rows.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> m = AffineMap(center=[[0.0, 1.0]], scale=[[2.0, 0.5]])
+    >>> m.to_latent(np.array([[2.0, 1.5]]))
+    array([[1., 1.]])
+    >>> m.from_latent(np.array([[[1.0, 1.0]]]))
+    array([[[2. , 1.5]]])
+    >>> float(m.log_abs_det_from_latent(np.zeros((1, 1, 2)))[0, 0])
+    0.0
+    """
+
+    is_affine = True
+
+    def __init__(self, center: ArrayLike, scale: ArrayLike):
+        center = np.asarray(center, dtype=float)
+        scale = np.asarray(scale, dtype=float)
+        if center.ndim != 2 or center.shape[1] < 1:
+            raise ValueError(f"`center` must have shape (n, d), got {center.shape}.")
+        n, d = center.shape
+        if scale.ndim == 2:
+            diagonal = True
+        elif scale.ndim == 3:
+            diagonal = False
+            if scale.shape[1:] != (d, d):
+                raise ValueError(
+                    f"A full `scale` must have shape (n, {d}, {d}), got {scale.shape}."
+                )
+        else:
+            raise ValueError(
+                f"`scale` must have shape (n, d) (diagonal) or (n, d, d) (full), got {scale.shape}"
+            )
+        if scale.shape[0] not in (1, n) or scale.shape[1] != d:
+            raise ValueError(
+                f"`scale` of shape {scale.shape} does not match `center` of shape {center.shape}."
+            )
+        if not (np.isfinite(center).all() and np.isfinite(scale).all()):
+            raise ValueError("`center` and `scale` must be finite.")
+        if diagonal:
+            with np.errstate(divide="ignore"):
+                log_det = np.log(np.abs(scale)).sum(axis=1)
+        else:
+            _, log_det = np.linalg.slogdet(scale)
+        if not np.isfinite(log_det).all():
+            raise ValueError("`scale` must be invertible (a zero scale or a singular matrix).")
+        self.center = center
+        self.scale = scale
+        self.diagonal = diagonal
+        self._log_det = log_det
+
+    @property
+    def n_rows(self) -> int:
+        """Number of rows."""
+        return int(self.center.shape[0])
+
+    @property
+    def dim(self) -> int:
+        """Output dimension ``d``."""
+        return int(self.center.shape[1])
+
+    def to_latent(self, Y: NDArray) -> NDArray:
+        """``g_i(y_i) = L_i^{-1} (y_i - center_i)`` for each row, ``(n, d) -> (n, d)``."""
+        residual = np.asarray(Y, dtype=float) - self.center
+        if self.diagonal:
+            return residual / self.scale
+        if self.scale.shape[0] == 1:  # one shared matrix: a single solve
+            return np.linalg.solve(self.scale[0], residual.T).T
+        return np.linalg.solve(self.scale, residual[..., None])[..., 0]
+
+    def from_latent(self, Z: NDArray) -> NDArray:
+        """``center_i + L_i z`` for the ``m`` latent points of each row, ``(n, m, d)``."""
+        Z = np.asarray(Z, dtype=float)
+        if self.diagonal:
+            return self.center[:, None, :] + Z * self.scale[:, None, :]
+        return self.center[:, None, :] + np.einsum("nij,nmj->nmi", self.scale, Z)
+
+    def log_abs_det_from_latent(self, Z: NDArray) -> NDArray:
+        """``log|det L_i|``, the same at every latent point of row ``i``: ``(n, m)``."""
+        Z = np.asarray(Z)
+        return np.broadcast_to(self._log_det[:, None], Z.shape[:2]).copy()
+
+    def log_abs_det(self) -> NDArray:
+        """``log|det L_i|`` per row, ``(n,)``."""
+        return np.broadcast_to(self._log_det, (self.n_rows,)).copy()
+
+    def row_extent(self, norm: Norm) -> NDArray:
+        """Half-width per output of the image of the unit latent ball, ``(n, d)``.
+
+        ``max_{||z|| <= 1} (L_i z)_j``: the Euclidean norm of row ``j`` of ``L_i`` for the
+        ``"l2"`` ball, its absolute sum for the ``"linf"`` ball.
+        """
+        matrix = np.abs(self.scale) if self.diagonal else self.scale
+        if self.diagonal:
+            extent = matrix
+        elif norm == "l2":
+            extent = np.sqrt((matrix**2).sum(axis=2))
+        else:
+            extent = np.abs(matrix).sum(axis=2)
+        return np.broadcast_to(extent, (self.n_rows, self.dim))
+
+    def take(self, index: Any) -> AffineMap:
+        """The map of the rows ``index`` (int, slice, integer array or boolean mask)."""
+        rows = _row_index(index, self.n_rows)
+        scale = self.scale if self.scale.shape[0] == 1 else self.scale[rows]
+        return AffineMap(self.center[rows], scale)
+
+    def __repr__(self) -> str:
+        kind = "diagonal" if self.diagonal else "full"
+        return f"AffineMap(n_rows={self.n_rows}, dim={self.dim}, scale={kind})"
+
+
+def _log_ball_volume(dim: int, log_radius: NDArray, norm: Norm) -> NDArray:
+    """Log-volume of the ``norm`` ball of each radius in ``R^dim``."""
+    if norm == "l2":
+        constant = 0.5 * dim * math.log(math.pi) - float(gammaln(0.5 * dim + 1))
+    else:
+        constant = dim * math.log(2.0)
+    with np.errstate(divide="ignore"):
+        return constant + dim * log_radius
+
+
+def _unit_ball_sample(rng: np.random.Generator, shape: tuple[int, int], dim: int, norm: Norm):
+    """Uniform points in the unit ball of ``norm``: ``(*shape, dim)``."""
+    if norm == "linf":
+        return rng.uniform(-1.0, 1.0, size=(*shape, dim))
+    direction = rng.standard_normal((*shape, dim))
+    length = np.linalg.norm(direction, axis=-1, keepdims=True)
+    length[length == 0] = 1.0  # probability zero; avoids 0/0
+    radius = rng.uniform(size=(*shape, 1)) ** (1.0 / dim)
+    return direction / length * radius
+
+
+def _unit_sphere_2d(n_points: int, norm: Norm) -> NDArray:
+    """``n_points`` points on the unit circle (``"l2"``) or square (``"linf"``), angle order."""
+    if norm == "l2":
+        angle = 2 * np.pi * np.arange(n_points) / n_points
+        return np.stack([np.cos(angle), np.sin(angle)], axis=1)
+    # Perimeter of the square [-1, 1]^2 by arc length, counter-clockwise from the corner at
+    # angle -pi/4, so the four corners are points whenever n_points is a multiple of 4.
+    corners = np.array([[1.0, -1.0], [1.0, 1.0], [-1.0, 1.0], [-1.0, -1.0], [1.0, -1.0]])
+    position = 4 * np.arange(n_points) / n_points  # in side lengths, [0, 4)
+    side = np.floor(position).astype(int)
+    fraction = (position - side)[:, None]
+    return corners[side] + fraction * (corners[side + 1] - corners[side])
+
+
+def _unit_sphere_sample(rng: np.random.Generator, n_points: int, dim: int, norm: Norm):
+    """Points on the unit sphere of ``norm`` (random directions plus the coordinate axes)."""
+    axes = np.concatenate([np.eye(dim), -np.eye(dim)])
+    if norm == "l2":
+        direction = rng.standard_normal((n_points, dim))
+        direction /= np.maximum(np.linalg.norm(direction, axis=1, keepdims=True), 1e-300)
+        return np.concatenate([axes, direction])
+    cube = rng.uniform(-1.0, 1.0, size=(n_points, dim))
+    face = rng.integers(dim, size=n_points)
+    cube[np.arange(n_points), face] = rng.choice([-1.0, 1.0], size=n_points)
+    parts = [axes, cube]
+    if dim <= 10:  # the 2^d corners, where a box's extremes are
+        parts.append(np.array(np.meshgrid(*[[-1.0, 1.0]] * dim)).reshape(dim, -1).T)
+    return np.concatenate(parts)
+
+
+class PredictionRegion:
+    """Prediction regions ``{y : ||g_i(y)|| <= radius}`` for ``n`` rows (one region per row).
+
+    Returned by ``predict_set`` of every multi-output method of `uqconform.multioutput`;
+    `uqconform.evaluation.coverage` and `uqconform.evaluation.mean_volume` accept it.
+
+    Parameters
+    ----------
+    latent_map : LatentMap
+        The per-row bijections ``g_i`` (e.g. `AffineMap`, or a normalizing flow).
+    radius : float or array-like of shape (n,)
+        The calibrated radius (``>= 0``); ``+inf`` makes the region the whole space. One
+        value per row under group-conditional (Mondrian) calibration.
+    norm : {"l2", "linf"}, default="l2"
+        Norm of the latent ball: ``"l2"`` (ellipsoids, flows) or ``"linf"`` (boxes).
+
+    Attributes
+    ----------
+    radius : float or ndarray of shape (n,)
+    norm : str
+    dim : int
+        Output dimension ``d``.
+    latent_map : LatentMap
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> boxes = PredictionRegion(AffineMap([[0.0, 0.0], [1.0, 1.0]], [[1.0, 2.0]]), 1.0, "linf")
+    >>> boxes.contains(np.array([[0.5, 1.5], [0.5, 1.5]]))
+    array([ True,  True])
+    >>> boxes.volume()
+    array([8., 8.])
+    >>> boxes.bounding_box()[1]
+    array([[ 0.,  2.],
+           [-1.,  3.]])
+    >>> len(boxes[1:]), boxes.boundary(n_points=8).shape
+    (1, (2, 8, 2))
+    """
+
+    def __init__(self, latent_map: LatentMap, radius: float | ArrayLike, norm: Norm = "l2"):
+        if norm not in _NORMS:
+            raise ValueError(f"`norm` must be 'l2' or 'linf', got {norm!r}.")
+        for attribute in ("to_latent", "from_latent", "log_abs_det_from_latent", "take"):
+            if not callable(getattr(latent_map, attribute, None)):
+                raise TypeError(
+                    f"`latent_map` must implement the LatentMap protocol; "
+                    f"{type(latent_map).__name__} has no {attribute}()."
+                )
+        values = np.asarray(radius, dtype=float)
+        n = int(latent_map.n_rows)
+        if values.ndim > 1 or (values.ndim == 1 and values.shape[0] != n):
+            raise ValueError(
+                f"`radius` must be a float or have one value per row ({n}), got {values.shape}."
+            )
+        if np.isnan(values).any() or (values < 0).any():
+            raise ValueError(f"`radius` must be >= 0 (or +inf), got {radius!r}.")
+        self.latent_map = latent_map
+        self.radius = float(values) if values.ndim == 0 else values
+        self.norm = norm
+
+    # ---- basic protocol --------------------------------------------------------------------
+    @property
+    def dim(self) -> int:
+        """Output dimension ``d``."""
+        return int(self.latent_map.dim)
+
+    def __len__(self) -> int:
+        return int(self.latent_map.n_rows)
+
+    def __getitem__(self, index: Any) -> PredictionRegion:
+        """The regions of a subset of rows (an int gives a region of one row)."""
+        rows = _row_index(index, len(self))
+        radius = self.radius if np.ndim(self.radius) == 0 else self.radius[rows]
+        return PredictionRegion(self.latent_map.take(rows), radius, self.norm)
+
+    def __repr__(self) -> str:
+        radius = self.radius if np.ndim(self.radius) == 0 else "per row"
+        return (
+            f"PredictionRegion(n={len(self)}, dim={self.dim}, norm={self.norm!r}, "
+            f"radius={radius}, map={type(self.latent_map).__name__})"
+        )
+
+    def _radii(self) -> NDArray:
+        """One radius per row, ``(n,)``."""
+        return np.broadcast_to(np.asarray(self.radius, dtype=float), (len(self),))
+
+    @property
+    def is_whole_space(self) -> NDArray:
+        """``(n,)`` bool: rows whose radius is infinite (the region is all of ``R^d``)."""
+        return np.isinf(self._radii())
+
+    def _latent_norm(self, Z: NDArray) -> NDArray:
+        if self.norm == "l2":
+            return np.linalg.norm(Z, axis=-1)
+        return np.abs(Z).max(axis=-1)
+
+    def _chunks(self, per_row_cells: int):
+        """Row slices whose latent arrays hold at most about ``_CHUNK_CELLS`` numbers."""
+        n = len(self)
+        step = max(1, _CHUNK_CELLS // max(1, per_row_cells))
+        for start in range(0, n, step):
+            yield slice(start, min(start + step, n))
+
+    # ---- membership ------------------------------------------------------------------------
+    def latent(self, Y: ArrayLike) -> NDArray:
+        """Latent codes ``g_i(y_i)``, ``(n, d)``: the nonconformity score is their norm."""
+        return np.asarray(self.latent_map.to_latent(self._check_points(Y)), dtype=float)
+
+    def _check_points(self, Y: ArrayLike) -> NDArray:
+        points = np.asarray(Y, dtype=float)
+        if points.ndim == 1 and self.dim == 1:
+            points = points[:, None]
+        if points.ndim != 2 or points.shape != (len(self), self.dim):
+            raise ValueError(
+                f"`Y` must have shape ({len(self)}, {self.dim}) (row i is tested against "
+                f"region i), got {points.shape}."
+            )
+        if not np.isfinite(points).all():
+            raise ValueError("`Y` contains NaN or infinite values.")
+        return points
+
+    def contains(self, Y: ArrayLike) -> NDArray:
+        """Whether ``Y[i]`` lies in region ``i``.
+
+        Parameters
+        ----------
+        Y : array-like of shape (n, d)
+
+        Returns
+        -------
+        ndarray of shape (n,), bool
+        """
+        norms = self._latent_norm(self.latent(Y))
+        return (norms <= self._radii()) | self.is_whole_space
+
+    # ---- volume --------------------------------------------------------------------------
+    def log_volume(
+        self,
+        n_samples: int = 2000,
+        random_state: int | np.random.Generator | None = None,
+        return_std: bool = False,
+    ) -> NDArray | tuple[NDArray, NDArray]:
+        """Natural log of the volume of each region (``+inf`` for the whole space).
+
+        Exact for affine maps. Otherwise the Jacobian identity
+        ``Vol = Vol(B(r)) E_{z ~ U(B(r))} |det d g^{-1}/dz|`` is estimated with
+        ``n_samples`` latent points per row, averaged with log-sum-exp so that large
+        Jacobians do not overflow (once for all rows when the map is
+        ``translation_invariant`` and the radius is one float).
+
+        Parameters
+        ----------
+        n_samples : int, default=2000
+            Latent points per row (Monte Carlo only).
+        random_state : int, Generator or None, default=None
+            Seed of the Monte Carlo points.
+        return_std : bool, default=False
+            Also return the standard error of the log-volume (delta method; 0 when exact).
+
+        Returns
+        -------
+        log_volume : ndarray of shape (n,)
+        std : ndarray of shape (n,)
+            Only with ``return_std=True``.
+        """
+        n_samples = _check_positive_int(n_samples, "n_samples")
+        radii = self._radii()
+        if (
+            len(self) > 1
+            and np.ndim(self.radius) == 0
+            and getattr(self.latent_map, "translation_invariant", False)
+            and not getattr(self.latent_map, "is_affine", False)
+        ):
+            # every region is a translate of one shape: estimate its volume once
+            one = self[[0]].log_volume(n_samples, random_state, return_std=True)
+            log_volume, std = (np.repeat(part, len(self)) for part in one)
+            return (log_volume, std) if return_std else log_volume
+        with np.errstate(divide="ignore"):
+            log_ball = _log_ball_volume(self.dim, np.log(radii), self.norm)
+        log_jacobian = np.zeros(len(self))
+        std = np.zeros(len(self))
+        finite = np.isfinite(radii) & (radii > 0)
+        if getattr(self.latent_map, "is_affine", False):
+            zeros = np.zeros((len(self), 1, self.dim))
+            log_jacobian = np.asarray(self.latent_map.log_abs_det_from_latent(zeros))[:, 0]
+        elif finite.any():
+            rng = np.random.default_rng(random_state)
+            rows = np.flatnonzero(finite)
+            sub = self[rows] if rows.size < len(self) else self
+            for block in sub._chunks(n_samples * self.dim):
+                unit = _unit_ball_sample(
+                    rng, (block.stop - block.start, n_samples), self.dim, self.norm
+                )
+                Z = unit * sub._radii()[block, None, None]
+                log_det = np.asarray(sub.latent_map.take(block).log_abs_det_from_latent(Z))
+                target = rows[block]
+                log_jacobian[target] = logsumexp(log_det, axis=1) - math.log(n_samples)
+                # delta method: sd(log mean J) = sd(J) / (mean(J) sqrt(m)), in scaled units
+                weights = np.exp(log_det - log_det.max(axis=1, keepdims=True))
+                mean = weights.mean(axis=1)
+                spread = (
+                    weights.std(axis=1, ddof=1) if n_samples > 1 else np.full_like(mean, np.inf)
+                )
+                std[target] = spread / (mean * math.sqrt(n_samples))
+        log_volume = np.where(np.isinf(radii), np.inf, log_ball + log_jacobian)
+        log_volume = np.where(radii == 0, -np.inf, log_volume)
+        return (log_volume, std) if return_std else log_volume
+
+    def volume(
+        self,
+        n_samples: int = 2000,
+        random_state: int | np.random.Generator | None = None,
+        return_std: bool = False,
+    ) -> NDArray | tuple[NDArray, NDArray]:
+        """Volume (area for ``d = 2``) of each region; ``+inf`` for the whole space.
+
+        Exact for affine maps (boxes, ellipsoids); a Monte Carlo estimate otherwise (see
+        `log_volume`).
+
+        Parameters
+        ----------
+        n_samples : int, default=2000
+            Latent points per row (Monte Carlo only).
+        random_state : int, Generator or None, default=None
+            Seed of the Monte Carlo points.
+        return_std : bool, default=False
+            Also return the standard error of each volume (``volume * std(log_volume)``,
+            the delta method; 0 when exact).
+
+        Returns
+        -------
+        volume : ndarray of shape (n,)
+        std : ndarray of shape (n,)
+            Only with ``return_std=True``.
+        """
+        log_volume, log_std = self.log_volume(n_samples, random_state, return_std=True)
+        volume = np.exp(log_volume)
+        if not return_std:
+            return volume
+        with np.errstate(invalid="ignore"):
+            std = np.where(np.isinf(volume), 0.0, volume * log_std)
+        return volume, std
+
+    # ---- pushing latent points forward ------------------------------------------------------
+    def _push(self, Z: NDArray) -> NDArray:
+        """Latent points ``(n, m, d)`` mapped to outputs, checked for overflow."""
+        Y = np.asarray(self.latent_map.from_latent(Z), dtype=float)
+        bad = ~np.isfinite(Y)
+        if bad.any():
+            warnings.warn(
+                f"{int(bad.any(axis=(1, 2)).sum())} regions map some latent points to "
+                "non-finite outputs (the map overflows there); those coordinates are NaN.",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+            Y[bad] = np.nan
+        return Y
+
+    def sample(
+        self, n_samples: int, random_state: int | np.random.Generator | None = None
+    ) -> NDArray:
+        """Points of each region: uniform in the latent ball, pushed through ``g_i^{-1}``.
+
+        The points lie in the region but are uniform only when the map is affine.
+
+        Parameters
+        ----------
+        n_samples : int
+            Points per row.
+        random_state : int, Generator or None, default=None
+
+        Returns
+        -------
+        ndarray of shape (n, n_samples, d)
+        """
+        n_samples = _check_positive_int(n_samples, "n_samples")
+        if self.is_whole_space.any():
+            raise ValueError(
+                f"{int(self.is_whole_space.sum())} regions are the whole space (infinite "
+                "radius: too few calibration points); there is no uniform sample of them."
+            )
+        rng = np.random.default_rng(random_state)
+        out = np.empty((len(self), n_samples, self.dim))
+        radii = self._radii()
+        for block in self._chunks(n_samples * self.dim):
+            unit = _unit_ball_sample(
+                rng, (block.stop - block.start, n_samples), self.dim, self.norm
+            )
+            out[block] = self[block]._push(unit * radii[block, None, None])
+        return out
+
+    def boundary(self, n_points: int = 200) -> NDArray:
+        """Closed boundary curve of each region (``d = 2`` only), in latent angle order.
+
+        The latent circle (square for ``"linf"``) of the radius pushed through
+        ``g_i^{-1}``; consecutive points are neighbours on the curve (never a convex hull).
+        Rows whose region is the whole plane have no boundary: NaN.
+
+        Parameters
+        ----------
+        n_points : int, default=200
+            Points per curve (a multiple of 4 puts the corners of a box on it).
+
+        Returns
+        -------
+        ndarray of shape (n, n_points, 2)
+        """
+        n_points = _check_positive_int(n_points, "n_points")
+        if self.dim != 2:
+            raise ValueError(
+                f"boundary() draws 2-D regions only; these have d={self.dim}. Use sample() or "
+                "bounding_box() in higher dimensions."
+            )
+        unit = _unit_sphere_2d(n_points, self.norm)
+        return self._image_of_sphere(unit)
+
+    def _image_of_sphere(self, unit: NDArray) -> NDArray:
+        """``unit`` points ``(m, d)`` of the unit sphere scaled by each radius and pushed."""
+        radii = self._radii()
+        out = np.full((len(self), unit.shape[0], self.dim), np.nan)
+        finite = np.flatnonzero(np.isfinite(radii))
+        if finite.size == 0:
+            return out
+        sub = self[finite] if finite.size < len(self) else self
+        pushed = np.empty((finite.size, unit.shape[0], self.dim))
+        for block in sub._chunks(unit.size):
+            Z = unit[None, :, :] * sub._radii()[block, None, None]
+            pushed[block] = sub[block]._push(Z)
+        out[finite] = pushed
+        return out
+
+    def bounding_box(self, n_points: int = 1024) -> NDArray:
+        """Smallest axis-aligned box around each region: ``(n, d, 2)`` lower/upper bounds.
+
+        Exact for affine maps. Otherwise the extremes of the image of ``n_points`` points
+        of the latent sphere (the boundary of the region), in angle order for ``d = 2`` and
+        seeded random directions plus the coordinate axes above: a slightly inner box for
+        very curved maps. Infinite bounds for the whole space.
+
+        Parameters
+        ----------
+        n_points : int, default=1024
+            Latent sphere points (non-affine maps only).
+
+        Returns
+        -------
+        ndarray of shape (n, d, 2)
+        """
+        n_points = _check_positive_int(n_points, "n_points")
+        radii = self._radii()
+        if isinstance(self.latent_map, AffineMap):
+            with np.errstate(invalid="ignore"):
+                half = self.latent_map.row_extent(self.norm) * radii[:, None]
+            half = np.where(np.isinf(radii)[:, None], np.inf, half)
+            center = self.latent_map.center
+            return np.stack([center - half, center + half], axis=2)
+        if self.dim == 2:
+            unit = _unit_sphere_2d(n_points, self.norm)
+        elif self.dim == 1:
+            unit = np.array([[-1.0], [1.0]])
+        else:
+            unit = _unit_sphere_sample(np.random.default_rng(0), n_points, self.dim, self.norm)
+        points = self._image_of_sphere(unit)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN rows: whole space
+            box = np.stack([np.nanmin(points, axis=1), np.nanmax(points, axis=1)], axis=2)
+        whole = self.is_whole_space
+        box[whole, :, 0] = -np.inf
+        box[whole, :, 1] = np.inf
+        return box
+
+    # ---- plotting ---------------------------------------------------------------------------
+    def plot(
+        self,
+        index: int = 0,
+        ax: Any = None,
+        n_points: int = 400,
+        fill: bool = True,
+        **kwargs: Any,
+    ) -> Any:
+        """Draw region ``index`` (``d = 2``) as a closed curve, filled by default.
+
+        Needs matplotlib (``pip install "uqconform[plot]"``).
+
+        Parameters
+        ----------
+        index : int, default=0
+            Row whose region is drawn.
+        ax : matplotlib Axes, optional
+            Where to draw; a new figure by default.
+        n_points : int, default=400
+            Points of the boundary curve.
+        fill : bool, default=True
+            Fill the region (``Axes.fill``) rather than drawing its outline only.
+        **kwargs
+            Passed to ``Axes.fill`` or ``Axes.plot`` (``color``, ``alpha``, ``label``...).
+
+        Returns
+        -------
+        matplotlib Axes
+        """
+        from uqconform.evaluation.plotting import _axes
+
+        if isinstance(index, (bool, np.bool_)) or not isinstance(index, numbers.Integral):
+            raise TypeError(f"`index` must be an int (one region), got {index!r}.")
+        region = self[int(index)]
+        curve = region.boundary(n_points)[0]
+        ax = _axes(ax)
+        if np.isnan(curve).all():  # the whole plane
+            ax.text(
+                0.5,
+                0.5,
+                "whole plane (infinite radius)",
+                transform=ax.transAxes,
+                ha="center",
+                va="center",
+            )
+            return ax
+        closed = np.vstack([curve, curve[:1]])
+        if fill:
+            kwargs.setdefault("alpha", 0.35)
+            ax.fill(closed[:, 0], closed[:, 1], **kwargs)
+        else:
+            ax.plot(closed[:, 0], closed[:, 1], **kwargs)
+        return ax
+
+
+def _check_positive_int(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError(f"`{name}` must be a positive integer, got {value!r}.")
+    return int(value)
