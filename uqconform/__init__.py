@@ -11,6 +11,13 @@ from uqconform.classification import (
     ReliablePredictionSets,
     SplitConformalClassifier,
 )
+from uqconform.multioutput import (
+    CONTRA,
+    EllipsoidalConformalRegressor,
+    RectangularConformalRegressor,
+    ResidualCONTRA,
+)
+from uqconform.regions import PredictionRegion
 from uqconform.regression import (
     ApproximateFullConformalRegressor,
     ConformalizedQuantileRegressor,
@@ -21,14 +28,19 @@ from uqconform.regression import (
 __version__ = "0.1.0.dev0"
 
 __all__ = [
+    "CONTRA",
     "ApproximateFullConformalRegressor",
     "BinarizedSmoothedClassifier",
     "ConformalizedQuantileRegressor",
+    "EllipsoidalConformalRegressor",
     "FullConformalRidge",
     "LaplacePosterior",
     "LinearizedPredictive",
     "MeanSmoothedClassifier",
+    "PredictionRegion",
+    "RectangularConformalRegressor",
     "ReliablePredictionSets",
+    "ResidualCONTRA",
     "SplitConformalClassifier",
     "SplitConformalRegressor",
     "__version__",

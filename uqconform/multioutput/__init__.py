@@ -4,7 +4,12 @@ Every method returns a `uqconform.regions.PredictionRegion` from ``predict_set``
 bounding box from ``predict_interval``:
 
 * `EllipsoidalConformalRegressor`: Mahalanobis ellipsoids (global or local covariance);
-* `RectangularConformalRegressor`: max-norm boxes, or per-output Bonferroni boxes.
+* `RectangularConformalRegressor`: max-norm boxes, or per-output Bonferroni boxes;
+* `CONTRA`: the image of a latent ball under a conditional normalizing flow of ``Y | X``;
+* `ResidualCONTRA`: any multi-output regressor plus a flow on its out-of-fold residuals.
+
+The flows need torch and nflows (``pip install "uqconform[flows]"``); they are imported
+only when a flow is trained.
 """
 
 from uqconform.multioutput._base import MultiOutputConformalRegressor
@@ -12,9 +17,12 @@ from uqconform.multioutput.baselines import (
     EllipsoidalConformalRegressor,
     RectangularConformalRegressor,
 )
+from uqconform.multioutput.contra import CONTRA, ResidualCONTRA
 
 __all__ = [
+    "CONTRA",
     "EllipsoidalConformalRegressor",
     "MultiOutputConformalRegressor",
     "RectangularConformalRegressor",
+    "ResidualCONTRA",
 ]

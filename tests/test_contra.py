@@ -1,0 +1,337 @@
+"""CONTRA and ResidualCONTRA (uqconform.multioutput.contra).
+
+Coverage is checked the way ``test_multidim.py`` does it: the flow is trained once, a pool of
+rows is resplit ``R`` times into calibration and test rows, and the pooled coverage must lie
+in `uqconform.evaluation.coverage_bounds` (confidence 0.999, fixed seeds). Coverage holds for
+any trained flow, so the flows here are tiny and trained for a few epochs; only the
+efficiency test trains a (still small) flow well enough to beat the ellipsoid and the box.
+"""
+
+from __future__ import annotations
+
+import pickle
+import sys
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.ensemble import RandomForestRegressor
+from sklearn.exceptions import NotFittedError
+from sklearn.frozen import FrozenEstimator
+from sklearn.linear_model import LinearRegression, Ridge
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("nflows")
+
+from uqconform.evaluation import coverage, coverage_bounds, mean_volume  # noqa: E402
+from uqconform.multioutput.baselines import (  # noqa: E402
+    EllipsoidalConformalRegressor,
+    RectangularConformalRegressor,
+)
+from uqconform.multioutput.contra import CONTRA, ResidualCONTRA  # noqa: E402
+from uqconform.regions import PredictionRegion  # noqa: E402
+
+TINY = {"n_blocks": 2, "hidden_features": 8, "max_epochs": 5, "batch_size": 64}
+R = 20
+N_CAL, N_TEST = 300, 500
+CONFIDENCE = 0.999
+
+
+@pytest.fixture(autouse=True)
+def _one_torch_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def banana(n, seed=0):
+    """Curved y | x: a parabola whose vertex moves with x."""
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1, 1, size=(n, 2))
+    t = rng.normal(size=n)
+    Y = np.c_[
+        t + X[:, 1] + 0.1 * rng.normal(size=n),
+        t**2 + 0.5 * X[:, 0] + 0.1 * rng.normal(size=n),
+    ]
+    return X, Y
+
+
+@pytest.fixture(scope="module")
+def data():
+    return banana(1600)  # 400 fit rows, a pool of 1200 for the resplits
+
+
+@pytest.fixture(scope="module")
+def fitted(data):
+    X, Y = data
+    models = {
+        "contra": CONTRA(random_state=0, **TINY),
+        "contra-spline": CONTRA(flow="spline", random_state=0, **TINY),
+        "oof": ResidualCONTRA(Ridge(), random_state=0, **TINY),
+        "conditional": ResidualCONTRA(Ridge(), conditional=True, random_state=0, **TINY),
+        "split": ResidualCONTRA(Ridge(), residuals="split", random_state=0, **TINY),
+        "oob": ResidualCONTRA(
+            RandomForestRegressor(20, oob_score=True, max_depth=4, random_state=0),
+            residuals="oob",
+            random_state=0,
+            **TINY,
+        ),
+    }
+    return {name: model.fit(X[:400], Y[:400]) for name, model in models.items()}
+
+
+# ---- validity ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["contra", "contra-spline", "oof", "conditional", "split", "oob"])
+def test_coverage_over_resplits_is_within_bounds(fitted, data, name):
+    X, Y = data
+    model = pickle.loads(pickle.dumps(fitted[name]))  # a copy: calibration changes state
+    pool_X, pool_Y = X[400:], Y[400:]
+    rng = np.random.default_rng(1)
+    covered = []
+    for _ in range(R):  # resplits of the pool: each calibrates and tests the same flow
+        order = rng.permutation(pool_Y.shape[0])
+        cal, test = order[:N_CAL], order[N_CAL : N_CAL + N_TEST]
+        model.calibrate(pool_X[cal], pool_Y[cal])
+        covered.append(coverage(pool_Y[test], model.predict_set(pool_X[test])))
+    low, high = coverage_bounds(N_CAL, 0.1, N_TEST, confidence=CONFIDENCE, n_repeats=R)
+    assert low <= np.mean(covered) <= high
+
+
+def test_prefit_estimator_trains_the_flow_on_half_the_calibration_rows(data):
+    X, Y = data
+    ridge = Ridge().fit(X[:400], Y[:400])
+    model = ResidualCONTRA(ridge, random_state=0, **TINY).calibrate(X[400:1000], Y[400:1000])
+    assert model.n_calibration_ == 300 and model.estimator_ is ridge
+    frozen = ResidualCONTRA(FrozenEstimator(ridge), random_state=0, **TINY)
+    frozen.fit(X[400:800], Y[400:800]).calibrate(X[800:1100], Y[800:1100])
+    np.testing.assert_array_equal(frozen.predict(X[:5]), ridge.predict(X[:5]))
+    assert 0.8 < coverage(Y[1100:], frozen.predict_set(X[1100:])) < 0.97
+
+
+# ---- the region -----------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["contra", "contra-spline", "oof", "conditional"])
+def test_boundary_points_score_exactly_the_radius(fitted, data, name):
+    X, Y = data
+    model = fitted[name].calibrate(X[400:700], Y[400:700])
+    region = model.predict_set(X[-6:])
+    assert isinstance(region, PredictionRegion)
+    boundary = region.boundary(n_points=12)
+    for j in range(0, 12, 3):
+        scores = model.nonconformity(X[-6:], boundary[:, j])
+        np.testing.assert_allclose(scores, model.radius_, rtol=1e-4)
+    centre = model.predict(X[-6:])
+    assert region.contains(centre).all()  # the image of the latent origin
+
+
+def test_unconditional_residual_regions_are_translates(fitted, data):
+    X, Y = data
+    model = fitted["oof"].calibrate(X[400:700], Y[400:700])
+    boundary = model.predict_set(X[-2:]).boundary(n_points=16)
+    shift = model.predict(X[-1:]) - model.predict(X[-2:-1])
+    np.testing.assert_allclose(boundary[1] - boundary[0], np.tile(shift, (16, 1)), atol=1e-5)
+
+
+def test_chi_diagnostic(fitted, data):
+    X, Y = data
+    model = fitted["contra"].set_params(alpha=[0.1, 0.2])
+    model.calibrate(X[400:700], Y[400:700])
+    report = model.chi_diagnostic()
+    np.testing.assert_allclose(report["chi_quantile"], [2.145966, 1.794123], rtol=1e-5)
+    np.testing.assert_array_equal(report["radius"], model.radius_)
+    np.testing.assert_allclose(report["ratio"], model.radius_ / model.chi_quantile_)
+    model.set_params(alpha=0.1)
+
+
+def test_flow_regions_are_smaller_than_ellipses_and_boxes_on_curved_data():
+    X, Y = banana(2500, seed=3)
+    fit, cal, test = slice(0, 1500), slice(1500, 2000), slice(2000, 2500)
+    contra = CONTRA(n_blocks=3, hidden_features=32, max_epochs=40, random_state=0)
+    contra.fit(X[fit], Y[fit]).calibrate(X[cal], Y[cal])
+    sizes = {}
+    for name, model in {
+        "contra": contra,
+        "ellipse": EllipsoidalConformalRegressor(LinearRegression(), random_state=0),
+        "box": RectangularConformalRegressor(LinearRegression(), random_state=0),
+    }.items():
+        model.fit(X[fit], Y[fit]).calibrate(X[cal], Y[cal])
+        region = model.predict_set(X[test])
+        assert coverage(Y[test], region) > 0.85
+        sizes[name] = mean_volume(region[:100], n_samples=300, random_state=0)
+    assert sizes["contra"] < 0.8 * min(sizes["ellipse"], sizes["box"])
+
+
+# ---- reproducibility and persistence ---------------------------------------------------------
+@pytest.mark.parametrize("cls", [CONTRA, ResidualCONTRA])
+def test_same_seed_same_regions(data, cls):
+    X, Y = data
+    first, second, other = (
+        cls(random_state=seed, **TINY).fit(X[:300], Y[:300]).calibrate(X[300:500], Y[300:500])
+        for seed in (5, 5, 6)
+    )
+    np.testing.assert_array_equal(first.conformity_scores_, second.conformity_scores_)
+    np.testing.assert_array_equal(
+        first.predict_set(X[-4:]).boundary(8), second.predict_set(X[-4:]).boundary(8)
+    )
+    assert not np.allclose(first.conformity_scores_, other.conformity_scores_)
+
+
+@pytest.mark.parametrize("name", ["contra", "conditional", "oob"])
+def test_pickle_round_trip(fitted, data, name):
+    X, Y = data
+    model = fitted[name].calibrate(X[400:700], Y[400:700])
+    loaded = pickle.loads(pickle.dumps(model))
+    np.testing.assert_array_equal(loaded.predict(X[-5:]), model.predict(X[-5:]))
+    np.testing.assert_array_equal(
+        loaded.predict_set(X[-5:]).boundary(8), model.predict_set(X[-5:]).boundary(8)
+    )
+    np.testing.assert_array_equal(
+        loaded.nonconformity(X[-5:], Y[-5:]), model.nonconformity(X[-5:], Y[-5:])
+    )
+
+
+def test_inputs_are_not_modified(data):
+    X, Y = data[0][:300].copy(), data[1][:300].copy()
+    X0, Y0 = X.copy(), Y.copy()
+    model = CONTRA(random_state=0, **TINY).fit(X, Y).calibrate(X, Y)
+    model.predict_set(X).contains(Y)
+    np.testing.assert_array_equal(X, X0)
+    np.testing.assert_array_equal(Y, Y0)
+
+
+# ---- scikit-learn conventions ---------------------------------------------------------------
+def expected_failed_checks(estimator):
+    if isinstance(estimator, CONTRA):  # ResidualCONTRA predicts with its LinearRegression
+        reason = "a flow trained for 2 epochs (to keep the checks fast) is a poor point predictor"
+        return {"check_regressors_train": reason}
+    return {}
+
+
+@pytest.mark.filterwarnings("ignore:`Y` has a single output:UserWarning")
+@parametrize_with_checks(
+    [
+        CONTRA(random_state=0, **{**TINY, "n_blocks": 1, "max_epochs": 2}),
+        ResidualCONTRA(random_state=0, cv=2, **{**TINY, "n_blocks": 1, "max_epochs": 2}),
+    ],
+    expected_failed_checks=expected_failed_checks,
+)
+def test_sklearn_estimator_checks(estimator, check):
+    check(estimator)
+
+
+def test_torch_settings_of_the_caller_are_restored(data):
+    X, Y = data
+    torch.set_num_threads(2)
+    state = torch.get_rng_state()
+    CONTRA(random_state=0, **TINY).fit(X[:200], Y[:200])
+    assert torch.get_num_threads() == 2
+    assert torch.equal(torch.get_rng_state(), state)
+
+
+# ---- bad input ----------------------------------------------------------------------------------
+def test_one_output_works_and_warns(data):
+    X, Y = data
+    with pytest.warns(UserWarning, match="single output"):
+        model = CONTRA(random_state=0, **TINY).fit(X[:300], Y[:300, :1])
+    model.calibrate(X[300:600], Y[300:600, 0])
+    region = model.predict_set(X[600:])
+    assert region.dim == 1 and 0.8 < coverage(Y[600:, :1], region) < 0.98
+    assert model.predict_interval(X[600:]).shape == (X.shape[0] - 600, 1, 2)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_non_finite_targets_are_rejected(data, bad):
+    X, Y = data[0][:100], data[1][:100].copy()
+    Y[7, 1] = bad
+    with pytest.raises(ValueError, match="`Y` contains 1 NaN or infinite"):
+        CONTRA(**TINY).fit(X, Y)
+    model = ResidualCONTRA(**TINY, random_state=0).fit(X[:50], data[1][:50])
+    with pytest.raises(ValueError, match="`Y` contains"):
+        model.calibrate(X, Y)
+
+
+def test_output_dimension_must_match(fitted, data):
+    X, Y = data
+    model = fitted["contra"]
+    with pytest.raises(ValueError, match="3 outputs but the model was fitted with 2"):
+        model.calibrate(X[:10], np.c_[Y[:10], Y[:10, 0]])
+    model.calibrate(X[400:700], Y[400:700])
+    with pytest.raises(ValueError, match="features"):
+        model.predict_set(X[:5, :1])
+    with pytest.raises(ValueError, match=r"`Y` must have shape \(5, 2\)"):
+        model.predict_set(X[:5]).contains(Y[:5, :1])
+
+
+def test_calibrate_before_fit(data):
+    X, Y = data
+    with pytest.raises(NotFittedError, match="fit"):
+        CONTRA(**TINY).calibrate(X[:50], Y[:50])
+    with pytest.raises(NotFittedError, match="fit"):
+        CONTRA(**TINY).predict(X[:5])
+
+
+def test_tiny_calibration_set_gives_the_whole_space(fitted, data):
+    X, Y = data
+    with pytest.warns(UserWarning, match="Too few calibration points"):
+        model = fitted["contra"].calibrate(X[400:405], Y[400:405])
+    with pytest.warns(UserWarning, match="Too few calibration points"):
+        region = model.predict_set(X[:3])
+    assert np.isinf(model.radius_)
+    assert region.contains(Y[:3] + 1e6).all()
+    np.testing.assert_array_equal(region.volume(), np.inf)
+
+
+def test_missing_torch_names_the_flows_extra(data, monkeypatch):
+    X, Y = data
+    monkeypatch.setitem(sys.modules, "torch", None)
+    for model in (CONTRA(), ResidualCONTRA()):
+        with pytest.raises(ImportError, match=r'pip install "uqconform\[flows\]"'):
+            model.fit(X[:50], Y[:50])
+
+
+def test_divergence_is_a_clear_error(data):
+    X, Y = data
+    with pytest.raises(RuntimeError, match=r"diverged.*smaller learning_rate"):
+        CONTRA(**{**TINY, "learning_rate": 1e6}, random_state=0).fit(X[:200], Y[:200])
+
+
+@pytest.mark.parametrize(
+    ("cls", "params", "message"),
+    [
+        (CONTRA, {"flow": "glow"}, "'flow' parameter of CONTRA"),
+        (CONTRA, {"n_blocks": 0}, "'n_blocks' parameter"),
+        (CONTRA, {"learning_rate": -1.0}, "'learning_rate' parameter"),
+        (CONTRA, {"validation_fraction": 1.0}, "'validation_fraction' parameter"),
+        (CONTRA, {"alpha": 1.5}, "alpha"),
+        (CONTRA, {"device": "no-such-device"}, "`device`"),
+        (ResidualCONTRA, {"residuals": "loo"}, "'residuals' parameter of ResidualCONTRA"),
+        (ResidualCONTRA, {"split_size": 1.0}, "'split_size' parameter"),
+        (ResidualCONTRA, {"cv": 1}, "'cv' parameter"),
+    ],
+)
+def test_bad_parameters_name_the_argument(data, cls, params, message):
+    X, Y = data
+    with pytest.raises(ValueError, match=message):
+        cls(**params).fit(X[:50], Y[:50])
+
+
+def test_oob_needs_an_out_of_bag_model(data):
+    X, Y = data
+    with pytest.raises(ValueError, match="oob_score=True"):
+        ResidualCONTRA(Ridge(), residuals="oob", **TINY).fit(X[:50], Y[:50])
+
+
+def test_non_numeric_features_are_refused_with_a_clear_message(data):
+    _, Y = data
+    words = np.array([["a", "b"]] * 50, dtype=object)
+    with pytest.raises(ValueError, match="numeric"):
+        CONTRA(**TINY).fit(words, Y[:50])
+
+
+def test_verbose_shows_a_progress_bar(data, capsys):
+    X, Y = data
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        CONTRA(**{**TINY, "max_epochs": 2}, verbose=True, random_state=0).fit(X[:100], Y[:100])
+    assert "CONTRA flow" in capsys.readouterr().err
