@@ -25,13 +25,16 @@ def test_timeseries_family_smoke(tmp_path):
     tables = family["tables"]
     rows = tables["ELEC2 (paper protocol, alpha = 0.1)"]
     ours = {row["method"]: row for row in rows if row["library"] == "uqconform"}
-    assert {"kowcpi", "plain nw", "spci", "enbpi"} <= set(ours)
+    assert {"kowcpi", "kowcpi (finite_sample=False)", "plain nw", "spci", "enbpi"} <= set(ours)
     assert all(0.0 <= row["coverage"] <= 1.0 for row in ours.values())
     assert ours["kowcpi"]["target_met"] in (True, False)
     assert sum(row["library"].startswith("paper") for row in rows) == 6
     further = tables["further series (alpha = 0.1)"]
     assert len(further) >= 5
     assert all(isinstance(row["kowcpi_within_0.03"], bool) for row in further)
+    assert {row["kind"] for row in further} >= {"real", "synthetic"}
+    assert all(0.0 <= row["published_kowcpi_coverage"] <= 1.0 for row in further)
+    assert all(row["test_over_fit_residual_scale"] > 0 for row in further)
     speed = {row["method"]: row for row in tables["speed: ELEC2 steps per second"]}
     assert speed["spci"]["ms_per_step"] > speed["kowcpi"]["ms_per_step"]
     assert len(tables["speed: KOWCPI step time vs residual memory"]) >= 2

@@ -23,8 +23,9 @@ from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import LinearRegression
 
 from uqconform.evaluation import coverage_bounds
-from uqconform.quantiles import weighted_quantile
+from uqconform.quantiles import conformal_rank, weighted_quantile
 from uqconform.timeseries import KOWCPI, SPCI, EnbPI, rolling_coverage
+from uqconform.timeseries.base import minimum_effective_size, residual_offsets
 from uqconform.timeseries.conditional import (
     adjustment_lambda,
     kernel_values,
@@ -265,10 +266,14 @@ def test_flat_kernel_limit_is_the_empirical_quantile():
         )
 
 
-def test_flat_kernel_kowcpi_is_enbpi():
-    """(d) at the estimator level: same residuals, same intervals, step by step."""
+@pytest.mark.parametrize("finite_sample", [False, True])
+def test_flat_kernel_kowcpi_is_enbpi(finite_sample):
+    """(d) at the estimator level: same residuals, same intervals, step by step (with the
+    plain and with the conformal quantiles)."""
     X, y = iid_series(700, 3)
-    common = dict(estimator=LinearRegression(), n_bootstrap=6, random_state=2)
+    common = dict(
+        estimator=LinearRegression(), n_bootstrap=6, random_state=2, finite_sample=finite_sample
+    )
     kow = KOWCPI(window=1, bandwidth=1e12, reweight=False, memory=301, **common)
     enb = EnbPI(memory=300, **common)
     a = kow.fit(X[:400], y[:400]).predict_interval(X[400:], y[400:])
@@ -503,11 +508,12 @@ def test_iid_coverage_within_three_standard_errors(name):
     """(e) i.i.d. residuals: coverage close to 0.9. No finite-sample law for the online
     methods (the memory slides, the beta search picks the narrowest of its intervals and
     KOWCPI/SPCI weight their neighbours), so the band is 3 binomial standard errors of the
-    pooled number of steps: a statement about the bias, not a guarantee. KOWCPI uses a wide
-    bandwidth (1 MAD unit): at the default 0.3 its effective sample (~150) is small enough
-    for the width-minimising beta search to undercover by about 2 points on such data."""
+    pooled number of steps: a statement about the bias, not a guarantee. KOWCPI runs at its
+    default bandwidth (0.3): with ``finite_sample=False`` (plain weighted quantiles of its
+    ~250 effective residuals and the width-minimising beta search) it gives 0.880 here,
+    below the band; the conformal ends give 0.900."""
     models = {
-        "KOWCPI": KOWCPI(LinearRegression(), window=1, bandwidth=1.0, n_bootstrap=10),
+        "KOWCPI": KOWCPI(LinearRegression(), window=1, n_bootstrap=10),
         "EnbPI": EnbPI(LinearRegression(), n_bootstrap=10),
         "SPCI": SPCI(LinearRegression(), window=2, n_bootstrap=10, memory=300, beta_grid=1),
     }
@@ -521,7 +527,8 @@ def test_iid_coverage_within_three_standard_errors(name):
 @pytest.mark.parametrize("generator", [state_space, seasonal_ar1])
 def test_synthetic_coverage_and_kowcpi_narrower_than_enbpi(generator):
     """§1.12: dependent residuals, 5 seeds of 2,000 online steps. |coverage - 0.9| < 0.03
-    pooled is an empirical band (measured: KOWCPI 0.876-0.881, EnbPI 0.885-0.888): these
+    pooled is an empirical band (measured: KOWCPI 0.896-0.901, 0.876-0.881 with
+    ``finite_sample=False``; EnbPI 0.885-0.888): these
     methods have no finite-sample guarantee. KOWCPI conditions on the last residual, so
     it is narrower than EnbPI, which ignores the dependence."""
     kow = KOWCPI(LinearRegression(), window=1, n_bootstrap=20, memory=1000)
@@ -683,3 +690,114 @@ def test_auto_bandwidth_tunes_window_and_bandwidth_together():
     passing = [r for r in model.tuning_results_ if r["coverage"] >= 0.9]
     if passing:  # the narrowest setting that reaches the target on the tuning block
         assert model.bandwidth_ == min(passing, key=lambda r: r["width"])["bandwidth"]
+
+
+# ---- finite-sample (conformal) ends and the effective-sample-size floor ------------------
+@pytest.mark.parametrize("n", [19, 40, 99, 250])
+@pytest.mark.parametrize("beta", [0.02, 0.05, 0.08])
+def test_finite_sample_equal_weights_are_split_conformal_ranks(n, beta):
+    """Equal weights: the ends are the k-th and (k + m)-th order statistics with
+    k = floor((n + 1) beta) and m = ceil((n + 1)(1 - alpha)), split conformal's exact
+    two-sided interval (beta clipped so that k >= 1)."""
+    values = np.random.default_rng(n).normal(size=n)
+    ordered = np.sort(values)
+    alpha = 0.1
+    lower, upper = residual_offsets(
+        values, np.full(n, 1 / n), np.array([alpha]), np.array([beta / alpha]), True
+    )[:, 0]
+    k = max(conformal_rank(n, beta, kind="conformity")[0], 1)
+    m = conformal_rank(n, alpha)[0]
+    k = min(k, n - m)
+    assert (lower, upper) == (ordered[k - 1], ordered[k + m - 1])
+
+
+def test_finite_sample_ends_are_wider_and_beta_is_clipped():
+    values = np.random.default_rng(0).normal(size=60)
+    weights = np.random.default_rng(1).uniform(size=60)
+    weights /= weights.sum()
+    grid = np.linspace(0, 1, 5)
+    plain = residual_offsets(values, weights, np.array([0.1]), grid)[:, 0]
+    conformal = residual_offsets(values, weights, np.array([0.1]), grid, True)[:, 0]
+    assert conformal[0] <= plain[0] and conformal[1] >= plain[1]
+    assert np.isfinite(conformal).all()
+    # beta = 0 becomes the new residual's share: the lower end is the smallest residual
+    share = np.sum(weights**2) / (1 + np.sum(weights**2))
+    lower, upper = residual_offsets(values, weights, np.array([0.1]), np.array([0.0]), True)
+    assert lower[0] == values.min()
+    expected = residual_offsets(values, weights, np.array([0.1]), np.array([share / 0.1]), True)
+    np.testing.assert_array_equal(np.r_[lower, upper], expected.ravel())
+    # too few effective residuals for alpha: an infinite interval
+    few = residual_offsets(values[:10], np.full(10, 0.1), np.array([0.1]), grid, True)
+    assert np.isinf(few).all()
+
+
+def test_minimum_effective_size():
+    assert minimum_effective_size(np.array([0.1])) == 19  # 2 / 0.1 - 1
+    assert minimum_effective_size(np.array([0.2, 0.05])) == 39
+    values = np.arange(19.0)
+    ok = residual_offsets(values, np.full(19, 1 / 19), np.array([0.1]), np.array([0.5]), True)
+    assert np.isfinite(ok).all()
+    short = residual_offsets(
+        values[:18], np.full(18, 1 / 18), np.array([0.1]), np.array([0.5]), True
+    )
+    assert np.isinf(short).all()
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_effective_size_floor_widens_the_kernel(kernel):
+    windows, query = random_windows(11, n=300, w=3)
+    narrow = reweighted_nadaraya_watson(windows, query, 0.2, kernel=kernel)
+    assert 1 / np.sum(narrow.weights**2) < 40
+    wide = reweighted_nadaraya_watson(windows, query, 0.2, kernel=kernel, min_effective=40)
+    assert wide.bandwidth > 0.2
+    assert 1 / np.sum(wide.weights**2) >= 40
+    np.testing.assert_allclose(wide.weights.sum(), 1.0)
+
+
+def test_degenerate_adjustment_falls_back_to_plain_nw():
+    """A query at the edge of the cloud: lambda near its bound piles the mass on one window;
+    below the floor, plain NW weights (at the widened radius) are used and flagged."""
+    windows = np.linspace(-1.0, 1.0, 200)[:, None]
+    query = np.array([0.999])
+    rnw = reweighted_nadaraya_watson(windows, query, 0.5)
+    assert rnw.feasible and 1 / np.sum(rnw.weights**2) < 19
+    floored = reweighted_nadaraya_watson(windows, query, 0.5, min_effective=19)
+    plain = reweighted_nadaraya_watson(
+        windows, query, floored.bandwidth, adjust=False, min_effective=0
+    )
+    assert not floored.feasible
+    np.testing.assert_array_equal(floored.weights, plain.weights)
+    assert 1 / np.sum(floored.weights**2) >= 19
+
+
+def test_finite_sample_kowcpi_repairs_small_effective_samples():
+    """i.i.d. residuals, window 3: the kernel keeps ~15 effective residuals, and plain
+    weighted quantiles with the narrowest beta under-cover by about 10 points. The
+    conformal ends with the effective-size floor remove that bias: coverage is not below
+    0.9 by more than 3 binomial standard errors of the pooled steps (a statement about the
+    bias; there is no finite-sample law for the weighted online method). With ~20
+    effective residuals the conformal ends are conservative, by up to 2 / (n_eff + 1)."""
+    n_test, seeds = 400, range(3)
+    common = dict(estimator=LinearRegression(), window=3, n_bootstrap=5)
+    plain, _ = _pooled_coverage(
+        KOWCPI(**common, finite_sample=False), iid_series, 800, n_test, seeds
+    )
+    fixed, _ = _pooled_coverage(KOWCPI(**common), iid_series, 800, n_test, seeds)
+    se = np.sqrt(0.9 * 0.1 / (len(seeds) * n_test))
+    assert plain < 0.9 - 3 * se
+    assert 0.9 - 3 * se <= fixed <= 0.9 + 2 / 20
+
+
+def test_too_few_residuals_give_infinite_intervals_with_a_warning():
+    X, y = iid_series(120, 3)
+    model = EnbPI(LinearRegression(), memory=10, n_bootstrap=4, finite_sample=True)
+    model.fit(X[:100], y[:100])
+    with pytest.warns(UserWarning, match="infinite"):
+        out = model.predict_interval(X[100:])
+    assert np.isinf(out).any(axis=1).all()
+
+
+def test_finite_sample_parameter():
+    X, y = iid_series(200, 0)
+    with pytest.raises(ValueError, match="finite_sample"):
+        KOWCPI(LinearRegression(), n_bootstrap=4, finite_sample="yes").fit(X, y)

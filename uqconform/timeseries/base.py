@@ -18,6 +18,7 @@ assumptions on the residuals. Watch the rolling coverage (``rolling_coverage``).
 from __future__ import annotations
 
 import numbers
+import warnings
 from abc import abstractmethod
 from typing import Any
 
@@ -28,7 +29,12 @@ from sklearn.ensemble import RandomForestRegressor
 from sklearn.utils.validation import _num_samples, check_is_fitted, validate_data
 
 from uqconform.base import check_regression_target
-from uqconform.quantiles import check_alpha, weighted_quantile
+from uqconform.quantiles import (
+    check_alpha,
+    conformal_quantile,
+    minimum_scores,
+    weighted_quantile,
+)
 from uqconform.timeseries.residuals import bootstrap_residuals, holdout_residuals
 
 __all__ = ["SequentialConformalRegressor", "rolling_coverage"]
@@ -54,7 +60,11 @@ def rolling_coverage(covered: ArrayLike, window: int = 50) -> NDArray:
 
 
 def residual_offsets(
-    targets: NDArray, weights: NDArray, alphas: NDArray, fractions: NDArray
+    targets: NDArray,
+    weights: NDArray,
+    alphas: NDArray,
+    fractions: NDArray,
+    finite_sample: bool = False,
 ) -> NDArray:
     """Width-minimising ``[Q_beta, Q_{1 - alpha + beta}]`` of weighted residuals: (2, k).
 
@@ -62,14 +72,59 @@ def residual_offsets(
     of the whole memory). With several levels the intervals are made nested: each is
     widened to contain those of the larger levels (the ``beta`` search alone does not
     guarantee it), so a level's interval can be wider than when it is asked for alone.
+
+    With ``finite_sample=True`` both ends are conformal quantiles
+    (:func:`uqconform.quantiles.conformal_quantile`) in which the new residual carries the
+    weights' own average weight ``sum_i w_i^2``, i.e. a share ``s = 1 / (n_eff + 1)`` with
+    ``n_eff = 1 / sum_i w_i^2`` the effective sample size: the lower end is the conformity
+    quantile at ``beta``, the upper end the nonconformity quantile at ``alpha - beta``.
+    The upper tail is ``alpha`` minus the lower tail actually used (rounding the lower end
+    to a stored residual leaves less than ``beta``), so with equal weights over ``n``
+    residuals the interval is split conformal's exact two-sided one: the
+    ``k``-th and ``(k + m)``-th order statistics with ``k = floor((n + 1) beta)`` and
+    ``m = ceil((n + 1)(1 - alpha))``, which miss a new exchangeable residual with
+    probability ``1 - m / (n + 1) <= alpha``. A tail below ``s`` would put an end at
+    infinity, so ``beta`` is clipped to ``[s, alpha - s]`` (``beta = 0`` becomes "the
+    smallest residual", as in the plain version); if ``s > alpha / 2`` the interval is
+    infinite.
+
+    Examples
+    --------
+    >>> targets, w = np.arange(1.0, 41.0), np.full(40, 1 / 40)  # 40 residuals, equal weights
+    >>> grid = np.linspace(0, 1, 5)
+    >>> residual_offsets(targets, w, np.array([0.1]), grid).ravel().tolist()
+    [1.0, 36.0]
+    >>> residual_offsets(targets, w, np.array([0.1]), grid, finite_sample=True).ravel().tolist()
+    [1.0, 38.0]
     """
     keep = weights > 0
-    targets, weights = targets[keep], weights[keep]
+    targets, weights = targets[keep], weights[keep] / weights[keep].sum()
+    test_weight = float(np.sum(weights**2))
     out = np.empty((2, alphas.size))
     for j, level in enumerate(alphas):  # a loop over levels
         betas = fractions * level
-        quantiles = weighted_quantile(targets, weights, np.concatenate([betas, 1 - level + betas]))
-        lower, upper = quantiles[: betas.size], quantiles[betas.size :]
+        if finite_sample:
+            share = test_weight / (1.0 + test_weight)  # the new residual's share of the mass
+            if share > level / 2 * (1 + 1e-9):  # too few effective residuals: no finite end
+                out[:, j] = -np.inf, np.inf
+                continue
+            betas = np.clip(betas, share, level - share)  # beta = 0: the smallest residual
+            lower = conformal_quantile(
+                targets, betas, kind="conformity", weights=weights, test_weight=test_weight,
+                warn=False,
+            )  # fmt: skip
+            # the lower tail actually used (rounding to a stored residual leaves it <= beta):
+            # the upper tail gets the rest of alpha, so only one end is rounded conservatively
+            below = (weights[None, :] * (targets[None, :] < lower[:, None])).sum(axis=1)
+            used = np.minimum((below + test_weight) / (1.0 + test_weight), betas)
+            upper = conformal_quantile(
+                targets, level - used, weights=weights, test_weight=test_weight, warn=False
+            )
+        else:
+            quantiles = weighted_quantile(
+                targets, weights, np.concatenate([betas, 1 - level + betas])
+            )
+            lower, upper = quantiles[: betas.size], quantiles[betas.size :]
         best = int(np.argmin(upper - lower))
         out[:, j] = lower[best], upper[best]
     if alphas.size > 1:  # nested: smaller alpha, wider interval
@@ -79,6 +134,21 @@ def residual_offsets(
     return out
 
 
+def minimum_effective_size(alphas: NDArray) -> int:
+    """Smallest effective sample size at which ``finite_sample`` intervals are finite.
+
+    The new residual's share ``1 / (n_eff + 1)`` must fit in each tail of the narrowest
+    split of ``alpha``, ``alpha / 2``: ``n_eff >= 2 / alpha - 1``
+    (:func:`uqconform.quantiles.minimum_scores` at ``alpha / 2``), at the smallest level.
+
+    Examples
+    --------
+    >>> minimum_effective_size(np.array([0.1]))
+    19
+    """
+    return minimum_scores(float(np.min(alphas)) / 2)
+
+
 class SequentialConformalRegressor(RegressorMixin, BaseEstimator):
     """Base class of EnbPI, SPCI and KOWCPI (not used directly)."""
 
@@ -86,8 +156,12 @@ class SequentialConformalRegressor(RegressorMixin, BaseEstimator):
         return RandomForestRegressor(n_estimators=10, min_samples_leaf=5)
 
     @abstractmethod
-    def _next_weights(self, memory: NDArray) -> tuple[NDArray, NDArray]:
-        """``(targets, weights)``: the conditional distribution of the next residual."""
+    def _next_weights(self, memory: NDArray, min_effective: int) -> tuple[NDArray, NDArray]:
+        """``(targets, weights)``: the conditional distribution of the next residual.
+
+        ``min_effective`` is the effective sample size the weights should reach (0: no
+        requirement); a model that can widen its neighbourhood does, the others ignore it.
+        """
 
     def _tune(self, residuals: NDArray) -> None:
         """Choose hyper-parameters on the residuals of the fit data (default: nothing)."""
@@ -114,6 +188,8 @@ class SequentialConformalRegressor(RegressorMixin, BaseEstimator):
             raise ValueError(
                 f"`holdout_fraction` must lie in (0, 1), got {self.holdout_fraction!r}."
             )
+        if not isinstance(self.finite_sample, bool | np.bool_):
+            raise ValueError(f"`finite_sample` must be True or False, got {self.finite_sample!r}.")
         self._beta_fractions()
 
     def _beta_fractions(self) -> NDArray:
@@ -208,9 +284,11 @@ class SequentialConformalRegressor(RegressorMixin, BaseEstimator):
 
     def _interval_offsets(self, alphas: NDArray) -> NDArray:
         """``[Q_beta*, Q_{1 - alpha + beta*}]`` per level from the current memory: (2, k)."""
-        targets, weights = self._next_weights(self.memory_)
+        fractions = self._beta_fractions()
+        floor = minimum_effective_size(alphas) if self.finite_sample else 0
+        targets, weights = self._next_weights(self.memory_, floor)
         self.effective_sample_sizes_.append(float(1.0 / np.sum(weights**2)))
-        return residual_offsets(targets, weights, alphas, self._beta_fractions())
+        return residual_offsets(targets, weights, alphas, fractions, self.finite_sample)
 
     def _absorb(self, residuals: NDArray) -> None:
         if not np.isfinite(residuals).all():
@@ -260,6 +338,15 @@ class SequentialConformalRegressor(RegressorMixin, BaseEstimator):
                 self._absorb(residuals[t : t + 1])
             covered = (out[:, 0, 0] <= y) & (y <= out[:, 1, 0])
             self.coverage_history_ = np.concatenate([self.coverage_history_, covered])
+        infinite = int(np.isinf(out).any(axis=(1, 2)).sum())
+        if infinite:
+            warnings.warn(
+                f"{infinite} of {n} intervals are infinite: with `finite_sample=True` the "
+                f"weights' effective sample size (last: {self.effective_sample_sizes_[-1]:.1f})"
+                " is too small for alpha; keep more residuals (`memory`) or widen the model.",
+                UserWarning,
+                stacklevel=2,
+            )
         return out[..., 0] if np.ndim(value) == 0 else out
 
     def update(self, X: ArrayLike, y: ArrayLike):

@@ -168,6 +168,7 @@ def reweighted_nadaraya_watson(
     adjust: bool = True,
     constraint: str = "first",
     min_points: int = 10,
+    min_effective: float = 0.0,
 ) -> KernelWeights:
     """Kernel weights of the next-residual distribution, reweighted (RNW) or plain (NW).
 
@@ -184,10 +185,26 @@ def reweighted_nadaraya_watson(
         Multiply by the empirical-likelihood adjustment weights (RNW); ``False`` is plain NW.
     constraint : {"first", "all"}, default="first"
         Moment condition on the newest residual only (the paper), or on every coordinate.
+    min_points : int, default=10
+        Fewest windows inside the (compact) kernel's radius; the radius is doubled until
+        this many windows carry weight.
+    min_effective : float, default=0
+        Smallest effective sample size ``1 / sum(w_i^2)`` (never more than the number of
+        windows): the radius grows by factors of 1.25 until the kernel weights reach it,
+        and if the adjustment weights then concentrate the mass below it, plain NW is used
+        (``feasible=False``, like an infeasible adjustment problem).
 
     Returns
     -------
     KernelWeights
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> windows, query = rng.normal(size=(200, 2)), np.zeros(2)
+    >>> result = reweighted_nadaraya_watson(windows, query, 0.3, min_effective=50)
+    >>> bool(1 / np.sum(result.weights**2) >= 50), result.bandwidth > 0.3
+    (True, True)
     """
     difference = windows - query
     distance = np.sqrt(np.einsum("ij,ij->i", difference, difference))
@@ -199,6 +216,29 @@ def reweighted_nadaraya_watson(
             break
         h *= 2.0
         values = kernel_values(distance / h, kernel)
+    effective = min(float(min_effective), windows.shape[0]) * (1 - 1e-9)
+    for _ in range(100):  # widen until the kernel's effective size is reached (1.25^100: flat)
+        if _effective_size(values) >= effective:
+            break
+        h *= 1.25
+        values = kernel_values(distance / h, kernel)
+    weights, feasible = _combined(difference, values, adjust, constraint)
+    if adjust and _effective_size(weights) < effective:
+        # the adjustment piles the mass on a few windows (a query at the edge of the
+        # cloud, lambda near its feasibility bound): plain NW, counted as infeasible
+        weights, feasible = values / values.sum(), False
+    return KernelWeights(weights, h, feasible)
+
+
+def _effective_size(values: NDArray) -> float:
+    """Kish's effective sample size ``(sum v)^2 / sum v^2`` of non-negative weights."""
+    return float(values.sum() ** 2 / np.sum(values**2))
+
+
+def _combined(
+    difference: NDArray, values: NDArray, adjust: bool, constraint: str
+) -> tuple[NDArray, bool]:
+    """Kernel values times the adjustment weights (if ``adjust``), normalised."""
     feasible = True
     if adjust:
         if constraint == "first":
@@ -211,8 +251,7 @@ def reweighted_nadaraya_watson(
         else:
             raise ValueError(f"`constraint` must be 'first' or 'all', got {constraint!r}.")
         values = values * factor
-    total = values.sum()
-    return KernelWeights(values / total, h, feasible)
+    return values / values.sum(), feasible
 
 
 def forest_weights(

@@ -35,6 +35,11 @@ class EnbPI(SequentialConformalRegressor):
         Residuals kept (the newest); ``None`` keeps all.
     beta_grid : int or sequence of float, default=5
         Number of ``beta`` values in ``[0, alpha]``, or fractions of ``alpha``.
+    finite_sample : bool, default=False
+        Conformal ends: with ``True`` the next residual takes part in the quantiles with
+        the residuals' weight (split conformal's ranks ``floor((n + 1) beta)`` and
+        ``ceil((n + 1)(1 - alpha + beta))`` over the ``n`` residuals of the memory).
+        ``False`` is the published algorithm (plain empirical quantiles).
     n_jobs : int, default=None
         Parallel bootstrap fits through joblib (Dask with ``joblib.parallel_config``).
     random_state : int or None, default=None
@@ -62,6 +67,7 @@ class EnbPI(SequentialConformalRegressor):
         holdout_fraction: float = 0.2,
         memory: int | None = 300,
         beta_grid: int | ArrayLike = 5,
+        finite_sample: bool = False,
         n_jobs: int | None = None,
         random_state: int | None = None,
         verbose: bool = False,
@@ -73,9 +79,10 @@ class EnbPI(SequentialConformalRegressor):
         self.holdout_fraction = holdout_fraction
         self.memory = memory
         self.beta_grid = beta_grid
+        self.finite_sample = finite_sample
         self.n_jobs = n_jobs
         self.random_state = random_state
         self.verbose = verbose
 
-    def _next_weights(self, memory: NDArray) -> tuple[NDArray, NDArray]:
+    def _next_weights(self, memory: NDArray, min_effective: int) -> tuple[NDArray, NDArray]:
         return memory, np.full(memory.shape[0], 1.0 / memory.shape[0])

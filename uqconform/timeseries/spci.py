@@ -38,6 +38,12 @@ class SPCI(SequentialConformalRegressor):
         Residuals kept (the newest); ``None`` keeps all.
     beta_grid : int or sequence of float, default=5
         Number of ``beta`` values in ``[0, alpha]``, or fractions of ``alpha``.
+    finite_sample : bool, default=False
+        Conformal ends: with ``True`` the next residual takes part in the weighted
+        quantiles with the forest weights' average weight, a share ``1 / (n_eff + 1)``.
+        The forest cannot widen its leaves, so a step whose weights rest on fewer than 19
+        effective residuals (at ``alpha=0.1``) gets an infinite interval, with a warning.
+        ``False`` is the published algorithm (plain forest quantiles).
     n_jobs : int, default=None
         Parallel bootstrap fits through joblib (Dask with ``joblib.parallel_config``).
     random_state : int or None, default=None
@@ -73,6 +79,7 @@ class SPCI(SequentialConformalRegressor):
         holdout_fraction: float = 0.2,
         memory: int | None = None,
         beta_grid: int | ArrayLike = 5,
+        finite_sample: bool = False,
         n_jobs: int | None = None,
         random_state: int | None = None,
         verbose: bool = False,
@@ -87,6 +94,7 @@ class SPCI(SequentialConformalRegressor):
         self.holdout_fraction = holdout_fraction
         self.memory = memory
         self.beta_grid = beta_grid
+        self.finite_sample = finite_sample
         self.n_jobs = n_jobs
         self.random_state = random_state
         self.verbose = verbose
@@ -98,7 +106,7 @@ class SPCI(SequentialConformalRegressor):
             if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
                 raise ValueError(f"`{name}` must be a positive integer, got {value!r}.")
 
-    def _next_weights(self, memory: NDArray) -> tuple[NDArray, NDArray]:
+    def _next_weights(self, memory: NDArray, min_effective: int) -> tuple[NDArray, NDArray]:
         windows, targets, query = lagged_pairs(memory, int(self.window))
         seed = None if self.random_state is None else int(self.random_state) + self.n_steps_
         forest = RandomForestRegressor(
