@@ -354,10 +354,10 @@ def test_bad_input(reg_model, clf_model):
         model.predict_distribution(X, "mc", n_samples=0)
     with pytest.raises(ValueError, match="structure"):
         LinearizedPredictive(net, structure="block").fit(Xf, yf)
-    with pytest.raises(TypeError, match="classifiers"):
+    with pytest.raises(AttributeError, match="predict_proba"):
         model.predict_proba(X)
     clf, Xc, yc = clf_model
-    with pytest.raises(TypeError, match="regression"):
+    with pytest.raises(AttributeError, match="predict_interval"):
         clf.predict_interval(Xc)
     with pytest.raises(ValueError, match="labels"):
         clf.log_predictive(Xc, np.full(len(yc), 42))

@@ -21,9 +21,12 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.optimize import minimize_scalar
 from scipy.special import logsumexp, ndtri
-from sklearn.base import BaseEstimator, clone
+from sklearn.base import BaseEstimator, clone, is_classifier
 from sklearn.exceptions import NotFittedError
+from sklearn.metrics import accuracy_score, r2_score
+from sklearn.utils import ClassifierTags, RegressorTags, _safe_indexing
 from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
 from uqconform.base import check_regression_target, check_rows, integer_seed
@@ -36,6 +39,7 @@ from uqconform.bayes.likelihood import (
     probit_logits,
 )
 from uqconform.bayes.network import MOMENT_MODES
+from uqconform.bayes.torch_network import is_torch_module
 from uqconform.quantiles import check_alpha
 
 __all__ = ["LinearizedPredictive"]
@@ -53,6 +57,25 @@ def _is_fitted(model: Any) -> bool:
     return True
 
 
+def _task_of(model: Any) -> str:
+    """``"classification"`` for a (wrapped) scikit-learn classifier, else ``"regression"``."""
+    if is_torch_module(model):
+        return "regression"
+    try:
+        return "classification" if is_classifier(model) else "regression"
+    except (AttributeError, TypeError):  # objects without scikit-learn tags
+        return "regression"
+
+
+def _is_classifier(self: LinearizedPredictive) -> bool:
+    task = getattr(self, "task_", None) or _task_of(self.estimator)
+    return task == "classification"
+
+
+def _is_regressor(self: LinearizedPredictive) -> bool:
+    return not _is_classifier(self)
+
+
 class LinearizedPredictive(BaseEstimator):
     """Sampling-free Bayesian predictive of a scikit-learn MLP under a Laplace posterior.
 
@@ -60,7 +83,9 @@ class LinearizedPredictive(BaseEstimator):
     ----------
     estimator : MLPRegressor or MLPClassifier
         Fitted (used as is; also in a ``FrozenEstimator`` or a ``Pipeline``), or unfitted (a
-        clone is trained in `fit` on the rows not held out for validation).
+        clone is trained in `fit` on the rows not held out for validation). The predictive is
+        a scikit-learn regressor or classifier like the network: `predict_proba` exists only
+        for classifiers, `predict_std` and `predict_interval` only for regressors.
     posterior : LaplacePosterior, array-like or None, default=None
         ``None``: a ``LaplacePosterior(structure, prior_precision)`` fitted in `fit`. An
         unfitted `LaplacePosterior`: its settings, fitted in `fit`. A fitted one: used as is
@@ -170,6 +195,18 @@ class LinearizedPredictive(BaseEstimator):
         self.validation_fraction = validation_fraction
         self.random_state = random_state
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        if _task_of(self.estimator) == "classification":
+            tags.estimator_type = "classifier"
+            tags.classifier_tags = ClassifierTags()
+        else:
+            tags.estimator_type = "regressor"
+            tags.regressor_tags = RegressorTags()
+        # scikit-learn MLPs take sparse X (densified per call); torch modules do not
+        tags.input_tags.sparse = not is_torch_module(self.estimator)
+        return tags
+
     # ---- fit --------------------------------------------------------------------------------
     def fit(self, X: ArrayLike, y: ArrayLike) -> LinearizedPredictive:
         """Build the posterior (unless given) and fit the scale (and noise) on validation rows.
@@ -195,7 +232,18 @@ class LinearizedPredictive(BaseEstimator):
         seed = integer_seed(self.random_state)
         self.seed_ = seed
         n = _n_rows(X)
-        check_rows("y", y, n)
+        labels = check_rows("y", y, n)
+        if is_torch_module(self.estimator) and hasattr(X, "toarray"):
+            raise TypeError(
+                "sparse input is not supported for torch modules; pass a dense array "
+                "(X.toarray())."
+            )
+        if _task_of(self.estimator) == "classification" and np.unique(labels).size < 2:
+            raise ValueError(
+                "`y` has only one class; a classifier's predictive needs at least 2 classes."
+            )
+        if hasattr(X, "tocsr"):
+            X = X.tocsr()  # COO/DIA/... sparse formats cannot be indexed by rows
         prefit = _is_fitted(self.estimator)
         given = self.posterior is not None and (
             not isinstance(self.posterior, LaplacePosterior)
@@ -210,8 +258,9 @@ class LinearizedPredictive(BaseEstimator):
             n_val = round(self.validation_fraction * n)
             if n_val < 1 or n - n_val < 2:
                 raise ValueError(
-                    f"`validation_fraction`={self.validation_fraction} leaves no validation "
-                    f"rows or too few fitting rows out of {n}."
+                    f"too few rows, n_samples={n}: `validation_fraction`="
+                    f"{self.validation_fraction} must leave at least one validation row and "
+                    "two rows to fit the network and the posterior."
                 )
             val, train = np.sort(order[:n_val]), np.sort(order[n_val:])
             X_fit, y_fit = _rows(X, train), _rows(y, train)
@@ -392,6 +441,7 @@ class LinearizedPredictive(BaseEstimator):
         if self.task_ != "regression":
             raise TypeError(f"{name} is defined for regression; use predict_proba.")
 
+    @available_if(_is_regressor)
     def predict_std(self, X: ArrayLike, method: str | None = None) -> NDArray:
         """Predictive standard deviation of ``y`` (regression): ``sqrt(Var f + noise)``.
 
@@ -401,6 +451,7 @@ class LinearizedPredictive(BaseEstimator):
         self._regression_only("predict_std")
         return np.sqrt(self.predict_distribution(X, method, include_noise=True)[1])
 
+    @available_if(_is_regressor)
     def predict_interval(
         self, X: ArrayLike, alpha: float | ArrayLike = 0.1, method: str | None = None
     ) -> NDArray:
@@ -418,6 +469,7 @@ class LinearizedPredictive(BaseEstimator):
         return out[:, :, 0] if np.ndim(alpha) == 0 else out
 
     # ---- classification outputs -------------------------------------------------------------
+    @available_if(_is_classifier)
     def predict_proba(
         self, X: ArrayLike, method: str | None = None, *, random_state: Any = None
     ) -> NDArray:
@@ -453,6 +505,17 @@ class LinearizedPredictive(BaseEstimator):
         if self.task_ == "regression":
             return self.predict_distribution(X, method)[0]
         return self.classes_[np.argmax(self.predict_proba(X, method), axis=1)]
+
+    def score(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> float:
+        """Coefficient of determination of `predict` (regression) or its accuracy.
+
+        The scikit-learn conventions for regressors and classifiers; for the quality of the
+        predictive distribution use `log_predictive`.
+        """
+        self._check()
+        if self.task_ == "regression":
+            return float(r2_score(y, self.predict(X), sample_weight=sample_weight))
+        return float(accuracy_score(y, self.predict(X), sample_weight=sample_weight))
 
     def log_predictive(
         self,
@@ -504,6 +567,6 @@ def _n_rows(X: Any) -> int:
 
 
 def _rows(data: Any, index: NDArray) -> Any:
-    if hasattr(data, "iloc"):
-        return data.iloc[index]
+    if hasattr(data, "iloc") or hasattr(data, "toarray"):
+        return _safe_indexing(data, index)
     return np.asarray(data)[index]

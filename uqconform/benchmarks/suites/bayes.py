@@ -23,6 +23,8 @@ from collections import defaultdict
 from typing import Any
 
 import numpy as np
+from scipy.optimize import minimize_scalar
+from scipy.special import ndtri
 from scipy.stats import spearmanr
 from sklearn.datasets import make_friedman1
 from sklearn.exceptions import ConvergenceWarning
@@ -33,7 +35,7 @@ from threadpoolctl import threadpool_limits
 
 from uqconform.bayes import LaplacePosterior, LinearizedPredictive
 from uqconform.bayes.likelihood import gaussian_log_density, log_probabilities
-from uqconform.benchmarks._common import best_time, summarize
+from uqconform.benchmarks._common import best_time, headline, summarize
 from uqconform.benchmarks.registry import FamilyResult, register_family
 from uqconform.datasets import load_dataset
 from uqconform.evaluation import coverage, coverage_bounds, mean_width
@@ -44,8 +46,10 @@ CLASSIFICATION = ("digits", "wine", "breast_cancer")
 HIDDEN = (64, 64)
 ALPHA = 0.1
 MC_SAMPLES = 1000
+MC_TUNE_SAMPLES = 200  # Monte Carlo samples per validation NLL when tuning MC's own scale
 TARGETS = {"nll_rel": 0.05, "coverage": (0.85, 0.95), "spearman": 0.8, "speedup_100": 20.0}
 CONFIDENCE = 0.99
+Z90 = float(ndtri(1 - ALPHA / 2))  # the Gaussian 90% interval's half-width in sds
 
 
 def _data(name: str, ctx) -> tuple[np.ndarray, np.ndarray]:
@@ -83,8 +87,6 @@ def ece(proba: np.ndarray, labels: np.ndarray, bins: int = 15) -> float:
 
 
 def _temperature(logits: np.ndarray, labels: np.ndarray, output: str) -> float:
-    from scipy.optimize import minimize_scalar
-
     rows = np.arange(labels.size)
 
     def nll(log_t: float) -> float:
@@ -97,6 +99,34 @@ def _spearman(a: np.ndarray, b: np.ndarray) -> float:
     return float(spearmanr(a, b).statistic)
 
 
+def _mc_own_scale(model: LinearizedPredictive, X_val, y_val) -> LinearizedPredictive:
+    """``model`` with the covariance scale that minimises Monte Carlo's validation NLL.
+
+    The one-pass predictive's scale is fitted for the one pass; this gives the Monte Carlo
+    predictive the same chance (same posterior, its own scale), with common random numbers
+    (fixed weight draws) across the scales tried.
+    """
+    centre = np.log(model.scale_)
+
+    def refit(log_scale: float) -> LinearizedPredictive:
+        # not sklearn.clone: it would return an unfitted copy of the posterior (and network)
+        return LinearizedPredictive(
+            model.estimator_,
+            posterior=model.posterior_,
+            scale=float(np.exp(log_scale)),
+            random_state=model.random_state,
+        ).fit(X_val, y_val)
+
+    def nll(log_scale: float) -> float:
+        lp = refit(log_scale).log_predictive(X_val, y_val, "mc", n_samples=MC_TUNE_SAMPLES)
+        return -float(np.mean(lp))
+
+    result = minimize_scalar(
+        nll, bounds=(centre - 4.0, centre + 4.0), method="bounded", options={"xatol": 0.1}
+    )
+    return refit(result.x)
+
+
 # ---- one data set, one split ----------------------------------------------------------------
 def _evaluate(name: str, task: str, X, y, parts, seed: int, ctx) -> dict[str, Any]:
     tr, va, ca, te = (parts[k] for k in ("train", "val", "cal", "test"))
@@ -106,14 +136,33 @@ def _evaluate(name: str, task: str, X, y, parts, seed: int, ctx) -> dict[str, An
     net = _network(task, seed, ctx).fit(X[tr], y[tr])
     start = time.perf_counter()
     post = LaplacePosterior(net, random_state=seed).fit(X[tr], y[tr], X[va], y[va])
-    model = LinearizedPredictive(net, posterior=post, random_state=seed).fit(X[va], y[va])
+    model = LinearizedPredictive(net, posterior=post, n_samples=MC_SAMPLES, random_state=seed).fit(
+        X[va], y[va]
+    )
     out: dict[str, Any] = {"fit_s": time.perf_counter() - start}
     out["prior_precision"] = float(post.prior_precision_)
     out["scale"] = model.scale_
-    for method in ("onepass", "mc", "glm"):
-        out[f"nll_{method}"] = -float(
-            np.mean(model.log_predictive(X[te], y[te], method, n_samples=MC_SAMPLES))
-        )
+    log_p = {method: model.log_predictive(X[te], y[te], method) for method in ("onepass", "glm")}
+    # every Monte Carlo figure from two passes over the same 1,000 weight draws (fixed seed)
+    mean_mc, var_mc = model.predict_distribution(X[te], "mc", n_samples=MC_SAMPLES)
+    if task == "regression":
+        log_p["mc"] = model.log_predictive(X[te], y[te], "mc", n_samples=MC_SAMPLES)
+    else:
+        proba_mc = model.predict_proba(X[te], "mc")  # model.n_samples == MC_SAMPLES
+        labels = np.searchsorted(model.classes_, y[te])
+        log_p["mc"] = np.log(np.maximum(proba_mc[np.arange(labels.size), labels], 1e-300))
+    for method, values in log_p.items():
+        out[f"nll_{method}"] = -float(np.mean(values))
+    # per test row: NLL one pass - NLL MC (pooled over resplits for a paired standard error)
+    out["_nll_diff_rows"] = log_p["mc"] - log_p["onepass"]
+    # Monte Carlo with the scale its own validation NLL prefers (same GGN and prior)
+    start = time.perf_counter()
+    mc_own = _mc_own_scale(model, X[va], y[va])
+    out["mc_own_s"] = time.perf_counter() - start
+    out["scale_mc_own"] = mc_own.scale_
+    out["nll_mc_own_scale"] = -float(
+        np.mean(mc_own.log_predictive(X[te], y[te], "mc", n_samples=MC_SAMPLES))
+    )
     # the richer single pass: full covariances between units, exact ReLU moments
     rich = LinearizedPredictive(
         net, posterior=post, covariance="full", activation_moments="exact_relu", random_state=seed
@@ -123,10 +172,10 @@ def _evaluate(name: str, task: str, X, y, parts, seed: int, ctx) -> dict[str, An
         np.mean(rich.log_predictive(X[te], y[te], "mc", n_samples=MC_SAMPLES))
     )
     _, var_one = model.predict_distribution(X[te])
-    _, var_mc = model.predict_distribution(X[te], "mc", n_samples=MC_SAMPLES)
     _, var_glm = model.predict_distribution(X[te], "glm")
     if task == "classification":
-        var_one, var_mc, var_glm = (v.sum(axis=1) for v in (var_one, var_mc, var_glm))
+        var_one, var_glm = var_one.sum(axis=1), var_glm.sum(axis=1)
+        var_mc = var_mc.sum(axis=1)
     out["spearman_mc"] = _spearman(var_one, var_mc)
     out["spearman_glm_mc"] = _spearman(var_glm, var_mc)
     out["var_ratio_mc"] = float(np.median(var_one / var_mc))
@@ -135,13 +184,16 @@ def _evaluate(name: str, task: str, X, y, parts, seed: int, ctx) -> dict[str, An
     if task == "regression":
         noise = float(np.mean((y[va] - f_val[:, 0]) ** 2))
         out["nll_map"] = -float(np.mean(gaussian_log_density(y[te], f_test[:, 0], noise)))
-        z = 1.6448536269514722
+        z = Z90
         map_intervals = np.column_stack(
             [f_test[:, 0] - z * np.sqrt(noise), f_test[:, 0] + z * np.sqrt(noise)]
         )
         intervals = model.predict_interval(X[te], ALPHA)
         out["coverage_onepass"] = coverage(y[te], intervals)
-        out["coverage_mc"] = coverage(y[te], model.predict_interval(X[te], ALPHA, "mc"))
+        half_mc = z * np.sqrt(var_mc + model.noise_variance_)  # = predict_interval(..., "mc")
+        out["coverage_mc"] = coverage(
+            y[te], np.column_stack([mean_mc - half_mc, mean_mc + half_mc])
+        )
         out["coverage_map"] = coverage(y[te], map_intervals)
         out["width_onepass"] = mean_width(intervals)
         out["width_map"] = mean_width(map_intervals)
@@ -156,13 +208,15 @@ def _evaluate(name: str, task: str, X, y, parts, seed: int, ctx) -> dict[str, An
         out["cp_abs_width"] = mean_width(plain.predict_interval(X[te]))
         out["n_cal"], out["n_test"] = ca.size, te.size
     else:
-        labels = np.searchsorted(model.classes_, y[te])
         output = model.view_.network.output
         T = _temperature(f_val, np.searchsorted(model.classes_, y[va]), output)
         log_map = log_probabilities(f_test / T, output)
         out["nll_map"] = -float(np.mean(log_map[np.arange(labels.size), labels]))
+        log_raw = log_probabilities(f_test, output)
+        out["nll_map_raw"] = -float(np.mean(log_raw[np.arange(labels.size), labels]))
+        out["temperature_map"] = T
         out["ece_onepass"] = ece(model.predict_proba(X[te]), labels)
-        out["ece_mc"] = ece(model.predict_proba(X[te], "mc"), labels)
+        out["ece_mc"] = ece(proba_mc, labels)
         out["ece_map"] = ece(np.exp(log_map), labels)
         out["ece_map_raw"] = ece(np.exp(log_probabilities(f_test, output)), labels)
         out["accuracy"] = float(np.mean(model.predict(X[te]) == y[te]))
@@ -170,28 +224,45 @@ def _evaluate(name: str, task: str, X, y, parts, seed: int, ctx) -> dict[str, An
     return out
 
 
+def resplits(n_rows: int, ctx) -> int:
+    """Resplits of a data set: enough that the pooled test rows reach a floor.
+
+    Test NLLs of a few hundredths of a nat on a few dozen test rows (wine: 36) move by more
+    than 5% with a single row, so small data sets get more resplits (at least
+    ``ctx.pick(0, 400, 1000)`` pooled test rows, capped).
+    """
+    base, pooled, cap = ctx.pick((1, 0, 1), (2, 400, 10), (5, 1000, 20))
+    n_test = max(1, round(0.2 * n_rows))
+    return int(min(cap, max(base, -(-pooled // n_test))))
+
+
 def _run_predictive(ctx, notes, keep):
-    seeds = ctx.pick((0,), (0, 1), (0, 1, 2, 3, 4))
     names = ctx.pick(("diabetes", "friedman", "wine"), REGRESSION + CLASSIFICATION, None)
     names = names or REGRESSION + CLASSIFICATION
     records: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
-    jobs = [(name, seed) for name in names for seed in seeds]
+    diffs: dict[str, list[np.ndarray]] = defaultdict(list)
+    data = {name: _data(name, ctx) for name in names}
+    jobs = [(name, seed) for name in names for seed in range(resplits(len(data[name][1]), ctx))]
     for name, seed in ctx.tqdm(jobs, desc="bayes: predictive"):
         task = "regression" if name in REGRESSION else "classification"
-        X, y = _data(name, ctx)
+        X, y = data[name]
         parts = _split(len(y), ctx.rng(1, seed))
         result = _evaluate(name, task, X, y, parts, seed, ctx)
         if "_reliability" in result:
             shown = result.pop("_reliability")
             if shown[0] == "digits" or "reliability" not in keep:
                 keep["reliability"] = shown
+        diffs[name].append(result.pop("_nll_diff_rows"))
         for key, value in result.items():
             records[name][key].append(value)
     rows, bridge = [], []
     for name in names:
         rec = records[name]
+        n_splits = len(rec["nll_onepass"])
         mean = {key: summarize(values)[0] for key, values in rec.items()}
-        rel = abs(mean["nll_onepass"] - mean["nll_mc"]) / abs(mean["nll_mc"])
+        gap = mean["nll_onepass"] - mean["nll_mc"]
+        rel = abs(gap) / abs(mean["nll_mc"])
+        pooled = np.concatenate(diffs[name])
         row = {
             "data": name,
             "task": "regression" if name in REGRESSION else "classification",
@@ -199,9 +270,16 @@ def _run_predictive(ctx, notes, keep):
             "nll_mc1000": mean["nll_mc"],
             "nll_glm": mean["nll_glm"],
             "nll_map_tuned": mean["nll_map"],
+            "nll_onepass_minus_mc": gap,
+            "nll_diff_se": float(pooled.std(ddof=1) / np.sqrt(pooled.size)),
             "nll_rel_diff_mc": rel,
-            "nll_abs_diff_mc": abs(mean["nll_onepass"] - mean["nll_mc"]),
+            "nll_abs_diff_mc": abs(gap),
             "nll_target_met": bool(rel <= TARGETS["nll_rel"]),
+            "onepass_not_worse": bool(gap <= TARGETS["nll_rel"] * abs(mean["nll_mc"])),
+            "nll_rel_diff_glm": (mean["nll_onepass"] - mean["nll_glm"]) / abs(mean["nll_glm"]),
+            "nll_mc1000_own_scale": mean["nll_mc_own_scale"],
+            "nll_rel_diff_mc_own_scale": (mean["nll_onepass"] - mean["nll_mc_own_scale"])
+            / abs(mean["nll_mc_own_scale"]),
             "onepass_minus_map": mean["nll_onepass"] - mean["nll_map"],
             "nll_onepass_full_relu": mean["nll_onepass_rich"],
             "nll_mc1000_full_relu": mean["nll_mc_rich"],
@@ -214,7 +292,9 @@ def _run_predictive(ctx, notes, keep):
             "prior_precision": float(np.exp(np.mean(np.log(rec["prior_precision"])))),
             "scale": mean["scale"],
             "fit_s": mean["fit_s"],
-            "resplits": len(seeds),
+            "mc_own_scale_s": mean["mc_own_s"],
+            "resplits": n_splits,
+            "test_rows_pooled": int(pooled.size),
         }
         if name in REGRESSION:
             low, high = TARGETS["coverage"]
@@ -228,7 +308,7 @@ def _run_predictive(ctx, notes, keep):
                 "spearman_var_sqerr": mean["spearman_sqerr"],
             }
             n_cal, n_test = int(rec["n_cal"][0]), int(rec["n_test"][0])
-            lo, hi = coverage_bounds(n_cal, ALPHA, n_test, CONFIDENCE, n_repeats=len(seeds))
+            lo, hi = coverage_bounds(n_cal, ALPHA, n_test, CONFIDENCE, n_repeats=n_splits)
             bridge.append(
                 {
                     "data": name,
@@ -240,7 +320,7 @@ def _run_predictive(ctx, notes, keep):
                     "width_absolute": mean["cp_abs_width"],
                     "n_calibration": n_cal,
                     "n_test": n_test,
-                    "resplits": len(seeds),
+                    "resplits": n_splits,
                     "coverage_per_split": rec["cp_coverage"],
                 }
             )
@@ -251,6 +331,8 @@ def _run_predictive(ctx, notes, keep):
                 "ece_mc1000": mean["ece_mc"],
                 "ece_map_tuned": mean["ece_map"],
                 "ece_map_raw": mean["ece_map_raw"],
+                "nll_map_raw": mean["nll_map_raw"],
+                "temperature_map": float(np.exp(np.mean(np.log(rec["temperature_map"])))),
             }
         row["nll_onepass_per_split"] = rec["nll_onepass"]
         row["nll_mc_per_split"] = rec["nll_mc"]
@@ -295,7 +377,8 @@ def _run_prior(ctx, notes):
                     model = LinearizedPredictive(net, posterior=post, scale=1.0, random_state=seed)
                     model.fit(X[va], yy[va])
                     _, v1 = model.predict_distribution(X[te])
-                    _, vm = model.predict_distribution(X[te], "mc", n_samples=MC_SAMPLES)
+                    mm, vm = model.predict_distribution(X[te], "mc", n_samples=MC_SAMPLES)
+                    half_mc = Z90 * np.sqrt(vm + model.noise_variance_)  # predict_interval mc
                     r = rec[label]
                     r["ratio"].append(float(np.median(v1 / vm)))
                     r["spearman"].append(_spearman(v1, vm))
@@ -303,7 +386,7 @@ def _run_prior(ctx, notes):
                         coverage(yy[te], model.predict_interval(X[te], ALPHA))
                     )
                     r["coverage_mc"].append(
-                        coverage(yy[te], model.predict_interval(X[te], ALPHA, "mc"))
+                        coverage(yy[te], np.column_stack([mm - half_mc, mm + half_mc]))
                     )
                     r["nll_onepass"].append(-float(np.mean(model.log_predictive(X[te], yy[te]))))
                     r["nll_mc"].append(
@@ -435,6 +518,7 @@ def _plot_reliability(ctx, keep) -> None:
     "bayes",
     "single-pass Bayesian predictive vs Monte Carlo, GLM and tuned MAP; prior pitfall; "
     "conformal bridge; speed",
+    requires=(),  # numpy only: the family runs scikit-learn MLPs, never torch
 )
 def run(ctx) -> FamilyResult:
     """Predictive quality, the prior pitfall, the conformal bridge and speed."""
@@ -453,15 +537,31 @@ def run(ctx) -> FamilyResult:
         "parameter (biases included) from a log grid by the one-pass validation NLL; scale "
         "and regression noise fitted on the validation rows; MC and GLM use the same "
         "posterior, scale and noise. Regression NLL on targets standardised with the training "
-        "mean and sd. nll_target_met: |NLL one pass - NLL MC-1000| <= 5% of NLL MC. "
+        "mean and sd. nll_target_met: |NLL one pass - NLL MC-1000| <= 5% of NLL MC (the "
+        "issue's target, two-sided); onepass_not_worse: NLL one pass <= 1.05 NLL MC (one "
+        "sided); nll_onepass_minus_mc < 0 means the one pass is better; nll_diff_se: "
+        "standard error of the per-row difference pooled over resplits (test_rows_pooled). "
+        "Small data sets get more resplits (at least 400 pooled test rows at quick scale, "
+        "1,000 at full, capped at 10 / 20 resplits). nll_mc1000_own_scale: Monte Carlo on "
+        "the same GGN and prior with the covariance scale its own validation NLL prefers "
+        "(200 common weight draws per trial), so that MC is not judged at the one pass's "
+        "scale; nll_rel_diff_glm: one pass against the linearised (GLM) predictive. "
+        "nll_map_raw / temperature_map (classification): the untempered MAP network, and the "
+        "tuned temperature (it collapses towards 0 when the validation rows are separated). "
         "MAP tuned: the network's output with the validation mean squared residual as noise "
         "(regression) or a validation-fitted temperature (classification). "
         "onepass_minus_map < 0 means the Bayesian predictive helps. *_full_relu: the same "
         "posterior with covariance='full' (covariances between units propagated) and "
         "activation_moments='exact_relu', with its own fitted scale (so its MC column differs). "
         "On wine and breast cancer the NLLs are a few hundredths of a nat, so a 5% relative "
-        "gap is below 0.02 nats (nll_abs_diff_mc); there Monte Carlo's mean moves off the MAP "
-        "output (ReLU units flip under weight noise), which a linearised pass cannot follow."
+        "gap is a few thousandths of a nat (nll_abs_diff_mc): the relative criterion is "
+        "ill-conditioned there, and a single test row can move it. Where the two differ, the "
+        "one pass is the better one (lower NLL): under weight noise ReLU units flip, "
+        "Monte Carlo's logits move off the MAP output and spread (a predictive worse on "
+        "near-separable data), which a linearised pass does not follow; the exact ReLU "
+        "moments (*_full_relu) follow it and sit closer to their MC. The probit "
+        "approximation is not the cause (one pass with Monte Carlo over its Gaussian "
+        "logits gives about the same NLL)."
     )
     notes.append(
         "Where it does not help: if nll_map_tuned ties nll_onepass (and the tuned prior "
@@ -489,4 +589,117 @@ def run(ctx) -> FamilyResult:
             "speed": speed,
         },
         notes=notes,
+        headlines=_headlines(predictive, bridge, speed),
     )
+
+
+def _headlines(predictive, bridge, speed) -> list[dict[str, Any]]:
+    """One row per number the issue asks for (NLL vs MC per data set, coverage, ...)."""
+    low, high = TARGETS["coverage"]
+    found = [
+        headline(
+            f"{row['data']}: test NLL one pass {row['nll_onepass']:.4f} vs MC-1000 "
+            f"{row['nll_mc1000']:.4f} on the same posterior, relative gap (one pass - MC; "
+            f"absolute {row['nll_onepass_minus_mc']:+.4f} +- {row['nll_diff_se']:.4f} nats, "
+            f"{row['resplits']} resplits; MC with its own validation-tuned scale "
+            f"{row['nll_mc1000_own_scale']:.4f}, GLM {row['nll_glm']:.4f})",
+            round(row["nll_onepass_minus_mc"] / abs(row["nll_mc1000"]), 3),
+            f"|gap| <= {TARGETS['nll_rel']:.0%} of MC's NLL",
+            row["nll_target_met"],
+        )
+        for row in predictive
+    ]
+    if predictive:
+        not_worse = sum(row["onepass_not_worse"] for row in predictive)
+        found.append(
+            headline(
+                "data sets where the one-pass NLL is at most 5% above MC-1000's (one-sided "
+                "reading; where the two-sided target fails, the one pass is the better)",
+                f"{not_worse}/{len(predictive)}",
+            )
+        )
+    found += [
+        headline(
+            f"{row['data']}: coverage of the Gaussian 90% intervals (one pass; MC "
+            f"{row['coverage90_mc']:.3f}, tuned MAP {row['coverage90_map']:.3f})",
+            round(row["coverage90_onepass"], 3),
+            f"in [{low}, {high}]",
+            row["coverage_target_met"],
+        )
+        for row in predictive
+        if "coverage90_onepass" in row
+    ]
+    if predictive:
+        worst = min(predictive, key=lambda row: row["spearman_var_mc"])
+        found.append(
+            headline(
+                f"Spearman correlation of the one-pass predictive variance with MC's, lowest "
+                f"over {len(predictive)} data sets ({worst['data']})",
+                round(worst["spearman_var_mc"], 3),
+                f">= {TARGETS['spearman']}",
+                worst["spearman_var_mc"] >= TARGETS["spearman"],
+            )
+        )
+        classified = [row for row in predictive if "ece_onepass" in row]
+        if classified:
+            found.append(
+                headline(
+                    "ECE one pass / MC-1000 / tuned MAP: "
+                    + ", ".join(
+                        f"{row['data']} {row['ece_onepass']:.3f} / {row['ece_mc1000']:.3f} / "
+                        f"{row['ece_map_tuned']:.3f}"
+                        for row in classified
+                    ),
+                    round(float(np.mean([row["ece_onepass"] for row in classified])), 4),
+                )
+            )
+        # the stronger MAP baseline per data set: for classifiers the better (on test, so in
+        # the baseline's favour) of the tuned temperature and none, since the tuned
+        # temperature collapses when the validation rows are separated
+        gaps = {
+            row["data"]: row["nll_onepass"]
+            - min(row["nll_map_tuned"], row.get("nll_map_raw", np.inf))
+            for row in predictive
+        }
+        widest = max(gaps.values(), key=abs)
+        shown = [
+            f"{row['data']} {row['onepass_minus_map']:+.3f}"
+            + (
+                f" (untempered MAP {row['nll_onepass'] - row['nll_map_raw']:+.3f})"
+                if "nll_map_raw" in row
+                else ""
+            )
+            for row in predictive
+        ]
+        found.append(
+            headline(
+                "test NLL one pass - the stronger MAP baseline (validation-tuned noise; for "
+                "classifiers the better of tuned and no temperature), largest |difference| "
+                "(vs tuned: " + ", ".join(shown) + "; < 0: the Bayesian predictive helps)",
+                round(widest, 4),
+                "reported beside it; the issue measured a tie within 0.02",
+                abs(widest) <= 0.02,
+            )
+        )
+    for row in speed:
+        found.append(
+            headline(
+                f"speed, {row['rows']}: MC with 100 weight samples (drawn in advance) / one "
+                f"pass (10: {row['mc10_over_onepass']:.0f}x, 1,000: "
+                f"{row['mc1000_over_onepass']:.0f}x, GLM: {row['glm_over_onepass']:.0f}x)",
+                round(row["mc100_over_onepass"], 1),
+                f">= {TARGETS['speedup_100']:.0f}x",
+                row["target_met"],
+            )
+        )
+    found += [
+        headline(
+            f"{row['data']}: coverage of normalized split CP with the one-pass std as "
+            f"difficulty ({row['resplits']} resplits)",
+            round(row["coverage"], 3),
+            f"inside coverage_bounds [{row['coverage_low']:.3f}, {row['coverage_high']:.3f}]",
+            row["coverage_ok"],
+        )
+        for row in bridge
+    ]
+    return found

@@ -1,0 +1,71 @@
+"""scikit-learn's estimator checks for `LinearizedPredictive` (regressor and classifier).
+
+`LaplacePosterior` is not checked here: it is not a predictor but the posterior of an
+already fitted network (its `fit` never trains the network and takes validation rows), so the
+generic checks, which fit on data of their own shapes, cannot apply to it.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.base import is_classifier, is_regressor
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.neural_network import MLPClassifier, MLPRegressor
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from uqconform.bayes import LinearizedPredictive
+
+# Small networks; enough iterations for the checks' accuracy floors (R^2 > 0.5, accuracy
+# > 0.83 on their toy data), which the bare MLPs need too.
+REGRESSOR = LinearizedPredictive(
+    MLPRegressor(hidden_layer_sizes=(8,), max_iter=500, random_state=0), random_state=0
+)
+CLASSIFIER = LinearizedPredictive(
+    MLPClassifier(hidden_layer_sizes=(8,), max_iter=200, random_state=0), random_state=0
+)
+
+
+@parametrize_with_checks([REGRESSOR, CLASSIFIER])
+def test_sklearn_compatible(estimator, check):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        check(estimator)
+
+
+def test_estimator_type_follows_the_network():
+    assert is_regressor(REGRESSOR) and not is_classifier(REGRESSOR)
+    assert is_classifier(CLASSIFIER) and not is_regressor(CLASSIFIER)
+    # only the methods that make sense exist (duck typing, e.g. for the conformal bridge)
+    assert not hasattr(REGRESSOR, "predict_proba")
+    assert hasattr(REGRESSOR, "predict_std") and hasattr(REGRESSOR, "predict_interval")
+    assert hasattr(CLASSIFIER, "predict_proba")
+    assert not hasattr(CLASSIFIER, "predict_std")
+    assert not hasattr(CLASSIFIER, "predict_interval")
+
+
+def test_sparse_input_gives_the_dense_predictions():
+    from scipy import sparse
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(120, 3))
+    X[X < 0.3] = 0.0
+    y = X @ np.array([1.0, -2.0, 0.5]) + 0.1 * rng.normal(size=120)
+    dense = LinearizedPredictive(REGRESSOR.estimator, random_state=0).fit(X, y)
+    coo = sparse.coo_array(X)
+    fitted = LinearizedPredictive(REGRESSOR.estimator, random_state=0).fit(coo, y)
+    # the network trains on sparse X with sparse products: equal up to rounding
+    np.testing.assert_allclose(
+        fitted.predict_std(sparse.csr_array(X)), dense.predict_std(X), rtol=1e-6
+    )
+    np.testing.assert_allclose(fitted.scale_, dense.scale_, rtol=1e-6)
+
+
+def test_one_class_and_one_row_messages():
+    X = np.arange(20.0).reshape(10, 2)
+    with pytest.raises(ValueError, match="one class"):
+        LinearizedPredictive(CLASSIFIER.estimator).fit(X, np.zeros(10))
+    with pytest.raises(ValueError, match="n_samples=1"):
+        LinearizedPredictive(REGRESSOR.estimator).fit(X[:1], np.zeros(1))
