@@ -386,7 +386,7 @@ def _series(ctx) -> list[tuple[str, str, np.ndarray, np.ndarray]]:
 
 
 def _further(ctx, notes) -> list[dict[str, Any]]:
-    trials = ctx.pick(1, 2, 5)
+    trials = ctx.pick(1, 1, 5)
     spci_trials = 1
     spci_cap = ctx.pick(10, 40, None)
     mapie_cap = ctx.pick(10, 100, None)
