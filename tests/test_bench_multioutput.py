@@ -24,10 +24,21 @@ def test_multioutput_family_smoke(tmp_path):
         assert row["coverage_low"] < row["coverage_high"]
         assert row["coverage_ok"] in (True, False)
     real = {row["problem"] for row in tables["real bivariate targets"]}
-    assert {"quakes", "penguins", "geyser", "macro-growth"} <= real
+    assert {"quakes", "penguins", "geyser", "macro-growth", "diamonds"} <= real
     claims = [h["claim"] for h in family["headlines"]]
     assert any("coverage_bounds" in claim for claim in claims)
+    for item in family["headlines"]:
+        assert set(item) == {"claim", "value", "target", "met"}
+        assert item["met"] in (True, False, None)
     if HAS_FLOWS:
+        per_target = [c for c in claims if c.startswith("ResidualCONTRA volume / ellipse, ")]
+        assert len(per_target) == len(real)
+        count = next(h for h in family["headlines"] if h["claim"].startswith("real targets"))
+        wins = sum(
+            row["met"] for row in tables["targets (volume ratios)"] if row["problem"] in real
+        )
+        assert count["value"].startswith(f"{wins} of {len(real)}")
+        assert count["met"] is (wins >= 2)
         assert "CONTRA" in methods
         ratios = {row["problem"]: row for row in tables["targets (volume ratios)"]}
         assert {"banana", "moons", "mixture", "gaussian"} <= set(ratios)

