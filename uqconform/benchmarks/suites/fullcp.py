@@ -53,6 +53,7 @@ TOL = 1e-9
 TARGET_WIDTH_RATIO = 0.9
 TARGET_COVERAGE = 0.89
 SPEEDUP_TARGET = 100.0
+TARGET_RESPLITS = 10  # the width target is an average over 10 resplits
 
 METHODS = (
     "split",
@@ -494,10 +495,11 @@ def _headlines(rows, speed) -> list[dict[str, Any]]:
     found = [
         headline(
             f"{row['dataset']}: {row['method']} width / split width at level {row['level']} "
-            f"(coverage {row['coverage']:.3f})",
+            f"(coverage {row['coverage']:.3f}, {row['resplits']} resplits)",
             round(row["width_vs_split"], 3),
-            f"<= {TARGET_WIDTH_RATIO} with coverage >= {TARGET_COVERAGE}",
-            row["target_met"],
+            f"<= {TARGET_WIDTH_RATIO} with coverage >= {TARGET_COVERAGE}"
+            + ("" if row["resplits"] >= TARGET_RESPLITS else " over 10 resplits (full scale)"),
+            row["target_met"] if row["resplits"] >= TARGET_RESPLITS else None,
         )
         for row in rows
         if row.get("library") == "uqconform" and row.get("target_met") is not None
