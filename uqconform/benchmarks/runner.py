@@ -205,7 +205,7 @@ def format_table(rows: list[dict[str, Any]], *, markdown: bool = False) -> str:
     if markdown:
         head = "| " + " | ".join(columns) + " |"
         rule = "|" + "|".join("---:" if num else "---" for num in numeric) + "|"
-        body = ["| " + " | ".join(line) + " |" for line in cells]
+        body = ["| " + " | ".join(c.replace("|", "\\|") for c in line) + " |" for line in cells]
         return "\n".join([head, rule, *body])
     widths = [max(len(c), *(len(line[i]) for line in cells)) for i, c in enumerate(columns)]
 
