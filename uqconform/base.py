@@ -515,6 +515,24 @@ def check_batch_size(batch: Any) -> None:
         raise ValueError(f"`batch_size` must be None or a positive integer, got {batch!r}.")
 
 
+def check_class_labels(y: ArrayLike, n: int) -> NDArray:
+    """Class labels, one per row of X: no None, NaN or infinite label.
+
+    Examples
+    --------
+    >>> check_class_labels(["a", "b"], 2)
+    array(['a', 'b'], dtype='<U1')
+    """
+    if y is None:
+        raise _y_is_none()
+    labels = check_rows("y", y, n)
+    if labels.dtype.kind == "f" and not np.isfinite(labels).all():
+        raise ValueError("`y` contains NaN or infinite labels.")
+    if labels.dtype.kind == "O" and any(v is None for v in labels):
+        raise ValueError("`y` contains missing (None) labels.")
+    return labels
+
+
 def check_regression_target(y: ArrayLike, n: int) -> NDArray:
     """A finite 1-D float target with one value per row of X.
 

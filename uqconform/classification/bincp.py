@@ -45,9 +45,8 @@ from sklearn.utils.validation import check_is_fitted
 
 from uqconform.base import (
     ConformalPredictor,
-    _y_is_none,
     check_batch_size,
-    check_rows,
+    check_class_labels,
     integer_seed,
 )
 from uqconform.classification.split import encode_labels
@@ -198,14 +197,7 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
         return np.asarray(self.estimator_.classes_)
 
     def _check_target(self, y, n, *, calibrating):
-        if y is None:
-            raise _y_is_none()
-        labels = check_rows("y", y, n)
-        if labels.dtype.kind == "f" and not np.isfinite(labels).all():
-            raise ValueError("`y` contains NaN or infinite labels.")
-        if labels.dtype.kind == "O" and any(v is None for v in labels):
-            raise ValueError("`y` contains missing (None) labels.")
-        return labels
+        return check_class_labels(y, n)
 
     def _output_columns(self) -> int:
         return len(self.classes_)

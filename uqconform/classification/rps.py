@@ -42,7 +42,7 @@ from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import LogisticRegression
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
-from uqconform.base import check_rows, integer_seed, n_rows
+from uqconform.base import check_class_labels, integer_seed, n_rows
 from uqconform.classification.split import encode_labels
 from uqconform.quantiles import check_alpha, conformal_quantile, conformal_rank, minimum_scores
 
@@ -532,7 +532,7 @@ class ReliablePredictionSets(ClassifierMixin, BaseEstimator):
         if not hasattr(self._base_estimator(), "predict"):
             raise TypeError(f"`estimator` {self.estimator!r} is not a classifier (no predict).")
         X = self._check_X(X, reset=True)
-        labels = self._check_labels(y, n_rows(X))
+        labels = check_class_labels(y, n_rows(X))
         self.classes_, index = np.unique(labels, return_inverse=True)
         if self.classes_.size < 2:
             raise ValueError(
@@ -602,20 +602,6 @@ class ReliablePredictionSets(ClassifierMixin, BaseEstimator):
         checked = check_array(X, accept_sparse=False, dtype=None, ensure_all_finite=False)
         validate_data(self, X, skip_check_array=True, reset=reset)
         return X if hasattr(X, "iloc") else checked
-
-    @staticmethod
-    def _check_labels(y: ArrayLike, n: int) -> NDArray:
-        if y is None:
-            raise ValueError(
-                "This estimator requires y to be passed, but the target y is None: `y` must "
-                "hold one label per row of X."
-            )
-        labels = check_rows("y", y, n)
-        if labels.dtype.kind == "f" and not np.isfinite(labels).all():
-            raise ValueError("`y` contains NaN or infinite labels.")
-        if labels.dtype.kind == "O" and any(v is None for v in labels):
-            raise ValueError("`y` contains missing (None) labels.")
-        return labels
 
     # ---- votes ---------------------------------------------------------------------------
     @property
@@ -710,7 +696,7 @@ class ReliablePredictionSets(ClassifierMixin, BaseEstimator):
         self._reset_calibration()
         X = self._check_X(X, reset=not hasattr(self, "n_features_in_"))
         n = n_rows(X)
-        labels = encode_labels(self._check_labels(y, n), self.classes_)
+        labels = encode_labels(check_class_labels(y, n), self.classes_)
         k = int(self.k_calib)
         partition = hash_partition(X, k, self.salt)
         sizes = np.bincount(partition, minlength=k)
