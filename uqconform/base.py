@@ -515,6 +515,20 @@ def check_batch_size(batch: Any) -> None:
         raise ValueError(f"`batch_size` must be None or a positive integer, got {batch!r}.")
 
 
+def check_positive_int(value: Any, name: str) -> int:
+    """``value`` as an ``int`` if it is an integer >= 1 (booleans refused), else a
+    ``ValueError`` naming the parameter.
+
+    Examples
+    --------
+    >>> check_positive_int(3, "n_samples")
+    3
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError(f"`{name}` must be a positive integer, got {value!r}.")
+    return int(value)
+
+
 def check_class_labels(y: ArrayLike, n: int) -> NDArray:
     """Class labels, one per row of X: no None, NaN or infinite label.
 

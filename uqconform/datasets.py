@@ -27,6 +27,7 @@ from numpy.typing import NDArray
 from scipy.stats import norm
 from sklearn import datasets as sk_datasets
 
+from uqconform.base import check_positive_int
 from uqconform.quantiles import check_alpha
 
 __all__ = [
@@ -405,12 +406,6 @@ def load_dataset(
 
 
 # ---- synthetic data with a known oracle ------------------------------------------------------
-def _check_count(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"`{name}` must be a positive integer, got {value!r}.")
-    return int(value)
-
-
 def _check_alpha(alpha: float) -> float:
     """One miscoverage level, validated by the library's single rule."""
     if np.ndim(alpha) != 0:
@@ -494,8 +489,8 @@ def make_heteroscedastic_regression(
     >>> round(float(((bounds[:, 0] <= y) & (y <= bounds[:, 1])).mean()), 2)
     0.9
     """
-    n_samples = _check_count(n_samples, "n_samples")
-    if _check_count(n_features, "n_features") < 2:
+    n_samples = check_positive_int(n_samples, "n_samples")
+    if check_positive_int(n_features, "n_features") < 2:
         raise ValueError(f"`n_features` must be at least 2, got {n_features!r}.")
     if not isinstance(noise, numbers.Real) or not noise > 0:
         raise ValueError(f"`noise` must be a positive number, got {noise!r}.")
@@ -579,10 +574,10 @@ def make_gaussian_classification(
     >>> bool(sets[np.arange(len(y)), y].mean() >= 0.89)
     True
     """
-    n_samples = _check_count(n_samples, "n_samples")
-    if _check_count(n_classes, "n_classes") < 2:
+    n_samples = check_positive_int(n_samples, "n_samples")
+    if check_positive_int(n_classes, "n_classes") < 2:
         raise ValueError(f"`n_classes` must be at least 2, got {n_classes!r}.")
-    n_features = _check_count(n_features, "n_features")
+    n_features = check_positive_int(n_features, "n_features")
     if not isinstance(separation, numbers.Real) or not separation > 0:
         raise ValueError(f"`separation` must be a positive number, got {separation!r}.")
     rng = np.random.default_rng(random_state)

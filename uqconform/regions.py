@@ -35,6 +35,8 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.special import gammaln, logsumexp
 
+from uqconform.base import check_positive_int
+
 __all__ = ["AffineMap", "LatentMap", "PredictionRegion"]
 
 Norm = Literal["l2", "linf"]
@@ -453,7 +455,7 @@ class PredictionRegion:
         std : ndarray of shape (n,)
             Only with ``return_std=True``.
         """
-        n_samples = _check_positive_int(n_samples, "n_samples")
+        n_samples = check_positive_int(n_samples, "n_samples")
         radii = self._radii()
         if (
             len(self) > 1
@@ -563,7 +565,7 @@ class PredictionRegion:
         -------
         ndarray of shape (n, n_samples, d)
         """
-        n_samples = _check_positive_int(n_samples, "n_samples")
+        n_samples = check_positive_int(n_samples, "n_samples")
         if self.is_whole_space.any():
             raise ValueError(
                 f"{int(self.is_whole_space.sum())} regions are the whole space (infinite "
@@ -595,7 +597,7 @@ class PredictionRegion:
         -------
         ndarray of shape (n, n_points, 2)
         """
-        n_points = _check_positive_int(n_points, "n_points")
+        n_points = check_positive_int(n_points, "n_points")
         if self.dim != 2:
             raise ValueError(
                 f"boundary() draws 2-D regions only; these have d={self.dim}. Use sample() or "
@@ -636,7 +638,7 @@ class PredictionRegion:
         -------
         ndarray of shape (n, d, 2)
         """
-        n_points = _check_positive_int(n_points, "n_points")
+        n_points = check_positive_int(n_points, "n_points")
         radii = self._radii()
         if isinstance(self.latent_map, AffineMap):
             with np.errstate(invalid="ignore"):
@@ -713,9 +715,3 @@ class PredictionRegion:
         else:
             ax.plot(closed[:, 0], closed[:, 1], **kwargs)
         return ax
-
-
-def _check_positive_int(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"`{name}` must be a positive integer, got {value!r}.")
-    return int(value)

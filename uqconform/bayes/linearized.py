@@ -29,7 +29,12 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
-from uqconform.base import check_regression_target, check_rows, integer_seed
+from uqconform.base import (
+    check_positive_int,
+    check_regression_target,
+    check_rows,
+    integer_seed,
+)
 from uqconform.bayes.convert import as_network, output_jacobians
 from uqconform.bayes.laplace import STRUCTURES, LaplacePosterior, _encode_labels
 from uqconform.bayes.likelihood import (
@@ -431,9 +436,7 @@ class LinearizedPredictive(BaseEstimator):
 
     def _n(self, n_samples: int | None) -> int:
         n = self.n_samples if n_samples is None else n_samples
-        if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
-            raise ValueError(f"`n_samples` must be a positive integer, got {n!r}.")
-        return int(n)
+        return check_positive_int(n, "n_samples")
 
     # ---- regression outputs -----------------------------------------------------------------
     def _regression_only(self, name: str) -> None:

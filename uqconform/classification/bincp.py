@@ -47,6 +47,7 @@ from uqconform.base import (
     ConformalPredictor,
     check_batch_size,
     check_class_labels,
+    check_positive_int,
     integer_seed,
 )
 from uqconform.classification.split import encode_labels
@@ -159,9 +160,7 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
                 f"got {self.sigma!r}."
             )
         self._check_radius(self.radius, "radius")
-        m = self.n_samples
-        if isinstance(m, bool) or not isinstance(m, numbers.Integral) or m < 1:
-            raise ValueError(f"`n_samples` must be a positive integer, got {m!r}.")
+        check_positive_int(self.n_samples, "n_samples")
         if not _is_real(self.eta) or not 0 < self.eta < levels[0]:
             raise ValueError(
                 f"`eta` (the Monte Carlo failure probability) must lie in (0, alpha) = "

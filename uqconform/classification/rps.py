@@ -42,7 +42,7 @@ from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import LogisticRegression
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
-from uqconform.base import check_class_labels, integer_seed, n_rows
+from uqconform.base import check_class_labels, check_positive_int, integer_seed, n_rows
 from uqconform.classification.split import encode_labels
 from uqconform.quantiles import check_alpha, conformal_quantile, conformal_rank, minimum_scores
 
@@ -136,7 +136,7 @@ def hash_partition(X: Any, n_partitions: int, salt: Any = 0) -> NDArray:
     >>> bool((hash_partition(X.astype(int), 3) == part).all())
     True
     """
-    _check_count(n_partitions, "n_partitions")
+    check_positive_int(n_partitions, "n_partitions")
     return (row_digests(X, salt)[:, 0] % np.uint64(n_partitions)).astype(np.intp)
 
 
@@ -152,7 +152,7 @@ def majority_threshold(k_calib: int, alpha: float) -> int:
     >>> majority_threshold(1, 0.05)  # exactly alpha, despite floating point
     0
     """
-    k = _check_count(k_calib, "k_calib")
+    k = check_positive_int(k_calib, "k_calib")
     level = float(check_alpha(alpha)[0])
     cdf = stats.binom.cdf(np.arange(k + 1), k, 1 - level)
     return int(np.flatnonzero(cdf <= level * (1 + _CDF_TOLERANCE) + _CDF_TOLERANCE).max())
@@ -285,12 +285,6 @@ def _partition_threshold(scores: NDArray, rank: int) -> float:
 
 
 # ---- votes and their worst cases --------------------------------------------------------------
-def _check_count(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"`{name}` must be an integer >= 1, got {value!r}.")
-    return int(value)
-
-
 def _check_radius(value: Any, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
         raise ValueError(f"`{name}` must be an integer >= 0 (a number of points), got {value!r}.")
@@ -494,8 +488,8 @@ class ReliablePredictionSets(ClassifierMixin, BaseEstimator):
     def _validate_params(self) -> None:
         check_alpha(self.alpha, "alpha")
         if self._prefit() is None:
-            _check_count(self.k_train, "k_train")
-        _check_count(self.k_calib, "k_calib")
+            check_positive_int(self.k_train, "k_train")
+        check_positive_int(self.k_calib, "k_calib")
         if self.conformity_score not in SCORES:
             raise ValueError(
                 f"`conformity_score` must be one of {list(SCORES)}, got {self.conformity_score!r}."

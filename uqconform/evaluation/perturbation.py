@@ -21,7 +21,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from sklearn.utils import check_array
 
-from uqconform.base import check_batch_size
+from uqconform.base import check_batch_size, check_positive_int
 from uqconform.classification.split import encode_labels
 
 __all__ = ["random_l2_perturbation", "worst_of_k_perturbation"]
@@ -182,8 +182,7 @@ def worst_of_k_perturbation(
     labels = np.asarray(y)
     if labels.ndim != 1 or labels.shape[0] != n:
         raise ValueError(f"`y` must be 1-D with one label per row of X ({n}), got {labels.shape}.")
-    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
-        raise ValueError(f"`k` must be a positive integer, got {k!r}.")
+    check_positive_int(k, "k")
     check_batch_size(batch_size)
     score = _score_function(model)
     known = classes if classes is not None else getattr(model, "classes_", None)

@@ -44,6 +44,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from uqconform.base import check_positive_int
+
 __all__ = [
     "FLOW_KINDS",
     "ConditionalFlow",
@@ -201,8 +203,7 @@ def check_flow_params(
         ("max_epochs", max_epochs),
         ("batch_size", batch_size),
     ):
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-            raise ValueError(f"`{name}` must be a positive integer, got {value!r}.")
+        check_positive_int(value, name)
     if patience is not None and (
         isinstance(patience, bool) or not isinstance(patience, numbers.Integral) or patience < 1
     ):

@@ -40,7 +40,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from uqconform.datasets import _check_count, _rdata
+from uqconform.base import check_positive_int
+from uqconform.datasets import _rdata
 
 __all__ = [
     "load_diamonds_targets",
@@ -58,8 +59,8 @@ __all__ = [
 
 
 def _features(n_samples: Any, n_features: Any, random_state: Any):
-    n = _check_count(n_samples, "n_samples")
-    p = _check_count(n_features, "n_features")
+    n = check_positive_int(n_samples, "n_samples")
+    p = check_positive_int(n_features, "n_features")
     rng = np.random.default_rng(random_state)
     X = rng.uniform(size=(n, p))
     return rng, X, X[:, 0]
@@ -342,7 +343,7 @@ def load_macro_growth(*, n_lags: int = 2, as_frame: bool = False) -> tuple[Any, 
     import pandas as pd
     from statsmodels.datasets import macrodata
 
-    lags = _check_count(n_lags, "n_lags")
+    lags = check_positive_int(n_lags, "n_lags")
     frame = macrodata.load_pandas().data
     series = ["realgdp", "realcons", "realinv", "realgovt", "realdpi"]
     growth = 100 * np.log(frame[series]).diff()

@@ -28,7 +28,7 @@ from sklearn.base import BaseEstimator, RegressorMixin, clone
 from sklearn.ensemble import RandomForestRegressor
 from sklearn.utils.validation import _num_samples, check_is_fitted, validate_data
 
-from uqconform.base import check_regression_target
+from uqconform.base import check_positive_int, check_regression_target
 from uqconform.quantiles import (
     check_alpha,
     conformal_quantile,
@@ -51,8 +51,7 @@ def rolling_coverage(covered: ArrayLike, window: int = 50) -> NDArray:
     hits = np.asarray(covered, dtype=float)
     if hits.ndim != 1:
         raise ValueError("`covered` must be 1-D.")
-    if isinstance(window, bool) or not isinstance(window, numbers.Integral) or window < 1:
-        raise ValueError(f"`window` must be a positive integer, got {window!r}.")
+    check_positive_int(window, "window")
     total = np.cumsum(hits)
     lagged = np.concatenate([np.zeros(window), total])[: hits.size]
     counts = np.minimum(np.arange(1, hits.size + 1), window)

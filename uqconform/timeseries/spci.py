@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import numbers
 from typing import Any
 
 from numpy.typing import ArrayLike, NDArray
 from sklearn.ensemble import RandomForestRegressor
 
+from uqconform.base import check_positive_int
 from uqconform.timeseries.base import SequentialConformalRegressor
 from uqconform.timeseries.conditional import forest_weights, lagged_pairs
 
@@ -102,9 +102,7 @@ class SPCI(SequentialConformalRegressor):
     def _validate_params(self) -> None:
         super()._validate_params()
         for name in ("window", "n_trees", "max_depth"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-                raise ValueError(f"`{name}` must be a positive integer, got {value!r}.")
+            check_positive_int(getattr(self, name), name)
 
     def _next_weights(self, memory: NDArray, min_effective: int) -> tuple[NDArray, NDArray]:
         windows, targets, query = lagged_pairs(memory, int(self.window))
