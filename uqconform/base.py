@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 from scipy import sparse
 from sklearn.base import BaseEstimator, clone
@@ -82,6 +83,31 @@ def check_rows(name: str, values: ArrayLike, n: int) -> NDArray:
     return array
 
 
+def check_features(estimator: BaseEstimator, X: Any, *, reset: bool) -> Any:
+    """Record (``reset=True``) or check the number and names of ``X``'s features.
+
+    ``X`` itself is passed through (the wrapped model does its own conversion); ``None``,
+    scalars, 1-D numeric arrays and inputs without rows are refused with a message naming
+    `X`.
+    """
+    if X is None:
+        raise ValueError("`X` is None; pass an array or DataFrame with one row per sample.")
+    if not hasattr(X, "shape") and not isinstance(X, (list, tuple)) and hasattr(X, "__array__"):
+        X = np.asarray(X)  # array-likes without len() or slicing
+    if getattr(X, "ndim", None) == 0:
+        raise ValueError("`X` must be 2-D (one row per sample), got a scalar.")
+    if isinstance(X, np.ndarray) and X.ndim == 1 and X.dtype.kind in "biufc":
+        raise ValueError(
+            f"`X` must be 2-D (one row per sample), got a 1-D array of shape {X.shape}. "
+            "Reshape your data either using X.reshape(-1, 1) if it has a single feature "
+            "or X.reshape(1, -1) if it is a single sample."
+        )
+    validate_data(estimator, X, skip_check_array=True, reset=reset)
+    if n_rows(X) == 0:
+        raise ValueError("`X` has no rows.")
+    return X
+
+
 def _warn_column_vector() -> None:
     warnings.warn(
         "A column-vector y was passed when a 1d array was expected; `y` of shape (n, 1) was "
@@ -106,6 +132,17 @@ def check_groups(groups: ArrayLike | None, n: int) -> NDArray | None:
     labels = check_rows("groups", groups, n)
     if labels.dtype.kind == "f" and np.isnan(labels).any():
         raise ValueError("`groups` contains NaN; every row needs a group label.")
+    if labels.dtype.kind == "O":
+        if pd.isna(labels).any():
+            raise ValueError("`groups` contains missing (None or NaN) labels.")
+        try:
+            np.unique(labels)
+        except TypeError:
+            kinds = sorted({type(value).__name__ for value in labels})
+            raise ValueError(
+                f"`groups` mixes labels that cannot be ordered ({', '.join(kinds)}); use one "
+                "type, e.g. all strings."
+            ) from None
     return labels
 
 
@@ -170,6 +207,7 @@ class ConformalPredictor(BaseEstimator):
         """Check constructor arguments (called by ``fit`` and ``calibrate``)."""
         check_alpha(self.alpha, "alpha")
         check_batch_size(getattr(self, "batch_size", None))
+        check_random_state_value(getattr(self, "random_state", None))
 
     # ---- the estimator ---------------------------------------------------------------
     def _estimator_or_default(self) -> BaseEstimator:
@@ -186,26 +224,7 @@ class ConformalPredictor(BaseEstimator):
 
     def _validate_X(self, X: Any, *, reset: bool) -> Any:
         """Record or check the number and names of features; X itself is passed through."""
-        if X is None:
-            raise ValueError("`X` is None; pass an array or DataFrame with one row per sample.")
-        if (
-            not hasattr(X, "shape")
-            and not isinstance(X, (list, tuple))
-            and hasattr(X, "__array__")
-        ):
-            X = np.asarray(X)  # array-likes without len() or slicing
-        if getattr(X, "ndim", None) == 0:
-            raise ValueError("`X` must be 2-D (one row per sample), got a scalar.")
-        if isinstance(X, np.ndarray) and X.ndim == 1 and X.dtype.kind in "biufc":
-            raise ValueError(
-                f"`X` must be 2-D (one row per sample), got a 1-D array of shape {X.shape}. "
-                "Reshape your data either using X.reshape(-1, 1) if it has a single feature "
-                "or X.reshape(1, -1) if it is a single sample."
-            )
-        validate_data(self, X, skip_check_array=True, reset=reset)
-        if n_rows(X) == 0:
-            raise ValueError("`X` has no rows.")
-        return X
+        return check_features(self, X, reset=reset)
 
     def _check_nan(self, X: Any) -> None:
         if not get_tags(self.estimator_).input_tags.allow_nan and _has_nan(X):
@@ -505,6 +524,32 @@ def integer_seed(random_state: Any) -> int | None:
     raise ValueError(
         f"`random_state` must be None, an int or a numpy Generator, got {random_state!r}."
     )
+
+
+def check_random_state_value(random_state: Any) -> None:
+    """``random_state`` is None, a non-negative int, a Generator or a RandomState.
+
+    Examples
+    --------
+    >>> check_random_state_value(0)
+    >>> check_random_state_value(1.5)
+    Traceback (most recent call last):
+    ...
+    ValueError: `random_state` must be None, a non-negative int, ... got 1.5.
+    """
+    if random_state is None or isinstance(
+        random_state, (np.random.Generator, np.random.RandomState)
+    ):
+        return
+    if (
+        isinstance(random_state, bool)
+        or not isinstance(random_state, numbers.Integral)
+        or random_state < 0
+    ):
+        raise ValueError(
+            "`random_state` must be None, a non-negative int, a numpy Generator or a "
+            f"RandomState, got {random_state!r}."
+        )
 
 
 def check_batch_size(batch: Any) -> None:

@@ -14,6 +14,7 @@ exactly the unweighted order statistic.
 
 from __future__ import annotations
 
+import numbers
 import warnings
 from collections.abc import Sequence
 from typing import Literal
@@ -114,6 +115,8 @@ def conformal_rank(
     >>> conformal_rank(99, 0.1, kind="conformity")
     array([10])
     """
+    if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 0:
+        raise ValueError(f"`n` must be a non-negative integer, got {n!r}.")
     levels = check_alpha(alpha)
     if kind == "nonconformity":
         return np.ceil((n + 1) * (1 - levels) - _RANK_TOLERANCE).astype(np.int64)
@@ -210,7 +213,10 @@ def minimum_scores(alpha: float) -> int:
     >>> minimum_scores(0.1)
     9
     """
-    return int(np.ceil(1 / float(alpha) - 1 - _RANK_TOLERANCE))
+    level = float(check_alpha(alpha)[0]) if np.ndim(alpha) == 0 else None
+    if level is None:
+        raise ValueError(f"`alpha` must be a single level, got {alpha!r}.")
+    return int(np.ceil(1 / level - 1 - _RANK_TOLERANCE))
 
 
 def _warn_too_few(n: int, levels: NDArray) -> None:
@@ -291,6 +297,8 @@ def weighted_quantile(values: ArrayLike, weights: ArrayLike, q: float | ArrayLik
     array([2.])
     """
     v = np.asarray(values, dtype=float)
+    if np.isnan(v).any():
+        raise ValueError("`values` contains NaN.")
     w = np.asarray(weights, dtype=float)
     levels = np.atleast_1d(np.asarray(q, dtype=float))
     if ((levels < 0) | (levels > 1) | np.isnan(levels)).any():

@@ -39,7 +39,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from uqconform.base import check_regression_target, check_rows
+from uqconform.base import check_positive_int, check_regression_target, check_rows
 from uqconform.bayes.convert import NetworkView, as_network, output_jacobians
 from uqconform.bayes.likelihood import (
     gaussian_log_density,
@@ -439,8 +439,17 @@ class LaplacePosterior(BaseEstimator):
         return log_p[np.arange(target.size), target]
 
     # ---- the posterior ----------------------------------------------------------------------
-    def _check(self) -> None:
+    def _check(self, scale: float = 1.0) -> float:
+        """Fitted? Return ``scale`` checked: a finite number > 0."""
         check_is_fitted(self, "prior_precision_")
+        if (
+            isinstance(scale, bool)
+            or not isinstance(scale, numbers.Real)
+            or not np.isfinite(scale)
+            or scale <= 0
+        ):
+            raise ValueError(f"`scale` must be a finite number > 0, got {scale!r}.")
+        return float(scale)
 
     def _kron_factors(self, scale: float) -> list[tuple[NDArray, NDArray]]:
         """Per layer ``(A, B)`` with ``Cov(vec [W; b]) = A kron B`` (row-major vec)."""
@@ -467,7 +476,7 @@ class LaplacePosterior(BaseEstimator):
 
         Parameters outside the last layer have variance 0 for ``"last_layer"``.
         """
-        self._check()
+        scale = self._check(scale)
         if self.structure == "diag":
             return scale / (self.curvature_ + self.prior_precision_)
         if self.structure == "kron":
@@ -488,7 +497,7 @@ class LaplacePosterior(BaseEstimator):
         ``"full"`` keeps each layer's own covariance block and drops the covariances between
         layers (the single-pass predictive assumes independent layers).
         """
-        self._check()
+        scale = self._check(scale)
         network = self.network_
         dense = network.dense_layers
         slices = network.parameter_slices()
@@ -527,10 +536,11 @@ class LaplacePosterior(BaseEstimator):
         >>> post.sample(3, random_state=0).shape
         (3, 43)
         """
-        self._check()
+        scale = self._check(scale)
+        n_samples = check_positive_int(n_samples, "n_samples")
         rng = np.random.default_rng(random_state)
         P = self.n_parameters_
-        noise = rng.standard_normal((int(n_samples), P))
+        noise = rng.standard_normal((n_samples, P))
         if self.structure == "diag":
             return self.mean_ + noise * np.sqrt(self.variance(scale))
         if self.structure == "kron":
@@ -559,7 +569,7 @@ class LaplacePosterior(BaseEstimator):
 
         The variance of the linearised (GLM) predictive.
         """
-        self._check()
+        scale = self._check(scale)
         K, n, _P = jacobians.shape
         if self.structure == "diag":
             return np.einsum("knp,p->nk", jacobians**2, self.variance(scale))

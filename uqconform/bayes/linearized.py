@@ -122,7 +122,8 @@ class LinearizedPredictive(BaseEstimator):
         Share of the rows of `fit` held out to tune the prior precision, the scale and the
         regression noise.
     random_state : int, Generator or None, default=None
-        Seeds the validation split and the Monte Carlo draws.
+        Seeds the validation split, the Monte Carlo draws and, when `fit` trains a
+        scikit-learn network whose own ``random_state`` is None, that network.
 
     Attributes
     ----------
@@ -270,7 +271,17 @@ class LinearizedPredictive(BaseEstimator):
             val, train = np.sort(order[:n_val]), np.sort(order[n_val:])
             X_fit, y_fit = _rows(X, train), _rows(y, train)
             X_val, y_val = _rows(X, val), _rows(y, val)
-        self.estimator_ = self.estimator if prefit else clone(self.estimator).fit(X_fit, y_fit)
+        if prefit:
+            self.estimator_ = self.estimator
+        else:
+            network = clone(self.estimator)
+            unseeded = (
+                hasattr(network, "get_params")
+                and network.get_params().get("random_state", 0) is None
+            )  # a scikit-learn network without its own seed
+            if seed is not None and unseeded:
+                network.set_params(random_state=seed)
+            self.estimator_ = network.fit(X_fit, y_fit)
         view = as_network(self.estimator_)
         self.view_ = view
         self.task_ = view.task

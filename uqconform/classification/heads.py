@@ -17,7 +17,9 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import LogisticRegression
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
+
+from uqconform.base import check_class_labels, check_features, n_rows
 
 __all__ = ["HeadEnsemble"]
 
@@ -157,8 +159,8 @@ class HeadEnsemble(ClassifierMixin, BaseEstimator):
         if prefit is not None:
             self._adopt(prefit)
             return self
-        X, y = validate_data(self, X, y, skip_check_array=True)
-        y = np.asarray(y)
+        X = check_features(self, X, reset=True)
+        y = check_class_labels(y, n_rows(X))
         rng = np.random.default_rng(self.random_state)
         n, n_features = len(y), self.n_features_in_
         base = LogisticRegression(max_iter=1000) if self.estimator is None else self.estimator
@@ -200,7 +202,7 @@ class HeadEnsemble(ClassifierMixin, BaseEstimator):
         """Class probabilities of every head: ``(n_heads, n_samples, n_classes)``."""
         check_is_fitted(self)
         if hasattr(self, "n_features_in_"):  # the number (and names) of features seen in fit
-            validate_data(self, X, skip_check_array=True, reset=False)
+            X = check_features(self, X, reset=False)
         return np.stack(
             [
                 np.asarray(head.predict_proba(_columns(X, columns)), dtype=float)

@@ -134,8 +134,14 @@ class MultiDimScoreClassifier(ClassifierMixin, BaseEstimator):
             raise ValueError(
                 f"`calibration` must be 'cells' or 'learned', got {self.calibration!r}."
             )
-        if not 0 < self.cells_fraction < 1:
-            raise ValueError(f"`cells_fraction` must lie in (0, 1), got {self.cells_fraction!r}.")
+        fraction = self.cells_fraction
+        if (
+            isinstance(fraction, bool)
+            or not isinstance(fraction, numbers.Real)
+            or not 0 < fraction < 1
+        ):
+            raise ValueError(f"`cells_fraction` must lie in (0, 1), got {fraction!r}.")
+        self._score()  # checks k_reg, lambda_reg and saps_weight
         k = self.n_neighbors
         if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
             raise ValueError(f"`n_neighbors` must be a positive integer, got {k!r}.")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import numbers
 from typing import Any
 
 import numpy as np
@@ -143,7 +142,7 @@ class SplitConformalClassifier(ClassifierMixin, ConformalPredictor):
     def _score_object(self) -> ClassificationScore:
         return get_classification_score(
             self.conformity_score,
-            randomized=bool(self.randomized),
+            randomized=self.randomized,
             k_reg=self.k_reg,
             lambda_reg=self.lambda_reg,
         )
@@ -156,16 +155,6 @@ class SplitConformalClassifier(ClassifierMixin, ConformalPredictor):
                 f"`estimator` {type(self.estimator).__name__} has no predict_proba; conformal "
                 "sets need class probabilities (wrap it in CalibratedClassifierCV, for example)."
             )
-        k_reg, lambda_reg = self.k_reg, self.lambda_reg
-        if not isinstance(k_reg, numbers.Integral) or isinstance(k_reg, bool) or k_reg < 0:
-            raise ValueError(f"`k_reg` must be a non-negative integer, got {k_reg!r}.")
-        if (
-            not isinstance(lambda_reg, numbers.Real)
-            or isinstance(lambda_reg, bool)
-            or not np.isfinite(lambda_reg)
-            or lambda_reg < 0
-        ):
-            raise ValueError(f"`lambda_reg` must be a finite number >= 0, got {lambda_reg!r}.")
 
     @property
     def classes_(self) -> NDArray:

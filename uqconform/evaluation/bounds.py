@@ -10,7 +10,9 @@ observed coverage lies inside it instead of using a hand-picked tolerance.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -19,6 +21,17 @@ from scipy import signal, stats
 from uqconform.quantiles import check_alpha, conformal_rank
 
 __all__ = ["coverage_bounds", "coverage_count_pmf"]
+
+
+def check_confidence(confidence: Any) -> float:
+    """``confidence`` as a float strictly between 0 and 1 (else a message naming it)."""
+    if (
+        isinstance(confidence, bool)
+        or not isinstance(confidence, numbers.Real)
+        or not 0 < confidence < 1
+    ):
+        raise ValueError(f"`confidence` must lie strictly between 0 and 1, got {confidence!r}.")
+    return float(confidence)
 
 
 def coverage_count_pmf(
@@ -53,8 +66,18 @@ def coverage_count_pmf(
         ("n_test", n_test, 1),
         ("n_repeats", n_repeats, 1),
     ):
-        if isinstance(value, bool) or int(value) != value or value < low:
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, numbers.Real)
+            or not np.isfinite(value)
+            or int(value) != value
+            or value < low
+        ):
             raise ValueError(f"`{name}` must be an integer >= {low}, got {value!r}.")
+    if np.ndim(alpha) != 0:
+        raise ValueError(
+            f"`alpha` must be a single level here, got {alpha!r}; coverage_bounds takes several."
+        )
     level = float(check_alpha(alpha)[0])
     conforming = int(conformal_rank(int(n_calibration), level, kind="conformity")[0])
     total = int(n_repeats) * int(n_test)
@@ -116,8 +139,7 @@ def coverage_bounds(
     >>> coverage_bounds(1000, [0.1, 0.2], 1000, n_repeats=20).shape
     (2, 2)
     """
-    if not 0 < confidence < 1:
-        raise ValueError(f"`confidence` must lie strictly between 0 and 1, got {confidence!r}.")
+    check_confidence(confidence)
     levels = check_alpha(alpha)
     tail = (1 - confidence) / 2
     rows = []

@@ -18,6 +18,7 @@ level; otherwise they return a float. Inputs are never modified.
 from __future__ import annotations
 
 import numbers
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -133,6 +134,14 @@ def _parse_prediction(
             f"`{name}` of shape {array.shape} would be a set array (n, n_classes[, k]), and set "
             f"arrays must be boolean, got dtype {array.dtype}; for intervals the second axis "
             "must have length 2 (lower, upper)."
+        )
+    if array.dtype.kind in "iu" and np.isin(array, (0, 1)).all():
+        warnings.warn(
+            f"`{name}` is an integer array of 0/1 values with two columns: it is read as "
+            "intervals [lower, upper]. For prediction sets over two classes pass a boolean "
+            "array (e.g. sets.astype(bool)).",
+            UserWarning,
+            stacklevel=4,
         )
     single = array.ndim == 2
     data = array[..., None] if single else array

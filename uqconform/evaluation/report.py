@@ -9,6 +9,7 @@ to a dict (JSON), a pandas DataFrame or a figure.
 
 from __future__ import annotations
 
+import inspect
 import math
 import numbers
 import time
@@ -20,7 +21,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
-from uqconform.evaluation.bounds import coverage_bounds
+from uqconform.evaluation.bounds import check_confidence, coverage_bounds
 from uqconform.evaluation.metrics import (
     EFFICIENCY_NAME,
     _covered,
@@ -217,13 +218,25 @@ class CoverageReport:
         return ax
 
 
-def _task_and_method(model: Any, y: NDArray) -> tuple[str, str]:
+def _task_and_method(model: Any, y: NDArray) -> tuple[str, str, NDArray]:
+    """The kind of model, the method that predicts its sets, and ``y`` in its shape."""
+    from uqconform.multioutput import MultiOutputConformalRegressor  # no import cycle
+
+    if isinstance(model, MultiOutputConformalRegressor):
+        n_outputs = getattr(model, "n_outputs_", None)
+        target = y[:, None] if y.ndim == 1 else y
+        if target.ndim != 2 or (n_outputs is not None and target.shape[1] != n_outputs):
+            raise ValueError(
+                f"`y_test` must have shape (n, {n_outputs}) for this multi-output model, got "
+                f"{y.shape}."
+            )
+        return "multioutput", "predict_set", target
     if y.ndim == 2 and y.shape[1] > 1 and hasattr(model, "predict_set"):
-        return "multioutput", "predict_set"
+        return "multioutput", "predict_set", y
     if hasattr(model, "predict_interval") and not hasattr(model, "classes_"):
-        return "regression", "predict_interval"
+        return "regression", "predict_interval", y
     if hasattr(model, "predict_set"):
-        return "classification", "predict_set"
+        return "classification", "predict_set", y
     raise TypeError(
         f"`model` ({type(model).__name__}) has neither predict_interval nor predict_set; "
         "evaluate needs a calibrated conformal model."
@@ -307,14 +320,18 @@ def evaluate(
     2   0.20     0.80     200
     """
     alphas = check_alpha(alpha)
-    if not 0 < confidence < 1:
-        raise ValueError(f"`confidence` must lie strictly between 0 and 1, got {confidence!r}.")
+    check_confidence(confidence)
     if y_test is None:
         raise ValueError("`y_test` is None; pass the test targets.")
     y = np.asarray(y_test)
-    task, method = _task_and_method(model, y)
+    task, method, y = _task_and_method(model, y)
     kwargs: dict[str, Any] = {"alpha": alphas.tolist()}
     if groups is not None:
+        if "groups" not in inspect.signature(getattr(model, method)).parameters:
+            raise TypeError(
+                f"`groups` was given but {type(model).__name__}.{method} takes no Mondrian "
+                "groups; evaluate it without `groups`."
+            )
         kwargs["groups"] = groups
     start = time.perf_counter()
     output = getattr(model, method)(X_test, **kwargs)

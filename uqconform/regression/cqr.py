@@ -174,6 +174,8 @@ class ConformalizedQuantileRegressor(SplitConformalRegressor):
         self.random_state = random_state
 
     def _score_object(self) -> CQRScore:
+        if not isinstance(self.symmetric, (bool, np.bool_)):
+            raise ValueError(f"`symmetric` must be True or False, got {self.symmetric!r}.")
         return CQRScore(symmetric=bool(self.symmetric))
 
     def _needs_difficulty(self) -> bool:

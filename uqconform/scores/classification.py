@@ -8,6 +8,7 @@ row, used by the randomised scores so that coverage is exactly nominal rather th
 
 from __future__ import annotations
 
+import numbers
 from abc import ABC, abstractmethod
 
 import numpy as np
@@ -234,6 +235,18 @@ def get_classification_score(
     """
     if isinstance(score, ClassificationScore):
         return score
+    if not isinstance(randomized, (bool, np.bool_)):
+        raise ValueError(f"`randomized` must be True or False, got {randomized!r}.")
+    if not isinstance(k_reg, numbers.Integral) or isinstance(k_reg, bool) or k_reg < 0:
+        raise ValueError(f"`k_reg` must be a non-negative integer, got {k_reg!r}.")
+    for name, value in (("lambda_reg", lambda_reg), ("saps_weight", saps_weight)):
+        if (
+            not isinstance(value, numbers.Real)
+            or isinstance(value, bool)
+            or not np.isfinite(value)
+            or value < 0
+        ):
+            raise ValueError(f"`{name}` must be a finite number >= 0, got {value!r}.")
     if score == "lac":
         return LACScore()
     if score == "aps":

@@ -51,6 +51,8 @@ def rolling_coverage(covered: ArrayLike, window: int = 50) -> NDArray:
     hits = np.asarray(covered, dtype=float)
     if hits.ndim != 1:
         raise ValueError("`covered` must be 1-D.")
+    if not np.isin(hits, (0.0, 1.0)).all():
+        raise ValueError("`covered` must hold 0/1 or True/False values (NaN is not allowed).")
     check_positive_int(window, "window")
     total = np.cumsum(hits)
     lagged = np.concatenate([np.zeros(window), total])[: hits.size]
@@ -199,7 +201,7 @@ class SequentialConformalRegressor(RegressorMixin, BaseEstimator):
                 raise ValueError(f"`beta_grid` must be >= 1 point, got {grid}.")
             return np.linspace(0.0, 1.0, int(grid)) if grid > 1 else np.array([0.5])
         fractions = np.asarray(grid, dtype=float).reshape(-1)
-        if fractions.size == 0 or ((fractions < 0) | (fractions > 1)).any():
+        if fractions.size == 0 or not ((fractions >= 0) & (fractions <= 1)).all():  # NaN too
             raise ValueError(
                 "`beta_grid` must be a number of points or fractions of alpha in [0, 1], got "
                 f"{grid!r}."
