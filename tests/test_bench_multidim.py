@@ -3,9 +3,16 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from uqconform.benchmarks import run_benchmark
-from uqconform.benchmarks.suites.multidim import _stored_heads
+from uqconform.benchmarks.suites.multidim import (
+    PATH_LEVELS,
+    PATH_RESPLITS,
+    _evaluate,
+    _model,
+    _stored_heads,
+)
 
 
 def test_stored_heads_return_the_rows_asked_for():
@@ -15,6 +22,21 @@ def test_stored_heads_return_the_rows_asked_for():
     np.testing.assert_array_equal(
         heads[1].predict_proba(np.array([[5], [0]])), probabilities[1, [5, 0]]
     )
+
+
+def test_one_calibration_for_every_level_gives_the_sets_of_one_per_level():
+    rng = np.random.default_rng(1)
+    heads = _stored_heads(rng.dirichlet(np.full(5, 0.3), size=(3, 600)))
+    y = rng.integers(5, size=600)
+    X = np.arange(600)[:, None]
+    cal, test = slice(0, 400), slice(400, None)
+    for method in ("single raps", "cells lac", "ensemble aps"):
+        joint = _evaluate(method, heads, PATH_LEVELS, 3, X[cal], y[cal], X[test], y[test])
+        for level in PATH_LEVELS:
+            model = _model(method, heads, level, 3).calibrate(X[cal], y[cal])
+            sets = model.predict_set(X[test])
+            assert joint[level]["set_size"] == sets.sum(axis=1).mean()
+            assert joint[level]["coverage"] == sets[np.arange(200), y[test]].mean()
 
 
 def test_multidim_family_smoke(tmp_path):
@@ -29,6 +51,16 @@ def test_multidim_family_smoke(tmp_path):
     assert reference <= set(ours) and "cells raps" in reference
     flagged = {method for method, row in ours.items() if row["target_met"] is not None}
     assert flagged == {"cells raps", "cells lac"}
+    resplits = PATH_RESPLITS[0]  # smoke scale
+    for row in ours.values():  # targets judged on the mean over resplits, with its SE
+        assert row["resplits"] == resplits == len(row["set_size_per_split"])
+        assert row["set_size"] == pytest.approx(np.mean(row["set_size_per_split"]))
+        assert row["set_size_se"] == pytest.approx(row["set_size_sd"] / np.sqrt(resplits))
+        if row["target_met"] is not None:
+            assert row["target_met"] == (row["set_size"] <= row["target_size"])
+    targets = [h for h in family["headlines"] if h["claim"].startswith("PathMNIST alpha 0.01")]
+    assert len(targets) == 2
+    assert all(f"over {resplits} splits" in h["claim"] and " ± " in h["value"] for h in targets)
     validity = tables["PathMNIST coverage at every level"]
     assert {row["alpha"] for row in validity} == {0.01, 0.05, 0.1}
     assert all(row["coverage_lower"] <= row["coverage"] + 0.05 for row in validity)
