@@ -427,6 +427,8 @@ def _run_speed(ctx, notes):
     rows = []
     for label, rows_X in (
         ("1,000 rows" if n == 1000 else f"{n} rows", X[n:]),
+        ("100 rows", X[n : n + 100]),
+        ("10 rows", X[n : n + 10]),
         ("1 row", X[n : n + 1]),
     ):
         Xt = transform(rows_X)
@@ -659,7 +661,7 @@ def _headlines(predictive, bridge, speed) -> list[dict[str, Any]]:
                 abs(widest) <= 0.02,
             )
         )
-    for row in speed:
+    for row in (speed[0], speed[-1]):  # the largest batch and a single row
         found.append(
             headline(
                 f"time of MC-100 (weights drawn in advance) / one pass, {row['rows']}",
