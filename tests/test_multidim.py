@@ -316,8 +316,36 @@ def test_pickle_round_trip_gives_identical_sets(calibration):
     restored = pickle.loads(pickle.dumps(model))
     assert "_tree" not in restored.__dict__
     np.testing.assert_array_equal(restored.predict_set(X[N_CAL:]), expected)
-    if calibration == "cells":
-        assert restored._tree is not None  # rebuilt on first use
+
+
+@pytest.mark.parametrize("diversity", ["bootstrap", "subspace"])
+def test_head_ensemble_same_seed_same_heads_and_pickle(diversity):
+    Xf, yf, _, _, Xt, _ = tabular()
+
+    def proba(seed):
+        heads = HeadEnsemble(n_heads=3, diversity=diversity, random_state=seed).fit(Xf, yf)
+        return heads.head_probabilities(Xt), heads
+
+    first, heads = proba(0)
+    np.testing.assert_array_equal(first, proba(0)[0])
+    assert not np.array_equal(first, proba(1)[0])
+    restored = pickle.loads(pickle.dumps(heads))
+    np.testing.assert_array_equal(restored.head_probabilities(Xt), first)
+
+
+def test_ensemble_classifier_same_seed_same_sets_and_pickle():
+    Xf, yf, Xc, yc, Xt, _ = tabular()
+
+    def fitted(seed):
+        model = EnsembleConformalClassifier(n_heads=3, conformity_score="aps", random_state=seed)
+        return model.fit(Xf, yf).calibrate(Xc, yc)
+
+    model = fitted(0)
+    first = model.predict_set(Xt, alpha=[0.1, 0.2])
+    np.testing.assert_array_equal(first, fitted(0).predict_set(Xt, alpha=[0.1, 0.2]))
+    assert not np.array_equal(first, fitted(1).predict_set(Xt, alpha=[0.1, 0.2]))
+    restored = pickle.loads(pickle.dumps(model))
+    np.testing.assert_array_equal(restored.predict_set(Xt, alpha=[0.1, 0.2]), first)
 
 
 def test_plot_cells_runs():
