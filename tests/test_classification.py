@@ -17,6 +17,7 @@ from sklearn.svm import SVC
 
 from uqconform import SplitConformalClassifier
 from uqconform.quantiles import conformal_quantile
+from uqconform.scores import SAPSScore
 
 
 def _split(n=600, seed=0, **kw):
@@ -244,3 +245,17 @@ def test_groups_and_class_conditional_combine_into_group_by_class_thresholds():
             rows = (gc == g) & (yc == label)
             q = conformal_quantile(1 - proba_c[rows, j], 0.2)[0]
             np.testing.assert_array_equal(sets[gt == g, j], 1 - proba_t[gt == g, j] <= q)
+
+
+def test_saps_weight_reaches_the_score():
+    (Xf, yf), (Xc, yc), _ = _split(seed=5)
+    for weight in (0.05, 1.0):
+        cp = SplitConformalClassifier(
+            conformity_score="saps", saps_weight=weight, randomized=False
+        ).fit(Xf, yf)
+        cp.calibrate(Xc, yc)
+        by_hand = SAPSScore(weight=weight, randomized=False).scores(cp.predict_proba(Xc))
+        true_col = np.searchsorted(cp.classes_, yc)
+        np.testing.assert_allclose(cp.conformity_scores_, by_hand[np.arange(len(yc)), true_col])
+    with pytest.raises(ValueError, match="`saps_weight`"):
+        SplitConformalClassifier(conformity_score="saps", saps_weight=-0.1).fit(Xf, yf)

@@ -38,6 +38,8 @@ class EnsembleConformalClassifier(SplitConformalClassifier):
         RAPS: top labels not penalised.
     lambda_reg : float, default=0.01
         RAPS: penalty per rank beyond ``k_reg``.
+    saps_weight : float, default=0.3
+        SAPS: cost of each rank beyond the first.
     class_conditional : bool, default=False
         One threshold per class.
     batch_size : int, default=None
@@ -65,6 +67,7 @@ class EnsembleConformalClassifier(SplitConformalClassifier):
         randomized: bool = True,
         k_reg: int = 1,
         lambda_reg: float = 0.01,
+        saps_weight: float = 0.3,
         class_conditional: bool = False,
         batch_size: int | None = None,
         n_jobs: int | None = None,
@@ -78,6 +81,7 @@ class EnsembleConformalClassifier(SplitConformalClassifier):
         self.randomized = randomized
         self.k_reg = k_reg
         self.lambda_reg = lambda_reg
+        self.saps_weight = saps_weight
         self.class_conditional = class_conditional
         self.batch_size = batch_size
         self.n_jobs = n_jobs

@@ -64,7 +64,8 @@ class SplitConformalClassifier(ClassifierMixin, ConformalPredictor):
 
     The sets contain the true label with probability at least ``1 - alpha`` (marginally;
     for every class with ``class_conditional=True``; for every group with ``groups=``).
-    Randomised APS/RAPS cover at exactly ``1 - alpha`` on average instead of above it.
+    Randomised APS/RAPS/SAPS cover between ``1 - alpha`` and ``1 - alpha + 1/(n + 1)`` on
+    average (``n`` calibration rows), like LAC; without randomisation they cover more.
 
     Parameters
     ----------
@@ -73,18 +74,23 @@ class SplitConformalClassifier(ClassifierMixin, ConformalPredictor):
         A fitted model (or ``FrozenEstimator(model)``) can be calibrated without ``fit``.
     alpha : float or sequence of float, default=0.1
         Miscoverage level(s) in (0, 1); each prediction call may override it.
-    conformity_score : {"lac", "aps", "raps", "topk"} or ClassificationScore, default="lac"
+    conformity_score : {"lac", "aps", "raps", "saps", "topk"} or ClassificationScore, \
+default="lac"
         ``"lac"``: ``1 - p(y|x)``, smallest sets on average. ``"aps"``: cumulative mass of the
         labels ranked above ``y``, sets adapt to how uncertain each row is. ``"raps"``: APS
-        with a rank penalty, smaller sets when there are many classes. ``"topk"``: same size
-        for every row.
+        with a rank penalty, smaller sets when there are many classes. ``"saps"``: the top
+        probability and the rank only, robust to poorly calibrated small probabilities.
+        ``"topk"``: same size for every row.
     randomized : bool, default=True
-        Randomise APS/RAPS with one uniform draw per row so coverage is exact. ``False``:
-        every set keeps the label that crosses the threshold (never empty, over-covers).
+        Randomise APS/RAPS/SAPS with one uniform draw per row, so coverage exceeds
+        ``1 - alpha`` by less than ``1/(n + 1)``. ``False``: every set keeps the label that
+        crosses the threshold (never empty, more conservative).
     k_reg : int, default=1
         RAPS: number of top labels not penalised.
     lambda_reg : float, default=0.01
         RAPS: penalty per rank beyond ``k_reg``.
+    saps_weight : float, default=0.3
+        SAPS: cost of each rank beyond the first.
     class_conditional : bool, default=False
         Calibrate one threshold per class (Mondrian by label): coverage holds for each class.
     batch_size : int, default=None
@@ -122,6 +128,7 @@ class SplitConformalClassifier(ClassifierMixin, ConformalPredictor):
         randomized: bool = True,
         k_reg: int = 1,
         lambda_reg: float = 0.01,
+        saps_weight: float = 0.3,
         class_conditional: bool = False,
         batch_size: int | None = None,
         random_state: int | np.random.Generator | None = None,
@@ -132,6 +139,7 @@ class SplitConformalClassifier(ClassifierMixin, ConformalPredictor):
         self.randomized = randomized
         self.k_reg = k_reg
         self.lambda_reg = lambda_reg
+        self.saps_weight = saps_weight
         self.class_conditional = class_conditional
         self.batch_size = batch_size
         self.random_state = random_state
@@ -145,6 +153,7 @@ class SplitConformalClassifier(ClassifierMixin, ConformalPredictor):
             randomized=self.randomized,
             k_reg=self.k_reg,
             lambda_reg=self.lambda_reg,
+            saps_weight=self.saps_weight,
         )
 
     def _validate_params(self) -> None:

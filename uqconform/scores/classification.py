@@ -3,7 +3,8 @@
 ``scores(proba, u)`` returns an ``(n, n_classes)`` array: the score each label would get if
 it were the true one. Calibration reads the true label's column; a prediction set keeps the
 labels whose score is at most the threshold (its inverse). ``u`` holds one uniform draw per
-row, used by the randomised scores so that coverage is exactly nominal rather than above it.
+row, used by the randomised scores so that coverage exceeds the nominal level by less than
+``1/(n + 1)`` (``n`` calibration rows) instead of by the size of the ties.
 """
 
 from __future__ import annotations
