@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scipy import stats
 from sklearn.linear_model import LinearRegression, LogisticRegression
 
 from uqconform import SplitConformalClassifier, SplitConformalRegressor
@@ -384,6 +385,98 @@ def test_coverage_count_pmf_moments():
         coverage_count_pmf(10, 0.1, 0)
     with pytest.raises(ValueError, match=r"confidence"):
         coverage_bounds(10, 0.1, 10, confidence=1.0)
+
+
+# (n_calibration, alpha, n_test) with (n + 1) * alpha away from an integer: floor() is exact
+POOLED_CASES = [(19, 0.13, 10), (50, 0.1, 37), (45, 0.2, 40)]
+
+
+def _beta_binomial_parameters(n_calibration, alpha):
+    """``(a, b)`` of the one-resplit coverage law ``Beta(n + 1 - l, l)``, ``l = floor((n+1)a)``."""
+    conforming = math.floor((n_calibration + 1) * alpha)
+    return n_calibration + 1 - conforming, conforming
+
+
+def _reference_pooled_pmf(n_calibration, alpha, n_test, n_repeats):
+    """The pooled count law written out directly: an ``n_repeats``-fold ``np.convolve``."""
+    a, b = _beta_binomial_parameters(n_calibration, alpha)
+    single = stats.betabinom.pmf(np.arange(n_test + 1), n_test, a, b)
+    pmf = single
+    for _ in range(n_repeats - 1):
+        pmf = np.convolve(pmf, single)
+    return pmf
+
+
+@pytest.mark.parametrize("n_repeats", [2, 3])
+@pytest.mark.parametrize(("n_calibration", "alpha", "n_test"), POOLED_CASES)
+def test_pooled_law_is_the_convolution_of_independent_resplits(
+    n_calibration, alpha, n_test, n_repeats
+):
+    reference = _reference_pooled_pmf(n_calibration, alpha, n_test, n_repeats)
+    pmf = coverage_count_pmf(n_calibration, alpha, n_test, n_repeats)
+    assert pmf.shape == (n_repeats * n_test + 1,)
+    np.testing.assert_allclose(pmf, reference, rtol=0, atol=1e-12)
+    # coverage_bounds(..., n_repeats) is the central interval of that law: each end is the
+    # smallest count whose cumulative probability reaches its tail
+    total = n_repeats * n_test
+    cdf = np.cumsum(reference)
+    for confidence in (0.8, 0.9, 0.99):
+        low, high = coverage_bounds(
+            n_calibration, alpha, n_test, confidence=confidence, n_repeats=n_repeats
+        )
+        for bound, level in ((low, (1 - confidence) / 2), (high, (1 + confidence) / 2)):
+            count = round(bound * total)
+            assert count == pytest.approx(bound * total)
+            assert cdf[count] >= level
+            assert count == 0 or cdf[count - 1] < level
+    bounds = coverage_bounds(n_calibration, [alpha, alpha], n_test, 0.9, n_repeats=n_repeats)
+    np.testing.assert_array_equal(
+        bounds, [coverage_bounds(n_calibration, alpha, n_test, 0.9, n_repeats=n_repeats)] * 2
+    )
+
+
+@pytest.mark.parametrize(("n_calibration", "alpha", "n_test"), POOLED_CASES)
+def test_pooled_law_moments_are_sums_of_the_resplit_moments(n_calibration, alpha, n_test):
+    a, b = _beta_binomial_parameters(n_calibration, alpha)
+    mean_one = n_test * a / (a + b)  # Beta-Binomial moments in closed form
+    var_one = n_test * a * b * (a + b + n_test) / ((a + b) ** 2 * (a + b + 1))
+    for n_repeats in (1, 2, 3, 50):
+        pmf = coverage_count_pmf(n_calibration, alpha, n_test, n_repeats)
+        counts = np.arange(pmf.size)
+        mean = counts @ pmf
+        assert mean == pytest.approx(n_repeats * mean_one, rel=1e-10)
+        assert (counts - mean) ** 2 @ pmf == pytest.approx(n_repeats * var_one, rel=1e-8)
+
+
+def test_pooled_bounds_hold_at_their_stated_rate_and_no_more():
+    """Pooled 90% bounds contain the pooled coverage about 90% of the time, not far more.
+
+    With uniform scores the simulated split-CP coverage follows the law exactly, so the
+    number of the ``K`` outer repetitions whose pooled count lies inside the bounds is
+    Binomial(K, p) with p the law's mass on [low, high]. For the central interval that mass
+    is at least the confidence and at most the confidence plus the mass of the two end
+    counts (the law is discrete). The acceptance region runs from the 5e-5 quantile of
+    Binomial(K, confidence) to the 1 - 5e-5 quantile of Binomial(K, that upper mass): a
+    correct implementation fails with probability below 1e-4 (and the seed is fixed).
+    Bounds from a wider law, e.g. one calibration set for all ``R * n_test`` points, put
+    nearly every repetition inside and fail the upper side.
+    """
+    n_calibration, alpha, n_test, n_repeats, outer, confidence = 45, 0.2, 40, 5, 4000, 0.9
+    rng = np.random.default_rng(2024)
+    rank = n_calibration + 1 - math.floor((n_calibration + 1) * alpha)  # conformal order stat
+    calibration = np.sort(rng.random((outer, n_repeats, n_calibration)), axis=2)
+    threshold = calibration[:, :, rank - 1]
+    counts = (rng.random((outer, n_repeats, n_test)) <= threshold[:, :, None]).sum(axis=(1, 2))
+    low, high = coverage_bounds(
+        n_calibration, alpha, n_test, confidence=confidence, n_repeats=n_repeats
+    )
+    total = n_repeats * n_test
+    low, high = round(low * total), round(high * total)
+    inside = int(np.count_nonzero((counts >= low) & (counts <= high)))
+    edges = _reference_pooled_pmf(n_calibration, alpha, n_test, n_repeats)[[low, high]].sum()
+    lower = stats.binom.ppf(5e-5, outer, confidence)
+    upper = stats.binom.ppf(1 - 5e-5, outer, min(1.0, confidence + edges))
+    assert lower <= inside <= upper
 
 
 # ---- evaluate and the report -------------------------------------------------------------
