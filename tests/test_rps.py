@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import itertools
 import pickle
 
@@ -10,6 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import Unchanged
+from scipy import optimize, special, stats
 from sklearn.base import clone
 from sklearn.datasets import load_digits, load_iris
 from sklearn.exceptions import NotFittedError
@@ -18,6 +20,7 @@ from sklearn.neighbors import KNeighborsClassifier
 from sklearn.tree import DecisionTreeClassifier
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
+from uqconform.classification import SplitConformalClassifier
 from uqconform.classification.rps import (
     ReliablePredictionSets,
     _smoothed,
@@ -53,6 +56,87 @@ def fitted(digits):
         LogisticRegression(max_iter=300), k_train=5, k_calib=5, random_state=0
     )
     return model.fit(X_fit, y_fit).calibrate(X_cal, y_cal)
+
+
+@pytest.fixture(scope="module")
+def probability_pool():
+    """One logistic regression, trained once on 700 digits, and the 1097 others to resplit.
+
+    Used with ``k_train=1`` (the model passed as a fitted list): the score is the model's
+    probability of the label, continuous, and the model is the one split CP would use.
+    """
+    X, y = load_digits(return_X_y=True)
+    X = X / 16.0
+    order = np.random.default_rng(1).permutation(len(y))
+    fit, pool = order[:700], order[700:]
+    model = LogisticRegression(max_iter=1000).fit(X[fit], y[fit])
+    return model, X[pool], y[pool]
+
+
+def _resplit(pool, split: int, n_calibration: int = 600):
+    """Calibration and test rows of the pool, shuffled by ``split``."""
+    _, X, y = pool
+    order = np.random.default_rng([8, split]).permutation(len(y))
+    cal, test = order[:n_calibration], order[n_calibration:]
+    return X[cal], y[cal], X[test], y[test]
+
+
+# ---- the law of the majority set's coverage --------------------------------------------------
+# For continuous scores, in the quantile scale u of the score law: calibration partition i
+# keeps the true label when the test point's u is at least U_i, the r_i-th smallest of n_i
+# uniforms, U_i ~ Beta(r_i, n_i - r_i + 1) (U_i = 0 for rank 0), independent across
+# partitions; the majority keeps it when u >= V, the (tau + 1)-th smallest U_i. Given the
+# calibration data the coverage is 1 - V, so a test set of m rows covers Binomial(m, 1 - V)
+# of them, and E[1 - V] is `majority_coverage`. With one partition and tau = 0 this is the
+# split-CP law of `coverage_bounds`.
+def _miscoverage_cdf(sizes, ranks, tau: int, v: np.ndarray) -> np.ndarray:
+    """``P(V <= v)``: more than ``tau`` of the ``U_i`` are at most ``v`` (Poisson-binomial)."""
+    law = np.zeros((v.size, len(sizes) + 1))
+    law[:, 0] = 1.0
+    for n, r in zip(sizes, ranks, strict=True):  # a loop over partitions
+        p = special.betainc(r, n - r + 1, v)[:, None] if r > 0 else np.ones((v.size, 1))
+        law[:, 1:] = law[:, 1:] * (1 - p) + law[:, :-1] * p
+        law[:, 0] *= 1 - p[:, 0]
+    return law[:, tau + 1 :].sum(axis=1)
+
+
+def _covered_count_pmf(sizes, ranks, tau: int, n_test: int, nodes: int = 2048) -> np.ndarray:
+    """Law of the number of covered test rows for one calibration draw: ``Binomial(n_test,
+    1 - V)`` mixed over the law of ``V``, on a fine grid over its support."""
+    sizes, ranks = np.asarray(sizes), np.asarray(ranks)
+    active = ranks > 0
+    law = stats.beta(ranks[active], sizes[active] - ranks[active] + 1)
+    support = np.linspace(law.ppf(1e-13).min(), law.isf(1e-13).max(), nodes)
+    edges = np.concatenate([[0.0], support])
+    cdf = _miscoverage_cdf(sizes, ranks, tau, edges)
+    mass, middle = np.clip(np.diff(cdf), 0, None), (edges[:-1] + edges[1:]) / 2
+    pmf = mass @ stats.binom.pmf(np.arange(n_test + 1)[None, :], n_test, 1 - middle[:, None])
+    pmf[-1] += cdf[0]  # V = 0: more than tau partitions keep every label
+    return pmf / pmf.sum()
+
+
+def _pooled_bounds(pmfs, confidence: float = 0.99) -> tuple[float, float]:
+    """Central ``confidence`` interval of the coverage pooled over independent resplits
+    (their counts convolved), with the conventions of `coverage_bounds`."""
+    pooled = functools.reduce(np.convolve, pmfs)
+    cdf = np.cumsum(pooled / pooled.sum())
+    total, tail = pooled.size - 1, (1 - confidence) / 2
+    low, high = np.searchsorted(cdf, tail), np.searchsorted(cdf, 1 - tail)
+    return int(low) / total, min(int(high), total) / total
+
+
+def test_majority_law_is_split_cp_for_one_partition_and_has_the_formula_mean():
+    n, m = 600, 497
+    rank = partition_rank(n, 1, ALPHA, "exact")
+    assert rank == 60  # one partition: the textbook rank floor((n + 1) alpha)
+    pmf = _covered_count_pmf([n], [rank], 0, m)
+    for repeats in (1, 10):
+        expected = coverage_bounds(n, ALPHA, m, 0.99, n_repeats=repeats)
+        assert _pooled_bounds([pmf] * repeats) == pytest.approx(expected, abs=1 / (m * repeats))
+    sizes, ranks, tau = [125, 118, 107, 138, 112], [11, 10, 9, 12, 9], 3
+    pmf = _covered_count_pmf(sizes, ranks, tau, m)
+    mean = pmf @ np.arange(m + 1) / m
+    assert mean == pytest.approx(majority_coverage(sizes, ranks, tau), abs=1e-6)
 
 
 # ---- the majority threshold and the coverage formula -----------------------------------------
@@ -154,6 +238,53 @@ def test_sets_shape_and_levels(fitted, digits):
     np.testing.assert_array_equal(several[..., 1], sets)
     assert (several[..., 0] >= several[..., 2]).all()  # nested in alpha
     assert fitted.majority_threshold_ == 3 and fitted.partition_sizes_.sum() == 600
+
+
+def _calibrated(source: str, mode: str, fitted, digits, probability_pool):
+    """A calibrated model with vote scores (the ``fitted`` fixture) or probability scores
+    (``k_train=1``), with its calibration and test features and labels."""
+    if source == "votes":
+        _, _, X_cal, y_cal, X_test, _ = digits
+        model = copy.deepcopy(fitted).set_params(coverage=mode)
+    else:
+        X_cal, y_cal, X_test, _ = _resplit(probability_pool, 0)
+        model = ReliablePredictionSets([probability_pool[0]], k_calib=5, coverage=mode, salt=3)
+    return model.calibrate(X_cal, y_cal), X_cal, y_cal, X_test
+
+
+@pytest.mark.parametrize("source", ["votes", "probabilities"])
+@pytest.mark.parametrize("mode", ["exact", "paper"])
+def test_thresholds_follow_partition_rank_and_sets_are_the_majority(
+    mode, source, fitted, digits, probability_pool
+):
+    # Every piece recomputed from its definition: the hash partitions, the rank of
+    # `partition_rank` for each partition's own size, the rank-th smallest calibration score
+    # of the partition, its set, and the majority of those sets (more than tau votes).
+    rps, X_cal, y_cal, X_test = _calibrated(source, mode, fitted, digits, probability_pool)
+    k = rps.k_calib
+    part = hash_partition(X_cal, k, rps.salt)
+    np.testing.assert_array_equal(rps.calibration_partition_, part)
+    np.testing.assert_array_equal(rps.partition_sizes_, np.bincount(part, minlength=k))
+    scores = rps.predict_scores(X_cal)[np.arange(len(y_cal)), y_cal]
+    np.testing.assert_array_equal(rps.calibration_scores_, scores)
+    test_scores = rps.predict_scores(X_test)
+    for level in (ALPHA, 0.2):  # the constructor's level, and one passed at prediction
+        ranks = [partition_rank(n, k, level, mode) for n in rps.partition_sizes_]
+        thresholds = np.array(
+            [np.sort(scores[part == i])[r - 1] if r > 0 else -np.inf for i, r in enumerate(ranks)]
+        )
+        tau = majority_threshold(k, level)
+        partition_sets = test_scores[:, :, None] >= thresholds[None, None, :]
+        np.testing.assert_array_equal(rps.partition_sets(X_test, alpha=level), partition_sets)
+        majority = partition_sets.sum(axis=2) > tau
+        np.testing.assert_array_equal(rps.predict_set(X_test, alpha=level), majority)
+        if level == ALPHA:
+            np.testing.assert_array_equal(rps.partition_ranks_, ranks)
+            np.testing.assert_array_equal(rps.partition_thresholds_, thresholds)
+            np.testing.assert_array_equal(rps.partition_sets(X_test), partition_sets)
+            np.testing.assert_array_equal(rps.predict_set(X_test), majority)
+            assert rps.majority_threshold_ == tau
+            assert rps.majority_coverage_ == majority_coverage(rps.partition_sizes_, ranks, tau)
 
 
 def test_row_order_and_seed_do_not_matter(digits):
@@ -265,26 +396,136 @@ def test_same_sets_for_any_number_of_jobs_and_dask(digits):
 
 
 # ---- coverage ----------------------------------------------------------------------------
+@pytest.mark.parametrize("mode", ["exact", "paper"])
+def test_clean_coverage_follows_the_majority_law(mode, probability_pool):
+    """Pooled coverage lies inside the central 99.9% interval of its law, on both sides.
+
+    With ``k_train=1`` the score is the model's probability, continuous, so the law of the
+    majority set's coverage (above) is exact, not a bound. Given the trained model, the
+    calibration / test resplits of the pool are independent draws from it: conformal sets
+    depend on the ranks of the scores only, and the salt (hence the hash partition) changes
+    with the split. The law is built from `hash_partition` and `partition_rank`, not from the
+    model's attributes, so a wrong rank moves the coverage out of it (halving the ranks
+    moves the mean from about 0.90 to about 0.95, many standard errors).
+    """
+    model = probability_pool[0]
+    k, resplits = 5, 10
+    tau = majority_threshold(k, ALPHA)
+    covered, n_test, pmfs = 0, 0, []
+    for split in range(resplits):
+        X_cal, y_cal, X_test, y_test = _resplit(probability_pool, split)
+        rps = ReliablePredictionSets([model], k_calib=k, coverage=mode, salt=split)
+        sets = rps.calibrate(X_cal, y_cal).predict_set(X_test)
+        n_test = len(y_test)
+        covered += int(sets[np.arange(n_test), y_test].sum())
+        sizes = np.bincount(hash_partition(X_cal, k, split), minlength=k)
+        ranks = [partition_rank(n, k, ALPHA, mode) for n in sizes]
+        pmfs.append(_covered_count_pmf(sizes, ranks, tau, n_test))
+        mean = pmfs[-1] @ np.arange(n_test + 1) / n_test
+        assert rps.majority_coverage_ == pytest.approx(mean, abs=1e-6)
+    low, high = _pooled_bounds(pmfs, confidence=0.999)
+    assert low <= covered / (n_test * resplits) <= high
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["exact", "paper"])
 def test_clean_coverage_over_seeds(mode):
+    """Vote scores (``k_train=3``), pooled over seeds: one-sided, against the majority law.
+
+    Vote scores tie, and a tie with a threshold only adds the label: jittering the scores
+    by less than their smallest gap gives sets inside these, whose coverage follows the
+    continuous law exactly. So the law's lower end is a valid bound (the tightest one that
+    holds whatever the ties), but nothing bounds the coverage from above.
+    """
     X, y = load_digits(return_X_y=True)
-    covered, n_test, smallest = 0.0, 0, np.inf
-    seeds = range(8)
+    covered, n_test, pmfs = 0, 0, []
+    seeds, k = range(8), 5
+    tau = majority_threshold(k, ALPHA)
     for seed in seeds:
         order = np.random.default_rng(seed).permutation(len(y))
         fit, cal, test = order[:700], order[700:1300], order[1300:]
         model = ReliablePredictionSets(
-            LogisticRegression(max_iter=200), k_train=3, k_calib=5, coverage=mode, salt=seed
+            LogisticRegression(max_iter=200), k_train=3, k_calib=k, coverage=mode, salt=seed
         )
         sets = model.fit(X[fit], y[fit]).calibrate(X[cal], y[cal]).predict_set(X[test])
-        covered += sets[np.arange(test.size), y[test]].sum()
+        covered += int(sets[np.arange(test.size), y[test]].sum())
         n_test = test.size
-        smallest = min(smallest, model.partition_sizes_.min())
-    pooled = covered / (n_test * len(seeds))
-    # The law of one partition's split-CP coverage (wider than the majority's).
-    lower, _ = coverage_bounds(int(smallest), ALPHA, n_test, 0.99, n_repeats=len(seeds))
-    assert pooled >= lower
+        sizes = np.bincount(hash_partition(X[cal], k, seed), minlength=k)
+        ranks = [partition_rank(n, k, ALPHA, mode) for n in sizes]
+        pmfs.append(_covered_count_pmf(sizes, ranks, tau, n_test))
+    lower, _ = _pooled_bounds(pmfs)
+    assert covered / (n_test * len(seeds)) >= lower
+
+
+# ---- efficiency ------------------------------------------------------------------------------
+def test_exact_rank_is_the_most_efficient_valid_rank(probability_pool):
+    """A higher rank is a higher threshold, hence a smaller set (same scores). The exact rank
+    is the largest one the formula allows, so the exact sets are inside the published
+    rule's wherever the published rank is valid, and larger only where it is not.
+
+    Which case holds depends on ``k_calib`` and the partition size (not on the data): with
+    ``k_calib=3`` (partitions of about 200) every exact rank is above the published one, so
+    the exact sets are the smaller; with ``k_calib=5`` (about 120) the published rank is the
+    higher, and its formula coverage at that size is below ``1 - alpha``.
+    """
+    model = probability_pool[0]
+    X_cal, y_cal, X_test, _ = _resplit(probability_pool, 0)
+    for k in (3, 5):
+        tau = majority_threshold(k, ALPHA)
+        exact, paper = (
+            ReliablePredictionSets([model], k_calib=k, coverage=mode).calibrate(X_cal, y_cal)
+            for mode in ("exact", "paper")
+        )
+        r_exact, r_paper = exact.partition_ranks_, paper.partition_ranks_
+        in_exact, in_paper = exact.partition_sets(X_test), paper.partition_sets(X_test)
+        for i, n in enumerate(exact.partition_sizes_):
+            if r_exact[i] >= r_paper[i]:
+                assert (in_exact[..., i] <= in_paper[..., i]).all()
+            else:
+                assert (in_exact[..., i] >= in_paper[..., i]).all()
+                assert majority_coverage([n] * k, [r_paper[i]] * k, tau) < 1 - ALPHA
+        sets_exact, sets_paper = exact.predict_set(X_test), paper.predict_set(X_test)
+        if k == 3:
+            assert (r_exact > r_paper).all()
+            assert (sets_exact <= sets_paper).all()
+            assert sets_exact.sum(axis=1).mean() <= sets_paper.sum(axis=1).mean()
+        else:
+            assert (r_exact < r_paper).any() and (r_exact <= r_paper).all()
+            assert (sets_exact >= sets_paper).all()
+
+
+def test_price_of_the_vote_against_split_cp_on_the_same_model(probability_pool):
+    """RPS costs split CP at most a level: its sets are inside those of split CP (LAC) on the
+    same model at a level ``alpha'`` set by the two coverage laws, with probability >= 99%.
+
+    With ``k_train=1`` both methods use one model trained on all the training data and keep
+    the labels whose probability clears a threshold: RPS's is the ``(tau + 1)``-th smallest
+    partition threshold, at ``V`` in the quantile scale (the law above); split CP's at level
+    ``alpha'`` is the ``l'``-th smallest of all ``n`` calibration probabilities,
+    ``l' = floor((n + 1) alpha')``, at ``Beta(l', n + 1 - l')``. RPS's set is inside split
+    CP's when its threshold is the higher. The only price of RPS is then the vote over
+    smaller calibration sets, and set sizes have no distribution-free ratio, so the bound is
+    a level: ``l'`` is the largest rank whose threshold exceeds the 0.5% quantile of ``V``
+    with probability at most 0.5%, and the inclusion fails with probability at most 1%.
+    """
+    model = probability_pool[0]
+    X_cal, y_cal, X_test, _ = _resplit(probability_pool, 0)
+    k, n = 5, len(y_cal)
+    tau = majority_threshold(k, ALPHA)
+    rps = ReliablePredictionSets([model], k_calib=k).calibrate(X_cal, y_cal)
+    sizes = np.bincount(hash_partition(X_cal, k, 0), minlength=k)
+    ranks = [partition_rank(size, k, ALPHA) for size in sizes]
+    v_low = optimize.brentq(
+        lambda v: _miscoverage_cdf(sizes, ranks, tau, np.array([v]))[0] - 0.005, 0.0, 1.0
+    )
+    candidates = np.arange(1, n + 1)
+    rank = int(candidates[stats.beta.sf(v_low, candidates, n + 1 - candidates) <= 0.005].max())
+    level = (rank + 0.5) / (n + 1)  # floor((n + 1) level) = rank
+    lac = SplitConformalClassifier(model, alpha=ALPHA).calibrate(X_cal, y_cal)
+    lac_sets, rps_sets = lac.predict_set(X_test, alpha=level), rps.predict_set(X_test)
+    assert (rps_sets <= lac_sets).all()
+    assert rps_sets.sum(axis=1).mean() <= lac_sets.sum(axis=1).mean()
+    assert not lac_sets.all()  # the comparison is not with the full label set
 
 
 # ---- certificates ----------------------------------------------------------------------------
