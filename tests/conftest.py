@@ -25,6 +25,16 @@ def regression_data(n: int = 600, d: int = 4, seed: int = 0):
     return X, y
 
 
+def strongly_heteroscedastic(n: int, seed):
+    """Linear mean; noise scale ``0.1 + x0**2``. The `regression_data` noise
+    (``0.5 + |x0|``) varies too little for a clear width gain: there even the oracle
+    normalized interval (``f -/+ q sigma(x)``) is only about 7 % narrower on average than the
+    best constant width; here about 21 %."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 2))
+    return X, X @ [1.0, -0.5] + (0.1 + X[:, 0] ** 2) * rng.normal(size=n)
+
+
 def classification_data(n: int = 600, seed: int = 0, labels=("cat", "dog", "emu")):
     """Three overlapping Gaussian classes with string labels."""
     rng = np.random.default_rng(seed)

@@ -58,6 +58,16 @@ def banana(n, seed=0):
     return X, Y
 
 
+def assert_coverage_follows_the_law(model, Y_test, region):
+    """One calibration set, one test set: the coverage count is Beta-Binomial (continuous
+    scores), so both ends of `coverage_bounds` apply."""
+    low, high = coverage_bounds(
+        model.n_calibration_, model.alpha, len(Y_test), confidence=CONFIDENCE
+    )
+    observed = coverage(Y_test, region)
+    assert low <= observed <= high, f"coverage {observed:.4f} outside [{low:.4f}, {high:.4f}]"
+
+
 @pytest.fixture(scope="module")
 def data():
     return banana(1600)  # 400 fit rows, a pool of 1200 for the resplits
@@ -104,10 +114,12 @@ def test_prefit_estimator_trains_the_flow_on_half_the_calibration_rows(data):
     ridge = Ridge().fit(X[:400], Y[:400])
     model = ResidualCONTRA(ridge, random_state=0, **TINY).calibrate(X[400:1000], Y[400:1000])
     assert model.n_calibration_ == 300 and model.estimator_ is ridge
+    assert_coverage_follows_the_law(model, Y[1000:], model.predict_set(X[1000:]))
     frozen = ResidualCONTRA(FrozenEstimator(ridge), random_state=0, **TINY)
     frozen.fit(X[400:800], Y[400:800]).calibrate(X[800:1100], Y[800:1100])
+    assert frozen.n_calibration_ == 300
     np.testing.assert_array_equal(frozen.predict(X[:5]), ridge.predict(X[:5]))
-    assert 0.8 < coverage(Y[1100:], frozen.predict_set(X[1100:])) < 0.97
+    assert_coverage_follows_the_law(frozen, Y[1100:], frozen.predict_set(X[1100:]))
 
 
 # ---- the region -----------------------------------------------------------------------------
@@ -157,9 +169,42 @@ def test_flow_regions_are_smaller_than_ellipses_and_boxes_on_curved_data():
     }.items():
         model.fit(X[fit], Y[fit]).calibrate(X[cal], Y[cal])
         region = model.predict_set(X[test])
-        assert coverage(Y[test], region) > 0.85
+        assert_coverage_follows_the_law(model, Y[test], region)
         sizes[name] = mean_volume(region[:100], n_samples=300, random_state=0)
     assert sizes["contra"] < 0.8 * min(sizes["ellipse"], sizes["box"])
+
+
+def test_residual_flow_regions_are_smaller_than_ellipses_around_the_same_model():
+    """ResidualCONTRA's claim: around the same point model, a flow learns the shape of the
+    residuals, so on curved residuals (the banana: a linear model leaves ``(t, t**2)``) its
+    regions are smaller than the ellipse's. The factor 0.8 is the issue's target for a flow
+    on curved data (``CURVED_TARGET`` of the multioutput benchmark, set for CONTRA on the
+    banana, moons and mixture problems, as in the test above); the residual flow sees the
+    same curved shape here. Pooled over 3 fresh
+    data sets; both coverages are first checked against the pooled split-CP law, so the
+    volumes are compared at valid coverage."""
+    repeats, n_fit, n_cal, n_test = 3, 1000, 300, 300
+    volumes = {"flow": [], "ellipse": []}
+    hits = {"flow": [], "ellipse": []}
+    for r in range(repeats):
+        X, Y = banana(n_fit + n_cal + n_test, seed=[7, r])
+        fit, cal, test = slice(0, n_fit), slice(n_fit, n_fit + n_cal), slice(n_fit + n_cal, None)
+        models = {
+            "flow": ResidualCONTRA(
+                LinearRegression(), n_blocks=2, hidden_features=16, max_epochs=40, random_state=r
+            ),
+            "ellipse": EllipsoidalConformalRegressor(LinearRegression(), random_state=r),
+        }
+        for name, model in models.items():
+            region = model.fit(X[fit], Y[fit]).calibrate(X[cal], Y[cal]).predict_set(X[test])
+            assert model.n_calibration_ == n_cal
+            hits[name].append(coverage(Y[test], region))
+            volumes[name].append(mean_volume(region[:100], n_samples=300, random_state=0))
+    low, high = coverage_bounds(n_cal, 0.1, n_test, confidence=CONFIDENCE, n_repeats=repeats)
+    for name, covered in hits.items():
+        assert low <= np.mean(covered) <= high, f"{name}: coverage {np.mean(covered):.4f}"
+    flow, ellipse = np.mean(volumes["flow"]), np.mean(volumes["ellipse"])
+    assert flow < 0.8 * ellipse, f"flow {flow:.3f} vs ellipse {ellipse:.3f}"
 
 
 # ---- reproducibility and persistence ---------------------------------------------------------
@@ -236,7 +281,8 @@ def test_one_output_works_and_warns(data):
         model = CONTRA(random_state=0, **TINY).fit(X[:300], Y[:300, :1])
     model.calibrate(X[300:600], Y[300:600, 0])
     region = model.predict_set(X[600:])
-    assert region.dim == 1 and 0.8 < coverage(Y[600:, :1], region) < 0.98
+    assert region.dim == 1 and model.n_calibration_ == 300
+    assert_coverage_follows_the_law(model, Y[600:, :1], region)
     assert model.predict_interval(X[600:]).shape == (X.shape[0] - 600, 1, 2)
 
 

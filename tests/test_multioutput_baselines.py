@@ -102,6 +102,14 @@ def test_efficiency_against_the_baselines_each_must_beat():
 
 
 # ---- the API --------------------------------------------------------------------------------
+def assert_coverage_follows_the_law(model, Y_test, region):
+    """One calibration set and one test set: both ends of `coverage_bounds` (the max-norm
+    and Mahalanobis scores are continuous)."""
+    low, high = coverage_bounds(
+        model.n_calibration_, model.alpha, len(Y_test), confidence=CONFIDENCE
+    )
+    observed = coverage(Y_test, region)
+    assert low <= observed <= high, f"coverage {observed:.4f} outside [{low:.4f}, {high:.4f}]"
 
 
 @pytest.fixture
@@ -169,7 +177,8 @@ def test_wraps_pipelines_and_multioutput_regressors(data):
             RectangularConformalRegressor(estimator, random_state=0),
         ):
             region = model.fit(Xf, Yf).calibrate(Xc, Yc).predict_set(Xt)
-            assert 0.75 < coverage(Yt, region) <= 1.0
+            assert model.n_calibration_ == 300
+            assert_coverage_follows_the_law(model, Yt, region)
             assert model.estimator_ is not estimator
 
 
@@ -179,12 +188,13 @@ def test_prefit_estimator_learns_the_shape_on_half_the_calibration_rows(data):
     model = EllipsoidalConformalRegressor(fitted, random_state=0).calibrate(Xc, Yc)
     assert model.estimator_ is fitted and model.n_calibration_ == 150
     np.testing.assert_array_equal(model.predict(Xt), fitted.predict(Xt))
-    assert 0.75 < coverage(Yt, model.predict_set(Xt)) <= 1.0
+    assert_coverage_follows_the_law(model, Yt, model.predict_set(Xt))
     # FrozenEstimator: fit estimates the shape on the fit rows, the model is not refitted
     frozen = RectangularConformalRegressor(FrozenEstimator(fitted), random_state=0)
     frozen.fit(Xc[:150], Yc[:150]).calibrate(Xc[150:], Yc[150:])
     assert frozen.n_calibration_ == 150
     np.testing.assert_array_equal(frozen.predict(Xt), fitted.predict(Xt))
+    assert_coverage_follows_the_law(frozen, Yt, frozen.predict_set(Xt))
     expected = np.sqrt(((Yc[:150] - fitted.predict(Xc[:150])) ** 2).mean(axis=0))
     np.testing.assert_allclose(frozen.scale_, expected)
 

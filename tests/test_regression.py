@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import regression_data, thirds
+from conftest import regression_data, strongly_heteroscedastic, thirds
 from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.ensemble import HistGradientBoostingRegressor
 from sklearn.exceptions import NotFittedError
 from sklearn.gaussian_process import GaussianProcessRegressor
 from sklearn.gaussian_process.kernels import RBF, WhiteKernel
@@ -15,6 +16,7 @@ from sklearn.model_selection import KFold, cross_val_predict
 from sklearn.neighbors import KNeighborsRegressor
 
 from uqconform import SplitConformalRegressor
+from uqconform.evaluation import coverage_bounds
 from uqconform.quantiles import conformal_quantile
 from uqconform.scores import RegressionScore
 
@@ -122,6 +124,41 @@ def test_normalized_without_a_difficulty_model_says_what_to_do():
     cp = SplitConformalRegressor(Ridge().fit(Xf, yf), conformity_score="normalized")
     with pytest.raises(NotFittedError, match="difficulty"):
         cp.calibrate(Xc, yc)
+
+
+def pooled_width_and_coverage(make_model, repeats=8, n=900):
+    """Mean width and pooled coverage at alpha = 0.1 over ``repeats`` fresh data sets, each
+    split into fit / calibration / test thirds (independent repeats: the pooled law holds)."""
+    widths, hits = [], []
+    for seed in range(repeats):
+        (Xf, yf), (Xc, yc), (Xt, yt) = thirds(*strongly_heteroscedastic(n, [7, seed]))
+        model = make_model(seed).fit(Xf, yf).calibrate(Xc, yc)
+        assert model.n_calibration_ == n // 3
+        out = model.predict_interval(Xt, alpha=0.1)
+        widths.append(np.mean(out[:, 1] - out[:, 0]))
+        hits.append(np.mean((out[:, 0] <= yt) & (yt <= out[:, 1])))
+    low, high = coverage_bounds(n // 3, 0.1, n - 2 * (n // 3), confidence=0.999, n_repeats=repeats)
+    assert low <= np.mean(hits) <= high, f"coverage {np.mean(hits):.4f} not in [{low}, {high}]"
+    return float(np.mean(widths))
+
+
+def test_normalized_is_narrower_than_absolute_on_heteroscedastic_data():
+    """The normalized score's claim: when the noise scale varies with x, intervals scaled by
+    a learned difficulty are narrower on average than constant-width ones at the same level.
+    Both are checked against the pooled split-CP law first, so the widths are compared at
+    valid coverage. A constant difficulty gives exactly the absolute intervals (see
+    ``test_any_object_with_predict_std_is_a_difficulty``), so the strict inequality fails
+    if the difficulty is lost."""
+    absolute = pooled_width_and_coverage(lambda seed: SplitConformalRegressor(Ridge()))
+    normalized = pooled_width_and_coverage(
+        lambda seed: SplitConformalRegressor(
+            Ridge(),
+            conformity_score="normalized",
+            difficulty_estimator=HistGradientBoostingRegressor(max_iter=30, max_depth=2),
+            random_state=seed,
+        )
+    )
+    assert normalized < absolute, f"normalized {normalized:.3f} vs absolute {absolute:.3f}"
 
 
 class LogAbsolute(RegressionScore):

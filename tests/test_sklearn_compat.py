@@ -22,6 +22,7 @@ from uqconform import (
     SplitConformalClassifier,
     SplitConformalRegressor,
 )
+from uqconform.evaluation import coverage_bounds
 
 ESTIMATORS = [
     SplitConformalRegressor(),
@@ -118,7 +119,9 @@ def test_pipeline_with_column_transformer_on_a_dataframe():
     out = cp.predict_interval(frame.iloc[300:])
     assert out.shape == (100, 2) and np.all(out[:, 0] < out[:, 1])
     covered = np.mean((out[:, 0] <= y[300:]) & (y[300:] <= out[:, 1]))
-    assert covered > 0.75
+    # one calibration set, one test set, continuous scores: the split-CP coverage law
+    low, high = coverage_bounds(cp.n_calibration_, 0.1, 100, confidence=0.999)
+    assert cp.n_calibration_ == 100 and low <= covered <= high
     # a prefit pipeline can be calibrated directly
     prefit = _column_pipeline(Ridge()).fit(frame.iloc[:200], y[:200])
     direct = SplitConformalRegressor(prefit).calibrate(frame.iloc[200:300], y[200:300])
