@@ -325,25 +325,34 @@ class ConformalPredictor(BaseEstimator):
         -------
         self
         """
-        self._validate_params()
-        if not hasattr(self, "estimator_") or self.__dict__.get("_estimator_adopted", False):
-            self._use_prefit_estimator()
-        self._reset_calibration()
-        X = self._validate_X(X, reset=not hasattr(self, "n_features_in_"))
+        X = self._start_calibration(X)
         n = n_rows(X)
         y = self._check_target(y, n, calibrating=True)
         group_labels = check_groups(groups, n)
         self._check_nan(X)
+        self._store_calibration(X, y, group_labels)
+        return self
+
+    def _start_calibration(self, X: Any) -> Any:
+        """Check the parameters, adopt a fitted ``estimator`` if `fit` was not called (or
+        adopted it before), drop the previous calibration, and validate ``X``."""
+        self._validate_params()
+        if not hasattr(self, "estimator_") or self.__dict__.get("_estimator_adopted", False):
+            self._use_prefit_estimator()
+        self._reset_calibration()
+        return self._validate_X(X, reset=not hasattr(self, "n_features_in_"))
+
+    def _store_calibration(self, X: Any, y: NDArray, group_labels: NDArray | None) -> None:
+        """Score the (validated) calibration rows and record their groups and strata."""
         scores, sub_strata, n_sub = self._calibration_scores(X, y)
         if group_labels is None:
-            group_index = np.zeros(n, dtype=np.intp)
+            group_index = np.zeros(y.shape[0], dtype=np.intp)
         else:
             self.groups_, group_index = np.unique(group_labels, return_inverse=True)
         self.conformity_scores_ = scores
         self.calibration_strata_ = group_index * n_sub + sub_strata
         self._n_sub_strata = n_sub
-        self.n_calibration_ = n
-        return self
+        self.n_calibration_ = int(y.shape[0])
 
     def _check_calibrated(self, method: str) -> None:
         check_is_fitted(self, "estimator_")

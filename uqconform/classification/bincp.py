@@ -334,11 +334,7 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
         -------
         self
         """
-        self._validate_params()
-        if not hasattr(self, "estimator_") or self.__dict__.get("_estimator_adopted", False):
-            self._use_prefit_estimator()
-        self._reset_calibration()
-        X = self._validate_X(X, reset=not hasattr(self, "n_features_in_"))
+        X = self._start_calibration(X)
         values = self._numeric(X)
         n = values.shape[0]
         labels = encode_labels(self._check_target(y, n, calibrating=True), self.classes_)

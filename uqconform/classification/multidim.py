@@ -31,9 +31,9 @@ from scipy.spatial import cKDTree
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.ensemble import HistGradientBoostingClassifier
 from sklearn.exceptions import NotFittedError
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
-from uqconform.base import check_rows, integer_seed
+from uqconform.base import check_features, check_rows, integer_seed, n_rows
 from uqconform.classification.heads import HeadEnsemble
 from uqconform.classification.split import encode_labels
 from uqconform.quantiles import check_alpha, conformal_quantile, conformal_rank, minimum_scores
@@ -188,8 +188,8 @@ class MultiDimScoreClassifier(ClassifierMixin, BaseEstimator):
         """
         self._validate_params()
         self._reset_calibration()
-        validate_data(self, X, skip_check_array=True)
-        self.estimator_ = self._heads().fit(X, check_rows("y", y, len(X)))
+        X = check_features(self, X, reset=True)
+        self.estimator_ = self._heads().fit(X, check_rows("y", y, n_rows(X)))
         self._heads_adopted = False
         return self
 
@@ -254,7 +254,7 @@ class MultiDimScoreClassifier(ClassifierMixin, BaseEstimator):
             # Re-adopted at each calibrate, so that set_params(estimator=...) applies.
             self.estimator_ = self._heads().fit(None, None)
             self._heads_adopted = True
-        n = len(X)
+        n = n_rows(X)
         labels = encode_labels(check_rows("y", y, n), self.classes_)
         levels = check_alpha(self.alpha, "alpha")
         order = self._rng(2).permutation(n)
@@ -434,7 +434,7 @@ class MultiDimScoreClassifier(ClassifierMixin, BaseEstimator):
         check_is_fitted(self, "conformity_scores_")
         ax = plt.gca() if ax is None else ax
         vectors = self.score_vectors(X)
-        labels = encode_labels(check_rows("y", y, len(X)), self.classes_)
+        labels = encode_labels(check_rows("y", y, n_rows(X)), self.classes_)
         accepted = self.predict_set(X, alpha=float(check_alpha(self.alpha)[0]))
         rows = np.arange(len(labels))
         false = np.ones(accepted.shape, dtype=bool)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import warnings
 from abc import abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -135,6 +135,27 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
         and return the others, which then calibrate the radius.
         """
         return None
+
+    def _learn_on_half(
+        self, X: Any, Y: NDArray, learn: Callable[[Any, NDArray], None], what: str
+    ) -> NDArray:
+        """The prefit path of `_prepare_calibration`: ``learn(X, residuals)`` on a random
+        half of the calibration rows; returns the other half, which scores the radius.
+
+        ``what`` completes the error message for too few rows ("learns the region shape").
+        """
+        n = Y.shape[0]
+        if n < 4:
+            raise ValueError(
+                f"A prefit estimator calibrated without fit {what} on half of the "
+                f"calibration rows; {n} rows are too few. Call fit(X, Y) with "
+                "FrozenEstimator(model) on separate data instead."
+            )
+        order = self._rng(stream=0).permutation(n)
+        learn_rows, score_rows = np.sort(order[: n // 2]), np.sort(order[n // 2 :])
+        X_learn = take_rows(X, learn_rows)
+        learn(X_learn, Y[learn_rows] - self._estimator_prediction(X_learn))
+        return score_rows
 
     def _calibration_scores(self, X: Any, Y: NDArray) -> tuple[NDArray, NDArray, int]:
         """Nonconformity scores ``||g_i(Y_i)||`` (``(n,)``), one stratum."""
@@ -308,15 +329,7 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
         if rows is not None:
             X, Y = take_rows(X, rows), Y[rows]
             group_labels = None if group_labels is None else group_labels[rows]
-        scores, sub_strata, n_sub = self._calibration_scores(X, Y)
-        if group_labels is None:
-            group_index = np.zeros(Y.shape[0], dtype=np.intp)
-        else:
-            self.groups_, group_index = np.unique(group_labels, return_inverse=True)
-        self.conformity_scores_ = scores
-        self.calibration_strata_ = group_index * n_sub + sub_strata
-        self._n_sub_strata = n_sub
-        self.n_calibration_ = int(Y.shape[0])
+        self._store_calibration(X, Y, group_labels)
         alphas, scalar = self._resolve_alpha(None)
         table = self._threshold_table(alphas)[:-1, 0]  # (groups, c, k); warns if too few
         if getattr(self, "groups_", None) is None:

@@ -42,7 +42,7 @@ from sklearn.utils._param_validation import (
 )
 
 from uqconform.base import integer_seed
-from uqconform.multioutput._base import MultiOutputConformalRegressor, take_rows
+from uqconform.multioutput._base import MultiOutputConformalRegressor
 from uqconform.regions import AffineMap, PredictionRegion
 
 __all__ = ["EllipsoidalConformalRegressor", "RectangularConformalRegressor"]
@@ -108,18 +108,7 @@ class _ResidualShapeRegressor(MultiOutputConformalRegressor):
     def _prepare_calibration(self, X: Any, Y: NDArray, *, prefit: bool) -> NDArray | None:
         if not (prefit and self._needs_shape):
             return None
-        n = Y.shape[0]
-        if n < 4:
-            raise ValueError(
-                f"A prefit estimator calibrated without fit learns the region shape on half "
-                f"of the calibration rows; {n} rows are too few. Call fit(X, Y) with "
-                "FrozenEstimator(model) on separate data instead."
-            )
-        order = self._rng(stream=0).permutation(n)
-        shape_rows, score_rows = np.sort(order[: n // 2]), np.sort(order[n // 2 :])
-        X_shape = take_rows(X, shape_rows)
-        self._fit_shape(X_shape, Y[shape_rows] - self._estimator_prediction(X_shape))
-        return score_rows
+        return self._learn_on_half(X, Y, self._fit_shape, "learns the region shape")
 
     def _point_prediction(self, X: Any) -> NDArray:
         return self._estimator_prediction(X)

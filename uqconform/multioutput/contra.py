@@ -476,18 +476,7 @@ class ResidualCONTRA(_FlowRegions):
     def _prepare_calibration(self, X: Any, Y: NDArray, *, prefit: bool) -> NDArray | None:
         if not prefit:
             return None
-        n = Y.shape[0]
-        if n < 4:
-            raise ValueError(
-                "A prefit estimator calibrated without fit trains the residual flow on half "
-                f"of the calibration rows; {n} rows are too few. Call fit(X, Y) with "
-                "FrozenEstimator(model) on separate data instead."
-            )
-        order = self._rng(stream=0).permutation(n)
-        flow_rows, score_rows = np.sort(order[: n // 2]), np.sort(order[n // 2 :])
-        X_flow = take_rows(X, flow_rows)
-        self._train_residual_flow(X_flow, Y[flow_rows] - self._estimator_prediction(X_flow))
-        return score_rows
+        return self._learn_on_half(X, Y, self._train_residual_flow, "trains the residual flow")
 
     def _latent_map(self, X: Any) -> FlowMap:
         center = self._estimator_prediction(X)
