@@ -207,6 +207,30 @@ def test_warm_start_of_one_level_does_not_enlarge_another():
     assert both.cells_["warm_start"] >= one.cells_["warm_start"]
 
 
+def test_cells_kept_is_the_prefix_that_decides_the_sets():
+    X, y, heads = synthetic()
+    model = MultiDimScoreClassifier(list(heads), alpha=[0.05, 0.1], random_state=0)
+    model.calibrate(X[:N_CAL], y[:N_CAL])
+    kept = model.cells_kept()
+    assert kept.shape == (2,) and kept[0] >= kept[1]
+    assert model.cells_kept(0.1) == kept[1]
+    # a label is in the set exactly when its scalar score (prefix length) is <= cells_kept,
+    # or it is the best label of a row whose set would otherwise be empty
+    scores = model._scalar_scores(model.score_vectors(X[N_CAL:]))
+    for level, m in zip([0.05, 0.1], kept, strict=True):
+        sets = model.predict_set(X[N_CAL:], alpha=level)
+        nonempty = (scores <= m).any(axis=1)
+        np.testing.assert_array_equal(sets[nonempty], (scores <= m)[nonempty])
+    # at least the warm start, and the calibrated rank otherwise
+    assert kept[1] >= model._warm_start(0.1)
+    learned = MultiDimScoreClassifier(list(heads), calibration="learned", random_state=0)
+    learned.calibrate(X[:N_CAL], y[:N_CAL])
+    with pytest.raises(ValueError, match="calibration='cells'"):
+        learned.cells_kept()
+    with pytest.raises(NotFittedError):
+        MultiDimScoreClassifier(list(heads)).cells_kept()
+
+
 def test_ensemble_equals_split_cp_on_the_mean_probability():
     X, y, heads = synthetic()
     for score in ("lac", "aps", "raps", "saps"):

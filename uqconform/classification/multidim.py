@@ -378,6 +378,51 @@ class MultiDimScoreClassifier(ClassifierMixin, BaseEstimator):
         return score.reshape(vectors.shape[:-1])
 
     # ---- prediction -------------------------------------------------------------------------
+    def _thresholds(self, levels: NDArray) -> NDArray:
+        """Calibrated threshold on the scalar score per level (cells: with the warm start)."""
+        thresholds = conformal_quantile(self.conformity_scores_, levels).astype(float)
+        if "cells_" in self.__dict__:
+            warm = [self._warm_start(float(level)) for level in levels]
+            thresholds = np.maximum(thresholds, warm)
+        return thresholds
+
+    def cells_kept(self, alpha: float | ArrayLike | None = None) -> float | NDArray:
+        """Number of ranked cells whose union is the accepted region, per level.
+
+        A label joins a prediction set when its score vector falls in the first
+        ``cells_kept(alpha)`` cells of the impurity ranking (``cells_["rank"]``); the rest
+        are left out. This is the calibrated prefix, raised to the warm start when that is
+        larger; ``inf`` when the calibration part is too small for the level (every label is
+        then accepted). Only for ``calibration="cells"``.
+
+        Parameters
+        ----------
+        alpha : float or sequence of float, optional
+            Level(s); the default is ``alpha``.
+
+        Returns
+        -------
+        float or ndarray of shape (k,)
+
+        Examples
+        --------
+        >>> from sklearn.datasets import load_digits
+        >>> X, y = load_digits(return_X_y=True)
+        >>> cp = MultiDimScoreClassifier(n_heads=3, alpha=[0.05, 0.1], random_state=0)
+        >>> cp = cp.fit(X[:800], y[:800]).calibrate(X[800:1400], y[800:1400])
+        >>> bool(cp.cells_kept(0.05) >= cp.cells_kept(0.1))
+        True
+        """
+        check_is_fitted(self, "conformity_scores_")
+        if "cells_" not in self.__dict__:
+            raise ValueError(
+                "cells_kept needs a model calibrated with calibration='cells'; this one was "
+                "calibrated with 'learned' (its score is 1 - P(true), not a cell prefix)."
+            )
+        value = self.alpha if alpha is None else alpha
+        kept = self._thresholds(check_alpha(value, "alpha"))
+        return float(kept[0]) if np.ndim(value) == 0 else kept
+
     def predict_set(self, X: ArrayLike, alpha: float | ArrayLike | None = None) -> NDArray:
         """Prediction sets as a boolean mask over ``classes_``.
 
@@ -394,13 +439,11 @@ class MultiDimScoreClassifier(ClassifierMixin, BaseEstimator):
         check_is_fitted(self, "conformity_scores_")
         value = self.alpha if alpha is None else alpha
         levels = check_alpha(value, "alpha")
-        thresholds = conformal_quantile(self.conformity_scores_, levels)
+        thresholds = self._thresholds(levels)
         vectors = self.score_vectors(X)
         scores = self._scalar_scores(vectors)  # (n, K)
         out = np.empty((*scores.shape, levels.size), dtype=bool)
         for j, threshold in enumerate(thresholds):  # a loop over levels
-            if "cells_" in self.__dict__:
-                threshold = max(threshold, self._warm_start(float(levels[j])))
             sets = scores <= threshold
             empty = ~sets.any(axis=1)
             if empty.any():  # the label with the best score joins an empty set

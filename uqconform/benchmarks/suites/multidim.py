@@ -47,7 +47,6 @@ from uqconform.classification import (
     SplitConformalClassifier,
 )
 from uqconform.evaluation import coverage, coverage_bounds
-from uqconform.quantiles import conformal_quantile
 
 PATH_LEVELS = (0.01, 0.05, 0.1)
 # PathMNIST resplits per scale (smoke, quick, full), chosen for precision and runtime (about
@@ -160,7 +159,7 @@ def _evaluate(
     prefixes = None
     cells = getattr(model, "cells_", None)
     if cells is not None:  # where the calibrated prefix of ranked cells stops, per level
-        prefixes = conformal_quantile(model.conformity_scores_, np.asarray(levels, dtype=float))
+        prefixes = model.cells_kept(list(levels))
     results = {}
     for j, level in enumerate(levels):
         level_sets = sets[..., j]
@@ -174,7 +173,7 @@ def _evaluate(
         if prefixes is not None:
             result["cells"] = len(cells["centres"])
             result["pure_cells"] = int((cells["false_counts"] == 0).sum())
-            result["prefix"] = float(max(prefixes[j], model._warm_start(float(level))))
+            result["prefix"] = float(prefixes[j])
         results[level] = result
     return results
 
