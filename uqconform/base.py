@@ -519,6 +519,29 @@ class ConformalPredictor(BaseEstimator):
         return self.estimator_.predict(X)
 
 
+def seed_parameters(estimator: Any, only_unset: bool = False) -> list[str]:
+    """Names of every ``random_state`` parameter, nested ones (Pipeline steps) included.
+
+    With ``only_unset``, only those still ``None`` (the ones a library seed may fill in
+    without overriding the user's choice).
+
+    Examples
+    --------
+    >>> from sklearn.pipeline import make_pipeline
+    >>> from sklearn.preprocessing import StandardScaler
+    >>> from sklearn.ensemble import RandomForestRegressor
+    >>> seed_parameters(make_pipeline(StandardScaler(), RandomForestRegressor()))
+    ['randomforestregressor__random_state']
+    """
+    params = estimator.get_params(deep=True)
+    return [
+        name
+        for name, value in params.items()
+        if (name == "random_state" or name.endswith("__random_state"))
+        and (value is None or not only_unset)
+    ]
+
+
 def integer_seed(random_state: Any) -> int | None:
     """An int seed (or None) from ``random_state``: an int, None, a Generator or RandomState.
 

@@ -19,7 +19,7 @@ from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import LogisticRegression
 from sklearn.utils.validation import check_is_fitted
 
-from uqconform.base import check_class_labels, check_features, n_rows
+from uqconform.base import check_class_labels, check_features, n_rows, seed_parameters
 
 __all__ = ["HeadEnsemble"]
 
@@ -36,19 +36,10 @@ def _rows(X: Any, rows: NDArray) -> Any:
     return X.iloc[rows] if hasattr(X, "iloc") else np.asarray(X)[rows]
 
 
-def _seed_parameters(estimator: Any) -> list[str]:
-    """Every ``random_state`` parameter, nested ones (Pipeline steps) included."""
-    return [
-        name
-        for name in estimator.get_params(deep=True)
-        if name == "random_state" or name.endswith("__random_state")
-    ]
-
-
 def _fit_head(estimator, X, y, rows, columns, seed):
     model = clone(estimator)
     if seed is not None:
-        model.set_params(**{name: seed for name in _seed_parameters(model)})
+        model.set_params(**{name: seed for name in seed_parameters(model)})
     return model.fit(_columns(_rows(X, rows), columns), y[rows])
 
 
@@ -181,7 +172,7 @@ class HeadEnsemble(ClassifierMixin, BaseEstimator):
                 columns.append(np.sort(rng.choice(n_features, size=size, replace=False)))
             else:
                 columns.append(None)
-            seeds.append(int(rng.integers(2**31)) if _seed_parameters(base) else None)
+            seeds.append(int(rng.integers(2**31)) if seed_parameters(base) else None)
         if self.diversity == "seeds" and seeds[0] is None:
             raise ValueError(
                 "diversity='seeds' needs an estimator with a `random_state` parameter; use "

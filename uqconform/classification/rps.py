@@ -42,7 +42,13 @@ from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import LogisticRegression
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
-from uqconform.base import check_class_labels, check_positive_int, integer_seed, n_rows
+from uqconform.base import (
+    check_class_labels,
+    check_positive_int,
+    integer_seed,
+    n_rows,
+    seed_parameters,
+)
 from uqconform.classification.split import encode_labels
 from uqconform.quantiles import check_alpha, conformal_quantile, conformal_rank, minimum_scores
 
@@ -369,21 +375,13 @@ class _ConstantClassifier(ClassifierMixin, BaseEstimator):
         return np.full(n_rows(X), self.classes_[0])
 
 
-def _seed_parameters(estimator: Any) -> list[str]:
-    return [
-        name
-        for name in estimator.get_params(deep=True)
-        if name == "random_state" or name.endswith("__random_state")
-    ]
-
-
 def _fit_partition(estimator: Any, X: Any, y: NDArray, rows: NDArray, seed: int) -> Any:
     """Fit one partition's model on its rows (already in canonical order)."""
     labels = np.unique(y[rows])
     if labels.size < 2:  # nothing to learn: the single label, or abstention
         return _ConstantClassifier(labels[0] if labels.size else None).fit()
     model = clone(estimator)
-    model.set_params(**{name: seed for name in _seed_parameters(model)})
+    model.set_params(**{name: seed for name in seed_parameters(model)})
     part = X.iloc[rows] if hasattr(X, "iloc") else X[rows]
     return model.fit(part, y[rows])
 
