@@ -21,6 +21,7 @@ from abc import abstractmethod
 from collections.abc import Sequence
 from typing import Any
 
+import joblib
 import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
@@ -463,8 +464,11 @@ class ConformalPredictor(BaseEstimator):
         rows = -(-n // _BATCHES_PER_CALL)
         return int(np.clip(rows, _MIN_BATCH_CELLS // columns, _MAX_BATCH_CELLS // columns))
 
-    def _rng(self, stream: int) -> np.random.Generator:
-        """Independent generator per use (0: calibration, 1: prediction), fixed by the seed."""
+    def _rng(self, stream: int, content: Any = None) -> np.random.Generator:
+        """Independent generator per use (0: calibration, 1: prediction), fixed by the seed.
+
+        ``content`` (the rows being predicted) enters the seed: see `seeded_generator`.
+        """
         seed = self.random_state
         if isinstance(seed, np.random.Generator):
             return seed
@@ -472,7 +476,7 @@ class ConformalPredictor(BaseEstimator):
             seed = int(seed.randint(np.iinfo(np.int32).max))
         if seed is None:
             return np.random.default_rng()
-        return np.random.default_rng([int(seed), stream])
+        return seeded_generator(int(seed), stream, content)
 
     def _predict_batched(
         self,
@@ -492,7 +496,7 @@ class ConformalPredictor(BaseEstimator):
         group_index = self._group_index(groups, n)
         table = self._threshold_table(alphas)
         out = np.empty((n, *shape, alphas.size), dtype=dtype)
-        rng = self._rng(stream=1)
+        rng = self._rng(stream=1, content=X)
         step = self._batch_rows(n)
         for start in range(0, n, step):  # a loop over batches of rows, for bounded memory
             stop = min(start + step, n)
@@ -540,6 +544,32 @@ def seed_parameters(estimator: Any, only_unset: bool = False) -> list[str]:
         if (name == "random_state" or name.endswith("__random_state"))
         and (value is None or not only_unset)
     ]
+
+
+def seeded_generator(
+    seed: int, stream: int | Sequence[int], content: Any = None
+) -> np.random.Generator:
+    """The generator of one use of a seed, its draws tied to the rows they serve.
+
+    With ``content`` (the rows of a prediction call) a hash of the rows joins the seed.
+    Predicting the same rows again gives the same draws (predictions stay a function of
+    the input), while other rows, such as one row per call, get fresh ones: a fixed seed
+    restarted at every call would give each single-row call the same uniform, and the
+    coverage of a row-by-row run would stray far from the nominal level.
+
+    Examples
+    --------
+    >>> rows = np.arange(6.0).reshape(3, 2)
+    >>> same = seeded_generator(0, 1, rows).random() == seeded_generator(0, 1, rows).random()
+    >>> other = seeded_generator(0, 1, rows).random() != seeded_generator(0, 1, rows[:1]).random()
+    >>> bool(same and other)
+    True
+    """
+    entropy = [int(seed), *(int(word) for word in np.atleast_1d(stream))]
+    if content is not None:
+        digest = joblib.hash(content)  # arrays, DataFrames, sparse matrices, lists
+        entropy += [int(digest[i : i + 8], 16) for i in range(0, len(digest), 8)]
+    return np.random.default_rng(entropy)
 
 
 def integer_seed(random_state: Any) -> int | None:

@@ -49,6 +49,7 @@ from uqconform.base import (
     check_class_labels,
     check_positive_int,
     integer_seed,
+    seeded_generator,
 )
 from uqconform.classification.split import encode_labels
 from uqconform.quantiles import check_alpha, conformal_quantile
@@ -225,10 +226,13 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
 
         return pd.DataFrame(block, columns=names)
 
-    def _rng(self, stream: int) -> tuple[np.random.Generator, np.random.Generator]:
+    def _rng(
+        self, stream: int, content: Any = None
+    ) -> tuple[np.random.Generator, np.random.Generator]:
         """(noise, uniforms) generators of a stream (0: calibration, 1: prediction, 2: fit).
 
-        Two generators so that the draws do not depend on the batch size.
+        Two generators so that the draws do not depend on the batch size; prediction draws
+        are tied to the rows (`uqconform.base.seeded_generator`).
         """
         seed = self.random_state
         if isinstance(seed, np.random.Generator):  # used as is, draws in sequence
@@ -236,7 +240,8 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
         if seed is None:
             return np.random.default_rng(), np.random.default_rng()
         base = integer_seed(seed)
-        return (np.random.default_rng([base, stream, 0]), np.random.default_rng([base, stream, 1]))
+        noise, uniforms = (seeded_generator(base, (stream, k), content) for k in (0, 1))
+        return noise, uniforms
 
     def _rows_per_batch(self, n_features: int) -> int:
         if self.batch_size is not None:
@@ -459,7 +464,7 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
         X = self._validate_X(X, reset=False)
         values = self._numeric(X)
         out = np.empty((values.shape[0], len(self.classes_), len(thresholds)))
-        for start, stop, conformity in self._noisy_scores(values, self._rng(1)):
+        for start, stop, conformity in self._noisy_scores(values, self._rng(1, values)):
             for j, threshold in enumerate(thresholds):  # a loop over levels, not rows
                 out[start:stop, :, j] = self._test_statistic(conformity, threshold)
         return out

@@ -33,7 +33,7 @@ from sklearn.ensemble import HistGradientBoostingClassifier
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
 
-from uqconform.base import check_features, check_rows, integer_seed, n_rows
+from uqconform.base import check_features, check_rows, integer_seed, n_rows, seeded_generator
 from uqconform.classification.heads import HeadEnsemble
 from uqconform.classification.split import encode_labels
 from uqconform.quantiles import check_alpha, conformal_quantile, conformal_rank, minimum_scores
@@ -165,14 +165,15 @@ class MultiDimScoreClassifier(ClassifierMixin, BaseEstimator):
             saps_weight=self.saps_weight,
         )
 
-    def _rng(self, stream: int) -> np.random.Generator:
-        """An independent stream per use (0: calibration, 1: prediction, 2: the split)."""
+    def _rng(self, stream: int, content: Any = None) -> np.random.Generator:
+        """An independent stream per use (0: calibration, 1: prediction, 2: the split);
+        prediction draws are tied to the rows (`uqconform.base.seeded_generator`)."""
         seed = self.random_state
         if isinstance(seed, np.random.Generator):  # used as is, draws in sequence
             return seed
         if seed is None:
             return np.random.default_rng()
-        return np.random.default_rng([integer_seed(seed), stream])
+        return seeded_generator(integer_seed(seed), stream, content)
 
     def fit(self, X: ArrayLike, y: ArrayLike):
         """Fit the heads (or check the given fitted heads).
@@ -224,7 +225,7 @@ class MultiDimScoreClassifier(ClassifierMixin, BaseEstimator):
         the prediction stream of ``random_state``).
         """
         check_is_fitted(self, "estimator_")
-        rng = self._rng(1) if rng is None else rng
+        rng = self._rng(1, content=X) if rng is None else rng
         probabilities = self.estimator_.head_probabilities(X)
         score = self._score()
         n = probabilities.shape[1]
