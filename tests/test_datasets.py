@@ -122,3 +122,24 @@ def test_elec2_has_the_spci_preprocessing():
     frame, target = load_dataset("elec2", as_frame=True)
     assert list(frame.columns) == ["nswprice", "nswdemand", "vicprice", "vicdemand"]
     assert target.name == "transfer"
+
+
+def test_time_series_n_samples_keeps_the_first_rows_in_time_order():
+    """A random subset of a series breaks its time order and its lag features."""
+    X, y = load_dataset("elec2")
+    for seed in (0, 1):  # random_state plays no part
+        Xs, ys = load_dataset("elec2", n_samples=100, random_state=seed)
+        np.testing.assert_array_equal(Xs, X[:100])
+        np.testing.assert_array_equal(ys, y[:100])
+    frame, target = load_dataset("elec2", as_frame=True, n_samples=100)
+    assert list(frame.index) == list(range(100)) == list(target.index)
+    Xr, _ = load_dataset("wine", n_samples=50, random_state=1)  # other sets: still random
+    assert not np.array_equal(Xr, load_dataset("wine")[0][:50])
+
+
+def test_lagged_series_subsample_keeps_its_lags():
+    pytest.importorskip("statsmodels")
+    X, y = load_dataset("sunspots", as_frame=True, n_samples=60, random_state=3)
+    assert len(X) == 60
+    np.testing.assert_array_equal(X["lag_1"].to_numpy()[1:], y.to_numpy()[:-1])
+    np.testing.assert_array_equal(X["lag_2"].to_numpy()[2:], y.to_numpy()[:-2])

@@ -359,10 +359,13 @@ def load_dataset(
     as_frame : bool, default=False
         Return a pandas DataFrame and Series (with column names) instead of numpy arrays.
     n_samples : int, optional
-        Keep a random subsample of this many rows (without replacement), e.g. for the
-        54k-row ``diamonds``. ``None`` keeps every row.
+        Keep this many rows, e.g. for the 54k-row ``diamonds``. ``None`` keeps every row.
+        Regression and classification sets: a random subsample (without replacement, in
+        the original order). Time series (``list_datasets("timeseries")``): the first
+        ``n_samples`` rows in time order, never a random subset, which would break the
+        time order and the lag features.
     random_state : int, Generator or None, default=0
-        Seeds the subsample.
+        Seeds the random subsample (unused for time series).
 
     Returns
     -------
@@ -385,6 +388,9 @@ def load_dataset(
     >>> X, y = load_dataset("wine", as_frame=True, n_samples=50)
     >>> X.shape, list(X.columns[:2])
     ((50, 13), ['alcohol', 'malic_acid'])
+    >>> X, y = load_dataset("elec2", n_samples=100)  # a time series: the first 100 rows
+    >>> np.array_equal(y, load_dataset("elec2")[1][:100])
+    True
     """
     info = dataset_info(name)
     X, y = _REGISTRY[info.name][1]()
@@ -395,7 +401,9 @@ def load_dataset(
             or n_samples < 1
         ):
             raise ValueError(f"`n_samples` must be a positive integer, got {n_samples!r}.")
-        if n_samples < len(X):
+        if n_samples < len(X) and info.task == "timeseries":  # keep the time order
+            X, y = X.iloc[: int(n_samples)], y.iloc[: int(n_samples)]
+        elif n_samples < len(X):
             rng = np.random.default_rng(random_state)
             rows = np.sort(rng.choice(len(X), size=int(n_samples), replace=False))
             X, y = X.iloc[rows].reset_index(drop=True), y.iloc[rows].reset_index(drop=True)

@@ -28,7 +28,12 @@ from sklearn.base import BaseEstimator, RegressorMixin, clone
 from sklearn.ensemble import RandomForestRegressor
 from sklearn.utils.validation import _num_samples, check_is_fitted, validate_data
 
-from uqconform.base import check_positive_int, check_regression_target
+from uqconform.base import (
+    check_positive_int,
+    check_random_state_value,
+    check_regression_target,
+    seed_parameters,
+)
 from uqconform.quantiles import (
     check_alpha,
     conformal_quantile,
@@ -191,6 +196,7 @@ class SequentialConformalRegressor(RegressorMixin, BaseEstimator):
             )
         if not isinstance(self.finite_sample, bool | np.bool_):
             raise ValueError(f"`finite_sample` must be True or False, got {self.finite_sample!r}.")
+        check_random_state_value(self.random_state)
         self._beta_fractions()
 
     def _beta_fractions(self) -> NDArray:
@@ -212,7 +218,49 @@ class SequentialConformalRegressor(RegressorMixin, BaseEstimator):
         X = validate_data(self, X, reset=reset, ensure_all_finite="allow-nan")
         if y is None:
             return X, None
-        return X, check_regression_target(y, _num_samples(X))
+        n = _num_samples(X)
+        if not reset and np.ndim(y) == 0:  # one observation, e.g. ``y[t]`` for ``X[t:t+1]``
+            if n != 1:
+                raise ValueError(
+                    f"`y` is a single value but X has {n} rows: give one value per row "
+                    "(``y[t:t + k]`` for ``X[t:t + k]``)."
+                )
+            y = np.reshape(np.asarray(y), 1)
+        return X, check_regression_target(y, n)
+
+    def _short_history(
+        self, available: int, needed: int, purpose: str, n_fit: int | None, hint: str = ""
+    ) -> ValueError:
+        """The error for a residual history shorter than ``needed``, naming its cause.
+
+        ``available`` residuals exist before the ``memory`` trim; ``purpose`` says what
+        needs ``needed`` of them (e.g. "`window`=5"); ``hint`` ends the message.
+        """
+        kept = self._trim(np.empty(available)).shape[0]
+        if kept < needed <= available:  # only the memory is too short
+            return ValueError(
+                f"The residual memory has {kept} values (`memory`={self.memory}) but "
+                f"{purpose} needs at least {needed}: set `memory` to {needed} or more (or "
+                f"None){hint}."
+            )
+        message = f"The residual history has {kept} values but {purpose} needs at least {needed}"
+        if self.residuals == "holdout":
+            rows = "" if n_fit is None else f" of the {n_fit} fit rows"
+            message += (
+                f": with residuals='holdout' only the last `holdout_fraction`="
+                f"{self.holdout_fraction}{rows} give residuals; give more rows, a larger "
+                "`holdout_fraction`, or residuals='bootstrap' (one residual per fit row)"
+            )
+        else:
+            message += ": give more fit rows (one residual per row)"
+        if self.memory is not None and self.memory < needed:
+            message += f", and set `memory` (now {self.memory}) to {needed} or more"
+        return ValueError(message + hint + ".")
+
+    def _require_history(self, residuals: NDArray, needed: int, purpose: str) -> None:
+        """Raise `_short_history` unless the trimmed ``residuals`` hold ``needed`` values."""
+        if self._trim(residuals).shape[0] < needed:
+            raise self._short_history(residuals.shape[0], needed, purpose, self._n_fit_rows)
 
     # ---- fit ----------------------------------------------------------------------------
     def fit(self, X: ArrayLike, y: ArrayLike):
@@ -233,11 +281,10 @@ class SequentialConformalRegressor(RegressorMixin, BaseEstimator):
         X, y = self._check_series(X, y, reset=True)
         estimator = self._default_estimator() if self.estimator is None else self.estimator
         rng = np.random.default_rng(self.random_state)
-        if (
-            "random_state" in estimator.get_params()
-            and estimator.get_params()["random_state"] is None
-        ):
-            estimator = clone(estimator).set_params(random_state=int(rng.integers(2**31)))
+        unset = seed_parameters(estimator, only_unset=True)  # Pipeline steps included
+        if unset:  # one draw, shared by every unset parameter (none: no draw)
+            seed = int(rng.integers(2**31))
+            estimator = clone(estimator).set_params(**dict.fromkeys(unset, seed))
         if self.residuals == "bootstrap":
             source = bootstrap_residuals(
                 estimator, X, y, self.n_bootstrap, rng, n_jobs=self.n_jobs, verbose=self.verbose
@@ -248,8 +295,9 @@ class SequentialConformalRegressor(RegressorMixin, BaseEstimator):
             raise ValueError("The model's residuals are not finite: check the model and data.")
         self.source_ = source
         self.fit_residuals_ = source.residuals.copy()
-        self.scale_ = self._robust_scale(source.residuals)
+        self.scale_ = self._fit_scale(source.residuals, y)
         self.__dict__.pop("tuning_results_", None)  # a refit does not keep an old tuning
+        self._n_fit_rows = int(y.shape[0])
         self._tune(source.residuals)
         self.memory_ = self._trim(source.residuals)
         self.n_infeasible_ = 0
@@ -263,6 +311,24 @@ class SequentialConformalRegressor(RegressorMixin, BaseEstimator):
         """Median absolute deviation (consistent for the normal), never zero."""
         mad = 1.4826 * float(np.median(np.abs(residuals - np.median(residuals))))
         return mad if mad > 0 else float(np.std(residuals)) or 1.0
+
+    def _fit_scale(self, residuals: NDArray, y: NDArray) -> float:
+        """`_robust_scale` of the fit residuals; 1 (absolute units), with a warning, when
+        they are numerically zero: standard deviation (so also the MAD, at most about three
+        times it) ``<= 1e-12 max(1, mean |y|)``."""
+        spread = float(np.std(residuals))
+        if spread > 1e-12 * max(1.0, float(np.mean(np.abs(y)))):
+            return self._robust_scale(residuals)
+        warnings.warn(
+            f"The {residuals.shape[0]} fit residuals are all (numerically) zero (standard "
+            f"deviation {spread:.3g}, mean |y| {float(np.mean(np.abs(y))):.3g}): the model "
+            "reproduces the series exactly, so the intervals will have about zero width "
+            "until non-zero residuals enter the memory, and a kernel bandwidth (KOWCPI) is in "
+            "absolute units of y (scale_ = 1).",
+            UserWarning,
+            stacklevel=3,
+        )
+        return 1.0
 
     def _trim(self, residuals: NDArray) -> NDArray:
         return residuals if self.memory is None else residuals[-int(self.memory) :]
@@ -310,9 +376,11 @@ class SequentialConformalRegressor(RegressorMixin, BaseEstimator):
         X : array-like of shape (n_samples, n_features)
             Features of the next time steps, in order.
         y : array-like of shape (n_samples,), optional
-            Their observed values. When given, the intervals are produced online: row ``t``
-            gets its interval from the residuals up to ``t - 1``, then its own residual is
-            absorbed. Without ``y`` every row uses the current residual memory.
+            Their observed values (a scalar is accepted when X has one row). When given, the
+            intervals are produced online: row ``t`` gets its interval from the residuals up
+            to ``t - 1``, then its own residual is absorbed, and the hits of the first level
+            are appended to ``coverage_history_``. Without ``y`` every row uses the current
+            residual memory.
         alpha : float or sequence of float, optional
             Miscoverage level(s); defaults to the constructor's ``alpha``. Several levels give
             nested intervals: each is widened, if needed, to contain those of larger levels.
@@ -353,10 +421,13 @@ class SequentialConformalRegressor(RegressorMixin, BaseEstimator):
     def update(self, X: ArrayLike, y: ArrayLike):
         """Absorb new observations (their residuals) without predicting.
 
+        Nothing is appended to ``coverage_history_`` (no interval was issued).
+
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
         y : array-like of shape (n_samples,)
+            A scalar is accepted when X has one row.
 
         Returns
         -------

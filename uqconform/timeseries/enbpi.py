@@ -42,10 +42,43 @@ class EnbPI(SequentialConformalRegressor):
         ``False`` is the published algorithm (plain empirical quantiles).
     n_jobs : int, default=None
         Parallel bootstrap fits through joblib (Dask with ``joblib.parallel_config``).
-    random_state : int or None, default=None
-        Seeds the bootstrap samples and the models' own randomness.
+    random_state : int, numpy Generator, RandomState or None, default=None
+        Seeds the bootstrap samples and every unset ``random_state`` of the model (nested
+        ones, e.g. a Pipeline's forest, included; one seed drawn for all).
     verbose : bool, default=False
         Report the bootstrap fits.
+
+    Attributes
+    ----------
+    source_ : ResidualSource
+        The fitted models (``source_.models``) and the weights that combine them into the
+        point prediction (`predict`).
+    fit_residuals_ : ndarray of shape (n_residuals,)
+        Out-of-sample residuals of the fit data in time order (one per fit row with
+        ``residuals="bootstrap"``; the hold-out block's with ``"holdout"``).
+    scale_ : float
+        Robust scale (normal-consistent MAD) of ``fit_residuals_``; their standard deviation
+        if the MAD is zero; 1 when both are numerically zero (with a warning at fit).
+    memory_ : ndarray
+        The residual memory: the newest residuals, at most ``memory``.
+    n_steps_ : int
+        Observations absorbed since fit (rows of ``predict_interval`` with ``y``, and of
+        ``update``).
+    coverage_history_ : ndarray of bool
+        Whether ``y`` fell in its interval, for each row of every ``predict_interval`` call
+        that received ``y``, at the first level of that call's ``alpha`` (in the order
+        given). ``update`` adds nothing (it issues no interval); refitting empties it.
+    effective_sample_sizes_ : list of float
+        ``1 / sum(w_i^2)`` of the weights over the memory (for EnbPI's equal weights, the
+        number of residuals in the memory), once per residual-memory state used: one entry
+        per ``predict_interval`` call without ``y`` (its rows share the memory), one per
+        row with ``y``; ``update`` adds nothing.
+    n_infeasible_ : int
+        Always 0 for EnbPI (the attribute of KOWCPI, kept for a common interface).
+    n_features_in_ : int
+        Number of features seen at fit.
+    feature_names_in_ : ndarray of str
+        Column names seen at fit (only when X has string column names).
 
     Examples
     --------
@@ -69,7 +102,7 @@ class EnbPI(SequentialConformalRegressor):
         beta_grid: int | ArrayLike = 5,
         finite_sample: bool = False,
         n_jobs: int | None = None,
-        random_state: int | None = None,
+        random_state: int | np.random.Generator | np.random.RandomState | None = None,
         verbose: bool = False,
     ):
         self.estimator = estimator

@@ -67,7 +67,8 @@ class KOWCPI(SequentialConformalRegressor):
     estimator : regressor, default=None
         Any scikit-learn regressor (``None``: a 10-tree random forest).
     alpha : float or sequence of float, default=0.1
-        Miscoverage level(s) in (0, 1); each call may override it.
+        Miscoverage level(s) in (0, 1); each call may override it. With several levels the
+        window and bandwidth are tuned at the smallest (the widest interval).
     residuals : {"bootstrap", "holdout"}, default="bootstrap"
         Leave-one-out bootstrap ensemble residuals, or one model and a hold-out block.
     n_bootstrap : int, default=25
@@ -90,8 +91,9 @@ class KOWCPI(SequentialConformalRegressor):
         ``alpha=0.1``). ``False`` is the published algorithm.
     n_jobs : int, default=None
         Parallel bootstrap fits through joblib (Dask with ``joblib.parallel_config``).
-    random_state : int or None, default=None
-        Seeds the bootstrap samples and the models' own randomness.
+    random_state : int, numpy Generator, RandomState or None, default=None
+        Seeds the bootstrap samples and every unset ``random_state`` of the model (nested
+        ones, e.g. a Pipeline's forest, included; one seed drawn for all).
     verbose : bool, default=False
         Report the bootstrap fits.
     window : int or "auto", default="auto"
@@ -117,13 +119,44 @@ class KOWCPI(SequentialConformalRegressor):
 
     Attributes
     ----------
-    window_ : int
-    bandwidth_ : float
-    n_infeasible_ : int
-        Steps where the adjustment problem had no solution, or (with ``finite_sample``)
-        concentrated the weights below the effective-size floor: plain NW was used.
+    source_ : ResidualSource
+        The fitted models (``source_.models``) and the weights that combine them into the
+        point prediction (`predict`).
+    fit_residuals_ : ndarray of shape (n_residuals,)
+        Out-of-sample residuals of the fit data in time order (one per fit row with
+        ``residuals="bootstrap"``; the hold-out block's with ``"holdout"``).
+    scale_ : float
+        Robust scale (normal-consistent MAD) of ``fit_residuals_``; their standard deviation
+        if the MAD is zero; 1 when both are numerically zero (with a warning at fit).
+    memory_ : ndarray
+        The residual memory: the newest residuals, at most ``memory``.
+    n_steps_ : int
+        Observations absorbed since fit (rows of ``predict_interval`` with ``y``, and of
+        ``update``).
+    coverage_history_ : ndarray of bool
+        Whether ``y`` fell in its interval, for each row of every ``predict_interval`` call
+        that received ``y``, at the first level of that call's ``alpha`` (in the order
+        given). ``update`` adds nothing (it issues no interval); refitting empties it.
     effective_sample_sizes_ : list of float
-        ``1 / sum(w_i^2)`` of the weights at each interval issued.
+        ``1 / sum(w_i^2)`` of the kernel weights, once per residual-memory state
+        used: one entry per ``predict_interval`` call without ``y`` (its rows share the
+        memory), one per row with ``y``; ``update`` adds nothing.
+    n_infeasible_ : int
+        Residual-memory states (counted like ``effective_sample_sizes_``) at which plain
+        Nadaraya-Watson weights were used: the adjustment problem had no solution, or
+        (with ``finite_sample``) it concentrated the weights below the effective-size
+        floor. The tuning replay is not counted.
+    window_ : int
+        The window used (the tuned one with ``window="auto"``).
+    bandwidth_ : float
+        The bandwidth used, in units of ``scale_`` (tuned with ``"auto"`` or ``"aic"``).
+    tuning_results_ : list of dict
+        Window, bandwidth, tuning coverage and mean width of each candidate tried (only
+        when several candidates were compared).
+    n_features_in_ : int
+        Number of features seen at fit.
+    feature_names_in_ : ndarray of str
+        Column names seen at fit (only when X has string column names).
 
     Examples
     --------
@@ -153,7 +186,7 @@ class KOWCPI(SequentialConformalRegressor):
         beta_grid: int | ArrayLike = 5,
         finite_sample: bool = True,
         n_jobs: int | None = None,
-        random_state: int | None = None,
+        random_state: int | np.random.Generator | np.random.RandomState | None = None,
         verbose: bool = False,
     ):
         self.estimator = estimator
@@ -239,15 +272,16 @@ class KOWCPI(SequentialConformalRegressor):
         """Choose the window and bandwidth on a tuning block: the last ``tune_fraction`` of
         the fit residuals, replayed online with the earlier ones as memory. The narrowest
         pair whose tuning coverage reaches ``1 - alpha`` wins; if none does, the pair with
-        the highest coverage."""
+        the highest coverage. With several levels in ``alpha`` the tuning uses the smallest
+        (the widest interval), whatever their order."""
         windows = _WINDOW_CANDIDATES if self.window == "auto" else (int(self.window),)
         if self.window != "auto":
-            lagged_pairs(self._trim(residuals), windows[0])  # history long enough?
+            self._require_history(residuals, windows[0] + 1, f"`window`={windows[0]}")
         candidates = [(w, h) for w in windows for h in self._bandwidths_for(residuals, w)]
         if len(candidates) == 1:
             self.window_, self.bandwidth_ = candidates[0]
             return
-        level = float(check_alpha(self.alpha)[0])
+        level = float(np.min(check_alpha(self.alpha)))
         n_tune = max(round(residuals.shape[0] * self.tune_fraction), 1)
         history, block = residuals[:-n_tune], residuals[-n_tune:]
         results = []
@@ -257,9 +291,15 @@ class KOWCPI(SequentialConformalRegressor):
             covered, widths = self._replay(history, block, window, bandwidth, level)
             results.append((covered >= 1 - level, -widths, window, bandwidth, covered))
         if not results:
-            raise ValueError(
-                f"The residual history ({residuals.shape[0]} values) is too short to tune the "
-                "window: give more data or an integer `window`."
+            smallest = min(windows)
+            raise self._short_history(
+                history.shape[0],
+                smallest + 11,
+                f"tuning `window`={self.window!r} (window {smallest} and 10 more residuals "
+                f"before the {n_tune}-residual tuning block, `tune_fraction`="
+                f"{self.tune_fraction})",
+                self._n_fit_rows,
+                hint="; an integer `window` with a fixed `bandwidth` needs no tuning block",
             )
         valid = [r for r in results if r[0]]
         chosen = (

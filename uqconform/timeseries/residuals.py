@@ -13,6 +13,7 @@ Either way the residuals are honest (never in-sample residuals of a flexible mod
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,6 +76,13 @@ def bootstrap_residuals(
     Returns
     -------
     ResidualSource
+
+    Warns
+    -----
+    UserWarning
+        When more than 5% of the points were seen by every model: their residual falls
+        back to the whole ensemble, an in-sample residual (expected share about
+        ``0.632 ** n_bootstrap``: 10% at 5 models, 4% at 7).
     """
     n = y.shape[0]
     samples = rng.integers(0, n, size=(n_bootstrap, n))
@@ -86,6 +94,16 @@ def bootstrap_residuals(
     unseen = ~seen  # (B, n): model b did not see point i
     counts = unseen.sum(axis=0)
     # A point every model saw (rare for B >= 20) falls back to the whole ensemble.
+    in_sample = float(np.mean(counts == 0))
+    if in_sample > 0.05:
+        warnings.warn(
+            f"With `n_bootstrap`={n_bootstrap}, {in_sample:.0%} of the {n} fit points were "
+            "seen by every bootstrap model: their residuals are in-sample (too small for a "
+            "flexible model), which narrows the intervals. Use more models (n_bootstrap >= "
+            "10).",
+            UserWarning,
+            stacklevel=3,
+        )
     share = np.where(counts > 0, unseen / np.maximum(counts, 1), 1.0 / n_bootstrap)
     predictions = np.stack([np.asarray(m.predict(X), dtype=float) for m in models])  # (B, n)
     out_of_bag = (share * predictions).sum(axis=0)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from sklearn.ensemble import RandomForestRegressor
 
-from uqconform.base import check_positive_int
+from uqconform.base import check_positive_int, integer_seed
 from uqconform.timeseries.base import SequentialConformalRegressor
 from uqconform.timeseries.conditional import forest_weights, lagged_pairs
 
@@ -46,8 +47,10 @@ class SPCI(SequentialConformalRegressor):
         ``False`` is the published algorithm (plain forest quantiles).
     n_jobs : int, default=None
         Parallel bootstrap fits through joblib (Dask with ``joblib.parallel_config``).
-    random_state : int or None, default=None
-        Seeds the bootstrap samples and the models' own randomness.
+    random_state : int, numpy Generator, RandomState or None, default=None
+        Seeds the bootstrap samples and every unset ``random_state`` of the model (nested
+        ones, e.g. a Pipeline's forest, included; one seed drawn for all), and the
+        per-step quantile forests (one integer seed fixed at fit, plus the step count).
     verbose : bool, default=False
         Report the bootstrap fits.
     window : int, default=100
@@ -55,6 +58,37 @@ class SPCI(SequentialConformalRegressor):
     n_trees : int, default=10
     max_depth : int, default=2
         The quantile forest's settings (those of the official code).
+
+    Attributes
+    ----------
+    source_ : ResidualSource
+        The fitted models (``source_.models``) and the weights that combine them into the
+        point prediction (`predict`).
+    fit_residuals_ : ndarray of shape (n_residuals,)
+        Out-of-sample residuals of the fit data in time order (one per fit row with
+        ``residuals="bootstrap"``; the hold-out block's with ``"holdout"``).
+    scale_ : float
+        Robust scale (normal-consistent MAD) of ``fit_residuals_``; their standard deviation
+        if the MAD is zero; 1 when both are numerically zero (with a warning at fit).
+    memory_ : ndarray
+        The residual memory: the newest residuals, at most ``memory``.
+    n_steps_ : int
+        Observations absorbed since fit (rows of ``predict_interval`` with ``y``, and of
+        ``update``).
+    coverage_history_ : ndarray of bool
+        Whether ``y`` fell in its interval, for each row of every ``predict_interval`` call
+        that received ``y``, at the first level of that call's ``alpha`` (in the order
+        given). ``update`` adds nothing (it issues no interval); refitting empties it.
+    effective_sample_sizes_ : list of float
+        ``1 / sum(w_i^2)`` of the quantile forest's weights, once per residual-memory state
+        used: one entry per ``predict_interval`` call without ``y`` (its rows share the
+        memory), one per row with ``y``; ``update`` adds nothing.
+    n_infeasible_ : int
+        Always 0 for SPCI (the attribute of KOWCPI, kept for a common interface).
+    n_features_in_ : int
+        Number of features seen at fit.
+    feature_names_in_ : ndarray of str
+        Column names seen at fit (only when X has string column names).
 
     Examples
     --------
@@ -81,7 +115,7 @@ class SPCI(SequentialConformalRegressor):
         beta_grid: int | ArrayLike = 5,
         finite_sample: bool = False,
         n_jobs: int | None = None,
-        random_state: int | None = None,
+        random_state: int | np.random.Generator | np.random.RandomState | None = None,
         verbose: bool = False,
     ):
         self.estimator = estimator
@@ -106,11 +140,15 @@ class SPCI(SequentialConformalRegressor):
 
     def _next_weights(self, memory: NDArray, min_effective: int) -> tuple[NDArray, NDArray]:
         windows, targets, query = lagged_pairs(memory, int(self.window))
-        seed = None if self.random_state is None else int(self.random_state) + self.n_steps_
+        seed = None if self._forest_seed is None else self._forest_seed + self.n_steps_
         forest = RandomForestRegressor(
             n_estimators=self.n_trees, max_depth=self.max_depth, random_state=seed
         )
         return targets, forest_weights(windows, targets, query, forest)
 
     def _tune(self, residuals: NDArray) -> None:
-        lagged_pairs(self._trim(residuals), int(self.window))  # history long enough?
+        """Check that the memory holds a window and its successor, and fix the seed of the
+        per-step forests (``random_state`` + the step count; one draw from a generator)."""
+        window = int(self.window)
+        self._require_history(residuals, window + 1, f"`window`={window}")
+        self._forest_seed = integer_seed(self.random_state)

@@ -1,0 +1,220 @@
+"""Usability of the sequential conformal regressors (EnbPI, SPCI, KOWCPI): seeding of nested
+models and of SPCI's forests, several levels, error messages that name their cause, and
+warnings for too few bootstrap models and for residuals that are all zero.
+
+Each test reproduces a user report; all data are small and seeded.
+"""
+
+from __future__ import annotations
+
+import pickle
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.dummy import DummyRegressor
+from sklearn.ensemble import RandomForestRegressor
+from sklearn.linear_model import LinearRegression
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+from uqconform.timeseries import KOWCPI, SPCI, EnbPI
+from uqconform.timeseries import spci as spci_module
+
+CLASSES = {"EnbPI": (EnbPI, {}), "SPCI": (SPCI, {"window": 3}), "KOWCPI": (KOWCPI, {})}
+
+
+def iid_series(n: int, seed: int):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 2))
+    return X, X @ [1.0, -1.0] + rng.normal(size=n)
+
+
+def make(name: str, estimator=None, **params):
+    """A small model of the class ``name`` (``window`` is dropped for EnbPI)."""
+    cls, extra = CLASSES[name]
+    if cls is EnbPI:
+        params.pop("window", None)
+    return cls(LinearRegression() if estimator is None else estimator, **{**extra, **params})
+
+
+# ---- 1. random_state seeds nested estimators ----------------------------------------------
+def small_forest(**params):
+    return RandomForestRegressor(n_estimators=3, max_depth=3, **params)
+
+
+@pytest.mark.parametrize("name", ["EnbPI", "KOWCPI"])
+def test_random_state_seeds_a_pipeline_forest(name):
+    X, y = iid_series(160, 0)
+    runs = []
+    for _ in range(2):  # two fresh models, same seed
+        pipeline = make_pipeline(StandardScaler(), small_forest())
+        model = make(name, pipeline, n_bootstrap=8, window=1, random_state=0)
+        runs.append(model.fit(X[:120], y[:120]).predict_interval(X[120:], y[120:]))
+        # the one draw of today's top-level case, now given to the nested parameter
+        expected = int(np.random.default_rng(0).integers(2**31))
+        assert model.source_.models[0][-1].random_state == expected
+    np.testing.assert_array_equal(runs[0], runs[1])
+
+
+def test_top_level_and_user_seeds_are_kept():
+    """A top-level forest gets the same draw as before; a seed the user set is never
+    overridden, and then no draw is made (the bootstrap samples do not move)."""
+    X, y = iid_series(120, 1)
+    expected = int(np.random.default_rng(7).integers(2**31))
+    model = EnbPI(small_forest(), n_bootstrap=8, random_state=7).fit(X, y)
+    assert model.source_.models[0].random_state == expected
+    pipeline = make_pipeline(StandardScaler(), small_forest(random_state=3))
+    model = EnbPI(pipeline, n_bootstrap=8, random_state=7).fit(X, y)
+    assert model.source_.models[0][-1].random_state == 3
+    plain = EnbPI(LinearRegression(), n_bootstrap=8, random_state=7).fit(X, y)
+    np.testing.assert_array_equal(model.source_.model_weights, plain.source_.model_weights)
+
+
+# ---- 2. SPCI with a generator; random_state validated at fit -------------------------------
+@pytest.mark.parametrize(
+    "state", [lambda: np.random.default_rng(0), lambda: np.random.RandomState(0)]
+)
+def test_spci_accepts_a_generator_and_is_reproducible(state):
+    X, y = iid_series(140, 2)
+    runs = []
+    for _ in range(2):
+        model = SPCI(LinearRegression(), window=3, n_trees=3, n_bootstrap=8, random_state=state())
+        runs.append(model.fit(X[:120], y[:120]).predict_interval(X[120:], y[120:]))
+    np.testing.assert_array_equal(runs[0], runs[1])
+
+
+def test_spci_forest_seed_is_the_int_seed_plus_the_step(monkeypatch):
+    """Int seeds keep the per-step forest seeds ``random_state + n_steps_`` (the committed
+    benchmark numbers depend on them)."""
+    seeds = []
+    real = spci_module.forest_weights
+
+    def spy(windows, targets, query, forest):
+        seeds.append(forest.random_state)
+        return real(windows, targets, query, forest)
+
+    monkeypatch.setattr(spci_module, "forest_weights", spy)
+    X, y = iid_series(130, 3)
+    model = SPCI(LinearRegression(), window=3, n_trees=3, n_bootstrap=8, random_state=11)
+    model.fit(X[:120], y[:120]).predict_interval(X[120:124], y[120:124])
+    model.predict_interval(X[124:])
+    assert seeds == [11, 12, 13, 14, 15]
+
+
+@pytest.mark.parametrize("name", list(CLASSES))
+@pytest.mark.parametrize("bad", [1.5, -1, "seed"])
+def test_invalid_random_state_is_refused_at_fit(name, bad):
+    X, y = iid_series(60, 0)
+    with pytest.raises(ValueError, match="random_state"):
+        make(name, n_bootstrap=8, random_state=bad).fit(X, y)
+
+
+# ---- 3. several levels ----------------------------------------------------------------------
+def test_kowcpi_tuning_ignores_the_order_of_the_levels():
+    X, y = iid_series(400, 0)
+    fitted = {}
+    for alpha in ([0.1, 0.2], [0.2, 0.1], 0.1):
+        model = KOWCPI(LinearRegression(), alpha=alpha, n_bootstrap=10, random_state=0)
+        fitted[str(alpha)] = model.fit(X, y)
+    reference = fitted["0.1"]  # the smallest level
+    for model in fitted.values():
+        assert (model.window_, model.bandwidth_) == (reference.window_, reference.bandwidth_)
+        assert model.tuning_results_ == reference.tuning_results_
+
+
+@pytest.mark.parametrize("name", list(CLASSES))
+def test_diagnostics_are_recorded_as_documented(name):
+    """coverage_history_: first level of calls with y; effective_sample_sizes_ and
+    n_infeasible_: once per call without y, once per row with y; update records nothing."""
+    X, y = iid_series(330, 4)
+    model = make(name, n_bootstrap=8, window=2, random_state=0).fit(X[:300], y[:300])
+    out = model.predict_interval(X[300:310], y[300:310], alpha=[0.3, 0.05])
+    np.testing.assert_array_equal(
+        model.coverage_history_, (out[:, 0, 0] <= y[300:310]) & (y[300:310] <= out[:, 1, 0])
+    )
+    assert len(model.effective_sample_sizes_) == 10
+    model.predict_interval(X[310:320])
+    assert len(model.effective_sample_sizes_) == 11 and model.coverage_history_.shape == (10,)
+    model.update(X[320:], y[320:])
+    assert len(model.effective_sample_sizes_) == 11 and model.coverage_history_.shape == (10,)
+    assert model.n_steps_ == 20
+
+
+# ---- 4. error messages and a scalar y for one row ---------------------------------------
+@pytest.mark.parametrize(
+    ("model", "match"),
+    [
+        (KOWCPI(LinearRegression(), window=10, memory=8), r"`memory`=8.*at least 11"),
+        (KOWCPI(LinearRegression(), memory=5), r"`memory`=5.*at least 12"),
+        (SPCI(LinearRegression(), window=20, memory=10), r"`memory`=10.*at least 21"),
+        (EnbPI(LinearRegression(), memory=None), None),
+    ],
+)
+def test_a_memory_too_short_is_named(model, match):
+    X, y = iid_series(200, 0)
+    model.set_params(n_bootstrap=8, random_state=0)
+    if match is None:  # enough: no error
+        model.fit(X, y)
+        return
+    with pytest.raises(ValueError, match=match):
+        model.fit(X, y)
+
+
+@pytest.mark.parametrize("name", ["SPCI", "KOWCPI"])
+def test_a_short_holdout_block_names_holdout_fraction_and_the_rows(name):
+    X, y = iid_series(60, 0)
+    model = make(name, residuals="holdout", window=20 if name == "SPCI" else "auto")
+    with pytest.raises(ValueError, match=r"`holdout_fraction`=0.2 of the 60 fit rows"):
+        model.fit(X, y)
+
+
+@pytest.mark.parametrize("name", list(CLASSES))
+def test_a_scalar_y_is_one_observation_for_one_row(name):
+    X, y = iid_series(320, 5)
+    model = make(name, n_bootstrap=8, window=2, random_state=0).fit(X[:300], y[:300])
+    twin = pickle.loads(pickle.dumps(model))
+    for t in range(300, 304):  # the production loop, y[t] as users write it
+        np.testing.assert_array_equal(
+            model.predict_interval(X[t : t + 1], y[t]),
+            twin.predict_interval(X[t : t + 1], y[t : t + 1]),
+        )
+    model.update(X[304:305], float(y[304]))
+    twin.update(X[304:305], y[304:305])
+    np.testing.assert_array_equal(model.memory_, twin.memory_)
+    assert model.n_steps_ == twin.n_steps_ == 5
+    with pytest.raises(ValueError, match=r"single value but X has 3 rows.*y\[t:t \+ k\]"):
+        model.predict_interval(X[305:308], y[305])
+    with pytest.raises(ValueError, match="NaN"):
+        model.update(X[305:306], np.nan)
+
+
+# ---- 5. too few bootstrap models -----------------------------------------------------------
+def test_few_bootstrap_models_warn_about_in_sample_residuals():
+    X, y = iid_series(400, 6)
+    with pytest.warns(UserWarning, match=r"`n_bootstrap`=3, \d+% of the 400 fit points"):
+        EnbPI(LinearRegression(), n_bootstrap=3, random_state=0).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        EnbPI(LinearRegression(), n_bootstrap=12, random_state=0).fit(X, y)  # ~0.4%
+
+
+# ---- 6. residuals that are all zero --------------------------------------------------------
+@pytest.mark.parametrize("name", list(CLASSES))
+@pytest.mark.parametrize("level", [0.0, 1e9])
+def test_all_zero_residuals_warn_and_use_absolute_units(name, level):
+    X, _ = iid_series(300, 7)
+    y = np.full(300, level)
+    estimator = DummyRegressor() if level == 0 else LinearRegression()
+    model = make(name, estimator, n_bootstrap=8, window=2, random_state=0)
+    with pytest.warns(UserWarning, match="numerically\\) zero.*zero width.*absolute units"):
+        model.fit(X, y)
+    assert model.scale_ == 1.0
+
+
+def test_ordinary_residuals_do_not_warn_about_zero_width():
+    X, y = iid_series(300, 8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        model = KOWCPI(LinearRegression(), window=2, n_bootstrap=12, random_state=0).fit(X, y)
+    assert model.scale_ == model._robust_scale(model.fit_residuals_)
