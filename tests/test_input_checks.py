@@ -167,3 +167,32 @@ def test_linearized_predictive_seeds_an_unseeded_network(data):
         return LinearizedPredictive(network, random_state=0).fit(X, y).predict_interval(X[:5])
 
     np.testing.assert_array_equal(intervals(), intervals())
+
+
+def test_models_that_handle_missing_values_themselves_get_them():
+    """A Pipeline that imputes, or a search over a NaN-aware model, takes NaN in X
+    (regression test: their scikit-learn tags refuse NaN, and the wrapper refused it)."""
+    from sklearn.ensemble import HistGradientBoostingRegressor
+    from sklearn.impute import SimpleImputer
+    from sklearn.linear_model import Ridge
+    from sklearn.model_selection import GridSearchCV
+    from sklearn.pipeline import make_pipeline
+
+    from uqconform.regression import SplitConformalRegressor
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 3))
+    y = X[:, 0] + rng.normal(size=300)
+    X[::10, 1] = np.nan
+    for model in (
+        make_pipeline(SimpleImputer(), Ridge()),
+        GridSearchCV(HistGradientBoostingRegressor(max_iter=20), {"max_depth": [2]}, cv=2),
+    ):
+        cp = SplitConformalRegressor(model, alpha=0.1).fit(X[:100], y[:100])
+        intervals = cp.calibrate(X[100:200], y[100:200]).predict_interval(X[200:])
+        assert np.isfinite(intervals).all()
+    # a model that cannot take NaN still gets the clear message
+    with pytest.raises(ValueError, match="`X` contains NaN and Ridge"):
+        SplitConformalRegressor(Ridge()).fit(X[:100], y[:100])
+    with pytest.raises(ValueError, match="`X` contains NaN and Pipeline"):
+        SplitConformalRegressor(make_pipeline(Ridge())).fit(X[:100], y[:100])

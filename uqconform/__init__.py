@@ -7,7 +7,9 @@ Public names only; see `uqconform.regression`, `uqconform.classification` and
 from uqconform.bayes import LaplacePosterior, LinearizedPredictive
 from uqconform.classification import (
     BinarizedSmoothedClassifier,
+    EnsembleConformalClassifier,
     MeanSmoothedClassifier,
+    MultiDimScoreClassifier,
     ReliablePredictionSets,
     SplitConformalClassifier,
 )
@@ -24,19 +26,25 @@ from uqconform.regression import (
     FullConformalRidge,
     SplitConformalRegressor,
 )
+from uqconform.timeseries import KOWCPI, SPCI, EnbPI
 
 __version__ = "0.1.0.dev0"
 
 __all__ = [
     "CONTRA",
+    "KOWCPI",
+    "SPCI",
     "ApproximateFullConformalRegressor",
     "BinarizedSmoothedClassifier",
     "ConformalizedQuantileRegressor",
     "EllipsoidalConformalRegressor",
+    "EnbPI",
+    "EnsembleConformalClassifier",
     "FullConformalRidge",
     "LaplacePosterior",
     "LinearizedPredictive",
     "MeanSmoothedClassifier",
+    "MultiDimScoreClassifier",
     "PredictionRegion",
     "RectangularConformalRegressor",
     "ReliablePredictionSets",

@@ -169,6 +169,37 @@ def _has_nan(block: Any) -> bool:
     return not np.isfinite(array.sum()) and bool(np.isnan(array).any())
 
 
+def refuses_nan(estimator: Any) -> bool:
+    """True when a model certainly cannot take NaN in ``X``.
+
+    A plain estimator says so in its tags. A meta-estimator's tags do not (scikit-learn
+    marks every ``Pipeline`` and search as refusing NaN, even one that imputes first): a
+    ``Pipeline`` is judged by its first step, which sees the raw rows, a wrapper with an
+    inner ``estimator`` (a search, ``FrozenEstimator``) by that model, and a
+    ``ColumnTransformer`` decides for itself (it is never refused here).
+
+    Examples
+    --------
+    >>> from sklearn.impute import SimpleImputer
+    >>> from sklearn.linear_model import Ridge
+    >>> from sklearn.pipeline import make_pipeline
+    >>> refuses_nan(Ridge()), refuses_nan(make_pipeline(SimpleImputer(), Ridge()))
+    (True, False)
+    """
+    if get_tags(estimator).input_tags.allow_nan:
+        return False
+    steps = getattr(estimator, "steps", None)
+    if isinstance(steps, list) and steps:  # a Pipeline: its first real step sees X
+        first = next((step for _, step in steps if step not in (None, "passthrough")), None)
+        return first is not None and refuses_nan(first)
+    if hasattr(estimator, "transformers"):  # a ColumnTransformer: its own business
+        return False
+    inner = getattr(estimator, "estimator", None)
+    if isinstance(inner, BaseEstimator):  # searches, FrozenEstimator, calibrated models
+        return refuses_nan(inner)
+    return True
+
+
 class ConformalPredictor(BaseEstimator):
     """Base class of the split-conformal wrappers (not used directly).
 
@@ -217,7 +248,7 @@ class ConformalPredictor(BaseEstimator):
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         inner = get_tags(self._estimator_or_default())
-        tags.input_tags.allow_nan = inner.input_tags.allow_nan
+        tags.input_tags.allow_nan = not refuses_nan(self._estimator_or_default())
         tags.input_tags.sparse = inner.input_tags.sparse
         tags.input_tags.categorical = inner.input_tags.categorical
         tags.input_tags.string = inner.input_tags.string
@@ -228,7 +259,7 @@ class ConformalPredictor(BaseEstimator):
         return check_features(self, X, reset=reset)
 
     def _check_nan(self, X: Any) -> None:
-        if not get_tags(self.estimator_).input_tags.allow_nan and _has_nan(X):
+        if refuses_nan(self.estimator_) and _has_nan(X):
             raise ValueError(
                 f"`X` contains NaN and {type(self.estimator_).__name__} does not accept "
                 "missing values: impute them (e.g. sklearn.impute.SimpleImputer in a Pipeline) "

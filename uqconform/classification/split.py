@@ -83,8 +83,9 @@ default="lac"
         ``"topk"``: same size for every row.
     randomized : bool, default=True
         Randomise APS/RAPS/SAPS with one uniform draw per row, so coverage exceeds
-        ``1 - alpha`` by less than ``1/(n + 1)``. ``False``: every set keeps the label that
-        crosses the threshold (never empty, more conservative).
+        ``1 - alpha`` by less than ``1/(n + 1)``. ``False``: APS and RAPS sets keep the
+        label that crosses the threshold (never empty, more conservative); SAPS uses the
+        draw ``u = 1`` (its sets can still be empty on confident rows).
     k_reg : int, default=1
         RAPS: number of top labels not penalised.
     lambda_reg : float, default=0.01
@@ -97,6 +98,8 @@ default="lac"
         Rows predicted at once (``None``: automatic), to bound memory on large inputs.
     random_state : int, Generator or None, default=None
         Seeds the uniform draws of randomised scores; the same seed gives the same sets.
+        A prediction call's draws depend on the seed and on the rows it is given, so the
+        same rows get the same sets again, and rows predicted one per call get fresh draws.
 
     Attributes
     ----------

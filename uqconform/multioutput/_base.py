@@ -26,9 +26,15 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, RegressorMixin, clone
 from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import LinearRegression
-from sklearn.utils import get_tags
 
-from uqconform.base import ConformalPredictor, _has_nan, _y_is_none, check_groups, n_rows
+from uqconform.base import (
+    ConformalPredictor,
+    _has_nan,
+    _y_is_none,
+    check_groups,
+    n_rows,
+    refuses_nan,
+)
 from uqconform.regions import LatentMap, PredictionRegion
 
 __all__ = ["MultiOutputConformalRegressor", "check_multioutput_target", "take_rows"]
@@ -209,7 +215,7 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
     def _check_nan(self, X: Any) -> None:
         model = self.__dict__.get("estimator_") if self._uses_estimator else None
         model = self._estimator_or_default() if model is None else model
-        if not get_tags(model).input_tags.allow_nan and _has_nan(X):
+        if refuses_nan(model) and _has_nan(X):
             accepts = (
                 f"{type(model).__name__} does not accept missing values"
                 if self._uses_estimator
