@@ -196,3 +196,54 @@ def test_models_that_handle_missing_values_themselves_get_them():
         SplitConformalRegressor(Ridge()).fit(X[:100], y[:100])
     with pytest.raises(ValueError, match="`X` contains NaN and Pipeline"):
         SplitConformalRegressor(make_pipeline(Ridge())).fit(X[:100], y[:100])
+
+
+def _rejected_calibration_cases():
+    from sklearn.neural_network import MLPRegressor as MLP
+
+    from uqconform import (
+        ApproximateFullConformalRegressor,
+        BinarizedSmoothedClassifier,
+        ReliablePredictionSets,
+    )
+
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(400, 3))
+    y = X @ [1.0, 2.0, 3.0] + rng.normal(size=400)
+    labels = (X[:, 0] > 0).astype(int) + (X[:, 1] > 0.5)
+    Y = np.column_stack([y, y + rng.normal(size=400)])
+    mlp = MLP(hidden_layer_sizes=(8,), max_iter=300, random_state=0)
+    return [
+        (SplitConformalRegressor(LinearRegression()), y, "predict_interval"),
+        (SplitConformalClassifier(LogisticRegression(), random_state=0), labels, "predict_set"),
+        (EllipsoidalConformalRegressor(LinearRegression()), Y, "predict_interval"),
+        (MultiDimScoreClassifier(n_heads=2, random_state=0), labels, "predict_set"),
+        (ApproximateFullConformalRegressor(mlp), y, "predict_interval"),
+        (
+            BinarizedSmoothedClassifier(LogisticRegression(), n_samples=64, random_state=0),
+            labels,
+            "predict_set",
+        ),
+        (
+            ReliablePredictionSets(LogisticRegression(), k_train=3, k_calib=3, random_state=0),
+            labels,
+            "predict_set",
+        ),
+    ], X
+
+
+def test_a_rejected_calibrate_keeps_the_previous_calibration():
+    """Regression test: the previous calibration was dropped before the new input was
+    checked, so a call with a wrong y left the model uncalibrated."""
+    import warnings
+
+    cases, X = _rejected_calibration_cases()
+    for model, target, predict in cases:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model.fit(X[:200], target[:200]).calibrate(X[200:300], target[200:300])
+            before = getattr(model, predict)(X[300:])
+            with pytest.raises(ValueError):
+                model.calibrate(X[200:300], target[200:299])  # one label short
+            after = getattr(model, predict)(X[300:])
+        np.testing.assert_array_equal(before, after, err_msg=type(model).__name__)

@@ -15,10 +15,11 @@ turn a batch of model outputs and thresholds into intervals or sets.
 
 from __future__ import annotations
 
+import functools
 import numbers
 import warnings
 from abc import abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import joblib
@@ -167,6 +168,23 @@ def _has_nan(block: Any) -> bool:
         return False
     # A sum is finite unless some entry is NaN/inf: one pass, no full-size temporary.
     return not np.isfinite(array.sum()) and bool(np.isnan(array).any())
+
+
+def keeps_state_on_error(method: Callable) -> Callable:
+    """Decorator: when ``method`` raises, the estimator's attributes are put back as they
+    were, so a rejected ``calibrate`` call keeps the previous (good) calibration."""
+
+    @functools.wraps(method)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        saved = dict(self.__dict__)
+        try:
+            return method(self, *args, **kwargs)
+        except BaseException:
+            self.__dict__.clear()
+            self.__dict__.update(saved)
+            raise
+
+    return wrapper
 
 
 def refuses_nan(estimator: Any) -> bool:
@@ -338,6 +356,7 @@ class ConformalPredictor(BaseEstimator):
                 self.__dict__.pop(name, None)
 
     # ---- calibration -----------------------------------------------------------------
+    @keeps_state_on_error
     def calibrate(self, X: Any, y: ArrayLike, groups: ArrayLike | None = None):
         """Compute conformity scores on calibration data held out from training.
 
@@ -509,6 +528,10 @@ class ConformalPredictor(BaseEstimator):
             return np.random.default_rng()
         return seeded_generator(int(seed), stream, content)
 
+    def _draws_at_prediction(self) -> bool:
+        """Whether predictions use random draws (then the rows are hashed into the seed)."""
+        return False
+
     def _predict_batched(
         self,
         X: Any,
@@ -527,7 +550,7 @@ class ConformalPredictor(BaseEstimator):
         group_index = self._group_index(groups, n)
         table = self._threshold_table(alphas)
         out = np.empty((n, *shape, alphas.size), dtype=dtype)
-        rng = self._rng(stream=1, content=X)
+        rng = self._rng(stream=1, content=X if self._draws_at_prediction() else None)
         step = self._batch_rows(n)
         for start in range(0, n, step):  # a loop over batches of rows, for bounded memory
             stop = min(start + step, n)

@@ -49,6 +49,7 @@ from uqconform.base import (
     check_class_labels,
     check_positive_int,
     integer_seed,
+    keeps_state_on_error,
     seeded_generator,
 )
 from uqconform.classification.split import encode_labels
@@ -323,6 +324,7 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
         """Failure probability of each binomial bound: ``eta / (n_calibration + n_classes)``."""
         return float(self.eta) / (n_calibration + len(self.classes_))
 
+    @keeps_state_on_error
     def calibrate(self, X: Any, y: ArrayLike):
         """Monte Carlo scores of the calibration rows and the one certified base probability.
 

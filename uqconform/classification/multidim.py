@@ -33,7 +33,14 @@ from sklearn.ensemble import HistGradientBoostingClassifier
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
 
-from uqconform.base import check_features, check_rows, integer_seed, n_rows, seeded_generator
+from uqconform.base import (
+    check_features,
+    check_rows,
+    integer_seed,
+    keeps_state_on_error,
+    n_rows,
+    seeded_generator,
+)
 from uqconform.classification.heads import HeadEnsemble
 from uqconform.classification.split import encode_labels
 from uqconform.quantiles import check_alpha, conformal_quantile, conformal_rank, minimum_scores
@@ -233,6 +240,7 @@ class MultiDimScoreClassifier(ClassifierMixin, BaseEstimator):
         return np.stack(per_head, axis=-1)
 
     # ---- calibration --------------------------------------------------------------------------
+    @keeps_state_on_error
     def calibrate(self, X: ArrayLike, y: ArrayLike):
         """Build the cells (or train the aggregator) on one part, calibrate on the other.
 

@@ -46,6 +46,7 @@ from uqconform.base import (
     check_class_labels,
     check_positive_int,
     integer_seed,
+    keeps_state_on_error,
     n_rows,
     seed_parameters,
 )
@@ -663,6 +664,7 @@ class ReliablePredictionSets(ClassifierMixin, BaseEstimator):
         ):
             self.__dict__.pop(name, None)
 
+    @keeps_state_on_error
     def calibrate(self, X: Any, y: ArrayLike):
         """Partition the calibration rows by hash and score their true labels.
 

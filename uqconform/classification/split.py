@@ -180,6 +180,9 @@ default="lac"
     def _output_columns(self) -> int:
         return len(self.classes_)
 
+    def _draws_at_prediction(self) -> bool:
+        return bool(self._score_object().randomized)
+
     def _uniforms(self, rng: np.random.Generator, n: int) -> NDArray | None:
         return rng.random(n) if self._score_object().randomized else None
 

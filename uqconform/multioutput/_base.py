@@ -32,6 +32,7 @@ from uqconform.base import (
     _has_nan,
     _y_is_none,
     check_groups,
+    keeps_state_on_error,
     n_rows,
     refuses_nan,
 )
@@ -294,6 +295,7 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
             raise
         return self
 
+    @keeps_state_on_error
     def calibrate(self, X: Any, y: ArrayLike, groups: ArrayLike | None = None):
         """Score held-out calibration rows: ``||g_i(Y_i)||`` for each row.
 

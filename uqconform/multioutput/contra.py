@@ -36,7 +36,7 @@ from sklearn.utils._param_validation import (
     validate_parameter_constraints,
 )
 
-from uqconform.base import integer_seed
+from uqconform.base import integer_seed, keeps_state_on_error
 from uqconform.multioutput._base import MultiOutputConformalRegressor, take_rows
 from uqconform.multioutput.flows import FlowMap, fit_flow, require_flows
 
@@ -137,6 +137,7 @@ class _FlowRegions(MultiOutputConformalRegressor):
             "ratio": radius / quantile,
         }
 
+    @keeps_state_on_error
     def calibrate(self, X: Any, y: ArrayLike, groups: ArrayLike | None = None):
         """Score held-out calibration rows by the norm of their latent codes.
 

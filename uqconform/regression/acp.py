@@ -31,7 +31,7 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.utils import get_tags
 from sklearn.utils.validation import _num_samples, check_is_fitted, validate_data
 
-from uqconform.base import check_regression_target
+from uqconform.base import check_regression_target, keeps_state_on_error
 from uqconform.linearize import Linearization, _unwrap, linearize, weight_decay
 from uqconform.regression.crr import LinearConfidenceMachine
 from uqconform.regression.full import FullConformalMixin
@@ -306,6 +306,7 @@ class ApproximateFullConformalRegressor(FullConformalMixin, RegressorMixin, Base
         self.mode_ = "full"
         return self
 
+    @keeps_state_on_error
     def calibrate(self, X: ArrayLike, y: ArrayLike):
         """Split+refine mode: freeze the trained network, fit the ridge machine on its
         Jacobian features of held-out calibration data only (finite-sample valid).
