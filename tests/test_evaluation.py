@@ -537,6 +537,23 @@ def test_evaluate_regressor(regression_data):
     assert all(type(v) in (float, int, bool, str) for v in payload["levels"][0].values())
 
 
+def test_report_says_which_side_of_the_bounds(regression_data):
+    """Outside the bounds, the printed report tells a failure (BELOW) from a conservative
+    method (above), e.g. top-k sets whose integer score over-covers."""
+    X, y, _ = regression_data
+    model = SplitConformalRegressor(LinearRegression(), 0.1, "absolute")
+    model.fit(X[:500], y[:500]).calibrate(X[500:1000], y[500:1000])
+    report = evaluate(model, X[1000:], y[1000:], alpha=0.1)
+    row = report.rows[0]
+    for coverage_seen, word in (
+        (row["bound_low"] - 0.01, "BELOW"),
+        (row["bound_high"] + 0.01, "above"),
+    ):
+        report.rows[0] = {**row, "coverage": coverage_seen, "inside_bounds": False}
+        line = str(report).splitlines()[2]
+        assert line.split()[5] == word, line
+
+
 def test_evaluate_regressor_with_groups_and_one_level(regression_data):
     X, y, groups = regression_data
     model = SplitConformalRegressor(LinearRegression(), 0.1, "absolute")

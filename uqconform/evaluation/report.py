@@ -156,7 +156,9 @@ class CoverageReport:
         for row in self.rows:
             low, high = row.get("bound_low", math.nan), row.get("bound_high", math.nan)
             bounds = "-" if math.isnan(low) else f"[{low:.3f}, {high:.3f}]"
-            inside = {True: "yes", False: "NO", None: "-"}[row.get("inside_bounds")]
+            inside = {True: "yes", None: "-"}.get(row.get("inside_bounds"))
+            if inside is None:  # outside: below fails validity, above is conservative
+                inside = "BELOW" if row["coverage"] < low else "above"
             line = (
                 f"{row['alpha']:>7.3g} {row['nominal']:>8.3f} {row['coverage']:>9.3f} "
                 f"{bounds:>18} {inside:>6} {row[self.efficiency]:>14.4g}"
@@ -299,7 +301,8 @@ def evaluate(
     -----
     The bounds are those of marginal split-conformal coverage with
     ``model.n_calibration_`` calibration points and continuous scores (ties, e.g. from
-    non-randomised class scores, make coverage higher). Under Mondrian calibration
+    non-randomised class scores, make coverage higher: the printed report then says
+    "above", a conservative method, while "BELOW" is a failure). Under Mondrian calibration
     (``groups``, ``class_conditional``) each stratum has fewer points, so the marginal
     coverage spreads more and the bounds are only indicative.
 
