@@ -247,3 +247,16 @@ def test_a_rejected_calibrate_keeps_the_previous_calibration():
                 model.calibrate(X[200:300], target[200:299])  # one label short
             after = getattr(model, predict)(X[300:])
         np.testing.assert_array_equal(before, after, err_msg=type(model).__name__)
+
+
+def test_prediction_groups_of_another_kind_than_at_calibration(data):
+    X, y, labels = data
+    model = SplitConformalRegressor(LinearRegression()).fit(X[:50], y[:50])
+    model.calibrate(X[50:100], y[50:100], groups=labels[50:100])  # string groups
+    with pytest.raises(ValueError, match="`groups` at prediction"):
+        model.predict_interval(X[100:102], groups=[1, 2])
+    numeric = SplitConformalRegressor(LinearRegression()).fit(X[:50], y[:50])
+    numeric.calibrate(X[50:100], y[50:100], groups=(labels[50:100] == "a").astype(int))
+    with pytest.raises(ValueError, match="`groups` at prediction"):
+        numeric.predict_interval(X[100:102], groups=["a", "b"])
+    assert numeric.predict_interval(X[100:102], groups=[0, 1]).shape == (2, 2)

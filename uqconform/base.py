@@ -432,7 +432,17 @@ class ConformalPredictor(BaseEstimator):
                 "The model was calibrated with `groups` (Mondrian calibration): pass the "
                 "group of every row to this call as groups=..."
             )
-        position = np.searchsorted(known, labels)
+        is_text = {kind in "US" for kind in (known.dtype.kind, labels.dtype.kind)}
+        try:
+            if len(is_text) > 1:  # strings against numbers: no label can match
+                raise TypeError
+            position = np.searchsorted(known, labels)
+        except TypeError:
+            raise ValueError(
+                f"`groups` at prediction ({labels.dtype}) cannot be compared with the groups "
+                f"seen at calibration ({known.dtype}, e.g. {_plain(known[0])!r}): give the "
+                "same kind of labels."
+            ) from None
         position = np.minimum(position, known.size - 1)
         unseen = known[position] != labels
         if unseen.any():
