@@ -16,6 +16,7 @@ calibration data only, which is finite-sample valid.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -40,6 +41,8 @@ __all__ = ["ApproximateFullConformalRegressor"]
 
 
 _DEFAULT_WEIGHT_DECAYS = (0.1, 1.0, 10.0, 100.0)
+#: Fitting rows with a leverage above this get a warning (near-exact fit, wide intervals).
+_HIGH_LEVERAGE = 0.99
 _BIAS_PRIOR = 1e-10
 
 
@@ -269,6 +272,18 @@ class ApproximateFullConformalRegressor(FullConformalMixin, RegressorMixin, Base
         floor = _BIAS_PRIOR * float(np.mean(np.einsum("ij,ij->j", lin.jacobian, lin.jacobian)))
         penalty = np.where(lin.penalized, self.ridge_strength_, floor)
         self.machine_ = LinearConfidenceMachine(lin.jacobian, penalty)
+        fitted_exactly = int(np.sum(self.machine_.leverage > _HIGH_LEVERAGE))
+        if fitted_exactly:
+            warnings.warn(
+                f"{fitted_exactly} of {y.shape[0]} {'calibration' if refine else 'training'} "
+                f"rows have leverage above {_HIGH_LEVERAGE} in the linearised model (up to "
+                f"{float(self.machine_.leverage.max()):.6f}): it can fit them almost exactly, "
+                "typically through the unpenalised bias of a unit active on few rows, and "
+                "test rows like them get very wide (or infinite) intervals. Use more rows, "
+                "curvature='last_layer', or a network with fewer units.",
+                UserWarning,
+                stacklevel=3,
+            )
         if refine:
             self.refinement_ = self.machine_.solve(raw)
             self.training_residuals_ = raw - lin.jacobian @ self.refinement_
