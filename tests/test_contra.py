@@ -15,6 +15,7 @@ import warnings
 
 import numpy as np
 import pytest
+from sklearn.base import clone
 from sklearn.ensemble import RandomForestRegressor
 from sklearn.exceptions import NotFittedError
 from sklearn.frozen import FrozenEstimator
@@ -366,6 +367,22 @@ def test_oob_needs_an_out_of_bag_model(data):
     X, Y = data
     with pytest.raises(ValueError, match="oob_score=True"):
         ResidualCONTRA(Ridge(), residuals="oob", **TINY).fit(X[:50], Y[:50])
+
+
+def test_rows_without_an_out_of_bag_prediction_are_left_out(data):
+    """scikit-learn fills them with 0 (not NaN): a residual Y - 0 would distort the flow
+    (regression test: the rows were used, with no warning from uqconform)."""
+    X, Y = data
+    forest = RandomForestRegressor(3, oob_score=True, random_state=0)
+    in_every_sample = np.ones(400, dtype=bool)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # scikit-learn's own warning about the OOB rows
+        for rows in clone(forest).fit(X[:400], Y[:400]).estimators_samples_:
+            in_every_sample &= np.isin(np.arange(400), rows)
+    missing = int(in_every_sample.sum())
+    assert missing > 0  # the fixture does have such rows
+    with pytest.warns(UserWarning, match=f"^{missing} fit rows have no out-of-bag prediction"):
+        ResidualCONTRA(forest, residuals="oob", random_state=0, **TINY).fit(X[:400], Y[:400])
 
 
 def test_non_numeric_features_are_refused_with_a_clear_message(data):

@@ -562,3 +562,34 @@ def test_pickle_round_trip_gives_identical_intervals(algorithm):
 def test_sklearn_estimator_checks(estimator, check):
     """No expected failures: every check passes."""
     check(estimator)
+
+
+@pytest.mark.parametrize("make", ["ridge_machine", "acp"])
+def test_more_features_than_rows_without_penalty_gives_the_whole_line(make):
+    """Unpenalised interpolation (p > n): every label of a test point outside the training
+    span is fitted exactly, so full CP's set is the whole line (regression test: the
+    solver's jitter gave points with 0% coverage for ACP and finite hulls for the machine)."""
+    from sklearn.linear_model import LinearRegression, Ridge
+
+    from uqconform import ApproximateFullConformalRegressor
+
+    kind = FullConformalRidge if make == "ridge_machine" else ApproximateFullConformalRegressor
+    rng = np.random.default_rng(1)
+    X, y = rng.normal(size=(10, 40)), rng.normal(size=10)
+    X_test = rng.normal(size=(20, 40))
+    with warnings.catch_warnings():  # ACP also reports the training rows fitted exactly
+        warnings.filterwarnings("ignore", message=".*leverage above")
+        model = kind(LinearRegression()).fit(X, y)
+    with pytest.warns(UserWarning, match="outside the span"):
+        intervals = model.predict_interval(X_test)
+    assert np.isinf(intervals).all()
+    with pytest.warns(UserWarning, match="outside the span"):
+        p_values = model.predict_pvalue(X_test, rng.normal(size=(20, 3)))
+    np.testing.assert_array_equal(p_values, 1.0)
+    with pytest.warns(UserWarning, match="outside the span"):
+        union = model.predict_set(X_test[:2], union=True)
+    assert all(np.array_equal(piece, [[-np.inf, np.inf]]) for piece in union)
+    # with a penalty every direction is pinned: finite intervals, no warning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert np.isfinite(kind(Ridge(alpha=1.0)).fit(X, y).predict_interval(X_test)).all()

@@ -260,3 +260,48 @@ def test_prediction_groups_of_another_kind_than_at_calibration(data):
     with pytest.raises(ValueError, match="`groups` at prediction"):
         numeric.predict_interval(X[100:102], groups=["a", "b"])
     assert numeric.predict_interval(X[100:102], groups=[0, 1]).shape == (2, 2)
+
+
+def test_linearized_predictive_walkthrough_fixes():
+    """Regression tests from a user walkthrough of the Bayesian predictive."""
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(120, 2))
+    y = X[:, 0] + 0.1 * rng.normal(size=120)
+
+    def network():
+        return make_pipeline(
+            StandardScaler(), MLPRegressor(hidden_layer_sizes=(8,), max_iter=200)
+        )  # no seed of its own
+
+    # random_state seeds a network inside a Pipeline
+    a = LinearizedPredictive(network(), random_state=0).fit(X, y)
+    b = LinearizedPredictive(network(), random_state=0).fit(X, y)
+    np.testing.assert_array_equal(a.predict(X), b.predict(X))
+    # every NaN of y is counted, before the validation split
+    bad = y.copy()
+    bad[[3, 10, 50]] = np.nan
+    with pytest.raises(ValueError, match="3 NaN"):
+        LinearizedPredictive(network(), random_state=0).fit(X, bad)
+    # an unfitted LinearizedPredictive as difficulty estimator is refused, not trained on
+    # absolute residuals
+    cp = SplitConformalRegressor(
+        MLPRegressor(hidden_layer_sizes=(8,), max_iter=200, random_state=0),
+        conformity_score="normalized",
+        difficulty_estimator=LinearizedPredictive(network(), random_state=0),
+    )
+    with pytest.raises(ValueError, match="unfitted LinearizedPredictive"):
+        cp.fit(X[:60], y[:60])
+
+
+def test_linearized_predictive_refuses_a_multi_output_regression_network():
+    torch = pytest.importorskip("torch")
+    net = torch.nn.Sequential(
+        torch.nn.Linear(2, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2)
+    ).double()
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(60, 2)), rng.normal(size=60)
+    with pytest.raises(ValueError, match="2 outputs"):
+        LinearizedPredictive(net, random_state=0).fit(X, y)

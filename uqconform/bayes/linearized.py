@@ -34,6 +34,7 @@ from uqconform.base import (
     check_regression_target,
     check_rows,
     integer_seed,
+    seed_parameters,
 )
 from uqconform.bayes.convert import as_network, output_jacobians
 from uqconform.bayes.laplace import STRUCTURES, LaplacePosterior, _encode_labels
@@ -244,6 +245,8 @@ class LinearizedPredictive(BaseEstimator):
                 "sparse input is not supported for torch modules; pass a dense array "
                 "(X.toarray())."
             )
+        if _task_of(self.estimator) == "regression":
+            check_regression_target(labels, n)  # every row, before any split
         if _task_of(self.estimator) == "classification" and np.unique(labels).size < 2:
             raise ValueError(
                 "`y` has only one class; a classifier's predictive needs at least 2 classes."
@@ -275,14 +278,17 @@ class LinearizedPredictive(BaseEstimator):
             self.estimator_ = self.estimator
         else:
             network = clone(self.estimator)
-            unseeded = (
-                hasattr(network, "get_params")
-                and network.get_params().get("random_state", 0) is None
-            )  # a scikit-learn network without its own seed
-            if seed is not None and unseeded:
-                network.set_params(random_state=seed)
+            if seed is not None and hasattr(network, "get_params"):
+                # a scikit-learn network without its own seed (Pipeline steps included)
+                unset = seed_parameters(network, only_unset=True)
+                network.set_params(**dict.fromkeys(unset, seed))
             self.estimator_ = network.fit(X_fit, y_fit)
         view = as_network(self.estimator_)
+        if view.task == "regression" and view.network.n_outputs != 1:
+            raise ValueError(
+                f"the network has {view.network.n_outputs} outputs; a regression predictive "
+                "needs one (y is 1-D): use a network with a single output."
+            )
         self.view_ = view
         self.task_ = view.task
         self.classes_ = view.classes

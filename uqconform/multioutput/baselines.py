@@ -72,7 +72,7 @@ class _ResidualShapeRegressor(MultiOutputConformalRegressor):
 
     _parameter_constraints: ClassVar[dict] = {
         "estimator": [HasMethods(["fit", "predict"]), HasMethods(["predict"]), None],
-        "cv": [Interval(numbers.Integral, 2, None, closed="left"), "cv_object", None],
+        "cv": ["cv_object"],
         "random_state": ["random_state", np.random.Generator],
     }
 

@@ -374,7 +374,7 @@ class ResidualCONTRA(_FlowRegions):
         "estimator": [HasMethods(["fit", "predict"]), HasMethods(["predict"]), None],
         "residuals": [StrOptions({"oof", "oob", "split"})],
         "conditional": ["boolean"],
-        "cv": [Interval(numbers.Integral, 2, None, closed="left"), "cv_object"],
+        "cv": ["cv_object"],
         "split_size": [Interval(numbers.Real, 0, 1, closed="neither")],
     }
 
@@ -467,7 +467,15 @@ class ResidualCONTRA(_FlowRegions):
                 f"(it sets oob_prediction_); {type(model).__name__} has no oob_prediction_. "
                 "Use residuals='oof' for other models."
             )
-        oob = np.asarray(oob, dtype=float).reshape(Y.shape)
+        oob = np.asarray(oob, dtype=float).reshape(Y.shape).copy()
+        # rows in every bootstrap sample have no out-of-bag prediction; scikit-learn fills
+        # them with 0 (with its own warning), so mark them missing from the samples drawn
+        samples = getattr(model, "estimators_samples_", None)
+        if samples is not None:
+            in_bag = np.zeros((len(samples), Y.shape[0]), dtype=bool)
+            for tree, rows in enumerate(samples):  # a loop over trees
+                in_bag[tree, rows] = True
+            oob[in_bag.all(axis=0)] = np.nan
         return Y - oob
 
     def _train_residual_flow(self, X: Any, residuals: NDArray) -> None:

@@ -277,9 +277,10 @@ class ApproximateFullConformalRegressor(FullConformalMixin, RegressorMixin, Base
             warnings.warn(
                 f"{fitted_exactly} of {y.shape[0]} {'calibration' if refine else 'training'} "
                 f"rows have leverage above {_HIGH_LEVERAGE} in the linearised model (up to "
-                f"{float(self.machine_.leverage.max()):.6f}): it can fit them almost exactly, "
-                "typically through the unpenalised bias of a unit active on few rows, and "
-                "test rows like them get very wide (or infinite) intervals. Use more rows, "
+                f"{float(self.machine_.leverage.max()):.6f}): it can fit them almost exactly "
+                "(a direction with more freedom than data, such as the unpenalised bias of a "
+                "unit active on few rows), and test rows like them get very wide (or "
+                "infinite) intervals. Use more rows, a prior (prior_precision), "
                 "curvature='last_layer', or a network with fewer units.",
                 UserWarning,
                 stacklevel=3,

@@ -8,6 +8,7 @@ refits have a closed form, so the set is computed exactly (`uqconform.regression
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -33,6 +34,10 @@ __all__ = ["FullConformalRidge"]
 
 # Test points processed at once: bounds the (m, n) coefficient arrays to ~2**22 cells.
 _CELLS_PER_BATCH = 2**19
+
+
+#: Test leverage above which a point counts as outside the training span, unpenalised.
+_UNPINNED_LEVERAGE = 1e8
 
 
 class FullConformalMixin:
@@ -69,6 +74,21 @@ class FullConformalMixin:
                 h_cross,
                 self.conformity_score,
             )
+            unpinned = h_test > _UNPINNED_LEVERAGE
+            if unpinned.any():
+                # The test point lies outside the span of the training features in a
+                # direction nothing penalises: the augmented fit interpolates it whatever
+                # its label, every residual is zero, and every label gets p-value 1 (the
+                # limit of the formulas, which the solver's jitter would otherwise blur).
+                a[unpinned], b[unpinned] = 0.0, 0.0
+                warnings.warn(
+                    f"{int(unpinned.sum())} test rows lie outside the span of the training "
+                    "features in an unpenalised direction (more parameters than rows and no "
+                    "ridge): the fit interpolates them whatever their label, so their set is "
+                    "the whole line. Add a penalty (Ridge, a prior precision) or more rows.",
+                    UserWarning,
+                    stacklevel=3,
+                )
             yield rows, a, b
 
     def predict_interval(self, X: Any, alpha: float | ArrayLike | None = None) -> NDArray:

@@ -151,6 +151,13 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
         if not self._needs_difficulty():
             return
         if not self._difficulty_is_prefit():
+            if hasattr(self.difficulty_estimator, "predict_distribution"):
+                raise ValueError(
+                    f"`difficulty_estimator` is an unfitted "
+                    f"{type(self.difficulty_estimator).__name__}: fit it on the training data "
+                    "first, so that its predictive std is the difficulty (an unfitted "
+                    "difficulty model is trained to predict absolute residuals instead)."
+                )
             cv = self.cv
             if isinstance(cv, numbers.Integral):
                 cv = KFold(int(cv), shuffle=True, random_state=integer_seed(self.random_state))
