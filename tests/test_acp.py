@@ -644,3 +644,10 @@ def test_rows_fitted_almost_exactly_are_reported():
         warnings.simplefilter("error")
         last.fit(X[:200], y[:200]).calibrate(X[200:], y[200:])
     assert last.machine_.leverage.max() <= 0.99
+
+
+def test_sample_weight_is_refused():
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(40, 2)), rng.normal(size=40)
+    with pytest.raises(ValueError, match="`sample_weight` is not supported"):
+        ACP(Ridge()).fit(X, y, sample_weight=np.ones(40))

@@ -593,3 +593,12 @@ def test_more_features_than_rows_without_penalty_gives_the_whole_line(make):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert np.isfinite(kind(Ridge(alpha=1.0)).fit(X, y).predict_interval(X_test)).all()
+
+
+def test_an_array_ridge_strength_is_refused_by_name():
+    from sklearn.linear_model import Ridge
+
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(20, 2)), rng.normal(size=20)
+    with pytest.raises(ValueError, match=r"`estimator\.alpha` must be one number"):
+        FullConformalRidge(Ridge(alpha=np.array([1.0]))).fit(X, y)

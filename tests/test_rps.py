@@ -28,6 +28,7 @@ from uqconform.classification.rps import (
     hash_partition,
     majority_coverage,
     majority_threshold,
+    minimum_partition_size,
     partition_rank,
 )
 from uqconform.evaluation import coverage_bounds
@@ -620,12 +621,15 @@ def test_certificates_are_sound_under_simulated_poisoning(fitted, digits):
 def test_partitions_too_small_name_the_minimum(digits):
     X_fit, y_fit, X_cal, y_cal, X_test, _ = digits
     model = ReliablePredictionSets(k_train=2, k_calib=40).fit(X_fit, y_fit)
-    with pytest.raises(ValueError, match="needs at least 9"):
+    # exact coverage with 40 partitions needs 18 points each (rank 0 below: every label)
+    assert minimum_partition_size(40, 0.1, "exact") == 18
+    assert partition_rank(17, 40, 0.1, "exact") == 0 < partition_rank(18, 40, 0.1, "exact")
+    with pytest.raises(ValueError, match="needs at least 18"):
         model.calibrate(X_cal[:200], y_cal[:200])
     model.set_params(k_calib=5).calibrate(X_cal, y_cal)
     smallest = int(model.partition_sizes_.min())
     with pytest.raises(ValueError, match=f"needs at least {smallest + 1}"):
-        model.certify(X_test, r_calib=smallest - 9 + 1)
+        model.certify(X_test, r_calib=smallest - 9 + 1)  # minimum_scores(0.1) = 9
     with pytest.raises(ValueError, match="needs at least"):
         model.reliability_curve(X_test, [0, smallest])
 
@@ -675,3 +679,18 @@ def test_bad_calls(fitted, digits):
 @parametrize_with_checks([ReliablePredictionSets(k_train=2, k_calib=1)])
 def test_sklearn_estimator_checks(estimator, check):
     check(estimator)
+
+
+def test_parameters_changed_after_calibrate_need_a_new_calibration(digits):
+    """Regression test: set_params(k_calib=...) without calibrate gave empty sets, and a new
+    conformity_score mixed two scores."""
+    X_fit, y_fit, X_cal, y_cal, X_test, _ = digits
+    model = ReliablePredictionSets(k_train=2, k_calib=5, random_state=0).fit(X_fit, y_fit)
+    sets = model.calibrate(X_cal, y_cal).predict_set(X_test)
+    for change in ({"k_calib": 4}, {"conformity_score": "vote"}):
+        model.set_params(**change)
+        with pytest.raises(NotFittedError, match="changed since calibrate"):
+            model.predict_set(X_test)
+        model.calibrate(X_cal, y_cal).predict_set(X_test)  # a new calibration is fine
+        model.set_params(k_calib=5, conformity_score="vote_softmax").calibrate(X_cal, y_cal)
+    np.testing.assert_array_equal(model.predict_set(X_test), sets)

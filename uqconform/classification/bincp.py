@@ -826,6 +826,13 @@ class MeanSmoothedClassifier(_SmoothedClassifier):
         margin = self._margin(m, level)
         return 1.0 - margin > margin
 
+    def _minimum_hint(self) -> str:
+        return (
+            "; this is only necessary: the Hoeffding margins leave a label out only when its "
+            "mean score sits far below the calibrated bound, which usually takes several "
+            "times more samples (or BinarizedSmoothedClassifier, which needs far fewer)"
+        )
+
     def _reset_calibration(self) -> None:
         super()._reset_calibration()
         self.__dict__.pop("margin_", None)

@@ -259,6 +259,10 @@ def _exact_rank(n: int, k_calib: int, alpha: float) -> int:
     return low
 
 
+#: Parameters whose value at calibration the prediction depends on.
+_CALIBRATION_SETTINGS = ("k_calib", "conformity_score", "coverage", "salt")
+
+
 def partition_rank(n: int, k_calib: int, alpha: float, coverage: str = "exact") -> int:
     """Rank of a calibration partition's threshold among its ``n`` sorted conformity scores.
 
@@ -282,6 +286,25 @@ def partition_rank(n: int, k_calib: int, alpha: float, coverage: str = "exact") 
     if coverage == "exact":
         return _exact_rank(n, int(k_calib), level)
     raise ValueError(f"`coverage` must be one of {list(COVERAGE)}, got {coverage!r}.")
+
+
+@functools.lru_cache(maxsize=256)
+def minimum_partition_size(k_calib: int, alpha: float, coverage: str) -> int:
+    """Fewest points a calibration partition needs for a threshold (`partition_rank` >= 1).
+
+    Below it the partition's threshold sits below every score and its set holds every
+    label. With ``coverage="exact"`` and many partitions this is more than
+    ``minimum_scores(alpha)``.
+
+    Examples
+    --------
+    >>> minimum_partition_size(1, 0.1, "paper"), minimum_partition_size(14, 0.05, "exact")
+    (9, 35)
+    """
+    n = minimum_scores(alpha)
+    while partition_rank(n, k_calib, alpha, coverage) < 1:  # a short search
+        n += 1
+    return n
 
 
 def _partition_threshold(scores: NDArray, rank: int) -> float:
@@ -661,6 +684,7 @@ class ReliablePredictionSets(ClassifierMixin, BaseEstimator):
             "n_calibration_",
             "_calibration_counts",
             "_calibration_labels",
+            "_calibrated_with",
         ):
             self.__dict__.pop(name, None)
 
@@ -703,6 +727,7 @@ class ReliablePredictionSets(ClassifierMixin, BaseEstimator):
             counts = self.vote_counts(X)
             scores = _smoothed(counts, self.k_train_, self.conformity_score)[np.arange(n), labels]
         self.calibration_scores_ = scores
+        self._calibrated_with = self._calibration_settings()
         self.calibration_partition_ = partition
         self.partition_sizes_ = sizes
         self.n_calibration_ = n
@@ -725,16 +750,22 @@ class ReliablePredictionSets(ClassifierMixin, BaseEstimator):
         return self
 
     def _check_sizes(self, sizes: NDArray, alpha: float, r_calib: int) -> None:
-        needed = minimum_scores(alpha) + r_calib
+        # a threshold above the smallest score in every partition, and room for the
+        # radius (a partition poisoned below its rank votes for every label: one flip)
+        needed = max(
+            minimum_partition_size(int(self.k_calib), alpha, self.coverage),
+            minimum_scores(alpha) + r_calib,
+        )
         if sizes.min() < needed:
             worst = int(np.argmin(sizes))
             radius = f" and r_calib={r_calib}" if r_calib else ""
             raise ValueError(
                 f"Calibration partition {worst} has {int(sizes[worst])} points, but at "
                 f"alpha={alpha}{radius} every one of the k_calib={int(self.k_calib)} partitions "
-                f"needs at least {needed} (minimum_scores(alpha) = {minimum_scores(alpha)}"
-                f"{' plus the radius' if r_calib else ''}): use fewer calibration partitions "
-                "or more calibration data."
+                f"needs at least {needed} for a threshold above the smallest score "
+                f"(coverage={self.coverage!r}{', plus the radius' if r_calib else ''}; "
+                "with fewer every set would hold every label): use fewer calibration "
+                "partitions or more calibration data."
             )
 
     def _ranks(self, alpha: float) -> NDArray:
@@ -752,12 +783,25 @@ class ReliablePredictionSets(ClassifierMixin, BaseEstimator):
             [_partition_threshold(scores[part == i], int(r)) for i, r in enumerate(ranks)]
         )
 
+    def _calibration_settings(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in _CALIBRATION_SETTINGS}
+
     def _check_calibrated(self) -> None:
         check_is_fitted(self, "estimators_")
         if not hasattr(self, "calibration_scores_"):
             raise NotFittedError(
                 "ReliablePredictionSets needs calibration: call calibrate(X_calib, y_calib) on "
                 "held-out data first."
+            )
+        used = self.__dict__.get("_calibrated_with", {})
+        now = self._calibration_settings()
+        changed = [
+            f"{name}={used[name]!r}" for name in now if used.get(name, now[name]) != now[name]
+        ]
+        if changed:
+            raise NotFittedError(
+                f"Parameters changed since calibrate (it used {', '.join(changed)}): call "
+                "calibrate(X_calib, y_calib) again."
             )
 
     def _level(self, alpha: float | None) -> float:
@@ -880,7 +924,8 @@ class ReliablePredictionSets(ClassifierMixin, BaseEstimator):
             Poisoned training points.
         r_calib : int, default=0
             Poisoned calibration points; every calibration partition must keep at least
-            ``minimum_scores(alpha) + r_calib`` points, otherwise a ``ValueError``.
+            ``max(minimum_partition_size(k_calib, alpha, coverage),
+            minimum_scores(alpha) + r_calib)`` points, otherwise a ``ValueError``.
         alpha : float, optional
             Defaults to the constructor's (first) ``alpha``.
 

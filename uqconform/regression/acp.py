@@ -301,13 +301,20 @@ class ApproximateFullConformalRegressor(FullConformalMixin, RegressorMixin, Base
         X : array-like of shape (n_samples, n_features)
         y : array-like of shape (n_samples,)
         **fit_params : dict
-            Passed to the estimator's ``fit``.
+            Passed to the estimator's ``fit``; ``sample_weight`` is refused (the confidence
+            machine is that of an unweighted fit).
 
         Returns
         -------
         self
         """
         self._validate_params()
+        if any(name == "sample_weight" or name.endswith("__sample_weight") for name in fit_params):
+            raise ValueError(
+                "`sample_weight` is not supported: the full-CP influence of a test point is "
+                "that of an unweighted fit, so weights would give a set that is not full "
+                "conformal prediction of the weighted model."
+            )
         model = self._default_estimator() if self.estimator is None else self.estimator
         if not _is_torch_module(model):
             _check_kind(model)  # before training

@@ -12,8 +12,9 @@ test prediction ``f_m`` (Sherman-Morrison, exact):
 
 The full-CP set ``{y : p(y) > alpha}`` with ``p(y) = (1 + #{i : |r_i(y)| >= |r_m(y)|}) /
 (N + 1)`` is then found exactly by a sweep over the ``2N`` roots (Vovk's O(N log N)
-algorithm, vectorised over test points) or, faster and slightly wider, by the
-Burnaev-Vovk pair of one-sided machines on signed residuals at ``alpha / 2`` each.
+algorithm, vectorised over test points) or, faster, by the Burnaev-Vovk pair of
+one-sided machines on signed residuals at ``alpha / 2`` each: another valid set, about as
+wide on average, though per point it can be narrower or wider than the exact one.
 """
 
 from __future__ import annotations

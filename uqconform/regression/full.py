@@ -205,7 +205,8 @@ class FullConformalRidge(FullConformalMixin, RegressorMixin, BaseEstimator):
         the augmented fit); the rescaled scores adapt the width to the test point's leverage.
     algorithm : {"exact", "fast"}, default="exact"
         ``"exact"``: Vovk's O(n log n) sweep per test point (vectorised). ``"fast"``: the
-        Burnaev-Vovk pair of one-sided machines at ``alpha/2``, slightly wider, for large n.
+        Burnaev-Vovk pair of one-sided machines at ``alpha/2``, for large n: another valid
+        set, about as wide on average (per point narrower or wider than the exact one).
     batch_size : int, default=None
         Test points processed at once (``None``: automatic, bounded memory).
 
@@ -280,7 +281,13 @@ class FullConformalRidge(FullConformalMixin, RegressorMixin, BaseEstimator):
         model = self._ridge()
         X = validate_data(self, X, dtype=float, reset=True)
         y = check_regression_target(y, X.shape[0])
-        strength = float(getattr(model, "alpha", 0.0))
+        value = getattr(model, "alpha", 0.0)
+        if np.ndim(value) != 0:
+            raise ValueError(
+                f"The ridge strength `estimator.alpha` must be one number (one penalty for "
+                f"every coefficient), got an array of shape {np.shape(value)}."
+            )
+        strength = float(value)
         if not np.isfinite(strength) or strength < 0:
             raise ValueError(f"The ridge strength `estimator.alpha` must be >= 0, got {strength}.")
         self.estimator_ = clone(model).fit(X, y)
