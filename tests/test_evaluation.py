@@ -587,9 +587,12 @@ def test_evaluate_classifier_with_string_labels(classification_data):
     np.testing.assert_allclose(frame["empty_rate"], (size == 0).mean(axis=0))
     assert frame["inside_bounds"].all()
     assert "singleton" in str(report)
-    # groups for a model calibrated without them: the model itself refuses
+    # groups for a model calibrated without them: only the per-group table, checked for
+    # length like any argument
     with pytest.raises(ValueError, match=r"groups"):
-        evaluate(model, X[1000:], labels[1000:], groups=groups)
+        evaluate(model, X[1000:], labels[1000:], groups=groups[1:])
+    marginal = evaluate(model, X[1000:], labels[1000:], alpha=0.1, groups=groups)
+    assert marginal.by_group["count"].tolist() == [np.sum(groups == g) for g in (0, 1)]
     with pytest.raises(ValueError, match=r"y_test.*not in `classes`"):
         evaluate(model, X[1000:1003], np.array(["cat", "fox", "eel"]))
 
@@ -726,3 +729,28 @@ def test_plotting_without_matplotlib_says_what_to_install(monkeypatch):
         report.plot()
     with pytest.raises(ImportError, match=r'pip install "uqconform\[plot\]"'):
         plot_intervals([0.0], None, np.array([[0.0, 1.0]]))
+
+
+def test_box_arrays_of_multi_output_regressors():
+    """Boxes (n, d, 2) have each output's bounds on the last axis: mean_volume takes them,
+    and mean_width's error on them says what to use (regression test: a misleading
+    'lower > upper' message and no public box volume)."""
+    rng = np.random.default_rng(0)
+    lower = rng.normal(size=(50, 3))
+    boxes = np.stack([lower, lower + rng.uniform(0.5, 2.0, size=(50, 3))], axis=2)
+    assert mean_volume(boxes) == pytest.approx(
+        np.prod(boxes[..., 1] - boxes[..., 0], axis=1).mean()
+    )
+    two_levels = np.stack([boxes, boxes * 2], axis=3)
+    assert mean_volume(two_levels).shape == (2,)
+    swapped = boxes.copy()
+    swapped[:, 1, :] = boxes[:, 0, :] - 5.0  # read as (n, 2, k) intervals: lower > upper
+    with pytest.raises(ValueError, match="mean_volume"):
+        mean_width(swapped[:, :2, :])
+
+
+def test_integer_labels_without_a_zero_warn_without_classes():
+    sets = np.array([[True, False, False, False]] * 4)
+    with pytest.warns(UserWarning, match="no label 0"):
+        assert coverage([1, 1, 2, 3], sets) == 0.0
+    assert coverage([1, 1, 2, 3], sets, classes=[1, 2, 3, 4]) == 0.5

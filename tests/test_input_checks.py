@@ -100,11 +100,18 @@ def test_evaluate_one_output_region_model(data):
 
 
 def test_evaluate_groups_for_a_model_without_groups(data):
+    # the groups give the per-group table (conditional coverage of any model); a model
+    # that takes no groups is not passed them
     X, _, labels = data
     model = MultiDimScoreClassifier(LogisticRegression(), n_heads=2, random_state=0)
     model.fit(X[:70], labels[:70]).calibrate(X[70:140], labels[70:140])
-    with pytest.raises(TypeError, match="takes no Mondrian groups"):
-        evaluate(model, X[140:], labels[140:], groups=np.zeros(10))
+    groups = np.arange(10) % 2
+    report = evaluate(model, X[140:], labels[140:], alpha=0.1, groups=groups)
+    sets = model.predict_set(X[140:], alpha=0.1)
+    hit = sets[np.arange(10), np.searchsorted(model.classes_, labels[140:])]
+    assert report.by_group["coverage"].tolist() == [hit[groups == g].mean() for g in (0, 1)]
+    with pytest.raises(ValueError, match="groups"):
+        evaluate(model, X[140:], labels[140:], groups=np.zeros(9))
 
 
 def test_coverage_warns_on_integer_zero_one_pairs():

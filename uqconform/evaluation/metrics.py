@@ -156,7 +156,9 @@ def _check_bounds(lower: NDArray, upper: NDArray, name: str) -> None:
     if inverted.any():
         raise ValueError(
             f"`{name}` has {int(inverted.sum())} intervals with lower > upper; the first "
-            "column must be the lower bound."
+            "column must be the lower bound. (Boxes of multi-output regressors, shape "
+            "(n, d, 2), hold each output's bounds on the last axis: use coverage(Y, boxes), "
+            "mean_volume(boxes), or boxes[..., 1] - boxes[..., 0] for widths per output.)"
         )
 
 
@@ -206,6 +208,14 @@ def _label_index(
                 f"`{name}` holds labels outside 0..{n_columns - 1} (e.g. "
                 f"{np.unique(y[bad])[:5].tolist()}); pass classes=... if the labels are not "
                 "column indices."
+            )
+        if index.size >= n_columns and not (index == 0).any():
+            warnings.warn(
+                f"`{name}` has no label 0 among {index.size} rows: labels are read as column "
+                f"indices 0..{n_columns - 1}; if they are the classes themselves (e.g. 1..K), "
+                "pass classes=model.classes_.",
+                UserWarning,
+                stacklevel=4,
             )
         return index
     labels = np.asarray(classes)
@@ -359,7 +369,8 @@ def mean_width(intervals: ArrayLike) -> float | NDArray:
     Parameters
     ----------
     intervals : array-like of shape (n, 2) or (n, 2, k)
-        Lower and upper bounds.
+        Lower and upper bounds (on the second axis). Not for the boxes ``(n, d, 2)`` of
+        multi-output regressors: see `mean_volume`.
 
     Returns
     -------
@@ -413,8 +424,10 @@ def mean_volume(
 
     Parameters
     ----------
-    region : region or list of regions
-        Objects with a ``volume(**volume_kwargs) -> (n,)`` method (``PredictionRegion``).
+    region : region, list of regions, or box array
+        Objects with a ``volume(**volume_kwargs) -> (n,)`` method (``PredictionRegion``),
+        or boxes ``(n, d, 2[, k])`` (lower and upper bound of each output on the third
+        axis, as ``predict_interval`` of the multi-output regressors returns them).
     **volume_kwargs
         Passed to ``volume`` (e.g. ``n_samples``, ``random_state`` for Monte Carlo volumes).
 
@@ -436,12 +449,24 @@ def mean_volume(
     3.0
     >>> mean_volume([Boxes([[1.0, 1.0]]), Boxes([[2.0, 2.0]])])
     array([1., 4.])
+    >>> mean_volume(np.array([[[0.0, 1.0], [0.0, 2.0]]]))  # one box, sides 1 and 2
+    2.0
     """
-    parsed = _parse_prediction(region, None, name="region")
-    if parsed.kind != "region":
+    shape = getattr(region, "shape", None)
+    if (
+        isinstance(region, np.ndarray)
+        and region.dtype.kind in "iuf"
+        and region.ndim in (3, 4)
+        and shape[2] == 2
+    ):
+        parsed = _parse_prediction(region, shape[:2], name="region")  # boxes (n, d, 2[, k])
+    else:
+        parsed = _parse_prediction(region, None, name="region")
+    if parsed.kind not in ("region", "box"):
         raise TypeError(
-            "`region` must be an object with contains() and volume() (or a list of them); "
-            "for interval arrays use mean_width, for set arrays mean_set_size."
+            "`region` must be an object with contains() and volume(), a list of them or a "
+            "box array (n, d, 2[, k]); for interval arrays use mean_width, for set arrays "
+            "mean_set_size."
         )
     return _per_level(_sizes(parsed, **volume_kwargs).mean(axis=0), parsed.single)
 

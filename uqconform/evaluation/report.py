@@ -9,7 +9,6 @@ to a dict (JSON), a pandas DataFrame or a figure.
 
 from __future__ import annotations
 
-import inspect
 import math
 import numbers
 import time
@@ -288,8 +287,9 @@ def evaluate(
     alpha : float or sequence of float, default=(0.05, 0.1, 0.2)
         Miscoverage levels.
     groups : array-like of shape (n,), optional
-        Group labels, passed to the model (Mondrian calibration) and used for the per-group
-        table ``report.by_group``.
+        Group labels for the per-group table ``report.by_group`` (conditional coverage of
+        any model); also passed to the model when it was calibrated with groups (Mondrian
+        calibration).
     confidence : float, default=0.99
         Probability of the coverage bounds.
 
@@ -329,13 +329,8 @@ def evaluate(
     y = np.asarray(y_test)
     task, method, y = _task_and_method(model, y)
     kwargs: dict[str, Any] = {"alpha": alphas.tolist()}
-    if groups is not None:
-        if "groups" not in inspect.signature(getattr(model, method)).parameters:
-            raise TypeError(
-                f"`groups` was given but {type(model).__name__}.{method} takes no Mondrian "
-                "groups; evaluate it without `groups`."
-            )
-        kwargs["groups"] = groups
+    if groups is not None and getattr(model, "groups_", None) is not None:
+        kwargs["groups"] = groups  # a Mondrian model needs them; others only get the table
     start = time.perf_counter()
     output = getattr(model, method)(X_test, **kwargs)
     elapsed = time.perf_counter() - start
