@@ -14,7 +14,12 @@ from uqconform.cli import main
 def _ok(ctx):
     ctx.figure("line", lambda fig: fig.subplots().plot([0, 1], [0, 1]))
     return FamilyResult(
-        tables={"Numbers": [{"method": "a", "coverage": 0.9, "per_split": [0.8, 1.0]}]},
+        tables={
+            "Numbers": [
+                {"method": "a", "coverage": 0.9, "per_split": [0.8, 1.0]},
+                {"method": "b", "coverage": 1.0, "width": float("inf"), "paper": float("nan")},
+            ]
+        },
         notes=["all good"],
     )
 
@@ -51,6 +56,9 @@ def test_smoke_suite_reports_failures_and_runs_the_others(fake_registry, tmp_pat
     assert families["fake-missing"]["status"] == "failed"
     assert set(results["failed"]) == {"fake-boom", "fake-missing"}
     assert families["fake-ok"]["tables"]["Numbers"][0]["per_split"] == [0.8, 1.0]
+    # an infinite figure stays "inf" (strict JSON), told apart from a missing one (null)
+    assert families["fake-ok"]["tables"]["Numbers"][1]["width"] == "inf"
+    assert families["fake-ok"]["tables"]["Numbers"][1]["paper"] is None
     assert families["fake-ok"]["figures"] == ["fake-ok_line.png"]
     assert (tmp_path / "fake-ok_line.png").stat().st_size > 0
     assert {"python", "numpy", "scikit-learn", "uqconform", "mapie", "crepes"} <= set(
@@ -60,6 +68,7 @@ def test_smoke_suite_reports_failures_and_runs_the_others(fake_registry, tmp_pat
     report = (tmp_path / "report.md").read_text()
     assert "## fake-ok (ok" in report and "## fake-boom (failed" in report
     assert "| method | coverage |" in report
+    assert "| b | 1.000 | inf | - |" in report
     out = capsys.readouterr().out
     assert "coverage" in out and "FAILED" in out
 

@@ -5,7 +5,9 @@ reported (status ``"failed"`` with its traceback) and the others still run. The 
 folder receives:
 
 * ``results.json``: every figure of every family, the suite, scale, seeds, wall times and
-  the versions of Python, numpy, scikit-learn, uqconform, MAPIE and crepes;
+  the versions of Python, numpy, scikit-learn, uqconform, MAPIE and crepes (infinite
+  figures, e.g. unbounded widths, as the strings ``"inf"`` / ``"-inf"``; ``null`` for a
+  figure not measured or not reported);
 * ``report.md``: the same tables in Markdown, with the notes and the plots;
 * ``<family>_*.png``: the plots (skipped, with a note, when matplotlib is missing).
 """
@@ -233,7 +235,11 @@ def _jsonable(value: Any) -> Any:
         return int(value)
     if isinstance(value, (np.floating, float)):
         value = float(value)
-        return value if math.isfinite(value) else None  # strict JSON has no NaN / inf
+        if math.isfinite(value):
+            return value
+        # strict JSON has no NaN / inf: an unbounded interval is the string "inf" (or
+        # "-inf"), told apart from null, a figure that was not measured or reported
+        return None if math.isnan(value) else ("inf" if value > 0 else "-inf")
     return value
 
 

@@ -53,7 +53,10 @@ def coverage_count_pmf(
     Returns
     -------
     ndarray of shape (n_repeats * n_test + 1,)
-        ``pmf[c]`` is the probability that ``c`` test points are covered in total.
+        ``pmf[c]`` is the probability that ``c`` test points are covered in total. One
+        resplit's law is the exact beta-binomial; pooling uses FFT convolutions, whose
+        round-off (about ``1e-15`` relative to the largest probability) makes far-tail
+        probabilities below that level meaningless (the bounds are unaffected).
 
     Examples
     --------

@@ -196,6 +196,19 @@ def _row(problem: str, method: str, rec: dict[str, list]) -> dict[str, Any]:
     }
 
 
+def _family_wise_coverage_ok(rows: list[dict[str, Any]]) -> list[bool]:
+    """Each row inside its coverage bounds at the Bonferroni confidence over all rows."""
+    confidence = 1.0 - (1.0 - CONFIDENCE) / max(len(rows), 1)
+    ok = []
+    for row in rows:
+        low, high = coverage_bounds(
+            row["n_calibration"], LEVEL, row["n_test"], confidence, row["repeats"]
+        )
+        upper = row["method"] == "box-bonferroni" or row["coverage"] <= high
+        ok.append(bool(row["coverage"] >= low and upper))
+    return ok
+
+
 def _run_problem(ctx, name, splits, model_kind, methods, flows, keep) -> list[dict[str, Any]]:
     records: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
     n_mc = ctx.pick(50, 200, 500)
@@ -553,20 +566,25 @@ def run(ctx) -> FamilyResult:
         speed, speed_found = _run_speed(ctx, flows, notes)
         _plot_regions(ctx, keep)
     rows = [*synthetic, *real]
+    family_ok = _family_wise_coverage_ok(rows)
     found.insert(
         0,
         headline(
-            "rows with coverage inside coverage_bounds (Bonferroni: above the lower end)",
-            f"{sum(r['coverage_ok'] for r in rows)}/{len(rows)}",
+            f"rows with coverage inside coverage_bounds, family-wise {CONFIDENCE:.0%} over "
+            f"{len(rows)} rows (Bonferroni boxes: above the lower end)",
+            f"{sum(family_ok)}/{len(rows)}",
             "all",
-            all(r["coverage_ok"] for r in rows),
+            all(family_ok),
         ),
     )
     notes.append(
         "coverage_low / coverage_high: central "
         f"{CONFIDENCE:.0%} interval of the split-CP coverage law (coverage_bounds) for the "
         "row's calibration and test sizes, pooled over its repeats; coverage_ok: inside it "
-        "(Bonferroni boxes are conservative by design: lower end only)."
+        "(Bonferroni boxes are conservative by design: lower end only). With many rows a "
+        f"few fall outside their {CONFIDENCE:.0%} interval by chance, so the headline checks "
+        f"every row at confidence 1 - {1 - CONFIDENCE:.2g} / (number of rows), which a valid "
+        f"method passes with probability at least {CONFIDENCE:.0%}."
     )
     notes.append(
         "ellipse-local (k-nearest-neighbour covariance, our extension of the global ellipse) "

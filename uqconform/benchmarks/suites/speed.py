@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
 from sklearn.linear_model import LinearRegression, LogisticRegression
+from threadpoolctl import threadpool_limits
 
 from uqconform.benchmarks._common import headline, missing_anchor_note, optional_module, timed
 from uqconform.benchmarks.registry import FamilyResult, register_family
@@ -122,6 +123,13 @@ def _speed_row(ctx, task, score, model, model_call, ours, theirs, data, repeats)
 )
 def run_speed(ctx) -> FamilyResult:
     """Time of uqconform vs MAPIE and overhead over the model on large inputs."""
+    # one thread for every library and model: OpenMP threads of the gradient boosting
+    # oversubscribe a loaded machine (a smoke run took minutes instead of seconds)
+    with threadpool_limits(1):
+        return _run_speed(ctx)
+
+
+def _run_speed(ctx) -> FamilyResult:
     notes = []
     mapie = optional_module("mapie")
     if mapie is None:
@@ -186,8 +194,9 @@ def run_speed(ctx) -> FamilyResult:
         "model's own predict / predict_proba on the calibration and test rows, which every "
         "conformal method must pay. ratio_vs_mapie = uqconform_s / mapie_s (target <= "
         f"{RATIO_TARGET}); overhead = (uqconform_s - model_predict_s) / model_predict_s "
-        f"(target < {OVERHEAD_TARGET:.0%}); mapie_overhead likewise for MAPIE. On a shared "
-        "machine the times are noisy: compare load_average in results.json.",
+        f"(target < {OVERHEAD_TARGET:.0%}); mapie_overhead likewise for MAPIE. Every model "
+        "and library runs on one thread (threadpool_limits(1)). On a shared machine the "
+        "times are noisy: compare load_average in results.json.",
         "APS is randomised in both libraries (MAPIE: include_last_label='randomized').",
         "Two models: with HistGradientBoosting the model's predictions are >90% of any "
         "library's time, so no conformal layer can make the total 0.8x MAPIE's; with linear "
