@@ -52,13 +52,19 @@ def _list_suites() -> str:
 
     families = get_families()
     lines = ["Suites: quick, full (every default family), smoke (tiny, for tests).", "Families:"]
-    for name in list_suites()[3:]:
+    names = list_suites()[3:]
+    width = max(len(name) for name in names) + 1
+    for name in names:
         if name in families:
-            lines.append(f"  {name:12s} {families[name].description}")
+            lines.append(f"  {name:{width}s} {families[name].description}")
         else:
             lines.append(
-                f"  {name:12s} (cannot be imported: {import_errors()[name].splitlines()[-1]})"
+                f"  {name:{width}s} (cannot be imported: {import_errors()[name].splitlines()[-1]})"
             )
+    lines.append(
+        "--suite <family> runs that family (and the families named <family>-*, so robust "
+        "also runs robust-inputs); --scale sets its size."
+    )
     return "\n".join(lines)
 
 
