@@ -312,3 +312,18 @@ def test_linearized_predictive_refuses_a_multi_output_regression_network():
     X, y = rng.normal(size=(60, 2)), rng.normal(size=60)
     with pytest.raises(ValueError, match="2 outputs"):
         LinearizedPredictive(net, random_state=0).fit(X, y)
+
+
+def test_multi_output_and_difficulty_estimator_kinds_are_named(data):
+    from sklearn.svm import SVR
+
+    X, y, labels = data
+    Y = np.c_[y, -y, 2 * y]
+    with pytest.raises(ValueError, match="MultiOutputRegressor"):
+        EllipsoidalConformalRegressor(SVR()).fit(X, Y)
+    classifier = LogisticRegression().fit(X[:50], labels[:50])
+    cp = SplitConformalRegressor(
+        LinearRegression(), conformity_score="normalized", difficulty_estimator=classifier
+    )
+    with pytest.raises(ValueError, match="is a classifier"):
+        cp.fit(X[:50], y[:50]).calibrate(X[50:100], y[50:100])

@@ -26,6 +26,7 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, RegressorMixin, clone
 from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import LinearRegression
+from sklearn.utils import get_tags
 
 from uqconform.base import (
     ConformalPredictor,
@@ -197,7 +198,20 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
         """Fit a clone of ``estimator`` as ``estimator_`` (a ``FrozenEstimator`` stays as is)."""
         self.estimator_ = clone(self._estimator_or_default())
         self._estimator_adopted = False
-        self.estimator_.fit(X, Y, **fit_params)
+        try:
+            self.estimator_.fit(X, Y, **fit_params)
+        except ValueError as error:
+            if (
+                Y.ndim == 2
+                and Y.shape[1] > 1
+                and not get_tags(self.estimator_).target_tags.multi_output
+            ):
+                raise ValueError(
+                    f"{type(self.estimator_).__name__} could not be fitted on the {Y.shape[1]} "
+                    "outputs of Y (it may take one output only): wrap it in "
+                    f"sklearn.multioutput.MultiOutputRegressor. Its error: {error}"
+                ) from error
+            raise
 
     def _estimator_prediction(self, X: Any) -> NDArray:
         """``estimator_.predict(X)`` as a float ``(n, d)`` array, checked against ``d``."""

@@ -185,6 +185,13 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
                     "predict_std)."
                 )
             self.difficulty_estimator_ = self.difficulty_estimator
+        if getattr(self.difficulty_estimator_, "classes_", None) is not None:  # fitted classifier
+            raise ValueError(
+                f"`difficulty_estimator` is a classifier "
+                f"({type(self.difficulty_estimator_).__name__}); the difficulty of a "
+                "regression row is a spread (a predictive std or a predicted absolute "
+                "residual): pass a regressor."
+            )
         return self.difficulty_estimator_
 
     def _raw_spread(self, X: Any) -> NDArray:
