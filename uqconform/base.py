@@ -170,6 +170,32 @@ def _has_nan(block: Any) -> bool:
     return not np.isfinite(array.sum()) and bool(np.isnan(array).any())
 
 
+def record_calibration_settings(model: Any) -> None:
+    """Remember the parameters the calibration scores depend on (``_calibration_params``)."""
+    names = getattr(model, "_calibration_params", ())
+    model._calibrated_with = {name: getattr(model, name) for name in names}
+
+
+def check_calibration_settings(model: Any, method: str) -> None:
+    """Refuse to predict when a parameter the calibration depends on changed since.
+
+    ``set_params(conformity_score=...)`` after ``calibrate`` would score test points with
+    one function and compare them with thresholds of another: the sets would lose their
+    guarantee without any error.
+    """
+    used = model.__dict__.get("_calibrated_with", {})
+    changed = [
+        f"{name}={value!r}"
+        for name, value in used.items()
+        if getattr(model, name) is not value and getattr(model, name) != value
+    ]
+    if changed:
+        raise NotFittedError(
+            f"{type(model).__name__}.{method}: parameters changed since calibrate (it used "
+            f"{', '.join(changed)}); call calibrate(X_calib, y_calib) again."
+        )
+
+
 def keeps_state_on_error(method: Callable) -> Callable:
     """Decorator: when ``method`` raises, the estimator's attributes are put back as they
     were, so a rejected ``calibrate`` call keeps the previous (good) calibration."""
@@ -401,6 +427,7 @@ class ConformalPredictor(BaseEstimator):
         else:
             self.groups_, group_index = np.unique(group_labels, return_inverse=True)
         self.conformity_scores_ = scores
+        record_calibration_settings(self)
         self.calibration_strata_ = group_index * n_sub + sub_strata
         self._n_sub_strata = n_sub
         self.n_calibration_ = int(y.shape[0])
@@ -412,6 +439,7 @@ class ConformalPredictor(BaseEstimator):
                 f"{type(self).__name__}.{method} needs calibration: call "
                 "calibrate(X_calib, y_calib) on held-out data first."
             )
+        check_calibration_settings(self, method)
 
     def _group_index(self, groups: ArrayLike | None, n: int) -> NDArray | None:
         """Row -> calibration group (None without Mondrian groups).

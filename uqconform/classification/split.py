@@ -123,6 +123,16 @@ default="lac"
     ((23, 3), dtype('bool'))
     """
 
+    #: Parameters the calibration scores depend on (changing one needs a new calibrate).
+    _calibration_params = (
+        "conformity_score",
+        "randomized",
+        "k_reg",
+        "lambda_reg",
+        "saps_weight",
+        "class_conditional",
+    )
+
     def __init__(
         self,
         estimator: BaseEstimator | None = None,

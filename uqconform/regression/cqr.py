@@ -157,6 +157,9 @@ class ConformalizedQuantileRegressor(SplitConformalRegressor):
     (200, 2)
     """
 
+    #: Parameters the calibration scores depend on (changing one needs a new calibrate).
+    _calibration_params = ("symmetric", "quantile_param")
+
     def __init__(
         self,
         estimator: BaseEstimator | tuple[BaseEstimator, BaseEstimator] | None = None,

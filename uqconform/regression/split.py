@@ -95,6 +95,9 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
     True
     """
 
+    #: Parameters the calibration scores depend on (changing one needs a new calibrate).
+    _calibration_params = ("conformity_score", "difficulty_estimator")
+
     def __init__(
         self,
         estimator: BaseEstimator | None = None,
