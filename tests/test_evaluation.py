@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -751,6 +752,9 @@ def test_box_arrays_of_multi_output_regressors():
 
 def test_integer_labels_without_a_zero_warn_without_classes():
     sets = np.array([[True, False, False, False]] * 4)
-    with pytest.warns(UserWarning, match="no label 0"):
+    with pytest.warns(UserWarning, match="no 0"):
         assert coverage([1, 1, 2, 3], sets) == 0.0
     assert coverage([1, 1, 2, 3], sets, classes=[1, 2, 3, 4]) == 0.5
+    with warnings.catch_warnings():  # a per-class loop: one label, not 1..K-1, no warning
+        warnings.simplefilter("error")
+        assert coverage([2, 2], sets[:2]) == 0.0

@@ -602,3 +602,22 @@ def test_an_array_ridge_strength_is_refused_by_name():
     X, y = rng.normal(size=(20, 2)), rng.normal(size=20)
     with pytest.raises(ValueError, match=r"`estimator\.alpha` must be one number"):
         FullConformalRidge(Ridge(alpha=np.array([1.0]))).fit(X, y)
+
+
+def test_an_ill_conditioned_but_regular_system_keeps_its_exact_sets():
+    """Near-collinear features with more rows than features: a test point far along the
+    weak direction has a huge leverage but the system is regular, so the exact (finite)
+    set stands, with no warning."""
+    from sklearn.linear_model import LinearRegression
+
+    rng = np.random.default_rng(0)
+    x1 = rng.normal(size=200)
+    X = np.c_[x1, x1 + 1e-6 * rng.normal(size=200)]
+    y = x1 + rng.normal(size=200)
+    model = FullConformalRidge(LinearRegression(), conformity_score="deleted").fit(X, y)
+    assert model.machine_.jitter == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        interval = model.predict_interval(np.array([[1.0, 0.0]]))
+    h_test, _ = model.machine_.test_leverages(model._test_features(np.array([[1.0, 0.0]]))[0])
+    assert h_test[0] > 1e8 and np.isfinite(interval).all()

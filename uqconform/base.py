@@ -233,14 +233,15 @@ def refuses_nan(estimator: Any) -> bool:
     if get_tags(estimator).input_tags.allow_nan:
         return False
     steps = getattr(estimator, "steps", None)
-    if isinstance(steps, list) and steps:  # a Pipeline: its first real step sees X
+    if isinstance(steps, (list, tuple)) and steps:  # a Pipeline: its first real step sees X
         first = next((step for _, step in steps if step not in (None, "passthrough")), None)
         return first is not None and refuses_nan(first)
     if hasattr(estimator, "transformers"):  # a ColumnTransformer: its own business
         return False
-    inner = getattr(estimator, "estimator", None)
-    if isinstance(inner, BaseEstimator):  # searches, FrozenEstimator, calibrated models
-        return refuses_nan(inner)
+    for name in ("estimator", "regressor", "base_estimator"):  # searches, FrozenEstimator,
+        inner = getattr(estimator, name, None)  # TransformedTargetRegressor, calibrated ...
+        if isinstance(inner, BaseEstimator):
+            return refuses_nan(inner)
     return True
 
 
@@ -460,9 +461,9 @@ class ConformalPredictor(BaseEstimator):
                 "The model was calibrated with `groups` (Mondrian calibration): pass the "
                 "group of every row to this call as groups=..."
             )
-        is_text = {kind in "US" for kind in (known.dtype.kind, labels.dtype.kind)}
+        kinds = {known.dtype.kind, labels.dtype.kind}
         try:
-            if len(is_text) > 1:  # strings against numbers: no label can match
+            if kinds & set("US") and kinds & set("biuf"):  # strings against numbers
                 raise TypeError
             position = np.searchsorted(known, labels)
         except TypeError:
@@ -659,9 +660,30 @@ def seeded_generator(
     """
     entropy = [int(seed), *(int(word) for word in np.atleast_1d(stream))]
     if content is not None:
-        digest = joblib.hash(content)  # arrays, DataFrames, sparse matrices, lists
+        digest = joblib.hash(_canonical_rows(content))
         entropy += [int(digest[i : i + 8], 16) for i in range(0, len(digest), 8)]
     return np.random.default_rng(entropy)
+
+
+def _canonical_rows(content: Any) -> Any:
+    """The values of some rows, whatever their container and memory layout.
+
+    Rows of a table (a DataFrame, a 2-D array or a list of rows) give one hash per row of
+    their values, not of the index, column names or memory order; a sparse matrix gives
+    its canonical CSR arrays: the same values in a DataFrame with another index, a
+    Fortran-ordered array or a list hash alike.
+    """
+    if sparse.issparse(content):
+        rows = sparse.csr_matrix(content, copy=True)
+        rows.sum_duplicates()
+        rows.sort_indices()
+        return (rows.shape, rows.data, rows.indices, rows.indptr)
+    if not hasattr(content, "iloc"):
+        content = np.asarray(content)
+        if content.ndim != 2:
+            return np.ascontiguousarray(content)
+    frame = pd.DataFrame(content).set_axis(range(np.shape(content)[1]), axis=1)
+    return pd.util.hash_pandas_object(frame, index=False).to_numpy()
 
 
 def integer_seed(random_state: Any) -> int | None:

@@ -301,10 +301,19 @@ def minimum_partition_size(k_calib: int, alpha: float, coverage: str) -> int:
     >>> minimum_partition_size(1, 0.1, "paper"), minimum_partition_size(14, 0.05, "exact")
     (9, 35)
     """
-    n = minimum_scores(alpha)
-    while partition_rank(n, k_calib, alpha, coverage) < 1:  # a short search
-        n += 1
-    return n
+    low = minimum_scores(alpha)  # the rank grows with n: double, then bisect
+    if partition_rank(low, k_calib, alpha, coverage) >= 1:
+        return low
+    high = 2 * low
+    while partition_rank(high, k_calib, alpha, coverage) < 1:
+        low, high = high, 2 * high
+    while high - low > 1:  # partition_rank(low) < 1 <= partition_rank(high)
+        middle = (low + high) // 2
+        if partition_rank(middle, k_calib, alpha, coverage) >= 1:
+            high = middle
+        else:
+            low = middle
+    return high
 
 
 def _partition_threshold(scores: NDArray, rank: int) -> float:
@@ -719,7 +728,7 @@ class ReliablePredictionSets(ClassifierMixin, BaseEstimator):
         partition = hash_partition(X, k, self.salt)
         sizes = np.bincount(partition, minlength=k)
         levels = check_alpha(self.alpha, "alpha")
-        self._check_sizes(sizes, float(levels.max()), 0)
+        self._check_sizes(sizes, float(levels.min()), 0)  # the most demanding level
         if self._probability_mode():
             counts = None
             scores = self._probabilities(X)[np.arange(n), labels]

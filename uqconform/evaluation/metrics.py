@@ -209,11 +209,13 @@ def _label_index(
                 f"{np.unique(y[bad])[:5].tolist()}); pass classes=... if the labels are not "
                 "column indices."
             )
-        if index.size >= n_columns and not (index == 0).any():
+        present = np.unique(index)
+        if n_columns > 1 and np.array_equal(present, np.arange(1, n_columns)):
+            # labels 1..K-1 with no 0: the signature of 1-based classes read as positions
             warnings.warn(
-                f"`{name}` has no label 0 among {index.size} rows: labels are read as column "
-                f"indices 0..{n_columns - 1}; if they are the classes themselves (e.g. 1..K), "
-                "pass classes=model.classes_.",
+                f"`{name}` holds the labels 1..{n_columns - 1} and no 0: labels are read as "
+                f"column indices 0..{n_columns - 1}; if they are the classes themselves "
+                "(1..K), pass classes=model.classes_.",
                 UserWarning,
                 stacklevel=4,
             )

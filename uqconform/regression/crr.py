@@ -45,14 +45,15 @@ _SLOPE_TOLERANCE = 1e-12
 _MIN_ONE_MINUS_LEVERAGE = 1e-8
 
 
-def _cholesky_with_jitter(matrix: NDArray, name: str) -> tuple[NDArray, bool]:
-    """Cholesky factor of a symmetric matrix, adding growing jitter until it is positive."""
+def _cholesky_with_jitter(matrix: NDArray, name: str) -> tuple[tuple[NDArray, bool], float]:
+    """Cholesky factor of a symmetric matrix, adding growing jitter until it is positive;
+    returns the factor and the jitter used (0 when none was needed)."""
     scale = float(np.mean(np.abs(np.diag(matrix)))) or 1.0
     jitters = [0.0] + [scale * 1e-10 * 10.0 ** (2 * k) for k in range(7)]
     for jitter in jitters:  # no jitter first, then growing
         try:
             shifted = matrix + jitter * np.eye(matrix.shape[0]) if jitter else matrix
-            return linalg.cho_factor(shifted, lower=True, check_finite=False)
+            return linalg.cho_factor(shifted, lower=True, check_finite=False), jitter
         except linalg.LinAlgError:
             continue
     raise ValueError(
@@ -90,7 +91,9 @@ class LinearConfidenceMachine:
             raise ValueError("The features contain NaN or infinite values.")
         gram = self.features.T @ self.features
         gram[np.diag_indices_from(gram)] += penalty
-        self._factor = _cholesky_with_jitter(gram, "regularised Gram (curvature) matrix")
+        self._factor, self.jitter = _cholesky_with_jitter(
+            gram, "regularised Gram (curvature) matrix"
+        )  # jitter > 0: the system was singular (a direction no penalty pins)
         # G = Phi Sigma, and the training leverages h_i = phi_i^T Sigma phi_i.
         self._gain = linalg.cho_solve(self._factor, self.features.T, check_finite=False).T
         self.leverage = np.einsum("ij,ij->i", self._gain, self.features)

@@ -74,16 +74,18 @@ class FullConformalMixin:
                 h_cross,
                 self.conformity_score,
             )
-            unpinned = h_test > _UNPINNED_LEVERAGE
+            # Only when the regularised Gram matrix was singular (the solver added jitter):
+            # a test point outside the span of the training features, in a direction no
+            # penalty pins, is interpolated whatever its label, every residual is zero and
+            # every label gets p-value 1 (the limit of the formulas, which the jitter would
+            # otherwise blur). A merely ill-conditioned system keeps its exact sets.
+            unpinned = (h_test > _UNPINNED_LEVERAGE) & (self.machine_.jitter > 0)
             if unpinned.any():
-                # The test point lies outside the span of the training features in a
-                # direction nothing penalises: the augmented fit interpolates it whatever
-                # its label, every residual is zero, and every label gets p-value 1 (the
-                # limit of the formulas, which the solver's jitter would otherwise blur).
                 a[unpinned], b[unpinned] = 0.0, 0.0
                 warnings.warn(
                     f"{int(unpinned.sum())} test rows lie outside the span of the training "
-                    "features in an unpenalised direction (more parameters than rows and no "
+                    "features in a direction no penalty pins (the regularised Gram matrix "
+                    "is singular: more parameters than rows, or duplicated features, and no "
                     "ridge): the fit interpolates them whatever their label, so their set is "
                     "the whole line. Add a penalty (Ridge, a prior precision) or more rows.",
                     UserWarning,
