@@ -538,3 +538,36 @@ def test_seed_diversity_reaches_a_pipeline_step():
     heads = HeadEnsemble(pipeline, n_heads=3, diversity="seeds", random_state=0).fit(X, y)
     seeds = [head[-1].random_state for head in heads.heads_]
     assert len(set(seeds)) == 3 and all(isinstance(s, int) for s in seeds)
+
+
+def test_multidim_walkthrough_fixes():
+    """Regression tests from a user walkthrough of the multi-dimensional scores."""
+    X, y, heads = synthetic()
+    model = MultiDimScoreClassifier(list(heads), base_score="aps", random_state=0)
+    model.calibrate(X[:N_CAL], y[:N_CAL])
+    sets = model.predict_set(X[N_CAL:])
+    # a setting the calibration depends on changed: predicting needs a new calibrate
+    model.set_params(base_score="lac")
+    with pytest.raises(NotFittedError, match="changed since calibrate"):
+        model.predict_set(X[N_CAL:])
+    model.set_params(base_score="aps")
+    np.testing.assert_array_equal(model.predict_set(X[N_CAL:]), sets)
+    # fill_empty=False keeps the calibrated (possibly empty) sets; True only adds labels
+    model.set_params(fill_empty=False)
+    raw = model.predict_set(X[N_CAL:])
+    assert (sets >= raw).all() and (sets.sum(axis=1) >= 1).all()
+    assert np.array_equal(sets[raw.any(axis=1)], raw[raw.any(axis=1)])
+    # a tiny cells_fraction names its minimum at once (the search used to step by one)
+    tiny = MultiDimScoreClassifier(list(heads), cells_fraction=1e-9, random_state=0)
+    with pytest.raises(ValueError, match="at least 1000000000 calibration points"):
+        tiny.calibrate(X[:50], y[:50])
+    # heads given as a list are re-read at calibrate after set_params, even after fit
+    listed = MultiDimScoreClassifier(list(heads[:2]), random_state=0).fit(X[:10], y[:10])
+    listed.set_params(estimator=list(heads)).calibrate(X[:N_CAL], y[:N_CAL])
+    assert len(listed.estimator_.heads_) == len(heads)
+
+
+def test_seed_diversity_warns_when_the_heads_are_identical():
+    X, y = make_classification(300, n_features=6, n_informative=4, n_classes=3, random_state=0)
+    with pytest.warns(UserWarning, match="identical heads"):
+        HeadEnsemble(LogisticRegression(), n_heads=3, diversity="seeds", random_state=0).fit(X, y)

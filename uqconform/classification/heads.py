@@ -9,6 +9,7 @@ classifiers with identical ``classes_`` works too.
 from __future__ import annotations
 
 import numbers
+import warnings
 from typing import Any
 
 import numpy as np
@@ -184,6 +185,17 @@ class HeadEnsemble(ClassifierMixin, BaseEstimator):
         )
         self.feature_subsets_ = columns
         self.classes_ = np.asarray(self.heads_[0].classes_)
+        if self.diversity == "seeds" and len(self.heads_) > 1:
+            sample = _rows(X, np.arange(min(n, 200)))
+            proba = self.head_probabilities(sample)
+            if np.max(np.abs(proba - proba[:1])) < 1e-10:
+                warnings.warn(
+                    f"diversity='seeds' gave {len(self.heads_)} identical heads: "
+                    f"{type(base).__name__} does not use its random_state here (a "
+                    "deterministic solver); use diversity='bootstrap' or 'subspace'.",
+                    UserWarning,
+                    stacklevel=2,
+                )
         return self
 
     def __sklearn_is_fitted__(self) -> bool:
