@@ -58,6 +58,7 @@ __all__ = [
     "hash_partition",
     "majority_coverage",
     "majority_threshold",
+    "minimum_partition_size",
     "partition_rank",
 ]
 
