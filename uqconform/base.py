@@ -16,6 +16,7 @@ turn a batch of model outputs and thresholds into intervals or sets.
 from __future__ import annotations
 
 import functools
+import hashlib
 import numbers
 import warnings
 from abc import abstractmethod
@@ -660,30 +661,38 @@ def seeded_generator(
     """
     entropy = [int(seed), *(int(word) for word in np.atleast_1d(stream))]
     if content is not None:
-        digest = joblib.hash(_canonical_rows(content))
+        digest = _rows_digest(content)
         entropy += [int(digest[i : i + 8], 16) for i in range(0, len(digest), 8)]
     return np.random.default_rng(entropy)
 
 
-def _canonical_rows(content: Any) -> Any:
-    """The values of some rows, whatever their container and memory layout.
+#: Rows hashed at a time by `_rows_digest` (bounded memory on millions of rows).
+_HASH_ROWS = 16_384
 
-    Rows of a table (a DataFrame, a 2-D array or a list of rows) give one hash per row of
-    their values, not of the index, column names or memory order; a sparse matrix gives
-    its canonical CSR arrays: the same values in a DataFrame with another index, a
-    Fortran-ordered array or a list hash alike.
+
+def _rows_digest(content: Any) -> str:
+    """A digest of the values of some rows, whatever their container and memory layout.
+
+    Rows of a table (a DataFrame, a 2-D array or a list of rows) are hashed by value, one
+    block of rows at a time, ignoring the index, column names and memory order; a sparse
+    matrix by its canonical CSR arrays: the same values in a DataFrame with another index,
+    a Fortran-ordered array or a list give the same digest.
     """
     if sparse.issparse(content):
         rows = sparse.csr_matrix(content, copy=True)
         rows.sum_duplicates()
         rows.sort_indices()
-        return (rows.shape, rows.data, rows.indices, rows.indptr)
+        return joblib.hash((rows.shape, rows.data, rows.indices, rows.indptr))
     if not hasattr(content, "iloc"):
         content = np.asarray(content)
         if content.ndim != 2:
-            return np.ascontiguousarray(content)
-    frame = pd.DataFrame(content).set_axis(range(np.shape(content)[1]), axis=1)
-    return pd.util.hash_pandas_object(frame, index=False).to_numpy()
+            return joblib.hash(np.ascontiguousarray(content))
+    digest = hashlib.md5(str(np.shape(content)).encode(), usedforsecurity=False)
+    for start in range(0, np.shape(content)[0], _HASH_ROWS):  # a loop over row blocks
+        block = pd.DataFrame(slice_rows(content, start, start + _HASH_ROWS))
+        block = block.set_axis(range(block.shape[1]), axis=1)
+        digest.update(pd.util.hash_pandas_object(block, index=False).to_numpy().tobytes())
+    return digest.hexdigest()
 
 
 def integer_seed(random_state: Any) -> int | None:
