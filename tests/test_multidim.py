@@ -383,6 +383,9 @@ def test_plot_cells_runs():
     try:
         assert model.plot_cells(X[300:500], y[300:500], heads=(0, 2), ax=ax) is ax
         assert ax.get_xlabel() == "score of head 0"
+        for bad in ((0, 0), (0, len(heads)), (1,), 3):
+            with pytest.raises(ValueError, match="`heads` must be two distinct"):
+                model.plot_cells(X[300:500], y[300:500], heads=bad, ax=ax)
     finally:
         plt.close(fig)
 

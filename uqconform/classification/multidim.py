@@ -506,8 +506,10 @@ class MultiDimScoreClassifier(ClassifierMixin, BaseEstimator):
         y : array-like of shape (n_samples,)
             Their true labels.
         heads : pair of int, default=(0, 1)
-            The two heads whose scores are the axes.
+            The two heads whose scores are the axes (distinct, below the number of heads).
         ax : matplotlib Axes, optional
+
+        The accepted labels drawn are those of the first level of ``alpha``.
 
         Returns
         -------
@@ -520,6 +522,18 @@ class MultiDimScoreClassifier(ClassifierMixin, BaseEstimator):
                 'plot_cells needs matplotlib: pip install "uqconform[plot]"'
             ) from error
         check_is_fitted(self, "conformity_scores_")
+        n_heads = len(self.estimator_.heads_)
+        pair = tuple(heads) if np.ndim(heads) == 1 else ()
+        if (
+            len(pair) != 2
+            or pair[0] == pair[1]
+            or not all(isinstance(h, numbers.Integral) and 0 <= h < n_heads for h in pair)
+        ):
+            raise ValueError(
+                f"`heads` must be two distinct head indices in 0..{n_heads - 1}, got {heads!r}"
+                + (" (a map of two heads needs a model with at least two)" if n_heads < 2 else "")
+                + "."
+            )
         ax = plt.gca() if ax is None else ax
         vectors = self.score_vectors(X)
         labels = encode_labels(check_rows("y", y, n_rows(X)), self.classes_)
