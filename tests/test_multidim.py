@@ -574,3 +574,10 @@ def test_seed_diversity_warns_when_the_heads_are_identical():
     X, y = make_classification(300, n_features=6, n_informative=4, n_classes=3, random_state=0)
     with pytest.warns(UserWarning, match="identical heads"):
         HeadEnsemble(LogisticRegression(), n_heads=3, diversity="seeds", random_state=0).fit(X, y)
+
+
+def test_more_neighbours_than_centres_warns():
+    X, y, heads = synthetic()
+    model = MultiDimScoreClassifier(list(heads), n_neighbors=10_000, random_state=0)
+    with pytest.warns(UserWarning, match="more than the"):
+        model.calibrate(X[:N_CAL], y[:N_CAL])

@@ -371,6 +371,13 @@ class MultiDimScoreClassifier(ClassifierMixin, BaseEstimator):
         # warm start of each requested level (one level's must not enlarge another's sets).
         self.cells_["warm_start"] = self._warm_start(float(levels.min()))
         self._tree = tree
+        if int(self.n_neighbors) > centres.shape[0]:
+            warnings.warn(
+                f"`n_neighbors`={self.n_neighbors} is more than the {centres.shape[0]} cell "
+                f"centres: {centres.shape[0]} are used.",
+                UserWarning,
+                stacklevel=3,
+            )
 
     def _warm_start(self, level: float) -> int:
         """Purest cells taken while their true counts stay within ``ceil((m + 1)(1 - alpha))``.
