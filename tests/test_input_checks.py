@@ -327,3 +327,29 @@ def test_multi_output_and_difficulty_estimator_kinds_are_named(data):
     )
     with pytest.raises(ValueError, match="is a classifier"):
         cp.fit(X[:50], y[:50]).calibrate(X[50:100], y[50:100])
+
+
+def test_keeps_state_on_error_restores_attributes_and_a_generator_seed():
+    from uqconform.base import keeps_state_on_error
+
+    class Model:
+        def __init__(self, random_state):
+            self.random_state = random_state
+            self.calibrated_ = "old"
+
+        @keeps_state_on_error
+        def calibrate(self, fail):
+            self.calibrated_ = "new"
+            self.random_state.random(10)  # draws before the failure
+            if fail:
+                raise ValueError("bad input")
+            return self
+
+    generator = np.random.default_rng(0)
+    model = Model(generator)
+    state = generator.bit_generator.state
+    with pytest.raises(ValueError, match="bad input"):
+        model.calibrate(fail=True)
+    assert model.calibrated_ == "old" and generator.bit_generator.state == state
+    assert model.calibrate(fail=False).calibrated_ == "new"
+    assert generator.bit_generator.state != state

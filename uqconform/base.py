@@ -204,11 +204,17 @@ def keeps_state_on_error(method: Callable) -> Callable:
     @functools.wraps(method)
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
         saved = dict(self.__dict__)
+        generator = getattr(self, "random_state", None)  # a Generator advances in place
+        state = (
+            generator.bit_generator.state if isinstance(generator, np.random.Generator) else None
+        )
         try:
             return method(self, *args, **kwargs)
         except BaseException:
             self.__dict__.clear()
             self.__dict__.update(saved)
+            if state is not None:
+                generator.bit_generator.state = state
             raise
 
     return wrapper
