@@ -353,3 +353,14 @@ def test_keeps_state_on_error_restores_attributes_and_a_generator_seed():
     assert model.calibrated_ == "old" and generator.bit_generator.state == state
     assert model.calibrate(fail=False).calibrated_ == "new"
     assert generator.bit_generator.state != state
+
+
+def test_a_fitted_posterior_with_an_unfitted_network_fails_before_training():
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(80, 2)), rng.normal(size=80)
+    net = MLPRegressor(hidden_layer_sizes=(4,), max_iter=50, random_state=0)
+    fitted = MLPRegressor(hidden_layer_sizes=(4,), max_iter=50, random_state=0).fit(X, y)
+    posterior = LaplacePosterior(fitted, prior_precision=1.0).fit(X, y)
+    with pytest.raises(ValueError, match="not fitted"):
+        LinearizedPredictive(net, posterior=posterior).fit(X, y)
+    assert not hasattr(net, "coefs_")  # refused before any training

@@ -258,6 +258,11 @@ class LinearizedPredictive(BaseEstimator):
             not isinstance(self.posterior, LaplacePosterior)
             or hasattr(self.posterior, "prior_precision_")
         )
+        if given and not prefit:
+            raise ValueError(
+                "a fitted posterior (or an array of variances) belongs to a trained network, "
+                "but `estimator` is not fitted: pass the network the posterior was built for."
+            )
         if prefit and given:
             # nothing to train: every row tunes the scale (and the regression noise)
             X_fit = y_fit = None
