@@ -5,6 +5,7 @@ from __future__ import annotations
 import builtins
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -164,3 +165,17 @@ def test_missing_torch_names_the_extra(monkeypatch):
     monkeypatch.setattr(builtins, "__import__", fake_import)
     with pytest.raises(ImportError, match=r"uqconform\[torch\]"):
         require_torch()
+
+
+def test_batchnorm_in_training_mode_warns():
+    torch = pytest.importorskip("torch")
+    from uqconform.bayes.torch_network import from_torch
+
+    net = torch.nn.Sequential(
+        torch.nn.Linear(2, 4), torch.nn.BatchNorm1d(4), torch.nn.ReLU(), torch.nn.Linear(4, 1)
+    ).double()
+    with pytest.warns(UserWarning, match="training mode"):
+        from_torch(net)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        from_torch(net.eval())
