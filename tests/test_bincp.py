@@ -419,3 +419,17 @@ def test_wrong_call_order_unseen_labels_and_bad_inputs(problem):
         cp.predict_set(bad)
     with pytest.raises(ValueError, match="features"):
         cp.predict_set(X[:5, :1])
+
+
+def test_changed_smoothing_needs_a_new_calibration(problem):
+    from sklearn.exceptions import NotFittedError
+
+    model, X, y = problem
+    cp = BinarizedSmoothedClassifier(model, sigma=0.5, random_state=0).calibrate(X[:300], y[:300])
+    sets = cp.predict_set(X[300:350])
+    cp.set_params(sigma=2.0)
+    with pytest.raises(NotFittedError, match="changed since calibrate"):
+        cp.predict_set(X[300:350])
+    cp.set_params(sigma=0.5)
+    np.testing.assert_array_equal(cp.predict_set(X[300:350]), sets)
+    assert cp.set_params(radius=0.1).predict_set(X[300:350]).shape == sets.shape  # per call

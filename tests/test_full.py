@@ -621,3 +621,24 @@ def test_an_ill_conditioned_but_regular_system_keeps_its_exact_sets():
         interval = model.predict_interval(np.array([[1.0, 0.0]]))
     h_test, _ = model.machine_.test_leverages(model._test_features(np.array([[1.0, 0.0]]))[0])
     assert h_test[0] > 1e8 and np.isfinite(interval).all()
+
+
+def test_duplicated_features_pin_the_span_only():
+    """A duplicated column without ridge: the Gram matrix is singular (by jitter or by
+    rounding). Test points in the span of the training features keep finite exact sets;
+    points with a component along the unpinned direction get the whole line."""
+    from sklearn.linear_model import LinearRegression
+
+    for seed in range(5):
+        rng = np.random.default_rng(seed)
+        x = rng.normal(size=(20, 3))
+        X, y = np.c_[x, x[:, 0]], x @ [1.0, 2.0, 3.0] + rng.normal(size=20)
+        model = FullConformalRidge(LinearRegression(fit_intercept=False)).fit(X, y)
+        assert model.machine_.singular
+        test = rng.normal(size=(10, 4))
+        inside = np.c_[test[:, :3], test[:, 0]]
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert np.isfinite(model.predict_interval(inside)).all()
+        with pytest.warns(UserWarning, match="outside the span"):
+            assert np.isinf(model.predict_interval(test)).all()

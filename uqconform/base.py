@@ -204,17 +204,21 @@ def keeps_state_on_error(method: Callable) -> Callable:
     @functools.wraps(method)
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
         saved = dict(self.__dict__)
-        generator = getattr(self, "random_state", None)  # a Generator advances in place
-        state = (
-            generator.bit_generator.state if isinstance(generator, np.random.Generator) else None
-        )
+        generator = getattr(self, "random_state", None)  # Generators advance in place
+        state = None
+        if isinstance(generator, np.random.Generator):
+            state = generator.bit_generator.state
+        elif isinstance(generator, np.random.RandomState):
+            state = generator.get_state()
         try:
             return method(self, *args, **kwargs)
         except BaseException:
             self.__dict__.clear()
             self.__dict__.update(saved)
-            if state is not None:
+            if isinstance(generator, np.random.Generator):
                 generator.bit_generator.state = state
+            elif isinstance(generator, np.random.RandomState):
+                generator.set_state(state)
             raise
 
     return wrapper
@@ -690,14 +694,22 @@ def _rows_digest(content: Any) -> str:
         rows.sort_indices()
         return joblib.hash((rows.shape, rows.data, rows.indices, rows.indptr))
     if not hasattr(content, "iloc"):
-        content = np.asarray(content)
+        try:
+            content = np.asarray(content)
+        except ValueError:  # ragged rows: hash them as given
+            return joblib.hash(content)
         if content.ndim != 2:
             return joblib.hash(np.ascontiguousarray(content))
     digest = hashlib.md5(str(np.shape(content)).encode(), usedforsecurity=False)
     for start in range(0, np.shape(content)[0], _HASH_ROWS):  # a loop over row blocks
-        block = pd.DataFrame(slice_rows(content, start, start + _HASH_ROWS))
+        rows = slice_rows(content, start, start + _HASH_ROWS)
+        block = pd.DataFrame(rows)
         block = block.set_axis(range(block.shape[1]), axis=1)
-        digest.update(pd.util.hash_pandas_object(block, index=False).to_numpy().tobytes())
+        try:
+            values = pd.util.hash_pandas_object(block, index=False).to_numpy().tobytes()
+        except TypeError:  # cells pandas cannot hash (lists, dicts): joblib's hash
+            values = joblib.hash(rows).encode()
+        digest.update(values)
     return digest.hexdigest()
 
 

@@ -46,10 +46,12 @@ from sklearn.utils.validation import check_is_fitted
 from uqconform.base import (
     ConformalPredictor,
     check_batch_size,
+    check_calibration_settings,
     check_class_labels,
     check_positive_int,
     integer_seed,
     keeps_state_on_error,
+    record_calibration_settings,
     seeded_generator,
 )
 from uqconform.classification.split import encode_labels
@@ -359,6 +361,7 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
             true = conformity[np.arange(stop - start), :, labels[start:stop]]  # (b, m)
             scores[start:stop] = self._calibration_statistic(true, level)
         self.conformity_scores_ = scores
+        record_calibration_settings(self)
         self.n_calibration_ = n
         self.failure_level_ = level
         self._after_calibration()
@@ -563,6 +566,7 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
                 f"{type(self).__name__}.{method} needs calibration: call "
                 "calibrate(X_calib, y_calib) on held-out clean data first."
             )
+        check_calibration_settings(self, method)
 
 
 class BinarizedSmoothedClassifier(_SmoothedClassifier):
@@ -643,6 +647,9 @@ class BinarizedSmoothedClassifier(_SmoothedClassifier):
     >>> print(round(cp.certified_probability(0.1), 3) < cp.base_probability_)
     True
     """
+
+    #: Parameters the calibration depends on (changing one needs a new calibrate).
+    _calibration_params = ("sigma", "n_samples", "mode", "p", "tau", "eta", "conformity_score")
 
     def __init__(
         self,
@@ -778,6 +785,9 @@ class MeanSmoothedClassifier(_SmoothedClassifier):
     >>> cp.fit(X[fit], y[fit], augment=4).calibrate(X[cal], y[cal]).predict_set(X[test]).shape
     (30, 3)
     """
+
+    #: Parameters the calibration depends on (changing one needs a new calibrate).
+    _calibration_params = ("sigma", "n_samples", "eta", "conformity_score")
 
     def __init__(
         self,

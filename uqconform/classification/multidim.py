@@ -376,7 +376,7 @@ class MultiDimScoreClassifier(ClassifierMixin, BaseEstimator):
                 f"`n_neighbors`={self.n_neighbors} is more than the {centres.shape[0]} cell "
                 f"centres: {centres.shape[0]} are used.",
                 UserWarning,
-                stacklevel=3,
+                stacklevel=4,
             )
 
     def _warm_start(self, level: float) -> int:

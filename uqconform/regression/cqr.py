@@ -158,7 +158,7 @@ class ConformalizedQuantileRegressor(SplitConformalRegressor):
     """
 
     #: Parameters the calibration scores depend on (changing one needs a new calibrate).
-    _calibration_params = ("symmetric", "quantile_param")
+    _calibration_params = ("symmetric",)
 
     def __init__(
         self,

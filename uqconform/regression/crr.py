@@ -41,6 +41,11 @@ SCORES = ("standard", "studentized", "deleted")
 
 # Relative tolerance under which two slopes b_i, b_m count as equal.
 _SLOPE_TOLERANCE = 1e-12
+# Squared ratio of the smallest to the largest Cholesky pivot under which the regularised
+# Gram matrix counts as singular (rounding, not data).
+_SINGULAR_PIVOT_RATIO = 1e-12
+# Relative size of a test point's component outside the pinned directions that counts.
+_OUTSIDE_SPAN = 1e-6
 # Bounds of 1 - leverage in the studentized and deleted scores.
 _MIN_ONE_MINUS_LEVERAGE = 1e-8
 
@@ -93,7 +98,18 @@ class LinearConfidenceMachine:
         gram[np.diag_indices_from(gram)] += penalty
         self._factor, self.jitter = _cholesky_with_jitter(
             gram, "regularised Gram (curvature) matrix"
-        )  # jitter > 0: the system was singular (a direction no penalty pins)
+        )
+        # Singular: a direction no data and no penalty pins. Either the solver needed
+        # jitter, or the factorisation went through by rounding (squared pivot ratio at
+        # round-off level). Then keep a basis of those directions (`unpinned`).
+        pivots = np.abs(np.diag(self._factor[0]))
+        ratio = float(pivots.min() / pivots.max()) ** 2 if pivots.max() > 0 else 0.0
+        self.singular = bool(self.jitter > 0 or ratio < _SINGULAR_PIVOT_RATIO)
+        self._null_space = None
+        if self.singular:
+            values, vectors = np.linalg.eigh(gram)
+            small = values <= _SINGULAR_PIVOT_RATIO * max(float(values.max()), 0.0)
+            self._null_space = vectors[:, small] if small.any() else None
         # G = Phi Sigma, and the training leverages h_i = phi_i^T Sigma phi_i.
         self._gain = linalg.cho_solve(self._factor, self.features.T, check_finite=False).T
         self.leverage = np.einsum("ij,ij->i", self._gain, self.features)
@@ -105,6 +121,19 @@ class LinearConfidenceMachine:
     def solve(self, target: NDArray) -> NDArray:
         """Ridge coefficients ``Sigma Phi^T target``."""
         return self._gain.T @ target
+
+    def unpinned(self, test_features: NDArray) -> NDArray:
+        """Test points with a component in a direction no data and no penalty pins, (m,).
+
+        The fit then interpolates such a point whatever its label: every residual of the
+        augmented fit is zero and every label has p-value 1.
+        """
+        test_features = np.asarray(test_features, dtype=float)
+        if self._null_space is None:
+            return np.zeros(test_features.shape[0], dtype=bool)
+        outside = np.linalg.norm(test_features @ self._null_space, axis=1)
+        scale = np.linalg.norm(test_features, axis=1)
+        return outside > _OUTSIDE_SPAN * np.maximum(scale, np.finfo(float).tiny)
 
     def test_leverages(self, test_features: NDArray) -> tuple[NDArray, NDArray]:
         """``h_m`` (m,) and ``h_im`` (m, n) of test points."""

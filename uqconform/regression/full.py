@@ -36,10 +36,6 @@ __all__ = ["FullConformalRidge"]
 _CELLS_PER_BATCH = 2**19
 
 
-#: Test leverage above which a point counts as outside the training span, unpenalised.
-_UNPINNED_LEVERAGE = 1e8
-
-
 class FullConformalMixin:
     """Prediction side shared by the full-CP regressors.
 
@@ -79,7 +75,7 @@ class FullConformalMixin:
             # penalty pins, is interpolated whatever its label, every residual is zero and
             # every label gets p-value 1 (the limit of the formulas, which the jitter would
             # otherwise blur). A merely ill-conditioned system keeps its exact sets.
-            unpinned = (h_test > _UNPINNED_LEVERAGE) & (self.machine_.jitter > 0)
+            unpinned = self.machine_.unpinned(features[rows])
             if unpinned.any():
                 a[unpinned], b[unpinned] = 0.0, 0.0
                 warnings.warn(

@@ -96,7 +96,7 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
     """
 
     #: Parameters the calibration scores depend on (changing one needs a new calibrate).
-    _calibration_params = ("conformity_score", "difficulty_estimator")
+    _calibration_params = ("conformity_score",)
 
     def __init__(
         self,
