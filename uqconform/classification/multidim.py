@@ -506,6 +506,8 @@ class MultiDimScoreClassifier(ClassifierMixin, BaseEstimator):
     def plot_cells(self, X: ArrayLike, y: ArrayLike, heads=(0, 1), ax=None):
         """Score vectors of two heads, true labels against false ones, and the accepted region.
 
+        The accepted labels drawn are those of the first level of ``alpha``.
+
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
@@ -515,8 +517,6 @@ class MultiDimScoreClassifier(ClassifierMixin, BaseEstimator):
         heads : pair of int, default=(0, 1)
             The two heads whose scores are the axes (distinct, below the number of heads).
         ax : matplotlib Axes, optional
-
-        The accepted labels drawn are those of the first level of ``alpha``.
 
         Returns
         -------
