@@ -156,7 +156,40 @@ def minimum_effective_size(alphas: NDArray) -> int:
 
 
 class SequentialConformalRegressor(RegressorMixin, BaseEstimator):
-    """Base class of EnbPI, SPCI and KOWCPI (not used directly)."""
+    """Base class of EnbPI, SPCI and KOWCPI (not used directly).
+
+    Attributes
+    ----------
+    source_ : ResidualSource
+        The fitted models (``source_.models``) and the weights that combine them into the
+        point prediction (`predict`).
+    fit_residuals_ : ndarray of shape (n_residuals,)
+        Out-of-sample residuals of the fit data in time order (one per fit row with
+        ``residuals="bootstrap"``; the hold-out block's with ``"holdout"``).
+    scale_ : float
+        Robust scale (normal-consistent MAD) of ``fit_residuals_``; their standard deviation
+        if the MAD is zero; 1 when both are numerically zero (with a warning at fit).
+    memory_ : ndarray
+        The residual memory: the newest residuals, at most ``memory``.
+    n_steps_ : int
+        Observations absorbed since fit (rows of ``predict_interval`` with ``y``, and of
+        ``update``).
+    coverage_history_ : ndarray of bool
+        Whether ``y`` fell in its interval, for each row of every ``predict_interval`` call
+        that received ``y``, at the first level of that call's ``alpha`` (in the order
+        given). ``update`` adds nothing (it issues no interval); refitting empties it.
+    n_features_in_ : int
+        Number of features seen at fit.
+    feature_names_in_ : ndarray of str
+        Column names seen at fit (only when X has string column names).
+    effective_sample_sizes_ : list of float
+        ``1 / sum(w_i^2)`` of the conditional model's weights over the memory, once per
+        residual-memory state used: one entry per ``predict_interval`` call without ``y``
+        (its rows share the memory), one per row with ``y``; ``update`` adds nothing.
+    n_infeasible_ : int
+        Residual-memory states at which the conditional model fell back to plain weights
+        (KOWCPI; always 0 for EnbPI and SPCI).
+    """
 
     def _default_estimator(self) -> BaseEstimator:
         return RandomForestRegressor(n_estimators=10, min_samples_leaf=5)

@@ -19,6 +19,10 @@ class EnbPI(SequentialConformalRegressor):
     ``memory`` out-of-sample residuals, with the narrowest ``beta``; it adapts to the
     residuals' recent scale but not to their dependence on the last few residuals.
 
+    Fitted attributes every sequential method has (``source_``, ``fit_residuals_``,
+    ``scale_``, ``memory_``, ``n_steps_``, ``coverage_history_``, ...) are described on
+    `SequentialConformalRegressor`; those below are this method's own.
+
     Parameters
     ----------
     estimator : regressor, default=None
@@ -50,24 +54,6 @@ class EnbPI(SequentialConformalRegressor):
 
     Attributes
     ----------
-    source_ : ResidualSource
-        The fitted models (``source_.models``) and the weights that combine them into the
-        point prediction (`predict`).
-    fit_residuals_ : ndarray of shape (n_residuals,)
-        Out-of-sample residuals of the fit data in time order (one per fit row with
-        ``residuals="bootstrap"``; the hold-out block's with ``"holdout"``).
-    scale_ : float
-        Robust scale (normal-consistent MAD) of ``fit_residuals_``; their standard deviation
-        if the MAD is zero; 1 when both are numerically zero (with a warning at fit).
-    memory_ : ndarray
-        The residual memory: the newest residuals, at most ``memory``.
-    n_steps_ : int
-        Observations absorbed since fit (rows of ``predict_interval`` with ``y``, and of
-        ``update``).
-    coverage_history_ : ndarray of bool
-        Whether ``y`` fell in its interval, for each row of every ``predict_interval`` call
-        that received ``y``, at the first level of that call's ``alpha`` (in the order
-        given). ``update`` adds nothing (it issues no interval); refitting empties it.
     effective_sample_sizes_ : list of float
         ``1 / sum(w_i^2)`` of the weights over the memory (for EnbPI's equal weights, the
         number of residuals in the memory), once per residual-memory state used: one entry
@@ -75,10 +61,6 @@ class EnbPI(SequentialConformalRegressor):
         row with ``y``; ``update`` adds nothing.
     n_infeasible_ : int
         Always 0 for EnbPI (the attribute of KOWCPI, kept for a common interface).
-    n_features_in_ : int
-        Number of features seen at fit.
-    feature_names_in_ : ndarray of str
-        Column names seen at fit (only when X has string column names).
 
     Examples
     --------

@@ -62,6 +62,10 @@ class KOWCPI(SequentialConformalRegressor):
     get the weight, so intervals follow volatility regimes; asymptotic conditional
     coverage under mixing, no finite-sample guarantee.
 
+    Fitted attributes every sequential method has (``source_``, ``fit_residuals_``,
+    ``scale_``, ``memory_``, ``n_steps_``, ``coverage_history_``, ...) are described on
+    `SequentialConformalRegressor`; those below are this method's own.
+
     Parameters
     ----------
     estimator : regressor, default=None
@@ -119,24 +123,6 @@ class KOWCPI(SequentialConformalRegressor):
 
     Attributes
     ----------
-    source_ : ResidualSource
-        The fitted models (``source_.models``) and the weights that combine them into the
-        point prediction (`predict`).
-    fit_residuals_ : ndarray of shape (n_residuals,)
-        Out-of-sample residuals of the fit data in time order (one per fit row with
-        ``residuals="bootstrap"``; the hold-out block's with ``"holdout"``).
-    scale_ : float
-        Robust scale (normal-consistent MAD) of ``fit_residuals_``; their standard deviation
-        if the MAD is zero; 1 when both are numerically zero (with a warning at fit).
-    memory_ : ndarray
-        The residual memory: the newest residuals, at most ``memory``.
-    n_steps_ : int
-        Observations absorbed since fit (rows of ``predict_interval`` with ``y``, and of
-        ``update``).
-    coverage_history_ : ndarray of bool
-        Whether ``y`` fell in its interval, for each row of every ``predict_interval`` call
-        that received ``y``, at the first level of that call's ``alpha`` (in the order
-        given). ``update`` adds nothing (it issues no interval); refitting empties it.
     effective_sample_sizes_ : list of float
         ``1 / sum(w_i^2)`` of the kernel weights, once per residual-memory state
         used: one entry per ``predict_interval`` call without ``y`` (its rows share the
@@ -153,10 +139,6 @@ class KOWCPI(SequentialConformalRegressor):
     tuning_results_ : list of dict
         Window, bandwidth, tuning coverage and mean width of each candidate tried (only
         when several candidates were compared).
-    n_features_in_ : int
-        Number of features seen at fit.
-    feature_names_in_ : ndarray of str
-        Column names seen at fit (only when X has string column names).
 
     Examples
     --------

@@ -23,6 +23,10 @@ class SPCI(SequentialConformalRegressor):
     quantiles at the current window (Meinshausen weights, computed from scikit-learn's
     leaf indices). Adapts to residual dependence, at the cost of a forest fit per step.
 
+    Fitted attributes every sequential method has (``source_``, ``fit_residuals_``,
+    ``scale_``, ``memory_``, ``n_steps_``, ``coverage_history_``, ...) are described on
+    `SequentialConformalRegressor`; those below are this method's own.
+
     Parameters
     ----------
     estimator : regressor, default=None
@@ -61,34 +65,12 @@ class SPCI(SequentialConformalRegressor):
 
     Attributes
     ----------
-    source_ : ResidualSource
-        The fitted models (``source_.models``) and the weights that combine them into the
-        point prediction (`predict`).
-    fit_residuals_ : ndarray of shape (n_residuals,)
-        Out-of-sample residuals of the fit data in time order (one per fit row with
-        ``residuals="bootstrap"``; the hold-out block's with ``"holdout"``).
-    scale_ : float
-        Robust scale (normal-consistent MAD) of ``fit_residuals_``; their standard deviation
-        if the MAD is zero; 1 when both are numerically zero (with a warning at fit).
-    memory_ : ndarray
-        The residual memory: the newest residuals, at most ``memory``.
-    n_steps_ : int
-        Observations absorbed since fit (rows of ``predict_interval`` with ``y``, and of
-        ``update``).
-    coverage_history_ : ndarray of bool
-        Whether ``y`` fell in its interval, for each row of every ``predict_interval`` call
-        that received ``y``, at the first level of that call's ``alpha`` (in the order
-        given). ``update`` adds nothing (it issues no interval); refitting empties it.
     effective_sample_sizes_ : list of float
         ``1 / sum(w_i^2)`` of the quantile forest's weights, once per residual-memory state
         used: one entry per ``predict_interval`` call without ``y`` (its rows share the
         memory), one per row with ``y``; ``update`` adds nothing.
     n_infeasible_ : int
         Always 0 for SPCI (the attribute of KOWCPI, kept for a common interface).
-    n_features_in_ : int
-        Number of features seen at fit.
-    feature_names_in_ : ndarray of str
-        Column names seen at fit (only when X has string column names).
 
     Examples
     --------
