@@ -43,11 +43,13 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from uqconform.base import (
+    check_calibration_settings,
     check_class_labels,
     check_positive_int,
     integer_seed,
     keeps_state_on_error,
     n_rows,
+    record_calibration_settings,
     seed_parameters,
 )
 from uqconform.classification.split import encode_labels
@@ -258,10 +260,6 @@ def _exact_rank(n: int, k_calib: int, alpha: float) -> int:
         else:
             high = middle - 1
     return low
-
-
-#: Parameters whose value at calibration the prediction depends on.
-_CALIBRATION_SETTINGS = ("k_calib", "conformity_score", "coverage", "salt")
 
 
 def partition_rank(n: int, k_calib: int, alpha: float, coverage: str = "exact") -> int:
@@ -488,6 +486,9 @@ class ReliablePredictionSets(ClassifierMixin, BaseEstimator):
     >>> sorted(certified)
     ['coverage_reliable', 'robust', 'size_reliable']
     """
+
+    #: Parameters the calibration depends on (changing one needs a new calibrate).
+    _calibration_params = ("k_calib", "conformity_score", "coverage", "salt")
 
     def __init__(
         self,
@@ -737,7 +738,7 @@ class ReliablePredictionSets(ClassifierMixin, BaseEstimator):
             counts = self.vote_counts(X)
             scores = _smoothed(counts, self.k_train_, self.conformity_score)[np.arange(n), labels]
         self.calibration_scores_ = scores
-        self._calibrated_with = self._calibration_settings()
+        record_calibration_settings(self)
         self.calibration_partition_ = partition
         self.partition_sizes_ = sizes
         self.n_calibration_ = n
@@ -793,9 +794,6 @@ class ReliablePredictionSets(ClassifierMixin, BaseEstimator):
             [_partition_threshold(scores[part == i], int(r)) for i, r in enumerate(ranks)]
         )
 
-    def _calibration_settings(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in _CALIBRATION_SETTINGS}
-
     def _check_calibrated(self) -> None:
         check_is_fitted(self, "estimators_")
         if not hasattr(self, "calibration_scores_"):
@@ -803,16 +801,7 @@ class ReliablePredictionSets(ClassifierMixin, BaseEstimator):
                 "ReliablePredictionSets needs calibration: call calibrate(X_calib, y_calib) on "
                 "held-out data first."
             )
-        used = self.__dict__.get("_calibrated_with", {})
-        now = self._calibration_settings()
-        changed = [
-            f"{name}={used[name]!r}" for name in now if used.get(name, now[name]) != now[name]
-        ]
-        if changed:
-            raise NotFittedError(
-                f"Parameters changed since calibrate (it used {', '.join(changed)}): call "
-                "calibrate(X_calib, y_calib) again."
-            )
+        check_calibration_settings(self, "prediction")
 
     def _level(self, alpha: float | None) -> float:
         levels = check_alpha(self.alpha if alpha is None else alpha, "alpha")
