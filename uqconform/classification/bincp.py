@@ -599,7 +599,7 @@ class BinarizedSmoothedClassifier(_SmoothedClassifier):
         ``mode="p"``: fraction of noisy samples that must reach the threshold. Fix it
         beforehand, or choose it on data disjoint from the calibration set.
     tau : float, default=0.3
-        ``mode="tau"``: the fixed threshold on the conformity score.
+        ``mode="tau"``: the fixed threshold on the conformity score, in (0, 1].
     eta : float, default=1e-3
         Total failure probability of the Monte Carlo bounds, spent out of ``alpha``.
     conformity_score : {"tps", "aps"}, default="tps"
@@ -685,8 +685,12 @@ class BinarizedSmoothedClassifier(_SmoothedClassifier):
             raise ValueError(f"`mode` must be 'p' or 'tau', got {self.mode!r}.")
         if not _is_real(self.p) or not 0 < self.p < 1:
             raise ValueError(f"`p` must lie strictly between 0 and 1, got {self.p!r}.")
-        if not _is_real(self.tau):
-            raise ValueError(f"`tau` must be a finite number, got {self.tau!r}.")
+        if not _is_real(self.tau) or not 0 < self.tau <= 1:
+            raise ValueError(
+                f"`tau` must lie in (0, 1], got {self.tau!r}: the conformity scores are "
+                "probabilities, so with tau <= 0 every noisy score reaches it and with tau > 1 "
+                "none does; either way every set would hold every label."
+            )
 
     def _successes(self, m: int | NDArray) -> NDArray:
         """Samples that reach ``lambda_i`` by construction: ``ceil(p m)``."""
