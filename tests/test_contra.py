@@ -318,6 +318,18 @@ def test_calibrate_before_fit(data):
         CONTRA(**TINY).predict(X[:5])
 
 
+def test_conditional_changed_since_fit_needs_a_new_fit(fitted, data):
+    X, Y = data
+    model = clone(fitted["conditional"]).fit(X[:400], Y[:400]).calibrate(X[400:600], Y[400:600])
+    model.set_params(conditional=False)  # the flow was trained with X as context
+    with pytest.raises(NotFittedError, match=r"conditional=True\); call fit"):
+        model.predict_set(X[600:610])
+    with pytest.raises(NotFittedError, match="changed since fit"):
+        model.calibrate(X[400:600], Y[400:600])
+    model.set_params(conditional=True)
+    assert len(model.predict_set(X[600:610])) == 10
+
+
 def test_tiny_calibration_set_gives_the_whole_space(fitted, data):
     X, Y = data
     with pytest.warns(UserWarning, match="Too few calibration points"):

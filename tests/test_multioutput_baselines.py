@@ -461,3 +461,34 @@ def test_diamonds_targets_are_log_price_and_log_carat_of_the_same_subsample():
     assert load_diamonds_targets(n_samples=None)[1].shape == (53940, 2)
     with pytest.raises(ValueError, match="n_samples"):
         load_diamonds_targets(n_samples=0)
+
+
+def test_parameters_changed_since_fit_or_calibrate_are_refused(data):
+    (Xf, Yf), (Xc, Yc), (Xt, _Yt) = data
+    # shrinkage is read when scoring: a new calibration suffices
+    model = EllipsoidalConformalRegressor(Ridge(), covariance="local", n_neighbors=40)
+    model.fit(Xf, Yf).calibrate(Xc, Yc)
+    before = model.radius_
+    model.set_params(shrinkage=0.9)
+    with pytest.raises(NotFittedError, match=r"changed since calibrate \(it used shrinkage=0.2"):
+        model.predict_set(Xt)
+    assert model.calibrate(Xc, Yc).radius_ != before
+    assert model.predict_set(Xt).radius == model.radius_
+    # the covariance kind was learnt at fit: a new calibration is not enough
+    model = EllipsoidalConformalRegressor(Ridge()).fit(Xf, Yf).calibrate(Xc, Yc)
+    model.set_params(covariance="local")
+    with pytest.raises(NotFittedError, match=r"changed since fit .* call fit\(X, y\) and"):
+        model.predict_set(Xt)
+    with pytest.raises(NotFittedError, match="changed since fit"):
+        model.calibrate(Xc, Yc)
+    with pytest.raises(NotFittedError, match="changed since fit"):
+        model.nonconformity(Xc, Yc)
+    assert model.predict(Xt).shape == (300, 2)  # the point prediction does not depend on it
+    model.fit(Xf, Yf).calibrate(Xc, Yc)
+    assert model.predict_set(Xt).latent_map.scale.shape == (300, 2, 2)
+    # an adopted (prefit) estimator learns the shape at calibrate: calibrating again suffices
+    box = RectangularConformalRegressor(Ridge().fit(Xf, Yf), random_state=0).calibrate(Xc, Yc)
+    box.set_params(bonferroni=True)
+    with pytest.raises(NotFittedError, match=r"bonferroni=False\); call calibrate"):
+        box.predict_set(Xt)
+    assert box.calibrate(Xc, Yc).conformity_scores_.shape == (300, 2)  # one per output

@@ -171,29 +171,34 @@ def _has_nan(block: Any) -> bool:
     return not np.isfinite(array.sum()) and bool(np.isnan(array).any())
 
 
-def record_calibration_settings(model: Any) -> None:
-    """Remember the parameters the calibration scores depend on (``_calibration_params``)."""
-    names = getattr(model, "_calibration_params", ())
-    model._calibrated_with = {name: getattr(model, name) for name in names}
+def record_calibration_settings(model: Any, *, step: str = "calibrate") -> None:
+    """Remember the parameters a step's result depends on: ``_calibration_params`` after
+    ``calibrate`` (``step="fit"``: ``_fit_params``, for what fit learnt and prediction reads)."""
+    names = getattr(model, "_fit_params" if step == "fit" else "_calibration_params", ())
+    model.__dict__[f"_{step}_settings"] = {name: getattr(model, name) for name in names}
 
 
-def check_calibration_settings(model: Any, method: str) -> None:
-    """Refuse to predict when a parameter the calibration depends on changed since.
+def check_calibration_settings(model: Any, method: str, *, step: str = "calibrate") -> None:
+    """Refuse to go on when a parameter the calibration (or the fit) depends on changed since.
 
     ``set_params(conformity_score=...)`` after ``calibrate`` would score test points with
     one function and compare them with thresholds of another: the sets would lose their
     guarantee without any error.
     """
-    used = model.__dict__.get("_calibrated_with", {})
+    used = model.__dict__.get(f"_{step}_settings", {})
     changed = [
         f"{name}={value!r}"
         for name, value in used.items()
         if getattr(model, name) is not value and getattr(model, name) != value
     ]
     if changed:
+        refit = step == "fit" and not model.__dict__.get("_estimator_adopted", False)
+        again = (
+            "fit(X, y) and calibrate(X_calib, y_calib)" if refit else "calibrate(X_calib, y_calib)"
+        )
         raise NotFittedError(
-            f"{type(model).__name__}.{method}: parameters changed since calibrate (it used "
-            f"{', '.join(changed)}); call calibrate(X_calib, y_calib) again."
+            f"{type(model).__name__}.{method}: parameters changed since {step} (it used "
+            f"{', '.join(changed)}); call {again} again."
         )
 
 

@@ -232,7 +232,7 @@ class MultiDimScoreClassifier(ClassifierMixin, BaseEstimator):
             "conformity_scores_",
             "n_calibration_",
             "_tree",
-            "_calibrated_with",
+            "_calibrate_settings",
         ):
             self.__dict__.pop(name, None)
 

@@ -695,7 +695,7 @@ class ReliablePredictionSets(ClassifierMixin, BaseEstimator):
             "n_calibration_",
             "_calibration_counts",
             "_calibration_labels",
-            "_calibrated_with",
+            "_calibrate_settings",
         ):
             self.__dict__.pop(name, None)
 

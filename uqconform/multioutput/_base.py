@@ -32,9 +32,11 @@ from uqconform.base import (
     ConformalPredictor,
     _has_nan,
     _y_is_none,
+    check_calibration_settings,
     check_groups,
     keeps_state_on_error,
     n_rows,
+    record_calibration_settings,
     refuses_nan,
 )
 from uqconform.regions import LatentMap, PredictionRegion
@@ -121,6 +123,9 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
 
     norm: ClassVar[str] = "l2"
     _uses_estimator: ClassVar[bool] = True
+    #: Parameters what ``fit`` learnt depends on and prediction reads (changing one needs a
+    #: new fit); ``_calibration_params``: those a new calibration suffices for.
+    _fit_params: ClassVar[tuple[str, ...]] = ()
 
     # ---- hooks -------------------------------------------------------------------------------
     @abstractmethod
@@ -266,11 +271,13 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
 
     def _check_calibrated(self, method: str) -> None:
         self._check_trained(method)
+        check_calibration_settings(self, method, step="fit")
         if not hasattr(self, "conformity_scores_"):
             raise NotFittedError(
                 f"{type(self).__name__}.{method} needs calibration: call "
                 "calibrate(X_calib, Y_calib) on held-out data first."
             )
+        check_calibration_settings(self, method)
 
     def _reset_calibration(self) -> None:
         super()._reset_calibration()
@@ -307,6 +314,7 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
         except BaseException:
             self.__dict__.pop("n_outputs_", None)
             raise
+        record_calibration_settings(self, step="fit")
         return self
 
     @keeps_state_on_error
@@ -339,6 +347,8 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
                 )
             self._use_prefit_estimator()
             self.__dict__.pop("n_outputs_", None)
+        else:
+            check_calibration_settings(self, "calibrate", step="fit")
         self._reset_calibration()
         X = self._validate_X(X, reset=not hasattr(self, "n_features_in_"))
         n = n_rows(X)
@@ -348,6 +358,8 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
         if prefit:
             self.n_outputs_ = Y.shape[1]
         rows = self._prepare_calibration(X, Y, prefit=bool(prefit))
+        if prefit:  # the shape (if any) was learnt just now
+            record_calibration_settings(self, step="fit")
         if rows is not None:
             X, Y = take_rows(X, rows), Y[rows]
             group_labels = None if group_labels is None else group_labels[rows]
@@ -381,6 +393,7 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
         ndarray of shape (n_samples,)
         """
         self._check_trained("nonconformity")
+        check_calibration_settings(self, "nonconformity", step="fit")
         X = self._validate_X(X, reset=False)
         Y = self._check_target(y, n_rows(X), calibrating=True)
         self._check_nan(X)

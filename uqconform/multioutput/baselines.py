@@ -181,6 +181,9 @@ class EllipsoidalConformalRegressor(_ResidualShapeRegressor):
     }
     norm = "l2"
 
+    _fit_params: ClassVar[tuple[str, ...]] = ("covariance",)
+    _calibration_params: ClassVar[tuple[str, ...]] = ("shrinkage",)
+
     def __init__(
         self,
         estimator: BaseEstimator | None = None,
@@ -298,6 +301,8 @@ class RectangularConformalRegressor(_ResidualShapeRegressor):
         "bonferroni": ["boolean"],
     }
     norm = "linf"
+
+    _fit_params: ClassVar[tuple[str, ...]] = ("bonferroni",)
 
     def __init__(
         self,

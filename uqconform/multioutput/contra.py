@@ -378,6 +378,8 @@ class ResidualCONTRA(_FlowRegions):
         "split_size": [Interval(numbers.Real, 0, 1, closed="neither")],
     }
 
+    _fit_params: ClassVar[tuple[str, ...]] = ("conditional",)
+
     def __init__(
         self,
         estimator: BaseEstimator | None = None,
