@@ -6,6 +6,8 @@ each estimator's own test file.
 
 import numpy as np
 import pytest
+from sklearn.base import clone
+from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.neural_network import MLPRegressor
 
@@ -16,7 +18,12 @@ from uqconform import (
     SplitConformalRegressor,
 )
 from uqconform.bayes import LaplacePosterior, LinearizedPredictive
-from uqconform.classification import HeadEnsemble, MultiDimScoreClassifier
+from uqconform.classification import (
+    EnsembleConformalClassifier,
+    HeadEnsemble,
+    MultiDimScoreClassifier,
+    ReliablePredictionSets,
+)
 from uqconform.evaluation import coverage, coverage_bounds, coverage_count_pmf, evaluate
 from uqconform.quantiles import conformal_rank, minimum_scores, weighted_quantile
 from uqconform.timeseries import EnbPI, rolling_coverage
@@ -364,3 +371,70 @@ def test_a_fitted_posterior_with_an_unfitted_network_fails_before_training():
     with pytest.raises(ValueError, match="not fitted"):
         LinearizedPredictive(net, posterior=posterior).fit(X, y)
     assert not hasattr(net, "coefs_")  # refused before any training
+
+
+# ---- findings of a hostile-input run ------------------------------------------------------------
+def test_self_ensembles_take_sparse_features_and_fit_parameters(data):
+    from scipy import sparse
+
+    X, _, labels = data
+    for model in (
+        EnsembleConformalClassifier(LogisticRegression(), n_heads=3, random_state=0),
+        MultiDimScoreClassifier(LogisticRegression(), n_heads=3, random_state=0),
+    ):
+        dense = clone(model).fit(X[:80], labels[:80]).calibrate(X[80:], labels[80:])
+        csr = clone(model).fit(sparse.csr_matrix(X[:80]), labels[:80])
+        csr.calibrate(sparse.csr_matrix(X[80:]), labels[80:])
+        np.testing.assert_allclose(
+            csr.predict_proba(sparse.csr_matrix(X[80:])), dense.predict_proba(X[80:])
+        )
+    # sample_weight reaches every head, following its bootstrap rows
+    weights = np.where(labels[:80] == "a", 5.0, 1.0)
+    heads = HeadEnsemble(LogisticRegression(), n_heads=3, random_state=0)
+    weighted = clone(heads).fit(X[:80], labels[:80], sample_weight=weights)
+    plain = clone(heads).fit(X[:80], labels[:80])
+    assert not np.allclose(weighted.predict_proba(X), plain.predict_proba(X))
+    ensemble = EnsembleConformalClassifier(LogisticRegression(), n_heads=3, random_state=0)
+    ensemble.fit(X[:80], labels[:80], sample_weight=weights)
+    np.testing.assert_allclose(ensemble.estimator_.predict_proba(X), weighted.predict_proba(X))
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: HeadEnsemble(LogisticRegression(), n_heads=2),
+        lambda: MultiDimScoreClassifier(LogisticRegression(), n_heads=2),
+        lambda: ReliablePredictionSets(LogisticRegression(), k_train=2, k_calib=2),
+        lambda: SplitConformalClassifier(LogisticRegression()),
+    ],
+)
+def test_labels_of_mixed_types_are_named(data, make):
+    X, _, _ = data
+    mixed = np.array([0, "a"] * 75, dtype=object)
+    with pytest.raises(ValueError, match="`y` mixes label types"):
+        make().fit(X, mixed)
+
+
+def test_multidim_before_calibrate_asks_for_calibrate_and_names_itself(data):
+    X, _, labels = data
+    model = MultiDimScoreClassifier(LogisticRegression(), n_heads=2, random_state=0)
+    model.fit(X, labels)
+    with pytest.raises(NotFittedError, match="predict_set needs calibration: call calibrate"):
+        model.predict_set(X)
+    with pytest.raises(NotFittedError, match="cells_kept needs calibration: call calibrate"):
+        model.cells_kept()
+    model.calibrate(X, labels)
+    with pytest.raises(ValueError, match="MultiDimScoreClassifier is expecting 3 features"):
+        model.predict_set(X[:, :2])
+
+
+def test_evaluate_takes_a_linearized_regressor(data):
+    X, y, _ = data
+    network = MLPRegressor(hidden_layer_sizes=(5,), max_iter=300, random_state=0)
+    model = LinearizedPredictive(network).fit(X[:100], y[:100])
+    frame = evaluate(model, X[100:], y[100:], alpha=[0.1, 0.2]).to_frame()
+    expected = [
+        np.mean((lo <= y[100:]) & (y[100:] <= hi))
+        for lo, hi in (model.predict_interval(X[100:], alpha=a).T for a in (0.1, 0.2))
+    ]
+    np.testing.assert_allclose(frame["coverage"], expected)

@@ -393,7 +393,7 @@ def test_wrong_call_order(data):
         model.predict_set(Xt)
     # a refit discards the calibration
     model.calibrate(Xc, Yc).fit(Xf, Yf)
-    with pytest.raises(NotFittedError, match="needs calibration"):
+    with pytest.raises(NotFittedError, match="predict_interval needs calibration"):
         model.predict_interval(Xt)
 
 

@@ -424,6 +424,23 @@ def test_nesting_is_enforced_for_kowcpi_with_heavy_tails():
     assert (np.diff(out[:, 0], axis=1) >= 0).all() and (np.diff(out[:, 1], axis=1) <= 0).all()
 
 
+def test_a_multi_level_call_widens_a_level_only_to_nest_it():
+    """KOWCPI's effective-size floor depends on the level: each level gets its own weights
+    (the smallest level's floor used to widen the alpha = 0.2 interval by 22%)."""
+    t = np.arange(260)
+    rng = np.random.default_rng(0)
+    s = np.sin(t / 8) * 10 + rng.normal(size=260)
+    X = np.c_[s[2:-18], s[1:-19], s[:-20], t[:-20] / 100][:240]
+    y = s[3:243]
+    model = KOWCPI(LinearRegression(), n_bootstrap=5, random_state=0).fit(X[:160], y[:160])
+    wide, narrow = (model.predict_interval(X[160:], alpha=a) for a in (0.1, 0.2))
+    both = model.predict_interval(X[160:], alpha=[0.2, 0.1])
+    np.testing.assert_allclose(both[..., 0], narrow)  # the larger level: as asked alone
+    hull = np.c_[np.minimum(wide[:, 0], narrow[:, 0]), np.maximum(wide[:, 1], narrow[:, 1])]
+    np.testing.assert_allclose(both[..., 1], hull)
+    assert np.diff(narrow).mean() < np.diff(wide).mean()
+
+
 @pytest.mark.parametrize("name", ["KOWCPI", "EnbPI", "SPCI"])
 def test_reproducible_parallel_and_pickled(name):
     X, y = iid_series(260, 4)
@@ -827,7 +844,8 @@ def test_finite_sample_kowcpi_repairs_small_effective_samples():
 def test_too_few_residuals_give_infinite_intervals_with_a_warning():
     X, y = iid_series(120, 3)
     model = EnbPI(LinearRegression(), memory=10, n_bootstrap=4, finite_sample=True)
-    model.fit(X[:100], y[:100])
+    with pytest.warns(UserWarning, match=r"10 residuals.* set `memory` \(now 10\) to 19"):
+        model.fit(X[:100], y[:100])
     with pytest.warns(UserWarning, match="infinite"):
         out = model.predict_interval(X[100:])
     assert np.isinf(out).any(axis=1).all()

@@ -691,7 +691,8 @@ def _rows_digest(content: Any) -> str:
     Rows of a table (a DataFrame, a 2-D array or a list of rows) are hashed by value, one
     block of rows at a time, ignoring the index, column names and memory order; a sparse
     matrix by its canonical CSR arrays: the same values in a DataFrame with another index,
-    a Fortran-ordered array or a list give the same digest.
+    a Fortran-ordered array or a list give the same digest. A sparse matrix and its dense
+    copy differ (hashing the dense rows of a wide sparse matrix would cost ``n x p``).
     """
     if sparse.issparse(content):
         rows = sparse.csr_matrix(content, copy=True)
@@ -795,8 +796,17 @@ def check_class_labels(y: ArrayLike, n: int) -> NDArray:
     labels = check_rows("y", y, n)
     if labels.dtype.kind == "f" and not np.isfinite(labels).all():
         raise ValueError("`y` contains NaN or infinite labels.")
-    if labels.dtype.kind == "O" and any(v is None for v in labels):
-        raise ValueError("`y` contains missing (None) labels.")
+    if labels.dtype.kind == "O":
+        if any(v is None for v in labels):
+            raise ValueError("`y` contains missing (None) labels.")
+        try:
+            np.unique(labels)
+        except TypeError:
+            kinds = sorted({type(v).__name__ for v in labels})
+            raise ValueError(
+                f"`y` mixes label types ({', '.join(kinds)}) that cannot be ordered; "
+                "use one type (e.g. y.astype(str))."
+            ) from None
     return labels
 
 

@@ -18,7 +18,8 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import LogisticRegression
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils import _safe_indexing
+from sklearn.utils.validation import _check_method_params, check_is_fitted
 
 from uqconform.base import check_class_labels, check_features, n_rows, seed_parameters
 
@@ -28,20 +29,15 @@ DIVERSITY = ("bootstrap", "subspace", "seeds")
 
 
 def _columns(X: Any, columns: NDArray | None) -> Any:
-    if columns is None:
-        return X
-    return X.iloc[:, columns] if hasattr(X, "iloc") else np.asarray(X)[:, columns]
+    return X if columns is None else _safe_indexing(X, columns, axis=1)
 
 
-def _rows(X: Any, rows: NDArray) -> Any:
-    return X.iloc[rows] if hasattr(X, "iloc") else np.asarray(X)[rows]
-
-
-def _fit_head(estimator, X, y, rows, columns, seed):
+def _fit_head(estimator, X, y, rows, columns, seed, fit_params):
     model = clone(estimator)
     if seed is not None:
         model.set_params(**{name: seed for name in seed_parameters(model)})
-    return model.fit(_columns(_rows(X, rows), columns), y[rows])
+    params = _check_method_params(X, fit_params, indices=rows)  # per-row ones follow the rows
+    return model.fit(_columns(_safe_indexing(X, rows), columns), y[rows], **params)
 
 
 class HeadEnsemble(ClassifierMixin, BaseEstimator):
@@ -134,13 +130,16 @@ class HeadEnsemble(ClassifierMixin, BaseEstimator):
             else:
                 self.__dict__.pop(name, None)
 
-    def fit(self, X: ArrayLike, y: ArrayLike):
+    def fit(self, X: ArrayLike, y: ArrayLike, **fit_params: Any):
         """Fit the heads (or check the given fitted heads).
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : array-like or sparse matrix of shape (n_samples, n_features)
         y : array-like of shape (n_samples,)
+        **fit_params : dict
+            Passed to each head's ``fit``; per-row ones (``sample_weight``) follow the
+            head's bootstrap rows.
 
         Returns
         -------
@@ -149,6 +148,11 @@ class HeadEnsemble(ClassifierMixin, BaseEstimator):
         self._validate_params()
         prefit = self._prefit_heads()
         if prefit is not None:
+            if fit_params:
+                raise ValueError(
+                    f"fit parameters {sorted(fit_params)} were given, but the heads are "
+                    "already fitted (`estimator` is a list of fitted classifiers)."
+                )
             self._adopt(prefit)
             return self
         X = check_features(self, X, reset=True)
@@ -180,13 +184,13 @@ class HeadEnsemble(ClassifierMixin, BaseEstimator):
                 "'bootstrap' or 'subspace' for deterministic models."
             )
         self.heads_ = Parallel(n_jobs=self.n_jobs)(
-            delayed(_fit_head)(base, X, y, r, c, s)
+            delayed(_fit_head)(base, X, y, r, c, s, fit_params)
             for r, c, s in zip(rows, columns, seeds, strict=True)
         )
         self.feature_subsets_ = columns
         self.classes_ = np.asarray(self.heads_[0].classes_)
         if self.diversity == "seeds" and len(self.heads_) > 1:
-            sample = _rows(X, np.arange(min(n, 200)))
+            sample = _safe_indexing(X, np.arange(min(n, 200)))
             proba = self.head_probabilities(sample)
             if np.max(np.abs(proba - proba[:1])) < 1e-10:
                 warnings.warn(

@@ -204,13 +204,15 @@ class MultiDimScoreClassifier(ClassifierMixin, BaseEstimator):
             return np.random.default_rng()
         return seeded_generator(integer_seed(seed), stream, content)
 
-    def fit(self, X: ArrayLike, y: ArrayLike):
+    def fit(self, X: ArrayLike, y: ArrayLike, **fit_params: Any):
         """Fit the heads (or check the given fitted heads).
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : array-like or sparse matrix of shape (n_samples, n_features)
         y : array-like of shape (n_samples,)
+        **fit_params : dict
+            Passed to each head's ``fit`` (per-row ones follow the head's bootstrap rows).
 
         Returns
         -------
@@ -219,11 +221,20 @@ class MultiDimScoreClassifier(ClassifierMixin, BaseEstimator):
         self._validate_params()
         self._reset_calibration()
         X = check_features(self, X, reset=True)
-        self.estimator_ = self._heads().fit(X, check_rows("y", y, n_rows(X)))
+        self.estimator_ = self._heads().fit(X, check_rows("y", y, n_rows(X)), **fit_params)
         # fitted heads given as a list are only checked: re-read at each calibrate, so that
         # set_params(estimator=...) applies
         self._heads_adopted = isinstance(self.estimator, (list, tuple))
         return self
+
+    def _check_calibrated(self, method: str) -> None:
+        check_is_fitted(self, "estimator_")
+        if "conformity_scores_" not in self.__dict__:
+            raise NotFittedError(
+                f"{type(self).__name__}.{method} needs calibration: call "
+                "calibrate(X_calib, y_calib) on held-out data first."
+            )
+        check_calibration_settings(self, method)
 
     def _reset_calibration(self) -> None:
         for name in (
@@ -263,6 +274,8 @@ class MultiDimScoreClassifier(ClassifierMixin, BaseEstimator):
         the prediction stream of ``random_state``).
         """
         check_is_fitted(self, "estimator_")
+        if "n_features_in_" in self.__dict__:  # errors name this class, not its heads
+            X = check_features(self, X, reset=False)
         rng = self._rng(1, content=X) if rng is None else rng
         probabilities = self.estimator_.head_probabilities(X)
         score = self._score()
@@ -462,8 +475,7 @@ class MultiDimScoreClassifier(ClassifierMixin, BaseEstimator):
         >>> bool(cp.cells_kept(0.05) >= cp.cells_kept(0.1))
         True
         """
-        check_is_fitted(self, "conformity_scores_")
-        check_calibration_settings(self, "cells_kept")
+        self._check_calibrated("cells_kept")
         if "cells_" not in self.__dict__:
             raise ValueError(
                 "cells_kept needs a model calibrated with calibration='cells'; this one was "
@@ -487,8 +499,7 @@ class MultiDimScoreClassifier(ClassifierMixin, BaseEstimator):
         -------
         ndarray of bool, shape (n_samples, n_classes) or (n_samples, n_classes, k)
         """
-        check_is_fitted(self, "conformity_scores_")
-        check_calibration_settings(self, "predict_set")
+        self._check_calibrated("predict_set")
         value = self.alpha if alpha is None else alpha
         levels = check_alpha(value, "alpha")
         thresholds = self._thresholds(levels)
@@ -528,7 +539,7 @@ class MultiDimScoreClassifier(ClassifierMixin, BaseEstimator):
             raise ImportError(
                 'plot_cells needs matplotlib: pip install "uqconform[plot]"'
             ) from error
-        check_is_fitted(self, "conformity_scores_")
+        self._check_calibrated("plot_cells")
         n_heads = len(self.estimator_.heads_)
         pair = tuple(heads) if np.ndim(heads) == 1 else ()
         if (

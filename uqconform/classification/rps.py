@@ -40,11 +40,12 @@ from scipy import special, stats
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import LogisticRegression
-from sklearn.utils.validation import check_array, check_is_fitted, validate_data
+from sklearn.utils.validation import check_array, check_is_fitted
 
 from uqconform.base import (
     check_calibration_settings,
     check_class_labels,
+    check_features,
     check_positive_int,
     integer_seed,
     keeps_state_on_error,
@@ -622,12 +623,10 @@ class ReliablePredictionSets(ClassifierMixin, BaseEstimator):
 
     def _check_X(self, X: Any, *, reset: bool) -> Any:
         """Check shape and features; a DataFrame is passed on as is, anything else as an array."""
-        if X is None:
-            raise ValueError("`X` is None; pass an array or DataFrame with one row per sample.")
+        X = check_features(self, X, reset=reset)  # None, 1-D, no rows: named errors
         # Sparse input is refused (rows are hashed by their dense bytes); NaN is left to the
         # estimator.
         checked = check_array(X, accept_sparse=False, dtype=None, ensure_all_finite=False)
-        validate_data(self, X, skip_check_array=True, reset=reset)
         return X if hasattr(X, "iloc") else checked
 
     # ---- votes ---------------------------------------------------------------------------

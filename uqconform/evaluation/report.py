@@ -234,7 +234,7 @@ def _task_and_method(model: Any, y: NDArray) -> tuple[str, str, NDArray]:
         return "multioutput", "predict_set", target
     if y.ndim == 2 and y.shape[1] > 1 and hasattr(model, "predict_set"):
         return "multioutput", "predict_set", y
-    if hasattr(model, "predict_interval") and not hasattr(model, "classes_"):
+    if hasattr(model, "predict_interval") and getattr(model, "classes_", None) is None:
         return "regression", "predict_interval", y
     if hasattr(model, "predict_set"):
         return "classification", "predict_set", y

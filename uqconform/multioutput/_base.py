@@ -434,7 +434,12 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
             The whole space (infinite radius, with a ``UserWarning``) when the
             calibration set is too small for the level.
         """
-        self._check_calibrated("predict_set")
+        return self._predict_regions(X, alpha, groups, "predict_set")
+
+    def _predict_regions(
+        self, X: Any, alpha: Any, groups: ArrayLike | None, method: str
+    ) -> PredictionRegion | list[PredictionRegion]:
+        self._check_calibrated(method)
         alphas, scalar = self._resolve_alpha(alpha)
         X = self._validate_X(X, reset=False)
         self._check_nan(X)
@@ -462,7 +467,7 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
         ndarray of shape (n_samples, n_outputs, 2), or (n_samples, n_outputs, 2, k)
             Lower and upper bound per output; infinite for the whole space.
         """
-        regions = self.predict_set(X, alpha=alpha, groups=groups)
+        regions = self._predict_regions(X, alpha, groups, "predict_interval")
         if isinstance(regions, PredictionRegion):
             return regions.bounding_box()
         return np.stack([region.bounding_box() for region in regions], axis=-1)

@@ -32,10 +32,10 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.utils import get_tags
 from sklearn.utils.validation import _num_samples, check_is_fitted, validate_data
 
-from uqconform.base import check_regression_target, keeps_state_on_error
+from uqconform.base import check_features, check_regression_target, keeps_state_on_error
 from uqconform.linearize import Linearization, _unwrap, linearize, weight_decay
 from uqconform.regression.crr import LinearConfidenceMachine
-from uqconform.regression.full import FullConformalMixin
+from uqconform.regression.full import FullConformalMixin, candidate_values
 
 __all__ = ["ApproximateFullConformalRegressor"]
 
@@ -234,8 +234,8 @@ class ApproximateFullConformalRegressor(FullConformalMixin, RegressorMixin, Base
             model = self.estimator_ if hasattr(self, "estimator_") else self.estimator
         if isinstance(model, FrozenEstimator):
             model = model.estimator
+        X = check_features(self, X, reset=reset)  # None, 1-D, no rows: named errors
         if isinstance(model, Pipeline):  # the pipeline's own steps handle the input
-            validate_data(self, X, skip_check_array=True, reset=reset)
             return X
         # Sparse input is densified by the linearisation; a torch module needs dense input.
         sparse = False if _is_torch_module(model) else ["csr", "csc"]
@@ -400,9 +400,7 @@ class ApproximateFullConformalRegressor(FullConformalMixin, RegressorMixin, Base
 
     def predict_pvalue(self, X: Any, y_candidates: ArrayLike) -> NDArray:
         check_is_fitted(self, "machine_")
-        candidates = (np.asarray(y_candidates, dtype=float) - self.target_shift_) / (
-            self.target_scale_
-        )
+        candidates = (candidate_values(y_candidates) - self.target_shift_) / (self.target_scale_)
         return super().predict_pvalue(X, candidates)
 
     predict_pvalue.__doc__ = FullConformalMixin.predict_pvalue.__doc__

@@ -18,7 +18,7 @@ from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import LinearRegression, Ridge
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from uqconform.base import check_batch_size, check_regression_target
+from uqconform.base import check_batch_size, check_features, check_regression_target
 from uqconform.quantiles import check_alpha
 from uqconform.regression.crr import (
     SCORES,
@@ -34,6 +34,16 @@ __all__ = ["FullConformalRidge"]
 
 # Test points processed at once: bounds the (m, n) coefficient arrays to ~2**22 cells.
 _CELLS_PER_BATCH = 2**19
+
+
+def candidate_values(y_candidates: ArrayLike) -> NDArray:
+    """``y_candidates`` as floats, or a ValueError naming it."""
+    try:
+        return np.asarray(y_candidates, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"`y_candidates` must be numeric, got {np.asarray(y_candidates).dtype}."
+        ) from None
 
 
 class FullConformalMixin:
@@ -136,6 +146,8 @@ class FullConformalMixin:
         -------
         ndarray of shape (n_samples, 2) or list of ndarray of shape (r_i, 2)
         """
+        if not isinstance(union, bool | np.bool_):
+            raise ValueError(f"`union` must be True or False, got {union!r}.")
         if not union:
             return self.predict_interval(X, alpha=alpha)
         levels = check_alpha(self.alpha if alpha is None else alpha, "alpha")
@@ -161,7 +173,7 @@ class FullConformalMixin:
         -------
         ndarray of shape (n_samples,) or (n_samples, g)
         """
-        candidates = np.asarray(y_candidates, dtype=float)
+        candidates = candidate_values(y_candidates)
         features, predictions = self._test_features(X)
         m = features.shape[0]
         single = candidates.ndim == 1 and candidates.shape[0] == m
@@ -277,7 +289,7 @@ class FullConformalRidge(FullConformalMixin, RegressorMixin, BaseEstimator):
         """
         self._validate_full_params()
         model = self._ridge()
-        X = validate_data(self, X, dtype=float, reset=True)
+        X = validate_data(self, check_features(self, X, reset=True), dtype=float, reset=False)
         y = check_regression_target(y, X.shape[0])
         value = getattr(model, "alpha", 0.0)
         if np.ndim(value) != 0:
@@ -300,7 +312,7 @@ class FullConformalRidge(FullConformalMixin, RegressorMixin, BaseEstimator):
 
     def _test_features(self, X: Any) -> tuple[NDArray, NDArray]:
         check_is_fitted(self, "machine_")
-        X = validate_data(self, X, dtype=float, reset=False)
+        X = validate_data(self, check_features(self, X, reset=False), dtype=float, reset=False)
         features = self._features(X)
         return features, features @ self.coef_
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numbers
 import warnings
 from abc import abstractmethod
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -29,6 +29,7 @@ from sklearn.ensemble import RandomForestRegressor
 from sklearn.utils.validation import _num_samples, check_is_fitted, validate_data
 
 from uqconform.base import (
+    check_features,
     check_positive_int,
     check_random_state_value,
     check_regression_target,
@@ -133,11 +134,16 @@ def residual_offsets(
             lower, upper = quantiles[: betas.size], quantiles[betas.size :]
         best = int(np.argmin(upper - lower))
         out[:, j] = lower[best], upper[best]
+    return nest_levels(out, alphas)
+
+
+def nest_levels(offsets: NDArray, alphas: NDArray) -> NDArray:
+    """Widen each interval ``(2, k)`` to contain those of the larger levels (in place)."""
     if alphas.size > 1:  # nested: smaller alpha, wider interval
         order = np.argsort(-alphas, kind="stable")
-        out[0, order] = np.minimum.accumulate(out[0, order])
-        out[1, order] = np.maximum.accumulate(out[1, order])
-    return out
+        offsets[0, order] = np.minimum.accumulate(offsets[0, order])
+        offsets[1, order] = np.maximum.accumulate(offsets[1, order])
+    return offsets
 
 
 def minimum_effective_size(alphas: NDArray) -> int:
@@ -194,9 +200,13 @@ class SequentialConformalRegressor(RegressorMixin, BaseEstimator):
     def _default_estimator(self) -> BaseEstimator:
         return RandomForestRegressor(n_estimators=10, min_samples_leaf=5)
 
+    #: Whether `_next_weights` uses ``min_effective`` (then each level gets its own floor).
+    _weights_follow_floor: ClassVar[bool] = False
+
     @abstractmethod
-    def _next_weights(self, memory: NDArray, min_effective: int) -> tuple[NDArray, NDArray]:
-        """``(targets, weights)``: the conditional distribution of the next residual.
+    def _next_weights(self, memory: NDArray, min_effective: int) -> tuple[NDArray, NDArray, bool]:
+        """``(targets, weights, feasible)``: the conditional law of the next residual, and
+        whether the method's own weights were used (False: it fell back to plain ones).
 
         ``min_effective`` is the effective sample size the weights should reach (0: no
         requirement); a model that can widen its neighbourhood does, the others ignore it.
@@ -248,7 +258,8 @@ class SequentialConformalRegressor(RegressorMixin, BaseEstimator):
         return fractions
 
     def _check_series(self, X: Any, y: ArrayLike | None, *, reset: bool) -> tuple[Any, Any]:
-        X = validate_data(self, X, reset=reset, ensure_all_finite="allow-nan")
+        X = check_features(self, X, reset=reset)  # None, 1-D, no rows: named errors
+        X = validate_data(self, X, reset=False, ensure_all_finite="allow-nan")
         if y is None:
             return X, None
         n = _num_samples(X)
@@ -383,12 +394,29 @@ class SequentialConformalRegressor(RegressorMixin, BaseEstimator):
         return self.source_.predict(X)
 
     def _interval_offsets(self, alphas: NDArray) -> NDArray:
-        """``[Q_beta*, Q_{1 - alpha + beta*}]`` per level from the current memory: (2, k)."""
+        """``[Q_beta*, Q_{1 - alpha + beta*}]`` per level from the current memory: (2, k).
+
+        When the weights depend on the effective-size floor (KOWCPI with
+        ``finite_sample``), each level gets the weights of its own floor, so asking for
+        several levels at once widens a level only to nest it, as promised.
+        """
         fractions = self._beta_fractions()
-        floor = minimum_effective_size(alphas) if self.finite_sample else 0
-        targets, weights = self._next_weights(self.memory_, floor)
-        self.effective_sample_sizes_.append(float(1.0 / np.sum(weights**2)))
-        return residual_offsets(targets, weights, alphas, fractions, self.finite_sample)
+        if not (self.finite_sample and self._weights_follow_floor):
+            floor = minimum_effective_size(alphas) if self.finite_sample else 0
+            floors = np.full(alphas.size, floor)
+        else:
+            floors = np.array([minimum_effective_size(np.array([a])) for a in alphas])
+        out = np.empty((2, alphas.size))
+        for floor in np.unique(floors)[::-1]:  # a loop over distinct floors (few levels)
+            levels = floors == floor
+            targets, weights, feasible = self._next_weights(self.memory_, int(floor))
+            if floor == floors.max():  # recorded once, for the widest level
+                self.effective_sample_sizes_.append(float(1.0 / np.sum(weights**2)))
+                self.n_infeasible_ += int(not feasible)
+            out[:, levels] = residual_offsets(
+                targets, weights, alphas[levels], fractions, self.finite_sample
+            )
+        return nest_levels(out, alphas)
 
     def _absorb(self, residuals: NDArray) -> None:
         if not np.isfinite(residuals).all():

@@ -233,12 +233,10 @@ class KOWCPI(SequentialConformalRegressor):
         # the targets in original units exactly (not scaled and scaled back)
         return memory[window:], result.weights, result.feasible
 
-    def _next_weights(self, memory: NDArray, min_effective: int) -> tuple[NDArray, NDArray]:
-        targets, weights, feasible = self._weights_with(
-            memory, self.window_, self.bandwidth_, min_effective
-        )
-        self.n_infeasible_ += int(not feasible)
-        return targets, weights
+    _weights_follow_floor = True
+
+    def _next_weights(self, memory: NDArray, min_effective: int) -> tuple[NDArray, NDArray, bool]:
+        return self._weights_with(memory, self.window_, self.bandwidth_, min_effective)
 
     # ---- hyper-parameters ------------------------------------------------------------------
     def _bandwidths_for(self, residuals: NDArray, window: int) -> list[float]:

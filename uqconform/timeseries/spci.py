@@ -120,13 +120,13 @@ class SPCI(SequentialConformalRegressor):
         for name in ("window", "n_trees", "max_depth"):
             check_positive_int(getattr(self, name), name)
 
-    def _next_weights(self, memory: NDArray, min_effective: int) -> tuple[NDArray, NDArray]:
+    def _next_weights(self, memory: NDArray, min_effective: int) -> tuple[NDArray, NDArray, bool]:
         windows, targets, query = lagged_pairs(memory, int(self.window))
         seed = None if self._forest_seed is None else self._forest_seed + self.n_steps_
         forest = RandomForestRegressor(
             n_estimators=self.n_trees, max_depth=self.max_depth, random_state=seed
         )
-        return targets, forest_weights(windows, targets, query, forest)
+        return targets, forest_weights(windows, targets, query, forest), True
 
     def _tune(self, residuals: NDArray) -> None:
         """Check that the memory holds a window and its successor, and fix the seed of the
