@@ -487,6 +487,133 @@ def test_bad_input(reg_model, clf_model):
         LaplacePosterior(big, structure="full", prior_precision=1.0).fit(Xf, yf)
 
 
+@pytest.fixture(scope="module")
+def small_posteriors():
+    """A small regression network and a posterior of every structure (prior 1)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        X, y = _friedman(120)
+        net = _mlp((6,)).fit(X, y)
+        posteriors = {
+            structure: LaplacePosterior(net, structure=structure, prior_precision=1.0).fit(X, y)
+            for structure in ("diag", "kron", "full", "last_layer")
+        }
+    return net, X, y, posteriors
+
+
+def _bad_jacobians(J, kind):
+    if kind == "2-D":
+        return J[0]
+    if kind == "one parameter too many":  # "kron" and "last_layer" used to return numbers
+        return np.concatenate([J, J[:, :, :1]], axis=2)
+    if kind == "one parameter too few":
+        return J[:, :, :-1]
+    bad = J.copy()
+    bad[0, 1, 2] = np.nan if kind == "NaN" else np.inf
+    return bad
+
+
+@pytest.mark.parametrize("structure", ["diag", "kron", "full", "last_layer"])
+@pytest.mark.parametrize(
+    ("kind", "match"),
+    [
+        ("2-D", r"`jacobians` must have shape .*\(K, n_samples, \d+\).* got \(5, \d+\)"),
+        ("one parameter too many", r"`jacobians` must have shape"),
+        ("one parameter too few", r"`jacobians` must have shape"),
+        ("NaN", r"`jacobians` contains NaN"),
+        ("inf", r"`jacobians` contains NaN or infinite"),
+    ],
+)
+def test_output_variance_checks_the_jacobians(small_posteriors, structure, kind, match):
+    _net, X, _y, posteriors = small_posteriors
+    post = posteriors[structure]
+    J = next(output_jacobians(post.view_, X[:5]))
+    variance = post.output_variance(J)
+    assert variance.shape == (5, 1)
+    # K is any number of stacked Jacobians, not only the network's outputs
+    np.testing.assert_allclose(
+        post.output_variance(np.concatenate([J, J])), np.c_[variance, variance]
+    )
+    with pytest.raises(ValueError, match=match):
+        post.output_variance(_bad_jacobians(J, kind))
+
+
+@pytest.mark.parametrize("prior", [-1.0, 0.0, np.nan, np.inf, True, "a"])
+def test_log_marginal_likelihood_refuses_bad_prior_precision(small_posteriors, prior):
+    post = small_posteriors[3]["diag"]
+    with pytest.raises(ValueError, match=r"`prior_precision` must be a finite number > 0"):
+        post.log_marginal_likelihood(prior)
+
+
+def test_log_marginal_likelihood_of_a_posterior_without_prior(small_posteriors):
+    net = small_posteriors[0]
+    post = LaplacePosterior.from_variance(net, np.full(as_network(net).network.n_parameters, 0.1))
+    with pytest.raises(ValueError, match="pass `prior_precision`"):
+        post.log_marginal_likelihood()  # it used to return -inf
+    assert np.isfinite(post.log_marginal_likelihood(1.0))
+
+
+def _regression_validation_case(case, X, y):
+    X_val, y_val = X[60:], y[60:].copy()
+    if case == "short y_val":
+        return X_val, y_val[:-1]
+    if case == "NaN in y_val":
+        y_val[0] = np.nan
+        return X_val, y_val
+    if case == "X_val with a missing column":
+        return X_val[:, :-1], y_val
+    return None, y_val  # y_val without X_val (it used to be ignored)
+
+
+@pytest.mark.parametrize(
+    ("case", "match"),
+    [
+        ("short y_val", r"^`y_val` has 59 entries but `X_val` has 60 rows"),
+        ("NaN in y_val", r"^`y_val` contains 1 NaN"),
+        ("X_val with a missing column", r"^`X_val`: X has 9 features"),
+        ("y_val without X_val", r"^`X_val` is required with `y_val`"),
+    ],
+)
+def test_validation_rows_errors_name_X_val_and_y_val(small_posteriors, case, match):
+    net, X, y, _ = small_posteriors
+    X_val, y_val = _regression_validation_case(case, X, y)
+    with pytest.raises(ValueError, match=match):
+        LaplacePosterior(net, prior_precision=1.0).fit(X[:60], y[:60], X_val, y_val)
+    if case != "y_val without X_val":  # from_variance takes the same validation rows
+        P = as_network(net).network.n_parameters
+        with pytest.raises(ValueError, match=match):
+            LaplacePosterior.from_variance(net, np.full(P, 0.1), X_val=X_val, y_val=y_val)
+
+
+def test_classifier_validation_labels_are_named_y_val():
+    X, y = load_digits(return_X_y=True)
+    net = MLPClassifier(hidden_layer_sizes=(4,), max_iter=20, random_state=0).fit(X, y)
+    with pytest.raises(ValueError, match=r"^`y_val` contains labels the classifier"):
+        LaplacePosterior(net).fit(X[:100], y[:100], X[100:200], np.full(100, 42))
+    labels = y[100:200].astype(object)
+    labels[0] = None
+    with pytest.raises(ValueError, match=r"^`y_val` contains missing \(None\) labels"):
+        LaplacePosterior(net).fit(X[:100], y[:100], X[100:200], labels)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda net: LaplacePosterior(net, prior_precision=True),
+        lambda net: LinearizedPredictive(net, prior_precision=True),
+        lambda net: LinearizedPredictive(net, scale=True),
+        lambda net: LinearizedPredictive(net, n_samples=True),
+    ],
+    ids=["LaplacePosterior prior_precision", "prior_precision", "scale", "n_samples"],
+)
+def test_booleans_are_not_numbers(small_posteriors, make):
+    net, X, y, _ = small_posteriors
+    model = make(net)
+    name = next(k for k, v in model.get_params(deep=False).items() if v is True)
+    with pytest.raises(ValueError, match=f"`{name}` must be a"):
+        model.fit(X, y)
+
+
 def test_torch_missing_names_the_extra(monkeypatch):
     from uqconform.bayes import convert
 

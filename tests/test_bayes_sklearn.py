@@ -69,3 +69,82 @@ def test_one_class_and_one_row_messages():
         LinearizedPredictive(CLASSIFIER.estimator).fit(X, np.zeros(10))
     with pytest.raises(ValueError, match="n_samples=1"):
         LinearizedPredictive(REGRESSOR.estimator).fit(X[:1], np.zeros(1))
+
+
+def _labels(kind):
+    if kind == "mixed int and str":
+        return np.array([0, "a"] * 40, dtype=object)
+    labels = np.array(["a", "b", "c"], dtype=object)[np.arange(80) % 3]
+    labels[3] = None
+    return labels
+
+
+@pytest.mark.parametrize(
+    ("kind", "match"),
+    [
+        ("mixed int and str", r"`y` mixes label types \(int, str\)"),
+        ("a None label", r"`y` contains missing \(None\) labels"),
+    ],
+)
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_classifier_labels_use_the_library_checks(kind, match):
+    X = np.random.default_rng(0).normal(size=(80, 3))
+    with pytest.raises(ValueError, match=match):
+        LinearizedPredictive(CLASSIFIER.estimator).fit(X, _labels(kind))
+    fitted = LinearizedPredictive(CLASSIFIER.estimator, random_state=0)
+    fitted.fit(X, np.arange(80) % 3)
+    with pytest.raises(ValueError, match=match):
+        fitted.log_predictive(X, _labels(kind))
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_numeric_string_targets_are_converted():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(120, 3))
+    y = X @ np.array([1.0, -2.0, 0.5]) + 0.1 * rng.normal(size=120)
+    text = LinearizedPredictive(REGRESSOR.estimator, random_state=0).fit(X, y.astype(str))
+    numbers = LinearizedPredictive(REGRESSOR.estimator, random_state=0).fit(X, y)
+    np.testing.assert_array_equal(text.predict_std(X[:5]), numbers.predict_std(X[:5]))
+    with pytest.raises(ValueError, match="`y` must be numeric"):
+        LinearizedPredictive(REGRESSOR.estimator).fit(X, np.full(120, "a"))
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.parametrize(
+    ("task", "method"),
+    [
+        ("regressor", "predict"),
+        ("regressor", "predict_distribution"),
+        ("regressor", "predict_std"),
+        ("classifier", "predict"),
+        ("classifier", "predict_distribution"),
+        ("classifier", "predict_proba"),
+    ],
+)
+@pytest.mark.parametrize(("rows", "match"), [("none", "`X` has no rows"), ("None", "`X` is None")])
+def test_predicting_without_rows_names_X(task, method, rows, match):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(90, 3))
+    if task == "regressor":
+        model = LinearizedPredictive(REGRESSOR.estimator, random_state=0).fit(X, X[:, 0])
+    else:
+        model = LinearizedPredictive(CLASSIFIER.estimator, random_state=0).fit(X, X[:, 0] > 0)
+    with pytest.raises(ValueError, match=match):
+        getattr(model, method)(X[:0] if rows == "none" else None)
+    if method == "predict_distribution":
+        with pytest.raises(ValueError, match=match):
+            model.predict_distribution(X[:0] if rows == "none" else None, "mc")
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_n_features_in_counts_the_columns_before_the_pipeline():
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import PolynomialFeatures
+
+    X = np.random.default_rng(0).normal(size=(90, 3))
+    net = make_pipeline(PolynomialFeatures(2), REGRESSOR.estimator)
+    model = LinearizedPredictive(net, random_state=0).fit(X, X[:, 0])
+    assert model.n_features_in_ == 3  # the network itself sees 9 columns
+    assert model.predict(X[:4]).shape == (4,)
+    with pytest.raises(ValueError, match="3 features"):
+        model.predict(X[:4, :2])

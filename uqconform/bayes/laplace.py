@@ -39,7 +39,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from uqconform.base import check_positive_int, check_regression_target, check_rows
+from uqconform.base import check_class_labels, check_positive_int, check_regression_target
 from uqconform.bayes.convert import NetworkView, as_network, output_jacobians
 from uqconform.bayes.likelihood import (
     gaussian_log_density,
@@ -58,16 +58,31 @@ PRIOR_GRID = np.logspace(-3, 6, 19)
 
 
 def _encode_labels(y: ArrayLike, classes: NDArray, n: int) -> NDArray:
-    labels = check_rows("y", y, n)
-    index = np.searchsorted(classes, labels)
-    index = np.clip(index, 0, classes.size - 1)
-    unseen = classes[index] != labels
+    labels = check_class_labels(y, n)
+    try:
+        index = np.clip(np.searchsorted(classes, labels), 0, classes.size - 1)
+        unseen = classes[index] != labels
+    except TypeError:  # labels that do not compare with the classes (str against int)
+        index, unseen = None, np.ones(labels.size, dtype=bool)
     if np.any(unseen):
         raise ValueError(
             f"`y` contains labels the classifier does not know: "
             f"{np.unique(labels[unseen])[:5].tolist()}; known: {classes.tolist()}."
         )
     return index
+
+
+def _positive_float(value: Any, name: str) -> float:
+    """``value`` as a float if it is a finite number > 0 (booleans refused), else a
+    ``ValueError`` naming the parameter."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, numbers.Real)
+        or not np.isfinite(value)
+        or value <= 0
+    ):
+        raise ValueError(f"`{name}` must be a finite number > 0, got {value!r}.")
+    return float(value)
 
 
 class LaplacePosterior(BaseEstimator):
@@ -157,8 +172,9 @@ class LaplacePosterior(BaseEstimator):
         X, y : array-like
             Data for the curvature (usually the network's training data).
         X_val, y_val : array-like, optional
-            Validation data for ``prior_precision="auto"`` and the regression noise variance.
-            Without them, ``"auto"`` holds out ``validation_fraction`` of ``(X, y)``.
+            Validation data for ``prior_precision="auto"`` and the regression noise variance,
+            given together. Without them, ``"auto"`` holds out ``validation_fraction`` of
+            ``(X, y)``.
 
         Returns
         -------
@@ -167,6 +183,8 @@ class LaplacePosterior(BaseEstimator):
         self._validate_params()
         view = as_network(self.estimator)
         prior = self.prior_precision
+        if isinstance(prior, numbers.Real):
+            prior = _positive_float(prior, "prior_precision")  # refuses True
         if not isinstance(prior, (str, numbers.Real)):
             prior = np.asarray(prior, dtype=float)
             if prior.shape != (view.network.n_parameters,) or not np.all(prior > 0):
@@ -186,11 +204,12 @@ class LaplacePosterior(BaseEstimator):
             )
         Xt = view.transform(X)
         target = self._target(view, y, Xt.shape[0])
+        if X_val is None and y_val is not None:
+            raise ValueError("`X_val` is required with `y_val`.")
         if X_val is not None:
             if y_val is None:
                 raise ValueError("`y_val` is required with `X_val`.")
-            Xv = view.transform(X_val)
-            target_val = self._target(view, y_val, Xv.shape[0])
+            Xv, target_val = self._validation_rows(view, X_val, y_val)
         elif isinstance(prior, str) and prior == "auto":
             rng = check_random_state(_legacy_seed(self.random_state))
             order = rng.permutation(Xt.shape[0])
@@ -234,7 +253,8 @@ class LaplacePosterior(BaseEstimator):
             Positive posterior variances in the order of `Network.parameters` (per layer
             ``coefs_[l].ravel()`` then ``intercepts_[l]``).
         X_val, y_val : array-like, optional
-            Regression: rows whose mean squared residual sets ``noise_variance_``.
+            Regression: rows whose mean squared residual sets ``noise_variance_`` (given
+            together).
 
         Examples
         --------
@@ -268,11 +288,11 @@ class LaplacePosterior(BaseEstimator):
         post.prior_precision_ = 0.0
         post.prior_grid_nll_ = None
         if view.task == "regression":
+            if (X_val is None) != (y_val is None):
+                raise ValueError("`X_val` and `y_val` must be given together.")
             if X_val is not None:
-                Xv = view.transform(X_val)
-                residual = (
-                    check_regression_target(y_val, Xv.shape[0]) - view.network.forward(Xv)[:, 0]
-                )
+                Xv, target = post._validation_rows(view, X_val, y_val)
+                residual = target - view.network.forward(Xv)[:, 0]
                 post.noise_variance_ = float(max(np.mean(residual**2), 1e-12))
             else:
                 post.noise_variance_ = 1.0
@@ -282,6 +302,21 @@ class LaplacePosterior(BaseEstimator):
         if view.task == "regression":
             return check_regression_target(y, n)
         return _encode_labels(y, view.classes, n)
+
+    def _validation_rows(
+        self, view: NetworkView, X_val: Any, y_val: Any
+    ) -> tuple[NDArray, NDArray]:
+        """The network input and targets of the validation rows, errors naming `X_val` and
+        `y_val` (the shared checks say `X` and `y`)."""
+        try:
+            Xv = view.transform(X_val)
+        except ValueError as error:
+            raise ValueError(f"`X_val`: {error}") from None
+        try:
+            return Xv, self._target(view, y_val, Xv.shape[0])
+        except ValueError as error:
+            message = str(error).replace("`y`", "`y_val`").replace(" X has ", " `X_val` has ")
+            raise ValueError(message) from None
 
     def _root_terms(
         self, view: NetworkView, Xt: NDArray, J: NDArray
@@ -404,13 +439,30 @@ class LaplacePosterior(BaseEstimator):
         Parameters
         ----------
         prior_precision : float, optional
-            Defaults to the fitted ``prior_precision_`` (a scalar).
+            A finite number > 0. Defaults to the fitted ``prior_precision_`` (a scalar).
+
+        Returns
+        -------
+        float
+
+        Raises
+        ------
+        ValueError
+            If the precision is not a finite number > 0 (or, by default, if the fitted one is
+            an array, or 0 for a posterior built by `from_variance`).
         """
         check_is_fitted(self, "curvature_")
         delta = self.prior_precision_ if prior_precision is None else prior_precision
         if np.ndim(delta) != 0:
             raise ValueError("log_marginal_likelihood needs a scalar prior precision.")
-        delta = float(delta)
+        if isinstance(delta, np.ndarray):
+            delta = delta.item()
+        if prior_precision is None and not delta > 0:
+            raise ValueError(
+                f"the fitted prior_precision_ is {delta!r} (a posterior from `from_variance` "
+                "has no prior): pass `prior_precision`."
+            )
+        delta = _positive_float(delta, "prior_precision")
         log_det, count, theta = self._log_det_and_count(delta)
         return float(-0.5 * delta * theta @ theta + 0.5 * count * np.log(delta) - 0.5 * log_det)
 
@@ -564,12 +616,44 @@ class LaplacePosterior(BaseEstimator):
         out[:, self.network_.parameter_slices()[-1]] += draws
         return out
 
-    def output_variance(self, jacobians: NDArray, scale: float = 1.0) -> NDArray:
+    def output_variance(self, jacobians: ArrayLike, scale: float = 1.0) -> NDArray:
         """``diag(J Sigma J')`` per row and output, from Jacobians ``(K, n, P)``: ``(n, K)``.
 
         The variance of the linearised (GLM) predictive.
+
+        Parameters
+        ----------
+        jacobians : array-like of shape (K, n_samples, n_parameters)
+            Finite Jacobians with respect to all the network's parameters, in the order of
+            `Network.parameters` (the full ``n_parameters`` also for ``"last_layer"``); ``K``
+            is usually the network's number of outputs (as yielded by
+            `uqconform.bayes.convert.output_jacobians`).
+        scale : float, default=1.0
+            Factor on the posterior covariance.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, K)
+
+        Raises
+        ------
+        ValueError
+            If ``jacobians`` is not numeric, not 3-D, has another number of parameters or holds
+            NaN or infinity.
         """
         scale = self._check(scale)
+        expected = f"(K, n_samples, n_parameters) = (K, n_samples, {self.n_parameters_})"
+        try:
+            jacobians = np.asarray(jacobians, dtype=float)
+        except (TypeError, ValueError):
+            raise ValueError(f"`jacobians` must be a numeric array of shape {expected}.") from None
+        if jacobians.ndim != 3 or jacobians.shape[2] != self.n_parameters_:
+            raise ValueError(
+                f"`jacobians` must have shape {expected} for this posterior, got "
+                f"{jacobians.shape}."
+            )
+        if not np.all(np.isfinite(jacobians)):
+            raise ValueError("`jacobians` contains NaN or infinite values.")
         K, n, _P = jacobians.shape
         if self.structure == "diag":
             return np.einsum("knp,p->nk", jacobians**2, self.variance(scale))

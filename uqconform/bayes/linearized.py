@@ -30,6 +30,8 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
 from uqconform.base import (
+    check_class_labels,
+    check_features,
     check_positive_int,
     check_regression_target,
     check_rows,
@@ -37,7 +39,12 @@ from uqconform.base import (
     seed_parameters,
 )
 from uqconform.bayes.convert import as_network, output_jacobians
-from uqconform.bayes.laplace import STRUCTURES, LaplacePosterior, _encode_labels
+from uqconform.bayes.laplace import (
+    STRUCTURES,
+    LaplacePosterior,
+    _encode_labels,
+    _positive_float,
+)
 from uqconform.bayes.likelihood import (
     class_probabilities,
     gaussian_log_density,
@@ -138,6 +145,9 @@ class LinearizedPredictive(BaseEstimator):
     classes_ : ndarray
         Classification only.
     n_features_in_ : int
+        Columns of the ``X`` given to `fit` (before any Pipeline step).
+    feature_names_in_ : ndarray of str
+        Column names seen at fit (only when X has string column names).
 
     Examples
     --------
@@ -236,18 +246,23 @@ class LinearizedPredictive(BaseEstimator):
         self
         """
         self._validate_params()
+        for name in ("prior_precision", "scale"):  # numbers, not booleans
+            if isinstance(getattr(self, name), numbers.Real):
+                _positive_float(getattr(self, name), name)
+        check_positive_int(self.n_samples, "n_samples")
         seed = integer_seed(self.random_state)
         self.seed_ = seed
+        X = check_features(self, X, reset=True)  # None, no rows: named errors
         n = _n_rows(X)
-        labels = check_rows("y", y, n)
         if is_torch_module(self.estimator) and hasattr(X, "toarray"):
             raise TypeError(
                 "sparse input is not supported for torch modules; pass a dense array "
                 "(X.toarray())."
             )
+        # every row, before any split
         if _task_of(self.estimator) == "regression":
-            check_regression_target(labels, n)  # every row, before any split
-        if _task_of(self.estimator) == "classification" and np.unique(labels).size < 2:
+            y = check_regression_target(check_rows("y", y, n), n)  # numeric strings: floats
+        elif np.unique(check_class_labels(y, n)).size < 2:
             raise ValueError(
                 "`y` has only one class; a classifier's predictive needs at least 2 classes."
             )
@@ -297,7 +312,13 @@ class LinearizedPredictive(BaseEstimator):
         self.view_ = view
         self.task_ = view.task
         self.classes_ = view.classes
-        self.n_features_in_ = view.network.dense_layers[0].n_in
+        # the validation rows first, so their errors name `X` and `y` (not the posterior's
+        # `X_val` and `y_val`)
+        Xv = view.transform(X_val)
+        if view.task == "regression":
+            target = check_regression_target(y_val, Xv.shape[0])
+        else:
+            target = _encode_labels(y_val, view.classes, Xv.shape[0])
         self.posterior_ = self._posterior(view, X_fit, y_fit, X_val, y_val)
         variance = self.posterior_.variance()
         if not np.all(np.isfinite(variance)) or np.any(variance < 0) or not np.any(variance > 0):
@@ -305,11 +326,6 @@ class LinearizedPredictive(BaseEstimator):
                 "the posterior has non-positive or non-finite variances; every variance must "
                 "be positive (or zero for parameters held fixed)."
             )
-        Xv = view.transform(X_val)
-        if view.task == "regression":
-            target = check_regression_target(y_val, Xv.shape[0])
-        else:
-            target = _encode_labels(y_val, view.classes, Xv.shape[0])
         self._fit_scale(Xv, target)
         return self
 
@@ -381,6 +397,10 @@ class LinearizedPredictive(BaseEstimator):
     def _check(self) -> None:
         check_is_fitted(self, "posterior_")
 
+    def _transform(self, X: Any) -> NDArray:
+        """The network input for ``X``; None, 1-D input and no rows refused naming `X`."""
+        return self.view_.transform(check_features(self, X, reset=False))
+
     def _onepass(self, Xt: NDArray, scale: float) -> tuple[NDArray, NDArray]:
         covariance = "full" if self.posterior_.structure == "kron" else self.covariance
         return self.view_.network.moments(
@@ -442,7 +462,7 @@ class LinearizedPredictive(BaseEstimator):
         method = self.method if method is None else method
         if method not in METHODS:
             raise ValueError(f"`method` must be one of {METHODS}, got {method!r}.")
-        Xt = self.view_.transform(X)
+        Xt = self._transform(X)
         if method == "onepass":
             mean, var = self._onepass(Xt, self.scale_)
         elif method == "glm":
@@ -510,7 +530,7 @@ class LinearizedPredictive(BaseEstimator):
         method = self.method if method is None else method
         output = self.view_.network.output
         if method == "mc":
-            samples = self._output_samples(self.view_.transform(X), self.n_samples, random_state)
+            samples = self._output_samples(self._transform(X), self.n_samples, random_state)
             return np.exp(
                 logsumexp(_log_proba_samples(samples, output), axis=0) - np.log(len(samples))
             )
@@ -556,7 +576,7 @@ class LinearizedPredictive(BaseEstimator):
         """
         self._check()
         method = self.method if method is None else method
-        Xt = self.view_.transform(X)
+        Xt = self._transform(X)
         if self.task_ == "regression":
             target = check_regression_target(y, Xt.shape[0])
             if method == "mc":
