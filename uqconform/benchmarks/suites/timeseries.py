@@ -115,6 +115,8 @@ def _online(model, X_fit, y_fit, X_test, y_test) -> dict[str, Any]:
         "step_s": step_s,
         "window": getattr(model, "window_", None),
         "n_infeasible": getattr(model, "n_infeasible_", None),
+        # how many residuals the weights really use (KOWCPI: 1 / sum w^2 at each step)
+        "median_n_eff": float(np.median(model.effective_sample_sizes_)),
         # drift of the residual law: robust scale of the test residuals over the fit ones
         "scale_ratio": _mad(test_residuals) / _mad(model.fit_residuals_),
     }
@@ -219,6 +221,9 @@ def _elec2(ctx, notes) -> tuple[list[dict[str, Any]], dict[str, Any]]:
                 else None,
                 "window": "/".join(str(w) for w in sorted(set(windows))) if windows else None,
                 "infeasible_steps": float(np.mean(infeasible)) if infeasible else None,
+                "median_n_eff": float(np.mean([r["median_n_eff"] for r in method_runs]))
+                if "median_n_eff" in method_runs[0]
+                else None,
                 "trials": len(method_runs),
                 "n_test": len(method_runs[0]["covered"]),
                 "target_met": None,
@@ -463,6 +468,10 @@ def _further(ctx, notes) -> list[dict[str, Any]]:
             "kowcpi_coverage": k_cov,
             "kowcpi_width": k_width,
             "kowcpi_window": "/".join(str(r["window"]) for r in runs["kowcpi"]),
+            "kowcpi_median_n_eff": float(np.mean([r["median_n_eff"] for r in runs["kowcpi"]])),
+            "kowcpi_fallback_share": float(
+                np.mean([r["n_infeasible"] / len(y_test) for r in runs["kowcpi"]])
+            ),
             "test_over_fit_residual_scale": float(
                 np.mean([r["scale_ratio"] for r in runs["kowcpi"]])
             ),
