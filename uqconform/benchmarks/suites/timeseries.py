@@ -472,6 +472,7 @@ def _further(ctx, notes) -> list[dict[str, Any]]:
             "kowcpi_fallback_share": float(
                 np.mean([r["n_infeasible"] / len(y_test) for r in runs["kowcpi"]])
             ),
+            "spci_median_n_eff": float(np.mean([r["median_n_eff"] for r in runs["spci"]])),
             "test_over_fit_residual_scale": float(
                 np.mean([r["scale_ratio"] for r in runs["kowcpi"]])
             ),
