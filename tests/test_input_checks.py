@@ -438,3 +438,14 @@ def test_evaluate_takes_a_linearized_regressor(data):
         for lo, hi in (model.predict_interval(X[100:], alpha=a).T for a in (0.1, 0.2))
     ]
     np.testing.assert_allclose(frame["coverage"], expected)
+
+
+@pytest.mark.parametrize("method", ["onepass", "glm", "mc"])
+def test_linearized_n_samples_is_checked_whatever_the_method(data, method):
+    X, y, _ = data
+    network = MLPRegressor(hidden_layer_sizes=(5,), max_iter=300, random_state=0)
+    model = LinearizedPredictive(network).fit(X[:100], y[:100])
+    with pytest.raises(ValueError, match="`n_samples`"):
+        model.predict_distribution(X[100:], method, n_samples=0)
+    with pytest.raises(ValueError, match="`n_samples`"):
+        model.log_predictive(X[100:], y[100:], method, n_samples=-1)

@@ -462,13 +462,14 @@ class LinearizedPredictive(BaseEstimator):
         method = self.method if method is None else method
         if method not in METHODS:
             raise ValueError(f"`method` must be one of {METHODS}, got {method!r}.")
+        count = self._n(n_samples)  # checked whatever the method (used by "mc")
         Xt = self._transform(X)
         if method == "onepass":
             mean, var = self._onepass(Xt, self.scale_)
         elif method == "glm":
             mean, var = self._glm(Xt, self.scale_)
         else:
-            samples = self._output_samples(Xt, self._n(n_samples), random_state)
+            samples = self._output_samples(Xt, count, random_state)
             mean, var = samples.mean(axis=0), samples.var(axis=0)
         if self.task_ == "regression":
             mean, var = mean[:, 0], var[:, 0]
@@ -576,18 +577,19 @@ class LinearizedPredictive(BaseEstimator):
         """
         self._check()
         method = self.method if method is None else method
+        count = self._n(n_samples)  # checked whatever the method (used by "mc")
         Xt = self._transform(X)
         if self.task_ == "regression":
             target = check_regression_target(y, Xt.shape[0])
             if method == "mc":
-                f = self._output_samples(Xt, self._n(n_samples), None)[:, :, 0]
+                f = self._output_samples(Xt, count, None)[:, :, 0]
                 log_density = gaussian_log_density(target[None], f, self.noise_variance_)
                 return logsumexp(log_density, axis=0) - np.log(f.shape[0])
             mean, var = self.predict_distribution(X, method, include_noise=True)
             return gaussian_log_density(target, mean, var)
         labels = _encode_labels(y, self.classes_, Xt.shape[0])
         if method == "mc":
-            samples = self._output_samples(Xt, self._n(n_samples), None)
+            samples = self._output_samples(Xt, count, None)
             log_p = logsumexp(_log_proba_samples(samples, self.view_.network.output), axis=0)
             log_p = log_p - np.log(samples.shape[0])
         else:
