@@ -449,3 +449,22 @@ def test_linearized_n_samples_is_checked_whatever_the_method(data, method):
         model.predict_distribution(X[100:], method, n_samples=0)
     with pytest.raises(ValueError, match="`n_samples`"):
         model.log_predictive(X[100:], y[100:], method, n_samples=-1)
+
+
+def test_subspace_heads_take_lists(data):
+    X, _, labels = data
+    heads = HeadEnsemble(LogisticRegression(), diversity="subspace", n_heads=3, random_state=0)
+    from_list = clone(heads).fit(X.tolist(), labels)
+    from_array = clone(heads).fit(X, labels)
+    np.testing.assert_allclose(from_list.predict_proba(X.tolist()), from_array.predict_proba(X))
+
+
+def test_a_refused_refit_keeps_the_linearized_model(data):
+    X, y, _ = data
+    network = MLPRegressor(hidden_layer_sizes=(5,), max_iter=300, random_state=0)
+    model = LinearizedPredictive(network, random_state=0).fit(X[:100], y[:100])
+    before = model.predict_distribution(X[100:])
+    wider = np.c_[X, X]
+    with pytest.raises(ValueError, match="`y`"):
+        model.fit(wider[:100], np.full(100, np.nan))
+    np.testing.assert_array_equal(model.predict_distribution(X[100:]), before)

@@ -36,6 +36,7 @@ from uqconform.base import (
     check_regression_target,
     check_rows,
     integer_seed,
+    keeps_state_on_error,
     seed_parameters,
 )
 from uqconform.bayes.convert import as_network, output_jacobians
@@ -225,6 +226,7 @@ class LinearizedPredictive(BaseEstimator):
         return tags
 
     # ---- fit --------------------------------------------------------------------------------
+    @keeps_state_on_error
     def fit(self, X: ArrayLike, y: ArrayLike) -> LinearizedPredictive:
         """Build the posterior (unless given) and fit the scale (and noise) on validation rows.
 

@@ -29,7 +29,11 @@ DIVERSITY = ("bootstrap", "subspace", "seeds")
 
 
 def _columns(X: Any, columns: NDArray | None) -> Any:
-    return X if columns is None else _safe_indexing(X, columns, axis=1)
+    if columns is None:
+        return X
+    if isinstance(X, (list, tuple)):  # scikit-learn indexes columns of arrays, not of lists
+        X = np.asarray(X)
+    return _safe_indexing(X, columns, axis=1)
 
 
 def _fit_head(estimator, X, y, rows, columns, seed, fit_params):
