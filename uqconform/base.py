@@ -66,8 +66,9 @@ def n_rows(X: Any) -> int:
     return len(X)
 
 
-def check_rows(name: str, values: ArrayLike, n: int) -> NDArray:
-    """1-D array of length ``n`` (``y`` or ``groups``), with a message naming the argument.
+def check_rows(name: str, values: ArrayLike, n: int, rows_of: str = "X") -> NDArray:
+    """1-D array of length ``n`` (``y`` or ``groups``), with a message naming the argument
+    (and ``rows_of``, what the rows belong to).
 
     A column vector ``(n, 1)`` is flattened (with a ``DataConversionWarning`` for ``y``, the
     scikit-learn convention).
@@ -82,7 +83,7 @@ def check_rows(name: str, values: ArrayLike, n: int) -> NDArray:
     if array.ndim != 1:
         raise ValueError(f"`{name}` must be 1-D, got an array of shape {array.shape}.")
     if array.shape[0] != n:
-        raise ValueError(f"`{name}` has {array.shape[0]} entries but X has {n} rows.")
+        raise ValueError(f"`{name}` has {array.shape[0]} entries but {rows_of} has {n} rows.")
     return array
 
 
@@ -138,15 +139,20 @@ def check_groups(groups: ArrayLike | None, n: int) -> NDArray | None:
     if labels.dtype.kind == "O":
         if pd.isna(labels).any():
             raise ValueError("`groups` contains missing (None or NaN) labels.")
-        try:
-            np.unique(labels)
-        except TypeError:
-            kinds = sorted({type(value).__name__ for value in labels})
-            raise ValueError(
-                f"`groups` mixes labels that cannot be ordered ({', '.join(kinds)}); use one "
-                "type, e.g. all strings."
-            ) from None
+        _refuse_unorderable(labels, "groups")
     return labels
+
+
+def _refuse_unorderable(labels: NDArray, name: str) -> None:
+    """A ValueError naming ``name`` when its (object) labels mix types that do not order."""
+    try:
+        np.unique(labels)
+    except TypeError:
+        kinds = sorted({type(value).__name__ for value in labels})
+        raise ValueError(
+            f"`{name}` mixes label types ({', '.join(kinds)}) that cannot be ordered; use "
+            "one type (e.g. all strings)."
+        ) from None
 
 
 def _plain(value: Any) -> Any:
@@ -783,7 +789,7 @@ def check_positive_int(value: Any, name: str) -> int:
     return int(value)
 
 
-def check_class_labels(y: ArrayLike, n: int) -> NDArray:
+def check_class_labels(y: ArrayLike, n: int, name: str = "y", rows_of: str = "X") -> NDArray:
     """Class labels, one per row of X: no None, NaN or infinite label.
 
     Examples
@@ -793,25 +799,19 @@ def check_class_labels(y: ArrayLike, n: int) -> NDArray:
     """
     if y is None:
         raise _y_is_none()
-    labels = check_rows("y", y, n)
+    labels = check_rows(name, y, n, rows_of)
     if labels.dtype.kind == "f" and not np.isfinite(labels).all():
-        raise ValueError("`y` contains NaN or infinite labels.")
+        raise ValueError(f"`{name}` contains NaN or infinite labels.")
     if labels.dtype.kind == "O":
         if any(v is None for v in labels):
-            raise ValueError("`y` contains missing (None) labels.")
-        try:
-            np.unique(labels)
-        except TypeError:
-            kinds = sorted({type(v).__name__ for v in labels})
-            raise ValueError(
-                f"`y` mixes label types ({', '.join(kinds)}) that cannot be ordered; "
-                "use one type (e.g. y.astype(str))."
-            ) from None
+            raise ValueError(f"`{name}` contains missing (None) labels.")
+        _refuse_unorderable(labels, name)
     return labels
 
 
-def check_regression_target(y: ArrayLike, n: int) -> NDArray:
-    """A finite 1-D float target with one value per row of X.
+def check_regression_target(y: ArrayLike, n: int, name: str = "y", rows_of: str = "X") -> NDArray:
+    """A finite 1-D float target with one value per row of X (messages name ``name`` and
+    ``rows_of``).
 
     A column vector ``(n, 1)`` is flattened with a ``DataConversionWarning`` (the
     scikit-learn convention); wider targets are refused: they need a multi-output method.
@@ -824,20 +824,22 @@ def check_regression_target(y: ArrayLike, n: int) -> NDArray:
         target = target[:, 0]
     if target.ndim != 1:
         raise ValueError(
-            f"`y` must be 1-D for a scalar regressor, got shape {target.shape}; for several "
+            f"`{name}` must be 1-D for a scalar regressor, got shape {target.shape}; for several "
             "outputs use the regions of uqconform.multioutput."
         )
     if target.shape[0] != n:
-        raise ValueError(f"`y` has {target.shape[0]} entries but X has {n} rows.")
+        raise ValueError(f"`{name}` has {target.shape[0]} entries but {rows_of} has {n} rows.")
     if target.dtype.kind == "c":
-        raise ValueError("Complex data not supported: `y` must be real for a scalar regressor.")
+        raise ValueError(
+            f"Complex data not supported: `{name}` must be real for a scalar regressor."
+        )
     try:
         target = np.asarray(target, dtype=float)
     except (TypeError, ValueError):
-        raise ValueError("`y` must be numeric for regression.") from None
+        raise ValueError(f"`{name}` must be numeric for regression.") from None
     if not np.isfinite(target).all():
         raise ValueError(
-            f"`y` contains {int((~np.isfinite(target)).sum())} NaN or infinite values; "
+            f"`{name}` contains {int((~np.isfinite(target)).sum())} NaN or infinite values; "
             "remove or impute those rows first."
         )
     return target

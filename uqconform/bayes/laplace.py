@@ -57,8 +57,10 @@ MAX_FULL_PARAMETERS = 6000
 PRIOR_GRID = np.logspace(-3, 6, 19)
 
 
-def _encode_labels(y: ArrayLike, classes: NDArray, n: int) -> NDArray:
-    labels = check_class_labels(y, n)
+def _encode_labels(
+    y: ArrayLike, classes: NDArray, n: int, name: str = "y", rows_of: str = "X"
+) -> NDArray:
+    labels = check_class_labels(y, n, name, rows_of)
     try:
         index = np.clip(np.searchsorted(classes, labels), 0, classes.size - 1)
         unseen = classes[index] != labels
@@ -66,7 +68,7 @@ def _encode_labels(y: ArrayLike, classes: NDArray, n: int) -> NDArray:
         index, unseen = None, np.ones(labels.size, dtype=bool)
     if np.any(unseen):
         raise ValueError(
-            f"`y` contains labels the classifier does not know: "
+            f"`{name}` contains labels the classifier does not know: "
             f"{np.unique(labels[unseen])[:5].tolist()}; known: {classes.tolist()}."
         )
     return index
@@ -298,25 +300,23 @@ class LaplacePosterior(BaseEstimator):
                 post.noise_variance_ = 1.0
         return post
 
-    def _target(self, view: NetworkView, y: Any, n: int) -> NDArray:
+    def _target(
+        self, view: NetworkView, y: Any, n: int, name: str = "y", rows_of: str = "X"
+    ) -> NDArray:
         if view.task == "regression":
-            return check_regression_target(y, n)
-        return _encode_labels(y, view.classes, n)
+            return check_regression_target(y, n, name, rows_of)
+        return _encode_labels(y, view.classes, n, name, rows_of)
 
     def _validation_rows(
         self, view: NetworkView, X_val: Any, y_val: Any
     ) -> tuple[NDArray, NDArray]:
         """The network input and targets of the validation rows, errors naming `X_val` and
-        `y_val` (the shared checks say `X` and `y`)."""
+        `y_val`."""
         try:
             Xv = view.transform(X_val)
         except ValueError as error:
             raise ValueError(f"`X_val`: {error}") from None
-        try:
-            return Xv, self._target(view, y_val, Xv.shape[0])
-        except ValueError as error:
-            message = str(error).replace("`y`", "`y_val`").replace(" X has ", " `X_val` has ")
-            raise ValueError(message) from None
+        return Xv, self._target(view, y_val, Xv.shape[0], "y_val", "`X_val`")
 
     def _root_terms(
         self, view: NetworkView, Xt: NDArray, J: NDArray
@@ -494,14 +494,7 @@ class LaplacePosterior(BaseEstimator):
     def _check(self, scale: float = 1.0) -> float:
         """Fitted? Return ``scale`` checked: a finite number > 0."""
         check_is_fitted(self, "prior_precision_")
-        if (
-            isinstance(scale, bool)
-            or not isinstance(scale, numbers.Real)
-            or not np.isfinite(scale)
-            or scale <= 0
-        ):
-            raise ValueError(f"`scale` must be a finite number > 0, got {scale!r}.")
-        return float(scale)
+        return _positive_float(scale, "scale")
 
     def _kron_factors(self, scale: float) -> list[tuple[NDArray, NDArray]]:
         """Per layer ``(A, B)`` with ``Cov(vec [W; b]) = A kron B`` (row-major vec)."""
