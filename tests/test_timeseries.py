@@ -11,6 +11,7 @@ block is split conformal), binomial standard errors or an empirical band otherwi
 from __future__ import annotations
 
 import pickle
+import warnings
 
 import joblib
 import numpy as np
@@ -855,3 +856,98 @@ def test_finite_sample_parameter():
     X, y = iid_series(200, 0)
     with pytest.raises(ValueError, match="finite_sample"):
         KOWCPI(LinearRegression(), n_bootstrap=4, finite_sample="yes").fit(X, y)
+
+
+# ---- a call that raises changes nothing ------------------------------------------------------
+def _online_state(model):
+    return (
+        model.memory_.copy(),
+        model.n_steps_,
+        model.n_infeasible_,
+        list(model.effective_sample_sizes_),
+        model.coverage_history_.copy(),
+    )
+
+
+def _assert_same_state(before, after):
+    for old, new in zip(before, after, strict=True):
+        np.testing.assert_array_equal(new, old)
+
+
+def test_an_interrupted_online_batch_changes_nothing(fitted, monkeypatch):
+    """Ctrl-C at step 8 of a batch: no residual absorbed, no diagnostic kept, and giving
+    the batch again yields the intervals of a model that was never interrupted."""
+    model, X, y = fitted
+    clean = pickle.loads(pickle.dumps(model)).predict_interval(X, y)
+    before = _online_state(model)
+    original, calls = type(model)._interval_offsets, []
+
+    def interrupted(self, alphas):
+        calls.append(1)
+        if len(calls) == 8:
+            raise KeyboardInterrupt
+        return original(self, alphas)
+
+    monkeypatch.setattr(type(model), "_interval_offsets", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        model.predict_interval(X, y)
+    monkeypatch.undo()
+    assert len(calls) == 8  # the batch really was cut after seven absorbed steps
+    _assert_same_state(before, _online_state(model))
+    np.testing.assert_array_equal(model.predict_interval(X, y), clean)
+
+
+def test_a_warning_raised_as_an_error_changes_nothing():
+    """The 'infinite intervals' warning comes after the steps; as an error it undoes them."""
+    X, y = iid_series(60, 0)
+    model = KOWCPI(LinearRegression(), window=1, n_bootstrap=8, random_state=0)
+    model.fit(X[:12], y[:12])  # 12 residuals: too few for a finite interval at 0.1
+    before = _online_state(model)
+    with pytest.warns(UserWarning, match="infinite"):
+        model.predict_interval(X[12:15], y[12:15])
+    model = KOWCPI(LinearRegression(), window=1, n_bootstrap=8, random_state=0)
+    model.fit(X[:12], y[:12])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(UserWarning, match="infinite"):
+            model.predict_interval(X[12:15], y[12:15])
+    _assert_same_state(before, _online_state(model))
+
+
+@pytest.mark.parametrize("name", ["KOWCPI", "SPCI"])
+def test_a_failed_refit_keeps_the_previous_fit(name):
+    """The refit fails in the window tuning, after the new models were trained: the old
+    models, residuals and memory stay together (before, the new model was kept with the
+    old memory)."""
+    X, y = iid_series(340, 0)
+    model = {
+        "KOWCPI": KOWCPI(LinearRegression(), window=30, n_bootstrap=8, random_state=0),
+        "SPCI": SPCI(LinearRegression(), window=50, n_bootstrap=8, random_state=0),
+    }[name].fit(X[:300], y[:300])
+    expected = model.predict_interval(X[300:305])
+    with pytest.raises(ValueError, match="at least"):
+        model.fit(X[300:330], 10 * y[300:330])  # 30 rows: too short for the window
+    np.testing.assert_array_equal(model.predict_interval(X[300:305]), expected)
+    assert model.fit_residuals_.shape[0] == 300
+
+
+def test_keeps_state_on_error_cuts_appended_lists_back():
+    from uqconform.base import keeps_state_on_error
+
+    class Recorder:
+        def __init__(self):
+            self.history_ = [1.0]
+
+        @keeps_state_on_error
+        def step(self, fail):
+            self.history_.append(2.0)  # extended in place, not rebound
+            if fail:
+                raise RuntimeError("stop")
+
+    recorder = Recorder()
+    kept = recorder.history_
+    with pytest.raises(RuntimeError, match="stop"):
+        recorder.step(fail=True)
+    assert recorder.history_ is kept and recorder.history_ == [1.0]
+    recorder.step(fail=False)
+    assert recorder.history_ == [1.0, 2.0]

@@ -210,11 +210,18 @@ def check_calibration_settings(model: Any, method: str, *, step: str = "calibrat
 
 def keeps_state_on_error(method: Callable) -> Callable:
     """Decorator: when ``method`` raises, the estimator's attributes are put back as they
-    were, so a rejected ``calibrate`` call keeps the previous (good) calibration."""
+    were, so a rejected ``calibrate`` call keeps the previous (good) calibration.
+
+    Attributes the method rebinds are restored from a shallow snapshot; lists it extends in
+    place (diagnostics appended step by step) are cut back to their old length, which costs
+    nothing per call however long they grow. Methods must not change other attribute
+    objects in place.
+    """
 
     @functools.wraps(method)
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
         saved = dict(self.__dict__)
+        lengths = {name: len(value) for name, value in saved.items() if isinstance(value, list)}
         generator = getattr(self, "random_state", None)  # Generators advance in place
         state = None
         if isinstance(generator, np.random.Generator):
@@ -226,6 +233,8 @@ def keeps_state_on_error(method: Callable) -> Callable:
         except BaseException:
             self.__dict__.clear()
             self.__dict__.update(saved)
+            for name, length in lengths.items():
+                del saved[name][length:]
             if isinstance(generator, np.random.Generator):
                 generator.bit_generator.state = state
             elif isinstance(generator, np.random.RandomState):

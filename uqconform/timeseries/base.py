@@ -33,6 +33,7 @@ from uqconform.base import (
     check_positive_int,
     check_random_state_value,
     check_regression_target,
+    keeps_state_on_error,
     seed_parameters,
 )
 from uqconform.quantiles import (
@@ -163,6 +164,9 @@ def minimum_effective_size(alphas: NDArray) -> int:
 
 class SequentialConformalRegressor(RegressorMixin, BaseEstimator):
     """Base class of EnbPI, SPCI and KOWCPI (not used directly).
+
+    ``fit``, ``predict_interval`` and ``update`` change nothing when they raise (an
+    interrupted online batch included): the same call can be repeated.
 
     Attributes
     ----------
@@ -307,6 +311,7 @@ class SequentialConformalRegressor(RegressorMixin, BaseEstimator):
             raise self._short_history(residuals.shape[0], needed, purpose, self._n_fit_rows)
 
     # ---- fit ----------------------------------------------------------------------------
+    @keeps_state_on_error
     def fit(self, X: ArrayLike, y: ArrayLike):
         """Fit the point predictor and collect its out-of-sample residuals.
 
@@ -427,6 +432,7 @@ class SequentialConformalRegressor(RegressorMixin, BaseEstimator):
         self.memory_ = self._trim(np.concatenate([self.memory_, residuals]))
         self.n_steps_ += residuals.shape[0]
 
+    @keeps_state_on_error
     def predict_interval(
         self, X: ArrayLike, y: ArrayLike | None = None, alpha: float | ArrayLike | None = None
     ) -> NDArray:
@@ -479,6 +485,7 @@ class SequentialConformalRegressor(RegressorMixin, BaseEstimator):
             )
         return out[..., 0] if np.ndim(value) == 0 else out
 
+    @keeps_state_on_error
     def update(self, X: ArrayLike, y: ArrayLike):
         """Absorb new observations (their residuals) without predicting.
 
