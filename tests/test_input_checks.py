@@ -263,6 +263,50 @@ def test_a_rejected_calibrate_keeps_the_previous_calibration():
         np.testing.assert_array_equal(before, after, err_msg=type(model).__name__)
 
 
+def test_a_rejected_fit_keeps_the_previous_fit_and_calibration():
+    """Regression test: ``fit`` dropped the calibration (and some estimators their fitted
+    parts) before the new input was refused, so a refit with a wrong y left a model that
+    could no longer predict, or one that mixed old and new parts."""
+    import warnings
+
+    from uqconform import FullConformalRidge
+
+    cases, X = _rejected_calibration_cases()
+    y = cases[0][1]
+    cases.append((FullConformalRidge(), y, "predict_interval"))
+    for model, target, predict in cases:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model.fit(X[:200], target[:200])
+            if hasattr(model, "calibrate") and not isinstance(model, FullConformalRidge):
+                model.calibrate(X[200:300], target[200:300])
+            before = getattr(model, predict)(X[300:])
+            with pytest.raises(ValueError):
+                model.fit(X[100:300], target[100:299])  # one label short
+            after = getattr(model, predict)(X[300:])
+        np.testing.assert_array_equal(before, after, err_msg=type(model).__name__)
+
+
+def test_a_posterior_refit_failing_late_keeps_the_previous_posterior(data, monkeypatch):
+    """A refit interrupted in the prior tuning, after the new network was read: the
+    posterior keeps its old network and prior together (before, it kept the new network
+    with the old prior)."""
+    X, y, _ = data
+    net = MLPRegressor(hidden_layer_sizes=(4,), max_iter=200, random_state=0).fit(X, y)
+    posterior = LaplacePosterior(net).fit(X[:100], y[:100])
+    before = (posterior.prior_precision_, posterior.mean_.copy())
+    other = MLPRegressor(hidden_layer_sizes=(5,), max_iter=200, random_state=0).fit(X, y)
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(LaplacePosterior, "_tune", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        posterior.set_params(estimator=other).fit(X[:100], y[:100])
+    assert posterior.prior_precision_ == before[0]
+    np.testing.assert_array_equal(posterior.mean_, before[1])
+
+
 def test_prediction_groups_of_another_kind_than_at_calibration(data):
     X, y, labels = data
     model = SplitConformalRegressor(LinearRegression()).fit(X[:50], y[:50])

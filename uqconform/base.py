@@ -342,10 +342,12 @@ class ConformalPredictor(BaseEstimator):
                 "or use a model that handles NaN, such as HistGradientBoosting."
             )
 
+    @keeps_state_on_error
     def fit(self, X: Any, y: ArrayLike, **fit_params: Any):
         """Fit a clone of ``estimator`` on training data.
 
-        A ``FrozenEstimator`` is not refitted. Any previous calibration is discarded.
+        A ``FrozenEstimator`` is not refitted. Any previous calibration is discarded (a call
+        that raises keeps it).
 
         Parameters
         ----------

@@ -39,7 +39,12 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from uqconform.base import check_class_labels, check_positive_int, check_regression_target
+from uqconform.base import (
+    check_class_labels,
+    check_positive_int,
+    check_regression_target,
+    keeps_state_on_error,
+)
 from uqconform.bayes.convert import NetworkView, as_network, output_jacobians
 from uqconform.bayes.likelihood import (
     gaussian_log_density,
@@ -164,6 +169,7 @@ class LaplacePosterior(BaseEstimator):
         self.random_state = random_state
 
     # ---- fitting ---------------------------------------------------------------------------
+    @keeps_state_on_error
     def fit(
         self, X: ArrayLike, y: ArrayLike, X_val: ArrayLike | None = None, y_val: Any = None
     ) -> LaplacePosterior:

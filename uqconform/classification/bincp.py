@@ -277,6 +277,7 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
             yield start, stop, conformity.reshape(stop - start, m, -1)
 
     # ---- fit ---------------------------------------------------------------------------------
+    @keeps_state_on_error
     def fit(self, X: Any, y: ArrayLike, augment: int = 0, **fit_params: Any):
         """Fit a clone of ``estimator``, optionally on Gaussian-noise augmented copies.
 

@@ -21,7 +21,13 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.utils import _safe_indexing
 from sklearn.utils.validation import _check_method_params, check_is_fitted
 
-from uqconform.base import check_class_labels, check_features, n_rows, seed_parameters
+from uqconform.base import (
+    check_class_labels,
+    check_features,
+    keeps_state_on_error,
+    n_rows,
+    seed_parameters,
+)
 
 __all__ = ["HeadEnsemble"]
 
@@ -134,6 +140,7 @@ class HeadEnsemble(ClassifierMixin, BaseEstimator):
             else:
                 self.__dict__.pop(name, None)
 
+    @keeps_state_on_error
     def fit(self, X: ArrayLike, y: ArrayLike, **fit_params: Any):
         """Fit the heads (or check the given fitted heads).
 

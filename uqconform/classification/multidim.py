@@ -204,6 +204,7 @@ class MultiDimScoreClassifier(ClassifierMixin, BaseEstimator):
             return np.random.default_rng()
         return seeded_generator(integer_seed(seed), stream, content)
 
+    @keeps_state_on_error
     def fit(self, X: ArrayLike, y: ArrayLike, **fit_params: Any):
         """Fit the heads (or check the given fitted heads).
 

@@ -537,6 +537,7 @@ class ReliablePredictionSets(ClassifierMixin, BaseEstimator):
         return LogisticRegression(max_iter=1000) if self.estimator is None else self.estimator
 
     # ---- training ------------------------------------------------------------------------
+    @keeps_state_on_error
     def fit(self, X: Any, y: ArrayLike):
         """Partition the training rows by hash and fit one model per partition.
 

@@ -284,10 +284,11 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
         self.__dict__.pop("radius_", None)
 
     # ---- public API ------------------------------------------------------------------------
+    @keeps_state_on_error
     def fit(self, X: Any, y: ArrayLike, **fit_params: Any):
         """Train the model on data held out from calibration.
 
-        Any previous calibration is discarded.
+        Any previous calibration is discarded (a call that raises keeps it).
 
         Parameters
         ----------
@@ -309,11 +310,7 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
         Y = self._check_target(y, n_rows(X), calibrating=False)
         self._check_nan(X)
         self.n_outputs_ = Y.shape[1]
-        try:
-            self._fit(X, Y, **fit_params)
-        except BaseException:
-            self.__dict__.pop("n_outputs_", None)
-            raise
+        self._fit(X, Y, **fit_params)
         record_calibration_settings(self, step="fit")
         return self
 

@@ -292,6 +292,7 @@ class ApproximateFullConformalRegressor(FullConformalMixin, RegressorMixin, Base
             self.refinement_ = None
             self.training_residuals_ = raw
 
+    @keeps_state_on_error
     def fit(self, X: ArrayLike, y: ArrayLike, **fit_params: Any):
         """Train a clone of the estimator (not a torch module or a FrozenEstimator) on all
         the data, then linearise it there: full-CP mode.

@@ -18,7 +18,12 @@ from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import LinearRegression, Ridge
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from uqconform.base import check_batch_size, check_features, check_regression_target
+from uqconform.base import (
+    check_batch_size,
+    check_features,
+    check_regression_target,
+    keeps_state_on_error,
+)
 from uqconform.quantiles import check_alpha
 from uqconform.regression.crr import (
     SCORES,
@@ -275,6 +280,7 @@ class FullConformalRidge(FullConformalMixin, RegressorMixin, BaseEstimator):
             return np.column_stack([X, np.ones(X.shape[0])])
         return X
 
+    @keeps_state_on_error
     def fit(self, X: ArrayLike, y: ArrayLike):
         """Fit ridge regression on all the data and prepare the confidence machine.
 
