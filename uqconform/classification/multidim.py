@@ -80,9 +80,9 @@ class MultiDimScoreClassifier(ClassifierMixin, BaseEstimator):
     saps_weight : float, default=0.3
     fill_empty : bool, default=True
         Give a row whose set would be empty its best-scored label. Harmless for the
-        guarantee (sets only grow) but it adds coverage: on digits with 5% of rows empty,
-        about 3 points above the split-CP coverage law's interval. ``False`` keeps the sets
-        the coverage law describes (some may be empty).
+        guarantee (sets only grow) but it adds coverage above the split-CP coverage law, up
+        to the share of rows that would have been empty. ``False`` keeps the sets the
+        coverage law describes (some may be empty).
     n_jobs : int, default=None
         Heads fitted through joblib.
     random_state : int or None, default=None

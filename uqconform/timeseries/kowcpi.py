@@ -85,9 +85,9 @@ class KOWCPI(SequentialConformalRegressor):
         Number of ``beta`` values in ``[0, alpha]``, or fractions of ``alpha``.
     finite_sample : bool, default=True
         Conformal ends with an effective-sample-size floor. The kernel weights concentrate
-        on few residuals (an effective sample size ``n_eff = 1 / sum(w_i^2)`` of 5 to 20 is
-        common with ``window >= 2``), and plain weighted quantiles of so few points, with
-        the narrowest ``beta``, under-cover badly (0.80 instead of 0.90 on i.i.d.
+        on few residuals (an effective sample size ``n_eff = 1 / sum(w_i^2)`` of a few tens
+        or fewer is common with ``window >= 2``), and plain weighted quantiles of so few
+        points, with the narrowest ``beta``, under-cover badly (0.80 instead of 0.90 on i.i.d.
         residuals with ``window=3``). With ``True`` the next residual enters the weighted
         quantiles with the weights' average weight, a share ``1 / (n_eff + 1)`` (split
         conformal's rank correction when the weights are equal), and the kernel radius
@@ -104,10 +104,10 @@ class KOWCPI(SequentialConformalRegressor):
         Residuals the kernel conditions on; ``"auto"`` tries 1, 2, 3, 5 and 10.
     bandwidth : float, "auto" or "aic", default=0.3
         Kernel radius in units of the residuals' robust scale (MAD); ``"auto"`` also tries
-        0.5, 1 and 2 (with ``finite_sample=True`` it chose 0.3 on ELEC2 and gave the same
-        intervals, at four times the tuning cost); ``"aic"`` takes the nonparametric AIC
-        choice of the smoother (Cai and Tiwari, 2000; in our measurements it chose
-        poorly). Window and bandwidth are chosen together on a tuning block (the
+        0.5, 1 and 2 (on ELEC2 it gave the same intervals as 0.3, at about 3.4 times the fit
+        time: benchmark suite ``timeseries``); ``"aic"`` takes the nonparametric AIC choice
+        of the smoother (Cai and Tiwari, 2000), which is fitted for the conditional mean,
+        not for quantiles. Window and bandwidth are chosen together on a tuning block (the
         last ``tune_fraction`` of the fit residuals, replayed online): the narrowest setting
         whose tuning coverage reaches ``1 - alpha``, else the one with the highest coverage.
     kernel : {"epanechnikov", "gaussian"}, default="epanechnikov"
