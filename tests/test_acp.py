@@ -486,6 +486,17 @@ def test_auto_prior_precision_with_a_torch_module_raises():
         ACP(module).calibrate(X, y)
 
 
+INVALID_PARAMETER_MESSAGES = {  # the start of each message, naming the argument
+    "prior_precision": "`prior_precision` must be 'auto' or a positive float",
+    "noise": "`noise` must be 'auto' or a positive float",
+    "curvature": "`curvature` must be 'full' or 'last_layer'",
+    "algorithm": "`algorithm` must be 'exact' or 'fast'",
+    "conformity_score": "Unknown `conformity_score`",
+    "alpha": "`alpha` must lie strictly between 0 and 1",
+    "batch_size": "`batch_size` must be None or a positive integer",
+}
+
+
 @pytest.mark.parametrize(
     "params",
     [
@@ -508,9 +519,11 @@ def test_auto_prior_precision_with_a_torch_module_raises():
 )
 def test_invalid_parameters_raise_value_error(params):
     X, y, _, _ = linear_data()
-    with pytest.raises(ValueError):
+    (name,) = params
+    match = INVALID_PARAMETER_MESSAGES[name]
+    with pytest.raises(ValueError, match=match):
         ACP(Ridge(), **params).fit(X, y)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=match):
         ACP(Ridge().fit(X, y), **params).calibrate(X, y)
 
 
@@ -524,7 +537,7 @@ def test_invalid_data_raise_value_error():
     bad_X[2, 1] = np.nan
     with pytest.raises(ValueError, match="NaN"):
         ACP(Ridge()).fit(bad_X, y)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=f"`y` has {len(y) - 1} entries but X has {len(y)} rows"):
         ACP(Ridge()).fit(X, y[:-1])
     fitted = ACP(Ridge()).fit(X, y)
     with pytest.raises(ValueError, match="features"):

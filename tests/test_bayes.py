@@ -73,7 +73,10 @@ def clf_model():
 def test_one_pass_agrees_with_mc_on_a_tight_posterior(activation, hidden, covariance):
     """Variances x 1e-6: the network is linear over the posterior, so the one-pass variance
     is the exact output variance (one hidden layer with the diagonal pipeline; deeper
-    networks need the covariances between units, covariance="full")."""
+    networks need the covariances between units, covariance="full"). The reference is the
+    GLM (linearised Laplace) variance on the same posterior: measured agreement within
+    4e-3 relative (ReLU, two layers; <= 1.3e-3 otherwise), checked at 1e-2. Monte Carlo
+    (2000 draws, about 3 % noise per row) is the independent sanity check."""
     X, y = _friedman(300)
     net = _mlp(hidden, activation).fit(X[:200], y[:200])
     post = LaplacePosterior(net, prior_precision=1e-2).fit(X[:200], y[:200])
@@ -83,6 +86,7 @@ def test_one_pass_agrees_with_mc_on_a_tight_posterior(activation, hidden, covari
     _, one = model.predict_distribution(X[200:])
     _, mc = model.predict_distribution(X[200:], "mc", n_samples=2000)
     _, glm = model.predict_distribution(X[200:], "glm")
+    np.testing.assert_allclose(one, glm, rtol=1e-2)
     assert abs(np.median(one / mc) - 1) < 0.1
     assert abs(np.median(glm / mc) - 1) < 0.1
 
@@ -107,6 +111,8 @@ def test_diag_pipeline_drops_unit_covariances_in_deep_networks():
 
 @pytest.mark.parametrize("activation", ["relu", "tanh"])
 def test_classifier_logit_variances_agree_with_mc(activation):
+    """Tight posterior: the one-pass logit variances equal the GLM ones on the same posterior
+    (measured within 2e-5 relative; checked at 1e-3); Monte Carlo is the sanity check."""
     X, y = load_digits(return_X_y=True)
     X, y = X[:600] / 16, y[:600]
     net = MLPClassifier(hidden_layer_sizes=(8,), activation=activation, max_iter=100)
@@ -117,6 +123,7 @@ def test_classifier_logit_variances_agree_with_mc(activation):
     _, one = model.predict_distribution(X[400:])
     _, mc = model.predict_distribution(X[400:], "mc", n_samples=2000)
     assert one.shape == (200, 10)
+    np.testing.assert_allclose(one, model.predict_distribution(X[400:], "glm")[1], rtol=1e-3)
     assert abs(np.median(one / mc) - 1) < 0.1
 
 
@@ -465,7 +472,7 @@ def test_bad_input(reg_model, clf_model):
         LinearizedPredictive(other, posterior=model.posterior_).fit(Xf, yf)
     with pytest.raises(ValueError, match="features"):
         model.predict(Xf[:, :3])
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="`y` contains 1 NaN or infinite value"):
         LinearizedPredictive(net).fit(Xf, np.r_[np.nan, yf[1:]])
     with pytest.raises(ValueError, match="alpha"):
         model.predict_interval(X, alpha=1.5)

@@ -130,14 +130,22 @@ def test_calibration_uses_lower_and_test_uses_upper_bounds(problem):
     assert (upper >= hits / m).all()
 
 
-@pytest.mark.parametrize(("m", "expected"), [(50, 0.2894), (150, 0.4168), (1000, 0.5299)])
-def test_base_probability_is_the_one_sided_clopper_pearson_bound(problem, m, expected):
+@pytest.mark.parametrize("m", [50, 150, 1000])
+def test_base_probability_is_the_one_sided_clopper_pearson_bound(problem, m):
+    """At least k = ceil(p m) of the m samples reach the calibrated threshold by
+    construction; the base probability is the one-sided Clopper-Pearson lower bound of k
+    successes in m at the failure level, the Beta(k, m - k + 1) quantile (statsmodels'
+    two-sided "beta" interval at twice the level has the same lower end)."""
     model, X, y = problem
     # 207 calibration points + 3 classes: each bound fails with probability eta / 210
     cp = BinarizedSmoothedClassifier(model, n_samples=m, p=0.6, eta=1e-3, random_state=0)
     cp.calibrate(X[:207], y[:207])
-    assert cp.failure_level_ == pytest.approx(1e-3 / 210)
-    assert cp.base_probability_ == pytest.approx(expected, abs=1e-4)
+    level = 1e-3 / 210
+    assert cp.failure_level_ == pytest.approx(level)
+    k = int(np.ceil(0.6 * m - 1e-9))
+    expected = stats.beta.ppf(level, k, m - k + 1)
+    assert proportion_confint(k, m, alpha=2 * level, method="beta")[0] == pytest.approx(expected)
+    assert cp.base_probability_ == pytest.approx(expected, rel=1e-9)
     for r in (0.06, 0.12, 0.25):
         closed = stats.norm.cdf(stats.norm.ppf(cp.base_probability_) - r / cp.sigma)
         assert cp.certified_probability(r) == pytest.approx(closed, rel=1e-12)
@@ -281,7 +289,7 @@ def test_too_few_calibration_points_give_every_class_with_a_warning(problem):
     cp = BinarizedSmoothedClassifier(model, random_state=0)
     with pytest.warns(UserWarning, match="too few"):
         cp.calibrate(X[:8], y[:8])
-    with pytest.warns(UserWarning):
+    with pytest.warns(UserWarning, match=r"radius=0\.0 is at least the largest certifiable"):
         assert cp.predict_set(X[8:20]).all()
 
 

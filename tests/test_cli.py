@@ -2,13 +2,16 @@
 
 import json
 import os
+import re
 import sys
 
+import numpy as np
 import pytest
 
 from uqconform.benchmarks import FamilyResult, format_table, registry, run_benchmark
 from uqconform.benchmarks.registry import Family
 from uqconform.cli import main
+from uqconform.evaluation import coverage_bounds
 
 
 def _ok(ctx):
@@ -129,8 +132,24 @@ def test_classic_family_at_smoke_scale(tmp_path):
     assert {("split-absolute", "uqconform"), ("split-normalized", "uqconform")} <= methods
     assert ("cqr", "uqconform") in methods
     assert {r["method"] for r in classification} == {"lac", "aps", "raps", "topk"}
-    for row in regression + classification:
-        assert 0 <= row["coverage"] <= 1 and row["time_ms"] > 0
+    # Each row records its calibration/test sizes and resplits: its coverage is a count over
+    # n_test rows per split, averaged, inside the split-conformal law's 99.9 % interval.
+    # Every method here is valid (lower end); the upper end holds for continuous scores
+    # only, so not for top-k (rank scores, ties) nor MAPIE's default non-randomised APS/RAPS.
+    for name, rows in record["tables"].items():
+        alpha = float(re.search(r"alpha=([0-9.]+)", name).group(1))
+        for row in rows:
+            per_split = np.asarray(row["coverage_per_split"])
+            assert per_split.size == row["resplits"] and row["time_ms"] > 0
+            counts = per_split * row["n_test"]
+            np.testing.assert_allclose(counts, np.round(counts), atol=1e-9)
+            assert row["coverage"] == pytest.approx(per_split.mean())
+            low, high = coverage_bounds(
+                row["n_cal"], alpha, row["n_test"], confidence=0.999, n_repeats=row["resplits"]
+            )
+            assert row["coverage"] >= low, row
+            if row["method"] != "topk" and row["library"] != "mapie-default":
+                assert row["coverage"] <= high, row
     synthetic = [r for r in regression if r["dataset"] == "synthetic-hetero"]
     assert all(r["width_vs_oracle"] > 0.5 for r in synthetic)
 

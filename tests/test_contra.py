@@ -15,6 +15,7 @@ import warnings
 
 import numpy as np
 import pytest
+from scipy import stats
 from sklearn.base import clone
 from sklearn.ensemble import RandomForestRegressor
 from sklearn.exceptions import NotFittedError
@@ -147,11 +148,18 @@ def test_unconditional_residual_regions_are_translates(fitted, data):
 
 
 def test_chi_diagnostic(fitted, data):
+    """A perfect flow's latent code is N(0, I_d): its l2 norm follows chi(d), whose
+    1 - alpha quantile is the radius. For d = 2 (Rayleigh) it is sqrt(-2 log alpha)."""
     X, Y = data
-    model = fitted["contra"].set_params(alpha=[0.1, 0.2])
+    alphas = np.array([0.1, 0.2])
+    model = fitted["contra"].set_params(alpha=alphas.tolist())
     model.calibrate(X[400:700], Y[400:700])
     report = model.chi_diagnostic()
-    np.testing.assert_allclose(report["chi_quantile"], [2.145966, 1.794123], rtol=1e-5)
+    d = Y.shape[1]
+    expected = stats.chi.ppf(1 - alphas, df=d)
+    assert model.norm == "l2" and d == 2
+    np.testing.assert_allclose(expected, np.sqrt(-2 * np.log(alphas)), rtol=1e-12)
+    np.testing.assert_allclose(report["chi_quantile"], expected, rtol=1e-12)
     np.testing.assert_array_equal(report["radius"], model.radius_)
     np.testing.assert_allclose(report["ratio"], model.radius_ / model.chi_quantile_)
     model.set_params(alpha=0.1)

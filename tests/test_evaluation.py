@@ -358,20 +358,35 @@ def _uniform_split_cp_coverage(rng, n_calibration, alpha, n_test, n_repeats):
     return (rng.random((n_repeats, n_test)) <= threshold[:, None]).mean(axis=1)
 
 
+def _assert_inside_at_the_stated_rate(counts, n_calibration, alpha, n_test, confidence, repeats):
+    """``counts``: independent pooled coverage counts (``repeats`` resplits each), following
+    the split-CP law exactly. The number inside ``coverage_bounds`` is Binomial(K, p), p the
+    law's mass on [low, high]: at least ``confidence`` and at most that plus the mass of the
+    two end counts (the law is discrete). Accept from the 5e-5 quantile of
+    Binomial(K, confidence) to the 1 - 5e-5 quantile of Binomial(K, upper mass); the law's
+    mass comes from the scipy Beta-Binomial reference, not from the code under test."""
+    low, high = coverage_bounds(
+        n_calibration, alpha, n_test, confidence=confidence, n_repeats=repeats
+    )
+    total = repeats * n_test
+    low, high = round(low * total), round(high * total)
+    inside = int(np.count_nonzero((counts >= low) & (counts <= high)))
+    edges = _reference_pooled_pmf(n_calibration, alpha, n_test, repeats)[[low, high]].sum()
+    lower = stats.binom.ppf(5e-5, counts.size, confidence)
+    upper = stats.binom.ppf(1 - 5e-5, counts.size, min(1.0, confidence + edges))
+    assert lower <= inside <= upper, (confidence, repeats, inside, lower, upper)
+
+
 @pytest.mark.parametrize(("n_calibration", "alpha", "n_test"), [(100, 0.1, 200), (49, 0.2, 50)])
 def test_coverage_bounds_hold_at_their_stated_rate(n_calibration, alpha, n_test):
     rng = np.random.default_rng(12345)
     observed = _uniform_split_cp_coverage(rng, n_calibration, alpha, n_test, 4000)
-    low, high = coverage_bounds(n_calibration, alpha, n_test, confidence=0.9)
-    inside = np.mean((observed >= low) & (observed <= high))
-    # at least 90% by construction (a discrete law puts extra mass on the edges)
-    assert 0.88 <= inside <= 0.97
-    low, high = coverage_bounds(n_calibration, alpha, n_test, confidence=0.99)
-    assert np.mean((observed >= low) & (observed <= high)) >= 0.985
-    # averaging 50 resplits: the pooled law
-    pooled = observed.reshape(80, 50).mean(axis=1)
-    low, high = coverage_bounds(n_calibration, alpha, n_test, confidence=0.99, n_repeats=50)
-    assert np.mean((pooled >= low) & (pooled <= high)) >= 0.95
+    counts = np.round(observed * n_test).astype(int)
+    for confidence in (0.9, 0.99):
+        _assert_inside_at_the_stated_rate(counts, n_calibration, alpha, n_test, confidence, 1)
+    # averaging 50 resplits: the pooled law, 80 independent pooled counts
+    pooled = counts.reshape(80, 50).sum(axis=1)
+    _assert_inside_at_the_stated_rate(pooled, n_calibration, alpha, n_test, 0.99, 50)
 
 
 def test_coverage_count_pmf_moments():
@@ -739,11 +754,11 @@ def test_box_arrays_of_multi_output_regressors():
     rng = np.random.default_rng(0)
     lower = rng.normal(size=(50, 3))
     boxes = np.stack([lower, lower + rng.uniform(0.5, 2.0, size=(50, 3))], axis=2)
-    assert mean_volume(boxes) == pytest.approx(
-        np.prod(boxes[..., 1] - boxes[..., 0], axis=1).mean()
-    )
+    volume = np.prod(boxes[..., 1] - boxes[..., 0], axis=1).mean()
+    assert mean_volume(boxes) == pytest.approx(volume)
+    # level axis last: doubling both bounds doubles each of the 3 side lengths
     two_levels = np.stack([boxes, boxes * 2], axis=3)
-    assert mean_volume(two_levels).shape == (2,)
+    np.testing.assert_allclose(mean_volume(two_levels), [volume, 2**3 * volume])
     swapped = boxes.copy()
     swapped[:, 1, :] = boxes[:, 0, :] - 5.0  # read as (n, 2, k) intervals: lower > upper
     with pytest.raises(ValueError, match="mean_volume"):

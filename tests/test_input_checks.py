@@ -246,6 +246,10 @@ def _rejected_calibration_cases():
     ], X
 
 
+# the message of a y one row short (multi-output regressors name ``Y`` and count rows)
+SHORT_Y = r"`[yY]` has {} (?:entries|rows) but X has {} rows"
+
+
 def test_a_rejected_calibrate_keeps_the_previous_calibration():
     """Regression test: the previous calibration was dropped before the new input was
     checked, so a call with a wrong y left the model uncalibrated."""
@@ -257,7 +261,7 @@ def test_a_rejected_calibrate_keeps_the_previous_calibration():
             warnings.simplefilter("ignore")
             model.fit(X[:200], target[:200]).calibrate(X[200:300], target[200:300])
             before = getattr(model, predict)(X[300:])
-            with pytest.raises(ValueError):
+            with pytest.raises(ValueError, match=SHORT_Y.format(99, 100)):
                 model.calibrate(X[200:300], target[200:299])  # one label short
             after = getattr(model, predict)(X[300:])
         np.testing.assert_array_equal(before, after, err_msg=type(model).__name__)
@@ -281,7 +285,7 @@ def test_a_rejected_fit_keeps_the_previous_fit_and_calibration():
             if hasattr(model, "calibrate") and not isinstance(model, FullConformalRidge):
                 model.calibrate(X[200:300], target[200:300])
             before = getattr(model, predict)(X[300:])
-            with pytest.raises(ValueError):
+            with pytest.raises(ValueError, match=SHORT_Y.format(199, 200)):
                 model.fit(X[100:300], target[100:299])  # one label short
             after = getattr(model, predict)(X[300:])
         np.testing.assert_array_equal(before, after, err_msg=type(model).__name__)

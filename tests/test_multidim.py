@@ -491,8 +491,13 @@ def test_pathmnist_alpha_001_coverage_and_set_sizes():
     single head RAPS 0.992 / 7.51; cells on LAC vectors 0.991 / 2.32 (1.76 to 2.92 per split);
     LAC on the mean probability 0.991 / 1.57; learned aggregation 0.991 / 1.87. Cells on RAPS
     vectors: 0.991 / 4.61 here (about 4.0 on the lead's splits), above the 3.7 the issue asked
-    for, so only "smaller than single-head RAPS" is asserted for it.
+    for, so only "smaller than single-head RAPS" is asserted for it. The issue's LAC target
+    (cells LAC <= 2.5, the benchmark's PATH_TARGETS) is asserted; the other sizes are judged
+    against the single-head baseline (every multi-head method below half its mean size),
+    not against thresholds placed just above the measured values.
     """
+    from uqconform.benchmarks.suites.multidim import PATH_TARGETS  # the issue's targets
+
     X, y, heads = pathmnist()
     n_cal = int(0.6 * y.size)
     n_test = y.size - n_cal
@@ -523,11 +528,10 @@ def test_pathmnist_alpha_001_coverage_and_set_sizes():
             n_scores[name], 0.01, n_test, confidence=CONFIDENCE, n_repeats=repeats
         )
         assert coverage[name] >= low, (name, coverage[name], low)
-    assert 7.0 <= size["single_lac"] <= 9.0, size
-    assert size["cells_lac"] <= 2.5, size
-    assert size["ensemble_lac"] <= 1.7, size
-    assert size["learned_lac"] <= 2.0, size
-    assert size["cells_raps"] < size["single_raps"], size  # measured about 4.0 vs 7.5
+    assert size["cells_lac"] <= PATH_TARGETS["cells lac"], size
+    for name in ("cells_lac", "learned_lac", "ensemble_lac"):  # measured 0.21 to 0.31
+        assert size[name] < 0.5 * size["single_lac"], (name, size)
+    assert size["cells_raps"] < size["single_raps"], size  # measured about 4.6 vs 7.5
 
 
 def test_seed_diversity_reaches_a_pipeline_step():

@@ -263,9 +263,19 @@ def test_inputs_are_not_modified(data):
     guard.check()
 
 
-def test_is_an_abstract_base():
-    assert issubclass(EllipsoidalConformalRegressor, MultiOutputConformalRegressor)
+def test_declares_multi_output():
     assert EllipsoidalConformalRegressor().__sklearn_tags__().target_tags.multi_output
+
+
+def test_the_abstract_bases_cannot_be_instantiated():
+    """Regression test: the bases marked their hooks @abstractmethod without being ABCs, so
+    they could be built and only failed later, in fit, with an AttributeError."""
+    from uqconform.base import ConformalPredictor
+    from uqconform.timeseries import SequentialConformalRegressor
+
+    for base in (MultiOutputConformalRegressor, ConformalPredictor, SequentialConformalRegressor):
+        with pytest.raises(TypeError, match="abstract"):
+            base()
 
 
 def expected_failed_checks(estimator):

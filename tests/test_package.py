@@ -1,5 +1,6 @@
 """Packaging: the core imports without extras, public names, code style."""
 
+import importlib.metadata
 import shutil
 import subprocess
 import sys
@@ -24,8 +25,17 @@ def test_core_import_pulls_no_optional_dependency():
 
 
 def test_public_names_are_exported():
+    """Every name in ``__all__`` is one of the package's own objects, under its own name
+    (not a re-exported third-party object, nor a placeholder); ``__version__`` is the
+    installed distribution's version."""
+    assert len(set(uqconform.__all__)) == len(uqconform.__all__)
     for name in uqconform.__all__:
-        assert getattr(uqconform, name) is not None
+        obj = getattr(uqconform, name)
+        if name == "__version__":
+            assert obj == importlib.metadata.version("uqconform")
+            continue
+        assert obj.__module__.startswith("uqconform."), (name, obj.__module__)
+        assert obj.__name__ == name
     assert "SplitConformalRegressor" in uqconform.__all__
 
 

@@ -38,10 +38,15 @@ def test_random_shift_has_the_norm_asked_and_leaves_x_alone(fitted):
 
 
 def test_clip_keeps_the_box_and_shrinks_the_shift():
+    """Clipping is applied to the same shift as without it (same seed: same directions)."""
     X = np.full((50, 4), 0.95)
     shifted = random_l2_perturbation(X, 0.5, clip=(0.0, 1.0), random_state=0)
+    unclipped = random_l2_perturbation(X, 0.5, random_state=0)
+    np.testing.assert_array_equal(shifted, np.clip(unclipped, 0.0, 1.0))
     assert shifted.min() >= 0 and shifted.max() <= 1
-    assert (np.linalg.norm(shifted - X, axis=1) <= 0.5 + 1e-12).all()
+    norms = np.linalg.norm(shifted - X, axis=1)
+    assert (norms <= 0.5 + 1e-12).all()
+    assert (norms > 0).all()  # a shift is still applied: rows sit 0.05 below the upper edge
 
 
 def test_worst_of_k_hurts_the_true_label_more_than_random(fitted):

@@ -237,6 +237,11 @@ def test_monte_carlo_volume_is_reproducible_with_a_seed():
     a = region.volume(n_samples=100, random_state=7)
     np.testing.assert_array_equal(a, region.volume(n_samples=100, random_state=7))
     assert not np.array_equal(a, region.volume(n_samples=100, random_state=8))
+    # without a seed the draws are fixed too (so are evaluate's volumes); None draws afresh
+    np.testing.assert_array_equal(region.volume(n_samples=100), region.volume(n_samples=100))
+    np.testing.assert_array_equal(region.volume(n_samples=100), region.volume(100, 0))
+    fresh = [region.volume(n_samples=100, random_state=None) for _ in range(2)]
+    assert not np.array_equal(*fresh)
 
 
 def test_zero_and_infinite_radius():

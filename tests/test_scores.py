@@ -169,9 +169,9 @@ def test_abstract_bases_need_both_functions():
         def score(self, y, y_pred, difficulty=None):
             return y
 
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="abstract method inverse"):
         Half()
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="abstract method scores"):
         ClassificationScore()
 
 

@@ -152,10 +152,12 @@ def test_diagnostics_are_recorded_as_documented(name):
     ],
 )
 def test_a_memory_too_short_is_named(model, match):
-    X, y = iid_series(200, 0)
+    X, y = iid_series(400, 0)  # more rows than the default memory (300)
     model.set_params(n_bootstrap=8, random_state=0)
-    if match is None:  # enough: no error
+    if match is None:  # no limit: no error, and the memory keeps every fit residual
         model.fit(X, y)
+        assert model.fit_residuals_.shape == (len(y),)  # bootstrap: one per fit row
+        np.testing.assert_array_equal(model.memory_, model.fit_residuals_)
         return
     with pytest.raises(ValueError, match=match):
         model.fit(X, y)

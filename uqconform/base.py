@@ -19,7 +19,7 @@ import functools
 import hashlib
 import numbers
 import warnings
-from abc import abstractmethod
+from abc import ABCMeta, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -276,11 +276,12 @@ def refuses_nan(estimator: Any) -> bool:
     return True
 
 
-class ConformalPredictor(BaseEstimator):
+class ConformalPredictor(BaseEstimator, metaclass=ABCMeta):
     """Base class of the split-conformal wrappers (not used directly).
 
-    Subclasses implement `_default_estimator`, `_check_target`,
-    `_calibration_scores`, `_output_columns` and `_fill_batch`.
+    Subclasses implement `_default_estimator` and `_check_target`; those that use the
+    default ``calibrate`` also `_calibration_scores`, and those that predict through
+    `_predict_batched` also `_output_columns` and `_fill_batch`.
     """
 
     # ---- hooks -----------------------------------------------------------------------
@@ -292,15 +293,14 @@ class ConformalPredictor(BaseEstimator):
     def _check_target(self, y: ArrayLike, n: int, *, calibrating: bool) -> NDArray:
         """Validate ``y`` (finite values, labels the model knows...)."""
 
-    @abstractmethod
     def _calibration_scores(self, X: Any, y: NDArray) -> tuple[NDArray, NDArray, int]:
         """Scores ``(n,)`` or ``(n, c)``, sub-stratum index per row, number of sub-strata."""
+        raise NotImplementedError(f"{type(self).__name__} overrides calibrate.")
 
-    @abstractmethod
     def _output_columns(self) -> int:
         """Output cells per row and level (2 for intervals, n_classes for sets)."""
+        raise NotImplementedError(f"{type(self).__name__} does not use _predict_batched.")
 
-    @abstractmethod
     def _fill_batch(
         self, X: Any, thresholds: NDArray, alphas: NDArray, out: NDArray, rng: Any
     ) -> None:
@@ -310,6 +310,7 @@ class ConformalPredictor(BaseEstimator):
         per sub-stratum, score component and level; ``(1, n_sub, c, k)``, broadcast over the
         rows, when there are no Mondrian groups.
         """
+        raise NotImplementedError(f"{type(self).__name__} does not use _predict_batched.")
 
     def _validate_params(self) -> None:
         """Check constructor arguments (called by ``fit`` and ``calibrate``)."""

@@ -259,7 +259,18 @@ def _weighted_conformal_quantile(
     sorted_values = np.append(values[order], np.inf)
     thresholds = sorted_values[index]
     if warn and np.isinf(thresholds).any():
-        _warn_too_few(values.size, levels[np.isinf(thresholds).any(axis=0)])
+        infinite = np.isinf(thresholds)
+        rows = infinite.any(axis=1)
+        share = float(np.max(w_test[rows] / total[rows]))
+        where = "" if single else f" ({int(rows.sum())} of {rows.size} rows of `weights`)"
+        warnings.warn(
+            f"The weights leave too little mass on the calibration scores for "
+            f"alpha={levels[infinite.any(axis=0)].tolist()}: the test point carries "
+            f"{share:.3g} of the total weight{where}, so the prediction set is the whole "
+            "output space. More scores, or weights closer to uniform, give finite thresholds.",
+            UserWarning,
+            stacklevel=3,
+        )
     return thresholds[0] if single else thresholds
 
 

@@ -429,7 +429,7 @@ class PredictionRegion:
     def log_volume(
         self,
         n_samples: int = 2000,
-        random_state: int | np.random.Generator | None = None,
+        random_state: int | np.random.Generator | None = 0,
         return_std: bool = False,
     ) -> NDArray | tuple[NDArray, NDArray]:
         """Natural log of the volume of each region (``+inf`` for the whole space).
@@ -444,8 +444,9 @@ class PredictionRegion:
         ----------
         n_samples : int, default=2000
             Latent points per row (Monte Carlo only).
-        random_state : int, Generator or None, default=None
-            Seed of the Monte Carlo points.
+        random_state : int, Generator or None, default=0
+            Seed of the Monte Carlo points. Fixed by default, so the same region always
+            gets the same volume (``evaluate`` reports included); ``None`` draws afresh.
         return_std : bool, default=False
             Also return the standard error of the log-volume (delta method; 0 when exact).
 
@@ -501,7 +502,7 @@ class PredictionRegion:
     def volume(
         self,
         n_samples: int = 2000,
-        random_state: int | np.random.Generator | None = None,
+        random_state: int | np.random.Generator | None = 0,
         return_std: bool = False,
     ) -> NDArray | tuple[NDArray, NDArray]:
         """Volume (area for ``d = 2``) of each region; ``+inf`` for the whole space.
@@ -513,8 +514,9 @@ class PredictionRegion:
         ----------
         n_samples : int, default=2000
             Latent points per row (Monte Carlo only).
-        random_state : int, Generator or None, default=None
-            Seed of the Monte Carlo points.
+        random_state : int, Generator or None, default=0
+            Seed of the Monte Carlo points. Fixed by default, so the same region always
+            gets the same volume (``evaluate`` reports included); ``None`` draws afresh.
         return_std : bool, default=False
             Also return the standard error of each volume (``volume * std(log_volume)``,
             the delta method; 0 when exact).

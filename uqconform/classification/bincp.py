@@ -553,13 +553,6 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
     def _informative(self, m: NDArray, level: float) -> NDArray:
         """Whether ``m`` samples let a set leave out a label at radius 0 (vectorised)."""
 
-    # hooks of ConformalPredictor not used by the smoothed classifiers
-    def _calibration_scores(self, X, y):  # pragma: no cover - calibrate is overridden
-        raise NotImplementedError
-
-    def _fill_batch(self, X, thresholds, alphas, out, rng):  # pragma: no cover
-        raise NotImplementedError
-
     def _check_calibrated(self, method: str) -> None:
         check_is_fitted(self, "estimator_")
         if not hasattr(self, "base_probability_"):

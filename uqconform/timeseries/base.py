@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numbers
 import warnings
-from abc import abstractmethod
+from abc import ABCMeta, abstractmethod
 from typing import Any, ClassVar
 
 import numpy as np
@@ -162,7 +162,7 @@ def minimum_effective_size(alphas: NDArray) -> int:
     return minimum_scores(float(np.min(alphas)) / 2)
 
 
-class SequentialConformalRegressor(RegressorMixin, BaseEstimator):
+class SequentialConformalRegressor(RegressorMixin, BaseEstimator, metaclass=ABCMeta):
     """Base class of EnbPI, SPCI and KOWCPI (not used directly).
 
     ``fit``, ``predict_interval`` and ``update`` change nothing when they raise (an
