@@ -87,7 +87,7 @@ def test_single_family_and_seed(fake_registry, tmp_path):
 def test_unknown_suite_lists_valid_ones(tmp_path, capsys):
     assert main(["benchmark", "--suite", "nope", "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
-    assert "Unknown benchmark `suite` 'nope'" in err
+    assert "Unknown benchmark --suite 'nope'" in err  # the option, not the Python argument
     assert "quick" in err and "classic" in err and "speed" in err
     with pytest.raises(ValueError, match="valid suites"):
         run_benchmark("nope", tmp_path)
@@ -107,7 +107,48 @@ def test_unwritable_out_dir(tmp_path, capsys):
     code = main(["benchmark", "--suite", "classic", "--out", str(blocker / "sub")])
     assert code == 2
     err = capsys.readouterr().err
-    assert "Cannot write benchmark results to `out`" in err and "--out" in err
+    assert "Cannot write benchmark results to --out" in err
+
+
+def _second(ctx):
+    ctx.figure("bars", lambda fig: fig.subplots().bar([0, 1], [1, 2]))
+    return FamilyResult(tables={"Numbers": [{"method": "c", "coverage": 0.5}]})
+
+
+def _interrupted(ctx):
+    ctx.figure("half", lambda fig: fig.subplots().plot([0, 1], [1, 0]))
+    raise KeyboardInterrupt
+
+
+def test_a_finished_run_replaces_only_the_previous_runs_files(fake_registry, tmp_path):
+    assert main(["benchmark", "--suite", "fake-ok", "--out", str(tmp_path)]) == 0
+    (tmp_path / "notes.txt").write_text("the user's own file")
+    registry._FAMILIES["fake-two"] = Family("fake-two", "second", _second)
+    assert main(["benchmark", "--suite", "fake-two", "--out", str(tmp_path)]) == 0
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert list(results["families"]) == ["fake-two"]
+    names = sorted(path.name for path in tmp_path.iterdir())
+    # the old run's plot is gone (the folder describes one run); the user's file stays
+    assert names == ["fake-two_bars.png", "notes.txt", "report.md", "results.json"]
+
+
+def test_an_interrupted_run_leaves_the_folder_as_it_was(fake_registry, tmp_path, capsys):
+    assert main(["benchmark", "--suite", "fake-ok", "--out", str(tmp_path)]) == 0
+    before = {path.name: path.read_bytes() for path in tmp_path.iterdir()}
+    registry._FAMILIES["fake-interrupted"] = Family("fake-interrupted", "Ctrl-C", _interrupted)
+    assert main(["benchmark", "--suite", "fake-interrupted", "--out", str(tmp_path)]) == 130
+    assert "interrupted" in capsys.readouterr().err
+    after = {path.name: path.read_bytes() for path in tmp_path.iterdir()}  # no staging left
+    assert after == before
+
+
+def test_command_line_errors_name_the_options(tmp_path, capsys):
+    assert main(["benchmark", "--suite", "fake", "--seed", "-1", "--out", str(tmp_path)]) == 2
+    assert "--seed must be a non-negative integer" in capsys.readouterr().err
+    assert main(["benchmark", "--suite", "smoke", "--scale", "quick", "--out", str(tmp_path)]) == 2
+    assert "--scale 'quick' contradicts the suite 'smoke'" in capsys.readouterr().err
+    assert main(["benchmark", "--suite", "classic", "--out", " "]) == 2
+    assert "--out is empty" in capsys.readouterr().err
 
 
 def test_list_and_no_command(capsys):

@@ -23,7 +23,9 @@ def _parser() -> argparse.ArgumentParser:
     bench = commands.add_parser(
         "benchmark",
         help="run the benchmark suites",
-        description="Run benchmark suites; tables are printed, results written to --out.",
+        description="Run benchmark suites; tables are printed, results written to --out. "
+        "Exit code 0: every family ran; 1: a family failed (the others were written); 2: a "
+        "usage error; 130: interrupted.",
     )
     bench.add_argument(
         "--suite",
@@ -32,7 +34,10 @@ def _parser() -> argparse.ArgumentParser:
         "(see --list)",
     )
     bench.add_argument(
-        "--out", default="uqconform-benchmark", help="output folder (default: %(default)s)"
+        "--out",
+        default="uqconform-benchmark",
+        help="output folder (default: %(default)s); a finished run replaces the previous "
+        "run's files there, an interrupted one changes nothing",
     )
     bench.add_argument("--seed", type=int, default=0, help="base random seed (default: 0)")
     bench.add_argument(
@@ -80,7 +85,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     -------
     int
         0 on success, 1 when a benchmark family failed (the others still ran and their
-        results were written), 2 for a usage error (unknown suite, unwritable folder).
+        results were written), 2 for a usage error (unknown suite, unwritable folder), 130
+        when interrupted (Ctrl-C; the output folder is left as it was).
 
     Examples
     --------
@@ -106,9 +112,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             progress=not args.no_progress,
         )
     except (ValueError, BenchmarkOutputError) as error:
-        print(f"uqconform benchmark: error: {error}", file=sys.stderr)
+        print(f"uqconform benchmark: error: {_as_options(str(error))}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"\nuqconform benchmark: interrupted; {args.out} is unchanged.", file=sys.stderr)
+        return 130
     return 1 if results["failed"] else 0
+
+
+def _as_options(message: str) -> str:
+    """The runner names its Python arguments (`seed`); on the command line they are options."""
+    for name in ("suite", "out", "seed", "scale"):
+        message = message.replace(f"`{name}`", f"--{name}")
+    return message
 
 
 if __name__ == "__main__":

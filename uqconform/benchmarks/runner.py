@@ -19,7 +19,9 @@ import json
 import math
 import os
 import platform
+import shutil
 import sys
+import tempfile
 import time
 import traceback
 from collections.abc import Callable, Iterable
@@ -137,6 +139,8 @@ def machine_info() -> dict[str, Any]:
 
 def prepare_out_dir(out: str | os.PathLike[str]) -> Path:
     """Create ``out`` if needed and check it can be written, with a clear error otherwise."""
+    if not str(out).strip():
+        raise BenchmarkOutputError("`out` is empty: name the folder for the results.")
     path = Path(out).expanduser()
     try:
         path.mkdir(parents=True, exist_ok=True)
@@ -371,6 +375,24 @@ def report_markdown(
     return "\n".join(lines) + "\n"
 
 
+def _replace_previous_run(out_dir: Path, staging: Path) -> None:
+    """Move a finished run from ``staging`` into ``out_dir``, first removing the files the
+    previous run there listed (its ``results.json``, ``report.md`` and plots), so that the
+    folder describes one run; other files are left alone."""
+    try:
+        previous = json.loads((out_dir / "results.json").read_text())
+        stale = ["results.json", "report.md"] + [
+            figure for record in previous["families"].values() for figure in record["figures"]
+        ]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):  # none, or not ours
+        stale = ["results.json", "report.md"]
+    for name in stale:
+        if Path(name).name == name:  # a bare file name, never a path out of the folder
+            (out_dir / name).unlink(missing_ok=True)
+    for path in staging.iterdir():
+        os.replace(path, out_dir / path.name)
+
+
 def run_benchmark(
     suite: str = "quick",
     out: str | os.PathLike[str] = "uqconform-benchmark",
@@ -388,7 +410,10 @@ def run_benchmark(
         ``"quick"``, ``"full"``, ``"smoke"`` or a family name (see
         `uqconform.benchmarks.list_suites`).
     out : path, default="uqconform-benchmark"
-        Output folder, created if needed.
+        Output folder, created if needed. A finished run replaces the files of the previous
+        run there (those its ``results.json`` lists); other files are left alone. Until the
+        run has finished nothing in ``out`` changes, so an interrupted run leaves it as it
+        was.
     seed : int, default=0
         Base seed of every split and synthetic dataset.
     scale : {"smoke", "quick", "full"}, optional
@@ -419,11 +444,18 @@ def run_benchmark(
     say(f"uqconform benchmark: suite {suite!r}, scale {scale!r}, seed {seed}, out {out_dir}")
     start = time.perf_counter()
     families = {}
-    for name in names:
-        ctx = BenchmarkContext(
-            family=name, scale=scale, seed=int(seed), out_dir=out_dir, progress=progress
-        )
-        families[name] = _run_family(name, ctx, say)
+    # plots go to a staging folder, moved into `out` only when the whole run is written: an
+    # interrupted run (Ctrl-C) leaves `out` as it was
+    staging = Path(tempfile.mkdtemp(prefix=".uqconform-run-", dir=out_dir))
+    try:
+        for name in names:
+            ctx = BenchmarkContext(
+                family=name, scale=scale, seed=int(seed), out_dir=staging, progress=progress
+            )
+            families[name] = _run_family(name, ctx, say)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
     results = {
         "suite": suite,
         "scale": scale,
@@ -438,12 +470,15 @@ def run_benchmark(
     }
     results = _jsonable(results)
     try:
-        (out_dir / "results.json").write_text(json.dumps(results, indent=2))
-        (out_dir / "report.md").write_text(report_markdown(results))
+        (staging / "results.json").write_text(json.dumps(results, indent=2))
+        (staging / "report.md").write_text(report_markdown(results))
+        _replace_previous_run(out_dir, staging)
     except OSError as error:
         raise BenchmarkOutputError(
             f"Cannot write benchmark results to `out` = {str(out_dir)!r}: {error}"
         ) from None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     summary = summary_rows(results)
     if summary:
         say("\n=== summary ===\n" + format_table(summary))
