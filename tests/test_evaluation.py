@@ -679,6 +679,27 @@ def test_evaluate_rejects_bad_models_and_outputs():
     assert report.rows[0]["mean_width"] == pytest.approx(10.0)
 
 
+def test_evaluate_names_a_two_column_target_for_a_one_output_model_and_repeated_levels(
+    regression_data,
+):
+    """Regression test: a 2-D y_test sent a one-output regressor down the multi-output
+    path, which failed with a message about the shape of its own prediction; repeated
+    levels gave duplicate rows."""
+    X, y, _ = regression_data
+    model = SplitConformalRegressor(LinearRegression()).fit(X[:500], y[:500])
+    model.calibrate(X[500:1000], y[500:1000])
+    for alpha in (0.1, [0.1, 0.2]):
+        with pytest.raises(ValueError, match=r"`y_test` has 2 columns.*one output"):
+            evaluate(model, X[1000:], np.column_stack([y[1000:], y[1000:]]), alpha=alpha)
+    with pytest.raises(ValueError, match=r"`alpha` repeats a level: \[0\.1, 0\.1\]"):
+        evaluate(model, X[1000:], y[1000:], alpha=[0.1, 0.1])
+    one_column = evaluate(model, X[1000:], y[1000:, None], alpha=0.1)  # (n, 1) is one output
+    flat = evaluate(model, X[1000:], y[1000:], alpha=0.1)
+    for row in (one_column.rows[0], flat.rows[0]):
+        row.pop("time_seconds")
+    assert one_column.rows == flat.rows
+
+
 # ---- plots -------------------------------------------------------------------------------
 
 

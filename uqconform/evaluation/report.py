@@ -219,6 +219,15 @@ class CoverageReport:
         return ax
 
 
+def _single_output_regressor(model: Any) -> bool:
+    """True for a scikit-learn style regressor whose tags say it has one output."""
+    try:
+        tags = model.__sklearn_tags__()
+    except AttributeError:  # a duck-typed model: no tags to go by
+        return False
+    return tags.estimator_type == "regressor" and not tags.target_tags.multi_output
+
+
 def _task_and_method(model: Any, y: NDArray) -> tuple[str, str, NDArray]:
     """The kind of model, the method that predicts its sets, and ``y`` in its shape."""
     from uqconform.multioutput import MultiOutputConformalRegressor  # no import cycle
@@ -233,6 +242,11 @@ def _task_and_method(model: Any, y: NDArray) -> tuple[str, str, NDArray]:
             )
         return "multioutput", "predict_set", target
     if y.ndim == 2 and y.shape[1] > 1 and hasattr(model, "predict_set"):
+        if _single_output_regressor(model):
+            raise ValueError(
+                f"`y_test` has {y.shape[1]} columns but `model` ({type(model).__name__}) "
+                "predicts one output: pass a 1-D y_test."
+            )
         return "multioutput", "predict_set", y
     if hasattr(model, "predict_interval") and getattr(model, "classes_", None) is None:
         return "regression", "predict_interval", y
@@ -323,6 +337,8 @@ def evaluate(
     2   0.20     0.80     200
     """
     alphas = check_alpha(alpha)
+    if np.unique(alphas).size < alphas.size:
+        raise ValueError(f"`alpha` repeats a level: {alphas.tolist()}; give each level once.")
     check_confidence(confidence)
     if y_test is None:
         raise ValueError("`y_test` is None; pass the test targets.")
