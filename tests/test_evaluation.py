@@ -483,16 +483,7 @@ def test_pooled_bounds_hold_at_their_stated_rate_and_no_more():
     calibration = np.sort(rng.random((outer, n_repeats, n_calibration)), axis=2)
     threshold = calibration[:, :, rank - 1]
     counts = (rng.random((outer, n_repeats, n_test)) <= threshold[:, :, None]).sum(axis=(1, 2))
-    low, high = coverage_bounds(
-        n_calibration, alpha, n_test, confidence=confidence, n_repeats=n_repeats
-    )
-    total = n_repeats * n_test
-    low, high = round(low * total), round(high * total)
-    inside = int(np.count_nonzero((counts >= low) & (counts <= high)))
-    edges = _reference_pooled_pmf(n_calibration, alpha, n_test, n_repeats)[[low, high]].sum()
-    lower = stats.binom.ppf(5e-5, outer, confidence)
-    upper = stats.binom.ppf(1 - 5e-5, outer, min(1.0, confidence + edges))
-    assert lower <= inside <= upper
+    _assert_inside_at_the_stated_rate(counts, n_calibration, alpha, n_test, confidence, n_repeats)
 
 
 # ---- evaluate and the report -------------------------------------------------------------
