@@ -541,20 +541,53 @@ def test_iid_coverage_within_three_standard_errors(name):
     assert abs(coverage - 0.9) < 3 * se
 
 
+def _online_runs(model, generator, n_fit, n_test, seeds):
+    """Per seed (independent series): hits, widths and KOWCPI-style effective sizes."""
+    runs = []
+    for seed in seeds:
+        X, y = generator(n_fit + n_test, seed)
+        model.set_params(random_state=seed).fit(X[:n_fit], y[:n_fit])
+        out = model.predict_interval(X[n_fit:], y[n_fit:])
+        hits, widths = covered(out, y[n_fit:]), out[:, 1] - out[:, 0]
+        runs.append((hits, widths, model.effective_sample_sizes_))
+    return runs
+
+
+def _batch_means_se(hits_per_series, batch=100):
+    """Standard error of the pooled coverage from means of consecutive blocks of steps:
+    hits of an online method are dependent (shared memory, autocorrelated residuals), so
+    the binomial standard error would be too small; blocks of 100 steps are nearly
+    independent of each other for these generators."""
+    means = np.concatenate([h[: h.size // batch * batch].reshape(-1, batch).mean(axis=1)
+                            for h in hits_per_series])  # fmt: skip
+    return float(means.std(ddof=1) / np.sqrt(means.size))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("generator", [state_space, seasonal_ar1])
 def test_synthetic_coverage_and_kowcpi_narrower_than_enbpi(generator):
-    """§1.12: dependent residuals, 5 seeds of 2,000 online steps. |coverage - 0.9| < 0.03
-    pooled is an empirical band (measured: KOWCPI 0.896-0.901, 0.876-0.881 with
-    ``finite_sample=False``; EnbPI 0.885-0.888): these
-    methods have no finite-sample guarantee. KOWCPI conditions on the last residual, so
-    it is narrower than EnbPI, which ignores the dependence."""
-    kow = KOWCPI(LinearRegression(), window=1, n_bootstrap=20, memory=1000)
-    enb = EnbPI(LinearRegression(), n_bootstrap=20)
-    kow_cov, kow_width = _pooled_coverage(kow, generator, 1000, 2000, range(5))
-    enb_cov, enb_width = _pooled_coverage(enb, generator, 1000, 2000, range(5))
-    assert abs(kow_cov - 0.9) < 0.03 and abs(enb_cov - 0.9) < 0.03
-    assert kow_width < 0.9 * enb_width
+    """§1.12: dependent residuals, 5 seeds of 2,000 online steps. KOWCPI has no
+    finite-sample guarantee, but its conformal ends target 0.9 without downward bias and
+    over-cover by at most the test point's weight share, min(2 / (n_eff + 1), alpha) per
+    step: the pooled coverage must lie in [0.9, 0.9 + mean share], widened by 3.5
+    batch-means standard errors (measured: 0.896-0.901; the published algorithm,
+    ``finite_sample=False``, gives 0.876-0.881 and fails the lower end). KOWCPI conditions
+    on the last residual, so it is narrower than EnbPI, which ignores the dependence; EnbPI
+    itself has no guarantee here (it under-covers a little, 0.885-0.888), so its coverage
+    is not asserted: at a lower coverage it could only look narrower, not wider."""
+    kow = _online_runs(
+        KOWCPI(LinearRegression(), window=1, n_bootstrap=20, memory=1000),
+        generator, 1000, 2000, range(5),
+    )  # fmt: skip
+    enb = _online_runs(EnbPI(LinearRegression(), n_bootstrap=20), generator, 1000, 2000, range(5))
+    hits = [run[0] for run in kow]
+    coverage_kow = float(np.concatenate(hits).mean())
+    se = _batch_means_se(hits)
+    share = np.minimum(2 / (np.concatenate([run[2] for run in kow]) + 1), 0.1).mean()
+    assert 0.9 - 3.5 * se <= coverage_kow <= 0.9 + share + 3.5 * se, (coverage_kow, se, share)
+    width_kow = np.concatenate([run[1] for run in kow]).mean()
+    width_enb = np.concatenate([run[1] for run in enb]).mean()
+    assert width_kow < 0.9 * width_enb
 
 
 def test_spci_is_narrower_than_enbpi_on_autocorrelated_residuals():
