@@ -607,10 +607,14 @@ def test_spci_is_narrower_than_enbpi_on_autocorrelated_residuals():
 @pytest.mark.slow
 @pytest.mark.parametrize("generator", [state_space, seasonal_ar1])
 def test_synthetic_coverage_spci(generator):
-    """As above for SPCI, 5 seeds of 400 steps (a forest is refitted at every step)."""
+    """As above for SPCI, 5 seeds of 400 steps (a forest is refitted at every step). SPCI
+    has plain weighted quantiles (no conformal ends), so the band is symmetric: no bias
+    beyond 3.5 batch-means standard errors (measured: 0.906 +- 0.007 on state_space,
+    0.891 +- 0.009 on seasonal_ar1)."""
     spci = SPCI(LinearRegression(), window=5, n_bootstrap=20, memory=500)
-    coverage, _ = _pooled_coverage(spci, generator, 1000, 400, range(5))
-    assert abs(coverage - 0.9) < 0.03
+    hits = [run[0] for run in _online_runs(spci, generator, 1000, 400, range(5))]
+    coverage, se = float(np.concatenate(hits).mean()), _batch_means_se(hits)
+    assert abs(coverage - 0.9) <= 3.5 * se, (coverage, se)
 
 
 # ---- bad input ----------------------------------------------------------------------------
