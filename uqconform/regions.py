@@ -64,6 +64,16 @@ class LatentMap(Protocol):
     A map may also have ``translation_invariant = True`` (optional) when
     ``g_i(y) = g(y - c_i)`` for one ``g``: every region is then a translate of one shape
     and a Monte Carlo volume is estimated once, on the first row, for all rows.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> m = AffineMap(center=[[0.0, 0.0], [1.0, 1.0]], scale=[[1.0, 2.0]])
+    >>> isinstance(m, LatentMap), m.n_rows, m.dim, m.is_affine
+    (True, 2, 2, True)
+    >>> m.to_latent(np.array([[1.0, 2.0], [1.0, 1.0]]))  # g_i(y) = (y - center_i) / scale
+    array([[1., 1.],
+           [0., 0.]])
     """
 
     n_rows: int

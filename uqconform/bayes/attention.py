@@ -107,6 +107,20 @@ class TransformerBlock:
     hidden, activation, final : Dense, Activation, Dense
         The MLP.
     norm_first : bool, default=True
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from uqconform.bayes.network import Activation, Dense, LayerNorm
+    >>> rng = np.random.default_rng(0)
+    >>> dense = lambda: Dense(rng.normal(size=(4, 4)), np.zeros(4))
+    >>> norm = lambda: LayerNorm(np.ones(4), np.zeros(4))
+    >>> block = TransformerBlock(dense(), dense(), dense(), dense(), 2, norm(), norm(),
+    ...                          dense(), Activation("gelu"), dense())
+    >>> x = rng.normal(size=(3, 5, 4))  # 3 sequences of 5 tokens of width 4
+    >>> mean, var = block.moments(x, np.zeros_like(x))  # no input noise, fixed weights
+    >>> mean.shape, bool(np.allclose(mean, block.forward(x))), float(var.max())
+    ((3, 5, 4), True, 0.0)
     """
 
     def __init__(

@@ -57,6 +57,15 @@ class FamilyResult:
         row has ``"claim"`` (what is measured, in words), ``"value"`` (the figure),
         ``"target"`` (the number it must reach, in words, or ``None``) and ``"met"`` (bool or
         ``None`` when there is no target).
+
+    Examples
+    --------
+    >>> result = FamilyResult(
+    ...     tables={"Coverage": [{"method": "lac", "coverage": 0.901}]},
+    ...     headlines=[{"claim": "coverage", "value": 0.901, "target": ">= 0.9", "met": True}],
+    ... )
+    >>> result.tables["Coverage"][0]["coverage"], result.notes
+    (0.901, [])
     """
 
     tables: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
@@ -158,7 +167,16 @@ def _load_suite_modules() -> None:
 
 
 def get_families() -> dict[str, Family]:
-    """Registered families by name (suite modules imported on first call)."""
+    """Registered families by name (suite modules imported on first call).
+
+    Examples
+    --------
+    >>> families = get_families()
+    >>> {"classic", "speed", "timeseries"} <= set(families)
+    True
+    >>> families["classic"].default, families["classic"].requires
+    (True, ())
+    """
     _load_suite_modules()
     return dict(_FAMILIES)
 

@@ -46,7 +46,18 @@ __all__ = [
 
 
 class BenchmarkOutputError(OSError):
-    """The output folder cannot be created or written."""
+    """The output folder cannot be created or written.
+
+    A subclass of `OSError`, raised by `run_benchmark` before any family runs.
+
+    Examples
+    --------
+    >>> try:
+    ...     run_benchmark("speed", out="", echo=None)
+    ... except OSError as error:
+    ...     print(type(error).__name__, error)
+    BenchmarkOutputError `out` is empty: name the folder for the results.
+    """
 
 
 @dataclass
@@ -65,6 +76,15 @@ class BenchmarkContext:
     figures : list of str
         Files written by `figure` (filled by the family's calls).
     notes : list of str
+
+    Examples
+    --------
+    >>> from pathlib import Path
+    >>> ctx = BenchmarkContext("demo", "quick", seed=0, out_dir=Path("."), progress=False)
+    >>> ctx.pick(1, 5, 20)  # smoke, quick, full: e.g. the number of resplits
+    5
+    >>> int(ctx.rng(3).integers(100)) == int(ctx.rng(3).integers(100))  # same keys, same stream
+    True
     """
 
     family: str
@@ -434,6 +454,29 @@ def run_benchmark(
         Unknown suite or scale (the message lists the valid ones).
     BenchmarkOutputError
         ``out`` cannot be created or written.
+
+    Examples
+    --------
+    The command line ``uqconform benchmark --suite quick --out DIR`` makes this call:
+
+    >>> results = run_benchmark("quick", out="uqconform-benchmark")  # doctest: +SKIP
+
+    A tiny family registered on the spot shows what a run returns (it also writes
+    ``results.json`` and ``report.md`` to ``out``):
+
+    >>> import tempfile
+    >>> from uqconform.benchmarks.registry import _FAMILIES, FamilyResult, register_family
+    >>> @register_family("doc-run", "a family used in this docstring", default=False)
+    ... def run(ctx):
+    ...     return FamilyResult(tables={"Demo": [{"scale": ctx.scale}]})
+    >>> with tempfile.TemporaryDirectory() as out:
+    ...     results = run_benchmark("doc-run", out, scale="smoke", progress=False, echo=None)
+    >>> sorted(results)
+    ['failed', 'families', 'machine', 'scale', 'seed', 'skipped', 'started', 'suite',
+     'versions', 'wall_time_s']
+    >>> results["families"]["doc-run"]["tables"], results["failed"]
+    ({'Demo': [{'scale': 'smoke'}]}, [])
+    >>> _ = _FAMILIES.pop("doc-run")
     """
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ValueError(f"`seed` must be a non-negative integer, got {seed!r}.")

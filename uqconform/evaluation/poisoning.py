@@ -315,6 +315,21 @@ def worst_partitions(model: Any, X: Any, data: str = "calibration") -> NDArray:
     -------
     ndarray of int
         Partition indices, most pivotal first (ties by index).
+
+    Examples
+    --------
+    The first ones are the ``target`` of a worst-case attack (`flip_labels`, `insert_points`,
+    `delete_points`):
+
+    >>> from uqconform import ReliablePredictionSets
+    >>> from uqconform.datasets import make_gaussian_classification
+    >>> X, y, _ = make_gaussian_classification(1000, separation=1.0, random_state=0)
+    >>> rps = ReliablePredictionSets(k_train=10, k_calib=5, random_state=0)
+    >>> rps = rps.fit(X[:400], y[:400]).calibrate(X[400:800], y[400:800])
+    >>> worst_partitions(rps, X[800:])  # calibration partitions, most pivotal first
+    array([3, 2, 0, 1, 4])
+    >>> sorted(worst_partitions(rps, X[800:], "training")) == list(range(10))
+    True
     """
     if data == "calibration":
         member = model.partition_sets(X)  # (n, K, k_calib)

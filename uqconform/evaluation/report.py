@@ -70,6 +70,17 @@ class CoverageReport:
     by_group : pandas.DataFrame or None
         With ``groups``: columns ``alpha``, ``group``, ``count``, ``coverage`` and the
         efficiency column, one row per level and group.
+
+    Examples
+    --------
+    >>> row = {"alpha": 0.1, "nominal": 0.9, "coverage": 0.855, "bound_low": 0.815,
+    ...        "bound_high": 0.965, "inside_bounds": True, "mean_width": 3.239}
+    >>> report = CoverageReport("M", "regression", "mean_width", n_test=200,
+    ...     n_calibration=200, confidence=0.99, time_seconds=0.002, rows=[row])
+    >>> print(report)
+    CoverageReport: M (regression), n_test=200, n_calibration=200, predict time 0.002 s
+      alpha  nominal  coverage         99% bounds inside     mean_width
+        0.1    0.900     0.855     [0.815, 0.965]    yes          3.239
     """
 
     model: str

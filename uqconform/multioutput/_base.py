@@ -119,6 +119,17 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
     by ``||g_i(Y_i)||`` and ``predict_set`` returns a `uqconform.regions.PredictionRegion`
     (a list, one per level, for several alphas) of radius the conformal quantile of the
     scores, hence marginal coverage ``P(Y in region) >= 1 - alpha``.
+
+    Examples
+    --------
+    >>> from uqconform.multioutput import (CONTRA, EllipsoidalConformalRegressor,
+    ...     RectangularConformalRegressor, ResidualCONTRA)
+    >>> methods = (CONTRA, EllipsoidalConformalRegressor, RectangularConformalRegressor,
+    ...            ResidualCONTRA)
+    >>> all(issubclass(method, MultiOutputConformalRegressor) for method in methods)
+    True
+    >>> [method.norm for method in methods]  # balls (ellipsoids, flows) or boxes
+    ['l2', 'l2', 'linf', 'l2']
     """
 
     norm: ClassVar[str] = "l2"

@@ -33,6 +33,23 @@ class ClassificationScore(ABC):
     ----------
     randomized : bool
         Whether the score uses the per-row uniform draw ``u``.
+
+    Examples
+    --------
+    A custom score implements `scores`; the conformal classifiers accept an instance.
+
+    >>> import numpy as np
+    >>> from sklearn.datasets import load_iris
+    >>> from uqconform import SplitConformalClassifier
+    >>> class MarginScore(ClassificationScore):  # gap to the most probable label
+    ...     def scores(self, proba, u=None):
+    ...         return proba.max(axis=1, keepdims=True) - proba
+    >>> MarginScore().scores(np.array([[0.7, 0.2, 0.1]]))
+    array([[0. , 0.5, 0.6]])
+    >>> X, y = load_iris(return_X_y=True)
+    >>> cp = SplitConformalClassifier(conformity_score=MarginScore(), random_state=0)
+    >>> cp.fit(X[::2], y[::2]).calibrate(X[1::2], y[1::2]).predict_set(X[1::2]).shape
+    (75, 3)
     """
 
     randomized: bool = False

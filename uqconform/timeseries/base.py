@@ -199,6 +199,20 @@ class SequentialConformalRegressor(RegressorMixin, BaseEstimator, metaclass=ABCM
     n_infeasible_ : int
         Residual-memory states at which the conditional model fell back to plain weights
         (KOWCPI; always 0 for EnbPI and SPCI).
+
+    Examples
+    --------
+    >>> from sklearn.linear_model import LinearRegression
+    >>> from uqconform.timeseries import EnbPI, KOWCPI, SPCI
+    >>> all(issubclass(method, SequentialConformalRegressor) for method in (EnbPI, KOWCPI, SPCI))
+    True
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(240, 2)); y = X @ [1.0, -1.0] + rng.normal(size=240)
+    >>> model = EnbPI(LinearRegression(), n_bootstrap=10, random_state=0).fit(X[:200], y[:200])
+    >>> model.predict_interval(X[200:220], y[200:220]).shape  # one step ahead, then absorbed
+    (20, 2)
+    >>> model.update(X[220:], y[220:]).n_steps_, len(model.coverage_history_)
+    (40, 20)
     """
 
     def _default_estimator(self) -> BaseEstimator:
