@@ -508,14 +508,9 @@ def test_enbpi_holdout_follows_the_split_conformal_law():
 
 
 def _pooled_coverage(model, generator, n_fit, n_test, seeds):
-    hits, widths = [], []
-    for seed in seeds:  # independent series
-        X, y = generator(n_fit + n_test, seed)
-        model.set_params(random_state=seed).fit(X[:n_fit], y[:n_fit])
-        out = model.predict_interval(X[n_fit:], y[n_fit:])
-        hits.append(covered(out, y[n_fit:]))
-        widths.append(out[:, 1] - out[:, 0])
-    return np.concatenate(hits).mean(), np.concatenate(widths).mean()
+    """Pooled coverage and mean width of `_online_runs`."""
+    runs = _online_runs(model, generator, n_fit, n_test, seeds)
+    return tuple(float(np.concatenate([run[k] for run in runs]).mean()) for k in (0, 1))
 
 
 @pytest.mark.parametrize(

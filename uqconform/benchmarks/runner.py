@@ -19,7 +19,6 @@ import json
 import math
 import os
 import platform
-import shutil
 import sys
 import tempfile
 import time
@@ -488,40 +487,37 @@ def run_benchmark(
     start = time.perf_counter()
     families = {}
     # plots go to a staging folder, moved into `out` only when the whole run is written: an
-    # interrupted run (Ctrl-C) leaves `out` as it was
-    staging = Path(tempfile.mkdtemp(prefix=".uqconform-run-", dir=out_dir))
-    try:
+    # interrupted run (Ctrl-C) leaves `out` as it was; the folder goes away in every case
+    with tempfile.TemporaryDirectory(
+        prefix=".uqconform-run-", dir=out_dir, ignore_cleanup_errors=True
+    ) as staging_name:
+        staging = Path(staging_name)
         for name in names:
             ctx = BenchmarkContext(
                 family=name, scale=scale, seed=int(seed), out_dir=staging, progress=progress
             )
             families[name] = _run_family(name, ctx, say)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    results = {
-        "suite": suite,
-        "scale": scale,
-        "seed": int(seed),
-        "started": started,
-        "wall_time_s": time.perf_counter() - start,
-        "versions": package_versions(),
-        "machine": machine_info(),
-        "failed": [name for name, rec in families.items() if rec["status"] == "failed"],
-        "skipped": [name for name, rec in families.items() if rec["status"] == "skipped"],
-        "families": families,
-    }
-    results = _jsonable(results)
-    try:
-        (staging / "results.json").write_text(json.dumps(results, indent=2))
-        (staging / "report.md").write_text(report_markdown(results))
-        _replace_previous_run(out_dir, staging)
-    except OSError as error:
-        raise BenchmarkOutputError(
-            f"Cannot write benchmark results to `out` = {str(out_dir)!r}: {error}"
-        ) from None
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        results = {
+            "suite": suite,
+            "scale": scale,
+            "seed": int(seed),
+            "started": started,
+            "wall_time_s": time.perf_counter() - start,
+            "versions": package_versions(),
+            "machine": machine_info(),
+            "failed": [name for name, rec in families.items() if rec["status"] == "failed"],
+            "skipped": [name for name, rec in families.items() if rec["status"] == "skipped"],
+            "families": families,
+        }
+        results = _jsonable(results)
+        try:
+            (staging / "results.json").write_text(json.dumps(results, indent=2))
+            (staging / "report.md").write_text(report_markdown(results))
+            _replace_previous_run(out_dir, staging)
+        except OSError as error:
+            raise BenchmarkOutputError(
+                f"Cannot write benchmark results to `out` = {str(out_dir)!r}: {error}"
+            ) from None
     summary = summary_rows(results)
     if summary:
         say("\n=== summary ===\n" + format_table(summary))
