@@ -84,6 +84,19 @@ def test_single_family_and_seed(fake_registry, tmp_path):
     assert results["scale"] == "quick"
 
 
+def test_a_family_returning_a_non_json_value_fails_alone(fake_registry, tmp_path, monkeypatch):
+    def odd(ctx):
+        return FamilyResult(tables={"Odd": [{"method": "x", "value": {1, 2}}]})
+
+    monkeypatch.setitem(registry._FAMILIES, "fake-odd", Family("fake-odd", "a set", odd))
+    results = run_benchmark("smoke", tmp_path, progress=False, echo=None)
+    written = json.loads((tmp_path / "results.json").read_text())
+    assert "fake-odd" in written["failed"] and written["failed"] == results["failed"]
+    assert "fake-odd" in written["families"]["fake-odd"]["error"]
+    assert "set" in written["families"]["fake-odd"]["error"]
+    assert written["families"]["fake-ok"]["status"] == "ok"
+
+
 def test_unknown_suite_lists_valid_ones(tmp_path, capsys):
     assert main(["benchmark", "--suite", "nope", "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err

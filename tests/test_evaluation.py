@@ -561,6 +561,15 @@ def test_report_says_which_side_of_the_bounds(regression_data):
         assert line.split()[5] == word, line
 
 
+def test_a_report_built_by_hand_prints_missing_figures_as_nan():
+    rows = [{"alpha": 0.1, "nominal": 0.9, "coverage": 0.88}]
+    for task, efficiency in (("regression", "mean_width"), ("classification", "mean_set_size")):
+        report = CoverageReport("M", task, efficiency, 10, None, 0.99, 0.01, rows=rows)
+        cells = str(report).splitlines()[2].split()
+        assert cells[:5] == ["0.1", "0.900", "0.880", "-", "-"]
+        assert cells[5:] == ["nan"] * (3 if task == "classification" else 1)
+
+
 def test_evaluate_regressor_with_groups_and_one_level(regression_data):
     X, y, groups = regression_data
     model = SplitConformalRegressor(LinearRegression(), 0.1, "absolute")

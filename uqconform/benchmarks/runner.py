@@ -289,9 +289,15 @@ def _run_family(name: str, ctx: BenchmarkContext, echo: Callable[[str], None]) -
                 raise TypeError(
                     f"family {name!r} returned {type(result).__name__}, not FamilyResult"
                 )
-            record["tables"] = result.tables
-            record["headlines"] = result.headlines
-            record["notes"] = [*ctx.notes, *result.notes]
+            parts = {"tables": result.tables, "headlines": result.headlines}
+            parts["notes"] = [*ctx.notes, *result.notes]
+            try:  # a value JSON cannot hold fails this family, not the whole results.json
+                json.dumps(_jsonable(parts))
+            except (TypeError, ValueError) as error:
+                raise TypeError(
+                    f"family {name!r} returned a value results.json cannot hold: {error}"
+                ) from None
+            record.update(parts)
     except Exception as error:
         record["status"] = "failed"
         record["error"] = f"{type(error).__name__}: {error}"

@@ -171,10 +171,12 @@ class CoverageReport:
                 inside = "BELOW" if row["coverage"] < low else "above"
             line = (
                 f"{row['alpha']:>7.3g} {row['nominal']:>8.3f} {row['coverage']:>9.3f} "
-                f"{bounds:>18} {inside:>6} {row[self.efficiency]:>14.4g}"
+                f"{bounds:>18} {inside:>6} {row.get(self.efficiency, math.nan):>14.4g}"
             )
             if sets:
-                line += f" {row['singleton_rate']:>9.3f} {row['empty_rate']:>6.3f}"
+                singleton = row.get("singleton_rate", math.nan)
+                empty = row.get("empty_rate", math.nan)
+                line += f" {singleton:>9.3f} {empty:>6.3f}"
             lines.append(line)
         if self.by_group is not None:
             lines.append("per group:")
