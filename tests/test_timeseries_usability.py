@@ -220,3 +220,23 @@ def test_ordinary_residuals_do_not_warn_about_zero_width():
         warnings.simplefilter("error", UserWarning)
         model = KOWCPI(LinearRegression(), window=2, n_bootstrap=12, random_state=0).fit(X, y)
     assert model.scale_ == model._robust_scale(model.fit_residuals_)
+
+
+@pytest.mark.parametrize("name", list(CLASSES))
+def test_a_dataframe_with_text_columns_reaches_the_pipeline_unchanged(name):
+    """Regression test: X was converted to a float array before the model saw it, so a
+    Pipeline encoding a text column failed with "could not convert string to float"."""
+    pd = pytest.importorskip("pandas")
+    from sklearn.compose import make_column_transformer
+    from sklearn.preprocessing import OneHotEncoder
+
+    X, y = iid_series(260, 3)
+    frame = pd.DataFrame({"a": X[:, 0], "b": X[:, 1], "day": np.tile(["mon", "tue"], 130)})
+    encode = make_column_transformer((OneHotEncoder(), ["day"]), remainder="passthrough")
+    model = make(name, make_pipeline(encode, LinearRegression()), n_bootstrap=10)
+    model.set_params(random_state=0).fit(frame.iloc[:200], y[:200])
+    bands = model.predict_interval(frame.iloc[200:], y[200:])
+    assert bands.shape == (60, 2) and np.isfinite(bands).all()
+    assert (bands[:, 0] < bands[:, 1]).all()
+    with pytest.raises(ValueError, match="feature names"):
+        model.predict_interval(frame.iloc[200:][["b", "a", "day"]])

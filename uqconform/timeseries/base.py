@@ -277,7 +277,8 @@ class SequentialConformalRegressor(RegressorMixin, BaseEstimator, metaclass=ABCM
 
     def _check_series(self, X: Any, y: ArrayLike | None, *, reset: bool) -> tuple[Any, Any]:
         X = check_features(self, X, reset=reset)  # None, 1-D, no rows: named errors
-        X = validate_data(self, X, reset=False, ensure_all_finite="allow-nan")
+        # feature count and names only: X reaches the model as given (a Pipeline encodes it)
+        X = validate_data(self, X, reset=False, skip_check_array=True)
         if y is None:
             return X, None
         n = _num_samples(X)
