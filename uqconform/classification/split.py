@@ -85,7 +85,8 @@ default="lac"
         Randomise APS/RAPS/SAPS with one uniform draw per row, so coverage exceeds
         ``1 - alpha`` by less than ``1/(n + 1)``. ``False``: APS and RAPS sets keep the
         label that crosses the threshold (never empty, more conservative); SAPS uses the
-        draw ``u = 1`` (its sets can still be empty on confident rows).
+        draw ``u = 1`` (its sets can still be empty on confident rows). Non-randomised
+        APS on exact 0/1 probabilities (a fully grown tree) puts every class in every set.
     k_reg : int, default=1
         RAPS: number of top labels not penalised.
     lambda_reg : float, default=0.01
