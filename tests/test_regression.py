@@ -288,12 +288,15 @@ class _ColumnPredictions(LinearRegression):
         return super().predict(X)[:, None]
 
 
-def test_column_predictions_are_flattened_not_broadcast():
+@pytest.mark.parametrize("score", ["absolute", "normalized"])
+def test_column_predictions_are_flattened_not_broadcast(score):
+    """Regression test (normalized): the out-of-fold residuals y - (n, 1) became (n, n)."""
     X, y = regression_data(300)
-    model = SplitConformalRegressor(_ColumnPredictions()).fit(X[:100], y[:100])
-    model.calibrate(X[100:200], y[100:200])
+    model = SplitConformalRegressor(_ColumnPredictions(), conformity_score=score, random_state=0)
+    model.fit(X[:100], y[:100]).calibrate(X[100:200], y[100:200])
     assert model.conformity_scores_.shape == (100,)
-    reference = SplitConformalRegressor(LinearRegression()).fit(X[:100], y[:100])
+    reference = SplitConformalRegressor(LinearRegression(), conformity_score=score, random_state=0)
+    reference.fit(X[:100], y[:100])
     reference.calibrate(X[100:200], y[100:200])
     np.testing.assert_allclose(
         model.predict_interval(X[200:]), reference.predict_interval(X[200:])

@@ -240,3 +240,22 @@ def test_a_dataframe_with_text_columns_reaches_the_pipeline_unchanged(name):
     assert (bands[:, 0] < bands[:, 1]).all()
     with pytest.raises(ValueError, match="feature names"):
         model.predict_interval(frame.iloc[200:][["b", "a", "day"]])
+
+
+@pytest.mark.parametrize("name", list(CLASSES))
+def test_column_predictions_give_the_intervals_of_flat_ones(name):
+    """Regression test: a model predicting shape (n, 1) (Keras style) broke the bootstrap
+    residuals with a broadcasting error."""
+
+    class ColumnPredictions(LinearRegression):
+        def predict(self, X):
+            return super().predict(X)[:, None]
+
+    X, y = iid_series(260, 4)
+    bands = [
+        make(name, model, n_bootstrap=10, random_state=0)
+        .fit(X[:200], y[:200])
+        .predict_interval(X[200:], y[200:])
+        for model in (ColumnPredictions(), LinearRegression())
+    ]
+    np.testing.assert_allclose(bands[0], bands[1])

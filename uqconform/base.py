@@ -87,6 +87,27 @@ def check_rows(name: str, values: ArrayLike, n: int, rows_of: str = "X") -> NDAr
     return array
 
 
+def point_predictions(output: Any, name: str = "estimator") -> NDArray:
+    """A scalar regressor's predictions as a float array of shape (n,).
+
+    Keras-style models predict a column of shape (n, 1); it is taken as the (n,) array.
+
+    Examples
+    --------
+    >>> point_predictions([[1.0], [2.0]])
+    array([1., 2.])
+    """
+    values = np.asarray(output, dtype=float)
+    if values.ndim == 2 and values.shape[1] == 1:
+        values = values[:, 0]
+    if values.ndim != 1:
+        raise ValueError(
+            f"`{name}` predicts an array of shape {values.shape}; a scalar regressor "
+            "must predict shape (n,). For several outputs use uqconform.multioutput."
+        )
+    return values
+
+
 def check_features(estimator: BaseEstimator, X: Any, *, reset: bool) -> Any:
     """Record (``reset=True``) or check the number and names of ``X``'s features.
 

@@ -15,7 +15,12 @@ from sklearn.linear_model import LinearRegression
 from sklearn.model_selection import KFold, cross_val_predict
 from sklearn.utils.validation import check_is_fitted
 
-from uqconform.base import ConformalPredictor, check_regression_target, integer_seed
+from uqconform.base import (
+    ConformalPredictor,
+    check_regression_target,
+    integer_seed,
+    point_predictions,
+)
 from uqconform.scores.regression import RegressionScore, get_regression_score
 
 __all__ = ["SplitConformalRegressor"]
@@ -28,15 +33,15 @@ def predictive_spread(model: Any, X: Any) -> NDArray:
     on absolute residuals).
     """
     if hasattr(model, "predict_std"):
-        return np.asarray(model.predict_std(X), dtype=float)
+        return point_predictions(model.predict_std(X), "difficulty_estimator")
     parameters = inspect.signature(model.predict).parameters
     forwards = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
     if "return_std" in parameters or forwards:  # a Pipeline forwards it to its last step
         try:
-            return np.asarray(model.predict(X, return_std=True)[1], dtype=float)
+            return point_predictions(model.predict(X, return_std=True)[1], "difficulty_estimator")
         except TypeError:  # the last step does not take return_std
             pass
-    return np.asarray(model.predict(X), dtype=float)
+    return point_predictions(model.predict(X), "difficulty_estimator")
 
 
 class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
@@ -167,7 +172,9 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
             point = self._estimator_or_default()
             if isinstance(point, FrozenEstimator):  # refit its model out of fold, not frozen
                 point = point.estimator
-            out_of_fold = cross_val_predict(clone(point), X, y, cv=cv, params=fit_params)
+            out_of_fold = point_predictions(
+                cross_val_predict(clone(point), X, y, cv=cv, params=fit_params)
+            )
             base = self.difficulty_estimator
             model = clone(point if base is None else base)
             self.difficulty_estimator_ = model.fit(X, np.abs(y - out_of_fold))
@@ -202,7 +209,7 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
         if self.__dict__.get("_difficulty_is_residual_model", False):
             # trained on absolute residuals: its prediction is the spread (even for a model
             # that also has a predictive std, such as BayesianRidge)
-            return np.asarray(model.predict(X), dtype=float).reshape(-1)
+            return point_predictions(model.predict(X), "difficulty_estimator")
         return predictive_spread(model, X).reshape(-1)
 
     def _difficulty(self, X: Any) -> NDArray | None:
@@ -219,15 +226,7 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
 
     # ---- scores and intervals --------------------------------------------------------------
     def _model_output(self, X: Any) -> NDArray:
-        output = np.asarray(self.estimator_.predict(X), dtype=float)
-        if output.ndim == 2 and output.shape[1] == 1:  # (n, 1), as Keras-style models give
-            output = output[:, 0]
-        if output.ndim != 1:
-            raise ValueError(
-                f"`estimator` predicts an array of shape {output.shape}; a scalar regressor "
-                "must predict shape (n,). For several outputs use uqconform.multioutput."
-            )
-        return output
+        return point_predictions(self.estimator_.predict(X))
 
     def _calibration_scores(self, X, y):
         score = self._score_object()

@@ -22,6 +22,8 @@ from joblib import Parallel, delayed
 from numpy.typing import NDArray
 from sklearn.base import BaseEstimator, clone
 
+from uqconform.base import point_predictions
+
 __all__ = ["ResidualSource", "bootstrap_residuals", "holdout_residuals"]
 
 
@@ -46,7 +48,7 @@ class ResidualSource:
         total = np.zeros(len(X) if not hasattr(X, "shape") else X.shape[0])
         for weight, model in zip(self.model_weights, self.models, strict=True):
             if weight > 0:  # a loop over models
-                total += weight * np.asarray(model.predict(X), dtype=float)
+                total += weight * point_predictions(model.predict(X))
         return total
 
 
@@ -105,7 +107,7 @@ def bootstrap_residuals(
             stacklevel=3,
         )
     share = np.where(counts > 0, unseen / np.maximum(counts, 1), 1.0 / n_bootstrap)
-    predictions = np.stack([np.asarray(m.predict(X), dtype=float) for m in models])  # (B, n)
+    predictions = np.stack([point_predictions(m.predict(X)) for m in models])  # (B, n)
     out_of_bag = (share * predictions).sum(axis=0)
     return ResidualSource(
         models=list(models), model_weights=share.mean(axis=1), residuals=y - out_of_bag
@@ -125,5 +127,5 @@ def holdout_residuals(
         )
     model = _fit_one(estimator, X, y, np.arange(cut))
     tail = np.arange(cut, n)
-    residuals = y[tail] - np.asarray(model.predict(_rows(X, tail)), dtype=float)
+    residuals = y[tail] - point_predictions(model.predict(_rows(X, tail)))
     return ResidualSource(models=[model], model_weights=np.ones(1), residuals=residuals)
