@@ -343,3 +343,19 @@ def test_prefit_difficulty_model_is_read_again_at_each_calibrate():
         point, conformity_score="normalized", difficulty_estimator=second
     ).calibrate(X[200:300], y[200:300])
     np.testing.assert_array_equal(model.predict_interval(X[300:]), fresh.predict_interval(X[300:]))
+
+
+def test_group_sorting_is_stored_at_calibrate_and_dropped_by_a_plain_recalibration():
+    """The per-group order of the calibration rows is computed once (it was re-sorted at
+    every prediction); a model without it (pickled by an older version) predicts the same."""
+    X, y = regression_data(900)
+    groups = np.arange(600) % 3
+    model = SplitConformalRegressor(LinearRegression()).fit(X[:300], y[:300])
+    model.calibrate(X[300:900][:600], y[300:900][:600], groups=groups)
+    assert "_strata_sorting" in model.__dict__
+    test_groups = np.arange(100) % 3
+    stored = model.predict_interval(X[:100], groups=test_groups)
+    del model.__dict__["_strata_sorting"]
+    np.testing.assert_array_equal(model.predict_interval(X[:100], groups=test_groups), stored)
+    model.calibrate(X[300:900], y[300:900])
+    assert "_strata_sorting" not in model.__dict__

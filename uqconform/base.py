@@ -409,6 +409,7 @@ class ConformalPredictor(BaseEstimator, metaclass=ABCMeta):
             "groups_",
             "n_calibration_",
             "_n_sub_strata",
+            "_strata_sorting",
         ):
             self.__dict__.pop(name, None)
 
@@ -486,6 +487,12 @@ class ConformalPredictor(BaseEstimator, metaclass=ABCMeta):
         record_calibration_settings(self)
         self.calibration_strata_ = group_index * n_sub + sub_strata
         self._n_sub_strata = n_sub
+        self.__dict__.pop("_strata_sorting", None)
+        n_strata = (1 if group_labels is None else self.groups_.size) * n_sub
+        if n_strata > 1:  # sorted once here, not at every prediction
+            order = np.argsort(self.calibration_strata_, kind="stable")
+            bounds = np.searchsorted(self.calibration_strata_[order], np.arange(n_strata + 1))
+            self._strata_sorting = (order, bounds)
         self.n_calibration_ = int(y.shape[0])
 
     def _check_calibrated(self, method: str) -> None:
@@ -551,9 +558,12 @@ class ConformalPredictor(BaseEstimator, metaclass=ABCMeta):
         if n_strata == 1:  # plain split CP: every row, no sorting by stratum
             order, bounds = slice(None), np.array([0, scores2d.shape[0]])
         else:
-            strata = self.calibration_strata_
-            order = np.argsort(strata, kind="stable")
-            bounds = np.searchsorted(strata[order], np.arange(n_strata + 1))
+            sorting = self.__dict__.get("_strata_sorting")
+            if sorting is None:  # a model pickled before the sorting was stored
+                strata = self.calibration_strata_
+                order = np.argsort(strata, kind="stable")
+                sorting = order, np.searchsorted(strata[order], np.arange(n_strata + 1))
+            order, bounds = sorting
         too_few: dict[int, int] = {}
         for stratum in range(n_strata):  # a loop over strata, never over rows
             rows = order if n_strata == 1 else order[bounds[stratum] : bounds[stratum + 1]]
