@@ -108,6 +108,12 @@ def point_predictions(output: Any, name: str = "estimator") -> NDArray:
     return values
 
 
+def _sort_by_stratum(strata: NDArray, n_strata: int) -> tuple[NDArray, NDArray]:
+    """Row order grouped by stratum (stable) and each stratum's bounds in that order."""
+    order = np.argsort(strata, kind="stable")
+    return order, np.searchsorted(strata[order], np.arange(n_strata + 1))
+
+
 def check_features(estimator: BaseEstimator, X: Any, *, reset: bool) -> Any:
     """Record (``reset=True``) or check the number and names of ``X``'s features.
 
@@ -487,12 +493,9 @@ class ConformalPredictor(BaseEstimator, metaclass=ABCMeta):
         record_calibration_settings(self)
         self.calibration_strata_ = group_index * n_sub + sub_strata
         self._n_sub_strata = n_sub
-        self.__dict__.pop("_strata_sorting", None)
         n_strata = (1 if group_labels is None else self.groups_.size) * n_sub
         if n_strata > 1:  # sorted once here, not at every prediction
-            order = np.argsort(self.calibration_strata_, kind="stable")
-            bounds = np.searchsorted(self.calibration_strata_[order], np.arange(n_strata + 1))
-            self._strata_sorting = (order, bounds)
+            self._strata_sorting = _sort_by_stratum(self.calibration_strata_, n_strata)
         self.n_calibration_ = int(y.shape[0])
 
     def _check_calibrated(self, method: str) -> None:
@@ -560,9 +563,7 @@ class ConformalPredictor(BaseEstimator, metaclass=ABCMeta):
         else:
             sorting = self.__dict__.get("_strata_sorting")
             if sorting is None:  # a model pickled before the sorting was stored
-                strata = self.calibration_strata_
-                order = np.argsort(strata, kind="stable")
-                sorting = order, np.searchsorted(strata[order], np.arange(n_strata + 1))
+                sorting = _sort_by_stratum(self.calibration_strata_, n_strata)
             order, bounds = sorting
         too_few: dict[int, int] = {}
         for stratum in range(n_strata):  # a loop over strata, never over rows

@@ -289,8 +289,8 @@ def _run_family(name: str, ctx: BenchmarkContext, echo: Callable[[str], None]) -
                 raise TypeError(
                     f"family {name!r} returned {type(result).__name__}, not FamilyResult"
                 )
-            parts = {"tables": result.tables, "headlines": result.headlines}
-            parts["notes"] = [*ctx.notes, *result.notes]
+            notes = [*ctx.notes, *result.notes]
+            parts = {"tables": result.tables, "headlines": result.headlines, "notes": notes}
             try:  # a value JSON cannot hold fails this family, not the whole results.json
                 json.dumps(_jsonable(parts))
             except (TypeError, ValueError) as error:

@@ -210,7 +210,7 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
             # trained on absolute residuals: its prediction is the spread (even for a model
             # that also has a predictive std, such as BayesianRidge)
             return point_predictions(model.predict(X), "difficulty_estimator")
-        return predictive_spread(model, X).reshape(-1)
+        return predictive_spread(model, X)
 
     def _difficulty(self, X: Any) -> NDArray | None:
         if not self._needs_difficulty():
