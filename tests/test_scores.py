@@ -22,6 +22,7 @@ from uqconform.scores import (
     get_classification_score,
     get_regression_score,
 )
+from uqconform.scores import classification as classification_scores
 
 values = st.floats(-100, 100, allow_nan=False)
 
@@ -194,4 +195,17 @@ def test_label_scores_equal_the_label_column_of_scores(score):
     labels = rng.integers(0, 6, size=200)
     u = rng.random(200)
     expected = score.scores(proba, u)[np.arange(200), labels]
+    np.testing.assert_array_equal(score.label_scores(proba, labels, u), expected)
+
+
+@pytest.mark.parametrize("score", [APSScore(), RAPSScore(), SAPSScore(), TopKScore()], ids=repr)
+def test_label_scores_in_blocks_equal_one_block(score, monkeypatch):
+    # calibration computes the scores block by block (bounded memory at 1e6 rows); blocks of
+    # 7 rows (42 cells), the last one partial, must give the scores of one whole block
+    rng = np.random.default_rng(4)
+    proba = rng.dirichlet(np.ones(6), size=200)
+    labels = rng.integers(0, 6, size=200)
+    u = rng.random(200)
+    expected = score.label_scores(proba, labels, u)
+    monkeypatch.setattr(classification_scores, "_LABEL_SCORE_CELLS", 42)
     np.testing.assert_array_equal(score.label_scores(proba, labels, u), expected)

@@ -26,6 +26,10 @@ __all__ = [
 ]
 
 
+# Cells (rows x classes) per block when calibration scores are computed block by block.
+_LABEL_SCORE_CELLS = 2**20
+
+
 class ClassificationScore(ABC):
     """A classification nonconformity score, computed for every candidate label.
 
@@ -61,9 +65,17 @@ class ClassificationScore(ABC):
     def label_scores(self, proba: NDArray, labels: NDArray, u: NDArray | None = None) -> NDArray:
         """Scores ``(n,)`` of one label per row (column index ``labels``), for calibration.
 
-        Equals ``scores(proba, u)[i, labels[i]]``; a score may compute it more cheaply.
+        Equals ``scores(proba, u)[i, labels[i]]``, computed in blocks of rows so that the
+        temporary ``(n, n_classes)`` arrays of a sorting score stay small; a score may
+        compute it more cheaply.
         """
-        return np.take_along_axis(self.scores(proba, u), labels[:, None], axis=1)[:, 0]
+        out = np.empty(proba.shape[0])
+        step = max(_LABEL_SCORE_CELLS // max(proba.shape[1], 1), 1)
+        for start in range(0, proba.shape[0], step):  # a loop over blocks, for bounded memory
+            rows = slice(start, start + step)
+            block = self.scores(proba[rows], None if u is None else u[rows])
+            out[rows] = np.take_along_axis(block, labels[rows, None], axis=1)[:, 0]
+        return out
 
     def set_scores(self, proba: NDArray, u: NDArray | None = None) -> NDArray:
         """The inverse: a label is in the prediction set when this is ``<=`` the threshold.
