@@ -451,6 +451,24 @@ def test_pooled_law_is_the_convolution_of_independent_resplits(
     )
 
 
+@pytest.mark.parametrize(
+    ("n_calibration", "alpha", "n_test"),
+    # many test points: the law is computed on a window around its mean (skewed, with an
+    # exponential tail, at 19 calibration points; near-normal at 2,000)
+    [(19, 0.13, 4000), (2000, 0.1, 6000), (500, 0.3, 3000)],
+)
+def test_pooled_law_on_a_window_equals_the_law_on_every_count(n_calibration, alpha, n_test):
+    for n_repeats in (1, 2):
+        reference = _reference_pooled_pmf(n_calibration, alpha, n_test, n_repeats)
+        pmf = coverage_count_pmf(n_calibration, alpha, n_test, n_repeats)
+        np.testing.assert_allclose(pmf, reference / reference.sum(), rtol=0, atol=1e-12)
+        cdf = np.cumsum(reference / reference.sum())
+        total = n_repeats * n_test
+        low, high = coverage_bounds(n_calibration, alpha, n_test, 0.99, n_repeats=n_repeats)
+        assert round(low * total) == np.searchsorted(cdf, 0.005)
+        assert round(high * total) == np.searchsorted(cdf, 0.995)
+
+
 @pytest.mark.parametrize(("n_calibration", "alpha", "n_test"), POOLED_CASES)
 def test_pooled_law_moments_are_sums_of_the_resplit_moments(n_calibration, alpha, n_test):
     a, b = _beta_binomial_parameters(n_calibration, alpha)
