@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -359,3 +361,44 @@ def test_group_sorting_is_stored_at_calibrate_and_dropped_by_a_plain_recalibrati
     np.testing.assert_array_equal(model.predict_interval(X[:100], groups=test_groups), stored)
     model.calibrate(X[300:900], y[300:900])
     assert "_strata_sorting" not in model.__dict__
+
+
+def test_threshold_table_is_reused_only_for_the_same_calibration_and_levels(monkeypatch):
+    """Thresholds are kept for the next call at the same levels; a new calibration or new
+    levels recompute them, and the too-few warning repeats at every call."""
+    import uqconform.base
+
+    quantile_calls = []
+
+    def counted(*args, **kwargs):
+        quantile_calls.append(1)
+        return conformal_quantile(*args, **kwargs)
+
+    monkeypatch.setattr(uqconform.base, "conformal_quantile", counted)
+    X, y = regression_data(900)
+    groups = np.arange(400) % 4
+    model = SplitConformalRegressor(LinearRegression()).fit(X[:300], y[:300])
+    model.calibrate(X[300:700], y[300:700], groups=groups)
+    first = model.predict_interval(X[:50], groups=np.arange(50) % 4)
+    assert len(quantile_calls) == 4  # one per group
+    np.testing.assert_array_equal(model.predict_interval(X[:50], groups=np.arange(50) % 4), first)
+    assert len(quantile_calls) == 4  # the same levels: the kept table
+    wider = model.predict_interval(X[:50], alpha=0.05, groups=np.arange(50) % 4)
+    assert (wider[:, 1] - wider[:, 0] > first[:, 1] - first[:, 0]).all()
+    # recalibrated on other rows: equal to a fresh model, not to the kept table
+    model.calibrate(X[500:900], y[500:900], groups=groups)
+    fresh = SplitConformalRegressor(LinearRegression()).fit(X[:300], y[:300])
+    fresh.calibrate(X[500:900], y[500:900], groups=groups)
+    np.testing.assert_array_equal(
+        model.predict_interval(X[:50], groups=np.arange(50) % 4),
+        fresh.predict_interval(X[:50], groups=np.arange(50) % 4),
+    )
+    restored = pickle.loads(pickle.dumps(model))
+    np.testing.assert_array_equal(
+        restored.predict_interval(X[:50], groups=np.arange(50) % 4),
+        fresh.predict_interval(X[:50], groups=np.arange(50) % 4),
+    )
+    # 100 points per group cannot give alpha = 0.005: a warning at each call, not the first
+    for _ in range(2):
+        with pytest.warns(UserWarning, match="Too few calibration points"):
+            model.predict_interval(X[:5], alpha=0.005, groups=np.arange(5) % 4)

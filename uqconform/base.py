@@ -416,6 +416,7 @@ class ConformalPredictor(BaseEstimator, metaclass=ABCMeta):
             "n_calibration_",
             "_n_sub_strata",
             "_strata_sorting",
+            "_last_threshold_table",
         ):
             self.__dict__.pop(name, None)
 
@@ -550,7 +551,33 @@ class ConformalPredictor(BaseEstimator, metaclass=ABCMeta):
         return position
 
     def _threshold_table(self, alphas: NDArray) -> NDArray:
-        """Thresholds of shape ``(n_groups + 1, n_sub, c, k)``; the last group is empty."""
+        """Thresholds of shape ``(n_groups + 1, n_sub, c, k)``; the last group is empty.
+
+        The last table is kept for the next call at the same levels (one-row predictions
+        would otherwise recompute every stratum's quantiles); it is tied to the calibration
+        arrays themselves, so a new calibration never reuses it.
+        """
+        scores = self.conformity_scores_
+        key = (scores, self.__dict__.get("calibration_strata_"), alphas.tobytes())
+        cached = self.__dict__.get("_last_threshold_table")
+        if (
+            cached is not None
+            and cached[0] is key[0]
+            and cached[1] is key[1]
+            and cached[2] == key[2]
+        ):
+            table, too_few = cached[3], cached[4]
+        else:
+            table, too_few = self._compute_threshold_table(alphas)
+            self._last_threshold_table = (*key, table, too_few)
+        if too_few:
+            n_groups = table.shape[0] - 1
+            short = np.isinf(table[:-1]).any(axis=(0, 1, 2))  # the levels that lack points
+            self._warn_too_few(too_few, alphas[short], n_groups)
+        return table.copy()
+
+    def _compute_threshold_table(self, alphas: NDArray) -> tuple[NDArray, dict[int, int]]:
+        """The thresholds, and the strata (with their sizes) too small for some level."""
         scores = self.conformity_scores_
         scores2d = scores[:, None] if scores.ndim == 1 else scores
         n_components = scores2d.shape[1]
@@ -575,10 +602,7 @@ class ConformalPredictor(BaseEstimator, metaclass=ABCMeta):
                 )
             if np.isinf(table[stratum // n_sub, stratum % n_sub]).any():
                 too_few[stratum] = int(bounds[stratum + 1] - bounds[stratum])
-        if too_few:
-            short = np.isinf(table[:-1]).any(axis=(0, 1, 2))  # the levels that lack points
-            self._warn_too_few(too_few, alphas[short], n_groups)
-        return table
+        return table, too_few
 
     def _warn_too_few(self, too_few: dict[int, int], alphas: NDArray, n_groups: int) -> None:
         n_sub = self._n_sub_strata
