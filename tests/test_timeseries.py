@@ -998,3 +998,21 @@ def test_keeps_state_on_error_cuts_appended_lists_back():
     assert recorder.history_ is kept and recorder.history_ == [1.0]
     recorder.step(fail=False)
     assert recorder.history_ == [1.0, 2.0]
+
+
+@pytest.mark.parametrize("finite_sample", [False, True])
+def test_residual_offsets_do_not_depend_on_the_order_of_the_residuals(finite_sample):
+    # the residuals are sorted once inside (ties and zero weights included): any order of
+    # the same (residual, weight) pairs gives the same interval ends
+    rng = np.random.default_rng(8)
+    targets = np.round(rng.standard_t(3, size=600), 1)  # many ties
+    weights = rng.random(600) * (rng.random(600) > 0.3)
+    levels, grid = np.array([0.05, 0.1, 0.2]), np.linspace(0, 1, 5)
+    expected = residual_offsets(targets, weights, levels, grid, finite_sample)
+    assert np.isfinite(expected).all()
+    for _ in range(3):
+        order = rng.permutation(600)
+        np.testing.assert_array_equal(
+            residual_offsets(targets[order], weights[order], levels, grid, finite_sample),
+            expected,
+        )
