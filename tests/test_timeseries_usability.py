@@ -259,3 +259,55 @@ def test_column_predictions_give_the_intervals_of_flat_ones(name):
         for model in (ColumnPredictions(), LinearRegression())
     ]
     np.testing.assert_allclose(bands[0], bands[1])
+
+
+# ---- fit parameters reach the model, resampled with the rows ------------------------------
+class WeightRecorder(LinearRegression):
+    """Records what ``fit`` received; X's last column is the row's original index."""
+
+    def fit(self, X, y, sample_weight=None, note=None):
+        self.rows_seen_ = np.asarray(X)[:, -1].astype(int)
+        self.weights_seen_ = sample_weight
+        self.note_seen_ = note
+        return super().fit(X, y, sample_weight=sample_weight)
+
+
+@pytest.mark.parametrize("name", list(CLASSES))
+@pytest.mark.parametrize("residuals", ["bootstrap", "holdout"])
+def test_fit_params_reach_every_model_with_their_rows(name, residuals):
+    X, y = iid_series(200, 6)
+    X = np.column_stack([X, np.arange(200)])  # the row index, to check the alignment
+    weights = 1.0 + np.arange(200) / 100
+    model = make(name, WeightRecorder(), window=1, n_bootstrap=10, random_state=0)
+    model.set_params(residuals=residuals)
+    model.fit(X, y, sample_weight=weights, note="kept as given")
+    for fitted in model.source_.models:
+        np.testing.assert_array_equal(fitted.weights_seen_, weights[fitted.rows_seen_])
+        assert fitted.note_seen_ == "kept as given"
+    assert len(model.source_.models) == (10 if residuals == "bootstrap" else 1)
+    # equal weights give the intervals of no weights
+    plain = make(name, WeightRecorder(), window=1, n_bootstrap=10, random_state=0)
+    plain.set_params(residuals=residuals).fit(X[:150], y[:150])
+    weighted = make(name, WeightRecorder(), window=1, n_bootstrap=10, random_state=0)
+    weighted.set_params(residuals=residuals).fit(X[:150], y[:150], sample_weight=np.ones(150))
+    np.testing.assert_allclose(
+        weighted.predict_interval(X[150:], y[150:]),
+        plain.predict_interval(X[150:], y[150:]),
+        rtol=1e-9,
+        atol=1e-9,
+    )
+
+
+def test_fit_params_reach_a_pipeline_step():
+    X, y = iid_series(160, 7)
+    pipeline = make_pipeline(StandardScaler(), LinearRegression())
+    weights = np.linspace(0.5, 2.0, 120)
+    model = make("EnbPI", pipeline, n_bootstrap=10, random_state=0)
+    model.fit(X[:120], y[:120], linearregression__sample_weight=weights)
+    unweighted = make("EnbPI", make_pipeline(StandardScaler(), LinearRegression()))
+    unweighted.set_params(n_bootstrap=10, random_state=0).fit(X[:120], y[:120])
+    assert not np.allclose(model.source_.residuals, unweighted.source_.residuals)
+    with pytest.raises(ValueError, match="sample_weight"):
+        make("EnbPI", make_pipeline(StandardScaler(), LinearRegression())).fit(
+            X[:120], y[:120], linearregression__sample_weight=weights[:50]
+        )

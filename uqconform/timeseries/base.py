@@ -329,7 +329,7 @@ class SequentialConformalRegressor(RegressorMixin, BaseEstimator, metaclass=ABCM
 
     # ---- fit ----------------------------------------------------------------------------
     @keeps_state_on_error
-    def fit(self, X: ArrayLike, y: ArrayLike):
+    def fit(self, X: ArrayLike, y: ArrayLike, **fit_params: Any):
         """Fit the point predictor and collect its out-of-sample residuals.
 
         Parameters
@@ -338,6 +338,10 @@ class SequentialConformalRegressor(RegressorMixin, BaseEstimator, metaclass=ABCM
             Features, in time order.
         y : array-like of shape (n_samples,)
             The series, in time order (NaN is refused).
+        **fit_params : dict
+            Passed to the model's ``fit`` (e.g. ``sample_weight``; for a Pipeline,
+            ``step__param``). Arrays with one entry per row are resampled with the rows of
+            each bootstrap model (cut like the rows with ``residuals="holdout"``).
 
         Returns
         -------
@@ -353,10 +357,17 @@ class SequentialConformalRegressor(RegressorMixin, BaseEstimator, metaclass=ABCM
             estimator = clone(estimator).set_params(**dict.fromkeys(unset, seed))
         if self.residuals == "bootstrap":
             source = bootstrap_residuals(
-                estimator, X, y, self.n_bootstrap, rng, n_jobs=self.n_jobs, verbose=self.verbose
+                estimator,
+                X,
+                y,
+                self.n_bootstrap,
+                rng,
+                n_jobs=self.n_jobs,
+                verbose=self.verbose,
+                fit_params=fit_params,
             )
         else:
-            source = holdout_residuals(estimator, X, y, self.holdout_fraction)
+            source = holdout_residuals(estimator, X, y, self.holdout_fraction, fit_params)
         if not np.isfinite(source.residuals).all():
             raise ValueError("The model's residuals are not finite: check the model and data.")
         self.source_ = source

@@ -31,8 +31,28 @@ def _rows(X: Any, index: NDArray) -> Any:
     return X.iloc[index] if hasattr(X, "iloc") else X[index]
 
 
-def _fit_one(estimator: BaseEstimator, X: Any, y: NDArray, index: NDArray) -> BaseEstimator:
-    return clone(estimator).fit(_rows(X, index), y[index])
+def _fit_one(
+    estimator: BaseEstimator,
+    X: Any,
+    y: NDArray,
+    index: NDArray,
+    fit_params: dict[str, Any] | None = None,
+) -> BaseEstimator:
+    """A clone fitted on the rows ``index``; per-row fit parameters (``sample_weight``)
+    are taken on the same rows, the others passed as given."""
+    n = y.shape[0]
+    params = {
+        name: _rows(value, index) if _is_per_row(value, n) else value
+        for name, value in (fit_params or {}).items()
+    }
+    return clone(estimator).fit(_rows(X, index), y[index], **params)
+
+
+def _is_per_row(value: Any, n: int) -> bool:
+    """An array-like fit parameter with one entry per fit row (e.g. ``sample_weight``)."""
+    if isinstance(value, (str, bytes, dict)) or not hasattr(value, "__len__"):
+        return False
+    return np.ndim(value) >= 1 and len(value) == n
 
 
 @dataclass
@@ -60,6 +80,7 @@ def bootstrap_residuals(
     rng: np.random.Generator,
     n_jobs: int | None = None,
     verbose: bool = False,
+    fit_params: dict[str, Any] | None = None,
 ) -> ResidualSource:
     """Leave-one-out bootstrap residuals (EnbPI) with models fitted through joblib.
 
@@ -74,6 +95,11 @@ def bootstrap_residuals(
         Draws the bootstrap samples (so results do not depend on ``n_jobs``).
     n_jobs : int, optional
         Parallel fits; ``joblib.parallel_config(backend="dask")`` moves them to a cluster.
+    verbose : bool, default=False
+        Report the fits.
+    fit_params : dict, optional
+        Passed to every model's ``fit``; arrays with one entry per row (``sample_weight``)
+        are resampled with the rows.
 
     Returns
     -------
@@ -89,7 +115,7 @@ def bootstrap_residuals(
     n = y.shape[0]
     samples = rng.integers(0, n, size=(n_bootstrap, n))
     models = Parallel(n_jobs=n_jobs, verbose=10 if verbose else 0)(
-        delayed(_fit_one)(estimator, X, y, index) for index in samples
+        delayed(_fit_one)(estimator, X, y, index, fit_params) for index in samples
     )
     seen = np.zeros((n_bootstrap, n), dtype=bool)
     np.put_along_axis(seen, samples, True, axis=1)
@@ -115,9 +141,14 @@ def bootstrap_residuals(
 
 
 def holdout_residuals(
-    estimator: BaseEstimator, X: Any, y: NDArray, holdout_fraction: float
+    estimator: BaseEstimator,
+    X: Any,
+    y: NDArray,
+    holdout_fraction: float,
+    fit_params: dict[str, Any] | None = None,
 ) -> ResidualSource:
-    """One model on the first ``1 - holdout_fraction`` of the block, residuals on the rest."""
+    """One model on the first ``1 - holdout_fraction`` of the block, residuals on the rest
+    (per-row ``fit_params`` such as ``sample_weight`` are cut like the rows)."""
     n = y.shape[0]
     cut = round(n * (1 - holdout_fraction))
     if cut < 2 or n - cut < 2:
@@ -125,7 +156,7 @@ def holdout_residuals(
             f"`holdout_fraction`={holdout_fraction} leaves {cut} rows to fit and {n - cut} "
             "to compute residuals; both need at least 2."
         )
-    model = _fit_one(estimator, X, y, np.arange(cut))
+    model = _fit_one(estimator, X, y, np.arange(cut), fit_params)
     tail = np.arange(cut, n)
     residuals = y[tail] - point_predictions(model.predict(_rows(X, tail)))
     return ResidualSource(models=[model], model_weights=np.ones(1), residuals=residuals)
