@@ -250,7 +250,9 @@ def _weighted_conformal_quantile(
     if (total <= 0).any():
         raise ValueError("`weights` and `test_weight` sum to zero: no threshold is defined.")
     order = np.argsort(values, kind="stable")
-    cumulative = np.cumsum(w2[:, order], axis=1) / total[:, None]
+    cumulative = w2[:, order]  # one (m, n) array, accumulated and normalised in place
+    np.cumsum(cumulative, axis=1, out=cumulative)
+    cumulative /= total[:, None]
     # Smallest sorted score whose cumulative mass reaches 1 - alpha; the remaining mass
     # (the test point's) sits on +inf. The same tolerance as the unweighted rank keeps unit
     # weights identical to the unweighted order statistic.
@@ -324,7 +326,9 @@ def weighted_quantile(values: ArrayLike, weights: ArrayLike, q: float | ArrayLik
     if (totals <= 0).any():
         raise ValueError("`weights` sum to zero.")
     order = np.argsort(v, kind="stable")
-    cumulative = np.cumsum(w2[:, order], axis=1) / totals[:, None]
+    cumulative = w2[:, order]  # one (m, n) array, accumulated and normalised in place
+    np.cumsum(cumulative, axis=1, out=cumulative)
+    cumulative /= totals[:, None]
     index = _rowwise_searchsorted(cumulative, levels - _RANK_TOLERANCE)
     result = v[order][np.minimum(index, v.size - 1)]
     return result[0] if single else result
