@@ -12,6 +12,7 @@ from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.neural_network import MLPRegressor
 
 from uqconform import (
+    ApproximateFullConformalRegressor,
     ConformalizedQuantileRegressor,
     EllipsoidalConformalRegressor,
     SplitConformalClassifier,
@@ -19,14 +20,22 @@ from uqconform import (
 )
 from uqconform.bayes import LaplacePosterior, LinearizedPredictive
 from uqconform.classification import (
+    BinarizedSmoothedClassifier,
     EnsembleConformalClassifier,
     HeadEnsemble,
+    MeanSmoothedClassifier,
     MultiDimScoreClassifier,
     ReliablePredictionSets,
 )
+from uqconform.datasets import (
+    load_dataset,
+    make_gaussian_classification,
+    make_heteroscedastic_regression,
+)
 from uqconform.evaluation import coverage, coverage_bounds, coverage_count_pmf, evaluate
+from uqconform.evaluation.poisoning import delete_points, flip_labels, insert_points
 from uqconform.quantiles import conformal_rank, minimum_scores, weighted_quantile
-from uqconform.timeseries import EnbPI, rolling_coverage
+from uqconform.timeseries import KOWCPI, SPCI, EnbPI, rolling_coverage
 
 
 @pytest.fixture(scope="module")
@@ -516,3 +525,114 @@ def test_a_refused_refit_keeps_the_linearized_model(data):
     with pytest.raises(ValueError, match="`y`"):
         model.fit(wider[:100], np.full(100, np.nan))
     np.testing.assert_array_equal(model.predict_distribution(X[100:]), before)
+
+
+# ---- second audit: lists in time series, booleans, stale settings, seeds, names ----------
+@pytest.mark.parametrize("cls", [EnbPI, SPCI, KOWCPI])
+def test_time_series_fit_takes_lists_like_arrays(data, cls):
+    X, y, _ = data
+    params = {} if cls is EnbPI else {"window": 2}
+    runs = []
+    for features, weights in ((X, np.ones(150)), (X.tolist(), [1.0] * 150)):
+        model = cls(LinearRegression(), n_bootstrap=10, random_state=0, **params)
+        model.fit(features[:120], y[:120], sample_weight=weights[:120])
+        runs.append(model.predict_interval(X[120:], y[120:]))
+    np.testing.assert_array_equal(runs[0], runs[1])
+
+
+@pytest.mark.parametrize(
+    ("make", "name"),
+    [
+        (lambda: SplitConformalClassifier(LogisticRegression(), class_conditional="no"),
+         "class_conditional"),
+        (lambda: EnsembleConformalClassifier(LogisticRegression(), class_conditional="False"),
+         "class_conditional"),
+        (lambda: KOWCPI(LinearRegression(), window=1, reweight="no"), "reweight"),
+        (lambda: KOWCPI(LinearRegression(), window=1, finite_sample=1), "finite_sample"),
+        (lambda: MultiDimScoreClassifier(LogisticRegression(), fill_empty="yes"), "fill_empty"),
+    ],
+)  # fmt: skip
+def test_more_boolean_parameters_refuse_strings_and_numbers(data, make, name):
+    X, y, labels = data
+    target = y if name in ("reweight", "finite_sample") else labels
+    with pytest.raises(ValueError, match=f"`{name}` must be True or False"):
+        make().fit(X, target)
+
+
+@pytest.mark.parametrize(("cls", "changed"), [(EnbPI, {"memory": 20}), (KOWCPI, {"window": 2}),
+                                             (SPCI, {"beta_grid": 3})])  # fmt: skip
+def test_time_series_refuse_parameters_changed_since_fit(data, cls, changed):
+    X, y, _ = data
+    params = {} if cls is EnbPI else {"window": 1}
+    model = cls(LinearRegression(), n_bootstrap=10, random_state=0, **params).fit(X[:120], y[:120])
+    before = model.predict_interval(X[120:125])
+    model.set_params(alpha=0.2, n_jobs=2, verbose=False)  # read at each call: allowed
+    model.predict_interval(X[120:125])
+    model.set_params(alpha=0.1, **changed)
+    name = next(iter(changed))
+    for call in (
+        lambda: model.predict_interval(X[120:125]),
+        lambda: model.update(X[120:125], y[120:125]),
+        lambda: model.predict(X[120:125]),
+    ):
+        with pytest.raises(NotFittedError, match=rf"parameters changed since fit .*{name}="):
+            call()
+    model.fit(X[:120], y[:120])  # a refit takes the new value
+    assert model.predict_interval(X[120:125]).shape == before.shape
+
+
+@pytest.mark.parametrize("seed", ["x", -1])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda X, y, labels, seed: MultiDimScoreClassifier(
+            LogisticRegression(), n_heads=2, random_state=seed
+        ).fit(X, labels),
+        lambda X, y, labels, seed: ReliablePredictionSets(random_state=seed).fit(X, labels),
+        lambda X, y, labels, seed: BinarizedSmoothedClassifier(
+            LogisticRegression(), random_state=seed
+        ).fit(X, labels),
+        lambda X, y, labels, seed: MeanSmoothedClassifier(
+            LogisticRegression(), random_state=seed
+        ).fit(X, labels),
+        lambda X, y, labels, seed: load_dataset("wine", n_samples=50, random_state=seed),
+        lambda X, y, labels, seed: make_heteroscedastic_regression(100, random_state=seed),
+        lambda X, y, labels, seed: make_gaussian_classification(100, random_state=seed),
+        lambda X, y, labels, seed: flip_labels(X, labels, 3, random_state=seed),
+        lambda X, y, labels, seed: insert_points(X, labels, 3, random_state=seed),
+        lambda X, y, labels, seed: delete_points(X, labels, 3, random_state=seed),
+    ],
+    ids=["multidim", "rps", "bincp", "means", "load_dataset", "heteroscedastic",
+         "gaussian", "flip", "insert", "delete"],
+)  # fmt: skip
+def test_random_state_is_checked_everywhere(data, call, seed):
+    X, y, labels = data
+    with pytest.raises(ValueError, match="`random_state` must be None"):
+        call(X, y, labels, seed)
+
+
+@pytest.mark.parametrize("grid", ["bogus", "1", True, [0.5, "x"]])
+def test_beta_grid_refuses_strings_and_booleans(data, grid):
+    X, y, _ = data
+    with pytest.raises(ValueError, match="`beta_grid` must be"):
+        EnbPI(LinearRegression(), beta_grid=grid).fit(X, y)
+
+
+@pytest.mark.parametrize("name", ["noise", "prior_precision"])
+def test_acp_hyperparameters_named_when_none(data, name):
+    X, y, _ = data
+    model = ApproximateFullConformalRegressor(LinearRegression(), **{name: None})
+    with pytest.raises(ValueError, match=f"`{name}` must be 'auto' or a positive float"):
+        model.fit(X, y)
+
+
+def test_rps_radii_and_multidim_rng_are_named(data):
+    X, _, labels = data
+    rps = ReliablePredictionSets(k_train=3, k_calib=3, random_state=0)
+    rps.fit(X[:75], labels[:75]).calibrate(X[75:], labels[75:])
+    with pytest.raises(ValueError, match="`radii` must be an integer >= 0"):
+        rps.reliability_curve(X[:5], radii=[-1, 0], alpha=0.3)
+    multidim = MultiDimScoreClassifier(LogisticRegression(), n_heads=2, random_state=0)
+    multidim.fit(X[:75], labels[:75])
+    with pytest.raises(TypeError, match="`rng` must be None or a numpy Generator"):
+        multidim.score_vectors(X[:5], rng=5)

@@ -211,28 +211,47 @@ def record_calibration_settings(model: Any, *, step: str = "calibrate") -> None:
     model.__dict__[f"_{step}_settings"] = {name: getattr(model, name) for name in names}
 
 
-def check_calibration_settings(model: Any, method: str, *, step: str = "calibrate") -> None:
+def check_calibration_settings(
+    model: Any, method: str, *, step: str = "calibrate", again: str | None = None
+) -> None:
     """Refuse to go on when a parameter the calibration (or the fit) depends on changed since.
 
     ``set_params(conformity_score=...)`` after ``calibrate`` would score test points with
     one function and compare them with thresholds of another: the sets would lose their
-    guarantee without any error.
+    guarantee without any error. ``again`` names the call that mends it (default: fit and
+    calibrate, or calibrate).
     """
     used = model.__dict__.get(f"_{step}_settings", {})
     changed = [
         f"{name}={value!r}"
         for name, value in used.items()
-        if getattr(model, name) is not value and getattr(model, name) != value
+        if not _same_setting(value, getattr(model, name))
     ]
     if changed:
         refit = step == "fit" and not model.__dict__.get("_estimator_adopted", False)
-        again = (
-            "fit(X, y) and calibrate(X_calib, y_calib)" if refit else "calibrate(X_calib, y_calib)"
-        )
+        if again is None:
+            again = (
+                "fit(X, y) and calibrate(X_calib, y_calib)"
+                if refit
+                else "calibrate(X_calib, y_calib)"
+            )
         raise NotFittedError(
             f"{type(model).__name__}.{method}: parameters changed since {step} (it used "
             f"{', '.join(changed)}); call {again} again."
         )
+
+
+def _same_setting(old: Any, new: Any) -> bool:
+    """Whether a parameter still has the value a step used (arrays compared by value)."""
+    if old is new:
+        return True
+    try:
+        equal = old == new
+        if np.ndim(equal) == 0:
+            return bool(equal)
+        return np.shape(old) == np.shape(new) and bool(np.all(equal))
+    except (TypeError, ValueError):  # values that cannot be compared differ
+        return False
 
 
 def keeps_state_on_error(method: Callable) -> Callable:
@@ -797,7 +816,9 @@ def integer_seed(random_state: Any) -> int | None:
     """An int seed (or None) from ``random_state``: an int, None, a Generator or RandomState.
 
     A generator gives one draw, so a seeded generator still gives reproducible results.
+    Anything else (a negative int, a string) is refused with a message naming it.
     """
+    check_random_state_value(random_state)
     if random_state is None or isinstance(random_state, numbers.Integral):
         return None if random_state is None else int(random_state)
     if isinstance(random_state, np.random.Generator):
@@ -833,6 +854,41 @@ def check_random_state_value(random_state: Any) -> None:
             "`random_state` must be None, a non-negative int, a numpy Generator or a "
             f"RandomState, got {random_state!r}."
         )
+
+
+def random_generator(random_state: Any) -> np.random.Generator:
+    """``random_state`` (None, a non-negative int or a sequence of them, a Generator or a
+    RandomState), checked with a message naming it, as a numpy Generator.
+
+    Examples
+    --------
+    >>> random_generator(0).integers(10) == random_generator(0).integers(10)
+    np.True_
+    >>> random_generator([0, 11]).integers(10) == random_generator([0, 11]).integers(10)
+    np.True_
+    """
+    entropy = np.asarray(random_state) if isinstance(random_state, list | tuple) else None
+    if entropy is None or not (
+        entropy.ndim == 1 and entropy.size and entropy.dtype.kind in "iu" and (entropy >= 0).all()
+    ):
+        check_random_state_value(random_state)
+    return np.random.default_rng(random_state)
+
+
+def check_bool(value: Any, name: str) -> None:
+    """``value`` must be True or False (a numpy bool too): a string such as ``"no"`` is
+    refused rather than read as True.
+
+    Examples
+    --------
+    >>> check_bool(True, "randomized")
+    >>> check_bool("no", "randomized")
+    Traceback (most recent call last):
+    ...
+    ValueError: `randomized` must be True or False, got 'no'.
+    """
+    if not isinstance(value, bool | np.bool_):
+        raise ValueError(f"`{name}` must be True or False, got {value!r}.")
 
 
 def check_batch_size(batch: Any) -> None:

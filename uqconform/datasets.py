@@ -27,7 +27,7 @@ from numpy.typing import NDArray
 from scipy.stats import norm
 from sklearn import datasets as sk_datasets
 
-from uqconform.base import check_positive_int
+from uqconform.base import check_positive_int, random_generator
 from uqconform.quantiles import check_alpha
 
 __all__ = [
@@ -410,7 +410,7 @@ def load_dataset(
         if n_samples < len(X) and info.task == "timeseries":  # keep the time order
             X, y = X.iloc[: int(n_samples)], y.iloc[: int(n_samples)]
         elif n_samples < len(X):
-            rng = np.random.default_rng(random_state)
+            rng = random_generator(random_state)
             rows = np.sort(rng.choice(len(X), size=int(n_samples), replace=False))
             X, y = X.iloc[rows].reset_index(drop=True), y.iloc[rows].reset_index(drop=True)
     if as_frame:
@@ -518,7 +518,7 @@ def make_heteroscedastic_regression(
         raise ValueError(f"`n_features` must be at least 2, got {n_features!r}.")
     if not isinstance(noise, numbers.Real) or not noise > 0:
         raise ValueError(f"`noise` must be a positive number, got {noise!r}.")
-    rng = np.random.default_rng(random_state)
+    rng = random_generator(random_state)
     X = rng.uniform(-1.0, 1.0, size=(n_samples, int(n_features)))
     oracle = HeteroscedasticOracle(noise=float(noise))
     y = oracle.mean(X) + oracle.scale(X) * rng.standard_normal(n_samples)
@@ -614,7 +614,7 @@ def make_gaussian_classification(
     n_features = check_positive_int(n_features, "n_features")
     if not isinstance(separation, numbers.Real) or not separation > 0:
         raise ValueError(f"`separation` must be a positive number, got {separation!r}.")
-    rng = np.random.default_rng(random_state)
+    rng = random_generator(random_state)
     means = separation * rng.standard_normal((int(n_classes), n_features))
     y = rng.integers(0, n_classes, size=n_samples)
     X = means[y] + rng.standard_normal((n_samples, n_features))

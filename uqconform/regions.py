@@ -35,7 +35,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.special import gammaln, logsumexp
 
-from uqconform.base import check_positive_int
+from uqconform.base import check_positive_int, random_generator
 
 __all__ = ["AffineMap", "LatentMap", "PredictionRegion"]
 
@@ -487,7 +487,7 @@ class PredictionRegion:
             zeros = np.zeros((len(self), 1, self.dim))
             log_jacobian = np.asarray(self.latent_map.log_abs_det_from_latent(zeros))[:, 0]
         elif finite.any():
-            rng = np.random.default_rng(random_state)
+            rng = random_generator(random_state)
             rows = np.flatnonzero(finite)
             sub = self[rows] if rows.size < len(self) else self
             for block in sub._chunks(n_samples * self.dim):
@@ -583,7 +583,7 @@ class PredictionRegion:
                 f"{int(self.is_whole_space.sum())} regions are the whole space (infinite "
                 "radius: too few calibration points); there is no uniform sample of them."
             )
-        rng = np.random.default_rng(random_state)
+        rng = random_generator(random_state)
         out = np.empty((len(self), n_samples, self.dim))
         radii = self._radii()
         for block in self._chunks(n_samples * self.dim):

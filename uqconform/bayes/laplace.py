@@ -44,6 +44,7 @@ from uqconform.base import (
     check_positive_int,
     check_regression_target,
     keeps_state_on_error,
+    random_generator,
 )
 from uqconform.bayes.convert import NetworkView, as_network, output_jacobians
 from uqconform.bayes.likelihood import (
@@ -589,7 +590,7 @@ class LaplacePosterior(BaseEstimator):
         """
         scale = self._check(scale)
         n_samples = check_positive_int(n_samples, "n_samples")
-        rng = np.random.default_rng(random_state)
+        rng = random_generator(random_state)
         P = self.n_parameters_
         noise = rng.standard_normal((n_samples, P))
         if self.structure == "diag":

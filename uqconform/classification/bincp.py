@@ -49,6 +49,7 @@ from uqconform.base import (
     check_calibration_settings,
     check_class_labels,
     check_positive_int,
+    check_random_state_value,
     integer_seed,
     keeps_state_on_error,
     record_calibration_settings,
@@ -158,6 +159,7 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
                 f"`alpha` must be a single float in (0, 1) for smoothed sets, got {self.alpha!r}."
             )
         check_batch_size(self.batch_size)
+        check_random_state_value(self.random_state)
         if not _is_real(self.sigma) or self.sigma <= 0:
             raise ValueError(
                 f"`sigma` (the noise standard deviation) must be a finite number > 0, "

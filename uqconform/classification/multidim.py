@@ -34,8 +34,10 @@ from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
 
 from uqconform.base import (
+    check_bool,
     check_calibration_settings,
     check_features,
+    check_random_state_value,
     check_rows,
     integer_seed,
     keeps_state_on_error,
@@ -169,8 +171,8 @@ class MultiDimScoreClassifier(ClassifierMixin, BaseEstimator):
         ):
             raise ValueError(f"`cells_fraction` must lie in (0, 1), got {fraction!r}.")
         self._score()  # checks k_reg, lambda_reg and saps_weight
-        if not isinstance(self.fill_empty, bool | np.bool_):
-            raise ValueError(f"`fill_empty` must be True or False, got {self.fill_empty!r}.")
+        check_bool(self.fill_empty, "fill_empty")
+        check_random_state_value(self.random_state)
         k = self.n_neighbors
         if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
             raise ValueError(f"`n_neighbors` must be a positive integer, got {k!r}.")
@@ -277,6 +279,8 @@ class MultiDimScoreClassifier(ClassifierMixin, BaseEstimator):
         check_is_fitted(self, "estimator_")
         if "n_features_in_" in self.__dict__:  # errors name this class, not its heads
             X = check_features(self, X, reset=False)
+        if rng is not None and not isinstance(rng, np.random.Generator):
+            raise TypeError(f"`rng` must be None or a numpy Generator, got {rng!r}.")
         rng = self._rng(1, content=X) if rng is None else rng
         probabilities = self.estimator_.head_probabilities(X)
         score = self._score()

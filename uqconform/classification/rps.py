@@ -971,6 +971,7 @@ class ReliablePredictionSets(ClassifierMixin, BaseEstimator):
             raise ValueError("`radii` must be a non-empty 1-D sequence of integers.")
         pairs = []
         for radius in values.tolist():  # validate every radius before any work
+            _check_radius(radius, "radii")  # each entry, named as the user gave it
             r_train = radius if poisoned in ("training", "both") else 0
             r_calib = radius if poisoned in ("calibration", "both") else 0
             pairs.append(self._check_radii(r_train, r_calib, level))

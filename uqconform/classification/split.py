@@ -11,7 +11,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
-from uqconform.base import ConformalPredictor, check_class_labels
+from uqconform.base import ConformalPredictor, check_bool, check_class_labels
 from uqconform.scores.classification import ClassificationScore, get_classification_score
 
 __all__ = ["SplitConformalClassifier", "encode_labels"]
@@ -173,6 +173,7 @@ default="lac"
     def _validate_params(self) -> None:
         super()._validate_params()
         self._score_object()
+        check_bool(self.class_conditional, "class_conditional")
         if not hasattr(self._estimator_or_default(), "predict_proba"):
             raise TypeError(
                 f"`estimator` {type(self.estimator).__name__} has no predict_proba; conformal "

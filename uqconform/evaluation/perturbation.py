@@ -21,7 +21,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from sklearn.utils import check_array
 
-from uqconform.base import check_batch_size, check_positive_int
+from uqconform.base import check_batch_size, check_positive_int, random_generator
 from uqconform.classification.split import encode_labels
 
 __all__ = ["random_l2_perturbation", "worst_of_k_perturbation"]
@@ -99,7 +99,7 @@ def random_l2_perturbation(
     """
     r = _check_radius(radius)
     values = _features(X)
-    rng = np.random.default_rng(random_state)
+    rng = random_generator(random_state)
     values += r * _directions(rng, values.shape)
     return _clip(values, clip)
 
@@ -186,7 +186,7 @@ def worst_of_k_perturbation(
     check_batch_size(batch_size)
     score = _score_function(model)
     known = classes if classes is not None else getattr(model, "classes_", None)
-    rng = np.random.default_rng(random_state)
+    rng = random_generator(random_state)
     steps = r * _directions(rng, (n, k, d))
     step = batch_size or max(1, _BATCH_CELLS // (k * max(d, 1)))
     for start in range(0, n, step):  # a loop over batches of rows, for bounded memory

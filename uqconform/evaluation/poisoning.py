@@ -27,6 +27,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from uqconform.base import random_generator
+
 __all__ = ["delete_points", "flip_labels", "insert_points", "worst_partitions"]
 
 STRATEGIES = ("random", "spread", "concentrated")
@@ -185,7 +187,7 @@ def flip_labels(
     (2, [0, 1, 0, 1, 0])
     """
     labels, n_points = _check(X, y, n_points, strategy)
-    rng = np.random.default_rng(random_state)
+    rng = random_generator(random_state)
     eligible = np.ones(labels.size, bool)
     rows = _pick_rows(n_points, eligible, partitions, target, strategy, rng, order)
     new = labels.copy()
@@ -228,7 +230,7 @@ def insert_points(
     ((8, 2), (8,), (5, 2))
     """
     labels, n_points = _check(X, y, n_points, strategy)
-    rng = np.random.default_rng(random_state)
+    rng = random_generator(random_state)
     pool_X, pool_y = (X, labels) if source is None else source
     pool_labels, _ = _check(pool_X, pool_y, n_points, strategy)
     if not set(np.unique(pool_labels).tolist()) <= set(np.unique(labels).tolist()):
@@ -274,7 +276,7 @@ def delete_points(
     ((3, 2), [0, 1])
     """
     labels, n_points = _check(X, y, n_points, strategy)
-    rng = np.random.default_rng(random_state)
+    rng = random_generator(random_state)
     # One row of every label is spared: the last one in attack order (random without it).
     _, index = np.unique(labels, return_inverse=True)
     priority = rng.random(labels.size) if order is None else np.asarray(order, dtype=float)

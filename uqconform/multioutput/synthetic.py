@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from uqconform.base import check_positive_int
+from uqconform.base import check_positive_int, random_generator
 from uqconform.datasets import _rdata
 
 __all__ = [
@@ -61,7 +61,7 @@ __all__ = [
 def _features(n_samples: Any, n_features: Any, random_state: Any):
     n = check_positive_int(n_samples, "n_samples")
     p = check_positive_int(n_features, "n_features")
-    rng = np.random.default_rng(random_state)
+    rng = random_generator(random_state)
     X = rng.uniform(size=(n, p))
     return rng, X, X[:, 0]
 

@@ -16,6 +16,7 @@ calibration data only, which is finite-sample valid.
 
 from __future__ import annotations
 
+import numbers
 import warnings
 from typing import Any
 
@@ -204,7 +205,12 @@ class ApproximateFullConformalRegressor(FullConformalMixin, RegressorMixin, Base
             if isinstance(value, str):
                 if value != "auto":
                     raise ValueError(message)
-            elif isinstance(value, bool) or not np.isfinite(value) or value <= 0:
+            elif (
+                isinstance(value, bool)
+                or not isinstance(value, numbers.Real)
+                or not np.isfinite(value)
+                or value <= 0
+            ):
                 raise ValueError(message)
 
     def _default_estimator(self) -> BaseEstimator:

@@ -12,7 +12,7 @@ from sklearn.frozen import FrozenEstimator
 from sklearn.utils import get_tags
 from sklearn.utils.validation import check_is_fitted
 
-from uqconform.base import integer_seed
+from uqconform.base import check_bool, integer_seed
 from uqconform.quantiles import check_alpha
 from uqconform.regression.split import SplitConformalRegressor
 from uqconform.scores.regression import CQRScore
@@ -177,8 +177,7 @@ class ConformalizedQuantileRegressor(SplitConformalRegressor):
         self.random_state = random_state
 
     def _score_object(self) -> CQRScore:
-        if not isinstance(self.symmetric, (bool, np.bool_)):
-            raise ValueError(f"`symmetric` must be True or False, got {self.symmetric!r}.")
+        check_bool(self.symmetric, "symmetric")
         return CQRScore(symmetric=bool(self.symmetric))
 
     def _needs_difficulty(self) -> bool:

@@ -20,6 +20,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from uqconform.base import (
     check_batch_size,
+    check_bool,
     check_features,
     check_regression_target,
     keeps_state_on_error,
@@ -151,8 +152,7 @@ class FullConformalMixin:
         -------
         ndarray of shape (n_samples, 2) or list of ndarray of shape (r_i, 2)
         """
-        if not isinstance(union, bool | np.bool_):
-            raise ValueError(f"`union` must be True or False, got {union!r}.")
+        check_bool(union, "union")
         if not union:
             return self.predict_interval(X, alpha=alpha)
         levels = check_alpha(self.alpha if alpha is None else alpha, "alpha")

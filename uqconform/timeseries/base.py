@@ -29,11 +29,14 @@ from sklearn.ensemble import RandomForestRegressor
 from sklearn.utils.validation import _num_samples, check_is_fitted, validate_data
 
 from uqconform.base import (
+    check_bool,
+    check_calibration_settings,
     check_features,
     check_positive_int,
     check_random_state_value,
     check_regression_target,
     keeps_state_on_error,
+    record_calibration_settings,
     seed_parameters,
 )
 from uqconform.quantiles import (
@@ -220,6 +223,16 @@ class SequentialConformalRegressor(RegressorMixin, BaseEstimator, metaclass=ABCM
     def _default_estimator(self) -> BaseEstimator:
         return RandomForestRegressor(n_estimators=10, min_samples_leaf=5)
 
+    @property
+    def _fit_params(self) -> tuple[str, ...]:
+        """Parameters whose change after fit calls for a new fit: all but ``alpha`` (each
+        call may set it), ``n_jobs`` and ``verbose``."""
+        return tuple(
+            name
+            for name in self.get_params(deep=False)
+            if name not in ("alpha", "n_jobs", "verbose")
+        )
+
     #: Whether `_next_weights` uses ``min_effective`` (then each level gets its own floor).
     _weights_follow_floor: ClassVar[bool] = False
 
@@ -257,8 +270,7 @@ class SequentialConformalRegressor(RegressorMixin, BaseEstimator, metaclass=ABCM
             raise ValueError(
                 f"`holdout_fraction` must lie in (0, 1), got {self.holdout_fraction!r}."
             )
-        if not isinstance(self.finite_sample, bool | np.bool_):
-            raise ValueError(f"`finite_sample` must be True or False, got {self.finite_sample!r}.")
+        check_bool(self.finite_sample, "finite_sample")
         check_random_state_value(self.random_state)
         self._beta_fractions()
 
@@ -269,12 +281,18 @@ class SequentialConformalRegressor(RegressorMixin, BaseEstimator, metaclass=ABCM
             if grid < 1:
                 raise ValueError(f"`beta_grid` must be >= 1 point, got {grid}.")
             return np.linspace(0.0, 1.0, int(grid)) if grid > 1 else np.array([0.5])
-        fractions = np.asarray(grid, dtype=float).reshape(-1)
+        message = (
+            "`beta_grid` must be a number of points or fractions of alpha in [0, 1], "
+            f"got {grid!r}."
+        )
+        if isinstance(grid, str | bytes | bool | np.bool_):
+            raise ValueError(message)
+        try:
+            fractions = np.asarray(grid, dtype=float).reshape(-1)
+        except (TypeError, ValueError):
+            raise ValueError(message) from None
         if fractions.size == 0 or not ((fractions >= 0) & (fractions <= 1)).all():  # NaN too
-            raise ValueError(
-                "`beta_grid` must be a number of points or fractions of alpha in [0, 1], got "
-                f"{grid!r}."
-            )
+            raise ValueError(message)
         return fractions
 
     def _check_series(self, X: Any, y: ArrayLike | None, *, reset: bool) -> tuple[Any, Any]:
@@ -381,6 +399,7 @@ class SequentialConformalRegressor(RegressorMixin, BaseEstimator, metaclass=ABCM
         self.n_steps_ = 0
         self.effective_sample_sizes_: list[float] = []
         self.coverage_history_ = np.zeros(0, dtype=bool)
+        record_calibration_settings(self, step="fit")
         return self
 
     @staticmethod
@@ -423,6 +442,7 @@ class SequentialConformalRegressor(RegressorMixin, BaseEstimator, metaclass=ABCM
         ndarray of shape (n_samples,)
         """
         check_is_fitted(self, "source_")
+        check_calibration_settings(self, "predict", step="fit", again="fit(X, y)")
         X, _ = self._check_series(X, None, reset=False)
         return self.source_.predict(X)
 
@@ -485,6 +505,7 @@ class SequentialConformalRegressor(RegressorMixin, BaseEstimator, metaclass=ABCM
         ndarray of shape (n_samples, 2), or (n_samples, 2, k) for k levels
         """
         check_is_fitted(self, "source_")
+        check_calibration_settings(self, "predict_interval", step="fit", again="fit(X, y)")
         value = self.alpha if alpha is None else alpha
         alphas = check_alpha(value, "alpha")
         X, y = self._check_series(X, y, reset=False)
@@ -530,6 +551,7 @@ class SequentialConformalRegressor(RegressorMixin, BaseEstimator, metaclass=ABCM
         self
         """
         check_is_fitted(self, "source_")
+        check_calibration_settings(self, "update", step="fit", again="fit(X, y)")
         X, y = self._check_series(X, y, reset=False)
         self._absorb(y - self.source_.predict(X))
         return self

@@ -9,6 +9,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.spatial.distance import cdist
 
+from uqconform.base import check_bool
 from uqconform.quantiles import check_alpha
 from uqconform.timeseries.base import (
     SequentialConformalRegressor,
@@ -206,6 +207,7 @@ class KOWCPI(SequentialConformalRegressor):
             raise ValueError(f"`bandwidth` must be a positive float, 'auto' or 'aic', got {h!r}.")
         if self.kernel not in KERNELS:
             raise ValueError(f"Unknown `kernel` {self.kernel!r}: use one of {list(KERNELS)}.")
+        check_bool(self.reweight, "reweight")
         if self.constraint not in ("first", "all"):
             raise ValueError(f"`constraint` must be 'first' or 'all', got {self.constraint!r}.")
         fraction = self.tune_fraction

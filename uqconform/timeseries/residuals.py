@@ -28,7 +28,10 @@ __all__ = ["ResidualSource", "bootstrap_residuals", "holdout_residuals"]
 
 
 def _rows(X: Any, index: NDArray) -> Any:
-    return X.iloc[index] if hasattr(X, "iloc") else X[index]
+    """Rows ``index`` of a DataFrame, an array (sparse too) or a list of rows."""
+    if hasattr(X, "iloc"):
+        return X.iloc[index]
+    return X[index] if hasattr(X, "shape") else np.asarray(X)[index]
 
 
 def _fit_one(
