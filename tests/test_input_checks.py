@@ -15,6 +15,7 @@ from uqconform import (
     ApproximateFullConformalRegressor,
     ConformalizedQuantileRegressor,
     EllipsoidalConformalRegressor,
+    FullConformalRidge,
     SplitConformalClassifier,
     SplitConformalRegressor,
 )
@@ -636,3 +637,36 @@ def test_rps_radii_and_multidim_rng_are_named(data):
     multidim.fit(X[:75], labels[:75])
     with pytest.raises(TypeError, match="`rng` must be None or a numpy Generator"):
         multidim.score_vectors(X[:5], rng=5)
+
+
+def test_poisoning_partitions_checked_whatever_the_strategy(data):
+    X, _, labels = data
+    with pytest.raises(ValueError, match="`partitions` must have one entry per row"):
+        flip_labels(X, labels, 3, partitions=np.zeros(149, dtype=int), random_state=0)
+    floats = np.where(np.arange(150) % 2 == 0, 0.5, np.nan)
+    with pytest.raises(ValueError, match="`partitions` must hold integer partition indices"):
+        flip_labels(X, labels, 3, partitions=floats, strategy="spread", random_state=0)
+
+
+@pytest.mark.parametrize(
+    ("candidates", "message"),
+    [([], "is empty"), ([True, False], "must be numeric"), (["1"], "must be numeric")],
+)
+def test_full_cp_candidates_must_be_numbers(data, candidates, message):
+    X, y, _ = data
+    model = FullConformalRidge().fit(X[:100], y[:100])
+    with pytest.raises(ValueError, match=f"`y_candidates` {message}"):
+        model.predict_pvalue(X[100:103], y_candidates=candidates)
+
+
+@pytest.mark.parametrize(
+    ("call", "name"),
+    [
+        (lambda: make_heteroscedastic_regression(50, noise=np.inf), "noise"),
+        (lambda: make_gaussian_classification(50, separation=np.inf), "separation"),
+        (lambda: load_dataset("wine", as_frame="yes"), "as_frame"),
+    ],
+)
+def test_data_generators_refuse_infinite_or_odd_settings(call, name):
+    with pytest.raises(ValueError, match=f"`{name}` must be"):
+        call()

@@ -27,7 +27,12 @@ from numpy.typing import NDArray
 from scipy.stats import norm
 from sklearn import datasets as sk_datasets
 
-from uqconform.base import check_positive_int, random_generator
+from uqconform.base import (
+    check_bool,
+    check_positive_int,
+    check_random_state_value,
+    random_generator,
+)
 from uqconform.quantiles import check_alpha
 
 __all__ = [
@@ -399,6 +404,8 @@ def load_dataset(
     True
     """
     info = dataset_info(name)
+    check_bool(as_frame, "as_frame")
+    check_random_state_value(random_state)
     X, y = _REGISTRY[info.name][1]()
     if n_samples is not None:
         if (
@@ -516,8 +523,8 @@ def make_heteroscedastic_regression(
     n_samples = check_positive_int(n_samples, "n_samples")
     if check_positive_int(n_features, "n_features") < 2:
         raise ValueError(f"`n_features` must be at least 2, got {n_features!r}.")
-    if not isinstance(noise, numbers.Real) or not noise > 0:
-        raise ValueError(f"`noise` must be a positive number, got {noise!r}.")
+    if isinstance(noise, bool) or not isinstance(noise, numbers.Real) or not 0 < noise < np.inf:
+        raise ValueError(f"`noise` must be a positive finite number, got {noise!r}.")
     rng = random_generator(random_state)
     X = rng.uniform(-1.0, 1.0, size=(n_samples, int(n_features)))
     oracle = HeteroscedasticOracle(noise=float(noise))
@@ -612,8 +619,12 @@ def make_gaussian_classification(
     if check_positive_int(n_classes, "n_classes") < 2:
         raise ValueError(f"`n_classes` must be at least 2, got {n_classes!r}.")
     n_features = check_positive_int(n_features, "n_features")
-    if not isinstance(separation, numbers.Real) or not separation > 0:
-        raise ValueError(f"`separation` must be a positive number, got {separation!r}.")
+    if (
+        isinstance(separation, bool)
+        or not isinstance(separation, numbers.Real)
+        or not 0 < separation < np.inf
+    ):
+        raise ValueError(f"`separation` must be a positive finite number, got {separation!r}.")
     rng = random_generator(random_state)
     means = separation * rng.standard_normal((int(n_classes), n_features))
     y = rng.integers(0, n_classes, size=n_samples)

@@ -83,13 +83,19 @@ def _pick_rows(
         if priority.shape != eligible.shape:
             raise ValueError(f"`order` must have one entry per row ({eligible.size}).")
         shuffled = candidates[np.argsort(priority[candidates], kind="stable")]
+    if partitions is not None:  # checked whatever the strategy: nothing silently ignored
+        part = np.asarray(partitions)
+        if part.shape != eligible.shape:
+            raise ValueError(f"`partitions` must have one entry per row ({eligible.size}).")
+        if part.dtype.kind not in "iu":
+            raise ValueError(
+                "`partitions` must hold integer partition indices (e.g. from hash_partition), "
+                f"got dtype {part.dtype}."
+            )
     if strategy == "random":
         return shuffled[:n_points]
     if partitions is None:
         raise ValueError(f"strategy={strategy!r} needs `partitions` (the partition of every row).")
-    part = np.asarray(partitions)
-    if part.shape != eligible.shape:
-        raise ValueError(f"`partitions` must have one entry per row ({eligible.size}).")
     present = np.unique(part[candidates])
     sequence = rng.permutation(present) if target is None else np.asarray(target).ravel()
     sequence = sequence[np.isin(sequence, present)]

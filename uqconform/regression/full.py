@@ -43,13 +43,19 @@ _CELLS_PER_BATCH = 2**19
 
 
 def candidate_values(y_candidates: ArrayLike) -> NDArray:
-    """``y_candidates`` as floats, or a ValueError naming it."""
+    """``y_candidates`` as floats (at least one; numbers, not booleans), or a ValueError
+    naming it."""
+    dtype = np.asarray(y_candidates).dtype
+    message = f"`y_candidates` must be numeric, got {dtype}."
+    if dtype.kind in "bSUcmM":  # booleans, text, complex, times: not candidate labels
+        raise ValueError(message)
     try:
-        return np.asarray(y_candidates, dtype=float)
+        values = np.asarray(y_candidates, dtype=float)
     except (TypeError, ValueError):
-        raise ValueError(
-            f"`y_candidates` must be numeric, got {np.asarray(y_candidates).dtype}."
-        ) from None
+        raise ValueError(message) from None
+    if values.size == 0:
+        raise ValueError("`y_candidates` is empty: give at least one candidate label.")
+    return values
 
 
 class FullConformalMixin:
