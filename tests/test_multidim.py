@@ -585,3 +585,26 @@ def test_more_neighbours_than_centres_warns():
     model = MultiDimScoreClassifier(list(heads), n_neighbors=10_000, random_state=0)
     with pytest.warns(UserWarning, match="more than the"):
         model.calibrate(X[:N_CAL], y[:N_CAL])
+
+
+@pytest.mark.parametrize("base_score", ["lac", "aps"])
+def test_predict_set_in_blocks_equals_one_block(base_score, monkeypatch):
+    # predict_set scores the rows block by block with the draws of score_vectors made once:
+    # tiny blocks (the last one partial) give the sets of one block
+    from uqconform.classification import multidim
+
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(900, 4))
+    y = (np.abs(X[:, 0] * 3 + X[:, 1]) * 2).astype(int) % 5
+    model = MultiDimScoreClassifier(
+        LogisticRegression(max_iter=300), n_heads=3, base_score=base_score, random_state=0
+    ).fit(X[:300], y[:300])
+    model.calibrate(X[300:600], y[300:600])
+    whole = model.predict_set(X[600:], alpha=[0.05, 0.2])
+    monkeypatch.setattr(multidim, "_PREDICT_CELLS", 5 * 3 * 7)  # 7 rows per block
+    np.testing.assert_array_equal(model.predict_set(X[600:], alpha=[0.05, 0.2]), whole)
+    scores = model._scalar_scores(model.score_vectors(X[600:]))
+    thresholds = model._thresholds(np.array([0.05, 0.2]))
+    # each set holds every label scored within its threshold (plus, if empty, the best one)
+    for level in range(2):
+        assert (whole[..., level] >= (scores <= thresholds[level])).all()

@@ -693,3 +693,15 @@ def test_parameters_changed_after_calibrate_need_a_new_calibration(digits):
         model.calibrate(X_cal, y_cal).predict_set(X_test)  # a new calibration is fine
         model.set_params(k_calib=5, conformity_score="vote_softmax").calibrate(X_cal, y_cal)
     np.testing.assert_array_equal(model.predict_set(X_test), sets)
+
+
+def test_votes_reached_count_the_thresholds_at_or_below_each_score():
+    # a binary search replaces the (n, K, k_calib) comparison: ties count (score >= threshold)
+    from uqconform.classification.rps import _votes_reached
+
+    rng = np.random.default_rng(2)
+    thresholds = np.append(np.round(rng.random(9), 1), np.inf)  # ties and an infinite one
+    scores = np.round(rng.random((40, 6)), 1)
+    scores[0, 0] = np.inf
+    expected = (scores[:, :, None] >= thresholds[None, None, :]).sum(axis=2)
+    np.testing.assert_array_equal(_votes_reached(scores, thresholds), expected)

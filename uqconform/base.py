@@ -58,6 +58,16 @@ def slice_rows(X: Any, start: int, stop: int) -> Any:
     return X.iloc[rows] if hasattr(X, "iloc") else X[rows]
 
 
+def take_rows(X: Any, rows: NDArray) -> Any:
+    """Rows ``rows`` (integer positions) of an array, a sparse matrix, a DataFrame or a list
+    of rows (returned as an array)."""
+    if hasattr(X, "iloc"):
+        return X.iloc[rows]
+    if sparse.issparse(X):
+        return (X if X.format in ("csr", "csc") else X.tocsr())[rows]
+    return X[rows] if hasattr(X, "shape") else np.asarray(X)[rows]
+
+
 def n_rows(X: Any) -> int:
     """Number of rows of any 2-D input (array, DataFrame, sparse matrix, list)."""
     shape = getattr(X, "shape", None)

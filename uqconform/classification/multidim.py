@@ -44,6 +44,7 @@ from uqconform.base import (
     n_rows,
     record_calibration_settings,
     seeded_generator,
+    slice_rows,
 )
 from uqconform.classification.heads import HeadEnsemble
 from uqconform.classification.split import encode_labels
@@ -51,6 +52,9 @@ from uqconform.quantiles import check_alpha, conformal_quantile, conformal_rank,
 from uqconform.scores.classification import get_classification_score
 
 __all__ = ["MultiDimScoreClassifier"]
+
+# Score-vector cells (rows x classes x heads) per block of predict_set: bounded memory.
+_PREDICT_CELLS = 2**20
 
 
 class MultiDimScoreClassifier(ClassifierMixin, BaseEstimator):
@@ -282,10 +286,14 @@ class MultiDimScoreClassifier(ClassifierMixin, BaseEstimator):
         if rng is not None and not isinstance(rng, np.random.Generator):
             raise TypeError(f"`rng` must be None or a numpy Generator, got {rng!r}.")
         rng = self._rng(1, content=X) if rng is None else rng
+        uniforms = rng.random((len(self.estimator_.heads_), n_rows(X)))  # a row per head
+        return self._vectors(X, uniforms)
+
+    def _vectors(self, X: Any, uniforms: NDArray) -> NDArray:
+        """Score vectors ``(n, K, H)`` of rows ``X`` with one uniform per row and head."""
         probabilities = self.estimator_.head_probabilities(X)
         score = self._score()
-        n = probabilities.shape[1]
-        per_head = [score.scores(p, rng.random(n)) for p in probabilities]
+        per_head = [score.scores(p, u) for p, u in zip(probabilities, uniforms, strict=True)]
         return np.stack(per_head, axis=-1)
 
     # ---- calibration --------------------------------------------------------------------------
@@ -508,15 +516,23 @@ class MultiDimScoreClassifier(ClassifierMixin, BaseEstimator):
         value = self.alpha if alpha is None else alpha
         levels = check_alpha(value, "alpha")
         thresholds = self._thresholds(levels)
-        vectors = self.score_vectors(X)
-        scores = self._scalar_scores(vectors)  # (n, K)
-        out = np.empty((*scores.shape, levels.size), dtype=bool)
-        for j, threshold in enumerate(thresholds):  # a loop over levels
-            sets = scores <= threshold
-            empty = ~sets.any(axis=1)
-            if self.fill_empty and empty.any():  # the best-scored label joins an empty set
-                sets[np.flatnonzero(empty), np.argmin(scores[empty], axis=1)] = True
-            out[..., j] = sets
+        if "n_features_in_" in self.__dict__:  # errors name this class, not its heads
+            X = check_features(self, X, reset=False)
+        n, n_heads, n_classes = n_rows(X), len(self.estimator_.heads_), len(self.classes_)
+        # the draws of score_vectors(X), made once; the rows are then scored block by block
+        uniforms = self._rng(1, content=X).random((n_heads, n))
+        out = np.empty((n, n_classes, levels.size), dtype=bool)
+        step = max(_PREDICT_CELLS // (n_classes * n_heads), 1)
+        for start in range(0, n, step):  # a loop over blocks of rows, for bounded memory
+            rows = slice(start, min(start + step, n))
+            vectors = self._vectors(slice_rows(X, rows.start, rows.stop), uniforms[:, rows])
+            scores = self._scalar_scores(vectors)  # (rows, K)
+            for j, threshold in enumerate(thresholds):  # a loop over levels
+                sets = scores <= threshold
+                empty = ~sets.any(axis=1)
+                if self.fill_empty and empty.any():  # the best-scored label joins an empty set
+                    sets[np.flatnonzero(empty), np.argmin(scores[empty], axis=1)] = True
+                out[rows, :, j] = sets
         return out[..., 0] if np.ndim(value) == 0 else out
 
     def plot_cells(self, X: ArrayLike, y: ArrayLike, heads=(0, 1), ax=None):

@@ -330,6 +330,12 @@ def _check_radius(value: Any, name: str) -> int:
     return int(value)
 
 
+def _votes_reached(scores: NDArray, thresholds: NDArray) -> NDArray:
+    """How many partition thresholds each score reaches (``score >= threshold``), for every
+    entry of ``scores``: a binary search, not a comparison with every threshold."""
+    return np.searchsorted(np.sort(thresholds), scores, side="right")
+
+
 def _smoothed(counts: NDArray, k_train: int, kind: str) -> NDArray:
     """Score of every label from vote counts ``(..., K)``."""
     share = counts / k_train
@@ -649,11 +655,12 @@ class ReliablePredictionSets(ClassifierMixin, BaseEstimator):
         X = self._check_X(X, reset=False)
         n, k = n_rows(X), self.classes_.size
         counts = np.zeros((n, k), dtype=np.int64)
+        rows = np.arange(n)
         for model in self.estimators_:  # a loop over the partition models
             if np.asarray(model.classes_).size == 0:
                 continue
             column = encode_labels(np.asarray(model.predict(X)), self.classes_, "predictions")
-            counts += np.eye(k, dtype=np.int64)[column]
+            counts[rows, column] += 1  # one vote per row: no repeated (row, column) pair
         return counts
 
     def _probabilities(self, X: Any) -> NDArray:
@@ -841,7 +848,7 @@ class ReliablePredictionSets(ClassifierMixin, BaseEstimator):
             self._check_sizes(self.partition_sizes_, float(level), 0)
             ranks = self._ranks(float(level))
             thresholds = self._thresholds(self.calibration_scores_, ranks)
-            votes = (scores[:, :, None] >= thresholds[None, None, :]).sum(axis=2)
+            votes = _votes_reached(scores, thresholds)
             out[..., j] = votes > majority_threshold(int(self.k_calib), float(level))
         return out[..., 0] if np.ndim(value) == 0 else out
 
@@ -891,11 +898,11 @@ class ReliablePredictionSets(ClassifierMixin, BaseEstimator):
         scores, low, high = bounds
         ranks = self._ranks(level)
         tau = majority_threshold(int(self.k_calib), level)
-        now = (scores[:, :, None] >= self._thresholds(self.calibration_scores_, ranks)).sum(2)
+        now = _votes_reached(scores, self._thresholds(self.calibration_scores_, ranks))
         in_set = now > tau
         lowest, highest = self._threshold_bounds(ranks, r_train)
-        surely_in = (low[:, :, None] >= highest[None, None, :]).sum(axis=2)
-        maybe_in = (high[:, :, None] >= lowest[None, None, :]).sum(axis=2)
+        surely_in = _votes_reached(low, highest)
+        maybe_in = _votes_reached(high, lowest)
         stays = surely_in - r_calib > tau  # cannot leave the set
         stays_out = maybe_in + r_calib <= tau  # cannot enter it
         coverage = np.where(in_set, stays, True).all(axis=1)

@@ -27,15 +27,11 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from uqconform.base import random_generator
+from uqconform.base import random_generator, take_rows
 
 __all__ = ["delete_points", "flip_labels", "insert_points", "worst_partitions"]
 
 STRATEGIES = ("random", "spread", "concentrated")
-
-
-def _take(X: Any, rows: NDArray) -> Any:
-    return X.iloc[rows] if hasattr(X, "iloc") else np.asarray(X)[rows]
 
 
 def _concat(first: Any, second: Any) -> Any:
@@ -249,7 +245,7 @@ def insert_points(
         added = classes[(index + rng.integers(1, classes.size, size=rows.size)) % classes.size]
     else:
         added = _new_labels(pool_labels, rows, new_labels, rng)
-    return _concat(X, _take(pool_X, rows)), np.concatenate([labels, added])
+    return _concat(X, take_rows(pool_X, rows)), np.concatenate([labels, added])
 
 
 def delete_points(
@@ -296,7 +292,7 @@ def delete_points(
     keep = np.ones(labels.size, bool)
     keep[rows] = False
     kept = np.flatnonzero(keep)
-    X_new = _take(X, kept)
+    X_new = take_rows(X, kept)
     if hasattr(X_new, "reset_index"):
         X_new = X_new.reset_index(drop=True)
     return X_new, labels[kept]

@@ -38,19 +38,11 @@ from uqconform.base import (
     n_rows,
     record_calibration_settings,
     refuses_nan,
+    take_rows,
 )
 from uqconform.regions import LatentMap, PredictionRegion
 
 __all__ = ["MultiOutputConformalRegressor", "check_multioutput_target", "take_rows"]
-
-
-def take_rows(X: Any, rows: NDArray) -> Any:
-    """Rows ``rows`` (integer positions) of an array, sparse matrix, DataFrame or list."""
-    if hasattr(X, "iloc"):
-        return X.iloc[rows]
-    if isinstance(X, (list, tuple)):
-        return [X[i] for i in rows]
-    return X[rows]
 
 
 def check_multioutput_target(Y: ArrayLike, n: int, n_outputs: int | None = None) -> NDArray:

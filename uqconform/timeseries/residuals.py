@@ -22,16 +22,9 @@ from joblib import Parallel, delayed
 from numpy.typing import NDArray
 from sklearn.base import BaseEstimator, clone
 
-from uqconform.base import point_predictions
+from uqconform.base import point_predictions, take_rows
 
 __all__ = ["ResidualSource", "bootstrap_residuals", "holdout_residuals"]
-
-
-def _rows(X: Any, index: NDArray) -> Any:
-    """Rows ``index`` of a DataFrame, an array (sparse too) or a list of rows."""
-    if hasattr(X, "iloc"):
-        return X.iloc[index]
-    return X[index] if hasattr(X, "shape") else np.asarray(X)[index]
 
 
 def _fit_one(
@@ -45,10 +38,10 @@ def _fit_one(
     are taken on the same rows, the others passed as given."""
     n = y.shape[0]
     params = {
-        name: _rows(value, index) if _is_per_row(value, n) else value
+        name: take_rows(value, index) if _is_per_row(value, n) else value
         for name, value in (fit_params or {}).items()
     }
-    return clone(estimator).fit(_rows(X, index), y[index], **params)
+    return clone(estimator).fit(take_rows(X, index), y[index], **params)
 
 
 def _is_per_row(value: Any, n: int) -> bool:
@@ -161,5 +154,5 @@ def holdout_residuals(
         )
     model = _fit_one(estimator, X, y, np.arange(cut), fit_params)
     tail = np.arange(cut, n)
-    residuals = y[tail] - point_predictions(model.predict(_rows(X, tail)))
+    residuals = y[tail] - point_predictions(model.predict(take_rows(X, tail)))
     return ResidualSource(models=[model], model_weights=np.ones(1), residuals=residuals)
