@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -402,3 +403,16 @@ def test_threshold_table_is_reused_only_for_the_same_calibration_and_levels(monk
     for _ in range(2):
         with pytest.warns(UserWarning, match="Too few calibration points"):
             model.predict_interval(X[:5], alpha=0.005, groups=np.arange(5) % 4)
+
+
+def test_a_difficulty_estimator_the_score_does_not_use_is_reported():
+    X, y = regression_data(200)
+    model = SplitConformalRegressor(LinearRegression(), difficulty_estimator=BayesianRidge())
+    with pytest.warns(UserWarning, match="`difficulty_estimator` is ignored: conformity_score="):
+        model.fit(X[:100], y[:100])
+    normalized = SplitConformalRegressor(
+        LinearRegression(), conformity_score="normalized", difficulty_estimator=BayesianRidge()
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        normalized.fit(X[:100], y[:100])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import numbers
+import warnings
 from typing import Any
 
 import numpy as np
@@ -126,7 +127,15 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
 
     def _validate_params(self) -> None:
         super()._validate_params()
-        self._score_object()
+        score = self._score_object()
+        if getattr(self, "difficulty_estimator", None) is not None and not score.needs_difficulty:
+            warnings.warn(
+                f"`difficulty_estimator` is ignored: conformity_score="
+                f"{self.conformity_score!r} does not use a difficulty (the 'normalized' "
+                "score does).",
+                UserWarning,
+                stacklevel=3,
+            )
 
     def _score_object(self) -> RegressionScore:
         return get_regression_score(self.conformity_score)
