@@ -63,7 +63,10 @@ class LatentMap(Protocol):
 
     A map may also have ``translation_invariant = True`` (optional) when
     ``g_i(y) = g(y - c_i)`` for one ``g``: every region is then a translate of one shape
-    and a Monte Carlo volume is estimated once, on the first row, for all rows.
+    and a Monte Carlo volume is estimated once, on the first row, for all rows; bounding
+    boxes and boundaries are computed once per distinct radius and shifted. Such a map may
+    give the translations as ``offset`` (``(n, d)``, or None for none; exact shifts),
+    otherwise they are taken from ``g_i^{-1}(0)``.
 
     Examples
     --------
@@ -396,6 +399,50 @@ class PredictionRegion:
             return np.linalg.norm(Z, axis=-1)
         return np.abs(Z).max(axis=-1)
 
+    def _translates(self) -> tuple[NDArray, NDArray, NDArray] | None:
+        """Rows grouped into translates of one shape, or None when nothing is saved.
+
+        For a ``translation_invariant`` non-affine map, regions of equal radius are one
+        shape shifted by the difference of their translations (see `_translations`).
+
+        Returns
+        -------
+        tuple of (first, owner, shift), or None
+            ``first`` ``(u,)``: one representative row per distinct radius; ``owner``
+            ``(n,)``: position in ``first`` of each row's representative; ``shift``
+            ``(n, d)``: translation of each row minus that of its representative. None when
+            the map is affine or not translation invariant, every row has its own radius,
+            or a translation is not finite.
+        """
+        if (
+            len(self) < 2
+            or getattr(self.latent_map, "is_affine", False)
+            or not getattr(self.latent_map, "translation_invariant", False)
+        ):
+            return None
+        _, first, owner = np.unique(self._radii(), return_index=True, return_inverse=True)
+        if first.size == len(self):
+            return None
+        centres = self._translations()
+        if centres.shape != (len(self), self.dim) or not np.isfinite(centres).all():
+            return None
+        return first, owner, centres - centres[first][owner]
+
+    def _translations(self) -> NDArray:
+        """Translation ``c_i`` of each row of a ``translation_invariant`` map, ``(n, d)``.
+
+        The map's ``offset`` when it has one (None: no translation), else ``g_i^{-1}(0)``,
+        equal to ``c_i`` up to a shift shared by all rows (and to the rounding of the map,
+        which for a float32 flow depends on a point's position in its batch).
+        """
+        if hasattr(self.latent_map, "offset"):
+            offset = self.latent_map.offset
+            if offset is None:
+                return np.zeros((len(self), self.dim))
+            return np.asarray(offset, dtype=float)
+        origin = np.zeros((len(self), 1, self.dim))
+        return np.asarray(self.latent_map.from_latent(origin), dtype=float)[:, 0]
+
     def _chunks(self, per_row_cells: int):
         """Row slices whose latent arrays hold at most about ``_CHUNK_CELLS`` numbers."""
         n = len(self)
@@ -598,7 +645,8 @@ class PredictionRegion:
 
         The latent circle (square for ``"linf"``) of the radius pushed through
         ``g_i^{-1}``; consecutive points are neighbours on the curve (never a convex hull).
-        Rows whose region is the whole plane have no boundary: NaN.
+        Rows whose region is the whole plane have no boundary: NaN. Computed once per
+        distinct radius and shifted when the map is ``translation_invariant``.
 
         Parameters
         ----------
@@ -615,6 +663,10 @@ class PredictionRegion:
                 f"boundary() draws 2-D regions only; these have d={self.dim}. Use sample() or "
                 "bounding_box() in higher dimensions."
             )
+        translates = self._translates()
+        if translates is not None:  # one curve per distinct radius, shifted to each row
+            first, owner, shift = translates
+            return self[first].boundary(n_points)[owner] + shift[:, None, :]
         unit = _unit_sphere_2d(n_points, self.norm)
         return self._image_of_sphere(unit)
 
@@ -639,7 +691,8 @@ class PredictionRegion:
         Exact for affine maps. Otherwise the extremes of the image of ``n_points`` points
         of the latent sphere (the boundary of the region), in angle order for ``d = 2`` and
         seeded random directions plus the coordinate axes above: a slightly inner box for
-        very curved maps. Infinite bounds for the whole space.
+        very curved maps. Infinite bounds for the whole space. Computed once per distinct
+        radius and shifted when the map is ``translation_invariant``.
 
         Parameters
         ----------
@@ -658,6 +711,10 @@ class PredictionRegion:
             half = np.where(np.isinf(radii)[:, None], np.inf, half)
             center = self.latent_map.center
             return np.stack([center - half, center + half], axis=2)
+        translates = self._translates()
+        if translates is not None:  # one box per distinct radius, shifted to each row
+            first, owner, shift = translates
+            return self[first].bounding_box(n_points)[owner] + shift[:, :, None]
         if self.dim == 2:
             unit = _unit_sphere_2d(n_points, self.norm)
         elif self.dim == 1:

@@ -51,6 +51,10 @@ __all__ = ["EllipsoidalConformalRegressor", "RectangularConformalRegressor"]
 # output predicted exactly) still gives an invertible shape.
 _RIDGE = 1e-9
 
+# Neighbour residuals (rows x neighbours x outputs) gathered at once by the local
+# covariance, so memory stays bounded for many rows.
+_LOCAL_CELLS = 2**20
+
 
 def _second_moment(residuals: NDArray) -> NDArray:
     """``mean(e e^T)`` over the residual rows (about zero, so a bias widens the shape)."""
@@ -226,14 +230,24 @@ class EllipsoidalConformalRegressor(_ResidualShapeRegressor):
             ) from None
 
     def _local_cholesky(self, X: Any) -> NDArray:
-        """Cholesky factors ``(n, d, d)`` of the shrunk local covariances."""
+        """Cholesky factors ``(n, d, d)`` of the shrunk local covariances.
+
+        Computed in blocks of about ``_LOCAL_CELLS / (k d)`` rows, so the gathered
+        neighbour residuals never hold more than about ``_LOCAL_CELLS`` numbers.
+        """
         features = self._scaler.transform(self._numeric_features(X))
         neighbours = self._neighbors.kneighbors(features, return_distance=False)
-        near = self._shape_residuals[neighbours]  # (n, k, d)
-        local = np.einsum("nki,nkj->nij", near, near) / near.shape[1]
+        n, k = neighbours.shape
+        d = self._shape_residuals.shape[1]
         weight = float(self.shrinkage)
-        mixed = (1 - weight) * local + weight * self.covariance_
-        return np.linalg.cholesky(_regularised(mixed))
+        out = np.empty((n, d, d))
+        step = max(1, _LOCAL_CELLS // (k * d))
+        for start in range(0, n, step):  # a loop over row blocks: bounded memory
+            near = self._shape_residuals[neighbours[start : start + step]]  # (b, k, d)
+            local = np.einsum("nki,nkj->nij", near, near) / k
+            mixed = (1 - weight) * local + weight * self.covariance_
+            out[start : start + step] = np.linalg.cholesky(_regularised(mixed))
+        return out
 
     def _latent_map(self, X: Any) -> AffineMap:
         center = self._estimator_prediction(X)
