@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+from scipy import sparse
 from sklearn.base import BaseEstimator, RegressorMixin, clone
 from sklearn.compose import TransformedTargetRegressor
 from sklearn.exceptions import NotFittedError
@@ -379,9 +380,15 @@ class ApproximateFullConformalRegressor(FullConformalMixin, RegressorMixin, Base
         return self
 
     # ---- prediction ---------------------------------------------------------------------
-    def _test_features(self, X: Any) -> tuple[NDArray, NDArray]:
+    def _test_input(self, X: Any) -> Any:
         check_is_fitted(self, "machine_")
-        lin = self._linearize(self._check_X(X, reset=False))
+        X = self._check_X(X, reset=False)
+        if sparse.issparse(X) and X.format not in ("csr", "csc"):
+            X = X.tocsr()  # batches of rows are sliced from it
+        return X
+
+    def _test_features(self, X: Any) -> tuple[NDArray, NDArray]:
+        lin = self._linearize(X)
         centre = lin.prediction
         if self.refinement_ is not None:
             centre = centre + lin.jacobian @ self.refinement_
@@ -423,7 +430,8 @@ class ApproximateFullConformalRegressor(FullConformalMixin, RegressorMixin, Base
         -------
         ndarray of shape (n_samples,)
         """
-        return self._to_target(self._test_features(X)[1])
+        centre = self._map_feature_batches(self._test_input(X), lambda _, centre: centre)
+        return self._to_target(centre)
 
     def predict_std(self, X: ArrayLike) -> NDArray:
         """Linearised-Laplace predictive standard deviation ``noise * sqrt(1 + h(x))``.
@@ -440,12 +448,7 @@ class ApproximateFullConformalRegressor(FullConformalMixin, RegressorMixin, Base
         -------
         ndarray of shape (n_samples,)
         """
-        features, _ = self._test_features(X)
-        step = self.batch_size or max(1, 2**22 // max(self.machine_.n_samples, 1))
-        leverage = np.concatenate(
-            [  # a loop over batches of rows
-                self.machine_.test_leverages(features[start : start + step])[0]
-                for start in range(0, features.shape[0], step)
-            ]
+        leverage = self._map_feature_batches(
+            self._test_input(X), lambda features, _: self.machine_.test_leverage(features)
         )
         return self.noise_ * np.sqrt(1.0 + leverage)  # noise_ is in the units of y

@@ -68,6 +68,14 @@ def _cholesky_with_jitter(matrix: NDArray, name: str) -> tuple[tuple[NDArray, bo
     )
 
 
+def _finite_test_features(test_features: NDArray) -> NDArray:
+    """Test features as floats, or a ValueError if any is NaN or infinite."""
+    test_features = np.asarray(test_features, dtype=float)
+    if not np.isfinite(test_features).all():
+        raise ValueError("The test features contain NaN or infinite values.")
+    return test_features
+
+
 class LinearConfidenceMachine:
     """Ridge quantities of a fixed feature map, for full conformal prediction.
 
@@ -118,6 +126,10 @@ class LinearConfidenceMachine:
     def n_samples(self) -> int:
         return self.features.shape[0]
 
+    @property
+    def n_features(self) -> int:
+        return self.features.shape[1]
+
     def solve(self, target: NDArray) -> NDArray:
         """Ridge coefficients ``Sigma Phi^T target``."""
         return self._gain.T @ target
@@ -135,11 +147,21 @@ class LinearConfidenceMachine:
         scale = np.linalg.norm(test_features, axis=1)
         return outside > _OUTSIDE_SPAN * np.maximum(scale, np.finfo(float).tiny)
 
+    def test_leverage(self, test_features: NDArray) -> NDArray:
+        """``h_m = phi_m^T Sigma phi_m`` of test points, (m,), without the cross leverages.
+
+        With the stored factor ``L L^T = Sigma^-1``, ``h_m = ||L^-1 phi_m||^2``: one triangular
+        solve, and no (m, n) array.
+        """
+        test_features = _finite_test_features(test_features)
+        whitened = linalg.solve_triangular(
+            self._factor[0], test_features.T, lower=True, check_finite=False
+        )
+        return np.einsum("ij,ij->j", whitened, whitened)
+
     def test_leverages(self, test_features: NDArray) -> tuple[NDArray, NDArray]:
         """``h_m`` (m,) and ``h_im`` (m, n) of test points."""
-        test_features = np.asarray(test_features, dtype=float)
-        if not np.isfinite(test_features).all():
-            raise ValueError("The test features contain NaN or infinite values.")
+        test_features = _finite_test_features(test_features)
         solved = linalg.cho_solve(self._factor, test_features.T, check_finite=False)
         h_test = np.einsum("ij,ji->i", test_features, solved)
         return h_test, test_features @ self._gain.T
@@ -293,8 +315,17 @@ def exact_intervals(a: NDArray, b: NDArray, alphas: NDArray, warn: bool = True) 
     return out
 
 
-def exact_union(a: NDArray, b: NDArray, alpha: float) -> list[NDArray]:
+def exact_union(a: NDArray, b: NDArray, alpha: float, warn: bool = True) -> list[NDArray]:
     """The exact full-CP set of each test point as a union of intervals (their closure).
+
+    Parameters
+    ----------
+    a, b : ndarrays of shape (m, n + 1)
+        Residual coefficients (last column: the test point).
+    alpha : float
+    warn : bool, default=True
+        Warn when there are too few training points for ``alpha`` (once per call: pass
+        False for all but the first batch of test points).
 
     Returns
     -------
@@ -302,7 +333,7 @@ def exact_union(a: NDArray, b: NDArray, alpha: float) -> list[NDArray]:
         Disjoint intervals in increasing order (``r_i = 0`` for an empty set).
     """
     n = a.shape[1] - 1
-    need = int(_needed(n, np.array([float(alpha)]))[0])
+    need = int(_needed(n, np.array([float(alpha)]), warn)[0])
     position, kind, count, base = _events(a, b)
     point, gap = _states(position, kind)
     next_position = np.concatenate([position[:, 1:], np.full((len(a), 1), np.inf)], axis=1)

@@ -9,6 +9,8 @@ refits have a closed form, so the set is computed exactly (`uqconform.regression
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -24,6 +26,8 @@ from uqconform.base import (
     check_features,
     check_regression_target,
     keeps_state_on_error,
+    n_rows,
+    slice_rows,
 )
 from uqconform.quantiles import check_alpha
 from uqconform.regression.crr import (
@@ -40,6 +44,49 @@ __all__ = ["FullConformalRidge"]
 
 # Test points processed at once: bounds the (m, n) coefficient arrays to ~2**22 cells.
 _CELLS_PER_BATCH = 2**19
+# Test rows whose features are computed at once: bounds the (m, p) feature array (a
+# linearised network's Jacobian) to 2**22 cells (32 MB).
+_FEATURE_CELLS = 2**22
+
+
+def _empty_at_centre(intervals: NDArray, predictions: NDArray) -> NDArray:
+    """Report an empty set (``nan`` bounds) as the zero-width interval at the prediction.
+
+    Parameters
+    ----------
+    intervals : ndarray of shape (m, 2, k)
+    predictions : ndarray of shape (m,)
+
+    Returns
+    -------
+    ndarray of shape (m, 2, k)
+        ``intervals``, changed in place.
+    """
+    empty = np.isnan(intervals).any(axis=1)
+    if empty.any():
+        centre = np.broadcast_to(predictions[:, None], empty.shape)
+        intervals[:, 0, :] = np.where(empty, centre, intervals[:, 0, :])
+        intervals[:, 1, :] = np.where(empty, centre, intervals[:, 1, :])
+    return intervals
+
+
+@contextmanager
+def _distinct_warnings(shown: set[tuple[type, str]]) -> Iterator[None]:
+    """Show the warnings of the block (after the user's filters) unless one of the same
+    category and text is in ``shown``, which is updated: a call that works in batches
+    warns once, as it would in one go."""
+    caught: list[warnings.WarningMessage] = []
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            yield
+    finally:
+        for item in caught:
+            key = (item.category, str(item.message))
+            if key not in shown:
+                shown.add(key)
+                warnings.showwarning(
+                    item.message, item.category, item.filename, item.lineno, item.file, item.line
+                )
 
 
 def candidate_values(y_candidates: ArrayLike) -> NDArray:
@@ -62,7 +109,8 @@ class FullConformalMixin:
     """Prediction side shared by the full-CP regressors.
 
     A subclass sets ``machine_`` (a fitted `LinearConfidenceMachine`) and
-    ``training_residuals_``, and implements ``_test_features(X) -> (features, predictions)``.
+    ``training_residuals_``, and implements ``_test_input(X)`` (the checked test input) and
+    ``_test_features(X) -> (features, predictions)`` for rows of a checked input.
     """
 
     def _validate_full_params(self) -> None:
@@ -75,18 +123,79 @@ class FullConformalMixin:
             raise ValueError(f"`algorithm` must be 'exact' or 'fast', got {self.algorithm!r}.")
         check_batch_size(self.batch_size)
 
-    def _coefficient_batches(self, features: NDArray, predictions: NDArray, width: int = 1):
-        """Yield ``(rows, a, b)`` for batches of test points (``width`` candidates each)."""
+    def _feature_step(self) -> int:
+        """Test rows whose features are computed at once (``batch_size``, or automatic)."""
+        return self.batch_size or max(1, _FEATURE_CELLS // max(self.machine_.n_features, 1))
+
+    def _feature_batches(
+        self, X: Any, step: int | None = None
+    ) -> Iterator[tuple[slice, NDArray, NDArray]]:
+        """Yield ``(rows, features, predictions)`` for consecutive batches of rows.
+
+        Parameters
+        ----------
+        X : array-like
+            Test input checked by ``_test_input``.
+        step : int, optional
+            Rows per batch; defaults to ``_feature_step()``.
+
+        Yields
+        ------
+        rows : slice
+        features : ndarray of shape (rows, p)
+        predictions : ndarray of shape (rows,)
+
+        Each distinct warning of the feature map (category and text) is shown once per call,
+        not once per batch.
+        """
+        step = step or self._feature_step()
+        shown: set[tuple[type, str]] = set()
+        for start in range(0, n_rows(X), step):  # a loop over batches of rows
+            with _distinct_warnings(shown):
+                features, predictions = self._test_features(slice_rows(X, start, start + step))
+            yield slice(start, start + step), features, predictions
+            del features, predictions  # not held while the next batch is computed
+
+    def _map_feature_batches(
+        self, X: Any, function: Callable[[NDArray, NDArray], NDArray]
+    ) -> NDArray:
+        """``function(features, predictions)`` of every batch of rows, concatenated.
+
+        Parameters
+        ----------
+        X : array-like
+            Test input checked by ``_test_input``.
+        function : callable
+            Maps the features (rows, p) and predictions (rows,) of a batch to (rows, ...).
+
+        Returns
+        -------
+        ndarray
+        """
+        pieces = []
+        for _, features, predictions in self._feature_batches(X):  # a loop over batches
+            pieces.append(function(features, predictions))
+            del features, predictions  # not held while the next batch is computed
+        return np.concatenate(pieces)
+
+    def _coefficient_batches(
+        self, X: Any, width: int = 1
+    ) -> Iterator[tuple[slice, NDArray, NDArray, NDArray]]:
+        """Yield ``(rows, predictions, a, b)`` for batches of test points (``width``
+        candidates each) of a test input checked by ``_test_input``."""
         check_is_fitted(self, "machine_")
         self._validate_full_params()
         n = self.machine_.n_samples
-        step = self.batch_size or max(1, _CELLS_PER_BATCH // max(n * width, 1))
-        for start in range(0, features.shape[0], step):  # a loop over batches of rows
-            rows = slice(start, start + step)
-            h_test, h_cross = self.machine_.test_leverages(features[rows])
+        # Bounded by the feature arrays (rows, p) and the coefficient arrays (rows, n * width).
+        step = self.batch_size or min(
+            self._feature_step(), max(1, _CELLS_PER_BATCH // max(n * width, 1))
+        )
+        outside = 0
+        for rows, features, predictions in self._feature_batches(X, step):
+            h_test, h_cross = self.machine_.test_leverages(features)
             a, b = residual_coefficients(
                 self.training_residuals_,
-                predictions[rows],
+                predictions,
                 self.machine_.leverage,
                 h_test,
                 h_cross,
@@ -97,19 +206,20 @@ class FullConformalMixin:
             # penalty pins, is interpolated whatever its label, every residual is zero and
             # every label gets p-value 1 (the limit of the formulas, which the jitter would
             # otherwise blur). A merely ill-conditioned system keeps its exact sets.
-            unpinned = self.machine_.unpinned(features[rows])
-            if unpinned.any():
-                a[unpinned], b[unpinned] = 0.0, 0.0
-                warnings.warn(
-                    f"{int(unpinned.sum())} test rows lie outside the span of the training "
-                    "features in a direction no penalty pins (the regularised Gram matrix "
-                    "is singular: more parameters than rows, or duplicated features, and no "
-                    "ridge): the fit interpolates them whatever their label, so their set is "
-                    "the whole line. Add a penalty (Ridge, a prior precision) or more rows.",
-                    UserWarning,
-                    stacklevel=3,
-                )
-            yield rows, a, b
+            unpinned = self.machine_.unpinned(features)
+            a[unpinned], b[unpinned] = 0.0, 0.0
+            outside += int(unpinned.sum())
+            yield rows, predictions, a, b
+        if outside:  # one warning per call, counting the rows of every batch
+            warnings.warn(
+                f"{outside} test rows lie outside the span of the training "
+                "features in a direction no penalty pins (the regularised Gram matrix "
+                "is singular: more parameters than rows, or duplicated features, and no "
+                "ridge): the fit interpolates them whatever their label, so their set is "
+                "the whole line. Add a penalty (Ridge, a prior precision) or more rows.",
+                UserWarning,
+                stacklevel=3,
+            )
 
     def predict_interval(self, X: Any, alpha: float | ArrayLike | None = None) -> NDArray:
         """Convex hull of the full conformal prediction set.
@@ -128,17 +238,12 @@ class FullConformalMixin:
         value = self.alpha if alpha is None else alpha
         alphas = check_alpha(value, "alpha")
         algorithm = exact_intervals if self.algorithm == "exact" else fast_intervals
-        features, predictions = self._test_features(X)
-        pieces = []
-        batches = self._coefficient_batches(features, predictions)
-        for index, (_, a, b) in enumerate(batches):
-            pieces.append(algorithm(a, b, alphas, warn=index == 0))
+        batches = self._coefficient_batches(self._test_input(X))
+        pieces = [
+            _empty_at_centre(algorithm(a, b, alphas, warn=index == 0), predictions)
+            for index, (_, predictions, a, b) in enumerate(batches)
+        ]
         out = np.concatenate(pieces, axis=0)
-        empty = np.isnan(out).any(axis=1)
-        if empty.any():  # an empty set is reported as the zero-width interval at f(x)
-            centre = np.broadcast_to(predictions[:, None], empty.shape)
-            out[:, 0, :] = np.where(empty, centre, out[:, 0, :])
-            out[:, 1, :] = np.where(empty, centre, out[:, 1, :])
         return out[..., 0] if np.ndim(value) == 0 else out
 
     def predict_set(
@@ -166,8 +271,9 @@ class FullConformalMixin:
             raise ValueError("`alpha` must be a single level when union=True.")
         level = float(levels[0])
         result: list[NDArray] = []
-        for _, a, b in self._coefficient_batches(*self._test_features(X)):
-            result.extend(exact_union(a, b, level))
+        batches = self._coefficient_batches(self._test_input(X))
+        for index, (_, _, a, b) in enumerate(batches):
+            result.extend(exact_union(a, b, level, warn=index == 0))
         return result
 
     def predict_pvalue(self, X: Any, y_candidates: ArrayLike) -> NDArray:
@@ -185,8 +291,8 @@ class FullConformalMixin:
         ndarray of shape (n_samples,) or (n_samples, g)
         """
         candidates = candidate_values(y_candidates)
-        features, predictions = self._test_features(X)
-        m = features.shape[0]
+        X = self._test_input(X)
+        m = n_rows(X)
         single = candidates.ndim == 1 and candidates.shape[0] == m
         if single:
             grid = candidates[:, None]
@@ -202,7 +308,7 @@ class FullConformalMixin:
         if not np.isfinite(grid).all():
             raise ValueError("`y_candidates` contains NaN or infinite values.")
         out = np.empty(grid.shape)
-        for rows, a, b in self._coefficient_batches(features, predictions, width=grid.shape[1]):
+        for rows, _, a, b in self._coefficient_batches(X, width=grid.shape[1]):
             out[rows] = p_values(a, b, grid[rows])
         return out[:, 0] if single else out
 
@@ -322,9 +428,11 @@ class FullConformalRidge(FullConformalMixin, RegressorMixin, BaseEstimator):
         self.training_residuals_ = y - features @ self.coef_
         return self
 
-    def _test_features(self, X: Any) -> tuple[NDArray, NDArray]:
+    def _test_input(self, X: Any) -> NDArray:
         check_is_fitted(self, "machine_")
-        X = validate_data(self, check_features(self, X, reset=False), dtype=float, reset=False)
+        return validate_data(self, check_features(self, X, reset=False), dtype=float, reset=False)
+
+    def _test_features(self, X: NDArray) -> tuple[NDArray, NDArray]:
         features = self._features(X)
         return features, features @ self.coef_
 
@@ -339,4 +447,4 @@ class FullConformalRidge(FullConformalMixin, RegressorMixin, BaseEstimator):
         -------
         ndarray of shape (n_samples,)
         """
-        return self._test_features(X)[1]
+        return self._test_features(self._test_input(X))[1]
