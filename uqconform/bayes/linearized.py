@@ -15,6 +15,7 @@ predictives run through the same object and the same posterior, for comparison:
 from __future__ import annotations
 
 import numbers
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import numpy as np
@@ -52,15 +53,13 @@ from uqconform.bayes.likelihood import (
     log_probabilities,
     probit_logits,
 )
-from uqconform.bayes.network import MOMENT_MODES
+from uqconform.bayes.network import MOMENT_MODES, _row_blocks
 from uqconform.bayes.torch_network import is_torch_module
 from uqconform.quantiles import check_alpha
 
 __all__ = ["LinearizedPredictive"]
 
 METHODS = ("onepass", "mc", "glm")
-# Cells (samples x rows x units) of one Monte Carlo block, to bound memory.
-_MC_BLOCK_CELLS = 2**22
 
 
 def _is_fitted(model: Any) -> bool:
@@ -419,18 +418,45 @@ class LinearizedPredictive(BaseEstimator):
         )
         return mean, var
 
-    def _output_samples(self, Xt: NDArray, n_samples: int, random_state: Any) -> NDArray:
-        """Network outputs ``(S, n, K)`` under ``S`` posterior weight draws."""
+    def _monte_carlo(
+        self,
+        Xt: NDArray,
+        n_samples: int,
+        random_state: Any,
+        reduce: Callable[[NDArray, slice], tuple[NDArray, ...]],
+    ) -> tuple[NDArray, ...]:
+        """Per-row summaries of the network outputs under ``n_samples`` posterior draws.
+
+        Parameters
+        ----------
+        Xt : ndarray of shape (n, n_features)
+            Network inputs.
+        n_samples : int
+        random_state : int, Generator or None
+            Seed of the weight draws; None: the one fixed in `fit`.
+        reduce : callable
+            ``reduce(samples, rows)`` maps the outputs ``(S, n_rows, K)`` of the rows
+            ``Xt[rows]`` to a tuple of per-row arrays (first axis ``n_rows``).
+
+        Returns
+        -------
+        tuple of ndarray
+            The outputs of `reduce`, concatenated over the rows.
+
+        Notes
+        -----
+        The weights are drawn once; the rows go through in blocks of about ``2**22``
+        (samples x rows x units) cells, so the ``(S, n, K)`` outputs are never all held.
+        """
         seed = self.seed_ if random_state is None else integer_seed(random_state)
         theta = self.posterior_.sample(n_samples, np.random.default_rng(seed), self.scale_)
-        width = max(layer.n_out for layer in self.view_.network.dense_layers)
-        block = max(1, _MC_BLOCK_CELLS // max(1, Xt.shape[0] * max(width, Xt.shape[1])))
-        return np.concatenate(
-            [
-                self.view_.network.forward_samples(Xt, theta[start : start + block])
-                for start in range(0, n_samples, block)
-            ]
-        )
+        network = self.view_.network
+        width = max(Xt.shape[1], *(layer.n_out for layer in network.dense_layers))
+        parts = [
+            reduce(network.forward_samples(Xt[rows], theta), rows)
+            for rows in _row_blocks(Xt.shape[0], n_samples * width)
+        ]
+        return tuple(np.concatenate(column) for column in zip(*parts, strict=True))
 
     def predict_distribution(
         self,
@@ -471,8 +497,9 @@ class LinearizedPredictive(BaseEstimator):
         elif method == "glm":
             mean, var = self._glm(Xt, self.scale_)
         else:
-            samples = self._output_samples(Xt, count, random_state)
-            mean, var = samples.mean(axis=0), samples.var(axis=0)
+            mean, var = self._monte_carlo(
+                Xt, count, random_state, lambda f, _: (f.mean(axis=0), f.var(axis=0))
+            )
         if self.task_ == "regression":
             mean, var = mean[:, 0], var[:, 0]
             if include_noise:
@@ -533,10 +560,12 @@ class LinearizedPredictive(BaseEstimator):
         method = self.method if method is None else method
         output = self.view_.network.output
         if method == "mc":
-            samples = self._output_samples(self._transform(X), self.n_samples, random_state)
-            return np.exp(
-                logsumexp(_log_proba_samples(samples, output), axis=0) - np.log(len(samples))
-            )
+
+            def mixture(f: NDArray, _: slice) -> tuple[NDArray]:
+                log_p = logsumexp(_log_proba_samples(f, output), axis=0) - np.log(len(f))
+                return (np.exp(log_p),)
+
+            return self._monte_carlo(self._transform(X), self.n_samples, random_state, mixture)[0]
         mean, var = self.predict_distribution(X, method)
         if self.link == "probit":
             return class_probabilities(probit_logits(mean, var), output)
@@ -584,18 +613,25 @@ class LinearizedPredictive(BaseEstimator):
         if self.task_ == "regression":
             target = check_regression_target(y, Xt.shape[0])
             if method == "mc":
-                f = self._output_samples(Xt, count, None)[:, :, 0]
-                log_density = gaussian_log_density(target[None], f, self.noise_variance_)
-                return logsumexp(log_density, axis=0) - np.log(f.shape[0])
+
+                def mixture(f: NDArray, rows: slice) -> tuple[NDArray]:
+                    f = f[:, :, 0]
+                    log_density = gaussian_log_density(target[None, rows], f, self.noise_variance_)
+                    return (logsumexp(log_density, axis=0) - np.log(f.shape[0]),)
+
+                return self._monte_carlo(Xt, count, None, mixture)[0]
             mean, var = self.predict_distribution(X, method, include_noise=True)
             return gaussian_log_density(target, mean, var)
         labels = _encode_labels(y, self.classes_, Xt.shape[0])
         if method == "mc":
-            samples = self._output_samples(Xt, count, None)
-            log_p = logsumexp(_log_proba_samples(samples, self.view_.network.output), axis=0)
-            log_p = log_p - np.log(samples.shape[0])
-        else:
-            log_p = np.log(np.maximum(self.predict_proba(X, method), 1e-300))
+            output = self.view_.network.output
+
+            def label_mixture(f: NDArray, rows: slice) -> tuple[NDArray]:
+                log_p = logsumexp(_log_proba_samples(f, output), axis=0) - np.log(f.shape[0])
+                return (log_p[np.arange(log_p.shape[0]), labels[rows]],)
+
+            return self._monte_carlo(Xt, count, None, label_mixture)[0]
+        log_p = np.log(np.maximum(self.predict_proba(X, method), 1e-300))
         return log_p[np.arange(labels.size), labels]
 
 

@@ -55,11 +55,34 @@ MOMENT_MODES = ("linearize", "exact_relu", "matched")
 
 _PROBIT = np.sqrt(np.pi / 8.0)  # logistic(x) ~ Phi(_PROBIT x), slopes equal at 0
 _SQRT_HALF = np.sqrt(0.5)
+# Array cells (rows x the largest per-row intermediate) of one block of rows: bounds the memory
+# of `Network.moments` and of the Monte Carlo predictive.
+_BLOCK_CELLS = 2**22
 
 
 def _diag(cov: NDArray) -> NDArray:
     """Variances from ``(n, d)`` variances or ``(n, d, d)`` covariances."""
     return cov if cov.ndim == 2 else np.diagonal(cov, axis1=1, axis2=2)
+
+
+def _row_blocks(n_rows: int, cells_per_row: int) -> list[slice]:
+    """Consecutive row slices of at most ``_BLOCK_CELLS // cells_per_row`` rows (at least one).
+
+    Blocks of 16 rows or more hold a multiple of 16 rows: every row then keeps its offset
+    modulo 16, so single-threaded BLAS kernels (unrolled over rows) round it as they would in
+    one call over all the rows.
+
+    Examples
+    --------
+    >>> _row_blocks(5, _BLOCK_CELLS // 2)
+    [slice(0, 2, None), slice(2, 4, None), slice(4, 6, None)]
+    >>> _row_blocks(40, _BLOCK_CELLS // 20)  # 20 rows fit: blocks of 16
+    [slice(0, 16, None), slice(16, 32, None), slice(32, 48, None)]
+    """
+    step = max(1, _BLOCK_CELLS // max(1, cells_per_row))
+    if step >= 16:
+        step -= step % 16
+    return [slice(start, start + step) for start in range(0, max(n_rows, 1), step)]
 
 
 # ---- posterior blocks of one dense layer ------------------------------------------------------
@@ -533,11 +556,42 @@ class Network:
         covariance : {"diag", "full"}
             Propagate per-unit variances only, or full covariances between units.
         activation_moments : {"linearize", "exact_relu", "matched"}
+
+        Returns
+        -------
+        mean, var : ndarray of shape (n, n_outputs)
+
+        Notes
+        -----
+        Rows are propagated in blocks of about ``2**22`` array cells (``rows * width`` with
+        ``covariance="diag"``, ``rows * width**2`` with ``"full"``; ``width`` the widest
+        layer or input), so memory does not grow with ``n``.
         """
         dense = self.dense_layers
         if len(blocks) != len(dense):
             raise ValueError(f"{len(blocks)} posterior blocks for {len(dense)} Dense layers.")
-        mean = np.asarray(X, dtype=np.float64)
+        X = np.asarray(X, dtype=np.float64)
+        # rows are independent: propagate them in blocks, each holding at most about
+        # _BLOCK_CELLS cells of (rows, d) variances or (rows, d, d) covariances (and the
+        # (rows, d, d) Jacobians of a linearised LayerNorm)
+        width = max(X.shape[1], *(layer.n_out for layer in dense))
+        square = covariance != "diag" or any(
+            isinstance(layer, LayerNorm) and layer.statistics == "linearize"
+            for layer in self.layers
+        )
+        parts = [
+            self._block_moments(X[rows], blocks, covariance, activation_moments)
+            for rows in _row_blocks(X.shape[0], width * width if square else width)
+        ]
+        if len(parts) == 1:
+            return parts[0]
+        return np.concatenate([m for m, _ in parts]), np.concatenate([v for _, v in parts])
+
+    def _block_moments(
+        self, X: NDArray, blocks: list[Block | None], covariance: str, activation_moments: str
+    ) -> tuple[NDArray, NDArray]:
+        """`moments` of one block of rows."""
+        mean = X
         n, d = mean.shape
         cov = np.zeros((n, d)) if covariance == "diag" else np.zeros((n, d, d))
         blocks_iter = iter(blocks)
