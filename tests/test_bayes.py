@@ -663,3 +663,22 @@ def test_frozen_estimator_survives_clone():
     np.testing.assert_allclose(model.predict(X[:5]), net.predict(X[:5]))
     with pytest.raises(ValueError, match="entries"):
         LinearizedPredictive(net).fit(X, y[:-1])
+
+
+def test_kron_prior_is_tuned_on_the_full_covariance_one_pass():
+    # a Kronecker posterior is used with full covariances (LinearizedPredictive forces
+    # them), so its prior is chosen on that predictive's validation likelihood too
+    X, y = _friedman(300)
+    net = _mlp((16,)).fit(X[:200], y[:200])
+    post = LaplacePosterior(net, structure="kron", random_state=0)
+    post.fit(X[:200], y[:200], X[200:], y[200:])
+    Xv = np.asarray(X[200:], dtype=float)
+    chosen = post.prior_precision_
+    for index in (0, 9, 18):
+        post.prior_precision_ = float(np.logspace(-3, 6, 19)[index])
+        mean, var = post.network_.moments(Xv, post.blocks(), covariance="full")
+        nll = -np.mean(post._log_likelihood(mean, var, y[200:]))
+        assert post.prior_grid_nll_[index] == pytest.approx(nll, rel=1e-10)
+    diag_mean, diag_var = post.network_.moments(Xv, post.blocks())
+    assert not np.allclose(diag_var, var)  # the two predictives differ here
+    post.prior_precision_ = chosen

@@ -128,7 +128,8 @@ class LaplacePosterior(BaseEstimator):
         The GGN: diagonal ``(P,)``, matrix ``(P, P)`` (``"full"``; last layer only for
         ``"last_layer"``), or per layer ``(A, B)`` Kronecker factors.
     prior_grid_nll_ : ndarray or None
-        ``"auto"``: validation negative log-likelihood per grid value.
+        ``"auto"``: validation negative log-likelihood per grid value, of the one-pass
+        predictive (full covariances for ``"kron"``, as `LinearizedPredictive` uses it).
 
     Examples
     --------
@@ -482,10 +483,13 @@ class LaplacePosterior(BaseEstimator):
         return float(np.exp(result.x))
 
     def _tune(self, Xv: NDArray, target: NDArray) -> float:
+        # the one-pass predictive the posterior is used with: a Kronecker posterior
+        # correlates the units of a layer, so its moments propagate full covariances
+        covariance = "full" if self.structure == "kron" else "diag"
         nll = np.empty(PRIOR_GRID.size)
         for index, delta in enumerate(PRIOR_GRID):  # a loop over the grid
             self.prior_precision_ = float(delta)
-            mean, var = self.network_.moments(Xv, self.blocks())
+            mean, var = self.network_.moments(Xv, self.blocks(), covariance=covariance)
             nll[index] = -np.mean(self._log_likelihood(mean, var, target))
         self.prior_grid_nll_ = nll
         return float(PRIOR_GRID[int(np.nanargmin(nll))])
