@@ -65,7 +65,7 @@ def _problems(ctx) -> list[dict[str, Any]]:
             "name": "spam",
             "X": X_spam,
             "y": y_spam,
-            "estimator": DecisionTreeClassifier(min_samples_leaf=5),
+            "estimator": DecisionTreeClassifier(min_samples_leaf=5, random_state=0),
             "model": "decision tree (min_samples_leaf=5)",
         },
     ]
