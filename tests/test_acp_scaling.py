@@ -139,13 +139,18 @@ def _warn_on_transform(X: np.ndarray) -> np.ndarray:
     return X
 
 
-def test_a_chunked_call_warns_once(monkeypatch):
+def _warning_model() -> ApproximateFullConformalRegressor:
+    """ACP around a pipeline whose transform warns at every call (fitted quietly)."""
     X, y = _data(60)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        model = ApproximateFullConformalRegressor(
+        return ApproximateFullConformalRegressor(
             make_pipeline(FunctionTransformer(_warn_on_transform), Ridge(alpha=1.0))
         ).fit(X, y)
+
+
+def test_a_chunked_call_warns_once(monkeypatch):
+    model = _warning_model()
     X_test, _ = _data(N_TEST, seed=3)
     X_test[-1, 0] = 1e3  # in the last, partial chunk only
     _tiny_chunks(monkeypatch, model)
@@ -182,12 +187,7 @@ def test_chunked_calls_warn_once_for_unpinned_rows_and_too_few_points(monkeypatc
 
 
 def test_an_error_in_a_chunk_still_shows_the_warnings_of_that_chunk(monkeypatch):
-    X, y = _data(60)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        model = ApproximateFullConformalRegressor(
-            make_pipeline(FunctionTransformer(_warn_on_transform), Ridge(alpha=1.0))
-        ).fit(X, y)
+    model = _warning_model()
     X_test, _ = _data(N_TEST, seed=3)
     _tiny_chunks(monkeypatch, model)
     features_of = type(model)._test_features

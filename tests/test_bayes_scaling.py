@@ -36,18 +36,7 @@ def _quiet():
 def _regressor(structure: str, covariance: str, method: str) -> tuple:
     X, y = make_friedman1(260, noise=0.5, random_state=0)
     net = MLPRegressor(hidden_layer_sizes=(16, 8), max_iter=200, random_state=0)
-    net.fit(X[:150], y[:150])
-    post = LaplacePosterior(net, structure=structure, prior_precision=1.0).fit(X[:150], y[:150])
-    model = LinearizedPredictive(
-        net,
-        posterior=post,
-        method=method,
-        covariance=covariance,
-        scale=1.0,
-        n_samples=40,
-        random_state=0,
-    )
-    return model.fit(X[150:220], y[150:220]), X[220 : 220 + N_TEST], y[220 : 220 + N_TEST]
+    return _predictive(net, X, y, structure, covariance, method)
 
 
 def _classifier(structure: str, covariance: str, method: str, n_classes: int = 3) -> tuple:
@@ -55,6 +44,11 @@ def _classifier(structure: str, covariance: str, method: str, n_classes: int = 3
         260, n_features=6, n_informative=4, n_classes=n_classes, random_state=0
     )
     net = MLPClassifier(hidden_layer_sizes=(12,), max_iter=200, random_state=0)
+    return _predictive(net, X, y, structure, covariance, method)
+
+
+def _predictive(net, X, y, structure: str, covariance: str, method: str) -> tuple:
+    """The network fitted on the first 150 rows, its predictive on the next 70, test rows."""
     net.fit(X[:150], y[:150])
     post = LaplacePosterior(net, structure=structure, prior_precision=1.0).fit(X[:150], y[:150])
     model = LinearizedPredictive(
