@@ -10,8 +10,6 @@ import pytest
 from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import LinearRegression, Ridge
 from sklearn.neural_network import MLPRegressor
-from sklearn.pipeline import make_pipeline
-from sklearn.preprocessing import FunctionTransformer
 
 from uqconform.regression import full
 from uqconform.regression.acp import ApproximateFullConformalRegressor
@@ -132,36 +130,6 @@ def test_batch_size_sets_the_chunks(monkeypatch, network):
     assert sizes[:8] == [4] * 7 + [2]
 
 
-def _warn_on_transform(X: np.ndarray) -> np.ndarray:
-    warnings.warn("transformed some rows", UserWarning, stacklevel=2)
-    if (X[:, 0] > 100).any():  # only in a late chunk, in the test
-        warnings.warn("a very large first feature", UserWarning, stacklevel=2)
-    return X
-
-
-def _warning_model() -> ApproximateFullConformalRegressor:
-    """ACP around a pipeline whose transform warns at every call (fitted quietly)."""
-    X, y = _data(60)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return ApproximateFullConformalRegressor(
-            make_pipeline(FunctionTransformer(_warn_on_transform), Ridge(alpha=1.0))
-        ).fit(X, y)
-
-
-def test_a_chunked_call_warns_once(monkeypatch):
-    model = _warning_model()
-    X_test, _ = _data(N_TEST, seed=3)
-    X_test[-1, 0] = 1e3  # in the last, partial chunk only
-    _tiny_chunks(monkeypatch, model)
-    for method in (model.predict, model.predict_std, model.predict_interval):
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            method(X_test)
-        messages = sorted(str(item.message) for item in caught)
-        assert messages == ["a very large first feature", "transformed some rows"], method
-
-
 def test_chunked_calls_warn_once_for_unpinned_rows_and_too_few_points(monkeypatch):
     rng = np.random.default_rng(0)
     x = rng.normal(size=(20, 3))
@@ -184,26 +152,6 @@ def test_chunked_calls_warn_once_for_unpinned_rows_and_too_few_points(monkeypatc
         assert f"{N_TEST} test rows lie outside the span" in " ".join(messages), name
         expected_too_few = 0 if name == "pvalue" else 1  # 0.01 < 1 / (20 + 1)
         assert sum("too few" in text.lower() for text in messages) == expected_too_few, name
-
-
-def test_an_error_in_a_chunk_still_shows_the_warnings_of_that_chunk(monkeypatch):
-    model = _warning_model()
-    X_test, _ = _data(N_TEST, seed=3)
-    _tiny_chunks(monkeypatch, model)
-    features_of = type(model)._test_features
-
-    def failing(self, X):
-        result = features_of(self, X)
-        if X.shape[0] == 2:  # the last chunk
-            raise RuntimeError("boom")
-        return result
-
-    monkeypatch.setattr(type(model), "_test_features", failing)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        with pytest.raises(RuntimeError, match="boom"):
-            model.predict(X_test)
-    assert [str(item.message) for item in caught] == ["transformed some rows"]
 
 
 @pytest.mark.parametrize("penalty", [1.0, 1e-8])

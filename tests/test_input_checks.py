@@ -560,9 +560,12 @@ def test_more_boolean_parameters_refuse_strings_and_numbers(data, make, name):
         make().fit(X, target)
 
 
-@pytest.mark.parametrize(("cls", "changed"), [(EnbPI, {"memory": 20}), (KOWCPI, {"window": 2}),
-                                             (SPCI, {"beta_grid": 3})])  # fmt: skip
-def test_time_series_refuse_parameters_changed_since_fit(data, cls, changed):
+@pytest.mark.parametrize(
+    ("cls", "changed"),
+    [(EnbPI, {"memory": 20}), (KOWCPI, {"window": 2}), (SPCI, {"window": 2}),
+     (KOWCPI, {"beta_grid": 3})],
+)  # fmt: skip
+def test_time_series_refuse_intervals_after_fit_settings_changed(data, cls, changed):
     X, y, _ = data
     params = {} if cls is EnbPI else {"window": 1}
     model = cls(LinearRegression(), n_bootstrap=10, random_state=0, **params).fit(X[:120], y[:120])
@@ -574,12 +577,25 @@ def test_time_series_refuse_parameters_changed_since_fit(data, cls, changed):
     for call in (
         lambda: model.predict_interval(X[120:125]),
         lambda: model.update(X[120:125], y[120:125]),
-        lambda: model.predict(X[120:125]),
     ):
         with pytest.raises(NotFittedError, match=rf"parameters changed since fit .*{name}="):
             call()
+    assert model.predict(X[120:125]).shape == (5,)  # the fitted models are still valid
     model.fit(X[:120], y[:120])  # a refit takes the new value
     assert model.predict_interval(X[120:125]).shape == before.shape
+
+
+def test_enbpi_and_spci_read_the_beta_grid_at_each_call(data):
+    # their fit does not use it (KOWCPI's tuning does): trying another grid needs no refit
+    X, y, _ = data
+    for cls, params in ((EnbPI, {}), (SPCI, {"window": 1})):
+        model = cls(LinearRegression(), n_bootstrap=10, random_state=0, **params)
+        model.fit(X[:120], y[:120]).set_params(beta_grid=3, finite_sample=True)
+        fresh = cls(LinearRegression(), n_bootstrap=10, random_state=0, beta_grid=3,
+                    finite_sample=True, **params).fit(X[:120], y[:120])  # fmt: skip
+        np.testing.assert_array_equal(
+            model.predict_interval(X[120:130]), fresh.predict_interval(X[120:130])
+        )
 
 
 @pytest.mark.parametrize("seed", ["x", -1])
@@ -650,7 +666,7 @@ def test_poisoning_partitions_checked_whatever_the_strategy(data):
 
 @pytest.mark.parametrize(
     ("candidates", "message"),
-    [([], "is empty"), ([True, False], "must be numeric"), (["1"], "must be numeric")],
+    [([], "is empty"), ([True, False], "must be numbers"), (["1"], "must be numbers")],
 )
 def test_full_cp_candidates_must_be_numbers(data, candidates, message):
     X, y, _ = data

@@ -18,6 +18,7 @@ import warnings
 
 import numpy as np
 import pytest
+from scipy import sparse
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.datasets import make_classification
 from sklearn.ensemble import RandomForestClassifier
@@ -603,6 +604,12 @@ def test_predict_set_in_blocks_equals_one_block(base_score, monkeypatch):
     whole = model.predict_set(X[600:], alpha=[0.05, 0.2])
     monkeypatch.setattr(multidim, "_PREDICT_CELLS", 5 * 3 * 7)  # 7 rows per block
     np.testing.assert_array_equal(model.predict_set(X[600:], alpha=[0.05, 0.2]), whole)
+    # a sparse format without row slicing is converted, not refused (sparse rows seed
+    # the randomised scores by their stored values, so compare with CSR, not dense)
+    csr, coo = sparse.csr_matrix(X[600:]), sparse.coo_matrix(X[600:])
+    np.testing.assert_array_equal(
+        model.predict_set(coo, alpha=[0.05, 0.2]), model.predict_set(csr, alpha=[0.05, 0.2])
+    )
     scores = model._scalar_scores(model.score_vectors(X[600:]))
     thresholds = model._thresholds(np.array([0.05, 0.2]))
     # each set holds every label scored within its threshold (plus, if empty, the best one)

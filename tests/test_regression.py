@@ -408,8 +408,21 @@ def test_threshold_table_is_reused_only_for_the_same_calibration_and_levels(monk
 def test_a_difficulty_estimator_the_score_does_not_use_is_reported():
     X, y = regression_data(200)
     model = SplitConformalRegressor(LinearRegression(), difficulty_estimator=BayesianRidge())
-    with pytest.warns(UserWarning, match="`difficulty_estimator` is ignored: conformity_score="):
-        model.fit(X[:100], y[:100])
+    prefit = SplitConformalRegressor(
+        LinearRegression().fit(X[:100], y[:100]), difficulty_estimator=BayesianRidge()
+    )
+    for run in (
+        lambda: model.fit(X[:100], y[:100]).calibrate(X[100:], y[100:]),
+        lambda: prefit.calibrate(X[100:], y[100:]),
+    ):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            run()
+        # once per workflow (not at fit and again at calibrate), at the caller's line
+        assert [str(item.message)[:44] for item in caught] == [
+            "`difficulty_estimator` is ignored: conformit"
+        ]
+        assert caught[0].filename == __file__
     normalized = SplitConformalRegressor(
         LinearRegression(), conformity_score="normalized", difficulty_estimator=BayesianRidge()
     )

@@ -280,10 +280,11 @@ def test_fit_params_reach_every_model_with_their_rows(name, residuals):
     weights = 1.0 + np.arange(200) / 100
     model = make(name, WeightRecorder(), window=1, n_bootstrap=10, random_state=0)
     model.set_params(residuals=residuals)
-    model.fit(X, y, sample_weight=weights, note="kept as given")
+    eval_set = [(X[:5], y[:5])]  # uneven nested list (LightGBM / XGBoost style): as given
+    model.fit(X, y, sample_weight=weights, note=eval_set)
     for fitted in model.source_.models:
         np.testing.assert_array_equal(fitted.weights_seen_, weights[fitted.rows_seen_])
-        assert fitted.note_seen_ == "kept as given"
+        assert fitted.note_seen_ is eval_set
     assert len(model.source_.models) == (10 if residuals == "bootstrap" else 1)
     # equal weights give the intervals of no weights
     plain = make(name, WeightRecorder(), window=1, n_bootstrap=10, random_state=0)

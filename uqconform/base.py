@@ -58,13 +58,21 @@ def slice_rows(X: Any, start: int, stop: int) -> Any:
     return X.iloc[rows] if hasattr(X, "iloc") else X[rows]
 
 
+def row_sliceable(X: Any) -> Any:
+    """``X`` with rows that can be sliced: sparse formats without row slicing (coo, dia,
+    ...) become CSR; anything else is returned as is."""
+    if sparse.issparse(X) and X.format not in ("csr", "csc"):
+        return X.tocsr()
+    return X
+
+
 def take_rows(X: Any, rows: NDArray) -> Any:
     """Rows ``rows`` (integer positions) of an array, a sparse matrix, a DataFrame or a list
     of rows (returned as an array)."""
     if hasattr(X, "iloc"):
         return X.iloc[rows]
     if sparse.issparse(X):
-        return (X if X.format in ("csr", "csc") else X.tocsr())[rows]
+        return row_sliceable(X)[rows]
     return X[rows] if hasattr(X, "shape") else np.asarray(X)[rows]
 
 
@@ -701,9 +709,7 @@ class ConformalPredictor(BaseEstimator, metaclass=ABCMeta):
     ) -> NDArray:
         self._check_calibrated(method)
         alphas, scalar = self._resolve_alpha(alpha)
-        X = self._validate_X(X, reset=False)
-        if sparse.issparse(X) and X.format not in ("csr", "csc"):
-            X = X.tocsr()  # formats without row slicing (coo, dia, ...)
+        X = row_sliceable(self._validate_X(X, reset=False))
         n = n_rows(X)
         group_index = self._group_index(groups, n)
         table = self._threshold_table(alphas)
@@ -833,11 +839,7 @@ def integer_seed(random_state: Any) -> int | None:
         return None if random_state is None else int(random_state)
     if isinstance(random_state, np.random.Generator):
         return int(random_state.integers(2**31))
-    if isinstance(random_state, np.random.RandomState):
-        return int(random_state.randint(2**31 - 1))
-    raise ValueError(
-        f"`random_state` must be None, an int or a numpy Generator, got {random_state!r}."
-    )
+    return int(random_state.randint(2**31 - 1))  # a RandomState (checked above)
 
 
 def check_random_state_value(random_state: Any) -> None:
@@ -867,22 +869,27 @@ def check_random_state_value(random_state: Any) -> None:
 
 
 def random_generator(random_state: Any) -> np.random.Generator:
-    """``random_state`` (None, a non-negative int or a sequence of them, a Generator or a
-    RandomState), checked with a message naming it, as a numpy Generator.
+    """``random_state`` as a numpy Generator, with a message naming it when numpy cannot
+    use it: None, a non-negative int or sequence of them, a SeedSequence, a BitGenerator,
+    a Generator or a RandomState (booleans, floats and text are refused).
 
     Examples
     --------
-    >>> random_generator(0).integers(10) == random_generator(0).integers(10)
-    np.True_
-    >>> random_generator([0, 11]).integers(10) == random_generator([0, 11]).integers(10)
-    np.True_
+    >>> bool(random_generator(0).integers(10) == random_generator(0).integers(10))
+    True
+    >>> bool(random_generator([0, 11]).random() == random_generator([0, 11]).random())
+    True
     """
-    entropy = np.asarray(random_state) if isinstance(random_state, list | tuple) else None
-    if entropy is None or not (
-        entropy.ndim == 1 and entropy.size and entropy.dtype.kind in "iu" and (entropy >= 0).all()
-    ):
-        check_random_state_value(random_state)
-    return np.random.default_rng(random_state)
+    message = (
+        "`random_state` must be None, a non-negative int (or a sequence of them), a "
+        f"SeedSequence, a BitGenerator, a Generator or a RandomState, got {random_state!r}."
+    )
+    if isinstance(random_state, bool | float | str | bytes | np.bool_ | np.floating):
+        raise ValueError(message)
+    try:
+        return np.random.default_rng(random_state)
+    except (TypeError, ValueError):
+        raise ValueError(message) from None
 
 
 def check_bool(value: Any, name: str) -> None:

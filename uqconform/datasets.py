@@ -30,7 +30,6 @@ from sklearn import datasets as sk_datasets
 from uqconform.base import (
     check_bool,
     check_positive_int,
-    check_random_state_value,
     random_generator,
 )
 from uqconform.quantiles import check_alpha
@@ -405,7 +404,6 @@ def load_dataset(
     """
     info = dataset_info(name)
     check_bool(as_frame, "as_frame")
-    check_random_state_value(random_state)
     X, y = _REGISTRY[info.name][1]()
     if n_samples is not None:
         if (

@@ -43,6 +43,7 @@ from uqconform.base import (
     keeps_state_on_error,
     n_rows,
     record_calibration_settings,
+    row_sliceable,
     seeded_generator,
     slice_rows,
 )
@@ -518,6 +519,7 @@ class MultiDimScoreClassifier(ClassifierMixin, BaseEstimator):
         thresholds = self._thresholds(levels)
         if "n_features_in_" in self.__dict__:  # errors name this class, not its heads
             X = check_features(self, X, reset=False)
+        X = row_sliceable(X)  # the blocks below are slices of it
         n, n_heads, n_classes = n_rows(X), len(self.estimator_.heads_), len(self.classes_)
         # the draws of score_vectors(X), made once; the rows are then scored block by block
         uniforms = self._rng(1, content=X).random((n_heads, n))

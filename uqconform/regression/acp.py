@@ -22,7 +22,6 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy import sparse
 from sklearn.base import BaseEstimator, RegressorMixin, clone
 from sklearn.compose import TransformedTargetRegressor
 from sklearn.exceptions import NotFittedError
@@ -34,7 +33,12 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.utils import get_tags
 from sklearn.utils.validation import _num_samples, check_is_fitted, validate_data
 
-from uqconform.base import check_features, check_regression_target, keeps_state_on_error
+from uqconform.base import (
+    check_features,
+    check_regression_target,
+    keeps_state_on_error,
+    row_sliceable,
+)
 from uqconform.linearize import Linearization, _unwrap, linearize, weight_decay
 from uqconform.regression.crr import LinearConfidenceMachine
 from uqconform.regression.full import FullConformalMixin, candidate_values
@@ -382,10 +386,7 @@ class ApproximateFullConformalRegressor(FullConformalMixin, RegressorMixin, Base
     # ---- prediction ---------------------------------------------------------------------
     def _test_input(self, X: Any) -> Any:
         check_is_fitted(self, "machine_")
-        X = self._check_X(X, reset=False)
-        if sparse.issparse(X) and X.format not in ("csr", "csc"):
-            X = X.tocsr()  # batches of rows are sliced from it
-        return X
+        return row_sliceable(self._check_X(X, reset=False))  # batches are sliced from it
 
     def _test_features(self, X: Any) -> tuple[NDArray, NDArray]:
         lin = self._linearize(X)

@@ -8,9 +8,9 @@ refits have a closed form, so the set is computed exactly (`uqconform.regression
 
 from __future__ import annotations
 
+import numbers
 import warnings
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -70,36 +70,26 @@ def _empty_at_centre(intervals: NDArray, predictions: NDArray) -> NDArray:
     return intervals
 
 
-@contextmanager
-def _distinct_warnings(shown: set[tuple[type, str]]) -> Iterator[None]:
-    """Show the warnings of the block (after the user's filters) unless one of the same
-    category and text is in ``shown``, which is updated: a call that works in batches
-    warns once, as it would in one go."""
-    caught: list[warnings.WarningMessage] = []
-    try:
-        with warnings.catch_warnings(record=True) as caught:
-            yield
-    finally:
-        for item in caught:
-            key = (item.category, str(item.message))
-            if key not in shown:
-                shown.add(key)
-                warnings.showwarning(
-                    item.message, item.category, item.filename, item.lineno, item.file, item.line
-                )
-
-
 def candidate_values(y_candidates: ArrayLike) -> NDArray:
     """``y_candidates`` as floats (at least one; numbers, not booleans), or a ValueError
     naming it."""
-    dtype = np.asarray(y_candidates).dtype
-    message = f"`y_candidates` must be numeric, got {dtype}."
-    if dtype.kind in "bSUcmM":  # booleans, text, complex, times: not candidate labels
-        raise ValueError(message)
     try:
-        values = np.asarray(y_candidates, dtype=float)
+        raw = np.asarray(y_candidates)
+        numbers_only = raw.dtype.kind in "iuf" or (
+            raw.dtype.kind == "O"
+            and all(
+                isinstance(v, numbers.Real) and not isinstance(v, bool | np.bool_)
+                for v in raw.ravel()
+            )
+        )
+        if not numbers_only:  # booleans, text, complex, times: not candidate labels
+            raise ValueError
+        values = raw.astype(float)
     except (TypeError, ValueError):
-        raise ValueError(message) from None
+        raise ValueError(
+            "`y_candidates` must be numbers (an array of shape (g,), (n_samples,) or "
+            f"(n_samples, g)), got {y_candidates!r:.80}."
+        ) from None
     if values.size == 0:
         raise ValueError("`y_candidates` is empty: give at least one candidate label.")
     return values
@@ -145,14 +135,12 @@ class FullConformalMixin:
         features : ndarray of shape (rows, p)
         predictions : ndarray of shape (rows,)
 
-        Each distinct warning of the feature map (category and text) is shown once per call,
-        not once per batch.
+        A warning of the feature map (a pipeline's transform, say) comes from each batch;
+        Python's default filter shows it once.
         """
         step = step or self._feature_step()
-        shown: set[tuple[type, str]] = set()
         for start in range(0, n_rows(X), step):  # a loop over batches of rows
-            with _distinct_warnings(shown):
-                features, predictions = self._test_features(slice_rows(X, start, start + step))
+            features, predictions = self._test_features(slice_rows(X, start, start + step))
             yield slice(start, start + step), features, predictions
             del features, predictions  # not held while the next batch is computed
 
@@ -238,11 +226,10 @@ class FullConformalMixin:
         value = self.alpha if alpha is None else alpha
         alphas = check_alpha(value, "alpha")
         algorithm = exact_intervals if self.algorithm == "exact" else fast_intervals
+        pieces = []
         batches = self._coefficient_batches(self._test_input(X))
-        pieces = [
-            _empty_at_centre(algorithm(a, b, alphas, warn=index == 0), predictions)
-            for index, (_, predictions, a, b) in enumerate(batches)
-        ]
+        for index, (_, predictions, a, b) in enumerate(batches):  # a loop over batches
+            pieces.append(_empty_at_centre(algorithm(a, b, alphas, warn=index == 0), predictions))
         out = np.concatenate(pieces, axis=0)
         return out[..., 0] if np.ndim(value) == 0 else out
 

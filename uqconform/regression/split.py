@@ -127,15 +127,29 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
 
     def _validate_params(self) -> None:
         super()._validate_params()
-        score = self._score_object()
-        if getattr(self, "difficulty_estimator", None) is not None and not score.needs_difficulty:
+        self._score_object()
+
+    def _warn_unused_difficulty(self) -> None:
+        """Say so when a difficulty model is given to a score that never reads it (called
+        once per fit, or per calibrate of an adopted model: the user's call is 5 up)."""
+        unused = not self._score_object().needs_difficulty
+        if unused and getattr(self, "difficulty_estimator", None) is not None:
             warnings.warn(
                 f"`difficulty_estimator` is ignored: conformity_score="
                 f"{self.conformity_score!r} does not use a difficulty (the 'normalized' "
                 "score does).",
                 UserWarning,
-                stacklevel=3,
+                stacklevel=5,
             )
+
+    def _start_calibration(self, X: Any) -> Any:
+        adopting = not hasattr(self, "estimator_") or self.__dict__.get(
+            "_estimator_adopted", False
+        )
+        X = super()._start_calibration(X)
+        if adopting:  # no fit came first to say it
+            self._warn_unused_difficulty()
+        return X
 
     def _score_object(self) -> RegressionScore:
         return get_regression_score(self.conformity_score)
@@ -162,6 +176,7 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
         return True
 
     def _after_fit(self, X, y, **fit_params):
+        self._warn_unused_difficulty()
         for name in ("difficulty_estimator_", "difficulty_floor_"):
             self.__dict__.pop(name, None)
         self._difficulty_is_residual_model = False

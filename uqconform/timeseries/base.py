@@ -223,15 +223,17 @@ class SequentialConformalRegressor(RegressorMixin, BaseEstimator, metaclass=ABCM
     def _default_estimator(self) -> BaseEstimator:
         return RandomForestRegressor(n_estimators=10, min_samples_leaf=5)
 
-    @property
-    def _fit_params(self) -> tuple[str, ...]:
-        """Parameters whose change after fit calls for a new fit: all but ``alpha`` (each
-        call may set it), ``n_jobs`` and ``verbose``."""
-        return tuple(
-            name
-            for name in self.get_params(deep=False)
-            if name not in ("alpha", "n_jobs", "verbose")
-        )
+    #: Parameters whose change after fit calls for a new fit before intervals: those of the
+    #: fitted models and the residual memory (subclasses add what their tuning read).
+    #: Parameters read afresh at each call (``alpha``, EnbPI's ``beta_grid``, ...) may change.
+    _fit_params: ClassVar[tuple[str, ...]] = (
+        "estimator",
+        "n_bootstrap",
+        "residuals",
+        "holdout_fraction",
+        "random_state",
+        "memory",
+    )
 
     #: Whether `_next_weights` uses ``min_effective`` (then each level gets its own floor).
     _weights_follow_floor: ClassVar[bool] = False
@@ -442,7 +444,6 @@ class SequentialConformalRegressor(RegressorMixin, BaseEstimator, metaclass=ABCM
         ndarray of shape (n_samples,)
         """
         check_is_fitted(self, "source_")
-        check_calibration_settings(self, "predict", step="fit", again="fit(X, y)")
         X, _ = self._check_series(X, None, reset=False)
         return self.source_.predict(X)
 

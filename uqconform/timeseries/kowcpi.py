@@ -236,6 +236,17 @@ class KOWCPI(SequentialConformalRegressor):
         return memory[window:], result.weights, result.feasible
 
     _weights_follow_floor = True
+    _fit_params = (
+        *SequentialConformalRegressor._fit_params,
+        "window",
+        "bandwidth",
+        "kernel",
+        "constraint",
+        "reweight",
+        "tune_fraction",
+        "beta_grid",
+        "finite_sample",
+    )  # the window and bandwidth were tuned with these
 
     def _next_weights(self, memory: NDArray, min_effective: int) -> tuple[NDArray, NDArray, bool]:
         return self._weights_with(memory, self.window_, self.bandwidth_, min_effective)

@@ -45,10 +45,17 @@ def _fit_one(
 
 
 def _is_per_row(value: Any, n: int) -> bool:
-    """An array-like fit parameter with one entry per fit row (e.g. ``sample_weight``)."""
-    if isinstance(value, (str, bytes, dict)) or not hasattr(value, "__len__"):
+    """An array-like fit parameter with one entry per fit row (e.g. ``sample_weight``);
+    anything else (``eval_set=[(X_val, y_val)]``, scalars, strings) is passed as given."""
+    if isinstance(value, (str, bytes, dict)):
         return False
-    return np.ndim(value) >= 1 and len(value) == n
+    shape = getattr(value, "shape", None)
+    if shape is not None:
+        return len(shape) >= 1 and shape[0] == n
+    try:
+        return len(value) == n
+    except TypeError:  # no length: a scalar or an object
+        return False
 
 
 @dataclass

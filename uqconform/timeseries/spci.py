@@ -128,6 +128,8 @@ class SPCI(SequentialConformalRegressor):
         )
         return targets, forest_weights(windows, targets, query, forest), True
 
+    _fit_params = (*SequentialConformalRegressor._fit_params, "window")  # checked at fit
+
     def _tune(self, residuals: NDArray) -> None:
         """Check that the memory holds a window and its successor, and fix the seed of the
         per-step forests (``random_state`` + the step count; one draw from a generator)."""
