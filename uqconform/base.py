@@ -916,6 +916,25 @@ def check_batch_size(batch: Any) -> None:
         raise ValueError(f"`batch_size` must be None or a positive integer, got {batch!r}.")
 
 
+def check_positive_float(value: Any, name: str) -> float:
+    """``value`` as a float if it is a finite number > 0 (booleans refused), else a
+    ``ValueError`` naming the parameter.
+
+    Examples
+    --------
+    >>> check_positive_float(0.5, "noise")
+    0.5
+    """
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, numbers.Real)
+        or not np.isfinite(value)
+        or value <= 0
+    ):
+        raise ValueError(f"`{name}` must be a finite number > 0, got {value!r}.")
+    return float(value)
+
+
 def check_positive_int(value: Any, name: str) -> int:
     """``value`` as an ``int`` if it is an integer >= 1 (booleans refused), else a
     ``ValueError`` naming the parameter.

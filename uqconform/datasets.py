@@ -29,6 +29,7 @@ from sklearn import datasets as sk_datasets
 
 from uqconform.base import (
     check_bool,
+    check_positive_float,
     check_positive_int,
     random_generator,
 )
@@ -521,8 +522,7 @@ def make_heteroscedastic_regression(
     n_samples = check_positive_int(n_samples, "n_samples")
     if check_positive_int(n_features, "n_features") < 2:
         raise ValueError(f"`n_features` must be at least 2, got {n_features!r}.")
-    if isinstance(noise, bool) or not isinstance(noise, numbers.Real) or not 0 < noise < np.inf:
-        raise ValueError(f"`noise` must be a positive finite number, got {noise!r}.")
+    check_positive_float(noise, "noise")
     rng = random_generator(random_state)
     X = rng.uniform(-1.0, 1.0, size=(n_samples, int(n_features)))
     oracle = HeteroscedasticOracle(noise=float(noise))
@@ -617,12 +617,7 @@ def make_gaussian_classification(
     if check_positive_int(n_classes, "n_classes") < 2:
         raise ValueError(f"`n_classes` must be at least 2, got {n_classes!r}.")
     n_features = check_positive_int(n_features, "n_features")
-    if (
-        isinstance(separation, bool)
-        or not isinstance(separation, numbers.Real)
-        or not 0 < separation < np.inf
-    ):
-        raise ValueError(f"`separation` must be a positive finite number, got {separation!r}.")
+    check_positive_float(separation, "separation")
     rng = random_generator(random_state)
     means = separation * rng.standard_normal((int(n_classes), n_features))
     y = rng.integers(0, n_classes, size=n_samples)

@@ -250,9 +250,7 @@ def _weighted_conformal_quantile(
     if (total <= 0).any():
         raise ValueError("`weights` and `test_weight` sum to zero: no threshold is defined.")
     order = np.argsort(values, kind="stable")
-    cumulative = w2[:, order]  # one (m, n) array, accumulated and normalised in place
-    np.cumsum(cumulative, axis=1, out=cumulative)
-    cumulative /= total[:, None]
+    cumulative = _cumulative_shares(w2, order, total)
     # Smallest sorted score whose cumulative mass reaches 1 - alpha; the remaining mass
     # (the test point's) sits on +inf. The same tolerance as the unweighted rank keeps unit
     # weights identical to the unweighted order statistic.
@@ -274,6 +272,15 @@ def _weighted_conformal_quantile(
             stacklevel=3,
         )
     return thresholds[0] if single else thresholds
+
+
+def _cumulative_shares(weights: NDArray, order: NDArray, totals: NDArray) -> NDArray:
+    """Cumulative weight of the sorted values over each row's total, ``(m, n)``: one array,
+    accumulated and normalised in place."""
+    cumulative = weights[:, order]
+    np.cumsum(cumulative, axis=1, out=cumulative)
+    cumulative /= totals[:, None]
+    return cumulative
 
 
 def _rowwise_searchsorted(cumulative: NDArray, targets: NDArray) -> NDArray:
@@ -326,9 +333,7 @@ def weighted_quantile(values: ArrayLike, weights: ArrayLike, q: float | ArrayLik
     if (totals <= 0).any():
         raise ValueError("`weights` sum to zero.")
     order = np.argsort(v, kind="stable")
-    cumulative = w2[:, order]  # one (m, n) array, accumulated and normalised in place
-    np.cumsum(cumulative, axis=1, out=cumulative)
-    cumulative /= totals[:, None]
+    cumulative = _cumulative_shares(w2, order, totals)
     index = _rowwise_searchsorted(cumulative, levels - _RANK_TOLERANCE)
     result = v[order][np.minimum(index, v.size - 1)]
     return result[0] if single else result

@@ -41,6 +41,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from uqconform.base import (
     check_class_labels,
+    check_positive_float,
     check_positive_int,
     check_regression_target,
     keeps_state_on_error,
@@ -78,19 +79,6 @@ def _encode_labels(
             f"{np.unique(labels[unseen])[:5].tolist()}; known: {classes.tolist()}."
         )
     return index
-
-
-def _positive_float(value: Any, name: str) -> float:
-    """``value`` as a float if it is a finite number > 0 (booleans refused), else a
-    ``ValueError`` naming the parameter."""
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, numbers.Real)
-        or not np.isfinite(value)
-        or value <= 0
-    ):
-        raise ValueError(f"`{name}` must be a finite number > 0, got {value!r}.")
-    return float(value)
 
 
 class LaplacePosterior(BaseEstimator):
@@ -194,7 +182,7 @@ class LaplacePosterior(BaseEstimator):
         view = as_network(self.estimator)
         prior = self.prior_precision
         if isinstance(prior, numbers.Real):
-            prior = _positive_float(prior, "prior_precision")  # refuses True
+            prior = check_positive_float(prior, "prior_precision")  # refuses True
         if not isinstance(prior, (str, numbers.Real)):
             prior = np.asarray(prior, dtype=float)
             if prior.shape != (view.network.n_parameters,) or not np.all(prior > 0):
@@ -470,7 +458,7 @@ class LaplacePosterior(BaseEstimator):
                 f"the fitted prior_precision_ is {delta!r} (a posterior from `from_variance` "
                 "has no prior): pass `prior_precision`."
             )
-        delta = _positive_float(delta, "prior_precision")
+        delta = check_positive_float(delta, "prior_precision")
         log_det, count, theta = self._log_det_and_count(delta)
         return float(-0.5 * delta * theta @ theta + 0.5 * count * np.log(delta) - 0.5 * log_det)
 
@@ -505,7 +493,7 @@ class LaplacePosterior(BaseEstimator):
     def _check(self, scale: float = 1.0) -> float:
         """Fitted? Return ``scale`` checked: a finite number > 0."""
         check_is_fitted(self, "prior_precision_")
-        return _positive_float(scale, "scale")
+        return check_positive_float(scale, "scale")
 
     def _kron_factors(self, scale: float) -> list[tuple[NDArray, NDArray]]:
         """Per layer ``(A, B)`` with ``Cov(vec [W; b]) = A kron B`` (row-major vec)."""

@@ -25,7 +25,7 @@ from scipy.special import logsumexp, ndtri
 from sklearn.base import BaseEstimator, clone, is_classifier
 from sklearn.exceptions import NotFittedError
 from sklearn.metrics import accuracy_score, r2_score
-from sklearn.utils import ClassifierTags, RegressorTags, _safe_indexing
+from sklearn.utils import ClassifierTags, RegressorTags
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
@@ -33,19 +33,20 @@ from sklearn.utils.validation import check_is_fitted
 from uqconform.base import (
     check_class_labels,
     check_features,
+    check_positive_float,
     check_positive_int,
     check_regression_target,
     check_rows,
     integer_seed,
     keeps_state_on_error,
     seed_parameters,
+    take_rows,
 )
 from uqconform.bayes.convert import as_network, output_jacobians
 from uqconform.bayes.laplace import (
     STRUCTURES,
     LaplacePosterior,
     _encode_labels,
-    _positive_float,
 )
 from uqconform.bayes.likelihood import (
     class_probabilities,
@@ -249,7 +250,7 @@ class LinearizedPredictive(BaseEstimator):
         self._validate_params()
         for name in ("prior_precision", "scale"):  # numbers, not booleans
             if isinstance(getattr(self, name), numbers.Real):
-                _positive_float(getattr(self, name), name)
+                check_positive_float(getattr(self, name), name)
         check_positive_int(self.n_samples, "n_samples")
         seed = integer_seed(self.random_state)
         self.seed_ = seed
@@ -293,8 +294,8 @@ class LinearizedPredictive(BaseEstimator):
                     "two rows to fit the network and the posterior."
                 )
             val, train = np.sort(order[:n_val]), np.sort(order[n_val:])
-            X_fit, y_fit = _rows(X, train), _rows(y, train)
-            X_val, y_val = _rows(X, val), _rows(y, val)
+            X_fit, y_fit = take_rows(X, train), take_rows(y, train)
+            X_val, y_val = take_rows(X, val), take_rows(y, val)
         if prefit:
             self.estimator_ = self.estimator
         else:
@@ -562,8 +563,7 @@ class LinearizedPredictive(BaseEstimator):
         if method == "mc":
 
             def mixture(f: NDArray, _: slice) -> tuple[NDArray]:
-                log_p = logsumexp(_log_proba_samples(f, output), axis=0) - np.log(len(f))
-                return (np.exp(log_p),)
+                return (np.exp(_mixture_log_proba(f, output)),)
 
             return self._monte_carlo(self._transform(X), self.n_samples, random_state, mixture)[0]
         mean, var = self.predict_distribution(X, method)
@@ -627,12 +627,17 @@ class LinearizedPredictive(BaseEstimator):
             output = self.view_.network.output
 
             def label_mixture(f: NDArray, rows: slice) -> tuple[NDArray]:
-                log_p = logsumexp(_log_proba_samples(f, output), axis=0) - np.log(f.shape[0])
+                log_p = _mixture_log_proba(f, output)
                 return (log_p[np.arange(log_p.shape[0]), labels[rows]],)
 
             return self._monte_carlo(Xt, count, None, label_mixture)[0]
         log_p = np.log(np.maximum(self.predict_proba(X, method), 1e-300))
         return log_p[np.arange(labels.size), labels]
+
+
+def _mixture_log_proba(logits: NDArray, output: str) -> NDArray:
+    """Log of the class probabilities averaged over the samples of logits ``(S, n, K)``."""
+    return logsumexp(_log_proba_samples(logits, output), axis=0) - np.log(logits.shape[0])
 
 
 def _log_proba_samples(logits: NDArray, output: str) -> NDArray:
@@ -649,9 +654,3 @@ def _n_rows(X: Any) -> int:
     if len(shape) != 2:
         raise ValueError(f"`X` must be 2-D (one row per sample), got shape {tuple(shape)}.")
     return int(shape[0])
-
-
-def _rows(data: Any, index: NDArray) -> Any:
-    if hasattr(data, "iloc") or hasattr(data, "toarray"):
-        return _safe_indexing(data, index)
-    return np.asarray(data)[index]

@@ -282,13 +282,19 @@ class MultiDimScoreClassifier(ClassifierMixin, BaseEstimator):
         the prediction stream of ``random_state``).
         """
         check_is_fitted(self, "estimator_")
-        if "n_features_in_" in self.__dict__:  # errors name this class, not its heads
-            X = check_features(self, X, reset=False)
+        X = self._test_rows(X)
         if rng is not None and not isinstance(rng, np.random.Generator):
             raise TypeError(f"`rng` must be None or a numpy Generator, got {rng!r}.")
         rng = self._rng(1, content=X) if rng is None else rng
         uniforms = rng.random((len(self.estimator_.heads_), n_rows(X)))  # a row per head
         return self._vectors(X, uniforms)
+
+    def _test_rows(self, X: Any) -> Any:
+        """Test rows checked against the fitted features (errors name this class, not its
+        heads), in a format whose rows can be sliced."""
+        if "n_features_in_" in self.__dict__:
+            X = check_features(self, X, reset=False)
+        return row_sliceable(X)
 
     def _vectors(self, X: Any, uniforms: NDArray) -> NDArray:
         """Score vectors ``(n, K, H)`` of rows ``X`` with one uniform per row and head."""
@@ -517,9 +523,7 @@ class MultiDimScoreClassifier(ClassifierMixin, BaseEstimator):
         value = self.alpha if alpha is None else alpha
         levels = check_alpha(value, "alpha")
         thresholds = self._thresholds(levels)
-        if "n_features_in_" in self.__dict__:  # errors name this class, not its heads
-            X = check_features(self, X, reset=False)
-        X = row_sliceable(X)  # the blocks below are slices of it
+        X = self._test_rows(X)  # the blocks below are slices of it
         n, n_heads, n_classes = n_rows(X), len(self.estimator_.heads_), len(self.classes_)
         # the draws of score_vectors(X), made once; the rows are then scored block by block
         uniforms = self._rng(1, content=X).random((n_heads, n))

@@ -143,11 +143,8 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
             )
 
     def _start_calibration(self, X: Any) -> Any:
-        adopting = not hasattr(self, "estimator_") or self.__dict__.get(
-            "_estimator_adopted", False
-        )
         X = super()._start_calibration(X)
-        if adopting:  # no fit came first to say it
+        if self.__dict__.get("_estimator_adopted", False):  # prefit: no fit warned before
             self._warn_unused_difficulty()
         return X
 

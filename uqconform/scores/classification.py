@@ -15,6 +15,8 @@ from abc import ABC, abstractmethod
 import numpy as np
 from numpy.typing import NDArray
 
+from uqconform.base import check_bool
+
 __all__ = [
     "APSScore",
     "ClassificationScore",
@@ -265,8 +267,7 @@ def get_classification_score(
     """
     if isinstance(score, ClassificationScore):
         return score
-    if not isinstance(randomized, (bool, np.bool_)):
-        raise ValueError(f"`randomized` must be True or False, got {randomized!r}.")
+    check_bool(randomized, "randomized")
     if not isinstance(k_reg, numbers.Integral) or isinstance(k_reg, bool) or k_reg < 0:
         raise ValueError(f"`k_reg` must be a non-negative integer, got {k_reg!r}.")
     for name, value in (("lambda_reg", lambda_reg), ("saps_weight", saps_weight)):
