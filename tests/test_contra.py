@@ -21,6 +21,7 @@ from sklearn.ensemble import RandomForestRegressor
 from sklearn.exceptions import NotFittedError
 from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import LinearRegression, Ridge
+from sklearn.model_selection import train_test_split
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 torch = pytest.importorskip("torch")
@@ -418,3 +419,16 @@ def test_verbose_shows_a_progress_bar(data, capsys):
         warnings.simplefilter("ignore")
         CONTRA(**{**TINY, "max_epochs": 2}, verbose=True, random_state=0).fit(X[:100], Y[:100])
     assert "CONTRA flow" in capsys.readouterr().err
+
+
+def test_split_residuals_weigh_the_model_rows_only(data):
+    """With residuals='split' the model trains on part of the fit rows: per-row fit
+    parameters are taken on the same rows (other ones pass as given)."""
+    X, Y = data[0][:120], data[1][:120]
+    weights = np.random.default_rng(3).uniform(0.5, 2.0, 120)
+    model = ResidualCONTRA(Ridge(), residuals="split", random_state=0, **TINY)
+    model.fit(X, Y, sample_weight=weights)
+    rows = np.arange(120)
+    model_rows = np.sort(train_test_split(rows, test_size=model.split_size, random_state=0)[0])
+    expected = Ridge().fit(X[model_rows], Y[model_rows], sample_weight=weights[model_rows])
+    np.testing.assert_array_equal(model.estimator_.coef_, expected.coef_)

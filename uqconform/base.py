@@ -30,10 +30,12 @@ from numpy.typing import ArrayLike, NDArray
 from scipy import sparse
 from sklearn.base import BaseEstimator, clone
 from sklearn.exceptions import DataConversionWarning, NotFittedError
+from sklearn.frozen import FrozenEstimator
 from sklearn.utils import get_tags
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from uqconform.quantiles import check_alpha, conformal_quantile
+from uqconform.routing import RoutesFitParams
 
 __all__ = [
     "ConformalPredictor",
@@ -74,6 +76,29 @@ def take_rows(X: Any, rows: NDArray) -> Any:
     if sparse.issparse(X):
         return row_sliceable(X)[rows]
     return X[rows] if hasattr(X, "shape") else np.asarray(X)[rows]
+
+
+def is_per_row(value: Any, n: int) -> bool:
+    """Whether a fit parameter has one entry per row of ``n`` (``sample_weight``); anything
+    else (``eval_set=[(X_val, y_val)]``, scalars, strings) is passed as given."""
+    if isinstance(value, (str, bytes, dict)):
+        return False
+    shape = getattr(value, "shape", None)
+    if shape is not None:
+        return len(shape) >= 1 and shape[0] == n
+    try:
+        return len(value) == n
+    except TypeError:  # no length: a scalar or an object
+        return False
+
+
+def fit_params_rows(fit_params: dict[str, Any], n: int, rows: NDArray) -> dict[str, Any]:
+    """The fit parameters of a model trained on rows ``rows`` of ``n``: per-row ones
+    (``sample_weight``) taken on the same rows, the others passed as given."""
+    return {
+        name: take_rows(value, rows) if is_per_row(value, n) else value
+        for name, value in fit_params.items()
+    }
 
 
 def n_rows(X: Any) -> int:
@@ -340,7 +365,7 @@ def refuses_nan(estimator: Any) -> bool:
     return True
 
 
-class ConformalPredictor(BaseEstimator, metaclass=ABCMeta):
+class ConformalPredictor(RoutesFitParams, BaseEstimator, metaclass=ABCMeta):
     """Base class of the split-conformal wrappers (not used directly).
 
     Subclasses implement `_default_estimator` and `_check_target`; those that use the
@@ -421,22 +446,35 @@ class ConformalPredictor(BaseEstimator, metaclass=ABCMeta):
         y : array-like of shape (n_samples,)
             Training targets.
         **fit_params : dict
-            Passed to the estimator's ``fit``.
+            Passed to the estimator's ``fit`` (with scikit-learn's metadata routing on,
+            those it requested, see `uqconform.routing`).
 
         Returns
         -------
         self
         """
         self._validate_params()
+        model_params = self._model_fit_params(fit_params)
         self._reset_calibration()
         X = self._validate_X(X, reset=True)
         y = self._check_target(y, n_rows(X), calibrating=False)
         self.estimator_ = self._make_estimator()
         self._estimator_adopted = False
         self._check_nan(X)
-        self.estimator_.fit(X, y, **fit_params)
+        self.estimator_.fit(X, y, **model_params)
         self._after_fit(X, y, **fit_params)
         return self
+
+    def _model_fit_params(self, fit_params: dict[str, Any]) -> dict[str, Any]:
+        """The parameters of the estimator's ``fit`` (routed, see `uqconform.routing`);
+        refused for a ``FrozenEstimator``, which ``fit`` does not train."""
+        if fit_params and isinstance(self._estimator_or_default(), FrozenEstimator):
+            raise ValueError(
+                f"fit parameters {sorted(fit_params)} were given, but `estimator` is a "
+                "FrozenEstimator, which fit does not retrain: drop them, or pass the "
+                "unfrozen model to have it trained with them."
+            )
+        return self._routed_fit_params(fit_params)["estimator"]
 
     def _make_estimator(self) -> BaseEstimator:
         """The unfitted model that ``fit`` trains: a clone of ``estimator``."""

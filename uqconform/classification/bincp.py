@@ -50,6 +50,7 @@ from uqconform.base import (
     check_class_labels,
     check_positive_int,
     check_random_state_value,
+    fit_params_rows,
     integer_seed,
     keeps_state_on_error,
     record_calibration_settings,
@@ -304,6 +305,7 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
         if augment == 0:
             return super().fit(X, y, **fit_params)
         self._validate_params()
+        model_params = self._model_fit_params(fit_params)
         self._reset_calibration()
         X = self._validate_X(X, reset=True)
         values = self._numeric(X)
@@ -311,12 +313,7 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
         y = self._check_target(y, n, calibrating=False)
         noise_rng, _ = self._rng(2)
         noisy = values[None] + self.sigma * noise_rng.standard_normal((augment, n, d))
-        params = {
-            key: np.tile(value, augment)
-            if np.ndim(value) == 1 and np.shape(value)[0] == n
-            else value
-            for key, value in fit_params.items()
-        }
+        params = fit_params_rows(model_params, n, np.tile(np.arange(n), augment))
         self.estimator_ = self._make_estimator()
         self._estimator_adopted = False
         self.estimator_.fit(

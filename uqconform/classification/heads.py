@@ -19,15 +19,17 @@ from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import LogisticRegression
 from sklearn.utils import _safe_indexing
-from sklearn.utils.validation import _check_method_params, check_is_fitted
+from sklearn.utils.validation import check_is_fitted
 
 from uqconform.base import (
     check_class_labels,
     check_features,
+    fit_params_rows,
     keeps_state_on_error,
     n_rows,
     seed_parameters,
 )
+from uqconform.routing import RoutesFitParams
 
 __all__ = ["HeadEnsemble"]
 
@@ -46,11 +48,11 @@ def _fit_head(estimator, X, y, rows, columns, seed, fit_params):
     model = clone(estimator)
     if seed is not None:
         model.set_params(**{name: seed for name in seed_parameters(model)})
-    params = _check_method_params(X, fit_params, indices=rows)  # per-row ones follow the rows
+    params = fit_params_rows(fit_params, len(y), rows)  # per-row ones follow the rows
     return model.fit(_columns(_safe_indexing(X, rows), columns), y[rows], **params)
 
 
-class HeadEnsemble(ClassifierMixin, BaseEstimator):
+class HeadEnsemble(RoutesFitParams, ClassifierMixin, BaseEstimator):
     """``n_heads`` diverse clones of a classifier, averaged by ``predict_proba``.
 
     Parameters
@@ -95,6 +97,12 @@ class HeadEnsemble(ClassifierMixin, BaseEstimator):
 
     def _prefit_heads(self) -> list | None:
         return list(self.estimator) if isinstance(self.estimator, (list, tuple)) else None
+
+    def _base_estimator(self) -> Any:
+        return LogisticRegression(max_iter=1000) if self.estimator is None else self.estimator
+
+    def _routed_models(self) -> dict[str, Any]:
+        return {} if self._prefit_heads() is not None else {"estimator": self._base_estimator()}
 
     def _validate_params(self) -> None:
         if self._prefit_heads() is not None:
@@ -166,11 +174,12 @@ class HeadEnsemble(ClassifierMixin, BaseEstimator):
                 )
             self._adopt(prefit)
             return self
+        fit_params = self._routed_fit_params(fit_params)["estimator"]
         X = check_features(self, X, reset=True)
         y = check_class_labels(y, n_rows(X))
         rng = np.random.default_rng(self.random_state)
         n, n_features = len(y), self.n_features_in_
-        base = LogisticRegression(max_iter=1000) if self.estimator is None else self.estimator
+        base = self._base_estimator()
         rows, columns, seeds = [], [], []
         labels, inverse = np.unique(y, return_inverse=True)
         for _ in range(int(self.n_heads)):  # a loop over heads (few)

@@ -50,6 +50,7 @@ from uqconform.base import (
 from uqconform.classification.heads import HeadEnsemble
 from uqconform.classification.split import encode_labels
 from uqconform.quantiles import check_alpha, conformal_quantile, conformal_rank, minimum_scores
+from uqconform.routing import RoutesFitParams
 from uqconform.scores.classification import get_classification_score
 
 __all__ = ["MultiDimScoreClassifier"]
@@ -58,7 +59,7 @@ __all__ = ["MultiDimScoreClassifier"]
 _PREDICT_CELLS = 2**20
 
 
-class MultiDimScoreClassifier(ClassifierMixin, BaseEstimator):
+class MultiDimScoreClassifier(RoutesFitParams, ClassifierMixin, BaseEstimator):
     """Conformal sets from multi-dimensional nonconformity scores of several heads.
 
     Parameters
@@ -183,6 +184,9 @@ class MultiDimScoreClassifier(ClassifierMixin, BaseEstimator):
             raise ValueError(f"`n_neighbors` must be a positive integer, got {k!r}.")
         self._heads()._validate_params()
 
+    def _routed_models(self) -> dict[str, Any]:
+        return {"estimator": self._heads()}
+
     def _heads(self) -> HeadEnsemble:
         return HeadEnsemble(
             self.estimator,
@@ -227,9 +231,10 @@ class MultiDimScoreClassifier(ClassifierMixin, BaseEstimator):
         self
         """
         self._validate_params()
+        head_params = self._routed_fit_params(fit_params)["estimator"]
         self._reset_calibration()
         X = check_features(self, X, reset=True)
-        self.estimator_ = self._heads().fit(X, check_rows("y", y, n_rows(X)), **fit_params)
+        self.estimator_ = self._heads().fit(X, check_rows("y", y, n_rows(X)), **head_params)
         # fitted heads given as a list are only checked: re-read at each calibrate, so that
         # set_params(estimator=...) applies
         self._heads_adopted = isinstance(self.estimator, (list, tuple))

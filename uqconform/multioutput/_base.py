@@ -195,6 +195,9 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
             return _DenseNumericInput()
         return super()._estimator_or_default()
 
+    def _routed_models(self) -> dict[str, Any]:
+        return super()._routed_models() if self._uses_estimator else {}
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.target_tags.required = True
@@ -204,10 +207,11 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
 
     def _fit_estimator(self, X: Any, Y: NDArray, **fit_params: Any) -> None:
         """Fit a clone of ``estimator`` as ``estimator_`` (a ``FrozenEstimator`` stays as is)."""
+        model_params = self._model_fit_params(fit_params)
         self.estimator_ = clone(self._estimator_or_default())
         self._estimator_adopted = False
         try:
-            self.estimator_.fit(X, Y, **fit_params)
+            self.estimator_.fit(X, Y, **model_params)
         except ValueError as error:
             if (
                 Y.ndim == 2

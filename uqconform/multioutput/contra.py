@@ -36,7 +36,7 @@ from sklearn.utils._param_validation import (
     validate_parameter_constraints,
 )
 
-from uqconform.base import integer_seed, keeps_state_on_error
+from uqconform.base import fit_params_rows, integer_seed, keeps_state_on_error
 from uqconform.multioutput._base import MultiOutputConformalRegressor, take_rows
 from uqconform.multioutput.flows import FlowMap, fit_flow, require_flows
 
@@ -429,7 +429,8 @@ class ResidualCONTRA(_FlowRegions):
                 rows, test_size=self.split_size, random_state=seed
             )
             model_rows, flow_rows = np.sort(model_rows), np.sort(flow_rows)
-            self._fit_estimator(take_rows(X, model_rows), Y[model_rows], **fit_params)
+            params = fit_params_rows(fit_params, Y.shape[0], model_rows)
+            self._fit_estimator(take_rows(X, model_rows), Y[model_rows], **params)
             X_flow = take_rows(X, flow_rows)
             residuals = Y[flow_rows] - self._estimator_prediction(X_flow)
         else:

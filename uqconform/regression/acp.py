@@ -42,6 +42,7 @@ from uqconform.base import (
 from uqconform.linearize import Linearization, _unwrap, linearize, weight_decay
 from uqconform.regression.crr import LinearConfidenceMachine
 from uqconform.regression.full import FullConformalMixin, candidate_values
+from uqconform.routing import RoutesFitParams
 
 __all__ = ["ApproximateFullConformalRegressor"]
 
@@ -107,7 +108,9 @@ def _split_target_scaling(model: Any) -> tuple[Any, float, float]:
     return model.regressor_, shift, scale
 
 
-class ApproximateFullConformalRegressor(FullConformalMixin, RegressorMixin, BaseEstimator):
+class ApproximateFullConformalRegressor(
+    RoutesFitParams, FullConformalMixin, RegressorMixin, BaseEstimator
+):
     """Approximate full conformal prediction via Gauss-Newton influence (ACP-GN).
 
     Parameters
@@ -218,6 +221,12 @@ class ApproximateFullConformalRegressor(FullConformalMixin, RegressorMixin, Base
             ):
                 raise ValueError(message)
 
+    def _routed_models(self) -> dict[str, Any]:
+        model = self._default_estimator() if self.estimator is None else self.estimator
+        if _is_torch_module(model) or isinstance(model, FrozenEstimator):
+            return {}  # not trained by fit
+        return {"estimator": model}
+
     def _default_estimator(self) -> BaseEstimator:
         network = MLPRegressor(
             hidden_layer_sizes=(50,),
@@ -321,13 +330,23 @@ class ApproximateFullConformalRegressor(FullConformalMixin, RegressorMixin, Base
         self
         """
         self._validate_params()
-        if any(name == "sample_weight" or name.endswith("__sample_weight") for name in fit_params):
+        model = self._default_estimator() if self.estimator is None else self.estimator
+        if fit_params and (_is_torch_module(model) or isinstance(model, FrozenEstimator)):
+            raise ValueError(
+                f"fit parameters {sorted(fit_params)} were given, but `estimator` is a "
+                f"{type(model).__name__}, which fit does not train (it is linearised as it "
+                "is): drop them."
+            )
+        model_params = self._routed_fit_params(fit_params).get("estimator", {})
+        if any(
+            name == "sample_weight" or name.endswith("__sample_weight")
+            for name in [*fit_params, *model_params]
+        ):
             raise ValueError(
                 "`sample_weight` is not supported: the full-CP influence of a test point is "
                 "that of an unweighted fit, so weights would give a set that is not full "
                 "conformal prediction of the weighted model."
             )
-        model = self._default_estimator() if self.estimator is None else self.estimator
         if not _is_torch_module(model):
             _check_kind(model)  # before training
         self.__dict__.pop("estimator_", None)
@@ -336,7 +355,7 @@ class ApproximateFullConformalRegressor(FullConformalMixin, RegressorMixin, Base
         if _is_torch_module(model) or isinstance(model, FrozenEstimator):
             self.estimator_ = model
         else:
-            self.estimator_ = clone(model).fit(X, y, **fit_params)
+            self.estimator_ = clone(model).fit(X, y, **model_params)
         self._prepare(self._linearize(X), y, refine=False)
         self.mode_ = "full"
         return self

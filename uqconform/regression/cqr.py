@@ -15,12 +15,13 @@ from sklearn.utils.validation import check_is_fitted
 from uqconform.base import check_bool, integer_seed
 from uqconform.quantiles import check_alpha
 from uqconform.regression.split import SplitConformalRegressor
+from uqconform.routing import RoutesFitParams
 from uqconform.scores.regression import CQRScore
 
 __all__ = ["ConformalizedQuantileRegressor", "QuantileBand"]
 
 
-class QuantileBand(BaseEstimator):
+class QuantileBand(RoutesFitParams, BaseEstimator):
     """Two quantile regressors seen as one model whose ``predict`` returns ``(n, 2)``.
 
     Parameters
@@ -43,9 +44,13 @@ class QuantileBand(BaseEstimator):
         self.lower = lower
         self.upper = upper
 
+    def _routed_models(self) -> dict[str, Any]:
+        return {"lower": self.lower, "upper": self.upper}
+
     def fit(self, X: Any, y: ArrayLike, **fit_params: Any):
-        self.lower.fit(X, y, **fit_params)
-        self.upper.fit(X, y, **fit_params)
+        routed = self._routed_fit_params(fit_params)
+        self.lower.fit(X, y, **routed["lower"])
+        self.upper.fit(X, y, **routed["upper"])
         return self
 
     def predict(self, X: Any) -> NDArray:
@@ -203,6 +208,12 @@ class ConformalizedQuantileRegressor(SplitConformalRegressor):
         if self._is_pair():
             return self.estimator[0]
         return super()._estimator_or_default()
+
+    def _routed_models(self) -> dict[str, Any]:
+        if self._is_pair():
+            return {"estimator": QuantileBand(*self.estimator)}
+        base = self._estimator_or_default()
+        return {"estimator": QuantileBand(base, base)}
 
     def _make_estimator(self) -> QuantileBand:
         if self._is_pair():

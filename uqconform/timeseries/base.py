@@ -45,6 +45,7 @@ from uqconform.quantiles import (
     minimum_scores,
     weighted_quantile,
 )
+from uqconform.routing import RoutesFitParams
 from uqconform.timeseries.residuals import bootstrap_residuals, holdout_residuals
 
 __all__ = ["SequentialConformalRegressor", "rolling_coverage"]
@@ -167,7 +168,9 @@ def minimum_effective_size(alphas: NDArray) -> int:
     return minimum_scores(float(np.min(alphas)) / 2)
 
 
-class SequentialConformalRegressor(RegressorMixin, BaseEstimator, metaclass=ABCMeta):
+class SequentialConformalRegressor(
+    RoutesFitParams, RegressorMixin, BaseEstimator, metaclass=ABCMeta
+):
     """Base class of EnbPI, SPCI and KOWCPI (not used directly).
 
     ``fit``, ``predict_interval`` and ``update`` change nothing when they raise (an
@@ -222,6 +225,11 @@ class SequentialConformalRegressor(RegressorMixin, BaseEstimator, metaclass=ABCM
 
     def _default_estimator(self) -> BaseEstimator:
         return RandomForestRegressor(n_estimators=10, min_samples_leaf=5)
+
+    def _routed_models(self) -> dict[str, Any]:
+        return {
+            "estimator": self._default_estimator() if self.estimator is None else self.estimator
+        }
 
     #: Parameters whose change after fit calls for a new fit before intervals: those of the
     #: fitted models and the residual memory (subclasses add what their tuning read).
@@ -360,14 +368,16 @@ class SequentialConformalRegressor(RegressorMixin, BaseEstimator, metaclass=ABCM
             The series, in time order (NaN is refused).
         **fit_params : dict
             Passed to the model's ``fit`` (e.g. ``sample_weight``; for a Pipeline,
-            ``step__param``). Arrays with one entry per row are resampled with the rows of
-            each bootstrap model (cut like the rows with ``residuals="holdout"``).
+            ``step__param``; with scikit-learn's metadata routing on, those the model
+            requested). Arrays with one entry per row are resampled with the rows of each
+            bootstrap model (cut like the rows with ``residuals="holdout"``).
 
         Returns
         -------
         self
         """
         self._validate_params()
+        fit_params = self._routed_fit_params(fit_params)["estimator"]
         X, y = self._check_series(X, y, reset=True)
         estimator = self._default_estimator() if self.estimator is None else self.estimator
         rng = np.random.default_rng(self.random_state)

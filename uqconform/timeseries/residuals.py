@@ -22,7 +22,7 @@ from joblib import Parallel, delayed
 from numpy.typing import NDArray
 from sklearn.base import BaseEstimator, clone
 
-from uqconform.base import point_predictions, take_rows
+from uqconform.base import fit_params_rows, point_predictions, take_rows
 
 __all__ = ["ResidualSource", "bootstrap_residuals", "holdout_residuals"]
 
@@ -36,26 +36,8 @@ def _fit_one(
 ) -> BaseEstimator:
     """A clone fitted on the rows ``index``; per-row fit parameters (``sample_weight``)
     are taken on the same rows, the others passed as given."""
-    n = y.shape[0]
-    params = {
-        name: take_rows(value, index) if _is_per_row(value, n) else value
-        for name, value in (fit_params or {}).items()
-    }
+    params = fit_params_rows(fit_params or {}, y.shape[0], index)
     return clone(estimator).fit(take_rows(X, index), y[index], **params)
-
-
-def _is_per_row(value: Any, n: int) -> bool:
-    """An array-like fit parameter with one entry per fit row (e.g. ``sample_weight``);
-    anything else (``eval_set=[(X_val, y_val)]``, scalars, strings) is passed as given."""
-    if isinstance(value, (str, bytes, dict)):
-        return False
-    shape = getattr(value, "shape", None)
-    if shape is not None:
-        return len(shape) >= 1 and shape[0] == n
-    try:
-        return len(value) == n
-    except TypeError:  # no length: a scalar or an object
-        return False
 
 
 @dataclass

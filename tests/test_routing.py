@@ -1,0 +1,223 @@
+"""scikit-learn metadata routing: ``fit`` parameters reach the wrapped model as it asked.
+
+With routing on, each wrapper must deliver ``sample_weight`` to the model that requested it
+(so the fitted model equals the one trained with routing off), refuse metadata nobody
+requested, honour aliases, and work inside ``cross_validate`` / ``GridSearchCV``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import sklearn
+from conftest import regression_data
+from sklearn.datasets import make_classification
+from sklearn.exceptions import UnsetMetadataPassedError
+from sklearn.frozen import FrozenEstimator
+from sklearn.linear_model import LogisticRegression, QuantileRegressor, Ridge
+from sklearn.model_selection import GridSearchCV, KFold, cross_validate
+from sklearn.neural_network import MLPRegressor
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+from uqconform.classification import (
+    BinarizedSmoothedClassifier,
+    EnsembleConformalClassifier,
+    MultiDimScoreClassifier,
+    SplitConformalClassifier,
+)
+from uqconform.multioutput import EllipsoidalConformalRegressor
+from uqconform.regression import (
+    ApproximateFullConformalRegressor,
+    ConformalizedQuantileRegressor,
+    SplitConformalRegressor,
+)
+from uqconform.timeseries import EnbPI
+
+N = 240
+WEIGHTS = np.random.default_rng(1).uniform(0.2, 3.0, N)
+X_REG, Y_REG = regression_data(n=N, seed=0)
+X_CLF, Y_CLF = make_classification(N, 6, n_informative=4, n_classes=3, random_state=0)
+Y_TWO = np.c_[Y_REG, Y_REG + np.random.default_rng(2).normal(size=N)]
+
+
+def _ridge():
+    return Ridge(alpha=1.0)
+
+
+def _logistic():
+    return LogisticRegression(max_iter=500)
+
+
+# (name, wrapper factory taking the inner model, inner model factory, X, y, output method)
+WRAPPERS = [
+    ("split", lambda m: SplitConformalRegressor(m), _ridge, X_REG, Y_REG, "predict"),
+    (
+        "split-normalized",
+        lambda m: SplitConformalRegressor(m, conformity_score="normalized", random_state=0),
+        _ridge,
+        X_REG,
+        Y_REG,
+        "predict",
+    ),
+    (
+        "cqr",
+        lambda m: ConformalizedQuantileRegressor(m),
+        lambda: QuantileRegressor(alpha=0.0),
+        X_REG,
+        Y_REG,
+        "predict",
+    ),
+    (
+        "classifier",
+        lambda m: SplitConformalClassifier(m),
+        _logistic,
+        X_CLF,
+        Y_CLF,
+        "predict_proba",
+    ),
+    (
+        "ensemble",
+        lambda m: EnsembleConformalClassifier(m, n_heads=2, random_state=0),
+        _logistic,
+        X_CLF,
+        Y_CLF,
+        "predict_proba",
+    ),
+    (
+        "multidim",
+        lambda m: MultiDimScoreClassifier(m, n_heads=2, random_state=0),
+        _logistic,
+        X_CLF,
+        Y_CLF,
+        "predict_proba",
+    ),
+    (
+        "bincp",
+        lambda m: BinarizedSmoothedClassifier(m, random_state=0),
+        _logistic,
+        X_CLF,
+        Y_CLF,
+        "predict_proba",
+    ),
+    (
+        "enbpi",
+        lambda m: EnbPI(m, n_bootstrap=10, random_state=0),
+        _ridge,
+        X_REG,
+        Y_REG,
+        "predict",
+    ),
+    (
+        "ellipsoid",
+        lambda m: EllipsoidalConformalRegressor(m),
+        _ridge,
+        X_REG,
+        Y_TWO,
+        "predict",
+    ),
+]
+IDS = [case[0] for case in WRAPPERS]
+
+
+def _output(model, method, X):
+    if method == "predict_proba" and not hasattr(model, "predict_proba"):
+        method = "predict"
+    return np.asarray(getattr(model, method)(X), dtype=float)
+
+
+@pytest.mark.parametrize(("name", "wrap", "inner", "X", "y", "method"), WRAPPERS, ids=IDS)
+def test_routed_weights_train_the_same_model(name, wrap, inner, X, y, method):
+    unrouted = wrap(inner()).fit(X, y, sample_weight=WEIGHTS)
+    unweighted = wrap(inner()).fit(X, y)
+    with sklearn.config_context(enable_metadata_routing=True):
+        routed = wrap(inner().set_fit_request(sample_weight=True))
+        routed.fit(X, y, sample_weight=WEIGHTS)
+        aliased = wrap(inner().set_fit_request(sample_weight="w"))
+        aliased.fit(X, y, w=WEIGHTS)
+        routed_out = _output(routed, method, X)
+        aliased_out = _output(aliased, method, X)
+    expected = _output(unrouted, method, X)
+    np.testing.assert_array_equal(routed_out, expected)
+    np.testing.assert_array_equal(aliased_out, expected)
+    assert not np.allclose(_output(unweighted, method, X), expected)  # the weights mattered
+
+
+@pytest.mark.parametrize(("name", "wrap", "inner", "X", "y", "method"), WRAPPERS, ids=IDS)
+def test_unrequested_metadata_is_refused(name, wrap, inner, X, y, method):
+    with sklearn.config_context(enable_metadata_routing=True):
+        with pytest.raises(UnsetMetadataPassedError, match="sample_weight"):
+            wrap(inner()).fit(X, y, sample_weight=WEIGHTS)
+        with pytest.raises(TypeError, match="not routed to any object"):  # declined
+            wrap(inner().set_fit_request(sample_weight=False)).fit(X, y, sample_weight=WEIGHTS)
+
+
+def test_cross_validate_and_grid_search_route_weights():
+    cv = KFold(3, shuffle=True, random_state=0)
+    plain = cross_validate(
+        SplitConformalRegressor(_ridge()), X_REG, Y_REG, params={"sample_weight": WEIGHTS}, cv=cv
+    )
+    with sklearn.config_context(enable_metadata_routing=True):
+        model = SplitConformalRegressor(_ridge().set_fit_request(sample_weight=True))
+        model.set_score_request(sample_weight=False)
+        routed = cross_validate(model, X_REG, Y_REG, params={"sample_weight": WEIGHTS}, cv=cv)
+        search = GridSearchCV(model, {"estimator__alpha": [0.1, 10.0]}, cv=cv)
+        search.fit(X_REG, Y_REG, sample_weight=WEIGHTS)
+    np.testing.assert_array_equal(routed["test_score"], plain["test_score"])
+    assert search.best_estimator_.estimator_.alpha in (0.1, 10.0)
+
+
+def test_pipeline_step_requests_reach_the_step():
+    pipe = make_pipeline(StandardScaler(), _ridge())
+    unrouted = SplitConformalRegressor(pipe).fit(X_REG, Y_REG, ridge__sample_weight=WEIGHTS)
+    with sklearn.config_context(enable_metadata_routing=True):
+        routed_pipe = make_pipeline(
+            StandardScaler().set_fit_request(sample_weight=False),
+            _ridge().set_fit_request(sample_weight=True),
+        )
+        routed = SplitConformalRegressor(routed_pipe).fit(X_REG, Y_REG, sample_weight=WEIGHTS)
+        routed_out = routed.predict(X_REG)
+    np.testing.assert_array_equal(routed_out, unrouted.predict(X_REG))
+
+
+def test_metadata_routing_lists_the_model_requests():
+    with sklearn.config_context(enable_metadata_routing=True):
+        model = SplitConformalRegressor(_ridge().set_fit_request(sample_weight=True))
+        routing = model.get_metadata_routing()
+        assert routing.consumes("fit", ["sample_weight", "other"]) == {"sample_weight"}
+        band = ConformalizedQuantileRegressor(
+            (
+                QuantileRegressor(quantile=0.05, alpha=0).set_fit_request(sample_weight=True),
+                QuantileRegressor(quantile=0.95, alpha=0).set_fit_request(sample_weight=True),
+            )
+        )
+        assert band.get_metadata_routing().consumes("fit", ["sample_weight"]) == {"sample_weight"}
+
+
+def test_fit_params_with_a_frozen_model_are_refused():
+    fitted = _ridge().fit(X_REG, Y_REG)
+    with pytest.raises(ValueError, match=r"\['sample_weight'\].*FrozenEstimator"):
+        SplitConformalRegressor(FrozenEstimator(fitted)).fit(X_REG, Y_REG, sample_weight=WEIGHTS)
+    with pytest.raises(ValueError, match=r"\['sample_weight'\].*FrozenEstimator"):
+        EllipsoidalConformalRegressor(FrozenEstimator(fitted)).fit(
+            X_REG, np.c_[Y_REG, Y_REG], sample_weight=WEIGHTS
+        )
+    net = MLPRegressor(hidden_layer_sizes=(4,), max_iter=2000, random_state=0)
+    net = net.fit(X_REG, Y_REG)
+    with pytest.raises(ValueError, match=r"\['max_fun'\].*FrozenEstimator"):
+        ApproximateFullConformalRegressor(FrozenEstimator(net)).fit(X_REG, Y_REG, max_fun=3)
+
+
+def test_acp_refuses_routed_sample_weight():
+    with sklearn.config_context(enable_metadata_routing=True):
+        model = ApproximateFullConformalRegressor(_ridge().set_fit_request(sample_weight="w"))
+        with pytest.raises(ValueError, match="`sample_weight` is not supported"):
+            model.fit(X_REG, Y_REG, w=WEIGHTS)
+
+
+def test_bincp_augmented_copies_repeat_list_weights():
+    as_array = BinarizedSmoothedClassifier(_logistic(), random_state=0)
+    as_array.fit(X_CLF, Y_CLF, augment=2, sample_weight=WEIGHTS)
+    as_list = BinarizedSmoothedClassifier(_logistic(), random_state=0)
+    as_list.fit(X_CLF, Y_CLF, augment=2, sample_weight=WEIGHTS.tolist())
+    np.testing.assert_array_equal(as_list.estimator_.coef_, as_array.estimator_.coef_)
