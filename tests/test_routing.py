@@ -202,6 +202,16 @@ def test_fit_params_with_a_frozen_model_are_refused():
         EllipsoidalConformalRegressor(FrozenEstimator(fitted)).fit(
             X_REG, np.c_[Y_REG, Y_REG], sample_weight=WEIGHTS
         )
+    with pytest.raises(ValueError, match=r"\['sample_weight'\].*FrozenEstimator"):
+        EnbPI(FrozenEstimator(fitted), n_bootstrap=10).fit(X_REG, Y_REG, sample_weight=WEIGHTS)
+    classifier = FrozenEstimator(_logistic().fit(X_CLF, Y_CLF))
+    with pytest.raises(ValueError, match=r"\['sample_weight'\].*FrozenEstimator"):
+        MultiDimScoreClassifier(classifier, n_heads=2, diversity="bootstrap").fit(
+            X_CLF, Y_CLF, sample_weight=WEIGHTS
+        )
+    quantiles = (FrozenEstimator(_ridge().fit(X_REG, Y_REG)),) * 2
+    with pytest.raises(ValueError, match=r"\['sample_weight'\].*FrozenEstimator"):
+        ConformalizedQuantileRegressor(quantiles).fit(X_REG, Y_REG, sample_weight=WEIGHTS)
     net = MLPRegressor(hidden_layer_sizes=(4,), max_iter=2000, random_state=0)
     net = net.fit(X_REG, Y_REG)
     with pytest.raises(ValueError, match=r"\['max_fun'\].*FrozenEstimator"):

@@ -30,7 +30,6 @@ from numpy.typing import ArrayLike, NDArray
 from scipy import sparse
 from sklearn.base import BaseEstimator, clone
 from sklearn.exceptions import DataConversionWarning, NotFittedError
-from sklearn.frozen import FrozenEstimator
 from sklearn.utils import get_tags
 from sklearn.utils.validation import check_is_fitted, validate_data
 
@@ -466,14 +465,7 @@ class ConformalPredictor(RoutesFitParams, BaseEstimator, metaclass=ABCMeta):
         return self
 
     def _model_fit_params(self, fit_params: dict[str, Any]) -> dict[str, Any]:
-        """The parameters of the estimator's ``fit`` (routed, see `uqconform.routing`);
-        refused for a ``FrozenEstimator``, which ``fit`` does not train."""
-        if fit_params and isinstance(self._estimator_or_default(), FrozenEstimator):
-            raise ValueError(
-                f"fit parameters {sorted(fit_params)} were given, but `estimator` is a "
-                "FrozenEstimator, which fit does not retrain: drop them, or pass the "
-                "unfrozen model to have it trained with them."
-            )
+        """The parameters of the estimator's ``fit`` (see `uqconform.routing`)."""
         return self._routed_fit_params(fit_params)["estimator"]
 
     def _make_estimator(self) -> BaseEstimator:

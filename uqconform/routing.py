@@ -29,6 +29,7 @@ from __future__ import annotations
 from typing import Any
 
 from sklearn import get_config
+from sklearn.frozen import FrozenEstimator
 from sklearn.utils.metadata_routing import MetadataRouter, MethodMapping, process_routing
 
 __all__ = ["RoutesFitParams", "routing_enabled"]
@@ -69,8 +70,16 @@ class RoutesFitParams:
     def _routed_fit_params(self, fit_params: dict[str, Any]) -> dict[str, dict[str, Any]]:
         """The ``fit`` parameters of each model of `_routed_models`: all of them with routing
         off; with routing on, those the model requested, under the names it requested them
-        (one that no model requested raises scikit-learn's error)."""
+        (one that no model requested raises scikit-learn's error). Any parameter given for
+        a ``FrozenEstimator``, which is not trained, raises."""
         names = self._routed_models()
+        for name, model in names.items():
+            if fit_params and isinstance(model, FrozenEstimator):
+                raise ValueError(
+                    f"fit parameters {sorted(fit_params)} were given, but `{name}` is a "
+                    "FrozenEstimator, which fit does not retrain: drop them, or pass the "
+                    "unfrozen model to have it trained with them."
+                )
         if not routing_enabled():
             return {name: fit_params for name in names}
         routed = process_routing(self, "fit", **fit_params)
