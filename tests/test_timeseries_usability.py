@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from sklearn.dummy import DummyRegressor
 from sklearn.ensemble import RandomForestRegressor
+from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import LinearRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
@@ -312,3 +313,15 @@ def test_fit_params_reach_a_pipeline_step():
         make("EnbPI", make_pipeline(StandardScaler(), LinearRegression())).fit(
             X[:120], y[:120], linearregression__sample_weight=weights[:50]
         )
+
+
+@pytest.mark.parametrize("name", sorted(CLASSES))
+@pytest.mark.parametrize("residuals", ["bootstrap", "holdout"])
+def test_a_frozen_model_gives_its_residuals_on_every_fit_row(name, residuals):
+    X, y = iid_series(260, 8)
+    fitted = LinearRegression().fit(X[:100], y[:100])  # trained on rows before the history
+    model = make(name, FrozenEstimator(fitted), window=1, n_bootstrap=10, random_state=0)
+    model.set_params(residuals=residuals).fit(X[100:220], y[100:220])
+    np.testing.assert_array_equal(model.source_.residuals, y[100:220] - fitted.predict(X[100:220]))
+    assert model.source_.models == [model.estimator]  # not refitted, not copied
+    np.testing.assert_array_equal(model.predict(X[220:]), fitted.predict(X[220:]))

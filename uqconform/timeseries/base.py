@@ -26,6 +26,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, RegressorMixin, clone
 from sklearn.ensemble import RandomForestRegressor
+from sklearn.frozen import FrozenEstimator
 from sklearn.utils.validation import _num_samples, check_is_fitted, validate_data
 
 from uqconform.base import (
@@ -46,7 +47,11 @@ from uqconform.quantiles import (
     weighted_quantile,
 )
 from uqconform.routing import RoutesFitParams
-from uqconform.timeseries.residuals import bootstrap_residuals, holdout_residuals
+from uqconform.timeseries.residuals import (
+    bootstrap_residuals,
+    holdout_residuals,
+    prefit_residuals,
+)
 
 __all__ = ["SequentialConformalRegressor", "rolling_coverage"]
 
@@ -385,7 +390,9 @@ class SequentialConformalRegressor(
         if unset:  # one draw, shared by every unset parameter (none: no draw)
             seed = int(rng.integers(2**31))
             estimator = clone(estimator).set_params(**dict.fromkeys(unset, seed))
-        if self.residuals == "bootstrap":
+        if isinstance(estimator, FrozenEstimator):  # not refitted: residuals on every row
+            source = prefit_residuals(estimator, X, y)
+        elif self.residuals == "bootstrap":
             source = bootstrap_residuals(
                 estimator,
                 X,

@@ -28,7 +28,10 @@ class EnbPI(SequentialConformalRegressor):
     Parameters
     ----------
     estimator : regressor, default=None
-        Any scikit-learn regressor (``None``: a 10-tree random forest).
+        Any scikit-learn regressor (``None``: a 10-tree random forest). A model wrapped in
+        ``FrozenEstimator`` is not refitted: its residuals on every fit row form the
+        residual history, so it must have been trained on other rows (``residuals`` and
+        its settings then play no part).
     alpha : float or sequence of float, default=0.1
         Miscoverage level(s) in (0, 1); each call may override it.
     residuals : {"bootstrap", "holdout"}, default="bootstrap"

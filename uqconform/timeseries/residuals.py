@@ -24,7 +24,7 @@ from sklearn.base import BaseEstimator, clone
 
 from uqconform.base import fit_params_rows, point_predictions, take_rows
 
-__all__ = ["ResidualSource", "bootstrap_residuals", "holdout_residuals"]
+__all__ = ["ResidualSource", "bootstrap_residuals", "holdout_residuals", "prefit_residuals"]
 
 
 def _fit_one(
@@ -144,4 +144,11 @@ def holdout_residuals(
     model = _fit_one(estimator, X, y, np.arange(cut), fit_params)
     tail = np.arange(cut, n)
     residuals = y[tail] - point_predictions(model.predict(take_rows(X, tail)))
+    return ResidualSource(models=[model], model_weights=np.ones(1), residuals=residuals)
+
+
+def prefit_residuals(model: BaseEstimator, X: Any, y: NDArray) -> ResidualSource:
+    """A fitted model used as it is (a ``FrozenEstimator``): its residuals on every row,
+    which are out-of-sample only if it was trained on other rows."""
+    residuals = y - point_predictions(model.predict(X))
     return ResidualSource(models=[model], model_weights=np.ones(1), residuals=residuals)
