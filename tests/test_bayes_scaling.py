@@ -18,6 +18,7 @@ from sklearn.neural_network import MLPClassifier, MLPRegressor
 
 from uqconform.bayes import LaplacePosterior, LinearizedPredictive
 from uqconform.bayes import network as network_module
+from uqconform.bayes.likelihood import log_probabilities
 from uqconform.bayes.network import Network, _row_blocks
 
 # Blocking reorders no floating-point operation within a row, but BLAS may round a row
@@ -169,3 +170,20 @@ def test_blocks_bound_memory(monkeypatch):
         peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
         assert peak < 6 * 2**20, (method, peak / 2**20)
+
+
+def test_mc_link_in_sample_blocks_averages_the_same_draws(monkeypatch):
+    """link='mc' draws its (S, n, K) logit noise in blocks of samples from one stream: the
+    same draws as one array, averaged in another order (equal to rounding)."""
+    model, X, _ = _classifier("diag", "diag", "onepass")
+    model.set_params(link="mc", n_samples=30)
+    mean, var = model.predict_distribution(X)
+    noise = np.random.default_rng(model.seed_).standard_normal((30, *mean.shape))
+    logits = (mean + np.sqrt(var) * noise).reshape(-1, mean.shape[1])
+    output = model.view_.network.output
+    expected = np.exp(log_probabilities(logits, output)).reshape(30, len(X), -1).mean(axis=0)
+    whole = model.predict_proba(X)
+    monkeypatch.setattr(network_module, "_BLOCK_CELLS", mean.size * 4)  # blocks of 4 samples
+    np.testing.assert_allclose(model.predict_proba(X), expected, rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(whole, expected, rtol=1e-13, atol=1e-15)
+    assert not np.allclose(whole, model.set_params(link="probit").predict_proba(X))

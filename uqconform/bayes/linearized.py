@@ -570,11 +570,14 @@ class LinearizedPredictive(BaseEstimator):
         if self.link == "probit":
             return class_probabilities(probit_logits(mean, var), output)
         seed = self.seed_ if random_state is None else integer_seed(random_state)
-        noise = np.random.default_rng(seed).standard_normal((self.n_samples, *mean.shape))
-        logits = mean + np.sqrt(var) * noise
-        return np.exp(
-            logsumexp(_log_proba_samples(logits, output), axis=0) - np.log(self.n_samples)
-        )
+        rng, std = np.random.default_rng(seed), np.sqrt(var)
+        total = 0.0
+        # blocks of samples drawn in turn from one stream: the draws of one (S, n, K) array
+        for samples in _row_blocks(self.n_samples, mean.size):
+            count = len(range(self.n_samples)[samples])
+            logits = mean + std * rng.standard_normal((count, *mean.shape))
+            total = total + np.exp(_log_proba_samples(logits, output)).sum(axis=0)
+        return total / self.n_samples
 
     def predict(self, X: ArrayLike, method: str | None = None) -> NDArray:
         """Predictive mean (regression) or the most probable class (classification)."""
