@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from conftest import Unchanged, regression_data
 from scipy import stats
+from sklearn.base import clone
 from sklearn.datasets import load_digits, make_friedman1
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.linear_model import Ridge
@@ -682,3 +683,40 @@ def test_kron_prior_is_tuned_on_the_full_covariance_one_pass():
     _, diag_var = post.network_.moments(Xv, post.blocks())
     assert not np.allclose(diag_var, var)  # the two predictives differ here
     post.prior_precision_ = chosen
+
+
+@pytest.mark.parametrize("task", ["regression", "classification"])
+def test_fit_on_the_training_rows_of_an_lbfgs_network_warns(task):
+    """A trained network fitted on its own training rows gets too small a noise and scale;
+    with lbfgs its loss there is exactly its training loss, so fit warns. Held-out rows, a
+    subset of the training rows and an adam network (no exact signature) do not warn."""
+    if task == "regression":
+        X, y = _friedman(500)
+        net = MLPRegressor(hidden_layer_sizes=(64, 64), solver="lbfgs", max_iter=500)
+    else:
+        X, y = load_digits(return_X_y=True)
+        X = X[:500] / 16
+        y = y[:500]
+        net = MLPClassifier(hidden_layer_sizes=(32,), solver="lbfgs", max_iter=500)
+    net.set_params(random_state=0).fit(X[:300], y[:300])
+    with pytest.warns(UserWarning, match="are the training rows of the network"):
+        LinearizedPredictive(net, random_state=0).fit(X[:300], y[:300])
+    adam = clone(net).set_params(solver="adam", max_iter=50).fit(X[:300], y[:300])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        LinearizedPredictive(net, random_state=0).fit(X[300:], y[300:])
+        LinearizedPredictive(net, random_state=0).fit(X[:250], y[:250])
+        LinearizedPredictive(adam, random_state=0).fit(X[:300], y[:300])
+
+
+def test_training_rows_make_intervals_too_narrow():
+    """What the warning prevents: on training rows the noise is the training residual."""
+    X, y = _friedman(600)
+    net = MLPRegressor(hidden_layer_sizes=(64, 64), solver="lbfgs", max_iter=1000, random_state=0)
+    net.fit(X[:300], y[:300])
+    with pytest.warns(UserWarning, match="training rows"):
+        naive = LinearizedPredictive(net, random_state=0).fit(X[:300], y[:300])
+    held_out = LinearizedPredictive(net, random_state=0).fit(X[300:450], y[300:450])
+    low, _ = coverage_bounds(150, 0.1, 150, confidence=0.999)
+    assert coverage(y[450:], naive.predict_interval(X[450:])) < low
+    assert naive.noise_variance_ < 0.5 * held_out.noise_variance_

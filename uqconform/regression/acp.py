@@ -123,8 +123,12 @@ class ApproximateFullConformalRegressor(
         never trained here). ``None`` means an ``MLPRegressor(hidden_layer_sizes=(50,),
         activation="tanh", solver="lbfgs")`` on standardised inputs and target, with its
         weight decay chosen among 0.1, 1, 10, 100 by 3-fold cross-validation: an
-        overfitted network makes ACP-GN under-cover. Train to a tight tolerance: the method
-        assumes the weights are a stationary point of the regularised loss.
+        overfitted network makes the full mode under-cover. Cross-validation picks the
+        smallest prediction error, not coverage, and the chosen network can still fit its
+        training rows clearly better than new ones (full-mode coverage then a few points
+        below nominal); ``calibrate`` (split+refine) is the mode with a guarantee. Train to
+        a tight tolerance: the method assumes the weights are a stationary point of the
+        regularised loss.
     alpha : float or sequence of float, default=0.1
         Miscoverage level(s) in (0, 1).
     conformity_score : {"studentized", "standard", "deleted"}, default="studentized"
