@@ -11,6 +11,7 @@ import pytest
 from conftest import Unchanged, regression_data
 from scipy import stats
 from sklearn.base import clone
+from sklearn.compose import TransformedTargetRegressor
 from sklearn.datasets import load_digits, make_friedman1
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.linear_model import Ridge
@@ -720,3 +721,30 @@ def test_training_rows_make_intervals_too_narrow():
     low, _ = coverage_bounds(150, 0.1, 150, confidence=0.999)
     assert coverage(y[450:], naive.predict_interval(X[450:])) < low
     assert naive.noise_variance_ < 0.5 * held_out.noise_variance_
+
+
+def test_settings_a_given_posterior_overrides_warn():
+    X, y = _friedman(300)
+    net = _mlp().fit(X[:150], y[:150])
+    fitted = LaplacePosterior(net, prior_precision=1.0).fit(X[:150], y[:150])
+    with pytest.warns(UserWarning, match=r"structure='kron', prior_precision=123\.0 unused"):
+        model = LinearizedPredictive(
+            net, posterior=fitted, structure="kron", prior_precision=123.0
+        )
+        model.fit(X[150:], y[150:])
+    assert model.posterior_ is fitted
+    unfitted = LaplacePosterior(net, structure="last_layer")
+    with pytest.warns(UserWarning, match=r"structure='kron' unused"):
+        model = LinearizedPredictive(net, posterior=unfitted, structure="kron")
+        model.fit(X[150:], y[150:])
+    assert model.posterior_.structure == "last_layer"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        LinearizedPredictive(net, posterior=fitted).fit(X[150:], y[150:])
+
+
+def test_transformed_target_error_says_what_to_do():
+    X, y = _friedman(120)
+    wrapped = TransformedTargetRegressor(_mlp(max_iter=50)).fit(X, y)
+    with pytest.raises(TypeError, match="fit the network on the transformed target yourself"):
+        LinearizedPredictive(wrapped).fit(X, y)

@@ -98,7 +98,16 @@ def as_network(estimator: Any) -> NetworkView:
     if not isinstance(model, (MLPRegressor, MLPClassifier)):
         if type(model).__module__.startswith("torch"):
             raise TypeError(f"{type(model).__name__}: {TORCH_HINT}")
-        raise TypeError(f"cannot build a network from {type(model).__name__}; use {_SUPPORTED}.")
+        hint = ""
+        if type(model).__name__ == "TransformedTargetRegressor":
+            hint = (
+                " A transformed target is not supported here: fit the network on the "
+                "transformed target yourself (e.g. standardised y) and pass that target to "
+                "fit, then map the predictions back (mean * sd + centre, std * sd)."
+            )
+        raise TypeError(
+            f"cannot build a network from {type(model).__name__}; use {_SUPPORTED}.{hint}"
+        )
     check_is_fitted(model, "coefs_")
     layers: list[Any] = []
     for index, (W, b) in enumerate(zip(model.coefs_, model.intercepts_, strict=True)):

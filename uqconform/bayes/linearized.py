@@ -374,8 +374,26 @@ class LinearizedPredictive(BaseEstimator):
                 stacklevel=4,
             )
 
+    def _warn_unused_posterior_settings(self) -> None:
+        """``structure`` and ``prior_precision`` build the posterior only when none is given."""
+        changed = [
+            f"{name}={getattr(self, name)!r}"
+            for name, default in (("structure", "diag"), ("prior_precision", "auto"))
+            if not (isinstance(getattr(self, name), str) and getattr(self, name) == default)
+        ]
+        if changed:
+            warnings.warn(
+                f"{', '.join(changed)} unused: `posterior` is given, and its own structure "
+                "and prior precision apply (set them on it, or pass posterior=None to have "
+                "these used).",
+                UserWarning,
+                stacklevel=5,
+            )
+
     def _posterior(self, view, X_fit, y_fit, X_val, y_val) -> LaplacePosterior:
         given = self.posterior
+        if given is not None:
+            self._warn_unused_posterior_settings()
         if given is None:
             posterior = LaplacePosterior(
                 self.estimator_,
