@@ -364,8 +364,9 @@ class FullConformalRidge(FullConformalMixin, RegressorMixin, BaseEstimator):
         if not isinstance(model, (Ridge, LinearRegression)):
             raise TypeError(
                 "FullConformalRidge needs `estimator` to be sklearn.linear_model.Ridge or "
-                f"LinearRegression, got {type(model).__name__}; for other models use "
-                "ApproximateFullConformalRegressor."
+                f"LinearRegression, got {type(model).__name__}; for other models (also a "
+                "Pipeline with a scaler, RidgeCV or a GridSearchCV over Ridge) use "
+                "ApproximateFullConformalRegressor, which equals it on a linear model."
             )
         if getattr(model, "positive", False):
             raise ValueError(
