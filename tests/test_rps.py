@@ -21,6 +21,7 @@ from sklearn.tree import DecisionTreeClassifier
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from uqconform.classification import SplitConformalClassifier
+from uqconform.classification import rps as rps_module
 from uqconform.classification.rps import (
     ReliablePredictionSets,
     _smoothed,
@@ -226,6 +227,140 @@ def test_vote_bounds_are_exact_against_brute_force():
                         reachable.append(_smoothed(c, k_train, kind)[0, target])
             assert low[0] == pytest.approx(min(reachable), abs=1e-12)
             assert high[0] == pytest.approx(max(reachable), abs=1e-12)
+
+
+def _greedy_bounds(counts, target, radius, k_train, kind):
+    """The former `_target_bounds`, kept as the oracle: the greedy moves one vote at a time
+    (a loop over the radius), ties to the lowest label as np.argmax / np.argmin break them.
+    ``target`` (n,), or (n, T) through a loop over its columns, as `_test_bounds` did."""
+    if np.ndim(target) == 2:
+        bounds = [_greedy_bounds(counts, column, radius, k_train, kind) for column in target.T]
+        return tuple(np.stack([b[i] for b in bounds], axis=1) for i in (0, 1))
+    n, k = counts.shape
+    rows = np.arange(n)
+    high = counts.astype(np.int64)  # a copy
+    low = counts.astype(np.int64)
+    if radius == 0:
+        scores = _smoothed(high, k_train, kind)[rows, target]
+        return scores, scores.copy()
+    others = np.ones((n, k), dtype=bool)
+    others[rows, target] = False
+    for _ in range(radius):  # a loop over the radius, vectorised over rows
+        abstain = k_train - high.sum(axis=1)
+        competitor = np.where(others, high, -1)
+        strongest = np.argmax(competitor, axis=1)
+        from_competitor = competitor[rows, strongest] > 0
+        moved = from_competitor | (abstain > 0)
+        high[rows[from_competitor], strongest[from_competitor]] -= 1
+        high[rows[moved], target[moved]] += 1
+    strongest = np.argmax(np.where(others, low, -1), axis=1)
+    taken = np.minimum(low[rows, target], radius)
+    low[rows, target] -= taken
+    left = radius - taken
+    from_abstain = np.minimum(left, k_train - counts.sum(axis=1))
+    low[rows, strongest] += taken + from_abstain
+    left -= from_abstain
+    donors = others.copy()
+    donors[rows, strongest] = False
+    for _ in range(int(left.max(initial=0))):  # weakest competitors, one vote at a time
+        candidate = np.where(donors & (low > 0), low, np.iinfo(np.int64).max)
+        weakest = np.argmin(candidate, axis=1)
+        move = (left > 0) & (candidate[rows, weakest] < np.iinfo(np.int64).max)
+        low[rows[move], weakest[move]] -= 1
+        low[rows[move], strongest[move]] += 1
+        left -= move
+    return (
+        _smoothed(low, k_train, kind)[rows, target],
+        _smoothed(high, k_train, kind)[rows, target],
+    )
+
+
+def _random_votes(rng, n_rows: int, n_labels: int, k_train: int) -> np.ndarray:
+    """Vote counts (n_rows, n_labels), C-ordered as `vote_counts` gives them: concentrated or
+    spread votes, some abstaining models, heavy ties, rows with no vote or no abstention."""
+    spread = rng.choice([0.05, 0.5, 5.0])
+    shares = rng.dirichlet(np.full(n_labels + 1, spread), size=n_rows)  # last: abstain
+    counts = np.stack([rng.multinomial(k_train, share) for share in shares])[:, :n_labels]
+    style = rng.integers(4)
+    if style == 1:  # heavy ties: few distinct counts
+        counts = np.minimum(counts, rng.integers(0, 3))
+    elif style == 2:  # no abstaining model
+        counts[:, rng.integers(n_labels)] += k_train - counts.sum(axis=1)
+    elif style == 3:  # every label equal
+        counts[:] = k_train // n_labels
+    counts[rng.random(n_rows) < 0.15] = 0  # every model abstains
+    return np.ascontiguousarray(counts)
+
+
+def test_target_bounds_equal_the_greedy_moves_bit_for_bit(monkeypatch):
+    """The vote configurations are computed directly, not vote by vote: the floats must be
+    those of the greedy moves exactly (np.array_equal), per-row targets and every label."""
+    rng = np.random.default_rng(7)
+    compared = 0
+    for case in range(150):
+        # small blocks for a third of the cases: windows differ from block to block
+        monkeypatch.setattr(rps_module, "_BLOCK_SIZE", 1 << 19 if case % 3 else 64)
+        n_labels = int(rng.integers(2, 13)) if case % 20 else int(rng.integers(13, 41))
+        k_train = int(rng.integers(1, 13)) if case % 20 else int(rng.integers(20, 61))
+        n_rows = int(rng.integers(1, 30))
+        counts = _random_votes(rng, n_rows, n_labels, k_train)
+        every = np.broadcast_to(np.arange(n_labels), counts.shape)
+        largest = int(counts.max(initial=0))
+        radii = {0, 1, 2, int(rng.integers(1, 8)), largest + 1, k_train, k_train + 3}
+        for radius, kind in itertools.product(sorted(radii), ("vote_softmax", "vote")):
+            target = rng.integers(0, n_labels, size=n_rows)
+            for targets in (target, every):
+                expected = _greedy_bounds(counts, targets, radius, k_train, kind)
+                got = _target_bounds(counts, targets, radius, k_train, kind)
+                assert got[0].shape == got[1].shape == targets.shape
+                assert np.array_equal(got[0], expected[0]), (counts, targets, radius, kind)
+                assert np.array_equal(got[1], expected[1]), (counts, targets, radius, kind)
+                compared += 2 * targets.size
+    assert compared > 50_000
+    # a radius beyond every vote and abstention changes nothing more (and is not looped)
+    counts = _random_votes(np.random.default_rng(8), 50, 6, 9)
+    every = np.broadcast_to(np.arange(6), counts.shape)
+    for kind in ("vote_softmax", "vote"):
+        huge = _target_bounds(counts, every, 10**15, 9, kind)
+        for got, expected in zip(huge, _greedy_bounds(counts, every, 9, 9, kind), strict=True):
+            assert np.array_equal(got, expected)
+
+
+@pytest.mark.parametrize("score", ["vote_softmax", "vote"])
+def test_certificates_equal_those_of_the_greedy_moves(score, fitted, digits, monkeypatch):
+    """End to end: bounds, certificates and reliability curves of the direct computation
+    are those of the former vote-by-vote greedy moves, exactly."""
+    _, _, X_cal, y_cal, X_test, _ = digits
+    model = copy.deepcopy(fitted).set_params(conformity_score=score).calibrate(X_cal, y_cal)
+    radii = [0, 1, 2, 3, 5, 8]
+
+    def run():
+        votes = model._test_votes(X_test)
+        out = {
+            f"{name}{r}": value
+            for r in radii
+            for name, value in zip(
+                ("scores", "low", "high"), model._test_bounds(votes, r), strict=True
+            )
+        }
+        for r in radii:
+            lowest, highest = model._threshold_bounds(model.partition_ranks_, r)
+            out[f"thresholds{r}"] = np.stack([lowest, highest])
+            for r_calib in (0, 1):
+                for key, value in model.certify(X_test, r_train=r, r_calib=r_calib).items():
+                    out[f"{key}{r}-{r_calib}"] = value
+        for poisoned in ("training", "both"):
+            curve = model.reliability_curve(X_test, radii, poisoned=poisoned)
+            out.update({f"{key}-{poisoned}": value for key, value in curve.items()})
+        return out
+
+    direct = run()
+    monkeypatch.setattr(rps_module, "_target_bounds", _greedy_bounds)
+    greedy = run()
+    assert direct.keys() == greedy.keys()
+    for key, value in direct.items():
+        assert np.array_equal(value, greedy[key]), key
+    assert not direct["robust3-0"].all() and direct["robust1-0"].any()  # not trivial
 
 
 # ---- predictions -----------------------------------------------------------------------------
@@ -705,3 +840,15 @@ def test_votes_reached_count_the_thresholds_at_or_below_each_score():
     scores[0, 0] = np.inf
     expected = (scores[:, :, None] >= thresholds[None, None, :]).sum(axis=2)
     np.testing.assert_array_equal(_votes_reached(scores, thresholds), expected)
+
+
+def test_one_label_loses_the_votes_taken_from_it():
+    """With a single label there is no competitor: changed votes leave it for no label (the
+    greedy reference gave them back, so its lowest 'vote' score was too high)."""
+    counts = np.array([[0], [3], [5]])
+    low, high = _target_bounds(counts, np.zeros(3, dtype=int), 2, 5, "vote")
+    np.testing.assert_array_equal(low, [0.0, 0.2, 0.6])
+    np.testing.assert_array_equal(high, [0.4, 1.0, 1.0])
+    low, high = _target_bounds(counts, np.zeros(3, dtype=int), 2, 5, "vote_softmax")
+    np.testing.assert_array_equal(low, np.ones(3))  # the only label: softmax share 1
+    np.testing.assert_array_equal(high, np.ones(3))

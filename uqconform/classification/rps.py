@@ -69,6 +69,7 @@ SCORES = ("vote_softmax", "vote")
 COVERAGE = ("exact", "paper")
 _CDF_TOLERANCE = 1e-12  # BinomCDF(0; 1, 0.95) is 0.05000000000000004 in floating point
 _QUADRATURE_NODES, _QUADRATURE_WEIGHTS = np.polynomial.legendre.leggauss(48)
+_BLOCK_SIZE = 1 << 19  # entries of one (rows, targets, labels) block of `_target_bounds`
 
 
 # ---- partitions ------------------------------------------------------------------------------
@@ -348,51 +349,253 @@ def _smoothed(counts: NDArray, k_train: int, kind: str) -> NDArray:
 def _target_bounds(
     counts: NDArray, target: NDArray, radius: int, k_train: int, kind: str
 ) -> tuple[NDArray, NDArray]:
-    """Lowest and highest score of label ``target[i]`` of row ``i`` when ``radius`` of the
-    ``k_train`` models change their vote arbitrarily (to any label, or none).
+    """Lowest and highest score of label ``target[i]`` (or of each label ``target[i, j]``)
+    of row ``i`` when ``radius`` of the ``k_train`` models change their vote arbitrarily (to
+    any label, or none).
 
     Highest: each changed vote leaves the strongest competitor (an abstaining model if no
     competitor has a vote) for the target. Lowest: each changed vote goes to the strongest
     competitor, taken from the target first, then from abstaining models, then from the
     weakest competitors that still have votes (by convexity of the softmax denominator).
+    Ties go to the lowest label, as `np.argmax` and `np.argmin` break them.
+
+    The final vote counts of those greedy moves are computed directly, not vote by vote
+    (`_block_bounds`), and give the floats of `_smoothed` on them bit for bit: the same
+    elementwise ``exp`` and division, and the same (pairwise) sum over the labels in label
+    order, numpy's along a contiguous axis, as `_smoothed` does on C-ordered counts (those
+    of `vote_counts`).
+
+    Parameters
+    ----------
+    counts : ndarray of int of shape (n, K)
+    target : ndarray of int of shape (n,) or (n, T)
+    radius, k_train : int
+    kind : {"vote_softmax", "vote"}
+
+    Returns
+    -------
+    low, high : ndarray of float of the shape of ``target``
     """
-    n, k = counts.shape
-    rows = np.arange(n)
-    high = counts.astype(np.int64)  # a copy
-    low = counts.astype(np.int64)
+    counts = np.asarray(counts, dtype=np.int64)  # read, never written
+    target = np.asarray(target)
+    targets = target[:, None] if target.ndim == 1 else target
     if radius == 0:
-        scores = _smoothed(high, k_train, kind)[rows, target]
-        return scores, scores.copy()
-    others = np.ones((n, k), dtype=bool)
-    others[rows, target] = False
-    for _ in range(radius):  # a loop over the radius, vectorised over rows
-        abstain = k_train - high.sum(axis=1)
-        competitor = np.where(others, high, -1)
-        strongest = np.argmax(competitor, axis=1)
-        from_competitor = competitor[rows, strongest] > 0
-        moved = from_competitor | (abstain > 0)
-        high[rows[from_competitor], strongest[from_competitor]] -= 1
-        high[rows[moved], target[moved]] += 1
-    strongest = np.argmax(np.where(others, low, -1), axis=1)
-    taken = np.minimum(low[rows, target], radius)
-    low[rows, target] -= taken
-    left = radius - taken
-    from_abstain = np.minimum(left, k_train - counts.sum(axis=1))
-    low[rows, strongest] += taken + from_abstain
-    left -= from_abstain
-    donors = others.copy()
-    donors[rows, strongest] = False
-    for _ in range(int(left.max(initial=0))):  # weakest competitors, one vote at a time
-        candidate = np.where(donors & (low > 0), low, np.iinfo(np.int64).max)
-        weakest = np.argmin(candidate, axis=1)
-        move = (left > 0) & (candidate[rows, weakest] < np.iinfo(np.int64).max)
-        low[rows[move], weakest[move]] -= 1
-        low[rows[move], strongest[move]] += 1
-        left -= move
-    return (
-        _smoothed(low, k_train, kind)[rows, target],
-        _smoothed(high, k_train, kind)[rows, target],
-    )
+        scores = np.take_along_axis(_smoothed(counts, k_train, kind), targets, axis=1)
+        low, high = scores, scores.copy()
+    else:
+        # beyond every row's votes and abstentions a larger radius changes nothing
+        radius = min(radius, max(k_train, int(counts.sum(axis=1).max(initial=0))))
+        low, high = np.empty(targets.shape), np.empty(targets.shape)
+        step = max(1, _BLOCK_SIZE // (targets.shape[1] * counts.shape[1]))
+        for start in range(0, counts.shape[0], step):  # a loop over blocks of rows
+            rows = slice(start, start + step)
+            low[rows], high[rows] = _block_bounds(
+                counts[rows], targets[rows], radius, k_train, kind
+            )
+    if target.ndim == 1:
+        return low[:, 0], high[:, 0]
+    return low, high
+
+
+def _block_bounds(
+    counts: NDArray, target: NDArray, radius: int, k_train: int, kind: str
+) -> tuple[NDArray, NDArray]:
+    """`_target_bounds` on one block of rows: ``counts`` (b, K), ``target`` (b, T),
+    ``radius >= 1``."""
+    n_labels = counts.shape[1]
+    total = counts.sum(axis=1, keepdims=True)
+    abstain = k_train - total
+    own = np.take_along_axis(counts, target, axis=1)
+    # highest: `moved` votes leave the competitors, then abstaining models join the target
+    moved = np.minimum(total - own, radius)
+    high = own + moved + np.minimum(radius - moved, np.maximum(abstain, 0))
+    # lowest: votes leave the target, then abstaining models join the strongest competitor
+    taken = np.minimum(own, radius)
+    from_abstain = np.minimum(radius - taken, abstain)
+    low = own - taken  # alone (one label), the votes taken go to no label
+    if kind == "vote":
+        return low / k_train, high / k_train
+    e_low, e_high = np.exp(low / k_train), np.exp(high / k_train)
+    if n_labels == 1:
+        return e_low / e_low, e_high / e_high
+    order = np.argsort(-counts, axis=1, kind="stable")  # strongest first, lowest label first
+    e_row = np.exp(counts / k_train)
+
+    # lowest: the rest of the radius drains the weakest competitors into the strongest
+    first = order[:, :1]
+    strongest = np.where(first == target, order[:, 1:2], first)
+    strong = np.take_along_axis(counts, strongest, axis=1)
+    drained = np.minimum(radius - taken - from_abstain, total - own - strong)
+    # weakest first among the labels with votes, lowest label first, empty labels last
+    weakest = np.argsort(np.where(counts > 0, counts, k_train + total), axis=1, kind="stable")
+    rank = _positions(weakest)
+    # each drained competitor gives at least one vote: all are among the `drained + 2`
+    # weakest labels with votes, the target and the strongest perhaps among them too
+    width = min(n_labels, int(drained.max()) + 2)
+    window = weakest[:, :width]
+    values = np.take_along_axis(counts, window, axis=1)
+    data = (window, values, np.cumsum(values, axis=1) - values)
+    own_rank = np.take_along_axis(rank, target, axis=1)
+    pairs = (own, own_rank, strong, np.take_along_axis(rank, strongest, axis=1))
+    outside = (0, n_labels, np.take_along_axis(counts, first, axis=1))
+    outside = (*outside, np.take_along_axis(rank, first, axis=1))  # target-free pairs
+    inside = (own_rank < width) | (target == first)
+    lowest = functools.partial(_drained_window, data)
+    e_strong = np.exp((strong + taken + from_abstain + drained) / k_train)
+    patches = ((strongest, e_strong), (target, e_low))
+    low = e_low / _denominators(e_row, lowest, drained, pairs, outside, inside, patches, k_train)
+
+    # highest: `moved` votes leave the strongest competitors, one at a time; each changed
+    # competitor loses at least one: all are among the `moved + 1` strongest labels
+    width = min(n_labels - 1, int(moved.max()))
+    span = min(n_labels, width + 2)
+    values = np.zeros((len(counts), width + 2), dtype=np.int64)  # descending, zero padded
+    values[:, :span] = np.take_along_axis(counts, order[:, :span], axis=1)
+    prefix = np.zeros_like(values)
+    np.cumsum(values[:, :-1], axis=1, out=prefix[:, 1:])
+    i = np.arange(1, width + 1)
+    above = prefix[:, 1 : width + 1] - i * values[:, :width]
+    below = prefix[:, 2 : width + 2] - i * values[:, 1 : width + 1]
+    window = order[:, : width + 1]
+    # ranked[:, l]: the l strongest labels sorted by label, then n_labels
+    kept = np.arange(width + 1)[None, None, :] < np.arange(width + 2)[None, :, None]
+    ranked = np.where(kept, window[:, None, :], n_labels)
+    ranked.sort(axis=2)
+    data = (window, values, prefix, above, below, ranked)
+    pos = np.take_along_axis(_positions(order), target, axis=1)
+    highest = functools.partial(_levelled_window, data)
+    pairs, outside, patches = (own, pos, target), (0, n_labels, n_labels), ((target, e_high),)
+    den = _denominators(e_row, highest, moved, pairs, outside, pos <= width, patches, k_train)
+    return low, e_high / den
+
+
+def _denominators(
+    e_row: NDArray,
+    window: Any,
+    key: NDArray,
+    pairs: tuple,
+    outside: tuple,
+    inside: NDArray,
+    patches: tuple,
+    k_train: int,
+) -> NDArray:
+    """Softmax denominator of every (row, target) pair (b, T): the sum over the labels, in
+    label order, of ``exp(counts / k_train)``, the row's ``e_row`` with the counts of a few
+    window labels changed, then the ``patches`` (labels and values (b, T)) set.
+
+    ``window(rows, key, *pairs)`` gives the window labels and their new counts for pairs
+    (broadcastable arrays of their rows, ``key`` and ``pairs`` entries). The target of a
+    pair outside the window (``~inside``) changes nothing there, so those pairs share the
+    window of a target-free pair with the same ``key`` (``outside``: its ``pairs``
+    entries, broadcastable to (b, n_keys)): one per row and key, when they are fewer than
+    the pairs.
+    """
+    n_rows, n_targets = key.shape
+    n_keys = int(key.max()) + 1
+    every = np.arange(n_rows)[:, None]
+    slots = np.arange(n_targets)[None, :]
+    if 1 < n_keys < n_targets:  # shared windows, then the pairs inside theirs
+        shape = (n_rows, n_keys)
+        outside = (np.broadcast_to(entry, shape) for entry in outside)
+        labels, new = window(every, np.broadcast_to(np.arange(n_keys), shape), *outside)
+        table = np.empty((*shape, e_row.shape[1]))
+        table[...] = e_row[:, None, :]
+        table[every[..., None], np.arange(n_keys)[None, :, None], labels] = np.exp(new / k_train)
+        buffer = table[every, key]
+        row, slot = np.nonzero(inside)  # the same window labels, overwritten
+        labels, new = window(row, key[row, slot], *(entry[row, slot] for entry in pairs))
+        buffer[row[:, None], slot[:, None], labels] = np.exp(new / k_train)
+    else:
+        buffer = np.empty((*key.shape, e_row.shape[1]))
+        buffer[...] = e_row[:, None, :]
+        if n_keys > 1:  # every pair on its own (no vote moves otherwise)
+            labels, new = window(every, key, *pairs)
+            buffer[every[..., None], slots[..., None], labels] = np.exp(new / k_train)
+    for label, value in patches:
+        buffer[every, slots, label] = value
+    return buffer.sum(axis=2)
+
+
+def _positions(order: NDArray) -> NDArray:
+    """Position of every label in each row's ``order``: the inverse permutation."""
+    place = np.empty_like(order)
+    np.put_along_axis(place, order, np.arange(order.shape[1])[None, :], axis=1)
+    return place
+
+
+def _drained_window(
+    data: tuple,
+    rows: NDArray,
+    drained: NDArray,
+    own: NDArray,
+    own_rank: NDArray,
+    strong: NDArray,
+    strong_rank: NDArray,
+) -> tuple[NDArray, NDArray]:
+    """Labels and counts of the window, the ``w`` weakest labels with votes (weakest
+    first, lowest label first among ties), once ``drained`` votes left the competitors
+    among them one at a time, each from the weakest that still has one: so each is emptied
+    before the next is touched.
+
+    ``data``: the rows' window labels, counts and the votes before each in the window
+    (b, w). Pairs: ``rows``, ``drained``, the target's and the strongest competitor's
+    counts and ranks in the weakest-first order, which give no vote here (both
+    broadcastable).
+    """
+    labels, values, before = (entry[rows] for entry in data)
+    j = np.arange(values.shape[-1])
+    before = before - own[..., None] * (own_rank[..., None] < j)
+    before = before - strong[..., None] * (strong_rank[..., None] < j)
+    return labels, values - np.clip(drained[..., None] - before, 0, values)
+
+
+def _levelled_window(
+    data: tuple,
+    rows: NDArray,
+    moved: NDArray,
+    own: NDArray,
+    pos: NDArray,
+    target: NDArray,
+) -> tuple[NDArray, NDArray]:
+    """Labels and counts of the window, the ``w + 1`` strongest labels (``w`` at least
+    ``moved``), once ``moved`` votes left the competitors one at a time, each from the
+    strongest (lowest label among ties).
+
+    Those moves level the strongest competitors down: the ones above ``level`` end at it,
+    then the ``extra`` lowest labels among the competitors at ``level`` lose one more vote.
+    ``level`` is the smallest integer whose cost ``sum_j max(c_j - level, 0)`` over the
+    competitors is at most ``moved``, ``extra`` what remains of ``moved``. With ``s`` the
+    descending counts and ``P_i`` the sum of the first ``i``, levelling the ``i``
+    strongest competitors to the ``i``-th costs ``D_i = P_i - i s_{i-1}`` when the target
+    (at rank ``pos``) is not among the ``i`` strongest labels, ``E_i - s_pos`` with
+    ``E_i = P_{i+1} - i s_i`` when it is among the ``i + 1`` strongest; both grow with
+    ``i``. Levelling below the first competitor left out of the window (``floor``) costs
+    at least ``w + 1 > moved``, so ``level`` is not below it.
+
+    ``data``: the rows' window labels (b, w + 1); descending counts, zero padded, and
+    their prefix sums (b, w + 2); ``D_i`` and ``E_i`` for ``i = 1..w`` (b, w); the ``l``
+    strongest labels sorted by label, padded with ``K``, for ``l = 0..w + 1``
+    (b, w + 2, w + 1). Pairs (broadcastable): ``rows``, ``moved``, the target's count,
+    rank and label.
+    """
+    labels, values, prefix, above, below, ranked = data
+    width = above.shape[1]
+    # `top` competitors are levelled: those the cost reaches, skipping the target
+    n_above = (above[rows] <= moved[..., None]).sum(axis=-1)
+    n_below = (below[rows] <= (moved + own)[..., None]).sum(axis=-1)
+    top = np.minimum(np.minimum(pos, width), n_above) + np.maximum(n_below - pos, 0)
+    head = np.where(top <= pos, prefix[rows, top], prefix[rows, top + 1] - own)
+    floor = values[rows, np.where(pos <= width, width + 1, width)]
+    level = np.maximum(floor, -((moved - head) // top))
+    extra = moved - (head - top * level)
+    # the extra-th lowest label among the levelled competitors, the target left out
+    ties = top + (pos < top)
+    nth = np.maximum(extra - 1, 0)
+    nth = nth + ((pos < ties) & (ranked[rows, ties, nth] >= target))
+    last = np.where(extra > 0, ranked[rows, ties, nth], -1)
+    labels = labels[rows]
+    cap = level[..., None] - (labels <= last[..., None])  # the extra lowest lose one more
+    return labels, np.minimum(values[rows, : width + 1], cap)
 
 
 class _ConstantClassifier(ClassifierMixin, BaseEstimator):
@@ -869,10 +1072,8 @@ class ReliablePredictionSets(ClassifierMixin, BaseEstimator):
         scores = _smoothed(votes, k, kind)
         if r_train == 0:
             return scores, scores, scores
-        low, high = np.empty_like(scores), np.empty_like(scores)
-        for c in range(scores.shape[1]):  # a loop over labels, vectorised over rows
-            target = np.full(scores.shape[0], c)
-            low[:, c], high[:, c] = _target_bounds(votes, target, r_train, k, kind)
+        every = np.broadcast_to(np.arange(scores.shape[1]), scores.shape)  # each label
+        low, high = _target_bounds(votes, every, r_train, k, kind)
         return scores, low, high
 
     def _threshold_bounds(self, ranks: NDArray, r_train: int) -> tuple[NDArray, NDArray]:
