@@ -748,3 +748,23 @@ def test_transformed_target_error_says_what_to_do():
     wrapped = TransformedTargetRegressor(_mlp(max_iter=50)).fit(X, y)
     with pytest.raises(TypeError, match="fit the network on the transformed target yourself"):
         LinearizedPredictive(wrapped).fit(X, y)
+
+
+def test_a_near_perfect_fit_on_held_out_rows_does_not_warn():
+    """When the penalty is almost all of the training loss (an exactly linear target), the
+    loss on held-out rows of the same size equals it too: no training-rows warning."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(400, 3))
+    y = X @ np.array([1.0, 2.0, 3.0])
+    net = MLPRegressor(
+        hidden_layer_sizes=(4,),
+        activation="identity",
+        solver="lbfgs",
+        alpha=1e-4,
+        max_iter=5000,
+        tol=1e-12,
+        random_state=0,
+    ).fit(X[:200], y[:200])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        LinearizedPredictive(net, random_state=0).fit(X[200:], y[200:])

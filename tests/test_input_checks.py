@@ -457,6 +457,37 @@ def test_self_ensembles_take_sparse_features_and_fit_parameters(data):
     np.testing.assert_allclose(ensemble.estimator_.predict_proba(X), weighted.predict_proba(X))
 
 
+class _RowRecorder(LogisticRegression):
+    """Records the rows (last feature: the row index) and the fit parameters it got."""
+
+    def fit(self, X, y, sample_weight=None, note=None):
+        self.rows_seen_ = np.asarray(X)[:, -1].astype(int)
+        self.weights_seen_, self.note_seen_ = sample_weight, note
+        return super().fit(X, y, sample_weight=sample_weight)
+
+
+@pytest.mark.parametrize("diversity", ["bootstrap", "subspace"])
+@pytest.mark.parametrize("kind", ["array", "list"])
+def test_each_head_gets_the_weights_of_its_own_rows(data, diversity, kind):
+    X, _, labels = data
+    X = np.column_stack([X[:80], np.arange(80)])  # the row index, to check the alignment
+    weights = np.linspace(0.5, 2.0, 80)
+    given = weights if kind == "array" else weights.tolist()
+    note = "x" * 80  # a string as long as the rows is not per-row
+    heads = HeadEnsemble(
+        _RowRecorder(max_iter=5000), n_heads=3, diversity=diversity, random_state=0
+    )
+    if diversity == "subspace":
+        heads.set_params(subspace_fraction=1.0)  # every column, the index included
+    heads.fit(X, labels[:80], sample_weight=given, note=note)
+    for head in heads.heads_:
+        np.testing.assert_array_equal(np.asarray(head.weights_seen_), weights[head.rows_seen_])
+        assert isinstance(head.weights_seen_, type(given))  # a list stays a list
+        assert head.note_seen_ is note
+    if diversity == "bootstrap":
+        assert any(len(np.unique(head.rows_seen_)) < 80 for head in heads.heads_)
+
+
 @pytest.mark.parametrize(
     "make",
     [

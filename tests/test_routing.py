@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import sklearn
 from conftest import regression_data
+from sklearn.base import clone
 from sklearn.datasets import make_classification
 from sklearn.exceptions import UnsetMetadataPassedError
 from sklearn.frozen import FrozenEstimator
@@ -167,17 +168,39 @@ def test_cross_validate_and_grid_search_route_weights():
     assert search.best_estimator_.estimator_.alpha in (0.1, 10.0)
 
 
-def test_pipeline_step_requests_reach_the_step():
-    pipe = make_pipeline(StandardScaler(), _ridge())
-    unrouted = SplitConformalRegressor(pipe).fit(X_REG, Y_REG, ridge__sample_weight=WEIGHTS)
+def test_an_aliased_pipeline_step_inside_the_wrapper_inside_cross_validate():
+    """The wrapper must declare its routing for cross_validate to pass an alias on; the
+    normalized score's out-of-fold residuals see the same weights as the model."""
+    cv = KFold(3, shuffle=True, random_state=0)
+
+    def wrapper(step):
+        pipe = make_pipeline(StandardScaler(), step)
+        return SplitConformalRegressor(pipe, conformity_score="normalized", random_state=0)
+
+    plain = cross_validate(
+        wrapper(_ridge()), X_REG, Y_REG, params={"ridge__sample_weight": WEIGHTS}, cv=cv
+    )
     with sklearn.config_context(enable_metadata_routing=True):
-        routed_pipe = make_pipeline(
-            StandardScaler().set_fit_request(sample_weight=False),
-            _ridge().set_fit_request(sample_weight=True),
+        model = wrapper(_ridge().set_fit_request(sample_weight="w"))
+        model.set_score_request(sample_weight=False)
+        routed = cross_validate(model, X_REG, Y_REG, params={"w": WEIGHTS}, cv=cv)
+    np.testing.assert_array_equal(routed["test_score"], plain["test_score"])
+
+
+def test_each_quantile_model_gets_its_own_alias():
+    low = QuantileRegressor(quantile=0.05, alpha=0.0)
+    high = QuantileRegressor(quantile=0.95, alpha=0.0)
+    other = np.random.default_rng(5).uniform(0.2, 3.0, N)
+    lower = clone(low).fit(X_REG, Y_REG, sample_weight=WEIGHTS)
+    upper = clone(high).fit(X_REG, Y_REG, sample_weight=other)
+    with sklearn.config_context(enable_metadata_routing=True):
+        pair = (
+            clone(low).set_fit_request(sample_weight="w_low"),
+            clone(high).set_fit_request(sample_weight="w_high"),
         )
-        routed = SplitConformalRegressor(routed_pipe).fit(X_REG, Y_REG, sample_weight=WEIGHTS)
-        routed_out = routed.predict(X_REG)
-    np.testing.assert_array_equal(routed_out, unrouted.predict(X_REG))
+        model = ConformalizedQuantileRegressor(pair).fit(X_REG, Y_REG, w_low=WEIGHTS, w_high=other)
+    np.testing.assert_array_equal(model.estimator_.lower.coef_, lower.coef_)
+    np.testing.assert_array_equal(model.estimator_.upper.coef_, upper.coef_)
 
 
 def test_metadata_routing_lists_the_model_requests():
@@ -218,16 +241,13 @@ def test_fit_params_with_a_frozen_model_are_refused():
         ApproximateFullConformalRegressor(FrozenEstimator(net)).fit(X_REG, Y_REG, max_fun=3)
 
 
-def test_acp_refuses_routed_sample_weight():
+@pytest.mark.parametrize("where", ["model", "pipeline", "search"])
+def test_acp_refuses_routed_sample_weight(where):
     with sklearn.config_context(enable_metadata_routing=True):
-        model = ApproximateFullConformalRegressor(_ridge().set_fit_request(sample_weight="w"))
+        ridge = _ridge().set_fit_request(sample_weight="w")
+        if where == "pipeline":
+            ridge = make_pipeline(StandardScaler().set_fit_request(sample_weight=False), ridge)
+        elif where == "search":
+            ridge = GridSearchCV(ridge, {"alpha": [0.1, 1.0]}, cv=3)
         with pytest.raises(ValueError, match="`sample_weight` is not supported"):
-            model.fit(X_REG, Y_REG, w=WEIGHTS)
-
-
-def test_bincp_augmented_copies_repeat_list_weights():
-    as_array = BinarizedSmoothedClassifier(_logistic(), random_state=0)
-    as_array.fit(X_CLF, Y_CLF, augment=2, sample_weight=WEIGHTS)
-    as_list = BinarizedSmoothedClassifier(_logistic(), random_state=0)
-    as_list.fit(X_CLF, Y_CLF, augment=2, sample_weight=WEIGHTS.tolist())
-    np.testing.assert_array_equal(as_list.estimator_.coef_, as_array.estimator_.coef_)
+            ApproximateFullConformalRegressor(ridge).fit(X_REG, Y_REG, w=WEIGHTS)

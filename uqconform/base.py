@@ -93,9 +93,16 @@ def is_per_row(value: Any, n: int) -> bool:
 
 def fit_params_rows(fit_params: dict[str, Any], n: int, rows: NDArray) -> dict[str, Any]:
     """The fit parameters of a model trained on rows ``rows`` of ``n``: per-row ones
-    (``sample_weight``) taken on the same rows, the others passed as given."""
+    (``sample_weight``) taken on the same rows (a list stays a list of its entries), the
+    others passed as given."""
+
+    def rows_of(value: Any) -> Any:
+        if isinstance(value, (list, tuple)):
+            return [value[i] for i in rows.tolist()]
+        return take_rows(value, rows)
+
     return {
-        name: take_rows(value, rows) if is_per_row(value, n) else value
+        name: rows_of(value) if is_per_row(value, n) else value
         for name, value in fit_params.items()
     }
 

@@ -101,7 +101,8 @@ class LinearizedPredictive(BaseEstimator):
         clone is trained in `fit` on the rows not held out for validation). A fitted network
         needs rows held out from its training in `fit`: they set the noise and the scale
         (on its training rows both come out too small and the intervals under-cover; this
-        is detected, with a warning, for scikit-learn networks trained by ``lbfgs``). The
+        is detected, with a warning, when they are exactly the training rows of a
+        scikit-learn network trained by ``lbfgs``). The
         predictive is a scikit-learn regressor or classifier like the network:
         `predict_proba` exists only for classifiers, `predict_std` and `predict_interval`
         only for regressors.
@@ -363,8 +364,9 @@ class LinearizedPredictive(BaseEstimator):
             labels = _encode_labels(y, self.classes_, n)
             loss = -float(np.mean(np.log(proba[np.arange(n), labels])))
         squares = sum(float(np.sum(np.square(coef))) for coef in model.coefs_)
-        total = loss + 0.5 * model.alpha * squares / n
-        if abs(total - float(model.loss_)) <= 1e-6 * abs(float(model.loss_)):
+        total, final = loss + 0.5 * model.alpha * squares / n, float(model.loss_)
+        # a near-perfect fit (the penalty is almost all of the loss) tells nothing
+        if loss >= 1e-3 * final and abs(total - final) <= 1e-6 * abs(final):
             warnings.warn(
                 f"The rows given to fit are the training rows of the network (its loss on "
                 f"them, {total:.6g}, is its final training loss): fit tunes the noise and "
@@ -384,8 +386,8 @@ class LinearizedPredictive(BaseEstimator):
         if changed:
             warnings.warn(
                 f"{', '.join(changed)} unused: `posterior` is given, and its own structure "
-                "and prior precision apply (set them on it, or pass posterior=None to have "
-                "these used).",
+                "and prior precision (or variances) apply; set them on it, or pass "
+                "posterior=None to have these used.",
                 UserWarning,
                 stacklevel=5,
             )

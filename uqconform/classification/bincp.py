@@ -295,6 +295,8 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
             keeps its accuracy on noisy inputs, which is what the smoothed sets need.
         **fit_params : dict
             Passed to the estimator's ``fit``; per-row arrays are repeated with the copies.
+            With scikit-learn's metadata routing on, only those the model requested (see
+            `uqconform.routing`).
 
         Returns
         -------

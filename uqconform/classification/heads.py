@@ -158,7 +158,8 @@ class HeadEnsemble(RoutesFitParams, ClassifierMixin, BaseEstimator):
         y : array-like of shape (n_samples,)
         **fit_params : dict
             Passed to each head's ``fit``; per-row ones (``sample_weight``) follow the
-            head's bootstrap rows.
+            head's bootstrap rows. With scikit-learn's metadata routing on, only those the
+            model requested (see `uqconform.routing`).
 
         Returns
         -------

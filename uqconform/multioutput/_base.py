@@ -304,7 +304,8 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
         y : array-like of shape (n_samples, n_outputs)
             Training targets (``Y``); finite.
         **fit_params : dict
-            Passed to the estimator's ``fit``.
+            Passed to the estimator's ``fit``. With scikit-learn's metadata routing on, only
+            those the model requested (see `uqconform.routing`).
 
         Returns
         -------

@@ -42,7 +42,7 @@ from uqconform.base import (
 from uqconform.linearize import Linearization, _unwrap, linearize, weight_decay
 from uqconform.regression.crr import LinearConfidenceMachine
 from uqconform.regression.full import FullConformalMixin, candidate_values
-from uqconform.routing import RoutesFitParams
+from uqconform.routing import RoutesFitParams, routing_enabled
 
 __all__ = ["ApproximateFullConformalRegressor"]
 
@@ -78,6 +78,32 @@ def _check_kind(model: Any) -> None:
                 "TransformedTargetRegressor(regressor=...) to name its regressor."
             )
     _unwrap(model, None)  # TypeError naming the supported kinds
+
+
+def _final_model(model: Any) -> Any:
+    """The model at the end of FrozenEstimator, searches, TransformedTargetRegressor and
+    Pipelines: the one whose fit the influence describes."""
+    while True:
+        if isinstance(model, FrozenEstimator) or _is_search(model):
+            model = model.estimator
+        elif isinstance(model, TransformedTargetRegressor):
+            model = model.regressor
+        elif isinstance(model, Pipeline):
+            model = model.steps[-1][1]
+        else:
+            return model
+
+
+def _routed_weight_names(model: Any) -> set[str]:
+    """With metadata routing on, the ``fit`` parameter names that reach the final model's
+    ``sample_weight`` (its request: True or an alias)."""
+    if not routing_enabled() or not hasattr(_final_model(model), "get_metadata_routing"):
+        return set()
+    request = _final_model(model).get_metadata_routing()
+    value = getattr(getattr(request, "fit", None), "requests", {}).get("sample_weight")
+    if value is True:
+        return {"sample_weight"}
+    return {value} if isinstance(value, str) else set()
 
 
 def _split_target_scaling(model: Any) -> tuple[Any, float, float]:
@@ -327,7 +353,8 @@ class ApproximateFullConformalRegressor(
         y : array-like of shape (n_samples,)
         **fit_params : dict
             Passed to the estimator's ``fit``; ``sample_weight`` is refused (the confidence
-            machine is that of an unweighted fit).
+            machine is that of an unweighted fit), also when metadata routing delivers it
+            under another name.
 
         Returns
         -------
@@ -342,8 +369,9 @@ class ApproximateFullConformalRegressor(
                 "is): drop them."
             )
         model_params = self._routed_fit_params(fit_params).get("estimator", {})
+        weights = _routed_weight_names(model)
         if any(
-            name == "sample_weight" or name.endswith("__sample_weight")
+            name == "sample_weight" or name.endswith("__sample_weight") or name in weights
             for name in [*fit_params, *model_params]
         ):
             raise ValueError(
