@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from sklearn.dummy import DummyRegressor
 from sklearn.ensemble import RandomForestRegressor
+from sklearn.exceptions import NotFittedError
 from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import LinearRegression
 from sklearn.pipeline import make_pipeline
@@ -325,3 +326,8 @@ def test_a_frozen_model_gives_its_residuals_on_every_fit_row(name, residuals):
     np.testing.assert_array_equal(model.source_.residuals, y[100:220] - fitted.predict(X[100:220]))
     assert model.source_.models == [model.estimator]  # not refitted, not copied
     np.testing.assert_array_equal(model.predict(X[220:]), fitted.predict(X[220:]))
+    before = model.predict_interval(X[220:])
+    model.set_params(n_bootstrap=50, holdout_fraction=0.5)  # settings that played no part
+    np.testing.assert_array_equal(model.predict_interval(X[220:]), before)
+    with pytest.raises(NotFittedError, match="memory"):  # one that did still needs a fit
+        model.set_params(memory=5).predict_interval(X[220:])

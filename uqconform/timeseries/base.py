@@ -419,6 +419,9 @@ class SequentialConformalRegressor(
         self.effective_sample_sizes_: list[float] = []
         self.coverage_history_ = np.zeros(0, dtype=bool)
         record_calibration_settings(self, step="fit")
+        if isinstance(estimator, FrozenEstimator):  # no residual source was built
+            for name in ("n_bootstrap", "residuals", "holdout_fraction"):
+                self._fit_settings.pop(name, None)
         return self
 
     @staticmethod
