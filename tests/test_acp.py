@@ -18,13 +18,15 @@ import warnings
 
 import numpy as np
 import pytest
-from conftest import Unchanged
+from conftest import Unchanged, regression_data
 from sklearn.base import clone
+from sklearn.compose import TransformedTargetRegressor
 from sklearn.datasets import load_diabetes
 from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import LinearRegression, LogisticRegression, Ridge
 from sklearn.neighbors import KNeighborsRegressor
 from sklearn.neural_network import MLPRegressor
+from sklearn.preprocessing import MinMaxScaler
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from uqconform import FullConformalRidge, SplitConformalRegressor
@@ -664,3 +666,16 @@ def test_sample_weight_is_refused():
     X, y = rng.normal(size=(40, 2)), rng.normal(size=40)
     with pytest.raises(ValueError, match="`sample_weight` is not supported"):
         ACP(Ridge()).fit(X, y, sample_weight=np.ones(40))
+
+
+@pytest.mark.parametrize(
+    "transform",
+    [{"func": np.log1p, "inverse_func": np.expm1}, {}, {"transformer": MinMaxScaler()}],
+    ids=["func", "identity", "minmax"],
+)
+def test_unsupported_target_transforms_are_refused_before_training(transform):
+    X, y = regression_data(n=60, seed=0)
+    model = TransformedTargetRegressor(MLPRegressor(hidden_layer_sizes=(4,)), **transform)
+    with pytest.raises(TypeError, match=r"only with transformer=StandardScaler\(\)"):
+        ACP(model).fit(X, y)
+    assert not hasattr(model, "regressor_")  # nothing was trained

@@ -14,10 +14,11 @@ from sklearn.base import clone
 from sklearn.compose import TransformedTargetRegressor
 from sklearn.datasets import load_digits, make_friedman1
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
+from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import Ridge
 from sklearn.neural_network import MLPClassifier, MLPRegressor
 from sklearn.pipeline import make_pipeline
-from sklearn.preprocessing import StandardScaler
+from sklearn.preprocessing import QuantileTransformer, StandardScaler
 
 from uqconform.bayes import LaplacePosterior, LinearizedPredictive
 from uqconform.bayes.convert import as_network, output_jacobians
@@ -743,11 +744,206 @@ def test_settings_a_given_posterior_overrides_warn():
         LinearizedPredictive(net, posterior=fitted).fit(X[150:], y[150:])
 
 
-def test_transformed_target_error_says_what_to_do():
-    X, y = _friedman(120)
-    wrapped = TransformedTargetRegressor(_mlp(max_iter=50)).fit(X, y)
-    with pytest.raises(TypeError, match="fit the network on the transformed target yourself"):
-        LinearizedPredictive(wrapped).fit(X, y)
+# ---- a standardised target: TransformedTargetRegressor(..., transformer=StandardScaler()) ----
+def _ttr_parts(seed=0):
+    """Friedman data with a target far from standard (shift 50, scale 20) and an unfitted
+    ``TransformedTargetRegressor`` over a scaled pipeline, with its unfitted inner network."""
+    X, y = _friedman(300)
+    inner = make_pipeline(StandardScaler(), _mlp((8,), "tanh", seed, max_iter=200))
+    ttr = TransformedTargetRegressor(regressor=clone(inner), transformer=StandardScaler())
+    return X, 50.0 + 20.0 * y, ttr, inner
+
+
+def _standardised(transformer, y):
+    return transformer.transform(np.asarray(y)[:, None])[:, 0]
+
+
+def _assert_mapped_back(model, reference, transformer, X, y):
+    """``model`` (on the user's y) = ``reference`` (the inner network on z), mapped back."""
+    shift, scale = transformer.mean_[0], transformer.scale_[0]
+    z = _standardised(transformer, y)
+    close = {"rtol": 1e-10, "atol": 0}
+    assert model.scale_ == pytest.approx(reference.scale_, rel=1e-10)
+    np.testing.assert_allclose(
+        model.noise_variance_, scale**2 * reference.noise_variance_, **close
+    )
+    np.testing.assert_allclose(
+        model.posterior_.noise_variance_, scale**2 * reference.posterior_.noise_variance_, **close
+    )
+    assert model.posterior_.prior_precision_ == reference.posterior_.prior_precision_
+    for method in METHODS:
+        for noise in (False, True):
+            mean, var = model.predict_distribution(X, method, include_noise=noise)
+            mean_z, var_z = reference.predict_distribution(X, method, include_noise=noise)
+            np.testing.assert_allclose(mean, shift + scale * mean_z, **close)
+            np.testing.assert_allclose(var, scale**2 * var_z, **close)
+        np.testing.assert_allclose(
+            model.predict_distribution(X, "mc", n_samples=50, random_state=3)[1],
+            scale**2 * reference.predict_distribution(X, "mc", n_samples=50, random_state=3)[1],
+            **close,
+        )
+        np.testing.assert_allclose(
+            model.predict(X, method), shift + scale * reference.predict(X, method), **close
+        )
+        np.testing.assert_allclose(
+            model.predict_std(X, method), scale * reference.predict_std(X, method), **close
+        )
+        np.testing.assert_allclose(
+            model.predict_interval(X, [0.1, 0.5], method),
+            shift + scale * reference.predict_interval(X, [0.1, 0.5], method),
+            **close,
+        )
+        np.testing.assert_allclose(
+            model.log_predictive(X, y, method, n_samples=50),
+            reference.log_predictive(X, z, method, n_samples=50) - np.log(scale),
+            **close,
+        )
+    assert model.score(X, y) == pytest.approx(reference.score(X, z), rel=1e-10)
+
+
+def test_transformed_target_is_the_inner_network_on_the_standardised_target():
+    """A fitted TransformedTargetRegressor (also frozen) gives, in the units of y, exactly
+    the predictive of its inner network fitted on the hand-standardised target."""
+    X, y, ttr, _ = _ttr_parts()
+    ttr.fit(X[:150], y[:150])
+    z = _standardised(ttr.transformer_, y)
+    reference = LinearizedPredictive(ttr.regressor_, random_state=0).fit(X[150:250], z[150:250])
+    for wrapped in (ttr, FrozenEstimator(ttr)):
+        model = LinearizedPredictive(wrapped, random_state=0).fit(X[150:250], y[150:250])
+        _assert_mapped_back(model, reference, ttr.transformer_, X[250:], y[250:])
+    # a posterior built for the TransformedTargetRegressor, then given to the predictive
+    post = LaplacePosterior(ttr, random_state=0).fit(X[:150], y[:150], X[150:200], y[150:200])
+    post_z = LaplacePosterior(ttr.regressor_, random_state=0)
+    post_z.fit(X[:150], z[:150], X[150:200], z[150:200])
+    scale = ttr.transformer_.scale_[0]
+    np.testing.assert_allclose(post.variance(), post_z.variance(), rtol=1e-10)
+    np.testing.assert_allclose(post.noise_variance_, scale**2 * post_z.noise_variance_)
+    np.testing.assert_allclose(post.prior_grid_nll_, post_z.prior_grid_nll_ + np.log(scale))
+    model = LinearizedPredictive(ttr, posterior=post, random_state=0).fit(X[200:250], y[200:250])
+    reference = LinearizedPredictive(ttr.regressor_, posterior=post_z, random_state=0)
+    _assert_mapped_back(
+        model, reference.fit(X[200:250], z[200:250]), ttr.transformer_, X[250:], y[250:]
+    )
+    # an array of variances (LaplacePosterior.from_variance) takes y in its units too
+    model = LinearizedPredictive(ttr, posterior=post.variance(), random_state=0)
+    reference = LinearizedPredictive(ttr.regressor_, posterior=post_z.variance(), random_state=0)
+    _assert_mapped_back(
+        model.fit(X[200:250], y[200:250]),
+        reference.fit(X[200:250], z[200:250]),
+        ttr.transformer_,
+        X[250:],
+        y[250:],
+    )
+
+
+def test_unfitted_transformed_target_trains_like_the_inner_network():
+    """An unfitted TransformedTargetRegressor is trained in fit on the non-validation rows
+    (its scaler too): the same numbers as the inner network trained on those rows' z."""
+    X, y, ttr, inner = _ttr_parts()
+    model = LinearizedPredictive(ttr, random_state=0).fit(X[:250], y[:250])
+    assert model.estimator_ is not ttr
+    transformer = model.estimator_.transformer_
+    reference = LinearizedPredictive(inner, random_state=0)
+    reference.fit(X[:250], _standardised(transformer, y[:250]))
+    for ours, theirs in zip(
+        model.estimator_.regressor_[-1].coefs_, reference.estimator_[-1].coefs_, strict=True
+    ):
+        np.testing.assert_array_equal(ours, theirs)
+    _assert_mapped_back(model, reference, transformer, X[250:], y[250:])
+    np.testing.assert_allclose(model.predict(X[250:], "glm"), model.estimator_.predict(X[250:]))
+
+
+def test_transformed_target_pickles():
+    X, y, ttr, _ = _ttr_parts()
+    model = LinearizedPredictive(ttr, random_state=0).fit(X[:250], y[:250])
+    loaded = pickle.loads(pickle.dumps(model))
+    for method in METHODS:
+        np.testing.assert_array_equal(
+            loaded.predict_interval(X[250:], [0.1, 0.5], method),
+            model.predict_interval(X[250:], [0.1, 0.5], method),
+        )
+        np.testing.assert_array_equal(
+            loaded.log_predictive(X[250:], y[250:], method, n_samples=50),
+            model.log_predictive(X[250:], y[250:], method, n_samples=50),
+        )
+    post = pickle.loads(pickle.dumps(model.posterior_))
+    assert post.noise_variance_ == model.posterior_.noise_variance_
+    np.testing.assert_array_equal(post.variance(), model.posterior_.variance())
+
+
+def test_training_rows_of_a_transformed_target_network_warn():
+    """The training-rows check compares the network's loss on the standardised target."""
+    X, y, _, _ = _ttr_parts()
+    network = MLPRegressor(hidden_layer_sizes=(16,), solver="lbfgs", max_iter=300, random_state=0)
+    ttr = TransformedTargetRegressor(network, transformer=StandardScaler()).fit(X[:150], y[:150])
+    with pytest.warns(UserWarning, match="are the training rows of the network"):
+        LinearizedPredictive(ttr, random_state=0).fit(X[:150], y[:150])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        LinearizedPredictive(ttr, random_state=0).fit(X[150:], y[150:])
+
+
+def _log1p_target(inner):
+    return TransformedTargetRegressor(regressor=inner, func=np.log1p, inverse_func=np.expm1)
+
+
+@pytest.mark.parametrize(
+    ("make", "match"),
+    [
+        (
+            lambda inner: TransformedTargetRegressor(inner, transformer=QuantileTransformer()),
+            "got transformer=QuantileTransformer",
+        ),
+        (_log1p_target, "got func=<ufunc 'log1p'>"),
+        (lambda inner: TransformedTargetRegressor(inner), "got transformer=None"),
+    ],
+)
+def test_other_target_transforms_are_refused(make, match):
+    """Only an affine StandardScaler transform; refused fitted (also by LaplacePosterior)
+    or not, before any training, naming what is supported."""
+    X, y, _, inner = _ttr_parts()
+    unfitted = make(inner)
+    supported = r"supported only with transformer=StandardScaler\(\)"
+    with pytest.raises(TypeError, match=f"{supported}.*{match}"):
+        LinearizedPredictive(unfitted).fit(X, y)
+    assert not hasattr(unfitted, "regressor_")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # QuantileTransformer's n_quantiles
+        fitted = clone(unfitted).fit(X[:100], y[:100] / 100)
+    for model in (LinearizedPredictive(fitted), LaplacePosterior(fitted)):
+        with pytest.raises(TypeError, match=f"{supported}.*{match}"):
+            model.fit(X[100:], y[100:])
+    ridge = TransformedTargetRegressor(Ridge(), transformer=StandardScaler())
+    with pytest.raises(TypeError, match="regressor is Ridge"):
+        LinearizedPredictive(ridge).fit(X, y)
+    with pytest.raises(TypeError, match="cannot build a network from Ridge"):
+        LinearizedPredictive(clone(ridge).fit(X, y)).fit(X, y)
+
+
+def test_conformal_bridge_on_a_transformed_target_covers():
+    """Normalized split CP with the predictive's std of a TransformedTargetRegressor as
+    difficulty: spreads in the units of y, coverage within the bounds over 3 seeds."""
+    alpha, n_cal, n_test, repeats = 0.1, 200, 200, 3
+    coverages = []
+    for seed in range(repeats):
+        X, y = regression_data(n=200 + 100 + n_cal + n_test, d=3, seed=seed)
+        y = 100.0 + 30.0 * y
+        network = _mlp((8,), "tanh", seed, max_iter=200)
+        ttr = TransformedTargetRegressor(network, transformer=StandardScaler()).fit(
+            X[:200], y[:200]
+        )
+        bayes = LinearizedPredictive(ttr, random_state=seed).fit(X[200:300], y[200:300])
+        cp = SplitConformalRegressor(
+            ttr, alpha=alpha, conformity_score="normalized", difficulty_estimator=bayes
+        )
+        cp.calibrate(X[300 : 300 + n_cal], y[300 : 300 + n_cal])
+        spread = cp._difficulty(X[:5])
+        np.testing.assert_allclose(spread, bayes.predict_std(X[:5]))
+        assert np.all(spread > 10)  # y units: noise sd about 30 * (0.5 + |x0|)
+        rows = slice(300 + n_cal, None)
+        coverages.append(coverage(y[rows], cp.predict_interval(X[rows])))
+    low, high = coverage_bounds(n_cal, alpha, n_test, n_repeats=repeats)
+    assert low <= np.mean(coverages) <= high
 
 
 def test_a_near_perfect_fit_on_held_out_rows_does_not_warn():

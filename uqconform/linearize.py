@@ -32,6 +32,7 @@ from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import BayesianRidge, LinearRegression, Ridge, RidgeCV
 from sklearn.neural_network import MLPRegressor
 from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import StandardScaler
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 __all__ = ["Curvature", "Linearization", "linearize", "parameter_count", "weight_decay"]
@@ -342,6 +343,27 @@ def _check_kind(model: Any) -> None:
         f"cannot linearise a {type(model).__name__}; supported models are {_SUPPORTED} "
         "(optionally in a FrozenEstimator or as the last step of a Pipeline)."
     )
+
+
+def standard_target_scaling(model: Any) -> tuple[float, float]:
+    """``(shift, scale)`` with ``y = shift + scale * z`` of a fitted
+    ``TransformedTargetRegressor`` whose target transform is a ``StandardScaler`` (``z``: the
+    standardised target its regressor was trained on); TypeError for any other transform.
+    """
+    transformer = model.transformer_
+    if not isinstance(transformer, StandardScaler):
+        raise TypeError(
+            "TransformedTargetRegressor is supported only with transformer=StandardScaler() "
+            f"(an affine map), got {type(transformer).__name__}."
+        )
+    if getattr(transformer, "n_features_in_", 1) != 1:
+        raise ValueError(
+            f"the TransformedTargetRegressor was fitted on {transformer.n_features_in_} "
+            "targets; one is needed (y is 1-D)."
+        )
+    shift = float(transformer.mean_[0]) if transformer.with_mean else 0.0
+    scale = float(transformer.scale_[0]) if transformer.with_std else 1.0
+    return shift, scale
 
 
 def _scalar_or_none(value: Any) -> float | None:

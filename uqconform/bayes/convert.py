@@ -2,7 +2,10 @@
 
 * scikit-learn `MLPRegressor` / `MLPClassifier` (also inside `sklearn.frozen.FrozenEstimator`
   or as the last step of a `sklearn.pipeline.Pipeline`, whose earlier steps transform ``X``);
-  ``coefs_[l]`` is already ``(n_in, n_out)``.
+  ``coefs_[l]`` is already ``(n_in, n_out)``. A regression network may also sit in a
+  `sklearn.compose.TransformedTargetRegressor` with ``transformer=StandardScaler()``: the
+  network then predicts the standardised target ``z`` and ``y = shift + scale * z``
+  (`NetworkView.target_shift`, `NetworkView.target_scale`).
 * ``torch.nn.Sequential`` of ``Linear`` / ``ReLU`` / ``GELU`` / ``Tanh`` / ``Sigmoid`` /
   ``BatchNorm1d`` / ``LayerNorm`` / ``Identity`` (`torch` is optional and imported only when
   such a module is passed): ``Linear.weight`` ``(out, in)`` is transposed.
@@ -20,21 +23,30 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
+from sklearn.compose import TransformedTargetRegressor
 from sklearn.frozen import FrozenEstimator
 from sklearn.neural_network import MLPClassifier, MLPRegressor
 from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import StandardScaler
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from uqconform.bayes.network import Activation, Dense, Network
 from uqconform.bayes.torch_network import TORCH_HINT, from_torch
 from uqconform.bayes.torch_network import is_torch_module as _is_torch_module
-from uqconform.linearize import linearize
+from uqconform.linearize import linearize, standard_target_scaling
 
 __all__ = ["NetworkView", "as_network", "output_jacobians"]
 
 _SUPPORTED = (
     "MLPRegressor, MLPClassifier (optionally in a FrozenEstimator or as the last step of a "
-    "Pipeline) or a torch.nn.Sequential of Linear/ReLU/GELU/Tanh/Sigmoid/BatchNorm1d/LayerNorm"
+    "Pipeline; an MLPRegressor also in a TransformedTargetRegressor with "
+    "transformer=StandardScaler()) or a torch.nn.Sequential of "
+    "Linear/ReLU/GELU/Tanh/Sigmoid/BatchNorm1d/LayerNorm"
+)
+_TARGET_SUPPORTED = (
+    "TransformedTargetRegressor is supported only with transformer=StandardScaler() (an "
+    "affine map y = shift + scale * z, the network trained on the standardised z) and no "
+    "func/inverse_func"
 )
 
 
@@ -52,6 +64,10 @@ class NetworkView:
         The classifier's labels, in the order of its probability columns.
     model : object
         The innermost model (the MLP or torch module).
+    target_shift, target_scale : float
+        Regression: the network predicts ``z`` and the user's target is
+        ``y = target_shift + target_scale * z`` (a `TransformedTargetRegressor` with a
+        ``StandardScaler``); 0 and 1 otherwise.
     """
 
     network: Network
@@ -59,6 +75,14 @@ class NetworkView:
     task: str
     classes: NDArray | None
     model: Any
+    target_shift: float = 0.0
+    target_scale: float = 1.0
+
+    def network_target(self, y: NDArray) -> NDArray:
+        """The target on the network's scale, ``(y - target_shift) / target_scale``."""
+        if self.target_shift == 0.0 and self.target_scale == 1.0:
+            return y
+        return (y - self.target_shift) / self.target_scale
 
     def transform(self, X: Any) -> NDArray:
         """The network's float64 input for the user's ``X``."""
@@ -75,15 +99,22 @@ class NetworkView:
 def as_network(estimator: Any) -> NetworkView:
     """The `Network` of a fitted MLP or torch ``Sequential`` and how to feed it.
 
+    A `TransformedTargetRegressor` with ``transformer=StandardScaler()`` is read through:
+    the view holds its fitted regressor's network and the affine map back to ``y``
+    (``target_shift``, ``target_scale``).
+
     Raises
     ------
     TypeError
-        For other models and for unsupported layers or activations (named in the message).
+        For other models, other target transforms, and unsupported layers or activations
+        (named in the message). Checked before fitting, so an unfitted model that could
+        never be read raises this rather than ``NotFittedError``.
     sklearn.exceptions.NotFittedError
         If the scikit-learn model is not fitted.
     """
     steps: list[Any] = []
     model = estimator
+    shift, scale, transformed = 0.0, 1.0, False
     while True:
         if isinstance(model, FrozenEstimator):
             model = model.estimator
@@ -91,22 +122,24 @@ def as_network(estimator: Any) -> NetworkView:
             check_is_fitted(model)
             steps = [*steps, model[:-1]] if len(model.steps) > 1 else steps
             model = model.steps[-1][1]
+        elif isinstance(model, TransformedTargetRegressor):
+            inner_shift, inner_scale = _target_scaling(model)
+            # y = shift + scale * u and u = inner_shift + inner_scale * z
+            shift, scale = shift + scale * inner_shift, scale * inner_scale
+            transformed = True
+            model = model.regressor_
         else:
             break
     if _is_torch_module(model):
-        return NetworkView(from_torch(model), steps, "regression", None, model)
+        return NetworkView(from_torch(model), steps, "regression", None, model, shift, scale)
     if not isinstance(model, (MLPRegressor, MLPClassifier)):
         if type(model).__module__.startswith("torch"):
             raise TypeError(f"{type(model).__name__}: {TORCH_HINT}")
-        hint = ""
-        if type(model).__name__ == "TransformedTargetRegressor":
-            hint = (
-                " A transformed target is not supported here: fit the network on the "
-                "transformed target yourself (e.g. standardised y) and pass that target to "
-                "fit, then map the predictions back (mean * sd + centre, std * sd)."
-            )
+        raise TypeError(f"cannot build a network from {type(model).__name__}; use {_SUPPORTED}.")
+    if transformed and isinstance(model, MLPClassifier):
         raise TypeError(
-            f"cannot build a network from {type(model).__name__}; use {_SUPPORTED}.{hint}"
+            "a TransformedTargetRegressor must wrap a regression network (MLPRegressor), "
+            "got an MLPClassifier."
         )
     check_is_fitted(model, "coefs_")
     layers: list[Any] = []
@@ -127,7 +160,47 @@ def as_network(estimator: Any) -> NetworkView:
         if model.out_activation_ != "identity":
             raise TypeError(f"MLPRegressor output {model.out_activation_!r} is not supported.")
         network, task, classes = Network(layers, output="identity"), "regression", None
-    return NetworkView(network, steps, task, classes, model)
+    return NetworkView(network, steps, task, classes, model, shift, scale)
+
+
+def _target_scaling(model: TransformedTargetRegressor) -> tuple[float, float]:
+    """``(shift, scale)`` of a fitted `TransformedTargetRegressor` with a ``StandardScaler``:
+    ``y = shift + scale * regressor_(x)``.
+
+    The map `uqconform.linearize.standard_target_scaling` reads (for ACP-GN too). The
+    transform and the kind of regressor are checked first (TypeError), then whether it is
+    fitted (NotFittedError), so an unfitted model that could never be read is refused before
+    any training.
+    """
+    if model.func is not None or model.inverse_func is not None:
+        raise TypeError(
+            f"{_TARGET_SUPPORTED}; got func={model.func!r}, inverse_func={model.inverse_func!r}."
+        )
+    if not isinstance(model.transformer, StandardScaler):
+        got = (
+            "transformer=None (the identity: pass the regressor itself instead)"
+            if model.transformer is None
+            else f"transformer={type(model.transformer).__name__}"
+        )
+        raise TypeError(f"{_TARGET_SUPPORTED}; got {got}.")
+    if not hasattr(model, "regressor_"):
+        _check_regressor_kind(model.regressor)
+    check_is_fitted(model)
+    return standard_target_scaling(model)
+
+
+def _check_regressor_kind(regressor: Any) -> None:
+    """TypeError unless the (unfitted) regressor of a `TransformedTargetRegressor` ends in an
+    ``MLPRegressor`` (through FrozenEstimator and Pipeline)."""
+    model = regressor
+    while isinstance(model, (FrozenEstimator, Pipeline)):
+        model = model.estimator if isinstance(model, FrozenEstimator) else model.steps[-1][1]
+    if not isinstance(model, MLPRegressor):
+        name = "None (LinearRegression)" if model is None else type(model).__name__
+        raise TypeError(
+            f"cannot build a network from a TransformedTargetRegressor whose regressor is "
+            f"{name}; its regressor must be an MLPRegressor (optionally in a Pipeline)."
+        )
 
 
 def _float_rows(X: Any, n_features: int) -> NDArray:

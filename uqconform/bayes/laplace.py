@@ -88,7 +88,12 @@ class LaplacePosterior(BaseEstimator):
     ----------
     estimator : fitted MLPRegressor or MLPClassifier
         Also inside `sklearn.frozen.FrozenEstimator` or as the last step of a
-        `sklearn.pipeline.Pipeline`. It is never refitted.
+        `sklearn.pipeline.Pipeline`. It is never refitted. A regression network may also be
+        wrapped in a fitted ``TransformedTargetRegressor(regressor=...,
+        transformer=StandardScaler())``: the network works on the standardised target
+        ``z = (y - shift) / scale`` (the scaler's ``mean_`` and ``scale_``), while the ``y``
+        and ``y_val`` given to `fit` and ``noise_variance_`` are in the units of ``y``. Other
+        target transforms (``func`` / ``inverse_func``, other transformers) raise TypeError.
     structure : {"diag", "kron", "full", "last_layer"}, default="diag"
         Structure of the GGN and of the posterior covariance.
     prior_precision : "auto", "marglik", float or array-like, default="auto"
@@ -110,14 +115,17 @@ class LaplacePosterior(BaseEstimator):
     prior_precision_ : float or ndarray
     noise_variance_ : float
         Regression only: the Gaussian noise variance used in the GGN (mean squared residual of
-        the network on the validation rows, or on the fitting rows without validation).
+        the network on the validation rows, or on the fitting rows without validation), in
+        the units of ``y`` (with a ``TransformedTargetRegressor`` the GGN uses it divided by
+        ``scale**2``, on the network's standardised scale).
     n_parameters_ : int
     curvature_ : ndarray or list
         The GGN: diagonal ``(P,)``, matrix ``(P, P)`` (``"full"``; last layer only for
         ``"last_layer"``), or per layer ``(A, B)`` Kronecker factors.
     prior_grid_nll_ : ndarray or None
         ``"auto"``: validation negative log-likelihood per grid value, of the one-pass
-        predictive (full covariances for ``"kron"``, as `LinearizedPredictive` uses it).
+        predictive (full covariances for ``"kron"``, as `LinearizedPredictive` uses it); a
+        density of ``y``, in its units.
 
     Examples
     --------
@@ -168,7 +176,8 @@ class LaplacePosterior(BaseEstimator):
         Parameters
         ----------
         X, y : array-like
-            Data for the curvature (usually the network's training data).
+            Data for the curvature (usually the network's training data); regression targets
+            in the user's units (also for a ``TransformedTargetRegressor``).
         X_val, y_val : array-like, optional
             Validation data for ``prior_precision="auto"`` and the regression noise variance,
             given together. Without them, ``"auto"`` holds out ``validation_fraction`` of
@@ -227,7 +236,7 @@ class LaplacePosterior(BaseEstimator):
         if view.task == "regression":
             rows, t = (Xv, target_val) if Xv is not None else (Xt, target)
             residual = t - view.network.forward(rows)[:, 0]
-            self.noise_variance_ = float(max(np.mean(residual**2), 1e-12))
+            self._set_noise(view, float(max(np.mean(residual**2), 1e-12)))
         self._curvature(view, Xt, target)
         self.prior_grid_nll_ = None
         if isinstance(prior, str) and prior == "marglik":
@@ -247,6 +256,8 @@ class LaplacePosterior(BaseEstimator):
         Parameters
         ----------
         estimator : fitted MLPRegressor or MLPClassifier
+            Also a fitted ``TransformedTargetRegressor`` with ``transformer=StandardScaler()``
+            (``y_val`` then in the units of ``y``), as in the constructor.
         variance : array-like of shape (n_parameters,)
             Positive posterior variances in the order of `Network.parameters` (per layer
             ``coefs_[l].ravel()`` then ``intercepts_[l]``).
@@ -291,16 +302,22 @@ class LaplacePosterior(BaseEstimator):
             if X_val is not None:
                 Xv, target = post._validation_rows(view, X_val, y_val)
                 residual = target - view.network.forward(Xv)[:, 0]
-                post.noise_variance_ = float(max(np.mean(residual**2), 1e-12))
+                post._set_noise(view, float(max(np.mean(residual**2), 1e-12)))
             else:
-                post.noise_variance_ = 1.0
+                post._set_noise(view, 1.0 / view.target_scale**2)  # 1.0 in the units of y
         return post
+
+    def _set_noise(self, view: NetworkView, network_variance: float) -> None:
+        """Keep the noise variance on the network's scale (for the GGN and the tuning) and
+        report it in the units of ``y``."""
+        self._network_noise_variance = network_variance
+        self.noise_variance_ = network_variance * view.target_scale**2
 
     def _target(
         self, view: NetworkView, y: Any, n: int, name: str = "y", rows_of: str = "X"
     ) -> NDArray:
-        if view.task == "regression":
-            return check_regression_target(y, n, name, rows_of)
+        if view.task == "regression":  # on the network's (standardised) scale
+            return view.network_target(check_regression_target(y, n, name, rows_of))
         return _encode_labels(y, view.classes, n, name, rows_of)
 
     def _validation_rows(
@@ -324,7 +341,7 @@ class LaplacePosterior(BaseEstimator):
         """
         f = view.network.forward(Xt)
         if view.task == "regression":
-            return J / np.sqrt(self.noise_variance_), None
+            return J / np.sqrt(self._network_noise_variance), None
         if view.network.output == "logistic":
             p = 1.0 / (1.0 + np.exp(-f[:, 0]))
             return np.sqrt(p * (1.0 - p))[None, :, None] * J, None
@@ -479,13 +496,16 @@ class LaplacePosterior(BaseEstimator):
             self.prior_precision_ = float(delta)
             mean, var = self.network_.moments(Xv, self.blocks(), covariance=covariance)
             nll[index] = -np.mean(self._log_likelihood(mean, var, target))
-        self.prior_grid_nll_ = nll
+        # the density of y is that of the network's z divided by the target scale
+        self.prior_grid_nll_ = nll + np.log(self.view_.target_scale)
         return float(PRIOR_GRID[int(np.nanargmin(nll))])
 
     def _log_likelihood(self, mean: NDArray, var: NDArray, target: NDArray) -> NDArray:
-        """Per-row log-likelihood of the one-pass (probit) predictive."""
+        """Per-row log-likelihood of the one-pass (probit) predictive, on the network's scale
+        (``target``, ``mean`` and ``var`` of ``z`` for a transformed target)."""
         if self.task_ == "regression":
-            return gaussian_log_density(target, mean[:, 0], var[:, 0] + self.noise_variance_)
+            noise = self._network_noise_variance
+            return gaussian_log_density(target, mean[:, 0], var[:, 0] + noise)
         log_p = log_probabilities(probit_logits(mean, var), self.network_.output)
         return log_p[np.arange(target.size), target]
 

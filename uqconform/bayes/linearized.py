@@ -98,7 +98,15 @@ class LinearizedPredictive(BaseEstimator):
     ----------
     estimator : MLPRegressor or MLPClassifier
         Fitted (used as is; also in a ``FrozenEstimator`` or a ``Pipeline``), or unfitted (a
-        clone is trained in `fit` on the rows not held out for validation). A fitted network
+        clone is trained in `fit` on the rows not held out for validation). A regression
+        network may also be wrapped, fitted or not, in ``TransformedTargetRegressor(
+        regressor=..., transformer=StandardScaler())``: the network, its posterior and the
+        scale then work on the standardised target ``z = (y - shift) / scale`` (the
+        scaler's ``mean_`` and ``scale_``), while every input and output here is in the
+        units of ``y``: the ``y`` given to `fit`, means (``shift + scale * mean_z``),
+        variances (``scale**2`` times), standard deviations, intervals, densities of
+        `log_predictive`, `score` and ``noise_variance_``. Other target transforms
+        (``func`` / ``inverse_func``, other transformers) raise TypeError. A fitted network
         needs rows held out from its training in `fit`: they set the noise and the scale
         (on its training rows both come out too small and the intervals under-cover; this
         is detected, with a warning, when they are exactly the training rows of a
@@ -148,7 +156,7 @@ class LinearizedPredictive(BaseEstimator):
     noise_variance_ : float
         Regression: variance of the Gaussian observation noise added to the predictive, the
         network's mean squared residual on the validation rows (so ``scale_ -> 0`` gives the
-        MAP network with its noise tuned on the same rows).
+        MAP network with its noise tuned on the same rows), in the units of ``y``.
     classes_ : ndarray
         Classification only.
     n_features_in_ : int
@@ -323,8 +331,8 @@ class LinearizedPredictive(BaseEstimator):
         # the validation rows first, so their errors name `X` and `y` (not the posterior's
         # `X_val` and `y_val`)
         Xv = view.transform(X_val)
-        if view.task == "regression":
-            target = check_regression_target(y_val, Xv.shape[0])
+        if view.task == "regression":  # on the network's (standardised) scale
+            target = view.network_target(check_regression_target(y_val, Xv.shape[0]))
         else:
             target = _encode_labels(y_val, view.classes, Xv.shape[0])
         if prefit:
@@ -356,8 +364,9 @@ class LinearizedPredictive(BaseEstimator):
             return
         Xt = self.view_.transform(X)
         n = Xt.shape[0]
-        if self.task_ == "regression":
-            loss = 0.5 * float(np.mean((y - model.predict(Xt)) ** 2))
+        if self.task_ == "regression":  # the network's loss is on its (standardised) scale
+            z = self.view_.network_target(y)
+            loss = 0.5 * float(np.mean((z - model.predict(Xt)) ** 2))
         else:  # scikit-learn's log loss clips the probabilities at eps
             eps = np.finfo(np.float64).eps
             proba = np.clip(model.predict_proba(Xt), eps, 1 - eps)
@@ -429,11 +438,12 @@ class LinearizedPredictive(BaseEstimator):
         mean, var = self._onepass(Xv, 1.0)
         if self.task_ == "regression":
             # the noise is the network's validation mean squared residual (as for the MAP
-            # baseline); only the epistemic part is scaled, so scale -> 0 recovers that baseline
+            # baseline); only the epistemic part is scaled, so scale -> 0 recovers that baseline.
+            # Tuned on the network's scale z; reported in the units of y.
             m, v, t = mean[:, 0], var[:, 0], target
             residual = t - self.view_.network.forward(Xv)[:, 0]
             noise = float(max(np.mean(residual**2), 1e-12))
-            self.noise_variance_ = noise
+            self.noise_variance_ = noise * self.view_.target_scale**2
 
             def nll_regression(log_scale: float) -> float:
                 total = np.exp(log_scale) * v + noise
@@ -548,7 +558,9 @@ class LinearizedPredictive(BaseEstimator):
         Returns
         -------
         mean, var : ndarray of shape (n_samples,) for regression, (n_samples, K) for logits
-            ``K`` is 1 for a binary classifier (the logit of ``classes_[1]``).
+            ``K`` is 1 for a binary classifier (the logit of ``classes_[1]``). Regression:
+            in the units of ``y`` (for a ``TransformedTargetRegressor``, the network's
+            moments mapped back: ``shift + scale * mean``, ``scale**2 * var``).
         """
         self._check()
         method = self.method if method is None else method
@@ -565,10 +577,18 @@ class LinearizedPredictive(BaseEstimator):
                 Xt, count, random_state, lambda f, _: (f.mean(axis=0), f.var(axis=0))
             )
         if self.task_ == "regression":
-            mean, var = mean[:, 0], var[:, 0]
+            mean, var = self._to_target(mean[:, 0], var[:, 0])
             if include_noise:
                 var = var + self.noise_variance_
         return mean, var
+
+    def _to_target(self, mean: NDArray, var: NDArray | None = None) -> tuple[NDArray, Any]:
+        """Regression moments of the network's output in the units of ``y`` (identity unless
+        a ``TransformedTargetRegressor`` standardises the target)."""
+        shift, scale = self.view_.target_shift, self.view_.target_scale
+        if shift == 0.0 and scale == 1.0:
+            return mean, var
+        return shift + scale * mean, None if var is None else scale**2 * var
 
     def _n(self, n_samples: int | None) -> int:
         n = self.n_samples if n_samples is None else n_samples
@@ -582,7 +602,8 @@ class LinearizedPredictive(BaseEstimator):
 
     @available_if(_is_regressor)
     def predict_std(self, X: ArrayLike, method: str | None = None) -> NDArray:
-        """Predictive standard deviation of ``y`` (regression): ``sqrt(Var f + noise)``.
+        """Predictive standard deviation of ``y`` (regression): ``sqrt(Var f + noise)``, in
+        the units of ``y``.
 
         This is what `uqconform.regression.SplitConformalRegressor` reads from a fitted
         ``difficulty_estimator`` with ``conformity_score="normalized"``.
@@ -671,6 +692,8 @@ class LinearizedPredictive(BaseEstimator):
         """Per-row log predictive density (regression) or probability of the label.
 
         ``method="mc"`` uses the Monte Carlo mixture itself (not its Gaussian moments).
+        Regression densities are of ``y`` in its units (for a ``TransformedTargetRegressor``,
+        the density of the standardised target minus ``log(scale)``).
         """
         self._check()
         method = self.method if method is None else method
@@ -681,7 +704,7 @@ class LinearizedPredictive(BaseEstimator):
             if method == "mc":
 
                 def mixture(f: NDArray, rows: slice) -> tuple[NDArray]:
-                    f = f[:, :, 0]
+                    f = self._to_target(f[:, :, 0])[0]  # in the units of y
                     log_density = gaussian_log_density(target[None, rows], f, self.noise_variance_)
                     return (logsumexp(log_density, axis=0) - np.log(f.shape[0]),)
 

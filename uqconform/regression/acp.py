@@ -39,7 +39,13 @@ from uqconform.base import (
     keeps_state_on_error,
     row_sliceable,
 )
-from uqconform.linearize import Linearization, _unwrap, linearize, weight_decay
+from uqconform.linearize import (
+    Linearization,
+    _unwrap,
+    linearize,
+    standard_target_scaling,
+    weight_decay,
+)
 from uqconform.regression.crr import LinearConfidenceMachine
 from uqconform.regression.full import FullConformalMixin, candidate_values
 from uqconform.routing import RoutesFitParams, routing_enabled
@@ -71,6 +77,18 @@ def _check_kind(model: Any) -> None:
     if _is_search(model):  # a search over, e.g., the weight decay
         return _check_kind(model.estimator)
     if isinstance(model, TransformedTargetRegressor):
+        if not isinstance(model.transformer, StandardScaler) or model.func is not None:
+            got = (
+                "func/inverse_func"
+                if model.func is not None
+                else "transformer=None"
+                if model.transformer is None
+                else type(model.transformer).__name__
+            )
+            raise TypeError(
+                "TransformedTargetRegressor is supported only with transformer=StandardScaler() "
+                f"(an affine map), got {got}."
+            )
         model = model.regressor
         if model is None:
             raise TypeError(
@@ -123,14 +141,7 @@ def _split_target_scaling(model: Any) -> tuple[Any, float, float]:
     if not isinstance(model, TransformedTargetRegressor):
         return model, 0.0, 1.0
     check_is_fitted(model)
-    transformer = model.transformer_
-    if not isinstance(transformer, StandardScaler):
-        raise TypeError(
-            "ApproximateFullConformalRegressor supports TransformedTargetRegressor only with "
-            f"transformer=StandardScaler() (an affine map), got {type(transformer).__name__}."
-        )
-    shift = float(transformer.mean_[0]) if transformer.with_mean else 0.0
-    scale = float(transformer.scale_[0]) if transformer.with_std else 1.0
+    shift, scale = standard_target_scaling(model)
     return model.regressor_, shift, scale
 
 
