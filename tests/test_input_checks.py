@@ -4,6 +4,8 @@ Found by an adversarial audit of the entry points; the estimator-specific checks
 each estimator's own test file.
 """
 
+import warnings
+
 import numpy as np
 import pytest
 from sklearn.base import clone
@@ -33,7 +35,13 @@ from uqconform.datasets import (
     make_gaussian_classification,
     make_heteroscedastic_regression,
 )
-from uqconform.evaluation import coverage, coverage_bounds, coverage_count_pmf, evaluate
+from uqconform.evaluation import (
+    CoverageReport,
+    coverage,
+    coverage_bounds,
+    coverage_count_pmf,
+    evaluate,
+)
 from uqconform.evaluation.poisoning import delete_points, flip_labels, insert_points
 from uqconform.quantiles import conformal_rank, minimum_scores, weighted_quantile
 from uqconform.timeseries import KOWCPI, SPCI, EnbPI, rolling_coverage
@@ -717,3 +725,30 @@ def test_full_cp_candidates_must_be_numbers(data, candidates, message):
 def test_data_generators_refuse_infinite_or_odd_settings(call, name):
     with pytest.raises(ValueError, match=f"`{name}` must be"):
         call()
+
+
+@pytest.mark.parametrize(
+    "sets",
+    [
+        np.array([[0, 2], [1, 2], [1, 2]]),  # top-2 label indices
+        np.array([[1.0, 1.0], [1.0, 1.0], [0.0, 1.0]]),  # a 0/1 mask over two classes as floats
+    ],
+    ids=["label-indices", "float-mask"],
+)
+def test_coverage_warns_when_label_sets_look_like_intervals(sets):
+    with pytest.warns(UserWarning, match="Prediction sets must be boolean arrays"):
+        coverage(np.array([1, 1, 0]), sets)
+
+
+def test_coverage_of_float_intervals_does_not_warn():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        coverage(np.array([0.5, 1.5]), np.array([[0.0, 1.0], [1.0, 2.5]]))
+        coverage(np.array([0.5, 1.5]), np.array([[0.0, 1.0], [1.0, 2.0]]))  # whole numbers
+
+
+def test_a_hand_built_report_without_nominal_prints():
+    report = CoverageReport(
+        "M", "regression", "mean_width", 10, 20, 0.99, 0.01, rows=[{"alpha": 0.1, "coverage": 0.9}]
+    )
+    assert "0.900" in str(report)

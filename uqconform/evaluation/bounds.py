@@ -163,6 +163,22 @@ def coverage_bounds(
     n_repeats : int, default=1
         Number of independent resplits whose coverages are pooled (averaged).
 
+    Notes
+    -----
+    * The interval is two-sided: a valid method lands below it with probability at most
+      ``(1 - confidence) / 2``, so a one-sided validity check (lower end only) has that
+      false-alarm rate.
+    * With ties or discrete scores the coverage of a valid method is only larger: the lower
+      end stays a valid test, the upper end does not (coverage above it is then expected).
+    * With ``n_calibration < 1 / alpha - 1`` a valid method returns the whole space, so
+      the interval is ``(1.0, 1.0)``; a method that instead clips the threshold to the
+      largest score is flagged.
+    * With one test point and no pooling the interval is ``(0.0, 1.0)``: pool resplits.
+    * Cost: the pooled law is held on the counts that carry its mass; with a small
+      ``n_calibration`` (a wide Beta law) that is most of ``n_repeats * n_test + 1`` counts
+      (measured: ``n_calibration=100``, a million test points, ``n_repeats=100``: 26 s and
+      5.6 GB). Pool fewer resplits, or fewer test points per resplit, beyond that.
+
     Returns
     -------
     (lower, upper) : tuple of float, or ndarray of shape (k, 2) for a sequence of levels

@@ -135,11 +135,17 @@ def _parse_prediction(
             f"arrays must be boolean, got dtype {array.dtype}; for intervals the second axis "
             "must have length 2 (lower, upper)."
         )
-    if array.dtype.kind in "iu" and np.isin(array, (0, 1)).all():
+    zero_one = np.isin(array, (0, 1)).all()
+    if array.dtype.kind in "iu" or zero_one:
+        # integer arrays with two columns are label sets more often than intervals: top-2
+        # label indices, or 0/1 masks over two classes (also as floats)
+        kind = "of 0/1 values" if zero_one else "of integers"
         warnings.warn(
-            f"`{name}` is an integer array of 0/1 values with two columns: it is read as "
-            "intervals [lower, upper]. For prediction sets over two classes pass a boolean "
-            "array (e.g. sets.astype(bool)).",
+            f"`{name}` is an array {kind} with two columns: it is read as intervals "
+            "[lower, upper]. Prediction sets must be boolean arrays (n, n_classes): "
+            "sets.astype(bool) for 0/1 masks; for label lists such as top-k labels, "
+            "mask = np.zeros((n, n_classes), bool); "
+            "mask[np.arange(n)[:, None], labels] = True.",
             UserWarning,
             stacklevel=4,
         )

@@ -169,8 +169,9 @@ class CoverageReport:
             inside = {True: "yes", None: "-"}.get(row.get("inside_bounds"))
             if inside is None:  # outside: below fails validity, above is conservative
                 inside = "BELOW" if row["coverage"] < low else "above"
+            nominal = row.get("nominal", 1 - row["alpha"])  # hand-built rows may omit it
             line = (
-                f"{row['alpha']:>7.3g} {row['nominal']:>8.3f} {row['coverage']:>9.3f} "
+                f"{row['alpha']:>7.3g} {nominal:>8.3f} {row['coverage']:>9.3f} "
                 f"{bounds:>18} {inside:>6} {row.get(self.efficiency, math.nan):>14.4g}"
             )
             if sets:
