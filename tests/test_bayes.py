@@ -964,3 +964,17 @@ def test_a_near_perfect_fit_on_held_out_rows_does_not_warn():
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)
         LinearizedPredictive(net, random_state=0).fit(X[200:], y[200:])
+
+
+def test_training_the_network_further_does_not_move_a_fitted_predictive():
+    """The predictive keeps the weights its posterior was built at: partial_fit, which
+    updates the network's arrays in place, leaves its outputs as they were."""
+    X, y = _friedman(400)
+    net = _mlp(max_iter=200).fit(X[:200], y[:200])
+    model = LinearizedPredictive(net, random_state=0).fit(X[200:300], y[200:300])
+    before = [model.predict_distribution(X[300:], method) for method in ("onepass", "glm")]
+    net.partial_fit(X[:200], y[:200])
+    for (mean, var), method in zip(before, ("onepass", "glm"), strict=True):
+        after = model.predict_distribution(X[300:], method)
+        np.testing.assert_array_equal(after[0], mean)
+        np.testing.assert_array_equal(after[1], var)

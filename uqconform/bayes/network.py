@@ -204,8 +204,10 @@ class Dense:
     """
 
     def __init__(self, weight: Any, bias: Any):
-        self.weight = np.asarray(weight, dtype=np.float64)
-        self.bias = np.asarray(bias, dtype=np.float64).reshape(-1)
+        # copies: a network trained further in place (partial_fit) must not move this view
+        # away from the posterior built at its weights
+        self.weight = np.array(weight, dtype=np.float64)
+        self.bias = np.array(bias, dtype=np.float64).reshape(-1)
         if self.weight.ndim != 2 or self.bias.shape != (self.weight.shape[1],):
             raise ValueError(
                 f"Dense layer: weight must be (n_in, n_out) and bias (n_out,), got "
