@@ -746,6 +746,21 @@ def test_report_plot(regression_data):
         plt.close("all")
 
 
+def test_plot_coverage_refuses_inverted_bounds():
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from uqconform.evaluation import plot_coverage
+
+    try:
+        with pytest.raises(ValueError, match="low > high"):
+            plot_coverage([0.8, 0.9], [0.8, 0.9], bounds=[[0.7, 0.85], [0.95, 0.85]])
+        plot_coverage([0.8, 0.9], [0.8, 0.9], bounds=[[0.7, 0.85], [np.nan, np.nan]])
+    finally:
+        plt.close("all")
+
+
 def test_plot_intervals():
     matplotlib = pytest.importorskip("matplotlib")
     matplotlib.use("Agg")

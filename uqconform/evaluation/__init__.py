@@ -6,7 +6,9 @@
 * `coverage_bounds`, `coverage_count_pmf`: the law of split-conformal coverage,
   so tests judge coverage without hand-picked tolerances;
 * `evaluate` and `CoverageReport`: all of it for a calibrated model in one call;
-* `plot_intervals`: 1-D regression bands (matplotlib, optional);
+* `plot_intervals`, `plot_coverage`, `plot_efficiency`: 1-D regression bands, observed
+  against nominal coverage with its valid interval, and efficiency per level (matplotlib,
+  optional);
 * `random_l2_perturbation`, `worst_of_k_perturbation`: l2 input shifts to check
   robustness certificates (BinCP);
 * `flip_labels`, `insert_points`, `delete_points`, `worst_partitions`: simulated

@@ -84,6 +84,8 @@ def plot_coverage(
         band = np.asarray(bounds, dtype=float).reshape(-1, 2)
         if band.shape[0] != nominal_.size:
             raise ValueError(f"`bounds` must have shape ({nominal_.size}, 2), got {band.shape}.")
+        if np.any(band[:, 0] > band[:, 1]):
+            raise ValueError("`bounds` has rows with low > high; each row is (low, high).")
         center = band.mean(axis=1)
         shown = np.isfinite(center)
         ax.errorbar(
