@@ -29,6 +29,7 @@ from uqconform.evaluation import (
     plot_intervals,
     size_stratified_coverage,
 )
+from uqconform.evaluation.bounds import _pooled_count_law
 
 # ---- toy data ---------------------------------------------------------------------------
 
@@ -449,6 +450,24 @@ def test_pooled_law_is_the_convolution_of_independent_resplits(
     np.testing.assert_array_equal(
         bounds, [coverage_bounds(n_calibration, alpha, n_test, 0.9, n_repeats=n_repeats)] * 2
     )
+
+
+@pytest.mark.parametrize(("n_calibration", "alpha", "n_test"), [(19, 0.13, 400), (500, 0.3, 200)])
+def test_many_pooled_resplits_keep_the_counts_that_carry_mass(n_calibration, alpha, n_test):
+    """Pooling 16 resplits spreads the law like 4 resplits' width but its support like 16:
+    the ends below the FFT noise are dropped, without changing the law or the bounds."""
+    n_repeats = 16
+    reference = _reference_pooled_pmf(n_calibration, alpha, n_test, n_repeats)
+    reference = reference / reference.sum()
+    _, carried = _pooled_count_law(n_calibration, alpha, n_test, n_repeats)
+    assert carried.size < n_repeats * n_test // 2  # the support is trimmed
+    pmf = coverage_count_pmf(n_calibration, alpha, n_test, n_repeats)
+    np.testing.assert_allclose(pmf, reference, rtol=0, atol=1e-12)
+    cdf, total = np.cumsum(reference), n_repeats * n_test
+    for confidence in (0.9, 0.99, 0.999999):
+        low, high = coverage_bounds(n_calibration, alpha, n_test, confidence, n_repeats)
+        assert round(low * total) == np.searchsorted(cdf, (1 - confidence) / 2)
+        assert round(high * total) == np.searchsorted(cdf, (1 + confidence) / 2)
 
 
 @pytest.mark.parametrize(
