@@ -334,6 +334,11 @@ def evaluate(
     (``groups``, ``class_conditional``) each stratum has fewer points, so the marginal
     coverage spreads more and the bounds are only indicative.
 
+    Predictions made elsewhere (arrays from another library) need no model: score them
+    with `coverage` and `mean_width` / `mean_set_size` (intervals ``(n, 2[, k])``, boolean
+    sets ``(n, n_classes[, k])``) and judge the coverage with
+    ``coverage_bounds(n_calibration, alpha, n_test)``.
+
     Examples
     --------
     >>> import numpy as np
