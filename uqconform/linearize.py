@@ -345,6 +345,29 @@ def _check_kind(model: Any) -> None:
     )
 
 
+_STANDARD_TARGET = (
+    "TransformedTargetRegressor is supported only with transformer=StandardScaler() (an "
+    "affine map y = shift + scale * z, the regressor trained on the standardised z) and no "
+    "func/inverse_func"
+)
+
+
+def check_standard_target(model: Any) -> None:
+    """TypeError, before any training, unless a ``TransformedTargetRegressor`` transforms
+    its target by a ``StandardScaler`` (no ``func`` / ``inverse_func``)."""
+    if model.func is not None or model.inverse_func is not None:
+        raise TypeError(
+            f"{_STANDARD_TARGET}; got func={model.func!r}, inverse_func={model.inverse_func!r}."
+        )
+    if not isinstance(model.transformer, StandardScaler):
+        got = (
+            "transformer=None (the identity: pass the regressor itself instead)"
+            if model.transformer is None
+            else f"transformer={type(model.transformer).__name__}"
+        )
+        raise TypeError(f"{_STANDARD_TARGET}; got {got}.")
+
+
 def standard_target_scaling(model: Any) -> tuple[float, float]:
     """``(shift, scale)`` with ``y = shift + scale * z`` of a fitted
     ``TransformedTargetRegressor`` whose target transform is a ``StandardScaler`` (``z``: the
@@ -352,10 +375,7 @@ def standard_target_scaling(model: Any) -> tuple[float, float]:
     """
     transformer = model.transformer_
     if not isinstance(transformer, StandardScaler):
-        raise TypeError(
-            "TransformedTargetRegressor is supported only with transformer=StandardScaler() "
-            f"(an affine map), got {type(transformer).__name__}."
-        )
+        raise TypeError(f"{_STANDARD_TARGET}; got {type(transformer).__name__}.")
     if getattr(transformer, "n_features_in_", 1) != 1:
         raise ValueError(
             f"the TransformedTargetRegressor was fitted on {transformer.n_features_in_} "

@@ -27,13 +27,12 @@ from sklearn.compose import TransformedTargetRegressor
 from sklearn.frozen import FrozenEstimator
 from sklearn.neural_network import MLPClassifier, MLPRegressor
 from sklearn.pipeline import Pipeline
-from sklearn.preprocessing import StandardScaler
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from uqconform.bayes.network import Activation, Dense, Network
 from uqconform.bayes.torch_network import TORCH_HINT, from_torch
 from uqconform.bayes.torch_network import is_torch_module as _is_torch_module
-from uqconform.linearize import linearize, standard_target_scaling
+from uqconform.linearize import check_standard_target, linearize, standard_target_scaling
 
 __all__ = ["NetworkView", "as_network", "output_jacobians"]
 
@@ -42,11 +41,6 @@ _SUPPORTED = (
     "Pipeline; an MLPRegressor also in a TransformedTargetRegressor with "
     "transformer=StandardScaler()) or a torch.nn.Sequential of "
     "Linear/ReLU/GELU/Tanh/Sigmoid/BatchNorm1d/LayerNorm"
-)
-_TARGET_SUPPORTED = (
-    "TransformedTargetRegressor is supported only with transformer=StandardScaler() (an "
-    "affine map y = shift + scale * z, the network trained on the standardised z) and no "
-    "func/inverse_func"
 )
 
 
@@ -172,17 +166,7 @@ def _target_scaling(model: TransformedTargetRegressor) -> tuple[float, float]:
     fitted (NotFittedError), so an unfitted model that could never be read is refused before
     any training.
     """
-    if model.func is not None or model.inverse_func is not None:
-        raise TypeError(
-            f"{_TARGET_SUPPORTED}; got func={model.func!r}, inverse_func={model.inverse_func!r}."
-        )
-    if not isinstance(model.transformer, StandardScaler):
-        got = (
-            "transformer=None (the identity: pass the regressor itself instead)"
-            if model.transformer is None
-            else f"transformer={type(model.transformer).__name__}"
-        )
-        raise TypeError(f"{_TARGET_SUPPORTED}; got {got}.")
+    check_standard_target(model)
     if not hasattr(model, "regressor_"):
         _check_regressor_kind(model.regressor)
     check_is_fitted(model)

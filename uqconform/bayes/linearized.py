@@ -658,7 +658,7 @@ class LinearizedPredictive(BaseEstimator):
         total = 0.0
         # blocks of samples drawn in turn from one stream: the draws of one (S, n, K) array
         for samples in _row_blocks(self.n_samples, mean.size):
-            count = len(range(self.n_samples)[samples])
+            count = min(samples.stop, self.n_samples) - samples.start
             logits = mean + std * rng.standard_normal((count, *mean.shape))
             total = total + np.exp(_log_proba_samples(logits, output)).sum(axis=0)
         return total / self.n_samples

@@ -42,6 +42,7 @@ from uqconform.base import (
 from uqconform.linearize import (
     Linearization,
     _unwrap,
+    check_standard_target,
     linearize,
     standard_target_scaling,
     weight_decay,
@@ -77,18 +78,7 @@ def _check_kind(model: Any) -> None:
     if _is_search(model):  # a search over, e.g., the weight decay
         return _check_kind(model.estimator)
     if isinstance(model, TransformedTargetRegressor):
-        if not isinstance(model.transformer, StandardScaler) or model.func is not None:
-            got = (
-                "func/inverse_func"
-                if model.func is not None
-                else "transformer=None"
-                if model.transformer is None
-                else type(model.transformer).__name__
-            )
-            raise TypeError(
-                "TransformedTargetRegressor is supported only with transformer=StandardScaler() "
-                f"(an affine map), got {got}."
-            )
+        check_standard_target(model)  # before any training
         model = model.regressor
         if model is None:
             raise TypeError(
