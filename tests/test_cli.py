@@ -171,6 +171,16 @@ def test_list_and_no_command(capsys):
     assert main([]) == 2
 
 
+@pytest.mark.parametrize(
+    "extra", [["--suite", "classic"], ["--seed", "0"], ["--out", "x"], ["--no-progress"]]
+)
+def test_list_refuses_run_options(extra, capsys):
+    """`--list` with a run option would silently drop the run the user asked for."""
+    assert main(["benchmark", "--list", *extra]) == 2
+    err = capsys.readouterr().err
+    assert "--list takes no other option" in err and extra[0] in err
+
+
 def test_format_table_skips_lists_and_formats_missing():
     text = format_table([{"a": "x", "b": None, "c": [1, 2], "d": float("nan")}])
     assert "c" not in text.splitlines()[0] and "-" in text.splitlines()[2]

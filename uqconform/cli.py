@@ -15,6 +15,10 @@ from collections.abc import Sequence
 __all__ = ["main"]
 
 
+# Defaults are None so that `--list` can tell which options were given.
+_RUN_OPTIONS = ("suite", "out", "seed", "scale", "no_progress")
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="uqconform", description="Conformal prediction for scikit-learn models."
@@ -29,25 +33,29 @@ def _parser() -> argparse.ArgumentParser:
     )
     bench.add_argument(
         "--suite",
-        default="quick",
+        default=None,
         help="quick (default), full, smoke, or one family such as classic, speed, memory "
         "(see --list)",
     )
     bench.add_argument(
         "--out",
-        default="uqconform-benchmark",
-        help="output folder (default: %(default)s); a finished run replaces the previous "
+        default=None,
+        help="output folder (default: uqconform-benchmark); a finished run replaces the previous "
         "run's files there, an interrupted one changes nothing",
     )
-    bench.add_argument("--seed", type=int, default=0, help="base random seed (default: 0)")
+    bench.add_argument("--seed", type=int, default=None, help="base random seed (default: 0)")
     bench.add_argument(
         "--scale",
         choices=("smoke", "quick", "full"),
         default=None,
         help="size at which a single family runs (default: quick)",
     )
-    bench.add_argument("--no-progress", action="store_true", help="hide the progress bars")
-    bench.add_argument("--list", action="store_true", help="list the suites and families")
+    bench.add_argument(
+        "--no-progress", action="store_true", default=None, help="hide the progress bars"
+    )
+    bench.add_argument(
+        "--list", action="store_true", help="list the suites and families (takes no other option)"
+    )
     return parser
 
 
@@ -99,15 +107,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     if args.list:
+        given = [
+            f"--{name.replace('_', '-')}"
+            for name in _RUN_OPTIONS
+            if getattr(args, name) is not None
+        ]
+        if given:
+            print(
+                f"uqconform benchmark: error: --list takes no other option (got "
+                f"{', '.join(given)})",
+                file=sys.stderr,
+            )
+            return 2
         print(_list_suites())
         return 0
     from uqconform.benchmarks import BenchmarkOutputError, run_benchmark
 
+    out = args.out or "uqconform-benchmark"
+
     try:
         results = run_benchmark(
-            args.suite,
-            args.out,
-            seed=args.seed,
+            args.suite or "quick",
+            out,
+            seed=0 if args.seed is None else args.seed,
             scale=args.scale,
             progress=not args.no_progress,
         )
@@ -115,7 +137,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"uqconform benchmark: error: {_as_options(str(error))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(f"\nuqconform benchmark: interrupted; {args.out} is unchanged.", file=sys.stderr)
+        print(f"\nuqconform benchmark: interrupted; {out} is unchanged.", file=sys.stderr)
         return 130
     return 1 if results["failed"] else 0
 
