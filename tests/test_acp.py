@@ -633,8 +633,10 @@ def test_sklearn_estimator_checks(estimator, check):
 
 def test_rows_fitted_almost_exactly_are_reported():
     """A unit active on few rows lets its unpenalised bias fit them almost exactly: such
-    rows (and test rows like them) get very wide intervals, so the user is warned; the
-    last-layer curvature, which has no such direction, is the advice and does not warn."""
+    rows (and test rows like them) get very wide intervals, so the user is warned exactly
+    when it happens; the last-layer curvature, which has no such direction, is the advice
+    and does not warn. Which seeds train such a unit depends on the optimiser's path (it
+    moved with a scipy release), so several networks are trained and both cases must occur."""
     import warnings
 
     from sklearn.pipeline import make_pipeline
@@ -643,22 +645,27 @@ def test_rows_fitted_almost_exactly_are_reported():
     rng = np.random.default_rng(0)
     X = rng.normal(size=(1200, 3))[:300]
     y = np.sin(X[:, 0]) * 3 + X[:, 1] + rng.normal(size=1200)[:300] * 0.3
-    net = make_pipeline(
-        StandardScaler(),
-        MLPRegressor(
-            hidden_layer_sizes=(20,), solver="lbfgs", alpha=1.0, max_iter=3000, tol=1e-9,
-            random_state=0,
-        ),
-    )  # fmt: skip
-    full = ACP(net, alpha=0.1)
-    with pytest.warns(UserWarning, match="leverage above 0.99"):
-        full.fit(X[:200], y[:200])
-    assert full.machine_.leverage.max() > 0.99
-    last = ACP(net, alpha=0.1, curvature="last_layer")
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        last.fit(X[:200], y[:200]).calibrate(X[200:], y[200:])
-    assert last.machine_.leverage.max() <= 0.99
+    flagged = []
+    for seed in range(4):
+        net = make_pipeline(
+            StandardScaler(),
+            MLPRegressor(
+                hidden_layer_sizes=(20,), solver="lbfgs", alpha=1.0, max_iter=3000, tol=1e-9,
+                random_state=seed,
+            ),
+        )  # fmt: skip
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            full = ACP(net, alpha=0.1).fit(X[:200], y[:200])
+        warned = any("leverage above 0.99" in str(w.message) for w in caught)
+        assert warned == (full.machine_.leverage.max() > 0.99)
+        flagged.append(warned)
+        last = ACP(net, alpha=0.1, curvature="last_layer")
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            last.fit(X[:200], y[:200]).calibrate(X[200:], y[200:])
+        assert last.machine_.leverage.max() <= 0.99
+    assert any(flagged) and not all(flagged)
 
 
 def test_sample_weight_is_refused():

@@ -223,17 +223,26 @@ def test_unseen_group_gives_every_class():
 
 def test_tiny_calibration_set_gives_whole_space_and_warns():
     X, y = regression_data(100)
-    cp = SplitConformalRegressor().fit(X, y).calibrate(X[:5], y[:5])
-    with pytest.warns(UserWarning, match="Too few calibration points"):
+    cp = SplitConformalRegressor().fit(X, y)
+    with pytest.warns(UserWarning, match="Too few calibration points") as at_calibration:
+        cp.calibrate(X[:5], y[:5])  # said next to its cause, for the default alpha
+    with pytest.warns(UserWarning, match="Too few calibration points") as at_prediction:
         out = cp.predict_interval(X[:3], alpha=0.1)
+    # Both point at this file (the caller), not at the library's wrappers.
+    assert {w.filename for w in [*at_calibration, *at_prediction]} == {__file__}
     assert np.all(out[:, 0] == -np.inf) and np.all(out[:, 1] == np.inf)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert np.isfinite(cp.predict_interval(X[:3], alpha=0.2)).all()  # 5 >= ceil(6 * .8)
     Xc, yc = classification_data(100)
-    clf = SplitConformalClassifier().fit(Xc, yc).calibrate(Xc[:3], yc[:3])
+    clf = SplitConformalClassifier(alpha=0.2).fit(Xc, yc)
+    with pytest.warns(UserWarning, match="Too few"):
+        clf.calibrate(Xc[:3], yc[:3])
     with pytest.warns(UserWarning, match="Too few"):
         assert clf.predict_set(Xc[:4], alpha=0.05).all()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        SplitConformalClassifier(alpha=0.2).fit(Xc, yc).calibrate(Xc[:9], yc[:9])  # 9 >= 8
 
 
 # ---- inputs ------------------------------------------------------------------------------

@@ -48,3 +48,33 @@ def test_ruff_clean():
         cwd=Path(__file__).resolve().parents[1],
     )
     assert result.returncode == 0, result.stdout[-3000:]
+
+
+def test_warnings_point_at_the_callers_line():
+    """Every library warning goes through `_warnings.warn_user`, which names the first line
+    outside the package; a fixed ``stacklevel`` named the library's method wrapper instead."""
+    import warnings
+
+    import numpy as np
+    from sklearn.linear_model import Ridge
+
+    from uqconform.regression import SplitConformalRegressor
+    from uqconform.timeseries import EnbPI
+
+    package = Path(uqconform.__file__).parent
+    direct = [
+        str(path.relative_to(package))
+        for path in package.rglob("*.py")
+        if path.name != "_warnings.py" and "warnings.warn(" in path.read_text()
+    ]
+    assert direct == []
+    X = np.random.default_rng(0).random((120, 2))
+    y = X.sum(axis=1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = SplitConformalRegressor(Ridge()).fit(X[:20], y[:20])
+        model.calibrate(X[20:25], y[20:25, None])  # column vector; too few points
+        model.predict_interval(X[:3])  # too few points
+        EnbPI(Ridge(), n_bootstrap=4).fit(X, y)  # in-sample residuals
+    assert len(caught) == 4
+    assert {w.filename for w in caught} == {__file__}

@@ -18,7 +18,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import numbers
-import warnings
 from abc import ABCMeta, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -33,6 +32,7 @@ from sklearn.exceptions import DataConversionWarning, NotFittedError
 from sklearn.utils import get_tags
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from uqconform._warnings import warn_user
 from uqconform.quantiles import check_alpha, conformal_quantile
 from uqconform.routing import RoutesFitParams
 
@@ -189,11 +189,10 @@ def check_features(estimator: BaseEstimator, X: Any, *, reset: bool) -> Any:
 
 
 def _warn_column_vector() -> None:
-    warnings.warn(
+    warn_user(
         "A column-vector y was passed when a 1d array was expected; `y` of shape (n, 1) was "
         "flattened to shape (n,).",
         DataConversionWarning,
-        stacklevel=4,
     )
 
 
@@ -546,6 +545,9 @@ class ConformalPredictor(RoutesFitParams, BaseEstimator, metaclass=ABCMeta):
         group_labels = check_groups(groups, n)
         self._check_nan(X)
         self._store_calibration(X, y, group_labels)
+        # Warn now, next to the cause, if a stratum is too small for the default level
+        # (prediction warns again for the levels it is asked for); the table is kept.
+        self._threshold_table(self._resolve_alpha(None)[0])
         return self
 
     def _start_calibration(self, X: Any) -> Any:
@@ -615,11 +617,10 @@ class ConformalPredictor(RoutesFitParams, BaseEstimator, metaclass=ABCMeta):
         position = np.minimum(position, known.size - 1)
         unseen = known[position] != labels
         if unseen.any():
-            warnings.warn(
+            warn_user(
                 f"{int(unseen.sum())} rows belong to groups without calibration data "
                 f"(e.g. {_plain(labels[unseen][0])!r}); their sets are the whole output space.",
                 UserWarning,
-                stacklevel=3,
             )
             position = np.where(unseen, known.size, position)  # the empty extra group
         return position
@@ -693,12 +694,11 @@ class ConformalPredictor(RoutesFitParams, BaseEstimator, metaclass=ABCMeta):
             if n_sub > 1
             else "those sets are the whole output space (infinite interval, every class)"
         )
-        warnings.warn(
+        warn_user(
             f"Too few calibration points for alpha={alphas.tolist()} in "
             f"{', '.join(where)}{' ...' if len(too_few) > 3 else ''}: at least "
             f"ceil((n + 1)(1 - alpha)) <= n is needed, so {consequence}.",
             UserWarning,
-            stacklevel=4,
         )
 
     # ---- prediction ------------------------------------------------------------------

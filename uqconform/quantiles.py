@@ -15,12 +15,13 @@ exactly the unweighted order statistic.
 from __future__ import annotations
 
 import numbers
-import warnings
 from collections.abc import Sequence
 from typing import Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+
+from uqconform._warnings import warn_user
 
 __all__ = [
     "check_alpha",
@@ -221,12 +222,11 @@ def minimum_scores(alpha: float) -> int:
 
 def _warn_too_few(n: int, levels: NDArray) -> None:
     needed = minimum_scores(levels.min())
-    warnings.warn(
+    warn_user(
         f"Only {n} scores (calibration or training points): too few for "
         f"alpha={levels.tolist()} (at least {needed} are needed), so the prediction set is the "
         "whole output space (an infinite interval, or every class).",
         UserWarning,
-        stacklevel=3,
     )
 
 
@@ -263,13 +263,12 @@ def _weighted_conformal_quantile(
         rows = infinite.any(axis=1)
         share = float(np.max(w_test[rows] / total[rows]))
         where = "" if single else f" ({int(rows.sum())} of {rows.size} rows of `weights`)"
-        warnings.warn(
+        warn_user(
             f"The weights leave too little mass on the calibration scores for "
             f"alpha={levels[infinite.any(axis=0)].tolist()}: the test point carries "
             f"{share:.3g} of the total weight{where}, so the prediction set is the whole "
             "output space. More scores, or weights closer to uniform, give finite thresholds.",
             UserWarning,
-            stacklevel=3,
         )
     return thresholds[0] if single else thresholds
 

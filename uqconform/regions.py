@@ -35,6 +35,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.special import gammaln, logsumexp
 
+from uqconform._warnings import warn_user
 from uqconform.base import check_positive_int, random_generator
 
 __all__ = ["AffineMap", "LatentMap", "PredictionRegion"]
@@ -598,11 +599,10 @@ class PredictionRegion:
         Y = np.asarray(self.latent_map.from_latent(Z), dtype=float)
         bad = ~np.isfinite(Y)
         if bad.any():
-            warnings.warn(
+            warn_user(
                 f"{int(bad.any(axis=(1, 2)).sum())} regions map some latent points to "
                 "non-finite outputs (the map overflows there); those coordinates are NaN.",
                 RuntimeWarning,
-                stacklevel=3,
             )
             Y[bad] = np.nan
         return Y

@@ -15,7 +15,6 @@ predictives run through the same object and the same posterior, for comparison:
 from __future__ import annotations
 
 import numbers
-import warnings
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -31,6 +30,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
+from uqconform._warnings import warn_user
 from uqconform.base import (
     check_class_labels,
     check_features,
@@ -376,13 +376,12 @@ class LinearizedPredictive(BaseEstimator):
         total, final = loss + 0.5 * model.alpha * squares / n, float(model.loss_)
         # a near-perfect fit (the penalty is almost all of the loss) tells nothing
         if loss >= 1e-3 * final and abs(total - final) <= 1e-6 * abs(final):
-            warnings.warn(
+            warn_user(
                 f"The rows given to fit are the training rows of the network (its loss on "
                 f"them, {total:.6g}, is its final training loss): fit tunes the noise and "
                 "the scale on the rows it is given, and on training rows they come out too "
                 "small, so the intervals under-cover. Pass rows held out from its training.",
                 UserWarning,
-                stacklevel=4,
             )
 
     def _warn_unused_posterior_settings(self) -> None:
@@ -393,12 +392,11 @@ class LinearizedPredictive(BaseEstimator):
             if not (isinstance(getattr(self, name), str) and getattr(self, name) == default)
         ]
         if changed:
-            warnings.warn(
+            warn_user(
                 f"{', '.join(changed)} unused: `posterior` is given, and its own structure "
                 "and prior precision (or variances) apply; set them on it, or pass "
                 "posterior=None to have these used.",
                 UserWarning,
-                stacklevel=5,
             )
 
     def _posterior(self, view, X_fit, y_fit, X_val, y_val) -> LaplacePosterior:

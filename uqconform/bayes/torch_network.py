@@ -18,12 +18,12 @@ parameters are kept at their trained values.
 from __future__ import annotations
 
 import sys
-import warnings
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
+from uqconform._warnings import warn_user
 from uqconform.bayes.attention import TransformerBlock
 from uqconform.bayes.network import Activation, Affine, Dense, LayerNorm, Network
 
@@ -73,12 +73,11 @@ def _layer(module: Any, torch: Any) -> Any | None:
         if module.running_mean is None:
             raise TypeError("BatchNorm1d without running statistics is not supported.")
         if module.training:
-            warnings.warn(
+            warn_user(
                 "BatchNorm1d is in training mode: the predictive uses its running statistics "
                 "(evaluation mode), while the module itself would use batch statistics; call "
                 "module.eval() first.",
                 UserWarning,
-                stacklevel=2,
             )
         inv = 1.0 / np.sqrt(_array(module.running_var) + module.eps)
         gamma = _array(module.weight) if module.affine else np.ones_like(inv)

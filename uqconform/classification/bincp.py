@@ -30,7 +30,6 @@ Monte Carlo error shrinks like ``1 / sqrt(m)``; it needs far more samples for sm
 from __future__ import annotations
 
 import numbers
-import warnings
 from abc import abstractmethod
 from typing import Any
 
@@ -43,6 +42,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.utils import check_array
 from sklearn.utils.validation import check_is_fitted
 
+from uqconform._warnings import warn_user
 from uqconform.base import (
     ConformalPredictor,
     check_batch_size,
@@ -455,12 +455,11 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
     def _warn_trivial(self, radius: float, calibrations) -> None:
         largest = min(c[2] for c in calibrations)
         if radius >= largest:
-            warnings.warn(
+            warn_user(
                 f"radius={radius} is at least the largest certifiable radius {largest:.4g} "
                 f"for sigma={self.sigma} and n_samples={self.n_samples}: every set holds "
                 "every class.",
                 UserWarning,
-                stacklevel=3,
             )
 
     def _statistics(self, X: Any, thresholds: list[float]) -> NDArray:

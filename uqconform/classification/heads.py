@@ -9,7 +9,6 @@ classifiers with identical ``classes_`` works too.
 from __future__ import annotations
 
 import numbers
-import warnings
 from typing import Any
 
 import numpy as np
@@ -21,6 +20,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.utils import _safe_indexing
 from sklearn.utils.validation import check_is_fitted
 
+from uqconform._warnings import warn_user
 from uqconform.base import (
     check_class_labels,
     check_features,
@@ -214,12 +214,11 @@ class HeadEnsemble(RoutesFitParams, ClassifierMixin, BaseEstimator):
             sample = _safe_indexing(X, np.arange(min(n, 200)))
             proba = self.head_probabilities(sample)
             if np.max(np.abs(proba - proba[:1])) < 1e-10:
-                warnings.warn(
+                warn_user(
                     f"diversity='seeds' gave {len(self.heads_)} identical heads: "
                     f"{type(base).__name__} does not use its random_state here (a "
                     "deterministic solver); use diversity='bootstrap' or 'subspace'.",
                     UserWarning,
-                    stacklevel=2,
                 )
         return self
 

@@ -22,7 +22,6 @@ probability (`EnsembleConformalClassifier`) is the baseline to beat.
 from __future__ import annotations
 
 import numbers
-import warnings
 from typing import Any
 
 import numpy as np
@@ -33,6 +32,7 @@ from sklearn.ensemble import HistGradientBoostingClassifier
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
 
+from uqconform._warnings import warn_user
 from uqconform.base import (
     check_bool,
     check_calibration_settings,
@@ -349,9 +349,7 @@ class MultiDimScoreClassifier(RoutesFitParams, ClassifierMixin, BaseEstimator):
         if n_cells < 1 or n_recal < 1:  # nothing to build cells from, or to calibrate on
             raise ValueError(message)
         if conformal_rank(n_recal, levels.min())[0] > n_recal:  # the contract: whole space
-            warnings.warn(
-                message + " Until then every set holds every class.", UserWarning, stacklevel=2
-            )
+            warn_user(message + " Until then every set holds every class.", UserWarning)
         self._reset_calibration()
         vectors = self.score_vectors(X, rng=self._rng(0))
         rows = np.arange(n)
@@ -412,11 +410,10 @@ class MultiDimScoreClassifier(RoutesFitParams, ClassifierMixin, BaseEstimator):
         self.cells_["warm_start"] = self._warm_start(float(levels.min()))
         self._tree = tree
         if int(self.n_neighbors) > centres.shape[0]:
-            warnings.warn(
+            warn_user(
                 f"`n_neighbors`={self.n_neighbors} is more than the {centres.shape[0]} cell "
                 f"centres: {centres.shape[0]} are used.",
                 UserWarning,
-                stacklevel=4,
             )
 
     def _warm_start(self, level: float) -> int:

@@ -30,7 +30,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import numbers
-import warnings
 from typing import Any
 
 import numpy as np
@@ -42,6 +41,7 @@ from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import LogisticRegression
 from sklearn.utils.validation import check_array, check_is_fitted
 
+from uqconform._warnings import warn_user
 from uqconform.base import (
     check_calibration_settings,
     check_class_labels,
@@ -787,12 +787,11 @@ class ReliablePredictionSets(ClassifierMixin, BaseEstimator):
         seeds = np.random.SeedSequence(seed).generate_state(k, dtype=np.uint32) >> 1
         self.training_partition_sizes_ = np.diff(bounds)
         if (self.training_partition_sizes_ == 0).any():
-            warnings.warn(
+            warn_user(
                 f"{int((self.training_partition_sizes_ == 0).sum())} of the {k} training "
                 "partitions are empty (their model abstains): use a smaller k_train for "
                 f"{len(labels)} training rows.",
                 UserWarning,
-                stacklevel=2,
             )
         jobs = (
             delayed(_fit_partition)(
@@ -961,12 +960,11 @@ class ReliablePredictionSets(ClassifierMixin, BaseEstimator):
         self.majority_threshold_ = majority_threshold(k, level)
         self.majority_coverage_ = majority_coverage(sizes, ranks, self.majority_threshold_)
         if self.coverage == "exact" and self.majority_coverage_ < 1 - level - 1e-9:
-            warnings.warn(
+            warn_user(
                 f"With these unequal calibration partition sizes the majority set covers "
                 f"{self.majority_coverage_:.4f} < 1 - alpha = {1 - level:.4f} by the coverage "
                 "formula; more calibration data or fewer partitions fixes it.",
                 UserWarning,
-                stacklevel=2,
             )
         return self
 

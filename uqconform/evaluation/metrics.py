@@ -18,7 +18,6 @@ level; otherwise they return a float. Inputs are never modified.
 from __future__ import annotations
 
 import numbers
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -26,6 +25,8 @@ from typing import Any, Literal, Protocol, runtime_checkable
 import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
+
+from uqconform._warnings import warn_user
 
 __all__ = [
     "coverage",
@@ -140,14 +141,13 @@ def _parse_prediction(
         # integer arrays with two columns are label sets more often than intervals: top-2
         # label indices, or 0/1 masks over two classes (also as floats)
         kind = "of 0/1 values" if zero_one else "of integers"
-        warnings.warn(
+        warn_user(
             f"`{name}` is an array {kind} with two columns: it is read as intervals "
             "[lower, upper]. Prediction sets must be boolean arrays (n, n_classes): "
             "sets.astype(bool) for 0/1 masks; for label lists such as top-k labels, "
             "mask = np.zeros((n, n_classes), bool); "
             "mask[np.arange(n)[:, None], labels] = True.",
             UserWarning,
-            stacklevel=4,
         )
     single = array.ndim == 2
     data = array[..., None] if single else array
@@ -218,12 +218,11 @@ def _label_index(
         present = np.unique(index)
         if n_columns > 1 and np.array_equal(present, np.arange(1, n_columns)):
             # labels 1..K-1 with no 0: the signature of 1-based classes read as positions
-            warnings.warn(
+            warn_user(
                 f"`{name}` holds the labels 1..{n_columns - 1} and no 0: labels are read as "
                 f"column indices 0..{n_columns - 1}; if they are the classes themselves "
                 "(1..K), pass classes=model.classes_.",
                 UserWarning,
-                stacklevel=4,
             )
         return index
     labels = np.asarray(classes)

@@ -16,7 +16,6 @@ box of `RectangularConformalRegressor`.
 
 from __future__ import annotations
 
-import warnings
 from abc import abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
@@ -28,6 +27,7 @@ from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import LinearRegression
 from sklearn.utils import get_tags
 
+from uqconform._warnings import warn_user
 from uqconform.base import (
     ConformalPredictor,
     _has_nan,
@@ -258,11 +258,10 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
         known = getattr(self, "n_outputs_", None) if calibrating else None
         Y = check_multioutput_target(y, n, known)
         if Y.shape[1] == 1 and known is None:
-            warnings.warn(
+            warn_user(
                 f"`Y` has a single output: {type(self).__name__} works with d = 1 (its region "
                 "is an interval), but a scalar method of uqconform.regression fits better.",
                 UserWarning,
-                stacklevel=4,
             )
         return Y
 

@@ -36,6 +36,7 @@ from sklearn.utils._param_validation import (
     validate_parameter_constraints,
 )
 
+from uqconform._warnings import warn_user
 from uqconform.base import fit_params_rows, integer_seed, keeps_state_on_error
 from uqconform.multioutput._base import MultiOutputConformalRegressor, take_rows
 from uqconform.multioutput.flows import FlowMap, fit_flow, require_flows
@@ -449,11 +450,10 @@ class ResidualCONTRA(_FlowRegions):
                 residuals = Y - np.asarray(predicted, dtype=float).reshape(Y.shape)
             keep = np.isfinite(residuals).all(axis=1)
             if not keep.all():
-                warnings.warn(
+                warn_user(
                     f"{int((~keep).sum())} fit rows have no out-of-bag prediction (too few "
                     "trees); the residual flow is trained without them.",
                     UserWarning,
-                    stacklevel=4,
                 )
                 residuals = residuals[keep]
                 X_flow = take_rows(X, np.flatnonzero(keep))

@@ -35,7 +35,6 @@ import copy
 import io
 import math
 import numbers
-import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -44,6 +43,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from uqconform._warnings import warn_user
 from uqconform.base import check_positive_int
 
 __all__ = [
@@ -363,10 +363,9 @@ class ConditionalFlow:
         self.__dict__.update(state)
         device = self.device
         if str(device).startswith("cuda") and not torch.cuda.is_available():
-            warnings.warn(
+            warn_user(
                 f"The flow was saved on {device!r}, which is not available here; using the CPU.",
                 UserWarning,
-                stacklevel=2,
             )
             self.device = device = "cpu"
         with _private_torch_rng(0, torch.device(device)):
@@ -458,11 +457,10 @@ class ConditionalFlow:
         Y = Y @ self.y_chol.T + self.y_mean
         logdet = logdet + self.log_scale_sum
         if not (np.isfinite(Y).all() and np.isfinite(logdet).all()):
-            warnings.warn(
+            warn_user(
                 "The flow's inverse overflowed for some latent points (far outside the "
                 "training range); those outputs are inf/NaN.",
                 RuntimeWarning,
-                stacklevel=2,
             )
         return (Y, logdet) if log_det else Y
 
@@ -486,11 +484,10 @@ class ConditionalFlow:
 def _finite_or_inf(Z: NDArray) -> NDArray:
     bad = ~np.isfinite(Z)
     if bad.any():
-        warnings.warn(
+        warn_user(
             f"{int(bad.any(axis=1).sum())} latent codes are not finite (the flow overflowed "
             "far outside its training range); they count as outside every region.",
             RuntimeWarning,
-            stacklevel=3,
         )
         Z = np.where(bad, np.inf, Z)
     return Z

@@ -17,7 +17,6 @@ calibration data only, which is finite-sample valid.
 from __future__ import annotations
 
 import numbers
-import warnings
 from typing import Any
 
 import numpy as np
@@ -33,6 +32,7 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.utils import get_tags
 from sklearn.utils.validation import _num_samples, check_is_fitted, validate_data
 
+from uqconform._warnings import warn_user
 from uqconform.base import (
     check_features,
     check_regression_target,
@@ -325,7 +325,7 @@ class ApproximateFullConformalRegressor(
         self.machine_ = LinearConfidenceMachine(lin.jacobian, penalty)
         fitted_exactly = int(np.sum(self.machine_.leverage > _HIGH_LEVERAGE))
         if fitted_exactly:
-            warnings.warn(
+            warn_user(
                 f"{fitted_exactly} of {y.shape[0]} {'calibration' if refine else 'training'} "
                 f"rows have leverage above {_HIGH_LEVERAGE} in the linearised model (up to "
                 f"{float(self.machine_.leverage.max()):.6f}): it can fit them almost exactly "
@@ -334,7 +334,6 @@ class ApproximateFullConformalRegressor(
                 "infinite) intervals. Use more rows, a prior (prior_precision), "
                 "curvature='last_layer', or a network with fewer units.",
                 UserWarning,
-                stacklevel=3,
             )
         if refine:
             self.refinement_ = self.machine_.solve(raw)

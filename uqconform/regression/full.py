@@ -9,7 +9,6 @@ refits have a closed form, so the set is computed exactly (`uqconform.regression
 from __future__ import annotations
 
 import numbers
-import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -20,6 +19,7 @@ from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import LinearRegression, Ridge
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from uqconform._warnings import warn_user
 from uqconform.base import (
     check_batch_size,
     check_bool,
@@ -199,14 +199,13 @@ class FullConformalMixin:
             outside += int(unpinned.sum())
             yield rows, predictions, a, b
         if outside:  # one warning per call, counting the rows of every batch
-            warnings.warn(
+            warn_user(
                 f"{outside} test rows lie outside the span of the training "
                 "features in a direction no penalty pins (the regularised Gram matrix "
                 "is singular: more parameters than rows, or duplicated features, and no "
                 "ridge): the fit interpolates them whatever their label, so their set is "
                 "the whole line. Add a penalty (Ridge, a prior precision) or more rows.",
                 UserWarning,
-                stacklevel=3,
             )
 
     def predict_interval(self, X: Any, alpha: float | ArrayLike | None = None) -> NDArray:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import inspect
 import numbers
-import warnings
 from typing import Any
 
 import numpy as np
@@ -16,6 +15,7 @@ from sklearn.linear_model import LinearRegression
 from sklearn.model_selection import KFold, cross_val_predict
 from sklearn.utils.validation import check_is_fitted
 
+from uqconform._warnings import warn_user
 from uqconform.base import (
     ConformalPredictor,
     check_regression_target,
@@ -134,12 +134,11 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
         once per fit, or per calibrate of an adopted model: the user's call is 5 up)."""
         unused = not self._score_object().needs_difficulty
         if unused and getattr(self, "difficulty_estimator", None) is not None:
-            warnings.warn(
+            warn_user(
                 f"`difficulty_estimator` is ignored: conformity_score="
                 f"{self.conformity_score!r} does not use a difficulty (the 'normalized' "
                 "score does).",
                 UserWarning,
-                stacklevel=5,
             )
 
     def _start_calibration(self, X: Any) -> Any:

@@ -18,7 +18,6 @@ assumptions on the residuals. Watch the rolling coverage (``rolling_coverage``).
 from __future__ import annotations
 
 import numbers
-import warnings
 from abc import ABCMeta, abstractmethod
 from typing import Any, ClassVar
 
@@ -29,6 +28,7 @@ from sklearn.ensemble import RandomForestRegressor
 from sklearn.frozen import FrozenEstimator
 from sklearn.utils.validation import _num_samples, check_is_fitted, validate_data
 
+from uqconform._warnings import warn_user
 from uqconform.base import (
     check_bool,
     check_calibration_settings,
@@ -437,14 +437,13 @@ class SequentialConformalRegressor(
         spread = float(np.std(residuals))
         if spread > 1e-12 * max(1.0, float(np.mean(np.abs(y)))):
             return self._robust_scale(residuals)
-        warnings.warn(
+        warn_user(
             f"The {residuals.shape[0]} fit residuals are all (numerically) zero (standard "
             f"deviation {spread:.3g}, mean |y| {float(np.mean(np.abs(y))):.3g}): the model "
             "reproduces the series exactly, so the intervals will have about zero width "
             "until non-zero residuals enter the memory, and a kernel bandwidth (KOWCPI) is in "
             "absolute units of y (scale_ = 1).",
             UserWarning,
-            stacklevel=3,
         )
         return 1.0
 
@@ -546,12 +545,11 @@ class SequentialConformalRegressor(
             self.coverage_history_ = np.concatenate([self.coverage_history_, covered])
         infinite = int(np.isinf(out).any(axis=(1, 2)).sum())
         if infinite:
-            warnings.warn(
+            warn_user(
                 f"{infinite} of {n} intervals are infinite: with `finite_sample=True` the "
                 f"weights' effective sample size (last: {self.effective_sample_sizes_[-1]:.1f})"
                 " is too small for alpha; keep more residuals (`memory`) or widen the model.",
                 UserWarning,
-                stacklevel=2,
             )
         return out[..., 0] if np.ndim(value) == 0 else out
 

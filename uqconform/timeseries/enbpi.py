@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from uqconform._warnings import warn_user
 from uqconform.quantiles import check_alpha
 from uqconform.timeseries.base import SequentialConformalRegressor, minimum_effective_size
 
@@ -112,12 +112,11 @@ class EnbPI(SequentialConformalRegressor):
             remedy = "give more fit rows"
             if self.memory is not None and self.memory < needed:
                 remedy = f"set `memory` (now {self.memory}) to {needed} or more"
-            warnings.warn(
+            warn_user(
                 f"EnbPI starts with {kept} residuals; intervals at alpha={np.min(alphas):g} "
                 f"need at least {needed} (2 / alpha - 1) for their empirical quantiles to reach "
                 f"the level, so expect under-coverage until the memory fills: {remedy}.",
                 UserWarning,
-                stacklevel=3,
             )
 
     def _next_weights(self, memory: NDArray, min_effective: int) -> tuple[NDArray, NDArray, bool]:

@@ -13,7 +13,6 @@ Either way the residuals are honest (never in-sample residuals of a flexible mod
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +21,7 @@ from joblib import Parallel, delayed
 from numpy.typing import NDArray
 from sklearn.base import BaseEstimator, clone
 
+from uqconform._warnings import warn_user
 from uqconform.base import fit_params_rows, point_predictions, take_rows
 
 __all__ = ["ResidualSource", "bootstrap_residuals", "holdout_residuals", "prefit_residuals"]
@@ -109,13 +109,12 @@ def bootstrap_residuals(
     # A point every model saw (rare for B >= 20) falls back to the whole ensemble.
     in_sample = float(np.mean(counts == 0))
     if in_sample > 0.05:
-        warnings.warn(
+        warn_user(
             f"With `n_bootstrap`={n_bootstrap}, {in_sample:.0%} of the {n} fit points were "
             "seen by every bootstrap model: their residuals are in-sample (too small for a "
             "flexible model), which narrows the intervals. Use more models (n_bootstrap >= "
             "10).",
             UserWarning,
-            stacklevel=3,
         )
     share = np.where(counts > 0, unseen / np.maximum(counts, 1), 1.0 / n_bootstrap)
     predictions = np.stack([point_predictions(m.predict(X)) for m in models])  # (B, n)
