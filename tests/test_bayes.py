@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pickle
-import sys
 import warnings
 
 import numpy as np
@@ -622,17 +621,6 @@ def test_booleans_are_not_numbers(small_posteriors, make):
     name = next(k for k, v in model.get_params(deep=False).items() if v is True)
     with pytest.raises(ValueError, match=f"`{name}` must be a"):
         model.fit(X, y)
-
-
-def test_torch_missing_names_the_extra(monkeypatch):
-    from uqconform.bayes import convert
-
-    class FakeModule:
-        __module__ = "torch.nn.modules.container"
-
-    monkeypatch.setitem(sys.modules, "torch", None)
-    with pytest.raises(TypeError, match=r"uqconform\[torch\]"):
-        convert.as_network(FakeModule())
 
 
 # ---- the conformal bridge ----

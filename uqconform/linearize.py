@@ -331,11 +331,6 @@ def _check_kind(model: Any) -> None:
     """Raise TypeError unless model is (a wrapper of) one of the supported kinds."""
     if _is_torch_module(model) or isinstance(model, (MLPRegressor, Pipeline, FrozenEstimator)):
         return
-    if _has_tag(is_classifier, model):
-        raise TypeError(
-            f"{type(model).__name__} is a classifier; linearize supports regressors only "
-            f"({_SUPPORTED})."
-        )
     linear_module = type(model).__module__.startswith("sklearn.linear_model")
     if _has_tag(is_regressor, model) and (linear_module or hasattr(model, "coef_")):
         return

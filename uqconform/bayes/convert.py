@@ -30,7 +30,7 @@ from sklearn.pipeline import Pipeline
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from uqconform.bayes.network import Activation, Dense, Network
-from uqconform.bayes.torch_network import TORCH_HINT, from_torch
+from uqconform.bayes.torch_network import from_torch
 from uqconform.bayes.torch_network import is_torch_module as _is_torch_module
 from uqconform.linearize import check_standard_target, linearize, standard_target_scaling
 
@@ -127,8 +127,6 @@ def as_network(estimator: Any) -> NetworkView:
     if _is_torch_module(model):
         return NetworkView(from_torch(model), steps, "regression", None, model, shift, scale)
     if not isinstance(model, (MLPRegressor, MLPClassifier)):
-        if type(model).__module__.startswith("torch"):
-            raise TypeError(f"{type(model).__name__}: {TORCH_HINT}")
         raise TypeError(f"cannot build a network from {type(model).__name__}; use {_SUPPORTED}.")
     if transformed and isinstance(model, MLPClassifier):
         raise TypeError(
@@ -206,7 +204,6 @@ def _single_output_mlp(network: Network, activation: str, output: int) -> MLPReg
     proxy.coefs_ = [d.weight for d in dense[:-1]] + [dense[-1].weight[:, output : output + 1]]
     proxy.intercepts_ = [d.bias for d in dense[:-1]] + [dense[-1].bias[output : output + 1]]
     proxy.n_outputs_ = 1
-    proxy.n_layers_ = len(dense) + 1
     proxy.out_activation_ = "identity"
     proxy.n_features_in_ = dense[0].n_in
     return proxy

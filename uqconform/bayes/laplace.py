@@ -237,10 +237,10 @@ class LaplacePosterior(BaseEstimator):
             rows, t = (Xv, target_val) if Xv is not None else (Xt, target)
             residual = t - view.network.forward(rows)[:, 0]
             self._set_noise(view, float(max(np.mean(residual**2), 1e-12)))
-        self._curvature(view, Xt, target)
+        self._curvature(view, Xt)
         self.prior_grid_nll_ = None
         if isinstance(prior, str) and prior == "marglik":
-            self.prior_precision_ = self._marglik(view, Xt, target)
+            self.prior_precision_ = self._marglik()
         elif isinstance(prior, str):
             self.prior_precision_ = self._tune(Xv, target_val)
         else:
@@ -348,7 +348,7 @@ class LaplacePosterior(BaseEstimator):
         p = np.exp(log_probabilities(f, "softmax")).T  # (K, n)
         return np.sqrt(p)[:, :, None] * J, np.einsum("kn,knp->np", p, J)
 
-    def _curvature(self, view: NetworkView, Xt: NDArray, target: NDArray) -> None:
+    def _curvature(self, view: NetworkView, Xt: NDArray) -> None:
         network = view.network
         slices = network.parameter_slices()
         structure = self.structure
@@ -479,7 +479,7 @@ class LaplacePosterior(BaseEstimator):
         log_det, count, theta = self._log_det_and_count(delta)
         return float(-0.5 * delta * theta @ theta + 0.5 * count * np.log(delta) - 0.5 * log_det)
 
-    def _marglik(self, view: NetworkView, Xt: NDArray, target: NDArray) -> float:
+    def _marglik(self) -> float:
         result = minimize_scalar(
             lambda log_delta: -self.log_marginal_likelihood(float(np.exp(log_delta))),
             bounds=(np.log(1e-6), np.log(1e8)),

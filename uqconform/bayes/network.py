@@ -54,7 +54,6 @@ ACTIVATIONS = ("identity", "relu", "tanh", "logistic", "gelu")
 MOMENT_MODES = ("linearize", "exact_relu", "matched")
 
 _PROBIT = np.sqrt(np.pi / 8.0)  # logistic(x) ~ Phi(_PROBIT x), slopes equal at 0
-_SQRT_HALF = np.sqrt(0.5)
 # Array cells (rows x the largest per-row intermediate) of one block of rows: bounds the memory
 # of `Network.moments` and of the Monte Carlo predictive.
 _BLOCK_CELLS = 2**22

@@ -237,7 +237,7 @@ def resplits(n_rows: int, ctx) -> int:
     return int(min(cap, max(base, -(-pooled // n_test))))
 
 
-def _run_predictive(ctx, notes, keep):
+def _run_predictive(ctx, keep):
     names = ctx.pick(("diabetes", "friedman", "wine"), REGRESSION + CLASSIFICATION, None)
     names = names or REGRESSION + CLASSIFICATION
     records: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
@@ -342,7 +342,7 @@ def _run_predictive(ctx, notes, keep):
 
 
 # ---- the prior pitfall ------------------------------------------------------------------------
-def _run_prior(ctx, notes):
+def _run_prior(ctx):
     names = ctx.pick(("diabetes",), REGRESSION, REGRESSION)
     seeds = ctx.pick((0,), (0,), (0, 1, 2))
     rows = []
@@ -585,8 +585,8 @@ def run(ctx) -> FamilyResult:
     keep: dict[str, Any] = {}
     with threadpool_limits(1), warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        predictive, bridge = _run_predictive(ctx, notes, keep)
-        prior = _run_prior(ctx, notes)
+        predictive, bridge = _run_predictive(ctx, keep)
+        prior = _run_prior(ctx)
         speed = _run_speed(ctx, notes)
         _plot_reliability(ctx, keep)
     notes.append(

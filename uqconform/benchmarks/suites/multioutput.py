@@ -67,7 +67,6 @@ SYNTHETIC: dict[str, Callable[..., Any]] = {
     "gaussian": make_gaussian,
 }
 BASELINES = ("ellipse", "ellipse-local", "box", "box-bonferroni")
-FLOWS = ("CONTRA", "ResidualCONTRA")
 
 
 # ---- models --------------------------------------------------------------------------------

@@ -50,7 +50,7 @@ K_CALIB = (5, 10, 22)
 FRACTIONS = (0.5, 0.3)  # train, calibration; the rest is test
 
 
-def _problems(ctx) -> list[dict[str, Any]]:
+def _problems() -> list[dict[str, Any]]:
     X_digits, y_digits = load_digits(return_X_y=True)
     X_spam, y_spam = load_dataset("spam")
     return [
@@ -552,7 +552,7 @@ def run(ctx) -> FamilyResult:
     with threadpool_limits(1), warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         warnings.filterwarnings("ignore", message=".*training partitions are empty.*")
-        problems = _problems(ctx)
+        problems = _problems()
         coverage_rows, _ = _run_coverage(ctx, problems)
         reliability_rows, curves = _run_reliability(ctx, problems)
         soundness_rows = _run_soundness(ctx, problems)

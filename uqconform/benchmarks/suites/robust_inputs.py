@@ -294,7 +294,7 @@ def run(ctx) -> FamilyResult:
                     }
                 )
         _plot(ctx, sample_rows, coverage_rows)
-    notes += _notes(ctx, splits, coverage_rows, sample_rows)
+    notes += _notes(ctx, splits, coverage_rows)
     return FamilyResult(
         tables={
             "coverage under perturbation (alpha 0.1)": coverage_rows,
@@ -306,7 +306,7 @@ def run(ctx) -> FamilyResult:
     )
 
 
-def _notes(ctx, splits, coverage_rows, sample_rows) -> list[str]:
+def _notes(ctx, splits, coverage_rows) -> list[str]:
     notes = [
         f"{name}: {PROBLEMS[name]['what']}; 50/25/25 train/calibration/test resplits "
         f"({len(splits[name])}); logistic regression trained on {AUGMENT} noisy copies of each "
