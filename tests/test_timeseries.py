@@ -370,6 +370,16 @@ def test_online_protocol_step_by_step(fitted):
     assert model.n_steps_ == stepwise.n_steps_ == len(y)
 
 
+def test_predict_set_is_predict_interval(fitted):
+    """The native set of a scalar regressor, as for the split wrappers; online with y."""
+    model, X, y = fitted
+    twin = pickle.loads(pickle.dumps(model))
+    np.testing.assert_array_equal(model.predict_set(X, alpha=[0.1, 0.2]),
+                                  twin.predict_interval(X, alpha=[0.1, 0.2]))  # fmt: skip
+    np.testing.assert_array_equal(model.predict_set(X, y), twin.predict_interval(X, y))
+    assert model.n_steps_ == twin.n_steps_ == len(y)
+
+
 def test_without_y_rows_share_the_offsets(fitted):
     model, X, _ = fitted
     before = model.memory_.copy()

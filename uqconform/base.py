@@ -122,6 +122,8 @@ def check_rows(name: str, values: ArrayLike, n: int, rows_of: str = "X") -> NDAr
     A column vector ``(n, 1)`` is flattened (with a ``DataConversionWarning`` for ``y``, the
     scikit-learn convention).
     """
+    if values is None and name == "y":
+        raise _y_is_none()
     array = np.asarray(values)
     if array.ndim == 0:
         raise ValueError(f"`{name}` must be an array with one entry per row, got a scalar.")
@@ -370,6 +372,27 @@ def refuses_nan(estimator: Any) -> bool:
     return True
 
 
+def forward_input_tags(tags: Any, model: Any) -> Any:
+    """``tags`` with the input tags of the ``model`` that receives ``X`` as given: a wrapper
+    takes NaN, sparse matrices, categorical and string features exactly when its model does.
+
+    Examples
+    --------
+    >>> from sklearn.base import BaseEstimator
+    >>> from sklearn.ensemble import HistGradientBoostingRegressor
+    >>> tags = forward_input_tags(BaseEstimator().__sklearn_tags__(),
+    ...                           HistGradientBoostingRegressor())
+    >>> tags.input_tags.allow_nan, tags.input_tags.sparse
+    (True, False)
+    """
+    inner = get_tags(model)
+    tags.input_tags.allow_nan = not refuses_nan(model)
+    tags.input_tags.sparse = inner.input_tags.sparse
+    tags.input_tags.categorical = inner.input_tags.categorical
+    tags.input_tags.string = inner.input_tags.string
+    return tags
+
+
 class ConformalPredictor(RoutesFitParams, BaseEstimator, metaclass=ABCMeta):
     """Base class of the split-conformal wrappers (not used directly).
 
@@ -417,13 +440,7 @@ class ConformalPredictor(RoutesFitParams, BaseEstimator, metaclass=ABCMeta):
         return self._default_estimator() if self.estimator is None else self.estimator
 
     def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        inner = get_tags(self._estimator_or_default())
-        tags.input_tags.allow_nan = not refuses_nan(self._estimator_or_default())
-        tags.input_tags.sparse = inner.input_tags.sparse
-        tags.input_tags.categorical = inner.input_tags.categorical
-        tags.input_tags.string = inner.input_tags.string
-        return tags
+        return forward_input_tags(super().__sklearn_tags__(), self._estimator_or_default())
 
     def _validate_X(self, X: Any, *, reset: bool) -> Any:
         """Record or check the number and names of features; X itself is passed through."""

@@ -25,9 +25,11 @@ from uqconform.base import (
     check_class_labels,
     check_features,
     fit_params_rows,
+    forward_input_tags,
     keeps_state_on_error,
     n_rows,
     seed_parameters,
+    take_rows,
 )
 from uqconform.routing import RoutesFitParams
 
@@ -49,7 +51,7 @@ def _fit_head(estimator, X, y, rows, columns, seed, fit_params):
     if seed is not None:
         model.set_params(**{name: seed for name in seed_parameters(model)})
     params = fit_params_rows(fit_params, len(y), rows)  # per-row ones follow the rows
-    return model.fit(_columns(_safe_indexing(X, rows), columns), y[rows], **params)
+    return model.fit(_columns(take_rows(X, rows), columns), y[rows], **params)
 
 
 class HeadEnsemble(RoutesFitParams, ClassifierMixin, BaseEstimator):
@@ -103,6 +105,11 @@ class HeadEnsemble(RoutesFitParams, ClassifierMixin, BaseEstimator):
 
     def _routed_models(self) -> dict[str, Any]:
         return {} if self._prefit_heads() is not None else {"estimator": self._base_estimator()}
+
+    def __sklearn_tags__(self):
+        heads = self._prefit_heads()
+        model = heads[0] if heads else self._base_estimator()
+        return forward_input_tags(super().__sklearn_tags__(), model)
 
     def _validate_params(self) -> None:
         if self._prefit_heads() is not None:
@@ -211,7 +218,7 @@ class HeadEnsemble(RoutesFitParams, ClassifierMixin, BaseEstimator):
         self.feature_subsets_ = columns
         self.classes_ = np.asarray(self.heads_[0].classes_)
         if self.diversity == "seeds" and len(self.heads_) > 1:
-            sample = _safe_indexing(X, np.arange(min(n, 200)))
+            sample = take_rows(X, np.arange(min(n, 200)))
             proba = self.head_probabilities(sample)
             if np.max(np.abs(proba - proba[:1])) < 1e-10:
                 warn_user(

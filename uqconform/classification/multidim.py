@@ -39,6 +39,7 @@ from uqconform.base import (
     check_features,
     check_random_state_value,
     check_rows,
+    forward_input_tags,
     integer_seed,
     keeps_state_on_error,
     n_rows,
@@ -186,6 +187,9 @@ class MultiDimScoreClassifier(RoutesFitParams, ClassifierMixin, BaseEstimator):
 
     def _routed_models(self) -> dict[str, Any]:
         return {"estimator": self._heads()}
+
+    def __sklearn_tags__(self):
+        return forward_input_tags(super().__sklearn_tags__(), self._heads())
 
     def _heads(self) -> HeadEnsemble:
         return HeadEnsemble(

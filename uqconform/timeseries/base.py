@@ -30,12 +30,14 @@ from sklearn.utils.validation import _num_samples, check_is_fitted, validate_dat
 
 from uqconform._warnings import warn_user
 from uqconform.base import (
+    _y_is_none,
     check_bool,
     check_calibration_settings,
     check_features,
     check_positive_int,
     check_random_state_value,
     check_regression_target,
+    forward_input_tags,
     keeps_state_on_error,
     record_calibration_settings,
     seed_parameters,
@@ -236,6 +238,9 @@ class SequentialConformalRegressor(
             "estimator": self._default_estimator() if self.estimator is None else self.estimator
         }
 
+    def __sklearn_tags__(self):
+        return forward_input_tags(super().__sklearn_tags__(), self._routed_models()["estimator"])
+
     #: Parameters whose change after fit calls for a new fit before intervals: those of the
     #: fitted models and the residual memory (subclasses add what their tuning read).
     #: Parameters read afresh at each call (``alpha``, EnbPI's ``beta_grid``, ...) may change.
@@ -383,6 +388,8 @@ class SequentialConformalRegressor(
         """
         self._validate_params()
         fit_params = self._routed_fit_params(fit_params)["estimator"]
+        if y is None:
+            raise _y_is_none()
         X, y = self._check_series(X, y, reset=True)
         estimator = self._default_estimator() if self.estimator is None else self.estimator
         rng = np.random.default_rng(self.random_state)
@@ -500,6 +507,13 @@ class SequentialConformalRegressor(
         self.memory_ = self._trim(np.concatenate([self.memory_, residuals]))
         self.n_steps_ += residuals.shape[0]
 
+    def predict_set(
+        self, X: ArrayLike, y: ArrayLike | None = None, alpha: float | ArrayLike | None = None
+    ) -> NDArray:
+        """The native prediction set of a scalar regressor: `predict_interval` (online, with
+        the observed values absorbed, when ``y`` is given)."""
+        return self.predict_interval(X, y, alpha=alpha)
+
     @keeps_state_on_error
     def predict_interval(
         self, X: ArrayLike, y: ArrayLike | None = None, alpha: float | ArrayLike | None = None
@@ -571,6 +585,8 @@ class SequentialConformalRegressor(
         """
         check_is_fitted(self, "source_")
         check_calibration_settings(self, "update", step="fit", again="fit(X, y)")
+        if y is None:
+            raise _y_is_none()
         X, y = self._check_series(X, y, reset=False)
         self._absorb(y - self.source_.predict(X))
         return self
