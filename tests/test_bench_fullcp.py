@@ -26,7 +26,12 @@ def test_fullcp_family_smoke(tmp_path):
     rows = tables["ACP-GN on small real data"]
     ours = [row for row in rows if row["library"] == "uqconform"]
     assert {row["dataset"] for row in ours} == {"boston", "diabetes", "concrete"}
-    assert len(ours) == 3 * len(LEVELS) * len(METHODS)  # data sets x levels x methods
+    assert len(ours) == 3 * len(LEVELS) * (len(METHODS) - 1)  # data sets x levels x methods
+    # CV+ (MAPIE, the simple rival that also uses every training row): same shape of rows.
+    cv_plus = [row for row in rows if row["library"] == "mapie"]
+    assert {row["method"] for row in cv_plus} == {"cv+"} and len(cv_plus) == 3 * len(LEVELS)
+    for row in cv_plus:
+        assert row["resplits"] == 1 and 0 <= row["coverage"] <= 1 and row["width"] > 0
     by = {(row["dataset"], row["method"], round(1 - row["level"], 2)): row for row in ours}
     for row in ours:
         n_train, n_test, resplits = row["n_train"], row["n_test"], row["resplits"]

@@ -5,8 +5,8 @@
   layer of 50 tanh units, lbfgs, weight decay chosen by K-fold CV on the training part,
   3 folds in quick, 5 in full):
   split CP, SCP-GN (normalized score with the Laplace predictive std), CQR, Laplace
-  intervals, ACP-GN in full mode (studentized, standard, deleted) and ACP-GN split+refine;
-  the Boston numbers of the paper (Martinez et al.'s notebook outputs) sit next to ours.
+  intervals, ACP-GN in full mode (studentized, standard, deleted), ACP-GN split+refine, and
+  CV+ (MAPIE, 5 folds: the simple rival that also trains on every row); the Boston numbers of the paper (Martinez et al.'s notebook outputs) sit next to ours.
 * "oracle": on the same resplits, how much training on all the training part instead of
   half of it can gain at 90% at best. The ideal width (twice the 90% quantile of the
   absolute test residuals, known only to an oracle) of the network trained on all the
@@ -41,7 +41,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from threadpoolctl import threadpool_limits
 
-from uqconform.benchmarks._common import headline, summarize, timed
+from uqconform.benchmarks._common import headline, optional_module, summarize, timed
 from uqconform.benchmarks.registry import FamilyResult, register_family
 from uqconform.datasets import load_dataset
 from uqconform.regression import (
@@ -74,7 +74,9 @@ METHODS = (
     "acp-gn standard",
     "acp-gn deleted",
     "acp-gn split+refine",
+    "cv+",
 )
+CV_PLUS_FOLDS = 5  # CV+ (MAPIE's CrossConformalRegressor, method="plus"): K networks
 
 # Martinez et al., Boston (10 seeds x 10 folds), from the official notebook outputs quoted in
 # docs/methods/kowcpi-acp-suq.md section 2.7: (coverage, width) at 90%, 95%, 99%.
@@ -123,6 +125,22 @@ def _choose_decay(X, y, grid, folds, cv_iter, seed) -> float:
     )
     search.fit(X, y)
     return float(search.best_params_[DECAY_PARAM])
+
+
+def _cv_plus(X_train, y_train, X_test, decay, seed) -> np.ndarray | None:
+    """CV+ intervals (n_test, 2, len(LEVELS)) from MAPIE with the same network, or None
+    without MAPIE. CV+ also trains on all the training part: the simple rival of full CP."""
+    mapie = optional_module("mapie.regression")
+    if mapie is None:
+        return None
+    model = mapie.CrossConformalRegressor(
+        _network(decay, seed),
+        confidence_level=[1 - level for level in LEVELS],
+        method="plus",
+        cv=KFold(CV_PLUS_FOLDS, shuffle=True, random_state=seed),
+    )
+    model.fit_conformalize(X_train, y_train)
+    return np.asarray(model.predict_interval(X_test)[1], dtype=float)
 
 
 def _split_half(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -218,6 +236,9 @@ def _resplit(
     )
     for score in ("studentized", "standard", "deleted"):
         out[f"acp-gn {score}"] = acp.set_params(conformity_score=score).predict_interval(X[test])
+    cv_plus = _cv_plus(X[train], y[train], X[test], decay, seed)
+    if cv_plus is not None:
+        out["cv+"] = cv_plus
     stalled = int(_not_converged(network)) + int(_not_converged(acp.estimator_))
     # Oracle: the same two networks (all / half of the training part), judged by the
     # quantile of their own test residuals; and ridge, where exact full CP is affordable.
@@ -283,6 +304,8 @@ def _real_data_rows(
         for level in LEVELS:
             base = np.mean(records[name, "split", level]["width"])
             for method in METHODS:
+                if (name, method, level) not in records:  # cv+ without MAPIE
+                    continue
                 rec = records[name, method, level]
                 coverage, coverage_sd = summarize(rec["coverage"])
                 width = float(np.mean(rec["width"]))
@@ -291,7 +314,7 @@ def _real_data_rows(
                     "dataset": name,
                     "level": 1 - level,
                     "method": method,
-                    "library": "uqconform",
+                    "library": "mapie" if method == "cv+" else "uqconform",
                     "coverage": coverage,
                     "coverage_sd": coverage_sd,
                     "width": width,
@@ -355,7 +378,12 @@ def _real_data_rows(
         "and runs calibrate on the other half. cqr: HistGradientBoostingRegressor("
         "loss='quantile') pair trained separately at each level (no MLP), symmetric "
         "correction. laplace: predict -/+ z_{1-alpha/2} predict_std of ACP-GN fitted on the "
-        "whole training part; acp-gn studentized / standard / deleted: the same object."
+        "whole training part; acp-gn studentized / standard / deleted: the same object. "
+        f"cv+ (library 'mapie'): MAPIE's CrossConformalRegressor(method='plus', "
+        f"{CV_PLUS_FOLDS} shuffled folds) with the same network and weight decay, on the "
+        "whole training part: the simple rival of full CP, which also trains and "
+        "calibrates on every training row (its K networks are not counted in "
+        "networks_trained). Rows absent when MAPIE is not installed."
     )
     notes.append(
         "width_vs_split: mean width / split CP's mean width (same data set and level; paper "
@@ -603,7 +631,7 @@ def _plot(ctx, rows, scaling) -> None:
 
 @register_family(
     "fullcp",
-    "ACP-GN (approximate full CP for networks) vs split CP, SCP-GN, CQR, Laplace; speed",
+    "ACP-GN (approximate full CP for networks) vs split CP, SCP-GN, CQR, Laplace, CV+; speed",
 )
 def run(ctx) -> FamilyResult:
     """Coverage and width on small real data, next to the paper's Boston row, and speed."""
