@@ -6,7 +6,8 @@
   3 folds in quick, 5 in full):
   split CP, SCP-GN (normalized score with the Laplace predictive std), CQR, Laplace
   intervals, ACP-GN in full mode (studentized, standard, deleted), ACP-GN split+refine, and
-  CV+ (MAPIE, 5 folds: the simple rival that also trains on every row); the Boston numbers of the paper (Martinez et al.'s notebook outputs) sit next to ours.
+  CV+ (MAPIE, 5 folds: the simple rival that also trains on every row); the Boston
+  numbers of the paper (Martinez et al.'s notebook outputs) sit next to ours.
 * "oracle": on the same resplits, how much training on all the training part instead of
   half of it can gain at 90% at best. The ideal width (twice the 90% quantile of the
   absolute test residuals, known only to an oracle) of the network trained on all the
