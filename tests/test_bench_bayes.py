@@ -84,6 +84,9 @@ def test_bayes_family_smoke(tmp_path):
         np.testing.assert_allclose(row["nll_rel_diff_mc"], abs(gap) / abs(row["nll_mc1000"]))
         assert row["nll_target_met"] == (row["nll_rel_diff_mc"] <= TARGETS["nll_rel"])
         assert row["nll_diff_se"] > 0 and np.isfinite(row["nll_mc1000_own_scale"])
+        np.testing.assert_allclose(
+            row["onepass_minus_ensemble"], row["nll_onepass"] - row["nll_ensemble5"]
+        )
     # ECE <= NLL for every classifier predictive: per row |correct - max prob| <= -log p(label)
     # (1 - p <= -log p if correct; if not, p(label) <= 1 - max prob), and binning only
     # lowers the mean absolute gap
@@ -93,6 +96,7 @@ def test_bayes_family_smoke(tmp_path):
         ("ece_mc1000", "nll_mc1000"),
         ("ece_map_tuned", "nll_map_tuned"),
         ("ece_map_raw", "nll_map_raw"),
+        ("ece_ensemble5", "nll_ensemble5"),
     ]:
         assert 0.0 <= wine[ece_key] <= wine[nll_key], ece_key
     # the one-pass Gaussian 90% intervals at smoke scale (one resplit, 80-90 test rows; no

@@ -671,6 +671,21 @@ def _headlines(rows, speed) -> list[dict[str, Any]]:
         for row in rows
         if row.get("library") == "uqconform" and row.get("target_met") is not None
     ]
+    at90 = {
+        (row["dataset"], row["method"]): row
+        for row in rows
+        if row["library"] != "paper" and abs(row["level"] - 0.9) < 1e-9
+    }
+    found += [
+        headline(
+            f"{name}: width at 90%, acp-gn studentized / cv+ (MAPIE; coverage "
+            f"{at90[name, 'acp-gn studentized']['coverage']:.3f} vs "
+            f"{at90[name, 'cv+']['coverage']:.3f})",
+            round(at90[name, "acp-gn studentized"]["width"] / at90[name, "cv+"]["width"], 3),
+        )
+        for name in ("boston", "diabetes", "concrete")
+        if (name, "cv+") in at90
+    ]
     found += [
         headline(
             f"speed-up of {row['method']} over exact full CP (refits)",
