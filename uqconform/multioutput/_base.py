@@ -26,6 +26,7 @@ from sklearn.base import BaseEstimator, RegressorMixin, clone
 from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import LinearRegression
 from sklearn.utils import get_tags
+from sklearn.utils._param_validation import validate_parameter_constraints
 
 from uqconform._warnings import warn_user
 from uqconform.base import (
@@ -129,6 +130,17 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
     #: Parameters what ``fit`` learnt depends on and prediction reads (changing one needs a
     #: new fit); ``_calibration_params``: those a new calibration suffices for.
     _fit_params: ClassVar[tuple[str, ...]] = ()
+
+    #: scikit-learn parameter constraints of the subclass's own parameters
+    _parameter_constraints: ClassVar[dict] = {}
+
+    def _validate_params(self) -> None:
+        super()._validate_params()
+        validate_parameter_constraints(
+            self._parameter_constraints,
+            self.get_params(deep=False),
+            caller_name=type(self).__name__,
+        )
 
     # ---- hooks -------------------------------------------------------------------------------
     @abstractmethod

@@ -38,7 +38,6 @@ from sklearn.utils._param_validation import (
     HasMethods,
     Interval,
     StrOptions,
-    validate_parameter_constraints,
 )
 
 from uqconform.base import integer_seed
@@ -79,14 +78,6 @@ class _ResidualShapeRegressor(MultiOutputConformalRegressor):
         "cv": ["cv_object"],
         "random_state": ["random_state", np.random.Generator],
     }
-
-    def _validate_params(self) -> None:
-        super()._validate_params()
-        validate_parameter_constraints(
-            self._parameter_constraints,
-            self.get_params(deep=False),
-            caller_name=type(self).__name__,
-        )
 
     # ---- the shape ---------------------------------------------------------------------------
     def _fit_shape(self, X: Any, residuals: NDArray) -> None:

@@ -33,7 +33,6 @@ from sklearn.utils._param_validation import (
     HasMethods,
     Interval,
     StrOptions,
-    validate_parameter_constraints,
 )
 
 from uqconform._warnings import warn_user
@@ -63,14 +62,6 @@ class _FlowRegions(MultiOutputConformalRegressor):
 
     norm = "l2"
     _parameter_constraints: ClassVar[dict] = _FLOW_CONSTRAINTS
-
-    def _validate_params(self) -> None:
-        super()._validate_params()
-        validate_parameter_constraints(
-            self._parameter_constraints,
-            self.get_params(deep=False),
-            caller_name=type(self).__name__,
-        )
 
     def _train_flow(self, Y: NDArray, X: NDArray | None, desc: str) -> None:
         require_flows()
