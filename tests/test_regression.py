@@ -429,3 +429,43 @@ def test_a_difficulty_estimator_the_score_does_not_use_is_reported():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         normalized.fit(X[:100], y[:100])
+
+
+def test_a_target_whose_score_equals_the_threshold_is_inside():
+    """Integer targets tie at the threshold: around a prediction of -0.4, the threshold 1.4
+    gives the end -0.4 + 1.4, which rounds to 0.9999999999999999 and would leave out every
+    y = 1 (coverage 0.78 at nominal 0.9 in a review's Monte Carlo). Ends are rounded out."""
+    from sklearn.dummy import DummyRegressor
+
+    from uqconform import ConformalizedQuantileRegressor
+
+    X = np.zeros((40, 1))
+    y = np.r_[np.zeros(20), np.ones(20)]  # scores 0.4 and 1.4 around -0.4
+    model = DummyRegressor(strategy="constant", constant=-0.4).fit(X, y)
+    cp = SplitConformalRegressor(model, alpha=0.1).calibrate(X, y)
+    interval = cp.predict_interval(X[:1])[0]
+    assert interval[0] <= -1.8 and interval[1] >= 1.0
+    assert interval[1] - 1.0 < 1e-14  # a rounding margin, not a wider interval
+    lower = DummyRegressor(strategy="constant", constant=-0.4).fit(X, y)
+    upper = DummyRegressor(strategy="constant", constant=-0.6).fit(X, y)
+    cqr = ConformalizedQuantileRegressor((lower, upper), alpha=0.1).calibrate(X, y)
+    assert cqr.predict_interval(X[:1])[0, 1] >= 1.0  # score max(-0.4 - 1, 1 + 0.6) = 1.6
+
+
+@pytest.mark.slow
+def test_coverage_with_tied_integer_targets_over_seeds():
+    """Poisson counts around a constant prediction: the scores tie, so only the lower end
+    of the coverage law applies (ties can only raise coverage)."""
+    from sklearn.dummy import DummyRegressor
+
+    alpha, n_cal, n_test, repeats = 0.1, 50, 50, 400
+    X = np.zeros((n_cal + n_test, 1))
+    model = DummyRegressor(strategy="constant", constant=-0.4).fit(X[:2], [0.0, 1.0])
+    hits = []
+    for seed in range(repeats):
+        y = np.random.default_rng(seed).poisson(0.5, n_cal + n_test).astype(float)
+        cp = SplitConformalRegressor(model, alpha=alpha).calibrate(X[:n_cal], y[:n_cal])
+        interval = cp.predict_interval(X[n_cal:])
+        hits.append(np.mean((interval[:, 0] <= y[n_cal:]) & (y[n_cal:] <= interval[:, 1])))
+    low, _ = coverage_bounds(n_cal, alpha, n_test, 0.99, n_repeats=repeats)
+    assert np.mean(hits) >= low

@@ -26,22 +26,43 @@ __all__ = [
 ]
 
 
+# Outward rounding of interval ends, in units of the spacing of the largest operand: a
+# target whose (rounded) score equals the threshold is inside. The rounding of a score and
+# of the end computed from its threshold together miss by at most about 3 such units.
+_OUTWARD_ULPS = 4.0
+
+
+def _outward(anchor: NDArray, offset: NDArray) -> NDArray:
+    """The outward-rounding margin of ``anchor -/+ offset`` (0 where either is infinite)."""
+    size = np.maximum(np.abs(anchor), np.abs(offset))
+    return _OUTWARD_ULPS * np.spacing(np.where(np.isfinite(size), size, 0.0))
+
+
 def interval_around(
     lower_anchor: NDArray, upper_anchor: NDArray, below: NDArray, above: NDArray
 ) -> NDArray:
-    """``[lower_anchor - below, upper_anchor + above]`` as one ``(n, 2)`` array.
+    """``[lower_anchor - below, upper_anchor + above]`` as one ``(n, 2)`` array, rounded
+    outward by a few units in the last place.
 
-    Written column by column into a single allocation (no stacking of temporaries).
+    Floating-point rounding would otherwise put a target whose score equals the threshold
+    just outside (``-0.4 + 1.4`` is ``0.9999999999999999``), which costs coverage when many
+    scores tie (integer targets, duplicated rows). Written column by column into a single
+    allocation.
 
     Examples
     --------
     >>> import numpy as np
-    >>> interval_around(np.array([1.0]), np.array([1.0]), np.array([0.5]), np.array([2.0]))
-    array([[0.5, 3. ]])
+    >>> interval_around(np.array([-0.4]), np.array([-0.4]), np.array([1.4]), np.array([1.4]))
+    array([[-1.8,  1. ]])
+    >>> bool(interval_around(np.array([-0.4]), np.array([-0.4]), np.array([1.4]),
+    ...                      np.array([1.4]))[0, 1] >= 1.0)
+    True
     """
     out = np.empty((np.shape(lower_anchor)[0], 2))
     np.subtract(lower_anchor, below, out=out[:, 0])
+    out[:, 0] -= _outward(lower_anchor, below)
     np.add(upper_anchor, above, out=out[:, 1])
+    out[:, 1] += _outward(upper_anchor, above)
     return out
 
 
