@@ -238,6 +238,24 @@ def _exact_p(a, b, y):
     return Fraction(conforming + 1, len(a))
 
 
+def test_exact_ties_at_integer_labels_conform():
+    """A mean model on counts (15 zeros, 4 ones): at y = 0 the refit mean is 0.2 and every
+    zero ties at residual 0.2, so p(0) = 1 exactly; rounding put the ties a few ulps apart
+    and gave p(0) = 0.25 and intervals leaving out 0, the likeliest label (a review's
+    Monte Carlo: coverage 0.64 at nominal 0.7). Exact p-values in rationals: 1, 1/4, 1/20."""
+    X, y = np.ones((19, 1)), np.array([0.0] * 15 + [1.0] * 4)
+    for algorithm in ("exact", "fast"):
+        machine = FullConformalRidge(LinearRegression(fit_intercept=False), algorithm=algorithm)
+        machine.fit(X, y)
+        p = machine.predict_pvalue(X[:1], np.array([[0.0, 1.0, 2.0]]))[0]
+        np.testing.assert_array_equal(p, [1.0, 0.25, 0.05])
+        for alpha in (0.3, 0.5):
+            low, high = machine.predict_interval(X[:1], alpha=alpha)[0]
+            assert low <= 0.0 < high, (algorithm, alpha)
+            if algorithm == "exact":  # p(1) = 0.25 <= alpha: 1 is out
+                assert high < 1.0
+
+
 def test_sweep_on_degenerate_coefficients_matches_exact_arithmetic():
     """Integer coefficients make ties, equal slopes and coinciding roots common; the sweep is
     compared with p-values in exact rational arithmetic at every root and between them."""
@@ -270,7 +288,9 @@ def test_sweep_on_degenerate_coefficients_matches_exact_arithmetic():
             -np.inf if left else float(inside[0]),
             np.inf if right else float(inside[-1]),
         ]
-        np.testing.assert_allclose(hull, expected, atol=1e-12)
+        # Every set is widened by the tie margin (1e-10 of the largest |a|, per unit of slope
+        # difference, at most 3e-10 here): exact up to that, and no probe changes side.
+        np.testing.assert_allclose(hull, expected, atol=1e-9)
         for q in probes:
             covered = ((union[:, 0] <= float(q) + 1e-12) & (float(q) - 1e-12 <= union[:, 1])).any()
             assert covered == member[q], (a, b, alpha, float(q))

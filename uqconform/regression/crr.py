@@ -48,6 +48,15 @@ _SINGULAR_PIVOT_RATIO = 1e-12
 _OUTSIDE_SPAN = 1e-6
 # Bounds of 1 - leverage in the studentized and deleted scores.
 _MIN_ONE_MINUS_LEVERAGE = 1e-8
+# Two residuals whose absolute values differ by less than this share of a test point's
+# largest |a| count as tied (conforming): exact ties (integer labels, duplicated rows) come
+# out of the linear algebra a few ulps apart and would otherwise be decided by rounding.
+_TIE_TOLERANCE = 1e-10
+
+
+def _tie_margin(a: NDArray) -> NDArray:
+    """Per test point (m, 1): the residual difference that still counts as a tie."""
+    return _TIE_TOLERANCE * np.max(np.abs(a), axis=1, keepdims=True)
 
 
 def _cholesky_with_jitter(matrix: NDArray, name: str) -> tuple[tuple[NDArray, bool], float]:
@@ -224,11 +233,15 @@ def _needed(n: int, alphas: NDArray, warn: bool = True) -> NDArray:
 
 
 def _events(a: NDArray, b: NDArray) -> tuple[NDArray, NDArray, NDArray, NDArray]:
-    """Sweep events of the sets ``S_i = {y : |r_i(y)| >= |r_m(y)|}``.
+    """Sweep events of the sets ``S_i = {y : |r_i(y)| >= |r_m(y)| - tie margin}``.
+
+    The tie margin (`_tie_margin`) widens every ``S_i`` by a rounding-sized amount, so that
+    labels where residuals tie exactly stay conforming.
 
     Returns sorted positions, kinds (0: counts from this point on; 1: stops counting just
     after it), the count after each event, and the count before the first event.
     """
+    margin = _tie_margin(a)
     sign = np.where(b < 0, -1.0, 1.0)
     a, b = a * sign, b * sign  # |a + b y| is unchanged; now every slope is >= 0
     a_t, b_t = a[:, -1:], b[:, -1:]
@@ -238,14 +251,27 @@ def _events(a: NDArray, b: NDArray) -> tuple[NDArray, NDArray, NDArray, NDArray]
         root_1 = (a_i - a_t) / (b_t - b_i)
         root_2 = -(a_i + a_t) / (b_t + b_i)
         single = -(a_i + a_t) / (2.0 * b_i)
+        # |r_m| - |r_i| changes at least at rate |b_t - b_i| (2 b_i for equal slopes)
+        widen = margin / np.abs(b_t - b_i)
+        widen_single = margin / (2.0 * b_i)
     low, high = np.minimum(root_1, root_2), np.maximum(root_1, root_2)
     inside = ~equal & (b_t > b_i)  # S_i = [low, high]
+    low_in, high_in = low - widen, high + widen
     outside = ~equal & (b_i > b_t)  # S_i = (-inf, low] U [high, inf)
+    low_out, high_out = low + widen, high - widen
+    closed = outside & ~(low_out < high_out)  # the widened pieces meet: every label
+    outside &= ~closed
     flat = equal & (b_t > 0)
-    right = flat & (a_i > a_t)  # S_i = [single, inf)
-    left = flat & (a_i < a_t)  # S_i = (-inf, single]
-    everywhere = (flat & (a_i == a_t)) | (equal & (b_t == 0) & (np.abs(a_t) <= np.abs(a_i)))
+    tied = np.abs(a_i - a_t) <= margin
+    right = flat & ~tied & (a_i > a_t)  # S_i = [single, inf)
+    left = flat & ~tied & (a_i < a_t)  # S_i = (-inf, single]
+    everywhere = (
+        (flat & tied) | (equal & (b_t == 0) & (np.abs(a_t) <= np.abs(a_i) + margin)) | closed
+    )
     base = (outside | left | everywhere).sum(axis=1)
+    low = np.where(inside, low_in, low_out)
+    high = np.where(inside, high_in, high_out)
+    single = np.where(right, single - widen_single, single + widen_single)
 
     inf = np.inf
     first_pos = np.select([inside, outside, right, left], [low, low, single, single], inf)
@@ -372,8 +398,9 @@ def fast_intervals(a: NDArray, b: NDArray, alphas: NDArray, warn: bool = True) -
     steeper = b_t > b_i
     with np.errstate(divide="ignore", invalid="ignore"):
         crossing = (a_i - a_t) / (b_t - b_i)
-    lower_list = np.sort(np.where(steeper, crossing, -np.inf), axis=1)
-    upper_list = np.sort(np.where(steeper, crossing, np.inf), axis=1)
+        widen = _tie_margin(a) / (b_t - b_i)  # ties at a crossing stay inside
+    lower_list = np.sort(np.where(steeper, crossing - widen, -np.inf), axis=1)
+    upper_list = np.sort(np.where(steeper, crossing + widen, np.inf), axis=1)
     half = alphas / 2
     low_rank = conformal_rank(n, half, kind="conformity")
     high_rank = conformal_rank(n, half)
@@ -391,5 +418,6 @@ def p_values(a: NDArray, b: NDArray, candidates: NDArray) -> NDArray:
     """Full-CP p-values ``p(y)`` of candidate labels ``candidates`` (m, g)."""
     n = a.shape[1] - 1
     residuals = np.abs(a[:, :, None] + b[:, :, None] * candidates[:, None, :])
-    conforming = (residuals[:, :-1, :] >= residuals[:, -1:, :]).sum(axis=1)
+    margin = _tie_margin(a)[:, :, None]  # rounding-sized differences are ties
+    conforming = (residuals[:, :-1, :] >= residuals[:, -1:, :] - margin).sum(axis=1)
     return (conforming + 1) / (n + 1)
