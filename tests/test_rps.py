@@ -852,3 +852,21 @@ def test_one_label_loses_the_votes_taken_from_it():
     low, high = _target_bounds(counts, np.zeros(3, dtype=int), 2, 5, "vote_softmax")
     np.testing.assert_array_equal(low, np.ones(3))  # the only label: softmax share 1
     np.testing.assert_array_equal(high, np.ones(3))
+
+
+def test_repeated_feature_rows_are_reported_at_calibration():
+    """Equal rows share a hash partition: with few distinct rows the partitions are not
+    random samples and coverage can fail (a review: 0.86 at nominal 0.90 with 20 distinct
+    values in 600 rows), so calibrate warns; nearly distinct rows do not warn."""
+    import warnings
+
+    rng = np.random.default_rng(0)
+    for distinct, warns in ((20, True), (200, False)):
+        X = rng.integers(0, distinct, (1200, 1)).astype(float)
+        y = (X[:, 0] + rng.integers(0, 3, 1200)) % 3
+        model = ReliablePredictionSets(k_train=1, k_calib=5).fit(X[:600], y[:600])
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            model.calibrate(X[600:], y[600:])
+        said = [w for w in caught if "distinct feature rows" in str(w.message)]
+        assert bool(said) == warns, distinct

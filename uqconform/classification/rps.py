@@ -152,6 +152,11 @@ def hash_partition(X: Any, n_partitions: int, salt: Any = 0) -> NDArray:
     return (row_digests(X, salt)[:, 0] % np.uint64(n_partitions)).astype(np.intp)
 
 
+# Below this many effective distinct calibration rows per partition, repeated rows (which
+# share a partition) make the partitions far from random samples: warn.
+_REPEATS_PER_PARTITION = 5
+
+
 # ---- majority threshold, ranks and coverage ---------------------------------------------------
 def majority_threshold(k_calib: int, alpha: float) -> int:
     """The binomial majority threshold ``tau``: the largest ``t`` in ``0..k`` with
@@ -936,8 +941,10 @@ class ReliablePredictionSets(ClassifierMixin, BaseEstimator):
         n = n_rows(X)
         labels = encode_labels(check_class_labels(y, n), self.classes_)
         k = int(self.k_calib)
-        partition = hash_partition(X, k, self.salt)
+        digests = row_digests(X, self.salt)[:, 0]
+        partition = (digests % np.uint64(k)).astype(np.intp)  # = hash_partition(X, k, salt)
         sizes = np.bincount(partition, minlength=k)
+        self._warn_if_rows_repeat(digests, k)
         levels = check_alpha(self.alpha, "alpha")
         self._check_sizes(sizes, float(levels.min()), 0)  # the most demanding level
         if self._probability_mode():
@@ -967,6 +974,23 @@ class ReliablePredictionSets(ClassifierMixin, BaseEstimator):
                 UserWarning,
             )
         return self
+
+    @staticmethod
+    def _warn_if_rows_repeat(digests: NDArray, k: int) -> None:
+        """Equal feature rows share a partition, so with many repeats the partitions are
+        not random samples of the calibration rows, which the coverage formula assumes."""
+        counts = np.unique(digests, return_counts=True)[1]
+        effective = digests.size**2 / float(np.sum(counts.astype(float) ** 2))
+        if effective < _REPEATS_PER_PARTITION * k:
+            warn_user(
+                f"The {digests.size} calibration rows hold only about {effective:.0f} "
+                "distinct feature rows (effective count): equal rows share a hash partition, "
+                "so the partitions are not random samples and the coverage of 1 - alpha can "
+                "fail (a review measured 0.86 at nominal 0.90 with 20 distinct rows in 600). "
+                "RPS assumes nearly distinct feature rows; with repeated rows prefer split "
+                "conformal prediction (no poisoning certificate) or fewer partitions.",
+                UserWarning,
+            )
 
     def _check_sizes(self, sizes: NDArray, alpha: float, r_calib: int) -> None:
         # a threshold above the smallest score in every partition, and room for the
