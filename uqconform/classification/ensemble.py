@@ -33,7 +33,8 @@ class EnsembleConformalClassifier(SplitConformalClassifier):
     conformity_score : {"lac", "aps", "raps", "saps", "topk"}, default="lac"
         The score of the mean probability (see `SplitConformalClassifier`).
     randomized : bool, default=True
-        Randomise APS/RAPS/SAPS so that coverage is exact.
+        Randomise APS/RAPS/SAPS so that coverage exceeds ``1 - alpha`` by less than
+        ``1/(n + 1)`` (when no mean probability is exactly 0).
     k_reg : int, default=1
         RAPS: top labels not penalised.
     lambda_reg : float, default=0.01

@@ -4,7 +4,9 @@
 it were the true one. Calibration reads the true label's column; a prediction set keeps the
 labels whose score is at most the threshold (its inverse). ``u`` holds one uniform draw per
 row, used by the randomised scores so that coverage exceeds the nominal level by less than
-``1/(n + 1)`` (``n`` calibration rows) instead of by the size of the ties.
+``1/(n + 1)`` (``n`` calibration rows) instead of by the size of the ties. Labels of
+probability exactly 0 keep tied APS / RAPS scores whatever the draw (``u * 0 = 0``), so
+with such models only the lower bound holds.
 """
 
 from __future__ import annotations
