@@ -149,3 +149,31 @@ def test_bayes_family_smoke(tmp_path):
     assert (tmp_path / "bayes_reliability.png").exists() or any(
         "matplotlib" in note for note in family["notes"]
     )
+
+
+def test_deep_ensemble_baseline_uses_only_validation_rows_and_five_networks(monkeypatch):
+    """The ensemble row: its noise variance is fitted on the validation rows (the test
+    targets change the NLL, never the intervals' width), and it averages ENSEMBLE networks
+    (one network gives other intervals)."""
+    from sklearn.datasets import make_friedman1
+
+    from uqconform.benchmarks.suites import bayes as suite
+
+    class Smoke:
+        @staticmethod
+        def pick(smoke, quick, full):
+            return smoke
+
+    X, y = make_friedman1(200, noise=1.0, random_state=0)
+    y = (y - y.mean()) / y.std()
+    tr, va, te = np.arange(100), np.arange(100, 150), np.arange(150, 200)
+    net = suite._network("regression", 0, Smoke).fit(X[tr], y[tr])
+    five = suite._ensemble(net, "regression", X, y, tr, va, te, 0, Smoke)
+    moved = y.copy()
+    moved[te] = 3 * moved[te]
+    again = suite._ensemble(net, "regression", X, moved, tr, va, te, 0, Smoke)
+    assert again["width_ensemble"] == five["width_ensemble"]
+    assert again["nll_ensemble"] != five["nll_ensemble"]
+    monkeypatch.setattr(suite, "ENSEMBLE", 1)
+    one = suite._ensemble(net, "regression", X, y, tr, va, te, 0, Smoke)
+    assert one["width_ensemble"] != five["width_ensemble"]

@@ -99,3 +99,38 @@ def test_fullcp_family_smoke(tmp_path):
     assert len(widths) == 3 and all(h["met"] is None for h in widths)
     assert len(tables["speed: ACP-GN scaling"]) >= 3
     assert (tmp_path / "fullcp_widths-time.png").exists()
+
+
+def test_cv_plus_baseline_is_cv_plus_at_every_level():
+    """The CV+ rows are CV+ (Barber et al. 2021) on the benchmark's folds and networks:
+    each level's ends are the floor(alpha (n + 1))-th smallest of mu_-k(i)(x) - R_i and the
+    ceil((1 - alpha)(n + 1))-th smallest of mu_-k(i)(x) + R_i, in the order of LEVELS."""
+    import math
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.model_selection import KFold
+
+    from uqconform.benchmarks.suites.fullcp import CV_PLUS_FOLDS, _cv_plus, _network
+    from uqconform.datasets import load_dataset
+
+    X, y = load_dataset("diabetes", n_samples=150, random_state=0)
+    X, y = np.asarray(X, float), np.asarray(y, float)
+    train, test = np.arange(135), np.arange(135, 150)  # MAPIE needs n > 1 / 0.01
+    decay, seed = 1.0, 3
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        out = _cv_plus(X[train], y[train], X[test], decay, seed)
+        n = train.size
+        centre, residual = np.empty((n, test.size)), np.empty(n)
+        folds = KFold(CV_PLUS_FOLDS, shuffle=True, random_state=seed).split(X[train])
+        for fit_rows, held_out in folds:
+            net = _network(decay, seed).fit(X[train][fit_rows], y[train][fit_rows])
+            residual[held_out] = np.abs(y[train][held_out] - net.predict(X[train][held_out]))
+            centre[held_out] = net.predict(X[test])[None, :]
+    assert out.shape == (test.size, 2, len(LEVELS))
+    for k, alpha in enumerate(LEVELS):
+        low = np.sort(centre - residual[:, None], axis=0)[math.floor(alpha * (n + 1)) - 1]
+        high = np.sort(centre + residual[:, None], axis=0)[math.ceil((1 - alpha) * (n + 1)) - 1]
+        np.testing.assert_allclose(out[:, 0, k], low, rtol=1e-9)
+        np.testing.assert_allclose(out[:, 1, k], high, rtol=1e-9)

@@ -615,3 +615,20 @@ def test_predict_set_in_blocks_equals_one_block(base_score, monkeypatch):
     # each set holds every label scored within its threshold (plus, if empty, the best one)
     for level in range(2):
         assert (whole[..., level] >= (scores <= thresholds[level])).all()
+
+
+@pytest.mark.parametrize("fmt", ["coo", "dia", "bsr"])
+@pytest.mark.parametrize("diversity", ["bootstrap", "subspace"])
+def test_every_sparse_format_gives_the_csr_sets(fmt, diversity):
+    """COO, DIA and BSR matrices cannot be indexed: the heads index a CSR view (fit and
+    prediction), so every format gives the sets of the CSR matrix."""
+    from uqconform.classification import EnsembleConformalClassifier
+
+    X, y = make_classification(120, 6, n_informative=4, n_classes=3, random_state=0)
+    csr = sparse.csr_matrix(np.where(np.abs(X) > 0.5, X, 0.0))
+    for cls in (MultiDimScoreClassifier, EnsembleConformalClassifier):
+        sets = {}
+        for name, matrix in (("csr", csr), (fmt, csr.asformat(fmt))):
+            model = cls(n_heads=2, diversity=diversity, random_state=0)
+            sets[name] = model.fit(matrix, y).calibrate(matrix, y).predict_set(matrix)
+        np.testing.assert_array_equal(sets[fmt], sets["csr"])

@@ -76,5 +76,9 @@ def test_warnings_point_at_the_callers_line():
         model.calibrate(X[20:25], y[20:25, None])  # column vector; too few points
         model.predict_interval(X[:3])  # too few points
         EnbPI(Ridge(), n_bootstrap=4).fit(X, y)  # in-sample residuals
-    assert len(caught) == 4
+        # through scikit-learn (cross_validate -> joblib -> fit): still this file's line
+        from sklearn.model_selection import cross_validate
+
+        cross_validate(EnbPI(Ridge(), n_bootstrap=4), X, y, cv=2)
+    assert len(caught) >= 6
     assert {w.filename for w in caught} == {__file__}

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from conftest import Unchanged
 from scipy import optimize
-from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.base import BaseEstimator, RegressorMixin, clone
 from sklearn.dummy import DummyRegressor
 from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import LinearRegression
@@ -376,8 +376,17 @@ def test_predict_set_is_predict_interval(fitted):
     twin = pickle.loads(pickle.dumps(model))
     np.testing.assert_array_equal(model.predict_set(X, alpha=[0.1, 0.2]),
                                   twin.predict_interval(X, alpha=[0.1, 0.2]))  # fmt: skip
-    np.testing.assert_array_equal(model.predict_set(X, y), twin.predict_interval(X, y))
+    np.testing.assert_array_equal(model.predict_set(X, y=y), twin.predict_interval(X, y))
+    with pytest.raises(TypeError):  # y is keyword only: predict_set(X, 0.5) is alpha = 0.5
+        model.predict_set(X, 0.1, y)
     assert model.n_steps_ == twin.n_steps_ == len(y)
+
+
+def test_a_missing_y_is_named_in_fit_and_update(fitted):
+    model, X, _ = fitted
+    for call in (lambda: clone(model).fit(X, None), lambda: model.update(X[:1], None)):
+        with pytest.raises(ValueError, match="requires y to be passed"):
+            call()
 
 
 def test_without_y_rows_share_the_offsets(fitted):

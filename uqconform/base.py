@@ -385,7 +385,10 @@ def forward_input_tags(tags: Any, model: Any) -> Any:
     >>> tags.input_tags.allow_nan, tags.input_tags.sparse
     (True, False)
     """
-    inner = get_tags(model)
+    try:
+        inner = get_tags(model)
+    except (AttributeError, TypeError):  # not an estimator: fit says so, clearly
+        return tags
     tags.input_tags.allow_nan = not refuses_nan(model)
     tags.input_tags.sparse = inner.input_tags.sparse
     tags.input_tags.categorical = inner.input_tags.categorical

@@ -123,11 +123,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     from uqconform.benchmarks import BenchmarkOutputError, run_benchmark
 
-    out = args.out or "uqconform-benchmark"
+    out = "uqconform-benchmark" if args.out is None else args.out
 
     try:
         results = run_benchmark(
-            args.suite or "quick",
+            "quick" if args.suite is None else args.suite,
             out,
             seed=0 if args.seed is None else args.seed,
             scale=args.scale,

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 from joblib import Parallel, delayed
 from numpy.typing import ArrayLike, NDArray
+from scipy import sparse
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import LogisticRegression
@@ -28,6 +29,7 @@ from uqconform.base import (
     forward_input_tags,
     keeps_state_on_error,
     n_rows,
+    row_sliceable,
     seed_parameters,
     take_rows,
 )
@@ -43,6 +45,8 @@ def _columns(X: Any, columns: NDArray | None) -> Any:
         return X
     if isinstance(X, (list, tuple)):  # scikit-learn indexes columns of arrays, not of lists
         X = np.asarray(X)
+    if sparse.issparse(X):  # COO, DIA, BSR cannot be indexed
+        X = row_sliceable(X)
     return _safe_indexing(X, columns, axis=1)
 
 

@@ -131,7 +131,7 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
 
     def _warn_unused_difficulty(self) -> None:
         """Say so when a difficulty model is given to a score that never reads it (called
-        once per fit, or per calibrate of an adopted model: the user's call is 5 up)."""
+        once per fit, or per calibrate of an adopted model)."""
         unused = not self._score_object().needs_difficulty
         if unused and getattr(self, "difficulty_estimator", None) is not None:
             warn_user(

@@ -508,10 +508,11 @@ class SequentialConformalRegressor(
         self.n_steps_ += residuals.shape[0]
 
     def predict_set(
-        self, X: ArrayLike, y: ArrayLike | None = None, alpha: float | ArrayLike | None = None
+        self, X: ArrayLike, alpha: float | ArrayLike | None = None, *, y: ArrayLike | None = None
     ) -> NDArray:
-        """The native prediction set of a scalar regressor: `predict_interval` (online, with
-        the observed values absorbed, when ``y`` is given)."""
+        """The native prediction set of a scalar regressor: `predict_interval`, with
+        ``alpha`` second as in every ``predict_set`` (``y``, keyword only, makes it online:
+        the observed values are absorbed)."""
         return self.predict_interval(X, y, alpha=alpha)
 
     @keeps_state_on_error
