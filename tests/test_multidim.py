@@ -632,3 +632,25 @@ def test_every_sparse_format_gives_the_csr_sets(fmt, diversity):
             model = cls(n_heads=2, diversity=diversity, random_state=0)
             sets[name] = model.fit(matrix, y).calibrate(matrix, y).predict_set(matrix)
         np.testing.assert_array_equal(sets[fmt], sets["csr"])
+
+
+def test_texts_through_a_vectorising_pipeline():
+    """A list of texts has no columns: bootstrap and seed heads work (as for the split
+    classifier), column subspaces are refused with the reason (was an AttributeError)."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+
+    from uqconform.classification import EnsembleConformalClassifier
+
+    rng = np.random.default_rng(0)
+    words = np.array(["good", "bad", "fine", "awful", "great", "poor"])
+    docs = [" ".join(rng.choice(words, 5)) for _ in range(300)]
+    y = np.array([sum(w in ("good", "fine", "great") for w in d.split()) >= 3 for d in docs])
+    text_model = make_pipeline(TfidfVectorizer(), LogisticRegression())
+    for cls in (EnsembleConformalClassifier, MultiDimScoreClassifier):
+        model = cls(text_model, n_heads=2, random_state=0).fit(docs[:200], y[:200])
+        sets = model.calibrate(docs[200:250], y[200:250]).predict_set(docs[250:])
+        assert sets.shape == (50, 2) and sets.dtype == bool
+        with pytest.raises(ValueError, match=r"subspace.*has none"):
+            cls(text_model, n_heads=2, diversity="subspace").fit(docs[:200], y[:200])

@@ -190,7 +190,12 @@ class HeadEnsemble(RoutesFitParams, ClassifierMixin, BaseEstimator):
         X = check_features(self, X, reset=True)
         y = check_class_labels(y, n_rows(X))
         rng = np.random.default_rng(self.random_state)
-        n, n_features = len(y), self.n_features_in_
+        n, n_features = len(y), getattr(self, "n_features_in_", None)  # None: text, dicts
+        if self.diversity == "subspace" and n_features is None:
+            raise ValueError(
+                "diversity='subspace' draws columns of X, but X has none (a list of texts "
+                "or dicts for a vectorising Pipeline): use diversity='bootstrap' or 'seeds'."
+            )
         base = self._base_estimator()
         rows, columns, seeds = [], [], []
         labels, inverse = np.unique(y, return_inverse=True)
