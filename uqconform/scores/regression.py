@@ -26,16 +26,26 @@ __all__ = [
 ]
 
 
-# Outward rounding of interval ends, in units of the spacing of the largest operand: a
-# target whose (rounded) score equals the threshold is inside. The rounding of a score and
+# Outward rounding of interval ends, in units of the spacing of the largest finite operand:
+# a target whose (rounded) score equals the threshold is inside. The rounding of a score and
 # of the end computed from its threshold together miss by at most about 3 such units.
 _OUTWARD_ULPS = 4.0
 
 
-def _outward(anchor: NDArray, offset: NDArray) -> NDArray:
-    """The outward-rounding margin of ``anchor -/+ offset`` (0 where either is infinite)."""
-    size = np.maximum(np.abs(anchor), np.abs(offset))
-    return _OUTWARD_ULPS * np.spacing(np.where(np.isfinite(size), size, 0.0))
+def _outward(*parts: NDArray) -> float:
+    """The outward-rounding margin of ends computed from ``parts``: a few units in the last
+    place of their largest finite magnitude (one scalar per call: two reductions a part)."""
+    largest = 0.0
+    for part in parts:
+        part = np.asarray(part)
+        if part.size == 0:
+            continue
+        size = max(abs(float(np.max(part))), abs(float(np.min(part))))
+        if not np.isfinite(size):  # infinite ends (whole-space sets) or NaN: finite part
+            finite = part[np.isfinite(part)]
+            size = float(np.max(np.abs(finite))) if finite.size else 0.0
+        largest = max(largest, size)
+    return _OUTWARD_ULPS * float(np.spacing(largest))
 
 
 def interval_around(
@@ -59,10 +69,12 @@ def interval_around(
     True
     """
     out = np.empty((np.shape(lower_anchor)[0], 2))
+    # one margin for both ends; an array given twice (a symmetric score) is read once
+    margin = _outward(*{id(x): x for x in (lower_anchor, upper_anchor, below, above)}.values())
     np.subtract(lower_anchor, below, out=out[:, 0])
-    out[:, 0] -= _outward(lower_anchor, below)
+    out[:, 0] -= margin
     np.add(upper_anchor, above, out=out[:, 1])
-    out[:, 1] += _outward(upper_anchor, above)
+    out[:, 1] += margin
     return out
 
 
