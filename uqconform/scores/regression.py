@@ -69,12 +69,13 @@ def interval_around(
     True
     """
     out = np.empty((np.shape(lower_anchor)[0], 2))
-    # one margin for both ends; an array given twice (a symmetric score) is read once
+    # one margin for both ends, folded into the offsets (contiguous) before the two strided
+    # writes; an array given twice (a symmetric score) is read and widened once
     margin = _outward(*{id(x): x for x in (lower_anchor, upper_anchor, below, above)}.values())
-    np.subtract(lower_anchor, below, out=out[:, 0])
-    out[:, 0] -= margin
-    np.add(upper_anchor, above, out=out[:, 1])
-    out[:, 1] += margin
+    wider_below = np.add(below, margin)
+    wider_above = wider_below if above is below else np.add(above, margin)
+    np.subtract(lower_anchor, wider_below, out=out[:, 0])
+    np.add(upper_anchor, wider_above, out=out[:, 1])
     return out
 
 
