@@ -15,8 +15,15 @@ from collections.abc import Sequence
 __all__ = ["main"]
 
 
-# Defaults are None so that `--list` can tell which options were given.
-_RUN_OPTIONS = ("suite", "out", "seed", "scale", "no_progress")
+# The run options' defaults, applied after parsing: argparse keeps None so that `--list`
+# can tell which options were given.
+_RUN_DEFAULTS = {
+    "suite": "quick",
+    "out": "uqconform-benchmark",
+    "seed": 0,
+    "scale": None,
+    "no_progress": False,
+}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -34,16 +41,21 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument(
         "--suite",
         default=None,
-        help="quick (default), full, smoke, or one family such as classic, speed, memory "
-        "(see --list)",
+        help=f"{_RUN_DEFAULTS['suite']} (default), full, smoke, or one family such as classic, "
+        "speed, memory (see --list)",
     )
     bench.add_argument(
         "--out",
         default=None,
-        help="output folder (default: uqconform-benchmark); a finished run replaces the previous "
-        "run's files there, an interrupted one changes nothing",
+        help=f"output folder (default: {_RUN_DEFAULTS['out']}); a finished run replaces the "
+        "previous run's files there, an interrupted one changes nothing",
     )
-    bench.add_argument("--seed", type=int, default=None, help="base random seed (default: 0)")
+    bench.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help=f"base random seed (default: {_RUN_DEFAULTS['seed']})",
+    )
     bench.add_argument(
         "--scale",
         choices=("smoke", "quick", "full"),
@@ -106,16 +118,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command != "benchmark":
         parser.print_help()
         return 2
+    given = {name: getattr(args, name) for name in _RUN_DEFAULTS}
     if args.list:
-        given = [
-            f"--{name.replace('_', '-')}"
-            for name in _RUN_OPTIONS
-            if getattr(args, name) is not None
-        ]
-        if given:
+        options = [f"--{name.replace('_', '-')}" for name, v in given.items() if v is not None]
+        if options:
             print(
                 f"uqconform benchmark: error: --list takes no other option (got "
-                f"{', '.join(given)})",
+                f"{', '.join(options)})",
                 file=sys.stderr,
             )
             return 2
@@ -123,15 +132,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     from uqconform.benchmarks import BenchmarkOutputError, run_benchmark
 
-    out = "uqconform-benchmark" if args.out is None else args.out
-
+    run = {name: _RUN_DEFAULTS[name] if value is None else value for name, value in given.items()}
+    out = run["out"]
     try:
         results = run_benchmark(
-            "quick" if args.suite is None else args.suite,
+            run["suite"],
             out,
-            seed=0 if args.seed is None else args.seed,
-            scale=args.scale,
-            progress=not args.no_progress,
+            seed=run["seed"],
+            scale=run["scale"],
+            progress=not run["no_progress"],
         )
     except (ValueError, BenchmarkOutputError) as error:
         print(f"uqconform benchmark: error: {_as_options(str(error))}", file=sys.stderr)

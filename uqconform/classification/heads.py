@@ -14,7 +14,6 @@ from typing import Any
 import numpy as np
 from joblib import Parallel, delayed
 from numpy.typing import ArrayLike, NDArray
-from scipy import sparse
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import LogisticRegression
@@ -45,8 +44,6 @@ def _columns(X: Any, columns: NDArray | None) -> Any:
         return X
     if isinstance(X, (list, tuple)):  # scikit-learn indexes columns of arrays, not of lists
         X = np.asarray(X)
-    if sparse.issparse(X):  # COO, DIA, BSR cannot be indexed
-        X = row_sliceable(X)
     return _safe_indexing(X, columns, axis=1)
 
 
@@ -187,7 +184,7 @@ class HeadEnsemble(RoutesFitParams, ClassifierMixin, BaseEstimator):
             self._adopt(prefit)
             return self
         fit_params = self._routed_fit_params(fit_params)["estimator"]
-        X = check_features(self, X, reset=True)
+        X = row_sliceable(check_features(self, X, reset=True))  # COO, DIA, BSR: one CSR view
         y = check_class_labels(y, n_rows(X))
         rng = np.random.default_rng(self.random_state)
         n, n_features = len(y), getattr(self, "n_features_in_", None)  # None: text, dicts
@@ -246,6 +243,7 @@ class HeadEnsemble(RoutesFitParams, ClassifierMixin, BaseEstimator):
         check_is_fitted(self)
         if hasattr(self, "n_features_in_"):  # the number (and names) of features seen in fit
             X = check_features(self, X, reset=False)
+        X = row_sliceable(X)  # COO, DIA, BSR cannot be indexed: one CSR view for every head
         return np.stack(
             [
                 np.asarray(head.predict_proba(_columns(X, columns)), dtype=float)

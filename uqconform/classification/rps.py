@@ -149,7 +149,12 @@ def hash_partition(X: Any, n_partitions: int, salt: Any = 0) -> NDArray:
     True
     """
     check_positive_int(n_partitions, "n_partitions")
-    return (row_digests(X, salt)[:, 0] % np.uint64(n_partitions)).astype(np.intp)
+    return _partition_of(row_digests(X, salt)[:, 0], n_partitions)
+
+
+def _partition_of(digests: NDArray, n_partitions: int) -> NDArray:
+    """Partition index from the first 64 bits of each row's digest."""
+    return (digests % np.uint64(n_partitions)).astype(np.intp)
 
 
 # Below this many effective distinct calibration rows per partition, repeated rows (which
@@ -942,7 +947,7 @@ class ReliablePredictionSets(ClassifierMixin, BaseEstimator):
         labels = encode_labels(check_class_labels(y, n), self.classes_)
         k = int(self.k_calib)
         digests = row_digests(X, self.salt)[:, 0]
-        partition = (digests % np.uint64(k)).astype(np.intp)  # = hash_partition(X, k, salt)
+        partition = _partition_of(digests, k)  # hash_partition, digests kept for the check
         sizes = np.bincount(partition, minlength=k)
         self._warn_if_rows_repeat(digests, k)
         levels = check_alpha(self.alpha, "alpha")

@@ -254,12 +254,16 @@ def _events(a: NDArray, b: NDArray) -> tuple[NDArray, NDArray, NDArray, NDArray]
         # |r_m| - |r_i| changes at least at rate |b_t - b_i| (2 b_i for equal slopes)
         widen = margin / np.abs(b_t - b_i)
         widen_single = margin / (2.0 * b_i)
-    low, high = np.minimum(root_1, root_2), np.maximum(root_1, root_2)
-    inside = ~equal & (b_t > b_i)  # S_i = [low, high]
-    low_in, high_in = low - widen, high + widen
-    outside = ~equal & (b_i > b_t)  # S_i = (-inf, low] U [high, inf)
-    low_out, high_out = low + widen, high - widen
-    closed = outside & ~(low_out < high_out)  # the widened pieces meet: every label
+        inside = ~equal & (b_t > b_i)  # S_i = [low, high]
+        outside = ~equal & (b_i > b_t)  # S_i = (-inf, low] U [high, inf)
+        # widening S_i moves the ends of [low, high] outward, those of its complement
+        # inward (equal slopes give infinite roots and widths here, unused below)
+        shift = np.where(inside, widen, -widen)
+        low = np.minimum(root_1, root_2) - shift
+        high = np.maximum(root_1, root_2) + shift
+        # equal slopes: [single, inf) when a_i > a_t, (-inf, single] when a_i < a_t
+        single = single - np.sign(a_i - a_t) * widen_single
+    closed = outside & ~(low < high)  # the widened pieces meet: every label
     outside &= ~closed
     flat = equal & (b_t > 0)
     tied = np.abs(a_i - a_t) <= margin
@@ -269,9 +273,6 @@ def _events(a: NDArray, b: NDArray) -> tuple[NDArray, NDArray, NDArray, NDArray]
         (flat & tied) | (equal & (b_t == 0) & (np.abs(a_t) <= np.abs(a_i) + margin)) | closed
     )
     base = (outside | left | everywhere).sum(axis=1)
-    low = np.where(inside, low_in, low_out)
-    high = np.where(inside, high_in, high_out)
-    single = np.where(right, single - widen_single, single + widen_single)
 
     inf = np.inf
     first_pos = np.select([inside, outside, right, left], [low, low, single, single], inf)
@@ -399,8 +400,8 @@ def fast_intervals(a: NDArray, b: NDArray, alphas: NDArray, warn: bool = True) -
     with np.errstate(divide="ignore", invalid="ignore"):
         crossing = (a_i - a_t) / (b_t - b_i)
         widen = _tie_margin(a) / (b_t - b_i)  # ties at a crossing stay inside
-    lower_list = np.sort(np.where(steeper, crossing - widen, -np.inf), axis=1)
-    upper_list = np.sort(np.where(steeper, crossing + widen, np.inf), axis=1)
+        lower_list = np.sort(np.where(steeper, crossing - widen, -np.inf), axis=1)
+        upper_list = np.sort(np.where(steeper, crossing + widen, np.inf), axis=1)
     half = alphas / 2
     low_rank = conformal_rank(n, half, kind="conformity")
     high_rank = conformal_rank(n, half)
