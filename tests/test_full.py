@@ -296,6 +296,29 @@ def test_sweep_on_degenerate_coefficients_matches_exact_arithmetic():
             assert covered == member[q], (a, b, alpha, float(q))
 
 
+@pytest.mark.parametrize("slope", [0.0, 1.0, -1.0])
+def test_equal_slopes_print_no_runtime_warning(slope):
+    """Training residuals with the test point's slope (or none, zero leverage) have no root
+    or an infinite one; the sweep divides by zero inside its own errstate and the user sees
+    no RuntimeWarning."""
+    rng = np.random.default_rng(0)
+    a = rng.normal(size=(3, 40))
+    b = np.full_like(a, slope)
+    b[:, -1] = 1.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        hull = exact_intervals(a, b, np.array([0.1, 0.3]))
+        fast = fast_intervals(a, b, np.array([0.1, 0.3]))
+        union = exact_union(a, b, 0.1)
+        grid = np.linspace(-4.0, 4.0, 81)
+        p = p_values(a, b, np.tile(grid, (3, 1)))
+    for row in range(3):  # the sets still agree with their p-values (half-lines included)
+        inside = ((union[row][:, :1] <= grid) & (grid <= union[row][:, 1:])).any(axis=0)
+        np.testing.assert_array_equal(inside, p[row] > 0.1)
+        assert hull[row, 0, 0] == union[row][0, 0] and hull[row, 1, 0] == union[row][-1, 1]
+    assert (fast[:, 0] <= fast[:, 1]).all()  # the signed machine: its own (ordered) ends
+
+
 # ---- 4. unbounded sets --------------------------------------------------------------------------
 @pytest.mark.parametrize("algorithm", ["exact", "fast"])
 def test_alpha_below_one_over_n_plus_one_gives_the_real_line(algorithm):

@@ -49,6 +49,39 @@ def test_threshold_is_the_rank_th_smallest_score(n, alpha):
     assert (scores <= conformal_quantile(scores, alpha)[0]).sum() == k
 
 
+def _large_score_arrays():
+    """Score arrays above the bracketed-selection size, including orders that defeat a
+    strided sample (sorted, reversed, period of the stride) and heavy ties / infinities."""
+    rng = np.random.default_rng(0)
+    n = 30_011
+    normal = rng.normal(size=n)
+    periodic = np.tile(np.r_[np.full(1, 100.0), np.zeros(15)], n // 16 + 1)[:n]
+    ties = rng.integers(0, 3, size=n).astype(float)
+    with_inf = normal.copy()
+    with_inf[rng.choice(n, 5_000, replace=False)] = np.inf
+    return {
+        "normal": normal,
+        "sorted": np.sort(normal),
+        "reversed": np.sort(normal)[::-1].copy(),
+        "stride-periodic": periodic,
+        "three values": ties,
+        "infinities": with_inf,
+    }
+
+
+@pytest.mark.parametrize("name", list(_large_score_arrays()))
+@pytest.mark.parametrize("alphas", [[0.1], [0.001, 0.5, 0.999], [0.2, 0.2000001]])
+def test_large_score_arrays_give_the_exact_order_statistic(name, alphas):
+    scores = _large_score_arrays()[name]
+    ranks = conformal_rank(scores.size, alphas)
+    expected = np.sort(scores)[ranks - 1]
+    np.testing.assert_array_equal(conformal_quantile(scores, alphas), expected)
+    np.testing.assert_array_equal(
+        conformal_quantile(scores, alphas, kind="conformity"),
+        np.sort(scores)[conformal_rank(scores.size, alphas, kind="conformity") - 1],
+    )
+
+
 def test_too_few_scores_gives_inf_and_warns():
     scores = np.arange(8.0)  # alpha=0.1 needs n >= 9
     with pytest.warns(UserWarning, match="too few"):

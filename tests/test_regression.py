@@ -21,7 +21,7 @@ from sklearn.neighbors import KNeighborsRegressor
 from uqconform import SplitConformalRegressor
 from uqconform.evaluation import coverage_bounds
 from uqconform.quantiles import conformal_quantile
-from uqconform.scores import RegressionScore
+from uqconform.scores import AbsoluteScore, RegressionScore
 
 
 def _split(n=600, seed=0):
@@ -205,6 +205,24 @@ def test_user_score_objects():
     out = sides.predict_interval(Xt)
     np.testing.assert_allclose(out[:, 0], sides.predict(Xt) - low)
     np.testing.assert_allclose(out[:, 1], sides.predict(Xt) + high)
+
+
+class TransposedInverse(AbsoluteScore):
+    """A user mistake: the inverse returns (2, n) instead of (n, 2)."""
+
+    def inverse(self, y_pred, threshold, difficulty=None):
+        return super().inverse(y_pred, threshold, difficulty).T
+
+
+def test_user_score_with_a_wrong_inverse_shape_is_named():
+    X, y = regression_data(300, seed=5)
+    cp = SplitConformalRegressor(Ridge(), conformity_score=TransposedInverse()).fit(X, y)
+    cp.calibrate(X, y)
+    expected = r"TransposedInverse\(\)\.inverse must return .*\(300, 2\)"
+    with pytest.raises(ValueError, match=expected):
+        cp.predict_interval(X)
+    with pytest.raises(ValueError, match=r"TransposedInverse"):
+        cp.predict_interval(X, alpha=[0.1, 0.2])
 
 
 def test_mondrian_regression_covers_each_group_of_calibration_rows():

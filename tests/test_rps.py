@@ -401,7 +401,7 @@ def test_thresholds_follow_partition_rank_and_sets_are_the_majority(
     np.testing.assert_array_equal(rps.calibration_partition_, part)
     np.testing.assert_array_equal(rps.partition_sizes_, np.bincount(part, minlength=k))
     scores = rps.predict_scores(X_cal)[np.arange(len(y_cal)), y_cal]
-    np.testing.assert_array_equal(rps.calibration_scores_, scores)
+    np.testing.assert_array_equal(rps.conformity_scores_, scores)
     test_scores = rps.predict_scores(X_test)
     for level in (ALPHA, 0.2):  # the constructor's level, and one passed at prediction
         ranks = [partition_rank(n, k, level, mode) for n in rps.partition_sizes_]

@@ -1035,3 +1035,24 @@ def test_residual_offsets_do_not_depend_on_the_order_of_the_residuals(finite_sam
             residual_offsets(targets[order], weights[order], levels, grid, finite_sample),
             expected,
         )
+
+
+@pytest.mark.parametrize("method", [EnbPI, KOWCPI])
+def test_a_target_whose_residual_equals_an_offset_is_inside(method):
+    """Interval ends are rounded outward: with a constant model at -0.4 and targets in
+    {0, 1}, the residuals are 0.4 and 1.4, both offsets, and ``-0.4 + 1.4`` is
+    ``0.9999999999999999``: without the rounding every 1 fell outside its interval."""
+    from sklearn.frozen import FrozenEstimator
+
+    y = np.random.default_rng(0).integers(0, 2, 400).astype(float)
+    X = np.zeros((400, 1))
+    model = FrozenEstimator(DummyRegressor(strategy="constant", constant=-0.4).fit(X, y))
+    params = {"window": 2, "bandwidth": 1.0} if method is KOWCPI else {}
+    cp = method(model, alpha=0.3, memory=200, **params).fit(X[:200], y[:200])
+    out = cp.predict_interval(X[200:], y=y[200:])
+    residuals = y[200:] + 0.4
+    # every residual is one of the two offsets, so every target is inside (in exact arithmetic)
+    offsets = cp._interval_offsets(np.array([0.3]))[:, 0]
+    assert np.isin(residuals, offsets).all()
+    assert ((out[:, 0] <= y[200:]) & (y[200:] <= out[:, 1])).all()
+    assert cp.coverage_history_.all()

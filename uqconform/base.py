@@ -401,7 +401,7 @@ class ConformalPredictor(RoutesFitParams, BaseEstimator, metaclass=ABCMeta):
 
     Subclasses implement `_default_estimator` and `_check_target`; those that use the
     default ``calibrate`` also `_calibration_scores`, and those that predict through
-    `_predict_batched` also `_output_columns` and `_fill_batch`.
+    `_predict_batched` also `_output_columns` and `_predict_batch`.
     """
 
     # ---- hooks -----------------------------------------------------------------------
@@ -421,10 +421,9 @@ class ConformalPredictor(RoutesFitParams, BaseEstimator, metaclass=ABCMeta):
         """Output cells per row and level (2 for intervals, n_classes for sets)."""
         raise NotImplementedError(f"{type(self).__name__} does not use _predict_batched.")
 
-    def _fill_batch(
-        self, X: Any, thresholds: NDArray, alphas: NDArray, out: NDArray, rng: Any
-    ) -> None:
-        """Write the prediction of rows ``X`` into ``out`` (trailing axis: levels).
+    def _predict_batch(self, X: Any, thresholds: NDArray, alphas: NDArray, rng: Any) -> NDArray:
+        """The prediction of rows ``X``, shape ``(b, *output shape, k)`` (trailing axis:
+        levels); with a single batch it is returned to the user as it is.
 
         ``thresholds`` has shape ``(b, n_sub, c, k)``: for each row, its group's thresholds
         per sub-stratum, score component and level; ``(1, n_sub, c, k)``, broadcast over the
@@ -583,12 +582,13 @@ class ConformalPredictor(RoutesFitParams, BaseEstimator, metaclass=ABCMeta):
         """Score the (validated) calibration rows and record their groups and strata."""
         scores, sub_strata, n_sub = self._calibration_scores(X, y)
         if group_labels is None:
-            group_index = np.zeros(y.shape[0], dtype=np.intp)
+            strata = sub_strata
         else:
             self.groups_, group_index = np.unique(group_labels, return_inverse=True)
+            strata = group_index * n_sub + sub_strata
         self.conformity_scores_ = scores
         record_calibration_settings(self)
-        self.calibration_strata_ = group_index * n_sub + sub_strata
+        self.calibration_strata_ = strata
         self._n_sub_strata = n_sub
         n_strata = (1 if group_labels is None else self.groups_.size) * n_sub
         if n_strata > 1:  # sorted once here, not at every prediction
@@ -770,16 +770,23 @@ class ConformalPredictor(RoutesFitParams, BaseEstimator, metaclass=ABCMeta):
         n = n_rows(X)
         group_index = self._group_index(groups, n)
         table = self._threshold_table(alphas)
-        out = np.empty((n, *shape, alphas.size), dtype=dtype)
         rng = self._rng(stream=1, content=X if self._draws_at_prediction() else None)
         step = self._batch_rows(n)
+        # one batch: its prediction is the result (no second full-size buffer to copy into)
+        out = None if step >= n else np.empty((n, *shape, alphas.size), dtype=dtype)
         for start in range(0, n, step):  # a loop over batches of rows, for bounded memory
             stop = min(start + step, n)
             block = slice_rows(X, start, stop)
             self._check_nan(block)
             # Without groups every row shares one threshold row: pass it once, broadcastable.
             rows = table[:1] if group_index is None else table[group_index[start:stop]]
-            self._fill_batch(block, rows, alphas, out[start:stop], rng)
+            batch = self._predict_batch(block, rows, alphas, rng)
+            if out is None:
+                out = batch
+            else:
+                out[start:stop] = batch
+        if out is None:  # no rows
+            out = np.empty((0, *shape, alphas.size), dtype=dtype)
         return out[..., 0] if scalar else out
 
     def predict(self, X: Any) -> NDArray:

@@ -682,7 +682,7 @@ class ReliablePredictionSets(ClassifierMixin, BaseEstimator):
         The partition models (a constant classifier for a partition with one label or none).
     classes_ : ndarray of shape (n_classes,)
     training_partition_sizes_ : ndarray of shape (k_train,)
-    calibration_scores_ : ndarray of shape (n_calibration,)
+    conformity_scores_ : ndarray of shape (n_calibration,)
         Smoothed score of the true label of every calibration row.
     calibration_partition_ : ndarray of shape (n_calibration,)
     partition_sizes_ : ndarray of shape (k_calib,)
@@ -904,7 +904,7 @@ class ReliablePredictionSets(ClassifierMixin, BaseEstimator):
     # ---- calibration ---------------------------------------------------------------------
     def _reset_calibration(self) -> None:
         for name in (
-            "calibration_scores_",
+            "conformity_scores_",
             "calibration_partition_",
             "partition_sizes_",
             "partition_ranks_",
@@ -958,7 +958,7 @@ class ReliablePredictionSets(ClassifierMixin, BaseEstimator):
         else:
             counts = self.vote_counts(X)
             scores = _smoothed(counts, self.k_train_, self.conformity_score)[np.arange(n), labels]
-        self.calibration_scores_ = scores
+        self.conformity_scores_ = scores
         record_calibration_settings(self)
         self.calibration_partition_ = partition
         self.partition_sizes_ = sizes
@@ -1033,7 +1033,7 @@ class ReliablePredictionSets(ClassifierMixin, BaseEstimator):
 
     def _check_calibrated(self) -> None:
         check_is_fitted(self, "estimators_")
-        if not hasattr(self, "calibration_scores_"):
+        if not hasattr(self, "conformity_scores_"):
             raise NotFittedError(
                 "ReliablePredictionSets needs calibration: call calibrate(X_calib, y_calib) on "
                 "held-out data first."
@@ -1052,7 +1052,7 @@ class ReliablePredictionSets(ClassifierMixin, BaseEstimator):
         self._check_calibrated()
         level = self._level(alpha)
         self._check_sizes(self.partition_sizes_, level, 0)
-        thresholds = self._thresholds(self.calibration_scores_, self._ranks(level))
+        thresholds = self._thresholds(self.conformity_scores_, self._ranks(level))
         return self.predict_scores(X)[:, :, None] >= thresholds[None, None, :]
 
     def predict_set(self, X: Any, alpha: float | ArrayLike | None = None) -> NDArray:
@@ -1077,7 +1077,7 @@ class ReliablePredictionSets(ClassifierMixin, BaseEstimator):
         for j, level in enumerate(levels):  # a loop over levels
             self._check_sizes(self.partition_sizes_, float(level), 0)
             ranks = self._ranks(float(level))
-            thresholds = self._thresholds(self.calibration_scores_, ranks)
+            thresholds = self._thresholds(self.conformity_scores_, ranks)
             votes = _votes_reached(scores, thresholds)
             out[..., j] = votes > majority_threshold(int(self.k_calib), float(level))
         return out[..., 0] if np.ndim(value) == 0 else out
@@ -1107,10 +1107,10 @@ class ReliablePredictionSets(ClassifierMixin, BaseEstimator):
         """Lowest and highest threshold of every partition under ``r_train`` (training
         poisoning moves every calibration score, within its own bounds)."""
         if r_train == 0:
-            thresholds = self._thresholds(self.calibration_scores_, ranks)
+            thresholds = self._thresholds(self.conformity_scores_, ranks)
             return thresholds, thresholds
         if self._probability_mode():
-            zeros = np.zeros_like(self.calibration_scores_)
+            zeros = np.zeros_like(self.conformity_scores_)
             low, high = zeros, np.ones_like(zeros)
         else:
             low, high = _target_bounds(
@@ -1126,7 +1126,7 @@ class ReliablePredictionSets(ClassifierMixin, BaseEstimator):
         scores, low, high = bounds
         ranks = self._ranks(level)
         tau = majority_threshold(int(self.k_calib), level)
-        now = _votes_reached(scores, self._thresholds(self.calibration_scores_, ranks))
+        now = _votes_reached(scores, self._thresholds(self.conformity_scores_, ranks))
         in_set = now > tau
         lowest, highest = self._threshold_bounds(ranks, r_train)
         surely_in = _votes_reached(low, highest)

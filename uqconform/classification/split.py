@@ -212,11 +212,13 @@ default="lac"
             return scores, index, len(self.classes_)
         return scores, np.zeros_like(index), 1
 
-    def _fill_batch(self, X, thresholds, alphas, out, rng):
+    def _predict_batch(self, X, thresholds, alphas, rng):
         proba = np.asarray(self.estimator_.predict_proba(X), dtype=float)
         scores = self._score_object().set_scores(proba, self._uniforms(rng, proba.shape[0]))
+        out = np.empty((*scores.shape, alphas.size), dtype=bool)
         for j in range(alphas.size):  # a loop over levels, not rows
             np.less_equal(scores, thresholds[:, :, 0, j], out=out[:, :, j])
+        return out
 
     def predict_set(
         self, X: Any, alpha: float | ArrayLike | None = None, groups: ArrayLike | None = None

@@ -255,8 +255,8 @@ class ConformalizedQuantileRegressor(SplitConformalRegressor):
         """
         return super().predict(X).mean(axis=1)
 
-    def _fill_batch(self, X, thresholds, alphas, out, rng):
-        super()._fill_batch(X, thresholds, alphas, out, rng)
+    def _predict_batch(self, X, thresholds, alphas, rng):
+        out = super()._predict_batch(X, thresholds, alphas, rng)
         # A negative correction can cross a narrow band; an empty set is reported as the
         # zero-width interval at the band's centre, so lower <= upper always holds.
         crossed = out[:, 0, :] > out[:, 1, :]
@@ -264,3 +264,4 @@ class ConformalizedQuantileRegressor(SplitConformalRegressor):
             centre = out.mean(axis=1)
             out[:, 0, :] = np.where(crossed, centre, out[:, 0, :])
             out[:, 1, :] = np.where(crossed, centre, out[:, 1, :])
+        return out

@@ -253,12 +253,20 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
         scores = score.score(y, self._model_output(X), self._difficulty(X))
         return np.asarray(scores, dtype=float), np.zeros(y.shape[0], dtype=np.intp), 1
 
-    def _fill_batch(self, X, thresholds, alphas, out, rng):
+    def _predict_batch(self, X, thresholds, alphas, rng):
         score = self._score_object()
         output = self._model_output(X)
         difficulty = self._difficulty(X)
-        for j in range(alphas.size):  # a loop over levels, not rows
-            out[:, :, j] = score.inverse(output, thresholds[:, 0, :, j], difficulty)
+        intervals = [  # a loop over levels, not rows
+            np.asarray(score.inverse(output, thresholds[:, 0, :, j], difficulty), dtype=float)
+            for j in range(alphas.size)
+        ]
+        if intervals[0].shape != (output.shape[0], 2):
+            raise ValueError(
+                f"{score!r}.inverse must return an array of shape (n_samples, 2) = "
+                f"({output.shape[0]}, 2), got {intervals[0].shape}."
+            )
+        return intervals[0][..., None] if alphas.size == 1 else np.stack(intervals, axis=-1)
 
     def predict_interval(
         self, X: Any, alpha: float | ArrayLike | None = None, groups: ArrayLike | None = None

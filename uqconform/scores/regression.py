@@ -32,9 +32,19 @@ __all__ = [
 _OUTWARD_ULPS = 4.0
 
 
-def _outward(*parts: NDArray) -> float:
-    """The outward-rounding margin of ends computed from ``parts``: a few units in the last
-    place of their largest finite magnitude (one scalar per call: two reductions a part)."""
+def outward_margin(*parts: NDArray) -> float:
+    """The outward-rounding margin of interval ends computed from ``parts``: a few units in
+    the last place of their largest finite magnitude (one scalar per call: two reductions a
+    part). Widening both ends by it keeps a target whose score equals the threshold inside.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> -0.4 + 1.4 < 1.0
+    True
+    >>> bool(-0.4 + 1.4 + outward_margin(np.array([-0.4]), np.array([1.4])) >= 1.0)
+    True
+    """
     largest = 0.0
     for part in parts:
         part = np.asarray(part)
@@ -71,7 +81,8 @@ def interval_around(
     out = np.empty((np.shape(lower_anchor)[0], 2))
     # one margin for both ends, folded into the offsets (contiguous) before the two strided
     # writes; an array given twice (a symmetric score) is read and widened once
-    margin = _outward(*{id(x): x for x in (lower_anchor, upper_anchor, below, above)}.values())
+    operands = {id(x): x for x in (lower_anchor, upper_anchor, below, above)}
+    margin = outward_margin(*operands.values())
     wider_below = np.add(below, margin)
     wider_above = wider_below if above is below else np.add(above, margin)
     np.subtract(lower_anchor, wider_below, out=out[:, 0])

@@ -49,6 +49,7 @@ from uqconform.quantiles import (
     weighted_quantile,
 )
 from uqconform.routing import RoutesFitParams
+from uqconform.scores.regression import outward_margin
 from uqconform.timeseries.residuals import (
     bootstrap_residuals,
     holdout_residuals,
@@ -556,6 +557,12 @@ class SequentialConformalRegressor(
             for t in range(n):  # sequential by nature: step t needs the residual of t - 1
                 out[t] = centre[t] + self._interval_offsets(alphas)
                 self._absorb(residuals[t : t + 1])
+        # rounded outward: a target whose residual equals an offset is inside
+        # (-0.4 + 1.4 is 0.9999999999999999)
+        margin = outward_margin(centre, out)
+        out[:, 0] -= margin
+        out[:, 1] += margin
+        if y is not None:
             covered = (out[:, 0, 0] <= y) & (y <= out[:, 1, 0])
             self.coverage_history_ = np.concatenate([self.coverage_history_, covered])
         infinite = int(np.isinf(out).any(axis=(1, 2)).sum())
