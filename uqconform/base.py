@@ -20,7 +20,7 @@ import hashlib
 import numbers
 from abc import ABCMeta, abstractmethod
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import joblib
 import numpy as np
@@ -35,6 +35,9 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from uqconform._warnings import warn_user
 from uqconform.quantiles import check_alpha, conformal_quantile
 from uqconform.routing import RoutesFitParams
+
+if TYPE_CHECKING:
+    from typing_extensions import Self  # typing.Self from Python 3.11
 
 __all__ = [
     "ConformalPredictor",
@@ -457,7 +460,7 @@ class ConformalPredictor(RoutesFitParams, BaseEstimator, metaclass=ABCMeta):
             )
 
     @keeps_state_on_error
-    def fit(self, X: Any, y: ArrayLike, **fit_params: Any):
+    def fit(self, X: Any, y: ArrayLike, **fit_params: Any) -> Self:
         """Fit a clone of ``estimator`` on training data.
 
         A ``FrozenEstimator`` is not refitted. Any previous calibration is discarded (a call
@@ -539,7 +542,7 @@ class ConformalPredictor(RoutesFitParams, BaseEstimator, metaclass=ABCMeta):
 
     # ---- calibration -----------------------------------------------------------------
     @keeps_state_on_error
-    def calibrate(self, X: Any, y: ArrayLike, groups: ArrayLike | None = None):
+    def calibrate(self, X: Any, y: ArrayLike, groups: ArrayLike | None = None) -> Self:
         """Compute conformity scores on calibration data held out from training.
 
         Without a prior ``fit``, a fitted ``estimator`` is used as is (never refitted).

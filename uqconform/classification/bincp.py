@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import numbers
 from abc import abstractmethod
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -59,6 +59,9 @@ from uqconform.base import (
 from uqconform.classification.split import encode_labels
 from uqconform.quantiles import check_alpha, conformal_quantile
 from uqconform.scores.classification import APSScore, ClassificationScore, LACScore
+
+if TYPE_CHECKING:
+    from typing_extensions import Self  # typing.Self from Python 3.11
 
 __all__ = [
     "BinarizedSmoothedClassifier",
@@ -281,7 +284,7 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
 
     # ---- fit ---------------------------------------------------------------------------------
     @keeps_state_on_error
-    def fit(self, X: Any, y: ArrayLike, augment: int = 0, **fit_params: Any):
+    def fit(self, X: Any, y: ArrayLike, augment: int = 0, **fit_params: Any) -> Self:
         """Fit a clone of ``estimator``, optionally on Gaussian-noise augmented copies.
 
         Parameters
@@ -329,7 +332,7 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
         return float(self.eta) / (n_calibration + len(self.classes_))
 
     @keeps_state_on_error
-    def calibrate(self, X: Any, y: ArrayLike):
+    def calibrate(self, X: Any, y: ArrayLike) -> Self:
         """Monte Carlo scores of the calibration rows and the one certified base probability.
 
         Without a prior ``fit``, a fitted ``estimator`` is used as is (never refitted).

@@ -9,7 +9,7 @@ classifiers with identical ``classes_`` works too.
 from __future__ import annotations
 
 import numbers
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from joblib import Parallel, delayed
@@ -33,6 +33,9 @@ from uqconform.base import (
     take_rows,
 )
 from uqconform.routing import RoutesFitParams
+
+if TYPE_CHECKING:
+    from typing_extensions import Self  # typing.Self from Python 3.11
 
 __all__ = ["HeadEnsemble"]
 
@@ -157,7 +160,7 @@ class HeadEnsemble(RoutesFitParams, ClassifierMixin, BaseEstimator):
                 self.__dict__.pop(name, None)
 
     @keeps_state_on_error
-    def fit(self, X: ArrayLike, y: ArrayLike, **fit_params: Any):
+    def fit(self, X: ArrayLike, y: ArrayLike, **fit_params: Any) -> Self:
         """Fit the heads (or check the given fitted heads).
 
         Parameters

@@ -22,7 +22,7 @@ probability (`EnsembleConformalClassifier`) is the baseline to beat.
 from __future__ import annotations
 
 import numbers
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -53,6 +53,9 @@ from uqconform.classification.split import encode_labels
 from uqconform.quantiles import check_alpha, conformal_quantile, conformal_rank, minimum_scores
 from uqconform.routing import RoutesFitParams
 from uqconform.scores.classification import get_classification_score
+
+if TYPE_CHECKING:
+    from typing_extensions import Self  # typing.Self from Python 3.11
 
 __all__ = ["MultiDimScoreClassifier"]
 
@@ -222,7 +225,7 @@ class MultiDimScoreClassifier(RoutesFitParams, ClassifierMixin, BaseEstimator):
         return seeded_generator(integer_seed(seed), stream, content)
 
     @keeps_state_on_error
-    def fit(self, X: ArrayLike, y: ArrayLike, **fit_params: Any):
+    def fit(self, X: ArrayLike, y: ArrayLike, **fit_params: Any) -> Self:
         """Fit the heads (or check the given fitted heads).
 
         Parameters
@@ -318,7 +321,7 @@ class MultiDimScoreClassifier(RoutesFitParams, ClassifierMixin, BaseEstimator):
 
     # ---- calibration --------------------------------------------------------------------------
     @keeps_state_on_error
-    def calibrate(self, X: ArrayLike, y: ArrayLike):
+    def calibrate(self, X: ArrayLike, y: ArrayLike) -> Self:
         """Build the cells (or train the aggregator) on one part, calibrate on the other.
 
         Parameters

@@ -30,7 +30,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import numbers
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from joblib import Parallel, delayed
@@ -55,6 +55,9 @@ from uqconform.base import (
 )
 from uqconform.classification.split import encode_labels
 from uqconform.quantiles import check_alpha, conformal_quantile, conformal_rank, minimum_scores
+
+if TYPE_CHECKING:
+    from typing_extensions import Self  # typing.Self from Python 3.11
 
 __all__ = [
     "ReliablePredictionSets",
@@ -757,7 +760,7 @@ class ReliablePredictionSets(ClassifierMixin, BaseEstimator):
 
     # ---- training ------------------------------------------------------------------------
     @keeps_state_on_error
-    def fit(self, X: Any, y: ArrayLike):
+    def fit(self, X: Any, y: ArrayLike) -> Self:
         """Partition the training rows by hash and fit one model per partition.
 
         With a list of fitted models as ``estimator`` nothing is trained: they are checked
@@ -919,7 +922,7 @@ class ReliablePredictionSets(ClassifierMixin, BaseEstimator):
             self.__dict__.pop(name, None)
 
     @keeps_state_on_error
-    def calibrate(self, X: Any, y: ArrayLike):
+    def calibrate(self, X: Any, y: ArrayLike) -> Self:
         """Partition the calibration rows by hash and score their true labels.
 
         Parameters

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from collections.abc import Callable, Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -42,6 +42,9 @@ from uqconform.base import (
     take_rows,
 )
 from uqconform.regions import LatentMap, PredictionRegion
+
+if TYPE_CHECKING:
+    from typing_extensions import Self  # typing.Self from Python 3.11
 
 __all__ = ["MultiOutputConformalRegressor", "check_multioutput_target", "take_rows"]
 
@@ -303,7 +306,7 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
 
     # ---- public API ------------------------------------------------------------------------
     @keeps_state_on_error
-    def fit(self, X: Any, y: ArrayLike, **fit_params: Any):
+    def fit(self, X: Any, y: ArrayLike, **fit_params: Any) -> Self:
         """Train the model on data held out from calibration.
 
         Any previous calibration is discarded (a call that raises keeps it).
@@ -334,7 +337,7 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
         return self
 
     @keeps_state_on_error
-    def calibrate(self, X: Any, y: ArrayLike, groups: ArrayLike | None = None):
+    def calibrate(self, X: Any, y: ArrayLike, groups: ArrayLike | None = None) -> Self:
         """Score held-out calibration rows: ``||g_i(Y_i)||`` for each row.
 
         Without a prior ``fit``, a fitted ``estimator`` is adopted as is (never refitted).

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numbers
 import warnings
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -39,6 +39,9 @@ from uqconform._warnings import warn_user
 from uqconform.base import fit_params_rows, integer_seed, keeps_state_on_error
 from uqconform.multioutput._base import MultiOutputConformalRegressor, take_rows
 from uqconform.multioutput.flows import FlowMap, fit_flow, require_flows
+
+if TYPE_CHECKING:
+    from typing_extensions import Self  # typing.Self from Python 3.11
 
 __all__ = ["CONTRA", "ResidualCONTRA"]
 
@@ -130,7 +133,7 @@ class _FlowRegions(MultiOutputConformalRegressor):
         }
 
     @keeps_state_on_error
-    def calibrate(self, X: Any, y: ArrayLike, groups: ArrayLike | None = None):
+    def calibrate(self, X: Any, y: ArrayLike, groups: ArrayLike | None = None) -> Self:
         """Score held-out calibration rows by the norm of their latent codes.
 
         Also sets ``chi_quantile_``, the radius a perfect flow would give (see

@@ -17,7 +17,7 @@ calibration data only, which is finite-sample valid.
 from __future__ import annotations
 
 import numbers
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -50,6 +50,9 @@ from uqconform.linearize import (
 from uqconform.regression.crr import LinearConfidenceMachine
 from uqconform.regression.full import FullConformalMixin, candidate_values
 from uqconform.routing import RoutesFitParams, routing_enabled
+
+if TYPE_CHECKING:
+    from typing_extensions import Self  # typing.Self from Python 3.11
 
 __all__ = ["ApproximateFullConformalRegressor"]
 
@@ -343,7 +346,7 @@ class ApproximateFullConformalRegressor(
             self.training_residuals_ = raw
 
     @keeps_state_on_error
-    def fit(self, X: ArrayLike, y: ArrayLike, **fit_params: Any):
+    def fit(self, X: ArrayLike, y: ArrayLike, **fit_params: Any) -> Self:
         """Train a clone of the estimator (not a torch module or a FrozenEstimator) on all
         the data, then linearise it there: full-CP mode.
 
@@ -393,7 +396,7 @@ class ApproximateFullConformalRegressor(
         return self
 
     @keeps_state_on_error
-    def calibrate(self, X: ArrayLike, y: ArrayLike):
+    def calibrate(self, X: ArrayLike, y: ArrayLike) -> Self:
         """Split+refine mode: freeze the trained network, fit the ridge machine on its
         Jacobian features of held-out calibration data only (finite-sample valid).
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -17,6 +17,9 @@ from uqconform.quantiles import check_alpha
 from uqconform.regression.split import SplitConformalRegressor
 from uqconform.routing import RoutesFitParams
 from uqconform.scores.regression import CQRScore
+
+if TYPE_CHECKING:
+    from typing_extensions import Self  # typing.Self from Python 3.11
 
 __all__ = ["ConformalizedQuantileRegressor", "QuantileBand"]
 
@@ -47,7 +50,7 @@ class QuantileBand(RoutesFitParams, BaseEstimator):
     def _routed_models(self) -> dict[str, Any]:
         return {"lower": self.lower, "upper": self.upper}
 
-    def fit(self, X: Any, y: ArrayLike, **fit_params: Any):
+    def fit(self, X: Any, y: ArrayLike, **fit_params: Any) -> Self:
         routed = self._routed_fit_params(fit_params)
         self.lower.fit(X, y, **routed["lower"])
         self.upper.fit(X, y, **routed["upper"])

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -39,6 +39,9 @@ from uqconform.regression.crr import (
     p_values,
     residual_coefficients,
 )
+
+if TYPE_CHECKING:
+    from typing_extensions import Self  # typing.Self from Python 3.11
 
 __all__ = ["FullConformalRidge"]
 
@@ -380,7 +383,7 @@ class FullConformalRidge(FullConformalMixin, RegressorMixin, BaseEstimator):
         return X
 
     @keeps_state_on_error
-    def fit(self, X: ArrayLike, y: ArrayLike):
+    def fit(self, X: ArrayLike, y: ArrayLike) -> Self:
         """Fit ridge regression on all the data and prepare the confidence machine.
 
         Parameters

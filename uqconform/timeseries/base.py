@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numbers
 from abc import ABCMeta, abstractmethod
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -55,6 +55,9 @@ from uqconform.timeseries.residuals import (
     holdout_residuals,
     prefit_residuals,
 )
+
+if TYPE_CHECKING:
+    from typing_extensions import Self  # typing.Self from Python 3.11
 
 __all__ = ["SequentialConformalRegressor", "rolling_coverage"]
 
@@ -368,7 +371,7 @@ class SequentialConformalRegressor(
 
     # ---- fit ----------------------------------------------------------------------------
     @keeps_state_on_error
-    def fit(self, X: ArrayLike, y: ArrayLike, **fit_params: Any):
+    def fit(self, X: ArrayLike, y: ArrayLike, **fit_params: Any) -> Self:
         """Fit the point predictor and collect its out-of-sample residuals.
 
         Parameters
@@ -576,7 +579,7 @@ class SequentialConformalRegressor(
         return out[..., 0] if np.ndim(value) == 0 else out
 
     @keeps_state_on_error
-    def update(self, X: ArrayLike, y: ArrayLike):
+    def update(self, X: ArrayLike, y: ArrayLike) -> Self:
         """Absorb new observations (their residuals) without predicting.
 
         Nothing is appended to ``coverage_history_`` (no interval was issued).
