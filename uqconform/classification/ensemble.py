@@ -47,6 +47,8 @@ class EnsembleConformalClassifier(SplitConformalClassifier):
         Rows predicted at once.
     random_state : int or None, default=None
         Seeds the heads and the uniform draws.
+    verbose : bool, default=False
+        Show a progress bar of the fitted heads.
 
     Examples
     --------
@@ -73,6 +75,7 @@ class EnsembleConformalClassifier(SplitConformalClassifier):
         batch_size: int | None = None,
         n_jobs: int | None = None,
         random_state: int | None = None,
+        verbose: bool = False,
     ):
         self.estimator = estimator
         self.n_heads = n_heads
@@ -87,6 +90,7 @@ class EnsembleConformalClassifier(SplitConformalClassifier):
         self.batch_size = batch_size
         self.n_jobs = n_jobs
         self.random_state = random_state
+        self.verbose = verbose
 
     def _heads(self) -> HeadEnsemble:
         seed = (
@@ -98,6 +102,7 @@ class EnsembleConformalClassifier(SplitConformalClassifier):
             diversity=self.diversity,
             n_jobs=self.n_jobs,
             random_state=seed,
+            verbose=self.verbose,
         )
 
     def _estimator_or_default(self) -> BaseEstimator:

@@ -12,7 +12,7 @@ import numbers
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from joblib import Parallel, delayed
+from joblib import delayed
 from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.exceptions import NotFittedError
@@ -20,6 +20,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.utils import _safe_indexing
 from sklearn.utils.validation import check_is_fitted
 
+from uqconform._parallel import run_fits
 from uqconform._warnings import warn_user
 from uqconform.base import (
     check_class_labels,
@@ -75,6 +76,8 @@ class HeadEnsemble(RoutesFitParams, ClassifierMixin, BaseEstimator):
     n_jobs : int, default=None
         Heads are fitted through joblib.
     random_state : int or None, default=None
+    verbose : bool, default=False
+        Show a progress bar of the fitted heads.
 
     Examples
     --------
@@ -93,6 +96,7 @@ class HeadEnsemble(RoutesFitParams, ClassifierMixin, BaseEstimator):
         subspace_fraction: float = 0.7,
         n_jobs: int | None = None,
         random_state: int | None = None,
+        verbose: bool = False,
     ):
         self.estimator = estimator
         self.n_heads = n_heads
@@ -100,6 +104,7 @@ class HeadEnsemble(RoutesFitParams, ClassifierMixin, BaseEstimator):
         self.subspace_fraction = subspace_fraction
         self.n_jobs = n_jobs
         self.random_state = random_state
+        self.verbose = verbose
 
     def _prefit_heads(self) -> list | None:
         return list(self.estimator) if isinstance(self.estimator, (list, tuple)) else None
@@ -220,9 +225,15 @@ class HeadEnsemble(RoutesFitParams, ClassifierMixin, BaseEstimator):
                 "diversity='seeds' needs an estimator with a `random_state` parameter; use "
                 "'bootstrap' or 'subspace' for deterministic models."
             )
-        self.heads_ = Parallel(n_jobs=self.n_jobs)(
-            delayed(_fit_head)(base, X, y, r, c, s, fit_params)
-            for r, c, s in zip(rows, columns, seeds, strict=True)
+        self.heads_ = run_fits(
+            (
+                delayed(_fit_head)(base, X, y, r, c, s, fit_params)
+                for r, c, s in zip(rows, columns, seeds, strict=True)
+            ),
+            n_jobs=self.n_jobs,
+            verbose=self.verbose,
+            desc="heads",
+            total=len(rows),
         )
         self.feature_subsets_ = columns
         self.classes_ = np.asarray(self.heads_[0].classes_)

@@ -101,6 +101,8 @@ class MultiDimScoreClassifier(RoutesFitParams, ClassifierMixin, BaseEstimator):
         Heads fitted through joblib.
     random_state : int or None, default=None
         Seeds the heads, the uniform draws and the calibration split.
+    verbose : bool, default=False
+        Show a progress bar of the fitted heads.
 
     Attributes
     ----------
@@ -148,6 +150,7 @@ class MultiDimScoreClassifier(RoutesFitParams, ClassifierMixin, BaseEstimator):
         fill_empty: bool = True,
         n_jobs: int | None = None,
         random_state: int | None = None,
+        verbose: bool = False,
     ):
         self.estimator = estimator
         self.n_heads = n_heads
@@ -163,6 +166,7 @@ class MultiDimScoreClassifier(RoutesFitParams, ClassifierMixin, BaseEstimator):
         self.fill_empty = fill_empty
         self.n_jobs = n_jobs
         self.random_state = random_state
+        self.verbose = verbose
 
     # ---- parameters and heads ---------------------------------------------------------------
     def _validate_params(self) -> None:
@@ -203,6 +207,7 @@ class MultiDimScoreClassifier(RoutesFitParams, ClassifierMixin, BaseEstimator):
             diversity=self.diversity,
             n_jobs=self.n_jobs,
             random_state=self.random_state,
+            verbose=self.verbose,
         )
 
     def _score(self):

@@ -33,7 +33,7 @@ import numbers
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from joblib import Parallel, delayed
+from joblib import delayed
 from numpy.typing import ArrayLike, NDArray
 from scipy import special, stats
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
@@ -41,6 +41,7 @@ from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import LogisticRegression
 from sklearn.utils.validation import check_array, check_is_fitted
 
+from uqconform._parallel import run_fits
 from uqconform._warnings import warn_user
 from uqconform.base import (
     check_calibration_settings,
@@ -812,11 +813,9 @@ class ReliablePredictionSets(ClassifierMixin, BaseEstimator):
             )
             for i in range(k)
         )
-        if self.verbose:
-            from tqdm.auto import tqdm
-
-            jobs = tqdm(jobs, total=k, desc="RPS partitions")
-        self.estimators_ = Parallel(n_jobs=self.n_jobs)(jobs)
+        self.estimators_ = run_fits(
+            jobs, n_jobs=self.n_jobs, verbose=self.verbose, desc="RPS partitions", total=k
+        )
         self._adopted = False
         return self
 

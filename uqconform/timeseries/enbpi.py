@@ -55,7 +55,7 @@ class EnbPI(SequentialConformalRegressor):
         Seeds the bootstrap samples and every unset ``random_state`` of the model (nested
         ones, e.g. a Pipeline's forest, included; one seed drawn for all).
     verbose : bool, default=False
-        Report the bootstrap fits.
+        Show a progress bar of the bootstrap fits.
 
     Attributes
     ----------

@@ -103,7 +103,7 @@ class KOWCPI(SequentialConformalRegressor):
         Seeds the bootstrap samples and every unset ``random_state`` of the model (nested
         ones, e.g. a Pipeline's forest, included; one seed drawn for all).
     verbose : bool, default=False
-        Report the bootstrap fits.
+        Show a progress bar of the bootstrap fits.
     window : int or "auto", default="auto"
         Residuals the kernel conditions on; ``"auto"`` tries 1, 2, 3, 5 and 10.
     bandwidth : float, "auto" or "aic", default=0.3

@@ -17,10 +17,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from joblib import Parallel, delayed
+from joblib import delayed
 from numpy.typing import NDArray
 from sklearn.base import BaseEstimator, clone
 
+from uqconform._parallel import run_fits
 from uqconform._warnings import warn_user
 from uqconform.base import fit_params_rows, point_predictions, take_rows
 
@@ -81,7 +82,7 @@ def bootstrap_residuals(
     n_jobs : int, optional
         Parallel fits; ``joblib.parallel_config(backend="dask")`` moves them to a cluster.
     verbose : bool, default=False
-        Report the fits.
+        Show a progress bar of the fits.
     fit_params : dict, optional
         Passed to every model's ``fit``; arrays with one entry per row (``sample_weight``)
         are resampled with the rows.
@@ -99,8 +100,12 @@ def bootstrap_residuals(
     """
     n = y.shape[0]
     samples = rng.integers(0, n, size=(n_bootstrap, n))
-    models = Parallel(n_jobs=n_jobs, verbose=10 if verbose else 0)(
-        delayed(_fit_one)(estimator, X, y, index, fit_params) for index in samples
+    models = run_fits(
+        (delayed(_fit_one)(estimator, X, y, index, fit_params) for index in samples),
+        n_jobs=n_jobs,
+        verbose=verbose,
+        desc="bootstrap models",
+        total=n_bootstrap,
     )
     seen = np.zeros((n_bootstrap, n), dtype=bool)
     np.put_along_axis(seen, samples, True, axis=1)

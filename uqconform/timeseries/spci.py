@@ -59,7 +59,7 @@ class SPCI(SequentialConformalRegressor):
         ones, e.g. a Pipeline's forest, included; one seed drawn for all), and the
         per-step quantile forests (one integer seed fixed at fit, plus the step count).
     verbose : bool, default=False
-        Report the bootstrap fits.
+        Show a progress bar of the bootstrap fits.
     window : int, default=100
         Number of past residuals the forest conditions on.
     n_trees : int, default=10

@@ -1,0 +1,64 @@
+"""Independent fits (heads, partitions, bootstrap models): progress bars and identical results."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from joblib import delayed
+from sklearn.datasets import make_classification
+from sklearn.linear_model import LinearRegression
+from sklearn.tree import DecisionTreeClassifier
+
+from uqconform._parallel import run_fits
+from uqconform.classification import (
+    EnsembleConformalClassifier,
+    MultiDimScoreClassifier,
+    ReliablePredictionSets,
+)
+from uqconform.timeseries import KOWCPI, SPCI, EnbPI
+
+
+def _classifiers():
+    tree = DecisionTreeClassifier(max_depth=3)
+    return {
+        "ensemble": (EnsembleConformalClassifier(tree, n_heads=3, random_state=0), "heads"),
+        "multidim": (MultiDimScoreClassifier(tree, n_heads=3, random_state=0), "heads"),
+        "rps": (ReliablePredictionSets(tree, k_train=3, k_calib=3, random_state=0), "RPS"),
+    }
+
+
+@pytest.mark.parametrize("name", list(_classifiers()))
+def test_classifier_verbose_shows_a_bar_and_changes_nothing(name, capsys):
+    X, y = make_classification(300, n_features=6, n_informative=4, n_classes=3, random_state=0)
+    model, desc = _classifiers()[name]
+    quiet = model.fit(X[:200], y[:200]).calibrate(X[200:260], y[200:260]).predict_set(X[260:])
+    assert desc not in capsys.readouterr().err
+    model.set_params(verbose=True)
+    loud = model.fit(X[:200], y[:200]).calibrate(X[200:260], y[200:260]).predict_set(X[260:])
+    bar = capsys.readouterr().err
+    assert desc in bar and "3/3" in bar  # a tqdm bar of finished fits
+    np.testing.assert_array_equal(loud, quiet)
+
+
+@pytest.mark.parametrize("method", [EnbPI, SPCI, KOWCPI])
+def test_time_series_verbose_shows_a_bar_of_bootstrap_models(method, capsys):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(120, 2))
+    y = X @ [1.0, -1.0] + rng.normal(size=120)
+    params = {"window": 5} if method is not EnbPI else {}
+    model = method(LinearRegression(), n_bootstrap=10, random_state=0, **params)
+    quiet = model.fit(X[:100], y[:100]).predict_interval(X[100:])
+    model.set_params(verbose=True)
+    loud = model.fit(X[:100], y[:100]).predict_interval(X[100:])
+    bar = capsys.readouterr().err
+    assert "bootstrap models" in bar and "10/10" in bar
+    assert "[Parallel(" not in bar  # joblib's own text is not shown
+    np.testing.assert_array_equal(loud, quiet)
+
+
+def test_run_fits_keeps_the_order_of_the_jobs_with_two_workers():
+    jobs = [delayed(pow)(i, 2) for i in range(20)]
+    for verbose in (False, True):
+        assert run_fits(iter(jobs), n_jobs=2, verbose=verbose, desc="squares", total=20) == [
+            i**2 for i in range(20)
+        ]
