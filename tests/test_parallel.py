@@ -62,3 +62,60 @@ def test_run_fits_keeps_the_order_of_the_jobs_with_two_workers():
         assert run_fits(iter(jobs), n_jobs=2, verbose=verbose, desc="squares", total=20) == [
             i**2 for i in range(20)
         ]
+
+
+def _out_of_fold_models():
+    from sklearn.linear_model import Ridge
+
+    from uqconform.multioutput import (
+        EllipsoidalConformalRegressor,
+        RectangularConformalRegressor,
+    )
+    from uqconform.regression import SplitConformalRegressor
+
+    return {
+        "normalized split": SplitConformalRegressor(
+            Ridge(), conformity_score="normalized", random_state=0
+        ),
+        "ellipse": EllipsoidalConformalRegressor(Ridge(), random_state=0),
+        "box": RectangularConformalRegressor(Ridge(), random_state=0),
+    }
+
+
+@pytest.mark.parametrize("name", list(_out_of_fold_models()))
+def test_out_of_fold_residuals_do_not_depend_on_n_jobs(name):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 3))
+    Y = X[:, :2] * [1.0, -2.0] + rng.normal(size=(300, 2)) * (1 + np.abs(X[:, :1]))
+    model = _out_of_fold_models()[name]
+    y = Y[:, 0] if name == "normalized split" else Y
+    one = model.fit(X[:150], y[:150]).calibrate(X[150:250], y[150:250]).predict_interval(X[250:])
+    model.set_params(n_jobs=2)
+    two = model.fit(X[:150], y[:150]).calibrate(X[150:250], y[150:250]).predict_interval(X[250:])
+    np.testing.assert_array_equal(one, two)
+
+
+@pytest.mark.parametrize("name", list(_out_of_fold_models()))
+def test_n_jobs_reaches_the_out_of_fold_predictions(name, monkeypatch):
+    import importlib
+
+    from sklearn.model_selection import cross_val_predict
+
+    module = {
+        "normalized split": "uqconform.regression.split",
+        "ellipse": "uqconform.multioutput.baselines",
+        "box": "uqconform.multioutput.baselines",
+    }[name]
+    seen = []
+
+    def recording(*args, **kwargs):
+        seen.append(kwargs.get("n_jobs"))
+        return cross_val_predict(*args, **kwargs)
+
+    monkeypatch.setattr(importlib.import_module(module), "cross_val_predict", recording)
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(100, 3))
+    Y = X[:, :2] + rng.normal(size=(100, 2))
+    y = Y[:, 0] if name == "normalized split" else Y
+    _out_of_fold_models()[name].set_params(n_jobs=3).fit(X, y)
+    assert seen == [3]

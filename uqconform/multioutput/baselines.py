@@ -76,6 +76,7 @@ class _ResidualShapeRegressor(MultiOutputConformalRegressor):
     _parameter_constraints: ClassVar[dict] = {
         "estimator": [HasMethods(["fit", "predict"]), HasMethods(["predict"]), None],
         "cv": ["cv_object"],
+        "n_jobs": [numbers.Integral, None],
         "random_state": ["random_state", np.random.Generator],
     }
 
@@ -91,7 +92,9 @@ class _ResidualShapeRegressor(MultiOutputConformalRegressor):
         cv = self.cv
         if isinstance(cv, numbers.Integral):
             cv = KFold(int(cv), shuffle=True, random_state=integer_seed(self.random_state))
-        out_of_fold = cross_val_predict(clone(point), X, Y, cv=cv, params=fit_params)
+        out_of_fold = cross_val_predict(
+            clone(point), X, Y, cv=cv, params=fit_params, n_jobs=self.n_jobs
+        )
         out_of_fold = np.asarray(out_of_fold, dtype=float).reshape(Y.shape)
         return Y - out_of_fold
 
@@ -138,6 +141,8 @@ class EllipsoidalConformalRegressor(_ResidualShapeRegressor):
         Weight of the global covariance in the local one.
     cv : int, cross-validation splitter or None, default=5
         Folds for the out-of-fold residuals; ``None``: in-sample residuals.
+    n_jobs : int, default=None
+        Folds fitted in parallel (joblib).
     random_state : int, Generator or None, default=None
         Seeds the folds (and the shape/score split of a prefit estimator).
 
@@ -187,6 +192,7 @@ class EllipsoidalConformalRegressor(_ResidualShapeRegressor):
         n_neighbors: int = 50,
         shrinkage: float = 0.2,
         cv: int | Any | None = 5,
+        n_jobs: int | None = None,
         random_state: int | np.random.Generator | None = None,
     ):
         self.estimator = estimator
@@ -195,6 +201,7 @@ class EllipsoidalConformalRegressor(_ResidualShapeRegressor):
         self.n_neighbors = n_neighbors
         self.shrinkage = shrinkage
         self.cv = cv
+        self.n_jobs = n_jobs
         self.random_state = random_state
 
     def _fit_shape(self, X: Any, residuals: NDArray) -> None:
@@ -271,6 +278,8 @@ class RectangularConformalRegressor(_ResidualShapeRegressor):
         Per-output intervals at ``alpha / d`` instead of the max-norm score.
     cv : int, cross-validation splitter or None, default=5
         Folds for the out-of-fold residuals giving the scales; ``None``: in-sample.
+    n_jobs : int, default=None
+        Folds fitted in parallel (joblib).
     random_state : int, Generator or None, default=None
         Seeds the folds (and the shape/score split of a prefit estimator).
 
@@ -315,12 +324,14 @@ class RectangularConformalRegressor(_ResidualShapeRegressor):
         alpha: float | ArrayLike = 0.1,
         bonferroni: bool = False,
         cv: int | Any | None = 5,
+        n_jobs: int | None = None,
         random_state: int | np.random.Generator | None = None,
     ):
         self.estimator = estimator
         self.alpha = alpha
         self.bonferroni = bonferroni
         self.cv = cv
+        self.n_jobs = n_jobs
         self.random_state = random_state
 
     @property

@@ -328,6 +328,8 @@ class ResidualCONTRA(_FlowRegions):
         Condition the residual flow on ``x`` (numeric X only).
     cv : int or cross-validation splitter, default=5
         Folds for ``residuals="oof"``.
+    n_jobs : int, default=None
+        Folds fitted in parallel (joblib).
     split_size : float in (0, 1), default=0.3
         Share of the fit rows giving residuals with ``residuals="split"``.
     flow, n_blocks, hidden_features, max_epochs, batch_size, learning_rate, patience,
@@ -370,6 +372,7 @@ class ResidualCONTRA(_FlowRegions):
         "residuals": [StrOptions({"oof", "oob", "split"})],
         "conditional": ["boolean"],
         "cv": ["cv_object"],
+        "n_jobs": [numbers.Integral, None],
         "split_size": [Interval(numbers.Real, 0, 1, closed="neither")],
     }
 
@@ -382,6 +385,7 @@ class ResidualCONTRA(_FlowRegions):
         residuals: str = "oof",
         conditional: bool = False,
         cv: int | Any = 5,
+        n_jobs: int | None = None,
         split_size: float = 0.3,
         flow: str = "maf",
         n_blocks: int = 3,
@@ -400,6 +404,7 @@ class ResidualCONTRA(_FlowRegions):
         self.residuals = residuals
         self.conditional = conditional
         self.cv = cv
+        self.n_jobs = n_jobs
         self.split_size = split_size
         self.flow = flow
         self.n_blocks = n_blocks
@@ -440,7 +445,9 @@ class ResidualCONTRA(_FlowRegions):
                 if isinstance(cv, numbers.Integral):
                     cv = KFold(int(cv), shuffle=True, random_state=seed)
                 point = clone(self._estimator_or_default())
-                predicted = cross_val_predict(point, X, Y, cv=cv, params=fit_params)
+                predicted = cross_val_predict(
+                    point, X, Y, cv=cv, params=fit_params, n_jobs=self.n_jobs
+                )
                 residuals = Y - np.asarray(predicted, dtype=float).reshape(Y.shape)
             keep = np.isfinite(residuals).all(axis=1)
             if not keep.all():

@@ -70,6 +70,8 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
         (a Gaussian process, a Bayesian predictive), else ``predict(X)``.
     cv : int or cross-validation splitter, default=5
         Folds for the out-of-fold residuals of the normalized score.
+    n_jobs : int, default=None
+        Folds fitted in parallel (joblib).
     batch_size : int, default=None
         Rows predicted at once (``None``: automatic), to bound memory on large inputs.
     random_state : int, Generator or None, default=None
@@ -111,6 +113,7 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
         conformity_score: str | RegressionScore = "absolute",
         difficulty_estimator: BaseEstimator | None = None,
         cv: int | Any = 5,
+        n_jobs: int | None = None,
         batch_size: int | None = None,
         random_state: int | np.random.Generator | None = None,
     ):
@@ -119,6 +122,7 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
         self.conformity_score = conformity_score
         self.difficulty_estimator = difficulty_estimator
         self.cv = cv
+        self.n_jobs = n_jobs
         self.batch_size = batch_size
         self.random_state = random_state
 
@@ -193,7 +197,7 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
             if isinstance(point, FrozenEstimator):  # refit its model out of fold, not frozen
                 point = point.estimator
             out_of_fold = point_predictions(
-                cross_val_predict(clone(point), X, y, cv=cv, params=fit_params)
+                cross_val_predict(clone(point), X, y, cv=cv, params=fit_params, n_jobs=self.n_jobs)
             )
             base = self.difficulty_estimator
             model = clone(point if base is None else base)
