@@ -247,7 +247,7 @@ def test_standardised_target_is_affine_equivariant():
     loss is very flat (more units, more inputs) the two fits can differ at 1e-4. On this
     small 1-D problem the fits agree to ~1e-9, so the mapping itself is checked to 1e-6."""
     X, y, X_test, _ = smooth_data(60, seed=1, n_test=10)
-    network = ACP()._default_estimator().estimator  # the target-standardising network
+    network = ACP(random_state=0)._default_estimator().estimator  # target-standardising
     base = ACP(network, alpha=ALPHAS).fit(X, y)
     moved = ACP(network, alpha=ALPHAS).fit(X, 3.0 * y + 5.0)
     first, second = base.predict_interval(X_test), moved.predict_interval(X_test)
@@ -686,3 +686,17 @@ def test_unsupported_target_transforms_are_refused_before_training(transform):
     with pytest.raises(TypeError, match=r"only with transformer=StandardScaler\(\)"):
         ACP(model).fit(X, y)
     assert not hasattr(model, "regressor_")  # nothing was trained
+
+
+def test_random_state_seeds_the_default_network():
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(80, 2))
+    y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=80)
+
+    def intervals(seed):
+        return ACP(random_state=seed).fit(X[:60], y[:60]).predict_interval(X[60:])
+
+    np.testing.assert_array_equal(intervals(1), intervals(1))
+    assert not np.array_equal(intervals(1), intervals(2))
+    with pytest.raises(ValueError, match="random_state"):
+        ACP(random_state="seed").fit(X[:60], y[:60])

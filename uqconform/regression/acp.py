@@ -35,7 +35,9 @@ from sklearn.utils.validation import _num_samples, check_is_fitted, validate_dat
 from uqconform._warnings import warn_user
 from uqconform.base import (
     check_features,
+    check_random_state_value,
     check_regression_target,
+    integer_seed,
     keeps_state_on_error,
     row_sliceable,
 )
@@ -180,6 +182,9 @@ class ApproximateFullConformalRegressor(
         The ridge confidence machine used on the linearised model.
     batch_size : int, default=None
         Test points processed at once.
+    random_state : int, Generator or None, default=None
+        Seeds the default network (``estimator=None``) and its cross-validation folds; a
+        given estimator keeps its own ``random_state``.
 
     Attributes
     ----------
@@ -215,6 +220,7 @@ class ApproximateFullConformalRegressor(
         noise: str | float = "auto",
         algorithm: str = "exact",
         batch_size: int | None = None,
+        random_state: int | np.random.Generator | None = None,
     ):
         self.estimator = estimator
         self.alpha = alpha
@@ -224,6 +230,7 @@ class ApproximateFullConformalRegressor(
         self.noise = noise
         self.algorithm = algorithm
         self.batch_size = batch_size
+        self.random_state = random_state
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -237,6 +244,7 @@ class ApproximateFullConformalRegressor(
     # ---- parameters -------------------------------------------------------------------
     def _validate_params(self) -> None:
         self._validate_full_params()
+        check_random_state_value(self.random_state)
         if self.curvature not in ("full", "last_layer"):
             raise ValueError(
                 f"`curvature` must be 'full' or 'last_layer', got {self.curvature!r}."
@@ -262,6 +270,7 @@ class ApproximateFullConformalRegressor(
         return {"estimator": model}
 
     def _default_estimator(self) -> BaseEstimator:
+        seed = integer_seed(self.random_state)
         network = MLPRegressor(
             hidden_layer_sizes=(50,),
             activation="tanh",
@@ -269,7 +278,7 @@ class ApproximateFullConformalRegressor(
             alpha=1.0,
             max_iter=5000,
             tol=1e-9,
-            random_state=0,
+            random_state=seed,
         )
         model = TransformedTargetRegressor(
             regressor=make_pipeline(StandardScaler(), network), transformer=StandardScaler()
@@ -279,7 +288,7 @@ class ApproximateFullConformalRegressor(
         return GridSearchCV(
             model,
             {"regressor__mlpregressor__alpha": list(_DEFAULT_WEIGHT_DECAYS)},
-            cv=KFold(3, shuffle=True, random_state=0),
+            cv=KFold(3, shuffle=True, random_state=seed),
             scoring="neg_mean_squared_error",
         )
 
