@@ -444,3 +444,19 @@ def test_changed_smoothing_needs_a_new_calibration(problem):
     cp.set_params(sigma=0.5)
     np.testing.assert_array_equal(cp.predict_set(X[300:350]), sets)
     assert cp.set_params(radius=0.1).predict_set(X[300:350]).shape == sets.shape  # per call
+
+
+@pytest.mark.parametrize("augment", [0, 2])
+def test_nan_is_refused_at_fit_even_around_a_nan_aware_model(augment):
+    """The smoothing noise is added to every feature, so X must be finite: a model that
+    handles NaN does not change that, and the refusal comes at fit, not first at calibrate."""
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(120, 3))
+    y = (X[:, 0] > 0).astype(int)
+    X[::7, 1] = np.nan
+    model = BinarizedSmoothedClassifier(HistGradientBoostingClassifier(max_iter=5))
+    assert model.__sklearn_tags__().input_tags.allow_nan is False
+    with pytest.raises(ValueError, match="finite numeric array for randomised smoothing"):
+        model.fit(X, y, augment=augment)

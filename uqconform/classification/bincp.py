@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy import stats
+from scipy import sparse, stats
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import LogisticRegression
@@ -45,6 +45,7 @@ from sklearn.utils.validation import check_is_fitted
 from uqconform._warnings import warn_user
 from uqconform.base import (
     ConformalPredictor,
+    _has_nan,
     check_batch_size,
     check_calibration_settings,
     check_class_labels,
@@ -152,6 +153,13 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
     test samples become the statistic compared with the certified probability.
     """
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        # noise is added to every feature: X must be dense, finite and numeric
+        tags.input_tags.allow_nan = tags.input_tags.sparse = False
+        tags.input_tags.categorical = tags.input_tags.string = tags.input_tags.dict = False
+        return tags
+
     # ---- parameters --------------------------------------------------------------------------
     def _default_estimator(self) -> BaseEstimator:
         return LogisticRegression(max_iter=1000)
@@ -222,8 +230,9 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
             ) from None
         except TypeError:
             raise ValueError(
-                "`X` must be a dense numeric array for randomised smoothing: noise is added to "
-                "the features the model sees."
+                "`X` must be a dense numeric array for randomised smoothing (sparse matrices and "
+                "non-numeric columns are not supported): noise is added to the features the "
+                "model sees."
             ) from None
 
     def _as_model_input(self, block: NDArray) -> Any:
@@ -308,6 +317,17 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
         if isinstance(augment, bool) or not isinstance(augment, numbers.Integral) or augment < 0:
             raise ValueError(f"`augment` must be an integer >= 0, got {augment!r}.")
         if augment == 0:
+            # refused here, not first at calibrate: the noise needs dense, finite X
+            if sparse.issparse(X):
+                raise ValueError(
+                    "`X` must be a dense numeric array for randomised smoothing: sparse "
+                    "matrices are not supported (noise is added to every feature)."
+                )
+            if _has_nan(X):
+                raise ValueError(
+                    "`X` must be a finite numeric array for randomised smoothing (it contains "
+                    "NaN): impute missing values first, even for a model that handles them."
+                )
             return super().fit(X, y, **fit_params)
         self._validate_params()
         model_params = self._model_fit_params(fit_params)
@@ -580,7 +600,9 @@ class BinarizedSmoothedClassifier(_SmoothedClassifier):
     estimator : classifier with predict_proba, default=None
         Any scikit-learn classifier (``None``: ``LogisticRegression(max_iter=1000)``). A fitted
         model is used as is by ``calibrate`` without ``fit``. The noise is added to the
-        features it receives, so ``sigma`` and ``radius`` are in those units.
+        features it receives, so ``sigma`` and ``radius`` are in those units, and ``X`` must
+        be finite and numeric (NaN is refused even when the model handles missing values:
+        impute first).
     sigma : float, default=0.25
         Standard deviation of the Gaussian smoothing noise.
     n_samples : int, default=150
