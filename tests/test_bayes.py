@@ -597,7 +597,7 @@ def test_validation_rows_errors_name_X_val_and_y_val(small_posteriors, case, mat
 def test_classifier_validation_labels_are_named_y_val():
     X, y = load_digits(return_X_y=True)
     net = MLPClassifier(hidden_layer_sizes=(4,), max_iter=20, random_state=0).fit(X, y)
-    with pytest.raises(ValueError, match=r"^`y_val` contains labels the classifier"):
+    with pytest.raises(ValueError, match=r"^`y_val` contains labels the model never saw"):
         LaplacePosterior(net).fit(X[:100], y[:100], X[100:200], np.full(100, 42))
     labels = y[100:200].astype(object)
     labels[0] = None

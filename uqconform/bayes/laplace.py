@@ -54,6 +54,7 @@ from uqconform.bayes.likelihood import (
     probit_logits,
 )
 from uqconform.bayes.network import DiagonalBlock, FullBlock, KroneckerBlock
+from uqconform.classification.split import encode_labels
 
 __all__ = ["LaplacePosterior"]
 
@@ -67,18 +68,7 @@ PRIOR_GRID = np.logspace(-3, 6, 19)
 def _encode_labels(
     y: ArrayLike, classes: NDArray, n: int, name: str = "y", rows_of: str = "X"
 ) -> NDArray:
-    labels = check_class_labels(y, n, name, rows_of)
-    try:
-        index = np.clip(np.searchsorted(classes, labels), 0, classes.size - 1)
-        unseen = classes[index] != labels
-    except TypeError:  # labels that do not compare with the classes (str against int)
-        index, unseen = None, np.ones(labels.size, dtype=bool)
-    if np.any(unseen):
-        raise ValueError(
-            f"`{name}` contains labels the classifier does not know: "
-            f"{np.unique(labels[unseen])[:5].tolist()}; known: {classes.tolist()}."
-        )
-    return index
+    return encode_labels(check_class_labels(y, n, name, rows_of), classes, name)
 
 
 class LaplacePosterior(BaseEstimator):

@@ -27,6 +27,7 @@ import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
 from uqconform._warnings import warn_user
+from uqconform.base import check_rows
 
 __all__ = [
     "coverage",
@@ -481,11 +482,8 @@ def mean_volume(
 def _check_groups(groups: ArrayLike, n: int) -> NDArray:
     if groups is None:
         raise ValueError("`groups` is None; pass one group label per row.")
-    labels = np.asarray(groups)
-    if labels.ndim != 1:
-        raise ValueError(f"`groups` must be 1-D, got shape {labels.shape}.")
-    if labels.shape[0] != n:
-        raise ValueError(f"`groups` has {labels.shape[0]} entries but `y_true` has {n} rows.")
+    # the length and shape checks of the wrappers; labels that do not order are fine here
+    labels = check_rows("groups", groups, n, rows_of="`y_true`")
     if labels.dtype.kind in "fO" and np.any(pd.isna(labels)):
         raise ValueError("`groups` contains missing (NaN/None) labels; every row needs a group.")
     return labels
