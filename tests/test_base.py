@@ -405,3 +405,10 @@ def test_pickle_round_trip_keeps_every_prediction(kind, alphas, seed):
         warnings.simplefilter("ignore", UserWarning)
         np.testing.assert_array_equal(_output(loaded, Xt, alphas), _output(model, Xt, alphas))
     assert loaded.get_params(deep=False).keys() == model.get_params(deep=False).keys()
+
+
+@pytest.mark.parametrize("seed", [2**32, -1, 1.5])
+def test_random_state_outside_numpy_seeds_is_named(seed):
+    X, y = regression_data(60, seed=0)
+    with pytest.raises(ValueError, match=r"`random_state` must be None, an int in \[0, 2\*\*32\)"):
+        SplitConformalRegressor(random_state=seed).fit(X, y)

@@ -280,3 +280,31 @@ def test_saps_weight_reaches_the_score():
         np.testing.assert_allclose(cp.conformity_scores_, by_hand[np.arange(len(yc)), true_col])
     with pytest.raises(ValueError, match="`saps_weight`"):
         SplitConformalClassifier(conformity_score="saps", saps_weight=-0.1).fit(Xf, yf)
+
+
+class ExtraColumn(SAPSScore):
+    """A user mistake: one score column too many."""
+
+    def set_scores(self, proba, u=None):
+        scores = super().set_scores(proba, u)
+        return np.c_[scores, scores[:, :1]]
+
+
+@pytest.mark.parametrize("batch_size", [None, 10])
+def test_user_score_with_a_wrong_set_score_shape_is_named(batch_size):
+    X, y = classification_data(300, seed=3)
+    cp = SplitConformalClassifier(conformity_score=ExtraColumn(), batch_size=batch_size)
+    cp.fit(X[:150], y[:150]).calibrate(X[150:250], y[150:250])
+    with pytest.raises(ValueError, match=r"ExtraColumn.*set_scores must return .* shape"):
+        cp.predict_set(X[250:])
+
+
+def test_class_conditional_strata_do_not_share_memory_with_the_labels():
+    X, y = classification_data(300, seed=4)
+    labels = np.searchsorted(np.unique(y), y).astype(np.intp)  # 0..K-1: their own index
+    cp = SplitConformalClassifier(class_conditional=True).fit(X[:150], labels[:150])
+    y_cal = labels[150:].copy()
+    cp.calibrate(X[150:], y_cal)
+    strata = cp.calibration_strata_.copy()
+    y_cal[:] = 0  # the user reuses their array
+    np.testing.assert_array_equal(cp.calibration_strata_, strata)

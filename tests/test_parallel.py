@@ -119,3 +119,57 @@ def test_n_jobs_reaches_the_out_of_fold_predictions(name, monkeypatch):
     y = Y[:, 0] if name == "normalized split" else Y
     _out_of_fold_models()[name].set_params(n_jobs=3).fit(X, y)
     assert seen == [3]
+
+
+def test_verbose_works_under_a_backend_without_generator_output():
+    """joblib's multiprocessing backend cannot return results as they finish: the fits run
+    as a plain list and the bar fills at the end, instead of failing."""
+    from joblib import parallel_config
+
+    jobs = [delayed(pow)(i, 2) for i in range(6)]
+    with parallel_config(backend="multiprocessing"):
+        assert run_fits(iter(jobs), n_jobs=2, verbose=True, desc="squares", total=6) == [
+            i**2 for i in range(6)
+        ]
+
+
+def _estimators_with_n_jobs():
+    from sklearn.linear_model import Ridge
+
+    from uqconform.classification import HeadEnsemble
+    from uqconform.multioutput import (
+        EllipsoidalConformalRegressor,
+        RectangularConformalRegressor,
+    )
+    from uqconform.regression import SplitConformalRegressor
+
+    tree = DecisionTreeClassifier(max_depth=2)
+    return {
+        "split": (SplitConformalRegressor(Ridge()), "regression"),
+        "ellipse": (EllipsoidalConformalRegressor(Ridge()), "multioutput"),
+        "box": (RectangularConformalRegressor(Ridge()), "multioutput"),
+        "heads": (HeadEnsemble(tree, n_heads=2), "classification"),
+        "ensemble": (EnsembleConformalClassifier(tree, n_heads=2), "classification"),
+        "multidim": (MultiDimScoreClassifier(tree, n_heads=2), "classification"),
+        "rps": (ReliablePredictionSets(tree, k_train=2, k_calib=2), "classification"),
+        "enbpi": (EnbPI(LinearRegression(), n_bootstrap=10), "regression"),
+    }
+
+
+@pytest.mark.parametrize("name", list(_estimators_with_n_jobs()))
+@pytest.mark.parametrize(
+    "param, value", [("n_jobs", 0), ("n_jobs", "two"), ("n_jobs", True), ("verbose", "no")]
+)
+def test_bad_n_jobs_and_verbose_are_named_at_fit(name, param, value):
+    model, task = _estimators_with_n_jobs()[name]
+    if param == "verbose" and "verbose" not in model.get_params():
+        pytest.skip("no verbose parameter")
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 3))
+    y = {
+        "regression": X[:, 0] + rng.normal(size=60),
+        "multioutput": X[:, :2] + rng.normal(size=(60, 2)),
+        "classification": (X[:, 0] > 0).astype(int),
+    }[task]
+    with pytest.raises(ValueError, match=param):
+        model.set_params(**{param: value}).fit(X, y)

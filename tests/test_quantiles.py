@@ -70,7 +70,7 @@ def _large_score_arrays():
 
 
 @pytest.mark.parametrize("name", list(_large_score_arrays()))
-@pytest.mark.parametrize("alphas", [[0.1], [0.001, 0.5, 0.999], [0.2, 0.2000001]])
+@pytest.mark.parametrize("alphas", [[0.1], [0.001, 0.5, 0.999], [0.2, 0.2000001], [0.3, 0.6]])
 def test_large_score_arrays_give_the_exact_order_statistic(name, alphas):
     scores = _large_score_arrays()[name]
     ranks = conformal_rank(scores.size, alphas)

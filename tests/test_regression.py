@@ -487,3 +487,33 @@ def test_coverage_with_tied_integer_targets_over_seeds():
         hits.append(np.mean((interval[:, 0] <= y[n_cal:]) & (y[n_cal:] <= interval[:, 1])))
     low, _ = coverage_bounds(n_cal, alpha, n_test, 0.99, n_repeats=repeats)
     assert np.mean(hits) >= low
+
+
+class ReadOnlyInverse(AbsoluteScore):
+    """A user score that returns a read-only array it keeps."""
+
+    def inverse(self, y_pred, threshold, difficulty=None):
+        self.last = super().inverse(y_pred, threshold, difficulty)
+        self.last.flags.writeable = False
+        return self.last
+
+
+def test_one_batch_of_a_user_score_is_returned_as_a_fresh_writeable_array():
+    X, y = regression_data(300, seed=8)
+    score = ReadOnlyInverse()
+    cp = SplitConformalRegressor(Ridge(), conformity_score=score).fit(X[:150], y[:150])
+    out = cp.calibrate(X[150:250], y[150:250]).predict_interval(X[250:])
+    assert out.flags.writeable and not np.shares_memory(out, score.last)
+
+
+@pytest.mark.parametrize("score", ["absolute", "normalized"])
+def test_a_row_interval_does_not_depend_on_the_other_rows(score):
+    """Outward rounding is row by row: a far-away row in the same call (or another batch
+    size) leaves every other interval bit-identical."""
+    X, y = regression_data(400, seed=9)
+    cp = SplitConformalRegressor(Ridge(), conformity_score=score, random_state=0)
+    cp.fit(X[:200], y[:200]).calibrate(X[200:300], y[200:300])
+    alone = cp.predict_interval(X[300:])
+    far = np.r_[X[300:], 1e12 * np.ones((1, X.shape[1]))]
+    np.testing.assert_array_equal(cp.predict_interval(far)[:-1], alone)
+    np.testing.assert_array_equal(cp.set_params(batch_size=7).predict_interval(X[300:]), alone)

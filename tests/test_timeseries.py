@@ -1056,3 +1056,13 @@ def test_a_target_whose_residual_equals_an_offset_is_inside(method):
     assert np.isin(residuals, offsets).all()
     assert ((out[:, 0] <= y[200:]) & (y[200:] <= out[:, 1])).all()
     assert cp.coverage_history_.all()
+
+
+def test_a_time_series_interval_does_not_depend_on_the_other_rows():
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(150, 2))
+    y = X @ [1.0, -1.0] + rng.normal(size=150)
+    cp = EnbPI(LinearRegression(), n_bootstrap=10, random_state=0).fit(X[:120], y[:120])
+    alone = cp.predict_interval(X[120:])
+    far = np.r_[X[120:], [[1e12, 0.0]]]
+    np.testing.assert_array_equal(cp.predict_interval(far)[:-1], alone)

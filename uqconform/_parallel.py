@@ -41,5 +41,11 @@ def run_fits(
         return Parallel(n_jobs=n_jobs)(jobs)
     from tqdm.auto import tqdm
 
-    finished = Parallel(n_jobs=n_jobs, return_as="generator")(jobs)
+    jobs = list(jobs)  # kept for the fallback below
+    try:
+        finished = Parallel(n_jobs=n_jobs, return_as="generator")(jobs)
+    except ValueError as error:  # a backend without generator output (multiprocessing)
+        if "return_as" not in str(error):
+            raise
+        finished = Parallel(n_jobs=n_jobs)(jobs)  # the bar then fills at the end
     return list(tqdm(finished, total=total, desc=desc))

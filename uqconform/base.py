@@ -439,6 +439,8 @@ class ConformalPredictor(RoutesFitParams, BaseEstimator, metaclass=ABCMeta):
         check_alpha(self.alpha, "alpha")
         check_batch_size(getattr(self, "batch_size", None))
         check_random_state_value(getattr(self, "random_state", None))
+        check_n_jobs(getattr(self, "n_jobs", None))
+        check_verbose(getattr(self, "verbose", False))
 
     # ---- the estimator ---------------------------------------------------------------
     def _estimator_or_default(self) -> BaseEstimator:
@@ -918,7 +920,7 @@ def check_random_state_value(random_state: Any) -> None:
     >>> check_random_state_value(1.5)
     Traceback (most recent call last):
     ...
-    ValueError: `random_state` must be None, a non-negative int, ... got 1.5.
+    ValueError: `random_state` must be None, an int in [0, 2**32), ... got 1.5.
     """
     if random_state is None or isinstance(
         random_state, (np.random.Generator, np.random.RandomState)
@@ -927,10 +929,10 @@ def check_random_state_value(random_state: Any) -> None:
     if (
         isinstance(random_state, bool)
         or not isinstance(random_state, numbers.Integral)
-        or random_state < 0
+        or not 0 <= random_state < 2**32
     ):
         raise ValueError(
-            "`random_state` must be None, a non-negative int, a numpy Generator or a "
+            "`random_state` must be None, an int in [0, 2**32), a numpy Generator or a "
             f"RandomState, got {random_state!r}."
         )
 
@@ -973,6 +975,42 @@ def check_bool(value: Any, name: str) -> None:
     """
     if not isinstance(value, bool | np.bool_):
         raise ValueError(f"`{name}` must be True or False, got {value!r}.")
+
+
+def check_n_jobs(n_jobs: Any) -> None:
+    """``n_jobs`` must be None or a non-zero integer (joblib's convention: -1 is every CPU).
+
+    Examples
+    --------
+    >>> check_n_jobs(-1)
+    >>> check_n_jobs(0)
+    Traceback (most recent call last):
+    ...
+    ValueError: `n_jobs` must be None or a non-zero integer (-1: every CPU), got 0.
+    """
+    if n_jobs is not None and (
+        isinstance(n_jobs, bool) or not isinstance(n_jobs, numbers.Integral) or n_jobs == 0
+    ):
+        raise ValueError(
+            f"`n_jobs` must be None or a non-zero integer (-1: every CPU), got {n_jobs!r}."
+        )
+
+
+def check_verbose(verbose: Any) -> None:
+    """``verbose`` must be True/False or a non-negative integer (a string is refused).
+
+    Examples
+    --------
+    >>> check_verbose(True)
+    >>> check_verbose("False")
+    Traceback (most recent call last):
+    ...
+    ValueError: `verbose` must be True, False or an integer >= 0, got 'False'.
+    """
+    if isinstance(verbose, bool | np.bool_):
+        return
+    if not isinstance(verbose, numbers.Integral) or verbose < 0:
+        raise ValueError(f"`verbose` must be True, False or an integer >= 0, got {verbose!r}.")
 
 
 def check_batch_size(batch: Any) -> None:

@@ -45,7 +45,6 @@ from sklearn.utils.validation import check_is_fitted
 from uqconform._warnings import warn_user
 from uqconform.base import (
     ConformalPredictor,
-    _has_nan,
     check_batch_size,
     check_calibration_settings,
     check_class_labels,
@@ -317,17 +316,20 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
         if isinstance(augment, bool) or not isinstance(augment, numbers.Integral) or augment < 0:
             raise ValueError(f"`augment` must be an integer >= 0, got {augment!r}.")
         if augment == 0:
-            # refused here, not first at calibrate: the noise needs dense, finite X
+            # Calibration and prediction add noise to X, so they need it dense, finite and
+            # numeric; the training X is held to the same, so a mismatch shows at fit.
             if sparse.issparse(X):
                 raise ValueError(
                     "`X` must be a dense numeric array for randomised smoothing: sparse "
                     "matrices are not supported (noise is added to every feature)."
                 )
-            if _has_nan(X):
+            try:  # a TypeError (dicts, objects) is numpy's own, naming the value
+                check_array(X, dtype=np.float64, ensure_all_finite=True)
+            except ValueError as error:
                 raise ValueError(
-                    "`X` must be a finite numeric array for randomised smoothing (it contains "
-                    "NaN): impute missing values first, even for a model that handles them."
-                )
+                    f"`X` must be a finite numeric array for randomised smoothing ({error}); "
+                    "impute missing values first, even for a model that handles them."
+                ) from None
             return super().fit(X, y, **fit_params)
         self._validate_params()
         model_params = self._model_fit_params(fit_params)

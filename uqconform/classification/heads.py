@@ -25,6 +25,8 @@ from uqconform._warnings import warn_user
 from uqconform.base import (
     check_class_labels,
     check_features,
+    check_n_jobs,
+    check_verbose,
     fit_params_rows,
     forward_input_tags,
     keeps_state_on_error,
@@ -121,6 +123,8 @@ class HeadEnsemble(RoutesFitParams, ClassifierMixin, BaseEstimator):
         return forward_input_tags(super().__sklearn_tags__(), model)
 
     def _validate_params(self) -> None:
+        check_n_jobs(self.n_jobs)
+        check_verbose(self.verbose)
         if self._prefit_heads() is not None:
             if len(self.estimator) < 1:
                 raise ValueError("`estimator` as a list needs at least one fitted classifier.")

@@ -47,7 +47,9 @@ from uqconform.base import (
     check_calibration_settings,
     check_class_labels,
     check_features,
+    check_n_jobs,
     check_positive_int,
+    check_verbose,
     integer_seed,
     keeps_state_on_error,
     n_rows,
@@ -755,6 +757,8 @@ class ReliablePredictionSets(ClassifierMixin, BaseEstimator):
             raise ValueError(f"`coverage` must be one of {list(COVERAGE)}, got {self.coverage!r}.")
         _salt_key(self.salt)
         integer_seed(self.random_state)
+        check_n_jobs(self.n_jobs)
+        check_verbose(self.verbose)
 
     def _base_estimator(self) -> Any:
         return LogisticRegression(max_iter=1000) if self.estimator is None else self.estimator

@@ -208,13 +208,19 @@ default="lac"
         proba = np.asarray(self.estimator_.predict_proba(X), dtype=float)
         u = self._uniforms(self._rng(0), len(y))
         scores = self._score_object().label_scores(proba, index, u)
-        if self.class_conditional:
-            return scores, index, len(self.classes_)
+        if self.class_conditional:  # a copy: the index can be a view of the user's labels
+            return scores, np.array(index, dtype=np.intp), len(self.classes_)
         return scores, np.zeros_like(index), 1
 
     def _predict_batch(self, X, thresholds, alphas, rng):
         proba = np.asarray(self.estimator_.predict_proba(X), dtype=float)
-        scores = self._score_object().set_scores(proba, self._uniforms(rng, proba.shape[0]))
+        score = self._score_object()
+        scores = np.asarray(score.set_scores(proba, self._uniforms(rng, proba.shape[0])))
+        if scores.shape != proba.shape:
+            raise ValueError(
+                f"{score!r}.set_scores must return one score per row and class, shape "
+                f"{proba.shape}, got {scores.shape}."
+            )
         out = np.empty((*scores.shape, alphas.size), dtype=bool)
         for j in range(alphas.size):  # a loop over levels, not rows
             np.less_equal(scores, thresholds[:, :, 0, j], out=out[:, :, j])

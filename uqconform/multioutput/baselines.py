@@ -141,10 +141,10 @@ class EllipsoidalConformalRegressor(_ResidualShapeRegressor):
         Weight of the global covariance in the local one.
     cv : int, cross-validation splitter or None, default=5
         Folds for the out-of-fold residuals; ``None``: in-sample residuals.
-    n_jobs : int, default=None
-        Folds fitted in parallel (joblib).
     random_state : int, Generator or None, default=None
         Seeds the folds (and the shape/score split of a prefit estimator).
+    n_jobs : int, default=None
+        Folds fitted in parallel (joblib).
 
     Attributes
     ----------
@@ -192,8 +192,8 @@ class EllipsoidalConformalRegressor(_ResidualShapeRegressor):
         n_neighbors: int = 50,
         shrinkage: float = 0.2,
         cv: int | Any | None = 5,
-        n_jobs: int | None = None,
         random_state: int | np.random.Generator | None = None,
+        n_jobs: int | None = None,
     ):
         self.estimator = estimator
         self.alpha = alpha
@@ -201,8 +201,8 @@ class EllipsoidalConformalRegressor(_ResidualShapeRegressor):
         self.n_neighbors = n_neighbors
         self.shrinkage = shrinkage
         self.cv = cv
-        self.n_jobs = n_jobs
         self.random_state = random_state
+        self.n_jobs = n_jobs
 
     def _fit_shape(self, X: Any, residuals: NDArray) -> None:
         self.covariance_ = _regularised(_second_moment(residuals))
@@ -278,10 +278,10 @@ class RectangularConformalRegressor(_ResidualShapeRegressor):
         Per-output intervals at ``alpha / d`` instead of the max-norm score.
     cv : int, cross-validation splitter or None, default=5
         Folds for the out-of-fold residuals giving the scales; ``None``: in-sample.
-    n_jobs : int, default=None
-        Folds fitted in parallel (joblib).
     random_state : int, Generator or None, default=None
         Seeds the folds (and the shape/score split of a prefit estimator).
+    n_jobs : int, default=None
+        Folds fitted in parallel (joblib).
 
     Attributes
     ----------
@@ -324,15 +324,15 @@ class RectangularConformalRegressor(_ResidualShapeRegressor):
         alpha: float | ArrayLike = 0.1,
         bonferroni: bool = False,
         cv: int | Any | None = 5,
-        n_jobs: int | None = None,
         random_state: int | np.random.Generator | None = None,
+        n_jobs: int | None = None,
     ):
         self.estimator = estimator
         self.alpha = alpha
         self.bonferroni = bonferroni
         self.cv = cv
-        self.n_jobs = n_jobs
         self.random_state = random_state
+        self.n_jobs = n_jobs
 
     @property
     def _needs_shape(self) -> bool:  # type: ignore[override]

@@ -328,8 +328,6 @@ class ResidualCONTRA(_FlowRegions):
         Condition the residual flow on ``x`` (numeric X only).
     cv : int or cross-validation splitter, default=5
         Folds for ``residuals="oof"``.
-    n_jobs : int, default=None
-        Folds fitted in parallel (joblib).
     split_size : float in (0, 1), default=0.3
         Share of the fit rows giving residuals with ``residuals="split"``.
     flow, n_blocks, hidden_features, max_epochs, batch_size, learning_rate, patience,
@@ -338,6 +336,8 @@ class ResidualCONTRA(_FlowRegions):
         than CONTRA's: the defaults are smaller (3 blocks of width 32).
     random_state : int, Generator or None, default=None
         Seeds the folds, the split and the flow.
+    n_jobs : int, default=None
+        Folds fitted in parallel (joblib).
 
     Attributes
     ----------
@@ -385,7 +385,6 @@ class ResidualCONTRA(_FlowRegions):
         residuals: str = "oof",
         conditional: bool = False,
         cv: int | Any = 5,
-        n_jobs: int | None = None,
         split_size: float = 0.3,
         flow: str = "maf",
         n_blocks: int = 3,
@@ -398,13 +397,13 @@ class ResidualCONTRA(_FlowRegions):
         device: str = "cpu",
         verbose: bool = False,
         random_state: int | np.random.Generator | None = None,
+        n_jobs: int | None = None,
     ):
         self.estimator = estimator
         self.alpha = alpha
         self.residuals = residuals
         self.conditional = conditional
         self.cv = cv
-        self.n_jobs = n_jobs
         self.split_size = split_size
         self.flow = flow
         self.n_blocks = n_blocks
@@ -417,6 +416,7 @@ class ResidualCONTRA(_FlowRegions):
         self.device = device
         self.verbose = verbose
         self.random_state = random_state
+        self.n_jobs = n_jobs
 
     # ---- the residuals -----------------------------------------------------------------------
     def _fit(self, X: Any, Y: NDArray, **fit_params: Any) -> None:

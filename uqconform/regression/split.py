@@ -70,12 +70,12 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
         (a Gaussian process, a Bayesian predictive), else ``predict(X)``.
     cv : int or cross-validation splitter, default=5
         Folds for the out-of-fold residuals of the normalized score.
-    n_jobs : int, default=None
-        Folds fitted in parallel (joblib).
     batch_size : int, default=None
         Rows predicted at once (``None``: automatic), to bound memory on large inputs.
     random_state : int, Generator or None, default=None
         Seeds the out-of-fold split.
+    n_jobs : int, default=None
+        Folds fitted in parallel (joblib).
 
     Attributes
     ----------
@@ -113,18 +113,18 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
         conformity_score: str | RegressionScore = "absolute",
         difficulty_estimator: BaseEstimator | None = None,
         cv: int | Any = 5,
-        n_jobs: int | None = None,
         batch_size: int | None = None,
         random_state: int | np.random.Generator | None = None,
+        n_jobs: int | None = None,
     ):
         self.estimator = estimator
         self.alpha = alpha
         self.conformity_score = conformity_score
         self.difficulty_estimator = difficulty_estimator
         self.cv = cv
-        self.n_jobs = n_jobs
         self.batch_size = batch_size
         self.random_state = random_state
+        self.n_jobs = n_jobs
 
     def _default_estimator(self) -> BaseEstimator:
         return LinearRegression()
@@ -270,6 +270,8 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
                 f"{score!r}.inverse must return an array of shape (n_samples, 2) = "
                 f"({output.shape[0]}, 2), got {intervals[0].shape}."
             )
+        if alphas.size == 1 and not type(score).__module__.startswith("uqconform."):
+            intervals[0] = intervals[0].copy()  # a user score's array may be kept or read-only
         return intervals[0][..., None] if alphas.size == 1 else np.stack(intervals, axis=-1)
 
     def predict_interval(

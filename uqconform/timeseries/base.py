@@ -34,9 +34,11 @@ from uqconform.base import (
     check_bool,
     check_calibration_settings,
     check_features,
+    check_n_jobs,
     check_positive_int,
     check_random_state_value,
     check_regression_target,
+    check_verbose,
     forward_input_tags,
     keeps_state_on_error,
     record_calibration_settings,
@@ -296,6 +298,8 @@ class SequentialConformalRegressor(
             )
         check_bool(self.finite_sample, "finite_sample")
         check_random_state_value(self.random_state)
+        check_n_jobs(self.n_jobs)
+        check_verbose(self.verbose)
         self._beta_fractions()
 
     def _beta_fractions(self) -> NDArray:
@@ -560,11 +564,11 @@ class SequentialConformalRegressor(
             for t in range(n):  # sequential by nature: step t needs the residual of t - 1
                 out[t] = centre[t] + self._interval_offsets(alphas)
                 self._absorb(residuals[t : t + 1])
-        # rounded outward: a target whose residual equals an offset is inside
-        # (-0.4 + 1.4 is 0.9999999999999999)
-        margin = outward_margin(centre, out)
-        out[:, 0] -= margin
-        out[:, 1] += margin
+        # rounded outward, row by row: a target whose residual equals an offset is inside
+        # (-0.4 + 1.4 is 0.9999999999999999); |offset| <= |end| + |centre|
+        centre_twice = 2.0 * centre[:, None]
+        out[:, 0] -= outward_margin(centre_twice, out[:, 0])
+        out[:, 1] += outward_margin(centre_twice, out[:, 1])
         if y is not None:
             covered = (out[:, 0, 0] <= y) & (y <= out[:, 1, 0])
             self.coverage_history_ = np.concatenate([self.coverage_history_, covered])
