@@ -208,13 +208,14 @@ class HeadEnsemble(RoutesFitParams, ClassifierMixin, BaseEstimator):
         base = self._base_estimator()
         rows, columns, seeds = [], [], []
         labels, inverse = np.unique(y, return_inverse=True)
+        # stratified bootstrap: rows grouped by class, each row redrawn within its class
+        order = np.argsort(inverse, kind="stable")
+        class_of_sorted = inverse[order]
+        starts = np.searchsorted(class_of_sorted, np.arange(labels.size))[class_of_sorted]
+        sizes = np.bincount(inverse, minlength=labels.size)[class_of_sorted]
         for _ in range(int(self.n_heads)):  # a loop over heads (few)
             if self.diversity == "bootstrap":  # stratified: every class stays in every head
-                order = np.argsort(inverse, kind="stable")
-                starts = np.searchsorted(inverse[order], np.arange(labels.size))
-                sizes = np.bincount(inverse, minlength=labels.size)
-                draws = rng.random(n)
-                picks = starts[inverse[order]] + (draws * sizes[inverse[order]]).astype(int)
+                picks = starts + (rng.random(n) * sizes).astype(int)
                 rows.append(order[picks])
             else:
                 rows.append(np.arange(n))
