@@ -235,7 +235,7 @@ def test_mlp_last_layer_curvature_works_and_differs_from_full():
     np.testing.assert_array_equal(full.predict(X_test), last.predict(X_test))  # same network
     assert np.abs(a - b).max() > 1e-3
     # fewer parameters in the linearisation: the test leverages can only shrink
-    assert last.machine_.features.shape[1] < full.machine_.features.shape[1]
+    assert last.machine_.n_features < full.machine_.n_features
 
 
 def test_standardised_target_is_affine_equivariant():
@@ -353,9 +353,10 @@ def test_calibrate_after_fit_switches_to_split_refine():
     assert model.mode_ == "split+refine"
     assert model.estimator_ is network  # frozen, not refitted
     assert model.machine_.n_samples == len(X_test)
-    assert model.refinement_.shape == (model.machine_.features.shape[1],)
+    assert model.refinement_.shape == (model.machine_.n_features,)
     # the refined predictions are the linearised ridge fit on the calibration data
-    refined = network.predict(X_test) + model.machine_.features @ model.refinement_
+    jacobian = linearize(network, X_test).jacobian
+    refined = network.predict(X_test) + jacobian @ model.refinement_
     np.testing.assert_allclose(model.predict(X_test), refined, atol=1e-12)
     np.testing.assert_allclose(model.training_residuals_, y_test - refined, atol=1e-12)
     intervals = model.predict_interval(X)
@@ -578,7 +579,8 @@ def test_singular_curvature_is_handled_by_jitter():
     positive definite, and the fit is (up to the jitter) OLS on the distinct columns. A relu
     network with dead units (zero Jacobian for their unpenalised biases) goes through."""
     model, X, y, X_test, _ = fitted_mlp("relu", hidden=(6,), alpha=1.0)
-    assert (np.abs(model.machine_.features).max(axis=0) == 0).any()  # a dead unit
+    jacobian = linearize(model.estimator_, X).jacobian
+    assert (np.abs(jacobian).max(axis=0) == 0).any()  # a dead unit
     intervals = model.predict_interval(X_test)
     assert np.isfinite(intervals).all() and (intervals[:, 0] <= intervals[:, 1]).all()
     assert np.isfinite(model.predict_std(X_test)).all()

@@ -96,6 +96,17 @@ class LinearConfidenceMachine:
         Ridge strength per feature, in sum-of-squares units (``sum r^2 + sum penalty w^2``).
         Zeros are allowed (an unpenalised intercept) as long as the system is invertible.
 
+    Attributes
+    ----------
+    n_samples, n_features : int
+        Shape of the features (the features themselves are not kept).
+    leverage : ndarray of shape (n,)
+        Training leverages ``h_i``.
+    jitter : float
+        Added to the Gram diagonal to factorise it (0 when none was needed).
+    singular : bool
+        Whether some direction is pinned by neither data nor penalty.
+
     Examples
     --------
     >>> import numpy as np
@@ -108,10 +119,13 @@ class LinearConfidenceMachine:
     """
 
     def __init__(self, features: NDArray, penalty: NDArray):
-        self.features = np.asarray(features, dtype=float)
-        if not np.isfinite(self.features).all():
+        # The features themselves are not kept (the gain below has their size): only what
+        # the confidence machine reads.
+        features = np.asarray(features, dtype=float)
+        if not np.isfinite(features).all():
             raise ValueError("The features contain NaN or infinite values.")
-        gram = self.features.T @ self.features
+        self.n_samples, self.n_features = features.shape
+        gram = features.T @ features
         gram[np.diag_indices_from(gram)] += penalty
         self._factor, self.jitter = _cholesky_with_jitter(
             gram, "regularised Gram (curvature) matrix"
@@ -128,16 +142,8 @@ class LinearConfidenceMachine:
             small = values <= _SINGULAR_PIVOT_RATIO * max(float(values.max()), 0.0)
             self._null_space = vectors[:, small] if small.any() else None
         # G = Phi Sigma, and the training leverages h_i = phi_i^T Sigma phi_i.
-        self._gain = linalg.cho_solve(self._factor, self.features.T, check_finite=False).T
-        self.leverage = np.einsum("ij,ij->i", self._gain, self.features)
-
-    @property
-    def n_samples(self) -> int:
-        return self.features.shape[0]
-
-    @property
-    def n_features(self) -> int:
-        return self.features.shape[1]
+        self._gain = linalg.cho_solve(self._factor, features.T, check_finite=False).T
+        self.leverage = np.einsum("ij,ij->i", self._gain, features)
 
     def solve(self, target: NDArray) -> NDArray:
         """Ridge coefficients ``Sigma Phi^T target``."""

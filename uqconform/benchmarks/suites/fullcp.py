@@ -568,7 +568,7 @@ def _scaling(ctx, notes) -> list[dict[str, Any]]:
             {
                 "n_train": n,
                 "hidden": hidden,
-                "n_params": int(acp.machine_.features.shape[1]),
+                "n_params": int(acp.machine_.n_features),
                 "algorithm": algorithm,
                 "train_s": train_s,
                 "linearize_s": linearize_s,
