@@ -460,3 +460,11 @@ def test_nan_is_refused_at_fit_even_around_a_nan_aware_model(augment):
     assert model.__sklearn_tags__().input_tags.allow_nan is False
     with pytest.raises(ValueError, match="finite numeric array for randomised smoothing"):
         model.fit(X, y, augment=augment)
+
+
+@pytest.mark.parametrize("augment", [0, 2])
+def test_non_numeric_x_is_a_type_error_naming_x_on_every_fit_path(augment):
+    X = [{"a": 1.0}] * 40
+    y = np.arange(40) % 2
+    with pytest.raises(TypeError, match=r"`X` must be numeric for randomised smoothing"):
+        BinarizedSmoothedClassifier().fit(X, y, augment=augment)

@@ -158,7 +158,15 @@ def _estimators_with_n_jobs():
 
 @pytest.mark.parametrize("name", list(_estimators_with_n_jobs()))
 @pytest.mark.parametrize(
-    "param, value", [("n_jobs", 0), ("n_jobs", "two"), ("n_jobs", True), ("verbose", "no")]
+    "param, value",
+    [
+        ("n_jobs", 0),
+        ("n_jobs", "two"),
+        ("n_jobs", True),
+        ("verbose", "no"),
+        ("random_state", 2**32),
+        ("random_state", True),
+    ],
 )
 def test_bad_n_jobs_and_verbose_are_named_at_fit(name, param, value):
     model, task = _estimators_with_n_jobs()[name]
@@ -173,3 +181,14 @@ def test_bad_n_jobs_and_verbose_are_named_at_fit(name, param, value):
     }[task]
     with pytest.raises(ValueError, match=param):
         model.set_params(**{param: value}).fit(X, y)
+
+
+def test_a_job_error_under_the_fallback_is_not_chained_to_joblib_s():
+    from joblib import parallel_config
+
+    def fail():
+        raise KeyError("the job's own error")
+
+    with parallel_config(backend="multiprocessing"), pytest.raises(KeyError) as caught:
+        run_fits(iter([delayed(fail)()]), n_jobs=1, verbose=True, desc="x", total=1)
+    assert caught.value.__context__ is None

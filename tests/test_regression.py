@@ -517,3 +517,21 @@ def test_a_row_interval_does_not_depend_on_the_other_rows(score):
     far = np.r_[X[300:], 1e12 * np.ones((1, X.shape[1]))]
     np.testing.assert_array_equal(cp.predict_interval(far)[:-1], alone)
     np.testing.assert_array_equal(cp.set_params(batch_size=7).predict_interval(X[300:]), alone)
+
+
+def test_outward_rounding_never_turns_an_end_into_nan():
+    """An infinite prediction keeps its infinite ends; operands near the largest float do
+    not overflow the margin."""
+    from uqconform.scores.regression import interval_around
+
+    inf = np.array([np.inf, -np.inf])
+    out = interval_around(inf, inf, np.array([1e300]), np.array([1e300]))
+    np.testing.assert_array_equal(out, [[np.inf, np.inf], [-np.inf, -np.inf]])
+    big = interval_around(
+        np.array([1e308]), np.array([1e308]), np.array([1e308]), np.array([1e308])
+    )
+    assert np.isfinite(big[0, 0]) and abs(big[0, 0]) < 1e295  # the exact end is 0
+    whole = interval_around(
+        np.array([1.0]), np.array([1.0]), np.array([np.inf]), np.array([np.inf])
+    )
+    np.testing.assert_array_equal(whole, [[-np.inf, np.inf]])

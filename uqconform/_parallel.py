@@ -47,5 +47,7 @@ def run_fits(
     except ValueError as error:  # a backend without generator output (multiprocessing)
         if "return_as" not in str(error):
             raise
+        finished = None
+    if finished is None:  # outside the except: a job's own error is not chained to it
         finished = Parallel(n_jobs=n_jobs)(jobs)  # the bar then fills at the end
     return list(tqdm(finished, total=total, desc=desc))

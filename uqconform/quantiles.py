@@ -228,8 +228,8 @@ def _kth_smallest(values: NDArray, kth: NDArray) -> NDArray:
     """
     n = values.size
     ranks = np.unique(kth)
-    # ranks spread over more than half the scores: the band would be most of them
-    if n >= _BRACKETED_SELECTION_MIN and ranks[-1] - ranks[0] <= n // 2:
+    # ranks spread over more than a quarter of the scores: the band would hold many of them
+    if n >= _BRACKETED_SELECTION_MIN and ranks[-1] - ranks[0] <= n // 4:
         sample = values[::_SAMPLE_STRIDE]
         m = sample.size
         ends = ranks[[0, -1]] / n  # quantile levels of the lowest and highest rank

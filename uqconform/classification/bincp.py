@@ -219,20 +219,30 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
         return len(self.classes_)
 
     # ---- data --------------------------------------------------------------------------------
-    def _numeric(self, X: Any) -> NDArray:
-        """X as a finite float array: the noise is added in the space the model sees."""
+    @staticmethod
+    def _numeric(X: Any) -> NDArray:
+        """X as a dense, finite float array: the noise is added in the space the model sees
+        (the same rule at fit, calibrate and prediction)."""
+        if sparse.issparse(X):
+            raise ValueError(
+                "`X` must be a dense numeric array for randomised smoothing: sparse matrices "
+                "are not supported (noise is added to every feature)."
+            )
         try:
             return check_array(X, dtype=np.float64, ensure_all_finite=True)
         except ValueError as error:
+            reason = str(error).rstrip(".")
+            advice = (
+                ": impute missing values first, even for a model that handles them"
+                if "NaN" in reason
+                else ""
+            )
             raise ValueError(
-                f"`X` must be a finite numeric array for randomised smoothing ({error})"
+                f"`X` must be a finite numeric array for randomised smoothing ({reason}){advice}."
             ) from None
-        except TypeError:
-            raise ValueError(
-                "`X` must be a dense numeric array for randomised smoothing (sparse matrices and "
-                "non-numeric columns are not supported): noise is added to the features the "
-                "model sees."
-            ) from None
+        except TypeError as error:  # objects that are not numbers (numpy's message kept)
+            reason = str(error).rstrip(".")
+            raise TypeError(f"`X` must be numeric for randomised smoothing ({reason}).") from None
 
     def _as_model_input(self, block: NDArray) -> Any:
         """A DataFrame with the fitted column names when the model was fitted on one."""
@@ -318,18 +328,7 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
         if augment == 0:
             # Calibration and prediction add noise to X, so they need it dense, finite and
             # numeric; the training X is held to the same, so a mismatch shows at fit.
-            if sparse.issparse(X):
-                raise ValueError(
-                    "`X` must be a dense numeric array for randomised smoothing: sparse "
-                    "matrices are not supported (noise is added to every feature)."
-                )
-            try:  # a TypeError (dicts, objects) is numpy's own, naming the value
-                check_array(X, dtype=np.float64, ensure_all_finite=True)
-            except ValueError as error:
-                raise ValueError(
-                    f"`X` must be a finite numeric array for randomised smoothing ({error}); "
-                    "impute missing values first, even for a model that handles them."
-                ) from None
+            self._numeric(X)
             return super().fit(X, y, **fit_params)
         self._validate_params()
         model_params = self._model_fit_params(fit_params)

@@ -26,6 +26,7 @@ from uqconform.base import (
     check_class_labels,
     check_features,
     check_n_jobs,
+    check_random_state_value,
     check_verbose,
     fit_params_rows,
     forward_input_tags,
@@ -125,6 +126,7 @@ class HeadEnsemble(RoutesFitParams, ClassifierMixin, BaseEstimator):
     def _validate_params(self) -> None:
         check_n_jobs(self.n_jobs)
         check_verbose(self.verbose)
+        check_random_state_value(self.random_state)
         if self._prefit_heads() is not None:
             if len(self.estimator) < 1:
                 raise ValueError("`estimator` as a list needs at least one fitted classifier.")

@@ -32,13 +32,15 @@ __all__ = [
 # from its threshold together miss by at most about 5 such units. Row by row: a row's
 # interval does not depend on the other rows of the call (or on the batch size).
 _OUTWARD_RELATIVE = 2.0**-50
-_LARGEST_FLOAT = float(np.finfo(float).max)
+# Margins are capped here (never reached by finite operands): an infinite operand gets a
+# finite margin, so its infinite end never becomes NaN (inf - inf).
+_MARGIN_CAP = 1e300
 
 
 def outward_margin(*parts: ArrayLike) -> NDArray:
     """Outward-rounding margins of interval ends computed from ``parts``, element by element
     (broadcast): ``2**-50 * sum(|part|)``. Widening each end by its margin keeps a target
-    whose score equals the threshold inside. An infinite operand gets the largest finite
+    whose score equals the threshold inside. An infinite operand gets a large finite
     margin, so an infinite end stays infinite (never NaN).
 
     Examples
@@ -50,14 +52,24 @@ def outward_margin(*parts: ArrayLike) -> NDArray:
     True
     """
     total = np.abs(np.atleast_1d(np.asarray(parts[0], dtype=float)))
+    total *= _OUTWARD_RELATIVE  # scaled before adding: no overflow near the largest float
     for part in parts[1:]:
-        magnitude = np.abs(part)
-        if np.broadcast_shapes(total.shape, magnitude.shape) == total.shape:
-            total += magnitude
+        scaled = np.abs(part) * _OUTWARD_RELATIVE
+        if np.broadcast_shapes(total.shape, np.shape(scaled)) == total.shape:
+            total += scaled
         else:
-            total = total + magnitude
-    total *= _OUTWARD_RELATIVE
-    return np.minimum(total, _LARGEST_FLOAT, out=total)
+            total = total + scaled
+    return np.minimum(total, _MARGIN_CAP, out=total)
+
+
+def _widen_into(column: NDArray, anchor: NDArray, offset: NDArray) -> None:
+    """``offset`` plus its outward margin against ``anchor``, written into ``column`` (a
+    column of the result, so no full-size temporary when ``offset`` is one shared value)."""
+    np.abs(anchor, out=column)
+    column *= _OUTWARD_RELATIVE
+    column += np.abs(offset) * _OUTWARD_RELATIVE
+    np.minimum(column, _MARGIN_CAP, out=column)
+    column += offset
 
 
 def interval_around(
@@ -68,8 +80,7 @@ def interval_around(
 
     Floating-point rounding would otherwise put a target whose score equals the threshold
     just outside (``-0.4 + 1.4`` is ``0.9999999999999999``), which costs coverage when many
-    scores tie (integer targets, duplicated rows). Written column by column into a single
-    allocation.
+    scores tie (integer targets, duplicated rows). Computed inside the one result array.
 
     Examples
     --------
@@ -81,17 +92,16 @@ def interval_around(
     True
     """
     out = np.empty((np.shape(lower_anchor)[0], 2))
-    # margins folded into the offsets (contiguous) before the two strided writes; a
-    # symmetric score (same anchor, same offset) widens once for both ends
-    wider_below = outward_margin(lower_anchor, below)
-    wider_below += below
-    if upper_anchor is lower_anchor and above is below:
-        wider_above = wider_below
+    lower, upper = out[:, 0], out[:, 1]
+    if upper_anchor is lower_anchor and above is below:  # symmetric: widen once
+        _widen_into(upper, lower_anchor, below)
+        np.subtract(lower_anchor, upper, out=lower)
+        np.add(upper_anchor, upper, out=upper)
     else:
-        wider_above = outward_margin(upper_anchor, above)
-        wider_above += above
-    np.subtract(lower_anchor, wider_below, out=out[:, 0])
-    np.add(upper_anchor, wider_above, out=out[:, 1])
+        _widen_into(lower, lower_anchor, below)
+        np.subtract(lower_anchor, lower, out=lower)
+        _widen_into(upper, upper_anchor, above)
+        np.add(upper_anchor, upper, out=upper)
     return out
 
 

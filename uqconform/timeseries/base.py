@@ -566,9 +566,9 @@ class SequentialConformalRegressor(
                 self._absorb(residuals[t : t + 1])
         # rounded outward, row by row: a target whose residual equals an offset is inside
         # (-0.4 + 1.4 is 0.9999999999999999); |offset| <= |end| + |centre|
-        centre_twice = 2.0 * centre[:, None]
-        out[:, 0] -= outward_margin(centre_twice, out[:, 0])
-        out[:, 1] += outward_margin(centre_twice, out[:, 1])
+        column = centre[:, None]
+        out[:, 0] -= outward_margin(column, column, out[:, 0])
+        out[:, 1] += outward_margin(column, column, out[:, 1])
         if y is not None:
             covered = (out[:, 0, 0] <= y) & (y <= out[:, 1, 0])
             self.coverage_history_ = np.concatenate([self.coverage_history_, covered])
