@@ -966,3 +966,11 @@ def test_training_the_network_further_does_not_move_a_fitted_predictive():
         after = model.predict_distribution(X[300:], method)
         np.testing.assert_array_equal(after[0], mean)
         np.testing.assert_array_equal(after[1], var)
+
+
+@pytest.mark.parametrize("seed", [True, 2**32])
+def test_laplace_random_state_is_checked_like_everywhere_else(seed):
+    X, y = load_digits(return_X_y=True)
+    net = MLPClassifier(hidden_layer_sizes=(4,), max_iter=20, random_state=0).fit(X, y)
+    with pytest.raises(ValueError, match="random_state"):
+        LaplacePosterior(net, random_state=seed).fit(X[:100], y[:100])

@@ -43,6 +43,7 @@ from uqconform.base import (
     check_class_labels,
     check_positive_float,
     check_positive_int,
+    check_random_state_value,
     check_regression_target,
     keeps_state_on_error,
     random_generator,
@@ -141,6 +142,10 @@ class LaplacePosterior(BaseEstimator):
         "validation_fraction": [Interval(numbers.Real, 0, 1, closed="neither")],
         "random_state": ["random_state", np.random.Generator],
     }
+
+    def _validate_params(self) -> None:
+        super()._validate_params()
+        check_random_state_value(self.random_state)  # also refuses True and seeds >= 2**32
 
     def __init__(
         self,
