@@ -790,8 +790,6 @@ class ConformalPredictor(RoutesFitParams, BaseEstimator, metaclass=ABCMeta):
                 out = batch
             else:
                 out[start:stop] = batch
-        if out is None:  # no rows
-            out = np.empty((0, *shape, alphas.size), dtype=dtype)
         return out[..., 0] if scalar else out
 
     def predict(self, X: Any) -> NDArray:

@@ -34,8 +34,8 @@ def encode_labels(y: NDArray, classes: NDArray, name: str = "y") -> NDArray:
         and labels.size
         and labels.min() >= 0
         and labels.max() < classes.size
-    ):  # labels 0..K-1 are their own column index
-        return labels.astype(np.intp, copy=False)
+    ):  # labels 0..K-1 are their own column index (a copy: never a view of the user's y)
+        return labels.astype(np.intp)
     sorter = np.argsort(classes, kind="stable")
     position = np.searchsorted(classes, y, sorter=sorter)
     position = sorter[np.minimum(position, classes.size - 1)]
@@ -208,8 +208,8 @@ default="lac"
         proba = np.asarray(self.estimator_.predict_proba(X), dtype=float)
         u = self._uniforms(self._rng(0), len(y))
         scores = self._score_object().label_scores(proba, index, u)
-        if self.class_conditional:  # a copy: the index can be a view of the user's labels
-            return scores, np.array(index, dtype=np.intp), len(self.classes_)
+        if self.class_conditional:
+            return scores, index, len(self.classes_)
         return scores, np.zeros_like(index), 1
 
     def _predict_batch(self, X, thresholds, alphas, rng):

@@ -76,7 +76,6 @@ class _ResidualShapeRegressor(MultiOutputConformalRegressor):
     _parameter_constraints: ClassVar[dict] = {
         "estimator": [HasMethods(["fit", "predict"]), HasMethods(["predict"]), None],
         "cv": ["cv_object"],
-        "n_jobs": [numbers.Integral, None],
         "random_state": ["random_state", np.random.Generator],
     }
 

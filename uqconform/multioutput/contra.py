@@ -372,7 +372,6 @@ class ResidualCONTRA(_FlowRegions):
         "residuals": [StrOptions({"oof", "oob", "split"})],
         "conditional": ["boolean"],
         "cv": ["cv_object"],
-        "n_jobs": [numbers.Integral, None],
         "split_size": [Interval(numbers.Real, 0, 1, closed="neither")],
     }
 

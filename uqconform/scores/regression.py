@@ -37,11 +37,12 @@ _OUTWARD_RELATIVE = 2.0**-50
 _MARGIN_CAP = 1e300
 
 
-def outward_margin(*parts: ArrayLike) -> NDArray:
+def outward_margin(*parts: ArrayLike, out: NDArray | None = None) -> NDArray:
     """Outward-rounding margins of interval ends computed from ``parts``, element by element
-    (broadcast): ``2**-50 * sum(|part|)``. Widening each end by its margin keeps a target
-    whose score equals the threshold inside. An infinite operand gets a large finite
-    margin, so an infinite end stays infinite (never NaN).
+    (broadcast): ``2**-50 * sum(|part|)``, written into ``out`` when given (it must have the
+    broadcast shape). Widening each end by its margin keeps a target whose score equals the
+    threshold inside. An infinite operand gets a large finite margin, so an infinite end
+    stays infinite (never NaN).
 
     Examples
     --------
@@ -51,25 +52,16 @@ def outward_margin(*parts: ArrayLike) -> NDArray:
     >>> bool(-0.4 + 1.4 + outward_margin(np.array([-0.4]), np.array([1.4]))[0] >= 1.0)
     True
     """
-    total = np.abs(np.atleast_1d(np.asarray(parts[0], dtype=float)))
+    first = np.asarray(parts[0], dtype=float)
+    total = np.abs(first, out=out) if out is not None else np.abs(np.atleast_1d(first))
     total *= _OUTWARD_RELATIVE  # scaled before adding: no overflow near the largest float
     for part in parts[1:]:
         scaled = np.abs(part) * _OUTWARD_RELATIVE
-        if np.broadcast_shapes(total.shape, np.shape(scaled)) == total.shape:
+        if out is not None or np.broadcast_shapes(total.shape, scaled.shape) == total.shape:
             total += scaled
         else:
             total = total + scaled
     return np.minimum(total, _MARGIN_CAP, out=total)
-
-
-def _widen_into(column: NDArray, anchor: NDArray, offset: NDArray) -> None:
-    """``offset`` plus its outward margin against ``anchor``, written into ``column`` (a
-    column of the result, so no full-size temporary when ``offset`` is one shared value)."""
-    np.abs(anchor, out=column)
-    column *= _OUTWARD_RELATIVE
-    column += np.abs(offset) * _OUTWARD_RELATIVE
-    np.minimum(column, _MARGIN_CAP, out=column)
-    column += offset
 
 
 def interval_around(
@@ -93,15 +85,18 @@ def interval_around(
     """
     out = np.empty((np.shape(lower_anchor)[0], 2))
     lower, upper = out[:, 0], out[:, 1]
-    if upper_anchor is lower_anchor and above is below:  # symmetric: widen once
-        _widen_into(upper, lower_anchor, below)
+    # each column first holds its widened offset (no full-size temporary when the offset
+    # is one shared value), then the end; a symmetric score widens once for both ends
+    symmetric = upper_anchor is lower_anchor and above is below
+    outward_margin(upper_anchor, above, out=upper)
+    upper += above
+    if symmetric:
         np.subtract(lower_anchor, upper, out=lower)
-        np.add(upper_anchor, upper, out=upper)
     else:
-        _widen_into(lower, lower_anchor, below)
+        outward_margin(lower_anchor, below, out=lower)
+        lower += below
         np.subtract(lower_anchor, lower, out=lower)
-        _widen_into(upper, upper_anchor, above)
-        np.add(upper_anchor, upper, out=upper)
+    np.add(upper_anchor, upper, out=upper)
     return out
 
 
