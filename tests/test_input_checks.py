@@ -686,7 +686,7 @@ def test_rps_radii_and_multidim_rng_are_named(data):
     X, _, labels = data
     rps = ReliablePredictionSets(k_train=3, k_calib=3, random_state=0)
     rps.fit(X[:75], labels[:75]).calibrate(X[75:], labels[75:])
-    with pytest.raises(ValueError, match="`radii` must be an integer >= 0"):
+    with pytest.raises(ValueError, match="`radii` must be a non-negative integer"):
         rps.reliability_curve(X[:5], radii=[-1, 0], alpha=0.3)
     multidim = MultiDimScoreClassifier(LogisticRegression(), n_heads=2, random_state=0)
     multidim.fit(X[:75], labels[:75])

@@ -437,7 +437,7 @@ class ConformalPredictor(RoutesFitParams, BaseEstimator, metaclass=ABCMeta):
     def _validate_params(self) -> None:
         """Check constructor arguments (called by ``fit`` and ``calibrate``)."""
         check_alpha(self.alpha, "alpha")
-        check_batch_size(getattr(self, "batch_size", None))
+        check_int(getattr(self, "batch_size", None), "batch_size", allow_none=True)
         check_random_state_value(getattr(self, "random_state", None))
         check_n_jobs(getattr(self, "n_jobs", None))
         check_verbose(getattr(self, "verbose", False))
@@ -1011,14 +1011,6 @@ def check_verbose(verbose: Any) -> None:
         raise ValueError(f"`verbose` must be True, False or an integer >= 0, got {verbose!r}.")
 
 
-def check_batch_size(batch: Any) -> None:
-    """``batch_size`` must be None (automatic) or a positive integer."""
-    if batch is not None and (
-        isinstance(batch, bool) or not isinstance(batch, numbers.Integral) or batch < 1
-    ):
-        raise ValueError(f"`batch_size` must be None or a positive integer, got {batch!r}.")
-
-
 def check_positive_float(value: Any, name: str) -> float:
     """``value`` as a float if it is a finite number > 0 (booleans refused), else a
     ``ValueError`` naming the parameter.
@@ -1038,17 +1030,30 @@ def check_positive_float(value: Any, name: str) -> float:
     return float(value)
 
 
-def check_positive_int(value: Any, name: str) -> int:
-    """``value`` as an ``int`` if it is an integer >= 1 (booleans refused), else a
-    ``ValueError`` naming the parameter.
+def check_int(value: Any, name: str, low: int = 1, *, allow_none: bool = False) -> int | None:
+    """``value`` as an ``int`` if it is an integer >= ``low`` (booleans refused; None passes
+    when ``allow_none``), else a ``ValueError`` naming the parameter.
 
     Examples
     --------
-    >>> check_positive_int(3, "n_samples")
+    >>> check_int(3, "n_samples")
     3
+    >>> check_int(None, "batch_size", allow_none=True) is None
+    True
+    >>> check_int(-1, "k_reg", low=0)
+    Traceback (most recent call last):
+    ...
+    ValueError: `k_reg` must be a non-negative integer, got -1.
     """
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"`{name}` must be a positive integer, got {value!r}.")
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
+        kind = {0: "a non-negative integer", 1: "a positive integer"}.get(
+            low, f"an integer >= {low}"
+        )
+        raise ValueError(
+            f"`{name}` must be {'None or ' if allow_none else ''}{kind}, got {value!r}."
+        )
     return int(value)
 
 

@@ -15,7 +15,6 @@ extra ``pip install "uqconform[data]"``.
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
@@ -29,8 +28,8 @@ from sklearn import datasets as sk_datasets
 
 from uqconform.base import (
     check_bool,
+    check_int,
     check_positive_float,
-    check_positive_int,
     random_generator,
 )
 from uqconform.quantiles import check_alpha
@@ -407,12 +406,7 @@ def load_dataset(
     check_bool(as_frame, "as_frame")
     X, y = _REGISTRY[info.name][1]()
     if n_samples is not None:
-        if (
-            isinstance(n_samples, bool)
-            or not isinstance(n_samples, numbers.Integral)
-            or n_samples < 1
-        ):
-            raise ValueError(f"`n_samples` must be a positive integer, got {n_samples!r}.")
+        check_int(n_samples, "n_samples")
         if n_samples < len(X) and info.task == "timeseries":  # keep the time order
             X, y = X.iloc[: int(n_samples)], y.iloc[: int(n_samples)]
         elif n_samples < len(X):
@@ -519,9 +513,8 @@ def make_heteroscedastic_regression(
     >>> round(float(((bounds[:, 0] <= y) & (y <= bounds[:, 1])).mean()), 2)
     0.9
     """
-    n_samples = check_positive_int(n_samples, "n_samples")
-    if check_positive_int(n_features, "n_features") < 2:
-        raise ValueError(f"`n_features` must be at least 2, got {n_features!r}.")
+    n_samples = check_int(n_samples, "n_samples")
+    check_int(n_features, "n_features", low=2)
     check_positive_float(noise, "noise")
     rng = random_generator(random_state)
     X = rng.uniform(-1.0, 1.0, size=(n_samples, int(n_features)))
@@ -613,10 +606,9 @@ def make_gaussian_classification(
     >>> bool(sets[np.arange(len(y)), y].mean() >= 0.89)
     True
     """
-    n_samples = check_positive_int(n_samples, "n_samples")
-    if check_positive_int(n_classes, "n_classes") < 2:
-        raise ValueError(f"`n_classes` must be at least 2, got {n_classes!r}.")
-    n_features = check_positive_int(n_features, "n_features")
+    n_samples = check_int(n_samples, "n_samples")
+    check_int(n_classes, "n_classes", low=2)
+    n_features = check_int(n_features, "n_features")
     check_positive_float(separation, "separation")
     rng = random_generator(random_state)
     means = separation * rng.standard_normal((int(n_classes), n_features))

@@ -36,7 +36,7 @@ from numpy.typing import ArrayLike, NDArray
 from scipy.special import gammaln, logsumexp
 
 from uqconform._warnings import warn_user
-from uqconform.base import check_positive_int, random_generator
+from uqconform.base import check_int, random_generator
 
 __all__ = ["AffineMap", "LatentMap", "PredictionRegion"]
 
@@ -514,7 +514,7 @@ class PredictionRegion:
         std : ndarray of shape (n,)
             Only with ``return_std=True``.
         """
-        n_samples = check_positive_int(n_samples, "n_samples")
+        n_samples = check_int(n_samples, "n_samples")
         radii = self._radii()
         if (
             len(self) > 1
@@ -624,7 +624,7 @@ class PredictionRegion:
         -------
         ndarray of shape (n, n_samples, d)
         """
-        n_samples = check_positive_int(n_samples, "n_samples")
+        n_samples = check_int(n_samples, "n_samples")
         if self.is_whole_space.any():
             raise ValueError(
                 f"{int(self.is_whole_space.sum())} regions are the whole space (infinite "
@@ -657,7 +657,7 @@ class PredictionRegion:
         -------
         ndarray of shape (n, n_points, 2)
         """
-        n_points = check_positive_int(n_points, "n_points")
+        n_points = check_int(n_points, "n_points")
         if self.dim != 2:
             raise ValueError(
                 f"boundary() draws 2-D regions only; these have d={self.dim}. Use sample() or "
@@ -703,7 +703,7 @@ class PredictionRegion:
         -------
         ndarray of shape (n, d, 2)
         """
-        n_points = check_positive_int(n_points, "n_points")
+        n_points = check_int(n_points, "n_points")
         radii = self._radii()
         if isinstance(self.latent_map, AffineMap):
             with np.errstate(invalid="ignore"):

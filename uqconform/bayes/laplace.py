@@ -41,8 +41,8 @@ from sklearn.utils.validation import check_is_fitted
 
 from uqconform.base import (
     check_class_labels,
+    check_int,
     check_positive_float,
-    check_positive_int,
     check_random_state_value,
     check_regression_target,
     keeps_state_on_error,
@@ -596,7 +596,7 @@ class LaplacePosterior(BaseEstimator):
         (3, 43)
         """
         scale = self._check(scale)
-        n_samples = check_positive_int(n_samples, "n_samples")
+        n_samples = check_int(n_samples, "n_samples")
         rng = random_generator(random_state)
         P = self.n_parameters_
         noise = rng.standard_normal((n_samples, P))

@@ -34,8 +34,8 @@ from uqconform._warnings import warn_user
 from uqconform.base import (
     check_class_labels,
     check_features,
+    check_int,
     check_positive_float,
-    check_positive_int,
     check_regression_target,
     check_rows,
     integer_seed,
@@ -265,7 +265,7 @@ class LinearizedPredictive(BaseEstimator):
         for name in ("prior_precision", "scale"):  # numbers, not booleans
             if isinstance(getattr(self, name), numbers.Real):
                 check_positive_float(getattr(self, name), name)
-        check_positive_int(self.n_samples, "n_samples")
+        check_int(self.n_samples, "n_samples")
         seed = integer_seed(self.random_state)
         self.seed_ = seed
         X = check_features(self, X, reset=True)  # None, no rows: named errors
@@ -590,7 +590,7 @@ class LinearizedPredictive(BaseEstimator):
 
     def _n(self, n_samples: int | None) -> int:
         n = self.n_samples if n_samples is None else n_samples
-        return check_positive_int(n, "n_samples")
+        return check_int(n, "n_samples")
 
     # ---- regression outputs -----------------------------------------------------------------
     def _regression_only(self, name: str) -> None:

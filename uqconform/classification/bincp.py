@@ -45,10 +45,9 @@ from sklearn.utils.validation import check_is_fitted
 from uqconform._warnings import warn_user
 from uqconform.base import (
     ConformalPredictor,
-    check_batch_size,
     check_calibration_settings,
     check_class_labels,
-    check_positive_int,
+    check_int,
     check_random_state_value,
     fit_params_rows,
     integer_seed,
@@ -169,7 +168,7 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
             raise ValueError(
                 f"`alpha` must be a single float in (0, 1) for smoothed sets, got {self.alpha!r}."
             )
-        check_batch_size(self.batch_size)
+        check_int(self.batch_size, "batch_size", allow_none=True)
         check_random_state_value(self.random_state)
         if not _is_real(self.sigma) or self.sigma <= 0:
             raise ValueError(
@@ -177,7 +176,7 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
                 f"got {self.sigma!r}."
             )
         self._check_radius(self.radius, "radius")
-        check_positive_int(self.n_samples, "n_samples")
+        check_int(self.n_samples, "n_samples")
         if not _is_real(self.eta) or not 0 < self.eta < levels[0]:
             raise ValueError(
                 f"`eta` (the Monte Carlo failure probability) must lie in (0, alpha) = "
@@ -323,8 +322,7 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
         -------
         self
         """
-        if isinstance(augment, bool) or not isinstance(augment, numbers.Integral) or augment < 0:
-            raise ValueError(f"`augment` must be an integer >= 0, got {augment!r}.")
+        check_int(augment, "augment", low=0)
         if augment == 0:
             # Calibration and prediction add noise to X, so they need it dense, finite and
             # numeric; the training X is held to the same, so a mismatch shows at fit.

@@ -8,7 +8,6 @@ classifiers with identical ``classes_`` works too.
 
 from __future__ import annotations
 
-import numbers
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -25,6 +24,7 @@ from uqconform._warnings import warn_user
 from uqconform.base import (
     check_class_labels,
     check_features,
+    check_int,
     check_n_jobs,
     check_random_state_value,
     check_verbose,
@@ -131,9 +131,7 @@ class HeadEnsemble(RoutesFitParams, ClassifierMixin, BaseEstimator):
             if len(self.estimator) < 1:
                 raise ValueError("`estimator` as a list needs at least one fitted classifier.")
             return
-        heads = self.n_heads
-        if isinstance(heads, bool) or not isinstance(heads, numbers.Integral) or heads < 1:
-            raise ValueError(f"`n_heads` must be an integer >= 1, got {heads!r}.")
+        check_int(self.n_heads, "n_heads")
         if self.diversity not in DIVERSITY:
             raise ValueError(
                 f"`diversity` must be one of {list(DIVERSITY)}, got {self.diversity!r}."

@@ -37,6 +37,7 @@ from uqconform.base import (
     check_bool,
     check_calibration_settings,
     check_features,
+    check_int,
     check_random_state_value,
     check_rows,
     forward_input_tags,
@@ -189,9 +190,7 @@ class MultiDimScoreClassifier(RoutesFitParams, ClassifierMixin, BaseEstimator):
         self._score()  # checks k_reg, lambda_reg and saps_weight
         check_bool(self.fill_empty, "fill_empty")
         check_random_state_value(self.random_state)
-        k = self.n_neighbors
-        if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
-            raise ValueError(f"`n_neighbors` must be a positive integer, got {k!r}.")
+        check_int(self.n_neighbors, "n_neighbors")
         self._heads()._validate_params()
 
     def _routed_models(self) -> dict[str, Any]:

@@ -47,8 +47,8 @@ from uqconform.base import (
     check_calibration_settings,
     check_class_labels,
     check_features,
+    check_int,
     check_n_jobs,
-    check_positive_int,
     check_verbose,
     integer_seed,
     keeps_state_on_error,
@@ -154,7 +154,7 @@ def hash_partition(X: Any, n_partitions: int, salt: Any = 0) -> NDArray:
     >>> bool((hash_partition(X.astype(int), 3) == part).all())
     True
     """
-    check_positive_int(n_partitions, "n_partitions")
+    check_int(n_partitions, "n_partitions")
     return _partition_of(row_digests(X, salt)[:, 0], n_partitions)
 
 
@@ -180,7 +180,7 @@ def majority_threshold(k_calib: int, alpha: float) -> int:
     >>> majority_threshold(1, 0.05)  # exactly alpha, despite floating point
     0
     """
-    k = check_positive_int(k_calib, "k_calib")
+    k = check_int(k_calib, "k_calib")
     level = float(check_alpha(alpha)[0])
     cdf = stats.binom.cdf(np.arange(k + 1), k, 1 - level)
     return int(np.flatnonzero(cdf <= level * (1 + _CDF_TOLERANCE) + _CDF_TOLERANCE).max())
@@ -341,12 +341,6 @@ def _partition_threshold(scores: NDArray, rank: int) -> float:
 
 
 # ---- votes and their worst cases --------------------------------------------------------------
-def _check_radius(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
-        raise ValueError(f"`{name}` must be an integer >= 0 (a number of points), got {value!r}.")
-    return int(value)
-
-
 def _votes_reached(scores: NDArray, thresholds: NDArray) -> NDArray:
     """How many partition thresholds each score reaches (``score >= threshold``), for every
     entry of ``scores``: a binary search, not a comparison with every threshold."""
@@ -747,8 +741,8 @@ class ReliablePredictionSets(ClassifierMixin, BaseEstimator):
     def _validate_params(self) -> None:
         check_alpha(self.alpha, "alpha")
         if self._prefit() is None:
-            check_positive_int(self.k_train, "k_train")
-        check_positive_int(self.k_calib, "k_calib")
+            check_int(self.k_train, "k_train")
+        check_int(self.k_calib, "k_calib")
         if self.conformity_score not in SCORES:
             raise ValueError(
                 f"`conformity_score` must be one of {list(SCORES)}, got {self.conformity_score!r}."
@@ -1144,8 +1138,8 @@ class ReliablePredictionSets(ClassifierMixin, BaseEstimator):
         return {"coverage_reliable": coverage, "size_reliable": size, "robust": coverage & size}
 
     def _check_radii(self, r_train: Any, r_calib: Any, level: float) -> tuple[int, int]:
-        r_train = _check_radius(r_train, "r_train")
-        r_calib = _check_radius(r_calib, "r_calib")
+        r_train = check_int(r_train, "r_train", low=0)
+        r_calib = check_int(r_calib, "r_calib", low=0)
         self._check_sizes(self.partition_sizes_, level, r_calib)
         return r_train, r_calib
 
@@ -1212,7 +1206,7 @@ class ReliablePredictionSets(ClassifierMixin, BaseEstimator):
             raise ValueError("`radii` must be a non-empty 1-D sequence of integers.")
         pairs = []
         for radius in values.tolist():  # validate every radius before any work
-            _check_radius(radius, "radii")  # each entry, named as the user gave it
+            check_int(radius, "radii", low=0)  # each entry, named as the user gave it
             r_train = radius if poisoned in ("training", "both") else 0
             r_calib = radius if poisoned in ("calibration", "both") else 0
             pairs.append(self._check_radii(r_train, r_calib, level))

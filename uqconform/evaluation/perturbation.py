@@ -21,7 +21,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from sklearn.utils import check_array
 
-from uqconform.base import check_batch_size, check_positive_int, random_generator
+from uqconform.base import check_int, random_generator
 from uqconform.classification.split import encode_labels
 
 __all__ = ["random_l2_perturbation", "worst_of_k_perturbation"]
@@ -182,8 +182,8 @@ def worst_of_k_perturbation(
     labels = np.asarray(y)
     if labels.ndim != 1 or labels.shape[0] != n:
         raise ValueError(f"`y` must be 1-D with one label per row of X ({n}), got {labels.shape}.")
-    check_positive_int(k, "k")
-    check_batch_size(batch_size)
+    check_int(k, "k")
+    check_int(batch_size, "batch_size", allow_none=True)
     score = _score_function(model)
     known = classes if classes is not None else getattr(model, "classes_", None)
     rng = random_generator(random_state)

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from uqconform.base import random_generator, take_rows
+from uqconform.base import check_int, random_generator, take_rows
 
 __all__ = ["delete_points", "flip_labels", "insert_points", "worst_partitions"]
 
@@ -47,8 +47,7 @@ def _check(X: Any, y: ArrayLike, n_points: Any, strategy: str) -> tuple[NDArray,
     n = len(X)
     if labels.ndim != 1 or labels.shape[0] != n:
         raise ValueError(f"`y` must be 1-D with one label per row of X ({n}), got {labels.shape}.")
-    if isinstance(n_points, bool) or not isinstance(n_points, (int, np.integer)) or n_points < 0:
-        raise ValueError(f"`n_points` must be an integer >= 0, got {n_points!r}.")
+    check_int(n_points, "n_points", low=0)
     if strategy not in STRATEGIES:
         raise ValueError(f"`strategy` must be one of {list(STRATEGIES)}, got {strategy!r}.")
     return labels, int(n_points)

@@ -44,7 +44,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from uqconform._warnings import warn_user
-from uqconform.base import check_positive_int
+from uqconform.base import check_int
 
 __all__ = [
     "FLOW_KINDS",
@@ -203,11 +203,8 @@ def check_flow_params(
         ("max_epochs", max_epochs),
         ("batch_size", batch_size),
     ):
-        check_positive_int(value, name)
-    if patience is not None and (
-        isinstance(patience, bool) or not isinstance(patience, numbers.Integral) or patience < 1
-    ):
-        raise ValueError(f"`patience` must be None or a positive integer, got {patience!r}.")
+        check_int(value, name)
+    check_int(patience, "patience", allow_none=True)
     if (
         isinstance(learning_rate, bool)
         or not isinstance(learning_rate, numbers.Real)

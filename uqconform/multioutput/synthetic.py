@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from uqconform.base import check_positive_int, random_generator
+from uqconform.base import check_int, random_generator
 from uqconform.datasets import _rdata
 
 __all__ = [
@@ -59,8 +59,8 @@ __all__ = [
 
 
 def _features(n_samples: Any, n_features: Any, random_state: Any):
-    n = check_positive_int(n_samples, "n_samples")
-    p = check_positive_int(n_features, "n_features")
+    n = check_int(n_samples, "n_samples")
+    p = check_int(n_features, "n_features")
     rng = random_generator(random_state)
     X = rng.uniform(size=(n, p))
     return rng, X, X[:, 0]
@@ -343,7 +343,7 @@ def load_macro_growth(*, n_lags: int = 2, as_frame: bool = False) -> tuple[Any, 
     import pandas as pd
     from statsmodels.datasets import macrodata
 
-    lags = check_positive_int(n_lags, "n_lags")
+    lags = check_int(n_lags, "n_lags")
     frame = macrodata.load_pandas().data
     series = ["realgdp", "realcons", "realinv", "realgovt", "realdpi"]
     growth = 100 * np.log(frame[series]).diff()

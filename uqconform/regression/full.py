@@ -21,9 +21,9 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from uqconform._warnings import warn_user
 from uqconform.base import (
-    check_batch_size,
     check_bool,
     check_features,
+    check_int,
     check_regression_target,
     keeps_state_on_error,
     n_rows,
@@ -114,7 +114,7 @@ class FullConformalMixin:
             )
         if self.algorithm not in ("exact", "fast"):
             raise ValueError(f"`algorithm` must be 'exact' or 'fast', got {self.algorithm!r}.")
-        check_batch_size(self.batch_size)
+        check_int(self.batch_size, "batch_size", allow_none=True)
 
     def _feature_step(self) -> int:
         """Test rows whose features are computed at once (``batch_size``, or automatic)."""

@@ -17,7 +17,7 @@ from abc import ABC, abstractmethod
 import numpy as np
 from numpy.typing import NDArray
 
-from uqconform.base import check_bool
+from uqconform.base import check_bool, check_int
 
 __all__ = [
     "APSScore",
@@ -270,8 +270,7 @@ def get_classification_score(
     if isinstance(score, ClassificationScore):
         return score
     check_bool(randomized, "randomized")
-    if not isinstance(k_reg, numbers.Integral) or isinstance(k_reg, bool) or k_reg < 0:
-        raise ValueError(f"`k_reg` must be a non-negative integer, got {k_reg!r}.")
+    check_int(k_reg, "k_reg", low=0)
     for name, value in (("lambda_reg", lambda_reg), ("saps_weight", saps_weight)):
         if (
             not isinstance(value, numbers.Real)

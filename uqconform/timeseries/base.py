@@ -34,8 +34,8 @@ from uqconform.base import (
     check_bool,
     check_calibration_settings,
     check_features,
+    check_int,
     check_n_jobs,
-    check_positive_int,
     check_random_state_value,
     check_regression_target,
     check_verbose,
@@ -77,7 +77,7 @@ def rolling_coverage(covered: ArrayLike, window: int = 50) -> NDArray:
         raise ValueError("`covered` must be 1-D.")
     if not np.isin(hits, (0.0, 1.0)).all():
         raise ValueError("`covered` must hold 0/1 or True/False values (NaN is not allowed).")
-    check_positive_int(window, "window")
+    check_int(window, "window")
     total = np.cumsum(hits)
     lagged = np.concatenate([np.zeros(window), total])[: hits.size]
     counts = np.minimum(np.arange(1, hits.size + 1), window)
@@ -281,12 +281,8 @@ class SequentialConformalRegressor(
             raise ValueError(
                 f"`residuals` must be 'bootstrap' or 'holdout', got {self.residuals!r}."
             )
-        for name, low in (("n_bootstrap", 2), ("memory", 2)):
-            value = getattr(self, name)
-            if name == "memory" and value is None:
-                continue
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
-                raise ValueError(f"`{name}` must be an integer >= {low}, got {value!r}.")
+        check_int(self.n_bootstrap, "n_bootstrap", low=2)
+        check_int(self.memory, "memory", low=2, allow_none=True)
         fraction = self.holdout_fraction
         if (
             isinstance(fraction, bool)

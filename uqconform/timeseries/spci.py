@@ -8,7 +8,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from sklearn.ensemble import RandomForestRegressor
 
-from uqconform.base import check_positive_int, integer_seed
+from uqconform.base import check_int, integer_seed
 from uqconform.timeseries.base import SequentialConformalRegressor
 from uqconform.timeseries.conditional import forest_weights, lagged_pairs
 
@@ -121,7 +121,7 @@ class SPCI(SequentialConformalRegressor):
     def _validate_params(self) -> None:
         super()._validate_params()
         for name in ("window", "n_trees", "max_depth"):
-            check_positive_int(getattr(self, name), name)
+            check_int(getattr(self, name), name)
 
     def _next_weights(self, memory: NDArray, min_effective: int) -> tuple[NDArray, NDArray, bool]:
         windows, targets, query = lagged_pairs(memory, int(self.window))
