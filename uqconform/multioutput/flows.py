@@ -575,8 +575,6 @@ def fit_flow(
     (3, 2)
     """
     torch = require_flows()
-    from tqdm.auto import tqdm
-
     check_flow_params(
         kind=kind,
         n_blocks=n_blocks,
@@ -587,34 +585,18 @@ def fit_flow(
         patience=patience,
         validation_fraction=validation_fraction,
     )
-    Y = np.asarray(Y, dtype=float)
-    if Y.ndim != 2 or not np.isfinite(Y).all():
-        raise ValueError("`Y` must be a finite 2-D array.")
-    n, d = Y.shape
-    if n < 2:
-        raise ValueError(f"A flow needs at least 2 rows of training data, got n_samples={n}.")
+    Y, X = _check_flow_data(Y, X)
     y_mean, y_chol = _whitener(Y)
     Y_std = _whiten(Y, y_mean, y_chol)
-    if X is None:
-        x_mean = x_scale = X_std = None
-        p = 0
-    else:
-        X = np.asarray(X, dtype=float)
-        if X.ndim != 2 or X.shape[0] != n or not np.isfinite(X).all():
-            raise ValueError("`X` must be a finite 2-D array with one row per row of Y.")
+    x_mean = x_scale = X_std = None
+    if X is not None:
         x_mean, x_scale = _scaler(X)
         X_std = (X - x_mean) / x_scale
-        p = X.shape[1]
     seed = _seed(random_state)
-    rng = np.random.default_rng(seed)
-    n_val = round(validation_fraction * n) if validation_fraction > 0 else 0
-    n_val = min(max(n_val, 1 if validation_fraction > 0 else 0), n - 1)
-    order = rng.permutation(n)
-    val_rows, train_rows = order[:n_val], order[n_val:]
-
+    val_rows, train_rows = _validation_split(Y.shape[0], validation_fraction, seed)
     spec = FlowSpec(
-        dim=d,
-        context_dim=p,
+        dim=Y.shape[1],
+        context_dim=0 if X is None else X.shape[1],
         kind=kind,
         n_blocks=int(n_blocks),
         hidden_features=int(hidden_features),
@@ -628,77 +610,137 @@ def fit_flow(
         raise ValueError(
             f"`device` must name a torch device such as 'cpu', got {device!r}."
         ) from error
-    history = _History()
     with _private_torch_rng(seed, torch_device), _torch_threads():
         module = spec.build().to(torch_device)
 
-        def tensor(values: NDArray | None, rows: NDArray) -> Any:
-            if values is None:
-                return None
-            return torch.as_tensor(values[rows], dtype=torch.float32, device=torch_device)
-
-        y_train, x_train = tensor(Y_std, train_rows), tensor(X_std, train_rows)
-        y_val, x_val = tensor(Y_std, val_rows), tensor(X_std, val_rows)
-        optimizer = torch.optim.Adam(module.parameters(), lr=float(learning_rate))
-        generator = torch.Generator().manual_seed(seed)
-        n_train = train_rows.size
-        best_loss, best_state, waited = math.inf, None, 0
-        if n_val:  # the starting point (the Gaussian fit) is the first candidate
-            with torch.no_grad():
-                start_log_prob = module.log_prob(y_val, context=x_val)
-            best_loss = float(-start_log_prob.mean())
-            start_state = best_state = copy.deepcopy(module.state_dict())
-        epochs = tqdm(range(max_epochs), desc=desc, disable=not verbose, leave=False)
-        for epoch in epochs:
-            module.train()
-            permutation = torch.randperm(n_train, generator=generator).to(torch_device)
-            total = 0.0
-            for start in range(0, n_train, batch_size):  # mini-batches
-                rows = permutation[start : start + batch_size]
-                context = None if x_train is None else x_train[rows]
-                loss = -module.log_prob(y_train[rows], context=context).mean()
-                if not torch.isfinite(loss):
-                    raise _diverged(epoch, learning_rate)
-                optimizer.zero_grad()
-                loss.backward()
-                optimizer.step()
-                total += float(loss.detach()) * rows.numel()
-            history.train_loss.append(total / n_train)
-            module.eval()
-            if n_val == 0:
-                continue
-            with torch.no_grad():
-                val_loss = float(-module.log_prob(y_val, context=x_val).mean())
-            if not math.isfinite(val_loss):
-                raise _diverged(epoch, learning_rate)
-            history.validation_loss.append(val_loss)
-            if verbose:
-                epochs.set_postfix(train=f"{total / n_train:.3f}", validation=f"{val_loss:.3f}")
-            if val_loss < best_loss:
-                best_loss, waited, history.best_epoch = val_loss, 0, epoch + 1
-                best_state = copy.deepcopy(module.state_dict())
-            else:
-                waited += 1
-                if patience is not None and waited >= patience:
-                    break
-        if best_state is not None:
-            module.load_state_dict(best_state)
-            if history.best_epoch > 0 and not _clearly_better(
-                module, start_log_prob, y_val, x_val
-            ):
-                module.load_state_dict(start_state)
-                history.best_epoch = 0
-        else:
-            history.best_epoch = len(history.train_loss)
-        module.eval()
-        # A last check: the kept state must give finite codes on the training data.
-        with torch.no_grad():
-            check = module.log_prob(
-                y_train[:1024], context=None if x_train is None else x_train[:1024]
+        def tensors(rows: NDArray) -> tuple[Any, Any]:
+            """The whitened outputs and standardised context of ``rows`` on the device."""
+            return tuple(
+                None
+                if values is None
+                else torch.as_tensor(values[rows], dtype=torch.float32, device=torch_device)
+                for values in (Y_std, X_std)
             )
-        if not torch.isfinite(check).all():
-            raise _diverged(max(history.best_epoch - 1, 0), learning_rate)
+
+        history = _train(
+            module,
+            tensors(train_rows),
+            tensors(val_rows),
+            seed=seed,
+            max_epochs=max_epochs,
+            batch_size=batch_size,
+            learning_rate=learning_rate,
+            patience=patience,
+            verbose=verbose,
+            desc=desc,
+        )
     return ConditionalFlow(spec, module, x_mean, x_scale, y_mean, y_chol, history, str(device))
+
+
+def _check_flow_data(Y: ArrayLike, X: ArrayLike | None) -> tuple[NDArray, NDArray | None]:
+    """``Y`` (and ``X``) as finite float arrays of matching rows, at least 2 of them."""
+    Y = np.asarray(Y, dtype=float)
+    if Y.ndim != 2 or not np.isfinite(Y).all():
+        raise ValueError("`Y` must be a finite 2-D array.")
+    if Y.shape[0] < 2:
+        raise ValueError(
+            f"A flow needs at least 2 rows of training data, got n_samples={Y.shape[0]}."
+        )
+    if X is not None:
+        X = np.asarray(X, dtype=float)
+        if X.ndim != 2 or X.shape[0] != Y.shape[0] or not np.isfinite(X).all():
+            raise ValueError("`X` must be a finite 2-D array with one row per row of Y.")
+    return Y, X
+
+
+def _validation_split(n: int, validation_fraction: float, seed: int) -> tuple[NDArray, NDArray]:
+    """Validation and training rows: a random ``validation_fraction`` of the ``n`` rows (at
+    least one and at most ``n - 1`` when the fraction is positive; none at 0)."""
+    n_val = round(validation_fraction * n) if validation_fraction > 0 else 0
+    n_val = min(max(n_val, 1 if validation_fraction > 0 else 0), n - 1)
+    order = np.random.default_rng(seed).permutation(n)
+    return order[:n_val], order[n_val:]
+
+
+def _train(
+    module: Any,
+    train: tuple[Any, Any],
+    validation: tuple[Any, Any],
+    *,
+    seed: int,
+    max_epochs: int,
+    batch_size: int,
+    learning_rate: float,
+    patience: int | None,
+    verbose: bool,
+    desc: str,
+) -> _History:
+    """Adam on mini-batches of ``train`` (outputs, context) with early stopping on
+    ``validation``; ``module`` is left in the kept state (the best validation epoch, or its
+    Gaussian start unless the trained flow is clearly better; the last epoch without
+    validation rows), which must give finite codes on the training data."""
+    torch = _torch()
+    from tqdm.auto import tqdm
+
+    (y_train, x_train), (y_val, x_val) = train, validation
+    n_train, n_val = y_train.shape[0], y_val.shape[0]
+    optimizer = torch.optim.Adam(module.parameters(), lr=float(learning_rate))
+    generator = torch.Generator().manual_seed(seed)
+    history = _History()
+    best_loss, best_state, waited = math.inf, None, 0
+    if n_val:  # the starting point (the Gaussian fit) is the first candidate
+        with torch.no_grad():
+            start_log_prob = module.log_prob(y_val, context=x_val)
+        best_loss = float(-start_log_prob.mean())
+        start_state = best_state = copy.deepcopy(module.state_dict())
+    epochs = tqdm(range(max_epochs), desc=desc, disable=not verbose, leave=False)
+    for epoch in epochs:
+        module.train()
+        permutation = torch.randperm(n_train, generator=generator).to(y_train.device)
+        total = 0.0
+        for start in range(0, n_train, batch_size):  # mini-batches
+            rows = permutation[start : start + batch_size]
+            context = None if x_train is None else x_train[rows]
+            loss = -module.log_prob(y_train[rows], context=context).mean()
+            if not torch.isfinite(loss):
+                raise _diverged(epoch, learning_rate)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            total += float(loss.detach()) * rows.numel()
+        history.train_loss.append(total / n_train)
+        module.eval()
+        if n_val == 0:
+            continue
+        with torch.no_grad():
+            val_loss = float(-module.log_prob(y_val, context=x_val).mean())
+        if not math.isfinite(val_loss):
+            raise _diverged(epoch, learning_rate)
+        history.validation_loss.append(val_loss)
+        if verbose:
+            epochs.set_postfix(train=f"{total / n_train:.3f}", validation=f"{val_loss:.3f}")
+        if val_loss < best_loss:
+            best_loss, waited, history.best_epoch = val_loss, 0, epoch + 1
+            best_state = copy.deepcopy(module.state_dict())
+        else:
+            waited += 1
+            if patience is not None and waited >= patience:
+                break
+    if best_state is not None:
+        module.load_state_dict(best_state)
+        if history.best_epoch > 0 and not _clearly_better(module, start_log_prob, y_val, x_val):
+            module.load_state_dict(start_state)
+            history.best_epoch = 0
+    else:
+        history.best_epoch = len(history.train_loss)
+    module.eval()
+    with torch.no_grad():  # the kept state must give finite codes on the training data
+        check = module.log_prob(
+            y_train[:1024], context=None if x_train is None else x_train[:1024]
+        )
+    if not torch.isfinite(check).all():
+        raise _diverged(max(history.best_epoch - 1, 0), learning_rate)
+    return history
 
 
 def _clearly_better(module: Any, start_log_prob: Any, y_val: Any, x_val: Any) -> bool:
