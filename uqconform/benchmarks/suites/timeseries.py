@@ -199,38 +199,8 @@ def _elec2(ctx, notes) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         bounds = run["bounds"][:spci_steps]
         runs["kowcpi (spci stretch)"].append(_scored(bounds, y_test[:spci_steps]))
 
-    rows, summary = [], {}
-    for method, method_runs in runs.items():
-        coverage, coverage_sd = summarize([r["coverage"] for r in method_runs])
-        width, width_sd = summarize([r["width"] for r in method_runs])
-        step = [r["step_s"] for r in method_runs if "step_s" in r]
-        windows = [r["window"] for r in method_runs if r.get("window") is not None]
-        infeasible = [r["n_infeasible"] for r in method_runs if r.get("n_infeasible") is not None]
-        summary[method] = {"coverage": coverage, "width": width}
-        rows.append(
-            {
-                "method": method,
-                "library": "uqconform",
-                "coverage": coverage,
-                "coverage_sd": coverage_sd,
-                "width": width,
-                "width_sd": width_sd,
-                "ms_per_step": 1e3 * float(np.mean(step)) if step else None,
-                "fit_s": float(np.mean([r["fit_s"] for r in method_runs]))
-                if "fit_s" in method_runs[0]
-                else None,
-                "window": "/".join(str(w) for w in sorted(set(windows))) if windows else None,
-                "infeasible_steps": float(np.mean(infeasible)) if infeasible else None,
-                "median_n_eff": float(np.mean([r["median_n_eff"] for r in method_runs]))
-                if "median_n_eff" in method_runs[0]
-                else None,
-                "trials": len(method_runs),
-                "n_test": len(method_runs[0]["covered"]),
-                "target_met": None,
-                "coverage_per_trial": [r["coverage"] for r in method_runs],
-                "width_per_trial": [r["width"] for r in method_runs],
-            }
-        )
+    rows = [_elec2_row(method, method_runs) for method, method_runs in runs.items()]
+    summary = {row["method"]: row for row in rows}
     # The target: KOWCPI valid and narrow, and narrower than each *valid* competitor.
     kowcpi = summary["kowcpi"]
     stretch = summary["kowcpi (spci stretch)"]
@@ -291,6 +261,36 @@ def _elec2(ctx, notes) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         "data": (X_fit, y_fit, X_test, y_test),
     }
     return rows, plot
+
+
+def _elec2_row(method: str, method_runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One method's ELEC2 row: means (and spreads) over its trials."""
+    coverage, coverage_sd = summarize([r["coverage"] for r in method_runs])
+    width, width_sd = summarize([r["width"] for r in method_runs])
+    step = [r["step_s"] for r in method_runs if "step_s" in r]
+    windows = [r["window"] for r in method_runs if r.get("window") is not None]
+    infeasible = [r["n_infeasible"] for r in method_runs if r.get("n_infeasible") is not None]
+    first = method_runs[0]
+    return {
+        "method": method,
+        "library": "uqconform",
+        "coverage": coverage,
+        "coverage_sd": coverage_sd,
+        "width": width,
+        "width_sd": width_sd,
+        "ms_per_step": 1e3 * float(np.mean(step)) if step else None,
+        "fit_s": float(np.mean([r["fit_s"] for r in method_runs])) if "fit_s" in first else None,
+        "window": "/".join(str(w) for w in sorted(set(windows))) if windows else None,
+        "infeasible_steps": float(np.mean(infeasible)) if infeasible else None,
+        "median_n_eff": float(np.mean([r["median_n_eff"] for r in method_runs]))
+        if "median_n_eff" in first
+        else None,
+        "trials": len(method_runs),
+        "n_test": len(first["covered"]),
+        "target_met": None,
+        "coverage_per_trial": [r["coverage"] for r in method_runs],
+        "width_per_trial": [r["width"] for r in method_runs],
+    }
 
 
 # ---- further series ---------------------------------------------------------------------------
@@ -454,78 +454,10 @@ def _further(ctx, notes) -> list[dict[str, Any]]:
             )
             for m, rs in runs.items()
         }
-        k_cov, k_width = means["kowcpi"]
-        s_cov, s_width = means["spci"]
-        stretch_cov = float(np.mean([r["coverage"] for r in stretch]))
-        stretch_width = float(np.mean([r["width"] for r in stretch]))
-        within = abs(k_cov - (1 - ALPHA)) <= TOLERANCE
-        no_wider = stretch_width <= s_width
-        row = {
-            "series": name,
-            "kind": kind,
-            "n_fit": n_fit,
-            "n_test": len(y_test),
-            "kowcpi_coverage": k_cov,
-            "kowcpi_width": k_width,
-            "kowcpi_window": "/".join(str(r["window"]) for r in runs["kowcpi"]),
-            "kowcpi_median_n_eff": float(np.mean([r["median_n_eff"] for r in runs["kowcpi"]])),
-            "kowcpi_fallback_share": float(
-                np.mean([r["n_infeasible"] / len(y_test) for r in runs["kowcpi"]])
-            ),
-            "spci_median_n_eff": float(np.mean([r["median_n_eff"] for r in runs["spci"]])),
-            "test_over_fit_residual_scale": float(
-                np.mean([r["scale_ratio"] for r in runs["kowcpi"]])
-            ),
-            "published_kowcpi_coverage": means["kowcpi (finite_sample=False)"][0],
-            "published_kowcpi_width": means["kowcpi (finite_sample=False)"][1],
-            "enbpi_coverage": means["enbpi"][0],
-            "enbpi_width": means["enbpi"][1],
-            "spci_coverage": s_cov,
-            "spci_width": s_width,
-            "spci_steps": spci_steps,
-            "kowcpi_cov_on_spci_stretch": stretch_cov,
-            "kowcpi_width_on_spci_stretch": stretch_width,
-            "kowcpi_within_0.03": within,
-            "kowcpi_no_wider_than_spci": no_wider,
-            "mapie_coverage": means.get("mapie enbpi", (None, None))[0],
-            "mapie_width": means.get("mapie enbpi", (None, None))[1],
-            "kowcpi_coverage_per_trial": [r["coverage"] for r in runs["kowcpi"]],
-        }
-        if auto_stretch:
-            auto_width = float(np.mean([r["width"] for r in auto_stretch]))
-            row |= {
-                "auto_bandwidth_kowcpi_coverage": means["kowcpi (bandwidth auto)"][0],
-                "auto_bandwidth_kowcpi_width": means["kowcpi (bandwidth auto)"][1],
-                "auto_bandwidth_kowcpi_cov_on_spci_stretch": float(
-                    np.mean([r["coverage"] for r in auto_stretch])
-                ),
-                "auto_bandwidth_kowcpi_width_on_spci_stretch": auto_width,
-                "auto_bandwidth_kowcpi_no_wider_than_spci": auto_width <= s_width,
-            }
+        row = {"series": name, "kind": kind, "n_fit": n_fit, "n_test": len(y_test)}
+        row |= _series_columns(runs, means, stretch, auto_stretch, len(y_test), spci_steps)
         rows.append(row)
-        if not (within and no_wider):
-            reasons = []
-            if not within:
-                reasons.append(f"KOWCPI coverage {k_cov:.3f} is off nominal by more than 0.03")
-            if not no_wider:
-                reasons.append(
-                    f"KOWCPI is wider than SPCI on SPCI's stretch ({stretch_width:.3g} vs "
-                    f"{s_width:.3g}, coverage {stretch_cov:.3f} vs {s_cov:.3f})"
-                )
-            shared = (
-                all(means[m][0] < 1 - ALPHA - TOLERANCE for m in ("enbpi", "spci")) and not within
-            )
-            if shared:
-                reasons.append(
-                    "EnbPI and SPCI under-cover too (the test residuals' MAD is "
-                    f"{row['test_over_fit_residual_scale']:.2f}x the fit residuals')"
-                )
-            notes.append(f"{name}: KOWCPI loses: " + "; ".join(reasons) + ".")
-        if no_wider and stretch_cov < s_cov - TOLERANCE:
-            notes.append(
-                f"{name}: KOWCPI is narrower than SPCI on SPCI's stretch but covers less there "
-                f"({stretch_cov:.3f} vs {s_cov:.3f}): not a win."
-            )
+        notes.extend(_loss_notes(row, means))
     notes.append(
         "KOWCPI uses finite_sample=True (conformal ends with the new residual at the weights' "
         "average weight, and an effective-sample-size floor of 19 at alpha = 0.1); the "
@@ -543,6 +475,95 @@ def _further(ctx, notes) -> list[dict[str, Any]]:
         + "."
     )
     return rows
+
+
+def _series_columns(
+    runs: dict[str, list[dict[str, Any]]],
+    means: dict[str, tuple[float, float]],
+    stretch: list[dict[str, Any]],
+    auto_stretch: list[dict[str, Any]],
+    n_test: int,
+    spci_steps: int,
+) -> dict[str, Any]:
+    """A further series' figures: each method's mean coverage and width, KOWCPI's on SPCI's
+    stretch (``stretch``; ``auto_stretch`` for the tuned bandwidth) and the two targets."""
+    k_cov, k_width = means["kowcpi"]
+    s_cov, s_width = means["spci"]
+    stretch_width = float(np.mean([r["width"] for r in stretch]))
+    kowcpi = runs["kowcpi"]
+    columns = {
+        "kowcpi_coverage": k_cov,
+        "kowcpi_width": k_width,
+        "kowcpi_window": "/".join(str(r["window"]) for r in kowcpi),
+        "kowcpi_median_n_eff": float(np.mean([r["median_n_eff"] for r in kowcpi])),
+        "kowcpi_fallback_share": float(np.mean([r["n_infeasible"] / n_test for r in kowcpi])),
+        "spci_median_n_eff": float(np.mean([r["median_n_eff"] for r in runs["spci"]])),
+        "test_over_fit_residual_scale": float(np.mean([r["scale_ratio"] for r in kowcpi])),
+        "published_kowcpi_coverage": means["kowcpi (finite_sample=False)"][0],
+        "published_kowcpi_width": means["kowcpi (finite_sample=False)"][1],
+        "enbpi_coverage": means["enbpi"][0],
+        "enbpi_width": means["enbpi"][1],
+        "spci_coverage": s_cov,
+        "spci_width": s_width,
+        "spci_steps": spci_steps,
+        "kowcpi_cov_on_spci_stretch": float(np.mean([r["coverage"] for r in stretch])),
+        "kowcpi_width_on_spci_stretch": stretch_width,
+        "kowcpi_within_0.03": abs(k_cov - (1 - ALPHA)) <= TOLERANCE,
+        "kowcpi_no_wider_than_spci": stretch_width <= s_width,
+        "mapie_coverage": means.get("mapie enbpi", (None, None))[0],
+        "mapie_width": means.get("mapie enbpi", (None, None))[1],
+        "kowcpi_coverage_per_trial": [r["coverage"] for r in kowcpi],
+    }
+    if auto_stretch:
+        auto_width = float(np.mean([r["width"] for r in auto_stretch]))
+        columns |= {
+            "auto_bandwidth_kowcpi_coverage": means["kowcpi (bandwidth auto)"][0],
+            "auto_bandwidth_kowcpi_width": means["kowcpi (bandwidth auto)"][1],
+            "auto_bandwidth_kowcpi_cov_on_spci_stretch": float(
+                np.mean([r["coverage"] for r in auto_stretch])
+            ),
+            "auto_bandwidth_kowcpi_width_on_spci_stretch": auto_width,
+            "auto_bandwidth_kowcpi_no_wider_than_spci": auto_width <= s_width,
+        }
+    return columns
+
+
+def _loss_notes(row: dict[str, Any], means: dict[str, tuple[float, float]]) -> list[str]:
+    """Where KOWCPI loses on a further series (coverage off nominal, wider than SPCI, or
+    narrower only by covering less), and why when the other methods fail too."""
+    name, within, no_wider = (
+        row["series"],
+        row["kowcpi_within_0.03"],
+        row["kowcpi_no_wider_than_spci"],
+    )
+    k_cov, s_cov, s_width = row["kowcpi_coverage"], row["spci_coverage"], row["spci_width"]
+    stretch_cov, stretch_width = (
+        row["kowcpi_cov_on_spci_stretch"],
+        row["kowcpi_width_on_spci_stretch"],
+    )
+    notes = []
+    if not (within and no_wider):
+        reasons = []
+        if not within:
+            reasons.append(f"KOWCPI coverage {k_cov:.3f} is off nominal by more than 0.03")
+        if not no_wider:
+            reasons.append(
+                f"KOWCPI is wider than SPCI on SPCI's stretch ({stretch_width:.3g} vs "
+                f"{s_width:.3g}, coverage {stretch_cov:.3f} vs {s_cov:.3f})"
+            )
+        shared = all(means[m][0] < 1 - ALPHA - TOLERANCE for m in ("enbpi", "spci")) and not within
+        if shared:
+            reasons.append(
+                "EnbPI and SPCI under-cover too (the test residuals' MAD is "
+                f"{row['test_over_fit_residual_scale']:.2f}x the fit residuals')"
+            )
+        notes.append(f"{name}: KOWCPI loses: " + "; ".join(reasons) + ".")
+    if no_wider and stretch_cov < s_cov - TOLERANCE:
+        notes.append(
+            f"{name}: KOWCPI is narrower than SPCI on SPCI's stretch but covers less there "
+            f"({stretch_cov:.3f} vs {s_cov:.3f}): not a win."
+        )
+    return notes
 
 
 # ---- speed ------------------------------------------------------------------------------------
