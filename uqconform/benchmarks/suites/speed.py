@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import gc
 import tracemalloc
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -137,58 +137,8 @@ def _run_speed(ctx) -> FamilyResult:
     n = ctx.pick(5_000, 100_000, 100_000)
     n_train = ctx.pick(2_000, 20_000, 20_000)
     repeats = ctx.pick(1, 5, 9)
-    rows = []
-
-    X, y, _ = make_heteroscedastic_regression(
-        n_train + 2 * n, n_features=10, random_state=ctx.seed
-    )
-    data = (X[n_train : n_train + n], y[n_train : n_train + n], X[n_train + n :])
-    regressors = {
-        "HistGradientBoosting": HistGradientBoostingRegressor(random_state=ctx.seed),
-        "linear": LinearRegression(),
-    }
-    for model in regressors.values():
-        model.fit(X[:n_train], y[:n_train])
-        cheap = isinstance(model, LinearRegression)
-        rows.append(
-            _speed_row(
-                ctx,
-                "regression",
-                "absolute",
-                model,
-                lambda Xc, Xt, model=model: (model.predict(Xc), model.predict(Xt)),
-                _ours_regression(model),
-                _mapie_regression(model) if mapie is not None else None,
-                data,
-                repeats * 5 if cheap else repeats,  # millisecond calls: more repeats
-            )
-        )
-
-    X, y, _ = make_gaussian_classification(
-        n_train + 2 * n, n_classes=N_CLASSES, n_features=10, separation=1.0, random_state=ctx.seed
-    )
-    data = (X[n_train : n_train + n], y[n_train : n_train + n], X[n_train + n :])
-    classifiers = {
-        "HistGradientBoosting": HistGradientBoostingClassifier(max_iter=50, random_state=ctx.seed),
-        "linear": LogisticRegression(max_iter=500),
-    }
-    for clf in classifiers.values():
-        clf.fit(X[:n_train], y[:n_train])
-        cheap = isinstance(clf, LogisticRegression)
-        for score in ("lac", "aps"):
-            rows.append(
-                _speed_row(
-                    ctx,
-                    f"classification ({N_CLASSES} classes)",
-                    score,
-                    clf,
-                    lambda Xc, Xt, clf=clf: (clf.predict_proba(Xc), clf.predict_proba(Xt)),
-                    _ours_classification(clf, score),
-                    _mapie_classification(clf, score) if mapie is not None else None,
-                    data,
-                    repeats * 5 if cheap else repeats,
-                )
-            )
+    rows = _regression_speed_rows(ctx, n, n_train, repeats, mapie is not None)
+    rows += _classification_speed_rows(ctx, n, n_train, repeats, mapie is not None)
     notes += [
         f"Times are the best of {repeats} interleaved runs (seconds). model_predict_s: the "
         "model's own predict / predict_proba on the calibration and test rows, which every "
@@ -218,6 +168,77 @@ def _run_speed(ctx) -> FamilyResult:
         ax.legend(fontsize=8)
 
     ctx.figure("times", draw)
+    headlines = _speed_headlines(rows)
+    return FamilyResult(tables={"Speed (seconds)": rows}, notes=notes, headlines=headlines)
+
+
+def _regression_speed_rows(
+    ctx, n: int, n_train: int, repeats: int, with_mapie: bool
+) -> list[dict[str, Any]]:
+    """Split CP (absolute score) with a prefit gradient-boosting and a linear regressor."""
+    rows = []
+    X, y, _ = make_heteroscedastic_regression(
+        n_train + 2 * n, n_features=10, random_state=ctx.seed
+    )
+    data = (X[n_train : n_train + n], y[n_train : n_train + n], X[n_train + n :])
+    regressors = {
+        "HistGradientBoosting": HistGradientBoostingRegressor(random_state=ctx.seed),
+        "linear": LinearRegression(),
+    }
+    for model in regressors.values():
+        model.fit(X[:n_train], y[:n_train])
+        cheap = isinstance(model, LinearRegression)
+        rows.append(
+            _speed_row(
+                ctx,
+                "regression",
+                "absolute",
+                model,
+                lambda Xc, Xt, model=model: (model.predict(Xc), model.predict(Xt)),
+                _ours_regression(model),
+                _mapie_regression(model) if with_mapie else None,
+                data,
+                repeats * 5 if cheap else repeats,  # millisecond calls: more repeats
+            )
+        )
+    return rows
+
+
+def _classification_speed_rows(
+    ctx, n: int, n_train: int, repeats: int, with_mapie: bool
+) -> list[dict[str, Any]]:
+    """LAC and APS sets with a prefit gradient-boosting and a logistic classifier."""
+    rows = []
+    X, y, _ = make_gaussian_classification(
+        n_train + 2 * n, n_classes=N_CLASSES, n_features=10, separation=1.0, random_state=ctx.seed
+    )
+    data = (X[n_train : n_train + n], y[n_train : n_train + n], X[n_train + n :])
+    classifiers = {
+        "HistGradientBoosting": HistGradientBoostingClassifier(max_iter=50, random_state=ctx.seed),
+        "linear": LogisticRegression(max_iter=500),
+    }
+    for clf in classifiers.values():
+        clf.fit(X[:n_train], y[:n_train])
+        cheap = isinstance(clf, LogisticRegression)
+        for score in ("lac", "aps"):
+            rows.append(
+                _speed_row(
+                    ctx,
+                    f"classification ({N_CLASSES} classes)",
+                    score,
+                    clf,
+                    lambda Xc, Xt, clf=clf: (clf.predict_proba(Xc), clf.predict_proba(Xt)),
+                    _ours_classification(clf, score),
+                    _mapie_classification(clf, score) if with_mapie else None,
+                    data,
+                    repeats * 5 if cheap else repeats,
+                )
+            )
+    return rows
+
+
+def _speed_headlines(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The speed targets' headlines (the worst row of each kind)."""
     # The two targets cannot hold on one model (see the notes): the ratio is judged where
     # the conformal layer is a visible part of the time (light models), the overhead where
     # the model dominates (HistGradientBoosting).
@@ -242,7 +263,7 @@ def _run_speed(ctx) -> FamilyResult:
                 all(r["overhead_target_met"] for r in heavy),
             )
         )
-    return FamilyResult(tables={"Speed (seconds)": rows}, notes=notes, headlines=headlines)
+    return headlines
 
 
 def _peak(call: Callable[[], Any]) -> tuple[Any, int]:
@@ -285,9 +306,46 @@ def run_memory(ctx) -> FamilyResult:
         notes.append(missing_anchor_note("MAPIE"))
     n = ctx.pick(50_000, 2_000_000, 2_000_000)
     n_cal = 2_000
-    rows = []
     progress = iter(ctx.tqdm(range(5 if mapie is None else 7), desc="memory"))
 
+    with_mapie = mapie is not None
+    rows = _regression_memory_rows(ctx, n, n_cal, with_mapie, progress)
+    rows += _classification_memory_rows(ctx, n, n_cal, with_mapie, progress)
+    notes.append(
+        "peak_vs_output = peak memory traced by tracemalloc during the call (the input X "
+        "excluded, it exists before) / size of the output array ((n, 2) float64 intervals or "
+        f"(n, n_classes) bool sets); target <= {MEMORY_TARGET}. Models: LinearRegression and "
+        "LogisticRegression, calibrated on 2000 rows. Reference rows (the model alone, MAPIE) "
+        "use the same denominator and have no target."
+    )
+
+    def draw(fig):
+        ax = fig.subplots()
+        labels = [f"{r['call']}" for r in rows]
+        ax.barh(np.arange(len(rows)), [r["peak_vs_output"] for r in rows])
+        ax.axvline(MEMORY_TARGET, color="black", linestyle="--", linewidth=1)
+        ax.set_yticks(np.arange(len(rows)), labels, fontsize=8)
+        ax.set_xscale("log")
+        ax.set_xlabel("peak traced memory / output size (dashed: target)")
+
+    ctx.figure("peak", draw)
+    mine = [r for r in rows if r["target"] is not None]
+    headlines = [
+        headline(
+            "peak memory / output size (worst call)",
+            round(max(r["peak_vs_output"] for r in mine), 3),
+            f"<= {MEMORY_TARGET}",
+            all(r["target_met"] for r in mine),
+        )
+    ]
+    return FamilyResult(tables={"Peak memory": rows}, notes=notes, headlines=headlines)
+
+
+def _regression_memory_rows(
+    ctx, n: int, n_cal: int, with_mapie: bool, progress: Iterator[Any]
+) -> list[dict[str, Any]]:
+    """Peak memory of split CP's intervals on ``n`` rows, beside the model and MAPIE."""
+    rows = []
     X, y, _ = make_heteroscedastic_regression(n + 2 * n_cal, n_features=10, random_state=ctx.seed)
     X_test = X[2 * n_cal :]
     model = LinearRegression().fit(X[:n_cal], y[:n_cal])
@@ -306,7 +364,7 @@ def run_memory(ctx) -> FamilyResult:
         _memory_row(task, "model.predict (reference)", lambda: model.predict(X_test), output, True)
     )
     next(progress, None)
-    if mapie is not None:
+    if with_mapie:
         mapie_call = _mapie_regression(model)
         rows.append(
             _memory_row(
@@ -318,8 +376,14 @@ def run_memory(ctx) -> FamilyResult:
             )
         )
         next(progress, None)
-    del X, X_test, y
+    return rows
 
+
+def _classification_memory_rows(
+    ctx, n: int, n_cal: int, with_mapie: bool, progress: Iterator[Any]
+) -> list[dict[str, Any]]:
+    """Peak memory of LAC and APS sets on ``n`` rows, beside the model and MAPIE."""
+    rows = []
     X, y, _ = make_gaussian_classification(
         n + 2 * n_cal, n_classes=N_CLASSES, n_features=10, separation=1.0, random_state=ctx.seed
     )
@@ -349,7 +413,7 @@ def run_memory(ctx) -> FamilyResult:
         )
     )
     next(progress, None)
-    if mapie is not None:
+    if with_mapie:
         mapie_call = _mapie_classification(clf, "lac")
         rows.append(
             _memory_row(
@@ -361,31 +425,4 @@ def run_memory(ctx) -> FamilyResult:
             )
         )
         next(progress, None)
-    notes.append(
-        "peak_vs_output = peak memory traced by tracemalloc during the call (the input X "
-        "excluded, it exists before) / size of the output array ((n, 2) float64 intervals or "
-        f"(n, n_classes) bool sets); target <= {MEMORY_TARGET}. Models: LinearRegression and "
-        "LogisticRegression, calibrated on 2000 rows. Reference rows (the model alone, MAPIE) "
-        "use the same denominator and have no target."
-    )
-
-    def draw(fig):
-        ax = fig.subplots()
-        labels = [f"{r['call']}" for r in rows]
-        ax.barh(np.arange(len(rows)), [r["peak_vs_output"] for r in rows])
-        ax.axvline(MEMORY_TARGET, color="black", linestyle="--", linewidth=1)
-        ax.set_yticks(np.arange(len(rows)), labels, fontsize=8)
-        ax.set_xscale("log")
-        ax.set_xlabel("peak traced memory / output size (dashed: target)")
-
-    ctx.figure("peak", draw)
-    mine = [r for r in rows if r["target"] is not None]
-    headlines = [
-        headline(
-            "peak memory / output size (worst call)",
-            round(max(r["peak_vs_output"] for r in mine), 3),
-            f"<= {MEMORY_TARGET}",
-            all(r["target_met"] for r in mine),
-        )
-    ]
-    return FamilyResult(tables={"Peak memory": rows}, notes=notes, headlines=headlines)
+    return rows
