@@ -296,94 +296,102 @@ def _run_predictive(ctx, keep):
         diffs[name].append(result.pop("_nll_diff_rows"))
         for key, value in result.items():
             records[name][key].append(value)
-    rows, bridge = [], []
-    for name in names:
-        rec = records[name]
-        n_splits = len(rec["nll_onepass"])
-        mean = {key: summarize(values)[0] for key, values in rec.items()}
-        gap = mean["nll_onepass"] - mean["nll_mc"]
-        rel = abs(gap) / abs(mean["nll_mc"])
-        pooled = np.concatenate(diffs[name])
-        row = {
-            "data": name,
-            "task": "regression" if name in REGRESSION else "classification",
-            "nll_onepass": mean["nll_onepass"],
-            "nll_mc1000": mean["nll_mc"],
-            "nll_glm": mean["nll_glm"],
-            "nll_map_tuned": mean["nll_map"],
-            "nll_onepass_minus_mc": gap,
-            "nll_diff_se": float(pooled.std(ddof=1) / np.sqrt(pooled.size)),
-            "nll_rel_diff_mc": rel,
-            "nll_abs_diff_mc": abs(gap),
-            "nll_target_met": bool(rel <= TARGETS["nll_rel"]),
-            "onepass_not_worse": bool(gap <= TARGETS["nll_rel"] * abs(mean["nll_mc"])),
-            "nll_rel_diff_glm": (mean["nll_onepass"] - mean["nll_glm"]) / abs(mean["nll_glm"]),
-            "nll_mc1000_own_scale": mean["nll_mc_own_scale"],
-            "nll_rel_diff_mc_own_scale": (mean["nll_onepass"] - mean["nll_mc_own_scale"])
-            / abs(mean["nll_mc_own_scale"]),
-            "onepass_minus_map": mean["nll_onepass"] - mean["nll_map"],
-            "nll_ensemble5": mean["nll_ensemble"],
-            "onepass_minus_ensemble": mean["nll_onepass"] - mean["nll_ensemble"],
-            "nll_onepass_full_relu": mean["nll_onepass_rich"],
-            "nll_mc1000_full_relu": mean["nll_mc_rich"],
-            "nll_rel_diff_mc_full_relu": abs(mean["nll_onepass_rich"] - mean["nll_mc_rich"])
-            / abs(mean["nll_mc_rich"]),
-            "spearman_var_mc": mean["spearman_mc"],
-            "spearman_glm_mc": mean["spearman_glm_mc"],
-            "spearman_target_met": bool(mean["spearman_mc"] >= TARGETS["spearman"]),
-            "var_ratio_onepass_mc": mean["var_ratio_mc"],
-            "prior_precision": float(np.exp(np.mean(np.log(rec["prior_precision"])))),
-            "scale": mean["scale"],
-            "fit_s": mean["fit_s"],
-            "mc_own_scale_s": mean["mc_own_s"],
-            "resplits": n_splits,
-            "test_rows_pooled": int(pooled.size),
-        }
-        if name in REGRESSION:
-            low, high = TARGETS["coverage"]
-            row |= {
-                "coverage90_onepass": mean["coverage_onepass"],
-                "coverage90_mc": mean["coverage_mc"],
-                "coverage90_map": mean["coverage_map"],
-                "coverage_target_met": bool(low <= mean["coverage_onepass"] <= high),
-                "width_onepass": mean["width_onepass"],
-                "width_map": mean["width_map"],
-                "coverage90_ensemble5": mean["coverage_ensemble"],
-                "width_ensemble5": mean["width_ensemble"],
-                "spearman_var_sqerr": mean["spearman_sqerr"],
-            }
-            n_cal, n_test = int(rec["n_cal"][0]), int(rec["n_test"][0])
-            lo, hi = coverage_bounds(n_cal, ALPHA, n_test, CONFIDENCE, n_repeats=n_splits)
-            bridge.append(
-                {
-                    "data": name,
-                    "coverage": mean["cp_coverage"],
-                    "coverage_low": lo,
-                    "coverage_high": hi,
-                    "coverage_ok": bool(lo <= mean["cp_coverage"] <= hi),
-                    "width_normalized_bayes": mean["cp_width"],
-                    "width_absolute": mean["cp_abs_width"],
-                    "n_calibration": n_cal,
-                    "n_test": n_test,
-                    "resplits": n_splits,
-                    "coverage_per_split": rec["cp_coverage"],
-                }
-            )
-        else:
-            row |= {
-                "accuracy": mean["accuracy"],
-                "ece_onepass": mean["ece_onepass"],
-                "ece_mc1000": mean["ece_mc"],
-                "ece_map_tuned": mean["ece_map"],
-                "ece_map_raw": mean["ece_map_raw"],
-                "ece_ensemble5": mean["ece_ensemble"],
-                "nll_map_raw": mean["nll_map_raw"],
-                "temperature_map": float(np.exp(np.mean(np.log(rec["temperature_map"])))),
-            }
-        row["nll_onepass_per_split"] = rec["nll_onepass"]
-        row["nll_mc_per_split"] = rec["nll_mc"]
-        rows.append(row)
+    rows = [_predictive_row(name, records[name], diffs[name]) for name in names]
+    bridge = [_bridge_row(name, records[name]) for name in names if name in REGRESSION]
     return rows, bridge
+
+
+def _predictive_row(name: str, rec: dict[str, list], diffs: list[np.ndarray]) -> dict[str, Any]:
+    """A data set's predictive row: means over resplits of one pass, MC, GLM and the
+    baselines, with the targets judged on them (``diffs``: per-row NLL differences)."""
+    n_splits = len(rec["nll_onepass"])
+    mean = {key: summarize(values)[0] for key, values in rec.items()}
+    gap = mean["nll_onepass"] - mean["nll_mc"]
+    rel = abs(gap) / abs(mean["nll_mc"])
+    pooled = np.concatenate(diffs)
+    row = {
+        "data": name,
+        "task": "regression" if name in REGRESSION else "classification",
+        "nll_onepass": mean["nll_onepass"],
+        "nll_mc1000": mean["nll_mc"],
+        "nll_glm": mean["nll_glm"],
+        "nll_map_tuned": mean["nll_map"],
+        "nll_onepass_minus_mc": gap,
+        "nll_diff_se": float(pooled.std(ddof=1) / np.sqrt(pooled.size)),
+        "nll_rel_diff_mc": rel,
+        "nll_abs_diff_mc": abs(gap),
+        "nll_target_met": bool(rel <= TARGETS["nll_rel"]),
+        "onepass_not_worse": bool(gap <= TARGETS["nll_rel"] * abs(mean["nll_mc"])),
+        "nll_rel_diff_glm": (mean["nll_onepass"] - mean["nll_glm"]) / abs(mean["nll_glm"]),
+        "nll_mc1000_own_scale": mean["nll_mc_own_scale"],
+        "nll_rel_diff_mc_own_scale": (mean["nll_onepass"] - mean["nll_mc_own_scale"])
+        / abs(mean["nll_mc_own_scale"]),
+        "onepass_minus_map": mean["nll_onepass"] - mean["nll_map"],
+        "nll_ensemble5": mean["nll_ensemble"],
+        "onepass_minus_ensemble": mean["nll_onepass"] - mean["nll_ensemble"],
+        "nll_onepass_full_relu": mean["nll_onepass_rich"],
+        "nll_mc1000_full_relu": mean["nll_mc_rich"],
+        "nll_rel_diff_mc_full_relu": abs(mean["nll_onepass_rich"] - mean["nll_mc_rich"])
+        / abs(mean["nll_mc_rich"]),
+        "spearman_var_mc": mean["spearman_mc"],
+        "spearman_glm_mc": mean["spearman_glm_mc"],
+        "spearman_target_met": bool(mean["spearman_mc"] >= TARGETS["spearman"]),
+        "var_ratio_onepass_mc": mean["var_ratio_mc"],
+        "prior_precision": float(np.exp(np.mean(np.log(rec["prior_precision"])))),
+        "scale": mean["scale"],
+        "fit_s": mean["fit_s"],
+        "mc_own_scale_s": mean["mc_own_s"],
+        "resplits": n_splits,
+        "test_rows_pooled": int(pooled.size),
+    }
+    if name in REGRESSION:
+        low, high = TARGETS["coverage"]
+        row |= {
+            "coverage90_onepass": mean["coverage_onepass"],
+            "coverage90_mc": mean["coverage_mc"],
+            "coverage90_map": mean["coverage_map"],
+            "coverage_target_met": bool(low <= mean["coverage_onepass"] <= high),
+            "width_onepass": mean["width_onepass"],
+            "width_map": mean["width_map"],
+            "coverage90_ensemble5": mean["coverage_ensemble"],
+            "width_ensemble5": mean["width_ensemble"],
+            "spearman_var_sqerr": mean["spearman_sqerr"],
+        }
+    else:
+        row |= {
+            "accuracy": mean["accuracy"],
+            "ece_onepass": mean["ece_onepass"],
+            "ece_mc1000": mean["ece_mc"],
+            "ece_map_tuned": mean["ece_map"],
+            "ece_map_raw": mean["ece_map_raw"],
+            "ece_ensemble5": mean["ece_ensemble"],
+            "nll_map_raw": mean["nll_map_raw"],
+            "temperature_map": float(np.exp(np.mean(np.log(rec["temperature_map"])))),
+        }
+    row["nll_onepass_per_split"] = rec["nll_onepass"]
+    row["nll_mc_per_split"] = rec["nll_mc"]
+    return row
+
+
+def _bridge_row(name: str, rec: dict[str, list]) -> dict[str, Any]:
+    """The conformal bridge's row of a regression data set, with the coverage law's range."""
+    n_splits = len(rec["nll_onepass"])
+    mean = {key: summarize(rec[key])[0] for key in ("cp_coverage", "cp_width", "cp_abs_width")}
+    n_cal, n_test = int(rec["n_cal"][0]), int(rec["n_test"][0])
+    lo, hi = coverage_bounds(n_cal, ALPHA, n_test, CONFIDENCE, n_repeats=n_splits)
+    return {
+        "data": name,
+        "coverage": mean["cp_coverage"],
+        "coverage_low": lo,
+        "coverage_high": hi,
+        "coverage_ok": bool(lo <= mean["cp_coverage"] <= hi),
+        "width_normalized_bayes": mean["cp_width"],
+        "width_absolute": mean["cp_abs_width"],
+        "n_calibration": n_cal,
+        "n_test": n_test,
+        "resplits": n_splits,
+        "coverage_per_split": rec["cp_coverage"],
+    }
 
 
 # ---- the prior pitfall ------------------------------------------------------------------------
