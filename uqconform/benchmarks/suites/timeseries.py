@@ -685,7 +685,7 @@ def _headlines(elec2_rows, further, speed_rows) -> list[dict[str, Any]]:
     found = [
         headline(
             f"ELEC2: {row['method']} coverage / width",
-            f"{row['coverage']:.3f} / {row['width']:.3f}",
+            f"{row['coverage']:.4f} / {row['width']:.3f}",
             f"coverage in {list(TARGET_COVERAGE)}, width <= {TARGET_WIDTH}, beats EnbPI and SPCI",
             row["target_met"],
         )
