@@ -224,6 +224,39 @@ def test_ordinary_residuals_do_not_warn_about_zero_width():
     assert model.scale_ == model._robust_scale(model.fit_residuals_)
 
 
+
+@pytest.mark.parametrize("name", list(CLASSES))
+@pytest.mark.parametrize("unit", [2.0**-50, 2.0**-1000, 2.0**600])
+def test_intervals_follow_the_units_of_y(name, unit):
+    """Regression test: a series in small units (residuals below 1e-12) was taken for an
+    exact fit (scale_ = 1, a misleading warning; KOWCPI's kernel and SPCI's forest went
+    flat: intervals 41% and 10% wider at 1e-14), the spread underflowed below 1e-154, and
+    SPCI's forest overflowed float32 on large units. Powers of two keep the steps exact."""
+    X, y = iid_series(260, 11)
+    y = y + np.convolve(np.random.default_rng(1).normal(size=260), [1.0, 0.6], "same")
+    reference = make(name, LinearRegression(), n_bootstrap=8, window=3, random_state=0)
+    expected = reference.fit(X[:200], y[:200]).predict_interval(X[200:230], y[200:230])
+    model = make(name, LinearRegression(), n_bootstrap=8, window=3, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        model.fit(X[:200], y[:200] * unit)
+        bounds = model.predict_interval(X[200:230], y[200:230] * unit)
+    assert model.scale_ == reference.scale_ * unit
+    # equal up to the outward rounding's margins, which go subnormal at 2**-1000
+    np.testing.assert_allclose(bounds, expected * unit, rtol=1e-12)
+
+
+def test_kowcpi_on_subnormal_residuals_falls_back_instead_of_failing():
+    """Regression test: residuals of order 1e-320 made the adjustment weights' root search
+    start from an infinite bracket (a NaN error from scipy)."""
+    X, y = iid_series(120, 12)
+    model = KOWCPI(LinearRegression(), n_bootstrap=8, window=2, random_state=0)
+    with pytest.warns(UserWarning, match="numerically\\) zero"):
+        model.fit(X[:100], y[:100] * 1e-320)
+    bounds = model.predict_interval(X[100:], y[100:] * 1e-320)
+    assert np.isfinite(bounds).all() and (bounds[:, 0] <= bounds[:, 1]).all()
+
+
 @pytest.mark.parametrize("name", list(CLASSES))
 def test_a_dataframe_with_text_columns_reaches_the_pipeline_unchanged(name):
     """Regression test: X was converted to a float array before the model saw it, so a

@@ -181,6 +181,15 @@ def minimum_effective_size(alphas: NDArray) -> int:
     return minimum_scores(float(np.min(alphas)) / 2)
 
 
+def _spread(values: NDArray) -> float:
+    """Standard deviation of ``values`` computed in units of their largest magnitude, so
+    that it neither underflows (values of order 1e-200 square to zero) nor overflows."""
+    peak = float(np.max(np.abs(values))) if values.size else 0.0
+    if not 0 < peak < np.inf:
+        return 0.0 if peak == 0 else float(np.std(values))
+    return peak * float(np.std(values / peak))
+
+
 class SequentialConformalRegressor(
     RoutesFitParams, RegressorMixin, BaseEstimator, metaclass=ABCMeta
 ):
@@ -439,14 +448,16 @@ class SequentialConformalRegressor(
     def _robust_scale(residuals: NDArray) -> float:
         """Median absolute deviation (consistent for the normal), never zero."""
         mad = 1.4826 * float(np.median(np.abs(residuals - np.median(residuals))))
-        return mad if mad > 0 else float(np.std(residuals)) or 1.0
+        return mad if mad > 0 else _spread(residuals) or 1.0
 
     def _fit_scale(self, residuals: NDArray, y: NDArray) -> float:
         """`_robust_scale` of the fit residuals; 1 (absolute units), with a warning, when
         they are numerically zero: standard deviation (so also the MAD, at most about three
-        times it) ``<= 1e-12 max(1, mean |y|)``."""
-        spread = float(np.std(residuals))
-        if spread > 1e-12 * max(1.0, float(np.mean(np.abs(y)))):
+        times it) ``<= 1e-12 mean |y|``, or below the smallest normal float. Relative to
+        ``y`` only, so a series in small units (``y`` of order 1e-14) is scaled like the
+        same series in large ones."""
+        spread = _spread(residuals)
+        if spread > max(1e-12 * float(np.mean(np.abs(y))), np.finfo(float).tiny):
             return self._robust_scale(residuals)
         warn_user(
             f"The {residuals.shape[0]} fit residuals are all (numerically) zero (standard "

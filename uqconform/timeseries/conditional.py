@@ -93,8 +93,11 @@ def adjustment_lambda(z: NDArray) -> tuple[float, bool]:
     active = z[z != 0]
     if active.size == 0 or active.min() > 0 or active.max() < 0:
         return 0.0, False
-    low, high = -1.0 / active.max(), -1.0 / active.min()
+    with np.errstate(over="ignore"):
+        low, high = -1.0 / active.max(), -1.0 / active.min()
     span = high - low
+    if not np.isfinite(span):  # subnormal z: numerically zero, nothing to adjust
+        return 0.0, False
     low, high = low + 1e-10 * span, high - 1e-10 * span
 
     def moment(lam: float) -> float:

@@ -124,12 +124,17 @@ class SPCI(SequentialConformalRegressor):
             check_int(getattr(self, name), name)
 
     def _next_weights(self, memory: NDArray, min_effective: int) -> tuple[NDArray, NDArray, bool]:
-        windows, targets, query = lagged_pairs(memory, int(self.window))
+        # The forest sees residuals in units of scale_: its float32 features and its
+        # impurity floor (a node of variance below 2e-16 is not split) would otherwise
+        # make the weights depend on the units of y.
+        window = int(self.window)
+        windows, scaled_targets, query = lagged_pairs(memory / self.scale_, window)
         seed = None if self._forest_seed is None else self._forest_seed + self.n_steps_
         forest = RandomForestRegressor(
             n_estimators=self.n_trees, max_depth=self.max_depth, random_state=seed
         )
-        return targets, forest_weights(windows, targets, query, forest), True
+        weights = forest_weights(windows, scaled_targets, query, forest)
+        return memory[window:], weights, True  # the targets in original units exactly
 
     _fit_params = (*SequentialConformalRegressor._fit_params, "window")  # checked at fit
 
