@@ -224,7 +224,6 @@ def test_ordinary_residuals_do_not_warn_about_zero_width():
     assert model.scale_ == model._robust_scale(model.fit_residuals_)
 
 
-
 @pytest.mark.parametrize("name", list(CLASSES))
 @pytest.mark.parametrize("unit", [2.0**-50, 2.0**-1000, 2.0**600])
 def test_intervals_follow_the_units_of_y(name, unit):
