@@ -216,7 +216,8 @@ def test_mlp_predict_std_is_the_linearised_laplace_std(activation, curvature):
     network = model.estimator_
     train = linearize(network, X, curvature=curvature)
     test = linearize(network, X_test, curvature=curvature)
-    bias_prior = _BIAS_PRIOR * np.mean(np.sum(train.jacobian**2, axis=0))
+    own = np.sum(train.jacobian**2, axis=0)  # each bias's own curvature, or the mean if 0
+    bias_prior = _BIAS_PRIOR * np.where(own > 0, own, np.mean(own))
     ggn = train.jacobian.T @ train.jacobian + np.diag(
         np.where(train.penalized, network.alpha, bias_prior)
     )

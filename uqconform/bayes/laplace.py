@@ -52,6 +52,7 @@ from uqconform.bayes.convert import NetworkView, as_network, output_jacobians
 from uqconform.bayes.likelihood import (
     gaussian_log_density,
     log_probabilities,
+    noise_variance,
     probit_logits,
 )
 from uqconform.bayes.network import DiagonalBlock, FullBlock, KroneckerBlock
@@ -231,7 +232,7 @@ class LaplacePosterior(BaseEstimator):
         if view.task == "regression":
             rows, t = (Xv, target_val) if Xv is not None else (Xt, target)
             residual = t - view.network.forward(rows)[:, 0]
-            self._set_noise(view, float(max(np.mean(residual**2), 1e-12)))
+            self._set_noise(view, noise_variance(residual, t))
         self._curvature(view, Xt)
         self.prior_grid_nll_ = None
         if isinstance(prior, str) and prior == "marglik":
@@ -297,7 +298,7 @@ class LaplacePosterior(BaseEstimator):
             if X_val is not None:
                 Xv, target = post._validation_rows(view, X_val, y_val)
                 residual = target - view.network.forward(Xv)[:, 0]
-                post._set_noise(view, float(max(np.mean(residual**2), 1e-12)))
+                post._set_noise(view, noise_variance(residual, target))
             else:
                 post._set_noise(view, 1.0 / view.target_scale**2)  # 1.0 in the units of y
         return post

@@ -53,6 +53,7 @@ from uqconform.bayes.likelihood import (
     class_probabilities,
     gaussian_log_density,
     log_probabilities,
+    noise_variance,
     probit_logits,
 )
 from uqconform.bayes.network import MOMENT_MODES, _row_blocks
@@ -440,7 +441,7 @@ class LinearizedPredictive(BaseEstimator):
             # Tuned on the network's scale z; reported in the units of y.
             m, v, t = mean[:, 0], var[:, 0], target
             residual = t - self.view_.network.forward(Xv)[:, 0]
-            noise = float(max(np.mean(residual**2), 1e-12))
+            noise = noise_variance(residual, t)
             self.noise_variance_ = noise * self.view_.target_scale**2
 
             def nll_regression(log_scale: float) -> float:

@@ -41,6 +41,7 @@ from uqconform.base import (
     keeps_state_on_error,
     row_sliceable,
 )
+from uqconform.bayes.likelihood import noise_variance
 from uqconform.linearize import (
     Linearization,
     _unwrap,
@@ -313,9 +314,10 @@ class ApproximateFullConformalRegressor(
     def _prepare(self, lin: Linearization, y: NDArray, refine: bool) -> None:
         """Noise, ridge strength, confidence machine and residuals of the fitting data."""
         inner, self.target_shift_, self.target_scale_ = _split_target_scaling(self.estimator_)
-        raw = (y - self.target_shift_) / self.target_scale_ - lin.prediction
-        if self.noise == "auto":
-            noise = max(float(np.sqrt(np.mean(raw**2))), 1e-12)
+        target = (y - self.target_shift_) / self.target_scale_
+        raw = target - lin.prediction
+        if self.noise == "auto":  # floored relative to the target's spread (units of y)
+            noise = float(np.sqrt(noise_variance(raw, target)))
         else:
             noise = float(self.noise) / self.target_scale_
         self.noise_ = noise * self.target_scale_  # in the units of y
@@ -330,9 +332,12 @@ class ApproximateFullConformalRegressor(
             self.ridge_strength_ = float(decay)
         else:
             self.ridge_strength_ = noise**2 * float(self.prior_precision)
-        # Biases carry no weight decay; a prior 1e-10 times the average curvature keeps the
-        # Gauss-Newton matrix well conditioned (dead units) without moving the fit.
-        floor = _BIAS_PRIOR * float(np.mean(np.einsum("ij,ij->j", lin.jacobian, lin.jacobian)))
+        # Biases carry no weight decay; a prior 1e-10 times the bias's own curvature (the
+        # average curvature for a bias no row moves: dead units) keeps the Gauss-Newton
+        # matrix well conditioned without moving the fit. Its own, so that the units of
+        # other parameters (X in micrometres) do not decide how much a bias is pinned.
+        curvature = np.einsum("ij,ij->j", lin.jacobian, lin.jacobian)
+        floor = _BIAS_PRIOR * np.where(curvature > 0, curvature, float(np.mean(curvature)))
         penalty = np.where(lin.penalized, self.ridge_strength_, floor)
         self.machine_ = LinearConfidenceMachine(lin.jacobian, penalty)
         fitted_exactly = int(np.sum(self.machine_.leverage > _HIGH_LEVERAGE))

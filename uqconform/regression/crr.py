@@ -103,7 +103,8 @@ class LinearConfidenceMachine:
     leverage : ndarray of shape (n,)
         Training leverages ``h_i``.
     jitter : float
-        Added to the Gram diagonal to factorise it (0 when none was needed).
+        Added to the diagonal of the unit-diagonal (Jacobi-scaled) Gram matrix to factorise
+        it, i.e. that share of each diagonal entry (0 when none was needed).
     singular : bool
         Whether some direction is pinned by neither data nor penalty.
 
@@ -125,15 +126,29 @@ class LinearConfidenceMachine:
         if not np.isfinite(features).all():
             raise ValueError("The features contain NaN or infinite values.")
         self.n_samples, self.n_features = features.shape
-        gram = features.T @ features
-        gram[np.diag_indices_from(gram)] += penalty
-        self._factor, self.jitter = _cholesky_with_jitter(
+        # Each column in its own units (Jacobi scaling): the Gram matrix is formed and
+        # factorised with a unit diagonal, so the singularity test, the jitter and the
+        # null space do not depend on the units of a column (an intercept column of ones
+        # beside features in micrometres), and squares of features far from 1 (1e-200)
+        # neither underflow nor overflow. The factor of the Gram matrix in original units
+        # is diag(column_scale) times the factor of the unit one.
+        peak = np.max(np.abs(features), axis=0) if self.n_samples else np.ones(self.n_features)
+        peak = np.where(peak > 0, peak, 1.0)
+        unit = features / peak
+        gram = unit.T @ unit
+        gram[np.diag_indices_from(gram)] += np.asarray(penalty, dtype=float) / peak**2
+        norm = np.sqrt(np.diag(gram))
+        norm = np.where(norm > 0, norm, 1.0)
+        gram /= np.outer(norm, norm)
+        self._column_scale = peak * norm
+        unit_factor, self.jitter = _cholesky_with_jitter(
             gram, "regularised Gram (curvature) matrix"
         )
         # Singular: a direction no data and no penalty pins. Either the solver needed
         # jitter, or the factorisation went through by rounding (squared pivot ratio at
-        # round-off level). Then keep a basis of those directions (`unpinned`).
-        pivots = np.abs(np.diag(self._factor[0]))
+        # round-off level). Then keep a basis of those directions (`unpinned`), in the
+        # unit-column coordinates.
+        pivots = np.abs(np.diag(unit_factor[0]))
         ratio = float(pivots.min() / pivots.max()) ** 2 if pivots.max() > 0 else 0.0
         self.singular = bool(self.jitter > 0 or ratio < _SINGULAR_PIVOT_RATIO)
         self._null_space = None
@@ -141,6 +156,7 @@ class LinearConfidenceMachine:
             values, vectors = np.linalg.eigh(gram)
             small = values <= _SINGULAR_PIVOT_RATIO * max(float(values.max()), 0.0)
             self._null_space = vectors[:, small] if small.any() else None
+        self._factor = (unit_factor[0] * self._column_scale[:, None], True)
         # G = Phi Sigma, and the training leverages h_i = phi_i^T Sigma phi_i.
         self._gain = linalg.cho_solve(self._factor, features.T, check_finite=False).T
         self.leverage = np.einsum("ij,ij->i", self._gain, features)
@@ -158,8 +174,9 @@ class LinearConfidenceMachine:
         test_features = np.asarray(test_features, dtype=float)
         if self._null_space is None:
             return np.zeros(test_features.shape[0], dtype=bool)
-        outside = np.linalg.norm(test_features @ self._null_space, axis=1)
-        scale = np.linalg.norm(test_features, axis=1)
+        unit = test_features / self._column_scale
+        outside = np.linalg.norm(unit @ self._null_space, axis=1)
+        scale = np.linalg.norm(unit, axis=1)
         return outside > _OUTSIDE_SPAN * np.maximum(scale, np.finfo(float).tiny)
 
     def test_leverage(self, test_features: NDArray) -> NDArray:

@@ -45,6 +45,12 @@ def predictive_spread(model: Any, X: Any) -> NDArray:
     return point_predictions(model.predict(X), "difficulty_estimator")
 
 
+# The smallest spread a row can have when no training spread sets a floor (a prefit
+# difficulty model, or a difficulty model that predicts zero everywhere): the smallest
+# normal float, so that only zero spreads are lifted, whatever the units of y.
+_ZERO_SPREAD_FLOOR = float(np.finfo(float).tiny)
+
+
 class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
     """Split conformal prediction intervals around any scikit-learn regressor.
 
@@ -207,7 +213,9 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
         # so that the score is the same function for calibration and test points.
         spread = self._raw_spread(X)
         positive = spread[spread > 0]
-        self.difficulty_floor_ = 1e-3 * float(np.median(positive)) if positive.size else 1e-12
+        self.difficulty_floor_ = (
+            1e-3 * float(np.median(positive)) if positive.size else _ZERO_SPREAD_FLOOR
+        )
 
     def _difficulty_model(self) -> Any:
         if not hasattr(self, "difficulty_estimator_"):
@@ -239,8 +247,10 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
     def _difficulty(self, X: Any) -> NDArray | None:
         if not self._needs_difficulty():
             return None
-        # Without fit (a prefit difficulty model) there is no training data: a tiny floor.
-        return np.maximum(self._raw_spread(X), getattr(self, "difficulty_floor_", 1e-12))
+        # Without fit (a prefit difficulty model) there is no training data to set a floor
+        # from: only zero spreads are lifted, so the score does not depend on the units of y.
+        floor = getattr(self, "difficulty_floor_", _ZERO_SPREAD_FLOOR)
+        return np.maximum(self._raw_spread(X), floor)
 
     def _reset_calibration(self) -> None:
         super()._reset_calibration()

@@ -182,7 +182,8 @@ class NormalizedScore(RegressionScore):
     needs_difficulty = True
 
     def score(self, y, y_pred, difficulty=None):
-        return np.abs(y - y_pred) / difficulty
+        with np.errstate(over="ignore"):  # a residual over a zero-spread floor: +inf
+            return np.abs(y - y_pred) / difficulty
 
     def inverse(self, y_pred, threshold, difficulty=None):
         half = threshold[:, 0] * difficulty

@@ -105,7 +105,7 @@ def adjustment_lambda(z: NDArray) -> tuple[float, bool]:
 
     if moment(low) <= 0 or moment(high) >= 0:  # numerically at the boundary
         return 0.0, False
-    return float(optimize.brentq(moment, low, high, xtol=1e-14 * max(1.0, span))), True
+    return float(optimize.brentq(moment, low, high, xtol=1e-14 * span)), True
 
 
 def _vector_lambda(z: NDArray) -> tuple[NDArray, bool]:
