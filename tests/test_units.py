@@ -39,7 +39,7 @@ def intervals_without_warnings(model, X, y, n_fit=200):
         return model.fit(X[:n_fit], y[:n_fit]).predict_interval(X[n_fit:])
 
 
-@pytest.mark.parametrize("unit", [1e-6, 1e7])
+@pytest.mark.parametrize("unit", [1e-6, 1e7, 2.0**-1000, 2.0**600])
 @pytest.mark.parametrize(
     "make",
     [
@@ -52,7 +52,8 @@ def test_full_cp_of_a_linear_model_ignores_the_units_of_X(make, unit):
     """Regression test: the singularity test compared Cholesky pivots of features in
     different units (an intercept column of ones beside X in micrometres), declared a
     well-posed system singular, and gave 35 of 100 test rows infinite intervals at
-    X x 1e-6 (6 at X x 1e7), with a warning."""
+    X x 1e-6 (6 at X x 1e7), with a warning; the Gram matrix underflowed at X x 2**-1000
+    (a LinAlgError) and overflowed at X x 2**600."""
     X, y = linear_data()
     expected = intervals_without_warnings(make(), X, y)
     np.testing.assert_allclose(

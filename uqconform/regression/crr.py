@@ -136,7 +136,7 @@ class LinearConfidenceMachine:
         peak = np.where(peak > 0, peak, 1.0)
         unit = features / peak
         gram = unit.T @ unit
-        gram[np.diag_indices_from(gram)] += np.asarray(penalty, dtype=float) / peak**2
+        gram[np.diag_indices_from(gram)] += np.asarray(penalty, dtype=float) / peak / peak
         norm = np.sqrt(np.diag(gram))
         norm = np.where(norm > 0, norm, 1.0)
         gram /= np.outer(norm, norm)
