@@ -344,7 +344,7 @@ def test_certificates_equal_those_of_the_greedy_moves(score, fitted, digits, mon
             )
         }
         for r in radii:
-            lowest, highest = model._threshold_bounds(model.partition_ranks_, r)
+            _, lowest, highest = model._partition_thresholds(model.partition_ranks_, r)
             out[f"thresholds{r}"] = np.stack([lowest, highest])
             for r_calib in (0, 1):
                 for key, value in model.certify(X_test, r_train=r, r_calib=r_calib).items():
@@ -356,6 +356,7 @@ def test_certificates_equal_those_of_the_greedy_moves(score, fitted, digits, mon
 
     direct = run()
     monkeypatch.setattr(rps_module, "_target_bounds", _greedy_bounds)
+    model.__dict__.pop("_threshold_cache")  # the thresholds are kept per calibration
     greedy = run()
     assert direct.keys() == greedy.keys()
     for key, value in direct.items():
@@ -870,3 +871,25 @@ def test_repeated_feature_rows_are_reported_at_calibration():
             model.calibrate(X[600:], y[600:])
         said = [w for w in caught if "distinct feature rows" in str(w.message)]
         assert bool(said) == warns, distinct
+
+
+def test_certificates_row_by_row_equal_one_call_and_follow_a_new_calibration(fitted, digits):
+    """The partition thresholds and their bounds are kept per calibration (a one-row
+    certify no longer re-reads every calibration score): row-by-row calls give the batch's
+    certificates, and a new calibration replaces them."""
+    _, _, X_cal, y_cal, X_test, _ = digits
+    model = copy.deepcopy(fitted).calibrate(X_cal, y_cal)
+    batch = model.certify(X_test[:20], r_train=2, r_calib=1)
+    rows = [model.certify(X_test[i : i + 1], r_train=2, r_calib=1) for i in range(20)]
+    for key, value in batch.items():
+        np.testing.assert_array_equal(np.concatenate([row[key] for row in rows]), value)
+    # the same rows with other labels: the same partitions and ranks, other scores
+    shuffled = np.random.default_rng(0).permutation(y_cal)
+    model.calibrate(X_cal, shuffled)
+    fresh = copy.deepcopy(fitted).calibrate(X_cal, shuffled)
+    np.testing.assert_array_equal(model.partition_ranks_, fresh.partition_ranks_)
+    for r_train in (0, 2):
+        again, expected = model.certify(X_test, r_train=r_train), fresh.certify(X_test, r_train)
+        for key in expected:
+            np.testing.assert_array_equal(again[key], expected[key])
+        np.testing.assert_array_equal(model.predict_set(X_test), fresh.predict_set(X_test))

@@ -915,6 +915,7 @@ class ReliablePredictionSets(ClassifierMixin, BaseEstimator):
             "_calibration_counts",
             "_calibration_labels",
             "_calibrate_settings",
+            "_threshold_cache",
         ):
             self.__dict__.pop(name, None)
 
@@ -1052,7 +1053,7 @@ class ReliablePredictionSets(ClassifierMixin, BaseEstimator):
         self._check_calibrated()
         level = self._level(alpha)
         self._check_sizes(self.partition_sizes_, level, 0)
-        thresholds = self._thresholds(self.conformity_scores_, self._ranks(level))
+        thresholds = self._partition_thresholds(self._ranks(level), 0)[0]
         return self.predict_scores(X)[:, :, None] >= thresholds[None, None, :]
 
     def predict_set(self, X: Any, alpha: float | ArrayLike | None = None) -> NDArray:
@@ -1076,8 +1077,7 @@ class ReliablePredictionSets(ClassifierMixin, BaseEstimator):
         out = np.empty((*scores.shape, levels.size), dtype=bool)
         for j, level in enumerate(levels):  # a loop over levels
             self._check_sizes(self.partition_sizes_, float(level), 0)
-            ranks = self._ranks(float(level))
-            thresholds = self._thresholds(self.conformity_scores_, ranks)
+            thresholds = self._partition_thresholds(self._ranks(float(level)), 0)[0]
             votes = _votes_reached(scores, thresholds)
             out[..., j] = votes > majority_threshold(int(self.k_calib), float(level))
         return out[..., 0] if np.ndim(value) == 0 else out
@@ -1103,32 +1103,44 @@ class ReliablePredictionSets(ClassifierMixin, BaseEstimator):
         low, high = _target_bounds(votes, every, r_train, k, kind)
         return scores, low, high
 
-    def _threshold_bounds(self, ranks: NDArray, r_train: int) -> tuple[NDArray, NDArray]:
-        """Lowest and highest threshold of every partition under ``r_train`` (training
-        poisoning moves every calibration score, within its own bounds)."""
+    def _partition_thresholds(
+        self, ranks: NDArray, r_train: int
+    ) -> tuple[NDArray, NDArray, NDArray]:
+        """Threshold of every partition now, and its lowest and highest value under
+        ``r_train`` (training poisoning moves every calibration score, within its own
+        bounds). They depend on the calibration data only, so they are computed once per
+        calibration, ranks and radius: a call on a few rows does not re-read every
+        calibration score."""
+        cache = self.__dict__.setdefault("_threshold_cache", {})
+        key = (ranks.tobytes(), r_train)
+        if key in cache:
+            return cache[key]
+        now = self._thresholds(self.conformity_scores_, ranks)
         if r_train == 0:
-            thresholds = self._thresholds(self.conformity_scores_, ranks)
-            return thresholds, thresholds
-        if self._probability_mode():
-            zeros = np.zeros_like(self.conformity_scores_)
-            low, high = zeros, np.ones_like(zeros)
+            lowest = highest = now
         else:
-            low, high = _target_bounds(
-                self._calibration_counts,
-                self._calibration_labels,
-                r_train,
-                self.k_train_,
-                self.conformity_score,
-            )
-        return self._thresholds(low, ranks), self._thresholds(high, ranks)
+            if self._probability_mode():
+                low = np.zeros_like(self.conformity_scores_)
+                high = np.ones_like(low)
+            else:
+                low, high = _target_bounds(
+                    self._calibration_counts,
+                    self._calibration_labels,
+                    r_train,
+                    self.k_train_,
+                    self.conformity_score,
+                )
+            lowest, highest = self._thresholds(low, ranks), self._thresholds(high, ranks)
+        cache[key] = (now, lowest, highest)
+        return cache[key]
 
     def _certify_from(self, bounds, r_train, r_calib, level) -> dict[str, NDArray]:
         scores, low, high = bounds
         ranks = self._ranks(level)
         tau = majority_threshold(int(self.k_calib), level)
-        now = _votes_reached(scores, self._thresholds(self.conformity_scores_, ranks))
+        thresholds, lowest, highest = self._partition_thresholds(ranks, r_train)
+        now = _votes_reached(scores, thresholds)
         in_set = now > tau
-        lowest, highest = self._threshold_bounds(ranks, r_train)
         surely_in = _votes_reached(low, highest)
         maybe_in = _votes_reached(high, lowest)
         stays = surely_in - r_calib > tau  # cannot leave the set

@@ -43,7 +43,9 @@ class SPCI(SequentialConformalRegressor):
     holdout_fraction : float, default=0.2
         Share of the fit data kept for residuals with ``residuals="holdout"``.
     memory : int or None, default=None
-        Residuals kept (the newest); ``None`` keeps all.
+        Residuals kept (the newest); ``None`` keeps all. The forest is refitted on every
+        stored residual at each step, so a step costs in proportion to the memory: bound
+        it (a few thousand) for long online runs.
     beta_grid : int or sequence of float, default=5
         Number of ``beta`` values in ``[0, alpha]``, or fractions of ``alpha``.
     finite_sample : bool, default=False
