@@ -136,6 +136,7 @@ class LinearConfidenceMachine:
         peak = np.where(peak > 0, peak, 1.0)
         unit = features / peak
         gram = unit.T @ unit
+        del unit  # freed before the gain (n x p) is built
         gram[np.diag_indices_from(gram)] += np.asarray(penalty, dtype=float) / peak / peak
         norm = np.sqrt(np.diag(gram))
         norm = np.where(norm > 0, norm, 1.0)
