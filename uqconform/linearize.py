@@ -26,6 +26,7 @@ from enum import Enum
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 from scipy.special import expit
 from sklearn.base import is_classifier, is_regressor
 from sklearn.frozen import FrozenEstimator
@@ -35,12 +36,34 @@ from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-__all__ = ["Curvature", "Linearization", "linearize", "parameter_count", "weight_decay"]
+__all__ = [
+    "Curvature",
+    "Linearization",
+    "linearize",
+    "noise_variance",
+    "parameter_count",
+    "weight_decay",
+]
 
 _SUPPORTED = "scikit-learn linear regressors, MLPRegressor, torch.nn.Module"
 
 # Rows of a torch Jacobian computed at once: at most this many entries per batch (64 MB float64).
 _TORCH_BATCH_ENTRIES = 2**23
+
+
+def noise_variance(residual: NDArray, target: NDArray) -> float:
+    """Noise variance of a linearised regressor: the mean squared residual, floored at
+    1e-12 times the target's variance (1e-12 for a constant target), so that a network
+    that fits its rows exactly keeps a positive noise and the floor follows the units of
+    ``y``. Shared by ACP-GN and the Laplace posteriors.
+
+    Examples
+    --------
+    >>> noise_variance(np.array([0.0, 0.0]), np.array([1e-7, 3e-7]))
+    1e-26
+    """
+    spread = float(np.var(target))
+    return max(float(np.mean(residual**2)), 1e-12 * spread if spread > 0 else 1e-12)
 
 
 class Curvature(str, Enum):

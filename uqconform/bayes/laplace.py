@@ -52,11 +52,11 @@ from uqconform.bayes.convert import NetworkView, as_network, output_jacobians
 from uqconform.bayes.likelihood import (
     gaussian_log_density,
     log_probabilities,
-    noise_variance,
     probit_logits,
 )
 from uqconform.bayes.network import DiagonalBlock, FullBlock, KroneckerBlock
 from uqconform.classification.split import encode_labels
+from uqconform.linearize import noise_variance
 
 __all__ = ["LaplacePosterior"]
 

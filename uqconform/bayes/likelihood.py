@@ -12,13 +12,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.special import expit, log_expit, log_softmax, softmax
 
-__all__ = [
-    "class_probabilities",
-    "gaussian_log_density",
-    "log_probabilities",
-    "noise_variance",
-    "probit_logits",
-]
+__all__ = ["class_probabilities", "gaussian_log_density", "log_probabilities", "probit_logits"]
 
 LOG_2PI = float(np.log(2.0 * np.pi))
 
@@ -26,20 +20,6 @@ LOG_2PI = float(np.log(2.0 * np.pi))
 def gaussian_log_density(y: NDArray, mean: NDArray, var: NDArray) -> NDArray:
     """Per-row log density of ``y`` under ``N(mean, var)`` (element-wise)."""
     return -0.5 * (LOG_2PI + np.log(var) + (y - mean) ** 2 / var)
-
-
-def noise_variance(residual: NDArray, target: NDArray) -> float:
-    """Regression noise: the mean squared residual, floored at 1e-12 times the target's
-    variance (1e-12 for a constant target), so that a network that fits its rows exactly
-    keeps a positive noise and the floor follows the units of ``y``.
-
-    Examples
-    --------
-    >>> noise_variance(np.array([0.0, 0.0]), np.array([1e-7, 3e-7]))
-    1e-26
-    """
-    spread = float(np.var(target))
-    return max(float(np.mean(residual**2)), 1e-12 * spread if spread > 0 else 1e-12)
 
 
 def probit_logits(mean: NDArray, var: NDArray) -> NDArray:

@@ -53,11 +53,11 @@ from uqconform.bayes.likelihood import (
     class_probabilities,
     gaussian_log_density,
     log_probabilities,
-    noise_variance,
     probit_logits,
 )
 from uqconform.bayes.network import MOMENT_MODES, _row_blocks
 from uqconform.bayes.torch_network import is_torch_module
+from uqconform.linearize import noise_variance
 from uqconform.quantiles import check_alpha
 
 __all__ = ["LinearizedPredictive"]

@@ -41,12 +41,12 @@ from uqconform.base import (
     keeps_state_on_error,
     row_sliceable,
 )
-from uqconform.bayes.likelihood import noise_variance
 from uqconform.linearize import (
     Linearization,
     _unwrap,
     check_standard_target,
     linearize,
+    noise_variance,
     standard_target_scaling,
     weight_decay,
 )
