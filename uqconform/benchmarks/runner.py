@@ -471,8 +471,7 @@ def run_benchmark(
         ``results.json`` and ``report.md`` to ``out``):
 
         >>> import tempfile
-        >>> from uqconform.base import check_int
-    from uqconform.benchmarks.registry import _FAMILIES, FamilyResult, register_family
+        >>> from uqconform.benchmarks.registry import _FAMILIES, FamilyResult, register_family
         >>> @register_family("doc-run", "a family used in this docstring", default=False)
         ... def run(ctx):
         ...     return FamilyResult(tables={"Demo": [{"scale": ctx.scale}]})
