@@ -13,7 +13,7 @@ import warnings
 
 import numpy as np
 import pytest
-from sklearn.linear_model import LinearRegression
+from sklearn.linear_model import LinearRegression, Ridge
 from sklearn.neural_network import MLPRegressor
 
 from uqconform.bayes import LinearizedPredictive
@@ -54,7 +54,9 @@ def test_full_cp_of_a_linear_model_ignores_the_units_of_X(make, unit):
     well-posed system singular, and gave 35 of 100 test rows infinite intervals at
     X x 1e-6 (6 at X x 1e7), with a warning; the Gram matrix underflowed at X x 2**-1000
     (a LinAlgError) and overflowed at X x 2**600."""
-    X, y = linear_data()
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 1))
+    y = 2 * X[:, 0] + rng.normal(size=300)
     expected = intervals_without_warnings(make(), X, y)
     np.testing.assert_allclose(
         intervals_without_warnings(make(), X * unit, y), expected, rtol=RTOL
@@ -135,3 +137,23 @@ def test_bayesian_noise_follows_the_units_of_y():
     base = LinearizedPredictive(network, random_state=0).fit(X[200:300], y[200:300])
     scaled = LinearizedPredictive(small, random_state=0).fit(X[200:300], y[200:300] * 1e-14)
     assert scaled.noise_variance_ == pytest.approx(base.noise_variance_ * 1e-28, rel=1e-6, abs=0)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: FullConformalRidge(Ridge(alpha=1.0), alpha=0.1),
+        lambda: ApproximateFullConformalRegressor(Ridge(alpha=1.0), alpha=0.1),
+    ],
+    ids=["FullConformalRidge", "ACP-GN"],
+)
+def test_a_penalty_that_dominates_tiny_features_gives_its_limit(make):
+    """Regression test: with features below 1e-155 and a ridge penalty, the penalty over
+    the column's squared scale overflowed and the whole machine turned NaN (NaN intervals
+    for full CP, zero-width ones for ACP-GN). In that regime the penalty pins every
+    coefficient at 0, so the intervals are those of the intercept-only fit at any scale."""
+    X, y = linear_data()
+    limit = make().fit(X[:200] * 1e-150, y[:200]).predict_interval(X[200:] * 1e-150)
+    bounds = make().fit(X[:200] * 1e-200, y[:200]).predict_interval(X[200:] * 1e-200)
+    assert np.isfinite(bounds).all() and (bounds[:, 1] - bounds[:, 0] > 0).all()
+    np.testing.assert_allclose(bounds, limit, rtol=RTOL)

@@ -47,23 +47,28 @@ __all__ = [
 
 _SUPPORTED = "scikit-learn linear regressors, MLPRegressor, torch.nn.Module"
 
+# Smallest noise standard deviation, relative to the target's (see noise_variance).
+_NOISE_FLOOR = 1e-12
+
 # Rows of a torch Jacobian computed at once: at most this many entries per batch (64 MB float64).
 _TORCH_BATCH_ENTRIES = 2**23
 
 
 def noise_variance(residual: NDArray, target: NDArray) -> float:
     """Noise variance of a linearised regressor: the mean squared residual, floored at
-    1e-12 times the target's variance (1e-12 for a constant target), so that a network
-    that fits its rows exactly keeps a positive noise and the floor follows the units of
-    ``y``. Shared by ACP-GN and the Laplace posteriors.
+    ``(1e-12 sd(target))**2`` (``1e-24`` for a constant target), so that a network that
+    fits its rows exactly keeps a positive noise, the floor follows the units of ``y``,
+    and a fit with little noise (an RMS residual 1e-9 of the target's spread) keeps its
+    own. Shared by ACP-GN and the Laplace posteriors.
 
     Examples
     --------
-    >>> noise_variance(np.array([0.0, 0.0]), np.array([1e-7, 3e-7]))
-    1e-26
+    >>> noise_variance(np.array([0.0, 0.0]), np.array([-1e-3, 1e-3])) == (1e-15) ** 2
+    True
     """
-    spread = float(np.var(target))
-    return max(float(np.mean(residual**2)), 1e-12 * spread if spread > 0 else 1e-12)
+    spread = float(np.std(target))
+    floor = _NOISE_FLOOR * spread if spread > 0 else _NOISE_FLOOR
+    return max(float(np.mean(residual**2)), floor * floor)
 
 
 class Curvature(str, Enum):

@@ -430,59 +430,59 @@ def run_benchmark(
 ) -> dict[str, Any]:
     """Run a benchmark suite and write its results to ``out``.
 
-        Parameters
-        ----------
-        suite : str, default="quick"
-            ``"quick"``, ``"full"``, ``"smoke"`` or a family name (see
-            `uqconform.benchmarks.list_suites`).
-        out : path, default="uqconform-benchmark"
-            Output folder, created if needed. A finished run replaces the files of the previous
-            run there (those its ``results.json`` lists); other files are left alone. Until the
-            run has finished nothing in ``out`` changes, so an interrupted run leaves it as it
-            was.
-        seed : int, default=0
-            Base seed of every split and synthetic dataset.
-        scale : {"smoke", "quick", "full"}, optional
-            Size at which a single family runs (default ``"quick"``).
-        progress : bool, default=True
-            Show tqdm progress bars (on stderr).
-        echo : callable or None, default=print
-            Receives the printed tables; ``None`` is silent.
+    Parameters
+    ----------
+    suite : str, default="quick"
+        ``"quick"``, ``"full"``, ``"smoke"`` or a family name (see
+        `uqconform.benchmarks.list_suites`).
+    out : path, default="uqconform-benchmark"
+        Output folder, created if needed. A finished run replaces the files of the previous
+        run there (those its ``results.json`` lists); other files are left alone. Until the
+        run has finished nothing in ``out`` changes, so an interrupted run leaves it as it
+        was.
+    seed : int, default=0
+        Base seed of every split and synthetic dataset.
+    scale : {"smoke", "quick", "full"}, optional
+        Size at which a single family runs (default ``"quick"``).
+    progress : bool, default=True
+        Show tqdm progress bars (on stderr).
+    echo : callable or None, default=print
+        Receives the printed tables; ``None`` is silent.
 
-        Returns
-        -------
-        dict
-            What was written to ``results.json``; ``results["failed"]`` lists failed families.
+    Returns
+    -------
+    dict
+        What was written to ``results.json``; ``results["failed"]`` lists failed families.
 
-        Raises
-        ------
-        ValueError
-            Unknown suite or scale (the message lists the valid ones).
-        BenchmarkOutputError
-            ``out`` cannot be created or written.
+    Raises
+    ------
+    ValueError
+        Unknown suite or scale (the message lists the valid ones).
+    BenchmarkOutputError
+        ``out`` cannot be created or written.
 
-        Examples
-        --------
-        The command line ``uqconform benchmark --suite quick --out DIR`` makes this call:
+    Examples
+    --------
+    The command line ``uqconform benchmark --suite quick --out DIR`` makes this call:
 
-        >>> results = run_benchmark("quick", out="uqconform-benchmark")  # doctest: +SKIP
+    >>> results = run_benchmark("quick", out="uqconform-benchmark")  # doctest: +SKIP
 
-        A tiny family registered on the spot shows what a run returns (it also writes
-        ``results.json`` and ``report.md`` to ``out``):
+    A tiny family registered on the spot shows what a run returns (it also writes
+    ``results.json`` and ``report.md`` to ``out``):
 
-        >>> import tempfile
-        >>> from uqconform.benchmarks.registry import _FAMILIES, FamilyResult, register_family
-        >>> @register_family("doc-run", "a family used in this docstring", default=False)
-        ... def run(ctx):
-        ...     return FamilyResult(tables={"Demo": [{"scale": ctx.scale}]})
-        >>> with tempfile.TemporaryDirectory() as out:
-        ...     results = run_benchmark("doc-run", out, scale="smoke", progress=False, echo=None)
-        >>> sorted(results)
-        ['failed', 'families', 'machine', 'scale', 'seed', 'skipped', 'started', 'suite',
-         'versions', 'wall_time_s']
-        >>> results["families"]["doc-run"]["tables"], results["failed"]
-        ({'Demo': [{'scale': 'smoke'}]}, [])
-        >>> _ = _FAMILIES.pop("doc-run")
+    >>> import tempfile
+    >>> from uqconform.benchmarks.registry import _FAMILIES, FamilyResult, register_family
+    >>> @register_family("doc-run", "a family used in this docstring", default=False)
+    ... def run(ctx):
+    ...     return FamilyResult(tables={"Demo": [{"scale": ctx.scale}]})
+    >>> with tempfile.TemporaryDirectory() as out:
+    ...     results = run_benchmark("doc-run", out, scale="smoke", progress=False, echo=None)
+    >>> sorted(results)
+    ['failed', 'families', 'machine', 'scale', 'seed', 'skipped', 'started', 'suite',
+     'versions', 'wall_time_s']
+    >>> results["families"]["doc-run"]["tables"], results["failed"]
+    ({'Demo': [{'scale': 'smoke'}]}, [])
+    >>> _ = _FAMILIES.pop("doc-run")
     """
     check_int(seed, "seed", low=0)
     names, scale = resolve_suite(suite, scale)

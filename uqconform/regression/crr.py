@@ -129,19 +129,24 @@ class LinearConfidenceMachine:
         # Each column in its own units (Jacobi scaling): the Gram matrix is formed and
         # factorised with a unit diagonal, so the singularity test, the jitter and the
         # null space do not depend on the units of a column (an intercept column of ones
-        # beside features in micrometres), and squares of features far from 1 (1e-200)
-        # neither underflow nor overflow. The factor of the Gram matrix in original units
-        # is diag(column_scale) times the factor of the unit one.
-        peak = np.max(np.abs(features), axis=0) if self.n_samples else np.ones(self.n_features)
+        # beside features in micrometres). The scale of column j is the square root of
+        # its diagonal entry, ||phi_j||^2 + penalty_j, computed without squaring a
+        # feature (hypot, and the norm in units of the column's largest entry), so
+        # features far from 1 (1e-200) neither underflow nor overflow, whichever of data
+        # and penalty dominates. The factor of the Gram matrix in original units is
+        # diag(column_scale) times the factor of the unit one.
+        penalty = np.asarray(penalty, dtype=float)
+        peak = np.max(np.abs(features), axis=0) if self.n_samples else np.zeros(self.n_features)
         peak = np.where(peak > 0, peak, 1.0)
-        unit = features / peak
+        relative = features / peak
+        data_norm = peak * np.sqrt(np.einsum("ij,ij->j", relative, relative))
+        del relative
+        scale = np.hypot(data_norm, np.sqrt(penalty))
+        self._column_scale = np.where(scale > 0, scale, 1.0)
+        unit = features / self._column_scale
         gram = unit.T @ unit
         del unit  # freed before the gain (n x p) is built
-        gram[np.diag_indices_from(gram)] += np.asarray(penalty, dtype=float) / peak / peak
-        norm = np.sqrt(np.diag(gram))
-        norm = np.where(norm > 0, norm, 1.0)
-        gram /= np.outer(norm, norm)
-        self._column_scale = peak * norm
+        gram[np.diag_indices_from(gram)] += (np.sqrt(penalty) / self._column_scale) ** 2
         unit_factor, self.jitter = _cholesky_with_jitter(
             gram, "regularised Gram (curvature) matrix"
         )
