@@ -969,7 +969,7 @@ class ReliablePredictionSets(ClassifierMixin, BaseEstimator):
         level = float(levels[0])
         ranks = self._ranks(level)
         self.partition_ranks_ = ranks
-        self.partition_thresholds_ = self._thresholds(scores, ranks)
+        self.partition_thresholds_ = self._partition_thresholds(ranks, 0)[0]
         self.majority_threshold_ = majority_threshold(k, level)
         self.majority_coverage_ = majority_coverage(sizes, ranks, self.majority_threshold_)
         if self.coverage == "exact" and self.majority_coverage_ < 1 - level - 1e-9:

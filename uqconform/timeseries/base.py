@@ -52,6 +52,7 @@ from uqconform.quantiles import (
 )
 from uqconform.routing import RoutesFitParams
 from uqconform.scores.regression import outward_margin
+from uqconform.timeseries.conditional import lagged_pairs
 from uqconform.timeseries.residuals import (
     bootstrap_residuals,
     holdout_residuals,
@@ -443,6 +444,13 @@ class SequentialConformalRegressor(
             for name in ("n_bootstrap", "residuals", "holdout_fraction"):
                 self._fit_settings.pop(name, None)
         return self
+
+    def _scaled_pairs(self, memory: NDArray, window: int) -> tuple[NDArray, NDArray, NDArray]:
+        """`lagged_pairs` of the residuals in units of ``scale_``: what the conditional
+        models (SPCI's forest, KOWCPI's kernel) see, so that their weights do not depend
+        on the units of y. The targets they weight are ``memory[window:]``, in original
+        units exactly."""
+        return lagged_pairs(memory / self.scale_, window)
 
     @staticmethod
     def _robust_scale(residuals: NDArray) -> float:

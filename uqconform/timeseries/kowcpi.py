@@ -19,7 +19,6 @@ from uqconform.timeseries.base import (
 from uqconform.timeseries.conditional import (
     KERNELS,
     kernel_values,
-    lagged_pairs,
     reweighted_nadaraya_watson,
 )
 
@@ -225,7 +224,7 @@ class KOWCPI(SequentialConformalRegressor):
     def _weights_with(
         self, memory: NDArray, window: int, bandwidth: float, min_effective: int
     ) -> tuple[NDArray, NDArray, bool]:
-        windows, _, query = lagged_pairs(memory / self.scale_, window)
+        windows, _, query = self._scaled_pairs(memory, window)
         result = reweighted_nadaraya_watson(
             windows,
             query,
@@ -260,7 +259,7 @@ class KOWCPI(SequentialConformalRegressor):
         if self.bandwidth == "auto":
             return list(_BANDWIDTH_TUNING)
         if self.bandwidth == "aic":
-            windows, targets, _ = lagged_pairs(residuals[-2000:] / self.scale_, window)
+            windows, targets, _ = self._scaled_pairs(residuals[-2000:], window)
             return [aic_bandwidth(windows, targets, self.kernel)]
         return [float(self.bandwidth)]
 

@@ -10,7 +10,7 @@ from sklearn.ensemble import RandomForestRegressor
 
 from uqconform.base import check_int, integer_seed
 from uqconform.timeseries.base import SequentialConformalRegressor
-from uqconform.timeseries.conditional import forest_weights, lagged_pairs
+from uqconform.timeseries.conditional import forest_weights
 
 __all__ = ["SPCI"]
 
@@ -126,11 +126,10 @@ class SPCI(SequentialConformalRegressor):
             check_int(getattr(self, name), name)
 
     def _next_weights(self, memory: NDArray, min_effective: int) -> tuple[NDArray, NDArray, bool]:
-        # The forest sees residuals in units of scale_: its float32 features and its
-        # impurity floor (a node of variance below 2e-16 is not split) would otherwise
-        # make the weights depend on the units of y.
+        # In units of scale_: the forest's float32 features and its impurity floor (a node
+        # of variance below 2e-16 is not split) would otherwise depend on the units of y.
         window = int(self.window)
-        windows, scaled_targets, query = lagged_pairs(memory / self.scale_, window)
+        windows, scaled_targets, query = self._scaled_pairs(memory, window)
         seed = None if self._forest_seed is None else self._forest_seed + self.n_steps_
         forest = RandomForestRegressor(
             n_estimators=self.n_trees, max_depth=self.max_depth, random_state=seed
