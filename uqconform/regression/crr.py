@@ -388,31 +388,31 @@ def exact_union(a: NDArray, b: NDArray, alpha: float, warn: bool = True) -> list
     list of ndarray of shape (r_i, 2)
         Disjoint intervals in increasing order (``r_i = 0`` for an empty set).
     """
-    n = a.shape[1] - 1
+    m, n = a.shape[0], a.shape[1] - 1
     need = int(_needed(n, np.array([float(alpha)]), warn)[0])
     position, kind, count, base = _events(a, b)
     point, gap = _states(position, kind)
-    next_position = np.concatenate([position[:, 1:], np.full((len(a), 1), np.inf)], axis=1)
-    result = []
-    for row in range(a.shape[0]):  # ragged output: one list of intervals per test point
-        ok = count[row] >= need
-        # Satisfied points give [y, y]; satisfied gaps give [y, next y]; the left gap too.
-        starts = np.concatenate([position[row, point[row] & ok], position[row, gap[row] & ok]])
-        ends = np.concatenate([position[row, point[row] & ok], next_position[row, gap[row] & ok]])
-        if base[row] >= need:
-            first = position[row, 0] if np.isfinite(position[row, 0]) else np.inf
-            starts, ends = np.append(starts, -np.inf), np.append(ends, first)
-        order = np.lexsort((ends, starts))
-        starts, ends = starts[order], ends[order]
-        if starts.size == 0:
-            result.append(np.empty((0, 2)))
-            continue
-        reach = np.maximum.accumulate(ends)
-        opens = np.concatenate([[True], starts[1:] > reach[:-1]])
-        group = np.cumsum(opens) - 1
-        merged_end = np.maximum.reduceat(ends, np.flatnonzero(opens))
-        result.append(np.column_stack([starts[opens], merged_end[: group[-1] + 1]]))
-    return result
+    next_position = np.concatenate([position[:, 1:], np.full((m, 1), np.inf)], axis=1)
+    ok = count >= need
+    # The pieces of each row in increasing order of their start: the left gap
+    # (-inf, first root], then per event its point [y, y] and the gap [y, next y] after it.
+    shape = (m, 2 * position.shape[1] + 1)
+    start, end, taken = np.empty(shape), np.empty(shape), np.empty(shape, dtype=bool)
+    start[:, 0], end[:, 0], taken[:, 0] = -np.inf, position[:, 0], base >= need
+    start[:, 1::2], end[:, 1::2], taken[:, 1::2] = position, position, point & ok
+    start[:, 2::2], end[:, 2::2], taken[:, 2::2] = position, next_position, gap & ok
+    # Closures that touch or overlap merge: a piece opens a new interval when it starts
+    # beyond the furthest end its row has reached so far.
+    reach = np.maximum.accumulate(np.where(taken, end, -np.inf), axis=1)
+    before = np.concatenate([np.full((m, 1), -np.inf), reach[:, :-1]], axis=1)
+    opens = taken & (start > before)
+    opens[:, 0] = taken[:, 0]  # the left gap starts at -inf
+    rows, cols = np.nonzero(opens)
+    # An interval ends where its row had reached just before the next one opens.
+    last = np.append(rows[1:] != rows[:-1], True)
+    ends = np.where(last, reach[rows, -1], before[rows, np.append(cols[1:], 0)])
+    intervals = np.column_stack([start[rows, cols], ends])
+    return np.split(intervals, np.cumsum(np.bincount(rows, minlength=m))[:-1]) if m else []
 
 
 def fast_intervals(a: NDArray, b: NDArray, alphas: NDArray, warn: bool = True) -> NDArray:
