@@ -171,6 +171,15 @@ def test_list_and_no_command(capsys):
     assert main([]) == 2
 
 
+def test_version(capsys):
+    import uqconform
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out.strip() == f"uqconform {uqconform.__version__}"
+
+
 @pytest.mark.parametrize(
     "extra", [["--suite", "classic"], ["--seed", "0"], ["--out", "x"], ["--no-progress"]]
 )

@@ -26,10 +26,17 @@ _RUN_DEFAULTS = {
 }
 
 
+def _version() -> str:
+    from uqconform import __version__
+
+    return __version__
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="uqconform", description="Conformal prediction for scikit-learn models."
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     bench = commands.add_parser(
         "benchmark",
