@@ -284,6 +284,29 @@ def test_alpha_override_is_nested_and_matches_a_recalibration(problem):
         cp.predict_set(X[:5], alpha=0.0005)
 
 
+@pytest.mark.parametrize("cls", [BinarizedSmoothedClassifier, MeanSmoothedClassifier])
+def test_set_params_alpha_after_calibrate_takes_effect(problem, cls):
+    """alpha is a prediction setting: changing it after calibrate must not keep the old
+    level's threshold, base probability or largest radius."""
+    model, X, y = problem
+    params = dict(sigma=0.5, radius=0.1, random_state=0)
+    if cls is MeanSmoothedClassifier:
+        params["n_samples"] = 2000
+    cp = cls(model, alpha=0.05, **params).calibrate(X[:300], y[:300])
+    cp.set_params(alpha=0.3)
+    fresh = cls(model, alpha=0.3, **params).calibrate(X[:300], y[:300])
+    np.testing.assert_array_equal(cp.predict_set(X[300:400]), fresh.predict_set(X[300:400]))
+    assert cp.certified_probability() == fresh.certified_probability()
+    assert cp.max_radius_ == fresh.max_radius_
+    assert cp.base_probability_ == fresh.base_probability_
+    sets_05 = cls(model, alpha=0.05, **params).calibrate(X[:300], y[:300]).predict_set(X[300:400])
+    back = cp.set_params(alpha=0.05).predict_set(X[300:400])
+    np.testing.assert_array_equal(back, sets_05)
+    assert back.sum() > fresh.predict_set(X[300:400]).sum()  # the level really changed
+    with pytest.raises(ValueError, match="`alpha` must exceed eta"):
+        cp.set_params(alpha=0.0005).predict_set(X[:5])
+
+
 def test_too_few_calibration_points_give_every_class_with_a_warning(problem):
     model, X, y = problem
     cp = BinarizedSmoothedClassifier(model, random_state=0)

@@ -389,14 +389,34 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
         self.n_calibration_ = n
         self.failure_level_ = level
         self._after_calibration()
-        threshold, base, largest = self._calibration_for(float(self.alpha))
-        self.threshold_, self.base_probability_, self.max_radius_ = threshold, base, largest
+        self._calibration_at_alpha()  # refuse alpha <= eta now, not at the first prediction
         return self
 
     def _reset_calibration(self) -> None:
         super()._reset_calibration()
-        for name in ("threshold_", "base_probability_", "failure_level_", "max_radius_"):
-            self.__dict__.pop(name, None)
+        self.__dict__.pop("failure_level_", None)
+
+    # The calibration at the current ``alpha``: computed when read, so that
+    # ``set_params(alpha=...)`` after ``calibrate`` takes effect (a quantile of the scores).
+    def _calibration_at_alpha(self) -> tuple[float, float, float]:
+        if "failure_level_" not in vars(self):
+            raise AttributeError(f"{type(self).__name__} is not calibrated.")
+        levels, scalar = self._levels(None)
+        if not scalar:
+            raise ValueError(f"`alpha` must be a single float, got {self.alpha!r}.")
+        return self._calibration_for(float(levels[0]))
+
+    @property
+    def threshold_(self) -> float:
+        return self._calibration_at_alpha()[0]
+
+    @property
+    def base_probability_(self) -> float:
+        return self._calibration_at_alpha()[1]
+
+    @property
+    def max_radius_(self) -> float:
+        return self._calibration_at_alpha()[2]
 
     def _after_calibration(self) -> None:
         """Hook for quantities fixed by the calibration size (default: nothing)."""
@@ -470,7 +490,7 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
     ) -> tuple[list[tuple[float, float, float]], bool]:
         """The calibration of every requested level (the stored one for ``alpha=None``)."""
         if alpha is None:
-            return [(self.threshold_, self.base_probability_, self.max_radius_)], True
+            return [self._calibration_at_alpha()], True
         levels, scalar = self._levels(alpha)
         return [self._calibration_for(float(level)) for level in levels], scalar
 
@@ -577,7 +597,7 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
 
     def _check_calibrated(self, method: str) -> None:
         check_is_fitted(self, "estimator_")
-        if not hasattr(self, "base_probability_"):
+        if "failure_level_" not in vars(self):
             raise NotFittedError(
                 f"{type(self).__name__}.{method} needs calibration: call "
                 "calibrate(X_calib, y_calib) on held-out clean data first."
@@ -641,7 +661,9 @@ class BinarizedSmoothedClassifier(_SmoothedClassifier):
         Per calibration row: ``lambda_i`` (``mode="p"``) or the lower bound of the
         fraction of noisy scores ``>= tau`` (``mode="tau"``).
     threshold_ : float
-        The binarisation threshold ``t`` (calibrated in ``mode="p"``, ``tau`` otherwise).
+        The binarisation threshold ``t`` (calibrated in ``mode="p"``, ``tau`` otherwise),
+        at the current ``alpha`` (like ``base_probability_`` and ``max_radius_``: they
+        follow ``set_params(alpha=...)`` without a new calibration).
     base_probability_ : float
         The certified probability at radius 0 (``p_cons`` or ``p*``).
     failure_level_ : float
@@ -788,7 +810,8 @@ class MeanSmoothedClassifier(_SmoothedClassifier):
     conformity_scores_ : ndarray of shape (n_calibration,)
         Hoeffding lower bounds of the calibration rows' mean scores.
     base_probability_ : float
-        The calibrated threshold ``q`` on the smoothed mean at radius 0.
+        The calibrated threshold ``q`` on the smoothed mean at radius 0, at the current
+        ``alpha`` (like ``max_radius_``: they follow ``set_params(alpha=...)``).
     margin_ : float
         The Hoeffding half-width ``sqrt(log(1 / failure_level_) / (2 n_samples))``.
     failure_level_ : float
