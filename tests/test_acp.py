@@ -378,6 +378,45 @@ def test_calibrate_a_prefit_model_without_fit():
         model.predict(np.ones((3, 5)))
 
 
+def test_set_params_estimator_between_calibrations_adopts_the_new_model():
+    fitted, X, y, X_test, _ = fitted_mlp("tanh")
+    other, *_ = fitted_mlp("tanh", seed=1)
+    model = ACP(fitted.estimator_, alpha=0.2).calibrate(X, y)
+    model.set_params(estimator=other.estimator_).calibrate(X, y)
+    fresh = ACP(other.estimator_, alpha=0.2).calibrate(X, y)
+    assert model.estimator_ is other.estimator_
+    np.testing.assert_array_equal(model.predict_interval(X_test), fresh.predict_interval(X_test))
+    # a network trained by fit is kept by a later calibrate (split+refine on it)
+    trained = ACP(mlp(), alpha=0.2).fit(X, y)
+    network = trained.estimator_
+    assert trained.set_params(estimator=Ridge()).calibrate(X, y).estimator_ is network
+
+
+@pytest.mark.parametrize(
+    "change", [{"curvature": "last_layer"}, {"prior_precision": 3.0}, {"noise": 0.5}]
+)
+def test_machine_settings_changed_after_fit_or_calibrate_are_refused(change):
+    fitted, X, y, X_test, y_test = fitted_mlp("tanh")
+    before = fitted.predict_interval(X_test)
+    name = next(iter(change))
+    fitted.set_params(**change)
+    methods = {
+        "predict_interval": lambda m: m.predict_interval(X_test),
+        "predict_set": lambda m: m.predict_set(X_test, alpha=0.2, union=True),
+        "predict_pvalue": lambda m: m.predict_pvalue(X_test, y_test),
+        "predict": lambda m: m.predict(X_test),
+        "predict_std": lambda m: m.predict_std(X_test),
+    }
+    for method, call in methods.items():
+        with pytest.raises(NotFittedError, match=rf"{method}: .*changed since fit .*{name}="):
+            call(fitted)
+    fitted.set_params(**{name: ACP().get_params()[name]})  # back to what fit used
+    np.testing.assert_array_equal(fitted.predict_interval(X_test), before)
+    prefit = ACP(fitted.estimator_, alpha=0.2).calibrate(X, y).set_params(**change)
+    with pytest.raises(NotFittedError, match=r"since calibrate .*call calibrate\(X_calib"):
+        prefit.predict_interval(X_test)
+
+
 @pytest.mark.slow
 def test_split_refine_coverage_on_diabetes():
     """Split+refine is exact full CP of a frozen feature map on the calibration set.

@@ -34,11 +34,13 @@ from sklearn.utils.validation import _num_samples, check_is_fitted, validate_dat
 
 from uqconform._warnings import warn_user
 from uqconform.base import (
+    check_calibration_settings,
     check_features,
     check_random_state_value,
     check_regression_target,
     integer_seed,
     keeps_state_on_error,
+    record_calibration_settings,
     row_sliceable,
 )
 from uqconform.linearize import (
@@ -210,6 +212,9 @@ class ApproximateFullConformalRegressor(
     >>> acp.fit(X[:100], y[:100]).predict_interval(X[100:]).shape
     (20, 2)
     """
+
+    # What the confidence machine is built from (changed after fit/calibrate: refused).
+    _fit_params = _calibration_params = ("curvature", "prior_precision", "noise")
 
     def __init__(
         self,
@@ -398,15 +403,18 @@ class ApproximateFullConformalRegressor(
             )
         if not _is_torch_module(model):
             _check_kind(model)  # before training
-        self.__dict__.pop("estimator_", None)
+        for name in ("estimator_", "_calibrate_settings"):
+            self.__dict__.pop(name, None)
         X = self._check_X(X, reset=True, model=model)
         y = check_regression_target(y, _num_samples(X))
         if _is_torch_module(model) or isinstance(model, FrozenEstimator):
             self.estimator_ = model
         else:
             self.estimator_ = clone(model).fit(X, y, **model_params)
+        self._estimator_adopted = False
         self._prepare(self._linearize(X), y, refine=False)
         self.mode_ = "full"
+        record_calibration_settings(self, step="fit")
         return self
 
     @keeps_state_on_error
@@ -426,7 +434,9 @@ class ApproximateFullConformalRegressor(
         self
         """
         self._validate_params()
-        if not hasattr(self, "estimator_"):
+        # A model given fitted is adopted again at each calibrate (set_params(estimator=)
+        # between two calibrations takes effect); a network fit trained is kept.
+        if not hasattr(self, "estimator_") or self.__dict__.get("_estimator_adopted", False):
             model = self.estimator
             if model is None:
                 raise NotFittedError(
@@ -443,15 +453,26 @@ class ApproximateFullConformalRegressor(
                         "fit(X_train, y_train) first, or pass a fitted model."
                     ) from None
             self.estimator_ = model
+            self._estimator_adopted = True
             X = self._check_X(X, reset=True)
         else:
             X = self._check_X(X, reset=False)
         y = check_regression_target(y, _num_samples(X))
         self._prepare(self._linearize(X), y, refine=True)
         self.mode_ = "split+refine"
+        self.__dict__.pop("_fit_settings", None)
+        record_calibration_settings(self)
         return self
 
     # ---- prediction ---------------------------------------------------------------------
+    def _check_ready(self, method: str) -> None:
+        check_is_fitted(self, "machine_")
+        # The machine was built with these settings: changed since, it no longer fits them.
+        if self.mode_ == "full":
+            check_calibration_settings(self, method, step="fit", again="fit(X, y)")
+        else:
+            check_calibration_settings(self, method)
+
     def _test_input(self, X: Any) -> Any:
         check_is_fitted(self, "machine_")
         return row_sliceable(self._check_X(X, reset=False))  # batches are sliced from it
@@ -467,6 +488,7 @@ class ApproximateFullConformalRegressor(
         return self.target_shift_ + self.target_scale_ * values
 
     def predict_interval(self, X: Any, alpha: float | ArrayLike | None = None) -> NDArray:
+        self._check_ready("predict_interval")
         return self._to_target(super().predict_interval(X, alpha=alpha))
 
     predict_interval.__doc__ = FullConformalMixin.predict_interval.__doc__
@@ -474,6 +496,7 @@ class ApproximateFullConformalRegressor(
     def predict_set(
         self, X: Any, alpha: float | None = None, union: bool = False
     ) -> NDArray | list[NDArray]:
+        self._check_ready("predict_set")
         result = super().predict_set(X, alpha=alpha, union=union)
         if union:
             return [self._to_target(pieces) for pieces in result]
@@ -482,7 +505,7 @@ class ApproximateFullConformalRegressor(
     predict_set.__doc__ = FullConformalMixin.predict_set.__doc__
 
     def predict_pvalue(self, X: Any, y_candidates: ArrayLike) -> NDArray:
-        check_is_fitted(self, "machine_")
+        self._check_ready("predict_pvalue")
         candidates = (candidate_values(y_candidates) - self.target_shift_) / (self.target_scale_)
         return super().predict_pvalue(X, candidates)
 
@@ -499,6 +522,7 @@ class ApproximateFullConformalRegressor(
         -------
         ndarray of shape (n_samples,)
         """
+        self._check_ready("predict")
         centre = self._map_feature_batches(self._test_input(X), lambda _, centre: centre)
         return self._to_target(centre)
 
@@ -517,6 +541,7 @@ class ApproximateFullConformalRegressor(
         -------
         ndarray of shape (n_samples,)
         """
+        self._check_ready("predict_std")
         leverage = self._map_feature_batches(
             self._test_input(X), lambda features, _: self.machine_.test_leverage(features)
         )
