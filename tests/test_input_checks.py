@@ -428,6 +428,44 @@ def test_keeps_state_on_error_restores_attributes_and_a_generator_seed():
     assert generator.bit_generator.state != state
 
 
+def test_keeps_state_on_error_never_empties_the_object():
+    """The restore goes name by name: another thread reading the model meanwhile (a good
+    prediction beside a refused one) never finds an attribute missing."""
+    from uqconform.base import keeps_state_on_error
+
+    removed = []
+
+    class Recording(dict):
+        def clear(self):
+            removed.append("<clear>")
+            super().clear()
+
+        def pop(self, key, *default):
+            removed.append(key)
+            return super().pop(key, *default)
+
+        def __delitem__(self, key):
+            removed.append(key)
+            super().__delitem__(key)
+
+    class Model:
+        def __init__(self):
+            self.kept_, self.memory_ = "old", [1.0]
+
+        @keeps_state_on_error
+        def step(self):
+            self.kept_, self.added_ = "new", "new"
+            self.memory_.append(2.0)
+            raise ValueError("refused")
+
+    model = Model()
+    model.__dict__ = Recording(vars(model))
+    with pytest.raises(ValueError, match="refused"):
+        model.step()
+    assert removed == ["added_"]
+    assert dict(vars(model)) == {"kept_": "old", "memory_": [1.0]}
+
+
 def test_a_fitted_posterior_with_an_unfitted_network_fails_before_training():
     rng = np.random.default_rng(0)
     X, y = rng.normal(size=(80, 2)), rng.normal(size=80)

@@ -307,6 +307,9 @@ def _same_setting(old: Any, new: Any) -> bool:
         return False
 
 
+_MISSING = object()
+
+
 def keeps_state_on_error(method: Callable) -> Callable:
     """Decorator: when ``method`` raises, the estimator's attributes are put back as they
     were, so a rejected ``calibrate`` call keeps the previous (good) calibration.
@@ -330,8 +333,13 @@ def keeps_state_on_error(method: Callable) -> Callable:
         try:
             return method(self, *args, **kwargs)
         except BaseException:
-            self.__dict__.clear()
-            self.__dict__.update(saved)
+            # Put back name by name (never an empty object in between, for other threads).
+            state_now = self.__dict__
+            for name in [name for name in list(state_now) if name not in saved]:
+                state_now.pop(name, None)
+            for name, value in saved.items():
+                if state_now.get(name, _MISSING) is not value:
+                    state_now[name] = value
             for name, length in lengths.items():
                 del saved[name][length:]
             if isinstance(generator, np.random.Generator):

@@ -538,7 +538,6 @@ class SequentialConformalRegressor(
         the observed values are absorbed)."""
         return self.predict_interval(X, y, alpha=alpha)
 
-    @keeps_state_on_error
     def predict_interval(
         self, X: ArrayLike, y: ArrayLike | None = None, alpha: float | ArrayLike | None = None
     ) -> NDArray:
@@ -562,6 +561,11 @@ class SequentialConformalRegressor(
         -------
         ndarray of shape (n_samples, 2), or (n_samples, 2, k) for k levels
         """
+        if y is None:  # reads the memory only (no snapshot: threads may share the model)
+            return self._intervals(X, None, alpha)
+        return self._online_intervals(X, y, alpha)
+
+    def _intervals(self, X: ArrayLike, y: ArrayLike | None, alpha: Any) -> NDArray:
         check_is_fitted(self, "source_")
         check_calibration_settings(self, "predict_interval", step="fit", again="fit(X, y)")
         value = self.alpha if alpha is None else alpha
@@ -596,6 +600,9 @@ class SequentialConformalRegressor(
                 UserWarning,
             )
         return out[..., 0] if np.ndim(value) == 0 else out
+
+    # With y the memory absorbs each residual: a refused call leaves it as it was.
+    _online_intervals = keeps_state_on_error(_intervals)
 
     @keeps_state_on_error
     def update(self, X: ArrayLike, y: ArrayLike) -> Self:
