@@ -644,6 +644,39 @@ def test_conformal_bridge_covers():
     assert low <= np.mean(coverages) <= high
 
 
+@pytest.mark.parametrize("fitted, changed", [("diag", "kron"), ("last_layer", "full")])
+def test_posterior_structure_changed_after_fit_is_refused(fitted, changed):
+    X, y = _friedman(300)
+    net = _mlp((8,)).fit(X[:200], y[:200])
+    post = LaplacePosterior(net, structure=fitted, prior_precision=1.0).fit(X[:200], y[:200])
+    variance = post.variance()
+    jacobian = next(output_jacobians(as_network(net), X[200:210]))
+    post.set_params(structure=changed)
+    calls = {
+        "variance": post.variance,
+        "blocks": post.blocks,
+        "sample": lambda: post.sample(5, random_state=0),
+        "output_variance": lambda: post.output_variance(jacobian),
+        "log_marginal_likelihood": post.log_marginal_likelihood,
+    }
+    for method, call in calls.items():
+        with pytest.raises(NotFittedError, match=rf"{method}: .*structure='{fitted}'.* fit"):
+            call()
+    np.testing.assert_array_equal(post.set_params(structure=fitted).variance(), variance)
+    refitted = post.set_params(structure=changed).fit(X[:200], y[:200])
+    assert refitted.variance().shape == variance.shape
+
+
+def test_clone_of_a_posterior_says_how_to_keep_the_network():
+    from sklearn.base import clone
+
+    X, y = _friedman(200)
+    net = _mlp((8,)).fit(X[:100], y[:100])
+    post = LaplacePosterior(net, prior_precision=1.0).fit(X[:100], y[:100])
+    with pytest.raises(NotFittedError, match=r"not fitted .*FrozenEstimator\(network\)"):
+        clone(post).fit(X[:100], y[:100])
+
+
 def test_frozen_estimator_survives_clone():
     from sklearn.base import clone
     from sklearn.frozen import FrozenEstimator

@@ -35,11 +35,13 @@ from numpy.typing import ArrayLike, NDArray
 from scipy.linalg import eigh
 from scipy.optimize import minimize_scalar
 from sklearn.base import BaseEstimator
+from sklearn.exceptions import NotFittedError
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from uqconform.base import (
+    check_calibration_settings,
     check_class_labels,
     check_int,
     check_positive_float,
@@ -47,6 +49,7 @@ from uqconform.base import (
     check_regression_target,
     keeps_state_on_error,
     random_generator,
+    record_calibration_settings,
 )
 from uqconform.bayes.convert import NetworkView, as_network, output_jacobians
 from uqconform.bayes.likelihood import (
@@ -144,6 +147,9 @@ class LaplacePosterior(BaseEstimator):
         "random_state": ["random_state", np.random.Generator],
     }
 
+    # The posterior's layout follows the structure it was fitted with (changed since: refused).
+    _fit_params = ("structure",)
+
     def _validate_params(self) -> None:
         super()._validate_params()
         check_random_state_value(self.random_state)  # also refuses True and seeds >= 2**32
@@ -184,7 +190,15 @@ class LaplacePosterior(BaseEstimator):
         self
         """
         self._validate_params()
-        view = as_network(self.estimator)
+        self.__dict__.pop("_fit_settings", None)  # recorded again at the end
+        try:
+            view = as_network(self.estimator)
+        except NotFittedError as error:
+            raise NotFittedError(
+                f"LaplacePosterior needs the trained network, and `estimator` is not fitted "
+                f"({error}). Train it first; a clone of the posterior (sklearn.base.clone, a "
+                "search) holds an unfitted copy: pass FrozenEstimator(network) to keep it."
+            ) from None
         prior = self.prior_precision
         if isinstance(prior, numbers.Real):
             prior = check_positive_float(prior, "prior_precision")  # refuses True
@@ -241,6 +255,7 @@ class LaplacePosterior(BaseEstimator):
             self.prior_precision_ = self._tune(Xv, target_val)
         else:
             self.prior_precision_ = prior if isinstance(prior, np.ndarray) else float(prior)
+        record_calibration_settings(self, step="fit")
         return self
 
     @classmethod
@@ -461,6 +476,7 @@ class LaplacePosterior(BaseEstimator):
             an array, or 0 for a posterior built by `from_variance`).
         """
         check_is_fitted(self, "curvature_")
+        check_calibration_settings(self, "log_marginal_likelihood", step="fit", again="fit(X, y)")
         delta = self.prior_precision_ if prior_precision is None else prior_precision
         if np.ndim(delta) != 0:
             raise ValueError("log_marginal_likelihood needs a scalar prior precision.")
@@ -506,9 +522,10 @@ class LaplacePosterior(BaseEstimator):
         return log_p[np.arange(target.size), target]
 
     # ---- the posterior ----------------------------------------------------------------------
-    def _check(self, scale: float = 1.0) -> float:
-        """Fitted? Return ``scale`` checked: a finite number > 0."""
+    def _check(self, method: str, scale: float = 1.0) -> float:
+        """Fitted, with the structure it was fitted with? Return ``scale`` checked."""
         check_is_fitted(self, "prior_precision_")
+        check_calibration_settings(self, method, step="fit", again="fit(X, y)")
         return check_positive_float(scale, "scale")
 
     def _kron_factors(self, scale: float) -> list[tuple[NDArray, NDArray]]:
@@ -536,7 +553,7 @@ class LaplacePosterior(BaseEstimator):
 
         Parameters outside the last layer have variance 0 for ``"last_layer"``.
         """
-        scale = self._check(scale)
+        scale = self._check("variance", scale)
         if self.structure == "diag":
             return scale / (self.curvature_ + self.prior_precision_)
         if self.structure == "kron":
@@ -557,7 +574,7 @@ class LaplacePosterior(BaseEstimator):
         ``"full"`` keeps each layer's own covariance block and drops the covariances between
         layers (the single-pass predictive assumes independent layers).
         """
-        scale = self._check(scale)
+        scale = self._check("blocks", scale)
         network = self.network_
         dense = network.dense_layers
         slices = network.parameter_slices()
@@ -596,7 +613,7 @@ class LaplacePosterior(BaseEstimator):
         >>> post.sample(3, random_state=0).shape
         (3, 43)
         """
-        scale = self._check(scale)
+        scale = self._check("sample", scale)
         n_samples = check_int(n_samples, "n_samples")
         rng = random_generator(random_state)
         P = self.n_parameters_
@@ -649,7 +666,7 @@ class LaplacePosterior(BaseEstimator):
             If ``jacobians`` is not numeric, not 3-D, has another number of parameters or holds
             NaN or infinity.
         """
-        scale = self._check(scale)
+        scale = self._check("output_variance", scale)
         expected = f"(K, n_samples, n_parameters) = (K, n_samples, {self.n_parameters_})"
         try:
             jacobians = np.asarray(jacobians, dtype=float)
