@@ -601,7 +601,7 @@ def test_classifier_validation_labels_are_named_y_val():
         LaplacePosterior(net).fit(X[:100], y[:100], X[100:200], np.full(100, 42))
     labels = y[100:200].astype(object)
     labels[0] = None
-    with pytest.raises(ValueError, match=r"^`y_val` contains missing \(None\) labels"):
+    with pytest.raises(ValueError, match=r"^`y_val` contains missing \(None or NaN\) labels"):
         LaplacePosterior(net).fit(X[:100], y[:100], X[100:200], labels)
 
 

@@ -83,7 +83,7 @@ def _labels(kind):
     ("kind", "match"),
     [
         ("mixed int and str", r"`y` mixes label types \(int, str\)"),
-        ("a None label", r"`y` contains missing \(None\) labels"),
+        ("a None label", r"`y` contains missing \(None or NaN\) labels"),
     ],
 )
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")

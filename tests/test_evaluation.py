@@ -120,6 +120,20 @@ def test_coverage_sets_string_labels():
     assert coverage([10, 30, 20, 30], SETS, classes=[10, 30, 20]) == 0.75
 
 
+def test_nullable_and_object_containers_read_as_their_values():
+    """pandas nullable columns and object arrays of numbers or booleans (what a DataFrame of
+    mixed or extension dtypes gives) are read as the numbers they hold."""
+    frame = pd.DataFrame(INTERVALS).astype("Float64")
+    assert coverage(pd.Series(Y_REG, dtype="Float64"), frame) == coverage(Y_REG, INTERVALS)
+    assert mean_width(INTERVALS.astype(object)) == mean_width(INTERVALS)
+    boolean = pd.DataFrame(SETS).astype("boolean")
+    assert coverage(Y_CLS, boolean) == 0.75 and mean_set_size(boolean) == mean_set_size(SETS)
+    assert coverage(Y_CLS.astype(object), SETS) == 0.75  # integer labels held as objects
+    boolean.iloc[0, 0] = pd.NA
+    with pytest.raises(ValueError, match="`sets` holds missing values"):
+        mean_set_size(boolean)
+
+
 def test_coverage_regions():
     discs = Discs([1.0, 1.0, 3.0])
     assert coverage(Y_2D, discs) == pytest.approx(2 / 3)

@@ -7,6 +7,7 @@ each estimator's own test file.
 import warnings
 
 import numpy as np
+import pandas as pd
 import pytest
 from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
@@ -400,6 +401,17 @@ def test_multi_output_and_difficulty_estimator_kinds_are_named(data):
     )
     with pytest.raises(ValueError, match="is a classifier"):
         cp.fit(X[:50], y[:50]).calibrate(X[50:100], y[50:100])
+
+
+@pytest.mark.parametrize(
+    "missing",
+    [pd.Series(["a", pd.NA, "b", "a"], dtype="string"), pd.Categorical(["a", np.nan, "b", "a"])],
+)
+def test_missing_labels_in_pandas_containers_are_named(missing):
+    from uqconform.base import check_class_labels
+
+    with pytest.raises(ValueError, match=r"`y` contains missing \(None or NaN\) labels"):
+        check_class_labels(missing, 4)
 
 
 def test_keeps_state_on_error_restores_attributes_and_a_generator_seed():

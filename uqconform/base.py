@@ -118,6 +118,37 @@ def n_rows(X: Any) -> int:
     return len(X)
 
 
+#: What `pandas.api.types.infer_dtype` calls an object array holding only numbers.
+_NUMBER_KINDS = frozenset({"integer", "floating", "mixed-integer-float", "boolean", "decimal"})
+
+
+def float_values(values: Any) -> NDArray | None:
+    """The values as a float64 array when every one is a number (a missing one as NaN).
+
+    Numeric and boolean arrays, pandas columns of any numeric dtype (nullable ``Int64``,
+    ``Float64`` and ``boolean`` with ``pd.NA`` included) and object arrays of numbers give
+    the same float64 array, so what is computed from it (a hash of the rows) depends on
+    the numbers, not on their container. None for anything else (strings, mixed).
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> float_values(pd.Series([1, None], dtype="Int64"))
+    array([ 1., nan])
+    >>> float_values(np.array(["a", 1], dtype=object)) is None
+    True
+    """
+    array = values.to_numpy() if hasattr(values, "to_numpy") else np.asarray(values)
+    if array.dtype.kind in "biuf":
+        return np.asarray(array, dtype=np.float64)
+    if array.dtype.kind != "O" or array.size == 0:
+        return None
+    if pd.api.types.infer_dtype(array.ravel(), skipna=True) not in _NUMBER_KINDS:
+        return None
+    flat = pd.array(array.ravel(), dtype="Float64")
+    return flat.to_numpy(dtype=np.float64, na_value=np.nan).reshape(array.shape)
+
+
 def check_rows(name: str, values: ArrayLike, n: int, rows_of: str = "X") -> NDArray:
     """1-D array of length ``n`` (``y`` or ``groups``), with a message naming the argument
     (and ``rows_of``, what the rows belong to).
@@ -875,14 +906,22 @@ def _rows_digest(content: Any) -> str:
     Rows of a table (a DataFrame, a 2-D array or a list of rows) are hashed by value, one
     block of rows at a time, ignoring the index, column names and memory order; a sparse
     matrix by its canonical CSR arrays: the same values in a DataFrame with another index,
-    a Fortran-ordered array or a list give the same digest. A sparse matrix and its dense
-    copy differ (hashing the dense rows of a wide sparse matrix would cost ``n x p``).
+    a Fortran-ordered array or a list give the same digest, and so do the same numbers in
+    any numeric dtype (``3`` and ``3.0``, nullable pandas columns, object arrays). A sparse
+    matrix and its dense copy differ (hashing the dense rows of a wide sparse matrix would
+    cost ``n x p``).
     """
     if sparse.issparse(content):
         rows = sparse.csr_matrix(content, copy=True)
         rows.sum_duplicates()
         rows.sort_indices()
         return joblib.hash((rows.shape, rows.data, rows.indices, rows.indptr))
+    try:
+        numbers_only = float_values(content)
+    except (ValueError, TypeError):  # ragged rows
+        numbers_only = None
+    if numbers_only is not None:  # the same numbers in any dtype give the same digest
+        content = numbers_only
     if not hasattr(content, "iloc"):
         try:
             content = np.asarray(content)
@@ -1079,8 +1118,8 @@ def check_class_labels(y: ArrayLike, n: int, name: str = "y", rows_of: str = "X"
     if labels.dtype.kind == "f" and not np.isfinite(labels).all():
         raise ValueError(f"`{name}` contains NaN or infinite labels.")
     if labels.dtype.kind == "O":
-        if any(v is None for v in labels):
-            raise ValueError(f"`{name}` contains missing (None) labels.")
+        if pd.isna(labels).any():  # None, NaN, pd.NA (nullable or categorical labels)
+            raise ValueError(f"`{name}` contains missing (None or NaN) labels.")
         _refuse_unorderable(labels, name)
     return labels
 

@@ -36,6 +36,7 @@ from uqconform._warnings import warn_user
 from uqconform.base import (
     check_bool,
     check_calibration_settings,
+    check_class_labels,
     check_features,
     check_int,
     check_random_state_value,
@@ -348,7 +349,7 @@ class MultiDimScoreClassifier(RoutesFitParams, ClassifierMixin, BaseEstimator):
             self.estimator_ = self._heads().fit(None, None)
             self._heads_adopted = True
         n = n_rows(X)
-        labels = encode_labels(check_rows("y", y, n), self.classes_)
+        labels = encode_labels(check_class_labels(y, n), self.classes_)
         levels = check_alpha(self.alpha, "alpha")
         order = self._rng(2).permutation(n)
         n_cells, n_recal = self._split_sizes(n)

@@ -50,6 +50,7 @@ from uqconform.base import (
     check_int,
     check_n_jobs,
     check_verbose,
+    float_values,
     integer_seed,
     keeps_state_on_error,
     n_rows,
@@ -105,8 +106,9 @@ def _row_bytes(X: Any) -> list[bytes] | NDArray:
     array = np.asarray(values)
     if array.ndim == 1:
         array = array.reshape(-1, 1)
-    if array.dtype.kind in "biuf":
-        numeric = np.ascontiguousarray(array, dtype=np.float64) + 0.0  # -0.0 -> 0.0
+    numeric = float_values(array)  # any numeric dtype, nullable or object numbers alike
+    if numeric is not None:
+        numeric = np.ascontiguousarray(numeric) + 0.0  # -0.0 -> 0.0
         numeric[np.isnan(numeric)] = np.nan
         return numeric.view(np.dtype((np.void, numeric.dtype.itemsize * numeric.shape[1])))[:, 0]
     return [repr(tuple(row)).encode("utf-8") for row in array.tolist()]

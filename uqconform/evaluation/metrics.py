@@ -27,7 +27,7 @@ import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
 from uqconform._warnings import warn_user
-from uqconform.base import check_rows
+from uqconform.base import check_rows, float_values
 
 __all__ = [
     "coverage",
@@ -82,6 +82,20 @@ def _region_rows(region: Any) -> int | None:
         return None
 
 
+def _plain_array(prediction: Any, name: str) -> NDArray:
+    """The prediction as a bool or float array, also from pandas nullable or object data
+    (a DataFrame of ``boolean`` or ``Float64`` columns, an object array of numbers)."""
+    array = np.asarray(prediction)
+    if array.dtype != object or array.size == 0:
+        return array
+    if pd.api.types.infer_dtype(array.ravel(), skipna=True) == "boolean":
+        if pd.isna(array).any():
+            raise ValueError(f"`{name}` holds missing values (NA) in a boolean set array.")
+        return array.astype(bool)
+    numbers = float_values(array)
+    return array if numbers is None else numbers
+
+
 def _parse_prediction(
     prediction: Any, y_shape: tuple[int, ...] | None, name: str = "prediction"
 ) -> _Parsed:
@@ -100,7 +114,7 @@ def _parse_prediction(
         return _Parsed("region", list(prediction), False, rows.pop() if rows else None)
     if prediction is None:
         raise TypeError(f"`{name}` is None; pass intervals, a boolean set array or a region.")
-    array = np.asarray(prediction)
+    array = _plain_array(prediction, name)
     if array.dtype == bool:
         if array.ndim not in (2, 3):
             raise ValueError(
@@ -200,6 +214,8 @@ def _label_index(
     if np.any(missing):
         raise ValueError(f"`{name}` contains {int(np.sum(missing))} missing (NaN/None) labels.")
     if classes is None:
+        if y.dtype.kind == "O" and pd.api.types.infer_dtype(y) == "integer":
+            y = y.astype(np.int64)  # integer labels held as objects (a nullable column)
         if y.dtype.kind in "biu":
             index = y.astype(np.intp)
         elif y.dtype.kind == "f" and np.all(np.mod(y, 1) == 0):
@@ -417,7 +433,7 @@ def mean_set_size(sets: ArrayLike) -> float | NDArray:
     >>> mean_set_size(np.array([[True, False, False], [True, True, True]]))
     2.0
     """
-    array = np.asarray(sets)
+    array = _plain_array(sets, "sets")
     if array.dtype != bool:
         raise TypeError(f"`sets` must be a boolean array, got dtype {array.dtype}.")
     parsed = _parse_prediction(array, None, name="sets")
