@@ -168,3 +168,53 @@ def test_grid_search_over_a_pipeline_inside_cqr():
     band = search.best_estimator_.estimator_
     assert band.lower[-1].quantile == pytest.approx(0.1)
     assert band.upper[-1].quantile == pytest.approx(0.9)
+
+
+def _unseeded_forest_wrappers():
+    from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
+
+    from uqconform.multioutput import EllipsoidalConformalRegressor
+
+    forest = RandomForestRegressor(n_estimators=5, max_features=0.5)
+    quantile_forest = HistGradientBoostingRegressor(
+        loss="quantile", max_iter=20, max_features=0.5, early_stopping=False
+    )
+    return {
+        "split normalized": lambda seed: SplitConformalRegressor(
+            forest, conformity_score="normalized", cv=3, random_state=seed
+        ),
+        "classifier aps": lambda seed: SplitConformalClassifier(
+            RandomForestClassifier(n_estimators=5), conformity_score="aps", random_state=seed
+        ),
+        "cqr": lambda seed: ConformalizedQuantileRegressor(quantile_forest, random_state=seed),
+        "ellipse with folds": lambda seed: EllipsoidalConformalRegressor(
+            forest, cv=3, random_state=seed
+        ),
+    }
+
+
+@pytest.mark.parametrize("name", list(_unseeded_forest_wrappers()))
+def test_the_wrapper_seed_fixes_models_left_unseeded(name):
+    """Same seed, same numbers, also around a random forest without its own seed: the
+    wrapper's random_state fills every random_state left at None (kept where set)."""
+    from sklearn.datasets import make_classification, make_regression
+
+    make = _unseeded_forest_wrappers()[name]
+    if name == "classifier aps":
+        X, y = make_classification(300, n_features=6, n_informative=4, n_classes=3,
+                                   random_state=0)  # fmt: skip
+    else:
+        X, y = make_regression(300, n_features=6, noise=10.0, random_state=0)
+        if name == "ellipse with folds":
+            y = np.column_stack([y, y * 0.5 + X[:, 0]])
+    predict = "predict_set" if name == "classifier aps" else "predict_interval"
+
+    def run(seed):
+        model = make(seed)
+        out = getattr(model.fit(X[:150], y[:150]).calibrate(X[150:250], y[150:250]), predict)
+        assert model.estimator.get_params()["random_state"] is None  # the user's object
+        return out(X[250:])
+
+    first = run(0)
+    np.testing.assert_array_equal(first, run(0))
+    assert not np.array_equal(first, run(1))  # the seed reaches the forest

@@ -538,8 +538,9 @@ class ConformalPredictor(RoutesFitParams, BaseEstimator, metaclass=ABCMeta):
         return self._routed_fit_params(fit_params)["estimator"]
 
     def _make_estimator(self) -> BaseEstimator:
-        """The unfitted model that ``fit`` trains: a clone of ``estimator``."""
-        return clone(self._estimator_or_default())
+        """The unfitted model that ``fit`` trains: a clone of ``estimator`` (its unset
+        seeds from ``random_state``)."""
+        return seeded_clone(self._estimator_or_default(), getattr(self, "random_state", None))
 
     def _after_fit(self, X: Any, y: NDArray, **fit_params: Any) -> None:
         """Hook for extra training (difficulty estimators); default does nothing."""
@@ -868,6 +869,30 @@ def seed_parameters(estimator: Any, only_unset: bool = False) -> list[str]:
         if (name == "random_state" or name.endswith("__random_state"))
         and (value is None or not only_unset)
     ]
+
+
+def seeded_clone(estimator: Any, random_state: Any) -> Any:
+    """A clone of ``estimator`` whose ``random_state`` parameters left at None are seeded.
+
+    A wrapper's seed then also fixes the models it trains (same seed, same numbers, also
+    around an unseeded random forest); seeds the user set are kept, and
+    ``random_state=None`` changes nothing.
+
+    Examples
+    --------
+    >>> from sklearn.ensemble import RandomForestRegressor
+    >>> seeded_clone(RandomForestRegressor(), 3).random_state
+    3
+    >>> seeded_clone(RandomForestRegressor(random_state=1), 3).random_state
+    1
+    """
+    model = clone(estimator)
+    if random_state is None or not hasattr(model, "get_params"):
+        return model
+    unset = seed_parameters(model, only_unset=True)
+    if unset:
+        model.set_params(**dict.fromkeys(unset, integer_seed(random_state)))
+    return model
 
 
 def seeded_generator(

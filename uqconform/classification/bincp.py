@@ -651,7 +651,8 @@ class BinarizedSmoothedClassifier(_SmoothedClassifier):
         Rows whose ``n_samples`` noisy copies go to the model at once (``None``: automatic).
     random_state : int, Generator or None, default=None
         Seeds the noise (and APS uniforms): independent streams for augmentation,
-        calibration and prediction. Same seed, same sets.
+        calibration and prediction, and the classifier trained by ``fit`` where its own
+        ``random_state`` is None. Same seed, same sets.
 
     Attributes
     ----------

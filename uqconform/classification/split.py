@@ -103,7 +103,8 @@ default="lac"
     batch_size : int, default=None
         Rows predicted at once (``None``: automatic), to bound memory on large inputs.
     random_state : int, Generator or None, default=None
-        Seeds the uniform draws of randomised scores; the same seed gives the same sets.
+        Seeds the uniform draws of randomised scores (and the classifier trained by
+        ``fit`` where its own ``random_state`` is None); the same seed gives the same sets.
         A prediction call's draws depend on the seed and on the rows it is given, so the
         same rows get the same sets again, and rows predicted one per call get fresh draws.
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from sklearn.base import BaseEstimator, RegressorMixin, clone
+from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import LinearRegression
 from sklearn.utils import get_tags
@@ -223,7 +223,7 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
     def _fit_estimator(self, X: Any, Y: NDArray, **fit_params: Any) -> None:
         """Fit a clone of ``estimator`` as ``estimator_`` (a ``FrozenEstimator`` stays as is)."""
         model_params = self._model_fit_params(fit_params)
-        self.estimator_ = clone(self._estimator_or_default())
+        self.estimator_ = self._make_estimator()
         self._estimator_adopted = False
         try:
             self.estimator_.fit(X, Y, **model_params)

@@ -28,7 +28,7 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy import sparse
-from sklearn.base import BaseEstimator, clone
+from sklearn.base import BaseEstimator
 from sklearn.frozen import FrozenEstimator
 from sklearn.model_selection import KFold, cross_val_predict
 from sklearn.neighbors import NearestNeighbors
@@ -40,7 +40,7 @@ from sklearn.utils._param_validation import (
     StrOptions,
 )
 
-from uqconform.base import integer_seed
+from uqconform.base import integer_seed, seeded_clone
 from uqconform.multioutput._base import MultiOutputConformalRegressor
 from uqconform.regions import AffineMap, PredictionRegion
 
@@ -92,7 +92,12 @@ class _ResidualShapeRegressor(MultiOutputConformalRegressor):
         if isinstance(cv, numbers.Integral):
             cv = KFold(int(cv), shuffle=True, random_state=integer_seed(self.random_state))
         out_of_fold = cross_val_predict(
-            clone(point), X, Y, cv=cv, params=fit_params, n_jobs=self.n_jobs
+            seeded_clone(point, self.random_state),
+            X,
+            Y,
+            cv=cv,
+            params=fit_params,
+            n_jobs=self.n_jobs,
         )
         out_of_fold = np.asarray(out_of_fold, dtype=float).reshape(Y.shape)
         return Y - out_of_fold
@@ -141,7 +146,8 @@ class EllipsoidalConformalRegressor(_ResidualShapeRegressor):
     cv : int, cross-validation splitter or None, default=5
         Folds for the out-of-fold residuals; ``None``: in-sample residuals.
     random_state : int, Generator or None, default=None
-        Seeds the folds (and the shape/score split of a prefit estimator).
+        Seeds the folds (and the shape/score split of a prefit estimator), and the models
+        trained here whose own ``random_state`` is None.
     n_jobs : int, default=None
         Folds fitted in parallel (joblib).
 
@@ -278,7 +284,8 @@ class RectangularConformalRegressor(_ResidualShapeRegressor):
     cv : int, cross-validation splitter or None, default=5
         Folds for the out-of-fold residuals giving the scales; ``None``: in-sample.
     random_state : int, Generator or None, default=None
-        Seeds the folds (and the shape/score split of a prefit estimator).
+        Seeds the folds (and the shape/score split of a prefit estimator), and the models
+        trained here whose own ``random_state`` is None.
     n_jobs : int, default=None
         Folds fitted in parallel (joblib).
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.stats import chi
-from sklearn.base import BaseEstimator, clone
+from sklearn.base import BaseEstimator
 from sklearn.frozen import FrozenEstimator
 from sklearn.model_selection import KFold, cross_val_predict, train_test_split
 from sklearn.pipeline import Pipeline
@@ -36,7 +36,7 @@ from sklearn.utils._param_validation import (
 )
 
 from uqconform._warnings import warn_user
-from uqconform.base import fit_params_rows, integer_seed, keeps_state_on_error
+from uqconform.base import fit_params_rows, integer_seed, keeps_state_on_error, seeded_clone
 from uqconform.multioutput._base import MultiOutputConformalRegressor, take_rows
 from uqconform.multioutput.flows import FlowMap, fit_flow, require_flows
 
@@ -335,7 +335,8 @@ class ResidualCONTRA(_FlowRegions):
         The flow and its training, as in `CONTRA`. The residual flow is usually simpler
         than CONTRA's: the defaults are smaller (3 blocks of width 32).
     random_state : int, Generator or None, default=None
-        Seeds the folds, the split and the flow.
+        Seeds the folds, the split, the flow, and the models trained here whose own
+        ``random_state`` is None.
     n_jobs : int, default=None
         Folds fitted in parallel (joblib).
 
@@ -443,7 +444,7 @@ class ResidualCONTRA(_FlowRegions):
                 cv = self.cv
                 if isinstance(cv, numbers.Integral):
                     cv = KFold(int(cv), shuffle=True, random_state=seed)
-                point = clone(self._estimator_or_default())
+                point = seeded_clone(self._estimator_or_default(), self.random_state)
                 predicted = cross_val_predict(
                     point, X, Y, cv=cv, params=fit_params, n_jobs=self.n_jobs
                 )

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from sklearn.base import BaseEstimator, RegressorMixin, clone
+from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.compose import TransformedTargetRegressor
 from sklearn.exceptions import NotFittedError
 from sklearn.frozen import FrozenEstimator
@@ -42,6 +42,7 @@ from uqconform.base import (
     keeps_state_on_error,
     record_calibration_settings,
     row_sliceable,
+    seeded_clone,
 )
 from uqconform.linearize import (
     Linearization,
@@ -187,7 +188,7 @@ class ApproximateFullConformalRegressor(
         Test points processed at once.
     random_state : int, Generator or None, default=None
         Seeds the default network (``estimator=None``) and its cross-validation folds; a
-        given estimator keeps its own ``random_state``.
+        given estimator keeps its own ``random_state``, or takes this seed where it is None.
 
     Attributes
     ----------
@@ -410,7 +411,7 @@ class ApproximateFullConformalRegressor(
         if _is_torch_module(model) or isinstance(model, FrozenEstimator):
             self.estimator_ = model
         else:
-            self.estimator_ = clone(model).fit(X, y, **model_params)
+            self.estimator_ = seeded_clone(model, self.random_state).fit(X, y, **model_params)
         self._estimator_adopted = False
         self._prepare(self._linearize(X), y, refine=False)
         self.mode_ = "full"

@@ -12,7 +12,7 @@ from sklearn.frozen import FrozenEstimator
 from sklearn.utils import get_tags
 from sklearn.utils.validation import check_is_fitted
 
-from uqconform.base import check_bool, integer_seed
+from uqconform.base import check_bool, integer_seed, seeded_clone
 from uqconform.quantiles import check_alpha
 from uqconform.regression.split import SplitConformalRegressor
 from uqconform.routing import RoutesFitParams
@@ -148,7 +148,8 @@ class ConformalizedQuantileRegressor(SplitConformalRegressor):
         ``"regressor__alpha"``); found automatically for scikit-learn's quantile models.
     batch_size : int, default=None
     random_state : int or None, default=None
-        Seeds the default quantile model (its early-stopping split on large data).
+        Seeds the default quantile model (its early-stopping split on large data), and
+        given models whose own ``random_state`` is None.
 
     Attributes
     ----------
@@ -219,13 +220,14 @@ class ConformalizedQuantileRegressor(SplitConformalRegressor):
         return {"estimator": QuantileBand(base, base)}
 
     def _make_estimator(self) -> QuantileBand:
+        seed = self.random_state
         if self._is_pair():
-            return QuantileBand(clone(self.estimator[0]), clone(self.estimator[1]))
+            return QuantileBand(*(seeded_clone(model, seed) for model in self.estimator))
         level = float(check_alpha(self.alpha)[0])
         base = self._estimator_or_default()
         return QuantileBand(
-            _with_quantile(base, level / 2, self.quantile_param),
-            _with_quantile(base, 1 - level / 2, self.quantile_param),
+            seeded_clone(_with_quantile(base, level / 2, self.quantile_param), seed),
+            seeded_clone(_with_quantile(base, 1 - level / 2, self.quantile_param), seed),
         )
 
     def _prefit_estimator(self) -> QuantileBand:

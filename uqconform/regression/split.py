@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from sklearn.base import BaseEstimator, RegressorMixin, clone
+from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.exceptions import NotFittedError
 from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import LinearRegression
@@ -21,6 +21,7 @@ from uqconform.base import (
     check_regression_target,
     integer_seed,
     point_predictions,
+    seeded_clone,
 )
 from uqconform.scores.regression import RegressionScore, get_regression_score
 
@@ -79,7 +80,9 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
     batch_size : int, default=None
         Rows predicted at once (``None``: automatic), to bound memory on large inputs.
     random_state : int, Generator or None, default=None
-        Seeds the out-of-fold split.
+        Seeds the out-of-fold split, and the models trained here whose own
+        ``random_state`` is left at None (the estimator, its out-of-fold copies, the
+        difficulty model).
     n_jobs : int, default=None
         Folds fitted in parallel (joblib).
 
@@ -202,11 +205,14 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
             point = self._estimator_or_default()
             if isinstance(point, FrozenEstimator):  # refit its model out of fold, not frozen
                 point = point.estimator
+            seed = self.random_state
             out_of_fold = point_predictions(
-                cross_val_predict(clone(point), X, y, cv=cv, params=fit_params, n_jobs=self.n_jobs)
+                cross_val_predict(
+                    seeded_clone(point, seed), X, y, cv=cv, params=fit_params, n_jobs=self.n_jobs
+                )
             )
             base = self.difficulty_estimator
-            model = clone(point if base is None else base)
+            model = seeded_clone(point if base is None else base, seed)
             self.difficulty_estimator_ = model.fit(X, np.abs(y - out_of_fold))
             self._difficulty_is_residual_model = True
         # The floor of the spread is fixed from training data, never from calibration data,
