@@ -665,6 +665,10 @@ def test_posterior_structure_changed_after_fit_is_refused(fitted, changed):
     np.testing.assert_array_equal(post.set_params(structure=fitted).variance(), variance)
     refitted = post.set_params(structure=changed).fit(X[:200], y[:200])
     assert refitted.variance().shape == variance.shape
+    built = LaplacePosterior.from_variance(net, np.full(variance.shape, 0.1))
+    built.set_params(structure=changed)
+    with pytest.raises(NotFittedError, match=r"variance: .*structure='diag'"):
+        built.variance()
 
 
 def test_clone_of_a_posterior_says_how_to_keep_the_network():

@@ -461,11 +461,15 @@ def test_changed_smoothing_needs_a_new_calibration(problem):
     model, X, y = problem
     cp = BinarizedSmoothedClassifier(model, sigma=0.5, random_state=0).calibrate(X[:300], y[:300])
     sets = cp.predict_set(X[300:350])
+    radius = cp.max_radius_
     cp.set_params(sigma=2.0)
     with pytest.raises(NotFittedError, match="changed since calibrate"):
         cp.predict_set(X[300:350])
+    with pytest.raises(NotFittedError, match=r"max_radius_: .*changed since calibrate"):
+        cp.max_radius_  # noqa: B018 (a read that must refuse)
     cp.set_params(sigma=0.5)
     np.testing.assert_array_equal(cp.predict_set(X[300:350]), sets)
+    assert cp.max_radius_ == radius
     assert cp.set_params(radius=0.1).predict_set(X[300:350]).shape == sets.shape  # per call
 
 

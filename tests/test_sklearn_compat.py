@@ -183,8 +183,8 @@ def _unseeded_forest_wrappers():
         "split normalized": lambda seed: SplitConformalRegressor(
             forest, conformity_score="normalized", cv=3, random_state=seed
         ),
-        "classifier aps": lambda seed: SplitConformalClassifier(
-            RandomForestClassifier(n_estimators=5), conformity_score="aps", random_state=seed
+        "classifier": lambda seed: SplitConformalClassifier(  # LAC: no draws of its own
+            RandomForestClassifier(n_estimators=5), random_state=seed
         ),
         "cqr": lambda seed: ConformalizedQuantileRegressor(quantile_forest, random_state=seed),
         "ellipse with folds": lambda seed: EllipsoidalConformalRegressor(
@@ -200,14 +200,14 @@ def test_the_wrapper_seed_fixes_models_left_unseeded(name):
     from sklearn.datasets import make_classification, make_regression
 
     make = _unseeded_forest_wrappers()[name]
-    if name == "classifier aps":
+    if name == "classifier":
         X, y = make_classification(300, n_features=6, n_informative=4, n_classes=3,
                                    random_state=0)  # fmt: skip
     else:
         X, y = make_regression(300, n_features=6, noise=10.0, random_state=0)
         if name == "ellipse with folds":
             y = np.column_stack([y, y * 0.5 + X[:, 0]])
-    predict = "predict_set" if name == "classifier aps" else "predict_interval"
+    predict = "predict_set" if name == "classifier" else "predict_interval"
 
     def run(seed):
         model = make(seed)
@@ -218,3 +218,15 @@ def test_the_wrapper_seed_fixes_models_left_unseeded(name):
     first = run(0)
     np.testing.assert_array_equal(first, run(0))
     assert not np.array_equal(first, run(1))  # the seed reaches the forest
+
+
+def test_unseeded_members_of_one_model_get_seeds_of_their_own():
+    from sklearn.ensemble import RandomForestRegressor, VotingRegressor
+
+    from uqconform.base import seeded_clone
+
+    forest = RandomForestRegressor(n_estimators=3, max_features=0.5)
+    voting = seeded_clone(VotingRegressor([("a", forest), ("b", forest)]), 0)
+    seeds = [voting.get_params()[f"{name}__random_state"] for name in ("a", "b")]
+    assert None not in seeds and seeds[0] != seeds[1]
+    assert forest.random_state is None

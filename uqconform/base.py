@@ -138,7 +138,20 @@ def float_values(values: Any) -> NDArray | None:
     >>> float_values(np.array(["a", 1], dtype=object)) is None
     True
     """
-    array = values.to_numpy() if hasattr(values, "to_numpy") else np.asarray(values)
+    if isinstance(values, (pd.DataFrame, pd.Series)):  # decided from the column dtypes
+        dtypes = list(values.dtypes) if isinstance(values, pd.DataFrame) else [values.dtype]
+        numeric = [
+            pd.api.types.is_numeric_dtype(dtype) or pd.api.types.is_bool_dtype(dtype)
+            for dtype in dtypes
+        ]
+        if all(numeric):
+            return values.to_numpy(dtype=np.float64, na_value=np.nan)
+        if any(
+            not ok and dtype != np.dtype(object) for ok, dtype in zip(numeric, dtypes, strict=True)
+        ):
+            return None  # text, categories, dates
+        values = values.to_numpy()  # object columns: numbers held as objects, or not
+    array = np.asarray(values)
     if array.dtype.kind in "biuf":
         return np.asarray(array, dtype=np.float64)
     if array.dtype.kind != "O" or array.size == 0:
@@ -875,14 +888,16 @@ def seeded_clone(estimator: Any, random_state: Any) -> Any:
     """A clone of ``estimator`` whose ``random_state`` parameters left at None are seeded.
 
     A wrapper's seed then also fixes the models it trains (same seed, same numbers, also
-    around an unseeded random forest); seeds the user set are kept, and
-    ``random_state=None`` changes nothing.
+    around an unseeded random forest); each unset parameter gets its own seed, seeds the
+    user set are kept, and ``random_state=None`` changes nothing. A Generator or
+    RandomState ``random_state`` gives one draw when some parameter is unset.
 
     Examples
     --------
     >>> from sklearn.ensemble import RandomForestRegressor
-    >>> seeded_clone(RandomForestRegressor(), 3).random_state
-    3
+    >>> a, b = seeded_clone(RandomForestRegressor(), 3), seeded_clone(RandomForestRegressor(), 3)
+    >>> a.random_state == b.random_state is not None
+    True
     >>> seeded_clone(RandomForestRegressor(random_state=1), 3).random_state
     1
     """
@@ -890,8 +905,9 @@ def seeded_clone(estimator: Any, random_state: Any) -> Any:
     if random_state is None or not hasattr(model, "get_params"):
         return model
     unset = seed_parameters(model, only_unset=True)
-    if unset:
-        model.set_params(**dict.fromkeys(unset, integer_seed(random_state)))
+    if unset:  # one seed each: two unseeded members of an ensemble stay independent
+        seeds = np.random.default_rng(integer_seed(random_state)).integers(2**31, size=len(unset))
+        model.set_params(**{name: int(seed) for name, seed in zip(unset, seeds, strict=True)})
     return model
 
 

@@ -316,6 +316,7 @@ class LaplacePosterior(BaseEstimator):
                 post._set_noise(view, noise_variance(residual, target))
             else:
                 post._set_noise(view, 1.0 / view.target_scale**2)  # 1.0 in the units of y
+        record_calibration_settings(post, step="fit")  # a diagonal posterior, as fit's
         return post
 
     def _set_noise(self, view: NetworkView, network_variance: float) -> None:

@@ -389,18 +389,21 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
         self.n_calibration_ = n
         self.failure_level_ = level
         self._after_calibration()
-        self._calibration_at_alpha()  # refuse alpha <= eta now, not at the first prediction
+        self._calibration_at_alpha("calibrate")  # refuse alpha <= eta now, not at predict
         return self
 
     def _reset_calibration(self) -> None:
         super()._reset_calibration()
-        self.__dict__.pop("failure_level_", None)
+        for name in ("failure_level_", "_calibrations"):
+            self.__dict__.pop(name, None)
 
-    # The calibration at the current ``alpha``: computed when read, so that
-    # ``set_params(alpha=...)`` after ``calibrate`` takes effect (a quantile of the scores).
-    def _calibration_at_alpha(self) -> tuple[float, float, float]:
+    # The calibration at the current ``alpha``: looked up when read, so that
+    # ``set_params(alpha=...)`` after ``calibrate`` takes effect. Kept per level (a quantile
+    # of every calibration score costs O(n)); a dict, filled by one assignment per level.
+    def _calibration_at_alpha(self, name: str) -> tuple[float, float, float]:
         if "failure_level_" not in vars(self):
             raise AttributeError(f"{type(self).__name__} is not calibrated.")
+        check_calibration_settings(self, name)  # the levels kept depend on them
         levels, scalar = self._levels(None)
         if not scalar:
             raise ValueError(f"`alpha` must be a single float, got {self.alpha!r}.")
@@ -408,15 +411,15 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
 
     @property
     def threshold_(self) -> float:
-        return self._calibration_at_alpha()[0]
+        return self._calibration_at_alpha("threshold_")[0]
 
     @property
     def base_probability_(self) -> float:
-        return self._calibration_at_alpha()[1]
+        return self._calibration_at_alpha("base_probability_")[1]
 
     @property
     def max_radius_(self) -> float:
-        return self._calibration_at_alpha()[2]
+        return self._calibration_at_alpha("max_radius_")[2]
 
     def _after_calibration(self) -> None:
         """Hook for quantities fixed by the calibration size (default: nothing)."""
@@ -439,6 +442,12 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
 
         The conformal quantile of the calibration scores is taken at ``alpha - eta``.
         """
+        known = self.__dict__.setdefault("_calibrations", {})
+        if alpha not in known:
+            known[alpha] = self._compute_calibration(alpha)
+        return known[alpha]
+
+    def _compute_calibration(self, alpha: float) -> tuple[float, float, float]:
         quantile = conformal_quantile(
             self.conformity_scores_, alpha - float(self.eta), kind="conformity"
         )[0]
@@ -490,7 +499,7 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
     ) -> tuple[list[tuple[float, float, float]], bool]:
         """The calibration of every requested level (the stored one for ``alpha=None``)."""
         if alpha is None:
-            return [self._calibration_at_alpha()], True
+            return [self._calibration_at_alpha("predict_set")], True
         levels, scalar = self._levels(alpha)
         return [self._calibration_for(float(level)) for level in levels], scalar
 
@@ -801,8 +810,9 @@ class MeanSmoothedClassifier(_SmoothedClassifier):
     batch_size : int, default=None
         Rows whose noisy copies go to the model at once (``None``: automatic).
     random_state : int, Generator or None, default=None
-        Seeds the noise; the same seed as a `BinarizedSmoothedClassifier` gives the same
-        draws, so the two compare on identical samples.
+        Seeds the noise (and the classifier trained by ``fit`` where its own
+        ``random_state`` is None); the same seed as a `BinarizedSmoothedClassifier` gives
+        the same draws, so the two compare on identical samples.
 
     Attributes
     ----------

@@ -561,7 +561,9 @@ class SequentialConformalRegressor(
         -------
         ndarray of shape (n_samples, 2), or (n_samples, 2, k) for k levels
         """
-        if y is None:  # reads the memory only (no snapshot: threads may share the model)
+        # Without y the memory is only read (the diagnostics get an entry): no snapshot,
+        # so that a refused call cannot disturb other threads predicting with the model.
+        if y is None:
             return self._intervals(X, None, alpha)
         return self._online_intervals(X, y, alpha)
 
