@@ -341,6 +341,15 @@ def list_datasets(task: str | None = None) -> list[str]:
 def dataset_info(name: str) -> DatasetInfo:
     """Task, source and description of a dataset.
 
+    Parameters
+    ----------
+    name : str
+        One of `list_datasets()`.
+
+    Returns
+    -------
+    DatasetInfo
+
     Examples
     --------
     >>> dataset_info("concrete").task

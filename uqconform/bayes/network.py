@@ -254,6 +254,11 @@ class Dense:
 class Activation:
     """An element-wise activation: one of `ACTIVATIONS`.
 
+    Parameters
+    ----------
+    name : str
+        The activation's name, as scikit-learn spells it (``"relu"``, ``"tanh"``...).
+
     Examples
     --------
     >>> import numpy as np

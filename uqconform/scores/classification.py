@@ -262,6 +262,21 @@ def get_classification_score(
 ) -> ClassificationScore:
     """Resolve ``"lac"``, ``"aps"``, ``"raps"``, ``"saps"``, ``"topk"`` or pass a score object.
 
+    Parameters
+    ----------
+    score : str or ClassificationScore
+        A name, or a score object (returned as is).
+    randomized : bool, default=True
+        Randomised APS, RAPS and SAPS (the others ignore it).
+    k_reg, lambda_reg : int, float
+        The RAPS penalty: ``lambda_reg`` per rank beyond ``k_reg``.
+    saps_weight : float, default=0.3
+        The SAPS weight of each rank beyond the first.
+
+    Returns
+    -------
+    ClassificationScore
+
     Examples
     --------
     >>> get_classification_score("raps", k_reg=2)

@@ -68,6 +68,17 @@ __all__ = ["SequentialConformalRegressor", "rolling_coverage"]
 def rolling_coverage(covered: ArrayLike, window: int = 50) -> NDArray:
     """Coverage of the last ``window`` steps at each step (shorter at the start).
 
+    Parameters
+    ----------
+    covered : array-like of bool or 0/1 of shape (n_steps,)
+        Whether each step's interval held its target (``coverage_history_``).
+    window : int, default=50
+        Number of steps averaged.
+
+    Returns
+    -------
+    ndarray of shape (n_steps,)
+
     Examples
     --------
     >>> rolling_coverage([1, 0, 1, 1], window=2).tolist()
