@@ -101,17 +101,17 @@ def test_shortcut_boundary_equals_the_general_path(monkeypatch, cls, norm, radiu
 
 def test_shortcut_pushes_one_row_per_distinct_radius(monkeypatch):
     pushed = []
-    original = PredictionRegion._image_of_sphere
+    original = PredictionRegion._push
 
-    def spy(self, unit):
+    def spy(self, Z):
         pushed.append(len(self))
-        return original(self, unit)
+        return original(self, Z)
 
-    monkeypatch.setattr(PredictionRegion, "_image_of_sphere", spy)
+    monkeypatch.setattr(PredictionRegion, "_push", spy)
     translations = np.random.default_rng(0).normal(size=(9, 2))
     PredictionRegion(BentWithOffset(translations), RADII["per row"]).bounding_box()
     PredictionRegion(Bent(translations), 1.0).boundary()
-    assert pushed == [5, 1]  # one row per radius 0, 1, 2, 3, inf; then one shared radius
+    assert pushed == [4, 1]  # one row per finite radius 0, 1, 2, 3; then one shared radius
 
 
 def test_no_shortcut_when_it_would_not_be_exact_or_save_anything():

@@ -46,6 +46,10 @@ _NORMS = ("l2", "linf")
 # Latent cells (rows x samples x dimension) handled at once by volume/sample/boundary, so
 # memory stays bounded for many rows.
 _CHUNK_CELLS = 2**21
+#: Bounding boxes of non-affine maps in d >= 3: ascent steps from the best sampled point of
+#: each extreme, and the finite-difference step on the unit sphere (flows compute in float32).
+_ASCENT_STEPS = 3
+_ASCENT_STEP = 1e-3
 
 
 @runtime_checkable
@@ -690,9 +694,12 @@ class PredictionRegion:
 
         Exact for affine maps. Otherwise the extremes of the image of ``n_points`` points
         of the latent sphere (the boundary of the region), in angle order for ``d = 2`` and
-        seeded random directions plus the coordinate axes above: a slightly inner box for
-        very curved maps. Infinite bounds for the whole space. Computed once per distinct
-        radius and shifted when the map is ``translation_invariant``.
+        seeded random directions plus the coordinate axes above; for ``d >= 3`` each
+        extreme is then pushed outward by a few steps along a finite-difference
+        linearisation of the map (exact for a map that is affine, whatever its type). For
+        very curved maps the box can still be slightly inside the region. Infinite
+        bounds for the whole space. Computed once per distinct radius and shifted when the
+        map is ``translation_invariant``.
 
         Parameters
         ----------
@@ -715,20 +722,76 @@ class PredictionRegion:
         if translates is not None:  # one box per distinct radius, shifted to each row
             first, owner, shift = translates
             return self[first].bounding_box(n_points)[owner] + shift[:, :, None]
-        if self.dim == 2:
+        d = self.dim
+        if d == 2:
             unit = _unit_sphere_2d(n_points, self.norm)
-        elif self.dim == 1:
+        elif d == 1:
             unit = np.array([[-1.0], [1.0]])
         else:
-            unit = _unit_sphere_sample(np.random.default_rng(0), n_points, self.dim, self.norm)
-        points = self._image_of_sphere(unit)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN rows: whole space
-            box = np.stack([np.nanmin(points, axis=1), np.nanmax(points, axis=1)], axis=2)
-        whole = self.is_whole_space
-        box[whole, :, 0] = -np.inf
-        box[whole, :, 1] = np.inf
+            unit = _unit_sphere_sample(np.random.default_rng(0), n_points, d, self.norm)
+        ascend = d >= 3 and self.norm == "l2"  # random directions miss the extremes there
+        box = np.empty((len(self), d, 2))
+        box[:, :, 0], box[:, :, 1] = -np.inf, np.inf  # rows of the whole space
+        finite = np.flatnonzero(np.isfinite(radii))
+        sub = self[finite] if finite.size < len(self) else self
+        cells = unit.size + (2 * d * (d + 2) * d if ascend else 0)
+        for block in sub._chunks(cells):  # bounded memory: a block of rows at a time
+            part = sub[block]
+            points = part._push(unit[None, :, :] * part._radii()[:, None, None])
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN rows stay NaN
+                extremes = np.stack([np.nanmin(points, axis=1), np.nanmax(points, axis=1)], 2)
+            if ascend:
+                extremes = part._ascend_extremes(unit, points)
+            box[finite[block]] = extremes
         return box
+
+    def _ascend_extremes(self, unit: NDArray, points: NDArray) -> NDArray:
+        """The box of the sampled sphere points ``points`` (``(n, m, d)``, images of
+        ``unit``), each of its ``2d`` extremes then pushed outward by a few steps: the sphere
+        point where a linearisation of the map is largest along that coordinate (tangent
+        part by finite differences, radial part from the rise over the image of the
+        centre; exact in one step for a map affine on the sphere), kept when larger."""
+        n, d = points.shape[0], self.dim
+        extreme = np.arange(2 * d)
+        coordinate = extreme % d
+        sign = np.repeat([-1.0, 1.0], d)  # the d lower extremes, then the d upper ones
+        radius = self._radii()[:, None, None]
+        values = np.nan_to_num(points[:, :, coordinate] * sign, nan=-np.inf)  # (n, m, 2d)
+        best = values.max(axis=1)
+        direction = unit[values.argmax(axis=1)]  # (n, 2d, d)
+
+        def objective(latent: NDArray) -> NDArray:  # (n, 2d, k, d) -> (n, 2d, k)
+            images = self._push(latent.reshape(n, -1, d)).reshape(latent.shape)
+            picked = np.take_along_axis(images, coordinate[None, :, None, None], axis=3)[..., 0]
+            return np.nan_to_num(picked * sign[None, :, None], nan=-np.inf)
+
+        # The image of the latent centre: the radial part of the linearisation is the
+        # value's rise from it (a map affine on the sphere then needs one step; the radial
+        # finite difference would add how the map grows off the sphere).
+        centre = objective(np.zeros((n, 2 * d, 1, d)))
+        for _ in range(_ASCENT_STEPS):
+            probes = direction[:, :, None, :] + _ASCENT_STEP * np.eye(d)  # (n, 2d, d, d)
+            stacked = (
+                np.concatenate([direction[:, :, None, :], probes], axis=2) * radius[..., None]
+            )
+            f = objective(stacked)
+            with np.errstate(invalid="ignore"):
+                gradient = (f[..., 1:] - f[..., :1]) / _ASCENT_STEP
+                radial = (gradient * direction).sum(axis=2, keepdims=True)
+                rise = f[..., :1] - centre
+                gradient = gradient + (rise - radial) * direction  # tangent part + rise
+                length = np.linalg.norm(gradient, axis=2, keepdims=True)
+                candidate = gradient / length
+            usable = np.isfinite(candidate).all(axis=2, keepdims=True)
+            candidate = np.where(usable, candidate, direction)
+            value = objective(candidate[:, :, None, :] * radius[..., None])[..., 0]
+            better = value > best
+            direction = np.where(better[..., None], candidate, direction)
+            best = np.where(better, value, best)
+        with np.errstate(invalid="ignore"):
+            bounds = np.where(np.isfinite(best), best * sign, np.nan)  # (n, 2d)
+        return np.stack([bounds[:, :d], bounds[:, d:]], axis=2)
 
     # ---- plotting ---------------------------------------------------------------------------
     def plot(

@@ -471,7 +471,10 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
     def predict_interval(
         self, X: Any, alpha: float | Sequence[float] | None = None, groups: ArrayLike | None = None
     ) -> NDArray:
-        """Bounding boxes of the prediction regions.
+        """Bounding boxes of the prediction regions (`PredictionRegion.bounding_box`).
+
+        Exact for ellipses and boxes; for flows the extremes of the region's boundary found
+        by sampling and a few ascent steps (can sit slightly inside a very curved region).
 
         Parameters
         ----------
