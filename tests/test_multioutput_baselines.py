@@ -154,7 +154,7 @@ def test_radius_is_the_conformal_quantile_of_the_scores(data):
 
 
 def test_bonferroni_is_per_output_split_conformal_at_alpha_over_d(data):
-    (Xf, Yf), (Xc, Yc), (Xt, _Yt) = data
+    (Xf, Yf), (Xc, Yc), (Xt, Yt) = data
     model = RectangularConformalRegressor(Ridge(), alpha=0.1, bonferroni=True).fit(Xf, Yf)
     model.calibrate(Xc, Yc)
     residuals = np.abs(Yc - model.estimator_.predict(Xc))
@@ -164,6 +164,13 @@ def test_bonferroni_is_per_output_split_conformal_at_alpha_over_d(data):
     boxes = model.predict_interval(Xt)
     centre = model.predict(Xt)
     np.testing.assert_allclose(boxes[..., 1] - centre, np.broadcast_to(expected, (300, 2)))
+    # its nonconformity scores are the calibration's: one per output, against radius_
+    np.testing.assert_array_equal(model.nonconformity(Xc, Yc), model.conformity_scores_)
+    scores = model.nonconformity(Xt, Yt)
+    assert scores.shape == (300, 2)
+    np.testing.assert_array_equal(
+        (scores <= model.radius_).all(axis=1), model.predict_set(Xt).contains(Yt)
+    )
 
 
 def test_wraps_pipelines_and_multioutput_regressors(data):

@@ -114,6 +114,27 @@ def test_shortcut_pushes_one_row_per_distinct_radius(monkeypatch):
     assert pushed == [4, 1]  # one row per finite radius 0, 1, 2, 3; then one shared radius
 
 
+def test_volume_of_translates_is_estimated_once_per_distinct_radius(monkeypatch):
+    """Mondrian groups give one radius per group: rows of a radius share one estimate
+    (each row had its own Monte Carlo: 400x slower and volumes spread by 7%)."""
+    rows = []
+    original = Bent.log_abs_det_from_latent
+
+    def spy(self, Z):
+        rows.append(Z.shape[0])
+        return original(self, Z)
+
+    monkeypatch.setattr(Bent, "log_abs_det_from_latent", spy)
+    translations = np.random.default_rng(0).normal(size=(9, 2))
+    radii = RADII["per row"]
+    volume = PredictionRegion(Bent(translations), radii).volume(n_samples=200)
+    assert sum(rows) == 3  # the finite positive radii 1, 2 and 3, one row each
+    for r in np.unique(radii):
+        assert np.unique(volume[radii == r]).size == 1
+    assert volume[radii == 0].tolist() == [0.0] and np.isinf(volume[radii == np.inf]).all()
+    assert volume[radii == 1.0][0] < volume[radii == 2.0][0] < volume[radii == 3.0][0]
+
+
 def test_no_shortcut_when_it_would_not_be_exact_or_save_anything():
     translations = np.random.default_rng(0).normal(size=(4, 2))
     assert PredictionRegion(Bent(translations[:1]), 1.0)._translates() is None  # one row

@@ -307,6 +307,24 @@ def test_bounding_box_exact_for_affine_and_close_for_others(norm, d):
     assert np.all(points <= exact[:, None, :, 1] + 1e-9)
 
 
+@pytest.mark.parametrize("norm", ["l2", "linf"])
+def test_affine_box_holds_every_point_contains_accepts(norm):
+    """contains() computes (y - c) / s <= r, the box c +- s r: rounded differently, a point
+    one ulp beyond the box was accepted in 14% of rows. The box is rounded outward."""
+    rng = np.random.default_rng(0)
+    n = 2000
+    m = AffineMap(rng.normal(size=(n, 2)) * 10, rng.uniform(0.1, 3.0, size=(n, 2)))
+    region = PredictionRegion(m, rng.uniform(0.5, 2.0, size=n), norm)
+    box = region.bounding_box()
+    for side, toward in ((1, np.inf), (0, -np.inf)):
+        beyond = m.center.copy()
+        beyond[:, 0] = np.nextafter(box[:, 0, side], toward)
+        assert not region.contains(beyond).any()
+    inside = m.center.copy()
+    inside[:, 0] = m.center[:, 0] + 0.999 * (box[:, 0, 1] - m.center[:, 0])
+    assert region.contains(inside).all()
+
+
 @pytest.mark.parametrize("d", [5, 10])
 def test_bounding_box_of_a_map_hiding_its_affinity_is_exact_in_higher_dimensions(d):
     """Random sphere points reach a box's extremes less and less often as d grows (the

@@ -37,6 +37,7 @@ from scipy.special import gammaln, logsumexp
 
 from uqconform._warnings import warn_user
 from uqconform.base import check_int, random_generator
+from uqconform.scores.regression import outward_margin
 
 __all__ = ["AffineMap", "LatentMap", "PredictionRegion"]
 
@@ -474,11 +475,12 @@ class PredictionRegion:
         return points
 
     def contains(self, Y: ArrayLike) -> NDArray:
-        """Whether ``Y[i]`` lies in region ``i``.
+        """Whether ``Y[i]`` lies in region ``i`` (closed: the boundary is inside).
 
         Parameters
         ----------
         Y : array-like of shape (n, d)
+            Finite values (NaN or infinite points raise a ValueError).
 
         Returns
         -------
@@ -499,8 +501,8 @@ class PredictionRegion:
         Exact for affine maps. Otherwise the Jacobian identity
         ``Vol = Vol(B(r)) E_{z ~ U(B(r))} |det d g^{-1}/dz|`` is estimated with
         ``n_samples`` latent points per row, averaged with log-sum-exp so that large
-        Jacobians do not overflow (once for all rows when the map is
-        ``translation_invariant`` and the radius is one float).
+        Jacobians do not overflow (once per distinct radius when the map is
+        ``translation_invariant``: Mondrian groups of ResidualCONTRA included).
 
         Parameters
         ----------
@@ -522,14 +524,15 @@ class PredictionRegion:
         radii = self._radii()
         if (
             len(self) > 1
-            and np.ndim(self.radius) == 0
             and getattr(self.latent_map, "translation_invariant", False)
             and not getattr(self.latent_map, "is_affine", False)
         ):
-            # every region is a translate of one shape: estimate its volume once
-            one = self[[0]].log_volume(n_samples, random_state, return_std=True)
-            log_volume, std = (np.repeat(part, len(self)) for part in one)
-            return (log_volume, std) if return_std else log_volume
+            # regions of one radius are translates of one shape: one estimate per radius
+            _, first, owner = np.unique(radii, return_index=True, return_inverse=True)
+            if first.size < len(self):
+                one = self[first].log_volume(n_samples, random_state, return_std=True)
+                log_volume, std = (part[owner] for part in one)
+                return (log_volume, std) if return_std else log_volume
         with np.errstate(divide="ignore"):
             log_ball = _log_ball_volume(self.dim, np.log(radii), self.norm)
         log_jacobian = np.zeros(len(self))
@@ -717,7 +720,10 @@ class PredictionRegion:
                 half = self.latent_map.row_extent(self.norm) * radii[:, None]
             half = np.where(np.isinf(radii)[:, None], np.inf, half)
             center = self.latent_map.center
-            return np.stack([center - half, center + half], axis=2)
+            # rounded outward by a few ulps: contains() tests (y - c) / s <= r, and a point
+            # it accepts must not fall just outside c + s r
+            margin = outward_margin(center, half)
+            return np.stack([center - half - margin, center + half + margin], axis=2)
         translates = self._translates()
         if translates is not None:  # one box per distinct radius, shifted to each row
             first, owner, shift = translates

@@ -362,12 +362,35 @@ class RectangularConformalRegressor(_ResidualShapeRegressor):
     def _latent_map(self, X: Any) -> AffineMap:
         return AffineMap(self._estimator_prediction(X), self.scale_[None])
 
+    def _scores(self, X: Any, Y: NDArray) -> NDArray:
+        if not self.bonferroni:
+            return super()._scores(X, Y)
+        return np.abs(self._latent_map(X).to_latent(Y))  # one score per output
+
     def _calibration_scores(self, X: Any, Y: NDArray) -> tuple[NDArray, NDArray, int]:
         if not self.bonferroni:
             return super()._calibration_scores(X, Y)
         # one column per output: the base calibrates each at alpha / d (Bonferroni)
-        scores = np.abs(self._latent_map(X).to_latent(Y))
+        scores = self._scores(X, Y)
         return scores, np.zeros(scores.shape[0], dtype=np.intp), 1
+
+    def nonconformity(self, X: Any, y: ArrayLike) -> NDArray:
+        """Nonconformity scores of labelled rows (no calibration needed).
+
+        ``max_j |y_j - f_j(x)| / scale_j`` (the box's score); with ``bonferroni=True`` the
+        scores the calibration uses, one per output, ``|y_j - f_j(x)|`` (each calibrated
+        at ``alpha / d``).
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+        y : array-like of shape (n_samples, n_outputs)
+
+        Returns
+        -------
+        ndarray of shape (n_samples,), or (n_samples, n_outputs) with ``bonferroni=True``
+        """
+        return super().nonconformity(X, y)
 
     def _regions(self, X: Any, thresholds: NDArray) -> list[PredictionRegion]:
         if not self.bonferroni:
