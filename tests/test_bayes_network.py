@@ -236,3 +236,18 @@ def test_bad_layers_and_activations_are_named():
         Dense(np.eye(2), np.zeros(3))
     with pytest.raises(ValueError, match="blocks"):
         Network([Dense(np.eye(2), np.zeros(2))]).moments(np.ones((1, 2)), [])
+
+
+def test_exact_relu_with_full_covariance_stays_a_covariance():
+    """Exact variances set into the linearised matrix made it indefinite: two copies of
+    one pre-activation gave relu(h) - relu(h) a variance of -1.24."""
+    relu = Activation("relu")
+    _, var = relu_moments(np.array([0.1]), np.array([1.0]))
+    _, cov = relu.moments(np.array([[0.1, 0.1]]), np.ones((1, 2, 2)), mode="exact_relu")
+    np.testing.assert_allclose(cov[0], var[0] * np.ones((2, 2)), rtol=1e-12)
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        root = rng.normal(size=(5, 5))
+        cov = (root @ root.T)[None]
+        _, out = relu.moments(rng.normal(size=(1, 5)), cov, mode="exact_relu")
+        assert np.linalg.eigvalsh(out[0]).min() >= -1e-12 * np.abs(out[0]).max()

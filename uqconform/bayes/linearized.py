@@ -434,19 +434,30 @@ class LinearizedPredictive(BaseEstimator):
 
     def _fit_scale(self, Xv: NDArray, target: NDArray) -> None:
         fixed = None if self.scale == "auto" else float(self.scale)
-        mean, var = self._onepass(Xv, 1.0)
+
+        # The one pass at each candidate scale: its moments are not linear in the scale
+        # (a layer adds the product of propagated and weight variances; exact ReLU moments
+        # move the mean), so scaling the variance at scale 1 would tune another predictive.
+        def moments(log_scale: float) -> tuple[NDArray, NDArray]:
+            return self._onepass(Xv, float(np.exp(log_scale)))
+
+        def bounded(value: float) -> float:  # an overflowing candidate loses, never NaN
+            return value if np.isfinite(value) else 1e300
+
         if self.task_ == "regression":
             # the noise is the network's validation mean squared residual (as for the MAP
             # baseline); only the epistemic part is scaled, so scale -> 0 recovers that baseline.
             # Tuned on the network's scale z; reported in the units of y.
-            m, v, t = mean[:, 0], var[:, 0], target
+            t = target
             residual = t - self.view_.network.forward(Xv)[:, 0]
             noise = noise_variance(residual, t)
             self.noise_variance_ = noise * self.view_.target_scale**2
 
             def nll_regression(log_scale: float) -> float:
-                total = np.exp(log_scale) * v + noise
-                return -float(np.mean(gaussian_log_density(t, m, total)))
+                mean, var = moments(log_scale)
+                with np.errstate(over="ignore", invalid="ignore"):
+                    log_density = gaussian_log_density(t, mean[:, 0], var[:, 0] + noise)
+                    return bounded(-float(np.mean(log_density)))
 
             if fixed is not None:
                 self.scale_ = fixed
@@ -458,8 +469,10 @@ class LinearizedPredictive(BaseEstimator):
         rows = np.arange(target.size)
 
         def nll_scale(log_scale: float) -> float:
-            logits = probit_logits(mean, np.exp(log_scale) * var)
-            return -float(np.mean(log_probabilities(logits, output)[rows, target]))
+            mean, var = moments(log_scale)
+            with np.errstate(over="ignore", invalid="ignore"):
+                logits = probit_logits(mean, var)
+                return bounded(-float(np.mean(log_probabilities(logits, output)[rows, target])))
 
         if fixed is not None:
             self.scale_ = fixed

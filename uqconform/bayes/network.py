@@ -313,6 +313,12 @@ class Activation:
         if not matched:
             return value, out
         new_mean, new_var = self._matched(mean, _diag(cov))
+        # The linearised correlations with the matched variances: a covariance again (the
+        # matched variances set into the linearised matrix could make it indefinite).
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = np.sqrt(new_var / _diag(out))
+        ratio = np.where(np.isfinite(ratio), ratio, 0.0)  # units the linearisation silences
+        out *= ratio[:, :, None] * ratio[:, None, :]
         index = np.arange(mean.shape[1])
         out[:, index, index] = new_var
         return new_mean, out
