@@ -1011,3 +1011,25 @@ def test_laplace_random_state_is_checked_like_everywhere_else(seed):
     net = MLPClassifier(hidden_layer_sizes=(4,), max_iter=20, random_state=0).fit(X, y)
     with pytest.raises(ValueError, match="random_state"):
         LaplacePosterior(net, random_state=seed).fit(X[:100], y[:100])
+
+
+def test_fitted_scale_minimises_the_validation_nll_of_the_single_pass():
+    """The single pass is not linear in the scale: tuning exp(u) * var(scale=1) gave a
+    scale whose real validation NLL was 0.011 above the optimum on this problem."""
+    from sklearn.neural_network import MLPClassifier
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 3))
+    rng.normal(size=300)  # (the draw of the review's regression target)
+    y = np.digitize(X[:, 0] + 0.5 * X[:, 1] + 0.5 * rng.normal(size=300), [-0.5, 0.5])
+    X, y = X[:230], y[:230]
+    net = MLPClassifier(hidden_layer_sizes=(16,), max_iter=2000, random_state=0)
+    net.fit(X[:150], y[:150])
+    posterior = LaplacePosterior(net, prior_precision=1e-2).fit(X[:150], y[:150])
+    model = LinearizedPredictive(net, posterior=posterior).fit(X[150:], y[150:])
+    fitted = -np.mean(model.log_predictive(X[150:], y[150:]))
+    grid = []
+    for log_scale in np.linspace(-12, 12, 121):
+        model.scale_ = float(np.exp(log_scale))
+        grid.append(-np.mean(model.log_predictive(X[150:], y[150:])))
+    assert fitted <= min(grid) + 1e-4
