@@ -214,6 +214,13 @@ def test_bad_scores_and_kind():
         conformal_rank(3, 0.5, kind="other")
 
 
+def test_weighted_quantile_at_zero_is_the_smallest_value_of_positive_weight():
+    values, weights = [-100.0, 1.0, 2.0, 3.0], [0.0, 1.0, 1.0, 1.0]
+    np.testing.assert_array_equal(weighted_quantile(values, weights, [0.0, 1e-12]), [1.0, 1.0])
+    assert weighted_quantile(values, weights, 1 / 3)[0] == 1.0
+    assert weighted_quantile(values, weights, 0.34)[0] == 2.0
+
+
 def test_weighted_quantile_matches_inverted_cdf():
     rng = np.random.default_rng(4)
     values = rng.normal(size=57)

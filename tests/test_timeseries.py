@@ -175,6 +175,14 @@ def test_rnw_equals_nw_when_the_moment_condition_holds_at_zero(kernel):
     np.testing.assert_allclose(rnw.weights, nw.weights, rtol=1e-10)
 
 
+def test_all_zero_moments_are_feasible_and_one_sign_is_not():
+    """Every z = 0 (discrete residuals equal to the query): lambda = 0 meets the moment
+    condition exactly, so the step is not counted as infeasible (100 of 100 were)."""
+    assert adjustment_lambda(np.zeros(7)) == (0.0, True)
+    assert adjustment_lambda(np.array([0.0, 1.0, 2.0])) == (0.0, False)
+    assert adjustment_lambda(np.array([0.0, -1.0])) == (0.0, False)
+
+
 @pytest.mark.parametrize("seed", range(5))
 def test_adjustment_weights_at_the_solution(seed):
     """(b) p_i = 1 / (n (1 + lambda z_i)) sums to one and sum p_i z_i = 0; lambda agrees

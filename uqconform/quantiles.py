@@ -335,7 +335,7 @@ def weighted_quantile(values: ArrayLike, weights: ArrayLike, q: float | ArrayLik
 
     The building block for conditional quantile models (quantile random forests,
     Nadaraya-Watson weights): the smallest value whose normalised cumulative weight
-    reaches ``q``.
+    reaches ``q`` (at ``q = 0``, the smallest value of positive weight).
 
     Parameters
     ----------
@@ -372,6 +372,8 @@ def weighted_quantile(values: ArrayLike, weights: ArrayLike, q: float | ArrayLik
         raise ValueError("`weights` sum to zero.")
     order = np.argsort(v, kind="stable")
     cumulative = _cumulative_shares(w2, order, totals)
-    index = _rowwise_searchsorted(cumulative, levels - _RANK_TOLERANCE)
+    # at q = 0 the smallest value with positive weight (values of zero weight are absent)
+    targets = np.maximum(levels - _RANK_TOLERANCE, np.finfo(float).tiny)
+    index = _rowwise_searchsorted(cumulative, targets)
     result = v[order][np.minimum(index, v.size - 1)]
     return result[0] if single else result

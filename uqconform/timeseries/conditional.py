@@ -91,7 +91,9 @@ def adjustment_lambda(z: NDArray) -> tuple[float, bool]:
     (True, True)
     """
     active = z[z != 0]
-    if active.size == 0 or active.min() > 0 or active.max() < 0:
+    if active.size == 0:  # every z is 0: lambda = 0 meets the condition exactly
+        return 0.0, True
+    if active.min() > 0 or active.max() < 0:
         return 0.0, False
     with np.errstate(over="ignore"):
         low, high = -1.0 / active.max(), -1.0 / active.min()

@@ -47,7 +47,8 @@ class EnbPI(SequentialConformalRegressor):
     finite_sample : bool, default=False
         Conformal ends: with ``True`` the next residual takes part in the quantiles with
         the residuals' weight (split conformal's ranks ``floor((n + 1) beta)`` and
-        ``ceil((n + 1)(1 - alpha + beta))`` over the ``n`` residuals of the memory).
+        ``floor((n + 1) beta) + ceil((n + 1)(1 - alpha))`` over the ``n`` residuals of the
+        memory).
         ``False`` is the published algorithm (plain empirical quantiles).
     n_jobs : int, default=None
         Parallel bootstrap fits through joblib (Dask with ``joblib.parallel_config``).
