@@ -363,3 +363,18 @@ def test_a_frozen_model_gives_its_residuals_on_every_fit_row(name, residuals):
     np.testing.assert_array_equal(model.predict_interval(X[220:]), before)
     with pytest.raises(NotFittedError, match="memory"):  # one that did still needs a fit
         model.set_params(memory=5).predict_interval(X[220:])
+
+
+@pytest.mark.parametrize("cls", [SPCI, EnbPI])
+def test_too_few_residuals_for_the_level_warn(cls):
+    """SPCI on a handful of (window, residual) pairs gave zero-width intervals silently;
+    like EnbPI it now says how many it needs."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(30, 2))
+    y = X.sum(axis=1) + rng.normal(size=30)
+    params = {"window": 3} if cls is SPCI else {}
+    with pytest.warns(UserWarning, match=r"starts with \d+ .*need at least 19"):
+        cls(LinearRegression(), random_state=0, **params).fit(X[:8], y[:8])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # enough history: no warning
+        cls(LinearRegression(), random_state=0, **params).fit(X, y)
