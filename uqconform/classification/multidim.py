@@ -365,7 +365,9 @@ class MultiDimScoreClassifier(RoutesFitParams, ClassifierMixin, BaseEstimator):
         if conformal_rank(n_recal, levels.min())[0] > n_recal:  # the contract: whole space
             warn_user(message + " Until then every set holds every class.", UserWarning)
         self._reset_calibration()
-        vectors = self.score_vectors(X, rng=self._rng(0))
+        # the calibration rows enter the seed (a fixed seed alone drew the same uniforms for
+        # every calibration set of n rows: a seed-dependent coverage bias)
+        vectors = self.score_vectors(X, rng=self._rng(0, content=X))
         rows = np.arange(n)
         first, second = order[:n_cells], order[n_cells:]
         true_vectors = vectors[rows, labels]  # (n, H)

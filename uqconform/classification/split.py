@@ -207,7 +207,11 @@ default="lac"
     def _calibration_scores(self, X, y):
         index = encode_labels(y, self.classes_)
         proba = np.asarray(self.estimator_.predict_proba(X), dtype=float)
-        u = self._uniforms(self._rng(0), len(y))
+        # The calibration rows enter the seed, as the predicted rows do: with the seed alone
+        # every calibration of n rows drew the same n uniforms, and a fixed seed then shifted
+        # coverage over fresh data by about 1/sqrt(n) (0.887 to 0.936 at n = 30, nominal 0.9).
+        randomized = self._score_object().randomized
+        u = self._uniforms(self._rng(0, content=X), len(y)) if randomized else None
         scores = self._score_object().label_scores(proba, index, u)
         if self.class_conditional:
             return scores, index, len(self.classes_)

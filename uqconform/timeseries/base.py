@@ -120,7 +120,10 @@ def residual_offsets(
     residuals the interval is split conformal's exact two-sided one: the
     ``k``-th and ``(k + m)``-th order statistics with ``k = floor((n + 1) beta)`` and
     ``m = ceil((n + 1)(1 - alpha))``, which miss a new exchangeable residual with
-    probability ``1 - m / (n + 1) <= alpha``. A tail below ``s`` would put an end at
+    probability ``1 - m / (n + 1) <= alpha`` for one ``beta`` fixed in advance (picking the
+    narrowest of several ``beta`` on the same residuals costs about a point of coverage at
+    ``n = 100``: one fraction, ``beta = alpha / 2``, keeps the guarantee exact). A tail
+    below ``s`` would put an end at
     infinity, so ``beta`` is clipped to ``[s, alpha - s]`` (``beta = 0`` becomes "the
     smallest residual", as in the plain version); if ``s > alpha / 2`` the interval is
     infinite.

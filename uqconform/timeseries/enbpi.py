@@ -48,7 +48,9 @@ class EnbPI(SequentialConformalRegressor):
         Conformal ends: with ``True`` the next residual takes part in the quantiles with
         the residuals' weight (split conformal's ranks ``floor((n + 1) beta)`` and
         ``floor((n + 1) beta) + ceil((n + 1)(1 - alpha))`` over the ``n`` residuals of the
-        memory).
+        memory): exact split conformal for one ``beta`` (``beta_grid=1``); the search over
+        several ``beta`` picks the narrowest on the same residuals and costs about a point
+        of coverage with 100 residuals.
         ``False`` is the published algorithm (plain empirical quantiles).
     n_jobs : int, default=None
         Parallel bootstrap fits through joblib (Dask with ``joblib.parallel_config``).
