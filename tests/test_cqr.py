@@ -184,3 +184,26 @@ def test_intervals_are_ordered_and_nested_even_when_corrections_cross(seed, symm
         both = nonempty[:, j + 1]
         assert np.all(out[both, 0, j] <= out[both, 0, j + 1])
         assert np.all(out[both, 1, j] >= out[both, 1, j + 1])
+
+
+def test_empty_sets_of_an_over_wide_band_stay_nested():
+    """Asymmetric corrections that cross an over-wide prefit band: the empty sets' points
+    lie inside the smaller levels' intervals (they sat at the crossed interval's centre,
+    which moves with alpha: 24 of 200 rows were not nested)."""
+    from sklearn.frozen import FrozenEstimator
+    from sklearn.linear_model import QuantileRegressor
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(400, 1))
+    y = X[:, 0] + 0.3 * rng.normal(size=400)
+    low = QuantileRegressor(quantile=0.01, alpha=0.0, solver="highs").fit(X[:200], y[:200] - 1)
+    high = QuantileRegressor(quantile=0.99, alpha=0.0, solver="highs").fit(X[:200], y[:200] + 1)
+    cqr = ConformalizedQuantileRegressor(
+        (FrozenEstimator(low), FrozenEstimator(high)), symmetric=False
+    ).calibrate(X[200:300], y[200:300])
+    levels = [0.05, 0.3, 0.6, 0.9]
+    out = cqr.predict_interval(X[300:], alpha=levels)
+    assert (out[:, 0, :] <= out[:, 1, :]).all()
+    assert (out[:, 0, 1:] >= out[:, 0, :-1] - 1e-12).all()  # larger alpha: inside
+    assert (out[:, 1, 1:] <= out[:, 1, :-1] + 1e-12).all()
+    assert (out[:, 0, -1] == out[:, 1, -1]).any()  # some sets are empty (the case tested)

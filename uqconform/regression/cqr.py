@@ -12,7 +12,7 @@ from sklearn.frozen import FrozenEstimator
 from sklearn.utils import get_tags
 from sklearn.utils.validation import check_is_fitted
 
-from uqconform.base import check_bool, integer_seed, seeded_clone
+from uqconform.base import check_bool, integer_seed, seeded_clone, take_rows
 from uqconform.quantiles import check_alpha
 from uqconform.regression.split import SplitConformalRegressor
 from uqconform.routing import RoutesFitParams
@@ -262,11 +262,20 @@ class ConformalizedQuantileRegressor(SplitConformalRegressor):
 
     def _predict_batch(self, X, thresholds, alphas, rng):
         out = super()._predict_batch(X, thresholds, alphas, rng)
-        # A negative correction can cross a narrow band; an empty set is reported as the
-        # zero-width interval at the band's centre, so lower <= upper always holds.
+        # A negative correction can cross a narrow band; an empty set is reported as a
+        # zero-width interval, so lower <= upper always holds: at the band's centre, moved
+        # into the innermost non-empty interval of the row (the corrections grow as alpha
+        # falls, so the empty levels are the largest alphas), which keeps levels nested.
         crossed = out[:, 0, :] > out[:, 1, :]
         if crossed.any():
-            centre = out.mean(axis=1)
-            out[:, 0, :] = np.where(crossed, centre, out[:, 0, :])
-            out[:, 1, :] = np.where(crossed, centre, out[:, 1, :])
+            rows = np.flatnonzero(crossed.any(axis=1))
+            band = np.asarray(self.estimator_.predict(take_rows(X, rows)), dtype=float)
+            sub = out[rows]
+            fine = ~crossed[rows]
+            inner = np.argmax(np.where(fine, alphas[None, :], -np.inf), axis=1)
+            low, high = sub[np.arange(rows.size), 0, inner], sub[np.arange(rows.size), 1, inner]
+            point = band.mean(axis=1)
+            point = np.where(fine.any(axis=1), np.clip(point, low, high), point)
+            sub[:, :, :] = np.where(crossed[rows][:, None, :], point[:, None, None], sub)
+            out[rows] = sub
         return out
