@@ -1033,3 +1033,16 @@ def test_fitted_scale_minimises_the_validation_nll_of_the_single_pass():
         model.scale_ = float(np.exp(log_scale))
         grid.append(-np.mean(model.log_predictive(X[150:], y[150:])))
     assert fitted <= min(grid) + 1e-4
+
+
+@pytest.mark.parametrize("dip", [-9.0, -2.0, 5.0, 8.0])
+def test_scale_search_finds_a_dip_beside_a_flat_part(dip):
+    """The single pass's validation NLL can be flat towards scale 0 with a dip elsewhere:
+    a bounded search of the whole range settled in the flat part (a review measured 13 to
+    22 times the tolerance above the optimum); the coarse grid finds the dip first."""
+    from uqconform.bayes.linearized import _minimise_log_scale
+
+    def nll(u):
+        return 1.0 + 0.001 * np.tanh(u) - 0.01 * np.exp(-(((u - dip) / 1.5) ** 2))
+
+    assert abs(_minimise_log_scale(nll, -12.0, 12.0) - dip) < 0.05

@@ -378,3 +378,11 @@ def test_too_few_residuals_for_the_level_warn(cls):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # enough history: no warning
         cls(LinearRegression(), random_state=0, **params).fit(X, y)
+
+
+def test_spci_names_memory_when_it_is_the_limit():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 2))
+    y = X.sum(axis=1) + rng.normal(size=60)
+    with pytest.warns(UserWarning, match=r"set `memory` \(now 10\) to 22 or more"):
+        SPCI(LinearRegression(), window=3, memory=10, random_state=0).fit(X, y)

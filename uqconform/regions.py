@@ -49,7 +49,7 @@ _NORMS = ("l2", "linf")
 _CHUNK_CELLS = 2**21
 #: Bounding boxes of non-affine maps in d >= 3: ascent steps from the best sampled point of
 #: each extreme, and the finite-difference step on the unit sphere (flows compute in float32).
-_ASCENT_STEPS = 3
+_ASCENT_STEPS = 6
 _ASCENT_STEP = 1e-3
 
 
@@ -767,7 +767,9 @@ class PredictionRegion:
         direction = unit[values.argmax(axis=1)]  # (n, 2d, d)
 
         def objective(latent: NDArray) -> NDArray:  # (n, 2d, k, d) -> (n, 2d, k)
-            images = self._push(latent.reshape(n, -1, d)).reshape(latent.shape)
+            with warnings.catch_warnings():  # overflow was reported by the sampled points
+                warnings.simplefilter("ignore", RuntimeWarning)
+                images = self._push(latent.reshape(n, -1, d)).reshape(latent.shape)
             picked = np.take_along_axis(images, coordinate[None, :, None, None], axis=3)[..., 0]
             return np.nan_to_num(picked * sign[None, :, None], nan=-np.inf)
 
@@ -775,25 +777,28 @@ class PredictionRegion:
         # value's rise from it (a map affine on the sphere then needs one step; the radial
         # finite difference would add how the map grows off the sphere).
         centre = objective(np.zeros((n, 2 * d, 1, d)))
+        reach = np.ones((n, 2 * d, 1))  # halved after a rejected step: a shorter move next
         for _ in range(_ASCENT_STEPS):
             probes = direction[:, :, None, :] + _ASCENT_STEP * np.eye(d)  # (n, 2d, d, d)
             stacked = (
                 np.concatenate([direction[:, :, None, :], probes], axis=2) * radius[..., None]
             )
             f = objective(stacked)
-            with np.errstate(invalid="ignore"):
+            with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
                 gradient = (f[..., 1:] - f[..., :1]) / _ASCENT_STEP
                 radial = (gradient * direction).sum(axis=2, keepdims=True)
                 rise = f[..., :1] - centre
                 gradient = gradient + (rise - radial) * direction  # tangent part + rise
-                length = np.linalg.norm(gradient, axis=2, keepdims=True)
-                candidate = gradient / length
+                target = gradient / np.linalg.norm(gradient, axis=2, keepdims=True)
+                candidate = direction + reach * (target - direction)
+                candidate = candidate / np.linalg.norm(candidate, axis=2, keepdims=True)
             usable = np.isfinite(candidate).all(axis=2, keepdims=True)
             candidate = np.where(usable, candidate, direction)
             value = objective(candidate[:, :, None, :] * radius[..., None])[..., 0]
             better = value > best
             direction = np.where(better[..., None], candidate, direction)
             best = np.where(better, value, best)
+            reach = np.where(better[..., None], reach, reach / 2)
         with np.errstate(invalid="ignore"):
             bounds = np.where(np.isfinite(best), best * sign, np.nan)  # (n, 2d)
         return np.stack([bounds[:, :d], bounds[:, d:]], axis=2)

@@ -92,6 +92,23 @@ def _is_regressor(self: LinearizedPredictive) -> bool:
     return not _is_classifier(self)
 
 
+#: Step of the coarse grid of log scales searched before the local refinement.
+_LOG_SCALE_STEP = 3.0
+
+
+def _minimise_log_scale(objective: Callable[[float], float], low: float, high: float) -> float:
+    """Minimiser of ``objective`` over ``[low, high]``: the best point of a coarse grid,
+    refined by bounded Brent between its neighbours. The validation NLL of the single pass
+    need not be unimodal in the log scale (a flat part towards scale 0 and a dip), which a
+    search of the whole range alone can miss."""
+    grid = np.arange(low, high + 1e-9, _LOG_SCALE_STEP)
+    values = [objective(float(point)) for point in grid]  # a loop over the coarse grid
+    best = int(np.argmin(values))
+    bracket = (float(grid[max(best - 1, 0)]), float(grid[min(best + 1, grid.size - 1)]))
+    result = minimize_scalar(objective, bounds=bracket, method="bounded")
+    return float(result.x) if result.fun <= values[best] else float(grid[best])
+
+
 class LinearizedPredictive(BaseEstimator):
     """Sampling-free Bayesian predictive of a scikit-learn MLP under a Laplace posterior.
 
@@ -462,8 +479,7 @@ class LinearizedPredictive(BaseEstimator):
             if fixed is not None:
                 self.scale_ = fixed
             else:
-                result = minimize_scalar(nll_regression, bounds=(-20.0, 12.0), method="bounded")
-                self.scale_ = float(np.exp(result.x))
+                self.scale_ = float(np.exp(_minimise_log_scale(nll_regression, -20.0, 12.0)))
             return
         output = self.view_.network.output
         rows = np.arange(target.size)
@@ -477,8 +493,7 @@ class LinearizedPredictive(BaseEstimator):
         if fixed is not None:
             self.scale_ = fixed
         else:
-            result = minimize_scalar(nll_scale, bounds=(-12.0, 12.0), method="bounded")
-            self.scale_ = float(np.exp(result.x))
+            self.scale_ = float(np.exp(_minimise_log_scale(nll_scale, -12.0, 12.0)))
 
     # ---- predictive moments -------------------------------------------------------------------
     def _check(self) -> None:

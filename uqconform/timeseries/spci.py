@@ -151,10 +151,13 @@ class SPCI(SequentialConformalRegressor):
         needed = minimum_effective_size(alphas)
         pairs = self._trim(residuals).shape[0] - window
         if pairs < needed:  # a forest on a handful of pairs: zero-width intervals
+            remedy = "give more fit rows or a shorter `window`"
+            if self.memory is not None and self.memory - window < needed:
+                remedy = f"set `memory` (now {self.memory}) to {needed + window} or more"
             warn_user(
                 f"SPCI starts with {pairs} (window, next residual) pairs; intervals at "
                 f"alpha={np.min(alphas):g} need at least {needed} (2 / alpha - 1) for their "
                 "quantiles to reach the level, so expect under-coverage (or zero width) "
-                "until the memory fills: give more fit rows or a shorter `window`.",
+                f"until the memory fills: {remedy}.",
                 UserWarning,
             )
