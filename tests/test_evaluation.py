@@ -860,3 +860,16 @@ def test_integer_labels_without_a_zero_warn_without_classes():
     with warnings.catch_warnings():  # a per-class loop: one label, not 1..K-1, no warning
         warnings.simplefilter("error")
         assert coverage([2, 2], sets[:2]) == 0.0
+
+
+def test_regions_with_one_output_take_a_one_dimensional_target_and_empty_ones_refuse():
+    from uqconform.regions import AffineMap, PredictionRegion
+
+    line = PredictionRegion(AffineMap(np.zeros((3, 1)), np.ones((1, 1))), 1.0)
+    y = np.array([0.5, 2.0, -1.0])
+    assert coverage(y, line) == coverage(y[:, None], line) == pytest.approx(2 / 3)
+    plane = PredictionRegion(AffineMap(np.zeros((3, 2)), np.ones((1, 2))), 1.0)
+    with pytest.raises(ValueError, match=r"shape \(n, d\) for regions"):
+        coverage(y, plane)
+    with pytest.raises(ValueError, match="no rows"):
+        mean_volume(line[np.array([], dtype=int)])  # was NaN with numpy warnings

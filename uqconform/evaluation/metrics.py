@@ -282,6 +282,8 @@ def _prepare(
     if parsed.kind == "set":
         return parsed, _label_index(y, parsed.data.shape[1], classes, name)
     if parsed.kind == "region":
+        if y.ndim == 1 and all(getattr(r, "dim", None) == 1 for r in parsed.data):
+            y = y[:, None]  # one output: a 1-D target, as contains() takes it
         if y.ndim != 2:
             raise ValueError(f"`{name}` must have shape (n, d) for regions, got {y.shape}.")
         return parsed, _numeric_target(y, name)
@@ -492,6 +494,8 @@ def mean_volume(
             "box array (n, d, 2[, k]); for interval arrays use mean_width, for set arrays "
             "mean_set_size."
         )
+    if parsed.n == 0:
+        raise ValueError("`region` has no rows: there is no mean volume.")
     return _per_level(_sizes(parsed, **volume_kwargs).mean(axis=0), parsed.single)
 
 
