@@ -677,19 +677,22 @@ class PredictionRegion:
         return self._image_of_sphere(unit)
 
     def _image_of_sphere(self, unit: NDArray) -> NDArray:
-        """``unit`` points ``(m, d)`` of the unit sphere scaled by each radius and pushed."""
-        radii = self._radii()
+        """``unit`` points ``(m, d)`` of the unit sphere scaled by each radius and pushed
+        (NaN for rows of the whole space)."""
         out = np.full((len(self), unit.shape[0], self.dim), np.nan)
-        finite = np.flatnonzero(np.isfinite(radii))
-        if finite.size == 0:
-            return out
-        sub = self[finite] if finite.size < len(self) else self
-        pushed = np.empty((finite.size, unit.shape[0], self.dim))
-        for block in sub._chunks(unit.size):
-            Z = unit[None, :, :] * sub._radii()[block, None, None]
-            pushed[block] = sub[block]._push(Z)
-        out[finite] = pushed
+        for rows, _, pushed in self._sphere_blocks(unit):
+            out[rows] = pushed
         return out
+
+    def _sphere_blocks(self, unit: NDArray, extra_cells: int = 0):
+        """Per block of the rows of finite radius: their positions, their regions and the
+        images of ``unit`` scaled by their radii (bounded memory: ``extra_cells`` per row is
+        what the caller adds to a block's latent arrays)."""
+        finite = np.flatnonzero(np.isfinite(self._radii()))
+        sub = self[finite] if finite.size < len(self) else self
+        for block in sub._chunks(unit.size + extra_cells):
+            part = sub[block]
+            yield finite[block], part, part._push(unit[None, :, :] * part._radii()[:, None, None])
 
     def bounding_box(self, n_points: int = 1024) -> NDArray:
         """Smallest axis-aligned box around each region: ``(n, d, 2)`` lower/upper bounds.
@@ -737,18 +740,14 @@ class PredictionRegion:
         ascend = d >= 3 and self.norm == "l2"  # random directions miss the extremes there
         box = np.empty((len(self), d, 2))
         box[:, :, 0], box[:, :, 1] = -np.inf, np.inf  # rows of the whole space
-        finite = np.flatnonzero(np.isfinite(radii))
-        sub = self[finite] if finite.size < len(self) else self
-        cells = unit.size + (2 * d * (d + 2) * d if ascend else 0)
-        for block in sub._chunks(cells):  # bounded memory: a block of rows at a time
-            part = sub[block]
-            points = part._push(unit[None, :, :] * part._radii()[:, None, None])
+        ascent_cells = 2 * d * (d + 2) * d if ascend else 0
+        for rows, part, points in self._sphere_blocks(unit, ascent_cells):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN rows stay NaN
                 extremes = np.stack([np.nanmin(points, axis=1), np.nanmax(points, axis=1)], 2)
             if ascend:
                 extremes = part._ascend_extremes(unit, points)
-            box[finite[block]] = extremes
+            box[rows] = extremes
         return box
 
     def _ascend_extremes(self, unit: NDArray, points: NDArray) -> NDArray:

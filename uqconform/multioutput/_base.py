@@ -400,7 +400,9 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
         return np.linalg.norm(latent, axis=1)
 
     def nonconformity(self, X: Any, y: ArrayLike) -> NDArray:
-        """Nonconformity scores ``||g_i(Y_i)||`` of labelled rows (no calibration needed).
+        """Nonconformity scores ``||g_i(Y_i)||`` of labelled rows (no calibration needed):
+        the scores calibration uses (for a Bonferroni box, one per output,
+        ``|y_j - f_j(x)|``, each calibrated at ``alpha / d``).
 
         Parameters
         ----------
@@ -409,7 +411,7 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
 
         Returns
         -------
-        ndarray of shape (n_samples,)
+        ndarray of shape (n_samples,), or (n_samples, n_outputs) for a Bonferroni box
         """
         self._check_trained("nonconformity")
         check_calibration_settings(self, "nonconformity", step="fit")

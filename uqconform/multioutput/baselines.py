@@ -374,24 +374,6 @@ class RectangularConformalRegressor(_ResidualShapeRegressor):
         scores = self._scores(X, Y)
         return scores, np.zeros(scores.shape[0], dtype=np.intp), 1
 
-    def nonconformity(self, X: Any, y: ArrayLike) -> NDArray:
-        """Nonconformity scores of labelled rows (no calibration needed).
-
-        ``max_j |y_j - f_j(x)| / scale_j`` (the box's score); with ``bonferroni=True`` the
-        scores the calibration uses, one per output, ``|y_j - f_j(x)|`` (each calibrated
-        at ``alpha / d``).
-
-        Parameters
-        ----------
-        X : array-like or DataFrame of shape (n_samples, n_features)
-        y : array-like of shape (n_samples, n_outputs)
-
-        Returns
-        -------
-        ndarray of shape (n_samples,), or (n_samples, n_outputs) with ``bonferroni=True``
-        """
-        return super().nonconformity(X, y)
-
     def _regions(self, X: Any, thresholds: NDArray) -> list[PredictionRegion]:
         if not self.bonferroni:
             return super()._regions(X, thresholds)

@@ -12,7 +12,7 @@ from sklearn.frozen import FrozenEstimator
 from sklearn.utils import get_tags
 from sklearn.utils.validation import check_is_fitted
 
-from uqconform.base import check_bool, integer_seed, seeded_clone, take_rows
+from uqconform.base import check_bool, integer_seed, seeded_clone
 from uqconform.quantiles import check_alpha
 from uqconform.regression.split import SplitConformalRegressor
 from uqconform.routing import RoutesFitParams
@@ -269,12 +269,17 @@ class ConformalizedQuantileRegressor(SplitConformalRegressor):
         crossed = out[:, 0, :] > out[:, 1, :]
         if crossed.any():
             rows = np.flatnonzero(crossed.any(axis=1))
-            band = np.asarray(self.estimator_.predict(take_rows(X, rows)), dtype=float)
             sub = out[rows]
+            # the band's centre from a crossed level: its ends less their corrections
+            t = np.broadcast_to(thresholds[:, 0], (out.shape[0], *thresholds.shape[2:]))[rows]
+            level = np.argmax(crossed[rows], axis=1)
+            at = np.arange(rows.size)
+            point = (
+                sub[at, 0, level] + t[at, 0, level] + sub[at, 1, level] - t[at, -1, level]
+            ) / 2
             fine = ~crossed[rows]
             inner = np.argmax(np.where(fine, alphas[None, :], -np.inf), axis=1)
-            low, high = sub[np.arange(rows.size), 0, inner], sub[np.arange(rows.size), 1, inner]
-            point = band.mean(axis=1)
+            low, high = sub[at, 0, inner], sub[at, 1, inner]
             point = np.where(fine.any(axis=1), np.clip(point, low, high), point)
             sub[:, :, :] = np.where(crossed[rows][:, None, :], point[:, None, None], sub)
             out[rows] = sub

@@ -393,6 +393,26 @@ class SequentialConformalRegressor(
         if self._trim(residuals).shape[0] < needed:
             raise self._short_history(residuals.shape[0], needed, purpose, self._n_fit_rows)
 
+    def _warn_few_residuals(self, residuals: NDArray, window: int = 0) -> None:
+        """Warn when the memory starts with fewer residuals (or ``(window, next residual)``
+        pairs) than the level needs, ``2 / alpha - 1``: until it fills, the quantiles cannot
+        reach the level."""
+        alphas = check_alpha(self.alpha, "alpha")
+        needed = minimum_effective_size(alphas)
+        count = self._trim(residuals).shape[0] - window
+        if count >= needed:
+            return
+        remedy = "give more fit rows" + (" or a shorter `window`" if window else "")
+        if self.memory is not None and self.memory - window < needed:
+            remedy = f"set `memory` (now {self.memory}) to {needed + window} or more"
+        what = f"{count} (window, next residual) pairs" if window else f"{count} residuals"
+        warn_user(
+            f"{type(self).__name__} starts with {what}; intervals at alpha="
+            f"{np.min(alphas):g} need at least {needed} (2 / alpha - 1) for their quantiles to "
+            f"reach the level, so expect under-coverage until the memory fills: {remedy}.",
+            UserWarning,
+        )
+
     # ---- fit ----------------------------------------------------------------------------
     @keeps_state_on_error
     def fit(self, X: ArrayLike, y: ArrayLike, **fit_params: Any) -> Self:

@@ -7,9 +7,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from uqconform._warnings import warn_user
-from uqconform.quantiles import check_alpha
-from uqconform.timeseries.base import SequentialConformalRegressor, minimum_effective_size
+from uqconform.timeseries.base import SequentialConformalRegressor
 
 __all__ = ["EnbPI"]
 
@@ -109,18 +107,7 @@ class EnbPI(SequentialConformalRegressor):
 
     def _tune(self, residuals: NDArray) -> None:
         """Nothing to tune; warn when too few residuals for the level (no window to refuse)."""
-        alphas = check_alpha(self.alpha, "alpha")
-        needed, kept = minimum_effective_size(alphas), self._trim(residuals).shape[0]
-        if kept < needed:
-            remedy = "give more fit rows"
-            if self.memory is not None and self.memory < needed:
-                remedy = f"set `memory` (now {self.memory}) to {needed} or more"
-            warn_user(
-                f"EnbPI starts with {kept} residuals; intervals at alpha={np.min(alphas):g} "
-                f"need at least {needed} (2 / alpha - 1) for their empirical quantiles to reach "
-                f"the level, so expect under-coverage until the memory fills: {remedy}.",
-                UserWarning,
-            )
+        self._warn_few_residuals(residuals)
 
     def _next_weights(self, memory: NDArray, min_effective: int) -> tuple[NDArray, NDArray, bool]:
         return memory, np.full(memory.shape[0], 1.0 / memory.shape[0]), True

@@ -8,10 +8,8 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from sklearn.ensemble import RandomForestRegressor
 
-from uqconform._warnings import warn_user
 from uqconform.base import check_int, integer_seed
-from uqconform.quantiles import check_alpha
-from uqconform.timeseries.base import SequentialConformalRegressor, minimum_effective_size
+from uqconform.timeseries.base import SequentialConformalRegressor
 from uqconform.timeseries.conditional import forest_weights
 
 __all__ = ["SPCI"]
@@ -147,17 +145,4 @@ class SPCI(SequentialConformalRegressor):
         window = int(self.window)
         self._require_history(residuals, window + 1, f"`window`={window}")
         self._forest_seed = integer_seed(self.random_state)
-        alphas = check_alpha(self.alpha, "alpha")
-        needed = minimum_effective_size(alphas)
-        pairs = self._trim(residuals).shape[0] - window
-        if pairs < needed:  # a forest on a handful of pairs: zero-width intervals
-            remedy = "give more fit rows or a shorter `window`"
-            if self.memory is not None and self.memory - window < needed:
-                remedy = f"set `memory` (now {self.memory}) to {needed + window} or more"
-            warn_user(
-                f"SPCI starts with {pairs} (window, next residual) pairs; intervals at "
-                f"alpha={np.min(alphas):g} need at least {needed} (2 / alpha - 1) for their "
-                "quantiles to reach the level, so expect under-coverage (or zero width) "
-                f"until the memory fills: {remedy}.",
-                UserWarning,
-            )
+        self._warn_few_residuals(residuals, window)  # a forest on a handful of pairs
