@@ -305,6 +305,13 @@ def test_set_params_alpha_after_calibrate_takes_effect(problem, cls):
     assert back.sum() > fresh.predict_set(X[300:400]).sum()  # the level really changed
     with pytest.raises(ValueError, match="`alpha` must exceed eta"):
         cp.set_params(alpha=0.0005).predict_set(X[:5])
+    cp.set_params(alpha=[0.05, 0.3])  # several levels: no single threshold, hasattr says so
+    assert not hasattr(cp, "threshold_")
+    with pytest.raises(AttributeError, match="`max_radius_` is defined for a single `alpha`"):
+        cp.max_radius_  # noqa: B018
+    assert cp.predict_set(X[300:400]).shape == (100, len(cp.classes_), 2)
+    with pytest.raises(ValueError, match="`alpha` must be a single float here"):
+        cp.certified_probability()
 
 
 def test_too_few_calibration_points_give_every_class_with_a_warning(problem):

@@ -405,8 +405,11 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
             raise AttributeError(f"{type(self).__name__} is not calibrated.")
         check_calibration_settings(self, name)  # the levels kept depend on them
         levels, scalar = self._levels(None)
-        if not scalar:
-            raise ValueError(f"`alpha` must be a single float, got {self.alpha!r}.")
+        if not scalar:  # an AttributeError, so that ``hasattr`` answers False
+            raise AttributeError(
+                f"`{name}` is defined for a single `alpha`, got alpha={self.alpha!r}; "
+                "set one level with set_params(alpha=...)."
+            )
         return self._calibration_for(float(levels[0]))
 
     @property
@@ -485,21 +488,17 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
         """
         self._check_calibrated("certified_probability")
         r = float(self.radius) if radius is None else self._check_radius(radius, "radius")
-        if alpha is None:
-            base = self.base_probability_
-        else:
-            levels, scalar = self._levels(alpha)
-            if not scalar:
-                raise ValueError(f"`alpha` must be a single float here, got {alpha!r}.")
-            base = self._calibration_for(float(levels[0]))[1]
+        levels, scalar = self._levels(alpha)
+        if not scalar:
+            value = self.alpha if alpha is None else alpha
+            raise ValueError(f"`alpha` must be a single float here, got {value!r}.")
+        base = self._calibration_for(float(levels[0]))[1]
         return float(certified_probability(base, r, self.sigma))
 
     def _prepare(
         self, alpha: float | ArrayLike | None
     ) -> tuple[list[tuple[float, float, float]], bool]:
-        """The calibration of every requested level (the stored one for ``alpha=None``)."""
-        if alpha is None:
-            return [self._calibration_at_alpha("predict_set")], True
+        """The calibration of every requested level (the constructor's for ``alpha=None``)."""
         levels, scalar = self._levels(alpha)
         return [self._calibration_for(float(level)) for level in levels], scalar
 
