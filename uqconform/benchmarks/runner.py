@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -190,7 +190,7 @@ def _format_value(value: Any) -> str:
             return "-"
         if math.isinf(value):
             return "inf" if value > 0 else "-inf"
-        magnitude = abs(value)
+        magnitude = cast(float, abs(value))  # mypy joins abs(float | np.floating) to object
         if magnitude != 0 and (magnitude >= 1e5 or magnitude < 1e-3):
             return f"{value:.3g}"
         return f"{value:.4g}" if magnitude >= 100 else f"{value:.3f}"

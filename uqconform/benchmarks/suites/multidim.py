@@ -22,7 +22,7 @@ import importlib.resources
 import time
 import warnings
 from collections import defaultdict
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
@@ -95,13 +95,15 @@ class _StoredHead(ClassifierMixin, BaseEstimator):
         self.probabilities = probabilities
 
     def fit(self, X: Any = None, y: Any = None) -> _StoredHead:
-        self.classes_ = np.arange(np.shape(self.probabilities)[1])
+        # the default None exists only for sklearn's get_params/clone; heads are built with rows
+        probabilities = cast(np.ndarray, self.probabilities)
+        self.classes_ = np.arange(np.shape(probabilities)[1])
         self.n_features_in_ = 1
         return self
 
     def predict_proba(self, X: Any) -> np.ndarray:
         rows = np.asarray(X)[:, 0].astype(np.intp)
-        return self.probabilities[rows]
+        return cast(np.ndarray, self.probabilities)[rows]
 
     def predict(self, X: Any) -> np.ndarray:
         return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
@@ -111,7 +113,7 @@ def _stored_heads(probabilities: np.ndarray) -> list[_StoredHead]:
     return [_StoredHead(p).fit() for p in probabilities]
 
 
-def _model(method: str, heads: list, level: float, seed: int):
+def _model(method: str, heads: list, level: float | list[float], seed: int):
     """An unfitted-calibration conformal classifier for ``"<kind> <score>"`` on ``heads``."""
     kind, score = method.split()
     if kind == "single":
@@ -171,6 +173,7 @@ def _evaluate(
             "seconds": elapsed,
         }
         if prefixes is not None:
+            assert cells is not None  # prefixes is only set when cells is
             result["cells"] = len(cells["centres"])
             result["pure_cells"] = int((cells["false_counts"] == 0).sum())
             result["prefix"] = float(prefixes[j])

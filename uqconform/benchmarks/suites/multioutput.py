@@ -410,7 +410,8 @@ def _run_speed(ctx, flows, notes) -> tuple[list[dict[str, Any]], list[dict[str, 
     rows, found = [], []
     n_fit = ctx.pick(500, 5000, 5000)
     n_big = ctx.pick(10_000, 100_000, 100_000)
-    X, Y = make_banana(n_fit + 1000 + n_big, random_state=[ctx.seed, 17])
+    # make_banana's hint says int | Generator | None; random_generator takes a seed sequence too
+    X, Y = make_banana(n_fit + 1000 + n_big, random_state=[ctx.seed, 17])  # type: ignore[arg-type]
     Xf, Yf = X[:n_fit], Y[:n_fit]
     Xc, Yc = X[n_fit : n_fit + 1000], Y[n_fit : n_fit + 1000]
     Xb, Yb = X[n_fit + 1000 :], Y[n_fit + 1000 :]

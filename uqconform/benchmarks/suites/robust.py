@@ -171,9 +171,11 @@ def _radii(model, most: int) -> list[int]:
     return list(range(0, min(most, room) + 1))
 
 
-def _run_reliability(ctx, problems) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def _run_reliability(
+    ctx, problems
+) -> tuple[list[dict[str, Any]], dict[tuple[str, int, int], Any]]:
     rows = []
-    curves: dict[str, Any] = {}
+    curves: dict[tuple[str, int, int], Any] = {}
     k_trains = ctx.pick((1, 5), K_TRAIN, K_TRAIN)
     k_calibs = ctx.pick((5, 22), K_CALIB, K_CALIB)
     radii_train = list(range(0, 6))

@@ -87,7 +87,7 @@ def _bootstrap(ctx) -> int:
 
 
 def _model(method: str, estimator: Any, seed: int, spci_window: int = 100, **params: Any):
-    common = {"alpha": ALPHA, "random_state": seed}
+    common: dict[str, Any] = {"alpha": ALPHA, "random_state": seed}
     if method == "kowcpi":
         return KOWCPI(estimator, bandwidth=0.3, **common, **params)
     if method == "kowcpi (finite_sample=False)":  # the published algorithm
