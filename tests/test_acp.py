@@ -26,7 +26,7 @@ from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import LinearRegression, LogisticRegression, Ridge
 from sklearn.neighbors import KNeighborsRegressor
 from sklearn.neural_network import MLPRegressor
-from sklearn.preprocessing import MinMaxScaler
+from sklearn.preprocessing import MinMaxScaler, StandardScaler
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from uqconform import FullConformalRidge, SplitConformalRegressor
@@ -715,6 +715,22 @@ def test_sample_weight_is_refused():
     X, y = rng.normal(size=(40, 2)), rng.normal(size=40)
     with pytest.raises(ValueError, match="`sample_weight` is not supported"):
         ACP(Ridge()).fit(X, y, sample_weight=np.ones(40))
+
+
+def test_standardised_target_sets_are_in_the_targets_units():
+    """With a target-standardising TransformedTargetRegressor, the hull (predict_set) is
+    predict_interval and the exact union's hull: each back in y's units once."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 3))
+    y = 100.0 + 10.0 * (X @ [1.0, 2.0, 0.0] + rng.normal(size=200))
+    model = TransformedTargetRegressor(Ridge(alpha=1.0), transformer=StandardScaler())
+    acp = ACP(model, alpha=0.1).fit(X[:150], y[:150])
+    hull = acp.predict_set(X[150:])
+    np.testing.assert_array_equal(hull, acp.predict_interval(X[150:]))
+    pieces = acp.predict_set(X[150:], union=True)
+    ends = np.array([[p[0, 0], p[-1, 1]] for p in pieces])
+    np.testing.assert_allclose(ends, hull, rtol=1e-9)
+    assert np.mean((hull[:, 0] <= y[150:]) & (y[150:] <= hull[:, 1])) > 0.7
 
 
 @pytest.mark.parametrize(

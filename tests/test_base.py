@@ -365,6 +365,9 @@ def test_shape_errors_name_the_argument():
         cp.predict(X[0])
     with pytest.raises(ValueError, match="`X` has no rows"):
         cp.calibrate(X[:0], y[:0])
+    for empty in ([], ()):  # scikit-learn's own check raised IndexError on these
+        with pytest.raises(ValueError, match="`X` has no rows"):
+            cp.predict_interval(empty)
     with pytest.raises(ValueError, match="`X` is None"):
         cp.calibrate(None, y)
     with pytest.raises(ValueError, match="requires y"):

@@ -20,7 +20,7 @@ import hashlib
 import numbers
 from abc import ABCMeta, abstractmethod
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
 import joblib
 import numpy as np
@@ -231,6 +231,8 @@ def check_features(estimator: BaseEstimator, X: Any, *, reset: bool) -> Any:
             "Reshape your data either using X.reshape(-1, 1) if it has a single feature "
             "or X.reshape(1, -1) if it is a single sample."
         )
+    if isinstance(X, (list, tuple)) and len(X) == 0:  # before scikit-learn's IndexError
+        raise ValueError("`X` has no rows.")
     validate_data(estimator, X, skip_check_array=True, reset=reset)
     if n_rows(X) == 0:
         raise ValueError("`X` has no rows.")
@@ -369,7 +371,7 @@ def keeps_state_on_error(method: Callable) -> Callable:
         saved = dict(self.__dict__)
         lengths = {name: len(value) for name, value in saved.items() if isinstance(value, list)}
         generator = getattr(self, "random_state", None)  # Generators advance in place
-        state = None
+        state: Any = None  # a Generator's bit-generator state or a RandomState's state
         if isinstance(generator, np.random.Generator):
             state = generator.bit_generator.state
         elif isinstance(generator, np.random.RandomState):
@@ -738,6 +740,7 @@ class ConformalPredictor(RoutesFitParams, BaseEstimator, metaclass=ABCMeta):
         n_sub = self._n_sub_strata
         table = np.full((n_groups + 1, n_sub, n_components, alphas.size), np.inf)
         n_strata = n_groups * n_sub
+        order: slice | NDArray
         if n_strata == 1:  # plain split CP: every row, no sorting by stratum
             order, bounds = slice(None), np.array([0, scores2d.shape[0]])
         else:
@@ -747,7 +750,11 @@ class ConformalPredictor(RoutesFitParams, BaseEstimator, metaclass=ABCMeta):
             order, bounds = sorting
         too_few: dict[int, int] = {}
         for stratum in range(n_strata):  # a loop over strata, never over rows
-            rows = order if n_strata == 1 else order[bounds[stratum] : bounds[stratum + 1]]
+            rows = (
+                order
+                if n_strata == 1
+                else cast(NDArray, order)[bounds[stratum] : bounds[stratum + 1]]
+            )
             for component in range(n_components):
                 # An asymmetric score has one column per side, each calibrated at alpha/c.
                 table[stratum // n_sub, stratum % n_sub, component] = conformal_quantile(
@@ -780,7 +787,9 @@ class ConformalPredictor(RoutesFitParams, BaseEstimator, metaclass=ABCMeta):
         )
 
     # ---- prediction ------------------------------------------------------------------
-    def _resolve_alpha(self, alpha: float | Sequence[float] | None) -> tuple[NDArray, bool]:
+    def _resolve_alpha(
+        self, alpha: float | Sequence[float] | ArrayLike | None
+    ) -> tuple[NDArray, bool]:
         value = self.alpha if alpha is None else alpha
         levels = check_alpha(value, "alpha")
         return levels, np.ndim(value) == 0
@@ -816,7 +825,7 @@ class ConformalPredictor(RoutesFitParams, BaseEstimator, metaclass=ABCMeta):
     def _predict_batched(
         self,
         X: Any,
-        alpha: float | Sequence[float] | None,
+        alpha: float | Sequence[float] | ArrayLike | None,
         groups: ArrayLike | None,
         shape: tuple[int, ...],
         dtype: type,
@@ -831,7 +840,9 @@ class ConformalPredictor(RoutesFitParams, BaseEstimator, metaclass=ABCMeta):
         rng = self._rng(stream=1, content=X if self._draws_at_prediction() else None)
         step = self._batch_rows(n)
         # one batch: its prediction is the result (no second full-size buffer to copy into)
-        out = None if step >= n else np.empty((n, *shape, alphas.size), dtype=dtype)
+        out: NDArray | None = (
+            None if step >= n else np.empty((n, *shape, alphas.size), dtype=dtype)
+        )
         for start in range(0, n, step):  # a loop over batches of rows, for bounded memory
             stop = min(start + step, n)
             block = slice_rows(X, start, stop)
@@ -843,6 +854,7 @@ class ConformalPredictor(RoutesFitParams, BaseEstimator, metaclass=ABCMeta):
                 out = batch
             else:
                 out[start:stop] = batch
+        assert out is not None  # X has at least one row (check_features), so one batch ran
         return out[..., 0] if scalar else out
 
     def predict(self, X: Any) -> NDArray:
@@ -1015,7 +1027,7 @@ def check_random_state_value(random_state: Any) -> None:
     if (
         isinstance(random_state, bool)
         or not isinstance(random_state, numbers.Integral)
-        or not 0 <= random_state < 2**32
+        or not 0 <= cast(int, random_state) < 2**32
     ):
         raise ValueError(
             "`random_state` must be None, an int in [0, 2**32), a numpy Generator or a "
@@ -1111,13 +1123,19 @@ def check_positive_float(value: Any, name: str) -> float:
     if (
         isinstance(value, bool)
         or not isinstance(value, numbers.Real)
-        or not np.isfinite(value)
+        or not np.isfinite(cast(float, value))
         or value <= 0
     ):
         raise ValueError(f"`{name}` must be a finite number > 0, got {value!r}.")
     return float(value)
 
 
+@overload
+def check_int(
+    value: Any, name: str, low: int = 1, *, allow_none: Literal[False] = False
+) -> int: ...
+@overload
+def check_int(value: Any, name: str, low: int = 1, *, allow_none: bool) -> int | None: ...
 def check_int(value: Any, name: str, low: int = 1, *, allow_none: bool = False) -> int | None:
     """``value`` as an ``int`` if it is an integer >= ``low`` (booleans refused; None passes
     when ``allow_none``), else a ``ValueError`` naming the parameter.

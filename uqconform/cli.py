@@ -11,13 +11,14 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 __all__ = ["main"]
 
 
 # The run options' defaults, applied after parsing: argparse keeps None so that `--list`
 # can tell which options were given.
-_RUN_DEFAULTS = {
+_RUN_DEFAULTS: dict[str, Any] = {
     "suite": "quick",
     "out": "uqconform-benchmark",
     "seed": 0,

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 from scipy import signal, stats
 
 from uqconform.quantiles import check_alpha, conformal_rank
@@ -28,7 +28,7 @@ def check_confidence(confidence: Any) -> float:
     if (
         isinstance(confidence, bool)
         or not isinstance(confidence, numbers.Real)
-        or not 0 < confidence < 1
+        or not 0 < cast(float, confidence) < 1
     ):
         raise ValueError(f"`confidence` must lie strictly between 0 and 1, got {confidence!r}.")
     return float(confidence)
@@ -44,8 +44,8 @@ def _check_counts(n_calibration: Any, n_test: Any, n_repeats: Any) -> None:
         if (
             isinstance(value, bool)
             or not isinstance(value, numbers.Real)
-            or not np.isfinite(value)
-            or int(value) != value
+            or not np.isfinite(cast(float, value))
+            or int(cast(float, value)) != value
             or value < low
         ):
             raise ValueError(f"`{name}` must be an integer >= {low}, got {value!r}.")
@@ -147,7 +147,7 @@ def _carrying_mass(first: int, pmf: NDArray) -> tuple[int, NDArray]:
 
 def coverage_bounds(
     n_calibration: int,
-    alpha: float | Sequence[float],
+    alpha: float | Sequence[float] | ArrayLike,
     n_test: int,
     confidence: float = 0.99,
     n_repeats: int = 1,

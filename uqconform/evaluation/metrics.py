@@ -20,7 +20,7 @@ from __future__ import annotations
 import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, cast, runtime_checkable
 
 import numpy as np
 import pandas as pd
@@ -108,7 +108,7 @@ def _parse_prediction(
                 f"`{name}` is a list mixing regions and other objects; give one region per "
                 "level (objects with a contains(Y) method)."
             )
-        rows = {_region_rows(item) for item in prediction} - {None}
+        rows = cast("set[int]", {_region_rows(item) for item in prediction} - {None})
         if len(rows) > 1:
             raise ValueError(f"`{name}` holds regions of different lengths {sorted(rows)}.")
         return _Parsed("region", list(prediction), False, rows.pop() if rows else None)
@@ -478,7 +478,7 @@ def mean_volume(
     >>> mean_volume(np.array([[[0.0, 1.0], [0.0, 2.0]]]))  # one box, sides 1 and 2
     2.0
     """
-    shape = getattr(region, "shape", None)
+    shape: Any = getattr(region, "shape", None)  # a tuple when region is an ndarray
     if (
         isinstance(region, np.ndarray)
         and region.dtype.kind in "iuf"

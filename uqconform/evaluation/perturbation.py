@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -34,7 +34,7 @@ def _check_radius(radius: Any) -> float:
     if (
         not isinstance(radius, numbers.Real)
         or isinstance(radius, bool)
-        or not np.isfinite(radius)
+        or not np.isfinite(cast(float, radius))
         or radius < 0
     ):
         raise ValueError(f"`radius` must be a finite number >= 0, got {radius!r}.")

@@ -17,7 +17,7 @@ calibration data only, which is finite-sample valid.
 from __future__ import annotations
 
 import numbers
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -265,7 +265,7 @@ class ApproximateFullConformalRegressor(
             elif (
                 isinstance(value, bool)
                 or not isinstance(value, numbers.Real)
-                or not np.isfinite(value)
+                or not np.isfinite(cast(float, value))
                 or value <= 0
             ):
                 raise ValueError(message)
@@ -359,7 +359,7 @@ class ApproximateFullConformalRegressor(
                 UserWarning,
             )
         if refine:
-            self.refinement_ = self.machine_.solve(raw)
+            self.refinement_: NDArray | None = self.machine_.solve(raw)
             self.training_residuals_ = raw - lin.jacobian @ self.refinement_
         else:
             self.refinement_ = None
@@ -501,7 +501,7 @@ class ApproximateFullConformalRegressor(
         result = super().predict_set(X, alpha=alpha, union=union)
         if union:
             return [self._to_target(pieces) for pieces in result]
-        return self._to_target(result)
+        return result  # the hull comes from self.predict_interval: already in y's units
 
     predict_set.__doc__ = FullConformalMixin.predict_set.__doc__
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -22,6 +23,9 @@ if TYPE_CHECKING:
     from typing_extensions import Self  # typing.Self from Python 3.11
 
 __all__ = ["ConformalizedQuantileRegressor", "QuantileBand"]
+
+#: ``estimator`` given as a (lower, upper) pair of models (a tuple or a list).
+_Pair = Sequence[Any]
 
 
 class QuantileBand(RoutesFitParams, BaseEstimator):
@@ -202,27 +206,28 @@ class ConformalizedQuantileRegressor(SplitConformalRegressor):
 
     def _validate_params(self) -> None:
         super()._validate_params()
-        if self._is_pair() and len(self.estimator) != 2:
+        if self._is_pair() and len(cast(_Pair, self.estimator)) != 2:
             raise ValueError(
                 f"`estimator` as a sequence must be a pair (lower, upper), got "
-                f"{len(self.estimator)} models."
+                f"{len(cast(_Pair, self.estimator))} models."
             )
 
     def _estimator_or_default(self) -> BaseEstimator:
         if self._is_pair():
-            return self.estimator[0]
+            return cast(_Pair, self.estimator)[0]
         return super()._estimator_or_default()
 
     def _routed_models(self) -> dict[str, Any]:
         if self._is_pair():
-            return {"estimator": QuantileBand(*self.estimator)}
+            return {"estimator": QuantileBand(*cast(_Pair, self.estimator))}
         base = self._estimator_or_default()
         return {"estimator": QuantileBand(base, base)}
 
     def _make_estimator(self) -> QuantileBand:
         seed = self.random_state
         if self._is_pair():
-            return QuantileBand(*(seeded_clone(model, seed) for model in self.estimator))
+            pair = cast(_Pair, self.estimator)
+            return QuantileBand(*(seeded_clone(model, seed) for model in pair))
         level = float(check_alpha(self.alpha)[0])
         base = self._estimator_or_default()
         return QuantileBand(
@@ -233,7 +238,7 @@ class ConformalizedQuantileRegressor(SplitConformalRegressor):
     def _prefit_estimator(self) -> QuantileBand:
         if not self._is_pair():
             return super()._prefit_estimator()
-        band = QuantileBand(*self.estimator)
+        band = QuantileBand(*cast(_Pair, self.estimator))
         check_is_fitted(band)
         return band
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -33,6 +33,7 @@ from uqconform.quantiles import check_alpha
 from uqconform.regression.crr import (
     SCORES,
     LinearConfidenceMachine,
+    Score,
     exact_intervals,
     exact_union,
     fast_intervals,
@@ -105,6 +106,18 @@ class FullConformalMixin:
     ``training_residuals_``, and implements ``_test_input(X)`` (the checked test input) and
     ``_test_features(X) -> (features, predictions)`` for rows of a checked input.
     """
+
+    if TYPE_CHECKING:  # what a subclass provides (parameters, fitted state, test input)
+        alpha: float | ArrayLike
+        conformity_score: str
+        algorithm: str
+        batch_size: int | None
+        machine_: LinearConfidenceMachine
+        training_residuals_: NDArray
+
+        def _test_input(self, X: Any) -> Any: ...
+
+        def _test_features(self, X: Any) -> tuple[NDArray, NDArray]: ...
 
     def _validate_full_params(self) -> None:
         check_alpha(self.alpha, "alpha")
@@ -190,7 +203,7 @@ class FullConformalMixin:
                 self.machine_.leverage,
                 h_test,
                 h_cross,
-                self.conformity_score,
+                cast(Score, self.conformity_score),  # checked by _validate_full_params
             )
             # Only when the regularised Gram matrix was singular (the solver added jitter):
             # a test point outside the span of the training features, in a direction no
@@ -397,7 +410,10 @@ class FullConformalRidge(FullConformalMixin, RegressorMixin, BaseEstimator):
         """
         self._validate_full_params()
         model = self._ridge()
-        X = validate_data(self, check_features(self, X, reset=True), dtype=float, reset=False)
+        X = cast(
+            NDArray,
+            validate_data(self, check_features(self, X, reset=True), dtype=float, reset=False),
+        )
         y = check_regression_target(y, X.shape[0])
         value = getattr(model, "alpha", 0.0)
         if np.ndim(value) != 0:

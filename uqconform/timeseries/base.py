@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numbers
 from abc import ABCMeta, abstractmethod
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast, overload
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -311,7 +311,7 @@ class SequentialConformalRegressor(
         if (
             isinstance(fraction, bool)
             or not isinstance(fraction, numbers.Real)
-            or not 0 < fraction < 1
+            or not 0 < cast(float, fraction) < 1
         ):
             raise ValueError(
                 f"`holdout_fraction` must lie in (0, 1), got {self.holdout_fraction!r}."
@@ -328,7 +328,7 @@ class SequentialConformalRegressor(
         if isinstance(grid, numbers.Integral) and not isinstance(grid, bool):
             if grid < 1:
                 raise ValueError(f"`beta_grid` must be >= 1 point, got {grid}.")
-            return np.linspace(0.0, 1.0, int(grid)) if grid > 1 else np.array([0.5])
+            return np.linspace(0.0, 1.0, int(grid)) if cast(int, grid) > 1 else np.array([0.5])
         message = (
             "`beta_grid` must be a number of points or fractions of alpha in [0, 1], "
             f"got {grid!r}."
@@ -343,7 +343,17 @@ class SequentialConformalRegressor(
             raise ValueError(message)
         return fractions
 
-    def _check_series(self, X: Any, y: ArrayLike | None, *, reset: bool) -> tuple[Any, Any]:
+    @overload
+    def _check_series(self, X: Any, y: None, *, reset: bool) -> tuple[Any, None]: ...
+    @overload
+    def _check_series(self, X: Any, y: ArrayLike, *, reset: bool) -> tuple[Any, NDArray]: ...
+    @overload
+    def _check_series(
+        self, X: Any, y: ArrayLike | None, *, reset: bool
+    ) -> tuple[Any, NDArray | None]: ...
+    def _check_series(
+        self, X: Any, y: ArrayLike | None, *, reset: bool
+    ) -> tuple[Any, NDArray | None]:
         X = check_features(self, X, reset=reset)  # None, 1-D, no rows: named errors
         # feature count and names only: X reaches the model as given (a Pipeline encodes it)
         X = validate_data(self, X, reset=False, skip_check_array=True)
