@@ -362,6 +362,20 @@ def test_same_seed_same_sets_any_batch_size_and_inputs_unchanged(problem):
     assert other.calibrate(X_cal, y_cal).threshold_ != runs[0][0]
 
 
+def test_calibration_noise_is_tied_to_the_calibration_rows(problem):
+    """A fixed seed must not pair the same noise with every calibration set (coverage
+    given the seed would then differ from nominal): changing one calibration row changes
+    the noise every other row gets, while the same rows give the same scores again."""
+    model, X, y = problem
+    X_cal, y_cal = X[:100].copy(), y[:100]
+    cp = BinarizedSmoothedClassifier(model, conformity_score="aps", random_state=0)
+    scores = cp.calibrate(X_cal, y_cal).conformity_scores_.copy()
+    np.testing.assert_array_equal(cp.calibrate(X_cal, y_cal).conformity_scores_, scores)
+    X_cal[0] += 1.0
+    moved = cp.calibrate(X_cal, y_cal).conformity_scores_
+    assert not np.array_equal(moved[1:], scores[1:])
+
+
 def test_fit_with_noise_augmentation(problem):
     _, X, y = problem
     X_fit, y_fit = X[:300].copy(), y[:300].copy()

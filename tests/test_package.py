@@ -50,6 +50,18 @@ def test_ruff_clean():
     assert result.returncode == 0, result.stdout[-3000:]
 
 
+@pytest.mark.skipif(shutil.which("mypy") is None, reason="mypy is not installed")
+def test_type_hints_check(tmp_path):
+    """The hints are part of the public contract (editors read them): mypy finds none wrong."""
+    result = subprocess.run(
+        [sys.executable, "-m", "mypy", "--cache-dir", str(tmp_path), "uqconform"],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    assert result.returncode == 0, result.stdout[-3000:]
+
+
 def test_warnings_point_at_the_callers_line():
     """Every library warning goes through `_warnings.warn_user`, which names the first line
     outside the package; a fixed ``stacklevel`` named the library's method wrapper instead."""

@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 import numbers
 import warnings
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, cast, runtime_checkable
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -85,9 +85,21 @@ class LatentMap(Protocol):
            [0., 0.]])
     """
 
-    n_rows: int
-    dim: int
-    is_affine: bool
+    if TYPE_CHECKING:  # read-only for type checkers: AffineMap and FlowMap use properties
+
+        @property
+        def n_rows(self) -> int: ...
+
+        @property
+        def dim(self) -> int: ...
+
+        @property
+        def is_affine(self) -> bool: ...
+
+    else:  # at run time plain annotations, as before (a subclass may assign them)
+        n_rows: int
+        dim: int
+        is_affine: bool
 
     def to_latent(self, Y: NDArray) -> NDArray:
         """``(n, d) -> (n, d)``: row ``i`` mapped by ``g_i``."""
@@ -380,7 +392,7 @@ class PredictionRegion:
     def __getitem__(self, index: Any) -> PredictionRegion:
         """The regions of a subset of rows (an int gives a region of one row)."""
         rows = _row_index(index, len(self))
-        radius = self.radius if np.ndim(self.radius) == 0 else self.radius[rows]
+        radius = self.radius if np.ndim(self.radius) == 0 else cast(NDArray, self.radius)[rows]
         return PredictionRegion(self.latent_map.take(rows), radius, self.norm)
 
     def __repr__(self) -> str:

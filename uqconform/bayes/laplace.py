@@ -221,6 +221,8 @@ class LaplacePosterior(BaseEstimator):
             )
         Xt = view.transform(X)
         target = self._target(view, y, Xt.shape[0])
+        Xv: NDArray | None
+        target_val: NDArray | None
         if X_val is None and y_val is not None:
             raise ValueError("`X_val` is required with `y_val`.")
         if X_val is not None:
@@ -245,13 +247,17 @@ class LaplacePosterior(BaseEstimator):
         self.classes_ = view.classes
         if view.task == "regression":
             rows, t = (Xv, target_val) if Xv is not None else (Xt, target)
+            assert t is not None  # target_val is set with Xv
             residual = t - view.network.forward(rows)[:, 0]
             self._set_noise(view, noise_variance(residual, t))
         self._curvature(view, Xt)
         self.prior_grid_nll_ = None
+        self.prior_precision_: float | NDArray
         if isinstance(prior, str) and prior == "marglik":
             self.prior_precision_ = self._marglik()
         elif isinstance(prior, str):
+            # "auto": validation rows given or held out above
+            assert Xv is not None and target_val is not None
             self.prior_precision_ = self._tune(Xv, target_val)
         else:
             self.prior_precision_ = prior if isinstance(prior, np.ndarray) else float(prior)
@@ -330,6 +336,7 @@ class LaplacePosterior(BaseEstimator):
     ) -> NDArray:
         if view.task == "regression":  # on the network's (standardised) scale
             return view.network_target(check_regression_target(y, n, name, rows_of))
+        assert view.classes is not None  # a classifier's view has its classes
         return _encode_labels(y, view.classes, n, name, rows_of)
 
     def _validation_rows(
@@ -422,7 +429,8 @@ class LaplacePosterior(BaseEstimator):
         """Eigendecompositions reused for every prior precision."""
         if self.structure in ("full", "last_layer"):
             values, vectors = eigh(self.curvature_)
-            self._eig = (np.maximum(values, 0.0), vectors)
+            # (values, vectors); for "kron" a list of per-layer factor eigensystems
+            self._eig: Any = (np.maximum(values, 0.0), vectors)
         elif self.structure == "kron":
             eig = []
             for A, B in self.curvature_:

@@ -17,7 +17,7 @@ __all__ = ["class_probabilities", "gaussian_log_density", "log_probabilities", "
 LOG_2PI = float(np.log(2.0 * np.pi))
 
 
-def gaussian_log_density(y: NDArray, mean: NDArray, var: NDArray) -> NDArray:
+def gaussian_log_density(y: NDArray, mean: NDArray, var: NDArray | float) -> NDArray:
     """Per-row log density of ``y`` under ``N(mean, var)`` (element-wise)."""
     return -0.5 * (LOG_2PI + np.log(var) + (y - mean) ** 2 / var)
 

@@ -352,6 +352,7 @@ class LinearizedPredictive(BaseEstimator):
         if view.task == "regression":  # on the network's (standardised) scale
             target = view.network_target(check_regression_target(y_val, Xv.shape[0]))
         else:
+            assert view.classes is not None  # a classifier's view has its classes
             target = _encode_labels(y_val, view.classes, Xv.shape[0])
         if prefit:
             self._warn_if_training_rows(X, y)
@@ -388,6 +389,7 @@ class LinearizedPredictive(BaseEstimator):
         else:  # scikit-learn's log loss clips the probabilities at eps
             eps = np.finfo(np.float64).eps
             proba = np.clip(model.predict_proba(Xt), eps, 1 - eps)
+            assert self.classes_ is not None  # a classifier's view has its classes
             labels = _encode_labels(y, self.classes_, n)
             loss = -float(np.mean(np.log(proba[np.arange(n), labels])))
         squares = sum(float(np.sum(np.square(coef))) for coef in model.coefs_)
@@ -682,7 +684,7 @@ class LinearizedPredictive(BaseEstimator):
             return class_probabilities(probit_logits(mean, var), output)
         seed = self.seed_ if random_state is None else integer_seed(random_state)
         rng, std = np.random.default_rng(seed), np.sqrt(var)
-        total = 0.0
+        total: Any = 0.0  # then a sum of (n, K) arrays (one block at least)
         # blocks of samples drawn in turn from one stream: the draws of one (S, n, K) array
         for samples in _row_blocks(self.n_samples, mean.size):
             count = min(samples.stop, self.n_samples) - samples.start
@@ -695,6 +697,7 @@ class LinearizedPredictive(BaseEstimator):
         self._check()
         if self.task_ == "regression":
             return self.predict_distribution(X, method)[0]
+        assert self.classes_ is not None  # a classifier's view has its classes
         return self.classes_[np.argmax(self.predict_proba(X, method), axis=1)]
 
     def score(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> float:
@@ -738,6 +741,7 @@ class LinearizedPredictive(BaseEstimator):
                 return self._monte_carlo(Xt, count, None, mixture)[0]
             mean, var = self.predict_distribution(X, method, include_noise=True)
             return gaussian_log_density(target, mean, var)
+        assert self.classes_ is not None  # a classifier's view has its classes
         labels = _encode_labels(y, self.classes_, Xt.shape[0])
         if method == "mc":
             output = self.view_.network.output

@@ -18,7 +18,7 @@ parameters are kept at their trained values.
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -198,21 +198,22 @@ def from_torch_encoder_layer(layer: Any) -> TransformerBlock:
     query, key, value = (
         Dense(weight[k * d : (k + 1) * d].T, bias[k * d : (k + 1) * d]) for k in range(3)
     )
-    activation = getattr(layer, "activation_relu_or_gelu", None)
+    activation: Any = getattr(layer, "activation_relu_or_gelu", None)
     name = {1: "relu", 2: "gelu"}.get(activation)
     if name is None:
         raise TypeError("only relu or gelu encoder layers are supported.")
+    # an encoder layer's projections are Linear and its norms LayerNorm: never None
     return TransformerBlock(
         query,
         key,
         value,
-        _layer(attention.out_proj, torch),
+        cast(Dense, _layer(attention.out_proj, torch)),
         attention.num_heads,
-        _layer(layer.norm1, torch),
-        _layer(layer.norm2, torch),
-        _layer(layer.linear1, torch),
+        cast(LayerNorm, _layer(layer.norm1, torch)),
+        cast(LayerNorm, _layer(layer.norm2, torch)),
+        cast(Dense, _layer(layer.linear1, torch)),
         Activation(name),
-        _layer(layer.linear2, torch),
+        cast(Dense, _layer(layer.linear2, torch)),
         norm_first=layer.norm_first,
     )
 

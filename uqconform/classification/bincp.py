@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import numbers
 from abc import abstractmethod
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -141,7 +141,12 @@ def clopper_pearson_upper(successes: ArrayLike, n: int, level: float) -> NDArray
 
 
 def _is_real(value: Any) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool) and np.isfinite(value)
+    # cast: numpy's stubs do not list numbers.Real among the ufunc inputs
+    return (
+        isinstance(value, numbers.Real)
+        and not isinstance(value, bool)
+        and np.isfinite(cast(float, value))
+    )
 
 
 class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
@@ -252,20 +257,21 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
 
         return pd.DataFrame(block, columns=names)
 
-    def _rng(
+    def _rng(  # type: ignore[override]  # a pair; base's _predict_batched is not used here
         self, stream: int, content: Any = None
     ) -> tuple[np.random.Generator, np.random.Generator]:
         """(noise, uniforms) generators of a stream (0: calibration, 1: prediction, 2: fit).
 
-        Two generators so that the draws do not depend on the batch size; prediction draws
-        are tied to the rows (`uqconform.base.seeded_generator`).
+        Two generators so that the draws do not depend on the batch size; the draws are
+        tied to the rows they serve (`uqconform.base.seeded_generator`), so that a fixed
+        seed does not pair the same noise with every calibration set.
         """
         seed = self.random_state
         if isinstance(seed, np.random.Generator):  # used as is, draws in sequence
             return seed, seed
         if seed is None:
             return np.random.default_rng(), np.random.default_rng()
-        base = integer_seed(seed)
+        base = cast(int, integer_seed(seed))  # not None: seed is not None here
         noise, uniforms = (seeded_generator(base, (stream, k), content) for k in (0, 1))
         return noise, uniforms
 
@@ -335,7 +341,7 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
         values = self._numeric(X)
         n, d = values.shape
         y = self._check_target(y, n, calibrating=False)
-        noise_rng, _ = self._rng(2)
+        noise_rng, _ = self._rng(2, values)
         noisy = values[None] + self.sigma * noise_rng.standard_normal((augment, n, d))
         params = fit_params_rows(model_params, n, np.tile(np.arange(n), augment))
         self.estimator_ = self._make_estimator()
@@ -381,7 +387,7 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
                 f"{self._minimum_hint()}."
             )
         scores = np.empty(n)
-        for start, stop, conformity in self._noisy_scores(values, self._rng(0)):
+        for start, stop, conformity in self._noisy_scores(values, self._rng(0, values)):
             true = conformity[np.arange(stop - start), :, labels[start:stop]]  # (b, m)
             scores[start:stop] = self._calibration_statistic(true, level)
         self.conformity_scores_ = scores

@@ -160,7 +160,7 @@ class HeadEnsemble(RoutesFitParams, ClassifierMixin, BaseEstimator):
                 f"{[c.tolist() for c in classes]}; every head must know the same labels."
             )
         self.heads_ = heads
-        self.feature_subsets_ = [None] * len(heads)
+        self.feature_subsets_: list[NDArray | None] = [None] * len(heads)
         self.classes_ = classes[0]
         for name in ("n_features_in_", "feature_names_in_"):
             if hasattr(heads[0], name):
@@ -206,7 +206,9 @@ class HeadEnsemble(RoutesFitParams, ClassifierMixin, BaseEstimator):
                 "or dicts for a vectorising Pipeline): use diversity='bootstrap' or 'seeds'."
             )
         base = self._base_estimator()
-        rows, columns, seeds = [], [], []
+        rows: list[NDArray] = []
+        columns: list[NDArray | None] = []
+        seeds: list[int | None] = []
         labels, inverse = np.unique(y, return_inverse=True)
         # stratified bootstrap: rows grouped by class, each row redrawn within its class
         order = np.argsort(inverse, kind="stable")
@@ -220,6 +222,7 @@ class HeadEnsemble(RoutesFitParams, ClassifierMixin, BaseEstimator):
             else:
                 rows.append(np.arange(n))
             if self.diversity == "subspace":
+                assert n_features is not None  # checked above: subspace needs columns
                 size = max(1, round(self.subspace_fraction * n_features))
                 columns.append(np.sort(rng.choice(n_features, size=size, replace=False)))
             else:

@@ -22,7 +22,7 @@ probability (`EnsembleConformalClassifier`) is the baseline to beat.
 from __future__ import annotations
 
 import numbers
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -227,7 +227,7 @@ class MultiDimScoreClassifier(RoutesFitParams, ClassifierMixin, BaseEstimator):
             return seed
         if seed is None:
             return np.random.default_rng()
-        return seeded_generator(integer_seed(seed), stream, content)
+        return seeded_generator(cast(int, integer_seed(seed)), stream, content)  # seed not None
 
     @keeps_state_on_error
     def fit(self, X: ArrayLike, y: ArrayLike, **fit_params: Any) -> Self:
@@ -414,7 +414,7 @@ class MultiDimScoreClassifier(RoutesFitParams, ClassifierMixin, BaseEstimator):
         rank = np.empty(centres.shape[0], dtype=np.int64)
         rank[ranking] = np.arange(1, centres.shape[0] + 1)
         limits = np.maximum.accumulate(centres[ranking], axis=0)  # (m, H) caps per prefix
-        self.cells_ = {
+        self.cells_: dict[str, Any] = {
             "centres": centres,
             "rank": rank,
             "limits": limits,
@@ -592,7 +592,10 @@ class MultiDimScoreClassifier(RoutesFitParams, ClassifierMixin, BaseEstimator):
         if (
             len(pair) != 2
             or pair[0] == pair[1]
-            or not all(isinstance(h, numbers.Integral) and 0 <= h < n_heads for h in pair)
+            # cast: numbers.Integral has no typed comparisons
+            or not all(
+                isinstance(h, numbers.Integral) and 0 <= cast(int, h) < n_heads for h in pair
+            )
         ):
             raise ValueError(
                 f"`heads` must be two distinct head indices in 0..{n_heads - 1}, got {heads!r}"

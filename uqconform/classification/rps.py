@@ -30,7 +30,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import numbers
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 from joblib import delayed
@@ -446,15 +446,16 @@ def _block_bounds(
     width = min(n_labels, int(drained.max()) + 2)
     window = weakest[:, :width]
     values = np.take_along_axis(counts, window, axis=1)
-    data = (window, values, np.cumsum(values, axis=1) - values)
+    data: tuple[NDArray, ...] = (window, values, np.cumsum(values, axis=1) - values)
     own_rank = np.take_along_axis(rank, target, axis=1)
+    pairs: tuple[NDArray, ...]  # four entries here, three below
     pairs = (own, own_rank, strong, np.take_along_axis(rank, strongest, axis=1))
-    outside = (0, n_labels, np.take_along_axis(counts, first, axis=1))
+    outside: tuple[Any, ...] = (0, n_labels, np.take_along_axis(counts, first, axis=1))
     outside = (*outside, np.take_along_axis(rank, first, axis=1))  # target-free pairs
     inside = (own_rank < width) | (target == first)
     lowest = functools.partial(_drained_window, data)
     e_strong = np.exp((strong + taken + from_abstain + drained) / k_train)
-    patches = ((strongest, e_strong), (target, e_low))
+    patches: tuple[tuple[NDArray, NDArray], ...] = ((strongest, e_strong), (target, e_low))
     low = e_low / _denominators(e_row, lowest, drained, pairs, outside, inside, patches, k_train)
 
     # highest: `moved` votes leave the strongest competitors, one at a time; each changed
@@ -508,8 +509,8 @@ def _denominators(
     slots = np.arange(n_targets)[None, :]
     if 1 < n_keys < n_targets:  # shared windows, then the pairs inside theirs
         shape = (n_rows, n_keys)
-        outside = (np.broadcast_to(entry, shape) for entry in outside)
-        labels, new = window(every, np.broadcast_to(np.arange(n_keys), shape), *outside)
+        shared = (np.broadcast_to(entry, shape) for entry in outside)
+        labels, new = window(every, np.broadcast_to(np.arange(n_keys), shape), *shared)
         table = np.empty((*shape, e_row.shape[1]))
         table[...] = e_row[:, None, :]
         table[every[..., None], np.arange(n_keys)[None, :, None], labels] = np.exp(new / k_train)
@@ -779,7 +780,7 @@ class ReliablePredictionSets(ClassifierMixin, BaseEstimator):
         self._validate_params()
         self._reset_calibration()
         if self._prefit() is not None:
-            self._adopt(self._prefit())
+            self._adopt(cast(list, self._prefit()))  # not None: checked just above
             return self
         if not hasattr(self._base_estimator(), "predict"):
             raise TypeError(f"`estimator` {self.estimator!r} is not a classifier (no predict).")
@@ -799,7 +800,7 @@ class ReliablePredictionSets(ClassifierMixin, BaseEstimator):
         bounds = np.searchsorted(partition[order], np.arange(k + 1))
         seed = integer_seed(self.random_state) or 0
         seeds = np.random.SeedSequence(seed).generate_state(k, dtype=np.uint32) >> 1
-        self.training_partition_sizes_ = np.diff(bounds)
+        self.training_partition_sizes_: NDArray | None = np.diff(bounds)  # None: adopted
         if (self.training_partition_sizes_ == 0).any():
             warn_user(
                 f"{int((self.training_partition_sizes_ == 0).sum())} of the {k} training "
@@ -943,7 +944,7 @@ class ReliablePredictionSets(ClassifierMixin, BaseEstimator):
                     "fit(X_train, y_train) first, or pass the fitted partition models as a "
                     "list in `estimator`."
                 )
-            self._adopt(self._prefit())
+            self._adopt(cast(list, self._prefit()))  # not None: checked just above
         self._reset_calibration()
         X = self._check_X(X, reset=not hasattr(self, "n_features_in_"))
         n = n_rows(X)
@@ -1125,6 +1126,7 @@ class ReliablePredictionSets(ClassifierMixin, BaseEstimator):
                 low = np.zeros_like(self.conformity_scores_)
                 high = np.ones_like(low)
             else:
+                assert self._calibration_counts is not None  # calibrate set it: votes mode
                 low, high = _target_bounds(
                     self._calibration_counts,
                     self._calibration_labels,
@@ -1147,8 +1149,9 @@ class ReliablePredictionSets(ClassifierMixin, BaseEstimator):
         maybe_in = _votes_reached(high, lowest)
         stays = surely_in - r_calib > tau  # cannot leave the set
         stays_out = maybe_in + r_calib <= tau  # cannot enter it
-        coverage = np.where(in_set, stays, True).all(axis=1)
-        size = np.where(in_set, True, stays_out).all(axis=1)
+        # rows of 2-D masks: arrays, never a numpy scalar
+        coverage = cast(NDArray, np.where(in_set, stays, True).all(axis=1))
+        size = cast(NDArray, np.where(in_set, True, stays_out).all(axis=1))
         return {"coverage_reliable": coverage, "size_reliable": size, "robust": coverage & size}
 
     def _check_radii(self, r_train: Any, r_calib: Any, level: float) -> tuple[int, int]:

@@ -41,7 +41,7 @@ from uqconform.base import (
     refuses_nan,
     take_rows,
 )
-from uqconform.regions import LatentMap, PredictionRegion
+from uqconform.regions import LatentMap, Norm, PredictionRegion
 
 if TYPE_CHECKING:
     from typing_extensions import Self  # typing.Self from Python 3.11
@@ -128,7 +128,7 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
     ['l2', 'l2', 'linf', 'l2']
     """
 
-    norm: ClassVar[str] = "l2"
+    norm: ClassVar[Norm] = "l2"
     _uses_estimator: ClassVar[bool] = True
     #: Parameters what ``fit`` learnt depends on and prediction reads (changing one needs a
     #: new fit); ``_calibration_params``: those a new calibration suffices for.

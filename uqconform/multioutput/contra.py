@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
 __all__ = ["CONTRA", "ResidualCONTRA"]
 
-_FLOW_CONSTRAINTS: dict[str, list[Any]] = {
+_FLOW_CONSTRAINTS: dict[str, list[Any] | str] = {
     "flow": [StrOptions({"maf", "spline"})],
     "n_blocks": [Interval(numbers.Integral, 1, None, closed="left")],
     "hidden_features": [Interval(numbers.Integral, 1, None, closed="left")],

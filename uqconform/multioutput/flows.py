@@ -38,7 +38,7 @@ import numbers
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal, cast, overload
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -376,7 +376,7 @@ class ConditionalFlow:
     def _whiten(self, Y: NDArray) -> NDArray:
         return _whiten(Y, self.y_mean, self.y_chol)
 
-    def _context(self, X: NDArray | None, n: int) -> NDArray | None:
+    def _context(self, X: ArrayLike | None, n: int) -> NDArray | None:
         if not self.conditional:
             return None
         if X is None:
@@ -411,6 +411,21 @@ class ConditionalFlow:
                 z, _ = transform(self._tensor(standard[start:stop]), context=ctx)
                 out[start:stop] = z.cpu().numpy()
         return _finite_or_inf(out)
+
+    @overload
+    def from_latent(
+        self, Z: ArrayLike, X: ArrayLike | None = None, *, log_det: Literal[False] = False
+    ) -> NDArray: ...
+
+    @overload
+    def from_latent(
+        self, Z: ArrayLike, X: ArrayLike | None = None, *, log_det: Literal[True]
+    ) -> tuple[NDArray, NDArray]: ...
+
+    @overload
+    def from_latent(
+        self, Z: ArrayLike, X: ArrayLike | None = None, *, log_det: bool
+    ) -> NDArray | tuple[NDArray, NDArray]: ...
 
     def from_latent(
         self, Z: ArrayLike, X: ArrayLike | None = None, *, log_det: bool = False
@@ -615,11 +630,14 @@ def fit_flow(
 
         def tensors(rows: NDArray) -> tuple[Any, Any]:
             """The whitened outputs and standardised context of ``rows`` on the device."""
-            return tuple(
-                None
-                if values is None
-                else torch.as_tensor(values[rows], dtype=torch.float32, device=torch_device)
-                for values in (Y_std, X_std)
+            return cast(  # two entries: (outputs, context)
+                tuple[Any, Any],
+                tuple(
+                    None
+                    if values is None
+                    else torch.as_tensor(values[rows], dtype=torch.float32, device=torch_device)
+                    for values in (Y_std, X_std)
+                ),
             )
 
         history = _train(

@@ -35,13 +35,16 @@ two-column ``Y``:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 from numpy.typing import NDArray
 
 from uqconform.base import check_int, random_generator
 from uqconform.datasets import _rdata
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "load_diamonds_targets",
@@ -498,5 +501,6 @@ def load_diamonds_targets(
         "diamonds", as_frame=True, n_samples=n_samples, random_state=random_state
     )
     X = frame[["cut", "color", "clarity", "depth", "table"]]
+    log_price = cast("pd.Series", log_price)  # a Series: as_frame=True
     Y = log_price.to_frame("log_price").assign(log_carat=np.log(frame["carat"]))
     return _output(X, Y, as_frame)

@@ -43,13 +43,13 @@ class EnbPI(SequentialConformalRegressor):
     beta_grid : int or sequence of float, default=5
         Number of ``beta`` values in ``[0, alpha]``, or fractions of ``alpha``.
     finite_sample : bool, default=False
-        Conformal ends: with ``True`` the next residual takes part in the quantiles with
-        the residuals' weight (split conformal's ranks ``floor((n + 1) beta)`` and
-        ``floor((n + 1) beta) + ceil((n + 1)(1 - alpha))`` over the ``n`` residuals of the
-        memory): exact split conformal for one ``beta`` (``beta_grid=1``); the search over
-        several ``beta`` picks the narrowest on the same residuals and costs about a point
-        of coverage with 100 residuals.
-        ``False`` is the published algorithm (plain empirical quantiles).
+        Full conformal ends: with ``True`` the narrowest window is chosen on the memory's
+        ``n`` residuals together with the next one, and the interval holds every value of
+        the next residual that the window so chosen would contain. On exchangeable
+        residuals a new one is then missed with probability ``1 - m / (n + 1) <= alpha``,
+        ``m = ceil((n + 1)(1 - alpha))``, whatever ``beta_grid`` (for one ``beta``, split
+        conformal's two order statistics). ``False`` is the published algorithm (plain
+        empirical quantiles).
     n_jobs : int, default=None
         Parallel bootstrap fits through joblib (Dask with ``joblib.parallel_config``).
     random_state : int, numpy Generator, RandomState or None, default=None

@@ -228,8 +228,7 @@ def _evaluate(name: str, task: str, X, y, parts, seed: int, ctx) -> dict[str, An
     f_test = model.view_.network.forward(model.view_.transform(X[te]))
     if task == "regression":
         noise = float(np.mean((y[va] - f_val[:, 0]) ** 2))
-        # gaussian_log_density's hint says NDArray for var; it is element-wise, a float works
-        out["nll_map"] = -float(np.mean(gaussian_log_density(y[te], f_test[:, 0], noise)))  # type: ignore[arg-type]
+        out["nll_map"] = -float(np.mean(gaussian_log_density(y[te], f_test[:, 0], noise)))
         z = Z90
         map_intervals = np.column_stack(
             [f_test[:, 0] - z * np.sqrt(noise), f_test[:, 0] + z * np.sqrt(noise)]
