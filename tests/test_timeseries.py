@@ -844,6 +844,15 @@ def test_finite_sample_beta_search_keeps_the_guarantee_with_equal_weights(law):
     assert low <= covered.mean() <= high
 
 
+def test_finite_sample_beta_search_breaks_width_ties_by_the_first_beta():
+    """Tied residuals: with r = 2 the sample is [0,0,1,1,1,2,2,2], and the windows [0, 1]
+    and [1, 2] are as wide; the first beta wins, so 2 is not covered (a review found the
+    interval reaching 2)."""
+    values = np.array([0.0, 0.0, 1.0, 1.0, 1.0, 2.0, 2.0])
+    ends = residual_offsets(values, np.full(7, 1 / 7), np.array([0.5]), np.array([0.0, 1.0]), True)
+    assert ends[:, 0].tolist() == [0.0, 1.0]
+
+
 def test_finite_sample_beta_search_keeps_the_width_gain_on_skewed_residuals():
     """On skewed residuals the full-conformal search keeps most of the width the search
     gains over equal tails (beta = alpha / 2)."""

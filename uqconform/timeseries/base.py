@@ -213,8 +213,8 @@ def full_conformal_window(
     are fixed points, and a window's width is constant unless ``r`` is one of its ends
     (then it is linear in ``r``). So within a gap ``r`` is covered on the whole gap, on
     none of it, or on up to two pieces at its ends, each found in closed form, for every
-    gap and ``beta`` at once (``O(n g)``, no loop over candidate values). Equal widths go
-    to the first ``beta``, as in the plain search.
+    gap and ``beta`` at once (``O(n g)`` time and memory, no loop over candidate values).
+    Equal widths go to the first ``beta``, as in the plain search.
 
     Parameters
     ----------
@@ -278,22 +278,45 @@ def full_conformal_window(
     inside_widths = np.where(covers & ~r_is_low & ~r_is_high, width, np.inf)
     first_missing, first_inside = missing_widths.argmin(axis=0), inside_widths.argmin(axis=0)
     missing, inside = missing_widths.min(axis=0), inside_widths.min(axis=0)
-    with np.errstate(invalid="ignore"):  # inf - inf where no window leaves r out
-        # r as a lower end: high - r <= missing; as an upper end: r - low <= missing
-        from_ = np.where(r_is_low, high_value, np.inf).min(axis=0) - missing
-        to = np.where(r_is_high, low_value, -np.inf).max(axis=0) + missing
+    # A window with r as an end wins against the best window leaving r out when it is
+    # narrower, or as wide and of an earlier beta: a closed bound on r for those, an open
+    # one for the others (it matters where the widths tie exactly, as with tied residuals).
+    earlier = np.arange(width.shape[0])[:, None] < first_missing[None, :]
+
+    def bound(is_end: NDArray, end_value: NDArray, lowest: bool) -> NDArray:
+        """Per gap, the bound on r of the windows with r at that end (+-inf if none)."""
+        fill = np.inf if lowest else -np.inf
+        with np.errstate(invalid="ignore"):  # inf - inf where no window leaves r out
+            if lowest:  # r as a lower end: high - r <= missing
+                value = np.where(is_end, end_value, fill).min(axis=0) - missing
+            else:  # r as an upper end: r - low <= missing
+                value = np.where(is_end, end_value, fill).max(axis=0) + missing
+        return np.where(np.isnan(value), fill, value)
+
+    from_closed = bound(r_is_low & earlier, high_value, lowest=True)
+    from_open = bound(r_is_low & ~earlier, high_value, lowest=True)
+    to_closed = bound(r_is_high & earlier, low_value, lowest=False)
+    to_open = bound(r_is_high & ~earlier, low_value, lowest=False)
     whole = (
         (inside < missing)
         | ((inside == missing) & (first_inside < first_missing))
         | (missing == np.inf)  # every window holds r
     )
-    from_ = np.where(whole, -np.inf, np.where(np.isnan(from_), np.inf, from_))
-    to = np.where(np.isnan(to), -np.inf, to)
+    from_ = np.where(whole, -np.inf, np.minimum(from_closed, from_open))
+    to = np.maximum(to_closed, to_open)
     edges = np.concatenate([[-np.inf], values, [np.inf]])
     gap_low, gap_high = edges[:-1], edges[1:]
-    starts = np.concatenate([gap_low, np.maximum(gap_low, from_)])
-    ends = np.concatenate([np.minimum(gap_high, to), gap_high])
-    kept = (starts < ends) | ((starts == ends) & np.isfinite(starts))  # pieces not empty
+    low_end = np.minimum(gap_high, to)  # the piece (gap_low, low_end] of each gap
+    high_start = np.maximum(gap_low, from_)  # and the piece [high_start, gap_high)
+    # a piece of length zero is kept only when its one point is covered
+    point_low = (gap_low == low_end) & ((gap_low <= to_closed) | (gap_low < to_open))
+    point_high = (high_start == gap_high) & (
+        whole | (gap_high >= from_closed) | (gap_high > from_open)
+    )
+    starts = np.concatenate([gap_low, high_start])
+    ends = np.concatenate([low_end, gap_high])
+    single = np.concatenate([point_low, point_high]) & np.isfinite(starts)
+    kept = (starts < ends) | single
     return float(starts[kept].min()), float(ends[kept].max())
 
 
