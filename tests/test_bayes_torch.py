@@ -63,6 +63,28 @@ def test_unsupported_layers_are_named():
         from_torch(torch.nn.Linear(2, 2))
 
 
+def test_a_frozen_linear_layer_is_named():
+    """Fine-tuning the head only (requires_grad=False below): a clear refusal, not a
+    KeyError on an object id."""
+    net = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.ReLU(), torch.nn.Linear(3, 1))
+    for parameter in net[0].parameters():
+        parameter.requires_grad_(False)
+    X = np.random.default_rng(0).normal(size=(40, 2)).astype(np.float32)
+    with pytest.raises(TypeError, match=r"Linear\(in_features=2.*requires_grad=False"):
+        LaplacePosterior(net, structure="last_layer", prior_precision=1.0).fit(X, X[:, 0])
+
+
+@pytest.mark.parametrize("n_heads", [0, -1, 2.0, True])
+def test_transformer_block_head_count_is_checked(n_heads):
+    torch.manual_seed(0)
+    enc = torch.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True).eval()
+    block = from_torch_encoder_layer(enc)
+    parts = {name: getattr(block, name) for name in ("query", "key", "value", "output")}
+    rest = {n: getattr(block, n) for n in ("norm1", "norm2", "hidden", "activation", "final")}
+    with pytest.raises(ValueError, match="`n_heads` must be a positive integer"):
+        type(block)(**parts, n_heads=n_heads, **rest)
+
+
 def test_parameter_index_reorders_torch_vectors():
     net = _sequential()
     vector = torch.nn.utils.parameters_to_vector(net.parameters()).detach().numpy()

@@ -96,6 +96,18 @@ def test_log_prob_is_base_density_minus_log_det(flows):
     np.testing.assert_allclose(flow.log_prob(Y[:6], X[:6]), base - log_det[:, 0], atol=1e-3)
 
 
+def test_points_of_the_wrong_shape_are_refused_by_name(flows):
+    """One row as a 1-D array was broadcast into d identical rows."""
+    X, Y = curved()
+    for flow in (flows["maf", False], flows["spline", True]):
+        context = X[:1] if flow.conditional else None
+        for call in (flow.to_latent, flow.log_prob):
+            with pytest.raises(ValueError, match=r"`Y` must have shape \(n, 2\), got \(2,\)"):
+                call(Y[0], context)
+            with pytest.raises(ValueError, match=r"`Y` must have shape \(n, 2\), got \(1, 3\)"):
+                call(np.ones((1, 3)), context)
+
+
 def test_same_seed_same_flow_and_caller_rng_untouched():
     X, Y = curved()
     torch.manual_seed(123)

@@ -509,3 +509,11 @@ def test_parameters_changed_since_fit_or_calibrate_are_refused(data):
     with pytest.raises(NotFittedError, match=r"bonferroni=False\); call calibrate"):
         box.predict_set(Xt)
     assert box.calibrate(Xc, Yc).conformity_scores_.shape == (300, 2)  # one per output
+
+
+@pytest.mark.parametrize("noise", ["abc", None, True, "0.5", -1.0, float("nan")])
+def test_synthetic_noise_is_checked_by_name(noise):
+    from uqconform.multioutput.synthetic import make_banana
+
+    with pytest.raises(ValueError, match="`noise` must be a finite number >= 0"):
+        make_banana(10, noise=noise)

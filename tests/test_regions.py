@@ -489,3 +489,29 @@ def test_an_inverse_that_does_not_map_back_is_named():
         for good in (HiddenAffine(inner), Radial(inner)):
             fine = PredictionRegion(good, 1.5)
             fine.sample(50, random_state=0), fine.bounding_box(), fine.volume(100)
+
+
+class Overflowing(HiddenAffine):
+    """Its inverse overflows for rows of centre above 1, and its forward map refuses
+    non-finite points (as a flow's whitening does)."""
+
+    def from_latent(self, Z):
+        Y = self.inner.from_latent(Z)
+        Y[self.inner.center[:, 0] > 1.0] = np.inf
+        return Y
+
+    def to_latent(self, Y):
+        if not np.isfinite(Y).all():
+            raise ValueError("array must not contain infs or NaNs")
+        return self.inner.to_latent(Y)
+
+    def take(self, index):
+        return Overflowing(self.inner.take(index))
+
+
+def test_overflowing_rows_give_nan_points_and_the_others_are_checked():
+    center = np.array([[0.0, 0.0], [2.0, 0.0]])
+    region = PredictionRegion(Overflowing(AffineMap(center, np.ones((2, 2)))), 1.0)
+    with pytest.warns(RuntimeWarning, match="1 regions map some latent points to non-finite"):
+        points = region.sample(20, random_state=0)
+    assert np.isnan(points[1]).all() and np.isfinite(points[0]).all()

@@ -647,21 +647,22 @@ class PredictionRegion:
             return
         n, m, d = Z.shape
         picked = np.unique(np.linspace(0, m - 1, min(m, _ROUND_TRIP_POINTS)).astype(int))
-        latent = Z[:, picked]
-        images = self.latent_map.from_latent(latent) if Y is None else Y[:, picked]
-        images = np.asarray(images, dtype=float)
+        latent = Z[:, picked].reshape(-1, d)
+        images = self.latent_map.from_latent(Z[:, picked]) if Y is None else Y[:, picked]
+        images = np.asarray(images, dtype=float).reshape(-1, d)
         rows = np.repeat(np.arange(n), picked.size)
+        finite = np.isfinite(images).all(axis=1)  # overflowed images are reported already
+        if not finite.any():
+            return
         with np.errstate(invalid="ignore", over="ignore"):
             try:
-                back = self.latent_map.take(rows).to_latent(images.reshape(-1, d))
+                back = self.latent_map.take(rows[finite]).to_latent(images[finite])
             except NotImplementedError:  # a map made for drawing only: nothing to check
                 return
-            back = np.asarray(back, dtype=float).reshape(n, picked.size, d)
-            error = np.linalg.norm(back - latent, axis=2)
-            scale = np.maximum(1.0, np.linalg.norm(latent, axis=2))
-        missed = ((error > _ROUND_TRIP_TOLERANCE * scale) & np.isfinite(images).all(axis=2)).any(
-            axis=1
-        )
+            error = np.linalg.norm(np.asarray(back, dtype=float) - latent[finite], axis=1)
+            scale = np.maximum(1.0, np.linalg.norm(latent[finite], axis=1))
+        missed = np.zeros(n, dtype=bool)
+        missed[rows[finite][~(error <= _ROUND_TRIP_TOLERANCE * scale)]] = True
         if missed.any():
             warn_user(
                 f"{int(missed.sum())} of {n} regions: the map's inverse does not map back "

@@ -19,6 +19,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.special import softmax
 
+from uqconform.base import check_int
 from uqconform.bayes.network import Activation, Dense, DiagonalBlock, LayerNorm
 
 __all__ = ["TransformerBlock", "attention_moments"]
@@ -137,6 +138,7 @@ class TransformerBlock:
         final: Dense,
         norm_first: bool = True,
     ):
+        n_heads = check_int(n_heads, "n_heads")
         if value.n_out % n_heads:
             raise ValueError(f"width {value.n_out} is not divisible by {n_heads} heads.")
         self.query, self.key, self.value, self.output = query, key, value, output

@@ -158,6 +158,13 @@ def torch_parameter_index(module: Any, *, trainable_only: bool = False) -> NDArr
         if not isinstance(child, torch.nn.Linear):
             continue
         n_out, n_in = child.weight.shape
+        frozen = [p for p in (child.weight, child.bias) if p is not None and id(p) not in offsets]
+        if frozen:
+            raise TypeError(
+                f"{child} has parameters with requires_grad=False: the posterior covers the "
+                "weights and biases of every Linear layer. Unfreeze them (a frozen layer's "
+                "weights would need zero posterior variance, which is not supported)."
+            )
         start = offsets[id(child.weight)]
         # ours: W[i, o] = weight[o, i] at i * n_out + o; torch: o * n_in + i
         grid = np.arange(n_in)[:, None] + n_in * np.arange(n_out)[None, :]

@@ -374,6 +374,8 @@ class ConditionalFlow:
 
     # ---- evaluation ------------------------------------------------------------------
     def _whiten(self, Y: NDArray) -> NDArray:
+        if Y.ndim != 2 or Y.shape[1] != self.dim:
+            raise ValueError(f"`Y` must have shape (n, {self.dim}), got {Y.shape}.")
         return _whiten(Y, self.y_mean, self.y_chol)
 
     def _context(self, X: ArrayLike | None, n: int) -> NDArray | None:
@@ -398,9 +400,9 @@ class ConditionalFlow:
         """
         torch = _torch()
         Y = np.asarray(Y, dtype=float)
+        standard = self._whiten(Y)  # checks Y's shape
         n = Y.shape[0]
         context = self._context(X, n)
-        standard = self._whiten(Y)
         out = np.empty((n, self.dim))
         step = max(1, _EVAL_CELLS)
         transform = self.module._transform
@@ -480,9 +482,9 @@ class ConditionalFlow:
         """Log-density of the fitted model at ``y_i`` given ``x_i`` (original units), ``(n,)``."""
         torch = _torch()
         Y = np.asarray(Y, dtype=float)
+        standard = self._whiten(Y)  # checks Y's shape
         n = Y.shape[0]
         context = self._context(X, n)
-        standard = self._whiten(Y)
         out = np.empty(n)
         with torch.no_grad(), _torch_threads():
             for start in range(0, n, _EVAL_CELLS):
@@ -835,6 +837,8 @@ class FlowMap:
         if len(sizes) != 1:
             raise ValueError("FlowMap needs one number of rows (from X, offset or n_rows).")
         self.n_rows = sizes.pop()
+        if self.n_rows < 1:
+            raise ValueError(f"FlowMap needs at least one row, got n_rows={self.n_rows}.")
         if flow.conditional and self.X is None:
             raise ValueError("A conditional flow needs the features X of its rows.")
         if self.offset is not None and self.offset.shape != (self.n_rows, flow.dim):

@@ -35,6 +35,7 @@ two-column ``Y``:
 
 from __future__ import annotations
 
+import numbers
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
@@ -70,10 +71,14 @@ def _features(n_samples: Any, n_features: Any, random_state: Any):
 
 
 def _check_noise(noise: Any) -> float:
-    value = float(noise)
-    if not np.isfinite(value) or value < 0:
+    if (
+        isinstance(noise, (bool, np.bool_))
+        or not isinstance(noise, numbers.Real)
+        or not np.isfinite(float(noise))
+        or noise < 0
+    ):
         raise ValueError(f"`noise` must be a finite number >= 0, got {noise!r}.")
-    return value
+    return float(noise)
 
 
 def _rotate(points: NDArray, angle: NDArray) -> NDArray:
