@@ -746,6 +746,16 @@ def test_unsupported_target_transforms_are_refused_before_training(transform):
     assert not hasattr(model, "regressor_")  # nothing was trained
 
 
+def test_a_search_without_refit_is_refused_before_it_runs():
+    from sklearn.model_selection import GridSearchCV
+
+    X, y = regression_data(n=60, seed=0)
+    search = GridSearchCV(Ridge(), {"alpha": [0.1, 1.0]}, cv=3, refit=False)
+    with pytest.raises(TypeError, match="needs refit=True"):
+        ACP(search).fit(X, y)
+    assert not hasattr(search, "cv_results_")  # nothing was trained
+
+
 def test_random_state_seeds_the_default_network():
     rng = np.random.default_rng(3)
     X = rng.normal(size=(80, 2))

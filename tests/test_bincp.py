@@ -309,7 +309,9 @@ def test_set_params_alpha_after_calibrate_takes_effect(problem, cls):
     assert not hasattr(cp, "threshold_")
     with pytest.raises(AttributeError, match="`max_radius_` is defined for a single `alpha`"):
         cp.max_radius_  # noqa: B018
-    assert cp.predict_set(X[300:400]).shape == (100, len(cp.classes_), 2)
+    with pytest.raises(ValueError, match="`alpha` must be a single float in"):
+        cp.predict_set(X[300:400])  # as fit and calibrate refuse it
+    assert cp.predict_set(X[300:400], alpha=[0.05, 0.3]).shape == (100, len(cp.classes_), 2)
     with pytest.raises(ValueError, match="`alpha` must be a single float here"):
         cp.certified_probability()
 
@@ -449,6 +451,10 @@ def test_too_few_samples_for_eta_names_the_minimum(problem):
     assert cp.max_radius_ > 0
     with pytest.raises(ValueError, match="n_samples"):
         MeanSmoothedClassifier(model, n_samples=20).calibrate(X[:207], y[:207])
+    # p so small that no count up to 2**20 helps: it said "Use n_samples >= 1048576"
+    tiny = BinarizedSmoothedClassifier(model, p=1e-7, n_samples=100)
+    with pytest.raises(ValueError, match=r"No n_samples up to 2\*\*20 is enough"):
+        tiny.calibrate(X[:150], y[:150])
 
 
 def test_wrong_call_order_unseen_labels_and_bad_inputs(problem):

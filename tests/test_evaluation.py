@@ -790,6 +790,11 @@ def test_plot_coverage_refuses_inverted_bounds():
         with pytest.raises(ValueError, match="low > high"):
             plot_coverage([0.8, 0.9], [0.8, 0.9], bounds=[[0.7, 0.85], [0.95, 0.85]])
         plot_coverage([0.8, 0.9], [0.8, 0.9], bounds=[[0.7, 0.85], [np.nan, np.nan]])
+        # (2, k) bounds (coverage_bounds' rows stacked the other way) were reshaped silently
+        for bad in ([[0.70, 0.90, 0.96], [0.80, 0.95, 0.99]], [0.7, 0.8, 0.9]):
+            with pytest.raises(ValueError, match=r"`bounds` must have shape \(3, 2\)"):
+                plot_coverage([0.8, 0.9, 0.95], [0.8, 0.9, 0.95], bounds=bad)
+        plot_coverage([0.9], [0.88], bounds=[0.85, 0.95])  # one level: one pair
     finally:
         plt.close("all")
 

@@ -522,6 +522,11 @@ def test_bad_parameters_are_refused():
         FullConformalRidge(Ridge(alpha=-1.0)).fit(X, y)
     with pytest.raises(ValueError, match="positive"):
         FullConformalRidge(Ridge(positive=True)).fit(X, y)
+    from sklearn.frozen import FrozenEstimator
+
+    frozen = FrozenEstimator(Ridge().fit(X[::-1] * 2, y))
+    with pytest.raises(TypeError, match="a FrozenEstimator cannot be kept as fitted"):
+        FullConformalRidge(frozen).fit(X, y)  # it was unwrapped and silently refitted
 
 
 def test_bad_data_is_refused():

@@ -67,6 +67,13 @@ def test_head_ensemble_checks_rows_and_dimensions(data):
     fitted = heads.fit(X, labels)
     with pytest.raises(ValueError, match="`X` must be 2-D"):
         fitted.predict_proba(X[0])
+    for fraction in ("0.5", None, True, 1.5):
+        with pytest.raises(ValueError, match="`subspace_fraction` must lie in"):
+            HeadEnsemble(LogisticRegression(), subspace_fraction=fraction).fit(X, labels)
+    from sklearn.svm import LinearSVC
+
+    with pytest.raises(TypeError, match=r"\(LinearSVC\) has no predict_proba"):
+        HeadEnsemble(LinearSVC(), n_heads=2).fit(X, labels)  # before training any head
 
 
 @pytest.mark.parametrize(
@@ -674,6 +681,19 @@ def test_time_series_refuse_intervals_after_fit_settings_changed(data, cls, chan
     assert model.predict_interval(X[120:125]).shape == before.shape
 
 
+def test_the_same_values_in_another_container_are_not_a_change(data):
+    """beta_grid fitted as a list and set again as a tuple or array: unchanged."""
+    X, y, _ = data
+    model = KOWCPI(LinearRegression(), window=1, n_bootstrap=10, beta_grid=[0, 0.5, 1])
+    before = model.fit(X[:120], y[:120]).predict_interval(X[120:125])
+    for same in ((0, 0.5, 1), np.array([0.0, 0.5, 1.0])):
+        np.testing.assert_array_equal(
+            model.set_params(beta_grid=same).predict_interval(X[120:125]), before
+        )
+    with pytest.raises(NotFittedError, match="parameters changed since fit"):
+        model.set_params(beta_grid=(0, 1)).predict_interval(X[120:125])
+
+
 def test_enbpi_and_spci_read_the_beta_grid_at_each_call(data):
     # their fit does not use it (KOWCPI's tuning does): trying another grid needs no refit
     X, y, _ = data
@@ -802,3 +822,39 @@ def test_a_hand_built_report_without_nominal_prints():
         "M", "regression", "mean_width", 10, 20, 0.99, 0.01, rows=[{"alpha": 0.1, "coverage": 0.9}]
     )
     assert "0.900" in str(report)
+
+
+def _public_helper_calls():
+    from uqconform.classification.rps import majority_coverage
+    from uqconform.evaluation.perturbation import random_l2_perturbation
+    from uqconform.quantiles import conformal_quantile
+    from uqconform.timeseries.conditional import reweighted_nadaraya_watson
+    from uqconform.timeseries.kowcpi import aic_bandwidth
+
+    rng = np.random.default_rng(0)
+    X, windows = rng.normal(size=(20, 2)), rng.normal(size=(50, 2))
+    nw = reweighted_nadaraya_watson
+    return [
+        (lambda: insert_points(X, np.zeros(20), 1), "`y` has a single label"),
+        (lambda: SplitConformalRegressor().fit(1.0, np.ones(3)), "`X` must be 2-D"),
+        (lambda: conformal_quantile(np.arange(10.0), 0.1, weights=np.ones(10),
+                                    test_weight=np.ones(3)), "`test_weight` must be"),
+        (lambda: random_l2_perturbation(X, 0.1, clip=(0, 1, 2)), "`clip` must be"),
+        (lambda: random_l2_perturbation(X, 0.1, clip=1.0), "`clip` must be"),
+        (lambda: majority_coverage([10, 20], [1], 0), "`sizes` and `ranks` must be"),
+        (lambda: aic_bandwidth(windows, windows[:, 0], "gaussian", candidates=[]),
+         "`candidates` must hold"),
+        (lambda: nw(windows, np.zeros(2), 0.0), "`bandwidth` must be a finite number > 0"),
+        (lambda: nw(windows, np.zeros(2), np.nan), "`bandwidth` must be a finite number"),
+        (lambda: nw(windows, np.zeros(2), 0.5, adjust=False, constraint="bogus"),
+         "`constraint` must be"),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("index", range(10))
+def test_public_helpers_name_the_bad_argument(index):
+    """Found by a probe of the lines the tests never ran: numpy's or Python's own errors
+    (unpacking, broadcasting, zip, an empty list) or silently wrong results (NaN weights)."""
+    call, match = _public_helper_calls()[index]
+    with pytest.raises(ValueError, match=match):
+        call()

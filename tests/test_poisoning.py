@@ -105,6 +105,19 @@ def test_bad_arguments(data):
         flip_labels(X, y[:5], 1)
     with pytest.raises(ValueError, match="single label"):
         flip_labels(X, np.zeros(120), 1)
+    with pytest.raises(ValueError, match="partitions"):  # checked with no point to move too
+        flip_labels(X, y, 0, strategy="spread")
+
+
+def test_a_repeated_target_partition_counts_once(data):
+    """target=[1, 1] with four points spread: the same row was picked twice (two flips
+    recorded as four, two rows copied twice by insert_points)."""
+    X, y, part = data
+    target = [int(part[0]), int(part[0])]
+    flipped = flip_labels(X, y, 4, partitions=part, target=target, strategy="spread")[1]
+    assert int((flipped != y).sum()) == 4
+    X_kept, _ = delete_points(X, y, 4, partitions=part, target=target, strategy="spread")
+    assert X_kept.shape[0] == 116
 
 
 def test_worst_partitions_are_a_ranking():

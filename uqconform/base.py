@@ -223,7 +223,7 @@ def check_features(estimator: BaseEstimator, X: Any, *, reset: bool) -> Any:
         raise ValueError("`X` is None; pass an array or DataFrame with one row per sample.")
     if not hasattr(X, "shape") and not isinstance(X, (list, tuple)) and hasattr(X, "__array__"):
         X = np.asarray(X)  # array-likes without len() or slicing
-    if getattr(X, "ndim", None) == 0:
+    if getattr(X, "ndim", None) == 0 or isinstance(X, (numbers.Number, str, bytes)):
         raise ValueError("`X` must be 2-D (one row per sample), got a scalar.")
     if isinstance(X, np.ndarray) and X.ndim == 1 and X.dtype.kind in "biufc":
         raise ValueError(
@@ -344,6 +344,9 @@ def _same_setting(old: Any, new: Any) -> bool:
     """Whether a parameter still has the value a step used (arrays compared by value)."""
     if old is new:
         return True
+    sequences = (list, tuple, np.ndarray)
+    if isinstance(old, sequences) and isinstance(new, sequences) and type(old) is not type(new):
+        old, new = np.asarray(old, dtype=object), np.asarray(new, dtype=object)  # [1] == (1,)
     try:
         equal = old == new
         if np.ndim(equal) == 0:

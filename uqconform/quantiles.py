@@ -284,7 +284,12 @@ def _weighted_conformal_quantile(
         raise ValueError("`test_weight` must be finite and non-negative.")
     single = w.ndim == 1
     w2 = np.atleast_2d(w)
-    w_test = np.broadcast_to(w_test, (w2.shape[0],))
+    if w_test.ndim > 1 or w_test.size not in (1, w2.shape[0]):
+        raise ValueError(
+            f"`test_weight` must be a number or have one entry per row of `weights` "
+            f"({w2.shape[0]}), got shape {w_test.shape}."
+        )
+    w_test = np.broadcast_to(w_test.reshape(-1), (w2.shape[0],))
     total = w2.sum(axis=1) + w_test
     if (total <= 0).any():
         raise ValueError("`weights` and `test_weight` sum to zero: no threshold is defined.")

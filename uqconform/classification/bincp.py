@@ -379,12 +379,16 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
         labels = encode_labels(self._check_target(y, n, calibrating=True), self.classes_)
         level = self._failure_level(n)
         minimum = self._minimum_samples(level)
-        if self.n_samples < minimum:
+        if minimum is None or self.n_samples < minimum:
+            advice = (
+                f"Use n_samples >= {minimum}{self._minimum_hint()}."
+                if minimum is not None
+                else f"No n_samples up to 2**20 is enough: use a larger eta{self._minimum_hint()}."
+            )
             raise ValueError(
                 f"`n_samples`={self.n_samples} is too small for eta={self.eta} with {n} "
                 f"calibration points and {len(self.classes_)} classes: every set would hold "
-                f"every class even at radius 0. Use n_samples >= {minimum}"
-                f"{self._minimum_hint()}."
+                f"every class even at radius 0. {advice}"
             )
         scores = np.empty(n)
         for start, stop, conformity in self._noisy_scores(values, self._rng(0, values)):
@@ -433,14 +437,14 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
     def _after_calibration(self) -> None:
         """Hook for quantities fixed by the calibration size (default: nothing)."""
 
-    def _minimum_samples(self, level: float) -> int:
-        """Fewest samples for which a set can leave out a label at radius 0."""
-        for low, high in ((1, 2**12), (2**12, 2**20)):  # small counts first, then the rest
+    def _minimum_samples(self, level: float) -> int | None:
+        """Fewest samples (up to 2**20) for which a set can leave out a label at radius 0."""
+        for low, high in ((1, 2**12), (2**12, 2**20 + 1)):  # small counts first, then the rest
             m = np.arange(low, high)
             ok = self._informative(m, level)
             if ok.any():
                 return int(m[np.argmax(ok)])
-        return 2**20
+        return None
 
     def _minimum_hint(self) -> str:
         return ""
@@ -505,6 +509,11 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
         self, alpha: float | ArrayLike | None
     ) -> tuple[list[tuple[float, float, float]], bool]:
         """The calibration of every requested level (the constructor's for ``alpha=None``)."""
+        if alpha is None and np.ndim(self.alpha) != 0:  # as fit and calibrate refuse it
+            raise ValueError(
+                f"`alpha` must be a single float in (0, 1) for smoothed sets, got "
+                f"{self.alpha!r}; pass several levels as predict_set(X, alpha=[...])."
+            )
         levels, scalar = self._levels(alpha)
         return [self._calibration_for(float(level)) for level in levels], scalar
 

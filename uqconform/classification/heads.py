@@ -8,6 +8,7 @@ classifiers with identical ``classes_`` works too.
 
 from __future__ import annotations
 
+import numbers
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -136,9 +137,17 @@ class HeadEnsemble(RoutesFitParams, ClassifierMixin, BaseEstimator):
             raise ValueError(
                 f"`diversity` must be one of {list(DIVERSITY)}, got {self.diversity!r}."
             )
-        if not 0 < self.subspace_fraction <= 1:
-            raise ValueError(
-                f"`subspace_fraction` must lie in (0, 1], got {self.subspace_fraction!r}."
+        fraction = self.subspace_fraction
+        if (
+            isinstance(fraction, (bool, np.bool_))
+            or not isinstance(fraction, numbers.Real)
+            or not 0 < fraction <= 1
+        ):
+            raise ValueError(f"`subspace_fraction` must lie in (0, 1], got {fraction!r}.")
+        if not hasattr(self._base_estimator(), "predict_proba"):  # before training any head
+            raise TypeError(
+                f"`estimator` ({type(self._base_estimator()).__name__}) has no predict_proba: "
+                "the heads' class probabilities are the scores."
             )
 
     def _adopt(self, heads: list) -> None:

@@ -240,6 +240,11 @@ def majority_coverage(sizes: ArrayLike, ranks: ArrayLike, threshold: int) -> flo
     """
     sizes = np.asarray(sizes, dtype=np.int64)
     ranks = np.asarray(ranks, dtype=np.int64)
+    if sizes.ndim != 1 or ranks.shape != sizes.shape:
+        raise ValueError(
+            f"`sizes` and `ranks` must be 1-D with one entry per partition, got shapes "
+            f"{sizes.shape} and {ranks.shape}."
+        )
     spans = np.array([_transition(int(n), int(r)) for n, r in zip(sizes, ranks, strict=True)])
     active = ranks > 0
     if not active.any():

@@ -51,6 +51,8 @@ def _features(X: ArrayLike) -> NDArray:
 def _clip(values: NDArray, clip: tuple[float, float] | None) -> NDArray:
     if clip is None:
         return values
+    if np.ndim(clip) != 1 or len(clip) != 2:
+        raise ValueError(f"`clip` must be (low, high) with low < high, got {clip!r}.")
     low, high = clip
     if not low < high:
         raise ValueError(f"`clip` must be (low, high) with low < high, got {clip!r}.")

@@ -81,9 +81,14 @@ def plot_coverage(
     nominal_, observed_ = _paired(nominal, observed, "observed")
     ax = _axes(ax)
     if bounds is not None:
-        band = np.asarray(bounds, dtype=float).reshape(-1, 2)
-        if band.shape[0] != nominal_.size:
-            raise ValueError(f"`bounds` must have shape ({nominal_.size}, 2), got {band.shape}.")
+        band = np.asarray(bounds, dtype=float)
+        if band.shape == (2,):  # one (low, high) pair
+            band = band[None, :]
+        if band.shape != (nominal_.size, 2):
+            raise ValueError(
+                f"`bounds` must have shape ({nominal_.size}, 2), one (low, high) row per "
+                f"level, got {band.shape}."
+            )
         if np.any(band[:, 0] > band[:, 1]):
             raise ValueError("`bounds` has rows with low > high; each row is (low, high).")
         center = band.mean(axis=1)

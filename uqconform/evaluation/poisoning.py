@@ -64,8 +64,6 @@ def _pick_rows(
 ) -> NDArray:
     """Row indices (distinct) among ``eligible`` placed as the strategy says; rows with the
     smallest ``order`` first (random order without it)."""
-    if n_points == 0:
-        return np.empty(0, dtype=np.intp)
     candidates = np.flatnonzero(eligible)
     if candidates.size < n_points:
         raise ValueError(
@@ -87,12 +85,14 @@ def _pick_rows(
                 "`partitions` must hold integer partition indices (e.g. from hash_partition), "
                 f"got dtype {part.dtype}."
             )
-    if strategy == "random":
-        return shuffled[:n_points]
-    if partitions is None:
+    if strategy != "random" and partitions is None:
         raise ValueError(f"strategy={strategy!r} needs `partitions` (the partition of every row).")
+    if strategy == "random" or n_points == 0:  # every argument checked above
+        return shuffled[:n_points]
     present = np.unique(part[candidates])
     sequence = rng.permutation(present) if target is None else np.asarray(target).ravel()
+    first = np.sort(np.unique(sequence, return_index=True)[1])  # a partition once, in order
+    sequence = sequence[first]
     sequence = sequence[np.isin(sequence, present)]
     if sequence.size == 0:
         raise ValueError("None of the `target` partitions holds a row that can be attacked.")
@@ -240,6 +240,8 @@ def insert_points(
     rows = _pick_rows(n_points, eligible, partitions, target, strategy, rng, order)
     if new_labels is None:  # another label among those of y
         classes = np.unique(labels)
+        if classes.size < 2:
+            raise ValueError("`y` has a single label: there is no other label to insert with.")
         index = np.searchsorted(classes, pool_labels[rows])
         added = classes[(index + rng.integers(1, classes.size, size=rows.size)) % classes.size]
     else:

@@ -85,6 +85,8 @@ def _check_kind(model: Any) -> None:
     if isinstance(model, FrozenEstimator):
         model = model.estimator
     if _is_search(model):  # a search over, e.g., the weight decay
+        if getattr(model, "refit", True) is False:  # found before the search runs
+            raise TypeError(f"{type(model).__name__} needs refit=True to give a fitted model.")
         return _check_kind(model.estimator)
     if isinstance(model, TransformedTargetRegressor):
         check_standard_target(model)  # before any training

@@ -375,7 +375,12 @@ class FullConformalRidge(FullConformalMixin, RegressorMixin, BaseEstimator):
     def _ridge(self) -> BaseEstimator:
         model = Ridge(alpha=1.0) if self.estimator is None else self.estimator
         if isinstance(model, FrozenEstimator):
-            model = model.estimator
+            raise TypeError(
+                "FullConformalRidge refits ridge regression on the training data with every "
+                "candidate label (that is full conformal prediction), so a FrozenEstimator "
+                "cannot be kept as fitted: pass the unfitted Ridge or LinearRegression, or use "
+                "SplitConformalRegressor for a model fitted once."
+            )
         if not isinstance(model, (Ridge, LinearRegression)):
             raise TypeError(
                 "FullConformalRidge needs `estimator` to be sklearn.linear_model.Ridge or "

@@ -22,6 +22,8 @@ from numpy.typing import NDArray
 from scipy import optimize
 from sklearn.ensemble import RandomForestRegressor
 
+from uqconform.base import check_positive_float
+
 __all__ = [
     "KernelWeights",
     "adjustment_lambda",
@@ -211,9 +213,11 @@ def reweighted_nadaraya_watson(
     >>> bool(1 / np.sum(result.weights**2) >= 50), result.bandwidth > 0.3
     (True, True)
     """
+    h = check_positive_float(bandwidth, "bandwidth")
+    if constraint not in ("first", "all"):
+        raise ValueError(f"`constraint` must be 'first' or 'all', got {constraint!r}.")
     difference = windows - query
     distance = np.sqrt(np.einsum("ij,ij->i", difference, difference))
-    h = float(bandwidth)
     values = kernel_values(distance / h, kernel)
     needed = min(min_points, windows.shape[0])
     for _ in range(60):  # widen an empty neighbourhood (compact kernel)

@@ -39,6 +39,8 @@ def aic_bandwidth(
     ``log(RSS / n) + 2 (tr(S S^T) + 1) / (n - tr(S S^T) - 2)`` (Cai and Tiwari, 2000), with
     ``S`` the leave-in smoother matrix of plain Nadaraya-Watson.
     """
+    if len(candidates) == 0:
+        raise ValueError("`candidates` must hold at least one bandwidth.")
     distance = cdist(windows, windows)  # (n, n), without an (n, n, w) intermediate
     n = targets.shape[0]
     best, best_score = float(candidates[0]), np.inf
