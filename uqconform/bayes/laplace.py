@@ -466,8 +466,12 @@ class LaplacePosterior(BaseEstimator):
     def log_marginal_likelihood(self, prior_precision: float | None = None) -> float:
         """Laplace approximation of the log marginal likelihood, up to a constant.
 
-        ``-0.5 delta |theta|^2 + 0.5 P log delta - 0.5 log det(GGN + delta)`` plus the
-        log-likelihood at the trained weights (constant in ``delta``, left out).
+        ``-0.5 delta |theta|^2 + 0.5 P log delta - 0.5 log det(H)`` plus the
+        log-likelihood at the trained weights (constant in ``delta``, left out), with ``H``
+        the posterior precision of the structure: ``GGN + delta`` restricted to its blocks
+        (``diag``, ``full``, ``last_layer``), and for ``kron`` the damped Kronecker factors'
+        product ``(A + b sqrt(delta)) x (G + sqrt(delta) / b)`` per layer (``b`` balances the
+        factors' scales), whose determinant differs from that of ``GGN + delta``.
 
         Parameters
         ----------
