@@ -108,6 +108,20 @@ def test_points_of_the_wrong_shape_are_refused_by_name(flows):
                 call(np.ones((1, 3)), context)
 
 
+def test_regions_of_the_whole_space_and_empty_selections(flows):
+    """Every radius infinite (too few calibration points), or no row selected: boxes of
+    +-inf, NaN boundaries, empty regions (a review found them refused for no rows)."""
+    X, _ = curved()
+    flow = flows["maf", True]
+    whole = PredictionRegion(_map(flow, X), np.inf)
+    assert np.isinf(whole.bounding_box(16)).all()
+    assert np.isnan(whole.boundary(8)).all()
+    part = PredictionRegion(_map(flow, X), 1.0)
+    assert len(part[np.array([], dtype=int)]) == 0 and len(part[np.zeros(5, bool)]) == 0
+    with pytest.raises(ValueError, match="`n_rows` must be >= 0"):
+        FlowMap(flow, n_rows=-2)
+
+
 def test_same_seed_same_flow_and_caller_rng_untouched():
     X, Y = curved()
     torch.manual_seed(123)

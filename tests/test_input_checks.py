@@ -692,6 +692,9 @@ def test_the_same_values_in_another_container_are_not_a_change(data):
         )
     with pytest.raises(NotFittedError, match="parameters changed since fit"):
         model.set_params(beta_grid=(0, 1)).predict_interval(X[120:125])
+    from uqconform.base import _same_setting
+
+    assert not _same_setting([np.ones(2), np.ones(3)], (np.ones(3), np.ones(2)))  # no raise
 
 
 def test_enbpi_and_spci_read_the_beta_grid_at_each_call(data):

@@ -517,3 +517,5 @@ def test_synthetic_noise_is_checked_by_name(noise):
 
     with pytest.raises(ValueError, match="`noise` must be a finite number >= 0"):
         make_banana(10, noise=noise)
+    same = make_banana(10, noise=np.array(0.1), random_state=0)  # a 0-d array is a number
+    np.testing.assert_array_equal(same[1], make_banana(10, noise=0.1, random_state=0)[1])

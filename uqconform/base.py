@@ -345,9 +345,13 @@ def _same_setting(old: Any, new: Any) -> bool:
     if old is new:
         return True
     sequences = (list, tuple, np.ndarray)
-    if isinstance(old, sequences) and isinstance(new, sequences) and type(old) is not type(new):
-        old, new = np.asarray(old, dtype=object), np.asarray(new, dtype=object)  # [1] == (1,)
     try:
+        if (
+            isinstance(old, sequences)
+            and isinstance(new, sequences)
+            and type(old) is not type(new)
+        ):
+            old, new = np.asarray(old, dtype=object), np.asarray(new, dtype=object)  # [1] == (1,)
         equal = old == new
         if np.ndim(equal) == 0:
             return bool(equal)
@@ -1123,6 +1127,8 @@ def check_positive_float(value: Any, name: str) -> float:
     >>> check_positive_float(0.5, "noise")
     0.5
     """
+    if isinstance(value, np.ndarray) and value.ndim == 0:  # a 0-d array is a number
+        value = value.item()
     if (
         isinstance(value, bool)
         or not isinstance(value, numbers.Real)

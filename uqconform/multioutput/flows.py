@@ -837,8 +837,8 @@ class FlowMap:
         if len(sizes) != 1:
             raise ValueError("FlowMap needs one number of rows (from X, offset or n_rows).")
         self.n_rows = sizes.pop()
-        if self.n_rows < 1:
-            raise ValueError(f"FlowMap needs at least one row, got n_rows={self.n_rows}.")
+        if self.n_rows < 0:  # no rows is fine: an empty selection of regions
+            raise ValueError(f"`n_rows` must be >= 0, got {self.n_rows}.")
         if flow.conditional and self.X is None:
             raise ValueError("A conditional flow needs the features X of its rows.")
         if self.offset is not None and self.offset.shape != (self.n_rows, flow.dim):

@@ -71,6 +71,8 @@ def _features(n_samples: Any, n_features: Any, random_state: Any):
 
 
 def _check_noise(noise: Any) -> float:
+    if isinstance(noise, np.ndarray) and noise.ndim == 0:  # a 0-d array is a number
+        noise = noise.item()
     if (
         isinstance(noise, (bool, np.bool_))
         or not isinstance(noise, numbers.Real)

@@ -48,8 +48,10 @@ class EnbPI(SequentialConformalRegressor):
         the next residual that the window so chosen would contain. On exchangeable
         residuals a new one is then missed with probability ``1 - m / (n + 1) <= alpha``,
         ``m = ceil((n + 1)(1 - alpha))``, whatever ``beta_grid`` (for one ``beta``, split
-        conformal's two order statistics). ``False`` is the published algorithm (plain
-        empirical quantiles).
+        conformal's two order statistics). A step then costs in proportion to ``memory``
+        times the number of ``beta`` (about 2 ms at 3,000 residuals and 5 ``beta``, a few
+        times the plain search). ``False`` is the published algorithm (plain empirical
+        quantiles).
     n_jobs : int, default=None
         Parallel bootstrap fits through joblib (Dask with ``joblib.parallel_config``).
     random_state : int, numpy Generator, RandomState or None, default=None
