@@ -1127,15 +1127,32 @@ def check_positive_float(value: Any, name: str) -> float:
     >>> check_positive_float(0.5, "noise")
     0.5
     """
+    return _check_finite_number(value, name, zero_allowed=False)
+
+
+def check_nonnegative_float(value: Any, name: str) -> float:
+    """``value`` as a float if it is a finite number >= 0 (booleans refused), else a
+    ``ValueError`` naming the parameter.
+
+    Examples
+    --------
+    >>> check_nonnegative_float(0, "noise")
+    0.0
+    """
+    return _check_finite_number(value, name, zero_allowed=True)
+
+
+def _check_finite_number(value: Any, name: str, *, zero_allowed: bool) -> float:
     if isinstance(value, np.ndarray) and value.ndim == 0:  # a 0-d array is a number
         value = value.item()
     if (
         isinstance(value, bool)
         or not isinstance(value, numbers.Real)
         or not np.isfinite(cast(float, value))
-        or value <= 0
+        or (value < 0 if zero_allowed else value <= 0)
     ):
-        raise ValueError(f"`{name}` must be a finite number > 0, got {value!r}.")
+        bound = ">= 0" if zero_allowed else "> 0"
+        raise ValueError(f"`{name}` must be a finite number {bound}, got {value!r}.")
     return float(value)
 
 

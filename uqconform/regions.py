@@ -804,12 +804,12 @@ class PredictionRegion:
         box[:, :, 0], box[:, :, 1] = -np.inf, np.inf  # rows of the whole space
         ascent_cells = 2 * d * (d + 2) * d if ascend else 0
         for rows, part, points in self._sphere_blocks(unit, ascent_cells):
+            if ascend:  # starts from the sampled extremes and keeps them when not beaten
+                box[rows] = part._ascend_extremes(unit, points)
+                continue
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN rows stay NaN
-                extremes = np.stack([np.nanmin(points, axis=1), np.nanmax(points, axis=1)], 2)
-            if ascend:
-                extremes = part._ascend_extremes(unit, points)
-            box[rows] = extremes
+                box[rows] = np.stack([np.nanmin(points, axis=1), np.nanmax(points, axis=1)], 2)
         return box
 
     def _ascend_extremes(self, unit: NDArray, points: NDArray) -> NDArray:
@@ -828,9 +828,8 @@ class PredictionRegion:
         direction = unit[values.argmax(axis=1)]  # (n, 2d, d)
 
         def objective(latent: NDArray) -> NDArray:  # (n, 2d, k, d) -> (n, 2d, k)
-            with warnings.catch_warnings():  # overflow was reported by the sampled points
+            with warnings.catch_warnings():  # the sampled points reported overflow already
                 warnings.simplefilter("ignore", RuntimeWarning)
-                # the sphere's images were checked already; warnings are silenced here
                 images = self._push(latent.reshape(n, -1, d), check_round_trip=False)
                 images = images.reshape(latent.shape)
             picked = np.take_along_axis(images, coordinate[None, :, None, None], axis=3)[..., 0]

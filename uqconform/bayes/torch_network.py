@@ -158,8 +158,7 @@ def torch_parameter_index(module: Any, *, trainable_only: bool = False) -> NDArr
         if not isinstance(child, torch.nn.Linear):
             continue
         n_out, n_in = child.weight.shape
-        frozen = [p for p in (child.weight, child.bias) if p is not None and id(p) not in offsets]
-        if frozen:
+        if any(p is not None and id(p) not in offsets for p in (child.weight, child.bias)):
             raise TypeError(
                 f"{child} has parameters with requires_grad=False: the posterior covers the "
                 "weights and biases of every Linear layer. Unfreeze them (a frozen layer's "

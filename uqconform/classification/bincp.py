@@ -167,12 +167,16 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
     def _default_estimator(self) -> BaseEstimator:
         return LogisticRegression(max_iter=1000)
 
-    def _validate_params(self) -> None:
-        levels = check_alpha(self.alpha, "alpha")
+    def _check_single_alpha(self, hint: str = "") -> None:
         if np.ndim(self.alpha) != 0:
             raise ValueError(
-                f"`alpha` must be a single float in (0, 1) for smoothed sets, got {self.alpha!r}."
+                f"`alpha` must be a single float in (0, 1) for smoothed sets, got "
+                f"{self.alpha!r}{hint}."
             )
+
+    def _validate_params(self) -> None:
+        levels = check_alpha(self.alpha, "alpha")
+        self._check_single_alpha()
         check_int(self.batch_size, "batch_size", allow_none=True)
         check_random_state_value(self.random_state)
         if not _is_real(self.sigma) or self.sigma <= 0:
@@ -509,11 +513,8 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
         self, alpha: float | ArrayLike | None
     ) -> tuple[list[tuple[float, float, float]], bool]:
         """The calibration of every requested level (the constructor's for ``alpha=None``)."""
-        if alpha is None and np.ndim(self.alpha) != 0:  # as fit and calibrate refuse it
-            raise ValueError(
-                f"`alpha` must be a single float in (0, 1) for smoothed sets, got "
-                f"{self.alpha!r}; pass several levels as predict_set(X, alpha=[...])."
-            )
+        if alpha is None:  # as fit and calibrate refuse several levels
+            self._check_single_alpha("; pass several levels as predict_set(X, alpha=[...])")
         levels, scalar = self._levels(alpha)
         return [self._calibration_for(float(level)) for level in levels], scalar
 

@@ -51,11 +51,9 @@ def _features(X: ArrayLike) -> NDArray:
 def _clip(values: NDArray, clip: tuple[float, float] | None) -> NDArray:
     if clip is None:
         return values
-    if np.ndim(clip) != 1 or len(clip) != 2:
+    if np.ndim(clip) != 1 or len(clip) != 2 or not clip[0] < clip[1]:
         raise ValueError(f"`clip` must be (low, high) with low < high, got {clip!r}.")
     low, high = clip
-    if not low < high:
-        raise ValueError(f"`clip` must be (low, high) with low < high, got {clip!r}.")
     return np.clip(values, low, high, out=values)
 
 

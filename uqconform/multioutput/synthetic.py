@@ -35,13 +35,12 @@ two-column ``Y``:
 
 from __future__ import annotations
 
-import numbers
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 from numpy.typing import NDArray
 
-from uqconform.base import check_int, random_generator
+from uqconform.base import check_int, check_nonnegative_float, random_generator
 from uqconform.datasets import _rdata
 
 if TYPE_CHECKING:
@@ -68,19 +67,6 @@ def _features(n_samples: Any, n_features: Any, random_state: Any):
     rng = random_generator(random_state)
     X = rng.uniform(size=(n, p))
     return rng, X, X[:, 0]
-
-
-def _check_noise(noise: Any) -> float:
-    if isinstance(noise, np.ndarray) and noise.ndim == 0:  # a 0-d array is a number
-        noise = noise.item()
-    if (
-        isinstance(noise, (bool, np.bool_))
-        or not isinstance(noise, numbers.Real)
-        or not np.isfinite(float(noise))
-        or noise < 0
-    ):
-        raise ValueError(f"`noise` must be a finite number >= 0, got {noise!r}.")
-    return float(noise)
 
 
 def _rotate(points: NDArray, angle: NDArray) -> NDArray:
@@ -120,7 +106,7 @@ def make_banana(
     >>> X.shape, Y.shape
     ((500, 1), (500, 2))
     """
-    scale = _check_noise(noise)
+    scale = check_nonnegative_float(noise, "noise")
     rng, X, t = _features(n_samples, n_features, random_state)
     u, v = rng.standard_normal((2, t.size))
     y1 = 2 * t + u
@@ -160,7 +146,7 @@ def make_moons_regression(
     >>> Y.shape
     (500, 2)
     """
-    scale = _check_noise(noise)
+    scale = check_nonnegative_float(noise, "noise")
     rng, X, t = _features(n_samples, n_features, random_state)
     angle = rng.uniform(0, np.pi, size=t.size)
     lower = rng.uniform(size=t.size) < 0.5
@@ -205,7 +191,7 @@ def make_mixture(
     >>> Y.shape
     (500, 2)
     """
-    scale = _check_noise(noise)
+    scale = check_nonnegative_float(noise, "noise")
     rng, X, t = _features(n_samples, n_features, random_state)
     sign = np.where(rng.uniform(size=t.size) < 0.5, -1.0, 1.0)
     offset = 1.5 * np.stack([np.cos(np.pi * t), np.sin(np.pi * t)], 1)
@@ -243,7 +229,7 @@ def make_ring(
     >>> Y.shape
     (500, 2)
     """
-    scale = _check_noise(noise)
+    scale = check_nonnegative_float(noise, "noise")
     rng, X, t = _features(n_samples, n_features, random_state)
     angle = rng.uniform(0, 2 * np.pi, size=t.size)
     radius = 1 + 0.5 * t + scale * rng.standard_normal(t.size)
@@ -282,7 +268,7 @@ def make_gaussian(
     >>> Y.shape
     (500, 2)
     """
-    scale = _check_noise(noise)
+    scale = check_nonnegative_float(noise, "noise")
     rng, X, t = _features(n_samples, n_features, random_state)
     L = np.array([[1.0, 0.0], [0.8, 0.6]])
     Y = np.stack([2 * t, -t], 1) + scale * rng.standard_normal((t.size, 2)) @ L.T

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -23,9 +23,6 @@ if TYPE_CHECKING:
     from typing_extensions import Self  # typing.Self from Python 3.11
 
 __all__ = ["ConformalizedQuantileRegressor", "QuantileBand"]
-
-#: ``estimator`` given as a (lower, upper) pair of models (a tuple or a list).
-_Pair = Sequence[Any]
 
 
 class QuantileBand(RoutesFitParams, BaseEstimator):
@@ -201,32 +198,33 @@ class ConformalizedQuantileRegressor(SplitConformalRegressor):
             loss="quantile", random_state=integer_seed(self.random_state)
         )
 
-    def _is_pair(self) -> bool:
-        return isinstance(self.estimator, (tuple, list))
+    def _pair(self) -> Sequence[Any] | None:
+        """The (lower, upper) models when ``estimator`` is given as a sequence."""
+        return self.estimator if isinstance(self.estimator, (tuple, list)) else None
 
     def _validate_params(self) -> None:
         super()._validate_params()
-        if self._is_pair() and len(cast(_Pair, self.estimator)) != 2:
+        pair = self._pair()
+        if pair is not None and len(pair) != 2:
             raise ValueError(
-                f"`estimator` as a sequence must be a pair (lower, upper), got "
-                f"{len(cast(_Pair, self.estimator))} models."
+                f"`estimator` as a sequence must be a pair (lower, upper), got {len(pair)} models."
             )
 
     def _estimator_or_default(self) -> BaseEstimator:
-        if self._is_pair():
-            return cast(_Pair, self.estimator)[0]
-        return super()._estimator_or_default()
+        pair = self._pair()
+        return super()._estimator_or_default() if pair is None else pair[0]
 
     def _routed_models(self) -> dict[str, Any]:
-        if self._is_pair():
-            return {"estimator": QuantileBand(*cast(_Pair, self.estimator))}
+        pair = self._pair()
+        if pair is not None:
+            return {"estimator": QuantileBand(*pair)}
         base = self._estimator_or_default()
         return {"estimator": QuantileBand(base, base)}
 
     def _make_estimator(self) -> QuantileBand:
         seed = self.random_state
-        if self._is_pair():
-            pair = cast(_Pair, self.estimator)
+        pair = self._pair()
+        if pair is not None:
             return QuantileBand(*(seeded_clone(model, seed) for model in pair))
         level = float(check_alpha(self.alpha)[0])
         base = self._estimator_or_default()
@@ -236,9 +234,10 @@ class ConformalizedQuantileRegressor(SplitConformalRegressor):
         )
 
     def _prefit_estimator(self) -> QuantileBand:
-        if not self._is_pair():
+        pair = self._pair()
+        if pair is None:
             return super()._prefit_estimator()
-        band = QuantileBand(*cast(_Pair, self.estimator))
+        band = QuantileBand(*pair)
         check_is_fitted(band)
         return band
 

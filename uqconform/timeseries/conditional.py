@@ -253,12 +253,10 @@ def _combined(
         if constraint == "first":
             lam, feasible = adjustment_lambda(difference[:, 0] * values)
             factor = 1.0 / (1.0 + lam * difference[:, 0] * values)
-        elif constraint == "all":
+        else:  # "all" (the name is checked by reweighted_nadaraya_watson)
             z = difference * values[:, None]
             lam_vector, feasible = _vector_lambda(z[values > 0])
             factor = 1.0 / (1.0 + z @ lam_vector)
-        else:
-            raise ValueError(f"`constraint` must be 'first' or 'all', got {constraint!r}.")
         values = values * factor
     return values / values.sum(), feasible
 
