@@ -415,7 +415,7 @@ def test_multi_output_and_difficulty_estimator_kinds_are_named(data):
     [pd.Series(["a", pd.NA, "b", "a"], dtype="string"), pd.Categorical(["a", np.nan, "b", "a"])],
 )
 def test_missing_labels_in_pandas_containers_are_named(missing):
-    from uqconform.base import check_class_labels
+    from uqconform._validation import check_class_labels
 
     with pytest.raises(ValueError, match=r"`y` contains missing \(None or NaN\) labels"):
         check_class_labels(missing, 4)

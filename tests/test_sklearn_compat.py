@@ -223,7 +223,7 @@ def test_the_wrapper_seed_fixes_models_left_unseeded(name):
 def test_unseeded_members_of_one_model_get_seeds_of_their_own():
     from sklearn.ensemble import RandomForestRegressor, VotingRegressor
 
-    from uqconform.base import seeded_clone
+    from uqconform._seeding import seeded_clone
 
     forest = RandomForestRegressor(n_estimators=3, max_features=0.5)
     voting = seeded_clone(VotingRegressor([("a", forest), ("b", forest)]), 0)

@@ -26,12 +26,8 @@ from numpy.typing import NDArray
 from scipy.stats import norm
 from sklearn import datasets as sk_datasets
 
-from uqconform.base import (
-    check_bool,
-    check_int,
-    check_positive_float,
-    random_generator,
-)
+from uqconform._seeding import random_generator
+from uqconform._validation import check_bool, check_int, check_positive_float
 from uqconform.quantiles import check_alpha
 
 __all__ = [

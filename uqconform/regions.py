@@ -35,8 +35,9 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.special import gammaln, logsumexp
 
+from uqconform._seeding import random_generator
+from uqconform._validation import check_int
 from uqconform._warnings import warn_user
-from uqconform.base import check_int, random_generator
 from uqconform.scores.regression import outward_margin
 
 __all__ = ["AffineMap", "LatentMap", "PredictionRegion"]

@@ -19,7 +19,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.special import softmax
 
-from uqconform.base import check_int
+from uqconform._validation import check_int
 from uqconform.bayes.network import Activation, Dense, DiagonalBlock, LayerNorm
 
 __all__ = ["TransformerBlock", "attention_moments"]

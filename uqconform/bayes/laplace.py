@@ -40,15 +40,16 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from uqconform.base import (
-    check_calibration_settings,
+from uqconform._seeding import check_random_state_value, random_generator
+from uqconform._validation import (
     check_class_labels,
     check_int,
     check_positive_float,
-    check_random_state_value,
     check_regression_target,
+)
+from uqconform.base import (
+    check_calibration_settings,
     keeps_state_on_error,
-    random_generator,
     record_calibration_settings,
 )
 from uqconform.bayes.convert import NetworkView, as_network, output_jacobians

@@ -30,19 +30,18 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
-from uqconform._warnings import warn_user
-from uqconform.base import (
+from uqconform._rows import take_rows
+from uqconform._seeding import integer_seed, seed_parameters
+from uqconform._validation import (
     check_class_labels,
     check_features,
     check_int,
     check_positive_float,
     check_regression_target,
     check_rows,
-    integer_seed,
-    keeps_state_on_error,
-    seed_parameters,
-    take_rows,
 )
+from uqconform._warnings import warn_user
+from uqconform.base import keeps_state_on_error
 from uqconform.bayes.convert import as_network, output_jacobians
 from uqconform.bayes.laplace import (
     STRUCTURES,

@@ -31,7 +31,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from uqconform.base import check_int
+from uqconform._validation import check_int
 from uqconform.benchmarks.registry import FamilyResult, get_families, import_errors, resolve_suite
 
 __all__ = [

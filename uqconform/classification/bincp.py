@@ -42,18 +42,15 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.utils import check_array
 from sklearn.utils.validation import check_is_fitted
 
+from uqconform._rows import fit_params_rows
+from uqconform._seeding import check_random_state_value, integer_seed, seeded_generator
+from uqconform._validation import check_class_labels, check_int
 from uqconform._warnings import warn_user
 from uqconform.base import (
     ConformalPredictor,
     check_calibration_settings,
-    check_class_labels,
-    check_int,
-    check_random_state_value,
-    fit_params_rows,
-    integer_seed,
     keeps_state_on_error,
     record_calibration_settings,
-    seeded_generator,
 )
 from uqconform.classification.split import encode_labels
 from uqconform.quantiles import check_alpha, conformal_quantile
@@ -267,7 +264,7 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
         """(noise, uniforms) generators of a stream (0: calibration, 1: prediction, 2: fit).
 
         Two generators so that the draws do not depend on the batch size; the draws are
-        tied to the rows they serve (`uqconform.base.seeded_generator`), so that a fixed
+        tied to the rows they serve (`uqconform._seeding.seeded_generator`), so that a fixed
         seed does not pair the same noise with every calibration set.
         """
         seed = self.random_state

@@ -21,22 +21,17 @@ from sklearn.utils import _safe_indexing
 from sklearn.utils.validation import check_is_fitted
 
 from uqconform._parallel import run_fits
-from uqconform._warnings import warn_user
-from uqconform.base import (
+from uqconform._rows import fit_params_rows, n_rows, row_sliceable, take_rows
+from uqconform._seeding import check_random_state_value, seed_parameters
+from uqconform._validation import (
     check_class_labels,
     check_features,
     check_int,
     check_n_jobs,
-    check_random_state_value,
     check_verbose,
-    fit_params_rows,
-    forward_input_tags,
-    keeps_state_on_error,
-    n_rows,
-    row_sliceable,
-    seed_parameters,
-    take_rows,
 )
+from uqconform._warnings import warn_user
+from uqconform.base import forward_input_tags, keeps_state_on_error
 from uqconform.routing import RoutesFitParams
 
 if TYPE_CHECKING:

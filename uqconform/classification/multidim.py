@@ -32,23 +32,21 @@ from sklearn.ensemble import HistGradientBoostingClassifier
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
 
-from uqconform._warnings import warn_user
-from uqconform.base import (
+from uqconform._rows import n_rows, row_sliceable, slice_rows
+from uqconform._seeding import check_random_state_value, integer_seed, seeded_generator
+from uqconform._validation import (
     check_bool,
-    check_calibration_settings,
     check_class_labels,
     check_features,
     check_int,
-    check_random_state_value,
     check_rows,
+)
+from uqconform._warnings import warn_user
+from uqconform.base import (
+    check_calibration_settings,
     forward_input_tags,
-    integer_seed,
     keeps_state_on_error,
-    n_rows,
     record_calibration_settings,
-    row_sliceable,
-    seeded_generator,
-    slice_rows,
 )
 from uqconform.classification.heads import HeadEnsemble
 from uqconform.classification.split import encode_labels
@@ -221,7 +219,7 @@ class MultiDimScoreClassifier(RoutesFitParams, ClassifierMixin, BaseEstimator):
 
     def _rng(self, stream: int, content: Any = None) -> np.random.Generator:
         """An independent stream per use (0: calibration, 1: prediction, 2: the split);
-        prediction draws are tied to the rows (`uqconform.base.seeded_generator`)."""
+        prediction draws are tied to the rows (`uqconform._seeding.seeded_generator`)."""
         seed = self.random_state
         if isinstance(seed, np.random.Generator):  # used as is, draws in sequence
             return seed

@@ -42,20 +42,20 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.utils.validation import check_array, check_is_fitted
 
 from uqconform._parallel import run_fits
-from uqconform._warnings import warn_user
-from uqconform.base import (
-    check_calibration_settings,
+from uqconform._rows import float_values, n_rows
+from uqconform._seeding import integer_seed, seed_parameters
+from uqconform._validation import (
     check_class_labels,
     check_features,
     check_int,
     check_n_jobs,
     check_verbose,
-    float_values,
-    integer_seed,
+)
+from uqconform._warnings import warn_user
+from uqconform.base import (
+    check_calibration_settings,
     keeps_state_on_error,
-    n_rows,
     record_calibration_settings,
-    seed_parameters,
 )
 from uqconform.classification.split import encode_labels
 from uqconform.quantiles import check_alpha, conformal_quantile, conformal_rank, minimum_scores

@@ -11,7 +11,8 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
-from uqconform.base import ConformalPredictor, check_bool, check_class_labels
+from uqconform._validation import check_bool, check_class_labels
+from uqconform.base import ConformalPredictor
 from uqconform.scores.classification import ClassificationScore, get_classification_score
 
 __all__ = ["SplitConformalClassifier", "encode_labels"]

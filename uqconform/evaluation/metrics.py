@@ -26,8 +26,9 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
+from uqconform._rows import float_values
+from uqconform._validation import check_rows
 from uqconform._warnings import warn_user
-from uqconform.base import check_rows, float_values
 
 __all__ = [
     "coverage",

@@ -21,7 +21,8 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from sklearn.utils import check_array
 
-from uqconform.base import check_int, random_generator
+from uqconform._seeding import random_generator
+from uqconform._validation import check_int
 from uqconform.classification.split import encode_labels
 
 __all__ = ["random_l2_perturbation", "worst_of_k_perturbation"]

@@ -27,7 +27,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from uqconform.base import check_int, random_generator, take_rows
+from uqconform._rows import take_rows
+from uqconform._seeding import random_generator
+from uqconform._validation import check_int
 
 __all__ = ["delete_points", "flip_labels", "insert_points", "worst_partitions"]
 

@@ -28,18 +28,15 @@ from sklearn.linear_model import LinearRegression
 from sklearn.utils import get_tags
 from sklearn.utils._param_validation import validate_parameter_constraints
 
+from uqconform._rows import n_rows, take_rows
+from uqconform._validation import check_groups, has_nan, missing_target_error
 from uqconform._warnings import warn_user
 from uqconform.base import (
     ConformalPredictor,
-    _has_nan,
-    _y_is_none,
     check_calibration_settings,
-    check_groups,
     keeps_state_on_error,
-    n_rows,
     record_calibration_settings,
     refuses_nan,
-    take_rows,
 )
 from uqconform.regions import LatentMap, Norm, PredictionRegion
 
@@ -71,7 +68,7 @@ def check_multioutput_target(Y: ArrayLike, n: int, n_outputs: int | None = None)
     (2, 2)
     """
     if Y is None:
-        raise _y_is_none()
+        raise missing_target_error()
     target = np.asarray(Y)
     if target.ndim == 1:
         target = target[:, None]
@@ -257,7 +254,7 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
     def _check_nan(self, X: Any) -> None:
         model = self.__dict__.get("estimator_") if self._uses_estimator else None
         model = self._estimator_or_default() if model is None else model
-        if refuses_nan(model) and _has_nan(X):
+        if refuses_nan(model) and has_nan(X):
             accepts = (
                 f"{type(model).__name__} does not accept missing values"
                 if self._uses_estimator

@@ -40,7 +40,7 @@ from sklearn.utils._param_validation import (
     StrOptions,
 )
 
-from uqconform.base import integer_seed, seeded_clone
+from uqconform._seeding import integer_seed, seeded_clone
 from uqconform.multioutput._base import MultiOutputConformalRegressor
 from uqconform.regions import AffineMap, PredictionRegion
 

@@ -35,8 +35,10 @@ from sklearn.utils._param_validation import (
     StrOptions,
 )
 
+from uqconform._rows import fit_params_rows
+from uqconform._seeding import integer_seed, seeded_clone
 from uqconform._warnings import warn_user
-from uqconform.base import fit_params_rows, integer_seed, keeps_state_on_error, seeded_clone
+from uqconform.base import keeps_state_on_error
 from uqconform.multioutput._base import MultiOutputConformalRegressor, take_rows
 from uqconform.multioutput.flows import FlowMap, fit_flow, require_flows
 

@@ -43,8 +43,8 @@ from typing import Any, Literal, cast, overload
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from uqconform._validation import check_int
 from uqconform._warnings import warn_user
-from uqconform.base import check_int
 
 __all__ = [
     "FLOW_KINDS",
@@ -508,7 +508,7 @@ def _finite_or_inf(Z: NDArray) -> NDArray:
 
 
 def _seed(random_state: Any) -> int:
-    from uqconform.base import integer_seed
+    from uqconform._seeding import integer_seed
 
     seed = integer_seed(random_state)
     if seed is None:

@@ -40,7 +40,8 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 from numpy.typing import NDArray
 
-from uqconform.base import check_int, check_nonnegative_float, random_generator
+from uqconform._seeding import random_generator
+from uqconform._validation import check_int, check_nonnegative_float
 from uqconform.datasets import _rdata
 
 if TYPE_CHECKING:

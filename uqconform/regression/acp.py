@@ -32,17 +32,14 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.utils import get_tags
 from sklearn.utils.validation import _num_samples, check_is_fitted, validate_data
 
+from uqconform._rows import row_sliceable
+from uqconform._seeding import check_random_state_value, integer_seed, seeded_clone
+from uqconform._validation import check_features, check_regression_target
 from uqconform._warnings import warn_user
 from uqconform.base import (
     check_calibration_settings,
-    check_features,
-    check_random_state_value,
-    check_regression_target,
-    integer_seed,
     keeps_state_on_error,
     record_calibration_settings,
-    row_sliceable,
-    seeded_clone,
 )
 from uqconform.linearize import (
     Linearization,

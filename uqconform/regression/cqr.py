@@ -13,7 +13,8 @@ from sklearn.frozen import FrozenEstimator
 from sklearn.utils import get_tags
 from sklearn.utils.validation import check_is_fitted
 
-from uqconform.base import check_bool, integer_seed, seeded_clone
+from uqconform._seeding import integer_seed, seeded_clone
+from uqconform._validation import check_bool
 from uqconform.quantiles import check_alpha
 from uqconform.regression.split import SplitConformalRegressor
 from uqconform.routing import RoutesFitParams

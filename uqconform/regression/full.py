@@ -19,16 +19,10 @@ from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import LinearRegression, Ridge
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from uqconform._rows import n_rows, slice_rows
+from uqconform._validation import check_bool, check_features, check_int, check_regression_target
 from uqconform._warnings import warn_user
-from uqconform.base import (
-    check_bool,
-    check_features,
-    check_int,
-    check_regression_target,
-    keeps_state_on_error,
-    n_rows,
-    slice_rows,
-)
+from uqconform.base import keeps_state_on_error
 from uqconform.quantiles import check_alpha
 from uqconform.regression.crr import (
     SCORES,

@@ -15,14 +15,10 @@ from sklearn.linear_model import LinearRegression
 from sklearn.model_selection import KFold, cross_val_predict
 from sklearn.utils.validation import check_is_fitted
 
+from uqconform._seeding import integer_seed, seeded_clone
+from uqconform._validation import check_regression_target, point_predictions
 from uqconform._warnings import warn_user
-from uqconform.base import (
-    ConformalPredictor,
-    check_regression_target,
-    integer_seed,
-    point_predictions,
-    seeded_clone,
-)
+from uqconform.base import ConformalPredictor
 from uqconform.scores.regression import RegressionScore, get_regression_score
 
 __all__ = ["SplitConformalRegressor"]

@@ -17,7 +17,7 @@ from abc import ABC, abstractmethod
 import numpy as np
 from numpy.typing import NDArray
 
-from uqconform.base import check_bool, check_int
+from uqconform._validation import check_bool, check_int
 
 __all__ = [
     "APSScore",

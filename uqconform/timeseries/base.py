@@ -28,21 +28,22 @@ from sklearn.ensemble import RandomForestRegressor
 from sklearn.frozen import FrozenEstimator
 from sklearn.utils.validation import _num_samples, check_is_fitted, validate_data
 
-from uqconform._warnings import warn_user
-from uqconform.base import (
-    _y_is_none,
+from uqconform._seeding import check_random_state_value, seed_parameters
+from uqconform._validation import (
     check_bool,
-    check_calibration_settings,
     check_features,
     check_int,
     check_n_jobs,
-    check_random_state_value,
     check_regression_target,
     check_verbose,
+    missing_target_error,
+)
+from uqconform._warnings import warn_user
+from uqconform.base import (
+    check_calibration_settings,
     forward_input_tags,
     keeps_state_on_error,
     record_calibration_settings,
-    seed_parameters,
 )
 from uqconform.quantiles import (
     check_alpha,
@@ -595,7 +596,7 @@ class SequentialConformalRegressor(
         self._validate_params()
         fit_params = self._routed_fit_params(fit_params)["estimator"]
         if y is None:
-            raise _y_is_none()
+            raise missing_target_error()
         X, y = self._check_series(X, y, reset=True)
         estimator = self._default_estimator() if self.estimator is None else self.estimator
         rng = np.random.default_rng(self.random_state)
@@ -817,7 +818,7 @@ class SequentialConformalRegressor(
         check_is_fitted(self, "source_")
         check_calibration_settings(self, "update", step="fit", again="fit(X, y)")
         if y is None:
-            raise _y_is_none()
+            raise missing_target_error()
         X, y = self._check_series(X, y, reset=False)
         self._absorb(y - self.source_.predict(X))
         return self

@@ -22,7 +22,7 @@ from numpy.typing import NDArray
 from scipy import optimize
 from sklearn.ensemble import RandomForestRegressor
 
-from uqconform.base import check_positive_float
+from uqconform._validation import check_positive_float
 
 __all__ = [
     "KernelWeights",

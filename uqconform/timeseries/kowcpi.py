@@ -9,7 +9,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.spatial.distance import cdist
 
-from uqconform.base import check_bool
+from uqconform._validation import check_bool
 from uqconform.quantiles import check_alpha
 from uqconform.timeseries.base import (
     SequentialConformalRegressor,

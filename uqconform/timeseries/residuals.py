@@ -22,8 +22,9 @@ from numpy.typing import NDArray
 from sklearn.base import BaseEstimator, clone
 
 from uqconform._parallel import run_fits
+from uqconform._rows import fit_params_rows, take_rows
+from uqconform._validation import point_predictions
 from uqconform._warnings import warn_user
-from uqconform.base import fit_params_rows, point_predictions, take_rows
 
 __all__ = ["ResidualSource", "bootstrap_residuals", "holdout_residuals", "prefit_residuals"]
 

@@ -8,7 +8,8 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from sklearn.ensemble import RandomForestRegressor
 
-from uqconform.base import check_int, integer_seed
+from uqconform._seeding import integer_seed
+from uqconform._validation import check_int
 from uqconform.timeseries.base import SequentialConformalRegressor
 from uqconform.timeseries.conditional import forest_weights
 

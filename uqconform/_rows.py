@@ -1,0 +1,169 @@
+"""Rows of any 2-D input (array, sparse matrix, DataFrame, list of rows).
+
+Slicing and taking rows without converting the container, the fit parameters that follow
+a model's rows (``sample_weight``), and the identity of rows by value (`float_values`,
+`rows_digest`), which seeds and hashes depend on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import joblib
+import numpy as np
+import pandas as pd
+from numpy.typing import NDArray
+from scipy import sparse
+
+
+def slice_rows(X: Any, start: int, stop: int) -> Any:
+    """Rows ``start:stop`` of an array, a sparse matrix, a DataFrame or a list (no copy)."""
+    rows = slice(start, stop)
+    return X.iloc[rows] if hasattr(X, "iloc") else X[rows]
+
+
+def row_sliceable(X: Any) -> Any:
+    """``X`` with rows that can be sliced: sparse formats without row slicing (coo, dia,
+    ...) become CSR; anything else is returned as is."""
+    if sparse.issparse(X) and X.format not in ("csr", "csc"):
+        return X.tocsr()
+    return X
+
+
+def take_rows(X: Any, rows: NDArray) -> Any:
+    """Rows ``rows`` (integer positions) of an array, a sparse matrix, a DataFrame or a list
+    of rows (returned as an array)."""
+    if hasattr(X, "iloc"):
+        return X.iloc[rows]
+    if sparse.issparse(X):
+        return row_sliceable(X)[rows]
+    return X[rows] if hasattr(X, "shape") else np.asarray(X)[rows]
+
+
+def is_per_row(value: Any, n: int) -> bool:
+    """Whether a fit parameter has one entry per row of ``n`` (``sample_weight``); anything
+    else (``eval_set=[(X_val, y_val)]``, scalars, strings) is passed as given."""
+    if isinstance(value, (str, bytes, dict)):
+        return False
+    shape = getattr(value, "shape", None)
+    if shape is not None:
+        return len(shape) >= 1 and shape[0] == n
+    try:
+        return len(value) == n
+    except TypeError:  # no length: a scalar or an object
+        return False
+
+
+def fit_params_rows(fit_params: dict[str, Any], n: int, rows: NDArray) -> dict[str, Any]:
+    """The fit parameters of a model trained on rows ``rows`` of ``n``: per-row ones
+    (``sample_weight``) taken on the same rows (a list stays a list of its entries), the
+    others passed as given."""
+
+    def rows_of(value: Any) -> Any:
+        if isinstance(value, (list, tuple)):
+            return [value[i] for i in rows.tolist()]
+        return take_rows(value, rows)
+
+    return {
+        name: rows_of(value) if is_per_row(value, n) else value
+        for name, value in fit_params.items()
+    }
+
+
+def n_rows(X: Any) -> int:
+    """Number of rows of any 2-D input (array, DataFrame, sparse matrix, list)."""
+    shape = getattr(X, "shape", None)
+    if shape is not None and len(shape) > 0:
+        return int(shape[0])
+    return len(X)
+
+
+#: What `pandas.api.types.infer_dtype` calls an object array holding only numbers.
+_NUMBER_KINDS = frozenset({"integer", "floating", "mixed-integer-float", "boolean", "decimal"})
+
+
+def float_values(values: Any) -> NDArray | None:
+    """The values as a float64 array when every one is a number (a missing one as NaN).
+
+    Numeric and boolean arrays, pandas columns of any numeric dtype (nullable ``Int64``,
+    ``Float64`` and ``boolean`` with ``pd.NA`` included) and object arrays of numbers give
+    the same float64 array, so what is computed from it (a hash of the rows) depends on
+    the numbers, not on their container. None for anything else (strings, mixed).
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> float_values(pd.Series([1, None], dtype="Int64"))
+    array([ 1., nan])
+    >>> float_values(np.array(["a", 1], dtype=object)) is None
+    True
+    """
+    if isinstance(values, (pd.DataFrame, pd.Series)):  # decided from the column dtypes
+        dtypes = list(values.dtypes) if isinstance(values, pd.DataFrame) else [values.dtype]
+        numeric = [
+            pd.api.types.is_numeric_dtype(dtype) or pd.api.types.is_bool_dtype(dtype)
+            for dtype in dtypes
+        ]
+        if all(numeric):
+            return values.to_numpy(dtype=np.float64, na_value=np.nan)
+        if any(
+            not ok and dtype != np.dtype(object) for ok, dtype in zip(numeric, dtypes, strict=True)
+        ):
+            return None  # text, categories, dates
+        values = values.to_numpy()  # object columns: numbers held as objects, or not
+    array = np.asarray(values)
+    if array.dtype.kind in "biuf":
+        return np.asarray(array, dtype=np.float64)
+    if array.dtype.kind != "O" or array.size == 0:
+        return None
+    if pd.api.types.infer_dtype(array.ravel(), skipna=True) not in _NUMBER_KINDS:
+        return None
+    flat = pd.array(array.ravel(), dtype="Float64")
+    return flat.to_numpy(dtype=np.float64, na_value=np.nan).reshape(array.shape)
+
+
+#: Rows hashed at a time by `rows_digest` (bounded memory on millions of rows).
+_HASH_ROWS = 16_384
+
+
+def rows_digest(content: Any) -> str:
+    """A digest of the values of some rows, whatever their container and memory layout.
+
+    Rows of a table (a DataFrame, a 2-D array or a list of rows) are hashed by value, one
+    block of rows at a time, ignoring the index, column names and memory order; a sparse
+    matrix by its canonical CSR arrays: the same values in a DataFrame with another index,
+    a Fortran-ordered array or a list give the same digest, and so do the same numbers in
+    any numeric dtype (``3`` and ``3.0``, nullable pandas columns, object arrays). A sparse
+    matrix and its dense copy differ (hashing the dense rows of a wide sparse matrix would
+    cost ``n x p``).
+    """
+    if sparse.issparse(content):
+        rows = sparse.csr_matrix(content, copy=True)
+        rows.sum_duplicates()
+        rows.sort_indices()
+        return joblib.hash((rows.shape, rows.data, rows.indices, rows.indptr))
+    try:
+        numbers_only = float_values(content)
+    except (ValueError, TypeError):  # ragged rows
+        numbers_only = None
+    if numbers_only is not None:  # the same numbers in any dtype give the same digest
+        content = numbers_only
+    if not hasattr(content, "iloc"):
+        try:
+            content = np.asarray(content)
+        except ValueError:  # ragged rows: hash them as given
+            return joblib.hash(content)
+        if content.ndim != 2:
+            return joblib.hash(np.ascontiguousarray(content))
+    digest = hashlib.md5(str(np.shape(content)).encode(), usedforsecurity=False)
+    for start in range(0, np.shape(content)[0], _HASH_ROWS):  # a loop over row blocks
+        rows = slice_rows(content, start, start + _HASH_ROWS)
+        block = pd.DataFrame(rows)
+        block = block.set_axis(range(block.shape[1]), axis=1)
+        try:
+            values = pd.util.hash_pandas_object(block, index=False).to_numpy().tobytes()
+        except TypeError:  # cells pandas cannot hash (lists, dicts): joblib's hash
+            values = joblib.hash(rows).encode()
+        digest.update(values)
+    return digest.hexdigest()

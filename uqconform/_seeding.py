@@ -1,0 +1,153 @@
+"""Random states: checking them, seeding the models a wrapper trains, and the generators
+of randomised scores (seeded by the rows they serve)."""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Sequence
+from typing import Any, cast
+
+import numpy as np
+from sklearn.base import clone
+
+from uqconform._rows import rows_digest
+
+
+def seed_parameters(estimator: Any, only_unset: bool = False) -> list[str]:
+    """Names of every ``random_state`` parameter, nested ones (Pipeline steps) included.
+
+    With ``only_unset``, only those still ``None`` (the ones a library seed may fill in
+    without overriding the user's choice).
+
+    Examples
+    --------
+    >>> from sklearn.pipeline import make_pipeline
+    >>> from sklearn.preprocessing import StandardScaler
+    >>> from sklearn.ensemble import RandomForestRegressor
+    >>> seed_parameters(make_pipeline(StandardScaler(), RandomForestRegressor()))
+    ['randomforestregressor__random_state']
+    """
+    params = estimator.get_params(deep=True)
+    return [
+        name
+        for name, value in params.items()
+        if (name == "random_state" or name.endswith("__random_state"))
+        and (value is None or not only_unset)
+    ]
+
+
+def seeded_clone(estimator: Any, random_state: Any) -> Any:
+    """A clone of ``estimator`` whose ``random_state`` parameters left at None are seeded.
+
+    A wrapper's seed then also fixes the models it trains (same seed, same numbers, also
+    around an unseeded random forest); each unset parameter gets its own seed, seeds the
+    user set are kept, and ``random_state=None`` changes nothing. A Generator or
+    RandomState ``random_state`` gives one draw when some parameter is unset.
+
+    Examples
+    --------
+    >>> from sklearn.ensemble import RandomForestRegressor
+    >>> a, b = seeded_clone(RandomForestRegressor(), 3), seeded_clone(RandomForestRegressor(), 3)
+    >>> a.random_state == b.random_state is not None
+    True
+    >>> seeded_clone(RandomForestRegressor(random_state=1), 3).random_state
+    1
+    """
+    model = clone(estimator)
+    if random_state is None or not hasattr(model, "get_params"):
+        return model
+    unset = seed_parameters(model, only_unset=True)
+    if unset:  # one seed each: two unseeded members of an ensemble stay independent
+        seeds = np.random.default_rng(integer_seed(random_state)).integers(2**31, size=len(unset))
+        model.set_params(**{name: int(seed) for name, seed in zip(unset, seeds, strict=True)})
+    return model
+
+
+def seeded_generator(
+    seed: int, stream: int | Sequence[int], content: Any = None
+) -> np.random.Generator:
+    """The generator of one use of a seed, its draws tied to the rows they serve.
+
+    With ``content`` (the rows of a prediction call) a hash of the rows joins the seed.
+    Predicting the same rows again gives the same draws (predictions stay a function of
+    the input), while other rows, such as one row per call, get fresh ones: a fixed seed
+    restarted at every call would give each single-row call the same uniform, and the
+    coverage of a row-by-row run would stray far from the nominal level.
+
+    Examples
+    --------
+    >>> rows = np.arange(6.0).reshape(3, 2)
+    >>> same = seeded_generator(0, 1, rows).random() == seeded_generator(0, 1, rows).random()
+    >>> other = seeded_generator(0, 1, rows).random() != seeded_generator(0, 1, rows[:1]).random()
+    >>> bool(same and other)
+    True
+    """
+    entropy = [int(seed), *(int(word) for word in np.atleast_1d(stream))]
+    if content is not None:
+        digest = rows_digest(content)
+        entropy += [int(digest[i : i + 8], 16) for i in range(0, len(digest), 8)]
+    return np.random.default_rng(entropy)
+
+
+def integer_seed(random_state: Any) -> int | None:
+    """An int seed (or None) from ``random_state``: an int, None, a Generator or RandomState.
+
+    A generator gives one draw, so a seeded generator still gives reproducible results.
+    Anything else (a negative int, a string) is refused with a message naming it.
+    """
+    check_random_state_value(random_state)
+    if random_state is None or isinstance(random_state, numbers.Integral):
+        return None if random_state is None else int(random_state)
+    if isinstance(random_state, np.random.Generator):
+        return int(random_state.integers(2**31))
+    return int(random_state.randint(2**31 - 1))  # a RandomState (checked above)
+
+
+def check_random_state_value(random_state: Any) -> None:
+    """``random_state`` is None, a non-negative int, a Generator or a RandomState.
+
+    Examples
+    --------
+    >>> check_random_state_value(0)
+    >>> check_random_state_value(1.5)
+    Traceback (most recent call last):
+    ...
+    ValueError: `random_state` must be None, an int in [0, 2**32), ... got 1.5.
+    """
+    if random_state is None or isinstance(
+        random_state, (np.random.Generator, np.random.RandomState)
+    ):
+        return
+    if (
+        isinstance(random_state, bool)
+        or not isinstance(random_state, numbers.Integral)
+        or not 0 <= cast(int, random_state) < 2**32
+    ):
+        raise ValueError(
+            "`random_state` must be None, an int in [0, 2**32), a numpy Generator or a "
+            f"RandomState, got {random_state!r}."
+        )
+
+
+def random_generator(random_state: Any) -> np.random.Generator:
+    """``random_state`` as a numpy Generator, with a message naming it when numpy cannot
+    use it: None, a non-negative int or sequence of them, a SeedSequence, a BitGenerator,
+    a Generator or a RandomState (booleans, floats and text are refused).
+
+    Examples
+    --------
+    >>> bool(random_generator(0).integers(10) == random_generator(0).integers(10))
+    True
+    >>> bool(random_generator([0, 11]).random() == random_generator([0, 11]).random())
+    True
+    """
+    message = (
+        "`random_state` must be None, a non-negative int (or a sequence of them), a "
+        f"SeedSequence, a BitGenerator, a Generator or a RandomState, got {random_state!r}."
+    )
+    if isinstance(random_state, bool | float | str | bytes | np.bool_ | np.floating):
+        raise ValueError(message)
+    try:
+        return np.random.default_rng(random_state)
+    except (TypeError, ValueError):
+        raise ValueError(message) from None

@@ -1,0 +1,335 @@
+"""Input checks shared by every public entry point: each failure names the argument.
+
+Targets (`check_regression_target`, `check_class_labels`), per-row arrays
+(`check_rows`, `check_groups`), features (`check_features`) and settings (`check_int`,
+`check_positive_float`, `check_bool`, ...).
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any, Literal, cast, overload
+
+import numpy as np
+import pandas as pd
+from numpy.typing import ArrayLike, NDArray
+from scipy import sparse
+from sklearn.base import BaseEstimator
+from sklearn.exceptions import DataConversionWarning
+from sklearn.utils.validation import validate_data
+
+from uqconform._rows import n_rows
+from uqconform._warnings import warn_user
+
+
+def check_rows(name: str, values: ArrayLike, n: int, rows_of: str = "X") -> NDArray:
+    """1-D array of length ``n`` (``y`` or ``groups``), with a message naming the argument
+    (and ``rows_of``, what the rows belong to).
+
+    A column vector ``(n, 1)`` is flattened (with a ``DataConversionWarning`` for ``y``, the
+    scikit-learn convention).
+    """
+    if values is None and name == "y":
+        raise missing_target_error()
+    array = np.asarray(values)
+    if array.ndim == 0:
+        raise ValueError(f"`{name}` must be an array with one entry per row, got a scalar.")
+    if array.ndim == 2 and array.shape[1] == 1:
+        if name == "y":
+            _warn_column_vector()
+        array = array[:, 0]
+    if array.ndim != 1:
+        raise ValueError(f"`{name}` must be 1-D, got an array of shape {array.shape}.")
+    if array.shape[0] != n:
+        raise ValueError(f"`{name}` has {array.shape[0]} entries but {rows_of} has {n} rows.")
+    return array
+
+
+def point_predictions(output: Any, name: str = "estimator") -> NDArray:
+    """A scalar regressor's predictions as a float array of shape (n,).
+
+    Keras-style models predict a column of shape (n, 1); it is taken as the (n,) array.
+
+    Examples
+    --------
+    >>> point_predictions([[1.0], [2.0]])
+    array([1., 2.])
+    """
+    values = np.asarray(output, dtype=float)
+    if values.ndim == 2 and values.shape[1] == 1:
+        values = values[:, 0]
+    if values.ndim != 1:
+        raise ValueError(
+            f"`{name}` predicts an array of shape {values.shape}; a scalar regressor "
+            "must predict shape (n,). For several outputs use uqconform.multioutput."
+        )
+    return values
+
+
+def check_features(estimator: BaseEstimator, X: Any, *, reset: bool) -> Any:
+    """Record (``reset=True``) or check the number and names of ``X``'s features.
+
+    ``X`` itself is passed through (the wrapped model does its own conversion); ``None``,
+    scalars, 1-D numeric arrays and inputs without rows are refused with a message naming
+    `X`.
+    """
+    if X is None:
+        raise ValueError("`X` is None; pass an array or DataFrame with one row per sample.")
+    if not hasattr(X, "shape") and not isinstance(X, (list, tuple)) and hasattr(X, "__array__"):
+        X = np.asarray(X)  # array-likes without len() or slicing
+    if getattr(X, "ndim", None) == 0 or isinstance(X, (numbers.Number, str, bytes)):
+        raise ValueError("`X` must be 2-D (one row per sample), got a scalar.")
+    if isinstance(X, np.ndarray) and X.ndim == 1 and X.dtype.kind in "biufc":
+        raise ValueError(
+            f"`X` must be 2-D (one row per sample), got a 1-D array of shape {X.shape}. "
+            "Reshape your data either using X.reshape(-1, 1) if it has a single feature "
+            "or X.reshape(1, -1) if it is a single sample."
+        )
+    if isinstance(X, (list, tuple)) and len(X) == 0:  # before scikit-learn's IndexError
+        raise ValueError("`X` has no rows.")
+    validate_data(estimator, X, skip_check_array=True, reset=reset)
+    if n_rows(X) == 0:
+        raise ValueError("`X` has no rows.")
+    return X
+
+
+def _warn_column_vector() -> None:
+    warn_user(
+        "A column-vector y was passed when a 1d array was expected; `y` of shape (n, 1) was "
+        "flattened to shape (n,).",
+        DataConversionWarning,
+    )
+
+
+def missing_target_error() -> ValueError:
+    # The phrase "requires y to be passed" is the scikit-learn convention checks look for.
+    return ValueError(
+        "This estimator requires y to be passed, but the target y is None: `y` must hold "
+        "one target per row of X."
+    )
+
+
+def check_groups(groups: ArrayLike | None, n: int) -> NDArray | None:
+    """Validate Mondrian group labels: one hashable, non-missing label per row."""
+    if groups is None:
+        return None
+    labels = check_rows("groups", groups, n)
+    if labels.dtype.kind == "f" and np.isnan(labels).any():
+        raise ValueError("`groups` contains NaN; every row needs a group label.")
+    if labels.dtype.kind == "O":
+        if pd.isna(labels).any():
+            raise ValueError("`groups` contains missing (None or NaN) labels.")
+        _refuse_unorderable(labels, "groups")
+    return labels
+
+
+def _refuse_unorderable(labels: NDArray, name: str) -> None:
+    """A ValueError naming ``name`` when its (object) labels mix types that do not order."""
+    try:
+        np.unique(labels)
+    except TypeError:
+        kinds = sorted({type(value).__name__ for value in labels})
+        raise ValueError(
+            f"`{name}` mixes label types ({', '.join(kinds)}) that cannot be ordered; use "
+            "one type (e.g. all strings)."
+        ) from None
+
+
+def has_nan(block: Any) -> bool:
+    """True if a numeric block of rows holds NaN; non-numeric data is the model's business."""
+    if hasattr(block, "select_dtypes"):  # DataFrame: look at numeric columns only
+        numeric = block.select_dtypes("number")
+        return bool(numeric.shape[1]) and bool(numeric.isna().to_numpy().any())
+    if sparse.issparse(block):  # sparse: the stored values
+        block = block if block.format in ("csr", "csc", "coo", "bsr") else block.tocsr()
+        array = block.data
+    else:
+        array = block
+    array = np.asarray(array) if isinstance(array, list) else array
+    if not isinstance(array, np.ndarray) or array.dtype.kind not in "fc":
+        return False
+    # A sum is finite unless some entry is NaN/inf: one pass, no full-size temporary.
+    return not np.isfinite(array.sum()) and bool(np.isnan(array).any())
+
+
+def check_bool(value: Any, name: str) -> None:
+    """``value`` must be True or False (a numpy bool too): a string such as ``"no"`` is
+    refused rather than read as True.
+
+    Examples
+    --------
+    >>> check_bool(True, "randomized")
+    >>> check_bool("no", "randomized")
+    Traceback (most recent call last):
+    ...
+    ValueError: `randomized` must be True or False, got 'no'.
+    """
+    if not isinstance(value, bool | np.bool_):
+        raise ValueError(f"`{name}` must be True or False, got {value!r}.")
+
+
+def check_n_jobs(n_jobs: Any) -> None:
+    """``n_jobs`` must be None or a non-zero integer (joblib's convention: -1 is every CPU).
+
+    Examples
+    --------
+    >>> check_n_jobs(-1)
+    >>> check_n_jobs(0)
+    Traceback (most recent call last):
+    ...
+    ValueError: `n_jobs` must be None or a non-zero integer (-1: every CPU), got 0.
+    """
+    if n_jobs is not None and (
+        isinstance(n_jobs, bool) or not isinstance(n_jobs, numbers.Integral) or n_jobs == 0
+    ):
+        raise ValueError(
+            f"`n_jobs` must be None or a non-zero integer (-1: every CPU), got {n_jobs!r}."
+        )
+
+
+def check_verbose(verbose: Any) -> None:
+    """``verbose`` must be True/False or a non-negative integer (a string is refused).
+
+    Examples
+    --------
+    >>> check_verbose(True)
+    >>> check_verbose("False")
+    Traceback (most recent call last):
+    ...
+    ValueError: `verbose` must be True, False or an integer >= 0, got 'False'.
+    """
+    if isinstance(verbose, bool | np.bool_):
+        return
+    if not isinstance(verbose, numbers.Integral) or verbose < 0:
+        raise ValueError(f"`verbose` must be True, False or an integer >= 0, got {verbose!r}.")
+
+
+def check_positive_float(value: Any, name: str) -> float:
+    """``value`` as a float if it is a finite number > 0 (booleans refused), else a
+    ``ValueError`` naming the parameter.
+
+    Examples
+    --------
+    >>> check_positive_float(0.5, "noise")
+    0.5
+    """
+    return _check_finite_number(value, name, zero_allowed=False)
+
+
+def check_nonnegative_float(value: Any, name: str) -> float:
+    """``value`` as a float if it is a finite number >= 0 (booleans refused), else a
+    ``ValueError`` naming the parameter.
+
+    Examples
+    --------
+    >>> check_nonnegative_float(0, "noise")
+    0.0
+    """
+    return _check_finite_number(value, name, zero_allowed=True)
+
+
+def _check_finite_number(value: Any, name: str, *, zero_allowed: bool) -> float:
+    if isinstance(value, np.ndarray) and value.ndim == 0:  # a 0-d array is a number
+        value = value.item()
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, numbers.Real)
+        or not np.isfinite(cast(float, value))
+        or (value < 0 if zero_allowed else value <= 0)
+    ):
+        bound = ">= 0" if zero_allowed else "> 0"
+        raise ValueError(f"`{name}` must be a finite number {bound}, got {value!r}.")
+    return float(value)
+
+
+@overload
+def check_int(
+    value: Any, name: str, low: int = 1, *, allow_none: Literal[False] = False
+) -> int: ...
+
+
+@overload
+def check_int(value: Any, name: str, low: int = 1, *, allow_none: bool) -> int | None: ...
+
+
+def check_int(value: Any, name: str, low: int = 1, *, allow_none: bool = False) -> int | None:
+    """``value`` as an ``int`` if it is an integer >= ``low`` (booleans refused; None passes
+    when ``allow_none``), else a ``ValueError`` naming the parameter.
+
+    Examples
+    --------
+    >>> check_int(3, "n_samples")
+    3
+    >>> check_int(None, "batch_size", allow_none=True) is None
+    True
+    >>> check_int(-1, "k_reg", low=0)
+    Traceback (most recent call last):
+    ...
+    ValueError: `k_reg` must be a non-negative integer, got -1.
+    """
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
+        kind = {0: "a non-negative integer", 1: "a positive integer"}.get(
+            low, f"an integer >= {low}"
+        )
+        raise ValueError(
+            f"`{name}` must be {'None or ' if allow_none else ''}{kind}, got {value!r}."
+        )
+    return int(value)
+
+
+def check_class_labels(y: ArrayLike, n: int, name: str = "y", rows_of: str = "X") -> NDArray:
+    """Class labels, one per row of X: no None, NaN or infinite label.
+
+    Examples
+    --------
+    >>> check_class_labels(["a", "b"], 2)
+    array(['a', 'b'], dtype='<U1')
+    """
+    if y is None:
+        raise missing_target_error()
+    labels = check_rows(name, y, n, rows_of)
+    if labels.dtype.kind == "f" and not np.isfinite(labels).all():
+        raise ValueError(f"`{name}` contains NaN or infinite labels.")
+    if labels.dtype.kind == "O":
+        if pd.isna(labels).any():  # None, NaN, pd.NA (nullable or categorical labels)
+            raise ValueError(f"`{name}` contains missing (None or NaN) labels.")
+        _refuse_unorderable(labels, name)
+    return labels
+
+
+def check_regression_target(y: ArrayLike, n: int, name: str = "y", rows_of: str = "X") -> NDArray:
+    """A finite 1-D float target with one value per row of X (messages name ``name`` and
+    ``rows_of``).
+
+    A column vector ``(n, 1)`` is flattened with a ``DataConversionWarning`` (the
+    scikit-learn convention); wider targets are refused: they need a multi-output method.
+    """
+    if y is None:
+        raise missing_target_error()
+    target = np.asarray(y)
+    if target.ndim == 2 and target.shape[1] == 1:
+        _warn_column_vector()
+        target = target[:, 0]
+    if target.ndim != 1:
+        raise ValueError(
+            f"`{name}` must be 1-D for a scalar regressor, got shape {target.shape}; for several "
+            "outputs use the regions of uqconform.multioutput."
+        )
+    if target.shape[0] != n:
+        raise ValueError(f"`{name}` has {target.shape[0]} entries but {rows_of} has {n} rows.")
+    if target.dtype.kind == "c":
+        raise ValueError(
+            f"Complex data not supported: `{name}` must be real for a scalar regressor."
+        )
+    try:
+        target = np.asarray(target, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"`{name}` must be numeric for regression.") from None
+    if not np.isfinite(target).all():
+        raise ValueError(
+            f"`{name}` contains {int((~np.isfinite(target)).sum())} NaN or infinite values; "
+            "remove or impute those rows first."
+        )
+    return target
