@@ -16,7 +16,7 @@ from numpy.typing import ArrayLike, NDArray
 from scipy import sparse
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import DataConversionWarning
-from sklearn.utils.validation import validate_data
+from sklearn.utils.validation import check_is_fitted, validate_data
 
 from uqconform._rows import n_rows
 from uqconform._warnings import warn_user
@@ -333,3 +333,36 @@ def check_regression_target(y: ArrayLike, n: int, name: str = "y", rows_of: str 
             "remove or impute those rows first."
         )
     return target
+
+
+def is_sklearn_estimator(model: Any) -> bool:
+    """Whether ``model`` is a scikit-learn estimator (``get_params`` and tags), one that
+    ``clone``, ``check_is_fitted`` and ``get_tags`` understand.
+
+    Examples
+    --------
+    >>> from sklearn.linear_model import Ridge
+    >>> class Booster:
+    ...     def predict(self, X):
+    ...         return X[:, 0]
+    >>> is_sklearn_estimator(Ridge()), is_sklearn_estimator(Booster())
+    (True, False)
+    """
+    return hasattr(model, "get_params") and hasattr(model, "__sklearn_tags__")
+
+
+def check_fitted_model(model: Any) -> None:
+    """scikit-learn's ``check_is_fitted`` for a scikit-learn model; a model outside
+    scikit-learn (`is_sklearn_estimator` is False) is taken as fitted, since nothing can
+    ask it and it is never trained here.
+
+    Examples
+    --------
+    >>> from sklearn.linear_model import Ridge
+    >>> check_fitted_model(Ridge())
+    Traceback (most recent call last):
+    ...
+    sklearn.exceptions.NotFittedError: This Ridge instance is not fitted yet. ...
+    """
+    if is_sklearn_estimator(model):
+        check_is_fitted(model)

@@ -31,11 +31,13 @@ from uqconform._rows import n_rows, row_sliceable, slice_rows
 from uqconform._seeding import check_random_state_value, seeded_clone, seeded_generator
 from uqconform._validation import (
     check_features,
+    check_fitted_model,
     check_groups,
     check_int,
     check_n_jobs,
     check_verbose,
     has_nan,
+    is_sklearn_estimator,
 )
 from uqconform._warnings import warn_user
 from uqconform.quantiles import check_alpha, conformal_quantile
@@ -184,6 +186,8 @@ def refuses_nan(estimator: Any) -> bool:
     >>> refuses_nan(Ridge()), refuses_nan(make_pipeline(SimpleImputer(), Ridge()))
     (True, False)
     """
+    if not is_sklearn_estimator(estimator):  # a model outside scikit-learn decides itself
+        return False
     if get_tags(estimator).input_tags.allow_nan:
         return False
     steps = getattr(estimator, "steps", None)
@@ -325,7 +329,15 @@ class ConformalPredictor(RoutesFitParams, BaseEstimator, metaclass=ABCMeta):
     def _make_estimator(self) -> BaseEstimator:
         """The unfitted model that ``fit`` trains: a clone of ``estimator`` (its unset
         seeds from ``random_state``)."""
-        return seeded_clone(self._estimator_or_default(), getattr(self, "random_state", None))
+        model = self._estimator_or_default()
+        if not is_sklearn_estimator(model):
+            raise TypeError(
+                f"`estimator` ({type(model).__name__}) is not a scikit-learn estimator (no "
+                "get_params), so fit cannot clone and train it. Train it yourself and call "
+                "calibrate(X_calib, y_calib) without fit: a model outside scikit-learn is "
+                "then used as it is."
+            )
+        return seeded_clone(model, getattr(self, "random_state", None))
 
     def _after_fit(self, X: Any, y: NDArray, **fit_params: Any) -> None:
         """Hook for extra training (difficulty estimators); default does nothing."""
@@ -343,10 +355,15 @@ class ConformalPredictor(RoutesFitParams, BaseEstimator, metaclass=ABCMeta):
             self.__dict__.pop(name, None)
 
     def _prefit_estimator(self) -> BaseEstimator:
-        """The fitted model adopted when ``calibrate`` comes without ``fit``."""
+        """The fitted model adopted when ``calibrate`` comes without ``fit``.
+
+        A model outside scikit-learn (no ``get_params``: a LightGBM ``Booster``, a torch or
+        Keras model behind a small class with ``predict``/``predict_proba``) is taken as
+        fitted: there is no scikit-learn way to ask it, and it is never trained here.
+        """
         if self.estimator is None:
             raise NotFittedError("no estimator")
-        check_is_fitted(self.estimator)
+        check_fitted_model(self.estimator)
         return self.estimator
 
     def _use_prefit_estimator(self) -> None:

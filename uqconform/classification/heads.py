@@ -26,6 +26,7 @@ from uqconform._seeding import check_random_state_value, seed_parameters
 from uqconform._validation import (
     check_class_labels,
     check_features,
+    check_fitted_model,
     check_int,
     check_n_jobs,
     check_verbose,
@@ -149,7 +150,7 @@ class HeadEnsemble(RoutesFitParams, ClassifierMixin, BaseEstimator):
         """Use fitted heads as they are, after checking they agree on the classes."""
         for index, head in enumerate(heads):
             try:
-                check_is_fitted(head)
+                check_fitted_model(head)
             except NotFittedError:
                 raise NotFittedError(
                     f"Head {index} of `estimator` is not fitted: pass fitted classifiers, or "

@@ -76,7 +76,9 @@ class SplitConformalClassifier(ClassifierMixin, ConformalPredictor):
     ----------
     estimator : classifier with predict_proba, default=None
         Any scikit-learn classifier or Pipeline; ``None`` means ``LogisticRegression()``.
-        A fitted model (or ``FrozenEstimator(model)``) can be calibrated without ``fit``.
+        A fitted model (or ``FrozenEstimator(model)``) can be calibrated without ``fit``;
+        so can a model outside scikit-learn with ``predict_proba`` and ``classes_``
+        (taken as fitted).
     alpha : float or sequence of float, default=0.1
         Miscoverage level(s) in (0, 1); each prediction call may override it.
     conformity_score : {"lac", "aps", "raps", "saps", "topk"} or ClassificationScore, \
@@ -191,6 +193,12 @@ default="lac"
     def classes_(self) -> NDArray:
         """Class labels, in the column order of the sets."""
         check_is_fitted(self, "estimator_")
+        if not hasattr(self.estimator_, "classes_"):  # a model outside scikit-learn
+            raise AttributeError(
+                f"`estimator` ({type(self.estimator_).__name__}) has no `classes_`: the labels "
+                "of its predict_proba columns, in column order. Set `model.classes_ = "
+                "np.array([...])` on the model before calibrate."
+            )
         return np.asarray(self.estimator_.classes_)
 
     def _check_target(self, y, n, *, calibrating):

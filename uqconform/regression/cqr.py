@@ -14,7 +14,7 @@ from sklearn.utils import get_tags
 from sklearn.utils.validation import check_is_fitted
 
 from uqconform._seeding import integer_seed, seeded_clone
-from uqconform._validation import check_bool
+from uqconform._validation import check_bool, check_fitted_model, is_sklearn_estimator
 from uqconform.quantiles import check_alpha
 from uqconform.regression.split import SplitConformalRegressor
 from uqconform.routing import RoutesFitParams
@@ -65,13 +65,14 @@ class QuantileBand(RoutesFitParams, BaseEstimator):
         )
 
     def __sklearn_is_fitted__(self) -> bool:
-        check_is_fitted(self.lower)
-        check_is_fitted(self.upper)
+        check_fitted_model(self.lower)
+        check_fitted_model(self.upper)
         return True
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.input_tags = get_tags(self.lower).input_tags
+        if is_sklearn_estimator(self.lower):  # else: the defaults (the model decides itself)
+            tags.input_tags = get_tags(self.lower).input_tags
         return tags
 
     def __getattr__(self, name: str) -> Any:

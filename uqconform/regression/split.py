@@ -13,10 +13,13 @@ from sklearn.exceptions import NotFittedError
 from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import LinearRegression
 from sklearn.model_selection import KFold, cross_val_predict
-from sklearn.utils.validation import check_is_fitted
 
 from uqconform._seeding import integer_seed, seeded_clone
-from uqconform._validation import check_regression_target, point_predictions
+from uqconform._validation import (
+    check_fitted_model,
+    check_regression_target,
+    point_predictions,
+)
 from uqconform._warnings import warn_user
 from uqconform.base import ConformalPredictor
 from uqconform.scores.regression import RegressionScore, get_regression_score
@@ -59,7 +62,8 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
     ----------
     estimator : regressor, default=None
         Any scikit-learn regressor or Pipeline; ``None`` means ``LinearRegression()``.
-        A fitted model (or ``FrozenEstimator(model)``) can be calibrated without ``fit``.
+        A fitted model (or ``FrozenEstimator(model)``) can be calibrated without ``fit``;
+        so can a model outside scikit-learn with ``predict`` (taken as fitted).
     alpha : float or sequence of float, default=0.1
         Miscoverage level(s) in (0, 1); each prediction call may override it.
     conformity_score : {"absolute", "normalized"} or RegressionScore, default="absolute"
@@ -175,7 +179,7 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
         if not hasattr(self.difficulty_estimator, "fit"):
             return True  # e.g. a plain object with predict_std: nothing to train
         try:
-            check_is_fitted(self.difficulty_estimator)
+            check_fitted_model(self.difficulty_estimator)
         except NotFittedError:
             return False
         return True
@@ -266,7 +270,14 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
 
     def _calibration_scores(self, X, y):
         score = self._score_object()
-        scores = score.score(y, self._model_output(X), self._difficulty(X))
+        output = self._model_output(X)
+        bad = np.flatnonzero(~np.isfinite(output))
+        if bad.size:
+            raise ValueError(
+                f"`estimator` predicted {bad.size} NaN or infinite values on the calibration "
+                f"rows (first at row {bad[0]}); conformity scores need finite predictions."
+            )
+        scores = score.score(y, output, self._difficulty(X))
         return np.asarray(scores, dtype=float), np.zeros(y.shape[0], dtype=np.intp), 1
 
     def _predict_batch(self, X, thresholds, alphas, rng):

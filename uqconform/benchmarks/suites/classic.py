@@ -42,9 +42,10 @@ SYNTHETIC = "synthetic-hetero"
 
 
 class _FlooredSpread:
-    """A fitted difficulty model for MAPIE's normalised score with ``prefit=True``, which
-    uses the prediction as the spread itself; floored like uqconform's so the same spreads
-    reach every library."""
+    """A fitted difficulty model whose spreads are floored at the training-rows floor of
+    uqconform's fit (``difficulty_floor_``), given to every library (MAPIE's normalised
+    score with ``prefit=True`` takes the prediction as the spread itself), so the same
+    spreads reach every library."""
 
     def __init__(self, model: Any, floor: float):
         self.model = model
@@ -89,7 +90,10 @@ def _regression_methods(mapie, crepes, models, X_cal, y_cal, X_test):
         ),
         ("split-normalized", "uqconform"): lambda: (
             SplitConformalRegressor(
-                mean, alpha=ALPHA, conformity_score="normalized", difficulty_estimator=difficulty
+                mean,
+                alpha=ALPHA,
+                conformity_score="normalized",
+                difficulty_estimator=_FlooredSpread(difficulty, floor),
             )
             .calibrate(X_cal, y_cal)
             .predict_interval(X_test)
@@ -262,14 +266,12 @@ def _run_regression(ctx, mapie, crepes, evaluation, notes):
         normalized = SplitConformalRegressor(
             _hgb(seed), conformity_score="normalized", random_state=seed
         ).fit(X[train], y[train])
-        sigma_cal = normalized.difficulty_estimator_.predict(X[cal])
-        positive = sigma_cal[sigma_cal > 0]
         models = {
             "mean": normalized.estimator_,
             "difficulty": normalized.difficulty_estimator_,
             "lower": _hgb(seed, loss="quantile", quantile=ALPHA / 2).fit(X[train], y[train]),
             "upper": _hgb(seed, loss="quantile", quantile=1 - ALPHA / 2).fit(X[train], y[train]),
-            "floor": 1e-3 * float(np.median(positive)) if positive.size else 1e-12,
+            "floor": normalized.difficulty_floor_,  # from the training rows, as fit sets it
         }
         calls = _regression_methods(mapie, crepes, models, X[cal], y[cal], X[test])
         oracle_width = None if oracle is None else float(oracle.width(X[test], ALPHA).mean())
