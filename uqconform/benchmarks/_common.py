@@ -100,7 +100,8 @@ def three_way_split(
 
 
 def summarize(values: list[float]) -> tuple[float, float]:
-    """Mean and standard deviation (0 for a single value) of finite values."""
+    """Mean and standard deviation (0 for a single value); a NaN or infinite value makes
+    them NaN or infinite (nothing is dropped)."""
     array = np.asarray(values, dtype=float)
     if array.size == 0:
         return float("nan"), float("nan")
@@ -134,9 +135,9 @@ def coverage_inside_law(
 ) -> tuple[int, int]:
     """How many of ``library``'s rows have a mean coverage inside the split-CP law.
 
-    The interval is `uqconform.evaluation.coverage_bounds` at 99% for one split of the row's
-    ``n_cal`` calibration and ``n_test`` test points (a mean over several resplits varies
-    less, so this is lenient only in the direction of flagging too little). Methods in
+    The interval is `uqconform.evaluation.coverage_bounds` at 99% for the row's ``n_cal``
+    calibration and ``n_test`` test points, pooled over its ``resplits`` (the row's
+    coverage is the mean over them; 1 when the row has no ``resplits``). Methods in
     ``conservative`` (top-k: whole classes, so coverage above nominal by construction) are
     judged by the lower end only.
     """
@@ -145,7 +146,9 @@ def coverage_inside_law(
     mine = [row for row in rows if row.get("library") == library]
     inside = 0
     for row in mine:
-        low, high = coverage_bounds(int(row["n_cal"]), alpha, int(row["n_test"]))
+        low, high = coverage_bounds(
+            int(row["n_cal"]), alpha, int(row["n_test"]), n_repeats=int(row.get("resplits", 1))
+        )
         if row.get("method") in conservative:
             high = 1.0
         inside += bool(low <= row["coverage"] <= high)

@@ -140,7 +140,8 @@ def _run_speed(ctx) -> FamilyResult:
     rows = _regression_speed_rows(ctx, n, n_train, repeats, mapie is not None)
     rows += _classification_speed_rows(ctx, n, n_train, repeats, mapie is not None)
     notes += [
-        f"Times are the best of {repeats} interleaved runs (seconds). model_predict_s: the "
+        f"Times are the best of {repeats} interleaved runs ({5 * repeats} for the linear "
+        "models' millisecond calls; column repeats) in seconds. model_predict_s: the "
         "model's own predict / predict_proba on the calibration and test rows, which every "
         "conformal method must pay. ratio_vs_mapie = uqconform_s / mapie_s (target <= "
         f"{RATIO_TARGET}); overhead = (uqconform_s - model_predict_s) / model_predict_s "
