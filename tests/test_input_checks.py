@@ -861,3 +861,22 @@ def test_public_helpers_name_the_bad_argument(index):
     call, match = _public_helper_calls()[index]
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_zero_dimensional_arrays_are_numbers_for_every_nonnegative_setting():
+    """``np.array(0.1)`` is a number wherever a finite number >= 0 is asked for, as for
+    ``noise`` and ``bandwidth``; negative, NaN and boolean values stay refused by name."""
+    from uqconform.evaluation.perturbation import random_l2_perturbation
+    from uqconform.scores.classification import get_classification_score
+
+    assert get_classification_score("raps", lambda_reg=np.array(0.1)).lambda_reg == 0.1
+    assert get_classification_score("saps", saps_weight=np.array(0.3)).weight == 0.3
+    np.testing.assert_array_equal(
+        random_l2_perturbation(np.zeros((3, 2)), np.array(0.5), random_state=0),
+        random_l2_perturbation(np.zeros((3, 2)), 0.5, random_state=0),
+    )
+    for bad in (-0.1, np.nan, True):
+        with pytest.raises(ValueError, match="`lambda_reg` must be a finite number >= 0"):
+            get_classification_score("raps", lambda_reg=bad)
+        with pytest.raises(ValueError, match="`radius` must be a finite number >= 0"):
+            random_l2_perturbation(np.zeros((3, 2)), bad)

@@ -13,33 +13,21 @@ Both return new arrays; the inputs are never modified.
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from sklearn.utils import check_array
 
 from uqconform._seeding import random_generator
-from uqconform._validation import check_int
+from uqconform._validation import check_int, check_nonnegative_float
 from uqconform.classification.split import encode_labels
 
 __all__ = ["random_l2_perturbation", "worst_of_k_perturbation"]
 
 # Rows x directions x features per model call in worst_of_k_perturbation.
 _BATCH_CELLS = 2**21
-
-
-def _check_radius(radius: Any) -> float:
-    if (
-        not isinstance(radius, numbers.Real)
-        or isinstance(radius, bool)
-        or not np.isfinite(cast(float, radius))
-        or radius < 0
-    ):
-        raise ValueError(f"`radius` must be a finite number >= 0, got {radius!r}.")
-    return float(radius)
 
 
 def _features(X: ArrayLike) -> NDArray:
@@ -98,7 +86,7 @@ def random_l2_perturbation(
     >>> np.linalg.norm(shifted - X, axis=1).round(6).tolist()
     [0.5, 0.5, 0.5]
     """
-    r = _check_radius(radius)
+    r = check_nonnegative_float(radius, "radius")
     values = _features(X)
     rng = random_generator(random_state)
     values += r * _directions(rng, values.shape)
@@ -177,7 +165,7 @@ def worst_of_k_perturbation(
     >>> bool((p(worse) <= p(X)).mean() > 0.9)
     True
     """
-    r = _check_radius(radius)
+    r = check_nonnegative_float(radius, "radius")
     values = _features(X)
     n, d = values.shape
     labels = np.asarray(y)

@@ -11,13 +11,12 @@ with such models only the lower bound holds.
 
 from __future__ import annotations
 
-import numbers
 from abc import ABC, abstractmethod
 
 import numpy as np
 from numpy.typing import NDArray
 
-from uqconform._validation import check_bool, check_int
+from uqconform._validation import check_bool, check_int, check_nonnegative_float
 
 __all__ = [
     "APSScore",
@@ -286,14 +285,8 @@ def get_classification_score(
         return score
     check_bool(randomized, "randomized")
     check_int(k_reg, "k_reg", low=0)
-    for name, value in (("lambda_reg", lambda_reg), ("saps_weight", saps_weight)):
-        if (
-            not isinstance(value, numbers.Real)
-            or isinstance(value, bool)
-            or not np.isfinite(value)
-            or value < 0
-        ):
-            raise ValueError(f"`{name}` must be a finite number >= 0, got {value!r}.")
+    lambda_reg = check_nonnegative_float(lambda_reg, "lambda_reg")
+    saps_weight = check_nonnegative_float(saps_weight, "saps_weight")
     if score == "lac":
         return LACScore()
     if score == "aps":
