@@ -673,7 +673,8 @@ class BinarizedSmoothedClassifier(_SmoothedClassifier):
     random_state : int, Generator or None, default=None
         Seeds the noise (and APS uniforms): independent streams for augmentation,
         calibration and prediction, and the classifier trained by ``fit`` where its own
-        ``random_state`` is None. Same seed, same sets.
+        ``random_state`` is None. Same int seed, same sets (the same rows get the same
+        sets again); a Generator is used as it is, each call drawing on from its state.
 
     Attributes
     ----------

@@ -108,8 +108,11 @@ default="lac"
     random_state : int, Generator or None, default=None
         Seeds the uniform draws of randomised scores (and the classifier trained by
         ``fit`` where its own ``random_state`` is None); the same seed gives the same sets.
-        A prediction call's draws depend on the seed and on the rows it is given, so the
-        same rows get the same sets again, and rows predicted one per call get fresh draws.
+        With an int seed a prediction call's draws depend on the seed and on the rows it is
+        given, so the same rows get the same sets again, and rows predicted one per call get
+        fresh draws. A Generator is used as it is: each call draws on from its state (as
+        scikit-learn does with a RandomState), so predicting the same rows again can give
+        other sets.
 
     Attributes
     ----------

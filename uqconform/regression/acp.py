@@ -188,6 +188,9 @@ class ApproximateFullConformalRegressor(
     random_state : int, Generator or None, default=None
         Seeds the default network (``estimator=None``) and its cross-validation folds; a
         given estimator keeps its own ``random_state``, or takes this seed where it is None.
+        Same seed, same numbers bit for bit with the same BLAS thread count; another
+        thread count changes the intervals in about the seventh digit (the Gram matrix of
+        the Jacobian features is summed in another order, and it is ill-conditioned).
 
     Attributes
     ----------
