@@ -138,5 +138,82 @@ def test_non_finite_calibration_predictions_are_named(data):
             out[5] = np.nan
             return out
 
-    with pytest.raises(ValueError, match=r"`estimator` predicted 1 NaN or infinite .* row 5"):
+    named = r"`estimator` predicted NaN or infinite values on 1 calibration rows \(first: row 5\)"
+    with pytest.raises(ValueError, match=named):
         SplitConformalRegressor(Broken()).calibrate(X[:100], y[:100])
+
+
+def test_frozen_foreign_models_and_lists_of_them_work_as_the_models_themselves(data):
+    from sklearn.frozen import FrozenEstimator
+
+    from uqconform.classification import ReliablePredictionSets
+
+    X, y, labels, _ = data
+    model = LinearRegression().fit(X[:200], y[:200])
+    np.testing.assert_array_equal(
+        SplitConformalRegressor(FrozenEstimator(Predictor(model)))
+        .calibrate(X[200:300], y[200:300])
+        .predict_interval(X[300:]),
+        SplitConformalRegressor(model).calibrate(X[200:300], y[200:300]).predict_interval(X[300:]),
+    )
+    heads = [LogisticRegression(C=c).fit(X[:200], labels[:200]) for c in (0.1, 1.0)]
+
+    class WithPredict(ProbabilityModel):
+        def predict(self, X):
+            return self.model.predict(X)
+
+    foreign = ReliablePredictionSets([WithPredict(h) for h in heads], k_calib=3, random_state=0)
+    native = ReliablePredictionSets(heads, k_calib=3, random_state=0)
+    np.testing.assert_array_equal(
+        foreign.calibrate(X[200:300], labels[200:300]).predict_set(X[300:]),
+        native.calibrate(X[200:300], labels[200:300]).predict_set(X[300:]),
+    )
+    # a classifier seen only through predict_proba and classes_ still predicts labels
+    only_proba = SplitConformalClassifier(ProbabilityModel(heads[1]))
+    only_proba.calibrate(X[200:300], labels[200:300])
+    np.testing.assert_array_equal(only_proba.predict(X[300:]), heads[1].predict(X[300:]))
+
+
+def test_foreign_models_with_the_wrong_output_or_trained_here_are_named(data):
+    from uqconform.timeseries import EnbPI
+
+    X, y, labels, _ = data
+    binary = labels[:300] > 0
+    model = LogisticRegression().fit(X[:200], binary[:200])
+
+    class Sigmoid(ProbabilityModel):  # a Keras sigmoid: P(class 1) only
+        def predict_proba(self, X):
+            return self.model.predict_proba(X)[:, 1:]
+
+    with pytest.raises(ValueError, match=r"returned shape \(100, 1\).*np.column_stack"):
+        SplitConformalClassifier(Sigmoid(model)).calibrate(X[200:300], binary[200:300])
+    unlabelled = ProbabilityModel(model, with_classes=False)
+    with pytest.raises(
+        AttributeError, match=r"`estimator` \(ProbabilityModel\) has no `classes_`"
+    ):
+        EnsembleConformalClassifier([unlabelled]).calibrate(X[200:300], binary[200:300])
+    foreign = Predictor(LinearRegression().fit(X[:200], y[:200]))
+    for call in (
+        lambda: ConformalizedQuantileRegressor(foreign).fit(X[:200], y[:200]),
+        lambda: ConformalizedQuantileRegressor((foreign, foreign)).fit(X[:200], y[:200]),
+        lambda: EnbPI(foreign, n_bootstrap=3).fit(X[:200], y[:200]),
+    ):
+        with pytest.raises(TypeError, match=r"`estimator` \(Predictor\) is not a scikit-learn"):
+            call()
+
+
+def test_non_finite_band_is_named_by_its_row(data):
+    X, y, _, _ = data
+
+    class Upper:
+        def predict(self, X):
+            out = X[:, 0] + 1.0
+            out[5] = np.inf
+            return out
+
+    class Lower:
+        def predict(self, X):
+            return X[:, 0] - 1.0
+
+    with pytest.raises(ValueError, match=r"on 1 calibration rows \(first: row 5\)"):
+        ConformalizedQuantileRegressor((Lower(), Upper())).calibrate(X[:100], y[:100])

@@ -27,6 +27,7 @@ def seed_parameters(estimator: Any, only_unset: bool = False) -> list[str]:
     >>> seed_parameters(make_pipeline(StandardScaler(), RandomForestRegressor()))
     ['randomforestregressor__random_state']
     """
+    _check_trainable(estimator)
     params = estimator.get_params(deep=True)
     return [
         name
@@ -34,6 +35,17 @@ def seed_parameters(estimator: Any, only_unset: bool = False) -> list[str]:
         if (name == "random_state" or name.endswith("__random_state"))
         and (value is None or not only_unset)
     ]
+
+
+def _check_trainable(estimator: Any) -> None:
+    """A model to be cloned and trained must be a scikit-learn estimator (``get_params``)."""
+    if not hasattr(estimator, "get_params"):
+        raise TypeError(
+            f"`estimator` ({type(estimator).__name__}) is not a scikit-learn estimator (no "
+            "get_params), so it cannot be cloned and trained here. Pass it fitted where the "
+            "method takes a fitted model (calibrate without fit, a list of fitted heads), or "
+            "give it a scikit-learn face (sklearn.base.BaseEstimator with fit and predict)."
+        )
 
 
 def seeded_clone(estimator: Any, random_state: Any) -> Any:
@@ -53,8 +65,9 @@ def seeded_clone(estimator: Any, random_state: Any) -> Any:
     >>> seeded_clone(RandomForestRegressor(random_state=1), 3).random_state
     1
     """
+    _check_trainable(estimator)
     model = clone(estimator)
-    if random_state is None or not hasattr(model, "get_params"):
+    if random_state is None:
         return model
     unset = seed_parameters(model, only_unset=True)
     if unset:  # one seed each: two unseeded members of an ensemble stay independent

@@ -16,6 +16,7 @@ from numpy.typing import ArrayLike, NDArray
 from scipy import sparse
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import DataConversionWarning
+from sklearn.utils import get_tags
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from uqconform._rows import n_rows
@@ -336,19 +337,30 @@ def check_regression_target(y: ArrayLike, n: int, name: str = "y", rows_of: str 
 
 
 def is_sklearn_estimator(model: Any) -> bool:
-    """Whether ``model`` is a scikit-learn estimator (``get_params`` and tags), one that
-    ``clone``, ``check_is_fitted`` and ``get_tags`` understand.
+    """Whether ``model`` is a scikit-learn estimator (``get_params`` and readable tags), one
+    that ``clone``, ``check_is_fitted`` and ``get_tags`` understand. A scikit-learn wrapper
+    around a model outside scikit-learn (``FrozenEstimator(booster)``) is not: its tags are
+    those of the model inside.
 
     Examples
     --------
+    >>> from sklearn.frozen import FrozenEstimator
     >>> from sklearn.linear_model import Ridge
     >>> class Booster:
     ...     def predict(self, X):
     ...         return X[:, 0]
     >>> is_sklearn_estimator(Ridge()), is_sklearn_estimator(Booster())
     (True, False)
+    >>> is_sklearn_estimator(FrozenEstimator(Booster()))
+    False
     """
-    return hasattr(model, "get_params") and hasattr(model, "__sklearn_tags__")
+    if not hasattr(model, "get_params"):
+        return False
+    try:
+        get_tags(model)
+    except (AttributeError, TypeError):  # no tags, or a wrapper of a model without them
+        return False
+    return True
 
 
 def check_fitted_model(model: Any) -> None:
@@ -366,3 +378,34 @@ def check_fitted_model(model: Any) -> None:
     """
     if is_sklearn_estimator(model):
         check_is_fitted(model)
+
+
+def model_classes(model: Any) -> NDArray:
+    """The labels of a fitted classifier's ``predict_proba`` columns (``classes_``), with a
+    message naming `estimator` for a model outside scikit-learn that has none."""
+    if not hasattr(model, "classes_"):
+        raise AttributeError(
+            f"`estimator` ({type(model).__name__}) has no `classes_`: the labels of its "
+            "predict_proba columns, in column order. Set `model.classes_ = np.array([...])` "
+            "on the model before calibrate."
+        )
+    return np.asarray(model.classes_)
+
+
+def class_probabilities(model: Any, X: Any, n_classes: int) -> NDArray:
+    """``model.predict_proba(X)`` as a float array of shape ``(n, n_classes)``, with a
+    message naming `estimator` when a model outside scikit-learn gives another shape (a
+    sigmoid network's single column, more columns than ``classes_``)."""
+    proba = np.asarray(model.predict_proba(X), dtype=float)
+    if proba.ndim != 2 or proba.shape[1] != n_classes:
+        hint = (
+            " A single column (a sigmoid's P(class 1)) must become two: "
+            "np.column_stack([1 - p, p])."
+            if proba.ndim == 1 or (proba.ndim == 2 and proba.shape[1] == 1)
+            else ""
+        )
+        raise ValueError(
+            f"`estimator` ({type(model).__name__}) predict_proba returned shape {proba.shape}; "
+            f"expected (n_samples, {n_classes}), one column per label of `classes_`.{hint}"
+        )
+    return proba

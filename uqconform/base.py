@@ -38,6 +38,7 @@ from uqconform._validation import (
     check_verbose,
     has_nan,
     is_sklearn_estimator,
+    model_classes,
 )
 from uqconform._warnings import warn_user
 from uqconform.quantiles import check_alpha, conformal_quantile
@@ -333,9 +334,9 @@ class ConformalPredictor(RoutesFitParams, BaseEstimator, metaclass=ABCMeta):
         if not is_sklearn_estimator(model):
             raise TypeError(
                 f"`estimator` ({type(model).__name__}) is not a scikit-learn estimator (no "
-                "get_params), so fit cannot clone and train it. Train it yourself and call "
-                "calibrate(X_calib, y_calib) without fit: a model outside scikit-learn is "
-                "then used as it is."
+                "get_params or scikit-learn tags), so fit cannot clone and train it. Train it "
+                "yourself and call calibrate(X_calib, y_calib) without fit: a model outside "
+                "scikit-learn is then used as it is."
             )
         return seeded_clone(model, getattr(self, "random_state", None))
 
@@ -657,4 +658,8 @@ class ConformalPredictor(RoutesFitParams, BaseEstimator, metaclass=ABCMeta):
         """
         check_is_fitted(self, "estimator_")
         X = self._validate_X(X, reset=False)
-        return self.estimator_.predict(X)
+        model = self.estimator_
+        if not hasattr(model, "predict") and hasattr(model, "predict_proba"):
+            # a classifier outside scikit-learn with predict_proba and classes_ only
+            return model_classes(model)[np.argmax(model.predict_proba(X), axis=1)]
+        return model.predict(X)

@@ -44,7 +44,12 @@ from sklearn.utils.validation import check_is_fitted
 
 from uqconform._rows import fit_params_rows
 from uqconform._seeding import check_random_state_value, integer_seed, seeded_generator
-from uqconform._validation import check_class_labels, check_int
+from uqconform._validation import (
+    check_class_labels,
+    check_int,
+    class_probabilities,
+    model_classes,
+)
 from uqconform._warnings import warn_user
 from uqconform.base import (
     ConformalPredictor,
@@ -215,7 +220,7 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
     def classes_(self) -> NDArray:
         """Class labels, in the column order of the sets."""
         check_is_fitted(self, "estimator_")
-        return np.asarray(self.estimator_.classes_)
+        return model_classes(self.estimator_)
 
     def _check_target(self, y, n, *, calibrating):
         return check_class_labels(y, n)
@@ -298,9 +303,8 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
             noisy = block[:, None, :] + self.sigma * noise_rng.standard_normal(
                 (stop - start, m, d)
             )
-            proba = np.asarray(
-                self.estimator_.predict_proba(self._as_model_input(noisy.reshape(-1, d))),
-                dtype=float,
+            proba = class_probabilities(
+                self.estimator_, self._as_model_input(noisy.reshape(-1, d)), len(self.classes_)
             )
             u = uniform_rng.random(proba.shape[0]) if score.randomized else None
             conformity = 1.0 - score.scores(proba, u)  # higher is better, in [0, 1]

@@ -30,6 +30,8 @@ from uqconform._validation import (
     check_int,
     check_n_jobs,
     check_verbose,
+    class_probabilities,
+    model_classes,
 )
 from uqconform._warnings import warn_user
 from uqconform.base import forward_input_tags, keeps_state_on_error
@@ -158,7 +160,7 @@ class HeadEnsemble(RoutesFitParams, ClassifierMixin, BaseEstimator):
                 ) from None
             if not hasattr(head, "predict_proba"):
                 raise TypeError(f"Head {index} ({type(head).__name__}) has no predict_proba.")
-        classes = [np.asarray(head.classes_) for head in heads]
+        classes = [model_classes(head) for head in heads]
         if any(c.shape != classes[0].shape or (c != classes[0]).any() for c in classes[1:]):
             raise ValueError(
                 "The heads have different `classes_`: "
@@ -273,7 +275,7 @@ class HeadEnsemble(RoutesFitParams, ClassifierMixin, BaseEstimator):
         X = row_sliceable(X)  # COO, DIA, BSR cannot be indexed: one CSR view for every head
         return np.stack(
             [
-                np.asarray(head.predict_proba(_columns(X, columns)), dtype=float)
+                class_probabilities(head, _columns(X, columns), len(self.classes_))
                 for head, columns in zip(self.heads_, self.feature_subsets_, strict=True)
             ]
         )

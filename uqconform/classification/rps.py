@@ -47,6 +47,7 @@ from uqconform._seeding import integer_seed, seed_parameters
 from uqconform._validation import (
     check_class_labels,
     check_features,
+    check_fitted_model,
     check_int,
     check_n_jobs,
     check_verbose,
@@ -830,7 +831,7 @@ class ReliablePredictionSets(ClassifierMixin, BaseEstimator):
             raise ValueError("`estimator` as a list needs at least one fitted classifier.")
         for index, model in enumerate(models):
             try:
-                check_is_fitted(model)
+                check_fitted_model(model)
             except NotFittedError:
                 raise NotFittedError(
                     f"Model {index} of `estimator` is not fitted: pass fitted classifiers, or "

@@ -11,7 +11,12 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
-from uqconform._validation import check_bool, check_class_labels
+from uqconform._validation import (
+    check_bool,
+    check_class_labels,
+    class_probabilities,
+    model_classes,
+)
 from uqconform.base import ConformalPredictor
 from uqconform.scores.classification import ClassificationScore, get_classification_score
 
@@ -196,13 +201,7 @@ default="lac"
     def classes_(self) -> NDArray:
         """Class labels, in the column order of the sets."""
         check_is_fitted(self, "estimator_")
-        if not hasattr(self.estimator_, "classes_"):  # a model outside scikit-learn
-            raise AttributeError(
-                f"`estimator` ({type(self.estimator_).__name__}) has no `classes_`: the labels "
-                "of its predict_proba columns, in column order. Set `model.classes_ = "
-                "np.array([...])` on the model before calibrate."
-            )
-        return np.asarray(self.estimator_.classes_)
+        return model_classes(self.estimator_)
 
     def _check_target(self, y, n, *, calibrating):
         return check_class_labels(y, n)
@@ -218,7 +217,7 @@ default="lac"
 
     def _calibration_scores(self, X, y):
         index = encode_labels(y, self.classes_)
-        proba = np.asarray(self.estimator_.predict_proba(X), dtype=float)
+        proba = class_probabilities(self.estimator_, X, len(self.classes_))
         # The calibration rows enter the seed, as the predicted rows do: with the seed alone
         # every calibration of n rows drew the same n uniforms, and a fixed seed then shifted
         # coverage over fresh data by about 1/sqrt(n) (0.887 to 0.936 at n = 30, nominal 0.9).
@@ -230,7 +229,7 @@ default="lac"
         return scores, np.zeros_like(index), 1
 
     def _predict_batch(self, X, thresholds, alphas, rng):
-        proba = np.asarray(self.estimator_.predict_proba(X), dtype=float)
+        proba = class_probabilities(self.estimator_, X, len(self.classes_))
         score = self._score_object()
         scores = np.asarray(score.set_scores(proba, self._uniforms(rng, proba.shape[0])))
         if scores.shape != proba.shape:

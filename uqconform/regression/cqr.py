@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from sklearn.base import BaseEstimator, clone
+from sklearn.base import BaseEstimator
 from sklearn.ensemble import HistGradientBoostingRegressor
 from sklearn.frozen import FrozenEstimator
 from sklearn.utils import get_tags
@@ -90,7 +90,7 @@ def _with_quantile(estimator: BaseEstimator, level: float, param: str | None) ->
             "levels CQR needs: pass the pair (lower, upper) of fitted quantile models, e.g. "
             "estimator=(FrozenEstimator(lower), FrozenEstimator(upper))."
         )
-    model = clone(estimator)
+    model = seeded_clone(estimator, None)  # a plain clone; names a model it cannot clone
     names = model.get_params(deep=True)
     if param is None:
         candidates = [k for k in names if k.split("__")[-1] == "quantile"]

@@ -271,11 +271,11 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
     def _calibration_scores(self, X, y):
         score = self._score_object()
         output = self._model_output(X)
-        bad = np.flatnonzero(~np.isfinite(output))
+        bad = np.flatnonzero(~np.isfinite(output).reshape(len(output), -1).all(axis=1))
         if bad.size:
             raise ValueError(
-                f"`estimator` predicted {bad.size} NaN or infinite values on the calibration "
-                f"rows (first at row {bad[0]}); conformity scores need finite predictions."
+                f"`estimator` predicted NaN or infinite values on {bad.size} calibration "
+                f"rows (first: row {bad[0]}); conformity scores need finite predictions."
             )
         scores = score.score(y, output, self._difficulty(X))
         return np.asarray(scores, dtype=float), np.zeros(y.shape[0], dtype=np.intp), 1

@@ -438,18 +438,25 @@ def run(ctx) -> FamilyResult:
                     round(ratio, 3),
                 )
             )
+    # Issue 2's efficiency target is against the sets MAPIE's users get by default; against
+    # MAPIE's own randomised APS (same method and settings) the two should tie: no target.
     adaptive = [row for row in classification if row["method"] in ("aps", "raps")]
-    for other, what in (("mapie", "randomised"), ("mapie-default", "default, not randomised")):
-        ratio = ratio_to(adaptive, "set_size", ("dataset", "method"), "uqconform", other)
-        if np.isfinite(ratio):
-            headlines.append(
-                headline(
-                    f"randomised APS/RAPS mean set size uqconform / MAPIE {what}",
-                    round(ratio, 3),
-                    "< 1",
-                    ratio < 1,
-                )
+    ratio = ratio_to(adaptive, "set_size", ("dataset", "method"), "uqconform", "mapie-default")
+    if np.isfinite(ratio):
+        headlines.append(
+            headline(
+                "randomised APS/RAPS mean set size uqconform / MAPIE default (not randomised)",
+                round(ratio, 3),
+                "< 1",
+                ratio < 1,
             )
+        )
+    aps = [row for row in classification if row["method"] == "aps"]
+    ratio = ratio_to(aps, "set_size", ("dataset", "method"), "uqconform", "mapie")
+    if np.isfinite(ratio):
+        headlines.append(
+            headline("randomised APS mean set size uqconform / MAPIE randomised", round(ratio, 3))
+        )
     return FamilyResult(
         tables={
             f"Regression (alpha={ALPHA})": regression,
