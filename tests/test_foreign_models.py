@@ -217,3 +217,34 @@ def test_non_finite_band_is_named_by_its_row(data):
 
     with pytest.raises(ValueError, match=r"on 1 calibration rows \(first: row 5\)"):
         ConformalizedQuantileRegressor((Lower(), Upper())).calibrate(X[:100], y[:100])
+
+
+def test_broken_outputs_of_foreign_models_are_named(data):
+    X, y, labels, _ = data
+    model = LinearRegression().fit(X[:200], y[:200])
+
+    class Short(Predictor):
+        def predict(self, X):
+            return self.model.predict(X)[:-1]
+
+    class NanSpread(Predictor):
+        def predict(self, X):
+            out = np.abs(self.model.predict(X)) + 1.0
+            out[3] = np.nan
+            return out
+
+    class NanProba(ProbabilityModel):
+        def predict_proba(self, X):
+            proba = self.model.predict_proba(X)
+            proba[7] = np.nan
+            return proba
+
+    with pytest.raises(ValueError, match=r"`estimator` predicted 99 values for 100 calibration"):
+        SplitConformalRegressor(Short(model)).calibrate(X[200:300], y[200:300])
+    with pytest.raises(ValueError, match=r"`difficulty_estimator` gave NaN .* \(first: row 3\)"):
+        SplitConformalRegressor(
+            model, conformity_score="normalized", difficulty_estimator=NanSpread(model)
+        ).calibrate(X[200:300], y[200:300])
+    clf = LogisticRegression().fit(X[:200], labels[:200])
+    with pytest.raises(ValueError, match=r"NaN or infinite probabilities \(first at row 7\)"):
+        SplitConformalClassifier(NanProba(clf)).calibrate(X[200:300], labels[200:300])

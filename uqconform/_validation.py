@@ -408,4 +408,10 @@ def class_probabilities(model: Any, X: Any, n_classes: int) -> NDArray:
             f"`estimator` ({type(model).__name__}) predict_proba returned shape {proba.shape}; "
             f"expected (n_samples, {n_classes}), one column per label of `classes_`.{hint}"
         )
+    if not np.isfinite(proba).all():
+        row = int(np.flatnonzero(~np.isfinite(proba).all(axis=1))[0])
+        raise ValueError(
+            f"`estimator` ({type(model).__name__}) predict_proba gave NaN or infinite "
+            f"probabilities (first at row {row})."
+        )
     return proba

@@ -51,6 +51,17 @@ def predictive_spread(model: Any, X: Any) -> NDArray:
 _ZERO_SPREAD_FLOOR = float(np.finfo(float).tiny)
 
 
+def _refuse_non_finite(values: NDArray, what: str) -> None:
+    """A ValueError saying ``what`` happened and on which calibration rows, when a value is
+    NaN or infinite (the rows of a band are checked whole)."""
+    bad = np.flatnonzero(~np.isfinite(values).reshape(len(values), -1).all(axis=1))
+    if bad.size:
+        raise ValueError(
+            f"{what} on {bad.size} calibration rows (first: row {bad[0]}); conformity "
+            "scores need finite values."
+        )
+
+
 class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
     """Split conformal prediction intervals around any scikit-learn regressor.
 
@@ -271,13 +282,15 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
     def _calibration_scores(self, X, y):
         score = self._score_object()
         output = self._model_output(X)
-        bad = np.flatnonzero(~np.isfinite(output).reshape(len(output), -1).all(axis=1))
-        if bad.size:
+        if len(output) != len(y):
             raise ValueError(
-                f"`estimator` predicted NaN or infinite values on {bad.size} calibration "
-                f"rows (first: row {bad[0]}); conformity scores need finite predictions."
+                f"`estimator` predicted {len(output)} values for {len(y)} calibration rows."
             )
-        scores = score.score(y, output, self._difficulty(X))
+        _refuse_non_finite(output, "`estimator` predicted NaN or infinite values")
+        difficulty = self._difficulty(X)
+        if difficulty is not None:
+            _refuse_non_finite(difficulty, "`difficulty_estimator` gave NaN or infinite spreads")
+        scores = score.score(y, output, difficulty)
         return np.asarray(scores, dtype=float), np.zeros(y.shape[0], dtype=np.intp), 1
 
     def _predict_batch(self, X, thresholds, alphas, rng):
