@@ -42,9 +42,9 @@ def _check_trainable(estimator: Any) -> None:
     if not hasattr(estimator, "get_params"):
         raise TypeError(
             f"`estimator` ({type(estimator).__name__}) is not a scikit-learn estimator (no "
-            "get_params), so it cannot be cloned and trained here. Pass it fitted where the "
-            "method takes a fitted model (calibrate without fit, a list of fitted heads), or "
-            "give it a scikit-learn face (sklearn.base.BaseEstimator with fit and predict)."
+            "get_params), so it cannot be cloned and trained here. Train it yourself and pass "
+            "it fitted where the method takes a fitted model: calibrate without fit (a model "
+            "outside scikit-learn is then used as it is), or a list of fitted heads."
         )
 
 

@@ -408,10 +408,21 @@ def class_probabilities(model: Any, X: Any, n_classes: int) -> NDArray:
             f"`estimator` ({type(model).__name__}) predict_proba returned shape {proba.shape}; "
             f"expected (n_samples, {n_classes}), one column per label of `classes_`.{hint}"
         )
-    if not np.isfinite(proba).all():
-        row = int(np.flatnonzero(~np.isfinite(proba).all(axis=1))[0])
+    bad = non_finite_rows(proba)
+    if bad.size:
         raise ValueError(
             f"`estimator` ({type(model).__name__}) predict_proba gave NaN or infinite "
-            f"probabilities (first at row {row})."
+            f"probabilities (first at row {bad[0]})."
         )
     return proba
+
+
+def non_finite_rows(values: NDArray) -> NDArray:
+    """Positions of the rows holding a NaN or infinite value (a row of any width).
+
+    Examples
+    --------
+    >>> non_finite_rows(np.array([[0.0, 1.0], [np.nan, 1.0], [2.0, np.inf]]))
+    array([1, 2])
+    """
+    return np.flatnonzero(~np.isfinite(values).reshape(len(values), -1).all(axis=1))

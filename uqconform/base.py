@@ -37,7 +37,6 @@ from uqconform._validation import (
     check_n_jobs,
     check_verbose,
     has_nan,
-    is_sklearn_estimator,
     model_classes,
 )
 from uqconform._warnings import warn_user
@@ -187,9 +186,11 @@ def refuses_nan(estimator: Any) -> bool:
     >>> refuses_nan(Ridge()), refuses_nan(make_pipeline(SimpleImputer(), Ridge()))
     (True, False)
     """
-    if not is_sklearn_estimator(estimator):  # a model outside scikit-learn decides itself
+    try:
+        tags = get_tags(estimator)
+    except (AttributeError, TypeError):  # a model outside scikit-learn decides itself
         return False
-    if get_tags(estimator).input_tags.allow_nan:
+    if tags.input_tags.allow_nan:
         return False
     steps = getattr(estimator, "steps", None)
     if isinstance(steps, (list, tuple)) and steps:  # a Pipeline: its first real step sees X
@@ -330,15 +331,7 @@ class ConformalPredictor(RoutesFitParams, BaseEstimator, metaclass=ABCMeta):
     def _make_estimator(self) -> BaseEstimator:
         """The unfitted model that ``fit`` trains: a clone of ``estimator`` (its unset
         seeds from ``random_state``)."""
-        model = self._estimator_or_default()
-        if not is_sklearn_estimator(model):
-            raise TypeError(
-                f"`estimator` ({type(model).__name__}) is not a scikit-learn estimator (no "
-                "get_params or scikit-learn tags), so fit cannot clone and train it. Train it "
-                "yourself and call calibrate(X_calib, y_calib) without fit: a model outside "
-                "scikit-learn is then used as it is."
-            )
-        return seeded_clone(model, getattr(self, "random_state", None))
+        return seeded_clone(self._estimator_or_default(), getattr(self, "random_state", None))
 
     def _after_fit(self, X: Any, y: NDArray, **fit_params: Any) -> None:
         """Hook for extra training (difficulty estimators); default does nothing."""

@@ -18,6 +18,7 @@ from uqconform._seeding import integer_seed, seeded_clone
 from uqconform._validation import (
     check_fitted_model,
     check_regression_target,
+    non_finite_rows,
     point_predictions,
 )
 from uqconform._warnings import warn_user
@@ -54,7 +55,7 @@ _ZERO_SPREAD_FLOOR = float(np.finfo(float).tiny)
 def _refuse_non_finite(values: NDArray, what: str) -> None:
     """A ValueError saying ``what`` happened and on which calibration rows, when a value is
     NaN or infinite (the rows of a band are checked whole)."""
-    bad = np.flatnonzero(~np.isfinite(values).reshape(len(values), -1).all(axis=1))
+    bad = non_finite_rows(values)
     if bad.size:
         raise ValueError(
             f"{what} on {bad.size} calibration rows (first: row {bad[0]}); conformity "
