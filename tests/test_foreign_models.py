@@ -248,3 +248,67 @@ def test_broken_outputs_of_foreign_models_are_named(data):
     clf = LogisticRegression().fit(X[:200], labels[:200])
     with pytest.raises(ValueError, match=r"NaN or infinite probabilities \(first at row 7\)"):
         SplitConformalClassifier(NanProba(clf)).calibrate(X[200:300], labels[200:300])
+
+
+class NaNAbove(Predictor):
+    """Predicts NaN (or ``fill``) wherever the first feature exceeds ``limit``; one or two
+    outputs."""
+
+    def __init__(self, model, limit, fill=np.nan):
+        super().__init__(model)
+        self.limit, self.fill = limit, fill
+
+    def predict(self, X):
+        out = np.asarray(self.model.predict(X), dtype=float).copy()
+        out[np.asarray(X)[:, 0] > self.limit] = self.fill
+        return out
+
+
+def test_non_finite_predictions_at_prediction_time_are_named_by_their_row_of_X(data):
+    X, y, _, Y = data
+    X_test = X[300:310].copy()
+    X_test[[4, 7], 0] = 10.0  # the model fails on these rows only
+    model = LinearRegression().fit(X[:200], y[:200])
+    spread = LinearRegression().fit(X[:200], np.abs(y[:200]) + 0.1)
+    band = (LinearRegression().fit(X[:200], y[:200] - 1), LinearRegression().fit(X[:200], y[:200]))
+    calib = X[200:300]
+    for fill in (np.nan, np.inf):
+        broken = NaNAbove(model, limit=9.0, fill=fill)
+        cases = {
+            "`estimator` predicted": SplitConformalRegressor(broken, batch_size=3),
+            "`difficulty_estimator` gave": SplitConformalRegressor(
+                model,
+                conformity_score="normalized",
+                difficulty_estimator=NaNAbove(spread, 9.0, fill),
+            ),
+            "`estimator` predicted ": ConformalizedQuantileRegressor((band[0], broken)),
+        }
+        for what, wrapper in cases.items():
+            wrapper.calibrate(calib, y[200:300])  # finite on every calibration row
+            # in batches of 3 rows, row 4 of X is row 1 of the second batch (named as row 4;
+            # the batches after it are not predicted); one batch sees both bad rows
+            count = "at least 1" if wrapper.batch_size == 3 else "2"
+            pattern = rf"{what}.* on {count} rows of `X` \(first: row 4\)"
+            with pytest.raises(ValueError, match=pattern):
+                wrapper.predict_interval(X_test)
+            assert np.isfinite(wrapper.predict_interval(X_test[:4])).all()
+    multi = LinearRegression().fit(X[:200], Y[:200])
+    region = EllipsoidalConformalRegressor(NaNAbove(multi, limit=9.0)).calibrate(calib, Y[200:300])
+    with pytest.raises(
+        ValueError, match=r"predicted NaN or infinite .* 2 rows of `X` \(first: row 4"
+    ):
+        region.predict_interval(X_test)
+
+
+def test_non_finite_calibration_predictions_of_a_multi_output_model_are_named(data):
+    X, _, _, Y = data
+    multi = LinearRegression().fit(X[:200], Y[:200])
+    calib = X[200:300].copy()
+    calib[37, 0] = 10.0
+    # the prefit ellipse learns its shape on one random half of the calibration rows and
+    # scores the other half: row 37 is named as row 37 of `X` whichever half it fell in
+    for seed in range(4):
+        with pytest.raises(ValueError, match=r"on 1 rows of `X` \(first: row 37\)"):
+            EllipsoidalConformalRegressor(NaNAbove(multi, limit=9.0), random_state=seed).calibrate(
+                calib, Y[200:300]
+            )

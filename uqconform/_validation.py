@@ -417,6 +417,50 @@ def class_probabilities(model: Any, X: Any, n_classes: int) -> NDArray:
     return proba
 
 
+class NonFiniteOutputError(ValueError):
+    """A model's output is NaN or infinite on some rows: the message names the model, the
+    rows (``rows`` holds their positions) and where they came from.
+
+    Examples
+    --------
+    >>> error = NonFiniteOutputError("`estimator` predicted NaN or infinite values",
+    ...                              np.array([2, 5]), "rows of `X`")
+    >>> print(error)
+    `estimator` predicted NaN or infinite values on 2 rows of `X` (first: row 2).
+    >>> print(error.renumbered(np.arange(100, 110), more_rows=True))  # a batch of X's rows
+    `estimator` predicted NaN or infinite values on at least 2 rows of `X` (first: row 102).
+    """
+
+    def __init__(
+        self, what: str, rows: NDArray, where: str, advice: str = "", *, more_rows: bool = False
+    ) -> None:
+        self.what, self.rows, self.where, self.advice = what, rows, where, advice
+        count = f"at least {rows.size}" if more_rows else str(rows.size)
+        super().__init__(f"{what} on {count} {where} (first: row {rows[0]}){advice}.")
+
+    def renumbered(self, positions: NDArray, *, more_rows: bool = False) -> NonFiniteOutputError:
+        """The same error with the rows named by their ``positions`` in the caller's data
+        (the model saw a subset of it; ``more_rows``: a batch, the rest was not read)."""
+        return NonFiniteOutputError(
+            self.what, positions[self.rows], self.where, self.advice, more_rows=more_rows
+        )
+
+
+def refuse_non_finite(values: NDArray, what: str, where: str, advice: str = "") -> None:
+    """Raise `NonFiniteOutputError` when a row of ``values`` holds a NaN or an infinity.
+
+    Examples
+    --------
+    >>> refuse_non_finite(np.array([1.0, np.nan]), "`estimator` predicted NaN", "rows")
+    Traceback (most recent call last):
+    ...
+    uqconform._validation.NonFiniteOutputError: `estimator` predicted NaN on 1 rows (first: row 1).
+    """
+    bad = non_finite_rows(values)
+    if bad.size:
+        raise NonFiniteOutputError(what, bad, where, advice)
+
+
 def non_finite_rows(values: NDArray) -> NDArray:
     """Positions of the rows holding a NaN or infinite value (a row of any width).
 

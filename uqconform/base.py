@@ -30,6 +30,7 @@ from sklearn.utils.validation import check_is_fitted
 from uqconform._rows import n_rows, row_sliceable, slice_rows
 from uqconform._seeding import check_random_state_value, seeded_clone, seeded_generator
 from uqconform._validation import (
+    NonFiniteOutputError,
     check_features,
     check_fitted_model,
     check_groups,
@@ -630,7 +631,10 @@ class ConformalPredictor(RoutesFitParams, BaseEstimator, metaclass=ABCMeta):
             self._check_nan(block)
             # Without groups every row shares one threshold row: pass it once, broadcastable.
             rows = table[:1] if group_index is None else table[group_index[start:stop]]
-            batch = self._predict_batch(block, rows, alphas, rng)
+            try:
+                batch = self._predict_batch(block, rows, alphas, rng)
+            except NonFiniteOutputError as error:  # name the row of X, not of the batch
+                raise error.renumbered(np.arange(start, stop), more_rows=stop < n) from None
             if out is None:
                 out = batch
             else:

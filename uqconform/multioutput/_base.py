@@ -29,7 +29,13 @@ from sklearn.utils import get_tags
 from sklearn.utils._param_validation import validate_parameter_constraints
 
 from uqconform._rows import n_rows, take_rows
-from uqconform._validation import check_groups, has_nan, missing_target_error
+from uqconform._validation import (
+    NonFiniteOutputError,
+    check_groups,
+    has_nan,
+    missing_target_error,
+    non_finite_rows,
+)
 from uqconform._warnings import warn_user
 from uqconform.base import (
     ConformalPredictor,
@@ -182,7 +188,7 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
         order = self._rng(stream=0).permutation(n)
         learn_rows, score_rows = np.sort(order[: n // 2]), np.sort(order[n // 2 :])
         X_learn = take_rows(X, learn_rows)
-        learn(X_learn, Y[learn_rows] - self._estimator_prediction(X_learn))
+        learn(X_learn, Y[learn_rows] - self._estimator_prediction(X_learn, learn_rows))
         return score_rows
 
     def _calibration_scores(self, X: Any, Y: NDArray) -> tuple[NDArray, NDArray, int]:
@@ -237,8 +243,10 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
                 ) from error
             raise
 
-    def _estimator_prediction(self, X: Any) -> NDArray:
-        """``estimator_.predict(X)`` as a float ``(n, d)`` array, checked against ``d``."""
+    def _estimator_prediction(self, X: Any, positions: NDArray | None = None) -> NDArray:
+        """``estimator_.predict(X)`` as a float ``(n, d)`` array, checked against ``d`` and
+        for NaN / inf rows (named by their ``positions`` in the caller's `X`, when ``X`` is
+        a subset of it)."""
         output = np.asarray(self.estimator_.predict(X), dtype=float)
         if output.ndim == 1:
             output = output[:, None]
@@ -249,6 +257,12 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
                 "(one column per output of Y); wrap a single-output model in "
                 "sklearn.multioutput.MultiOutputRegressor."
             )
+        bad = non_finite_rows(output)
+        if bad.size:
+            error = NonFiniteOutputError(
+                "`estimator` predicted NaN or infinite values", bad, "rows of `X`"
+            )
+            raise error if positions is None else error.renumbered(positions)
         return output
 
     def _check_nan(self, X: Any) -> None:
@@ -379,7 +393,10 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
         if rows is not None:
             X, Y = take_rows(X, rows), Y[rows]
             group_labels = None if group_labels is None else group_labels[rows]
-        self._store_calibration(X, Y, group_labels)
+        try:
+            self._store_calibration(X, Y, group_labels)
+        except NonFiniteOutputError as error:  # name the row of the caller's X
+            raise error if rows is None else error.renumbered(rows) from None
         alphas, scalar = self._resolve_alpha(None)
         table = self._threshold_table(alphas)[:-1, 0]  # (groups, c, k); warns if too few
         if getattr(self, "groups_", None) is None:

@@ -434,7 +434,7 @@ class ResidualCONTRA(_FlowRegions):
             params = fit_params_rows(fit_params, Y.shape[0], model_rows)
             self._fit_estimator(take_rows(X, model_rows), Y[model_rows], **params)
             X_flow = take_rows(X, flow_rows)
-            residuals = Y[flow_rows] - self._estimator_prediction(X_flow)
+            residuals = Y[flow_rows] - self._estimator_prediction(X_flow, flow_rows)
         else:
             self._fit_estimator(X, Y, **fit_params)
             X_flow = X

@@ -18,8 +18,8 @@ from uqconform._seeding import integer_seed, seeded_clone
 from uqconform._validation import (
     check_fitted_model,
     check_regression_target,
-    non_finite_rows,
     point_predictions,
+    refuse_non_finite,
 )
 from uqconform._warnings import warn_user
 from uqconform.base import ConformalPredictor
@@ -50,17 +50,6 @@ def predictive_spread(model: Any, X: Any) -> NDArray:
 # difficulty model, or a difficulty model that predicts zero everywhere): the smallest
 # normal float, so that only zero spreads are lifted, whatever the units of y.
 _ZERO_SPREAD_FLOOR = float(np.finfo(float).tiny)
-
-
-def _refuse_non_finite(values: NDArray, what: str) -> None:
-    """A ValueError saying ``what`` happened and on which calibration rows, when a value is
-    NaN or infinite (the rows of a band are checked whole)."""
-    bad = non_finite_rows(values)
-    if bad.size:
-        raise ValueError(
-            f"{what} on {bad.size} calibration rows (first: row {bad[0]}); conformity "
-            "scores need finite values."
-        )
 
 
 class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
@@ -280,6 +269,17 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
     def _model_output(self, X: Any) -> NDArray:
         return point_predictions(self.estimator_.predict(X))
 
+    @staticmethod
+    def _refuse_non_finite(output: NDArray, difficulty: NDArray | None, where: str) -> None:
+        """Name the rows where the model's predictions (or spreads) are NaN or infinite:
+        a conformity score or an interval around them means nothing (the rows of a band are
+        checked whole)."""
+        advice = "; conformity scores need finite values" if where == "calibration rows" else ""
+        refuse_non_finite(output, "`estimator` predicted NaN or infinite values", where, advice)
+        if difficulty is not None:
+            what = "`difficulty_estimator` gave NaN or infinite spreads"
+            refuse_non_finite(difficulty, what, where, advice)
+
     def _calibration_scores(self, X, y):
         score = self._score_object()
         output = self._model_output(X)
@@ -287,10 +287,8 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
             raise ValueError(
                 f"`estimator` predicted {len(output)} values for {len(y)} calibration rows."
             )
-        _refuse_non_finite(output, "`estimator` predicted NaN or infinite values")
         difficulty = self._difficulty(X)
-        if difficulty is not None:
-            _refuse_non_finite(difficulty, "`difficulty_estimator` gave NaN or infinite spreads")
+        self._refuse_non_finite(output, difficulty, "calibration rows")
         scores = score.score(y, output, difficulty)
         return np.asarray(scores, dtype=float), np.zeros(y.shape[0], dtype=np.intp), 1
 
@@ -298,6 +296,7 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
         score = self._score_object()
         output = self._model_output(X)
         difficulty = self._difficulty(X)
+        self._refuse_non_finite(output, difficulty, "rows of `X`")
         intervals = [  # a loop over levels, not rows
             np.asarray(score.inverse(output, thresholds[:, 0, :, j], difficulty), dtype=float)
             for j in range(alphas.size)
