@@ -23,6 +23,7 @@ from uqconform.evaluation import (
     coverage_by_group,
     coverage_count_pmf,
     evaluate,
+    mean_interval_score,
     mean_set_size,
     mean_volume,
     mean_width,
@@ -138,6 +139,69 @@ def test_coverage_regions():
     discs = Discs([1.0, 1.0, 3.0])
     assert coverage(Y_2D, discs) == pytest.approx(2 / 3)
     np.testing.assert_allclose(coverage(Y_2D, [discs, Discs([0.1, 2.0, 2.0])]), [2 / 3, 1 / 3])
+
+
+def test_interval_score_matches_its_formula_row_by_row():
+    rng = np.random.default_rng(3)
+    y = rng.normal(size=50)
+    centre = rng.normal(size=(50, 1, 2))
+    half = rng.uniform(0.1, 2.0, size=(50, 1, 2))
+    intervals = np.concatenate([centre - half, centre + half], axis=1)  # (50, 2, 2 levels)
+    alphas = np.array([0.05, 0.3])
+    expected = np.zeros(2)
+    for i in range(50):  # the definition, one row and one level at a time
+        for j, a in enumerate(alphas):
+            lower, upper = intervals[i, :, j]
+            expected[j] += (upper - lower) + 2 / a * (max(lower - y[i], 0) + max(y[i] - upper, 0))
+    before = intervals.copy()
+    np.testing.assert_allclose(mean_interval_score(y, intervals, alphas), expected / 50)
+    np.testing.assert_array_equal(intervals, before)  # inputs never modified
+    assert mean_interval_score(y, intervals[..., 1], 0.3) == pytest.approx(expected[1] / 50)
+    # an unbounded interval scores inf; level 2 is [0, 3] for every row and misses y = -1
+    # by 1 (weight 2 / 0.2); a degenerate [inf, inf] misses by inf
+    np.testing.assert_array_equal(
+        mean_interval_score(Y_REG, INTERVALS_K, [0.1, 0.2]), [np.inf, 3.0 + 10.0 * 1.0 / 4]
+    )
+    assert mean_interval_score([0.0], [[np.inf, np.inf]], 0.1) == math.inf
+
+
+@pytest.mark.parametrize("alpha", [0.1, 0.3])
+def test_interval_score_is_lowest_for_the_central_interval_of_the_true_law(alpha):
+    """Properness: for y ~ N(0, 1) the best interval at level alpha is the central one,
+    [q(alpha/2), q(1 - alpha/2)]: narrower, wider or shifted intervals score higher (a
+    wrong miss weight, e.g. 1 / alpha, moves the optimum to [q(alpha), q(1 - alpha)])."""
+    y = np.random.default_rng(0).standard_normal(200_000)
+    q = stats.norm.ppf(1 - alpha / 2)
+
+    def score(lower, upper):
+        return mean_interval_score(y, np.tile([lower, upper], (y.size, 1)), alpha)
+
+    best = score(-q, q)
+    for lower, upper in (
+        (-0.9 * q, 0.9 * q),
+        (-1.1 * q, 1.1 * q),
+        (-q - 0.1, q - 0.1),
+        (-q + 0.1, q + 0.1),
+    ):
+        assert score(lower, upper) > best
+
+
+def test_interval_score_refuses_what_is_not_intervals_at_the_given_levels():
+    with pytest.raises(ValueError, match=r"`alpha` must give one level per level"):
+        mean_interval_score(Y_REG, INTERVALS, [0.1, 0.2])
+    with pytest.raises(ValueError, match=r"`alpha` must give one level per level"):
+        mean_interval_score(Y_REG, INTERVALS_K, 0.1)
+    with pytest.raises(ValueError, match=r"`alpha` must lie strictly between 0 and 1"):
+        mean_interval_score(Y_REG, INTERVALS, 1.0)
+    with pytest.raises(ValueError, match=r"`y_true` has 3 rows but `intervals` has 4"):
+        mean_interval_score(Y_REG[:3], INTERVALS, 0.1)
+    with pytest.raises(TypeError, match=r"`intervals` must hold numbers"):
+        mean_interval_score(Y_REG, SETS, 0.1)
+    with pytest.raises(ValueError, match=r"`y_true` contains 1 NaN"):
+        mean_interval_score([0.5, np.nan, 0.0, 1.0], INTERVALS, 0.1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # integer bounds are intervals: no set-array warning
+        assert mean_interval_score([1], [[0, 2]], 0.1) == 2.0
 
 
 def test_metric_values():

@@ -2,6 +2,7 @@
 
 * `coverage`, `mean_width`, `mean_set_size`, `mean_volume`:
   marginal coverage and efficiency of intervals, boolean class sets and regions;
+  `mean_interval_score`: width and misses of intervals on one scale (a proper score);
 * `coverage_by_group`, `size_stratified_coverage`: conditional coverage;
 * `coverage_bounds`, `coverage_count_pmf`: the law of split-conformal coverage,
   so tests judge coverage without hand-picked tolerances;
@@ -19,6 +20,7 @@ from uqconform.evaluation.bounds import coverage_bounds, coverage_count_pmf
 from uqconform.evaluation.metrics import (
     coverage,
     coverage_by_group,
+    mean_interval_score,
     mean_set_size,
     mean_volume,
     mean_width,
@@ -44,6 +46,7 @@ __all__ = [
     "evaluate",
     "flip_labels",
     "insert_points",
+    "mean_interval_score",
     "mean_set_size",
     "mean_volume",
     "mean_width",

@@ -29,10 +29,12 @@ from numpy.typing import ArrayLike, NDArray
 from uqconform._rows import float_values
 from uqconform._validation import check_rows
 from uqconform._warnings import warn_user
+from uqconform.quantiles import check_alpha
 
 __all__ = [
     "coverage",
     "coverage_by_group",
+    "mean_interval_score",
     "mean_set_size",
     "mean_volume",
     "mean_width",
@@ -184,11 +186,13 @@ def _check_bounds(lower: NDArray, upper: NDArray, name: str) -> None:
         )
 
 
-def _check_rows(y: NDArray, n: int | None, name: str = "y_true") -> None:
+def _check_rows(
+    y: NDArray, n: int | None, name: str = "y_true", other: str = "prediction"
+) -> None:
     if y.shape[0] == 0:
         raise ValueError(f"`{name}` is empty; coverage needs at least one row.")
     if n is not None and y.shape[0] != n:
-        raise ValueError(f"`{name}` has {y.shape[0]} rows but `prediction` has {n}.")
+        raise ValueError(f"`{name}` has {y.shape[0]} rows but `{other}` has {n}.")
 
 
 def _numeric_target(y: NDArray, name: str = "y_true") -> NDArray:
@@ -265,7 +269,11 @@ def _label_index(
 
 
 def _prepare(
-    y_true: ArrayLike, prediction: Any, classes: ArrayLike | None, name: str = "y_true"
+    y_true: ArrayLike,
+    prediction: Any,
+    classes: ArrayLike | None,
+    name: str = "y_true",
+    prediction_name: str = "prediction",
 ) -> tuple[_Parsed, NDArray]:
     """Validated prediction and target (label indices for sets, floats otherwise)."""
     if y_true is None:
@@ -273,13 +281,13 @@ def _prepare(
     y = np.asarray(y_true)
     if y.ndim == 0:
         raise ValueError(f"`{name}` must be an array with one entry per row, got a scalar.")
-    parsed = _parse_prediction(prediction, y.shape)
+    parsed = _parse_prediction(prediction, y.shape, prediction_name)
     if classes is not None and parsed.kind != "set":
         raise TypeError(
             "`classes` is only meaningful for boolean set arrays, but `prediction` is a "
             f"{parsed.kind} prediction."
         )
-    _check_rows(y, parsed.n, name)
+    _check_rows(y, parsed.n, name, prediction_name)
     if parsed.kind == "set":
         return parsed, _label_index(y, parsed.data.shape[1], classes, name)
     if parsed.kind == "region":
@@ -417,6 +425,65 @@ def mean_width(intervals: ArrayLike) -> float | NDArray:
         )
     _check_rows(parsed.data, None, "intervals")
     return _per_level(_sizes(parsed).mean(axis=0), parsed.single)
+
+
+def mean_interval_score(
+    y_true: ArrayLike, intervals: ArrayLike, alpha: float | ArrayLike
+) -> float | NDArray:
+    """Average interval score (Gneiting and Raftery, 2007; Winkler's score): the width plus
+    ``2 / alpha`` times the distance by which the interval misses ``y``.
+
+    Width alone rewards under-coverage: of two methods, the one that covers less is often
+    the narrower. The interval score is a proper scoring rule for the central
+    ``1 - alpha`` interval, so it compares intervals of different coverage on one scale
+    (lower is better). Row ``i`` scores
+    ``(u_i - l_i) + (2 / alpha) * (max(l_i - y_i, 0) + max(y_i - u_i, 0))``.
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n,)
+    intervals : array-like of shape (n, 2) or (n, 2, k)
+        Lower and upper bounds (on the second axis).
+    alpha : float or sequence of float
+        The miscoverage level the intervals were built for, one per level of
+        ``intervals`` (a scalar for ``(n, 2)``).
+
+    Returns
+    -------
+    float, or ndarray of shape (k,)
+        Infinite when some interval is unbounded.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> y = np.array([0.5, 3.0])
+    >>> intervals = np.array([[0.0, 1.0], [0.0, 2.0]])  # widths 1 and 2; y_2 misses by 1
+    >>> mean_interval_score(y, intervals, alpha=0.1)  # (1 + (2 + 20 * 1)) / 2
+    11.5
+    """
+    array = _plain_array(intervals, "intervals")
+    if array.dtype == bool:
+        raise TypeError("`intervals` must hold numbers (lower, upper), got a boolean array.")
+    if np.issubdtype(array.dtype, np.integer):  # integer bounds: intervals, not a set array
+        array = array.astype(float)
+    parsed, y = _prepare(y_true, array, None, prediction_name="intervals")
+    if parsed.kind != "interval":
+        raise TypeError(
+            f"`intervals` must be a float array (n, 2) or (n, 2, k), got a {parsed.kind} "
+            "prediction."
+        )
+    levels = check_alpha(alpha)
+    n_levels = parsed.data.shape[-1]
+    if levels.size != n_levels or (parsed.single and np.ndim(alpha) != 0):
+        raise ValueError(
+            f"`alpha` must give one level per level of `intervals` ({n_levels}"
+            f"{', a scalar' if parsed.single else ''}), got {alpha!r}."
+        )
+    lower, upper = parsed.data[:, 0], parsed.data[:, 1]
+    with np.errstate(invalid="ignore"):  # -inf - y and y - inf are fine, never inf - inf
+        miss = np.maximum(lower - y[:, None], 0.0) + np.maximum(y[:, None] - upper, 0.0)
+    scores = _widths(parsed.data) + (2.0 / levels) * miss
+    return _per_level(scores.mean(axis=0), parsed.single)
 
 
 def mean_set_size(sets: ArrayLike) -> float | NDArray:
