@@ -880,3 +880,54 @@ def test_zero_dimensional_arrays_are_numbers_for_every_nonnegative_setting():
             get_classification_score("raps", lambda_reg=bad)
         with pytest.raises(ValueError, match="`radius` must be a finite number >= 0"):
             random_l2_perturbation(np.zeros((3, 2)), bad)
+
+
+# ---- calibrating on the training rows --------------------------------------------------------
+
+_TRAINED_ON = "calibrate got the rows fit trained on"
+
+
+@pytest.mark.parametrize(
+    ("make", "target"),
+    [
+        (lambda: SplitConformalRegressor(LinearRegression()), "y"),
+        (lambda: ConformalizedQuantileRegressor(), "y"),
+        (lambda: ApproximateFullConformalRegressor(LinearRegression()), "y"),
+        (lambda: EllipsoidalConformalRegressor(LinearRegression()), "Y"),
+        (lambda: SplitConformalClassifier(LogisticRegression()), "labels"),
+        (lambda: EnsembleConformalClassifier(LogisticRegression(), n_heads=2), "labels"),
+        (lambda: MultiDimScoreClassifier(LogisticRegression(), n_heads=2), "labels"),
+        (lambda: ReliablePredictionSets(LogisticRegression(), k_train=2, k_calib=2), "labels"),
+        (lambda: BinarizedSmoothedClassifier(sigma=0.1, n_samples=300), "labels"),
+    ],
+)
+def test_calibrating_on_the_training_rows_warns(make, target):
+    """The split-size mistake (MAPIE #158): ``fit(X, y).calibrate(X, y)`` scores the model on
+    its own training rows, and the sets under-cover. The same rows warn in any container;
+    held-out rows do not."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(400, 3))
+    y = X.sum(axis=1) + rng.normal(size=400)
+    targets = {"y": y, "Y": np.c_[y, X[:, 0]], "labels": np.digitize(y, [-1.0, 1.0])}
+    t = targets[target]
+    model = make().fit(X[:200], t[:200])
+    for same_rows in (X[:200], pd.DataFrame(X[:200].copy())):
+        with pytest.warns(UserWarning, match=_TRAINED_ON):
+            model.calibrate(same_rows, t[:200])
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=f".*{_TRAINED_ON}")
+        model.calibrate(X[200:], t[200:])
+
+
+def test_models_fitted_elsewhere_never_warn_about_training_rows():
+    """calibrate without fit, and fit given heads fitted elsewhere, trained on nothing here:
+    no rows to compare with."""
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(300, 3))
+    labels = (X[:, 0] > 0).astype(int)
+    heads = [LogisticRegression(C=c).fit(X[:100], labels[:100]) for c in (0.1, 1.0)]
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=f".*{_TRAINED_ON}")
+        SplitConformalClassifier(heads[0]).calibrate(X[:100], labels[:100])
+        given = MultiDimScoreClassifier(heads, random_state=0).fit(X[100:], labels[100:])
+        given.calibrate(X[100:], labels[100:])

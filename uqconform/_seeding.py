@@ -42,9 +42,11 @@ def _check_trainable(estimator: Any) -> None:
     if not hasattr(estimator, "get_params"):
         raise TypeError(
             f"`estimator` ({type(estimator).__name__}) is not a scikit-learn estimator (no "
-            "get_params), so it cannot be cloned and trained here. Train it yourself and pass "
-            "it fitted where the method takes a fitted model: calibrate without fit (a model "
-            "outside scikit-learn is then used as it is), or a list of fitted heads."
+            "get_params), so it cannot be cloned and trained here. Train it yourself and call "
+            "calibrate without fit where the method has it: a model outside scikit-learn is "
+            "then used as it is (the ensemble classifiers and RPS also take a list of such "
+            "fitted models). The time-series methods train their models, so they need a "
+            "scikit-learn estimator."
         )
 
 

@@ -34,7 +34,14 @@ def check_rows(name: str, values: ArrayLike, n: int, rows_of: str = "X") -> NDAr
         raise missing_target_error()
     array = np.asarray(values)
     if array.ndim == 0:
-        raise ValueError(f"`{name}` must be an array with one entry per row, got a scalar.")
+        hint = (
+            f" To use a column of X, pass the column itself: {name}=X[{values!r}]."
+            if isinstance(values, str)
+            else ""
+        )
+        raise ValueError(
+            f"`{name}` must be an array with one entry per row, got a scalar ({values!r}).{hint}"
+        )
     if array.ndim == 2 and array.shape[1] == 1:
         if name == "y":
             _warn_column_vector()
@@ -390,6 +397,28 @@ def model_classes(model: Any) -> NDArray:
             "on the model before calibrate."
         )
     return np.asarray(model.classes_)
+
+
+def missing_proba_error(model: Any, name: str, why: str) -> TypeError:
+    """The error for a classifier without ``predict_proba``, with the fix for both kinds of
+    model: a scikit-learn classifier without probabilities, and a model from outside
+    scikit-learn whose ``predict`` gives them (Keras, torch, a LightGBM ``Booster``).
+
+    Examples
+    --------
+    >>> from sklearn.svm import LinearSVC
+    >>> error = missing_proba_error(LinearSVC(), "`estimator`", "the sets need them")
+    >>> print(error)  # doctest: +ELLIPSIS
+    `estimator` (LinearSVC) has no predict_proba: the sets need them. ...CalibratedClassifierCV...
+    """
+    return TypeError(
+        f"{name} ({type(model).__name__}) has no predict_proba: {why}. A scikit-learn "
+        "classifier without probabilities (LinearSVC, RidgeClassifier) can be wrapped in "
+        "sklearn.calibration.CalibratedClassifierCV; a fitted model from outside "
+        "scikit-learn (Keras, torch, a LightGBM Booster) needs a small class with "
+        "predict_proba(X) returning shape (n, n_classes) and classes_, the label of each "
+        "column (see Getting started)."
+    )
 
 
 def class_probabilities(model: Any, X: Any, n_classes: int) -> NDArray:

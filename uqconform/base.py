@@ -27,7 +27,7 @@ from sklearn.exceptions import NotFittedError
 from sklearn.utils import get_tags
 from sklearn.utils.validation import check_is_fitted
 
-from uqconform._rows import n_rows, row_sliceable, slice_rows
+from uqconform._rows import n_rows, row_sliceable, rows_fingerprint, slice_rows
 from uqconform._seeding import check_random_state_value, seeded_clone, seeded_generator
 from uqconform._validation import (
     NonFiniteOutputError,
@@ -67,6 +67,32 @@ def _sort_by_stratum(strata: NDArray, n_strata: int) -> tuple[NDArray, NDArray]:
 def _plain(value: Any) -> Any:
     """A numpy scalar as the Python value, for readable messages (``'a'``, not ``np.str_``)."""
     return value.item() if isinstance(value, np.generic) else value
+
+
+def remember_training_rows(model: Any, X: Any, *, trained: bool = True) -> None:
+    """Keep a fingerprint of the rows ``fit`` trained on (for `warn_if_training_rows`);
+    ``trained=False`` (fit only checked models fitted elsewhere) forgets it."""
+    if trained:
+        model.__dict__["_training_rows"] = rows_fingerprint(X)
+    else:
+        model.__dict__.pop("_training_rows", None)
+
+
+def warn_if_training_rows(model: Any, X: Any) -> None:
+    """Warn when ``calibrate`` gets the rows ``fit`` trained on (the same values in the same
+    order, in any container): a model's errors on its own training rows are optimistic, so
+    the sets would under-cover. A subset or a shuffle of them is not recognised."""
+    trained = model.__dict__.get("_training_rows")
+    if trained is None or model.__dict__.get("_estimator_adopted", False):
+        return
+    if rows_fingerprint(X) == trained:
+        warn_user(
+            f"{type(model).__name__}.calibrate got the rows fit trained on (the same "
+            f"{trained[0]} rows): the model's errors on its own training rows are smaller "
+            "than on new data, so the prediction sets will under-cover. Calibrate on rows "
+            "held out from fit (e.g. split with sklearn.model_selection.train_test_split).",
+            UserWarning,
+        )
 
 
 def record_calibration_settings(model: Any, *, step: str = "calibrate") -> None:
@@ -238,6 +264,9 @@ class ConformalPredictor(RoutesFitParams, BaseEstimator, metaclass=ABCMeta):
     `_predict_batched` also `_output_columns` and `_predict_batch`.
     """
 
+    #: What a prediction is when a stratum has too few calibration points (for warnings).
+    _unbounded_prediction: str = "the whole output space"
+
     # ---- hooks -----------------------------------------------------------------------
     @abstractmethod
     def _default_estimator(self) -> BaseEstimator:
@@ -323,6 +352,7 @@ class ConformalPredictor(RoutesFitParams, BaseEstimator, metaclass=ABCMeta):
         self._check_nan(X)
         self.estimator_.fit(X, y, **model_params)
         self._after_fit(X, y, **fit_params)
+        remember_training_rows(self, X)
         return self
 
     def _model_fit_params(self, fit_params: dict[str, Any]) -> dict[str, Any]:
@@ -385,6 +415,10 @@ class ConformalPredictor(RoutesFitParams, BaseEstimator, metaclass=ABCMeta):
         """Compute conformity scores on calibration data held out from training.
 
         Without a prior ``fit``, a fitted ``estimator`` is used as is (never refitted).
+        Given exactly the rows ``fit`` trained on, it warns (the sets would under-cover).
+        Every calibration row counts once: for weights under a known covariate shift, use
+        `uqconform.quantiles.conformal_quantile` with ``weights=`` on
+        ``conformity_scores_`` (see the Exchangeability page).
 
         Parameters
         ----------
@@ -418,7 +452,9 @@ class ConformalPredictor(RoutesFitParams, BaseEstimator, metaclass=ABCMeta):
         if not hasattr(self, "estimator_") or self.__dict__.get("_estimator_adopted", False):
             self._use_prefit_estimator()
         self._reset_calibration()
-        return self._validate_X(X, reset=not hasattr(self, "n_features_in_"))
+        X = self._validate_X(X, reset=not hasattr(self, "n_features_in_"))
+        warn_if_training_rows(self, X)
+        return X
 
     def _store_calibration(self, X: Any, y: NDArray, group_labels: NDArray | None) -> None:
         """Score the (validated) calibration rows and record their groups and strata."""
@@ -559,7 +595,7 @@ class ConformalPredictor(RoutesFitParams, BaseEstimator, metaclass=ABCMeta):
         consequence = (
             "that class is in every prediction set (its threshold is infinite)"
             if n_sub > 1
-            else "those sets are the whole output space (infinite interval, every class)"
+            else f"those predictions are {self._unbounded_prediction}"
         )
         warn_user(
             f"Too few calibration points for alpha={alphas.tolist()} in "

@@ -259,12 +259,16 @@ def minimum_scores(alpha: float) -> int:
     return int(np.ceil(1 / level - 1 - _RANK_TOLERANCE))
 
 
-def _warn_too_few(n: int, levels: NDArray) -> None:
+def _warn_too_few(
+    n: int,
+    levels: NDArray,
+    outcome: str = "the whole output space (an infinite interval, or every class)",
+) -> None:
     needed = minimum_scores(levels.min())
     warn_user(
         f"Only {n} scores (calibration or training points): too few for "
-        f"alpha={levels.tolist()} (at least {needed} are needed), so the prediction set is the "
-        "whole output space (an infinite interval, or every class).",
+        f"alpha={levels.tolist()} (at least {needed} are needed), so the prediction set is "
+        f"{outcome}.",
         UserWarning,
     )
 

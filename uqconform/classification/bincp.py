@@ -48,6 +48,7 @@ from uqconform._validation import (
     check_class_labels,
     check_int,
     class_probabilities,
+    missing_proba_error,
     model_classes,
 )
 from uqconform._warnings import warn_user
@@ -56,6 +57,7 @@ from uqconform.base import (
     check_calibration_settings,
     keeps_state_on_error,
     record_calibration_settings,
+    remember_training_rows,
 )
 from uqconform.classification.split import encode_labels
 from uqconform.quantiles import check_alpha, conformal_quantile
@@ -158,6 +160,8 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
     test samples become the statistic compared with the certified probability.
     """
 
+    _unbounded_prediction = "sets holding every class"
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         # noise is added to every feature: X must be dense, finite and numeric
@@ -199,9 +203,10 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
                 "probability of the label) or 'aps' (one minus the randomised APS score)."
             )
         if not hasattr(self._estimator_or_default(), "predict_proba"):
-            raise TypeError(
-                f"`estimator` {type(self.estimator).__name__} has no predict_proba; smoothed "
-                "sets need class probabilities."
+            raise missing_proba_error(
+                self._estimator_or_default(),
+                "`estimator`",
+                "smoothed sets need class probabilities",
             )
 
     @staticmethod
@@ -354,6 +359,7 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
         self.estimator_.fit(
             self._as_model_input(noisy.reshape(-1, d)), np.tile(y, augment), **params
         )
+        remember_training_rows(self, X)
         return self
 
     # ---- calibration -------------------------------------------------------------------------

@@ -31,6 +31,7 @@ from uqconform._validation import (
     check_n_jobs,
     check_verbose,
     class_probabilities,
+    missing_proba_error,
     model_classes,
 )
 from uqconform._warnings import warn_user
@@ -143,9 +144,10 @@ class HeadEnsemble(RoutesFitParams, ClassifierMixin, BaseEstimator):
         ):
             raise ValueError(f"`subspace_fraction` must lie in (0, 1], got {fraction!r}.")
         if not hasattr(self._base_estimator(), "predict_proba"):  # before training any head
-            raise TypeError(
-                f"`estimator` ({type(self._base_estimator()).__name__}) has no predict_proba: "
-                "the heads' class probabilities are the scores."
+            raise missing_proba_error(
+                self._base_estimator(),
+                "`estimator`",
+                "the heads' class probabilities are the scores",
             )
 
     def _adopt(self, heads: list) -> None:
@@ -159,7 +161,7 @@ class HeadEnsemble(RoutesFitParams, ClassifierMixin, BaseEstimator):
                     "one classifier to be cloned and fitted."
                 ) from None
             if not hasattr(head, "predict_proba"):
-                raise TypeError(f"Head {index} ({type(head).__name__}) has no predict_proba.")
+                raise missing_proba_error(head, f"Head {index}", "its probabilities are scores")
         classes = [model_classes(head) for head in heads]
         if any(c.shape != classes[0].shape or (c != classes[0]).any() for c in classes[1:]):
             raise ValueError(

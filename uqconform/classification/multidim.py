@@ -47,6 +47,8 @@ from uqconform.base import (
     forward_input_tags,
     keeps_state_on_error,
     record_calibration_settings,
+    remember_training_rows,
+    warn_if_training_rows,
 )
 from uqconform.classification.heads import HeadEnsemble
 from uqconform.classification.split import encode_labels
@@ -252,6 +254,7 @@ class MultiDimScoreClassifier(RoutesFitParams, ClassifierMixin, BaseEstimator):
         # fitted heads given as a list are only checked: re-read at each calibrate, so that
         # set_params(estimator=...) applies
         self._heads_adopted = isinstance(self.estimator, (list, tuple))
+        remember_training_rows(self, X, trained=not self._heads_adopted)
         return self
 
     def _check_calibrated(self, method: str) -> None:
@@ -346,6 +349,7 @@ class MultiDimScoreClassifier(RoutesFitParams, ClassifierMixin, BaseEstimator):
             # Re-adopted at each calibrate, so that set_params(estimator=...) applies.
             self.estimator_ = self._heads().fit(None, None)
             self._heads_adopted = True
+        warn_if_training_rows(self, X)
         n = n_rows(X)
         labels = encode_labels(check_class_labels(y, n), self.classes_)
         levels = check_alpha(self.alpha, "alpha")

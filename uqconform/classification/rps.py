@@ -51,12 +51,15 @@ from uqconform._validation import (
     check_int,
     check_n_jobs,
     check_verbose,
+    missing_proba_error,
 )
 from uqconform._warnings import warn_user
 from uqconform.base import (
     check_calibration_settings,
     keeps_state_on_error,
     record_calibration_settings,
+    remember_training_rows,
+    warn_if_training_rows,
 )
 from uqconform.classification.split import encode_labels
 from uqconform.quantiles import check_alpha, conformal_quantile, conformal_rank, minimum_scores
@@ -824,6 +827,7 @@ class ReliablePredictionSets(ClassifierMixin, BaseEstimator):
             jobs, n_jobs=self.n_jobs, verbose=self.verbose, desc="RPS partitions", total=k
         )
         self._adopted = False
+        remember_training_rows(self, X)
         return self
 
     def _adopt(self, models: list) -> None:
@@ -888,9 +892,8 @@ class ReliablePredictionSets(ClassifierMixin, BaseEstimator):
         """``k_train = 1``: the model's probabilities in the global label order (0 elsewhere)."""
         model = self.estimators_[0]
         if not hasattr(model, "predict_proba"):
-            raise TypeError(
-                f"With k_train=1 the score is the model's probability, but "
-                f"{type(model).__name__} has no predict_proba."
+            raise missing_proba_error(
+                model, "`estimator`", "with k_train=1 the score is the model's probability"
             )
         X = self._check_X(X, reset=False)
         proba = np.zeros((n_rows(X), self.classes_.size))
@@ -953,6 +956,7 @@ class ReliablePredictionSets(ClassifierMixin, BaseEstimator):
             self._adopt(cast(list, self._prefit()))  # not None: checked just above
         self._reset_calibration()
         X = self._check_X(X, reset=not hasattr(self, "n_features_in_"))
+        warn_if_training_rows(self, X)
         n = n_rows(X)
         labels = encode_labels(check_class_labels(y, n), self.classes_)
         k = int(self.k_calib)

@@ -15,6 +15,7 @@ from uqconform._validation import (
     check_bool,
     check_class_labels,
     class_probabilities,
+    missing_proba_error,
     model_classes,
 )
 from uqconform.base import ConformalPredictor
@@ -142,6 +143,7 @@ default="lac"
     """
 
     #: Parameters the calibration scores depend on (changing one needs a new calibrate).
+    _unbounded_prediction = "sets holding every class"
     _calibration_params = (
         "conformity_score",
         "randomized",
@@ -192,9 +194,10 @@ default="lac"
         self._score_object()
         check_bool(self.class_conditional, "class_conditional")
         if not hasattr(self._estimator_or_default(), "predict_proba"):
-            raise TypeError(
-                f"`estimator` {type(self.estimator).__name__} has no predict_proba; conformal "
-                "sets need class probabilities (wrap it in CalibratedClassifierCV, for example)."
+            raise missing_proba_error(
+                self._estimator_or_default(),
+                "`estimator`",
+                "conformal sets need class probabilities",
             )
 
     @property

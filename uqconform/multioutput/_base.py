@@ -43,6 +43,8 @@ from uqconform.base import (
     keeps_state_on_error,
     record_calibration_settings,
     refuses_nan,
+    remember_training_rows,
+    warn_if_training_rows,
 )
 from uqconform.regions import LatentMap, Norm, PredictionRegion
 
@@ -132,6 +134,7 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
     """
 
     norm: ClassVar[Norm] = "l2"
+    _unbounded_prediction = "the whole output space (an infinite radius)"
     _uses_estimator: ClassVar[bool] = True
     #: Parameters what ``fit`` learnt depends on and prediction reads (changing one needs a
     #: new fit); ``_calibration_params``: those a new calibration suffices for.
@@ -345,6 +348,7 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
         self.n_outputs_ = Y.shape[1]
         self._fit(X, Y, **fit_params)
         record_calibration_settings(self, step="fit")
+        remember_training_rows(self, X)
         return self
 
     @keeps_state_on_error
@@ -381,6 +385,7 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
             check_calibration_settings(self, "calibrate", step="fit")
         self._reset_calibration()
         X = self._validate_X(X, reset=not hasattr(self, "n_features_in_"))
+        warn_if_training_rows(self, X)
         n = n_rows(X)
         Y = self._check_target(y, n, calibrating=True)
         group_labels = check_groups(groups, n)

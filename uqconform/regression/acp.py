@@ -40,6 +40,8 @@ from uqconform.base import (
     check_calibration_settings,
     keeps_state_on_error,
     record_calibration_settings,
+    remember_training_rows,
+    warn_if_training_rows,
 )
 from uqconform.linearize import (
     Linearization,
@@ -418,6 +420,7 @@ class ApproximateFullConformalRegressor(
         self._prepare(self._linearize(X), y, refine=False)
         self.mode_ = "full"
         record_calibration_settings(self, step="fit")
+        remember_training_rows(self, X)
         return self
 
     @keeps_state_on_error
@@ -460,6 +463,7 @@ class ApproximateFullConformalRegressor(
             X = self._check_X(X, reset=True)
         else:
             X = self._check_X(X, reset=False)
+            warn_if_training_rows(self, X)
         y = check_regression_target(y, _num_samples(X))
         self._prepare(self._linearize(X), y, refine=True)
         self.mode_ = "split+refine"

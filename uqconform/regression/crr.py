@@ -257,7 +257,7 @@ def _needed(n: int, alphas: NDArray, warn: bool = True) -> NDArray:
     """Training points that must conform for ``p(y) > alpha``: ``floor((n + 1) alpha)``."""
     needed = conformal_rank(n, alphas, kind="conformity")
     if warn and (needed == 0).any():
-        _warn_too_few(n, alphas[needed == 0])
+        _warn_too_few(n, alphas[needed == 0], "an infinite interval")
     return needed
 
 
@@ -435,7 +435,7 @@ def fast_intervals(a: NDArray, b: NDArray, alphas: NDArray, warn: bool = True) -
     low_rank = conformal_rank(n, half, kind="conformity")
     high_rank = conformal_rank(n, half)
     if warn and ((low_rank == 0) | (high_rank > n)).any():
-        _warn_too_few(n, half[(low_rank == 0) | (high_rank > n)])
+        _warn_too_few(n, half[(low_rank == 0) | (high_rank > n)], "an infinite interval")
     out = np.empty((m, 2, alphas.size))
     for j in range(alphas.size):  # a loop over levels
         k_low, k_high = low_rank[j], high_rank[j]

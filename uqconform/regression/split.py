@@ -115,6 +115,7 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
 
     #: Parameters the calibration scores depend on (changing one needs a new calibrate).
     _calibration_params = ("conformity_score",)
+    _unbounded_prediction = "infinite intervals"
 
     def __init__(
         self,
