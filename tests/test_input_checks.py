@@ -931,3 +931,30 @@ def test_models_fitted_elsewhere_never_warn_about_training_rows():
         SplitConformalClassifier(heads[0]).calibrate(X[:100], labels[:100])
         given = MultiDimScoreClassifier(heads, random_state=0).fit(X[100:], labels[100:])
         given.calibrate(X[100:], labels[100:])
+
+
+def test_messages_name_the_task_and_both_fixes():
+    """Found by a walk-through of user asks: the classifier error offered only
+    CalibratedClassifierCV (which cannot wrap a Keras or torch model), the too-few-points
+    warning listed every task's outcome, and a column name as `groups` got no hint."""
+    from sklearn.svm import LinearSVC
+
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(60, 2))
+    y = X[:, 0] + rng.normal(size=60)
+    labels = (y > 0).astype(int)
+    with pytest.raises(TypeError, match=r"CalibratedClassifierCV; a fitted model from outside"):
+        SplitConformalClassifier(LinearSVC()).fit(X, labels)
+    regressor = SplitConformalRegressor(LinearRegression(), alpha=0.05).fit(X[:40], y[:40])
+    with pytest.warns(UserWarning, match=r"those predictions are infinite intervals\.$"):
+        regressor.calibrate(X[40:45], y[40:45])
+    classifier = SplitConformalClassifier(LogisticRegression(), alpha=0.05).fit(
+        X[:40], labels[:40]
+    )
+    with pytest.warns(UserWarning, match=r"those predictions are sets holding every class\.$"):
+        classifier.calibrate(X[40:45], labels[40:45])
+    frame = pd.DataFrame({"x0": X[:, 0], "x1": X[:, 1], "age": rng.integers(2, size=60)})
+    with pytest.raises(ValueError, match=r"got a scalar \('age'\)\. .* groups=X\['age'\]"):
+        SplitConformalRegressor(LinearRegression()).fit(frame[:40], y[:40]).calibrate(
+            frame[40:], y[40:], groups="age"
+        )
