@@ -1,6 +1,7 @@
 """Packaging: the core imports without extras, public names, code style."""
 
 import importlib.metadata
+import re
 import shutil
 import subprocess
 import sys
@@ -94,3 +95,55 @@ def test_warnings_point_at_the_callers_line():
         cross_validate(EnbPI(Ridge(), n_bootstrap=4), X, y, cv=2)
     assert len(caught) >= 6
     assert {w.filename for w in caught} == {__file__}
+
+
+def test_pickles_record_the_version_and_warn_when_loaded_under_another():
+    """MAPIE #511: pickles broke silently across versions. Every public estimator writes
+    the version into its pickle; the same version loads quietly, another one (or none,
+    a pickle from before versions were recorded) warns naming both."""
+    import inspect
+    import pickle
+    import warnings
+
+    import uqconform.classification
+    import uqconform.multioutput
+    import uqconform.regression
+    import uqconform.timeseries
+
+    modules = (
+        uqconform,
+        uqconform.classification,
+        uqconform.regression,
+        uqconform.multioutput,
+        uqconform.timeseries,
+        uqconform.bayes,
+    )
+    estimators = {
+        obj
+        for module in modules
+        for name in module.__all__
+        if inspect.isclass(obj := getattr(module, name))
+        and hasattr(obj, "fit")
+        and not inspect.isabstract(obj)
+    }
+    assert len(estimators) >= 20
+    for cls in estimators:
+        required = [p for p in inspect.signature(cls).parameters.values() if p.default is p.empty]
+        instance = cls(*[None] * len(required))  # LaplacePosterior needs its estimator
+        raw = pickle.dumps(instance)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            loaded = pickle.loads(raw)
+        assert loaded.get_params().keys() == instance.get_params().keys(), cls
+        assert "_uqconform_version" not in loaded.__dict__  # read on load, not kept
+        other = raw.replace(uqconform.__version__.encode(), b"9.9.9.xyz0")
+        with pytest.warns(
+            uqconform.InconsistentVersionWarning,
+            match=rf"{cls.__name__} pickled by uqconform 9\.9\.9\.xyz0 under uqconform "
+            rf"{re.escape(uqconform.__version__)}",
+        ):
+            pickle.loads(other)
+        unversioned = instance.__getstate__()
+        del unversioned["_uqconform_version"]
+        with pytest.warns(uqconform.InconsistentVersionWarning, match="older version"):
+            cls.__new__(cls).__setstate__(unversioned)

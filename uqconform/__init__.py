@@ -4,6 +4,7 @@ Public names only; see `uqconform.regression`, `uqconform.classification` and
 `uqconform.evaluation`.
 """
 
+from uqconform._version import InconsistentVersionWarning, __version__
 from uqconform.bayes import LaplacePosterior, LinearizedPredictive
 from uqconform.classification import (
     BinarizedSmoothedClassifier,
@@ -28,8 +29,6 @@ from uqconform.regression import (
 )
 from uqconform.timeseries import KOWCPI, SPCI, EnbPI
 
-__version__ = "0.1.0.dev0"
-
 __all__ = [
     "CONTRA",
     "KOWCPI",
@@ -41,6 +40,7 @@ __all__ = [
     "EnbPI",
     "EnsembleConformalClassifier",
     "FullConformalRidge",
+    "InconsistentVersionWarning",
     "LaplacePosterior",
     "LinearizedPredictive",
     "MeanSmoothedClassifier",

@@ -40,6 +40,7 @@ from uqconform._validation import (
     has_nan,
     model_classes,
 )
+from uqconform._version import VersionedState
 from uqconform._warnings import warn_user
 from uqconform.quantiles import check_alpha, conformal_quantile
 from uqconform.routing import RoutesFitParams
@@ -256,7 +257,7 @@ def forward_input_tags(tags: Any, model: Any) -> Any:
     return tags
 
 
-class ConformalPredictor(RoutesFitParams, BaseEstimator, metaclass=ABCMeta):
+class ConformalPredictor(VersionedState, RoutesFitParams, BaseEstimator, metaclass=ABCMeta):
     """Base class of the split-conformal wrappers (not used directly).
 
     Subclasses implement `_default_estimator` and `_check_target`; those that use the

@@ -47,6 +47,7 @@ from uqconform._validation import (
     check_positive_float,
     check_regression_target,
 )
+from uqconform._version import VersionedState
 from uqconform.base import (
     check_calibration_settings,
     keeps_state_on_error,
@@ -77,7 +78,7 @@ def _encode_labels(
     return encode_labels(check_class_labels(y, n, name, rows_of), classes, name)
 
 
-class LaplacePosterior(BaseEstimator):
+class LaplacePosterior(VersionedState, BaseEstimator):
     """A Gaussian posterior over the weights of a fitted network (Laplace, GGN precision).
 
     Parameters

@@ -40,6 +40,7 @@ from uqconform._validation import (
     check_regression_target,
     check_rows,
 )
+from uqconform._version import VersionedState
 from uqconform._warnings import warn_user
 from uqconform.base import keeps_state_on_error
 from uqconform.bayes.convert import as_network, output_jacobians
@@ -108,7 +109,7 @@ def _minimise_log_scale(objective: Callable[[float], float], low: float, high: f
     return float(result.x) if result.fun <= values[best] else float(grid[best])
 
 
-class LinearizedPredictive(BaseEstimator):
+class LinearizedPredictive(VersionedState, BaseEstimator):
     """Sampling-free Bayesian predictive of a scikit-learn MLP under a Laplace posterior.
 
     Parameters

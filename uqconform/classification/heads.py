@@ -34,6 +34,7 @@ from uqconform._validation import (
     missing_proba_error,
     model_classes,
 )
+from uqconform._version import VersionedState
 from uqconform._warnings import warn_user
 from uqconform.base import forward_input_tags, keeps_state_on_error
 from uqconform.routing import RoutesFitParams
@@ -62,7 +63,7 @@ def _fit_head(estimator, X, y, rows, columns, seed, fit_params):
     return model.fit(_columns(take_rows(X, rows), columns), y[rows], **params)
 
 
-class HeadEnsemble(RoutesFitParams, ClassifierMixin, BaseEstimator):
+class HeadEnsemble(VersionedState, RoutesFitParams, ClassifierMixin, BaseEstimator):
     """``n_heads`` diverse clones of a classifier, averaged by ``predict_proba``.
 
     Parameters

@@ -41,6 +41,7 @@ from uqconform._validation import (
     check_int,
     check_rows,
 )
+from uqconform._version import VersionedState
 from uqconform._warnings import warn_user
 from uqconform.base import (
     check_calibration_settings,
@@ -65,7 +66,7 @@ __all__ = ["MultiDimScoreClassifier"]
 _PREDICT_CELLS = 2**20
 
 
-class MultiDimScoreClassifier(RoutesFitParams, ClassifierMixin, BaseEstimator):
+class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, BaseEstimator):
     """Conformal sets from multi-dimensional nonconformity scores of several heads.
 
     Parameters

@@ -53,6 +53,7 @@ from uqconform._validation import (
     check_verbose,
     missing_proba_error,
 )
+from uqconform._version import VersionedState
 from uqconform._warnings import warn_user
 from uqconform.base import (
     check_calibration_settings,
@@ -651,7 +652,7 @@ def _fit_partition(estimator: Any, X: Any, y: NDArray, rows: NDArray, seed: int)
 
 
 # ---- the estimator ---------------------------------------------------------------------------
-class ReliablePredictionSets(ClassifierMixin, BaseEstimator):
+class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
     """Conformal prediction sets with per-row certificates against data poisoning (RPS).
 
     Parameters

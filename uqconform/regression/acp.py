@@ -35,6 +35,7 @@ from sklearn.utils.validation import _num_samples, check_is_fitted, validate_dat
 from uqconform._rows import row_sliceable
 from uqconform._seeding import check_random_state_value, integer_seed, seeded_clone
 from uqconform._validation import check_features, check_regression_target
+from uqconform._version import VersionedState
 from uqconform._warnings import warn_user
 from uqconform.base import (
     check_calibration_settings,
@@ -146,7 +147,7 @@ def _split_target_scaling(model: Any) -> tuple[Any, float, float]:
 
 
 class ApproximateFullConformalRegressor(
-    RoutesFitParams, FullConformalMixin, RegressorMixin, BaseEstimator
+    VersionedState, RoutesFitParams, FullConformalMixin, RegressorMixin, BaseEstimator
 ):
     """Approximate full conformal prediction via Gauss-Newton influence (ACP-GN).
 

@@ -15,6 +15,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from uqconform._seeding import integer_seed, seeded_clone
 from uqconform._validation import check_bool, check_fitted_model, is_sklearn_estimator
+from uqconform._version import VersionedState
 from uqconform.quantiles import check_alpha
 from uqconform.regression.split import SplitConformalRegressor
 from uqconform.routing import RoutesFitParams
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
 __all__ = ["ConformalizedQuantileRegressor", "QuantileBand"]
 
 
-class QuantileBand(RoutesFitParams, BaseEstimator):
+class QuantileBand(VersionedState, RoutesFitParams, BaseEstimator):
     """Two quantile regressors seen as one model whose ``predict`` returns ``(n, 2)``.
 
     Parameters

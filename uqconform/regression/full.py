@@ -21,6 +21,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from uqconform._rows import n_rows, slice_rows
 from uqconform._validation import check_bool, check_features, check_int, check_regression_target
+from uqconform._version import VersionedState
 from uqconform._warnings import warn_user
 from uqconform.base import keeps_state_on_error
 from uqconform.quantiles import check_alpha
@@ -309,7 +310,7 @@ class FullConformalMixin:
         return out[:, 0] if single else out
 
 
-class FullConformalRidge(FullConformalMixin, RegressorMixin, BaseEstimator):
+class FullConformalRidge(VersionedState, FullConformalMixin, RegressorMixin, BaseEstimator):
     """Exact full conformal prediction for ridge regression (the ridge confidence machine).
 
     Every training point is used for fitting and none is held out; the set is exactly the

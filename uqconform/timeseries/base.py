@@ -38,6 +38,7 @@ from uqconform._validation import (
     check_verbose,
     missing_target_error,
 )
+from uqconform._version import VersionedState
 from uqconform._warnings import warn_user
 from uqconform.base import (
     check_calibration_settings,
@@ -355,7 +356,7 @@ def _spread(values: NDArray) -> float:
 
 
 class SequentialConformalRegressor(
-    RoutesFitParams, RegressorMixin, BaseEstimator, metaclass=ABCMeta
+    VersionedState, RoutesFitParams, RegressorMixin, BaseEstimator, metaclass=ABCMeta
 ):
     """Base class of EnbPI, SPCI and KOWCPI (not used directly).
 

@@ -1,0 +1,60 @@
+"""The package version, and pickles that remember it.
+
+A pickled estimator holds private attributes whose names and meaning may change between
+versions; loading it under another version can fail later, or silently give other sets
+(MAPIE's users met this across a module rename, MAPIE #511). `VersionedState` writes the
+version into every pickle of a uqconform estimator and warns when one is loaded under
+another version, as scikit-learn does for its own estimators.
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from uqconform._warnings import warn_user
+
+__version__ = "0.1.0.dev0"
+
+__all__ = ["InconsistentVersionWarning", "VersionedState", "__version__"]
+
+_STATE_KEY = "_uqconform_version"
+
+
+class InconsistentVersionWarning(UserWarning):
+    """An estimator was pickled by another version of uqconform than the one loading it.
+
+    Its predictions may differ or fail: refit and recalibrate it under this version (or
+    install the version that saved it, named in the message).
+    """
+
+
+class VersionedState:
+    """Mixin for estimators: pickles carry ``uqconform.__version__`` and loading one saved
+    by another version (or by a version that did not record it) warns with
+    `InconsistentVersionWarning`.
+
+    Examples
+    --------
+    >>> import pickle
+    >>> from uqconform import SplitConformalRegressor
+    >>> state = SplitConformalRegressor().__getstate__()
+    >>> state["_uqconform_version"] == __version__
+    True
+    """
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = cast(dict[str, Any], super().__getstate__())  # BaseEstimator's: a dict
+        return {**state, _STATE_KEY: __version__}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        state = dict(state)
+        saved_by = state.pop(_STATE_KEY, None)
+        if saved_by != __version__:
+            warn_user(
+                f"Loading a {type(self).__name__} pickled by uqconform "
+                f"{saved_by or 'of an older version (before 0.1.0.dev0 recorded it)'} under "
+                f"uqconform {__version__}: its predictions may differ or fail. Refit and "
+                "recalibrate it under this version, or install the version that saved it.",
+                InconsistentVersionWarning,
+            )
+        super().__setstate__(state)  # type: ignore[misc]
