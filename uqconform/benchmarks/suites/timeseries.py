@@ -42,6 +42,7 @@ from uqconform.benchmarks._common import (
 )
 from uqconform.benchmarks.registry import FamilyResult, register_family
 from uqconform.datasets import load_dataset
+from uqconform.evaluation import mean_interval_score
 from uqconform.timeseries import KOWCPI, SPCI, EnbPI, rolling_coverage
 
 ALPHA = 0.1
@@ -133,6 +134,8 @@ def _scored(bounds: np.ndarray, y: np.ndarray) -> dict[str, Any]:
         "covered": covered,
         "coverage": float(covered.mean()),
         "width": float(np.mean(bounds[:, 1] - bounds[:, 0])),
+        # width and misses on one scale: compares methods that cover differently
+        "interval_score": float(mean_interval_score(y, bounds, ALPHA)),
     }
 
 
@@ -459,6 +462,12 @@ def _further(ctx, notes) -> list[dict[str, Any]]:
         rows.append(row)
         notes.extend(_loss_notes(row, means))
     notes.append(
+        "Interval score (uqconform.evaluation.mean_interval_score, Gneiting and Raftery): "
+        "the width plus 2 / alpha times the miss, averaged over the test steps; lower is "
+        "better. Width alone favours the method that covers less; the score weighs both, "
+        "so it is reported beside the width target (which it does not replace)."
+    )
+    notes.append(
         "KOWCPI uses finite_sample=True (conformal ends with the new residual at the weights' "
         "average weight, and an effective-sample-size floor of 19 at alpha = 0.1); the "
         "'published_kowcpi' columns are the published algorithm (finite_sample=False), whose "
@@ -491,6 +500,8 @@ def _series_columns(
     k_cov, k_width = means["kowcpi"]
     s_cov, s_width = means["spci"]
     stretch_width = float(np.mean([r["width"] for r in stretch]))
+    stretch_score = float(np.mean([r["interval_score"] for r in stretch]))
+    spci_score = float(np.mean([r["interval_score"] for r in runs["spci"]]))
     kowcpi = runs["kowcpi"]
     columns = {
         "kowcpi_coverage": k_cov,
@@ -511,6 +522,9 @@ def _series_columns(
         "kowcpi_width_on_spci_stretch": stretch_width,
         "kowcpi_within_0.03": abs(k_cov - (1 - ALPHA)) <= TOLERANCE,
         "kowcpi_no_wider_than_spci": stretch_width <= s_width,
+        "kowcpi_interval_score_on_spci_stretch": stretch_score,
+        "spci_interval_score": spci_score,
+        "kowcpi_interval_score_no_worse_than_spci": stretch_score <= spci_score,
         "mapie_coverage": means.get("mapie enbpi", (None, None))[0],
         "mapie_width": means.get("mapie enbpi", (None, None))[1],
         "kowcpi_coverage_per_trial": [r["coverage"] for r in kowcpi],
@@ -550,7 +564,9 @@ def _loss_notes(row: dict[str, Any], means: dict[str, tuple[float, float]]) -> l
         if not no_wider:
             reasons.append(
                 f"KOWCPI is wider than SPCI on SPCI's stretch ({stretch_width:.3g} vs "
-                f"{s_width:.3g}, coverage {stretch_cov:.3f} vs {s_cov:.3f})"
+                f"{s_width:.3g}, coverage {stretch_cov:.3f} vs {s_cov:.3f}, interval score "
+                f"{row['kowcpi_interval_score_on_spci_stretch']:.3g} vs "
+                f"{row['spci_interval_score']:.3g})"
             )
         shared = all(means[m][0] < 1 - ALPHA - TOLERANCE for m in ("enbpi", "spci")) and not within
         if shared:
@@ -697,6 +713,7 @@ def _headlines(elec2_rows, further, speed_rows) -> list[dict[str, Any]]:
     if real:
         within = sum(bool(row["kowcpi_within_0.03"]) for row in real)
         narrower = sum(bool(row["kowcpi_no_wider_than_spci"]) for row in further)
+        scored = sum(bool(row["kowcpi_interval_score_no_worse_than_spci"]) for row in further)
         found += [
             headline(
                 "further real series: KOWCPI coverage within 0.03 of nominal",
@@ -709,6 +726,10 @@ def _headlines(elec2_rows, further, speed_rows) -> list[dict[str, Any]]:
                 f"{narrower}/{len(further)}",
                 "most series",
                 narrower > len(further) / 2,
+            ),
+            headline(  # reported beside the target, not instead of it
+                "further series: KOWCPI interval score no worse than SPCI's (width and misses)",
+                f"{scored}/{len(further)}",
             ),
         ]
     found += [
