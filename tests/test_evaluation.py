@@ -200,8 +200,9 @@ def test_interval_score_refuses_what_is_not_intervals_at_the_given_levels():
     with pytest.raises(ValueError, match=r"`y_true` contains 1 NaN"):
         mean_interval_score([0.5, np.nan, 0.0, 1.0], INTERVALS, 0.1)
     with warnings.catch_warnings():
-        warnings.simplefilter("error")  # integer bounds are intervals: no set-array warning
+        warnings.simplefilter("error")  # integer or 0/1 bounds are intervals here: no warning
         assert mean_interval_score([1], [[0, 2]], 0.1) == 2.0
+        assert mean_interval_score([0.5, 2.0], [[0, 1], [0.0, 1.0]], 0.1) == (1 + 21) / 2
 
 
 def test_metric_values():

@@ -246,7 +246,9 @@ def test_broken_outputs_of_foreign_models_are_named(data):
             model, conformity_score="normalized", difficulty_estimator=NanSpread(model)
         ).calibrate(X[200:300], y[200:300])
     clf = LogisticRegression().fit(X[:200], labels[:200])
-    with pytest.raises(ValueError, match=r"NaN or infinite probabilities \(first at row 7\)"):
+    with pytest.raises(
+        ValueError, match=r"NaN or infinite probabilities on 1 rows of `X` \(first: row 7\)"
+    ):
         SplitConformalClassifier(NanProba(clf)).calibrate(X[200:300], labels[200:300])
 
 
@@ -312,3 +314,27 @@ def test_non_finite_calibration_predictions_of_a_multi_output_model_are_named(da
             EllipsoidalConformalRegressor(NaNAbove(multi, limit=9.0), random_state=seed).calibrate(
                 calib, Y[200:300]
             )
+
+
+def test_non_finite_errors_survive_pickling_and_name_the_row_of_x_in_batches(data):
+    """The error reaches the parent process from a joblib worker (it pickles), and a
+    classifier predicting in batches names the row of X, not of the batch."""
+    import copy
+
+    X, _, labels, _ = data
+    clf = LogisticRegression().fit(X[:200], labels[:200])
+
+    class NaNProbaAbove(ProbabilityModel):
+        def predict_proba(self, X):
+            out = self.model.predict_proba(X).copy()
+            out[np.asarray(X)[:, 0] > 9.0] = np.nan
+            return out
+
+    wrapper = SplitConformalClassifier(NaNProbaAbove(clf), batch_size=5)
+    wrapper.calibrate(X[200:300], labels[200:300])
+    X_test = X[300:320].copy()
+    X_test[[13, 17], 0] = 10.0
+    with pytest.raises(ValueError, match=r"on at least 1 rows of `X` \(first: row 13\)") as info:
+        wrapper.predict_set(X_test)
+    for copied in (pickle.loads(pickle.dumps(info.value)), copy.copy(info.value)):
+        assert type(copied) is type(info.value) and str(copied) == str(info.value)

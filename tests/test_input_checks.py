@@ -920,17 +920,45 @@ def test_calibrating_on_the_training_rows_warns(make, target):
 
 
 def test_models_fitted_elsewhere_never_warn_about_training_rows():
-    """calibrate without fit, and fit given heads fitted elsewhere, trained on nothing here:
-    no rows to compare with."""
+    """calibrate without fit, and a fit that trains nothing (fitted heads, a
+    FrozenEstimator) have no training rows to compare with; nor has a calibration with the
+    same design but new targets. A difficulty model trained by fit still counts."""
+    from sklearn.frozen import FrozenEstimator
+
     rng = np.random.default_rng(1)
     X = rng.normal(size=(300, 3))
+    y = X[:, 0] + rng.normal(size=300)
     labels = (X[:, 0] > 0).astype(int)
     heads = [LogisticRegression(C=c).fit(X[:100], labels[:100]) for c in (0.1, 1.0)]
+    frozen = FrozenEstimator(LinearRegression().fit(X[:100], y[:100]))
+    rows, targets, new_targets = X[100:], y[100:], y[100:] + rng.normal(size=200)
     with warnings.catch_warnings():
         warnings.filterwarnings("error", message=f".*{_TRAINED_ON}")
         SplitConformalClassifier(heads[0]).calibrate(X[:100], labels[:100])
-        given = MultiDimScoreClassifier(heads, random_state=0).fit(X[100:], labels[100:])
-        given.calibrate(X[100:], labels[100:])
+        for model in (
+            MultiDimScoreClassifier(heads, random_state=0),
+            EnsembleConformalClassifier(heads),
+        ):
+            model.fit(rows, labels[100:]).calibrate(rows, labels[100:])
+        SplitConformalRegressor(frozen).fit(rows, targets).calibrate(rows, targets)
+        ApproximateFullConformalRegressor(frozen).fit(rows, targets).calibrate(rows, targets)
+        SplitConformalRegressor(LinearRegression()).fit(rows, targets).calibrate(rows, new_targets)
+    with pytest.warns(UserWarning, match=_TRAINED_ON):  # the spreads were learnt on them
+        SplitConformalRegressor(
+            frozen, conformity_score="normalized", difficulty_estimator=LinearRegression()
+        ).fit(rows, targets).calibrate(rows, targets)
+
+
+def test_a_coverage_level_given_as_alpha_warns():
+    """alpha=0.9 meant as 90% coverage would give sets covering about 10%."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(100, 2))
+    y = X[:, 0] + rng.normal(size=100)
+    with pytest.warns(UserWarning, match=r"alpha=0\.9 is the miscoverage level.* alpha=0\.1"):
+        SplitConformalRegressor(LinearRegression(), alpha=0.9).fit(X[:50], y[:50])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        SplitConformalRegressor(LinearRegression(), alpha=0.5).fit(X[:50], y[:50])
 
 
 def test_messages_name_the_task_and_both_fixes():

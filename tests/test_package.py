@@ -145,5 +145,7 @@ def test_pickles_record_the_version_and_warn_when_loaded_under_another():
             pickle.loads(other)
         unversioned = instance.__getstate__()
         del unversioned["_uqconform_version"]
-        with pytest.warns(uqconform.InconsistentVersionWarning, match="older version"):
+        with pytest.warns(
+            uqconform.InconsistentVersionWarning, match=r"\(a version that did not record it\)"
+        ):
             cls.__new__(cls).__setstate__(unversioned)

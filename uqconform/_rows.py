@@ -173,21 +173,24 @@ def rows_digest(content: Any) -> str:
 _FINGERPRINT_ROWS = 16
 
 
-def rows_fingerprint(X: Any) -> tuple[int, str]:
-    """The number of rows and a digest of up to 16 of them at evenly spread positions:
-    equal for the same rows in the same order (also a copy, or another container), at a
-    cost that does not grow with the data.
+def rows_fingerprint(X: Any, y: Any) -> tuple[int, str, str]:
+    """The number of rows and digests of up to 16 rows of ``X`` and of ``y`` at evenly
+    spread positions: equal for the same rows in the same order (also a copy, or another
+    container), at a cost that does not grow with the data.
 
     Examples
     --------
     >>> import numpy as np
     >>> import pandas as pd
-    >>> X = np.arange(200.0).reshape(100, 2)
-    >>> rows_fingerprint(X) == rows_fingerprint(pd.DataFrame(X.copy()))
+    >>> X, y = np.arange(200.0).reshape(100, 2), np.arange(100.0)
+    >>> rows_fingerprint(X, y) == rows_fingerprint(pd.DataFrame(X.copy()), list(y))
     True
-    >>> rows_fingerprint(X) == rows_fingerprint(X[::-1])
+    >>> rows_fingerprint(X, y) == rows_fingerprint(X[::-1], y[::-1])
+    False
+    >>> rows_fingerprint(X, y) == rows_fingerprint(X, y + 1)  # same design, new targets
     False
     """
     n = n_rows(X)
     positions = np.unique(np.linspace(0, n - 1, min(n, _FINGERPRINT_ROWS)).round().astype(int))
-    return n, rows_digest(take_rows(X, positions))
+    targets = np.asarray(y)[positions].reshape(positions.size, -1)
+    return n, rows_digest(take_rows(X, positions)), rows_digest(targets)

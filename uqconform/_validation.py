@@ -437,12 +437,11 @@ def class_probabilities(model: Any, X: Any, n_classes: int) -> NDArray:
             f"`estimator` ({type(model).__name__}) predict_proba returned shape {proba.shape}; "
             f"expected (n_samples, {n_classes}), one column per label of `classes_`.{hint}"
         )
-    bad = non_finite_rows(proba)
-    if bad.size:
-        raise ValueError(
-            f"`estimator` ({type(model).__name__}) predict_proba gave NaN or infinite "
-            f"probabilities (first at row {bad[0]})."
-        )
+    refuse_non_finite(
+        proba,
+        f"`estimator` ({type(model).__name__}) predict_proba gave NaN or infinite probabilities",
+        "rows of `X`",
+    )
     return proba
 
 
@@ -461,17 +460,23 @@ class NonFiniteOutputError(ValueError):
     """
 
     def __init__(
-        self, what: str, rows: NDArray, where: str, advice: str = "", *, more_rows: bool = False
+        self, what: str, rows: NDArray, where: str, advice: str = "", more_rows: bool = False
     ) -> None:
         self.what, self.rows, self.where, self.advice = what, rows, where, advice
+        self.more_rows = more_rows
         count = f"at least {rows.size}" if more_rows else str(rows.size)
         super().__init__(f"{what} on {count} {where} (first: row {rows[0]}){advice}.")
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # rebuilt from its parts (a joblib worker sends it to the parent process)
+        return type(self), (self.what, self.rows, self.where, self.advice, self.more_rows)
+
     def renumbered(self, positions: NDArray, *, more_rows: bool = False) -> NonFiniteOutputError:
         """The same error with the rows named by their ``positions`` in the caller's data
-        (the model saw a subset of it; ``more_rows``: a batch, the rest was not read)."""
+        (the model saw a subset of it, or copies of its rows: positions may repeat;
+        ``more_rows``: a batch, the rest was not read)."""
         return NonFiniteOutputError(
-            self.what, positions[self.rows], self.where, self.advice, more_rows=more_rows
+            self.what, np.unique(positions[self.rows]), self.where, self.advice, more_rows
         )
 
 

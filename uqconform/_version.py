@@ -52,7 +52,7 @@ class VersionedState:
         if saved_by != __version__:
             warn_user(
                 f"Loading a {type(self).__name__} pickled by uqconform "
-                f"{saved_by or 'of an older version (before 0.1.0.dev0 recorded it)'} under "
+                f"{saved_by or '(a version that did not record it)'} under "
                 f"uqconform {__version__}: its predictions may differ or fail. Refit and "
                 "recalibrate it under this version, or install the version that saved it.",
                 InconsistentVersionWarning,

@@ -24,6 +24,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
+from sklearn.frozen import FrozenEstimator
 from sklearn.utils import get_tags
 from sklearn.utils.validation import check_is_fitted
 
@@ -42,7 +43,7 @@ from uqconform._validation import (
 )
 from uqconform._version import VersionedState
 from uqconform._warnings import warn_user
-from uqconform.quantiles import check_alpha, conformal_quantile
+from uqconform.quantiles import check_alpha, check_miscoverage, conformal_quantile
 from uqconform.routing import RoutesFitParams
 
 if TYPE_CHECKING:
@@ -70,23 +71,25 @@ def _plain(value: Any) -> Any:
     return value.item() if isinstance(value, np.generic) else value
 
 
-def remember_training_rows(model: Any, X: Any, *, trained: bool = True) -> None:
+def remember_training_rows(model: Any, X: Any, y: Any, *, trained: bool = True) -> None:
     """Keep a fingerprint of the rows ``fit`` trained on (for `warn_if_training_rows`);
-    ``trained=False`` (fit only checked models fitted elsewhere) forgets it."""
+    ``trained=False`` (fit trained nothing: a ``FrozenEstimator``, models fitted elsewhere)
+    forgets it."""
     if trained:
-        model.__dict__["_training_rows"] = rows_fingerprint(X)
+        model.__dict__["_training_rows"] = rows_fingerprint(X, y)
     else:
         model.__dict__.pop("_training_rows", None)
 
 
-def warn_if_training_rows(model: Any, X: Any) -> None:
-    """Warn when ``calibrate`` gets the rows ``fit`` trained on (the same values in the same
-    order, in any container): a model's errors on its own training rows are optimistic, so
-    the sets would under-cover. A subset or a shuffle of them is not recognised."""
+def warn_if_training_rows(model: Any, X: Any, y: Any) -> None:
+    """Warn when ``calibrate`` gets the rows ``fit`` trained on (the same ``X`` and ``y``
+    in the same order, in any container): a model's errors on its own training rows are
+    optimistic, so the sets would under-cover. A subset or a shuffle of them is not
+    recognised."""
     trained = model.__dict__.get("_training_rows")
     if trained is None or model.__dict__.get("_estimator_adopted", False):
         return
-    if rows_fingerprint(X) == trained:
+    if rows_fingerprint(X, y) == trained:
         warn_user(
             f"{type(model).__name__}.calibrate got the rows fit trained on (the same "
             f"{trained[0]} rows): the model's errors on its own training rows are smaller "
@@ -297,7 +300,7 @@ class ConformalPredictor(VersionedState, RoutesFitParams, BaseEstimator, metacla
 
     def _validate_params(self) -> None:
         """Check constructor arguments (called by ``fit`` and ``calibrate``)."""
-        check_alpha(self.alpha, "alpha")
+        check_miscoverage(self.alpha, "alpha")
         check_int(getattr(self, "batch_size", None), "batch_size", allow_none=True)
         check_random_state_value(getattr(self, "random_state", None))
         check_n_jobs(getattr(self, "n_jobs", None))
@@ -353,8 +356,13 @@ class ConformalPredictor(VersionedState, RoutesFitParams, BaseEstimator, metacla
         self._check_nan(X)
         self.estimator_.fit(X, y, **model_params)
         self._after_fit(X, y, **fit_params)
-        remember_training_rows(self, X)
+        remember_training_rows(self, X, y, trained=self._fit_trains_on_rows())
         return self
+
+    def _fit_trains_on_rows(self) -> bool:
+        """Whether ``fit`` trained a model on its rows (not for a ``FrozenEstimator`` or a
+        list of models fitted elsewhere, such as an ensemble's heads)."""
+        return not isinstance(self.estimator, (FrozenEstimator, list, tuple))
 
     def _model_fit_params(self, fit_params: dict[str, Any]) -> dict[str, Any]:
         """The parameters of the estimator's ``fit`` (see `uqconform.routing`)."""
@@ -438,6 +446,7 @@ class ConformalPredictor(VersionedState, RoutesFitParams, BaseEstimator, metacla
         X = self._start_calibration(X)
         n = n_rows(X)
         y = self._check_target(y, n, calibrating=True)
+        warn_if_training_rows(self, X, y)
         group_labels = check_groups(groups, n)
         self._check_nan(X)
         self._store_calibration(X, y, group_labels)
@@ -453,9 +462,7 @@ class ConformalPredictor(VersionedState, RoutesFitParams, BaseEstimator, metacla
         if not hasattr(self, "estimator_") or self.__dict__.get("_estimator_adopted", False):
             self._use_prefit_estimator()
         self._reset_calibration()
-        X = self._validate_X(X, reset=not hasattr(self, "n_features_in_"))
-        warn_if_training_rows(self, X)
-        return X
+        return self._validate_X(X, reset=not hasattr(self, "n_features_in_"))
 
     def _store_calibration(self, X: Any, y: NDArray, group_labels: NDArray | None) -> None:
         """Score the (validated) calibration rows and record their groups and strata."""

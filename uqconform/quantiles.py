@@ -89,6 +89,30 @@ def check_alpha(alpha: float | Sequence[float] | ArrayLike, name: str = "alpha")
     return levels
 
 
+def check_miscoverage(alpha: float | Sequence[float] | ArrayLike, name: str = "alpha") -> NDArray:
+    """`check_alpha` for a wrapper's level, warning when a level above 0.5 looks like a
+    coverage level (``alpha=0.9`` meant as 90%: the sets would cover about 10%).
+
+    Examples
+    --------
+    >>> import warnings
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     levels = check_miscoverage(0.9)
+    >>> print(caught[0].message)  # doctest: +ELLIPSIS
+    alpha=0.9 is the miscoverage level: the sets aim to cover 1 - alpha = 10% of points...
+    """
+    levels = check_alpha(alpha, name)
+    if levels.max() > 0.5:
+        high = float(levels.max())
+        warn_user(
+            f"{name}={high:g} is the miscoverage level: the sets aim to cover 1 - {name} = "
+            f"{1 - high:.0%} of points. For {high:.0%} coverage pass {name}={1 - high:.3g}.",
+            UserWarning,
+        )
+    return levels
+
+
 def conformal_rank(
     n: int, alpha: ArrayLike, kind: Literal["nonconformity", "conformity"] = "nonconformity"
 ) -> NDArray:

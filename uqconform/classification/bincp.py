@@ -45,6 +45,7 @@ from sklearn.utils.validation import check_is_fitted
 from uqconform._rows import fit_params_rows
 from uqconform._seeding import check_random_state_value, integer_seed, seeded_generator
 from uqconform._validation import (
+    NonFiniteOutputError,
     check_class_labels,
     check_int,
     class_probabilities,
@@ -58,6 +59,7 @@ from uqconform.base import (
     keeps_state_on_error,
     record_calibration_settings,
     remember_training_rows,
+    warn_if_training_rows,
 )
 from uqconform.classification.split import encode_labels
 from uqconform.quantiles import check_alpha, conformal_quantile
@@ -308,9 +310,13 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
             noisy = block[:, None, :] + self.sigma * noise_rng.standard_normal(
                 (stop - start, m, d)
             )
-            proba = class_probabilities(
-                self.estimator_, self._as_model_input(noisy.reshape(-1, d)), len(self.classes_)
-            )
+            try:
+                proba = class_probabilities(
+                    self.estimator_, self._as_model_input(noisy.reshape(-1, d)), len(self.classes_)
+                )
+            except NonFiniteOutputError as error:  # name the row of X whose copy failed
+                copies_of = start + np.arange((stop - start) * m) // m
+                raise error.renumbered(copies_of, more_rows=stop < n) from None
             u = uniform_rng.random(proba.shape[0]) if score.randomized else None
             conformity = 1.0 - score.scores(proba, u)  # higher is better, in [0, 1]
             yield start, stop, conformity.reshape(stop - start, m, -1)
@@ -359,7 +365,7 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
         self.estimator_.fit(
             self._as_model_input(noisy.reshape(-1, d)), np.tile(y, augment), **params
         )
-        remember_training_rows(self, X)
+        remember_training_rows(self, X, y, trained=self._fit_trains_on_rows())
         return self
 
     # ---- calibration -------------------------------------------------------------------------
@@ -387,7 +393,9 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
         X = self._start_calibration(X)
         values = self._numeric(X)
         n = values.shape[0]
-        labels = encode_labels(self._check_target(y, n, calibrating=True), self.classes_)
+        given = self._check_target(y, n, calibrating=True)
+        warn_if_training_rows(self, X, given)
+        labels = encode_labels(given, self.classes_)
         level = self._failure_level(n)
         minimum = self._minimum_samples(level)
         if minimum is None or self.n_samples < minimum:

@@ -53,7 +53,13 @@ from uqconform.base import (
 )
 from uqconform.classification.heads import HeadEnsemble
 from uqconform.classification.split import encode_labels
-from uqconform.quantiles import check_alpha, conformal_quantile, conformal_rank, minimum_scores
+from uqconform.quantiles import (
+    check_alpha,
+    check_miscoverage,
+    conformal_quantile,
+    conformal_rank,
+    minimum_scores,
+)
 from uqconform.routing import RoutesFitParams
 from uqconform.scores.classification import get_classification_score
 
@@ -173,7 +179,7 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
 
     # ---- parameters and heads ---------------------------------------------------------------
     def _validate_params(self) -> None:
-        check_alpha(self.alpha, "alpha")
+        check_miscoverage(self.alpha, "alpha")
         if self.base_score not in ("lac", "aps", "raps", "saps"):
             raise ValueError(
                 f"Unknown `base_score` {self.base_score!r}: use 'lac', 'aps', 'raps' or 'saps'."
@@ -251,11 +257,12 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
         head_params = self._routed_fit_params(fit_params)["estimator"]
         self._reset_calibration()
         X = check_features(self, X, reset=True)
-        self.estimator_ = self._heads().fit(X, check_rows("y", y, n_rows(X)), **head_params)
+        labels = check_rows("y", y, n_rows(X))
+        self.estimator_ = self._heads().fit(X, labels, **head_params)
         # fitted heads given as a list are only checked: re-read at each calibrate, so that
         # set_params(estimator=...) applies
         self._heads_adopted = isinstance(self.estimator, (list, tuple))
-        remember_training_rows(self, X, trained=not self._heads_adopted)
+        remember_training_rows(self, X, labels, trained=not self._heads_adopted)
         return self
 
     def _check_calibrated(self, method: str) -> None:
@@ -350,9 +357,10 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
             # Re-adopted at each calibrate, so that set_params(estimator=...) applies.
             self.estimator_ = self._heads().fit(None, None)
             self._heads_adopted = True
-        warn_if_training_rows(self, X)
         n = n_rows(X)
-        labels = encode_labels(check_class_labels(y, n), self.classes_)
+        given = check_class_labels(y, n)
+        warn_if_training_rows(self, X, given)
+        labels = encode_labels(given, self.classes_)
         levels = check_alpha(self.alpha, "alpha")
         order = self._rng(2).permutation(n)
         n_cells, n_recal = self._split_sizes(n)

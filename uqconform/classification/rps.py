@@ -63,7 +63,13 @@ from uqconform.base import (
     warn_if_training_rows,
 )
 from uqconform.classification.split import encode_labels
-from uqconform.quantiles import check_alpha, conformal_quantile, conformal_rank, minimum_scores
+from uqconform.quantiles import (
+    check_alpha,
+    check_miscoverage,
+    conformal_quantile,
+    conformal_rank,
+    minimum_scores,
+)
 
 if TYPE_CHECKING:
     from typing_extensions import Self  # typing.Self from Python 3.11
@@ -752,7 +758,7 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
         return list(self.estimator) if isinstance(self.estimator, (list, tuple)) else None
 
     def _validate_params(self) -> None:
-        check_alpha(self.alpha, "alpha")
+        check_miscoverage(self.alpha, "alpha")
         if self._prefit() is None:
             check_int(self.k_train, "k_train")
         check_int(self.k_calib, "k_calib")
@@ -791,6 +797,7 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
         self._reset_calibration()
         if self._prefit() is not None:
             self._adopt(cast(list, self._prefit()))  # not None: checked just above
+            remember_training_rows(self, X, y, trained=False)
             return self
         if not hasattr(self._base_estimator(), "predict"):
             raise TypeError(f"`estimator` {self.estimator!r} is not a classifier (no predict).")
@@ -828,7 +835,7 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
             jobs, n_jobs=self.n_jobs, verbose=self.verbose, desc="RPS partitions", total=k
         )
         self._adopted = False
-        remember_training_rows(self, X)
+        remember_training_rows(self, X, labels)
         return self
 
     def _adopt(self, models: list) -> None:
@@ -957,9 +964,10 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
             self._adopt(cast(list, self._prefit()))  # not None: checked just above
         self._reset_calibration()
         X = self._check_X(X, reset=not hasattr(self, "n_features_in_"))
-        warn_if_training_rows(self, X)
         n = n_rows(X)
-        labels = encode_labels(check_class_labels(y, n), self.classes_)
+        given = check_class_labels(y, n)
+        warn_if_training_rows(self, X, given)
+        labels = encode_labels(given, self.classes_)
         k = int(self.k_calib)
         digests = row_digests(X, self.salt)[:, 0]
         partition = _partition_of(digests, k)  # hash_partition, digests kept for the check

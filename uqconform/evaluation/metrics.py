@@ -100,9 +100,13 @@ def _plain_array(prediction: Any, name: str) -> NDArray:
 
 
 def _parse_prediction(
-    prediction: Any, y_shape: tuple[int, ...] | None, name: str = "prediction"
+    prediction: Any,
+    y_shape: tuple[int, ...] | None,
+    name: str = "prediction",
+    intervals_only: bool = False,
 ) -> _Parsed:
-    """Recognise and validate a prediction (``y_shape`` decides interval versus box)."""
+    """Recognise and validate a prediction (``y_shape`` decides interval versus box;
+    ``intervals_only``: the caller takes nothing else, so 0/1 bounds are not suspect)."""
     if _is_region(prediction):
         return _Parsed("region", [prediction], True, _region_rows(prediction))
     if isinstance(prediction, (list, tuple)) and prediction and _is_region(prediction[0]):
@@ -155,7 +159,7 @@ def _parse_prediction(
             "must have length 2 (lower, upper)."
         )
     zero_one = np.isin(array, (0, 1)).all()
-    if array.dtype.kind in "iu" or zero_one:
+    if not intervals_only and (array.dtype.kind in "iu" or zero_one):
         # integer arrays with two columns are label sets more often than intervals: top-2
         # label indices, or 0/1 masks over two classes (also as floats)
         kind = "of 0/1 values" if zero_one else "of integers"
@@ -274,6 +278,7 @@ def _prepare(
     classes: ArrayLike | None,
     name: str = "y_true",
     prediction_name: str = "prediction",
+    intervals_only: bool = False,
 ) -> tuple[_Parsed, NDArray]:
     """Validated prediction and target (label indices for sets, floats otherwise)."""
     if y_true is None:
@@ -281,7 +286,7 @@ def _prepare(
     y = np.asarray(y_true)
     if y.ndim == 0:
         raise ValueError(f"`{name}` must be an array with one entry per row, got a scalar.")
-    parsed = _parse_prediction(prediction, y.shape, prediction_name)
+    parsed = _parse_prediction(prediction, y.shape, prediction_name, intervals_only)
     if classes is not None and parsed.kind != "set":
         raise TypeError(
             "`classes` is only meaningful for boolean set arrays, but `prediction` is a "
@@ -464,9 +469,7 @@ def mean_interval_score(
     array = _plain_array(intervals, "intervals")
     if array.dtype == bool:
         raise TypeError("`intervals` must hold numbers (lower, upper), got a boolean array.")
-    if np.issubdtype(array.dtype, np.integer):  # integer bounds: intervals, not a set array
-        array = array.astype(float)
-    parsed, y = _prepare(y_true, array, None, prediction_name="intervals")
+    parsed, y = _prepare(y_true, array, None, prediction_name="intervals", intervals_only=True)
     if parsed.kind != "interval":
         raise TypeError(
             f"`intervals` must be a float array (n, 2) or (n, 2, k), got a {parsed.kind} "

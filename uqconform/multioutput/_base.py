@@ -348,7 +348,7 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
         self.n_outputs_ = Y.shape[1]
         self._fit(X, Y, **fit_params)
         record_calibration_settings(self, step="fit")
-        remember_training_rows(self, X)
+        remember_training_rows(self, X, Y)  # the region's shape is learnt on them too
         return self
 
     @keeps_state_on_error
@@ -385,9 +385,9 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
             check_calibration_settings(self, "calibrate", step="fit")
         self._reset_calibration()
         X = self._validate_X(X, reset=not hasattr(self, "n_features_in_"))
-        warn_if_training_rows(self, X)
         n = n_rows(X)
         Y = self._check_target(y, n, calibrating=True)
+        warn_if_training_rows(self, X, Y)
         group_labels = check_groups(groups, n)
         self._check_nan(X)
         if prefit:

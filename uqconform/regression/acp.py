@@ -421,7 +421,9 @@ class ApproximateFullConformalRegressor(
         self._prepare(self._linearize(X), y, refine=False)
         self.mode_ = "full"
         record_calibration_settings(self, step="fit")
-        remember_training_rows(self, X)
+        # a torch module or a FrozenEstimator is linearised as it is: fit trained nothing
+        trained = not (_is_torch_module(model) or isinstance(model, FrozenEstimator))
+        remember_training_rows(self, X, y, trained=trained)
         return self
 
     @keeps_state_on_error
@@ -464,8 +466,8 @@ class ApproximateFullConformalRegressor(
             X = self._check_X(X, reset=True)
         else:
             X = self._check_X(X, reset=False)
-            warn_if_training_rows(self, X)
         y = check_regression_target(y, _num_samples(X))
+        warn_if_training_rows(self, X, y)
         self._prepare(self._linearize(X), y, refine=True)
         self.mode_ = "split+refine"
         self.__dict__.pop("_fit_settings", None)

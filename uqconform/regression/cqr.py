@@ -217,6 +217,13 @@ class ConformalizedQuantileRegressor(SplitConformalRegressor):
         pair = self._pair()
         return super()._estimator_or_default() if pair is None else pair[0]
 
+    def _fit_trains_on_rows(self) -> bool:
+        # a (lower, upper) pair is trained by fit unless both models are frozen
+        pair = self._pair()
+        if pair is None:
+            return super()._fit_trains_on_rows()
+        return not all(isinstance(model, FrozenEstimator) for model in pair)
+
     def _routed_models(self) -> dict[str, Any]:
         pair = self._pair()
         if pair is not None:

@@ -24,7 +24,7 @@ from uqconform._validation import check_bool, check_features, check_int, check_r
 from uqconform._version import VersionedState
 from uqconform._warnings import warn_user
 from uqconform.base import keeps_state_on_error
-from uqconform.quantiles import check_alpha
+from uqconform.quantiles import check_alpha, check_miscoverage
 from uqconform.regression.crr import (
     SCORES,
     LinearConfidenceMachine,
@@ -115,7 +115,7 @@ class FullConformalMixin:
         def _test_features(self, X: Any) -> tuple[NDArray, NDArray]: ...
 
     def _validate_full_params(self) -> None:
-        check_alpha(self.alpha, "alpha")
+        check_miscoverage(self.alpha, "alpha")
         if self.conformity_score not in SCORES:
             raise ValueError(
                 f"Unknown `conformity_score` {self.conformity_score!r}: use one of {list(SCORES)}."

@@ -225,6 +225,12 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
             1e-3 * float(np.median(positive)) if positive.size else _ZERO_SPREAD_FLOOR
         )
 
+    def _fit_trains_on_rows(self) -> bool:
+        # a difficulty model trained on the fit rows counts too (also around a frozen model)
+        return super()._fit_trains_on_rows() or self.__dict__.get(
+            "_difficulty_is_residual_model", False
+        )
+
     def _difficulty_model(self) -> Any:
         if not hasattr(self, "difficulty_estimator_"):
             if not self._difficulty_is_prefit():

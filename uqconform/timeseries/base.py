@@ -48,6 +48,7 @@ from uqconform.base import (
 )
 from uqconform.quantiles import (
     check_alpha,
+    check_miscoverage,
     conformal_quantile,
     minimum_scores,
     weighted_quantile,
@@ -450,7 +451,7 @@ class SequentialConformalRegressor(
 
     # ---- validation ---------------------------------------------------------------------
     def _validate_params(self) -> None:
-        check_alpha(self.alpha, "alpha")
+        check_miscoverage(self.alpha, "alpha")
         if self.residuals not in ("bootstrap", "holdout"):
             raise ValueError(
                 f"`residuals` must be 'bootstrap' or 'holdout', got {self.residuals!r}."
