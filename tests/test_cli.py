@@ -260,3 +260,21 @@ def test_missing_optional_module_skips_the_family_with_the_install_hint(
     out = capsys.readouterr().out
     assert "=== summary ===" in out and "skipped" in out
     assert "## Summary" in (tmp_path / "report.md").read_text()
+
+
+def test_registering_a_built_in_name_first_thing_is_refused():
+    """In a fresh process, a user family named like a built-in one is refused at
+    registration (it replaced the built-in silently when registered before the suites
+    were loaded, and the built-in module then failed to import)."""
+    import subprocess
+    import sys
+
+    code = (
+        "from uqconform.benchmarks import FamilyResult, register_family\n"
+        "try:\n"
+        "    register_family('classic', 'mine')(lambda ctx: FamilyResult(tables={}))\n"
+        "except ValueError as error:\n"
+        "    print('refused:', error)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "refused: A benchmark family named 'classic' is already registered." in out.stdout

@@ -394,6 +394,23 @@ def test_size_stratified_coverage_sets():
     assert levels.loc[1, "low"].tolist() == [3.0]
 
 
+def test_strata_on_given_edges_are_the_bins_own_numbers():
+    """Two methods' tables on the same edges join on `stratum` (it was renumbered from 0
+    after empty bins were dropped, so stratum 0 meant [0, 1) for one and [1, 2) for the
+    other)."""
+    y = np.zeros(4)
+    narrow = np.array([[-0.25, 0.25]] * 2 + [[-0.75, 0.75]] * 2)  # widths 0.5 and 1.5
+    wide = 2 * narrow  # widths 1 and 3
+    edges = [0, 1, 2, 3, 4]
+    a = size_stratified_coverage(y, narrow, bins=edges)
+    b = size_stratified_coverage(y, wide, bins=edges)
+    assert a.index.tolist() == [0, 1] and b.index.tolist() == [1, 3]
+    joined = a.join(b, lsuffix="_narrow", rsuffix="_wide", how="inner")
+    assert joined.index.tolist() == [1]
+    assert edges[1] <= joined["low_narrow"].item() < edges[2]
+    assert edges[1] <= joined["low_wide"].item() < edges[2]
+
+
 def test_size_stratified_coverage_intervals():
     y = np.arange(8.0)
     widths = np.array([1, 1, 1, 1, 4, 4, 4, 4.0])

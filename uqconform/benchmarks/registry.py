@@ -135,6 +135,7 @@ def register_family(
         raise ValueError(f"`name` must be a non-empty string other than {SCALES}, got {name!r}.")
 
     def decorate(run: Callable[[Any], FamilyResult]) -> Callable[[Any], FamilyResult]:
+        _load_suite_modules()  # the built-in families first, so a clash is seen here
         if name in _FAMILIES and not replace:
             raise ValueError(f"A benchmark family named {name!r} is already registered.")
         _FAMILIES[name] = Family(

@@ -710,8 +710,11 @@ def size_stratified_coverage(
     -------
     pandas.DataFrame
         One row per non-empty stratum (index ``"stratum"``) with columns ``low`` and
-        ``high`` (smallest and largest size in it), ``count`` and ``coverage``. With several
-        levels, the index gains a leading ``"level"``.
+        ``high`` (smallest and largest size in it), ``count`` and ``coverage``. With bin
+        edges, ``stratum`` is the bin's number (``i`` for ``[e_i, e_i+1)``, empty bins
+        left out), so tables of two methods on the same edges join on it; otherwise the
+        strata are numbered from 0 in order of size. With several levels, the index gains
+        a leading ``"level"``.
 
     Examples
     --------
@@ -730,8 +733,9 @@ def size_stratified_coverage(
     for level in range(covered.shape[1]):  # a loop over levels; rows go through bincount
         size = sizes[:, level]
         strata = _strata(size, bins, discrete=parsed.kind == "set")
-        _, strata = np.unique(strata, return_inverse=True)  # drop empty strata
+        present, strata = np.unique(strata, return_inverse=True)  # drop empty strata
         strata = strata.reshape(-1)
+        edges_given = bins is not None and not isinstance(bins, numbers.Integral)
         count = np.bincount(strata)
         low = np.full(count.size, np.inf)
         high = np.full(count.size, -np.inf)
@@ -745,7 +749,11 @@ def size_stratified_coverage(
                     "count": count,
                     "coverage": np.bincount(strata, covered[:, level], count.size) / count,
                 },
-                index=pd.RangeIndex(count.size, name="stratum"),
+                index=(  # the bin's own number with edges: a join key across methods
+                    pd.Index(present, name="stratum")
+                    if edges_given
+                    else pd.RangeIndex(count.size, name="stratum")
+                ),
             )
         )
     return _stack_levels(frames, parsed.single)
