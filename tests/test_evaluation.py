@@ -960,3 +960,17 @@ def test_regions_with_one_output_take_a_one_dimensional_target_and_empty_ones_re
         coverage(y, plane)
     with pytest.raises(ValueError, match="no rows"):
         mean_volume(line[np.array([], dtype=int)])  # was NaN with numpy warnings
+
+
+def test_layout_mistakes_are_named():
+    """Students swap the arguments or put the levels on the middle axis."""
+    y = np.zeros(10)
+    intervals = np.column_stack([y - 1, y + 1])
+    with pytest.raises(
+        ValueError, match=r"were the arguments swapped\? .* \(y_true, prediction\)"
+    ):
+        coverage(intervals, y)
+    levels_in_the_middle = np.stack([intervals] * 3, axis=1)  # (n, k, 2)
+    with pytest.raises(TypeError, match=r"np\.moveaxis\(prediction, 1, 2\)"):
+        coverage(y, levels_in_the_middle)
+    assert coverage(y, np.moveaxis(levels_in_the_middle, 1, 2)).tolist() == [1.0] * 3

@@ -148,15 +148,26 @@ def _parse_prediction(
         _check_bounds(data[:, :, 0], data[:, :, 1], name)
         return _Parsed("box", data, single, array.shape[0])
     if array.ndim not in (2, 3):
+        swapped = (
+            " A 1-D array: were the arguments swapped? Metrics that take both read "
+            "(y_true, prediction), the observed values first."
+            if array.ndim == 1
+            else ""
+        )
         raise ValueError(
             f"`{name}` as an interval array must have shape (n, 2) or (n, 2, k), got "
-            f"{array.shape}."
+            f"{array.shape}.{swapped}"
         )
     if array.shape[1] != 2:
+        levels_first = (
+            f" Intervals laid out as (n, k, 2) go on the last axis: np.moveaxis({name}, 1, 2)."
+            if array.ndim == 3 and array.shape[2] == 2
+            else ""
+        )
         raise TypeError(
             f"`{name}` of shape {array.shape} would be a set array (n, n_classes[, k]), and set "
             f"arrays must be boolean, got dtype {array.dtype}; for intervals the second axis "
-            "must have length 2 (lower, upper)."
+            f"must have length 2 (lower, upper).{levels_first}"
         )
     zero_one = np.isin(array, (0, 1)).all()
     if not intervals_only and (array.dtype.kind in "iu" or zero_one):
