@@ -654,3 +654,16 @@ def test_texts_through_a_vectorising_pipeline():
         assert sets.shape == (50, 2) and sets.dtype == bool
         with pytest.raises(ValueError, match=r"subspace.*has none"):
             cls(text_model, n_heads=2, diversity="subspace").fit(docs[:200], y[:200])
+
+
+def test_too_few_points_for_a_level_names_the_classification_outcome():
+    """The warning said "(an infinite interval, or every class)" for a classifier."""
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(300, 3))
+    y = (X[:, 0] > 0).astype(int)
+    heads = [LogisticRegression(C=c).fit(X[:150], y[:150]) for c in (0.1, 1.0)]
+    model = MultiDimScoreClassifier(heads, calibration="cells", random_state=0)
+    model.calibrate(X[150:190], y[150:190])  # 20 points calibrate the cells' level
+    with pytest.warns(UserWarning, match=r"the prediction set is the set of every class\.$"):
+        sets = model.predict_set(X[190:], alpha=0.01)
+    assert sets.all()

@@ -54,6 +54,7 @@ from uqconform.base import (
 from uqconform.classification.heads import HeadEnsemble
 from uqconform.classification.split import encode_labels
 from uqconform.quantiles import (
+    _warn_too_few,
     check_alpha,
     check_miscoverage,
     conformal_quantile,
@@ -493,7 +494,11 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
     # ---- prediction -------------------------------------------------------------------------
     def _thresholds(self, levels: NDArray) -> NDArray:
         """Calibrated threshold on the scalar score per level (cells: with the warm start)."""
-        thresholds = conformal_quantile(self.conformity_scores_, levels).astype(float)
+        scores = self.conformity_scores_
+        thresholds = conformal_quantile(scores, levels, warn=False).astype(float)
+        too_few = conformal_rank(scores.size, levels) > scores.size  # not an infinite score
+        if too_few.any():
+            _warn_too_few(scores.size, levels[too_few], "the set of every class")
         if "cells_" in self.__dict__:
             warm = [self._warm_start(float(level)) for level in levels]
             thresholds = np.maximum(thresholds, warm)
