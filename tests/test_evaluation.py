@@ -881,6 +881,26 @@ def test_plot_coverage_refuses_inverted_bounds():
         plt.close("all")
 
 
+def test_plot_efficiency_labels_infinite_points():
+    """An infinite width sat at 1.1 x the largest finite one on a numeric axis, where it
+    read as a number; it now carries the infinity sign."""
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from uqconform.evaluation import plot_efficiency
+
+    try:
+        ax = plot_efficiency([0.8, 0.9, 0.99], [1.2, 2.3, np.inf], ylabel="mean width")
+        labels = [text.get_text() for text in ax.texts]
+        assert labels == ["\u221e"]
+        assert ax.texts[0].xy[0] == 0.99
+        ax = plot_efficiency([0.8, 0.9], [1.2, 2.3])
+        assert not ax.texts
+    finally:
+        plt.close("all")
+
+
 def test_plot_intervals():
     matplotlib = pytest.importorskip("matplotlib")
     matplotlib.use("Agg")

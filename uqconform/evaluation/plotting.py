@@ -121,7 +121,8 @@ def plot_efficiency(
     ----------
     nominal : array-like of shape (k,)
     efficiency : array-like of shape (k,)
-        Infinite values are drawn at the top of the axes as open markers.
+        Infinite values are drawn at the top of the axes as open markers labelled with
+        the infinity sign (their height is a placeholder).
     ax : matplotlib Axes, optional
     ylabel : str, default="mean width"
 
@@ -153,6 +154,17 @@ def plot_efficiency(
             fillstyle="none",
             label="infinite",
         )
+        for x in nominal_[order][~finite]:  # the height is a placeholder, not a value
+            ax.annotate(
+                "\u221e",
+                (x, top),
+                xytext=(0, -7),
+                textcoords="offset points",
+                ha="center",
+                va="top",
+                fontsize="large",
+                color="C1",
+            )
         ax.legend(loc="upper left", fontsize="small")
     ax.set_xlabel("nominal coverage (1 - alpha)")
     ax.set_ylabel(ylabel)
