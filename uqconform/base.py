@@ -87,9 +87,7 @@ def warn_if_training_rows(model: Any, X: Any, y: Any) -> None:
     optimistic, so the sets would under-cover. A subset or a shuffle of them is not
     recognised."""
     trained = model.__dict__.get("_training_rows")
-    if trained is None or model.__dict__.get("_estimator_adopted", False):
-        return
-    if rows_fingerprint(X, y) == trained:
+    if trained is not None and rows_fingerprint(X, y) == trained:
         warn_user(
             f"{type(model).__name__}.calibrate got the rows fit trained on (the same "
             f"{trained[0]} rows): the model's errors on its own training rows are smaller "

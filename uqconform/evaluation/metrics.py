@@ -122,6 +122,8 @@ def _parse_prediction(
     if prediction is None:
         raise TypeError(f"`{name}` is None; pass intervals, a boolean set array or a region.")
     array = _plain_array(prediction, name)
+    if array.dtype == bool and intervals_only:
+        raise TypeError(f"`{name}` must hold numbers (lower, upper), got a boolean array.")
     if array.dtype == bool:
         if array.ndim not in (2, 3):
             raise ValueError(
@@ -477,10 +479,7 @@ def mean_interval_score(
     >>> mean_interval_score(y, intervals, alpha=0.1)  # (1 + (2 + 20 * 1)) / 2
     11.5
     """
-    array = _plain_array(intervals, "intervals")
-    if array.dtype == bool:
-        raise TypeError("`intervals` must hold numbers (lower, upper), got a boolean array.")
-    parsed, y = _prepare(y_true, array, None, prediction_name="intervals", intervals_only=True)
+    parsed, y = _prepare(y_true, intervals, None, prediction_name="intervals", intervals_only=True)
     if parsed.kind != "interval":
         raise TypeError(
             f"`intervals` must be a float array (n, 2) or (n, 2, k), got a {parsed.kind} "
@@ -740,13 +739,13 @@ def size_stratified_coverage(
     parsed, y = _prepare(y_true, prediction, classes)
     covered = _covered(parsed, y)
     sizes = _sizes(parsed)
+    edges_given = bins is not None and not isinstance(bins, numbers.Integral)
     frames = []
     for level in range(covered.shape[1]):  # a loop over levels; rows go through bincount
         size = sizes[:, level]
         strata = _strata(size, bins, discrete=parsed.kind == "set")
         present, strata = np.unique(strata, return_inverse=True)  # drop empty strata
         strata = strata.reshape(-1)
-        edges_given = bins is not None and not isinstance(bins, numbers.Integral)
         count = np.bincount(strata)
         low = np.full(count.size, np.inf)
         high = np.full(count.size, -np.inf)

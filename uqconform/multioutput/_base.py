@@ -34,7 +34,7 @@ from uqconform._validation import (
     check_groups,
     has_nan,
     missing_target_error,
-    non_finite_rows,
+    refuse_non_finite,
 )
 from uqconform._warnings import warn_user
 from uqconform.base import (
@@ -260,12 +260,12 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
                 "(one column per output of Y); wrap a single-output model in "
                 "sklearn.multioutput.MultiOutputRegressor."
             )
-        bad = non_finite_rows(output)
-        if bad.size:
-            error = NonFiniteOutputError(
-                "`estimator` predicted NaN or infinite values", bad, "rows of `X`"
+        try:
+            refuse_non_finite(
+                output, "`estimator` predicted NaN or infinite values", "rows of `X`"
             )
-            raise error if positions is None else error.renumbered(positions)
+        except NonFiniteOutputError as error:
+            raise error if positions is None else error.renumbered(positions) from None
         return output
 
     def _check_nan(self, X: Any) -> None:

@@ -413,16 +413,16 @@ class ApproximateFullConformalRegressor(
             self.__dict__.pop(name, None)
         X = self._check_X(X, reset=True, model=model)
         y = check_regression_target(y, _num_samples(X))
-        if _is_torch_module(model) or isinstance(model, FrozenEstimator):
-            self.estimator_ = model
-        else:
+        # a torch module or a FrozenEstimator is linearised as it is: fit trains nothing
+        trained = not (_is_torch_module(model) or isinstance(model, FrozenEstimator))
+        if trained:
             self.estimator_ = seeded_clone(model, self.random_state).fit(X, y, **model_params)
+        else:
+            self.estimator_ = model
         self._estimator_adopted = False
         self._prepare(self._linearize(X), y, refine=False)
         self.mode_ = "full"
         record_calibration_settings(self, step="fit")
-        # a torch module or a FrozenEstimator is linearised as it is: fit trained nothing
-        trained = not (_is_torch_module(model) or isinstance(model, FrozenEstimator))
         remember_training_rows(self, X, y, trained=trained)
         return self
 

@@ -277,11 +277,12 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
         return point_predictions(self.estimator_.predict(X))
 
     @staticmethod
-    def _refuse_non_finite(output: NDArray, difficulty: NDArray | None, where: str) -> None:
+    def _refuse_non_finite(
+        output: NDArray, difficulty: NDArray | None, where: str, advice: str = ""
+    ) -> None:
         """Name the rows where the model's predictions (or spreads) are NaN or infinite:
         a conformity score or an interval around them means nothing (the rows of a band are
         checked whole)."""
-        advice = "; conformity scores need finite values" if where == "calibration rows" else ""
         refuse_non_finite(output, "`estimator` predicted NaN or infinite values", where, advice)
         if difficulty is not None:
             what = "`difficulty_estimator` gave NaN or infinite spreads"
@@ -295,7 +296,8 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
                 f"`estimator` predicted {len(output)} values for {len(y)} calibration rows."
             )
         difficulty = self._difficulty(X)
-        self._refuse_non_finite(output, difficulty, "calibration rows")
+        advice = "; conformity scores need finite values"
+        self._refuse_non_finite(output, difficulty, "calibration rows", advice)
         scores = score.score(y, output, difficulty)
         return np.asarray(scores, dtype=float), np.zeros(y.shape[0], dtype=np.intp), 1
 
