@@ -139,7 +139,7 @@ def test_pickles_record_the_version_and_warn_when_loaded_under_another():
         other = raw.replace(uqconform.__version__.encode(), b"9.9.9.xyz0")
         with pytest.warns(
             uqconform.InconsistentVersionWarning,
-            match=rf"{cls.__name__} pickled by uqconform 9\.9\.9\.xyz0 under uqconform "
+            match=r"estimator pickled by uqconform 9\.9\.9\.xyz0 under uqconform "
             rf"{re.escape(uqconform.__version__)}",
         ):
             pickle.loads(other)
@@ -149,3 +149,26 @@ def test_pickles_record_the_version_and_warn_when_loaded_under_another():
             uqconform.InconsistentVersionWarning, match=r"\(a version that did not record it\)"
         ):
             cls.__new__(cls).__setstate__(unversioned)
+
+
+def test_a_pickle_nesting_estimators_warns_once_about_its_version():
+    """A fitted CQR nests its quantile band: loading it under another version gives one
+    warning at the user's line under Python's default filters, not one per estimator."""
+    import pickle
+    import warnings
+
+    import numpy as np
+
+    X = np.random.default_rng(0).normal(size=(60, 2))
+    model = uqconform.ConformalizedQuantileRegressor().fit(X[:40], X[:40, 0])
+    raw = pickle.dumps(model.calibrate(X[40:], X[40:, 0]))
+    other = raw.replace(uqconform.__version__.encode(), b"9.9.9.xyz0")
+    counts = {}
+    for action in ("always", "default"):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter(action)
+            pickle.loads(other)
+        versions = [w for w in caught if w.category is uqconform.InconsistentVersionWarning]
+        assert {w.filename for w in versions} == {__file__}
+        counts[action] = len(versions)
+    assert counts == {"always": 2, "default": 1}  # the model and its band; shown once

@@ -51,7 +51,9 @@ class VersionedState:
         saved_by = state.pop(_STATE_KEY, None)
         if saved_by != __version__:
             warn_user(
-                f"Loading a {type(self).__name__} pickled by uqconform "
+                # No class name: the estimators nested in one pickle (a CQR's band, an
+                # ensemble's heads) then give one warning at the user's line, not one each.
+                "Loading an estimator pickled by uqconform "
                 f"{saved_by or '(a version that did not record it)'} under "
                 f"uqconform {__version__}: its predictions may differ or fail. Refit and "
                 "recalibrate it under this version, or install the version that saved it.",
