@@ -236,6 +236,17 @@ def test_models_that_handle_missing_values_themselves_get_them():
         SplitConformalRegressor(Ridge()).fit(X[:100], y[:100])
     with pytest.raises(ValueError, match="`X` contains NaN and Pipeline"):
         SplitConformalRegressor(make_pipeline(Ridge())).fit(X[:100], y[:100])
+    # X is searched for NaN after the model fails (it checks X itself): the same message
+    # at every step, raised from the model's own error
+    clean = ~np.isnan(X).any(axis=1)
+    cp = SplitConformalRegressor(Ridge()).fit(X[clean][:100], y[clean][:100])
+    with pytest.raises(ValueError, match="`X` contains NaN and Ridge") as at_calibration:
+        cp.calibrate(X[100:200], y[100:200])
+    cp.calibrate(X[clean][100:200], y[clean][100:200])
+    with pytest.raises(ValueError, match="`X` contains NaN and Ridge") as at_prediction:
+        cp.predict_interval(X)
+    for caught in (at_calibration, at_prediction):
+        assert "NaN" in str(caught.value.__cause__)  # scikit-learn's own message
 
 
 def _rejected_calibration_cases():
