@@ -19,7 +19,7 @@ from sklearn.model_selection import KFold, cross_val_predict
 from sklearn.neighbors import KNeighborsRegressor
 
 from uqconform import SplitConformalRegressor
-from uqconform.evaluation import coverage_bounds
+from uqconform.evaluation import coverage_bounds, mean_width
 from uqconform.quantiles import conformal_quantile
 from uqconform.scores import AbsoluteScore, RegressionScore
 
@@ -127,6 +127,39 @@ def test_normalized_without_a_difficulty_model_says_what_to_do():
     cp = SplitConformalRegressor(Ridge().fit(Xf, yf), conformity_score="normalized")
     with pytest.raises(NotFittedError, match="difficulty"):
         cp.calibrate(Xc, yc)
+
+
+def test_spreads_lifted_to_the_floor_are_reported_at_calibration():
+    """A linear difficulty model extrapolates below zero where the noise is small: those
+    rows' spreads are lifted to a tiny floor (intervals of almost no width there, and a
+    threshold that widens every other interval). Calibration says how many; a k-NN
+    difficulty model, an average of absolute residuals, stays positive and is quiet."""
+    from sklearn.neighbors import KNeighborsRegressor
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, size=(3000, 2))
+    y = X.sum(axis=1) + (2 * np.maximum(X[:, 0], 0) + 0.05) * rng.standard_normal(3000)
+    linear = SplitConformalRegressor(Ridge(), conformity_score="normalized", random_state=0)
+    linear.fit(X[:1000], y[:1000])
+    lifted = np.count_nonzero(
+        linear.difficulty_estimator_.predict(X[1000:2000]) <= linear.difficulty_floor_
+    )
+    assert lifted > 100
+    with pytest.warns(UserWarning, match=rf"spreads <= \S+ on {lifted} of 1000 calibration"):
+        linear.calibrate(X[1000:2000], y[1000:2000])
+    knn = SplitConformalRegressor(
+        Ridge(),
+        conformity_score="normalized",
+        difficulty_estimator=KNeighborsRegressor(50),
+        random_state=0,
+    ).fit(X[:1000], y[:1000])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        knn.calibrate(X[1000:2000], y[1000:2000])
+    ratio = mean_width(knn.predict_interval(X[2000:])) / mean_width(
+        linear.predict_interval(X[2000:])
+    )
+    assert ratio < 0.5  # what the warning is about: the lifted rows widen every interval
 
 
 def pooled_width_and_coverage(make_model, repeats=8, n=900):

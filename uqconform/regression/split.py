@@ -75,7 +75,9 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
         ``estimator``): fitted in ``fit`` on the absolute out-of-fold residuals of
         ``estimator``. Fitted: used as is,
         through ``predict_std(X)`` or ``predict(X, return_std=True)`` when it has them
-        (a Gaussian process, a Bayesian predictive), else ``predict(X)``.
+        (a Gaussian process, a Bayesian predictive), else ``predict(X)``. Spreads at or
+        below a small floor are lifted to it, and calibration warns with their share: a
+        model that keeps spreads positive (k-NN, a random forest) suits best.
     cv : int or cross-validation splitter, default=5
         Folds for the out-of-fold residuals of the normalized score.
     batch_size : int, default=None
@@ -258,13 +260,27 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
             return point_predictions(model.predict(X), "difficulty_estimator")
         return predictive_spread(model, X)
 
-    def _difficulty(self, X: Any) -> NDArray | None:
+    def _difficulty(self, X: Any, *, calibrating: bool = False) -> NDArray | None:
         if not self._needs_difficulty():
             return None
         # Without fit (a prefit difficulty model) there is no training data to set a floor
         # from: only zero spreads are lifted, so the score does not depend on the units of y.
         floor = getattr(self, "difficulty_floor_", _ZERO_SPREAD_FLOOR)
-        return np.maximum(self._raw_spread(X), floor)
+        raw = self._raw_spread(X)
+        lifted = int(np.count_nonzero(raw <= floor))
+        if calibrating and lifted:
+            model = type(self._difficulty_model()).__name__
+            warn_user(
+                f"`difficulty_estimator` ({model}) gave spreads <= {floor:.3g} on {lifted} of "
+                f"{raw.size} calibration rows ({lifted / raw.size:.1%}); they are lifted to "
+                f"{floor:.3g}. Rows with such spreads get intervals of almost no width, and "
+                "the threshold grows to cover them, which widens every other interval (a "
+                "linear or boosted model fitted to absolute residuals can extrapolate to zero "
+                "or below). Use a difficulty model whose spreads stay positive, e.g. "
+                "KNeighborsRegressor or RandomForestRegressor (averages of absolute "
+                "residuals), or a model with predict_std."
+            )
+        return np.maximum(raw, floor)
 
     def _reset_calibration(self) -> None:
         super()._reset_calibration()
@@ -295,7 +311,7 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
             raise ValueError(
                 f"`estimator` predicted {len(output)} values for {len(y)} calibration rows."
             )
-        difficulty = self._difficulty(X)
+        difficulty = self._difficulty(X, calibrating=True)
         advice = "; conformity scores need finite values"
         self._refuse_non_finite(output, difficulty, "calibration rows", advice)
         scores = score.score(y, output, difficulty)
