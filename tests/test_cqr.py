@@ -109,6 +109,40 @@ def test_unfitted_pair_without_fit_raises():
         ConformalizedQuantileRegressor((_hgb(quantile=0.1), _hgb(quantile=0.9))).calibrate(Xc, yc)
 
 
+class _XGBoostStyleQuantile(RegressorMixin, BaseEstimator):
+    """XGBoost's parameter names (objective, quantile_alpha) around a linear quantile fit."""
+
+    def __init__(self, objective="reg:quantileerror", quantile_alpha=0.5):
+        self.objective = objective
+        self.quantile_alpha = quantile_alpha
+
+    def fit(self, X, y):
+        self.model_ = QuantileRegressor(quantile=self.quantile_alpha, alpha=0).fit(X, y)
+        return self
+
+    def predict(self, X):
+        return self.model_.predict(X)
+
+
+def test_quantile_models_named_the_xgboost_way_are_accepted():
+    """puncc #57 (CQR on XGBoost): objective='reg:quantileerror' is a quantile loss and
+    quantile_alpha its level; a squared-error objective is refused naming `objective`."""
+    (Xf, yf), (Xc, yc), (Xt, _) = _split()
+    found = ConformalizedQuantileRegressor(_XGBoostStyleQuantile(), alpha=0.2)
+    given = ConformalizedQuantileRegressor(
+        _XGBoostStyleQuantile(), alpha=0.2, quantile_param="quantile_alpha"
+    )
+    for cqr in (found, given):
+        cqr.fit(Xf[:300], yf[:300]).calibrate(Xc, yc)
+        assert [m.quantile_alpha for m in (cqr.estimator_.lower, cqr.estimator_.upper)] == [
+            0.1,
+            0.9,
+        ]
+    np.testing.assert_array_equal(found.predict_interval(Xt), given.predict_interval(Xt))
+    with pytest.raises(ValueError, match=r"objective='reg:squarederror'.*set `objective`"):
+        ConformalizedQuantileRegressor(_XGBoostStyleQuantile("reg:squarederror")).fit(Xf, yf)
+
+
 def test_bad_estimators_are_explained():
     (Xf, yf), (Xc, yc), _ = _split()
     with pytest.raises(ValueError, match="loss='quantile'"):

@@ -94,7 +94,8 @@ def _with_quantile(estimator: BaseEstimator, level: float, param: str | None) ->
     model = seeded_clone(estimator, None)  # a plain clone; names a model it cannot clone
     names = model.get_params(deep=True)
     if param is None:
-        candidates = [k for k in names if k.split("__")[-1] == "quantile"]
+        # scikit-learn's HistGradientBoosting / QuantileRegressor; XGBoost's quantile_alpha
+        candidates = [k for k in names if k.split("__")[-1] in ("quantile", "quantile_alpha")]
         if not candidates:  # GradientBoostingRegressor / LightGBM: loss="quantile", alpha=q
             candidates = [
                 k
@@ -117,15 +118,23 @@ def _with_quantile(estimator: BaseEstimator, level: float, param: str | None) ->
     elif param not in names:
         raise ValueError(f"`quantile_param` {param!r} is not a parameter of the estimator.")
     prefix = param[: -len(param.split("__")[-1])]
-    loss = names.get(prefix + "loss", names.get(prefix + "objective", "quantile"))
-    if isinstance(loss, str) and loss != "quantile":
+    key = prefix + "loss" if prefix + "loss" in names else prefix + "objective"
+    loss = names.get(key)
+    if isinstance(loss, str) and not any(word in loss.lower() for word in _QUANTILE_LOSSES):
         # e.g. HistGradientBoostingRegressor() would silently ignore `quantile` and fit the
         # mean twice: a band of width zero
         raise ValueError(
-            f"`estimator` {type(estimator).__name__} has {prefix}loss={loss!r}; CQR needs "
-            f"quantile models: set {prefix}loss='quantile'."
+            f"`estimator` {type(estimator).__name__} has {key}={loss!r}; CQR needs "
+            f"quantile models: set `{key.split('__')[-1]}` to a quantile (pinball) loss, "
+            "e.g. loss='quantile' (scikit-learn, LightGBM) or "
+            "objective='reg:quantileerror' (XGBoost)."
         )
     return model.set_params(**{param: level})
+
+
+# Words that name a quantile loss in a model's ``loss`` / ``objective`` setting:
+# 'quantile' (scikit-learn, LightGBM), 'reg:quantileerror' (XGBoost), a 'pinball' loss.
+_QUANTILE_LOSSES = ("quantile", "pinball")
 
 
 class ConformalizedQuantileRegressor(SplitConformalRegressor):
