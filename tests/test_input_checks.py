@@ -972,6 +972,44 @@ def test_a_coverage_level_given_as_alpha_warns():
         SplitConformalRegressor(LinearRegression(), alpha=0.5).fit(X[:50], y[:50])
 
 
+def test_a_coverage_level_given_to_a_prediction_call_warns():
+    """TorchCP #75 moved alpha to prediction time: there too, alpha=0.95 meant as 95% gave
+    sets covering about 5% (mean set size 0.05 on a digits-like problem) without a word,
+    while the same value in the constructor warned. The constructor's level, used by a
+    call without `alpha`, was warned about at fit / calibrate, and is not again."""
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(400, 2))
+    y = X[:, 0] + rng.normal(size=400)
+    labels = (X[:, 0] > 0).astype(int)
+    fit, cal, test = slice(0, 200), slice(200, 380), slice(380, None)
+    models = {
+        "split": SplitConformalRegressor(LinearRegression()).fit(X[fit], y[fit]),
+        "classifier": SplitConformalClassifier(LogisticRegression(), random_state=0),
+        "multidim": MultiDimScoreClassifier(n_heads=2, random_state=0),
+        "rps": ReliablePredictionSets(LogisticRegression(), k_train=2, k_calib=2),
+        "bincp": BinarizedSmoothedClassifier(LogisticRegression(), n_samples=500, random_state=0),
+    }
+    models["split"].calibrate(X[cal], y[cal])
+    for name in ("classifier", "multidim", "rps", "bincp"):
+        models[name].fit(X[fit], labels[fit]).calibrate(X[cal], labels[cal])
+    models["full"] = FullConformalRidge().fit(X[fit], y[fit])
+    models["kowcpi"] = KOWCPI(LinearRegression(), window=2, n_bootstrap=10, random_state=0)
+    models["kowcpi"].fit(X[fit], y[fit])
+    models["bayes"] = LinearizedPredictive(
+        MLPRegressor(hidden_layer_sizes=(4,), solver="lbfgs", max_iter=500, random_state=0).fit(
+            X[fit], y[fit]
+        )
+    ).fit(X[cal], y[cal])
+    for model in models.values():
+        predict = getattr(model, "predict_interval", None) or model.predict_set
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            predict(X[test])
+            predict(X[test], alpha=[0.05, 0.5])
+        with pytest.warns(UserWarning, match=r"alpha=0\.95 is the miscoverage level"):
+            predict(X[test], alpha=[0.1, 0.95])
+
+
 def test_messages_name_the_task_and_both_fixes():
     """Found by a walk-through of user asks: the classifier error offered only
     CalibratedClassifierCV (which cannot wrap a Keras or torch model), the too-few-points

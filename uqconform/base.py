@@ -44,7 +44,11 @@ from uqconform._validation import (
 )
 from uqconform._version import VersionedState
 from uqconform._warnings import warn_user
-from uqconform.quantiles import check_alpha, check_miscoverage, conformal_quantile
+from uqconform.quantiles import (
+    check_call_alpha,
+    check_miscoverage,
+    conformal_quantile,
+)
 from uqconform.routing import RoutesFitParams
 
 if TYPE_CHECKING:
@@ -627,8 +631,7 @@ class ConformalPredictor(VersionedState, RoutesFitParams, BaseEstimator, metacla
         self, alpha: float | Sequence[float] | ArrayLike | None
     ) -> tuple[NDArray, bool]:
         value = self.alpha if alpha is None else alpha
-        levels = check_alpha(value, "alpha")
-        return levels, np.ndim(value) == 0
+        return check_call_alpha(alpha, self.alpha), np.ndim(value) == 0
 
     def _batch_rows(self, n: int) -> int:
         """Rows per model call: ``batch_size``, or automatic (see the constants above)."""

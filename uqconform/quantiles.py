@@ -113,6 +113,21 @@ def check_miscoverage(alpha: float | Sequence[float] | ArrayLike, name: str = "a
     return levels
 
 
+def check_call_alpha(
+    alpha: float | Sequence[float] | ArrayLike | None, default: float | Sequence[float] | ArrayLike
+) -> NDArray:
+    """The levels of one prediction call: ``alpha`` when given, checked and warned about
+    above 0.5 as `check_miscoverage` does, else the wrapper's own ``default`` (warned about
+    where it was set to work: at fit or calibrate).
+
+    Examples
+    --------
+    >>> check_call_alpha(None, 0.1).tolist(), check_call_alpha([0.05, 0.1], 0.1).tolist()
+    ([0.1], [0.05, 0.1])
+    """
+    return check_alpha(default, "alpha") if alpha is None else check_miscoverage(alpha, "alpha")
+
+
 def conformal_rank(
     n: int, alpha: ArrayLike, kind: Literal["nonconformity", "conformity"] = "nonconformity"
 ) -> NDArray:

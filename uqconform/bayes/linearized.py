@@ -58,7 +58,7 @@ from uqconform.bayes.likelihood import (
 from uqconform.bayes.network import MOMENT_MODES, _row_blocks
 from uqconform.bayes.torch_network import is_torch_module
 from uqconform.linearize import noise_variance
-from uqconform.quantiles import check_alpha
+from uqconform.quantiles import check_miscoverage
 
 __all__ = ["LinearizedPredictive"]
 
@@ -651,7 +651,7 @@ class LinearizedPredictive(VersionedState, BaseEstimator):
         ndarray of shape (n_samples, 2), or (n_samples, 2, k) for k levels
         """
         self._regression_only("predict_interval")
-        levels = check_alpha(alpha, "alpha")
+        levels = check_miscoverage(alpha, "alpha")
         mean, var = self.predict_distribution(X, method, include_noise=True)
         half = np.sqrt(var)[:, None] * ndtri(1.0 - levels / 2.0)[None, :]
         out = np.stack([mean[:, None] - half, mean[:, None] + half], axis=1)

@@ -62,7 +62,7 @@ from uqconform.base import (
     warn_if_training_rows,
 )
 from uqconform.classification.split import encode_labels
-from uqconform.quantiles import check_alpha, conformal_quantile
+from uqconform.quantiles import check_alpha, check_call_alpha, conformal_quantile
 from uqconform.scores.classification import APSScore, ClassificationScore, LACScore
 
 if TYPE_CHECKING:
@@ -491,7 +491,7 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
 
     def _levels(self, alpha: float | ArrayLike | None) -> tuple[NDArray, bool]:
         value = self.alpha if alpha is None else alpha
-        levels = check_alpha(value, "alpha")
+        levels = check_call_alpha(alpha, self.alpha)
         if (levels <= self.eta).any():
             raise ValueError(
                 f"`alpha` must exceed eta={self.eta} (the Monte Carlo failure probability is "

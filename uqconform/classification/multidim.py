@@ -56,6 +56,7 @@ from uqconform.classification.split import encode_labels
 from uqconform.quantiles import (
     _warn_too_few,
     check_alpha,
+    check_call_alpha,
     check_miscoverage,
     conformal_quantile,
     conformal_rank,
@@ -538,7 +539,7 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
                 "calibrated with 'learned' (its score is 1 - P(true), not a cell prefix)."
             )
         value = self.alpha if alpha is None else alpha
-        kept = self._thresholds(check_alpha(value, "alpha"))
+        kept = self._thresholds(check_call_alpha(alpha, self.alpha))
         return float(kept[0]) if np.ndim(value) == 0 else kept
 
     def predict_set(self, X: ArrayLike, alpha: float | ArrayLike | None = None) -> NDArray:
@@ -557,7 +558,7 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
         """
         self._check_calibrated("predict_set")
         value = self.alpha if alpha is None else alpha
-        levels = check_alpha(value, "alpha")
+        levels = check_call_alpha(alpha, self.alpha)
         thresholds = self._thresholds(levels)
         X = self._test_rows(X)  # the blocks below are slices of it
         n, n_heads, n_classes = n_rows(X), len(self.estimator_.heads_), len(self.classes_)

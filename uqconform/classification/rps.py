@@ -65,6 +65,7 @@ from uqconform.base import (
 from uqconform.classification.split import encode_labels
 from uqconform.quantiles import (
     check_alpha,
+    check_call_alpha,
     check_miscoverage,
     conformal_quantile,
     conformal_rank,
@@ -1064,7 +1065,7 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
         check_calibration_settings(self, "prediction")
 
     def _level(self, alpha: float | None) -> float:
-        levels = check_alpha(self.alpha if alpha is None else alpha, "alpha")
+        levels = check_call_alpha(alpha, self.alpha)
         if levels.size != 1:
             raise ValueError("`alpha` must be a single level here.")
         return float(levels[0])
@@ -1094,7 +1095,7 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
         """
         self._check_calibrated()
         value = self.alpha if alpha is None else alpha
-        levels = check_alpha(value, "alpha")
+        levels = check_call_alpha(alpha, self.alpha)
         scores = self.predict_scores(X)
         out = np.empty((*scores.shape, levels.size), dtype=bool)
         for j, level in enumerate(levels):  # a loop over levels

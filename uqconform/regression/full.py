@@ -24,7 +24,7 @@ from uqconform._validation import check_bool, check_features, check_int, check_r
 from uqconform._version import VersionedState
 from uqconform._warnings import warn_user
 from uqconform.base import keeps_state_on_error
-from uqconform.quantiles import check_alpha, check_miscoverage
+from uqconform.quantiles import check_call_alpha, check_miscoverage
 from uqconform.regression.crr import (
     SCORES,
     LinearConfidenceMachine,
@@ -234,7 +234,7 @@ class FullConformalMixin:
             ``-inf``/``inf`` where the set is unbounded (e.g. ``alpha < 1/(n + 1)``).
         """
         value = self.alpha if alpha is None else alpha
-        alphas = check_alpha(value, "alpha")
+        alphas = check_call_alpha(alpha, self.alpha)
         algorithm = exact_intervals if self.algorithm == "exact" else fast_intervals
         pieces = []
         batches = self._coefficient_batches(self._test_input(X))
@@ -263,7 +263,7 @@ class FullConformalMixin:
         check_bool(union, "union")
         if not union:
             return self.predict_interval(X, alpha=alpha)
-        levels = check_alpha(self.alpha if alpha is None else alpha, "alpha")
+        levels = check_call_alpha(alpha, self.alpha)
         if levels.size > 1:  # also when the constructor's alpha is a sequence
             raise ValueError("`alpha` must be a single level when union=True.")
         level = float(levels[0])

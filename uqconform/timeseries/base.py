@@ -48,6 +48,7 @@ from uqconform.base import (
 )
 from uqconform.quantiles import (
     check_alpha,
+    check_call_alpha,
     check_miscoverage,
     conformal_quantile,
     minimum_scores,
@@ -766,7 +767,7 @@ class SequentialConformalRegressor(
         check_is_fitted(self, "source_")
         check_calibration_settings(self, "predict_interval", step="fit", again="fit(X, y)")
         value = self.alpha if alpha is None else alpha
-        alphas = check_alpha(value, "alpha")
+        alphas = check_call_alpha(alpha, self.alpha)
         X, y = self._check_series(X, y, reset=False)
         centre = self.source_.predict(X)
         n = centre.shape[0]
