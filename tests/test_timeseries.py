@@ -469,6 +469,31 @@ def test_a_multi_level_call_widens_a_level_only_to_nest_it():
     assert np.diff(narrow).mean() < np.diff(wide).mean()
 
 
+@pytest.mark.parametrize("name", ["EnbPI", "SPCI"])
+def test_separate_calls_nest_only_without_the_beta_search(name):
+    """Each level searches its own beta, so separate calls at two levels need not nest
+    (found by an audit; documented). With beta_grid=1 the intervals are central and
+    separate calls nest, as the docs say."""
+    rng = np.random.default_rng(0)
+    t = np.arange(400)
+    X = np.c_[np.sin(t / 10), np.cos(t / 15), rng.normal(size=400)]
+    noise = np.zeros(400)
+    for i in range(1, 400):  # AR(1) residuals, a recursion over time
+        noise[i] = 0.6 * noise[i - 1] + rng.normal()
+    y = X @ [2.0, -1.0, 0.5] + noise
+    crossings = {}
+    for grid in (5, 1):
+        model = small_models()[name].set_params(beta_grid=grid).fit(X[:300], y[:300])
+        crossings[grid] = 0
+        for pair in ((0.1, 0.2), (0.2, 0.3)):
+            wide, narrow = (
+                pickle.loads(pickle.dumps(model)).predict_interval(X[300:], y[300:], alpha=a)
+                for a in pair
+            )
+            crossings[grid] += np.sum((wide[:, 0] > narrow[:, 0]) | (narrow[:, 1] > wide[:, 1]))
+    assert crossings[1] == 0 and crossings[5] > 0
+
+
 @pytest.mark.parametrize("name", ["KOWCPI", "EnbPI", "SPCI"])
 def test_reproducible_parallel_and_pickled(name):
     X, y = iid_series(260, 4)

@@ -46,7 +46,9 @@ class EnsembleConformalClassifier(SplitConformalClassifier):
     batch_size : int, default=None
         Rows predicted at once.
     random_state : int or None, default=None
-        Seeds the heads and the uniform draws.
+        Seeds the heads and the uniform draws. Bootstrap rows are drawn within each class
+        in the classes' sorted order: renaming classes so that they sort differently acts
+        like another seed.
     verbose : bool, default=False
         Show a progress bar of the fitted heads.
 

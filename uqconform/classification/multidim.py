@@ -111,7 +111,10 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
     n_jobs : int, default=None
         Heads fitted through joblib.
     random_state : int or None, default=None
-        Seeds the heads, the uniform draws and the calibration split.
+        Seeds the heads, the uniform draws and the calibration split. The split is drawn
+        over positions and the bootstrap rows within each class in the classes' sorted
+        order, so reordering the calibration rows, or renaming classes so that they sort
+        differently, acts like another seed (valid either way).
     verbose : bool, default=False
         Show a progress bar of the fitted heads.
 

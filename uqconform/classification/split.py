@@ -115,10 +115,11 @@ default="lac"
         Seeds the uniform draws of randomised scores (and the classifier trained by
         ``fit`` where its own ``random_state`` is None); the same seed gives the same sets.
         With an int seed a prediction call's draws depend on the seed and on the rows it is
-        given, so the same rows get the same sets again, and rows predicted one per call get
-        fresh draws. A Generator is used as it is: each call draws on from its state (as
-        scikit-learn does with a RandomState), so predicting the same rows again can give
-        other sets.
+        given, in their order, so the same rows in the same order get the same sets again,
+        and rows predicted one per call get fresh draws (another order, or other rows in
+        the call, act like another seed: about as many sets change). A Generator is used
+        as it is: each call draws on from its state (as scikit-learn does with a
+        RandomState), so predicting the same rows again can give other sets.
 
     Attributes
     ----------

@@ -752,6 +752,8 @@ class SequentialConformalRegressor(
         alpha : float or sequence of float, optional
             Miscoverage level(s); defaults to the constructor's ``alpha``. Several levels give
             nested intervals: each is widened, if needed, to contain those of larger levels.
+            Each level searches its own width-minimising ``beta``, so intervals asked for in
+            separate calls need not be nested: ask for the levels together.
 
         Returns
         -------
