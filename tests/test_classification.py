@@ -73,9 +73,20 @@ def test_class_conditional_with_a_rare_class_warns_and_includes_it():
     keep = (yc != "emu") | (np.cumsum(yc == "emu") <= 3)  # 3 calibration points of "emu"
     cp = SplitConformalClassifier(alpha=0.1, class_conditional=True).fit(Xf, yf)
     cp.calibrate(Xc[keep], yc[keep])
-    with pytest.warns(UserWarning, match="class 'emu'"):
+    with pytest.warns(UserWarning, match=r"class 'emu'.*every prediction set \(its"):
         sets = cp.predict_set(Xt)
     assert sets[:, list(cp.classes_).index("emu")].all()
+    # With groups, only that group's rows hold the class (the warning said every set):
+    # group "b" gets 2 of the "emu" points, group "a" the others.
+    groups = np.where(np.arange(len(yc)) % 2 == 0, "a", "b")
+    emu_rows = np.flatnonzero(yc == "emu")
+    groups[emu_rows] = "a"
+    groups[emu_rows[:2]] = "b"
+    test_groups = np.where(np.arange(len(Xt)) % 2 == 0, "a", "b")
+    with pytest.warns(UserWarning, match=r"group 'b' / class 'emu' \(2 points\).* of that group"):
+        cp.calibrate(Xc, yc, groups=groups)
+    emu = cp.predict_set(Xt, groups=test_groups)[:, list(cp.classes_).index("emu")]
+    assert emu[test_groups == "b"].all() and not emu[test_groups == "a"].all()
 
 
 @pytest.mark.parametrize("score", ["aps", "raps"])

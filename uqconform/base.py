@@ -606,22 +606,26 @@ class ConformalPredictor(VersionedState, RoutesFitParams, BaseEstimator, metacla
 
     def _warn_too_few(self, too_few: dict[int, int], alphas: NDArray, n_groups: int) -> None:
         n_sub = self._n_sub_strata
+        grouped = n_groups > 1 or getattr(self, "groups_", None) is not None
         where = []
         for stratum, count in list(too_few.items())[:3]:
             parts = []
-            if n_groups > 1 or getattr(self, "groups_", None) is not None:
+            if grouped:
                 parts.append(f"group {_plain(self.groups_[stratum // n_sub])!r}")
             if n_sub > 1:
                 parts.append(f"class {_plain(self.classes_[stratum % n_sub])!r}")
             where.append(f"{' / '.join(parts) or 'calibration set'} ({count} points)")
-        consequence = (
-            "that class is in every prediction set (its threshold is infinite)"
-            if n_sub > 1
-            else f"those predictions are {self._unbounded_prediction}"
-        )
+        if n_sub > 1:
+            rows = "of that group's rows " if grouped else ""
+            consequence = (
+                f"that class is in every prediction set {rows}(its threshold is infinite)"
+            )
+        else:
+            consequence = f"those predictions are {self._unbounded_prediction}"
+        more = f" and {len(too_few) - 3} more" if len(too_few) > 3 else ""
         warn_user(
             f"Too few calibration points for alpha={alphas.tolist()} in "
-            f"{', '.join(where)}{' ...' if len(too_few) > 3 else ''}: at least "
+            f"{', '.join(where)}{more}: at least "
             f"ceil((n + 1)(1 - alpha)) <= n is needed, so {consequence}.",
             UserWarning,
         )

@@ -101,6 +101,7 @@ default="lac"
         empty, more conservative); SAPS uses the draw ``u = 1`` (its sets can still be
         empty on confident rows). Non-randomised
         APS on exact 0/1 probabilities (a fully grown tree) puts every class in every set.
+        LAC and top-k draw nothing (LAC sets can be empty whatever this is).
     k_reg : int, default=1
         RAPS: number of top labels not penalised.
     lambda_reg : float, default=0.01
