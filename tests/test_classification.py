@@ -363,3 +363,46 @@ def test_calibration_uniforms_follow_the_calibration_rows():
     assert np.all((first >= -1e-9) & (first <= 1 + 1e-9))
     assert not np.allclose(first, second)  # other rows, other draws
     np.testing.assert_array_equal(uniforms(np.arange(100)), first)  # same rows, same draws
+
+
+@pytest.mark.parametrize("score", ["lac", "aps", "raps", "saps", "topk"])
+@pytest.mark.parametrize("class_conditional", [False, True])
+def test_pvalues_above_alpha_are_the_sets(score, class_conditional):
+    """crepes #13 / #19: p-values for classification. The sets at any level are the classes
+    whose p-value exceeds it (199 calibration rows: (n + 1) alpha is an integer at 0.1 and
+    0.2), with groups, in batches and with the randomised scores' draws."""
+    (Xf, yf), (Xc, yc), (Xt, yt) = _split(900, seed=8)
+    Xc, yc = Xc[:199], yc[:199]
+    gc, gt = (Xc[:, 0] > 0).astype(int), (Xt[:, 0] > 0).astype(int)
+    cp = SplitConformalClassifier(
+        conformity_score=score,
+        class_conditional=class_conditional,
+        batch_size=7,
+        random_state=0,
+    ).fit(Xf, yf)
+    for groups, test_groups in ((None, None), (gc, gt)):
+        cp.calibrate(Xc, yc, groups=groups)
+        p = cp.predict_pvalue(Xt, groups=test_groups)
+        assert p.shape == (len(Xt), len(cp.classes_)) and ((p > 0) & (p <= 1)).all()
+        alphas = [0.05, 0.1, 0.2, 0.3]
+        sets = cp.predict_set(Xt, alpha=alphas, groups=test_groups)
+        for j, alpha in enumerate(alphas):
+            np.testing.assert_array_equal(p > alpha, sets[..., j])
+        true = p[np.arange(len(yt)), np.searchsorted(cp.classes_, yt)]
+        if score != "topk":  # ranks tie: top-k's p-values are conservative
+            assert 0.3 < true.mean() < 0.7  # near uniform for the true labels
+
+
+def test_pvalues_of_an_uncalibrated_group_are_one_and_inputs_are_checked():
+    (Xf, yf), (Xc, yc), (Xt, _) = _split(seed=9)
+    cp = SplitConformalClassifier(random_state=0).fit(Xf, yf)
+    with pytest.raises(NotFittedError, match="predict_pvalue needs calibration"):
+        cp.predict_pvalue(Xt)
+    cp.calibrate(Xc, yc, groups=np.zeros(len(yc), int))
+    with pytest.warns(UserWarning, match="groups without calibration data"):
+        p = cp.predict_pvalue(Xt, groups=np.r_[np.zeros(len(Xt) - 3, int), [7, 7, 7]])
+    assert (p[-3:] == 1).all() and (p[:-3] < 1).any()
+    with pytest.raises(ValueError, match="groups"):
+        cp.predict_pvalue(Xt)
+    with pytest.raises(ValueError, match="features"):
+        cp.predict_pvalue(Xt[:, :1])

@@ -11,6 +11,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
+from uqconform._rows import n_rows, row_sliceable
 from uqconform._validation import (
     check_bool,
     check_class_labels,
@@ -233,7 +234,8 @@ default="lac"
             return scores, index, len(self.classes_)
         return scores, np.zeros_like(index), 1
 
-    def _predict_batch(self, X, thresholds, alphas, rng):
+    def _set_scores(self, X: Any, rng: np.random.Generator) -> NDArray:
+        """The score of every class for every row (the uniforms drawn on from ``rng``)."""
         proba = class_probabilities(self.estimator_, X, len(self.classes_))
         score = self._score_object()
         scores = np.asarray(score.set_scores(proba, self._uniforms(rng, proba.shape[0])))
@@ -242,6 +244,10 @@ default="lac"
                 f"{score!r}.set_scores must return one score per row and class, shape "
                 f"{proba.shape}, got {scores.shape}."
             )
+        return scores
+
+    def _predict_batch(self, X, thresholds, alphas, rng):
+        scores = self._set_scores(X, rng)
         out = np.empty((*scores.shape, alphas.size), dtype=bool)
         for j in range(alphas.size):  # a loop over levels, not rows
             np.less_equal(scores, thresholds[:, :, 0, j], out=out[:, :, j])
@@ -267,6 +273,57 @@ default="lac"
         """
         self._check_calibrated("predict_set")
         return self._predict_batched(X, alpha, groups, (len(self.classes_),), bool, "predict_set")
+
+    def predict_pvalue(self, X: Any, groups: ArrayLike | None = None) -> NDArray:
+        """Conformal p-value of every class for every row.
+
+        The p-value of class ``c`` for row ``x`` is ``(1 + m) / (n + 1)``, where ``m`` of
+        the ``n`` calibration scores of the row's stratum (its group, and class ``c`` with
+        ``class_conditional=True``) are at least the score of ``(x, c)``. For a true label
+        it is uniform on ``{1/(n + 1), ..., 1}`` or above (valid), and
+        ``predict_set(X, alpha)`` holds exactly the classes whose p-value exceeds
+        ``alpha`` (randomised scores use the same draws for the same rows in the same
+        order).
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+        groups : array-like of shape (n_samples,), optional
+            Group labels, required if (and only if) calibration used groups. A group
+            without calibration data gives every class p-value 1.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes)
+            Columns in the order of ``classes_``.
+
+        Examples
+        --------
+        >>> from sklearn.datasets import load_iris
+        >>> X, y = load_iris(return_X_y=True)
+        >>> cp = SplitConformalClassifier(alpha=0.1).fit(X[::2], y[::2])
+        >>> p = cp.calibrate(X[1::4], y[1::4]).predict_pvalue(X[3::4])
+        >>> bool(((p > 0.1) == cp.predict_set(X[3::4])).all())
+        True
+        """
+        self._check_calibrated("predict_pvalue")
+        X = row_sliceable(self._validate_X(X, reset=False))
+        group_index = self._group_index(groups, n_rows(X))
+        rng = self._rng(stream=1, content=X if self._draws_at_prediction() else None)
+        with self._explaining_nan(X):
+            scores = self._set_scores(X, rng)
+        n_sub = self._n_sub_strata
+        n_groups = 1 if getattr(self, "groups_", None) is None else self.groups_.size
+        row_groups = np.zeros(len(scores), np.intp) if group_index is None else group_index
+        pvalues = np.ones_like(scores)  # rows of a group never calibrated: p = 1
+        for stratum in range(n_groups * n_sub):  # a loop over strata, never over rows
+            group, label = divmod(stratum, n_sub)
+            ranked = np.sort(self.conformity_scores_[self.calibration_strata_ == stratum])
+            rows = np.flatnonzero(row_groups == group)[:, None]
+            columns = np.arange(scores.shape[1]) if n_sub == 1 else np.array([label])
+            below = np.searchsorted(ranked, scores[rows, columns], side="left")
+            pvalues[rows, columns] = (1 + ranked.size - below) / (ranked.size + 1)
+        return pvalues
 
     @available_if(_estimator_has("predict_proba"))
     def predict_proba(self, X: Any) -> NDArray:
