@@ -406,3 +406,26 @@ def test_pvalues_of_an_uncalibrated_group_are_one_and_inputs_are_checked():
         cp.predict_pvalue(Xt)
     with pytest.raises(ValueError, match="features"):
         cp.predict_pvalue(Xt[:, :1])
+
+
+class _IntegerRank(SAPSScore):
+    """A user score returning integers: each label's rank by probability (0: the top)."""
+
+    def scores(self, proba, u=None):
+        return np.argsort(np.argsort(-proba, axis=1), axis=1)
+
+    def set_scores(self, proba, u=None):
+        return self.scores(proba)
+
+    def label_scores(self, proba, labels, u=None):
+        return self.scores(proba)[np.arange(len(labels)), labels]
+
+
+def test_pvalues_are_fractions_for_a_score_of_integers():
+    """p-values took the dtype of the scores: a user score of integers gave 0 / 1."""
+    (Xf, yf), (Xc, yc), (Xt, _) = _split(seed=10)
+    cp = SplitConformalClassifier(conformity_score=_IntegerRank()).fit(Xf, yf)
+    p = cp.calibrate(Xc, yc).predict_pvalue(Xt)
+    assert p.dtype == float and ((p > 0) & (p < 1)).any()
+    for alpha in (0.05, 0.2, 0.5):
+        np.testing.assert_array_equal(p > alpha, cp.predict_set(Xt, alpha=alpha))

@@ -15,10 +15,9 @@ turn a batch of model outputs and thresholds into intervals or sets.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 from abc import ABCMeta, abstractmethod
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
@@ -320,24 +319,16 @@ class ConformalPredictor(VersionedState, RoutesFitParams, BaseEstimator, metacla
         """Record or check the number and names of features; X itself is passed through."""
         return check_features(self, X, reset=reset)
 
-    @contextlib.contextmanager
-    def _explaining_nan(self, X: Any) -> Iterator[None]:
-        """Run model calls on ``X``; if one fails (or predicts NaN) and ``X`` holds NaN the
-        model does not accept, raise that plain message instead, from the model's error.
-
-        ``X`` is searched for NaN only after a failure: scikit-learn models check their input
-        themselves, and a check before every call would read ``X`` once more.
-        """
-        try:
-            yield
-        except Exception as error:
-            if refuses_nan(self.estimator_) and has_nan(X):
-                raise ValueError(
-                    f"`X` contains NaN and {type(self.estimator_).__name__} does not accept "
-                    "missing values: impute them (e.g. sklearn.impute.SimpleImputer in a "
-                    "Pipeline) or use a model that handles NaN, such as HistGradientBoosting."
-                ) from error
-            raise
+    def _check_nan(self, X: Any) -> None:
+        # Checked before the model sees X, not only after it fails: a model that declares
+        # no NaN support but does not check its input (a hand-written rule, a wrapper
+        # around a torch network) would otherwise train or predict on NaN silently.
+        if refuses_nan(self.estimator_) and has_nan(X):
+            raise ValueError(
+                f"`X` contains NaN and {type(self.estimator_).__name__} does not accept "
+                "missing values: impute them (e.g. sklearn.impute.SimpleImputer in a Pipeline) "
+                "or use a model that handles NaN, such as HistGradientBoosting."
+            )
 
     @keeps_state_on_error
     def fit(self, X: Any, y: ArrayLike, **fit_params: Any) -> Self:
@@ -367,8 +358,8 @@ class ConformalPredictor(VersionedState, RoutesFitParams, BaseEstimator, metacla
         y = self._check_target(y, n_rows(X), calibrating=False)
         self.estimator_ = self._make_estimator()
         self._estimator_adopted = False
-        with self._explaining_nan(X):
-            self.estimator_.fit(X, y, **model_params)
+        self._check_nan(X)
+        self.estimator_.fit(X, y, **model_params)
         self._after_fit(X, y, **fit_params)
         remember_training_rows(self, X, y, trained=self._fit_trains_on_rows())
         return self
@@ -462,8 +453,8 @@ class ConformalPredictor(VersionedState, RoutesFitParams, BaseEstimator, metacla
         y = self._check_target(y, n, calibrating=True)
         warn_if_training_rows(self, X, y)
         group_labels = check_groups(groups, n)
-        with self._explaining_nan(X):
-            self._store_calibration(X, y, group_labels)
+        self._check_nan(X)
+        self._store_calibration(X, y, group_labels)
         # Warn now, next to the cause, if a stratum is too small for the default level
         # (prediction warns again for the levels it is asked for); the table is kept.
         self._threshold_table(self._resolve_alpha(None)[0])
@@ -691,11 +682,11 @@ class ConformalPredictor(VersionedState, RoutesFitParams, BaseEstimator, metacla
             block = slice_rows(X, start, stop)
             # Without groups every row shares one threshold row: pass it once, broadcastable.
             rows = table[:1] if group_index is None else table[group_index[start:stop]]
-            with self._explaining_nan(block):
-                try:
-                    batch = self._predict_batch(block, rows, alphas, rng)
-                except NonFiniteOutputError as error:  # name the row of X, not of the batch
-                    raise error.renumbered(np.arange(start, stop), more_rows=stop < n) from None
+            self._check_nan(block)
+            try:
+                batch = self._predict_batch(block, rows, alphas, rng)
+            except NonFiniteOutputError as error:  # name the row of X, not of the batch
+                raise error.renumbered(np.arange(start, stop), more_rows=stop < n) from None
             if out is None:
                 out = batch
             else:

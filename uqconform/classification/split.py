@@ -11,7 +11,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
-from uqconform._rows import n_rows, row_sliceable
+from uqconform._rows import n_rows, row_sliceable, slice_rows
 from uqconform._validation import (
     check_bool,
     check_class_labels,
@@ -282,8 +282,9 @@ default="lac"
         ``class_conditional=True``) are at least the score of ``(x, c)``. For a true label
         it is uniform on ``{1/(n + 1), ..., 1}`` or above (valid), and
         ``predict_set(X, alpha)`` holds exactly the classes whose p-value exceeds
-        ``alpha`` (randomised scores use the same draws for the same rows in the same
-        order).
+        ``alpha``: always for LAC and top-k, and for randomised scores with an int
+        ``random_state`` (the same draws for the same rows in the same order; with
+        ``None`` or a Generator every call draws afresh).
 
         Parameters
         ----------
@@ -308,21 +309,30 @@ default="lac"
         """
         self._check_calibrated("predict_pvalue")
         X = row_sliceable(self._validate_X(X, reset=False))
-        group_index = self._group_index(groups, n_rows(X))
-        rng = self._rng(stream=1, content=X if self._draws_at_prediction() else None)
-        with self._explaining_nan(X):
-            scores = self._set_scores(X, rng)
+        n = n_rows(X)
+        group_index = self._group_index(groups, n)
+        row_groups = np.zeros(n, np.intp) if group_index is None else group_index
         n_sub = self._n_sub_strata
         n_groups = 1 if getattr(self, "groups_", None) is None else self.groups_.size
-        row_groups = np.zeros(len(scores), np.intp) if group_index is None else group_index
-        pvalues = np.ones_like(scores)  # rows of a group never calibrated: p = 1
-        for stratum in range(n_groups * n_sub):  # a loop over strata, never over rows
-            group, label = divmod(stratum, n_sub)
-            ranked = np.sort(self.conformity_scores_[self.calibration_strata_ == stratum])
-            rows = np.flatnonzero(row_groups == group)[:, None]
-            columns = np.arange(scores.shape[1]) if n_sub == 1 else np.array([label])
-            below = np.searchsorted(ranked, scores[rows, columns], side="left")
-            pvalues[rows, columns] = (1 + ranked.size - below) / (ranked.size + 1)
+        ranked = [  # each stratum's calibration scores, sorted once
+            np.sort(self.conformity_scores_[self.calibration_strata_ == stratum])
+            for stratum in range(n_groups * n_sub)
+        ]
+        # the draws of predict_set: one generator for the call, drawn on batch by batch
+        rng = self._rng(stream=1, content=X if self._draws_at_prediction() else None)
+        pvalues = np.ones((n, len(self.classes_)))  # rows of a group never calibrated: 1
+        step = self._batch_rows(n)
+        for start in range(0, n, step):  # a loop over batches of rows, for bounded memory
+            stop = min(start + step, n)
+            block = slice_rows(X, start, stop)
+            self._check_nan(block)
+            scores = self._set_scores(block, rng)
+            for stratum, calibration in enumerate(ranked):  # a loop over strata
+                group, label = divmod(stratum, n_sub)
+                rows = start + np.flatnonzero(row_groups[start:stop] == group)[:, None]
+                columns = np.arange(scores.shape[1]) if n_sub == 1 else np.array([label])
+                below = np.searchsorted(calibration, scores[rows - start, columns], side="left")
+                pvalues[rows, columns] = (1 + calibration.size - below) / (calibration.size + 1)
         return pvalues
 
     @available_if(_estimator_has("predict_proba"))
