@@ -110,14 +110,27 @@ def test_unfitted_pair_without_fit_raises():
 
 
 class _XGBoostStyleQuantile(RegressorMixin, BaseEstimator):
-    """XGBoost's parameter names (objective, quantile_alpha) around a linear quantile fit."""
+    """XGBoost's way: `objective` in the signature, `quantile_alpha` in **kwargs, listed by
+    get_params only once set (as xgboost.XGBRegressor does); a linear quantile fit."""
 
-    def __init__(self, objective="reg:quantileerror", quantile_alpha=0.5):
+    def __init__(self, objective="reg:quantileerror", **kwargs):
         self.objective = objective
-        self.quantile_alpha = quantile_alpha
+        self.kwargs = kwargs
+
+    def get_params(self, deep=True):
+        return {**super().get_params(deep), **self.kwargs}
+
+    def set_params(self, **params):
+        for name, value in params.items():
+            if name == "objective":
+                self.objective = value
+            else:
+                self.kwargs[name] = value
+        return self
 
     def fit(self, X, y):
-        self.model_ = QuantileRegressor(quantile=self.quantile_alpha, alpha=0).fit(X, y)
+        quantile = self.kwargs.get("quantile_alpha", 0.5)
+        self.model_ = QuantileRegressor(quantile=quantile, alpha=0).fit(X, y)
         return self
 
     def predict(self, X):
@@ -126,21 +139,26 @@ class _XGBoostStyleQuantile(RegressorMixin, BaseEstimator):
 
 def test_quantile_models_named_the_xgboost_way_are_accepted():
     """puncc #57 (CQR on XGBoost): objective='reg:quantileerror' is a quantile loss and
-    quantile_alpha its level; a squared-error objective is refused naming `objective`."""
+    quantile_alpha its level, found even when XGBoost does not list it yet; a
+    squared-error objective is refused naming `objective`."""
     (Xf, yf), (Xc, yc), (Xt, _) = _split()
+    assert "quantile_alpha" not in _XGBoostStyleQuantile().get_params()
     found = ConformalizedQuantileRegressor(_XGBoostStyleQuantile(), alpha=0.2)
     given = ConformalizedQuantileRegressor(
         _XGBoostStyleQuantile(), alpha=0.2, quantile_param="quantile_alpha"
     )
     for cqr in (found, given):
         cqr.fit(Xf[:300], yf[:300]).calibrate(Xc, yc)
-        assert [m.quantile_alpha for m in (cqr.estimator_.lower, cqr.estimator_.upper)] == [
-            0.1,
-            0.9,
-        ]
+        band = cqr.estimator_
+        assert [m.kwargs["quantile_alpha"] for m in (band.lower, band.upper)] == [0.1, 0.9]
     np.testing.assert_array_equal(found.predict_interval(Xt), given.predict_interval(Xt))
+    squared = _XGBoostStyleQuantile("reg:squarederror")
     with pytest.raises(ValueError, match=r"objective='reg:squarederror'.*set `objective`"):
-        ConformalizedQuantileRegressor(_XGBoostStyleQuantile("reg:squarederror")).fit(Xf, yf)
+        ConformalizedQuantileRegressor(squared, quantile_param="quantile_alpha").fit(Xf, yf)
+    with pytest.raises(ValueError, match=r"Cannot tell .* 'quantile_alpha' for XGBRegressor"):
+        ConformalizedQuantileRegressor(squared).fit(Xf, yf)
+    with pytest.raises(ValueError, match="'level' is not a parameter of Ridge"):
+        ConformalizedQuantileRegressor(Ridge(), quantile_param="level").fit(Xf, yf)
 
 
 def test_bad_estimators_are_explained():

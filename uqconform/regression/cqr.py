@@ -107,20 +107,25 @@ def _with_quantile(estimator: BaseEstimator, level: float, param: str | None) ->
                     names.get(k[: -len("alpha")] + "objective"),
                 )
             ]
+        if not candidates:  # XGBoost lists quantile_alpha only once it is set (**kwargs)
+            candidates = [
+                k[: -len("objective")] + "quantile_alpha"
+                for k, value in names.items()
+                if k.split("__")[-1] == "objective" and _names_quantile_loss(value)
+            ]
         if len(candidates) != 1:
             raise ValueError(
                 f"Cannot tell which parameter of {type(estimator).__name__} sets the quantile "
                 "level: give `quantile_param` (e.g. 'quantile' for "
-                "HistGradientBoostingRegressor(loss='quantile')), or pass a pair of models "
+                "HistGradientBoostingRegressor(loss='quantile'), 'quantile_alpha' for "
+                "XGBRegressor(objective='reg:quantileerror')), or pass a pair of models "
                 "(lower, upper) as `estimator`."
             )
         param = candidates[0]
-    elif param not in names:
-        raise ValueError(f"`quantile_param` {param!r} is not a parameter of the estimator.")
     prefix = param[: -len(param.split("__")[-1])]
     key = prefix + "loss" if prefix + "loss" in names else prefix + "objective"
     loss = names.get(key)
-    if isinstance(loss, str) and not any(word in loss.lower() for word in _QUANTILE_LOSSES):
+    if isinstance(loss, str) and not _names_quantile_loss(loss):
         # e.g. HistGradientBoostingRegressor() would silently ignore `quantile` and fit the
         # mean twice: a band of width zero
         raise ValueError(
@@ -129,12 +134,18 @@ def _with_quantile(estimator: BaseEstimator, level: float, param: str | None) ->
             "e.g. loss='quantile' (scikit-learn, LightGBM) or "
             "objective='reg:quantileerror' (XGBoost)."
         )
-    return model.set_params(**{param: level})
+    try:  # a model may take settings it does not list before they are set (XGBoost)
+        return model.set_params(**{param: level})
+    except (ValueError, TypeError):
+        raise ValueError(
+            f"`quantile_param` {param!r} is not a parameter of {type(estimator).__name__}."
+        ) from None
 
 
-# Words that name a quantile loss in a model's ``loss`` / ``objective`` setting:
-# 'quantile' (scikit-learn, LightGBM), 'reg:quantileerror' (XGBoost), a 'pinball' loss.
-_QUANTILE_LOSSES = ("quantile", "pinball")
+def _names_quantile_loss(value: Any) -> bool:
+    """Whether a ``loss`` / ``objective`` setting names a quantile loss: 'quantile'
+    (scikit-learn, LightGBM), 'reg:quantileerror' (XGBoost), a 'pinball' loss."""
+    return isinstance(value, str) and any(w in value.lower() for w in ("quantile", "pinball"))
 
 
 class ConformalizedQuantileRegressor(SplitConformalRegressor):
