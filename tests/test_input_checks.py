@@ -1030,6 +1030,38 @@ def test_a_coverage_level_given_to_a_prediction_call_warns():
             predict(X[test], alpha=[0.1, 0.95])
 
 
+def test_each_coverage_level_given_as_alpha_warns_once_where_it_is_used():
+    """A review found: the smoothed classifiers never warned about alpha=0.9 in the
+    constructor; full CP warned about the constructor's level at every prediction, also
+    when the call gave its own (twice for alpha=0.9); plot_cells warned again."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(300, 2))
+    y = X[:, 0] + rng.normal(size=300)
+    labels = (X[:, 0] > 0).astype(int)
+
+    def count(step):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            step()
+        return sum("is the miscoverage level" in str(w.message) for w in caught)
+
+    smoothed = BinarizedSmoothedClassifier(
+        LogisticRegression(), alpha=0.9, n_samples=200, random_state=0
+    )
+    assert count(lambda: smoothed.fit(X[:150], labels[:150])) == 1
+    assert count(lambda: smoothed.calibrate(X[150:250], labels[150:250])) == 1
+    full = FullConformalRidge(alpha=0.9)
+    assert count(lambda: full.fit(X[:200], y[:200])) == 1
+    assert count(lambda: full.predict_interval(X[200:], alpha=0.1)) == 0
+    assert count(lambda: full.predict_interval(X[200:], alpha=0.9)) == 1
+    cells = MultiDimScoreClassifier(n_heads=2, alpha=0.9, random_state=0)
+    cells.fit(X[:150], labels[:150]).calibrate(X[150:], labels[150:])
+    assert count(lambda: cells.plot_cells(X[150:], labels[150:])) == 0
+
+
 def test_messages_name_the_task_and_both_fixes():
     """Found by a walk-through of user asks: the classifier error offered only
     CalibratedClassifierCV (which cannot wrap a Keras or torch model), the too-few-points

@@ -62,7 +62,11 @@ from uqconform.base import (
     warn_if_training_rows,
 )
 from uqconform.classification.split import encode_labels
-from uqconform.quantiles import check_alpha, check_call_alpha, conformal_quantile
+from uqconform.quantiles import (
+    check_call_alpha,
+    check_miscoverage,
+    conformal_quantile,
+)
 from uqconform.scores.classification import APSScore, ClassificationScore, LACScore
 
 if TYPE_CHECKING:
@@ -183,7 +187,7 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
             )
 
     def _validate_params(self) -> None:
-        levels = check_alpha(self.alpha, "alpha")
+        levels = check_miscoverage(self.alpha, "alpha")
         self._check_single_alpha()
         check_int(self.batch_size, "batch_size", allow_none=True)
         check_random_state_value(self.random_state)

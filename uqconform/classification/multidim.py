@@ -625,7 +625,8 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
         ax = plt.gca() if ax is None else ax
         vectors = self.score_vectors(X)
         labels = encode_labels(check_rows("y", y, n_rows(X)), self.classes_)
-        accepted = self.predict_set(X, alpha=float(check_alpha(self.alpha)[0]))
+        accepted = self.predict_set(X)  # at the constructor's (first) level
+        accepted = accepted[..., 0] if accepted.ndim == 3 else accepted
         rows = np.arange(len(labels))
         false = np.ones(accepted.shape, dtype=bool)
         false[rows, labels] = False

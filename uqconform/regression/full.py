@@ -24,7 +24,7 @@ from uqconform._validation import check_bool, check_features, check_int, check_r
 from uqconform._version import VersionedState
 from uqconform._warnings import warn_user
 from uqconform.base import keeps_state_on_error
-from uqconform.quantiles import check_call_alpha, check_miscoverage
+from uqconform.quantiles import check_alpha, check_call_alpha, check_miscoverage
 from uqconform.regression.crr import (
     SCORES,
     LinearConfidenceMachine,
@@ -114,8 +114,10 @@ class FullConformalMixin:
 
         def _test_features(self, X: Any) -> tuple[NDArray, NDArray]: ...
 
-    def _validate_full_params(self) -> None:
-        check_miscoverage(self.alpha, "alpha")
+    def _validate_full_params(self, warn_level: bool = True) -> None:
+        """Check the settings; ``warn_level=False`` (at prediction, where a call may give
+        its own level) checks ``alpha`` without the warning about a coverage level."""
+        (check_miscoverage if warn_level else check_alpha)(self.alpha, "alpha")
         if self.conformity_score not in SCORES:
             raise ValueError(
                 f"Unknown `conformity_score` {self.conformity_score!r}: use one of {list(SCORES)}."
@@ -183,7 +185,7 @@ class FullConformalMixin:
         """Yield ``(rows, predictions, a, b)`` for batches of test points (``width``
         candidates each) of a test input checked by ``_test_input``."""
         check_is_fitted(self, "machine_")
-        self._validate_full_params()
+        self._validate_full_params(warn_level=False)
         n = self.machine_.n_samples
         # Bounded by the feature arrays (rows, p) and the coefficient arrays (rows, n * width).
         step = self.batch_size or min(
