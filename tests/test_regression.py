@@ -160,6 +160,21 @@ def test_spreads_lifted_to_the_floor_are_reported_at_calibration():
         linear.predict_interval(X[2000:])
     )
     assert ratio < 0.5  # what the warning is about: the lifted rows widen every interval
+    # spreads of exactly zero where the data are noiseless are right: no warning (a review
+    # found the first version of the warning firing here, advising the model in use)
+    from sklearn.tree import DecisionTreeRegressor
+
+    steps = np.floor(4 * X[:, 0]) + (X[:, 0] > 0.5) * rng.standard_normal(3000)
+    noiseless = SplitConformalRegressor(
+        DecisionTreeRegressor(max_depth=4, random_state=0),
+        conformity_score="normalized",
+        difficulty_estimator=KNeighborsRegressor(50),
+        random_state=0,
+    ).fit(X[:1000], steps[:1000])
+    assert np.mean(noiseless._raw_spread(X[1000:2000]) == 0) > 0.2
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        noiseless.calibrate(X[1000:2000], steps[1000:2000])
 
 
 def pooled_width_and_coverage(make_model, repeats=8, n=900):

@@ -52,6 +52,12 @@ def predictive_spread(model: Any, X: Any) -> NDArray:
 _ZERO_SPREAD_FLOOR = float(np.finfo(float).tiny)
 
 
+# Calibration rows lifted to the floor with residuals above it, as a share of all rows,
+# from which calibration warns: a few such rows (a boundary between a noiseless and a noisy
+# region) barely move the threshold; a share near alpha inflates every interval.
+_LIFTED_SHARE_WARNED = 0.01
+
+
 class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
     """Split conformal prediction intervals around any scikit-learn regressor.
 
@@ -76,8 +82,9 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
         ``estimator``. Fitted: used as is,
         through ``predict_std(X)`` or ``predict(X, return_std=True)`` when it has them
         (a Gaussian process, a Bayesian predictive), else ``predict(X)``. Spreads at or
-        below a small floor are lifted to it, and calibration warns with their share: a
-        model that keeps spreads positive (k-NN, a random forest) suits best.
+        below a small floor are lifted to it; calibration warns when rows so lifted have
+        residuals above it (a model that keeps spreads positive where there is noise,
+        such as k-NN or a random forest, suits best).
     cv : int or cross-validation splitter, default=5
         Folds for the out-of-fold residuals of the normalized score.
     batch_size : int, default=None
@@ -260,27 +267,38 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
             return point_predictions(model.predict(X), "difficulty_estimator")
         return predictive_spread(model, X)
 
-    def _difficulty(self, X: Any, *, calibrating: bool = False) -> NDArray | None:
+    def _difficulty(self, X: Any) -> NDArray | None:
         if not self._needs_difficulty():
             return None
         # Without fit (a prefit difficulty model) there is no training data to set a floor
         # from: only zero spreads are lifted, so the score does not depend on the units of y.
-        floor = getattr(self, "difficulty_floor_", _ZERO_SPREAD_FLOOR)
-        raw = self._raw_spread(X)
-        lifted = int(np.count_nonzero(raw <= floor))
-        if calibrating and lifted:
+        return np.maximum(self._raw_spread(X), self._spread_floor())
+
+    def _spread_floor(self) -> float:
+        return float(getattr(self, "difficulty_floor_", _ZERO_SPREAD_FLOOR))
+
+    def _warn_lifted_spreads(self, difficulty: NDArray, residuals: NDArray) -> None:
+        """Warn when at least 1% of the calibration rows had their spread lifted to the
+        floor and have residuals above it: the difficulty model calls them noiseless and
+        they are not (a spread of zero on a row the data show noiseless, as a k-NN average
+        can give, is right)."""
+        floor = self._spread_floor()
+        lifted = difficulty <= floor
+        wrong = int(np.count_nonzero(lifted & (residuals > floor)))
+        if wrong >= _LIFTED_SHARE_WARNED * lifted.size:
             model = type(self._difficulty_model()).__name__
             warn_user(
-                f"`difficulty_estimator` ({model}) gave spreads <= {floor:.3g} on {lifted} of "
-                f"{raw.size} calibration rows ({lifted / raw.size:.1%}); they are lifted to "
-                f"{floor:.3g}. Rows with such spreads get intervals of almost no width, and "
-                "the threshold grows to cover them, which widens every other interval (a "
-                "linear or boosted model fitted to absolute residuals can extrapolate to zero "
-                "or below). Use a difficulty model whose spreads stay positive, e.g. "
+                f"`difficulty_estimator` ({model}) gave spreads <= {floor:.3g} on "
+                f"{int(lifted.sum())} of {lifted.size} calibration rows, {wrong} of which have "
+                f"absolute residuals above that ({wrong / lifted.size:.1%} of the rows): the "
+                "spreads are lifted to it, so such rows get intervals of almost no width, "
+                "and their scores (residual / spread) are huge, which raises the threshold "
+                "and widens every other interval (a linear or boosted model fitted to "
+                "absolute residuals can extrapolate to zero or below). Use a difficulty "
+                "model whose spreads stay positive where there is noise, e.g. "
                 "KNeighborsRegressor or RandomForestRegressor (averages of absolute "
                 "residuals), or a model with predict_std."
             )
-        return np.maximum(raw, floor)
 
     def _reset_calibration(self) -> None:
         super()._reset_calibration()
@@ -311,10 +329,12 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
             raise ValueError(
                 f"`estimator` predicted {len(output)} values for {len(y)} calibration rows."
             )
-        difficulty = self._difficulty(X, calibrating=True)
+        difficulty = self._difficulty(X)
         advice = "; conformity scores need finite values"
         self._refuse_non_finite(output, difficulty, "calibration rows", advice)
         scores = score.score(y, output, difficulty)
+        if difficulty is not None:
+            self._warn_lifted_spreads(difficulty, np.abs(y - output))
         return np.asarray(scores, dtype=float), np.zeros(y.shape[0], dtype=np.intp), 1
 
     def _predict_batch(self, X, thresholds, alphas, rng):
