@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import math
 import numbers
-import warnings
 from typing import TYPE_CHECKING, Any, Literal, Protocol, cast, runtime_checkable
 
 import numpy as np
@@ -621,17 +620,21 @@ class PredictionRegion:
         return volume, std
 
     # ---- pushing latent points forward ------------------------------------------------------
-    def _push(self, Z: NDArray, check_round_trip: bool = True) -> NDArray:
-        """Latent points ``(n, m, d)`` mapped to outputs, checked for overflow and, for maps
-        that are not affine, for an inverse that does not map back."""
+    def _push(
+        self, Z: NDArray, check_round_trip: bool = True, report_overflow: bool = True
+    ) -> NDArray:
+        """Latent points ``(n, m, d)`` mapped to outputs, checked for overflow (non-finite
+        outputs become NaN, reported unless ``report_overflow=False``) and, for maps that
+        are not affine, for an inverse that does not map back."""
         Y = np.asarray(self.latent_map.from_latent(Z), dtype=float)
         bad = ~np.isfinite(Y)
         if bad.any():
-            warn_user(
-                f"{int(bad.any(axis=(1, 2)).sum())} regions map some latent points to "
-                "non-finite outputs (the map overflows there); those coordinates are NaN.",
-                RuntimeWarning,
-            )
+            if report_overflow:
+                warn_user(
+                    f"{int(bad.any(axis=(1, 2)).sum())} regions map some latent points to "
+                    "non-finite outputs (the map overflows there); those coordinates are NaN.",
+                    RuntimeWarning,
+                )
             Y[bad] = np.nan
         if check_round_trip:
             self._check_round_trip(Z, Y)
@@ -808,9 +811,8 @@ class PredictionRegion:
             if ascend:  # starts from the sampled extremes and keeps them when not beaten
                 box[rows] = part._ascend_extremes(unit, points)
                 continue
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN rows stay NaN
-                box[rows] = np.stack([np.nanmin(points, axis=1), np.nanmax(points, axis=1)], 2)
+            # fmin / fmax pass over NaN and leave all-NaN rows NaN, without a warning
+            box[rows] = np.stack([np.fmin.reduce(points, 1), np.fmax.reduce(points, 1)], 2)
         return box
 
     def _ascend_extremes(self, unit: NDArray, points: NDArray) -> NDArray:
@@ -829,10 +831,10 @@ class PredictionRegion:
         direction = unit[values.argmax(axis=1)]  # (n, 2d, d)
 
         def objective(latent: NDArray) -> NDArray:  # (n, 2d, k, d) -> (n, 2d, k)
-            with warnings.catch_warnings():  # the sampled points reported overflow already
-                warnings.simplefilter("ignore", RuntimeWarning)
-                images = self._push(latent.reshape(n, -1, d), check_round_trip=False)
-                images = images.reshape(latent.shape)
+            # the sampled points reported overflow already
+            with np.errstate(over="ignore", invalid="ignore"):
+                images = self._push(latent.reshape(n, -1, d), False, report_overflow=False)
+            images = images.reshape(latent.shape)
             picked = np.take_along_axis(images, coordinate[None, :, None, None], axis=3)[..., 0]
             return np.nan_to_num(picked * sign[None, :, None], nan=-np.inf)
 

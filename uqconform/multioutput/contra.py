@@ -18,7 +18,6 @@ The flows come from `uqconform.multioutput.flows` (torch and nflows, the ``flows
 from __future__ import annotations
 
 import numbers
-import warnings
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -122,9 +121,9 @@ class _FlowRegions(MultiOutputConformalRegressor):
         """
         self._check_calibrated("chi_diagnostic")
         alphas, _ = self._resolve_alpha(alpha)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)  # too few points: infinite radius
-            table = self._threshold_table(alphas)[:-1, 0, 0]  # (groups, k)
+        # not _threshold_table: too few points give an infinite radius here, without the
+        # warning (and no catch_warnings, which is not thread-safe)
+        table = self._compute_threshold_table(alphas)[0][:-1, 0, 0]  # (groups, k)
         radius = table[0] if getattr(self, "groups_", None) is None else table
         quantile = chi(self.n_outputs_).ppf(1 - alphas)
         return {

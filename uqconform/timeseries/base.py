@@ -706,9 +706,10 @@ class SequentialConformalRegressor(
         else:
             floors = np.array([minimum_effective_size(np.array([a])) for a in alphas])
         out = np.empty((2, alphas.size))
+        memory = self.memory_  # read once: another thread's update swaps it, whole
         for floor in np.unique(floors)[::-1]:  # a loop over distinct floors (few levels)
             levels = floors == floor
-            targets, weights, feasible = self._next_weights(self.memory_, int(floor))
+            targets, weights, feasible = self._next_weights(memory, int(floor))
             if floor == floors.max():  # recorded once, for the widest level
                 self.effective_sample_sizes_.append(float(1.0 / np.sum(weights**2)))
                 self.n_infeasible_ += int(not feasible)
