@@ -192,3 +192,44 @@ def test_a_job_error_under_the_fallback_is_not_chained_to_joblib_s():
     with parallel_config(backend="multiprocessing"), pytest.raises(KeyError) as caught:
         run_fits(iter([delayed(fail)()]), n_jobs=1, verbose=True, desc="x", total=1)
     assert caught.value.__context__ is None
+
+
+def test_predictions_from_many_threads_equal_sequential_ones():
+    """The docs promise it (getting-started, section 10): one calibrated model predicting
+    from eight threads at once, each with its own rows and levels, randomised scores,
+    Mondrian groups and a time series without y included."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from uqconform import SplitConformalClassifier, SplitConformalRegressor
+
+    X, labels = make_classification(
+        900, n_features=5, n_classes=3, n_informative=3, random_state=0
+    )
+    y = X[:, 0] + np.random.default_rng(0).normal(size=900)
+    groups = (X[:, 1] > 0).astype(int)
+    classifier = SplitConformalClassifier(
+        conformity_score="aps", class_conditional=True, random_state=0
+    ).fit(X[:300], labels[:300])
+    classifier.calibrate(X[300:600], labels[300:600], groups=groups[300:600])
+    regressor = SplitConformalRegressor(
+        LinearRegression(), conformity_score="normalized", random_state=0
+    ).fit(X[:300], y[:300])
+    regressor.calibrate(X[300:600], y[300:600])
+    series = KOWCPI(LinearRegression(), n_bootstrap=10, random_state=0).fit(X[:600], y[:600])
+    calls = [
+        lambda rows, a: classifier.predict_set(X[rows], alpha=a, groups=groups[rows]),
+        lambda rows, a: classifier.predict_pvalue(X[rows], groups=groups[rows]),
+        lambda rows, a: regressor.predict_interval(X[rows], alpha=a),
+        lambda rows, a: series.predict_interval(X[rows], alpha=a),
+    ]
+    jobs = [
+        (call, slice(600 + 7 * k, 700 + 9 * k), [0.1 + 0.01 * k, 0.3])
+        for k in range(8)
+        for call in calls
+    ]
+    sequential = [call(rows, a) for call, rows, a in jobs]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        for _ in range(3):
+            threaded = list(pool.map(lambda job: job[0](job[1], job[2]), jobs))
+            for one, other in zip(sequential, threaded, strict=True):
+                np.testing.assert_array_equal(one, other)

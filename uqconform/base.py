@@ -47,6 +47,7 @@ from uqconform.quantiles import (
     check_call_alpha,
     check_miscoverage,
     conformal_quantile,
+    levels_text,
 )
 from uqconform.routing import RoutesFitParams
 
@@ -615,7 +616,7 @@ class ConformalPredictor(VersionedState, RoutesFitParams, BaseEstimator, metacla
             consequence = f"those predictions are {self._unbounded_prediction}"
         more = f" and {len(too_few) - 3} more" if len(too_few) > 3 else ""
         warn_user(
-            f"Too few calibration points for alpha={alphas.tolist()} in "
+            f"Too few calibration points for alpha={levels_text(alphas)} in "
             f"{', '.join(where)}{more}: at least "
             f"ceil((n + 1)(1 - alpha)) <= n is needed, so {consequence}.",
             UserWarning,

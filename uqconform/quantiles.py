@@ -113,6 +113,17 @@ def check_miscoverage(alpha: float | Sequence[float] | ArrayLike, name: str = "a
     return levels
 
 
+def levels_text(levels: NDArray) -> str:
+    """Levels for a message, without float noise (``0.060000000000000005`` reads 0.06).
+
+    Examples
+    --------
+    >>> levels_text(np.array([0.05 + 0.01, 0.2]))
+    '[0.06, 0.2]'
+    """
+    return "[" + ", ".join(f"{level:g}" for level in np.ravel(levels)) + "]"
+
+
 def check_call_alpha(
     alpha: float | Sequence[float] | ArrayLike | None, default: float | Sequence[float] | ArrayLike
 ) -> NDArray:
@@ -306,7 +317,7 @@ def _warn_too_few(
     needed = minimum_scores(levels.min())
     warn_user(
         f"Only {n} scores (calibration or training points): too few for "
-        f"alpha={levels.tolist()} (at least {needed} are needed), so the prediction set is "
+        f"alpha={levels_text(levels)} (at least {needed} are needed), so the prediction set is "
         f"{outcome}.",
         UserWarning,
     )
@@ -352,7 +363,7 @@ def _weighted_conformal_quantile(
         where = "" if single else f" ({int(rows.sum())} of {rows.size} rows of `weights`)"
         warn_user(
             f"The weights leave too little mass on the calibration scores for "
-            f"alpha={levels[infinite.any(axis=0)].tolist()}: the test point carries "
+            f"alpha={levels_text(levels[infinite.any(axis=0)])}: the test point carries "
             f"{share:.3g} of the total weight{where}, so the prediction set is the whole "
             "output space. More scores, or weights closer to uniform, give finite thresholds.",
             UserWarning,
