@@ -681,9 +681,9 @@ class ConformalPredictor(VersionedState, RoutesFitParams, BaseEstimator, metacla
         for start in range(0, n, step):  # a loop over batches of rows, for bounded memory
             stop = min(start + step, n)
             block = slice_rows(X, start, stop)
+            self._check_nan(block)
             # Without groups every row shares one threshold row: pass it once, broadcastable.
             rows = table[:1] if group_index is None else table[group_index[start:stop]]
-            self._check_nan(block)
             try:
                 batch = self._predict_batch(block, rows, alphas, rng)
             except NonFiniteOutputError as error:  # name the row of X, not of the batch

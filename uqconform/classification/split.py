@@ -327,12 +327,14 @@ default="lac"
             block = slice_rows(X, start, stop)
             self._check_nan(block)
             scores = self._set_scores(block, rng)
-            for stratum, calibration in enumerate(ranked):  # a loop over strata
-                group, label = divmod(stratum, n_sub)
-                rows = start + np.flatnonzero(row_groups[start:stop] == group)[:, None]
-                columns = np.arange(scores.shape[1]) if n_sub == 1 else np.array([label])
-                below = np.searchsorted(calibration, scores[rows - start, columns], side="left")
-                pvalues[rows, columns] = (1 + calibration.size - below) / (calibration.size + 1)
+            for group in range(n_groups):  # a loop over strata: groups, then classes
+                rows = np.flatnonzero(row_groups[start:stop] == group)[:, None]
+                for label in range(n_sub):
+                    calibration = ranked[group * n_sub + label]
+                    columns = np.arange(scores.shape[1]) if n_sub == 1 else np.array([label])
+                    below = np.searchsorted(calibration, scores[rows, columns], side="left")
+                    share = (1 + calibration.size - below) / (calibration.size + 1)
+                    pvalues[start + rows, columns] = share
         return pvalues
 
     @available_if(_estimator_has("predict_proba"))
