@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.datasets import load_digits
 from sklearn.exceptions import NotFittedError
+from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import LogisticRegression, RidgeClassifier
 from sklearn.svm import SVC
 
@@ -429,3 +430,40 @@ def test_pvalues_are_fractions_for_a_score_of_integers():
     assert p.dtype == float and ((p > 0) & (p < 1)).any()
     for alpha in (0.05, 0.2, 0.5):
         np.testing.assert_array_equal(p > alpha, cp.predict_set(Xt, alpha=alpha))
+
+
+def test_smoothed_pvalues_cover_exactly_despite_ties():
+    """A depth-2 tree gives four probability vectors, so LAC scores tie heavily: the plain
+    p-values are conservative (coverage above the law's upper end), the smoothed ones
+    follow the split-CP coverage law exactly, at several levels, pooled over resplits."""
+    from sklearn.tree import DecisionTreeClassifier
+
+    X, y = classification_data(4000, seed=11)
+    model = DecisionTreeClassifier(max_depth=2, random_state=0).fit(X[:1000], y[:1000])
+    pool_X, pool_y = X[1000:], y[1000:]
+    n_cal, n_test, repeats = 200, 500, 30
+    alphas = np.array([0.1, 0.2])
+    hits = {False: [], True: []}
+    rng = np.random.default_rng(0)
+    for r in range(repeats):
+        order = rng.permutation(len(pool_y))
+        cal, test = order[:n_cal], order[n_cal : n_cal + n_test]
+        cp = SplitConformalClassifier(FrozenEstimator(model), random_state=r)
+        cp.calibrate(pool_X[cal], pool_y[cal])
+        for smooth in (False, True):
+            p = cp.predict_pvalue(pool_X[test], smooth=smooth)
+            true = p[np.arange(n_test), np.searchsorted(cp.classes_, pool_y[test])]
+            hits[smooth].append(true[:, None] > alphas)
+    bounds = coverage_bounds(n_cal, alphas, n_test, confidence=0.999, n_repeats=repeats)
+    smoothed, plain = (np.concatenate(hits[s]).mean(axis=0) for s in (True, False))
+    assert ((bounds[:, 0] <= smoothed) & (smoothed <= bounds[:, 1])).all(), smoothed
+    assert (plain > bounds[:, 1]).all(), plain  # ties make the plain p-values conservative
+    first, again = (
+        SplitConformalClassifier(FrozenEstimator(model), random_state=3)
+        .calibrate(pool_X[:200], pool_y[:200])
+        .predict_pvalue(pool_X[200:300], smooth=True)
+        for _ in range(2)
+    )
+    np.testing.assert_array_equal(first, again)
+    with pytest.raises(ValueError, match="`smooth` must be True or False"):
+        cp.predict_pvalue(pool_X[:5], smooth="yes")

@@ -274,7 +274,9 @@ default="lac"
         self._check_calibrated("predict_set")
         return self._predict_batched(X, alpha, groups, (len(self.classes_),), bool, "predict_set")
 
-    def predict_pvalue(self, X: Any, groups: ArrayLike | None = None) -> NDArray:
+    def predict_pvalue(
+        self, X: Any, groups: ArrayLike | None = None, smooth: bool = False
+    ) -> NDArray:
         """Conformal p-value of every class for every row.
 
         The p-value of class ``c`` for row ``x`` is ``(1 + m) / (n + 1)``, where ``m`` of
@@ -292,6 +294,14 @@ default="lac"
         groups : array-like of shape (n_samples,), optional
             Group labels, required if (and only if) calibration used groups. A group
             without calibration data gives every class p-value 1.
+        smooth : bool, default=False
+            Smoothed p-values ``(g + u (e + 1)) / (n + 1)``: ``g`` calibration scores
+            greater than the class's score, ``e`` equal to it, ``u`` uniform on [0, 1]
+            (one draw per row and class, from ``random_state``). Ties then no longer make
+            the p-values conservative: a true label's p-value is exactly uniform on
+            [0, 1], so ``p > alpha`` covers with probability exactly ``1 - alpha`` even
+            for scores that tie (LAC on a tree's probabilities, top-k). The sets of
+            `predict_set` are those of the unsmoothed p-values.
 
         Returns
         -------
@@ -318,8 +328,10 @@ default="lac"
             np.sort(self.conformity_scores_[self.calibration_strata_ == stratum])
             for stratum in range(n_groups * n_sub)
         ]
+        check_bool(smooth, "smooth")
         # the draws of predict_set: one generator for the call, drawn on batch by batch
         rng = self._rng(stream=1, content=X if self._draws_at_prediction() else None)
+        ties_rng = self._rng(stream=3, content=X) if smooth else None
         pvalues = np.ones((n, len(self.classes_)))  # rows of a group never calibrated: 1
         step = self._batch_rows(n)
         for start in range(0, n, step):  # a loop over batches of rows, for bounded memory
@@ -327,14 +339,21 @@ default="lac"
             block = slice_rows(X, start, stop)
             self._check_nan(block)
             scores = self._set_scores(block, rng)
+            u = None if ties_rng is None else ties_rng.random(scores.shape)
             for group in range(n_groups):  # a loop over strata: groups, then classes
                 rows = np.flatnonzero(row_groups[start:stop] == group)[:, None]
                 for label in range(n_sub):
                     calibration = ranked[group * n_sub + label]
                     columns = np.arange(scores.shape[1]) if n_sub == 1 else np.array([label])
-                    below = np.searchsorted(calibration, scores[rows, columns], side="left")
-                    share = (1 + calibration.size - below) / (calibration.size + 1)
-                    pvalues[start + rows, columns] = share
+                    cell = scores[rows, columns]
+                    below = np.searchsorted(calibration, cell, side="left")
+                    if u is None:  # (1 + #{>= s}) / (n + 1)
+                        at_least = 1 + calibration.size - below
+                    else:  # #{> s} + u (#{= s} + 1)
+                        above = calibration.size - np.searchsorted(calibration, cell, "right")
+                        ties = calibration.size - below - above
+                        at_least = above + u[rows, columns] * (ties + 1)
+                    pvalues[start + rows, columns] = at_least / (calibration.size + 1)
         return pvalues
 
     @available_if(_estimator_has("predict_proba"))
