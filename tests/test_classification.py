@@ -467,3 +467,29 @@ def test_smoothed_pvalues_cover_exactly_despite_ties():
     np.testing.assert_array_equal(first, again)
     with pytest.raises(ValueError, match="`smooth` must be True or False"):
         cp.predict_pvalue(pool_X[:5], smooth="yes")
+
+
+def test_smoothed_pvalues_of_empty_strata_and_with_a_generator():
+    """A review found: a class without calibration rows in a group got p = u when smoothed
+    (1 unsmoothed, and its sets hold it); with a Generator, APS draws and tie draws
+    interleaved batch by batch, so the result depended on batch_size."""
+    (Xf, yf), (Xc, yc), (Xt, _) = _split(900, seed=12)
+    groups = np.where(np.arange(len(yc)) % 2 == 0, "a", "b")
+    keep = ~((groups == "b") & (yc == "emu"))  # group b has no "emu" calibration row
+    cp = SplitConformalClassifier(class_conditional=True, random_state=0).fit(Xf, yf)
+    with pytest.warns(UserWarning, match="Too few"):
+        cp.calibrate(Xc[keep], yc[keep], groups=groups[keep])
+    test_groups = np.where(np.arange(len(Xt)) % 2 == 0, "a", "b")
+    emu = list(cp.classes_).index("emu")
+    for smooth in (False, True):
+        p = cp.predict_pvalue(Xt, groups=test_groups, smooth=smooth)
+        assert (p[test_groups == "b", emu] == 1).all()
+        assert (p[test_groups == "a", emu] < 1).any()
+
+    def smoothed(batch_size):
+        model = SplitConformalClassifier(
+            conformity_score="aps", random_state=np.random.default_rng(5), batch_size=batch_size
+        ).fit(Xf, yf)
+        return model.calibrate(Xc, yc).predict_pvalue(Xt, smooth=True)
+
+    np.testing.assert_array_equal(smoothed(None), smoothed(7))

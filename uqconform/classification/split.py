@@ -292,16 +292,20 @@ default="lac"
         ----------
         X : array-like or DataFrame of shape (n_samples, n_features)
         groups : array-like of shape (n_samples,), optional
-            Group labels, required if (and only if) calibration used groups. A group
-            without calibration data gives every class p-value 1.
+            Group labels, required if (and only if) calibration used groups. A stratum
+            without calibration data (a group not seen at calibration, a class absent
+            from its group's calibration rows) gives p-value 1, as its sets hold the class.
         smooth : bool, default=False
             Smoothed p-values ``(g + u (e + 1)) / (n + 1)``: ``g`` calibration scores
             greater than the class's score, ``e`` equal to it, ``u`` uniform on [0, 1]
             (one draw per row and class, from ``random_state``). Ties then no longer make
             the p-values conservative: a true label's p-value is exactly uniform on
             [0, 1], so ``p > alpha`` covers with probability exactly ``1 - alpha`` even
-            for scores that tie (LAC on a tree's probabilities, top-k). The sets of
-            `predict_set` are those of the unsmoothed p-values.
+            for scores that tie (LAC on a tree's probabilities, top-k), for every score
+            whose set score is its calibration score: all but APS and RAPS with
+            ``randomized=False``, whose sets keep the label that crosses the threshold
+            and stay conservative either way. The sets of `predict_set` are those of the
+            unsmoothed p-values.
 
         Returns
         -------
@@ -318,6 +322,7 @@ default="lac"
         True
         """
         self._check_calibrated("predict_pvalue")
+        check_bool(smooth, "smooth")
         X = row_sliceable(self._validate_X(X, reset=False))
         n = n_rows(X)
         group_index = self._group_index(groups, n)
@@ -328,22 +333,25 @@ default="lac"
             np.sort(self.conformity_scores_[self.calibration_strata_ == stratum])
             for stratum in range(n_groups * n_sub)
         ]
-        check_bool(smooth, "smooth")
         # the draws of predict_set: one generator for the call, drawn on batch by batch
         rng = self._rng(stream=1, content=X if self._draws_at_prediction() else None)
-        ties_rng = self._rng(stream=3, content=X) if smooth else None
-        pvalues = np.ones((n, len(self.classes_)))  # rows of a group never calibrated: 1
+        # drawn whole before the batches: with a Generator as random_state both draws come
+        # from it, and interleaving them batch by batch would tie the result to batch_size
+        ties = self._rng(stream=3, content=X).random((n, len(self.classes_))) if smooth else None
+        pvalues = np.ones((n, len(self.classes_)))  # strata without calibration data: 1
         step = self._batch_rows(n)
         for start in range(0, n, step):  # a loop over batches of rows, for bounded memory
             stop = min(start + step, n)
             block = slice_rows(X, start, stop)
             self._check_nan(block)
             scores = self._set_scores(block, rng)
-            u = None if ties_rng is None else ties_rng.random(scores.shape)
+            u = None if ties is None else ties[start:stop]
             for group in range(n_groups):  # a loop over strata: groups, then classes
                 rows = np.flatnonzero(row_groups[start:stop] == group)[:, None]
                 for label in range(n_sub):
                     calibration = ranked[group * n_sub + label]
+                    if not calibration.size:  # no calibration data: p = 1, as the set says
+                        continue
                     columns = np.arange(scores.shape[1]) if n_sub == 1 else np.array([label])
                     cell = scores[rows, columns]
                     below = np.searchsorted(calibration, cell, side="left")
@@ -351,8 +359,8 @@ default="lac"
                         at_least = 1 + calibration.size - below
                     else:  # #{> s} + u (#{= s} + 1)
                         above = calibration.size - np.searchsorted(calibration, cell, "right")
-                        ties = calibration.size - below - above
-                        at_least = above + u[rows, columns] * (ties + 1)
+                        equal = calibration.size - below - above
+                        at_least = above + u[rows, columns] * (equal + 1)
                     pvalues[start + rows, columns] = at_least / (calibration.size + 1)
         return pvalues
 
