@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 from abc import ABCMeta, abstractmethod
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -571,30 +571,29 @@ class ConformalPredictor(VersionedState, RoutesFitParams, BaseEstimator, metacla
         n_groups = 1 if getattr(self, "groups_", None) is None else self.groups_.size
         n_sub = self._n_sub_strata
         table = np.full((n_groups + 1, n_sub, n_components, alphas.size), np.inf)
-        n_strata = n_groups * n_sub
-        order: slice | NDArray
-        if n_strata == 1:  # plain split CP: every row, no sorting by stratum
-            order, bounds = slice(None), np.array([0, scores2d.shape[0]])
-        else:
-            sorting = self.__dict__.get("_strata_sorting")
-            if sorting is None:  # a model pickled before the sorting was stored
-                sorting = _sort_by_stratum(self.calibration_strata_, n_strata)
-            order, bounds = sorting
         too_few: dict[int, int] = {}
-        for stratum in range(n_strata):  # a loop over strata, never over rows
-            rows = (
-                order
-                if n_strata == 1
-                else cast(NDArray, order)[bounds[stratum] : bounds[stratum + 1]]
-            )
+        for stratum, rows in enumerate(self._stratum_rows()):  # never a loop over rows
             for component in range(n_components):
                 # An asymmetric score has one column per side, each calibrated at alpha/c.
                 table[stratum // n_sub, stratum % n_sub, component] = conformal_quantile(
                     scores2d[rows, component], alphas / n_components, warn=False
                 )
             if np.isinf(table[stratum // n_sub, stratum % n_sub]).any():
-                too_few[stratum] = int(bounds[stratum + 1] - bounds[stratum])
+                too_few[stratum] = int(scores2d[rows].shape[0])
         return table, too_few
+
+    def _stratum_rows(self) -> list[slice | NDArray]:
+        """The calibration rows of each stratum (group-major, then sub-stratum), from the
+        sorting stored at calibration (plain split CP: one slice of every row)."""
+        n_groups = 1 if getattr(self, "groups_", None) is None else self.groups_.size
+        n_strata = n_groups * self._n_sub_strata
+        if n_strata == 1:  # plain split CP: every row, no sorting by stratum
+            return [slice(None)]
+        sorting = self.__dict__.get("_strata_sorting")
+        if sorting is None:  # a model pickled before the sorting was stored
+            sorting = _sort_by_stratum(self.calibration_strata_, n_strata)
+        order, bounds = sorting
+        return [order[bounds[s] : bounds[s + 1]] for s in range(n_strata)]
 
     def _warn_too_few(self, too_few: dict[int, int], alphas: NDArray, n_groups: int) -> None:
         n_sub = self._n_sub_strata

@@ -183,7 +183,7 @@ def conformal_quantile(
     kind: Literal["nonconformity", "conformity"] = "nonconformity",
     weights: ArrayLike | None = None,
     test_weight: float | ArrayLike = 1.0,
-    warn: bool = True,
+    warn: bool | str = True,
 ) -> NDArray:
     """Conformal threshold of calibration scores at one or several miscoverage levels.
 
@@ -202,9 +202,10 @@ def conformal_quantile(
     test_weight : float or array-like of shape (m,), default=1.0
         Weight of the test point, placed on ``+inf`` (``-inf`` for conformity scores).
         Only used with ``weights``.
-    warn : bool, default=True
+    warn : bool or str, default=True
         Emit a ``UserWarning`` when there are too few scores for a level, in which case
-        the threshold is infinite and the prediction set is the whole output space.
+        the threshold is infinite and the prediction set is the whole output space; a
+        string names that set in the warning (e.g. ``"the set of every class"``).
 
     Returns
     -------
@@ -250,9 +251,9 @@ def conformal_quantile(
             kth = np.maximum(ranks[finite] - 1, 0)
             thresholds[finite] = _kth_smallest(values, kth)
         if warn and not finite.all():
-            _warn_too_few(n, levels[~finite])
+            _warn_too_few(n, levels[~finite], *([warn] if isinstance(warn, str) else []))
         return thresholds
-    return _weighted_conformal_quantile(values, levels, weights, test_weight, warn)
+    return _weighted_conformal_quantile(values, levels, weights, test_weight, bool(warn))
 
 
 # Above this many scores, the order statistics are selected inside a band bracketed by a

@@ -54,7 +54,6 @@ from uqconform.base import (
 from uqconform.classification.heads import HeadEnsemble
 from uqconform.classification.split import encode_labels
 from uqconform.quantiles import (
-    _warn_too_few,
     check_alpha,
     check_call_alpha,
     check_miscoverage,
@@ -498,11 +497,9 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
     # ---- prediction -------------------------------------------------------------------------
     def _thresholds(self, levels: NDArray) -> NDArray:
         """Calibrated threshold on the scalar score per level (cells: with the warm start)."""
-        scores = self.conformity_scores_
-        thresholds = conformal_quantile(scores, levels, warn=False).astype(float)
-        too_few = conformal_rank(scores.size, levels) > scores.size  # not an infinite score
-        if too_few.any():
-            _warn_too_few(scores.size, levels[too_few], "the set of every class")
+        outcome = "the set of every class"
+        thresholds = conformal_quantile(self.conformity_scores_, levels, warn=outcome)
+        thresholds = thresholds.astype(float)
         if "cells_" in self.__dict__:
             warm = [self._warm_start(float(level)) for level in levels]
             thresholds = np.maximum(thresholds, warm)

@@ -329,10 +329,8 @@ default="lac"
         row_groups = np.zeros(n, np.intp) if group_index is None else group_index
         n_sub = self._n_sub_strata
         n_groups = 1 if getattr(self, "groups_", None) is None else self.groups_.size
-        ranked = [  # each stratum's calibration scores, sorted once
-            np.sort(self.conformity_scores_[self.calibration_strata_ == stratum])
-            for stratum in range(n_groups * n_sub)
-        ]
+        # each stratum's calibration scores, sorted once
+        ranked = [np.sort(self.conformity_scores_[rows]) for rows in self._stratum_rows()]
         # the draws of predict_set: one generator for the call, drawn on batch by batch
         rng = self._rng(stream=1, content=X if self._draws_at_prediction() else None)
         # drawn whole before the batches: with a Generator as random_state both draws come
