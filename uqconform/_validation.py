@@ -504,3 +504,58 @@ def non_finite_rows(values: NDArray) -> NDArray:
     array([1, 2])
     """
     return np.flatnonzero(~np.isfinite(values).reshape(len(values), -1).all(axis=1))
+
+
+def candidate_values(y_candidates: ArrayLike) -> NDArray:
+    """``y_candidates`` as floats (at least one; numbers, not booleans), or a ValueError
+    naming it."""
+    try:
+        raw = np.asarray(y_candidates)
+        numbers_only = raw.dtype.kind in "iuf" or (
+            raw.dtype.kind == "O"
+            and all(
+                isinstance(v, numbers.Real) and not isinstance(v, bool | np.bool_)
+                for v in raw.ravel()
+            )
+        )
+        if not numbers_only:  # booleans, text, complex, times: not candidate labels
+            raise ValueError
+        values = raw.astype(float)
+    except (TypeError, ValueError):
+        raise ValueError(
+            "`y_candidates` must be numbers (an array of shape (g,), (n_samples,) or "
+            f"(n_samples, g)), got {y_candidates!r:.80}."
+        ) from None
+    if values.size == 0:
+        raise ValueError("`y_candidates` is empty: give at least one candidate label.")
+    return values
+
+
+def candidate_grid(y_candidates: ArrayLike, n: int) -> tuple[NDArray, bool]:
+    """Candidate labels as an ``(n, g)`` grid, and whether one was given per row.
+
+    ``y_candidates`` of shape ``(n,)`` gives one candidate per row, ``(g,)`` with ``g != n``
+    the same ``g`` for every row, ``(n, g)`` a row's own ``g``; finite numbers only.
+
+    Examples
+    --------
+    >>> grid, single = candidate_grid([0.0, 1.0, 2.0], 2)
+    >>> grid.shape, single
+    ((2, 3), False)
+    """
+    candidates = candidate_values(y_candidates)
+    single = candidates.ndim == 1 and candidates.shape[0] == n
+    if single:
+        grid = candidates[:, None]
+    elif candidates.ndim == 1:
+        grid = np.broadcast_to(candidates, (n, candidates.size))
+    elif candidates.ndim == 2 and candidates.shape[0] == n:
+        grid = candidates
+    else:
+        raise ValueError(
+            f"`y_candidates` must have shape (n_samples,), (g,) or (n_samples, g); got "
+            f"{candidates.shape} for {n} rows."
+        )
+    if not np.isfinite(grid).all():
+        raise ValueError("`y_candidates` contains NaN or infinite values.")
+    return grid, single

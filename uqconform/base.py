@@ -71,6 +71,17 @@ def _sort_by_stratum(strata: NDArray, n_strata: int) -> tuple[NDArray, NDArray]:
     return order, np.searchsorted(strata[order], np.arange(n_strata + 1))
 
 
+def _pvalue(calibration: NDArray, scores: NDArray, u: NDArray | None) -> NDArray:
+    """``(1 + #{calibration >= s}) / (n + 1)`` for each score ``s`` (``calibration`` sorted);
+    smoothed with ``u``: ``(#{> s} + u (#{= s} + 1)) / (n + 1)``."""
+    n = calibration.size
+    below = np.searchsorted(calibration, scores, side="left")
+    if u is None:
+        return (1 + n - below) / (n + 1)
+    above = n - np.searchsorted(calibration, scores, side="right")
+    return (above + u * (n - below - above + 1)) / (n + 1)
+
+
 def _plain(value: Any) -> Any:
     """A numpy scalar as the Python value, for readable messages (``'a'``, not ``np.str_``)."""
     return value.item() if isinstance(value, np.generic) else value
@@ -693,6 +704,64 @@ class ConformalPredictor(VersionedState, RoutesFitParams, BaseEstimator, metacla
                 out[start:stop] = batch
         assert out is not None  # X has at least one row (check_features), so one batch ran
         return out[..., 0] if scalar else out
+
+    def _conformal_pvalues(
+        self,
+        X: Any,
+        groups: ArrayLike | None,
+        smooth: bool,
+        n_columns: int,
+        batch_scores: Callable[[Any, int, int], NDArray],
+    ) -> NDArray:
+        """Conformal p-values of ``n_columns`` candidates for every row of a checked ``X``.
+
+        ``batch_scores(block, start, stop)`` gives the conformity scores of the candidates
+        of rows ``start:stop`` (shape ``(rows, n_columns)``, or ``(rows, n_columns, c)``
+        for a score with ``c`` components). A candidate's p-value is ``(1 + m) / (n + 1)``,
+        ``m`` of the ``n`` calibration scores of its stratum at least its score (each
+        sub-stratum, a class, owns its column); smoothed, ``(g + u (e + 1)) / (n + 1)``
+        with ``g`` greater, ``e`` equal and ``u`` uniform (stream 3). With ``c`` components,
+        each calibrated at ``alpha / c``: ``min(1, c * min_k p_k)``, so ``p > alpha``
+        exactly when every component is within its threshold. A stratum without
+        calibration data gives 1: its sets hold every candidate.
+        """
+        n = n_rows(X)
+        group_index = self._group_index(groups, n)
+        row_groups = np.zeros(n, np.intp) if group_index is None else group_index
+        n_sub = self._n_sub_strata
+        n_groups = 1 if getattr(self, "groups_", None) is None else self.groups_.size
+        calibration_scores = self.conformity_scores_.reshape(len(self.conformity_scores_), -1)
+        n_components = calibration_scores.shape[1]
+        # each stratum's calibration scores, sorted once (column by column)
+        ranked = [np.sort(calibration_scores[rows], axis=0) for rows in self._stratum_rows()]
+        # drawn whole before the batches: with a Generator as random_state, interleaving
+        # these draws with the scores' own batch by batch would tie them to batch_size
+        ties = self._rng(stream=3, content=X).random((n, n_columns)) if smooth else None
+        pvalues = np.ones((n, n_columns))  # strata without calibration data: 1
+        step = self._batch_rows(n)
+        for start in range(0, n, step):  # a loop over batches of rows, for bounded memory
+            stop = min(start + step, n)
+            block = slice_rows(X, start, stop)
+            self._check_nan(block)
+            try:
+                scores = np.asarray(batch_scores(block, start, stop), dtype=float)
+            except NonFiniteOutputError as error:  # name the row of X, not of the batch
+                raise error.renumbered(np.arange(start, stop), more_rows=stop < n) from None
+            scores = scores.reshape(stop - start, n_columns, n_components)
+            for group in range(n_groups):  # a loop over strata: groups, then classes
+                rows = np.flatnonzero(row_groups[start:stop] == group)[:, None]
+                for label in range(n_sub):
+                    calibration = ranked[group * n_sub + label]
+                    if not calibration.shape[0]:  # no calibration data: p = 1, as sets say
+                        continue
+                    columns = np.arange(n_columns) if n_sub == 1 else np.array([label])
+                    u = None if ties is None else ties[start + rows, columns]
+                    smallest = np.full((rows.size, columns.size), np.inf)
+                    for component in range(n_components):  # one per side of the score
+                        p = _pvalue(calibration[:, component], scores[rows, columns, component], u)
+                        np.minimum(smallest, p, out=smallest)
+                    pvalues[start + rows, columns] = np.minimum(1.0, n_components * smallest)
+        return pvalues
 
     def predict(self, X: Any) -> NDArray:
         """Point prediction of the wrapped model (available after ``fit`` alone).

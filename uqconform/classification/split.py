@@ -11,7 +11,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
-from uqconform._rows import n_rows, row_sliceable, slice_rows
+from uqconform._rows import row_sliceable
 from uqconform._validation import (
     check_bool,
     check_class_labels,
@@ -324,43 +324,11 @@ default="lac"
         self._check_calibrated("predict_pvalue")
         check_bool(smooth, "smooth")
         X = row_sliceable(self._validate_X(X, reset=False))
-        n = n_rows(X)
-        group_index = self._group_index(groups, n)
-        row_groups = np.zeros(n, np.intp) if group_index is None else group_index
-        n_sub = self._n_sub_strata
-        n_groups = 1 if getattr(self, "groups_", None) is None else self.groups_.size
-        # each stratum's calibration scores, sorted once
-        ranked = [np.sort(self.conformity_scores_[rows]) for rows in self._stratum_rows()]
         # the draws of predict_set: one generator for the call, drawn on batch by batch
         rng = self._rng(stream=1, content=X if self._draws_at_prediction() else None)
-        # drawn whole before the batches: with a Generator as random_state both draws come
-        # from it, and interleaving them batch by batch would tie the result to batch_size
-        ties = self._rng(stream=3, content=X).random((n, len(self.classes_))) if smooth else None
-        pvalues = np.ones((n, len(self.classes_)))  # strata without calibration data: 1
-        step = self._batch_rows(n)
-        for start in range(0, n, step):  # a loop over batches of rows, for bounded memory
-            stop = min(start + step, n)
-            block = slice_rows(X, start, stop)
-            self._check_nan(block)
-            scores = self._set_scores(block, rng)
-            u = None if ties is None else ties[start:stop]
-            for group in range(n_groups):  # a loop over strata: groups, then classes
-                rows = np.flatnonzero(row_groups[start:stop] == group)[:, None]
-                for label in range(n_sub):
-                    calibration = ranked[group * n_sub + label]
-                    if not calibration.size:  # no calibration data: p = 1, as the set says
-                        continue
-                    columns = np.arange(scores.shape[1]) if n_sub == 1 else np.array([label])
-                    cell = scores[rows, columns]
-                    below = np.searchsorted(calibration, cell, side="left")
-                    if u is None:  # (1 + #{>= s}) / (n + 1)
-                        at_least = 1 + calibration.size - below
-                    else:  # #{> s} + u (#{= s} + 1)
-                        above = calibration.size - np.searchsorted(calibration, cell, "right")
-                        equal = calibration.size - below - above
-                        at_least = above + u[rows, columns] * (equal + 1)
-                    pvalues[start + rows, columns] = at_least / (calibration.size + 1)
-        return pvalues
+        return self._conformal_pvalues(
+            X, groups, smooth, len(self.classes_), lambda block, *_: self._set_scores(block, rng)
+        )
 
     @available_if(_estimator_has("predict_proba"))
     def predict_proba(self, X: Any) -> NDArray:

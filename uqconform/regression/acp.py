@@ -34,7 +34,7 @@ from sklearn.utils.validation import _num_samples, check_is_fitted, validate_dat
 
 from uqconform._rows import row_sliceable
 from uqconform._seeding import check_random_state_value, integer_seed, seeded_clone
-from uqconform._validation import check_features, check_regression_target
+from uqconform._validation import candidate_values, check_features, check_regression_target
 from uqconform._version import VersionedState
 from uqconform._warnings import warn_user
 from uqconform.base import (
@@ -54,7 +54,7 @@ from uqconform.linearize import (
     weight_decay,
 )
 from uqconform.regression.crr import LinearConfidenceMachine
-from uqconform.regression.full import FullConformalMixin, candidate_values
+from uqconform.regression.full import FullConformalMixin
 from uqconform.routing import RoutesFitParams, routing_enabled
 
 if TYPE_CHECKING:

@@ -8,7 +8,6 @@ refits have a closed form, so the set is computed exactly (`uqconform.regression
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, cast
 
@@ -20,7 +19,13 @@ from sklearn.linear_model import LinearRegression, Ridge
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from uqconform._rows import n_rows, slice_rows
-from uqconform._validation import check_bool, check_features, check_int, check_regression_target
+from uqconform._validation import (
+    candidate_grid,
+    check_bool,
+    check_features,
+    check_int,
+    check_regression_target,
+)
 from uqconform._version import VersionedState
 from uqconform._warnings import warn_user
 from uqconform.base import keeps_state_on_error
@@ -67,31 +72,6 @@ def _empty_at_centre(intervals: NDArray, predictions: NDArray) -> NDArray:
         intervals[:, 0, :] = np.where(empty, centre, intervals[:, 0, :])
         intervals[:, 1, :] = np.where(empty, centre, intervals[:, 1, :])
     return intervals
-
-
-def candidate_values(y_candidates: ArrayLike) -> NDArray:
-    """``y_candidates`` as floats (at least one; numbers, not booleans), or a ValueError
-    naming it."""
-    try:
-        raw = np.asarray(y_candidates)
-        numbers_only = raw.dtype.kind in "iuf" or (
-            raw.dtype.kind == "O"
-            and all(
-                isinstance(v, numbers.Real) and not isinstance(v, bool | np.bool_)
-                for v in raw.ravel()
-            )
-        )
-        if not numbers_only:  # booleans, text, complex, times: not candidate labels
-            raise ValueError
-        values = raw.astype(float)
-    except (TypeError, ValueError):
-        raise ValueError(
-            "`y_candidates` must be numbers (an array of shape (g,), (n_samples,) or "
-            f"(n_samples, g)), got {y_candidates!r:.80}."
-        ) from None
-    if values.size == 0:
-        raise ValueError("`y_candidates` is empty: give at least one candidate label.")
-    return values
 
 
 class FullConformalMixin:
@@ -289,23 +269,8 @@ class FullConformalMixin:
         -------
         ndarray of shape (n_samples,) or (n_samples, g)
         """
-        candidates = candidate_values(y_candidates)
         X = self._test_input(X)
-        m = n_rows(X)
-        single = candidates.ndim == 1 and candidates.shape[0] == m
-        if single:
-            grid = candidates[:, None]
-        elif candidates.ndim == 1:
-            grid = np.broadcast_to(candidates, (m, candidates.size))
-        elif candidates.ndim == 2 and candidates.shape[0] == m:
-            grid = candidates
-        else:
-            raise ValueError(
-                f"`y_candidates` must have shape (n_samples,), (g,) or (n_samples, g); got "
-                f"{candidates.shape} for {m} rows."
-            )
-        if not np.isfinite(grid).all():
-            raise ValueError("`y_candidates` contains NaN or infinite values.")
+        grid, single = candidate_grid(y_candidates, n_rows(X))
         out = np.empty(grid.shape)
         for rows, _, a, b in self._coefficient_batches(X, width=grid.shape[1]):
             out[rows] = p_values(a, b, grid[rows])

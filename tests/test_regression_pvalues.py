@@ -1,0 +1,215 @@
+"""Conformal p-values of candidate labels from the split regressors (crepes' `predict_p`)."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import Unchanged, regression_data, thirds
+from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.ensemble import HistGradientBoostingRegressor
+from sklearn.exceptions import NotFittedError
+from sklearn.frozen import FrozenEstimator
+from sklearn.linear_model import LinearRegression, Ridge
+from sklearn.neighbors import KNeighborsRegressor
+
+from uqconform import ConformalizedQuantileRegressor, SplitConformalRegressor
+from uqconform.evaluation import coverage_bounds
+
+
+def _split(n=900, seed=0):
+    return thirds(*regression_data(n, seed=seed))
+
+
+def _wrappers():
+    return {
+        "absolute": SplitConformalRegressor(Ridge(), batch_size=7, random_state=0),
+        "normalized": SplitConformalRegressor(
+            Ridge(),
+            conformity_score="normalized",
+            difficulty_estimator=KNeighborsRegressor(15),
+            batch_size=7,
+            random_state=0,
+        ),
+        "cqr": ConformalizedQuantileRegressor(
+            HistGradientBoostingRegressor(loss="quantile", max_iter=30, random_state=0),
+            batch_size=7,
+        ),
+        "cqr asymmetric": ConformalizedQuantileRegressor(
+            HistGradientBoostingRegressor(loss="quantile", max_iter=30, random_state=0),
+            symmetric=False,
+            batch_size=7,
+        ),
+    }
+
+
+@pytest.mark.parametrize("name", list(_wrappers()))
+def test_pvalues_above_alpha_are_the_intervals(name):
+    """At every level the interval holds exactly the candidates whose p-value exceeds it
+    (199 calibration rows: (n + 1) alpha is an integer at 0.1 and 0.2), with groups and in
+    batches; candidates closer to an end than rounding can tell are left out."""
+    (Xf, yf), (Xc, yc), (Xt, yt) = _split()
+    Xc, yc = Xc[:199], yc[:199]
+    gc, gt = (Xc[:, 1] > 0).astype(int), (Xt[:, 1] > 0).astype(int)
+    cp = _wrappers()[name].fit(Xf, yf)
+    alphas = [0.05, 0.1, 0.2, 0.3]
+    for groups, test_groups in ((None, None), (gc, gt)):
+        cp.calibrate(Xc, yc, groups=groups)
+        intervals = cp.predict_interval(Xt, alpha=alphas, groups=test_groups)
+        low, high = intervals[:, 0].min(axis=1), intervals[:, 1].max(axis=1)
+        grid = np.linspace(low - 1.0, high + 1.0, 61, axis=1)  # every row's own candidates
+        p = cp.predict_pvalue(Xt, grid, groups=test_groups)
+        assert p.shape == grid.shape and ((p > 0) & (p <= 1)).all()
+        for j, alpha in enumerate(alphas):
+            lo, hi = intervals[:, :1, j], intervals[:, 1:, j]
+            inside = (lo <= grid) & (grid <= hi)
+            clear = np.minimum(np.abs(grid - lo), np.abs(grid - hi)) > 1e-9 * (1 + np.abs(grid))
+            assert (lo < hi).all()  # no band crossed here: its set would be empty
+            np.testing.assert_array_equal((p > alpha)[clear], inside[clear])
+            assert inside.any(axis=1).all() and (~inside).any(axis=1).all()
+        true = cp.predict_pvalue(Xt, yt, groups=test_groups)
+        assert true.shape == (len(yt),) and 0.3 < true.mean() < 0.7  # near uniform
+
+
+def test_pvalues_follow_the_definition_within_groups():
+    """p = (1 + #{calibration scores of the row's group >= its score}) / (n_group + 1); the
+    smoothed p-value lies between #{>} / (n + 1) and the plain one."""
+    (Xf, yf), (Xc, yc), (Xt, yt) = _split(seed=1)
+    gc, gt = np.where(Xc[:, 0] > 0, "right", "left"), np.where(Xt[:, 0] > 0, "right", "left")
+    cp = SplitConformalRegressor(LinearRegression(), random_state=0).fit(Xf, yf)
+    cp.calibrate(Xc, yc, groups=gc)
+    candidates = np.column_stack([yt, yt + 0.5, cp.predict(Xt)])
+    scores = np.abs(candidates - cp.predict(Xt)[:, None])
+    calibration = np.abs(yc - cp.predict(Xc))
+    own = [calibration[gc == g] for g in gt]  # each test row's group's calibration scores
+    at_least = np.array(
+        [[(c >= s).sum() for s in row] for c, row in zip(own, scores, strict=True)]
+    )
+    greater = np.array([[(c > s).sum() for s in row] for c, row in zip(own, scores, strict=True)])
+    size = np.array([c.size for c in own])[:, None]
+    p = cp.predict_pvalue(Xt, candidates, groups=gt)
+    np.testing.assert_allclose(p, (1 + at_least) / (size + 1), rtol=1e-12)
+    np.testing.assert_array_equal(p[:, 2], 1.0)  # the prediction itself: score 0
+    smooth = cp.predict_pvalue(Xt, candidates, groups=gt, smooth=True)
+    # smoothed: (#{>} + u (#{=} + 1)) / (n + 1), so u can be read back, uniform on [0, 1]
+    u = (smooth * (size + 1) - greater) / (at_least - greater + 1)
+    assert ((u >= -1e-9) & (u <= 1 + 1e-9)).all()
+    assert 0.4 < u.mean() < 0.6 and 0.15 < (u < 0.2).mean() < 0.25
+
+
+class _Rounded(RegressorMixin, BaseEstimator):
+    """A linear fit whose predictions are rounded to integers: with an integer target the
+    absolute residuals are integers and tie heavily."""
+
+    def fit(self, X, y):
+        self.model_ = LinearRegression().fit(X, y)
+        return self
+
+    def predict(self, X):
+        return np.round(self.model_.predict(X))
+
+
+def test_smoothed_pvalues_cover_exactly_despite_ties():
+    """Integer residuals tie: the plain p-values are conservative (coverage above the
+    law's upper end), the smoothed ones follow the split-CP coverage law, pooled over
+    resplits at two levels."""
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(6000, 2))
+    y = np.round(X @ [2.0, -1.0] + 1.5 * rng.normal(size=len(X)))
+    model = _Rounded().fit(X[:1000], y[:1000])
+    pool_X, pool_y = X[1000:], y[1000:]
+    n_cal, n_test, repeats = 200, 500, 30
+    alphas = np.array([0.1, 0.2])
+    hits = {False: [], True: []}
+    for r in range(repeats):
+        order = rng.permutation(len(pool_y))
+        cal, test = order[:n_cal], order[n_cal : n_cal + n_test]
+        cp = SplitConformalRegressor(FrozenEstimator(model), random_state=r)
+        cp.calibrate(pool_X[cal], pool_y[cal])
+        for smooth in (False, True):
+            p = cp.predict_pvalue(pool_X[test], pool_y[test], smooth=smooth)
+            hits[smooth].append(p[:, None] > alphas)
+    bounds = coverage_bounds(n_cal, alphas, n_test, confidence=0.999, n_repeats=repeats)
+    smoothed, plain = (np.concatenate(hits[s]).mean(axis=0) for s in (True, False))
+    assert ((bounds[:, 0] <= smoothed) & (smoothed <= bounds[:, 1])).all(), smoothed
+    assert (plain > bounds[:, 1]).all(), plain  # ties make the plain p-values conservative
+
+
+def test_pvalue_shapes_batches_and_pickling():
+    (Xf, yf), (Xc, yc), (Xt, yt) = _split(seed=3)
+    cp = SplitConformalRegressor(Ridge(), random_state=4).fit(Xf, yf).calibrate(Xc, yc)
+    grid = np.linspace(-3.0, 3.0, 5)
+    every = cp.predict_pvalue(Xt, grid)
+    assert every.shape == (len(Xt), 5)
+    np.testing.assert_array_equal(cp.predict_pvalue(Xt, np.tile(grid, (len(Xt), 1))), every)
+    np.testing.assert_array_equal(
+        cp.predict_pvalue(Xt, yt), cp.predict_pvalue(Xt, yt[:, None])[:, 0]
+    )
+    frame = pd.DataFrame(Xt, columns=[f"x{i}" for i in range(Xt.shape[1])])
+    np.testing.assert_array_equal(
+        cp.predict_pvalue(frame.to_numpy(), list(yt)), cp.predict_pvalue(Xt, yt)
+    )
+    for smooth in (False, True):
+        whole = cp.predict_pvalue(Xt, grid, smooth=smooth)
+        cp.set_params(batch_size=4)
+        np.testing.assert_array_equal(cp.predict_pvalue(Xt, grid, smooth=smooth), whole)
+        cp.set_params(batch_size=None)
+        again = pickle.loads(pickle.dumps(cp))
+        np.testing.assert_array_equal(again.predict_pvalue(Xt, grid, smooth=smooth), whole)
+
+    def smoothed(batch_size):  # with a Generator, the draws do not depend on batch_size
+        model = SplitConformalRegressor(
+            Ridge(), random_state=np.random.default_rng(5), batch_size=batch_size
+        )
+        return model.fit(Xf, yf).calibrate(Xc, yc).predict_pvalue(Xt, grid, smooth=True)
+
+    np.testing.assert_array_equal(smoothed(None), smoothed(3))
+
+
+def test_pvalue_input_checks():
+    (Xf, yf), (Xc, yc), (Xt, yt) = _split(seed=5)
+    cp = SplitConformalRegressor(Ridge()).fit(Xf, yf)
+    with pytest.raises(NotFittedError, match="predict_pvalue needs calibration"):
+        cp.predict_pvalue(Xt, yt)
+    cp.calibrate(Xc, yc, groups=np.zeros(len(yc), int))
+    unchanged = Unchanged(Xt, yt)
+    with pytest.warns(UserWarning, match="groups without calibration data"):
+        p = cp.predict_pvalue(Xt, yt, groups=np.r_[np.zeros(len(Xt) - 3, int), [7, 7, 7]])
+    unchanged.check()
+    assert (p[-3:] == 1).all() and (p[:-3] < 1).mean() > 0.9
+    groups = np.zeros(len(Xt), int)
+    with pytest.raises(ValueError, match="groups"):
+        cp.predict_pvalue(Xt, yt)
+    with pytest.raises(ValueError, match="features"):
+        cp.predict_pvalue(Xt[:, :1], yt, groups=groups)
+    with pytest.raises(ValueError, match="`y_candidates` contains NaN"):
+        cp.predict_pvalue(Xt, np.r_[yt[:-1], np.nan], groups=groups)
+    with pytest.raises(ValueError, match=r"`y_candidates` must have shape"):
+        cp.predict_pvalue(Xt, np.zeros((3, 2)), groups=groups)
+    with pytest.raises(ValueError, match="`y_candidates` must be numbers"):
+        cp.predict_pvalue(Xt, ["a"] * len(Xt), groups=groups)
+    with pytest.raises(ValueError, match="`smooth` must be True or False"):
+        cp.predict_pvalue(Xt, yt, groups=groups, smooth="yes")
+
+
+class _NaNAt(RegressorMixin, BaseEstimator):
+    """Predicts NaN on rows whose first feature is above a cut."""
+
+    def fit(self, X, y):
+        self.fitted_ = True
+        return self
+
+    def predict(self, X):
+        return np.where(X[:, 0] > 2.0, np.nan, X[:, 0])
+
+
+def test_pvalue_names_the_row_where_the_model_predicts_nan():
+    (_, _), (Xc, yc), (Xt, _) = _split(seed=6)
+    keep = Xc[:, 0] <= 2.0
+    cp = SplitConformalRegressor(FrozenEstimator(_NaNAt().fit(Xc, yc)), batch_size=5)
+    cp.calibrate(Xc[keep], yc[keep])
+    Xt = np.vstack([np.zeros((7, Xt.shape[1])), [[3.0] + [0.0] * (Xt.shape[1] - 1)]])
+    with pytest.raises(ValueError, match="row 7"):
+        cp.predict_pvalue(Xt, np.zeros(len(Xt)))
