@@ -213,3 +213,49 @@ def test_pvalue_names_the_row_where_the_model_predicts_nan():
     Xt = np.vstack([np.zeros((7, Xt.shape[1])), [[3.0] + [0.0] * (Xt.shape[1] - 1)]])
     with pytest.raises(ValueError, match="row 7"):
         cp.predict_pvalue(Xt, np.zeros(len(Xt)))
+
+
+class _Counting(RegressorMixin, BaseEstimator):
+    """A fitted linear model that counts its predict calls; ``drop`` rows go missing."""
+
+    def __init__(self, drop=0):
+        self.drop = drop
+
+    def fit(self, X, y):
+        self.model_ = LinearRegression().fit(X, y)
+        self.calls_ = 0
+        return self
+
+    def predict(self, X):
+        self.calls_ += 1
+        return self.model_.predict(X)[: len(X) - self.drop]
+
+
+def test_automatic_batches_count_the_candidates():
+    """A review found: batches were sized for two cells per row whatever the number of
+    candidates, so 20,000 rows x 200 candidates ran in one batch (7x the output's memory
+    in temporaries); they are now sized by rows x candidates."""
+    (Xf, yf), (Xc, yc), _ = _split(seed=7)
+    model = _Counting().fit(Xf, yf)
+    cp = SplitConformalRegressor(FrozenEstimator(model)).calibrate(Xc, yc)
+    X_many = np.random.default_rng(0).normal(size=(20_000, Xf.shape[1]))
+    model.calls_ = 0
+    cp.predict_interval(X_many)
+    assert model.calls_ == 1  # two cells per row: one batch
+    model.calls_ = 0
+    p = cp.predict_pvalue(X_many, np.linspace(-3, 3, 200))
+    assert model.calls_ > 1 and p.shape == (20_000, 200)
+
+
+def test_a_model_predicting_too_few_rows_is_named_at_every_step():
+    (Xf, yf), (Xc, yc), (Xt, yt) = _split(seed=8)
+    short = SplitConformalRegressor(FrozenEstimator(_Counting(drop=1).fit(Xf, yf)))
+    with pytest.raises(ValueError, match=r"`estimator` predicted .* calibration rows"):
+        short.calibrate(Xc, yc)
+    short.estimator.estimator.drop = 0
+    short.calibrate(Xc, yc)
+    short.estimator.estimator.drop = 1
+    with pytest.raises(ValueError, match=f"`estimator` predicted {len(Xt) - 1} values for"):
+        short.predict_interval(Xt)
+    with pytest.raises(ValueError, match=f"`estimator` predicted {len(Xt) - 1} values for"):
+        short.predict_pvalue(Xt, yt)

@@ -639,11 +639,12 @@ class ConformalPredictor(VersionedState, RoutesFitParams, BaseEstimator, metacla
         value = self.alpha if alpha is None else alpha
         return check_call_alpha(alpha, self.alpha), np.ndim(value) == 0
 
-    def _batch_rows(self, n: int) -> int:
-        """Rows per model call: ``batch_size``, or automatic (see the constants above)."""
+    def _batch_rows(self, n: int, columns: int | None = None) -> int:
+        """Rows per model call: ``batch_size``, or automatic (see the constants above) for
+        ``columns`` output cells per row (default: `_output_columns`)."""
         if self.batch_size is not None:
             return int(self.batch_size)
-        columns = max(1, self._output_columns())
+        columns = max(1, self._output_columns() if columns is None else columns)
         if n * columns <= _ONE_BATCH_CELLS:
             return max(n, 1)
         rows = -(-n // _BATCHES_PER_CALL)
@@ -738,7 +739,7 @@ class ConformalPredictor(VersionedState, RoutesFitParams, BaseEstimator, metacla
         # these draws with the scores' own batch by batch would tie them to batch_size
         ties = self._rng(stream=3, content=X).random((n, n_columns)) if smooth else None
         pvalues = np.ones((n, n_columns))  # strata without calibration data: 1
-        step = self._batch_rows(n)
+        step = self._batch_rows(n, n_columns * n_components)
         for start in range(0, n, step):  # a loop over batches of rows, for bounded memory
             stop = min(start + step, n)
             block = slice_rows(X, start, stop)

@@ -305,7 +305,10 @@ default="lac"
             whose set score is its calibration score: all but APS and RAPS with
             ``randomized=False``, whose sets keep the label that crosses the threshold
             and stay conservative either way. The sets of `predict_set` are those of the
-            unsmoothed p-values.
+            unsmoothed p-values. With an int ``random_state`` the draws are a function of
+            the seed and the rows of the call: a row given again in another call gets the
+            same draw, so over repeated rows predicted one call at a time the p-values are
+            no longer uniform (use ``None`` or a Generator there).
 
         Returns
         -------

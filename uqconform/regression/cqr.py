@@ -172,8 +172,9 @@ class ConformalizedQuantileRegressor(SplitConformalRegressor):
         ``"regressor__alpha"``); found automatically for scikit-learn's quantile models.
     batch_size : int, default=None
     random_state : int or None, default=None
-        Seeds the default quantile model (its early-stopping split on large data), and
-        given models whose own ``random_state`` is None.
+        Seeds the default quantile model (its early-stopping split on large data), given
+        models whose own ``random_state`` is None, and the draws of smoothed p-values
+        (`predict_pvalue`).
 
     Attributes
     ----------

@@ -93,9 +93,9 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
     batch_size : int, default=None
         Rows predicted at once (``None``: automatic), to bound memory on large inputs.
     random_state : int, Generator or None, default=None
-        Seeds the out-of-fold split, and the models trained here whose own
+        Seeds the out-of-fold split, the models trained here whose own
         ``random_state`` is left at None (the estimator, its out-of-fold copies, the
-        difficulty model).
+        difficulty model), and the draws of smoothed p-values (`predict_pvalue`).
     n_jobs : int, default=None
         Folds fitted in parallel (joblib).
 
@@ -313,6 +313,13 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
     def _model_output(self, X: Any) -> NDArray:
         return point_predictions(self.estimator_.predict(X))
 
+    def _checked_output(self, X: Any, rows: int, where: str = "rows") -> NDArray:
+        """`_model_output`, refused unless it has one prediction per row."""
+        output = self._model_output(X)
+        if len(output) != rows:
+            raise ValueError(f"`estimator` predicted {len(output)} values for {rows} {where}.")
+        return output
+
     @staticmethod
     def _refuse_non_finite(
         output: NDArray, difficulty: NDArray | None, where: str, advice: str = ""
@@ -327,11 +334,7 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
 
     def _calibration_scores(self, X, y):
         score = self._score_object()
-        output = self._model_output(X)
-        if len(output) != len(y):
-            raise ValueError(
-                f"`estimator` predicted {len(output)} values for {len(y)} calibration rows."
-            )
+        output = self._checked_output(X, len(y), "calibration rows")
         difficulty = self._difficulty(X)
         advice = "; conformity scores need finite values"
         self._refuse_non_finite(output, difficulty, "calibration rows", advice)
@@ -342,7 +345,7 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
 
     def _predict_batch(self, X, thresholds, alphas, rng):
         score = self._score_object()
-        output = self._model_output(X)
+        output = self._checked_output(X, n_rows(X))
         difficulty = self._difficulty(X)
         self._refuse_non_finite(output, difficulty, "rows of `X`")
         intervals = [  # a loop over levels, not rows
@@ -397,17 +400,20 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
         of the ``n`` calibration scores of the row's stratum (its group) are at least the
         score of ``(x, y)``. For the true label it is uniform on ``{1/(n + 1), ..., 1}`` or
         above (valid), and the interval of `predict_interval` at level ``alpha`` holds
-        exactly the labels whose p-value exceeds ``alpha`` (up to rounding at its ends;
-        a quantile band that a negative CQR correction crosses is the exception: its set
-        is empty, its interval a point). With a score calibrated side by side at
-        ``alpha / 2`` (CQR with ``symmetric=False``): ``min(1, 2 min(p_low, p_high))``.
+        exactly the labels whose p-value exceeds ``alpha`` (up to rounding at its ends,
+        and for ``alpha`` not within 1e-9 of a multiple of ``1 / (n + 1)``, which the
+        intervals take as that multiple; a quantile band that a negative CQR correction
+        crosses is the exception: its set is empty, its interval a point). With a score
+        calibrated side by side at ``alpha / 2`` (CQR with ``symmetric=False``):
+        ``min(1, 2 min(p_low, p_high))``, valid but conservative.
 
         Parameters
         ----------
         X : array-like or DataFrame of shape (n_samples, n_features)
         y_candidates : array-like of shape (n_samples,), (g,) or (n_samples, g)
-            One candidate per row; or ``g`` candidates for every row (``g != n_samples``);
-            or each row's own ``g`` candidates.
+            One candidate per row; or ``g`` candidates for every row (``g != n_samples``:
+            a shared grid as long as ``X`` is read as one candidate per row); or each
+            row's own ``g`` candidates.
         groups : array-like of shape (n_samples,), optional
             Group labels, required if (and only if) calibration used groups. A group
             without calibration data gives p-value 1 (its interval is infinite).
@@ -416,7 +422,12 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
             greater than the candidate's, ``e`` equal, ``u`` uniform on [0, 1] (one draw
             per row and candidate, from ``random_state``). A true label's p-value is
             then exactly uniform even when scores tie (a model and a target on a
-            coarse grid); the intervals are those of the unsmoothed p-values.
+            coarse grid), except with ``symmetric=False`` CQR (conservative); the
+            intervals are those of the unsmoothed p-values. With an int
+            ``random_state`` the draws are a function of the seed and the rows of the
+            call, so a row given again in another call (repeated feature rows predicted
+            one call at a time) gets the same draw, and the p-values are no longer
+            uniform over such calls: use ``None`` or a Generator there.
 
         Returns
         -------
@@ -442,13 +453,9 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
         width = grid.shape[1]
 
         def candidate_scores(block: Any, start: int, stop: int) -> NDArray:
-            output = self._model_output(block)
+            output = self._checked_output(block, stop - start)
             difficulty = self._difficulty(block)
             self._refuse_non_finite(output, difficulty, "rows of `X`")
-            if len(output) != stop - start:
-                raise ValueError(
-                    f"`estimator` predicted {len(output)} values for {stop - start} rows."
-                )
             spread = None if difficulty is None else np.repeat(difficulty, width)
             return score.score(grid[start:stop].ravel(), np.repeat(output, width, 0), spread)
 
