@@ -3,10 +3,41 @@
 from __future__ import annotations
 
 import copy
+import importlib.util
+from pathlib import Path
 
 import numpy as np
 import pytest
 from threadpoolctl import threadpool_limits
+
+# The examples of these modules run torch or nflows: without the optional extras their
+# doctests are skipped, as the tests that need those packages are (collected with tests/).
+_EXAMPLES_NEED = {
+    Path("uqconform", "bayes", "torch_network.py"): ("torch",),
+    Path("uqconform", "multioutput", "contra.py"): ("torch", "nflows"),
+    Path("uqconform", "multioutput", "flows.py"): ("torch", "nflows"),
+}
+
+
+def _installed(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):  # a module set to None in sys.modules: blocked
+        return False
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    root = Path(str(config.rootpath))
+    for item in items:
+        if not isinstance(item, pytest.DoctestItem):
+            continue
+        try:
+            module = Path(str(item.path)).relative_to(root)
+        except ValueError:
+            continue
+        missing = [name for name in _EXAMPLES_NEED.get(module, ()) if not _installed(name)]
+        if missing:
+            item.add_marker(pytest.mark.skip(reason=f"needs {', '.join(missing)}"))
 
 
 @pytest.fixture(autouse=True, scope="session")

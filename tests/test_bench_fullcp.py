@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+
 import numpy as np
 import pytest
 
@@ -29,7 +31,11 @@ def test_fullcp_family_smoke(tmp_path):
     assert len(ours) == 3 * len(LEVELS) * (len(METHODS) - 1)  # data sets x levels x methods
     # CV+ (MAPIE, the simple rival that also uses every training row): same shape of rows.
     cv_plus = [row for row in rows if row["library"] == "mapie"]
-    assert {row["method"] for row in cv_plus} == {"cv+"} and len(cv_plus) == 3 * len(LEVELS)
+    if importlib.util.find_spec("mapie") is None:  # an install without the anchors
+        assert not cv_plus
+    else:
+        assert {row["method"] for row in cv_plus} == {"cv+"}
+        assert len(cv_plus) == 3 * len(LEVELS)
     for row in cv_plus:
         assert row["resplits"] == 1 and 0 <= row["coverage"] <= 1 and row["width"] > 0
     by = {(row["dataset"], row["method"], round(1 - row["level"], 2)): row for row in ours}
@@ -105,6 +111,7 @@ def test_cv_plus_baseline_is_cv_plus_at_every_level():
     """The CV+ rows are CV+ (Barber et al. 2021) on the benchmark's folds and networks:
     each level's ends are the floor(alpha (n + 1))-th smallest of mu_-k(i)(x) - R_i and the
     ceil((1 - alpha)(n + 1))-th smallest of mu_-k(i)(x) + R_i, in the order of LEVELS."""
+    pytest.importorskip("mapie")  # the rows come from MAPIE's CrossConformalRegressor
     import math
     import warnings
 

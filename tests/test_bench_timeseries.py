@@ -7,11 +7,14 @@ import pytest
 
 from uqconform.benchmarks import run_benchmark
 from uqconform.benchmarks.suites.timeseries import (
+    ACI_GAMMAS,
+    ACI_METHODS,
     METHODS,
     SPEED_TARGET,
     TARGET_COVERAGE,
     TARGET_WIDTH,
     VALID_COVERAGE,
+    aci_bound,
     make_ar_garch,
     make_nonstationary,
 )
@@ -102,3 +105,20 @@ def test_timeseries_family_smoke(tmp_path):
     assert len(tables["speed: KOWCPI step time vs residual memory"]) >= 2
     assert (tmp_path / "timeseries_elec2-intervals.png").exists()
     assert (tmp_path / "timeseries_elec2-rolling-coverage.png").exists()
+    # ACI: every series with each method and step size; the long-run bound is deterministic
+    aci = tables["adaptive conformal inference (alpha = 0.1)"]
+    series = {row["series"] for row in aci}
+    assert {"ELEC2", "regime shift (synthetic)"} <= series
+    assert len(aci) == len(series) * len(ACI_METHODS) * len(ACI_GAMMAS)
+    for row in aci:
+        assert _is_count_share(row["coverage"], row["n_test"])
+        assert _is_count_share(row["infinite_share"], row["n_test"])
+        if row["aci_gamma"] is None:
+            assert row["aci_bound"] is None and row["within_aci_bound"] is None
+            assert row["infinite_share"] == 0
+        else:
+            assert row["aci_bound"] == pytest.approx(aci_bound(row["aci_gamma"], row["n_test"]))
+            assert row["within_aci_bound"] is True  # the guarantee, whatever the series
+            assert abs((1 - row["coverage"]) - 0.1) <= row["aci_bound"]
+    for claim in (h for h in family["headlines"] if h["claim"].startswith("ACI: ")):
+        assert claim["met"] is None and abs(claim["value"]) <= 0.9

@@ -1,6 +1,7 @@
 """Packaging: the core imports without extras, public names, code style."""
 
 import importlib.metadata
+import importlib.util
 import re
 import shutil
 import subprocess
@@ -51,7 +52,7 @@ def test_ruff_clean():
     assert result.returncode == 0, result.stdout[-3000:]
 
 
-@pytest.mark.skipif(shutil.which("mypy") is None, reason="mypy is not installed")
+@pytest.mark.skipif(importlib.util.find_spec("mypy") is None, reason="mypy is not installed")
 def test_type_hints_check(tmp_path):
     """The hints are part of the public contract (editors read them): mypy finds none wrong."""
     result = subprocess.run(

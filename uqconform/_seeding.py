@@ -162,6 +162,8 @@ def random_generator(random_state: Any) -> np.random.Generator:
     )
     if isinstance(random_state, bool | float | str | bytes | np.bool_ | np.floating):
         raise ValueError(message)
+    if isinstance(random_state, np.random.RandomState):  # what numpy >= 2.2 does itself
+        return np.random.Generator(random_state._bit_generator)
     try:
         return np.random.default_rng(random_state)
     except (TypeError, ValueError):

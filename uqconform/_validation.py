@@ -16,6 +16,7 @@ from numpy.typing import ArrayLike, NDArray
 from scipy import sparse
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import DataConversionWarning
+from sklearn.frozen import FrozenEstimator
 from sklearn.utils import get_tags
 from sklearn.utils.validation import check_is_fitted, validate_data
 
@@ -361,13 +362,33 @@ def is_sklearn_estimator(model: Any) -> bool:
     >>> is_sklearn_estimator(FrozenEstimator(Booster()))
     False
     """
-    if not hasattr(model, "get_params"):
-        return False
+    return hasattr(model, "get_params") and sklearn_tags(model) is not None
+
+
+def sklearn_tags(model: Any) -> Any:
+    """The scikit-learn tags of ``model``; None for a model outside scikit-learn (no
+    ``__sklearn_tags__``) or a ``FrozenEstimator`` around one.
+
+    From scikit-learn 1.8 on ``get_tags`` raises for such a model; before, it returned
+    default tags (with a deprecation warning in 1.7), which would make a foreign model look
+    like a scikit-learn one that refuses NaN and can be asked whether it is fitted. The test
+    is made here, so every supported version behaves alike.
+
+    Examples
+    --------
+    >>> from sklearn.linear_model import Ridge
+    >>> sklearn_tags(Ridge()).input_tags.allow_nan, sklearn_tags(object())
+    (False, None)
+    """
+    inner = model
+    while isinstance(inner, FrozenEstimator):  # its tags are the wrapped model's
+        inner = inner.estimator
+    if not hasattr(inner, "__sklearn_tags__"):
+        return None
     try:
-        get_tags(model)
-    except (AttributeError, TypeError):  # no tags, or a wrapper of a model without them
-        return False
-    return True
+        return get_tags(model)
+    except (AttributeError, TypeError):  # a wrapper of a model without tags (1.8+)
+        return None
 
 
 def check_fitted_model(model: Any) -> None:

@@ -25,7 +25,6 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 from sklearn.frozen import FrozenEstimator
-from sklearn.utils import get_tags
 from sklearn.utils.validation import check_is_fitted
 
 from uqconform._rows import n_rows, row_sliceable, rows_fingerprint, slice_rows
@@ -40,6 +39,7 @@ from uqconform._validation import (
     check_verbose,
     has_nan,
     model_classes,
+    sklearn_tags,
 )
 from uqconform._version import VersionedState
 from uqconform._warnings import warn_user
@@ -231,9 +231,8 @@ def refuses_nan(estimator: Any) -> bool:
     >>> refuses_nan(Ridge()), refuses_nan(make_pipeline(SimpleImputer(), Ridge()))
     (True, False)
     """
-    try:
-        tags = get_tags(estimator)
-    except (AttributeError, TypeError):  # a model outside scikit-learn decides itself
+    tags = sklearn_tags(estimator)
+    if tags is None:  # a model outside scikit-learn decides itself
         return False
     if tags.input_tags.allow_nan:
         return False
@@ -263,9 +262,8 @@ def forward_input_tags(tags: Any, model: Any) -> Any:
     >>> tags.input_tags.allow_nan, tags.input_tags.sparse
     (True, False)
     """
-    try:
-        inner = get_tags(model)
-    except (AttributeError, TypeError):  # not an estimator: fit says so, clearly
+    inner = sklearn_tags(model)
+    if inner is None:  # not a scikit-learn estimator: fit says so, clearly
         return tags
     tags.input_tags.allow_nan = not refuses_nan(model)
     tags.input_tags.sparse = inner.input_tags.sparse

@@ -22,7 +22,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from uqconform._parallel import run_fits
 from uqconform._rows import fit_params_rows, n_rows, row_sliceable, take_rows
-from uqconform._seeding import check_random_state_value, seed_parameters
+from uqconform._seeding import check_random_state_value, random_generator, seed_parameters
 from uqconform._validation import (
     check_class_labels,
     check_features,
@@ -208,7 +208,7 @@ class HeadEnsemble(VersionedState, RoutesFitParams, ClassifierMixin, BaseEstimat
         fit_params = self._routed_fit_params(fit_params)["estimator"]
         X = row_sliceable(check_features(self, X, reset=True))  # COO, DIA, BSR: one CSR view
         y = check_class_labels(y, n_rows(X))
-        rng = np.random.default_rng(self.random_state)
+        rng = random_generator(self.random_state)
         n, n_features = len(y), getattr(self, "n_features_in_", None)  # None: text, dicts
         if self.diversity == "subspace" and n_features is None:
             raise ValueError(

@@ -25,7 +25,6 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import LinearRegression
-from sklearn.utils import get_tags
 from sklearn.utils._param_validation import validate_parameter_constraints
 
 from uqconform._rows import n_rows, take_rows
@@ -35,6 +34,7 @@ from uqconform._validation import (
     has_nan,
     missing_target_error,
     refuse_non_finite,
+    sklearn_tags,
 )
 from uqconform._warnings import warn_user
 from uqconform.base import (
@@ -234,10 +234,12 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
         try:
             self.estimator_.fit(X, Y, **model_params)
         except ValueError as error:
+            tags = sklearn_tags(self.estimator_)  # None: a model outside scikit-learn
             if (
                 Y.ndim == 2
                 and Y.shape[1] > 1
-                and not get_tags(self.estimator_).target_tags.multi_output
+                and tags is not None
+                and not tags.target_tags.multi_output
             ):
                 raise ValueError(
                     f"{type(self.estimator_).__name__} could not be fitted on the {Y.shape[1]} "

@@ -29,12 +29,16 @@ from sklearn.model_selection import GridSearchCV, KFold
 from sklearn.neural_network import MLPRegressor
 from sklearn.pipeline import Pipeline, make_pipeline
 from sklearn.preprocessing import StandardScaler
-from sklearn.utils import get_tags
 from sklearn.utils.validation import _num_samples, check_is_fitted, validate_data
 
 from uqconform._rows import row_sliceable
 from uqconform._seeding import check_random_state_value, integer_seed, seeded_clone
-from uqconform._validation import candidate_values, check_features, check_regression_target
+from uqconform._validation import (
+    candidate_values,
+    check_features,
+    check_regression_target,
+    sklearn_tags,
+)
 from uqconform._version import VersionedState
 from uqconform._warnings import warn_user
 from uqconform.base import (
@@ -249,8 +253,8 @@ class ApproximateFullConformalRegressor(
         model = self.estimator
         if model is None or _is_torch_module(model):  # the default scales X: dense only
             tags.input_tags.sparse = False
-        else:
-            tags.input_tags.sparse = get_tags(model).input_tags.sparse
+        elif (inner := sklearn_tags(model)) is not None:
+            tags.input_tags.sparse = inner.input_tags.sparse
         return tags
 
     # ---- parameters -------------------------------------------------------------------

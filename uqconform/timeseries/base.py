@@ -28,7 +28,7 @@ from sklearn.ensemble import RandomForestRegressor
 from sklearn.frozen import FrozenEstimator
 from sklearn.utils.validation import _num_samples, check_is_fitted, validate_data
 
-from uqconform._seeding import check_random_state_value, seed_parameters
+from uqconform._seeding import check_random_state_value, random_generator, seed_parameters
 from uqconform._validation import (
     check_bool,
     check_features,
@@ -396,6 +396,12 @@ class SequentialConformalRegressor(
     n_infeasible_ : int
         Residual-memory states at which the conditional model fell back to plain weights
         (KOWCPI; always 0 for EnbPI and SPCI).
+    aci_alphas_ : dict of float to float
+        With ``aci_gamma``: the adapted level of each nominal level used online so far
+        (empty after fit: each starts at its nominal value).
+    aci_alpha_history_ : ndarray of float
+        With ``aci_gamma``: the adapted level that issued each row of ``coverage_history_``
+        (first level of each call).
 
     Examples
     --------
@@ -469,10 +475,26 @@ class SequentialConformalRegressor(
                 f"`holdout_fraction` must lie in (0, 1), got {self.holdout_fraction!r}."
             )
         check_bool(self.finite_sample, "finite_sample")
+        self._check_aci_gamma()
         check_random_state_value(self.random_state)
         check_n_jobs(self.n_jobs)
         check_verbose(self.verbose)
         self._beta_fractions()
+
+    def _check_aci_gamma(self) -> float | None:
+        gamma = self.aci_gamma
+        if gamma is None:
+            return None
+        if (
+            isinstance(gamma, bool)
+            or not isinstance(gamma, numbers.Real)
+            or not 0 < cast(float, gamma) <= 1
+        ):
+            raise ValueError(
+                f"`aci_gamma` must be None or a step size in (0, 1] (0.005 is usual), got "
+                f"{gamma!r}."
+            )
+        return float(gamma)
 
     def _beta_fractions(self) -> NDArray:
         """The beta grid as fractions of alpha, in [0, 1]."""
@@ -602,7 +624,7 @@ class SequentialConformalRegressor(
             raise missing_target_error()
         X, y = self._check_series(X, y, reset=True)
         estimator = self._default_estimator() if self.estimator is None else self.estimator
-        rng = np.random.default_rng(self.random_state)
+        rng = random_generator(self.random_state)
         unset = seed_parameters(estimator, only_unset=True)  # Pipeline steps included
         if unset:  # one draw, shared by every unset parameter (none: no draw)
             seed = int(rng.integers(2**31))
@@ -635,6 +657,8 @@ class SequentialConformalRegressor(
         self.n_steps_ = 0
         self.effective_sample_sizes_: list[float] = []
         self.coverage_history_ = np.zeros(0, dtype=bool)
+        self.aci_alphas_: dict[float, float] = {}
+        self.aci_alpha_history_ = np.zeros(0)
         record_calibration_settings(self, step="fit")
         if isinstance(estimator, FrozenEstimator):  # no residual source was built
             for name in ("n_bootstrap", "residuals", "holdout_fraction"):
@@ -775,24 +799,31 @@ class SequentialConformalRegressor(
         centre = self.source_.predict(X)
         n = centre.shape[0]
         out = np.empty((n, 2, alphas.size))
+        gamma = self._check_aci_gamma()
+        adapted = np.zeros(n, dtype=bool)  # rows whose ACI levels were lowered
         if y is None:
-            out[:] = centre[:, None, None] + self._interval_offsets(alphas)[None]
-        else:
+            levels = alphas if gamma is None else self._adapted_levels(alphas)
+            out[:] = centre[:, None, None] + self._level_offsets(levels)[None]
+            adapted[:] = (levels < alphas).any()
+        elif gamma is None:
             residuals = y - centre
             if not np.isfinite(residuals).all():  # refuse before any state changes
                 self._absorb(residuals)
             for t in range(n):  # sequential by nature: step t needs the residual of t - 1
                 out[t] = centre[t] + self._interval_offsets(alphas)
                 self._absorb(residuals[t : t + 1])
+        else:
+            covered, adapted = self._adaptive_steps(centre, y, alphas, gamma, out)
         # rounded outward, row by row: a target whose residual equals an offset is inside
         # (-0.4 + 1.4 is 0.9999999999999999); |offset| <= |end| + |centre|
         column = centre[:, None]
         out[:, 0] -= outward_margin(column, column, out[:, 0])
         out[:, 1] += outward_margin(column, column, out[:, 1])
         if y is not None:
-            covered = (out[:, 0, 0] <= y) & (y <= out[:, 1, 0])
+            if gamma is None:
+                covered = (out[:, 0, 0] <= y) & (y <= out[:, 1, 0])
             self.coverage_history_ = np.concatenate([self.coverage_history_, covered])
-        infinite = int(np.isinf(out).any(axis=(1, 2)).sum())
+        infinite = int((np.isinf(out).any(axis=(1, 2)) & ~adapted).sum())
         if infinite:
             warn_user(
                 f"{infinite} of {n} intervals are infinite: with `finite_sample=True` the "
@@ -801,6 +832,62 @@ class SequentialConformalRegressor(
                 UserWarning,
             )
         return out[..., 0] if np.ndim(value) == 0 else out
+
+    def _adapted_levels(self, alphas: NDArray) -> NDArray:
+        """The current ACI level of each nominal level (its nominal value at first)."""
+        current = self.__dict__.get("aci_alphas_", {})
+        return np.array([current.get(float(a), float(a)) for a in alphas])
+
+    def _level_offsets(self, levels: NDArray) -> NDArray:
+        """`_interval_offsets` for levels of any value: at or below 0 the whole line, at or
+        above 1 the empty set (a zero-width interval at the prediction)."""
+        inside = (levels > 0) & (levels < 1)
+        if inside.all():
+            return self._interval_offsets(levels)
+        out = np.zeros((2, levels.size))
+        out[0, levels <= 0], out[1, levels <= 0] = -np.inf, np.inf
+        if inside.any():
+            out[:, inside] = self._interval_offsets(levels[inside])
+        else:  # no weights were computed for this memory state
+            self.effective_sample_sizes_.append(float("nan"))
+        return out
+
+    def _adaptive_steps(
+        self, centre: NDArray, y: NDArray, alphas: NDArray, gamma: float, out: NDArray
+    ) -> tuple[NDArray, NDArray]:
+        """Online steps with adaptive conformal inference (Gibbs and Candes, 2021).
+
+        Each nominal level ``alpha`` runs its own level ``a_t``: the interval of step ``t``
+        is the method's at ``a_t``, then ``a_{t+1} = a_t + gamma (alpha - miss_t)``. Fills
+        ``out`` (before the outward rounding, which is row by row and so the same here);
+        returns the first level's hits and the rows whose levels were lowered (where
+        infinite ends are ACI's doing, not the method's).
+        """
+        residuals = y - centre
+        if not np.isfinite(residuals).all():  # refuse before any state changes
+            self._absorb(residuals)
+        levels = self._adapted_levels(alphas)
+        n = centre.shape[0]
+        hits = np.zeros((n, alphas.size), dtype=bool)
+        history = np.empty(n)
+        adapted = np.zeros(n, dtype=bool)
+        for t in range(n):  # sequential by nature: a_t needs the miss of t - 1
+            history[t] = levels[0]
+            adapted[t] = (levels < alphas).any()  # infinite ends expected there
+            out[t] = centre[t] + self._level_offsets(levels)
+            low = out[t, 0] - outward_margin(centre[t], centre[t], out[t, 0])
+            high = out[t, 1] + outward_margin(centre[t], centre[t], out[t, 1])
+            hits[t] = (low <= y[t]) & (y[t] <= high) & (levels < 1)  # an empty set misses
+            levels = levels + gamma * (alphas - ~hits[t])
+            self._absorb(residuals[t : t + 1])
+        self.aci_alphas_ = {
+            **self.__dict__.get("aci_alphas_", {}),
+            **{float(a): float(level) for a, level in zip(alphas, levels, strict=True)},
+        }
+        self.aci_alpha_history_ = np.concatenate(
+            [self.__dict__.get("aci_alpha_history_", np.zeros(0)), history]
+        )
+        return hits[:, 0], adapted
 
     # With y the memory absorbs each residual: a refused call leaves it as it was.
     _online_intervals = keeps_state_on_error(_intervals)

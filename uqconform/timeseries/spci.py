@@ -55,6 +55,14 @@ class SPCI(SequentialConformalRegressor):
         The forest cannot widen its leaves, so a step whose weights rest on fewer than 19
         effective residuals (at ``alpha=0.1``) gets an infinite interval, with a warning.
         ``False`` is the published algorithm (plain forest quantiles).
+    aci_gamma : float, default=None
+        Step size of adaptive conformal inference (Gibbs and Candes, 2021); ``None``: off.
+        Each level ``alpha`` then runs its own working level ``a_t`` in online calls
+        (`predict_interval` with ``y``): ``a_{t+1} = a_t + gamma (alpha - miss_t)``. Over
+        any ``T`` such steps, whatever the series does, the share of misses is within
+        ``(max(alpha, 1 - alpha) + gamma) / (gamma T)`` of ``alpha``. A working level at
+        or below 0 gives the whole line; at or above 1, the empty set (a zero-width
+        interval at the prediction, counted as a miss). Levels of one call need not nest.
     n_jobs : int, default=None
         Parallel bootstrap fits through joblib (Dask with ``joblib.parallel_config``).
     random_state : int, numpy Generator, RandomState or None, default=None
@@ -102,6 +110,7 @@ class SPCI(SequentialConformalRegressor):
         memory: int | None = None,
         beta_grid: int | ArrayLike = 5,
         finite_sample: bool = False,
+        aci_gamma: float | None = None,
         n_jobs: int | None = None,
         random_state: int | np.random.Generator | np.random.RandomState | None = None,
         verbose: bool = False,
@@ -117,6 +126,7 @@ class SPCI(SequentialConformalRegressor):
         self.memory = memory
         self.beta_grid = beta_grid
         self.finite_sample = finite_sample
+        self.aci_gamma = aci_gamma
         self.n_jobs = n_jobs
         self.random_state = random_state
         self.verbose = verbose

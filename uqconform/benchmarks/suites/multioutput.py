@@ -91,14 +91,15 @@ def _baseline(method: str, model, seed: int):
 
 
 def _flow_modules(notes: list[str]):
-    """``(CONTRA, ResidualCONTRA)`` or None (with a note) when they cannot be imported."""
+    """``(CONTRA, ResidualCONTRA)`` or None (with a note) when torch or nflows is missing
+    (the classes import without them; their ``fit`` needs them)."""
+    from uqconform.multioutput.contra import CONTRA, ResidualCONTRA
+    from uqconform.multioutput.flows import require_flows
+
     try:
-        from uqconform.multioutput.contra import CONTRA, ResidualCONTRA
+        require_flows()
     except ImportError as error:
-        notes.append(
-            f"CONTRA / ResidualCONTRA skipped: {error} (they need torch and nflows: "
-            'pip install "uqconform[flows]"). Only the baselines ran.'
-        )
+        notes.append(f"CONTRA / ResidualCONTRA skipped: {error}. Only the baselines ran.")
         return None
     return CONTRA, ResidualCONTRA
 
