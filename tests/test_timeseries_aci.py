@@ -7,6 +7,7 @@ import warnings
 
 import numpy as np
 import pytest
+from sklearn.base import clone
 from sklearn.linear_model import LinearRegression
 
 from uqconform.timeseries import KOWCPI, SPCI, EnbPI
@@ -155,3 +156,47 @@ def test_bad_gamma_is_refused_naming_it(gamma):
     X, y = regime_shift(400)
     with pytest.raises(ValueError, match="`aci_gamma` must be None or a step size"):
         EnbPI(LinearRegression(), n_bootstrap=8, aci_gamma=gamma).fit(X, y)
+
+
+def test_models_pickled_before_aci_existed_still_work():
+    """A review found: a model pickled before ``aci_gamma`` existed raised AttributeError in
+    predict_interval, get_params, repr and clone (no attribute to read)."""
+    X, y = regime_shift(400, seed=5)
+    model = EnbPI(LinearRegression(), n_bootstrap=8, random_state=0).fit(X[:300], y[:300])
+    for name in ("aci_gamma", "aci_alphas_", "aci_alpha_history_"):
+        del model.__dict__[name]  # as unpickled from the previous version
+    old = pickle.loads(pickle.dumps(model))
+    assert old.get_params()["aci_gamma"] is None and "EnbPI" in repr(old)
+    assert clone(old).aci_gamma is None
+    assert old.predict_interval(X[300:350], y[300:350]).shape == (50, 2)
+
+
+def test_infinite_intervals_of_the_method_still_warn_beside_a_lowered_level():
+    """A review found: with several levels, a row whose other level ACI had lowered hid the
+    method's own infinite intervals from the warning. A memory of 20 residuals is too short
+    for finite ends at 0.05 (39 needed): those are the method's, and are counted."""
+    X, y = regime_shift(700, seed=2)
+    model = EnbPI(
+        LinearRegression(),
+        n_bootstrap=8,
+        memory=20,
+        finite_sample=True,
+        random_state=0,
+        aci_gamma=0.05,
+    ).fit(X[:150], y[:150])
+    with pytest.warns(UserWarning, match=r"(\d+) of 300 intervals are infinite") as caught:
+        out = model.predict_interval(X[150:450], y[150:450], alpha=[0.05, 0.3])
+    level = model.aci_alpha_history_  # of 0.05, the first level
+    own = np.isinf(out[:, :, 0]).any(axis=1) & (level >= 0.05)
+    warned = [w for w in caught if "intervals are infinite" in str(w.message)]
+    count = int(str(warned[0].message).split(" of ")[0])
+    assert own.sum() > 100 and count >= own.sum()
+
+
+def test_history_stays_aligned_when_aci_is_switched_off():
+    X, y = regime_shift(600, seed=6)
+    model = EnbPI(LinearRegression(), n_bootstrap=8, random_state=0, aci_gamma=0.05)
+    model.fit(X[:300], y[:300]).predict_interval(X[300:400], y[300:400])
+    model.set_params(aci_gamma=None).predict_interval(X[400:450], y[400:450])
+    assert model.aci_alpha_history_.shape == model.coverage_history_.shape == (150,)
+    np.testing.assert_array_equal(model.aci_alpha_history_[100:], 0.1)

@@ -400,8 +400,8 @@ class SequentialConformalRegressor(
         With ``aci_gamma``: the adapted level of each nominal level used online so far
         (empty after fit: each starts at its nominal value).
     aci_alpha_history_ : ndarray of float
-        With ``aci_gamma``: the adapted level that issued each row of ``coverage_history_``
-        (first level of each call).
+        The level that issued each row of ``coverage_history_`` (first level of each
+        call): the working level with ``aci_gamma``, else the nominal one.
 
     Examples
     --------
@@ -432,6 +432,9 @@ class SequentialConformalRegressor(
     #: Parameters whose change after fit calls for a new fit before intervals: those of the
     #: fitted models and the residual memory (subclasses add what their tuning read).
     #: Parameters read afresh at each call (``alpha``, EnbPI's ``beta_grid``, ...) may change.
+    #: The default of a parameter added later, for models pickled before it existed.
+    aci_gamma: float | None = None
+
     _fit_params: ClassVar[tuple[str, ...]] = (
         "estimator",
         "n_bootstrap",
@@ -800,11 +803,11 @@ class SequentialConformalRegressor(
         n = centre.shape[0]
         out = np.empty((n, 2, alphas.size))
         gamma = self._check_aci_gamma()
-        adapted = np.zeros(n, dtype=bool)  # rows whose ACI levels were lowered
+        lowered = np.zeros((n, alphas.size), dtype=bool)  # levels ACI set below nominal
         if y is None:
             levels = alphas if gamma is None else self._adapted_levels(alphas)
             out[:] = centre[:, None, None] + self._level_offsets(levels)[None]
-            adapted[:] = (levels < alphas).any()
+            lowered[:] = levels < alphas
         elif gamma is None:
             residuals = y - centre
             if not np.isfinite(residuals).all():  # refuse before any state changes
@@ -812,8 +815,11 @@ class SequentialConformalRegressor(
             for t in range(n):  # sequential by nature: step t needs the residual of t - 1
                 out[t] = centre[t] + self._interval_offsets(alphas)
                 self._absorb(residuals[t : t + 1])
+            self.aci_alpha_history_ = np.concatenate(  # the nominal level issued these rows
+                [self.__dict__.get("aci_alpha_history_", np.zeros(0)), np.full(n, alphas[0])]
+            )
         else:
-            covered, adapted = self._adaptive_steps(centre, y, alphas, gamma, out)
+            covered, lowered = self._adaptive_steps(centre, y, alphas, gamma, out)
         # rounded outward, row by row: a target whose residual equals an offset is inside
         # (-0.4 + 1.4 is 0.9999999999999999); |offset| <= |end| + |centre|
         column = centre[:, None]
@@ -823,7 +829,8 @@ class SequentialConformalRegressor(
             if gamma is None:
                 covered = (out[:, 0, 0] <= y) & (y <= out[:, 1, 0])
             self.coverage_history_ = np.concatenate([self.coverage_history_, covered])
-        infinite = int((np.isinf(out).any(axis=(1, 2)) & ~adapted).sum())
+        # infinite at a level ACI lowered is ACI's doing; at any other, the method's
+        infinite = int((np.isinf(out).any(axis=1) & ~lowered).any(axis=1).sum())
         if infinite:
             warn_user(
                 f"{infinite} of {n} intervals are infinite: with `finite_sample=True` the "
@@ -860,8 +867,10 @@ class SequentialConformalRegressor(
         Each nominal level ``alpha`` runs its own level ``a_t``: the interval of step ``t``
         is the method's at ``a_t``, then ``a_{t+1} = a_t + gamma (alpha - miss_t)``. Fills
         ``out`` (before the outward rounding, which is row by row and so the same here);
-        returns the first level's hits and the rows whose levels were lowered (where
-        infinite ends are ACI's doing, not the method's).
+        returns the first level's hits and, per row and level, whether ACI had lowered
+        the level (infinite ends there are ACI's doing, not the method's). Levels within
+        1e-12 of 0 or 1 are snapped to it, so rounding does not turn the whole line or the
+        empty set into a finite interval at a level of 1e-16.
         """
         residuals = y - centre
         if not np.isfinite(residuals).all():  # refuse before any state changes
@@ -870,15 +879,17 @@ class SequentialConformalRegressor(
         n = centre.shape[0]
         hits = np.zeros((n, alphas.size), dtype=bool)
         history = np.empty(n)
-        adapted = np.zeros(n, dtype=bool)
+        lowered = np.zeros((n, alphas.size), dtype=bool)
         for t in range(n):  # sequential by nature: a_t needs the miss of t - 1
             history[t] = levels[0]
-            adapted[t] = (levels < alphas).any()  # infinite ends expected there
+            lowered[t] = levels < alphas
             out[t] = centre[t] + self._level_offsets(levels)
             low = out[t, 0] - outward_margin(centre[t], centre[t], out[t, 0])
             high = out[t, 1] + outward_margin(centre[t], centre[t], out[t, 1])
             hits[t] = (low <= y[t]) & (y[t] <= high) & (levels < 1)  # an empty set misses
             levels = levels + gamma * (alphas - ~hits[t])
+            levels[np.abs(levels) < 1e-12] = 0.0
+            levels[np.abs(levels - 1) < 1e-12] = 1.0
             self._absorb(residuals[t : t + 1])
         self.aci_alphas_ = {
             **self.__dict__.get("aci_alphas_", {}),
@@ -887,7 +898,7 @@ class SequentialConformalRegressor(
         self.aci_alpha_history_ = np.concatenate(
             [self.__dict__.get("aci_alpha_history_", np.zeros(0)), history]
         )
-        return hits[:, 0], adapted
+        return hits[:, 0], lowered
 
     # With y the memory absorbs each residual: a refused call leaves it as it was.
     _online_intervals = keeps_state_on_error(_intervals)
@@ -896,7 +907,9 @@ class SequentialConformalRegressor(
     def update(self, X: ArrayLike, y: ArrayLike) -> Self:
         """Absorb new observations (their residuals) without predicting.
 
-        Nothing is appended to ``coverage_history_`` (no interval was issued).
+        Nothing is appended to ``coverage_history_`` (no interval was issued), and the
+        working levels of ``aci_gamma`` do not move: with ACI, give the value to
+        ``predict_interval(x, y)`` instead.
 
         Parameters
         ----------

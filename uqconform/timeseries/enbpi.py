@@ -58,8 +58,13 @@ class EnbPI(SequentialConformalRegressor):
         (`predict_interval` with ``y``): ``a_{t+1} = a_t + gamma (alpha - miss_t)``. Over
         any ``T`` such steps, whatever the series does, the share of misses is within
         ``(max(alpha, 1 - alpha) + gamma) / (gamma T)`` of ``alpha``. A working level at
-        or below 0 gives the whole line; at or above 1, the empty set (a zero-width
-        interval at the prediction, counted as a miss). Levels of one call need not nest.
+        or below 0 gives the whole line; at or above 1, the empty set (reported as the
+        prediction itself, an interval a few ulps wide, and counted as a miss even when
+        the value equals it). `update` does not move the levels: to issue an interval
+        before the value is known, call ``predict_interval(x)`` then, once it is,
+        ``predict_interval(x, y)`` (the same interval again, then learned from). Levels of
+        one call are nested by working level, so a level's intervals can depend on the
+        others asked for with it.
     n_jobs : int, default=None
         Parallel bootstrap fits through joblib (Dask with ``joblib.parallel_config``).
     random_state : int, numpy Generator, RandomState or None, default=None

@@ -726,7 +726,7 @@ def _aci(ctx, notes) -> list[dict[str, Any]]:
                         "method": method,
                         "aci_gamma": gamma,
                         "n_test": steps,
-                        "coverage": run["coverage"],
+                        "coverage": 1 - misses,
                         "median_width": float(np.median(width)),
                         "infinite_share": float(np.isinf(width).mean()),
                         "aci_bound": bound,
@@ -741,9 +741,9 @@ def _aci(ctx, notes) -> list[dict[str, Any]]:
         "deterministic bound on |misses / T - alpha| over the T test steps, which holds "
         "for any series (at aci_gamma = 0.005 it exceeds 0.1 below 1,810 steps: no promise "
         "on these test blocks); 'median_width' because an interval is infinite at a step "
-        "whose working level is at or below 0 (and KOWCPI's finite-sample ends are "
-        "infinite already at small positive levels). The regime-shift series is fitted "
-        "on its first 80% and its noise triples at 90%."
+        "whose working level is at or below 0; 'coverage' counts an empty set (working "
+        "level at or above 1, reported as the prediction) as a miss, as ACI does. The "
+        "regime-shift series is fitted on its first 80% and its noise triples at 90%."
     )
     return rows
 
