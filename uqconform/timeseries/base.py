@@ -392,7 +392,8 @@ class SequentialConformalRegressor(
     effective_sample_sizes_ : list of float
         ``1 / sum(w_i^2)`` of the conditional model's weights over the memory, once per
         residual-memory state used: one entry per ``predict_interval`` call without ``y``
-        (its rows share the memory), one per row with ``y``; ``update`` adds nothing.
+        (its rows share the memory), one per row with ``y``; ``update`` adds nothing. NaN
+        where ``aci_gamma`` had moved every level out of (0, 1) (no weights computed).
     n_infeasible_ : int
         Residual-memory states at which the conditional model fell back to plain weights
         (KOWCPI; always 0 for EnbPI and SPCI).
