@@ -365,6 +365,18 @@ class SequentialConformalRegressor(
     ``fit``, ``predict_interval`` and ``update`` change nothing when they raise (an
     interrupted online batch included): the same call can be repeated.
 
+    Adaptive conformal inference (``aci_gamma``, Gibbs and Candes, 2021): each level
+    ``alpha`` runs its own working level ``a_t`` in online calls (`predict_interval` with
+    ``y``): ``a_{t+1} = a_t + gamma (alpha - miss_t)``. Over any ``T`` such steps, whatever
+    the series does, the share of misses is within
+    ``(max(alpha, 1 - alpha) + gamma) / (gamma T)`` of ``alpha``. A working level at or
+    below 0 gives the whole line; at or above 1, the empty set (reported as the prediction
+    itself, an interval a few ulps wide, and counted as a miss even when the value equals
+    it). `update` does not move the levels: to issue an interval before the value is
+    known, call ``predict_interval(x)`` then, once it is, ``predict_interval(x, y)`` (the
+    same interval again, then learned from). Levels of one call are nested by working
+    level, so a level's intervals can depend on the others asked for with it.
+
     Attributes
     ----------
     source_ : ResidualSource
@@ -804,31 +816,17 @@ class SequentialConformalRegressor(
         n = centre.shape[0]
         out = np.empty((n, 2, alphas.size))
         gamma = self._check_aci_gamma()
-        lowered = np.zeros((n, alphas.size), dtype=bool)  # levels ACI set below nominal
         if y is None:
             levels = alphas if gamma is None else self._adapted_levels(alphas)
             out[:] = centre[:, None, None] + self._level_offsets(levels)[None]
-            lowered[:] = levels < alphas
-        elif gamma is None:
-            residuals = y - centre
-            if not np.isfinite(residuals).all():  # refuse before any state changes
-                self._absorb(residuals)
-            for t in range(n):  # sequential by nature: step t needs the residual of t - 1
-                out[t] = centre[t] + self._interval_offsets(alphas)
-                self._absorb(residuals[t : t + 1])
-            self.aci_alpha_history_ = np.concatenate(  # the nominal level issued these rows
-                [self.__dict__.get("aci_alpha_history_", np.zeros(0)), np.full(n, alphas[0])]
-            )
+            # rounded outward, row by row: a target whose residual equals an offset is
+            # inside (-0.4 + 1.4 is 0.9999999999999999); |offset| <= |end| + |centre|
+            column = centre[:, None]
+            out[:, 0] -= outward_margin(column, column, out[:, 0])
+            out[:, 1] += outward_margin(column, column, out[:, 1])
+            lowered = np.broadcast_to(levels < alphas, (n, alphas.size))
         else:
-            covered, lowered = self._adaptive_steps(centre, y, alphas, gamma, out)
-        # rounded outward, row by row: a target whose residual equals an offset is inside
-        # (-0.4 + 1.4 is 0.9999999999999999); |offset| <= |end| + |centre|
-        column = centre[:, None]
-        out[:, 0] -= outward_margin(column, column, out[:, 0])
-        out[:, 1] += outward_margin(column, column, out[:, 1])
-        if y is not None:
-            if gamma is None:
-                covered = (out[:, 0, 0] <= y) & (y <= out[:, 1, 0])
+            covered, lowered = self._online_steps(centre, y, alphas, gamma or 0.0, out)
             self.coverage_history_ = np.concatenate([self.coverage_history_, covered])
         # infinite at a level ACI lowered is ACI's doing; at any other, the method's
         infinite = int((np.isinf(out).any(axis=1) & ~lowered).any(axis=1).sum())
@@ -860,43 +858,49 @@ class SequentialConformalRegressor(
             self.effective_sample_sizes_.append(float("nan"))
         return out
 
-    def _adaptive_steps(
+    def _online_steps(
         self, centre: NDArray, y: NDArray, alphas: NDArray, gamma: float, out: NDArray
     ) -> tuple[NDArray, NDArray]:
-        """Online steps with adaptive conformal inference (Gibbs and Candes, 2021).
+        """One step at a time: issue row ``t``'s interval (into ``out``, rounded outward as
+        the rows without ``y`` are), then absorb its residual.
 
-        Each nominal level ``alpha`` runs its own level ``a_t``: the interval of step ``t``
-        is the method's at ``a_t``, then ``a_{t+1} = a_t + gamma (alpha - miss_t)``. Fills
-        ``out`` (before the outward rounding, which is row by row and so the same here);
-        returns the first level's hits and, per row and level, whether ACI had lowered
-        the level (infinite ends there are ACI's doing, not the method's). Levels within
-        1e-12 of 0 or 1 are snapped to it, so rounding does not turn the whole line or the
-        empty set into a finite interval at a level of 1e-16.
+        With adaptive conformal inference (``gamma > 0``; Gibbs and Candes, 2021) each
+        nominal level ``alpha`` runs its own level ``a_t``: the interval of step ``t`` is
+        the method's at ``a_t``, then ``a_{t+1} = a_t + gamma (alpha - miss_t)``; levels
+        within 1e-12 of 0 or 1 are snapped to it, so rounding does not turn the whole line
+        or the empty set into a finite interval at a level of 1e-16. ``gamma = 0``: the
+        nominal levels throughout. Returns the first level's hits and, per row and level,
+        whether ACI had lowered the level (infinite ends there are ACI's doing, not the
+        method's).
         """
         residuals = y - centre
         if not np.isfinite(residuals).all():  # refuse before any state changes
             self._absorb(residuals)
-        levels = self._adapted_levels(alphas)
+        levels = self._adapted_levels(alphas) if gamma else alphas
         n = centre.shape[0]
         hits = np.zeros((n, alphas.size), dtype=bool)
         history = np.empty(n)
         lowered = np.zeros((n, alphas.size), dtype=bool)
-        for t in range(n):  # sequential by nature: a_t needs the miss of t - 1
+        for t in range(n):  # sequential by nature: step t needs the residual of t - 1
             history[t] = levels[0]
             lowered[t] = levels < alphas
-            out[t] = centre[t] + self._level_offsets(levels)
-            low = out[t, 0] - outward_margin(centre[t], centre[t], out[t, 0])
-            high = out[t, 1] + outward_margin(centre[t], centre[t], out[t, 1])
-            hits[t] = (low <= y[t]) & (y[t] <= high) & (levels < 1)  # an empty set misses
-            levels = levels + gamma * (alphas - ~hits[t])
-            levels[np.abs(levels) < 1e-12] = 0.0
-            levels[np.abs(levels - 1) < 1e-12] = 1.0
+            row = centre[t] + self._level_offsets(levels)
+            # rounded outward: a target whose residual equals an offset is inside
+            row[0] -= outward_margin(centre[t], centre[t], row[0])
+            row[1] += outward_margin(centre[t], centre[t], row[1])
+            out[t] = row
+            hits[t] = (row[0] <= y[t]) & (y[t] <= row[1]) & (levels < 1)  # empty set: a miss
+            if gamma:
+                levels = levels + gamma * (alphas - ~hits[t])
+                levels[np.abs(levels) < 1e-12] = 0.0
+                levels[np.abs(levels - 1) < 1e-12] = 1.0
             self._absorb(residuals[t : t + 1])
-        self.aci_alphas_ = {
-            **self.__dict__.get("aci_alphas_", {}),
-            **{float(a): float(level) for a, level in zip(alphas, levels, strict=True)},
-        }
-        self.aci_alpha_history_ = np.concatenate(
+        if gamma:
+            self.aci_alphas_ = {
+                **self.__dict__.get("aci_alphas_", {}),
+                **{float(a): float(level) for a, level in zip(alphas, levels, strict=True)},
+            }
+        self.aci_alpha_history_ = np.concatenate(  # without ACI: the nominal level
             [self.__dict__.get("aci_alpha_history_", np.zeros(0)), history]
         )
         return hits[:, 0], lowered

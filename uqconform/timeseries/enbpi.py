@@ -53,18 +53,9 @@ class EnbPI(SequentialConformalRegressor):
         times the plain search). ``False`` is the published algorithm (plain empirical
         quantiles).
     aci_gamma : float, default=None
-        Step size of adaptive conformal inference (Gibbs and Candes, 2021); ``None``: off.
-        Each level ``alpha`` then runs its own working level ``a_t`` in online calls
-        (`predict_interval` with ``y``): ``a_{t+1} = a_t + gamma (alpha - miss_t)``. Over
-        any ``T`` such steps, whatever the series does, the share of misses is within
-        ``(max(alpha, 1 - alpha) + gamma) / (gamma T)`` of ``alpha``. A working level at
-        or below 0 gives the whole line; at or above 1, the empty set (reported as the
-        prediction itself, an interval a few ulps wide, and counted as a miss even when
-        the value equals it). `update` does not move the levels: to issue an interval
-        before the value is known, call ``predict_interval(x)`` then, once it is,
-        ``predict_interval(x, y)`` (the same interval again, then learned from). Levels of
-        one call are nested by working level, so a level's intervals can depend on the
-        others asked for with it.
+        Step size of adaptive conformal inference in online calls, in (0, 1] (0.005 to
+        0.05 is usual); ``None``: off. Its long-run guarantee and how to feed it are
+        described on `SequentialConformalRegressor`.
     n_jobs : int, default=None
         Parallel bootstrap fits through joblib (Dask with ``joblib.parallel_config``).
     random_state : int, numpy Generator, RandomState or None, default=None
