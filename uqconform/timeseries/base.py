@@ -819,14 +819,17 @@ class SequentialConformalRegressor(
         if y is None:
             levels = alphas if gamma is None else self._adapted_levels(alphas)
             out[:] = centre[:, None, None] + self._level_offsets(levels)[None]
-            # rounded outward, row by row: a target whose residual equals an offset is
-            # inside (-0.4 + 1.4 is 0.9999999999999999); |offset| <= |end| + |centre|
-            column = centre[:, None]
-            out[:, 0] -= outward_margin(column, column, out[:, 0])
-            out[:, 1] += outward_margin(column, column, out[:, 1])
             lowered = np.broadcast_to(levels < alphas, (n, alphas.size))
         else:
             covered, lowered = self._online_steps(centre, y, alphas, gamma or 0.0, out)
+        # rounded outward, row by row: a target whose residual equals an offset is inside
+        # (-0.4 + 1.4 is 0.9999999999999999); |offset| <= |end| + |centre|
+        column = centre[:, None]
+        out[:, 0] -= outward_margin(column, column, out[:, 0])
+        out[:, 1] += outward_margin(column, column, out[:, 1])
+        if y is not None:
+            if not gamma:  # with ACI the steps judged their hits already (empty sets miss)
+                covered = (out[:, 0, 0] <= y) & (y <= out[:, 1, 0])
             self.coverage_history_ = np.concatenate([self.coverage_history_, covered])
         # infinite at a level ACI lowered is ACI's doing; at any other, the method's
         infinite = int((np.isinf(out).any(axis=1) & ~lowered).any(axis=1).sum())
@@ -860,18 +863,19 @@ class SequentialConformalRegressor(
 
     def _online_steps(
         self, centre: NDArray, y: NDArray, alphas: NDArray, gamma: float, out: NDArray
-    ) -> tuple[NDArray, NDArray]:
-        """One step at a time: issue row ``t``'s interval (into ``out``, rounded outward as
-        the rows without ``y`` are), then absorb its residual.
+    ) -> tuple[NDArray | None, NDArray]:
+        """One step at a time: issue row ``t``'s interval (into ``out``, before the outward
+        rounding, which is row by row), then absorb its residual.
 
         With adaptive conformal inference (``gamma > 0``; Gibbs and Candes, 2021) each
         nominal level ``alpha`` runs its own level ``a_t``: the interval of step ``t`` is
         the method's at ``a_t``, then ``a_{t+1} = a_t + gamma (alpha - miss_t)``; levels
         within 1e-12 of 0 or 1 are snapped to it, so rounding does not turn the whole line
         or the empty set into a finite interval at a level of 1e-16. ``gamma = 0``: the
-        nominal levels throughout. Returns the first level's hits and, per row and level,
-        whether ACI had lowered the level (infinite ends there are ACI's doing, not the
-        method's).
+        nominal levels throughout. Returns the first level's hits (judged here with ACI,
+        on the rounded ends; None without, for the caller to judge on the whole block) and,
+        per row and level, whether ACI had lowered the level (infinite ends there are
+        ACI's doing, not the method's).
         """
         residuals = y - centre
         if not np.isfinite(residuals).all():  # refuse before any state changes
@@ -884,13 +888,11 @@ class SequentialConformalRegressor(
         for t in range(n):  # sequential by nature: step t needs the residual of t - 1
             history[t] = levels[0]
             lowered[t] = levels < alphas
-            row = centre[t] + self._level_offsets(levels)
-            # rounded outward: a target whose residual equals an offset is inside
-            row[0] -= outward_margin(centre[t], centre[t], row[0])
-            row[1] += outward_margin(centre[t], centre[t], row[1])
-            out[t] = row
-            hits[t] = (row[0] <= y[t]) & (y[t] <= row[1]) & (levels < 1)  # empty set: a miss
-            if gamma:
+            out[t] = centre[t] + self._level_offsets(levels)
+            if gamma:  # the miss, on the ends as they will be rounded, moves the levels
+                low = out[t, 0] - outward_margin(centre[t], centre[t], out[t, 0])
+                high = out[t, 1] + outward_margin(centre[t], centre[t], out[t, 1])
+                hits[t] = (low <= y[t]) & (y[t] <= high) & (levels < 1)  # empty set: a miss
                 levels = levels + gamma * (alphas - ~hits[t])
                 levels[np.abs(levels) < 1e-12] = 0.0
                 levels[np.abs(levels - 1) < 1e-12] = 1.0
@@ -903,7 +905,7 @@ class SequentialConformalRegressor(
         self.aci_alpha_history_ = np.concatenate(  # without ACI: the nominal level
             [self.__dict__.get("aci_alpha_history_", np.zeros(0)), history]
         )
-        return hits[:, 0], lowered
+        return (hits[:, 0] if gamma else None), lowered
 
     # With y the memory absorbs each residual: a refused call leaves it as it was.
     _online_intervals = keeps_state_on_error(_intervals)
