@@ -527,9 +527,9 @@ def non_finite_rows(values: NDArray) -> NDArray:
     return np.flatnonzero(~np.isfinite(values).reshape(len(values), -1).all(axis=1))
 
 
-def candidate_values(y_candidates: ArrayLike) -> NDArray:
+def candidate_values(y_candidates: ArrayLike, name: str = "y_candidates") -> NDArray:
     """``y_candidates`` as floats (at least one; numbers, not booleans), or a ValueError
-    naming it."""
+    naming it (as ``name``)."""
     try:
         raw = np.asarray(y_candidates)
         numbers_only = raw.dtype.kind in "iuf" or (
@@ -544,15 +544,17 @@ def candidate_values(y_candidates: ArrayLike) -> NDArray:
         values = raw.astype(float)
     except (TypeError, ValueError):
         raise ValueError(
-            "`y_candidates` must be numbers (an array of shape (g,), (n_samples,) or "
+            f"`{name}` must be numbers (an array of shape (g,), (n_samples,) or "
             f"(n_samples, g)), got {y_candidates!r:.80}."
         ) from None
     if values.size == 0:
-        raise ValueError("`y_candidates` is empty: give at least one candidate label.")
+        raise ValueError(f"`{name}` is empty: give at least one value.")
     return values
 
 
-def candidate_grid(y_candidates: ArrayLike, n: int) -> tuple[NDArray, bool]:
+def candidate_grid(
+    y_candidates: ArrayLike, n: int, name: str = "y_candidates"
+) -> tuple[NDArray, bool]:
     """Candidate labels as an ``(n, g)`` grid, and whether one was given per row.
 
     ``y_candidates`` of shape ``(n,)`` gives one candidate per row, ``(g,)`` with ``g != n``
@@ -564,7 +566,7 @@ def candidate_grid(y_candidates: ArrayLike, n: int) -> tuple[NDArray, bool]:
     >>> grid.shape, single
     ((2, 3), False)
     """
-    candidates = candidate_values(y_candidates)
+    candidates = candidate_values(y_candidates, name)
     single = candidates.ndim == 1 and candidates.shape[0] == n
     if single:
         grid = candidates[:, None]
@@ -574,9 +576,9 @@ def candidate_grid(y_candidates: ArrayLike, n: int) -> tuple[NDArray, bool]:
         grid = candidates
     else:
         raise ValueError(
-            f"`y_candidates` must have shape (n_samples,), (g,) or (n_samples, g); got "
+            f"`{name}` must have shape (n_samples,), (g,) or (n_samples, g); got "
             f"{candidates.shape} for {n} rows."
         )
     if not np.isfinite(grid).all():
-        raise ValueError("`y_candidates` contains NaN or infinite values.")
+        raise ValueError(f"`{name}` contains NaN or infinite values.")
     return grid, single

@@ -71,7 +71,7 @@ def _sort_by_stratum(strata: NDArray, n_strata: int) -> tuple[NDArray, NDArray]:
     return order, np.searchsorted(strata[order], np.arange(n_strata + 1))
 
 
-def _pvalue(calibration: NDArray, scores: NDArray, u: NDArray | None) -> NDArray:
+def _pvalue(calibration: NDArray, scores: NDArray, u: NDArray | float | None) -> NDArray:
     """``(1 + #{calibration >= s}) / (n + 1)`` for each score ``s`` (``calibration`` sorted);
     smoothed with ``u``: ``(#{> s} + u (#{= s} + 1)) / (n + 1)``."""
     n = calibration.size
@@ -711,6 +711,8 @@ class ConformalPredictor(VersionedState, RoutesFitParams, BaseEstimator, metacla
         smooth: bool,
         n_columns: int,
         batch_scores: Callable[[Any, int, int], NDArray],
+        component: int | None = None,
+        tie_fraction: float | None = None,
     ) -> NDArray:
         """Conformal p-values of ``n_columns`` candidates for every row of a checked ``X``.
 
@@ -723,6 +725,11 @@ class ConformalPredictor(VersionedState, RoutesFitParams, BaseEstimator, metacla
         each calibrated at ``alpha / c``: ``min(1, c * min_k p_k)``, so ``p > alpha``
         exactly when every component is within its threshold. A stratum without
         calibration data gives 1: its sets hold every candidate.
+
+        ``component`` keeps that column alone, as a one-sided p-value (no factor ``c``);
+        ``tie_fraction`` replaces ``u`` by that constant when not smoothing. With both, an
+        empty stratum gives ``u`` (the formula at ``n = 0``): a conformal predictive
+        distribution is the p-value of one side of a signed score.
         """
         n = n_rows(X)
         group_index = self._group_index(groups, n)
@@ -736,7 +743,11 @@ class ConformalPredictor(VersionedState, RoutesFitParams, BaseEstimator, metacla
         # drawn whole before the batches: with a Generator as random_state, interleaving
         # these draws with the scores' own batch by batch would tie them to batch_size
         ties = self._rng(stream=3, content=X).random((n, n_columns)) if smooth else None
+        used = range(n_components) if component is None else (component,)
+        factor = n_components if component is None else 1
         pvalues = np.ones((n, n_columns))  # strata without calibration data: 1
+        if component is not None and (smooth or tie_fraction is not None):
+            pvalues[:] = tie_fraction if ties is None else ties  # one side at n = 0: u
         step = self._batch_rows(n, n_columns * n_components)
         for start in range(0, n, step):  # a loop over batches of rows, for bounded memory
             stop = min(start + step, n)
@@ -751,15 +762,15 @@ class ConformalPredictor(VersionedState, RoutesFitParams, BaseEstimator, metacla
                 rows = np.flatnonzero(row_groups[start:stop] == group)[:, None]
                 for label in range(n_sub):
                     calibration = ranked[group * n_sub + label]
-                    if not calibration.shape[0]:  # no calibration data: p = 1, as sets say
-                        continue
                     columns = np.arange(n_columns) if n_sub == 1 else np.array([label])
-                    u = None if ties is None else ties[start + rows, columns]
+                    u = tie_fraction if ties is None else ties[start + rows, columns]
+                    if not calibration.shape[0]:  # no calibration data: as set above
+                        continue
                     smallest = np.full((rows.size, columns.size), np.inf)
-                    for component in range(n_components):  # one per side of the score
-                        p = _pvalue(calibration[:, component], scores[rows, columns, component], u)
+                    for side in used:  # one per side of the score
+                        p = _pvalue(calibration[:, side], scores[rows, columns, side], u)
                         np.minimum(smallest, p, out=smallest)
-                    pvalues[start + rows, columns] = np.minimum(1.0, n_components * smallest)
+                    pvalues[start + rows, columns] = np.minimum(1.0, factor * smallest)
         return pvalues
 
     def predict(self, X: Any) -> NDArray:

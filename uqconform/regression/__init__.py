@@ -1,12 +1,15 @@
-"""Conformal regression: split (absolute, normalized, user scores), CQR, and full CP."""
+"""Conformal regression: split (absolute, normalized, user scores), CQR, conformal
+predictive systems, and full CP."""
 
 from uqconform.regression.acp import ApproximateFullConformalRegressor
+from uqconform.regression.cps import ConformalPredictiveSystem
 from uqconform.regression.cqr import ConformalizedQuantileRegressor
 from uqconform.regression.full import FullConformalRidge
 from uqconform.regression.split import SplitConformalRegressor
 
 __all__ = [
     "ApproximateFullConformalRegressor",
+    "ConformalPredictiveSystem",
     "ConformalizedQuantileRegressor",
     "FullConformalRidge",
     "SplitConformalRegressor",

@@ -162,11 +162,18 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
         unused = not self._score_object().needs_difficulty
         if unused and getattr(self, "difficulty_estimator", None) is not None:
             warn_user(
-                f"`difficulty_estimator` is ignored: conformity_score="
-                f"{self.conformity_score!r} does not use a difficulty (the 'normalized' "
-                "score does).",
+                f"`difficulty_estimator` is ignored: {self._difficulty_switch(False)} does "
+                f"not use a difficulty ({self._difficulty_switch(True)} does).",
                 UserWarning,
             )
+
+    def _difficulty_switch(self, on: bool) -> str:
+        """The setting that uses a difficulty (``on``), or the current one that does not."""
+        return (
+            "conformity_score='normalized'"
+            if on
+            else f"conformity_score={self.conformity_score!r}"
+        )
 
     def _start_calibration(self, X: Any) -> Any:
         X = super()._start_calibration(X)
@@ -247,7 +254,7 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
         if not hasattr(self, "difficulty_estimator_"):
             if not self._difficulty_is_prefit():
                 raise NotFittedError(
-                    "conformity_score='normalized' needs a difficulty estimate: call "
+                    f"{self._difficulty_switch(True)} needs a difficulty estimate: call "
                     "fit(X_train, y_train) so the difficulty model is trained on out-of-fold "
                     "residuals, or pass a fitted `difficulty_estimator` (e.g. a model with "
                     "predict_std)."
@@ -449,6 +456,13 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
         check_bool(smooth, "smooth")
         X = row_sliceable(self._validate_X(X, reset=False))
         grid, single = candidate_grid(y_candidates, n_rows(X))
+        scorer = self._candidate_scorer(grid)
+        pvalues = self._conformal_pvalues(X, groups, smooth, grid.shape[1], scorer)
+        return pvalues[:, 0] if single else pvalues
+
+    def _candidate_scorer(self, grid: NDArray) -> Any:
+        """``scores(block, start, stop)``: the conformity scores of the candidate labels
+        ``grid[start:stop]`` (one row per row of ``block``), for `_conformal_pvalues`."""
         score = self._score_object()
         width = grid.shape[1]
 
@@ -459,5 +473,4 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
             spread = None if difficulty is None else np.repeat(difficulty, width)
             return score.score(grid[start:stop].ravel(), np.repeat(output, width, 0), spread)
 
-        pvalues = self._conformal_pvalues(X, groups, smooth, width, candidate_scores)
-        return pvalues[:, 0] if single else pvalues
+        return candidate_scores

@@ -14,6 +14,7 @@ from uqconform.scores.regression import (
     CQRScore,
     NormalizedScore,
     RegressionScore,
+    SignedResidualScore,
     get_regression_score,
 )
 
@@ -27,6 +28,7 @@ __all__ = [
     "RAPSScore",
     "RegressionScore",
     "SAPSScore",
+    "SignedResidualScore",
     "TopKScore",
     "get_classification_score",
     "get_regression_score",

@@ -21,6 +21,7 @@ __all__ = [
     "CQRScore",
     "NormalizedScore",
     "RegressionScore",
+    "SignedResidualScore",
     "get_regression_score",
     "interval_around",
 ]
@@ -227,6 +228,52 @@ class CQRScore(RegressionScore):
 
     def __repr__(self) -> str:
         return f"CQRScore(symmetric={self.symmetric})"
+
+
+class SignedResidualScore(RegressionScore):
+    """Signed residuals, one column per side: ``(y_pred - y, y - y_pred)``.
+
+    Each side is calibrated at ``alpha / 2``, so the interval ``[y_pred - q_low,
+    y_pred + q_high]`` follows a skewed residual distribution (signed-error conformal
+    regression). The calibrated ``y - y_pred`` column is also what a conformal predictive
+    system is built from (`uqconform.regression.ConformalPredictiveSystem`).
+
+    Parameters
+    ----------
+    normalized : bool, default=False
+        Divide both residuals by the row's difficulty (a predictive spread): the ends
+        become ``y_pred -/+ q * difficulty``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> SignedResidualScore().score(np.array([1.5]), np.array([1.0]))
+    array([[-0.5,  0.5]])
+    >>> SignedResidualScore().inverse(np.array([1.0]), np.array([[0.2, 0.5]]))
+    array([[0.8, 1.5]])
+    """
+
+    n_components = 2
+
+    def __init__(self, normalized: bool = False):
+        self.normalized = normalized
+        self.needs_difficulty = normalized
+
+    def score(self, y, y_pred, difficulty=None):
+        residual = y - y_pred
+        if self.normalized:
+            with np.errstate(over="ignore"):  # a residual over a zero-spread floor: +-inf
+                residual = residual / difficulty
+        return np.stack([-residual, residual], axis=1)
+
+    def inverse(self, y_pred, threshold, difficulty=None):
+        below, above = threshold[:, 0], threshold[:, 1]
+        if self.normalized:
+            below, above = below * difficulty, above * difficulty
+        return interval_around(y_pred, y_pred, below, above)
+
+    def __repr__(self) -> str:
+        return f"SignedResidualScore(normalized={self.normalized})"
 
 
 _REGRESSION_SCORES = {"absolute": AbsoluteScore, "normalized": NormalizedScore}

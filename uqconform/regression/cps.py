@@ -1,0 +1,312 @@
+"""Split conformal predictive systems: a calibrated predictive distribution per test row."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from sklearn.base import BaseEstimator
+
+from uqconform._rows import n_rows, row_sliceable, slice_rows
+from uqconform._validation import NonFiniteOutputError, candidate_grid, check_bool
+from uqconform._warnings import warn_user
+from uqconform.base import _plain
+from uqconform.quantiles import conformal_quantile
+from uqconform.regression.split import SplitConformalRegressor
+from uqconform.scores.regression import SignedResidualScore
+
+__all__ = ["ConformalPredictiveSystem"]
+
+_SIDES = ("auto", "lower", "upper")
+
+
+def _check_quantiles(quantiles: float | ArrayLike) -> tuple[NDArray, bool]:
+    """Levels as a 1-D float array strictly inside (0, 1), and whether one number was given."""
+    try:
+        values = np.asarray(quantiles, dtype=float)
+    except (TypeError, ValueError):
+        message = f"`quantiles` must be numbers in (0, 1), got {quantiles!r:.80}."
+        raise ValueError(message) from None
+    if values.ndim > 1 or values.size == 0:
+        raise ValueError(
+            f"`quantiles` must be a number or a 1-D sequence of numbers, got shape {values.shape}."
+        )
+    if not ((values > 0) & (values < 1)).all():  # NaN fails too
+        raise ValueError(f"`quantiles` must lie strictly between 0 and 1, got {quantiles!r:.80}.")
+    return np.atleast_1d(values), values.ndim == 0
+
+
+class ConformalPredictiveSystem(SplitConformalRegressor):
+    """Split conformal predictive system: a predictive distribution for every test row.
+
+    The calibration residuals ``r_i = y_i - y_hat_i`` (divided by the difficulty with
+    ``normalized=True``) are placed around the row's prediction, ``C_i = y_hat(x) +
+    r_i d(x)``, and give the conformal predictive distribution (Vovk et al., 2019)
+
+    ``Q(y, tau) = (#{C_i < y} + tau (#{C_i = y} + 1)) / (n + 1)``, tau uniform on [0, 1].
+
+    Its guarantee: under exchangeability, ``Q(y_true, tau)`` is exactly uniform on
+    [0, 1] (the distribution is calibrated in probability), so ``P(y <= q)`` is the level
+    of every quantile it reports, up to one step ``1 / (n + 1)`` (group-conditional with
+    ``groups=``). It says nothing per row: a row's distribution is the residual
+    distribution shifted (and, normalized, scaled), as good as the model and the
+    difficulty estimate.
+
+    Parameters
+    ----------
+    estimator : regressor, default=None
+        Any scikit-learn regressor or Pipeline; ``None`` means ``LinearRegression()``.
+        A fitted model can be calibrated without ``fit``.
+    alpha : float or sequence of float, default=0.1
+        Miscoverage level(s) of `predict_interval` (the central interval between the
+        ``alpha / 2`` and ``1 - alpha / 2`` quantiles); each call may override it.
+    normalized : bool, default=False
+        Scale the residuals by a per-row difficulty (``difficulty_estimator``), so the
+        distribution widens where the noise is larger.
+    difficulty_estimator : regressor, default=None
+        As for `SplitConformalRegressor` with ``conformity_score="normalized"``: trained
+        in ``fit`` on out-of-fold absolute residuals (``None``: a clone of
+        ``estimator``), or a fitted model whose ``predict_std`` (else ``predict``) is the
+        spread.
+    cv : int or cross-validation splitter, default=5
+        Folds for the out-of-fold residuals of the normalized system.
+    batch_size : int, default=None
+        Rows predicted at once (``None``: automatic).
+    random_state : int, Generator or None, default=None
+        Seeds the out-of-fold split, the models trained here, and the draws of ``tau``
+        (``smooth=True``).
+    n_jobs : int, default=None
+        Folds fitted in parallel (joblib).
+
+    Attributes
+    ----------
+    estimator_ : regressor
+    difficulty_estimator_ : regressor
+        Normalized system only.
+    conformity_scores_ : ndarray of shape (n_calibration, 2)
+        ``(y_hat - y, y - y_hat)`` per calibration row (divided by the difficulty when
+        normalized); the second column holds the residuals of the distribution.
+    n_calibration_ : int
+    n_features_in_ : int
+
+    See Also
+    --------
+    SplitConformalRegressor : intervals alone (absolute or normalized residuals).
+    uqconform.scores.SignedResidualScore : the score behind the system.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_regression
+    >>> X, y = make_regression(n_samples=700, n_features=4, noise=10, random_state=0)
+    >>> cps = ConformalPredictiveSystem().fit(X[:300], y[:300]).calibrate(X[300:600], y[300:600])
+    >>> cps.predict_quantile(X[600:], [0.05, 0.5, 0.95]).shape
+    (100, 3)
+    >>> pit = cps.predict_cdf(X[600:], y[600:])  # about uniform on [0, 1]
+    >>> bool(0.3 < pit.mean() < 0.7)
+    True
+    >>> low, high = cps.predict_interval(X[600:], alpha=0.1).T
+    >>> bool((low == cps.predict_quantile(X[600:], 0.05)).all())
+    True
+    """
+
+    _calibration_params = ("normalized",)
+
+    def __init__(
+        self,
+        estimator: BaseEstimator | None = None,
+        alpha: float | ArrayLike = 0.1,
+        normalized: bool = False,
+        difficulty_estimator: BaseEstimator | None = None,
+        cv: int | Any = 5,
+        batch_size: int | None = None,
+        random_state: int | np.random.Generator | None = None,
+        n_jobs: int | None = None,
+    ):
+        self.estimator = estimator
+        self.alpha = alpha
+        self.normalized = normalized
+        self.difficulty_estimator = difficulty_estimator
+        self.cv = cv
+        self.batch_size = batch_size
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+
+    def _validate_params(self) -> None:
+        check_bool(self.normalized, "normalized")
+        super()._validate_params()
+
+    def _score_object(self) -> SignedResidualScore:
+        return SignedResidualScore(normalized=bool(self.normalized))
+
+    def _difficulty_switch(self, on: bool) -> str:
+        return f"normalized={on}"
+
+    # ---- the distribution ---------------------------------------------------------------
+    def predict_cdf(
+        self,
+        X: Any,
+        y: ArrayLike,
+        groups: ArrayLike | None = None,
+        smooth: bool = False,
+    ) -> NDArray:
+        """The predictive distribution function ``Q(y)`` of each row at given values.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,), (g,) or (n_samples, g)
+            One value per row (e.g. the true targets: the probability integral
+            transform); ``g`` values for every row (``g != n_samples``); or each row's
+            own ``g`` values.
+        groups : array-like of shape (n_samples,), optional
+            Group labels, required if (and only if) calibration used groups. A group
+            without calibration data has no information: ``Q = tau``.
+        smooth : bool, default=False
+            ``False``: the middle of each step, ``tau = 1/2`` (deterministic; within
+            ``1 / (2 (n + 1))`` of the smoothed value's range). ``True``: ``tau`` drawn
+            uniformly per row and value from ``random_state``; then ``Q(y_true)`` is
+            exactly uniform (with an int ``random_state`` the draws depend on the rows
+            of the call, as for `predict_pvalue`).
+
+        Returns
+        -------
+        ndarray of shape (n_samples,) or (n_samples, g)
+            Values in [0, 1], non-decreasing in ``y`` for every row (unsmoothed).
+
+        Examples
+        --------
+        >>> from sklearn.datasets import make_regression
+        >>> X, y = make_regression(n_samples=500, n_features=3, noise=5, random_state=1)
+        >>> cps = ConformalPredictiveSystem().fit(X[:200], y[:200])
+        >>> cps = cps.calibrate(X[200:400], y[200:400])
+        >>> cdf = cps.predict_cdf(X[400:], [-100.0, 0.0, 100.0])
+        >>> cdf.shape, bool((cdf[:, 0] <= cdf[:, 1]).all() and (cdf[:, 1] <= cdf[:, 2]).all())
+        ((100, 3), True)
+        """
+        self._check_calibrated("predict_cdf")
+        check_bool(smooth, "smooth")
+        X = row_sliceable(self._validate_X(X, reset=False))
+        grid, single = candidate_grid(y, n_rows(X), name="y")
+        values = self._conformal_pvalues(
+            X,
+            groups,
+            smooth,
+            grid.shape[1],
+            self._candidate_scorer(grid),
+            component=0,  # y_hat - y: its p-value is #{C_i < y} (+ ties) over n + 1
+            tie_fraction=0.5,
+        )
+        return values[:, 0] if single else values
+
+    def predict_quantile(
+        self,
+        X: Any,
+        quantiles: float | Sequence[float] | ArrayLike,
+        groups: ArrayLike | None = None,
+        side: str = "auto",
+    ) -> NDArray:
+        """Quantiles of each row's predictive distribution.
+
+        With ``n`` calibration points, the ``q``-quantile is one of the values ``C_i``:
+        ``side="upper"`` takes the ``ceil((n + 1) q)``-th smallest, so that ``P(y <= it)
+        >= q`` (``+inf`` beyond ``n``); ``side="lower"`` the ``floor((n + 1) q)``-th, so
+        that ``P(y >= it) >= 1 - q`` (``-inf`` below 1). ``"auto"`` takes the lower one
+        below the median and the upper one from it, each conservative towards its own
+        tail: the quantiles ``alpha / 2`` and ``1 - alpha / 2`` are then exactly the ends
+        of `predict_interval` at ``alpha``.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+        quantiles : float or sequence of float
+            Levels strictly between 0 and 1.
+        groups : array-like of shape (n_samples,), optional
+            Group labels, required if (and only if) calibration used groups (a group
+            without calibration data gets infinite quantiles).
+        side : {"auto", "lower", "upper"}, default="auto"
+
+        Returns
+        -------
+        ndarray of shape (n_samples,) or (n_samples, k)
+            The first for a single level.
+
+        Examples
+        --------
+        >>> from sklearn.datasets import make_regression
+        >>> X, y = make_regression(n_samples=500, n_features=3, noise=5, random_state=1)
+        >>> cps = ConformalPredictiveSystem().fit(X[:200], y[:200])
+        >>> cps = cps.calibrate(X[200:400], y[200:400])
+        >>> q = cps.predict_quantile(X[400:], [0.1, 0.5, 0.9])
+        >>> bool((q[:, 0] <= q[:, 1]).all() and (q[:, 1] <= q[:, 2]).all())
+        True
+        """
+        self._check_calibrated("predict_quantile")
+        levels, scalar = _check_quantiles(quantiles)
+        if not isinstance(side, str) or side not in _SIDES:
+            raise ValueError(f"`side` must be one of {_SIDES}, got {side!r}.")
+        upper = levels >= 0.5 if side == "auto" else np.full(levels.size, side == "upper")
+        X = row_sliceable(self._validate_X(X, reset=False))
+        n = n_rows(X)
+        group_index = self._group_index(groups, n)
+        table = self._quantile_thresholds(levels, upper)
+        score = self._score_object()
+        out = np.empty((n, levels.size))
+        step = self._batch_rows(n, levels.size)
+        for start in range(0, n, step):  # a loop over batches of rows, for bounded memory
+            stop = min(start + step, n)
+            block = slice_rows(X, start, stop)
+            self._check_nan(block)
+            try:
+                output = self._checked_output(block, stop - start)
+                difficulty = self._difficulty(block)
+                self._refuse_non_finite(output, difficulty, "rows of `X`")
+            except NonFiniteOutputError as error:  # name the row of X, not of the batch
+                raise error.renumbered(np.arange(start, stop), more_rows=stop < n) from None
+            rows = table[:1] if group_index is None else table[group_index[start:stop]]
+            for j in range(levels.size):  # a loop over levels, not rows
+                ends = score.inverse(output, rows[:, :, j], difficulty)
+                out[start:stop, j] = ends[:, 1 if upper[j] else 0]
+        return out[:, 0] if scalar else out
+
+    def _quantile_thresholds(self, levels: NDArray, upper: NDArray) -> NDArray:
+        """Thresholds of shape ``(n_groups + 1, 2, k)``: for each group (the last one
+        empty) and level, the threshold of the side that level reads (the other side
+        holds +inf). The lower side's ``q``-quantile is ``y_hat - t d`` with ``t`` the
+        conformal threshold of ``y_hat - y`` at miscoverage ``q``; the upper side's is
+        ``y_hat + t d`` with ``t`` that of ``y - y_hat`` at ``1 - q``: the very
+        thresholds `predict_interval` uses at ``alpha = 2 q`` (``2 (1 - q)``)."""
+        scores = self.conformity_scores_
+        n_groups = 1 if getattr(self, "groups_", None) is None else self.groups_.size
+        table = np.full((n_groups + 1, 2, levels.size), np.inf)
+        too_few: list[int] = []
+        for group, rows in enumerate(self._stratum_rows()):  # a loop over groups, not rows
+            lower = ~upper
+            if lower.any():
+                table[group, 0, lower] = conformal_quantile(
+                    scores[rows, 0], levels[lower], warn=False
+                )
+            if upper.any():
+                table[group, 1, upper] = conformal_quantile(
+                    scores[rows, 1], 1.0 - levels[upper], warn=False
+                )
+            read = np.where(upper, table[group, 1], table[group, 0])
+            if np.isinf(read).any():
+                too_few.append(group)
+        if too_few:
+            read = np.where(upper, table[too_few, 1], table[too_few, 0])
+            short = levels[np.isinf(read).any(axis=0)]
+            where = (
+                "the calibration set"
+                if getattr(self, "groups_", None) is None
+                else f"{len(too_few)} group(s) (e.g. {_plain(self.groups_[too_few[0]])!r})"
+            )
+            warn_user(
+                f"Too few calibration points in {where} for the quantile(s) "
+                f"{', '.join(f'{v:g}' for v in short)}: a q-quantile needs (n + 1) q >= 1 "
+                "(lower side) and ceil((n + 1) q) <= n (upper side), so those quantiles are "
+                "infinite.",
+                UserWarning,
+            )
+        return table
