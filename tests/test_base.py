@@ -22,6 +22,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from uqconform import (
     ConformalizedQuantileRegressor,
+    ConformalPredictiveSystem,
     SplitConformalClassifier,
     SplitConformalRegressor,
 )
@@ -35,6 +36,7 @@ WRAPPERS = {
     "cqr": lambda: ConformalizedQuantileRegressor(
         HistGradientBoostingRegressor(loss="quantile", max_iter=20), alpha=0.1
     ),
+    "cps": lambda: ConformalPredictiveSystem(Ridge(), alpha=0.1, normalized=True, random_state=0),
     "lac": lambda: SplitConformalClassifier(LogisticRegression(), alpha=0.1),
     "aps": lambda: SplitConformalClassifier(
         LogisticRegression(), alpha=0.1, conformity_score="aps", random_state=3

@@ -21,6 +21,7 @@ from uqconform import (
     SPCI,
     BinarizedSmoothedClassifier,
     ConformalizedQuantileRegressor,
+    ConformalPredictiveSystem,
     EnbPI,
     EnsembleConformalClassifier,
     MeanSmoothedClassifier,
@@ -45,6 +46,8 @@ ESTIMATORS = [
     EnbPI(n_bootstrap=3, random_state=0),
     SPCI(n_bootstrap=3, window=10, random_state=0),
     KOWCPI(n_bootstrap=3, random_state=0),
+    ConformalPredictiveSystem(),
+    ConformalPredictiveSystem(normalized=True, random_state=0),
 ]
 
 _SKLEARN_VERSION = tuple(int(part) for part in sklearn.__version__.split(".")[:2])

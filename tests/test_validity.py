@@ -23,6 +23,7 @@ from sklearn.preprocessing import StandardScaler
 
 from uqconform import (
     ConformalizedQuantileRegressor,
+    ConformalPredictiveSystem,
     SplitConformalClassifier,
     SplitConformalRegressor,
 )
@@ -149,6 +150,13 @@ REGRESSORS = {
         HistGradientBoostingRegressor(loss="quantile", max_iter=40, random_state=0),
         alpha=0.1,
         symmetric=False,
+    ),
+    "cps": lambda: ConformalPredictiveSystem(Ridge(), alpha=0.1),
+    "cps_normalized": lambda: ConformalPredictiveSystem(
+        Ridge(),
+        alpha=0.1,
+        normalized=True,
+        difficulty_estimator=HistGradientBoostingRegressor(max_iter=30, max_depth=2),
     ),
 }
 

@@ -24,6 +24,7 @@ from uqconform.regions import PredictionRegion
 from uqconform.regression import (
     ApproximateFullConformalRegressor,
     ConformalizedQuantileRegressor,
+    ConformalPredictiveSystem,
     FullConformalRidge,
     SplitConformalRegressor,
 )
@@ -35,6 +36,7 @@ __all__ = [
     "SPCI",
     "ApproximateFullConformalRegressor",
     "BinarizedSmoothedClassifier",
+    "ConformalPredictiveSystem",
     "ConformalizedQuantileRegressor",
     "EllipsoidalConformalRegressor",
     "EnbPI",
