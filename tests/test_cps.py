@@ -215,6 +215,19 @@ def test_unsmoothed_cdf_is_the_middle_of_the_smoothed_range():
     assert np.all(grid[:, 0] == step / 2) and np.all(grid[:, -1] == 1 - step / 2)
 
 
+def test_a_number_is_a_value_for_every_row_and_tiny_levels_take_the_first_rank():
+    (Xf, yf), (Xc, yc), (Xt, _) = thirds(*regression_data(300, seed=9))
+    cps = ConformalPredictiveSystem(Ridge()).fit(Xf, yf).calibrate(Xc, yc)
+    np.testing.assert_array_equal(
+        cps.predict_cdf(Xt, 0.25), cps.predict_cdf(Xt, np.full(len(Xt), 0.25))
+    )
+    # 1 - 1e-17 rounds to 1: still the smallest C_i, as for any q <= 1 / (n + 1)
+    np.testing.assert_array_equal(
+        cps.predict_quantile(Xt, 1e-17, side="upper"),
+        cps.predict_quantile(Xt, 1e-3, side="upper"),
+    )
+
+
 def test_frames_pickles_and_unchanged_inputs():
     (Xf, yf), (Xc, yc), (Xt, yt) = thirds(*regression_data(600, seed=5))
     frame = pd.DataFrame(Xt, columns=[f"x{i}" for i in range(Xt.shape[1])])
@@ -246,6 +259,10 @@ def test_signed_score_in_the_split_regressor_is_the_system_interval():
         (lambda c, X: c.predict_quantile(X, [[0.1]]), "`quantiles` must be a number"),
         (lambda c, X: c.predict_quantile(X, []), "`quantiles` must be a number"),
         (lambda c, X: c.predict_quantile(X, "a"), "`quantiles` must be numbers"),
+        (lambda c, X: c.predict_quantile(X, "0.9"), "`quantiles` must be numbers"),
+        (lambda c, X: c.predict_quantile(X, True), "`quantiles` must be numbers"),
+        (lambda c, X: c.predict_cdf(X, "a"), "`y` must be numbers"),
+        (lambda c, X: c.predict_cdf(X, np.inf), "`y` contains NaN or infinite"),
         (lambda c, X: c.predict_quantile(X, 0.5, side="up"), "`side` must be one of"),
         (lambda c, X: c.predict_cdf(X, [np.nan]), "`y` contains NaN"),
         (lambda c, X: c.predict_cdf(X, ["a"]), "`y` must be numbers"),

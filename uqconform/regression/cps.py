@@ -10,7 +10,12 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator
 
 from uqconform._rows import n_rows, row_sliceable, slice_rows
-from uqconform._validation import NonFiniteOutputError, candidate_grid, check_bool
+from uqconform._validation import (
+    NonFiniteOutputError,
+    candidate_grid,
+    candidate_values,
+    check_bool,
+)
 from uqconform._warnings import warn_user
 from uqconform.base import _plain
 from uqconform.quantiles import conformal_quantile
@@ -24,11 +29,10 @@ _SIDES = ("auto", "lower", "upper")
 
 def _check_quantiles(quantiles: float | ArrayLike) -> tuple[NDArray, bool]:
     """Levels as a 1-D float array strictly inside (0, 1), and whether one number was given."""
-    try:
-        values = np.asarray(quantiles, dtype=float)
-    except (TypeError, ValueError):
-        message = f"`quantiles` must be numbers in (0, 1), got {quantiles!r:.80}."
-        raise ValueError(message) from None
+    raw = np.asarray(quantiles)
+    if raw.dtype.kind not in "iuf":  # strings, booleans, objects: not levels
+        raise ValueError(f"`quantiles` must be numbers in (0, 1), got {quantiles!r:.80}.")
+    values = raw.astype(float)
     if values.ndim > 1 or values.size == 0:
         raise ValueError(
             f"`quantiles` must be a number or a 1-D sequence of numbers, got shape {values.shape}."
@@ -156,10 +160,13 @@ class ConformalPredictiveSystem(SplitConformalRegressor):
         Parameters
         ----------
         X : array-like or DataFrame of shape (n_samples, n_features)
-        y : array-like of shape (n_samples,), (g,) or (n_samples, g)
-            One value per row (e.g. the true targets: the probability integral
-            transform); ``g`` values for every row (``g != n_samples``); or each row's
-            own ``g`` values.
+        y : float or array-like of shape (n_samples,), (g,) or (n_samples, g)
+            One value for every row (a number), one value per row (e.g. the true
+            targets: the probability integral transform), ``g`` values for every row
+            (``g != n_samples``), or each row's own ``g`` values. Whether ``C_i < y`` is
+            decided on the residual scale, as ``r_i < (y - y_hat) / d``: at a value
+            within a few units in the last place of some ``C_i`` the step may fall on
+            either side.
         groups : array-like of shape (n_samples,), optional
             Group labels, required if (and only if) calibration used groups. A group
             without calibration data has no information: ``Q = tau``.
@@ -173,7 +180,9 @@ class ConformalPredictiveSystem(SplitConformalRegressor):
         Returns
         -------
         ndarray of shape (n_samples,) or (n_samples, g)
-            Values in [0, 1], non-decreasing in ``y`` for every row (unsmoothed).
+            The first for a number or one value per row. Values in [0, 1],
+            non-decreasing in ``y`` for every row (unsmoothed). (crepes' unsmoothed
+            value is the top of the step, ``tau = 1``.)
 
         Examples
         --------
@@ -188,7 +197,10 @@ class ConformalPredictiveSystem(SplitConformalRegressor):
         self._check_calibrated("predict_cdf")
         check_bool(smooth, "smooth")
         X = row_sliceable(self._validate_X(X, reset=False))
-        grid, single = candidate_grid(y, n_rows(X), name="y")
+        n = n_rows(X)
+        shared = np.ndim(y) == 0
+        values_given = np.full(n, candidate_values(y, "y")) if shared else y
+        grid, single = candidate_grid(values_given, n, name="y")
         values = self._conformal_pvalues(
             X,
             groups,
@@ -198,7 +210,7 @@ class ConformalPredictiveSystem(SplitConformalRegressor):
             component=0,  # y_hat - y: its p-value is #{C_i < y} (+ ties) over n + 1
             tie_fraction=0.5,
         )
-        return values[:, 0] if single else values
+        return values[:, 0] if single or shared else values
 
     def predict_quantile(
         self,
@@ -288,8 +300,10 @@ class ConformalPredictiveSystem(SplitConformalRegressor):
                     scores[rows, 0], levels[lower], warn=False
                 )
             if upper.any():
+                # 1 - q rounds to 1 below q = 2**-54: the rank is 1 there all the same
+                miscoverage = np.minimum(1.0 - levels[upper], np.nextafter(1.0, 0.0))
                 table[group, 1, upper] = conformal_quantile(
-                    scores[rows, 1], 1.0 - levels[upper], warn=False
+                    scores[rows, 1], miscoverage, warn=False
                 )
             read = np.where(upper, table[group, 1], table[group, 0])
             if np.isinf(read).any():
