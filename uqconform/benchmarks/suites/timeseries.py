@@ -783,8 +783,8 @@ def _aci_headlines(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             label = "off" if gamma is None else f"aci_gamma={gamma}"
             found.append(
                 headline(
-                    f"ACI: {method} ({label}), largest |coverage - 0.9| over "
-                    f"{len(chosen)} series ({worst['series']})",
+                    f"ACI: {method} ({label}), coverage - 0.9 on the series farthest from "
+                    f"0.9 of {len(chosen)} ({worst['series']})",
                     round(worst["coverage"] - (1 - ALPHA), 3),
                 )
             )
