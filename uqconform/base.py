@@ -44,6 +44,7 @@ from uqconform._validation import (
 from uqconform._version import VersionedState
 from uqconform._warnings import warn_user
 from uqconform.quantiles import (
+    _RANK_TOLERANCE,
     check_call_alpha,
     check_miscoverage,
     conformal_quantile,
@@ -80,6 +81,30 @@ def _pvalue(calibration: NDArray, scores: NDArray, u: NDArray | float | None) ->
         return (1 + n - below) / (n + 1)
     above = n - np.searchsorted(calibration, scores, side="right")
     return (above + u * (n - below - above + 1)) / (n + 1)
+
+
+def _weighted_pvalue(
+    calibration: NDArray,
+    cumulative: NDArray,
+    total: float,
+    scores: NDArray,
+    test_weights: NDArray,
+    u: NDArray | float | None,
+) -> NDArray:
+    """`_pvalue` with calibration weights (``cumulative``: their running sum in the order
+    of the sorted ``calibration``) and the test row's own weight ``w`` on its score:
+    ``(W_{>=s} + w) / (W + w)``, smoothed ``(W_{>s} + u (W_{=s} + w)) / (W + w)``; 1 where
+    there is no weight at all."""
+    running = np.concatenate([[0.0], cumulative])
+    below = running[np.searchsorted(calibration, scores, side="left")]
+    mass = total + test_weights
+    with np.errstate(invalid="ignore", divide="ignore"):
+        if u is None:
+            p = (total - below + test_weights) / mass
+        else:
+            up_to = running[np.searchsorted(calibration, scores, side="right")]
+            p = (total - up_to + u * (up_to - below + test_weights)) / mass
+    return np.where(mass > 0, np.minimum(p, 1.0), 1.0)
 
 
 def _plain(value: Any) -> Any:
@@ -282,6 +307,9 @@ class ConformalPredictor(VersionedState, RoutesFitParams, BaseEstimator, metacla
 
     #: What a prediction is when a stratum has too few calibration points (for warnings).
     _unbounded_prediction: str = "the whole output space"
+    #: Covariate-shift weights ``w(X)``; wrappers that offer it take it in ``__init__``
+    #: (weighted conformal prediction, see `_weighted_threshold_rows`).
+    likelihood_ratio: Callable[[Any], ArrayLike] | None = None
 
     # ---- hooks -----------------------------------------------------------------------
     @abstractmethod
@@ -317,6 +345,13 @@ class ConformalPredictor(VersionedState, RoutesFitParams, BaseEstimator, metacla
         check_random_state_value(getattr(self, "random_state", None))
         check_n_jobs(getattr(self, "n_jobs", None))
         check_verbose(getattr(self, "verbose", False))
+        ratio = self.likelihood_ratio
+        if ratio is not None and not callable(ratio):
+            raise TypeError(
+                "`likelihood_ratio` must be None or a callable X -> weights (the density "
+                "ratio dP_test / dP_calibration of the features, one weight per row), got "
+                f"{type(ratio).__name__}."
+            )
 
     # ---- the estimator ---------------------------------------------------------------
     def _estimator_or_default(self) -> BaseEstimator:
@@ -400,6 +435,8 @@ class ConformalPredictor(VersionedState, RoutesFitParams, BaseEstimator, metacla
             "_n_sub_strata",
             "_strata_sorting",
             "_last_threshold_table",
+            "calibration_weights_",
+            "_weighted_strata",
         ):
             self.__dict__.pop(name, None)
 
@@ -467,7 +504,9 @@ class ConformalPredictor(VersionedState, RoutesFitParams, BaseEstimator, metacla
         self._store_calibration(X, y, group_labels)
         # Warn now, next to the cause, if a stratum is too small for the default level
         # (prediction warns again for the levels it is asked for); the table is kept.
-        self._threshold_table(self._resolve_alpha(None)[0])
+        # Weighted thresholds depend on each test row's weight: prediction warns then.
+        if not hasattr(self, "calibration_weights_"):
+            self._threshold_table(self._resolve_alpha(None)[0])
         return self
 
     def _start_calibration(self, X: Any) -> Any:
@@ -487,8 +526,12 @@ class ConformalPredictor(VersionedState, RoutesFitParams, BaseEstimator, metacla
         else:
             self.groups_, group_index = np.unique(group_labels, return_inverse=True)
             strata = group_index * n_sub + sub_strata
+        weights = self._ratio_weights(X, int(y.shape[0]), "calibration rows")
         self.conformity_scores_ = scores
+        if weights is not None:
+            self.calibration_weights_ = weights
         record_calibration_settings(self)
+        self.__dict__["_calibrate_settings"]["likelihood_ratio"] = self.likelihood_ratio
         self.calibration_strata_ = strata
         self._n_sub_strata = n_sub
         n_strata = (1 if group_labels is None else self.groups_.size) * n_sub
@@ -680,7 +723,9 @@ class ConformalPredictor(VersionedState, RoutesFitParams, BaseEstimator, metacla
         X = row_sliceable(self._validate_X(X, reset=False))
         n = n_rows(X)
         group_index = self._group_index(groups, n)
-        table = self._threshold_table(alphas)
+        weighted = hasattr(self, "calibration_weights_")
+        table = None if weighted else self._threshold_table(alphas)
+        infinite, short = 0, np.zeros(alphas.size, bool)  # rows, levels: infinite (weighted)
         rng = self._rng(stream=1, content=X if self._draws_at_prediction() else None)
         step = self._batch_rows(n)
         # one batch: its prediction is the result (no second full-size buffer to copy into)
@@ -691,8 +736,14 @@ class ConformalPredictor(VersionedState, RoutesFitParams, BaseEstimator, metacla
             stop = min(start + step, n)
             block = slice_rows(X, start, stop)
             self._check_nan(block)
-            # Without groups every row shares one threshold row: pass it once, broadcastable.
-            rows = table[:1] if group_index is None else table[group_index[start:stop]]
+            if weighted:  # each row its own thresholds, from its own weight
+                block_groups = None if group_index is None else group_index[start:stop]
+                rows = self._weighted_threshold_rows(block, block_groups, alphas)
+                unbounded = np.isinf(rows).any(axis=(1, 2))  # (rows, levels)
+                infinite += int(unbounded.any(axis=1).sum())
+                short |= unbounded.any(axis=0)
+            else:  # without groups every row shares one threshold row, broadcastable
+                rows = table[:1] if group_index is None else table[group_index[start:stop]]
             try:
                 batch = self._predict_batch(block, rows, alphas, rng)
             except NonFiniteOutputError as error:  # name the row of X, not of the batch
@@ -702,7 +753,98 @@ class ConformalPredictor(VersionedState, RoutesFitParams, BaseEstimator, metacla
             else:
                 out[start:stop] = batch
         assert out is not None  # X has at least one row (check_features), so one batch ran
+        if weighted:
+            self._warn_weighted_infinite(infinite, alphas[short])
         return out[..., 0] if scalar else out
+
+    # ---- weighted conformal prediction (covariate shift) ----------------------------------
+    def _ratio_weights(self, X: Any, n: int, where: str) -> NDArray | None:
+        """``likelihood_ratio(X)`` checked: one finite, non-negative weight per row."""
+        ratio = self.likelihood_ratio
+        if ratio is None:
+            return None
+        try:
+            weights = np.asarray(ratio(X), dtype=float)
+        except (TypeError, ValueError) as error:
+            raise ValueError(
+                f"`likelihood_ratio` failed on the {where}: {type(error).__name__}: {error}"
+            ) from error
+        if weights.shape != (n,):
+            raise ValueError(
+                f"`likelihood_ratio` returned shape {weights.shape} for {n} {where}; it must "
+                "return one weight per row, shape (n_samples,)."
+            )
+        bad = ~np.isfinite(weights) | (weights < 0)
+        if bad.any():
+            raise ValueError(
+                f"`likelihood_ratio` returned {int(bad.sum())} NaN, infinite or negative "
+                f"weights for the {where} (e.g. row {int(np.flatnonzero(bad)[0])}: "
+                f"{weights[bad][0]!r}); weights must be finite and non-negative."
+            )
+        return weights
+
+    def _prepare_weighted_strata(self) -> list[tuple[NDArray, NDArray, float]]:
+        """Per stratum: its scores sorted column by column ``(n_s, c)``, the cumulative
+        calibration weights in each column's order ``(n_s, c)``, and their total."""
+        prepared = self.__dict__.get("_weighted_strata")
+        if prepared is None:
+            scores = self.conformity_scores_.reshape(len(self.conformity_scores_), -1)
+            weights = self.calibration_weights_
+            prepared = []
+            for rows in self._stratum_rows():  # a loop over strata, not rows
+                order = np.argsort(scores[rows], axis=0, kind="stable")
+                sorted_scores = np.take_along_axis(scores[rows], order, axis=0)
+                cumulative = np.cumsum(weights[rows][order], axis=0)
+                total = float(cumulative[-1, 0]) if cumulative.shape[0] else 0.0
+                prepared.append((sorted_scores, cumulative, total))
+            self._weighted_strata = prepared
+        return prepared
+
+    def _weighted_threshold_rows(
+        self, block: Any, block_groups: NDArray | None, alphas: NDArray
+    ) -> NDArray:
+        """Thresholds ``(b, n_sub, c, k)`` of weighted conformal prediction (Tibshirani et
+        al., 2019) for the rows of ``block``: in each stratum, the smallest score whose
+        cumulative calibration weight reaches ``1 - alpha / c`` of the total plus the
+        row's own weight ``w(x)`` (which sits on +inf); +inf when no score does. With
+        equal weights this is the unweighted conformal quantile (same rank tolerance)."""
+        b = n_rows(block)
+        test_weights = self._ratio_weights(block, b, "rows of `X`")
+        assert test_weights is not None
+        prepared = self._prepare_weighted_strata()
+        n_sub = self._n_sub_strata
+        n_components = prepared[0][0].shape[1] if prepared else 1
+        out = np.full((b, n_sub, n_components, alphas.size), np.inf)
+        row_groups = np.zeros(b, np.intp) if block_groups is None else block_groups
+        for stratum, (sorted_scores, cumulative, total) in enumerate(prepared):
+            group, label = divmod(stratum, n_sub)
+            rows = np.flatnonzero(row_groups == group)
+            n_s = sorted_scores.shape[0]
+            if not rows.size or not n_s:
+                continue
+            mass = total + test_weights[rows]
+            for component in range(n_components):  # loops over sides and levels, not rows
+                ends = np.append(sorted_scores[:, component], np.inf)
+                for j, alpha in enumerate(alphas):
+                    share = 1 - alpha / n_components - _RANK_TOLERANCE / (n_s + 1)
+                    index = np.searchsorted(cumulative[:, component], share * mass, "left")
+                    found = ends[index]
+                    found[mass <= 0] = np.inf  # no weight anywhere: nothing to rank
+                    out[rows, label, component, j] = found
+        return out
+
+    def _warn_weighted_infinite(self, infinite: int, alphas: NDArray) -> None:
+        if infinite:
+            warn_user(
+                f"{infinite} row{'s' if infinite > 1 else ''} got an infinite threshold at "
+                f"alpha={levels_text(alphas)} "
+                f"({self._unbounded_prediction} for them): weighted by `likelihood_ratio`, "
+                "the calibration scores of their stratum carry too little of the total "
+                "weight (the row's own weight outweighs them far in the shifted region, or "
+                "the stratum has too few calibration points). More calibration rows from "
+                "that region, or a ratio closer to uniform, give finite ones.",
+                UserWarning,
+            )
 
     def _conformal_pvalues(
         self,
@@ -742,6 +884,8 @@ class ConformalPredictor(VersionedState, RoutesFitParams, BaseEstimator, metacla
         ranked = [np.sort(calibration_scores[rows], axis=0) for rows in self._stratum_rows()]
         # drawn whole before the batches: with a Generator as random_state, interleaving
         # these draws with the scores' own batch by batch would tie them to batch_size
+        weighted = hasattr(self, "calibration_weights_")
+        prepared = self._prepare_weighted_strata() if weighted else None
         ties = self._rng(stream=3, content=X).random((n, n_columns)) if smooth else None
         used = range(n_components) if component is None else (component,)
         factor = n_components if component is None else 1
@@ -758,6 +902,9 @@ class ConformalPredictor(VersionedState, RoutesFitParams, BaseEstimator, metacla
             except NonFiniteOutputError as error:  # name the row of X, not of the batch
                 raise error.renumbered(np.arange(start, stop), more_rows=stop < n) from None
             scores = scores.reshape(stop - start, n_columns, n_components)
+            test_weights = (
+                self._ratio_weights(block, stop - start, "rows of `X`") if weighted else None
+            )
             for group in range(n_groups):  # a loop over strata: groups, then classes
                 rows = np.flatnonzero(row_groups[start:stop] == group)[:, None]
                 for label in range(n_sub):
@@ -768,7 +915,18 @@ class ConformalPredictor(VersionedState, RoutesFitParams, BaseEstimator, metacla
                         continue
                     smallest = np.full((rows.size, columns.size), np.inf)
                     for side in used:  # one per side of the score
-                        p = _pvalue(calibration[:, side], scores[rows, columns, side], u)
+                        if prepared is None:
+                            p = _pvalue(calibration[:, side], scores[rows, columns, side], u)
+                        else:
+                            sorted_scores, cumulative, total = prepared[group * n_sub + label]
+                            p = _weighted_pvalue(
+                                sorted_scores[:, side],
+                                cumulative[:, side],
+                                total,
+                                scores[rows, columns, side],
+                                test_weights[rows],
+                                u,
+                            )
                         np.minimum(smallest, p, out=smallest)
                     pvalues[start + rows, columns] = np.minimum(1.0, factor * smallest)
         return pvalues

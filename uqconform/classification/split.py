@@ -122,6 +122,14 @@ default="lac"
         the call, act like another seed: about as many sets change). A Generator is used
         as it is: each call draws on from its state (as scikit-learn does with a
         RandomState), so predicting the same rows again can give other sets.
+    likelihood_ratio : callable or None, default=None
+        Weighted conformal prediction under covariate shift (Tibshirani et al., 2019):
+        ``likelihood_ratio(X)`` returns, per row, the density ratio ``w(x) =
+        dP_test / dP_calibration(x)`` of the features (any positive multiple will do;
+        known, or estimated with `uqconform.shift.ClassifierDensityRatio`). Calibration
+        scores are weighted by ``w(x_i)`` and each test row's own weight ``w(x)`` sits on
+        +inf, so coverage holds on the shifted population if ``y`` given ``x`` did not
+        change. Rows far in the shifted region can get every class in their sets.
 
     Attributes
     ----------
@@ -168,6 +176,7 @@ default="lac"
         class_conditional: bool = False,
         batch_size: int | None = None,
         random_state: int | np.random.Generator | None = None,
+        likelihood_ratio: Any = None,
     ):
         self.estimator = estimator
         self.alpha = alpha
@@ -179,6 +188,7 @@ default="lac"
         self.class_conditional = class_conditional
         self.batch_size = batch_size
         self.random_state = random_state
+        self.likelihood_ratio = likelihood_ratio
 
     def _default_estimator(self) -> BaseEstimator:
         return LogisticRegression()

@@ -175,6 +175,14 @@ class ConformalizedQuantileRegressor(SplitConformalRegressor):
         Seeds the default quantile model (its early-stopping split on large data), given
         models whose own ``random_state`` is None, and the draws of smoothed p-values
         (`predict_pvalue`).
+    likelihood_ratio : callable or None, default=None
+        Weighted conformal prediction under covariate shift (Tibshirani et al., 2019):
+        ``likelihood_ratio(X)`` returns, per row, the density ratio ``w(x) =
+        dP_test / dP_calibration(x)`` of the features (any positive multiple will do;
+        known, or estimated with `uqconform.shift.ClassifierDensityRatio`). Calibration
+        scores are weighted by ``w(x_i)`` and each test row's own weight ``w(x)`` sits on
+        +inf, so coverage holds on the shifted population if ``y`` given ``x`` did not
+        change. Rows far in the shifted region can get infinite intervals.
 
     Attributes
     ----------
@@ -202,6 +210,7 @@ class ConformalizedQuantileRegressor(SplitConformalRegressor):
         quantile_param: str | None = None,
         batch_size: int | None = None,
         random_state: int | None = None,
+        likelihood_ratio: Any = None,
     ):
         self.estimator = estimator
         self.alpha = alpha
@@ -209,6 +218,7 @@ class ConformalizedQuantileRegressor(SplitConformalRegressor):
         self.quantile_param = quantile_param
         self.batch_size = batch_size
         self.random_state = random_state
+        self.likelihood_ratio = likelihood_ratio
 
     def _score_object(self) -> CQRScore:
         check_bool(self.symmetric, "symmetric")

@@ -98,6 +98,14 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
         difficulty model), and the draws of smoothed p-values (`predict_pvalue`).
     n_jobs : int, default=None
         Folds fitted in parallel (joblib).
+    likelihood_ratio : callable or None, default=None
+        Weighted conformal prediction under covariate shift (Tibshirani et al., 2019):
+        ``likelihood_ratio(X)`` returns, per row, the density ratio ``w(x) =
+        dP_test / dP_calibration(x)`` of the features (any positive multiple will do;
+        known, or estimated with `uqconform.shift.ClassifierDensityRatio`). Calibration
+        scores are weighted by ``w(x_i)`` and each test row's own weight ``w(x)`` sits on
+        +inf, so coverage holds on the shifted population if ``y`` given ``x`` did not
+        change. Rows far in the shifted region can get infinite intervals.
 
     Attributes
     ----------
@@ -106,6 +114,8 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
     difficulty_estimator_ : regressor
         The fitted difficulty model (normalized score only).
     conformity_scores_ : ndarray of shape (n_calibration,)
+    calibration_weights_ : ndarray of shape (n_calibration,)
+        ``likelihood_ratio`` on the calibration rows (only with it).
     n_calibration_ : int
     n_features_in_ : int
     feature_names_in_ : ndarray of str
@@ -139,6 +149,7 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
         batch_size: int | None = None,
         random_state: int | np.random.Generator | None = None,
         n_jobs: int | None = None,
+        likelihood_ratio: Any = None,
     ):
         self.estimator = estimator
         self.alpha = alpha
@@ -148,6 +159,7 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
         self.batch_size = batch_size
         self.random_state = random_state
         self.n_jobs = n_jobs
+        self.likelihood_ratio = likelihood_ratio
 
     def _default_estimator(self) -> BaseEstimator:
         return LinearRegression()

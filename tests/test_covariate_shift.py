@@ -1,0 +1,253 @@
+"""Weighted conformal prediction under covariate shift (``likelihood_ratio``)."""
+
+from __future__ import annotations
+
+import pickle
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import Unchanged
+from sklearn.ensemble import HistGradientBoostingRegressor
+from sklearn.exceptions import NotFittedError
+from sklearn.linear_model import Ridge
+from sklearn.svm import LinearSVC
+
+from uqconform import (
+    ConformalizedQuantileRegressor,
+    SplitConformalClassifier,
+    SplitConformalRegressor,
+)
+from uqconform.evaluation import coverage_bounds
+from uqconform.quantiles import conformal_quantile
+from uqconform.shift import ClassifierDensityRatio
+
+
+def tilt(X):
+    """The density ratio of N(1, 1) to N(0, 1) in the first feature (picklable)."""
+    return np.exp(np.asarray(X)[:, 0] - 0.5)
+
+
+def ones(X):
+    return np.ones(len(X))
+
+
+def _draw(n, rng, shift=0.0):
+    """Noise grows with |x0|: a population shifted to larger x0 has harder rows."""
+    X = np.column_stack([rng.normal(shift, 1.0, n), rng.normal(size=n)])
+    return X, X[:, 0] + (0.2 + np.abs(X[:, 0])) * rng.normal(size=n)
+
+
+def _labels(X, rng):
+    """Three classes; the label noise grows with |x0|."""
+    logits = np.column_stack([X[:, 0], -X[:, 0], X[:, 1]]) * 2 / (0.5 + np.abs(X[:, :1]))
+    p = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+    return (rng.random(len(X))[:, None] > np.cumsum(p, axis=1)).sum(axis=1)
+
+
+def _wrappers(ratio):
+    return {
+        "absolute": SplitConformalRegressor(Ridge(), likelihood_ratio=ratio, batch_size=7),
+        "cqr asymmetric": ConformalizedQuantileRegressor(
+            HistGradientBoostingRegressor(loss="quantile", max_iter=20, random_state=0),
+            symmetric=False,
+            likelihood_ratio=ratio,
+        ),
+        "lac": SplitConformalClassifier(likelihood_ratio=ratio),
+        "aps class-conditional": SplitConformalClassifier(
+            conformity_score="aps", class_conditional=True, random_state=0, likelihood_ratio=ratio
+        ),
+    }
+
+
+def _data(name, seed=0):
+    rng = np.random.default_rng(seed)
+    X, y = _draw(900, rng)
+    if name in ("lac", "aps class-conditional"):
+        y = _labels(X, rng)
+    return (X[:300], y[:300]), (X[300:600], y[300:600]), (X[600:], y[600:])
+
+
+def _predict(model, X, **kwargs):
+    if isinstance(model, SplitConformalClassifier):
+        return model.predict_set(X, **kwargs)
+    return model.predict_interval(X, **kwargs)
+
+
+@pytest.mark.parametrize("name", list(_wrappers(None)))
+def test_equal_weights_give_the_unweighted_sets_and_pvalues(name):
+    (Xf, yf), (Xc, yc), (Xt, yt) = _data(name)
+    groups_cal, groups = (Xc[:, 1] > 0).astype(int), (Xt[:, 1] > 0).astype(int)
+    plain, weighted = _wrappers(None)[name], _wrappers(ones)[name]
+    for model in (plain, weighted):
+        model.fit(Xf, yf).calibrate(Xc, yc, groups=groups_cal)
+    alphas = [0.05, 0.1, 0.3]
+    np.testing.assert_array_equal(
+        _predict(plain, Xt, alpha=alphas, groups=groups),
+        _predict(weighted, Xt, alpha=alphas, groups=groups),
+    )
+    candidates = yt if isinstance(plain, SplitConformalRegressor) else None
+    if candidates is not None:
+        np.testing.assert_allclose(
+            plain.predict_pvalue(Xt, candidates, groups=groups),
+            weighted.predict_pvalue(Xt, candidates, groups=groups),
+            rtol=1e-14,
+        )
+    else:
+        np.testing.assert_allclose(
+            plain.predict_pvalue(Xt, groups=groups),
+            weighted.predict_pvalue(Xt, groups=groups),
+            rtol=1e-14,
+        )
+
+
+def test_thresholds_are_the_weighted_conformal_quantile_row_by_row():
+    (Xf, yf), (Xc, yc), (Xt, _) = _data("absolute", seed=1)
+    groups_cal, groups = (Xc[:, 1] > 0).astype(int), (Xt[:, 1] > 0).astype(int)
+    cp = SplitConformalRegressor(Ridge(), likelihood_ratio=tilt).fit(Xf, yf)
+    cp.calibrate(Xc, yc, groups=groups_cal)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a few rows far in the tail: infinite
+        intervals = cp.predict_interval(Xt, alpha=[0.1, 0.2], groups=groups)
+    half = (intervals[:, 1] - intervals[:, 0]) / 2
+    scores = np.abs(yc - cp.predict(Xc))
+    for row in range(0, len(Xt), 7):  # the reference, one row at a time
+        mine = groups_cal == groups[row]
+        expected = conformal_quantile(
+            scores[mine],
+            [0.1, 0.2],
+            weights=tilt(Xc[mine]),
+            test_weight=tilt(Xt[row : row + 1])[0],
+            warn=False,
+        )
+        np.testing.assert_allclose(half[row], expected, rtol=1e-12)
+
+
+@pytest.mark.parametrize("name", list(_wrappers(None)))
+def test_pvalues_above_alpha_are_the_weighted_sets(name):
+    (Xf, yf), (Xc, yc), (Xt, yt) = _data(name, seed=2)
+    model = _wrappers(tilt)[name].fit(Xf, yf).calibrate(Xc, yc)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for alpha in (0.1, 0.25):
+            sets = _predict(model, Xt, alpha=alpha)
+            if isinstance(model, SplitConformalClassifier):
+                np.testing.assert_array_equal(model.predict_pvalue(Xt) > alpha, sets)
+            else:
+                inside = (sets[:, 0] <= yt) & (yt <= sets[:, 1])
+                np.testing.assert_array_equal(model.predict_pvalue(Xt, yt) > alpha, inside)
+
+
+@pytest.mark.slow
+def test_weights_restore_coverage_on_the_shifted_population():
+    """Calibration rows from N(0, 1), test rows from N(1, 1) where the noise is larger:
+    unweighted split CP under-covers (below the coverage law's lower end, pooled over 200
+    resplits); weighted by the true ratio, or by a domain classifier fitted on other
+    source rows and unlabelled target rows, it covers (weighted CP is valid and
+    conservative, so the lower end is the test: the Notes of `coverage_bounds`)."""
+    n_cal, n_test, repeats = 200, 100, 200
+    coverage = {"plain": [], "true ratio": [], "estimated ratio": [], "classifier": []}
+    for seed in range(repeats):
+        rng = np.random.default_rng(seed)
+        Xf, yf = _draw(300, rng)
+        Xc, yc = _draw(n_cal, rng)
+        Xt, yt = _draw(n_test, rng, shift=1.0)
+        estimated = ClassifierDensityRatio().fit(_draw(300, rng)[0], _draw(300, rng, 1.0)[0])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # rare infinite intervals far in the tail
+            for name, ratio in (
+                ("plain", None),
+                ("true ratio", tilt),
+                ("estimated ratio", estimated),
+            ):
+                cp = SplitConformalRegressor(Ridge(), likelihood_ratio=ratio).fit(Xf, yf)
+                low, high = cp.calibrate(Xc, yc).predict_interval(Xt).T
+                coverage[name].append(np.mean((low <= yt) & (yt <= high)))
+            labels_cal, labels = _labels(Xc, rng), _labels(Xt, rng)
+            sets = (
+                SplitConformalClassifier(likelihood_ratio=tilt)
+                .fit(Xf, _labels(Xf, rng))
+                .calibrate(Xc, labels_cal)
+                .predict_set(Xt)
+            )
+            coverage["classifier"].append(np.mean(sets[np.arange(n_test), labels]))
+    lower = coverage_bounds(n_cal, 0.1, n_test, n_repeats=repeats)[0]
+    assert np.mean(coverage["plain"]) < lower
+    for name in ("true ratio", "estimated ratio", "classifier"):
+        assert np.mean(coverage[name]) >= lower, (name, np.mean(coverage[name]))
+
+
+def test_extreme_weights_give_infinite_intervals_with_a_warning():
+    (Xf, yf), (Xc, yc), _ = _data("absolute", seed=3)
+    cp = SplitConformalRegressor(Ridge(), likelihood_ratio=lambda X: np.exp(8 * X[:, 0]))
+    cp.fit(Xf, yf).calibrate(Xc, yc)
+    rows = np.array([[4.0, 0.0], [-2.0, 0.0], [0.0, 0.0]])  # beyond every calibration row
+    with pytest.warns(UserWarning, match=r"^1 row got an infinite threshold at alpha=\[0\.1\]"):
+        intervals = cp.predict_interval(rows)
+    assert np.isinf(intervals[0]).all() and np.isfinite(intervals[1:]).all()
+
+
+def test_bad_ratios_name_the_argument_and_a_changed_ratio_needs_calibration():
+    (Xf, yf), (Xc, yc), (Xt, _) = _data("absolute", seed=4)
+    with pytest.raises(TypeError, match="`likelihood_ratio` must be None or a callable"):
+        SplitConformalRegressor(Ridge(), likelihood_ratio=np.ones(3)).fit(Xf, yf)
+    cases = {
+        "returned shape \\(2,\\) for 300 calibration rows": lambda X: np.ones(2),
+        "returned 1 NaN, infinite or negative": lambda X: np.r_[-1.0, np.ones(len(X) - 1)],
+        "failed on the calibration rows: ValueError": lambda X: np.asarray(["a"] * len(X)),
+    }
+    for message, ratio in cases.items():
+        cp = SplitConformalRegressor(Ridge(), likelihood_ratio=ratio).fit(Xf, yf)
+        with pytest.raises(ValueError, match=message):
+            cp.calibrate(Xc, yc)
+    cp = SplitConformalRegressor(Ridge(), likelihood_ratio=tilt).fit(Xf, yf).calibrate(Xc, yc)
+    cp.set_params(likelihood_ratio=ones)
+    with pytest.raises(NotFittedError, match="likelihood_ratio"):
+        cp.predict_interval(Xt)
+    beyond = lambda X: np.where(np.asarray(X)[:, 0] > 1.5, np.nan, 1.0)  # noqa: E731
+    kept = Xc[:, 0] <= 1.5
+    cp = SplitConformalRegressor(Ridge(), likelihood_ratio=beyond).fit(Xf, yf)
+    cp.calibrate(Xc[kept], yc[kept])
+    with pytest.raises(ValueError, match="weights for the rows of `X`"):
+        cp.predict_interval(Xt)
+
+
+def test_pickles_frames_and_unchanged_inputs():
+    (Xf, yf), (Xc, yc), (Xt, yt) = _data("absolute", seed=5)
+    columns = ["a", "b"]
+    frame = pd.DataFrame(Xt, columns=columns)
+    ratio = ClassifierDensityRatio().fit(
+        pd.DataFrame(Xf, columns=columns), pd.DataFrame(Xt + 1.0, columns=columns)
+    )
+    cp = SplitConformalRegressor(Ridge(), likelihood_ratio=ratio)
+    cp.fit(pd.DataFrame(Xf, columns=columns), yf).calibrate(pd.DataFrame(Xc, columns=columns), yc)
+    kept = Unchanged(frame, yt)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        intervals = cp.predict_interval(frame)
+        again = pickle.loads(pickle.dumps(cp)).predict_interval(frame)
+    kept.check()
+    np.testing.assert_array_equal(intervals, again)
+    np.testing.assert_array_equal(
+        cp.calibration_weights_, ratio(pd.DataFrame(Xc, columns=columns))
+    )
+
+
+def test_classifier_density_ratio_tracks_the_true_ratio_and_checks_input():
+    rng = np.random.default_rng(6)
+    source, target = rng.normal(size=(4000, 1)), rng.normal(1.0, 1.0, size=(4000, 1))
+    ratio = ClassifierDensityRatio().fit(source, target)
+    grid = np.linspace(-2, 2.5, 10)[:, None]
+    np.testing.assert_allclose(np.log(ratio(grid)), grid[:, 0] - 0.5, atol=0.15)
+    assert ratio.max_weight_ == pytest.approx(1e3 * np.median(ratio(target)))
+    with pytest.raises(ValueError, match="`clip`"):
+        ClassifierDensityRatio(clip=0).fit(source, target)
+    with pytest.raises(ValueError, match="same columns"):
+        ClassifierDensityRatio().fit(source, np.ones((10, 2)))
+    with pytest.raises(ValueError, match="at least 2 rows"):
+        ClassifierDensityRatio().fit(source, target[:1])
+    with pytest.raises(TypeError, match="predict_proba"):
+        ClassifierDensityRatio(LinearSVC()).fit(source, target)
+    with pytest.raises(NotFittedError):
+        ClassifierDensityRatio()(source)
