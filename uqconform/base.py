@@ -743,6 +743,7 @@ class ConformalPredictor(VersionedState, RoutesFitParams, BaseEstimator, metacla
                 infinite += int(unbounded.any(axis=1).sum())
                 short |= unbounded.any(axis=0)
             else:  # without groups every row shares one threshold row, broadcastable
+                assert table is not None
                 rows = table[:1] if group_index is None else table[group_index[start:stop]]
             try:
                 batch = self._predict_batch(block, rows, alphas, rng)
@@ -918,6 +919,7 @@ class ConformalPredictor(VersionedState, RoutesFitParams, BaseEstimator, metacla
                         if prepared is None:
                             p = _pvalue(calibration[:, side], scores[rows, columns, side], u)
                         else:
+                            assert test_weights is not None
                             sorted_scores, cumulative, total = prepared[group * n_sub + label]
                             p = _weighted_pvalue(
                                 sorted_scores[:, side],
