@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import Unchanged
+from sklearn.base import clone
 from sklearn.ensemble import HistGradientBoostingRegressor
 from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import Ridge
@@ -195,7 +196,12 @@ def test_bad_ratios_name_the_argument_and_a_changed_ratio_needs_calibration():
     cases = {
         "returned shape \\(2,\\) for 300 calibration rows": lambda X: np.ones(2),
         "returned 1 NaN, infinite or negative": lambda X: np.r_[-1.0, np.ones(len(X) - 1)],
-        "failed on the calibration rows: ValueError": lambda X: np.asarray(["a"] * len(X)),
+        "returned values of dtype <U1": lambda X: np.asarray(["a"] * len(X)),
+        "returned values of dtype complex128": lambda X: np.ones(len(X)) * 1j,
+        "failed on the calibration rows: ValueError": lambda X: int("x"),
+        "returned 1 NaN, infinite or negative weights for the calibration": lambda X: np.r_[
+            np.inf, np.ones(len(X) - 1)
+        ],
     }
     for message, ratio in cases.items():
         cp = SplitConformalRegressor(Ridge(), likelihood_ratio=ratio).fit(Xf, yf)
@@ -211,6 +217,54 @@ def test_bad_ratios_name_the_argument_and_a_changed_ratio_needs_calibration():
     cp.calibrate(Xc[kept], yc[kept])
     with pytest.raises(ValueError, match="weights for the rows of `X`"):
         cp.predict_interval(Xt)
+
+
+@pytest.mark.parametrize("constant", [5e-324, 0.1, 7.0, 1e307])
+def test_any_positive_multiple_of_the_ratio_gives_the_same_sets_and_pvalues(constant):
+    """Weights are divided by the largest calibration weight: no overflow in their sums
+    (1e307), no underflow (the smallest subnormal), and a constant is exactly 1."""
+    (Xf, yf), (Xc, yc), (Xt, _) = _data("lac", seed=8)
+    plain = SplitConformalClassifier().fit(Xf, yf).calibrate(Xc[:19], yc[:19])
+    weighted = SplitConformalClassifier(likelihood_ratio=lambda X: np.full(len(X), constant))
+    weighted.fit(Xf, yf).calibrate(Xc[:19], yc[:19])
+    alphas = np.arange(1, 20) / 20  # multiples of 1 / (n + 1): where rounding would show
+    np.testing.assert_array_equal(plain.predict_set(Xt, alphas), weighted.predict_set(Xt, alphas))
+    np.testing.assert_array_equal(plain.predict_pvalue(Xt), weighted.predict_pvalue(Xt))
+    if constant < 1e-300:  # a subnormal times the ratio rounds the ratio itself
+        return
+    scaled = SplitConformalRegressor(Ridge(), likelihood_ratio=lambda X: constant * tilt(X))
+    scaled.fit(Xf, yf).calibrate(Xc, yc)
+    unit = SplitConformalRegressor(Ridge(), likelihood_ratio=tilt).fit(Xf, yf).calibrate(Xc, yc)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        np.testing.assert_allclose(scaled.predict_interval(Xt), unit.predict_interval(Xt))
+
+
+def test_an_infinite_test_weight_is_a_row_off_the_support():
+    (Xf, yf), (Xc, yc), (Xt, yt) = _data("absolute", seed=9)
+    off = lambda X: np.where(np.asarray(X)[:, 0] > 1.0, np.inf, 1.0)  # noqa: E731
+    inside = Xc[:, 0] <= 1.0
+    cp = SplitConformalRegressor(Ridge(), likelihood_ratio=off).fit(Xf, yf)
+    cp.calibrate(Xc[inside], yc[inside])
+    far = Xt[:, 0] > 1.0
+    with pytest.warns(UserWarning, match=f"^{far.sum()} rows got an infinite threshold"):
+        intervals = cp.predict_interval(Xt)
+    assert np.isinf(intervals[far]).all() and np.isfinite(intervals[~far]).all()
+    np.testing.assert_array_equal(cp.predict_pvalue(Xt, yt)[far], 1.0)
+
+
+def test_clone_keeps_a_fitted_ratio_and_unseen_groups_warn_once():
+    (Xf, yf), (Xc, yc), (Xt, _) = _data("absolute", seed=10)
+    ratio = ClassifierDensityRatio().fit(Xf, Xt)
+    twin = clone(SplitConformalRegressor(Ridge(), likelihood_ratio=ratio))
+    twin.fit(Xf, yf).calibrate(Xc, yc, groups=(Xc[:, 1] > 0).astype(int))
+    groups = np.where(Xt[:, 1] > 0, 1, 0)
+    groups[:3] = 5  # unseen at calibration
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        twin.predict_interval(Xt[np.abs(Xt[:, 0]) < 1], groups=groups[np.abs(Xt[:, 0]) < 1])
+    messages = [str(w.message) for w in caught]
+    assert len(messages) == 1 and "groups without calibration data" in messages[0]
 
 
 def test_pickles_frames_and_unchanged_inputs():
@@ -240,7 +294,9 @@ def test_classifier_density_ratio_tracks_the_true_ratio_and_checks_input():
     ratio = ClassifierDensityRatio().fit(source, target)
     grid = np.linspace(-2, 2.5, 10)[:, None]
     np.testing.assert_allclose(np.log(ratio(grid)), grid[:, 0] - 0.5, atol=0.15)
-    assert ratio.max_weight_ == pytest.approx(1e3 * np.median(ratio(target)))
+    assert ratio(np.array([[40.0]]))[0] == 1e3  # the classifier is sure: clipped
+    with pytest.raises(ValueError, match="same columns"):
+        ClassifierDensityRatio().fit(pd.DataFrame({"a": [1.0, 2]}), pd.DataFrame({"b": [1.0, 2]}))
     with pytest.raises(ValueError, match="`clip`"):
         ClassifierDensityRatio(clip=0).fit(source, target)
     with pytest.raises(ValueError, match="same columns"):

@@ -104,7 +104,7 @@ def _weighted_pvalue(
         else:
             up_to = running[np.searchsorted(calibration, scores, side="right")]
             p = (total - up_to + u * (up_to - below + test_weights)) / mass
-    return np.where(mass > 0, np.minimum(p, 1.0), 1.0)
+    return np.where((mass > 0) & np.isfinite(mass), np.minimum(p, 1.0), 1.0)
 
 
 def _plain(value: Any) -> Any:
@@ -477,9 +477,8 @@ class ConformalPredictor(VersionedState, RoutesFitParams, BaseEstimator, metacla
 
         Without a prior ``fit``, a fitted ``estimator`` is used as is (never refitted).
         Given exactly the rows ``fit`` trained on, it warns (the sets would under-cover).
-        Every calibration row counts once: for weights under a known covariate shift, use
-        `uqconform.quantiles.conformal_quantile` with ``weights=`` on
-        ``conformity_scores_`` (see the Exchangeability page).
+        Every calibration row counts once, or with its weight ``likelihood_ratio(x)``
+        under covariate shift (wrappers with that parameter).
 
         Parameters
         ----------
@@ -740,6 +739,8 @@ class ConformalPredictor(VersionedState, RoutesFitParams, BaseEstimator, metacla
                 block_groups = None if group_index is None else group_index[start:stop]
                 rows = self._weighted_threshold_rows(block, block_groups, alphas)
                 unbounded = np.isinf(rows).any(axis=(1, 2))  # (rows, levels)
+                if block_groups is not None:  # unseen groups were warned about already
+                    unbounded &= (block_groups < self.groups_.size)[:, None]
                 infinite += int(unbounded.any(axis=1).sum())
                 short |= unbounded.any(axis=0)
             else:  # without groups every row shares one threshold row, broadcastable
@@ -759,30 +760,53 @@ class ConformalPredictor(VersionedState, RoutesFitParams, BaseEstimator, metacla
         return out[..., 0] if scalar else out
 
     # ---- weighted conformal prediction (covariate shift) ----------------------------------
-    def _ratio_weights(self, X: Any, n: int, where: str) -> NDArray | None:
-        """``likelihood_ratio(X)`` checked: one finite, non-negative weight per row."""
+    def _ratio_weights(self, X: Any, n: int, where: str, *, test: bool = False) -> NDArray | None:
+        """``likelihood_ratio(X)`` checked: one non-negative weight per row, finite on
+        calibration rows (``test``: +inf allowed, a row off the calibration support)."""
         ratio = self.likelihood_ratio
         if ratio is None:
             return None
         try:
-            weights = np.asarray(ratio(X), dtype=float)
+            raw = np.asarray(ratio(X))
         except (TypeError, ValueError) as error:
             raise ValueError(
                 f"`likelihood_ratio` failed on the {where}: {type(error).__name__}: {error}"
             ) from error
+        if raw.dtype.kind not in "biuf":  # complex, text, objects: not weights
+            raise ValueError(
+                f"`likelihood_ratio` returned values of dtype {raw.dtype} for the {where}; "
+                "it must return real numbers (one weight per row)."
+            )
+        weights = raw.astype(float)
         if weights.shape != (n,):
             raise ValueError(
                 f"`likelihood_ratio` returned shape {weights.shape} for {n} {where}; it must "
                 "return one weight per row, shape (n_samples,)."
             )
-        bad = ~np.isfinite(weights) | (weights < 0)
-        if bad.any():
+        allowed = (weights >= 0) & (np.isfinite(weights) | (test & (weights > 0)))
+        if not allowed.all():
+            kinds = "NaN or negative" if test else "NaN, infinite or negative"
+            first = int(np.flatnonzero(~allowed)[0])
             raise ValueError(
-                f"`likelihood_ratio` returned {int(bad.sum())} NaN, infinite or negative "
-                f"weights for the {where} (e.g. row {int(np.flatnonzero(bad)[0])}: "
-                f"{weights[bad][0]!r}); weights must be finite and non-negative."
+                f"`likelihood_ratio` returned {int((~allowed).sum())} {kinds} weights for "
+                f"the {where} (e.g. row {first}: {weights[first]!r}); weights must be "
+                "non-negative"
+                + (" (+inf: a row off the calibration support)." if test else " and finite.")
             )
         return weights
+
+    def _weight_scale(self) -> float:
+        """The largest calibration weight (1 if all are 0): weights are divided by it, so
+        any positive multiple of the ratio gives the same sets (no overflow or
+        underflow in their sums)."""
+        largest = float(np.max(self.calibration_weights_, initial=0.0))
+        return largest if largest > 0 else 1.0
+
+    def _scaled_test_weights(self, block: Any, n: int) -> NDArray:
+        weights = self._ratio_weights(block, n, "rows of `X`", test=True)
+        assert weights is not None
+        with np.errstate(over="ignore"):  # a weight far above every calibration one: inf
+            return weights / self._weight_scale()
 
     def _prepare_weighted_strata(self) -> list[tuple[NDArray, NDArray, float]]:
         """Per stratum: its scores sorted column by column ``(n_s, c)``, the cumulative
@@ -790,7 +814,7 @@ class ConformalPredictor(VersionedState, RoutesFitParams, BaseEstimator, metacla
         prepared = self.__dict__.get("_weighted_strata")
         if prepared is None:
             scores = self.conformity_scores_.reshape(len(self.conformity_scores_), -1)
-            weights = self.calibration_weights_
+            weights = self.calibration_weights_ / self._weight_scale()
             prepared = []
             for rows in self._stratum_rows():  # a loop over strata, not rows
                 order = np.argsort(scores[rows], axis=0, kind="stable")
@@ -810,8 +834,7 @@ class ConformalPredictor(VersionedState, RoutesFitParams, BaseEstimator, metacla
         row's own weight ``w(x)`` (which sits on +inf); +inf when no score does. With
         equal weights this is the unweighted conformal quantile (same rank tolerance)."""
         b = n_rows(block)
-        test_weights = self._ratio_weights(block, b, "rows of `X`")
-        assert test_weights is not None
+        test_weights = self._scaled_test_weights(block, b)
         prepared = self._prepare_weighted_strata()
         n_sub = self._n_sub_strata
         n_components = prepared[0][0].shape[1] if prepared else 1
@@ -823,7 +846,7 @@ class ConformalPredictor(VersionedState, RoutesFitParams, BaseEstimator, metacla
             n_s = sorted_scores.shape[0]
             if not rows.size or not n_s:
                 continue
-            mass = total + test_weights[rows]
+            mass = total + test_weights[rows]  # +inf for a row off the support
             for component in range(n_components):  # loops over sides and levels, not rows
                 ends = np.append(sorted_scores[:, component], np.inf)
                 for j, alpha in enumerate(alphas):
@@ -903,9 +926,7 @@ class ConformalPredictor(VersionedState, RoutesFitParams, BaseEstimator, metacla
             except NonFiniteOutputError as error:  # name the row of X, not of the batch
                 raise error.renumbered(np.arange(start, stop), more_rows=stop < n) from None
             scores = scores.reshape(stop - start, n_columns, n_components)
-            test_weights = (
-                self._ratio_weights(block, stop - start, "rows of `X`") if weighted else None
-            )
+            test_weights = self._scaled_test_weights(block, stop - start) if weighted else None
             for group in range(n_groups):  # a loop over strata: groups, then classes
                 rows = np.flatnonzero(row_groups[start:stop] == group)[:, None]
                 for label in range(n_sub):

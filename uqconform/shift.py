@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
-from sklearn.base import BaseEstimator, clone
+from sklearn.base import clone
+from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
-from sklearn.utils.validation import check_is_fitted
 
 from uqconform._rows import n_rows
 from uqconform._validation import check_positive_float
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 __all__ = ["ClassifierDensityRatio"]
 
 
-class ClassifierDensityRatio(BaseEstimator):
+class ClassifierDensityRatio:
     """Density ratio ``dP_target / dP_source`` estimated by a domain classifier.
 
     Fit it on features of the source population (the rows the model is calibrated on, or
@@ -46,16 +46,20 @@ class ClassifierDensityRatio(BaseEstimator):
         ``None``: standardisation + logistic regression (the log ratio linear in x: an
         exponential tilt).
     clip : float, default=1e3
-        Largest weight returned, relative to the median weight of the target rows seen in
-        ``fit`` (bounds the influence of a single row where the classifier is sure).
+        Largest weight returned (the ratio averages 1 over the source population), so a
+        row where the classifier is sure (probability 1: an infinite ratio) gets a large
+        finite weight instead.
 
     Attributes
     ----------
     classifier_ : classifier
     prior_ratio_ : float
         ``n_source / n_target`` of the fit.
-    max_weight_ : float
-        The clip in absolute terms.
+
+    Notes
+    -----
+    Not a scikit-learn estimator on purpose: `sklearn.base.clone` of a wrapper holding a
+    fitted ratio then copies it whole (an estimator parameter would be cloned unfitted).
 
     Examples
     --------
@@ -94,6 +98,11 @@ class ClassifierDensityRatio(BaseEstimator):
         if hasattr(X_source, "iloc") and hasattr(X_target, "iloc"):
             import pandas as pd
 
+            if list(X_source.columns) != list(X_target.columns):
+                raise ValueError(
+                    "`X_source` and `X_target` must have the same columns in the same "
+                    f"order, got {list(X_source.columns)[:5]} and {list(X_target.columns)[:5]}."
+                )
             X = pd.concat([X_source, X_target], ignore_index=True)
         else:
             source, target = np.asarray(X_source), np.asarray(X_target)
@@ -113,12 +122,10 @@ class ClassifierDensityRatio(BaseEstimator):
             raise TypeError(f"`classifier` must have predict_proba, got {type(model).__name__}.")
         self.classifier_ = model.fit(X, labels)
         self.prior_ratio_ = n_source / n_target
-        self.max_weight_ = float("inf")
-        self.max_weight_ = float(self.clip * np.median(self(X_target)))
         return self
 
     def __call__(self, X: Any) -> NDArray:
-        """The estimated ratio per row, clipped at ``max_weight_``.
+        """The estimated ratio per row, clipped at ``clip``.
 
         Parameters
         ----------
@@ -128,12 +135,19 @@ class ClassifierDensityRatio(BaseEstimator):
         -------
         ndarray of shape (n_samples,)
         """
-        check_is_fitted(self, "classifier_")
+        if not hasattr(self, "classifier_"):
+            raise NotFittedError(
+                "This ClassifierDensityRatio is not fitted yet: call fit(X_source, X_target) "
+                "first."
+            )
         proba = np.asarray(self.classifier_.predict_proba(X), dtype=float)[:, 1]
         with np.errstate(divide="ignore"):
             weights = self.prior_ratio_ * proba / (1.0 - proba)
-        return np.minimum(weights, self.max_weight_)
+        return np.minimum(weights, self.clip)
 
     def predict(self, X: Any) -> NDArray:
         """The same as calling the object: the estimated ratio per row."""
         return self(X)
+
+    def __repr__(self) -> str:
+        return f"ClassifierDensityRatio(classifier={self.classifier!r}, clip={self.clip!r})"

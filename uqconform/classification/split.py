@@ -296,7 +296,9 @@ default="lac"
         ``predict_set(X, alpha)`` holds exactly the classes whose p-value exceeds
         ``alpha``: always for LAC and top-k, and for randomised scores with an int
         ``random_state`` (the same draws for the same rows in the same order; with
-        ``None`` or a Generator every call draws afresh).
+        ``None`` or a Generator every call draws afresh). With
+        ``likelihood_ratio``: ``(W_m + w) / (W + w)``, the calibration weights of those
+        ``m`` scores and of all ``n``, plus the row's own weight ``w``.
 
         Parameters
         ----------

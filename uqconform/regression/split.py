@@ -424,7 +424,9 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
         intervals take as that multiple; a quantile band that a negative CQR correction
         crosses is the exception: its set is empty, its interval a point). With a score
         calibrated side by side at ``alpha / 2`` (CQR with ``symmetric=False``):
-        ``min(1, 2 min(p_low, p_high))``, valid but conservative.
+        ``min(1, 2 min(p_low, p_high))``, valid but conservative. With
+        ``likelihood_ratio``: ``(W_m + w) / (W + w)``, the calibration weights of those
+        ``m`` scores and of all ``n``, plus the row's own weight ``w``.
 
         Parameters
         ----------

@@ -144,7 +144,7 @@ def run(ctx) -> FamilyResult:
                 float(np.mean(high[finite] - low[finite])) if finite.any() else np.inf
             )
             rec["infinite"].append(float(np.mean(~finite)))
-            weights = ratio(X[cal]) if "weighted" in method else np.ones(len(cal))
+            weights = cp.calibration_weights_ if "weighted" in method else np.ones(len(cal))
             rec["effective_n"].append(float(weights.sum() ** 2 / (weights**2).sum()))
             rec["n_cal"], rec["n_test"] = len(cal), len(test)
     rows_out = []
