@@ -437,6 +437,7 @@ class ConformalPredictor(VersionedState, RoutesFitParams, BaseEstimator, metacla
             "_last_threshold_table",
             "calibration_weights_",
             "_weighted_strata",
+            "_ranked_strata",
         ):
             self.__dict__.pop(name, None)
 
@@ -530,7 +531,6 @@ class ConformalPredictor(VersionedState, RoutesFitParams, BaseEstimator, metacla
         if weights is not None:
             self.calibration_weights_ = weights
         record_calibration_settings(self)
-        self.__dict__["_calibrate_settings"]["likelihood_ratio"] = self.likelihood_ratio
         self.calibration_strata_ = strata
         self._n_sub_strata = n_sub
         n_strata = (1 if group_labels is None else self.groups_.size) * n_sub
@@ -905,7 +905,14 @@ class ConformalPredictor(VersionedState, RoutesFitParams, BaseEstimator, metacla
         calibration_scores = self.conformity_scores_.reshape(len(self.conformity_scores_), -1)
         n_components = calibration_scores.shape[1]
         # each stratum's calibration scores, sorted once (column by column)
-        ranked = [np.sort(calibration_scores[rows], axis=0) for rows in self._stratum_rows()]
+        # sorted once per calibration (tied to its arrays, as the threshold table is)
+        key = (self.conformity_scores_, self.__dict__.get("calibration_strata_"))
+        cached = self.__dict__.get("_ranked_strata")
+        if cached is not None and cached[0] is key[0] and cached[1] is key[1]:
+            ranked = cached[2]
+        else:
+            ranked = [np.sort(calibration_scores[rows], axis=0) for rows in self._stratum_rows()]
+            self._ranked_strata = (*key, ranked)
         # drawn whole before the batches: with a Generator as random_state, interleaving
         # these draws with the scores' own batch by batch would tie them to batch_size
         weighted = hasattr(self, "calibration_weights_")

@@ -162,6 +162,7 @@ default="lac"
         "lambda_reg",
         "saps_weight",
         "class_conditional",
+        "likelihood_ratio",
     )
 
     def __init__(

@@ -200,7 +200,7 @@ class ConformalizedQuantileRegressor(SplitConformalRegressor):
     """
 
     #: Parameters the calibration scores depend on (changing one needs a new calibrate).
-    _calibration_params = ("symmetric",)
+    _calibration_params = ("symmetric", "likelihood_ratio")
 
     def __init__(
         self,

@@ -136,7 +136,7 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
     """
 
     #: Parameters the calibration scores depend on (changing one needs a new calibrate).
-    _calibration_params = ("conformity_score",)
+    _calibration_params: tuple[str, ...] = ("conformity_score", "likelihood_ratio")
     _unbounded_prediction = "infinite intervals"
 
     def __init__(
