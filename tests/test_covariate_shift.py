@@ -295,6 +295,8 @@ def test_classifier_density_ratio_tracks_the_true_ratio_and_checks_input():
     grid = np.linspace(-2, 2.5, 10)[:, None]
     np.testing.assert_allclose(np.log(ratio(grid)), grid[:, 0] - 0.5, atol=0.15)
     assert ratio(np.array([[40.0]]))[0] == 1e3  # the classifier is sure: clipped
+    unclipped = ClassifierDensityRatio(clip=None).fit(source, target)
+    assert unclipped(np.array([[40.0]]))[0] > 1e6
     with pytest.raises(ValueError, match="same columns"):
         ClassifierDensityRatio().fit(pd.DataFrame({"a": [1.0, 2]}), pd.DataFrame({"b": [1.0, 2]}))
     with pytest.raises(ValueError, match="`clip`"):

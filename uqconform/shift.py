@@ -34,21 +34,33 @@ class ClassifierDensityRatio:
     Fit it on features of the source population (the rows the model is calibrated on, or
     others drawn like them) and of the target population (unlabelled test rows); pass the
     fitted object as ``likelihood_ratio`` to a split wrapper. The weights are only as
-    good as the classifier: a classifier that separates the two populations too well
-    (overfitting, or populations that barely overlap) gives extreme weights, hence
-    infinite intervals where the target has no source support. Fitting it on the
-    calibration rows themselves makes their weights depend on them (not covered by the
-    theory; in practice a mild effect for a simple classifier): prefer other source rows.
+    good as the classifier:
+
+    * The default logistic classifier fits a log ratio linear in x (an exponential tilt).
+      It misses a shift *into a region* the source lacks (e.g. test rows with
+      ``|x0| > 0.6`` when the source has none): the ratio stays near 1 there and the
+      intervals stay finite and under-cover. Use a flexible classifier (such as
+      ``HistGradientBoostingClassifier``) when the shift may leave the source's support.
+    * A classifier that separates the populations too well (overfitting) gives extreme
+      weights, hence many infinite intervals.
+    * Fitting it on the calibration rows themselves makes their weights depend on them
+      (not covered by the theory; in practice a mild effect for a simple classifier):
+      prefer other source rows.
 
     Parameters
     ----------
     classifier : classifier with predict_proba, default=None
         ``None``: standardisation + logistic regression (the log ratio linear in x: an
         exponential tilt).
-    clip : float, default=1e3
+    clip : float or None, default=1e3
         Largest weight returned (the ratio averages 1 over the source population), so a
         row where the classifier is sure (probability 1: an infinite ratio) gets a large
-        finite weight instead.
+        finite weight instead. A test row's interval is infinite only when its weight
+        exceeds about ``alpha / (1 - alpha)`` times the calibration weights' sum, so with
+        ``n_cal`` calibration rows a clip below about ``n_cal alpha / (1 - alpha)``
+        (1,000 rows at alpha 0.1: 111) keeps rows off the source's support finite.
+        ``None``: no clip (an infinite weight on a test row gives the whole space; on a
+        calibration row it is refused).
 
     Attributes
     ----------
@@ -72,7 +84,7 @@ class ClassifierDensityRatio:
     True
     """
 
-    def __init__(self, classifier: Any = None, clip: float = 1e3):
+    def __init__(self, classifier: Any = None, clip: float | None = 1e3):
         self.classifier = classifier
         self.clip = clip
 
@@ -88,7 +100,8 @@ class ClassifierDensityRatio:
         -------
         self
         """
-        check_positive_float(self.clip, "clip")
+        if self.clip is not None:
+            check_positive_float(self.clip, "clip")
         n_source, n_target = n_rows(X_source), n_rows(X_target)
         if n_source < 2 or n_target < 2:
             raise ValueError(
@@ -125,7 +138,7 @@ class ClassifierDensityRatio:
         return self
 
     def __call__(self, X: Any) -> NDArray:
-        """The estimated ratio per row, clipped at ``clip``.
+        """The estimated ratio per row, clipped at ``clip`` (unless None).
 
         Parameters
         ----------
@@ -143,7 +156,7 @@ class ClassifierDensityRatio:
         proba = np.asarray(self.classifier_.predict_proba(X), dtype=float)[:, 1]
         with np.errstate(divide="ignore"):
             weights = self.prior_ratio_ * proba / (1.0 - proba)
-        return np.minimum(weights, self.clip)
+        return weights if self.clip is None else np.minimum(weights, self.clip)
 
     def predict(self, X: Any) -> NDArray:
         """The same as calling the object: the estimated ratio per row."""

@@ -72,8 +72,11 @@ class ConformalPredictiveSystem(SplitConformalRegressor):
     difficulty_estimator : regressor, default=None
         As for `SplitConformalRegressor` with ``conformity_score="normalized"``: trained
         in ``fit`` on out-of-fold absolute residuals (``None``: a clone of
-        ``estimator``), or a fitted model whose ``predict_std`` (else ``predict``) is the
-        spread.
+        ``estimator``), or a fitted model whose ``predict_std`` (else
+        ``predict(X, return_std=True)``, else ``predict``) is the spread. Spreads at or
+        below a small floor are lifted to it; a model whose spreads stay positive where
+        there is noise (``KNeighborsRegressor``, a random forest) suits best. Weighting
+        under covariate shift (``likelihood_ratio``) is not offered here.
     cv : int or cross-validation splitter, default=5
         Folds for the out-of-fold residuals of the normalized system.
     batch_size : int, default=None
