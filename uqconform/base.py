@@ -905,18 +905,21 @@ class ConformalPredictor(VersionedState, RoutesFitParams, BaseEstimator, metacla
         calibration_scores = self.conformity_scores_.reshape(len(self.conformity_scores_), -1)
         n_components = calibration_scores.shape[1]
         # each stratum's calibration scores, sorted once (column by column)
-        # sorted once per calibration (tied to its arrays, as the threshold table is)
+        # sorted once per calibration (tied to its arrays, as the threshold table is); the
+        # weighted strata hold them sorted already, beside their cumulative weights
+        weighted = hasattr(self, "calibration_weights_")
+        prepared = self._prepare_weighted_strata() if weighted else None
         key = (self.conformity_scores_, self.__dict__.get("calibration_strata_"))
         cached = self.__dict__.get("_ranked_strata")
-        if cached is not None and cached[0] is key[0] and cached[1] is key[1]:
+        if prepared is not None:
+            ranked = [sorted_scores for sorted_scores, _, _ in prepared]
+        elif cached is not None and cached[0] is key[0] and cached[1] is key[1]:
             ranked = cached[2]
         else:
             ranked = [np.sort(calibration_scores[rows], axis=0) for rows in self._stratum_rows()]
             self._ranked_strata = (*key, ranked)
         # drawn whole before the batches: with a Generator as random_state, interleaving
         # these draws with the scores' own batch by batch would tie them to batch_size
-        weighted = hasattr(self, "calibration_weights_")
-        prepared = self._prepare_weighted_strata() if weighted else None
         ties = self._rng(stream=3, content=X).random((n, n_columns)) if smooth else None
         used = range(n_components) if component is None else (component,)
         factor = n_components if component is None else 1

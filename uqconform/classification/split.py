@@ -123,13 +123,10 @@ default="lac"
         as it is: each call draws on from its state (as scikit-learn does with a
         RandomState), so predicting the same rows again can give other sets.
     likelihood_ratio : callable or None, default=None
-        Weighted conformal prediction under covariate shift (Tibshirani et al., 2019):
-        ``likelihood_ratio(X)`` returns, per row, the density ratio ``w(x) =
-        dP_test / dP_calibration(x)`` of the features (any positive multiple will do;
-        known, or estimated with `uqconform.shift.ClassifierDensityRatio`). Calibration
-        scores are weighted by ``w(x_i)`` and each test row's own weight ``w(x)`` sits on
-        +inf, so coverage holds on the shifted population if ``y`` given ``x`` did not
-        change. Rows far in the shifted region can get every class in their sets.
+        Weighted conformal prediction under covariate shift, as in
+        `uqconform.regression.SplitConformalRegressor`: ``likelihood_ratio(X)`` gives
+        each row's density ratio ``dP_test / dP_calibration``; rows far in the shifted
+        region can get every class in their sets.
 
     Attributes
     ----------

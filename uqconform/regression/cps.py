@@ -12,8 +12,6 @@ from sklearn.base import BaseEstimator
 from uqconform._rows import n_rows, row_sliceable, slice_rows
 from uqconform._validation import (
     NonFiniteOutputError,
-    candidate_grid,
-    candidate_values,
     check_bool,
 )
 from uqconform._warnings import warn_user
@@ -197,23 +195,17 @@ class ConformalPredictiveSystem(SplitConformalRegressor):
         >>> cdf.shape, bool((cdf[:, 0] <= cdf[:, 1]).all() and (cdf[:, 1] <= cdf[:, 2]).all())
         ((100, 3), True)
         """
-        self._check_calibrated("predict_cdf")
-        check_bool(smooth, "smooth")
-        X = row_sliceable(self._validate_X(X, reset=False))
-        n = n_rows(X)
-        shared = np.ndim(y) == 0
-        values_given = np.full(n, candidate_values(y, "y")) if shared else y
-        grid, single = candidate_grid(values_given, n, name="y")
-        values = self._conformal_pvalues(
+        return self._candidate_pvalues(
+            "predict_cdf",
             X,
+            y,
             groups,
             smooth,
-            grid.shape[1],
-            self._candidate_scorer(grid),
+            name="y",
+            number_for_every_row=True,
             component=0,  # y_hat - y: its p-value is #{C_i < y} (+ ties) over n + 1
             tie_fraction=0.5,
         )
-        return values[:, 0] if single or shared else values
 
     def predict_quantile(
         self,

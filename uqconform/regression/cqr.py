@@ -176,13 +176,9 @@ class ConformalizedQuantileRegressor(SplitConformalRegressor):
         models whose own ``random_state`` is None, and the draws of smoothed p-values
         (`predict_pvalue`).
     likelihood_ratio : callable or None, default=None
-        Weighted conformal prediction under covariate shift (Tibshirani et al., 2019):
-        ``likelihood_ratio(X)`` returns, per row, the density ratio ``w(x) =
-        dP_test / dP_calibration(x)`` of the features (any positive multiple will do;
-        known, or estimated with `uqconform.shift.ClassifierDensityRatio`). Calibration
-        scores are weighted by ``w(x_i)`` and each test row's own weight ``w(x)`` sits on
-        +inf, so coverage holds on the shifted population if ``y`` given ``x`` did not
-        change. Rows far in the shifted region can get infinite intervals.
+        Weighted conformal prediction under covariate shift, as in
+        `SplitConformalRegressor`: ``likelihood_ratio(X)`` gives each row's density ratio
+        ``dP_test / dP_calibration``.
 
     Attributes
     ----------

@@ -18,6 +18,7 @@ from uqconform._rows import n_rows, row_sliceable
 from uqconform._seeding import integer_seed, seeded_clone
 from uqconform._validation import (
     candidate_grid,
+    candidate_values,
     check_bool,
     check_fitted_model,
     check_regression_target,
@@ -466,17 +467,28 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
         >>> bool(((p > 0.1) == ((low <= y[400:]) & (y[400:] <= high))).all())
         True
         """
-        self._check_calibrated("predict_pvalue")
+        return self._candidate_pvalues("predict_pvalue", X, y_candidates, groups, smooth)
+
+    def _candidate_pvalues(
+        self,
+        method: str,
+        X: Any,
+        candidates: Any,
+        groups: ArrayLike | None,
+        smooth: bool,
+        name: str = "y_candidates",
+        number_for_every_row: bool = False,
+        **options: Any,
+    ) -> NDArray:
+        """`_conformal_pvalues` of candidate labels (``(n,)``, ``(g,)`` or ``(n, g)``, see
+        `candidate_grid`; a number too with ``number_for_every_row``), shaped as they were
+        given; ``options`` go to it."""
+        self._check_calibrated(method)
         check_bool(smooth, "smooth")
         X = row_sliceable(self._validate_X(X, reset=False))
-        grid, single = candidate_grid(y_candidates, n_rows(X))
-        scorer = self._candidate_scorer(grid)
-        pvalues = self._conformal_pvalues(X, groups, smooth, grid.shape[1], scorer)
-        return pvalues[:, 0] if single else pvalues
-
-    def _candidate_scorer(self, grid: NDArray) -> Any:
-        """``scores(block, start, stop)``: the conformity scores of the candidate labels
-        ``grid[start:stop]`` (one row per row of ``block``), for `_conformal_pvalues`."""
+        if number_for_every_row and np.ndim(candidates) == 0:  # as one value per row
+            candidates = np.full(n_rows(X), candidate_values(candidates, name))
+        grid, single = candidate_grid(candidates, n_rows(X), name=name)
         score = self._score_object()
         width = grid.shape[1]
 
@@ -487,4 +499,5 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
             spread = None if difficulty is None else np.repeat(difficulty, width)
             return score.score(grid[start:stop].ravel(), np.repeat(output, width, 0), spread)
 
-        return candidate_scores
+        pvalues = self._conformal_pvalues(X, groups, smooth, width, candidate_scores, **options)
+        return pvalues[:, 0] if single else pvalues
