@@ -11,6 +11,7 @@ from uqconform.classification import (
     EnsembleConformalClassifier,
     MeanSmoothedClassifier,
     MultiDimScoreClassifier,
+    MultiLabelRiskController,
     ReliablePredictionSets,
     SplitConformalClassifier,
 )
@@ -47,6 +48,7 @@ __all__ = [
     "LinearizedPredictive",
     "MeanSmoothedClassifier",
     "MultiDimScoreClassifier",
+    "MultiLabelRiskController",
     "PredictionRegion",
     "RectangularConformalRegressor",
     "ReliablePredictionSets",

@@ -1,10 +1,12 @@
 """Conformal classification: split LAC/APS/RAPS/top-k sets, class-conditional and Mondrian,
-several heads, sets robust to poisoned data (RPS) and to input perturbations (BinCP)."""
+several heads, sets robust to poisoned data (RPS) and to input perturbations (BinCP),
+multi-label sets with a controlled false negative rate (conformal risk control)."""
 
 from uqconform.classification.bincp import BinarizedSmoothedClassifier, MeanSmoothedClassifier
 from uqconform.classification.ensemble import EnsembleConformalClassifier
 from uqconform.classification.heads import HeadEnsemble
 from uqconform.classification.multidim import MultiDimScoreClassifier
+from uqconform.classification.risk import MultiLabelRiskController
 from uqconform.classification.rps import ReliablePredictionSets
 from uqconform.classification.split import SplitConformalClassifier
 
@@ -14,6 +16,7 @@ __all__ = [
     "HeadEnsemble",
     "MeanSmoothedClassifier",
     "MultiDimScoreClassifier",
+    "MultiLabelRiskController",
     "ReliablePredictionSets",
     "SplitConformalClassifier",
 ]

@@ -1,0 +1,302 @@
+"""Multi-label risk control: conformal risk control (CRC) and RCPS (Hoeffding-Bentkus)."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import Unchanged
+from scipy import stats
+from sklearn.base import clone
+from sklearn.ensemble import RandomForestClassifier
+from sklearn.exceptions import NotFittedError
+from sklearn.linear_model import LogisticRegression
+from sklearn.multioutput import MultiOutputClassifier
+from sklearn.svm import LinearSVC
+
+from uqconform import MultiLabelRiskController, SplitConformalClassifier
+from uqconform.classification.risk import hoeffding_bentkus_pvalue
+from uqconform.evaluation import coverage_bounds
+
+
+class ColumnsAreProbabilities:
+    """A fitted multi-label model from outside scikit-learn: column k of X is P(label k)."""
+
+    def predict_proba(self, X):
+        return np.asarray(X, dtype=float)
+
+
+class OneLabelModel(ColumnsAreProbabilities):
+    """The same as a multi-class model (rows of X sum to one)."""
+
+    classes_ = np.arange(5)
+
+
+def draw(n, rng, n_labels=6, ties=False):
+    """Probabilities P (the features) and labels drawn from a distortion of them, so the
+    model is miscalibrated; every row has at least one label."""
+    P = rng.beta(0.6, 1.2, size=(n, n_labels))
+    if ties:
+        P = np.round(P * 20) / 20
+    Y = rng.random((n, n_labels)) < P**0.8
+    none = ~Y.any(axis=1)
+    Y[none, np.argmax(P[none], axis=1)] = True
+    return P, Y
+
+
+def losses(sets, Y):
+    """Per row: the share of true labels missed (FNR) and whether any is missed."""
+    missed = (Y & ~sets).sum(axis=1)
+    counts = Y.sum(axis=1)
+    return np.where(counts > 0, missed / np.maximum(counts, 1), 0.0), missed > 0
+
+
+def brute_force_sets(P_cal, Y_cal, P_test, alpha, risk, method, delta=0.1):
+    """Try every threshold on the sorted scores; keep the smallest that meets the rule."""
+    n = len(P_cal)
+    candidates = np.concatenate([[-1.0], np.unique(1 - P_cal)])
+    for q in candidates:  # a loop over candidate thresholds: the oracle, not the method
+        fnr, miss = losses(1 - P_cal <= q, Y_cal)
+        mean = (fnr if risk == "fnr" else miss).mean()
+        if method == "crc":
+            ok = (n * mean + 1) / (n + 1) <= alpha + 1e-12
+        else:
+            k = np.ceil(n * mean - 1e-9)
+            a = min(mean, alpha)
+            h = (a * np.log(a / alpha) if a > 0 else 0.0) + (1 - a) * np.log((1 - a) / (1 - alpha))
+            p = min(np.exp(-n * h), np.e * stats.binom.cdf(k, n, alpha))
+            ok = p < delta
+        if ok:
+            return 1 - P_test <= q
+    return np.ones_like(P_test, dtype=bool)
+
+
+def controller(**params):
+    return MultiLabelRiskController(ColumnsAreProbabilities(), **params)
+
+
+@pytest.mark.filterwarnings("ignore:alpha=0.6 is the miscoverage level")
+@pytest.mark.parametrize("risk", ["fnr", "miscoverage"])
+@pytest.mark.parametrize("method", ["crc", "rcps"])
+@pytest.mark.parametrize("ties", [False, True])
+def test_sets_match_a_brute_force_search_over_thresholds(risk, method, ties):
+    rng = np.random.default_rng(0)
+    P_cal, Y_cal = draw(300, rng, ties=ties)
+    P_test, _ = draw(200, rng, ties=ties)
+    Y_cal[:7] = False  # rows without a label lose nothing
+    alphas = [0.05, 0.1, 0.25, 0.6]
+    model = controller(risk=risk, method=method, alpha=alphas).calibrate(P_cal, Y_cal)
+    sets = model.predict_set(P_test)
+    for j, alpha in enumerate(alphas):
+        expected = brute_force_sets(P_cal, Y_cal, P_test, alpha, risk, method)
+        np.testing.assert_array_equal(sets[:, :, j], expected)
+
+
+def test_crc_on_the_miscoverage_loss_is_split_conformal_lac():
+    rng = np.random.default_rng(1)
+    P = rng.dirichlet(np.full(5, 0.7), size=700)
+    y = (rng.random(700)[:, None] > np.cumsum(P, axis=1)).sum(axis=1).clip(max=4)
+    alphas = [0.02, 0.1, 0.3]
+    lac = SplitConformalClassifier(OneLabelModel(), alpha=alphas).calibrate(P[:400], y[:400])
+    crc = MultiLabelRiskController(OneLabelModel(), risk="miscoverage", alpha=alphas)
+    crc.calibrate(P[:400], np.eye(5, dtype=int)[y[:400]])
+    np.testing.assert_array_equal(crc.predict_set(P[400:]), lac.predict_set(P[400:]))
+
+
+def _resplits(method, risk, alpha, n_cal, n_test, repeats, seed):
+    """Per resplit: mean test FNR, mean test miscoverage and mean set size."""
+    rng = np.random.default_rng(seed)
+    out = np.empty((repeats, 3))
+    for r in range(repeats):  # independent calibration sets
+        P, Y = draw(n_cal + n_test, rng)
+        model = controller(method=method, risk=risk, alpha=alpha).calibrate(P[:n_cal], Y[:n_cal])
+        sets = model.predict_set(P[n_cal:])
+        fnr, miss = losses(sets, Y[n_cal:])
+        out[r] = fnr.mean(), miss.mean(), sets.sum(axis=1).mean()
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("alpha", [0.1, 0.2])
+def test_crc_controls_the_expected_false_negative_rate(alpha):
+    n_cal, repeats = 10, 1500
+    crc = _resplits("crc", "fnr", alpha, n_cal, 100, repeats, seed=2)
+    # E[FNR] <= alpha: a one-sided bound on the mean of the resplits' mean FNR (independent
+    # and bounded), z for a false alarm of 1e-4. With so few calibration rows, leaving out
+    # the (n + 1) correction (n R_n(q) <= n alpha) lands beyond the bound: measured 0.115
+    # at alpha = 0.1 on this generator's Beta(1, 1) variant, against a bound of 0.109.
+    z = stats.norm.ppf(1 - 1e-4)
+    limit = alpha + z * crc[:, 0].std(ddof=1) / np.sqrt(repeats)
+    assert crc[:, 0].mean() <= limit
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("alpha", [0.05, 0.1, 0.2])
+def test_fnr_control_gives_smaller_sets_than_covering_every_label(alpha):
+    # The simple valid baseline: sets holding every true label with probability 1 - alpha
+    # keep FNR <= alpha too, with larger sets; risk control must be smaller on average.
+    crc = _resplits("crc", "fnr", alpha, 200, 100, 100, seed=3)
+    baseline = _resplits("crc", "miscoverage", alpha, 200, 100, 100, seed=3)
+    assert crc[:, 2].mean() < baseline[:, 2].mean()
+    assert baseline[:, 0].mean() < crc[:, 0].mean()  # the baseline wastes the budget
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("alpha", [0.05, 0.2])
+def test_miscoverage_risk_covers_inside_the_coverage_law(alpha):
+    n_cal, n_test, repeats = 40, 50, 300
+    observed = 1 - _resplits("crc", "miscoverage", alpha, n_cal, n_test, repeats, seed=3)[:, 1]
+    low, high = coverage_bounds(n_cal, alpha, n_test, confidence=0.999, n_repeats=repeats)
+    assert low <= observed.mean() <= high
+
+
+@pytest.mark.slow
+def test_rcps_keeps_the_risk_below_alpha_with_probability_1_minus_delta():
+    alpha, delta, n_cal, repeats = 0.15, 0.1, 150, 300
+    rng = np.random.default_rng(4)
+    P_big, Y_big = draw(40_000, rng)  # the population, to read each calibration's true risk
+    exceed = {"rcps": 0, "crc": 0}
+    for _ in range(repeats):  # independent calibration sets
+        P, Y = draw(n_cal, rng)
+        for method in exceed:
+            model = controller(method=method, alpha=alpha, delta=delta).calibrate(P, Y)
+            risk = losses(model.predict_set(P_big), Y_big)[0].mean()
+            exceed[method] += risk > alpha
+    # Binomial(repeats, <= delta) exceedances for a valid method, false alarm 1e-3
+    assert exceed["rcps"] <= stats.binom.ppf(1 - 1e-3, repeats, delta)
+    # ... while the expectation guarantee alone exceeds alpha about half the time
+    assert exceed["crc"] > stats.binom.ppf(1 - 1e-3, repeats, delta)
+
+
+@pytest.mark.parametrize("n", [20, 100, 500])
+@pytest.mark.parametrize("delta", [0.05, 0.1, 0.3])
+def test_hoeffding_bentkus_pvalue_is_valid_for_losses_at_the_level(n, delta):
+    # 0/1 losses with mean exactly alpha (the hardest null): P(p < delta) <= delta, exactly
+    alpha = 0.1
+    k = np.arange(n + 1)
+    p = hoeffding_bentkus_pvalue(k / n, n, alpha)
+    assert stats.binom.pmf(k, n, alpha)[p < delta].sum() <= delta
+    assert np.all(np.diff(p) >= 0) and p[-1] == 1.0
+
+
+def test_too_few_calibration_rows_give_every_label_with_a_warning():
+    rng = np.random.default_rng(5)
+    P, Y = draw(30, rng)
+    model = controller(alpha=0.02)
+    with pytest.warns(UserWarning, match="Too few calibration points"):
+        model.calibrate(P, Y)
+    with pytest.warns(UserWarning, match="every label"):
+        sets = model.predict_set(P)
+    assert sets.all()
+
+
+@pytest.mark.filterwarnings("ignore:alpha=0.6 is the miscoverage level")
+def test_empty_sets_when_they_already_meet_the_level():
+    rng = np.random.default_rng(5)
+    P, Y = draw(200, rng)
+    Y[::2] = False  # half the rows have no label: empty sets lose 0.5 on average
+    assert not controller(alpha=0.6).calibrate(P, Y).predict_set(P).any()
+    assert controller(alpha=0.45).calibrate(P, Y).predict_set(P).any()
+
+
+def test_scikit_learn_models_with_list_and_array_probabilities():
+    rng = np.random.default_rng(6)
+    X = rng.normal(size=(600, 4))
+    Y = (X[:, :3] + rng.normal(size=(600, 3)) > 0).astype(int)
+    Y[:300, 2] = 0  # a label never present in training: its probability is 0
+    forest = RandomForestClassifier(n_estimators=20, random_state=0)
+    model = MultiLabelRiskController(forest, random_state=0).fit(X[:300], Y[:300])
+    model.calibrate(X[300:500], Y[300:500])
+    proba = model.predict_proba(X[500:])
+    expected = np.column_stack(
+        [
+            block[:, 1] if block.shape[1] == 2 else np.zeros(100)
+            for block in model.estimator_.predict_proba(X[500:])
+        ]
+    )
+    np.testing.assert_array_equal(proba, expected)
+    assert model.predict_set(X[500:]).shape == (100, 3)
+    np.testing.assert_array_equal(proba[:, 2], 0.0)
+    Y[:300, 2] = Y[300:600, 2]
+    per_label = MultiLabelRiskController(MultiOutputClassifier(LogisticRegression()))
+    sets = per_label.fit(X[:300], Y[:300]).calibrate(X[300:500], Y[300:500]).predict_set(X[500:])
+    default = MultiLabelRiskController().fit(X[:300], Y[:300]).calibrate(X[300:500], Y[300:500])
+    assert sets.shape == default.predict_set(X[500:]).shape == (100, 3)
+
+
+def test_dataframes_pickles_clones_and_unchanged_inputs():
+    rng = np.random.default_rng(7)
+    X = pd.DataFrame(rng.normal(size=(500, 3)), columns=["a", "b", "c"])
+    Y = pd.DataFrame((X.to_numpy() + rng.normal(size=(500, 3)) > 0).astype(int))
+    untouched = Unchanged(X, Y)
+    model = MultiLabelRiskController(alpha=0.2, method="rcps", random_state=0)
+    model.fit(X[:200], Y[:200]).calibrate(X[200:400], Y[200:400])
+    sets = model.predict_set(X[400:])
+    untouched.check()
+    again = pickle.loads(pickle.dumps(model))
+    np.testing.assert_array_equal(again.predict_set(X[400:]), sets)
+    twin = clone(model)
+    assert twin.get_params() == model.get_params() and not hasattr(twin, "estimator_")
+    np.testing.assert_array_equal(
+        twin.fit(X[:200], Y[:200]).calibrate(X[200:400], Y[200:400]).predict_set(X[400:]), sets
+    )
+
+
+def test_mondrian_groups_are_calibrated_separately():
+    rng = np.random.default_rng(8)
+    P, Y = draw(600, rng)
+    groups = np.where(rng.random(600) < 0.5, "a", "b")
+    model = controller(alpha=0.15).calibrate(P[:400], Y[:400], groups=groups[:400])
+    sets = model.predict_set(P[400:], groups=groups[400:])
+    for g in ("a", "b"):
+        alone = controller(alpha=0.15).calibrate(
+            P[:400][groups[:400] == g], Y[:400][groups[:400] == g]
+        )
+        rows = groups[400:] == g
+        np.testing.assert_array_equal(sets[rows], alone.predict_set(P[400:][rows]))
+
+
+@pytest.mark.parametrize(
+    ("params", "y", "message"),
+    [
+        ({"risk": "fdr"}, None, "`risk` must be one of"),
+        ({"method": "ltt"}, None, "`method` must be one of"),
+        ({"delta": 1.0}, None, "`delta` must lie strictly between 0 and 1"),
+        ({"alpha": 1.5}, None, "alpha"),
+        ({}, lambda Y: Y[:, 0], r"label matrix of shape \(n_samples, n_labels\)"),
+        ({}, lambda Y: Y * 2, "0/1 entries"),
+        ({}, lambda Y: np.where(Y, 1.0, np.nan), "0/1 entries"),
+        ({}, lambda Y: Y[:-1], "rows but X has"),
+        ({}, lambda Y: Y.astype(str), "0/1 entries"),
+    ],
+)
+def test_bad_input_names_the_argument(params, y, message):
+    rng = np.random.default_rng(9)
+    P, Y = draw(50, rng)
+    target = Y.astype(int) if y is None else y(Y.astype(int))
+    with pytest.raises(ValueError, match=message):
+        controller(**params).calibrate(P, target)
+
+
+def test_wrong_order_and_mismatched_labels_are_refused():
+    rng = np.random.default_rng(10)
+    X = rng.normal(size=(300, 3))
+    Y = (X + rng.normal(size=(300, 3)) > 0).astype(int)
+    model = MultiLabelRiskController()
+    with pytest.raises(NotFittedError, match="before fit"):
+        model.calibrate(X, Y)
+    model.fit(X[:100], Y[:100])
+    with pytest.raises(NotFittedError, match="needs calibration"):
+        model.predict_set(X)
+    with pytest.raises(ValueError, match="`y` has 2 label columns but the model predicts 3"):
+        model.calibrate(X[100:200], Y[100:200, :2])
+    model.calibrate(X[100:200], Y[100:200])
+    model.set_params(method="rcps")
+    with pytest.raises(NotFittedError, match="parameters changed since calibrate"):
+        model.predict_set(X)
+    with pytest.raises(TypeError, match=r"LinearSVC.*predict_proba"):
+        MultiLabelRiskController(LinearSVC()).fit(X, Y)
+    with pytest.raises(ValueError, match=r"expected \(n_samples, 4\)"):
+        controller().calibrate(X, np.zeros((300, 4), dtype=int))

@@ -1,0 +1,367 @@
+"""Multi-label sets with a controlled risk: conformal risk control and its high-probability
+variant (RCPS with the Hoeffding-Bentkus bound).
+
+A multi-label classifier gives each row a probability ``p_k`` per label; the set of a row is
+``{k : 1 - p_k <= q}``, one threshold ``q`` for every row. Split conformal prediction picks
+``q`` so that the set holds the row's label with probability ``1 - alpha``; risk control
+picks it so that a loss of the set, here the share of a row's true labels the set misses
+(the false negative rate), stays at most ``alpha``:
+
+* ``method="crc"`` (Angelopoulos et al., 2024): the smallest ``q`` with
+  ``(n R_n(q) + 1) / (n + 1) <= alpha``, where ``R_n`` is the mean loss of the ``n``
+  calibration rows. Then ``E[loss of a new row] <= alpha`` over calibration and test data,
+  as split CP's coverage holds; with the loss "misses a label" it *is* split CP (LAC on the
+  least probable true label).
+* ``method="rcps"`` (Bates et al., 2021): the smallest ``q`` whose Hoeffding-Bentkus
+  p-value for "the risk exceeds ``alpha``" is below ``delta``. Then the risk of the
+  calibrated sets, the expected loss over new rows, is at most ``alpha`` with probability
+  ``1 - delta`` over the calibration data: a guarantee for the one calibration at hand, at
+  the price of larger sets.
+
+Both losses are monotone in ``q`` and the empirical risk is a step function with steps at
+the calibration rows' true-label scores, so the threshold is found exactly, without a grid.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import scipy.sparse
+from numpy.typing import ArrayLike, NDArray
+from scipy import stats
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.linear_model import LogisticRegression
+from sklearn.multiclass import OneVsRestClassifier
+from sklearn.utils.validation import check_is_fitted
+
+from uqconform._validation import missing_proba_error, missing_target_error, refuse_non_finite
+from uqconform.base import ConformalPredictor
+from uqconform.quantiles import _RANK_TOLERANCE
+
+__all__ = ["MultiLabelRiskController", "hoeffding_bentkus_pvalue"]
+
+_RISKS = ("fnr", "miscoverage")
+_METHODS = ("crc", "rcps")
+
+
+def hoeffding_bentkus_pvalue(risk: ArrayLike, n: int, alpha: float) -> NDArray:
+    """Hoeffding-Bentkus p-value of the null hypothesis "the risk exceeds ``alpha``".
+
+    For the mean ``risk`` of ``n`` independent losses in [0, 1] (Bates et al., 2021,
+    Proposition 3): ``min(exp(-n h(min(risk, alpha), alpha)), e P(Bin(n, alpha) <=
+    ceil(n risk)))`` with ``h(a, b) = a log(a / b) + (1 - a) log((1 - a) / (1 - b))``.
+
+    Parameters
+    ----------
+    risk : array-like of float in [0, 1]
+        Empirical risks.
+    n : int
+        Number of losses each risk averages.
+    alpha : float
+        The risk level of the null hypothesis, in (0, 1).
+
+    Returns
+    -------
+    ndarray
+        One p-value per risk, at most 1.
+
+    Examples
+    --------
+    >>> p = hoeffding_bentkus_pvalue([0.0, 0.05, 0.1, 0.3], 100, 0.1)
+    >>> bool(p[0] < p[1] < p[2]), float(p[3])
+    (True, 1.0)
+    """
+    risk = np.asarray(risk, dtype=float)
+    low = np.minimum(risk, alpha)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        h = np.where(low > 0, low * np.log(low / alpha), 0.0) + (1 - low) * np.log(
+            (1 - low) / (1 - alpha)
+        )
+    hoeffding = np.exp(-n * h)
+    # n risk is a count of losses for 0/1 losses: round it before the ceiling
+    bentkus = np.e * stats.binom.cdf(np.ceil(n * risk - _RANK_TOLERANCE), n, alpha)
+    return np.minimum(np.minimum(hoeffding, bentkus), 1.0)
+
+
+def multilabel_probabilities(model: Any, X: Any, n_labels: int | None = None) -> NDArray:
+    """``P(label k present)`` for every row and label, shape ``(n, n_labels)``.
+
+    A model may return one array of shape ``(n, n_labels)`` (``OneVsRestClassifier``,
+    ``MLPClassifier``, ``ClassifierChain``) or one ``(n, 2)`` array per label
+    (``MultiOutputClassifier``, random forests, k-NN on a label matrix), where the column of
+    class 1 is taken (a label constant in training gives a single column: 0 or 1).
+    """
+    name = f"`estimator` ({type(model).__name__})"
+    output = model.predict_proba(X)
+    if isinstance(output, list):
+        classes = getattr(model, "classes_", None)
+        columns = []
+        for k, block in enumerate(output):
+            block = np.asarray(block, dtype=float)
+            labels = (
+                np.asarray(classes[k])
+                if isinstance(classes, list) and len(classes) == len(output)
+                else np.arange(block.shape[1])
+            )
+            if block.ndim != 2 or block.shape[1] != labels.size or labels.size > 2:
+                raise ValueError(
+                    f"{name} predict_proba gave a list whose entry {k} has shape "
+                    f"{block.shape}: a multi-label model gives one (n, 2) array per label "
+                    "(classes 0 and 1)."
+                )
+            present = np.flatnonzero(labels == 1)
+            columns.append(block[:, present[0]] if present.size else np.zeros(block.shape[0]))
+        proba = np.column_stack(columns)
+    else:
+        proba = np.asarray(output, dtype=float)
+    if proba.ndim != 2 or (n_labels is not None and proba.shape[1] != n_labels):
+        expected = "n_labels" if n_labels is None else n_labels
+        raise ValueError(
+            f"{name} predict_proba returned shape {proba.shape}; expected (n_samples, "
+            f"{expected}), one probability per label (a multi-label model, such as "
+            "OneVsRestClassifier or MultiOutputClassifier, fitted on a label matrix)."
+        )
+    refuse_non_finite(
+        proba, f"{name} predict_proba gave NaN or infinite probabilities", "rows of `X`"
+    )
+    if proba.size and (proba.min() < 0 or proba.max() > 1):
+        raise ValueError(f"{name} predict_proba gave values outside [0, 1].")
+    return proba
+
+
+def check_label_matrix(y: Any, n: int, n_labels: int | None = None) -> NDArray:
+    """``y`` as an integer label matrix ``(n, n_labels)``: 0/1 (or bool) entries only."""
+    if y is None:
+        raise missing_target_error()
+    if scipy.sparse.issparse(y):
+        y = y.toarray()
+    labels = np.asarray(y)
+    if labels.ndim != 2:
+        raise ValueError(
+            f"`y` must be a label matrix of shape (n_samples, n_labels) with 0/1 entries, "
+            f"got shape {labels.shape}; sklearn.preprocessing.MultiLabelBinarizer turns "
+            "lists of labels into one."
+        )
+    if labels.shape[0] != n:
+        raise ValueError(f"`y` has {labels.shape[0]} rows but X has {n} rows.")
+    if n_labels is not None and labels.shape[1] != n_labels:
+        raise ValueError(
+            f"`y` has {labels.shape[1]} label columns but the model predicts {n_labels}."
+        )
+    if labels.dtype.kind not in "biuf":
+        raise ValueError(f"`y` must hold 0/1 entries, got dtype {labels.dtype}.")
+    if labels.dtype.kind != "b" and not np.isin(labels, (0, 1)).all():
+        bad = labels[~np.isin(labels, (0, 1))]
+        raise ValueError(
+            f"`y` must hold 0/1 entries (label absent/present), got {bad[:3].tolist()}"
+            f"{' ...' if bad.size > 3 else ''}."
+        )
+    return labels.astype(np.int64)
+
+
+class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
+    """Multi-label prediction sets whose false negative rate is controlled.
+
+    Each row's set holds the labels whose probability is high enough, one threshold for
+    every row, chosen on calibration data so that the expected share of a row's true labels
+    missing from its set (``risk="fnr"``), or the chance of missing any of them
+    (``risk="miscoverage"``), is at most ``alpha``. Rows without any true label lose
+    nothing.
+
+    Parameters
+    ----------
+    estimator : multi-label classifier with predict_proba, default=None
+        Fitted on a label matrix ``(n_samples, n_labels)``; ``None`` means
+        ``OneVsRestClassifier(LogisticRegression())``. A fitted model (or
+        ``FrozenEstimator(model)``) can be calibrated without ``fit``.
+    alpha : float or sequence of float, default=0.1
+        Risk level(s) in (0, 1); each prediction call may override it.
+    risk : {"fnr", "miscoverage"}, default="fnr"
+        ``"fnr"``: the share of the row's true labels missing from its set
+        (1 - recall). ``"miscoverage"``: 1 if the set misses any true label, a stronger
+        demand that gives larger sets (split CP on the least probable true label).
+    method : {"crc", "rcps"}, default="crc"
+        ``"crc"``: conformal risk control, ``E[risk] <= alpha`` averaged over calibration
+        sets. ``"rcps"``: risk-controlling prediction sets, the risk of these sets is at
+        most ``alpha`` with probability ``1 - delta`` over the calibration set (larger
+        sets; needs more calibration rows).
+    delta : float, default=0.1
+        ``method="rcps"``: the chance, over calibration sets, that the risk exceeds
+        ``alpha``. Ignored by ``"crc"``.
+    batch_size : int, default=None
+        Rows predicted at once (``None``: automatic), to bound memory on large inputs.
+    random_state : int, Generator or None, default=None
+        Seeds the classifier trained by ``fit`` where its own ``random_state`` is None.
+
+    Attributes
+    ----------
+    estimator_ : classifier
+    n_labels_ : int
+        Number of labels, the columns of the sets.
+    conformity_scores_ : ndarray of shape (n_calibration, n_labels)
+        ``1 - p`` of each calibration row's true labels, NaN where the label is absent.
+    n_calibration_ : int
+
+    See Also
+    --------
+    uqconform.classification.SplitConformalClassifier : one label per row.
+
+    Notes
+    -----
+    With Mondrian ``groups=`` each group gets its own threshold and the guarantee holds
+    in every group. ``"miscoverage"`` with ``"crc"`` gives exactly the sets of
+    `SplitConformalClassifier` with the LAC score when every row has one label.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_multilabel_classification
+    >>> X, Y = make_multilabel_classification(n_samples=600, n_classes=5, random_state=0)
+    >>> controller = MultiLabelRiskController(alpha=0.1)
+    >>> controller = controller.fit(X[:300], Y[:300]).calibrate(X[300:500], Y[300:500])
+    >>> sets = controller.predict_set(X[500:])
+    >>> sets.shape, sets.dtype
+    ((100, 5), dtype('bool'))
+    """
+
+    _unbounded_prediction = "sets holding every label"
+    _calibration_params = ("risk", "method", "delta")
+
+    def __init__(
+        self,
+        estimator: BaseEstimator | None = None,
+        alpha: float | ArrayLike = 0.1,
+        risk: str = "fnr",
+        method: str = "crc",
+        delta: float = 0.1,
+        batch_size: int | None = None,
+        random_state: int | np.random.Generator | None = None,
+    ):
+        self.estimator = estimator
+        self.alpha = alpha
+        self.risk = risk
+        self.method = method
+        self.delta = delta
+        self.batch_size = batch_size
+        self.random_state = random_state
+
+    def _default_estimator(self) -> BaseEstimator:
+        return OneVsRestClassifier(LogisticRegression())
+
+    def _validate_params(self) -> None:
+        super()._validate_params()
+        for name, value, allowed in (
+            ("risk", self.risk, _RISKS),
+            ("method", self.method, _METHODS),
+        ):
+            if not isinstance(value, str) or value not in allowed:
+                raise ValueError(f"`{name}` must be one of {list(allowed)}, got {value!r}.")
+        delta = self.delta
+        if (
+            isinstance(delta, bool)
+            or not isinstance(delta, (int, float, np.number))
+            or not 0 < float(delta) < 1
+        ):
+            raise ValueError(f"`delta` must lie strictly between 0 and 1, got {delta!r}.")
+        if not hasattr(self._estimator_or_default(), "predict_proba"):
+            raise missing_proba_error(
+                self._estimator_or_default(), "`estimator`", "the sets need label probabilities"
+            )
+
+    def _check_target(self, y, n, *, calibrating):
+        labels = check_label_matrix(
+            y, n, getattr(self, "n_labels_", None) if calibrating else None
+        )
+        if not calibrating:
+            self.n_labels_ = labels.shape[1]
+        return labels
+
+    def _use_prefit_estimator(self) -> None:
+        super()._use_prefit_estimator()
+        self.__dict__.pop("n_labels_", None)  # learnt from the calibration rows
+
+    def _calibration_scores(self, X, y):
+        proba = multilabel_probabilities(self.estimator_, X, y.shape[1])
+        self.n_labels_ = y.shape[1]
+        scores = np.where(y == 1, 1.0 - proba, np.nan)
+        return scores, np.zeros(y.shape[0], dtype=np.intp), 1
+
+    def _output_columns(self) -> int:
+        return self.n_labels_
+
+    # ---- the thresholds ----------------------------------------------------------------
+    def _compute_threshold_table(self, alphas: NDArray) -> tuple[NDArray, dict[int, int]]:
+        n_groups = 1 if getattr(self, "groups_", None) is None else self.groups_.size
+        table = np.full((n_groups + 1, 1, 1, alphas.size), np.inf)
+        too_few: dict[int, int] = {}
+        for stratum, rows in enumerate(self._stratum_rows()):  # never a loop over rows
+            scores = self.conformity_scores_[rows]
+            table[stratum, 0, 0] = self._thresholds(scores, alphas)
+            if np.isinf(table[stratum]).any():
+                too_few[stratum] = int(scores.shape[0])
+        return table, too_few
+
+    def _thresholds(self, scores: NDArray, alphas: NDArray) -> NDArray:
+        """The smallest threshold meeting the rule at each level (``inf`` when none does,
+        a value below every score when even empty sets do)."""
+        n = scores.shape[0]
+        present = ~np.isnan(scores)
+        counts = present.sum(axis=1)
+        if self.risk == "fnr":  # each true label weighs 1 / (its row's number of labels)
+            row, column = np.nonzero(present)
+            values = scores[row, column]
+            weights = 1.0 / counts[row]
+        else:  # the least probable true label decides
+            has = counts > 0
+            values = np.nanmax(scores[has], axis=1) if has.any() else np.empty(0)
+            weights = np.ones(values.size)
+        order = np.argsort(values, kind="stable")
+        values, covered = values[order], np.cumsum(weights[order])
+        # n R_n(q): the summed loss of the rows at a threshold below every score (empty
+        # sets: each row with a label loses 1), then at each score in turn
+        summed_loss = (counts > 0).sum() - np.concatenate([[0.0], covered])
+        if self.method == "crc":
+            allowed = (n + 1) * alphas - 1  # n R_n(q) + 1 <= (n + 1) alpha
+            meets = summed_loss[None, :] <= allowed[:, None] + _RANK_TOLERANCE
+        else:
+            meets = np.empty((alphas.size, summed_loss.size), dtype=bool)
+            for j, level in enumerate(alphas):  # a loop over levels, not rows
+                pvalues = hoeffding_bentkus_pvalue(summed_loss / n, n, float(level))
+                meets[j] = pvalues < self.delta
+        candidates = np.concatenate([[-1.0], values])  # -1 < every score 1 - p >= 0
+        first = np.argmax(meets, axis=1)
+        return np.where(meets.any(axis=1), candidates[first], np.inf)
+
+    # ---- prediction --------------------------------------------------------------------
+    def _predict_batch(self, X, thresholds, alphas, rng):
+        scores = 1.0 - multilabel_probabilities(self.estimator_, X, self.n_labels_)
+        out = np.empty((*scores.shape, alphas.size), dtype=bool)
+        for j in range(alphas.size):  # a loop over levels, not rows
+            np.less_equal(scores, thresholds[:, :, 0, j], out=out[:, :, j])
+        return out
+
+    def predict_set(
+        self, X: Any, alpha: float | ArrayLike | None = None, groups: ArrayLike | None = None
+    ) -> NDArray:
+        """Label sets as a boolean mask over the label columns.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+        alpha : float or sequence of float, optional
+            Risk level(s); defaults to the constructor's ``alpha``.
+        groups : array-like of shape (n_samples,), optional
+            Group labels, required if (and only if) calibration used groups.
+
+        Returns
+        -------
+        ndarray of bool, shape (n_samples, n_labels) or (n_samples, n_labels, k)
+            ``sets[i, k]`` is True when label ``k`` is in the set of row ``i``.
+        """
+        self._check_calibrated("predict_set")
+        return self._predict_batched(X, alpha, groups, (self.n_labels_,), bool, "predict_set")
+
+    def predict_proba(self, X: Any) -> NDArray:
+        """``P(label k present)`` of the wrapped model, shape ``(n_samples, n_labels)``."""
+        check_is_fitted(self, "estimator_")
+        return multilabel_probabilities(self.estimator_, self._validate_X(X, reset=False))
