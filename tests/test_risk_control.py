@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -67,6 +68,8 @@ def brute_force_sets(P_cal, Y_cal, P_test, alpha, risk, method, delta=0.1):
             a = min(mean, alpha)
             h = (a * np.log(a / alpha) if a > 0 else 0.0) + (1 - a) * np.log((1 - a) / (1 - alpha))
             p = min(np.exp(-n * h), np.e * stats.binom.cdf(k, n, alpha))
+            if risk == "miscoverage":  # 0/1 losses: the exact binomial tail
+                p = stats.binom.cdf(k, n, alpha)
             ok = p < delta
         if ok:
             return 1 - P_test <= q
@@ -85,9 +88,10 @@ def test_sets_match_a_brute_force_search_over_thresholds(risk, method, ties):
     rng = np.random.default_rng(0)
     P_cal, Y_cal = draw(300, rng, ties=ties)
     P_test, _ = draw(200, rng, ties=ties)
-    Y_cal[:7] = False  # rows without a label lose nothing
+    Y_cal[:7] = False  # rows without a label lose nothing (with a warning)
     alphas = [0.05, 0.1, 0.25, 0.6]
-    model = controller(risk=risk, method=method, alpha=alphas).calibrate(P_cal, Y_cal)
+    with pytest.warns(UserWarning, match="7 of 300 calibration rows have no true label"):
+        model = controller(risk=risk, method=method, alpha=alphas).calibrate(P_cal, Y_cal)
     sets = model.predict_set(P_test)
     for j, alpha in enumerate(alphas):
         expected = brute_force_sets(P_cal, Y_cal, P_test, alpha, risk, method)
@@ -185,7 +189,7 @@ def test_too_few_calibration_rows_give_every_label_with_a_warning():
     rng = np.random.default_rng(5)
     P, Y = draw(30, rng)
     model = controller(alpha=0.02)
-    with pytest.warns(UserWarning, match="Too few calibration points"):
+    with pytest.warns(UserWarning, match=r"Too few calibration rows .* \(n \+ 1\) alpha >= 1"):
         model.calibrate(P, Y)
     with pytest.warns(UserWarning, match="every label"):
         sets = model.predict_set(P)
@@ -193,6 +197,7 @@ def test_too_few_calibration_rows_give_every_label_with_a_warning():
 
 
 @pytest.mark.filterwarnings("ignore:alpha=0.6 is the miscoverage level")
+@pytest.mark.filterwarnings("ignore:.*calibration rows have no true label")
 def test_empty_sets_when_they_already_meet_the_level():
     rng = np.random.default_rng(5)
     P, Y = draw(200, rng)
@@ -201,6 +206,7 @@ def test_empty_sets_when_they_already_meet_the_level():
     assert controller(alpha=0.45).calibrate(P, Y).predict_set(P).any()
 
 
+@pytest.mark.filterwarnings("ignore:.*calibration rows have no true label")
 def test_scikit_learn_models_with_list_and_array_probabilities():
     rng = np.random.default_rng(6)
     X = rng.normal(size=(600, 4))
@@ -226,6 +232,7 @@ def test_scikit_learn_models_with_list_and_array_probabilities():
     assert sets.shape == default.predict_set(X[500:]).shape == (100, 3)
 
 
+@pytest.mark.filterwarnings("ignore:.*calibration rows have no true label")
 def test_dataframes_pickles_clones_and_unchanged_inputs():
     rng = np.random.default_rng(7)
     X = pd.DataFrame(rng.normal(size=(500, 3)), columns=["a", "b", "c"])
@@ -280,6 +287,7 @@ def test_bad_input_names_the_argument(params, y, message):
         controller(**params).calibrate(P, target)
 
 
+@pytest.mark.filterwarnings("ignore:.*calibration rows have no true label")
 def test_wrong_order_and_mismatched_labels_are_refused():
     rng = np.random.default_rng(10)
     X = rng.normal(size=(300, 3))
@@ -298,5 +306,38 @@ def test_wrong_order_and_mismatched_labels_are_refused():
         model.predict_set(X)
     with pytest.raises(TypeError, match=r"LinearSVC.*predict_proba"):
         MultiLabelRiskController(LinearSVC()).fit(X, Y)
-    with pytest.raises(ValueError, match=r"expected \(n_samples, 4\)"):
-        controller().calibrate(X, np.zeros((300, 4), dtype=int))
+    with pytest.raises(ValueError, match="`y` has 4 label columns but the estimator predicts 3"):
+        controller().calibrate(np.clip(X, 0, 1), np.ones((300, 4), dtype=int))
+
+
+def test_rcps_needs_enough_rows_for_its_bound():
+    # with no miss at all the p-value is (1 - alpha)^n: below delta = 0.1 from n = 22
+    Y = np.ones((22, 6), dtype=int)
+    P = np.random.default_rng(11).random((22, 6))
+    with pytest.warns(UserWarning, match=r"\(1 - alpha\)\^n < delta"):
+        sets = controller(method="rcps").calibrate(P[:21], Y[:21]).predict_set(0 * P)
+    assert sets.all()  # an infinite threshold: even probability 0 is in
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert not controller(method="rcps").calibrate(P, Y).predict_set(0 * P).any()
+
+
+def test_unclear_model_output_and_ragged_labels_are_refused():
+    class ListWithoutClasses:
+        def predict_proba(self, X):
+            return [np.ones((len(X), 1)), np.full((len(X), 2), 0.5)]
+
+    X = np.zeros((10, 2))
+    with pytest.raises(ValueError, match="no `classes_`"):
+        MultiLabelRiskController(ListWithoutClasses()).calibrate(X, np.ones((10, 2), int))
+    with pytest.raises(ValueError, match=r"got lists of labels.*MultiLabelBinarizer"):
+        controller().calibrate(X[:2], [[0, 1], [1]])
+
+
+def test_predict_is_a_label_matrix_and_unlabelled_rows_warn():
+    rng = np.random.default_rng(12)
+    P, Y = draw(100, rng)
+    Y[:10] = False
+    with pytest.warns(UserWarning, match=r"10 of 100 .* alpha / 0.9 "):
+        model = controller().calibrate(P, Y)
+    np.testing.assert_array_equal(model.predict(P), (P >= 0.5).astype(int))

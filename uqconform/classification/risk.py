@@ -36,8 +36,9 @@ from sklearn.multiclass import OneVsRestClassifier
 from sklearn.utils.validation import check_is_fitted
 
 from uqconform._validation import missing_proba_error, missing_target_error, refuse_non_finite
+from uqconform._warnings import warn_user
 from uqconform.base import ConformalPredictor
-from uqconform.quantiles import _RANK_TOLERANCE
+from uqconform.quantiles import _RANK_TOLERANCE, levels_text
 
 __all__ = ["MultiLabelRiskController", "hoeffding_bentkus_pvalue"]
 
@@ -99,11 +100,16 @@ def multilabel_probabilities(model: Any, X: Any, n_labels: int | None = None) ->
         columns = []
         for k, block in enumerate(output):
             block = np.asarray(block, dtype=float)
-            labels = (
-                np.asarray(classes[k])
-                if isinstance(classes, list) and len(classes) == len(output)
-                else np.arange(block.shape[1])
-            )
+            if isinstance(classes, list) and len(classes) == len(output):
+                labels = np.asarray(classes[k])
+            elif block.ndim == 2 and block.shape[1] == 2:
+                labels = np.arange(2)  # columns of classes 0 and 1
+            else:
+                raise ValueError(
+                    f"{name} predict_proba gave a list whose entry {k} has shape "
+                    f"{block.shape} and the model has no `classes_` (one array of labels "
+                    "per entry) saying which class that column is: set it on the model."
+                )
             if block.ndim != 2 or block.shape[1] != labels.size or labels.size > 2:
                 raise ValueError(
                     f"{name} predict_proba gave a list whose entry {k} has shape "
@@ -136,12 +142,15 @@ def check_label_matrix(y: Any, n: int, n_labels: int | None = None) -> NDArray:
         raise missing_target_error()
     if scipy.sparse.issparse(y):
         y = y.toarray()
-    labels = np.asarray(y)
+    try:
+        labels = np.asarray(y)
+    except ValueError:  # ragged lists of labels
+        labels = np.asarray(y, dtype=object)
     if labels.ndim != 2:
         raise ValueError(
             f"`y` must be a label matrix of shape (n_samples, n_labels) with 0/1 entries, "
-            f"got shape {labels.shape}; sklearn.preprocessing.MultiLabelBinarizer turns "
-            "lists of labels into one."
+            f"got {'lists of labels' if labels.dtype.kind == 'O' else f'shape {labels.shape}'}"
+            "; sklearn.preprocessing.MultiLabelBinarizer turns lists of labels into one."
         )
     if labels.shape[0] != n:
         raise ValueError(f"`y` has {labels.shape[0]} rows but X has {n} rows.")
@@ -185,10 +194,11 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
         ``"crc"``: conformal risk control, ``E[risk] <= alpha`` averaged over calibration
         sets. ``"rcps"``: risk-controlling prediction sets, the risk of these sets is at
         most ``alpha`` with probability ``1 - delta`` over the calibration set (larger
-        sets; needs more calibration rows).
+        sets; needs more calibration rows). Its p-value is Hoeffding-Bentkus for
+        ``"fnr"`` and the exact binomial tail for the 0/1 ``"miscoverage"``.
     delta : float, default=0.1
-        ``method="rcps"``: the chance, over calibration sets, that the risk exceeds
-        ``alpha``. Ignored by ``"crc"``.
+        ``method="rcps"``: an upper bound on the chance, over calibration sets, that the
+        risk exceeds ``alpha``. Ignored by ``"crc"``.
     batch_size : int, default=None
         Rows predicted at once (``None``: automatic), to bound memory on large inputs.
     random_state : int, Generator or None, default=None
@@ -210,7 +220,11 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
     Notes
     -----
     With Mondrian ``groups=`` each group gets its own threshold and the guarantee holds
-    in every group. ``"miscoverage"`` with ``"crc"`` gives exactly the sets of
+    in every group (for ``"rcps"``, with probability ``1 - delta`` in each group
+    separately, not in all groups at once). Rows without any true label lose nothing:
+    when calibration has such rows (it warns), the risk of the labelled rows is only
+    bounded by ``alpha`` divided by their share. ``"miscoverage"`` with ``"crc"`` gives
+    exactly the sets of
     `SplitConformalClassifier` with the LAC score when every row has one label.
 
     Examples
@@ -281,8 +295,22 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
         self.__dict__.pop("n_labels_", None)  # learnt from the calibration rows
 
     def _calibration_scores(self, X, y):
-        proba = multilabel_probabilities(self.estimator_, X, y.shape[1])
+        proba = multilabel_probabilities(self.estimator_, X)
+        if proba.shape[1] != y.shape[1]:
+            raise ValueError(
+                f"`y` has {y.shape[1]} label columns but the estimator predicts {proba.shape[1]}."
+            )
         self.n_labels_ = y.shape[1]
+        unlabelled = int(np.sum(~y.any(axis=1)))
+        if unlabelled:
+            share = 1 - unlabelled / y.shape[0]
+            warn_user(
+                f"{unlabelled} of {y.shape[0]} calibration rows have no true label: they "
+                "lose nothing, so the risk of the rows with labels is only bounded by "
+                f"alpha / {share:.3g} (the share of rows with a label). To control it "
+                "for labelled rows alone, leave unlabelled rows out of calibration.",
+                UserWarning,
+            )
         scores = np.where(y == 1, 1.0 - proba, np.nan)
         return scores, np.zeros(y.shape[0], dtype=np.intp), 1
 
@@ -326,11 +354,38 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
         else:
             meets = np.empty((alphas.size, summed_loss.size), dtype=bool)
             for j, level in enumerate(alphas):  # a loop over levels, not rows
-                pvalues = hoeffding_bentkus_pvalue(summed_loss / n, n, float(level))
+                if self.risk == "miscoverage":  # 0/1 losses: the exact binomial tail
+                    count = np.ceil(summed_loss - _RANK_TOLERANCE)
+                    pvalues = stats.binom.cdf(count, n, float(level))
+                else:
+                    pvalues = hoeffding_bentkus_pvalue(summed_loss / n, n, float(level))
                 meets[j] = pvalues < self.delta
         candidates = np.concatenate([[-1.0], values])  # -1 < every score 1 - p >= 0
         first = np.argmax(meets, axis=1)
         return np.where(meets.any(axis=1), candidates[first], np.inf)
+
+    def _warn_too_few(self, too_few: dict[int, int], alphas: NDArray, n_groups: int) -> None:
+        if self.method == "crc":
+            need = "(n + 1) alpha >= 1"
+        else:
+            need = "(1 - alpha)^n < delta" + (
+                "" if self.risk == "miscoverage" else " (with no miss at all)"
+            )
+        where = ", ".join(
+            (
+                "calibration set"
+                if getattr(self, "groups_", None) is None
+                else f"group {self.groups_[stratum]!r}"
+            )
+            + f" ({count} rows)"
+            for stratum, count in list(too_few.items())[:3]
+        )
+        warn_user(
+            f"Too few calibration rows for alpha={levels_text(alphas)} with "
+            f"method={self.method!r} in {where}: {need} is needed, so those sets hold "
+            "every label.",
+            UserWarning,
+        )
 
     # ---- prediction --------------------------------------------------------------------
     def _predict_batch(self, X, thresholds, alphas, rng):
@@ -360,6 +415,15 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
         """
         self._check_calibrated("predict_set")
         return self._predict_batched(X, alpha, groups, (self.n_labels_,), bool, "predict_set")
+
+    def predict(self, X: Any) -> NDArray:
+        """The wrapped model's label matrix (``predict``; without one, probability at
+        least 0.5), shape ``(n_samples, n_labels)``: no guarantee, see `predict_set`."""
+        check_is_fitted(self, "estimator_")
+        X = self._validate_X(X, reset=False)
+        if hasattr(self.estimator_, "predict"):
+            return np.asarray(self.estimator_.predict(X))
+        return (multilabel_probabilities(self.estimator_, X) >= 0.5).astype(np.int64)
 
     def predict_proba(self, X: Any) -> NDArray:
         """``P(label k present)`` of the wrapped model, shape ``(n_samples, n_labels)``."""

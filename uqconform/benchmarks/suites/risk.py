@@ -17,6 +17,7 @@ from __future__ import annotations
 import warnings
 from collections import defaultdict
 from functools import partial
+from typing import Any
 
 import numpy as np
 from scipy import stats
@@ -149,7 +150,7 @@ def run(ctx) -> FamilyResult:
             cal, test = pool[shuffled[:n_cal]], pool[shuffled[n_cal:]]
             R_cal, R_test, Y_cal, Y_test = cal[:, None], test[:, None], Y[cal], Y[test]
             empirical = [(n_cal * a + 1) / (n_cal + 1) for a in ALPHAS]  # n R <= n alpha
-            runs = {
+            runs: dict[str, tuple[Any, tuple[Any, ...]]] = {
                 CRC: (_our_sets, ("crc", "fnr", ALPHAS)),
                 RCPS: (_our_sets, ("rcps", "fnr", ALPHAS)),
                 COVER_ALL: (_our_sets, ("crc", "miscoverage", ALPHAS)),
