@@ -14,6 +14,7 @@ from uqconform.classification import (
     MultiLabelRiskController,
     ReliablePredictionSets,
     SplitConformalClassifier,
+    VennAbersCalibrator,
 )
 from uqconform.multioutput import (
     CONTRA,
@@ -55,5 +56,6 @@ __all__ = [
     "ResidualCONTRA",
     "SplitConformalClassifier",
     "SplitConformalRegressor",
+    "VennAbersCalibrator",
     "__version__",
 ]

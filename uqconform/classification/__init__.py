@@ -1,6 +1,7 @@
 """Conformal classification: split LAC/APS/RAPS/top-k sets, class-conditional and Mondrian,
 several heads, sets robust to poisoned data (RPS) and to input perturbations (BinCP),
-multi-label sets with a controlled false negative rate (conformal risk control)."""
+multi-label sets with a controlled false negative rate (conformal risk control), and
+Venn-Abers calibrated probabilities."""
 
 from uqconform.classification.bincp import BinarizedSmoothedClassifier, MeanSmoothedClassifier
 from uqconform.classification.ensemble import EnsembleConformalClassifier
@@ -9,6 +10,7 @@ from uqconform.classification.multidim import MultiDimScoreClassifier
 from uqconform.classification.risk import MultiLabelRiskController
 from uqconform.classification.rps import ReliablePredictionSets
 from uqconform.classification.split import SplitConformalClassifier
+from uqconform.classification.venn_abers import VennAbersCalibrator
 
 __all__ = [
     "BinarizedSmoothedClassifier",
@@ -19,4 +21,5 @@ __all__ = [
     "MultiLabelRiskController",
     "ReliablePredictionSets",
     "SplitConformalClassifier",
+    "VennAbersCalibrator",
 ]

@@ -13,7 +13,8 @@ picks it so that a loss of the set, here the share of a row's true labels the se
   as split CP's coverage holds; with the loss "misses a label" it *is* split CP (LAC on the
   least probable true label).
 * ``method="rcps"`` (Bates et al., 2021): the smallest ``q`` whose Hoeffding-Bentkus
-  p-value for "the risk exceeds ``alpha``" is below ``delta``. Then the risk of the
+  p-value (the exact binomial one for 0/1 losses) for "the risk exceeds ``alpha``" is
+  below ``delta``. Then the risk of the
   calibrated sets, the expected loss over new rows, is at most ``alpha`` with probability
   ``1 - delta`` over the calibration data: a guarantee for the one calibration at hand, at
   the price of larger sets.
@@ -224,13 +225,15 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
     separately, not in all groups at once). Rows without any true label lose nothing:
     when calibration has such rows (it warns), the risk of the labelled rows is only
     bounded by ``alpha`` divided by their share. ``"miscoverage"`` with ``"crc"`` gives
-    exactly the sets of
-    `SplitConformalClassifier` with the LAC score when every row has one label.
+    exactly the sets of `SplitConformalClassifier` with the LAC score when every row has
+    one label.
 
     Examples
     --------
     >>> from sklearn.datasets import make_multilabel_classification
-    >>> X, Y = make_multilabel_classification(n_samples=600, n_classes=5, random_state=0)
+    >>> X, Y = make_multilabel_classification(
+    ...     n_samples=600, n_classes=5, allow_unlabeled=False, random_state=0
+    ... )
     >>> controller = MultiLabelRiskController(alpha=0.1)
     >>> controller = controller.fit(X[:300], Y[:300]).calibrate(X[300:500], Y[300:500])
     >>> sets = controller.predict_set(X[500:])

@@ -1,0 +1,163 @@
+"""Venn-Abers calibration: exact isotonic pairs, the calibration guarantee, the wrapper."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import Unchanged
+from scipy import stats
+from sklearn.calibration import CalibratedClassifierCV
+from sklearn.datasets import load_iris, make_classification
+from sklearn.exceptions import NotFittedError
+from sklearn.frozen import FrozenEstimator
+from sklearn.isotonic import IsotonicRegression
+from sklearn.metrics import log_loss
+from sklearn.naive_bayes import GaussianNB
+from sklearn.svm import LinearSVC
+
+from uqconform import VennAbersCalibrator
+from uqconform.classification.venn_abers import venn_abers_bounds
+
+
+def isotonic_at_added_point(scores, labels, score, label):
+    """The oracle: refit isotonic regression with the point added, read it there."""
+    model = IsotonicRegression().fit(np.append(scores, score), np.append(labels, label))
+    return model.predict([score])[0]
+
+
+@pytest.mark.parametrize("decimals", [1, 2, 6])
+def test_pairs_equal_isotonic_regression_refitted_with_the_point(decimals):
+    rng = np.random.default_rng(decimals)
+    scores = np.round(rng.random(80), decimals)  # 1 decimal: many ties
+    labels = (rng.random(80) < scores).astype(int)
+    test = np.concatenate([np.round(rng.random(30), decimals), scores[:10], [-1.0, 2.0]])
+    p0, p1 = venn_abers_bounds(scores, labels, test)
+    for v, values in ((0, p0), (1, p1)):
+        expected = [isotonic_at_added_point(scores, labels, t, v) for t in test]
+        np.testing.assert_allclose(values, expected, rtol=0, atol=1e-12)
+    assert np.all(p0 <= p1)
+
+
+def test_pairs_are_computed_in_chunks_the_same(monkeypatch):
+    rng = np.random.default_rng(3)
+    scores, test = rng.random(300), rng.random(50)
+    labels = (rng.random(300) < scores).astype(int)
+    whole = venn_abers_bounds(scores, labels, test)
+    monkeypatch.setattr("uqconform.classification.venn_abers._CELLS_PER_CHUNK", 700)
+    np.testing.assert_array_equal(venn_abers_bounds(scores, labels, test), whole)
+
+
+def _overconfident(n, rng):
+    """P(y = 1 | x) = sigmoid(x); the model says sigmoid(4 x)."""
+    x = rng.normal(size=n)
+    y = (rng.random(n) < 1 / (1 + np.exp(-x))).astype(int)
+    return 1 / (1 + np.exp(-4 * x)), y
+
+
+@pytest.mark.slow
+def test_the_true_label_probability_is_calibrated():
+    # The Venn guarantee: P(y = 1 | p_y) = p_y, with p_y the member of the pair that used
+    # the true label. One test row per calibration set (independent draws), 4,000 sets of
+    # 30 rows; within each band of p_y the sum of y - p_y over its variance is N(0, 1).
+    rng = np.random.default_rng(0)
+    p_true, raw, labels = [], [], []
+    for _ in range(4000):  # independent calibration sets
+        score, y = _overconfident(31, rng)
+        p0, p1 = venn_abers_bounds(score[:30], y[:30], score[30:])
+        p_true.append(p1[0] if y[30] else p0[0])
+        raw.append(score[30])
+        labels.append(y[30])
+    labels = np.array(labels)
+    limit = stats.norm.ppf(1 - 1e-3 / 10)  # two-sided, Bonferroni over 5 bands
+
+    def band_z(p):
+        p = np.asarray(p)
+        band = np.minimum((p * 5).astype(int), 4)
+        return [
+            (labels[band == b] - p[band == b]).sum()
+            / np.sqrt((p[band == b] * (1 - p[band == b])).sum())
+            for b in range(5)
+            if (band == b).sum() > 50
+        ]
+
+    assert np.all(np.abs(band_z(p_true)) <= limit)
+    assert np.any(np.abs(band_z(raw)) > limit)  # the same check rejects the raw model
+
+
+def test_merged_probabilities_beat_isotonic_log_loss_on_small_calibration_sets():
+    # Isotonic regression gives 0 and 1 at the ends (infinite log loss on a wrong label);
+    # the Venn-Abers merge stays inside (0, 1).
+    X, y = make_classification(4000, n_features=20, n_informative=10, random_state=0)
+    model = GaussianNB().fit(X[:1000], y[:1000])
+    venn, isotonic = [], []
+    for seed in range(10):  # resplits of calibration and test rows
+        rows = np.random.default_rng(seed).permutation(np.arange(1000, 4000))
+        cal, test = rows[:100], rows[100:]
+        proba = VennAbersCalibrator(model).calibrate(X[cal], y[cal]).predict_proba(X[test])
+        iso = CalibratedClassifierCV(FrozenEstimator(model), method="isotonic")
+        venn.append(log_loss(y[test], proba))
+        isotonic.append(log_loss(y[test], iso.fit(X[cal], y[cal]).predict_proba(X[test])))
+    assert np.mean(venn) < np.mean(isotonic)
+    assert 0 < proba.min() and proba.max() < 1
+
+
+def test_binary_wrapper_matches_the_function_and_is_symmetric():
+    X, y = make_classification(600, random_state=1)
+    labels = np.where(y == 1, "yes", "no")
+    venn = VennAbersCalibrator(random_state=0).fit(X[:300], labels[:300])
+    venn.calibrate(X[300:500], labels[300:500])
+    bounds, proba = venn.predict_proba_bounds(X[500:]), venn.predict_proba(X[500:])
+    score = venn.estimator_.predict_proba
+    p0, p1 = venn_abers_bounds(score(X[300:500])[:, 1], y[300:500], score(X[500:])[:, 1])
+    np.testing.assert_array_equal(bounds[:, 1], np.column_stack([p0, p1]))
+    np.testing.assert_allclose(bounds[:, 0], 1 - bounds[:, 1, ::-1])
+    np.testing.assert_allclose(proba[:, 1], p1 / (1 - p0 + p1))
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0)
+    assert list(venn.classes_) == ["no", "yes"]
+    np.testing.assert_array_equal(venn.predict(X[500:]), venn.classes_[proba.argmax(axis=1)])
+
+
+def test_multiclass_is_one_against_the_rest_rescaled():
+    X, y = load_iris(return_X_y=True)
+    venn = VennAbersCalibrator().fit(X[::3], y[::3]).calibrate(X[1::3], y[1::3])
+    bounds, proba = venn.predict_proba_bounds(X[2::3]), venn.predict_proba(X[2::3])
+    assert bounds.shape == (50, 3, 2) and proba.shape == (50, 3)
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0)
+    score = venn.estimator_.predict_proba
+    for k in range(3):
+        p0, p1 = venn_abers_bounds(score(X[1::3])[:, k], y[1::3] == k, score(X[2::3])[:, k])
+        np.testing.assert_array_equal(bounds[:, k], np.column_stack([p0, p1]))
+
+
+def test_dataframes_pickles_and_unchanged_inputs():
+    X, y = make_classification(500, n_features=4, random_state=2)
+    X = pd.DataFrame(X, columns=list("abcd"))
+    y = pd.Series(y)
+    untouched = Unchanged(X, y)
+    venn = (
+        VennAbersCalibrator(random_state=0).fit(X[:200], y[:200]).calibrate(X[200:400], y[200:400])
+    )
+    proba = venn.predict_proba(X[400:])
+    untouched.check()
+    np.testing.assert_array_equal(pickle.loads(pickle.dumps(venn)).predict_proba(X[400:]), proba)
+
+
+def test_bad_input_and_wrong_order_are_refused():
+    X, y = make_classification(300, random_state=3)
+    venn = VennAbersCalibrator()
+    with pytest.raises(NotFittedError, match="before fit"):
+        venn.calibrate(X, y)
+    venn.fit(X[:100], y[:100])
+    with pytest.raises(NotFittedError, match="needs calibration"):
+        venn.predict_proba(X)
+    with pytest.raises(ValueError, match="never saw"):
+        venn.calibrate(X[100:200], np.where(y[100:200] == 1, 2, 0))
+    with pytest.raises(ValueError, match="`y` has 99 entries"):
+        venn.calibrate(X[100:200], y[100:199])
+    with pytest.raises(ValueError, match="NaN"):
+        venn.calibrate(np.where(X[100:200] > 2, np.nan, X[100:200]), y[100:200])
+    with pytest.raises(TypeError, match=r"LinearSVC.*predict_proba"):
+        VennAbersCalibrator(LinearSVC()).fit(X, y)

@@ -1,0 +1,212 @@
+"""The calibration family: Venn-Abers probabilities against Platt and isotonic calibration.
+
+One Gaussian naive Bayes model per data set (a classic overconfident model) is trained on
+a fixed 40% of the rows; the rest is split again and again into calibration rows (at
+most 500) and test rows. On the same model and rows: the uncalibrated probabilities,
+scikit-learn's `CalibratedClassifierCV` with the sigmoid (Platt) and the isotonic method
+(the strongest simple baselines; one against the rest with more than two classes, as
+ours), and `VennAbersCalibrator`. Test log loss, Brier score and top-label ECE; for
+binary data the Venn guarantee itself: the mean of ``y - p_y`` (``p_y`` the member of
+the pair that used the true label) over resplits against a t bound; and the pair's width
+``p1 - p0``. MAPIE's `VennAbersCalibrator` (prefit) runs on the same rows when it is
+installed: its probabilities against ours on binary data, and its time.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections import defaultdict
+from functools import partial
+from typing import Any
+
+import numpy as np
+from scipy import stats
+from sklearn.calibration import CalibratedClassifierCV
+from sklearn.datasets import make_classification
+from sklearn.frozen import FrozenEstimator
+from sklearn.metrics import log_loss
+from sklearn.naive_bayes import GaussianNB
+
+from uqconform.benchmarks._common import (
+    headline,
+    missing_anchor_note,
+    optional_module,
+    summarize,
+    timed,
+)
+from uqconform.benchmarks.registry import FamilyResult, register_family
+from uqconform.benchmarks.suites.bayes import ece
+from uqconform.classification import VennAbersCalibrator
+from uqconform.datasets import load_dataset
+
+SYNTHETIC = "synthetic (redundant features)"
+RAW, SIGMOID, ISOTONIC, VENN, MAPIE = (
+    "uncalibrated",
+    "sigmoid (Platt)",
+    "isotonic",
+    "venn-abers",
+    "mapie venn-abers",
+)
+
+
+def _data(name: str, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    if name == SYNTHETIC:  # correlated features: naive Bayes counts them several times
+        return make_classification(
+            4000, n_features=20, n_informative=4, n_redundant=12, random_state=seed
+        )
+    X, y = load_dataset(name)
+    return np.asarray(X, dtype=float), np.unique(y, return_inverse=True)[1]
+
+
+def _brier(proba: np.ndarray, y: np.ndarray) -> float:
+    return float(np.mean(np.sum((proba - np.eye(proba.shape[1])[y]) ** 2, axis=1)))
+
+
+def _calibrated(model, method, X_cal, y_cal, X_test, mapie):
+    """Probabilities of one method, and for ours the pairs."""
+    if method == RAW:
+        return model.predict_proba(X_test), None
+    if method in (SIGMOID, ISOTONIC):
+        kind = "sigmoid" if method == SIGMOID else "isotonic"
+        wrapper = CalibratedClassifierCV(FrozenEstimator(model), method=kind)
+        return wrapper.fit(X_cal, y_cal).predict_proba(X_test), None
+    if method == VENN:
+        venn = VennAbersCalibrator(model).calibrate(X_cal, y_cal)
+        return venn.predict_proba(X_test), venn.predict_proba_bounds(X_test)
+    theirs = mapie.calibration.VennAbersCalibrator(model, cv="prefit")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return np.asarray(theirs.fit(X_cal, y_cal).predict_proba(X_test)), None
+
+
+@register_family(
+    "calibration",
+    "Venn-Abers calibrated probabilities vs Platt and isotonic calibration (and MAPIE's "
+    "Venn-Abers) on an overconfident naive Bayes model",
+)
+def run(ctx) -> FamilyResult:
+    datasets = ctx.pick(
+        ["breast_cancer"],
+        ["breast_cancer", "spam", SYNTHETIC, "digits"],
+        ["breast_cancer", "spam", SYNTHETIC, "digits", "wine"],
+    )
+    resplits = ctx.pick(2, 20, 100)
+    mapie = optional_module("mapie")
+    notes = [] if mapie is not None else [missing_anchor_note("MAPIE")]
+    methods = [RAW, SIGMOID, ISOTONIC, VENN] + ([MAPIE] if mapie is not None else [])
+    records: dict[tuple[str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    sizes: dict[str, tuple[int, int, int]] = {}
+    for index, name in enumerate(datasets):
+        X, y = _data(name, ctx.seed + index)
+        order = ctx.rng(1, index).permutation(len(y))
+        n_train = len(y) * 2 // 5
+        train, pool = order[:n_train], order[n_train:]
+        n_cal = min(500, len(pool) * 3 // 10)
+        model = GaussianNB().fit(X[train], y[train])
+        n_classes = int(y.max()) + 1
+        sizes[name] = (n_cal, len(pool) - n_cal, n_classes)
+        for split in ctx.tqdm(range(resplits), desc=f"calibration {name}"):
+            shuffled = ctx.rng(2, index, split).permutation(pool)
+            cal, test = shuffled[:n_cal], shuffled[n_cal:]
+            ours = None
+            X_cal, y_cal, X_test = X[cal], y[cal], X[test]
+            for method in methods:
+                (proba, pairs), seconds = timed(
+                    partial(_calibrated, model, method, X_cal, y_cal, X_test, mapie)
+                )
+                rec = records[name, method]
+                clipped = np.clip(proba, 1e-15, 1.0)  # isotonic gives exact 0 and 1
+                rec["log_loss"].append(log_loss(y[test], clipped, labels=range(n_classes)))
+                rec["brier"].append(_brier(proba, y[test]))
+                rec["ece"].append(ece(proba, y[test]))
+                rec["seconds"].append(seconds)
+                if method == VENN:
+                    ours = proba
+                    rec["width"].append(float(np.mean(pairs[..., 1] - pairs[..., 0])))
+                    if n_classes == 2:  # the Venn guarantee: E[y - p_y] = 0
+                        p_y = np.where(y[test] == 1, pairs[:, 1, 1], pairs[:, 1, 0])
+                        rec["gap_true_label"].append(float(np.mean(y[test] - p_y)))
+                if method == MAPIE and n_classes == 2 and ours is not None:
+                    rec["max_abs_diff"].append(float(np.abs(proba - ours).max()))
+    table = []
+    for (name, method), rec in records.items():
+        n_cal, n_test, n_classes = sizes[name]
+        row: dict[str, Any] = {
+            "dataset": name,
+            "method": method,
+            "classes": n_classes,
+            "log_loss": summarize(rec["log_loss"])[0],
+            "brier": summarize(rec["brier"])[0],
+            "ece": summarize(rec["ece"])[0],
+            "seconds": summarize(rec["seconds"])[0],
+            "n_cal": n_cal,
+            "n_test": n_test,
+            "resplits": len(rec["log_loss"]),
+        }
+        if rec["width"]:
+            row["pair_width"] = summarize(rec["width"])[0]
+        if rec["gap_true_label"]:
+            gaps = np.asarray(rec["gap_true_label"])
+            spread = gaps.std(ddof=1) / np.sqrt(gaps.size) if gaps.size > 1 else np.inf
+            row["gap_true_label"] = float(gaps.mean())
+            row["gap_bound"] = float(stats.t.ppf(1 - 1e-3 / 2, max(gaps.size - 1, 1)) * spread)
+        if rec["max_abs_diff"]:
+            row["max_abs_diff_vs_uqconform"] = max(rec["max_abs_diff"])
+        table.append(row)
+    notes.append(
+        "log_loss (probabilities clipped at 1e-15: isotonic gives exact 0 and 1), brier "
+        "(summed over classes), ece (top label, 15 bins): means over resplits of the test "
+        "rows. pair_width: mean p1 - p0 of the Venn-Abers pairs. gap_true_label (binary): "
+        "mean over resplits of the test rows' mean y - p_y, where p_y is the member of the "
+        "pair that used the true label; the Venn guarantee makes its expectation 0, "
+        "gap_bound is the two-sided 99.9% t bound from the resplits' spread. "
+        "max_abs_diff_vs_uqconform: largest difference between MAPIE's probabilities and "
+        "ours (binary). seconds: calibrate + predict (sklearn's and MAPIE's fit on the "
+        "calibration rows included)."
+    )
+    by = {(r["dataset"], r["method"]): r for r in table}
+    best_simple = {
+        d: min(by[d, m]["log_loss"] for m in (RAW, SIGMOID, ISOTONIC)) for d in datasets
+    }
+    binary = [d for d in datasets if sizes[d][2] == 2]
+    valid = [abs(by[d, VENN]["gap_true_label"]) <= by[d, VENN]["gap_bound"] for d in binary]
+    headlines = [
+        headline(
+            "Venn-Abers: mean y - p_y of the true-label member within the 99.9% t bound "
+            "(binary data sets)",
+            f"{sum(valid)}/{len(binary)}",
+            "all",
+            all(valid),
+        ),
+        headline(
+            "test log loss, Venn-Abers / the best of uncalibrated, Platt and isotonic",
+            ", ".join(f"{d}: {by[d, VENN]['log_loss'] / best_simple[d]:.3f}" for d in datasets),
+        ),
+        headline(
+            "test log loss, Venn-Abers / isotonic",
+            ", ".join(
+                f"{d}: {by[d, VENN]['log_loss'] / by[d, ISOTONIC]['log_loss']:.3f}"
+                for d in datasets
+            ),
+        ),
+    ]
+    if mapie is not None:
+        headlines.append(
+            headline(
+                "MAPIE Venn-Abers: largest |difference| from ours (binary) and its time / ours",
+                ", ".join(
+                    (
+                        f"{d}: {by[d, MAPIE]['max_abs_diff_vs_uqconform']:.1e}, "
+                        if d in binary
+                        else f"{d}: "
+                    )
+                    + f"{by[d, MAPIE]['seconds'] / by[d, VENN]['seconds']:.1f}x time"
+                    for d in datasets
+                ),
+            )
+        )
+    return FamilyResult(
+        tables={"Calibrated probabilities (naive Bayes)": table},
+        notes=notes,
+        headlines=headlines,
+    )

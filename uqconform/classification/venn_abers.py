@@ -1,0 +1,279 @@
+"""Venn-Abers calibration: class probabilities with a validity guarantee.
+
+An inductive Venn-Abers predictor (Vovk and Petej, 2014) turns any classifier's score
+into a pair of probabilities ``p0 <= p1`` for the positive class. The calibration rows'
+scores and labels, plus the test row with the label 0 (then 1), are fitted by isotonic
+regression; ``p0`` and ``p1`` are the fitted values at the test row. Whatever the model,
+the one of the two that used the true label is perfectly calibrated under
+exchangeability, ``P(y = 1 | p_y) = p_y``; ``p1 - p0`` shrinks like ``1 / n`` and says
+how much the calibration set leaves undecided. The single probability reported is
+``p1 / (1 - p0 + p1)``, the one with the smallest log loss against the pair.
+
+The fitted value at the added row depends only on where its score falls among the sorted
+calibration scores (between two of them, or equal to one), so both values are computed
+once for every position at calibration, exactly, by the min-max formula of isotonic
+regression on the cumulative sums; a prediction is a binary search.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.exceptions import NotFittedError
+from sklearn.linear_model import LogisticRegression
+from sklearn.utils.validation import check_is_fitted
+
+from uqconform._rows import n_rows
+from uqconform._validation import (
+    check_class_labels,
+    class_probabilities,
+    missing_proba_error,
+    model_classes,
+)
+from uqconform.base import ConformalPredictor, keeps_state_on_error, warn_if_training_rows
+from uqconform.classification.split import encode_labels
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
+__all__ = ["VennAbersCalibrator", "venn_abers_bounds"]
+
+# rows of the (m + 1) x (m + 1) slope matrix handled at once: about 32 MB of floats
+_CELLS_PER_CHUNK = 2**22
+
+
+def _added_point_values(counts: NDArray, sums: NDArray, label: float) -> tuple[NDArray, NDArray]:
+    """Isotonic fit at an added point of label ``label``, for every position.
+
+    ``counts`` and ``sums``: the number of calibration rows and the sum of their labels at
+    each distinct score, in increasing order (``m`` of them). Returns the fitted value when
+    the added score falls in gap ``j`` (before the ``j``-th distinct score, ``j = 0..m``)
+    and when it equals the ``j``-th distinct score (``j = 0..m-1``, pooled with its rows).
+
+    The isotonic value at a point is ``max_{a <= i} min_{b >= i}`` of the mean label of
+    the rows between ``a`` and ``b``; with cumulative counts ``W`` and sums ``S`` the mean
+    of the block from distinct score ``a`` to ``b - 1`` plus the added point is
+    ``(S[b] - S[a] + label) / (W[b] - W[a] + 1)``.
+    """
+    m = counts.size
+    W = np.concatenate([[0.0], np.cumsum(counts, dtype=float)])
+    S = np.concatenate([[0.0], np.cumsum(sums, dtype=float)])
+    gap, tie = np.empty(m + 1), np.empty(m)
+    running = np.full(m + 1, -np.inf)  # max over the rows a already done, per column b
+    columns = np.arange(m + 1)
+    step = max(1, _CELLS_PER_CHUNK // (m + 1))
+    for start in range(0, m + 1, step):  # chunks of rows of the slope matrix, not samples
+        rows = np.arange(start, min(start + step, m + 1))
+        with np.errstate(divide="ignore", invalid="ignore"):  # below the diagonal: unused
+            slope = (S[None, :] - S[rows, None] + label) / (W[None, :] - W[rows, None] + 1.0)
+        slope[columns[None, :] < rows[:, None]] = np.inf  # a block ends after it starts
+        # suffix minimum over the block's end b >= t, then maximum over its start a <= j
+        ends = np.minimum.accumulate(slope[:, ::-1], axis=1)[:, ::-1]
+        best = np.maximum.accumulate(np.vstack([running, ends]), axis=0)[1:]
+        local = np.arange(rows.size)
+        gap[rows] = best[local, rows]
+        inner = rows < m
+        tie[rows[inner]] = best[local[inner], rows[inner] + 1]
+        running = best[-1]
+    return gap, tie
+
+
+def venn_abers_bounds(
+    calibration_scores: ArrayLike, calibration_labels: ArrayLike, scores: ArrayLike
+) -> tuple[NDArray, NDArray]:
+    """The Venn-Abers pair ``(p0, p1)`` of each score.
+
+    Parameters
+    ----------
+    calibration_scores : array-like of shape (n,)
+        A model's scores on calibration rows (larger: more likely positive).
+    calibration_labels : array-like of shape (n,)
+        Their labels, 0 or 1.
+    scores : array-like of shape (m,)
+        Scores of the rows to predict.
+
+    Returns
+    -------
+    p0, p1 : ndarray of shape (m,)
+        The isotonic fit at each score with the row added as a 0, and as a 1.
+
+    Examples
+    --------
+    >>> p0, p1 = venn_abers_bounds([0.1, 0.4, 0.35, 0.8], [0, 0, 1, 1], [0.2, 0.9])
+    >>> p0.round(3).tolist(), p1.round(3).tolist()
+    ([0.0, 0.5], [0.667, 1.0])
+    """
+    table = _Table(np.asarray(calibration_scores, dtype=float), np.asarray(calibration_labels))
+    return table.bounds(np.asarray(scores, dtype=float))
+
+
+class _Table:
+    """The pair for every position among one calibration set's sorted scores."""
+
+    def __init__(self, scores: NDArray, labels: NDArray):
+        self.values, inverse = np.unique(scores, return_inverse=True)
+        counts = np.bincount(inverse, minlength=self.values.size)
+        sums = np.bincount(inverse, weights=labels.astype(float), minlength=self.values.size)
+        self.gap0, self.tie0 = _added_point_values(counts, sums, 0.0)
+        self.gap1, self.tie1 = _added_point_values(counts, sums, 1.0)
+
+    def bounds(self, scores: NDArray) -> tuple[NDArray, NDArray]:
+        position = np.searchsorted(self.values, scores, side="left")
+        inside = np.minimum(position, self.values.size - 1)
+        tie = (position < self.values.size) & (self.values[inside] == scores)
+        p0 = np.where(tie, self.tie0[inside], self.gap0[position])
+        p1 = np.where(tie, self.tie1[inside], self.gap1[position])
+        return p0, p1
+
+
+class VennAbersCalibrator(ClassifierMixin, ConformalPredictor):
+    """Class probabilities calibrated by inductive Venn-Abers prediction.
+
+    Each class's probability comes with a pair ``p0 <= p1`` (`predict_proba_bounds`) of
+    which the one that used the true label is perfectly calibrated under exchangeability
+    of calibration and test rows, whatever the model; `predict_proba` reports the merged
+    ``p1 / (1 - p0 + p1)``. Binary problems get the guarantee for the positive class (and
+    so for both); with more classes each class is calibrated one against the rest and
+    the merged probabilities are rescaled to sum to one, which keeps each pair's
+    guarantee for its own yes/no question but not for the rescaled probabilities.
+
+    Parameters
+    ----------
+    estimator : classifier with predict_proba, default=None
+        Any scikit-learn classifier or Pipeline; ``None`` means ``LogisticRegression()``.
+        A fitted model (or ``FrozenEstimator(model)``) can be calibrated without ``fit``.
+        Only the order of its probabilities matters.
+    random_state : int, Generator or None, default=None
+        Seeds the classifier trained by ``fit`` where its own ``random_state`` is None.
+
+    Attributes
+    ----------
+    estimator_ : classifier
+    classes_ : ndarray of shape (n_classes,)
+    n_calibration_ : int
+
+    See Also
+    --------
+    sklearn.calibration.CalibratedClassifierCV : isotonic or sigmoid calibration, without
+        a guarantee.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_breast_cancer
+    >>> from sklearn.naive_bayes import GaussianNB
+    >>> X, y = load_breast_cancer(return_X_y=True)
+    >>> venn = VennAbersCalibrator(GaussianNB()).fit(X[::2], y[::2])
+    >>> proba = venn.calibrate(X[1::4], y[1::4]).predict_proba(X[3::4])
+    >>> bounds = venn.predict_proba_bounds(X[3::4])
+    >>> proba.shape, bounds.shape
+    ((142, 2), (142, 2, 2))
+    >>> bool(((bounds[..., 0] <= proba) & (proba <= bounds[..., 1])).all())
+    True
+    """
+
+    alpha = 0.1  # unused: no level to choose (the base class validates one)
+
+    def __init__(
+        self,
+        estimator: BaseEstimator | None = None,
+        random_state: int | np.random.Generator | None = None,
+    ):
+        self.estimator = estimator
+        self.random_state = random_state
+
+    def _default_estimator(self) -> BaseEstimator:
+        return LogisticRegression()
+
+    def _validate_params(self) -> None:
+        super()._validate_params()
+        if not hasattr(self._estimator_or_default(), "predict_proba"):
+            raise missing_proba_error(
+                self._estimator_or_default(), "`estimator`", "Venn-Abers needs class scores"
+            )
+
+    def _check_target(self, y, n, *, calibrating):
+        return check_class_labels(y, n)
+
+    @property
+    def classes_(self) -> NDArray:
+        """Class labels, in the column order of `predict_proba`."""
+        check_is_fitted(self, "estimator_")
+        return model_classes(self.estimator_)
+
+    def _reset_calibration(self) -> None:
+        super()._reset_calibration()
+        self.__dict__.pop("_tables", None)
+
+    @keeps_state_on_error
+    def calibrate(self, X: Any, y: ArrayLike) -> Self:
+        """Build the Venn-Abers tables from calibration rows held out from training.
+
+        Without a prior ``fit``, a fitted ``estimator`` is used as is (never refitted).
+        Given exactly the rows ``fit`` trained on, it warns (the probabilities would be
+        overconfident).
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+            Labels, all among the model's ``classes_``.
+
+        Returns
+        -------
+        self
+        """
+        X = self._start_calibration(X)
+        n = n_rows(X)
+        labels = self._check_target(y, n, calibrating=True)
+        warn_if_training_rows(self, X, labels)
+        self._check_nan(X)
+        classes = self.classes_
+        index = encode_labels(labels, classes)
+        proba = class_probabilities(self.estimator_, X, classes.size)
+        columns = [1] if classes.size == 2 else range(classes.size)
+        self._tables = [_Table(proba[:, k], index == k) for k in columns]
+        self.n_calibration_ = n
+        return self
+
+    def _check_calibrated(self, method: str) -> None:
+        check_is_fitted(self, "estimator_")
+        if "_tables" not in self.__dict__:
+            raise NotFittedError(
+                f"{type(self).__name__}.{method} needs calibration: call "
+                "calibrate(X_calib, y_calib) on held-out data first."
+            )
+
+    def predict_proba_bounds(self, X: Any) -> NDArray:
+        """The Venn-Abers pair ``[p0, p1]`` of every class, shape ``(n_samples,
+        n_classes, 2)``.
+
+        For a binary problem the second class's pair is computed and the first class's
+        is ``[1 - p1, 1 - p0]``.
+        """
+        self._check_calibrated("predict_proba_bounds")
+        X = self._validate_X(X, reset=False)
+        self._check_nan(X)
+        proba = class_probabilities(self.estimator_, X, self.classes_.size)
+        if self.classes_.size == 2:
+            p0, p1 = self._tables[0].bounds(proba[:, 1])
+            return np.stack([np.column_stack([1 - p1, 1 - p0]), np.column_stack([p0, p1])], 1)
+        pairs = [table.bounds(proba[:, k]) for k, table in enumerate(self._tables)]
+        return np.stack([np.column_stack(pair) for pair in pairs], axis=1)
+
+    def predict_proba(self, X: Any) -> NDArray:
+        """Merged probabilities ``p1 / (1 - p0 + p1)``, shape ``(n_samples, n_classes)``
+        (with more than two classes, rescaled to sum to one)."""
+        bounds = self.predict_proba_bounds(X)
+        p0, p1 = bounds[..., 0], bounds[..., 1]
+        if self.classes_.size == 2:
+            positive = p1[:, 1] / (1 - p0[:, 1] + p1[:, 1])
+            return np.column_stack([1 - positive, positive])
+        merged = p1 / (1 - p0 + p1)
+        return merged / merged.sum(axis=1, keepdims=True)
+
+    def predict(self, X: Any) -> NDArray:
+        """The class with the largest calibrated probability."""
+        return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
