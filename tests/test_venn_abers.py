@@ -41,13 +41,58 @@ def test_pairs_equal_isotonic_regression_refitted_with_the_point(decimals):
     assert np.all(p0 <= p1)
 
 
-def test_pairs_are_computed_in_chunks_the_same(monkeypatch):
-    rng = np.random.default_rng(3)
-    scores, test = rng.random(300), rng.random(50)
-    labels = (rng.random(300) < scores).astype(int)
-    whole = venn_abers_bounds(scores, labels, test)
-    monkeypatch.setattr("uqconform.classification.venn_abers._CELLS_PER_CHUNK", 700)
-    np.testing.assert_array_equal(venn_abers_bounds(scores, labels, test), whole)
+def minmax_oracle(counts, sums, label):
+    """The max-min formula of isotonic regression, every (start, end) block at once."""
+    W = np.concatenate([[0.0], np.cumsum(counts)])
+    S = np.concatenate([[0.0], np.cumsum(sums)])
+    m = counts.size
+    with np.errstate(divide="ignore", invalid="ignore"):
+        slope = (S[None, :] - S[:, None] + label) / (W[None, :] - W[:, None] + 1.0)
+    slope[np.tril_indices(m + 1, -1)] = np.inf
+    ends = np.minimum.accumulate(slope[:, ::-1], axis=1)[:, ::-1]  # min over b >= t
+    best = np.maximum.accumulate(ends, axis=0)  # max over a <= j
+    return np.diagonal(best).copy(), np.diagonal(best, 1).copy()
+
+
+@pytest.mark.parametrize("kind", ["random", "convex", "ties"])
+def test_pairs_equal_the_max_min_formula_on_larger_sets(kind):
+    rng = np.random.default_rng(4)
+    n = 3000
+    if kind == "convex":  # label frequency rising with the score: many hull vertices
+        scores = np.arange(n, dtype=float)
+        labels = (rng.random(n) < (scores / n) ** 3).astype(int)
+        labels.sort()
+    else:
+        scores = np.round(rng.random(n), 2 if kind == "ties" else 9)
+        labels = (rng.random(n) < scores).astype(int)
+    values, inverse = np.unique(scores, return_inverse=True)
+    counts = np.bincount(inverse)
+    sums = np.bincount(inverse, weights=labels)
+    gap0, tie0 = minmax_oracle(counts, sums, 0)
+    gap1, tie1 = minmax_oracle(counts, sums, 1)
+    between = np.concatenate([[values[0] - 1], (values[:-1] + values[1:]) / 2, [values[-1] + 1]])
+    p0, p1 = venn_abers_bounds(scores, labels, between)
+    np.testing.assert_array_equal(p0, gap0)
+    np.testing.assert_array_equal(p1, gap1)
+    p0, p1 = venn_abers_bounds(scores, labels, values)
+    np.testing.assert_array_equal(p0, tie0)
+    np.testing.assert_array_equal(p1, tie1)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (([0.1, np.nan], [0, 1], [0.3]), "`calibration_scores` contains NaN"),
+        (([0.1, 0.2], [0, 1], [np.nan]), "`scores` contains NaN"),
+        (([0.1, 0.2], [0, 2], [0.3]), "0 and 1"),
+        (([0.1, 0.2], [0], [0.3]), "one entry per calibration score"),
+        (([], [], [0.3]), "empty"),
+        (([[0.1, 0.2]], [0, 1], [0.3]), "1-D"),
+    ],
+)
+def test_bad_input_to_the_function_names_the_argument(arguments, message):
+    with pytest.raises(ValueError, match=message):
+        venn_abers_bounds(*arguments)
 
 
 def _overconfident(n, rng):
@@ -143,6 +188,16 @@ def test_dataframes_pickles_and_unchanged_inputs():
     proba = venn.predict_proba(X[400:])
     untouched.check()
     np.testing.assert_array_equal(pickle.loads(pickle.dumps(venn)).predict_proba(X[400:]), proba)
+
+
+def test_warnings_name_the_probabilities_and_missing_classes():
+    X, y = load_iris(return_X_y=True)
+    venn = VennAbersCalibrator().fit(X[::2], y[::2])
+    with pytest.warns(UserWarning, match="the probabilities will be overconfident"):
+        venn.calibrate(X[::2], y[::2])
+    with pytest.warns(UserWarning, match=r"No calibration row has the class\(es\) \[2\]"):
+        venn.calibrate(X[1:100:2], y[1:100:2])
+    assert not hasattr(venn, "alpha") and "alpha" not in venn.get_params()
 
 
 def test_bad_input_and_wrong_order_are_refused():

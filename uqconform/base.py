@@ -122,17 +122,19 @@ def remember_training_rows(model: Any, X: Any, y: Any, *, trained: bool = True) 
         model.__dict__.pop("_training_rows", None)
 
 
-def warn_if_training_rows(model: Any, X: Any, y: Any) -> None:
+def warn_if_training_rows(
+    model: Any, X: Any, y: Any, consequence: str = "the prediction sets will under-cover"
+) -> None:
     """Warn when ``calibrate`` gets the rows ``fit`` trained on (the same ``X`` and ``y``
     in the same order, in any container): a model's errors on its own training rows are
-    optimistic, so the sets would under-cover. A subset or a shuffle of them is not
-    recognised."""
+    optimistic, so the sets would under-cover (``consequence`` says what happens to the
+    wrapper's output). A subset or a shuffle of them is not recognised."""
     trained = model.__dict__.get("_training_rows")
     if trained is not None and rows_fingerprint(X, y) == trained:
         warn_user(
             f"{type(model).__name__}.calibrate got the rows fit trained on (the same "
             f"{trained[0]} rows): the model's errors on its own training rows are smaller "
-            "than on new data, so the prediction sets will under-cover. Calibrate on rows "
+            f"than on new data, so {consequence}. Calibrate on rows "
             "held out from fit (e.g. split with sklearn.model_selection.train_test_split).",
             UserWarning,
         )
@@ -340,7 +342,8 @@ class ConformalPredictor(VersionedState, RoutesFitParams, BaseEstimator, metacla
 
     def _validate_params(self) -> None:
         """Check constructor arguments (called by ``fit`` and ``calibrate``)."""
-        check_miscoverage(self.alpha, "alpha")
+        if hasattr(self, "alpha"):  # every wrapper but the Venn-Abers calibrator
+            check_miscoverage(self.alpha, "alpha")
         check_int(getattr(self, "batch_size", None), "batch_size", allow_none=True)
         check_random_state_value(getattr(self, "random_state", None))
         check_n_jobs(getattr(self, "n_jobs", None))

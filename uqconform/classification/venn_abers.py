@@ -5,14 +5,17 @@ into a pair of probabilities ``p0 <= p1`` for the positive class. The calibratio
 scores and labels, plus the test row with the label 0 (then 1), are fitted by isotonic
 regression; ``p0`` and ``p1`` are the fitted values at the test row. Whatever the model,
 the one of the two that used the true label is perfectly calibrated under
-exchangeability, ``P(y = 1 | p_y) = p_y``; ``p1 - p0`` shrinks like ``1 / n`` and says
-how much the calibration set leaves undecided. The single probability reported is
-``p1 / (1 - p0 + p1)``, the one with the smallest log loss against the pair.
+exchangeability, ``P(y = 1 | p_y) = p_y`` (on average over calibration sets, not given
+one); ``p1 - p0`` shrinks as calibration rows are added and says how much the
+calibration set leaves undecided. The single probability reported is
+``p1 / (1 - p0 + p1)``, the one with the smallest worst-case log-loss regret against the
+pair.
 
 The fitted value at the added row depends only on where its score falls among the sorted
 calibration scores (between two of them, or equal to one), so both values are computed
-once for every position at calibration, exactly, by the min-max formula of isotonic
-regression on the cumulative sums; a prediction is a binary search.
+once for every position at calibration, exactly, as slopes of common tangents of convex
+hulls of the cumulative sums (Vovk, Petej and Fedorova, 2015, compute the same values);
+a prediction is then a binary search.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from uqconform._validation import (
     missing_proba_error,
     model_classes,
 )
+from uqconform._warnings import warn_user
 from uqconform.base import ConformalPredictor, keeps_state_on_error, warn_if_training_rows
 from uqconform.classification.split import encode_labels
 
@@ -41,43 +45,64 @@ if TYPE_CHECKING:
 
 __all__ = ["VennAbersCalibrator", "venn_abers_bounds"]
 
-# rows of the (m + 1) x (m + 1) slope matrix handled at once: about 32 MB of floats
-_CELLS_PER_CHUNK = 2**22
+
+def _lower_hull_links(W: list[int], S: list[int], from_right: bool) -> list[int]:
+    """For each point ``(W[i], S[i])``, its neighbour on the lower convex hull of the
+    points up to it (``from_right=False``: points 0..i) or from it on (points i..m);
+    -1 at the hull's end. Following the links from ``i`` walks that hull, so one pass
+    of the monotone chain gives the hull of every prefix (or suffix)."""
+    links = [-1] * len(W)
+    top = -1
+    for i in range(len(W) - 1, -1, -1) if from_right else range(len(W)):
+        while top != -1 and links[top] != -1:  # pop the top while it is not a strict turn
+            q = links[top]
+            cross = (W[top] - W[q]) * (S[i] - S[q]) - (S[top] - S[q]) * (W[i] - W[q])
+            if (cross < 0) if from_right else (cross > 0):
+                break
+            top = q
+        links[i] = top
+        top = i
+    return links
 
 
-def _added_point_values(counts: NDArray, sums: NDArray, label: float) -> tuple[NDArray, NDArray]:
-    """Isotonic fit at an added point of label ``label``, for every position.
+def _added_point_values(counts: NDArray, sums: NDArray, label: int) -> tuple[NDArray, NDArray]:
+    """Isotonic fit at an added point of label ``label`` (0 or 1), for every position.
 
     ``counts`` and ``sums``: the number of calibration rows and the sum of their labels at
     each distinct score, in increasing order (``m`` of them). Returns the fitted value when
     the added score falls in gap ``j`` (before the ``j``-th distinct score, ``j = 0..m``)
     and when it equals the ``j``-th distinct score (``j = 0..m-1``, pooled with its rows).
 
-    The isotonic value at a point is ``max_{a <= i} min_{b >= i}`` of the mean label of
-    the rows between ``a`` and ``b``; with cumulative counts ``W`` and sums ``S`` the mean
-    of the block from distinct score ``a`` to ``b - 1`` plus the added point is
-    ``(S[b] - S[a] + label) / (W[b] - W[a] + 1)``.
+    With cumulative counts ``W`` and sums ``S`` (the cumulative sum diagram), the fitted
+    value is ``max_{a <= j} min_{b >= k}`` of the mean label of the block from distinct
+    score ``a`` to ``b - 1`` plus the added point, ``(S[b] - S[a] + label) / (W[b] - W[a]
+    + 1)`` (``k = j`` in a gap, ``j + 1`` on a tie): the slope of the lower common tangent
+    of the lower hull of the prefix points ``(W[a], S[a])`` and that of the suffix points
+    shifted by the added point, ``(W[b] + 1, S[b] + label)``. Both hulls come from one
+    pass each; the tangent is found by walking them inward from the added point. Counts
+    and sums are integers, so the turns are exact.
     """
     m = counts.size
-    W = np.concatenate([[0.0], np.cumsum(counts, dtype=float)])
-    S = np.concatenate([[0.0], np.cumsum(sums, dtype=float)])
-    gap, tie = np.empty(m + 1), np.empty(m)
-    running = np.full(m + 1, -np.inf)  # max over the rows a already done, per column b
-    columns = np.arange(m + 1)
-    step = max(1, _CELLS_PER_CHUNK // (m + 1))
-    for start in range(0, m + 1, step):  # chunks of rows of the slope matrix, not samples
-        rows = np.arange(start, min(start + step, m + 1))
-        with np.errstate(divide="ignore", invalid="ignore"):  # below the diagonal: unused
-            slope = (S[None, :] - S[rows, None] + label) / (W[None, :] - W[rows, None] + 1.0)
-        slope[columns[None, :] < rows[:, None]] = np.inf  # a block ends after it starts
-        # suffix minimum over the block's end b >= t, then maximum over its start a <= j
-        ends = np.minimum.accumulate(slope[:, ::-1], axis=1)[:, ::-1]
-        best = np.maximum.accumulate(np.vstack([running, ends]), axis=0)[1:]
-        local = np.arange(rows.size)
-        gap[rows] = best[local, rows]
-        inner = rows < m
-        tie[rows[inner]] = best[local[inner], rows[inner] + 1]
-        running = best[-1]
+    W = [0, *np.cumsum(counts).tolist()]
+    S = [0, *np.cumsum(sums).tolist()]
+    left, right = _lower_hull_links(W, S, False), _lower_hull_links(W, S, True)
+
+    def tangent(a: int, b: int) -> float:
+        while True:  # walk each hull inward while its next vertex lies below the line
+            ax, ay, bx, by = W[a], S[a], W[b] + 1, S[b] + label
+            moved = False
+            p = left[a]
+            while p != -1 and (bx - ax) * (S[p] - ay) < (by - ay) * (W[p] - ax):
+                a, ax, ay, p, moved = p, W[p], S[p], left[p], True
+            q = right[b]
+            while q != -1 and (bx - ax) * (S[q] + label - ay) < (by - ay) * (W[q] + 1 - ax):
+                b, bx, by, q, moved = q, W[q] + 1, S[q] + label, right[q], True
+            if not moved:
+                return (by - ay) / (bx - ax)
+
+    # a loop over the m + 1 positions among the calibration scores, not over rows
+    gap = np.array([tangent(j, j) for j in range(m + 1)])
+    tie = np.array([tangent(j, j + 1) for j in range(m)])
     return gap, tie
 
 
@@ -106,8 +131,28 @@ def venn_abers_bounds(
     >>> p0.round(3).tolist(), p1.round(3).tolist()
     ([0.0, 0.5], [0.667, 1.0])
     """
-    table = _Table(np.asarray(calibration_scores, dtype=float), np.asarray(calibration_labels))
-    return table.bounds(np.asarray(scores, dtype=float))
+    values = _finite_scores(calibration_scores, "calibration_scores")
+    labels = np.asarray(calibration_labels)
+    if labels.ndim != 1 or labels.size != values.size:
+        raise ValueError(
+            f"`calibration_labels` must have one entry per calibration score "
+            f"({values.size}), got shape {labels.shape}."
+        )
+    if not values.size:
+        raise ValueError("`calibration_scores` is empty: Venn-Abers needs calibration rows.")
+    if labels.dtype.kind not in "biuf" or not np.isin(labels, (0, 1)).all():
+        raise ValueError("`calibration_labels` must hold 0 and 1 (or booleans) only.")
+    return _Table(values, labels == 1).bounds(_finite_scores(scores, "scores"))
+
+
+def _finite_scores(values: ArrayLike, name: str) -> NDArray:
+    """1-D float scores without NaN (infinite scores are ordered like any other)."""
+    array = np.asarray(values, dtype=float)
+    if array.ndim != 1:
+        raise ValueError(f"`{name}` must be 1-D, got shape {array.shape}.")
+    if np.isnan(array).any():
+        raise ValueError(f"`{name}` contains NaN.")
+    return array
 
 
 class _Table:
@@ -116,9 +161,9 @@ class _Table:
     def __init__(self, scores: NDArray, labels: NDArray):
         self.values, inverse = np.unique(scores, return_inverse=True)
         counts = np.bincount(inverse, minlength=self.values.size)
-        sums = np.bincount(inverse, weights=labels.astype(float), minlength=self.values.size)
-        self.gap0, self.tie0 = _added_point_values(counts, sums, 0.0)
-        self.gap1, self.tie1 = _added_point_values(counts, sums, 1.0)
+        sums = np.bincount(inverse[labels], minlength=self.values.size)  # labels: bool
+        self.gap0, self.tie0 = _added_point_values(counts, sums, 0)
+        self.gap1, self.tie1 = _added_point_values(counts, sums, 1)
 
     def bounds(self, scores: NDArray) -> tuple[NDArray, NDArray]:
         position = np.searchsorted(self.values, scores, side="left")
@@ -174,8 +219,6 @@ class VennAbersCalibrator(ClassifierMixin, ConformalPredictor):
     True
     """
 
-    alpha = 0.1  # unused: no level to choose (the base class validates one)
-
     def __init__(
         self,
         estimator: BaseEstimator | None = None,
@@ -228,11 +271,19 @@ class VennAbersCalibrator(ClassifierMixin, ConformalPredictor):
         X = self._start_calibration(X)
         n = n_rows(X)
         labels = self._check_target(y, n, calibrating=True)
-        warn_if_training_rows(self, X, labels)
+        warn_if_training_rows(self, X, labels, "the probabilities will be overconfident")
         self._check_nan(X)
         classes = self.classes_
         index = encode_labels(labels, classes)
         proba = class_probabilities(self.estimator_, X, classes.size)
+        absent = classes[np.bincount(index, minlength=classes.size) == 0]
+        if absent.size:
+            warn_user(
+                f"No calibration row has the class(es) {absent[:5].tolist()}: their "
+                "calibrated probabilities will be close to 0. Calibrate on rows of every "
+                "class.",
+                UserWarning,
+            )
         columns = [1] if classes.size == 2 else range(classes.size)
         self._tables = [_Table(proba[:, k], index == k) for k in columns]
         self.n_calibration_ = n
