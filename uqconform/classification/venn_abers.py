@@ -131,7 +131,7 @@ def venn_abers_bounds(
     >>> p0.round(3).tolist(), p1.round(3).tolist()
     ([0.0, 0.5], [0.667, 1.0])
     """
-    values = _finite_scores(calibration_scores, "calibration_scores")
+    values = _scores_without_nan(calibration_scores, "calibration_scores")
     labels = np.asarray(calibration_labels)
     if labels.ndim != 1 or labels.size != values.size:
         raise ValueError(
@@ -142,10 +142,10 @@ def venn_abers_bounds(
         raise ValueError("`calibration_scores` is empty: Venn-Abers needs calibration rows.")
     if labels.dtype.kind not in "biuf" or not np.isin(labels, (0, 1)).all():
         raise ValueError("`calibration_labels` must hold 0 and 1 (or booleans) only.")
-    return _Table(values, labels == 1).bounds(_finite_scores(scores, "scores"))
+    return _Table(values, labels == 1).bounds(_scores_without_nan(scores, "scores"))
 
 
-def _finite_scores(values: ArrayLike, name: str) -> NDArray:
+def _scores_without_nan(values: ArrayLike, name: str) -> NDArray:
     """1-D float scores without NaN (infinite scores are ordered like any other)."""
     array = np.asarray(values, dtype=float)
     if array.ndim != 1:
