@@ -269,7 +269,11 @@ def test_mondrian_groups_are_calibrated_separately():
     ("params", "y", "message"),
     [
         ({"risk": "fdr"}, None, "`risk` must be one of"),
-        ({"method": "ltt"}, None, "`method` must be one of"),
+        ({"method": "lt"}, None, "`method` must be one of"),
+        ({"risk": "precision"}, None, "risk='precision' needs method='ltt'"),
+        ({"method": "ltt", "fwer": "holm"}, None, "`fwer` must be one of"),
+        ({"method": "ltt", "thresholds": 0}, None, "`thresholds` must be at least 1"),
+        ({"method": "ltt", "thresholds": [0.5, 1.5]}, None, "probabilities in"),
         ({"delta": 1.0}, None, "`delta` must lie strictly between 0 and 1"),
         ({"alpha": 1.5}, None, "alpha"),
         ({}, lambda Y: Y[:, 0], r"label matrix of shape \(n_samples, n_labels\)"),
@@ -341,3 +345,78 @@ def test_predict_is_a_label_matrix_and_unlabelled_rows_warn():
     with pytest.warns(UserWarning, match=r"10 of 100 .* alpha / 0.9 "):
         model = controller().calibrate(P, Y)
     np.testing.assert_array_equal(model.predict(P), (P >= 0.5).astype(int))
+
+
+def brute_force_ltt(P_cal, Y_cal, P_test, alpha, risk, grid, fwer, delta=0.1):
+    """Learn then test by hand: every threshold's risk and p-value from the safe end of
+    the grid (the largest sets, or the smallest for precision), the FWER rule, the
+    certified threshold furthest from the safe end."""
+    n = len(P_cal)
+    certified = []
+    for t in sorted(grid, reverse=risk == "precision"):
+        sets = 1 - P_cal <= 1 - t
+        if risk == "precision":
+            size = sets.sum(axis=1)
+            loss = np.where(size > 0, (sets & ~Y_cal).sum(axis=1) / np.maximum(size, 1), 0)
+        else:
+            fnr, miss = losses(sets, Y_cal)
+            loss = fnr if risk == "fnr" else miss.astype(float)
+        mean = loss.mean()
+        if risk == "miscoverage":
+            p = stats.binom.cdf(np.ceil(n * mean - 1e-9), n, alpha)
+        else:
+            p = hoeffding_bentkus_pvalue(mean, n, alpha)
+        ok = p < (delta / len(grid) if fwer == "bonferroni" else delta)
+        if ok:
+            certified.append(t)
+        elif fwer == "fixed_sequence":
+            break
+    if not certified:
+        return np.full(P_test.shape, risk != "precision")
+    return 1 - P_test <= 1 - certified[-1]
+
+
+@pytest.mark.filterwarnings("ignore:No threshold of the grid is certified")
+@pytest.mark.filterwarnings("ignore:.*calibration rows have no true label")
+@pytest.mark.parametrize("risk", ["fnr", "miscoverage", "precision"])
+@pytest.mark.parametrize("fwer", ["fixed_sequence", "bonferroni"])
+def test_learn_then_test_matches_a_brute_force_procedure(risk, fwer):
+    rng = np.random.default_rng(13)
+    P_cal, Y_cal = draw(400, rng, ties=True)
+    P_test, _ = draw(100, rng)
+    alphas = [0.05, 0.2, 0.4]
+    for grid in (25, [0.07, 0.3, 0.5, 0.55, 0.9]):
+        model = controller(method="ltt", risk=risk, fwer=fwer, thresholds=grid, alpha=alphas)
+        sets = model.calibrate(P_cal, Y_cal).predict_set(P_test)
+        values = np.arange(1, grid + 1) / grid if isinstance(grid, int) else grid
+        for j, alpha in enumerate(alphas):
+            expected = brute_force_ltt(P_cal, Y_cal, P_test, alpha, risk, values, fwer)
+            np.testing.assert_array_equal(sets[:, :, j], expected)
+
+
+@pytest.mark.slow
+def test_ltt_keeps_precision_above_1_minus_alpha_with_probability_1_minus_delta():
+    alpha, delta, n_cal, repeats = 0.3, 0.1, 150, 300
+    rng = np.random.default_rng(14)
+    P_big, Y_big = draw(40_000, rng)
+
+    def precision_risk(sets):
+        size = sets.sum(axis=1)
+        false = (sets & ~Y_big).sum(axis=1)
+        return np.where(size > 0, false / np.maximum(size, 1), 0).mean()
+
+    grid = np.arange(1, 51) / 50
+    risks_big = np.array([precision_risk(P_big >= t) for t in grid])
+    exceed = {"ltt": 0, "no correction": 0}
+    for _ in range(repeats):  # independent calibration sets
+        P, Y = draw(n_cal, rng)
+        model = controller(method="ltt", risk="precision", alpha=alpha, thresholds=50)
+        exceed["ltt"] += precision_risk(model.calibrate(P, Y).predict_set(P_big)) > alpha
+        # the naive choice: the largest sets whose calibration precision reaches 1 - alpha
+        size = (P[:, :, None] >= grid).sum(axis=1)
+        false = ((P[:, :, None] >= grid) & ~Y[:, :, None]).sum(axis=1)
+        empirical = np.where(size > 0, false / np.maximum(size, 1), 0).mean(axis=0)
+        exceed["no correction"] += risks_big[np.flatnonzero(empirical <= alpha)[0]] > alpha
+    limit = stats.binom.ppf(1 - 1e-3, repeats, delta)
+    assert exceed["ltt"] <= limit
+    assert exceed["no correction"] > limit  # the same check rejects the naive choice

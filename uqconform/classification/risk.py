@@ -19,12 +19,21 @@ picks it so that a loss of the set, here the share of a row's true labels the se
   ``1 - delta`` over the calibration data: a guarantee for the one calibration at hand, at
   the price of larger sets.
 
-Both losses are monotone in ``q`` and the empirical risk is a step function with steps at
-the calibration rows' true-label scores, so the threshold is found exactly, without a grid.
+* ``method="ltt"`` (learn then test, Angelopoulos et al., 2021): on a grid of thresholds
+  fixed in advance, the p-value of "the risk exceeds ``alpha``" at each, a family-wise
+  error control (fixed sequence from the safe end of the grid, or Bonferroni), and the
+  certified threshold furthest from the safe end. The same guarantee as RCPS, without needing
+  the loss to be monotone: the share of a set's labels that are false (1 - precision)
+  is not.
+
+The false negative rate and the miscoverage are monotone in ``q`` and their empirical
+risk is a step function with steps at the calibration rows' true-label scores, so CRC and
+RCPS find the threshold exactly, without a grid.
 """
 
 from __future__ import annotations
 
+import numbers
 from typing import Any
 
 import numpy as np
@@ -43,8 +52,9 @@ from uqconform.quantiles import _RANK_TOLERANCE, levels_text
 
 __all__ = ["MultiLabelRiskController", "hoeffding_bentkus_pvalue"]
 
-_RISKS = ("fnr", "miscoverage")
-_METHODS = ("crc", "rcps")
+_RISKS = ("fnr", "miscoverage", "precision")
+_METHODS = ("crc", "rcps", "ltt")
+_FWER = ("fixed_sequence", "bonferroni")
 
 
 def hoeffding_bentkus_pvalue(risk: ArrayLike, n: int, alpha: float) -> NDArray:
@@ -187,19 +197,34 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
         ``FrozenEstimator(model)``) can be calibrated without ``fit``.
     alpha : float or sequence of float, default=0.1
         Risk level(s) in (0, 1); each prediction call may override it.
-    risk : {"fnr", "miscoverage"}, default="fnr"
+    risk : {"fnr", "miscoverage", "precision"}, default="fnr"
         ``"fnr"``: the share of the row's true labels missing from its set
         (1 - recall). ``"miscoverage"``: 1 if the set misses any true label, a stronger
         demand that gives larger sets (split CP on the least probable true label).
-    method : {"crc", "rcps"}, default="crc"
+        ``"precision"``: the share of the set's labels that are false (1 - precision; 0
+        for an empty set); not monotone, so ``method="ltt"`` only.
+    method : {"crc", "rcps", "ltt"}, default="crc"
         ``"crc"``: conformal risk control, ``E[risk] <= alpha`` averaged over calibration
         sets. ``"rcps"``: risk-controlling prediction sets, the risk of these sets is at
         most ``alpha`` with probability ``1 - delta`` over the calibration set (larger
         sets; needs more calibration rows). Its p-value is Hoeffding-Bentkus for
-        ``"fnr"`` and the exact binomial tail for the 0/1 ``"miscoverage"``.
+        ``"fnr"`` and ``"precision"`` and the exact binomial tail for the 0/1
+        ``"miscoverage"``. ``"ltt"``: the same guarantee, for any of the three risks,
+        on the grid ``thresholds`` with the family-wise error control ``fwer``.
     delta : float, default=0.1
-        ``method="rcps"``: an upper bound on the chance, over calibration sets, that the
-        risk exceeds ``alpha``. Ignored by ``"crc"``.
+        ``method="rcps"`` or ``"ltt"``: an upper bound on the chance, over calibration
+        sets, that the risk exceeds ``alpha``. Ignored by ``"crc"``.
+    thresholds : int or array-like of float, default=100
+        ``method="ltt"``: the probability thresholds tried (a row's set holds the labels
+        with ``p >= t``), fixed before seeing the calibration data; an int ``m`` means
+        ``1/m, 2/m, ..., 1``.
+    fwer : {"fixed_sequence", "bonferroni"}, default="fixed_sequence"
+        ``method="ltt"``: ``"fixed_sequence"`` tests the thresholds from the safe end
+        (the largest sets for ``"fnr"`` and ``"miscoverage"``, the smallest for
+        ``"precision"``), each at level ``delta``, and stops at the first it cannot
+        certify (powerful when the risk changes steadily along the grid);
+        ``"bonferroni"`` tests each at ``delta / m`` (no order needed). Either way the
+        sets are those of the certified threshold furthest from the safe end.
     batch_size : int, default=None
         Rows predicted at once (``None``: automatic), to bound memory on large inputs.
     random_state : int, Generator or None, default=None
@@ -211,7 +236,9 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
     n_labels_ : int
         Number of labels, the columns of the sets.
     conformity_scores_ : ndarray of shape (n_calibration, n_labels)
-        ``1 - p`` of each calibration row's true labels, NaN where the label is absent.
+        ``1 - p`` of every calibration row and label.
+    calibration_labels_ : ndarray of bool, shape (n_calibration, n_labels)
+        The calibration label matrix.
     n_calibration_ : int
 
     See Also
@@ -242,7 +269,7 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
     """
 
     _unbounded_prediction = "sets holding every label"
-    _calibration_params = ("risk", "method", "delta")
+    _calibration_params = ("risk", "method", "delta", "thresholds", "fwer")
 
     def __init__(
         self,
@@ -251,6 +278,8 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
         risk: str = "fnr",
         method: str = "crc",
         delta: float = 0.1,
+        thresholds: int | ArrayLike = 100,
+        fwer: str = "fixed_sequence",
         batch_size: int | None = None,
         random_state: int | np.random.Generator | None = None,
     ):
@@ -259,6 +288,8 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
         self.risk = risk
         self.method = method
         self.delta = delta
+        self.thresholds = thresholds
+        self.fwer = fwer
         self.batch_size = batch_size
         self.random_state = random_state
 
@@ -270,9 +301,17 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
         for name, value, allowed in (
             ("risk", self.risk, _RISKS),
             ("method", self.method, _METHODS),
+            ("fwer", self.fwer, _FWER),
         ):
             if not isinstance(value, str) or value not in allowed:
                 raise ValueError(f"`{name}` must be one of {list(allowed)}, got {value!r}.")
+        if self.risk == "precision" and self.method != "ltt":
+            raise ValueError(
+                f"risk='precision' needs method='ltt', got method={self.method!r}: the "
+                "share of false labels in a set is not monotone in the threshold, which "
+                "CRC and RCPS need."
+            )
+        self._grid()
         delta = self.delta
         if (
             isinstance(delta, bool)
@@ -297,6 +336,27 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
         super()._use_prefit_estimator()
         self.__dict__.pop("n_labels_", None)  # learnt from the calibration rows
 
+    def _grid(self) -> NDArray:
+        """The probability thresholds of ``method="ltt"``, increasing."""
+        grid = self.thresholds
+        if isinstance(grid, numbers.Integral) and not isinstance(grid, bool):
+            if grid < 1:
+                raise ValueError(f"`thresholds` must be at least 1, got {grid}.")
+            return np.arange(1, grid + 1) / grid
+        try:
+            values = np.unique(np.asarray(grid, dtype=float))
+        except (TypeError, ValueError):
+            values = np.empty(0)
+        if values.ndim != 1 or not values.size or not ((values > 0) & (values <= 1)).all():
+            raise ValueError(
+                f"`thresholds` must be an int or probabilities in (0, 1], got {grid!r}."
+            )
+        return values
+
+    def _reset_calibration(self) -> None:
+        super()._reset_calibration()
+        self.__dict__.pop("calibration_labels_", None)
+
     def _calibration_scores(self, X, y):
         proba = multilabel_probabilities(self.estimator_, X)
         if proba.shape[1] != y.shape[1]:
@@ -305,7 +365,7 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
             )
         self.n_labels_ = y.shape[1]
         unlabelled = int(np.sum(~y.any(axis=1)))
-        if unlabelled:
+        if unlabelled and self.risk != "precision":
             share = 1 - unlabelled / y.shape[0]
             warn_user(
                 f"{unlabelled} of {y.shape[0]} calibration rows have no true label: they "
@@ -314,8 +374,8 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
                 "for labelled rows alone, leave unlabelled rows out of calibration.",
                 UserWarning,
             )
-        scores = np.where(y == 1, 1.0 - proba, np.nan)
-        return scores, np.zeros(y.shape[0], dtype=np.intp), 1
+        self.calibration_labels_ = y == 1
+        return 1.0 - proba, np.zeros(y.shape[0], dtype=np.intp), 1
 
     def _output_columns(self) -> int:
         return self.n_labels_
@@ -326,25 +386,34 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
         table = np.full((n_groups + 1, 1, 1, alphas.size), np.inf)
         too_few: dict[int, int] = {}
         for stratum, rows in enumerate(self._stratum_rows()):  # never a loop over rows
-            scores = self.conformity_scores_[rows]
-            table[stratum, 0, 0] = self._thresholds(scores, alphas)
-            if np.isinf(table[stratum]).any():
+            scores, labels = self.conformity_scores_[rows], self.calibration_labels_[rows]
+            if self.method == "ltt":
+                thresholds = self._tested_thresholds(scores, labels, alphas)
+            else:
+                thresholds = self._exact_thresholds(scores, labels, alphas)
+            table[stratum, 0, 0] = thresholds
+            if (~np.isfinite(thresholds)).any():
                 too_few[stratum] = int(scores.shape[0])
         return table, too_few
 
-    def _thresholds(self, scores: NDArray, alphas: NDArray) -> NDArray:
-        """The smallest threshold meeting the rule at each level (``inf`` when none does,
-        a value below every score when even empty sets do)."""
+    def _pvalues(self, summed_loss: NDArray, n: int, level: float) -> NDArray:
+        """p-values of "the risk exceeds ``level``" from the summed losses of ``n`` rows."""
+        if self.risk == "miscoverage":  # 0/1 losses: the exact binomial tail
+            return stats.binom.cdf(np.ceil(summed_loss - _RANK_TOLERANCE), n, level)
+        return hoeffding_bentkus_pvalue(summed_loss / n, n, level)
+
+    def _exact_thresholds(self, scores: NDArray, labels: NDArray, alphas: NDArray) -> NDArray:
+        """CRC and RCPS: the smallest threshold meeting the rule at each level (``inf``
+        when none does, a value below every score when even empty sets do)."""
         n = scores.shape[0]
-        present = ~np.isnan(scores)
-        counts = present.sum(axis=1)
+        counts = labels.sum(axis=1)
         if self.risk == "fnr":  # each true label weighs 1 / (its row's number of labels)
-            row, column = np.nonzero(present)
+            row, column = np.nonzero(labels)
             values = scores[row, column]
             weights = 1.0 / counts[row]
         else:  # the least probable true label decides
             has = counts > 0
-            values = np.nanmax(scores[has], axis=1) if has.any() else np.empty(0)
+            values = np.where(labels[has], scores[has], -np.inf).max(axis=1)
             weights = np.ones(values.size)
         order = np.argsort(values, kind="stable")
         values, covered = values[order], np.cumsum(weights[order])
@@ -354,20 +423,63 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
         if self.method == "crc":
             allowed = (n + 1) * alphas - 1  # n R_n(q) + 1 <= (n + 1) alpha
             meets = summed_loss[None, :] <= allowed[:, None] + _RANK_TOLERANCE
-        else:
-            meets = np.empty((alphas.size, summed_loss.size), dtype=bool)
-            for j, level in enumerate(alphas):  # a loop over levels, not rows
-                if self.risk == "miscoverage":  # 0/1 losses: the exact binomial tail
-                    count = np.ceil(summed_loss - _RANK_TOLERANCE)
-                    pvalues = stats.binom.cdf(count, n, float(level))
-                else:
-                    pvalues = hoeffding_bentkus_pvalue(summed_loss / n, n, float(level))
-                meets[j] = pvalues < self.delta
+        else:  # a loop over levels, not rows
+            meets = np.array([self._pvalues(summed_loss, n, a) < self.delta for a in alphas])
         candidates = np.concatenate([[-1.0], values])  # -1 < every score 1 - p >= 0
         first = np.argmax(meets, axis=1)
         return np.where(meets.any(axis=1), candidates[first], np.inf)
 
+    def _tested_thresholds(self, scores: NDArray, labels: NDArray, alphas: NDArray) -> NDArray:
+        """Learn then test: at each level, the certified threshold of the grid furthest
+        from the safe end (the smallest sets for the false negative rate and the
+        miscoverage, the largest for precision); with none, ``inf`` (every label) for the
+        first two and ``-inf`` (empty sets, which lose nothing) for precision."""
+        n = scores.shape[0]
+        # score thresholds in the order tested, from the safe end: the largest sets first
+        # for the risks that fall as sets grow, the smallest sets first for precision
+        cuts = 1.0 - self._grid()  # decreasing: the sets shrink along it
+        if self.risk == "precision":
+            cuts = cuts[::-1]
+        summed_loss = np.empty(cuts.size)
+        counts = labels.sum(axis=1)
+        for j, cut in enumerate(cuts):  # a loop over the grid, not over rows
+            chosen = scores <= cut
+            if self.risk == "precision":
+                size = chosen.sum(axis=1)
+                false = (chosen & ~labels).sum(axis=1)
+                loss = np.divide(false, size, out=np.zeros(n), where=size > 0)
+            else:
+                missed = (labels & ~chosen).sum(axis=1)
+                if self.risk == "fnr":
+                    loss = np.divide(missed, counts, out=np.zeros(n), where=counts > 0)
+                else:
+                    loss = (missed > 0).astype(float)
+            summed_loss[j] = loss.sum()
+        out = np.empty(alphas.size)
+        for i, level in enumerate(alphas):  # a loop over levels, not rows
+            pvalues = self._pvalues(summed_loss, n, float(level))
+            if self.fwer == "bonferroni":
+                certified = pvalues < self.delta / cuts.size
+            else:  # from the safe end on, until the first threshold not certified
+                certified = np.cumprod(pvalues < self.delta).astype(bool)
+            if certified.any():
+                out[i] = cuts[np.flatnonzero(certified)[-1]]
+            else:
+                out[i] = -np.inf if self.risk == "precision" else np.inf
+        return out
+
     def _warn_too_few(self, too_few: dict[int, int], alphas: NDArray, n_groups: int) -> None:
+        if self.method == "ltt":
+            where = "calibration set" if getattr(self, "groups_", None) is None else "groups"
+            outcome = "empty" if self.risk == "precision" else "holding every label"
+            warn_user(
+                f"No threshold of the grid is certified at alpha={levels_text(alphas)} "
+                f"(delta={self.delta}, fwer={self.fwer!r}) in the {where}: those sets are "
+                f"{outcome}. More calibration rows, a larger alpha or delta, or a grid "
+                "reaching further help.",
+                UserWarning,
+            )
+            return
         if self.method == "crc":
             need = "(n + 1) alpha >= 1"
         else:

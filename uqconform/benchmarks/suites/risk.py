@@ -4,10 +4,12 @@ One multi-label model per data set (gradient boosting, one per label) is trained
 fixed part of the rows; the rest is split again and again into calibration and test rows.
 On the same probabilities: conformal risk control (CRC) and RCPS (Hoeffding-Bentkus,
 delta 0.1) of the false negative rate (FNR: the share of a row's true labels missing
-from its set), the strongest simple valid baseline (sets holding every true label with
-probability 1 - alpha: split CP on the least probable true label, which bounds the FNR
-too), the uncorrected empirical threshold (the calibration FNR at most alpha, no
-guarantee) and the classifier's own sets (probability at least 0.5, no guarantee).
+from its set), learn-then-test of the share of false labels in the sets (1 - precision,
+delta 0.1, fixed sequence on 100 thresholds), the strongest simple valid baseline (sets
+holding every true label with probability 1 - alpha: split CP on the least probable true
+label, which bounds the FNR too), the uncorrected empirical threshold (the calibration
+FNR at most alpha, no guarantee) and the classifier's own sets (probability at least
+0.5, no guarantee).
 MAPIE's `MultiLabelClassificationController` (CRC on its default grid of thresholds) runs
 on the same rows when it is installed: its sets and its time.
 """
@@ -45,6 +47,7 @@ EMPIRICAL, HALF, MAPIE = (
     "p >= 0.5 (no guarantee)",
     "mapie crc",
 )
+PRECISION = "ltt precision (delta 0.1)"
 
 
 class _Lookup:
@@ -79,12 +82,16 @@ def _data(name: str, rows: int | None, seed: int) -> tuple[np.ndarray, np.ndarra
     return X[labelled], Y[labelled]
 
 
-def _losses(sets: np.ndarray, Y: np.ndarray) -> tuple[float, float, float]:
-    """Mean FNR, share of rows missing a true label, mean set size."""
-    missed = (Y.astype(bool) & ~sets).sum(axis=1)
+def _losses(sets: np.ndarray, Y: np.ndarray) -> tuple[float, float, float, float]:
+    """Mean FNR, share of rows missing a true label, mean set size, mean share of false
+    labels in the sets (1 - precision; 0 for an empty set)."""
+    labels = Y.astype(bool)
+    missed = (labels & ~sets).sum(axis=1)
     counts = Y.sum(axis=1)
     fnr = np.where(counts > 0, missed / np.maximum(counts, 1), 0.0)
-    return float(fnr.mean()), float(np.mean(missed > 0)), float(sets.sum(axis=1).mean())
+    size = sets.sum(axis=1)
+    false = np.where(size > 0, (sets & ~labels).sum(axis=1) / np.maximum(size, 1), 0.0)
+    return float(fnr.mean()), float(np.mean(missed > 0)), float(size.mean()), float(false.mean())
 
 
 def _our_sets(model, method, risk, alphas, X_cal, Y_cal, X_test):
@@ -109,7 +116,7 @@ def _mapie_sets(mapie, model, alphas, X_cal, Y_cal, X_test):
 
 
 def _record(rec: dict[str, list[float]], sets, Y, seconds: float | None) -> None:
-    for key, value in zip(("fnr", "miss_any", "size"), _losses(sets, Y), strict=True):
+    for key, value in zip(("fnr", "miss_any", "size", "false"), _losses(sets, Y), strict=True):
         rec[key].append(value)
     if seconds is not None:
         rec["seconds"].append(seconds)
@@ -118,7 +125,7 @@ def _record(rec: dict[str, list[float]], sets, Y, seconds: float | None) -> None
 @register_family(
     "risk",
     "Multi-label sets with a controlled false negative rate (CRC, RCPS) vs covering every "
-    "label, the uncorrected threshold, p >= 0.5 and MAPIE's controller",
+    "label, the uncorrected threshold, p >= 0.5 and MAPIE's controller; precision (LTT)",
 )
 def run(ctx) -> FamilyResult:
     datasets = ctx.pick(
@@ -155,6 +162,7 @@ def run(ctx) -> FamilyResult:
                 RCPS: (_our_sets, ("rcps", "fnr", ALPHAS)),
                 COVER_ALL: (_our_sets, ("crc", "miscoverage", ALPHAS)),
                 EMPIRICAL: (_our_sets, ("crc", "fnr", empirical)),
+                PRECISION: (_our_sets, ("ltt", "precision", ALPHAS)),
             }
             if mapie is not None:
                 runs[MAPIE] = (partial(_mapie_sets, mapie), (ALPHAS,))
@@ -169,6 +177,7 @@ def run(ctx) -> FamilyResult:
     z = stats.norm.ppf(1 - 1e-3)
     for (name, method, alpha), rec in records.items():
         fnr = np.asarray(rec["fnr"])
+        controlled = np.asarray(rec["false" if method == PRECISION else "fnr"])
         spread = float(fnr.std(ddof=1)) if fnr.size > 1 else 0.0
         table.append(
             {
@@ -177,7 +186,8 @@ def run(ctx) -> FamilyResult:
                 "alpha": alpha,
                 "fnr": summarize(rec["fnr"])[0],
                 "fnr_bound": alpha + z * spread / np.sqrt(fnr.size),
-                "exceed_share": float(np.mean(fnr > alpha)),
+                "false_share": summarize(rec["false"])[0],
+                "exceed_share": float(np.mean(controlled > alpha)),
                 "miss_any": summarize(rec["miss_any"])[0],
                 "set_size": summarize(rec["size"])[0],
                 "seconds": summarize(rec["seconds"])[0] if rec["seconds"] else None,
@@ -189,8 +199,10 @@ def run(ctx) -> FamilyResult:
     notes.append(
         "fnr: mean over resplits of the test rows' mean false negative rate; fnr_bound: "
         "alpha plus 3.09 standard errors of that mean (a one-sided 99.9% bound for a method "
-        "with E[FNR] <= alpha); exceed_share: resplits whose test FNR is above alpha (RCPS "
-        "promises at most delta = 0.1 for its true risk; the test FNR adds a little noise); "
+        "with E[FNR] <= alpha); false_share: the mean share of false labels in the sets "
+        "(1 - precision, 0 for an empty set); exceed_share: resplits whose test FNR is above "
+        "alpha (for the LTT precision rows: whose test false_share is; RCPS and LTT promise "
+        "at most delta = 0.1 for their true risk; the test value adds a little noise); "
         "miss_any: rows missing at least one true label; seconds: calibrate + predict of "
         "both levels at once, on the trained model's probabilities computed once for every "
         "method (the conformal work alone). Rows without any label are left out of both "
@@ -202,6 +214,7 @@ def run(ctx) -> FamilyResult:
     crc_ok = [by[d, CRC, a]["fnr"] <= by[d, CRC, a]["fnr_bound"] for d, a in cells]
     limit = stats.binom.ppf(1 - 1e-3, resplits, DELTA) / resplits
     rcps_ok = [by[d, RCPS, a]["exceed_share"] <= limit for d, a in cells]
+    ltt_ok = [by[d, PRECISION, a]["exceed_share"] <= limit for d, a in cells]
     headlines = [
         headline(
             "CRC: mean test FNR within the one-sided 99.9% bound above alpha (data x level)",
@@ -215,6 +228,13 @@ def run(ctx) -> FamilyResult:
             f"{sum(rcps_ok)}/{len(cells)}",
             "all",
             all(rcps_ok),
+        ),
+        headline(
+            "LTT precision: share of resplits with test 1 - precision above alpha within "
+            "Binomial(R, 0.1)'s 99.9% bound (data x level)",
+            f"{sum(ltt_ok)}/{len(cells)}",
+            "all",
+            all(ltt_ok),
         ),
         headline(
             "CRC / cover every label, mean set size (data, alpha)",
