@@ -1,5 +1,5 @@
-"""Multi-label sets with a controlled risk: conformal risk control and its high-probability
-variant (RCPS with the Hoeffding-Bentkus bound).
+"""Multi-label sets with a controlled risk: conformal risk control, its high-probability
+variant (RCPS with the Hoeffding-Bentkus bound) and learn then test.
 
 A multi-label classifier gives each row a probability ``p_k`` per label; the set of a row is
 ``{k : 1 - p_k <= q}``, one threshold ``q`` for every row. Split conformal prediction picks
@@ -181,7 +181,7 @@ def check_label_matrix(y: Any, n: int, n_labels: int | None = None) -> NDArray:
 
 
 class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
-    """Multi-label prediction sets whose false negative rate is controlled.
+    """Multi-label prediction sets whose false negative rate (or precision) is controlled.
 
     Each row's set holds the labels whose probability is high enough, one threshold for
     every row, chosen on calibration data so that the expected share of a row's true labels
