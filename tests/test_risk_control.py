@@ -274,6 +274,8 @@ def test_mondrian_groups_are_calibrated_separately():
         ({"method": "ltt", "fwer": "holm"}, None, "`fwer` must be one of"),
         ({"method": "ltt", "thresholds": 0}, None, "`thresholds` must be at least 1"),
         ({"method": "ltt", "thresholds": [0.5, 1.5]}, None, "probabilities in"),
+        ({"method": "ltt", "thresholds": True}, None, "probabilities in"),
+        ({"method": "ltt", "thresholds": [[0.3, 0.6]]}, None, "probabilities in"),
         ({"delta": 1.0}, None, "`delta` must lie strictly between 0 and 1"),
         ({"alpha": 1.5}, None, "alpha"),
         ({}, lambda Y: Y[:, 0], r"label matrix of shape \(n_samples, n_labels\)"),
@@ -420,3 +422,17 @@ def test_ltt_keeps_precision_above_1_minus_alpha_with_probability_1_minus_delta(
     limit = stats.binom.ppf(1 - 1e-3, repeats, delta)
     assert exceed["ltt"] <= limit
     assert exceed["no correction"] > limit  # the same check rejects the naive choice
+
+
+def test_precision_sends_unseen_groups_and_strict_levels_to_empty_sets():
+    rng = np.random.default_rng(15)
+    P, Y = draw(1000, rng)
+    model = controller(method="ltt", risk="precision", alpha=0.2)
+    model.calibrate(P, Y, groups=np.repeat([0, 1], 500))
+    with pytest.warns(UserWarning, match="groups without calibration data.*are empty"):
+        sets = model.predict_set(P[:5], groups=np.full(5, 2))
+    assert not sets.any()  # the least risky sets, not the whole label space
+    noise = rng.random(Y.shape) < 0.5  # labels unrelated to the probabilities
+    with pytest.warns(UserWarning, match="keep no label of any calibration row"):
+        strict = controller(method="ltt", risk="precision", alpha=0.005).calibrate(P, noise)
+    assert not strict.predict_set(P).any()  # only t = 1 is certified: p >= 1 keeps nothing

@@ -309,6 +309,8 @@ class ConformalPredictor(VersionedState, RoutesFitParams, BaseEstimator, metacla
 
     #: What a prediction is when a stratum has too few calibration points (for warnings).
     _unbounded_prediction: str = "the whole output space"
+    #: What the prediction of a row of a group unseen at calibration is (for warnings).
+    _unseen_group_prediction: str = "the whole output space"
     #: Covariate-shift weights ``w(X)``; wrappers that offer it take it in ``__init__``
     #: (weighted conformal prediction, see `_weighted_threshold_rows`).
     likelihood_ratio: Callable[[Any], ArrayLike] | None = None
@@ -585,7 +587,8 @@ class ConformalPredictor(VersionedState, RoutesFitParams, BaseEstimator, metacla
         if unseen.any():
             warn_user(
                 f"{int(unseen.sum())} rows belong to groups without calibration data "
-                f"(e.g. {_plain(labels[unseen][0])!r}); their sets are the whole output space.",
+                f"(e.g. {_plain(labels[unseen][0])!r}); their sets are "
+                f"{self._unseen_group_prediction}.",
                 UserWarning,
             )
             position = np.where(unseen, known.size, position)  # the empty extra group

@@ -207,9 +207,10 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
         ``"crc"``: conformal risk control, ``E[risk] <= alpha`` averaged over calibration
         sets. ``"rcps"``: risk-controlling prediction sets, the risk of these sets is at
         most ``alpha`` with probability ``1 - delta`` over the calibration set (larger
-        sets; needs more calibration rows). Its p-value is Hoeffding-Bentkus for
-        ``"fnr"`` and ``"precision"`` and the exact binomial tail for the 0/1
-        ``"miscoverage"``. ``"ltt"``: the same guarantee, for any of the three risks,
+        sets; needs more calibration rows). Its p-value (and LTT's) is
+        Hoeffding-Bentkus for ``"fnr"`` and ``"precision"`` and the exact binomial tail
+        for the 0/1 ``"miscoverage"``. ``"ltt"``: the same guarantee, for any of the three
+        risks,
         on the grid ``thresholds`` with the family-wise error control ``fwer``.
     delta : float, default=0.1
         ``method="rcps"`` or ``"ltt"``: an upper bound on the chance, over calibration
@@ -222,8 +223,9 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
         ``method="ltt"``: ``"fixed_sequence"`` tests the thresholds from the safe end
         (the largest sets for ``"fnr"`` and ``"miscoverage"``, the smallest for
         ``"precision"``), each at level ``delta``, and stops at the first it cannot
-        certify (powerful when the risk changes steadily along the grid);
-        ``"bonferroni"`` tests each at ``delta / m`` (no order needed). Either way the
+        certify (powerful when the risk changes steadily along the grid; a bump in
+        precision stops it early); ``"bonferroni"`` tests each at ``delta / m`` (no
+        order needed, better when precision is not monotone in the threshold). Either way the
         sets are those of the certified threshold furthest from the safe end.
     batch_size : int, default=None
         Rows predicted at once (``None``: automatic), to bound memory on large inputs.
@@ -248,8 +250,9 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
     Notes
     -----
     With Mondrian ``groups=`` each group gets its own threshold and the guarantee holds
-    in every group (for ``"rcps"``, with probability ``1 - delta`` in each group
-    separately, not in all groups at once). Rows without any true label lose nothing:
+    in every group (for ``"rcps"`` and ``"ltt"``, with probability ``1 - delta`` in each
+    group separately, not in all groups at once; under ``"precision"`` a group unseen at
+    calibration gets empty sets, elsewhere every label). Rows without any true label lose nothing:
     when calibration has such rows (it warns), the risk of the labelled rows is only
     bounded by ``alpha`` divided by their share. ``"miscoverage"`` with ``"crc"`` gives
     exactly the sets of `SplitConformalClassifier` with the LAC score when every row has
@@ -269,6 +272,11 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
     """
 
     _unbounded_prediction = "sets holding every label"
+
+    @property
+    def _unseen_group_prediction(self) -> str:  # type: ignore[override]
+        return "empty" if self.risk == "precision" else "the full label set"
+
     _calibration_params = ("risk", "method", "delta", "thresholds", "fwer")
 
     def __init__(
@@ -344,10 +352,15 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
                 raise ValueError(f"`thresholds` must be at least 1, got {grid}.")
             return np.arange(1, grid + 1) / grid
         try:
-            values = np.unique(np.asarray(grid, dtype=float))
+            values = np.asarray(grid, dtype=float)
         except (TypeError, ValueError):
             values = np.empty(0)
-        if values.ndim != 1 or not values.size or not ((values > 0) & (values <= 1)).all():
+        if (
+            isinstance(grid, bool)
+            or values.ndim != 1
+            or not values.size
+            or not ((values > 0) & (values <= 1)).all()
+        ):
             raise ValueError(
                 f"`thresholds` must be an int or probabilities in (0, 1], got {grid!r}."
             )
@@ -384,7 +397,10 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
     def _compute_threshold_table(self, alphas: NDArray) -> tuple[NDArray, dict[int, int]]:
         n_groups = 1 if getattr(self, "groups_", None) is None else self.groups_.size
         table = np.full((n_groups + 1, 1, 1, alphas.size), np.inf)
+        if self.risk == "precision":  # a group unseen at calibration: empty sets lose nothing
+            table[-1] = -np.inf
         too_few: dict[int, int] = {}
+        empty: dict[int, int] = {}
         for stratum, rows in enumerate(self._stratum_rows()):  # never a loop over rows
             scores, labels = self.conformity_scores_[rows], self.calibration_labels_[rows]
             if self.method == "ltt":
@@ -394,7 +410,26 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
             table[stratum, 0, 0] = thresholds
             if (~np.isfinite(thresholds)).any():
                 too_few[stratum] = int(scores.shape[0])
+            elif self.risk == "precision" and not (scores <= thresholds.min()).any():
+                empty[stratum] = int(scores.shape[0])
+        if empty:
+            warn_user(
+                f"The certified thresholds keep no label of any calibration row in "
+                f"{self._strata_text(empty)} at some of alpha={levels_text(alphas)}: the "
+                "sets will be (nearly) all empty. Only the strictest thresholds of the grid "
+                "reach that precision; a larger alpha or delta, more calibration rows, or "
+                "fwer='bonferroni' (when precision is not monotone in the threshold) help.",
+                UserWarning,
+            )
         return table, too_few
+
+    def _strata_text(self, strata: dict[int, int]) -> str:
+        """``the calibration set (n rows)`` or ``group 'a' (n rows), ...`` for messages."""
+        if getattr(self, "groups_", None) is None:
+            return f"the calibration set ({next(iter(strata.values()))} rows)"
+        named = [f"group {self.groups_[s]!r} ({count} rows)" for s, count in strata.items()]
+        more = f" and {len(named) - 3} more" if len(named) > 3 else ""
+        return ", ".join(named[:3]) + more
 
     def _pvalues(self, summed_loss: NDArray, n: int, level: float) -> NDArray:
         """p-values of "the risk exceeds ``level``" from the summed losses of ``n`` rows."""
@@ -470,11 +505,11 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
 
     def _warn_too_few(self, too_few: dict[int, int], alphas: NDArray, n_groups: int) -> None:
         if self.method == "ltt":
-            where = "calibration set" if getattr(self, "groups_", None) is None else "groups"
             outcome = "empty" if self.risk == "precision" else "holding every label"
             warn_user(
                 f"No threshold of the grid is certified at alpha={levels_text(alphas)} "
-                f"(delta={self.delta}, fwer={self.fwer!r}) in the {where}: those sets are "
+                f"(delta={self.delta}, fwer={self.fwer!r}) in {self._strata_text(too_few)}: "
+                "those sets are "
                 f"{outcome}. More calibration rows, a larger alpha or delta, or a grid "
                 "reaching further help.",
                 UserWarning,
