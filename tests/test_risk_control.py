@@ -424,6 +424,24 @@ def test_ltt_keeps_precision_above_1_minus_alpha_with_probability_1_minus_delta(
     assert exceed["no correction"] > limit  # the same check rejects the naive choice
 
 
+@pytest.mark.parametrize("fwer", ["fixed_sequence", "bonferroni"])
+def test_the_grid_is_a_set_of_thresholds(fwer):
+    # order and repeats do not matter: the fixed sequence runs from the safe end of the
+    # sorted grid and Bonferroni divides delta by the number of distinct thresholds
+    rng = np.random.default_rng(16)
+    P, Y = draw(300, rng)
+    grid = np.array([0.3, 0.5, 0.55, 0.07, 0.9])
+    for risk in ("fnr", "precision"):
+        sets = [
+            controller(method="ltt", risk=risk, fwer=fwer, thresholds=g, alpha=0.2)
+            .calibrate(P, Y)
+            .predict_set(P)
+            for g in (np.sort(grid), grid[::-1], [*grid, 0.5, 0.07])
+        ]
+        np.testing.assert_array_equal(sets[0], sets[1])
+        np.testing.assert_array_equal(sets[0], sets[2])
+
+
 def test_precision_sends_unseen_groups_and_strict_levels_to_empty_sets():
     rng = np.random.default_rng(15)
     P, Y = draw(1000, rng)

@@ -364,7 +364,7 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
             raise ValueError(
                 f"`thresholds` must be an int or probabilities in (0, 1], got {grid!r}."
             )
-        return values
+        return np.unique(values)  # sorted, each threshold tested once
 
     def _reset_calibration(self) -> None:
         super()._reset_calibration()
