@@ -107,6 +107,17 @@ def _weighted_pvalue(
     return np.where((mass > 0) & np.isfinite(mass), np.minimum(p, 1.0), 1.0)
 
 
+def sets_within_thresholds(scores: NDArray, thresholds: NDArray, n_levels: int) -> NDArray:
+    """Boolean sets ``scores <= threshold`` of shape ``(b, c, k)``: ``scores`` ``(b, c)``
+    (one per row and candidate label), ``thresholds`` as `_predict_batch` receives them
+    ``(b or 1, 1, 1, k)``. Written level by level into one array (no ``(b, c, k)`` float
+    temporary)."""
+    out = np.empty((*scores.shape, n_levels), dtype=bool)
+    for j in range(n_levels):  # a loop over levels, not rows
+        np.less_equal(scores, thresholds[:, :, 0, j], out=out[:, :, j])
+    return out
+
+
 def _plain(value: Any) -> Any:
     """A numpy scalar as the Python value, for readable messages (``'a'``, not ``np.str_``)."""
     return value.item() if isinstance(value, np.generic) else value
@@ -311,6 +322,8 @@ class ConformalPredictor(VersionedState, RoutesFitParams, BaseEstimator, metacla
     _unbounded_prediction: str = "the whole output space"
     #: What the prediction of a row of a group unseen at calibration is (for warnings).
     _unseen_group_prediction: str = "the whole output space"
+    #: The attribute ``calibrate`` sets: prediction before it is refused.
+    _calibrated_attribute: str = "conformity_scores_"
     #: Covariate-shift weights ``w(X)``; wrappers that offer it take it in ``__init__``
     #: (weighted conformal prediction, see `_weighted_threshold_rows`).
     likelihood_ratio: Callable[[Any], ArrayLike] | None = None
@@ -545,7 +558,7 @@ class ConformalPredictor(VersionedState, RoutesFitParams, BaseEstimator, metacla
 
     def _check_calibrated(self, method: str) -> None:
         check_is_fitted(self, "estimator_")
-        if not hasattr(self, "conformity_scores_"):
+        if not hasattr(self, self._calibrated_attribute):
             raise NotFittedError(
                 f"{type(self).__name__}.{method} needs calibration: call "
                 "calibrate(X_calib, y_calib) on held-out data first."

@@ -47,7 +47,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from uqconform._validation import missing_proba_error, missing_target_error, refuse_non_finite
 from uqconform._warnings import warn_user
-from uqconform.base import ConformalPredictor
+from uqconform.base import ConformalPredictor, sets_within_thresholds
 from uqconform.quantiles import _RANK_TOLERANCE, levels_text
 
 __all__ = ["MultiLabelRiskController", "hoeffding_bentkus_pvalue"]
@@ -521,29 +521,17 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
             need = "(1 - alpha)^n < delta" + (
                 "" if self.risk == "miscoverage" else " (with no miss at all)"
             )
-        where = ", ".join(
-            (
-                "calibration set"
-                if getattr(self, "groups_", None) is None
-                else f"group {self.groups_[stratum]!r}"
-            )
-            + f" ({count} rows)"
-            for stratum, count in list(too_few.items())[:3]
-        )
         warn_user(
             f"Too few calibration rows for alpha={levels_text(alphas)} with "
-            f"method={self.method!r} in {where}: {need} is needed, so those sets hold "
-            "every label.",
+            f"method={self.method!r} in {self._strata_text(too_few)}: {need} is needed, so "
+            "those sets hold every label.",
             UserWarning,
         )
 
     # ---- prediction --------------------------------------------------------------------
     def _predict_batch(self, X, thresholds, alphas, rng):
         scores = 1.0 - multilabel_probabilities(self.estimator_, X, self.n_labels_)
-        out = np.empty((*scores.shape, alphas.size), dtype=bool)
-        for j in range(alphas.size):  # a loop over levels, not rows
-            np.less_equal(scores, thresholds[:, :, 0, j], out=out[:, :, j])
-        return out
+        return sets_within_thresholds(scores, thresholds, alphas.size)
 
     def predict_set(
         self, X: Any, alpha: float | ArrayLike | None = None, groups: ArrayLike | None = None

@@ -19,7 +19,7 @@ from uqconform._validation import (
     missing_proba_error,
     model_classes,
 )
-from uqconform.base import ConformalPredictor
+from uqconform.base import ConformalPredictor, sets_within_thresholds
 from uqconform.scores.classification import ClassificationScore, get_classification_score
 
 __all__ = ["SplitConformalClassifier", "encode_labels"]
@@ -256,10 +256,7 @@ default="lac"
 
     def _predict_batch(self, X, thresholds, alphas, rng):
         scores = self._set_scores(X, rng)
-        out = np.empty((*scores.shape, alphas.size), dtype=bool)
-        for j in range(alphas.size):  # a loop over levels, not rows
-            np.less_equal(scores, thresholds[:, :, 0, j], out=out[:, :, j])
-        return out
+        return sets_within_thresholds(scores, thresholds, alphas.size)
 
     def predict_set(
         self, X: Any, alpha: float | ArrayLike | None = None, groups: ArrayLike | None = None

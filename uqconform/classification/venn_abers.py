@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import LogisticRegression
 from sklearn.utils.validation import check_is_fitted
 
@@ -219,6 +218,8 @@ class VennAbersCalibrator(ClassifierMixin, ConformalPredictor):
     True
     """
 
+    _calibrated_attribute = "_tables"
+
     def __init__(
         self,
         estimator: BaseEstimator | None = None,
@@ -288,14 +289,6 @@ class VennAbersCalibrator(ClassifierMixin, ConformalPredictor):
         self._tables = [_Table(proba[:, k], index == k) for k in columns]
         self.n_calibration_ = n
         return self
-
-    def _check_calibrated(self, method: str) -> None:
-        check_is_fitted(self, "estimator_")
-        if "_tables" not in self.__dict__:
-            raise NotFittedError(
-                f"{type(self).__name__}.{method} needs calibration: call "
-                "calibrate(X_calib, y_calib) on held-out data first."
-            )
 
     def predict_proba_bounds(self, X: Any) -> NDArray:
         """The Venn-Abers pair ``[p0, p1]`` of every class, shape ``(n_samples,
