@@ -256,6 +256,42 @@ def test_models_that_handle_missing_values_themselves_get_them():
         classifier.predict_pvalue(X)
 
 
+def test_rows_checked_for_nan_are_not_checked_again_by_the_model():
+    """After the wrapper's NaN pass found X all finite, scikit-learn skips its own pass
+    (``assume_finite`` inside the model's calls only); infinite X is still the model's to
+    refuse, and a user's own ``assume_finite=True`` is kept."""
+    from sklearn import config_context, get_config
+    from sklearn.linear_model import Ridge
+
+    from uqconform.regression import SplitConformalRegressor
+
+    seen = []
+
+    class _Recording(Ridge):
+        def predict(self, X):
+            seen.append(get_config()["assume_finite"])
+            return super().predict(X)
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 3))
+    y = X[:, 0] + rng.normal(size=200)
+    cp = SplitConformalRegressor(_Recording(), alpha=0.1).fit(X[:100], y[:100])
+    cp.calibrate(X[100:150], y[100:150]).predict_interval(X[150:])
+    assert seen == [True, True]
+    assert get_config()["assume_finite"] is False
+    X_inf = X[150:].copy()
+    X_inf[3, 1] = np.inf
+    with pytest.raises(ValueError, match="infinity"):
+        cp.predict_interval(X_inf)
+    assert seen[-1] is False  # not assumed finite: the model's own check ran
+    X_int = np.arange(9).reshape(3, 3)  # not scanned: the model converts and checks
+    cp.predict_interval(X_int)
+    assert seen[-1] is False
+    with config_context(assume_finite=True):
+        cp.predict_interval(X_inf[:3])
+        assert seen[-1] is True
+
+
 class _Unchecked(RegressorMixin, BaseEstimator):
     """A moment estimator without any input check (default tags: NaN not supported);
     NaN in X gives NaN coefficients without an error."""
