@@ -277,10 +277,11 @@ def test_declares_multi_output():
 def test_the_abstract_bases_cannot_be_instantiated():
     """Regression test: the bases marked their hooks @abstractmethod without being ABCs, so
     they could be built and only failed later, in fit, with an AttributeError."""
-    from uqconform.base import ConformalPredictor
+    from uqconform.base import ConformalPredictor, ModelWrapper
     from uqconform.timeseries import SequentialConformalRegressor
 
-    for base in (MultiOutputConformalRegressor, ConformalPredictor, SequentialConformalRegressor):
+    bases = (ModelWrapper, ConformalPredictor, MultiOutputConformalRegressor)
+    for base in (*bases, SequentialConformalRegressor):
         with pytest.raises(TypeError, match="abstract"):
             base()
 

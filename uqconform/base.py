@@ -191,6 +191,19 @@ def check_calibration_settings(
         )
 
 
+def check_calibrated(model: Any, method: str, attribute: str = "conformity_scores_") -> None:
+    """``model.method`` needs a fitted ``estimator_`` and a calibration (its ``attribute``)
+    made with the parameters it still has: a NotFittedError naming what is missing or
+    what changed since, otherwise."""
+    check_is_fitted(model, "estimator_")
+    if not hasattr(model, attribute):
+        raise NotFittedError(
+            f"{type(model).__name__}.{method} needs calibration: call "
+            "calibrate(X_calib, y_calib) on held-out data first."
+        )
+    check_calibration_settings(model, method)
+
+
 def _same_setting(old: Any, new: Any) -> bool:
     """Whether a parameter still has the value a step used (arrays compared by value)."""
     if old is new:
@@ -339,23 +352,18 @@ def forward_input_tags(tags: Any, model: Any) -> Any:
     return tags
 
 
-class ConformalPredictor(VersionedState, RoutesFitParams, BaseEstimator, metaclass=ABCMeta):
-    """Base class of the split-conformal wrappers (not used directly).
+class ModelWrapper(VersionedState, RoutesFitParams, BaseEstimator, metaclass=ABCMeta):
+    """Base class of the wrappers around one model (not used directly): parameter and
+    feature validation, `fit`, adoption of a fitted model at calibration, the NaN check
+    of ``X`` and the "calibrate first" check. It knows no miscoverage level: the
+    Venn-Abers calibrator builds on it directly; `ConformalPredictor` adds the levels.
 
-    Subclasses implement `_default_estimator` and `_check_target`; those that use the
-    default ``calibrate`` also `_calibration_scores`, and those that predict through
-    `_predict_batched` also `_output_columns` and `_predict_batch`.
+    Subclasses implement `_default_estimator` and `_check_target`, and name the attribute
+    their calibration sets (`_calibrated_attribute`).
     """
 
-    #: What a prediction is when a stratum has too few calibration points (for warnings).
-    _unbounded_prediction: str = "the whole output space"
-    #: What the prediction of a row of a group unseen at calibration is (for warnings).
-    _unseen_group_prediction: str = "the whole output space"
     #: The attribute ``calibrate`` sets: prediction before it is refused.
     _calibrated_attribute: str = "conformity_scores_"
-    #: Covariate-shift weights ``w(X)``; wrappers that offer it take it in ``__init__``
-    #: (weighted conformal prediction, see `_weighted_threshold_rows`).
-    likelihood_ratio: Callable[[Any], ArrayLike] | None = None
 
     # ---- hooks -----------------------------------------------------------------------
     @abstractmethod
@@ -366,39 +374,12 @@ class ConformalPredictor(VersionedState, RoutesFitParams, BaseEstimator, metacla
     def _check_target(self, y: ArrayLike, n: int, *, calibrating: bool) -> NDArray:
         """Validate ``y`` (finite values, labels the model knows...)."""
 
-    def _calibration_scores(self, X: Any, y: NDArray) -> tuple[NDArray, NDArray, int]:
-        """Scores ``(n,)`` or ``(n, c)``, sub-stratum index per row, number of sub-strata."""
-        raise NotImplementedError(f"{type(self).__name__} overrides calibrate.")
-
-    def _output_columns(self) -> int:
-        """Output cells per row and level (2 for intervals, n_classes for sets)."""
-        raise NotImplementedError(f"{type(self).__name__} does not use _predict_batched.")
-
-    def _predict_batch(self, X: Any, thresholds: NDArray, alphas: NDArray, rng: Any) -> NDArray:
-        """The prediction of rows ``X``, shape ``(b, *output shape, k)`` (trailing axis:
-        levels); with a single batch it is returned to the user as it is.
-
-        ``thresholds`` has shape ``(b, n_sub, c, k)``: for each row, its group's thresholds
-        per sub-stratum, score component and level; ``(1, n_sub, c, k)``, broadcast over the
-        rows, when there are no Mondrian groups.
-        """
-        raise NotImplementedError(f"{type(self).__name__} does not use _predict_batched.")
-
     def _validate_params(self) -> None:
         """Check constructor arguments (called by ``fit`` and ``calibrate``)."""
-        if hasattr(self, "alpha"):  # every wrapper but the Venn-Abers calibrator
-            check_miscoverage(self.alpha, "alpha")
         check_int(getattr(self, "batch_size", None), "batch_size", allow_none=True)
         check_random_state_value(getattr(self, "random_state", None))
         check_n_jobs(getattr(self, "n_jobs", None))
         check_verbose(getattr(self, "verbose", False))
-        ratio = self.likelihood_ratio
-        if ratio is not None and not callable(ratio):
-            raise TypeError(
-                "`likelihood_ratio` must be None or a callable X -> weights (the density "
-                "ratio dP_test / dP_calibration of the features, one weight per row), got "
-                f"{type(ratio).__name__}."
-            )
 
     # ---- the estimator ---------------------------------------------------------------
     def _estimator_or_default(self) -> BaseEstimator:
@@ -473,18 +454,8 @@ class ConformalPredictor(VersionedState, RoutesFitParams, BaseEstimator, metacla
         """Hook for extra training (difficulty estimators); default does nothing."""
 
     def _reset_calibration(self) -> None:
-        for name in (
-            "conformity_scores_",
-            "calibration_strata_",
-            "groups_",
-            "n_calibration_",
-            "_n_sub_strata",
-            "_strata_sorting",
-            "_last_threshold_table",
-            "calibration_weights_",
-            "_weighted_strata",
-            "_ranked_strata",
-        ):
+        """Drop the calibration (``fit`` and ``calibrate`` start with it)."""
+        for name in (self._calibrated_attribute, "n_calibration_"):
             self.__dict__.pop(name, None)
 
     def _prefit_estimator(self) -> BaseEstimator:
@@ -516,6 +487,81 @@ class ConformalPredictor(VersionedState, RoutesFitParams, BaseEstimator, metacla
                 setattr(self, name, getattr(prefit, name))
             else:
                 self.__dict__.pop(name, None)
+
+    # ---- calibration -----------------------------------------------------------------
+    def _start_calibration(self, X: Any) -> Any:
+        """Check the parameters, adopt a fitted ``estimator`` if `fit` was not called (or
+        adopted it before), drop the previous calibration, and validate ``X``."""
+        self._validate_params()
+        if not hasattr(self, "estimator_") or self.__dict__.get("_estimator_adopted", False):
+            self._use_prefit_estimator()
+        self._reset_calibration()
+        return self._validate_X(X, reset=not hasattr(self, "n_features_in_"))
+
+    def _check_calibrated(self, method: str) -> None:
+        check_calibrated(self, method, self._calibrated_attribute)
+
+
+class ConformalPredictor(ModelWrapper):
+    """Base class of the split-conformal wrappers (not used directly): `ModelWrapper`
+    with miscoverage levels, calibration scores and their thresholds.
+
+    Subclasses implement `_default_estimator` and `_check_target`; those that use the
+    default ``calibrate`` also `_calibration_scores`, and those that predict through
+    `_predict_batched` also `_output_columns` and `_predict_batch`.
+    """
+
+    #: What a prediction is when a stratum has too few calibration points (for warnings).
+    _unbounded_prediction: str = "the whole output space"
+    #: What the prediction of a row of a group unseen at calibration is (for warnings).
+    _unseen_group_prediction: str = "the whole output space"
+    #: Covariate-shift weights ``w(X)``; wrappers that offer it take it in ``__init__``
+    #: (weighted conformal prediction, see `_weighted_threshold_rows`).
+    likelihood_ratio: Callable[[Any], ArrayLike] | None = None
+
+    # ---- hooks -----------------------------------------------------------------------
+    def _calibration_scores(self, X: Any, y: NDArray) -> tuple[NDArray, NDArray, int]:
+        """Scores ``(n,)`` or ``(n, c)``, sub-stratum index per row, number of sub-strata."""
+        raise NotImplementedError(f"{type(self).__name__} overrides calibrate.")
+
+    def _output_columns(self) -> int:
+        """Output cells per row and level (2 for intervals, n_classes for sets)."""
+        raise NotImplementedError(f"{type(self).__name__} does not use _predict_batched.")
+
+    def _predict_batch(self, X: Any, thresholds: NDArray, alphas: NDArray, rng: Any) -> NDArray:
+        """The prediction of rows ``X``, shape ``(b, *output shape, k)`` (trailing axis:
+        levels); with a single batch it is returned to the user as it is.
+
+        ``thresholds`` has shape ``(b, n_sub, c, k)``: for each row, its group's thresholds
+        per sub-stratum, score component and level; ``(1, n_sub, c, k)``, broadcast over the
+        rows, when there are no Mondrian groups.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not use _predict_batched.")
+
+    def _validate_params(self) -> None:
+        super()._validate_params()
+        check_miscoverage(self.alpha, "alpha")
+        ratio = self.likelihood_ratio
+        if ratio is not None and not callable(ratio):
+            raise TypeError(
+                "`likelihood_ratio` must be None or a callable X -> weights (the density "
+                "ratio dP_test / dP_calibration of the features, one weight per row), got "
+                f"{type(ratio).__name__}."
+            )
+
+    def _reset_calibration(self) -> None:
+        super()._reset_calibration()
+        for name in (
+            "calibration_strata_",
+            "groups_",
+            "_n_sub_strata",
+            "_strata_sorting",
+            "_last_threshold_table",
+            "calibration_weights_",
+            "_weighted_strata",
+            "_ranked_strata",
+        ):
+            self.__dict__.pop(name, None)
 
     # ---- calibration -----------------------------------------------------------------
     @keeps_state_on_error
@@ -555,15 +601,6 @@ class ConformalPredictor(VersionedState, RoutesFitParams, BaseEstimator, metacla
             self._threshold_table(self._resolve_alpha(None)[0])
         return self
 
-    def _start_calibration(self, X: Any) -> Any:
-        """Check the parameters, adopt a fitted ``estimator`` if `fit` was not called (or
-        adopted it before), drop the previous calibration, and validate ``X``."""
-        self._validate_params()
-        if not hasattr(self, "estimator_") or self.__dict__.get("_estimator_adopted", False):
-            self._use_prefit_estimator()
-        self._reset_calibration()
-        return self._validate_X(X, reset=not hasattr(self, "n_features_in_"))
-
     def _store_calibration(self, X: Any, y: NDArray, group_labels: NDArray | None) -> None:
         """Score the (validated) calibration rows and record their groups and strata."""
         scores, sub_strata, n_sub = self._calibration_scores(X, y)
@@ -583,15 +620,6 @@ class ConformalPredictor(VersionedState, RoutesFitParams, BaseEstimator, metacla
         if n_strata > 1:  # sorted once here, not at every prediction
             self._strata_sorting = _sort_by_stratum(self.calibration_strata_, n_strata)
         self.n_calibration_ = int(y.shape[0])
-
-    def _check_calibrated(self, method: str) -> None:
-        check_is_fitted(self, "estimator_")
-        if not hasattr(self, self._calibrated_attribute):
-            raise NotFittedError(
-                f"{type(self).__name__}.{method} needs calibration: call "
-                "calibrate(X_calib, y_calib) on held-out data first."
-            )
-        check_calibration_settings(self, method)
 
     def _group_index(self, groups: ArrayLike | None, n: int) -> NDArray | None:
         """Row -> calibration group (None without Mondrian groups).

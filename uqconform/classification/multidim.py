@@ -44,7 +44,7 @@ from uqconform._validation import (
 from uqconform._version import VersionedState
 from uqconform._warnings import warn_user
 from uqconform.base import (
-    check_calibration_settings,
+    check_calibrated,
     forward_input_tags,
     keeps_state_on_error,
     record_calibration_settings,
@@ -268,15 +268,6 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
         self._heads_adopted = isinstance(self.estimator, (list, tuple))
         remember_training_rows(self, X, labels, trained=not self._heads_adopted)
         return self
-
-    def _check_calibrated(self, method: str) -> None:
-        check_is_fitted(self, "estimator_")
-        if "conformity_scores_" not in self.__dict__:
-            raise NotFittedError(
-                f"{type(self).__name__}.{method} needs calibration: call "
-                "calibrate(X_calib, y_calib) on held-out data first."
-            )
-        check_calibration_settings(self, method)
 
     def _reset_calibration(self) -> None:
         for name in (
@@ -532,7 +523,7 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
         >>> bool(cp.cells_kept(0.05) >= cp.cells_kept(0.1))
         True
         """
-        self._check_calibrated("cells_kept")
+        check_calibrated(self, "cells_kept")
         if "cells_" not in self.__dict__:
             raise ValueError(
                 "cells_kept needs a model calibrated with calibration='cells'; this one was "
@@ -556,7 +547,7 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
         -------
         ndarray of bool, shape (n_samples, n_classes) or (n_samples, n_classes, k)
         """
-        self._check_calibrated("predict_set")
+        check_calibrated(self, "predict_set")
         value = self.alpha if alpha is None else alpha
         levels = check_call_alpha(alpha, self.alpha)
         thresholds = self._thresholds(levels)
@@ -603,7 +594,7 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
             raise ImportError(
                 'plot_cells needs matplotlib: pip install "uqconform[plot]"'
             ) from error
-        self._check_calibrated("plot_cells")
+        check_calibrated(self, "plot_cells")
         n_heads = len(self.estimator_.heads_)
         pair = tuple(heads) if np.ndim(heads) == 1 else ()
         if (

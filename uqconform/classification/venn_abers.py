@@ -36,7 +36,7 @@ from uqconform._validation import (
     model_classes,
 )
 from uqconform._warnings import warn_user
-from uqconform.base import ConformalPredictor, keeps_state_on_error, warn_if_training_rows
+from uqconform.base import ModelWrapper, keeps_state_on_error, warn_if_training_rows
 from uqconform.classification.split import encode_labels
 
 if TYPE_CHECKING:
@@ -173,7 +173,7 @@ class _Table:
         return p0, p1
 
 
-class VennAbersCalibrator(ClassifierMixin, ConformalPredictor):
+class VennAbersCalibrator(ClassifierMixin, ModelWrapper):
     """Class probabilities calibrated by inductive Venn-Abers prediction.
 
     Each class's probability comes with a pair ``p0 <= p1`` (`predict_proba_bounds`) of
@@ -246,10 +246,6 @@ class VennAbersCalibrator(ClassifierMixin, ConformalPredictor):
         """Class labels, in the column order of `predict_proba`."""
         check_is_fitted(self, "estimator_")
         return model_classes(self.estimator_)
-
-    def _reset_calibration(self) -> None:
-        super()._reset_calibration()
-        self.__dict__.pop("_tables", None)
 
     @keeps_state_on_error
     def calibrate(self, X: Any, y: ArrayLike) -> Self:
