@@ -22,6 +22,7 @@ from uqconform import (
     BinarizedSmoothedClassifier,
     ConformalizedQuantileRegressor,
     ConformalPredictiveSystem,
+    CrossConformalRegressor,
     EnbPI,
     EnsembleConformalClassifier,
     MeanSmoothedClassifier,
@@ -48,6 +49,7 @@ ESTIMATORS = [
     KOWCPI(n_bootstrap=3, random_state=0),
     ConformalPredictiveSystem(),
     ConformalPredictiveSystem(normalized=True, random_state=0),
+    CrossConformalRegressor(random_state=0),
 ]
 
 _SKLEARN_VERSION = tuple(int(part) for part in sklearn.__version__.split(".")[:2])

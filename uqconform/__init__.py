@@ -27,6 +27,7 @@ from uqconform.regression import (
     ApproximateFullConformalRegressor,
     ConformalizedQuantileRegressor,
     ConformalPredictiveSystem,
+    CrossConformalRegressor,
     FullConformalRidge,
     SplitConformalRegressor,
 )
@@ -40,6 +41,7 @@ __all__ = [
     "BinarizedSmoothedClassifier",
     "ConformalPredictiveSystem",
     "ConformalizedQuantileRegressor",
+    "CrossConformalRegressor",
     "EllipsoidalConformalRegressor",
     "EnbPI",
     "EnsembleConformalClassifier",

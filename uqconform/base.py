@@ -393,13 +393,16 @@ class ModelWrapper(VersionedState, RoutesFitParams, BaseEstimator, metaclass=ABC
         return check_features(self, X, reset=reset)
 
     def _checked_input(self, X: Any) -> contextlib.AbstractContextManager[None]:
-        """Where the model's calls on ``X`` run (see `checked_for_nan`)."""
+        """Where the model's calls on ``X`` run (see `checked_for_nan`); before ``fit``
+        (or for wrappers that keep several models) the given ``estimator`` decides."""
+        model = self.__dict__.get("estimator_")
+        model = self._estimator_or_default() if model is None else model
         return checked_for_nan(
             X,
-            self.estimator_,
-            f"`X` contains NaN and {type(self.estimator_).__name__} does not accept missing "
-            "values: impute them (e.g. sklearn.impute.SimpleImputer in a Pipeline) or use a "
-            "model that handles NaN, such as HistGradientBoosting.",
+            model,
+            f"`X` contains NaN and {type(model).__name__} does not accept missing values: "
+            "impute them (e.g. sklearn.impute.SimpleImputer in a Pipeline) or use a model "
+            "that handles NaN, such as HistGradientBoosting.",
         )
 
     @keeps_state_on_error

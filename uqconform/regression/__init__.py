@@ -1,9 +1,10 @@
-"""Conformal regression: split (absolute, normalized, user scores), CQR, conformal
-predictive systems, and full CP."""
+"""Conformal regression: split (absolute, normalized, user scores), CQR, cross-conformal
+(CV+, jackknife+), conformal predictive systems, and full CP."""
 
 from uqconform.regression.acp import ApproximateFullConformalRegressor
 from uqconform.regression.cps import ConformalPredictiveSystem
 from uqconform.regression.cqr import ConformalizedQuantileRegressor
+from uqconform.regression.cross import CrossConformalRegressor
 from uqconform.regression.full import FullConformalRidge
 from uqconform.regression.split import SplitConformalRegressor
 
@@ -11,6 +12,7 @@ __all__ = [
     "ApproximateFullConformalRegressor",
     "ConformalPredictiveSystem",
     "ConformalizedQuantileRegressor",
+    "CrossConformalRegressor",
     "FullConformalRidge",
     "SplitConformalRegressor",
 ]

@@ -1,0 +1,366 @@
+"""Cross-conformal regression: jackknife+, CV+ and their min-max variants (Barber, Candes,
+Ramdas and Tibshirani, 2021), in which every row both trains and calibrates.
+
+``K`` models are trained, model ``k`` on every row outside fold ``k``; each row's score is
+its absolute residual ``R_i`` under the model that did not see it. A test row ``x`` gets
+
+* ``method="plus"`` (CV+; jackknife+ when every fold is one row): the
+  ``floor(alpha (n + 1))``-th smallest of ``mu_{-k(i)}(x) - R_i`` and the
+  ``ceil((1 - alpha)(n + 1))``-th smallest of ``mu_{-k(i)}(x) + R_i`` over the ``n`` rows,
+  ``k(i)`` being row ``i``'s fold;
+* ``method="minmax"``: ``min_k mu_{-k}(x) - q`` and ``max_k mu_{-k}(x) + q``, with ``q``
+  the ``ceil((1 - alpha)(n + 1))``-th smallest ``R_i``.
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from joblib import delayed
+from numpy.typing import ArrayLike, NDArray
+from sklearn.base import BaseEstimator, RegressorMixin, clone
+from sklearn.exceptions import NotFittedError
+from sklearn.frozen import FrozenEstimator
+from sklearn.linear_model import LinearRegression
+from sklearn.model_selection import KFold
+from sklearn.utils.validation import check_is_fitted
+
+from uqconform._parallel import run_fits
+from uqconform._rows import fit_params_rows, n_rows, take_rows
+from uqconform._seeding import integer_seed, seeded_clone
+from uqconform._validation import check_regression_target, point_predictions, refuse_non_finite
+from uqconform.base import ModelWrapper, keeps_state_on_error
+from uqconform.quantiles import (
+    _warn_too_few,
+    check_call_alpha,
+    check_miscoverage,
+    conformal_quantile,
+    conformal_rank,
+)
+from uqconform.scores.regression import outward_margin
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
+__all__ = ["CrossConformalRegressor"]
+
+_METHODS = ("plus", "minmax")
+_NON_FINITE = "the fold models predicted NaN or infinite values"
+# Cells of the (rows x calibration rows) matrices of `method="plus"` built at once.
+_BATCH_CELLS = 2_000_000
+
+
+def _fit_fold(estimator: BaseEstimator, X: Any, y: NDArray, rows: NDArray, params: dict) -> Any:
+    """``estimator`` fitted on the rows ``rows`` (per-row fit parameters taken with them)."""
+    return estimator.fit(take_rows(X, rows), y[rows], **fit_params_rows(params, y.shape[0], rows))
+
+
+class CrossConformalRegressor(RegressorMixin, ModelWrapper):
+    """Prediction intervals from models trained without one fold each: CV+ and jackknife+.
+
+    Every row trains all models but one and calibrates the one that did not see it, so no
+    data is set aside: on small data the intervals are narrower than split conformal
+    prediction's, which trains on one part and calibrates on the other. The price is ``K``
+    fits and, at prediction, ``K`` model calls per row and an ``n``-long sort per row.
+
+    Guarantees under exchangeability of the ``n`` training rows and the test row (Barber
+    et al., 2021, for any model trained symmetrically in its rows):
+
+    * ``method="plus"``: coverage at least ``1 - 2 alpha`` for jackknife+
+      (``cv=LeaveOneOut()``) and at least ``1 - 2 alpha - min(2 (1 - 1/K) / (n/K + 1),
+      (1 - K/n) / (K + 1))`` for CV+ with ``K`` equal folds. In practice coverage is close
+      to ``1 - alpha``, but only the bound is guaranteed (an unstable model can reach it).
+    * ``method="minmax"``: coverage at least ``1 - alpha``, with wider intervals.
+
+    Parameters
+    ----------
+    estimator : regressor, default=None
+        Any scikit-learn regressor or Pipeline (not fitted: it is cloned and fitted once per
+        fold); ``None`` means ``LinearRegression()``.
+    alpha : float or sequence of float, default=0.1
+        Miscoverage level(s) in (0, 1); each prediction call may override it.
+    method : {"plus", "minmax"}, default="plus"
+    cv : int or cross-validation splitter, default=5
+        An int ``K >= 2``: ``KFold(K, shuffle=True)`` seeded by ``random_state``. A splitter
+        (``KFold``, ``GroupKFold`` with ``groups`` in ``fit``, ``LeaveOneOut`` for
+        jackknife+) must put every row in exactly one test fold and train on all the other
+        rows: ``TimeSeriesSplit`` or ``ShuffleSplit`` are refused.
+    batch_size : int, default=None
+        Test rows whose ``(rows, n)`` matrices are built at once (``None``: automatic).
+    n_jobs : int, default=None
+        Folds fitted in parallel (joblib; a ``joblib.parallel_config`` applies).
+    random_state : int, Generator or None, default=None
+        Seeds the folds of an int ``cv`` and the fold models whose own ``random_state`` is
+        None (each fold its own seed).
+    verbose : bool, default=False
+        Show a progress bar of the fold fits.
+
+    Attributes
+    ----------
+    estimators_ : list of regressors
+        The ``K`` fold models, model ``k`` trained without fold ``k``.
+    fold_index_ : ndarray of shape (n_samples,)
+        The fold of each training row (the model that did not see it).
+    conformity_scores_ : ndarray of shape (n_samples,)
+        Out-of-fold absolute residuals ``|y_i - mu_{-k(i)}(x_i)|``.
+    n_calibration_ : int
+        ``n``: every training row is a calibration row.
+    n_features_in_ : int
+    feature_names_in_ : ndarray of str
+        Only when ``X`` had string column names.
+
+    See Also
+    --------
+    SplitConformalRegressor : one model and held-out calibration rows: the better choice
+        when data is plentiful (its guarantee is ``1 - alpha`` exactly, and it costs one fit).
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_diabetes
+    >>> X, y = load_diabetes(return_X_y=True)
+    >>> cp = CrossConformalRegressor(alpha=0.1, cv=10, random_state=0).fit(X[:400], y[:400])
+    >>> intervals = cp.predict_interval(X[400:])
+    >>> intervals.shape, len(cp.estimators_)
+    ((42, 2), 10)
+    >>> bool((intervals[:, 0] <= cp.predict(X[400:])).all())
+    True
+    """
+
+    _calibrated_attribute = "conformity_scores_"
+
+    def __init__(
+        self,
+        estimator: BaseEstimator | None = None,
+        alpha: float | ArrayLike = 0.1,
+        method: str = "plus",
+        cv: int | Any = 5,
+        batch_size: int | None = None,
+        n_jobs: int | None = None,
+        random_state: int | np.random.Generator | None = None,
+        verbose: bool = False,
+    ):
+        self.estimator = estimator
+        self.alpha = alpha
+        self.method = method
+        self.cv = cv
+        self.batch_size = batch_size
+        self.n_jobs = n_jobs
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def _default_estimator(self) -> BaseEstimator:
+        return LinearRegression()
+
+    def _check_target(self, y: ArrayLike, n: int, *, calibrating: bool) -> NDArray:
+        return check_regression_target(y, n)
+
+    def _validate_params(self) -> None:
+        super()._validate_params()
+        check_miscoverage(self.alpha, "alpha")
+        if self.method not in _METHODS:
+            raise ValueError(f"`method` must be one of {_METHODS}, got {self.method!r}.")
+        cv = self.cv
+        if isinstance(cv, bool) or not (
+            (isinstance(cv, numbers.Integral) and int(cv) >= 2) or hasattr(cv, "get_n_splits")
+        ):
+            raise ValueError(
+                "`cv` must be an int >= 2 (the number of folds) or a cross-validation "
+                f"splitter such as KFold or LeaveOneOut, got {cv!r}."
+            )
+        if isinstance(self._estimator_or_default(), FrozenEstimator):
+            raise ValueError(
+                "`estimator` is a FrozenEstimator, but cross-conformal prediction trains one "
+                "model per fold: pass the unfitted model, or calibrate the fitted one on "
+                "held-out rows with SplitConformalRegressor."
+            )
+
+    def _splits(self, X: Any, y: NDArray, groups: ArrayLike | None) -> list[tuple]:
+        """The folds, checked to be a partition whose training sets are the complements."""
+        n = y.shape[0]
+        cv: Any = self.cv
+        if isinstance(cv, numbers.Integral):
+            if int(cv) > n:
+                rows = f"{n} sample" + ("" if n == 1 else "s")
+                raise ValueError(f"`cv`={cv} folds need at least {cv} rows; X has {rows}.")
+            cv = KFold(int(cv), shuffle=True, random_state=integer_seed(self.random_state))
+        splits = [
+            (np.asarray(train, dtype=np.intp), np.asarray(test, dtype=np.intp))
+            for train, test in cv.split(X, y, groups)
+        ]
+        held_out = np.zeros(n, dtype=np.intp)
+        for train, test in splits:  # a loop over folds
+            held_out[test] += 1
+            if train.size + test.size != n or np.intersect1d(train, test).size:
+                raise ValueError(
+                    f"`cv` ({type(cv).__name__}) trains a fold on rows other than all those "
+                    "outside its test rows; cross-conformal prediction needs K-fold splits "
+                    "(KFold, GroupKFold, LeaveOneOut)."
+                )
+        if len(splits) < 2 or not (held_out == 1).all():
+            raise ValueError(
+                f"`cv` ({type(cv).__name__}) must hold every row out exactly once over at "
+                f"least two folds; {int((held_out != 1).sum())} of {n} rows are held out "
+                "zero or several times (use KFold, GroupKFold or LeaveOneOut)."
+            )
+        return splits
+
+    @keeps_state_on_error
+    def fit(
+        self, X: Any, y: ArrayLike, groups: ArrayLike | None = None, **fit_params: Any
+    ) -> Self:
+        """Fit one model per fold and score every row with the model that did not see it.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+        groups : array-like of shape (n_samples,), optional
+            Passed to the splitter's ``split`` (``GroupKFold``); not Mondrian groups.
+        **fit_params : dict
+            Passed to every fold model's ``fit``; per-row arrays (``sample_weight``) are
+            taken on the fold's training rows.
+
+        Returns
+        -------
+        self
+        """
+        self._validate_params()
+        params = self._model_fit_params(fit_params)
+        self._reset_calibration()
+        X = self._validate_X(X, reset=True)
+        y = self._check_target(y, n_rows(X), calibrating=False)
+        splits = self._splits(X, y, groups)
+        template = self._estimator_or_default()
+        seed = integer_seed(self.random_state)
+        seeds = np.random.default_rng(seed).integers(2**31, size=len(splits))
+        models = [
+            clone(template) if seed is None else seeded_clone(template, int(s)) for s in seeds
+        ]
+        fold_index = np.empty(y.shape[0], dtype=np.intp)
+        out_of_fold = np.empty(y.shape[0])
+        with self._checked_input(X):
+            fitted = run_fits(
+                (
+                    delayed(_fit_fold)(model, X, y, train, params)
+                    for model, (train, _) in zip(models, splits, strict=True)
+                ),
+                n_jobs=self.n_jobs,
+                verbose=self.verbose,
+                desc="fold models",
+                total=len(splits),
+            )
+            for k, (model, (_, test)) in enumerate(zip(fitted, splits, strict=True)):
+                fold_index[test] = k  # a loop over folds
+                out_of_fold[test] = point_predictions(model.predict(take_rows(X, test)))
+        refuse_non_finite(
+            out_of_fold, "the fold models predicted NaN or infinite values", "rows of `X`"
+        )
+        self.estimators_ = list(fitted)
+        self.fold_index_ = fold_index
+        self.conformity_scores_ = np.abs(y - out_of_fold)
+        self.n_calibration_ = int(y.shape[0])
+        return self
+
+    def _reset_calibration(self) -> None:
+        super()._reset_calibration()
+        for name in ("estimators_", "fold_index_"):
+            self.__dict__.pop(name, None)
+
+    def _check_fitted(self) -> None:
+        if "conformity_scores_" not in self.__dict__:
+            raise NotFittedError(
+                f"This {type(self).__name__} is not fitted yet: call fit(X, y) first (it "
+                "trains the fold models and scores every row)."
+            )
+        check_is_fitted(self, "estimators_")
+
+    def _fold_predictions(self, X: Any) -> NDArray:
+        """``(n_samples, K)``: every fold model's prediction of every row."""
+        X = self._validate_X(X, reset=False)
+        with self._checked_input(X):
+            columns = [point_predictions(model.predict(X)) for model in self.estimators_]
+        predictions = np.column_stack(columns)
+        refuse_non_finite(
+            predictions, "the fold models predicted NaN or infinite values", "rows of `X`"
+        )
+        return predictions
+
+    def predict(self, X: Any) -> NDArray:
+        """The fold models' mean prediction, each weighted by its fold's share of the rows
+        (the centre the ``n`` calibration rows see).
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+        """
+        self._check_fitted()
+        shares = (
+            np.bincount(self.fold_index_, minlength=len(self.estimators_)) / self.n_calibration_
+        )
+        return self._fold_predictions(X) @ shares
+
+    def predict_interval(self, X: Any, alpha: float | ArrayLike | None = None) -> NDArray:
+        """Prediction intervals.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+        alpha : float or sequence of float, optional
+            Miscoverage level(s); defaults to the constructor's ``alpha``.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, 2), or (n_samples, 2, k) for k levels
+            Infinite ends where ``n`` rows are too few for the level (with a warning).
+        """
+        self._check_fitted()
+        value = self.alpha if alpha is None else alpha
+        levels = check_call_alpha(alpha, self.alpha)
+        predictions = self._fold_predictions(X)
+        scores = self.conformity_scores_
+        if self.method == "minmax":
+            radius = conformal_quantile(scores, levels)  # warns when n is too small
+            lower = predictions.min(axis=1)[:, None] - radius
+            upper = predictions.max(axis=1)[:, None] + radius
+        else:
+            lower, upper = self._plus_ends(predictions, levels)
+        # rounded outward: |end - prediction| <= R_max, so these bound the rounding errors
+        size = np.abs(predictions).max(axis=1)[:, None] + scores.max()
+        lower = lower - outward_margin(size, lower)
+        upper = upper + outward_margin(size, upper)
+        out = np.stack([lower, upper], axis=1)  # (n_samples, 2, k)
+        return out[..., 0] if np.ndim(value) == 0 else out
+
+    def _plus_ends(self, predictions: NDArray, levels: NDArray) -> tuple[NDArray, NDArray]:
+        """CV+ ends ``(n_samples, k)``: order statistics of ``mu_{-k(i)}(x) -/+ R_i``."""
+        scores, folds = self.conformity_scores_, self.fold_index_
+        n = scores.size
+        upper_rank = conformal_rank(n, levels)  # ceil((n + 1)(1 - alpha)), > n: +inf
+        lower_rank = conformal_rank(n, levels, kind="conformity")  # floor((n + 1) alpha), 0: -inf
+        if (upper_rank > n).any():
+            _warn_too_few(n, levels[upper_rank > n])
+        upper_kth = np.minimum(upper_rank, n) - 1
+        lower_kth = np.maximum(lower_rank, 1) - 1
+        m = predictions.shape[0]
+        lower = np.empty((m, levels.size))
+        upper = np.empty((m, levels.size))
+        step = self.batch_size or max(1, _BATCH_CELLS // n)
+        for start in range(0, m, step):  # a loop over batches of rows, for bounded memory
+            centre = predictions[start : start + step][:, folds]  # (b, n)
+            below = np.partition(centre - scores, np.unique(lower_kth), axis=1)
+            above = np.partition(centre + scores, np.unique(upper_kth), axis=1)
+            lower[start : start + step] = below[:, lower_kth]
+            upper[start : start + step] = above[:, upper_kth]
+        lower[:, lower_rank < 1] = -np.inf
+        upper[:, upper_rank > n] = np.inf
+        return lower, upper
+
+    def predict_set(self, X: Any, alpha: float | ArrayLike | None = None) -> NDArray:
+        """The native prediction set of a scalar regressor: `predict_interval`."""
+        return self.predict_interval(X, alpha=alpha)
