@@ -256,42 +256,6 @@ def test_models_that_handle_missing_values_themselves_get_them():
         classifier.predict_pvalue(X)
 
 
-def test_rows_checked_for_nan_are_not_checked_again_by_the_model():
-    """After the wrapper's NaN pass found X all finite, scikit-learn skips its own pass
-    (``assume_finite`` inside the model's calls only); infinite X is still the model's to
-    refuse, and a user's own ``assume_finite=True`` is kept."""
-    from sklearn import config_context, get_config
-    from sklearn.linear_model import Ridge
-
-    from uqconform.regression import SplitConformalRegressor
-
-    seen = []
-
-    class _Recording(Ridge):
-        def predict(self, X):
-            seen.append(get_config()["assume_finite"])
-            return super().predict(X)
-
-    rng = np.random.default_rng(0)
-    X = rng.normal(size=(200, 3))
-    y = X[:, 0] + rng.normal(size=200)
-    cp = SplitConformalRegressor(_Recording(), alpha=0.1).fit(X[:100], y[:100])
-    cp.calibrate(X[100:150], y[100:150]).predict_interval(X[150:])
-    assert seen == [True, True]
-    assert get_config()["assume_finite"] is False
-    X_inf = X[150:].copy()
-    X_inf[3, 1] = np.inf
-    with pytest.raises(ValueError, match="infinity"):
-        cp.predict_interval(X_inf)
-    assert seen[-1] is False  # not assumed finite: the model's own check ran
-    X_int = np.arange(9).reshape(3, 3)  # not scanned: the model converts and checks
-    cp.predict_interval(X_int)
-    assert seen[-1] is False
-    with config_context(assume_finite=True):
-        cp.predict_interval(X_inf[:3])
-        assert seen[-1] is True
-
-
 class _Unchecked(RegressorMixin, BaseEstimator):
     """A moment estimator without any input check (default tags: NaN not supported);
     NaN in X gives NaN coefficients without an error."""
@@ -1122,4 +1086,40 @@ def test_messages_name_the_task_and_both_fixes():
     with pytest.raises(ValueError, match=r"got a scalar \('age'\)\. .* groups=X\['age'\]"):
         SplitConformalRegressor(LinearRegression()).fit(frame[:40], y[:40]).calibrate(
             frame[40:], y[40:], groups="age"
+        )
+
+
+def test_a_finite_X_is_still_checked_by_every_model_step():
+    """Regression test: a speed-up that let scikit-learn skip its own finiteness check once
+    X had been scanned for NaN (``assume_finite``) let through NaN made by a Pipeline step
+    from finite X, float64 values that overflow a model's float32, and NaN sample weights
+    (silent intervals, found by review). Those must keep failing loudly."""
+    from sklearn.ensemble import GradientBoostingRegressor
+    from sklearn.neighbors import KNeighborsRegressor
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import FunctionTransformer
+
+    from uqconform.regression import SplitConformalRegressor
+
+    rng = np.random.default_rng(0)
+    X = np.abs(rng.normal(size=(300, 3))) + 0.1
+    y = X.sum(axis=1) + rng.normal(size=300)
+    logged = make_pipeline(FunctionTransformer(np.log), KNeighborsRegressor())
+    model = SplitConformalRegressor(logged).fit(X[:100], y[:100])
+    model.calibrate(X[100:200], y[100:200])
+    with pytest.raises(ValueError, match="NaN"):
+        model.predict_interval(-X[:2])  # finite, but the log step makes NaN
+    with pytest.raises(ValueError, match="NaN"):
+        model.calibrate(-X[100:200], y[100:200])
+    boosted = SplitConformalRegressor(GradientBoostingRegressor(n_estimators=5, random_state=0))
+    boosted.fit(X[:100], y[:100]).calibrate(X[100:200], y[100:200])
+    huge = X[:2].copy()
+    huge[0, 0] = 1e39  # finite in float64, infinite in the trees' float32
+    with pytest.raises(ValueError, match=r"infinity|too large"):
+        boosted.predict_interval(huge)
+    weights = np.ones(100)
+    weights[0] = np.nan
+    with pytest.raises(ValueError, match="sample_weight"):
+        SplitConformalClassifier(LogisticRegression()).fit(
+            X[:100], (y[:100] > 4).astype(int), sample_weight=weights
         )

@@ -144,20 +144,11 @@ def _refuse_unorderable(labels: NDArray, name: str) -> None:
         ) from None
 
 
-def nan_status(block: Any) -> str:
-    """Whether a block of rows holds NaN, in one pass: ``"nan"``; ``"finite"`` for a float
-    array whose every entry is finite; ``"unknown"`` otherwise (infinite entries, or data
-    not scanned whole: non-numeric columns, integers, objects are the model's business).
-
-    Examples
-    --------
-    >>> nan_status(np.array([[0.0, np.nan]])), nan_status(np.array([[0.0, 1.0]]))
-    ('nan', 'finite')
-    """
+def has_nan(block: Any) -> bool:
+    """True if a numeric block of rows holds NaN; non-numeric data is the model's business."""
     if hasattr(block, "select_dtypes"):  # DataFrame: look at numeric columns only
         numeric = block.select_dtypes("number")
-        found = bool(numeric.shape[1]) and bool(numeric.isna().to_numpy().any())
-        return "nan" if found else "unknown"
+        return bool(numeric.shape[1]) and bool(numeric.isna().to_numpy().any())
     if sparse.issparse(block):  # sparse: the stored values
         block = block if block.format in ("csr", "csc", "coo", "bsr") else block.tocsr()
         array = block.data
@@ -165,11 +156,9 @@ def nan_status(block: Any) -> str:
         array = block
     array = np.asarray(array) if isinstance(array, list) else array
     if not isinstance(array, np.ndarray) or array.dtype.kind not in "fc":
-        return "unknown"
+        return False
     # A sum is finite unless some entry is NaN/inf: one pass, no full-size temporary.
-    if np.isfinite(array.sum()):
-        return "finite"
-    return "nan" if np.isnan(array).any() else "unknown"
+    return not np.isfinite(array.sum()) and bool(np.isnan(array).any())
 
 
 def check_bool(value: Any, name: str) -> None:

@@ -15,16 +15,13 @@ turn a batch of model outputs and thresholds into intervals or sets.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 from abc import ABCMeta, abstractmethod
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from sklearn import config_context, get_config
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 from sklearn.frozen import FrozenEstimator
@@ -40,8 +37,8 @@ from uqconform._validation import (
     check_int,
     check_n_jobs,
     check_verbose,
+    has_nan,
     model_classes,
-    nan_status,
     sklearn_tags,
 )
 from uqconform._version import VersionedState
@@ -303,32 +300,6 @@ def refuses_nan(estimator: Any) -> bool:
     return True
 
 
-@contextmanager
-def checked_for_nan(X: Any, model: Any, refusal: str) -> Iterator[None]:
-    """Run the ``model``'s calls on ``X`` inside: a ValueError with ``refusal`` first if
-    ``X`` holds NaN and the model cannot take it.
-
-    The check runs before the model sees ``X``, not only after it fails: a model that
-    declares no NaN support but does not check its input (a hand-written rule, a wrapper
-    around a torch network) would otherwise train or predict on NaN silently. When the check
-    found a float array all finite, scikit-learn skips its own finiteness pass over ``X``
-    inside (``assume_finite``), so the rows are scanned once, not twice.
-
-    Examples
-    --------
-    >>> from sklearn.linear_model import Ridge
-    >>> model = Ridge().fit([[0.0], [1.0]], [0.0, 1.0])
-    >>> with checked_for_nan(np.array([[0.5]]), model, "`X` contains NaN."):
-    ...     model.predict(np.array([[0.5]]))
-    array([0.5])
-    """
-    status = nan_status(X) if refuses_nan(model) else "unknown"
-    if status == "nan":
-        raise ValueError(refusal)
-    with config_context(assume_finite=status == "finite" or get_config()["assume_finite"]):
-        yield
-
-
 def forward_input_tags(tags: Any, model: Any) -> Any:
     """``tags`` with the input tags of the ``model`` that receives ``X`` as given: a wrapper
     takes NaN, sparse matrices, categorical and string features exactly when its model does.
@@ -392,18 +363,19 @@ class ModelWrapper(VersionedState, RoutesFitParams, BaseEstimator, metaclass=ABC
         """Record or check the number and names of features; X itself is passed through."""
         return check_features(self, X, reset=reset)
 
-    def _checked_input(self, X: Any) -> contextlib.AbstractContextManager[None]:
-        """Where the model's calls on ``X`` run (see `checked_for_nan`); before ``fit``
-        (or for wrappers that keep several models) the given ``estimator`` decides."""
+    def _check_nan(self, X: Any) -> None:
+        # Checked before the model sees X, not only after it fails: a model that declares
+        # no NaN support but does not check its input (a hand-written rule, a wrapper
+        # around a torch network) would otherwise train or predict on NaN silently. Before
+        # ``fit`` (or for wrappers that keep several models) the given ``estimator`` decides.
         model = self.__dict__.get("estimator_")
         model = self._estimator_or_default() if model is None else model
-        return checked_for_nan(
-            X,
-            model,
-            f"`X` contains NaN and {type(model).__name__} does not accept missing values: "
-            "impute them (e.g. sklearn.impute.SimpleImputer in a Pipeline) or use a model "
-            "that handles NaN, such as HistGradientBoosting.",
-        )
+        if refuses_nan(model) and has_nan(X):
+            raise ValueError(
+                f"`X` contains NaN and {type(model).__name__} does not accept missing values: "
+                "impute them (e.g. sklearn.impute.SimpleImputer in a Pipeline) or use a model "
+                "that handles NaN, such as HistGradientBoosting."
+            )
 
     @keeps_state_on_error
     def fit(self, X: Any, y: ArrayLike, **fit_params: Any) -> Self:
@@ -433,8 +405,8 @@ class ModelWrapper(VersionedState, RoutesFitParams, BaseEstimator, metaclass=ABC
         y = self._check_target(y, n_rows(X), calibrating=False)
         self.estimator_ = self._make_estimator()
         self._estimator_adopted = False
-        with self._checked_input(X):
-            self.estimator_.fit(X, y, **model_params)
+        self._check_nan(X)
+        self.estimator_.fit(X, y, **model_params)
         self._after_fit(X, y, **fit_params)
         remember_training_rows(self, X, y, trained=self._fit_trains_on_rows())
         return self
@@ -595,8 +567,8 @@ class ConformalPredictor(ModelWrapper):
         y = self._check_target(y, n, calibrating=True)
         warn_if_training_rows(self, X, y)
         group_labels = check_groups(groups, n)
-        with self._checked_input(X):
-            self._store_calibration(X, y, group_labels)
+        self._check_nan(X)
+        self._store_calibration(X, y, group_labels)
         # Warn now, next to the cause, if a stratum is too small for the default level
         # (prediction warns again for the levels it is asked for); the table is kept.
         # Weighted thresholds depend on each test row's weight: prediction warns then.
@@ -812,22 +784,22 @@ class ConformalPredictor(ModelWrapper):
         for start in range(0, n, step):  # a loop over batches of rows, for bounded memory
             stop = min(start + step, n)
             block = slice_rows(X, start, stop)
-            with self._checked_input(block):
-                if weighted:  # each row its own thresholds, from its own weight
-                    block_groups = None if group_index is None else group_index[start:stop]
-                    rows = self._weighted_threshold_rows(block, block_groups, alphas)
-                    unbounded = np.isinf(rows).any(axis=(1, 2))  # (rows, levels)
-                    if block_groups is not None:  # unseen groups were warned about already
-                        unbounded &= (block_groups < self.groups_.size)[:, None]
-                    infinite += int(unbounded.any(axis=1).sum())
-                    short |= unbounded.any(axis=0)
-                else:  # without groups every row shares one threshold row, broadcastable
-                    assert table is not None
-                    rows = table[:1] if group_index is None else table[group_index[start:stop]]
-                try:
-                    batch = self._predict_batch(block, rows, alphas, rng)
-                except NonFiniteOutputError as error:  # name the row of X, not of the batch
-                    raise error.renumbered(np.arange(start, stop), more_rows=stop < n) from None
+            self._check_nan(block)
+            if weighted:  # each row its own thresholds, from its own weight
+                block_groups = None if group_index is None else group_index[start:stop]
+                rows = self._weighted_threshold_rows(block, block_groups, alphas)
+                unbounded = np.isinf(rows).any(axis=(1, 2))  # (rows, levels)
+                if block_groups is not None:  # unseen groups were warned about already
+                    unbounded &= (block_groups < self.groups_.size)[:, None]
+                infinite += int(unbounded.any(axis=1).sum())
+                short |= unbounded.any(axis=0)
+            else:  # without groups every row shares one threshold row, broadcastable
+                assert table is not None
+                rows = table[:1] if group_index is None else table[group_index[start:stop]]
+            try:
+                batch = self._predict_batch(block, rows, alphas, rng)
+            except NonFiniteOutputError as error:  # name the row of X, not of the batch
+                raise error.renumbered(np.arange(start, stop), more_rows=stop < n) from None
             if out is None:
                 out = batch
             else:
@@ -1008,11 +980,11 @@ class ConformalPredictor(ModelWrapper):
         for start in range(0, n, step):  # a loop over batches of rows, for bounded memory
             stop = min(start + step, n)
             block = slice_rows(X, start, stop)
-            with self._checked_input(block):
-                try:
-                    scores = np.asarray(batch_scores(block, start, stop), dtype=float)
-                except NonFiniteOutputError as error:  # name the row of X, not of the batch
-                    raise error.renumbered(np.arange(start, stop), more_rows=stop < n) from None
+            self._check_nan(block)
+            try:
+                scores = np.asarray(batch_scores(block, start, stop), dtype=float)
+            except NonFiniteOutputError as error:  # name the row of X, not of the batch
+                raise error.renumbered(np.arange(start, stop), more_rows=stop < n) from None
             scores = scores.reshape(stop - start, n_columns, n_components)
             test_weights = self._scaled_test_weights(block, stop - start) if weighted else None
             for group in range(n_groups):  # a loop over strata: groups, then classes

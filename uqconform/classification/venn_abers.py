@@ -269,10 +269,10 @@ class VennAbersCalibrator(ClassifierMixin, ModelWrapper):
         n = n_rows(X)
         labels = self._check_target(y, n, calibrating=True)
         warn_if_training_rows(self, X, labels, "the probabilities will be overconfident")
+        self._check_nan(X)
         classes = self.classes_
         index = encode_labels(labels, classes)
-        with self._checked_input(X):
-            proba = class_probabilities(self.estimator_, X, classes.size)
+        proba = class_probabilities(self.estimator_, X, classes.size)
         absent = classes[np.bincount(index, minlength=classes.size) == 0]
         if absent.size:
             warn_user(
@@ -295,8 +295,8 @@ class VennAbersCalibrator(ClassifierMixin, ModelWrapper):
         """
         self._check_calibrated("predict_proba_bounds")
         X = self._validate_X(X, reset=False)
-        with self._checked_input(X):
-            proba = class_probabilities(self.estimator_, X, self.classes_.size)
+        self._check_nan(X)
+        proba = class_probabilities(self.estimator_, X, self.classes_.size)
         if self.classes_.size == 2:
             p0, p1 = self._tables[0].bounds(proba[:, 1])
             return np.stack([np.column_stack([1 - p1, 1 - p0]), np.column_stack([p0, p1])], 1)

@@ -16,7 +16,6 @@ box of `RectangularConformalRegressor`.
 
 from __future__ import annotations
 
-import contextlib
 from abc import abstractmethod
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -32,6 +31,7 @@ from uqconform._rows import n_rows, take_rows
 from uqconform._validation import (
     NonFiniteOutputError,
     check_groups,
+    has_nan,
     missing_target_error,
     refuse_non_finite,
     sklearn_tags,
@@ -40,9 +40,9 @@ from uqconform._warnings import warn_user
 from uqconform.base import (
     ConformalPredictor,
     check_calibration_settings,
-    checked_for_nan,
     keeps_state_on_error,
     record_calibration_settings,
+    refuses_nan,
     remember_training_rows,
     warn_if_training_rows,
 )
@@ -270,17 +270,19 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
             raise error if positions is None else error.renumbered(positions) from None
         return output
 
-    def _checked_input(self, X: Any) -> contextlib.AbstractContextManager[None]:
-        """Where the model's calls on ``X`` run (see `uqconform.base.checked_for_nan`)."""
+    def _check_nan(self, X: Any) -> None:
         model = self.__dict__.get("estimator_") if self._uses_estimator else None
         model = self._estimator_or_default() if model is None else model
-        refuser = type(model if self._uses_estimator else self).__name__
-        return checked_for_nan(
-            X,
-            model,
-            f"`X` contains NaN and {refuser} does not accept missing values: impute them "
-            "(e.g. sklearn.impute.SimpleImputer in a Pipeline) or use a model that handles NaN.",
-        )
+        if refuses_nan(model) and has_nan(X):
+            accepts = (
+                f"{type(model).__name__} does not accept missing values"
+                if self._uses_estimator
+                else f"{type(self).__name__} does not accept missing values"
+            )
+            raise ValueError(
+                f"`X` contains NaN and {accepts}: impute them (e.g. "
+                "sklearn.impute.SimpleImputer in a Pipeline) or use a model that handles NaN."
+            )
 
     # ---- state -----------------------------------------------------------------------------
     def _check_target(self, y: ArrayLike, n: int, *, calibrating: bool) -> NDArray:
@@ -344,9 +346,9 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
         self.__dict__.pop("n_outputs_", None)
         X = self._validate_X(X, reset=True)
         Y = self._check_target(y, n_rows(X), calibrating=False)
+        self._check_nan(X)
         self.n_outputs_ = Y.shape[1]
-        with self._checked_input(X):
-            self._fit(X, Y, **fit_params)
+        self._fit(X, Y, **fit_params)
         record_calibration_settings(self, step="fit")
         remember_training_rows(self, X, Y)  # the region's shape is learnt on them too
         return self
@@ -389,19 +391,19 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
         Y = self._check_target(y, n, calibrating=True)
         warn_if_training_rows(self, X, Y)
         group_labels = check_groups(groups, n)
-        with self._checked_input(X):
-            if prefit:
-                self.n_outputs_ = Y.shape[1]
-            rows = self._prepare_calibration(X, Y, prefit=bool(prefit))
-            if prefit:  # the shape (if any) was learnt just now
-                record_calibration_settings(self, step="fit")
-            if rows is not None:
-                X, Y = take_rows(X, rows), Y[rows]
-                group_labels = None if group_labels is None else group_labels[rows]
-            try:
-                self._store_calibration(X, Y, group_labels)
-            except NonFiniteOutputError as error:  # name the row of the caller's X
-                raise error if rows is None else error.renumbered(rows) from None
+        self._check_nan(X)
+        if prefit:
+            self.n_outputs_ = Y.shape[1]
+        rows = self._prepare_calibration(X, Y, prefit=bool(prefit))
+        if prefit:  # the shape (if any) was learnt just now
+            record_calibration_settings(self, step="fit")
+        if rows is not None:
+            X, Y = take_rows(X, rows), Y[rows]
+            group_labels = None if group_labels is None else group_labels[rows]
+        try:
+            self._store_calibration(X, Y, group_labels)
+        except NonFiniteOutputError as error:  # name the row of the caller's X
+            raise error if rows is None else error.renumbered(rows) from None
         alphas, scalar = self._resolve_alpha(None)
         table = self._threshold_table(alphas)[:-1, 0]  # (groups, c, k); warns if too few
         if getattr(self, "groups_", None) is None:
@@ -436,8 +438,8 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
         check_calibration_settings(self, "nonconformity", step="fit")
         X = self._validate_X(X, reset=False)
         Y = self._check_target(y, n_rows(X), calibrating=True)
-        with self._checked_input(X):
-            return self._scores(X, Y)
+        self._check_nan(X)
+        return self._scores(X, Y)
 
     def predict(self, X: Any) -> NDArray:
         """Point prediction (available after ``fit`` alone).
@@ -452,8 +454,8 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
         """
         self._check_trained("predict")
         X = self._validate_X(X, reset=False)
-        with self._checked_input(X):
-            return self._point_prediction(X)
+        self._check_nan(X)
+        return self._point_prediction(X)
 
     def predict_set(
         self, X: Any, alpha: float | Sequence[float] | None = None, groups: ArrayLike | None = None
@@ -482,11 +484,11 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
         self._check_calibrated(method)
         alphas, scalar = self._resolve_alpha(alpha)
         X = self._validate_X(X, reset=False)
-        with self._checked_input(X):
-            group_index = self._group_index(groups, n_rows(X))
-            table = self._threshold_table(alphas)[:, 0]  # (groups + 1, c, k)
-            thresholds = table[0] if group_index is None else table[group_index]
-            regions = self._regions(X, thresholds)
+        self._check_nan(X)
+        group_index = self._group_index(groups, n_rows(X))
+        table = self._threshold_table(alphas)[:, 0]  # (groups + 1, c, k)
+        thresholds = table[0] if group_index is None else table[group_index]
+        regions = self._regions(X, thresholds)
         return regions[0] if scalar else regions
 
     def predict_interval(

@@ -264,10 +264,10 @@ class ConformalPredictiveSystem(SplitConformalRegressor):
         for start in range(0, n, step):  # a loop over batches of rows, for bounded memory
             stop = min(start + step, n)
             block = slice_rows(X, start, stop)
+            self._check_nan(block)
             try:
-                with self._checked_input(block):
-                    output = self._checked_output(block, stop - start)
-                    difficulty = self._difficulty(block)
+                output = self._checked_output(block, stop - start)
+                difficulty = self._difficulty(block)
                 self._refuse_non_finite(output, difficulty, "rows of `X`")
             except NonFiniteOutputError as error:  # name the row of X, not of the batch
                 raise error.renumbered(np.arange(start, stop), more_rows=stop < n) from None

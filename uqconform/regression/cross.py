@@ -240,23 +240,21 @@ class CrossConformalRegressor(RegressorMixin, ModelWrapper):
         ]
         fold_index = np.empty(y.shape[0], dtype=np.intp)
         out_of_fold = np.empty(y.shape[0])
-        with self._checked_input(X):
-            fitted = run_fits(
-                (
-                    delayed(_fit_fold)(model, X, y, train, params)
-                    for model, (train, _) in zip(models, splits, strict=True)
-                ),
-                n_jobs=self.n_jobs,
-                verbose=self.verbose,
-                desc="fold models",
-                total=len(splits),
-            )
-            for k, (model, (_, test)) in enumerate(zip(fitted, splits, strict=True)):
-                fold_index[test] = k  # a loop over folds
-                out_of_fold[test] = point_predictions(model.predict(take_rows(X, test)))
-        refuse_non_finite(
-            out_of_fold, "the fold models predicted NaN or infinite values", "rows of `X`"
+        self._check_nan(X)
+        fitted = run_fits(
+            (
+                delayed(_fit_fold)(model, X, y, train, params)
+                for model, (train, _) in zip(models, splits, strict=True)
+            ),
+            n_jobs=self.n_jobs,
+            verbose=self.verbose,
+            desc="fold models",
+            total=len(splits),
         )
+        for k, (model, (_, test)) in enumerate(zip(fitted, splits, strict=True)):
+            fold_index[test] = k  # a loop over folds
+            out_of_fold[test] = point_predictions(model.predict(take_rows(X, test)))
+        refuse_non_finite(out_of_fold, _NON_FINITE, "rows of `X`")
         self.estimators_ = list(fitted)
         self.fold_index_ = fold_index
         self.conformity_scores_ = np.abs(y - out_of_fold)
@@ -279,12 +277,10 @@ class CrossConformalRegressor(RegressorMixin, ModelWrapper):
     def _fold_predictions(self, X: Any) -> NDArray:
         """``(n_samples, K)``: every fold model's prediction of every row."""
         X = self._validate_X(X, reset=False)
-        with self._checked_input(X):
-            columns = [point_predictions(model.predict(X)) for model in self.estimators_]
+        self._check_nan(X)
+        columns = [point_predictions(model.predict(X)) for model in self.estimators_]
         predictions = np.column_stack(columns)
-        refuse_non_finite(
-            predictions, "the fold models predicted NaN or infinite values", "rows of `X`"
-        )
+        refuse_non_finite(predictions, _NON_FINITE, "rows of `X`")
         return predictions
 
     def predict(self, X: Any) -> NDArray:
