@@ -309,3 +309,17 @@ def test_classifier_density_ratio_tracks_the_true_ratio_and_checks_input():
         ClassifierDensityRatio(LinearSVC()).fit(source, target)
     with pytest.raises(NotFittedError):
         ClassifierDensityRatio()(source)
+
+
+def test_density_ratio_names_a_missing_sample():
+    """Review finding: ``fit(None, X)`` failed inside ``len`` without naming the argument."""
+    from uqconform.shift import ClassifierDensityRatio
+
+    rows = np.ones((5, 2))
+    for source, target, name in [
+        (None, rows, "X_source"),
+        (rows, "x", "X_target"),
+        (rows, 5, "X_target"),
+    ]:
+        with pytest.raises(ValueError, match=f"`{name}` must be rows of features"):
+            ClassifierDensityRatio().fit(source, target)

@@ -454,3 +454,39 @@ def test_precision_sends_unseen_groups_and_strict_levels_to_empty_sets():
     with pytest.warns(UserWarning, match="keep no label of any calibration row"):
         strict = controller(method="ltt", risk="precision", alpha=0.005).calibrate(P, noise)
     assert not strict.predict_set(P).any()  # only t = 1 is certified: p >= 1 keeps nothing
+
+
+def test_label_sets_need_a_multi_label_model_and_labelled_rows():
+    """Review findings: a single-label classifier's probabilities (they sum to one) read as
+    label probabilities warn, unless every row has exactly one label (a multi-class
+    problem, where that model is the right one); a calibration set without any label has
+    nothing to calibrate under the FNR and is refused, naming `y`."""
+    rng = np.random.default_rng(0)
+    P, Y = draw(400, rng, n_labels=5)
+    softmax = P / P.sum(axis=1, keepdims=True)
+    with pytest.warns(UserWarning, match="probabilities sum to 1 on every calibration row"):
+        MultiLabelRiskController(OneLabelModel()).calibrate(softmax, Y)
+    one_hot = np.eye(5, dtype=int)[np.argmax(softmax, axis=1)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        MultiLabelRiskController(OneLabelModel()).calibrate(softmax, one_hot)
+    for risk in ("fnr", "miscoverage"):
+        with pytest.raises(ValueError, match="No calibration row of `y` has a true label"):
+            MultiLabelRiskController(ColumnsAreProbabilities(), risk=risk).calibrate(
+                P, np.zeros_like(Y)
+            )
+
+
+def test_the_pvalue_refuses_what_is_not_a_risk():
+    """Review finding: a negative risk gave p = 0 (certifying anything) and NaN passed."""
+    for risk, n, alpha, name in [
+        ([-0.5, 0.05], 100, 0.1, "`risk`"),
+        ([0.05, np.nan], 100, 0.1, "`risk`"),
+        (["a"], 100, 0.1, "`risk`"),
+        ([0.05], 10.5, 0.1, "`n`"),
+        ([0.05], 0, 0.1, "`n`"),
+        ([0.05], 100, 1.5, "`alpha`"),
+        ([0.05], 100, [0.1, 0.2], "`alpha`"),
+    ]:
+        with pytest.raises(ValueError, match=name):
+            hoeffding_bentkus_pvalue(risk, n, alpha)

@@ -198,6 +198,9 @@ def test_warnings_name_the_probabilities_and_missing_classes():
     with pytest.warns(UserWarning, match=r"No calibration row has the class\(es\) \[2\]"):
         venn.calibrate(X[1:100:2], y[1:100:2])
     assert not hasattr(venn, "alpha") and "alpha" not in venn.get_params()
+    # what the warning says: small upper ends among the calibration scores, up to 1 above
+    upper = venn.predict_proba_bounds(X)[:, 2, 1]
+    assert upper.min() < 1 / 40 and upper.max() == 1.0
 
 
 def test_bad_input_and_wrong_order_are_refused():

@@ -102,6 +102,12 @@ class ClassifierDensityRatio:
         """
         if self.clip is not None:
             check_positive_float(self.clip, "clip")
+        for name, value in (("X_source", X_source), ("X_target", X_target)):
+            if value is None or isinstance(value, (str, bytes)) or np.ndim(value) == 0:
+                raise ValueError(
+                    f"`{name}` must be rows of features (an array, DataFrame or list of "
+                    f"rows), got {value!r:.60}."
+                )
         n_source, n_target = n_rows(X_source), n_rows(X_target)
         if n_source < 2 or n_target < 2:
             raise ValueError(

@@ -45,10 +45,15 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.multiclass import OneVsRestClassifier
 from sklearn.utils.validation import check_is_fitted
 
-from uqconform._validation import missing_proba_error, missing_target_error, refuse_non_finite
+from uqconform._validation import (
+    check_int,
+    missing_proba_error,
+    missing_target_error,
+    refuse_non_finite,
+)
 from uqconform._warnings import warn_user
 from uqconform.base import ConformalPredictor, sets_within_thresholds
-from uqconform.quantiles import _RANK_TOLERANCE, levels_text
+from uqconform.quantiles import _RANK_TOLERANCE, check_alpha, levels_text
 
 __all__ = ["MultiLabelRiskController", "hoeffding_bentkus_pvalue"]
 
@@ -84,7 +89,16 @@ def hoeffding_bentkus_pvalue(risk: ArrayLike, n: int, alpha: float) -> NDArray:
     >>> bool(p[0] < p[1] < p[2]), float(p[3])
     (True, 1.0)
     """
-    risk = np.asarray(risk, dtype=float)
+    check_int(n, "n")
+    check_alpha(alpha, "alpha")
+    if np.ndim(alpha) != 0:
+        raise ValueError(f"`alpha` must be a single level, got {alpha!r}.")
+    try:
+        risk = np.asarray(risk, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"`risk` must be numbers in [0, 1], got {risk!r:.80}.") from None
+    if not ((risk >= 0) & (risk <= 1)).all():  # NaN fails too
+        raise ValueError("`risk` must be mean losses in [0, 1] (no NaN).")
     low = np.minimum(risk, alpha)
     with np.errstate(divide="ignore", invalid="ignore"):
         h = np.where(low > 0, low * np.log(low / alpha), 0.0) + (1 - low) * np.log(
@@ -377,7 +391,26 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
                 f"`y` has {y.shape[1]} label columns but the estimator predicts {proba.shape[1]}."
             )
         self.n_labels_ = y.shape[1]
+        one_label = bool((y.sum(axis=1) == 1).all())  # one-hot rows: a multi-class problem
+        if (
+            y.shape[1] > 1
+            and not one_label
+            and np.allclose(proba.sum(axis=1), 1.0, rtol=0, atol=1e-9)
+        ):
+            warn_user(
+                f"The estimator's {y.shape[1]} probabilities sum to 1 on every calibration "
+                "row, but rows of `y` have several labels or none: it looks like a "
+                "single-label (multi-class) classifier, whose columns are not the labels' "
+                "own probabilities. Use a multi-label model, e.g. OneVsRestClassifier or "
+                "MultiOutputClassifier fitted on the label matrix.",
+                UserWarning,
+            )
         unlabelled = int(np.sum(~y.any(axis=1)))
+        if unlabelled == y.shape[0] and self.risk != "precision":
+            raise ValueError(
+                f"No calibration row of `y` has a true label: the {self.risk} of every set "
+                "is 0, so there is nothing to calibrate. Pass rows with labels."
+            )
         if unlabelled and self.risk != "precision":
             share = 1 - unlabelled / y.shape[0]
             warn_user(
@@ -435,7 +468,8 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
         """p-values of "the risk exceeds ``level``" from the summed losses of ``n`` rows."""
         if self.risk == "miscoverage":  # 0/1 losses: the exact binomial tail
             return stats.binom.cdf(np.ceil(summed_loss - _RANK_TOLERANCE), n, level)
-        return hoeffding_bentkus_pvalue(summed_loss / n, n, level)
+        # cumulative sums of 1 / (labels per row) leave rounding just outside [0, 1]
+        return hoeffding_bentkus_pvalue(np.clip(summed_loss / n, 0.0, 1.0), n, level)
 
     def _exact_thresholds(self, scores: NDArray, labels: NDArray, alphas: NDArray) -> NDArray:
         """CRC and RCPS: the smallest threshold meeting the rule at each level (``inf``

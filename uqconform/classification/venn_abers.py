@@ -276,9 +276,10 @@ class VennAbersCalibrator(ClassifierMixin, ModelWrapper):
         absent = classes[np.bincount(index, minlength=classes.size) == 0]
         if absent.size:
             warn_user(
-                f"No calibration row has the class(es) {absent[:5].tolist()}: their "
-                "calibrated probabilities will be close to 0. Calibrate on rows of every "
-                "class.",
+                f"No calibration row has the class(es) {absent[:5].tolist()}: their pairs "
+                "will be [0, p1] with p1 about 1 / (n + 1) where the model's score lies "
+                "among the calibration rows' but up to 1 above them (nothing says how "
+                "likely the class is there). Calibrate on rows of every class.",
                 UserWarning,
             )
         columns = [1] if classes.size == 2 else range(classes.size)
@@ -304,8 +305,9 @@ class VennAbersCalibrator(ClassifierMixin, ModelWrapper):
         return np.stack([np.column_stack(pair) for pair in pairs], axis=1)
 
     def predict_proba(self, X: Any) -> NDArray:
-        """Merged probabilities ``p1 / (1 - p0 + p1)``, shape ``(n_samples, n_classes)``
-        (with more than two classes, rescaled to sum to one)."""
+        """Merged probabilities ``p1 / (1 - p0 + p1)``, shape ``(n_samples, n_classes)``:
+        inside each pair for two classes; with more, rescaled to sum to one, which can
+        move a probability outside its class's pair."""
         bounds = self.predict_proba_bounds(X)
         p0, p1 = bounds[..., 0], bounds[..., 1]
         if self.classes_.size == 2:

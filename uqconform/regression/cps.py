@@ -117,6 +117,10 @@ class ConformalPredictiveSystem(SplitConformalRegressor):
     """
 
     _calibration_params = ("normalized",)
+    _unseen_group_prediction = (
+        "uninformative (their distribution is tau at every value, their quantiles and "
+        "intervals infinite)"
+    )
 
     def __init__(
         self,
