@@ -323,3 +323,28 @@ def test_density_ratio_names_a_missing_sample():
     ]:
         with pytest.raises(ValueError, match=f"`{name}` must be rows of features"):
             ClassifierDensityRatio().fit(source, target)
+
+
+def test_a_density_ratio_refitted_in_place_calls_for_recalibration():
+    """Review finding: refitting the ratio object after ``calibrate`` mixed old calibration
+    weights with new test weights, silently (301 of 1000 intervals changed)."""
+    from sklearn.exceptions import NotFittedError
+    from sklearn.linear_model import LinearRegression
+
+    from uqconform.regression import SplitConformalRegressor
+    from uqconform.shift import ClassifierDensityRatio
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(2000, 2))
+    y = X @ [1.0, -1.0] + rng.normal(size=2000)
+    ratio = ClassifierDensityRatio().fit(X[500:1000], X[1000:1500] + 1.0)
+    cp = SplitConformalRegressor(LinearRegression(), likelihood_ratio=ratio)
+    cp.fit(X[:500], y[:500]).calibrate(X[500:1000], y[500:1000])
+    before = cp.predict_interval(X[1500:])
+    restored = pickle.loads(pickle.dumps(cp))  # the ratio travels with it: still valid
+    np.testing.assert_array_equal(restored.predict_interval(X[1500:]), before)
+    ratio.fit(X[500:1000], X[1500:2000] - 1.0)
+    with pytest.raises(NotFittedError, match="refitted since"):
+        cp.predict_interval(X[1500:])
+    cp.calibrate(X[500:1000], y[500:1000])  # recalibrated with the new ratio: fine
+    assert cp.predict_interval(X[1500:]).shape == before.shape

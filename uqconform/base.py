@@ -155,7 +155,30 @@ def record_calibration_settings(model: Any, *, step: str = "calibrate") -> None:
     """Remember the parameters a step's result depends on: ``_calibration_params`` after
     ``calibrate`` (``step="fit"``: ``_fit_params``, for what fit learnt and prediction reads)."""
     names = getattr(model, "_fit_params" if step == "fit" else "_calibration_params", ())
-    model.__dict__[f"_{step}_settings"] = {name: getattr(model, name) for name in names}
+    model.__dict__[f"_{step}_settings"] = {
+        name: _FittedState.of(getattr(model, name)) for name in names
+    }
+
+
+class _FittedState:
+    """A recorded parameter that can be refitted in place (an object with a
+    ``_fit_token`` that its ``fit`` renews, such as `uqconform.shift.ClassifierDensityRatio`):
+    equal to the same object only while it keeps the fit it had when recorded."""
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __init__(self, value: Any):
+        self.value, self.token = value, value._fit_token
+
+    @classmethod
+    def of(cls, value: Any) -> Any:
+        return cls(value) if hasattr(value, "_fit_token") else value
+
+    def __eq__(self, other: object) -> bool:
+        return other is self.value and getattr(other, "_fit_token", None) is self.token
+
+    def __repr__(self) -> str:
+        return f"{self.value!r} (refitted since)"
 
 
 def check_calibration_settings(

@@ -140,6 +140,9 @@ class ClassifierDensityRatio:
         if not hasattr(model, "predict_proba"):
             raise TypeError(f"`classifier` must have predict_proba, got {type(model).__name__}.")
         self.classifier_ = model.fit(X, labels)
+        # renewed at every fit: a wrapper calibrated with this ratio notices a refit in
+        # place (its calibration weights came from the old fit)
+        self._fit_token = object()
         self.prior_ratio_ = n_source / n_target
         return self
 
