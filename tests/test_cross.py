@@ -282,3 +282,17 @@ def test_predict_set_is_predict_interval():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         np.testing.assert_array_equal(model.predict_set(X, 0.2), model.predict_interval(X, 0.2))
+
+
+def test_parameters_changed_after_fit():
+    """``method`` and ``alpha`` are read at prediction (both methods use the same fit);
+    a new ``cv``, ``estimator`` or ``random_state`` asks for a new fit."""
+    X, y = _linear(40, 0)
+    model = CrossConformalRegressor(random_state=0).fit(X, y)
+    minmax = CrossConformalRegressor(method="minmax", random_state=0).fit(X, y)
+    model.set_params(method="minmax")
+    np.testing.assert_array_equal(model.predict_interval(X), minmax.predict_interval(X))
+    for params in ({"cv": 3}, {"estimator": Ridge()}, {"random_state": 1}):
+        changed = clone(model).set_params(random_state=0).fit(X, y).set_params(**params)
+        with pytest.raises(NotFittedError, match=r"changed since fit.*call fit\(X, y\)"):
+            changed.predict_interval(X)

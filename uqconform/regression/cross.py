@@ -31,7 +31,12 @@ from uqconform._parallel import run_fits
 from uqconform._rows import fit_params_rows, n_rows, take_rows
 from uqconform._seeding import integer_seed, seeded_clone
 from uqconform._validation import check_regression_target, point_predictions, refuse_non_finite
-from uqconform.base import ModelWrapper, keeps_state_on_error
+from uqconform.base import (
+    ModelWrapper,
+    check_calibration_settings,
+    keeps_state_on_error,
+    record_calibration_settings,
+)
 from uqconform.quantiles import (
     _warn_too_few,
     check_call_alpha,
@@ -129,6 +134,9 @@ class CrossConformalRegressor(RegressorMixin, ModelWrapper):
     """
 
     _calibrated_attribute = "conformity_scores_"
+    #: What the fit depends on: changed after fit, prediction asks for a new fit
+    #: (``alpha``, ``method`` and ``batch_size`` are read at prediction).
+    _fit_params = ("estimator", "cv", "random_state")
 
     def __init__(
         self,
@@ -259,6 +267,7 @@ class CrossConformalRegressor(RegressorMixin, ModelWrapper):
         self.fold_index_ = fold_index
         self.conformity_scores_ = np.abs(y - out_of_fold)
         self.n_calibration_ = int(y.shape[0])
+        record_calibration_settings(self, step="fit")
         return self
 
     def _reset_calibration(self) -> None:
@@ -266,13 +275,14 @@ class CrossConformalRegressor(RegressorMixin, ModelWrapper):
         for name in ("estimators_", "fold_index_"):
             self.__dict__.pop(name, None)
 
-    def _check_fitted(self) -> None:
+    def _check_fitted(self, method: str) -> None:
         if "conformity_scores_" not in self.__dict__:
             raise NotFittedError(
                 f"This {type(self).__name__} is not fitted yet: call fit(X, y) first (it "
                 "trains the fold models and scores every row)."
             )
         check_is_fitted(self, "estimators_")
+        check_calibration_settings(self, method, step="fit", again="fit(X, y)")
 
     def _fold_predictions(self, X: Any) -> NDArray:
         """``(n_samples, K)``: every fold model's prediction of every row."""
@@ -295,11 +305,9 @@ class CrossConformalRegressor(RegressorMixin, ModelWrapper):
         -------
         ndarray of shape (n_samples,)
         """
-        self._check_fitted()
-        shares = (
-            np.bincount(self.fold_index_, minlength=len(self.estimators_)) / self.n_calibration_
-        )
-        return self._fold_predictions(X) @ shares
+        self._check_fitted("predict")
+        counts = np.bincount(self.fold_index_, minlength=len(self.estimators_))
+        return self._fold_predictions(X) @ (counts / self.n_calibration_)
 
     def predict_interval(self, X: Any, alpha: float | ArrayLike | None = None) -> NDArray:
         """Prediction intervals.
@@ -315,7 +323,7 @@ class CrossConformalRegressor(RegressorMixin, ModelWrapper):
         ndarray of shape (n_samples, 2), or (n_samples, 2, k) for k levels
             Infinite ends where ``n`` rows are too few for the level (with a warning).
         """
-        self._check_fitted()
+        self._check_fitted("predict_interval")
         value = self.alpha if alpha is None else alpha
         levels = check_call_alpha(alpha, self.alpha)
         predictions = self._fold_predictions(X)
