@@ -189,11 +189,13 @@ def test_minmax_is_wider_than_plus():
 
 
 def test_too_few_rows_give_infinite_intervals_with_a_warning():
+    """Warned at fit, next to the cause, and at prediction for the levels asked for."""
     X, y = _linear(8, 0)
-    model = CrossConformalRegressor(cv=4).fit(X, y)
+    with pytest.warns(UserWarning, match=r"Only 8 scores.*alpha=\[0.1\].*an infinite interval"):
+        model = CrossConformalRegressor(cv=4).fit(X, y)
     for method in ("plus", "minmax"):
         model.set_params(method=method)
-        with pytest.warns(UserWarning, match="too few"):
+        with pytest.warns(UserWarning, match="too few.*an infinite interval"):
             intervals = model.predict_interval(X[:3], alpha=0.1)
         assert np.isinf(intervals).all()
     assert np.isfinite(model.predict_interval(X[:3], alpha=0.3)).all()

@@ -53,6 +53,7 @@ __all__ = ["CrossConformalRegressor"]
 
 _METHODS = ("plus", "minmax")
 _NON_FINITE = "the fold models predicted NaN or infinite values"
+_INFINITE = "an infinite interval"
 # Cells of the (rows x calibration rows) matrices of `method="plus"` built at once.
 _BATCH_CELLS = 2_000_000
 
@@ -75,8 +76,9 @@ class CrossConformalRegressor(RegressorMixin, ModelWrapper):
 
     * ``method="plus"``: coverage at least ``1 - 2 alpha`` for jackknife+
       (``cv=LeaveOneOut()``) and at least ``1 - 2 alpha - min(2 (1 - 1/K) / (n/K + 1),
-      (1 - K/n) / (K + 1))`` for CV+ with ``K`` equal folds. In practice coverage is close
-      to ``1 - alpha``, but only the bound is guaranteed (an unstable model can reach it).
+      (1 - K/n) / (K + 1))`` for CV+ with ``K`` equal folds. That is a worst-case floor:
+      in practice coverage is close to ``1 - alpha``, and unstable models usually
+      over-cover.
     * ``method="minmax"``: coverage at least ``1 - alpha``, with wider intervals.
 
     Parameters
@@ -268,6 +270,10 @@ class CrossConformalRegressor(RegressorMixin, ModelWrapper):
         self.conformity_scores_ = np.abs(y - out_of_fold)
         self.n_calibration_ = int(y.shape[0])
         record_calibration_settings(self, step="fit")
+        # warn now, next to the cause (prediction warns again for the levels it is given)
+        levels = check_call_alpha(None, self.alpha)
+        if (conformal_rank(self.n_calibration_, levels) > self.n_calibration_).any():
+            _warn_too_few(self.n_calibration_, levels, _INFINITE)
         return self
 
     def _reset_calibration(self) -> None:
@@ -329,7 +335,7 @@ class CrossConformalRegressor(RegressorMixin, ModelWrapper):
         predictions = self._fold_predictions(X)
         scores = self.conformity_scores_
         if self.method == "minmax":
-            radius = conformal_quantile(scores, levels)  # warns when n is too small
+            radius = conformal_quantile(scores, levels, warn=_INFINITE)  # warns if n is small
             lower = predictions.min(axis=1)[:, None] - radius
             upper = predictions.max(axis=1)[:, None] + radius
         else:
@@ -348,7 +354,7 @@ class CrossConformalRegressor(RegressorMixin, ModelWrapper):
         upper_rank = conformal_rank(n, levels)  # ceil((n + 1)(1 - alpha)), > n: +inf
         lower_rank = conformal_rank(n, levels, kind="conformity")  # floor((n + 1) alpha), 0: -inf
         if (upper_rank > n).any():
-            _warn_too_few(n, levels[upper_rank > n])
+            _warn_too_few(n, levels[upper_rank > n], _INFINITE)
         upper_kth = np.minimum(upper_rank, n) - 1
         lower_kth = np.maximum(lower_rank, 1) - 1
         m = predictions.shape[0]
