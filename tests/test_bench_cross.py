@@ -13,7 +13,9 @@ def test_cross_family_smoke(tmp_path):
     rows = family["tables"]["Cross-conformal regression"]
     by = {(r["model"], r["method"]): r for r in rows}
     for model in ("ridge", "hist-gradient-boosting"):
-        assert {"cv+", "cv-minmax", "split-50", "split-25"} <= {m for k, m in by if k == model}
+        assert {"cv+", "cv-minmax", "j+ab", "split-50", "split-25"} <= {
+            m for k, m in by if k == model
+        }
         plus, minmax = by[model, "cv+"], by[model, "cv-minmax"]
         assert plus["n_cal"] == minmax["n_cal"] == 2 * by[model, "split-50"]["n_cal"]
         assert minmax["width"] >= plus["width"] > 0

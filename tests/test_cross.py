@@ -298,3 +298,96 @@ def test_parameters_changed_after_fit():
         changed = clone(model).set_params(random_state=0).fit(X, y).set_params(**params)
         with pytest.raises(NotFittedError, match=r"changed since fit.*call fit\(X, y\)"):
             changed.predict_interval(X)
+
+
+class _RecordsRows(Ridge):
+    """Ridge on the features after the first column, which holds the row's id: the
+    fitted model records which rows its sample held."""
+
+    def fit(self, X, y, sample_weight=None):
+        self.seen_ = set(np.asarray(X)[:, 0].astype(int).tolist())
+        return super().fit(np.asarray(X)[:, 1:], y)
+
+    def predict(self, X):
+        return super().predict(np.asarray(X)[:, 1:])
+
+
+@pytest.mark.parametrize("method", ["plus", "minmax"])
+def test_jackknife_after_bootstrap_equals_its_definition(method):
+    """Kim, Xu and Barber (2020), from the models' own record of their samples: row i's
+    centre is the mean of the models that left it out; rows held by every sample are not
+    scored (warned)."""
+    from uqconform.regression import JackknifeAfterBootstrapRegressor
+
+    features, y = _linear(25, 0)
+    X = np.column_stack([np.arange(25), features])
+    X_test = np.column_stack([np.full(6, -1), _linear(6, 1)[0]])
+    alphas = [0.1, 0.3]
+    model = JackknifeAfterBootstrapRegressor(
+        _RecordsRows(), alpha=alphas, method=method, n_bootstrap=4, random_state=2
+    )
+    with pytest.warns(UserWarning, match="drawn into every one of the 4 bootstrap samples"):
+        model.fit(X, y)
+    seen = np.array([[i in m.seen_ for m in model.estimators_] for i in range(25)])
+    scored = np.flatnonzero(~seen.all(axis=1))
+    np.testing.assert_array_equal(model.scored_rows_, scored)
+    train_pred = np.column_stack([m.predict(X) for m in model.estimators_])
+    test_pred = np.column_stack([m.predict(X_test) for m in model.estimators_])
+    centre_train = np.array([train_pred[i, ~seen[i]].mean() for i in scored])
+    residual = np.abs(y[scored] - centre_train)
+    centres = np.array([[row[~seen[i]].mean() for i in scored] for row in test_pred])
+    n = scored.size
+    got = model.predict_interval(X_test)
+    for j, alpha in enumerate(alphas):
+        k_high = int(np.ceil((1 - alpha) * (n + 1)))
+        if method == "plus":
+            k_low = int(np.floor(alpha * (n + 1)))
+            low = np.sort(centres - residual, axis=1)[:, k_low - 1]
+            high = np.sort(centres + residual, axis=1)[:, k_high - 1]
+        else:
+            q = np.sort(residual)[k_high - 1]
+            low, high = centres.min(axis=1) - q, centres.max(axis=1) + q
+        np.testing.assert_allclose(got[:, 0, j], low, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(got[:, 1, j], high, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(model.predict(X_test), centres.mean(axis=1), rtol=1e-12)
+
+
+def test_jackknife_after_bootstrap_covers_over_resplits():
+    """Pooled coverage over 150 resplits at least the guaranteed 1 - 2 alpha (the lower end
+    of the law at that level), near 1 - alpha in practice, with trees."""
+    from uqconform.regression import JackknifeAfterBootstrapRegressor
+
+    n, n_test, repeats, alpha = 40, 40, 150, 0.1
+
+    def make(seed):
+        return JackknifeAfterBootstrapRegressor(
+            DecisionTreeRegressor(max_depth=3), n_bootstrap=20, random_state=seed
+        )
+
+    observed = _coverage(make, n, n_test, repeats, alpha)
+    low, _ = coverage_bounds(n, 2 * alpha, n_test, n_repeats=repeats)
+    assert low <= observed <= 0.99, (observed, low)
+    assert observed >= 0.85, observed  # measured 0.914: near nominal, not only the floor
+
+
+def test_jackknife_after_bootstrap_input_seeds_and_pickle():
+    from uqconform.regression import JackknifeAfterBootstrapRegressor
+
+    X, y = _linear(40, 0)
+    for bad in (1, 0, 2.5, True, "30"):
+        with pytest.raises(ValueError, match="n_bootstrap"):
+            JackknifeAfterBootstrapRegressor(n_bootstrap=bad).fit(X, y)
+    with pytest.raises(ValueError, match="1 sample"):
+        JackknifeAfterBootstrapRegressor(n_bootstrap=3).fit(X[:1], y[:1])
+    with pytest.raises(NotFittedError, match="call fit"):
+        JackknifeAfterBootstrapRegressor().predict_interval(X)
+    model = JackknifeAfterBootstrapRegressor(DecisionTreeRegressor(), random_state=0)
+    intervals = model.fit(X, y).predict_interval(X)
+    again = JackknifeAfterBootstrapRegressor(DecisionTreeRegressor(), random_state=0, n_jobs=2)
+    np.testing.assert_array_equal(again.fit(X, y).predict_interval(X), intervals)
+    np.testing.assert_array_equal(pickle.loads(pickle.dumps(model)).predict_interval(X), intervals)
+    other = JackknifeAfterBootstrapRegressor(DecisionTreeRegressor(), random_state=1)
+    assert not np.array_equal(other.fit(X, y).predict_interval(X), intervals)
+    model.set_params(n_bootstrap=10)
+    with pytest.raises(NotFittedError, match="changed since fit"):
+        model.predict_interval(X)

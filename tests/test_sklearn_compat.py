@@ -25,6 +25,7 @@ from uqconform import (
     CrossConformalRegressor,
     EnbPI,
     EnsembleConformalClassifier,
+    JackknifeAfterBootstrapRegressor,
     MeanSmoothedClassifier,
     MultiDimScoreClassifier,
     SplitConformalClassifier,
@@ -50,6 +51,7 @@ ESTIMATORS = [
     ConformalPredictiveSystem(),
     ConformalPredictiveSystem(normalized=True, random_state=0),
     CrossConformalRegressor(random_state=0),
+    JackknifeAfterBootstrapRegressor(n_bootstrap=5, random_state=0),
 ]
 
 _SKLEARN_VERSION = tuple(int(part) for part in sklearn.__version__.split(".")[:2])

@@ -29,6 +29,7 @@ from uqconform.regression import (
     ConformalPredictiveSystem,
     CrossConformalRegressor,
     FullConformalRidge,
+    JackknifeAfterBootstrapRegressor,
     SplitConformalRegressor,
 )
 from uqconform.timeseries import KOWCPI, SPCI, EnbPI
@@ -47,6 +48,7 @@ __all__ = [
     "EnsembleConformalClassifier",
     "FullConformalRidge",
     "InconsistentVersionWarning",
+    "JackknifeAfterBootstrapRegressor",
     "LaplacePosterior",
     "LinearizedPredictive",
     "MeanSmoothedClassifier",

@@ -1,10 +1,13 @@
 """Conformal regression: split (absolute, normalized, user scores), CQR, cross-conformal
-(CV+, jackknife+), conformal predictive systems, and full CP."""
+(CV+, jackknife+, jackknife+-after-bootstrap), conformal predictive systems, and full CP."""
 
 from uqconform.regression.acp import ApproximateFullConformalRegressor
 from uqconform.regression.cps import ConformalPredictiveSystem
 from uqconform.regression.cqr import ConformalizedQuantileRegressor
-from uqconform.regression.cross import CrossConformalRegressor
+from uqconform.regression.cross import (
+    CrossConformalRegressor,
+    JackknifeAfterBootstrapRegressor,
+)
 from uqconform.regression.full import FullConformalRidge
 from uqconform.regression.split import SplitConformalRegressor
 
@@ -14,5 +17,6 @@ __all__ = [
     "ConformalizedQuantileRegressor",
     "CrossConformalRegressor",
     "FullConformalRidge",
+    "JackknifeAfterBootstrapRegressor",
     "SplitConformalRegressor",
 ]

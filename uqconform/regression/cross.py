@@ -30,7 +30,13 @@ from sklearn.utils.validation import check_is_fitted
 from uqconform._parallel import run_fits
 from uqconform._rows import fit_params_rows, n_rows, take_rows
 from uqconform._seeding import integer_seed, seeded_clone
-from uqconform._validation import check_regression_target, point_predictions, refuse_non_finite
+from uqconform._validation import (
+    check_int,
+    check_regression_target,
+    point_predictions,
+    refuse_non_finite,
+)
+from uqconform._warnings import warn_user
 from uqconform.base import (
     ModelWrapper,
     check_calibration_settings,
@@ -49,7 +55,7 @@ from uqconform.scores.regression import outward_margin
 if TYPE_CHECKING:
     from typing_extensions import Self
 
-__all__ = ["CrossConformalRegressor"]
+__all__ = ["CrossConformalRegressor", "JackknifeAfterBootstrapRegressor"]
 
 _METHODS = ("plus", "minmax")
 _NON_FINITE = "the fold models predicted NaN or infinite values"
@@ -171,6 +177,15 @@ class CrossConformalRegressor(RegressorMixin, ModelWrapper):
         check_miscoverage(self.alpha, "alpha")
         if self.method not in _METHODS:
             raise ValueError(f"`method` must be one of {_METHODS}, got {self.method!r}.")
+        self._check_resampling()
+        if isinstance(self._estimator_or_default(), FrozenEstimator):
+            raise ValueError(
+                "`estimator` is a FrozenEstimator, but cross-conformal prediction trains one "
+                "model per fold: pass the unfitted model, or calibrate the fitted one on "
+                "held-out rows with SplitConformalRegressor."
+            )
+
+    def _check_resampling(self) -> None:
         cv = self.cv
         if isinstance(cv, bool) or not (
             (isinstance(cv, numbers.Integral) and int(cv) >= 2) or hasattr(cv, "get_n_splits")
@@ -178,12 +193,6 @@ class CrossConformalRegressor(RegressorMixin, ModelWrapper):
             raise ValueError(
                 "`cv` must be an int >= 2 (the number of folds) or a cross-validation "
                 f"splitter such as KFold or LeaveOneOut, got {cv!r}."
-            )
-        if isinstance(self._estimator_or_default(), FrozenEstimator):
-            raise ValueError(
-                "`estimator` is a FrozenEstimator, but cross-conformal prediction trains one "
-                "model per fold: pass the unfitted model, or calibrate the fitted one on "
-                "held-out rows with SplitConformalRegressor."
             )
 
     def _splits(self, X: Any, y: NDArray, groups: ArrayLike | None) -> list[tuple]:
@@ -248,8 +257,6 @@ class CrossConformalRegressor(RegressorMixin, ModelWrapper):
         models = [
             clone(template) if seed is None else seeded_clone(template, int(s)) for s in seeds
         ]
-        fold_index = np.empty(y.shape[0], dtype=np.intp)
-        out_of_fold = np.empty(y.shape[0])
         self._check_nan(X)
         fitted = run_fits(
             (
@@ -261,14 +268,11 @@ class CrossConformalRegressor(RegressorMixin, ModelWrapper):
             desc="fold models",
             total=len(splits),
         )
-        for k, (model, (_, test)) in enumerate(zip(fitted, splits, strict=True)):
-            fold_index[test] = k  # a loop over folds
-            out_of_fold[test] = point_predictions(model.predict(take_rows(X, test)))
-        refuse_non_finite(out_of_fold, _NON_FINITE, "rows of `X`")
+        out_of_sample, scored = self._out_of_sample(fitted, splits, X)
+        refuse_non_finite(out_of_sample, _NON_FINITE, "rows of `X`")
         self.estimators_ = list(fitted)
-        self.fold_index_ = fold_index
-        self.conformity_scores_ = np.abs(y - out_of_fold)
-        self.n_calibration_ = int(y.shape[0])
+        self.conformity_scores_ = np.abs(y[scored] - out_of_sample)
+        self.n_calibration_ = int(self.conformity_scores_.size)
         record_calibration_settings(self, step="fit")
         # warn now, next to the cause (prediction warns again for the levels it is given)
         levels = check_call_alpha(None, self.alpha)
@@ -276,9 +280,33 @@ class CrossConformalRegressor(RegressorMixin, ModelWrapper):
             _warn_too_few(self.n_calibration_, levels, _INFINITE)
         return self
 
+    def _out_of_sample(
+        self, models: list[Any], splits: list[tuple[NDArray, NDArray]], X: Any
+    ) -> tuple[NDArray, NDArray]:
+        """Each scored row's prediction by the models that did not see it, and the scored
+        rows (here all: each by its fold's model; records ``fold_index_``)."""
+        n = sum(test.size for _, test in splits)
+        fold_index = np.empty(n, dtype=np.intp)
+        out_of_fold = np.empty(n)
+        for k, (model, (_, test)) in enumerate(zip(models, splits, strict=True)):
+            fold_index[test] = k  # a loop over folds
+            out_of_fold[test] = point_predictions(model.predict(take_rows(X, test)))
+        self.fold_index_ = fold_index
+        return out_of_fold, np.arange(n)
+
+    def _centres(self, predictions: NDArray) -> NDArray:
+        """``(rows, n)``: for each scored row ``i``, ``mu_{-i}(x)`` from the models'
+        predictions ``(rows, K)``."""
+        return predictions[:, self.fold_index_]
+
+    def _model_shares(self) -> NDArray:
+        """Weights of the models in `predict`: the mean over scored rows of ``mu_{-i}``."""
+        counts = np.bincount(self.fold_index_, minlength=len(self.estimators_))
+        return counts / self.n_calibration_
+
     def _reset_calibration(self) -> None:
         super()._reset_calibration()
-        for name in ("estimators_", "fold_index_"):
+        for name in ("estimators_", "fold_index_", "oob_weights_"):
             self.__dict__.pop(name, None)
 
     def _check_fitted(self, method: str) -> None:
@@ -312,8 +340,7 @@ class CrossConformalRegressor(RegressorMixin, ModelWrapper):
         ndarray of shape (n_samples,)
         """
         self._check_fitted("predict")
-        counts = np.bincount(self.fold_index_, minlength=len(self.estimators_))
-        return self._fold_predictions(X) @ (counts / self.n_calibration_)
+        return self._fold_predictions(X) @ self._model_shares()
 
     def predict_interval(self, X: Any, alpha: float | ArrayLike | None = None) -> NDArray:
         """Prediction intervals.
@@ -336,8 +363,9 @@ class CrossConformalRegressor(RegressorMixin, ModelWrapper):
         scores = self.conformity_scores_
         if self.method == "minmax":
             radius = conformal_quantile(scores, levels, warn=_INFINITE)  # warns if n is small
-            lower = predictions.min(axis=1)[:, None] - radius
-            upper = predictions.max(axis=1)[:, None] + radius
+            low, high = self._extreme_centres(predictions)
+            lower = low[:, None] - radius
+            upper = high[:, None] + radius
         else:
             lower, upper = self._plus_ends(predictions, levels)
         # rounded outward: |end - prediction| <= R_max, so these bound the rounding errors
@@ -347,9 +375,13 @@ class CrossConformalRegressor(RegressorMixin, ModelWrapper):
         out = np.stack([lower, upper], axis=1)  # (n_samples, 2, k)
         return out[..., 0] if np.ndim(value) == 0 else out
 
+    def _extreme_centres(self, predictions: NDArray) -> tuple[NDArray, NDArray]:
+        """``min_i`` and ``max_i`` of ``mu_{-i}(x)`` per row (every fold scores a row)."""
+        return predictions.min(axis=1), predictions.max(axis=1)
+
     def _plus_ends(self, predictions: NDArray, levels: NDArray) -> tuple[NDArray, NDArray]:
         """CV+ ends ``(n_samples, k)``: order statistics of ``mu_{-k(i)}(x) -/+ R_i``."""
-        scores, folds = self.conformity_scores_, self.fold_index_
+        scores = self.conformity_scores_
         n = scores.size
         upper_rank = conformal_rank(n, levels)  # ceil((n + 1)(1 - alpha)), > n: +inf
         lower_rank = conformal_rank(n, levels, kind="conformity")  # floor((n + 1) alpha), 0: -inf
@@ -362,7 +394,7 @@ class CrossConformalRegressor(RegressorMixin, ModelWrapper):
         upper = np.empty((m, levels.size))
         step = self.batch_size or max(1, _BATCH_CELLS // n)
         for start in range(0, m, step):  # a loop over batches of rows, for bounded memory
-            centre = predictions[start : start + step][:, folds]  # (b, n)
+            centre = self._centres(predictions[start : start + step])  # (b, n)
             below = np.partition(centre - scores, np.unique(lower_kth), axis=1)
             above = np.partition(centre + scores, np.unique(upper_kth), axis=1)
             lower[start : start + step] = below[:, lower_kth]
@@ -374,3 +406,154 @@ class CrossConformalRegressor(RegressorMixin, ModelWrapper):
     def predict_set(self, X: Any, alpha: float | ArrayLike | None = None) -> NDArray:
         """The native prediction set of a scalar regressor: `predict_interval`."""
         return self.predict_interval(X, alpha=alpha)
+
+
+class JackknifeAfterBootstrapRegressor(CrossConformalRegressor):
+    """Jackknife+-after-bootstrap (Kim, Xu and Barber, 2020): the jackknife+ of an
+    ensemble of models fitted on bootstrap samples, at the cost of the ensemble alone.
+
+    ``B`` models are fitted on bootstrap samples of the ``n`` rows. Row ``i``'s
+    out-of-sample prediction ``mu_{-i}`` is the mean of the models whose sample left it
+    out, its score ``R_i = |y_i - mu_{-i}(x_i)|``, and a test row gets the
+    ``floor(alpha (n + 1))``-th smallest of ``mu_{-i}(x) - R_i`` and the
+    ``ceil((1 - alpha)(n + 1))``-th smallest of ``mu_{-i}(x) + R_i`` (``method="plus"``),
+    or ``min_i mu_{-i}(x) - q`` and ``max_i mu_{-i}(x) + q`` (``"minmax"``, ``q`` the
+    ``ceil((1 - alpha)(n + 1))``-th smallest ``R_i``).
+
+    Guarantee: coverage at least ``1 - 2 alpha`` under exchangeability, for a number of
+    models drawn as ``Binomial(B', (1 - 1/(n + 1))^n)`` (Kim et al.); with a fixed ``B``,
+    as here and in every implementation we know of, it holds approximately. In practice
+    coverage is close to ``1 - alpha``. Rows that every bootstrap sample holds (rare
+    beyond 20 models: a share ``0.632^B``) have no out-of-sample prediction and are
+    left out of the scores, with a warning.
+
+    Parameters
+    ----------
+    estimator : regressor, default=None
+        Any scikit-learn regressor or Pipeline (cloned and fitted once per sample);
+        ``None`` means ``LinearRegression()``.
+    alpha : float or sequence of float, default=0.1
+    method : {"plus", "minmax"}, default="plus"
+    n_bootstrap : int, default=30
+        Number of bootstrap models ``B`` (each on ``n`` rows drawn with replacement).
+    batch_size : int, default=None
+        Test rows whose ``(rows, n)`` matrices are built at once (``None``: automatic).
+    n_jobs : int, default=None
+        Models fitted in parallel (joblib).
+    random_state : int, Generator or None, default=None
+        Seeds the bootstrap samples and the models whose own ``random_state`` is None.
+    verbose : bool, default=False
+
+    Attributes
+    ----------
+    estimators_ : list of regressors
+        The ``B`` bootstrap models.
+    oob_weights_ : ndarray of shape (n_scored, n_bootstrap)
+        Row ``i``'s weight on model ``b`` in ``mu_{-i}``: ``1 / m_i`` for the ``m_i``
+        models whose sample left row ``i`` out, else 0.
+    scored_rows_ : ndarray of int
+        The rows of ``X`` with an out-of-sample prediction (all but those every sample
+        held), in the order of ``conformity_scores_``.
+    conformity_scores_ : ndarray of shape (n_scored,)
+    n_calibration_ : int
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_diabetes
+    >>> from sklearn.tree import DecisionTreeRegressor
+    >>> X, y = load_diabetes(return_X_y=True)
+    >>> jab = JackknifeAfterBootstrapRegressor(DecisionTreeRegressor(max_depth=4),
+    ...                                        n_bootstrap=20, random_state=0)
+    >>> jab.fit(X[:400], y[:400]).predict_interval(X[400:]).shape
+    (42, 2)
+    """
+
+    def __init__(
+        self,
+        estimator: BaseEstimator | None = None,
+        alpha: float | ArrayLike = 0.1,
+        method: str = "plus",
+        n_bootstrap: int = 30,
+        batch_size: int | None = None,
+        n_jobs: int | None = None,
+        random_state: int | np.random.Generator | None = None,
+        verbose: bool = False,
+    ):
+        self.estimator = estimator
+        self.alpha = alpha
+        self.method = method
+        self.n_bootstrap = n_bootstrap
+        self.batch_size = batch_size
+        self.n_jobs = n_jobs
+        self.random_state = random_state
+        self.verbose = verbose
+
+    _fit_params = ("estimator", "n_bootstrap", "random_state")
+
+    def _check_resampling(self) -> None:
+        check_int(self.n_bootstrap, "n_bootstrap", low=2)
+
+    def _splits(self, X: Any, y: NDArray, groups: ArrayLike | None) -> list[tuple]:
+        """``B`` bootstrap samples (with their repeats) and the rows each leaves out."""
+        n = y.shape[0]
+        # drawn from their own stream: the models' seeds come from the first one
+        rng = np.random.default_rng([integer_seed(self.random_state) or 0, 1])
+        if self.random_state is None:
+            rng = np.random.default_rng()
+        samples = rng.integers(0, n, size=(int(self.n_bootstrap), n))
+        seen = np.zeros((samples.shape[0], n), dtype=bool)
+        np.put_along_axis(seen, samples, True, axis=1)
+        return [
+            (np.sort(sample), np.flatnonzero(~held))
+            for sample, held in zip(samples, seen, strict=True)
+        ]
+
+    def _out_of_sample(
+        self, models: list[Any], splits: list[tuple[NDArray, NDArray]], X: Any
+    ) -> tuple[NDArray, NDArray]:
+        n = n_rows(X)
+        left_out = np.zeros((n, len(models)), dtype=bool)
+        for b, (_, rows) in enumerate(splits):  # a loop over models
+            left_out[rows, b] = True
+        counts = left_out.sum(axis=1)
+        scored = np.flatnonzero(counts > 0)
+        if not scored.size:
+            samples = f"{n} sample" + ("" if n == 1 else "s")
+            raise ValueError(
+                f"X has {samples}, each drawn into every bootstrap sample, so none has an "
+                "out-of-sample prediction: use more rows or models (`n_bootstrap`)."
+            )
+        if scored.size < n:
+            warn_user(
+                f"{n - scored.size} of {n} rows were drawn into every one of the "
+                f"{len(models)} bootstrap samples: they have no out-of-sample prediction "
+                "and are left out of the scores. Use more models (`n_bootstrap`).",
+                UserWarning,
+            )
+        weights = left_out[scored] / counts[scored, None]
+        predictions = np.column_stack([point_predictions(model.predict(X)) for model in models])[
+            scored
+        ]
+        self.oob_weights_ = weights
+        self.scored_rows_ = scored
+        return (predictions * weights).sum(axis=1), scored
+
+    def _centres(self, predictions: NDArray) -> NDArray:
+        return predictions @ self.oob_weights_.T
+
+    def _model_shares(self) -> NDArray:
+        return self.oob_weights_.mean(axis=0)
+
+    def _extreme_centres(self, predictions: NDArray) -> tuple[NDArray, NDArray]:
+        m = predictions.shape[0]
+        low, high = np.empty(m), np.empty(m)
+        step = self.batch_size or max(1, _BATCH_CELLS // self.n_calibration_)
+        for start in range(0, m, step):  # a loop over batches of rows, for bounded memory
+            centres = self._centres(predictions[start : start + step])
+            low[start : start + step] = centres.min(axis=1)
+            high[start : start + step] = centres.max(axis=1)
+        return low, high
+
+    def _reset_calibration(self) -> None:
+        super()._reset_calibration()
+        self.__dict__.pop("scored_rows_", None)
