@@ -229,7 +229,8 @@ class CrossConformalRegressor(RegressorMixin, ModelWrapper):
     def fit(
         self, X: Any, y: ArrayLike, groups: ArrayLike | None = None, **fit_params: Any
     ) -> Self:
-        """Fit one model per fold and score every row with the model that did not see it.
+        """Fit the models (one per fold, or per bootstrap sample) and score every row with
+        the models that did not see it.
 
         Parameters
         ----------
@@ -237,9 +238,10 @@ class CrossConformalRegressor(RegressorMixin, ModelWrapper):
         y : array-like of shape (n_samples,)
         groups : array-like of shape (n_samples,), optional
             Passed to the splitter's ``split`` (``GroupKFold``); not Mondrian groups.
+            Bootstrap samples take none.
         **fit_params : dict
-            Passed to every fold model's ``fit``; per-row arrays (``sample_weight``) are
-            taken on the fold's training rows.
+            Passed to every model's ``fit``; per-row arrays (``sample_weight``) are taken
+            on the model's training rows.
 
         Returns
         -------
@@ -495,11 +497,14 @@ class JackknifeAfterBootstrapRegressor(CrossConformalRegressor):
 
     def _splits(self, X: Any, y: NDArray, groups: ArrayLike | None) -> list[tuple]:
         """``B`` bootstrap samples (with their repeats) and the rows each leaves out."""
+        if groups is not None:
+            raise ValueError(
+                "`groups` is for the folds of CrossConformalRegressor; bootstrap samples "
+                "draw rows, not groups: leave it out."
+            )
         n = y.shape[0]
-        # drawn from their own stream: the models' seeds come from the first one
-        rng = np.random.default_rng([integer_seed(self.random_state) or 0, 1])
-        if self.random_state is None:
-            rng = np.random.default_rng()
+        seed = integer_seed(self.random_state)  # a stream of its own: [seed, 1]
+        rng = np.random.default_rng(None if seed is None else [seed, 1])
         samples = rng.integers(0, n, size=(int(self.n_bootstrap), n))
         seen = np.zeros((samples.shape[0], n), dtype=bool)
         np.put_along_axis(seen, samples, True, axis=1)
