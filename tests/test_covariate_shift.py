@@ -348,3 +348,9 @@ def test_a_density_ratio_refitted_in_place_calls_for_recalibration():
         cp.predict_interval(X[1500:])
     cp.calibrate(X[500:1000], y[500:1000])  # recalibrated with the new ratio: fine
     assert cp.predict_interval(X[1500:]).shape == before.shape
+    # replaced rather than refitted: refused, without the word "refitted"
+    cp.set_params(likelihood_ratio=ClassifierDensityRatio().fit(X[:500], X[1500:]))
+    with pytest.raises(
+        NotFittedError, match=r"likelihood_ratio=ClassifierDensityRatio\([^)]*\)\)"
+    ):
+        cp.predict_interval(X[1500:])

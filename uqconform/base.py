@@ -178,7 +178,8 @@ class _FittedState:
         return other is self.value and getattr(other, "_fit_token", None) is self.token
 
     def __repr__(self) -> str:
-        return f"{self.value!r} (refitted since)"
+        refitted = getattr(self.value, "_fit_token", None) is not self.token
+        return f"{self.value!r}{' (refitted since)' if refitted else ''}"
 
 
 def check_calibration_settings(
