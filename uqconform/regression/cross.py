@@ -315,7 +315,7 @@ class CrossConformalRegressor(RegressorMixin, ModelWrapper):
         if "conformity_scores_" not in self.__dict__:
             raise NotFittedError(
                 f"This {type(self).__name__} is not fitted yet: call fit(X, y) first (it "
-                "trains the fold models and scores every row)."
+                "trains the models and scores every row)."
             )
         check_is_fitted(self, "estimators_")
         check_calibration_settings(self, method, step="fit", again="fit(X, y)")
@@ -330,8 +330,9 @@ class CrossConformalRegressor(RegressorMixin, ModelWrapper):
         return predictions
 
     def predict(self, X: Any) -> NDArray:
-        """The fold models' mean prediction, each weighted by its fold's share of the rows
-        (the centre the ``n`` calibration rows see).
+        """The mean over the scored rows of their centres ``mu_{-i}(x)``: the fold models'
+        mean, each weighted by its fold's share of the rows (for bootstrap models, by
+        their mean out-of-sample weight).
 
         Parameters
         ----------
