@@ -142,6 +142,7 @@ REGRESSORS = {
         Ridge(),
         conformity_score="normalized",
         difficulty_estimator=HistGradientBoostingRegressor(max_iter=30, max_depth=2),
+        random_state=0,  # the out-of-fold split of the difficulty model's residuals
     ),
     "cqr_symmetric": lambda: ConformalizedQuantileRegressor(
         HistGradientBoostingRegressor(loss="quantile", max_iter=40, random_state=0), alpha=0.1
@@ -157,6 +158,7 @@ REGRESSORS = {
         alpha=0.1,
         normalized=True,
         difficulty_estimator=HistGradientBoostingRegressor(max_iter=30, max_depth=2),
+        random_state=0,
     ),
 }
 
