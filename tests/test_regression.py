@@ -81,7 +81,11 @@ def test_normalized_difficulty_is_fitted_out_of_fold():
 def test_normalized_with_a_separate_unfitted_difficulty_model_uses_its_prediction():
     (Xf, yf), (Xc, yc), (Xt, _) = _split(seed=2)
     cp = SplitConformalRegressor(
-        Ridge(), conformity_score="normalized", difficulty_estimator=BayesianRidge(), cv=3
+        Ridge(),
+        conformity_score="normalized",
+        difficulty_estimator=BayesianRidge(),
+        cv=3,
+        random_state=0,
     )
     cp.fit(Xf, yf).calibrate(Xc, yc)
     assert cp.difficulty_estimator is not cp.difficulty_estimator_
@@ -377,7 +381,9 @@ def test_frozen_estimator_gets_an_out_of_fold_difficulty_model():
 
     X, y = regression_data(400)
     fitted = LinearRegression().fit(X[:200], y[:200])
-    model = SplitConformalRegressor(FrozenEstimator(fitted), conformity_score="normalized")
+    model = SplitConformalRegressor(
+        FrozenEstimator(fitted), conformity_score="normalized", random_state=0
+    )
     model.fit(X[:200], y[:200])
     # The difficulty model predicts absolute residuals, not the target.
     assert not np.allclose(model.difficulty_estimator_.predict(X[200:]), fitted.predict(X[200:]))

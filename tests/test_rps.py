@@ -744,7 +744,7 @@ def test_certificates_are_sound_under_simulated_poisoning(fitted, digits):
             flip_labels(X_cal, y_cal, radius, random_state=radius),
             flip_labels(
                 X_cal, y_cal, radius, partitions=part, target=worst,
-                strategy="concentrated", order=scores,
+                strategy="concentrated", order=scores, random_state=radius,
             ),
             insert_points(X_cal, y_cal, radius, partitions=part, target=worst, strategy="spread",
                           order=-scores, random_state=0),
