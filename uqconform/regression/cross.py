@@ -15,12 +15,13 @@ its absolute residual ``R_i`` under the model that did not see it. A test row ``
 from __future__ import annotations
 
 import numbers
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from joblib import delayed
 from numpy.typing import ArrayLike, NDArray
-from sklearn.base import BaseEstimator, RegressorMixin, clone
+from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.exceptions import NotFittedError
 from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import LinearRegression
@@ -256,9 +257,7 @@ class CrossConformalRegressor(RegressorMixin, ModelWrapper):
         template = self._estimator_or_default()
         seed = integer_seed(self.random_state)
         seeds = np.random.default_rng(seed).integers(2**31, size=len(splits))
-        models = [
-            clone(template) if seed is None else seeded_clone(template, int(s)) for s in seeds
-        ]
+        models = [seeded_clone(template, None if seed is None else int(s)) for s in seeds]
         self._check_nan(X)
         fitted = run_fits(
             (
@@ -378,6 +377,13 @@ class CrossConformalRegressor(RegressorMixin, ModelWrapper):
         out = np.stack([lower, upper], axis=1)  # (n_samples, 2, k)
         return out[..., 0] if np.ndim(value) == 0 else out
 
+    def _centre_batches(self, predictions: NDArray) -> Iterator[tuple[slice, NDArray]]:
+        """Batches of test rows and their ``(b, n)`` centres, for bounded memory."""
+        step = self.batch_size or max(1, _BATCH_CELLS // self.n_calibration_)
+        for start in range(0, predictions.shape[0], step):  # a loop over batches of rows
+            rows = slice(start, start + step)
+            yield rows, self._centres(predictions[rows])
+
     def _extreme_centres(self, predictions: NDArray) -> tuple[NDArray, NDArray]:
         """``min_i`` and ``max_i`` of ``mu_{-i}(x)`` per row (every fold scores a row)."""
         return predictions.min(axis=1), predictions.max(axis=1)
@@ -395,13 +401,11 @@ class CrossConformalRegressor(RegressorMixin, ModelWrapper):
         m = predictions.shape[0]
         lower = np.empty((m, levels.size))
         upper = np.empty((m, levels.size))
-        step = self.batch_size or max(1, _BATCH_CELLS // n)
-        for start in range(0, m, step):  # a loop over batches of rows, for bounded memory
-            centre = self._centres(predictions[start : start + step])  # (b, n)
+        for rows, centre in self._centre_batches(predictions):
             below = np.partition(centre - scores, np.unique(lower_kth), axis=1)
             above = np.partition(centre + scores, np.unique(upper_kth), axis=1)
-            lower[start : start + step] = below[:, lower_kth]
-            upper[start : start + step] = above[:, upper_kth]
+            lower[rows] = below[:, lower_kth]
+            upper[rows] = above[:, upper_kth]
         lower[:, lower_rank < 1] = -np.inf
         upper[:, upper_rank > n] = np.inf
         return lower, upper
@@ -537,9 +541,10 @@ class JackknifeAfterBootstrapRegressor(CrossConformalRegressor):
                 UserWarning,
             )
         weights = left_out[scored] / counts[scored, None]
-        predictions = np.column_stack([point_predictions(model.predict(X)) for model in models])[
-            scored
-        ]
+        predictions = np.zeros((n, len(models)))  # weight 0 where a model saw the row
+        for b, (model, (_, rows)) in enumerate(zip(models, splits, strict=True)):
+            predictions[rows, b] = point_predictions(model.predict(take_rows(X, rows)))
+        predictions = predictions[scored]
         self.oob_weights_ = weights
         self.scored_rows_ = scored
         return (predictions * weights).sum(axis=1), scored
@@ -551,13 +556,9 @@ class JackknifeAfterBootstrapRegressor(CrossConformalRegressor):
         return self.oob_weights_.mean(axis=0)
 
     def _extreme_centres(self, predictions: NDArray) -> tuple[NDArray, NDArray]:
-        m = predictions.shape[0]
-        low, high = np.empty(m), np.empty(m)
-        step = self.batch_size or max(1, _BATCH_CELLS // self.n_calibration_)
-        for start in range(0, m, step):  # a loop over batches of rows, for bounded memory
-            centres = self._centres(predictions[start : start + step])
-            low[start : start + step] = centres.min(axis=1)
-            high[start : start + step] = centres.max(axis=1)
+        low, high = np.empty(predictions.shape[0]), np.empty(predictions.shape[0])
+        for rows, centres in self._centre_batches(predictions):
+            low[rows], high[rows] = centres.min(axis=1), centres.max(axis=1)
         return low, high
 
     def _reset_calibration(self) -> None:
