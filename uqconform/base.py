@@ -487,6 +487,20 @@ class ModelWrapper(VersionedState, RoutesFitParams, BaseEstimator, metaclass=ABC
             else:
                 self.__dict__.pop(name, None)
 
+    def _rng(self, stream: int, content: Any = None) -> np.random.Generator:
+        """Independent generator per use (0: calibration, 1: prediction), fixed by the seed.
+
+        ``content`` (the rows being predicted) enters the seed: see `seeded_generator`.
+        """
+        seed = self.random_state
+        if isinstance(seed, np.random.Generator):
+            return seed
+        if isinstance(seed, np.random.RandomState):
+            seed = int(seed.randint(np.iinfo(np.int32).max))
+        if seed is None:
+            return np.random.default_rng()
+        return seeded_generator(int(seed), stream, content)
+
     # ---- calibration -----------------------------------------------------------------
     def _start_calibration(self, X: Any) -> Any:
         """Check the parameters, adopt a fitted ``estimator`` if `fit` was not called (or
@@ -763,20 +777,6 @@ class ConformalPredictor(ModelWrapper):
             return max(n, 1)
         rows = -(-n // _BATCHES_PER_CALL)
         return int(np.clip(rows, _MIN_BATCH_CELLS // columns, _MAX_BATCH_CELLS // columns))
-
-    def _rng(self, stream: int, content: Any = None) -> np.random.Generator:
-        """Independent generator per use (0: calibration, 1: prediction), fixed by the seed.
-
-        ``content`` (the rows being predicted) enters the seed: see `seeded_generator`.
-        """
-        seed = self.random_state
-        if isinstance(seed, np.random.Generator):
-            return seed
-        if isinstance(seed, np.random.RandomState):
-            seed = int(seed.randint(np.iinfo(np.int32).max))
-        if seed is None:
-            return np.random.default_rng()
-        return seeded_generator(int(seed), stream, content)
 
     def _draws_at_prediction(self) -> bool:
         """Whether predictions use random draws (then the rows are hashed into the seed)."""

@@ -14,23 +14,17 @@ its absolute residual ``R_i`` under the model that did not see it. A test row ``
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
-from joblib import delayed
 from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, RegressorMixin
-from sklearn.exceptions import NotFittedError
-from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import LinearRegression
-from sklearn.model_selection import KFold
-from sklearn.utils.validation import check_is_fitted
 
-from uqconform._parallel import run_fits
-from uqconform._rows import fit_params_rows, n_rows, take_rows
-from uqconform._seeding import integer_seed, seeded_clone
+from uqconform._cross import CrossFitWrapper
+from uqconform._rows import n_rows, take_rows
+from uqconform._seeding import integer_seed
 from uqconform._validation import (
     check_int,
     check_regression_target,
@@ -38,23 +32,13 @@ from uqconform._validation import (
     refuse_non_finite,
 )
 from uqconform._warnings import warn_user
-from uqconform.base import (
-    ModelWrapper,
-    check_calibration_settings,
-    keeps_state_on_error,
-    record_calibration_settings,
-)
 from uqconform.quantiles import (
     _warn_too_few,
     check_call_alpha,
-    check_miscoverage,
     conformal_quantile,
     conformal_rank,
 )
 from uqconform.scores.regression import outward_margin
-
-if TYPE_CHECKING:
-    from typing_extensions import Self
 
 __all__ = ["CrossConformalRegressor", "JackknifeAfterBootstrapRegressor"]
 
@@ -65,12 +49,7 @@ _INFINITE = "an infinite interval"
 _BATCH_CELLS = 2_000_000
 
 
-def _fit_fold(estimator: BaseEstimator, X: Any, y: NDArray, rows: NDArray, params: dict) -> Any:
-    """``estimator`` fitted on the rows ``rows`` (per-row fit parameters taken with them)."""
-    return estimator.fit(take_rows(X, rows), y[rows], **fit_params_rows(params, y.shape[0], rows))
-
-
-class CrossConformalRegressor(RegressorMixin, ModelWrapper):
+class CrossConformalRegressor(RegressorMixin, CrossFitWrapper):
     """Prediction intervals from models trained without one fold each: CV+ and jackknife+.
 
     Every row trains all models but one and calibrates the one that did not see it, so no
@@ -142,10 +121,7 @@ class CrossConformalRegressor(RegressorMixin, ModelWrapper):
     True
     """
 
-    _calibrated_attribute = "conformity_scores_"
-    #: What the fit depends on: changed after fit, prediction asks for a new fit
-    #: (``alpha``, ``method`` and ``batch_size`` are read at prediction).
-    _fit_params = ("estimator", "cv", "random_state")
+    _split_alternative = "SplitConformalRegressor"
 
     def __init__(
         self,
@@ -175,156 +151,30 @@ class CrossConformalRegressor(RegressorMixin, ModelWrapper):
 
     def _validate_params(self) -> None:
         super()._validate_params()
-        check_miscoverage(self.alpha, "alpha")
         if self.method not in _METHODS:
             raise ValueError(f"`method` must be one of {_METHODS}, got {self.method!r}.")
-        self._check_resampling()
-        if isinstance(self._estimator_or_default(), FrozenEstimator):
-            raise ValueError(
-                "`estimator` is a FrozenEstimator, but cross-conformal prediction trains one "
-                "model per fold: pass the unfitted model, or calibrate the fitted one on "
-                "held-out rows with SplitConformalRegressor."
-            )
 
-    def _check_resampling(self) -> None:
-        cv = self.cv
-        if isinstance(cv, bool) or not (
-            (isinstance(cv, numbers.Integral) and int(cv) >= 2) or hasattr(cv, "get_n_splits")
-        ):
-            raise ValueError(
-                "`cv` must be an int >= 2 (the number of folds) or a cross-validation "
-                f"splitter such as KFold or LeaveOneOut, got {cv!r}."
-            )
+    def _model_output(self, model: Any, X: Any) -> NDArray:
+        return point_predictions(model.predict(X))
 
-    def _splits(self, X: Any, y: NDArray, groups: ArrayLike | None) -> list[tuple]:
-        """The folds, checked to be a partition whose training sets are the complements."""
-        n = y.shape[0]
-        cv: Any = self.cv
-        if isinstance(cv, numbers.Integral):
-            if int(cv) > n:
-                rows = f"{n} sample" + ("" if n == 1 else "s")
-                raise ValueError(f"`cv`={cv} folds need at least {cv} rows; X has {rows}.")
-            cv = KFold(int(cv), shuffle=True, random_state=integer_seed(self.random_state))
-        splits = [
-            (np.asarray(train, dtype=np.intp), np.asarray(test, dtype=np.intp))
-            for train, test in cv.split(X, y, groups)
-        ]
-        held_out = np.zeros(n, dtype=np.intp)
-        for train, test in splits:  # a loop over folds
-            held_out[test] += 1
-            if train.size + test.size != n or np.intersect1d(train, test).size:
-                raise ValueError(
-                    f"`cv` ({type(cv).__name__}) trains a fold on rows other than all those "
-                    "outside its test rows; cross-conformal prediction needs K-fold splits "
-                    "(KFold, GroupKFold, LeaveOneOut)."
-                )
-        if len(splits) < 2 or not (held_out == 1).all():
-            raise ValueError(
-                f"`cv` ({type(cv).__name__}) must hold every row out exactly once over at "
-                f"least two folds; {int((held_out != 1).sum())} of {n} rows are held out "
-                "zero or several times (use KFold, GroupKFold or LeaveOneOut)."
-            )
-        return splits
+    def _store_scores(self, y: NDArray, outputs: NDArray, scored: NDArray, X: Any) -> None:
+        refuse_non_finite(outputs, _NON_FINITE, "rows of `X`")
+        self.conformity_scores_ = np.abs(y - outputs)
 
-    @keeps_state_on_error
-    def fit(
-        self, X: Any, y: ArrayLike, groups: ArrayLike | None = None, **fit_params: Any
-    ) -> Self:
-        """Fit the models (one per fold, or per bootstrap sample) and score every row with
-        the models that did not see it.
-
-        Parameters
-        ----------
-        X : array-like or DataFrame of shape (n_samples, n_features)
-        y : array-like of shape (n_samples,)
-        groups : array-like of shape (n_samples,), optional
-            Passed to the splitter's ``split`` (``GroupKFold``); not Mondrian groups.
-            Bootstrap samples take none.
-        **fit_params : dict
-            Passed to every model's ``fit``; per-row arrays (``sample_weight``) are taken
-            on the model's training rows.
-
-        Returns
-        -------
-        self
-        """
-        self._validate_params()
-        params = self._model_fit_params(fit_params)
-        self._reset_calibration()
-        X = self._validate_X(X, reset=True)
-        y = self._check_target(y, n_rows(X), calibrating=False)
-        splits = self._splits(X, y, groups)
-        template = self._estimator_or_default()
-        seed = integer_seed(self.random_state)
-        seeds = np.random.default_rng(seed).integers(2**31, size=len(splits))
-        models = [seeded_clone(template, None if seed is None else int(s)) for s in seeds]
-        self._check_nan(X)
-        fitted = run_fits(
-            (
-                delayed(_fit_fold)(model, X, y, train, params)
-                for model, (train, _) in zip(models, splits, strict=True)
-            ),
-            n_jobs=self.n_jobs,
-            verbose=self.verbose,
-            desc="fold models",
-            total=len(splits),
-        )
-        out_of_sample, scored = self._out_of_sample(fitted, splits, X)
-        refuse_non_finite(out_of_sample, _NON_FINITE, "rows of `X`")
-        self.estimators_ = list(fitted)
-        self.conformity_scores_ = np.abs(y[scored] - out_of_sample)
-        self.n_calibration_ = int(self.conformity_scores_.size)
-        record_calibration_settings(self, step="fit")
+    def _after_scoring(self) -> None:
         # warn now, next to the cause (prediction warns again for the levels it is given)
         levels = check_call_alpha(None, self.alpha)
         if (conformal_rank(self.n_calibration_, levels) > self.n_calibration_).any():
             _warn_too_few(self.n_calibration_, levels, _INFINITE)
-        return self
-
-    def _out_of_sample(
-        self, models: list[Any], splits: list[tuple[NDArray, NDArray]], X: Any
-    ) -> tuple[NDArray, NDArray]:
-        """Each scored row's prediction by the models that did not see it, and the scored
-        rows (here all: each by its fold's model; records ``fold_index_``)."""
-        n = sum(test.size for _, test in splits)
-        fold_index = np.empty(n, dtype=np.intp)
-        out_of_fold = np.empty(n)
-        for k, (model, (_, test)) in enumerate(zip(models, splits, strict=True)):
-            fold_index[test] = k  # a loop over folds
-            out_of_fold[test] = point_predictions(model.predict(take_rows(X, test)))
-        self.fold_index_ = fold_index
-        return out_of_fold, np.arange(n)
 
     def _centres(self, predictions: NDArray) -> NDArray:
         """``(rows, n)``: for each scored row ``i``, ``mu_{-i}(x)`` from the models'
         predictions ``(rows, K)``."""
         return predictions[:, self.fold_index_]
 
-    def _model_shares(self) -> NDArray:
-        """Weights of the models in `predict`: the mean over scored rows of ``mu_{-i}``."""
-        counts = np.bincount(self.fold_index_, minlength=len(self.estimators_))
-        return counts / self.n_calibration_
-
-    def _reset_calibration(self) -> None:
-        super()._reset_calibration()
-        for name in ("estimators_", "fold_index_", "oob_weights_"):
-            self.__dict__.pop(name, None)
-
-    def _check_fitted(self, method: str) -> None:
-        if "conformity_scores_" not in self.__dict__:
-            raise NotFittedError(
-                f"This {type(self).__name__} is not fitted yet: call fit(X, y) first (it "
-                "trains the models and scores every row)."
-            )
-        check_is_fitted(self, "estimators_")
-        check_calibration_settings(self, method, step="fit", again="fit(X, y)")
-
     def _fold_predictions(self, X: Any) -> NDArray:
         """``(n_samples, K)``: every fold model's prediction of every row."""
-        X = self._validate_X(X, reset=False)
-        self._check_nan(X)
-        columns = [point_predictions(model.predict(X)) for model in self.estimators_]
-        predictions = np.column_stack(columns)
+        predictions = self._fold_outputs(self._validate_X(X, reset=False))
         refuse_non_finite(predictions, _NON_FINITE, "rows of `X`")
         return predictions
 
@@ -543,7 +393,7 @@ class JackknifeAfterBootstrapRegressor(CrossConformalRegressor):
         weights = left_out[scored] / counts[scored, None]
         predictions = np.zeros((n, len(models)))  # weight 0 where a model saw the row
         for b, (model, (_, rows)) in enumerate(zip(models, splits, strict=True)):
-            predictions[rows, b] = point_predictions(model.predict(take_rows(X, rows)))
+            predictions[rows, b] = self._model_output(model, take_rows(X, rows))
         predictions = predictions[scored]
         self.oob_weights_ = weights
         self.scored_rows_ = scored
@@ -560,7 +410,3 @@ class JackknifeAfterBootstrapRegressor(CrossConformalRegressor):
         for rows, centres in self._centre_batches(predictions):
             low[rows], high[rows] = centres.min(axis=1), centres.max(axis=1)
         return low, high
-
-    def _reset_calibration(self) -> None:
-        super()._reset_calibration()
-        self.__dict__.pop("scored_rows_", None)

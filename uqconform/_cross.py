@@ -1,0 +1,221 @@
+"""The part of cross-conformal prediction that does not depend on the task: ``K`` models,
+model ``k`` trained on every row outside fold ``k``, and each row scored by the model that
+did not see it (Barber, Candes, Ramdas and Tibshirani, 2021; Vovk, 2015).
+
+`CrossFitWrapper` checks the folds, fits the models and collects the out-of-fold outputs;
+the regression and classification wrappers turn those outputs into scores and the scores
+into intervals or sets.
+"""
+
+from __future__ import annotations
+
+import numbers
+from abc import abstractmethod
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from joblib import delayed
+from numpy.typing import ArrayLike, NDArray
+from sklearn.base import BaseEstimator
+from sklearn.exceptions import NotFittedError
+from sklearn.frozen import FrozenEstimator
+from sklearn.model_selection import KFold
+from sklearn.utils.validation import check_is_fitted
+
+from uqconform._parallel import run_fits
+from uqconform._rows import fit_params_rows, n_rows, take_rows
+from uqconform._seeding import integer_seed, seeded_clone
+from uqconform.base import (
+    ModelWrapper,
+    check_calibration_settings,
+    keeps_state_on_error,
+    record_calibration_settings,
+)
+from uqconform.quantiles import check_miscoverage
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
+__all__ = ["CrossFitWrapper"]
+
+
+def _fit_fold(estimator: BaseEstimator, X: Any, y: NDArray, rows: NDArray, params: dict) -> Any:
+    """``estimator`` fitted on the rows ``rows`` (per-row fit parameters taken with them)."""
+    return estimator.fit(take_rows(X, rows), y[rows], **fit_params_rows(params, y.shape[0], rows))
+
+
+class CrossFitWrapper(ModelWrapper):
+    """Base class of the cross-conformal wrappers (not used directly).
+
+    ``fit`` splits the rows into folds (`_splits`), fits one clone of the estimator per
+    fold on the other rows, and hands each row's output under the model that did not see
+    it to `_store_scores`. Subclasses implement `_model_output` (one model's output on
+    some rows), `_store_scores` and the prediction methods; `_splits` and
+    `_out_of_sample` may be replaced (bootstrap samples instead of folds).
+    """
+
+    _calibrated_attribute = "conformity_scores_"
+    #: What the fit depends on: changed after fit, prediction asks for a new fit.
+    _fit_params: tuple[str, ...] = ("estimator", "cv", "random_state")
+    #: The split-conformal wrapper to advise when a fitted model is given.
+    _split_alternative: str = ""
+
+    # ---- hooks -----------------------------------------------------------------------
+    @abstractmethod
+    def _model_output(self, model: Any, X: Any) -> NDArray:
+        """One fitted model's output on the rows ``X``: ``(n,)`` or ``(n, columns)``."""
+
+    @abstractmethod
+    def _store_scores(self, y: NDArray, outputs: NDArray, scored: NDArray, X: Any) -> None:
+        """Set ``conformity_scores_`` from the scored rows' targets ``y`` and their
+        out-of-sample outputs."""
+
+    # ---- parameters and folds ---------------------------------------------------------
+    def _validate_params(self) -> None:
+        super()._validate_params()
+        check_miscoverage(self.alpha, "alpha")
+        self._check_resampling()
+        if isinstance(self._estimator_or_default(), FrozenEstimator):
+            raise ValueError(
+                "`estimator` is a FrozenEstimator, but cross-conformal prediction trains one "
+                "model per fold: pass the unfitted model, or calibrate the fitted one on "
+                f"held-out rows with {self._split_alternative}."
+            )
+
+    def _check_resampling(self) -> None:
+        cv = self.cv
+        if isinstance(cv, bool) or not (
+            (isinstance(cv, numbers.Integral) and int(cv) >= 2) or hasattr(cv, "get_n_splits")
+        ):
+            raise ValueError(
+                "`cv` must be an int >= 2 (the number of folds) or a cross-validation "
+                f"splitter such as KFold or LeaveOneOut, got {cv!r}."
+            )
+
+    def _splits(self, X: Any, y: NDArray, groups: ArrayLike | None) -> list[tuple]:
+        """The folds, checked to be a partition whose training sets are the complements."""
+        n = y.shape[0]
+        cv: Any = self.cv
+        if isinstance(cv, numbers.Integral):
+            if int(cv) > n:
+                rows = f"{n} sample" + ("" if n == 1 else "s")
+                raise ValueError(f"`cv`={cv} folds need at least {cv} rows; X has {rows}.")
+            cv = KFold(int(cv), shuffle=True, random_state=integer_seed(self.random_state))
+        splits = [
+            (np.asarray(train, dtype=np.intp), np.asarray(test, dtype=np.intp))
+            for train, test in cv.split(X, y, groups)
+        ]
+        held_out = np.zeros(n, dtype=np.intp)
+        for train, test in splits:  # a loop over folds
+            held_out[test] += 1
+            if train.size + test.size != n or np.intersect1d(train, test).size:
+                raise ValueError(
+                    f"`cv` ({type(cv).__name__}) trains a fold on rows other than all those "
+                    "outside its test rows; cross-conformal prediction needs K-fold splits "
+                    "(KFold, GroupKFold, LeaveOneOut)."
+                )
+        if len(splits) < 2 or not (held_out == 1).all():
+            raise ValueError(
+                f"`cv` ({type(cv).__name__}) must hold every row out exactly once over at "
+                f"least two folds; {int((held_out != 1).sum())} of {n} rows are held out "
+                "zero or several times (use KFold, GroupKFold or LeaveOneOut)."
+            )
+        return splits
+
+    # ---- fit -------------------------------------------------------------------------
+    @keeps_state_on_error
+    def fit(
+        self, X: Any, y: ArrayLike, groups: ArrayLike | None = None, **fit_params: Any
+    ) -> Self:
+        """Fit the models (one per fold, or per bootstrap sample) and score every row with
+        the models that did not see it.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+        groups : array-like of shape (n_samples,), optional
+            Passed to the splitter's ``split`` (``GroupKFold``); not Mondrian groups.
+            Bootstrap samples take none.
+        **fit_params : dict
+            Passed to every model's ``fit``; per-row arrays (``sample_weight``) are taken
+            on the model's training rows.
+
+        Returns
+        -------
+        self
+        """
+        self._validate_params()
+        params = self._model_fit_params(fit_params)
+        self._reset_calibration()
+        X = self._validate_X(X, reset=True)
+        y = self._check_target(y, n_rows(X), calibrating=False)
+        splits = self._splits(X, y, groups)
+        template = self._estimator_or_default()
+        seed = integer_seed(self.random_state)
+        seeds = np.random.default_rng(seed).integers(2**31, size=len(splits))
+        models = [seeded_clone(template, None if seed is None else int(s)) for s in seeds]
+        self._check_nan(X)
+        fitted = run_fits(
+            (
+                delayed(_fit_fold)(model, X, y, train, params)
+                for model, (train, _) in zip(models, splits, strict=True)
+            ),
+            n_jobs=self.n_jobs,
+            verbose=self.verbose,
+            desc="fold models",
+            total=len(splits),
+        )
+        self.estimators_ = list(fitted)
+        outputs, scored = self._out_of_sample(self.estimators_, splits, X)
+        self._store_scores(y[scored], outputs, scored, X)
+        self.n_calibration_ = int(self.conformity_scores_.size)
+        record_calibration_settings(self, step="fit")
+        self._after_scoring()
+        return self
+
+    def _after_scoring(self) -> None:
+        """Hook run at the end of ``fit`` (warnings about too few rows)."""
+
+    def _out_of_sample(
+        self, models: list[Any], splits: list[tuple[NDArray, NDArray]], X: Any
+    ) -> tuple[NDArray, NDArray]:
+        """Each scored row's output under the model that did not see it, and the scored
+        rows (here all; records ``fold_index_``)."""
+        n = sum(test.size for _, test in splits)
+        fold_index = np.empty(n, dtype=np.intp)
+        out_of_fold: NDArray | None = None
+        for k, (model, (_, test)) in enumerate(zip(models, splits, strict=True)):
+            fold_index[test] = k  # a loop over folds
+            output = self._model_output(model, take_rows(X, test))
+            if out_of_fold is None:
+                out_of_fold = np.empty((n, *output.shape[1:]))
+            out_of_fold[test] = output
+        self.fold_index_ = fold_index
+        assert out_of_fold is not None  # at least two folds (checked by _splits)
+        return out_of_fold, np.arange(n)
+
+    def _model_shares(self) -> NDArray:
+        """Weights of the models in a point prediction: each fold's share of the rows."""
+        counts = np.bincount(self.fold_index_, minlength=len(self.estimators_))
+        return counts / self.n_calibration_
+
+    # ---- state -----------------------------------------------------------------------
+    def _reset_calibration(self) -> None:
+        super()._reset_calibration()
+        for name in ("estimators_", "fold_index_", "oob_weights_", "scored_rows_"):
+            self.__dict__.pop(name, None)
+
+    def _check_fitted(self, method: str) -> None:
+        if "conformity_scores_" not in self.__dict__:
+            raise NotFittedError(
+                f"This {type(self).__name__} is not fitted yet: call fit(X, y) first (it "
+                "trains the models and scores every row)."
+            )
+        check_is_fitted(self, "estimators_")
+        check_calibration_settings(self, method, step="fit", again="fit(X, y)")
+
+    def _fold_outputs(self, X: Any) -> NDArray:
+        """``(n_samples, K, ...)``: every fold model's output on every row of ``X``."""
+        self._check_nan(X)
+        return np.stack([self._model_output(model, X) for model in self.estimators_], axis=1)
