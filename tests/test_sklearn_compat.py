@@ -22,6 +22,7 @@ from uqconform import (
     BinarizedSmoothedClassifier,
     ConformalizedQuantileRegressor,
     ConformalPredictiveSystem,
+    CrossConformalClassifier,
     CrossConformalRegressor,
     EnbPI,
     EnsembleConformalClassifier,
@@ -51,6 +52,8 @@ ESTIMATORS = [
     ConformalPredictiveSystem(),
     ConformalPredictiveSystem(normalized=True, random_state=0),
     CrossConformalRegressor(random_state=0),
+    CrossConformalClassifier(random_state=0),
+    CrossConformalClassifier(conformity_score="aps", cv=3, random_state=0),
     JackknifeAfterBootstrapRegressor(n_bootstrap=5, random_state=0),
 ]
 

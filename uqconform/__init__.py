@@ -8,6 +8,7 @@ from uqconform._version import InconsistentVersionWarning, __version__
 from uqconform.bayes import LaplacePosterior, LinearizedPredictive
 from uqconform.classification import (
     BinarizedSmoothedClassifier,
+    CrossConformalClassifier,
     EnsembleConformalClassifier,
     MeanSmoothedClassifier,
     MultiDimScoreClassifier,
@@ -42,6 +43,7 @@ __all__ = [
     "BinarizedSmoothedClassifier",
     "ConformalPredictiveSystem",
     "ConformalizedQuantileRegressor",
+    "CrossConformalClassifier",
     "CrossConformalRegressor",
     "EllipsoidalConformalRegressor",
     "EnbPI",

@@ -1,0 +1,284 @@
+"""Cross-conformal classification (CV+, jackknife+ sets): exact against a brute-force
+definition and MAPIE, its guarantee over resplits, its set size against split CP, bad
+input."""
+
+from __future__ import annotations
+
+import pickle
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.base import clone
+from sklearn.datasets import make_classification
+from sklearn.exceptions import NotFittedError
+from sklearn.frozen import FrozenEstimator
+from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import KFold, LeaveOneOut, ShuffleSplit
+from sklearn.svm import LinearSVC
+from sklearn.tree import DecisionTreeClassifier
+
+from uqconform.classification import CrossConformalClassifier, SplitConformalClassifier
+from uqconform.evaluation import coverage_bounds
+
+
+def _data(n: int, seed: int, classes: int = 3, features: int = 6):
+    return make_classification(
+        n,
+        features,
+        n_informative=4,
+        n_redundant=0,
+        n_classes=classes,
+        n_clusters_per_class=1,
+        random_state=seed,
+    )
+
+
+def _brute_force_pvalues(X, y, X_test, splits, score):
+    """The definition, one fold and one test row at a time: ``(1 + #{i : s_i >=
+    s_{k(i)}(x, c)}) / (n + 1)``, with LAC (``1 - p``) or non-randomised APS (calibration:
+    the mass of the labels ranked at or above the true one; test: strictly above, so the
+    label that crosses the threshold stays in)."""
+    classes = np.unique(y)
+    n = len(y)
+    fold, calibration, models = np.empty(n, int), np.empty(n), []
+    for k, (train, test) in enumerate(splits):
+        model = LogisticRegression().fit(X[train], y[train])
+        models.append(model)
+        fold[test] = k
+        for i in test:
+            p = model.predict_proba(X[i : i + 1])[0]
+            p_true = p[np.searchsorted(classes, y[i])]
+            calibration[i] = 1 - p_true if score == "lac" else p[p >= p_true].sum()
+    out = np.empty((len(X_test), classes.size))
+    for row, x in enumerate(X_test):
+        for c in range(classes.size):
+            count = 0
+            for i in range(n):
+                p = models[fold[i]].predict_proba(x[None])[0]
+                test_score = 1 - p[c] if score == "lac" else p[p > p[c]].sum()
+                count += calibration[i] >= test_score
+            out[row, c] = (1 + count) / (n + 1)
+    return out
+
+
+@pytest.mark.parametrize("score", ["lac", "aps"])
+@pytest.mark.parametrize("cv", [KFold(4, shuffle=True, random_state=1), LeaveOneOut()])
+def test_pvalues_and_sets_equal_the_brute_force_definition(score, cv):
+    """Uneven folds (31 rows in 4) and jackknife+ (leave-one-out), two levels at once."""
+    X, y = _data(31 + 6, 0)
+    X_test, X, y = X[31:], X[:31], y[:31]
+    alphas = [0.1, 0.3]
+    model = CrossConformalClassifier(
+        alpha=alphas, conformity_score=score, randomized=False, cv=cv
+    ).fit(X, y)
+    expected = _brute_force_pvalues(X, y, X_test, list(cv.split(X)), score)
+    pvalues = model.predict_pvalue(X_test)
+    np.testing.assert_allclose(pvalues, expected, rtol=0, atol=1e-12)
+    sets = model.predict_set(X_test)
+    for j, alpha in enumerate(alphas):
+        np.testing.assert_array_equal(sets[:, :, j], expected > alpha)
+    assert 0 < sets.sum() < sets.size  # neither empty nor full: the comparison can fail
+
+
+def test_equals_mapie_cross_conformal_classifier():
+    """MAPIE's CrossConformalClassifier with ``agg_scores="crossval"`` on the same folds and
+    model: the same LAC sets."""
+    mapie = pytest.importorskip("mapie.classification")
+    X, y = _data(300, 0, classes=4, features=8)
+    cv = KFold(5, shuffle=True, random_state=0)
+    ours = CrossConformalClassifier(LogisticRegression(), alpha=[0.1, 0.2], cv=cv)
+    theirs = mapie.CrossConformalClassifier(
+        LogisticRegression(), confidence_level=[0.9, 0.8], conformity_score="lac", cv=cv
+    ).fit_conformalize(X[:200], y[:200])
+    _, sets = theirs.predict_set(X[200:], agg_scores="crossval")
+    np.testing.assert_array_equal(ours.fit(X[:200], y[:200]).predict_set(X[200:]), sets)
+
+
+def _coverage(make_model, n, n_test, repeats, alpha):
+    covered = np.empty(repeats)
+    for seed in range(repeats):
+        X, y = _data(n + n_test, seed)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # tiny folds may miss a class
+            model = make_model(seed).fit(X[:n], y[:n])
+        sets = model.predict_set(X[n:], alpha=alpha)
+        covered[seed] = sets[np.arange(n_test), y[n:]].mean()
+    return covered.mean()
+
+
+@pytest.mark.slow
+def test_guarantees_hold_over_resplits_and_the_check_can_fail():
+    """Pooled coverage over 150 resplits against the guaranteed level (the lower end of the
+    coverage law at that level): jackknife+ at ``1 - 2 alpha``, CV+ at ``1 - 2 alpha``
+    minus its small-fold term, for a stable model and a less stable one (a weakly
+    penalised logistic regression, under randomised APS). The same check flags sets built
+    from a deep tree's in-sample scores."""
+    n, n_test, repeats, alpha, k = 40, 40, 150, 0.1, 5
+    cv_term = min(2 * (1 - 1 / k) / (n / k + 1), (1 - k / n) / (k + 1))
+    cases = [
+        (LogisticRegression(), "lac", k, 2 * alpha + cv_term),
+        (LogisticRegression(), "lac", LeaveOneOut(), 2 * alpha),
+        (LogisticRegression(C=100.0), "aps", k, 2 * alpha + cv_term),
+    ]
+    for estimator, score, cv, guaranteed in cases:
+
+        def make(seed, estimator=estimator, score=score, cv=cv):
+            return CrossConformalClassifier(
+                estimator, conformity_score=score, cv=cv, random_state=seed
+            )
+
+        observed = _coverage(make, n, n_test, repeats, alpha)
+        low, _ = coverage_bounds(n, guaranteed, n_test, n_repeats=repeats)
+        assert observed >= low, (score, cv, observed, low)
+        assert observed <= 0.99, (score, cv, observed)  # not trivially every class
+
+    class _InSample:  # the tree's training scores: all 0, sets of its one predicted class
+        def __init__(self, seed):
+            self.split = SplitConformalClassifier(DecisionTreeClassifier(random_state=seed))
+
+        def fit(self, X, y):
+            self.split.fit(X, y).calibrate(X, y)
+            return self
+
+        def predict_set(self, X, alpha):
+            return self.split.predict_set(X, alpha)
+
+    observed = _coverage(_InSample, n, n_test, repeats, alpha)
+    low, _ = coverage_bounds(n, alpha, n_test, n_repeats=repeats)
+    assert observed < low
+
+
+def test_smaller_sets_than_split_conformal_on_small_data():
+    """Every row trains and calibrates: on 100 rows of five classes CV+ sets (10 folds)
+    are smaller than split CP's, which trains on 50 rows and calibrates on 50 (40
+    resplits; measured 0.95x), at no lower coverage."""
+    n, n_test, repeats = 100, 500, 40
+    size = {"cv+": [], "split": []}
+    covered = {"cv+": [], "split": []}
+    for seed in range(repeats):
+        X, y = make_classification(n + n_test, 10, n_informative=6, n_classes=5, random_state=seed)
+        rows = np.arange(n_test)
+        models = {
+            "cv+": CrossConformalClassifier(cv=10, random_state=seed).fit(X[:n], y[:n]),
+            "split": SplitConformalClassifier().fit(X[50:n], y[50:n]).calibrate(X[:50], y[:50]),
+        }
+        for name, model in models.items():
+            sets = model.predict_set(X[n:])
+            size[name].append(sets.sum(axis=1).mean())
+            covered[name].append(sets[rows, y[n:]].mean())
+    ratio = np.mean(size["cv+"]) / np.mean(size["split"])
+    assert ratio < 0.97, ratio
+    assert np.mean(covered["cv+"]) >= np.mean(covered["split"]) - 0.02
+
+
+def test_a_fold_model_that_never_saw_a_class_gives_it_probability_zero():
+    """Both rows of class 2 lie in the first half: the model trained on the second half
+    never saw it, and its sets for that fold count class 2 at LAC score 1."""
+    X, y = _data(40, 0)
+    y = np.where(y == 2, 0, y)
+    y[[3, 7]] = 2
+    model = CrossConformalClassifier(cv=KFold(2)).fit(X, y)
+    assert list(model.estimators_[0].classes_) == [0, 1]
+    np.testing.assert_array_equal(model.classes_, [0, 1, 2])
+    proba = model.predict_proba(X)
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0)
+    without = np.column_stack([model.estimators_[0].predict_proba(X), np.zeros(40)])
+    shares = np.bincount(model.fold_index_) / 40
+    expected = shares[0] * without + shares[1] * model.estimators_[1].predict_proba(X)
+    np.testing.assert_allclose(proba, expected)
+    assert model.predict_pvalue(X).shape == (40, 3)
+
+
+def test_too_few_rows_give_every_class_with_a_warning():
+    X, y = _data(8, 0)
+    with pytest.warns(UserWarning, match=r"Only 8 scores.*alpha=\[0.1\].*every class"):
+        model = CrossConformalClassifier(cv=4).fit(X, y)
+    with pytest.warns(UserWarning, match="too few.*every class"):
+        sets = model.predict_set(X[:3], alpha=0.1)
+    assert sets.all()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert not model.predict_set(X, alpha=0.45).all()
+
+
+def test_seeds_jobs_batches_pickle_and_inputs():
+    X, y = _data(80, 0)
+    labels = np.array(["ant", "bee", "cat"])[y]
+    frame = pd.DataFrame(X, columns=[f"x{i}" for i in range(X.shape[1])])
+    before = frame.copy(), labels.copy()
+    model = CrossConformalClassifier(
+        DecisionTreeClassifier(max_depth=3), conformity_score="aps", random_state=3
+    ).fit(frame, labels)
+    sets = model.predict_set(frame)
+    np.testing.assert_array_equal(model.classes_, ["ant", "bee", "cat"])
+    np.testing.assert_array_equal(sets, model.predict_pvalue(frame) > 0.1)
+    again = clone(model).set_params(n_jobs=2, batch_size=7).fit(frame, labels)
+    np.testing.assert_array_equal(again.predict_set(frame), sets)
+    loaded = pickle.loads(pickle.dumps(model))
+    np.testing.assert_array_equal(loaded.predict_set(frame), sets)
+    assert set(model.predict(frame)) <= set(labels)
+    pd.testing.assert_frame_equal(frame, before[0])
+    np.testing.assert_array_equal(labels, before[1])
+    different = clone(model).set_params(random_state=4).fit(frame, labels)
+    assert not np.array_equal(different.predict_pvalue(frame), model.predict_pvalue(frame))
+    both = model.predict_set(frame, alpha=[0.1, 0.3])
+    np.testing.assert_array_equal(both[:, :, 0], sets)
+    assert (both[:, :, 1] <= both[:, :, 0]).all()
+
+
+def test_bad_input_is_refused_with_a_message_naming_it():
+    X, y = _data(30, 0)
+    cases = [
+        ({"cv": 1}, ValueError, "`cv` must be an int >= 2"),
+        ({"cv": 31}, ValueError, "at least 31 rows; X has 30"),
+        ({"cv": ShuffleSplit(3, random_state=0)}, ValueError, "`cv` .ShuffleSplit."),
+        ({"conformity_score": "nope"}, ValueError, "conformity_score"),
+        ({"alpha": 1.5}, ValueError, "alpha"),
+        ({"estimator": LinearSVC()}, TypeError, "predict_proba"),
+        ({"estimator": FrozenEstimator(LogisticRegression().fit(X, y))}, ValueError, "Frozen"),
+    ]
+    for params, error, message in cases:
+        with pytest.raises(error, match=message):
+            CrossConformalClassifier(**params).fit(X, y)
+    with pytest.raises(ValueError, match="`y` holds one class"):
+        CrossConformalClassifier().fit(X, np.zeros(30))
+    with pytest.raises(ValueError, match="`y` contains NaN"):
+        CrossConformalClassifier().fit(X, np.where(y == 0, np.nan, y))
+    with pytest.raises(ValueError, match="`y` has 29 entries"):
+        CrossConformalClassifier().fit(X, y[:-1])
+    bad_X = X.copy()
+    bad_X[2, 1] = np.nan
+    with pytest.raises(ValueError, match="`X` contains NaN and LogisticRegression"):
+        CrossConformalClassifier().fit(bad_X, y)
+    unfitted = CrossConformalClassifier()
+    for call in (unfitted.predict, unfitted.predict_set, unfitted.predict_pvalue):
+        with pytest.raises(NotFittedError, match="call fit"):
+            call(X)
+    fitted = CrossConformalClassifier().fit(X, y)
+    with pytest.raises(ValueError, match="features"):
+        fitted.predict_set(X[:, :3])
+    with pytest.raises(ValueError, match="`X` contains NaN"):
+        fitted.predict_set(bad_X)
+    with pytest.raises(ValueError, match="alpha"):
+        fitted.predict_set(X, alpha=0)
+
+
+def test_parameters_changed_after_fit():
+    """``alpha`` is read at prediction; a new score, ``cv``, model or seed asks for a new
+    fit."""
+    X, y = _data(40, 0)
+    model = CrossConformalClassifier(random_state=0).fit(X, y)
+    np.testing.assert_array_equal(
+        model.set_params(alpha=0.3).predict_set(X), model.predict_set(X, alpha=0.3)
+    )
+    for params in (
+        {"conformity_score": "aps"},
+        {"cv": 3},
+        {"estimator": DecisionTreeClassifier()},
+        {"random_state": 1},
+    ):
+        changed = clone(model).fit(X, y).set_params(**params)
+        with pytest.raises(NotFittedError, match=r"changed since fit.*call fit\(X, y\)"):
+            changed.predict_set(X)

@@ -1,0 +1,348 @@
+"""Cross-conformal classification: CV+ and jackknife+ prediction sets (Romano, Sesia and
+Candes, 2020; Barber, Candes, Ramdas and Tibshirani, 2021), in which every row both
+trains and calibrates.
+
+``K`` models are trained, model ``k`` on every row outside fold ``k``; row ``i``'s score
+``s_i`` is its true label's score under the model that did not see it. A test row ``x``
+gets the labels ``y`` with
+
+``1 + #{i : s_i >= s_{k(i)}(x, y)} > alpha (n + 1)``,
+
+``s_{k(i)}(x, y)`` being the score of ``(x, y)`` under the model of row ``i``'s fold: the
+label's cross-conformal p-value exceeds ``alpha``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.linear_model import LogisticRegression
+
+from uqconform._cross import CrossFitWrapper
+from uqconform._rows import n_rows, row_sliceable, slice_rows
+from uqconform._validation import (
+    check_class_labels,
+    class_probabilities,
+    missing_proba_error,
+    model_classes,
+)
+from uqconform.classification.split import encode_labels
+from uqconform.quantiles import _warn_too_few, check_call_alpha, conformal_rank
+from uqconform.scores.classification import ClassificationScore, get_classification_score
+
+__all__ = ["CrossConformalClassifier"]
+
+_EVERY_CLASS = "sets holding every class"
+# Cells of the (rows x folds x classes) score arrays built at once.
+_BATCH_CELLS = 2_000_000
+
+
+class CrossConformalClassifier(ClassifierMixin, CrossFitWrapper):
+    """Prediction sets from models trained without one fold each: CV+ and jackknife+.
+
+    Every row trains all models but one and calibrates the one that did not see it, so no
+    data is set aside: on small data the sets are smaller than split conformal
+    prediction's, which trains on one part and calibrates on the other. The price is ``K``
+    fits and, at prediction, ``K`` model calls per row.
+
+    A label enters the set of ``x`` when its cross-conformal p-value
+    ``(1 + #{i : s_i >= s_{k(i)}(x, y)}) / (n + 1)`` exceeds ``alpha``: each training
+    row's out-of-fold score ``s_i`` is compared with the score of ``(x, y)`` under the
+    same fold's model.
+
+    Guarantee under exchangeability of the ``n`` training rows and the test row (Romano,
+    Sesia and Candes, 2020, after Barber et al., 2021, for any model trained
+    symmetrically in its rows): coverage at least ``1 - 2 alpha`` for jackknife+
+    (``cv=LeaveOneOut()``) and at least ``1 - 2 alpha - min(2 (1 - 1/K) / (n/K + 1),
+    (1 - K/n) / (K + 1))`` for CV+ with ``K`` equal folds. That is a worst-case floor: in
+    practice coverage is close to ``1 - alpha``. There is no class-conditional or
+    group-conditional variant: use `SplitConformalClassifier` for those.
+
+    Parameters
+    ----------
+    estimator : classifier with predict_proba, default=None
+        Any scikit-learn classifier or Pipeline (not fitted: it is cloned and fitted once
+        per fold); ``None`` means ``LogisticRegression()``. A fold model that never saw a
+        class gives it probability 0.
+    alpha : float or sequence of float, default=0.1
+        Miscoverage level(s) in (0, 1); each prediction call may override it.
+    conformity_score : {"lac", "aps", "raps", "saps", "topk"} or ClassificationScore, \
+default="lac"
+        As in `SplitConformalClassifier`.
+    randomized : bool, default=True
+        Randomise APS/RAPS/SAPS with one uniform draw per row, shared by the fold models
+        (as in the split classifier).
+    k_reg : int, default=1
+        RAPS: number of top labels not penalised.
+    lambda_reg : float, default=0.01
+        RAPS: penalty per rank beyond ``k_reg``.
+    saps_weight : float, default=0.3
+        SAPS: cost of each rank beyond the first.
+    cv : int or cross-validation splitter, default=5
+        An int ``K >= 2``: ``KFold(K, shuffle=True)`` seeded by ``random_state`` (not
+        stratified: folds that depend on the labels of the training rows, but not on the
+        test row's, would break the symmetry the guarantee rests on; pass a
+        ``StratifiedKFold`` to accept that). A splitter must put every row in exactly one
+        test fold and train on all the other rows (``KFold``, ``StratifiedKFold``,
+        ``GroupKFold`` with ``groups`` in ``fit``, ``LeaveOneOut`` for jackknife+).
+    batch_size : int, default=None
+        Test rows whose ``(rows, K, n_classes)`` scores are built at once (``None``:
+        automatic).
+    n_jobs : int, default=None
+        Folds fitted in parallel (joblib; a ``joblib.parallel_config`` applies).
+    random_state : int, Generator or None, default=None
+        Seeds the folds of an int ``cv``, the fold models whose own ``random_state`` is
+        None, and the uniform draws of randomised scores (as in `SplitConformalClassifier`:
+        with an int seed the same rows in the same order get the same sets).
+    verbose : bool, default=False
+        Show a progress bar of the fold fits.
+
+    Attributes
+    ----------
+    estimators_ : list of classifiers
+        The ``K`` fold models, model ``k`` trained without fold ``k``.
+    classes_ : ndarray of shape (n_classes,)
+        Labels in the column order of `predict_set`: every label of ``y`` in ``fit``.
+    fold_index_ : ndarray of shape (n_samples,)
+        The fold of each training row (the model that did not see it).
+    conformity_scores_ : ndarray of shape (n_samples,)
+        Out-of-fold score of each training row's true label.
+    n_calibration_ : int
+        ``n``: every training row is a calibration row.
+    n_features_in_ : int
+    feature_names_in_ : ndarray of str
+        Only when ``X`` had string column names.
+
+    See Also
+    --------
+    SplitConformalClassifier : one model and held-out calibration rows: the better choice
+        when data is plentiful (its guarantee is ``1 - alpha`` exactly, it costs one fit,
+        and it offers class-conditional and group-conditional sets).
+    uqconform.regression.CrossConformalRegressor : CV+ and jackknife+ intervals.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_iris
+    >>> X, y = load_iris(return_X_y=True)
+    >>> cp = CrossConformalClassifier(alpha=0.1, cv=10, random_state=0).fit(X[::2], y[::2])
+    >>> sets = cp.predict_set(X[1::2])
+    >>> sets.shape, len(cp.estimators_)
+    ((75, 3), 10)
+    >>> bool((cp.predict_pvalue(X[1::2]) > 0.1).tolist() == sets.tolist())
+    True
+    """
+
+    _split_alternative = "SplitConformalClassifier"
+    #: What the fit depends on: changed after fit, prediction asks for a new fit
+    #: (``alpha`` and ``batch_size`` are read at prediction).
+    _fit_params = (
+        "estimator",
+        "cv",
+        "random_state",
+        "conformity_score",
+        "randomized",
+        "k_reg",
+        "lambda_reg",
+        "saps_weight",
+    )
+
+    def __init__(
+        self,
+        estimator: BaseEstimator | None = None,
+        alpha: float | ArrayLike = 0.1,
+        conformity_score: str | ClassificationScore = "lac",
+        randomized: bool = True,
+        k_reg: int = 1,
+        lambda_reg: float = 0.01,
+        saps_weight: float = 0.3,
+        cv: int | Any = 5,
+        batch_size: int | None = None,
+        n_jobs: int | None = None,
+        random_state: int | np.random.Generator | None = None,
+        verbose: bool = False,
+    ):
+        self.estimator = estimator
+        self.alpha = alpha
+        self.conformity_score = conformity_score
+        self.randomized = randomized
+        self.k_reg = k_reg
+        self.lambda_reg = lambda_reg
+        self.saps_weight = saps_weight
+        self.cv = cv
+        self.batch_size = batch_size
+        self.n_jobs = n_jobs
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def _default_estimator(self) -> BaseEstimator:
+        return LogisticRegression()
+
+    def _score_object(self) -> ClassificationScore:
+        return get_classification_score(
+            self.conformity_score,
+            randomized=self.randomized,
+            k_reg=self.k_reg,
+            lambda_reg=self.lambda_reg,
+            saps_weight=self.saps_weight,
+        )
+
+    def _validate_params(self) -> None:
+        super()._validate_params()
+        self._score_object()
+        model = self._estimator_or_default()
+        if not hasattr(model, "predict_proba"):
+            why = "conformal sets need class probabilities"
+            raise missing_proba_error(model, "`estimator`", why)
+
+    def _check_target(self, y: ArrayLike, n: int, *, calibrating: bool) -> NDArray:
+        labels = check_class_labels(y, n)
+        classes = np.unique(labels)
+        if classes.size < 2:
+            raise ValueError(
+                f"`y` holds one class ({classes.tolist()}): prediction sets need at least two."
+            )
+        self.classes_ = classes
+        return labels
+
+    # ---- fit: out-of-fold scores ---------------------------------------------------------
+    def _model_output(self, model: Any, X: Any) -> NDArray:
+        """The model's probabilities in the columns of ``classes_`` (0 for classes the
+        model never saw)."""
+        seen = model_classes(model)
+        proba = class_probabilities(model, X, seen.size)
+        if np.array_equal(seen, self.classes_):
+            return proba
+        full = np.zeros((proba.shape[0], self.classes_.size))
+        full[:, encode_labels(seen, self.classes_, "the classes of a fold model")] = proba
+        return full
+
+    def _uniforms(self, stream: int, X: Any, n: int) -> NDArray | None:
+        """One uniform per row for randomised scores (stream 0: training rows, 1: test)."""
+        if not self._score_object().randomized:
+            return None
+        return self._rng(stream, content=X).random(n)
+
+    def _store_scores(self, y: NDArray, outputs: NDArray, scored: NDArray, X: Any) -> None:
+        u = self._uniforms(0, X, n_rows(X))
+        score = self._score_object()
+        labels = encode_labels(y, self.classes_)
+        self.conformity_scores_ = np.asarray(
+            score.label_scores(outputs, labels, None if u is None else u[scored]), dtype=float
+        )
+
+    def _after_scoring(self) -> None:
+        levels = check_call_alpha(None, self.alpha)
+        self._warn_if_too_few(levels)
+
+    def _warn_if_too_few(self, levels: NDArray) -> None:
+        n = self.n_calibration_
+        short = conformal_rank(n, levels, kind="conformity") < 1  # floor((n + 1) alpha)
+        if short.any():
+            _warn_too_few(n, levels[short], _EVERY_CLASS)
+
+    # ---- prediction ----------------------------------------------------------------------
+    def _fold_sorted_scores(self) -> list[NDArray]:
+        """Each fold's out-of-fold scores, sorted."""
+        order = np.lexsort((self.conformity_scores_, self.fold_index_))
+        ends = np.cumsum(np.bincount(self.fold_index_, minlength=len(self.estimators_)))
+        return np.split(self.conformity_scores_[order], ends[:-1])
+
+    def _counts_at_least(self, X: Any, method: str) -> NDArray:
+        """``(n_samples, n_classes)``: for each row and label, the number of training rows
+        whose score is at least the label's score under their fold's model."""
+        self._check_fitted(method)
+        X = row_sliceable(self._validate_X(X, reset=False))
+        n, folds = n_rows(X), len(self.estimators_)
+        u = self._uniforms(1, X, n)
+        score = self._score_object()
+        by_fold = self._fold_sorted_scores()
+        counts = np.empty((n, self.classes_.size), dtype=np.intp)
+        step = self.batch_size or max(1, _BATCH_CELLS // (folds * self.classes_.size))
+        for start in range(0, n, step):  # a loop over batches of rows, for bounded memory
+            stop = min(start + step, n)
+            proba = self._fold_outputs(slice_rows(X, start, stop))  # (rows, K, classes)
+            draws = None if u is None else u[start:stop]
+            total = np.zeros((stop - start, self.classes_.size), dtype=np.intp)
+            for k, scores in enumerate(by_fold):  # a loop over folds
+                test = np.asarray(score.set_scores(proba[:, k], draws), dtype=float)
+                total += scores.size - np.searchsorted(scores, test, side="left")
+            counts[start:stop] = total
+        return counts
+
+    def predict_pvalue(self, X: Any) -> NDArray:
+        """Cross-conformal p-value of every class for every row:
+        ``(1 + #{i : s_i >= s_{k(i)}(x, c)}) / (n + 1)``.
+
+        ``predict_set(X, alpha)`` holds exactly the classes whose p-value exceeds
+        ``alpha`` (for randomised scores with an int ``random_state``: the same draws for
+        the same rows in the same order).
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes)
+            Columns in the order of ``classes_``.
+        """
+        counts = self._counts_at_least(X, "predict_pvalue")
+        return (1.0 + counts) / (self.n_calibration_ + 1.0)
+
+    def predict_set(self, X: Any, alpha: float | ArrayLike | None = None) -> NDArray:
+        """Prediction sets as a boolean mask over ``classes_``.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+        alpha : float or sequence of float, optional
+            Miscoverage level(s); defaults to the constructor's ``alpha``.
+
+        Returns
+        -------
+        ndarray of bool, shape (n_samples, n_classes) or (n_samples, n_classes, k)
+            ``sets[i, j]`` is True when ``classes_[j]`` is in the set of row ``i``. Every
+            class, with a warning, where ``n`` rows are too few for the level.
+        """
+        self._check_fitted("predict_set")
+        value = self.alpha if alpha is None else alpha
+        levels = check_call_alpha(alpha, self.alpha)
+        counts = self._counts_at_least(X, "predict_set")
+        self._warn_if_too_few(levels)
+        # p > alpha  <=>  1 + count > floor(alpha (n + 1)), counts being integers
+        floor_rank = conformal_rank(self.n_calibration_, levels, kind="conformity")
+        sets = (1 + counts)[..., None] > floor_rank
+        return sets[..., 0] if np.ndim(value) == 0 else sets
+
+    def predict_proba(self, X: Any) -> NDArray:
+        """The fold models' mean probabilities, each weighted by its fold's share of the
+        rows.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes)
+        """
+        self._check_fitted("predict_proba")
+        proba = self._fold_outputs(self._validate_X(X, reset=False))
+        return np.einsum("nkc,k->nc", proba, self._model_shares())
+
+    def predict(self, X: Any) -> NDArray:
+        """The most probable class under `predict_proba`.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+        """
+        proba = self.predict_proba(X)
+        return self.classes_[np.argmax(proba, axis=1)]
