@@ -21,6 +21,16 @@ def test_cross_family_smoke(tmp_path):
         assert minmax["width"] >= plus["width"] > 0
         if (model, "mapie-cv+") in by:  # the same folds and model: the same intervals
             assert by[model, "mapie-cv+"]["max_abs_diff_vs_uqconform"] < 1e-9
+    sets = family["tables"]["Cross-conformal classification"]
+    by = {(r["model"], r["method"]): r for r in sets}
+    for model in ("logistic", "hist-gradient-boosting"):
+        for score in ("lac", "aps"):
+            cross = by[model, f"cv+ {score}"]
+            assert 0 < cross["set_size"] <= 3  # wine has three classes (LAC sets can be empty)
+            assert cross["n_cal"] == 2 * by[model, f"split-50 {score}"]["n_cal"]
+        if (model, "mapie-cv+ lac") in by:  # the same folds and model: their sets in ours
+            assert by[model, "mapie-cv+ lac"]["sets_inside_uqconform"]
     claims = [line["claim"] for line in family["headlines"]]
     assert any(claim.startswith("CV+ width / the narrower split CP") for claim in claims)
+    assert any(claim.startswith("CV+ LAC set size / the smaller split CP") for claim in claims)
     assert "cross" in resolve_suite("quick")[0]

@@ -82,18 +82,32 @@ def test_pvalues_and_sets_equal_the_brute_force_definition(score, cv):
     assert 0 < sets.sum() < sets.size  # neither empty nor full: the comparison can fail
 
 
-def test_equals_mapie_cross_conformal_classifier():
-    """MAPIE's CrossConformalClassifier with ``agg_scores="crossval"`` on the same folds and
-    model: the same LAC sets."""
+@pytest.mark.parametrize("n", [200, 142])
+def test_against_mapie_cross_conformal_classifier(n):
+    """MAPIE's CrossConformalClassifier (``agg_scores="crossval"``, LAC) on the same folds
+    and model keeps a label when at least ``alpha (n - 1)`` out-of-fold scores are at
+    least its score; the paper's rule (ours) when at least ``floor(alpha (n + 1))`` are.
+    With 200 rows both counts are 20 at alpha 0.1 and 40 at 0.2: the same sets. With 142
+    they are 15 and 14 at alpha 0.1: ours hold MAPIE's, and every extra label has exactly
+    14 such scores."""
     mapie = pytest.importorskip("mapie.classification")
-    X, y = _data(300, 0, classes=4, features=8)
+    X, y = _data(n + 100, 0, classes=4, features=8)
     cv = KFold(5, shuffle=True, random_state=0)
     ours = CrossConformalClassifier(LogisticRegression(), alpha=[0.1, 0.2], cv=cv)
+    ours.fit(X[:n], y[:n])
     theirs = mapie.CrossConformalClassifier(
         LogisticRegression(), confidence_level=[0.9, 0.8], conformity_score="lac", cv=cv
-    ).fit_conformalize(X[:200], y[:200])
-    _, sets = theirs.predict_set(X[200:], agg_scores="crossval")
-    np.testing.assert_array_equal(ours.fit(X[:200], y[:200]).predict_set(X[200:]), sets)
+    ).fit_conformalize(X[:n], y[:n])
+    _, sets = theirs.predict_set(X[n:], agg_scores="crossval")
+    mine = ours.predict_set(X[n:])
+    if n == 200:
+        np.testing.assert_array_equal(mine, sets)
+        return
+    assert (mine >= sets).all()
+    extra = mine[:, :, 0] & ~sets[:, :, 0]
+    assert extra.any()  # the case this test is about occurs
+    counts = np.rint(ours.predict_pvalue(X[n:]) * (n + 1)) - 1
+    assert (counts[extra] == 14).all()
 
 
 def _coverage(make_model, n, n_test, repeats, alpha):
