@@ -261,6 +261,9 @@ def test_bad_input_is_refused_with_a_message_naming_it():
         CrossConformalRegressor().fit(X, bad_y)
     with pytest.raises(ValueError, match="`y` has 29 entries"):
         CrossConformalRegressor().fit(X, y[:-1])
+    # named with the data's length, not a fold's (the model would say 24)
+    with pytest.raises(ValueError, match="`sample_weight` has 29 entries but X has 30 rows"):
+        CrossConformalRegressor(Ridge()).fit(X, y, sample_weight=np.ones(29))
     bad_X = X.copy()
     bad_X[2, 1] = np.nan
     with pytest.raises(ValueError, match="`X` contains NaN and LinearRegression"):

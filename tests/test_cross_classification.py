@@ -262,6 +262,8 @@ def test_bad_input_is_refused_with_a_message_naming_it():
         CrossConformalClassifier().fit(X, np.where(y == 0, np.nan, y))
     with pytest.raises(ValueError, match="`y` has 29 entries"):
         CrossConformalClassifier().fit(X, y[:-1])
+    with pytest.raises(ValueError, match="`sample_weight` has 31 entries but X has 30 rows"):
+        CrossConformalClassifier().fit(X, y, sample_weight=np.ones(31))
     bad_X = X.copy()
     bad_X[2, 1] = np.nan
     with pytest.raises(ValueError, match="`X` contains NaN and LogisticRegression"):

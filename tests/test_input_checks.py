@@ -17,6 +17,8 @@ from sklearn.neural_network import MLPRegressor
 from uqconform import (
     ApproximateFullConformalRegressor,
     ConformalizedQuantileRegressor,
+    ConformalPredictiveSystem,
+    CrossConformalRegressor,
     EllipsoidalConformalRegressor,
     FullConformalRidge,
     SplitConformalClassifier,
@@ -1123,3 +1125,29 @@ def test_a_finite_X_is_still_checked_by_every_model_step():
         SplitConformalClassifier(LogisticRegression()).fit(
             X[:100], (y[:100] > 4).astype(int), sample_weight=weights
         )
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        SplitConformalRegressor,
+        ConformalizedQuantileRegressor,
+        EllipsoidalConformalRegressor,
+        EnbPI,
+        KOWCPI,
+        CrossConformalRegressor,
+        ConformalPredictiveSystem,
+    ],
+)
+def test_regression_wrappers_refuse_a_classifier(data, make):
+    """Intervals around predicted class labels would be read as numbers without a word."""
+    X, y, _ = data
+    labels = (y > 0).astype(int)
+    target = np.column_stack([y, y]) if make is EllipsoidalConformalRegressor else labels
+    wrapper = make(LogisticRegression())
+    with pytest.raises(TypeError, match=r"`estimator` \(LogisticRegression\) is a classifier"):
+        wrapper.fit(X, target)
+    fitted = LogisticRegression().fit(X, labels)  # and a fitted one, adopted at calibrate
+    if hasattr(wrapper, "calibrate"):
+        with pytest.raises(TypeError, match="is a classifier"):
+            make(fitted).calibrate(X, target)

@@ -58,7 +58,11 @@ def is_per_row(value: Any, n: int) -> bool:
 def fit_params_rows(fit_params: dict[str, Any], n: int, rows: NDArray) -> dict[str, Any]:
     """The fit parameters of a model trained on rows ``rows`` of ``n``: per-row ones
     (``sample_weight``) taken on the same rows (a list stays a list of its entries), the
-    others passed as given."""
+    others passed as given. A ``sample_weight`` with another length is refused, naming
+    the data's length (the model would name only its subsample's)."""
+    weight = fit_params.get("sample_weight")
+    if weight is not None and np.ndim(weight) >= 1 and not is_per_row(weight, n):
+        raise ValueError(f"`sample_weight` has {len(weight)} entries but X has {n} rows.")
 
     def rows_of(value: Any) -> Any:
         if isinstance(value, (list, tuple)):

@@ -420,6 +420,30 @@ def model_classes(model: Any) -> NDArray:
     return np.asarray(model.classes_)
 
 
+def refuse_classifier(model: Any, wrapper: Any) -> None:
+    """A regression wrapper given a classifier (or a Pipeline ending in one): a TypeError
+    naming `estimator`. Its predicted labels would be read as numbers, giving intervals
+    around class labels without a word.
+
+    Examples
+    --------
+    >>> from sklearn.linear_model import LogisticRegression, Ridge
+    >>> refuse_classifier(Ridge(), object())  # a regressor passes
+    >>> refuse_classifier(LogisticRegression(), object())
+    Traceback (most recent call last):
+    ...
+    TypeError: `estimator` (LogisticRegression) is a classifier, but object needs a ...
+    """
+    tags = sklearn_tags(model)  # None outside scikit-learn
+    if tags is not None and tags.estimator_type == "classifier":
+        raise TypeError(
+            f"`estimator` ({type(model).__name__}) is a classifier, but "
+            f"{type(wrapper).__name__} needs a regressor: it builds intervals around "
+            "predicted numbers. For prediction sets of classes, use SplitConformalClassifier "
+            "or CrossConformalClassifier."
+        )
+
+
 def missing_proba_error(model: Any, name: str, why: str) -> TypeError:
     """The error for a classifier without ``predict_proba``, with the fix for both kinds of
     model: a scikit-learn classifier without probabilities, and a model from outside

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from sklearn.base import BaseEstimator
+from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.exceptions import NotFittedError
 from sklearn.frozen import FrozenEstimator
 from sklearn.utils.validation import check_is_fitted
@@ -39,6 +39,7 @@ from uqconform._validation import (
     check_verbose,
     has_nan,
     model_classes,
+    refuse_classifier,
     sklearn_tags,
 )
 from uqconform._version import VersionedState
@@ -375,6 +376,8 @@ class ModelWrapper(VersionedState, RoutesFitParams, BaseEstimator, metaclass=ABC
         check_random_state_value(getattr(self, "random_state", None))
         check_n_jobs(getattr(self, "n_jobs", None))
         check_verbose(getattr(self, "verbose", False))
+        if isinstance(self, RegressorMixin):
+            refuse_classifier(self._estimator_or_default(), self)
 
     # ---- the estimator ---------------------------------------------------------------
     def _estimator_or_default(self) -> BaseEstimator:

@@ -37,6 +37,7 @@ from uqconform._validation import (
     check_regression_target,
     check_verbose,
     missing_target_error,
+    refuse_classifier,
 )
 from uqconform._version import VersionedState
 from uqconform._warnings import warn_user
@@ -475,6 +476,9 @@ class SequentialConformalRegressor(
     # ---- validation ---------------------------------------------------------------------
     def _validate_params(self) -> None:
         check_miscoverage(self.alpha, "alpha")
+        refuse_classifier(
+            self._default_estimator() if self.estimator is None else self.estimator, self
+        )
         if self.residuals not in ("bootstrap", "holdout"):
             raise ValueError(
                 f"`residuals` must be 'bootstrap' or 'holdout', got {self.residuals!r}."
