@@ -14,11 +14,15 @@ from sklearn.datasets import load_iris, make_classification
 from sklearn.exceptions import NotFittedError
 from sklearn.frozen import FrozenEstimator
 from sklearn.isotonic import IsotonicRegression
+from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import log_loss
+from sklearn.model_selection import KFold, StratifiedKFold
 from sklearn.naive_bayes import GaussianNB
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
 from sklearn.svm import LinearSVC
 
-from uqconform import VennAbersCalibrator
+from uqconform import CrossVennAbersCalibrator, VennAbersCalibrator
 from uqconform.classification.venn_abers import venn_abers_bounds
 
 
@@ -219,3 +223,112 @@ def test_bad_input_and_wrong_order_are_refused():
         venn.calibrate(np.where(X[100:200] > 2, np.nan, X[100:200]), y[100:200])
     with pytest.raises(TypeError, match=r"LinearSVC.*predict_proba"):
         VennAbersCalibrator(LinearSVC()).fit(X, y)
+
+
+# ---- cross Venn-Abers (CVAP) -----------------------------------------------------------
+
+
+def _cvap_oracle(X, y, X_test, splits):
+    """The definition: per fold, the isotonic refits of the fold's rows with the test
+    score added (as 0, then 1) under the model trained without the fold, merged by
+    geometric means; one class against the rest with more than two, rescaled."""
+    classes = np.unique(y)
+    columns = [1] if classes.size == 2 else list(range(classes.size))
+    p0 = np.empty((len(X_test), len(columns), len(splits)))
+    p1 = np.empty_like(p0)
+    for k, (train, fold) in enumerate(splits):
+        model = LogisticRegression(C=10.0).fit(X[train], y[train])
+        cal, test = model.predict_proba(X[fold]), model.predict_proba(X_test)
+        for j, c in enumerate(columns):
+            for row in range(len(X_test)):
+                scores, labels = cal[:, c], (y[fold] == c).astype(int)
+                p0[row, j, k] = isotonic_at_added_point(scores, labels, test[row, c], 0)
+                p1[row, j, k] = isotonic_at_added_point(scores, labels, test[row, c], 1)
+    yes = np.exp(np.log(p1).mean(axis=2))
+    no = np.exp(np.log(1 - p0).mean(axis=2))
+    merged = yes / (yes + no)
+    if classes.size == 2:
+        return np.column_stack([1 - merged[:, 0], merged[:, 0]])
+    return merged / merged.sum(axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize("n_classes", [2, 3])
+def test_cross_venn_abers_equals_its_definition(n_classes):
+    X, y = make_classification(
+        90, 5, n_informative=3, n_redundant=0, n_classes=n_classes, random_state=n_classes
+    )
+    cv = KFold(4, shuffle=True, random_state=0)
+    cvap = CrossVennAbersCalibrator(LogisticRegression(C=10.0), cv=cv).fit(X[:70], y[:70])
+    expected = _cvap_oracle(X[:70], y[:70], X[70:], list(cv.split(X[:70])))
+    np.testing.assert_allclose(cvap.predict_proba(X[70:]), expected, rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(cvap.predict(X[70:]), np.argmax(expected, axis=1))
+
+
+def test_cross_venn_abers_equals_mapie_on_binary_data():
+    """MAPIE's VennAbersCalibrator with ``inductive=False`` (its StratifiedKFold)."""
+    mapie = pytest.importorskip("mapie.calibration")
+    X, y = make_classification(400, 8, n_informative=4, random_state=0)
+    cv = StratifiedKFold(5, shuffle=True, random_state=0)
+    ours = CrossVennAbersCalibrator(GaussianNB(), cv=cv).fit(X[:300], y[:300])
+    theirs = mapie.VennAbersCalibrator(GaussianNB(), inductive=False, n_splits=5, random_state=0)
+    np.testing.assert_allclose(
+        ours.predict_proba(X[300:]), theirs.fit(X[:300], y[:300]).predict_proba(X[300:]),
+        atol=1e-12,
+    )  # fmt: skip
+
+
+def test_cross_venn_abers_beats_the_inductive_split_when_the_model_gains_from_rows():
+    """100 rows, a weakly penalised logistic regression: the inductive predictor trains on
+    60 and calibrates on 40; CVAP (5 folds) trains each model on 80 and calibrates on all
+    100. Test log loss over 15 data sets: lower (measured 0.92x)."""
+    losses = {"ivap": [], "cvap": []}
+    for seed in range(15):
+        X, y = make_classification(
+            2100, 20, n_informative=5, n_redundant=5, flip_y=0.05, random_state=seed
+        )
+        model = make_pipeline(StandardScaler(), LogisticRegression(C=100.0, max_iter=2000))
+        ivap = VennAbersCalibrator(model).fit(X[:60], y[:60]).calibrate(X[60:100], y[60:100])
+        cvap = CrossVennAbersCalibrator(model, random_state=seed).fit(X[:100], y[:100])
+        for name, fitted in (("ivap", ivap), ("cvap", cvap)):
+            proba = np.clip(fitted.predict_proba(X[100:]), 1e-15, 1)
+            losses[name].append(log_loss(y[100:], proba))
+    ratio = np.mean(losses["cvap"]) / np.mean(losses["ivap"])
+    assert ratio < 0.97, ratio
+
+
+def test_cross_venn_abers_input_seeds_pickle_and_warnings():
+    X, y = make_classification(60, 5, n_informative=3, n_classes=3, random_state=0)
+    labels = np.array(["x", "y", "z"])[y]
+    frame = pd.DataFrame(X, columns=list("abcde"))
+    untouched = Unchanged(frame, labels)
+    cvap = CrossVennAbersCalibrator(random_state=1).fit(frame, labels)
+    proba = cvap.predict_proba(frame)
+    untouched.check()
+    np.testing.assert_array_equal(cvap.classes_, ["x", "y", "z"])
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0)
+    again = CrossVennAbersCalibrator(random_state=1, n_jobs=2).fit(frame, labels)
+    np.testing.assert_array_equal(again.predict_proba(frame), proba)
+    np.testing.assert_array_equal(pickle.loads(pickle.dumps(cvap)).predict_proba(frame), proba)
+    rare = labels.copy()
+    rare[np.flatnonzero(rare == "z")[2:]] = "x"  # two rows of "z": most folds lack it
+    with pytest.warns(UserWarning, match="folds lack a class"):
+        CrossVennAbersCalibrator(cv=5, random_state=0).fit(frame, rare)
+    unfitted = CrossVennAbersCalibrator()
+    for call in (unfitted.predict_proba, unfitted.predict):
+        with pytest.raises(NotFittedError, match="call fit"):
+            call(X)
+    cases = [
+        ({"estimator": LinearSVC()}, TypeError, "predict_proba"),
+        ({"cv": 1}, ValueError, "`cv` must be an int >= 2"),
+        ({"estimator": FrozenEstimator(GaussianNB().fit(X, y))}, ValueError, "Frozen"),
+    ]
+    for params, error, message in cases:
+        with pytest.raises(error, match=message):
+            CrossVennAbersCalibrator(**params).fit(X, y)
+    with pytest.raises(ValueError, match="`y` holds one class"):
+        CrossVennAbersCalibrator().fit(X, np.zeros(60))
+    with pytest.raises(ValueError, match="features"):
+        cvap.predict_proba(X[:, :2])
+    changed = CrossVennAbersCalibrator(random_state=1).fit(X, y).set_params(cv=3)
+    with pytest.raises(NotFittedError, match="changed since fit"):
+        changed.predict_proba(X)

@@ -9,6 +9,7 @@ from uqconform.bayes import LaplacePosterior, LinearizedPredictive
 from uqconform.classification import (
     BinarizedSmoothedClassifier,
     CrossConformalClassifier,
+    CrossVennAbersCalibrator,
     EnsembleConformalClassifier,
     MeanSmoothedClassifier,
     MultiDimScoreClassifier,
@@ -45,6 +46,7 @@ __all__ = [
     "ConformalizedQuantileRegressor",
     "CrossConformalClassifier",
     "CrossConformalRegressor",
+    "CrossVennAbersCalibrator",
     "EllipsoidalConformalRegressor",
     "EnbPI",
     "EnsembleConformalClassifier",

@@ -31,7 +31,6 @@ from uqconform.base import (
     keeps_state_on_error,
     record_calibration_settings,
 )
-from uqconform.quantiles import check_miscoverage
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -67,13 +66,12 @@ class CrossFitWrapper(ModelWrapper):
 
     @abstractmethod
     def _store_scores(self, y: NDArray, outputs: NDArray, scored: NDArray, X: Any) -> None:
-        """Set ``conformity_scores_`` from the scored rows' targets ``y`` and their
-        out-of-sample outputs."""
+        """Set the calibration (``_calibrated_attribute``: conformity scores, tables) from
+        the scored rows' targets ``y`` and their out-of-sample outputs."""
 
     # ---- parameters and folds ---------------------------------------------------------
     def _validate_params(self) -> None:
         super()._validate_params()
-        check_miscoverage(self.alpha, "alpha")
         self._check_resampling()
         if isinstance(self._estimator_or_default(), FrozenEstimator):
             raise ValueError(
@@ -169,7 +167,7 @@ class CrossFitWrapper(ModelWrapper):
         self.estimators_ = list(fitted)
         outputs, scored = self._out_of_sample(self.estimators_, splits, X)
         self._store_scores(y[scored], outputs, scored, X)
-        self.n_calibration_ = int(self.conformity_scores_.size)
+        self.n_calibration_ = int(scored.size)
         record_calibration_settings(self, step="fit")
         self._after_scoring()
         return self
@@ -207,7 +205,7 @@ class CrossFitWrapper(ModelWrapper):
             self.__dict__.pop(name, None)
 
     def _check_fitted(self, method: str) -> None:
-        if "conformity_scores_" not in self.__dict__:
+        if self._calibrated_attribute not in self.__dict__:
             raise NotFittedError(
                 f"This {type(self).__name__} is not fitted yet: call fit(X, y) first (it "
                 "trains the models and scores every row)."

@@ -12,11 +12,12 @@ from uqconform.classification.multidim import MultiDimScoreClassifier
 from uqconform.classification.risk import MultiLabelRiskController
 from uqconform.classification.rps import ReliablePredictionSets
 from uqconform.classification.split import SplitConformalClassifier
-from uqconform.classification.venn_abers import VennAbersCalibrator
+from uqconform.classification.venn_abers import CrossVennAbersCalibrator, VennAbersCalibrator
 
 __all__ = [
     "BinarizedSmoothedClassifier",
     "CrossConformalClassifier",
+    "CrossVennAbersCalibrator",
     "EnsembleConformalClassifier",
     "HeadEnsemble",
     "MeanSmoothedClassifier",

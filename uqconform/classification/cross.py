@@ -30,14 +30,40 @@ from uqconform._validation import (
     model_classes,
 )
 from uqconform.classification.split import encode_labels
-from uqconform.quantiles import _warn_too_few, check_call_alpha, conformal_rank
+from uqconform.quantiles import (
+    _warn_too_few,
+    check_call_alpha,
+    check_miscoverage,
+    conformal_rank,
+)
 from uqconform.scores.classification import ClassificationScore, get_classification_score
 
-__all__ = ["CrossConformalClassifier"]
+__all__ = ["CrossConformalClassifier", "check_fold_labels", "fold_probabilities"]
 
 _EVERY_CLASS = "sets holding every class"
 # Cells of the (rows x folds x classes) score arrays built at once.
 _BATCH_CELLS = 2_000_000
+
+
+def check_fold_labels(y: ArrayLike, n: int) -> tuple[NDArray, NDArray]:
+    """The labels of the ``n`` training rows and the classes among them (at least two)."""
+    labels = check_class_labels(y, n)
+    classes = np.unique(labels)
+    if classes.size < 2:
+        raise ValueError(f"`y` holds one class ({classes.tolist()}): at least two are needed.")
+    return labels, classes
+
+
+def fold_probabilities(model: Any, X: Any, classes: NDArray) -> NDArray:
+    """A fold model's probabilities in the columns of ``classes`` (0 for the classes the
+    model never saw: a rare class absent from its training rows)."""
+    seen = model_classes(model)
+    proba = class_probabilities(model, X, seen.size)
+    if np.array_equal(seen, classes):
+        return proba
+    full = np.zeros((proba.shape[0], classes.size))
+    full[:, encode_labels(seen, classes, "the classes of a fold model")] = proba
+    return full
 
 
 class CrossConformalClassifier(ClassifierMixin, CrossFitWrapper):
@@ -191,6 +217,7 @@ default="lac"
 
     def _validate_params(self) -> None:
         super()._validate_params()
+        check_miscoverage(self.alpha, "alpha")
         self._score_object()
         model = self._estimator_or_default()
         if not hasattr(model, "predict_proba"):
@@ -198,26 +225,12 @@ default="lac"
             raise missing_proba_error(model, "`estimator`", why)
 
     def _check_target(self, y: ArrayLike, n: int, *, calibrating: bool) -> NDArray:
-        labels = check_class_labels(y, n)
-        classes = np.unique(labels)
-        if classes.size < 2:
-            raise ValueError(
-                f"`y` holds one class ({classes.tolist()}): prediction sets need at least two."
-            )
-        self.classes_ = classes
+        labels, self.classes_ = check_fold_labels(y, n)
         return labels
 
     # ---- fit: out-of-fold scores ---------------------------------------------------------
     def _model_output(self, model: Any, X: Any) -> NDArray:
-        """The model's probabilities in the columns of ``classes_`` (0 for classes the
-        model never saw)."""
-        seen = model_classes(model)
-        proba = class_probabilities(model, X, seen.size)
-        if np.array_equal(seen, self.classes_):
-            return proba
-        full = np.zeros((proba.shape[0], self.classes_.size))
-        full[:, encode_labels(seen, self.classes_, "the classes of a fold model")] = proba
-        return full
+        return fold_probabilities(model, X, self.classes_)
 
     def _uniforms(self, stream: int, X: Any, n: int) -> NDArray | None:
         """One uniform per row for randomised scores (stream 0: training rows, 1: test)."""

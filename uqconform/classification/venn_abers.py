@@ -28,6 +28,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.linear_model import LogisticRegression
 from sklearn.utils.validation import check_is_fitted
 
+from uqconform._cross import CrossFitWrapper
 from uqconform._rows import n_rows
 from uqconform._validation import (
     check_class_labels,
@@ -37,12 +38,13 @@ from uqconform._validation import (
 )
 from uqconform._warnings import warn_user
 from uqconform.base import ModelWrapper, keeps_state_on_error, warn_if_training_rows
+from uqconform.classification.cross import check_fold_labels, fold_probabilities
 from uqconform.classification.split import encode_labels
 
 if TYPE_CHECKING:
     from typing_extensions import Self
 
-__all__ = ["VennAbersCalibrator", "venn_abers_bounds"]
+__all__ = ["CrossVennAbersCalibrator", "VennAbersCalibrator", "venn_abers_bounds"]
 
 
 def _lower_hull_links(W: list[int], S: list[int], from_right: bool) -> list[int]:
@@ -173,6 +175,40 @@ class _Table:
         return p0, p1
 
 
+def _class_tables(proba: NDArray, index: NDArray) -> list[_Table]:
+    """The tables of the positive class (two classes) or of each class against the rest."""
+    columns = [1] if proba.shape[1] == 2 else range(proba.shape[1])
+    return [_Table(proba[:, k], index == k) for k in columns]
+
+
+def _class_pairs(tables: list[_Table], proba: NDArray) -> NDArray:
+    """``(n, n_classes, 2)``: every class's pair ``[p0, p1]`` (for two classes the first
+    class's is ``[1 - p1, 1 - p0]``)."""
+    if proba.shape[1] == 2:
+        p0, p1 = tables[0].bounds(proba[:, 1])
+        return np.stack([np.column_stack([1 - p1, 1 - p0]), np.column_stack([p0, p1])], 1)
+    pairs = [table.bounds(proba[:, k]) for k, table in enumerate(tables)]
+    return np.stack([np.column_stack(pair) for pair in pairs], axis=1)
+
+
+def _merged_probabilities(pairs: NDArray) -> NDArray:
+    """``(n, n_classes)`` from pairs ``(n, n_classes, K, 2)`` of ``K`` predictors:
+    ``GM(p1) / (GM(1 - p0) + GM(p1))`` per class, ``GM`` the geometric mean over the
+    ``K`` pairs (Vovk, Petej and Fedorova, 2015; ``p1 / (1 - p0 + p1)`` for one pair).
+    Two classes: the second class's, and its complement; more: rescaled to sum to one.
+    Where both means are 0 (one pair says surely not, another surely yes) the merge is
+    0.5."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log_yes = np.log(pairs[..., 1]).mean(axis=-1)
+        log_no = np.log1p(-pairs[..., 0]).mean(axis=-1)
+        # GM(p1) / (GM(1 - p0) + GM(p1)) = 1 / (1 + exp(log_no - log_yes))
+        merged = 1.0 / (1.0 + np.exp(log_no - log_yes))
+    merged = np.where(np.isnan(merged), 0.5, merged)
+    if pairs.shape[1] == 2:
+        return np.column_stack([1 - merged[:, 1], merged[:, 1]])
+    return merged / merged.sum(axis=1, keepdims=True)
+
+
 class VennAbersCalibrator(ClassifierMixin, ModelWrapper):
     """Class probabilities calibrated by inductive Venn-Abers prediction.
 
@@ -282,8 +318,7 @@ class VennAbersCalibrator(ClassifierMixin, ModelWrapper):
                 "likely the class is there). Calibrate on rows of every class.",
                 UserWarning,
             )
-        columns = [1] if classes.size == 2 else range(classes.size)
-        self._tables = [_Table(proba[:, k], index == k) for k in columns]
+        self._tables = _class_tables(proba, index)
         self.n_calibration_ = n
         return self
 
@@ -298,24 +333,166 @@ class VennAbersCalibrator(ClassifierMixin, ModelWrapper):
         X = self._validate_X(X, reset=False)
         self._check_nan(X)
         proba = class_probabilities(self.estimator_, X, self.classes_.size)
-        if self.classes_.size == 2:
-            p0, p1 = self._tables[0].bounds(proba[:, 1])
-            return np.stack([np.column_stack([1 - p1, 1 - p0]), np.column_stack([p0, p1])], 1)
-        pairs = [table.bounds(proba[:, k]) for k, table in enumerate(self._tables)]
-        return np.stack([np.column_stack(pair) for pair in pairs], axis=1)
+        return _class_pairs(self._tables, proba)
 
     def predict_proba(self, X: Any) -> NDArray:
         """Merged probabilities ``p1 / (1 - p0 + p1)``, shape ``(n_samples, n_classes)``:
         inside each pair for two classes; with more, rescaled to sum to one, which can
         move a probability outside its class's pair."""
         bounds = self.predict_proba_bounds(X)
-        p0, p1 = bounds[..., 0], bounds[..., 1]
-        if self.classes_.size == 2:
-            positive = p1[:, 1] / (1 - p0[:, 1] + p1[:, 1])
-            return np.column_stack([1 - positive, positive])
-        merged = p1 / (1 - p0 + p1)
-        return merged / merged.sum(axis=1, keepdims=True)
+        return _merged_probabilities(bounds[:, :, None, :])
 
     def predict(self, X: Any) -> NDArray:
         """The class with the largest calibrated probability."""
         return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
+
+
+class CrossVennAbersCalibrator(ClassifierMixin, CrossFitWrapper):
+    """Class probabilities by cross Venn-Abers prediction (CVAP): every row both trains
+    and calibrates.
+
+    The rows are cut into ``K`` folds; model ``k`` is trained without fold ``k`` and its
+    probabilities are calibrated by an inductive Venn-Abers predictor on fold ``k``
+    (as `VennAbersCalibrator` does, one class against the rest with more than two
+    classes). A test row gets ``K`` pairs ``(p0_k, p1_k)`` per class, merged as
+    ``GM(p1) / (GM(1 - p0) + GM(p1))`` (Vovk, Petej and Fedorova, 2015), ``GM`` the
+    geometric mean over the folds.
+
+    The merged probability has no validity guarantee (each fold's pair has one, for its
+    model); in exchange no row is set aside, which on small data gives both a better
+    model and a larger calibration set than the inductive predictor's split. Vovk et al.
+    found it as well calibrated as the inductive predictor in practice, and more
+    accurate; that holds when the model gains from the extra training rows (see the
+    docs' benchmark: not for naive Bayes). Fit parameters (``sample_weight``) reach the
+    fold models only: the calibration counts every row.
+
+    Parameters
+    ----------
+    estimator : classifier with predict_proba, default=None
+        Any scikit-learn classifier or Pipeline (not fitted: it is cloned and fitted once
+        per fold); ``None`` means ``LogisticRegression()``. A fold model that never saw a
+        class gives it probability 0.
+    cv : int or cross-validation splitter, default=5
+        An int ``K >= 2``: ``KFold(K, shuffle=True)`` seeded by ``random_state``; or a
+        splitter that holds every row out exactly once and trains on all the others
+        (``KFold``, ``StratifiedKFold``, ``GroupKFold`` with ``groups`` in ``fit``).
+    n_jobs : int, default=None
+        Folds fitted in parallel (joblib).
+    random_state : int, Generator or None, default=None
+        Seeds the folds of an int ``cv`` and the fold models whose own ``random_state`` is
+        None.
+    verbose : bool, default=False
+        Show a progress bar of the fold fits.
+
+    Attributes
+    ----------
+    estimators_ : list of classifiers
+        The ``K`` fold models, model ``k`` trained without fold ``k``.
+    classes_ : ndarray of shape (n_classes,)
+        Every label of ``y`` in ``fit``, in the column order of `predict_proba`.
+    fold_index_ : ndarray of shape (n_samples,)
+        The fold of each training row (the model it calibrates).
+    n_calibration_ : int
+        ``n``: every training row calibrates one fold model.
+    n_features_in_ : int
+
+    See Also
+    --------
+    VennAbersCalibrator : the inductive predictor, whose pairs carry the guarantee.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_breast_cancer
+    >>> from sklearn.naive_bayes import GaussianNB
+    >>> X, y = load_breast_cancer(return_X_y=True)
+    >>> cvap = CrossVennAbersCalibrator(GaussianNB(), cv=5, random_state=0)
+    >>> proba = cvap.fit(X[::2], y[::2]).predict_proba(X[1::2])
+    >>> proba.shape, bool(np.allclose(proba.sum(axis=1), 1))
+    ((284, 2), True)
+    """
+
+    _calibrated_attribute = "_fold_tables"
+    _split_alternative = "VennAbersCalibrator"
+
+    def __init__(
+        self,
+        estimator: BaseEstimator | None = None,
+        cv: int | Any = 5,
+        n_jobs: int | None = None,
+        random_state: int | np.random.Generator | None = None,
+        verbose: bool = False,
+    ):
+        self.estimator = estimator
+        self.cv = cv
+        self.n_jobs = n_jobs
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def _default_estimator(self) -> BaseEstimator:
+        return LogisticRegression()
+
+    def _validate_params(self) -> None:
+        super()._validate_params()
+        model = self._estimator_or_default()
+        if not hasattr(model, "predict_proba"):
+            raise missing_proba_error(model, "`estimator`", "Venn-Abers needs class scores")
+
+    def _check_target(self, y: ArrayLike, n: int, *, calibrating: bool) -> NDArray:
+        labels, self.classes_ = check_fold_labels(y, n)
+        return labels
+
+    def _model_output(self, model: Any, X: Any) -> NDArray:
+        return fold_probabilities(model, X, self.classes_)
+
+    def _store_scores(self, y: NDArray, outputs: NDArray, scored: NDArray, X: Any) -> None:
+        index = encode_labels(y, self.classes_)
+        folds = self.fold_index_[scored]
+        missing = [
+            k
+            for k in range(len(self.estimators_))
+            if np.unique(index[folds == k]).size < self.classes_.size
+        ]
+        if missing:
+            warn_user(
+                f"{len(missing)} of {len(self.estimators_)} folds lack a class among their "
+                "rows: those folds' pairs for it are [0, p1] with p1 about 1 / (n_k + 1) "
+                "where the model's score lies among the fold's. Use fewer folds or a "
+                "StratifiedKFold.",
+                UserWarning,
+            )
+        self._fold_tables = [
+            _class_tables(outputs[folds == k], index[folds == k])
+            for k in range(len(self.estimators_))
+        ]
+
+    def predict_proba(self, X: Any) -> NDArray:
+        """Merged probabilities ``GM(p1) / (GM(1 - p0) + GM(p1))`` over the folds'
+        pairs, shape ``(n_samples, n_classes)``; with more than two classes rescaled to
+        sum to one.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes)
+        """
+        self._check_fitted("predict_proba")
+        proba = self._fold_outputs(self._validate_X(X, reset=False))  # (n, K, classes)
+        pairs = [_class_pairs(tables, proba[:, k]) for k, tables in enumerate(self._fold_tables)]
+        return _merged_probabilities(np.stack(pairs, axis=2))  # (n, classes, K, 2)
+
+    def predict(self, X: Any) -> NDArray:
+        """The class with the largest merged probability.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+        """
+        proba = self.predict_proba(X)
+        return self.classes_[np.argmax(proba, axis=1)]

@@ -35,6 +35,7 @@ from uqconform._warnings import warn_user
 from uqconform.quantiles import (
     _warn_too_few,
     check_call_alpha,
+    check_miscoverage,
     conformal_quantile,
     conformal_rank,
 )
@@ -151,6 +152,7 @@ class CrossConformalRegressor(RegressorMixin, CrossFitWrapper):
 
     def _validate_params(self) -> None:
         super()._validate_params()
+        check_miscoverage(self.alpha, "alpha")
         if self.method not in _METHODS:
             raise ValueError(f"`method` must be one of {_METHODS}, got {self.method!r}.")
 
