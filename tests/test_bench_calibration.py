@@ -21,3 +21,10 @@ def test_calibration_family_smoke(tmp_path):
     if "mapie venn-abers" in by:  # the same algorithm: the same probabilities
         assert by["mapie venn-abers"]["max_abs_diff_vs_uqconform"] < 1e-9
     assert "calibration" in resolve_suite("quick")[0]
+    cross = family["tables"]["Cross Venn-Abers on small training sets"]
+    methods = {(r["model"], r["method"]) for r in cross}
+    for model in ("naive Bayes", "logistic (C=100)"):
+        assert {(model, "cvap (5 folds)"), (model, "ivap (60/40)")} <= methods
+    assert all(0 < r["log_loss"] < 5 and r["n_labelled"] == 200 for r in cross)
+    claims = [line["claim"] for line in family["headlines"]]
+    assert any(claim.startswith("cross Venn-Abers test log loss /") for claim in claims)
