@@ -230,6 +230,7 @@ def test_seeds_jobs_batches_pickle_and_inputs():
     np.testing.assert_array_equal(sets, model.predict_pvalue(frame) > 0.1)
     again = clone(model).set_params(n_jobs=2, batch_size=7).fit(frame, labels)
     np.testing.assert_array_equal(again.predict_set(frame), sets)
+    np.testing.assert_array_equal(again.predict_proba(frame), model.predict_proba(frame))
     loaded = pickle.loads(pickle.dumps(model))
     np.testing.assert_array_equal(loaded.predict_set(frame), sets)
     assert set(model.predict(frame)) <= set(labels)
@@ -285,10 +286,17 @@ def test_parameters_changed_after_fit():
     """``alpha`` is read at prediction; a new score, ``cv``, model or seed asks for a new
     fit."""
     X, y = _data(40, 0)
-    model = CrossConformalClassifier(random_state=0).fit(X, y)
+    model = CrossConformalClassifier(LogisticRegression(), random_state=0).fit(X, y)
     np.testing.assert_array_equal(
         model.set_params(alpha=0.3).predict_set(X), model.predict_set(X, alpha=0.3)
     )
+    model.set_params(estimator__n_jobs=2)  # how the models run, not what they learnt
+    model.predict_set(X)
+    model.set_params(estimator__C=1e-4)  # the fold models were trained with C=1
+    message = r"it used estimator=LogisticRegression\(\) \(set in place since: now C=0.0001\)"
+    with pytest.raises(NotFittedError, match=message):
+        model.predict_set(X)
+    model.set_params(estimator__C=1.0)
     for params in (
         {"conformity_score": "aps"},
         {"cv": 3},

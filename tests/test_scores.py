@@ -209,3 +209,25 @@ def test_label_scores_in_blocks_equal_one_block(score, monkeypatch):
     expected = score.label_scores(proba, labels, u)
     monkeypatch.setattr(classification_scores, "_LABEL_SCORE_CELLS", 42)
     np.testing.assert_array_equal(score.label_scores(proba, labels, u), expected)
+
+
+def test_tied_labels_are_ranked_in_column_order_on_every_machine():
+    """numpy's default argsort orders ties as its (CPU-dependent) quicksort does, which
+    made RAPS, SAPS and top-k scores of tied labels, and so a seed's sets, depend on the
+    machine; tied labels now rank in column order."""
+    proba = np.round(np.random.default_rng(0).random((200, 10)), 1)  # many ties
+    ranks = TopKScore().scores(proba)
+    order = np.argsort(-proba, axis=1, kind="stable")
+    expected = np.empty_like(ranks)
+    np.put_along_axis(expected, order, np.arange(1.0, 11.0)[None, :], axis=1)
+    np.testing.assert_array_equal(ranks, expected)
+
+
+def test_labels_of_probability_zero_tie_exactly_across_rows():
+    """The cumulative mass of every label up to one of probability 0 is 1 in exact
+    arithmetic; in floating point it is 1 - 1.1e-16 in one row and 1 in the next, and
+    which calibration score counted against which test score was left to the last digit."""
+    proba = np.array([[0.1, 0.2, 0.7, 0.0], [0.3, 0.3, 0.4, 0.0]])
+    for score in (APSScore(randomized=False), RAPSScore(randomized=False)):
+        zero_label = score.scores(proba)[:, 3]
+        assert zero_label[0] == zero_label[1], score

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numbers
 from abc import abstractmethod
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -36,6 +37,9 @@ if TYPE_CHECKING:
     from typing_extensions import Self
 
 __all__ = ["CrossFitWrapper"]
+
+# Cells of the per-batch (rows x models x columns) arrays of a prediction built at once.
+_BATCH_CELLS = 2_000_000
 
 
 def _fit_fold(estimator: BaseEstimator, X: Any, y: NDArray, rows: NDArray, params: dict) -> Any:
@@ -212,6 +216,13 @@ class CrossFitWrapper(ModelWrapper):
             )
         check_is_fitted(self, "estimators_")
         check_calibration_settings(self, method, step="fit", again="fit(X, y)")
+
+    def _row_batches(self, n: int, cells_per_row: int) -> Iterator[slice]:
+        """Slices of ``n`` rows whose ``cells_per_row``-wide arrays stay within bounded
+        memory (``batch_size`` rows when given)."""
+        step = getattr(self, "batch_size", None) or max(1, _BATCH_CELLS // max(cells_per_row, 1))
+        for start in range(0, n, step):  # a loop over batches of rows
+            yield slice(start, min(start + step, n))
 
     def _fold_outputs(self, X: Any) -> NDArray:
         """``(n_samples, K, ...)``: every fold model's output on every row of ``X``."""

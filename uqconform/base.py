@@ -161,26 +161,69 @@ def record_calibration_settings(model: Any, *, step: str = "calibrate") -> None:
     }
 
 
+#: Nested parameters that change how a model runs, not what it learns: changing them after
+#: a step does not ask for the step again (as for the wrappers' own ``n_jobs``).
+_RUNTIME_PARAMS = frozenset({"n_jobs", "verbose"})
+
+
+def _learning_params(value: Any) -> dict[str, Any] | None:
+    """A scikit-learn estimator's own and nested parameters (``get_params(deep=True)``)
+    but the runtime ones and the nested estimator objects themselves; None for other
+    values."""
+    get_params = getattr(value, "get_params", None)
+    if get_params is None or isinstance(value, type):
+        return None
+    return {
+        name: param
+        for name, param in get_params(deep=True).items()
+        if name.rsplit("__", 1)[-1] not in _RUNTIME_PARAMS and not hasattr(param, "get_params")
+    }
+
+
 class _FittedState:
-    """A recorded parameter that can be refitted in place (an object with a
-    ``_fit_token`` that its ``fit`` renews, such as `uqconform.shift.ClassifierDensityRatio`):
-    equal to the same object only while it keeps the fit it had when recorded."""
+    """A recorded parameter that can change without being replaced: an estimator whose
+    parameters are set in place (``set_params(estimator__C=...)``), or an object with a
+    ``_fit_token`` that its ``fit`` renews (`uqconform.shift.ClassifierDensityRatio`
+    refitted in place). Equal to the same object only while it keeps the parameters and
+    the fit it had when recorded; its repr is the object as it was then."""
 
     __hash__ = None  # type: ignore[assignment]
 
     def __init__(self, value: Any):
-        self.value, self.token = value, value._fit_token
+        self.value, self.token = value, getattr(value, "_fit_token", None)
+        self.params = _learning_params(value) or {}
+        self.text = repr(value)
 
     @classmethod
     def of(cls, value: Any) -> Any:
-        return cls(value) if hasattr(value, "_fit_token") else value
+        recordable = hasattr(value, "_fit_token") or _learning_params(value) is not None
+        return cls(value) if recordable else value
+
+    def _changed(self) -> dict[str, Any]:
+        """The parameters whose value differs from the recorded one, with their new value."""
+        now = _learning_params(self.value) or {}
+        return {
+            name: now.get(name, _MISSING)
+            for name in self.params.keys() | now.keys()
+            if not _same_setting(self.params.get(name, _MISSING), now.get(name, _MISSING))
+        }
 
     def __eq__(self, other: object) -> bool:
-        return other is self.value and getattr(other, "_fit_token", None) is self.token
+        return (
+            other is self.value
+            and getattr(other, "_fit_token", None) is self.token
+            and not self._changed()
+        )
 
     def __repr__(self) -> str:
-        refitted = getattr(self.value, "_fit_token", None) is not self.token
-        return f"{self.value!r}{' (refitted since)' if refitted else ''}"
+        notes = []
+        if getattr(self.value, "_fit_token", None) is not self.token:
+            notes.append("refitted since")
+        changed = self._changed()
+        if changed:
+            now = ", ".join(f"{name}={value!r}" for name, value in sorted(changed.items()))
+            notes.append(f"set in place since: now {now}")
+        return self.text + (f" ({'; '.join(notes)})" if notes else "")
 
 
 def check_calibration_settings(

@@ -41,8 +41,6 @@ from uqconform.scores.classification import ClassificationScore, get_classificat
 __all__ = ["CrossConformalClassifier", "check_fold_labels", "fold_probabilities"]
 
 _EVERY_CLASS = "sets holding every class"
-# Cells of the (rows x folds x classes) score arrays built at once.
-_BATCH_CELLS = 2_000_000
 
 
 def check_fold_labels(y: ArrayLike, n: int) -> tuple[NDArray, NDArray]:
@@ -97,7 +95,8 @@ class CrossConformalClassifier(ClassifierMixin, CrossFitWrapper):
         Miscoverage level(s) in (0, 1); each prediction call may override it.
     conformity_score : {"lac", "aps", "raps", "saps", "topk"} or ClassificationScore, \
 default="lac"
-        As in `SplitConformalClassifier`.
+        As in `SplitConformalClassifier`; top-k sets no longer share one size, since each
+        fold's model ranks the labels its own way.
     randomized : bool, default=True
         Randomise APS/RAPS/SAPS with one uniform draw per row, shared by the fold models
         (as in the split classifier).
@@ -273,16 +272,14 @@ default="lac"
         score = self._score_object()
         by_fold = self._fold_sorted_scores()
         counts = np.empty((n, self.classes_.size), dtype=np.intp)
-        step = self.batch_size or max(1, _BATCH_CELLS // (folds * self.classes_.size))
-        for start in range(0, n, step):  # a loop over batches of rows, for bounded memory
-            stop = min(start + step, n)
-            proba = self._fold_outputs(slice_rows(X, start, stop))  # (rows, K, classes)
-            draws = None if u is None else u[start:stop]
-            total = np.zeros((stop - start, self.classes_.size), dtype=np.intp)
+        for rows in self._row_batches(n, folds * self.classes_.size):
+            proba = self._fold_outputs(slice_rows(X, rows.start, rows.stop))  # (b, K, classes)
+            draws = None if u is None else u[rows]
+            total = np.zeros((proba.shape[0], self.classes_.size), dtype=np.intp)
             for k, scores in enumerate(by_fold):  # a loop over folds
                 test = np.asarray(score.set_scores(proba[:, k], draws), dtype=float)
                 total += scores.size - np.searchsorted(scores, test, side="left")
-            counts[start:stop] = total
+            counts[rows] = total
         return counts
 
     def predict_pvalue(self, X: Any) -> NDArray:
@@ -291,7 +288,9 @@ default="lac"
 
         ``predict_set(X, alpha)`` holds exactly the classes whose p-value exceeds
         ``alpha`` (for randomised scores with an int ``random_state``: the same draws for
-        the same rows in the same order).
+        the same rows in the same order), but for levels within the rank tolerance of
+        `uqconform.quantiles.conformal_rank` below a multiple of ``1 / (n + 1)``, which
+        the sets read as that multiple (``alpha = 0.1 - 1e-11`` as 0.1).
 
         Parameters
         ----------
@@ -343,8 +342,13 @@ default="lac"
         ndarray of shape (n_samples, n_classes)
         """
         self._check_fitted("predict_proba")
-        proba = self._fold_outputs(self._validate_X(X, reset=False))
-        return np.einsum("nkc,k->nc", proba, self._model_shares())
+        X = row_sliceable(self._validate_X(X, reset=False))
+        n, shares = n_rows(X), self._model_shares()
+        out = np.empty((n, self.classes_.size))
+        for rows in self._row_batches(n, shares.size * self.classes_.size):
+            proba = self._fold_outputs(slice_rows(X, rows.start, rows.stop))
+            out[rows] = np.einsum("nkc,k->nc", proba, shares)
+        return out
 
     def predict(self, X: Any) -> NDArray:
         """The most probable class under `predict_proba`.

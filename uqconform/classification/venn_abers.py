@@ -29,7 +29,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.utils.validation import check_is_fitted
 
 from uqconform._cross import CrossFitWrapper
-from uqconform._rows import n_rows
+from uqconform._rows import n_rows, row_sliceable, slice_rows
 from uqconform._validation import (
     check_class_labels,
     class_probabilities,
@@ -479,9 +479,16 @@ class CrossVennAbersCalibrator(ClassifierMixin, CrossFitWrapper):
         ndarray of shape (n_samples, n_classes)
         """
         self._check_fitted("predict_proba")
-        proba = self._fold_outputs(self._validate_X(X, reset=False))  # (n, K, classes)
-        pairs = [_class_pairs(tables, proba[:, k]) for k, tables in enumerate(self._fold_tables)]
-        return _merged_probabilities(np.stack(pairs, axis=2))  # (n, classes, K, 2)
+        X = row_sliceable(self._validate_X(X, reset=False))
+        n, folds = n_rows(X), len(self._fold_tables)
+        out = np.empty((n, self.classes_.size))
+        for rows in self._row_batches(n, 2 * folds * self.classes_.size):
+            proba = self._fold_outputs(slice_rows(X, rows.start, rows.stop))  # (b, K, classes)
+            pairs = [
+                _class_pairs(tables, proba[:, k]) for k, tables in enumerate(self._fold_tables)
+            ]
+            out[rows] = _merged_probabilities(np.stack(pairs, axis=2))  # (b, classes, K, 2)
+        return out
 
     def predict(self, X: Any) -> NDArray:
         """The class with the largest merged probability.

@@ -31,6 +31,8 @@ __all__ = [
 
 # Cells (rows x classes) per block when calibration scores are computed block by block.
 _LABEL_SCORE_CELLS = 2**20
+# Cumulative masses this close to 1 are the whole mass (see APSScore._cumulative).
+_WHOLE_MASS_TOLERANCE = 1e-12
 
 
 class ClassificationScore(ABC):
@@ -112,8 +114,16 @@ class LACScore(ClassificationScore):
         return 1.0 - np.take_along_axis(proba, labels[:, None], axis=1)[:, 0]
 
 
+def _descending_order(proba: NDArray) -> NDArray:
+    """Labels from most to least probable; tied labels in column order. Any fixed rule
+    keeps exchangeability, but it must be the same on every machine: numpy's default
+    sort orders ties by CPU (its SIMD sorts), which changed RAPS, SAPS and top-k scores
+    of tied labels, and so the sets of a fixed seed, from one machine to another."""
+    return np.argsort(-proba, axis=1, kind="stable")
+
+
 def _sorted_descending(proba: NDArray) -> tuple[NDArray, NDArray]:
-    order = np.argsort(-proba, axis=1)  # ties: any fixed rule keeps exchangeability
+    order = _descending_order(proba)
     return order, np.take_along_axis(proba, order, axis=1)
 
 
@@ -153,6 +163,11 @@ class APSScore(ClassificationScore):
         """Mass ranked above each label, plus the fraction ``own`` of its own, plus penalty."""
         order, ranked = _sorted_descending(proba)
         total = np.cumsum(ranked, axis=1)
+        # The whole mass is 1 up to rounding, which differs from row to row: labels of
+        # probability 0 (and the last label) would tie with each other's scores in exact
+        # arithmetic but not in floating point, and whether a calibration score counted
+        # against a test score would be decided by the last digit.
+        total[np.abs(total - 1.0) <= _WHOLE_MASS_TOLERANCE] = 1.0
         if not (np.isscalar(own) and own == 1.0):
             total -= ranked * (1.0 - own)
         total += self._penalty(proba.shape[1])
@@ -225,7 +240,7 @@ class SAPSScore(ClassificationScore):
         self.randomized = randomized
 
     def scores(self, proba, u=None):
-        order = np.argsort(-proba, axis=1)  # ties: any fixed rule keeps exchangeability
+        order = _descending_order(proba)
         ranks = np.empty_like(order)
         np.put_along_axis(ranks, order, np.arange(1, proba.shape[1] + 1)[None, :], axis=1)
         top = proba.max(axis=1, keepdims=True)
@@ -246,7 +261,7 @@ class TopKScore(ClassificationScore):
     """
 
     def scores(self, proba, u=None):
-        order = np.argsort(-proba, axis=1)  # ties: any fixed rule keeps exchangeability
+        order = _descending_order(proba)
         ranks = np.broadcast_to(np.arange(1.0, proba.shape[1] + 1), proba.shape)
         return _unsort(np.ascontiguousarray(ranks), order)
 

@@ -355,7 +355,8 @@ def _cross_venn_abers(ctx, mapie) -> tuple[list[dict[str, Any]], list[str], list
         headlines.append(
             headline(
                 "MAPIE's CVAP against ours on the same folds (binary), largest |difference| "
-                "per model",
+                "per model (with a Pipeline MAPIE fits the preprocessing once on all rows, "
+                "not per fold)",
                 ", ".join(f"{model} {value:.1e}" for model, value in largest.items()),
             )
         )
