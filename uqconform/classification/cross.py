@@ -82,7 +82,8 @@ class CrossConformalClassifier(ClassifierMixin, CrossFitWrapper):
     symmetrically in its rows): coverage at least ``1 - 2 alpha`` for jackknife+
     (``cv=LeaveOneOut()``) and at least ``1 - 2 alpha - min(2 (1 - 1/K) / (n/K + 1),
     (1 - K/n) / (K + 1))`` for CV+ with ``K`` equal folds. That is a worst-case floor: in
-    practice coverage is close to ``1 - alpha``. There is no class-conditional or
+    practice coverage is at or above ``1 - alpha``, and flexible models on small data
+    over-cover. There is no class-conditional or
     group-conditional variant: use `SplitConformalClassifier` for those.
 
     Parameters
