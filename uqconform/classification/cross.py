@@ -14,6 +14,7 @@ label's cross-conformal p-value exceeds ``alpha``.
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from typing import Any
 
 import numpy as np
@@ -29,42 +30,97 @@ from uqconform._validation import (
     missing_proba_error,
     model_classes,
 )
-from uqconform.classification.split import encode_labels
+from uqconform.classification.split import ClassificationScoreMixin, encode_labels
 from uqconform.quantiles import (
     _warn_too_few,
     check_call_alpha,
     check_miscoverage,
     conformal_rank,
 )
-from uqconform.scores.classification import ClassificationScore, get_classification_score
+from uqconform.scores.classification import ClassificationScore
 
-__all__ = ["CrossConformalClassifier", "check_fold_labels", "fold_probabilities"]
+__all__ = ["CrossConformalClassifier", "CrossFitClassifier"]
 
 _EVERY_CLASS = "sets holding every class"
 
 
-def check_fold_labels(y: ArrayLike, n: int) -> tuple[NDArray, NDArray]:
-    """The labels of the ``n`` training rows and the classes among them (at least two)."""
-    labels = check_class_labels(y, n)
-    classes = np.unique(labels)
-    if classes.size < 2:
-        raise ValueError(f"`y` holds one class ({classes.tolist()}): at least two are needed.")
-    return labels, classes
+class CrossFitClassifier(ClassifierMixin, CrossFitWrapper):
+    """Base class of the cross-fitted classifiers (not used directly): the classes are
+    the labels of ``y`` in ``fit``, each fold model's probabilities are read in their
+    columns, and ``predict`` is the most probable class of `predict_proba`."""
+
+    #: What the probabilities are needed for (in the error for a model without them).
+    _needs_probabilities_for: str = "conformal sets need class probabilities"
+
+    def _default_estimator(self) -> BaseEstimator:
+        return LogisticRegression()
+
+    def _validate_params(self) -> None:
+        super()._validate_params()
+        model = self._estimator_or_default()
+        if not hasattr(model, "predict_proba"):
+            raise missing_proba_error(model, "`estimator`", self._needs_probabilities_for)
+
+    def _check_target(self, y: ArrayLike, n: int, *, calibrating: bool) -> NDArray:
+        labels = check_class_labels(y, n)
+        classes = np.unique(labels)
+        if classes.size < 2:
+            raise ValueError(f"`y` holds one class ({classes.tolist()}): at least two are needed.")
+        self.classes_ = classes
+        return labels
+
+    def _model_output(self, model: Any, X: Any) -> NDArray:
+        """A fold model's probabilities in the columns of ``classes_`` (0 for the classes
+        the model never saw: a class whose rows all fell in its fold)."""
+        seen = model_classes(model)
+        proba = class_probabilities(model, X, seen.size)
+        if np.array_equal(seen, self.classes_):
+            return proba
+        full = np.zeros((proba.shape[0], self.classes_.size))
+        full[:, encode_labels(seen, self.classes_, "the classes of a fold model")] = proba
+        return full
+
+    @abstractmethod
+    def _combine(self, proba: NDArray) -> NDArray:
+        """One probability per class ``(b, n_classes)`` from the fold models'
+        ``(b, K, n_classes)``."""
+
+    def predict_proba(self, X: Any) -> NDArray:
+        """Class probabilities combined over the fold models (see the class description).
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes)
+            Columns in the order of ``classes_``.
+        """
+        self._check_fitted("predict_proba")
+        X = row_sliceable(self._validate_X(X, reset=False))
+        n = n_rows(X)
+        out = np.empty((n, self.classes_.size))
+        for rows in self._row_batches(n, 2 * len(self.estimators_) * self.classes_.size):
+            out[rows] = self._combine(self._fold_outputs(slice_rows(X, rows.start, rows.stop)))
+        return out
+
+    def predict(self, X: Any) -> NDArray:
+        """The most probable class under `predict_proba`.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+        """
+        proba = self.predict_proba(X)
+        return self.classes_[np.argmax(proba, axis=1)]
 
 
-def fold_probabilities(model: Any, X: Any, classes: NDArray) -> NDArray:
-    """A fold model's probabilities in the columns of ``classes`` (0 for the classes the
-    model never saw: a rare class absent from its training rows)."""
-    seen = model_classes(model)
-    proba = class_probabilities(model, X, seen.size)
-    if np.array_equal(seen, classes):
-        return proba
-    full = np.zeros((proba.shape[0], classes.size))
-    full[:, encode_labels(seen, classes, "the classes of a fold model")] = proba
-    return full
-
-
-class CrossConformalClassifier(ClassifierMixin, CrossFitWrapper):
+class CrossConformalClassifier(ClassificationScoreMixin, CrossFitClassifier):
     """Prediction sets from models trained without one fold each: CV+ and jackknife+.
 
     Every row trains all models but one and calibrates the one that did not see it, so no
@@ -83,8 +139,9 @@ class CrossConformalClassifier(ClassifierMixin, CrossFitWrapper):
     (``cv=LeaveOneOut()``) and at least ``1 - 2 alpha - min(2 (1 - 1/K) / (n/K + 1),
     (1 - K/n) / (K + 1))`` for CV+ with ``K`` equal folds. That is a worst-case floor: in
     practice coverage is at or above ``1 - alpha``, and flexible models on small data
-    over-cover. There is no class-conditional or
-    group-conditional variant: use `SplitConformalClassifier` for those.
+    over-cover. There is no class-conditional or group-conditional variant: use
+    `SplitConformalClassifier` for those. `predict_proba` is the fold models' mean
+    probability, each weighted by its fold's share of the rows.
 
     Parameters
     ----------
@@ -203,35 +260,12 @@ default="lac"
         self.random_state = random_state
         self.verbose = verbose
 
-    def _default_estimator(self) -> BaseEstimator:
-        return LogisticRegression()
-
-    def _score_object(self) -> ClassificationScore:
-        return get_classification_score(
-            self.conformity_score,
-            randomized=self.randomized,
-            k_reg=self.k_reg,
-            lambda_reg=self.lambda_reg,
-            saps_weight=self.saps_weight,
-        )
-
     def _validate_params(self) -> None:
         super()._validate_params()
         check_miscoverage(self.alpha, "alpha")
         self._score_object()
-        model = self._estimator_or_default()
-        if not hasattr(model, "predict_proba"):
-            why = "conformal sets need class probabilities"
-            raise missing_proba_error(model, "`estimator`", why)
-
-    def _check_target(self, y: ArrayLike, n: int, *, calibrating: bool) -> NDArray:
-        labels, self.classes_ = check_fold_labels(y, n)
-        return labels
 
     # ---- fit: out-of-fold scores ---------------------------------------------------------
-    def _model_output(self, model: Any, X: Any) -> NDArray:
-        return fold_probabilities(model, X, self.classes_)
-
     def _uniforms(self, stream: int, X: Any, n: int) -> NDArray | None:
         """One uniform per row for randomised scores (stream 0: training rows, 1: test)."""
         if not self._score_object().randomized:
@@ -330,37 +364,6 @@ default="lac"
         sets = (1 + counts)[..., None] > floor_rank
         return sets[..., 0] if np.ndim(value) == 0 else sets
 
-    def predict_proba(self, X: Any) -> NDArray:
-        """The fold models' mean probabilities, each weighted by its fold's share of the
-        rows.
-
-        Parameters
-        ----------
-        X : array-like or DataFrame of shape (n_samples, n_features)
-
-        Returns
-        -------
-        ndarray of shape (n_samples, n_classes)
-        """
-        self._check_fitted("predict_proba")
-        X = row_sliceable(self._validate_X(X, reset=False))
-        n, shares = n_rows(X), self._model_shares()
-        out = np.empty((n, self.classes_.size))
-        for rows in self._row_batches(n, shares.size * self.classes_.size):
-            proba = self._fold_outputs(slice_rows(X, rows.start, rows.stop))
-            out[rows] = np.einsum("nkc,k->nc", proba, shares)
-        return out
-
-    def predict(self, X: Any) -> NDArray:
-        """The most probable class under `predict_proba`.
-
-        Parameters
-        ----------
-        X : array-like or DataFrame of shape (n_samples, n_features)
-
-        Returns
-        -------
-        ndarray of shape (n_samples,)
-        """
-        proba = self.predict_proba(X)
-        return self.classes_[np.argmax(proba, axis=1)]
+    def _combine(self, proba: NDArray) -> NDArray:
+        """The fold models' mean, each weighted by its fold's share of the rows."""
+        return np.einsum("nkc,k->nc", proba, self._model_shares())

@@ -22,7 +22,7 @@ from uqconform._validation import (
 from uqconform.base import ConformalPredictor, sets_within_thresholds
 from uqconform.scores.classification import ClassificationScore, get_classification_score
 
-__all__ = ["SplitConformalClassifier", "encode_labels"]
+__all__ = ["ClassificationScoreMixin", "SplitConformalClassifier", "encode_labels"]
 
 
 def encode_labels(y: NDArray, classes: NDArray, name: str = "y") -> NDArray:
@@ -67,7 +67,28 @@ def _estimator_has(name: str):
     return check
 
 
-class SplitConformalClassifier(ClassifierMixin, ConformalPredictor):
+class ClassificationScoreMixin:
+    """The score object of a wrapper's ``conformity_score``, ``randomized``, ``k_reg``,
+    ``lambda_reg`` and ``saps_weight`` parameters (the split and cross-conformal
+    classifiers)."""
+
+    conformity_score: str | ClassificationScore
+    randomized: bool
+    k_reg: int
+    lambda_reg: float
+    saps_weight: float
+
+    def _score_object(self) -> ClassificationScore:
+        return get_classification_score(
+            self.conformity_score,
+            randomized=self.randomized,
+            k_reg=self.k_reg,
+            lambda_reg=self.lambda_reg,
+            saps_weight=self.saps_weight,
+        )
+
+
+class SplitConformalClassifier(ClassificationScoreMixin, ClassifierMixin, ConformalPredictor):
     """Split conformal prediction sets around any scikit-learn classifier.
 
     The sets contain the true label with probability at least ``1 - alpha`` (marginally;
@@ -190,15 +211,6 @@ default="lac"
 
     def _default_estimator(self) -> BaseEstimator:
         return LogisticRegression()
-
-    def _score_object(self) -> ClassificationScore:
-        return get_classification_score(
-            self.conformity_score,
-            randomized=self.randomized,
-            k_reg=self.k_reg,
-            lambda_reg=self.lambda_reg,
-            saps_weight=self.saps_weight,
-        )
 
     def _validate_params(self) -> None:
         super()._validate_params()

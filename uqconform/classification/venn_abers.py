@@ -28,8 +28,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.linear_model import LogisticRegression
 from sklearn.utils.validation import check_is_fitted
 
-from uqconform._cross import CrossFitWrapper
-from uqconform._rows import n_rows, row_sliceable, slice_rows
+from uqconform._rows import n_rows
 from uqconform._validation import (
     check_class_labels,
     class_probabilities,
@@ -38,7 +37,7 @@ from uqconform._validation import (
 )
 from uqconform._warnings import warn_user
 from uqconform.base import ModelWrapper, keeps_state_on_error, warn_if_training_rows
-from uqconform.classification.cross import check_fold_labels, fold_probabilities
+from uqconform.classification.cross import CrossFitClassifier
 from uqconform.classification.split import encode_labels
 
 if TYPE_CHECKING:
@@ -347,7 +346,7 @@ class VennAbersCalibrator(ClassifierMixin, ModelWrapper):
         return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
 
 
-class CrossVennAbersCalibrator(ClassifierMixin, CrossFitWrapper):
+class CrossVennAbersCalibrator(CrossFitClassifier):
     """Class probabilities by cross Venn-Abers prediction (CVAP): every row both trains
     and calibrates.
 
@@ -414,6 +413,7 @@ class CrossVennAbersCalibrator(ClassifierMixin, CrossFitWrapper):
 
     _calibrated_attribute = "_fold_tables"
     _split_alternative = "VennAbersCalibrator"
+    _needs_probabilities_for = "Venn-Abers needs class scores"
 
     def __init__(
         self,
@@ -428,22 +428,6 @@ class CrossVennAbersCalibrator(ClassifierMixin, CrossFitWrapper):
         self.n_jobs = n_jobs
         self.random_state = random_state
         self.verbose = verbose
-
-    def _default_estimator(self) -> BaseEstimator:
-        return LogisticRegression()
-
-    def _validate_params(self) -> None:
-        super()._validate_params()
-        model = self._estimator_or_default()
-        if not hasattr(model, "predict_proba"):
-            raise missing_proba_error(model, "`estimator`", "Venn-Abers needs class scores")
-
-    def _check_target(self, y: ArrayLike, n: int, *, calibrating: bool) -> NDArray:
-        labels, self.classes_ = check_fold_labels(y, n)
-        return labels
-
-    def _model_output(self, model: Any, X: Any) -> NDArray:
-        return fold_probabilities(model, X, self.classes_)
 
     def _store_scores(self, y: NDArray, outputs: NDArray, scored: NDArray, X: Any) -> None:
         index = encode_labels(y, self.classes_)
@@ -466,41 +450,8 @@ class CrossVennAbersCalibrator(ClassifierMixin, CrossFitWrapper):
             for k in range(len(self.estimators_))
         ]
 
-    def predict_proba(self, X: Any) -> NDArray:
-        """Merged probabilities ``GM(p1) / (GM(1 - p0) + GM(p1))`` over the folds'
-        pairs, shape ``(n_samples, n_classes)``; with more than two classes rescaled to
-        sum to one.
-
-        Parameters
-        ----------
-        X : array-like or DataFrame of shape (n_samples, n_features)
-
-        Returns
-        -------
-        ndarray of shape (n_samples, n_classes)
-        """
-        self._check_fitted("predict_proba")
-        X = row_sliceable(self._validate_X(X, reset=False))
-        n, folds = n_rows(X), len(self._fold_tables)
-        out = np.empty((n, self.classes_.size))
-        for rows in self._row_batches(n, 2 * folds * self.classes_.size):
-            proba = self._fold_outputs(slice_rows(X, rows.start, rows.stop))  # (b, K, classes)
-            pairs = [
-                _class_pairs(tables, proba[:, k]) for k, tables in enumerate(self._fold_tables)
-            ]
-            out[rows] = _merged_probabilities(np.stack(pairs, axis=2))  # (b, classes, K, 2)
-        return out
-
-    def predict(self, X: Any) -> NDArray:
-        """The class with the largest merged probability.
-
-        Parameters
-        ----------
-        X : array-like or DataFrame of shape (n_samples, n_features)
-
-        Returns
-        -------
-        ndarray of shape (n_samples,)
-        """
-        proba = self.predict_proba(X)
-        return self.classes_[np.argmax(proba, axis=1)]
+    def _combine(self, proba: NDArray) -> NDArray:
+        """Each fold's pairs, merged as ``GM(p1) / (GM(1 - p0) + GM(p1))`` (rescaled to sum
+        to one with more than two classes)."""
+        pairs = [_class_pairs(tables, proba[:, k]) for k, tables in enumerate(self._fold_tables)]
+        return _merged_probabilities(np.stack(pairs, axis=2))  # (b, classes, K, 2)
