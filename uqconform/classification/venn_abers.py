@@ -155,6 +155,10 @@ def _scores_without_nan(values: ArrayLike, name: str) -> NDArray:
     return array
 
 
+# Relative distance within which a score is taken to equal a calibration score.
+_TIE_TOLERANCE = 1e-12
+
+
 class _Table:
     """The pair for every position among one calibration set's sorted scores."""
 
@@ -166,11 +170,27 @@ class _Table:
         self.gap1, self.tie1 = _added_point_values(counts, sums, 1)
 
     def bounds(self, scores: NDArray) -> tuple[NDArray, NDArray]:
-        position = np.searchsorted(self.values, scores, side="left")
-        inside = np.minimum(position, self.values.size - 1)
-        tie = (position < self.values.size) & (self.values[inside] == scores)
-        p0 = np.where(tie, self.tie0[inside], self.gap0[position])
-        p1 = np.where(tie, self.tie1[inside], self.gap1[position])
+        """The pair of each score: the tie values where it equals a calibration score
+        (to a relative 1e-12: the same row's probability computed in another batch can
+        differ in its last digits, and would otherwise jump between a tie and a gap),
+        the gap values where it falls between two."""
+        values, last = self.values, self.values.size - 1
+        position = np.searchsorted(values, scores, side="left")
+        above, below = np.minimum(position, last), np.maximum(position - 1, 0)
+
+        def equal(value: NDArray) -> NDArray:
+            finite = np.isfinite(value) & np.isfinite(scores)
+            with np.errstate(invalid="ignore", over="ignore"):  # infinite scores
+                gap = np.abs(value - scores)
+                close = gap <= _TIE_TOLERANCE * np.maximum(np.abs(value), np.abs(scores))
+            return (value == scores) | (finite & close)
+
+        tie_above = (position <= last) & equal(values[above])
+        tie_below = (position >= 1) & equal(values[below]) & ~tie_above
+        at = np.where(tie_below, below, above)
+        tie = tie_above | tie_below
+        p0 = np.where(tie, self.tie0[at], self.gap0[position])
+        p1 = np.where(tie, self.tie1[at], self.gap1[position])
         return p0, p1
 
 
