@@ -155,8 +155,11 @@ def _scores_without_nan(values: ArrayLike, name: str) -> NDArray:
     return array
 
 
-# Relative distance within which a score is taken to equal a calibration score.
-_TIE_TOLERANCE = 1e-12
+# Relative distance within which a score is taken to equal a calibration score: a few
+# units in the last place (the noise of a matrix product computed in other blocks), far
+# below the gaps between distinct probabilities a model gives (1e-13 near 1 for naive
+# Bayes, which a tolerance of 1e-12 merged).
+_TIE_TOLERANCE = 16 * np.finfo(float).eps
 
 
 class _Table:
@@ -171,9 +174,9 @@ class _Table:
 
     def bounds(self, scores: NDArray) -> tuple[NDArray, NDArray]:
         """The pair of each score: the tie values where it equals a calibration score
-        (to a relative 1e-12: the same row's probability computed in another batch can
-        differ in its last digits, and would otherwise jump between a tie and a gap),
-        the gap values where it falls between two."""
+        (to 16 units in the last place: the same row's probability computed in another
+        batch can differ in its last digits, and would otherwise jump between a tie and
+        a gap), the gap values where it falls between two."""
         values, last = self.values, self.values.size - 1
         position = np.searchsorted(values, scores, side="left")
         above, below = np.minimum(position, last), np.maximum(position - 1, 0)
