@@ -38,7 +38,8 @@ if TYPE_CHECKING:
 
 __all__ = ["CrossFitWrapper"]
 
-# Cells of the per-batch (rows x models x columns) arrays of a prediction built at once.
+# Cells of the per-batch arrays of a prediction built at once (rows x models x classes,
+# or rows x calibration rows for the CV+ interval ends).
 _BATCH_CELLS = 2_000_000
 
 

@@ -174,27 +174,33 @@ class _Table:
 
     def bounds(self, scores: NDArray) -> tuple[NDArray, NDArray]:
         """The pair of each score: the tie values where it equals a calibration score
-        (to 16 units in the last place: the same row's probability computed in another
-        batch can differ in its last digits, and would otherwise jump between a tie and
-        a gap), the gap values where it falls between two."""
-        values, last = self.values, self.values.size - 1
-        position = np.searchsorted(values, scores, side="left")
-        above, below = np.minimum(position, last), np.maximum(position - 1, 0)
-
-        def equal(value: NDArray) -> NDArray:
-            finite = np.isfinite(value) & np.isfinite(scores)
-            with np.errstate(invalid="ignore", over="ignore"):  # infinite scores
-                gap = np.abs(value - scores)
-                close = gap <= _TIE_TOLERANCE * np.maximum(np.abs(value), np.abs(scores))
-            return (value == scores) | (finite & close)
-
-        tie_above = (position <= last) & equal(values[above])
-        tie_below = (position >= 1) & equal(values[below]) & ~tie_above
-        at = np.where(tie_below, below, above)
-        tie = tie_above | tie_below
+        (see `calibration_ties`), the gap values where it falls between two."""
+        position, at, tie = calibration_ties(self.values, scores)
         p0 = np.where(tie, self.tie0[at], self.gap0[position])
         p1 = np.where(tie, self.tie1[at], self.gap1[position])
         return p0, p1
+
+
+def calibration_ties(values: NDArray, scores: NDArray) -> tuple[NDArray, NDArray, NDArray]:
+    """Where each score falls among the sorted distinct calibration ``values``: its gap
+    (``searchsorted`` position), the value it ties (index, where it ties) and whether it
+    ties one. A score within 16 units in the last place of a value ties it: the same
+    row's probability computed in another batch can differ in its last digits, and
+    would otherwise jump between a tie and a gap."""
+    last = values.size - 1
+    position = np.searchsorted(values, scores, side="left")
+    above, below = np.minimum(position, last), np.maximum(position - 1, 0)
+
+    def equal(value: NDArray) -> NDArray:
+        finite = np.isfinite(value) & np.isfinite(scores)
+        with np.errstate(invalid="ignore", over="ignore"):  # infinite scores
+            gap = np.abs(value - scores)
+            close = gap <= _TIE_TOLERANCE * np.maximum(np.abs(value), np.abs(scores))
+        return (value == scores) | (finite & close)
+
+    tie_above = (position <= last) & equal(values[above])
+    tie_below = (position >= 1) & equal(values[below]) & ~tie_above
+    return position, np.where(tie_below, below, above), tie_above | tie_below
 
 
 def _class_tables(proba: NDArray, index: NDArray) -> list[_Table]:

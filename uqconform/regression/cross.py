@@ -46,8 +46,6 @@ __all__ = ["CrossConformalRegressor", "JackknifeAfterBootstrapRegressor"]
 _METHODS = ("plus", "minmax")
 _NON_FINITE = "the fold models predicted NaN or infinite values"
 _INFINITE = "an infinite interval"
-# Cells of the (rows x calibration rows) matrices of `method="plus"` built at once.
-_BATCH_CELLS = 2_000_000
 
 
 class CrossConformalRegressor(RegressorMixin, CrossFitWrapper):
@@ -231,9 +229,7 @@ class CrossConformalRegressor(RegressorMixin, CrossFitWrapper):
 
     def _centre_batches(self, predictions: NDArray) -> Iterator[tuple[slice, NDArray]]:
         """Batches of test rows and their ``(b, n)`` centres, for bounded memory."""
-        step = self.batch_size or max(1, _BATCH_CELLS // self.n_calibration_)
-        for start in range(0, predictions.shape[0], step):  # a loop over batches of rows
-            rows = slice(start, start + step)
+        for rows in self._row_batches(predictions.shape[0], self.n_calibration_):
             yield rows, self._centres(predictions[rows])
 
     def _extreme_centres(self, predictions: NDArray) -> tuple[NDArray, NDArray]:

@@ -332,7 +332,7 @@ def run(ctx) -> FamilyResult:
         return _run(ctx)
 
 
-def _load(ctx, datasets, notes, classification: bool) -> list[tuple]:
+def _load(datasets, notes, classification: bool) -> list[tuple]:
     loaded = []
     for name, n_train in datasets:
         try:
@@ -371,7 +371,7 @@ def _run(ctx) -> FamilyResult:
     )  # fmt: skip
     resplits = ctx.pick(1, 10, 50)
     records: dict[tuple[str, str, str], dict[str, Any]] = defaultdict(lambda: defaultdict(list))
-    loaded = _load(ctx, datasets, notes, classification=False)
+    loaded = _load(datasets, notes, classification=False)
     _resplit(ctx, loaded, resplits, 1, _one_split, mapie, records, "cross regression")
     rows = _rows(records)
     notes.append(
@@ -393,7 +393,7 @@ def _run(ctx) -> FamilyResult:
     class_records: dict[tuple[str, str, str], dict[str, Any]] = defaultdict(
         lambda: defaultdict(list)
     )
-    loaded = _load(ctx, class_sets, notes, classification=True)
+    loaded = _load(class_sets, notes, classification=True)
     _resplit(
         ctx, loaded, resplits, 2, _one_classification_split, mapie_classification,
         class_records, "cross classification",
