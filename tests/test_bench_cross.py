@@ -24,13 +24,15 @@ def test_cross_family_smoke(tmp_path):
     sets = family["tables"]["Cross-conformal classification"]
     by = {(r["model"], r["method"]): r for r in sets}
     for model in ("logistic", "hist-gradient-boosting"):
-        for score in ("lac", "aps"):
+        for score in ("lac", "aps", "lac class-cond"):
             cross = by[model, f"cv+ {score}"]
             assert 0 < cross["set_size"] <= 3  # wine has three classes (LAC sets can be empty)
             assert cross["n_cal"] == 2 * by[model, f"split-50 {score}"]["n_cal"]
+            assert 0 <= cross["worst_class_coverage"] <= cross["coverage"]
         if (model, "mapie-cv+ lac") in by:  # the same folds and model: their sets in ours
             assert by[model, "mapie-cv+ lac"]["sets_inside_uqconform"]
     claims = [line["claim"] for line in family["headlines"]]
     assert any(claim.startswith("CV+ width / the narrower split CP") for claim in claims)
     assert any(claim.startswith("CV+ LAC set size / the smaller split CP") for claim in claims)
+    assert any(claim.startswith("coverage of the least-covered class") for claim in claims)
     assert "cross" in resolve_suite("quick")[0]

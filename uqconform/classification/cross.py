@@ -25,17 +25,21 @@ from sklearn.linear_model import LogisticRegression
 from uqconform._cross import CrossFitWrapper
 from uqconform._rows import n_rows, row_sliceable, slice_rows
 from uqconform._validation import (
+    check_bool,
     check_class_labels,
     class_probabilities,
     missing_proba_error,
     model_classes,
 )
+from uqconform._warnings import warn_user
 from uqconform.classification.split import ClassificationScoreMixin, encode_labels
 from uqconform.quantiles import (
     _warn_too_few,
     check_call_alpha,
     check_miscoverage,
     conformal_rank,
+    levels_text,
+    minimum_scores,
 )
 from uqconform.scores.classification import ClassificationScore
 
@@ -139,9 +143,17 @@ class CrossConformalClassifier(ClassificationScoreMixin, CrossFitClassifier):
     (``cv=LeaveOneOut()``) and at least ``1 - 2 alpha - min(2 (1 - 1/K) / (n/K + 1),
     (1 - K/n) / (K + 1))`` for CV+ with ``K`` equal folds. That is a worst-case floor: in
     practice coverage is at or above ``1 - alpha``, and flexible models on small data
-    over-cover. There is no class-conditional or group-conditional variant: use
-    `SplitConformalClassifier` for those. `predict_proba` is the fold models' mean
-    probability, each weighted by its fold's share of the rows.
+    over-cover. `predict_proba` is the fold models' mean probability, each weighted by
+    its fold's share of the rows.
+
+    With ``class_conditional=True`` (Mondrian), label ``y``'s p-value counts only the
+    ``n_y`` training rows of class ``y``: ``(1 + #{i : y_i = y, s_i >= s_{k(i)}(x, y)}) /
+    (n_y + 1)``. Barber et al.'s argument, applied to the rows of one class, then gives
+    jackknife+ coverage at least ``1 - 2 alpha`` within every class. For CV+ no
+    class-wise floor is proved here (the folds split a class unevenly); the tests check
+    each class's coverage over resplits against the marginal floor with ``n_y`` rows in
+    place of ``n``. A class with too few rows for a level is in every set, with a
+    warning. There is no group-conditional variant: use `SplitConformalClassifier`.
 
     Parameters
     ----------
@@ -164,6 +176,9 @@ default="lac"
         RAPS: penalty per rank beyond ``k_reg``.
     saps_weight : float, default=0.3
         SAPS: cost of each rank beyond the first.
+    class_conditional : bool, default=False
+        Compare each label's score with the training rows of that class only (see
+        above): coverage within every class instead of on average over classes.
     cv : int or cross-validation splitter, default=5
         An int ``K >= 2``: ``KFold(K, shuffle=True)`` seeded by ``random_state`` (not
         stratified: folds that depend on the labels of the training rows, but not on the
@@ -193,6 +208,8 @@ default="lac"
         The fold of each training row (the model that did not see it).
     conformity_scores_ : ndarray of shape (n_samples,)
         Out-of-fold score of each training row's true label.
+    class_index_ : ndarray of int, shape (n_samples,)
+        Each training row's class, as its position in ``classes_``.
     n_calibration_ : int
         ``n``: every training row is a calibration row.
     n_features_in_ : int
@@ -203,7 +220,7 @@ default="lac"
     --------
     SplitConformalClassifier : one model and held-out calibration rows: the better choice
         when data is plentiful (its guarantee is ``1 - alpha`` exactly, it costs one fit,
-        and it offers class-conditional and group-conditional sets).
+        and it offers group-conditional sets).
     uqconform.regression.CrossConformalRegressor : CV+ and jackknife+ intervals.
 
     Examples
@@ -230,6 +247,7 @@ default="lac"
         "k_reg",
         "lambda_reg",
         "saps_weight",
+        "class_conditional",
     )
 
     def __init__(
@@ -241,6 +259,7 @@ default="lac"
         k_reg: int = 1,
         lambda_reg: float = 0.01,
         saps_weight: float = 0.3,
+        class_conditional: bool = False,
         cv: int | Any = 5,
         batch_size: int | None = None,
         n_jobs: int | None = None,
@@ -254,6 +273,7 @@ default="lac"
         self.k_reg = k_reg
         self.lambda_reg = lambda_reg
         self.saps_weight = saps_weight
+        self.class_conditional = class_conditional
         self.cv = cv
         self.batch_size = batch_size
         self.n_jobs = n_jobs
@@ -263,6 +283,7 @@ default="lac"
     def _validate_params(self) -> None:
         super()._validate_params()
         check_miscoverage(self.alpha, "alpha")
+        check_bool(self.class_conditional, "class_conditional")
         self._score_object()
 
     # ---- fit: out-of-fold scores ---------------------------------------------------------
@@ -276,6 +297,7 @@ default="lac"
         u = self._uniforms(0, X, n_rows(X))
         score = self._score_object()
         labels = encode_labels(y, self.classes_)
+        self.class_index_ = labels
         self.conformity_scores_ = np.asarray(
             score.label_scores(outputs, labels, None if u is None else u[scored]), dtype=float
         )
@@ -284,22 +306,62 @@ default="lac"
         levels = check_call_alpha(None, self.alpha)
         self._warn_if_too_few(levels)
 
+    # ---- strata: every row, or each class's rows -----------------------------------------
+    def _n_strata(self) -> int:
+        return self.classes_.size if self.class_conditional else 1
+
+    def _stratum_sizes(self) -> NDArray:
+        """The number of training rows each label is compared with: its class's rows with
+        ``class_conditional=True`` (one entry per class), else all ``n`` (one entry)."""
+        if self.class_conditional:
+            return np.bincount(self.class_index_, minlength=self.classes_.size)
+        return np.array([self.n_calibration_])
+
+    def _floor_ranks(self, levels: NDArray) -> NDArray:
+        """``floor(alpha (n_s + 1))`` of each stratum (rows) and level (columns)."""
+        return np.stack(
+            [
+                conformal_rank(int(size), levels, kind="conformity")
+                for size in self._stratum_sizes()
+            ]
+        )
+
     def _warn_if_too_few(self, levels: NDArray) -> None:
-        n = self.n_calibration_
-        short = conformal_rank(n, levels, kind="conformity") < 1  # floor((n + 1) alpha)
-        if short.any():
-            _warn_too_few(n, levels[short], _EVERY_CLASS)
+        short = self._floor_ranks(levels) < 1
+        if not short.any():
+            return
+        if not self.class_conditional:
+            _warn_too_few(self.n_calibration_, levels[short[0]], _EVERY_CLASS)
+            return
+        sizes = self._stratum_sizes()
+        classes = np.flatnonzero(short.any(axis=1))
+        named = ", ".join(
+            f"class {self.classes_[c].item()!r} ({sizes[c]} rows)" for c in classes[:3]
+        )
+        more = f" and {classes.size - 3} more" if classes.size > 3 else ""
+        warn_user(
+            f"Too few training rows for alpha={levels_text(levels[short.any(axis=0)])} in "
+            f"{named}{more}: with class_conditional=True a class needs at least "
+            f"{minimum_scores(levels.min())} rows, so that class is in every prediction set.",
+            UserWarning,
+        )
 
     # ---- prediction ----------------------------------------------------------------------
-    def _fold_sorted_scores(self) -> list[NDArray]:
-        """Each fold's out-of-fold scores, sorted."""
-        order = np.lexsort((self.conformity_scores_, self.fold_index_))
-        ends = np.cumsum(np.bincount(self.fold_index_, minlength=len(self.estimators_)))
-        return np.split(self.conformity_scores_[order], ends[:-1])
+    def _fold_sorted_scores(self) -> list[list[NDArray]]:
+        """Each fold's out-of-fold scores, sorted, split by stratum (each class's with
+        ``class_conditional=True``, else one array)."""
+        n_strata, folds = self._n_strata(), len(self.estimators_)
+        stratum = self.class_index_ if self.class_conditional else 0
+        key = self.fold_index_ * n_strata + stratum
+        order = np.lexsort((self.conformity_scores_, key))
+        ends = np.cumsum(np.bincount(key, minlength=folds * n_strata))
+        parts = np.split(self.conformity_scores_[order], ends[:-1])
+        return [parts[k * n_strata : (k + 1) * n_strata] for k in range(folds)]
 
     def _counts_at_least(self, X: Any, method: str) -> NDArray:
         """``(n_samples, n_classes)``: for each row and label, the number of training rows
-        whose score is at least the label's score under their fold's model."""
+        (of the label's class with ``class_conditional=True``) whose score is at least the
+        label's score under their fold's model."""
         self._check_fitted(method)
         X = row_sliceable(self._validate_X(X, reset=False))
         n, folds = n_rows(X), len(self.estimators_)
@@ -311,9 +373,13 @@ default="lac"
             proba = self._fold_outputs(slice_rows(X, rows.start, rows.stop))  # (b, K, classes)
             draws = None if u is None else u[rows]
             total = np.zeros((proba.shape[0], self.classes_.size), dtype=np.intp)
-            for k, scores in enumerate(by_fold):  # a loop over folds
+            for k, strata in enumerate(by_fold):  # a loop over folds
                 test = np.asarray(score.set_scores(proba[:, k], draws), dtype=float)
-                total += scores.size - np.searchsorted(scores, test, side="left")
+                if len(strata) == 1:
+                    total += strata[0].size - np.searchsorted(strata[0], test, side="left")
+                    continue
+                for c, scores in enumerate(strata):  # and over classes: Mondrian counts
+                    total[:, c] += scores.size - np.searchsorted(scores, test[:, c], side="left")
             counts[rows] = total
         return counts
 
@@ -337,7 +403,7 @@ default="lac"
             Columns in the order of ``classes_``.
         """
         counts = self._counts_at_least(X, "predict_pvalue")
-        return (1.0 + counts) / (self.n_calibration_ + 1.0)
+        return (1.0 + counts) / (self._stratum_sizes() + 1.0)
 
     def predict_set(self, X: Any, alpha: float | ArrayLike | None = None) -> NDArray:
         """Prediction sets as a boolean mask over ``classes_``.
@@ -359,9 +425,9 @@ default="lac"
         levels = check_call_alpha(alpha, self.alpha)
         counts = self._counts_at_least(X, "predict_set")
         self._warn_if_too_few(levels)
-        # p > alpha  <=>  1 + count > floor(alpha (n + 1)), counts being integers
-        floor_rank = conformal_rank(self.n_calibration_, levels, kind="conformity")
-        sets = (1 + counts)[..., None] > floor_rank
+        # p > alpha  <=>  1 + count > floor(alpha (n + 1)), counts being integers (n: the
+        # label's class's rows with class_conditional=True)
+        sets = (1 + counts)[..., None] > self._floor_ranks(levels)
         return sets[..., 0] if np.ndim(value) == 0 else sets
 
     def _combine(self, proba: NDArray) -> NDArray:
