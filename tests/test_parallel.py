@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 from joblib import delayed
@@ -233,3 +235,34 @@ def test_predictions_from_many_threads_equal_sequential_ones():
             threaded = list(pool.map(lambda job: job[0](job[1], job[2]), jobs))
             for one, other in zip(sequential, threaded, strict=True):
                 np.testing.assert_array_equal(one, other)
+
+
+def _warn_and_square(value: int) -> int:
+    warnings.warn(f"fit warning {value % 2}", UserWarning, stacklevel=1)
+    return value**2
+
+
+@pytest.mark.parametrize("n_jobs", [None, 2])
+def test_warnings_of_fits_reach_the_caller_whatever_the_process(n_jobs):
+    """A fit's warnings reach the caller's filters with two worker processes too (before,
+    the workers printed them, out of reach of ``pytest.warns`` and of filters): each
+    distinct one once from workers; in the caller's own process, as raised."""
+    jobs = (delayed(_warn_and_square)(i) for i in range(4))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        squares = run_fits(jobs, n_jobs=n_jobs, verbose=False, desc="squares", total=4)
+    assert squares == [0, 1, 4, 9]
+    messages = [str(w.message) for w in caught]
+    assert sorted(set(messages)) == ["fit warning 0", "fit warning 1"]
+    assert len(messages) == (4 if n_jobs is None else 2)
+    assert all(w.filename == __file__ for w in caught)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the caller's filter applies
+        with pytest.raises(UserWarning, match="fit warning"):
+            run_fits(
+                (delayed(_warn_and_square)(i) for i in range(4)),
+                n_jobs=n_jobs,
+                verbose=False,
+                desc="squares",
+                total=4,
+            )
