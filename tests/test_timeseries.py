@@ -1033,11 +1033,11 @@ def test_an_interrupted_online_batch_changes_nothing(fitted, monkeypatch):
     before = _online_state(model)
     original, calls = type(model)._interval_offsets, []
 
-    def interrupted(self, alphas):
+    def interrupted(self, alphas, *args, **kwargs):
         calls.append(1)
         if len(calls) == 8:
             raise KeyboardInterrupt
-        return original(self, alphas)
+        return original(self, alphas, *args, **kwargs)
 
     monkeypatch.setattr(type(model), "_interval_offsets", interrupted)
     with pytest.raises(KeyboardInterrupt):

@@ -154,7 +154,7 @@ def test_state_is_pickled_reset_by_fit_and_kept_when_a_call_is_refused():
 @pytest.mark.parametrize("gamma", [0, -0.1, 1.5, "0.1", True, np.nan])
 def test_bad_gamma_is_refused_naming_it(gamma):
     X, y = regime_shift(400)
-    with pytest.raises(ValueError, match="`aci_gamma` must be None or a step size"):
+    with pytest.raises(ValueError, match=r"`aci_gamma` must be None, a step size in \(0, 1\]"):
         EnbPI(LinearRegression(), n_bootstrap=8, aci_gamma=gamma).fit(X, y)
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numbers
 from abc import ABCMeta, abstractmethod
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, cast, overload
 
 import numpy as np
@@ -325,6 +326,23 @@ def full_conformal_window(
     return float(starts[kept].min()), float(ends[kept].max())
 
 
+# DtACI (Gibbs and Candes, 2024), with the defaults of the authors' code: the learning rate
+# of the experts' exponential weights, and the share of weight spread evenly at each step
+# (so that an expert that was wrong for long can regain weight after a shift).
+DTACI_ETA = 2.72
+DTACI_SIGMA = 1e-3
+# Levels evaluated at each DtACI step, beside the experts', to find beta_t.
+_BETA_LEVELS = np.linspace(0.02, 0.98, 49)
+
+
+def _snap_levels(levels: NDArray) -> NDArray:
+    """Working levels within 1e-12 of 0 or 1 snapped to it (in place): rounding must not
+    turn the whole line or the empty set into a finite interval at a level of 1e-16."""
+    levels[np.abs(levels) < 1e-12] = 0.0
+    levels[np.abs(levels - 1) < 1e-12] = 1.0
+    return levels
+
+
 def nest_levels(offsets: NDArray, alphas: NDArray) -> NDArray:
     """Widen each interval ``(2, k)`` to contain those of the larger levels (in place)."""
     if alphas.size > 1:  # nested: smaller alpha, wider interval
@@ -373,7 +391,11 @@ class SequentialConformalRegressor(
     ``(max(alpha, 1 - alpha) + gamma) / (gamma T)`` of ``alpha``. A working level at or
     below 0 gives the whole line; at or above 1, the empty set (reported as the prediction
     itself, an interval a few ulps wide, and counted as a miss even when the value equals
-    it). `update` does not move the levels: to issue an interval before the value is
+    it). With a sequence of step sizes, ``aci_gamma`` runs DtACI (Gibbs and Candes,
+    2024): one ACI expert per step size, the interval issued at their weighted mean
+    level, the weights following the experts' pinball losses (see `_dtaci_steps`); each
+    expert obeys its own bound, and no bound is claimed for the issued intervals.
+    `update` does not move the levels: to issue an interval before the value is
     known, call ``predict_interval(x)`` then, once it is, ``predict_interval(x, y)`` (the
     same interval again, then learned from). Levels of one call are nested by working
     level, so a level's intervals can depend on the others asked for with it.
@@ -413,6 +435,10 @@ class SequentialConformalRegressor(
     aci_alphas_ : dict of float to float
         With ``aci_gamma``: the adapted level of each nominal level used online so far
         (empty after fit: each starts at its nominal value).
+    aci_experts_ : dict of float to dict
+        With several step sizes (DtACI): for each nominal level used online, its
+        ``"gammas"``, the experts' ``"levels"`` and their ``"weights"`` (empty after fit;
+        new step sizes start their experts at the nominal level).
     aci_alpha_history_ : ndarray of float
         The level that issued each row of ``coverage_history_`` (first level of each
         call): the working level with ``aci_gamma``, else the nominal one.
@@ -447,7 +473,7 @@ class SequentialConformalRegressor(
     #: fitted models and the residual memory (subclasses add what their tuning read).
     #: Parameters read afresh at each call (``alpha``, EnbPI's ``beta_grid``, ...) may change.
     #: The default of a parameter added later, for models pickled before it existed.
-    aci_gamma: float | None = None
+    aci_gamma: float | Sequence[float] | None = None
 
     _fit_params: ClassVar[tuple[str, ...]] = (
         "estimator",
@@ -501,20 +527,38 @@ class SequentialConformalRegressor(
         check_verbose(self.verbose)
         self._beta_fractions()
 
-    def _check_aci_gamma(self) -> float | None:
+    def _check_aci_gamma(self) -> float | NDArray | None:
+        """The ACI step size (a float), DtACI's step sizes (an array of at least two), or
+        None."""
         gamma = self.aci_gamma
         if gamma is None:
             return None
+        message = (
+            "`aci_gamma` must be None, a step size in (0, 1] (0.005 is usual), or a "
+            "sequence of at least two distinct step sizes in (0, 1] (DtACI; e.g. "
+            f"(0.001, 0.002, ..., 0.128)), got {gamma!r}."
+        )
+        if isinstance(gamma, bool | np.bool_ | str | bytes):
+            raise ValueError(message)
+        if isinstance(gamma, numbers.Real):
+            if not 0 < cast(float, gamma) <= 1:
+                raise ValueError(message)
+            return float(gamma)
+        try:
+            entries = np.ravel(np.asarray(gamma, dtype=object))
+            gammas = np.asarray(gamma, dtype=float)
+        except (TypeError, ValueError):
+            raise ValueError(message) from None
+        if any(isinstance(entry, bool | np.bool_) for entry in entries):
+            raise ValueError(message)
         if (
-            isinstance(gamma, bool)
-            or not isinstance(gamma, numbers.Real)
-            or not 0 < cast(float, gamma) <= 1
+            gammas.ndim != 1
+            or gammas.size < 2
+            or not ((gammas > 0) & (gammas <= 1)).all()
+            or np.unique(gammas).size != gammas.size
         ):
-            raise ValueError(
-                f"`aci_gamma` must be None or a step size in (0, 1] (0.005 is usual), got "
-                f"{gamma!r}."
-            )
-        return float(gamma)
+            raise ValueError(message)
+        return gammas
 
     def _beta_fractions(self) -> NDArray:
         """The beta grid as fractions of alpha, in [0, 1]."""
@@ -678,6 +722,7 @@ class SequentialConformalRegressor(
         self.effective_sample_sizes_: list[float] = []
         self.coverage_history_ = np.zeros(0, dtype=bool)
         self.aci_alphas_: dict[float, float] = {}
+        self.aci_experts_: dict[float, dict[str, NDArray]] = {}
         self.aci_alpha_history_ = np.zeros(0)
         record_calibration_settings(self, step="fit")
         if isinstance(estimator, FrozenEstimator):  # no residual source was built
@@ -736,12 +781,22 @@ class SequentialConformalRegressor(
         X, _ = self._check_series(X, None, reset=False)
         return self.source_.predict(X)
 
-    def _interval_offsets(self, alphas: NDArray) -> NDArray:
+    def _interval_offsets(
+        self,
+        alphas: NDArray,
+        recorded: int | None = None,
+        record: bool = True,
+        shared: bool = False,
+    ) -> NDArray:
         """``[Q_beta*, Q_{1 - alpha + beta*}]`` per level from the current memory: (2, k).
 
         When the weights depend on the effective-size floor (KOWCPI with
         ``finite_sample``), each level gets the weights of its own floor, so asking for
-        several levels at once widens a level only to nest it, as promised.
+        several levels at once widens a level only to nest it, as promised. The
+        diagnostics (effective sample size, infeasible weights) are recorded once, for the
+        widest level, or for level ``recorded`` when given (not at all with
+        ``record=False``). ``shared``: every level gets the weights of level ``recorded``
+        (one weight computation; DtACI's extra levels).
         """
         fractions = self._beta_fractions()
         if not (self.finite_sample and self._weights_follow_floor):
@@ -751,10 +806,13 @@ class SequentialConformalRegressor(
             floors = np.array([minimum_effective_size(np.array([a])) for a in alphas])
         out = np.empty((2, alphas.size))
         memory = self.memory_  # read once: another thread's update swaps it, whole
+        kept = floors.max() if recorded is None else floors[recorded]
+        if shared:
+            floors = np.full(alphas.size, kept)
         for floor in np.unique(floors)[::-1]:  # a loop over distinct floors (few levels)
             levels = floors == floor
             targets, weights, feasible = self._next_weights(memory, int(floor))
-            if floor == floors.max():  # recorded once, for the widest level
+            if record and floor == kept:  # recorded once
                 self.effective_sample_sizes_.append(float(1.0 / np.sum(weights**2)))
                 self.n_infeasible_ += int(not feasible)
             out[:, levels] = residual_offsets(
@@ -824,6 +882,8 @@ class SequentialConformalRegressor(
             levels = alphas if gamma is None else self._adapted_levels(alphas)
             out[:] = centre[:, None, None] + self._level_offsets(levels)[None]
             lowered = np.broadcast_to(levels < alphas, (n, alphas.size))
+        elif isinstance(gamma, np.ndarray):  # several step sizes: DtACI
+            covered, lowered = self._dtaci_steps(centre, y, alphas, gamma, out)
         else:
             covered, lowered = self._online_steps(centre, y, alphas, gamma or 0.0, out)
         # rounded outward, row by row: a target whose residual equals an offset is inside
@@ -832,7 +892,7 @@ class SequentialConformalRegressor(
         out[:, 0] -= outward_margin(column, column, out[:, 0])
         out[:, 1] += outward_margin(column, column, out[:, 1])
         if y is not None:
-            if not gamma:  # with ACI the steps judged their hits already (empty sets miss)
+            if gamma is None:  # with ACI the steps judged their hits already (empty sets miss)
                 covered = (out[:, 0, 0] <= y) & (y <= out[:, 1, 0])
             self.coverage_history_ = np.concatenate([self.coverage_history_, covered])
         # infinite at a level ACI lowered is ACI's doing; at any other, the method's
@@ -851,17 +911,27 @@ class SequentialConformalRegressor(
         current = self.__dict__.get("aci_alphas_", {})
         return np.array([current.get(float(a), float(a)) for a in alphas])
 
-    def _level_offsets(self, levels: NDArray) -> NDArray:
+    def _level_offsets(
+        self, levels: NDArray, recorded: int | None = None, shared: bool = False
+    ) -> NDArray:
         """`_interval_offsets` for levels of any value: at or below 0 the whole line, at or
-        above 1 the empty set (a zero-width interval at the prediction)."""
+        above 1 the empty set (a zero-width interval at the prediction). ``recorded``: the
+        level whose diagnostics are kept (default: the widest); ``shared``: its weights
+        serve every level (when it lies in (0, 1))."""
         inside = (levels > 0) & (levels < 1)
         if inside.all():
-            return self._interval_offsets(levels)
+            return self._interval_offsets(levels, recorded, shared=shared)
         out = np.zeros((2, levels.size))
         out[0, levels <= 0], out[1, levels <= 0] = -np.inf, np.inf
+        # the recorded level outside (0, 1): no weights of its own (NaN), as with no level
+        record = recorded is None or bool(inside[recorded])
         if inside.any():
-            out[:, inside] = self._interval_offsets(levels[inside])
-        else:  # no weights were computed for this memory state
+            if recorded is not None and record:  # its position among the levels inside
+                recorded = int(np.cumsum(inside)[recorded]) - 1
+            out[:, inside] = self._interval_offsets(
+                levels[inside], recorded, record, shared=shared and record
+            )
+        if not record or not inside.any():  # no weights were computed for it
             self.effective_sample_sizes_.append(float("nan"))
         return out
 
@@ -897,9 +967,7 @@ class SequentialConformalRegressor(
                 low = out[t, 0] - outward_margin(centre[t], centre[t], out[t, 0])
                 high = out[t, 1] + outward_margin(centre[t], centre[t], out[t, 1])
                 hits[t] = (low <= y[t]) & (y[t] <= high) & (levels < 1)  # empty set: a miss
-                levels = levels + gamma * (alphas - ~hits[t])
-                levels[np.abs(levels) < 1e-12] = 0.0
-                levels[np.abs(levels - 1) < 1e-12] = 1.0
+                levels = _snap_levels(levels + gamma * (alphas - ~hits[t]))
             self._absorb(residuals[t : t + 1])
         if gamma:
             self.aci_alphas_ = {
@@ -910,6 +978,79 @@ class SequentialConformalRegressor(
             [self.__dict__.get("aci_alpha_history_", np.zeros(0)), history]
         )
         return (hits[:, 0] if gamma else None), lowered
+
+    def _dtaci_steps(
+        self, centre: NDArray, y: NDArray, alphas: NDArray, gammas: NDArray, out: NDArray
+    ) -> tuple[NDArray | None, NDArray]:
+        """`_online_steps` with several step sizes: dynamically-tuned adaptive conformal
+        inference (DtACI; Gibbs and Candes, 2024).
+
+        Each nominal level runs one ACI expert per step size ``gamma_i``, with level
+        ``a_i`` and probability ``p_i``; step ``t`` issues the interval at ``sum_i p_i
+        a_i``. Once ``y_t`` is known, ``beta_t`` is the largest level whose interval holds
+        it (0 if none) among the levels evaluated at that step: the issued one, the
+        experts', and those of 0.02, 0.04, ..., 0.98 between the experts' (beyond the
+        experts' range the differences of their losses, all that the weights depend on,
+        do not change with ``beta_t``). They are asked for together, so their intervals
+        are nested, all from the issued level's weights. Then ``p_i`` is multiplied by
+        ``exp(-eta l(beta_t, a_i))`` (``l`` the pinball loss ``alpha (beta - a) - min(0,
+        beta - a)``), normalised and mixed with uniform weights, ``(1 - sigma) p + sigma /
+        k``; and ``a_i += gamma_i (alpha - miss_i)``, ``miss_i`` whether ``a_i``'s
+        interval missed ``y_t``.
+        """
+        residuals = y - centre
+        if not np.isfinite(residuals).all():  # refuse before any state changes
+            self._absorb(residuals)
+        n, n_levels, k = centre.shape[0], alphas.size, gammas.size
+        levels = np.repeat(alphas[:, None], k, axis=1)  # (nominal levels, experts)
+        weights = np.full((n_levels, k), 1.0 / k)
+        experts = self.__dict__.get("aci_experts_", {})
+        for j, alpha in enumerate(alphas):  # a loop over nominal levels: their states
+            state = experts.get(float(alpha))
+            if state is not None and np.array_equal(state["gammas"], gammas):
+                levels[j], weights[j] = state["levels"], state["weights"]
+        hits = np.zeros((n, n_levels), dtype=bool)
+        history = np.empty(n)
+        lowered = np.zeros((n, n_levels), dtype=bool)
+        for t in range(n):  # sequential by nature: step t needs the residual of t - 1
+            working = _snap_levels(np.sum(weights * levels, axis=1))
+            history[t] = working[0]
+            lowered[t] = working < alphas
+            # grid levels matter only between the experts' (see the docstring)
+            between = _BETA_LEVELS[(_BETA_LEVELS > levels.min()) & (_BETA_LEVELS < levels.max())]
+            evaluated = np.concatenate([working, levels.ravel(), between])
+            offsets = self._level_offsets(evaluated, recorded=0, shared=True)
+            out[t] = centre[t] + offsets[:, :n_levels]
+            ends = centre[t] + offsets
+            low = ends[0] - outward_margin(centre[t], centre[t], ends[0])
+            high = ends[1] + outward_margin(centre[t], centre[t], ends[1])
+            inside = (low <= y[t]) & (y[t] <= high) & (evaluated < 1)  # empty set: a miss
+            hits[t] = inside[:n_levels]
+            missed = ~inside[n_levels : n_levels + levels.size].reshape(levels.shape)
+            beta = max(0.0, float(np.max(evaluated[inside], initial=0.0)))
+            below = beta - levels
+            loss = alphas[:, None] * below - np.minimum(below, 0.0)
+            weights = weights * np.exp(-DTACI_ETA * loss)
+            weights /= weights.sum(axis=1, keepdims=True)
+            weights = (1 - DTACI_SIGMA) * weights + DTACI_SIGMA / k
+            levels = _snap_levels(levels + gammas * (alphas[:, None] - missed))
+            self._absorb(residuals[t : t + 1])
+        working = _snap_levels(np.sum(weights * levels, axis=1))  # the next step's levels
+        self.aci_alphas_ = {
+            **self.__dict__.get("aci_alphas_", {}),
+            **{float(a): float(level) for a, level in zip(alphas, working, strict=True)},
+        }
+        self.aci_experts_ = {
+            **experts,
+            **{
+                float(a): {"gammas": gammas.copy(), "levels": levels[j], "weights": weights[j]}
+                for j, a in enumerate(alphas)
+            },
+        }
+        self.aci_alpha_history_ = np.concatenate(
+            [self.__dict__.get("aci_alpha_history_", np.zeros(0)), history]
+        )
+        return hits[:, 0], lowered
 
     # With y the memory absorbs each residual: a refused call leaves it as it was.
     _online_intervals = keeps_state_on_error(_intervals)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -52,10 +53,12 @@ class EnbPI(SequentialConformalRegressor):
         times the number of ``beta`` (about 2 ms at 3,000 residuals and 5 ``beta``, a few
         times the plain search). ``False`` is the published algorithm (plain empirical
         quantiles).
-    aci_gamma : float, default=None
+    aci_gamma : float or sequence of float, default=None
         Step size of adaptive conformal inference in online calls, in (0, 1] (0.005 to
-        0.05 is usual); ``None``: off. Its long-run guarantee and how to feed it are
-        described on `SequentialConformalRegressor`.
+        0.05 is usual); a sequence of at least two step sizes runs DtACI, which weighs
+        one ACI expert per step size (e.g. ``(0.001, 0.002, ..., 0.128)``); ``None``:
+        off. The long-run guarantee and how to feed it are described on
+        `SequentialConformalRegressor`.
     n_jobs : int, default=None
         Parallel bootstrap fits through joblib (Dask with ``joblib.parallel_config``).
     random_state : int, numpy Generator, RandomState or None, default=None
@@ -95,7 +98,7 @@ class EnbPI(SequentialConformalRegressor):
         memory: int | None = 300,
         beta_grid: int | ArrayLike = 5,
         finite_sample: bool = False,
-        aci_gamma: float | None = None,
+        aci_gamma: float | Sequence[float] | None = None,
         n_jobs: int | None = None,
         random_state: int | np.random.Generator | np.random.RandomState | None = None,
         verbose: bool = False,

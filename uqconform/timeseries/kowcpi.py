@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numbers
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -100,10 +101,12 @@ class KOWCPI(SequentialConformalRegressor):
         conformal's rank correction when the weights are equal), and the kernel radius
         grows at steps where ``n_eff`` is too small for a finite interval (19 at
         ``alpha=0.1``). ``False`` is the published algorithm.
-    aci_gamma : float, default=None
+    aci_gamma : float or sequence of float, default=None
         Step size of adaptive conformal inference in online calls, in (0, 1] (0.005 to
-        0.05 is usual); ``None``: off. Its long-run guarantee and how to feed it are
-        described on `SequentialConformalRegressor`.
+        0.05 is usual); a sequence of at least two step sizes runs DtACI, which weighs
+        one ACI expert per step size (e.g. ``(0.001, 0.002, ..., 0.128)``); ``None``:
+        off. The long-run guarantee and how to feed it are described on
+        `SequentialConformalRegressor`.
     n_jobs : int, default=None
         Parallel bootstrap fits through joblib (Dask with ``joblib.parallel_config``).
     random_state : int, numpy Generator, RandomState or None, default=None
@@ -178,7 +181,7 @@ class KOWCPI(SequentialConformalRegressor):
         memory: int | None = None,
         beta_grid: int | ArrayLike = 5,
         finite_sample: bool = True,
-        aci_gamma: float | None = None,
+        aci_gamma: float | Sequence[float] | None = None,
         n_jobs: int | None = None,
         random_state: int | np.random.Generator | np.random.RandomState | None = None,
         verbose: bool = False,
