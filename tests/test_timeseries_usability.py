@@ -386,3 +386,44 @@ def test_spci_names_memory_when_it_is_the_limit():
     y = X.sum(axis=1) + rng.normal(size=60)
     with pytest.warns(UserWarning, match=r"set `memory` \(now 10\) to 22 or more"):
         SPCI(LinearRegression(), window=3, memory=10, random_state=0).fit(X, y)
+
+
+def test_warnings_a_user_reads_at_start_and_online():
+    """KOWCPI warns of too few (window, residual) pairs as SPCI does; the start-up warning
+    names what follows (infinite intervals with ``finite_sample``, under-coverage
+    without; for ever with too small a ``memory``); the infinite-interval warning has one
+    text per setting, so Python's default filter collapses it over a row-by-row loop
+    (before: a new text, and a new warning, at each of 30 steps);
+    `update` warns that it does not move ACI's levels; `predict` refuses models whose
+    estimator was changed in place."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 2))
+    y = X @ [1.0, -1.0] + rng.normal(size=200)
+    kowcpi = KOWCPI(LinearRegression(), window=10, finite_sample=False, n_bootstrap=10)
+    with pytest.warns(UserWarning, match=r"KOWCPI starts with 2 .window, next residual. pairs.*"
+                      r"expect under-coverage until the memory fills"):  # fmt: skip
+        kowcpi.fit(X[:12], y[:12])
+    small = EnbPI(LinearRegression(), memory=5, finite_sample=True, n_bootstrap=10)
+    with pytest.warns(UserWarning, match=r"expect infinite intervals throughout .the memory "
+                      r"never holds enough.: set `memory` .now 5. to 19"):  # fmt: skip
+        small.fit(X[:100], y[:100])
+    spci = SPCI(LinearRegression(), window=3, n_bootstrap=10, random_state=0)
+    spci.set_params(finite_sample=True).fit(X[:60], y[:60])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")
+        for t in range(60, 90):  # row by row, many infinite intervals
+            spci.predict_interval(X[t : t + 1], y[t : t + 1])
+    infinite = [w for w in caught if "intervals are infinite" in str(w.message)]
+    assert len({str(w.message) for w in infinite}) == 1  # one text: the filter collapses it
+    assert 1 <= len(infinite) <= 3, len(infinite)  # (a filter change elsewhere resets it)
+    assert "set `finite_sample=False`" in str(infinite[0].message)
+    aci = EnbPI(LinearRegression(), n_bootstrap=10, aci_gamma=0.05).fit(X[:100], y[:100])
+    with pytest.warns(UserWarning, match="`update` does not move the adaptive levels"):
+        aci.update(X[100:110], y[100:110])
+    assert aci.aci_alphas_ == {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        aci.set_params(aci_gamma=None).update(X[110:120], y[110:120])  # no ACI: no warning
+    aci.set_params(estimator__fit_intercept=False)
+    with pytest.raises(NotFittedError, match=r"EnbPI.predict: parameters changed since fit"):
+        aci.predict(X[:3])

@@ -651,13 +651,17 @@ class SequentialConformalRegressor(
         if count >= needed:
             return
         remedy = "give more fit rows" + (" or a shorter `window`" if window else "")
+        while_short = "until the memory fills"
         if self.memory is not None and self.memory - window < needed:
             remedy = f"set `memory` (now {self.memory}) to {needed + window} or more"
+            while_short = "throughout (the memory never holds enough)"
+        # finite_sample widens to the whole line what the plain quantiles would cut short
+        outcome = "infinite intervals" if self.finite_sample else "under-coverage"
         what = f"{count} (window, next residual) pairs" if window else f"{count} residuals"
         warn_user(
             f"{type(self).__name__} starts with {what}; intervals at alpha="
             f"{np.min(alphas):g} need at least {needed} (2 / alpha - 1) for their quantiles to "
-            f"reach the level, so expect under-coverage until the memory fills: {remedy}.",
+            f"reach the level, so expect {outcome} {while_short}: {remedy}.",
             UserWarning,
         )
 
@@ -778,6 +782,7 @@ class SequentialConformalRegressor(
         ndarray of shape (n_samples,)
         """
         check_is_fitted(self, "source_")
+        check_calibration_settings(self, "predict", step="fit", again="fit(X, y)")
         X, _ = self._check_series(X, None, reset=False)
         return self.source_.predict(X)
 
@@ -898,10 +903,16 @@ class SequentialConformalRegressor(
         # infinite at a level ACI lowered is ACI's doing; at any other, the method's
         infinite = int((np.isinf(out).any(axis=1) & ~lowered).any(axis=1).sum())
         if infinite:
+            # one text per setting, so that Python's default filter shows it once when
+            # the online loop predicts row by row
+            more = (
+                "" if self.memory is None else f"keep more residuals (`memory`={self.memory}) or "
+            )
             warn_user(
                 f"{infinite} of {n} intervals are infinite: with `finite_sample=True` the "
-                f"weights' effective sample size (last: {self.effective_sample_sizes_[-1]:.1f})"
-                " is too small for alpha; keep more residuals (`memory`) or widen the model.",
+                "weights' effective sample size (`effective_sample_sizes_`) is too small for "
+                f"alpha; {more}set `finite_sample=False` (the published algorithm: finite, "
+                "but short of the level there).",
                 UserWarning,
             )
         return out[..., 0] if np.ndim(value) == 0 else out
@@ -1079,4 +1090,12 @@ class SequentialConformalRegressor(
             raise missing_target_error()
         X, y = self._check_series(X, y, reset=False)
         self._absorb(y - self.source_.predict(X))
+        if self._check_aci_gamma() is not None:
+            warn_user(
+                "`update` does not move the adaptive levels of `aci_gamma`: they learn only "
+                "from `predict_interval(X, y)`, which issues each interval before it sees "
+                "the value. Give the values there instead (or ignore this warning if the "
+                "levels are meant to stay).",
+                UserWarning,
+            )
         return self

@@ -288,6 +288,7 @@ class KOWCPI(SequentialConformalRegressor):
         candidates = [(w, h) for w in windows for h in self._bandwidths_for(residuals, w)]
         if len(candidates) == 1:
             self.window_, self.bandwidth_ = candidates[0]
+            self._warn_few_residuals(residuals, self.window_)
             return
         level = float(np.min(check_alpha(self.alpha)))
         n_tune = max(round(residuals.shape[0] * self.tune_fraction), 1)
@@ -315,6 +316,7 @@ class KOWCPI(SequentialConformalRegressor):
             max(valid, key=lambda r: r[1]) if valid else max(results, key=lambda r: (r[4], r[1]))
         )
         self.window_, self.bandwidth_ = chosen[2], chosen[3]
+        self._warn_few_residuals(residuals, self.window_)
         self.tuning_results_ = [
             {"window": r[2], "bandwidth": r[3], "coverage": r[4], "width": -r[1]} for r in results
         ]
