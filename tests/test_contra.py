@@ -432,3 +432,34 @@ def test_split_residuals_weigh_the_model_rows_only(data):
     model_rows = np.sort(train_test_split(rows, test_size=model.split_size, random_state=0)[0])
     expected = Ridge().fit(X[model_rows], Y[model_rows], sample_weight=weights[model_rows])
     np.testing.assert_array_equal(model.estimator_.coef_, expected.coef_)
+
+
+def test_messages_from_a_multi_output_audit():
+    """The start kept by CONTRA on small data ignores X, with a warning; CUDA on a torch
+    without it, NaN in CONTRA's X, a Bonferroni box short of calibration rows, and a
+    changed ``n_neighbors`` each get a message that names the real cause."""
+    import torch
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(1000, 3))
+    Y = X[:, :2] * 3 + rng.normal(size=(1000, 2))
+    with pytest.warns(UserWarning, match=r"CONTRA kept its untrained start \(20 fit rows"):
+        small = CONTRA(n_blocks=1, hidden_features=8, max_epochs=20, random_state=0)
+        small.fit(X[:20], Y[:20])
+    centres = small.predict(X[:5])
+    np.testing.assert_allclose(centres, np.broadcast_to(centres[0], centres.shape), atol=1e-6)
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match=r"`device`='cuda'.*no CUDA device"):
+            CONTRA(max_epochs=1, device="cuda").fit(X[:100], Y[:100])
+    X_nan = X[:100].copy()
+    X_nan[0, 0] = np.nan
+    with pytest.raises(ValueError, match="impute them in X before fit, calibrate and"):
+        CONTRA(max_epochs=1).fit(X_nan, Y[:100])
+    box = RectangularConformalRegressor(Ridge(), bonferroni=True).fit(X[:400], Y[:400])
+    with pytest.warns(UserWarning, match=r"alpha=\[0.1\] \(each of the score's 2 columns at "
+                      r"alpha / 2 = \[0.05\]\).*ceil\(\(n \+ 1\)\(1 - alpha / 2\)\)"):  # fmt: skip
+        box.calibrate(X[400:415], Y[400:415])
+    local = EllipsoidalConformalRegressor(Ridge(), covariance="local", random_state=0)
+    local.fit(X[:400], Y[:400]).set_params(n_neighbors=5)
+    with pytest.raises(NotFittedError, match=r"it used n_neighbors=50"):
+        local.calibrate(X[400:700], Y[400:700])

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 from abc import ABCMeta, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -227,20 +227,26 @@ class _FittedState:
 
 
 def check_calibration_settings(
-    model: Any, method: str, *, step: str = "calibrate", again: str | None = None
+    model: Any,
+    method: str,
+    *,
+    step: str = "calibrate",
+    again: str | None = None,
+    only: Collection[str] | None = None,
 ) -> None:
     """Refuse to go on when a parameter the calibration (or the fit) depends on changed since.
 
     ``set_params(conformity_score=...)`` after ``calibrate`` would score test points with
     one function and compare them with thresholds of another: the sets would lose their
     guarantee without any error. ``again`` names the call that mends it (default: fit and
-    calibrate, or calibrate).
+    calibrate, or calibrate); ``only`` restricts the check to those parameters (what
+    ``method`` depends on).
     """
     used = model.__dict__.get(f"_{step}_settings", {})
     changed = [
         f"{name}={value!r}"
         for name, value in used.items()
-        if not _same_setting(value, getattr(model, name))
+        if (only is None or name in only) and not _same_setting(value, getattr(model, name))
     ]
     if changed:
         refit = step == "fit" and not model.__dict__.get("_estimator_adopted", False)
@@ -745,7 +751,7 @@ class ConformalPredictor(ModelWrapper):
         if too_few:
             n_groups = table.shape[0] - 1
             short = np.isinf(table[:-1]).any(axis=(0, 1, 2))  # the levels that lack points
-            self._warn_too_few(too_few, alphas[short], n_groups)
+            self._warn_too_few(too_few, alphas[short], n_groups, table.shape[2])
         return table.copy()
 
     def _compute_threshold_table(self, alphas: NDArray) -> tuple[NDArray, dict[int, int]]:
@@ -780,7 +786,9 @@ class ConformalPredictor(ModelWrapper):
         order, bounds = sorting
         return [order[bounds[s] : bounds[s + 1]] for s in range(n_strata)]
 
-    def _warn_too_few(self, too_few: dict[int, int], alphas: NDArray, n_groups: int) -> None:
+    def _warn_too_few(
+        self, too_few: dict[int, int], alphas: NDArray, n_groups: int, n_components: int = 1
+    ) -> None:
         n_sub = self._n_sub_strata
         grouped = n_groups > 1 or getattr(self, "groups_", None) is not None
         where = []
@@ -799,10 +807,17 @@ class ConformalPredictor(ModelWrapper):
         else:
             consequence = f"those predictions are {self._unbounded_prediction}"
         more = f" and {len(too_few) - 3} more" if len(too_few) > 3 else ""
+        level, each = "alpha", ""
+        if n_components > 1:  # each score column is calibrated at alpha / c
+            level = f"alpha / {n_components}"
+            each = (
+                f" (each of the score's {n_components} columns at alpha / {n_components} = "
+                f"{levels_text(alphas / n_components)})"
+            )
         warn_user(
-            f"Too few calibration points for alpha={levels_text(alphas)} in "
+            f"Too few calibration points for alpha={levels_text(alphas)}{each} in "
             f"{', '.join(where)}{more}: at least "
-            f"ceil((n + 1)(1 - alpha)) <= n is needed, so {consequence}.",
+            f"ceil((n + 1)(1 - {level})) <= n is needed, so {consequence}.",
             UserWarning,
         )
 

@@ -537,7 +537,9 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
                 out[i] = -np.inf if self.risk == "precision" else np.inf
         return out
 
-    def _warn_too_few(self, too_few: dict[int, int], alphas: NDArray, n_groups: int) -> None:
+    def _warn_too_few(
+        self, too_few: dict[int, int], alphas: NDArray, n_groups: int, n_components: int = 1
+    ) -> None:
         if self.method == "ltt":
             outcome = "empty" if self.risk == "precision" else "holding every label"
             warn_user(

@@ -274,15 +274,16 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
         model = self.__dict__.get("estimator_") if self._uses_estimator else None
         model = self._estimator_or_default() if model is None else model
         if refuses_nan(model) and has_nan(X):
-            accepts = (
-                f"{type(model).__name__} does not accept missing values"
-                if self._uses_estimator
-                else f"{type(self).__name__} does not accept missing values"
-            )
-            raise ValueError(
-                f"`X` contains NaN and {accepts}: impute them (e.g. "
-                "sklearn.impute.SimpleImputer in a Pipeline) or use a model that handles NaN."
-            )
+            if self._uses_estimator:
+                accepts = f"{type(model).__name__} does not accept missing values"
+                advice = (
+                    "impute them (e.g. sklearn.impute.SimpleImputer in a Pipeline) or use a "
+                    "model that handles NaN"
+                )
+            else:  # the flow itself reads X: there is no model to swap
+                accepts = f"{type(self).__name__} does not accept missing values"
+                advice = "impute them in X before fit, calibrate and prediction"
+            raise ValueError(f"`X` contains NaN and {accepts}: {advice}.")
 
     # ---- state -----------------------------------------------------------------------------
     def _check_target(self, y: ArrayLike, n: int, *, calibrating: bool) -> NDArray:

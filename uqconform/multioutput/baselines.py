@@ -158,8 +158,9 @@ class EllipsoidalConformalRegressor(_ResidualShapeRegressor):
         Global residual covariance.
     conformity_scores_ : ndarray of shape (n_calibration,)
     radius_ : float or ndarray
-        Calibrated radius for the constructor's ``alpha`` (one per level for a sequence,
-        per group with Mondrian groups).
+        Calibrated radius for the constructor's ``alpha`` at `calibrate` (one per level
+        for a sequence, per group with Mondrian groups; a later ``set_params(alpha=...)``
+        does not change it, the prediction methods read ``alpha`` afresh).
     n_calibration_, n_outputs_, n_features_in_ : int
 
     Examples
@@ -186,7 +187,7 @@ class EllipsoidalConformalRegressor(_ResidualShapeRegressor):
     }
     norm = "l2"
 
-    _fit_params: ClassVar[tuple[str, ...]] = ("covariance",)
+    _fit_params: ClassVar[tuple[str, ...]] = ("covariance", "n_neighbors")
     _calibration_params: ClassVar[tuple[str, ...]] = ("shrinkage",)
 
     def __init__(
@@ -297,8 +298,9 @@ class RectangularConformalRegressor(_ResidualShapeRegressor):
     conformity_scores_ : ndarray of shape (n_calibration,) or (n_calibration, n_outputs)
         Max-norm scores, or one column of absolute residuals per output (Bonferroni).
     radius_ : float or ndarray
-        Calibrated radius for the constructor's ``alpha``; with ``bonferroni=True`` one
-        half-width per output (trailing level axis for a sequence of alphas).
+        Calibrated radius for the constructor's ``alpha`` at `calibrate`; with
+        ``bonferroni=True`` one half-width per output (trailing level axis for a sequence
+        of alphas).
     n_calibration_, n_outputs_, n_features_in_ : int
 
     Examples

@@ -177,7 +177,8 @@ class CONTRA(_FlowRegions):
     ``x`` is standardised and ``y`` whitened on the fit rows, and the flow starts as the
     identity, i.e. as the Gaussian fit of ``y`` (ellipsoidal regions); training keeps the
     state with the best validation likelihood, and the start unless the trained flow beats
-    it by more than one standard error (small data fall back to the Gaussian shape).
+    it by more than one standard error. Small data fall back to that start, which ignores
+    ``x`` (one ellipse around the mean of ``y`` for every row), with a warning.
 
     Needs torch and nflows: ``pip install "uqconform[flows]"``.
 
@@ -223,9 +224,12 @@ class CONTRA(_FlowRegions):
     conformity_scores_ : ndarray of shape (n_calibration,)
         Latent norms of the calibration rows.
     radius_ : float or ndarray
-        Calibrated radius (per level for a sequence of alphas, per group with groups).
+        Calibrated radius (per level for a sequence of alphas, per group with groups), at
+        the ``alpha`` of `calibrate` (a later ``set_params(alpha=...)`` does not change it;
+        the prediction methods read ``alpha`` afresh).
     chi_quantile_ : float or ndarray
-        ``chi(d).ppf(1 - alpha)``: the radius of a perfect flow (see `chi_diagnostic`).
+        ``chi(d).ppf(1 - alpha)``: the radius of a perfect flow (see `chi_diagnostic`), at
+        the same ``alpha`` as ``radius_``.
     n_calibration_, n_outputs_, n_features_in_ : int
 
     See Also
@@ -285,6 +289,15 @@ class CONTRA(_FlowRegions):
         if fit_params:
             raise TypeError(f"CONTRA.fit takes no fit parameters, got {sorted(fit_params)}.")
         self._train_flow(Y, self._numeric(X), desc="CONTRA flow")
+        if self.flow_.history["best_epoch"] == 0:  # the start kept: it ignores x
+            warn_user(
+                f"CONTRA kept its untrained start ({Y.shape[0]} fit rows; no trained state "
+                "beat it on the validation rows): the Gaussian fit of Y, so every x gets the "
+                "same ellipse around the mean of Y, whatever X says. Give more rows or "
+                "epochs, or put a region around a model of X (ResidualCONTRA, "
+                "EllipsoidalConformalRegressor).",
+                UserWarning,
+            )
 
     def _latent_map(self, X: Any) -> FlowMap:
         return FlowMap(self.flow_, X=self._numeric(X))
@@ -349,8 +362,9 @@ class ResidualCONTRA(_FlowRegions):
     n_epochs_ : int
     conformity_scores_ : ndarray of shape (n_calibration,)
     radius_ : float or ndarray
+        As in `CONTRA`: at the ``alpha`` of `calibrate`.
     chi_quantile_ : float or ndarray
-        ``chi(d).ppf(1 - alpha)`` (see `chi_diagnostic`).
+        ``chi(d).ppf(1 - alpha)`` (see `chi_diagnostic`), at the same ``alpha``.
     n_calibration_, n_outputs_, n_features_in_ : int
 
     Examples

@@ -627,6 +627,11 @@ def fit_flow(
         raise ValueError(
             f"`device` must name a torch device such as 'cpu', got {device!r}."
         ) from error
+    if torch_device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(
+            f"`device`={device!r}, but this torch has no CUDA device (torch.cuda."
+            "is_available() is False): use device='cpu', or install a CUDA build of torch."
+        )
     with _private_torch_rng(seed, torch_device), _torch_threads():
         module = spec.build().to(torch_device)
 

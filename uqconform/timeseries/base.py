@@ -483,6 +483,14 @@ class SequentialConformalRegressor(
         "random_state",
         "memory",
     )
+    #: Those of them the fitted models depend on (`predict` needs only these).
+    _model_params: ClassVar[tuple[str, ...]] = (
+        "estimator",
+        "n_bootstrap",
+        "residuals",
+        "holdout_fraction",
+        "random_state",
+    )
 
     #: Whether `_next_weights` uses ``min_effective`` (then each level gets its own floor).
     _weights_follow_floor: ClassVar[bool] = False
@@ -782,7 +790,10 @@ class SequentialConformalRegressor(
         ndarray of shape (n_samples,)
         """
         check_is_fitted(self, "source_")
-        check_calibration_settings(self, "predict", step="fit", again="fit(X, y)")
+        # the point prediction needs the models as fitted (not the memory or the window)
+        check_calibration_settings(
+            self, "predict", step="fit", again="fit(X, y)", only=self._model_params
+        )
         X, _ = self._check_series(X, None, reset=False)
         return self.source_.predict(X)
 
