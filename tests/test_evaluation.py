@@ -298,7 +298,7 @@ def test_region_contract_is_checked():
 def test_metric_functions_reject_bad_input():
     with pytest.raises(ValueError, match=r"intervals.*shape"):
         mean_width(np.zeros(3))
-    with pytest.raises(TypeError, match=r"intervals.*float"):
+    with pytest.raises(TypeError, match=r"`intervals` must hold numbers .lower, upper."):
         mean_width(SETS)
     with pytest.raises(ValueError, match=r"intervals.*lower > upper"):
         mean_width(INTERVALS[:, ::-1])
@@ -994,3 +994,20 @@ def test_layout_mistakes_are_named():
     with pytest.raises(TypeError, match=r"np\.moveaxis\(prediction, 1, 2\)"):
         coverage(y, levels_in_the_middle)
     assert coverage(y, np.moveaxis(levels_in_the_middle, 1, 2)).tolist() == [1.0] * 3
+
+
+def test_edge_cases_from_an_evaluation_audit():
+    """A box with a zero-width side is a null set even beside an infinite side (was NaN);
+    float intervals with 0/1 bounds are intervals to `mean_width` (no set warning); a
+    confidence too close to 1 for exact tails is refused; empty input says what is
+    missing."""
+    boxes = np.array([[[0.0, 0.0], [-np.inf, np.inf]], [[0.0, 1.0], [0.0, 2.0]]])  # (n, d, 2)
+    assert mean_volume(boxes) == 1.0  # (0 + 2) / 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert mean_width(np.array([[0.0, 1.0], [0.0, 1.0]])) == 1.0
+    with pytest.raises(ValueError, match=r"at most 1 - 1e-12"):
+        coverage_bounds(100, 0.1, 100, confidence=1 - 1e-15, n_repeats=20)
+    assert coverage_bounds(100, 0.1, 100, confidence=1 - 1e-12)[0] < 0.9
+    with pytest.raises(ValueError, match="`intervals` is empty: at least one row"):
+        mean_width(np.zeros((0, 2)))

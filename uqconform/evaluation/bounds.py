@@ -23,14 +23,22 @@ from uqconform.quantiles import check_alpha, conformal_rank
 __all__ = ["coverage_bounds", "coverage_count_pmf"]
 
 
+# Beyond this the tails of the pooled law fall below the window kept around its mass, and
+# the bounds could be off by a count (an audit found it at 1 - 1e-15).
+_MAX_CONFIDENCE = 1 - 1e-12
+
+
 def check_confidence(confidence: Any) -> float:
     """``confidence`` as a float strictly between 0 and 1 (else a message naming it)."""
     if (
         isinstance(confidence, bool)
         or not isinstance(confidence, numbers.Real)
-        or not 0 < cast(float, confidence) < 1
+        or not 0 < cast(float, confidence) <= _MAX_CONFIDENCE
     ):
-        raise ValueError(f"`confidence` must lie strictly between 0 and 1, got {confidence!r}.")
+        raise ValueError(
+            "`confidence` must lie strictly between 0 and 1 (at most 1 - 1e-12, where the "
+            f"law's tails are still resolved exactly), got {confidence!r}."
+        )
     return float(confidence)
 
 
@@ -182,7 +190,9 @@ def coverage_bounds(
     * With ``n_calibration < 1 / alpha - 1`` a valid method returns the whole space, so
       the interval is ``(1.0, 1.0)``; a method that instead clips the threshold to the
       largest score is flagged.
-    * With one test point and no pooling the interval is ``(0.0, 1.0)``: pool resplits.
+    * With one test point and no pooling the interval is ``(0.0, 1.0)``, unless a miss
+      is rarer than ``(1 - confidence) / 2`` even at the level's least favourable
+      calibration set (then ``(1.0, 1.0)``): pool resplits.
     * Cost: the pooled law is held only on the counts that carry its mass, which grow like
       ``sqrt(n_repeats)`` times one resplit's spread; with a small ``n_calibration`` (a
       wide Beta law) and many test points that is still large (measured:

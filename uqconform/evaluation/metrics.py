@@ -207,7 +207,7 @@ def _check_rows(
     y: NDArray, n: int | None, name: str = "y_true", other: str = "prediction"
 ) -> None:
     if y.shape[0] == 0:
-        raise ValueError(f"`{name}` is empty; coverage needs at least one row.")
+        raise ValueError(f"`{name}` is empty: at least one row is needed.")
     if n is not None and y.shape[0] != n:
         raise ValueError(f"`{name}` has {y.shape[0]} rows but `{other}` has {n}.")
 
@@ -361,7 +361,10 @@ def _sizes(parsed: _Parsed, **volume_kwargs: Any) -> NDArray:
     if parsed.kind == "interval":
         return _widths(data)
     if parsed.kind == "box":
-        return _widths(np.moveaxis(data, 2, 1)).prod(axis=1)
+        sides = _widths(np.moveaxis(data, 2, 1))  # (n, d, k)
+        # a side of width 0 makes the box a null set, even beside an infinite side
+        # (the product would be 0 * inf = NaN)
+        return np.where((sides == 0).any(axis=1), 0.0, sides.prod(axis=1))
     if parsed.kind == "set":
         return data.sum(axis=1).astype(float)
     columns = []
@@ -435,7 +438,7 @@ def mean_width(intervals: ArrayLike) -> float | NDArray:
     >>> mean_width(np.array([[0.0, 1.0], [1.0, 4.0]]))
     2.0
     """
-    parsed = _parse_prediction(intervals, None, name="intervals")
+    parsed = _parse_prediction(intervals, None, name="intervals", intervals_only=True)
     if parsed.kind != "interval":
         raise TypeError(
             f"`intervals` must be a float array (n, 2) or (n, 2, k), got a {parsed.kind} "

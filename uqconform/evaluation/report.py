@@ -332,7 +332,10 @@ def evaluate(
     non-randomised class scores, make coverage higher: the printed report then says
     "above", a conservative method, while "BELOW" is a failure). Under Mondrian calibration
     (``groups``, ``class_conditional``) each stratum has fewer points, so the marginal
-    coverage spreads more and the bounds are only indicative.
+    coverage spreads more and the bounds are only indicative. Cross-conformal models
+    (CV+, jackknife+, J+aB) count every training row in ``n_calibration_`` and promise
+    only ``1 - 2 alpha``: "BELOW" the split-conformal bounds is not a broken guarantee
+    for them (compare with ``coverage_bounds(n, 2 * alpha, n_test)``).
 
     Predictions made elsewhere (arrays from another library) need no model: score them
     with `coverage` and `mean_width` / `mean_set_size` (intervals ``(n, 2[, k])``, boolean
