@@ -15,7 +15,7 @@ from sklearn.datasets import make_classification
 from sklearn.exceptions import NotFittedError
 from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import LogisticRegression
-from sklearn.model_selection import KFold, LeaveOneOut, ShuffleSplit
+from sklearn.model_selection import GroupKFold, KFold, LeaveOneOut, ShuffleSplit
 from sklearn.svm import LinearSVC
 from sklearn.tree import DecisionTreeClassifier
 
@@ -217,9 +217,9 @@ def test_class_conditional_too_few_rows_of_a_class_put_it_in_every_set():
     X, y = _data(90, 0)
     y = y.copy()
     y[np.flatnonzero(y == 2)[6:]] = 0  # six rows of class 2: too few for alpha = 0.1
-    with pytest.warns(UserWarning, match=r"alpha=\[0.1\] in class 2 \(6 rows\).*needs at least 9"):
+    with pytest.warns(UserWarning, match=r"in class 2 \(6 rows; alpha=\[0.1\]\).*at least 9"):
         model = CrossConformalClassifier(class_conditional=True, random_state=0).fit(X, y)
-    with pytest.warns(UserWarning, match="class 2 .6 rows."):
+    with pytest.warns(UserWarning, match="class 2 .6 rows; alpha"):
         sets = model.predict_set(X)
     assert sets[:, 2].all() and not sets[:, :2].all()
     pvalues = model.predict_pvalue(X)
@@ -228,6 +228,29 @@ def test_class_conditional_too_few_rows_of_a_class_put_it_in_every_set():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert not model.predict_set(X, alpha=0.3)[:, 2].all()  # floor(0.3 * 7) = 2
+
+
+def test_class_conditional_warnings_name_each_class_with_its_levels():
+    """Object-dtype string labels (a pandas column) are named in the warning (the warning
+    crashed on them); with two levels each short class lists its own; a fold that holds
+    every row of a class warns at fit that its model never saw it."""
+    X, y = _data(90, 0)
+    labels = np.array(["ant", "bee", "cat"], dtype=object)[y]
+    labels[np.flatnonzero(labels == "cat")[10:]] = "ant"  # 10 rows of cat
+    labels[np.flatnonzero(labels == "bee")[30:]] = "ant"  # at most 30 rows of bee
+    series = pd.Series(labels, dtype=object)
+    model = CrossConformalClassifier(alpha=[0.03, 0.05], class_conditional=True, cv=KFold(5))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.fit(X, series)
+    text = " ".join(str(w.message) for w in caught)
+    assert f"class 'bee' ({(labels == 'bee').sum()} rows; alpha=[0.03])" in text, text
+    assert "class 'cat' (10 rows; alpha=[0.03, 0.05])" in text, text
+    grouped = np.where(labels == "cat", 0, 1 + np.arange(90) % 4)  # every cat in group 0
+    with pytest.warns(UserWarning, match=r"The model of fold \d never saw class\(es\) \['cat'\]"):
+        CrossConformalClassifier(class_conditional=True, cv=GroupKFold(5)).fit(
+            X, labels, groups=grouped
+        )
 
 
 def test_smaller_sets_than_split_conformal_on_small_data():

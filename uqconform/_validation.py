@@ -78,7 +78,8 @@ def point_predictions(output: Any, name: str = "estimator") -> NDArray:
 def check_features(estimator: BaseEstimator, X: Any, *, reset: bool) -> Any:
     """Record (``reset=True``) or check the number and names of ``X``'s features.
 
-    ``X`` itself is passed through (the wrapped model does its own conversion); ``None``,
+    ``X`` itself is passed through (the wrapped model does its own conversion; an array
+    given to a wrapper fitted on a DataFrame gets the fit's column names); ``None``,
     scalars, 1-D numeric arrays and inputs without rows are refused with a message naming
     `X`.
     """
@@ -99,6 +100,12 @@ def check_features(estimator: BaseEstimator, X: Any, *, reset: bool) -> Any:
     validate_data(estimator, X, skip_check_array=True, reset=reset)
     if n_rows(X) == 0:
         raise ValueError("`X` has no rows.")
+    names = getattr(estimator, "feature_names_in_", None)
+    if not reset and names is not None and isinstance(X, np.ndarray) and X.ndim == 2:
+        # fitted on named columns, given an array: scikit-learn warned once above; the
+        # models inside (25 bootstrap models, K fold models) get the fit's names, instead
+        # of each warning again
+        X = pd.DataFrame(X, columns=names, copy=False)
     return X
 
 

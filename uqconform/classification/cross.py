@@ -32,6 +32,7 @@ from uqconform._validation import (
     model_classes,
 )
 from uqconform._warnings import warn_user
+from uqconform.base import _plain
 from uqconform.classification.split import ClassificationScoreMixin, encode_labels
 from uqconform.quantiles import (
     _warn_too_few,
@@ -178,7 +179,8 @@ default="lac"
         SAPS: cost of each rank beyond the first.
     class_conditional : bool, default=False
         Compare each label's score with the training rows of that class only (see
-        above): coverage within every class instead of on average over classes.
+        above): coverage within every class instead of on average over classes (at least
+        ``1 - 2 alpha`` for jackknife+; no proved floor for CV+).
     cv : int or cross-validation splitter, default=5
         An int ``K >= 2``: ``KFold(K, shuffle=True)`` seeded by ``random_state`` (not
         stratified: folds that depend on the labels of the training rows, but not on the
@@ -305,6 +307,7 @@ default="lac"
     def _after_scoring(self) -> None:
         levels = check_call_alpha(None, self.alpha)
         self._warn_if_too_few(levels)
+        self._warn_if_unseen()
 
     # ---- strata: every row, or each class's rows -----------------------------------------
     def _n_strata(self) -> int:
@@ -327,7 +330,7 @@ default="lac"
         )
 
     def _warn_if_too_few(self, levels: NDArray) -> None:
-        short = self._floor_ranks(levels) < 1
+        short = self._floor_ranks(levels) < 1  # (strata, levels)
         if not short.any():
             return
         if not self.class_conditional:
@@ -336,15 +339,35 @@ default="lac"
         sizes = self._stratum_sizes()
         classes = np.flatnonzero(short.any(axis=1))
         named = ", ".join(
-            f"class {self.classes_[c].item()!r} ({sizes[c]} rows)" for c in classes[:3]
+            f"class {_plain(self.classes_[c])!r} ({sizes[c]} "
+            f"{'row' if sizes[c] == 1 else 'rows'}; alpha={levels_text(levels[short[c]])})"
+            for c in classes[:3]
         )
         more = f" and {classes.size - 3} more" if classes.size > 3 else ""
         warn_user(
-            f"Too few training rows for alpha={levels_text(levels[short.any(axis=0)])} in "
-            f"{named}{more}: with class_conditional=True a class needs at least "
-            f"{minimum_scores(levels.min())} rows, so that class is in every prediction set.",
+            f"Too few training rows in {named}{more}: with class_conditional=True a class "
+            f"needs at least {minimum_scores(levels.min())} rows at alpha="
+            f"{levels.min():g} (2 / alpha - 1 at the smallest level), so that class is in "
+            "every prediction set at those levels.",
             UserWarning,
         )
+
+    def _warn_if_unseen(self) -> None:
+        """A class whose rows all fell in one fold: that fold's model never saw it."""
+        for k, model in enumerate(self.estimators_):  # a loop over folds
+            unseen = np.setdiff1d(self.classes_, model_classes(model))
+            if unseen.size:
+                warn_user(
+                    f"The model of fold {k} never saw class(es) "
+                    f"{[_plain(c) for c in unseen[:3]]} (all their rows are in that fold): "
+                    "it gives them probability 0, so their out-of-fold scores are the "
+                    "largest possible and the p-values of those classes (of every class "
+                    "without class_conditional) rise toward 1, making the sets larger. "
+                    "Use folds that keep every class in every training part (a "
+                    "StratifiedKFold) or more rows of those classes.",
+                    UserWarning,
+                )
+                return
 
     # ---- prediction ----------------------------------------------------------------------
     def _fold_sorted_scores(self) -> list[list[NDArray]]:
@@ -385,13 +408,16 @@ default="lac"
 
     def predict_pvalue(self, X: Any) -> NDArray:
         """Cross-conformal p-value of every class for every row:
-        ``(1 + #{i : s_i >= s_{k(i)}(x, c)}) / (n + 1)``.
+        ``(1 + #{i : s_i >= s_{k(i)}(x, c)}) / (n + 1)``; with ``class_conditional=True``
+        ``(1 + #{i : y_i = c, s_i >= s_{k(i)}(x, c)}) / (n_c + 1)``, over the ``n_c``
+        training rows of class ``c``.
 
         ``predict_set(X, alpha)`` holds exactly the classes whose p-value exceeds
         ``alpha`` (for randomised scores with an int ``random_state``: the same draws for
         the same rows in the same order), but for levels within the rank tolerance of
-        `uqconform.quantiles.conformal_rank` below a multiple of ``1 / (n + 1)``, which
-        the sets read as that multiple (``alpha = 0.1 - 1e-11`` as 0.1).
+        `uqconform.quantiles.conformal_rank` below a multiple of ``1 / (n + 1)`` (of
+        ``1 / (n_c + 1)``), which the sets read as that multiple (``alpha = 0.1 - 1e-11``
+        as 0.1).
 
         Parameters
         ----------
@@ -418,7 +444,8 @@ default="lac"
         -------
         ndarray of bool, shape (n_samples, n_classes) or (n_samples, n_classes, k)
             ``sets[i, j]`` is True when ``classes_[j]`` is in the set of row ``i``. Every
-            class, with a warning, where ``n`` rows are too few for the level.
+            class, with a warning, where ``n`` rows are too few for the level (with
+            ``class_conditional=True``: the classes whose ``n_c`` rows are too few).
         """
         self._check_fitted("predict_set")
         value = self.alpha if alpha is None else alpha
