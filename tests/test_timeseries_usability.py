@@ -427,3 +427,20 @@ def test_warnings_a_user_reads_at_start_and_online():
     aci.set_params(estimator__fit_intercept=False)
     with pytest.raises(NotFittedError, match=r"EnbPI.predict: parameters changed since fit"):
         aci.predict(X[:3])
+
+
+def test_an_array_after_a_frame_warns_once_not_once_per_model():
+    """Fitted on a DataFrame, given an array: scikit-learn's feature-name warning once
+    (the wrapper's), not again from each of the 25 bootstrap models."""
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame(rng.normal(size=(120, 2)), columns=["a", "b"])
+    y = X.to_numpy() @ [1.0, -1.0] + rng.normal(size=120)
+    model = EnbPI(LinearRegression(), random_state=0).fit(X[:100], y[:100])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        from_array = model.predict_interval(X.to_numpy()[100:])
+    names = [w for w in caught if "feature names" in str(w.message)]
+    assert len(names) == 1 and "EnbPI" in str(names[0].message)
+    np.testing.assert_array_equal(from_array, model.predict_interval(X[100:]))
