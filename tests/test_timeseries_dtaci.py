@@ -28,10 +28,11 @@ def shifting_noise(n: int = 1500, seed: int = 0):
 
 
 def _reference_steps(model, X, y, alpha, gammas, steps):
-    """The definition, step by step, on copies of ``model``: each step asks a copy for
-    the intervals of the issued level, the experts' levels and the grid levels between
-    them (one call: nested), takes ``beta`` as the largest level that holds ``y``, and
-    updates the experts by the pinball loss and their own misses."""
+    """The definition, step by step, on copies of ``model``: each step issues the copy's
+    interval at the weighted level, asks it for the intervals of that level, the
+    experts' levels and the grid levels between them (one call: nested), takes ``beta``
+    as the largest level that holds ``y``, and updates the experts by the pinball loss
+    and their own misses."""
     gammas = np.asarray(gammas)
     k = gammas.size
     levels, weights = np.full(k, alpha), np.full(k, 1 / k)
@@ -47,7 +48,9 @@ def _reference_steps(model, X, y, alpha, gammas, steps):
         intervals[0, evaluated <= 0], intervals[1, evaluated <= 0] = -np.inf, np.inf
         intervals[:, proper] = copy.predict_interval(X[t : t + 1], alpha=evaluated[proper])[0]
         inside = (intervals[0] <= y[t]) & (y[t] <= intervals[1]) & (evaluated < 1)
-        issued.append(intervals[:, 0])
+        # the issued interval: the method's own at the working level, asked for alone
+        assert 0 < working < 1  # (the case of this test)
+        issued.append(copy.predict_interval(X[t : t + 1], alpha=working)[0])
         beta = max(0.0, evaluated[inside].max(initial=0.0))
         loss = alpha * (beta - levels) - np.minimum(beta - levels, 0.0)
         weights = weights * np.exp(-DTACI_ETA * loss)
@@ -81,13 +84,13 @@ def test_levels_weights_and_intervals_follow_the_definition():
 @pytest.mark.parametrize("method", [EnbPI, KOWCPI])
 def test_adapts_to_shifts_better_than_one_small_step_size(method):
     """Over 900 online steps with the noise tripled, then halved, DtACI's long-run miss
-    rate is as close to alpha as ACI's bound allows with its largest step size (measured:
-    0.094 for EnbPI, 0.107 for KOWCPI); after the noise grows it misses less often than
-    the plain method (measured 0.15 and 0.19 against 0.35 and 0.38; ACI with gamma =
-    0.005: 0.20 and 0.18), and after it drops its intervals are narrower than both
+    rate is closer to alpha than the plain method's (no bound is claimed: a review found
+    it 0.014 from alpha on a trending series, beyond ACI's bound for its largest step);
+    after the noise grows it misses less often than the plain method, and after it drops
+    its intervals are narrower than the plain method's and than ACI's with gamma = 0.005
     (which keep the wide ones)."""
     X, y = shifting_noise()
-    alpha, steps = 0.1, 900
+    alpha = 0.1
     runs = {}
     for gamma in (None, 0.005, GAMMAS):
         model = method(LinearRegression(), random_state=0, aci_gamma=gamma).fit(X[:600], y[:600])
@@ -96,8 +99,7 @@ def test_adapts_to_shifts_better_than_one_small_step_size(method):
             intervals = model.predict_interval(X[600:], y[600:])
         runs[gamma] = (1 - model.coverage_history_, intervals[:, 1] - intervals[:, 0])
     miss, width = runs[GAMMAS]
-    largest = max(GAMMAS)
-    assert abs(miss.mean() - alpha) <= (1 - alpha + largest) / (largest * steps), miss.mean()
+    assert abs(miss.mean() - alpha) < abs(runs[None][0].mean() - alpha)
     grown, dropped = slice(300, 450), slice(600, 900)
     assert miss[grown].mean() < runs[None][0][grown].mean()
     assert np.median(width[dropped]) < np.median(runs[0.005][1][dropped])
@@ -123,11 +125,19 @@ def test_state_is_pickled_reset_by_fit_and_restarted_for_new_step_sizes():
     )
     assert model.aci_alphas_ == before
     assert plain_level.aci_experts_ == {}
-    # other step sizes: their experts start at the nominal level
+    # other step sizes: their experts start at the current level, which a call without y
+    # uses too (one current level); ACI continues from DtACI's and drops its experts
+    current = model.aci_alphas_[0.1]
     model.set_params(aci_gamma=(0.01, 0.05))
-    model.predict_interval(X[300:301], y[300:301])
-    np.testing.assert_allclose(model.aci_alpha_history_[-1], 0.1)
+    np.testing.assert_array_equal(
+        model.predict_interval(X[300:301]), model.predict_interval(X[300:301], y[300:301])
+    )
+    np.testing.assert_allclose(model.aci_alpha_history_[-1], current)
     assert model.aci_experts_[0.1]["levels"].shape == (2,)
+    current = model.aci_alphas_[0.1]
+    model.set_params(aci_gamma=0.05).predict_interval(X[301:302], y[301:302])
+    np.testing.assert_allclose(model.aci_alpha_history_[-1], current)
+    assert 0.1 not in model.aci_experts_
     model.fit(X[:200], y[:200])
     assert model.aci_experts_ == {} and model.aci_alphas_ == {}
     # a refused call changes nothing
@@ -152,9 +162,35 @@ def test_diagnostics_keep_one_entry_per_step_for_the_issued_level():
 
 
 @pytest.mark.parametrize(
-    "gamma", [(0.1,), (0.1, 0.1), (0.0, 0.1), (0.1, 1.5), "0.1", ((0.1, 0.2),), (True, 0.1)]
+    "gamma",
+    [
+        (0.1,),
+        (0.1, 0.1),
+        (0.0, 0.1),
+        (0.1, 1.5),
+        "0.1",
+        ((0.1, 0.2),),
+        (True, 0.1),
+        ["0.01", "0.05"],
+        np.ma.masked_array([0.01, 0.05, 0.1], mask=[0, 0, 1]),
+    ],
 )
 def test_bad_step_sizes_are_refused_naming_the_argument(gamma):
     X, y = shifting_noise(100)
     with pytest.raises(ValueError, match="`aci_gamma` must be None, a step size in"):
         SPCI(LinearRegression(), aci_gamma=gamma).fit(X, y)
+
+
+@pytest.mark.parametrize("method", [EnbPI, SPCI, KOWCPI])
+def test_the_interval_issued_before_the_value_is_the_one_judged(method):
+    """``predict_interval(x)`` then ``predict_interval(x, y)``: the same interval at every
+    step (a review found the online one widened by its nesting with the experts' levels
+    at a third to a half of the steps)."""
+    X, y = shifting_noise(330)
+    params = {"window": 2} if method is not EnbPI else {}
+    model = method(LinearRegression(), n_bootstrap=8, random_state=0, aci_gamma=GAMMAS, **params)
+    model.fit(X[:250], y[:250])
+    for t in range(250, 330):
+        before = model.predict_interval(X[t : t + 1])
+        np.testing.assert_array_equal(model.predict_interval(X[t : t + 1], y[t : t + 1]), before)
+    assert len(model.effective_sample_sizes_) == 160  # one per call

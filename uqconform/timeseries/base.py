@@ -557,7 +557,10 @@ class SequentialConformalRegressor(
             gammas = np.asarray(gamma, dtype=float)
         except (TypeError, ValueError):
             raise ValueError(message) from None
-        if any(isinstance(entry, bool | np.bool_) for entry in entries):
+        if isinstance(gamma, np.ma.MaskedArray) or any(
+            isinstance(entry, bool | np.bool_) or not isinstance(entry, numbers.Real)
+            for entry in entries
+        ):
             raise ValueError(message)
         if (
             gammas.ndim != 1
@@ -825,9 +828,16 @@ class SequentialConformalRegressor(
         kept = floors.max() if recorded is None else floors[recorded]
         if shared:
             floors = np.full(alphas.size, kept)
+        # DtACI asks twice per step for the same memory: its weights are kept for the step
+        cache = self.__dict__.get("_step_weights")
         for floor in np.unique(floors)[::-1]:  # a loop over distinct floors (few levels)
             levels = floors == floor
-            targets, weights, feasible = self._next_weights(memory, int(floor))
+            if cache is not None and cache[0] is memory and int(floor) in cache[1]:
+                targets, weights, feasible = cache[1][int(floor)]
+            else:
+                targets, weights, feasible = self._next_weights(memory, int(floor))
+                if cache is not None and cache[0] is memory:
+                    cache[1][int(floor)] = (targets, weights, feasible)
             if record and floor == kept:  # recorded once
                 self.effective_sample_sizes_.append(float(1.0 / np.sum(weights**2)))
                 self.n_infeasible_ += int(not feasible)
@@ -934,26 +944,31 @@ class SequentialConformalRegressor(
         return np.array([current.get(float(a), float(a)) for a in alphas])
 
     def _level_offsets(
-        self, levels: NDArray, recorded: int | None = None, shared: bool = False
+        self,
+        levels: NDArray,
+        recorded: int | None = None,
+        shared: bool = False,
+        record: bool = True,
     ) -> NDArray:
         """`_interval_offsets` for levels of any value: at or below 0 the whole line, at or
         above 1 the empty set (a zero-width interval at the prediction). ``recorded``: the
-        level whose diagnostics are kept (default: the widest); ``shared``: its weights
-        serve every level (when it lies in (0, 1))."""
+        level whose diagnostics are kept (default: the widest; none with
+        ``record=False``); ``shared``: its weights serve every level (when it lies in
+        (0, 1))."""
         inside = (levels > 0) & (levels < 1)
         if inside.all():
-            return self._interval_offsets(levels, recorded, shared=shared)
+            return self._interval_offsets(levels, recorded, record, shared=shared)
         out = np.zeros((2, levels.size))
         out[0, levels <= 0], out[1, levels <= 0] = -np.inf, np.inf
         # the recorded level outside (0, 1): no weights of its own (NaN), as with no level
-        record = recorded is None or bool(inside[recorded])
+        own = recorded is None or bool(inside[recorded])
         if inside.any():
-            if recorded is not None and record:  # its position among the levels inside
+            if recorded is not None and own:  # its position among the levels inside
                 recorded = int(np.cumsum(inside)[recorded]) - 1
             out[:, inside] = self._interval_offsets(
-                levels[inside], recorded, record, shared=shared and record
+                levels[inside], recorded, record and own, shared=shared and own
             )
-        if not record or not inside.any():  # no weights were computed for it
+        if record and (not own or not inside.any()):  # no weights were computed for it
             self.effective_sample_sizes_.append(float("nan"))
         return out
 
@@ -996,6 +1011,10 @@ class SequentialConformalRegressor(
                 **self.__dict__.get("aci_alphas_", {}),
                 **{float(a): float(level) for a, level in zip(alphas, levels, strict=True)},
             }
+            # one current level: DtACI's experts of these levels start again from it
+            used = {float(a) for a in alphas}
+            experts = self.__dict__.get("aci_experts_", {})
+            self.aci_experts_ = {a: v for a, v in experts.items() if a not in used}
         self.aci_alpha_history_ = np.concatenate(  # without ACI: the nominal level
             [self.__dict__.get("aci_alpha_history_", np.zeros(0)), history]
         )
@@ -1008,23 +1027,27 @@ class SequentialConformalRegressor(
         inference (DtACI; Gibbs and Candes, 2024).
 
         Each nominal level runs one ACI expert per step size ``gamma_i``, with level
-        ``a_i`` and probability ``p_i``; step ``t`` issues the interval at ``sum_i p_i
-        a_i``. Once ``y_t`` is known, ``beta_t`` is the largest level whose interval holds
-        it (0 if none) among the levels evaluated at that step: the issued one, the
-        experts', and those of 0.02, 0.04, ..., 0.98 between the experts' (beyond the
-        experts' range the differences of their losses, all that the weights depend on,
-        do not change with ``beta_t``). They are asked for together, so their intervals
-        are nested, all from the issued level's weights. Then ``p_i`` is multiplied by
+        ``a_i`` and probability ``p_i``; step ``t`` issues the method's own interval at
+        ``sum_i p_i a_i`` (as a call without ``y`` would). Once ``y_t`` is known,
+        ``beta_t`` is the largest level whose interval holds it (0 if none) among the
+        levels evaluated in a second call: the issued one, the experts', and those of
+        0.02, 0.04, ..., 0.98 between the experts' (beyond the experts' range the
+        differences of their losses, all that the weights depend on, do not change with
+        ``beta_t``). Asked for together, their intervals are nested, all from the issued
+        level's weights (computed once per step). Then ``p_i`` is multiplied by
         ``exp(-eta l(beta_t, a_i))`` (``l`` the pinball loss ``alpha (beta - a) - min(0,
         beta - a)``), normalised and mixed with uniform weights, ``(1 - sigma) p + sigma /
         k``; and ``a_i += gamma_i (alpha - miss_i)``, ``miss_i`` whether ``a_i``'s
-        interval missed ``y_t``.
+        interval in that call missed ``y_t`` (``a_i > beta_t``). New experts start at the
+        current working level.
         """
         residuals = y - centre
         if not np.isfinite(residuals).all():  # refuse before any state changes
             self._absorb(residuals)
         n, n_levels, k = centre.shape[0], alphas.size, gammas.size
-        levels = np.repeat(alphas[:, None], k, axis=1)  # (nominal levels, experts)
+        # new experts start at the current working level (the nominal one after fit; ACI's
+        # or other step sizes' when switched): one current level, whichever call reads it
+        levels = np.repeat(self._adapted_levels(alphas)[:, None], k, axis=1)
         weights = np.full((n_levels, k), 1.0 / k)
         experts = self.__dict__.get("aci_experts_", {})
         for j, alpha in enumerate(alphas):  # a loop over nominal levels: their states
@@ -1038,16 +1061,21 @@ class SequentialConformalRegressor(
             working = _snap_levels(np.sum(weights * levels, axis=1))
             history[t] = working[0]
             lowered[t] = working < alphas
-            # grid levels matter only between the experts' (see the docstring)
-            between = _BETA_LEVELS[(_BETA_LEVELS > levels.min()) & (_BETA_LEVELS < levels.max())]
-            evaluated = np.concatenate([working, levels.ravel(), between])
-            offsets = self._level_offsets(evaluated, recorded=0, shared=True)
-            out[t] = centre[t] + offsets[:, :n_levels]
-            ends = centre[t] + offsets
-            low = ends[0] - outward_margin(centre[t], centre[t], ends[0])
-            high = ends[1] + outward_margin(centre[t], centre[t], ends[1])
-            inside = (low <= y[t]) & (y[t] <= high) & (evaluated < 1)  # empty set: a miss
-            hits[t] = inside[:n_levels]
+            self._step_weights: tuple[NDArray, dict[int, tuple]] = (self.memory_, {})
+            try:
+                # the issued interval: the method's own at the working level
+                out[t] = centre[t] + self._level_offsets(working)
+                # beta_t and the experts' misses: every evaluated level in one nested call
+                # (grid levels matter only between the experts': see the docstring)
+                between = _BETA_LEVELS[
+                    (_BETA_LEVELS > levels.min()) & (_BETA_LEVELS < levels.max())
+                ]
+                evaluated = np.concatenate([working, levels.ravel(), between])
+                offsets = self._level_offsets(evaluated, recorded=0, shared=True, record=False)
+            finally:
+                del self._step_weights
+            hits[t] = self._inside(centre[t], out[t], y[t], working)
+            inside = self._inside(centre[t], centre[t] + offsets, y[t], evaluated)
             missed = ~inside[n_levels : n_levels + levels.size].reshape(levels.shape)
             beta = max(0.0, float(np.max(evaluated[inside], initial=0.0)))
             below = beta - levels
@@ -1073,6 +1101,14 @@ class SequentialConformalRegressor(
             [self.__dict__.get("aci_alpha_history_", np.zeros(0)), history]
         )
         return hits[:, 0], lowered
+
+    @staticmethod
+    def _inside(centre: float, ends: NDArray, value: float, levels: NDArray) -> NDArray:
+        """Whether ``value`` lies in each interval ``ends`` ``(2, k)`` as it will be rounded
+        outward (row by row); a level at or above 1 (the empty set) misses."""
+        low = ends[0] - outward_margin(centre, centre, ends[0])
+        high = ends[1] + outward_margin(centre, centre, ends[1])
+        return (low <= value) & (value <= high) & (levels < 1)
 
     # With y the memory absorbs each residual: a refused call leaves it as it was.
     _online_intervals = keeps_state_on_error(_intervals)
