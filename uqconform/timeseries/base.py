@@ -1001,24 +1001,28 @@ class SequentialConformalRegressor(
             lowered[t] = levels < alphas
             out[t] = centre[t] + self._level_offsets(levels)
             if gamma:  # the miss, on the ends as they will be rounded, moves the levels
-                low = out[t, 0] - outward_margin(centre[t], centre[t], out[t, 0])
-                high = out[t, 1] + outward_margin(centre[t], centre[t], out[t, 1])
-                hits[t] = (low <= y[t]) & (y[t] <= high) & (levels < 1)  # empty set: a miss
+                hits[t] = self._inside(centre[t], out[t], y[t], levels)
                 levels = _snap_levels(levels + gamma * (alphas - ~hits[t]))
             self._absorb(residuals[t : t + 1])
         if gamma:
-            self.aci_alphas_ = {
-                **self.__dict__.get("aci_alphas_", {}),
-                **{float(a): float(level) for a, level in zip(alphas, levels, strict=True)},
-            }
             # one current level: DtACI's experts of these levels start again from it
             used = {float(a) for a in alphas}
             experts = self.__dict__.get("aci_experts_", {})
             self.aci_experts_ = {a: v for a, v in experts.items() if a not in used}
+        self._record_levels(alphas, levels if gamma else None, history)
+        return (hits[:, 0] if gamma else None), lowered
+
+    def _record_levels(self, alphas: NDArray, working: NDArray | None, history: NDArray) -> None:
+        """Keep each nominal level's next working level (none without ACI) and append the
+        levels that issued the online rows to ``aci_alpha_history_``."""
+        if working is not None:
+            self.aci_alphas_ = {
+                **self.__dict__.get("aci_alphas_", {}),
+                **{float(a): float(level) for a, level in zip(alphas, working, strict=True)},
+            }
         self.aci_alpha_history_ = np.concatenate(  # without ACI: the nominal level
             [self.__dict__.get("aci_alpha_history_", np.zeros(0)), history]
         )
-        return (hits[:, 0] if gamma else None), lowered
 
     def _dtaci_steps(
         self, centre: NDArray, y: NDArray, alphas: NDArray, gammas: NDArray, out: NDArray
@@ -1085,11 +1089,6 @@ class SequentialConformalRegressor(
             weights = (1 - DTACI_SIGMA) * weights + DTACI_SIGMA / k
             levels = _snap_levels(levels + gammas * (alphas[:, None] - missed))
             self._absorb(residuals[t : t + 1])
-        working = _snap_levels(np.sum(weights * levels, axis=1))  # the next step's levels
-        self.aci_alphas_ = {
-            **self.__dict__.get("aci_alphas_", {}),
-            **{float(a): float(level) for a, level in zip(alphas, working, strict=True)},
-        }
         self.aci_experts_ = {
             **experts,
             **{
@@ -1097,9 +1096,8 @@ class SequentialConformalRegressor(
                 for j, a in enumerate(alphas)
             },
         }
-        self.aci_alpha_history_ = np.concatenate(
-            [self.__dict__.get("aci_alpha_history_", np.zeros(0)), history]
-        )
+        # the next step's levels
+        self._record_levels(alphas, _snap_levels(np.sum(weights * levels, axis=1)), history)
         return hits[:, 0], lowered
 
     @staticmethod
