@@ -1011,3 +1011,20 @@ def test_edge_cases_from_an_evaluation_audit():
     assert coverage_bounds(100, 0.1, 100, confidence=1 - 1e-12)[0] < 0.9
     with pytest.raises(ValueError, match="`intervals` is empty: at least one row"):
         mean_width(np.zeros((0, 2)))
+
+
+def test_evaluate_names_the_arguments_the_user_passed():
+    from sklearn.linear_model import Ridge
+
+    from uqconform.evaluation import evaluate
+    from uqconform.regression import SplitConformalRegressor
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 2))
+    y = X @ [1.0, 2.0] + rng.normal(size=300)
+    model = SplitConformalRegressor(Ridge()).fit(X[:100], y[:100])
+    model.calibrate(X[100:200], y[100:200])
+    with pytest.raises(ValueError, match="`y_test` has 99 rows but `X_test` has 100"):
+        evaluate(model, X[200:], y[200:299], alpha=0.1)
+    with pytest.raises(ValueError, match="`groups` has 3 entries but `y_test` has 100"):
+        evaluate(model, X[200:], y[200:], alpha=0.1, groups=[0, 1, 0])

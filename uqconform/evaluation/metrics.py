@@ -279,7 +279,7 @@ def _label_index(
     if unknown.any():
         unseen = pd.unique(y[unknown])
         raise ValueError(
-            f"`{name}` contains labels not in `classes`: {list(unseen[:5])}"
+            f"`{name}` contains labels not in `classes`: {pd.Series(unseen[:5]).tolist()}"
             f"{' ...' if unseen.size > 5 else ''}. `classes`: {labels.tolist()}."
         )
     return index.astype(np.intp)
@@ -302,8 +302,8 @@ def _prepare(
     parsed = _parse_prediction(prediction, y.shape, prediction_name, intervals_only)
     if classes is not None and parsed.kind != "set":
         raise TypeError(
-            "`classes` is only meaningful for boolean set arrays, but `prediction` is a "
-            f"{parsed.kind} prediction."
+            "`classes` is only meaningful for boolean set arrays, but `prediction` is "
+            f"{'an' if parsed.kind[0] in 'aeiou' else 'a'} {parsed.kind} prediction."
         )
     _check_rows(y, parsed.n, name, prediction_name)
     if parsed.kind == "set":

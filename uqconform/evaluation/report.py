@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
+from sklearn.utils.validation import _num_samples
 
 from uqconform.evaluation.bounds import check_confidence, coverage_bounds
 from uqconform.evaluation.metrics import (
@@ -365,6 +366,16 @@ def evaluate(
     if y_test is None:
         raise ValueError("`y_test` is None; pass the test targets.")
     y = np.asarray(y_test)
+    try:  # the model checks X itself; this only names a length mismatch as the user's
+        n_X: int | None = _num_samples(X_test)
+    except TypeError:
+        n_X = None
+    if y.ndim >= 1 and n_X is not None and n_X != y.shape[0]:
+        raise ValueError(f"`y_test` has {y.shape[0]} rows but `X_test` has {n_X}.")
+    if groups is not None and np.ndim(groups) == 1 and np.shape(groups)[0] != y.shape[0]:
+        raise ValueError(
+            f"`groups` has {np.shape(groups)[0]} entries but `y_test` has {y.shape[0]}."
+        )
     task, method, y = _task_and_method(model, y)
     kwargs: dict[str, Any] = {"alpha": alphas.tolist()}
     if groups is not None and getattr(model, "groups_", None) is not None:

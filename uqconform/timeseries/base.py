@@ -668,7 +668,8 @@ class SequentialConformalRegressor(
             while_short = "throughout (the memory never holds enough)"
         # finite_sample widens to the whole line what the plain quantiles would cut short
         outcome = "infinite intervals" if self.finite_sample else "under-coverage"
-        what = f"{count} (window, next residual) pairs" if window else f"{count} residuals"
+        noun = "(window, next residual) pair" if window else "residual"
+        what = f"{count} {noun}{'' if count == 1 else 's'}"
         warn_user(
             f"{type(self).__name__} starts with {what}; intervals at alpha="
             f"{np.min(alphas):g} need at least {needed} (2 / alpha - 1) for their quantiles to "

@@ -118,8 +118,12 @@ def bootstrap_residuals(
         warn_user(
             f"With `n_bootstrap`={n_bootstrap}, {in_sample:.0%} of the {n} fit points were "
             "seen by every bootstrap model: their residuals are in-sample (too small for a "
-            "flexible model), which narrows the intervals. Use more models (n_bootstrap >= "
-            "10).",
+            "flexible model), which narrows the intervals. "
+            + (
+                "Use more models (n_bootstrap >= 10)."
+                if n_bootstrap < 10
+                else "Give more fit rows or more models (`n_bootstrap`)."
+            ),
             UserWarning,
         )
     share = np.where(counts > 0, unseen / np.maximum(counts, 1), 1.0 / n_bootstrap)
