@@ -469,6 +469,8 @@ def test_bad_input(reg_model, clf_model):
     n_params = model.posterior_.n_parameters_
     with pytest.raises(ValueError, match="positive"):
         LinearizedPredictive(net, posterior=np.r_[-1.0, np.ones(n_params - 1)]).fit(Xf, yf)
+    with pytest.raises(ValueError, match=r"must be finite and > 0: 1 of its .* \(first: nan\)"):
+        LaplacePosterior(net, prior_precision=np.r_[np.nan, np.ones(n_params - 1)]).fit(Xf, yf)
     other = _mlp((8,)).fit(Xf, yf)
     with pytest.raises(ValueError, match="another network"):
         LinearizedPredictive(other, posterior=model.posterior_).fit(Xf, yf)

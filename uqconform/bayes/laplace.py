@@ -206,10 +206,16 @@ class LaplacePosterior(VersionedState, BaseEstimator):
             prior = check_positive_float(prior, "prior_precision")  # refuses True
         if not isinstance(prior, (str, numbers.Real)):
             prior = np.asarray(prior, dtype=float)
-            if prior.shape != (view.network.n_parameters,) or not np.all(prior > 0):
+            if prior.shape != (view.network.n_parameters,):
                 raise ValueError(
                     f"array `prior_precision` must hold {view.network.n_parameters} positive "
                     f"values (one per parameter), got shape {prior.shape}."
+                )
+            bad = ~(np.isfinite(prior) & (prior > 0))
+            if bad.any():
+                raise ValueError(
+                    f"array `prior_precision` must be finite and > 0: {int(bad.sum())} of its "
+                    f"{prior.size} values are not (first: {float(prior[bad][0])})."
                 )
             if self.structure in ("kron", "last_layer"):
                 raise ValueError(
