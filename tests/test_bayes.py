@@ -1048,3 +1048,12 @@ def test_scale_search_finds_a_dip_beside_a_flat_part(dip):
         return 1.0 + 0.001 * np.tanh(u) - 0.01 * np.exp(-(((u - dip) / 1.5) ** 2))
 
     assert abs(_minimise_log_scale(nll, -12.0, 12.0) - dip) < 0.05
+
+
+def test_regressors_have_no_classes_attribute(reg_model, clf_model):
+    """``classes_`` is documented for classification only: a regressor has none (it was
+    None, so ``hasattr`` said otherwise)."""
+    model, _, _ = reg_model
+    assert not hasattr(model, "classes_") and not hasattr(model.posterior_, "classes_")
+    classifier, _, _ = clf_model
+    assert hasattr(classifier, "classes_") and hasattr(classifier.posterior_, "classes_")

@@ -252,7 +252,11 @@ class LaplacePosterior(VersionedState, BaseEstimator):
         self.n_parameters_ = view.network.n_parameters
         self.mean_ = view.network.parameters()
         self.task_ = view.task
-        self.classes_ = view.classes
+        # classification only: a regressor has no classes_ (hasattr says so)
+        if view.classes is not None:
+            self.classes_ = view.classes
+        else:
+            self.__dict__.pop("classes_", None)
         if view.task == "regression":
             rows, t = (Xv, target_val) if Xv is not None else (Xt, target)
             assert t is not None  # target_val is set with Xv
@@ -317,7 +321,11 @@ class LaplacePosterior(VersionedState, BaseEstimator):
         post.n_parameters_ = P
         post.mean_ = view.network.parameters()
         post.task_ = view.task
-        post.classes_ = view.classes
+        # classification only: a regressor has no classes_ (hasattr says so)
+        if view.classes is not None:
+            post.classes_ = view.classes
+        else:
+            post.__dict__.pop("classes_", None)
         post.curvature_ = 1.0 / values
         post.prior_precision_ = 0.0
         post.prior_grid_nll_ = None

@@ -345,7 +345,11 @@ class LinearizedPredictive(VersionedState, BaseEstimator):
             )
         self.view_ = view
         self.task_ = view.task
-        self.classes_ = view.classes
+        # classification only: a regressor has no classes_ (hasattr says so)
+        if view.classes is not None:
+            self.classes_ = view.classes
+        else:
+            self.__dict__.pop("classes_", None)
         # the validation rows first, so their errors name `X` and `y` (not the posterior's
         # `X_val` and `y_val`)
         Xv = view.transform(X_val)
