@@ -310,9 +310,6 @@ default="lac"
         self._warn_if_unseen()
 
     # ---- strata: every row, or each class's rows -----------------------------------------
-    def _n_strata(self) -> int:
-        return self.classes_.size if self.class_conditional else 1
-
     def _stratum_sizes(self) -> NDArray:
         """The number of training rows each label is compared with: its class's rows with
         ``class_conditional=True`` (one entry per class), else all ``n`` (one entry)."""
@@ -373,7 +370,7 @@ default="lac"
     def _fold_sorted_scores(self) -> list[list[NDArray]]:
         """Each fold's out-of-fold scores, sorted, split by stratum (each class's with
         ``class_conditional=True``, else one array)."""
-        n_strata, folds = self._n_strata(), len(self.estimators_)
+        n_strata, folds = self._stratum_sizes().size, len(self.estimators_)
         stratum = self.class_index_ if self.class_conditional else 0
         key = self.fold_index_ * n_strata + stratum
         order = np.lexsort((self.conformity_scores_, key))

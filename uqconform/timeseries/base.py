@@ -807,6 +807,7 @@ class SequentialConformalRegressor(
         recorded: int | None = None,
         record: bool = True,
         shared: bool = False,
+        memo: dict[int, tuple] | None = None,
     ) -> NDArray:
         """``[Q_beta*, Q_{1 - alpha + beta*}]`` per level from the current memory: (2, k).
 
@@ -816,7 +817,8 @@ class SequentialConformalRegressor(
         diagnostics (effective sample size, infeasible weights) are recorded once, for the
         widest level, or for level ``recorded`` when given (not at all with
         ``record=False``). ``shared``: every level gets the weights of level ``recorded``
-        (one weight computation; DtACI's extra levels).
+        (one weight computation; DtACI's extra levels). ``memo``: the weights of this
+        memory state by floor, filled and reused (DtACI asks twice per step).
         """
         fractions = self._beta_fractions()
         if not (self.finite_sample and self._weights_follow_floor):
@@ -829,16 +831,14 @@ class SequentialConformalRegressor(
         kept = floors.max() if recorded is None else floors[recorded]
         if shared:
             floors = np.full(alphas.size, kept)
-        # DtACI asks twice per step for the same memory: its weights are kept for the step
-        cache = self.__dict__.get("_step_weights")
         for floor in np.unique(floors)[::-1]:  # a loop over distinct floors (few levels)
             levels = floors == floor
-            if cache is not None and cache[0] is memory and int(floor) in cache[1]:
-                targets, weights, feasible = cache[1][int(floor)]
+            if memo is not None and int(floor) in memo:
+                targets, weights, feasible = memo[int(floor)]
             else:
                 targets, weights, feasible = self._next_weights(memory, int(floor))
-                if cache is not None and cache[0] is memory:
-                    cache[1][int(floor)] = (targets, weights, feasible)
+                if memo is not None:
+                    memo[int(floor)] = (targets, weights, feasible)
             if record and floor == kept:  # recorded once
                 self.effective_sample_sizes_.append(float(1.0 / np.sum(weights**2)))
                 self.n_infeasible_ += int(not feasible)
@@ -950,15 +950,16 @@ class SequentialConformalRegressor(
         recorded: int | None = None,
         shared: bool = False,
         record: bool = True,
+        memo: dict[int, tuple] | None = None,
     ) -> NDArray:
         """`_interval_offsets` for levels of any value: at or below 0 the whole line, at or
         above 1 the empty set (a zero-width interval at the prediction). ``recorded``: the
         level whose diagnostics are kept (default: the widest; none with
         ``record=False``); ``shared``: its weights serve every level (when it lies in
-        (0, 1))."""
+        (0, 1)); ``memo`` as in `_interval_offsets`."""
         inside = (levels > 0) & (levels < 1)
         if inside.all():
-            return self._interval_offsets(levels, recorded, record, shared=shared)
+            return self._interval_offsets(levels, recorded, record, shared, memo)
         out = np.zeros((2, levels.size))
         out[0, levels <= 0], out[1, levels <= 0] = -np.inf, np.inf
         # the recorded level outside (0, 1): no weights of its own (NaN), as with no level
@@ -967,7 +968,7 @@ class SequentialConformalRegressor(
             if recorded is not None and own:  # its position among the levels inside
                 recorded = int(np.cumsum(inside)[recorded]) - 1
             out[:, inside] = self._interval_offsets(
-                levels[inside], recorded, record and own, shared=shared and own
+                levels[inside], recorded, record and own, shared and own, memo
             )
         if record and (not own or not inside.any()):  # no weights were computed for it
             self.effective_sample_sizes_.append(float("nan"))
@@ -1066,19 +1067,16 @@ class SequentialConformalRegressor(
             working = _snap_levels(np.sum(weights * levels, axis=1))
             history[t] = working[0]
             lowered[t] = working < alphas
-            self._step_weights: tuple[NDArray, dict[int, tuple]] = (self.memory_, {})
-            try:
-                # the issued interval: the method's own at the working level
-                out[t] = centre[t] + self._level_offsets(working)
-                # beta_t and the experts' misses: every evaluated level in one nested call
-                # (grid levels matter only between the experts': see the docstring)
-                between = _BETA_LEVELS[
-                    (_BETA_LEVELS > levels.min()) & (_BETA_LEVELS < levels.max())
-                ]
-                evaluated = np.concatenate([working, levels.ravel(), between])
-                offsets = self._level_offsets(evaluated, recorded=0, shared=True, record=False)
-            finally:
-                del self._step_weights
+            memo: dict[int, tuple] = {}  # this memory state's weights, for both calls
+            # the issued interval: the method's own at the working level
+            out[t] = centre[t] + self._level_offsets(working, memo=memo)
+            # beta_t and the experts' misses: every evaluated level in one nested call
+            # (grid levels matter only between the experts': see the docstring)
+            between = _BETA_LEVELS[(_BETA_LEVELS > levels.min()) & (_BETA_LEVELS < levels.max())]
+            evaluated = np.concatenate([working, levels.ravel(), between])
+            offsets = self._level_offsets(
+                evaluated, recorded=0, shared=True, record=False, memo=memo
+            )
             hits[t] = self._inside(centre[t], out[t], y[t], working)
             inside = self._inside(centre[t], centre[t] + offsets, y[t], evaluated)
             missed = ~inside[n_levels : n_levels + levels.size].reshape(levels.shape)
