@@ -175,10 +175,19 @@ def test_numeric_arguments(call, message):
         call()
 
 
-def test_enbpi_nan_beta_grid(data):
+@pytest.mark.parametrize("grid", [[np.nan], ["0.5"], [0.2, "0.5"], [True], np.ma.array([0.5])])
+def test_enbpi_bad_beta_grid(data, grid):
     X, y, _ = data
     with pytest.raises(ValueError, match="`beta_grid`"):
-        EnbPI(LinearRegression(), n_bootstrap=3, beta_grid=[np.nan]).fit(X, y)
+        EnbPI(LinearRegression(), n_bootstrap=3, beta_grid=grid).fit(X, y)
+
+
+@pytest.mark.parametrize("prior", [["a"] * 26, ["1.0"] * 26, [True] * 26])
+def test_laplace_prior_array_of_non_numbers(data, prior):
+    X, y, _ = data
+    network = MLPRegressor(hidden_layer_sizes=(5,), max_iter=50, random_state=0).fit(X, y)
+    with pytest.raises(ValueError, match="`prior_precision` must be"):
+        LaplacePosterior(network, prior_precision=prior, structure="diag").fit(X, y)
 
 
 @pytest.fixture(scope="module")

@@ -190,8 +190,12 @@ def test_alpha_outside_unit_interval_is_rejected(alpha):
         conformal_quantile([1.0, 2.0], alpha)
 
 
-@pytest.mark.parametrize("alpha", ["0.1", None, True, {"a": 1}, object()])
+@pytest.mark.parametrize(
+    "alpha",
+    ["0.1", None, True, {"a": 1}, object(), ["0.1"], [True], [0.1, "0.2"], np.ma.array([0.1])],
+)
 def test_alpha_of_wrong_type_is_rejected(alpha):
+    # numeric text is text inside a list too (["0.1"] was read as 0.1 before)
     with pytest.raises(TypeError, match="alpha"):
         check_alpha(alpha)
 

@@ -558,26 +558,51 @@ def non_finite_rows(values: NDArray) -> NDArray:
     return np.flatnonzero(~np.isfinite(values).reshape(len(values), -1).all(axis=1))
 
 
+def real_values(value: Any) -> NDArray | None:
+    """``value`` as a float array when every entry is a real number, else None.
+
+    Booleans, text (also numeric text such as ``"0.5"``), complex numbers, times, masked
+    arrays and ragged nesting are not real numbers here, so a setting given as
+    ``["0.1"]`` is refused as ``"0.1"`` is.
+
+    Examples
+    --------
+    >>> real_values([1, 2.5])
+    array([1. , 2.5])
+    >>> real_values(["0.5"]) is None, real_values([True, 0.5]) is None
+    (True, True)
+    """
+    if isinstance(value, str | bytes | np.ma.MaskedArray):
+        return None
+    try:
+        raw = np.asarray(value)
+    except (TypeError, ValueError):  # ragged nesting
+        return None
+    if raw.dtype.kind not in "iufO":
+        return None
+    if raw.dtype.kind == "O" or not isinstance(value, np.ndarray):
+        # entry by entry: numpy reads [True, 0.5] and [0.1, "0.2"] as one common type
+        entries = raw if raw.dtype.kind == "O" else np.asarray(value, dtype=object)
+        if not all(
+            isinstance(v, numbers.Real) and not isinstance(v, bool | np.bool_)
+            for v in entries.ravel()
+        ):
+            return None
+    try:
+        return raw.astype(float)
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
 def candidate_values(y_candidates: ArrayLike, name: str = "y_candidates") -> NDArray:
     """``y_candidates`` as floats (at least one; numbers, not booleans), or a ValueError
     naming it (as ``name``)."""
-    try:
-        raw = np.asarray(y_candidates)
-        numbers_only = raw.dtype.kind in "iuf" or (
-            raw.dtype.kind == "O"
-            and all(
-                isinstance(v, numbers.Real) and not isinstance(v, bool | np.bool_)
-                for v in raw.ravel()
-            )
-        )
-        if not numbers_only:  # booleans, text, complex, times: not candidate labels
-            raise ValueError
-        values = raw.astype(float)
-    except (TypeError, ValueError):
+    values = real_values(y_candidates)
+    if values is None:  # booleans, text, complex, times: not candidate labels
         raise ValueError(
             f"`{name}` must be numbers (an array of shape (g,), (n_samples,) or "
             f"(n_samples, g)), got {y_candidates!r:.80}."
-        ) from None
+        )
     if values.size == 0:
         raise ValueError(f"`{name}` is empty: give at least one value.")
     return values

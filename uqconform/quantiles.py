@@ -21,6 +21,7 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from uqconform._validation import real_values
 from uqconform._warnings import warn_user
 
 __all__ = [
@@ -65,16 +66,11 @@ def check_alpha(alpha: float | Sequence[float] | ArrayLike, name: str = "alpha")
     >>> check_alpha([0.05, 0.2])
     array([0.05, 0.2 ])
     """
-    if isinstance(alpha, (str, bytes)) or alpha is None or isinstance(alpha, bool):
+    levels = real_values(alpha)
+    if levels is None:  # text (also "0.1" in a list), booleans, None, ragged nesting
         raise TypeError(
             f"`{name}` must be a float in (0, 1) or a sequence of them, got {alpha!r}."
         )
-    try:
-        levels = np.asarray(alpha, dtype=float)
-    except (TypeError, ValueError):
-        raise TypeError(
-            f"`{name}` must be a float in (0, 1) or a sequence of them, got {alpha!r}."
-        ) from None
     if levels.ndim > 1:
         raise ValueError(f"`{name}` must be a float or a 1-D sequence, got shape {levels.shape}.")
     levels = levels.reshape(-1)

@@ -46,6 +46,7 @@ from uqconform._validation import (
     check_int,
     check_positive_float,
     check_regression_target,
+    real_values,
 )
 from uqconform._version import VersionedState
 from uqconform.base import (
@@ -205,7 +206,13 @@ class LaplacePosterior(VersionedState, BaseEstimator):
         if isinstance(prior, numbers.Real):
             prior = check_positive_float(prior, "prior_precision")  # refuses True
         if not isinstance(prior, (str, numbers.Real)):
-            prior = np.asarray(prior, dtype=float)
+            values = real_values(prior)
+            if values is None:
+                raise ValueError(
+                    "`prior_precision` must be 'auto', 'marglik', a float > 0 or an array "
+                    f"of one per parameter, got {prior!r:.80}."
+                )
+            prior = values
             if prior.shape != (view.network.n_parameters,):
                 raise ValueError(
                     f"array `prior_precision` must hold {view.network.n_parameters} positive "

@@ -38,6 +38,7 @@ from uqconform._validation import (
     check_regression_target,
     check_verbose,
     missing_target_error,
+    real_values,
     refuse_classifier,
 )
 from uqconform._version import VersionedState
@@ -546,24 +547,16 @@ class SequentialConformalRegressor(
             "sequence of at least two distinct step sizes in (0, 1] (DtACI; e.g. "
             f"(0.001, 0.002, ..., 0.128)), got {gamma!r}."
         )
-        if isinstance(gamma, bool | np.bool_ | str | bytes):
+        if isinstance(gamma, bool | np.bool_):
             raise ValueError(message)
         if isinstance(gamma, numbers.Real):
             if not 0 < cast(float, gamma) <= 1:
                 raise ValueError(message)
             return float(gamma)
-        try:
-            entries = np.ravel(np.asarray(gamma, dtype=object))
-            gammas = np.asarray(gamma, dtype=float)
-        except (TypeError, ValueError):
-            raise ValueError(message) from None
-        if isinstance(gamma, np.ma.MaskedArray) or any(
-            isinstance(entry, bool | np.bool_) or not isinstance(entry, numbers.Real)
-            for entry in entries
-        ):
-            raise ValueError(message)
+        gammas = real_values(gamma)
         if (
-            gammas.ndim != 1
+            gammas is None
+            or gammas.ndim != 1
             or gammas.size < 2
             or not ((gammas > 0) & (gammas <= 1)).all()
             or np.unique(gammas).size != gammas.size
@@ -582,15 +575,14 @@ class SequentialConformalRegressor(
             "`beta_grid` must be a number of points or fractions of alpha in [0, 1], "
             f"got {grid!r}."
         )
-        if isinstance(grid, str | bytes | bool | np.bool_):
+        fractions = real_values(grid)
+        if (
+            fractions is None
+            or fractions.size == 0
+            or not ((fractions >= 0) & (fractions <= 1)).all()  # NaN too
+        ):
             raise ValueError(message)
-        try:
-            fractions = np.asarray(grid, dtype=float).reshape(-1)
-        except (TypeError, ValueError):
-            raise ValueError(message) from None
-        if fractions.size == 0 or not ((fractions >= 0) & (fractions <= 1)).all():  # NaN too
-            raise ValueError(message)
-        return fractions
+        return fractions.reshape(-1)
 
     @overload
     def _check_series(self, X: Any, y: None, *, reset: bool) -> tuple[Any, None]: ...
