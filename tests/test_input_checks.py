@@ -1160,3 +1160,47 @@ def test_regression_wrappers_refuse_a_classifier(data, make):
     if hasattr(wrapper, "calibrate"):
         with pytest.raises(TypeError, match="is a classifier"):
             make(fitted).calibrate(X, target)
+
+
+def _named_frame(X):
+    return pd.DataFrame(X, columns=[f"x{j}" for j in range(X.shape[1])])
+
+
+def _fitted_pipeline(X, y):
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    network = MLPRegressor(hidden_layer_sizes=(6,), max_iter=400, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return make_pipeline(StandardScaler(), network).fit(X, y)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda X, y: FullConformalRidge(),
+        lambda X, y: ApproximateFullConformalRegressor(_fitted_pipeline(X, y)),
+        lambda X, y: LinearizedPredictive(_fitted_pipeline(X, y)),
+    ],
+    ids=["ridge", "acp", "linearized"],
+)
+@pytest.mark.parametrize("fit_frame", [False, True])
+def test_feature_name_mismatch_warns_once_per_call(data, make, fit_frame):
+    """An array after a DataFrame fit (or the reverse): scikit-learn's feature-name warning
+    once, the wrapper's, not again from the network or pipeline inside it (ACP-GN and the
+    ridge machine checked twice; the one-pass predictive warned at every pass)."""
+    X, y, _ = data
+    estimator = make(X, y)  # the pipeline inside is fitted on an array
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        estimator.fit(_named_frame(X) if fit_frame else X, y)
+    given = X[:5] if fit_frame else _named_frame(X[:5])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        output = estimator.predict(given)
+    names = [str(w.message) for w in caught if "feature names" in str(w.message)]
+    assert len(names) == 1 and type(estimator).__name__ in names[0], names
+    np.testing.assert_array_equal(
+        output, estimator.predict(_named_frame(X[:5]) if fit_frame else X[:5])
+    )

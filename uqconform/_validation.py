@@ -109,6 +109,21 @@ def check_features(estimator: BaseEstimator, X: Any, *, reset: bool) -> Any:
     return X
 
 
+def named_as_fitted(model: Any, X: Any) -> Any:
+    """``X`` named as ``model`` was fitted: a DataFrame's column names dropped for a model
+    fitted on an array, an array given the fitted names.
+
+    For a model inside a wrapper whose own feature check (`check_features`) already
+    reported a mismatch once: the model would repeat that warning at every call.
+    """
+    names = getattr(model, "feature_names_in_", None)
+    if names is None and isinstance(X, pd.DataFrame):
+        return X.to_numpy()
+    if names is not None and isinstance(X, np.ndarray) and X.shape[1:] == (len(names),):
+        return pd.DataFrame(X, columns=names, copy=False)
+    return X
+
+
 def _warn_column_vector() -> None:
     warn_user(
         "A column-vector y was passed when a 1d array was expected; `y` of shape (n, 1) was "

@@ -29,6 +29,7 @@ from sklearn.neural_network import MLPClassifier, MLPRegressor
 from sklearn.pipeline import Pipeline
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from uqconform._validation import named_as_fitted
 from uqconform.bayes.network import Activation, Dense, Network
 from uqconform.bayes.torch_network import from_torch
 from uqconform.bayes.torch_network import is_torch_module as _is_torch_module
@@ -78,8 +79,27 @@ class NetworkView:
             return y
         return (y - self.target_shift) / self.target_scale
 
+    @property
+    def entry(self) -> Any:
+        """What first reads ``X``: the first pipeline step, else the network."""
+        return self.steps[0] if self.steps else self.model
+
+    def check_feature_names(self, X: Any) -> None:
+        """scikit-learn's comparison of ``X``'s column names with those the network (or
+        its pipeline) was fitted with: one warning on a mismatch, once per fit, instead
+        of one per pass through the network."""
+        if not _is_torch_module(self.entry):
+            validate_data(self.entry, X, skip_check_array=True, reset=False)
+
     def transform(self, X: Any) -> NDArray:
-        """The network's float64 input for the user's ``X``."""
+        """The network's float64 input for the user's ``X``.
+
+        ``X`` is named as the network's first step was fitted (a DataFrame's names are
+        dropped for a network fitted on an array, an array gets the fitted names): the
+        mismatch is reported by `check_feature_names` and the wrappers' own checks.
+        """
+        if not _is_torch_module(self.entry):
+            X = named_as_fitted(self.entry, X)
         for step in self.steps:
             X = step.transform(X)
         if _is_torch_module(self.model):

@@ -234,6 +234,7 @@ class LaplacePosterior(VersionedState, BaseEstimator):
                 f"structure='full' needs a {view.network.n_parameters}^2 covariance; it is "
                 f"limited to {MAX_FULL_PARAMETERS} parameters: use 'kron' or 'diag'."
             )
+        view.check_feature_names(X)
         Xt = view.transform(X)
         target = self._target(view, y, Xt.shape[0])
         Xv: NDArray | None

@@ -29,7 +29,7 @@ from sklearn.model_selection import GridSearchCV, KFold
 from sklearn.neural_network import MLPRegressor
 from sklearn.pipeline import Pipeline, make_pipeline
 from sklearn.preprocessing import StandardScaler
-from sklearn.utils.validation import _num_samples, check_is_fitted, validate_data
+from sklearn.utils.validation import _num_samples, check_array, check_is_fitted
 
 from uqconform._rows import row_sliceable
 from uqconform._seeding import check_random_state_value, integer_seed, seeded_clone
@@ -37,6 +37,7 @@ from uqconform._validation import (
     candidate_values,
     check_features,
     check_regression_target,
+    named_as_fitted,
     sklearn_tags,
 )
 from uqconform._version import VersionedState
@@ -315,10 +316,11 @@ class ApproximateFullConformalRegressor(
             model = model.estimator
         X = check_features(self, X, reset=reset)  # None, 1-D, no rows: named errors
         if isinstance(model, Pipeline):  # the pipeline's own steps handle the input
-            return X
+            return X if reset else named_as_fitted(model, X)
         # Sparse input is densified by the linearisation; a torch module needs dense input.
         sparse = False if _is_torch_module(model) else ["csr", "csc"]
-        return validate_data(self, X, dtype=float, accept_sparse=sparse, reset=reset)
+        # check_features compared the features' number and names (one warning at most)
+        return check_array(X, dtype=float, accept_sparse=sparse, estimator=self)
 
     # ---- the linearised fit -----------------------------------------------------------
     def _linearize(self, X: Any) -> Linearization:

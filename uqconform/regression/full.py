@@ -16,7 +16,7 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, RegressorMixin, clone
 from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import LinearRegression, Ridge
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_array, check_is_fitted
 
 from uqconform._rows import n_rows, slice_rows
 from uqconform._validation import (
@@ -379,7 +379,9 @@ class FullConformalRidge(VersionedState, FullConformalMixin, RegressorMixin, Bas
         model = self._ridge()
         X = cast(
             NDArray,
-            validate_data(self, check_features(self, X, reset=True), dtype=float, reset=False),
+            check_array(
+                check_features(self, X, reset=True), dtype=float, order="C", estimator=self
+            ),
         )
         y = check_regression_target(y, X.shape[0])
         value = getattr(model, "alpha", 0.0)
@@ -403,7 +405,10 @@ class FullConformalRidge(VersionedState, FullConformalMixin, RegressorMixin, Bas
 
     def _test_input(self, X: Any) -> NDArray:
         check_is_fitted(self, "machine_")
-        return validate_data(self, check_features(self, X, reset=False), dtype=float, reset=False)
+        # check_features compared the features' number and names (one warning at most)
+        return check_array(
+            check_features(self, X, reset=False), dtype=float, order="C", estimator=self
+        )
 
     def _test_features(self, X: NDArray) -> tuple[NDArray, NDArray]:
         features = self._features(X)
