@@ -587,6 +587,8 @@ def real_values(value: Any) -> NDArray | None:
     >>> real_values(["0.5"]) is None, real_values([True, 0.5]) is None
     (True, True)
     """
+    if isinstance(value, numbers.Real) and not isinstance(value, bool | np.bool_):
+        return np.asarray(float(value))  # one number: the usual case, no entry loop
     if isinstance(value, str | bytes | np.ma.MaskedArray):
         return None
     try:
