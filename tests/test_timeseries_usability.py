@@ -444,3 +444,24 @@ def test_an_array_after_a_frame_warns_once_not_once_per_model():
     names = [w for w in caught if "feature names" in str(w.message)]
     assert len(names) == 1 and "EnbPI" in str(names[0].message)
     np.testing.assert_array_equal(from_array, model.predict_interval(X[100:]))
+
+
+@pytest.mark.parametrize("residuals, n_models", [("bootstrap", 6), ("holdout", 1)])
+def test_fitted_models_are_listed_as_estimators_(residuals, n_models):
+    """The fitted models are ``estimators_`` (as in the cross-conformal wrappers), clones
+    of the user's estimator, whose weighted predictions are `predict`."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(120, 2))
+    y = X @ [1.0, -1.0] + rng.normal(size=120)
+    user_model = LinearRegression()
+    model = KOWCPI(user_model, residuals=residuals, n_bootstrap=6, random_state=0)
+    assert not hasattr(model, "estimators_")
+    with pytest.raises(NotFittedError):
+        model.estimators_  # noqa: B018
+    model.fit(X, y)
+    assert len(model.estimators_) == n_models
+    assert all(fitted is not user_model for fitted in model.estimators_)
+    assert not hasattr(user_model, "coef_")
+    weights = model.source_.model_weights
+    combined = sum(w * m.predict(X[:5]) for w, m in zip(weights, model.estimators_, strict=True))
+    np.testing.assert_allclose(model.predict(X[:5]), combined)

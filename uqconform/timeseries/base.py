@@ -406,6 +406,10 @@ class SequentialConformalRegressor(
     source_ : ResidualSource
         The fitted models (``source_.models``) and the weights that combine them into the
         point prediction (`predict`).
+    estimators_ : list of estimators
+        The fitted models, ``source_.models``: the ``n_bootstrap`` bootstrap models, or the
+        one model of ``residuals="holdout"`` (fitted clones of ``estimator``; named as the
+        cross-conformal wrappers' fold models and scikit-learn's bagging ensembles).
     fit_residuals_ : ndarray of shape (n_residuals,)
         Out-of-sample residuals of the fit data in time order (one per fit row with
         ``residuals="bootstrap"``; the hold-out block's with ``"holdout"``).
@@ -774,6 +778,12 @@ class SequentialConformalRegressor(
         return residuals if self.memory is None else residuals[-int(self.memory) :]
 
     # ---- prediction ---------------------------------------------------------------------
+    @property
+    def estimators_(self) -> list[BaseEstimator]:
+        """The fitted models (``source_.models``)."""
+        check_is_fitted(self, "source_")
+        return list(self.source_.models)
+
     def predict(self, X: ArrayLike) -> NDArray:
         """Point prediction of the (ensemble) model.
 
