@@ -15,6 +15,7 @@ import warnings
 import numpy as np
 import pytest
 from conftest import Unchanged
+from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import Lasso, LinearRegression, Ridge
 from sklearn.utils.estimator_checks import parametrize_with_checks
@@ -425,19 +426,23 @@ def test_fast_intervals_function_matches_estimator():
     fitted = model(algorithm="fast", alpha=ALPHAS[1:]).fit(X, y)
     features = np.column_stack([X_test, np.ones(len(X_test))])
     h_test, h_cross = fitted.machine_.test_leverages(features)
+    predictions = fitted.predict(X_test)
     a, b = residual_coefficients(
         fitted.training_residuals_,
-        fitted.predict(X_test),
+        predictions,
         fitted.machine_.leverage,
         h_test,
         h_cross,
+        centred=True,  # in y - prediction, as the estimator computes them
     )
     np.testing.assert_array_equal(
-        fast_intervals(a, b, np.array(ALPHAS[1:])), fitted.predict_interval(X_test)
+        fast_intervals(a, b, np.array(ALPHAS[1:])) + predictions[:, None, None],
+        fitted.predict_interval(X_test),
     )
-    candidates = np.column_stack([fitted.predict(X_test), y[: len(X_test)]])
+    candidates = np.column_stack([predictions, y[: len(X_test)]])
     np.testing.assert_array_equal(
-        p_values(a, b, candidates), fitted.predict_pvalue(X_test, candidates)
+        p_values(a, b, candidates - predictions[:, None]),
+        fitted.predict_pvalue(X_test, candidates),
     )
 
 
@@ -690,3 +695,40 @@ def test_duplicated_features_pin_the_span_only():
             assert np.isfinite(model.predict_interval(inside)).all()
         with pytest.warns(UserWarning, match="outside the span"):
             assert np.isinf(model.predict_interval(test)).all()
+
+
+# ---- translation and the ends of the sets -------------------------------------------------------
+@pytest.mark.parametrize("algorithm", ["exact", "fast"])
+@pytest.mark.parametrize("score", SCORES)
+def test_sets_move_with_an_offset_of_the_labels(score, algorithm):
+    """Adding a constant to every label (timestamps, prices in cents) moves the sets by it
+    and leaves their widths alone: the tie margin was relative to coefficients holding
+    the predictions, so at an offset of 1e9 the sets widened by about 0.2 (3.5 -> 24 at
+    1e11, with coverage 1)."""
+    X, y, X_test, _ = small_data(n=40, seed=12, n_test=20)
+    base = model(alpha=[0.1, 0.3], conformity_score=score, algorithm=algorithm).fit(X, y)
+    reference = base.predict_interval(X_test)
+    for offset in (1e6, 1e9):
+        shifted = clone(base).fit(X, y + offset).predict_interval(X_test)
+        # float64 holds labels near 1e9 to about 1e-7: the tolerance is that resolution
+        np.testing.assert_allclose(shifted - offset, reference, rtol=0, atol=1e-13 * offset)
+
+
+@pytest.mark.parametrize("score", SCORES)
+@pytest.mark.parametrize("integer_labels", [False, True])
+def test_every_label_of_a_set_has_a_p_value_above_alpha(score, integer_labels):
+    """The ends of the hull and of every union piece have p(y) > alpha (the sweep widened
+    the second root of each residual pair by the first root's rate, so 45 of 50 ends had
+    p(y) <= alpha); integer labels give exact ties."""
+    X, y, X_test, _ = small_data(n=40, seed=13, n_test=25)
+    if integer_labels:
+        y = np.round(y)
+    fitted = model(conformity_score=score).fit(X, y)
+    for alpha in (0.1, 0.3):
+        hull = fitted.predict_interval(X_test, alpha=alpha)
+        assert (fitted.predict_pvalue(X_test, hull) > alpha).all()
+        pieces = fitted.predict_set(X_test, alpha=alpha, union=True)
+        for row, intervals in enumerate(pieces):
+            ends = intervals[np.isfinite(intervals)]
+            p = fitted.predict_pvalue(X_test[row : row + 1], ends[None, :])
+            assert (p > alpha).all()

@@ -577,8 +577,8 @@ def _torch_linearize(module: Any, X: Any, kind: Curvature) -> tuple[np.ndarray, 
 
     params = _torch_parameters(module, kind)
     reference = params[0][1]
-    inputs = torch.as_tensor(
-        np.asarray(X, dtype=np.float64), dtype=reference.dtype, device=reference.device
+    inputs = torch.as_tensor(  # a writable copy (a DataFrame's array can be read-only)
+        np.array(X, dtype=np.float64), dtype=reference.dtype, device=reference.device
     )
     if inputs.ndim < 1 or inputs.shape[0] == 0:
         raise ValueError("X must have at least one row.")

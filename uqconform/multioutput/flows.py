@@ -390,7 +390,10 @@ class ConditionalFlow:
 
     def _tensor(self, values: NDArray) -> Any:
         torch = _torch()
-        return torch.as_tensor(np.ascontiguousarray(values, dtype=np.float32), device=self.device)
+        values = np.ascontiguousarray(values, dtype=np.float32)
+        if not values.flags.writeable:  # torch warns on read-only memory (pandas' arrays)
+            values = values.copy()
+        return torch.as_tensor(values, device=self.device)
 
     def to_latent(self, Y: ArrayLike, X: ArrayLike | None = None) -> NDArray:
         """Latent codes ``g(y_i; x_i)``, shape ``(n, d)``.

@@ -179,7 +179,8 @@ class ApproximateFullConformalRegressor(
         ``h`` is the leverage of a point in the linearised fit that includes the test point.
     curvature : {"full", "last_layer"}, default="full"
         Gauss-Newton curvature over all parameters, or over the last layer only (cheaper for
-        large networks).
+        large networks). Use ``"last_layer"`` with split+refine (`calibrate`): in full
+        mode it holds hidden layers trained on the same rows fixed and under-covers.
     prior_precision : "auto" or float, default="auto"
         ``"auto"``: the model's own weight decay (``alpha`` of Ridge and MLPRegressor, which
         is the ridge strength in sum-of-squares units). A float ``P``: Gaussian prior
@@ -320,7 +321,7 @@ class ApproximateFullConformalRegressor(
         # Sparse input is densified by the linearisation; a torch module needs dense input.
         sparse = False if _is_torch_module(model) else ["csr", "csc"]
         # check_features compared the features' number and names (one warning at most)
-        return check_array(X, dtype=float, accept_sparse=sparse, estimator=self)
+        return check_array(X, dtype=float, accept_sparse=sparse, estimator=self, input_name="X")
 
     # ---- the linearised fit -----------------------------------------------------------
     def _linearize(self, X: Any) -> Linearization:
@@ -365,8 +366,9 @@ class ApproximateFullConformalRegressor(
                 f"{float(self.machine_.leverage.max()):.6f}): it can fit them almost exactly "
                 "(a direction with more freedom than data, such as the unpenalised bias of a "
                 "unit active on few rows), and test rows like them get very wide (or "
-                "infinite) intervals. Use more rows, a prior (prior_precision), "
-                "curvature='last_layer', or a network with fewer units.",
+                "infinite) intervals. Use more rows, a prior (prior_precision), a network "
+                "with fewer units, or curvature='last_layer' with calibrate(X_cal, y_cal) "
+                "(in full mode, last-layer curvature under-covers).",
                 UserWarning,
             )
         if refine:

@@ -59,6 +59,12 @@ def _tie_margin(a: NDArray) -> NDArray:
     return _TIE_TOLERANCE * np.max(np.abs(a), axis=1, keepdims=True)
 
 
+def _set_margin(a: NDArray) -> NDArray:
+    """Half `_tie_margin`, for the sets' ends: they then lie inside the region where
+    `p_values` counts the ties, so every label of a returned set has ``p(y) > alpha``."""
+    return _tie_margin(a) / 2.0
+
+
 def _cholesky_with_jitter(matrix: NDArray, name: str) -> tuple[tuple[NDArray, bool], float]:
     """Cholesky factor of a symmetric matrix, adding growing jitter until it is positive;
     returns the factor and the jitter used (0 when none was needed)."""
@@ -212,8 +218,15 @@ def residual_coefficients(
     test_leverage: NDArray,
     cross_leverage: NDArray,
     score: Score = "standard",
+    *,
+    centred: bool = False,
 ) -> tuple[NDArray, NDArray]:
     """Coefficients ``a, b`` of ``r(y) = a + b y`` for every test point.
+
+    With ``centred=True``, of ``r(y) = a + b (y - f_m)`` instead, ``f_m`` the test
+    point's prediction: ``a`` holds the training residuals and 0 (times the score's
+    scale), so it does not grow with the labels' offset (``a`` of ``r(y) = a + b y`` holds
+    ``-b f_m``, and a tie margin relative to it widened the sets of labels far from 0).
 
     Parameters
     ----------
@@ -227,6 +240,8 @@ def residual_coefficients(
     score : {"standard", "studentized", "deleted"}
         Residuals as they are, divided by ``sqrt(1 - h)``, or by ``1 - h``, with ``h`` the
         leverage of each point in the fit that includes the test point.
+    centred : bool, default=False
+        Coefficients in ``y - f_m`` (see above).
 
     Returns
     -------
@@ -239,9 +254,13 @@ def residual_coefficients(
     a = np.empty((predictions.size, residuals.size + 1))
     b = np.empty_like(a)
     b[:, :-1] = -cross_leverage / denominator
-    a[:, :-1] = residuals[None, :] - b[:, :-1] * predictions[:, None]
-    a[:, -1] = -predictions / denominator[:, 0]
     b[:, -1] = 1.0 / denominator[:, 0]
+    if centred:  # r_i(f_m + t) = e_i + b_i t, r_m(f_m + t) = b_m t
+        a[:, :-1] = residuals[None, :]
+        a[:, -1] = 0.0
+    else:
+        a[:, :-1] = residuals[None, :] - b[:, :-1] * predictions[:, None]
+        a[:, -1] = -predictions / denominator[:, 0]
     if score != "standard":
         augmented = np.empty_like(a)  # leverages in the fit with the test point added
         augmented[:, :-1] = train_leverage[None, :] - cross_leverage**2 / denominator
@@ -270,26 +289,28 @@ def _events(a: NDArray, b: NDArray) -> tuple[NDArray, NDArray, NDArray, NDArray]
     Returns sorted positions, kinds (0: counts from this point on; 1: stops counting just
     after it), the count after each event, and the count before the first event.
     """
-    margin = _tie_margin(a)
+    margin = _set_margin(a)
     sign = np.where(b < 0, -1.0, 1.0)
     a, b = a * sign, b * sign  # |a + b y| is unchanged; now every slope is >= 0
     a_t, b_t = a[:, -1:], b[:, -1:]
     a_i, b_i = a[:, :-1], b[:, :-1]
     equal = np.abs(b_i - b_t) <= _SLOPE_TOLERANCE * np.maximum(b_i, b_t)
     with np.errstate(divide="ignore", invalid="ignore"):
-        root_1 = (a_i - a_t) / (b_t - b_i)
-        root_2 = -(a_i + a_t) / (b_t + b_i)
+        root_1 = (a_i - a_t) / (b_t - b_i)  # r_i = r_m: |r_m| - |r_i| at rate |b_t - b_i|
+        root_2 = -(a_i + a_t) / (b_t + b_i)  # r_i = -r_m: at rate b_t + b_i
         single = -(a_i + a_t) / (2.0 * b_i)
-        # |r_m| - |r_i| changes at least at rate |b_t - b_i| (2 b_i for equal slopes)
-        widen = margin / np.abs(b_t - b_i)
+        widen_1 = margin / np.abs(b_t - b_i)
+        widen_2 = margin / (b_t + b_i)
         widen_single = margin / (2.0 * b_i)
         inside = ~equal & (b_t > b_i)  # S_i = [low, high]
         outside = ~equal & (b_i > b_t)  # S_i = (-inf, low] U [high, inf)
         # widening S_i moves the ends of [low, high] outward, those of its complement
-        # inward (equal slopes give infinite roots and widths here, unused below)
-        shift = np.where(inside, widen, -widen)
-        low = np.minimum(root_1, root_2) - shift
-        high = np.maximum(root_1, root_2) + shift
+        # inward, each root by the margin over its own rate (equal slopes give infinite
+        # roots and widths here, unused below)
+        first_is_low = root_1 <= root_2
+        direction = np.where(inside, 1.0, -1.0)
+        low = np.minimum(root_1, root_2) - direction * np.where(first_is_low, widen_1, widen_2)
+        high = np.maximum(root_1, root_2) + direction * np.where(first_is_low, widen_2, widen_1)
         # equal slopes: [single, inf) when a_i > a_t, (-inf, single] when a_i < a_t
         single = single - np.sign(a_i - a_t) * widen_single
     closed = outside & ~(low < high)  # the widened pieces meet: every label
@@ -428,7 +449,7 @@ def fast_intervals(a: NDArray, b: NDArray, alphas: NDArray, warn: bool = True) -
     steeper = b_t > b_i
     with np.errstate(divide="ignore", invalid="ignore"):
         crossing = (a_i - a_t) / (b_t - b_i)
-        widen = _tie_margin(a) / (b_t - b_i)  # ties at a crossing stay inside
+        widen = _set_margin(a) / (b_t - b_i)  # ties at a crossing stay inside
         lower_list = np.sort(np.where(steeper, crossing - widen, -np.inf), axis=1)
         upper_list = np.sort(np.where(steeper, crossing + widen, np.inf), axis=1)
     half = alphas / 2

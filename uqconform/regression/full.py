@@ -163,7 +163,8 @@ class FullConformalMixin:
         self, X: Any, width: int = 1
     ) -> Iterator[tuple[slice, NDArray, NDArray, NDArray]]:
         """Yield ``(rows, predictions, a, b)`` for batches of test points (``width``
-        candidates each) of a test input checked by ``_test_input``."""
+        candidates each) of a test input checked by ``_test_input``; ``a, b`` are the
+        coefficients of the residuals in ``y - prediction`` (centred)."""
         check_is_fitted(self, "machine_")
         self._validate_full_params(warn_level=False)
         n = self.machine_.n_samples
@@ -181,6 +182,7 @@ class FullConformalMixin:
                 h_test,
                 h_cross,
                 cast(Score, self.conformity_score),  # checked by _validate_full_params
+                centred=True,  # in y - prediction: the labels' offset leaves the sets alone
             )
             # Only when the regularised Gram matrix was singular (the solver added jitter):
             # a test point outside the span of the training features, in a direction no
@@ -221,7 +223,8 @@ class FullConformalMixin:
         pieces = []
         batches = self._coefficient_batches(self._test_input(X))
         for index, (_, predictions, a, b) in enumerate(batches):  # a loop over batches
-            pieces.append(_empty_at_centre(algorithm(a, b, alphas, warn=index == 0), predictions))
+            centred = algorithm(a, b, alphas, warn=index == 0) + predictions[:, None, None]
+            pieces.append(_empty_at_centre(centred, predictions))
         out = np.concatenate(pieces, axis=0)
         return out[..., 0] if np.ndim(value) == 0 else out
 
@@ -251,12 +254,17 @@ class FullConformalMixin:
         level = float(levels[0])
         result: list[NDArray] = []
         batches = self._coefficient_batches(self._test_input(X))
-        for index, (_, _, a, b) in enumerate(batches):
-            result.extend(exact_union(a, b, level, warn=index == 0))
+        for index, (_, predictions, a, b) in enumerate(batches):
+            pieces = exact_union(a, b, level, warn=index == 0)
+            result.extend(p + c for p, c in zip(pieces, predictions, strict=True))
         return result
 
     def predict_pvalue(self, X: Any, y_candidates: ArrayLike) -> NDArray:
         """Full-CP p-values of candidate labels.
+
+        The exact p-values, also with ``algorithm="fast"``: the fast intervals are
+        another valid set, not ``{y : p(y) > alpha}``, so a label just inside one can have
+        ``p(y) <= alpha``.
 
         Parameters
         ----------
@@ -272,8 +280,8 @@ class FullConformalMixin:
         X = self._test_input(X)
         grid, single = candidate_grid(y_candidates, n_rows(X))
         out = np.empty(grid.shape)
-        for rows, _, a, b in self._coefficient_batches(X, width=grid.shape[1]):
-            out[rows] = p_values(a, b, grid[rows])
+        for rows, predictions, a, b in self._coefficient_batches(X, width=grid.shape[1]):
+            out[rows] = p_values(a, b, grid[rows] - predictions[:, None])
         return out[:, 0] if single else out
 
 
@@ -304,7 +312,11 @@ class FullConformalRidge(VersionedState, FullConformalMixin, RegressorMixin, Bas
     Attributes
     ----------
     estimator_ : Ridge
-        The ridge fit on all training data (point predictions).
+        The ridge fit on all training data. `predict` uses the confidence machine's
+        coefficients, the same fit except where no penalty pins a direction
+        (``LinearRegression`` with more features than rows): there the machine's
+        jittered solution differs from scikit-learn's minimum-norm one (the sets are
+        unaffected: such test rows get the whole line).
     machine_ : LinearConfidenceMachine
     training_residuals_ : ndarray of shape (n_samples,)
     n_features_in_ : int
@@ -348,7 +360,8 @@ class FullConformalRidge(VersionedState, FullConformalMixin, RegressorMixin, Bas
                 "FullConformalRidge needs `estimator` to be sklearn.linear_model.Ridge or "
                 f"LinearRegression, got {type(model).__name__}; for other models (also a "
                 "Pipeline with a scaler, RidgeCV or a GridSearchCV over Ridge) use "
-                "ApproximateFullConformalRegressor, which equals it on a linear model."
+                "ApproximateFullConformalRegressor (approximate full CP: a scaler or a tuned "
+                "strength is held as fitted on the training rows)."
             )
         if getattr(model, "positive", False):
             raise ValueError(
@@ -380,7 +393,11 @@ class FullConformalRidge(VersionedState, FullConformalMixin, RegressorMixin, Bas
         X = cast(
             NDArray,
             check_array(
-                check_features(self, X, reset=True), dtype=float, order="C", estimator=self
+                check_features(self, X, reset=True),
+                dtype=float,
+                order="C",
+                estimator=self,
+                input_name="X",
             ),
         )
         y = check_regression_target(y, X.shape[0])
@@ -407,7 +424,11 @@ class FullConformalRidge(VersionedState, FullConformalMixin, RegressorMixin, Bas
         check_is_fitted(self, "machine_")
         # check_features compared the features' number and names (one warning at most)
         return check_array(
-            check_features(self, X, reset=False), dtype=float, order="C", estimator=self
+            check_features(self, X, reset=False),
+            dtype=float,
+            order="C",
+            estimator=self,
+            input_name="X",
         )
 
     def _test_features(self, X: NDArray) -> tuple[NDArray, NDArray]:
