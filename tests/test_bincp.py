@@ -319,7 +319,8 @@ def test_set_params_alpha_after_calibrate_takes_effect(problem, cls):
 def test_too_few_calibration_points_give_every_class_with_a_warning(problem):
     model, X, y = problem
     cp = BinarizedSmoothedClassifier(model, random_state=0)
-    with pytest.warns(UserWarning, match="too few"):
+    # the user's level in the message, with the level the quantile is taken at
+    with pytest.warns(UserWarning, match=r"too few for alpha=0\.1 \(the quantile is taken at"):
         cp.calibrate(X[:8], y[:8])
     with pytest.warns(UserWarning, match=r"radius=0\.0 is at least the largest certifiable"):
         assert cp.predict_set(X[8:20]).all()
@@ -522,3 +523,34 @@ def test_non_numeric_x_is_a_type_error_naming_x_on_every_fit_path(augment):
     y = np.arange(40) % 2
     with pytest.raises(TypeError, match=r"`X` must be numeric for randomised smoothing"):
         BinarizedSmoothedClassifier().fit(X, y, augment=augment)
+
+
+@pytest.mark.parametrize(
+    "changed",
+    [
+        {"radius": np.nan},
+        {"radius": -0.2},
+        {"radius": "0.1"},
+        {"batch_size": -5},
+        {"batch_size": 0},
+    ],
+)
+def test_prediction_settings_changed_after_calibrate_are_checked(problem, changed):
+    """``radius`` and ``batch_size`` are read at prediction (set_params after calibrate is
+    the documented use): bad values are refused there too. Before, radius=nan gave empty
+    sets, a negative radius sets below the nominal level, and batch_size=-5 returned
+    uninitialised memory."""
+    model, X, y = problem
+    cp = BinarizedSmoothedClassifier(model, n_samples=60, random_state=0).calibrate(
+        X[:300], y[:300]
+    )
+    cp.set_params(**changed)
+    name = next(iter(changed))
+    with pytest.raises(ValueError, match=f"`{name}`"):
+        cp.predict_set(X[300:310])
+    if name == "radius":
+        with pytest.raises(ValueError, match="`radius`"):
+            cp.certified_probability()
+    else:
+        with pytest.raises(ValueError, match="`batch_size`"):
+            cp.certified_radius(X[300:310])

@@ -66,6 +66,7 @@ from uqconform.quantiles import (
     check_call_alpha,
     check_miscoverage,
     conformal_quantile,
+    minimum_scores,
 )
 from uqconform.scores.classification import APSScore, ClassificationScore, LACScore
 
@@ -293,8 +294,10 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
         return noise, uniforms
 
     def _rows_per_batch(self, n_features: int) -> int:
-        if self.batch_size is not None:
-            return int(self.batch_size)
+        # read at each call (set_params after calibrate is allowed): checked here too
+        size = check_int(self.batch_size, "batch_size", allow_none=True)
+        if size is not None:
+            return size
         cells = self.n_samples * max(n_features, len(self.classes_))
         return max(1, _BATCH_CELLS // max(cells, 1))
 
@@ -484,9 +487,18 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
         return known[alpha]
 
     def _compute_calibration(self, alpha: float) -> tuple[float, float, float]:
+        spent = alpha - float(self.eta)  # the Monte Carlo failure probability is spent
         quantile = conformal_quantile(
-            self.conformity_scores_, alpha - float(self.eta), kind="conformity"
+            self.conformity_scores_, spent, kind="conformity", warn=False
         )[0]
+        if np.isneginf(quantile):
+            n = self.conformity_scores_.size
+            warn_user(
+                f"Only {n} calibration points: too few for alpha={alpha:g} (the quantile is "
+                f"taken at alpha - eta = {spent:.4g}, which needs at least "
+                f"{minimum_scores(spent)}), so every set holds every class.",
+                UserWarning,
+            )
         threshold, base = self._base_from_quantile(quantile, self.failure_level_)
         floor = float(self._smallest_statistic(self.failure_level_))  # every label reaches it
         if base <= floor:
@@ -520,7 +532,7 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
         float
         """
         self._check_calibrated("certified_probability")
-        r = float(self.radius) if radius is None else self._check_radius(radius, "radius")
+        r = self._check_radius(self.radius if radius is None else radius, "radius")
         levels, scalar = self._levels(alpha)
         if not scalar:
             value = self.alpha if alpha is None else alpha
@@ -582,7 +594,7 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
             ``sets[i, j]`` is True when ``classes_[j]`` is in the set of row ``i``.
         """
         self._check_calibrated("predict_set")
-        r = float(self.radius) if radius is None else self._check_radius(radius, "radius")
+        r = self._check_radius(self.radius if radius is None else radius, "radius")
         calibrations, scalar = self._prepare(alpha)
         self._warn_trivial(r, calibrations)
         statistic = self._statistics(X, [c[0] for c in calibrations])
