@@ -229,6 +229,28 @@ def test_vote_bounds_are_exact_against_brute_force():
             assert high[0] == pytest.approx(max(reachable), abs=1e-12)
 
 
+def test_permuted_votes_give_a_label_the_same_score_to_the_bit():
+    """Vote scores are discrete, so a test score often ties a partition threshold exactly;
+    the softmax denominator summed in label order broke such ties by one ulp (counts
+    [2,2,1,0,2,1,0,3,2,2] and [2,0,2,1,2,2,0,3,2,1], k_train 15: label 0's score and
+    label 2's differed), leaving a label out that exact arithmetic keeps."""
+    rng = np.random.default_rng(5)
+    counts = rng.integers(0, 4, size=(400, 10))
+    order = np.argsort(rng.random(counts.shape), axis=1)
+    permuted = np.take_along_axis(counts, order, axis=1)
+    for kind in ("vote_softmax", "vote"):
+        scores = _smoothed(counts, 15, kind)
+        moved = np.take_along_axis(_smoothed(permuted, 15, kind), np.argsort(order, axis=1), 1)
+        np.testing.assert_array_equal(scores, moved)
+    example = np.array([[2, 2, 1, 0, 2, 1, 0, 3, 2, 2], [2, 0, 2, 1, 2, 2, 0, 3, 2, 1]])
+    scores = _smoothed(example, 15, "vote_softmax")
+    assert scores[0, 0] == scores[1, 2]
+    # the worst-case bounds use the same sum: with no vote changed they are the scores
+    low, high = _target_bounds(example, np.array([0, 2]), 0, 15, "vote_softmax")
+    np.testing.assert_array_equal(low, [scores[0, 0], scores[1, 2]])
+    np.testing.assert_array_equal(high, low)
+
+
 def _greedy_bounds(counts, target, radius, k_train, kind):
     """The former `_target_bounds`, kept as the oracle: the greedy moves one vote at a time
     (a loop over the radius), ties to the lowest label as np.argmax / np.argmin break them.
@@ -447,6 +469,30 @@ def test_hash_partition_properties():
     assert (hash_partition(X, 7, salt="other") != part).any()
     np.testing.assert_array_equal(hash_partition(-0.0 * np.ones((1, 3)), 7),
                                   hash_partition(np.zeros((1, 3)), 7))  # fmt: skip
+
+
+def test_mixed_tables_hash_their_number_columns_whatever_their_dtype():
+    """Beside a text column, an Int64 or boolean column and the same values as float64 give
+    the same partitions and digests (rows went through repr: 16% of partitions agreed);
+    the split wrappers' row digests (randomised scores, the training-rows warning) alike."""
+    from uqconform._rows import rows_digest
+
+    rng = np.random.default_rng(0)
+    numbers = rng.integers(-5, 6, size=200)
+    text = rng.choice(["a", "b", "c"], size=200)
+    flags = rng.random(200) < 0.5
+    nullable = pd.DataFrame(
+        {"t": text, "n": pd.array(numbers, dtype="Int64"), "f": pd.array(flags, dtype="boolean")}
+    )
+    nullable.loc[3, "n"] = pd.NA
+    plain = pd.DataFrame({"t": text, "n": numbers.astype(float), "f": flags.astype(float)})
+    plain.loc[3, "n"] = np.nan
+    plain.index = plain.index + 1000  # the index is not part of a row
+    np.testing.assert_array_equal(hash_partition(nullable, 7), hash_partition(plain, 7))
+    assert rows_digest(nullable) == rows_digest(plain)
+    changed = plain.assign(n=plain["n"] + 1)
+    assert rows_digest(changed) != rows_digest(plain)
+    assert (hash_partition(changed, 7) != hash_partition(plain, 7)).any()
 
 
 def test_hash_partition_reads_the_numbers_whatever_their_container():
@@ -911,3 +957,26 @@ def test_certificates_row_by_row_equal_one_call_and_follow_a_new_calibration(fit
         for key in expected:
             np.testing.assert_array_equal(again[key], expected[key])
         np.testing.assert_array_equal(model.predict_set(X_test), fresh.predict_set(X_test))
+
+
+def test_regressors_and_random_generators_are_refused_at_fit_and_first_alpha_by_default():
+    """A regressor failed at calibrate with an AttributeError (classes_); a Generator seed
+    gave each fit new models, against the certificates' premise; with several constructor
+    levels the one-level methods use the first, as documented."""
+    from sklearn.linear_model import Ridge
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 3))
+    y = (X[:, 0] + 0.5 * rng.normal(size=300) > 0).astype(int)
+    with pytest.raises(TypeError, match=r"needs a classifier as `estimator`.*Ridge"):
+        ReliablePredictionSets(Ridge(), k_train=3).fit(X, y)
+    with pytest.raises(ValueError, match="`random_state` must be an int or None"):
+        ReliablePredictionSets(k_train=3, random_state=np.random.default_rng(0)).fit(X, y)
+    both = ReliablePredictionSets(k_train=3, k_calib=3, alpha=[0.2, 0.1], random_state=0)
+    both.fit(X[:150], y[:150]).calibrate(X[150:], y[150:])
+    first = clone(both).set_params(alpha=0.2).fit(X[:150], y[:150]).calibrate(X[150:], y[150:])
+    np.testing.assert_array_equal(both.partition_sets(X[:20]), first.partition_sets(X[:20]))
+    for key, value in both.certify(X[:20], r_calib=1).items():
+        np.testing.assert_array_equal(value, first.certify(X[:20], r_calib=1)[key])
+    with pytest.raises(ValueError, match="single level here"):
+        both.partition_sets(X[:20], alpha=[0.2, 0.1])

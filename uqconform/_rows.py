@@ -127,6 +127,29 @@ def float_values(values: Any) -> NDArray | None:
     return flat.to_numpy(dtype=np.float64, na_value=np.nan).reshape(array.shape)
 
 
+def numeric_columns_as_float(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with every column of numbers (`float_values`: any numeric or boolean dtype,
+    nullable or not, or objects holding numbers) as float64, ``-0.0`` as ``0.0`` and
+    missing values as NaN; text, categories and dates as given.
+
+    So that a hash of the rows of a mixed table depends on the numbers, not on their
+    dtype (an ``Int64`` column and the same values as ``float64`` agree).
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> frame = pd.DataFrame({"a": pd.array([1, None], dtype="Int64"), "b": ["x", "y"]})
+    >>> numeric_columns_as_float(frame).dtypes.tolist()
+    [dtype('float64'), dtype('O')]
+    """
+    columns = {}
+    for position in range(frame.shape[1]):  # a loop over columns
+        column = frame.iloc[:, position]
+        numbers = float_values(column)
+        columns[position] = column.to_numpy() if numbers is None else numbers + 0.0
+    return pd.DataFrame(columns, index=frame.index)
+
+
 #: Rows hashed at a time by `rows_digest` (bounded memory on millions of rows).
 _HASH_ROWS = 16_384
 
@@ -140,7 +163,8 @@ def rows_digest(content: Any) -> str:
     a Fortran-ordered array or a list give the same digest, and so do the same numbers in
     any numeric dtype (``3`` and ``3.0``, nullable pandas columns, object arrays). A sparse
     matrix and its dense copy differ (hashing the dense rows of a wide sparse matrix would
-    cost ``n x p``).
+    cost ``n x p``). In a table mixing text and numbers, each column of numbers is read
+    as float64 alike.
     """
     if sparse.issparse(content):
         rows = sparse.csr_matrix(content, copy=True)
@@ -153,6 +177,8 @@ def rows_digest(content: Any) -> str:
         numbers_only = None
     if numbers_only is not None:  # the same numbers in any dtype give the same digest
         content = numbers_only
+    elif isinstance(content, pd.DataFrame):  # a mixed table: its number columns alike
+        content = numeric_columns_as_float(content)
     if not hasattr(content, "iloc"):
         try:
             content = np.asarray(content)

@@ -33,16 +33,17 @@ import numbers
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
+import pandas as pd
 from joblib import delayed
 from numpy.typing import ArrayLike, NDArray
 from scipy import special, stats
-from sklearn.base import BaseEstimator, ClassifierMixin, clone
+from sklearn.base import BaseEstimator, ClassifierMixin, clone, is_regressor
 from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import LogisticRegression
 from sklearn.utils.validation import check_array, check_is_fitted
 
 from uqconform._parallel import run_fits
-from uqconform._rows import float_values, n_rows
+from uqconform._rows import float_values, n_rows, numeric_columns_as_float
 from uqconform._seeding import integer_seed, seed_parameters
 from uqconform._validation import (
     check_class_labels,
@@ -110,8 +111,11 @@ def _row_bytes(X: Any) -> list[bytes] | NDArray:
     """One byte string (or fixed-width byte row) per row: the identity of the row's features.
 
     Numeric data are hashed as float64 (so ``3`` and ``3.0`` agree), with ``-0.0`` mapped to
-    ``0.0`` and every NaN to one NaN; anything else through the ``repr`` of the row's values.
+    ``0.0`` and every NaN to one NaN; anything else through the ``repr`` of the row's values,
+    a DataFrame's columns of numbers read as float64 first (so they agree there too).
     """
+    if isinstance(X, pd.DataFrame) and float_values(X) is None:
+        X = numeric_columns_as_float(X)  # a mixed table: its number columns alike
     values = X.to_numpy() if hasattr(X, "to_numpy") else X
     if hasattr(values, "toarray"):
         values = values.toarray()
@@ -372,7 +376,9 @@ def _smoothed(counts: NDArray, k_train: int, kind: str) -> NDArray:
     if kind == "vote":
         return share
     e = np.exp(share)
-    return e / e.sum(axis=-1, keepdims=True)
+    # summed in increasing order (not label order): vote vectors that are permutations of
+    # each other give a label the same score to the bit, so exact ties stay ties
+    return e / np.sort(e, axis=-1).sum(axis=-1, keepdims=True)
 
 
 def _target_bounds(
@@ -390,9 +396,8 @@ def _target_bounds(
 
     The final vote counts of those greedy moves are computed directly, not vote by vote
     (`_block_bounds`), and give the floats of `_smoothed` on them bit for bit: the same
-    elementwise ``exp`` and division, and the same (pairwise) sum over the labels in label
-    order, numpy's along a contiguous axis, as `_smoothed` does on C-ordered counts (those
-    of `vote_counts`).
+    elementwise ``exp`` and division, and the same (pairwise) sum over the labels in
+    increasing order of their terms, numpy's along a contiguous axis, as `_smoothed` does.
 
     Parameters
     ----------
@@ -510,8 +515,9 @@ def _denominators(
     k_train: int,
 ) -> NDArray:
     """Softmax denominator of every (row, target) pair (b, T): the sum over the labels, in
-    label order, of ``exp(counts / k_train)``, the row's ``e_row`` with the counts of a few
-    window labels changed, then the ``patches`` (labels and values (b, T)) set.
+    increasing order of the terms, of ``exp(counts / k_train)``, the row's ``e_row`` with
+    the counts of a few window labels changed, then the ``patches`` (labels and values
+    (b, T)) set.
 
     ``window(rows, key, *pairs)`` gives the window labels and their new counts for pairs
     (broadcastable arrays of their rows, ``key`` and ``pairs`` entries). The target of a
@@ -543,7 +549,7 @@ def _denominators(
             buffer[every[..., None], slots[..., None], labels] = np.exp(new / k_train)
     for label, value in patches:
         buffer[every, slots, label] = value
-    return buffer.sum(axis=2)
+    return np.sort(buffer, axis=2).sum(axis=2)  # in increasing order, as `_smoothed`
 
 
 def _positions(order: NDArray) -> NDArray:
@@ -673,7 +679,9 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
         Training partitions, one model each. With 1 the score is the model's own
         probability (plain split CP, certified against calibration poisoning only).
     k_calib : int, default=10
-        Calibration partitions; each needs at least ``minimum_scores(alpha)`` points.
+        Calibration partitions; each needs at least `minimum_partition_size` points
+        (``minimum_scores(alpha)`` with ``coverage="paper"``, more with ``"exact"``: 14
+        for 10 partitions at alpha 0.1).
     alpha : float or sequence of float, default=0.1
         Miscoverage level(s); `predict_set` may override it.
     conformity_score : {"vote_softmax", "vote"}, default="vote_softmax"
@@ -762,6 +770,11 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
         check_miscoverage(self.alpha, "alpha")
         if self._prefit() is None:
             check_int(self.k_train, "k_train")
+            if is_regressor(self._base_estimator()):
+                raise TypeError(
+                    "ReliablePredictionSets needs a classifier as `estimator` (its models "
+                    f"vote for labels), got the regressor {type(self.estimator).__name__}."
+                )
         check_int(self.k_calib, "k_calib")
         if self.conformity_score not in SCORES:
             raise ValueError(
@@ -770,6 +783,12 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
         if self.coverage not in COVERAGE:
             raise ValueError(f"`coverage` must be one of {list(COVERAGE)}, got {self.coverage!r}.")
         _salt_key(self.salt)
+        if isinstance(self.random_state, np.random.Generator | np.random.RandomState):
+            raise ValueError(
+                "`random_state` must be an int or None, not a random generator: the "
+                "certificates need training that gives the same model for the same "
+                "partition contents, and a generator would give a new seed at every fit."
+            )
         integer_seed(self.random_state)
         check_n_jobs(self.n_jobs)
         check_verbose(self.verbose)
@@ -1065,9 +1084,10 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
         check_calibration_settings(self, "prediction")
 
     def _level(self, alpha: float | None) -> float:
+        """The one level of a call: ``alpha``, or the constructor's (first) level."""
         levels = check_call_alpha(alpha, self.alpha)
-        if levels.size != 1:
-            raise ValueError("`alpha` must be a single level here.")
+        if alpha is not None and levels.size != 1:
+            raise ValueError(f"`alpha` must be a single level here, got {alpha!r}.")
         return float(levels[0])
 
     # ---- prediction ----------------------------------------------------------------------
