@@ -493,3 +493,18 @@ def test_smoothed_pvalues_of_empty_strata_and_with_a_generator():
         return model.calibrate(Xc, yc).predict_pvalue(Xt, smooth=True)
 
     np.testing.assert_array_equal(smoothed(None), smoothed(7))
+
+
+def test_labels_of_another_type_than_the_classes_are_unknown_labels():
+    """A model fitted on a pandas column of strings (object classes_) calibrated with
+    integer-encoded labels: the unknown-label message, not numpy's TypeError from
+    comparing str and int."""
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 2))
+    labels = pd.Series(np.where(X[:, 0] > 0, "yes", "no"), dtype=object)
+    model = LogisticRegression().fit(X[:100], labels[:100])
+    assert model.classes_.dtype == object
+    with pytest.raises(ValueError, match=r"never saw during fit: \[0, 1\]"):
+        SplitConformalClassifier(model).calibrate(X[100:], (labels[100:] == "yes").astype(int))

@@ -259,3 +259,27 @@ def test_empty_sets_of_an_over_wide_band_stay_nested():
     assert (out[:, 0, 1:] >= out[:, 0, :-1] - 1e-12).all()  # larger alpha: inside
     assert (out[:, 1, 1:] <= out[:, 1, :-1] + 1e-12).all()
     assert (out[:, 0, -1] == out[:, 1, -1]).any()  # some sets are empty (the case tested)
+
+
+def test_nan_goes_to_pipelines_that_impute_and_a_refusing_model_is_named():
+    """CQR refused NaN for every Pipeline (scikit-learn's tags refuse it for any Pipeline,
+    and the band copied them), also the imputing one its own message advised, and named
+    its internal band; now the band takes NaN unless one of its models refuses it."""
+    from sklearn.impute import SimpleImputer
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 3))
+    y = X[:, 0] + rng.normal(size=300)
+    X[::7, 1] = np.nan
+
+    def imputing(level):
+        return make_pipeline(SimpleImputer(), QuantileRegressor(quantile=level, alpha=0))
+
+    pair = ConformalizedQuantileRegressor((imputing(0.05), imputing(0.95)), alpha=0.1)
+    intervals = (
+        pair.fit(X[:150], y[:150]).calibrate(X[150:250], y[150:250]).predict_interval(X[250:])
+    )
+    assert np.isfinite(intervals).all() and (intervals[:, 0] <= intervals[:, 1]).all()
+    refusing = ConformalizedQuantileRegressor(GradientBoostingRegressor(loss="quantile"))
+    with pytest.raises(ValueError, match="`X` contains NaN and GradientBoostingRegressor"):
+        refusing.fit(X[:150], y[:150])

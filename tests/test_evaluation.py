@@ -734,8 +734,17 @@ def test_evaluate_classifier_with_string_labels(classification_data):
     size = sets.sum(axis=1)
     np.testing.assert_allclose(frame["singleton_rate"], (size == 1).mean(axis=0))
     np.testing.assert_allclose(frame["empty_rate"], (size == 0).mean(axis=0))
-    assert frame["inside_bounds"].all()
+    assert frame["inside_bounds"].all() and not frame["below_bounds"].any()
     assert "singleton" in str(report)
+    # outside above (conservative) and outside below (a failure) are told apart
+    topk = SplitConformalClassifier(LogisticRegression(), 0.1, "topk")
+    topk.fit(X[:500], labels[:500]).calibrate(X[500:1000], labels[500:1000])
+    above = evaluate(topk, X[1000:], labels[1000:], alpha=0.4).to_frame()
+    assert not above["inside_bounds"][0] and not above["below_bounds"][0]
+    shifted = labels[1000:].copy()
+    shifted[: len(shifted) // 3] = np.roll(shifted[: len(shifted) // 3], 1)
+    below = evaluate(model, X[1000:], shifted, alpha=0.1).to_frame()
+    assert below["below_bounds"][0] and "BELOW" in str(evaluate(model, X[1000:], shifted, 0.1))
     # groups for a model calibrated without them: only the per-group table, checked for
     # length like any argument
     with pytest.raises(ValueError, match=r"groups"):

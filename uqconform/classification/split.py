@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.linear_model import LogisticRegression
@@ -44,12 +45,19 @@ def encode_labels(y: NDArray, classes: NDArray, name: str = "y") -> NDArray:
         and labels.max() < classes.size
     ):  # labels 0..K-1 are their own column index (a copy: never a view of the user's y)
         return labels.astype(np.intp)
-    sorter = np.argsort(classes, kind="stable")
-    position = np.searchsorted(classes, y, sorter=sorter)
-    position = sorter[np.minimum(position, classes.size - 1)]
-    unknown = classes[position] != y
+    try:
+        sorter = np.argsort(classes, kind="stable")
+        position = np.searchsorted(classes, y, sorter=sorter)
+        position = sorter[np.minimum(position, classes.size - 1)]
+        unknown = np.asarray(classes[position] != y)
+    except TypeError:  # labels that do not compare with the classes (int and str)
+        position = pd.Index(classes).get_indexer(labels)
+        unknown = position < 0
     if np.any(unknown):
-        unseen = np.unique(np.asarray(y)[unknown])
+        try:
+            unseen = np.unique(labels[unknown])
+        except TypeError:  # unknown labels of several types: in order of appearance
+            unseen = pd.unique(labels[unknown])
         raise ValueError(
             f"`{name}` contains labels the model never saw during fit: {unseen[:5].tolist()}"
             f"{' ...' if unseen.size > 5 else ''}. Known classes: {classes.tolist()}."

@@ -66,8 +66,9 @@ class CoverageReport:
         Wall time of the single prediction call that produced every level.
     rows : list of dict
         Per level: ``alpha``, ``nominal``, ``coverage``, ``bound_low``, ``bound_high``,
-        ``inside_bounds``, the efficiency column, for sets ``singleton_rate`` and
-        ``empty_rate``, ``n_test`` and ``time_seconds``.
+        ``inside_bounds``, ``below_bounds`` (outside and below: a failure; outside and
+        above is conservative, e.g. top-k or Mondrian sets), the efficiency column, for
+        sets ``singleton_rate`` and ``empty_rate``, ``n_test`` and ``time_seconds``.
     by_group : pandas.DataFrame or None
         With ``groups``: columns ``alpha``, ``group``, ``count``, ``coverage`` and the
         efficiency column, one row per level and group.
@@ -409,6 +410,8 @@ def evaluate(
             "bound_low": low,
             "bound_high": high,
             "inside_bounds": None if n_calibration is None else bool(low <= covered[j] <= high),
+            # outside and below fails validity; outside and above is conservative
+            "below_bounds": None if n_calibration is None else bool(covered[j] < low),
             efficiency: float(_mean(sizes[:, j])),
         }
         if parsed.kind == "set":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -16,6 +17,7 @@ from sklearn.utils.validation import check_is_fitted
 from uqconform._seeding import integer_seed, seeded_clone
 from uqconform._validation import check_bool, check_fitted_model, is_sklearn_estimator
 from uqconform._version import VersionedState
+from uqconform.base import refuses_nan
 from uqconform.quantiles import check_alpha
 from uqconform.regression.split import SplitConformalRegressor
 from uqconform.routing import RoutesFitParams
@@ -73,7 +75,10 @@ class QuantileBand(VersionedState, RoutesFitParams, BaseEstimator):
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         if is_sklearn_estimator(self.lower):  # else: the defaults (the model decides itself)
-            tags.input_tags = get_tags(self.lower).input_tags
+            tags.input_tags = replace(get_tags(self.lower).input_tags)
+        # NaN unless a model certainly refuses it (a Pipeline that imputes first, a model
+        # outside scikit-learn: they decide; scikit-learn's tags refuse it for both)
+        tags.input_tags.allow_nan = not (refuses_nan(self.lower) or refuses_nan(self.upper))
         return tags
 
     def __getattr__(self, name: str) -> Any:
