@@ -448,7 +448,8 @@ class ModelWrapper(VersionedState, RoutesFitParams, BaseEstimator, metaclass=ABC
         model = self._estimator_or_default() if model is None else model
         if refuses_nan(model) and has_nan(X):
             # name the user's model that refuses, not a wrapper of two (CQR's band)
-            inner = getattr(model, "_routed_models", dict)().values()
+            routed = getattr(model, "_routed_models", None)
+            inner: list[Any] = list(routed().values()) if callable(routed) else []
             model = next((m for m in inner if refuses_nan(m)), model)
             raise ValueError(
                 f"`X` contains NaN and {type(model).__name__} does not accept missing values: "
