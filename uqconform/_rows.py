@@ -139,8 +139,9 @@ def numeric_columns_as_float(frame: pd.DataFrame) -> pd.DataFrame:
     --------
     >>> import pandas as pd
     >>> frame = pd.DataFrame({"a": pd.array([1, None], dtype="Int64"), "b": ["x", "y"]})
-    >>> numeric_columns_as_float(frame).dtypes.tolist()
-    [dtype('float64'), dtype('O')]
+    >>> converted = numeric_columns_as_float(frame)
+    >>> converted.iloc[:, 0].tolist(), converted.iloc[:, 1].tolist()
+    ([1.0, nan], ['x', 'y'])
     """
     columns = {}
     for position in range(frame.shape[1]):  # a loop over columns
