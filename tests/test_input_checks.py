@@ -1204,3 +1204,27 @@ def test_feature_name_mismatch_warns_once_per_call(data, make, fit_frame):
     np.testing.assert_array_equal(
         output, estimator.predict(_named_frame(X[:5]) if fit_frame else X[:5])
     )
+
+
+def test_one_row_of_a_frame_as_a_series_is_refused_naming_x(data):
+    """df.iloc[i] (a numeric Series) fell through to scikit-learn's 'does not contain any
+    features' with a feature-name warning; a Series of documents (text pipelines) passes
+    the check as 1-D text arrays do."""
+    X, y, _ = data
+    frame = pd.DataFrame(X, columns=["a", "b", "c"])
+    model = SplitConformalRegressor(LinearRegression()).fit(frame[:75], y[:75])
+    model.calibrate(frame[75:], y[75:])
+    with pytest.raises(ValueError, match=r"`X` must be 2-D .* df\.iloc\[\[i\]\]"):
+        model.predict_interval(frame.iloc[0])
+    np.testing.assert_array_equal(
+        model.predict_interval(frame.iloc[[0]]), model.predict_interval(frame[:1])
+    )
+    from sklearn.feature_extraction.text import CountVectorizer
+    from sklearn.naive_bayes import MultinomialNB
+    from sklearn.pipeline import make_pipeline
+
+    texts = pd.Series(["good day", "bad day", "good good", "bad bad"] * 30)
+    labels = np.array(["pos", "neg", "pos", "neg"] * 30)
+    text_model = SplitConformalClassifier(make_pipeline(CountVectorizer(), MultinomialNB()))
+    text_model.fit(texts[:60], labels[:60]).calibrate(texts[60:], labels[60:])
+    assert text_model.predict_set(texts[:4]).shape == (4, 2)

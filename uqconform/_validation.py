@@ -95,6 +95,14 @@ def check_features(estimator: BaseEstimator, X: Any, *, reset: bool) -> Any:
             "Reshape your data either using X.reshape(-1, 1) if it has a single feature "
             "or X.reshape(1, -1) if it is a single sample."
         )
+    if isinstance(X, pd.Series) and (  # df.iloc[i]: one row as a Series (or one column)
+        pd.api.types.is_numeric_dtype(X.dtype) or pd.api.types.is_bool_dtype(X.dtype)
+    ):  # (a Series of documents for a text pipeline passes, as 1-D text arrays do)
+        raise ValueError(
+            f"`X` must be 2-D (one row per sample), got a pandas Series of length {X.size}: "
+            "for one row of a DataFrame use df.iloc[[i]] (double brackets), for one feature "
+            "X.to_frame()."
+        )
     if isinstance(X, (list, tuple)) and len(X) == 0:  # before scikit-learn's IndexError
         raise ValueError("`X` has no rows.")
     validate_data(estimator, X, skip_check_array=True, reset=reset)
