@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 from numpy.typing import ArrayLike
 from sklearn.base import BaseEstimator
 
@@ -45,7 +44,7 @@ class EnsembleConformalClassifier(SplitConformalClassifier):
         One threshold per class.
     batch_size : int, default=None
         Rows predicted at once.
-    random_state : int or None, default=None
+    random_state : int, numpy Generator or None, default=None
         Seeds the heads and the uniform draws. Bootstrap rows are drawn within each class
         in the classes' sorted order: renaming classes so that they sort differently acts
         like another seed.
@@ -95,15 +94,12 @@ class EnsembleConformalClassifier(SplitConformalClassifier):
         self.verbose = verbose
 
     def _heads(self) -> HeadEnsemble:
-        seed = (
-            self.random_state if not isinstance(self.random_state, np.random.Generator) else None
-        )
         return HeadEnsemble(
             self.estimator,
             n_heads=self.n_heads,
             diversity=self.diversity,
             n_jobs=self.n_jobs,
-            random_state=seed,
+            random_state=self.random_state,  # a Generator too: fit draws the heads' seeds
             verbose=self.verbose,
         )
 

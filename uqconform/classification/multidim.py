@@ -59,6 +59,7 @@ from uqconform.quantiles import (
     check_miscoverage,
     conformal_quantile,
     conformal_rank,
+    levels_text,
     minimum_scores,
 )
 from uqconform.routing import RoutesFitParams
@@ -359,13 +360,7 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
         levels = check_alpha(self.alpha, "alpha")
         order = self._rng(2).permutation(n)
         n_cells, n_recal = self._split_sizes(n)
-        needed = minimum_scores(levels.min())
-        message = (
-            f"{n} calibration points are too few for alpha={levels.min()} with "
-            f"cells_fraction={self.cells_fraction}: the cells part needs at least 1 point "
-            f"and the calibration part at least {needed}, so give at least "
-            f"{self._minimum_calibration(needed)} calibration points."
-        )
+        message = self._too_few_message(f"{n} calibration points are", levels.min())
         if n_cells < 1 or n_recal < 1:  # nothing to build cells from, or to calibrate on
             raise ValueError(message)
         if conformal_rank(n_recal, levels.min())[0] > n_recal:  # the contract: whole space
@@ -384,7 +379,35 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
         self.conformity_scores_ = self._scalar_scores(true_vectors[second])
         self.n_calibration_ = n_recal
         record_calibration_settings(self)
+        self._warn_beyond_caps(levels)
         return self
+
+    def _too_few_message(self, given: str, level: float) -> str:
+        needed = minimum_scores(level)
+        return (
+            f"{given} too few for alpha={levels_text(np.array([level]))[1:-1]} with "
+            f"cells_fraction={self.cells_fraction}: the cells part needs at least 1 point "
+            f"and the calibration part at least {needed}, so give at least "
+            f"{self._minimum_calibration(needed)} calibration points."
+        )
+
+    def _warn_beyond_caps(self, levels: NDArray) -> None:
+        """Warn when a level's threshold is infinite although the calibration part is large
+        enough: too many calibration vectors lie beyond every cell cap (their score is
+        infinite), so every set holds every class."""
+        n_recal = self.conformity_scores_.size
+        enough = conformal_rank(n_recal, levels) <= n_recal
+        infinite = np.isinf(conformal_quantile(self.conformity_scores_, levels, warn=False))
+        if (enough & infinite).any():
+            beyond = int(np.isinf(self.conformity_scores_).sum())
+            warn_user(
+                f"At alpha={levels_text(levels[enough & infinite])} every set holds every "
+                f"class: {beyond} of the {n_recal} calibration score vectors lie beyond "
+                "every cell cap (above all the cells' centres in some head), more than the "
+                "level leaves out. Give about (that number + 1) / alpha calibration rows, a "
+                "larger cells_fraction, or use calibration='learned'.",
+                UserWarning,
+            )
 
     def _split_sizes(self, n: int) -> tuple[int, int]:
         n_cells = int(np.floor(self.cells_fraction * n))
@@ -488,8 +511,16 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
     # ---- prediction -------------------------------------------------------------------------
     def _thresholds(self, levels: NDArray) -> NDArray:
         """Calibrated threshold on the scalar score per level (cells: with the warm start)."""
-        outcome = "the set of every class"
-        thresholds = conformal_quantile(self.conformity_scores_, levels, warn=outcome)
+        n_recal = self.conformity_scores_.size
+        too_few = conformal_rank(n_recal, levels) > n_recal
+        if too_few.any():  # the calibration size the user must give, as calibrate says
+            message = self._too_few_message(
+                f"The {n_recal} points of the calibration part are", levels[too_few].min()
+            )
+            warn_user(message + " Every set holds every class.", UserWarning)
+        if "cells_" in self.__dict__:
+            self._warn_beyond_caps(levels)
+        thresholds = conformal_quantile(self.conformity_scores_, levels, warn=False)
         thresholds = thresholds.astype(float)
         if "cells_" in self.__dict__:
             warm = [self._warm_start(float(level)) for level in levels]
@@ -565,14 +596,21 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
                 sets = scores <= threshold
                 empty = ~sets.any(axis=1)
                 if self.fill_empty and empty.any():  # the best-scored label joins an empty set
-                    sets[np.flatnonzero(empty), np.argmin(scores[empty], axis=1)] = True
+                    # ties (prefix lengths are integers) go to the label of smallest mean
+                    # base score over the heads, not to the first class
+                    tie_break = vectors[empty].mean(axis=2)
+                    best = np.lexsort((tie_break, scores[empty]), axis=1)[:, 0]
+                    sets[np.flatnonzero(empty), best] = True
                 out[rows, :, j] = sets
         return out[..., 0] if np.ndim(value) == 0 else out
 
     def plot_cells(self, X: ArrayLike, y: ArrayLike, heads=(0, 1), ax=None):
-        """Score vectors of two heads, true labels against false ones, and the accepted region.
+        """Score vectors of two heads: true labels, false labels, and the false labels the
+        sets keep (circled; at the first level of ``alpha``).
 
-        The accepted labels drawn are those of the first level of ``alpha``.
+        The vectors are those `predict_set` judges (the same draws for randomised scores);
+        for rows of the calibration data, randomised scores are drawn afresh, not as at
+        calibration. The cells' caps and centres are not drawn (see the methods page).
 
         Parameters
         ----------
@@ -602,7 +640,10 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
             or pair[0] == pair[1]
             # cast: numbers.Integral has no typed comparisons
             or not all(
-                isinstance(h, numbers.Integral) and 0 <= cast(int, h) < n_heads for h in pair
+                isinstance(h, numbers.Integral)
+                and not isinstance(h, bool | np.bool_)
+                and 0 <= cast(int, h) < n_heads
+                for h in pair
             )
         ):
             raise ValueError(
