@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 from numpy.typing import ArrayLike
 from sklearn.base import BaseEstimator
 
@@ -75,7 +76,7 @@ class EnsembleConformalClassifier(SplitConformalClassifier):
         class_conditional: bool = False,
         batch_size: int | None = None,
         n_jobs: int | None = None,
-        random_state: int | None = None,
+        random_state: int | np.random.Generator | None = None,
         verbose: bool = False,
     ):
         self.estimator = estimator

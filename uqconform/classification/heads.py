@@ -79,7 +79,7 @@ class HeadEnsemble(VersionedState, RoutesFitParams, ClassifierMixin, BaseEstimat
     subspace_fraction : float, default=0.7
     n_jobs : int, default=None
         Heads are fitted through joblib.
-    random_state : int or None, default=None
+    random_state : int, numpy Generator or None, default=None
     verbose : bool, default=False
         Show a progress bar of the fitted heads.
 
@@ -99,7 +99,7 @@ class HeadEnsemble(VersionedState, RoutesFitParams, ClassifierMixin, BaseEstimat
         diversity: str = "bootstrap",
         subspace_fraction: float = 0.7,
         n_jobs: int | None = None,
-        random_state: int | None = None,
+        random_state: int | np.random.Generator | None = None,
         verbose: bool = False,
     ):
         self.estimator = estimator
