@@ -731,3 +731,16 @@ def test_the_ensemble_heads_follow_a_seeded_generator():
         return model.fit(Xf, yf).calibrate(Xc, yc).predict_set(Xt)
 
     np.testing.assert_array_equal(run(), run())
+
+
+def test_fit_with_fitted_heads_checks_x_against_them():
+    """fit(X, y) with a list of fitted heads recorded X's feature count without checking
+    it: a wrong X surfaced only at calibrate, as a mismatch with the wrapper itself."""
+    X, y, *_ = tabular()
+    heads = [LogisticRegression(C=c, max_iter=500).fit(X, y) for c in (0.1, 1.0)]
+    model = MultiDimScoreClassifier(heads)
+    wide = np.hstack([X, X])
+    with pytest.raises(ValueError, match=r"`X` has \d+ features, but the fitted heads take"):
+        model.fit(wide, y)
+    assert not hasattr(model, "estimator_")  # the failed fit left no state
+    assert model.fit(X, y).n_features_in_ == X.shape[1]

@@ -267,6 +267,12 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
         # fitted heads given as a list are only checked: re-read at each calibrate, so that
         # set_params(estimator=...) applies
         self._heads_adopted = isinstance(self.estimator, (list, tuple))
+        expected = getattr(self.estimator_.heads_[0], "n_features_in_", None)
+        if self._heads_adopted and expected is not None and expected != self.n_features_in_:
+            raise ValueError(
+                f"`X` has {self.n_features_in_} features, but the fitted heads take "
+                f"{expected}: fit(X, y) with fitted heads only checks X against them."
+            )
         remember_training_rows(self, X, labels, trained=not self._heads_adopted)
         return self
 
