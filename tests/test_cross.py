@@ -396,3 +396,57 @@ def test_jackknife_after_bootstrap_input_seeds_and_pickle():
     model.set_params(n_bootstrap=10)
     with pytest.raises(NotFittedError, match="changed since fit"):
         model.predict_interval(X)
+
+
+def test_jab_fits_when_a_bootstrap_sample_draws_every_row():
+    """A bootstrap sample holding every row has no out-of-bag rows: its model was asked
+    to predict 0 rows and scikit-learn refused (285 of 300 seeds failed at n = 4)."""
+    from uqconform.regression import JackknifeAfterBootstrapRegressor
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(4, 2))
+    y = X[:, 0] + rng.normal(size=4)
+    fitted = 0
+    for seed in range(20):
+        model = JackknifeAfterBootstrapRegressor(Ridge(), n_bootstrap=30, random_state=seed)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # too few rows for the level: infinite ends
+            model.fit(X, y)
+        full = [rows.size == 0 for rows in _out_of_bag_rows(model)]
+        fitted += any(full)
+        assert np.isfinite(model.predict(X)).all()
+    assert fitted  # some seeds drew a sample holding every row
+
+
+def _out_of_bag_rows(model):
+    weights = np.zeros((4, len(model.estimators_)))
+    weights[model.scored_rows_] = model.oob_weights_
+    return [np.flatnonzero(column > 0) for column in weights.T]
+
+
+def test_nan_predictions_name_the_row_of_x_and_equal_splitters_are_the_same_setting():
+    """J+aB named the position among the scored rows, not the row of X, and its models
+    "fold models"; an equal new KFold was refused as a changed setting while a change in
+    place passed."""
+    from uqconform.regression import JackknifeAfterBootstrapRegressor
+
+    class NaNAtRow(Ridge):
+        def predict(self, X):
+            out = super().predict(X)
+            return np.where(np.isclose(np.asarray(X)[:, 0], 5.0), np.nan, out)
+
+    X = np.column_stack([np.arange(30.0), np.random.default_rng(0).normal(size=30)])
+    y = X[:, 1]
+    model = JackknifeAfterBootstrapRegressor(NaNAtRow(), n_bootstrap=3, random_state=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(
+            ValueError, match=r"bootstrap models .* on 1 row of `X` \(first: row 5\)"
+        ):
+            model.fit(X, y)
+    cross = CrossConformalRegressor(Ridge(), cv=KFold(5)).fit(X, y)
+    cross.set_params(cv=KFold(5))  # an equal splitter: the same setting
+    assert cross.predict_interval(X[:2]).shape == (2, 2)
+    cross.cv.n_splits = 3  # changed in place: another setting
+    with pytest.raises(NotFittedError, match="parameters changed since fit"):
+        cross.predict_interval(X[:2])

@@ -247,7 +247,7 @@ def test_broken_outputs_of_foreign_models_are_named(data):
         ).calibrate(X[200:300], y[200:300])
     clf = LogisticRegression().fit(X[:200], labels[:200])
     with pytest.raises(
-        ValueError, match=r"NaN or infinite probabilities on 1 rows of `X` \(first: row 7\)"
+        ValueError, match=r"NaN or infinite probabilities on 1 row of `X` \(first: row 7\)"
     ):
         SplitConformalClassifier(NanProba(clf)).calibrate(X[200:300], labels[200:300])
 
@@ -310,7 +310,7 @@ def test_non_finite_calibration_predictions_of_a_multi_output_model_are_named(da
     # the prefit ellipse learns its shape on one random half of the calibration rows and
     # scores the other half: row 37 is named as row 37 of `X` whichever half it fell in
     for seed in range(4):
-        with pytest.raises(ValueError, match=r"on 1 rows of `X` \(first: row 37\)"):
+        with pytest.raises(ValueError, match=r"on 1 row of `X` \(first: row 37\)"):
             EllipsoidalConformalRegressor(NaNAbove(multi, limit=9.0), random_state=seed).calibrate(
                 calib, Y[200:300]
             )

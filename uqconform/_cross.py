@@ -92,7 +92,8 @@ class CrossFitWrapper(ModelWrapper):
         ):
             raise ValueError(
                 "`cv` must be an int >= 2 (the number of folds) or a cross-validation "
-                f"splitter such as KFold or LeaveOneOut, got {cv!r}."
+                "splitter such as KFold or LeaveOneOut (for predefined folds, "
+                f"PredefinedSplit), got {cv!r:.80}."
             )
 
     def _splits(self, X: Any, y: NDArray, groups: ArrayLike | None) -> list[tuple]:

@@ -540,6 +540,8 @@ class NonFiniteOutputError(ValueError):
         self.what, self.rows, self.where, self.advice = what, rows, where, advice
         self.more_rows = more_rows
         count = f"at least {rows.size}" if more_rows else str(rows.size)
+        if rows.size == 1 and not more_rows and where.startswith("rows"):
+            where = "row" + where[len("rows") :]  # "1 row of `X`"
         super().__init__(f"{what} on {count} {where} (first: row {rows[0]}){advice}.")
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -563,7 +565,7 @@ def refuse_non_finite(values: NDArray, what: str, where: str, advice: str = "") 
     >>> refuse_non_finite(np.array([1.0, np.nan]), "`estimator` predicted NaN", "rows")
     Traceback (most recent call last):
     ...
-    uqconform._validation.NonFiniteOutputError: `estimator` predicted NaN on 1 rows (first: row 1).
+    uqconform._validation.NonFiniteOutputError: `estimator` predicted NaN on 1 row (first: row 1).
     """
     bad = non_finite_rows(values)
     if bad.size:

@@ -196,6 +196,9 @@ class _FittedState:
 
     @classmethod
     def of(cls, value: Any) -> Any:
+        if _learning_params(value) is None and hasattr(value, "split"):
+            if hasattr(value, "get_n_splits"):  # a cross-validation splitter
+                return _SplitterState(value)
         recordable = hasattr(value, "_fit_token") or _learning_params(value) is not None
         return cls(value) if recordable else value
 
@@ -224,6 +227,23 @@ class _FittedState:
             now = ", ".join(f"{name}={value!r}" for name, value in sorted(changed.items()))
             notes.append(f"set in place since: now {now}")
         return self.text + (f" ({'; '.join(notes)})" if notes else "")
+
+
+class _SplitterState:
+    """A recorded cross-validation splitter (``KFold(5)``): equal to a splitter of the same
+    type and parameters (its repr), so that an equal new object is the same setting and a
+    change in place (``cv.n_splits = 3``) is not."""
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __init__(self, value: Any):
+        self.kind, self.text = type(value), repr(value)
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is self.kind and repr(other) == self.text
+
+    def __repr__(self) -> str:
+        return self.text
 
 
 def check_calibration_settings(

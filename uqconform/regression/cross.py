@@ -26,6 +26,7 @@ from uqconform._cross import CrossFitWrapper
 from uqconform._rows import n_rows, take_rows
 from uqconform._seeding import integer_seed
 from uqconform._validation import (
+    NonFiniteOutputError,
     check_int,
     check_regression_target,
     point_predictions,
@@ -157,8 +158,14 @@ class CrossConformalRegressor(RegressorMixin, CrossFitWrapper):
     def _model_output(self, model: Any, X: Any) -> NDArray:
         return point_predictions(model.predict(X))
 
+    #: Who predicted, in the non-finite prediction error.
+    _non_finite: str = _NON_FINITE
+
     def _store_scores(self, y: NDArray, outputs: NDArray, scored: NDArray, X: Any) -> None:
-        refuse_non_finite(outputs, _NON_FINITE, "rows of `X`")
+        try:
+            refuse_non_finite(outputs, self._non_finite, "rows of `X`")
+        except NonFiniteOutputError as error:  # positions among the scored rows: X's rows
+            raise error.renumbered(scored) from None
         self.conformity_scores_ = np.abs(y - outputs)
 
     def _after_scoring(self) -> None:
@@ -175,7 +182,7 @@ class CrossConformalRegressor(RegressorMixin, CrossFitWrapper):
     def _fold_predictions(self, X: Any) -> NDArray:
         """``(n_samples, K)``: every fold model's prediction of every row."""
         predictions = self._fold_outputs(self._validate_X(X, reset=False))
-        refuse_non_finite(predictions, _NON_FINITE, "rows of `X`")
+        refuse_non_finite(predictions, self._non_finite, "rows of `X`")
         return predictions
 
     def predict(self, X: Any) -> NDArray:
@@ -344,6 +351,7 @@ class JackknifeAfterBootstrapRegressor(CrossConformalRegressor):
         self.verbose = verbose
 
     _fit_params = ("estimator", "n_bootstrap", "random_state")
+    _non_finite = "the bootstrap models predicted NaN or infinite values"
 
     def _check_resampling(self) -> None:
         check_int(self.n_bootstrap, "n_bootstrap", low=2)
@@ -391,7 +399,8 @@ class JackknifeAfterBootstrapRegressor(CrossConformalRegressor):
         weights = left_out[scored] / counts[scored, None]
         predictions = np.zeros((n, len(models)))  # weight 0 where a model saw the row
         for b, (model, (_, rows)) in enumerate(zip(models, splits, strict=True)):
-            predictions[rows, b] = self._model_output(model, take_rows(X, rows))
+            if rows.size:  # a sample that drew every row leaves none out of bag
+                predictions[rows, b] = self._model_output(model, take_rows(X, rows))
         predictions = predictions[scored]
         self.oob_weights_ = weights
         self.scored_rows_ = scored
