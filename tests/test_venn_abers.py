@@ -346,3 +346,26 @@ def test_a_score_within_rounding_of_a_calibration_score_is_a_tie():
         np.testing.assert_array_equal(venn_abers_bounds(scores, labels, scores * factor), exact)
     gap = venn_abers_bounds(scores, labels, scores + 1e-13)  # a real gap stays a gap
     assert not np.array_equal(gap, exact)
+
+
+def test_swapping_the_class_names_mirrors_the_pairs_with_saturated_probabilities():
+    """Naive Bayes gives many rows a probability of exactly 1.0 (the other class keeps
+    1e-50 and less): scored by p1 alone those rows tied on one side only, so naming the
+    classes the other way round changed P(class) on 30 of 119 rows, by up to 0.047.
+    Scored by the log-odds, the pairs mirror: [p0, p1] becomes [1 - p1, 1 - p0]."""
+    from sklearn.datasets import load_breast_cancer
+
+    X, y = load_breast_cancer(return_X_y=True)
+    order = np.random.default_rng(0).permutation(len(y))
+    X, y = X[order], y[order]
+    train, cal, test = slice(0, 250), slice(250, 450), slice(450, None)
+    model = GaussianNB().fit(X[train], y[train])
+    assert (model.predict_proba(X[cal])[:, 1] == 1.0).sum() > 5  # saturated rows
+    swapped_model = GaussianNB().fit(X[train], 1 - y[train])
+    venn = VennAbersCalibrator(model).calibrate(X[cal], y[cal])
+    swapped = VennAbersCalibrator(swapped_model).calibrate(X[cal], 1 - y[cal])
+    bounds, other = venn.predict_proba_bounds(X[test]), swapped.predict_proba_bounds(X[test])
+    np.testing.assert_allclose(other[:, 0], bounds[:, 1], atol=1e-12)
+    np.testing.assert_allclose(
+        venn.predict_proba(X[test]), swapped.predict_proba(X[test])[:, ::-1], atol=1e-12
+    )

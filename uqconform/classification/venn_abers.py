@@ -203,19 +203,47 @@ def calibration_ties(values: NDArray, scores: NDArray) -> tuple[NDArray, NDArray
     return position, np.where(tie_below, below, above), tie_above | tie_below
 
 
+def _log_odds(proba: NDArray) -> NDArray:
+    """``(n, n_classes)``: each class's log-odds against the rest,
+    ``log p_k - log sum_{j != k} p_j``, clipped at the log-odds where a probability
+    rounds to 1 in float64: the score the tables sort by.
+
+    An increasing function of ``p_k`` where the probabilities sum to one, so the pairs
+    are those of ``p_k``, with one difference: scored by ``p_k`` alone, rows whose
+    probability of the class is saturated at exactly 1.0 tie (naive Bayes gives many),
+    while rows whose probability is saturated at 0 (the other class's at 1) stay apart
+    by their tiny values. Clipped log-odds tie both alike: swapping the names of two
+    classes negates the score and mirrors the pairs (``[p0, p1]`` becomes
+    ``[1 - p1, 1 - p0]``), as the predictor must.
+    """
+    # the others' probabilities summed, not 1 - p_k: a saturated row's keep their digits
+    others = proba @ (1.0 - np.eye(proba.shape[1]))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        scores = np.log(proba) - np.log(others)
+    scores = np.where(np.isnan(scores), 0.0, scores)  # 0 / 0: a row without probabilities
+    return np.clip(scores, -_SATURATED_LOG_ODDS, _SATURATED_LOG_ODDS)
+
+
+#: Log-odds beyond which a probability rounds to exactly 1 in float64 (1 - eps / 2): rows
+#: beyond it tie, on both sides alike.
+_SATURATED_LOG_ODDS = float(-np.log(np.finfo(float).eps / 2))
+
+
 def _class_tables(proba: NDArray, index: NDArray) -> list[_Table]:
     """The tables of the positive class (two classes) or of each class against the rest."""
+    scores = _log_odds(proba)
     columns = [1] if proba.shape[1] == 2 else range(proba.shape[1])
-    return [_Table(proba[:, k], index == k) for k in columns]
+    return [_Table(scores[:, k], index == k) for k in columns]
 
 
 def _class_pairs(tables: list[_Table], proba: NDArray) -> NDArray:
     """``(n, n_classes, 2)``: every class's pair ``[p0, p1]`` (for two classes the first
     class's is ``[1 - p1, 1 - p0]``)."""
+    scores = _log_odds(proba)
     if proba.shape[1] == 2:
-        p0, p1 = tables[0].bounds(proba[:, 1])
+        p0, p1 = tables[0].bounds(scores[:, 1])
         return np.stack([np.column_stack([1 - p1, 1 - p0]), np.column_stack([p0, p1])], 1)
-    pairs = [table.bounds(proba[:, k]) for k, table in enumerate(tables)]
+    pairs = [table.bounds(scores[:, k]) for k, table in enumerate(tables)]
     return np.stack([np.column_stack(pair) for pair in pairs], axis=1)
 
 
@@ -253,7 +281,9 @@ class VennAbersCalibrator(ClassifierMixin, ModelWrapper):
     estimator : classifier with predict_proba, default=None
         Any scikit-learn classifier or Pipeline; ``None`` means ``LogisticRegression()``.
         A fitted model (or ``FrozenEstimator(model)``) can be calibrated without ``fit``.
-        Only the order of its probabilities matters.
+        Only the order of its probabilities matters: each class is scored by its
+        log-odds against the rest, clipped where a probability rounds to 1 (rows
+        saturated at 1 or at 0 tie alike, so renaming the classes mirrors the pairs).
     random_state : int, Generator or None, default=None
         Seeds the classifier trained by ``fit`` where its own ``random_state`` is None.
 
