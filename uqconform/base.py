@@ -221,7 +221,7 @@ class _FittedState:
     def __repr__(self) -> str:
         notes = []
         if getattr(self.value, "_fit_token", None) is not self.token:
-            notes.append("refitted since")
+            notes.append("refitted or changed since")
         changed = self._changed()
         if changed:
             now = ", ".join(f"{name}={value!r}" for name, value in sorted(changed.items()))
@@ -631,6 +631,11 @@ class ConformalPredictor(ModelWrapper):
         super()._validate_params()
         check_miscoverage(self.alpha, "alpha")
         ratio = self.likelihood_ratio
+        if isinstance(ratio, type):  # the class, not a fitted instance
+            raise TypeError(
+                f"`likelihood_ratio` is the class {ratio.__name__}: pass a fitted instance "
+                f"(e.g. {ratio.__name__}().fit(X_calib, X_test))."
+            )
         if ratio is not None and not callable(ratio):
             raise TypeError(
                 "`likelihood_ratio` must be None or a callable X -> weights (the density "
@@ -744,7 +749,8 @@ class ConformalPredictor(ModelWrapper):
         unseen = known[position] != labels
         if unseen.any():
             warn_user(
-                f"{int(unseen.sum())} rows belong to groups without calibration data "
+                f"{int(unseen.sum())} row{'' if unseen.sum() == 1 else 's'} belong"
+                f"{'s' if unseen.sum() == 1 else ''} to groups without calibration data "
                 f"(e.g. {_plain(labels[unseen][0])!r}); their sets are "
                 f"{self._unseen_group_prediction}.",
                 UserWarning,

@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
-from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from uqconform._rows import n_rows
+from uqconform._seeding import check_random_state_value, seeded_clone
 from uqconform._validation import check_positive_float
 
 if TYPE_CHECKING:
@@ -61,6 +61,9 @@ class ClassifierDensityRatio:
         (1,000 rows at alpha 0.1: 111) keeps rows off the source's support finite.
         ``None``: no clip (an infinite weight on a test row gives the whole space; on a
         calibration row it is refused).
+    random_state : int, Generator or None, default=None
+        Seeds the classifier's ``random_state`` parameters left at None (a random forest,
+        gradient boosting with early stopping): same seed, same weights.
 
     Attributes
     ----------
@@ -84,9 +87,10 @@ class ClassifierDensityRatio:
     True
     """
 
-    def __init__(self, classifier: Any = None, clip: float | None = 1e3):
+    def __init__(self, classifier: Any = None, clip: float | None = 1e3, random_state: Any = None):
         self.classifier = classifier
         self.clip = clip
+        self.random_state = random_state
 
     def fit(self, X_source: Any, X_target: Any) -> Self:
         """Train the domain classifier: source rows labelled 0, target rows 1.
@@ -102,6 +106,7 @@ class ClassifierDensityRatio:
         """
         if self.clip is not None:
             check_positive_float(self.clip, "clip")
+        check_random_state_value(getattr(self, "random_state", None))
         for name, value in (("X_source", X_source), ("X_target", X_target)):
             if value is None or isinstance(value, (str, bytes)) or np.ndim(value) == 0:
                 raise ValueError(
@@ -135,7 +140,7 @@ class ClassifierDensityRatio:
         model = (
             make_pipeline(StandardScaler(), LogisticRegression())
             if self.classifier is None
-            else clone(self.classifier)
+            else seeded_clone(self.classifier, getattr(self, "random_state", None))
         )
         if not hasattr(model, "predict_proba"):
             raise TypeError(f"`classifier` must have predict_proba, got {type(model).__name__}.")
@@ -145,6 +150,13 @@ class ClassifierDensityRatio:
         self._fit_token = object()
         self.prior_ratio_ = n_source / n_target
         return self
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        super().__setattr__(name, value)
+        if name == "clip" and "_fit_token" in self.__dict__:
+            # a new clip changes the weights as a refit does: a wrapper calibrated with the
+            # old one notices (its calibration weights were clipped at the old value)
+            super().__setattr__("_fit_token", object())
 
     def __call__(self, X: Any) -> NDArray:
         """The estimated ratio per row, clipped at ``clip`` (unless None).
@@ -172,4 +184,6 @@ class ClassifierDensityRatio:
         return self(X)
 
     def __repr__(self) -> str:
-        return f"ClassifierDensityRatio(classifier={self.classifier!r}, clip={self.clip!r})"
+        seed = getattr(self, "random_state", None)  # ratios pickled before it existed
+        extra = "" if seed is None else f", random_state={seed!r}"
+        return f"ClassifierDensityRatio(classifier={self.classifier!r}, clip={self.clip!r}{extra})"

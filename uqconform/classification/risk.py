@@ -228,7 +228,8 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
         on the grid ``thresholds`` with the family-wise error control ``fwer``.
     delta : float, default=0.1
         ``method="rcps"`` or ``"ltt"``: an upper bound on the chance, over calibration
-        sets, that the risk exceeds ``alpha``. Ignored by ``"crc"``.
+        sets, that the risk exceeds ``alpha``. Not used by ``"crc"`` (but still checked
+        to lie in (0, 1)).
     thresholds : int or array-like of float, default=100
         ``method="ltt"``: the probability thresholds tried (a row's set holds the labels
         with ``p >= t``), fixed before seeing the calibration data; an int ``m`` means
