@@ -290,3 +290,12 @@ def test_order_and_parameters_are_checked():
     cps.set_params(normalized=True)
     with pytest.raises(ValueError, match="normalized"):
         cps.predict_quantile(Xt, 0.5)
+
+
+@pytest.mark.parametrize("cv", [1, True, "5"])
+def test_bad_cv_of_the_difficulty_model_names_cv(cv):
+    """cv=1 with a normalized score reached cross_val_predict, whose message named
+    n_splits, not `cv`."""
+    X = np.random.default_rng(0).normal(size=(100, 2))
+    with pytest.raises(ValueError, match=r"`cv` \(the folds of the out-of-fold residuals"):
+        ConformalPredictiveSystem(normalized=True, cv=cv).fit(X, X[:, 0])

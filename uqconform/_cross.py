@@ -116,13 +116,14 @@ class CrossFitWrapper(ModelWrapper):
                 raise ValueError(
                     f"`cv` ({type(cv).__name__}) trains a fold on rows other than all those "
                     "outside its test rows; cross-conformal prediction needs K-fold splits "
-                    "(KFold, GroupKFold, LeaveOneOut)."
+                    "(KFold, StratifiedKFold, GroupKFold, LeaveOneOut)."
                 )
         if len(splits) < 2 or not (held_out == 1).all():
             raise ValueError(
                 f"`cv` ({type(cv).__name__}) must hold every row out exactly once over at "
                 f"least two folds; {int((held_out != 1).sum())} of {n} rows are held out "
-                "zero or several times (use KFold, GroupKFold or LeaveOneOut)."
+                "zero or several times (use KFold, StratifiedKFold for classes, GroupKFold or "
+                "LeaveOneOut)."
             )
         return splits
 

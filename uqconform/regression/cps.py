@@ -220,7 +220,9 @@ class ConformalPredictiveSystem(SplitConformalRegressor):
     ) -> NDArray:
         """Quantiles of each row's predictive distribution.
 
-        With ``n`` calibration points, the ``q``-quantile is one of the values ``C_i``:
+        With ``n`` calibration points, the ``q``-quantile is one of the values ``C_i``
+        (rounded outward by a few units in the last place, so `predict_cdf` there reads
+        half a step above ``k / (n + 1)``):
         ``side="upper"`` takes the ``ceil((n + 1) q)``-th smallest, so that ``P(y <= it)
         >= q`` (``+inf`` beyond ``n``); ``side="lower"`` the ``floor((n + 1) q)``-th, so
         that ``P(y >= it) >= 1 - q`` (``-inf`` below 1). ``"auto"`` takes the lower one

@@ -234,6 +234,13 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
                     "difficulty model is trained to predict absolute residuals instead)."
                 )
             cv = self.cv
+            if isinstance(cv, bool | str) or not (
+                (isinstance(cv, numbers.Integral) and int(cv) >= 2) or hasattr(cv, "split")
+            ):
+                raise ValueError(
+                    "`cv` (the folds of the out-of-fold residuals the difficulty model "
+                    f"learns) must be an int >= 2 or a cross-validation splitter, got {cv!r}."
+                )
             if isinstance(cv, numbers.Integral):
                 cv = KFold(int(cv), shuffle=True, random_state=integer_seed(self.random_state))
             point = self._estimator_or_default()
