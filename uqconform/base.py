@@ -196,11 +196,10 @@ class _FittedState:
 
     @classmethod
     def of(cls, value: Any) -> Any:
-        if _learning_params(value) is None and hasattr(value, "split"):
-            if hasattr(value, "get_n_splits"):  # a cross-validation splitter
-                return _SplitterState(value)
-        recordable = hasattr(value, "_fit_token") or _learning_params(value) is not None
-        return cls(value) if recordable else value
+        learned = _learning_params(value) is not None
+        if not learned and hasattr(value, "split") and hasattr(value, "get_n_splits"):
+            return _SplitterState(value)  # a cross-validation splitter
+        return cls(value) if learned or hasattr(value, "_fit_token") else value
 
     def _changed(self) -> dict[str, Any]:
         """The parameters whose value differs from the recorded one, with their new value."""
@@ -748,9 +747,10 @@ class ConformalPredictor(ModelWrapper):
         position = np.minimum(position, known.size - 1)
         unseen = known[position] != labels
         if unseen.any():
+            count = int(unseen.sum())
             warn_user(
-                f"{int(unseen.sum())} row{'' if unseen.sum() == 1 else 's'} belong"
-                f"{'s' if unseen.sum() == 1 else ''} to groups without calibration data "
+                f"{'1 row belongs' if count == 1 else f'{count} rows belong'} to groups "
+                "without calibration data "
                 f"(e.g. {_plain(labels[unseen][0])!r}); their sets are "
                 f"{self._unseen_group_prediction}.",
                 UserWarning,

@@ -87,6 +87,9 @@ class ClassifierDensityRatio:
     True
     """
 
+    #: The default of ratios pickled before the parameter existed.
+    random_state: Any = None
+
     def __init__(self, classifier: Any = None, clip: float | None = 1e3, random_state: Any = None):
         self.classifier = classifier
         self.clip = clip
@@ -106,7 +109,7 @@ class ClassifierDensityRatio:
         """
         if self.clip is not None:
             check_positive_float(self.clip, "clip")
-        check_random_state_value(getattr(self, "random_state", None))
+        check_random_state_value(self.random_state)
         for name, value in (("X_source", X_source), ("X_target", X_target)):
             if value is None or isinstance(value, (str, bytes)) or np.ndim(value) == 0:
                 raise ValueError(
@@ -140,7 +143,7 @@ class ClassifierDensityRatio:
         model = (
             make_pipeline(StandardScaler(), LogisticRegression())
             if self.classifier is None
-            else seeded_clone(self.classifier, getattr(self, "random_state", None))
+            else seeded_clone(self.classifier, self.random_state)
         )
         if not hasattr(model, "predict_proba"):
             raise TypeError(f"`classifier` must have predict_proba, got {type(model).__name__}.")
@@ -184,6 +187,5 @@ class ClassifierDensityRatio:
         return self(X)
 
     def __repr__(self) -> str:
-        seed = getattr(self, "random_state", None)  # ratios pickled before it existed
-        extra = "" if seed is None else f", random_state={seed!r}"
+        extra = "" if self.random_state is None else f", random_state={self.random_state!r}"
         return f"ClassifierDensityRatio(classifier={self.classifier!r}, clip={self.clip!r}{extra})"

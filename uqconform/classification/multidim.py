@@ -385,25 +385,28 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
         self.conformity_scores_ = self._scalar_scores(true_vectors[second])
         self.n_calibration_ = n_recal
         record_calibration_settings(self)
-        self._warn_beyond_caps(levels)
+        if self.calibration == "cells":
+            self._warn_beyond_caps(
+                levels, conformal_quantile(self.conformity_scores_, levels, warn=False)
+            )
         return self
 
     def _too_few_message(self, given: str, level: float) -> str:
         needed = minimum_scores(level)
         return (
-            f"{given} too few for alpha={levels_text(np.array([level]))[1:-1]} with "
+            f"{given} too few for alpha={level:g} with "
             f"cells_fraction={self.cells_fraction}: the cells part needs at least 1 point "
             f"and the calibration part at least {needed}, so give at least "
             f"{self._minimum_calibration(needed)} calibration points."
         )
 
-    def _warn_beyond_caps(self, levels: NDArray) -> None:
-        """Warn when a level's threshold is infinite although the calibration part is large
-        enough: too many calibration vectors lie beyond every cell cap (their score is
-        infinite), so every set holds every class."""
+    def _warn_beyond_caps(self, levels: NDArray, quantiles: NDArray) -> None:
+        """Warn when a level's calibrated ``quantiles`` is infinite although the calibration
+        part is large enough: too many calibration vectors lie beyond every cell cap (their
+        score is infinite), so every set holds every class."""
         n_recal = self.conformity_scores_.size
         enough = conformal_rank(n_recal, levels) <= n_recal
-        infinite = np.isinf(conformal_quantile(self.conformity_scores_, levels, warn=False))
+        infinite = np.isinf(quantiles)
         if (enough & infinite).any():
             beyond = int(np.isinf(self.conformity_scores_).sum())
             warn_user(
@@ -524,11 +527,10 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
                 f"The {n_recal} points of the calibration part are", levels[too_few].min()
             )
             warn_user(message + " Every set holds every class.", UserWarning)
-        if "cells_" in self.__dict__:
-            self._warn_beyond_caps(levels)
         thresholds = conformal_quantile(self.conformity_scores_, levels, warn=False)
         thresholds = thresholds.astype(float)
         if "cells_" in self.__dict__:
+            self._warn_beyond_caps(levels, thresholds)
             warm = [self._warm_start(float(level)) for level in levels]
             thresholds = np.maximum(thresholds, warm)
         return thresholds

@@ -114,20 +114,22 @@ def _row_bytes(X: Any) -> list[bytes] | NDArray:
     ``0.0`` and every NaN to one NaN; anything else through the ``repr`` of the row's values,
     a DataFrame's columns of numbers read as float64 first (so they agree there too).
     """
-    if isinstance(X, pd.DataFrame) and float_values(X) is None:
-        X = numeric_columns_as_float(X)  # a mixed table: its number columns alike
-    values = X.to_numpy() if hasattr(X, "to_numpy") else X
-    if hasattr(values, "toarray"):
-        values = values.toarray()
-    array = np.asarray(values)
-    if array.ndim == 1:
-        array = array.reshape(-1, 1)
-    numeric = float_values(array)  # any numeric dtype, nullable or object numbers alike
-    if numeric is not None:
-        numeric = np.ascontiguousarray(numeric) + 0.0  # -0.0 -> 0.0
-        numeric[np.isnan(numeric)] = np.nan
-        return numeric.view(np.dtype((np.void, numeric.dtype.itemsize * numeric.shape[1])))[:, 0]
-    return [repr(tuple(row)).encode("utf-8") for row in array.tolist()]
+    numeric = float_values(X) if isinstance(X, pd.DataFrame) else None  # by column dtypes
+    if numeric is None:
+        if isinstance(X, pd.DataFrame):  # a mixed table: its number columns alike
+            X = numeric_columns_as_float(X)
+        values = X.to_numpy() if hasattr(X, "to_numpy") else X
+        if hasattr(values, "toarray"):
+            values = values.toarray()
+        array = np.asarray(values)
+        if array.ndim == 1:
+            array = array.reshape(-1, 1)
+        numeric = float_values(array)  # any numeric dtype, nullable or object numbers alike
+        if numeric is None:
+            return [repr(tuple(row)).encode("utf-8") for row in array.tolist()]
+    numeric = np.ascontiguousarray(numeric) + 0.0  # -0.0 -> 0.0
+    numeric[np.isnan(numeric)] = np.nan
+    return numeric.view(np.dtype((np.void, numeric.dtype.itemsize * numeric.shape[1])))[:, 0]
 
 
 def row_digests(X: Any, salt: Any = 0) -> NDArray:

@@ -390,16 +390,7 @@ class FullConformalRidge(VersionedState, FullConformalMixin, RegressorMixin, Bas
         """
         self._validate_full_params()
         model = self._ridge()
-        X = cast(
-            NDArray,
-            check_array(
-                check_features(self, X, reset=True),
-                dtype=float,
-                order="C",
-                estimator=self,
-                input_name="X",
-            ),
-        )
+        X = self._checked_X(X, reset=True)
         y = check_regression_target(y, X.shape[0])
         value = getattr(model, "alpha", 0.0)
         if np.ndim(value) != 0:
@@ -420,16 +411,17 @@ class FullConformalRidge(VersionedState, FullConformalMixin, RegressorMixin, Bas
         self.training_residuals_ = y - features @ self.coef_
         return self
 
+    def _checked_X(self, X: Any, *, reset: bool) -> NDArray:
+        """``X`` as C-ordered floats (a DataFrame and its array give the same bits); the
+        features' number and names are compared once, by `check_features`."""
+        X = check_features(self, X, reset=reset)
+        return cast(
+            NDArray, check_array(X, dtype=float, order="C", estimator=self, input_name="X")
+        )
+
     def _test_input(self, X: Any) -> NDArray:
         check_is_fitted(self, "machine_")
-        # check_features compared the features' number and names (one warning at most)
-        return check_array(
-            check_features(self, X, reset=False),
-            dtype=float,
-            order="C",
-            estimator=self,
-            input_name="X",
-        )
+        return self._checked_X(X, reset=False)
 
     def _test_features(self, X: NDArray) -> tuple[NDArray, NDArray]:
         features = self._features(X)

@@ -234,9 +234,7 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
                     "difficulty model is trained to predict absolute residuals instead)."
                 )
             cv = self.cv
-            if isinstance(cv, bool | str) or not (
-                (isinstance(cv, numbers.Integral) and int(cv) >= 2) or hasattr(cv, "split")
-            ):
+            if isinstance(cv, bool | str) or (isinstance(cv, numbers.Integral) and cv < 2):
                 raise ValueError(
                     "`cv` (the folds of the out-of-fold residuals the difficulty model "
                     f"learns) must be an int >= 2 or a cross-validation splitter, got {cv!r}."
