@@ -253,6 +253,23 @@ def test_an_infinite_test_weight_is_a_row_off_the_support():
     np.testing.assert_array_equal(cp.predict_pvalue(Xt, yt)[far], 1.0)
 
 
+def test_all_zero_calibration_weights_warn_at_calibrate():
+    # every later prediction would be infinite: say so once, where the cause is
+    (Xf, yf), (Xc, yc), (Xt, _) = _data("absolute", seed=11)
+    zero = lambda X: np.zeros(len(X))  # noqa: E731
+    cp = SplitConformalRegressor(Ridge(), likelihood_ratio=zero).fit(Xf, yf)
+    with pytest.warns(UserWarning, match="weight 0 to all 300 calibration rows"):
+        cp.calibrate(Xc, yc)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert np.isinf(cp.predict_interval(Xt)).all()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # one positive weight is enough: no warning
+        SplitConformalRegressor(
+            Ridge(), likelihood_ratio=lambda X: np.r_[1.0, np.zeros(len(X) - 1)]
+        ).fit(Xf, yf).calibrate(Xc, yc)
+
+
 def test_clone_keeps_a_fitted_ratio_and_unseen_groups_warn_once():
     (Xf, yf), (Xc, yc), (Xt, _) = _data("absolute", seed=10)
     ratio = ClassifierDensityRatio().fit(Xf, Xt)

@@ -171,6 +171,20 @@ def test_weighted_threshold_by_hand_and_test_weight():
         conformal_quantile(scores, 0.2, weights=[weights, 10 * weights], test_weight=10.0)
 
 
+def test_infinite_test_weight_gives_the_whole_space_for_its_row_only():
+    # the wrappers accept an infinite density ratio (a test point off the calibration
+    # support); the quantile must agree instead of refusing it
+    scores = np.array([3.0, 1.0, 2.0, 4.0])
+    weights = np.ones((2, 4))
+    with pytest.warns(UserWarning, match=r"carries 1 of the total weight \(1 of 2 rows"):
+        thresholds = conformal_quantile(scores, 0.5, weights=weights, test_weight=[np.inf, 1.0])
+    assert thresholds[0, 0] == np.inf
+    assert thresholds[1, 0] == conformal_quantile(scores, 0.5)[0]
+    for bad in (np.nan, -1.0):
+        with pytest.raises(ValueError, match="test_weight"):
+            conformal_quantile(scores, 0.5, weights=weights[0], test_weight=bad)
+
+
 @pytest.mark.parametrize(
     "weights,match",
     [([1.0, -1.0, 1.0], "non-negative"), ([1.0, np.nan, 1.0], "finite"), ([1.0, 1.0], "shape")],

@@ -703,6 +703,15 @@ class ConformalPredictor(ModelWrapper):
             self.groups_, group_index = np.unique(group_labels, return_inverse=True)
             strata = group_index * n_sub + sub_strata
         weights = self._ratio_weights(X, int(y.shape[0]), "calibration rows")
+        if weights is not None and weights.size and not weights.any():
+            warn_user(
+                f"`likelihood_ratio` gives weight 0 to all {weights.size} calibration rows, "
+                "so no calibration score counts: every prediction will be "
+                f"{self._unbounded_prediction}. Check the ratio (fitted on the right "
+                "data? clipped at 0?) or calibrate on rows from the test distribution's "
+                "support.",
+                UserWarning,
+            )
         self.conformity_scores_ = scores
         if weights is not None:
             self.calibration_weights_ = weights

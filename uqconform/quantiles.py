@@ -197,7 +197,9 @@ def conformal_quantile(
         a 2-D array gives one set of weights, hence one threshold, per test point.
     test_weight : float or array-like of shape (m,), default=1.0
         Weight of the test point, placed on ``+inf`` (``-inf`` for conformity scores).
-        Only used with ``weights``.
+        Only used with ``weights``. An infinite test weight (a test point off the
+        calibration data's support, e.g. an infinite density ratio) gives an infinite
+        threshold.
     warn : bool or str, default=True
         Emit a ``UserWarning`` when there are too few scores for a level, in which case
         the threshold is infinite and the prediction set is the whole output space; a
@@ -331,8 +333,8 @@ def _weighted_conformal_quantile(
     if not np.isfinite(w).all() or (w < 0).any():
         raise ValueError("`weights` must be finite and non-negative.")
     w_test = np.asarray(test_weight, dtype=float)
-    if not np.isfinite(w_test).all() or (w_test < 0).any():
-        raise ValueError("`test_weight` must be finite and non-negative.")
+    if np.isnan(w_test).any() or (w_test < 0).any():
+        raise ValueError("`test_weight` must be non-negative (+inf gives the whole space).")
     single = w.ndim == 1
     w2 = np.atleast_2d(w)
     if w_test.ndim > 1 or w_test.size not in (1, w2.shape[0]):
@@ -356,7 +358,10 @@ def _weighted_conformal_quantile(
     if warn and np.isinf(thresholds).any():
         infinite = np.isinf(thresholds)
         rows = infinite.any(axis=1)
-        share = float(np.max(w_test[rows] / total[rows]))
+        with np.errstate(invalid="ignore"):  # an infinite test weight carries everything
+            share = float(
+                np.max(np.where(np.isinf(w_test[rows]), 1.0, w_test[rows] / total[rows]))
+            )
         where = "" if single else f" ({int(rows.sum())} of {rows.size} rows of `weights`)"
         warn_user(
             f"The weights leave too little mass on the calibration scores for "
