@@ -314,6 +314,12 @@ def test_wrong_order_and_mismatched_labels_are_refused():
         MultiLabelRiskController(LinearSVC()).fit(X, Y)
     with pytest.raises(ValueError, match="`y` has 4 label columns but the estimator predicts 3"):
         controller().calibrate(np.clip(X, 0, 1), np.ones((300, 4), dtype=int))
+    # one label column and a plain binary classifier: the message says how to wrap it
+    single = MultiLabelRiskController(LogisticRegression().fit(X[:100], Y[:100, 0]))
+    with pytest.raises(
+        ValueError, match=r"predicts 2 \(the classes 0 and 1.*MultiOutputClassifier"
+    ):
+        single.calibrate(X[100:], Y[100:, :1])
 
 
 def test_rcps_needs_enough_rows_for_its_bound():

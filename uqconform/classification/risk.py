@@ -388,8 +388,16 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
     def _calibration_scores(self, X, y):
         proba = multilabel_probabilities(self.estimator_, X)
         if proba.shape[1] != y.shape[1]:
+            single = y.shape[1] == 1 and proba.shape[1] == 2
             raise ValueError(
-                f"`y` has {y.shape[1]} label columns but the estimator predicts {proba.shape[1]}."
+                f"`y` has {y.shape[1]} label columns but the estimator predicts {proba.shape[1]}"
+                + (
+                    " (the classes 0 and 1 of a single-label binary classifier). For one "
+                    "label, wrap it as MultiOutputClassifier(estimator): fitted on the "
+                    "(n, 1) label matrix, it gives that label's probability."
+                    if single
+                    else "."
+                )
             )
         self.n_labels_ = y.shape[1]
         one_label = bool((y.sum(axis=1) == 1).all())  # one-hot rows: a multi-class problem
