@@ -21,7 +21,7 @@ from sklearn.ensemble import RandomForestRegressor
 from sklearn.exceptions import NotFittedError
 from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import LinearRegression, Ridge
-from sklearn.model_selection import train_test_split
+from sklearn.model_selection import TimeSeriesSplit, train_test_split
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 torch = pytest.importorskip("torch")
@@ -300,11 +300,17 @@ def test_one_output_works_and_warns(data):
 def test_non_finite_targets_are_rejected(data, bad):
     X, Y = data[0][:100], data[1][:100].copy()
     Y[7, 1] = bad
-    with pytest.raises(ValueError, match="`Y` contains 1 NaN or infinite"):
+    with pytest.raises(ValueError, match="`Y` contains 1 NaN or infinite value "):
         CONTRA(**TINY).fit(X, Y)
     model = ResidualCONTRA(**TINY, random_state=0).fit(X[:50], data[1][:50])
     with pytest.raises(ValueError, match="`Y` contains"):
         model.calibrate(X, Y)
+
+
+def test_residual_folds_must_partition_the_fit_rows(data):
+    X, Y = data[0][:100], data[1][:100]
+    with pytest.raises(ValueError, match=r"`cv` \(TimeSeriesSplit\) must hold every fit row"):
+        ResidualCONTRA(cv=TimeSeriesSplit(3), **TINY).fit(X, Y)
 
 
 def test_output_dimension_must_match(fitted, data):

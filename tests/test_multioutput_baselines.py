@@ -22,6 +22,7 @@ from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import LinearRegression, Ridge
+from sklearn.model_selection import TimeSeriesSplit
 from sklearn.multioutput import MultiOutputRegressor
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
@@ -233,6 +234,37 @@ def test_dataframe_input_keeps_feature_names(data):
         model.predict_set(pd.DataFrame(Xt, columns=["x", "y", "z"]))
 
 
+def test_output_columns_of_a_dataframe_target_are_kept_and_checked(data):
+    # swapped output columns at calibrate gave coverage 1.0 (or under-coverage) silently
+    (Xf, Yf), (Xc, Yc), _ = data
+    model = EllipsoidalConformalRegressor(Ridge(), random_state=0)
+    model.fit(Xf, pd.DataFrame(Yf, columns=["lat", "lon"]))
+    assert model.output_names_in_.tolist() == ["lat", "lon"]
+    with pytest.raises(ValueError, match=r"columns of `Y` \['lon', 'lat'\] differ"):
+        model.calibrate(Xc, pd.DataFrame(Yc, columns=["lon", "lat"]))
+    model.calibrate(Xc, pd.DataFrame(Yc, columns=["lat", "lon"]))
+    model.calibrate(Xc, Yc)  # an array carries no names to compare
+    with pytest.raises(ValueError, match="differ from those seen at fit"):
+        model.nonconformity(Xc, pd.DataFrame(Yc, columns=["a", "b"]))
+    assert not hasattr(model.fit(Xf, Yf), "output_names_in_")  # a refit forgets them
+
+
+def test_degenerate_residuals_and_non_partition_folds_are_named():
+    # 12 fit rows, 3 features, 10 outputs: out-of-fold residuals of a linear model span at
+    # most n - p - 1 = 8 directions, so the ellipse is flat in two and its radius huge
+    rng = np.random.default_rng(0)
+    X, Y = rng.normal(size=(12, 3)), rng.normal(size=(12, 10))
+    with pytest.warns(UserWarning, match="span only 8 of the 10 output directions"):
+        EllipsoidalConformalRegressor(LinearRegression(), cv=None).fit(X, Y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        X, Y = correlated_data(200, seed=3, d=3)
+        EllipsoidalConformalRegressor(LinearRegression()).fit(X, Y)
+    for model in (EllipsoidalConformalRegressor, RectangularConformalRegressor):
+        with pytest.raises(ValueError, match=r"`cv` \(TimeSeriesSplit\) must hold every fit row"):
+            model(cv=TimeSeriesSplit(3)).fit(X, Y)
+
+
 def test_three_outputs(data):
     X, Y = correlated_data(900, seed=4, d=3)
     model = EllipsoidalConformalRegressor(Ridge(), random_state=0)
@@ -324,7 +356,10 @@ def test_non_finite_targets_are_refused(bad, data):
     Y_bad = Yf.copy()
     Y_bad[3, 1] = bad
     model = EllipsoidalConformalRegressor(Ridge())
-    with pytest.raises(ValueError, match="`Y` contains 1 NaN or infinite"):
+    with pytest.raises(
+        ValueError,
+        match="`Y` contains 1 NaN or infinite value \\(in 1 row, the first at position 3\\)",
+    ):
         model.fit(Xf, Y_bad)
     model.fit(Xf, Yf)
     with pytest.raises(ValueError, match="NaN or infinite"):

@@ -16,6 +16,7 @@ box of `RectangularConformalRegressor`.
 
 from __future__ import annotations
 
+import numbers
 from abc import abstractmethod
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -25,6 +26,7 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import LinearRegression
+from sklearn.model_selection import KFold, cross_val_predict
 from sklearn.utils._param_validation import validate_parameter_constraints
 
 from uqconform._rows import n_rows, take_rows
@@ -51,7 +53,13 @@ from uqconform.regions import LatentMap, Norm, PredictionRegion
 if TYPE_CHECKING:
     from typing_extensions import Self  # typing.Self from Python 3.11
 
-__all__ = ["MultiOutputConformalRegressor", "check_multioutput_target", "take_rows"]
+__all__ = [
+    "MultiOutputConformalRegressor",
+    "check_multioutput_target",
+    "out_of_fold_prediction",
+    "take_rows",
+    "warn_if_degenerate",
+]
 
 
 def check_multioutput_target(Y: ArrayLike, n: int, n_outputs: int | None = None) -> NDArray:
@@ -94,15 +102,64 @@ def check_multioutput_target(Y: ArrayLike, n: int, n_outputs: int | None = None)
         raise ValueError("`Y` must be numeric for regression.") from None
     if not np.isfinite(target).all():
         bad = ~np.isfinite(target)
+        rows = np.flatnonzero(bad.any(axis=1))
         raise ValueError(
-            f"`Y` contains {int(bad.sum())} NaN or infinite values (in "
-            f"{int(bad.any(axis=1).sum())} rows); remove or impute those rows first."
+            f"`Y` contains {int(bad.sum())} NaN or infinite value"
+            f"{'s' if bad.sum() > 1 else ''} (in {rows.size} row{'s' if rows.size > 1 else ''}, "
+            f"the first at position {rows[0]}); remove or impute those rows first."
         )
     if n_outputs is not None and target.shape[1] != n_outputs:
         raise ValueError(
             f"`Y` has {target.shape[1]} outputs but the model was fitted with {n_outputs}."
         )
     return target
+
+
+def out_of_fold_prediction(
+    model: BaseEstimator,
+    X: Any,
+    Y: NDArray,
+    cv: int | Any,
+    seed: int | None,
+    fit_params: dict[str, Any],
+    n_jobs: int | None,
+) -> NDArray:
+    """``cross_val_predict`` of ``model`` on ``(X, Y)``, shape ``(n, d)``: an int ``cv`` is a
+    shuffled ``KFold`` seeded by ``seed``; a splitter that is not a partition of the rows
+    (``TimeSeriesSplit``) is refused naming ``cv``."""
+    if isinstance(cv, numbers.Integral):
+        cv = KFold(int(cv), shuffle=True, random_state=seed)
+    try:
+        predicted = cross_val_predict(model, X, Y, cv=cv, params=fit_params, n_jobs=n_jobs)
+    except ValueError as error:
+        if "partition" not in str(error):
+            raise
+        raise ValueError(
+            f"`cv` ({type(cv).__name__}) must hold every fit row out exactly once (a "
+            "partition of the rows, such as KFold): the region's shape is learnt from "
+            "out-of-fold residuals of all of them. For time-ordered rows, KFold(k) without "
+            "shuffling gives contiguous blocks."
+        ) from None
+    return np.asarray(predicted, dtype=float).reshape(Y.shape)
+
+
+def warn_if_degenerate(residuals: NDArray, what: str) -> None:
+    """Warn when the residual rows ``(n, d)`` that learn a region's shape span fewer than
+    ``d`` directions: the shape is then flat in the missing ones, and the calibrated
+    radius (and volume) huge."""
+    n, d = residuals.shape
+    if d < 2 or not n:
+        return
+    rank = int(np.linalg.matrix_rank(residuals))
+    if rank < d:
+        warn_user(
+            f"The {n} residual rows that {what} span only {rank} of the {d} output "
+            "directions: the region's shape is flat in the others, so its radius and volume "
+            "will be huge (coverage still holds). Out-of-fold residuals of a linear model "
+            "span at most n - p - 1 directions (n rows, p features): fit on more rows, or "
+            "use RectangularConformalRegressor (one scale per output).",
+            UserWarning,
+        )
 
 
 class _DenseNumericInput(BaseEstimator):
@@ -289,6 +346,7 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
     def _check_target(self, y: ArrayLike, n: int, *, calibrating: bool) -> NDArray:
         known = getattr(self, "n_outputs_", None) if calibrating else None
         Y = check_multioutput_target(y, n, known)
+        self._check_output_names(y, learn=known is None)
         if Y.shape[1] == 1 and known is None:
             warn_user(
                 f"`Y` has a single output: {type(self).__name__} works with d = 1 (its region "
@@ -296,6 +354,28 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
                 UserWarning,
             )
         return Y
+
+    def _check_output_names(self, y: ArrayLike, *, learn: bool) -> None:
+        """Record the column names of a DataFrame ``Y`` (``learn``: at fit, or at a
+        calibrate that adopts a fitted model), or refuse other names or another order: the
+        region's shape and the point model give output ``j`` a meaning."""
+        columns = getattr(y, "columns", None)
+        names = None
+        if columns is not None and all(isinstance(c, str) for c in columns):
+            names = np.asarray(list(columns), dtype=object)
+        if learn:
+            if names is None:
+                self.__dict__.pop("output_names_in_", None)
+            else:
+                self.output_names_in_ = names
+            return
+        known = self.__dict__.get("output_names_in_")
+        if names is not None and known is not None and not np.array_equal(names, known):
+            raise ValueError(
+                f"The columns of `Y` {names.tolist()} differ from those seen at fit "
+                f"{known.tolist()}; give the outputs in the same order, e.g. "
+                "Y[model.output_names_in_]."
+            )
 
     def _is_trained(self) -> bool:
         return "n_outputs_" in self.__dict__

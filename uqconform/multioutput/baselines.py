@@ -30,7 +30,6 @@ from numpy.typing import ArrayLike, NDArray
 from scipy import sparse
 from sklearn.base import BaseEstimator
 from sklearn.frozen import FrozenEstimator
-from sklearn.model_selection import KFold, cross_val_predict
 from sklearn.neighbors import NearestNeighbors
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils import check_array
@@ -41,7 +40,11 @@ from sklearn.utils._param_validation import (
 )
 
 from uqconform._seeding import integer_seed, seeded_clone
-from uqconform.multioutput._base import MultiOutputConformalRegressor
+from uqconform.multioutput._base import (
+    MultiOutputConformalRegressor,
+    out_of_fold_prediction,
+    warn_if_degenerate,
+)
 from uqconform.regions import AffineMap, PredictionRegion
 
 __all__ = ["EllipsoidalConformalRegressor", "RectangularConformalRegressor"]
@@ -88,18 +91,15 @@ class _ResidualShapeRegressor(MultiOutputConformalRegressor):
         point = self._estimator_or_default()
         if self.cv is None or isinstance(point, FrozenEstimator):
             return Y - self._estimator_prediction(X)
-        cv = self.cv
-        if isinstance(cv, numbers.Integral):
-            cv = KFold(int(cv), shuffle=True, random_state=integer_seed(self.random_state))
-        out_of_fold = cross_val_predict(
+        out_of_fold = out_of_fold_prediction(
             seeded_clone(point, self.random_state),
             X,
             Y,
-            cv=cv,
-            params=fit_params,
-            n_jobs=self.n_jobs,
+            self.cv,
+            integer_seed(self.random_state),
+            fit_params,
+            self.n_jobs,
         )
-        out_of_fold = np.asarray(out_of_fold, dtype=float).reshape(Y.shape)
         return Y - out_of_fold
 
     def _fit(self, X: Any, Y: NDArray, **fit_params: Any) -> None:
@@ -162,6 +162,9 @@ class EllipsoidalConformalRegressor(_ResidualShapeRegressor):
         for a sequence, per group with Mondrian groups; a later ``set_params(alpha=...)``
         does not change it, the prediction methods read ``alpha`` afresh).
     n_calibration_, n_outputs_, n_features_in_ : int
+    output_names_in_ : ndarray of str, shape (n_outputs,)
+        The column names of a DataFrame ``Y`` at fit (if it had string names); later
+        targets must have the same columns in the same order.
 
     Examples
     --------
@@ -211,6 +214,7 @@ class EllipsoidalConformalRegressor(_ResidualShapeRegressor):
         self.n_jobs = n_jobs
 
     def _fit_shape(self, X: Any, residuals: NDArray) -> None:
+        warn_if_degenerate(residuals, "learn the ellipsoid's covariance")
         self.covariance_ = _regularised(_second_moment(residuals))
         self._cholesky = np.linalg.cholesky(self.covariance_)
         if self.covariance == "local":
@@ -302,6 +306,9 @@ class RectangularConformalRegressor(_ResidualShapeRegressor):
         ``bonferroni=True`` one half-width per output (trailing level axis for a sequence
         of alphas).
     n_calibration_, n_outputs_, n_features_in_ : int
+    output_names_in_ : ndarray of str, shape (n_outputs,)
+        The column names of a DataFrame ``Y`` at fit (if it had string names); later
+        targets must have the same columns in the same order.
 
     Examples
     --------

@@ -25,7 +25,7 @@ from numpy.typing import ArrayLike, NDArray
 from scipy.stats import chi
 from sklearn.base import BaseEstimator
 from sklearn.frozen import FrozenEstimator
-from sklearn.model_selection import KFold, cross_val_predict, train_test_split
+from sklearn.model_selection import train_test_split
 from sklearn.pipeline import Pipeline
 from sklearn.utils import check_array
 from sklearn.utils._param_validation import (
@@ -38,7 +38,12 @@ from uqconform._rows import fit_params_rows
 from uqconform._seeding import integer_seed, seeded_clone
 from uqconform._warnings import warn_user
 from uqconform.base import keeps_state_on_error
-from uqconform.multioutput._base import MultiOutputConformalRegressor, take_rows
+from uqconform.multioutput._base import (
+    MultiOutputConformalRegressor,
+    out_of_fold_prediction,
+    take_rows,
+    warn_if_degenerate,
+)
 from uqconform.multioutput.flows import FlowMap, fit_flow, require_flows
 
 if TYPE_CHECKING:
@@ -231,6 +236,9 @@ class CONTRA(_FlowRegions):
         ``chi(d).ppf(1 - alpha)``: the radius of a perfect flow (see `chi_diagnostic`), at
         the same ``alpha`` as ``radius_``.
     n_calibration_, n_outputs_, n_features_in_ : int
+    output_names_in_ : ndarray of str, shape (n_outputs,)
+        The column names of a DataFrame ``Y`` at fit (if it had string names); later
+        targets must have the same columns in the same order.
 
     See Also
     --------
@@ -366,6 +374,9 @@ class ResidualCONTRA(_FlowRegions):
     chi_quantile_ : float or ndarray
         ``chi(d).ppf(1 - alpha)`` (see `chi_diagnostic`), at the same ``alpha``.
     n_calibration_, n_outputs_, n_features_in_ : int
+    output_names_in_ : ndarray of str, shape (n_outputs,)
+        The column names of a DataFrame ``Y`` at fit (if it had string names); later
+        targets must have the same columns in the same order.
 
     Examples
     --------
@@ -456,14 +467,10 @@ class ResidualCONTRA(_FlowRegions):
             elif self.residuals == "oob":
                 residuals = self._oob_residuals(Y)
             else:
-                cv = self.cv
-                if isinstance(cv, numbers.Integral):
-                    cv = KFold(int(cv), shuffle=True, random_state=seed)
                 point = seeded_clone(self._estimator_or_default(), self.random_state)
-                predicted = cross_val_predict(
-                    point, X, Y, cv=cv, params=fit_params, n_jobs=self.n_jobs
+                residuals = Y - out_of_fold_prediction(
+                    point, X, Y, self.cv, seed, fit_params, self.n_jobs
                 )
-                residuals = Y - np.asarray(predicted, dtype=float).reshape(Y.shape)
             keep = np.isfinite(residuals).all(axis=1)
             if not keep.all():
                 warn_user(
@@ -473,6 +480,7 @@ class ResidualCONTRA(_FlowRegions):
                 )
                 residuals = residuals[keep]
                 X_flow = take_rows(X, np.flatnonzero(keep))
+        warn_if_degenerate(residuals, "train the residual flow")
         self._train_residual_flow(X_flow, residuals)
 
     def _oob_residuals(self, Y: NDArray) -> NDArray:

