@@ -160,6 +160,40 @@ def test_mlp_weight_decay_is_alpha_in_sum_of_squares_units():
     assert np.linalg.norm(data_gradient + alpha / len(y) * penalty) > 0.5 * scale
 
 
+@pytest.mark.parametrize("batch_size", [60, 100])
+def test_minibatch_solvers_count_the_penalty_once_per_batch(batch_size):
+    """adam takes alpha / (2 b) ||W||^2 per minibatch: an epoch settles where
+    J'(f - y) + alpha (N / K) sum_k (1 / b_k) W = 0 (alpha N / B for equal batches; 240 rows
+    in batches of 100 are 100, 100, 40: 3.6 alpha, not alpha N / B = 2.4 alpha)."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(240, 3))
+    y = np.sin(2 * X[:, 0]) + X[:, 1] + 0.3 * rng.normal(size=240)
+    model = MLPRegressor(
+        hidden_layer_sizes=(4,),
+        activation="tanh",
+        solver="adam",
+        batch_size=batch_size,
+        alpha=2.0,
+        learning_rate_init=3e-3,
+        max_iter=1500,
+        tol=0,
+        n_iter_no_change=10**6,
+        random_state=0,
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model.fit(X, y)
+    sizes = np.diff(np.r_[np.arange(0, 240, batch_size), 240])
+    expected = 2.0 * 240 / sizes.size * np.sum(1.0 / sizes)
+    assert weight_decay(model) == pytest.approx(expected, rel=1e-12)
+    # the strength that makes the trained weights stationary agrees (the old reading,
+    # alpha, was 3.6 or 4 times too small)
+    lin = linearize(model, X)
+    penalty = lin.penalized * _mlp_parameters(model)
+    implied = -(penalty @ (lin.jacobian.T @ (lin.prediction - y))) / (penalty @ penalty)
+    assert implied == pytest.approx(expected, rel=0.05)
+
+
 def test_mlp_weight_decay_matches_sklearn_backprop():
     """n x scikit-learn's training gradient == J'(f - y) + alpha * W at any parameters."""
     alpha = 0.7

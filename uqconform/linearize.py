@@ -239,6 +239,19 @@ def parameter_count(estimator: Any, *, curvature: str = "full") -> int:
     return coef.size + int(has_intercept)
 
 
+def _minibatch_factor(model: MLPRegressor) -> float:
+    """How many times a stochastic solver's epoch counts ``alpha`` against the sum of
+    squares: ``(N / K) * sum_k 1 / b_k`` over the ``K`` minibatches ``b_k`` of its ``N``
+    training rows (``N / B`` for equal batches); 1 for ``lbfgs`` (one full batch)."""
+    epochs, seen = int(getattr(model, "n_iter_", 0)), int(getattr(model, "t_", 0))
+    if model.solver == "lbfgs" or epochs < 1 or seen < 1:
+        return 1.0
+    n = max(1, round(seen / epochs))  # rows per epoch (after early stopping's split)
+    batch = min(200, n) if model.batch_size == "auto" else int(np.clip(model.batch_size, 1, n))
+    sizes = np.diff(np.r_[np.arange(0, n, batch), n])  # scikit-learn's gen_batches
+    return float(n / sizes.size * np.sum(1.0 / sizes))
+
+
 def weight_decay(estimator: Any) -> float | None:
     """The model's own L2 penalty strength in sum-of-squares units.
 
@@ -251,10 +264,14 @@ def weight_decay(estimator: Any) -> float | None:
       ``alpha_``; `sklearn.linear_model.LinearRegression`: ``0.0``;
       `sklearn.linear_model.BayesianRidge`: ``lambda_ / alpha_`` (its posterior mean is
       that ridge solution).
-    * `sklearn.neural_network.MLPRegressor`: ``alpha``. scikit-learn minimises
-      ``0.5 * mean((y - f)**2) + alpha / (2 * n) * ||W||**2`` on the ``coefs_`` (per batch for
-      the stochastic solvers, with ``n`` the batch size); multiplying by ``2 n`` gives
-      ``sum((y - f)**2) + alpha * ||W||**2``.
+    * `sklearn.neural_network.MLPRegressor`: ``alpha`` with ``solver="lbfgs"``.
+      scikit-learn minimises ``0.5 * mean((y - f)**2) + alpha / (2 * n) * ||W||**2`` on the
+      ``coefs_``; multiplying by ``2 n`` gives ``sum((y - f)**2) + alpha * ||W||**2``. The
+      stochastic solvers (``"adam"``, ``"sgd"``) take that objective per minibatch, ``n``
+      the batch size, so the penalty counts once per batch: an epoch of ``K`` batches of
+      size ``B`` settles at the strength ``alpha * K = alpha * N / B`` (``N`` training
+      rows, read off the fitted model as ``t_ / n_iter_``; a smaller last batch weighs
+      in as ``alpha * (N / K) * sum_k 1 / b_k``).
     * Other linear models (Lasso, ElasticNet, SGDRegressor, HuberRegressor, ...) and torch
       modules: ``None`` (no L2 penalty of this form, or one that depends on quantities the
       fitted model does not store).
@@ -282,7 +299,7 @@ def weight_decay(estimator: Any) -> float | None:
         return None
     if isinstance(model, MLPRegressor):
         _check_mlp(model)
-        return float(model.alpha)
+        return float(model.alpha) * _minibatch_factor(model)
     _linear_parameters(model)  # type, fit and output checks
     if isinstance(model, LinearRegression):
         return 0.0
