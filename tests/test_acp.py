@@ -17,12 +17,14 @@ import pickle
 import warnings
 
 import numpy as np
+import pandas as pd
 import pytest
 from conftest import Unchanged, regression_data
 from sklearn.base import clone
 from sklearn.compose import TransformedTargetRegressor
 from sklearn.datasets import load_diabetes
-from sklearn.exceptions import NotFittedError
+from sklearn.exceptions import ConvergenceWarning, NotFittedError
+from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import LinearRegression, LogisticRegression, Ridge
 from sklearn.neighbors import KNeighborsRegressor
 from sklearn.neural_network import MLPRegressor
@@ -390,6 +392,34 @@ def test_set_params_estimator_between_calibrations_adopts_the_new_model():
     trained = ACP(mlp(), alpha=0.2).fit(X, y)
     network = trained.estimator_
     assert trained.set_params(estimator=Ridge()).calibrate(X, y).estimator_ is network
+
+
+def test_a_model_retrained_in_place_or_given_other_columns_is_refused():
+    fitted, X, y, X_test, y_test = fitted_mlp("tanh")
+    network = fitted.estimator_
+    model = ACP(network, alpha=0.2).calibrate(X_test, y_test)
+    frozen = ACP(FrozenEstimator(network), alpha=0.2).fit(X, y)
+    pickled = pickle.loads(pickle.dumps(model))  # a copy has the same weights: no error
+    np.testing.assert_array_equal(pickled.predict_interval(X), model.predict_interval(X))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        network.set_params(random_state=5).fit(X_test, y_test)  # the user retrains it
+    with pytest.raises(NotFittedError, match=r"parameters changed since calibrate.*calibrate\("):
+        model.predict_interval(X)
+    with pytest.raises(NotFittedError, match=r"parameters changed since fit .*fit\(X, y\)"):
+        frozen.predict(X)
+    assert np.isfinite(model.calibrate(X_test, y_test).predict_interval(X)).all()
+    # a model fitted on a DataFrame: other column orders were read as permuted features
+    frame = pd.DataFrame(
+        X, columns=["a", "b", "c"][: X.shape[1]] + [f"x{i}" for i in range(3, X.shape[1])]
+    )
+    named = mlp("tanh", hidden=(4,)).fit(frame, y)
+    swapped = frame[frame.columns[::-1]]
+    with pytest.raises(ValueError, match="not those `estimator` was fitted on, in that order"):
+        ACP(named).calibrate(swapped, y)
+    with pytest.raises(ValueError, match="not those `estimator` was fitted on"):
+        ACP(FrozenEstimator(named)).fit(swapped, y)
+    assert ACP(named).calibrate(frame, y).predict(frame).shape == y.shape
 
 
 @pytest.mark.parametrize(

@@ -20,6 +20,7 @@ Supported models (also inside `sklearn.frozen.FrozenEstimator` and as the last s
 
 from __future__ import annotations
 
+import hashlib
 import sys
 from dataclasses import dataclass
 from enum import Enum
@@ -28,7 +29,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 from scipy.special import expit
-from sklearn.base import is_classifier, is_regressor
+from sklearn.base import BaseEstimator, is_classifier, is_regressor
 from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import BayesianRidge, LinearRegression, Ridge, RidgeCV
 from sklearn.neural_network import MLPRegressor
@@ -42,6 +43,7 @@ __all__ = [
     "linearize",
     "noise_variance",
     "parameter_count",
+    "parameter_digest",
     "weight_decay",
 ]
 
@@ -237,6 +239,63 @@ def parameter_count(estimator: Any, *, curvature: str = "full") -> int:
         )
     coef, _, has_intercept = _linear_parameters(model)
     return coef.size + int(has_intercept)
+
+
+def parameter_digest(estimator: Any) -> str:
+    """A digest of a fitted model's learnt state, to notice a model retrained in place.
+
+    Hashes the numbers a model learnt: a torch module's ``state_dict``; for scikit-learn
+    objects, every public fitted attribute (name ending in ``_``) holding numbers, through
+    Pipelines, FrozenEstimator, TransformedTargetRegressor and searches (their fitted
+    sub-models). Equal for a pickled copy; it changes when ``fit`` runs again on other
+    data or another seed.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.linear_model import Ridge
+    >>> X, y = np.eye(3), np.arange(3.0)
+    >>> model = Ridge().fit(X, y)
+    >>> before = parameter_digest(model)
+    >>> before == parameter_digest(model), before == parameter_digest(model.fit(X, -y))
+    (True, False)
+    """
+    digest = hashlib.sha256()
+    _feed_digest(digest, estimator, set())
+    return digest.hexdigest()
+
+
+def _feed_digest(digest: Any, value: Any, seen: set[int]) -> None:
+    if isinstance(value, (BaseEstimator, list, tuple, dict)) or _is_torch_module(value):
+        if id(value) in seen:
+            return
+        seen.add(id(value))
+    if _is_torch_module(value):
+        for name, tensor in value.state_dict().items():
+            digest.update(name.encode())
+            digest.update(tensor.detach().cpu().double().numpy().tobytes())
+    elif isinstance(value, np.ndarray):
+        if value.dtype.kind in "biuf":  # numbers; object arrays hold addresses
+            digest.update(f"{value.shape}{value.dtype}".encode())
+            digest.update(np.ascontiguousarray(value).tobytes())
+    elif isinstance(value, (bool, int, float, np.number)):
+        digest.update(repr(value).encode())
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            _feed_digest(digest, item, seen)
+    elif isinstance(value, dict):
+        for key in sorted(value, key=str):
+            digest.update(str(key).encode())
+            _feed_digest(digest, value[key], seen)
+    elif isinstance(value, BaseEstimator):
+        if isinstance(value, Pipeline):
+            _feed_digest(digest, [step for _, step in value.steps], seen)
+        if isinstance(value, FrozenEstimator):
+            _feed_digest(digest, value.estimator, seen)
+        for name, item in sorted(vars(value).items()):
+            if name.endswith("_") and not name.startswith("_"):
+                digest.update(name.encode())
+                _feed_digest(digest, item, seen)
 
 
 def _minibatch_factor(model: MLPRegressor) -> float:

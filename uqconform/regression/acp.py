@@ -55,6 +55,7 @@ from uqconform.linearize import (
     check_standard_target,
     linearize,
     noise_variance,
+    parameter_digest,
     standard_target_scaling,
     weight_decay,
 )
@@ -149,6 +150,23 @@ def _split_target_scaling(model: Any) -> tuple[Any, float, float]:
     check_is_fitted(model)
     shift, scale = standard_target_scaling(model)
     return model.regressor_, shift, scale
+
+
+def _check_model_columns(model: Any, X: Any) -> None:
+    """Refuse a DataFrame whose columns are not those (in that order) a fitted model was
+    trained on: the linearisation reads X as an array, so the model's own check never
+    sees the names."""
+    names = getattr(model, "feature_names_in_", None)
+    columns = getattr(X, "columns", None)
+    if names is None or columns is None or not all(isinstance(c, str) for c in columns):
+        return
+    if list(columns) != list(names):
+        raise ValueError(
+            f"The columns of `X` {list(columns)[:6]}{' ...' if len(columns) > 6 else ''} are "
+            f"not those `estimator` was fitted on, in that order "
+            f"{list(names)[:6]}{' ...' if len(names) > 6 else ''}: give "
+            "X[model.feature_names_in_]."
+        )
 
 
 class ApproximateFullConformalRegressor(
@@ -318,10 +336,13 @@ class ApproximateFullConformalRegressor(
         X = check_features(self, X, reset=reset)  # None, 1-D, no rows: named errors
         if isinstance(model, Pipeline):  # the pipeline's own steps handle the input
             return X if reset else named_as_fitted(model, X)
+        _check_model_columns(model, X)
         # Sparse input is densified by the linearisation; a torch module needs dense input.
         sparse = False if _is_torch_module(model) else ["csr", "csc"]
-        # check_features compared the features' number and names (one warning at most)
-        return check_array(X, dtype=float, accept_sparse=sparse, estimator=self, input_name="X")
+        # check_features compared the features' number and names (one warning at most);
+        # a model fitted on named columns gets them back (it would warn at every call)
+        checked = check_array(X, dtype=float, accept_sparse=sparse, estimator=self, input_name="X")
+        return named_as_fitted(model, checked)
 
     # ---- the linearised fit -----------------------------------------------------------
     def _linearize(self, X: Any) -> Linearization:
@@ -358,6 +379,7 @@ class ApproximateFullConformalRegressor(
         floor = _BIAS_PRIOR * np.where(curvature > 0, curvature, float(np.mean(curvature)))
         penalty = np.where(lin.penalized, self.ridge_strength_, floor)
         self.machine_ = LinearConfidenceMachine(lin.jacobian, penalty)
+        self._parameter_digest = parameter_digest(self.estimator_)
         fitted_exactly = int(np.sum(self.machine_.leverage > _HIGH_LEVERAGE))
         if fitted_exactly:
             warn_user(
@@ -490,6 +512,14 @@ class ApproximateFullConformalRegressor(
             check_calibration_settings(self, method, step="fit", again="fit(X, y)")
         else:
             check_calibration_settings(self, method)
+        # ... and with these weights: a model held by reference may be retrained in place
+        if parameter_digest(self.estimator_) != self.__dict__.get("_parameter_digest"):
+            again = "fit(X, y)" if self.mode_ == "full" else "calibrate(X_calib, y_calib)"
+            raise NotFittedError(
+                f"{type(self).__name__}.{method}: the estimator's learnt parameters changed "
+                f"since {'fit' if self.mode_ == 'full' else 'calibrate'} (was it trained "
+                f"again?); the confidence machine belongs to the old ones: call {again} again."
+            )
 
     def _test_input(self, X: Any) -> Any:
         check_is_fitted(self, "machine_")
