@@ -394,6 +394,18 @@ def test_set_params_estimator_between_calibrations_adopts_the_new_model():
     assert trained.set_params(estimator=Ridge()).calibrate(X, y).estimator_ is network
 
 
+def test_early_stopping_warns_in_full_mode_only():
+    X, y, X_cal, y_cal = smooth_data(120, seed=0, n_test=80)
+    network = MLPRegressor(hidden_layer_sizes=(6,), early_stopping=True, max_iter=50, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        with pytest.warns(UserWarning, match="early_stopping=True.*split\\+refine"):
+            model = ACP(network, prior_precision=1.0).fit(X, y)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", UserWarning)  # split+refine is valid anyway
+            ACP(model.estimator_, prior_precision=1.0).calibrate(X_cal, y_cal)
+
+
 def test_a_model_retrained_in_place_or_given_other_columns_is_refused():
     fitted, X, y, X_test, y_test = fitted_mlp("tanh")
     network = fitted.estimator_

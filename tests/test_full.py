@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import pickle
+import re
 import warnings
 
 import numpy as np
@@ -22,6 +23,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from uqconform import FullConformalRidge
 from uqconform.evaluation import coverage_bounds
+from uqconform.quantiles import levels_text
 from uqconform.regression.crr import (
     LinearConfidenceMachine,
     exact_intervals,
@@ -324,10 +326,15 @@ def test_equal_slopes_print_no_runtime_warning(slope):
 @pytest.mark.parametrize("algorithm", ["exact", "fast"])
 def test_alpha_below_one_over_n_plus_one_gives_the_real_line(algorithm):
     X, y, X_test, _ = small_data()
-    fitted = model(algorithm=algorithm, alpha=0.5 / (N_SMALL + 1)).fit(X, y)
-    with pytest.warns(UserWarning, match="too few"):
+    alpha = 0.5 / (N_SMALL + 1)
+    fitted = model(algorithm=algorithm, alpha=alpha).fit(X, y)
+    # the message names the user's alpha (the fast algorithm's sides work at alpha / 2)
+    with pytest.warns(UserWarning, match=re.escape(f"too few for alpha={levels_text([alpha])}")):
         intervals = fitted.predict_interval(X_test)
     assert np.isneginf(intervals[:, 0]).all() and np.isposinf(intervals[:, 1]).all()
+    if algorithm == "fast":  # above 1 / (n + 1) but below 2 / (n + 1): infinite for fast only
+        with pytest.warns(UserWarning, match=r"too few for alpha=\[.*algorithm='fast'.*alpha / 2"):
+            fitted.predict_interval(X_test, alpha=1.5 / (N_SMALL + 1))
 
 
 def test_high_leverage_point_can_give_an_unbounded_standard_set():

@@ -439,8 +439,8 @@ def _check_kind(model: Any) -> None:
     if _has_tag(is_regressor, model) and (linear_module or hasattr(model, "coef_")):
         return
     raise TypeError(
-        f"cannot linearise a {type(model).__name__}; supported models are {_SUPPORTED} "
-        "(optionally in a FrozenEstimator or as the last step of a Pipeline)."
+        f"`estimator`: cannot linearise a {type(model).__name__}; supported models are "
+        f"{_SUPPORTED} (optionally in a FrozenEstimator or as the last step of a Pipeline)."
     )
 
 
@@ -513,8 +513,8 @@ def _linear_parameters(model: Any) -> tuple[np.ndarray, float, bool]:
     intercept = np.ravel(np.asarray(model.intercept_, dtype=np.float64))
     if coef.ndim > 2 or (coef.ndim == 2 and coef.shape[0] != 1) or intercept.size != 1:
         raise ValueError(
-            f"{type(model).__name__} has several outputs (coef_ of shape {coef.shape}); only "
-            "scalar regression is supported."
+            f"`estimator`: {type(model).__name__} has several outputs (coef_ of shape "
+            f"{coef.shape}); only scalar regression is supported."
         )
     has_intercept = bool(getattr(model, "fit_intercept", True))
     return coef.ravel(), float(intercept[0]), has_intercept
@@ -566,7 +566,8 @@ def _check_mlp(model: MLPRegressor) -> None:
     check_is_fitted(model)
     if model.n_outputs_ != 1:
         raise ValueError(
-            f"MLPRegressor has {model.n_outputs_} outputs; only scalar regression is supported."
+            f"`estimator`: MLPRegressor has {model.n_outputs_} outputs; only scalar regression "
+            "is supported."
         )
     if model.out_activation_ != "identity":
         raise ValueError(

@@ -92,7 +92,9 @@ def _check_kind(model: Any) -> None:
         model = model.estimator
     if _is_search(model):  # a search over, e.g., the weight decay
         if getattr(model, "refit", True) is False:  # found before the search runs
-            raise TypeError(f"{type(model).__name__} needs refit=True to give a fitted model.")
+            raise TypeError(
+                f"`estimator`: {type(model).__name__} needs refit=True to give a fitted model."
+            )
         return _check_kind(model.estimator)
     if isinstance(model, TransformedTargetRegressor):
         check_standard_target(model)  # before any training
@@ -143,7 +145,9 @@ def _split_target_scaling(model: Any) -> tuple[Any, float, float]:
     if _is_search(model):
         check_is_fitted(model)
         if not hasattr(model, "best_estimator_"):
-            raise TypeError(f"{type(model).__name__} needs refit=True to give a fitted model.")
+            raise TypeError(
+                f"`estimator`: {type(model).__name__} needs refit=True to give a fitted model."
+            )
         return _split_target_scaling(model.best_estimator_)
     if not isinstance(model, TransformedTargetRegressor):
         return model, 0.0, 1.0
@@ -226,8 +230,15 @@ class ApproximateFullConformalRegressor(
         Ridge quantities of the Jacobian features of the fitting data.
     training_residuals_ : ndarray
     noise_ : float
+        Noise standard deviation in the units of ``y``: the given ``noise``, or the root
+        mean squared residual of the rows the machine was built on (the training rows in
+        full mode; in split+refine mode the calibration residuals *before* the
+        refinement, so `predict_std` is conservative there: rely on the conformal
+        intervals).
     ridge_strength_ : float
-        Penalty on the weights in sum-of-squares units.
+        Penalty on the weights in sum-of-squares units of the target the network was
+        trained on (standardised by a target scaler such as the default estimator's, so
+        ``noise**2 * prior_precision`` divided by the target scale squared).
     mode_ : {"full", "split+refine"}
     refinement_ : ndarray or None
         Parameter update of the split+refine mode.
@@ -452,6 +463,16 @@ class ApproximateFullConformalRegressor(
         self._estimator_adopted = False
         self._prepare(self._linearize(X), y, refine=False)
         self.mode_ = "full"
+        network = _unwrap(_split_target_scaling(self.estimator_)[0], None)[0]
+        if isinstance(network, MLPRegressor) and network.early_stopping:
+            warn_user(
+                "The network was trained with early_stopping=True: it stopped before a "
+                "stationary point of its loss and never saw its validation_fraction of the "
+                "rows, which full-mode ACP-GN assumes it did (the influence of a point is a "
+                "Newton step from that optimum). Train with early_stopping=False, or use "
+                "calibrate(X_calib, y_calib) (split+refine), which is valid for any network.",
+                UserWarning,
+            )
         record_calibration_settings(self, step="fit")
         remember_training_rows(self, X, y, trained=trained)
         return self

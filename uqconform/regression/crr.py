@@ -25,7 +25,8 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import linalg
 
-from uqconform.quantiles import _warn_too_few, conformal_rank
+from uqconform._warnings import warn_user
+from uqconform.quantiles import _warn_too_few, conformal_rank, levels_text, minimum_scores
 
 __all__ = [
     "LinearConfidenceMachine",
@@ -455,8 +456,15 @@ def fast_intervals(a: NDArray, b: NDArray, alphas: NDArray, warn: bool = True) -
     half = alphas / 2
     low_rank = conformal_rank(n, half, kind="conformity")
     high_rank = conformal_rank(n, half)
-    if warn and ((low_rank == 0) | (high_rank > n)).any():
-        _warn_too_few(n, half[(low_rank == 0) | (high_rank > n)], "an infinite interval")
+    short = (low_rank == 0) | (high_rank > n)
+    if warn and short.any():
+        warn_user(
+            f"Only {n} scores (calibration or training points): too few for "
+            f"alpha={levels_text(alphas[short])} with algorithm='fast', whose two one-sided "
+            f"machines each work at alpha / 2 (at least {minimum_scores(half[short].min())} "
+            "are needed), so the interval is infinite.",
+            UserWarning,
+        )
     out = np.empty((m, 2, alphas.size))
     for j in range(alphas.size):  # a loop over levels
         k_low, k_high = low_rank[j], high_rank[j]
