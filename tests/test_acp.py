@@ -396,7 +396,9 @@ def test_set_params_estimator_between_calibrations_adopts_the_new_model():
 
 def test_early_stopping_warns_in_full_mode_only():
     X, y, X_cal, y_cal = smooth_data(120, seed=0, n_test=80)
-    network = MLPRegressor(hidden_layer_sizes=(6,), early_stopping=True, max_iter=50, random_state=0)
+    network = MLPRegressor(
+        hidden_layer_sizes=(6,), early_stopping=True, max_iter=50, random_state=0
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         with pytest.warns(UserWarning, match="early_stopping=True.*split\\+refine"):

@@ -645,6 +645,28 @@ def test_synthetic_coverage_and_kowcpi_narrower_than_enbpi(generator):
     assert width_kow < 0.9 * width_enb
 
 
+def test_spci_issues_the_same_interval_again_whatever_its_seed():
+    # with random_state=None each step's forest was unseeded: asking twice gave two
+    # intervals, and predict_interval(X, y) judged a miss on one the user never saw; a
+    # seed near 2**32 overflowed the forest's at the next steps
+    X, y = state_space(160, seed=0)
+    for seed in (None, 2**32 - 1):
+        model = SPCI(LinearRegression(), window=3, n_bootstrap=5, memory=100, random_state=seed)
+        model.fit(X[:120], y[:120])
+        first = model.predict_interval(X[120:121])
+        np.testing.assert_array_equal(model.predict_interval(X[120:121]), first)
+        np.testing.assert_array_equal(model.predict_interval(X[120:121], y[120:121]), first)
+        model.predict_interval(X[121:126], y[121:126])  # steps past 2**32: no overflow
+        assert model.n_steps_ == 6
+    fits = [
+        SPCI(LinearRegression(), window=3, n_bootstrap=5, memory=100)
+        .fit(X[:120], y[:120])
+        .predict_interval(X[120:140], y[120:140])
+        for _ in range(2)
+    ]
+    assert not np.array_equal(*fits)  # still random across fits without a seed
+
+
 def test_spci_is_narrower_than_enbpi_on_autocorrelated_residuals():
     """SPCI's claim over EnbPI: it regresses the next residual's quantiles on the last
     ``window`` residuals, so when the residuals are autocorrelated (``state_space``: AR(1)

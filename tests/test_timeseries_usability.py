@@ -173,6 +173,16 @@ def test_a_short_holdout_block_names_holdout_fraction_and_the_rows(name):
         model.fit(X, y)
 
 
+def test_a_tuning_block_too_short_for_alpha_warns():
+    # 80 fit rows: a 10-residual block, where one miss is 0.1 of coverage at alpha 0.1
+    X, y = iid_series(80, 1)
+    with pytest.warns(UserWarning, match=r"tuning block has 10 residuals .*at least 20"):
+        make("KOWCPI", window="auto", n_bootstrap=8, random_state=0).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # a fixed setting tunes nothing
+        make("KOWCPI", window=2, n_bootstrap=8, random_state=0).fit(X, y)
+
+
 @pytest.mark.parametrize("name", list(CLASSES))
 def test_a_scalar_y_is_one_observation_for_one_row(name):
     X, y = iid_series(320, 5)

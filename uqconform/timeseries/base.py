@@ -885,7 +885,9 @@ class SequentialConformalRegressor(
             Miscoverage level(s); defaults to the constructor's ``alpha``. Several levels give
             nested intervals: each is widened, if needed, to contain those of larger levels.
             Each level searches its own width-minimising ``beta``, so intervals asked for in
-            separate calls need not be nested: ask for the levels together.
+            separate calls need not be nested: ask for the levels together. With
+            ``aci_gamma`` the nesting is by each level's working level, which ACI moves
+            level by level: the intervals of two levels can then cross.
 
         Returns
         -------

@@ -11,6 +11,7 @@ from numpy.typing import ArrayLike, NDArray
 from scipy.spatial.distance import cdist
 
 from uqconform._validation import check_bool
+from uqconform._warnings import warn_user
 from uqconform.quantiles import check_alpha
 from uqconform.timeseries.base import (
     SequentialConformalRegressor,
@@ -123,7 +124,11 @@ class KOWCPI(SequentialConformalRegressor):
         of the smoother (Cai and Tiwari, 2000), which is fitted for the conditional mean,
         not for quantiles. Window and bandwidth are chosen together on a tuning block (the
         last ``tune_fraction`` of the fit residuals, replayed online): the narrowest setting
-        whose tuning coverage reaches ``1 - alpha``, else the one with the highest coverage.
+        whose tuning coverage reaches ``1 - alpha``, else the one with the highest coverage
+        (at the smallest level of the constructor's ``alpha``, read at fit: a level asked
+        for later, at prediction or through ``set_params``, keeps that choice; refit to tune
+        for it). The tuning block has ``tune_fraction`` of the fit residuals, so it needs
+        a few times ``1 / alpha`` of them to tell the settings apart.
     kernel : {"epanechnikov", "gaussian"}, default="epanechnikov"
         With the compact Epanechnikov kernel the radius is doubled at steps where fewer
         than 10 windows fall inside it (and, with ``finite_sample=True``, grown further
@@ -293,6 +298,15 @@ class KOWCPI(SequentialConformalRegressor):
         level = float(np.min(check_alpha(self.alpha)))
         n_tune = max(round(residuals.shape[0] * self.tune_fraction), 1)
         history, block = residuals[:-n_tune], residuals[-n_tune:]
+        if n_tune < 2 / level:  # a miss or two decides: the choice is close to a guess
+            warn_user(
+                f"The tuning block has {n_tune} residuals (`tune_fraction`="
+                f"{self.tune_fraction} of {residuals.shape[0]}): at alpha={level:g} one miss "
+                f"moves its coverage by {1 / n_tune:.2g}, so the window and bandwidth it "
+                f"chooses are close to a guess (at least {int(np.ceil(2 / level))} are "
+                "needed). Give more history, or fix `window` and `bandwidth`.",
+                UserWarning,
+            )
         results = []
         for window, bandwidth in candidates:  # a loop over candidate settings
             if self._trim(history).shape[0] <= window + 10:

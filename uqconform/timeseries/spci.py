@@ -67,14 +67,16 @@ class SPCI(SequentialConformalRegressor):
     random_state : int, numpy Generator, RandomState or None, default=None
         Seeds the bootstrap samples and every unset ``random_state`` of the model (nested
         ones, e.g. a Pipeline's forest, included; one seed drawn for all), and the
-        per-step quantile forests (one integer seed fixed at fit, plus the step count).
+        per-step quantile forests (one integer seed fixed at fit, drawn afresh for None, plus
+        the step count).
     verbose : bool, default=False
         Show a progress bar of the bootstrap fits.
     window : int, default=100
         Number of past residuals the forest conditions on.
     n_trees : int, default=10
-    max_depth : int, default=2
-        The quantile forest's settings (those of the official code).
+    max_depth : int or None, default=2
+        The quantile forest's settings (those of the official code; ``max_depth=None``
+        grows the trees until their leaves are pure, as in scikit-learn).
 
     Attributes
     ----------
@@ -102,7 +104,7 @@ class SPCI(SequentialConformalRegressor):
         alpha: float | ArrayLike = 0.1,
         window: int = 100,
         n_trees: int = 10,
-        max_depth: int = 2,
+        max_depth: int | None = 2,
         residuals: str = "bootstrap",
         n_bootstrap: int = 25,
         holdout_fraction: float = 0.2,
@@ -133,14 +135,15 @@ class SPCI(SequentialConformalRegressor):
     def _validate_params(self) -> None:
         super()._validate_params()
         for name in ("window", "n_trees", "max_depth"):
-            check_int(getattr(self, name), name)
+            if not (name == "max_depth" and self.max_depth is None):
+                check_int(getattr(self, name), name)
 
     def _next_weights(self, memory: NDArray, min_effective: int) -> tuple[NDArray, NDArray, bool]:
         # In units of scale_: the forest's float32 features and its impurity floor (a node
         # of variance below 2e-16 is not split) would otherwise depend on the units of y.
         window = int(self.window)
         windows, scaled_targets, query = self._scaled_pairs(memory, window)
-        seed = None if self._forest_seed is None else self._forest_seed + self.n_steps_
+        seed = (self._forest_seed + self.n_steps_) % 2**32
         forest = RandomForestRegressor(
             n_estimators=self.n_trees, max_depth=self.max_depth, random_state=seed
         )
@@ -151,8 +154,11 @@ class SPCI(SequentialConformalRegressor):
 
     def _tune(self, residuals: NDArray) -> None:
         """Check that the memory holds a window and its successor, and fix the seed of the
-        per-step forests (``random_state`` + the step count; one draw from a generator)."""
+        per-step forests (``random_state`` + the step count, modulo 2**32; one draw from a
+        generator, and a fresh draw for None: a fitted model issues the same interval
+        again when asked again, as the online protocol and ACI's hit rate require)."""
         window = int(self.window)
         self._require_history(residuals, window + 1, f"`window`={window}")
-        self._forest_seed = integer_seed(self.random_state)
+        seed = integer_seed(self.random_state)
+        self._forest_seed = int(np.random.default_rng().integers(2**31)) if seed is None else seed
         self._warn_few_residuals(residuals, window)  # a forest on a handful of pairs
