@@ -145,6 +145,35 @@ def test_a_finished_run_replaces_only_the_previous_runs_files(fake_registry, tmp
     assert names == ["fake-two_bars.png", "notes.txt", "report.md", "results.json"]
 
 
+@pytest.mark.parametrize("figures", [[123, None], [".."], ["notes.txt"], ["fake-ok_x.txt"]])
+def test_a_foreign_results_json_cannot_remove_other_files_or_lose_the_run(
+    fake_registry, tmp_path, figures
+):
+    # the previous run's figure list decides what is removed: only "<family>_*.png" files
+    (tmp_path / "notes.txt").write_text("the user's own file")
+    (tmp_path / "fake-ok_x.txt").write_text("not a plot")
+    foreign = {"families": {"fake-ok": {"figures": figures}}}
+    (tmp_path / "results.json").write_text(json.dumps(foreign))
+    assert main(["benchmark", "--suite", "fake-ok", "--out", str(tmp_path)]) == 0
+    assert (tmp_path / "notes.txt").read_text() == "the user's own file"
+    assert (tmp_path / "fake-ok_x.txt").exists()
+    assert "fake-ok" in json.loads((tmp_path / "results.json").read_text())["families"]
+
+
+def test_a_multi_line_failure_keeps_the_summary_table_whole(fake_registry, tmp_path, capsys):
+    # an unimportable suite's error is a traceback: its first line goes in the table
+    main(["benchmark", "--suite", "smoke", "--out", str(tmp_path), "--no-progress"])
+    report = (tmp_path / "report.md").read_text()
+    lines = report.splitlines()
+    header = next(line for line in lines if line.startswith("| family | claim"))
+    rows = [line for line in lines if line.startswith("| fake-missing")]
+    assert len(rows) == 1 and rows[0].count(" | ") == header.count(" | ")
+    # the whole traceback stays in the family's own section
+    section = next(i for i, line in enumerate(lines) if "# fake-missing (failed" in line)
+    assert lines.index("ImportError: no torch") > section
+    assert format_table([{"a": "one\ntwo"}], markdown=True).splitlines()[-1] == "| one two |"
+
+
 def test_an_interrupted_run_leaves_the_folder_as_it_was(fake_registry, tmp_path, capsys):
     assert main(["benchmark", "--suite", "fake-ok", "--out", str(tmp_path)]) == 0
     before = {path.name: path.read_bytes() for path in tmp_path.iterdir()}
@@ -160,6 +189,9 @@ def test_command_line_errors_name_the_options(tmp_path, capsys):
     assert "--seed must be a non-negative integer" in capsys.readouterr().err
     assert main(["benchmark", "--suite", "smoke", "--scale", "quick", "--out", str(tmp_path)]) == 2
     assert "--scale 'quick' contradicts the suite 'smoke'" in capsys.readouterr().err
+    # --scale without --suite: the default suite is a scale too; say how to ask for it
+    assert main(["benchmark", "--scale", "full", "--out", str(tmp_path)]) == 2
+    assert "use --suite full" in capsys.readouterr().err
     assert main(["benchmark", "--suite", "classic", "--out", " "]) == 2
     assert "--out is empty" in capsys.readouterr().err
 
@@ -169,6 +201,7 @@ def test_list_and_no_command(capsys):
     out = capsys.readouterr().out
     assert "classic" in out and "speed" in out and "memory" in out
     assert main([]) == 2
+    assert "give a command" in capsys.readouterr().err
 
 
 def test_version(capsys):

@@ -125,6 +125,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command != "benchmark":
         parser.print_help()
+        print("uqconform: error: give a command (uqconform benchmark ...)", file=sys.stderr)
         return 2
     given = {name: getattr(args, name) for name in _RUN_DEFAULTS}
     if args.list:
@@ -141,6 +142,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     from uqconform.benchmarks import BenchmarkOutputError, run_benchmark
 
     run = {name: _RUN_DEFAULTS[name] if value is None else value for name, value in given.items()}
+    if given["suite"] is None and run["scale"] not in (None, run["suite"]):
+        print(
+            f"uqconform benchmark: error: --scale {run['scale']} applies to one family "
+            f"(--suite <family>); for the whole benchmark at that scale use --suite "
+            f"{run['scale']} (without --suite it runs the default suite, "
+            f"{_RUN_DEFAULTS['suite']}).",
+            file=sys.stderr,
+        )
+        return 2
     out = run["out"]
     try:
         results = run_benchmark(

@@ -219,7 +219,7 @@ def format_table(rows: list[dict[str, Any]], *, markdown: bool = False) -> str:
     if not rows:
         return "(no rows)"
     columns = _columns(rows)
-    cells = [[_format_value(row.get(c)) for c in columns] for row in rows]
+    cells = [[" ".join(_format_value(row.get(c)).split("\n")) for c in columns] for row in rows]
     numeric = [
         all(
             isinstance(row.get(c), (int, float, np.number)) and not isinstance(row.get(c), bool)
@@ -327,7 +327,8 @@ def summary_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
     for name, record in results["families"].items():
         if record["status"] != "ok":
             reason = record.get("error") or "; ".join(record["notes"])
-            rows.append({"family": name, "claim": record["status"], "value": reason})
+            lines = str(reason).splitlines() or [""]  # a traceback: its first line
+            rows.append({"family": name, "claim": record["status"], "value": lines[0]})
             continue
         for headline in record.get("headlines", []):
             met = headline.get("met")
@@ -382,8 +383,8 @@ def report_markdown(
         "",
         "Versions: " + ", ".join(f"{k} {v}" for k, v in results["versions"].items()) + ".",
         "",
-        f"Machine: {results['machine']['platform']}, {results['machine']['usable_cpus']} "
-        "usable CPUs.",
+        f"Machine: {results['machine']['platform']}, "
+        f"{results['machine']['usable_cpus'] or 'an unknown number of'} usable CPUs.",
         "",
         f"{h}# Summary",
         "",
@@ -408,13 +409,22 @@ def _replace_previous_run(out_dir: Path, staging: Path) -> None:
     try:
         previous = json.loads((out_dir / "results.json").read_text())
         stale = ["results.json", "report.md"] + [
-            figure for record in previous["families"].values() for figure in record["figures"]
+            figure
+            for family, record in previous["families"].items()
+            for figure in record["figures"]
+            # only the plots a run writes: a bare "<family>_<name>.png" (a foreign or
+            # damaged results.json cannot name other files, or paths out of the folder)
+            if isinstance(figure, str)
+            and Path(figure).name == figure
+            and figure.startswith(f"{family}_")
+            and figure.endswith(".png")
         ]
     except (OSError, ValueError, KeyError, TypeError, AttributeError):  # none, or not ours
         stale = ["results.json", "report.md"]
     for name in stale:
-        if Path(name).name == name:  # a bare file name, never a path out of the folder
-            (out_dir / name).unlink(missing_ok=True)
+        path = out_dir / name
+        if path.is_file():
+            path.unlink()
     for path in staging.iterdir():
         os.replace(path, out_dir / path.name)
 

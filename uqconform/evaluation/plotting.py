@@ -217,7 +217,7 @@ def plot_intervals(
         x_ = x_[:, 0]
     if x_.ndim != 1:
         raise ValueError(f"`x` must be 1-D (a single feature), got shape {x_.shape}.")
-    parsed = _parse_prediction(intervals, None, name="intervals")
+    parsed = _parse_prediction(intervals, None, name="intervals", intervals_only=True)
     if parsed.kind != "interval":
         raise TypeError("`intervals` must be a float array (n, 2) or (n, 2, k).")
     bands: NDArray = parsed.data.astype(float)

@@ -337,7 +337,9 @@ def evaluate(
     coverage spreads more and the bounds are only indicative. Cross-conformal models
     (CV+, jackknife+, J+aB) count every training row in ``n_calibration_`` and promise
     only ``1 - 2 alpha``: "BELOW" the split-conformal bounds is not a broken guarantee
-    for them (compare with ``coverage_bounds(n, 2 * alpha, n_test)``).
+    for them. Their coverage has no exact law; ``coverage_bounds(n, 2 * alpha, n_test)``
+    is a rough yardstick with no known false-alarm rate (their mean coverage, over many
+    resplits, is what ``1 - 2 alpha`` bounds).
 
     Predictions made elsewhere (arrays from another library) need no model: score them
     with `coverage` and `mean_width` / `mean_set_size` (intervals ``(n, 2[, k])``, boolean
