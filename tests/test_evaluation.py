@@ -494,6 +494,9 @@ def test_coverage_count_pmf_moments():
     assert (np.arange(m + 1) @ pmf) / m == pytest.approx(expected)
     # too few calibration points: the set is everything
     np.testing.assert_array_equal(coverage_count_pmf(5, 0.05, 3), [0, 0, 0, 1])
+    # alpha within rounding of 1: the sets are empty (it raised a NaN conversion error)
+    np.testing.assert_array_equal(coverage_count_pmf(10, 1 - 1e-12, 3), [1, 0, 0, 0])
+    assert coverage_bounds(10, 1 - 1e-12, 5, n_repeats=2) == (0.0, 0.0)
     with pytest.raises(ValueError, match=r"n_test"):
         coverage_count_pmf(10, 0.1, 0)
     with pytest.raises(ValueError, match=r"confidence"):
@@ -1011,9 +1014,9 @@ def test_edge_cases_from_an_evaluation_audit():
     confidence too close to 1 for exact tails is refused; empty input says what is
     missing."""
     boxes = np.array([[[0.0, 0.0], [-np.inf, np.inf]], [[0.0, 1.0], [0.0, 2.0]]])  # (n, d, 2)
-    assert mean_volume(boxes) == 1.0  # (0 + 2) / 2
     with warnings.catch_warnings():
-        warnings.simplefilter("error")
+        warnings.simplefilter("error")  # no numpy "invalid value" warning from 0 * inf
+        assert mean_volume(boxes) == 1.0  # (0 + 2) / 2
         assert mean_width(np.array([[0.0, 1.0], [0.0, 1.0]])) == 1.0
     with pytest.raises(ValueError, match=r"at most 1 - 1e-12"):
         coverage_bounds(100, 0.1, 100, confidence=1 - 1e-15, n_repeats=20)

@@ -592,7 +592,14 @@ class GaussianClassificationOracle:
         return weights / weights.sum(axis=1, keepdims=True)
 
     def __call__(self, X: NDArray, alpha: float = 0.1) -> NDArray:
-        """Smallest sets ``(n, n_classes)`` bool of true probability at least ``1 - alpha``."""
+        """Smallest sets ``(n, n_classes)`` bool of true probability at least ``1 - alpha``.
+
+        Each row's own smallest set (conditional coverage at least ``1 - alpha`` in every
+        row), so they over-cover on average (a review measured 0.976 at ``alpha=0.2``):
+        the smallest sets with ``1 - alpha`` coverage *overall*, which marginal conformal
+        methods aim at, threshold the probabilities at one common level and are smaller.
+        Compare set sizes with this oracle as a conditional reference, not a lower bound.
+        """
         alpha = _check_alpha(alpha)
         proba = self.proba(X)
         order = np.argsort(-proba, axis=1, kind="stable")

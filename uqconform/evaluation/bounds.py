@@ -113,6 +113,8 @@ def _single_count_law(n_calibration: int, level: float, n_test: int) -> tuple[in
     conforming = int(conformal_rank(n_calibration, level, kind="conformity")[0])
     if conforming == 0:  # too few calibration points: the set is everything, coverage 1
         return n_test, np.ones(1)
+    if conforming > n_calibration:  # alpha within rounding of 1: empty sets, coverage 0
+        return 0, np.ones(1)
     law = stats.betabinom(n_test, n_calibration + 1 - conforming, conforming)
     mean, sd = float(law.mean()), float(law.std())
     half = int(np.ceil(12 * sd)) + 50

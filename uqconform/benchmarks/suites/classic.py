@@ -417,8 +417,9 @@ def run(ctx) -> FamilyResult:
         inside, total = coverage_inside_law(rows, ALPHA, conservative=("topk",))
         headlines.append(
             headline(
-                f"{task}: uqconform rows with coverage inside the 99% split-CP law, pooled "
-                "over resplits (top-k: above its lower end)",
+                f"{task}: uqconform rows with coverage inside the split-CP law, pooled "
+                "over resplits, all at once with 99% confidence (each row at 1 - 0.01 / rows; "
+                "top-k: above its lower end)",
                 f"{inside}/{total}",
                 "all",
                 inside == total,
