@@ -464,11 +464,23 @@ def test_bad_input(reg_model, clf_model):
         LaplacePosterior(_mlp()).fit(Xf, yf)
     with pytest.raises(NotFittedError):
         LinearizedPredictive(net).predict(Xf)
-    with pytest.raises(ValueError, match="parameters"):
+    with pytest.raises(ValueError, match=r"`posterior` .* one entry per parameter"):
         LinearizedPredictive(net, posterior=np.ones(5)).fit(Xf, yf)
     n_params = model.posterior_.n_parameters_
-    with pytest.raises(ValueError, match="positive"):
+    with pytest.raises(ValueError, match=r"positive: 1 of \d+ are not \(e.g. entry 0: -1.0\)"):
         LinearizedPredictive(net, posterior=np.r_[-1.0, np.ones(n_params - 1)]).fit(Xf, yf)
+    with pytest.raises(ValueError, match="`variance`.* must be numbers"):
+        LaplacePosterior.from_variance(net, ["a"] * n_params)
+    # a pipeline that could never be read is refused before any training
+    with pytest.raises(TypeError, match="cannot build a network from Ridge"):
+        LinearizedPredictive(make_pipeline(StandardScaler(), Ridge())).fit(Xf, yf)
+    with pytest.raises(TypeError, match="cannot build a network from Ridge"):
+        LaplacePosterior(make_pipeline(StandardScaler(), Ridge())).fit(Xf, yf)
+    # a two-output regressor with a 1-D y: refused as the predictive refuses it (the noise
+    # was measured against output 0 only)
+    two = _mlp((4,)).fit(Xf, np.c_[yf, -yf])
+    with pytest.raises(ValueError, match="`estimator`: the network has 2 outputs"):
+        LaplacePosterior(two, prior_precision=1.0).fit(Xf, yf)
     with pytest.raises(ValueError, match=r"must be finite and > 0: 1 of its .* \(first: nan\)"):
         LaplacePosterior(net, prior_precision=np.r_[np.nan, np.ones(n_params - 1)]).fit(Xf, yf)
     other = _mlp((8,)).fit(Xf, yf)

@@ -422,8 +422,13 @@ def test_linearized_predictive_walkthrough_fixes():
         conformity_score="normalized",
         difficulty_estimator=LinearizedPredictive(network(), random_state=0),
     )
-    with pytest.raises(ValueError, match="unfitted LinearizedPredictive"):
+    with pytest.raises(ValueError, match="unfitted LinearizedPredictive: fit it first"):
         cp.fit(X[:60], y[:60])
+    # calibrate alone (a fitted network) says the same, not "call fit(X_train, y_train)"
+    trained = MLPRegressor(hidden_layer_sizes=(8,), max_iter=200, random_state=0).fit(X, y)
+    cp.set_params(estimator=trained)
+    with pytest.raises(NotFittedError, match="unfitted LinearizedPredictive: fit it first"):
+        cp.calibrate(X[60:], y[60:])
 
 
 def test_linearized_predictive_refuses_a_multi_output_regression_network():

@@ -133,6 +133,7 @@ def as_network(estimator: Any) -> NetworkView:
         if isinstance(model, FrozenEstimator):
             model = model.estimator
         elif isinstance(model, Pipeline):
+            _check_final_kind(model)  # before NotFittedError: training would not help
             check_is_fitted(model)
             steps = [*steps, model[:-1]] if len(model.steps) > 1 else steps
             model = model.steps[-1][1]
@@ -175,6 +176,17 @@ def as_network(estimator: Any) -> NetworkView:
     return NetworkView(network, steps, task, classes, model, shift, scale)
 
 
+def check_single_output(view: NetworkView) -> None:
+    """ValueError for a regression network with several outputs: the predictives and the
+    noise are those of one target (a 1-D ``y``)."""
+    if view.task == "regression" and view.network.n_outputs != 1:
+        raise ValueError(
+            f"`estimator`: the network has {view.network.n_outputs} outputs; a regression "
+            "posterior and predictive need one (y is 1-D): use a network with a single "
+            "output."
+        )
+
+
 def _target_scaling(model: TransformedTargetRegressor) -> tuple[float, float]:
     """``(shift, scale)`` of a fitted `TransformedTargetRegressor` with a ``StandardScaler``:
     ``y = shift + scale * regressor_(x)``.
@@ -189,6 +201,21 @@ def _target_scaling(model: TransformedTargetRegressor) -> tuple[float, float]:
         _check_regressor_kind(model.regressor)
     check_is_fitted(model)
     return standard_target_scaling(model)
+
+
+def _check_final_kind(model: Any) -> None:
+    """TypeError unless the model at the end of wrappers (FrozenEstimator, Pipeline,
+    TransformedTargetRegressor) is an MLP or a torch module: read without fitting."""
+    while isinstance(model, (FrozenEstimator, Pipeline, TransformedTargetRegressor)):
+        if isinstance(model, FrozenEstimator):
+            model = model.estimator
+        elif isinstance(model, Pipeline):
+            model = model.steps[-1][1]
+        else:
+            model = model.regressor
+    if not (_is_torch_module(model) or isinstance(model, (MLPRegressor, MLPClassifier))):
+        name = "None" if model is None else type(model).__name__
+        raise TypeError(f"cannot build a network from {name}; use {_SUPPORTED}.")
 
 
 def _check_regressor_kind(regressor: Any) -> None:

@@ -54,7 +54,12 @@ from uqconform.base import (
     keeps_state_on_error,
     record_calibration_settings,
 )
-from uqconform.bayes.convert import NetworkView, as_network, output_jacobians
+from uqconform.bayes.convert import (
+    NetworkView,
+    as_network,
+    check_single_output,
+    output_jacobians,
+)
 from uqconform.bayes.likelihood import (
     gaussian_log_density,
     log_probabilities,
@@ -202,6 +207,7 @@ class LaplacePosterior(VersionedState, BaseEstimator):
                 f"({error}). Train it first; a clone of the posterior (sklearn.base.clone, a "
                 "search) holds an unfitted copy: pass FrozenEstimator(network) to keep it."
             ) from None
+        check_single_output(view)
         prior = self.prior_precision
         if isinstance(prior, numbers.Real):
             prior = check_positive_float(prior, "prior_precision")  # refuses True
@@ -314,15 +320,24 @@ class LaplacePosterior(VersionedState, BaseEstimator):
         0.01
         """
         view = as_network(estimator)
+        check_single_output(view)
         P = view.network.n_parameters
-        values = np.asarray(variance, dtype=float)
+        what = "the posterior variances (`variance`; an array `posterior` of LinearizedPredictive)"
+        values = real_values(variance)
+        if values is None:
+            raise ValueError(f"{what} must be numbers, got {variance!r:.80}.")
         if values.shape != (P,):
             raise ValueError(
-                f"the posterior variance has shape {values.shape} but the network has {P} "
-                "parameters (per layer coefs_[l].ravel() then intercepts_[l])."
+                f"{what} have shape {values.shape}, but must be 1-D with one entry per "
+                f"parameter of the network, ({P},) (per layer coefs_[l].ravel() then "
+                "intercepts_[l])."
             )
-        if not np.all(np.isfinite(values)) or np.any(values <= 0):
-            raise ValueError("the posterior variances must be finite and positive.")
+        bad = ~(np.isfinite(values) & (values > 0))
+        if bad.any():
+            raise ValueError(
+                f"{what} must be finite and positive: {int(bad.sum())} of {P} are not "
+                f"(e.g. entry {int(np.flatnonzero(bad)[0])}: {float(values[bad][0])!r})."
+            )
         post = cls(estimator, structure="diag", prior_precision=1.0)
         post.view_ = view
         post.network_ = view.network

@@ -229,9 +229,10 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
             if hasattr(self.difficulty_estimator, "predict_distribution"):
                 raise ValueError(
                     f"`difficulty_estimator` is an unfitted "
-                    f"{type(self.difficulty_estimator).__name__}: fit it on the training data "
-                    "first, so that its predictive std is the difficulty (an unfitted "
-                    "difficulty model is trained to predict absolute residuals instead)."
+                    f"{type(self.difficulty_estimator).__name__}: fit it first (on rows held "
+                    "out from the network's training if the network is already trained), so "
+                    "that its predictive std is the difficulty; an unfitted one is refused, "
+                    "not trained on absolute residuals."
                 )
             cv = self.cv
             if isinstance(cv, bool | str) or (isinstance(cv, numbers.Integral) and cv < 2):
@@ -271,6 +272,14 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
     def _difficulty_model(self) -> Any:
         if not hasattr(self, "difficulty_estimator_"):
             if not self._difficulty_is_prefit():
+                if hasattr(self.difficulty_estimator, "predict_distribution"):
+                    raise NotFittedError(
+                        f"{self._difficulty_switch(True)} needs a difficulty estimate, and "
+                        "`difficulty_estimator` is an unfitted "
+                        f"{type(self.difficulty_estimator).__name__}: fit it first (on rows "
+                        "held out from the network's training if the network is already "
+                        "trained), then calibrate."
+                    )
                 raise NotFittedError(
                     f"{self._difficulty_switch(True)} needs a difficulty estimate: call "
                     "fit(X_train, y_train) so the difficulty model is trained on out-of-fold "
