@@ -454,6 +454,17 @@ def test_inputs_are_not_modified():
 
 
 # ---- bad input ----
+def test_predict_proba_takes_n_samples_as_predict_distribution_does(clf_model):
+    clf, Xc, _ = clf_model
+    default = clf.predict_proba(Xc, "mc")
+    np.testing.assert_array_equal(clf.predict_proba(Xc, "mc", n_samples=clf.n_samples), default)
+    few = clf.predict_proba(Xc, "mc", n_samples=3)
+    assert not np.array_equal(few, default)
+    np.testing.assert_allclose(few.sum(axis=1), 1.0)
+    with pytest.raises(ValueError, match="n_samples"):
+        clf.predict_proba(Xc, "mc", n_samples=0)
+
+
 def test_bad_input(reg_model, clf_model):
     model, X, _y = reg_model
     net = model.estimator_
@@ -469,7 +480,7 @@ def test_bad_input(reg_model, clf_model):
     n_params = model.posterior_.n_parameters_
     with pytest.raises(ValueError, match=r"positive: 1 of \d+ are not \(e.g. entry 0: -1.0\)"):
         LinearizedPredictive(net, posterior=np.r_[-1.0, np.ones(n_params - 1)]).fit(Xf, yf)
-    with pytest.raises(ValueError, match="`variance`.* must be numbers"):
+    with pytest.raises(ValueError, match=r"`variance`.* must be numbers"):
         LaplacePosterior.from_variance(net, ["a"] * n_params)
     # a pipeline that could never be read is refused before any training
     with pytest.raises(TypeError, match="cannot build a network from Ridge"):

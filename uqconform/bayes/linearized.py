@@ -660,25 +660,32 @@ class LinearizedPredictive(VersionedState, BaseEstimator):
     # ---- classification outputs -------------------------------------------------------------
     @available_if(_is_classifier)
     def predict_proba(
-        self, X: ArrayLike, method: str | None = None, *, random_state: Any = None
+        self,
+        X: ArrayLike,
+        method: str | None = None,
+        *,
+        n_samples: int | None = None,
+        random_state: Any = None,
     ) -> NDArray:
         """Class probabilities ``(n_samples, n_classes)``, columns in ``classes_`` order.
 
         One pass and GLM: the probit approximation of the Gaussian logits (``link="probit"``)
         or a Monte Carlo average over them (``link="mc"``); ``method="mc"``: the average of
-        the probabilities over weight samples.
+        the probabilities over weight samples. ``n_samples`` (Monte Carlo draws) and
+        ``random_state`` default to the constructor's and to the seed fixed in `fit`.
         """
         self._check()
         if self.task_ != "classification":
             raise TypeError("predict_proba is defined for classifiers; use predict_distribution.")
         method = self.method if method is None else method
+        count = self._n(n_samples)
         output = self.view_.network.output
         if method == "mc":
 
             def mixture(f: NDArray, _: slice) -> tuple[NDArray]:
                 return (np.exp(_mixture_log_proba(f, output)),)
 
-            return self._monte_carlo(self._transform(X), self.n_samples, random_state, mixture)[0]
+            return self._monte_carlo(self._transform(X), count, random_state, mixture)[0]
         mean, var = self.predict_distribution(X, method)
         if self.link == "probit":
             return class_probabilities(probit_logits(mean, var), output)
@@ -686,11 +693,11 @@ class LinearizedPredictive(VersionedState, BaseEstimator):
         rng, std = np.random.default_rng(seed), np.sqrt(var)
         total: Any = 0.0  # then a sum of (n, K) arrays (one block at least)
         # blocks of samples drawn in turn from one stream: the draws of one (S, n, K) array
-        for samples in _row_blocks(self.n_samples, mean.size):
-            count = min(samples.stop, self.n_samples) - samples.start
-            logits = mean + std * rng.standard_normal((count, *mean.shape))
+        for samples in _row_blocks(count, mean.size):
+            drawn = min(samples.stop, count) - samples.start
+            logits = mean + std * rng.standard_normal((drawn, *mean.shape))
             total = total + np.exp(_log_proba_samples(logits, output)).sum(axis=0)
-        return total / self.n_samples
+        return total / count
 
     def predict(self, X: ArrayLike, method: str | None = None) -> NDArray:
         """Predictive mean (regression) or the most probable class (classification)."""
