@@ -1233,3 +1233,26 @@ def test_one_row_of_a_frame_as_a_series_is_refused_naming_x(data):
     text_model = SplitConformalClassifier(make_pipeline(CountVectorizer(), MultinomialNB()))
     text_model.fit(texts[:60], labels[:60]).calibrate(texts[60:], labels[60:])
     assert text_model.predict_set(texts[:4]).shape == (4, 2)
+
+
+def test_not_calibrated_errors_name_the_method_called():
+    """predict_set of a scalar regressor and Venn-Abers' predict / predict_proba named
+    predict_interval and predict_proba_bounds; an unfitted HeadEnsemble's predict raised
+    AttributeError (classes_) instead of NotFittedError."""
+    from uqconform import ConformalizedQuantileRegressor, VennAbersCalibrator
+    from uqconform.classification.heads import HeadEnsemble
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(120, 3))
+    y = X[:, 0] + rng.normal(size=120)
+    labels = (y > 0).astype(int)
+    for model, method in [
+        (SplitConformalRegressor().fit(X, y), "predict_set"),
+        (ConformalizedQuantileRegressor().fit(X, y), "predict_set"),
+        (VennAbersCalibrator().fit(X, labels), "predict"),
+        (VennAbersCalibrator().fit(X, labels), "predict_proba"),
+    ]:
+        with pytest.raises(NotFittedError, match=rf"\.{method} needs calibration"):
+            getattr(model, method)(X[:3])
+    with pytest.raises(NotFittedError):
+        HeadEnsemble().predict(X[:3])

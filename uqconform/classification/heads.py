@@ -289,4 +289,5 @@ class HeadEnsemble(VersionedState, RoutesFitParams, ClassifierMixin, BaseEstimat
 
     def predict(self, X: ArrayLike) -> NDArray:
         """Label with the largest mean probability."""
-        return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
+        proba = self.predict_proba(X)  # NotFittedError before fit (classes_ read after)
+        return self.classes_[np.argmax(proba, axis=1)]

@@ -387,7 +387,10 @@ class VennAbersCalibrator(ClassifierMixin, ModelWrapper):
         For a binary problem the second class's pair is computed and the first class's
         is ``[1 - p1, 1 - p0]``.
         """
-        self._check_calibrated("predict_proba_bounds")
+        return self._pairs(X, "predict_proba_bounds")
+
+    def _pairs(self, X: Any, method: str) -> NDArray:
+        self._check_calibrated(method)  # names the method the user called
         X = self._validate_X(X, reset=False)
         self._check_nan(X)
         proba = class_probabilities(self.estimator_, X, self.classes_.size)
@@ -397,12 +400,12 @@ class VennAbersCalibrator(ClassifierMixin, ModelWrapper):
         """Merged probabilities ``p1 / (1 - p0 + p1)``, shape ``(n_samples, n_classes)``:
         inside each pair for two classes; with more, rescaled to sum to one, which can
         move a probability outside its class's pair."""
-        bounds = self.predict_proba_bounds(X)
-        return _merged_probabilities(bounds[:, :, None, :])
+        return _merged_probabilities(self._pairs(X, "predict_proba")[:, :, None, :])
 
     def predict(self, X: Any) -> NDArray:
         """The class with the largest calibrated probability."""
-        return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
+        proba = _merged_probabilities(self._pairs(X, "predict")[:, :, None, :])
+        return self.classes_[np.argmax(proba, axis=1)]
 
 
 class CrossVennAbersCalibrator(CrossFitClassifier):

@@ -419,7 +419,7 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
         self, X: Any, alpha: float | ArrayLike | None = None, groups: ArrayLike | None = None
     ) -> NDArray:
         """The native prediction set of a scalar regressor: `predict_interval`."""
-        return self.predict_interval(X, alpha=alpha, groups=groups)
+        return self._predict_batched(X, alpha, groups, (2,), float, "predict_set")
 
     def predict_pvalue(
         self,
