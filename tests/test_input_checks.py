@@ -1256,3 +1256,49 @@ def test_not_calibrated_errors_name_the_method_called():
             getattr(model, method)(X[:3])
     with pytest.raises(NotFittedError):
         HeadEnsemble().predict(X[:3])
+
+
+def test_split_wrappers_refuse_fit_parameters_changed_since_fit():
+    """As the cross, time-series and multi-output wrappers do: a model fit trained is not
+    used for parameters it was not trained with (it was, silently: set_params(n_heads=4)
+    after fit kept 3 heads, a new difficulty_estimator kept the old difficulty model)."""
+    from sklearn.linear_model import LogisticRegression, Ridge
+
+    from uqconform import EnsembleConformalClassifier, SplitConformalClassifier
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 3))
+    y = X[:, 0] + rng.normal(size=300)
+    labels = (y > 0).astype(int)
+    cases = [
+        (SplitConformalRegressor(Ridge()), y, {"estimator__alpha": 5.0}),
+        (
+            SplitConformalRegressor(Ridge(), conformity_score="normalized", cv=3),
+            y,
+            {"difficulty_estimator": Ridge()},
+        ),
+        (
+            SplitConformalClassifier(LogisticRegression()),
+            labels,
+            {"estimator": LogisticRegression(C=0.1)},
+        ),
+        (EnsembleConformalClassifier(LogisticRegression(), n_heads=3), labels, {"n_heads": 4}),
+    ]
+    for model, target, change in cases:
+        model.fit(X[:150], target[:150]).calibrate(X[150:], target[150:])
+        name = next(iter(change)).split("__")[0]
+        model.set_params(**change)
+        predict = getattr(model, "predict_set")
+        with pytest.raises(
+            NotFittedError, match=rf"predict_set: parameters changed since fit .*{name}"
+        ):
+            predict(X[:5])
+        with pytest.raises(NotFittedError, match=r"calibrate: .*call fit\(X, y\) and calibrate"):
+            model.calibrate(X[150:], target[150:])
+        model.fit(X[:150], target[:150]).calibrate(X[150:], target[150:])  # mended
+        assert predict(X[:5]).shape[0] == 5
+    # a model given fitted is adopted again at each calibrate: no refusal
+    first = Ridge().fit(X, y)
+    prefit = SplitConformalRegressor(first).calibrate(X[150:], y[150:])
+    other = Ridge(alpha=9.0).fit(X, y)
+    assert prefit.set_params(estimator=other).calibrate(X[150:], y[150:]).estimator_ is other

@@ -291,6 +291,7 @@ def check_calibrated(model: Any, method: str, attribute: str = "conformity_score
             f"{type(model).__name__}.{method} needs calibration: call "
             "calibrate(X_calib, y_calib) on held-out data first."
         )
+    check_calibration_settings(model, method, step="fit")
     check_calibration_settings(model, method)
 
 
@@ -428,6 +429,9 @@ class ModelWrapper(VersionedState, RoutesFitParams, BaseEstimator, metaclass=ABC
 
     #: The attribute ``calibrate`` sets: prediction before it is refused.
     _calibrated_attribute: str = "conformity_scores_"
+    #: What the model trained by `fit` depends on: changed after fit (``set_params``),
+    #: calibration and prediction ask for a new fit instead of using the old model.
+    _fit_params: tuple[str, ...] = ("estimator",)
 
     # ---- hooks -----------------------------------------------------------------------
     @abstractmethod
@@ -508,6 +512,7 @@ class ModelWrapper(VersionedState, RoutesFitParams, BaseEstimator, metaclass=ABC
         self.estimator_.fit(X, y, **model_params)
         self._after_fit(X, y, **fit_params)
         remember_training_rows(self, X, y, trained=self._fit_trains_on_rows())
+        record_calibration_settings(self, step="fit")
         return self
 
     def _fit_trains_on_rows(self) -> bool:
@@ -556,6 +561,7 @@ class ModelWrapper(VersionedState, RoutesFitParams, BaseEstimator, metaclass=ABC
             ) from None
         self.estimator_ = prefit
         self._estimator_adopted = True  # re-adopted at each calibrate, so set_params applies
+        self.__dict__.pop("_fit_settings", None)  # nothing was trained by fit
         for name in ("n_features_in_", "feature_names_in_"):
             if hasattr(prefit, name):
                 setattr(self, name, getattr(prefit, name))
@@ -583,6 +589,8 @@ class ModelWrapper(VersionedState, RoutesFitParams, BaseEstimator, metaclass=ABC
         self._validate_params()
         if not hasattr(self, "estimator_") or self.__dict__.get("_estimator_adopted", False):
             self._use_prefit_estimator()
+        else:  # the model fit trained: the parameters it was trained with still hold?
+            check_calibration_settings(self, "calibrate", step="fit")
         self._reset_calibration()
         return self._validate_X(X, reset=not hasattr(self, "n_features_in_"))
 

@@ -373,6 +373,7 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
             self._as_model_input(noisy.reshape(-1, d)), np.tile(y, augment), **params
         )
         remember_training_rows(self, X, y, trained=self._fit_trains_on_rows())
+        record_calibration_settings(self, step="fit")
         return self
 
     # ---- calibration -------------------------------------------------------------------------

@@ -107,6 +107,8 @@ class EnsembleConformalClassifier(SplitConformalClassifier):
     def _estimator_or_default(self) -> BaseEstimator:
         return self._heads()
 
+    _fit_params = ("estimator", "n_heads", "diversity")  # the heads fit trained
+
     def _make_estimator(self) -> BaseEstimator:
         return self._heads()
 

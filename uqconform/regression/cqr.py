@@ -263,6 +263,8 @@ class ConformalizedQuantileRegressor(SplitConformalRegressor):
         base = self._estimator_or_default()
         return {"estimator": QuantileBand(base, base)}
 
+    _fit_params = ("estimator", "quantile_param")  # the quantile models fit trained
+
     def _make_estimator(self) -> QuantileBand:
         seed = self.random_state
         pair = self._pair()

@@ -263,6 +263,13 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
             1e-3 * float(np.median(positive)) if positive.size else _ZERO_SPREAD_FLOOR
         )
 
+    @property
+    def _fit_params(self) -> tuple[str, ...]:  # type: ignore[override]
+        """The model fit trained, and the difficulty model if fit trained one too."""
+        if self.__dict__.get("_difficulty_is_residual_model", False):
+            return ("estimator", "difficulty_estimator", "cv")
+        return ("estimator",)
+
     def _fit_trains_on_rows(self) -> bool:
         # a difficulty model trained on the fit rows counts too (also around a frozen model)
         return super()._fit_trains_on_rows() or self.__dict__.get(
