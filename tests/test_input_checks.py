@@ -1288,7 +1288,7 @@ def test_split_wrappers_refuse_fit_parameters_changed_since_fit():
         model.fit(X[:150], target[:150]).calibrate(X[150:], target[150:])
         name = next(iter(change)).split("__")[0]
         model.set_params(**change)
-        predict = getattr(model, "predict_set")
+        predict = model.predict_set
         with pytest.raises(
             NotFittedError, match=rf"predict_set: parameters changed since fit .*{name}"
         ):

@@ -28,7 +28,13 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.tree import DecisionTreeRegressor
 
-from uqconform.linearize import Linearization, linearize, parameter_count, weight_decay
+from uqconform.linearize import (
+    Linearization,
+    linearize,
+    parameter_count,
+    parameter_digest,
+    weight_decay,
+)
 
 
 def _data(n=40, d=3, seed=0):
@@ -192,6 +198,38 @@ def test_minibatch_solvers_count_the_penalty_once_per_batch(batch_size):
     penalty = lin.penalized * _mlp_parameters(model)
     implied = -(penalty @ (lin.jacobian.T @ (lin.prediction - y))) / (penalty @ penalty)
     assert implied == pytest.approx(expected, rel=0.05)
+
+
+def test_minibatch_rows_are_read_over_the_models_whole_training():
+    # t_ counts every row since initialisation and n_iter_ only the last call: five
+    # partial_fit calls on 1000 rows read as 5000 rows per epoch (factor 100, not 20)
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(1000, 3)), rng.normal(size=1000)
+    model = MLPRegressor(hidden_layer_sizes=(3,), batch_size=50, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        for _ in range(5):
+            model.partial_fit(X, y)
+    assert weight_decay(model) == pytest.approx(model.alpha * 1000 / 50)
+
+
+def test_parameter_digest_reads_torch_parameters_and_buffers_only():
+    torch = pytest.importorskip("torch")
+
+    class WithExtraState(torch.nn.Sequential):
+        def get_extra_state(self):  # a dict in state_dict(): not a tensor
+            return {"note": [0.0]}
+
+        def set_extra_state(self, state):
+            pass
+
+    torch.manual_seed(0)
+    module = WithExtraState(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4), torch.nn.Linear(4, 1))
+    before = parameter_digest(module)
+    assert parameter_digest(copy.deepcopy(module)) == before
+    with torch.no_grad():
+        module[0].weight[0, 0] += 1.0
+    assert parameter_digest(module) != before
 
 
 def test_mlp_weight_decay_matches_sklearn_backprop():

@@ -29,7 +29,7 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.tree import DecisionTreeRegressor
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from uqconform.evaluation import coverage, coverage_bounds, mean_volume
+from uqconform.evaluation import coverage, coverage_bounds, evaluate, mean_volume
 from uqconform.multioutput import (
     EllipsoidalConformalRegressor,
     MultiOutputConformalRegressor,
@@ -246,6 +246,8 @@ def test_output_columns_of_a_dataframe_target_are_kept_and_checked(data):
     model.calibrate(Xc, Yc)  # an array carries no names to compare
     with pytest.raises(ValueError, match="differ from those seen at fit"):
         model.nonconformity(Xc, pd.DataFrame(Yc, columns=["a", "b"]))
+    with pytest.raises(ValueError, match="differ from those seen at fit"):  # evaluate too
+        evaluate(model, Xc, pd.DataFrame(Yc, columns=["lon", "lat"]))
     assert not hasattr(model.fit(Xf, Yf), "output_names_in_")  # a refit forgets them
 
 
@@ -260,6 +262,11 @@ def test_degenerate_residuals_and_non_partition_folds_are_named():
         warnings.simplefilter("error")
         X, Y = correlated_data(200, seed=3, d=3)
         EllipsoidalConformalRegressor(LinearRegression()).fit(X, Y)
+        # outputs dependent in the data, with rows enough: the calibration residuals share
+        # the flat direction, so nothing is huge and nothing is said
+        dependent = np.c_[Y, Y[:, 0] + Y[:, 1]]
+        model = EllipsoidalConformalRegressor(LinearRegression()).fit(X[:100], dependent[:100])
+        assert model.calibrate(X[100:], dependent[100:]).radius_ < 10
     for model in (EllipsoidalConformalRegressor, RectangularConformalRegressor):
         with pytest.raises(ValueError, match=r"`cv` \(TimeSeriesSplit\) must hold every fit row"):
             model(cv=TimeSeriesSplit(3)).fit(X, Y)

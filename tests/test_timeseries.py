@@ -665,6 +665,8 @@ def test_spci_issues_the_same_interval_again_whatever_its_seed():
         for _ in range(2)
     ]
     assert not np.array_equal(*fits)  # still random across fits without a seed
+    model.__dict__["_forest_seed"] = None  # as pickled by an older build: still predicts
+    assert np.isfinite(model.predict_interval(X[126:127])).all()
 
 
 def test_spci_is_narrower_than_enbpi_on_autocorrelated_residuals():

@@ -244,11 +244,13 @@ def parameter_count(estimator: Any, *, curvature: str = "full") -> int:
 def parameter_digest(estimator: Any) -> str:
     """A digest of a fitted model's learnt state, to notice a model retrained in place.
 
-    Hashes the numbers a model learnt: a torch module's ``state_dict``; for scikit-learn
-    objects, every public fitted attribute (name ending in ``_``) holding numbers, through
-    Pipelines, FrozenEstimator, TransformedTargetRegressor and searches (their fitted
-    sub-models). Equal for a pickled copy; it changes when ``fit`` runs again on other
-    data or another seed.
+    Hashes the numbers a model learnt: a torch module's parameters and buffers; for
+    scikit-learn objects, every public fitted attribute (name ending in ``_``) holding
+    numpy numbers, through Pipelines, FrozenEstimator, TransformedTargetRegressor and
+    searches (their fitted sub-models). Equal for a pickled copy; it changes when the
+    models `linearize` reads (linear models, MLPs, torch modules) are trained again on
+    other data or with another seed. Models that keep what they learnt in other objects
+    (scikit-learn's trees) are not covered.
 
     Examples
     --------
@@ -271,9 +273,19 @@ def _feed_digest(digest: Any, value: Any, seen: set[int]) -> None:
             return
         seen.add(id(value))
     if _is_torch_module(value):
-        for name, tensor in value.state_dict().items():
-            digest.update(name.encode())
-            digest.update(tensor.detach().cpu().double().numpy().tobytes())
+        for name, tensor in [*value.named_parameters(), *value.named_buffers()]:
+            digest.update(f"{name}{tuple(tensor.shape)}{tensor.dtype}".encode())
+            data = tensor.detach().cpu()
+            try:
+                digest.update(data.contiguous().numpy().tobytes())
+            except (TypeError, RuntimeError):  # dtypes numpy lacks (bfloat16)
+                digest.update(data.double().numpy().tobytes())
+    elif (
+        isinstance(value, (list, tuple))
+        and value
+        and all(isinstance(item, (int, float, np.number)) for item in value)
+    ):
+        digest.update(np.asarray(value, dtype=float).tobytes())  # a loss curve, say
     elif isinstance(value, np.ndarray):
         if value.dtype.kind in "biuf":  # numbers; object arrays hold addresses
             digest.update(f"{value.shape}{value.dtype}".encode())
@@ -302,7 +314,10 @@ def _minibatch_factor(model: MLPRegressor) -> float:
     """How many times a stochastic solver's epoch counts ``alpha`` against the sum of
     squares: ``(N / K) * sum_k 1 / b_k`` over the ``K`` minibatches ``b_k`` of its ``N``
     training rows (``N / B`` for equal batches); 1 for ``lbfgs`` (one full batch)."""
-    epochs, seen = int(getattr(model, "n_iter_", 0)), int(getattr(model, "t_", 0))
+    # t_ and loss_curve_ both count from the model's initialisation (warm starts and
+    # partial_fit calls add to both; n_iter_ counts the last call only)
+    epochs = len(getattr(model, "loss_curve_", None) or ())
+    seen = int(getattr(model, "t_", 0))
     if model.solver == "lbfgs" or epochs < 1 or seen < 1:
         return 1.0
     n = max(1, round(seen / epochs))  # rows per epoch (after early stopping's split)
@@ -330,7 +345,9 @@ def weight_decay(estimator: Any) -> float | None:
       the batch size, so the penalty counts once per batch: an epoch of ``K`` batches of
       size ``B`` settles at the strength ``alpha * K = alpha * N / B`` (``N`` training
       rows, read off the fitted model as ``t_ / n_iter_``; a smaller last batch weighs
-      in as ``alpha * (N / K) * sum_k 1 / b_k``).
+      in as ``alpha * (N / K) * sum_k 1 / b_k``). ``N`` is then ``t_`` over the epochs in
+      ``loss_curve_`` (both count from the initialisation): exact for one fit, or for
+      warm starts and ``partial_fit`` calls on equally many rows; an average otherwise.
     * Other linear models (Lasso, ElasticNet, SGDRegressor, HuberRegressor, ...) and torch
       modules: ``None`` (no L2 penalty of this form, or one that depends on quantities the
       fitted model does not store).

@@ -380,6 +380,9 @@ def evaluate(
             f"`groups` has {np.shape(groups)[0]} entries but `y_test` has {y.shape[0]}."
         )
     task, method, y = _task_and_method(model, y)
+    check_names = getattr(model, "_check_output_names", None)
+    if task == "multioutput" and check_names is not None:  # swapped outputs: an error
+        check_names(y_test, learn=False)
     kwargs: dict[str, Any] = {"alpha": alphas.tolist()}
     if groups is not None and getattr(model, "groups_", None) is not None:
         kwargs["groups"] = groups  # a Mondrian model needs them; others only get the table

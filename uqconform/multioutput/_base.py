@@ -143,12 +143,15 @@ def out_of_fold_prediction(
     return np.asarray(predicted, dtype=float).reshape(Y.shape)
 
 
-def warn_if_degenerate(residuals: NDArray, what: str) -> None:
+def warn_if_degenerate(residuals: NDArray, n_features: int, what: str) -> None:
     """Warn when the residual rows ``(n, d)`` that learn a region's shape span fewer than
-    ``d`` directions: the shape is then flat in the missing ones, and the calibrated
-    radius (and volume) huge."""
+    ``d`` directions because there are too few of them (``n < d + p + 1`` for ``p``
+    features): the shape is then flat in directions new rows do not keep to, and the
+    calibrated radius (and volume) huge. Outputs that are dependent in the data (one
+    predicted exactly, one the sum of others) with enough rows are no such case: the
+    calibration residuals share the flat directions."""
     n, d = residuals.shape
-    if d < 2 or not n:
+    if d < 2 or not n or n >= d + n_features + 1:
         return
     rank = int(np.linalg.matrix_rank(residuals))
     if rank < d:

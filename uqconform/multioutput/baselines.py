@@ -214,7 +214,9 @@ class EllipsoidalConformalRegressor(_ResidualShapeRegressor):
         self.n_jobs = n_jobs
 
     def _fit_shape(self, X: Any, residuals: NDArray) -> None:
-        warn_if_degenerate(residuals, "learn the ellipsoid's covariance")
+        warn_if_degenerate(
+            residuals, getattr(self, "n_features_in_", 0), "learn the ellipsoid's covariance"
+        )
         self.covariance_ = _regularised(_second_moment(residuals))
         self._cholesky = np.linalg.cholesky(self.covariance_)
         if self.covariance == "local":

@@ -480,7 +480,9 @@ class ResidualCONTRA(_FlowRegions):
                 )
                 residuals = residuals[keep]
                 X_flow = take_rows(X, np.flatnonzero(keep))
-        warn_if_degenerate(residuals, "train the residual flow")
+        warn_if_degenerate(
+            residuals, getattr(self, "n_features_in_", 0), "train the residual flow"
+        )
         self._train_residual_flow(X_flow, residuals)
 
     def _oob_residuals(self, Y: NDArray) -> NDArray:

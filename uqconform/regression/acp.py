@@ -534,7 +534,8 @@ class ApproximateFullConformalRegressor(
         else:
             check_calibration_settings(self, method)
         # ... and with these weights: a model held by reference may be retrained in place
-        if parameter_digest(self.estimator_) != self.__dict__.get("_parameter_digest"):
+        recorded = self.__dict__.get("_parameter_digest")  # None: pickled by an older build
+        if recorded is not None and parameter_digest(self.estimator_) != recorded:
             again = "fit(X, y)" if self.mode_ == "full" else "calibrate(X_calib, y_calib)"
             raise NotFittedError(
                 f"{type(self).__name__}.{method}: the estimator's learnt parameters changed "

@@ -143,7 +143,8 @@ class SPCI(SequentialConformalRegressor):
         # of variance below 2e-16 is not split) would otherwise depend on the units of y.
         window = int(self.window)
         windows, scaled_targets, query = self._scaled_pairs(memory, window)
-        seed = (self._forest_seed + self.n_steps_) % 2**32
+        base = self._forest_seed  # None: a model pickled before seeds were drawn at fit
+        seed = None if base is None else (base + self.n_steps_) % 2**32
         forest = RandomForestRegressor(
             n_estimators=self.n_trees, max_depth=self.max_depth, random_state=seed
         )
