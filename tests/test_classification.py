@@ -508,3 +508,63 @@ def test_labels_of_another_type_than_the_classes_are_unknown_labels():
     assert model.classes_.dtype == object
     with pytest.raises(ValueError, match=r"never saw during fit: \[0, 1\]"):
         SplitConformalClassifier(model).calibrate(X[100:], (labels[100:] == "yes").astype(int))
+
+
+def test_a_score_object_changed_in_place_asks_for_a_new_calibration():
+    # the object was recorded by identity: lambda_reg set on it after calibrate took
+    # coverage from 0.89 to 0.36 without a word (set_params of the same change was refused)
+    from uqconform import CrossConformalClassifier
+    from uqconform.scores import RAPSScore
+
+    X, y = load_digits(return_X_y=True)
+    X = X / 16
+    for make in (SplitConformalClassifier, CrossConformalClassifier):
+        score = RAPSScore(k_reg=0, lambda_reg=0.0)
+        model = make(LogisticRegression(max_iter=500), conformity_score=score, random_state=0)
+        if make is SplitConformalClassifier:
+            model.fit(X[:600], y[:600]).calibrate(X[600:1200], y[600:1200])
+        else:
+            model.fit(X[:600], y[:600])
+        before = model.predict_set(X[1200:1300])
+        score.lambda_reg = 0.5
+        with pytest.raises(NotFittedError, match="changed since"):
+            model.predict_set(X[1200:1300])
+        score.lambda_reg = 0.0  # back as it was: the same setting
+        np.testing.assert_array_equal(model.predict_set(X[1200:1300]), before)
+        # an equal new object is the same setting
+        model.set_params(conformity_score=RAPSScore(k_reg=0, lambda_reg=0.0))
+        np.testing.assert_array_equal(model.predict_set(X[1200:1300]), before)
+
+
+def test_non_randomised_saps_keeps_the_top_label():
+    # with u = 1 alone the rows the model is surest about got empty sets (2-16% on digits)
+    X, y = load_digits(return_X_y=True)
+    order = np.random.default_rng(0).permutation(len(y))
+    X, y = X[order] / 16, y[order]
+    model = LogisticRegression(max_iter=2000).fit(X[:600], y[:600])
+    for alpha in (0.05, 0.2):
+        cp = SplitConformalClassifier(
+            FrozenEstimator(model), alpha=alpha, conformity_score="saps", randomized=False
+        ).calibrate(X[600:1100], y[600:1100])
+        sets = cp.predict_set(X[1100:])
+        assert sets.any(axis=1).all()
+        assert sets[np.arange(len(sets)), model.predict_proba(X[1100:]).argmax(axis=1)].all()
+        assert sets[np.arange(len(sets)), y[1100:]].mean() >= 1 - alpha
+
+
+def test_settings_a_score_object_would_ignore_are_refused():
+    from uqconform.scores import APSScore
+
+    X, y = load_digits(return_X_y=True)
+    model = SplitConformalClassifier(
+        LogisticRegression(max_iter=300), conformity_score=APSScore(), randomized=False
+    )
+    with pytest.raises(ValueError, match=r"randomized=False would be ignored"):
+        model.fit(X[:300] / 16, y[:300]).calibrate(X[300:600] / 16, y[300:600])
+
+
+def test_fit_on_one_class_names_y():
+    # it failed with the model's own message ("This solver needs samples of at least 2
+    # classes"), which does not name the argument
+    with pytest.raises(ValueError, match=r"`y` holds one class \(\[3\]\)"):
+        SplitConformalClassifier().fit(np.ones((6, 2)), np.full(6, 3))

@@ -15,6 +15,7 @@ turn a batch of model outputs and thresholds into intervals or sets.
 
 from __future__ import annotations
 
+import copy
 import functools
 from abc import ABCMeta, abstractmethod
 from collections.abc import Callable, Collection, Sequence
@@ -199,6 +200,8 @@ class _FittedState:
         learned = _learning_params(value) is not None
         if not learned and hasattr(value, "split") and hasattr(value, "get_n_splits"):
             return _SplitterState(value)  # a cross-validation splitter
+        if getattr(value, "_conformity_score", False) and hasattr(value, "__dict__"):
+            return _ScoreState(value)  # a score object, whose settings can be set in place
         return cls(value) if learned or hasattr(value, "_fit_token") else value
 
     def _changed(self) -> dict[str, Any]:
@@ -240,6 +243,29 @@ class _SplitterState:
 
     def __eq__(self, other: object) -> bool:
         return type(other) is self.kind and repr(other) == self.text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+class _ScoreState:
+    """A recorded conformity score object (``RAPSScore(lambda_reg=0.01)``): equal to a score
+    of the same type with the same attributes, so that an equal new object is the same
+    setting and a change in place (``score.lambda_reg = 0.5``) is not."""
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __init__(self, value: Any):
+        self.kind, self.text = type(value), repr(value)
+        self.attributes = copy.deepcopy(vars(value))
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not self.kind:
+            return False
+        now = vars(other)
+        return now.keys() == self.attributes.keys() and all(
+            _same_setting(value, now[name]) for name, value in self.attributes.items()
+        )
 
     def __repr__(self) -> str:
         return self.text

@@ -128,8 +128,9 @@ default="lac"
         Randomise APS/RAPS/SAPS with one uniform draw per row, so coverage exceeds
         ``1 - alpha`` by less than ``1/(n + 1)`` (when no probability is exactly 0).
         ``False``: APS and RAPS sets keep the label that crosses the threshold (never
-        empty, more conservative); SAPS uses the draw ``u = 1`` (its sets can still be
-        empty on confident rows). Non-randomised
+        empty, more conservative); SAPS scores with the draw ``u = 1`` and always keeps
+        the top-ranked label (never empty: with ``u = 1`` alone, confident rows got empty
+        sets). Non-randomised
         APS on exact 0/1 probabilities (a fully grown tree) puts every class in every set.
         LAC and top-k draw nothing (LAC sets can be empty whatever this is).
     k_reg : int, default=1
@@ -238,7 +239,12 @@ default="lac"
         return model_classes(self.estimator_)
 
     def _check_target(self, y, n, *, calibrating):
-        return check_class_labels(y, n)
+        labels = check_class_labels(y, n)
+        if not calibrating and np.unique(labels).size < 2:  # fit: a classifier needs two
+            raise ValueError(
+                f"`y` holds one class ({np.unique(labels).tolist()}): at least two are needed."
+            )
+        return labels
 
     def _output_columns(self) -> int:
         return len(self.classes_)
@@ -309,9 +315,11 @@ default="lac"
         ``class_conditional=True``) are at least the score of ``(x, c)``. For a true label
         it is uniform on ``{1/(n + 1), ..., 1}`` or above (valid), and
         ``predict_set(X, alpha)`` holds exactly the classes whose p-value exceeds
-        ``alpha``: always for LAC and top-k, and for randomised scores with an int
+        ``alpha``: for LAC and top-k, and for randomised scores with an int
         ``random_state`` (the same draws for the same rows in the same order; with
-        ``None`` or a Generator every call draws afresh). With
+        ``None`` or a Generator every call draws afresh), except at levels within
+        rounding of a multiple of ``1 / (n + 1)`` (the sets' rank tolerance counts
+        ``(n + 1) alpha`` near an integer as that integer; the p-values are exact). With
         ``likelihood_ratio``: ``(W_m + w) / (W + w)``, the calibration weights of those
         ``m`` scores and of all ``n``, plus the row's own weight ``w``.
 

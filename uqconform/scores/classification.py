@@ -61,6 +61,10 @@ class ClassificationScore(ABC):
     (75, 3)
     """
 
+    #: Recorded by value when a wrapper calibrates with it: a setting changed in place
+    #: afterwards (``score.lambda_reg = 0.5``) asks for a new calibration.
+    _conformity_score = True
+
     randomized: bool = False
 
     @abstractmethod
@@ -226,13 +230,18 @@ class SAPSScore(ClassificationScore):
     weight : float, default=0.3
         Cost of each rank beyond the first (``lambda`` in the paper).
     randomized : bool, default=True
-        ``False`` uses ``u = 1``.
+        ``False`` scores with ``u = 1``, and a set always keeps the top-ranked label (its
+        set score is 0, at most its calibration score, so coverage stays at least
+        ``1 - alpha``): with ``u = 1`` alone, a row whose top probability exceeds the
+        threshold would get an empty set, exactly where the model is surest.
 
     Examples
     --------
     >>> import numpy as np
     >>> SAPSScore(weight=0.5, randomized=False).scores(np.array([[0.2, 0.5, 0.3]]))
     array([[1.5, 0.5, 1. ]])
+    >>> SAPSScore(weight=0.5, randomized=False).set_scores(np.array([[0.2, 0.5, 0.3]]))
+    array([[1.5, 0. , 1. ]])
     """
 
     def __init__(self, weight: float = 0.3, randomized: bool = True):
@@ -246,6 +255,13 @@ class SAPSScore(ClassificationScore):
         top = proba.max(axis=1, keepdims=True)
         draw = u[:, None] if self.randomized else 1.0
         return np.where(ranks == 1, draw * top, top + (ranks - 2 + draw) * self.weight)
+
+    def set_scores(self, proba, u=None):
+        values = self.scores(proba, u)
+        if not self.randomized:  # the top-ranked label is always kept
+            top = _descending_order(proba)[:, :1]
+            np.put_along_axis(values, top, 0.0, axis=1)
+        return values
 
 
 class TopKScore(ClassificationScore):
@@ -264,6 +280,14 @@ class TopKScore(ClassificationScore):
         order = _descending_order(proba)
         ranks = np.broadcast_to(np.arange(1.0, proba.shape[1] + 1), proba.shape)
         return _unsort(np.ascontiguousarray(ranks), order)
+
+
+def _same_value(value: object, default: object) -> bool:
+    """``value == default`` for plain settings (no error on arrays or odd objects)."""
+    try:
+        return bool(value == default) and type(value) is not str
+    except (TypeError, ValueError):
+        return False
 
 
 def get_classification_score(
@@ -297,6 +321,16 @@ def get_classification_score(
     RAPSScore(k_reg=2, lambda_reg=0.01, randomized=True)
     """
     if isinstance(score, ClassificationScore):
+        given = {"randomized": randomized, "k_reg": k_reg, "lambda_reg": lambda_reg}
+        given["saps_weight"] = saps_weight
+        defaults = {"randomized": True, "k_reg": 1, "lambda_reg": 0.01, "saps_weight": 0.3}
+        ignored = [f"{k}={v!r}" for k, v in given.items() if not _same_value(v, defaults[k])]
+        if ignored:
+            raise ValueError(
+                f"{', '.join(ignored)} would be ignored: `conformity_score` is a score object "
+                f"({score!r}), which carries its own settings. Set them on the object, or "
+                "pass the score's name."
+            )
         return score
     check_bool(randomized, "randomized")
     check_int(k_reg, "k_reg", low=0)

@@ -127,6 +127,10 @@ class RegressionScore(ABC):
     array([[0.5, 2. ]])
     """
 
+    #: Recorded by value when a wrapper calibrates with it: a setting changed in place
+    #: afterwards (``score.lambda_reg = 0.5``) asks for a new calibration.
+    _conformity_score = True
+
     n_components: int = 1
     needs_difficulty: bool = False
 
