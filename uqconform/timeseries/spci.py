@@ -23,7 +23,11 @@ class SPCI(SequentialConformalRegressor):
     At every step a quantile regression forest is refitted on (last ``window`` residuals ->
     next residual) pairs of the residual memory, and the interval uses its conditional
     quantiles at the current window (Meinshausen weights, computed from scikit-learn's
-    leaf indices). Adapts to residual dependence, at the cost of a forest fit per step.
+    leaf indices). Adapts to residual dependence, at the cost of a forest fit per step,
+    which grows with the residual memory: measured on two cores, 0.13 s per step with
+    1,000 windows and 0.9 s with 7,000. With ``memory=None`` (every residual kept) a long
+    stream slows down step after step (5,000 steps: about 50 minutes); give ``memory``
+    for long streams.
 
     Fitted attributes every sequential method has (``source_``, ``fit_residuals_``,
     ``scale_``, ``memory_``, ``n_steps_``, ``coverage_history_``, ...) are described on
