@@ -12,7 +12,7 @@ from __future__ import annotations
 import numbers
 from abc import abstractmethod
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 from joblib import delayed
@@ -60,7 +60,7 @@ class CrossFitWrapper(ModelWrapper):
 
     _calibrated_attribute = "conformity_scores_"
     #: What the fit depends on: changed after fit, prediction asks for a new fit.
-    _fit_params: tuple[str, ...] = ("estimator", "cv", "random_state")
+    _fit_params: ClassVar[tuple[str, ...]] = ("estimator", "cv", "random_state")
     #: The split-conformal wrapper to advise when a fitted model is given.
     _split_alternative: str = ""
 

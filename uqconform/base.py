@@ -19,7 +19,7 @@ import copy
 import functools
 from abc import ABCMeta, abstractmethod
 from collections.abc import Callable, Collection, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -457,7 +457,7 @@ class ModelWrapper(VersionedState, RoutesFitParams, BaseEstimator, metaclass=ABC
     _calibrated_attribute: str = "conformity_scores_"
     #: What the model trained by `fit` depends on: changed after fit (``set_params``),
     #: calibration and prediction ask for a new fit instead of using the old model.
-    _fit_params: tuple[str, ...] = ("estimator",)
+    _fit_params: ClassVar[tuple[str, ...]] = ("estimator",)
 
     # ---- hooks -----------------------------------------------------------------------
     @abstractmethod
