@@ -105,8 +105,8 @@ def test_n_jobs_reaches_the_out_of_fold_predictions(name, monkeypatch):
 
     module = {
         "normalized split": "uqconform.regression.split",
-        "ellipse": "uqconform.multioutput.baselines",
-        "box": "uqconform.multioutput.baselines",
+        "ellipse": "uqconform.multioutput._base",
+        "box": "uqconform.multioutput._base",
     }[name]
     seen = []
 
