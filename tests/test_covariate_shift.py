@@ -263,6 +263,12 @@ def test_all_zero_calibration_weights_warn_at_calibrate():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert np.isinf(cp.predict_interval(Xt)).all()
+    half = lambda X: (np.asarray(X)[:, 1] > 0).astype(float)  # noqa: E731
+    cp = SplitConformalRegressor(Ridge(), likelihood_ratio=half).fit(Xf, yf)
+    with pytest.warns(
+        UserWarning, match=r"weight 0 to every calibration row of 1 group \(\[0\]\)"
+    ):
+        cp.calibrate(Xc, yc, groups=(Xc[:, 1] > 0).astype(int))
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # one positive weight is enough: no warning
         SplitConformalRegressor(

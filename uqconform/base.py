@@ -746,6 +746,18 @@ class ConformalPredictor(ModelWrapper):
                 "support.",
                 UserWarning,
             )
+        elif weights is not None and group_labels is not None:
+            mass = np.bincount(group_index, weights=weights, minlength=self.groups_.size)
+            empty = self.groups_[mass <= 0]
+            if empty.size:
+                warn_user(
+                    f"`likelihood_ratio` gives weight 0 to every calibration row of "
+                    f"{empty.size} group{'s' if empty.size > 1 else ''} "
+                    f"({empty[:5].tolist()}{' ...' if empty.size > 5 else ''}): every "
+                    f"prediction in {'them' if empty.size > 1 else 'it'} will be "
+                    f"{self._unbounded_prediction}.",
+                    UserWarning,
+                )
         self.conformity_scores_ = scores
         if weights is not None:
             self.calibration_weights_ = weights
