@@ -278,6 +278,10 @@ def test_alpha_override_is_nested_and_matches_a_recalibration(problem):
     other.calibrate(X[:300], y[:300])
     np.testing.assert_array_equal(sets[..., 2], other.predict_set(X[300:400]))
     assert cp.certified_probability(alpha=0.2) == other.certified_probability()
+    # the second positional argument is alpha, as for every classifier (it was radius)
+    np.testing.assert_array_equal(cp.predict_set(X[300:400], 0.2), sets[..., 2])
+    with pytest.raises(TypeError):
+        cp.predict_set(X[300:400], 0.2, 0.1)  # radius is keyword-only
     radii = cp.certified_radius(X[300:400], alpha=[0.05, 0.2])
     np.testing.assert_array_equal(radii[..., 1], other.certified_radius(X[300:400]))
     with pytest.raises(ValueError, match="`alpha` must exceed eta"):

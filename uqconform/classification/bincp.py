@@ -574,7 +574,7 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
         return out
 
     def predict_set(
-        self, X: Any, radius: float | None = None, alpha: float | ArrayLike | None = None
+        self, X: Any, alpha: float | ArrayLike | None = None, *, radius: float | None = None
     ) -> NDArray:
         """Sets that keep ``1 - alpha`` coverage under any l2 perturbation of norm ``radius``.
 
@@ -584,10 +584,11 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
-        radius : float, optional
-            Overrides the constructor's ``radius``; no recalibration is needed.
         alpha : float or sequence of float, optional
-            Miscoverage level(s), each above ``eta``; defaults to the constructor's ``alpha``.
+            Miscoverage level(s), each above ``eta``; defaults to the constructor's ``alpha``
+            (the second positional argument, as for every classifier of uqconform).
+        radius : float, optional, keyword-only
+            Overrides the constructor's ``radius``; no recalibration is needed.
 
         Returns
         -------
