@@ -189,7 +189,7 @@ def linearize(estimator: Any, X: Any, *, curvature: str = "full") -> Linearizati
     """
     kind = _parse_curvature(curvature)
     model, X = _unwrap(estimator, X)
-    if _is_torch_module(model):
+    if is_torch_module(model):
         jacobian, prediction, penalized = _torch_linearize(model, X, kind)
     elif isinstance(model, MLPRegressor):
         jacobian, prediction, penalized = _mlp_linearize(model, X, kind)
@@ -228,7 +228,7 @@ def parameter_count(estimator: Any, *, curvature: str = "full") -> int:
     """
     kind = _parse_curvature(curvature)
     model = _unwrap_model(estimator)
-    if _is_torch_module(model):
+    if is_torch_module(model):
         return sum(int(p.numel()) for _, p in _torch_parameters(model, kind))
     if isinstance(model, MLPRegressor):
         _check_mlp(model)
@@ -268,11 +268,11 @@ def parameter_digest(estimator: Any) -> str:
 
 
 def _feed_digest(digest: Any, value: Any, seen: set[int]) -> None:
-    if isinstance(value, (BaseEstimator, list, tuple, dict)) or _is_torch_module(value):
+    if isinstance(value, (BaseEstimator, list, tuple, dict)) or is_torch_module(value):
         if id(value) in seen:
             return
         seen.add(id(value))
-    if _is_torch_module(value):
+    if is_torch_module(value):
         for name, tensor in [*value.named_parameters(), *value.named_buffers()]:
             digest.update(f"{name}{tuple(tensor.shape)}{tensor.dtype}".encode())
             data = tensor.detach().cpu()
@@ -371,7 +371,7 @@ def weight_decay(estimator: Any) -> float | None:
     3.0
     """
     model = _unwrap_model(estimator)
-    if _is_torch_module(model):
+    if is_torch_module(model):
         return None
     if isinstance(model, MLPRegressor):
         _check_mlp(model)
@@ -409,8 +409,9 @@ def _has_tag(test: Any, obj: Any) -> bool:
         return False
 
 
-def _is_torch_module(obj: Any) -> bool:
-    # A torch module can only exist if torch has been imported: never import it here.
+def is_torch_module(obj: Any) -> bool:
+    """True for a torch module, without importing torch (a module can only exist if torch
+    has been imported)."""
     torch = sys.modules.get("torch")
     return torch is not None and isinstance(obj, torch.nn.Module)
 
@@ -425,7 +426,7 @@ def _unwrap(estimator: Any, X: Any) -> tuple[Any, Any]:
     """Strip FrozenEstimator and Pipeline wrappers, transforming X through pipeline steps."""
     model = estimator
     while True:
-        if _is_torch_module(model):
+        if is_torch_module(model):
             return model, X
         if _has_tag(is_classifier, model):
             raise TypeError(
@@ -450,7 +451,7 @@ def _unwrap(estimator: Any, X: Any) -> tuple[Any, Any]:
 
 def _check_kind(model: Any) -> None:
     """Raise TypeError unless model is (a wrapper of) one of the supported kinds."""
-    if _is_torch_module(model) or isinstance(model, (MLPRegressor, Pipeline, FrozenEstimator)):
+    if is_torch_module(model) or isinstance(model, (MLPRegressor, Pipeline, FrozenEstimator)):
         return
     linear_module = type(model).__module__.startswith("sklearn.linear_model")
     if _has_tag(is_regressor, model) and (linear_module or hasattr(model, "coef_")):

@@ -32,8 +32,8 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from uqconform._validation import named_as_fitted
 from uqconform.bayes.network import Activation, Dense, Network
 from uqconform.bayes.torch_network import from_torch
-from uqconform.bayes.torch_network import is_torch_module as _is_torch_module
 from uqconform.linearize import check_standard_target, linearize, standard_target_scaling
+from uqconform.linearize import is_torch_module as _is_torch_module
 
 __all__ = ["NetworkView", "as_network", "output_jacobians"]
 

@@ -56,8 +56,7 @@ from uqconform.bayes.likelihood import (
     probit_logits,
 )
 from uqconform.bayes.network import MOMENT_MODES, _row_blocks
-from uqconform.bayes.torch_network import is_torch_module
-from uqconform.linearize import noise_variance
+from uqconform.linearize import is_torch_module, noise_variance
 from uqconform.quantiles import check_miscoverage
 
 __all__ = ["LinearizedPredictive"]

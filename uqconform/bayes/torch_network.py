@@ -17,7 +17,6 @@ parameters are kept at their trained values.
 
 from __future__ import annotations
 
-import sys
 from typing import Any, cast
 
 import numpy as np
@@ -222,9 +221,3 @@ def from_torch_encoder_layer(layer: Any) -> TransformerBlock:
         cast(Dense, _layer(layer.linear2, torch)),
         norm_first=layer.norm_first,
     )
-
-
-def is_torch_module(obj: Any) -> bool:
-    """True for a torch module, without importing torch."""
-    torch = sys.modules.get("torch")
-    return torch is not None and isinstance(obj, torch.nn.Module)

@@ -53,6 +53,7 @@ from uqconform.linearize import (
     Linearization,
     _unwrap,
     check_standard_target,
+    is_torch_module,
     linearize,
     noise_variance,
     parameter_digest,
@@ -80,10 +81,6 @@ def _is_search(model: Any) -> bool:
     return hasattr(model, "estimator") and (
         hasattr(model, "param_grid") or hasattr(model, "param_distributions")
     )
-
-
-def _is_torch_module(model: Any) -> bool:
-    return hasattr(model, "named_parameters") and not hasattr(model, "fit")
 
 
 def _check_kind(model: Any) -> None:
@@ -282,7 +279,7 @@ class ApproximateFullConformalRegressor(
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         model = self.estimator
-        if model is None or _is_torch_module(model):  # the default scales X: dense only
+        if model is None or is_torch_module(model):  # the default scales X: dense only
             tags.input_tags.sparse = False
         elif (inner := sklearn_tags(model)) is not None:
             tags.input_tags.sparse = inner.input_tags.sparse
@@ -312,7 +309,7 @@ class ApproximateFullConformalRegressor(
 
     def _routed_models(self) -> dict[str, Any]:
         model = self._default_estimator() if self.estimator is None else self.estimator
-        if _is_torch_module(model) or isinstance(model, FrozenEstimator):
+        if is_torch_module(model) or isinstance(model, FrozenEstimator):
             return {}  # not trained by fit
         return {"estimator": model}
 
@@ -349,7 +346,7 @@ class ApproximateFullConformalRegressor(
             return X if reset else named_as_fitted(model, X)
         _check_model_columns(model, X)
         # Sparse input is densified by the linearisation; a torch module needs dense input.
-        sparse = False if _is_torch_module(model) else ["csr", "csc"]
+        sparse = False if is_torch_module(model) else ["csr", "csc"]
         # check_features compared the features' number and names (one warning at most);
         # a model fitted on named columns gets them back (it would warn at every call)
         checked = check_array(X, dtype=float, accept_sparse=sparse, estimator=self, input_name="X")
@@ -431,7 +428,7 @@ class ApproximateFullConformalRegressor(
         """
         self._validate_params()
         model = self._default_estimator() if self.estimator is None else self.estimator
-        if fit_params and (_is_torch_module(model) or isinstance(model, FrozenEstimator)):
+        if fit_params and (is_torch_module(model) or isinstance(model, FrozenEstimator)):
             raise ValueError(
                 f"fit parameters {sorted(fit_params)} were given, but `estimator` is a "
                 f"{type(model).__name__}, which fit does not train (it is linearised as it "
@@ -448,14 +445,14 @@ class ApproximateFullConformalRegressor(
                 "that of an unweighted fit, so weights would give a set that is not full "
                 "conformal prediction of the weighted model."
             )
-        if not _is_torch_module(model):
+        if not is_torch_module(model):
             _check_kind(model)  # before training
         for name in ("estimator_", "_calibrate_settings"):
             self.__dict__.pop(name, None)
         X = self._check_X(X, reset=True, model=model)
         y = check_regression_target(y, _num_samples(X))
         # a torch module or a FrozenEstimator is linearised as it is: fit trains nothing
-        trained = not (_is_torch_module(model) or isinstance(model, FrozenEstimator))
+        trained = not (is_torch_module(model) or isinstance(model, FrozenEstimator))
         if trained:
             self.estimator_ = seeded_clone(model, self.random_state).fit(X, y, **model_params)
         else:
@@ -503,7 +500,7 @@ class ApproximateFullConformalRegressor(
                     "calibrate was called before fit and `estimator` is None: call "
                     "fit(X_train, y_train) first, or pass a fitted model."
                 )
-            if not _is_torch_module(model):
+            if not is_torch_module(model):
                 _check_kind(model)
                 try:
                     check_is_fitted(model)
