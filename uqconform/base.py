@@ -248,15 +248,12 @@ class _SplitterState:
         return self.text
 
 
-class _ScoreState:
-    """A recorded conformity score object (``RAPSScore(lambda_reg=0.01)``): equal to a score
-    of the same type with the same attributes, so that an equal new object is the same
-    setting and a change in place (``score.lambda_reg = 0.5``) is not."""
-
-    __hash__ = None  # type: ignore[assignment]
+class _ScoreState(_SplitterState):
+    """A recorded conformity score object (``RAPSScore(lambda_reg=0.01)``), compared by its
+    attributes rather than its repr (a score's repr need not show them all)."""
 
     def __init__(self, value: Any):
-        self.kind, self.text = type(value), repr(value)
+        super().__init__(value)
         self.attributes = copy.deepcopy(vars(value))
 
     def __eq__(self, other: object) -> bool:
@@ -266,9 +263,6 @@ class _ScoreState:
         return now.keys() == self.attributes.keys() and all(
             _same_setting(value, now[name]) for name, value in self.attributes.items()
         )
-
-    def __repr__(self) -> str:
-        return self.text
 
 
 def check_calibration_settings(
@@ -737,27 +731,8 @@ class ConformalPredictor(ModelWrapper):
             self.groups_, group_index = np.unique(group_labels, return_inverse=True)
             strata = group_index * n_sub + sub_strata
         weights = self._ratio_weights(X, int(y.shape[0]), "calibration rows")
-        if weights is not None and weights.size and not weights.any():
-            warn_user(
-                f"`likelihood_ratio` gives weight 0 to all {weights.size} calibration rows, "
-                "so no calibration score counts: every prediction will be "
-                f"{self._unbounded_prediction}. Check the ratio (fitted on the right "
-                "data? clipped at 0?) or calibrate on rows from the test distribution's "
-                "support.",
-                UserWarning,
-            )
-        elif weights is not None and group_labels is not None:
-            mass = np.bincount(group_index, weights=weights, minlength=self.groups_.size)
-            empty = self.groups_[mass <= 0]
-            if empty.size:
-                warn_user(
-                    f"`likelihood_ratio` gives weight 0 to every calibration row of "
-                    f"{empty.size} group{'s' if empty.size > 1 else ''} "
-                    f"({empty[:5].tolist()}{' ...' if empty.size > 5 else ''}): every "
-                    f"prediction in {'them' if empty.size > 1 else 'it'} will be "
-                    f"{self._unbounded_prediction}.",
-                    UserWarning,
-                )
+        if weights is not None:
+            self._warn_weightless(weights, None if group_labels is None else group_index)
         self.conformity_scores_ = scores
         if weights is not None:
             self.calibration_weights_ = weights
@@ -768,6 +743,33 @@ class ConformalPredictor(ModelWrapper):
         if n_strata > 1:  # sorted once here, not at every prediction
             self._strata_sorting = _sort_by_stratum(self.calibration_strata_, n_strata)
         self.n_calibration_ = int(y.shape[0])
+
+    def _warn_weightless(self, weights: NDArray, group_index: NDArray | None) -> None:
+        """Warn when ``likelihood_ratio`` gives weight 0 to every calibration row (of some
+        Mondrian groups): no score counts there, so every prediction is unbounded."""
+        if weights.size and not weights.any():
+            warn_user(
+                f"`likelihood_ratio` gives weight 0 to all {weights.size} calibration rows, "
+                "so no calibration score counts: every prediction will be "
+                f"{self._unbounded_prediction}. Check the ratio (fitted on the right "
+                "data? clipped at 0?) or calibrate on rows from the test distribution's "
+                "support.",
+                UserWarning,
+            )
+            return
+        if group_index is None:
+            return
+        mass = np.bincount(group_index, weights=weights, minlength=self.groups_.size)
+        empty = self.groups_[mass <= 0]
+        if empty.size:
+            warn_user(
+                f"`likelihood_ratio` gives weight 0 to every calibration row of "
+                f"{empty.size} group{'s' if empty.size > 1 else ''} "
+                f"({empty[:5].tolist()}{' ...' if empty.size > 5 else ''}): every "
+                f"prediction in {'them' if empty.size > 1 else 'it'} will be "
+                f"{self._unbounded_prediction}.",
+                UserWarning,
+            )
 
     def _group_index(self, groups: ArrayLike | None, n: int) -> NDArray | None:
         """Row -> calibration group (None without Mondrian groups).

@@ -343,11 +343,11 @@ def weight_decay(estimator: Any) -> float | None:
       ``coefs_``; multiplying by ``2 n`` gives ``sum((y - f)**2) + alpha * ||W||**2``. The
       stochastic solvers (``"adam"``, ``"sgd"``) take that objective per minibatch, ``n``
       the batch size, so the penalty counts once per batch: an epoch of ``K`` batches of
-      size ``B`` settles at the strength ``alpha * K = alpha * N / B`` (``N`` training
-      rows, read off the fitted model as ``t_ / n_iter_``; a smaller last batch weighs
-      in as ``alpha * (N / K) * sum_k 1 / b_k``). ``N`` is then ``t_`` over the epochs in
-      ``loss_curve_`` (both count from the initialisation): exact for one fit, or for
-      warm starts and ``partial_fit`` calls on equally many rows; an average otherwise.
+      size ``B`` settles at the strength ``alpha * K = alpha * N / B`` (a smaller last
+      batch weighs in as ``alpha * (N / K) * sum_k 1 / b_k``). ``N``, the training rows
+      per epoch, is read off the fitted model as ``t_`` over the epochs in ``loss_curve_``
+      (both count from the initialisation): exact for one fit, or for warm starts and
+      ``partial_fit`` calls on equally many rows; an average otherwise.
     * Other linear models (Lasso, ElasticNet, SGDRegressor, HuberRegressor, ...) and torch
       modules: ``None`` (no L2 penalty of this form, or one that depends on quantities the
       fitted model does not store).

@@ -312,12 +312,17 @@ def _warn_too_few(
     n: int,
     levels: NDArray,
     outcome: str = "the whole output space (an infinite interval, or every class)",
+    *,
+    each_side: bool = False,
 ) -> None:
-    needed = minimum_scores(levels.min())
+    """Warn that ``n`` scores are too few for ``levels`` (``each_side``: two one-sided
+    machines at ``alpha / 2`` each, as the fast full-CP algorithm uses)."""
+    how = " with algorithm='fast', whose two one-sided machines each work at alpha / 2"
+    needed = minimum_scores(levels.min() / 2 if each_side else levels.min())
     warn_user(
         f"Only {n} scores (calibration or training points): too few for "
-        f"alpha={levels_text(levels)} (at least {needed} are needed), so the prediction set is "
-        f"{outcome}.",
+        f"alpha={levels_text(levels)}{how if each_side else ''} (at least {needed} are "
+        f"needed), so the prediction set is {outcome}.",
         UserWarning,
     )
 

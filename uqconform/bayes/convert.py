@@ -123,6 +123,9 @@ def as_network(estimator: Any) -> NetworkView:
         For other models, other target transforms, and unsupported layers or activations
         (named in the message). Checked before fitting, so an unfitted model that could
         never be read raises this rather than ``NotFittedError``.
+    ValueError
+        For a regression network with several outputs (the predictives and the noise are
+        those of one target).
     sklearn.exceptions.NotFittedError
         If the scikit-learn model is not fitted.
     """
@@ -146,7 +149,9 @@ def as_network(estimator: Any) -> NetworkView:
         else:
             break
     if _is_torch_module(model):
-        return NetworkView(from_torch(model), steps, "regression", None, model, shift, scale)
+        view = NetworkView(from_torch(model), steps, "regression", None, model, shift, scale)
+        _check_single_output(view)
+        return view
     if not isinstance(model, (MLPRegressor, MLPClassifier)):
         raise TypeError(f"cannot build a network from {type(model).__name__}; use {_SUPPORTED}.")
     if transformed and isinstance(model, MLPClassifier):
@@ -173,10 +178,12 @@ def as_network(estimator: Any) -> NetworkView:
         if model.out_activation_ != "identity":
             raise TypeError(f"MLPRegressor output {model.out_activation_!r} is not supported.")
         network, task, classes = Network(layers, output="identity"), "regression", None
-    return NetworkView(network, steps, task, classes, model, shift, scale)
+    view = NetworkView(network, steps, task, classes, model, shift, scale)
+    _check_single_output(view)
+    return view
 
 
-def check_single_output(view: NetworkView) -> None:
+def _check_single_output(view: NetworkView) -> None:
     """ValueError for a regression network with several outputs: the predictives and the
     noise are those of one target (a 1-D ``y``)."""
     if view.task == "regression" and view.network.n_outputs != 1:
@@ -203,9 +210,9 @@ def _target_scaling(model: TransformedTargetRegressor) -> tuple[float, float]:
     return standard_target_scaling(model)
 
 
-def _check_final_kind(model: Any) -> None:
-    """TypeError unless the model at the end of wrappers (FrozenEstimator, Pipeline,
-    TransformedTargetRegressor) is an MLP or a torch module: read without fitting."""
+def _innermost(model: Any) -> Any:
+    """The model at the end of FrozenEstimator, Pipeline and TransformedTargetRegressor
+    wrappers, read without fitting (the unfitted ``regressor`` of a target transform)."""
     while isinstance(model, (FrozenEstimator, Pipeline, TransformedTargetRegressor)):
         if isinstance(model, FrozenEstimator):
             model = model.estimator
@@ -213,6 +220,12 @@ def _check_final_kind(model: Any) -> None:
             model = model.steps[-1][1]
         else:
             model = model.regressor
+    return model
+
+
+def _check_final_kind(model: Any) -> None:
+    """TypeError unless the model at the end of the wrappers is an MLP or a torch module."""
+    model = _innermost(model)
     if not (_is_torch_module(model) or isinstance(model, (MLPRegressor, MLPClassifier))):
         name = "None" if model is None else type(model).__name__
         raise TypeError(f"cannot build a network from {name}; use {_SUPPORTED}.")

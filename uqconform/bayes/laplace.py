@@ -54,12 +54,7 @@ from uqconform.base import (
     keeps_state_on_error,
     record_calibration_settings,
 )
-from uqconform.bayes.convert import (
-    NetworkView,
-    as_network,
-    check_single_output,
-    output_jacobians,
-)
+from uqconform.bayes.convert import NetworkView, as_network, output_jacobians
 from uqconform.bayes.likelihood import (
     gaussian_log_density,
     log_probabilities,
@@ -207,7 +202,6 @@ class LaplacePosterior(VersionedState, BaseEstimator):
                 f"({error}). Train it first; a clone of the posterior (sklearn.base.clone, a "
                 "search) holds an unfitted copy: pass FrozenEstimator(network) to keep it."
             ) from None
-        check_single_output(view)
         prior = self.prior_precision
         if isinstance(prior, numbers.Real):
             prior = check_positive_float(prior, "prior_precision")  # refuses True
@@ -320,7 +314,6 @@ class LaplacePosterior(VersionedState, BaseEstimator):
         0.01
         """
         view = as_network(estimator)
-        check_single_output(view)
         P = view.network.n_parameters
         what = "the posterior variances (`variance`; an array `posterior` of LinearizedPredictive)"
         values = real_values(variance)

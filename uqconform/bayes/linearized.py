@@ -43,7 +43,7 @@ from uqconform._validation import (
 from uqconform._version import VersionedState
 from uqconform._warnings import warn_user
 from uqconform.base import keeps_state_on_error
-from uqconform.bayes.convert import as_network, check_single_output, output_jacobians
+from uqconform.bayes.convert import as_network, output_jacobians
 from uqconform.bayes.laplace import (
     STRUCTURES,
     LaplacePosterior,
@@ -337,7 +337,6 @@ class LinearizedPredictive(VersionedState, BaseEstimator):
                 network.set_params(**dict.fromkeys(unset, seed))
             self.estimator_ = network.fit(X_fit, y_fit)
         view = as_network(self.estimator_)
-        check_single_output(view)
         self.view_ = view
         self.task_ = view.task
         # classification only: a regressor has no classes_ (hasattr says so)

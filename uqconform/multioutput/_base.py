@@ -58,7 +58,6 @@ __all__ = [
     "check_multioutput_target",
     "out_of_fold_prediction",
     "take_rows",
-    "warn_if_degenerate",
 ]
 
 
@@ -141,28 +140,6 @@ def out_of_fold_prediction(
             "shuffling gives contiguous blocks."
         ) from None
     return np.asarray(predicted, dtype=float).reshape(Y.shape)
-
-
-def warn_if_degenerate(residuals: NDArray, n_features: int, what: str) -> None:
-    """Warn when the residual rows ``(n, d)`` that learn a region's shape span fewer than
-    ``d`` directions because there are too few of them (``n < d + p + 1`` for ``p``
-    features): the shape is then flat in directions new rows do not keep to, and the
-    calibrated radius (and volume) huge. Outputs that are dependent in the data (one
-    predicted exactly, one the sum of others) with enough rows are no such case: the
-    calibration residuals share the flat directions."""
-    n, d = residuals.shape
-    if d < 2 or not n or n >= d + n_features + 1:
-        return
-    rank = int(np.linalg.matrix_rank(residuals))
-    if rank < d:
-        warn_user(
-            f"The {n} residual rows that {what} span only {rank} of the {d} output "
-            "directions: the region's shape is flat in the others, so its radius and volume "
-            "will be huge (coverage still holds). Out-of-fold residuals of a linear model "
-            "span at most n - p - 1 directions (n rows, p features): fit on more rows, or "
-            "use RectangularConformalRegressor (one scale per output).",
-            UserWarning,
-        )
 
 
 class _DenseNumericInput(BaseEstimator):
@@ -378,6 +355,27 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
                 f"The columns of `Y` {names.tolist()} differ from those seen at fit "
                 f"{known.tolist()}; give the outputs in the same order, e.g. "
                 "Y[model.output_names_in_]."
+            )
+
+    def _warn_if_degenerate(self, residuals: NDArray, what: str) -> None:
+        """Warn when the residual rows ``(n, d)`` that learn a region's shape span fewer
+        than ``d`` directions because there are too few of them (``n < d + p + 1`` for
+        ``p`` features): the shape is then flat in directions new rows do not keep to, and
+        the calibrated radius (and volume) huge. Outputs that are dependent in the data
+        (one predicted exactly, one the sum of others) with enough rows are no such case:
+        the calibration residuals share the flat directions."""
+        n, d = residuals.shape
+        if d < 2 or not n or n >= d + getattr(self, "n_features_in_", 0) + 1:
+            return
+        rank = int(np.linalg.matrix_rank(residuals))
+        if rank < d:
+            warn_user(
+                f"The {n} residual rows that {what} span only {rank} of the {d} output "
+                "directions: the region's shape is flat in the others, so its radius and "
+                "volume will be huge (coverage still holds). Out-of-fold residuals of a "
+                "linear model span at most n - p - 1 directions (n rows, p features): fit on "
+                "more rows, or use RectangularConformalRegressor (one scale per output).",
+                UserWarning,
             )
 
     def _is_trained(self) -> bool:

@@ -43,7 +43,6 @@ from uqconform._seeding import integer_seed, seeded_clone
 from uqconform.multioutput._base import (
     MultiOutputConformalRegressor,
     out_of_fold_prediction,
-    warn_if_degenerate,
 )
 from uqconform.regions import AffineMap, PredictionRegion
 
@@ -214,9 +213,7 @@ class EllipsoidalConformalRegressor(_ResidualShapeRegressor):
         self.n_jobs = n_jobs
 
     def _fit_shape(self, X: Any, residuals: NDArray) -> None:
-        warn_if_degenerate(
-            residuals, getattr(self, "n_features_in_", 0), "learn the ellipsoid's covariance"
-        )
+        self._warn_if_degenerate(residuals, "learn the ellipsoid's covariance")
         self.covariance_ = _regularised(_second_moment(residuals))
         self._cholesky = np.linalg.cholesky(self.covariance_)
         if self.covariance == "local":

@@ -42,7 +42,6 @@ from uqconform.multioutput._base import (
     MultiOutputConformalRegressor,
     out_of_fold_prediction,
     take_rows,
-    warn_if_degenerate,
 )
 from uqconform.multioutput.flows import FlowMap, fit_flow, require_flows
 
@@ -480,9 +479,7 @@ class ResidualCONTRA(_FlowRegions):
                 )
                 residuals = residuals[keep]
                 X_flow = take_rows(X, np.flatnonzero(keep))
-        warn_if_degenerate(
-            residuals, getattr(self, "n_features_in_", 0), "train the residual flow"
-        )
+        self._warn_if_degenerate(residuals, "train the residual flow")
         self._train_residual_flow(X_flow, residuals)
 
     def _oob_residuals(self, Y: NDArray) -> NDArray:

@@ -25,8 +25,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import linalg
 
-from uqconform._warnings import warn_user
-from uqconform.quantiles import _warn_too_few, conformal_rank, levels_text, minimum_scores
+from uqconform.quantiles import _warn_too_few, conformal_rank
 
 __all__ = [
     "LinearConfidenceMachine",
@@ -458,13 +457,7 @@ def fast_intervals(a: NDArray, b: NDArray, alphas: NDArray, warn: bool = True) -
     high_rank = conformal_rank(n, half)
     short = (low_rank == 0) | (high_rank > n)
     if warn and short.any():
-        warn_user(
-            f"Only {n} scores (calibration or training points): too few for "
-            f"alpha={levels_text(alphas[short])} with algorithm='fast', whose two one-sided "
-            f"machines each work at alpha / 2 (at least {minimum_scores(half[short].min())} "
-            "are needed), so the interval is infinite.",
-            UserWarning,
-        )
+        _warn_too_few(n, alphas[short], "an infinite interval", each_side=True)
     out = np.empty((m, 2, alphas.size))
     for j in range(alphas.size):  # a loop over levels
         k_low, k_high = low_rank[j], high_rank[j]

@@ -228,11 +228,8 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
         if not self._difficulty_is_prefit():
             if hasattr(self.difficulty_estimator, "predict_distribution"):
                 raise ValueError(
-                    f"`difficulty_estimator` is an unfitted "
-                    f"{type(self.difficulty_estimator).__name__}: fit it first (on rows held "
-                    "out from the network's training if the network is already trained), so "
-                    "that its predictive std is the difficulty; an unfitted one is refused, "
-                    "not trained on absolute residuals."
+                    f"{self._unfitted_predictive()}, so that its predictive std is the "
+                    "difficulty; an unfitted one is refused, not trained on absolute residuals."
                 )
             cv = self.cv
             if isinstance(cv, bool | str) or (isinstance(cv, numbers.Integral) and cv < 2):
@@ -263,6 +260,14 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
             1e-3 * float(np.median(positive)) if positive.size else _ZERO_SPREAD_FLOOR
         )
 
+    def _unfitted_predictive(self) -> str:
+        """What to do with an unfitted Bayesian predictive given as difficulty model."""
+        return (
+            f"`difficulty_estimator` is an unfitted {type(self.difficulty_estimator).__name__}: "
+            "fit it first (on rows held out from the network's training if the network is "
+            "already trained)"
+        )
+
     @property
     def _fit_params(self) -> tuple[str, ...]:  # type: ignore[override]
         """The model fit trained, and the difficulty model if fit trained one too."""
@@ -282,10 +287,7 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
                 if hasattr(self.difficulty_estimator, "predict_distribution"):
                     raise NotFittedError(
                         f"{self._difficulty_switch(True)} needs a difficulty estimate, and "
-                        "`difficulty_estimator` is an unfitted "
-                        f"{type(self.difficulty_estimator).__name__}: fit it first (on rows "
-                        "held out from the network's training if the network is already "
-                        "trained), then calibrate."
+                        f"{self._unfitted_predictive()}, then calibrate."
                     )
                 raise NotFittedError(
                     f"{self._difficulty_switch(True)} needs a difficulty estimate: call "

@@ -11,6 +11,7 @@ with such models only the lower bound holds.
 
 from __future__ import annotations
 
+import inspect
 from abc import ABC, abstractmethod
 
 import numpy as np
@@ -282,10 +283,12 @@ class TopKScore(ClassificationScore):
         return _unsort(np.ascontiguousarray(ranks), order)
 
 
-def _same_value(value: object, default: object) -> bool:
-    """``value == default`` for plain settings (no error on arrays or odd objects)."""
+def _is_default(name: str, value: object) -> bool:
+    """Whether ``value`` is `get_classification_score`'s default for ``name`` (an array or
+    an odd object is not)."""
+    default = inspect.signature(get_classification_score).parameters[name].default
     try:
-        return bool(value == default) and type(value) is not str
+        return bool(value == default)
     except (TypeError, ValueError):
         return False
 
@@ -321,10 +324,10 @@ def get_classification_score(
     RAPSScore(k_reg=2, lambda_reg=0.01, randomized=True)
     """
     if isinstance(score, ClassificationScore):
-        given = {"randomized": randomized, "k_reg": k_reg, "lambda_reg": lambda_reg}
-        given["saps_weight"] = saps_weight
-        defaults = {"randomized": True, "k_reg": 1, "lambda_reg": 0.01, "saps_weight": 0.3}
-        ignored = [f"{k}={v!r}" for k, v in given.items() if not _same_value(v, defaults[k])]
+        given = dict(
+            randomized=randomized, k_reg=k_reg, lambda_reg=lambda_reg, saps_weight=saps_weight
+        )
+        ignored = [f"{k}={v!r}" for k, v in given.items() if not _is_default(k, v)]
         if ignored:
             raise ValueError(
                 f"{', '.join(ignored)} would be ignored: `conformity_score` is a score object "
