@@ -364,8 +364,8 @@ def _sizes(parsed: _Parsed, **volume_kwargs: Any) -> NDArray:
         sides = _widths(np.moveaxis(data, 2, 1))  # (n, d, k)
         # a side of width 0 makes the box a null set, even beside an infinite side
         # (the product would be 0 * inf = NaN)
-        null = (sides == 0).any(axis=1)
-        return np.where(null, 0.0, np.where(sides == 0, 1.0, sides).prod(axis=1))
+        zero = sides == 0
+        return np.where(zero.any(axis=1), 0.0, np.where(zero, 1.0, sides).prod(axis=1))
     if parsed.kind == "set":
         return data.sum(axis=1).astype(float)
     columns = []
