@@ -336,8 +336,9 @@ def _predictive_row(name: str, rec: dict[str, list], diffs: list[np.ndarray]) ->
         ),
         "nll_rel_diff_mc": rel,
         "nll_abs_diff_mc": abs(gap),
-        "nll_target_met": bool(rel <= TARGETS["nll_rel"]),
-        "onepass_not_worse": bool(gap <= TARGETS["nll_rel"] * abs(mean["nll_mc"])),
+        # The issue's usefulness target: the one pass at most 5% above MC (lower is better).
+        "nll_target_met": bool(gap <= TARGETS["nll_rel"] * abs(mean["nll_mc"])),
+        "nll_within_two_sided": bool(rel <= TARGETS["nll_rel"]),
         "nll_rel_diff_glm": (mean["nll_onepass"] - mean["nll_glm"]) / abs(mean["nll_glm"]),
         "nll_mc1000_own_scale": mean["nll_mc_own_scale"],
         "nll_rel_diff_mc_own_scale": (mean["nll_onepass"] - mean["nll_mc_own_scale"])
@@ -666,9 +667,11 @@ def run(ctx) -> FamilyResult:
         "parameter (biases included) from a log grid by the one-pass validation NLL; scale "
         "and regression noise fitted on the validation rows; MC and GLM use the same "
         "posterior, scale and noise. Regression NLL on targets standardised with the training "
-        "mean and sd. nll_target_met: |NLL one pass - NLL MC-1000| <= 5% of NLL MC (the "
-        "issue's target, two-sided); onepass_not_worse: NLL one pass <= 1.05 NLL MC (one "
-        "sided); nll_onepass_minus_mc < 0 means the one pass is better; nll_diff_se: "
+        "mean and sd. nll_target_met: NLL one pass <= NLL MC-1000 + 5% of it (the "
+        "issue's usefulness target: at most 5% worse; lower is better); "
+        "nll_within_two_sided: |NLL one pass - NLL MC-1000| <= 5% of NLL MC (the stricter "
+        "reading, which also fails a one pass that is better); nll_onepass_minus_mc < 0 "
+        "means the one pass is better; nll_diff_se: "
         "standard error of the per-row difference pooled over resplits (test_rows_pooled), "
         "which ignores that the rows of a resplit share one network and posterior; "
         "nll_diff_se_resplits: the standard error over resplits (sd of the per-resplit gaps "
@@ -746,17 +749,18 @@ def _headlines(predictive, bridge, speed) -> list[dict[str, Any]]:
             f"s.e. over {row['resplits']} resplits; {row['resplits_prior_at_top']} at the top "
             "of the prior grid, where the gap is 0)",
             round(row["nll_onepass_minus_mc"] / abs(row["nll_mc1000"]), 3),
-            f"|gap| <= {TARGETS['nll_rel']:.0%} of MC's NLL",
+            f"<= +{TARGETS['nll_rel']:.0%} (one pass at most 5% worse; lower is better)",
             row["nll_target_met"],
         )
         for row in predictive
     ]
     if predictive:
-        not_worse = sum(row["onepass_not_worse"] for row in predictive)
+        two_sided = sum(row["nll_within_two_sided"] for row in predictive)
         found.append(
             headline(
-                "data sets where the one-pass NLL is at most 5% above MC-1000's",
-                f"{not_worse}/{len(predictive)}",
+                "data sets where the one-pass NLL is within 5% of MC-1000's either way "
+                "(the two-sided reading, which counts a better one pass as a miss)",
+                f"{two_sided}/{len(predictive)}",
             )
         )
     found += [
