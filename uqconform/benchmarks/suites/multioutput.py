@@ -1,7 +1,7 @@
 """The multioutput family: CONTRA / ResidualCONTRA regions against ellipsoids and boxes.
 
 * "synthetic": banana, moons, two-component mixture, ring and near-Gaussian bivariate
-  targets (`uqconform.multioutput.synthetic`, one feature), fit / calibration / test
+  targets (`uqconform.multioutput.datasets`, one feature), fit / calibration / test
   drawn fresh for every seed. Ellipsoid (global and local covariance) and box (max-norm and
   Bonferroni) around a spline ridge model, CONTRA, and ResidualCONTRA around the same
   model. Coverage judged with `coverage_bounds`; mean region volume on the same test rows
@@ -39,7 +39,7 @@ from uqconform.benchmarks._common import headline, summarize, three_way_split
 from uqconform.benchmarks.registry import FamilyResult, register_family
 from uqconform.evaluation import coverage, coverage_bounds
 from uqconform.multioutput import EllipsoidalConformalRegressor, RectangularConformalRegressor
-from uqconform.multioutput.synthetic import (
+from uqconform.multioutput.datasets import (
     load_diamonds_targets,
     load_geyser,
     load_macro_growth,
@@ -251,7 +251,7 @@ def _run_synthetic(ctx, flows, notes, keep) -> list[dict[str, Any]]:
     notes.append(
         f"synthetic: {sizes[0]}/{sizes[1]}/{sizes[2]} fit/calibration/test rows drawn fresh "
         f"per seed ({len(seeds)} seed(s)), one feature t ~ U(0, 1) (see "
-        "uqconform.multioutput.synthetic); baselines and ResidualCONTRA around "
+        "uqconform.multioutput.datasets); baselines and ResidualCONTRA around "
         "SplineTransformer(8 knots) + Ridge; ellipse/box shapes from 5-fold out-of-fold "
         f"residuals of the fit rows; alpha {LEVEL}. volume: mean over the same "
         f"{ctx.pick(50, 200, 300)} test rows for every method (exact for ellipses and boxes, "

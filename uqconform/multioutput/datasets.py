@@ -1,4 +1,4 @@
-"""Bivariate-target data for the multi-output methods: synthetic shapes and real sets.
+"""Bivariate-target data sets for the multi-output methods: synthetic shapes and real sets.
 
 Synthetic generators (each returns ``X`` of shape ``(n, n_features)`` uniform on
 ``[0, 1]^n_features`` and ``Y`` of shape ``(n, 2)``; only the first feature ``t = X[:, 0]``
