@@ -251,6 +251,25 @@ def test_dataframes_pickles_clones_and_unchanged_inputs():
     )
 
 
+@pytest.mark.parametrize("dtype", ["Int64", "boolean", "mixed"])
+def test_label_frames_with_nullable_or_mixed_columns_are_label_matrices(dtype):
+    """A frame of bool and int columns, or of pandas' nullable dtypes (what
+    ``convert_dtypes()`` gives), holds 0/1 labels: it was refused as dtype object."""
+    rng = np.random.default_rng(9)
+    X = rng.normal(size=(400, 3))
+    Y = (X + rng.normal(size=(400, 3)) > 0).astype(int)
+    frame = pd.DataFrame(Y, columns=["a", "b", "c"])
+    frame = frame.astype(dtype) if dtype != "mixed" else frame.astype({"a": bool})
+    model = MultiLabelRiskController(alpha=0.2, random_state=0).fit(X[:200], Y[:200])
+    reference = clone(model).fit(X[:200], Y[:200]).calibrate(X[200:300], Y[200:300])
+    sets = model.calibrate(X[200:300], frame[200:300]).predict_set(X[300:])
+    np.testing.assert_array_equal(sets, reference.predict_set(X[300:]))
+    missing = frame.astype("Int64" if dtype != "boolean" else "boolean")
+    missing.iloc[210, 1] = pd.NA
+    with pytest.raises(ValueError, match="0/1 entries"):
+        model.calibrate(X[200:300], missing[200:300])
+
+
 def test_mondrian_groups_are_calibrated_separately():
     rng = np.random.default_rng(8)
     P, Y = draw(600, rng)

@@ -18,12 +18,13 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import log_loss
 from sklearn.model_selection import KFold, StratifiedKFold
 from sklearn.naive_bayes import GaussianNB
+from sklearn.neighbors import KNeighborsClassifier
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.svm import LinearSVC
 
 from uqconform import CrossVennAbersCalibrator, VennAbersCalibrator
-from uqconform.classification.venn_abers import venn_abers_bounds
+from uqconform.classification.venn_abers import _log_odds, venn_abers_bounds
 
 
 def isotonic_at_added_point(scores, labels, score, label):
@@ -179,6 +180,23 @@ def test_multiclass_is_one_against_the_rest_rescaled():
     for k in range(3):
         p0, p1 = venn_abers_bounds(score(X[1::3])[:, k], y[1::3] == k, score(X[2::3])[:, k])
         np.testing.assert_array_equal(bounds[:, k], np.column_stack([p0, p1]))
+
+
+def test_multiclass_pairs_depend_on_p_k_alone_however_the_rest_is_split():
+    """k-NN gives the same p_k to rows whose other probabilities are split differently;
+    a score from the sum of the others differed in its last digit between them, which
+    split tied calibration rows and gave rows with equal p_k pairs up to 0.1 apart."""
+    X, y = make_classification(3000, n_features=6, n_informative=4, n_classes=3, random_state=0)
+    knn = KNeighborsClassifier(5).fit(X[:1000], y[:1000])
+    venn = VennAbersCalibrator(knn).calibrate(X[1000:2000], y[1000:2000])
+    bounds = venn.predict_proba_bounds(X[2000:])
+    cal, test = knn.predict_proba(X[1000:2000]), knn.predict_proba(X[2000:])
+    for k in range(3):
+        p0, p1 = venn_abers_bounds(cal[:, k], y[1000:2000] == k, test[:, k])
+        np.testing.assert_allclose(bounds[:, k], np.column_stack([p0, p1]), atol=1e-12)
+    # two rows with p_1 = 0.4, the rest split 0.0 / 0.6 and 0.4 / 0.2: the same score
+    scores = _log_odds(np.array([[0.0, 0.4, 0.6], [0.4, 0.4, 0.2]]))
+    assert scores[0, 1] == scores[1, 1]
 
 
 def test_dataframes_pickles_and_unchanged_inputs():

@@ -885,7 +885,7 @@ class ConformalPredictor(ModelWrapper):
                 parts.append(f"group {_plain(self.groups_[stratum // n_sub])!r}")
             if n_sub > 1:
                 parts.append(f"class {_plain(self.classes_[stratum % n_sub])!r}")
-            where.append(f"{' / '.join(parts) or 'calibration set'} ({count} points)")
+            where.append(f"{' / '.join(parts) or 'the calibration set'} ({count} points)")
         if n_sub > 1:
             rows = "of that group's rows " if grouped else ""
             consequence = (

@@ -171,6 +171,12 @@ def check_label_matrix(y: Any, n: int, n_labels: int | None = None) -> NDArray:
         labels = np.asarray(y)
     except ValueError:  # ragged lists of labels
         labels = np.asarray(y, dtype=object)
+    if labels.dtype.kind == "O" and hasattr(y, "to_numpy"):
+        # a frame of bool and int columns, or of nullable Int64 / boolean ones
+        try:
+            labels = y.to_numpy(dtype=float, na_value=np.nan)
+        except (TypeError, ValueError):
+            pass  # not numbers: refused below, by dtype
     if labels.ndim != 2:
         raise ValueError(
             f"`y` must be a label matrix of shape (n_samples, n_labels) with 0/1 entries, "

@@ -166,7 +166,10 @@ class _Table:
     """The pair for every position among one calibration set's sorted scores."""
 
     def __init__(self, scores: NDArray, labels: NDArray):
-        self.values, inverse = np.unique(scores, return_inverse=True)
+        values, inverse = np.unique(scores, return_inverse=True)
+        # scores that prediction would take as equal (`calibration_ties`) are one value
+        first = np.concatenate([[True], ~_close(values[1:], values[:-1])])
+        self.values, inverse = values[first], (np.cumsum(first) - 1)[inverse]
         counts = np.bincount(inverse, minlength=self.values.size)
         sums = np.bincount(inverse[labels], minlength=self.values.size)  # labels: bool
         self.gap0, self.tie0 = _added_point_values(counts, sums, 0)
@@ -191,35 +194,39 @@ def calibration_ties(values: NDArray, scores: NDArray) -> tuple[NDArray, NDArray
     position = np.searchsorted(values, scores, side="left")
     above, below = np.minimum(position, last), np.maximum(position - 1, 0)
 
-    def equal(value: NDArray) -> NDArray:
-        finite = np.isfinite(value) & np.isfinite(scores)
-        with np.errstate(invalid="ignore", over="ignore"):  # infinite scores
-            gap = np.abs(value - scores)
-            close = gap <= _TIE_TOLERANCE * np.maximum(np.abs(value), np.abs(scores))
-        return (value == scores) | (finite & close)
-
-    tie_above = (position <= last) & equal(values[above])
-    tie_below = (position >= 1) & equal(values[below]) & ~tie_above
+    tie_above = (position <= last) & _close(values[above], scores)
+    tie_below = (position >= 1) & _close(values[below], scores) & ~tie_above
     return position, np.where(tie_below, below, above), tie_above | tie_below
 
 
-def _log_odds(proba: NDArray) -> NDArray:
-    """``(n, n_classes)``: each class's log-odds against the rest,
-    ``log p_k - log sum_{j != k} p_j``, clipped at the log-odds where a probability
-    rounds to 1 in float64: the score the tables sort by.
+def _close(a: NDArray, b: NDArray) -> NDArray:
+    """Equal, or finite and within `_TIE_TOLERANCE` of each other (relative)."""
+    finite = np.isfinite(a) & np.isfinite(b)
+    with np.errstate(invalid="ignore", over="ignore"):  # infinite scores
+        close = np.abs(a - b) <= _TIE_TOLERANCE * np.maximum(np.abs(a), np.abs(b))
+    return (a == b) | (finite & close)
 
-    An increasing function of ``p_k`` where the probabilities sum to one, so the pairs
-    are those of ``p_k``, with one difference: scored by ``p_k`` alone, rows whose
-    probability of the class is saturated at exactly 1.0 tie (naive Bayes gives many),
-    while rows whose probability is saturated at 0 (the other class's at 1) stay apart
-    by their tiny values. Clipped log-odds tie both alike: swapping the names of two
-    classes negates the score and mirrors the pairs (``[p0, p1]`` becomes
-    ``[1 - p1, 1 - p0]``), as the predictor must.
+
+def _log_odds(proba: NDArray) -> NDArray:
+    """``(n, n_classes)``: each class's log-odds against the rest, clipped at the
+    log-odds where a probability rounds to 1 in float64: the score the tables sort by.
+
+    An increasing function of ``p_k``, so the pairs are those of ``p_k``, with one
+    difference: scored by ``p_k`` alone, rows whose probability of the class is saturated
+    at exactly 1.0 tie (naive Bayes gives many), while rows whose probability is
+    saturated at 0 stay apart by their tiny values. Clipped log-odds tie both alike.
+    Two classes: ``log p_1 - log p_0``, so that a row saturated at 1.0 keeps the digits
+    of the other class's probability, and swapping the names of the classes negates the
+    score and mirrors the pairs (``[p0, p1]`` becomes ``[1 - p1, 1 - p0]``), as the
+    predictor must. More classes: ``log p_k - log(1 - p_k)`` from ``p_k`` alone, so that
+    rows with the same ``p_k`` tie however the rest is split among the other classes (a
+    sum of the others' probabilities differs in its last digit with their split).
     """
-    # the others' probabilities summed, not 1 - p_k: a saturated row's keep their digits
-    others = proba @ (1.0 - np.eye(proba.shape[1]))
     with np.errstate(divide="ignore", invalid="ignore"):
-        scores = np.log(proba) - np.log(others)
+        if proba.shape[1] == 2:
+            scores = np.log(proba) - np.log(proba[:, ::-1])
+        else:
+            scores = np.log(proba) - np.log1p(-proba)
     scores = np.where(np.isnan(scores), 0.0, scores)  # 0 / 0: a row without probabilities
     return np.clip(scores, -_SATURATED_LOG_ODDS, _SATURATED_LOG_ODDS)
 
@@ -282,8 +289,9 @@ class VennAbersCalibrator(ClassifierMixin, ModelWrapper):
         Any scikit-learn classifier or Pipeline; ``None`` means ``LogisticRegression()``.
         A fitted model (or ``FrozenEstimator(model)``) can be calibrated without ``fit``.
         Only the order of its probabilities matters: each class is scored by its
-        log-odds against the rest, clipped where a probability rounds to 1 (rows
-        saturated at 1 or at 0 tie alike, so renaming the classes mirrors the pairs).
+        log-odds (from ``p_k`` alone with more than two classes), clipped where a
+        probability rounds to 1 (rows saturated at 1 or at 0 tie alike, so renaming the
+        classes mirrors the pairs).
     random_state : int, Generator or None, default=None
         Seeds the classifier trained by ``fit`` where its own ``random_state`` is None.
 
@@ -371,9 +379,9 @@ class VennAbersCalibrator(ClassifierMixin, ModelWrapper):
         if absent.size:
             warn_user(
                 f"No calibration row has the class(es) {absent[:5].tolist()}: their pairs "
-                "will be [0, p1] with p1 about 1 / (n + 1) where the model's score lies "
-                "among the calibration rows' but up to 1 above them (nothing says how "
-                "likely the class is there). Calibrate on rows of every class.",
+                "will be [0, p1] with p1 = 1 / (1 + the number of calibration rows scoring "
+                "at least as high): small at low scores, rising to 1 above the highest "
+                "(nothing says how likely the class is). Calibrate on rows of every class.",
                 UserWarning,
             )
         self._tables = _class_tables(proba, index)
@@ -502,9 +510,9 @@ class CrossVennAbersCalibrator(CrossFitClassifier):
         if missing:
             warn_user(
                 f"{len(missing)} of {len(self.estimators_)} folds lack a class among their "
-                "rows: those folds' pairs for it are [0, p1] with p1 about 1 / (n_k + 1) "
-                "where the model's score lies among the fold's. Use fewer folds or a "
-                "StratifiedKFold.",
+                "rows: those folds' pairs for it are [0, p1] with p1 = 1 / (1 + the "
+                "number of the fold's rows scoring at least as high), rising to 1 at the "
+                "top. Use fewer folds or a StratifiedKFold.",
                 UserWarning,
             )
         self._fold_tables = [

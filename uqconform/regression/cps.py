@@ -222,7 +222,8 @@ class ConformalPredictiveSystem(SplitConformalRegressor):
 
         With ``n`` calibration points, the ``q``-quantile is one of the values ``C_i``
         (rounded outward by a few units in the last place, so `predict_cdf` there reads
-        half a step above ``k / (n + 1)``):
+        half a step beyond ``k / (n + 1)`` on its side: above it for an upper quantile,
+        below it for a lower one):
         ``side="upper"`` takes the ``ceil((n + 1) q)``-th smallest, so that ``P(y <= it)
         >= q`` (``+inf`` beyond ``n``); ``side="lower"`` the ``floor((n + 1) q)``-th, so
         that ``P(y >= it) >= 1 - q`` (``-inf`` below 1). ``"auto"`` takes the lower one

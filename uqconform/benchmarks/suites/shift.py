@@ -9,7 +9,8 @@ on the same fitted models and splits: split CP with the absolute score (no weigh
 normalized score (the strongest simple baseline: a width that follows the noise covers a
 shifted population as far as the difficulty model is right), and the absolute score
 weighted by the true ratio and by a ratio estimated with a domain classifier
-(`ClassifierDensityRatio` on the training rows and unlabelled rows of the target pool).
+(`ClassifierDensityRatio` on the training rows and unlabelled rows of the target pool,
+disjoint from the rows the test rows are drawn from).
 """
 
 from __future__ import annotations
@@ -52,18 +53,22 @@ def _real(name: str, rows: int | None, seed: int):
 
 
 def _split(ctx, X, y, ratio, index, split, n_test):
-    """Train / calibration rows from the source; test rows drawn from the held-out pool
-    with probabilities proportional to the ratio; the rest of the pool is unlabelled
-    target data for the domain classifier."""
+    """Train / calibration rows from the source; the held-out pool is halved: test rows
+    are drawn from one half with probabilities proportional to the ratio, the unlabelled
+    target rows of the domain classifier from the other (so no test row's features help
+    to estimate the ratio)."""
     rng = ctx.rng(2, index, split)
     order = rng.permutation(len(y))
     n_train, n_cal = len(y) // 2, len(y) // 4
     train, cal = order[:n_train], order[n_train : n_train + n_cal]
     pool = order[n_train + n_cal :]
-    weights = ratio(X[pool])
-    test = rng.choice(pool, size=n_test, replace=True, p=weights / weights.sum())
-    unlabelled = rng.choice(pool, size=len(pool), replace=True, p=weights / weights.sum())
-    return train, cal, test, unlabelled
+    test_pool, target_pool = pool[: len(pool) // 2], pool[len(pool) // 2 :]
+
+    def tilted(rows: np.ndarray, size: int) -> np.ndarray:
+        weights = ratio(X[rows])
+        return rng.choice(rows, size=size, replace=True, p=weights / weights.sum())
+
+    return train, cal, tilted(test_pool, n_test), tilted(target_pool, len(target_pool))
 
 
 def _synthetic_split(ctx, index, split, rows):
