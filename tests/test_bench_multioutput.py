@@ -81,7 +81,7 @@ def test_multioutput_family_smoke(tmp_path):
             row["met"] for row in tables["targets (volume ratios)"] if row["problem"] in real
         )
         assert count["value"].startswith(f"{wins} of {len(real)}")
-        assert count["met"] is (wins >= 2)
+        assert count["met"] is None  # judged at full scale only
         assert "CONTRA" in methods
         ratios = {row["problem"]: row for row in tables["targets (volume ratios)"]}
         assert {"banana", "moons", "mixture", "gaussian"} <= set(ratios)
@@ -89,7 +89,10 @@ def test_multioutput_family_smoke(tmp_path):
         for problem, row in ratios.items():
             if problem in real:
                 ratio = by[problem, "ResidualCONTRA"]["volume"] / by[problem, "ellipse"]["volume"]
-                assert row["ratio"] == ratio and row["met"] is (ratio <= 1)
+                assert row["ratio"] == ratio  # one resplit: also the mean of the ratios
+                # a win only below 1 by more than twice the standard error over resplits
+                se = row["ratio_se_resplits"]
+                assert row["met"] is (se is not None and row["ratio"] + 2 * se < 1)
                 continue
             ellipse, box = by[problem, "ellipse"]["volume"], by[problem, "box"]["volume"]
             contra = by[problem, "CONTRA"]["volume"]

@@ -179,6 +179,14 @@ def _rows(records) -> list[dict[str, Any]]:
     return rows
 
 
+def pinball_ratio(row: dict[str, Any], base: dict[str, Any]) -> tuple[float, float]:
+    """Mean and standard error over the shared resplits of ``row``'s pinball loss over
+    ``base``'s (paired: both methods see the same rows in each resplit)."""
+    ratios = np.divide(row["pinball_per_split"], base["pinball_per_split"])
+    se = ratios.std(ddof=1) / np.sqrt(ratios.size) if ratios.size > 1 else float("nan")
+    return float(ratios.mean()), float(se)
+
+
 def _headlines(rows) -> list[dict[str, Any]]:
     by = {(row["dataset"], row["method"]): row for row in rows}
     datasets = sorted({row["dataset"] for row in rows})
@@ -196,17 +204,20 @@ def _headlines(rows) -> list[dict[str, Any]]:
     ]
     for method in ("cps", "cps-normalized"):
         base = method.replace("cps", "gaussian")
-        ratios = [
-            by[d, method]["pinball"] / by[d, base]["pinball"]
+        paired = {
+            d: pinball_ratio(by[d, method], by[d, base])
             for d in datasets
             if (d, method) in by and (d, base) in by
-        ]
-        wins = sum(r < 1 for r in ratios)
+        }
+        wins = sum(r + 2 * se < 1 for r, se in paired.values())
+        losses = sum(r - 2 * se > 1 for r, se in paired.values())
         lines.append(
             headline(
-                f"{method} mean pinball loss / Gaussian predictive's, per dataset "
-                f"(lower is better; wins {wins}/{len(ratios)})",
-                ", ".join(f"{d} {r:.3f}" for d, r in zip(datasets, ratios, strict=False)),
+                f"{method} pinball loss / Gaussian predictive's, per dataset: mean of the "
+                "per-resplit ratios ± standard error (lower is better; beyond 2 s.e.: "
+                f"wins {wins}, losses {losses}, ties {len(paired) - wins - losses} "
+                f"of {len(paired)})",
+                ", ".join(f"{d} {r:.3f} ± {se:.3f}" for d, (r, se) in paired.items()),
             )
         )
     crepes_rows = [row for row in rows if row["method"] == "crepes-cps"]

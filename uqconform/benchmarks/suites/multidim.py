@@ -521,7 +521,10 @@ def _summary_row(problem, level, labels, size, records, accuracy, notes) -> dict
         "learned_size": learned_size,
         "learned_minus_ens": diff,
         "learned_minus_ens_se": se,
-        "learned_no_larger": bool(learned_size <= ensemble_size),
+        # smaller beyond twice its standard error: a point estimate inside the noise of
+        # a few resplits is a tie, not a win
+        "learned_smaller": bool(np.isfinite(se) and diff + 2 * se < 0),
+        "learned_tie": bool(not np.isfinite(se) or abs(diff) <= 2 * se),
         "best_method": overall,
     }
 
@@ -671,9 +674,10 @@ def run(ctx) -> FamilyResult:
     notes.append(
         "tabular: 50/25/25 train/calibration/test resplits; the heads are fitted once per "
         "resplit and shared by every method. single = head 0 (fitted on a bootstrap sample) "
-        "alone. learned_no_larger: best learned variant's mean set size <= best ensemble's "
-        "(LAC or APS); learned_minus_ens(_se): paired mean difference over resplits and its "
-        "standard error. coverage_lower: lower end of the central "
+        "alone. learned_minus_ens(_se): paired mean difference over resplits of the best "
+        "learned variant's set size minus the best ensemble's (LAC or APS), and its "
+        "standard error; learned_smaller: below 0 by more than 2 standard errors; "
+        "learned_tie: within 2 standard errors. coverage_lower: lower end of the central "
         f"{CONFIDENCE:.0%} interval of the split-CP coverage law (coverage_bounds with the "
         "calibration points the method actually uses, pooled over resplits); coverage_ok: "
         "coverage >= coverage_lower; coverage_upper: the law's upper end, which binds "
@@ -683,13 +687,23 @@ def run(ctx) -> FamilyResult:
         "other methods do not get; here every method keeps its empty sets (empty_share)."
     )
     real_ok = [
-        f"{r['problem']} (alpha {r['alpha']})"
+        f"{r['problem']} (alpha {r['alpha']}: {r['learned_minus_ens']:+.3f} ± "
+        f"{r['learned_minus_ens_se']:.3f})"
         for r in tab_summary
-        if r["real"] and r["learned_no_larger"]
+        if r["real"] and r["learned_smaller"]
+    ]
+    real_ties = [
+        f"{r['problem']} (alpha {r['alpha']}: {r['learned_minus_ens']:+.3f} ± "
+        f"{r['learned_minus_ens_se']:.3f})"
+        for r in tab_summary
+        if r["real"] and r["learned_tie"]
     ]
     notes.append(
-        "Goal (learned no larger than the ensemble on at least one real problem): "
-        + (f"met on {', '.join(real_ok)}." if real_ok else "NOT met on any real problem.")
+        "Goal (learned no larger than the ensemble on at least one real problem), judged "
+        "on the paired difference of mean set sizes over resplits: a win where it is below "
+        "0 by more than twice its standard error, a tie where it is within twice. "
+        + (f"Wins: {', '.join(real_ok)}. " if real_ok else "No win on a real problem. ")
+        + (f"Ties: {', '.join(real_ties)}." if real_ties else "No tie.")
     )
     return FamilyResult(
         tables={
@@ -732,7 +746,8 @@ def _headlines(path_rows, path_validity, tab_rows, real_ok, speed) -> list[dict[
     ]
     found.append(
         headline(
-            "learned aggregation no larger than the ensemble on a real problem",
+            "learned aggregation smaller than the ensemble on a real problem (paired "
+            "difference of mean set sizes ± standard error, below 0 by more than 2 s.e.)",
             ", ".join(real_ok) or "none",
             ">= 1 real problem",
             bool(real_ok),

@@ -307,7 +307,9 @@ def _run_real(ctx, flows, notes, keep) -> list[dict[str, Any]]:
 
 
 # ---- ratios (the targets) -------------------------------------------------------------
-def _ratios(synthetic, real, notes) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def _ratios(
+    synthetic, real, notes, full_scale: bool
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     by = {(r["problem"], r["method"]): r for r in [*synthetic, *real]}
     summary, found = [], []
     for problem in SYNTHETIC:
@@ -362,6 +364,8 @@ def _ratios(synthetic, real, notes) -> tuple[list[dict[str, Any]], list[dict[str
         ratio_se = (
             float(per_split.std(ddof=1) / np.sqrt(per_split.size)) if per_split.size > 1 else None
         )
+        # a win only beyond the noise of the resplits (a few at quick scale)
+        smaller = bool(ratio_se is not None and ratio + 2 * ratio_se < 1)
         summary.append(
             {
                 "problem": problem,
@@ -373,8 +377,8 @@ def _ratios(synthetic, real, notes) -> tuple[list[dict[str, Any]], list[dict[str
                 "ratio_of_mean_volumes": res / ellipse,
                 "resplits": per_split.size,
                 "resplits_at_or_below_1": int(np.sum(per_split <= 1)),
-                "target": "<= 1",
-                "met": bool(ratio <= 1),
+                "target": "< 1 by more than 2 s.e.",
+                "met": smaller,
                 "ResidualCONTRA_coverage": res_row["coverage"],
             }
         )
@@ -384,12 +388,17 @@ def _ratios(synthetic, real, notes) -> tuple[list[dict[str, Any]], list[dict[str
                 f"ResidualCONTRA volume / ellipse, {problem} (same model, "
                 f"{per_split.size} resplit(s); mean of the per-resplit ratios +- s.e.)",
                 f"{ratio:.3f}{spread}",
-                "<= 1",
-                ratio <= 1,
+                "< 1 by more than 2 s.e.",
+                smaller,
             )
         )
-        if ratio <= 1:
+        if smaller:
             wins.append(f"{problem} ({ratio:.2f})")
+        elif ratio <= 1:
+            notes.append(
+                f"{problem}: ResidualCONTRA's region is smaller than the ellipse on average "
+                f"({ratio:.3f}{spread}), within twice the standard error of 1: a tie."
+            )
         else:
             notes.append(
                 f"{problem}: ResidualCONTRA's region is {100 * (ratio - 1):.0f}% larger than "
@@ -398,10 +407,11 @@ def _ratios(synthetic, real, notes) -> tuple[list[dict[str, Any]], list[dict[str
     if judged_real:
         found.append(
             headline(
-                "real targets where ResidualCONTRA volume <= ellipse (same model)",
+                "real targets where ResidualCONTRA volume < ellipse by more than 2 s.e. "
+                "(same model; diamonds was added after other real sets had been tried)",
                 f"{len(wins)} of {judged_real}: " + (", ".join(wins) or "none"),
-                ">= 2 real targets",
-                len(wins) >= 2,
+                ">= 2 real targets (judged at full scale)",
+                len(wins) >= 2 if full_scale else None,
             )
         )
     return summary, found
@@ -564,7 +574,7 @@ def run(ctx) -> FamilyResult:
         warnings.simplefilter("ignore", UserWarning)
         synthetic = _run_synthetic(ctx, flows, notes, keep)
         real = _run_real(ctx, flows, notes, keep)
-        summary, found = _ratios(synthetic, real, notes)
+        summary, found = _ratios(synthetic, real, notes, ctx.scale == "full")
         speed, speed_found = _run_speed(ctx, flows, notes)
         _plot_regions(ctx, keep)
     rows = [*synthetic, *real]

@@ -189,7 +189,7 @@ def run(ctx) -> FamilyResult:
     headlines = [
         headline(
             "weighted CP with the true ratio covers the shifted population (mean coverage "
-            "at or above the law's lower end)",
+            "at or above the lower end of the 99% law, each data set on its own)",
             f"{sum(r['covers'] for r in weighted)}/{len(weighted)}",
             "all data sets",
             all(r["covers"] for r in weighted),
