@@ -166,10 +166,9 @@ class _Table:
     """The pair for every position among one calibration set's sorted scores."""
 
     def __init__(self, scores: NDArray, labels: NDArray):
-        values, inverse = np.unique(scores, return_inverse=True)
-        # scores that prediction would take as equal (`calibration_ties`) are one value
-        first = np.concatenate([[True], ~_close(values[1:], values[:-1])])
-        self.values, inverse = values[first], (np.cumsum(first) - 1)[inverse]
+        # distinct calibration scores stay apart, however close (as an isotonic refit
+        # keeps them); only a test score within `_TIE_TOLERANCE` of one ties it
+        self.values, inverse = np.unique(scores, return_inverse=True)
         counts = np.bincount(inverse, minlength=self.values.size)
         sums = np.bincount(inverse[labels], minlength=self.values.size)  # labels: bool
         self.gap0, self.tie0 = _added_point_values(counts, sums, 0)
