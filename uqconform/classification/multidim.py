@@ -409,12 +409,23 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
         infinite = np.isinf(quantiles)
         if (enough & infinite).any():
             beyond = int(np.isinf(self.conformity_scores_).sum())
+            level = float(np.min(levels[enough & infinite]))
+            left_out = int(np.floor(level * (n_recal + 1)))
+            # a cell part of n1 rows leaves about n_heads / (n1 + 1) of the other rows'
+            # vectors beyond every cap, and the level leaves out about alpha of them
+            n_heads = len(self.estimator_.heads_)
+            cells_rows = int(np.ceil(n_heads / level))
+            advice = int(np.ceil(cells_rows / float(self.cells_fraction)))
             warn_user(
                 f"At alpha={levels_text(levels[enough & infinite])} every set holds every "
-                f"class: {beyond} of the {n_recal} calibration score vectors lie beyond "
-                "every cell cap (above all the cells' centres in some head), more than the "
-                "level leaves out. Give about (that number + 1) / alpha calibration rows, a "
-                "larger cells_fraction, or use calibration='learned'.",
+                f"class: {beyond} of the {n_recal} recalibration score vectors lie beyond "
+                "every cell cap (above all the cells' centres in some head), and the level "
+                f"leaves out at most floor(alpha (n + 1)) = {left_out} of them. Their share "
+                "falls as the cells part grows (about n_heads / its rows), not as the "
+                f"recalibration part does: give the cells part about n_heads / alpha = "
+                f"{cells_rows} rows (about {advice} calibration rows with cells_fraction="
+                f"{self.cells_fraction}), a larger cells_fraction, or use "
+                "calibration='learned'.",
                 UserWarning,
             )
 
