@@ -698,7 +698,8 @@ def test_vectors_beyond_every_cap_that_fill_every_set_are_reported():
         # what the level leaves out, and the cure: a cells part of about n_heads / alpha
         assert f"floor(alpha (n + 1)) = {int(np.floor(level * (scores.size + 1)))}" in message
         cells_rows = int(np.ceil(len(heads) / level))
-        assert f"n_heads / alpha = {cells_rows} rows (about {2 * cells_rows} calibration" in message
+        advice = f"n_heads / alpha = {cells_rows} rows (about {2 * cells_rows} calibration"
+        assert advice in message
 
 
 def test_filled_empty_sets_break_ties_by_the_heads_mean_score():
