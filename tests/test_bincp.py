@@ -446,6 +446,25 @@ def test_bad_parameters_name_the_argument(problem, params, match):
         BinarizedSmoothedClassifier(model, **params).calibrate(X[:100], y[:100])
 
 
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda: certified_probability(0.6, 0.5, -0.25), "`sigma`"),
+        (lambda: certified_probability(0.6, 0.5, 0.0), "`sigma`"),
+        (lambda: certified_probability(0.6, -0.5, 0.25), "`radius`"),
+        (lambda: clopper_pearson_lower(5, 10, 1.5), "`level`"),
+        (lambda: clopper_pearson_upper(5, 10, 0.0), "`level`"),
+        (lambda: clopper_pearson_lower(11, 10, 0.05), "`successes`"),
+        (lambda: clopper_pearson_upper(-1, 10, 0.05), "`successes`"),
+    ],
+)
+def test_public_bounds_refuse_what_they_cannot_bound(call, match):
+    """A negative sigma flipped the sign (a bound above p), sigma 0 divided by zero, and
+    levels or counts out of range gave NaN."""
+    with pytest.raises(ValueError, match=re.escape(match)):
+        call()
+
+
 def test_too_few_samples_for_eta_names_the_minimum(problem):
     model, X, y = problem
     cp = BinarizedSmoothedClassifier(model, n_samples=20, eta=1e-3)

@@ -6,6 +6,7 @@ import copy
 import functools
 import itertools
 import pickle
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -827,10 +828,57 @@ def test_partitions_too_small_name_the_minimum(digits):
         model.calibrate(X_cal[:200], y_cal[:200])
     model.set_params(k_calib=5).calibrate(X_cal, y_cal)
     smallest = int(model.partition_sizes_.min())
+    # r_calib deletions must leave a partition that still calibrates: the partition
+    # minimum plus the radius (it was minimum_scores(0.1) = 9 plus the radius, which let
+    # certify accept a radius whose deletions calibrate refused)
+    room = smallest - minimum_partition_size(5, 0.1, "exact")
+    model.certify(X_test, r_calib=room)
     with pytest.raises(ValueError, match=f"needs at least {smallest + 1}"):
-        model.certify(X_test, r_calib=smallest - 9 + 1)  # minimum_scores(0.1) = 9
+        model.certify(X_test, r_calib=room + 1)
     with pytest.raises(ValueError, match="needs at least"):
         model.reliability_curve(X_test, [0, smallest])
+
+
+def test_public_helpers_refuse_impossible_inputs_and_radii_are_named_as_given(digits):
+    """majority_coverage gave 0.0148 for 5 votes out of 2 partitions and 0.80 for a
+    threshold of -3; reliability_curve blamed the valid 0 in [0, 1, 2.5]."""
+    assert majority_coverage([10, 10], [3, 3], 5) == 0.0  # no label gets 6 votes of 2
+    with pytest.raises(ValueError, match="`threshold`"):
+        majority_coverage([10, 10], [3, 3], -3)
+    with pytest.raises(ValueError, match="`ranks`"):
+        majority_coverage([10, 10], [3, 11], 0)
+    with pytest.raises(ValueError, match="`k_calib`"):
+        partition_rank(50, 3.7, 0.1)
+    X_fit, y_fit, X_cal, y_cal, X_test, _ = digits
+    model = ReliablePredictionSets(k_train=2, k_calib=5, random_state=0).fit(X_fit, y_fit)
+    model.calibrate(X_cal, y_cal)
+    with pytest.raises(ValueError, match=r"got 2\.5"):
+        model.reliability_curve(X_test, [0, 1, 2.5])
+    with pytest.raises(ValueError, match="got True"):
+        model.reliability_curve(X_test, [True, 2])
+
+
+def test_small_partitions_of_distinct_rows_do_not_warn_of_repeats():
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(330, 3)), np.tile([0, 1, 2], 110)
+    model = ReliablePredictionSets(k_train=3, k_calib=10, alpha=0.5, coverage="paper")
+    model.fit(X[:300], y[:300])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # 30 distinct rows, 3 per partition: no repeats
+        model.calibrate(X[300:], y[300:])
+
+
+def test_attributes_follow_alpha_changed_after_calibration(digits):
+    """set_params(alpha=...) moves the sets; the thresholds and votes reported beside them
+    (and worst_partitions, which reads them) stayed at the old level."""
+    X_fit, y_fit, X_cal, y_cal, X_test, _ = digits
+    model = ReliablePredictionSets(k_train=2, k_calib=5, random_state=0).fit(X_fit, y_fit)
+    model.calibrate(X_cal, y_cal).set_params(alpha=0.2)
+    assert model.majority_threshold_ == majority_threshold(5, 0.2)
+    ranks = [partition_rank(n, 5, 0.2, "exact") for n in model.partition_sizes_]
+    np.testing.assert_array_equal(model.partition_ranks_, ranks)
+    votes = model.partition_sets(X_test).sum(axis=2)
+    np.testing.assert_array_equal(model.predict_set(X_test), votes > model.majority_threshold_)
 
 
 @pytest.mark.parametrize(

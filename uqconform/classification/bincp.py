@@ -48,6 +48,8 @@ from uqconform._validation import (
     NonFiniteOutputError,
     check_class_labels,
     check_int,
+    check_nonnegative_float,
+    check_positive_float,
     class_probabilities,
     missing_proba_error,
     model_classes,
@@ -115,8 +117,24 @@ def certified_probability(p: ArrayLike, radius: float, sigma: float) -> NDArray:
     >>> certified_probability(0.6, 0.0, 0.25)
     array(0.6)
     """
+    shift = check_nonnegative_float(radius, "radius") / check_positive_float(sigma, "sigma")
     p = np.clip(np.asarray(p, dtype=float), 0.0, 1.0)
-    return np.asarray(stats.norm.cdf(stats.norm.ppf(p) - float(radius) / float(sigma)))
+    return np.asarray(stats.norm.cdf(stats.norm.ppf(p) - shift))
+
+
+def _check_binomial(successes: ArrayLike, n: ArrayLike, level: float) -> NDArray:
+    """``successes`` as floats, after checking ``0 <= successes <= n`` and ``level`` in
+    (0, 1) (a ``ValueError`` naming the argument: a bound of NaN helps nobody)."""
+    k, trials = np.asarray(successes, dtype=float), np.asarray(n, dtype=float)
+    if np.isnan(k).any() or (k < 0).any() or (k > trials).any():
+        raise ValueError(f"`successes` must lie between 0 and n={n!r}, got {successes!r}.")
+    if (
+        isinstance(level, bool)
+        or not isinstance(level, (int, float, np.number))
+        or not (0 < float(level) < 1)
+    ):
+        raise ValueError(f"`level` must lie strictly between 0 and 1, got {level!r}.")
+    return k
 
 
 def clopper_pearson_lower(successes: ArrayLike, n: int, level: float) -> NDArray:
@@ -129,7 +147,7 @@ def clopper_pearson_lower(successes: ArrayLike, n: int, level: float) -> NDArray
     >>> print(clopper_pearson_lower(90, 150, 0.001 / 210).round(3))
     0.417
     """
-    k = np.asarray(successes, dtype=float)
+    k = _check_binomial(successes, n, level)
     with np.errstate(invalid="ignore"):
         bound = stats.beta.ppf(level, np.maximum(k, 1e-300), n - k + 1)
     return np.where(k <= 0, 0.0, bound)
@@ -145,7 +163,7 @@ def clopper_pearson_upper(successes: ArrayLike, n: int, level: float) -> NDArray
     >>> print(clopper_pearson_upper(0, 150, 0.001 / 210).round(3))
     0.078
     """
-    k = np.asarray(successes, dtype=float)
+    k = _check_binomial(successes, n, level)
     with np.errstate(invalid="ignore"):
         bound = stats.beta.ppf(1 - level, k + 1, np.maximum(n - k, 1e-300))
     return np.where(k >= n, 1.0, bound)

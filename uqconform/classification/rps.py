@@ -263,6 +263,14 @@ def majority_coverage(sizes: ArrayLike, ranks: ArrayLike, threshold: int) -> flo
             f"`sizes` and `ranks` must be 1-D with one entry per partition, got shapes "
             f"{sizes.shape} and {ranks.shape}."
         )
+    if (ranks < 0).any() or (ranks > sizes).any():
+        raise ValueError(
+            f"`ranks` must lie between 0 and the partition's size, got ranks {ranks.tolist()} "
+            f"for sizes {sizes.tolist()}."
+        )
+    threshold = check_int(threshold, "threshold", low=0)
+    if threshold >= sizes.size:  # more votes than partitions: no label can enter
+        return 0.0
     spans = np.array([_transition(int(n), int(r)) for n, r in zip(sizes, ranks, strict=True)])
     active = ranks > 0
     if not active.any():
@@ -322,7 +330,8 @@ def partition_rank(n: int, k_calib: int, alpha: float, coverage: str = "exact") 
     (9, 8)
     """
     level = float(check_alpha(alpha)[0])
-    n = int(n)
+    n = check_int(n, "n", low=0)
+    k_calib = check_int(k_calib, "k_calib")
     if coverage == "paper":
         return max(int(conformal_rank(n, level, kind="conformity")[0]) - 1, 1)
     if coverage == "exact":
@@ -717,11 +726,12 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
     calibration_partition_ : ndarray of shape (n_calibration,)
     partition_sizes_ : ndarray of shape (k_calib,)
     partition_ranks_, partition_thresholds_ : ndarray of shape (k_calib,)
-        At the constructor's (first) ``alpha``.
+        At the constructor's (first) ``alpha``, as it is now (`set_params` moves them).
     majority_threshold_ : int
-        A label enters the set with more than this many partition votes.
+        A label enters the set with more than this many partition votes (at that level).
     majority_coverage_ : float
-        The coverage the formula of `majority_coverage` gives for these partition sizes.
+        The coverage the formula of `majority_coverage` gives for these partition sizes
+        (at that level).
     n_calibration_ : int
 
     Examples
@@ -949,10 +959,6 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
             "conformity_scores_",
             "calibration_partition_",
             "partition_sizes_",
-            "partition_ranks_",
-            "partition_thresholds_",
-            "majority_threshold_",
-            "majority_coverage_",
             "n_calibration_",
             "_calibration_counts",
             "_calibration_labels",
@@ -1011,11 +1017,6 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
         self._calibration_counts = counts
         self._calibration_labels = labels
         level = float(levels[0])
-        ranks = self._ranks(level)
-        self.partition_ranks_ = ranks
-        self.partition_thresholds_ = self._partition_thresholds(ranks, 0)[0]
-        self.majority_threshold_ = majority_threshold(k, level)
-        self.majority_coverage_ = majority_coverage(sizes, ranks, self.majority_threshold_)
         if self.coverage == "exact" and self.majority_coverage_ < 1 - level - 1e-9:
             warn_user(
                 f"With these unequal calibration partition sizes the majority set covers "
@@ -1025,13 +1026,42 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
             )
         return self
 
+    # ---- what the calibration gives at the current `alpha` (read at each access, so that
+    # `set_params(alpha=...)` moves them with the sets) -------------------------------------
+    def _current_level(self) -> float:
+        if "conformity_scores_" not in self.__dict__:
+            raise AttributeError("not calibrated: call calibrate(X_calib, y_calib) first")
+        return float(check_alpha(self.alpha, "alpha")[0])
+
+    @property
+    def partition_ranks_(self) -> NDArray:
+        """Rank of every calibration partition's threshold at the (first) ``alpha``."""
+        return self._ranks(self._current_level())
+
+    @property
+    def partition_thresholds_(self) -> NDArray:
+        """Threshold of every calibration partition at the (first) ``alpha``."""
+        return self._partition_thresholds(self.partition_ranks_, 0)[0]
+
+    @property
+    def majority_threshold_(self) -> int:
+        """A label enters the set with more than this many partition votes."""
+        return majority_threshold(int(self.k_calib), self._current_level())
+
+    @property
+    def majority_coverage_(self) -> float:
+        """The coverage `majority_coverage` gives for these partition sizes."""
+        ranks = self.partition_ranks_
+        return majority_coverage(self.partition_sizes_, ranks, self.majority_threshold_)
+
     @staticmethod
     def _warn_if_rows_repeat(digests: NDArray, k: int) -> None:
         """Equal feature rows share a partition, so with many repeats the partitions are
         not random samples of the calibration rows, which the coverage formula assumes."""
         counts = np.unique(digests, return_counts=True)[1]
         effective = digests.size**2 / float(np.sum(counts.astype(float) ** 2))
-        if effective < _REPEATS_PER_PARTITION * k:
+        # repeats, and few distinct rows per partition (small partitions alone are fine)
+        if effective < _REPEATS_PER_PARTITION * k and effective < 0.9 * digests.size:
             warn_user(
                 f"The {digests.size} calibration rows hold only about {effective:.0f} "
                 "distinct feature rows (effective count): equal rows share a hash partition, "
@@ -1045,10 +1075,13 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
     def _check_sizes(self, sizes: NDArray, alpha: float, r_calib: int) -> None:
         # a threshold above the smallest score in every partition, and room for the
         # radius (a partition poisoned below its rank votes for every label: one flip)
-        needed = max(
-            minimum_partition_size(int(self.k_calib), alpha, self.coverage),
-            minimum_scores(alpha) + r_calib,
-        )
+        needed = (
+            max(
+                minimum_partition_size(int(self.k_calib), alpha, self.coverage),
+                minimum_scores(alpha),
+            )
+            + r_calib
+        )  # a partition r_calib deletions shrink must still calibrate
         if sizes.min() < needed:
             worst = int(np.argmin(sizes))
             radius = f" and r_calib={r_calib}" if r_calib else ""
@@ -1217,8 +1250,9 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
             Poisoned training points.
         r_calib : int, default=0
             Poisoned calibration points; every calibration partition must keep at least
-            ``max(minimum_partition_size(k_calib, alpha, coverage),
-            minimum_scores(alpha) + r_calib)`` points, otherwise a ``ValueError``.
+            ``minimum_partition_size(k_calib, alpha, coverage) + r_calib`` points (so
+            that r_calib deletions leave a partition that still calibrates), otherwise a
+            ``ValueError``.
         alpha : float, optional
             Defaults to the constructor's (first) ``alpha``.
 
@@ -1260,11 +1294,13 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
             )
         self._check_calibrated()
         level = self._level(alpha)
-        values = np.asarray(radii)
-        if values.ndim != 1 or values.size == 0:
+        # the user's entries, not an array's (which turns [0, 1, 2.5] into floats and
+        # [True, 2] into integers)
+        entries = list(radii) if isinstance(radii, (list, tuple)) else np.asarray(radii).tolist()
+        if np.ndim(radii) != 1 or not entries:
             raise ValueError("`radii` must be a non-empty 1-D sequence of integers.")
         pairs = []
-        for radius in values.tolist():  # validate every radius before any work
+        for radius in entries:  # validate every radius before any work
             check_int(radius, "radii", low=0)  # each entry, named as the user gave it
             r_train = radius if poisoned in ("training", "both") else 0
             r_calib = radius if poisoned in ("calibration", "both") else 0
@@ -1278,4 +1314,7 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
             certified = self._certify_from(cache[r_train], r_train, r_calib, level)
             for key, value in certified.items():
                 curve[key].append(float(value.mean()))
-        return {"radius": values.astype(int), **{k: np.array(v) for k, v in curve.items()}}
+        return {
+            "radius": np.array(entries, dtype=int),
+            **{k: np.array(v) for k, v in curve.items()},
+        }
