@@ -363,6 +363,14 @@ def test_same_seed_same_sets_any_batch_size_and_inputs_unchanged(problem):
         runs.append((cp.threshold_, cp.predict_set(X_test, radius=0.1)))
     assert runs[0][0] == runs[1][0]
     np.testing.assert_array_equal(runs[0][1], runs[1][1])
+    # a Generator too: its noise and APS uniforms were one stream interleaved by batch
+    seeded = [
+        BinarizedSmoothedClassifier(
+            model, conformity_score="aps", batch_size=batch, random_state=np.random.default_rng(5)
+        ).calibrate(X_cal, y_cal)
+        for batch in (None, 7)
+    ]
+    assert seeded[0].threshold_ == seeded[1].threshold_
     np.testing.assert_array_equal(runs[0][1], cp.predict_set(X_test, radius=0.1))
     guard.check()
     other = BinarizedSmoothedClassifier(model, conformity_score="aps", random_state=6)

@@ -303,8 +303,9 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
         seed does not pair the same noise with every calibration set.
         """
         seed = self.random_state
-        if isinstance(seed, np.random.Generator):  # used as is, draws in sequence
-            return seed, seed
+        if isinstance(seed, np.random.Generator):  # draws in sequence, two streams of it
+            noise, uniforms = seed.spawn(2)  # one shared stream interleaved by batch
+            return noise, uniforms
         if seed is None:
             return np.random.default_rng(), np.random.default_rng()
         base = cast(int, integer_seed(seed))  # not None: seed is not None here
