@@ -346,6 +346,14 @@ def test_density_ratio_names_a_missing_sample():
     ]:
         with pytest.raises(ValueError, match=f"`{name}` must be rows of features"):
             ClassifierDensityRatio().fit(source, target)
+    # NaN named by its sample (scikit-learn's message named neither); a string classifier
+    # named as `classifier` (it was called `estimator`, with advice about calibrate)
+    gappy = rows.copy()
+    gappy[2, 1] = np.nan
+    with pytest.raises(ValueError, match="`X_target` contains NaN"):
+        ClassifierDensityRatio().fit(rows, gappy)
+    with pytest.raises(TypeError, match="`classifier` must be a scikit-learn classifier"):
+        ClassifierDensityRatio(classifier="logistic").fit(rows, rows)
 
 
 def test_a_density_ratio_refitted_in_place_calls_for_recalibration():

@@ -4,6 +4,7 @@ MAPIE, its guarantees over resplits, its width against split CP, bad input."""
 from __future__ import annotations
 
 import pickle
+import re
 import warnings
 
 import numpy as np
@@ -301,6 +302,31 @@ def test_parameters_changed_after_fit():
         changed = clone(model).set_params(random_state=0).fit(X, y).set_params(**params)
         with pytest.raises(NotFittedError, match=r"changed since fit.*call fit\(X, y\)"):
             changed.predict_interval(X)
+
+
+@pytest.mark.parametrize(
+    "params, match",
+    [
+        ({"batch_size": -5}, "`batch_size`"),
+        ({"batch_size": 2.5}, "`batch_size`"),
+        ({"method": "min-max"}, "`method`"),
+        ({"method": None}, "`method`"),
+    ],
+)
+def test_settings_read_at_prediction_are_checked_there(params, match):
+    """batch_size=-5 set after fit ran no batch and returned the uninitialised result
+    array (lower ends above upper ones; p-values up to 5e16); a misspelt method gave CV+."""
+    from uqconform.classification import CrossConformalClassifier
+
+    X, y = _linear(40, 0)
+    model = CrossConformalRegressor(random_state=0).fit(X, y).set_params(**params)
+    with pytest.raises(ValueError, match=re.escape(match)):
+        model.predict_interval(X)
+    if "batch_size" in params:
+        labels = (y > np.median(y)).astype(int)
+        classifier = CrossConformalClassifier(random_state=0).fit(X, labels)
+        with pytest.raises(ValueError, match=re.escape(match)):
+            classifier.set_params(**params).predict_pvalue(X)
 
 
 class _RecordsRows(Ridge):

@@ -130,6 +130,30 @@ def test_set_scores_of_non_randomised_aps_exclude_the_own_mass():
         np.testing.assert_array_equal(score.set_scores(proba, u), score.scores(proba, u))
 
 
+def test_mass_ranked_above_equals_the_previous_labels_score_to_the_bit():
+    """Leaf-count probabilities [6/7, 1/7]: the mass above label 1 is 6/7, the score of
+    label 0; computed as 1 - 1/7 it was one ulp larger, so a calibration score of 6/7 no
+    longer counted as reaching it (p-value 0.048 instead of 1 on 20 such rows)."""
+    from uqconform import SplitConformalClassifier
+
+    class Leaf:  # a fitted model whose probabilities are leaf counts
+        classes_ = np.array([0, 1])
+
+        def fit(self, X, y):
+            return self
+
+        def predict_proba(self, X):
+            return np.tile([6 / 7, 1 / 7], (len(X), 1))
+
+    proba = np.array([[6 / 7, 1 / 7]])
+    for score in (APSScore(randomized=False), RAPSScore(randomized=False, lambda_reg=0.0)):
+        inclusive, above = score.scores(proba), score.set_scores(proba)
+        assert above[0, 1] == inclusive[0, 0]
+    X, y = np.zeros((20, 1)), np.zeros(20, dtype=int)
+    cp = SplitConformalClassifier(Leaf(), conformity_score="aps", randomized=False)
+    assert cp.calibrate(X, y).predict_pvalue(X[:1])[0, 1] == 1.0
+
+
 @pytest.mark.parametrize("score", [APSScore(randomized=False), RAPSScore(randomized=False)])
 def test_cumulative_scores_increase_with_rank(score):
     proba = _probabilities(seed=5)

@@ -26,6 +26,7 @@ from sklearn.utils.validation import check_is_fitted
 from uqconform._parallel import run_fits
 from uqconform._rows import fit_params_rows, n_rows, take_rows
 from uqconform._seeding import integer_seed, seeded_clone
+from uqconform._validation import check_int
 from uqconform.base import (
     ModelWrapper,
     check_calibration_settings,
@@ -223,7 +224,10 @@ class CrossFitWrapper(ModelWrapper):
     def _row_batches(self, n: int, cells_per_row: int) -> Iterator[slice]:
         """Slices of ``n`` rows whose ``cells_per_row``-wide arrays stay within bounded
         memory (``batch_size`` rows when given)."""
-        step = getattr(self, "batch_size", None) or max(1, _BATCH_CELLS // max(cells_per_row, 1))
+        # read at each call (set_params after fit is allowed), so checked here too: a
+        # negative size ran no batch and returned the empty result array as it was
+        given = check_int(getattr(self, "batch_size", None), "batch_size", allow_none=True)
+        step = given or max(1, _BATCH_CELLS // max(cells_per_row, 1))
         for start in range(0, n, step):  # a loop over batches of rows
             yield slice(start, min(start + step, n))
 

@@ -140,6 +140,23 @@ class ClassifierDensityRatio:
                 )
             X = np.concatenate([source, target])
         labels = np.r_[np.zeros(n_source, int), np.ones(n_target, int)]
+        if self.classifier is None:  # the default pipeline takes finite numbers only
+            for name, value in (("X_source", X_source), ("X_target", X_target)):
+                try:
+                    finite = np.isfinite(np.asarray(value, dtype=float)).all()
+                except (TypeError, ValueError):
+                    finite = True  # not numbers: the pipeline says so
+                if not finite:
+                    raise ValueError(
+                        f"`{name}` contains NaN or infinite values, which the default "
+                        "classifier cannot take: impute them, or pass a `classifier` that "
+                        "handles them (e.g. HistGradientBoostingClassifier for NaN)."
+                    )
+        elif not hasattr(self.classifier, "get_params"):
+            raise TypeError(
+                f"`classifier` must be a scikit-learn classifier with predict_proba, got "
+                f"{self.classifier!r:.60}."
+            )
         model = (
             make_pipeline(StandardScaler(), LogisticRegression())
             if self.classifier is None

@@ -344,7 +344,8 @@ default="lac"
         warn_user(
             f"Too few training rows in {named}{more}: with class_conditional=True a class "
             f"needs at least {minimum_scores(levels.min())} rows at alpha="
-            f"{levels.min():g} (2 / alpha - 1 at the smallest level), so that class is in "
+            f"{levels.min():g} (1 / alpha - 1, rounded up, at the smallest level), so that "
+            "class is in "
             "every prediction set at those levels.",
             UserWarning,
         )

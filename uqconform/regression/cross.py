@@ -152,6 +152,10 @@ class CrossConformalRegressor(RegressorMixin, CrossFitWrapper):
     def _validate_params(self) -> None:
         super()._validate_params()
         check_miscoverage(self.alpha, "alpha")
+        self._check_method()
+
+    def _check_method(self) -> None:
+        # read at prediction too (set_params after fit is allowed), so checked there
         if self.method not in _METHODS:
             raise ValueError(f"`method` must be one of {_METHODS}, got {self.method!r}.")
 
@@ -216,6 +220,7 @@ class CrossConformalRegressor(RegressorMixin, CrossFitWrapper):
             Infinite ends where ``n`` rows are too few for the level (with a warning).
         """
         self._check_fitted("predict_interval")
+        self._check_method()
         value = self.alpha if alpha is None else alpha
         levels = check_call_alpha(alpha, self.alpha)
         predictions = self._fold_predictions(X)

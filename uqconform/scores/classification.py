@@ -173,7 +173,12 @@ class APSScore(ClassificationScore):
         # arithmetic but not in floating point, and whether a calibration score counted
         # against a test score would be decided by the last digit.
         total[np.abs(total - 1.0) <= _WHOLE_MASS_TOLERANCE] = 1.0
-        if not (np.isscalar(own) and own == 1.0):
+        if np.isscalar(own) and own == 0.0:
+            # the mass ranked above, as the same float as the label before it counts
+            # (total - ranked rounds differently: 1 - 1/7 is not 6/7 in floating point,
+            # which broke exact ties against the label)
+            total = np.concatenate([np.zeros_like(total[:, :1]), total[:, :-1]], axis=1)
+        elif not (np.isscalar(own) and own == 1.0):
             total -= ranked * (1.0 - own)
         total += self._penalty(proba.shape[1])
         return _unsort(total, order)
