@@ -164,10 +164,12 @@ def _record(rec, covered, sets) -> None:
 
 # ---- reliability ---------------------------------------------------------------------------
 def _radii(model, most: int) -> list[int]:
-    """Calibration radii allowed by the smallest partition (at most ``most``)."""
-    from uqconform.quantiles import minimum_scores
+    """Calibration radii allowed by the smallest partition (at most ``most``): the deletions
+    must leave a partition that still calibrates."""
+    from uqconform.classification.rps import minimum_partition_size
 
-    room = int(model.partition_sizes_.min()) - minimum_scores(ALPHA)
+    needed = minimum_partition_size(int(model.k_calib), ALPHA, model.coverage)
+    room = int(model.partition_sizes_.min()) - needed
     return list(range(0, min(most, room) + 1))
 
 
