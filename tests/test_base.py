@@ -129,6 +129,18 @@ def test_bad_batch_size(batch):
         SplitConformalRegressor(batch_size=batch).fit(X, y)
 
 
+@pytest.mark.parametrize("kind", WRAPPERS)
+@pytest.mark.parametrize("batch", [-5, 0])
+def test_bad_batch_size_set_after_calibrate(kind, batch):
+    """batch_size is read at prediction: -5 ran no batch and returned the uninitialised
+    result array (values like 6.9e-310, p-values of 1, full sets); 0 failed in range()."""
+    X, y = _data(kind)
+    (Xf, yf), (Xc, yc), (Xt, _) = thirds(X, y)
+    model = WRAPPERS[kind]().fit(Xf, yf).calibrate(Xc, yc).set_params(batch_size=batch)
+    with pytest.raises(ValueError, match="`batch_size`"):
+        _output(model, Xt, alpha=[0.1, 0.2])
+
+
 # ---- prefit ------------------------------------------------------------------------------
 def test_prefit_is_used_as_is_and_matches_fit_then_calibrate():
     X, y = regression_data(450)

@@ -283,3 +283,24 @@ def test_nan_goes_to_pipelines_that_impute_and_a_refusing_model_is_named():
     refusing = ConformalizedQuantileRegressor(GradientBoostingRegressor(loss="quantile"))
     with pytest.raises(ValueError, match="`X` contains NaN and GradientBoostingRegressor"):
         refusing.fit(X[:150], y[:150])
+
+
+def test_generator_seed_is_not_drawn_by_harmless_calls():
+    """The default model drew its seed from the user's Generator whenever it was built,
+    which get_tags and the parameter checks do: the same seed then gave other numbers."""
+    from sklearn.utils import get_tags
+
+    from uqconform import ConformalizedQuantileRegressor
+
+    rng = np.random.default_rng(5)
+    before = rng.bit_generator.state
+    get_tags(ConformalizedQuantileRegressor(random_state=rng))
+    assert rng.bit_generator.state == before
+    X, y = regression_data(200)
+
+    def seed_after(prepare):
+        model = ConformalizedQuantileRegressor(random_state=np.random.default_rng(42))
+        prepare(model)
+        return model.fit(X, y).estimator_.lower.random_state
+
+    assert seed_after(lambda m: None) == seed_after(get_tags) is not None

@@ -589,3 +589,26 @@ def test_outward_rounding_never_turns_an_end_into_nan():
         np.array([1.0]), np.array([1.0]), np.array([np.inf]), np.array([np.inf])
     )
     np.testing.assert_array_equal(whole, [[-np.inf, np.inf]])
+
+
+def test_fitted_models_swapped_after_calibrate_ask_for_calibration():
+    """A fitted model or difficulty model set after calibrate was ignored silently: the
+    intervals kept coming from the old one while get_params reported the new one."""
+    X, y = regression_data(600)
+    (Xf, yf), (Xc, yc), (Xt, _) = thirds(X, y)
+    model = Ridge().fit(Xf, yf)
+    residuals = np.abs(yf - model.predict(Xf))
+    first = KNeighborsRegressor(5).fit(Xf, residuals)
+    second = KNeighborsRegressor(25).fit(Xf, residuals)
+    cp = SplitConformalRegressor(
+        model, conformity_score="normalized", difficulty_estimator=first
+    ).calibrate(Xc, yc)
+    cp.predict_interval(Xt)
+    cp.set_params(difficulty_estimator=second)
+    with pytest.raises(NotFittedError, match="difficulty_estimator"):
+        cp.predict_interval(Xt)
+    cp.calibrate(Xc, yc).predict_interval(Xt)  # calibrating again takes the new one
+    plain = SplitConformalRegressor(model).calibrate(Xc, yc)
+    plain.set_params(estimator=LinearRegression().fit(Xf, yf))
+    with pytest.raises(NotFittedError, match="estimator"):
+        plain.predict_interval(Xt)

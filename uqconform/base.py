@@ -156,7 +156,11 @@ def warn_if_training_rows(
 def record_calibration_settings(model: Any, *, step: str = "calibrate") -> None:
     """Remember the parameters a step's result depends on: ``_calibration_params`` after
     ``calibrate`` (``step="fit"``: ``_fit_params``, for what fit learnt and prediction reads)."""
-    names = getattr(model, "_fit_params" if step == "fit" else "_calibration_params", ())
+    names = tuple(getattr(model, "_fit_params" if step == "fit" else "_calibration_params", ()))
+    if step == "calibrate" and model.__dict__.get("_estimator_adopted", False):
+        # a fitted model adopted by calibrate: another one set afterwards needs a new
+        # calibration (the scores came from this one)
+        names += ("estimator",) if "estimator" not in names else ()
     model.__dict__[f"_{step}_settings"] = {
         name: _FittedState.of(getattr(model, name)) for name in names
     }
@@ -918,8 +922,11 @@ class ConformalPredictor(ModelWrapper):
     def _batch_rows(self, n: int, columns: int | None = None) -> int:
         """Rows per model call: ``batch_size``, or automatic (see the constants above) for
         ``columns`` output cells per row (default: `_output_columns`)."""
-        if self.batch_size is not None:
-            return int(self.batch_size)
+        # read at each call (set_params after calibrate is allowed), so checked here: a
+        # negative size ran no batch and returned the empty result array as it was
+        given = check_int(self.batch_size, "batch_size", allow_none=True)
+        if given is not None:
+            return given
         columns = max(1, self._output_columns() if columns is None else columns)
         if n * columns <= _ONE_BATCH_CELLS:
             return max(n, 1)

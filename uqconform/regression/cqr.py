@@ -176,7 +176,7 @@ class ConformalizedQuantileRegressor(SplitConformalRegressor):
         Name of the parameter setting the quantile level (e.g. ``"quantile"``,
         ``"regressor__alpha"``); found automatically for scikit-learn's quantile models.
     batch_size : int, default=None
-    random_state : int or None, default=None
+    random_state : int, numpy Generator or None, default=None
         Seeds the default quantile model (its early-stopping split on large data), given
         models whose own ``random_state`` is None, and the draws of smoothed p-values
         (`predict_pvalue`).
@@ -229,8 +229,13 @@ class ConformalizedQuantileRegressor(SplitConformalRegressor):
         return False
 
     def _default_estimator(self) -> BaseEstimator:
+        # Called by get_tags and parameter checks too: a Generator is not drawn from here
+        # (each call would take a draw and change the numbers); the model's unset seed is
+        # filled once, when it is trained.
+        seed = self.random_state
         return HistGradientBoostingRegressor(
-            loss="quantile", random_state=integer_seed(self.random_state)
+            loss="quantile",
+            random_state=None if isinstance(seed, np.random.Generator) else integer_seed(seed),
         )
 
     def _pair(self) -> Sequence[Any] | None:

@@ -136,9 +136,18 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
     True
     """
 
-    #: Parameters the calibration scores depend on (changing one needs a new calibrate).
-    _calibration_params: tuple[str, ...] = ("conformity_score", "likelihood_ratio")
     _unbounded_prediction = "infinite intervals"
+
+    @property
+    def _calibration_params(self) -> tuple[str, ...]:  # type: ignore[override]
+        """The score and the weights, and a fitted difficulty model used as given (one
+        that fit trained is a fit parameter)."""
+        names: tuple[str, ...] = ("conformity_score", "likelihood_ratio")
+        if self.difficulty_estimator is not None and not self.__dict__.get(
+            "_difficulty_is_residual_model", False
+        ):
+            names += ("difficulty_estimator",)
+        return names
 
     def __init__(
         self,
