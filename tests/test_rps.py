@@ -824,19 +824,44 @@ def test_partitions_too_small_name_the_minimum(digits):
     # exact coverage with 40 partitions needs 18 points each (rank 0 below: every label)
     assert minimum_partition_size(40, 0.1, "exact") == 18
     assert partition_rank(17, 40, 0.1, "exact") == 0 < partition_rank(18, 40, 0.1, "exact")
-    with pytest.raises(ValueError, match="needs at least 18"):
+    # calibrate warns (the API's rule for too few points) and the small partitions vote
+    # for every label; it raised before, so a multi-level call failed as a whole
+    with pytest.warns(UserWarning, match="fewer than the 18 points"):
         model.calibrate(X_cal[:200], y_cal[:200])
+    assert model.predict_set(X_test).all()  # 200 rows in 40 partitions: every one small
+    with pytest.raises(ValueError, match="needs at least 18"):
+        model.certify(X_test)
     model.set_params(k_calib=5).calibrate(X_cal, y_cal)
     smallest = int(model.partition_sizes_.min())
-    # r_calib deletions must leave a partition that still calibrates: the partition
-    # minimum plus the radius (it was minimum_scores(0.1) = 9 plus the radius, which let
-    # certify accept a radius whose deletions calibrate refused)
-    room = smallest - minimum_partition_size(5, 0.1, "exact")
-    model.certify(X_test, r_calib=room)
     with pytest.raises(ValueError, match=f"needs at least {smallest + 1}"):
-        model.certify(X_test, r_calib=room + 1)
+        model.certify(X_test, r_calib=smallest - 9 + 1)  # minimum_scores(0.1) = 9
     with pytest.raises(ValueError, match="needs at least"):
         model.reliability_curve(X_test, [0, smallest])
+
+
+def test_a_certificate_survives_deletions_that_shrink_a_partition_below_its_minimum(digits):
+    """With a partition at its minimum, certify(r_calib=1) holds: deleting one of its
+    points makes calibrate warn and give it rank 0 (it votes for every label), and the
+    certified rows keep their sets. calibrate used to refuse the attacked data."""
+    X_fit, y_fit, X_cal, y_cal, X_test, _ = digits
+    model = ReliablePredictionSets(k_train=1, k_calib=10, random_state=0).fit(X_fit, y_fit)
+    model.calibrate(X_cal, y_cal)
+    sizes, partition = model.partition_sizes_, model.calibration_partition_
+    smallest = int(np.argmin(sizes))
+    keep = np.ones(len(y_cal), dtype=bool)  # trim the smallest partition to the minimum
+    rows = np.flatnonzero(partition == smallest)
+    keep[rows[: max(int(sizes[smallest]) - minimum_partition_size(10, 0.1, "exact"), 0)]] = False
+    model.calibrate(X_cal[keep], y_cal[keep])
+    sets = model.predict_set(X_test)
+    certified = model.certify(X_test, r_calib=1)["robust"]
+    assert certified.any()
+    drop = keep.copy()
+    drop[np.flatnonzero((partition == smallest) & keep)[0]] = False  # one deletion
+    attacked = copy.deepcopy(model)
+    with pytest.warns(UserWarning, match="fewer than"):
+        attacked.calibrate(X_cal[drop], y_cal[drop])
+    after = attacked.predict_set(X_test)
+    np.testing.assert_array_equal(after[certified], sets[certified])
 
 
 def test_public_helpers_refuse_impossible_inputs_and_radii_are_named_as_given(digits):

@@ -692,7 +692,8 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
     k_calib : int, default=10
         Calibration partitions; each needs at least `minimum_partition_size` points
         (``minimum_scores(alpha)`` with ``coverage="paper"``, more with ``"exact"``: 14
-        for 10 partitions at alpha 0.1).
+        for 10 partitions at alpha 0.1). A smaller one gets rank 0 and votes for every
+        label (`calibrate` warns); `certify` refuses it.
     alpha : float or sequence of float, default=0.1
         Miscoverage level(s); `predict_set` may override it.
     conformity_score : {"vote_softmax", "vote"}, default="vote_softmax"
@@ -1002,7 +1003,7 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
         sizes = np.bincount(partition, minlength=k)
         self._warn_if_rows_repeat(digests, k)
         levels = check_alpha(self.alpha, "alpha")
-        self._check_sizes(sizes, float(levels.min()), 0)  # the most demanding level
+        self._warn_small_partitions(sizes, levels)  # at the most demanding level
         if self._probability_mode():
             counts = None
             scores = self._probabilities(X)[np.arange(n), labels]
@@ -1072,26 +1073,47 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
                 UserWarning,
             )
 
+    def _minimum_size(self, alpha: float) -> int:
+        """Points a calibration partition needs for a threshold above its smallest score."""
+        return max(
+            minimum_partition_size(int(self.k_calib), alpha, self.coverage), minimum_scores(alpha)
+        )
+
     def _check_sizes(self, sizes: NDArray, alpha: float, r_calib: int) -> None:
-        # a threshold above the smallest score in every partition, and room for the
-        # radius (a partition poisoned below its rank votes for every label: one flip)
-        needed = (
-            max(
-                minimum_partition_size(int(self.k_calib), alpha, self.coverage),
-                minimum_scores(alpha),
-            )
-            + r_calib
-        )  # a partition r_calib deletions shrink must still calibrate
+        """For a certificate: every partition needs a threshold, and room for the radius
+        above `minimum_scores` (a partition poisoned below its minimum gets rank 0 and votes
+        for every label: one flip, which the certificate counts)."""
+        needed = max(self._minimum_size(alpha), minimum_scores(alpha) + r_calib)
         if sizes.min() < needed:
             worst = int(np.argmin(sizes))
             radius = f" and r_calib={r_calib}" if r_calib else ""
             raise ValueError(
                 f"Calibration partition {worst} has {int(sizes[worst])} points, but at "
                 f"alpha={alpha}{radius} every one of the k_calib={int(self.k_calib)} partitions "
-                f"needs at least {needed} for a threshold above the smallest score "
-                f"(coverage={self.coverage!r}{', plus the radius' if r_calib else ''}; "
-                "with fewer every set would hold every label): use fewer calibration "
-                "partitions or more calibration data."
+                f"needs at least {needed} for a certificate (a threshold above the smallest "
+                f"score, coverage={self.coverage!r}{', plus the radius' if r_calib else ''}): "
+                "use fewer calibration partitions or more calibration data."
+            )
+
+    def _warn_small_partitions(self, sizes: NDArray, levels: NDArray) -> None:
+        """Partitions below their minimum get rank 0 and vote for every label: the sets
+        stay valid but grow (every set is full when more than tau of them are small)."""
+        level = float(np.min(levels))
+        needed = self._minimum_size(level)
+        small = np.flatnonzero(sizes < needed)
+        if small.size:
+            tau = majority_threshold(int(self.k_calib), level)
+            consequence = (
+                "so every set holds every label"
+                if small.size > tau
+                else "so they vote for every label and the sets grow"
+            )
+            warn_user(
+                f"{small.size} of the k_calib={int(self.k_calib)} calibration partitions have "
+                f"fewer than the {needed} points a threshold needs at alpha={level:g} "
+                f"(coverage={self.coverage!r}; smallest {int(sizes[small].min())}), "
+                f"{consequence}: use fewer calibration partitions or more calibration data.",
+                UserWarning,
             )
 
     def _ranks(self, alpha: float) -> NDArray:
@@ -1130,7 +1152,8 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
         """Set of every calibration partition: bool ``(n_samples, n_classes, k_calib)``."""
         self._check_calibrated()
         level = self._level(alpha)
-        self._check_sizes(self.partition_sizes_, level, 0)
+        if alpha is not None:  # the constructor's levels were checked at calibrate
+            self._warn_small_partitions(self.partition_sizes_, np.array([level]))
         thresholds = self._partition_thresholds(self._ranks(level), 0)[0]
         return self.predict_scores(X)[:, :, None] >= thresholds[None, None, :]
 
@@ -1153,8 +1176,9 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
         levels = check_call_alpha(alpha, self.alpha)
         scores = self.predict_scores(X)
         out = np.empty((*scores.shape, levels.size), dtype=bool)
+        if alpha is not None:  # the constructor's levels were checked at calibrate
+            self._warn_small_partitions(self.partition_sizes_, levels)
         for j, level in enumerate(levels):  # a loop over levels
-            self._check_sizes(self.partition_sizes_, float(level), 0)
             thresholds = self._partition_thresholds(self._ranks(float(level)), 0)[0]
             votes = _votes_reached(scores, thresholds)
             out[..., j] = votes > majority_threshold(int(self.k_calib), float(level))
@@ -1250,9 +1274,10 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
             Poisoned training points.
         r_calib : int, default=0
             Poisoned calibration points; every calibration partition must keep at least
-            ``minimum_partition_size(k_calib, alpha, coverage) + r_calib`` points (so
-            that r_calib deletions leave a partition that still calibrates), otherwise a
-            ``ValueError``.
+            ``max(minimum_partition_size(k_calib, alpha, coverage),
+            minimum_scores(alpha) + r_calib)`` points, otherwise a ``ValueError`` (a
+            partition that deletions shrink below its minimum gets rank 0 and votes for
+            every label: one flip, which the certificate counts).
         alpha : float, optional
             Defaults to the constructor's (first) ``alpha``.
 

@@ -164,12 +164,10 @@ def _record(rec, covered, sets) -> None:
 
 # ---- reliability ---------------------------------------------------------------------------
 def _radii(model, most: int) -> list[int]:
-    """Calibration radii allowed by the smallest partition (at most ``most``): the deletions
-    must leave a partition that still calibrates."""
-    from uqconform.classification.rps import minimum_partition_size
+    """Calibration radii allowed by the smallest partition (at most ``most``)."""
+    from uqconform.quantiles import minimum_scores
 
-    needed = minimum_partition_size(int(model.k_calib), ALPHA, model.coverage)
-    room = int(model.partition_sizes_.min()) - needed
+    room = int(model.partition_sizes_.min()) - minimum_scores(ALPHA)
     return list(range(0, min(most, room) + 1))
 
 
