@@ -200,3 +200,23 @@ def test_history_stays_aligned_when_aci_is_switched_off():
     model.set_params(aci_gamma=None).predict_interval(X[400:450], y[400:450])
     assert model.aci_alpha_history_.shape == model.coverage_history_.shape == (150,)
     np.testing.assert_array_equal(model.aci_alpha_history_[100:], 0.1)
+
+
+def test_infinite_intervals_at_positive_lowered_levels_warn():
+    """With finite_sample=True and memory=25 the nominal 0.1 is finite, but a level ACI
+    lowers below about 0.077 needs 26 residuals and gives the whole line: that was not
+    reported, as if ACI had taken the level to 0."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(750, 2))
+    noise = np.where(np.arange(750) < 450, 1.0, 3.0)
+    y = X @ [1.0, -1.0] + noise * rng.normal(size=750)
+    model = EnbPI(
+        LinearRegression(), n_bootstrap=10, memory=25, finite_sample=True, aci_gamma=0.02,
+        random_state=0,
+    ).fit(X[:150], y[:150])  # fmt: skip
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = model.predict_interval(X[150:], y[150:])
+    levels = model.aci_alpha_history_
+    assert (np.isinf(out).any(axis=1) & (levels > 0)).any()
+    assert any("intervals are infinite" in str(w.message) for w in caught)

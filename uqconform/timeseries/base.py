@@ -387,9 +387,11 @@ class SequentialConformalRegressor(
 
     Adaptive conformal inference (``aci_gamma``, Gibbs and Candes, 2021): each level
     ``alpha`` runs its own working level ``a_t`` in online calls (`predict_interval` with
-    ``y``): ``a_{t+1} = a_t + gamma (alpha - miss_t)``. Over any ``T`` such steps, whatever
-    the series does, the share of misses is within
-    ``(max(alpha, 1 - alpha) + gamma) / (gamma T)`` of ``alpha``. A working level at or
+    ``y``): ``a_{t+1} = a_t + gamma (alpha - miss_t)``. Over the first ``T`` such steps after
+    ``fit`` (the level starts at ``alpha``), whatever the series does, the share of misses
+    is within ``(max(alpha, 1 - alpha) + gamma) / (gamma T)`` of ``alpha``; a stretch that
+    starts at another working level ``a_s`` obeys the same bound with ``a_s`` in the
+    max, at most ``(1 + 2 gamma) / (gamma T)``. A working level at or
     below 0 gives the whole line; at or above 1, the empty set (reported as the prediction
     itself, an interval a few ulps wide, and counted as a miss even when the value equals
     it). With a sequence of step sizes, ``aci_gamma`` runs DtACI (Gibbs and Candes,
@@ -443,7 +445,7 @@ class SequentialConformalRegressor(
     aci_experts_ : dict of float to dict
         With several step sizes (DtACI): for each nominal level used online, its
         ``"gammas"``, the experts' ``"levels"`` and their ``"weights"`` (empty after fit;
-        new step sizes start their experts at the nominal level).
+        new step sizes start their experts at the current working level).
     aci_alpha_history_ : ndarray of float
         The level that issued each row of ``coverage_history_`` (first level of each
         call): the working level with ``aci_gamma``, else the nominal one.
@@ -912,7 +914,7 @@ class SequentialConformalRegressor(
         if y is None:
             levels = alphas if gamma is None else self._adapted_levels(alphas)
             out[:] = centre[:, None, None] + self._level_offsets(levels)[None]
-            lowered = np.broadcast_to(levels < alphas, (n, alphas.size))
+            lowered = np.broadcast_to(levels <= 0, (n, alphas.size))
         elif isinstance(gamma, np.ndarray):  # several step sizes: DtACI
             covered, lowered = self._dtaci_steps(centre, y, alphas, gamma, out)
         else:
@@ -926,7 +928,9 @@ class SequentialConformalRegressor(
             if gamma is None:  # with ACI the steps judged their hits already (empty sets miss)
                 covered = (out[:, 0, 0] <= y) & (y <= out[:, 1, 0])
             self.coverage_history_ = np.concatenate([self.coverage_history_, covered])
-        # infinite at a level ACI lowered is ACI's doing; at any other, the method's
+        # infinite at a working level ACI took to 0 or below is ACI's doing (the whole
+        # line); at any positive level, the method's (finite_sample needs more residuals
+        # at a level ACI lowered: about 2 / a - 1)
         infinite = int((np.isinf(out).any(axis=1) & ~lowered).any(axis=1).sum())
         if infinite:
             # one text per setting, so that Python's default filter shows it once when
@@ -991,8 +995,8 @@ class SequentialConformalRegressor(
         or the empty set into a finite interval at a level of 1e-16. ``gamma = 0``: the
         nominal levels throughout. Returns the first level's hits (judged here with ACI,
         on the rounded ends; None without, for the caller to judge on the whole block) and,
-        per row and level, whether ACI had lowered the level (infinite ends there are
-        ACI's doing, not the method's).
+        per row and level, whether ACI had taken the level to 0 or below (the whole line
+        there is ACI's doing, not the method's).
         """
         residuals = y - centre
         if not np.isfinite(residuals).all():  # refuse before any state changes
@@ -1004,7 +1008,7 @@ class SequentialConformalRegressor(
         lowered = np.zeros((n, alphas.size), dtype=bool)
         for t in range(n):  # sequential by nature: step t needs the residual of t - 1
             history[t] = levels[0]
-            lowered[t] = levels < alphas
+            lowered[t] = levels <= 0
             out[t] = centre[t] + self._level_offsets(levels)
             if gamma:  # the miss, on the ends as they will be rounded, moves the levels
                 hits[t] = self._inside(centre[t], out[t], y[t], levels)
@@ -1070,7 +1074,7 @@ class SequentialConformalRegressor(
         for t in range(n):  # sequential by nature: step t needs the residual of t - 1
             working = _snap_levels(np.sum(weights * levels, axis=1))
             history[t] = working[0]
-            lowered[t] = working < alphas
+            lowered[t] = working <= 0
             memo: dict[int, tuple] = {}  # this memory state's weights, for both calls
             # the issued interval: the method's own at the working level
             out[t] = centre[t] + self._level_offsets(working, memo=memo)

@@ -147,6 +147,13 @@ class SPCI(SequentialConformalRegressor):
         # of variance below 2e-16 is not split) would otherwise depend on the units of y.
         window = int(self.window)
         windows, scaled_targets, query = self._scaled_pairs(memory, window)
+        # Rounded to float32 (what the forest does to its features anyway): residuals that
+        # differ in the last bit of float64 (a model's prediction on one row and on a batch
+        # can) would otherwise split the trees differently, so that a stream fed row by row
+        # and in one call got different intervals.
+        windows, scaled_targets, query = (
+            np.asarray(a, dtype=np.float32).astype(float) for a in (windows, scaled_targets, query)
+        )
         base = self._forest_seed  # None: a model pickled before seeds were drawn at fit
         seed = None if base is None else (base + self.n_steps_) % 2**32
         forest = RandomForestRegressor(
