@@ -206,3 +206,14 @@ def test_batchnorm_in_training_mode_warns():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         from_torch(net.eval())
+
+
+def test_class_labels_for_a_torch_module_warn_that_it_is_a_regression_network():
+    """A 1-logit module given 0/1 labels was fitted as a regressor without a word."""
+    from uqconform.bayes import LinearizedPredictive
+
+    net = torch.nn.Sequential(torch.nn.Linear(3, 5), torch.nn.ReLU(), torch.nn.Linear(5, 1))
+    X = np.random.default_rng(0).normal(size=(100, 3)).astype("float32")
+    labels = (X[:, 0] > 0).astype(int)
+    with pytest.warns(UserWarning, match="linearised as a regression network"):
+        LinearizedPredictive(net, random_state=0).fit(X, labels)

@@ -294,6 +294,15 @@ class LinearizedPredictive(VersionedState, BaseEstimator):
             )
         # every row, before any split
         if _task_of(self.estimator) == "regression":
+            given = np.asarray(y)
+            if is_torch_module(self.estimator) and given.dtype.kind in "biuOSU":
+                warn_user(
+                    f"`y` holds {'labels' if given.dtype.kind in 'bOSU' else 'integers'} "
+                    f"(dtype {given.dtype}), but a torch module is linearised as a "
+                    "regression network: they are read as numbers, with a Gaussian "
+                    "likelihood. Classification is supported for MLPClassifier.",
+                    UserWarning,
+                )
             y = check_regression_target(check_rows("y", y, n), n)  # numeric strings: floats
         elif np.unique(check_class_labels(y, n)).size < 2:
             raise ValueError(

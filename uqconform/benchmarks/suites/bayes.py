@@ -101,7 +101,10 @@ def _temperature(logits: np.ndarray, labels: np.ndarray, output: str) -> float:
     def nll(log_t: float) -> float:
         return -float(np.mean(log_probabilities(logits / np.exp(log_t), output)[rows, labels]))
 
-    return float(np.exp(minimize_scalar(nll, bounds=(-5, 5), method="bounded").x))
+    # bounded to [1/4, 20]: on separable validation rows the NLL keeps falling as the
+    # temperature goes to 0, a degenerate fit that made the tuned MAP far worse on test
+    low, high = np.log(0.25), np.log(20.0)
+    return float(np.exp(minimize_scalar(nll, bounds=(low, high), method="bounded").x))
 
 
 def _ensemble(net, task: str, X, y, tr, va, te, seed: int, ctx) -> dict[str, Any]:
@@ -685,7 +688,8 @@ def run(ctx) -> FamilyResult:
         "(200 common weight draws per trial), so that MC is not judged at the one pass's "
         "scale; nll_rel_diff_glm: one pass against the linearised (GLM) predictive. "
         "nll_map_raw / temperature_map (classification): the untempered MAP network, and the "
-        "tuned temperature (it collapses towards 0 when the validation rows are separated). "
+        "tuned temperature (bounded to [1/4, 20]: unbounded, it collapses towards 0 when the "
+        "validation rows are separated). "
         "MAP tuned: the network's output with the validation mean squared residual as noise "
         "(regression) or a validation-fitted temperature (classification). "
         "onepass_minus_map < 0 means the Bayesian predictive helps. *_full_relu: the same "
@@ -791,27 +795,23 @@ def _headlines(predictive, bridge, speed) -> list[dict[str, Any]]:
                     round(float(np.mean([row["ece_onepass"] for row in classified])), 4),
                 )
             )
-        # The MAP baselines, each chosen without the test rows: the (noise or
-        # temperature tuned on the validation rows) and, for classifiers, the untempered
-        # network (the tuned temperature collapses when the validation rows are separated).
-        for column, what in (
-            ("nll_map_tuned", "MAP with noise / temperature tuned on validation"),
-            ("nll_map_raw", "untempered MAP network (classification)"),
-        ):
-            gaps = {
-                row["data"]: row["nll_onepass"] - row[column]
-                for row in predictive
-                if column in row
-            }
-            if gaps:
-                data, widest = max(gaps.items(), key=lambda item: abs(item[1]))
-                found.append(
-                    headline(
-                        f"test NLL, one pass - {what}, largest |difference| ({data}; < 0: "
-                        "the one pass is better)",
-                        round(widest, 4),
-                    )
+        # The MAP baseline, per set the stronger of the two (noise or temperature tuned on
+        # the validation rows, and for classifiers the untempered network): picking it on
+        # the test rows favours the baseline, not the one pass.
+        gaps = {
+            row["data"]: row["nll_onepass"]
+            - min(row["nll_map_tuned"], row.get("nll_map_raw") or np.inf)
+            for row in predictive
+        }
+        if gaps:
+            found.append(
+                headline(
+                    "test NLL, one pass - the stronger MAP baseline (noise or temperature "
+                    "tuned on validation; for classifiers also the untempered network), per "
+                    "set (< 0: the one pass is better)",
+                    ", ".join(f"{data} {gap:+.3f}" for data, gap in gaps.items()),
                 )
+            )
         better = [r["data"] for r in predictive if r["nll_ensemble5"] < r["nll_onepass"]]
         found.append(
             headline(
