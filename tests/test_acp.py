@@ -418,7 +418,9 @@ def test_a_model_retrained_in_place_or_given_other_columns_is_refused():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         network.set_params(random_state=5).fit(X_test, y_test)  # the user retrains it
-    with pytest.raises(NotFittedError, match=r"parameters changed since calibrate.*calibrate\("):
+    with pytest.raises(
+        NotFittedError, match=r"(?s)parameters changed since calibrate.*calibrate\("
+    ):
         model.predict_interval(X)
     with pytest.raises(NotFittedError, match=r"parameters changed since fit .*fit\(X, y\)"):
         frozen.predict(X)

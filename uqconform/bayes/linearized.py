@@ -294,11 +294,11 @@ class LinearizedPredictive(VersionedState, BaseEstimator):
             )
         # every row, before any split
         if _task_of(self.estimator) == "regression":
-            given = np.asarray(y)
-            if is_torch_module(self.estimator) and given.dtype.kind in "biuOSU":
+            targets = np.asarray(y)
+            if is_torch_module(self.estimator) and targets.dtype.kind in "biuOSU":
                 warn_user(
-                    f"`y` holds {'labels' if given.dtype.kind in 'bOSU' else 'integers'} "
-                    f"(dtype {given.dtype}), but a torch module is linearised as a "
+                    f"`y` holds {'labels' if targets.dtype.kind in 'bOSU' else 'integers'} "
+                    f"(dtype {targets.dtype}), but a torch module is linearised as a "
                     "regression network: they are read as numbers, with a Gaussian "
                     "likelihood. Classification is supported for MLPClassifier.",
                     UserWarning,
