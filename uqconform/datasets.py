@@ -385,7 +385,7 @@ def dataset_info(name: str) -> DatasetInfo:
     >>> dataset_info("concrete").task
     'regression'
     """
-    if name not in _REGISTRY:
+    if not isinstance(name, str) or name not in _REGISTRY:  # a list is not hashable
         raise ValueError(
             f"Unknown dataset `name` {name!r}; valid names: {', '.join(list_datasets())}."
         )
@@ -444,8 +444,6 @@ def load_dataset(
     >>> np.array_equal(y, load_dataset("elec2")[1][:100])
     True
     """
-    if not isinstance(name, str):
-        raise ValueError(f"`name` must be one of {list_datasets()}, got {name!r}.")
     info = dataset_info(name)
     check_bool(as_frame, "as_frame")
     if n_samples is not None:  # checked before any loading

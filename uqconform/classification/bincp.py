@@ -65,6 +65,7 @@ from uqconform.base import (
 )
 from uqconform.classification.split import encode_labels
 from uqconform.quantiles import (
+    check_alpha,
     check_call_alpha,
     check_miscoverage,
     conformal_quantile,
@@ -128,12 +129,7 @@ def _check_binomial(successes: ArrayLike, n: ArrayLike, level: float) -> NDArray
     k, trials = np.asarray(successes, dtype=float), np.asarray(n, dtype=float)
     if np.isnan(k).any() or (k < 0).any() or (k > trials).any():
         raise ValueError(f"`successes` must lie between 0 and n={n!r}, got {successes!r}.")
-    if (
-        isinstance(level, bool)
-        or not isinstance(level, (int, float, np.number))
-        or not (0 < float(level) < 1)
-    ):
-        raise ValueError(f"`level` must lie strictly between 0 and 1, got {level!r}.")
+    check_alpha(level, "level")
     return k
 
 

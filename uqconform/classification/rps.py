@@ -1073,17 +1073,14 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
                 UserWarning,
             )
 
-    def _minimum_size(self, alpha: float) -> int:
-        """Points a calibration partition needs for a threshold above its smallest score."""
-        return max(
-            minimum_partition_size(int(self.k_calib), alpha, self.coverage), minimum_scores(alpha)
-        )
-
     def _check_sizes(self, sizes: NDArray, alpha: float, r_calib: int) -> None:
         """For a certificate: every partition needs a threshold, and room for the radius
         above `minimum_scores` (a partition poisoned below its minimum gets rank 0 and votes
         for every label: one flip, which the certificate counts)."""
-        needed = max(self._minimum_size(alpha), minimum_scores(alpha) + r_calib)
+        needed = max(
+            minimum_partition_size(int(self.k_calib), alpha, self.coverage),
+            minimum_scores(alpha) + r_calib,
+        )
         if sizes.min() < needed:
             worst = int(np.argmin(sizes))
             radius = f" and r_calib={r_calib}" if r_calib else ""
@@ -1099,7 +1096,7 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
         """Partitions below their minimum get rank 0 and vote for every label: the sets
         stay valid but grow (every set is full when more than tau of them are small)."""
         level = float(np.min(levels))
-        needed = self._minimum_size(level)
+        needed = minimum_partition_size(int(self.k_calib), level, self.coverage)
         small = np.flatnonzero(sizes < needed)
         if small.size:
             tau = majority_threshold(int(self.k_calib), level)

@@ -686,18 +686,16 @@ def run(ctx) -> FamilyResult:
         "an empty set its best label, which adds coverage above the law and set size the "
         "other methods do not get; here every method keeps its empty sets (empty_share)."
     )
-    real_ok = [
-        f"{r['problem']} (alpha {r['alpha']}: {r['learned_minus_ens']:+.3f} ± "
-        f"{r['learned_minus_ens_se']:.3f})"
-        for r in tab_summary
-        if r["real"] and r["learned_smaller"]
-    ]
-    real_ties = [
-        f"{r['problem']} (alpha {r['alpha']}: {r['learned_minus_ens']:+.3f} ± "
-        f"{r['learned_minus_ens_se']:.3f})"
-        for r in tab_summary
-        if r["real"] and r["learned_tie"]
-    ]
+
+    def named(flag: str) -> list[str]:
+        return [
+            f"{r['problem']} (alpha {r['alpha']}: {r['learned_minus_ens']:+.3f} ± "
+            f"{r['learned_minus_ens_se']:.3f})"
+            for r in tab_summary
+            if r["real"] and r[flag]
+        ]
+
+    real_ok, real_ties = named("learned_smaller"), named("learned_tie")
     notes.append(
         "Goal (learned no larger than the ensemble on at least one real problem), judged "
         "on the paired difference of mean set sizes over resplits: a win where it is below "
