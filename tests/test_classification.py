@@ -19,7 +19,7 @@ from sklearn.svm import SVC
 from uqconform import SplitConformalClassifier
 from uqconform.evaluation import coverage_bounds
 from uqconform.quantiles import conformal_quantile
-from uqconform.scores import SAPSScore
+from uqconform.scores import ClassificationScore, SAPSScore
 
 
 def _split(n=600, seed=0, **kw):
@@ -327,6 +327,35 @@ def test_user_score_with_a_wrong_set_score_shape_is_named(batch_size):
     cp.fit(X[:150], y[:150]).calibrate(X[150:250], y[150:250])
     with pytest.raises(ValueError, match=r"ExtraColumn.*set_scores must return .* shape"):
         cp.predict_set(X[250:])
+
+
+class TopProbabilityOnly(ClassificationScore):
+    """A user mistake: one score per row instead of one per row and class."""
+
+    def scores(self, proba, u=None):
+        return 1.0 - proba.max(axis=1)
+
+
+class NaNForFirstRow(ClassificationScore):
+    def scores(self, proba, u=None):
+        values = 1.0 - proba
+        values[0] = np.nan
+        return values
+
+
+@pytest.mark.parametrize(
+    "score, expected",
+    [
+        (TopProbabilityOnly(), r"TopProbabilityOnly\(\)\.scores must return .*got \(100,\)"),
+        (NaNForFirstRow(), r"NaNForFirstRow\(\)\.label_scores returned NaN for 1 row"),
+    ],
+    ids=["shape", "nan"],
+)
+def test_user_score_values_are_checked_at_calibration(score, expected):
+    X, y = classification_data(300, seed=3)
+    cp = SplitConformalClassifier(conformity_score=score).fit(X[:150], y[:150])
+    with pytest.raises(ValueError, match=expected):
+        cp.calibrate(X[150:250], y[150:250])
 
 
 def test_class_conditional_strata_do_not_share_memory_with_the_labels():

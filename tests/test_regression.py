@@ -21,7 +21,7 @@ from sklearn.neighbors import KNeighborsRegressor
 from uqconform import SplitConformalRegressor
 from uqconform.evaluation import coverage_bounds, mean_width
 from uqconform.quantiles import conformal_quantile
-from uqconform.scores import AbsoluteScore, RegressionScore
+from uqconform.scores import AbsoluteScore, CQRScore, RegressionScore
 
 
 def _split(n=600, seed=0):
@@ -275,6 +275,81 @@ def test_user_score_with_a_wrong_inverse_shape_is_named():
         cp.predict_interval(X)
     with pytest.raises(ValueError, match=r"TransposedInverse"):
         cp.predict_interval(X, alpha=[0.1, 0.2])
+
+
+class ShortScore(AbsoluteScore):
+    """A user mistake: scores of the first five rows only."""
+
+    def score(self, y, y_pred, difficulty=None):
+        return super().score(y, y_pred, difficulty)[:5]
+
+
+class TwoColumnScore(AbsoluteScore):
+    """A user mistake: two columns from a score that declares one."""
+
+    def score(self, y, y_pred, difficulty=None):
+        return np.stack([y - y_pred, y_pred - y], axis=1)
+
+
+class NaNScore(AbsoluteScore):
+    def score(self, y, y_pred, difficulty=None):
+        values = super().score(y, y_pred, difficulty)
+        values[7] = np.nan
+        return values
+
+
+class SwappedEnds(AbsoluteScore):
+    """A user mistake: [upper, lower]."""
+
+    def inverse(self, y_pred, threshold, difficulty=None):
+        return super().inverse(y_pred, threshold, difficulty)[:, ::-1]
+
+
+@pytest.mark.parametrize(
+    "score, expected",
+    [
+        (ShortScore(), r"ShortScore\(\)\.score must return .*\(300,\), got \(5,\)"),
+        (TwoColumnScore(), r"TwoColumnScore\(\)\.score must return .*got \(300, 2\)"),
+        (NaNScore(), r"NaNScore\(\)\.score returned NaN for 1 row\(s\) \(first: row 7\)"),
+    ],
+    ids=["rows", "columns", "nan"],
+)
+def test_user_score_values_are_checked_at_calibration(score, expected):
+    X, y = regression_data(600, seed=5)
+    cp = SplitConformalRegressor(Ridge(), conformity_score=score).fit(X[300:], y[300:])
+    with pytest.raises(ValueError, match=expected):
+        cp.calibrate(X[:300], y[:300])
+
+
+class FirstRows(AbsoluteScore):
+    """A user mistake that shows only on more than 250 rows."""
+
+    def score(self, y, y_pred, difficulty=None):
+        return super().score(y, y_pred, difficulty)[:250]
+
+
+def test_user_score_values_are_checked_for_pvalues():
+    X, y = regression_data(1000, seed=5)
+    cp = SplitConformalRegressor(Ridge(), conformity_score=FirstRows()).fit(X[300:], y[300:])
+    cp.calibrate(X[:250], y[:250])
+    assert cp.predict_pvalue(X[:250], y[:250]).shape == (250,)
+    with pytest.raises(ValueError, match=r"FirstRows\(\)\.score must return .*\(300,\)"):
+        cp.predict_pvalue(X[:300], y[:300])
+
+
+def test_user_score_with_swapped_ends_is_refused():
+    X, y = regression_data(600, seed=5)
+    cp = SplitConformalRegressor(Ridge(), conformity_score=SwappedEnds()).fit(X[300:], y[300:])
+    cp.calibrate(X[:300], y[:300])
+    with pytest.raises(ValueError, match=r"SwappedEnds\(\)\.inverse returned .*lower > upper"):
+        cp.predict_interval(X[:300], alpha=[0.1, 0.2])
+
+
+def test_quantile_band_score_on_a_point_model_points_to_cqr():
+    X, y = regression_data(600, seed=5)
+    cp = SplitConformalRegressor(Ridge(), conformity_score=CQRScore()).fit(X[300:], y[300:])
+    with pytest.raises(ValueError, match="ConformalizedQuantileRegressor"):
+        cp.calibrate(X[:300], y[:300])
 
 
 def test_mondrian_regression_covers_each_group_of_calibration_rows():

@@ -572,6 +572,28 @@ def refuse_non_finite(values: NDArray, what: str, where: str, advice: str = "") 
         raise NonFiniteOutputError(what, bad, where, advice)
 
 
+def check_score_output(values: Any, shape: tuple[int, ...], producer: str) -> NDArray:
+    """``values`` returned by a conformity score's ``producer`` (``"AbsoluteScore().score"``)
+    as a float array of exactly ``shape``, without NaN: a user score with the wrong shape
+    would otherwise be broadcast or truncated silently, and a NaN would reach the quantile.
+
+    Examples
+    --------
+    >>> check_score_output([0.5, 1.0], (2,), "MyScore().score")
+    array([0.5, 1. ])
+    """
+    array = np.asarray(values, dtype=float)
+    if array.shape != shape:
+        raise ValueError(f"{producer} must return an array of shape {shape}, got {array.shape}.")
+    if np.isnan(array).any():
+        rows = np.flatnonzero(np.isnan(array).reshape(shape[0], -1).any(axis=1))
+        raise ValueError(
+            f"{producer} returned NaN for {rows.size} row(s) (first: row {rows[0]}); "
+            "conformity scores must be numbers (+-inf allowed)."
+        )
+    return array
+
+
 def non_finite_rows(values: NDArray) -> NDArray:
     """Positions of the rows holding a NaN or infinite value (a row of any width).
 

@@ -16,6 +16,7 @@ from uqconform._rows import row_sliceable
 from uqconform._validation import (
     check_bool,
     check_class_labels,
+    check_score_output,
     class_probabilities,
     missing_proba_error,
     model_classes,
@@ -263,7 +264,10 @@ default="lac"
         # coverage over fresh data by about 1/sqrt(n) (0.887 to 0.936 at n = 30, nominal 0.9).
         randomized = self._score_object().randomized
         u = self._uniforms(self._rng(0, content=X), len(y)) if randomized else None
-        scores = self._score_object().label_scores(proba, index, u)
+        score = self._score_object()
+        scores = check_score_output(
+            score.label_scores(proba, index, u), (len(y),), f"{score!r}.label_scores"
+        )
         if self.class_conditional:
             return scores, index, len(self.classes_)
         return scores, np.zeros_like(index), 1

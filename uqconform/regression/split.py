@@ -22,12 +22,13 @@ from uqconform._validation import (
     check_bool,
     check_fitted_model,
     check_regression_target,
+    check_score_output,
     point_predictions,
     refuse_non_finite,
 )
 from uqconform._warnings import warn_user
 from uqconform.base import ConformalPredictor
-from uqconform.scores.regression import RegressionScore, get_regression_score
+from uqconform.scores.regression import CQRScore, RegressionScore, get_regression_score
 
 __all__ = ["SplitConformalRegressor"]
 
@@ -390,10 +391,18 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
         difficulty = self._difficulty(X)
         advice = "; conformity scores need finite values"
         self._refuse_non_finite(output, difficulty, "calibration rows", advice)
-        scores = score.score(y, output, difficulty)
+        if isinstance(score, CQRScore) and output.ndim == 1:
+            raise ValueError(
+                f"`conformity_score={score!r}` scores a quantile band (lower, upper), but "
+                "`estimator` predicts one value per row: use "
+                "uqconform.regression.ConformalizedQuantileRegressor."
+            )
+        n_components = int(score.n_components)
+        shape = (len(y),) if n_components == 1 else (len(y), n_components)
+        scores = check_score_output(score.score(y, output, difficulty), shape, f"{score!r}.score")
         if difficulty is not None:
             self._warn_lifted_spreads(difficulty, np.abs(y - output))
-        return np.asarray(scores, dtype=float), np.zeros(y.shape[0], dtype=np.intp), 1
+        return scores, np.zeros(y.shape[0], dtype=np.intp), 1
 
     def _predict_batch(self, X, thresholds, alphas, rng):
         score = self._score_object()
@@ -409,9 +418,25 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
                 f"{score!r}.inverse must return an array of shape (n_samples, 2) = "
                 f"({output.shape[0]}, 2), got {intervals[0].shape}."
             )
-        if alphas.size == 1 and not type(score).__module__.startswith("uqconform."):
-            intervals[0] = intervals[0].copy()  # a user score's array may be kept or read-only
+        if not type(score).__module__.startswith("uqconform."):
+            self._check_user_intervals(score, intervals)
+            if alphas.size == 1:  # a user score's array may be kept or read-only
+                intervals[0] = intervals[0].copy()
         return intervals[0][..., None] if alphas.size == 1 else np.stack(intervals, axis=-1)
+
+    @staticmethod
+    def _check_user_intervals(score: RegressionScore, intervals: list[NDArray]) -> None:
+        """Refuse NaN ends and lower > upper from a user score's ``inverse`` (the library's
+        own scores never give either; an empty set is not an interval)."""
+        for ends in intervals:
+            bad = np.isnan(ends).any(axis=1) | (ends[:, 0] > ends[:, 1])
+            if bad.any():
+                rows = np.flatnonzero(bad)
+                raise ValueError(
+                    f"{score!r}.inverse returned NaN or lower > upper for {rows.size} row(s) "
+                    f"(first: row {rows[0]}, {ends[rows[0]].tolist()}): it must return "
+                    "[lower, upper] with lower <= upper."
+                )
 
     def predict_interval(
         self, X: Any, alpha: float | ArrayLike | None = None, groups: ArrayLike | None = None
@@ -529,7 +554,11 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
             difficulty = self._difficulty(block)
             self._refuse_non_finite(output, difficulty, "rows of `X`")
             spread = None if difficulty is None else np.repeat(difficulty, width)
-            return score.score(grid[start:stop].ravel(), np.repeat(output, width, 0), spread)
+            values = score.score(grid[start:stop].ravel(), np.repeat(output, width, 0), spread)
+            n_components = int(score.n_components)
+            size = (stop - start) * width
+            shape = (size,) if n_components == 1 else (size, n_components)
+            return check_score_output(values, shape, f"{score!r}.score")
 
         pvalues = self._conformal_pvalues(X, groups, smooth, width, candidate_scores, **options)
         return pvalues[:, 0] if single else pvalues

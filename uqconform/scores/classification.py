@@ -83,7 +83,12 @@ class ClassificationScore(ABC):
         step = max(_LABEL_SCORE_CELLS // max(proba.shape[1], 1), 1)
         for start in range(0, proba.shape[0], step):  # a loop over blocks, for bounded memory
             rows = slice(start, start + step)
-            block = self.scores(proba[rows], None if u is None else u[rows])
+            block = np.asarray(self.scores(proba[rows], None if u is None else u[rows]))
+            if block.shape != proba[rows].shape:
+                raise ValueError(
+                    f"{self!r}.scores must return one score per row and class, shape "
+                    f"{proba[rows].shape}, got {block.shape}."
+                )
             out[rows] = np.take_along_axis(block, labels[rows, None], axis=1)[:, 0]
         return out
 
