@@ -313,6 +313,20 @@ def test_bad_input_names_the_argument(params, y, message):
 
 
 @pytest.mark.filterwarnings("ignore:.*calibration rows have no true label")
+def test_a_changed_delta_asks_rcps_for_a_new_calibration():
+    rng = np.random.default_rng(11)
+    X = rng.normal(size=(300, 3))
+    Y = (X + rng.normal(size=(300, 3)) > 0).astype(int)
+    model = MultiLabelRiskController(method="rcps").fit(X[:100], Y[:100])
+    model.calibrate(X[100:], Y[100:]).set_params(delta=0.3)
+    with pytest.raises(NotFittedError, match=r"delta=0\.1"):
+        model.predict_set(X)
+    ltt = MultiLabelRiskController(method="ltt").fit(X[:100], Y[:100])
+    ltt.calibrate(X[100:], Y[100:]).set_params(fwer="bonferroni")
+    with pytest.raises(NotFittedError, match="fwer='fixed_sequence'"):
+        ltt.predict_set(X)
+
+
 def test_wrong_order_and_mismatched_labels_are_refused():
     rng = np.random.default_rng(10)
     X = rng.normal(size=(300, 3))
@@ -326,6 +340,10 @@ def test_wrong_order_and_mismatched_labels_are_refused():
     with pytest.raises(ValueError, match="`y` has 2 label columns but the model predicts 3"):
         model.calibrate(X[100:200], Y[100:200, :2])
     model.calibrate(X[100:200], Y[100:200])
+    sets = model.predict_set(X)
+    # settings conformal risk control never reads keep its calibration
+    model.set_params(delta=0.3, fwer="bonferroni", thresholds=20)
+    np.testing.assert_array_equal(model.predict_set(X), sets)
     model.set_params(method="rcps")
     with pytest.raises(NotFittedError, match="parameters changed since calibrate"):
         model.predict_set(X)

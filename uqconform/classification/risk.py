@@ -298,7 +298,17 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
     def _unseen_group_prediction(self) -> str:  # type: ignore[override]
         return "empty" if self.risk == "precision" else "the full label set"
 
-    _calibration_params = ("risk", "method", "delta", "thresholds", "fwer")
+    @property
+    def _calibration_params(self) -> tuple[str, ...]:  # type: ignore[override]
+        """What the thresholds depend on: ``delta`` for RCPS and LTT only, the grid and
+        its error control for LTT only (changing a setting the method ignores keeps the
+        calibration)."""
+        names: tuple[str, ...] = ("risk", "method")
+        if self.method != "crc":
+            names += ("delta",)
+        if self.method == "ltt":
+            names += ("thresholds", "fwer")
+        return names
 
     def __init__(
         self,
