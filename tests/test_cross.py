@@ -237,6 +237,9 @@ def test_group_folds():
     model = CrossConformalRegressor(cv=GroupKFold(4)).fit(X, y, groups=groups)
     for k in range(4):  # every group lies in one fold
         assert np.unique(groups[model.fold_index_ == k]).size == 2
+    # an int cv makes KFold folds, which would ignore the groups: refused, naming both
+    with pytest.raises(ValueError, match=r"`groups` was given with `cv`=4.*GroupKFold\(4\)"):
+        CrossConformalRegressor(cv=4).fit(X, y, groups=groups)
 
 
 def test_bad_input_is_refused_with_a_message_naming_it():

@@ -105,6 +105,12 @@ class CrossFitWrapper(ModelWrapper):
             if int(cv) > n:
                 rows = f"{n} sample" + ("" if n == 1 else "s")
                 raise ValueError(f"`cv`={cv} folds need at least {cv} rows; X has {rows}.")
+            if groups is not None:
+                raise ValueError(
+                    f"`groups` was given with `cv`={cv}, whose folds (KFold) ignore it: pass "
+                    f"cv=GroupKFold({cv}) (sklearn.model_selection) to keep each group in one "
+                    "fold, or leave `groups` out."
+                )
             cv = KFold(int(cv), shuffle=True, random_state=integer_seed(self.random_state))
         splits = [
             (np.asarray(train, dtype=np.intp), np.asarray(test, dtype=np.intp))
