@@ -148,6 +148,7 @@ class CrossFitWrapper(ModelWrapper):
         y : array-like of shape (n_samples,)
         groups : array-like of shape (n_samples,), optional
             Passed to the splitter's ``split`` (``GroupKFold``); not Mondrian groups.
+            Refused with an int ``cv``, whose KFold folds would ignore them.
             Bootstrap samples take none.
         **fit_params : dict
             Passed to every model's ``fit``; per-row arrays (``sample_weight``) are taken
