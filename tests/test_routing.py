@@ -15,7 +15,7 @@ from sklearn.base import clone
 from sklearn.datasets import make_classification
 from sklearn.exceptions import UnsetMetadataPassedError
 from sklearn.frozen import FrozenEstimator
-from sklearn.linear_model import LogisticRegression, QuantileRegressor, Ridge
+from sklearn.linear_model import BayesianRidge, LogisticRegression, QuantileRegressor, Ridge
 from sklearn.model_selection import GridSearchCV, KFold, cross_validate
 from sklearn.neural_network import MLPRegressor
 from sklearn.pipeline import make_pipeline
@@ -251,3 +251,23 @@ def test_acp_refuses_routed_sample_weight(where):
             ridge = GridSearchCV(ridge, {"alpha": [0.1, 1.0]}, cv=3)
         with pytest.raises(ValueError, match="`sample_weight` is not supported"):
             ApproximateFullConformalRegressor(ridge).fit(X_REG, Y_REG, w=WEIGHTS)
+
+
+def test_a_pipeline_difficulty_model_gives_its_spread_with_routing_on():
+    """``predict(X, return_std=True)`` through a Pipeline needs a request under routing:
+    the spread of the last step is asked for directly, so routing changes nothing."""
+    spread = make_pipeline(StandardScaler(), BayesianRidge()).fit(X_REG[:80], Y_REG[:80])
+
+    def intervals():
+        cp = SplitConformalRegressor(
+            _ridge(), conformity_score="normalized", difficulty_estimator=spread
+        )
+        cp.fit(X_REG[:80], Y_REG[:80]).calibrate(X_REG[80:200], Y_REG[80:200])
+        return cp.predict_interval(X_REG[200:])
+
+    plain = intervals()
+    with sklearn.config_context(enable_metadata_routing=True):
+        routed = intervals()
+    np.testing.assert_array_equal(routed, plain)
+    _, std = spread[-1].predict(spread[0].transform(X_REG[200:]), return_std=True)
+    assert np.ptp(np.diff(plain, axis=1)[:, 0] / std) < 1e-9  # widths follow the std

@@ -13,6 +13,7 @@ from sklearn.exceptions import NotFittedError
 from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import LinearRegression
 from sklearn.model_selection import KFold, cross_val_predict
+from sklearn.pipeline import Pipeline
 
 from uqconform._rows import n_rows, row_sliceable
 from uqconform._seeding import integer_seed, seeded_clone
@@ -41,9 +42,15 @@ def predictive_spread(model: Any, X: Any) -> NDArray:
     """
     if hasattr(model, "predict_std"):
         return point_predictions(model.predict_std(X), "difficulty_estimator")
+    if isinstance(model, Pipeline):
+        # the last step asked directly: under metadata routing, Pipeline.predict refuses to
+        # forward return_std to a step that did not request it
+        if len(model) > 1:
+            X = model[:-1].transform(X)
+        return predictive_spread(model[-1], X)
     parameters = inspect.signature(model.predict).parameters
     forwards = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
-    if "return_std" in parameters or forwards:  # a Pipeline forwards it to its last step
+    if "return_std" in parameters or forwards:  # a meta-estimator may forward it
         try:
             return point_predictions(model.predict(X, return_std=True)[1], "difficulty_estimator")
         except TypeError:  # the last step does not take return_std
