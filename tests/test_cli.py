@@ -1,6 +1,7 @@
 """Tests of the `uqconform benchmark` command and the benchmark runner (fast: tiny suites)."""
 
 import json
+import operator
 import os
 import re
 import sys
@@ -311,3 +312,26 @@ def test_registering_a_built_in_name_first_thing_is_refused():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "refused: A benchmark family named 'classic' is already registered." in out.stdout
+
+
+def test_a_headline_value_never_reads_as_its_target_when_the_target_is_missed():
+    """``.3f`` showed 0.89951 as 0.900 beside ">= 0.9" and "NO"; more decimals now."""
+    from uqconform.benchmarks.runner import summary_markdown
+
+    cases = [  # value, target, met
+        (0.89951, ">= 0.9", False),
+        (3.70004, "<= 3.7 (on the mean)", False),
+        (29.99996, "< 30 s", True),
+        (0.91, ">= 0.9", True),
+        (0.9202, "coverage in [0.88, 0.92]", False),  # not a simple target: as it was
+    ]
+    headlines = [
+        {"claim": f"c{i}", "value": v, "target": t, "met": m} for i, (v, t, m) in enumerate(cases)
+    ]
+    table = summary_markdown({"families": {"demo": {"status": "ok", "headlines": headlines}}})
+    shown = [line.split("|")[3].strip() for line in table.splitlines()[2:]]
+    assert shown == ["0.8995", "3.70004", "29.99996", "0.910", "0.920"], shown
+    for text, (_, target, met) in zip(shown[:4], cases[:4], strict=True):
+        op, bound = target.split()[:2]
+        compare = {">=": operator.ge, "<=": operator.le, "<": operator.lt}[op]
+        assert compare(float(text), float(bound)) == met  # the shown figure agrees with "met"

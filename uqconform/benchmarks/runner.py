@@ -19,6 +19,7 @@ import json
 import math
 import os
 import platform
+import re
 import sys
 import tempfile
 import time
@@ -321,6 +322,44 @@ def _family_text(name: str, record: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+# A target that opens with one comparison against a number: ">= 0.9", "< 30 s", ">= 20x".
+_SIMPLE_TARGET = re.compile(r"\s*(>=|<=|<|>)\s*([-+]?\d*\.?\d+(?:[eE][-+]?\d+)?)(?![\d%])")
+_COMPARE = {
+    ">=": lambda a, b: a >= b,
+    "<=": lambda a, b: a <= b,
+    "<": lambda a, b: a < b,
+    ">": lambda a, b: a > b,
+}
+
+
+def headline_text(value: Any, target: Any, met: Any) -> Any:
+    """The headline ``value`` as shown, with more decimals where the rounded figure would
+    contradict ``met`` against a simple target (0.89951 shown as 0.900 beside ">= 0.9",
+    not met); other values are returned as they are, for `format_table` to format.
+
+    Examples
+    --------
+    >>> headline_text(0.89951, ">= 0.9", False)
+    '0.8995'
+    >>> headline_text(0.91, ">= 0.9", True)
+    0.91
+    """
+    match = _SIMPLE_TARGET.match(str(target or ""))
+    if match is None or not isinstance(met, (bool, np.bool_)) or isinstance(value, bool):
+        return value
+    if not isinstance(value, (int, float, np.integer, np.floating)) or not math.isfinite(value):
+        return value
+    compare, bound = _COMPARE[match.group(1)], float(match.group(2))
+    if compare(float(value), bound) != bool(met):
+        return value  # judged on another figure: nothing to reconcile here
+    shown = _format_value(value)
+    decimals = len(shown.partition(".")[2]) if "e" not in shown else 3
+    while compare(float(shown), bound) != bool(met) and decimals < 12:
+        decimals += 1
+        shown = f"{value:.{decimals}f}".rstrip("0")
+    return value if shown == _format_value(value) else shown
+
+
 def summary_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per headline figure of every family (and one per failed/skipped family)."""
     rows: list[dict[str, Any]] = []
@@ -336,7 +375,7 @@ def summary_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
                 {
                     "family": name,
                     "claim": headline["claim"],
-                    "value": headline["value"],
+                    "value": headline_text(headline["value"], headline.get("target"), met),
                     "target": headline.get("target") or "",
                     "met": "" if met is None else ("yes" if met else "NO"),
                 }

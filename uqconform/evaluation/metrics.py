@@ -680,9 +680,13 @@ def _strata(sizes: NDArray, bins: int | Sequence[float] | None, discrete: bool) 
     if isinstance(bins, numbers.Integral) and not isinstance(bins, bool):
         if bins < 1:
             raise ValueError(f"`bins` must be a positive integer, got {bins!r}.")
-        edges = np.quantile(sizes, np.linspace(0, 1, int(bins) + 1), method="inverted_cdf")
-        # stratum i holds sizes in (q_{i-1}, q_i]; q are observed sizes, so ties stay together
-        return np.searchsorted(np.unique(edges[1:-1]), sizes, side="left")
+        # inner edge i is the ceil(i n / bins)-th smallest size, from integer ranks (a float
+        # grid such as linspace's 0.6000000000000001 moved rows into the next bin); stratum
+        # i holds sizes in (q_{i-1}, q_i]: observed sizes, so ties stay together
+        n = sizes.shape[0]
+        ranks = -(-np.arange(1, int(bins)) * n // int(bins))
+        edges = np.sort(sizes)[ranks - 1]
+        return np.searchsorted(np.unique(edges), sizes, side="left")
     if isinstance(bins, (str, bytes, bool)):
         raise TypeError(f"`bins` must be None, an integer or a sequence of edges, got {bins!r}.")
     try:

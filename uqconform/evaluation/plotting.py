@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from uqconform.evaluation.metrics import _parse_prediction, _widths
+from uqconform.evaluation.metrics import _numeric_target, _parse_prediction, _widths
 
 __all__ = ["plot_coverage", "plot_efficiency", "plot_intervals"]
 
@@ -33,12 +33,31 @@ def _axes(ax: Any) -> Any:
     return require_pyplot().subplots()[1]
 
 
+def _floats(values: ArrayLike, name: str) -> NDArray:
+    """``values`` as a flat float array, or an error naming the argument."""
+    try:
+        array = np.asarray(values, dtype=float)
+    except (TypeError, ValueError):
+        raise TypeError(f"`{name}` must hold numbers, got {values!r:.80}.") from None
+    if array.ndim > 1 and array.size != max(array.shape):
+        raise ValueError(f"`{name}` must be 1-D, got shape {array.shape}.")
+    return array.reshape(-1)
+
+
 def _paired(nominal: ArrayLike, values: ArrayLike, name: str) -> tuple[NDArray, NDArray]:
-    """Two flat float arrays of equal length: the levels and one value per level."""
-    levels = np.asarray(nominal, dtype=float).reshape(-1)
-    paired = np.asarray(values, dtype=float).reshape(-1)
+    """Two flat float arrays of equal length: the levels, in (0, 1), and one value per
+    level."""
+    levels = _floats(nominal, "nominal")
+    paired = _floats(values, name)
+    if levels.size == 0:
+        raise ValueError("`nominal` is empty: give at least one level.")
     if levels.shape != paired.shape:
         raise ValueError(f"`{name}` has {paired.size} values but `nominal` has {levels.size}.")
+    if not ((levels > 0) & (levels < 1)).all():
+        raise ValueError(
+            f"`nominal` holds coverages 1 - alpha strictly between 0 and 1 (fractions, not "
+            f"percent), got {levels.tolist()!r:.80}."
+        )
     return levels, paired
 
 
@@ -79,9 +98,13 @@ def plot_coverage(
     >>> matplotlib.pyplot.close("all")
     """
     nominal_, observed_ = _paired(nominal, observed, "observed")
-    ax = _axes(ax)
+    if not (np.isnan(observed_) | ((observed_ >= 0) & (observed_ <= 1))).all():
+        raise ValueError("`observed` holds coverages in [0, 1] (NaN for a level not measured).")
     if bounds is not None:
-        band = np.asarray(bounds, dtype=float)
+        try:
+            band = np.asarray(bounds, dtype=float)
+        except (TypeError, ValueError):
+            raise TypeError(f"`bounds` must hold numbers, got {bounds!r:.80}.") from None
         if band.shape == (2,):  # one (low, high) pair
             band = band[None, :]
         if band.shape != (nominal_.size, 2):
@@ -89,8 +112,12 @@ def plot_coverage(
                 f"`bounds` must have shape ({nominal_.size}, 2), one (low, high) row per "
                 f"level, got {band.shape}."
             )
+        if not (np.isnan(band) | ((band >= 0) & (band <= 1))).all():
+            raise ValueError("`bounds` holds coverages in [0, 1] (NaN rows are not drawn).")
         if np.any(band[:, 0] > band[:, 1]):
             raise ValueError("`bounds` has rows with low > high; each row is (low, high).")
+    ax = _axes(ax)
+    if bounds is not None:
         center = band.mean(axis=1)
         shown = np.isfinite(center)
         ax.errorbar(
@@ -121,8 +148,9 @@ def plot_efficiency(
     ----------
     nominal : array-like of shape (k,)
     efficiency : array-like of shape (k,)
-        Infinite values are drawn at the top of the axes as open markers labelled with
-        the infinity sign (their height is a placeholder).
+        Non-negative. Infinite values are drawn at the top of the axes as open markers
+        labelled with the infinity sign (their height is a placeholder); NaN values (a
+        level not measured) are not drawn.
     ax : matplotlib Axes, optional
     ylabel : str, default="mean width"
 
@@ -140,21 +168,24 @@ def plot_efficiency(
     >>> matplotlib.pyplot.close("all")
     """
     nominal_, values = _paired(nominal, efficiency, "efficiency")
+    if (values < 0).any():
+        raise ValueError(f"`efficiency` must be non-negative, got {values.tolist()!r:.80}.")
     ax = _axes(ax)
     order = np.argsort(nominal_)
     finite = np.isfinite(values[order])
+    infinite = np.isposinf(values[order])
     ax.plot(nominal_[order][finite], values[order][finite], "o-", color="C1")
-    if not finite.all():
-        top = np.nanmax(values[order][finite]) * 1.1 if finite.any() else 1.0
+    if infinite.any():
+        top = np.max(values[order][finite]) * 1.1 if finite.any() else 1.0
         ax.plot(
-            nominal_[order][~finite],
-            np.full((~finite).sum(), top),
+            nominal_[order][infinite],
+            np.full(int(infinite.sum()), top),
             "^",
             color="C1",
             fillstyle="none",
             label="infinite",
         )
-        for x in nominal_[order][~finite]:  # the height is a placeholder, not a value
+        for x in nominal_[order][infinite]:  # the height is a placeholder, not a value
             ax.annotate(
                 "\u221e",
                 (x, top),
@@ -217,6 +248,17 @@ def plot_intervals(
         x_ = x_[:, 0]
     if x_.ndim != 1:
         raise ValueError(f"`x` must be 1-D (a single feature), got shape {x_.shape}.")
+    x_ = _numeric_target(x_, "x")
+    y_ = None
+    if y is not None:
+        y_ = np.asarray(y)
+        if y_.ndim == 2 and y_.shape[1] == 1:
+            y_ = y_[:, 0]
+        if y_.ndim != 1:
+            raise ValueError(f"`y` must be 1-D, got shape {y_.shape}.")
+        if y_.shape[0] != x_.shape[0]:
+            raise ValueError(f"`y` has {y_.shape[0]} entries but `x` has {x_.shape[0]}.")
+        y_ = _numeric_target(y_, "y")
     parsed = _parse_prediction(intervals, None, name="intervals", intervals_only=True)
     if parsed.kind != "interval":
         raise TypeError("`intervals` must be a float array (n, 2) or (n, 2, k).")
@@ -241,10 +283,7 @@ def plot_intervals(
             linewidth=0,
             label=None if labels is None else labels[level],
         )
-    if y is not None:
-        y_ = np.asarray(y, dtype=float).reshape(-1)
-        if y_.shape[0] != x_.shape[0]:
-            raise ValueError(f"`y` has {y_.shape[0]} entries but `x` has {x_.shape[0]}.")
+    if y_ is not None:
         inner = bands[:, :, int(np.argmin(widths))]
         outside = (y_ < inner[:, 0]) | (y_ > inner[:, 1])
         ax.scatter(x_[~outside], y_[~outside], s=8, color="k", label="covered")

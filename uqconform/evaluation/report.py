@@ -165,15 +165,18 @@ class CoverageReport:
         if sets:
             header += f" {'singleton':>9} {'empty':>6}"
         lines.append(header)
+        # enough decimals to tell counts one apart (a coverage one point below its bound
+        # showed as equal to it at 3 decimals from 2,000 test points)
+        digits = max(3, math.ceil(math.log10(max(int(self.n_test), 1))))
         for row in self.rows:
             low, high = row.get("bound_low", math.nan), row.get("bound_high", math.nan)
-            bounds = "-" if math.isnan(low) else f"[{low:.3f}, {high:.3f}]"
+            bounds = "-" if math.isnan(low) else f"[{low:.{digits}f}, {high:.{digits}f}]"
             inside = {True: "yes", None: "-"}.get(row.get("inside_bounds"))
             if inside is None:  # outside: below fails validity, above is conservative
                 inside = "BELOW" if row["coverage"] < low else "above"
             nominal = row.get("nominal", 1 - row["alpha"])  # hand-built rows may omit it
             line = (
-                f"{row['alpha']:>7.3g} {nominal:>8.3f} {row['coverage']:>9.3f} "
+                f"{row['alpha']:>7.3g} {nominal:>8.3f} {row['coverage']:>9.{digits}f} "
                 f"{bounds:>18} {inside:>6} {row.get(self.efficiency, math.nan):>14.4g}"
             )
             if sets:
