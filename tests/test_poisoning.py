@@ -107,6 +107,11 @@ def test_bad_arguments(data):
         flip_labels(X, np.zeros(120), 1)
     with pytest.raises(ValueError, match="partitions"):  # checked with no point to move too
         flip_labels(X, y, 0, strategy="spread")
+    # arguments that would do nothing are refused, not ignored
+    with pytest.raises(ValueError, match="`target`.*strategy='spread'"):
+        flip_labels(X, y, 2, target=[0])
+    with pytest.raises(ValueError, match="`new_labels` gives 3 attacked row"):
+        flip_labels(X, y, 3, new_labels=y)
 
 
 def test_a_repeated_target_partition_counts_once(data):

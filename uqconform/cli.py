@@ -164,7 +164,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"uqconform benchmark: error: {_as_options(str(error))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(f"\nuqconform benchmark: interrupted; {out} is unchanged.", file=sys.stderr)
+        print(
+            f"\nuqconform benchmark: interrupted; the files already in {out} are as they were.",
+            file=sys.stderr,
+        )
         return 130
     return 1 if results["failed"] else 0
 

@@ -193,8 +193,8 @@ def coverage_bounds(
       the interval is ``(1.0, 1.0)``; a method that instead clips the threshold to the
       largest score is flagged.
     * With one test point and no pooling the interval is ``(0.0, 1.0)``, unless the
-      marginal probability of a miss, ``l / (n + 1)`` (``l = floor((n + 1) alpha)``), is at
-      most ``(1 - confidence) / 2`` (then ``(1.0, 1.0)``): pool resplits.
+      marginal probability of a miss, ``l / (n + 1)`` (``l = floor((n + 1) alpha)``), is
+      below ``(1 - confidence) / 2`` (then ``(1.0, 1.0)``): pool resplits.
     * Cost: the pooled law is held only on the counts that carry its mass, which grow like
       ``sqrt(n_repeats)`` times one resplit's spread; with a small ``n_calibration`` (a
       wide Beta law) and many test points that is still large (measured:

@@ -87,6 +87,11 @@ def _pick_rows(
                 "`partitions` must hold integer partition indices (e.g. from hash_partition), "
                 f"got dtype {part.dtype}."
             )
+    if strategy == "random" and target is not None:
+        raise ValueError(
+            "`target` (the partitions to attack first) is read by strategy='spread' or "
+            "'concentrated'; strategy='random' attacks rows anywhere."
+        )
     if strategy != "random" and partitions is None:
         raise ValueError(f"strategy={strategy!r} needs `partitions` (the partition of every row).")
     if strategy == "random" or n_points == 0:  # every argument checked above
@@ -140,6 +145,12 @@ def _new_labels(
     chosen = np.asarray(new_labels)
     if chosen.shape != labels.shape:
         raise ValueError(f"`new_labels` must have one entry per row ({labels.size}).")
+    kept = rows[chosen[rows] == labels[rows]]
+    if kept.size:
+        raise ValueError(
+            f"`new_labels` gives {kept.size} attacked row(s) their own label (first: row "
+            f"{kept[0]}): an attacked row must get another label."
+        )
     return chosen[rows]
 
 
