@@ -108,7 +108,7 @@ def test_bad_arguments(data):
     with pytest.raises(ValueError, match="partitions"):  # checked with no point to move too
         flip_labels(X, y, 0, strategy="spread")
     # arguments that would do nothing are refused, not ignored
-    with pytest.raises(ValueError, match="`target`.*strategy='spread'"):
+    with pytest.raises(ValueError, match=r"`target`.*strategy='spread'"):
         flip_labels(X, y, 2, target=[0])
     with pytest.raises(ValueError, match="`new_labels` gives 3 attacked row"):
         flip_labels(X, y, 3, new_labels=y)
