@@ -136,6 +136,29 @@ def test_linear_model_equals_full_conformal_ridge(linear, score, algorithm):
         np.testing.assert_allclose(mine, theirs, rtol=1e-8, atol=1e-8)
 
 
+@pytest.mark.parametrize(("trained", "machine"), [(0.01, 100.0), (100.0, 0.01), (3.0, 3.0)])
+@pytest.mark.parametrize("fit_intercept", [True, False])
+def test_a_given_prior_makes_full_cp_of_the_ridge_it_names(trained, machine, fit_intercept):
+    """A ridge trained at one penalty with a machine of another strength: the sets are
+    those of FullConformalRidge at the machine's strength (they were of neither ridge,
+    covering 0.76 at 0.90 over 200 resplits for 0.01 against 100)."""
+    X, y, X_test, y_test = linear_data(seed=7)
+    params = {"alpha": ALPHAS, "conformity_score": "studentized"}
+    acp = ACP(Ridge(alpha=trained, fit_intercept=fit_intercept), noise=2.0, **params)
+    acp.set_params(prior_precision=machine / 4.0).fit(X, y)  # strength noise**2 * P
+    assert acp.ridge_strength_ == pytest.approx(machine)
+    oracle = FullConformalRidge(Ridge(alpha=machine, fit_intercept=fit_intercept), **params)
+    oracle.fit(X, y)
+    np.testing.assert_allclose(acp.predict(X_test), oracle.predict(X_test), atol=1e-9)
+    np.testing.assert_allclose(
+        acp.predict_interval(X_test), oracle.predict_interval(X_test), rtol=1e-8, atol=1e-8
+    )
+    grid = np.linspace(-4.0, 4.0, 41) + 1e-3 * np.pi
+    np.testing.assert_array_equal(
+        acp.predict_pvalue(X_test, grid), oracle.predict_pvalue(X_test, grid)
+    )
+
+
 def test_linear_model_in_split_refine_mode_is_ridge_on_the_calibration_residuals():
     """A prefit ridge, calibrated: ridge in the update ``delta`` (prior centred at the prefit
     coefficients) on the calibration residuals, i.e. FullConformalRidge fitted on
@@ -365,7 +388,7 @@ def test_calibrate_after_fit_switches_to_split_refine():
     intervals = model.predict_interval(X)
     assert np.isfinite(intervals).all() and _inside(intervals[:, :, 0], model.predict(X)).all()
     model.fit(X, y)  # fit goes back to full mode
-    assert model.mode_ == "full" and model.refinement_ is None
+    assert model.mode_ == "full" and not model.refinement_.any()  # trained at its own decay
     np.testing.assert_allclose(model.training_residuals_, full_residuals)
 
 

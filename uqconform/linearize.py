@@ -104,6 +104,8 @@ class Linearization:
     penalized : ndarray of shape (n_parameters,), dtype bool
         True for parameters covered by the model's weight decay (weights), False for the
         unpenalised ones (intercepts, biases, normalisation parameters).
+    parameters : ndarray of shape (n_parameters,)
+        The fitted parameters ``theta*`` themselves, in the order of the columns (float64).
 
     Examples
     --------
@@ -122,6 +124,7 @@ class Linearization:
     jacobian: np.ndarray
     prediction: np.ndarray
     penalized: np.ndarray
+    parameters: np.ndarray
 
     @property
     def n_parameters(self) -> int:
@@ -190,17 +193,19 @@ def linearize(estimator: Any, X: Any, *, curvature: str = "full") -> Linearizati
     kind = _parse_curvature(curvature)
     model, X = _unwrap(estimator, X)
     if is_torch_module(model):
-        jacobian, prediction, penalized = _torch_linearize(model, X, kind)
+        jacobian, prediction, penalized, parameters = _torch_linearize(model, X, kind)
     elif isinstance(model, MLPRegressor):
-        jacobian, prediction, penalized = _mlp_linearize(model, X, kind)
+        jacobian, prediction, penalized, parameters = _mlp_linearize(model, X, kind)
     else:
-        jacobian, prediction, penalized = _linear_linearize(model, X)
+        jacobian, prediction, penalized, parameters = _linear_linearize(model, X)
     if not np.all(np.isfinite(jacobian)):
         raise ValueError(
             "non-finite Jacobian: some entries are NaN or infinite; check the inputs and the "
             "model (overflowing activations or diverged weights)."
         )
-    return Linearization(jacobian=jacobian, prediction=prediction, penalized=penalized)
+    return Linearization(
+        jacobian=jacobian, prediction=prediction, penalized=penalized, parameters=parameters
+    )
 
 
 def parameter_count(estimator: Any, *, curvature: str = "full") -> int:
@@ -538,7 +543,7 @@ def _linear_parameters(model: Any) -> tuple[np.ndarray, float, bool]:
     return coef.ravel(), float(intercept[0]), has_intercept
 
 
-def _linear_linearize(model: Any, X: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _linear_linearize(model: Any, X: Any) -> tuple[np.ndarray, ...]:
     coef, intercept, has_intercept = _linear_parameters(model)
     features = _validate_X(model, X)
     prediction = np.ravel(np.asarray(model.predict(X), dtype=np.float64))
@@ -557,7 +562,8 @@ def _linear_linearize(model: Any, X: Any) -> tuple[np.ndarray, np.ndarray, np.nd
     penalized = np.ones(jacobian.shape[1], dtype=bool)
     if has_intercept:
         penalized[-1] = False
-    return jacobian, prediction, penalized
+    parameters = np.append(coef, intercept) if has_intercept else coef
+    return jacobian, prediction, penalized, parameters
 
 
 # --------------------------------------------------------------------------------------------
@@ -595,9 +601,7 @@ def _check_mlp(model: MLPRegressor) -> None:
         )
 
 
-def _mlp_linearize(
-    model: MLPRegressor, X: Any, kind: Curvature
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _mlp_linearize(model: MLPRegressor, X: Any, kind: Curvature) -> tuple[np.ndarray, ...]:
     _check_mlp(model)
     A = _validate_X(model, X)
     n = A.shape[0]
@@ -618,7 +622,7 @@ def _mlp_linearize(
         jacobian = np.hstack([activations[-1], np.ones((n, 1))])
         penalized = np.ones(jacobian.shape[1], dtype=bool)
         penalized[-1] = False
-        return jacobian, prediction, penalized
+        return jacobian, prediction, penalized, np.append(weights[-1].ravel(), biases[-1])
 
     # Backward for a scalar output: delta_L = 1, delta_l = (delta_{l+1} W_{l+1}^T) * g'(Z_l);
     # df/dW_l = outer(A_{l-1}, delta_l) per row (C order of coefs_[l]), df/db_l = delta_l.
@@ -636,7 +640,10 @@ def _mlp_linearize(
         penalized[start:stop_w] = True
         if layer > 0:
             delta = (delta @ weights[layer].T) * derivatives[layer - 1]
-    return jacobian, prediction, penalized
+    parameters = np.concatenate(
+        [np.append(w.ravel(), b) for w, b in zip(weights, biases, strict=True)]
+    )
+    return jacobian, prediction, penalized, parameters
 
 
 # --------------------------------------------------------------------------------------------
@@ -710,4 +717,5 @@ def _torch_linearize(module: Any, X: Any, kind: Curvature) -> tuple[np.ndarray, 
         [np.full(int(p.numel()), p.ndim >= 2, dtype=bool) for _, p in params]
     )
     prediction = prediction.reshape(n).cpu().double().numpy()
-    return jacobian, prediction, penalized
+    parameters = np.concatenate([p.detach().reshape(-1).cpu().double().numpy() for _, p in params])
+    return jacobian, prediction, penalized, parameters

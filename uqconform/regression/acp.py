@@ -204,7 +204,13 @@ class ApproximateFullConformalRegressor(
         ``"auto"``: the model's own weight decay (``alpha`` of Ridge and MLPRegressor, which
         is the ridge strength in sum-of-squares units). A float ``P``: Gaussian prior
         precision of the weights, i.e. ridge strength ``noise**2 * P``. Intercepts and biases
-        are not penalised.
+        are not penalised. In full mode, a strength other than the model's own weight decay
+        moves the weights by the Newton step to the linearised optimum under it (a ridge
+        becomes `FullConformalRidge` at that strength); a torch module's decay is unknown,
+        so a float is taken to be the one it was trained with. In split+refine mode the
+        guarantee needs a strength that does not depend on the calibration labels:
+        ``"auto"``, or a float with a given ``noise`` (with ``noise="auto"`` it is the
+        calibration residuals' mean square times ``P``).
     noise : "auto" or float, default="auto"
         Observation noise standard deviation: the root mean squared training (or
         calibration) residual, or a given value. Only the predictive standard deviation
@@ -237,8 +243,11 @@ class ApproximateFullConformalRegressor(
         trained on (standardised by a target scaler such as the default estimator's, so
         ``noise**2 * prior_precision`` divided by the target scale squared).
     mode_ : {"full", "split+refine"}
-    refinement_ : ndarray or None
-        Parameter update of the split+refine mode.
+    refinement_ : ndarray
+        Parameter update from ``theta*``: in split+refine mode the ridge step fitted on
+        the calibration rows; in full mode the step to the linearised network's optimum
+        under ``ridge_strength_`` when a given ``prior_precision`` differs from the weight
+        decay the network was trained with (zero otherwise).
 
     Examples
     --------
@@ -401,12 +410,27 @@ class ApproximateFullConformalRegressor(
                 "(in full mode, last-layer curvature under-covers).",
                 UserWarning,
             )
-        if refine:
-            self.refinement_: NDArray | None = self.machine_.solve(raw)
-            self.training_residuals_ = raw - lin.jacobian @ self.refinement_
+        if refine:  # the prior is centred at theta*: a ridge fit of the step
+            self.refinement_: NDArray = self.machine_.solve(raw)
         else:
-            self.refinement_ = None
-            self.training_residuals_ = raw
+            self.refinement_ = self._penalty_change_step(lin, weight_decay(inner))
+        self.training_residuals_ = raw - lin.jacobian @ self.refinement_
+
+    def _penalty_change_step(self, lin: Linearization, trained_decay: float | None) -> NDArray:
+        """Full mode: the Newton step from ``theta*`` to the optimum of the linearised
+        network under ``ridge_strength_`` when the network was trained with another weight
+        decay (a given ``prior_precision``). Full-mode ACP-GN assumes ``theta*`` is a
+        stationary point of the machine's objective; at the trained decay ``lam0`` the
+        gradient of the residuals is ``lam0 * theta*``, so the step is
+        ``Sigma (lam0 - lam) theta*`` over the penalised weights (zero when they agree, or
+        when the trained decay is unknown, as for a torch module). Without it the sets were
+        those of neither ridge fit: 0.76 coverage at 0.90 for Ridge(0.01) with a machine
+        of strength 100."""
+        step = np.zeros(lin.n_parameters)
+        if trained_decay is None or trained_decay == self.ridge_strength_:
+            return step
+        change = np.where(lin.penalized, (trained_decay - self.ridge_strength_), 0.0)
+        return self.machine_.solve_normal(change * lin.parameters)
 
     @keeps_state_on_error
     def fit(self, X: ArrayLike, y: ArrayLike, **fit_params: Any) -> Self:
@@ -546,10 +570,7 @@ class ApproximateFullConformalRegressor(
 
     def _test_features(self, X: Any) -> tuple[NDArray, NDArray]:
         lin = self._linearize(X)
-        centre = lin.prediction
-        if self.refinement_ is not None:
-            centre = centre + lin.jacobian @ self.refinement_
-        return lin.jacobian, centre
+        return lin.jacobian, lin.prediction + lin.jacobian @ self.refinement_
 
     def _to_target(self, values: NDArray) -> NDArray:
         return self.target_shift_ + self.target_scale_ * values
@@ -579,7 +600,8 @@ class ApproximateFullConformalRegressor(
     predict_pvalue.__doc__ = FullConformalMixin.predict_pvalue.__doc__
 
     def predict(self, X: ArrayLike) -> NDArray:
-        """Centre of the intervals: the network's prediction (refined in split+refine mode).
+        """Centre of the intervals: the linearised network's prediction after
+        `refinement_` (the network's own prediction when that step is zero).
 
         Parameters
         ----------

@@ -177,6 +177,11 @@ class LinearConfidenceMachine:
         """Ridge coefficients ``Sigma Phi^T target``."""
         return self._gain.T @ target
 
+    def solve_normal(self, right_hand_side: NDArray) -> NDArray:
+        """``Sigma right_hand_side``: the regularised normal equations solved for any
+        right-hand side of shape (p,) (``solve(target)`` is ``solve_normal(Phi^T target)``)."""
+        return linalg.cho_solve(self._factor, right_hand_side, check_finite=False)
+
     def unpinned(self, test_features: NDArray) -> NDArray:
         """Test points with a component in a direction no data and no penalty pins, (m,).
 
