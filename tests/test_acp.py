@@ -142,7 +142,7 @@ def test_a_given_prior_makes_full_cp_of_the_ridge_it_names(trained, machine, fit
     """A ridge trained at one penalty with a machine of another strength: the sets are
     those of FullConformalRidge at the machine's strength (they were of neither ridge,
     covering 0.76 at 0.90 over 200 resplits for 0.01 against 100)."""
-    X, y, X_test, y_test = linear_data(seed=7)
+    X, y, X_test, _ = linear_data(seed=7)
     params = {"alpha": ALPHAS, "conformity_score": "studentized"}
     acp = ACP(Ridge(alpha=trained, fit_intercept=fit_intercept), noise=2.0, **params)
     acp.set_params(prior_precision=machine / 4.0).fit(X, y)  # strength noise**2 * P
