@@ -570,3 +570,32 @@ def test_synthetic_noise_is_checked_by_name(noise):
         make_banana(10, noise=noise)
     same = make_banana(10, noise=np.array(0.1), random_state=0)  # a 0-d array is a number
     np.testing.assert_array_equal(same[1], make_banana(10, noise=0.1, random_state=0)[1])
+
+
+@pytest.mark.parametrize("covariance", ["global", "local"])
+def test_rescaling_one_output_rescales_the_ellipse_along_it(covariance):
+    """An output in units 1e6 smaller than the other (a price beside a rate): the same
+    membership and the volume times the scale (a ridge relative to the trace was one
+    amount for both outputs and grew the ellipse about 15 times along the small one)."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(900, 2))
+    Y = X + rng.multivariate_normal([0, 0], [[1, 0.5], [0.5, 1]], size=900)
+
+    def region(Y):
+        model = EllipsoidalConformalRegressor(Ridge(), covariance=covariance, random_state=0)
+        return model.fit(X[:400], Y[:400]).calibrate(X[400:700], Y[400:700]).predict_set(X[700:])
+
+    scale = np.array([1e6, 1.0])
+    plain, scaled = region(Y), region(Y * scale)
+    np.testing.assert_array_equal(scaled.contains(Y[700:] * scale), plain.contains(Y[700:]))
+    np.testing.assert_allclose(scaled.volume(), 1e6 * plain.volume(), rtol=1e-6)
+
+
+def test_the_flows_whitening_follows_each_outputs_units():
+    from uqconform.multioutput.flows import _whiten, _whitener
+
+    rng = np.random.default_rng(1)
+    Y = rng.multivariate_normal([0, 0, 0], [[1, 0.5, 0], [0.5, 1, 0.2], [0, 0.2, 1]], size=300)
+    scale = np.array([1e6, 1.0, 1e-4])
+    latent = _whiten(Y, *_whitener(Y))
+    np.testing.assert_allclose(_whiten(Y * scale, *_whitener(Y * scale)), latent, atol=1e-9)

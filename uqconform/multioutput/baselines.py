@@ -44,6 +44,7 @@ from uqconform.multioutput._base import (
     MultiOutputConformalRegressor,
     out_of_fold_prediction,
 )
+from uqconform.multioutput.flows import regularised_covariance
 from uqconform.regions import AffineMap, PredictionRegion
 
 __all__ = ["EllipsoidalConformalRegressor", "RectangularConformalRegressor"]
@@ -60,14 +61,6 @@ _LOCAL_CELLS = 2**20
 def _second_moment(residuals: NDArray) -> NDArray:
     """``mean(e e^T)`` over the residual rows (about zero, so a bias widens the shape)."""
     return residuals.T @ residuals / residuals.shape[0]
-
-
-def _regularised(matrix: NDArray) -> NDArray:
-    """Covariance(s) ``(..., d, d)`` plus a tiny ridge relative to their scale."""
-    d = matrix.shape[-1]
-    trace = np.trace(matrix, axis1=-2, axis2=-1)[..., None, None]
-    floor = np.where(trace > 0, trace, 1.0) * _RIDGE / d
-    return matrix + floor * np.eye(d)
 
 
 class _ResidualShapeRegressor(MultiOutputConformalRegressor):
@@ -214,7 +207,7 @@ class EllipsoidalConformalRegressor(_ResidualShapeRegressor):
 
     def _fit_shape(self, X: Any, residuals: NDArray) -> None:
         self._warn_if_degenerate(residuals, "learn the ellipsoid's covariance")
-        self.covariance_ = _regularised(_second_moment(residuals))
+        self.covariance_ = regularised_covariance(_second_moment(residuals))
         self._cholesky = np.linalg.cholesky(self.covariance_)
         if self.covariance == "local":
             features = self._numeric_features(X)
@@ -257,7 +250,7 @@ class EllipsoidalConformalRegressor(_ResidualShapeRegressor):
             near = self._shape_residuals[neighbours[start : start + step]]  # (b, k, d)
             local = np.einsum("nki,nkj->nij", near, near) / k
             mixed = (1 - weight) * local + weight * self.covariance_
-            out[start : start + step] = np.linalg.cholesky(_regularised(mixed))
+            out[start : start + step] = np.linalg.cholesky(regularised_covariance(mixed))
         return out
 
     def _latent_map(self, X: Any) -> AffineMap:

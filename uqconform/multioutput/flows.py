@@ -253,15 +253,42 @@ def _private_torch_rng(seed: int, device: Any) -> Iterator[None]:
             torch.use_deterministic_algorithms(deterministic, warn_only=warn_only)
 
 
+#: Relative ridge of a covariance: each output's variance grows by this share.
+COVARIANCE_RIDGE = 1e-9
+
+
+def regularised_covariance(matrix: NDArray) -> NDArray:
+    """Covariance(s) ``(..., d, d)`` plus a tiny ridge on the diagonal, each output's own
+    share of its variance (a zero variance gets that share of the largest one, or 1), so
+    that the result scales with the units of every output.
+
+    A ridge relative to the trace instead was one absolute amount for every output: an
+    output on a scale 1e6 below another got a floor far above its own variance, and the
+    regions grew along it about 15 times.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> regularised_covariance(np.diag([1e12, 1e-12])).diagonal() / [1e12, 1e-12]
+    array([1., 1.])
+    """
+    matrix = np.asarray(matrix, dtype=float)
+    variances = np.diagonal(matrix, axis1=-2, axis2=-1)
+    largest = variances.max(axis=-1, keepdims=True)
+    fallback = np.where(largest > 0, largest, 1.0)
+    floor = COVARIANCE_RIDGE * np.where(variances > 0, variances, fallback)
+    out = matrix.copy()
+    diagonal = np.einsum("...ii->...i", out)  # a writable view of the diagonal(s)
+    diagonal += floor
+    return out
+
+
 def _whitener(values: NDArray) -> tuple[NDArray, NDArray]:
     """Mean and lower Cholesky factor of the covariance (plus a tiny relative ridge)."""
     mean = values.mean(axis=0)
     centred = values - mean
     covariance = centred.T @ centred / values.shape[0]
-    d = covariance.shape[0]
-    trace = float(np.trace(covariance))
-    covariance = covariance + (trace / d if trace > 0 else 1.0) * 1e-9 * np.eye(d)
-    return mean, np.linalg.cholesky(covariance)
+    return mean, np.linalg.cholesky(regularised_covariance(covariance))
 
 
 def _whiten(Y: NDArray, mean: NDArray, chol: NDArray) -> NDArray:
