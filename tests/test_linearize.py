@@ -552,6 +552,54 @@ def test_torch_float32_and_frozen_parameters():
     np.testing.assert_allclose(lin.jacobian, ref, rtol=1e-4, atol=1e-5)
 
 
+def test_the_parameters_are_theta_star_in_jacobian_order():
+    """``J @ theta*`` is the prediction of every model linear in its parameters, and the
+    torch and MLP parameter vectors are the weights as stored."""
+    torch = pytest.importorskip("torch")
+    X, y = _data()
+    ridge = Ridge(alpha=1.0).fit(X, y)
+    lin = linearize(ridge, X)
+    np.testing.assert_allclose(lin.jacobian @ lin.parameters, lin.prediction, atol=1e-12)
+    model, X_mlp, _ = _mlp("tanh", (5,))
+    last = linearize(model, X_mlp, curvature="last_layer")
+    np.testing.assert_allclose(last.jacobian @ last.parameters, last.prediction, atol=1e-12)
+    full = linearize(model, X_mlp)
+    stored = np.concatenate(
+        [np.append(w.ravel(), b) for w, b in zip(model.coefs_, model.intercepts_, strict=True)]
+    )
+    np.testing.assert_array_equal(full.parameters, stored)
+    net = _torch_mlp(torch)
+    theta = torch.nn.utils.parameters_to_vector(net.parameters()).detach().numpy()
+    np.testing.assert_array_equal(linearize(net, X).parameters, theta)
+
+
+def test_torch_modules_torch_func_cannot_take_row_by_row_are_refused():
+    torch = pytest.importorskip("torch")
+    X, _ = _data()
+
+    class CentresTheBatch(torch.nn.Module):  # the output of a row depends on the others
+        def __init__(self):
+            super().__init__()
+            self.linear = torch.nn.Linear(X.shape[1], 1)
+
+        def forward(self, x):
+            return self.linear(x - x.mean(0, keepdim=True))
+
+    class ReadsAValue(torch.nn.Module):  # .item(): torch.func cannot trace it per row
+        def __init__(self):
+            super().__init__()
+            self.linear = torch.nn.Linear(X.shape[1], 1)
+
+        def forward(self, x):
+            out = self.linear(x)
+            return out * 2 if out.sum().item() > 0 else out
+
+    with pytest.raises(ValueError, match=r"CentresTheBatch gives row \d+ .* alone but"):
+        linearize(CentresTheBatch().double(), X)
+    with pytest.raises(ValueError, match=r"torch\.func could not differentiate ReadsAValue"):
+        linearize(ReadsAValue().double(), X)
+
+
 def test_torch_multi_output_raises():
     torch = pytest.importorskip("torch")
     X, _ = _data()

@@ -689,10 +689,11 @@ def _torch_linearize(module: Any, X: Any, kind: Curvature) -> tuple[np.ndarray, 
     values = {name: p.detach() for name, p in params}
     n_params = sum(int(p.numel()) for _, p in params)
 
-    def output(theta: dict[str, Any], row: Any) -> Any:
-        return functional_call(module, theta, (row.unsqueeze(0),)).reshape(())
+    def output(theta: dict[str, Any], row: Any) -> tuple[Any, Any]:
+        value = functional_call(module, theta, (row.unsqueeze(0),)).reshape(())
+        return value, value  # the row's own output, kept to compare with the batch's
 
-    row_jacobian = vmap(jacrev(output), in_dims=(None, 0))
+    row_jacobian = vmap(jacrev(output, has_aux=True), in_dims=(None, 0))
     batch = max(1, min(n, _TORCH_BATCH_ENTRIES // max(n_params, 1)))
     modes = [(m, m.training) for m in module.modules()]
     module.eval()
@@ -705,17 +706,37 @@ def _torch_linearize(module: Any, X: Any, kind: Curvature) -> tuple[np.ndarray, 
                     "only scalar regression is supported."
                 )
             jacobian = np.empty((n, n_params))
+            alone = np.empty(n)
             for start in range(0, n, batch):
                 rows = inputs[start : start + batch]
-                blocks = row_jacobian(values, rows)
+                try:
+                    blocks, outputs = row_jacobian(values, rows)
+                except RuntimeError as error:
+                    raise ValueError(
+                        f"`estimator`: torch.func could not differentiate "
+                        f"{type(module).__name__} one row at a time ({str(error)[:200]}); its "
+                        "forward must be a function of the parameters and the input row "
+                        "(no .item(), data-dependent branches or in-place buffer updates)."
+                    ) from error
                 flat = torch.cat([blocks[name].reshape(rows.shape[0], -1) for name in names], 1)
                 jacobian[start : start + rows.shape[0]] = flat.cpu().double().numpy()
+                alone[start : start + rows.shape[0]] = outputs.cpu().double().numpy()
     finally:
         for m, training in modes:
             m.training = training
+    batched = prediction.reshape(n).cpu().double().numpy()
+    tolerance = 1e3 * float(torch.finfo(reference.dtype).eps)
+    if not np.allclose(alone, batched, rtol=tolerance, atol=tolerance * np.abs(batched).max()):
+        row = int(np.argmax(np.abs(alone - batched)))
+        raise ValueError(
+            f"`estimator`: {type(module).__name__} gives row {row} the output "
+            f"{alone[row]:.6g} alone but {batched[row]:.6g} in a batch of {n}: its forward "
+            "mixes rows (batch statistics?), so the per-row Jacobians do not describe its "
+            "predictions. Make forward act on each row on its own."
+        )
     penalized = np.concatenate(
         [np.full(int(p.numel()), p.ndim >= 2, dtype=bool) for _, p in params]
     )
-    prediction = prediction.reshape(n).cpu().double().numpy()
+    prediction = batched
     parameters = np.concatenate([p.detach().reshape(-1).cpu().double().numpy() for _, p in params])
     return jacobian, prediction, penalized, parameters

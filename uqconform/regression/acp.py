@@ -501,7 +501,9 @@ class ApproximateFullConformalRegressor(
     @keeps_state_on_error
     def calibrate(self, X: ArrayLike, y: ArrayLike) -> Self:
         """Split+refine mode: freeze the trained network, fit the ridge machine on its
-        Jacobian features of held-out calibration data only (finite-sample valid).
+        Jacobian features of held-out calibration data only (finite-sample valid). The
+        ridge penalises the step away from the trained weights (a prior centred at
+        ``theta*``, not at zero), so the refined network stays near the trained one.
 
         Without a prior ``fit``, a fitted estimator or a torch module is used as is.
 
