@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from scipy import stats
 from sklearn.base import clone
-from sklearn.ensemble import RandomForestRegressor
+from sklearn.ensemble import BaggingRegressor, RandomForestRegressor
 from sklearn.exceptions import NotFittedError
 from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import LinearRegression, Ridge
@@ -394,6 +394,13 @@ def test_oob_needs_an_out_of_bag_model(data):
     X, Y = data
     with pytest.raises(ValueError, match="oob_score=True"):
         ResidualCONTRA(Ridge(), residuals="oob", **TINY).fit(X[:50], Y[:50])
+    # scikit-learn's bagging has no multi-output OOB predictions: named before fitting
+    bagging = BaggingRegressor(oob_score=True)
+    with pytest.raises(ValueError, match="BaggingRegressor computes out-of-bag predictions for"):
+        ResidualCONTRA(bagging, residuals="oob", **TINY).fit(X[:50], Y[:50])
+    # cv=None would be cross_val_predict's unshuffled 5 folds: refused, not reinterpreted
+    with pytest.raises(ValueError, match="`cv` must be an int or a cross-validation splitter"):
+        ResidualCONTRA(Ridge(), cv=None, **TINY).fit(X[:50], Y[:50])
 
 
 def test_rows_without_an_out_of_bag_prediction_are_left_out(data):

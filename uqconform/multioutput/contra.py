@@ -24,6 +24,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.stats import chi
 from sklearn.base import BaseEstimator
+from sklearn.ensemble import BaggingRegressor
 from sklearn.frozen import FrozenEstimator
 from sklearn.model_selection import train_test_split
 from sklearn.pipeline import Pipeline
@@ -340,15 +341,18 @@ class ResidualCONTRA(_FlowRegions):
     residuals : {"oof", "oob", "split"}, default="oof"
         Where the flow's residuals come from: ``"oof"`` out-of-fold predictions
         (``cross_val_predict`` with ``cv`` folds; the final model is fitted on all fit
-        rows); ``"oob"`` the out-of-bag predictions of a bagging model or forest fitted
-        with ``oob_score=True`` (no refits); ``"split"`` the model is fitted on
-        ``1 - split_size`` of the fit rows and the flow on the residuals of the others.
+        rows); ``"oob"`` the out-of-bag predictions of a forest fitted with
+        ``bootstrap=True, oob_score=True`` (or of a ``BaggingRegressor`` for one output,
+        the only case scikit-learn's bagging scores out of bag; no refits); ``"split"``
+        the model is fitted on ``1 - split_size`` of the fit rows and the flow on the
+        residuals of the others.
         In-sample residuals would be too small (a forest nearly interpolates) and give a
         poor shape.
     conditional : bool, default=False
         Condition the residual flow on ``x`` (numeric X only).
     cv : int or cross-validation splitter, default=5
-        Folds for ``residuals="oof"``.
+        Folds for ``residuals="oof"`` (``None`` is refused: unlike the ellipse's in-sample
+        residuals, a residual flow needs held-out ones).
     split_size : float in (0, 1), default=0.3
         Share of the fit rows giving residuals with ``residuals="split"``.
     flow, n_blocks, hidden_features, max_epochs, batch_size, learning_rate, patience,
@@ -448,6 +452,20 @@ class ResidualCONTRA(_FlowRegions):
         require_flows()  # fail before a long model fit
         seed = integer_seed(self.random_state)
         frozen = isinstance(self._estimator_or_default(), FrozenEstimator)
+        if self.cv is None and self.residuals == "oof":
+            raise ValueError(
+                "`cv` must be an int or a cross-validation splitter for residuals='oof' "
+                "(out-of-fold residuals), got None; in-sample residuals would be too small."
+            )
+        final = self._estimator_or_default()
+        final = final[-1] if isinstance(final, Pipeline) else final
+        if self.residuals == "oob" and Y.shape[1] > 1 and isinstance(final, BaggingRegressor):
+            raise ValueError(
+                "residuals='oob' with several outputs: scikit-learn's BaggingRegressor "
+                "computes out-of-bag predictions for one output only. Use "
+                "RandomForestRegressor or ExtraTreesRegressor(bootstrap=True) with "
+                "oob_score=True, or residuals='oof'."
+            )
         if self.residuals == "split" and not frozen:
             rows = np.arange(Y.shape[0])
             model_rows, flow_rows = train_test_split(
