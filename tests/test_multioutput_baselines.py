@@ -439,6 +439,13 @@ def test_bad_parameters_are_named(params, match, data):
         EllipsoidalConformalRegressor(**params).fit(Xf, Yf)
 
 
+def test_more_folds_than_rows_names_cv(data):
+    (Xf, Yf), _, _ = data
+    for model in (EllipsoidalConformalRegressor(Ridge()), RectangularConformalRegressor(Ridge())):
+        with pytest.raises(ValueError, match="`cv`=5 folds need at least 5 fit rows; Y has 3"):
+            model.fit(Xf[:3], Yf[:3])
+
+
 def test_wrong_call_order(data):
     (Xf, Yf), (Xc, Yc), (Xt, _Yt) = data
     model = EllipsoidalConformalRegressor(Ridge())

@@ -129,6 +129,11 @@ def out_of_fold_prediction(
     shuffled ``KFold`` seeded by ``seed``; a splitter that is not a partition of the rows
     (``TimeSeriesSplit``) is refused naming ``cv``."""
     if isinstance(cv, numbers.Integral):
+        if int(cv) > Y.shape[0]:
+            raise ValueError(
+                f"`cv`={cv} folds need at least {cv} fit rows; Y has {Y.shape[0]}: fewer "
+                "folds, or more rows."
+            )
         cv = KFold(int(cv), shuffle=True, random_state=seed)
     try:
         predicted = cross_val_predict(model, X, Y, cv=cv, params=fit_params, n_jobs=n_jobs)
