@@ -25,11 +25,14 @@ from uqconform import (
     CrossConformalClassifier,
     CrossConformalRegressor,
     CrossVennAbersCalibrator,
+    EllipsoidalConformalRegressor,
     EnbPI,
     EnsembleConformalClassifier,
+    FullConformalRidge,
     JackknifeAfterBootstrapRegressor,
     MeanSmoothedClassifier,
     MultiDimScoreClassifier,
+    RectangularConformalRegressor,
     SplitConformalClassifier,
     SplitConformalRegressor,
 )
@@ -57,6 +60,9 @@ ESTIMATORS = [
     CrossConformalClassifier(conformity_score="aps", cv=3, random_state=0),
     CrossVennAbersCalibrator(random_state=0),
     JackknifeAfterBootstrapRegressor(n_bootstrap=5, random_state=0),
+    FullConformalRidge(),
+    EllipsoidalConformalRegressor(random_state=0),
+    RectangularConformalRegressor(random_state=0),
 ]
 
 _SKLEARN_VERSION = tuple(int(part) for part in sklearn.__version__.split(".")[:2])

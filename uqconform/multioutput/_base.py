@@ -130,9 +130,10 @@ def out_of_fold_prediction(
     (``TimeSeriesSplit``) is refused naming ``cv``."""
     if isinstance(cv, numbers.Integral):
         if int(cv) > Y.shape[0]:
+            rows = f"{Y.shape[0]} sample" + ("" if Y.shape[0] == 1 else "s")
             raise ValueError(
-                f"`cv`={cv} folds need at least {cv} fit rows; Y has {Y.shape[0]}: fewer "
-                "folds, or more rows."
+                f"`cv`={cv} folds need at least {cv} fit rows; Y has {rows}: fewer folds, "
+                "or more rows."
             )
         cv = KFold(int(cv), shuffle=True, random_state=seed)
     try:
