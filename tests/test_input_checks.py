@@ -1302,27 +1302,3 @@ def test_split_wrappers_refuse_fit_parameters_changed_since_fit():
     prefit = SplitConformalRegressor(first).calibrate(X[150:], y[150:])
     other = Ridge(alpha=9.0).fit(X, y)
     assert prefit.set_params(estimator=other).calibrate(X[150:], y[150:]).estimator_ is other
-
-
-@pytest.mark.parametrize(
-    "make",
-    [
-        lambda: SplitConformalRegressor(LinearRegression()),
-        lambda: CrossConformalRegressor(LinearRegression(), cv=3),
-        lambda: FullConformalRidge(),
-        lambda: EllipsoidalConformalRegressor(LinearRegression()),
-        lambda: EnbPI(LinearRegression(), n_bootstrap=5),
-    ],
-    ids=["split", "cross", "full", "ellipse", "enbpi"],
-)
-def test_regression_targets_held_as_text_are_refused(data, make):
-    """Numbers written as text were read as numbers, and a label column passed by
-    mistake as well; scikit-learn refuses text targets."""
-    X, y, labels = data
-    as_text = y.astype(str)
-    mixed = np.array([*as_text[:75].tolist(), *y[75:].tolist()], dtype=object)
-    for target in (as_text, mixed, labels):
-        two_outputs = isinstance(make(), EllipsoidalConformalRegressor)
-        target = np.c_[target, target] if two_outputs else target
-        with pytest.raises(ValueError, match=r"`[Yy]` holds text"):
-            make().fit(X, target)

@@ -338,21 +338,6 @@ def check_class_labels(y: ArrayLike, n: int, name: str = "y", rows_of: str = "X"
     return labels
 
 
-def refuse_text_target(target: NDArray, name: str) -> None:
-    """Refuse a regression target held as text (``"1.5"`` would be read as a number
-    silently, and a label column passed by mistake too), as scikit-learn does."""
-    text = target.dtype.kind in "USV" or (
-        target.dtype.kind == "O"
-        and pd.api.types.infer_dtype(target.ravel(), skipna=True)
-        in ("string", "bytes", "mixed", "mixed-integer")
-    )
-    if text:
-        raise ValueError(
-            f"`{name}` holds text (dtype {target.dtype}); a regression target must be "
-            f"numeric: convert it first (e.g. {name}.astype(float) for numbers written as text)."
-        )
-
-
 def check_regression_target(y: ArrayLike, n: int, name: str = "y", rows_of: str = "X") -> NDArray:
     """A finite 1-D float target with one value per row of X (messages name ``name`` and
     ``rows_of``).
@@ -377,7 +362,6 @@ def check_regression_target(y: ArrayLike, n: int, name: str = "y", rows_of: str 
         raise ValueError(
             f"Complex data not supported: `{name}` must be real for a scalar regressor."
         )
-    refuse_text_target(target, name)
     try:
         target = np.asarray(target, dtype=float)
     except (TypeError, ValueError):

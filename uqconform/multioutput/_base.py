@@ -36,7 +36,6 @@ from uqconform._validation import (
     has_nan,
     missing_target_error,
     refuse_non_finite,
-    refuse_text_target,
     sklearn_tags,
 )
 from uqconform._warnings import warn_user
@@ -96,7 +95,6 @@ def check_multioutput_target(Y: ArrayLike, n: int, n_outputs: int | None = None)
         raise ValueError("`Y` has no columns; give at least one output.")
     if target.dtype.kind == "c":
         raise ValueError("Complex data not supported: `Y` must be real.")
-    refuse_text_target(target, "Y")
     try:
         target = np.array(target, dtype=float)
     except (TypeError, ValueError):
