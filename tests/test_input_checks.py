@@ -1302,3 +1302,28 @@ def test_split_wrappers_refuse_fit_parameters_changed_since_fit():
     prefit = SplitConformalRegressor(first).calibrate(X[150:], y[150:])
     other = Ridge(alpha=9.0).fit(X, y)
     assert prefit.set_params(estimator=other).calibrate(X[150:], y[150:]).estimator_ is other
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_one_feature_as_a_list_and_nullable_frames_get_the_library_messages(data):
+    """A 1-D list was read as "X does not contain any features"; a nullable frame with
+    pd.NA gave float()'s TypeError inside the bayes wrappers; LaplacePosterior refused
+    1-D X and empty X with its network's messages."""
+    X, y, _ = data
+    one = SplitConformalRegressor(LinearRegression()).fit(X[:100, :1], y[:100])
+    one.calibrate(X[100:, :1], y[100:])
+    for flat in (X[:3, 0].tolist(), tuple(X[:3, 0]), pd.array(X[:3, 0], dtype="Float64")):
+        with pytest.raises(ValueError, match="`X` must be 2-D .* got a 1-D array of shape"):
+            one.predict_interval(flat)
+    network = MLPRegressor(hidden_layer_sizes=(5,), max_iter=50, random_state=0).fit(X, y)
+    posterior = LaplacePosterior(network, prior_precision=1.0)
+    with pytest.raises(ValueError, match="`X` must be 2-D"):
+        posterior.fit(X[:, 0], y)
+    with pytest.raises(ValueError, match="`X` has no rows"):
+        posterior.fit(X[:0], y[:0])
+    assert posterior.fit(X, y).n_features_in_ == 3
+    frame = pd.DataFrame(X, columns=["a", "b", "c"]).astype("Float64")
+    frame.iloc[4, 1] = pd.NA
+    for fit in (posterior.fit, LinearizedPredictive(network, random_state=0).fit):
+        with pytest.raises(ValueError, match="contains NaN"):
+            fit(frame, y)

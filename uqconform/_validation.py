@@ -89,9 +89,14 @@ def check_features(estimator: BaseEstimator, X: Any, *, reset: bool) -> Any:
         X = np.asarray(X)  # array-likes without len() or slicing
     if getattr(X, "ndim", None) == 0 or isinstance(X, (numbers.Number, str, bytes)):
         raise ValueError("`X` must be 2-D (one row per sample), got a scalar.")
-    if isinstance(X, np.ndarray) and X.ndim == 1 and X.dtype.kind in "biufc":
+    flat = X if isinstance(X, np.ndarray) else None
+    if isinstance(X, (list, tuple)) and len(X) and isinstance(X[0], (numbers.Number, np.bool_)):
+        flat = np.asarray(X)  # a list of numbers: one feature, or one sample
+    elif isinstance(X, pd.api.extensions.ExtensionArray):
+        flat = np.asarray(X)
+    if flat is not None and flat.ndim == 1 and flat.dtype.kind in "biufc":
         raise ValueError(
-            f"`X` must be 2-D (one row per sample), got a 1-D array of shape {X.shape}. "
+            f"`X` must be 2-D (one row per sample), got a 1-D array of shape {flat.shape}. "
             "Reshape your data either using X.reshape(-1, 1) if it has a single feature "
             "or X.reshape(1, -1) if it is a single sample."
         )
@@ -126,7 +131,12 @@ def named_as_fitted(model: Any, X: Any) -> Any:
     """
     names = getattr(model, "feature_names_in_", None)
     if names is None and isinstance(X, pd.DataFrame):
-        return X.to_numpy()
+        nullable = all(
+            pd.api.types.is_numeric_dtype(kind) or pd.api.types.is_bool_dtype(kind)
+            for kind in X.dtypes
+        ) and any(isinstance(kind, pd.api.extensions.ExtensionDtype) for kind in X.dtypes)
+        # nullable numeric columns: pd.NA becomes NaN, which the model's own check names
+        return X.to_numpy(dtype=float, na_value=np.nan) if nullable else X.to_numpy()
     if names is not None and isinstance(X, np.ndarray) and X.shape[1:] == (len(names),):
         return pd.DataFrame(X, columns=names, copy=False)
     return X

@@ -43,6 +43,7 @@ from sklearn.utils.validation import check_is_fitted
 from uqconform._seeding import check_random_state_value, random_generator
 from uqconform._validation import (
     check_class_labels,
+    check_features,
     check_int,
     check_positive_float,
     check_regression_target,
@@ -234,6 +235,7 @@ class LaplacePosterior(VersionedState, BaseEstimator):
                 f"structure='full' needs a {view.network.n_parameters}^2 covariance; it is "
                 f"limited to {MAX_FULL_PARAMETERS} parameters: use 'kron' or 'diag'."
             )
+        X = check_features(self, X, reset=True)  # 2-D, rows; n_features_in_ recorded
         view.check_feature_names(X)
         Xt = view.transform(X)
         target = self._target(view, y, Xt.shape[0])
