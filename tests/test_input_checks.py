@@ -1313,7 +1313,7 @@ def test_one_feature_as_a_list_and_nullable_frames_get_the_library_messages(data
     one = SplitConformalRegressor(LinearRegression()).fit(X[:100, :1], y[:100])
     one.calibrate(X[100:, :1], y[100:])
     for flat in (X[:3, 0].tolist(), tuple(X[:3, 0]), pd.array(X[:3, 0], dtype="Float64")):
-        with pytest.raises(ValueError, match="`X` must be 2-D .* got a 1-D array of shape"):
+        with pytest.raises(ValueError, match=r"`X` must be 2-D .* got a 1-D array of shape"):
             one.predict_interval(flat)
     network = MLPRegressor(hidden_layer_sizes=(5,), max_iter=50, random_state=0).fit(X, y)
     posterior = LaplacePosterior(network, prior_precision=1.0)
