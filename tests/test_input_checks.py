@@ -1327,3 +1327,14 @@ def test_one_feature_as_a_list_and_nullable_frames_get_the_library_messages(data
     for fit in (posterior.fit, LinearizedPredictive(network, random_state=0).fit):
         with pytest.raises(ValueError, match="contains NaN"):
             fit(frame, y)
+
+
+def test_empty_calibration_and_nullable_multi_output_targets_are_named(data):
+    X, y, labels = data
+    heads = MultiDimScoreClassifier(n_heads=2, random_state=0).fit(X[:100], labels[:100])
+    with pytest.raises(ValueError, match="0 calibration points are too few"):  # numpy's reshape
+        heads.calibrate(X[:0], labels[:0])
+    Y = pd.DataFrame({"a": y, "b": -y}).astype("Float64")
+    Y.iloc[10, 0] = pd.NA  # was "`Y` must be numeric"
+    with pytest.raises(ValueError, match=r"`Y` contains 1 NaN .* first at position 10"):
+        EllipsoidalConformalRegressor(LinearRegression()).fit(X, Y)

@@ -222,6 +222,8 @@ def rows_fingerprint(X: Any, y: Any) -> tuple[int, str, str]:
     False
     """
     n = n_rows(X)
+    if n == 0:  # no rows: nothing to sample (the caller's own checks name the problem)
+        return 0, "", ""
     positions = np.unique(np.linspace(0, n - 1, min(n, _FINGERPRINT_ROWS)).round().astype(int))
     targets = np.asarray(y)[positions].reshape(positions.size, -1)
     return n, rows_digest(take_rows(X, positions)), rows_digest(targets)

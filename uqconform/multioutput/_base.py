@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
+import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.exceptions import NotFittedError
@@ -84,6 +85,11 @@ def check_multioutput_target(Y: ArrayLike, n: int, n_outputs: int | None = None)
     """
     if Y is None:
         raise missing_target_error()
+    if isinstance(Y, pd.DataFrame) and any(
+        isinstance(kind, pd.api.extensions.ExtensionDtype) for kind in Y.dtypes
+    ):  # nullable columns: pd.NA is a missing value (named below), not text
+        numeric = all(pd.api.types.is_numeric_dtype(kind) for kind in Y.dtypes)
+        Y = Y.to_numpy(dtype=float, na_value=np.nan) if numeric else Y
     target = np.asarray(Y)
     if target.ndim == 1:
         target = target[:, None]
