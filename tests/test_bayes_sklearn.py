@@ -14,6 +14,8 @@ import pytest
 from sklearn.base import is_classifier, is_regressor
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.neural_network import MLPClassifier, MLPRegressor
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from uqconform.bayes import LinearizedPredictive
@@ -148,3 +150,19 @@ def test_n_features_in_counts_the_columns_before_the_pipeline():
     assert model.predict(X[:4]).shape == (4,)
     with pytest.raises(ValueError, match="3 features"):
         model.predict(X[:4, :2])
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_a_pipeline_refitted_in_place_does_not_move_a_fitted_predictive():
+    """The view held the pipeline's live scaler: refitting the same pipeline object on
+    other data fed the new scaling into the old network (predictions matched neither)."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(120, 3))
+    y = X @ np.array([1.0, -2.0, 0.5]) + 0.1 * rng.normal(size=120)
+    network = MLPRegressor(hidden_layer_sizes=(6,), max_iter=300, random_state=0)
+    pipeline = make_pipeline(StandardScaler(), network).fit(X, y)
+    predictive = LinearizedPredictive(pipeline, random_state=0).fit(X, y)
+    before = predictive.predict(X[:5])
+    np.testing.assert_allclose(before, pipeline.predict(X[:5]), rtol=1e-10)
+    pipeline.fit(3.0 * X + 1.0, -y)  # the same object, refitted
+    np.testing.assert_array_equal(predictive.predict(X[:5]), before)

@@ -217,3 +217,21 @@ def test_class_labels_for_a_torch_module_warn_that_it_is_a_regression_network():
     labels = (X[:, 0] > 0).astype(int)
     with pytest.warns(UserWarning, match="linearised as a regression network"):
         LinearizedPredictive(net, random_state=0).fit(X, labels)
+
+
+def test_a_module_trained_further_in_place_does_not_move_a_fitted_predictive():
+    """The GLM path differentiated the user's live module: training it after fit changed
+    the GLM variances (0.79 to 2.17 times) while the mean stayed that of the copied
+    weights, so mean and variance described two networks."""
+    X, y = make_friedman1(80, random_state=0)
+    net = torch.nn.Sequential(torch.nn.Linear(10, 6), torch.nn.Tanh(), torch.nn.Linear(6, 1))
+    net = net.double()
+    predictive = LinearizedPredictive(net, posterior=LaplacePosterior(net, prior_precision=1.0))
+    predictive.fit(X, y)
+    before = [predictive.predict_std(X[:5], method=m) for m in ("onepass", "glm")]
+    with torch.no_grad():
+        for parameter in net.parameters():
+            parameter.mul_(1.5)  # "training" in place
+    after = [predictive.predict_std(X[:5], method=m) for m in ("onepass", "glm")]
+    for old, new in zip(before, after, strict=True):
+        np.testing.assert_array_equal(new, old)

@@ -17,6 +17,7 @@ output at a time, through a single-output copy of the network.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -138,7 +139,8 @@ def as_network(estimator: Any) -> NetworkView:
         elif isinstance(model, Pipeline):
             _check_final_kind(model)  # before NotFittedError: training would not help
             check_is_fitted(model)
-            steps = [*steps, model[:-1]] if len(model.steps) > 1 else steps
+            # a copy: the user's pipeline refitted in place must not move this view
+            steps = [*steps, copy.deepcopy(model[:-1])] if len(model.steps) > 1 else steps
             model = model.steps[-1][1]
         elif isinstance(model, TransformedTargetRegressor):
             inner_shift, inner_scale = _target_scaling(model)
@@ -149,6 +151,9 @@ def as_network(estimator: Any) -> NetworkView:
         else:
             break
     if _is_torch_module(model):
+        # a copy, as Dense copies the weights: a module trained further in place must not
+        # move the Jacobians (GLM path) away from the posterior and the mean
+        model = copy.deepcopy(model)
         view = NetworkView(from_torch(model), steps, "regression", None, model, shift, scale)
         _check_single_output(view)
         return view
