@@ -166,3 +166,22 @@ def test_a_pipeline_refitted_in_place_does_not_move_a_fitted_predictive():
     np.testing.assert_allclose(before, pipeline.predict(X[:5]), rtol=1e-10)
     pipeline.fit(3.0 * X + 1.0, -y)  # the same object, refitted
     np.testing.assert_array_equal(predictive.predict(X[:5]), before)
+
+
+def test_the_scale_search_reaches_both_ends_of_its_range():
+    from uqconform.bayes.linearized import _minimise_log_scale
+
+    # the grid step (3) does not divide [-20, 12]: the top end was never searched (e^10 max)
+    assert _minimise_log_scale(lambda s: -s, -20.0, 12.0) == pytest.approx(12.0, abs=1e-3)
+    assert _minimise_log_scale(lambda s: s, -20.0, 12.0) == pytest.approx(-20.0, abs=1e-3)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_include_noise_is_refused_for_a_classifier():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(120, 3))
+    labels = (X[:, 0] > 0).astype(int)
+    network = MLPClassifier(hidden_layer_sizes=(4,), max_iter=200, random_state=0)
+    predictive = LinearizedPredictive(network, random_state=0).fit(X, labels)
+    with pytest.raises(TypeError, match="`include_noise` adds the regression noise"):
+        predictive.predict_distribution(X[:3], include_noise=True)  # was silently ignored

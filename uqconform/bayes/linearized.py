@@ -101,6 +101,8 @@ def _minimise_log_scale(objective: Callable[[float], float], low: float, high: f
     need not be unimodal in the log scale (a flat part towards scale 0 and a dip), which a
     search of the whole range alone can miss."""
     grid = np.arange(low, high + 1e-9, _LOG_SCALE_STEP)
+    if grid[-1] < high:  # the step need not divide the range: the top end is searched too
+        grid = np.append(grid, high)
     values = [objective(float(point)) for point in grid]  # a loop over the coarse grid
     best = int(np.argmin(values))
     bracket = (float(grid[max(best - 1, 0)]), float(grid[min(best + 1, grid.size - 1)]))
@@ -602,6 +604,11 @@ class LinearizedPredictive(VersionedState, BaseEstimator):
         method = self.method if method is None else method
         if method not in METHODS:
             raise ValueError(f"`method` must be one of {METHODS}, got {method!r}.")
+        if include_noise and self.task_ != "regression":
+            raise TypeError(
+                "`include_noise` adds the regression noise variance; a classifier's logits "
+                "have no noise term: leave it False."
+            )
         count = self._n(n_samples)  # checked whatever the method (used by "mc")
         Xt = self._transform(X)
         if method == "onepass":
