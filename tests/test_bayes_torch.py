@@ -235,3 +235,16 @@ def test_a_module_trained_further_in_place_does_not_move_a_fitted_predictive():
     after = [predictive.predict_std(X[:5], method=m) for m in ("onepass", "glm")]
     for old, new in zip(before, after, strict=True):
         np.testing.assert_array_equal(new, old)
+
+
+def test_bias_free_layers_and_encoder_layers_are_refused_with_what_to_do():
+    """from_torch gave a bias-free Linear zero biases that then took posterior variance;
+    an encoder layer was told to wrap itself in nn.Sequential, which cannot work."""
+    net = torch.nn.Sequential(
+        torch.nn.Linear(3, 4, bias=False), torch.nn.Tanh(), torch.nn.Linear(4, 1)
+    )
+    with pytest.raises(TypeError, match=r"without bias \(bias=False\)"):
+        from_torch(net.double())
+    encoder = torch.nn.TransformerEncoderLayer(4, 2, dim_feedforward=8, batch_first=True)
+    with pytest.raises(TypeError, match="from_torch_encoder_layer"):
+        from_torch(encoder)

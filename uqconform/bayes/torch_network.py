@@ -50,12 +50,19 @@ def _flatten(module: Any, torch: Any) -> list[Any]:
     return [module]
 
 
+_NO_BIAS = (
+    "Linear layers without bias (bias=False) are not supported: the posterior covers a "
+    "weight matrix and a bias per layer."
+)
+
+
 def _layer(module: Any, torch: Any) -> Any | None:
     """The numpy layer of one torch module (None: the identity)."""
     nn = torch.nn
     if isinstance(module, nn.Linear):
-        bias = _array(module.bias) if module.bias is not None else np.zeros(module.out_features)
-        return Dense(_array(module.weight).T, bias)
+        if module.bias is None:  # a zero bias would get posterior variance it does not have
+            raise TypeError(_NO_BIAS)
+        return Dense(_array(module.weight).T, _array(module.bias))
     if isinstance(module, (nn.Identity, nn.Dropout)):
         return None
     if isinstance(module, nn.ReLU):
@@ -119,6 +126,11 @@ def from_torch(module: Any, output: str = "identity") -> Network:
     Network([Dense(3, 4), Activation('relu'), Dense(4, 1)], output='identity')
     """
     torch = require_torch()
+    if isinstance(module, torch.nn.TransformerEncoderLayer):
+        raise TypeError(
+            "a TransformerEncoderLayer has no Laplace posterior here; its one-pass moments "
+            "come from from_torch_encoder_layer(layer) with a posterior block you supply."
+        )
     if not isinstance(module, torch.nn.Sequential):
         raise TypeError(
             f"{type(module).__name__} is not an nn.Sequential; only sequential networks can "
@@ -170,7 +182,7 @@ def torch_parameter_index(module: Any, *, trainable_only: bool = False) -> NDArr
         if child.bias is not None:
             index.append(offsets[id(child.bias)] + np.arange(n_out))
         else:
-            raise TypeError("Linear layers without bias are not supported.")
+            raise TypeError(_NO_BIAS)
     return np.concatenate(index)
 
 
