@@ -185,3 +185,17 @@ def test_include_noise_is_refused_for_a_classifier():
     predictive = LinearizedPredictive(network, random_state=0).fit(X, labels)
     with pytest.raises(TypeError, match="`include_noise` adds the regression noise"):
         predictive.predict_distribution(X[:3], include_noise=True)  # was silently ignored
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_a_class_held_out_whole_for_the_scale_is_named():
+    """A class with one row that lands in the validation split: the network never sees
+    it, and the error said `y` held a label the model never saw, which contradicts y."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(80, 3))
+    labels = (X[:, 0] > 0).astype(int)
+    validation_row = np.random.default_rng(0).permutation(80)[0]  # fit's split, seed 0
+    labels[validation_row] = 7
+    network = MLPClassifier(hidden_layer_sizes=(4,), max_iter=200, random_state=0)
+    with pytest.raises(ValueError, match=r"class\(es\) \[7\] of `y` fell only in the"):
+        LinearizedPredictive(network, random_state=0).fit(X, labels)

@@ -346,7 +346,18 @@ class LinearizedPredictive(VersionedState, BaseEstimator):
                 # a scikit-learn network without its own seed (Pipeline steps included)
                 unset = seed_parameters(network, only_unset=True)
                 network.set_params(**dict.fromkeys(unset, seed))
-            self.estimator_ = network.fit(X_fit, y_fit)
+            network.fit(X_fit, y_fit)
+            if is_classifier(network):  # after fit: its own check refuses continuous y
+                missing = np.setdiff1d(np.asarray(y_val), np.asarray(y_fit))
+                if missing.size:  # the network never saw them: say why
+                    raise ValueError(
+                        f"class(es) {missing[:5].tolist()} of `y` fell only in the "
+                        f"{self.validation_fraction} of rows held out to tune the scale "
+                        "(`validation_fraction`), so the network would be trained without "
+                        "them: give more rows of each class, or train the network yourself "
+                        "and pass it fitted."
+                    )
+            self.estimator_ = network
         view = as_network(self.estimator_)
         self.view_ = view
         self.task_ = view.task
