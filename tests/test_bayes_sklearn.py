@@ -199,3 +199,11 @@ def test_a_class_held_out_whole_for_the_scale_is_named():
     network = MLPClassifier(hidden_layer_sizes=(4,), max_iter=200, random_state=0)
     with pytest.raises(ValueError, match=r"class\(es\) \[7\] of `y` fell only in the"):
         LinearizedPredictive(network, random_state=0).fit(X, labels)
+
+
+def test_a_poisson_network_is_refused_before_training():
+    X = np.random.default_rng(0).uniform(size=(40, 2))
+    network = MLPRegressor(loss="poisson", hidden_layer_sizes=(3,), max_iter=5)
+    with pytest.raises(TypeError, match=r"MLPRegressor\(loss='poisson'\) has a non-identity"):
+        LinearizedPredictive(network).fit(X, X[:, 0] + 0.1)
+    assert not hasattr(network, "coefs_")  # nothing trained

@@ -157,8 +157,7 @@ def as_network(estimator: Any) -> NetworkView:
         view = NetworkView(from_torch(model), steps, "regression", None, model, shift, scale)
         _check_single_output(view)
         return view
-    if not isinstance(model, (MLPRegressor, MLPClassifier)):
-        raise TypeError(f"cannot build a network from {type(model).__name__}; use {_SUPPORTED}.")
+    _check_final_kind(model)  # also an unfitted model's loss: training would not help
     if transformed and isinstance(model, MLPClassifier):
         raise TypeError(
             "a TransformedTargetRegressor must wrap a regression network (MLPRegressor), "
@@ -234,6 +233,14 @@ def _check_final_kind(model: Any) -> None:
     if not (_is_torch_module(model) or isinstance(model, (MLPRegressor, MLPClassifier))):
         name = "None" if model is None else type(model).__name__
         raise TypeError(f"cannot build a network from {name}; use {_SUPPORTED}.")
+    if (
+        isinstance(model, MLPRegressor)
+        and getattr(model, "loss", "squared_error") != "squared_error"
+    ):
+        raise TypeError(
+            f"MLPRegressor(loss={model.loss!r}) has a non-identity output (exp); only "
+            "loss='squared_error' networks are supported."
+        )
 
 
 def _check_regressor_kind(regressor: Any) -> None:
