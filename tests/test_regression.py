@@ -15,7 +15,7 @@ from sklearn.exceptions import NotFittedError
 from sklearn.gaussian_process import GaussianProcessRegressor
 from sklearn.gaussian_process.kernels import RBF, WhiteKernel
 from sklearn.linear_model import BayesianRidge, LinearRegression, Ridge
-from sklearn.model_selection import KFold, cross_val_predict
+from sklearn.model_selection import KFold, ShuffleSplit, TimeSeriesSplit, cross_val_predict
 from sklearn.neighbors import KNeighborsRegressor
 
 from uqconform import SplitConformalRegressor
@@ -93,6 +93,14 @@ def test_normalized_with_a_separate_unfitted_difficulty_model_uses_its_predictio
     sigma = np.maximum(cp.difficulty_estimator_.predict(Xt), cp.difficulty_floor_)
     width = np.diff(cp.predict_interval(Xt), axis=1)[:, 0]
     np.testing.assert_allclose(width / sigma, (width / sigma)[0])
+
+
+def test_folds_that_are_not_a_partition_name_cv():
+    (Xf, yf), _, _ = _split(seed=2)
+    for cv in (TimeSeriesSplit(3), ShuffleSplit(3, random_state=0)):
+        cp = SplitConformalRegressor(Ridge(), conformity_score="normalized", cv=cv)
+        with pytest.raises(ValueError, match=rf"`cv` \({type(cv).__name__}\) must hold every"):
+            cp.fit(Xf, yf)  # was cross_val_predict's "only works for partitions"
 
 
 def test_normalized_with_prefit_gaussian_process_uses_its_std():

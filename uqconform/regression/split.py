@@ -260,11 +260,20 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
             if isinstance(point, FrozenEstimator):  # refit its model out of fold, not frozen
                 point = point.estimator
             seed = self.random_state
-            out_of_fold = point_predictions(
-                cross_val_predict(
+            try:
+                predicted = cross_val_predict(
                     seeded_clone(point, seed), X, y, cv=cv, params=fit_params, n_jobs=self.n_jobs
                 )
-            )
+            except ValueError as error:
+                if "partition" not in str(error):
+                    raise
+                raise ValueError(
+                    f"`cv` ({type(cv).__name__}) must hold every fit row out exactly once (a "
+                    "partition, such as KFold): the difficulty model learns from the "
+                    "out-of-fold residuals of all of them. For time-ordered rows, KFold(k) "
+                    "without shuffling gives contiguous blocks."
+                ) from None
+            out_of_fold = point_predictions(predicted)
             base = self.difficulty_estimator
             model = seeded_clone(point if base is None else base, seed)
             self.difficulty_estimator_ = model.fit(X, np.abs(y - out_of_fold))
