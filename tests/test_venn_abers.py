@@ -233,6 +233,9 @@ def test_bad_input_and_wrong_order_are_refused():
     venn.fit(X[:100], y[:100])
     with pytest.raises(NotFittedError, match="needs calibration"):
         venn.predict_proba(X)
+    # fit then score is what cross-validation and searches do: the message says what to use
+    with pytest.raises(NotFittedError, match="use CrossVennAbersCalibrator"):
+        venn.score(X, y)
     with pytest.raises(ValueError, match="never saw"):
         venn.calibrate(X[100:200], np.where(y[100:200] == 1, 2, 0))
     with pytest.raises(ValueError, match="`y` has 99 entries"):

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import LogisticRegression
 from sklearn.utils.validation import check_is_fitted
 
@@ -397,7 +398,16 @@ class VennAbersCalibrator(ClassifierMixin, ModelWrapper):
         return self._pairs(X, "predict_proba_bounds")
 
     def _pairs(self, X: Any, method: str) -> NDArray:
-        self._check_calibrated(method)  # names the method the user called
+        try:
+            self._check_calibrated(method)  # names the method the user called
+        except NotFittedError as error:
+            if not hasattr(self, "estimator_") or "needs calibration" not in str(error):
+                raise
+            raise NotFittedError(
+                f"{error} Its predictions are calibrated probabilities, so there are none "
+                "before calibrate; in cross-validation or a search (which call fit, then "
+                "predict or score) use CrossVennAbersCalibrator, which calibrates inside fit."
+            ) from None
         X = self._validate_X(X, reset=False)
         self._check_nan(X)
         proba = class_probabilities(self.estimator_, X, self.classes_.size)
