@@ -194,7 +194,9 @@ def _format_value(value: Any) -> str:
         magnitude = cast(float, abs(value))  # mypy joins abs(float | np.floating) to object
         if magnitude != 0 and (magnitude >= 1e5 or magnitude < 1e-3):
             return f"{value:.3g}"
-        return f"{value:.4g}" if magnitude >= 100 else f"{value:.3f}"
+        # four significant digits above 1 (32.3, not 32.300); three decimals up to 1,
+        # where coverages and ratios live (1.000 beside 0.950)
+        return f"{value:.4g}" if magnitude > 1 else f"{value:.3f}"
     return str(value)
 
 
