@@ -342,7 +342,8 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
         if Y.shape[1] == 1 and known is None:
             warn_user(
                 f"`Y` has a single output: {type(self).__name__} works with d = 1 (its region "
-                "is an interval), but a scalar method of uqconform.regression fits better.",
+                "is an interval, and predict returns shape (n, 1)), but a scalar method of "
+                "uqconform.regression fits better.",
                 UserWarning,
             )
         return Y
