@@ -988,6 +988,12 @@ def test_plot_intervals():
             plot_intervals(np.array([0.0, np.nan, 1.0, 2.0]), None, bands)
         with pytest.raises(ValueError, match=r"`y` must be 1-D, got shape \(4, 2\)"):
             plot_intervals(x, bands, bands)
+        # dates stay dates on the axis (they were cast to nanoseconds), NaT is named
+        dates = pd.date_range("2024-01-01", periods=4, freq="D").to_numpy()
+        ax = plot_intervals(dates, None, bands)
+        assert ax.get_xlim()[1] < 1e6  # matplotlib's day numbers, not 1.7e18 nanoseconds
+        with pytest.raises(ValueError, match=r"`x` contains 1 missing values \(NaN/NaT\)"):
+            plot_intervals(np.array([*dates[:3], np.datetime64("NaT")]), None, bands)
     finally:
         plt.close("all")
 

@@ -327,6 +327,7 @@ def test_a_changed_delta_asks_rcps_for_a_new_calibration():
         ltt.predict_set(X)
 
 
+@pytest.mark.filterwarnings("ignore:.*calibration rows have no true label")
 def test_wrong_order_and_mismatched_labels_are_refused():
     rng = np.random.default_rng(10)
     X = rng.normal(size=(300, 3))

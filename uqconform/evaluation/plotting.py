@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
 from uqconform.evaluation.metrics import _numeric_target, _parse_prediction, _widths
@@ -248,7 +249,10 @@ def plot_intervals(
         x_ = x_[:, 0]
     if x_.ndim != 1:
         raise ValueError(f"`x` must be 1-D (a single feature), got shape {x_.shape}.")
-    x_ = _numeric_target(x_, "x")
+    if x_.dtype.kind in "biuf":  # numbers checked; dates and categories plotted as given
+        _numeric_target(x_, "x")
+    elif pd.isna(x_).any():
+        raise ValueError(f"`x` contains {int(pd.isna(x_).sum())} missing values (NaN/NaT).")
     y_ = None
     if y is not None:
         y_ = np.asarray(y)
