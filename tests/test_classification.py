@@ -16,7 +16,7 @@ from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import LogisticRegression, RidgeClassifier
 from sklearn.svm import SVC
 
-from uqconform import SplitConformalClassifier
+from uqconform import CrossConformalClassifier, SplitConformalClassifier
 from uqconform.evaluation import coverage_bounds
 from uqconform.quantiles import conformal_quantile
 from uqconform.scores import ClassificationScore, SAPSScore
@@ -347,7 +347,7 @@ class NaNForFirstRow(ClassificationScore):
     "score, expected",
     [
         (TopProbabilityOnly(), r"TopProbabilityOnly\(\)\.scores must return .*got \(100,\)"),
-        (NaNForFirstRow(), r"NaNForFirstRow\(\)\.label_scores returned NaN for 1 row"),
+        (NaNForFirstRow(), r"NaNForFirstRow\(\)\.scores returned NaN for 1 row"),
     ],
     ids=["shape", "nan"],
 )
@@ -356,6 +356,30 @@ def test_user_score_values_are_checked_at_calibration(score, expected):
     cp = SplitConformalClassifier(conformity_score=score).fit(X[:150], y[:150])
     with pytest.raises(ValueError, match=expected):
         cp.calibrate(X[150:250], y[150:250])
+
+
+class NaNForSevenRows(ClassificationScore):
+    """Fine at calibration; NaN when asked about exactly seven rows (a prediction)."""
+
+    def scores(self, proba, u=None):
+        values = 1.0 - proba
+        if proba.shape[0] == 7:
+            values[3] = np.nan
+        return values
+
+
+@pytest.mark.parametrize("wrapper", [SplitConformalClassifier, CrossConformalClassifier])
+def test_user_score_nan_at_prediction_is_refused_not_an_empty_set(wrapper):
+    """NaN set scores gave empty sets (counted as misses) without a word."""
+    X, y = classification_data(300, seed=3)
+    cp = wrapper(conformity_score=NaNForSevenRows())
+    cp = (
+        cp.fit(X[:150], y[:150])
+        if wrapper is CrossConformalClassifier
+        else (cp.fit(X[:150], y[:150]).calibrate(X[150:250], y[150:250]))
+    )
+    with pytest.raises(ValueError, match=r"NaNForSevenRows\(\)\.(set_)?scores returned NaN"):
+        cp.predict_set(X[250:257])
 
 
 def test_class_conditional_strata_do_not_share_memory_with_the_labels():

@@ -340,7 +340,7 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
                 copies_of = start + np.arange((stop - start) * m) // m
                 raise error.renumbered(copies_of, more_rows=stop < n) from None
             u = uniform_rng.random(proba.shape[0]) if score.randomized else None
-            conformity = 1.0 - score.scores(proba, u)  # higher is better, in [0, 1]
+            conformity = 1.0 - score.validated_scores(proba, u)  # higher is better, in [0, 1]
             yield start, stop, conformity.reshape(stop - start, m, -1)
 
     # ---- fit ---------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from uqconform._rows import n_rows, row_sliceable, slice_rows
 from uqconform._validation import (
     check_bool,
     check_class_labels,
+    check_score_output,
     class_probabilities,
     missing_proba_error,
     model_classes,
@@ -300,8 +301,10 @@ default="lac"
         score = self._score_object()
         labels = encode_labels(y, self.classes_)
         self.class_index_ = labels
-        self.conformity_scores_ = np.asarray(
-            score.label_scores(outputs, labels, None if u is None else u[scored]), dtype=float
+        self.conformity_scores_ = check_score_output(
+            score.label_scores(outputs, labels, None if u is None else u[scored]),
+            (outputs.shape[0],),
+            f"{score!r}.label_scores",
         )
 
     def _after_scoring(self) -> None:
@@ -395,7 +398,11 @@ default="lac"
             draws = None if u is None else u[rows]
             total = np.zeros((proba.shape[0], self.classes_.size), dtype=np.intp)
             for k, strata in enumerate(by_fold):  # a loop over folds
-                test = np.asarray(score.set_scores(proba[:, k], draws), dtype=float)
+                test = check_score_output(
+                    score.set_scores(proba[:, k], draws),
+                    proba[:, k].shape,
+                    f"{score!r}.set_scores",
+                )
                 if len(strata) == 1:
                     total += strata[0].size - np.searchsorted(strata[0], test, side="left")
                     continue

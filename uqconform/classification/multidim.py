@@ -332,7 +332,9 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
         """Score vectors ``(n, K, H)`` of rows ``X`` with one uniform per row and head."""
         probabilities = self.estimator_.head_probabilities(X)
         score = self._score()
-        per_head = [score.scores(p, u) for p, u in zip(probabilities, uniforms, strict=True)]
+        per_head = [
+            score.validated_scores(p, u) for p, u in zip(probabilities, uniforms, strict=True)
+        ]
         return np.stack(per_head, axis=-1)
 
     # ---- calibration --------------------------------------------------------------------------

@@ -276,13 +276,8 @@ default="lac"
         """The score of every class for every row (the uniforms drawn on from ``rng``)."""
         proba = class_probabilities(self.estimator_, X, len(self.classes_))
         score = self._score_object()
-        scores = np.asarray(score.set_scores(proba, self._uniforms(rng, proba.shape[0])))
-        if scores.shape != proba.shape:
-            raise ValueError(
-                f"{score!r}.set_scores must return one score per row and class, shape "
-                f"{proba.shape}, got {scores.shape}."
-            )
-        return scores
+        scores = score.set_scores(proba, self._uniforms(rng, proba.shape[0]))
+        return check_score_output(scores, proba.shape, f"{score!r}.set_scores")
 
     def _predict_batch(self, X, thresholds, alphas, rng):
         scores = self._set_scores(X, rng)

@@ -17,7 +17,12 @@ from abc import ABC, abstractmethod
 import numpy as np
 from numpy.typing import NDArray
 
-from uqconform._validation import check_bool, check_int, check_nonnegative_float
+from uqconform._validation import (
+    check_bool,
+    check_int,
+    check_nonnegative_float,
+    check_score_output,
+)
 
 __all__ = [
     "APSScore",
@@ -83,12 +88,7 @@ class ClassificationScore(ABC):
         step = max(_LABEL_SCORE_CELLS // max(proba.shape[1], 1), 1)
         for start in range(0, proba.shape[0], step):  # a loop over blocks, for bounded memory
             rows = slice(start, start + step)
-            block = np.asarray(self.scores(proba[rows], None if u is None else u[rows]))
-            if block.shape != proba[rows].shape:
-                raise ValueError(
-                    f"{self!r}.scores must return one score per row and class, shape "
-                    f"{proba[rows].shape}, got {block.shape}."
-                )
+            block = self.validated_scores(proba[rows], None if u is None else u[rows])
             out[rows] = np.take_along_axis(block, labels[rows, None], axis=1)[:, 0]
         return out
 
@@ -98,7 +98,13 @@ class ClassificationScore(ABC):
         The calibration score itself by default, which gives exact coverage for continuous
         scores.
         """
-        return self.scores(proba, u)
+        return self.validated_scores(proba, u)
+
+    def validated_scores(self, proba: NDArray, u: NDArray | None = None) -> NDArray:
+        """`scores` checked: one number per row and class (shape ``(n, n_classes)``, no
+        NaN), or a ValueError naming the score, which a user score would otherwise pass
+        on as wrong sets."""
+        return check_score_output(self.scores(proba, u), proba.shape, f"{self!r}.scores")
 
     def __repr__(self) -> str:
         params = ", ".join(f"{k}={v!r}" for k, v in vars(self).items())
