@@ -240,6 +240,8 @@ def test_group_folds():
     # an int cv makes KFold folds, which would ignore the groups: refused, naming both
     with pytest.raises(ValueError, match=r"`groups` was given with `cv`=4.*GroupKFold\(4\)"):
         CrossConformalRegressor(cv=4).fit(X, y, groups=groups)
+    with pytest.raises(ValueError, match=r"`cv` \(KFold\) does not read it"):
+        CrossConformalRegressor(cv=KFold(4)).fit(X, y, groups=groups)
 
 
 def test_bad_input_is_refused_with_a_message_naming_it():

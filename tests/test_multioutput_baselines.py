@@ -442,7 +442,7 @@ def test_bad_parameters_are_named(params, match, data):
 def test_more_folds_than_rows_names_cv(data):
     (Xf, Yf), _, _ = data
     for model in (EllipsoidalConformalRegressor(Ridge()), RectangularConformalRegressor(Ridge())):
-        with pytest.raises(ValueError, match="folds need at least 5 fit rows; Y has 3 samples"):
+        with pytest.raises(ValueError, match="`cv`=5 folds need at least 5 rows; X has 3 samples"):
             model.fit(Xf[:3], Yf[:3])
 
 

@@ -695,3 +695,10 @@ def test_fitted_models_swapped_after_calibrate_ask_for_calibration():
     plain.set_params(estimator=LinearRegression().fit(Xf, yf))
     with pytest.raises(NotFittedError, match="estimator"):
         plain.predict_interval(Xt)
+
+
+def test_more_folds_than_rows_names_cv():
+    (Xf, yf), _, _ = _split(seed=2)
+    cp = SplitConformalRegressor(Ridge(), conformity_score="normalized", cv=5)
+    with pytest.raises(ValueError, match="`cv`=5 folds need at least 5 rows; X has 3 samples"):
+        cp.fit(Xf[:3], yf[:3])  # was scikit-learn's n_splits message

@@ -20,7 +20,8 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 from sklearn.frozen import FrozenEstimator
-from sklearn.model_selection import KFold
+from sklearn.model_selection import KFold, cross_val_predict
+from sklearn.utils.metadata_routing import get_routing_for_object
 from sklearn.utils.validation import check_is_fitted
 
 from uqconform._parallel import run_fits
@@ -47,6 +48,54 @@ _BATCH_CELLS = 2_000_000
 def _fit_fold(estimator: BaseEstimator, X: Any, y: NDArray, rows: NDArray, params: dict) -> Any:
     """``estimator`` fitted on the rows ``rows`` (per-row fit parameters taken with them)."""
     return estimator.fit(take_rows(X, rows), y[rows], **fit_params_rows(params, y.shape[0], rows))
+
+
+def check_fold_count(cv: int, n: int) -> None:
+    """Refuse an int ``cv`` with more folds than the ``n`` rows, naming ``cv``."""
+    if int(cv) > n:
+        rows = f"{n} sample" + ("" if n == 1 else "s")
+        raise ValueError(f"`cv`={cv} folds need at least {cv} rows; X has {rows}.")
+
+
+def out_of_fold_prediction(
+    model: Any,
+    X: Any,
+    y: NDArray,
+    cv: Any,
+    seed: int | None,
+    fit_params: dict[str, Any],
+    n_jobs: int | None,
+    learner: str,
+) -> NDArray:
+    """``cross_val_predict`` of ``model`` on ``(X, y)`` as floats: an int ``cv`` is a
+    shuffled ``KFold`` seeded by ``seed`` (at most one fold per row); a splitter that is
+    not a partition of the rows (``TimeSeriesSplit``) is refused naming ``cv`` and what
+    ``learner`` learns from the out-of-fold residuals."""
+    if isinstance(cv, numbers.Integral):
+        check_fold_count(int(cv), y.shape[0])
+        cv = KFold(int(cv), shuffle=True, random_state=seed)
+    try:
+        predicted = cross_val_predict(model, X, y, cv=cv, params=fit_params, n_jobs=n_jobs)
+    except ValueError as error:
+        if "partition" not in str(error):
+            raise
+        raise ValueError(
+            f"`cv` ({type(cv).__name__}) must hold every fit row out exactly once (a "
+            f"partition of the rows, such as KFold): {learner} learns from the out-of-fold "
+            "residuals of all of them. For time-ordered rows, KFold(k) without shuffling "
+            "gives contiguous blocks."
+        ) from None
+    return np.asarray(predicted, dtype=float)
+
+
+def _reads_groups(cv: Any) -> bool:
+    """Whether a splitter's ``split`` reads ``groups`` (scikit-learn's metadata request;
+    a splitter outside scikit-learn is given the benefit of the doubt)."""
+    try:
+        requests = get_routing_for_object(cv).split.requests
+    except (AttributeError, TypeError):
+        return True
+    return bool(requests.get("groups"))
 
 
 class CrossFitWrapper(ModelWrapper):
@@ -102,9 +151,7 @@ class CrossFitWrapper(ModelWrapper):
         n = y.shape[0]
         cv: Any = self.cv
         if isinstance(cv, numbers.Integral):
-            if int(cv) > n:
-                rows = f"{n} sample" + ("" if n == 1 else "s")
-                raise ValueError(f"`cv`={cv} folds need at least {cv} rows; X has {rows}.")
+            check_fold_count(int(cv), n)
             if groups is not None:
                 raise ValueError(
                     f"`groups` was given with `cv`={cv}, whose folds (KFold) ignore it: pass "
@@ -112,6 +159,12 @@ class CrossFitWrapper(ModelWrapper):
                     "fold, or leave `groups` out."
                 )
             cv = KFold(int(cv), shuffle=True, random_state=integer_seed(self.random_state))
+        elif groups is not None and not _reads_groups(cv):
+            raise ValueError(
+                f"`groups` was given, but `cv` ({type(cv).__name__}) does not read it: its "
+                "folds would mix the groups. Use a group splitter (GroupKFold, "
+                "LeaveOneGroupOut, StratifiedGroupKFold), or leave `groups` out."
+            )
         splits = [
             (np.asarray(train, dtype=np.intp), np.asarray(test, dtype=np.intp))
             for train, test in cv.split(X, y, groups)
@@ -148,7 +201,7 @@ class CrossFitWrapper(ModelWrapper):
         y : array-like of shape (n_samples,)
         groups : array-like of shape (n_samples,), optional
             Passed to the splitter's ``split`` (``GroupKFold``); not Mondrian groups.
-            Refused with an int ``cv``, whose KFold folds would ignore them.
+            Refused with a splitter that does not read them (an int ``cv``, ``KFold``).
             Bootstrap samples take none.
         **fit_params : dict
             Passed to every model's ``fit``; per-row arrays (``sample_weight``) are taken

@@ -16,7 +16,6 @@ box of `RectangularConformalRegressor`.
 
 from __future__ import annotations
 
-import numbers
 from abc import abstractmethod
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -27,7 +26,6 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import LinearRegression
-from sklearn.model_selection import KFold, cross_val_predict
 from sklearn.utils._param_validation import validate_parameter_constraints
 
 from uqconform._rows import n_rows, take_rows
@@ -57,7 +55,6 @@ if TYPE_CHECKING:
 __all__ = [
     "MultiOutputConformalRegressor",
     "check_multioutput_target",
-    "out_of_fold_prediction",
     "take_rows",
 ]
 
@@ -118,40 +115,6 @@ def check_multioutput_target(Y: ArrayLike, n: int, n_outputs: int | None = None)
             f"`Y` has {target.shape[1]} outputs but the model was fitted with {n_outputs}."
         )
     return target
-
-
-def out_of_fold_prediction(
-    model: BaseEstimator,
-    X: Any,
-    Y: NDArray,
-    cv: int | Any,
-    seed: int | None,
-    fit_params: dict[str, Any],
-    n_jobs: int | None,
-) -> NDArray:
-    """``cross_val_predict`` of ``model`` on ``(X, Y)``, shape ``(n, d)``: an int ``cv`` is a
-    shuffled ``KFold`` seeded by ``seed``; a splitter that is not a partition of the rows
-    (``TimeSeriesSplit``) is refused naming ``cv``."""
-    if isinstance(cv, numbers.Integral):
-        if int(cv) > Y.shape[0]:
-            rows = f"{Y.shape[0]} sample" + ("" if Y.shape[0] == 1 else "s")
-            raise ValueError(
-                f"`cv`={cv} folds need at least {cv} fit rows; Y has {rows}: fewer folds, "
-                "or more rows."
-            )
-        cv = KFold(int(cv), shuffle=True, random_state=seed)
-    try:
-        predicted = cross_val_predict(model, X, Y, cv=cv, params=fit_params, n_jobs=n_jobs)
-    except ValueError as error:
-        if "partition" not in str(error):
-            raise
-        raise ValueError(
-            f"`cv` ({type(cv).__name__}) must hold every fit row out exactly once (a "
-            "partition of the rows, such as KFold): the region's shape is learnt from "
-            "out-of-fold residuals of all of them. For time-ordered rows, KFold(k) without "
-            "shuffling gives contiguous blocks."
-        ) from None
-    return np.asarray(predicted, dtype=float).reshape(Y.shape)
 
 
 class _DenseNumericInput(BaseEstimator):

@@ -39,10 +39,10 @@ from sklearn.utils._param_validation import (
     StrOptions,
 )
 
+from uqconform._cross import out_of_fold_prediction
 from uqconform._seeding import integer_seed, seeded_clone
 from uqconform.multioutput._base import (
     MultiOutputConformalRegressor,
-    out_of_fold_prediction,
 )
 from uqconform.multioutput.flows import regularised_covariance
 from uqconform.regions import AffineMap, PredictionRegion
@@ -91,8 +91,9 @@ class _ResidualShapeRegressor(MultiOutputConformalRegressor):
             integer_seed(self.random_state),
             fit_params,
             self.n_jobs,
+            "the region's shape",
         )
-        return Y - out_of_fold
+        return Y - out_of_fold.reshape(Y.shape)
 
     def _fit(self, X: Any, Y: NDArray, **fit_params: Any) -> None:
         self._fit_estimator(X, Y, **fit_params)

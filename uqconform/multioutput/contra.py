@@ -35,13 +35,13 @@ from sklearn.utils._param_validation import (
     StrOptions,
 )
 
+from uqconform._cross import out_of_fold_prediction
 from uqconform._rows import fit_params_rows
 from uqconform._seeding import integer_seed, seeded_clone
 from uqconform._warnings import warn_user
 from uqconform.base import keeps_state_on_error
 from uqconform.multioutput._base import (
     MultiOutputConformalRegressor,
-    out_of_fold_prediction,
     take_rows,
 )
 from uqconform.multioutput.flows import FlowMap, fit_flow, require_flows
@@ -486,8 +486,8 @@ class ResidualCONTRA(_FlowRegions):
             else:
                 point = seeded_clone(self._estimator_or_default(), self.random_state)
                 residuals = Y - out_of_fold_prediction(
-                    point, X, Y, self.cv, seed, fit_params, self.n_jobs
-                )
+                    point, X, Y, self.cv, seed, fit_params, self.n_jobs, "the residual flow"
+                ).reshape(Y.shape)
             keep = np.isfinite(residuals).all(axis=1)
             if not keep.all():
                 warn_user(

@@ -12,9 +12,9 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.exceptions import NotFittedError
 from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import LinearRegression
-from sklearn.model_selection import KFold, cross_val_predict
 from sklearn.pipeline import Pipeline
 
+from uqconform._cross import out_of_fold_prediction
 from uqconform._rows import n_rows, row_sliceable
 from uqconform._seeding import integer_seed, seeded_clone
 from uqconform._validation import (
@@ -254,26 +254,22 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
                     "`cv` (the folds of the out-of-fold residuals the difficulty model "
                     f"learns) must be an int >= 2 or a cross-validation splitter, got {cv!r}."
                 )
-            if isinstance(cv, numbers.Integral):
-                cv = KFold(int(cv), shuffle=True, random_state=integer_seed(self.random_state))
             point = self._estimator_or_default()
             if isinstance(point, FrozenEstimator):  # refit its model out of fold, not frozen
                 point = point.estimator
             seed = self.random_state
-            try:
-                predicted = cross_val_predict(
-                    seeded_clone(point, seed), X, y, cv=cv, params=fit_params, n_jobs=self.n_jobs
+            out_of_fold = point_predictions(
+                out_of_fold_prediction(
+                    seeded_clone(point, seed),
+                    X,
+                    y,
+                    cv,
+                    integer_seed(seed),
+                    fit_params,
+                    self.n_jobs,
+                    "the difficulty model",
                 )
-            except ValueError as error:
-                if "partition" not in str(error):
-                    raise
-                raise ValueError(
-                    f"`cv` ({type(cv).__name__}) must hold every fit row out exactly once (a "
-                    "partition, such as KFold): the difficulty model learns from the "
-                    "out-of-fold residuals of all of them. For time-ordered rows, KFold(k) "
-                    "without shuffling gives contiguous blocks."
-                ) from None
-            out_of_fold = point_predictions(predicted)
+            )
             base = self.difficulty_estimator
             model = seeded_clone(point if base is None else base, seed)
             self.difficulty_estimator_ = model.fit(X, np.abs(y - out_of_fold))
