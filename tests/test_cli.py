@@ -335,3 +335,12 @@ def test_a_headline_value_never_reads_as_its_target_when_the_target_is_missed():
         op, bound = target.split()[:2]
         compare = {">=": operator.ge, "<=": operator.le, "<": operator.lt}[op]
         assert compare(float(text), float(bound)) == met  # the shown figure agrees with "met"
+
+
+def test_table_numbers_keep_their_significant_zeros():
+    """``.4g`` showed 1.0004 as 1 beside 0.9996 as 1.000, 4.0 as 4, 12345.6 as
+    1.235e+04 and 0.0015 as 0.002."""
+    from uqconform.benchmarks.runner import _format_value
+
+    shown = [_format_value(v) for v in (1.0004, 0.9996, 4.0, 32.3, 12345.6, 0.0015, 0.9202)]
+    assert shown == ["1.000", "1.000", "4.000", "32.30", "12346", "0.0015", "0.920"]

@@ -192,11 +192,14 @@ def _format_value(value: Any) -> str:
         if math.isinf(value):
             return "inf" if value > 0 else "-inf"
         magnitude = cast(float, abs(value))  # mypy joins abs(float | np.floating) to object
-        if magnitude != 0 and (magnitude >= 1e5 or magnitude < 1e-3):
+        if magnitude != 0 and (magnitude >= 1e5 or magnitude < 1e-2):
             return f"{value:.3g}"
-        # four significant digits above 1 (32.3, not 32.300); three decimals up to 1,
-        # where coverages and ratios live (1.000 beside 0.950)
-        return f"{value:.4g}" if magnitude > 1 else f"{value:.3f}"
+        # three decimals up to 1, where coverages and ratios live (1.000 beside 0.950);
+        # four significant digits, zeros kept, up to 100 (32.30, 4.000: a ratio just
+        # above 1 does not read as exactly 1); whole numbers from 100 (8679, not 8.679e+03)
+        if magnitude <= 1:
+            return f"{value:.3f}"
+        return f"{value:#.4g}" if magnitude < 100 else f"{value:.0f}"
     return str(value)
 
 
@@ -359,6 +362,8 @@ def headline_text(value: Any, target: Any, met: Any) -> Any:
     while compare(float(shown), bound) != bool(met) and decimals < 12:
         decimals += 1
         shown = f"{value:.{decimals}f}".rstrip("0")
+    if compare(float(shown), bound) != bool(met):  # within 1e-12 of the bound: all digits
+        shown = repr(float(value))
     return value if shown == _format_value(value) else shown
 
 
