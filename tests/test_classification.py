@@ -10,6 +10,7 @@ import pytest
 from conftest import classification_data, thirds
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.datasets import load_digits
 from sklearn.exceptions import NotFittedError
 from sklearn.frozen import FrozenEstimator
@@ -621,3 +622,25 @@ def test_fit_on_one_class_names_y():
     # classes"), which does not name the argument
     with pytest.raises(ValueError, match=r"`y` holds one class \(\[3\]\)"):
         SplitConformalClassifier().fit(np.ones((6, 2)), np.full(6, 3))
+
+
+class LogitsAsProbabilities(ClassifierMixin, BaseEstimator):
+    """A common mistake with deep-learning models: predict_proba returns logits."""
+
+    def fit(self, X, y):
+        self.classes_ = np.unique(y)
+        return self
+
+    def predict_proba(self, X):
+        X = np.asarray(X)
+        return 3.0 * np.column_stack([X[:, 0], X[:, 1], X[:, 0] - X[:, 1]])
+
+
+@pytest.mark.parametrize("score", ["lac", "aps", "saps"])
+def test_logits_given_as_probabilities_are_refused(score):
+    """APS and SAPS read them as probability mass and gave sets with no warning."""
+    X, y = classification_data(300, seed=3)
+    cp = SplitConformalClassifier(LogitsAsProbabilities(), conformity_score=score)
+    cp.fit(X[:150], y[:150])
+    with pytest.raises(ValueError, match=r"predict_proba gave values outside \[0, 1\].*softmax"):
+        cp.calibrate(X[150:250], y[150:250])

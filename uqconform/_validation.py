@@ -527,6 +527,14 @@ def class_probabilities(model: Any, X: Any, n_classes: int) -> NDArray:
         f"`estimator` ({type(model).__name__}) predict_proba gave NaN or infinite probabilities",
         "rows of `X`",
     )
+    outside = (proba < -1e-9) | (proba > 1 + 1e-9)
+    if outside.any():  # logits or scores: APS, RAPS and SAPS would read them as mass
+        rows = np.flatnonzero(outside.any(axis=1))
+        raise ValueError(
+            f"`estimator` ({type(model).__name__}) predict_proba gave values outside [0, 1] "
+            f"on {rows.size} rows of `X` (first: row {rows[0]}, {proba[rows[0]].tolist()!r:.80}):"
+            " probabilities are needed, not logits or scores (apply a softmax first)."
+        )
     return proba
 
 
