@@ -584,6 +584,9 @@ def test_non_identity_and_multi_output_mlps_raise_value_error():
         if "loss" in MLPRegressor().get_params():  # scikit-learn >= 1.7
             with pytest.raises(ValueError, match="identity"):
                 ACP(mlp(loss="poisson")).fit(X, y_positive)
+            unfitted = mlp(loss="poisson")  # refused before training it (it was trained first)
+            with pytest.raises(ValueError, match=r"MLPRegressor\(loss='poisson'\)"):
+                ACP(unfitted).fit(X, y_positive)
         two = mlp().fit(X, np.column_stack([y, -y]))
     with pytest.raises(ValueError, match="outputs"):
         ACP(two).calibrate(X, y)

@@ -750,3 +750,11 @@ def test_fit_with_fitted_heads_checks_x_against_them():
         model.fit(wide, y)
     assert not hasattr(model, "estimator_")  # the failed fit left no state
     assert model.fit(X, y).n_features_in_ == X.shape[1]
+
+
+def test_one_class_is_refused_before_the_heads_train():
+    """The heads' own solver error (LogisticRegression's) came out before."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 3))
+    with pytest.raises(ValueError, match=r"`y` holds one class \(\[0\]\): at least two"):
+        MultiDimScoreClassifier(n_heads=2, random_state=0).fit(X, np.zeros(60, dtype=int))

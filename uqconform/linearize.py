@@ -91,6 +91,10 @@ class Curvature(str, Enum):
     LAST_LAYER = "last_layer"
 
 
+#: jacobian, prediction, penalized mask and parameters, as a kind's linearisation returns them
+_Parts = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
 @dataclass(frozen=True)
 class Linearization:
     """The linearisation of a fitted regressor at its fitted parameters.
@@ -543,7 +547,7 @@ def _linear_parameters(model: Any) -> tuple[np.ndarray, float, bool]:
     return coef.ravel(), float(intercept[0]), has_intercept
 
 
-def _linear_linearize(model: Any, X: Any) -> tuple[np.ndarray, ...]:
+def _linear_linearize(model: Any, X: Any) -> _Parts:
     coef, intercept, has_intercept = _linear_parameters(model)
     features = _validate_X(model, X)
     prediction = np.ravel(np.asarray(model.predict(X), dtype=np.float64))
@@ -601,7 +605,7 @@ def _check_mlp(model: MLPRegressor) -> None:
         )
 
 
-def _mlp_linearize(model: MLPRegressor, X: Any, kind: Curvature) -> tuple[np.ndarray, ...]:
+def _mlp_linearize(model: MLPRegressor, X: Any, kind: Curvature) -> _Parts:
     _check_mlp(model)
     A = _validate_X(model, X)
     n = A.shape[0]
@@ -673,7 +677,7 @@ def _torch_parameters(module: Any, kind: Curvature) -> list[tuple[str, Any]]:
     return [(name, p) for name, p in params if name.startswith(prefix)]
 
 
-def _torch_linearize(module: Any, X: Any, kind: Curvature) -> tuple[np.ndarray, ...]:
+def _torch_linearize(module: Any, X: Any, kind: Curvature) -> _Parts:
     import torch
     from torch.func import functional_call, jacrev, vmap
 

@@ -603,6 +603,7 @@ class LinearizedPredictive(VersionedState, BaseEstimator):
             Monte Carlo seed; defaults to the one fixed in `fit`.
         include_noise : bool, default=False
             Regression: add ``noise_variance_`` (the variance of ``y`` instead of ``f``).
+            Refused for a classifier (its logits have no noise term).
 
         Returns
         -------

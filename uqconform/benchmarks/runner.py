@@ -342,6 +342,22 @@ def headline_text(value: Any, target: Any, met: Any) -> Any:
     contradict ``met`` against a simple target (0.89951 shown as 0.900 beside ">= 0.9",
     not met); other values are returned as they are, for `format_table` to format.
 
+    Parameters
+    ----------
+    value : object
+        The headline's value (a number, or text such as a per-set list).
+    target : str or None
+        The headline's target; only one that opens with a comparison against a number
+        (``">= 0.9"``, ``"< 30 s"``, ``">= 20x"``) is read.
+    met : bool or None
+        The headline's verdict.
+
+    Returns
+    -------
+    str or object
+        The figure as text when it needs more decimals than `format_table` gives,
+        otherwise ``value`` itself.
+
     Examples
     --------
     >>> headline_text(0.89951, ">= 0.9", False)

@@ -132,7 +132,10 @@ default="lac"
         empty, more conservative); SAPS scores with the draw ``u = 1`` and always keeps
         the top-ranked label (never empty: with ``u = 1`` alone, confident rows got empty
         sets). Non-randomised
-        APS on exact 0/1 probabilities (a fully grown tree) puts every class in every set.
+        APS puts every class in every set when more than ``alpha`` of the calibration
+        rows' true labels have probability 0 or are their row's last label of positive
+        probability (all score exactly 1): exact 0/1 probabilities (a fully grown tree),
+        or a model that rounds small probabilities to 0.
         LAC and top-k draw nothing (LAC sets can be empty whatever this is).
     k_reg : int, default=1
         RAPS: number of top labels not penalised.
@@ -336,8 +339,8 @@ default="lac"
             the p-values conservative: a true label's p-value is exactly uniform on
             [0, 1], so ``p > alpha`` covers with probability exactly ``1 - alpha`` even
             for scores that tie (LAC on a tree's probabilities, top-k), for every score
-            whose set score is its calibration score: all but APS and RAPS with
-            ``randomized=False``, whose sets keep the label that crosses the threshold
+            whose set score is its calibration score: all but APS, RAPS and SAPS with
+            ``randomized=False``, whose sets always keep a label whatever its score
             and stay conservative either way. The sets of `predict_set` are those of the
             unsmoothed p-values. With an int ``random_state`` the draws are a function of
             the seed and the rows of the call: a row given again in another call gets the

@@ -101,7 +101,14 @@ def _check_kind(model: Any) -> None:
                 "ApproximateFullConformalRegressor needs "
                 "TransformedTargetRegressor(regressor=...) to name its regressor."
             )
-    _unwrap(model, None)  # TypeError naming the supported kinds
+    final = _unwrap(model, None)[0]  # TypeError naming the supported kinds
+    if isinstance(final, MLPRegressor) and getattr(final, "loss", "squared_error") != (
+        "squared_error"
+    ):  # refused before training, as linearize would refuse the trained network
+        raise ValueError(
+            f"MLPRegressor(loss={final.loss!r}) has a non-identity output (exp); only "
+            "loss='squared_error' networks can be linearised here."
+        )
 
 
 def _final_model(model: Any) -> Any:
@@ -206,8 +213,9 @@ class ApproximateFullConformalRegressor(
         precision of the weights, i.e. ridge strength ``noise**2 * P``. Intercepts and biases
         are not penalised. In full mode, a strength other than the model's own weight decay
         moves the weights by the Newton step to the linearised optimum under it (a ridge
-        becomes `FullConformalRidge` at that strength); a torch module's decay is unknown,
-        so a float is taken to be the one it was trained with. In split+refine mode the
+        becomes `FullConformalRidge` at that strength); where the trained decay is unknown
+        (a torch module, a Lasso or an SGDRegressor), a float is taken to be the one the
+        model was trained with. In split+refine mode the
         guarantee needs a strength that does not depend on the calibration labels:
         ``"auto"``, or a float with a given ``noise`` (with ``noise="auto"`` it is the
         calibration residuals' mean square times ``P``).
