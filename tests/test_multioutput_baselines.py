@@ -606,3 +606,20 @@ def test_the_flows_whitening_follows_each_outputs_units():
     scale = np.array([1e6, 1.0, 1e-4])
     latent = _whiten(Y, *_whitener(Y))
     np.testing.assert_allclose(_whiten(Y * scale, *_whitener(Y * scale)), latent, atol=1e-9)
+
+
+def test_rescaling_one_output_rescales_the_box_along_it():
+    """The box's floor was relative to the largest output's scale: at a ratio of 1e10 the
+    volume grew 8 times instead of rescaling."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(900, 2))
+    Y = X + rng.normal(size=(900, 2))
+
+    def region(Y):
+        model = RectangularConformalRegressor(Ridge(), random_state=0)
+        return model.fit(X[:400], Y[:400]).calibrate(X[400:700], Y[400:700]).predict_set(X[700:])
+
+    scale = np.array([1e10, 1.0])
+    plain, scaled = region(Y), region(Y * scale)
+    np.testing.assert_array_equal(scaled.contains(Y[700:] * scale), plain.contains(Y[700:]))
+    np.testing.assert_allclose(scaled.volume(), 1e10 * plain.volume(), rtol=1e-6)

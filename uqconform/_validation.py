@@ -122,6 +122,29 @@ def check_features(estimator: BaseEstimator, X: Any, *, reset: bool) -> Any:
     return X
 
 
+def nullable_as_float(frame: pd.DataFrame) -> NDArray | None:
+    """A frame with nullable numeric columns (``Float64``, ``Int64``, ``boolean``) as a float
+    array with ``pd.NA`` as NaN, which the checks then name as a missing value; None for
+    any other frame (its own conversion applies).
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> nullable_as_float(pd.DataFrame({"a": pd.array([1, None], dtype="Int64")}))
+    array([[ 1.],
+           [nan]])
+    """
+    kinds = list(frame.dtypes)
+    numeric = all(
+        pd.api.types.is_numeric_dtype(kind) or pd.api.types.is_bool_dtype(kind) for kind in kinds
+    )
+    if not numeric or not any(
+        isinstance(kind, pd.api.extensions.ExtensionDtype) for kind in kinds
+    ):
+        return None
+    return frame.to_numpy(dtype=float, na_value=np.nan)
+
+
 def named_as_fitted(model: Any, X: Any) -> Any:
     """``X`` named as ``model`` was fitted: a DataFrame's column names dropped for a model
     fitted on an array, an array given the fitted names.
@@ -131,12 +154,8 @@ def named_as_fitted(model: Any, X: Any) -> Any:
     """
     names = getattr(model, "feature_names_in_", None)
     if names is None and isinstance(X, pd.DataFrame):
-        nullable = all(
-            pd.api.types.is_numeric_dtype(kind) or pd.api.types.is_bool_dtype(kind)
-            for kind in X.dtypes
-        ) and any(isinstance(kind, pd.api.extensions.ExtensionDtype) for kind in X.dtypes)
-        # nullable numeric columns: pd.NA becomes NaN, which the model's own check names
-        return X.to_numpy(dtype=float, na_value=np.nan) if nullable else X.to_numpy()
+        floats = nullable_as_float(X)
+        return X.to_numpy() if floats is None else floats
     if names is not None and isinstance(X, np.ndarray) and X.shape[1:] == (len(names),):
         return pd.DataFrame(X, columns=names, copy=False)
     return X

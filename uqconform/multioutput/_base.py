@@ -34,6 +34,7 @@ from uqconform._validation import (
     check_groups,
     has_nan,
     missing_target_error,
+    nullable_as_float,
     refuse_non_finite,
     sklearn_tags,
 )
@@ -82,11 +83,9 @@ def check_multioutput_target(Y: ArrayLike, n: int, n_outputs: int | None = None)
     """
     if Y is None:
         raise missing_target_error()
-    if isinstance(Y, pd.DataFrame) and any(
-        isinstance(kind, pd.api.extensions.ExtensionDtype) for kind in Y.dtypes
-    ):  # nullable columns: pd.NA is a missing value (named below), not text
-        numeric = all(pd.api.types.is_numeric_dtype(kind) for kind in Y.dtypes)
-        Y = Y.to_numpy(dtype=float, na_value=np.nan) if numeric else Y
+    if isinstance(Y, pd.DataFrame):  # nullable columns: pd.NA is a missing value, named below
+        floats = nullable_as_float(Y)
+        Y = Y if floats is None else floats
     target = np.asarray(Y)
     if target.ndim == 1:
         target = target[:, None]

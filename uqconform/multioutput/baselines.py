@@ -362,8 +362,9 @@ class RectangularConformalRegressor(_ResidualShapeRegressor):
     def _fit_shape(self, X: Any, residuals: NDArray) -> None:
         scale = np.sqrt((residuals**2).mean(axis=0))
         positive = scale[scale > 0]
+        # only a zero scale (a constant output) is lifted, so each output keeps its units
         floor = _RIDGE * (positive.max() if positive.size else 1.0)
-        self.scale_ = np.maximum(scale, floor)
+        self.scale_ = np.where(scale > 0, scale, floor)
 
     def _latent_map(self, X: Any) -> AffineMap:
         return AffineMap(self._estimator_prediction(X), self.scale_[None])
