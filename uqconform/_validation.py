@@ -92,8 +92,10 @@ def check_features(estimator: BaseEstimator, X: Any, *, reset: bool) -> Any:
     flat = X if isinstance(X, np.ndarray) else None
     if isinstance(X, (list, tuple)) and len(X) and isinstance(X[0], (numbers.Number, np.bool_)):
         flat = np.asarray(X)  # a list of numbers: one feature, or one sample
-    elif isinstance(X, pd.api.extensions.ExtensionArray):
-        flat = np.asarray(X)
+    elif isinstance(X, pd.api.extensions.ExtensionArray) and (
+        pd.api.types.is_numeric_dtype(X.dtype) or pd.api.types.is_bool_dtype(X.dtype)
+    ):  # a nullable array: as floats (older pandas give objects)
+        flat = X.to_numpy(dtype=float, na_value=np.nan)
     if flat is not None and flat.ndim == 1 and flat.dtype.kind in "biufc":
         raise ValueError(
             f"`X` must be 2-D (one row per sample), got a 1-D array of shape {flat.shape}. "
