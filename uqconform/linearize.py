@@ -590,6 +590,18 @@ def _activation(name: str, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     raise ValueError(f"unsupported MLP activation {name!r}.")
 
 
+def check_squared_error_loss(model: Any, error: type[Exception] = ValueError) -> None:
+    """Refuse, before any training, an MLPRegressor whose loss gives a non-identity output
+    (``loss="poisson"``: an exponential), which no linearisation here reads; ``error``
+    is the exception the caller raises for an unsupported model."""
+    loss = getattr(model, "loss", "squared_error") if isinstance(model, MLPRegressor) else None
+    if loss not in (None, "squared_error"):
+        raise error(
+            f"MLPRegressor(loss={loss!r}) has a non-identity output (exp); only "
+            "loss='squared_error' networks are supported."
+        )
+
+
 def _check_mlp(model: MLPRegressor) -> None:
     check_is_fitted(model)
     if model.n_outputs_ != 1:

@@ -33,7 +33,12 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from uqconform._validation import named_as_fitted
 from uqconform.bayes.network import Activation, Dense, Network
 from uqconform.bayes.torch_network import from_torch
-from uqconform.linearize import check_standard_target, linearize, standard_target_scaling
+from uqconform.linearize import (
+    check_squared_error_loss,
+    check_standard_target,
+    linearize,
+    standard_target_scaling,
+)
 from uqconform.linearize import is_torch_module as _is_torch_module
 
 __all__ = ["NetworkView", "as_network", "output_jacobians"]
@@ -233,14 +238,7 @@ def _check_final_kind(model: Any) -> None:
     if not (_is_torch_module(model) or isinstance(model, (MLPRegressor, MLPClassifier))):
         name = "None" if model is None else type(model).__name__
         raise TypeError(f"cannot build a network from {name}; use {_SUPPORTED}.")
-    if (
-        isinstance(model, MLPRegressor)
-        and getattr(model, "loss", "squared_error") != "squared_error"
-    ):
-        raise TypeError(
-            f"MLPRegressor(loss={model.loss!r}) has a non-identity output (exp); only "
-            "loss='squared_error' networks are supported."
-        )
+    check_squared_error_loss(model, TypeError)
 
 
 def _check_regressor_kind(regressor: Any) -> None:

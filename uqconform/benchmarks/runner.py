@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import math
+import operator
 import os
 import platform
 import re
@@ -329,12 +330,7 @@ def _family_text(name: str, record: dict[str, Any]) -> str:
 
 # A target that opens with one comparison against a number: ">= 0.9", "< 30 s", ">= 20x".
 _SIMPLE_TARGET = re.compile(r"\s*(>=|<=|<|>)\s*([-+]?\d*\.?\d+(?:[eE][-+]?\d+)?)(?![\d%])")
-_COMPARE = {
-    ">=": lambda a, b: a >= b,
-    "<=": lambda a, b: a <= b,
-    "<": lambda a, b: a < b,
-    ">": lambda a, b: a > b,
-}
+_COMPARE = {">=": operator.ge, "<=": operator.le, "<": operator.lt, ">": operator.gt}
 
 
 def headline_text(value: Any, target: Any, met: Any) -> Any:

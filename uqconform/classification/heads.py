@@ -208,10 +208,9 @@ class HeadEnsemble(VersionedState, RoutesFitParams, ClassifierMixin, BaseEstimat
         fit_params = self._routed_fit_params(fit_params)["estimator"]
         X = row_sliceable(check_features(self, X, reset=True))  # COO, DIA, BSR: one CSR view
         y = check_class_labels(y, n_rows(X))
-        if np.unique(y).size < 2:  # before training heads that cannot separate anything
-            raise ValueError(
-                f"`y` holds one class ({np.unique(y).tolist()}): at least two are needed."
-            )
+        present = np.unique(y)
+        if present.size < 2:  # before training heads that cannot separate anything
+            raise ValueError(f"`y` holds one class ({present.tolist()}): at least two are needed.")
         rng = random_generator(self.random_state)
         n, n_features = len(y), getattr(self, "n_features_in_", None)  # None: text, dicts
         if self.diversity == "subspace" and n_features is None:

@@ -44,14 +44,10 @@ from uqconform._seeding import integer_seed, seeded_clone
 from uqconform.multioutput._base import (
     MultiOutputConformalRegressor,
 )
-from uqconform.multioutput.flows import regularised_covariance
+from uqconform.multioutput.flows import COVARIANCE_RIDGE, regularised_covariance
 from uqconform.regions import AffineMap, PredictionRegion
 
 __all__ = ["EllipsoidalConformalRegressor", "RectangularConformalRegressor"]
-
-# Relative ridge added to covariance matrices, so that a degenerate residual cloud (an
-# output predicted exactly) still gives an invertible shape.
-_RIDGE = 1e-9
 
 # Neighbour residuals (rows x neighbours x outputs) gathered at once by the local
 # covariance, so memory stays bounded for many rows.
@@ -363,7 +359,7 @@ class RectangularConformalRegressor(_ResidualShapeRegressor):
         scale = np.sqrt((residuals**2).mean(axis=0))
         positive = scale[scale > 0]
         # only a zero scale (a constant output) is lifted, so each output keeps its units
-        floor = _RIDGE * (positive.max() if positive.size else 1.0)
+        floor = COVARIANCE_RIDGE * (positive.max() if positive.size else 1.0)
         self.scale_ = np.where(scale > 0, scale, floor)
 
     def _latent_map(self, X: Any) -> AffineMap:

@@ -52,6 +52,7 @@ from uqconform.base import (
 from uqconform.linearize import (
     Linearization,
     _unwrap,
+    check_squared_error_loss,
     check_standard_target,
     is_torch_module,
     linearize,
@@ -101,14 +102,8 @@ def _check_kind(model: Any) -> None:
                 "ApproximateFullConformalRegressor needs "
                 "TransformedTargetRegressor(regressor=...) to name its regressor."
             )
-    final = _unwrap(model, None)[0]  # TypeError naming the supported kinds
-    if isinstance(final, MLPRegressor) and getattr(final, "loss", "squared_error") != (
-        "squared_error"
-    ):  # refused before training, as linearize would refuse the trained network
-        raise ValueError(
-            f"MLPRegressor(loss={final.loss!r}) has a non-identity output (exp); only "
-            "loss='squared_error' networks can be linearised here."
-        )
+    # TypeError naming the supported kinds; a Poisson network before training it
+    check_squared_error_loss(_unwrap(model, None)[0])
 
 
 def _final_model(model: Any) -> Any:

@@ -58,6 +58,14 @@ def predictive_spread(model: Any, X: Any) -> NDArray:
     return point_predictions(model.predict(X), "difficulty_estimator")
 
 
+def _checked_scores(score: RegressionScore, values: Any, n: int) -> NDArray:
+    """``score.score``'s ``values`` for ``n`` targets, checked: ``(n,)`` for a one-sided
+    score, ``(n, n_components)`` otherwise, no NaN."""
+    components = int(score.n_components)
+    shape = (n,) if components == 1 else (n, components)
+    return check_score_output(values, shape, f"{score!r}.score")
+
+
 # The smallest spread a row can have when no training spread sets a floor (a prefit
 # difficulty model, or a difficulty model that predicts zero everywhere): the smallest
 # normal float, so that only zero spreads are lifted, whatever the units of y.
@@ -409,9 +417,7 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
                 "`estimator` predicts one value per row: use "
                 "uqconform.regression.ConformalizedQuantileRegressor."
             )
-        n_components = int(score.n_components)
-        shape = (len(y),) if n_components == 1 else (len(y), n_components)
-        scores = check_score_output(score.score(y, output, difficulty), shape, f"{score!r}.score")
+        scores = _checked_scores(score, score.score(y, output, difficulty), len(y))
         if difficulty is not None:
             self._warn_lifted_spreads(difficulty, np.abs(y - output))
         return scores, np.zeros(y.shape[0], dtype=np.intp), 1
@@ -567,10 +573,7 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
             self._refuse_non_finite(output, difficulty, "rows of `X`")
             spread = None if difficulty is None else np.repeat(difficulty, width)
             values = score.score(grid[start:stop].ravel(), np.repeat(output, width, 0), spread)
-            n_components = int(score.n_components)
-            size = (stop - start) * width
-            shape = (size,) if n_components == 1 else (size, n_components)
-            return check_score_output(values, shape, f"{score!r}.score")
+            return _checked_scores(score, values, (stop - start) * width)
 
         pvalues = self._conformal_pvalues(X, groups, smooth, width, candidate_scores, **options)
         return pvalues[:, 0] if single else pvalues

@@ -96,9 +96,9 @@ class ClassificationScore(ABC):
         """The inverse: a label is in the prediction set when this is ``<=`` the threshold.
 
         The calibration score itself by default, which gives exact coverage for continuous
-        scores.
+        scores. (The wrappers check what it returns, once.)
         """
-        return self.validated_scores(proba, u)
+        return self.scores(proba, u)
 
     def validated_scores(self, proba: NDArray, u: NDArray | None = None) -> NDArray:
         """`scores` checked: one number per row and class (shape ``(n, n_classes)``, no
