@@ -12,6 +12,7 @@ import itertools
 import pickle
 import re
 import warnings
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -231,7 +232,6 @@ def test_exact_union_pieces_gaps_and_hull(score):
 
 def _exact_p(a, b, y):
     """p(y) for integer-valued coefficients, in exact rational arithmetic."""
-    from fractions import Fraction
 
     y = Fraction(y)
     test = abs(int(a[-1]) + int(b[-1]) * y)
@@ -262,7 +262,6 @@ def test_exact_ties_at_integer_labels_conform():
 def test_sweep_on_degenerate_coefficients_matches_exact_arithmetic():
     """Integer coefficients make ties, equal slopes and coinciding roots common; the sweep is
     compared with p-values in exact rational arithmetic at every root and between them."""
-    from fractions import Fraction
 
     rng = np.random.default_rng(5)
     for _ in range(400):
@@ -702,6 +701,43 @@ def test_duplicated_features_pin_the_span_only():
             assert np.isfinite(model.predict_interval(inside)).all()
         with pytest.warns(UserWarning, match="outside the span"):
             assert np.isinf(model.predict_interval(test)).all()
+
+
+def _group_mean_pvalue(groups, y, group, label, score):
+    """Exact p(label) of a test row in ``group`` under the group-means fit (one-hot columns
+    and an intercept without penalty), in rationals: the augmented fit's prediction of a
+    row is its group's mean and its leverage one over the group's size."""
+    groups, labels = np.append(groups, group), [Fraction(v) for v in y] + [Fraction(label)]
+    sizes = {g: int((groups == g).sum()) for g in set(groups.tolist())}
+    pairs = list(zip(labels, groups, strict=True))
+    means = {g: sum(v for v, h in pairs if h == g) / sizes[g] for g in sizes}
+    scores = []
+    for value, g in pairs:
+        residual = abs(value - means[g])
+        scores.append(residual / (1 - Fraction(1, sizes[g])) if score == "deleted" else residual)
+    return Fraction(sum(s >= scores[-1] for s in scores[:-1]) + 1, len(scores))
+
+
+@pytest.mark.parametrize("score", ["standard", "deleted"])
+def test_one_hot_columns_with_an_intercept_keep_exact_ties(score):
+    """Every one-hot column beside an intercept, no penalty: the Gram matrix is singular.
+    Inverting it through jitter left rounding-sized errors in the leverages that broke exact
+    ties (integer labels) against the test label (107 of 4,800 p-values low); the
+    pseudo-inverse gives the group-means fit's p-values exactly."""
+    rng = np.random.default_rng(0)
+    groups = rng.integers(0, 4, 30)
+    X = np.eye(4)[groups]
+    y = rng.integers(0, 5, 30).astype(float) + groups
+    test_groups = np.array([0, 1, 2, 3])
+    candidates = np.arange(-2.0, 10.0, 0.5)
+    model = FullConformalRidge(LinearRegression(), conformity_score=score).fit(X, y)
+    assert model.machine_.singular
+    p = model.predict_pvalue(np.eye(4)[test_groups], np.tile(candidates, (4, 1)))
+    expected = [
+        [float(_group_mean_pvalue(groups, y, g, c, score)) for c in candidates]
+        for g in test_groups
+    ]
+    np.testing.assert_array_equal(p, expected)
 
 
 # ---- translation and the ends of the sets -------------------------------------------------------

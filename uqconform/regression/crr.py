@@ -110,9 +110,11 @@ class LinearConfidenceMachine:
         Training leverages ``h_i``.
     jitter : float
         Added to the diagonal of the unit-diagonal (Jacobi-scaled) Gram matrix to factorise
-        it, i.e. that share of each diagonal entry (0 when none was needed).
+        it, i.e. that share of each diagonal entry (0 when none was needed). A factor that
+        needed jitter marks the matrix as singular; it is not used to solve.
     singular : bool
-        Whether some direction is pinned by neither data nor penalty.
+        Whether some direction is pinned by neither data nor penalty. Then ``Sigma`` is
+        the pseudo-inverse of the regularised Gram matrix (those directions left out).
 
     Examples
     --------
@@ -158,19 +160,29 @@ class LinearConfidenceMachine:
         )
         # Singular: a direction no data and no penalty pins. Either the solver needed
         # jitter, or the factorisation went through by rounding (squared pivot ratio at
-        # round-off level). Then keep a basis of those directions (`unpinned`), in the
-        # unit-column coordinates.
+        # round-off level). Then Sigma is the pseudo-inverse of the Gram matrix: the
+        # directions no one pins (`unpinned`, kept as a basis in the unit-column
+        # coordinates) are left out instead of inverted through the jitter, whose
+        # rounding-sized errors in the leverages would break exact ties (integer labels
+        # on one-hot columns with an intercept). Points in the span of the training
+        # features get the predictions and leverages of every solution of the normal
+        # equations.
         pivots = np.abs(np.diag(unit_factor[0]))
         ratio = float(pivots.min() / pivots.max()) ** 2 if pivots.max() > 0 else 0.0
         self.singular = bool(self.jitter > 0 or ratio < _SINGULAR_PIVOT_RATIO)
         self._null_space = None
+        self._factor: tuple[NDArray, bool] | None = None
+        self._root: NDArray | None = None  # Sigma = root root^T when singular
         if self.singular:
             values, vectors = np.linalg.eigh(gram)
             small = values <= _SINGULAR_PIVOT_RATIO * max(float(values.max()), 0.0)
             self._null_space = vectors[:, small] if small.any() else None
-        self._factor = (unit_factor[0] * self._column_scale[:, None], True)
+            kept = ~small
+            self._root = vectors[:, kept] / np.sqrt(values[kept]) / self._column_scale[:, None]
+        else:
+            self._factor = (unit_factor[0] * self._column_scale[:, None], True)
         # G = Phi Sigma, and the training leverages h_i = phi_i^T Sigma phi_i.
-        self._gain = linalg.cho_solve(self._factor, features.T, check_finite=False).T
+        self._gain = self.solve_normal(features.T).T
         self.leverage = np.einsum("ij,ij->i", self._gain, features)
 
     def solve(self, target: NDArray) -> NDArray:
@@ -179,7 +191,11 @@ class LinearConfidenceMachine:
 
     def solve_normal(self, right_hand_side: NDArray) -> NDArray:
         """``Sigma right_hand_side``: the regularised normal equations solved for any
-        right-hand side of shape (p,) (``solve(target)`` is ``solve_normal(Phi^T target)``)."""
+        right-hand side of shape (p,) or (p, k) (``solve(target)`` is
+        ``solve_normal(Phi^T target)``)."""
+        if self._root is not None:
+            return self._root @ (self._root.T @ right_hand_side)
+        assert self._factor is not None
         return linalg.cho_solve(self._factor, right_hand_side, check_finite=False)
 
     def unpinned(self, test_features: NDArray) -> NDArray:
@@ -199,19 +215,24 @@ class LinearConfidenceMachine:
     def test_leverage(self, test_features: NDArray) -> NDArray:
         """``h_m = phi_m^T Sigma phi_m`` of test points, (m,), without the cross leverages.
 
-        With the stored factor ``L L^T = Sigma^-1``, ``h_m = ||L^-1 phi_m||^2``: one triangular
-        solve, and no (m, n) array.
+        With ``Sigma = R R^T`` (``R`` the inverse transposed Cholesky factor, or the
+        pseudo-inverse's root when singular), ``h_m = ||R^T phi_m||^2``: one triangular
+        solve or product, and no (m, n) array.
         """
         test_features = _finite_test_features(test_features)
-        whitened = linalg.solve_triangular(
-            self._factor[0], test_features.T, lower=True, check_finite=False
-        )
+        if self._root is not None:
+            whitened = self._root.T @ test_features.T
+        else:
+            assert self._factor is not None
+            whitened = linalg.solve_triangular(
+                self._factor[0], test_features.T, lower=True, check_finite=False
+            )
         return np.einsum("ij,ij->j", whitened, whitened)
 
     def test_leverages(self, test_features: NDArray) -> tuple[NDArray, NDArray]:
         """``h_m`` (m,) and ``h_im`` (m, n) of test points."""
         test_features = _finite_test_features(test_features)
-        solved = linalg.cho_solve(self._factor, test_features.T, check_finite=False)
+        solved = self.solve_normal(test_features.T)
         h_test = np.einsum("ij,ji->i", test_features, solved)
         return h_test, test_features @ self._gain.T
 

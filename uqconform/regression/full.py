@@ -184,11 +184,11 @@ class FullConformalMixin:
                 cast(Score, self.conformity_score),  # checked by _validate_full_params
                 centred=True,  # in y - prediction: the labels' offset leaves the sets alone
             )
-            # Only when the regularised Gram matrix was singular (the solver added jitter):
-            # a test point outside the span of the training features, in a direction no
-            # penalty pins, is interpolated whatever its label, every residual is zero and
-            # every label gets p-value 1 (the limit of the formulas, which the jitter would
-            # otherwise blur). A merely ill-conditioned system keeps its exact sets.
+            # Only when the regularised Gram matrix was singular: a test point outside the
+            # span of the training features, in a direction no penalty pins, is
+            # interpolated whatever its label, every residual is zero and every label gets
+            # p-value 1 (the pseudo-inverse's formulas see only its part inside the span).
+            # A merely ill-conditioned system keeps its exact sets.
             unpinned = self.machine_.unpinned(features)
             a[unpinned], b[unpinned] = 0.0, 0.0
             outside += int(unpinned.sum())
@@ -314,9 +314,11 @@ class FullConformalRidge(VersionedState, FullConformalMixin, RegressorMixin, Bas
     estimator_ : Ridge
         The ridge fit on all training data. `predict` uses the confidence machine's
         coefficients, the same fit except where no penalty pins a direction
-        (``LinearRegression`` with more features than rows): there the machine's
-        jittered solution differs from scikit-learn's minimum-norm one (the sets are
-        unaffected: such test rows get the whole line).
+        (``LinearRegression`` with more features than rows, duplicated columns): there
+        the machine takes the solution of least norm in units of each column's scale,
+        which predicts like scikit-learn's minimum-norm one on rows in the span of the
+        training rows and differs outside it (the sets are unaffected: such test rows
+        get the whole line).
     machine_ : LinearConfidenceMachine
     training_residuals_ : ndarray of shape (n_samples,)
     n_features_in_ : int
