@@ -173,12 +173,14 @@ def test_blocks_bound_memory(monkeypatch):
 
 
 def test_mc_link_in_sample_blocks_averages_the_same_draws(monkeypatch):
-    """link='mc' draws its (S, n, K) logit noise in blocks of samples from one stream: the
-    same draws as one array, averaged in another order (equal to rounding)."""
+    """link='mc' draws its (S, K) logit noise, shared by the rows, in blocks of samples from
+    one stream: the same draws as one array, averaged in another order (equal to rounding).
+    A row's probabilities do not depend on the rows predicted with it (the noise was drawn
+    per row, so the first rows' probabilities changed with the batch)."""
     model, X, _ = _classifier("diag", "diag", "onepass")
     model.set_params(link="mc", n_samples=30)
     mean, var = model.predict_distribution(X)
-    noise = np.random.default_rng(model.seed_).standard_normal((30, *mean.shape))
+    noise = np.random.default_rng(model.seed_).standard_normal((30, 1, mean.shape[1]))
     logits = (mean + np.sqrt(var) * noise).reshape(-1, mean.shape[1])
     output = model.view_.network.output
     expected = np.exp(log_probabilities(logits, output)).reshape(30, len(X), -1).mean(axis=0)
@@ -186,4 +188,5 @@ def test_mc_link_in_sample_blocks_averages_the_same_draws(monkeypatch):
     monkeypatch.setattr(network_module, "_BLOCK_CELLS", mean.size * 4)  # blocks of 4 samples
     np.testing.assert_allclose(model.predict_proba(X), expected, rtol=1e-13, atol=1e-15)
     np.testing.assert_allclose(whole, expected, rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(model.predict_proba(X[:3]), whole[:3], rtol=1e-13, atol=1e-15)
     assert not np.allclose(whole, model.set_params(link="probit").predict_proba(X))

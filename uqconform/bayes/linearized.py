@@ -718,10 +718,11 @@ class LinearizedPredictive(VersionedState, BaseEstimator):
         seed = self.seed_ if random_state is None else integer_seed(random_state)
         rng, std = np.random.default_rng(seed), np.sqrt(var)
         total: Any = 0.0  # then a sum of (n, K) arrays (one block at least)
-        # blocks of samples drawn in turn from one stream: the draws of one (S, n, K) array
+        # blocks of samples drawn in turn from one stream: the draws of one (S, K) array,
+        # shared by every row, so a row's probabilities do not depend on its batch
         for samples in _row_blocks(count, mean.size):
             drawn = min(samples.stop, count) - samples.start
-            logits = mean + std * rng.standard_normal((drawn, *mean.shape))
+            logits = mean + std * rng.standard_normal((drawn, 1, mean.shape[-1]))
             total = total + np.exp(_log_proba_samples(logits, output)).sum(axis=0)
         return total / count
 
