@@ -758,3 +758,29 @@ def test_one_class_is_refused_before_the_heads_train():
     X = rng.normal(size=(60, 3))
     with pytest.raises(ValueError, match=r"`y` holds one class \(\[0\]\): at least two"):
         MultiDimScoreClassifier(n_heads=2, random_state=0).fit(X, np.zeros(60, dtype=int))
+
+
+def test_nan_in_x_is_refused_naming_x_and_the_head_model():
+    """scikit-learn's own message came out of the heads, naming neither argument nor model
+    in the wrapper's terms; a model that takes NaN still trains and predicts."""
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    X, y, *_ = tabular()
+    holed = X.copy()
+    holed[3, 0] = np.nan
+    match = r"`X` contains NaN and LogisticRegression does not accept missing values"
+    with pytest.raises(ValueError, match=match):
+        MultiDimScoreClassifier(n_heads=2, random_state=0).fit(holed, y)
+    model = MultiDimScoreClassifier(n_heads=2, random_state=0).fit(X, y)
+    for call in (model.calibrate, lambda rows, _: model.predict_proba(rows)):
+        with pytest.raises(ValueError, match=match):
+            call(holed, y)
+    model.calibrate(X, y)
+    with pytest.raises(ValueError, match=match):
+        model.predict_set(holed)
+    heads = [LogisticRegression(max_iter=500).fit(X, y), RandomForestClassifier(5).fit(X, y)]
+    with pytest.raises(ValueError, match=match):
+        MultiDimScoreClassifier(heads[::-1]).calibrate(holed, y)
+    tolerant = HistGradientBoostingClassifier(max_iter=5)
+    sets = MultiDimScoreClassifier(tolerant, n_heads=2, random_state=0).fit(holed, y)
+    assert sets.calibrate(holed, y).predict_set(holed).shape == (len(y), len(np.unique(y)))

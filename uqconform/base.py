@@ -383,6 +383,25 @@ def keeps_state_on_error(method: Callable) -> Callable:
     return wrapper
 
 
+def check_nan_accepted(model: Any, X: Any) -> None:
+    """Raise a ValueError naming ``model`` when ``X`` holds NaN and ``model`` refuses it.
+
+    Checked before the model sees X, not only after it fails: a model that declares no NaN
+    support but does not check its input (a hand-written rule, a wrapper around a torch
+    network) would otherwise train or predict on NaN silently.
+    """
+    if refuses_nan(model) and has_nan(X):
+        # name the user's model that refuses, not a wrapper of two (CQR's band)
+        routed = getattr(model, "_routed_models", None)
+        inner: list[Any] = list(routed().values()) if callable(routed) else []
+        model = next((m for m in inner if refuses_nan(m)), model)
+        raise ValueError(
+            f"`X` contains NaN and {type(model).__name__} does not accept missing values: "
+            "impute them (e.g. sklearn.impute.SimpleImputer in a Pipeline) or use a model "
+            "that handles NaN, such as HistGradientBoosting."
+        )
+
+
 def refuses_nan(estimator: Any) -> bool:
     """True when a model certainly cannot take NaN in ``X``.
 
@@ -487,22 +506,10 @@ class ModelWrapper(VersionedState, RoutesFitParams, BaseEstimator, metaclass=ABC
         return check_features(self, X, reset=reset)
 
     def _check_nan(self, X: Any) -> None:
-        # Checked before the model sees X, not only after it fails: a model that declares
-        # no NaN support but does not check its input (a hand-written rule, a wrapper
-        # around a torch network) would otherwise train or predict on NaN silently. Before
-        # ``fit`` (or for wrappers that keep several models) the given ``estimator`` decides.
+        # Before ``fit`` (or for wrappers that keep several models) the given
+        # ``estimator`` decides.
         model = self.__dict__.get("estimator_")
-        model = self._estimator_or_default() if model is None else model
-        if refuses_nan(model) and has_nan(X):
-            # name the user's model that refuses, not a wrapper of two (CQR's band)
-            routed = getattr(model, "_routed_models", None)
-            inner: list[Any] = list(routed().values()) if callable(routed) else []
-            model = next((m for m in inner if refuses_nan(m)), model)
-            raise ValueError(
-                f"`X` contains NaN and {type(model).__name__} does not accept missing values: "
-                "impute them (e.g. sklearn.impute.SimpleImputer in a Pipeline) or use a model "
-                "that handles NaN, such as HistGradientBoosting."
-            )
+        check_nan_accepted(self._estimator_or_default() if model is None else model, X)
 
     @keeps_state_on_error
     def fit(self, X: Any, y: ArrayLike, **fit_params: Any) -> Self:

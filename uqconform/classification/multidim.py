@@ -45,6 +45,7 @@ from uqconform._version import VersionedState
 from uqconform._warnings import warn_user
 from uqconform.base import (
     check_calibrated,
+    check_nan_accepted,
     forward_input_tags,
     keeps_state_on_error,
     record_calibration_settings,
@@ -262,6 +263,7 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
         head_params = self._routed_fit_params(fit_params)["estimator"]
         self._reset_calibration()
         X = check_features(self, X, reset=True)
+        self._check_nan(X)
         labels = check_rows("y", y, n_rows(X))
         self.estimator_ = self._heads().fit(X, labels, **head_params)
         # fitted heads given as a list are only checked: re-read at each calibrate, so that
@@ -300,12 +302,12 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
     def predict_proba(self, X: ArrayLike) -> NDArray:
         """Mean probability of the heads."""
         check_is_fitted(self, "estimator_")
-        return self.estimator_.predict_proba(X)
+        return self.estimator_.predict_proba(self._test_rows(X))
 
     def predict(self, X: ArrayLike) -> NDArray:
         """Label with the largest mean probability of the heads."""
         check_is_fitted(self, "estimator_")
-        return self.estimator_.predict(X)
+        return self.estimator_.predict(self._test_rows(X))
 
     def score_vectors(self, X: ArrayLike, rng: np.random.Generator | None = None) -> NDArray:
         """Score of every label under every head: ``(n_samples, n_classes, n_heads)``.
@@ -326,7 +328,14 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
         heads), in a format whose rows can be sliced."""
         if "n_features_in_" in self.__dict__:
             X = check_features(self, X, reset=False)
+        self._check_nan(X)
         return row_sliceable(X)
+
+    def _check_nan(self, X: Any) -> None:
+        """Refuse NaN in ``X`` naming the first head model that does not take it."""
+        heads = self._heads()
+        for model in heads._prefit_heads() or [heads._base_estimator()]:
+            check_nan_accepted(model, X)
 
     def _vectors(self, X: Any, uniforms: NDArray) -> NDArray:
         """Score vectors ``(n, K, H)`` of rows ``X`` with one uniform per row and head."""
