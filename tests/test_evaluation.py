@@ -722,6 +722,21 @@ def test_a_coverage_one_point_below_its_bound_prints_below_it():
     assert cells.split()[5] == "BELOW"
 
 
+@pytest.mark.parametrize("n_test", [1000, 2_000_000, 30_000_000])
+def test_printed_columns_stay_aligned_with_their_headers(n_test):
+    """From a million test points the decimals grew past the columns' fixed widths: the
+    coverage and bounds ran into each other under shifted headers."""
+    low, high = coverage_bounds(1000, 0.1, n_test)
+    row = {"alpha": 0.1, "nominal": 0.9, "coverage": (low + high) / 2, "mean_width": 1.0}
+    row.update(bound_low=low, bound_high=high, inside_bounds=True)
+    report = CoverageReport("M", "regression", "mean_width", n_test, 1000, 0.99, 0.0, rows=[row])
+    header, line = str(report).splitlines()[1:3]
+    coverage_cell = line.split()[2]
+    assert float(coverage_cell) == pytest.approx(row["coverage"], abs=1 / n_test)
+    for title, cell in (("coverage", coverage_cell), ("bounds", "]"), ("inside", "yes")):
+        assert header.index(title) + len(title) == line.index(cell) + len(cell), (header, line)
+
+
 def test_a_report_built_by_hand_prints_missing_figures_as_nan():
     rows = [{"alpha": 0.1, "nominal": 0.9, "coverage": 0.88}]
     for task, efficiency in (("regression", "mean_width"), ("classification", "mean_set_size")):
