@@ -1338,3 +1338,39 @@ def test_empty_calibration_and_nullable_multi_output_targets_are_named(data):
     Y.iloc[10, 0] = pd.NA  # was "`Y` must be numeric"
     with pytest.raises(ValueError, match=r"`Y` contains 1 NaN .* first at position 10"):
         EllipsoidalConformalRegressor(LinearRegression()).fit(X, Y)
+
+
+class _FitOnly(RegressorMixin, BaseEstimator):
+    def fit(self, X, y):
+        self.n_features_in_ = X.shape[1]
+        return self
+
+
+class _PredictOnly(RegressorMixin, BaseEstimator):
+    def predict(self, X):
+        return np.zeros(len(X))
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        SplitConformalRegressor,
+        CrossConformalRegressor,
+        EnbPI,
+        KOWCPI,
+        EllipsoidalConformalRegressor,
+    ],
+)
+@pytest.mark.parametrize(("model", "method"), [(_FitOnly, "predict"), (_PredictOnly, "fit")])
+def test_a_model_without_fit_or_predict_is_named_before_training(data, make, model, method):
+    """An AttributeError came from deep inside, the time-series methods' only after
+    training every bootstrap model (and a warning about them)."""
+    X, y, _ = data
+    target = np.c_[y, y] if make is EllipsoidalConformalRegressor else y
+    wrapper = make(model())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no warning about models trained before the error
+        with pytest.raises(
+            TypeError, match=rf"`estimator` \({model.__name__}\) has no `{method}`"
+        ):
+            wrapper.fit(X, target)

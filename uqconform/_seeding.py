@@ -38,7 +38,8 @@ def seed_parameters(estimator: Any, only_unset: bool = False) -> list[str]:
 
 
 def _check_trainable(estimator: Any) -> None:
-    """A model to be cloned and trained must be a scikit-learn estimator (``get_params``)."""
+    """A model to be cloned and trained must be a scikit-learn estimator (``get_params``
+    and ``fit``)."""
     if not hasattr(estimator, "get_params"):
         raise TypeError(
             f"`estimator` ({type(estimator).__name__}) is not a scikit-learn estimator (no "
@@ -47,6 +48,12 @@ def _check_trainable(estimator: Any) -> None:
             "then used as it is (the ensemble classifiers and RPS also take a list of such "
             "fitted models). The time-series methods train their models, so they need a "
             "scikit-learn estimator."
+        )
+    if not callable(getattr(estimator, "fit", None)):
+        raise TypeError(
+            f"`estimator` ({type(estimator).__name__}) has no `fit` method, so it cannot be "
+            "trained here: pass a scikit-learn estimator, or a fitted model to calibrate "
+            "without fit."
         )
 
 

@@ -505,6 +505,28 @@ def refuse_classifier(model: Any, wrapper: Any) -> None:
         )
 
 
+def check_model_methods(model: Any, methods: tuple[str, ...], wrapper: Any) -> None:
+    """A TypeError naming `estimator` when ``model`` lacks one of ``methods`` (it would
+    otherwise surface as an AttributeError deep inside, after any training).
+
+    Examples
+    --------
+    >>> from sklearn.linear_model import Ridge
+    >>> check_model_methods(Ridge(), ("predict",), object())  # a regressor passes
+    >>> check_model_methods(object(), ("predict",), object())
+    Traceback (most recent call last):
+    ...
+    TypeError: `estimator` (object) has no `predict` method: object needs a model with ...
+    """
+    missing = [name for name in methods if not callable(getattr(model, name, None))]
+    if missing:
+        raise TypeError(
+            f"`estimator` ({type(model).__name__}) has no "
+            f"{' or '.join(f'`{name}`' for name in missing)} method: "
+            f"{type(wrapper).__name__} needs a model with {' and '.join(methods)}."
+        )
+
+
 def missing_proba_error(model: Any, name: str, why: str) -> TypeError:
     """The error for a classifier without ``predict_proba``, with the fix for both kinds of
     model: a scikit-learn classifier without probabilities, and a model from outside

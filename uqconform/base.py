@@ -36,6 +36,7 @@ from uqconform._validation import (
     check_fitted_model,
     check_groups,
     check_int,
+    check_model_methods,
     check_n_jobs,
     check_verbose,
     has_nan,
@@ -475,6 +476,8 @@ class ModelWrapper(VersionedState, RoutesFitParams, BaseEstimator, metaclass=ABC
     #: What the model trained by `fit` depends on: changed after fit (``set_params``),
     #: calibration and prediction ask for a new fit instead of using the old model.
     _fit_params: ClassVar[tuple[str, ...]] = ("estimator",)
+    #: False for methods that train a model of their own instead of ``estimator`` (flows).
+    _uses_estimator: ClassVar[bool] = True
 
     # ---- hooks -----------------------------------------------------------------------
     @abstractmethod
@@ -491,8 +494,10 @@ class ModelWrapper(VersionedState, RoutesFitParams, BaseEstimator, metaclass=ABC
         check_random_state_value(getattr(self, "random_state", None))
         check_n_jobs(getattr(self, "n_jobs", None))
         check_verbose(getattr(self, "verbose", False))
-        if isinstance(self, RegressorMixin):
-            refuse_classifier(self._estimator_or_default(), self)
+        if isinstance(self, RegressorMixin) and self._uses_estimator:
+            model = self._estimator_or_default()
+            refuse_classifier(model, self)
+            check_model_methods(model, ("predict",), self)  # fit: checked by fit (if any)
 
     # ---- the estimator ---------------------------------------------------------------
     def _estimator_or_default(self) -> BaseEstimator:

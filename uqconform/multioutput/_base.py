@@ -146,7 +146,6 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
 
     norm: ClassVar[Norm] = "l2"
     _unbounded_prediction = "the whole output space (an infinite radius)"
-    _uses_estimator: ClassVar[bool] = True
     #: Parameters what ``fit`` learnt depends on and prediction reads (changing one needs a
     #: new fit); ``_calibration_params``: those a new calibration suffices for.
     _fit_params: ClassVar[tuple[str, ...]] = ()

@@ -34,6 +34,7 @@ from uqconform._validation import (
     check_bool,
     check_features,
     check_int,
+    check_model_methods,
     check_n_jobs,
     check_regression_target,
     check_verbose,
@@ -517,9 +518,9 @@ class SequentialConformalRegressor(
     # ---- validation ---------------------------------------------------------------------
     def _validate_params(self) -> None:
         check_miscoverage(self.alpha, "alpha")
-        refuse_classifier(
-            self._default_estimator() if self.estimator is None else self.estimator, self
-        )
+        model = self._default_estimator() if self.estimator is None else self.estimator
+        refuse_classifier(model, self)
+        check_model_methods(model, ("predict",), self)  # fit: checked by fit
         if self.residuals not in ("bootstrap", "holdout"):
             raise ValueError(
                 f"`residuals` must be 'bootstrap' or 'holdout', got {self.residuals!r}."
