@@ -20,6 +20,7 @@ import pandas as pd
 import pytest
 from conftest import Unchanged
 from scipy import stats
+from sklearn.datasets import load_iris
 from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import LogisticRegression
 from statsmodels.stats.proportion import proportion_confint
@@ -460,6 +461,8 @@ def test_bad_parameters_name_the_argument(problem, params, match):
         (lambda: certified_probability(0.6, 0.5, -0.25), "`sigma`"),
         (lambda: certified_probability(0.6, 0.5, 0.0), "`sigma`"),
         (lambda: certified_probability(0.6, -0.5, 0.25), "`radius`"),
+        (lambda: certified_probability(np.nan, 0.5, 0.25), "`p`"),  # was NaN
+        (lambda: certified_probability([0.2, 1.5], 0.5, 0.25), "`p`"),  # was clipped to 1
         (lambda: clopper_pearson_lower(5, 10, 1.5), "`level`"),
         (lambda: clopper_pearson_upper(5, 10, 0.0), "`level`"),
         (lambda: clopper_pearson_lower(11, 10, 0.05), "`successes`"),
@@ -489,13 +492,32 @@ def test_too_few_samples_for_eta_names_the_minimum(problem):
         tiny.calibrate(X[:150], y[:150])
 
 
+def test_every_count_from_the_advised_minimum_is_accepted_and_informative():
+    """With mode="p" the rounding of ceil(p m) makes the radius-0 test go back and forth:
+    on iris (p = 0.7) 29 samples were informative, 30 not, 31 again. The advice named 29
+    and 30 was accepted with sets holding every class; now 30 is refused and the advice
+    is the count from which every larger one works."""
+    X, y = load_iris(return_X_y=True)
+    order = np.random.default_rng(0).permutation(150)
+    train, calibration = order[:50], order[50:120]
+    fitted = BinarizedSmoothedClassifier(sigma=0.25, p=0.7, random_state=0)
+    fitted.fit(X[train], y[train], augment=4)
+    model = BinarizedSmoothedClassifier(fitted.estimator_, sigma=0.25, p=0.7, random_state=0)
+    with pytest.raises(ValueError, match=r"n_samples >= (\d+)") as error:
+        model.set_params(n_samples=30).calibrate(X[calibration], y[calibration])
+    minimum = int(re.search(r"n_samples >= (\d+)", str(error.value)).group(1))
+    for count in range(minimum, minimum + 10):
+        model.set_params(n_samples=count).calibrate(X[calibration], y[calibration])
+        assert model.max_radius_ > 0, count
+
+
 def test_wrong_call_order_unseen_labels_and_bad_inputs(problem):
     model, X, y = problem
     with pytest.raises(NotFittedError, match="fit"):
         BinarizedSmoothedClassifier(LogisticRegression()).calibrate(X[:100], y[:100])
     cp = BinarizedSmoothedClassifier(model)
-    with pytest.raises(NotFittedError):
-        cp.predict_set(X[:5])
+    with pytest.raises(NotFittedError, match=r"predict_set needs a fitted model and calib"):
+        cp.predict_set(X[:5])  # a fitted model given: "Call 'fit'" alone misled
     cp.fit(X[:300], y[:300])
     with pytest.raises(NotFittedError, match="calibrate"):
         cp.predict_set(X[:5])

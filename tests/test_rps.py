@@ -209,6 +209,31 @@ def test_paper_rank_is_one_below_the_textbook_rank():
     assert partition_rank(9, 5, 0.1, "paper") == 1  # clipped at the smallest score
 
 
+def test_hash_partition_refuses_rows_that_are_not_2d():
+    """3-D input hashed only each row's first slice; None gave a bare TypeError."""
+    for X in (np.zeros((4, 2, 2)), None):
+        with pytest.raises(ValueError, match=r"`X` must be a 2-D array of rows"):
+            hash_partition(X, 3)
+
+
+def test_paper_rank_of_a_partition_below_the_minimum_is_zero():
+    """Partitions smaller than minimum_scores(alpha) got rank 1 (their smallest score as
+    threshold) instead of voting for every label: 30 rows in 5 partitions covered 0.79 at
+    nominal 0.90, and an empty partition made predict_set fail on alpha."""
+    ranks = [partition_rank(n, 5, 0.1, "paper") for n in range(12)]
+    assert ranks == [0] * 9 + [1] * 3
+    assert majority_coverage([6] * 5, [0] * 5, majority_threshold(5, 0.1)) == 1.0
+    X, y = load_iris(return_X_y=True)
+    order = np.random.default_rng(0).permutation(len(y))
+    X, y = X[order], y[order]
+    model = ReliablePredictionSets(
+        LogisticRegression(max_iter=500), k_train=1, k_calib=40, coverage="paper", alpha=0.1
+    )
+    with pytest.warns(UserWarning):  # partitions below the minimum are named
+        model.fit(X[:100], y[:100]).calibrate(X[100:125], y[100:125])
+    assert model.predict_set(X[125:]).all()  # every partition votes for every label
+
+
 # ---- worst-case votes ------------------------------------------------------------------------
 def test_vote_bounds_are_exact_against_brute_force():
     rng = np.random.default_rng(1)
@@ -961,8 +986,8 @@ def test_parameters_changed_after_calibrate_need_a_new_calibration(digits):
     sets = model.calibrate(X_cal, y_cal).predict_set(X_test)
     for change in ({"k_calib": 4}, {"conformity_score": "vote"}):
         model.set_params(**change)
-        with pytest.raises(NotFittedError, match="changed since calibrate"):
-            model.predict_set(X_test)
+        with pytest.raises(NotFittedError, match=r"predict_set: .*changed since calibrate"):
+            model.predict_set(X_test)  # it named "prediction"
         model.calibrate(X_cal, y_cal).predict_set(X_test)  # a new calibration is fine
         model.set_params(k_calib=5, conformity_score="vote_softmax").calibrate(X_cal, y_cal)
     np.testing.assert_array_equal(model.predict_set(X_test), sets)

@@ -330,6 +330,15 @@ def test_aic_bandwidth_is_larger_for_noisier_data():
     assert quiet < noisy
 
 
+def test_aic_bandwidth_with_no_scorable_candidate_takes_the_default_and_warns():
+    """Three pairs leave no degrees of freedom for any candidate: the smallest candidate
+    (0.05, the most extreme) was returned without a word."""
+    rng = np.random.default_rng(0)
+    with pytest.warns(UserWarning, match="No bandwidth could be scored by the AIC on 3"):
+        chosen = aic_bandwidth(rng.normal(size=(3, 2)), rng.normal(size=3), "epanechnikov")
+    assert chosen == KOWCPI().get_params()["bandwidth"]
+
+
 # ---- estimator-level behaviour ------------------------------------------------------------
 def test_window_auto_picks_a_candidate_and_records_tuning():
     X, y = seasonal_ar1(700, 0)
@@ -713,6 +722,7 @@ def test_synthetic_coverage_spci(generator):
         (KOWCPI, {"beta_grid": 0}, "beta_grid"),
         (KOWCPI, {"beta_grid": [0.2, 1.5]}, "beta_grid"),
         (KOWCPI, {"beta_grid": []}, "beta_grid"),
+        (KOWCPI, {"beta_grid": [[0.0, 1.0]]}, "beta_grid"),
         (EnbPI, {"memory": 1}, "memory"),
         (EnbPI, {"memory": 10.5}, "memory"),
         (EnbPI, {"n_bootstrap": 1}, "n_bootstrap"),
@@ -1197,3 +1207,19 @@ def test_spci_weights_ignore_last_bit_differences_of_the_residuals():
         _, again, _ = model._next_weights(nudged, 0)
         np.testing.assert_array_equal(weights, again)
         model.update(X[t : t + 1], y[t : t + 1])
+
+
+def test_a_beta_grid_is_searched_in_increasing_order_whatever_its_given_order():
+    """Equally wide intervals went to the first beta of the given order, so a grid and its
+    reverse gave different intervals on tied residuals; duplicates are ignored."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(400, 2))
+    y = X @ [1.0, -1.0] + np.round(rng.normal(size=400), 0)  # integer noise: ties
+    intervals = [
+        EnbPI(LinearRegression(), beta_grid=grid, n_bootstrap=10, random_state=0)
+        .fit(X[:300], y[:300])
+        .predict_interval(X[300:])
+        for grid in ([0.0, 0.25, 0.5, 0.75, 1.0], [1.0, 0.75, 0.5, 0.25, 0.0, 0.5], 5)
+    ]
+    np.testing.assert_array_equal(intervals[0], intervals[1])
+    np.testing.assert_array_equal(intervals[0], intervals[2])

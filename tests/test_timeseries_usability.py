@@ -11,6 +11,7 @@ import pickle
 import warnings
 
 import numpy as np
+import pandas as pd
 import pytest
 from sklearn.dummy import DummyRegressor
 from sklearn.ensemble import RandomForestRegressor
@@ -475,3 +476,20 @@ def test_fitted_models_are_listed_as_estimators_(residuals, n_models):
     weights = model.source_.model_weights
     combined = sum(w * m.predict(X[:5]) for w, m in zip(weights, model.estimators_, strict=True))
     np.testing.assert_allclose(model.predict(X[:5]), combined)
+
+
+def test_pandas_rows_out_of_time_order_or_unpaired_are_warned():
+    """Rows are read by position: a newest-first DatetimeIndex, or X and y whose indexes
+    differ, were used silently (intervals built from the future, or mismatched pairs)."""
+    rng = np.random.default_rng(0)
+    index = pd.date_range("2020-01-01", periods=200, freq="D")
+    X = pd.DataFrame(rng.normal(size=(200, 2)), index=index)
+    y = pd.Series(X.sum(axis=1) + rng.normal(size=200), index=index)
+    model = EnbPI(LinearRegression(), n_bootstrap=10, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model.fit(X[:150], y[:150]).predict_interval(X[150:], y[150:])
+    with pytest.warns(UserWarning, match=r"DatetimeIndex of `X` and `y`: the indexes are not"):
+        model.fit(X[::-1], y[::-1])
+    with pytest.warns(UserWarning, match=r"`X` and `y` have different indexes"):
+        model.fit(X, y.reset_index(drop=True))

@@ -119,7 +119,9 @@ def certified_probability(p: ArrayLike, radius: float, sigma: float) -> NDArray:
     array(0.6)
     """
     shift = check_nonnegative_float(radius, "radius") / check_positive_float(sigma, "sigma")
-    p = np.clip(np.asarray(p, dtype=float), 0.0, 1.0)
+    p = np.asarray(p, dtype=float)
+    if not ((p >= 0.0) & (p <= 1.0)).all():  # NaN too
+        raise ValueError(f"`p` must hold probabilities in [0, 1], got {p!r}.")
     return np.asarray(stats.norm.cdf(stats.norm.ppf(p) - shift))
 
 
@@ -420,8 +422,8 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
         warn_if_training_rows(self, X, given)
         labels = encode_labels(given, self.classes_)
         level = self._failure_level(n)
-        minimum = self._minimum_samples(level)
-        if minimum is None or self.n_samples < minimum:
+        if not self._informative(np.array([self.n_samples]), level)[0]:
+            minimum = self._minimum_samples(level)
             advice = (
                 f"Use n_samples >= {minimum}{self._minimum_hint()}."
                 if minimum is not None
@@ -480,12 +482,19 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
         """Hook for quantities fixed by the calibration size (default: nothing)."""
 
     def _minimum_samples(self, level: float) -> int | None:
-        """Fewest samples (up to 2**20) for which a set can leave out a label at radius 0."""
+        """Fewest samples from which every larger count (up to 2**20) lets a set leave out a
+        label at radius 0, or None.
+
+        Not the first informative count: with ``mode="p"`` the rounding of ``ceil(p m)``
+        makes the test go back and forth at small counts (29 samples informative, 30 not,
+        31 again).
+        """
         for low, high in ((1, 2**12), (2**12, 2**20 + 1)):  # small counts first, then the rest
             m = np.arange(low, high)
             ok = self._informative(m, level)
-            if ok.any():
-                return int(m[np.argmax(ok)])
+            if ok[-1]:  # from here on the bounds only tighten
+                failing = np.flatnonzero(~ok)
+                return int(m[failing[-1]] + 1) if failing.size else low
         return None
 
     def _minimum_hint(self) -> str:
@@ -668,7 +677,12 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
         """Whether ``m`` samples let a set leave out a label at radius 0 (vectorised)."""
 
     def _check_calibrated(self, method: str) -> None:
-        check_is_fitted(self, "estimator_")
+        if "estimator_" not in vars(self):  # fit, or a fitted `estimator`, then calibrate
+            raise NotFittedError(
+                f"{type(self).__name__}.{method} needs a fitted model and calibration: call "
+                "fit(X, y) (or pass a fitted `estimator`), then calibrate(X_calib, y_calib) "
+                "on held-out clean data."
+            )
         if "failure_level_" not in vars(self):
             raise NotFittedError(
                 f"{type(self).__name__}.{method} needs calibration: call "

@@ -122,6 +122,11 @@ def _row_bytes(X: Any) -> list[bytes] | NDArray:
         if hasattr(values, "toarray"):
             values = values.toarray()
         array = np.asarray(values)
+        if array.ndim not in (1, 2):
+            raise ValueError(
+                f"`X` must be a 2-D array of rows (or 1-D: one feature), got {array.ndim} "
+                "dimensions."
+            )
         if array.ndim == 1:
             array = array.reshape(-1, 1)
         numeric = float_values(array)  # any numeric dtype, nullable or object numbers alike
@@ -316,7 +321,9 @@ def _exact_rank(n: int, k_calib: int, alpha: float) -> int:
 def partition_rank(n: int, k_calib: int, alpha: float, coverage: str = "exact") -> int:
     """Rank of a calibration partition's threshold among its ``n`` sorted conformity scores.
 
-    ``"paper"``: ``floor((n + 1) alpha) - 1`` (at least 1), the published rule.
+    ``"paper"``: ``floor((n + 1) alpha) - 1`` (at least 1), the published rule, for
+    partitions of at least ``minimum_scores(alpha)`` points (the published code refuses
+    smaller ones; here they get rank 0).
     ``"exact"``: the largest rank such that, were every one of the ``k_calib`` partitions of
     size ``n``, the majority set would cover at least ``1 - alpha`` (`majority_coverage`). It
     depends on the partition's own size only, so poisoning one partition cannot move the
@@ -328,12 +335,15 @@ def partition_rank(n: int, k_calib: int, alpha: float, coverage: str = "exact") 
     (99, 100)
     >>> partition_rank(100, 10, 0.1, "paper"), partition_rank(100, 10, 0.1, "exact")
     (9, 8)
+    >>> partition_rank(8, 10, 0.1, "paper")  # fewer than minimum_scores(0.1) = 9 points
+    0
     """
     level = float(check_alpha(alpha)[0])
     n = check_int(n, "n", low=0)
     k_calib = check_int(k_calib, "k_calib")
     if coverage == "paper":
-        return max(int(conformal_rank(n, level, kind="conformity")[0]) - 1, 1)
+        conforming = int(conformal_rank(n, level, kind="conformity")[0])
+        return max(conforming - 1, 1) if conforming >= 1 else 0
     if coverage == "exact":
         return _exact_rank(n, int(k_calib), level)
     raise ValueError(f"`coverage` must be one of {list(COVERAGE)}, got {coverage!r}.")
@@ -1128,14 +1138,14 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
             [_partition_threshold(scores[part == i], int(r)) for i, r in enumerate(ranks)]
         )
 
-    def _check_calibrated(self) -> None:
+    def _check_calibrated(self, method: str) -> None:
         check_is_fitted(self, "estimators_")
         if not hasattr(self, "conformity_scores_"):
             raise NotFittedError(
                 "ReliablePredictionSets needs calibration: call calibrate(X_calib, y_calib) on "
                 "held-out data first."
             )
-        check_calibration_settings(self, "prediction")
+        check_calibration_settings(self, method)
 
     def _level(self, alpha: float | None) -> float:
         """The one level of a call: ``alpha``, or the constructor's (first) level."""
@@ -1147,7 +1157,7 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
     # ---- prediction ----------------------------------------------------------------------
     def partition_sets(self, X: Any, alpha: float | None = None) -> NDArray:
         """Set of every calibration partition: bool ``(n_samples, n_classes, k_calib)``."""
-        self._check_calibrated()
+        self._check_calibrated("partition_sets")
         level = self._level(alpha)
         if alpha is not None:  # the constructor's levels were checked at calibrate
             self._warn_small_partitions(self.partition_sizes_, np.array([level]))
@@ -1168,7 +1178,7 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
         ndarray of bool, shape (n_samples, n_classes) or (n_samples, n_classes, k)
             May hold empty sets: they are part of the guarantee and of the certificates.
         """
-        self._check_calibrated()
+        self._check_calibrated("predict_set")
         value = self.alpha if alpha is None else alpha
         levels = check_call_alpha(alpha, self.alpha)
         scores = self.predict_scores(X)
@@ -1285,7 +1295,7 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
             stays covered; empty sets qualify). ``"size_reliable"``: no label can join it
             (full sets qualify). ``"robust"``: both, the set cannot change.
         """
-        self._check_calibrated()
+        self._check_calibrated("certify")
         level = self._level(alpha)
         r_train, r_calib = self._check_radii(r_train, r_calib, level)
         bounds = self._test_bounds(self._test_votes(X), r_train)
@@ -1314,7 +1324,7 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
             raise ValueError(
                 f"`poisoned` must be 'calibration', 'training' or 'both', got {poisoned!r}."
             )
-        self._check_calibrated()
+        self._check_calibrated("reliability_curve")
         level = self._level(alpha)
         # the user's entries, not an array's (which turns [0, 1, 2.5] into floats and
         # [True, 2] into integers)

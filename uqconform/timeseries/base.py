@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, cast, overload
 
 import numpy as np
+import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, RegressorMixin, clone
 from sklearn.ensemble import RandomForestRegressor
@@ -378,6 +379,34 @@ def _spread(values: NDArray) -> float:
     return peak * float(np.std(values / peak))
 
 
+def _warn_out_of_time_order(X: Any, y: Any) -> None:
+    """Rows are read in the order given: warn when pandas indexes say that order is not
+    time order (a DatetimeIndex not increasing) or that X and y do not pair row by row."""
+    unsorted = [
+        f"`{name}`"
+        for name, data in (("X", X), ("y", y))
+        if isinstance(index := getattr(data, "index", None), pd.DatetimeIndex)
+        and not index.is_monotonic_increasing
+    ]
+    if unsorted:
+        names = " and ".join(unsorted)
+        index = "index is" if len(unsorted) == 1 else "indexes are"
+        warn_user(
+            f"The DatetimeIndex of {names}: the {index} not increasing, but rows are taken "
+            "in the order given, oldest first; sort them (e.g. X.sort_index()) so that "
+            "each interval uses only the past.",
+            UserWarning,
+        )
+    x_index, y_index = getattr(X, "index", None), getattr(y, "index", None)
+    if isinstance(x_index, pd.Index) and isinstance(y_index, pd.Index):
+        if len(x_index) == len(y_index) and not x_index.equals(y_index):
+            warn_user(
+                "`X` and `y` have different indexes: rows are paired by position, not by "
+                "index label; align them (e.g. y = y.loc[X.index]) if they should match.",
+                UserWarning,
+            )
+
+
 class SequentialConformalRegressor(
     VersionedState, RoutesFitParams, RegressorMixin, BaseEstimator, metaclass=ABCMeta
 ):
@@ -579,17 +608,20 @@ class SequentialConformalRegressor(
                 raise ValueError(f"`beta_grid` must be >= 1 point, got {grid}.")
             return np.linspace(0.0, 1.0, int(grid)) if cast(int, grid) > 1 else np.array([0.5])
         message = (
-            "`beta_grid` must be a number of points or fractions of alpha in [0, 1], "
-            f"got {grid!r}."
+            "`beta_grid` must be a number of points or a 1-D list of fractions of alpha "
+            f"in [0, 1], got {grid!r}."
         )
         fractions = real_values(grid)
         if (
             fractions is None
+            or fractions.ndim > 1
             or fractions.size == 0
             or not ((fractions >= 0) & (fractions <= 1)).all()  # NaN too
         ):
             raise ValueError(message)
-        return fractions.reshape(-1)
+        # sorted and distinct: the search keeps the first of equally wide intervals, so
+        # the given order would otherwise decide ties
+        return np.unique(fractions)  # 1-D, also for one fraction
 
     @overload
     def _check_series(self, X: Any, y: None, *, reset: bool) -> tuple[Any, None]: ...
@@ -605,6 +637,7 @@ class SequentialConformalRegressor(
         X = check_features(self, X, reset=reset)  # None, 1-D, no rows: named errors
         # feature count and names only: X reaches the model as given (a Pipeline encodes it)
         X = validate_data(self, X, reset=False, skip_check_array=True)
+        _warn_out_of_time_order(X, y)
         if y is None:
             return X, None
         n = _num_samples(X)

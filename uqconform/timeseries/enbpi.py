@@ -42,7 +42,10 @@ class EnbPI(SequentialConformalRegressor):
     memory : int or None, default=300
         Residuals kept (the newest); ``None`` keeps all.
     beta_grid : int or sequence of float, default=5
-        Number of ``beta`` values in ``[0, alpha]``, or fractions of ``alpha``.
+        Number of ``beta`` values in ``[0, alpha]``, or ``beta`` values given as
+        fractions of ``alpha`` in ``[0, 1]`` (``[0, 0.5, 1]`` searches ``0``,
+        ``alpha / 2`` and ``alpha``; searched in increasing order, ties in width going
+        to the smaller ``beta``).
     finite_sample : bool, default=False
         Full conformal ends: with ``True`` the narrowest window is chosen on the memory's
         ``n`` residuals together with the next one, and the interval holds every value of

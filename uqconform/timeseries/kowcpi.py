@@ -27,7 +27,8 @@ from uqconform.timeseries.conditional import (
 __all__ = ["KOWCPI", "aic_bandwidth"]
 
 _WINDOW_CANDIDATES = (1, 2, 3, 5, 10)
-_BANDWIDTH_TUNING = (0.3, 0.5, 1.0, 2.0)
+_DEFAULT_BANDWIDTH = 0.3
+_BANDWIDTH_TUNING = (_DEFAULT_BANDWIDTH, 0.5, 1.0, 2.0)
 _BANDWIDTH_CANDIDATES = (0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0)
 #: Rounding allowance when a replayed coverage (hits / steps) is compared with 1 - alpha.
 _COVERAGE_TOLERANCE = 1e-12
@@ -45,7 +46,7 @@ def aic_bandwidth(
         raise ValueError("`candidates` must hold at least one bandwidth.")
     distance = cdist(windows, windows)  # (n, n), without an (n, n, w) intermediate
     n = targets.shape[0]
-    best, best_score = float(candidates[0]), np.inf
+    best, best_score = _DEFAULT_BANDWIDTH, np.inf
     for h in candidates:  # a loop over candidate bandwidths
         smoother = kernel_values(distance / h, kernel)
         smoother /= smoother.sum(axis=1, keepdims=True)
@@ -56,6 +57,13 @@ def aic_bandwidth(
         score = np.log(rss / n) + 2 * (dof + 1) / (n - dof - 2)
         if score < best_score:
             best, best_score = float(h), score
+    if best_score == np.inf:
+        warn_user(
+            f"No bandwidth could be scored by the AIC on {n} residual windows (too few for "
+            f"the smoother's degrees of freedom, or residuals fitted exactly): the default "
+            f"bandwidth {_DEFAULT_BANDWIDTH} is used.",
+            UserWarning,
+        )
     return best
 
 
@@ -91,7 +99,10 @@ class KOWCPI(SequentialConformalRegressor):
     memory : int or None, default=None
         Residuals kept (the newest); ``None`` keeps all.
     beta_grid : int or sequence of float, default=5
-        Number of ``beta`` values in ``[0, alpha]``, or fractions of ``alpha``.
+        Number of ``beta`` values in ``[0, alpha]``, or ``beta`` values given as
+        fractions of ``alpha`` in ``[0, 1]`` (``[0, 0.5, 1]`` searches ``0``,
+        ``alpha / 2`` and ``alpha``; searched in increasing order, ties in width going
+        to the smaller ``beta``).
     finite_sample : bool, default=True
         Conformal ends with an effective-sample-size floor. The kernel weights concentrate
         on few residuals (an effective sample size ``n_eff = 1 / sum(w_i^2)`` of a few tens
@@ -121,10 +132,12 @@ class KOWCPI(SequentialConformalRegressor):
         Kernel radius in units of the residuals' robust scale (MAD); ``"auto"`` also tries
         0.5, 1 and 2 (on ELEC2 it gave the same intervals as 0.3, at about 3.4 times the fit
         time: benchmark suite ``timeseries``); ``"aic"`` takes the nonparametric AIC choice
-        of the smoother (Cai and Tiwari, 2000), which is fitted for the conditional mean,
-        not for quantiles. Window and bandwidth are chosen together on a tuning block (the
-        last ``tune_fraction`` of the fit residuals, replayed online): the narrowest setting
-        whose tuning coverage reaches ``1 - alpha``, else the one with the highest coverage
+        of the smoother (Cai and Tiwari, 2000) on the last 2,000 fit residuals, which is
+        fitted for the conditional mean, not for quantiles (where no bandwidth can be
+        scored, 0.3 with a warning). Window and bandwidth are chosen together on a tuning
+        block (the last ``tune_fraction`` of the fit residuals, replayed online): the
+        narrowest setting whose tuning coverage reaches ``1 - alpha``, else the one with
+        the highest coverage
         (at the smallest level of the constructor's ``alpha``, read at fit: a level asked
         for later, at prediction or through ``set_params``, keeps that choice; refit to tune
         for it). The tuning block has ``tune_fraction`` of the fit residuals, so it needs
@@ -175,7 +188,7 @@ class KOWCPI(SequentialConformalRegressor):
         estimator: Any = None,
         alpha: float | ArrayLike = 0.1,
         window: int | str = "auto",
-        bandwidth: float | str = 0.3,
+        bandwidth: float | str = _DEFAULT_BANDWIDTH,
         kernel: str = "epanechnikov",
         constraint: str = "first",
         reweight: bool = True,
