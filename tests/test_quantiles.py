@@ -281,3 +281,18 @@ def test_rowwise_weighted_quantile_does_not_depend_on_the_row_position():
     weights = np.tile([0.3, 0.3, 0.3 - 4e-10, 0.1], (50_000, 1))
     thresholds = conformal_quantile(scores, 0.1, weights=weights, test_weight=0.0)
     assert np.unique(thresholds).size == 1
+
+
+def test_weights_whose_sum_overflows_give_the_thresholds_of_their_ratios():
+    """Each weight finite, their sum infinite (unnormalised likelihood ratios such as
+    exp(700)): the cumulative shares became 0 or NaN and the threshold came out far too
+    small (3 instead of 8), with only numpy's RuntimeWarning."""
+    scores = np.arange(10.0)
+    for scale in (5e307, np.exp(700.0)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            big = conformal_quantile(scores, 0.2, weights=np.full(10, scale), test_weight=scale)
+            quantile = weighted_quantile(scores, np.full((2, 10), scale), 0.8)
+        unit = conformal_quantile(scores, 0.2, weights=np.ones(10), test_weight=1.0)
+        np.testing.assert_array_equal(big, unit)
+        np.testing.assert_array_equal(quantile, weighted_quantile(scores, np.ones((2, 10)), 0.8))

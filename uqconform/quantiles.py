@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Sequence
-from typing import Literal
+from typing import Literal, cast
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -348,6 +348,8 @@ def _weighted_conformal_quantile(
             f"({w2.shape[0]}), got shape {w_test.shape}."
         )
     w_test = np.broadcast_to(w_test.reshape(-1), (w2.shape[0],))
+    w2, rescaled_test = _rescaled(w2, w_test)
+    w_test = cast(NDArray, rescaled_test)
     total = w2.sum(axis=1) + w_test
     if (total <= 0).any():
         raise ValueError("`weights` and `test_weight` sum to zero: no threshold is defined.")
@@ -376,6 +378,20 @@ def _weighted_conformal_quantile(
             UserWarning,
         )
     return thresholds[0] if single else thresholds
+
+
+def _rescaled(
+    weights: NDArray, test_weight: NDArray | None = None
+) -> tuple[NDArray, NDArray | None]:
+    """Each row of weights (and its test weight) over the row's largest weight, so that
+    sums of finite weights stay finite (weights of 1e307 summed to inf and gave a
+    threshold far too small); rows already at most 1, and zero rows, are left alone."""
+    scale = weights.max(axis=1) if weights.shape[1] else np.zeros(weights.shape[0])
+    scale = np.where(scale > 1.0, scale, 1.0)
+    if (scale == 1.0).all():
+        return weights, test_weight
+    rescaled = weights / scale[:, None]
+    return rescaled, None if test_weight is None else test_weight / scale
 
 
 def _cumulative_shares(weights: NDArray, order: NDArray, totals: NDArray) -> NDArray:
@@ -432,7 +448,7 @@ def weighted_quantile(values: ArrayLike, weights: ArrayLike, q: float | ArrayLik
     if (w < 0).any() or not np.isfinite(w).all():
         raise ValueError("`weights` must be finite and non-negative.")
     single = w.ndim == 1
-    w2 = np.atleast_2d(w)
+    w2, _ = _rescaled(np.atleast_2d(w))
     totals = w2.sum(axis=1)
     if (totals <= 0).any():
         raise ValueError("`weights` sum to zero.")
