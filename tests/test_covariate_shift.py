@@ -217,6 +217,24 @@ def test_bad_ratios_name_the_argument_and_a_changed_ratio_needs_calibration():
     cp.calibrate(Xc[kept], yc[kept])
     with pytest.raises(ValueError, match="weights for the rows of `X`"):
         cp.predict_interval(Xt)
+    # a column-name typo in the ratio: a bare KeyError came out
+    frame = pd.DataFrame(Xc, columns=["a", "b"])
+    typo = SplitConformalRegressor(Ridge(), likelihood_ratio=lambda X: np.exp(X["typo"]))
+    with pytest.raises(ValueError, match="failed on the calibration rows: KeyError: 'typo'"):
+        typo.fit(frame, yc).calibrate(frame, yc)
+
+
+def test_a_bad_test_weight_is_named_by_its_row_of_x_in_batches():
+    """With batches the message named the row's position in its batch (row 3 for row 7)."""
+    (Xf, yf), (Xc, yc), (Xt, _) = _data("absolute", seed=4)
+    test = Xt[:10].copy()
+    test[7, 0] = 99.0
+    ratio = lambda X: np.where(np.asarray(X)[:, 0] > 50, np.nan, 1.0)  # noqa: E731
+    cp = SplitConformalRegressor(Ridge(), likelihood_ratio=ratio, batch_size=4)
+    cp.fit(Xf, yf).calibrate(Xc, yc)
+    for call in (lambda: cp.predict_interval(test), lambda: cp.predict_pvalue(test, np.zeros(10))):
+        with pytest.raises(ValueError, match=r"for the rows 4 to 7 of `X` \(e\.g\. row 7: nan\)"):
+            call()
 
 
 @pytest.mark.parametrize("constant", [5e-324, 0.1, 7.0, 1e307])

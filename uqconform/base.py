@@ -978,7 +978,7 @@ class ConformalPredictor(ModelWrapper):
             self._check_nan(block)
             if weighted:  # each row its own thresholds, from its own weight
                 block_groups = None if group_index is None else group_index[start:stop]
-                rows = self._weighted_threshold_rows(block, block_groups, alphas)
+                rows = self._weighted_threshold_rows(block, block_groups, alphas, (start, stop, n))
                 unbounded = np.isinf(rows).any(axis=(1, 2))  # (rows, levels)
                 if block_groups is not None:  # unseen groups were warned about already
                     unbounded &= (block_groups < self.groups_.size)[:, None]
@@ -1001,15 +1001,18 @@ class ConformalPredictor(ModelWrapper):
         return out[..., 0] if scalar else out
 
     # ---- weighted conformal prediction (covariate shift) ----------------------------------
-    def _ratio_weights(self, X: Any, n: int, where: str, *, test: bool = False) -> NDArray | None:
+    def _ratio_weights(
+        self, X: Any, n: int, where: str, *, test: bool = False, first_row: int = 0
+    ) -> NDArray | None:
         """``likelihood_ratio(X)`` checked: one non-negative weight per row, finite on
-        calibration rows (``test``: +inf allowed, a row off the calibration support)."""
+        calibration rows (``test``: +inf allowed, a row off the calibration support).
+        ``first_row``: the position of X's first row in the caller's data (a batch)."""
         ratio = self.likelihood_ratio
         if ratio is None:
             return None
         try:
             raw = np.asarray(ratio(X))
-        except (TypeError, ValueError) as error:
+        except Exception as error:  # a column-name typo (KeyError) included
             raise ValueError(
                 f"`likelihood_ratio` failed on the {where}: {type(error).__name__}: {error}"
             ) from error
@@ -1030,7 +1033,8 @@ class ConformalPredictor(ModelWrapper):
             first = int(np.flatnonzero(~allowed)[0])
             raise ValueError(
                 f"`likelihood_ratio` returned {int((~allowed).sum())} {kinds} weights for "
-                f"the {where} (e.g. row {first}: {weights[first]!r}); weights must be "
+                f"the {where} (e.g. row {first_row + first}: {float(weights[first])}); weights "
+                "must be "
                 "non-negative"
                 + (" (+inf: a row off the calibration support)." if test else " and finite.")
             )
@@ -1043,8 +1047,12 @@ class ConformalPredictor(ModelWrapper):
         largest = float(np.max(self.calibration_weights_, initial=0.0))
         return largest if largest > 0 else 1.0
 
-    def _scaled_test_weights(self, block: Any, n: int) -> NDArray:
-        weights = self._ratio_weights(block, n, "rows of `X`", test=True)
+    def _scaled_test_weights(self, block: Any, rows: tuple[int, int, int]) -> NDArray:
+        """Test weights of a batch over the calibration scale; ``rows``: the batch's
+        start and stop in ``X`` and the rows of ``X`` (for messages)."""
+        start, stop, n = rows
+        where = "rows of `X`" if stop - start == n else f"rows {start} to {stop - 1} of `X`"
+        weights = self._ratio_weights(block, stop - start, where, test=True, first_row=start)
         assert weights is not None
         with np.errstate(over="ignore"):  # a weight far above every calibration one: inf
             return weights / self._weight_scale()
@@ -1067,15 +1075,20 @@ class ConformalPredictor(ModelWrapper):
         return prepared
 
     def _weighted_threshold_rows(
-        self, block: Any, block_groups: NDArray | None, alphas: NDArray
+        self,
+        block: Any,
+        block_groups: NDArray | None,
+        alphas: NDArray,
+        batch: tuple[int, int, int],
     ) -> NDArray:
         """Thresholds ``(b, n_sub, c, k)`` of weighted conformal prediction (Tibshirani et
         al., 2019) for the rows of ``block``: in each stratum, the smallest score whose
         cumulative calibration weight reaches ``1 - alpha / c`` of the total plus the
         row's own weight ``w(x)`` (which sits on +inf); +inf when no score does. With
-        equal weights this is the unweighted conformal quantile (same rank tolerance)."""
+        equal weights this is the unweighted conformal quantile (same rank tolerance).
+        ``batch``: the block's start and stop in ``X`` and the rows of ``X`` (messages)."""
         b = n_rows(block)
-        test_weights = self._scaled_test_weights(block, b)
+        test_weights = self._scaled_test_weights(block, batch)
         prepared = self._prepare_weighted_strata()
         n_sub = self._n_sub_strata
         n_components = prepared[0][0].shape[1] if prepared else 1
@@ -1177,7 +1190,7 @@ class ConformalPredictor(ModelWrapper):
             except NonFiniteOutputError as error:  # name the row of X, not of the batch
                 raise error.renumbered(np.arange(start, stop), more_rows=stop < n) from None
             scores = scores.reshape(stop - start, n_columns, n_components)
-            test_weights = self._scaled_test_weights(block, stop - start) if weighted else None
+            test_weights = self._scaled_test_weights(block, (start, stop, n)) if weighted else None
             for group in range(n_groups):  # a loop over strata: groups, then classes
                 rows = np.flatnonzero(row_groups[start:stop] == group)[:, None]
                 for label in range(n_sub):
