@@ -305,8 +305,8 @@ def _class_headlines(rows) -> list[dict[str, Any]]:
         )
     lines.append(
         headline(
-            "coverage of the least-covered class, CV+ LAC class-conditional / on average "
-            f"over classes, at nominal {1 - ALPHA:.2f}, per dataset and model",
+            "coverage of the least-covered class, CV+ LAC class-conditional / plain CV+ "
+            f"LAC, at nominal {1 - ALPHA:.2f}, per dataset and model",
             ", ".join(
                 f"{d} {m} {by[(d, m, 'cv+ lac class-cond')]['worst_class_coverage']:.3f} / "
                 f"{by[(d, m, 'cv+ lac')]['worst_class_coverage']:.3f}"
