@@ -1180,42 +1180,52 @@ class ConformalPredictor(ModelWrapper):
         pvalues = np.ones((n, n_columns))  # strata without calibration data: 1
         if component is not None and (smooth or tie_fraction is not None):
             pvalues[:] = tie_fraction if ties is None else ties  # one side at n = 0: u
+        # the scores of every row first (the model called in batches, for bounded memory;
+        # the scores are the size of the p-values), then each stratum once, on its own
+        # rows (strata inside the batches cost batches x groups x classes loop steps)
+        scores = np.empty((n, n_columns, n_components))
+        test_weights = np.empty(n) if weighted else None
         step = self._batch_rows(n, n_columns * n_components)
         for start in range(0, n, step):  # a loop over batches of rows, for bounded memory
             stop = min(start + step, n)
             block = slice_rows(X, start, stop)
             self._check_nan(block)
             try:
-                scores = np.asarray(batch_scores(block, start, stop), dtype=float)
+                batch = np.asarray(batch_scores(block, start, stop), dtype=float)
             except NonFiniteOutputError as error:  # name the row of X, not of the batch
                 raise error.renumbered(np.arange(start, stop), more_rows=stop < n) from None
-            scores = scores.reshape(stop - start, n_columns, n_components)
-            test_weights = self._scaled_test_weights(block, (start, stop, n)) if weighted else None
-            for group in range(n_groups):  # a loop over strata: groups, then classes
-                rows = np.flatnonzero(row_groups[start:stop] == group)[:, None]
-                for label in range(n_sub):
-                    calibration = ranked[group * n_sub + label]
-                    columns = np.arange(n_columns) if n_sub == 1 else np.array([label])
-                    u = tie_fraction if ties is None else ties[start + rows, columns]
-                    if not calibration.shape[0]:  # no calibration data: as set above
-                        continue
-                    smallest = np.full((rows.size, columns.size), np.inf)
-                    for side in used:  # one per side of the score
-                        if prepared is None:
-                            p = _pvalue(calibration[:, side], scores[rows, columns, side], u)
-                        else:
-                            assert test_weights is not None
-                            sorted_scores, cumulative, total = prepared[group * n_sub + label]
-                            p = _weighted_pvalue(
-                                sorted_scores[:, side],
-                                cumulative[:, side],
-                                total,
-                                scores[rows, columns, side],
-                                test_weights[rows],
-                                u,
-                            )
-                        np.minimum(smallest, p, out=smallest)
-                    pvalues[start + rows, columns] = np.minimum(1.0, factor * smallest)
+            scores[start:stop] = batch.reshape(stop - start, n_columns, n_components)
+            if test_weights is not None:
+                test_weights[start:stop] = self._scaled_test_weights(block, (start, stop, n))
+        order = np.argsort(row_groups, kind="stable")  # the rows of each group, contiguous
+        bounds = np.searchsorted(row_groups[order], np.arange(n_groups + 1))
+        for group in range(n_groups):  # a loop over strata: groups, then classes
+            rows = order[bounds[group] : bounds[group + 1]][:, None]
+            if not rows.size:
+                continue
+            for label in range(n_sub):
+                calibration = ranked[group * n_sub + label]
+                columns = np.arange(n_columns) if n_sub == 1 else np.array([label])
+                u = tie_fraction if ties is None else ties[rows, columns]
+                if not calibration.shape[0]:  # no calibration data: as set above
+                    continue
+                smallest = np.full((rows.size, columns.size), np.inf)
+                for side in used:  # one per side of the score
+                    if prepared is None:
+                        p = _pvalue(calibration[:, side], scores[rows, columns, side], u)
+                    else:
+                        assert test_weights is not None
+                        sorted_scores, cumulative, total = prepared[group * n_sub + label]
+                        p = _weighted_pvalue(
+                            sorted_scores[:, side],
+                            cumulative[:, side],
+                            total,
+                            scores[rows, columns, side],
+                            test_weights[rows],
+                            u,
+                        )
+                    np.minimum(smallest, p, out=smallest)
+                pvalues[rows, columns] = np.minimum(1.0, factor * smallest)
         return pvalues
 
     def predict(self, X: Any) -> NDArray:
