@@ -481,3 +481,28 @@ def test_nan_predictions_name_the_row_of_x_and_equal_splitters_are_the_same_sett
     cross.cv.n_splits = 3  # changed in place: another setting
     with pytest.raises(NotFittedError, match="parameters changed since fit"):
         cross.predict_interval(X[:2])
+
+
+@pytest.mark.parametrize("rounded", [False, True])
+def test_cv_plus_ends_from_the_folds_sorted_scores_equal_the_full_selection(rounded, monkeypatch):
+    """With few folds and many rows the ends are searched in each fold's sorted scores
+    instead of selected among all n shifted scores per test row (7-9x faster from 20,000
+    rows): the same floats, ties across folds and the extreme ranks included."""
+    from uqconform.regression import cross as cross_module
+
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(301, 3))
+    y = X.sum(axis=1) + rng.normal(size=301)
+    y = np.round(y, 1) if rounded else y
+    model = CrossConformalRegressor(Ridge(), cv=7).fit(X, y)
+    predictions = model._fold_predictions(rng.normal(size=(150, 3)))
+    predictions = np.round(predictions, 1) if rounded else predictions
+    levels = np.array([1.5 / 302, 0.05, 0.1, 0.5, 0.99])  # lower rank 1, upper rank n
+    ends = {}
+    for factor in (0.0, np.inf):  # always search the folds, never
+        monkeypatch.setattr(cross_module, "_FOLD_SEARCH_FACTOR", factor)
+        assert model._searches_folds(7) == (factor == 0.0)
+        ends[factor] = model._plus_ends(predictions, levels)
+    np.testing.assert_array_equal(ends[0.0][0], ends[np.inf][0])
+    np.testing.assert_array_equal(ends[0.0][1], ends[np.inf][1])
+    assert np.isfinite(ends[0.0][0]).all() and np.isfinite(ends[0.0][1]).all()

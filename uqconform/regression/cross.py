@@ -45,8 +45,68 @@ from uqconform.scores.regression import outward_margin
 __all__ = ["CrossConformalRegressor", "JackknifeAfterBootstrapRegressor"]
 
 _METHODS = ("plus", "minmax")
+# CV+ ends by a search over the folds' sorted scores (about K^2 log^2 n steps per row)
+# when that is cheaper than selecting among all n shifted scores (n per row).
+_FOLD_SEARCH_FACTOR = 1.0
 _NON_FINITE = "the fold models predicted NaN or infinite values"
 _INFINITE = "an infinite interval"
+
+
+def _count_at_most(
+    centre: NDArray, sorted_scores: NDArray, threshold: NDArray, sign: int
+) -> NDArray:
+    """Per row, how many ``centre + sign * S_j`` (rounded as computed) are at most
+    ``threshold``, for ascending scores ``S``: a binary search on the exact bound, then
+    corrected on the rounded values themselves (monotone in ``j``), so the count is that of
+    the values the partition of all shifted scores would compare."""
+    n = sorted_scores.size
+    last = max(n - 1, 0)
+    if sign < 0:  # centre - S_j does not increase with j: rows j >= first are at most t
+        first = np.searchsorted(sorted_scores, centre - threshold, side="left")
+        while True:
+            back = (first > 0) & (centre - sorted_scores[np.maximum(first - 1, 0)] <= threshold)
+            on = (first < n) & ~(centre - sorted_scores[np.minimum(first, last)] <= threshold)
+            if not (back.any() or on.any()):
+                return n - first
+            first = first - back + on
+    count = np.searchsorted(sorted_scores, threshold - centre, side="right")
+    while True:  # centre + S_j does not decrease with j: rows j < count are at most t
+        on = (count < n) & (centre + sorted_scores[np.minimum(count, last)] <= threshold)
+        back = (count > 0) & ~(centre + sorted_scores[np.maximum(count - 1, 0)] <= threshold)
+        if not (back.any() or on.any()):
+            return count
+        count = count + on - back
+
+
+def _fold_order_statistic(
+    predictions: NDArray, folds: list[NDArray], rank: int, sign: int
+) -> NDArray:
+    """Per row, the ``rank``-th smallest of ``mu_k(x) + sign * R_i`` over every fold ``k``
+    and its rows' sorted scores ``folds[k]`` (``predictions``: ``(m, K)``), without the
+    ``(m, n)`` array: in each fold, the smallest of its values with at least ``rank``
+    values at or below it (a binary search, vectorised over rows), then the least of the
+    folds' answers."""
+    m = predictions.shape[0]
+    best = np.full(m, np.inf)
+    for k, scores in enumerate(folds):  # a loop over folds
+        values = scores[::-1] if sign < 0 else scores  # this fold's values, ascending
+        if not values.size:
+            continue
+        low, high = np.zeros(m, np.intp), np.full(m, values.size, np.intp)
+        while (low < high).any():  # about log2(n / K) steps
+            middle = (low + high) // 2
+            threshold = predictions[:, k] + sign * values[np.minimum(middle, values.size - 1)]
+            counts = sum(
+                _count_at_most(predictions[:, f], folds[f], threshold, sign)
+                for f in range(len(folds))
+            )
+            active, reached = low < high, counts >= rank
+            high = np.where(active & reached, middle, high)
+            low = np.where(active & ~reached, middle + 1, low)
+        found = low < values.size
+        end = predictions[:, k] + sign * values[np.minimum(low, values.size - 1)]
+        best = np.where(found, np.minimum(best, end), best)
+    return best
 
 
 class CrossConformalRegressor(RegressorMixin, CrossFitWrapper):
@@ -261,14 +321,25 @@ class CrossConformalRegressor(RegressorMixin, CrossFitWrapper):
         m = predictions.shape[0]
         lower = np.empty((m, levels.size))
         upper = np.empty((m, levels.size))
-        for rows, centre in self._centre_batches(predictions):
-            below = np.partition(centre - scores, np.unique(lower_kth), axis=1)
-            above = np.partition(centre + scores, np.unique(upper_kth), axis=1)
-            lower[rows] = below[:, lower_kth]
-            upper[rows] = above[:, upper_kth]
+        if self._searches_folds(predictions.shape[1]):
+            folds = [np.sort(scores[self.fold_index_ == k]) for k in range(predictions.shape[1])]
+            for j in range(levels.size):  # a loop over levels
+                lower[:, j] = _fold_order_statistic(predictions, folds, lower_kth[j] + 1, -1)
+                upper[:, j] = _fold_order_statistic(predictions, folds, upper_kth[j] + 1, 1)
+        else:
+            for rows, centre in self._centre_batches(predictions):
+                below = np.partition(centre - scores, np.unique(lower_kth), axis=1)
+                above = np.partition(centre + scores, np.unique(upper_kth), axis=1)
+                lower[rows] = below[:, lower_kth]
+                upper[rows] = above[:, upper_kth]
         lower[:, lower_rank < 1] = -np.inf
         upper[:, upper_rank > n] = np.inf
         return lower, upper
+
+    def _searches_folds(self, n_folds: int) -> bool:
+        """Whether the ends come from the folds' sorted scores (few folds, many rows)."""
+        n = self.conformity_scores_.size
+        return n_folds**2 * np.log2(max(n, 2)) ** 2 * _FOLD_SEARCH_FACTOR < n
 
     def predict_set(self, X: Any, alpha: float | ArrayLike | None = None) -> NDArray:
         """The native prediction set of a scalar regressor: `predict_interval`."""
@@ -413,6 +484,9 @@ class JackknifeAfterBootstrapRegressor(CrossConformalRegressor):
 
     def _centres(self, predictions: NDArray) -> NDArray:
         return predictions @ self.oob_weights_.T
+
+    def _searches_folds(self, n_folds: int) -> bool:
+        return False  # each row's centre is a mean over models: no fold's sorted scores
 
     def _model_shares(self) -> NDArray:
         return self.oob_weights_.mean(axis=0)
