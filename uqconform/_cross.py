@@ -88,13 +88,13 @@ def out_of_fold_prediction(
     return np.asarray(predicted, dtype=float)
 
 
-def _reads_groups(cv: Any) -> bool:
+def _reads_groups(cv: Any, unknown: bool = True) -> bool:
     """Whether a splitter's ``split`` reads ``groups`` (scikit-learn's metadata request;
-    a splitter outside scikit-learn is given the benefit of the doubt)."""
+    ``unknown`` for a splitter outside scikit-learn, which cannot tell)."""
     try:
         requests = get_routing_for_object(cv).split.requests
     except (AttributeError, TypeError):
-        return True
+        return unknown
     return bool(requests.get("groups"))
 
 
@@ -165,6 +165,13 @@ class CrossFitWrapper(ModelWrapper):
                 "folds would mix the groups. Use a group splitter (GroupKFold, "
                 "LeaveOneGroupOut, StratifiedGroupKFold), or leave `groups` out."
             )
+        elif groups is None and _reads_groups(cv, unknown=False):
+            raise ValueError(
+                f"`cv` ({type(cv).__name__}) splits by group: pass the group of every "
+                "training row as fit(X, y, groups=...)."
+            )
+        if groups is not None and n_rows(groups) != n:
+            raise ValueError(f"`groups` has {n_rows(groups)} entries but X has {n} rows.")
         splits = [
             (np.asarray(train, dtype=np.intp), np.asarray(test, dtype=np.intp))
             for train, test in cv.split(X, y, groups)

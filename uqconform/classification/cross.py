@@ -144,8 +144,8 @@ class CrossConformalClassifier(ClassificationScoreMixin, CrossFitClassifier):
     symmetrically in its rows): coverage at least ``1 - 2 alpha`` for jackknife+
     (``cv=LeaveOneOut()``) and at least ``1 - 2 alpha - min(2 (1 - 1/K) / (n/K + 1),
     (1 - K/n) / (K + 1))`` for CV+ with ``K`` equal folds. That is a worst-case floor: in
-    practice coverage is at or above ``1 - alpha``, and flexible models on small data
-    over-cover. `predict_proba` is the fold models' mean probability, each weighted by
+    practice coverage is near ``1 - alpha`` (a little below it on some data sets), and
+    flexible models on small data over-cover. `predict_proba` is the fold models' mean probability, each weighted by
     its fold's share of the rows.
 
     With ``class_conditional=True`` (Mondrian), label ``y``'s p-value counts only the

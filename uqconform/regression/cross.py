@@ -52,6 +52,24 @@ _NON_FINITE = "the fold models predicted NaN or infinite values"
 _INFINITE = "an infinite interval"
 
 
+def _collapse_crossed(lower: NDArray, upper: NDArray, levels: NDArray) -> None:
+    """Report a CV+ set that is empty (``lower > upper``, possible for ``alpha`` above 0.5,
+    where the guarantee ``1 - 2 alpha`` is void) as a zero-width interval at the midpoint
+    of its ends, kept inside the interval of the next wider level so that the levels of a
+    call stay nested. In place, ``(n_samples, k)``."""
+    crossed = lower > upper
+    if not crossed.any():
+        return
+    order = np.argsort(levels, kind="stable")  # the widest interval (smallest alpha) first
+    for position, j in enumerate(order):  # a loop over levels
+        point = (lower[:, j] + upper[:, j]) / 2
+        if position:
+            wider = order[position - 1]
+            point = np.clip(point, lower[:, wider], upper[:, wider])
+        lower[:, j] = np.where(crossed[:, j], point, lower[:, j])
+        upper[:, j] = np.where(crossed[:, j], point, upper[:, j])
+
+
 def _count_at_most(
     centre: NDArray, sorted_scores: NDArray, threshold: NDArray, sign: int
 ) -> NDArray:
@@ -334,6 +352,7 @@ class CrossConformalRegressor(RegressorMixin, CrossFitWrapper):
                 upper[rows] = above[:, upper_kth]
         lower[:, lower_rank < 1] = -np.inf
         upper[:, upper_rank > n] = np.inf
+        _collapse_crossed(lower, upper, levels)
         return lower, upper
 
     def _searches_folds(self, n_folds: int) -> bool:
