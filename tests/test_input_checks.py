@@ -1374,3 +1374,17 @@ def test_a_model_without_fit_or_predict_is_named_before_training(data, make, mod
             TypeError, match=rf"`estimator` \({model.__name__}\) has no `{method}`"
         ):
             wrapper.fit(X, target)
+
+
+def test_predicting_before_calibrate_around_a_fitted_model_names_calibrate(data):
+    """A fitted model wrapped and asked for sets before calibrate got scikit-learn's
+    "Call 'fit'": following it would retrain a clone; the missing step is calibrate."""
+    X, y, labels = data
+    for wrapper, model, target in (
+        (SplitConformalRegressor, LinearRegression(), y),
+        (ConformalPredictiveSystem, LinearRegression(), y),
+        (SplitConformalClassifier, LogisticRegression(max_iter=500), labels),
+    ):
+        cp = wrapper(model.fit(X, target))
+        with pytest.raises(NotFittedError, match=r"or calibrate\(X_calib, y_calib\) alone when"):
+            cp.predict_set(X) if wrapper is SplitConformalClassifier else cp.predict_interval(X)

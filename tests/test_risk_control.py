@@ -534,3 +534,14 @@ def test_the_pvalue_refuses_what_is_not_a_risk():
     ]:
         with pytest.raises(ValueError, match=name):
             hoeffding_bentkus_pvalue(risk, n, alpha)
+
+
+def test_a_risk_level_above_one_half_is_not_read_as_a_coverage_level():
+    """alpha bounds the expected FNR (or false-label share): alpha=0.6 warned that it was
+    a miscoverage level and advised alpha=0.4, which would change the user's target."""
+    P, Y = draw(300, np.random.default_rng(0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        controller(risk="fnr", alpha=0.6).calibrate(P, Y)
+    with pytest.warns(UserWarning, match=r"alpha=0\.6 is the miscoverage level"):
+        controller(risk="miscoverage", alpha=0.6).calibrate(P, Y)

@@ -93,6 +93,8 @@ def test_pairs_equal_the_max_min_formula_on_larger_sets(kind):
         (([0.1, 0.2], [0], [0.3]), "one entry per calibration score"),
         (([], [], [0.3]), "empty"),
         (([[0.1, 0.2]], [0, 1], [0.3]), "1-D"),
+        ((["a", "b"], [0, 1], [0.3]), "`calibration_scores` must hold numbers"),  # numpy's
+        (([0.1, 0.2], [0, 1], ["x"]), "`scores` must hold numbers"),
     ],
 )
 def test_bad_input_to_the_function_names_the_argument(arguments, message):

@@ -310,7 +310,12 @@ def check_calibrated(model: Any, method: str, attribute: str = "conformity_score
     """``model.method`` needs a fitted ``estimator_`` and a calibration (its ``attribute``)
     made with the parameters it still has: a NotFittedError naming what is missing or
     what changed since, otherwise."""
-    check_is_fitted(model, "estimator_")
+    if "estimator_" not in model.__dict__:  # neither fit nor calibrate has run
+        raise NotFittedError(
+            f"{type(model).__name__}.{method} needs a fitted model and a calibration: call "
+            "fit(X, y) and then calibrate(X_calib, y_calib), or calibrate(X_calib, y_calib) "
+            "alone when `estimator` is already fitted."
+        )
     if not hasattr(model, attribute):
         raise NotFittedError(
             f"{type(model).__name__}.{method} needs calibration: call "
@@ -660,6 +665,10 @@ class ConformalPredictor(ModelWrapper):
         """Output cells per row and level (2 for intervals, n_classes for sets)."""
         raise NotImplementedError(f"{type(self).__name__} does not use _predict_batched.")
 
+    def _check_levels(self) -> None:
+        """Check ``alpha`` (a miscoverage level: a warning when it looks like coverage)."""
+        check_miscoverage(self.alpha, "alpha")
+
     def _predict_batch(self, X: Any, thresholds: NDArray, alphas: NDArray, rng: Any) -> NDArray:
         """The prediction of rows ``X``, shape ``(b, *output shape, k)`` (trailing axis:
         levels); with a single batch it is returned to the user as it is.
@@ -672,7 +681,7 @@ class ConformalPredictor(ModelWrapper):
 
     def _validate_params(self) -> None:
         super()._validate_params()
-        check_miscoverage(self.alpha, "alpha")
+        self._check_levels()
         ratio = self.likelihood_ratio
         if isinstance(ratio, type):  # the class, not a fitted instance
             raise TypeError(

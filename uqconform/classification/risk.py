@@ -335,6 +335,12 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
     def _default_estimator(self) -> BaseEstimator:
         return OneVsRestClassifier(LogisticRegression())
 
+    def _check_levels(self) -> None:
+        if self.risk == "miscoverage":
+            super()._check_levels()
+        else:  # a bound on the expected FNR or false-label share: any level in (0, 1)
+            check_alpha(self.alpha, "alpha")
+
     def _validate_params(self) -> None:
         super()._validate_params()
         for name, value, allowed in (

@@ -148,7 +148,10 @@ def venn_abers_bounds(
 
 def _scores_without_nan(values: ArrayLike, name: str) -> NDArray:
     """1-D float scores without NaN (infinite scores are ordered like any other)."""
-    array = np.asarray(values, dtype=float)
+    try:
+        array = np.asarray(values, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"`{name}` must hold numbers, got {values!r:.80}.") from None
     if array.ndim != 1:
         raise ValueError(f"`{name}` must be 1-D, got shape {array.shape}.")
     if np.isnan(array).any():
