@@ -344,3 +344,29 @@ def test_table_numbers_keep_their_significant_zeros():
 
     shown = [_format_value(v) for v in (1.0004, 0.9996, 4.0, 32.3, 12345.6, 0.0015, 0.9202)]
     assert shown == ["1.000", "1.000", "4.000", "32.30", "12346", "0.0015", "0.920"]
+
+
+def _pid(ctx):
+    return FamilyResult(tables={"Process": [{"pid": os.getpid(), "seed": ctx.seed}]})
+
+
+def test_families_side_by_side_give_the_figures_of_a_sequential_run(fake_registry, tmp_path):
+    """With jobs=2 the families run in worker processes, the timed ones first and alone in
+    this process; every figure but the times is that of jobs=1, in the suite's order."""
+    registry._FAMILIES["fake-timed"] = Family("fake-timed", "times", _pid, timed=True)
+    registry._FAMILIES["fake-where"] = Family("fake-where", "where", _pid, weight=5.0)
+    runs = {}
+    for jobs in (1, 2):
+        out = tmp_path / f"jobs{jobs}"
+        assert main(["benchmark", "--suite", "smoke", "--out", str(out), "--jobs", str(jobs)]) == 1
+        runs[jobs] = json.loads((out / "results.json").read_text())["families"]
+    assert list(runs[1]) == list(runs[2])  # the suite's order, whatever finished first
+    for name in runs[1]:
+        for key in ("status", "headlines", "notes", "figures"):
+            assert runs[1][name][key] == runs[2][name][key], (name, key)
+    assert runs[1]["fake-ok"]["tables"] == runs[2]["fake-ok"]["tables"]
+    here = os.getpid()
+    assert runs[2]["fake-timed"]["tables"]["Process"][0]["pid"] == here  # alone, here
+    assert runs[2]["fake-where"]["tables"]["Process"][0]["pid"] != here  # in a worker
+    assert runs[1]["fake-where"]["tables"]["Process"][0]["pid"] == here
+    assert main(["benchmark", "--suite", "smoke", "--out", str(tmp_path), "--jobs", "0"]) == 2

@@ -23,6 +23,7 @@ _RUN_DEFAULTS: dict[str, Any] = {
     "out": "uqconform-benchmark",
     "seed": 0,
     "scale": None,
+    "jobs": None,
     "no_progress": False,
 }
 
@@ -69,6 +70,13 @@ def _parser() -> argparse.ArgumentParser:
         choices=("smoke", "quick", "full"),
         default=None,
         help="size at which a single family runs (default: quick)",
+    )
+    bench.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        help="families run side by side, one thread each (default: 2, or 1 on one CPU); "
+        "the timed families (speed, memory) run first and alone",
     )
     bench.add_argument(
         "--no-progress", action="store_true", default=None, help="hide the progress bars"
@@ -159,6 +167,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             seed=run["seed"],
             scale=run["scale"],
             progress=not run["no_progress"],
+            jobs=run["jobs"],
         )
     except (ValueError, BenchmarkOutputError) as error:
         print(f"uqconform benchmark: error: {_as_options(str(error))}", file=sys.stderr)
@@ -174,7 +183,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _as_options(message: str) -> str:
     """The runner names its Python arguments (`seed`); on the command line they are options."""
-    for name in ("suite", "out", "seed", "scale"):
+    for name in ("suite", "out", "seed", "scale", "jobs"):
         message = message.replace(f"`{name}`", f"--{name}")
     return message
 

@@ -83,6 +83,8 @@ class Family:
     default: bool = True
     requires: tuple[str, ...] = ()
     extra: str | None = None
+    timed: bool = False
+    weight: float = 1.0
 
     def missing_modules(self) -> list[str]:
         """The modules of `requires` that cannot be imported here."""
@@ -102,6 +104,8 @@ def register_family(
     default: bool = True,
     requires: tuple[str, ...] = (),
     extra: str | None = None,
+    timed: bool = False,
+    weight: float = 1.0,
     replace: bool = False,
 ) -> Callable[[Callable[[Any], FamilyResult]], Callable[[Any], FamilyResult]]:
     """Decorator registering ``run(ctx) -> FamilyResult`` as the benchmark family ``name``.
@@ -119,6 +123,13 @@ def register_family(
         the family is skipped with an install hint and the others run.
     extra : str, optional
         The uqconform extra that installs `requires` (named in the hint).
+    timed : bool, default=False
+        The family's figures are wall times or memory peaks: it runs alone, before the
+        families that run side by side (see `uqconform.benchmarks.run_benchmark`'s
+        ``jobs``).
+    weight : float, default=1.0
+        Its rough run time relative to a typical family: heavier families start first when
+        several run side by side, so that the run ends sooner.
     replace : bool, default=False
         Allow replacing a family of the same name (otherwise a ``ValueError``).
 
@@ -145,6 +156,8 @@ def register_family(
             default=default,
             requires=tuple(requires),
             extra=extra,
+            timed=timed,
+            weight=float(weight),
         )
         return run
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import math
+import multiprocessing
 import operator
 import os
 import platform
@@ -26,6 +27,7 @@ import tempfile
 import time
 import traceback
 from collections.abc import Callable, Iterable
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -318,6 +320,101 @@ def _run_family(name: str, ctx: BenchmarkContext, echo: Callable[[str], None]) -
     return record
 
 
+def _run_family_in_worker(name: str, scale: str, seed: int, out_dir: Path) -> dict[str, Any]:
+    """`_run_family` in a worker process, its tables returned instead of printed. Each
+    worker keeps to one thread (BLAS, OpenMP, torch), so that the workers share the cores
+    instead of fighting over them."""
+    from threadpoolctl import threadpool_limits
+
+    family = get_families().get(name)  # None: its module failed to import (reported)
+    if "torch" in sys.modules or (family is not None and "torch" in family.requires):
+        try:
+            import torch
+
+            torch.set_num_threads(1)
+        except ImportError:  # the family is then skipped with an install hint
+            pass
+    with threadpool_limits(1):
+        ctx = BenchmarkContext(name, scale, seed, out_dir, progress=False)
+        return _run_family(name, ctx, lambda text: None)
+
+
+def _run_families(
+    names: list[str],
+    scale: str,
+    seed: int,
+    staging: Path,
+    progress: bool,
+    jobs: int,
+    say: Callable[[str], None],
+) -> dict[str, dict[str, Any]]:
+    """Every family's record, in the order of ``names``.
+
+    Families whose figures are times or memory peaks (``timed``) run first, alone, in this
+    process; with ``jobs > 1`` the others run side by side in worker processes (forked, so
+    that families registered at run time exist there too), the heaviest first.
+    """
+    families = get_families()
+
+    def context(name: str) -> BenchmarkContext:
+        return BenchmarkContext(
+            family=name, scale=scale, seed=int(seed), out_dir=staging, progress=progress
+        )
+
+    timed = [name for name in names if name in families and families[name].timed]
+    rest = [name for name in names if name not in timed]
+    records = {name: _run_family(name, context(name), say) for name in timed}
+    fork = "fork" in multiprocessing.get_all_start_methods()
+    if jobs < 2 or len(rest) < 2 or not fork:
+        records.update({name: _run_family(name, context(name), say) for name in rest})
+        return {name: records[name] for name in names}
+    heaviest_first = sorted(
+        rest, key=lambda name: -(families[name].weight if name in families else 1.0)
+    )
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(rest), desc=f"families ({jobs} at a time)")
+    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("fork"))
+    try:
+        futures = {
+            pool.submit(_run_family_in_worker, name, scale, int(seed), staging): name
+            for name in heaviest_first
+        }
+        for future in as_completed(futures):
+            name = futures[future]
+            try:
+                record = future.result()
+            except Exception as error:  # the worker died (memory, a signal): this family
+                record = {
+                    "status": "failed",
+                    "scale": scale,
+                    "seed": int(seed),
+                    "error": f"{type(error).__name__}: {error}",
+                    "traceback": traceback.format_exc(),
+                    "tables": {},
+                    "headlines": [],
+                    "notes": [],
+                    "figures": [],
+                    "time_s": 0.0,
+                }
+            records[name] = record
+            say(_family_text(name, record))
+            if bar is not None:
+                bar.update()
+    except BaseException:  # Ctrl-C: stop the workers, leave `out` as it was
+        pool.shutdown(wait=False, cancel_futures=True)
+        for process in list(getattr(pool, "_processes", {}).values()):
+            process.terminate()
+        raise
+    finally:
+        pool.shutdown(wait=True)
+        if bar is not None:
+            bar.close()
+    return {name: records[name] for name in names}
+
+
 def _family_text(name: str, record: dict[str, Any]) -> str:
     lines = [f"\n=== {name} ({record['status']}, {record['time_s']:.1f} s) ==="]
     if record["status"] == "failed":
@@ -495,6 +592,7 @@ def run_benchmark(
     scale: str | None = None,
     progress: bool = True,
     echo: Callable[[str], None] | None = print,
+    jobs: int | None = None,
 ) -> dict[str, Any]:
     """Run a benchmark suite and write its results to ``out``.
 
@@ -516,6 +614,12 @@ def run_benchmark(
         Show tqdm progress bars (on stderr).
     echo : callable or None, default=print
         Receives the printed tables; ``None`` is silent.
+    jobs : int, optional
+        Families run side by side in this many worker processes, each on one thread
+        (default: 2, or 1 on a single usable CPU). Families whose figures are times or
+        memory peaks (``speed``, ``memory``) run first and alone. The figures do not depend
+        on ``jobs``, except wall times measured inside the other families (their ratios
+        compare methods run in the same process).
 
     Returns
     -------
@@ -553,24 +657,22 @@ def run_benchmark(
     >>> _ = _FAMILIES.pop("doc-run")
     """
     check_int(seed, "seed", low=0)
+    check_int(jobs, "jobs", low=1, allow_none=True)
+    usable = machine_info()["usable_cpus"] or os.cpu_count() or 1
+    workers = min(2, usable) if jobs is None else int(jobs)
     names, scale = resolve_suite(suite, scale)
     out_dir = prepare_out_dir(out)
     say = echo or (lambda text: None)
     started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     say(f"uqconform benchmark: suite {suite!r}, scale {scale!r}, seed {seed}, out {out_dir}")
     start = time.perf_counter()
-    families = {}
     # plots go to a staging folder, moved into `out` only when the whole run is written: an
     # interrupted run (Ctrl-C) leaves `out` as it was; the folder goes away in every case
     with tempfile.TemporaryDirectory(
         prefix=".uqconform-run-", dir=out_dir, ignore_cleanup_errors=True
     ) as staging_name:
         staging = Path(staging_name)
-        for name in names:
-            ctx = BenchmarkContext(
-                family=name, scale=scale, seed=int(seed), out_dir=staging, progress=progress
-            )
-            families[name] = _run_family(name, ctx, say)
+        families = _run_families(names, scale, seed, staging, progress, workers, say)
         results = {
             "suite": suite,
             "scale": scale,

@@ -651,7 +651,8 @@ def _plot_reliability(ctx, keep) -> None:
     "bayes",
     "single-pass Bayesian predictive vs Monte Carlo, GLM and tuned MAP; prior pitfall; "
     "conformal bridge; speed",
-    requires=(),  # numpy only: the family runs scikit-learn MLPs, never torch
+    requires=(),  # numpy only: the family runs scikit-learn MLPs, never torch,
+    weight=2.0,
 )
 def run(ctx) -> FamilyResult:
     """Predictive quality, the prior pitfall, the conformal bridge and speed."""

@@ -418,8 +418,8 @@ def run(ctx) -> FamilyResult:
         headlines.append(
             headline(
                 f"{task}: uqconform rows with coverage inside the split-CP law, pooled "
-                "over resplits, all at once with 99% confidence (each row at 1 - 0.01 / rows; "
-                "top-k: above its lower end)",
+                "over resplits, all at once with 99% confidence (each row at 1 - 0.01 / rows"
+                + ("; top-k: above its lower end)" if task == "classification" else ")"),
                 f"{inside}/{total}",
                 "all",
                 inside == total,

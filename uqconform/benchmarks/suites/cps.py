@@ -245,6 +245,7 @@ def _headlines(rows) -> list[dict[str, Any]]:
     "cps",
     "Conformal predictive distributions (plain, normalized) vs a Gaussian predictive and "
     "crepes: PIT calibration, pinball loss, 90% intervals",
+    weight=2.0,
 )
 def run(ctx) -> FamilyResult:
     crepes = optional_module("crepes")

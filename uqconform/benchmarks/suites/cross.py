@@ -350,6 +350,7 @@ def _class_headlines(rows) -> list[dict[str, Any]]:
     "Cross-conformal regression (CV+, CV min-max, J+aB) and classification (CV+ sets) vs "
     "split CP with 25% or 50% calibration, and MAPIE's CV+: coverage, width or set size, "
     "time on small real data",
+    weight=2.5,
 )
 def run(ctx) -> FamilyResult:
     """Cross-conformal regression and classification against split CP and MAPIE on small

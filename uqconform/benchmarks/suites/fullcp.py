@@ -651,6 +651,7 @@ def _plot(ctx, rows, scaling) -> None:
 @register_family(
     "fullcp",
     "ACP-GN (approximate full CP for networks) vs split CP, SCP-GN, CQR, Laplace, CV+; speed",
+    weight=3.0,
 )
 def run(ctx) -> FamilyResult:
     """Coverage and width on small real data, next to the paper's Boston row, and speed."""

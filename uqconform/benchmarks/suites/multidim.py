@@ -642,6 +642,7 @@ def _plot_cells(ctx, keep) -> None:
 @register_family(
     "multidim",
     "multi-dimensional scores (cells, learned) vs single head and ensemble: PathMNIST, tabular",
+    weight=1.5,
 )
 def run(ctx) -> FamilyResult:
     """PathMNIST reproduction, tabular problems with scikit-learn heads, speed, plots."""
@@ -696,6 +697,12 @@ def run(ctx) -> FamilyResult:
         ]
 
     real_ok, real_ties = named("learned_smaller"), named("learned_tie")
+    no_larger = [
+        f"{r['problem']} (alpha {r['alpha']}: {r['learned_minus_ens']:+.3f} ± "
+        f"{r['learned_minus_ens_se']:.3f})"
+        for r in tab_summary
+        if r["real"] and r["learned_minus_ens"] <= 0
+    ]
     notes.append(
         "Goal (learned no larger than the ensemble on at least one real problem), judged "
         "on the paired difference of mean set sizes over resplits: a win where it is below "
@@ -712,12 +719,15 @@ def run(ctx) -> FamilyResult:
             "speed (20,000 rows, 50 classes, 5 heads)": speed,
         },
         notes=notes,
-        headlines=_headlines(path_rows, path_validity, tab_rows, real_ok, speed),
+        headlines=_headlines(path_rows, path_validity, tab_rows, real_ok, no_larger, speed),
     )
 
 
-def _headlines(path_rows, path_validity, tab_rows, real_ok, speed) -> list[dict[str, Any]]:
-    """The issue's targets: PathMNIST set sizes, validity, a real win, speed."""
+def _headlines(
+    path_rows, path_validity, tab_rows, real_ok, no_larger, speed
+) -> list[dict[str, Any]]:
+    """The issue's targets: PathMNIST set sizes, validity, a real win (strict and the
+    issue's reading), speed."""
     mine = [r for r in [*path_validity, *tab_rows] if r.get("library") == "uqconform"]
     found = [
         headline(
@@ -745,10 +755,21 @@ def _headlines(path_rows, path_validity, tab_rows, real_ok, speed) -> list[dict[
     found.append(
         headline(
             "learned aggregation smaller than the ensemble on a real problem (paired "
-            "difference of mean set sizes ± standard error, below 0 by more than 2 s.e.)",
+            "difference of mean set sizes ± standard error, below 0 by more than 2 s.e.; "
+            "stricter than the issue's goal)",
             ", ".join(real_ok) or "none",
             ">= 1 real problem",
             bool(real_ok),
+        )
+    )
+    found.append(
+        headline(
+            "learned aggregation no larger than the ensemble on a real problem (the "
+            "issue's reading: paired difference of mean set sizes <= 0, within noise "
+            "unless listed in the row above)",
+            ", ".join(no_larger) or "none",
+            ">= 1 real problem",
+            bool(no_larger),
         )
     )
     found += [

@@ -111,6 +111,7 @@ def _methods(model, seed, ratio, estimated):
     "shift",
     "Weighted conformal prediction under covariate shift (true and estimated density "
     "ratio) vs split CP with absolute and normalized scores",
+    weight=2.5,
 )
 def run(ctx) -> FamilyResult:
     datasets = ctx.pick(
@@ -118,7 +119,7 @@ def run(ctx) -> FamilyResult:
         [("concrete", None), ("diamonds", 4000), (SYNTHETIC, 2000)],
         [("concrete", None), ("boston", None), ("diamonds", 20000), (SYNTHETIC, 5000)],
     )
-    resplits = ctx.pick(2, 20, 100)
+    resplits = ctx.pick(2, 8, 100)
     records: dict[tuple[str, str], dict[str, Any]] = defaultdict(lambda: defaultdict(list))
     notes: list[str] = []
     jobs = [(d, r) for d in range(len(datasets)) for r in range(resplits)]

@@ -120,6 +120,7 @@ def _speed_row(ctx, task, score, model, model_call, ours, theirs, data, repeats)
     "calibrate + predict on 100k + 100k rows with one prefit model (HistGradientBoosting "
     "and linear): "
     "uqconform vs MAPIE, and the overhead beyond the model's own predictions",
+    timed=True,
 )
 def run_speed(ctx) -> FamilyResult:
     """Time of uqconform vs MAPIE and overhead over the model on large inputs."""
@@ -303,6 +304,7 @@ def _memory_row(task, library, call, output_bytes, reference=False):
 @register_family(
     "memory",
     "peak traced memory of predict_interval / predict_set on 2 million rows vs output size",
+    timed=True,
 )
 def run_memory(ctx) -> FamilyResult:
     """Peak memory of prediction on millions of rows, relative to the output array."""
