@@ -103,6 +103,23 @@ def test_folds_that_are_not_a_partition_name_cv():
             cp.fit(Xf, yf)  # was cross_val_predict's "only works for partitions"
 
 
+def test_normalized_cv_none_floats_and_group_splitters_are_refused():
+    """cv=None ran scikit-learn's unshuffled 5 folds (not cv=5's shuffled ones), cv=2.0
+    raised an error naming cross_val_predict, and a group splitter failed on the groups
+    fit cannot take."""
+    from sklearn.model_selection import GroupKFold
+
+    (Xf, yf), _, _ = _split(seed=2)
+    for cv, match in (
+        (None, r"`cv` \(the folds"),
+        (2.0, r"`cv` \(the folds"),
+        (GroupKFold(3), r"`cv` \(GroupKFold\) splits by group"),
+    ):
+        cp = SplitConformalRegressor(Ridge(), conformity_score="normalized", cv=cv)
+        with pytest.raises(ValueError, match=match):
+            cp.fit(Xf, yf)
+
+
 def test_normalized_with_prefit_gaussian_process_uses_its_std():
     X, y = regression_data(300, d=2, seed=3)
     (Xf, yf), (Xc, yc), (Xt, _) = thirds(X, y)

@@ -88,7 +88,7 @@ def out_of_fold_prediction(
     return np.asarray(predicted, dtype=float)
 
 
-def _reads_groups(cv: Any, unknown: bool = True) -> bool:
+def reads_groups(cv: Any, unknown: bool = True) -> bool:
     """Whether a splitter's ``split`` reads ``groups`` (scikit-learn's metadata request;
     ``unknown`` for a splitter outside scikit-learn, which cannot tell)."""
     try:
@@ -159,13 +159,13 @@ class CrossFitWrapper(ModelWrapper):
                     "fold, or leave `groups` out."
                 )
             cv = KFold(int(cv), shuffle=True, random_state=integer_seed(self.random_state))
-        elif groups is not None and not _reads_groups(cv):
+        elif groups is not None and not reads_groups(cv):
             raise ValueError(
                 f"`groups` was given, but `cv` ({type(cv).__name__}) does not read it: its "
                 "folds would mix the groups. Use a group splitter (GroupKFold, "
                 "LeaveOneGroupOut, StratifiedGroupKFold), or leave `groups` out."
             )
-        elif groups is None and _reads_groups(cv, unknown=False):
+        elif groups is None and reads_groups(cv, unknown=False):
             raise ValueError(
                 f"`cv` ({type(cv).__name__}) splits by group: pass the group of every "
                 "training row as fit(X, y, groups=...)."

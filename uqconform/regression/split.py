@@ -14,7 +14,7 @@ from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import LinearRegression
 from sklearn.pipeline import Pipeline
 
-from uqconform._cross import out_of_fold_prediction
+from uqconform._cross import out_of_fold_prediction, reads_groups
 from uqconform._rows import n_rows, row_sliceable
 from uqconform._seeding import integer_seed, seeded_clone
 from uqconform._validation import (
@@ -257,10 +257,20 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
                     "difficulty; an unfitted one is refused, not trained on absolute residuals."
                 )
             cv = self.cv
-            if isinstance(cv, bool | str) or (isinstance(cv, numbers.Integral) and cv < 2):
+            if (
+                cv is None
+                or isinstance(cv, bool | str | float)
+                or (isinstance(cv, numbers.Integral) and cv < 2)
+            ):
                 raise ValueError(
                     "`cv` (the folds of the out-of-fold residuals the difficulty model "
                     f"learns) must be an int >= 2 or a cross-validation splitter, got {cv!r}."
+                )
+            if reads_groups(cv, unknown=False):
+                raise ValueError(
+                    f"`cv` ({type(cv).__name__}) splits by group, but fit takes no groups: "
+                    "use KFold (or an int) for the out-of-fold residuals of the normalized "
+                    "score."
                 )
             point = self._estimator_or_default()
             if isinstance(point, FrozenEstimator):  # refit its model out of fold, not frozen
