@@ -334,9 +334,14 @@ def _run_family_in_worker(name: str, scale: str, seed: int, out_dir: Path) -> di
             torch.set_num_threads(1)
         except ImportError:  # the family is then skipped with an install hint
             pass
-    with threadpool_limits(1):
-        ctx = BenchmarkContext(name, scale, seed, out_dir, progress=False)
-        return _run_family(name, ctx, lambda text: None)
+    try:
+        with threadpool_limits(1):
+            ctx = BenchmarkContext(name, scale, seed, out_dir, progress=False)
+            return _run_family(name, ctx, lambda text: None)
+    finally:  # joblib's idle workers would hold this worker's exit for minutes
+        from joblib.externals.loky import get_reusable_executor
+
+        get_reusable_executor().shutdown(wait=True, kill_workers=True)
 
 
 def _run_families(

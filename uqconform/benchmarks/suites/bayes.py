@@ -497,7 +497,7 @@ def _run_speed(ctx, notes):
     net = _network("regression", 0, ctx).fit(X[:n], y[:n])
     model = LinearizedPredictive(net, random_state=0).fit(X[:n], y[:n])
     network, transform = model.view_.network, model.view_.transform
-    repeats = ctx.pick(2, 5, 7)
+    repeats = ctx.pick(2, 3, 7)
     rows = []
     for label, rows_X in (
         ("1,000 rows" if n == 1000 else f"{n} rows", X[n:]),

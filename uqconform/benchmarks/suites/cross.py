@@ -398,7 +398,7 @@ def _run(ctx) -> FamilyResult:
         [("diabetes", None), ("concrete", None), ("boston", None), ("diabetes", 80),
          ("concrete", 80), ("boston", 80), ("diabetes", 200)],
     )  # fmt: skip
-    resplits = ctx.pick(1, 10, 50)
+    resplits = ctx.pick(1, 4, 50)
     records: dict[tuple[str, str, str], dict[str, Any]] = defaultdict(lambda: defaultdict(list))
     loaded = _load(datasets, notes, classification=False)
     _resplit(ctx, loaded, resplits, 1, _one_split, mapie, records, "cross regression")

@@ -259,7 +259,7 @@ def _real_data_rows(
     ctx, notes
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
     rows_cap = ctx.pick(150, None, None)
-    resplits = ctx.pick(1, 5, 10)
+    resplits = ctx.pick(1, 3, 10)
     grid = ctx.pick((1.0, 10.0), (0.3, 1, 3, 10, 30), (0.1, 0.3, 1, 3, 10, 30, 100))
     folds = ctx.pick(3, 3, 5)
     cv_iter = ctx.pick(300, 2000, 2000)

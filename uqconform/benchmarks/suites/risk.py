@@ -133,7 +133,7 @@ def run(ctx) -> FamilyResult:
         [(SYNTHETIC, 6000), ("gss_abortion", 12000)],
         [(SYNTHETIC, 20000), ("gss_abortion", None)],
     )
-    resplits = ctx.pick(2, 40, 200)
+    resplits = ctx.pick(2, 15, 200)
     n_cal = ctx.pick(300, 1000, 2000)
     mapie = optional_module("mapie")
     notes = [] if mapie is not None else [missing_anchor_note("MAPIE")]

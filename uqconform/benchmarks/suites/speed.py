@@ -137,7 +137,7 @@ def _run_speed(ctx) -> FamilyResult:
         notes.append(missing_anchor_note("MAPIE"))
     n = ctx.pick(5_000, 100_000, 100_000)
     n_train = ctx.pick(2_000, 20_000, 20_000)
-    repeats = ctx.pick(1, 5, 9)
+    repeats = ctx.pick(1, 3, 9)
     rows = _regression_speed_rows(ctx, n, n_train, repeats, mapie is not None)
     rows += _classification_speed_rows(ctx, n, n_train, repeats, mapie is not None)
     notes += [
