@@ -154,12 +154,12 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
     _parameter_constraints: ClassVar[dict] = {}
 
     def _validate_params(self) -> None:
-        super()._validate_params()
-        validate_parameter_constraints(
+        validate_parameter_constraints(  # first: the types of the parameters
             self._parameter_constraints,
             self.get_params(deep=False),
             caller_name=type(self).__name__,
         )
+        super()._validate_params()
 
     # ---- hooks -------------------------------------------------------------------------------
     @abstractmethod
