@@ -370,3 +370,33 @@ def test_families_side_by_side_give_the_figures_of_a_sequential_run(fake_registr
     assert runs[2]["fake-where"]["tables"]["Process"][0]["pid"] != here  # in a worker
     assert runs[1]["fake-where"]["tables"]["Process"][0]["pid"] == here
     assert main(["benchmark", "--suite", "smoke", "--out", str(tmp_path), "--jobs", "0"]) == 2
+
+
+def _dies(ctx):
+    os._exit(3)  # a worker killed by the system (memory, a signal)
+
+
+def test_a_dying_worker_fails_its_own_family_only(fake_registry, tmp_path):
+    """A dead worker broke the whole pool: every unfinished family came back failed with
+    BrokenProcessPool, their tables lost, and nothing said which family died."""
+    registry._FAMILIES["fake-dies"] = Family("fake-dies", "dies", _dies, weight=9.0)
+    registry._FAMILIES["fake-ok2"] = Family("fake-ok2", "works too", _ok)
+    assert main(["benchmark", "--suite", "smoke", "--out", str(tmp_path), "--jobs", "2"]) == 1
+    families = json.loads((tmp_path / "results.json").read_text())["families"]
+    assert families["fake-dies"]["status"] == "failed"
+    assert "worker process running this family died" in families["fake-dies"]["error"]
+    assert families["fake-ok"]["status"] == families["fake-ok2"]["status"] == "ok"
+    assert "this family is broken" in families["fake-boom"]["error"]
+
+
+def test_ctrl_c_with_families_side_by_side_leaves_the_folder_as_it_was(
+    fake_registry, tmp_path, capsys
+):
+    """Stopping the workers on Ctrl-C raised an AttributeError (the pool's processes were
+    gone after its shutdown), which replaced the KeyboardInterrupt."""
+    assert main(["benchmark", "--suite", "fake-ok", "--out", str(tmp_path)]) == 0
+    before = {path.name: path.read_bytes() for path in tmp_path.iterdir()}
+    registry._FAMILIES["fake-interrupted"] = Family("fake-interrupted", "Ctrl-C", _interrupted)
+    code = main(["benchmark", "--suite", "smoke", "--out", str(tmp_path), "--jobs", "2"])
+    assert code == 130 and "interrupted" in capsys.readouterr().err
+    assert {path.name: path.read_bytes() for path in tmp_path.iterdir()} == before

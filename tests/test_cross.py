@@ -544,3 +544,23 @@ def test_a_group_splitter_without_groups_or_with_too_few_is_named():
     with pytest.raises(ValueError, match=r"`groups` has 30 entries but X has 40 rows"):
         model.fit(X, y, groups=groups[:30])
     assert np.isfinite(model.fit(X, y, groups=groups).predict_interval(X)).all()
+
+
+def test_a_fold_without_test_rows_is_refused_naming_cv():
+    """A splitter with an empty fold crashed the fold search (an IndexError) and the
+    models' own fit on zero rows."""
+
+    class WithAnEmptyFold:
+        def get_n_splits(self, X=None, y=None, groups=None):
+            return 3
+
+        def split(self, X, y=None, groups=None):
+            rows = np.arange(len(X))
+            yield rows[: len(X) // 2], rows[len(X) // 2 :]
+            yield rows[len(X) // 2 :], rows[: len(X) // 2]
+            yield rows, rows[:0]
+
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(60, 2)), rng.normal(size=60)
+    with pytest.raises(ValueError, match=r"gives a fold without test rows"):
+        CrossConformalRegressor(Ridge(), cv=WithAnEmptyFold()).fit(X, y)

@@ -337,6 +337,9 @@ def test_aic_bandwidth_with_no_scorable_candidate_takes_the_default_and_warns():
     with pytest.warns(UserWarning, match="No bandwidth could be scored by the AIC on 3"):
         chosen = aic_bandwidth(rng.normal(size=(3, 2)), rng.normal(size=3), "epanechnikov")
     assert chosen == KOWCPI().get_params()["bandwidth"]
+    with pytest.warns(UserWarning, match=r"bandwidth 1 is used"):  # 0.3 not a candidate
+        windows, targets = rng.normal(size=(3, 2)), rng.normal(size=3)
+        assert aic_bandwidth(windows, targets, "gaussian", (1.0, 2.0)) == 1.0
 
 
 # ---- estimator-level behaviour ------------------------------------------------------------

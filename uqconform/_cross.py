@@ -178,6 +178,11 @@ class CrossFitWrapper(ModelWrapper):
         ]
         held_out = np.zeros(n, dtype=np.intp)
         for train, test in splits:  # a loop over folds
+            if not test.size:
+                raise ValueError(
+                    f"`cv` ({type(cv).__name__}) gives a fold without test rows: every fold "
+                    "must hold at least one row out."
+                )
             held_out[test] += 1
             if train.size + test.size != n or np.intersect1d(train, test).size:
                 raise ValueError(

@@ -28,6 +28,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -309,11 +310,7 @@ def _run_family(name: str, ctx: BenchmarkContext, echo: Callable[[str], None]) -
                 ) from None
             record.update(parts)
     except Exception as error:
-        record["status"] = "failed"
-        record["error"] = f"{type(error).__name__}: {error}"
-        record["traceback"] = traceback.format_exc()
-        record["tables"], record["headlines"] = {}, []
-        record["notes"] = list(ctx.notes)
+        _mark_failed(record, f"{type(error).__name__}: {error}", traceback.format_exc(), ctx.notes)
     record["figures"] = list(ctx.figures)
     record["time_s"] = time.perf_counter() - start
     echo(_family_text(name, record))
@@ -323,7 +320,8 @@ def _run_family(name: str, ctx: BenchmarkContext, echo: Callable[[str], None]) -
 def _run_family_in_worker(name: str, scale: str, seed: int, out_dir: Path) -> dict[str, Any]:
     """`_run_family` in a worker process, its tables returned instead of printed. Each
     worker keeps to one thread (BLAS, OpenMP, torch), so that the workers share the cores
-    instead of fighting over them."""
+    instead of fighting over them; the limit also keeps OpenMP from hanging in a child
+    forked after the parent used it (a HistGradientBoosting fit never returned)."""
     from threadpoolctl import threadpool_limits
 
     family = get_families().get(name)  # None: its module failed to import (reported)
@@ -381,43 +379,54 @@ def _run_families(
         from tqdm.auto import tqdm
 
         bar = tqdm(total=len(rest), desc=f"families ({jobs} at a time)")
-    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("fork"))
+
+    def done(name: str, record: dict[str, Any]) -> None:
+        records[name] = record
+        say(_family_text(name, record))
+        if bar is not None:
+            bar.update()
+
+    forked = multiprocessing.get_context("fork")
+    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=forked)
+    futures = {
+        pool.submit(_run_family_in_worker, name, scale, int(seed), staging): name
+        for name in heaviest_first
+    }
     try:
-        futures = {
-            pool.submit(_run_family_in_worker, name, scale, int(seed), staging): name
-            for name in heaviest_first
-        }
         for future in as_completed(futures):
-            name = futures[future]
             try:
-                record = future.result()
-            except Exception as error:  # the worker died (memory, a signal): this family
-                record = {
-                    "status": "failed",
-                    "scale": scale,
-                    "seed": int(seed),
-                    "error": f"{type(error).__name__}: {error}",
-                    "traceback": traceback.format_exc(),
-                    "tables": {},
-                    "headlines": [],
-                    "notes": [],
-                    "figures": [],
-                    "time_s": 0.0,
-                }
-            records[name] = record
-            say(_family_text(name, record))
-            if bar is not None:
-                bar.update()
-    except BaseException:  # Ctrl-C: stop the workers, leave `out` as it was
+                done(futures[future], future.result())
+            except BrokenProcessPool:  # a worker died: the unfinished families run below
+                break
+    except KeyboardInterrupt:  # Ctrl-C: stop the workers, leave `out` as it was
+        processes = list((getattr(pool, "_processes", None) or {}).values())
         pool.shutdown(wait=False, cancel_futures=True)
-        for process in list(getattr(pool, "_processes", {}).values()):
+        for process in processes:
             process.terminate()
         raise
     finally:
         pool.shutdown(wait=True)
-        if bar is not None:
-            bar.close()
+    for name in heaviest_first:  # after a worker died, each alone: the one that dies is named
+        if name not in records:
+            with ProcessPoolExecutor(max_workers=1, mp_context=forked) as alone:
+                try:
+                    record = alone.submit(
+                        _run_family_in_worker, name, scale, int(seed), staging
+                    ).result()
+                except BrokenProcessPool as error:
+                    record = {"scale": scale, "seed": int(seed), "figures": [], "time_s": 0.0}
+                    died = f"the worker process running this family died ({error})"
+                    _mark_failed(record, died, "", [])
+            done(name, record)
+    if bar is not None:
+        bar.close()
     return {name: records[name] for name in names}
+
+
+def _mark_failed(record: dict[str, Any], error: str, trace: str, notes: Iterable[str]) -> None:
+    """Turn a family's record into a failed one: the error, its traceback, no figures."""
+    record.update(status="failed", error=error, traceback=trace, tables={}, headlines=[])
+    record["notes"] = list(notes)
 
 
 def _family_text(name: str, record: dict[str, Any]) -> str:

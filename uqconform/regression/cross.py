@@ -56,7 +56,8 @@ def _collapse_crossed(lower: NDArray, upper: NDArray, levels: NDArray) -> None:
     """Report a CV+ set that is empty (``lower > upper``, possible for ``alpha`` above 0.5,
     where the guarantee ``1 - 2 alpha`` is void) as a zero-width interval at the midpoint
     of its ends, kept inside the interval of the next wider level so that the levels of a
-    call stay nested. In place, ``(n_samples, k)``."""
+    call stay nested: such a level's point depends on the levels asked for with it, as
+    the time-series intervals of several levels do. In place, ``(n_samples, k)``."""
     crossed = lower > upper
     if not crossed.any():
         return
@@ -296,6 +297,9 @@ class CrossConformalRegressor(RegressorMixin, CrossFitWrapper):
         -------
         ndarray of shape (n_samples, 2), or (n_samples, 2, k) for k levels
             Infinite ends where ``n`` rows are too few for the level (with a warning).
+            Above ``alpha`` 0.5 a row's CV+ set can be empty (its guarantee ``1 - 2
+            alpha`` is void): it is reported as a zero-width interval inside the next
+            wider level's of the call, so it depends on the levels asked for with it.
         """
         self._check_fitted("predict_interval")
         self._check_method()

@@ -114,7 +114,9 @@ class LinearConfidenceMachine:
         needed jitter marks the matrix as singular; it is not used to solve.
     singular : bool
         Whether some direction is pinned by neither data nor penalty. Then ``Sigma`` is
-        the pseudo-inverse of the regularised Gram matrix (those directions left out).
+        the pseudo-inverse of the regularised Gram matrix in units of each column's scale
+        (a generalised inverse: those directions left out; predictions and leverages of
+        rows in the span of the training rows are those of any solution).
 
     Examples
     --------
@@ -160,7 +162,8 @@ class LinearConfidenceMachine:
         )
         # Singular: a direction no data and no penalty pins. Either the solver needed
         # jitter, or the factorisation went through by rounding (squared pivot ratio at
-        # round-off level). Then Sigma is the pseudo-inverse of the Gram matrix: the
+        # round-off level). Then Sigma is the pseudo-inverse of the unit-column Gram matrix
+        # (a generalised inverse of the Gram matrix): the
         # directions no one pins (`unpinned`, kept as a basis in the unit-column
         # coordinates) are left out instead of inverted through the jitter, whose
         # rounding-sized errors in the leverages would break exact ties (integer labels

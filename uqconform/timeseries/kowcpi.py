@@ -40,13 +40,16 @@ def aic_bandwidth(
     """Bandwidth minimising the nonparametric AIC of the Nadaraya-Watson smoother.
 
     ``log(RSS / n) + 2 (tr(S S^T) + 1) / (n - tr(S S^T) - 2)`` (Cai and Tiwari, 2000), with
-    ``S`` the leave-in smoother matrix of plain Nadaraya-Watson.
+    ``S`` the leave-in smoother matrix of plain Nadaraya-Watson. When no candidate can be
+    scored (too few windows for its degrees of freedom) it warns and returns 0.3, KOWCPI's
+    default, if that is a candidate, else the first candidate.
     """
     if len(candidates) == 0:
         raise ValueError("`candidates` must hold at least one bandwidth.")
     distance = cdist(windows, windows)  # (n, n), without an (n, n, w) intermediate
     n = targets.shape[0]
-    best, best_score = _DEFAULT_BANDWIDTH, np.inf
+    fallback = _DEFAULT_BANDWIDTH if _DEFAULT_BANDWIDTH in candidates else candidates[0]
+    best, best_score = float(fallback), np.inf
     for h in candidates:  # a loop over candidate bandwidths
         smoother = kernel_values(distance / h, kernel)
         smoother /= smoother.sum(axis=1, keepdims=True)
@@ -60,8 +63,8 @@ def aic_bandwidth(
     if best_score == np.inf:
         warn_user(
             f"No bandwidth could be scored by the AIC on {n} residual windows (too few for "
-            f"the smoother's degrees of freedom, or residuals fitted exactly): the default "
-            f"bandwidth {_DEFAULT_BANDWIDTH} is used.",
+            f"the smoother's degrees of freedom, or residuals fitted exactly): bandwidth "
+            f"{best:g} is used.",
             UserWarning,
         )
     return best
