@@ -80,30 +80,43 @@ def _added_point_values(counts: NDArray, sums: NDArray, label: int) -> tuple[NDA
     + 1)`` (``k = j`` in a gap, ``j + 1`` on a tie): the slope of the lower common tangent
     of the lower hull of the prefix points ``(W[a], S[a])`` and that of the suffix points
     shifted by the added point, ``(W[b] + 1, S[b] + label)``. Both hulls come from one
-    pass each; the tangent is found by walking them inward from the added point. Counts
-    and sums are integers, so the turns are exact.
+    pass each; the tangent is found by walking them inward from the added point, the
+    walks of every position at once (a tangent is unique, so the order of the steps does
+    not matter). Counts and sums are integers, so the turns are exact.
     """
     m = counts.size
-    W = [0, *np.cumsum(counts).tolist()]
-    S = [0, *np.cumsum(sums).tolist()]
-    left, right = _lower_hull_links(W, S, False), _lower_hull_links(W, S, True)
+    W_list = [0, *np.cumsum(counts).tolist()]
+    S_list = [0, *np.cumsum(sums).tolist()]
+    left = np.array(_lower_hull_links(W_list, S_list, False))
+    right = np.array(_lower_hull_links(W_list, S_list, True))
+    W, S = np.array(W_list, dtype=np.int64), np.array(S_list, dtype=np.int64)
 
-    def tangent(a: int, b: int) -> float:
-        while True:  # walk each hull inward while its next vertex lies below the line
-            ax, ay, bx, by = W[a], S[a], W[b] + 1, S[b] + label
-            moved = False
-            p = left[a]
-            while p != -1 and (bx - ax) * (S[p] - ay) < (by - ay) * (W[p] - ax):
-                a, ax, ay, p, moved = p, W[p], S[p], left[p], True
-            q = right[b]
-            while q != -1 and (bx - ax) * (S[q] + label - ay) < (by - ay) * (W[q] + 1 - ax):
-                b, bx, by, q, moved = q, W[q] + 1, S[q] + label, right[q], True
-            if not moved:
-                return (by - ay) / (bx - ax)
+    def tangent(a: NDArray, b: NDArray) -> NDArray:
+        """Slopes of the tangents from prefix vertex ``a`` and suffix vertex ``b`` (one
+        per position), all walks at once: at each step every unfinished walk moves each
+        hull one vertex inward while that vertex lies below the current line."""
+        a, b = a.copy(), b.copy()
+        active = np.ones(a.size, dtype=bool)
+        while active.any():  # a loop over walk steps (a few), not over positions
+            rows = np.flatnonzero(active)
+            A, B = a[rows], b[rows]
+            ax, ay, bx, by = W[A], S[A], W[B] + 1, S[B] + label
+            p = left[A]
+            pc = np.maximum(p, 0)
+            move_a = (p != -1) & ((bx - ax) * (S[pc] - ay) < (by - ay) * (W[pc] - ax))
+            A = np.where(move_a, p, A)
+            ax, ay = W[A], S[A]
+            q = right[B]
+            qc = np.maximum(q, 0)
+            move_b = (q != -1) & ((bx - ax) * (S[qc] + label - ay) < (by - ay) * (W[qc] + 1 - ax))
+            B = np.where(move_b, q, B)
+            a[rows], b[rows] = A, B
+            active[rows] = move_a | move_b
+        return (S[b] + label - S[a]) / (W[b] + 1 - W[a])
 
-    # a loop over the m + 1 positions among the calibration scores, not over rows
-    gap = np.array([tangent(j, j) for j in range(m + 1)])
-    tie = np.array([tangent(j, j + 1) for j in range(m)])
+    positions = np.arange(m + 1)
+    gap = tangent(positions, positions)
+    tie = tangent(positions[:m], positions[:m] + 1)
     return gap, tie
 
 
