@@ -505,6 +505,13 @@ def refuse_classifier(model: Any, wrapper: Any) -> None:
         )
 
 
+def check_regression_model(model: Any, wrapper: Any) -> None:
+    """A regression wrapper's model: not a classifier (`refuse_classifier`) and with a
+    ``predict`` (`check_model_methods`; ``fit`` is checked where a model is trained)."""
+    refuse_classifier(model, wrapper)
+    check_model_methods(model, ("predict",), wrapper)
+
+
 def check_model_methods(model: Any, methods: tuple[str, ...], wrapper: Any) -> None:
     """A TypeError naming `estimator` when ``model`` lacks one of ``methods`` (it would
     otherwise surface as an AttributeError deep inside, after any training).

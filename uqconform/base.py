@@ -36,12 +36,11 @@ from uqconform._validation import (
     check_fitted_model,
     check_groups,
     check_int,
-    check_model_methods,
     check_n_jobs,
+    check_regression_model,
     check_verbose,
     has_nan,
     model_classes,
-    refuse_classifier,
     sklearn_tags,
 )
 from uqconform._version import VersionedState
@@ -500,9 +499,7 @@ class ModelWrapper(VersionedState, RoutesFitParams, BaseEstimator, metaclass=ABC
         check_n_jobs(getattr(self, "n_jobs", None))
         check_verbose(getattr(self, "verbose", False))
         if isinstance(self, RegressorMixin) and self._uses_estimator:
-            model = self._estimator_or_default()
-            refuse_classifier(model, self)
-            check_model_methods(model, ("predict",), self)  # fit: checked by fit (if any)
+            check_regression_model(self._estimator_or_default(), self)
 
     # ---- the estimator ---------------------------------------------------------------
     def _estimator_or_default(self) -> BaseEstimator:

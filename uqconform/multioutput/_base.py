@@ -281,19 +281,13 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
         return output
 
     def _check_nan(self, X: Any) -> None:
-        model = self.__dict__.get("estimator_") if self._uses_estimator else None
-        model = self._estimator_or_default() if model is None else model
-        if refuses_nan(model) and has_nan(X):
-            if self._uses_estimator:
-                accepts = f"{type(model).__name__} does not accept missing values"
-                advice = (
-                    "impute them (e.g. sklearn.impute.SimpleImputer in a Pipeline) or use a "
-                    "model that handles NaN"
-                )
-            else:  # the flow itself reads X: there is no model to swap
-                accepts = f"{type(self).__name__} does not accept missing values"
-                advice = "impute them in X before fit, calibrate and prediction"
-            raise ValueError(f"`X` contains NaN and {accepts}: {advice}.")
+        if self._uses_estimator:  # the wrapped model decides, as for every wrapper
+            super()._check_nan(X)
+        elif refuses_nan(self._estimator_or_default()) and has_nan(X):
+            raise ValueError(  # the flow itself reads X: there is no model to swap
+                f"`X` contains NaN and {type(self).__name__} does not accept missing "
+                "values: impute them in X before fit, calibrate and prediction."
+            )
 
     # ---- state -----------------------------------------------------------------------------
     def _check_target(self, y: ArrayLike, n: int, *, calibrating: bool) -> NDArray:

@@ -35,13 +35,12 @@ from uqconform._validation import (
     check_bool,
     check_features,
     check_int,
-    check_model_methods,
     check_n_jobs,
+    check_regression_model,
     check_regression_target,
     check_verbose,
     missing_target_error,
     real_values,
-    refuse_classifier,
 )
 from uqconform._version import VersionedState
 from uqconform._warnings import warn_user
@@ -547,9 +546,9 @@ class SequentialConformalRegressor(
     # ---- validation ---------------------------------------------------------------------
     def _validate_params(self) -> None:
         check_miscoverage(self.alpha, "alpha")
-        model = self._default_estimator() if self.estimator is None else self.estimator
-        refuse_classifier(model, self)
-        check_model_methods(model, ("predict",), self)  # fit: checked by fit
+        check_regression_model(
+            self._default_estimator() if self.estimator is None else self.estimator, self
+        )
         if self.residuals not in ("bootstrap", "holdout"):
             raise ValueError(
                 f"`residuals` must be 'bootstrap' or 'holdout', got {self.residuals!r}."
