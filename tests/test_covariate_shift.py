@@ -434,3 +434,39 @@ def test_density_ratio_seed_and_the_class_instead_of_an_instance():
     model = SplitConformalRegressor(LinearRegression(), likelihood_ratio=ClassifierDensityRatio)
     with pytest.raises(TypeError, match="is the class ClassifierDensityRatio: pass a fitted"):
         model.fit(source[:150], y[:150])
+
+
+def test_a_ratio_indexed_by_the_rows_in_another_order_is_refused():
+    # weights are read by position: a Series sorted by X's row labels would give each row
+    # another row's weight; a fresh RangeIndex (positions) and X's own order are fine
+    (Xf, yf), (Xc, yc), (Xt, _) = _data("absolute", seed=12)
+    frame = pd.DataFrame(Xc, columns=["x0", "x1"], index=np.arange(len(Xc))[::-1] * 3)
+    test = pd.DataFrame(Xt, columns=["x0", "x1"], index=np.arange(len(Xt))[::-1] + 5000)
+
+    def sorted_ratio(X):
+        return pd.Series(tilt(X), index=X.index).sort_index()
+
+    cp = SplitConformalRegressor(Ridge(), likelihood_ratio=sorted_ratio)
+    cp.fit(pd.DataFrame(Xf, columns=["x0", "x1"]), yf)
+    with pytest.raises(ValueError, match=r"likelihood_ratio.*calibration rows.*reindex"):
+        cp.calibrate(frame, yc)
+    expected = (
+        SplitConformalRegressor(Ridge(), likelihood_ratio=tilt)
+        .fit(pd.DataFrame(Xf, columns=["x0", "x1"]), yf)
+        .calibrate(frame, yc)
+        .predict_interval(test)
+    )
+    for keeps_order in (
+        lambda X: pd.Series(tilt(X), index=X.index),
+        lambda X: pd.Series(tilt(X)),  # positions
+    ):
+        cp.set_params(likelihood_ratio=keeps_order).calibrate(frame, yc)
+        np.testing.assert_array_equal(cp.predict_interval(test), expected)
+
+    def sorts_test_rows(X):  # calibration rows in order, test rows (labels >= 5000) sorted
+        weights = pd.Series(tilt(X), index=X.index)
+        return weights.sort_index() if X.index.min() >= 5000 else weights
+
+    cp.set_params(likelihood_ratio=sorts_test_rows).calibrate(frame, yc)
+    with pytest.raises(ValueError, match=r"likelihood_ratio.*rows of `X`"):
+        cp.predict_interval(test)

@@ -1017,11 +1017,13 @@ class ConformalPredictor(ModelWrapper):
         if ratio is None:
             return None
         try:
-            raw = np.asarray(ratio(X))
+            ratio_output = ratio(X)
+            raw = np.asarray(ratio_output)
         except Exception as error:  # a column-name typo (KeyError) included
             raise ValueError(
                 f"`likelihood_ratio` failed on the {where}: {type(error).__name__}: {error}"
             ) from error
+        _check_ratio_index(X, ratio_output, where)
         if raw.dtype.kind not in "biuf":  # complex, text, objects: not weights
             raise ValueError(
                 f"`likelihood_ratio` returned values of dtype {raw.dtype} for the {where}; "
@@ -1252,3 +1254,27 @@ class ConformalPredictor(ModelWrapper):
             # a classifier outside scikit-learn with predict_proba and classes_ only
             return model_classes(model)[np.argmax(model.predict_proba(X), axis=1)]
         return model.predict(X)
+
+
+def _check_ratio_index(X: Any, output: Any, where: str) -> None:
+    """Refuse a pandas ``likelihood_ratio`` output indexed by ``X``'s row labels in
+    another order: weights are read by position, so each row would get another row's
+    weight. (An index unrelated to ``X``'s, e.g. a fresh ``RangeIndex``, is read by
+    position as documented.)"""
+    x_index = getattr(X, "index", None)
+    out_index = getattr(output, "index", None)
+    if x_index is None or out_index is None or not hasattr(output, "to_numpy"):
+        return
+    if len(out_index) != len(x_index) or out_index.equals(x_index):
+        return
+    if not (x_index.is_unique and out_index.is_unique and out_index.isin(x_index).all()):
+        return
+    first = int(
+        np.flatnonzero(np.asarray(out_index, dtype=object) != np.asarray(x_index, dtype=object))[0]
+    )
+    raise ValueError(
+        f"`likelihood_ratio` returned a pandas object whose index holds the row labels of "
+        f"the {where} in another order (position {first}: {out_index[first]}, where `X` has "
+        f"{x_index[first]}); weights are read by position, so return them in the order of `X` "
+        "(e.g. `.reindex(X.index)`)."
+    )

@@ -119,7 +119,9 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
         Weighted conformal prediction under covariate shift (Tibshirani et al., 2019):
         ``likelihood_ratio(X)`` returns, per row, the density ratio ``w(x) =
         dP_test / dP_calibration(x)`` of the features (any positive multiple will do;
-        known, or estimated with `uqconform.shift.ClassifierDensityRatio`). Calibration
+        known, or estimated with `uqconform.shift.ClassifierDensityRatio`), in the
+        rows' order (a pandas result is read by position; one indexed by ``X``'s row
+        labels in another order is refused). Calibration
         scores are weighted by ``w(x_i)`` and each test row's own weight ``w(x)`` sits on
         +inf, so coverage holds on the shifted population if ``y`` given ``x`` did not
         change. Rows far in the shifted region can get infinite intervals.
