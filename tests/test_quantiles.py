@@ -185,6 +185,36 @@ def test_infinite_test_weight_gives_the_whole_space_for_its_row_only():
             conformal_quantile(scores, 0.5, weights=weights[0], test_weight=bad)
 
 
+@pytest.mark.parametrize("n", [7, 3000])  # 3000 scores: the test rows go in several chunks
+def test_shared_weights_with_one_test_weight_per_row_equal_repeated_weights(n):
+    # covariate-shift CP: the calibration weights are w(x_i) for every test point, and each
+    # test point brings its own w(x); repeating the weights per row gives the same numbers
+    rng = np.random.default_rng(n)
+    scores, weights = rng.normal(size=n), rng.exponential(size=n)
+    test_weights = rng.exponential(size=800) * 3
+    test_weights[[3, 4]] = np.inf, 0.0
+    before = test_weights.copy()
+    with pytest.warns(UserWarning, match=r" of 800 rows of `test_weight`\)"):
+        shared = conformal_quantile(scores, [0.1, 0.3], weights=weights, test_weight=test_weights)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the infinite row, warned about above
+        repeated = conformal_quantile(
+            scores, [0.1, 0.3], weights=np.tile(weights, (800, 1)), test_weight=test_weights
+        )
+        conformity = conformal_quantile(
+            scores, 0.2, kind="conformity", weights=weights, test_weight=test_weights
+        )
+        one_by_one = [
+            conformal_quantile(scores, [0.1, 0.3], weights=weights, test_weight=test_weights[i])
+            for i in (0, 3, 4, 799)
+        ]
+    np.testing.assert_array_equal(shared, repeated)
+    np.testing.assert_array_equal(shared[[0, 3, 4, 799]], np.array(one_by_one))
+    assert shared.shape == (800, 2) and conformity.shape == (800, 1)
+    assert np.isinf(shared[3]).all() and np.isinf(conformity[3]).all()
+    np.testing.assert_array_equal(test_weights, before)  # the caller's array is untouched
+
+
 @pytest.mark.parametrize(
     "weights,match",
     [([1.0, -1.0, 1.0], "non-negative"), ([1.0, np.nan, 1.0], "finite"), ([1.0, 1.0], "shape")],

@@ -197,9 +197,11 @@ def conformal_quantile(
         a 2-D array gives one set of weights, hence one threshold, per test point.
     test_weight : float or array-like of shape (m,), default=1.0
         Weight of the test point, placed on ``+inf`` (``-inf`` for conformity scores).
-        Only used with ``weights``. An infinite test weight (a test point off the
-        calibration data's support, e.g. an infinite density ratio) gives an infinite
-        threshold.
+        Only used with ``weights``. ``m`` entries with 1-D ``weights``: one threshold per
+        test point, sharing the calibration weights (as in covariate-shift CP, where
+        ``w(x_i)`` is fixed and each test point brings its own ``w(x)``). An infinite
+        test weight (a test point off the calibration data's support, e.g. an infinite
+        density ratio) gives an infinite threshold.
     warn : bool or str, default=True
         Emit a ``UserWarning`` when there are too few scores for a level, in which case
         the threshold is infinite and the prediction set is the whole output space; a
@@ -208,7 +210,8 @@ def conformal_quantile(
     Returns
     -------
     ndarray of shape (k,) or (m, k)
-        Thresholds, one per level (and per row of a 2-D ``weights``).
+        Thresholds, one per level (and per row of a 2-D ``weights``, or per entry of a
+        1-D ``test_weight``).
 
     Examples
     --------
@@ -340,28 +343,37 @@ def _weighted_conformal_quantile(
     w_test = np.asarray(test_weight, dtype=float)
     if np.isnan(w_test).any() or (w_test < 0).any():
         raise ValueError("`test_weight` must be non-negative (+inf gives the whole space).")
-    single = w.ndim == 1
+    shared = w.ndim == 1 and w_test.ndim == 1 and w_test.size > 1  # one weight per test row
+    single = w.ndim == 1 and not shared
     w2 = np.atleast_2d(w)
-    if w_test.ndim > 1 or w_test.size not in (1, w2.shape[0]):
+    m = w_test.size if shared else w2.shape[0]
+    if w_test.ndim > 1 or w_test.size not in (1, m):
         raise ValueError(
             f"`test_weight` must be a number or have one entry per row of `weights` "
             f"({w2.shape[0]}), got shape {w_test.shape}."
         )
-    w_test = np.broadcast_to(w_test.reshape(-1), (w2.shape[0],))
-    w2, rescaled_test = _rescaled(w2, w_test)
-    w_test = cast(NDArray, rescaled_test)
-    total = w2.sum(axis=1) + w_test
-    if (total <= 0).any():
-        raise ValueError("`weights` and `test_weight` sum to zero: no threshold is defined.")
+    w_test = np.array(np.broadcast_to(w_test.reshape(-1), (m,)))  # a copy, rescaled below
     order = np.argsort(values, kind="stable")
-    cumulative = _cumulative_shares(w2, order, total)
+    sorted_values = np.append(values[order], np.inf)
     # Smallest sorted score whose cumulative mass reaches 1 - alpha; the remaining mass
     # (the test point's) sits on +inf. The same tolerance as the unweighted rank keeps unit
     # weights identical to the unweighted order statistic.
-    targets = (1 - levels)[None, :] - _RANK_TOLERANCE / (values.size + 1)
-    index = _rowwise_searchsorted(cumulative, targets[0])
-    sorted_values = np.append(values[order], np.inf)
-    thresholds = sorted_values[index]
+    targets = (1 - levels) - _RANK_TOLERANCE / (values.size + 1)
+    thresholds = np.empty((m, levels.size))
+    total = np.empty(m)
+    # shared calibration weights: test rows in chunks of about a million entries, each
+    # computed as if its weights were repeated per row (the same numbers, less memory)
+    step = max(1, 2**20 // max(values.size, 1)) if shared else m
+    for start in range(0, m, step):  # a loop over chunks of rows, not over rows
+        chunk = slice(start, min(start + step, m))
+        block = np.broadcast_to(w, (chunk.stop - start, w.size)) if shared else w2
+        scaled, scaled_test = _rescaled(block, w_test[chunk])
+        total[chunk] = scaled.sum(axis=1) + cast(NDArray, scaled_test)
+        if (total[chunk] <= 0).any():
+            raise ValueError("`weights` and `test_weight` sum to zero: no threshold is defined.")
+        cumulative = _cumulative_shares(scaled, order, total[chunk])
+        thresholds[chunk] = sorted_values[_rowwise_searchsorted(cumulative, targets)]
+        w_test[chunk] = cast(NDArray, scaled_test)
     if warn and np.isinf(thresholds).any():
         infinite = np.isinf(thresholds)
         rows = infinite.any(axis=1)
@@ -369,7 +381,8 @@ def _weighted_conformal_quantile(
             share = float(
                 np.max(np.where(np.isinf(w_test[rows]), 1.0, w_test[rows] / total[rows]))
             )
-        where = "" if single else f" ({int(rows.sum())} of {rows.size} rows of `weights`)"
+        name = "test_weight" if shared else "weights"
+        where = "" if single else f" ({int(rows.sum())} of {rows.size} rows of `{name}`)"
         warn_user(
             f"The weights leave too little mass on the calibration scores for "
             f"alpha={levels_text(levels[infinite.any(axis=0)])}: the test point carries "
