@@ -348,6 +348,10 @@ def test_cross_venn_abers_input_seeds_pickle_and_warnings():
     for params, error, message in cases:
         with pytest.raises(error, match=message):
             CrossVennAbersCalibrator(**params).fit(X, y)
+    # a fold of one row cannot calibrate anything: the advice leaves LeaveOneOut out
+    with pytest.raises(ValueError, match="`cv` must be") as refused:
+        CrossVennAbersCalibrator(cv=1.5).fit(X, y)
+    assert "LeaveOneOut" not in str(refused.value)
     with pytest.raises(ValueError, match="`y` holds one class"):
         CrossVennAbersCalibrator().fit(X, np.zeros(60))
     with pytest.raises(ValueError, match="features"):

@@ -113,6 +113,9 @@ class CrossFitWrapper(ModelWrapper):
     _fit_params: ClassVar[tuple[str, ...]] = ("estimator", "cv", "random_state")
     #: The split-conformal wrapper to advise when a fitted model is given.
     _split_alternative: str = ""
+    # the splitters the messages suggest (Venn-Abers folds calibrate on their own rows, so
+    # they drop LeaveOneOut)
+    _splitter_examples: str = "KFold, StratifiedKFold, GroupKFold, LeaveOneOut"
 
     # ---- hooks -----------------------------------------------------------------------
     @abstractmethod
@@ -142,7 +145,7 @@ class CrossFitWrapper(ModelWrapper):
         ):
             raise ValueError(
                 "`cv` must be an int >= 2 (the number of folds) or a cross-validation "
-                "splitter such as KFold or LeaveOneOut (for predefined folds, "
+                f"splitter such as {self._splitter_examples} (for predefined folds, "
                 f"PredefinedSplit), got {cv!r:.80}."
             )
 
@@ -188,14 +191,13 @@ class CrossFitWrapper(ModelWrapper):
                 raise ValueError(
                     f"`cv` ({type(cv).__name__}) trains a fold on rows other than all those "
                     "outside its test rows; cross-conformal prediction needs K-fold splits "
-                    "(KFold, StratifiedKFold, GroupKFold, LeaveOneOut)."
+                    f"({self._splitter_examples})."
                 )
         if len(splits) < 2 or not (held_out == 1).all():
             raise ValueError(
                 f"`cv` ({type(cv).__name__}) must hold every row out exactly once over at "
                 f"least two folds; {int((held_out != 1).sum())} of {n} rows are held out "
-                "zero or several times (use KFold, StratifiedKFold for classes, GroupKFold or "
-                "LeaveOneOut)."
+                f"zero or several times (use {self._splitter_examples})."
             )
         return splits
 

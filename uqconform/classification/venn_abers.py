@@ -508,6 +508,7 @@ class CrossVennAbersCalibrator(CrossFitClassifier):
 
     _calibrated_attribute = "_fold_tables"
     _split_alternative = "VennAbersCalibrator"
+    _splitter_examples = "KFold, StratifiedKFold, GroupKFold"
     _needs_probabilities_for = "Venn-Abers needs class scores"
 
     def __init__(
