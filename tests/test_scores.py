@@ -18,6 +18,7 @@ from uqconform.scores import (
     RAPSScore,
     RegressionScore,
     SAPSScore,
+    SignedResidualScore,
     TopKScore,
     get_classification_score,
     get_regression_score,
@@ -255,3 +256,40 @@ def test_labels_of_probability_zero_tie_exactly_across_rows():
     for score in (APSScore(randomized=False), RAPSScore(randomized=False)):
         zero_label = score.scores(proba)[:, 3]
         assert zero_label[0] == zero_label[1], score
+
+
+@pytest.mark.parametrize(
+    "score,name",
+    [
+        (RAPSScore(k_reg=-1), "RAPSScore.k_reg"),
+        (RAPSScore(k_reg=2.5), "RAPSScore.k_reg"),
+        (RAPSScore(lambda_reg=-5.0), "RAPSScore.lambda_reg"),
+        (SAPSScore(weight=-1.0), "SAPSScore.weight"),
+        (SAPSScore(weight=float("nan")), "SAPSScore.weight"),
+        (APSScore(randomized="no"), "APSScore.randomized"),  # a string is not read as True
+        (RAPSScore(randomized=None), "RAPSScore.randomized"),
+    ],
+)
+def test_score_objects_with_impossible_settings_are_refused_by_the_wrappers(score, name):
+    # the string route refused these; an object given as conformity_score ran with them
+    from sklearn.datasets import load_iris
+
+    from uqconform import SplitConformalClassifier
+
+    X, y = load_iris(return_X_y=True)
+    cp = SplitConformalClassifier(conformity_score=score, random_state=0)
+    with pytest.raises(ValueError, match=rf"`{name}` must be"):
+        cp.fit(X[::2], y[::2]).calibrate(X[1::2], y[1::2])
+
+
+def test_regression_score_settings_are_checked_and_followed_when_set_later():
+    with pytest.raises(ValueError, match=r"`CQRScore\.symmetric` must be True or False"):
+        get_regression_score(CQRScore(symmetric="no"))
+    with pytest.raises(ValueError, match=r"`SignedResidualScore\.normalized` must be"):
+        get_regression_score(SignedResidualScore(normalized=1))
+    score = CQRScore()
+    score.symmetric = False  # two sides, two thresholds
+    assert score.n_components == 2
+    signed = SignedResidualScore()
+    signed.normalized = True
+    assert signed.needs_difficulty

@@ -77,6 +77,12 @@ class ClassificationScore(ABC):
     def scores(self, proba: NDArray, u: NDArray | None = None) -> NDArray:
         """Scores ``(n, n_classes)`` from probabilities ``(n, n_classes)``."""
 
+    def check_settings(self) -> None:
+        """Refuse impossible settings with a ``ValueError`` naming them (the wrappers call
+        it when they take the score: at ``calibrate`` and at prediction). A score with
+        settings overrides it; the default has none to check."""
+        return None
+
     def label_scores(self, proba: NDArray, labels: NDArray, u: NDArray | None = None) -> NDArray:
         """Scores ``(n,)`` of one label per row (column index ``labels``), for calibration.
 
@@ -172,6 +178,9 @@ class APSScore(ClassificationScore):
     def __init__(self, randomized: bool = True):
         self.randomized = randomized
 
+    def check_settings(self) -> None:
+        check_bool(self.randomized, f"{type(self).__name__}.randomized")
+
     def _penalty(self, n_classes: int) -> NDArray | float:
         return 0.0
 
@@ -230,6 +239,11 @@ class RAPSScore(APSScore):
         self.lambda_reg = lambda_reg
         self.randomized = randomized
 
+    def check_settings(self) -> None:
+        super().check_settings()
+        check_int(self.k_reg, "RAPSScore.k_reg", low=0)
+        check_nonnegative_float(self.lambda_reg, "RAPSScore.lambda_reg")
+
     def _penalty(self, n_classes: int) -> NDArray:
         ranks = np.arange(1, n_classes + 1)
         return self.lambda_reg * np.maximum(ranks - self.k_reg, 0)
@@ -264,6 +278,10 @@ class SAPSScore(ClassificationScore):
     def __init__(self, weight: float = 0.3, randomized: bool = True):
         self.weight = weight
         self.randomized = randomized
+
+    def check_settings(self) -> None:
+        check_bool(self.randomized, "SAPSScore.randomized")
+        check_nonnegative_float(self.weight, "SAPSScore.weight")
 
     def scores(self, proba, u=None):
         order = _descending_order(proba)
@@ -350,6 +368,7 @@ def get_classification_score(
                 f"({score!r}), which carries its own settings. Set them on the object, or "
                 "pass the score's name."
             )
+        score.check_settings()
         return score
     check_bool(randomized, "randomized")
     check_int(k_reg, "k_reg", low=0)

@@ -16,6 +16,8 @@ from abc import ABC, abstractmethod
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from uqconform._validation import check_bool
+
 __all__ = [
     "AbsoluteScore",
     "CQRScore",
@@ -148,6 +150,12 @@ class RegressionScore(ABC):
         row shares it: write the inverse with broadcasting operations.
         """
 
+    def check_settings(self) -> None:
+        """Refuse impossible settings with a ``ValueError`` naming them (the wrappers call
+        it when they take the score). A score with settings overrides it; the default has
+        none to check."""
+        return None
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
 
@@ -217,7 +225,13 @@ class CQRScore(RegressionScore):
 
     def __init__(self, symmetric: bool = True):
         self.symmetric = symmetric
-        self.n_components = 1 if symmetric else 2
+
+    @property
+    def n_components(self) -> int:  # type: ignore[override]  # follows ``symmetric``
+        return 1 if self.symmetric else 2
+
+    def check_settings(self) -> None:
+        check_bool(self.symmetric, "CQRScore.symmetric")
 
     def score(self, y, y_pred, difficulty=None):
         below, above = y_pred[:, 0] - y, y - y_pred[:, 1]
@@ -261,7 +275,13 @@ class SignedResidualScore(RegressionScore):
 
     def __init__(self, normalized: bool = False):
         self.normalized = normalized
-        self.needs_difficulty = normalized
+
+    @property
+    def needs_difficulty(self) -> bool:  # type: ignore[override]  # follows ``normalized``
+        return bool(self.normalized)
+
+    def check_settings(self) -> None:
+        check_bool(self.normalized, "SignedResidualScore.normalized")
 
     def score(self, y, y_pred, difficulty=None):
         residual = y - y_pred
@@ -292,6 +312,7 @@ def get_regression_score(score: str | RegressionScore) -> RegressionScore:
     AbsoluteScore()
     """
     if isinstance(score, RegressionScore):
+        score.check_settings()
         return score
     if isinstance(score, str) and score in _REGRESSION_SCORES:
         return _REGRESSION_SCORES[score]()
