@@ -547,6 +547,8 @@ def test_bad_data_is_refused():
             model().fit(X, np.append(y[:-1], bad))
     with pytest.raises(ValueError, match="entries"):
         model().fit(X, y[:-1])
+    with pytest.raises(ValueError, match=r"\['sample_weight'\] are not supported.*unweighted"):
+        model().fit(X, y, sample_weight=np.ones(len(y)))  # not a bare TypeError
     fitted = model().fit(X, y)
     with pytest.raises(ValueError, match="features"):
         fitted.predict_interval(X_test[:, :2])

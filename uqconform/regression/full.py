@@ -378,18 +378,28 @@ class FullConformalRidge(VersionedState, FullConformalMixin, RegressorMixin, Bas
         return X
 
     @keeps_state_on_error
-    def fit(self, X: ArrayLike, y: ArrayLike) -> Self:
+    def fit(self, X: ArrayLike, y: ArrayLike, **fit_params: Any) -> Self:
         """Fit ridge regression on all the data and prepare the confidence machine.
 
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
         y : array-like of shape (n_samples,)
+        **fit_params : dict
+            None is accepted: ``sample_weight`` is refused (the confidence machine is
+            that of an unweighted ridge fit), with a message saying so.
 
         Returns
         -------
         self
         """
+        if fit_params:
+            raise ValueError(
+                f"fit parameters {sorted(fit_params)} are not supported: the confidence "
+                "machine is that of an unweighted ridge fit on every row, so weights (or "
+                "other fit parameters) would give a set that is not full conformal "
+                "prediction of the model fitted."
+            )
         self._validate_full_params()
         model = self._ridge()
         X = self._checked_X(X, reset=True)
