@@ -89,6 +89,8 @@ def test_parameter_index_reorders_torch_vectors():
     net = _sequential()
     vector = torch.nn.utils.parameters_to_vector(net.parameters()).detach().numpy()
     np.testing.assert_array_equal(vector[torch_parameter_index(net)], from_torch(net).parameters())
+    with pytest.raises(TypeError, match=r"`module` must be a torch\.nn\.Module"):
+        torch_parameter_index(MLPRegressor())  # an sklearn network, which from_torch refuses too
 
 
 def test_torch_posterior_matches_the_same_sklearn_network():

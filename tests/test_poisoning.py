@@ -8,6 +8,7 @@ import pytest
 from conftest import Unchanged
 from sklearn.datasets import load_digits
 
+from uqconform import SplitConformalClassifier
 from uqconform.classification.rps import ReliablePredictionSets, hash_partition
 from uqconform.evaluation.poisoning import (
     delete_points,
@@ -134,6 +135,9 @@ def test_worst_partitions_are_a_ranking():
         assert sorted(ranking.tolist()) == list(range(k))
     with pytest.raises(ValueError, match="data"):
         worst_partitions(model, X[1200:], "test")
+    for other in (None, SplitConformalClassifier()):  # not an AttributeError from inside
+        with pytest.raises(TypeError, match="`model` must be a ReliablePredictionSets"):
+            worst_partitions(other, X[1200:])
     # The most pivotal calibration partition is the one whose removal changes most sets.
     member = model.partition_sets(X[1200:])
     tau = model.majority_threshold_

@@ -157,6 +157,11 @@ def torch_parameter_index(module: Any, *, trainable_only: bool = False) -> NDArr
     array([0, 2, 4, 1, 3, 5, 6, 7, 8])
     """
     torch = require_torch()
+    if not isinstance(module, torch.nn.Module):
+        raise TypeError(
+            f"`module` must be a torch.nn.Module (a Sequential of supported layers), got "
+            f"{type(module).__name__}."
+        )
     offsets: dict[int, int] = {}
     position = 0
     for parameter in module.parameters():

@@ -349,6 +349,13 @@ def worst_partitions(model: Any, X: Any, data: str = "calibration") -> NDArray:
     >>> sorted(worst_partitions(rps, X[800:], "training")) == list(range(10))
     True
     """
+    from uqconform.classification.rps import ReliablePredictionSets
+
+    if not isinstance(model, ReliablePredictionSets):
+        raise TypeError(
+            f"`model` must be a ReliablePredictionSets (its partitions are what is ranked), "
+            f"got {type(model).__name__}."
+        )
     if data == "calibration":
         member = model.partition_sets(X)  # (n, K, k_calib)
         votes = member.sum(axis=2)
