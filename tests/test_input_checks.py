@@ -1387,3 +1387,38 @@ def test_predicting_before_calibrate_around_a_fitted_model_names_calibrate(data)
         cp = wrapper(model.fit(X, target))
         with pytest.raises(NotFittedError, match=r"or calibrate\(X_calib, y_calib\) alone when"):
             cp.predict_set(X) if wrapper is SplitConformalClassifier else cp.predict_interval(X)
+
+
+def test_booleans_and_text_are_not_numbers_where_a_number_is_asked_for():
+    # scikit-learn's interval constraints count True as 1 and numpy reads "1" as 1.0:
+    # each of these ran with a value the user did not mean
+    from sklearn.datasets import make_regression
+
+    from uqconform.multioutput import EllipsoidalConformalRegressor
+    from uqconform.quantiles import conformal_quantile, weighted_quantile
+    from uqconform.regions import AffineMap, PredictionRegion
+
+    X, Y = make_regression(120, 3, n_targets=2, random_state=0)
+    for params in ({"n_neighbors": True}, {"shrinkage": False}):
+        model = EllipsoidalConformalRegressor(covariance="local", **params)
+        with pytest.raises(ValueError, match=f"`{next(iter(params))}` must be a number"):
+            model.fit(X, Y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a few iterations: not converged
+        network = MLPRegressor(hidden_layer_sizes=(4,), max_iter=20, random_state=0).fit(
+            X, Y[:, 0]
+        )
+    with pytest.raises(ValueError, match="`validation_fraction` must be a number"):
+        LaplacePosterior(network, validation_fraction=True).fit(X, Y[:, 0])
+    for q in (True, "0.5", [], [[0.5]]):
+        with pytest.raises(ValueError, match="`q` must be a level"):
+            weighted_quantile([1.0, 2.0, 3.0], [1.0, 1.0, 1.0], q)
+    for values in ([], [[1.0, 2.0, 3.0]], ["a", "b", "c"]):
+        with pytest.raises(ValueError, match="`values` must be a non-empty 1-D array"):
+            weighted_quantile(values, [1.0, 1.0, 1.0], 0.5)
+    for weight in ("1", True):
+        with pytest.raises(ValueError, match="`test_weight` must be a number"):
+            conformal_quantile(np.arange(20.0), 0.1, weights=np.ones(20), test_weight=weight)
+    for radius in ("1", True):
+        with pytest.raises(ValueError, match="`radius` must be a number"):
+            PredictionRegion(AffineMap(np.zeros((3, 2)), np.ones((3, 2))), radius)

@@ -238,6 +238,32 @@ def check_bool(value: Any, name: str) -> None:
         raise ValueError(f"`{name}` must be True or False, got {value!r}.")
 
 
+def refuse_booleans(constraints: dict, params: dict, caller: str) -> None:
+    """A bool given for a numeric parameter (scikit-learn's ``Interval`` constraints count
+    ``True`` as the number 1) is refused, naming the parameter.
+
+    Examples
+    --------
+    >>> import numbers
+    >>> from sklearn.utils._param_validation import Interval
+    >>> refuse_booleans({"n_neighbors": [Interval(numbers.Integral, 1, None, closed="left")]},
+    ...                 {"n_neighbors": True}, "Model")
+    Traceback (most recent call last):
+    ...
+    ValueError: Model: `n_neighbors` must be a number, got True (a boolean).
+    """
+    from sklearn.utils._param_validation import Interval
+
+    for name, options in constraints.items():
+        value = params.get(name)
+        if (
+            isinstance(value, bool | np.bool_)
+            and "boolean" not in options
+            and any(isinstance(option, Interval) for option in options)
+        ):
+            raise ValueError(f"{caller}: `{name}` must be a number, got {value!r} (a boolean).")
+
+
 def check_n_jobs(n_jobs: Any) -> None:
     """``n_jobs`` must be None or a non-zero integer (joblib's convention: -1 is every CPU).
 

@@ -340,7 +340,9 @@ def _weighted_conformal_quantile(
         )
     if not np.isfinite(w).all() or (w < 0).any():
         raise ValueError("`weights` must be finite and non-negative.")
-    w_test = np.asarray(test_weight, dtype=float)
+    w_test = real_values(test_weight)
+    if w_test is None:
+        raise ValueError(f"`test_weight` must be a number or numbers, got {test_weight!r}.")
     if np.isnan(w_test).any() or (w_test < 0).any():
         raise ValueError("`test_weight` must be non-negative (+inf gives the whole space).")
     shared = w.ndim == 1 and w_test.ndim == 1 and w_test.size > 1  # one weight per test row
@@ -449,11 +451,19 @@ def weighted_quantile(values: ArrayLike, weights: ArrayLike, q: float | ArrayLik
     >>> weighted_quantile([1.0, 2.0, 3.0], [1, 1, 2], 0.5)
     array([2.])
     """
-    v = np.asarray(values, dtype=float)
+    v = real_values(values)
+    if v is None or v.ndim != 1 or not v.size:
+        raise ValueError(
+            "`values` must be a non-empty 1-D array of numbers, got "
+            + (f"shape {v.shape}." if v is not None else f"{type(values).__name__}.")
+        )
     if np.isnan(v).any():
         raise ValueError("`values` contains NaN.")
     w = np.asarray(weights, dtype=float)
-    levels = np.atleast_1d(np.asarray(q, dtype=float))
+    given = real_values(q)
+    levels = np.atleast_1d(np.empty(0) if given is None else given)
+    if given is None or levels.ndim > 1 or not levels.size:
+        raise ValueError(f"`q` must be a level or a 1-D sequence of levels in [0, 1], got {q!r}.")
     if ((levels < 0) | (levels > 1) | np.isnan(levels)).any():
         raise ValueError(f"`q` must lie in [0, 1], got {levels.tolist()}.")
     if w.shape[-1:] != v.shape or w.ndim > 2:

@@ -35,7 +35,7 @@ from numpy.typing import ArrayLike, NDArray
 from scipy.special import gammaln, logsumexp
 
 from uqconform._seeding import random_generator
-from uqconform._validation import check_int
+from uqconform._validation import check_int, real_values
 from uqconform._warnings import warn_user
 from uqconform.scores.regression import outward_margin
 
@@ -374,7 +374,9 @@ class PredictionRegion:
                     f"`latent_map` must implement the LatentMap protocol; "
                     f"{type(latent_map).__name__} has no {attribute}()."
                 )
-        values = np.asarray(radius, dtype=float)
+        values = real_values(radius)
+        if values is None:  # text, booleans: not a radius
+            raise ValueError(f"`radius` must be a number or an array of numbers, got {radius!r}.")
         n = int(latent_map.n_rows)
         if values.ndim > 1 or (values.ndim == 1 and values.shape[0] != n):
             raise ValueError(

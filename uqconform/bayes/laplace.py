@@ -48,6 +48,7 @@ from uqconform._validation import (
     check_positive_float,
     check_regression_target,
     real_values,
+    refuse_booleans,
 )
 from uqconform._version import VersionedState
 from uqconform.base import (
@@ -155,6 +156,9 @@ class LaplacePosterior(VersionedState, BaseEstimator):
     _fit_params = ("structure",)
 
     def _validate_params(self) -> None:
+        refuse_booleans(
+            self._parameter_constraints, self.get_params(deep=False), type(self).__name__
+        )
         super()._validate_params()
         check_random_state_value(self.random_state)  # also refuses True and seeds >= 2**32
 

@@ -35,6 +35,7 @@ from uqconform._validation import (
     has_nan,
     missing_target_error,
     nullable_as_float,
+    refuse_booleans,
     refuse_non_finite,
     sklearn_tags,
 )
@@ -154,10 +155,10 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
     _parameter_constraints: ClassVar[dict] = {}
 
     def _validate_params(self) -> None:
+        params = self.get_params(deep=False)
+        refuse_booleans(self._parameter_constraints, params, type(self).__name__)
         validate_parameter_constraints(  # first: the types of the parameters
-            self._parameter_constraints,
-            self.get_params(deep=False),
-            caller_name=type(self).__name__,
+            self._parameter_constraints, params, caller_name=type(self).__name__
         )
         super()._validate_params()
 
