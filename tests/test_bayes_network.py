@@ -251,3 +251,47 @@ def test_exact_relu_with_full_covariance_stays_a_covariance():
         cov = (root @ root.T)[None]
         _, out = relu.moments(rng.normal(size=(1, 5)), cov, mode="exact_relu")
         assert np.linalg.eigvalsh(out[0]).min() >= -1e-12 * np.abs(out[0]).max()
+
+
+def test_hand_built_blocks_and_networks_are_checked():
+    # the docs tell users to build posterior blocks themselves: a negative variance used to
+    # come out as a negative predictive variance, and widths that do not chain failed
+    # inside numpy (or not at all until a forward pass)
+    layer = Dense(np.ones((2, 1)), [0.0])
+    x, zero = np.array([[1.0, 2.0]]), np.zeros((1, 2))
+    bad_blocks = [
+        (lambda: DiagonalBlock(np.full((2, 1), -0.1), np.array([0.05])), "negative variances"),
+        (lambda: DiagonalBlock(np.full((2, 1), np.nan), np.array([0.05])), "NaN or infinite"),
+        (lambda: DiagonalBlock(np.full((2, 1), 0.1), np.array([0.05, 0.1])), "`bias_var`"),
+        (lambda: KroneckerBlock(-np.eye(3), np.eye(1)), "negative variances"),
+        (lambda: KroneckerBlock(np.ones((3, 2)), np.eye(1)), "`input_cov` must be square"),
+        (lambda: FullBlock(np.ones((3, 1, 2, 1))), "`cov` must have shape"),
+    ]
+    for build, message in bad_blocks:
+        with pytest.raises(ValueError, match=message):
+            build()
+    other_layer = DiagonalBlock(np.full((3, 1), 0.1), np.array([0.05]))
+    with pytest.raises(ValueError, match="does not fit Dense"):
+        layer.moments(x, zero, other_layer)
+    with pytest.raises(ValueError, match=r"layer 2 \(Dense\(5, 1\)\) takes 5 units"):
+        Network(
+            [Dense(np.ones((3, 2)), np.zeros(2)), Activation("relu"), Dense(np.ones((5, 1)), [0])]
+        )
+    with pytest.raises(ValueError, match="`eps` must be a finite number > 0"):
+        LayerNorm(np.ones(2), np.zeros(2), eps=-1.0)
+    with pytest.raises(ValueError, match="`gamma` and `beta`"):
+        LayerNorm(np.ones(2), np.zeros(3))
+    with pytest.raises(ValueError, match="`scale` and `shift`"):
+        Affine(np.ones(2), np.zeros(3))
+    net = Network(
+        [
+            Dense(np.ones((2, 3)), np.zeros(3)),
+            Affine(np.ones(3), np.zeros(3)),
+            Dense(np.ones((3, 1)), [0.0]),
+        ]
+    )
+    for X in (np.ones(2), np.ones((4, 3))):
+        with pytest.raises(ValueError, match=r"`X` must have shape \(n_samples, 2\)"):
+            net.forward(X)
+    good = DiagonalBlock(np.full((2, 1), 0.1), np.array([0.05]))
+    np.testing.assert_allclose(layer.moments(x, zero, good)[1], [[0.55]])  # still as documented

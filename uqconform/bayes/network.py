@@ -27,6 +27,7 @@ per-row covariance matrices ``(n, d, d)`` (``covariance="full"``).
 from __future__ import annotations
 
 import itertools
+import numbers
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,6 +85,28 @@ def _row_blocks(n_rows: int, cells_per_row: int) -> list[slice]:
     return [slice(start, start + step) for start in range(0, max(n_rows, 1), step)]
 
 
+def _finite_array(value: Any, name: str, ndim: int) -> NDArray:
+    """``value`` as a finite float array with ``ndim`` axes, or a ValueError naming it."""
+    try:
+        array = np.array(value, dtype=np.float64)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"`{name}` must be an array of numbers: {error}") from None
+    if array.ndim != ndim:
+        raise ValueError(f"`{name}` must have {ndim} axes, got shape {array.shape}.")
+    if not np.isfinite(array).all():
+        raise ValueError(f"`{name}` contains NaN or infinite values.")
+    return array
+
+
+def _check_variances(values: NDArray, name: str) -> None:
+    """Variances (or a covariance's diagonal) must be >= 0."""
+    if (values < 0).any():
+        raise ValueError(
+            f"`{name}` holds negative variances (e.g. {float(values[values < 0][0])}); a "
+            "posterior block holds variances or a covariance."
+        )
+
+
 # ---- posterior blocks of one dense layer ------------------------------------------------------
 @dataclass(frozen=True)
 class DiagonalBlock:
@@ -100,6 +123,23 @@ class DiagonalBlock:
 
     weight_var: NDArray
     bias_var: NDArray
+
+    def __post_init__(self) -> None:
+        weight_var = _finite_array(self.weight_var, "weight_var", 2)
+        bias_var = _finite_array(self.bias_var, "bias_var", 1)
+        if bias_var.shape != (weight_var.shape[1],):
+            raise ValueError(
+                f"`bias_var` must have one variance per output ({weight_var.shape[1]}), got "
+                f"shape {bias_var.shape}."
+            )
+        _check_variances(weight_var, "weight_var")
+        _check_variances(bias_var, "bias_var")
+        object.__setattr__(self, "weight_var", weight_var)
+        object.__setattr__(self, "bias_var", bias_var)
+
+    def shape_for(self, n_in: int, n_out: int) -> bool:
+        """Whether the block fits a Dense layer of ``n_in`` inputs and ``n_out`` outputs."""
+        return self.weight_var.shape == (n_in, n_out)
 
     def extra(self, mean: NDArray, cov: NDArray) -> NDArray:
         """``E[a~' Sigma_oo' a~]`` (only the diagonal ``o = o'`` is non-zero): ``(n, out)``."""
@@ -127,6 +167,17 @@ class KroneckerBlock:
 
     input_cov: NDArray
     output_cov: NDArray
+
+    def __post_init__(self) -> None:
+        for name in ("input_cov", "output_cov"):
+            matrix = _finite_array(getattr(self, name), name, 2)
+            if matrix.shape[0] != matrix.shape[1]:
+                raise ValueError(f"`{name}` must be square, got shape {matrix.shape}.")
+            _check_variances(np.diagonal(matrix), name)
+            object.__setattr__(self, name, matrix)
+
+    def shape_for(self, n_in: int, n_out: int) -> bool:
+        return self.input_cov.shape[0] == n_in + 1 and self.output_cov.shape[0] == n_out
 
     def _quadratic(self, mean: NDArray, cov: NDArray) -> NDArray:
         """``E[a~' A a~]`` per row with ``a~ = [a, 1]``: ``(n,)``."""
@@ -158,6 +209,19 @@ class FullBlock:
     """
 
     cov: NDArray  # (n_in + 1, n_out, n_in + 1, n_out)
+
+    def __post_init__(self) -> None:
+        cov = _finite_array(self.cov, "cov", 4)
+        if cov.shape[:2] != cov.shape[2:]:
+            raise ValueError(
+                f"`cov` must have shape (n_in + 1, n_out, n_in + 1, n_out), got {cov.shape}."
+            )
+        size = cov.shape[0] * cov.shape[1]
+        _check_variances(np.diagonal(cov.reshape(size, size)), "cov")
+        object.__setattr__(self, "cov", cov)
+
+    def shape_for(self, n_in: int, n_out: int) -> bool:
+        return self.cov.shape[:2] == (n_in + 1, n_out)
 
     def _terms(self, mean: NDArray, cov: NDArray, pairs: str) -> NDArray:
         augmented = np.hstack([mean, np.ones((mean.shape[0], 1))])
@@ -236,6 +300,11 @@ class Dense:
         Exact first two moments when the weights (posterior ``block``, or deterministic for
         ``None``) are independent of the input.
         """
+        if block is not None and not block.shape_for(self.n_in, self.n_out):
+            raise ValueError(
+                f"The posterior block ({type(block).__name__}) does not fit {self!r}: its "
+                "shapes are those of another layer."
+            )
         out_mean = mean @ self.weight + self.bias
         if cov.ndim == 2:
             out = cov @ self.weight**2
@@ -381,8 +450,18 @@ class Affine:
     """
 
     def __init__(self, scale: Any, shift: Any):
-        self.scale = np.asarray(scale, dtype=np.float64).reshape(-1)
-        self.shift = np.asarray(shift, dtype=np.float64).reshape(-1)
+        self.scale = _finite_array(scale, "scale", np.ndim(scale)).reshape(-1)
+        self.shift = _finite_array(shift, "shift", np.ndim(shift)).reshape(-1)
+        if self.scale.shape != self.shift.shape:
+            raise ValueError(
+                f"Affine layer: `scale` and `shift` must have one entry per unit each, got "
+                f"{self.scale.size} and {self.shift.size}."
+            )
+
+    @property
+    def width(self) -> int | None:
+        """Units it applies to (None: one value broadcast to any width)."""
+        return self.scale.size if self.scale.size > 1 else None
 
     def forward(self, a: NDArray) -> NDArray:
         return a * self.scale + self.shift
@@ -426,10 +505,22 @@ class LayerNorm:
     def __init__(self, gamma: Any, beta: Any, eps: float = 1e-5, statistics: str = "linearize"):
         if statistics not in ("linearize", "fixed"):
             raise ValueError(f"statistics must be 'linearize' or 'fixed', got {statistics!r}.")
-        self.gamma = np.asarray(gamma, dtype=np.float64).reshape(-1)
-        self.beta = np.asarray(beta, dtype=np.float64).reshape(-1)
-        self.eps = float(eps)
-        self.statistics = statistics
+        self.gamma = _finite_array(gamma, "gamma", np.ndim(gamma)).reshape(-1)
+        self.beta = _finite_array(beta, "beta", np.ndim(beta)).reshape(-1)
+        if self.gamma.shape != self.beta.shape:
+            raise ValueError(
+                f"LayerNorm: `gamma` and `beta` must have one entry per unit each, got "
+                f"{self.gamma.size} and {self.beta.size}."
+            )
+        if isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not 0 < eps < np.inf:
+            raise ValueError(f"LayerNorm: `eps` must be a finite number > 0, got {eps!r}.")
+        self.eps: float = float(eps)
+        self.statistics: str = statistics
+
+    @property
+    def width(self) -> int | None:
+        """Units it normalises (None: one value broadcast to any width)."""
+        return self.gamma.size if self.gamma.size > 1 else None
 
     def _factor(self, a: NDArray) -> tuple[NDArray, NDArray]:
         centre = a.mean(axis=-1, keepdims=True)
@@ -496,8 +587,40 @@ class Network:
             raise ValueError(f"output must be identity, logistic or softmax, got {output!r}.")
         if not any(isinstance(layer, Dense) for layer in layers):
             raise ValueError("a Network needs at least one Dense layer.")
+        width = None  # the number of units flowing between layers, once a layer fixes it
+        for position, layer in enumerate(layers):
+            needs = layer.n_in if isinstance(layer, Dense) else getattr(layer, "width", None)
+            if width is not None and needs is not None and needs != width:
+                raise ValueError(
+                    f"`layers`: layer {position} ({layer!r}) takes {needs} units, but the "
+                    f"layers before it give {width}."
+                )
+            if isinstance(layer, Dense):
+                width = layer.n_out
+            elif needs is not None:
+                width = needs
         self.layers = list(layers)
         self.output = output
+
+    @property
+    def n_inputs(self) -> int:
+        """The number of input features (the first layer with a width fixes it)."""
+        for layer in self.layers:
+            if isinstance(layer, Dense):
+                return layer.n_in
+            if getattr(layer, "width", None) is not None:
+                return layer.width
+        raise AssertionError("a Network has a Dense layer")  # checked at construction
+
+    def _inputs(self, X: Any) -> NDArray:
+        """``X`` as a float array ``(n, n_inputs)``, or a ValueError naming it."""
+        a = np.asarray(X, dtype=np.float64)
+        if a.ndim != 2 or a.shape[1] != self.n_inputs:
+            raise ValueError(
+                f"`X` must have shape (n_samples, {self.n_inputs}) for this network, got "
+                f"{a.shape}."
+            )
+        return a
 
     @property
     def dense_layers(self) -> list[Dense]:
@@ -523,14 +646,14 @@ class Network:
     def features(self, X: NDArray) -> NDArray:
         """Input of the last Dense layer (every layer before it applied)."""
         last = max(i for i, layer in enumerate(self.layers) if isinstance(layer, Dense))
-        a = np.asarray(X, dtype=np.float64)
+        a = self._inputs(X)
         for layer in self.layers[:last]:
             a = layer.forward(a)
         return a
 
     def forward(self, X: NDArray) -> NDArray:
         """Values of the last layer (regression outputs or logits), ``(n, n_outputs)``."""
-        a = np.asarray(X, dtype=np.float64)
+        a = self._inputs(X)
         for layer in self.layers:
             a = layer.forward(a)
         return a
@@ -538,7 +661,8 @@ class Network:
     def forward_samples(self, X: NDArray, theta: NDArray) -> NDArray:
         """Outputs for a batch of parameter vectors ``theta (S, P)``: ``(S, n, n_outputs)``."""
         theta = np.asarray(theta, dtype=np.float64)
-        a = np.broadcast_to(np.asarray(X, dtype=np.float64), (theta.shape[0], *np.shape(X)))
+        X = self._inputs(X)
+        a = np.broadcast_to(X, (theta.shape[0], *X.shape))
         slices = iter(self.parameter_slices())
         for layer in self.layers:
             if isinstance(layer, Dense):
@@ -582,7 +706,7 @@ class Network:
         dense = self.dense_layers
         if len(blocks) != len(dense):
             raise ValueError(f"{len(blocks)} posterior blocks for {len(dense)} Dense layers.")
-        X = np.asarray(X, dtype=np.float64)
+        X = self._inputs(X)
         # rows are independent: propagate them in blocks, each holding at most about
         # _BLOCK_CELLS cells of (rows, d) variances or (rows, d, d) covariances (and the
         # (rows, d, d) Jacobians of a linearised LayerNorm)
