@@ -12,7 +12,7 @@ import pytest
 from sklearn.base import BaseEstimator, RegressorMixin, clone
 from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import LinearRegression, LogisticRegression
-from sklearn.neural_network import MLPRegressor
+from sklearn.neural_network import MLPClassifier, MLPRegressor
 
 from uqconform import (
     ApproximateFullConformalRegressor,
@@ -639,6 +639,26 @@ def test_evaluate_takes_a_linearized_regressor(data):
         for lo, hi in (model.predict_interval(X[100:], alpha=a).T for a in (0.1, 0.2))
     ]
     np.testing.assert_allclose(frame["coverage"], expected)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_linearized_score_names_a_bad_target_as_log_predictive_does(data):
+    X, y, labels = data
+    network = MLPRegressor(hidden_layer_sizes=(5,), max_iter=300, random_state=0)
+    model = LinearizedPredictive(network).fit(X[:100], y[:100])
+    bad = y[100:].copy()
+    bad[3] = np.nan
+    for target in (bad, y[101:]):
+        with pytest.raises(ValueError, match="`y`"):
+            model.score(X[100:], target)
+    small = MLPClassifier(hidden_layer_sizes=(5,), max_iter=300, random_state=0)
+    classifier = LinearizedPredictive(small).fit(X[:100], labels[:100])
+    with pytest.raises(ValueError, match="`y`"):
+        classifier.score(X[100:], labels[101:])
+    assert model.score(X[100:], y[100:]) == pytest.approx(
+        1
+        - np.sum((y[100:] - model.predict(X[100:])) ** 2) / np.sum((y[100:] - y[100:].mean()) ** 2)
+    )
 
 
 @pytest.mark.parametrize("method", ["onepass", "glm", "mc"])

@@ -741,9 +741,12 @@ class LinearizedPredictive(VersionedState, BaseEstimator):
         predictive distribution use `log_predictive`.
         """
         self._check()
+        prediction = self.predict(X)
         if self.task_ == "regression":
-            return float(r2_score(y, self.predict(X), sample_weight=sample_weight))
-        return float(accuracy_score(y, self.predict(X), sample_weight=sample_weight))
+            target = check_regression_target(y, prediction.shape[0])  # named like log_predictive's
+            return float(r2_score(target, prediction, sample_weight=sample_weight))
+        labels = check_class_labels(y, prediction.shape[0])  # length, missing labels: named
+        return float(accuracy_score(labels, prediction, sample_weight=sample_weight))
 
     def log_predictive(
         self,
