@@ -350,6 +350,11 @@ def test_classifier_density_ratio_tracks_the_true_ratio_and_checks_input():
         ClassifierDensityRatio(LinearSVC()).fit(source, target)
     with pytest.raises(NotFittedError):
         ClassifierDensityRatio()(source)
+    # a nullable boolean column's pd.NA is named like NaN (numpy could not read it as float)
+    nullable = pd.DataFrame({"a": pd.array([True, None, False, True], dtype="boolean")})
+    complete = pd.DataFrame({"a": pd.array([True, False, True, False], dtype="boolean")})
+    with pytest.raises(ValueError, match="`X_target` contains NaN"):
+        ClassifierDensityRatio().fit(complete, nullable)
 
 
 def test_density_ratio_names_a_missing_sample():

@@ -20,7 +20,7 @@ from sklearn.preprocessing import StandardScaler
 
 from uqconform._rows import n_rows
 from uqconform._seeding import check_random_state_value, seeded_clone
-from uqconform._validation import check_positive_float
+from uqconform._validation import check_positive_float, nullable_as_float
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -144,8 +144,10 @@ class ClassifierDensityRatio:
         labels = np.r_[np.zeros(n_source, int), np.ones(n_target, int)]
         if self.classifier is None:  # the default pipeline takes finite numbers only
             for name, value in (("X_source", X_source), ("X_target", X_target)):
-                try:
-                    finite = np.isfinite(np.asarray(value, dtype=float)).all()
+                nullable = nullable_as_float(value) if hasattr(value, "dtypes") else None
+                try:  # a nullable frame's pd.NA as NaN, named here like NaN
+                    numbers = np.asarray(value, dtype=float) if nullable is None else nullable
+                    finite = np.isfinite(numbers).all()
                 except (TypeError, ValueError):
                     finite = True  # not numbers: the pipeline says so
                 if not finite:
