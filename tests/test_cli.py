@@ -4,7 +4,9 @@ import json
 import operator
 import os
 import re
+import signal
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -122,6 +124,10 @@ def test_unwritable_out_dir(tmp_path, capsys):
     assert code == 2
     err = capsys.readouterr().err
     assert "Cannot write benchmark results to --out" in err
+    assert main(["benchmark", "--suite", "classic", "--out", str(blocker)]) == 2
+    assert "is a file, not a folder" in capsys.readouterr().err  # was "File exists."
+    assert main(["benchmark", "--suite", "classic", "--jobs", "0", "--out", str(tmp_path)]) == 2
+    assert "--jobs must be a positive integer" in capsys.readouterr().err  # no "None or"
 
 
 def _second(ctx):
@@ -183,6 +189,25 @@ def test_an_interrupted_run_leaves_the_folder_as_it_was(fake_registry, tmp_path,
     assert "interrupted" in capsys.readouterr().err
     after = {path.name: path.read_bytes() for path in tmp_path.iterdir()}  # no staging left
     assert after == before
+
+
+def _terminated(ctx):
+    ctx.figure("half", lambda fig: fig.subplots().plot([0, 1], [1, 0]))
+    os.kill(os.getpid(), signal.SIGTERM)  # `kill` or a CI timeout
+    time.sleep(5)  # the handler stops the run here
+
+
+def test_a_terminated_run_leaves_the_folder_as_it_was(fake_registry, tmp_path, capsys):
+    # SIGTERM used to end the process at once, leaving the staging folder of partial
+    # plots in `out` for good
+    assert main(["benchmark", "--suite", "fake-ok", "--out", str(tmp_path)]) == 0
+    before = {path.name: path.read_bytes() for path in tmp_path.iterdir()}
+    registry._FAMILIES["fake-terminated"] = Family("fake-terminated", "kill", _terminated)
+    handler = signal.getsignal(signal.SIGTERM)
+    assert main(["benchmark", "--suite", "fake-terminated", "--out", str(tmp_path)]) == 143
+    assert "terminated" in capsys.readouterr().err
+    assert {path.name: path.read_bytes() for path in tmp_path.iterdir()} == before
+    assert signal.getsignal(signal.SIGTERM) is handler  # restored after the run
 
 
 def test_command_line_errors_name_the_options(tmp_path, capsys):
@@ -400,3 +425,31 @@ def test_ctrl_c_with_families_side_by_side_leaves_the_folder_as_it_was(
     code = main(["benchmark", "--suite", "smoke", "--out", str(tmp_path), "--jobs", "2"])
     assert code == 130 and "interrupted" in capsys.readouterr().err
     assert {path.name: path.read_bytes() for path in tmp_path.iterdir()} == before
+
+
+class _ClosedPipe:
+    """A standard output whose reader has gone (``| head`` after its line): every write
+    raises BrokenPipeError; its file descriptor is a scratch file's."""
+
+    def __init__(self, path):
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT)
+
+    def write(self, text):
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def flush(self):
+        pass
+
+    def fileno(self):
+        return self.fd
+
+
+def test_a_closed_standard_output_does_not_lose_the_run(fake_registry, tmp_path, monkeypatch):
+    # `uqconform benchmark ... | head` used to stop at the first print after the reader left,
+    # with a traceback, exit code 1 and, before the files were written, an empty folder
+    out = tmp_path / "out"
+    monkeypatch.setattr(sys, "stdout", _ClosedPipe(tmp_path / "stdout"))
+    assert main(["benchmark", "--suite", "fake-ok", "--out", str(out), "--no-progress"]) == 0
+    assert json.loads((out / "results.json").read_text())["families"]["fake-ok"]["status"] == "ok"
+    monkeypatch.setattr(sys, "stdout", _ClosedPipe(tmp_path / "stdout2"))
+    assert main(["benchmark", "--list"]) == 0

@@ -100,6 +100,19 @@ def test_oracles_refuse_what_they_cannot_describe():
     with pytest.raises(ValueError, match="`means`"):
         GaussianClassificationOracle(means=[1.0, 2.0])
     assert gaussian == gaussian and hash(gaussian) == hash(gaussian)
+    with pytest.raises(
+        ValueError, match=r"`alpha` must be a single float in \(0, 1\), got 1\.5\."
+    ):
+        oracle(np.zeros((1, 2)), alpha=1.5)  # the number given, not "[1.5]"
+
+
+def test_macro_growth_refuses_more_lags_than_quarters():
+    # 300 lags returned (0, 1503) and (0, 2) arrays without a word
+    from uqconform.multioutput.datasets import load_macro_growth
+
+    assert load_macro_growth(n_lags=201)[0].shape == (1, 5 * 201 + 3)
+    with pytest.raises(ValueError, match="`n_lags` must be below 202"):
+        load_macro_growth(n_lags=202)
 
 
 def test_dropped_rows_are_counted_in_the_descriptions():

@@ -9,6 +9,8 @@ packages, prints the tables and writes ``results.json``, ``report.md`` and PNG p
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -26,6 +28,17 @@ _RUN_DEFAULTS: dict[str, Any] = {
     "jobs": None,
     "no_progress": False,
 }
+
+
+def _echo(text: str) -> None:
+    """Print ``text``; once standard output is closed (``| head``, a pager quit) stay
+    silent, so that the run still finishes and writes its files."""
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # also silences the flush at exit
+        os.close(devnull)
 
 
 def _version() -> str:
@@ -145,7 +158,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 file=sys.stderr,
             )
             return 2
-        print(_list_suites())
+        _echo(_list_suites())
         return 0
     from uqconform.benchmarks import BenchmarkOutputError, run_benchmark
 
@@ -160,6 +173,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 2
     out = run["out"]
+    previous = signal.signal(signal.SIGTERM, _stop_on_sigterm)  # `kill`, a CI timeout
     try:
         results = run_benchmark(
             run["suite"],
@@ -168,24 +182,37 @@ def main(argv: Sequence[str] | None = None) -> int:
             scale=run["scale"],
             progress=not run["no_progress"],
             jobs=run["jobs"],
+            echo=_echo,
         )
     except (ValueError, BenchmarkOutputError) as error:
         print(f"uqconform benchmark: error: {_as_options(str(error))}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as stop:
+        how = "terminated" if isinstance(stop, _Terminated) else "interrupted"
         print(
-            f"\nuqconform benchmark: interrupted; the files already in {out} are as they were.",
+            f"\nuqconform benchmark: {how}; the files already in {out} are as they were.",
             file=sys.stderr,
         )
-        return 130
+        return 143 if isinstance(stop, _Terminated) else 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     return 1 if results["failed"] else 0
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, stopped as Ctrl-C is: workers ended, the staging folder removed."""
+
+
+def _stop_on_sigterm(signum: int, frame: Any) -> None:
+    raise _Terminated()
 
 
 def _as_options(message: str) -> str:
     """The runner names its Python arguments (`seed`); on the command line they are options."""
     for name in ("suite", "out", "seed", "scale", "jobs"):
         message = message.replace(f"`{name}`", f"--{name}")
-    return message
+    # None is the Python default; it cannot be typed on the command line
+    return message.replace("--jobs must be None or a", "--jobs must be a")
 
 
 if __name__ == "__main__":

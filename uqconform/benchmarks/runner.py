@@ -167,6 +167,10 @@ def prepare_out_dir(out: str | os.PathLike[str]) -> Path:
     if not str(out).strip():
         raise BenchmarkOutputError("`out` is empty: name the folder for the results.")
     path = Path(out).expanduser()
+    if path.exists() and not path.is_dir():
+        raise BenchmarkOutputError(
+            f"`out` = {str(path)!r} is a file, not a folder. Choose a folder with --out DIR."
+        )
     try:
         path.mkdir(parents=True, exist_ok=True)
         probe = path / ".uqconform-write-test"

@@ -344,6 +344,11 @@ def load_macro_growth(*, n_lags: int = 2, as_frame: bool = False) -> tuple[Any, 
 
     lags = check_int(n_lags, "n_lags")
     frame = macrodata.load_pandas().data
+    if lags >= frame.shape[0] - 1:  # 203 quarters, the first growth rate is at the second
+        raise ValueError(
+            f"`n_lags` must be below {frame.shape[0] - 1} (the quarters with a growth rate), "
+            f"got {lags}: no row would keep every lag."
+        )
     series = ["realgdp", "realcons", "realinv", "realgovt", "realdpi"]
     growth = 100 * np.log(frame[series]).diff()
     columns = {}
