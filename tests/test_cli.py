@@ -427,6 +427,22 @@ def test_ctrl_c_with_families_side_by_side_leaves_the_folder_as_it_was(
     assert {path.name: path.read_bytes() for path in tmp_path.iterdir()} == before
 
 
+def _terminates_the_parent(ctx):
+    os.kill(os.getppid(), signal.SIGTERM)  # a worker process: its parent runs the command
+    time.sleep(30)  # stopped by its parent (SIGTERM) long before this ends
+
+
+def test_sigterm_with_families_side_by_side_stops_the_workers(fake_registry, tmp_path, capsys):
+    assert main(["benchmark", "--suite", "fake-ok", "--out", str(tmp_path)]) == 0
+    before = {path.name: path.read_bytes() for path in tmp_path.iterdir()}
+    registry._FAMILIES["fake-kill"] = Family("fake-kill", "kill", _terminates_the_parent, 9.0)
+    start = time.perf_counter()
+    code = main(["benchmark", "--suite", "smoke", "--out", str(tmp_path), "--jobs", "2"])
+    assert code == 143 and "terminated" in capsys.readouterr().err
+    assert time.perf_counter() - start < 25  # the sleeping worker did not run on
+    assert {path.name: path.read_bytes() for path in tmp_path.iterdir()} == before
+
+
 class _ClosedPipe:
     """A standard output whose reader has gone (``| head`` after its line): every write
     raises BrokenPipeError; its file descriptor is a scratch file's."""

@@ -22,6 +22,7 @@ import operator
 import os
 import platform
 import re
+import signal
 import sys
 import tempfile
 import time
@@ -328,6 +329,9 @@ def _run_family_in_worker(name: str, scale: str, seed: int, out_dir: Path) -> di
     forked after the parent used it (a HistGradientBoosting fit never returned)."""
     from threadpoolctl import threadpool_limits
 
+    # the parent stops its workers with SIGTERM: a handler inherited through fork (the
+    # command line turns SIGTERM into an interruption) must not keep a worker alive
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     family = get_families().get(name)  # None: its module failed to import (reported)
     if "torch" in sys.modules or (family is not None and "torch" in family.requires):
         try:
