@@ -461,6 +461,17 @@ def test_messages_from_a_multi_output_audit():
         small.fit(X[:20], Y[:20])
     centres = small.predict(X[:5])
     np.testing.assert_allclose(centres, np.broadcast_to(centres[0], centres.shape), atol=1e-6)
+    # two fit rows: one validation row let a flow trained on the other replace the start
+    # without the one-standard-error test, and regions 1e5 times the data's spread came
+    # without a word; now the rank is named and the start kept
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        tiny = CONTRA(n_blocks=1, hidden_features=8, max_epochs=5, random_state=0)
+        tiny.fit(X[:2], Y[:2])
+    messages = [str(w.message) for w in caught]
+    assert any("2 rows that train the flow span only 1 of the 2" in m for m in messages)
+    assert any("kept its untrained start (2 fit rows" in m for m in messages)
+    assert tiny.flow_.history["best_epoch"] == 0
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match=r"`device`='cuda'.*no CUDA device"):
             CONTRA(max_epochs=1, device="cuda").fit(X[:100], Y[:100])

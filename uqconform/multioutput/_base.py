@@ -326,7 +326,14 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
                 "Y[model.output_names_in_]."
             )
 
-    def _warn_if_degenerate(self, residuals: NDArray, what: str) -> None:
+    def _warn_if_degenerate(
+        self,
+        residuals: NDArray,
+        what: str,
+        hint: str = "Out-of-fold residuals of a linear model span at most n - p - 1 "
+        "directions (n rows, p features): fit on more rows, or use "
+        "RectangularConformalRegressor (one scale per output).",
+    ) -> None:
         """Warn when the residual rows ``(n, d)`` that learn a region's shape span fewer
         than ``d`` directions because there are too few of them (``n < d + p + 1`` for
         ``p`` features): the shape is then flat in directions new rows do not keep to, and
@@ -339,11 +346,9 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
         rank = int(np.linalg.matrix_rank(residuals))
         if rank < d:
             warn_user(
-                f"The {n} residual rows that {what} span only {rank} of the {d} output "
+                f"The {n} rows that {what} span only {rank} of the {d} output "
                 "directions: the region's shape is flat in the others, so its radius and "
-                "volume will be huge (coverage still holds). Out-of-fold residuals of a "
-                "linear model span at most n - p - 1 directions (n rows, p features): fit on "
-                "more rows, or use RectangularConformalRegressor (one scale per output).",
+                f"volume will be huge (coverage still holds). {hint}",
                 UserWarning,
             )
 
@@ -548,7 +553,8 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
         """Bounding boxes of the prediction regions (`PredictionRegion.bounding_box`).
 
         Exact for ellipses and boxes; for flows the extremes of the region's boundary found
-        by sampling and a few ascent steps (can sit slightly inside a very curved region).
+        by sampling it (1,024 points of the latent circle in 2-D; in 3-D and above, plus a
+        few ascent steps), so they can sit slightly inside a very curved region.
 
         Parameters
         ----------

@@ -296,6 +296,9 @@ class CONTRA(_FlowRegions):
     def _fit(self, X: Any, Y: NDArray, **fit_params: Any) -> None:
         if fit_params:
             raise TypeError(f"CONTRA.fit takes no fit parameters, got {sorted(fit_params)}.")
+        self._warn_if_degenerate(  # the flow starts from the Gaussian fit of Y
+            Y - Y.mean(axis=0), "train the flow", "Fit on more rows."
+        )
         self._train_flow(Y, self._numeric(X), desc="CONTRA flow")
         if self.flow_.history["best_epoch"] == 0:  # the start kept: it ignores x
             warn_user(

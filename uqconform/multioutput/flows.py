@@ -807,8 +807,8 @@ def _clearly_better(module: Any, start_log_prob: Any, y_val: Any, x_val: Any) ->
     with torch.no_grad():
         gain = (module.log_prob(y_val, context=x_val) - start_log_prob).double()
     n = gain.numel()
-    if n < 2:
-        return True
+    if n < 2:  # one validation row cannot show a clear gain: keep the simpler start
+        return False
     return bool(gain.mean() > _ONE_SE * gain.std() / math.sqrt(n))
 
 
