@@ -907,7 +907,7 @@ def _public_helper_calls():
     return [
         (lambda: insert_points(X, np.zeros(20), 1), "`y` has a single label"),
         (lambda: SplitConformalRegressor().fit(1.0, np.ones(3)), "`X` must be 2-D"),
-        (lambda: conformal_quantile(np.arange(10.0), 0.1, weights=np.ones(10),
+        (lambda: conformal_quantile(np.arange(10.0), 0.1, weights=np.ones((2, 10)),
                                     test_weight=np.ones(3)), "`test_weight` must be"),
         (lambda: random_l2_perturbation(X, 0.1, clip=(0, 1, 2)), "`clip` must be"),
         (lambda: random_l2_perturbation(X, 0.1, clip=1.0), "`clip` must be"),
