@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import pandas as pd
 from numpy.typing import NDArray
 from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import LogisticRegression
@@ -125,8 +126,6 @@ class ClassifierDensityRatio:
                 f"{n_target}."
             )
         if hasattr(X_source, "iloc") and hasattr(X_target, "iloc"):
-            import pandas as pd
-
             if list(X_source.columns) != list(X_target.columns):
                 raise ValueError(
                     "`X_source` and `X_target` must have the same columns in the same "
@@ -144,7 +143,7 @@ class ClassifierDensityRatio:
         labels = np.r_[np.zeros(n_source, int), np.ones(n_target, int)]
         if self.classifier is None:  # the default pipeline takes finite numbers only
             for name, value in (("X_source", X_source), ("X_target", X_target)):
-                nullable = nullable_as_float(value) if hasattr(value, "dtypes") else None
+                nullable = nullable_as_float(value) if isinstance(value, pd.DataFrame) else None
                 try:  # a nullable frame's pd.NA as NaN, named here like NaN
                     numbers = np.asarray(value, dtype=float) if nullable is None else nullable
                     finite = np.isfinite(numbers).all()
