@@ -191,6 +191,18 @@ def test_an_interrupted_run_leaves_the_folder_as_it_was(fake_registry, tmp_path,
     assert after == before
 
 
+def test_an_interrupted_run_into_a_new_folder_leaves_no_folder(fake_registry, tmp_path, capsys):
+    registry._FAMILIES["fake-interrupted"] = Family("fake-interrupted", "Ctrl-C", _interrupted)
+    out = tmp_path / "new" / "results"  # neither folder exists before the run
+    assert main(["benchmark", "--suite", "fake-interrupted", "--out", str(out)]) == 130
+    assert "interrupted" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+    kept = tmp_path / "kept"  # a folder that existed before the run stays
+    kept.mkdir()
+    assert main(["benchmark", "--suite", "fake-interrupted", "--out", str(kept / "r")]) == 130
+    assert list(tmp_path.iterdir()) == [kept] and list(kept.iterdir()) == []
+
+
 def _terminated(ctx):
     ctx.figure("half", lambda fig: fig.subplots().plot([0, 1], [1, 0]))
     os.kill(os.getpid(), signal.SIGTERM)  # `kill` or a CI timeout

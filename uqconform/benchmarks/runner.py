@@ -163,6 +163,24 @@ def machine_info() -> dict[str, Any]:
     }
 
 
+def _missing_folders(path: Path) -> list[Path]:
+    """``path`` and its ancestors that do not exist yet, deepest first."""
+    missing = []
+    while not path.exists() and path != path.parent:
+        missing.append(path)
+        path = path.parent
+    return missing
+
+
+def _remove_if_empty(folders: list[Path]) -> None:
+    """Remove folders a stopped run created (deepest first), where still empty."""
+    for folder in folders:
+        try:
+            folder.rmdir()
+        except OSError:  # not empty, or gone: leave it
+            return
+
+
 def prepare_out_dir(out: str | os.PathLike[str]) -> Path:
     """Create ``out`` if needed and check it can be written, with a clear error otherwise."""
     if not str(out).strip():
@@ -606,6 +624,50 @@ def _replace_previous_run(out_dir: Path, staging: Path) -> None:
         os.replace(path, out_dir / path.name)
 
 
+def _run_and_write(
+    names: list[str],
+    suite: str,
+    scale: str,
+    seed: int,
+    out_dir: Path,
+    progress: bool,
+    workers: int,
+    say: Callable[[str], None],
+) -> dict[str, Any]:
+    """Run the families in a staging folder inside ``out_dir``, then move the finished run
+    into ``out_dir``: an interrupted run (Ctrl-C) leaves ``out_dir`` as it was, and the
+    staging folder goes away in every case."""
+    started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(
+        prefix=".uqconform-run-", dir=out_dir, ignore_cleanup_errors=True
+    ) as staging_name:
+        staging = Path(staging_name)
+        families = _run_families(names, scale, seed, staging, progress, workers, say)
+        results = {
+            "suite": suite,
+            "scale": scale,
+            "seed": int(seed),
+            "started": started,
+            "wall_time_s": time.perf_counter() - start,
+            "versions": package_versions(),
+            "machine": machine_info(),
+            "failed": [name for name, rec in families.items() if rec["status"] == "failed"],
+            "skipped": [name for name, rec in families.items() if rec["status"] == "skipped"],
+            "families": families,
+        }
+        results = _jsonable(results)
+        try:
+            (staging / "results.json").write_text(json.dumps(results, indent=2))
+            (staging / "report.md").write_text(report_markdown(results))
+            _replace_previous_run(out_dir, staging)
+        except OSError as error:
+            raise BenchmarkOutputError(
+                f"Cannot write benchmark results to `out` = {str(out_dir)!r}: {error}"
+            ) from None
+    return results
+
+
 def run_benchmark(
     suite: str = "quick",
     out: str | os.PathLike[str] = "uqconform-benchmark",
@@ -683,39 +745,15 @@ def run_benchmark(
     usable = machine_info()["usable_cpus"] or os.cpu_count() or 1
     workers = min(2, usable) if jobs is None else int(jobs)
     names, scale = resolve_suite(suite, scale)
+    created = _missing_folders(Path(out).expanduser()) if str(out).strip() else []
     out_dir = prepare_out_dir(out)
     say = echo or (lambda text: None)
-    started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     say(f"uqconform benchmark: suite {suite!r}, scale {scale!r}, seed {seed}, out {out_dir}")
-    start = time.perf_counter()
-    # plots go to a staging folder, moved into `out` only when the whole run is written: an
-    # interrupted run (Ctrl-C) leaves `out` as it was; the folder goes away in every case
-    with tempfile.TemporaryDirectory(
-        prefix=".uqconform-run-", dir=out_dir, ignore_cleanup_errors=True
-    ) as staging_name:
-        staging = Path(staging_name)
-        families = _run_families(names, scale, seed, staging, progress, workers, say)
-        results = {
-            "suite": suite,
-            "scale": scale,
-            "seed": int(seed),
-            "started": started,
-            "wall_time_s": time.perf_counter() - start,
-            "versions": package_versions(),
-            "machine": machine_info(),
-            "failed": [name for name, rec in families.items() if rec["status"] == "failed"],
-            "skipped": [name for name, rec in families.items() if rec["status"] == "skipped"],
-            "families": families,
-        }
-        results = _jsonable(results)
-        try:
-            (staging / "results.json").write_text(json.dumps(results, indent=2))
-            (staging / "report.md").write_text(report_markdown(results))
-            _replace_previous_run(out_dir, staging)
-        except OSError as error:
-            raise BenchmarkOutputError(
-                f"Cannot write benchmark results to `out` = {str(out_dir)!r}: {error}"
-            ) from None
+    try:
+        results = _run_and_write(names, suite, scale, seed, out_dir, progress, workers, say)
+    except BaseException:  # Ctrl-C, SIGTERM, a failed write: no empty folder left behind
+        _remove_if_empty(created)
+        raise
     summary = summary_rows(results)
     if summary:
         say("\n=== summary ===\n" + format_table(summary))
