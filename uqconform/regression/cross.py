@@ -186,7 +186,8 @@ class CrossConformalRegressor(RegressorMixin, CrossFitWrapper):
     See Also
     --------
     SplitConformalRegressor : one model and held-out calibration rows: the better choice
-        when data is plentiful (its guarantee is ``1 - alpha`` exactly, and it costs one fit).
+        when data is plentiful (coverage at least ``1 - alpha`` in finite samples, not
+        ``1 - 2 alpha``, and it costs one fit).
 
     Examples
     --------
