@@ -864,6 +864,28 @@ def test_evaluate_rejects_bad_models_and_outputs():
     assert report.rows[0]["mean_width"] == pytest.approx(10.0)
 
 
+def test_evaluate_refuses_a_multilabel_risk_controller_by_name():
+    from sklearn.datasets import make_multilabel_classification
+
+    from uqconform.classification import MultiLabelRiskController
+
+    X, Y = make_multilabel_classification(
+        n_samples=300, n_classes=4, allow_unlabeled=False, random_state=0
+    )
+    controller = MultiLabelRiskController(alpha=0.2).fit(X[:150], Y[:150])
+    controller.calibrate(X[150:250], Y[150:250])
+    for alpha in (0.1, (0.1, 0.2)):  # it read the sets as one multi-output region
+        with pytest.raises(TypeError, match=r"MultiLabelRiskController.*multi-label risk"):
+            evaluate(controller, X[250:], Y[250:], alpha=alpha)
+
+
+def test_size_strata_refuse_one_float_for_bins_by_name():
+    y, intervals = np.arange(4.0), np.c_[np.arange(4.0) - 1, np.arange(4.0) + np.arange(4.0)]
+    for bins in (2.0, np.float64(3)):  # a count or one edge? (it said "edges must be ...")
+        with pytest.raises(TypeError, match=r"`bins` must be .*integer number of bins"):
+            size_stratified_coverage(y, intervals, bins=bins)
+
+
 def test_evaluate_names_a_two_column_target_for_a_one_output_model_and_repeated_levels(
     regression_data,
 ):

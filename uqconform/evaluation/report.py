@@ -252,8 +252,16 @@ def _single_output_regressor(model: Any) -> bool:
 
 def _task_and_method(model: Any, y: NDArray) -> tuple[str, str, NDArray]:
     """The kind of model, the method that predicts its sets, and ``y`` in its shape."""
-    from uqconform.multioutput import MultiOutputConformalRegressor  # no import cycle
+    from uqconform.classification import MultiLabelRiskController  # no import cycle
+    from uqconform.multioutput import MultiOutputConformalRegressor
 
+    if isinstance(model, MultiLabelRiskController):
+        raise TypeError(
+            "evaluate measures the coverage of intervals, regions and single-label sets; "
+            "`model` (MultiLabelRiskController) controls a multi-label risk instead: measure "
+            "that risk on model.predict_set(X_test) (for risk='fnr', the mean share of each "
+            "row's true labels missing from its set)."
+        )
     if isinstance(model, MultiOutputConformalRegressor):
         n_outputs = getattr(model, "n_outputs_", None)
         target = y[:, None] if y.ndim == 1 else y
