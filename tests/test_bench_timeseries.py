@@ -86,6 +86,19 @@ def test_timeseries_family_smoke(tmp_path):
         no_wider = row["kowcpi_width_on_spci_stretch"] <= row["spci_width"]
         assert row["kowcpi_no_wider_than_spci"] is no_wider
         assert row["test_over_fit_residual_scale"] > 0
+    # the adaptive-conformal rows without ACI start from the further series' first trial:
+    # the same coverage (smoke and quick run one trial), not a second draw beside it
+    aci = tables["adaptive conformal inference (alpha = 0.1)"]
+    for row in further:
+        for method in ("kowcpi", "enbpi"):
+            off = next(
+                r
+                for r in aci
+                if r["series"] == row["series"]
+                and r["method"] == method
+                and r["aci_gamma"] is None
+            )
+            assert off["coverage"] == pytest.approx(row[f"{method}_coverage"], abs=1e-12)
     real = [row for row in further if row["kind"].startswith("real")]
     within = sum(row["kowcpi_within_0.03"] for row in real)
     claim = next(h for h in family["headlines"] if h["claim"].startswith("further real"))
