@@ -28,3 +28,12 @@ def test_calibration_family_smoke(tmp_path):
     assert all(0 < r["log_loss"] < 5 and r["n_labelled"] == 200 for r in cross)
     claims = [line["claim"] for line in family["headlines"]]
     assert any(claim.startswith("cross Venn-Abers test log loss /") for claim in claims)
+
+
+def test_cross_venn_abers_data_sets_leave_test_rows_at_every_scale():
+    # the full scale named wine (178 rows) for 200-row training sets: "`X` has no rows"
+    from uqconform.benchmarks.suites.calibration import CROSS_DATASETS, CROSS_ROWS, _data
+
+    for names in CROSS_DATASETS:
+        for name in names:
+            assert len(_data(name, 0)[1]) > CROSS_ROWS + 100, name
