@@ -20,24 +20,59 @@ RESULTS = ROOT / "docs" / "benchmark-results" / "results.json"
 START, END = "<!-- headline-figures:start -->", "<!-- headline-figures:end -->"
 
 
-def headline_block(results: dict) -> str:
-    """The README block (markers included) for a run's results."""
+FULL = ROOT / "docs" / "benchmark-results-full" / "results.json"
+
+
+def _claim_key(claim: str) -> str:
+    """A claim without its parenthesised details (resplits, coverages, epochs), which differ
+    between the quick and the full run."""
+    return " ".join(re.sub(r"\([^()]*\)", "", claim).split())
+
+
+def with_full_verdicts(results: dict, full: dict | None) -> dict:
+    """``results`` with the full run's verdict beside each headline judged at full scale
+    (its target says so and the quick run leaves ``met`` empty)."""
+    if full is None:
+        return results
+    results = json.loads(json.dumps(results))  # a copy
+    for name, record in results["families"].items():
+        full_headlines = {
+            _claim_key(h["claim"]): h for h in full["families"].get(name, {}).get("headlines", [])
+        }
+        for h in record["headlines"]:
+            judged_later = "full scale" in str(h.get("target")) and h.get("met") is None
+            match = full_headlines.get(_claim_key(h["claim"]))
+            if judged_later and match is not None and match.get("met") is not None:
+                h["met"] = bool(match["met"])
+                h["target"] = (
+                    f"{h['target']}; met: the full run's ({full['started'][:10]}) {match['value']}"
+                )
+    return results
+
+
+def headline_block(results: dict, full: dict | None = None) -> str:
+    """The README block (markers included) for a run's results; ``full`` (the full run's
+    results) adds its verdicts to the rows judged at full scale."""
     run = (
         f"Suite `{results['suite']}`, seed {results['seed']}, run {results['started']} "
         f"({results['wall_time_s'] / 60:.1f} min on {results['machine']['usable_cpus']} CPUs); "
-        "every figure comes from `docs/benchmark-results/results.json`."
+        "every figure comes from `docs/benchmark-results/results.json` (families run on "
+        "their own and merged in, or amended later, say so in its report), and the `met` of "
+        "rows judged at full scale from `docs/benchmark-results-full/results.json`."
     )
-    return f"{START}\n{run}\n\n{summary_markdown(results)}\n{END}"
+    summary = summary_markdown(with_full_verdicts(results, full))
+    return f"{START}\n{run}\n\n{summary}\n{END}"
 
 
 def main() -> int:
     results = json.loads(RESULTS.read_text())
+    full = json.loads(FULL.read_text()) if FULL.exists() else None
     readme = (ROOT / "README.md").read_text()
     pattern = re.compile(re.escape(START) + ".*?" + re.escape(END), re.DOTALL)
     if not pattern.search(readme):
         print(f"README.md has no {START} ... {END} block.", file=sys.stderr)
         return 2
-    (ROOT / "README.md").write_text(pattern.sub(lambda _: headline_block(results), readme))
+    (ROOT / "README.md").write_text(pattern.sub(lambda _: headline_block(results, full), readme))
     return 0
 
 

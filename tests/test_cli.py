@@ -481,3 +481,17 @@ def test_a_closed_standard_output_does_not_lose_the_run(fake_registry, tmp_path,
     assert json.loads((out / "results.json").read_text())["families"]["fake-ok"]["status"] == "ok"
     monkeypatch.setattr(sys, "stdout", _ClosedPipe(tmp_path / "stdout2"))
     assert main(["benchmark", "--list"]) == 0
+
+
+def test_the_report_says_where_a_merged_or_amended_family_comes_from(fake_registry, tmp_path):
+    from uqconform.benchmarks.runner import report_markdown
+
+    results = run_benchmark("fake-ok", tmp_path, scale="smoke", progress=False, echo=None)
+    record = results["families"]["fake-ok"]
+    assert record["started"] >= results["started"]  # each family records its own start
+    assert "merged into this report" not in report_markdown(results)
+    record["started"] = "2020-01-01T00:00:00+00:00"  # a family run on its own, merged in
+    record["provenance"] = ["Headline recomputed from the stored table."]
+    text = report_markdown(results)
+    assert "Run on its own, started 2020-01-01T00:00:00+00:00" in text
+    assert "Headline recomputed from the stored table." in text

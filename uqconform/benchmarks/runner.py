@@ -303,6 +303,7 @@ def _jsonable(value: Any) -> Any:
 # ---- the run ----------------------------------------------------------------------------------
 def _run_family(name: str, ctx: BenchmarkContext, echo: Callable[[str], None]) -> dict[str, Any]:
     record: dict[str, Any] = {"status": "ok", "scale": ctx.scale, "seed": ctx.seed}
+    record["started"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     start = time.perf_counter()
     families = get_families()
     missing = families[name].missing_modules() if name in families else []
@@ -555,6 +556,23 @@ def summary_markdown(results: dict[str, Any]) -> str:
     return format_table(rows, markdown=True) if rows else "(no headline figures)"
 
 
+def _provenance_lines(results: dict[str, Any], record: dict[str, Any]) -> list[str]:
+    """Where a family's figures come from, when not only from the run in the header: a
+    family run on its own and merged in (its ``started`` outside the run's time), and any
+    later change to its record (its ``provenance`` list, e.g. a headline recomputed from the
+    stored tables)."""
+    lines = []
+    started = record.get("started")
+    if started is not None:
+        run_start = _dt.datetime.fromisoformat(results["started"])
+        family_start = _dt.datetime.fromisoformat(started)
+        offset = (family_start - run_start).total_seconds()
+        if not (-1 <= offset <= float(results["wall_time_s"]) + 1):
+            lines.append(f"Run on its own, started {started}, and merged into this report.")
+    lines += list(record.get("provenance", []))
+    return ["", *lines] if lines else []
+
+
 def report_markdown(
     results: dict[str, Any], *, figure_prefix: str = "", heading_level: int = 1
 ) -> str:
@@ -587,6 +605,7 @@ def report_markdown(
     ]
     for name, record in results["families"].items():
         lines += ["", f"{h}# {name} ({record['status']}, {record['time_s']:.1f} s)"]
+        lines += _provenance_lines(results, record)
         if record["status"] == "failed":
             lines += ["", "```", record["traceback"].rstrip(), "```"]
         for title, rows in record["tables"].items():
