@@ -105,9 +105,9 @@ class SplitConformalClassifier(ClassificationScoreMixin, ClassifierMixin, Confor
     Randomised APS/RAPS/SAPS cover between ``1 - alpha`` and ``1 - alpha + 1/(n + 1)`` on
     average (``n`` calibration rows) when the scores have no ties, like LAC; without
     randomisation they cover more. Probabilities of exactly 0 (trees, nearest neighbours)
-    tie APS and RAPS scores whatever the draw, and then only the lower bound holds (a
-    review: APS on a depth-6 tree covered 0.998 at nominal 0.9, with almost every class in
-    every set).
+    tie APS scores whatever the draw, and then only the lower bound holds (on a depth-6
+    tree on digits randomised APS over-covers, and non-randomised APS puts every class in
+    every set: the "Ties" example of the split-conformal docs page).
 
     Parameters
     ----------
@@ -128,12 +128,15 @@ default="lac"
     randomized : bool, default=True
         Randomise APS/RAPS/SAPS with one uniform draw per row, so coverage exceeds
         ``1 - alpha`` by less than ``1/(n + 1)`` (when no probability is exactly 0).
-        ``False``: APS and RAPS sets keep the label that crosses the threshold (never
-        empty, more conservative); SAPS scores with the draw ``u = 1`` and always keeps
-        the top-ranked label (never empty: with ``u = 1`` alone, confident rows got empty
-        sets). Non-randomised
-        APS puts every class in every set when more than ``alpha`` of the calibration
-        rows' true labels have probability 0 or are their row's last label of positive
+        ``False``: APS and RAPS sets keep every label whose mass ranked above it (plus the
+        RAPS penalty) is within the threshold, so the label that crosses it too (never
+        empty, more conservative; on exact ties this keeps more labels than stopping at
+        the first label that reaches the threshold, which could drop a true label of
+        probability 0); SAPS scores with the draw ``u = 1`` and always keeps the
+        top-ranked label (never empty: with ``u = 1`` alone, confident rows got empty
+        sets). Non-randomised APS puts every class in every set when at least
+        ``floor((n + 1) alpha)`` of the ``n`` calibration rows' true labels (about a
+        fraction ``alpha``) have probability 0 or are their row's last label of positive
         probability (all score exactly 1): exact 0/1 probabilities (a fully grown tree),
         or a model that rounds small probabilities to 0.
         LAC and top-k draw nothing (LAC sets can be empty whatever this is).

@@ -160,9 +160,13 @@ class APSScore(ClassificationScore):
 
     ``sum_{j ranked before y} p_j + u * p_y`` (Romano et al., 2020). With
     ``randomized=False`` the label's own mass counts in full (``u = 1``) at calibration,
-    while a set keeps every label whose mass ranked *above* it is within the threshold, so
-    it includes the label that crosses the threshold: sets are never empty, and coverage is
-    above ``1 - alpha`` rather than exact.
+    while a set keeps every label whose mass ranked *above* it is ``<=`` the threshold
+    ``tau``, so it includes the label that crosses the threshold: sets are never empty, and
+    coverage is above ``1 - alpha`` rather than exact. On exact ties this keeps more labels
+    than stopping at the first label whose cumulative mass reaches ``tau`` (when the mass
+    reaches ``tau`` exactly, the labels after it are kept too, every label of probability
+    0 when ``tau = 1``); the stopping rule could drop a true label of probability 0 whose
+    score equals ``tau``, which this rule keeps.
 
     Examples
     --------
