@@ -714,9 +714,10 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
         (for partitions of equal size), ``"paper"`` is the published rule, about
         ``1 - alpha`` (see `partition_rank`).
     salt : int, str or bytes, default=0
-        Key of the partition hash. Keep it secret from an adversary who could otherwise
-        aim all poisoned points at partitions of their choice (the certificates hold
-        anyway, but reliability ratios would look better than they are).
+        Key of the partition hash. The certificates and reliability ratios do not depend
+        on it: they hold for poisoned points in any partitions. A secret salt only keeps
+        an adversary from concentrating poisoned points in partitions of their choice,
+        which can do more damage to the rows that are not certified.
     n_jobs : int, default=None
         Partition models are fitted through ``joblib.Parallel``, so
         ``joblib.parallel_config(backend="dask")`` spreads them over a Dask cluster.
