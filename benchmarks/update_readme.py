@@ -8,6 +8,7 @@ disagree. Run from the repository root::
     python benchmarks/update_readme.py
 """
 
+import copy
 import json
 import re
 import sys
@@ -34,7 +35,7 @@ def with_full_verdicts(results: dict, full: dict | None) -> dict:
     (its target says so and the quick run leaves ``met`` empty)."""
     if full is None:
         return results
-    results = json.loads(json.dumps(results))  # a copy
+    results = copy.deepcopy(results)
     for name, record in results["families"].items():
         full_headlines = {
             _claim_key(h["claim"]): h for h in full["families"].get(name, {}).get("headlines", [])
@@ -48,6 +49,11 @@ def with_full_verdicts(results: dict, full: dict | None) -> dict:
                     f"{h['target']}; met: the full run's ({full['started'][:10]}) {match['value']}"
                 )
     return results
+
+
+def full_results() -> dict | None:
+    """The committed full run's results, or None when there is none."""
+    return json.loads(FULL.read_text()) if FULL.exists() else None
 
 
 def headline_block(results: dict, full: dict | None = None) -> str:
@@ -66,7 +72,7 @@ def headline_block(results: dict, full: dict | None = None) -> str:
 
 def main() -> int:
     results = json.loads(RESULTS.read_text())
-    full = json.loads(FULL.read_text()) if FULL.exists() else None
+    full = full_results()
     readme = (ROOT / "README.md").read_text()
     pattern = re.compile(re.escape(START) + ".*?" + re.escape(END), re.DOTALL)
     if not pattern.search(readme):

@@ -19,9 +19,8 @@ def _update_readme_module():
 
 def test_readme_headline_block_is_the_committed_runs_summary():
     results = json.loads(RESULTS.read_text())
-    full_path = ROOT / "docs" / "benchmark-results-full" / "results.json"
-    full = json.loads(full_path.read_text()) if full_path.exists() else None
-    block = _update_readme_module().headline_block(results, full)
+    module = _update_readme_module()
+    block = module.headline_block(results, module.full_results())
     assert block in (ROOT / "README.md").read_text(), (
         "README's headline figures differ from docs/benchmark-results/results.json; run "
         "`python benchmarks/update_readme.py`."

@@ -764,7 +764,7 @@ def run_benchmark(
     usable = machine_info()["usable_cpus"] or os.cpu_count() or 1
     workers = min(2, usable) if jobs is None else int(jobs)
     names, scale = resolve_suite(suite, scale)
-    created = _missing_folders(Path(out).expanduser()) if str(out).strip() else []
+    created = _missing_folders(Path(out).expanduser())  # removed again if the run stops
     out_dir = prepare_out_dir(out)
     say = echo or (lambda text: None)
     say(f"uqconform benchmark: suite {suite!r}, scale {scale!r}, seed {seed}, out {out_dir}")

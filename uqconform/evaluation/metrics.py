@@ -687,7 +687,7 @@ def _strata(sizes: NDArray, bins: int | Sequence[float] | None, discrete: bool) 
         ranks = -(-np.arange(1, int(bins)) * n // int(bins))
         edges = np.sort(sizes)[ranks - 1]
         return np.searchsorted(np.unique(edges), sizes, side="left")
-    if isinstance(bins, (str, bytes, bool)) or np.ndim(bins) == 0:  # 2.0: a count or an edge?
+    if np.ndim(bins) == 0:  # text, a bool, or 2.0: a count or an edge?
         raise TypeError(
             f"`bins` must be None, an integer number of bins or a sequence of edges, got {bins!r}."
         )
