@@ -1060,6 +1060,48 @@ def test_fitted_scale_minimises_the_validation_nll_of_the_single_pass():
     assert fitted <= min(grid) + 1e-4
 
 
+def test_full_posterior_tunes_its_prior_on_the_glm_predictive():
+    """The single pass drops a 'full' posterior's covariances between layers, so "auto"
+    scores each prior precision of the grid by GLM's validation NLL."""
+    from uqconform.bayes.laplace import PRIOR_GRID
+
+    X, y = _friedman(450)
+    net = _mlp((8,)).fit(X[:300], y[:300])
+    posterior = LaplacePosterior(net, structure="full").fit(X[:300], y[:300], X[300:], y[300:])
+    jacobians = next(output_jacobians(as_network(net), X[300:]))
+    residual = y[300:] - net.predict(X[300:])
+    for index in (0, 6, PRIOR_GRID.size - 1):
+        fixed = LaplacePosterior(net, structure="full", prior_precision=float(PRIOR_GRID[index]))
+        var = fixed.fit(X[:300], y[:300], X[300:], y[300:]).output_variance(jacobians)[:, 0]
+        nll = -np.mean(stats.norm.logpdf(residual, scale=np.sqrt(var + posterior.noise_variance_)))
+        assert posterior.prior_grid_nll_[index] == pytest.approx(nll, rel=1e-10)
+    assert posterior.prior_precision_ == PRIOR_GRID[np.argmin(posterior.prior_grid_nll_)]
+
+
+def test_full_posterior_tunes_the_scale_on_glm_and_warns_about_the_single_pass():
+    """The single pass drops a 'full' posterior's covariances between layers: here its
+    variances are tens of times GLM's, and a scale tuned on it shrank GLM's too."""
+    X, y = _friedman(600)
+    net = _mlp((8,)).fit(X[:300], y[:300])
+    posterior = LaplacePosterior(net, structure="full", prior_precision=1.0).fit(X[:300], y[:300])
+    Xv, yv = X[300:450], y[300:450]
+    with pytest.warns(UserWarning, match="between layers"):
+        onepass = LinearizedPredictive(net, posterior=posterior).fit(Xv, yv)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # method="glm": no warning
+        glm = LinearizedPredictive(net, posterior=posterior, method="glm").fit(Xv, yv)
+    ratio = glm.predict_distribution(Xv, "onepass")[1] / glm.predict_distribution(Xv)[1]
+    assert np.median(ratio) > 10
+    # the fitted scale minimises GLM's validation NLL, which the single pass's scale does not
+    fitted = -np.mean(glm.log_predictive(Xv, yv))
+    grid = []
+    for log_scale in np.linspace(-20, 12, 129):
+        glm.scale_ = float(np.exp(log_scale))
+        grid.append(-np.mean(glm.log_predictive(Xv, yv)))
+    assert fitted <= min(grid) + 1e-6
+    assert glm.scale_ > 10 * onepass.scale_
+
+
 @pytest.mark.parametrize("dip", [-9.0, -2.0, 5.0, 8.0])
 def test_scale_search_finds_a_dip_beside_a_flat_part(dip):
     """The single pass's validation NLL can be flat towards scale 0 with a dip elsewhere:

@@ -201,6 +201,12 @@ def test_layernorm_and_affine_match_monte_carlo():
     np.testing.assert_allclose(
         cov_lin[0], np.cov(linear.forward(tiny), rowvar=False), atol=0.03 * np.abs(cov_lin).max()
     )
+    # a random shift shared by every unit: the normalisation removes it, "fixed" keeps it
+    shared = np.full((1, 5, 5), 1e-6)
+    _, cov_fixed = ln.moments(mu[None], shared)
+    _, cov_linear = linear.moments(mu[None], shared)
+    np.testing.assert_allclose(np.diag(cov_fixed[0]), 1e-6 * (ln.gamma * inv) ** 2)
+    np.testing.assert_allclose(cov_linear[0], 0.0, atol=1e-12)
     affine = Affine(rng.normal(size=5), rng.normal(size=5))
     mean, var = affine.moments(mu[None], v[None])
     _mc_check(affine.forward(a), mean[0], var[0])

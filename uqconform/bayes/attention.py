@@ -7,8 +7,9 @@ outputs ``o_t = sum_s A_ts v_s``; its per-coordinate moments are exact for indep
 tokens (see `attention_moments`). The value weights may carry a
 Gaussian posterior (`DiagonalBlock`), and so may the two dense layers of the MLP; every other
 weight is deterministic. Residual connections add means and variances (the branch is taken as
-independent of its input), layer norms use the statistics of the mean input, and variances
-are kept per coordinate (the diagonal pipeline).
+independent of its input), layer norms pass moments as their own ``statistics`` says
+(``LayerNorm``'s default linearises them at the mean input; ``"fixed"``, the paper's, uses
+the mean input's statistics), and variances are kept per coordinate (the diagonal pipeline).
 """
 
 from __future__ import annotations

@@ -12,7 +12,10 @@ included:
 with ``J_n`` the Jacobian of the network's outputs (logits) with respect to its parameters,
 computed by `uqconform.linearize`. Structures: ``"diag"`` (the GGN's diagonal), ``"kron"``
 (one Kronecker-factored block per layer, K-FAC, with damping split between the factors so the
-posterior covariance itself is a Kronecker product), ``"full"`` (the whole GGN, small
+posterior covariance itself is a Kronecker product: ``(A + b sqrt(delta) I) x (B + sqrt(delta)
+I / b)``, whose cross terms ``sqrt(delta) (b I x B + A x I / b)`` add precision, so the posterior
+is tighter than ``(A x B + delta I)^-1``, most where ``delta`` is not small against the
+factors' eigenvalues), ``"full"`` (the whole GGN, small
 networks only) and ``"last_layer"`` (the full GGN of the last layer's weights and biases, the
 rest of the network fixed).
 
@@ -21,8 +24,9 @@ scikit-learn's ``alpha`` taken at face value, with unpenalised biases) leaves pa
 data never constrain (dead ReLU units, biases, near-zero output weights) with an enormous
 posterior variance, and every predictive built on it (one pass, GLM, Monte Carlo) is then
 meaningless. The default ``prior_precision="auto"`` tunes one precision by the negative
-log-likelihood of the one-pass predictive on validation data; ``"marglik"`` maximises the
-Laplace approximation of the marginal likelihood (known to give too wide intervals here).
+log-likelihood of the one-pass predictive (GLM's for ``"full"``) on validation data;
+``"marglik"`` maximises the Laplace approximation of the marginal likelihood (known to give
+too wide intervals here).
 """
 
 from __future__ import annotations
@@ -98,10 +102,11 @@ class LaplacePosterior(VersionedState, BaseEstimator):
         Structure of the GGN and of the posterior covariance.
     prior_precision : "auto", "marglik", float or array-like, default="auto"
         ``"auto"``: one precision on every parameter, the one of `PRIOR_GRID` with the best
-        validation negative log-likelihood of the one-pass predictive. ``"marglik"``: the
-        one maximising the Laplace marginal likelihood. A float: that precision on every
-        parameter. An array ``(n_parameters,)`` (``"diag"`` and ``"full"`` only): one
-        precision per parameter.
+        validation negative log-likelihood of the one-pass predictive (of the GLM
+        predictive for ``"full"``, whose correlated layers the single pass drops).
+        ``"marglik"``: the one maximising the Laplace marginal likelihood. A float: that
+        precision on every parameter. An array ``(n_parameters,)`` (``"diag"`` and
+        ``"full"`` only): one precision per parameter.
     validation_fraction : float, default=0.2
         With ``prior_precision="auto"`` and no ``X_val`` given to `fit`: the share of rows
         held out for tuning (the rest gives the GGN).
@@ -552,12 +557,26 @@ class LaplacePosterior(VersionedState, BaseEstimator):
 
     def _tune(self, Xv: NDArray, target: NDArray) -> float:
         # the one-pass predictive the posterior is used with: a Kronecker posterior
-        # correlates the units of a layer, so its moments propagate full covariances
+        # correlates the units of a layer, so its moments propagate full covariances. A
+        # "full" posterior also correlates the layers, which the single pass drops (it can
+        # overstate the variance many times): it is tuned on the linearised (GLM)
+        # predictive, exact for it, from one set of Jacobians projected on the GGN's
+        # eigenvectors.
         covariance = "full" if self.structure == "kron" else "diag"
+        if self.structure == "full":
+            values, vectors = self._eig
+            glm_mean = self.network_.forward(Xv)
+            projected = np.concatenate(
+                [J @ vectors for J in output_jacobians(self.view_, Xv)], axis=1
+            )  # (K, n, P)
         nll = np.empty(PRIOR_GRID.size)
         for index, delta in enumerate(PRIOR_GRID):  # a loop over the grid
             self.prior_precision_ = float(delta)
-            mean, var = self.network_.moments(Xv, self.blocks(), covariance=covariance)
+            if self.structure == "full":
+                mean = glm_mean
+                var = np.einsum("knr,r->nk", projected**2, 1.0 / (values + delta))
+            else:
+                mean, var = self.network_.moments(Xv, self.blocks(), covariance=covariance)
             nll[index] = -np.mean(self._log_likelihood(mean, var, target))
         # the density of y is that of the network's z divided by the target scale
         self.prior_grid_nll_ = nll + np.log(self.view_.target_scale)

@@ -140,7 +140,9 @@ class LinearizedPredictive(VersionedState, BaseEstimator):
         variances of a diagonal posterior, in the parameter order of `Network.parameters`
         (per layer ``coefs_[l].ravel()`` then ``intercepts_[l]``).
     structure : {"diag", "kron", "full", "last_layer"}, default="diag"
-        Posterior structure when the posterior is built here.
+        Posterior structure when the posterior is built here. With ``"full"`` use
+        ``method="glm"``: the single pass drops the covariances between layers and can
+        overstate the variance many times (`fit` warns).
     prior_precision : "auto", "marglik" or float, default="auto"
         Prior precision when the posterior is built here (see `LaplacePosterior`).
     method : {"onepass", "mc", "glm"}, default="onepass"
@@ -153,11 +155,14 @@ class LinearizedPredictive(VersionedState, BaseEstimator):
         One-pass: propagate per-unit variances, or full covariances between units (forced to
         ``"full"`` by a ``"kron"`` posterior, whose layers are correlated).
     link : {"probit", "mc"}, default="probit"
-        Classification: probit approximation, or Monte Carlo over the Gaussian logits.
+        Classification: probit approximation, or Monte Carlo over the Gaussian logits. With
+        more than two classes the probit shrinks each logit on its own, a heuristic that can
+        reorder close classes (a certain logit can overtake a larger, uncertain one); prefer
+        ``"mc"`` when their order matters.
     scale : "auto" or float, default="auto"
         Factor on the posterior covariance. ``"auto"``: fitted (as ``log scale``, bounded)
-        by the validation negative log-likelihood of the one-pass predictive, then shared by
-        every method.
+        by the validation negative log-likelihood of the one-pass predictive (of the GLM
+        predictive when ``method="glm"``), then shared by every method.
     n_samples : int, default=1000
         Samples for ``method="mc"`` and ``link="mc"``.
     validation_fraction : float, default=0.25
@@ -383,6 +388,7 @@ class LinearizedPredictive(VersionedState, BaseEstimator):
                 "the posterior has non-positive or non-finite variances; every variance must "
                 "be positive (or zero for parameters held fixed)."
             )
+        self._warn_if_full_onepass()
         self._fit_scale(Xv, target)
         return self
 
@@ -471,13 +477,32 @@ class LinearizedPredictive(VersionedState, BaseEstimator):
             return given
         return LaplacePosterior.from_variance(self.estimator_, given, X_val=X_val, y_val=y_val)
 
+    def _warn_if_full_onepass(self) -> None:
+        """A ``"full"`` posterior's layers are correlated; the single pass drops that."""
+        if self.posterior_.structure == "full" and self.method != "glm":
+            warn_user(
+                "the single pass treats the layers of a 'full' posterior as independent: it "
+                "drops the covariances between layers and can overstate the variance many "
+                "times (tens to thousands of times GLM's were measured with a weak prior), "
+                f"and method={self.method!r} tunes the scale on it. Use method='glm' (the "
+                "exact linearised predictive, on which the scale is then tuned) or a 'diag', "
+                "'kron' or 'last_layer' posterior.",
+                UserWarning,
+            )
+
     def _fit_scale(self, Xv: NDArray, target: NDArray) -> None:
         fixed = None if self.scale == "auto" else float(self.scale)
+        if self.method == "glm":
+            # GLM's variance is linear in the scale: one set of Jacobians serves every candidate
+            glm_mean, glm_var = self._glm(Xv, 1.0)
 
-        # The one pass at each candidate scale: its moments are not linear in the scale
-        # (a layer adds the product of propagated and weight variances; exact ReLU moments
-        # move the mean), so scaling the variance at scale 1 would tune another predictive.
+        # The predictive of `method` for "glm"; otherwise the one pass at each candidate
+        # scale: its moments are not linear in the scale (a layer adds the product of
+        # propagated and weight variances; exact ReLU moments move the mean), so scaling the
+        # variance at scale 1 would tune another predictive.
         def moments(log_scale: float) -> tuple[NDArray, NDArray]:
+            if self.method == "glm":
+                return glm_mean, glm_var * float(np.exp(log_scale))
             return self._onepass(Xv, float(np.exp(log_scale)))
 
         def bounded(value: float) -> float:  # an overflowing candidate loses, never NaN

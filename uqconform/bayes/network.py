@@ -489,7 +489,10 @@ class LayerNorm:
         ``gamma / sqrt(s2 + eps)``. ``"linearize"``: the whole map, statistics included, is
         linearised at the mean input (its Jacobian
         ``gamma / s (I - 1/d - z z' / d)``, ``z`` the normalised mean), which also removes
-        the variance the centring takes out.
+        the variance the centring takes out. ``"linearize"`` is exact as the input variance
+        goes to 0; ``"fixed"`` is not, even then: it keeps the variance the centring
+        removes (a random shift shared by every unit, which layer normalisation removes
+        exactly, passes through it).
 
     Examples
     --------
