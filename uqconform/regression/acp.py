@@ -190,9 +190,10 @@ class ApproximateFullConformalRegressor(
         overfitted network makes the full mode under-cover. Cross-validation picks the
         smallest prediction error, not coverage, and the chosen network can still fit its
         training rows clearly better than new ones (full-mode coverage then a few points
-        below nominal); ``calibrate`` (split+refine) is the mode with a guarantee. Train to
-        a tight tolerance: the method assumes the weights are a stationary point of the
-        regularised loss.
+        below nominal); ``calibrate`` (split+refine) is the mode with a guarantee. The full
+        mode assumes the weights are a stationary point of the regularised loss; train
+        to convergence (scikit-learn's ``lbfgs`` stops on the loss's relative change
+        whatever ``tol`` says, so a small gradient remains).
     alpha : float or sequence of float, default=0.1
         Miscoverage level(s) in (0, 1).
     conformity_score : {"studentized", "standard", "deleted"}, default="studentized"

@@ -305,7 +305,9 @@ class FullConformalRidge(VersionedState, FullConformalMixin, RegressorMixin, Bas
     algorithm : {"exact", "fast"}, default="exact"
         ``"exact"``: Vovk's O(n log n) sweep per test point (vectorised). ``"fast"``: the
         Burnaev-Vovk pair of one-sided machines at ``alpha/2``, for large n: another valid
-        set, about as wide on average (per point narrower or wider than the exact one).
+        set, about as wide on average with thousands of points (per point narrower or
+        wider than the exact one); with few points wider, and infinite below
+        ``2/alpha - 1`` training points where the exact set needs ``1/alpha - 1``.
     batch_size : int, default=None
         Test points processed at once (``None``: automatic, bounded memory).
 
