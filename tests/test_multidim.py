@@ -695,11 +695,30 @@ def test_vectors_beyond_every_cap_that_fill_every_set_are_reported():
         assert sets.all()
         message = str(reported[0].message)
         assert f"{int(np.isinf(scores).sum())} of the {scores.size}" in message
-        # what the level leaves out, and the cure: a cells part of about n_heads / alpha
+        # what the level leaves out, and the cure: a cells part of at least 4 n_heads / alpha
+        # rows and twice its size (at n_heads / alpha about half the calibration sets fail)
         assert f"floor(alpha (n + 1)) = {int(np.floor(level * (scores.size + 1)))}" in message
-        cells_rows = int(np.ceil(len(heads) / level))
-        advice = f"n_heads / alpha = {cells_rows} rows (about {2 * cells_rows} calibration"
+        least = int(np.ceil(4 * len(heads) / level))
+        cells_rows = max(least, 2 * model.n_cells_)
+        assert model.n_cells_ == 20
+        advice = (
+            f"(now 20 rows) at least 4 n_heads / alpha = {least} rows and at least twice its "
+            f"size, {cells_rows} rows (about {2 * cells_rows} calibration"
+        )
         assert advice in message
+
+
+def test_the_cure_for_vectors_beyond_every_cap_never_names_the_size_given():
+    """The advice named a size at or below the one given (500 rows with 5 heads at alpha
+    0.02, given 500 or 1,000), where every set was still full in 20 or 8 of 40 resplits."""
+    X, y, heads = synthetic()
+    model = MultiDimScoreClassifier(list(heads), alpha=0.1, cells_fraction=0.5, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model.calibrate(X[:40], y[:40])
+    model.n_cells_ = 1000  # as if the cells part had been large already
+    with pytest.warns(UserWarning, match=r"\(now 1000 rows\).* 2000 rows \(about 4000 cal"):
+        model.predict_set(X[100:140], alpha=0.1)
 
 
 def test_filled_empty_sets_break_ties_by_the_heads_mean_score():

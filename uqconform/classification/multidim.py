@@ -111,8 +111,11 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
         with 30 recalibration rows). The lower bound holds either way.
     n_jobs : int, default=None
         Heads fitted through joblib.
-    random_state : int or None, default=None
-        Seeds the heads, the uniform draws and the calibration split. The split is drawn
+    random_state : int, Generator or None, default=None
+        Seeds the heads, the uniform draws and the calibration split. With an int the
+        draws are fixed by the seed and the call's rows, so repeated `predict_set` calls
+        give the same sets; a Generator (used as is, drawing in sequence) or None gives
+        fresh draws at each call, so randomised sets can differ between calls. The split is drawn
         over positions and the bootstrap rows within each class in the classes' sorted
         order, so reordering the calibration rows, or renaming classes so that they sort
         differently, acts like another seed (valid either way).
@@ -125,6 +128,8 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
     classes_ : ndarray
     conformity_scores_ : ndarray
         Scalar scores (cell prefix length, or ``1 - P(true)``) of the calibration part.
+    n_cells_ : int
+        Calibration rows in the cells part (the rest is the recalibration part).
     cells_ : dict
         Centres, their ranks, the coordinate-wise caps and the warm start (``"cells"``).
 
@@ -284,6 +289,7 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
             "aggregator_",
             "conformity_scores_",
             "n_calibration_",
+            "n_cells_",
             "_tree",
             "_calibrate_settings",
         ):
@@ -395,6 +401,7 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
             self._train_aggregator(vectors[first], labels[first])
         self.conformity_scores_ = self._scalar_scores(true_vectors[second])
         self.n_calibration_ = n_recal
+        self.n_cells_ = n_cells
         record_calibration_settings(self)
         if self.calibration == "cells":
             self._warn_beyond_caps(
@@ -423,9 +430,13 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
             level = float(np.min(levels[enough & infinite]))
             left_out = int(np.floor(level * (n_recal + 1)))
             # a cell part of n1 rows leaves about n_heads / (n1 + 1) of the other rows'
-            # vectors beyond every cap, and the level leaves out about alpha of them
+            # vectors beyond every cap, and the level leaves out about alpha of them: at
+            # n1 = n_heads / alpha the two are equal and half the calibration sets still
+            # fail (the count varies a lot), so the advice is four times that, and never
+            # less than twice the cells part given
             n_heads = len(self.estimator_.heads_)
-            cells_rows = int(np.ceil(n_heads / level))
+            least = int(np.ceil(4 * n_heads / level))
+            cells_rows = max(least, 2 * self.n_cells_)
             advice = int(np.ceil(cells_rows / float(self.cells_fraction)))
             warn_user(
                 f"At alpha={levels_text(levels[enough & infinite])} every set holds every "
@@ -433,10 +444,11 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
                 "every cell cap (above all the cells' centres in some head), and the level "
                 f"leaves out at most floor(alpha (n + 1)) = {left_out} of them. Their share "
                 "falls as the cells part grows (about n_heads / its rows), not as the "
-                f"recalibration part does: give the cells part about n_heads / alpha = "
-                f"{cells_rows} rows (about {advice} calibration rows with cells_fraction="
-                f"{self.cells_fraction}), a larger cells_fraction, or use "
-                "calibration='learned'.",
+                "recalibration part does, and varies a lot between calibration sets: give "
+                f"the cells part (now {self.n_cells_} rows) at least 4 n_heads / alpha = "
+                f"{least} rows and at least twice its size, {cells_rows} rows (about "
+                f"{advice} calibration rows with cells_fraction={self.cells_fraction}), a "
+                "larger cells_fraction, or use calibration='learned'.",
                 UserWarning,
             )
 
@@ -638,9 +650,10 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
         """Score vectors of two heads: true labels, false labels, and the false labels the
         sets keep (circled; at the first level of ``alpha``).
 
-        The vectors are those `predict_set` judges (the same draws for randomised scores);
-        for rows of the calibration data, randomised scores are drawn afresh, not as at
-        calibration. The cells' caps and centres are not drawn (see the methods page).
+        The vectors are those `predict_set` judges (the same draws for randomised scores,
+        with an int `random_state`); for rows of the calibration data, randomised scores
+        are drawn afresh, not as at calibration. The cells' caps and centres are not drawn
+        (see the methods page).
 
         Parameters
         ----------
