@@ -803,3 +803,17 @@ def test_nan_in_x_is_refused_naming_x_and_the_head_model():
     tolerant = HistGradientBoostingClassifier(max_iter=5)
     sets = MultiDimScoreClassifier(tolerant, n_heads=2, random_state=0).fit(holed, y)
     assert sets.calibrate(holed, y).predict_set(holed).shape == (len(y), len(np.unique(y)))
+
+
+def test_prefit_heads_refuse_x_with_other_columns_under_this_class_name():
+    """Without fit, a feature-count mismatch was reported by HeadEnsemble, a class the user
+    never created."""
+    from sklearn.datasets import load_iris
+    from sklearn.linear_model import LogisticRegression
+
+    X, y = load_iris(return_X_y=True)
+    heads = [LogisticRegression(C=c, max_iter=500).fit(X[::2], y[::2]) for c in (0.1, 1.0)]
+    model = MultiDimScoreClassifier(heads, random_state=0)
+    message = r"`X` has 3 features, but the fitted heads of this MultiDimScoreClassifier take 4"
+    with pytest.raises(ValueError, match=message):
+        model.calibrate(X[1::2, :3], y[1::2])

@@ -376,6 +376,13 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
             # Re-adopted at each calibrate, so that set_params(estimator=...) applies.
             self.estimator_ = self._heads().fit(None, None)
             self._heads_adopted = True
+        expected = getattr(self.estimator_.heads_[0], "n_features_in_", None)
+        columns = np.shape(X)[1] if np.ndim(X) == 2 else None
+        if self._heads_adopted and None not in (expected, columns) and expected != columns:
+            raise ValueError(
+                f"`X` has {columns} features, but the fitted heads of this "
+                f"{type(self).__name__} take {expected}."
+            )
         n = n_rows(X)
         given = check_class_labels(y, n)
         warn_if_training_rows(self, X, given)
