@@ -562,21 +562,27 @@ class LaplacePosterior(VersionedState, BaseEstimator):
         # overstate the variance many times): it is tuned on the linearised (GLM)
         # predictive, exact for it, from one set of Jacobians projected on the GGN's
         # eigenvectors.
-        covariance = "full" if self.structure == "kron" else "diag"
         if self.structure == "full":
             values, vectors = self._eig
             glm_mean = self.network_.forward(Xv)
-            projected = np.concatenate(
-                [J @ vectors for J in output_jacobians(self.view_, Xv)], axis=1
+            squared = (
+                np.concatenate([J @ vectors for J in output_jacobians(self.view_, Xv)], axis=1)
+                ** 2
             )  # (K, n, P)
+
+            def moments(delta: float) -> tuple[NDArray, NDArray]:
+                return glm_mean, np.einsum("knr,r->nk", squared, 1.0 / (values + delta))
+
+        else:
+            covariance = "full" if self.structure == "kron" else "diag"
+
+            def moments(delta: float) -> tuple[NDArray, NDArray]:
+                return self.network_.moments(Xv, self.blocks(), covariance=covariance)
+
         nll = np.empty(PRIOR_GRID.size)
         for index, delta in enumerate(PRIOR_GRID):  # a loop over the grid
-            self.prior_precision_ = float(delta)
-            if self.structure == "full":
-                mean = glm_mean
-                var = np.einsum("knr,r->nk", projected**2, 1.0 / (values + delta))
-            else:
-                mean, var = self.network_.moments(Xv, self.blocks(), covariance=covariance)
+            self.prior_precision_ = float(delta)  # read by blocks()
+            mean, var = moments(float(delta))
             nll[index] = -np.mean(self._log_likelihood(mean, var, target))
         # the density of y is that of the network's z divided by the target scale
         self.prior_grid_nll_ = nll + np.log(self.view_.target_scale)

@@ -492,18 +492,19 @@ class LinearizedPredictive(VersionedState, BaseEstimator):
 
     def _fit_scale(self, Xv: NDArray, target: NDArray) -> None:
         fixed = None if self.scale == "auto" else float(self.scale)
-        if self.method == "glm":
-            # GLM's variance is linear in the scale: one set of Jacobians serves every candidate
-            glm_mean, glm_var = self._glm(Xv, 1.0)
+        # GLM's variance is linear in the scale: one set of Jacobians serves every candidate
+        # (computed only when there is a search)
+        glm = self._glm(Xv, 1.0) if self.method == "glm" and fixed is None else None
 
         # The predictive of `method` for "glm"; otherwise the one pass at each candidate
         # scale: its moments are not linear in the scale (a layer adds the product of
         # propagated and weight variances; exact ReLU moments move the mean), so scaling the
         # variance at scale 1 would tune another predictive.
         def moments(log_scale: float) -> tuple[NDArray, NDArray]:
-            if self.method == "glm":
-                return glm_mean, glm_var * float(np.exp(log_scale))
-            return self._onepass(Xv, float(np.exp(log_scale)))
+            scale = float(np.exp(log_scale))
+            if glm is not None:
+                return glm[0], glm[1] * scale
+            return self._onepass(Xv, scale)
 
         def bounded(value: float) -> float:  # an overflowing candidate loses, never NaN
             return value if np.isfinite(value) else 1e300
