@@ -16,12 +16,12 @@ def test_cps_family_smoke(tmp_path):
     for row in rows:
         if "pinball" in row:
             assert 0 <= row["ks"] <= 1 and row["pinball"] > 0 and row["width"] > 0
-            assert len(row["pit_share_below"]) == 9
+            assert len(row["share_below_upper_quantile"]) == 9
     if "crepes-cps" in methods:  # the anchor is installed: same percentiles as ours
         crepes_rows = [r for r in rows if r["method"] == "crepes-cps"]
         assert max(r["max_rel_diff_vs_uqconform"] for r in crepes_rows) < 1e-9
     claims = [h["claim"] for h in family["headlines"]]
-    assert any("PIT shares" in claim for claim in claims)
+    assert any("upper p-quantile" in claim for claim in claims)
 
 
 def test_cps_family_is_in_the_quick_suite():
