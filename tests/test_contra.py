@@ -487,3 +487,16 @@ def test_messages_from_a_multi_output_audit():
     local.fit(X[:400], Y[:400]).set_params(n_neighbors=5)
     with pytest.raises(NotFittedError, match=r"it used n_neighbors=50"):
         local.calibrate(X[400:700], Y[400:700])
+
+
+def test_residual_contra_warns_when_it_keeps_its_gaussian_start():
+    """A residual flow that beats no trained state keeps its Gaussian start: the regions are
+    then the ellipses of EllipsoidalConformalRegressor, which fit says (it was silent)."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(30, 2))
+    Y = X * 3 + rng.normal(size=(30, 2))
+    model = ResidualCONTRA(LinearRegression(), n_blocks=1, hidden_features=8, max_epochs=5,
+                           random_state=0)  # fmt: skip
+    with pytest.warns(UserWarning, match=r"ResidualCONTRA kept its untrained start \(30 resid"):
+        model.fit(X, Y)
+    assert model.flow_.history["best_epoch"] == 0

@@ -47,9 +47,13 @@ _NORMS = ("l2", "linf")
 # Latent cells (rows x samples x dimension) handled at once by volume/sample/boundary, so
 # memory stays bounded for many rows.
 _CHUNK_CELLS = 2**21
-#: Bounding boxes of non-affine maps in d >= 3: ascent steps from the best sampled point of
-#: each extreme, and the finite-difference step on the unit sphere (flows compute in float32).
-_ASCENT_STEPS = 6
+#: Bounding boxes of non-affine maps in d >= 3: ascent from the best sampled point of each
+#: extreme until every extreme has settled (an accepted move on the unit sphere shorter than
+#: the tolerance, or a step length halved below the minimum reach), for at most this many
+#: steps; the finite-difference step on the unit sphere (flows compute in float32).
+_ASCENT_MAX_STEPS = 60
+_ASCENT_TOLERANCE = 1e-5
+_ASCENT_MIN_REACH = 2.0**-12
 _ASCENT_STEP = 1e-3
 
 
@@ -768,9 +772,10 @@ class PredictionRegion:
         Exact for affine maps. Otherwise the extremes of the image of ``n_points`` points
         of the latent sphere (the boundary of the region), in angle order for ``d = 2`` and
         seeded random directions plus the coordinate axes above; for ``d >= 3`` each
-        extreme is then pushed outward by a few steps along a finite-difference
-        linearisation of the map (exact for a map that is affine, whatever its type). For
-        very curved maps the box can still be slightly inside the region. Infinite
+        extreme is then pushed outward along a finite-difference linearisation of the map
+        until it settles (exact for a map that is affine, whatever its type). A local
+        search: where the boundary has several bumps along a coordinate and none of the
+        sampled points lies near the highest, the box can still be inside the region. Infinite
         bounds for the whole space. Computed once per distinct radius and shifted when the
         map is ``translation_invariant``.
 
@@ -819,10 +824,11 @@ class PredictionRegion:
 
     def _ascend_extremes(self, unit: NDArray, points: NDArray) -> NDArray:
         """The box of the sampled sphere points ``points`` (``(n, m, d)``, images of
-        ``unit``), each of its ``2d`` extremes then pushed outward by a few steps: the sphere
-        point where a linearisation of the map is largest along that coordinate (tangent
-        part by finite differences, radial part from the rise over the image of the
-        centre; exact in one step for a map affine on the sphere), kept when larger."""
+        ``unit``), each of its ``2d`` extremes then pushed outward step by step until it
+        settles: the sphere point where a linearisation of the map is largest along that
+        coordinate (tangent part by finite differences, radial part from the rise over the
+        image of the centre; exact in one step for a map affine on the sphere), kept when
+        larger, a shorter move after a rejected one."""
         n, d = points.shape[0], self.dim
         extreme = np.arange(2 * d)
         coordinate = extreme % d
@@ -845,7 +851,7 @@ class PredictionRegion:
         # finite difference would add how the map grows off the sphere).
         centre = objective(np.zeros((n, 2 * d, 1, d)))
         reach = np.ones((n, 2 * d, 1))  # halved after a rejected step: a shorter move next
-        for _ in range(_ASCENT_STEPS):
+        for _ in range(_ASCENT_MAX_STEPS):
             probes = direction[:, :, None, :] + _ASCENT_STEP * np.eye(d)  # (n, 2d, d, d)
             stacked = (
                 np.concatenate([direction[:, :, None, :], probes], axis=2) * radius[..., None]
@@ -863,9 +869,18 @@ class PredictionRegion:
             candidate = np.where(usable, candidate, direction)
             value = objective(candidate[:, :, None, :] * radius[..., None])[..., 0]
             better = value > best
+            moved = np.linalg.norm(candidate - direction, axis=2)
             direction = np.where(better[..., None], candidate, direction)
             best = np.where(better, value, best)
-            reach = np.where(better[..., None], reach, reach / 2)
+            # a longer move after an accepted one, a shorter one after a rejected one
+            reach = np.where(better[..., None], np.minimum(2 * reach, 1.0), reach / 2)
+            settled = (
+                (better & (moved < _ASCENT_TOLERANCE))
+                | (reach[..., 0] < _ASCENT_MIN_REACH)
+                | ~np.isfinite(best)
+            )
+            if settled.all():
+                break
         with np.errstate(invalid="ignore"):
             bounds = np.where(np.isfinite(best), best * sign, np.nan)  # (n, 2d)
         return np.stack([bounds[:, :d], bounds[:, d:]], axis=2)

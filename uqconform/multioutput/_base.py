@@ -553,8 +553,10 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
         """Bounding boxes of the prediction regions (`PredictionRegion.bounding_box`).
 
         Exact for ellipses and boxes; for flows the extremes of the region's boundary found
-        by sampling it (1,024 points of the latent circle in 2-D; in 3-D and above, plus a
-        few ascent steps), so they can sit slightly inside a very curved region.
+        by sampling it (1,024 points of the latent circle in 2-D; in 3-D and above, 1,024
+        seeded random directions and the coordinate axes, each extreme then pushed outward
+        by a local ascent until it settles), so they can sit slightly inside a very curved
+        region.
 
         Parameters
         ----------

@@ -528,6 +528,15 @@ class ResidualCONTRA(_FlowRegions):
     def _train_residual_flow(self, X: Any, residuals: NDArray) -> None:
         context = self._numeric(X) if self.conditional else None
         self._train_flow(residuals, context, desc="ResidualCONTRA flow")
+        if self.flow_.history["best_epoch"] == 0:  # the start kept: an ellipse
+            warn_user(
+                f"ResidualCONTRA kept its untrained start ({residuals.shape[0]} residuals; "
+                "no trained state beat it on the validation rows): the Gaussian fit of the "
+                "residuals, so the regions are the ellipses of "
+                "EllipsoidalConformalRegressor around the same model, at the cost of a "
+                "flow. Give more rows or epochs, or use EllipsoidalConformalRegressor.",
+                UserWarning,
+            )
 
     def _prepare_calibration(self, X: Any, Y: NDArray, *, prefit: bool) -> NDArray | None:
         if not prefit:
