@@ -145,8 +145,11 @@ def test_weights_restore_coverage_on_the_shifted_population():
     """Calibration rows from N(0, 1), test rows from N(1, 1) where the noise is larger:
     unweighted split CP under-covers (below the coverage law's lower end, pooled over 200
     resplits); weighted by the true ratio, or by a domain classifier fitted on other
-    source rows and unlabelled target rows, it covers (weighted CP is valid and
-    conservative, so the lower end is the test: the Notes of `coverage_bounds`)."""
+    source rows and unlabelled target rows, it covers. Weighted CP guarantees the mean
+    coverage over calibration sets, but each test row has its own threshold, so its
+    per-resplit coverage does not follow `coverage_bounds`' Beta-Binomial law (it spreads
+    wider): the weighted methods are judged by a one-sided 0.5% test of the mean of the
+    per-resplit coverages against 0.90 with their own standard error."""
     n_cal, n_test, repeats = 200, 100, 200
     coverage = {"plain": [], "true ratio": [], "estimated ratio": [], "classifier": []}
     for seed in range(repeats):
@@ -176,7 +179,9 @@ def test_weights_restore_coverage_on_the_shifted_population():
     lower = coverage_bounds(n_cal, 0.1, n_test, n_repeats=repeats)[0]
     assert np.mean(coverage["plain"]) < lower
     for name in ("true ratio", "estimated ratio", "classifier"):
-        assert np.mean(coverage[name]) >= lower, (name, np.mean(coverage[name]))
+        values = np.asarray(coverage[name])
+        floor = 0.9 - 2.576 * values.std(ddof=1) / np.sqrt(repeats)
+        assert values.mean() >= floor, (name, values.mean(), floor)
 
 
 def test_extreme_weights_give_infinite_intervals_with_a_warning():
@@ -287,11 +292,44 @@ def test_all_zero_calibration_weights_warn_at_calibrate():
         UserWarning, match=r"weight 0 to every calibration row of 1 group \(\[0\]\)"
     ):
         cp.calibrate(Xc, yc, groups=(Xc[:, 1] > 0).astype(int))
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # one positive weight is enough: no warning
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")  # one positive weight is enough for this warning
         SplitConformalRegressor(
             Ridge(), likelihood_ratio=lambda X: np.r_[1.0, np.zeros(len(X) - 1)]
         ).fit(Xf, yf).calibrate(Xc, yc)
+    assert not any("weight 0 to all" in str(w.message) for w in caught)
+    assert any("effective calibration size of 1.0 of 300" in str(w.message) for w in caught)
+
+
+def test_weights_that_leave_few_effective_rows_warn_at_calibrate():
+    """Weights concentrated on a few calibration rows (Kish's effective size below the
+    scores alpha needs) make every threshold hang on those rows: calibrate says so; a
+    mild tilt does not warn."""
+    (Xf, yf), (Xc, yc), _ = _data("absolute", seed=11)
+    steep = lambda X: np.exp(6 * np.asarray(X)[:, 0])  # noqa: E731
+    cp = SplitConformalRegressor(Ridge(), alpha=0.1, likelihood_ratio=steep).fit(Xf, yf)
+    with pytest.warns(UserWarning, match=r"effective calibration size of \d+\.\d of 300 rows"):
+        cp.calibrate(Xc, yc)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        SplitConformalRegressor(Ridge(), likelihood_ratio=tilt).fit(Xf, yf).calibrate(Xc, yc)
+
+
+def test_a_domain_classifier_with_hard_probabilities_warns():
+    """A fully grown tree gives probabilities 0 and 1: weight 0 drops calibration rows and
+    weight 1 sits at the clip, and weighted CP under-covers with no other sign (a review:
+    0.835 at nominal 0.90, as unweighted CP). The ratio warns; the logistic default does not."""
+    from sklearn.tree import DecisionTreeClassifier
+
+    rng = np.random.default_rng(0)
+    source, target = rng.normal(size=(300, 2)), rng.normal(1.5, 1.0, size=(300, 2))
+    tree = ClassifierDensityRatio(DecisionTreeClassifier(random_state=0)).fit(source, target)
+    with pytest.warns(UserWarning, match=r"certain on 100 of 100 rows .*0 on \d+: weight 0"):
+        weights = tree(rng.normal(size=(100, 2)))
+    assert set(np.unique(weights)) <= {0.0, 1000.0}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ClassifierDensityRatio().fit(source, target)(rng.normal(size=(100, 2)))
 
 
 def test_clone_keeps_a_fitted_ratio_and_unseen_groups_warn_once():

@@ -51,6 +51,7 @@ from uqconform.quantiles import (
     check_miscoverage,
     conformal_quantile,
     levels_text,
+    minimum_scores,
 )
 from uqconform.routing import RoutesFitParams
 
@@ -779,6 +780,18 @@ class ConformalPredictor(ModelWrapper):
                 UserWarning,
             )
             return
+        effective = float(weights.sum() ** 2 / np.sum(weights**2))  # Kish's effective size
+        needed = minimum_scores(float(np.min(self._resolve_alpha(None)[0])))
+        if effective < needed:
+            warn_user(
+                f"`likelihood_ratio`'s weights leave an effective calibration size of "
+                f"{effective:.1f} of {weights.size} rows (Kish: (sum w)^2 / sum w^2), below "
+                f"the {needed} scores a finite threshold needs at alpha: a few rows decide "
+                "every threshold, so coverage varies widely from one calibration set to "
+                "another. Check the ratio (weights near 0 or at the clip: a classifier "
+                "that separates the populations), or calibrate on more rows.",
+                UserWarning,
+            )
         if group_index is None:
             return
         mass = np.bincount(group_index, weights=weights, minlength=self.groups_.size)

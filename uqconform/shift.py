@@ -22,6 +22,7 @@ from sklearn.preprocessing import StandardScaler
 from uqconform._rows import n_rows
 from uqconform._seeding import check_random_state_value, seeded_clone
 from uqconform._validation import check_positive_float, nullable_as_float
+from uqconform._warnings import warn_user
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -43,7 +44,11 @@ class ClassifierDensityRatio:
       intervals stay finite and under-cover. Use a flexible classifier (such as
       ``HistGradientBoostingClassifier``) when the shift may leave the source's support.
     * A classifier that separates the populations too well (overfitting) gives extreme
-      weights, hence many infinite intervals.
+      weights. Probabilities of exactly 0 or 1 (a fully grown tree) are the worst case:
+      weight 0 drops a calibration row from the quantile, weight 1 sits at the clip, and
+      the intervals stay finite and under-cover, no better than unweighted conformal
+      prediction; the ratio warns when it meets such rows, and the wrapper warns when the
+      weights leave fewer effective calibration rows than ``alpha`` needs.
     * Fitting it on the calibration rows themselves makes their weights depend on them
       (not covered by the theory; in practice a mild effect for a simple classifier):
       prefer other source rows.
@@ -62,8 +67,7 @@ class ClassifierDensityRatio:
         (1,000 rows at alpha 0.1: 111) keeps rows off the source's support finite.
         ``None``: no clip (an infinite weight on a test row gives the whole space; on a
         calibration row it is refused). Clipping changes the weights, so it costs
-        coverage where the true ratio exceeds the clip (in a review, a perfect classifier
-        clipped at 5 covered 0.892 at nominal 0.90, 0.911 unclipped).
+        coverage where the true ratio exceeds the clip, more the larger the shift.
     random_state : int, Generator or None, default=None
         Seeds the classifier's ``random_state`` parameters left at None (a random forest,
         gradient boosting with early stopping): same seed, same weights.
@@ -198,6 +202,19 @@ class ClassifierDensityRatio:
                 "first."
             )
         proba = np.asarray(self.classifier_.predict_proba(X), dtype=float)[:, 1]
+        zero, one = int(np.sum(proba == 0.0)), int(np.sum(proba == 1.0))
+        if zero or one:
+            warn_user(
+                f"The domain classifier is certain on {zero + one} of {proba.size} rows "
+                f"(probability of the target population 0 on {zero}: weight 0, so such a "
+                f"calibration row drops out of the quantile; 1 on {one}: weight "
+                f"{'infinite' if self.clip is None else f'at the clip {self.clip:g}'}). "
+                "Hard 0/1 probabilities (a fully grown tree, a forest on separable rows) make "
+                "weighted conformal prediction under-cover without other sign: use a "
+                "smoother classifier (the default logistic one, min_samples_leaf, "
+                "CalibratedClassifierCV).",
+                UserWarning,
+            )
         with np.errstate(divide="ignore"):
             weights = self.prior_ratio_ * proba / (1.0 - proba)
         return weights if self.clip is None else np.minimum(weights, self.clip)
