@@ -513,3 +513,20 @@ def test_a_ratio_indexed_by_the_rows_in_another_order_is_refused():
     cp.set_params(likelihood_ratio=sorts_test_rows).calibrate(frame, yc)
     with pytest.raises(ValueError, match=r"likelihood_ratio.*rows of `X`"):
         cp.predict_interval(test)
+
+
+def test_density_ratio_takes_sparse_rows():
+    """Sparse rows (which the wrappers take) are stacked as sparse and scaled without
+    centring; `fit` refused them with the message for 0-D input, naming shapes ()."""
+    from scipy import sparse
+
+    rng = np.random.default_rng(0)
+    source, target = rng.normal(size=(300, 3)), rng.normal(0.5, 1.0, size=(300, 3))
+    dense = ClassifierDensityRatio().fit(source, target)
+    ratio = ClassifierDensityRatio().fit(sparse.csr_matrix(source), sparse.csr_matrix(target))
+    np.testing.assert_allclose(ratio(sparse.csr_matrix(source[:20])), dense(source[:20]),
+                               rtol=1e-2)  # fmt: skip
+    with pytest.raises(ValueError, match="both be sparse or both dense"):
+        ClassifierDensityRatio().fit(sparse.csr_matrix(source), target)
+    with pytest.raises(ValueError, match="same columns"):
+        ClassifierDensityRatio().fit(sparse.csr_matrix(source), sparse.csr_matrix(target[:, :2]))

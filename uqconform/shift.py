@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
+from scipy import sparse
 from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
@@ -136,6 +137,18 @@ class ClassifierDensityRatio:
                     f"order, got {list(X_source.columns)[:5]} and {list(X_target.columns)[:5]}."
                 )
             X = pd.concat([X_source, X_target], ignore_index=True)
+        elif sparse.issparse(X_source) or sparse.issparse(X_target):
+            if not (sparse.issparse(X_source) and sparse.issparse(X_target)):
+                raise ValueError(
+                    "`X_source` and `X_target` must both be sparse or both dense, got "
+                    f"{type(X_source).__name__} and {type(X_target).__name__}."
+                )
+            if X_source.shape[1] != X_target.shape[1]:
+                raise ValueError(
+                    f"`X_source` and `X_target` must have the same columns, got shapes "
+                    f"{X_source.shape} and {X_target.shape}."
+                )
+            X = sparse.vstack([X_source, X_target], format="csr")
         else:
             source, target = np.asarray(X_source), np.asarray(X_target)
             if source.ndim != 2 or target.ndim != 2 or source.shape[1] != target.shape[1]:
@@ -149,7 +162,10 @@ class ClassifierDensityRatio:
             for name, value in (("X_source", X_source), ("X_target", X_target)):
                 nullable = nullable_as_float(value) if isinstance(value, pd.DataFrame) else None
                 try:  # a nullable frame's pd.NA as NaN, named here like NaN
-                    numbers = np.asarray(value, dtype=float) if nullable is None else nullable
+                    if sparse.issparse(value):  # the stored entries (the rest are 0)
+                        numbers = np.asarray(value.data, dtype=float)
+                    else:
+                        numbers = np.asarray(value, dtype=float) if nullable is None else nullable
                     finite = np.isfinite(numbers).all()
                 except (TypeError, ValueError):
                     finite = True  # not numbers: the pipeline says so
@@ -165,7 +181,8 @@ class ClassifierDensityRatio:
                 f"{self.classifier!r:.60}."
             )
         model = (
-            make_pipeline(StandardScaler(), LogisticRegression())
+            # sparse rows keep their zeros: scaled, not centred
+            make_pipeline(StandardScaler(with_mean=not sparse.issparse(X)), LogisticRegression())
             if self.classifier is None
             else seeded_clone(self.classifier, self.random_state)
         )
