@@ -46,10 +46,10 @@ class ClassifierDensityRatio:
       ``HistGradientBoostingClassifier``) when the shift may leave the source's support.
     * A classifier that separates the populations too well (overfitting) gives extreme
       weights. Probabilities of exactly 0 or 1 (a fully grown tree) are the worst case:
-      weight 0 drops a calibration row from the quantile, weight 1 sits at the clip, and
-      the intervals stay finite and under-cover, no better than unweighted conformal
-      prediction; the ratio warns when it meets such rows, and the wrapper warns when the
-      weights leave fewer effective calibration rows than ``alpha`` needs.
+      weight 0 drops a calibration row from the quantile, probability 1 puts the weight at
+      the clip, and the intervals stay finite and under-cover, no better than unweighted
+      conformal prediction; the ratio warns when it meets such rows, and the wrapper warns
+      when the weights leave fewer effective calibration rows than ``alpha`` needs.
     * Fitting it on the calibration rows themselves makes their weights depend on them
       (not covered by the theory; in practice a mild effect for a simple classifier):
       prefer other source rows.
