@@ -471,6 +471,9 @@ def test_bad_arguments_are_named():
             region.volume(n_samples=bad)
         with pytest.raises(ValueError, match="n_points"):
             region.boundary(n_points=bad)
+    # one sampled point made a box of no width around a flow region
+    with pytest.raises(ValueError, match=r"`n_points` must be an integer >= 4, got 1"):
+        PredictionRegion(HiddenAffine(m), 1.0).bounding_box(n_points=1)
     with pytest.raises(ValueError, match="d=3"):
         PredictionRegion(full_map(d=3), 1.0).boundary()
 

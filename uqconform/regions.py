@@ -782,13 +782,13 @@ class PredictionRegion:
         Parameters
         ----------
         n_points : int, default=1024
-            Latent sphere points (non-affine maps only).
+            Latent sphere points (non-affine maps only), at least 4.
 
         Returns
         -------
         ndarray of shape (n, d, 2)
         """
-        n_points = check_int(n_points, "n_points")
+        n_points = check_int(n_points, "n_points", low=4)  # fewer: a box of no width
         radii = self._radii()
         if isinstance(self.latent_map, AffineMap):
             with np.errstate(invalid="ignore"):
