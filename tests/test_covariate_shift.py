@@ -530,3 +530,13 @@ def test_density_ratio_takes_sparse_rows():
         ClassifierDensityRatio().fit(sparse.csr_matrix(source), target)
     with pytest.raises(ValueError, match="same columns"):
         ClassifierDensityRatio().fit(sparse.csr_matrix(source), sparse.csr_matrix(target[:, :2]))
+
+
+def test_an_infinite_calibration_weight_points_to_the_clip():
+    """With clip=None a certain domain classifier gives a calibration row an infinite
+    weight: the refusal says how to avoid it (it only said weights must be finite)."""
+    (Xf, yf), (Xc, yc), _ = _data("absolute", seed=3)
+    infinite = lambda X: np.where(np.asarray(X)[:, 0] > 1.5, np.inf, 1.0)  # noqa: E731
+    cp = SplitConformalRegressor(Ridge(), likelihood_ratio=infinite).fit(Xf, yf)
+    with pytest.raises(ValueError, match=r"must be non-negative and finite\. .*finite clip"):
+        cp.calibrate(Xc, yc)

@@ -1058,6 +1058,13 @@ class ConformalPredictor(ModelWrapper):
                 "must be "
                 "non-negative"
                 + (" (+inf: a row off the calibration support)." if test else " and finite.")
+                + (
+                    " (A ClassifierDensityRatio with clip=None gives an infinite weight "
+                    "where its classifier is certain a row is from the target population: "
+                    "give it a finite clip.)"
+                    if not test and np.isposinf(weights).any()
+                    else ""
+                )
             )
         return weights
 
