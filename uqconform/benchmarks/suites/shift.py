@@ -20,6 +20,7 @@ from collections import defaultdict
 from typing import Any
 
 import numpy as np
+from scipy import stats
 from sklearn.ensemble import HistGradientBoostingRegressor
 from sklearn.neighbors import KNeighborsRegressor
 
@@ -161,13 +162,19 @@ def run(ctx) -> FamilyResult:
             int(rec["n_cal"]), ALPHA, distinct, n_repeats=len(rec["coverage"])
         )
         coverage = summarize(rec["coverage"])[0]
+        per_split = np.asarray(rec["coverage"])
+        # weighted CP guarantees the mean coverage over calibration sets; its per-resplit
+        # coverage spreads wider than the unweighted law: a one-sided t test at 0.5%
+        margin = stats.t.ppf(0.995, per_split.size - 1) * per_split.std(ddof=1)
+        floor = 1 - ALPHA - margin / np.sqrt(per_split.size)
         rows_out.append(
             {
                 "dataset": dataset,
                 "method": method,
                 "coverage": coverage,
+                "covers_floor": float(floor),
+                "covers": bool(coverage >= floor),
                 "law_lower_end": low,
-                "covers": bool(coverage >= low),
                 "width_finite_rows": summarize(rec["width"])[0],
                 "infinite_share": summarize(rec["infinite"])[0],
                 "effective_n_cal": summarize(rec["effective_n"])[0],
@@ -179,14 +186,15 @@ def run(ctx) -> FamilyResult:
             }
         )
     notes.append(
-        "covers: mean coverage over resplits at or above the lower end of the 99% coverage "
-        "law of unweighted split CP with the same calibration size (weighted CP is valid "
-        "and conservative, so only the lower end is a test; its spread is wider, set by the "
-        "effective sample size of the weights). On the real data sets the test rows are "
-        "drawn from a held-out pool with replacement, with probabilities proportional to "
-        "the ratio, so rows repeat: the law is taken at the number of distinct test rows "
-        "(n_test_distinct, the smallest over resplits), a guide rather than an exact law. "
-        "width_finite_rows: the mean width of the "
+        "covers: the mean coverage over resplits is not below 0.90 by a one-sided t test "
+        "at 0.5% on the per-resplit coverages (covers_floor = 0.90 - t * sd / sqrt(resplits)"
+        "): weighted CP guarantees the mean coverage, and its per-resplit coverage spreads "
+        "wider than the Beta-Binomial law of unweighted split CP (each test row has its own "
+        "threshold; the weights shrink the effective sample size), so that law does not "
+        "judge it. law_lower_end: the lower end of that unweighted law, for reference (on "
+        "the real data sets the test rows are drawn from a held-out pool with replacement, "
+        "with probabilities proportional to the ratio, so rows repeat: it is taken at the "
+        "number of distinct test rows, n_test_distinct). width_finite_rows: the mean width of the "
         "finite intervals; infinite_share: rows whose weighted threshold is infinite (the "
         "row's own weight outweighs the calibration rows). effective_n_cal: (sum w)^2 / "
         "sum w^2 of the calibration weights."
@@ -197,7 +205,8 @@ def run(ctx) -> FamilyResult:
     headlines = [
         headline(
             "weighted CP with the true ratio covers the shifted population (mean coverage "
-            "at or above the lower end of the 99% law, each data set on its own)",
+            "not below 0.90 by a one-sided t test at 0.5% over resplits, each data set on its "
+            "own)",
             f"{sum(r['covers'] for r in weighted)}/{len(weighted)}",
             "all data sets",
             all(r["covers"] for r in weighted),
