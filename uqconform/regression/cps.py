@@ -171,13 +171,13 @@ class ConformalPredictiveSystem(SplitConformalRegressor):
             (``g != n_samples``), or each row's own ``g`` values. Whether ``C_i < y`` is
             decided on the residual scale, as ``r_i < (y - y_hat) / d``: at a value
             within a few units in the last place of some ``C_i`` the step may fall on
-            either side.
+            either side. Finite values only (NaN and +-inf are refused).
         groups : array-like of shape (n_samples,), optional
             Group labels, required if (and only if) calibration used groups. A group
             without calibration data has no information: ``Q = tau``.
         smooth : bool, default=False
-            ``False``: the middle of each step, ``tau = 1/2`` (deterministic; within
-            ``1 / (2 (n + 1))`` of the smoothed value's range). ``True``: ``tau`` drawn
+            ``False``: the middle of each step, ``tau = 1/2`` (deterministic; the middle
+            of the range the smoothed value is drawn from). ``True``: ``tau`` drawn
             uniformly per row and value from ``random_state``; then ``Q(y_true)`` is
             exactly uniform (with an int ``random_state`` the draws depend on the rows
             of the call, as for `predict_pvalue`).
