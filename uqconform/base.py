@@ -755,7 +755,7 @@ class ConformalPredictor(ModelWrapper):
             strata = group_index * n_sub + sub_strata
         weights = self._ratio_weights(X, int(y.shape[0]), "calibration rows")
         if weights is not None:
-            self._warn_weightless(weights, None if group_labels is None else group_index)
+            self._warn_about_weights(weights, None if group_labels is None else group_index)
         self.conformity_scores_ = scores
         if weights is not None:
             self.calibration_weights_ = weights
@@ -767,9 +767,10 @@ class ConformalPredictor(ModelWrapper):
             self._strata_sorting = _sort_by_stratum(self.calibration_strata_, n_strata)
         self.n_calibration_ = int(y.shape[0])
 
-    def _warn_weightless(self, weights: NDArray, group_index: NDArray | None) -> None:
+    def _warn_about_weights(self, weights: NDArray, group_index: NDArray | None) -> None:
         """Warn when ``likelihood_ratio`` gives weight 0 to every calibration row (of some
-        Mondrian groups): no score counts there, so every prediction is unbounded."""
+        Mondrian groups): no score counts there, so every prediction is unbounded; and
+        when the weights leave fewer effective rows than the default level needs."""
         if weights.size and not weights.any():
             warn_user(
                 f"`likelihood_ratio` gives weight 0 to all {weights.size} calibration rows, "

@@ -71,6 +71,9 @@ class _FlowRegions(MultiOutputConformalRegressor):
 
     norm = "l2"
     _parameter_constraints: ClassVar[dict] = _FLOW_CONSTRAINTS
+    # What the flow is trained on, and what a flow that kept its Gaussian start means.
+    _trained_on: ClassVar[str] = ""
+    _start_kept: ClassVar[str] = ""
 
     def _train_flow(self, Y: NDArray, X: NDArray | None, desc: str) -> None:
         require_flows()
@@ -91,6 +94,13 @@ class _FlowRegions(MultiOutputConformalRegressor):
             desc=desc,
         )
         self.n_epochs_ = len(self.flow_.history["train_loss"])
+        if self.flow_.history["best_epoch"] == 0:
+            warn_user(
+                f"{type(self).__name__} kept its untrained start ({Y.shape[0]} "
+                f"{self._trained_on}; no trained state beat it on the validation rows): "
+                f"{self._start_kept}",
+                UserWarning,
+            )
 
     @staticmethod
     def _numeric(X: Any) -> NDArray:
@@ -264,6 +274,12 @@ class CONTRA(_FlowRegions):
     """
 
     _uses_estimator: ClassVar[bool] = False
+    _trained_on = "fit rows"
+    _start_kept = (  # the start ignores x
+        "the Gaussian fit of Y, so every x gets the same ellipse around the mean of Y, "
+        "whatever X says. Give more rows or epochs, or put a region around a model of X "
+        "(ResidualCONTRA, EllipsoidalConformalRegressor)."
+    )
 
     def __init__(
         self,
@@ -300,15 +316,6 @@ class CONTRA(_FlowRegions):
             Y - Y.mean(axis=0), "train the flow", "Fit on more rows."
         )
         self._train_flow(Y, self._numeric(X), desc="CONTRA flow")
-        if self.flow_.history["best_epoch"] == 0:  # the start kept: it ignores x
-            warn_user(
-                f"CONTRA kept its untrained start ({Y.shape[0]} fit rows; no trained state "
-                "beat it on the validation rows): the Gaussian fit of Y, so every x gets the "
-                "same ellipse around the mean of Y, whatever X says. Give more rows or "
-                "epochs, or put a region around a model of X (ResidualCONTRA, "
-                "EllipsoidalConformalRegressor).",
-                UserWarning,
-            )
 
     def _latent_map(self, X: Any) -> FlowMap:
         return FlowMap(self.flow_, X=self._numeric(X))
@@ -399,6 +406,12 @@ class ResidualCONTRA(_FlowRegions):
     True
     """
 
+    _trained_on = "residuals"
+    _start_kept = (
+        "the Gaussian fit of the residuals, so the regions are the ellipses of "
+        "EllipsoidalConformalRegressor around the same model, at the cost of a flow. Give "
+        "more rows or epochs, or use EllipsoidalConformalRegressor."
+    )
     _parameter_constraints: ClassVar[dict] = {
         **_FLOW_CONSTRAINTS,
         "estimator": [HasMethods(["fit", "predict"]), HasMethods(["predict"]), None],
@@ -528,15 +541,6 @@ class ResidualCONTRA(_FlowRegions):
     def _train_residual_flow(self, X: Any, residuals: NDArray) -> None:
         context = self._numeric(X) if self.conditional else None
         self._train_flow(residuals, context, desc="ResidualCONTRA flow")
-        if self.flow_.history["best_epoch"] == 0:  # the start kept: an ellipse
-            warn_user(
-                f"ResidualCONTRA kept its untrained start ({residuals.shape[0]} residuals; "
-                "no trained state beat it on the validation rows): the Gaussian fit of the "
-                "residuals, so the regions are the ellipses of "
-                "EllipsoidalConformalRegressor around the same model, at the cost of a "
-                "flow. Give more rows or epochs, or use EllipsoidalConformalRegressor.",
-                UserWarning,
-            )
 
     def _prepare_calibration(self, X: Any, Y: NDArray, *, prefit: bool) -> NDArray | None:
         if not prefit:

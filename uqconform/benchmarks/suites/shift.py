@@ -158,15 +158,12 @@ def run(ctx) -> FamilyResult:
     rows_out = []
     for (dataset, method), rec in records.items():
         distinct = int(min(rec["distinct"]))  # the draw repeats rows of a small pool
-        low, _ = coverage_bounds(
-            int(rec["n_cal"]), ALPHA, distinct, n_repeats=len(rec["coverage"])
-        )
-        coverage = summarize(rec["coverage"])[0]
-        per_split = np.asarray(rec["coverage"])
+        done = len(rec["coverage"])
+        low, _ = coverage_bounds(int(rec["n_cal"]), ALPHA, distinct, n_repeats=done)
+        coverage, spread = summarize(rec["coverage"])
         # weighted CP guarantees the mean coverage over calibration sets; its per-resplit
         # coverage spreads wider than the unweighted law: a one-sided t test at 0.5%
-        margin = stats.t.ppf(0.995, per_split.size - 1) * per_split.std(ddof=1)
-        floor = 1 - ALPHA - margin / np.sqrt(per_split.size)
+        floor = 1 - ALPHA - stats.t.ppf(0.995, done - 1) * spread / np.sqrt(done)
         rows_out.append(
             {
                 "dataset": dataset,
@@ -181,23 +178,24 @@ def run(ctx) -> FamilyResult:
                 "n_cal": rec["n_cal"],
                 "n_test": rec["n_test"],
                 "n_test_distinct": distinct,
-                "resplits": len(rec["coverage"]),
+                "resplits": done,
                 "coverage_per_split": rec["coverage"],
             }
         )
     notes.append(
         "covers: the mean coverage over resplits is not below 0.90 by a one-sided t test "
-        "at 0.5% on the per-resplit coverages (covers_floor = 0.90 - t * sd / sqrt(resplits)"
-        "): weighted CP guarantees the mean coverage, and its per-resplit coverage spreads "
-        "wider than the Beta-Binomial law of unweighted split CP (each test row has its own "
-        "threshold; the weights shrink the effective sample size), so that law does not "
-        "judge it. law_lower_end: the lower end of that unweighted law, for reference (on "
-        "the real data sets the test rows are drawn from a held-out pool with replacement, "
-        "with probabilities proportional to the ratio, so rows repeat: it is taken at the "
-        "number of distinct test rows, n_test_distinct). width_finite_rows: the mean width of the "
-        "finite intervals; infinite_share: rows whose weighted threshold is infinite (the "
-        "row's own weight outweighs the calibration rows). effective_n_cal: (sum w)^2 / "
-        "sum w^2 of the calibration weights."
+        "at 0.5% on the per-resplit coverages "
+        "(covers_floor = 0.90 - t * sd / sqrt(resplits)): weighted CP guarantees the mean "
+        "coverage, and its per-resplit coverage spreads wider than the Beta-Binomial law of "
+        "unweighted split CP (each test row has its own threshold; the weights shrink the "
+        "effective sample size), so that law does not judge it. law_lower_end: the lower "
+        "end of that unweighted law, for reference (on the real data sets the test rows are "
+        "drawn from a held-out pool with replacement, with probabilities proportional to "
+        "the ratio, so rows repeat: it is taken at the number of distinct test rows, "
+        "n_test_distinct). width_finite_rows: the mean width of the finite intervals; "
+        "infinite_share: rows whose weighted threshold is infinite (the row's own weight "
+        "outweighs the calibration rows). effective_n_cal: (sum w)^2 / sum w^2 of the "
+        "calibration weights."
     )
     by = {(r["dataset"], r["method"]): r for r in rows_out}
     names = list(dict.fromkeys(r["dataset"] for r in rows_out))
