@@ -46,7 +46,7 @@ from uqconform._validation import (
 from uqconform._version import VersionedState
 from uqconform._warnings import warn_user
 from uqconform.quantiles import (
-    _RANK_TOLERANCE,
+    _shared_weight_thresholds,
     check_call_alpha,
     check_miscoverage,
     conformal_quantile,
@@ -1111,11 +1111,10 @@ class ConformalPredictor(ModelWrapper):
         batch: tuple[int, int, int],
     ) -> NDArray:
         """Thresholds ``(b, n_sub, c, k)`` of weighted conformal prediction (Tibshirani et
-        al., 2019) for the rows of ``block``: in each stratum, the smallest score whose
-        cumulative calibration weight reaches ``1 - alpha / c`` of the total plus the
-        row's own weight ``w(x)`` (which sits on +inf); +inf when no score does. With
-        equal weights this is the unweighted conformal quantile (same rank tolerance).
-        ``batch``: the block's start and stop in ``X`` and the rows of ``X`` (messages)."""
+        al., 2019) for the rows of ``block``: in each stratum, at level ``alpha / c``, the
+        rule ``conformal_quantile(weights=, test_weight=)`` applies (one shared routine,
+        on scores sorted and weights summed once per calibration). ``batch``: the block's
+        start and stop in ``X`` and the rows of ``X`` (messages)."""
         b = n_rows(block)
         test_weights = self._scaled_test_weights(block, batch)
         prepared = self._prepare_weighted_strata()
@@ -1123,21 +1122,18 @@ class ConformalPredictor(ModelWrapper):
         n_components = prepared[0][0].shape[1] if prepared else 1
         out = np.full((b, n_sub, n_components, alphas.size), np.inf)
         row_groups = np.zeros(b, np.intp) if block_groups is None else block_groups
-        for stratum, (sorted_scores, cumulative, total) in enumerate(prepared):
+        for stratum, (sorted_scores, cumulative, _) in enumerate(prepared):
             group, label = divmod(stratum, n_sub)
             rows = np.flatnonzero(row_groups == group)
-            n_s = sorted_scores.shape[0]
-            if not rows.size or not n_s:
+            if not rows.size or not sorted_scores.shape[0]:
                 continue
-            mass = total + test_weights[rows]  # +inf for a row off the support
-            for component in range(n_components):  # loops over sides and levels, not rows
-                ends = np.append(sorted_scores[:, component], np.inf)
-                for j, alpha in enumerate(alphas):
-                    share = 1 - alpha / n_components - _RANK_TOLERANCE / (n_s + 1)
-                    index = np.searchsorted(cumulative[:, component], share * mass, "left")
-                    found = ends[index]
-                    found[mass <= 0] = np.inf  # no weight anywhere: nothing to rank
-                    out[rows, label, component, j] = found
+            for component in range(n_components):  # a loop over sides, not rows
+                out[rows, label, component] = _shared_weight_thresholds(
+                    sorted_scores[:, component],
+                    cumulative[:, component],
+                    test_weights[rows],
+                    alphas / n_components,
+                )
         return out
 
     def _warn_weighted_infinite(self, infinite: int, alphas: NDArray) -> None:

@@ -357,25 +357,23 @@ def _weighted_conformal_quantile(
     w_test = np.array(np.broadcast_to(w_test.reshape(-1), (m,)))  # a copy, rescaled below
     order = np.argsort(values, kind="stable")
     sorted_values = np.append(values[order], np.inf)
-    # Smallest sorted score whose cumulative mass reaches 1 - alpha; the remaining mass
-    # (the test point's) sits on +inf. The same tolerance as the unweighted rank keeps unit
-    # weights identical to the unweighted order statistic.
-    targets = (1 - levels) - _RANK_TOLERANCE / (values.size + 1)
-    thresholds = np.empty((m, levels.size))
-    total = np.empty(m)
-    # shared calibration weights: test rows in chunks of about a million entries, each
-    # computed as if its weights were repeated per row (the same numbers, less memory)
-    step = max(1, 2**20 // max(values.size, 1)) if shared else m
-    for start in range(0, m, step):  # a loop over chunks of rows, not over rows
-        chunk = slice(start, min(start + step, m))
-        block = np.broadcast_to(w, (chunk.stop - start, w.size)) if shared else w2
-        scaled, scaled_test = _rescaled(block, w_test[chunk])
-        total[chunk] = scaled.sum(axis=1) + cast(NDArray, scaled_test)
-        if (total[chunk] <= 0).any():
+    if w.ndim == 1:  # one set of calibration weights, shared by every test weight
+        scaled, scaled_test = _rescaled(w[None, :], w_test)
+        cumulative = np.cumsum(scaled[0, order])
+        total = (cumulative[-1] if values.size else 0.0) + cast(NDArray, scaled_test)
+        if (total <= 0).any():
             raise ValueError("`weights` and `test_weight` sum to zero: no threshold is defined.")
-        cumulative = _cumulative_shares(scaled, order, total[chunk])
-        thresholds[chunk] = sorted_values[_rowwise_searchsorted(cumulative, targets)]
-        w_test[chunk] = cast(NDArray, scaled_test)
+        thresholds = _shared_weight_thresholds(sorted_values[:-1], cumulative, scaled_test, levels)
+        w_test = cast(NDArray, scaled_test)
+    else:  # one set of calibration weights per test point
+        scaled, scaled_test = _rescaled(w2, w_test)
+        total = scaled.sum(axis=1) + cast(NDArray, scaled_test)
+        if (total <= 0).any():
+            raise ValueError("`weights` and `test_weight` sum to zero: no threshold is defined.")
+        cumulative = _cumulative_shares(scaled, order, total)
+        targets = _weighted_targets(levels, values.size)
+        thresholds = sorted_values[_rowwise_searchsorted(cumulative, targets)]
+        w_test = cast(NDArray, scaled_test)
     if warn and np.isinf(thresholds).any():
         infinite = np.isinf(thresholds)
         rows = infinite.any(axis=1)
@@ -407,6 +405,44 @@ def _rescaled(
         return weights, test_weight
     rescaled = weights / scale[:, None]
     return rescaled, None if test_weight is None else test_weight / scale
+
+
+def _weighted_targets(levels: NDArray, n: int) -> NDArray:
+    """Share of the total weight the threshold's cumulative weight must reach, per level:
+    ``1 - alpha``, less the unweighted rank's tolerance (so that unit weights give the
+    unweighted order statistic)."""
+    return (1 - levels) - _RANK_TOLERANCE / (n + 1)
+
+
+def _shared_weight_thresholds(
+    sorted_scores: NDArray, cumulative: NDArray, test_weights: NDArray, levels: NDArray
+) -> NDArray:
+    """Weighted conformal thresholds ``(m, k)`` of ``m`` test points that share one set of
+    calibration weights (Tibshirani et al., 2019).
+
+    ``sorted_scores`` ``(n,)`` ascending, ``cumulative`` the running sum of their weights
+    in that order, ``test_weights`` ``(m,)`` on the same scale. Per test point and level,
+    the smallest score whose cumulative weight reaches ``1 - alpha`` of the total plus the
+    point's own weight (which sits on ``+inf``); ``+inf`` when no score does, when the
+    test weight is infinite, or when there is no weight at all. One search per test point
+    and level: the calibration weights are sorted and summed once.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> _shared_weight_thresholds(
+    ...     np.array([1.0, 2.0, 3.0]), np.array([1.0, 2.0, 3.0]), np.array([1.0, 9.0]),
+    ...     np.array([0.5]))
+    array([[ 2.],
+           [inf]])
+    """
+    total = cumulative[-1] if cumulative.size else 0.0
+    mass = total + np.asarray(test_weights, dtype=float)  # +inf for a point off the support
+    targets = _weighted_targets(levels, sorted_scores.size)
+    index = np.searchsorted(cumulative, mass[:, None] * targets[None, :], side="left")
+    thresholds = np.append(sorted_scores, np.inf)[index]
+    thresholds[mass <= 0] = np.inf  # no weight anywhere: nothing to rank
+    return thresholds
 
 
 def _cumulative_shares(weights: NDArray, order: NDArray, totals: NDArray) -> NDArray:
