@@ -15,6 +15,7 @@ from uqconform.quantiles import (
     check_alpha,
     conformal_quantile,
     conformal_rank,
+    effective_sample_size,
     weighted_quantile,
 )
 
@@ -326,3 +327,17 @@ def test_weights_whose_sum_overflows_give_the_thresholds_of_their_ratios():
         unit = conformal_quantile(scores, 0.2, weights=np.ones(10), test_weight=1.0)
         np.testing.assert_array_equal(big, unit)
         np.testing.assert_array_equal(quantile, weighted_quantile(scores, np.ones((2, 10)), 0.8))
+
+
+def test_effective_sample_size_is_kish_and_scale_free():
+    rng = np.random.default_rng(0)
+    w = rng.exponential(size=50)
+    by_hand = w.sum() ** 2 / np.sum(w**2)
+    assert effective_sample_size(w) == pytest.approx(by_hand, rel=1e-12)
+    # no overflow for huge weights, no underflow for tiny ones
+    assert effective_sample_size(w * 1e300) == pytest.approx(by_hand, rel=1e-12)
+    assert effective_sample_size(w * 1e-300) == pytest.approx(by_hand, rel=1e-12)
+    assert effective_sample_size(np.ones(7)) == pytest.approx(7.0)
+    for bad in ([1.0, np.nan], [1.0, -1.0], [0.0, 0.0], [[1.0, 2.0]], [1.0, np.inf]):
+        with pytest.raises(ValueError, match="`weights`"):
+            effective_sample_size(bad)

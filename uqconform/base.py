@@ -50,6 +50,7 @@ from uqconform.quantiles import (
     check_call_alpha,
     check_miscoverage,
     conformal_quantile,
+    effective_sample_size,
     levels_text,
     minimum_scores,
 )
@@ -781,7 +782,7 @@ class ConformalPredictor(ModelWrapper):
                 UserWarning,
             )
             return
-        effective = float(weights.sum() ** 2 / np.sum(weights**2))  # Kish's effective size
+        effective = effective_sample_size(weights)
         needed = minimum_scores(float(np.min(self._resolve_alpha(None)[0])))
         if effective < needed:
             warn_user(

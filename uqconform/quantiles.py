@@ -28,6 +28,7 @@ __all__ = [
     "check_alpha",
     "conformal_quantile",
     "conformal_rank",
+    "effective_sample_size",
     "minimum_scores",
     "weighted_quantile",
 ]
@@ -309,6 +310,38 @@ def minimum_scores(alpha: float) -> int:
     if level is None:
         raise ValueError(f"`alpha` must be a single level, got {alpha!r}.")
     return int(np.ceil(1 / level - 1 - _RANK_TOLERANCE))
+
+
+def effective_sample_size(weights: ArrayLike) -> float:
+    """Kish's effective sample size ``(sum w)^2 / sum w^2`` of non-negative weights.
+
+    How many equally weighted scores carry as much information as the weighted ones: ``n``
+    for equal weights, 1 when one weight dominates. A weighted threshold rests on few
+    scores when it is small (compare it with ``minimum_scores(alpha)``).
+
+    Parameters
+    ----------
+    weights : array-like of shape (n,)
+        Finite, non-negative weights, not all zero.
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> effective_sample_size([1.0, 1.0, 1.0, 1.0])
+    4.0
+    >>> effective_sample_size([1.0, 0.0, 0.0, 0.0])
+    1.0
+    """
+    w = real_values(weights)
+    if w is None or w.ndim != 1:
+        raise ValueError(f"`weights` must be a 1-D array of numbers, got {weights!r}.")
+    if not np.isfinite(w).all() or (w < 0).any() or not w.any():
+        raise ValueError("`weights` must be finite and non-negative, not all zero.")
+    scaled = w / w.max()  # no overflow in the squares
+    return float(scaled.sum() ** 2 / np.sum(scaled**2))
 
 
 def _warn_too_few(

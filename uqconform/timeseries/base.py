@@ -55,6 +55,7 @@ from uqconform.quantiles import (
     check_call_alpha,
     check_miscoverage,
     conformal_quantile,
+    effective_sample_size,
     minimum_scores,
     weighted_quantile,
 )
@@ -877,7 +878,7 @@ class SequentialConformalRegressor(
                 if memo is not None:
                     memo[int(floor)] = (targets, weights, feasible)
             if record and floor == kept:  # recorded once
-                self.effective_sample_sizes_.append(float(1.0 / np.sum(weights**2)))
+                self.effective_sample_sizes_.append(effective_sample_size(weights))
                 self.n_infeasible_ += int(not feasible)
             out[:, levels] = residual_offsets(
                 targets, weights, alphas[levels], fractions, self.finite_sample

@@ -23,6 +23,7 @@ from scipy import optimize
 from sklearn.ensemble import RandomForestRegressor
 
 from uqconform._validation import check_positive_float
+from uqconform.quantiles import effective_sample_size
 
 __all__ = [
     "KernelWeights",
@@ -227,21 +228,16 @@ def reweighted_nadaraya_watson(
         values = kernel_values(distance / h, kernel)
     effective = min(float(min_effective), windows.shape[0]) * (1 - 1e-9)
     for _ in range(100):  # widen until the kernel's effective size is reached (1.25^100: flat)
-        if _effective_size(values) >= effective:
+        if effective_sample_size(values) >= effective:
             break
         h *= 1.25
         values = kernel_values(distance / h, kernel)
     weights, feasible = _combined(difference, values, adjust, constraint)
-    if adjust and _effective_size(weights) < effective:
+    if adjust and effective_sample_size(weights) < effective:
         # the adjustment piles the mass on a few windows (a query at the edge of the
         # cloud, lambda near its feasibility bound): plain NW, counted as infeasible
         weights, feasible = values / values.sum(), False
     return KernelWeights(weights, h, feasible)
-
-
-def _effective_size(values: NDArray) -> float:
-    """Kish's effective sample size ``(sum v)^2 / sum v^2`` of non-negative weights."""
-    return float(values.sum() ** 2 / np.sum(values**2))
 
 
 def _combined(

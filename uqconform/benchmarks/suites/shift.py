@@ -28,6 +28,7 @@ from uqconform.benchmarks._common import headline, summarize
 from uqconform.benchmarks.registry import FamilyResult, register_family
 from uqconform.datasets import load_dataset
 from uqconform.evaluation import coverage_bounds
+from uqconform.quantiles import effective_sample_size
 from uqconform.regression import SplitConformalRegressor
 from uqconform.shift import ClassifierDensityRatio
 
@@ -152,7 +153,7 @@ def run(ctx) -> FamilyResult:
             )
             rec["infinite"].append(float(np.mean(~finite)))
             weights = cp.calibration_weights_ if "weighted" in method else np.ones(len(cal))
-            rec["effective_n"].append(float(weights.sum() ** 2 / (weights**2).sum()))
+            rec["effective_n"].append(effective_sample_size(weights))
             rec["n_cal"], rec["n_test"] = len(cal), len(test)
             rec["distinct"].append(len(np.unique(test)))
     rows_out = []
