@@ -843,3 +843,18 @@ def test_random_state_seeds_the_default_network():
     assert not np.array_equal(intervals(1), intervals(2))
     with pytest.raises(ValueError, match="random_state"):
         ACP(random_state="seed").fit(X[:60], y[:60])
+
+
+def test_a_network_far_from_a_stationary_point_warns_in_full_mode():
+    X, y, X_cal, y_cal = smooth_data(120, seed=0, n_test=80)
+    converged = ACP(mlp(), prior_precision="auto").fit(X, y)
+    assert 0.0 <= converged.stationarity_ < 1e-3
+    stopped = MLPRegressor(hidden_layer_sizes=(6,), solver="sgd", max_iter=3, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        with pytest.warns(UserWarning, match="far from a stationary point.*split\\+refine"):
+            model = ACP(stopped).fit(X, y)
+        assert model.stationarity_ > 0.1
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", UserWarning)  # split+refine is valid anyway
+            ACP(model.estimator_).calibrate(X_cal, y_cal)
