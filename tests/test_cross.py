@@ -564,3 +564,38 @@ def test_a_fold_without_test_rows_is_refused_naming_cv():
     X, y = rng.normal(size=(60, 2)), rng.normal(size=60)
     with pytest.raises(ValueError, match=r"gives a fold without test rows"):
         CrossConformalRegressor(Ridge(), cv=WithAnEmptyFold()).fit(X, y)
+
+
+class _DropsARow(Ridge):
+    """A regressor whose predictions miss the last row (once ``short`` is set)."""
+
+    def __init__(self, alpha=1.0, short=True):
+        super().__init__(alpha=alpha)
+        self.short = short
+
+    def predict(self, X):
+        predicted = super().predict(X)
+        return predicted[:-1] if self.short else predicted
+
+
+@pytest.mark.parametrize("method", ["cv+", "jackknife+ab"])
+def test_a_model_giving_too_few_predictions_is_refused_by_name(method):
+    from uqconform.regression import JackknifeAfterBootstrapRegressor
+
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(80, 2)), rng.normal(size=80)
+
+    def wrapper(short):
+        if method == "cv+":
+            return CrossConformalRegressor(_DropsARow(short=short), cv=4, random_state=0)
+        return JackknifeAfterBootstrapRegressor(
+            _DropsARow(short=short), n_bootstrap=10, random_state=0
+        )
+
+    with pytest.raises(ValueError, match="`estimator` \\(a fitted copy\\) gave .* predictions"):
+        wrapper(short=True).fit(X, y)
+    model = wrapper(short=False).fit(X, y)
+    for fitted in model.estimators_:
+        fitted.short = True  # now short at prediction time too
+    with pytest.raises(ValueError, match="gave 9 predictions for 10 rows of `X`"):
+        model.predict_interval(X[:10])

@@ -13,10 +13,12 @@ import sklearn
 from conftest import regression_data
 from sklearn.base import clone
 from sklearn.datasets import make_classification
+from sklearn.ensemble import RandomForestRegressor
 from sklearn.exceptions import UnsetMetadataPassedError
 from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import BayesianRidge, LogisticRegression, QuantileRegressor, Ridge
 from sklearn.model_selection import GridSearchCV, KFold, cross_validate
+from sklearn.neighbors import KNeighborsRegressor
 from sklearn.neural_network import MLPRegressor
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
@@ -271,3 +273,41 @@ def test_a_pipeline_difficulty_model_gives_its_spread_with_routing_on():
     np.testing.assert_array_equal(routed, plain)
     _, std = spread[-1].predict(spread[0].transform(X_REG[200:]), return_std=True)
     assert np.ptp(np.diff(plain, axis=1)[:, 0] / std) < 1e-9  # widths follow the std
+
+
+class _RecordingForest(RandomForestRegressor):
+    """A difficulty model that records the weights its fit got."""
+
+    def fit(self, X, y, sample_weight=None):
+        self.weights_seen_ = sample_weight
+        return super().fit(X, y, sample_weight=sample_weight)
+
+
+def test_a_given_difficulty_model_gets_the_weights_it_takes():
+    """The weights reach a given difficulty model: with routing off when its fit takes
+    them (a warning when it cannot), with routing on when it requested them, also when
+    the point model declined them."""
+    X, y = X_REG[:120], Y_REG[:120]
+
+    def fitted(point, difficulty):
+        model = SplitConformalRegressor(
+            point, conformity_score="normalized", difficulty_estimator=difficulty, random_state=0
+        )
+        return model.fit(X, y, sample_weight=WEIGHTS[:120]).difficulty_estimator_
+
+    seen = fitted(_ridge(), _RecordingForest(n_estimators=5)).weights_seen_
+    np.testing.assert_array_equal(seen, WEIGHTS[:120])
+    with pytest.warns(UserWarning, match="`difficulty_estimator` \\(KNeighborsRegressor\\)"):
+        fitted(_ridge(), KNeighborsRegressor())
+    with sklearn.config_context(enable_metadata_routing=True):
+        declined = _ridge().set_fit_request(sample_weight=False)
+        requested = _RecordingForest(n_estimators=5).set_fit_request(sample_weight=True)
+        seen = fitted(declined, requested).weights_seen_
+        np.testing.assert_array_equal(seen, WEIGHTS[:120])
+        router = SplitConformalRegressor(
+            declined, conformity_score="normalized", difficulty_estimator=requested
+        ).get_metadata_routing()
+        assert "difficulty_estimator" in router._route_mappings
+        ignored = _RecordingForest(n_estimators=5).set_fit_request(sample_weight=False)
+        requested_point = _ridge().set_fit_request(sample_weight=True)
+        assert fitted(requested_point, ignored).weights_seen_ is None

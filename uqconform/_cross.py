@@ -122,6 +122,16 @@ class CrossFitWrapper(ModelWrapper):
     def _model_output(self, model: Any, X: Any) -> NDArray:
         """One fitted model's output on the rows ``X``: ``(n,)`` or ``(n, columns)``."""
 
+    def _checked_model_output(self, model: Any, X: Any, where: str) -> NDArray:
+        """`_model_output`, refused unless it has one entry per row of ``X``."""
+        output = self._model_output(model, X)
+        if len(output) != n_rows(X):
+            raise ValueError(
+                f"`estimator` (a fitted copy) gave {len(output)} predictions for {n_rows(X)} "
+                f"{where}."
+            )
+        return output
+
     @abstractmethod
     def _store_scores(self, y: NDArray, outputs: NDArray, scored: NDArray, X: Any) -> None:
         """Set the calibration (``_calibrated_attribute``: conformity scores, tables) from
@@ -267,7 +277,7 @@ class CrossFitWrapper(ModelWrapper):
         out_of_fold: NDArray | None = None
         for k, (model, (_, test)) in enumerate(zip(models, splits, strict=True)):
             fold_index[test] = k  # a loop over folds
-            output = self._model_output(model, take_rows(X, test))
+            output = self._checked_model_output(model, take_rows(X, test), "held-out rows")
             if out_of_fold is None:
                 out_of_fold = np.empty((n, *output.shape[1:]))
             out_of_fold[test] = output
@@ -308,4 +318,7 @@ class CrossFitWrapper(ModelWrapper):
     def _fold_outputs(self, X: Any) -> NDArray:
         """``(n_samples, K, ...)``: every fold model's output on every row of ``X``."""
         self._check_nan(X)
-        return np.stack([self._model_output(model, X) for model in self.estimators_], axis=1)
+        outputs = [
+            self._checked_model_output(model, X, "rows of `X`") for model in self.estimators_
+        ]
+        return np.stack(outputs, axis=1)

@@ -169,7 +169,7 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
         saps_weight: float = 0.3,
         fill_empty: bool = True,
         n_jobs: int | None = None,
-        random_state: int | None = None,
+        random_state: int | np.random.Generator | None = None,
         verbose: bool = False,
     ):
         self.estimator = estimator

@@ -210,7 +210,7 @@ class ConformalizedQuantileRegressor(SplitConformalRegressor):
         symmetric: bool = True,
         quantile_param: str | None = None,
         batch_size: int | None = None,
-        random_state: int | None = None,
+        random_state: int | np.random.Generator | None = None,
         likelihood_ratio: Any = None,
     ):
         self.estimator = estimator

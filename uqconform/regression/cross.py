@@ -500,7 +500,8 @@ class JackknifeAfterBootstrapRegressor(CrossConformalRegressor):
         predictions = np.zeros((n, len(models)))  # weight 0 where a model saw the row
         for b, (model, (_, rows)) in enumerate(zip(models, splits, strict=True)):
             if rows.size:  # a sample that drew every row leaves none out of bag
-                predictions[rows, b] = self._model_output(model, take_rows(X, rows))
+                out_of_bag = take_rows(X, rows)
+                predictions[rows, b] = self._checked_model_output(model, out_of_bag, "rows")
         predictions = predictions[scored]
         self.oob_weights_ = weights
         self.scored_rows_ = scored

@@ -13,6 +13,8 @@ from sklearn.exceptions import NotFittedError
 from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import LinearRegression
 from sklearn.pipeline import Pipeline
+from sklearn.utils.metadata_routing import get_routing_for_object
+from sklearn.utils.validation import has_fit_parameter
 
 from uqconform._cross import out_of_fold_prediction, reads_groups
 from uqconform._rows import n_rows, row_sliceable
@@ -29,6 +31,7 @@ from uqconform._validation import (
 )
 from uqconform._warnings import warn_user
 from uqconform.base import ConformalPredictor
+from uqconform.routing import routing_enabled
 from uqconform.scores.regression import CQRScore, RegressionScore, get_regression_score
 
 __all__ = ["SplitConformalRegressor"]
@@ -99,7 +102,8 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
     difficulty_estimator : regressor, default=None
         For ``conformity_score="normalized"``. Unfitted (or ``None``: a clone of
         ``estimator``): fitted in ``fit`` on the absolute out-of-fold residuals of
-        ``estimator``. Fitted: used as is,
+        ``estimator``, with ``fit``'s ``sample_weight`` when its fit takes it (with
+        scikit-learn's metadata routing on, the parameters it requested). Fitted: used as is,
         through ``predict_std(X)`` or ``predict(X, return_std=True)`` when it has them
         (a Gaussian process, a Bayesian predictive), else ``predict(X)``. Spreads at or
         below a small floor are lifted to it; calibration warns when rows so lifted have
@@ -231,6 +235,14 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
         return 2
 
     # ---- difficulty (normalized score) ---------------------------------------------------
+    def _routed_models(self) -> dict[str, Any]:
+        """The estimator, and a given difficulty model that ``fit`` trains."""
+        models = super()._routed_models()
+        if self._needs_difficulty() and self.difficulty_estimator is not None:
+            if not self._difficulty_is_prefit():
+                models["difficulty_estimator"] = self.difficulty_estimator
+        return models
+
     def _needs_difficulty(self) -> bool:
         return self._score_object().needs_difficulty
 
@@ -278,6 +290,7 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
             if isinstance(point, FrozenEstimator):  # refit its model out of fold, not frozen
                 point = point.estimator
             seed = self.random_state
+            routed = self._routed_fit_params(fit_params)
             out_of_fold = point_predictions(
                 out_of_fold_prediction(
                     seeded_clone(point, seed),
@@ -285,14 +298,20 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
                     y,
                     cv,
                     integer_seed(seed),
-                    fit_params,
+                    self._estimator_consumes(point, fit_params),
                     self.n_jobs,
                     "the difficulty model",
                 )
             )
             base = self.difficulty_estimator
             model = seeded_clone(point if base is None else base, seed)
-            self.difficulty_estimator_ = model.fit(X, np.abs(y - out_of_fold))
+            if base is None:  # a clone of the estimator: the estimator's parameters
+                params = routed["estimator"]
+            elif routing_enabled():
+                params = routed["difficulty_estimator"]
+            else:
+                params = self._unrouted_difficulty_params(model, fit_params)
+            self.difficulty_estimator_ = model.fit(X, np.abs(y - out_of_fold), **params)
             self._difficulty_is_residual_model = True
         # The floor of the spread is fixed from training data, never from calibration data,
         # so that the score is the same function for calibration and test points.
@@ -301,6 +320,31 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
         self.difficulty_floor_ = (
             1e-3 * float(np.median(positive)) if positive.size else _ZERO_SPREAD_FLOOR
         )
+
+    @staticmethod
+    def _estimator_consumes(point: Any, fit_params: dict[str, Any]) -> dict[str, Any]:
+        """The parameters for the out-of-fold copies of ``point`` (routed again by
+        ``cross_val_predict``): all with routing off; with it on, those ``point``
+        consumes (one meant for the difficulty model alone would be refused there)."""
+        if not routing_enabled() or not fit_params:
+            return fit_params
+        consumed = get_routing_for_object(point).consumes("fit", set(fit_params))
+        return {name: value for name, value in fit_params.items() if name in consumed}
+
+    def _unrouted_difficulty_params(self, model: Any, fit_params: dict[str, Any]) -> dict:
+        """With routing off, a given difficulty model gets ``sample_weight`` when its fit
+        takes it (other parameters are the estimator's); a warning says when it cannot."""
+        if "sample_weight" not in fit_params:
+            return {}
+        if has_fit_parameter(model, "sample_weight"):
+            return {"sample_weight": fit_params["sample_weight"]}
+        warn_user(
+            f"`difficulty_estimator` ({type(model).__name__}) takes no sample_weight: it is "
+            "trained on the absolute out-of-fold residuals unweighted (the estimator and its "
+            "out-of-fold copies are weighted). Coverage does not depend on it.",
+            UserWarning,
+        )
+        return {}
 
     def _unfitted_predictive(self) -> str:
         """What to do with an unfitted Bayesian predictive given as difficulty model."""
