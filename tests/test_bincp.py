@@ -607,3 +607,26 @@ def test_prediction_settings_changed_after_calibrate_are_checked(problem, change
     else:
         with pytest.raises(ValueError, match="`batch_size`"):
             cp.certified_radius(X[300:310])
+
+
+def test_at_exactly_the_largest_certifiable_radius_every_set_is_full():
+    """At r = max_radius_ a label with no hit can sit a rounding error below the radius-r
+    probability: the sets are still full, and certified_radius agrees (review case)."""
+    rng = np.random.default_rng(0)
+    means = np.array([[0.0, 0.0], [1.5, 0.0], [0.0, 1.5]])
+
+    def draw(n):
+        y = rng.integers(3, size=n)
+        return means[y] + 0.6 * rng.normal(size=(n, 2)), y
+
+    (X_fit, y_fit), (X_cal, y_cal), (X_test, _) = draw(400), draw(250), draw(200)
+    model = LogisticRegression().fit(X_fit, y_fit)
+    cp = BinarizedSmoothedClassifier(model, n_samples=150, random_state=3)
+    cp.calibrate(X_cal, y_cal)
+    r = cp.max_radius_
+    with pytest.warns(UserWarning, match="largest certifiable radius"):
+        sets = cp.predict_set(X_test, radius=r)
+    assert sets.all()
+    radii = cp.certified_radius(X_test)
+    assert radii.max() <= r
+    np.testing.assert_array_equal(sets, radii <= r)

@@ -545,3 +545,22 @@ def test_a_risk_level_above_one_half_is_not_read_as_a_coverage_level():
         controller(risk="fnr", alpha=0.6).calibrate(P, Y)
     with pytest.warns(UserWarning, match=r"alpha=0\.6 is the miscoverage level"):
         controller(risk="miscoverage", alpha=0.6).calibrate(P, Y)
+
+
+def test_a_risk_level_is_not_called_a_miscoverage_level():
+    """For the false negative rate, alpha bounds an expected loss: out-of-range levels
+    say so, and a per-call level above 0.5 is not taken for a coverage level."""
+    rng = np.random.default_rng(0)
+    P, Y = draw(200, rng)
+    with pytest.raises(ValueError, match="it is the risk level: a bound on the expected loss"):
+        controller(risk="fnr", alpha=1.5).calibrate(P, Y)
+    with pytest.raises(ValueError, match="it is the risk level"):
+        hoeffding_bentkus_pvalue([0.1], 10, 0.0)
+    model = controller(risk="fnr").calibrate(P[:150], Y[:150])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model.predict_set(P[150:], alpha=0.6)
+    with pytest.raises(ValueError, match="it is the risk level"):
+        model.predict_set(P[150:], alpha=1.2)
+    with pytest.warns(UserWarning, match="miscoverage level"):  # coverage is still coverage
+        controller(risk="miscoverage").calibrate(P[:150], Y[:150]).predict_set(P[150:], alpha=0.6)

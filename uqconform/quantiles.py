@@ -38,7 +38,11 @@ __all__ = [
 _RANK_TOLERANCE = 1e-9
 
 
-def check_alpha(alpha: float | Sequence[float] | ArrayLike, name: str = "alpha") -> NDArray:
+def check_alpha(
+    alpha: float | Sequence[float] | ArrayLike,
+    name: str = "alpha",
+    meaning: str = "the miscoverage level, e.g. 0.1 for 90% coverage",
+) -> NDArray:
     """Validate a miscoverage level (or several) and return them as a 1-D float array.
 
     Parameters
@@ -47,6 +51,9 @@ def check_alpha(alpha: float | Sequence[float] | ArrayLike, name: str = "alpha")
         Miscoverage level(s), each strictly inside (0, 1).
     name : str, default="alpha"
         Argument name used in error messages.
+    meaning : str, default="the miscoverage level, e.g. 0.1 for 90% coverage"
+        What the level is, for the out-of-range message (a risk controller's ``alpha``
+        bounds an expected loss instead).
 
     Returns
     -------
@@ -80,8 +87,8 @@ def check_alpha(alpha: float | Sequence[float] | ArrayLike, name: str = "alpha")
     bad = ~((levels > 0) & (levels < 1))  # NaN fails both comparisons
     if bad.any():
         raise ValueError(
-            f"`{name}` must lie strictly between 0 and 1 (it is the miscoverage level, "
-            f"e.g. 0.1 for 90% coverage); got {levels[bad].tolist()}."
+            f"`{name}` must lie strictly between 0 and 1 (it is {meaning}); got "
+            f"{levels[bad].tolist()}."
         )
     return levels
 

@@ -625,7 +625,9 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
         self._warn_trivial(r, calibrations)
         statistic = self._statistics(X, [c[0] for c in calibrations])
         needed = certified_probability(np.array([c[1] for c in calibrations]), r, self.sigma)
-        sets = statistic >= needed
+        # from max_radius_ on every label is in (its floor can round a hair below `needed`)
+        trivial = r >= np.array([c[2] for c in calibrations])
+        sets = (statistic >= needed) | trivial
         return sets[..., 0] if scalar else sets
 
     def certified_radius(self, X: Any, alpha: float | ArrayLike | None = None) -> NDArray:
@@ -633,8 +635,9 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
 
         ``predict_set(X, radius=r)[i, j]`` is ``certified_radius(X)[i, j] <= r`` (same
         noise): 0 for the labels of the radius-0 set, and a row's set stays its radius-0 set
-        for every radius below the smallest positive entry of its row. Entries at or beyond
-        ``max_radius_`` mean the label only enters when the sets are trivial.
+        for every radius below the smallest positive entry of its row. An entry equal to
+        ``max_radius_`` (the largest it can be) means the label only enters when the sets
+        are trivial.
 
         Parameters
         ----------
@@ -653,6 +656,7 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
         with np.errstate(divide="ignore", invalid="ignore"):
             gap = stats.norm.ppf(base) - stats.norm.ppf(statistic)
         radii = np.where(base > 0, np.maximum(self.sigma * gap, 0.0), 0.0)
+        radii = np.minimum(radii, [c[2] for c in calibrations])  # every label by max_radius_
         return radii[..., 0] if scalar else radii
 
     # ---- hooks -------------------------------------------------------------------------------

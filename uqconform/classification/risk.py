@@ -60,6 +60,8 @@ __all__ = ["MultiLabelRiskController", "hoeffding_bentkus_pvalue"]
 _RISKS = ("fnr", "miscoverage", "precision")
 _METHODS = ("crc", "rcps", "ltt")
 _FWER = ("fixed_sequence", "bonferroni")
+#: What `alpha` is for the false negative rate, precision and the Hoeffding-Bentkus p-value.
+_RISK_LEVEL = "the risk level: a bound on the expected loss, e.g. 0.1"
 
 
 def hoeffding_bentkus_pvalue(risk: ArrayLike, n: int, alpha: float) -> NDArray:
@@ -90,7 +92,7 @@ def hoeffding_bentkus_pvalue(risk: ArrayLike, n: int, alpha: float) -> NDArray:
     (True, 1.0)
     """
     check_int(n, "n")
-    check_alpha(alpha, "alpha")
+    check_alpha(alpha, "alpha", _RISK_LEVEL)
     if np.ndim(alpha) != 0:
         raise ValueError(f"`alpha` must be a single level, got {alpha!r}.")
     try:
@@ -238,7 +240,9 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
         to lie in (0, 1)).
     thresholds : int or array-like of float, default=100
         ``method="ltt"``: the probability thresholds tried (a row's set holds the labels
-        with ``p >= t``), fixed before seeing the calibration data; an int ``m`` means
+        with ``p >= t``, compared as ``1 - p <= 1 - t``, so a probability a rounding error
+        below ``t`` can count; the same at calibration and prediction), fixed before
+        seeing the calibration data; an int ``m`` means
         ``1/m, 2/m, ..., 1``.
     fwer : {"fixed_sequence", "bonferroni"}, default="fixed_sequence"
         ``method="ltt"``: ``"fixed_sequence"`` tests the thresholds from the safe end
@@ -339,7 +343,12 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
         if self.risk == "miscoverage":
             super()._check_levels()
         else:  # a bound on the expected FNR or false-label share: any level in (0, 1)
-            check_alpha(self.alpha, "alpha")
+            check_alpha(self.alpha, "alpha", _RISK_LEVEL)
+
+    def _resolve_alpha(self, alpha: Any) -> tuple[NDArray, bool]:
+        if self.risk == "miscoverage" or alpha is None:
+            return super()._resolve_alpha(alpha)
+        return check_alpha(alpha, "alpha", _RISK_LEVEL), np.ndim(alpha) == 0
 
     def _validate_params(self) -> None:
         super()._validate_params()

@@ -714,8 +714,10 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
         (for partitions of equal size), ``"paper"`` is the published rule, about
         ``1 - alpha`` (see `partition_rank`).
     salt : int, str or bytes, default=0
-        Key of the partition hash. The certificates and reliability ratios do not depend
-        on it: they hold for poisoned points in any partitions. A secret salt only keeps
+        Key of the partition hash. The certificates' validity does not depend on it:
+        they hold for poisoned points in any partitions. Which rows are certified does: the
+        share certified can move by several points from one salt to another (partitions
+        of other sizes and contents). A secret salt keeps
         an adversary from concentrating poisoned points in partitions of their choice,
         which can do more damage to the rows that are not certified.
     n_jobs : int, default=None

@@ -164,11 +164,16 @@ def _record(rec, covered, sets) -> None:
 
 # ---- reliability ---------------------------------------------------------------------------
 def _radii(model, most: int) -> list[int]:
-    """Calibration radii allowed by the smallest partition (at most ``most``)."""
+    """Calibration radii `certify` accepts with the smallest partition (at most
+    ``most``): none when a partition is below `minimum_partition_size` (calibrate only
+    warns then, its sets voting for every label)."""
+    from uqconform.classification.rps import minimum_partition_size
     from uqconform.quantiles import minimum_scores
 
-    room = int(model.partition_sizes_.min()) - minimum_scores(ALPHA)
-    return list(range(0, min(most, room) + 1))
+    smallest = int(model.partition_sizes_.min())
+    if smallest < minimum_partition_size(int(model.k_calib), ALPHA, model.coverage):
+        return []
+    return list(range(0, min(most, smallest - minimum_scores(ALPHA)) + 1))
 
 
 def _run_reliability(
@@ -192,6 +197,14 @@ def _run_reliability(
                     rows.append(
                         {"problem": problem["name"], "k_train": k_train, "k_calib": k_calib,
                          "skipped": str(error)}
+                    )  # fmt: skip
+                    continue
+                if not _radii(rps, 0):  # calibrate warned; certify would refuse
+                    rows.append(
+                        {"problem": problem["name"], "k_train": k_train, "k_calib": k_calib,
+                         "skipped": f"smallest calibration partition "
+                         f"{int(rps.partition_sizes_.min())} is below the minimum a "
+                         "certificate needs"}
                     )  # fmt: skip
                     continue
                 sets = rps.predict_set(X_test)
@@ -274,7 +287,8 @@ def _attacks(model, X_fit, y_fit, X_cal, y_cal, X_test, radius, data, rng):
     worst = worst_partitions(model, X_test, "training")
     scores = model.predict_scores(X_test)
     top = np.argmax(scores, axis=1)
-    second = model.classes_[np.argsort(scores, axis=1)[:, -2]]
+    others = np.where(np.arange(scores.shape[1]) == top[:, None], -np.inf, scores)
+    second = model.classes_[np.argmax(others, axis=1)]  # never the top label, even in ties
     test_labels = model.classes_[top]
     spread = {"partitions": part, "target": worst, "strategy": "spread"}
     out += [
