@@ -592,7 +592,7 @@ def test_a_model_giving_too_few_predictions_is_refused_by_name(method):
             _DropsARow(short=short), n_bootstrap=10, random_state=0
         )
 
-    with pytest.raises(ValueError, match="`estimator` \\(a fitted copy\\) gave .* predictions"):
+    with pytest.raises(ValueError, match=r"`estimator` \(a fitted copy\) gave .* predictions"):
         wrapper(short=True).fit(X, y)
     model = wrapper(short=False).fit(X, y)
     for fitted in model.estimators_:

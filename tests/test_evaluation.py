@@ -1132,3 +1132,34 @@ def test_evaluate_names_the_arguments_the_user_passed():
         evaluate(model, X[200:], y[200:299], alpha=0.1)
     with pytest.raises(ValueError, match="`groups` has 3 entries but `y_test` has 100"):
         evaluate(model, X[200:], y[200:], alpha=0.1, groups=[0, 1, 0])
+
+
+def test_group_volumes_keep_nan_and_inf_apart():
+    """A NaN volume gives a NaN group mean (as mean_volume), an infinite one inf."""
+
+    class Region:
+        dim = 2
+
+        def __len__(self):
+            return 4
+
+        def contains(self, Y):
+            return np.ones(len(Y), bool)
+
+        def volume(self):
+            return np.array([1.0, np.nan, 3.0, np.inf])
+
+    table = coverage_by_group(np.zeros((4, 2)), Region(), ["a", "a", "b", "c"])
+    assert math.isnan(mean_volume(Region()))
+    assert math.isnan(table.loc["a", "mean_volume"])
+    assert table.loc["b", "mean_volume"] == 3.0
+    assert table.loc["c", "mean_volume"] == np.inf
+
+
+def test_a_hand_built_report_row_below_its_bounds_prints_below():
+    row = {"alpha": 0.1, "nominal": 0.9, "coverage": 0.8865, "bound_low": 0.887,
+           "bound_high": 0.91, "mean_width": 1.0}  # fmt: skip
+    report = CoverageReport("M", "regression", "mean_width", 2000, 1000, 0.99, 0.0, rows=[row])
+    assert "BELOW" in str(report)
+    report.rows[0]["coverage"] = 0.9
+    assert " yes " in str(report)

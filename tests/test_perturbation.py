@@ -88,3 +88,29 @@ def test_worst_of_k_bad_input(fitted):
         random_l2_perturbation(X, np.nan)
     with pytest.raises(ValueError, match="finite"):
         random_l2_perturbation(np.array([[np.inf, 0.0]]), 0.1)
+
+
+def test_worst_of_k_draws_its_directions_batch_by_batch():
+    """Memory follows ``batch_size``, not ``n * k * d`` (every direction was drawn at once
+    before), and the result does not depend on the batch size."""
+    import tracemalloc
+
+    rng = np.random.default_rng(0)
+    n, d, k = 400, 200, 32
+    X, y = rng.normal(size=(n, d)), rng.integers(2, size=n)
+
+    def score(Z):
+        return np.column_stack([np.tanh(Z[:, 0]), -np.tanh(Z[:, 0])])
+
+    def run(batch_size):
+        return worst_of_k_perturbation(
+            X, y, 1.0, score, k=k, batch_size=batch_size, random_state=0
+        )
+
+    tracemalloc.start()
+    small = run(10)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < n * k * d * 8 / 4  # the whole direction array is 20 MB
+    np.testing.assert_array_equal(small, run(None))
+    np.testing.assert_array_equal(small, run(n))

@@ -79,9 +79,13 @@ def coverage_count_pmf(
     -------
     ndarray of shape (n_repeats * n_test + 1,)
         ``pmf[c]`` is the probability that ``c`` test points are covered in total. One
-        resplit's law is the exact beta-binomial; pooling uses FFT convolutions, whose
+        resplit's law is the beta-binomial, from ``scipy.stats.betabinom`` (renormalised),
+        whose differences of log-beta terms lose digits as ``n_calibration`` grows: a
+        review measured absolute errors of 3e-12 at ``n_calibration = 1e4``, 4e-10 at
+        1e6 and 7e-7 at 1e9 against exact rationals. Pooling uses FFT convolutions, whose
         round-off (about ``1e-15`` relative to the largest probability) makes far-tail
-        probabilities below that level meaningless (the bounds are unaffected).
+        probabilities below that level meaningless. The bounds agreed with an exact oracle
+        in every case the review ran.
 
     Examples
     --------
@@ -194,7 +198,8 @@ def coverage_bounds(
       largest score is flagged.
     * With one test point and no pooling the interval is ``(0.0, 1.0)``, unless the
       marginal probability of a miss, ``l / (n + 1)`` (``l = floor((n + 1) alpha)``), is
-      below ``(1 - confidence) / 2`` (then ``(1.0, 1.0)``): pool resplits.
+      below ``(1 - confidence) / 2`` (then ``(1.0, 1.0)``) or that of a cover is (then
+      ``(0.0, 0.0)``, e.g. ``alpha = 0.999``): pool resplits.
     * Cost: the pooled law is held only on the counts that carry its mass, which grow like
       ``sqrt(n_repeats)`` times one resplit's spread; with a small ``n_calibration`` (a
       wide Beta law) and many test points that is still large (measured:

@@ -172,7 +172,7 @@ def _parse_prediction(
             f"must have length 2 (lower, upper).{levels_first}"
         )
     zero_one = np.isin(array, (0, 1)).all()
-    if not intervals_only and (array.dtype.kind in "iu" or zero_one):
+    if not intervals_only and array.size and (array.dtype.kind in "iu" or zero_one):
         # integer arrays with two columns are label sets more often than intervals: top-2
         # label indices, or 0/1 masks over two classes (also as floats)
         kind = "of 0/1 values" if zero_one else "of integers"
@@ -255,8 +255,9 @@ def _label_index(
                 "column indices."
             )
         present = np.unique(index)
-        if n_columns > 1 and np.array_equal(present, np.arange(1, n_columns)):
+        if n_columns > 2 and np.array_equal(present, np.arange(1, n_columns)):
             # labels 1..K-1 with no 0: the signature of 1-based classes read as positions
+            # (not with two columns: a subgroup whose labels are all 1 is common there)
             warn_user(
                 f"`{name}` holds the labels 1..{n_columns - 1} and no 0: labels are read as "
                 f"column indices 0..{n_columns - 1}; if they are the classes themselves "
@@ -621,7 +622,8 @@ def coverage_by_group(
     y_true, prediction, classes
         As in `coverage`.
     groups : array-like of shape (n,)
-        Group label of each row (any hashable type).
+        Group label of each row: one scalar each (numbers, strings, categories); a list
+        of tuples is read as a 2-D array and refused.
 
     Returns
     -------
@@ -664,11 +666,13 @@ def coverage_by_group(
 
 
 def _group_mean(codes: NDArray, values: NDArray, counts: NDArray) -> NDArray:
-    """Mean of ``values`` per group; inf stays inf (bincount would give inf too, or NaN)."""
+    """Mean of ``values`` per group, as ``np.mean`` gives it: inf stays inf and NaN stays
+    NaN (bincount would turn an inf into NaN when it meets a finite total)."""
     finite = np.isfinite(values)
     totals = np.bincount(codes, np.where(finite, values, 0.0), counts.size)
-    has_inf = np.bincount(codes, ~finite, counts.size) > 0
-    return np.where(has_inf, np.inf, totals / counts)
+    has_inf = np.bincount(codes, np.isinf(values), counts.size) > 0
+    has_nan = np.bincount(codes, np.isnan(values), counts.size) > 0
+    return np.where(has_nan, np.nan, np.where(has_inf, np.inf, totals / counts))
 
 
 def _strata(sizes: NDArray, bins: int | Sequence[float] | None, discrete: bool) -> NDArray:

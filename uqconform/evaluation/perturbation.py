@@ -176,11 +176,12 @@ def worst_of_k_perturbation(
     score = _score_function(model)
     known = classes if classes is not None else getattr(model, "classes_", None)
     rng = random_generator(random_state)
-    steps = r * _directions(rng, (n, k, d))
     step = batch_size or max(1, _BATCH_CELLS // (k * max(d, 1)))
     for start in range(0, n, step):  # a loop over batches of rows, for bounded memory
         stop = min(start + step, n)
-        candidates = _clip(values[start:stop, None, :] + steps[start:stop], clip)
+        # drawn batch by batch: the same stream as drawing every row's at once
+        steps = r * _directions(rng, (stop - start, k, d))
+        candidates = _clip(values[start:stop, None, :] + steps, clip)
         proba = np.asarray(score(candidates.reshape(-1, d)), dtype=float)
         proba = proba.reshape(stop - start, k, -1)
         column = _label_columns(labels[start:stop], known, proba.shape[2])

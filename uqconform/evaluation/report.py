@@ -173,7 +173,10 @@ class CoverageReport:
         for row in self.rows:
             low, high = row.get("bound_low", math.nan), row.get("bound_high", math.nan)
             bounds = "-" if math.isnan(low) else f"[{low:.{digits}f}, {high:.{digits}f}]"
-            inside = {True: "yes", None: "-"}.get(row.get("inside_bounds"))
+            flag = row.get("inside_bounds")
+            if "inside_bounds" not in row and not math.isnan(low):  # a hand-built row
+                flag = bool(low <= row["coverage"] <= high)
+            inside = {True: "yes", None: "-"}.get(flag)
             if inside is None:  # outside: below fails validity, above is conservative
                 inside = "BELOW" if row["coverage"] < low else "above"
             nominal = row.get("nominal", 1 - row["alpha"])  # hand-built rows may omit it
