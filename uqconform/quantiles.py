@@ -398,13 +398,13 @@ def _weighted_conformal_quantile(
     order = np.argsort(values, kind="stable")
     sorted_values = np.append(values[order], np.inf)
     if w.ndim == 1:  # one set of calibration weights, shared by every test weight
-        scaled, scaled_test = _rescaled(w[None, :], w_test)
+        scaled, rescaled_test = _rescaled(w[None, :], w_test)
+        w_test = cast(NDArray, rescaled_test)
         cumulative = np.cumsum(scaled[0, order])
-        total = (cumulative[-1] if values.size else 0.0) + cast(NDArray, scaled_test)
+        total = (cumulative[-1] if values.size else 0.0) + w_test
         if (total <= 0).any():
             raise ValueError("`weights` and `test_weight` sum to zero: no threshold is defined.")
-        thresholds = _shared_weight_thresholds(sorted_values[:-1], cumulative, scaled_test, levels)
-        w_test = cast(NDArray, scaled_test)
+        thresholds = _shared_weight_thresholds(sorted_values[:-1], cumulative, w_test, levels)
     else:  # one set of calibration weights per test point
         scaled, scaled_test = _rescaled(w2, w_test)
         total = scaled.sum(axis=1) + cast(NDArray, scaled_test)
