@@ -13,6 +13,7 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
+from sklearn.base import clone
 from sklearn.dummy import DummyRegressor
 from sklearn.ensemble import RandomForestRegressor
 from sklearn.exceptions import NotFittedError
@@ -493,3 +494,35 @@ def test_pandas_rows_out_of_time_order_or_unpaired_are_warned():
         model.fit(X[::-1], y[::-1])
     with pytest.warns(UserWarning, match=r"`X` and `y` have different indexes"):
         model.fit(X, y.reset_index(drop=True))
+
+
+def test_parameters_changed_after_fit_are_checked_at_each_call():
+    """finite_sample may change after fit, but "no" is not a bool (it read as True); a
+    forest size set to 0 is refused naming SPCI's parameter, not RandomForestRegressor's."""
+    X, y = iid_series(160, seed=0)
+    enbpi = make("EnbPI").fit(X[:150], y[:150])
+    with pytest.raises(ValueError, match="`finite_sample` must be True or False"):
+        enbpi.set_params(finite_sample="no").predict_interval(X[150:152])
+    with pytest.raises(ValueError, match="`finite_sample` must be True or False"):
+        enbpi.update(X[150:152], y[150:152])
+    spci = make("SPCI").fit(X[:150], y[:150])
+    for name, value in (("n_trees", 0), ("max_depth", -1), ("n_trees", 2.5)):
+        with pytest.raises(ValueError, match=f"`{name}`"):
+            clone(spci).set_params(**{name: value}).fit(X[:150], y[:150])
+        model = pickle.loads(pickle.dumps(spci))
+        with pytest.raises(ValueError, match=f"`{name}`"):
+            model.set_params(**{name: value}).predict_interval(X[150:152], y[150:152])
+
+
+def test_an_spci_pickled_before_its_forest_seed_existed_still_predicts():
+    X, y = iid_series(160, seed=0)
+    model = make("SPCI").fit(X[:150], y[:150])
+    del model.__dict__["_forest_seed"]  # as in a model pickled by an earlier version
+    intervals = pickle.loads(pickle.dumps(model)).predict_interval(X[150:152])
+    assert np.isfinite(intervals).all()
+
+
+def test_rolling_coverage_with_a_window_longer_than_the_series():
+    from uqconform.timeseries import rolling_coverage
+
+    np.testing.assert_array_equal(rolling_coverage([1, 0, 1], window=10**13), [1.0, 0.5, 2 / 3])

@@ -100,7 +100,8 @@ def rolling_coverage(covered: ArrayLike, window: int = 50) -> NDArray:
         raise ValueError("`covered` must hold 0/1 or True/False values (NaN is not allowed).")
     check_int(window, "window")
     total = np.cumsum(hits)
-    lagged = np.concatenate([np.zeros(window), total])[: hits.size]
+    # a window longer than the series averages from the start (no array of its length)
+    lagged = np.concatenate([np.zeros(min(window, hits.size)), total])[: hits.size]
     counts = np.minimum(np.arange(1, hits.size + 1), window)
     return (total - lagged) / counts
 
@@ -572,6 +573,11 @@ class SequentialConformalRegressor(
         check_verbose(self.verbose)
         self._beta_fractions()
 
+    def _check_call_params(self) -> None:
+        """The parameters that may change after fit (`set_params`), checked at each call
+        as fit checks them (``finite_sample="no"`` would otherwise read as True)."""
+        check_bool(self.finite_sample, "finite_sample")
+
     def _check_aci_gamma(self) -> float | NDArray | None:
         """The ACI step size (a float), DtACI's step sizes (an array of at least two), or
         None."""
@@ -938,6 +944,7 @@ class SequentialConformalRegressor(
     def _intervals(self, X: ArrayLike, y: ArrayLike | None, alpha: Any) -> NDArray:
         check_is_fitted(self, "source_")
         check_calibration_settings(self, "predict_interval", step="fit", again="fit(X, y)")
+        self._check_call_params()
         value = self.alpha if alpha is None else alpha
         alphas = check_call_alpha(alpha, self.alpha)
         X, y = self._check_series(X, y, reset=False)
@@ -1172,6 +1179,7 @@ class SequentialConformalRegressor(
         """
         check_is_fitted(self, "source_")
         check_calibration_settings(self, "update", step="fit", again="fit(X, y)")
+        self._check_call_params()
         if y is None:
             raise missing_target_error()
         X, y = self._check_series(X, y, reset=False)

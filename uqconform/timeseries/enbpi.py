@@ -55,7 +55,10 @@ class EnbPI(SequentialConformalRegressor):
         conformal's two order statistics). A step then costs in proportion to ``memory``
         times the number of ``beta`` (about 2 ms at 3,000 residuals and 5 ``beta``, a few
         times the plain search). ``False`` is the published algorithm (plain empirical
-        quantiles).
+        quantiles), which falls short on exchangeable residuals: at ``beta = 0`` its
+        window covers a new residual with probability ``(ceil(n (1 - alpha)) - 1) /
+        (n + 1)`` (0.84 for ``n = 30`` at ``alpha = 0.1``, 0.88 for 100), and the
+        ``beta`` search only lowers that.
     aci_gamma : float or sequence of float, default=None
         Step size of adaptive conformal inference in online calls, in (0, 1] (0.005 to
         0.05 is usual); a sequence of at least two step sizes runs DtACI, which weighs

@@ -24,8 +24,9 @@ class SPCI(SequentialConformalRegressor):
     next residual) pairs of the residual memory, and the interval uses its conditional
     quantiles at the current window (Meinshausen weights, computed from scikit-learn's
     leaf indices). Adapts to residual dependence, at the cost of a forest fit per step,
-    which grows with the residual memory: measured on two cores, 0.13 s per step with
-    1,000 windows and 0.9 s with 7,000. With ``memory=None`` (every residual kept) a long
+    which grows with the residual memory: on two cores, one to two tenths of a second per
+    step with 1,000 stored residuals and seconds with tens of thousands (the time-series
+    page measures it). With ``memory=None`` (every residual kept) a long
     stream slows down step after step (5,000 steps: about 50 minutes); give ``memory``
     for long streams.
 
@@ -139,11 +140,22 @@ class SPCI(SequentialConformalRegressor):
         self.random_state = random_state
         self.verbose = verbose
 
+    #: The per-step forests' base seed, drawn at fit (None in a model pickled before it was).
+    _forest_seed: int | None = None
+
     def _validate_params(self) -> None:
         super()._validate_params()
-        for name in ("window", "n_trees", "max_depth"):
-            if not (name == "max_depth" and self.max_depth is None):
-                check_int(getattr(self, name), name)
+        self._check_forest_params()
+        check_int(self.window, "window")
+
+    def _check_forest_params(self) -> None:
+        check_int(self.n_trees, "n_trees")
+        if self.max_depth is not None:
+            check_int(self.max_depth, "max_depth")
+
+    def _check_call_params(self) -> None:
+        super()._check_call_params()
+        self._check_forest_params()  # the forests are built at each step
 
     def _next_weights(self, memory: NDArray, min_effective: int) -> tuple[NDArray, NDArray, bool]:
         # In units of scale_: the forest's float32 features and its impurity floor (a node
