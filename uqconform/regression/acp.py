@@ -76,7 +76,7 @@ _DEFAULT_WEIGHT_DECAYS = (0.1, 1.0, 10.0, 100.0)
 _HIGH_LEVERAGE = 0.99
 _BIAS_PRIOR = 1e-10
 #: A relative gradient norm above this at the trained weights gets a warning in full mode.
-_FAR_FROM_STATIONARY = 0.01
+_FAR_FROM_STATIONARY = 0.05
 
 
 def _is_search(model: Any) -> bool:
@@ -250,12 +250,16 @@ class ApproximateFullConformalRegressor(
         ``noise**2 * prior_precision`` divided by the target scale squared).
     mode_ : {"full", "split+refine"}
     stationarity_ : float
-        Set by `fit`: the gradient norm of the loss the network was trained on (squared
-        error plus its weight decay) at the trained weights, over the norm of the data
-        gradient of a network that predicts the mean target. Full mode assumes it is 0.
-        In our runs (diabetes, Friedman 1): below 1e-3 for lbfgs run to convergence, 2e-2
-        to 3e-2 for adam stopped after 100 to 1,000 iterations (intervals up to twice as
-        wide), about 1 for an untrained network. Above 0.01 `fit` warns; split+refine
+        Set by `fit`: the gradient of the loss the network was trained on (squared error
+        plus its weight decay) at the trained weights, each parameter's entry divided by
+        the norm of its Jacobian column (units of ``X`` do not matter), in norm over that
+        of the data gradient of a network predicting the mean target. Full mode assumes
+        it is 0. In our runs (diabetes, Friedman 1, 200 rows): 0.007 to 0.011 for the
+        default network, 1e-3 or less for lbfgs run to a tight tolerance, 0.05 to 0.13
+        for lbfgs stopped at 20 iterations, 0.1 to 0.3 for adam after 100 and 0.015 to
+        0.04 after 1,000 (intervals 1.4 to 3.6 times as wide as lbfgs's at the same
+        decay), about 1 for an untrained network. `fit` warns above 0.05, which catches
+        networks stopped far from convergence but not all slow ones; split+refine
         (`calibrate`) does not need it.
     refinement_ : ndarray
         Parameter update from ``theta*``: in split+refine mode the ridge step fitted on
@@ -453,12 +457,18 @@ class ApproximateFullConformalRegressor(
         """Gradient norm of the trained objective ``sum r_i^2 / 2 + lam0 |w|^2 / 2`` at
         ``theta*`` over the norm of ``J^T (t - mean t)``, the data part of the gradient
         of a network that predicts the mean (``lam0``: the trained decay, else
-        ``ridge_strength_``): 0 at a stationary point, about 1 for an untrained network.
-        Warns above ``_FAR_FROM_STATIONARY``."""
+        ``ridge_strength_``), each parameter's entry divided by the norm of its Jacobian
+        column (so that the units of ``X`` do not matter): 0 at a stationary point, about
+        1 for an untrained network. Warns above ``_FAR_FROM_STATIONARY``."""
         decay = self.ridge_strength_ if trained_decay is None else trained_decay
-        prior_part = np.where(lin.penalized, decay * lin.parameters, 0.0)
-        gradient = prior_part - lin.jacobian.T @ (target - lin.prediction)
-        scale = float(np.linalg.norm(lin.jacobian.T @ (target - target.mean())))
+        size = np.abs(lin.jacobian).max(axis=0)  # each parameter's own unit
+        live = size > 0  # a parameter no row moves has no data gradient to compare
+        columns = lin.jacobian[:, live] / size[live]  # entries at most 1: no overflow
+        norms = np.linalg.norm(columns, axis=0)
+        prior = np.where(lin.penalized, decay * lin.parameters, 0.0)[live] / size[live]
+        gradient = (prior - columns.T @ (target - lin.prediction)) / norms
+        reference = (columns.T @ (target - target.mean())) / norms
+        scale = float(np.linalg.norm(reference))
         relative = float(np.linalg.norm(gradient)) / scale if scale > 0 else 0.0
         if relative > _FAR_FROM_STATIONARY:
             warn_user(
