@@ -461,13 +461,12 @@ class ApproximateFullConformalRegressor(
         column (so that the units of ``X`` do not matter): 0 at a stationary point, about
         1 for an untrained network. Warns above ``_FAR_FROM_STATIONARY``."""
         decay = self.ridge_strength_ if trained_decay is None else trained_decay
-        size = np.abs(lin.jacobian).max(axis=0)  # each parameter's own unit
-        live = size > 0  # a parameter no row moves has no data gradient to compare
-        columns = lin.jacobian[:, live] / size[live]  # entries at most 1: no overflow
-        norms = np.linalg.norm(columns, axis=0)
-        prior = np.where(lin.penalized, decay * lin.parameters, 0.0)[live] / size[live]
-        gradient = (prior - columns.T @ (target - lin.prediction)) / norms
-        reference = (columns.T @ (target - target.mean())) / norms
+        # column norms without squares (no underflow or overflow in extreme units of X)
+        norms = np.hypot.reduce(lin.jacobian, axis=0)
+        live = norms > 0  # a parameter no row moves has no data gradient to compare
+        prior = np.where(lin.penalized, decay * lin.parameters, 0.0)
+        gradient = (prior - lin.jacobian.T @ (target - lin.prediction))[live] / norms[live]
+        reference = (lin.jacobian.T @ (target - target.mean()))[live] / norms[live]
         scale = float(np.linalg.norm(reference))
         relative = float(np.linalg.norm(gradient)) / scale if scale > 0 else 0.0
         if relative > _FAR_FROM_STATIONARY:
