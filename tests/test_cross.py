@@ -599,3 +599,23 @@ def test_a_model_giving_too_few_predictions_is_refused_by_name(method):
         fitted.short = True  # now short at prediction time too
     with pytest.raises(ValueError, match="gave 9 predictions for 10 rows of `X`"):
         model.predict_interval(X[:10])
+
+
+def test_calibrate_is_not_a_step_and_says_what_to_do():
+    from uqconform.classification import CrossConformalClassifier, CrossVennAbersCalibrator
+    from uqconform.regression import JackknifeAfterBootstrapRegressor
+
+    X, y = _linear(30, 0)
+    wrappers = {
+        CrossConformalRegressor: "SplitConformalRegressor",
+        JackknifeAfterBootstrapRegressor: "SplitConformalRegressor",
+        CrossConformalClassifier: "SplitConformalClassifier",
+        CrossVennAbersCalibrator: "VennAbersCalibrator",
+    }
+    for wrapper, alternative in wrappers.items():
+        model = wrapper()
+        assert not hasattr(model, "calibrate")
+        with pytest.raises(AttributeError, match=f"no `calibrate` step.*{alternative}"):
+            model.calibrate(X, y)
+    # fit alone is the whole calibration: intervals follow without it
+    assert CrossConformalRegressor().fit(X, y).predict_interval(X[:2]).shape == (2, 2)

@@ -117,6 +117,17 @@ class CrossFitWrapper(ModelWrapper):
     # they drop LeaveOneOut)
     _splitter_examples: str = "KFold, StratifiedKFold, GroupKFold, LeaveOneOut"
 
+    @property
+    def calibrate(self) -> Any:
+        """Not a step of cross-conformal prediction: reading it raises an
+        ``AttributeError`` that says so (``hasattr(model, "calibrate")`` stays false)."""
+        raise AttributeError(
+            f"{type(self).__name__} has no `calibrate` step: `fit(X, y)` trains one model "
+            "per fold and scores every row with the model that did not see it; call the "
+            "predict methods after `fit`. To calibrate an already fitted model on held-out "
+            f"rows, use {self._split_alternative}."
+        )
+
     # ---- hooks -----------------------------------------------------------------------
     @abstractmethod
     def _model_output(self, model: Any, X: Any) -> NDArray:
