@@ -3,6 +3,7 @@ class): ``calibrate`` without ``fit`` takes them as fitted, and gives exactly th
 the same predictions from a scikit-learn model; ``fit`` and missing labels say what to do."""
 
 import pickle
+import warnings
 
 import numpy as np
 import pytest
@@ -338,3 +339,44 @@ def test_non_finite_errors_survive_pickling_and_name_the_row_of_x_in_batches(dat
         wrapper.predict_set(X_test)
     for copied in (pickle.loads(pickle.dumps(info.value)), copy.copy(info.value)):
         assert type(copied) is type(info.value) and str(copied) == str(info.value)
+
+
+class ScaledProbabilityModel(ProbabilityModel):
+    """Probabilities times ``factor``, or over their row's largest (``factor="max"``: every
+    value at most 1, rows summing above 1, like per-class sigmoids), in ``dtype``."""
+
+    def __init__(self, model, factor=1.0, dtype=np.float64):
+        super().__init__(model)
+        self.factor, self.dtype = factor, dtype
+
+    def predict_proba(self, X):
+        proba = self.model.predict_proba(X)
+        if self.factor == "max":
+            return proba / proba.max(axis=1, keepdims=True)
+        return (self.factor * proba).astype(self.dtype)
+
+
+def test_probabilities_not_summing_to_one_warn_and_logits_are_refused(data):
+    X, _, labels, _ = data
+    head = LogisticRegression().fit(X[:200], labels[:200])
+    for factor in (0.5, "max", 0.0):  # a half, sigmoid-like, all-zero rows
+        for score in ("lac", "aps", "raps", "saps"):
+            model = SplitConformalClassifier(
+                ScaledProbabilityModel(head, factor), conformity_score=score
+            )
+            with pytest.warns(UserWarning, match=r"rows do not sum to 1 on 100 rows"):
+                model.calibrate(X[200:300], labels[200:300])
+    scaled = SplitConformalClassifier(ScaledProbabilityModel(head, 0.5)).calibrate(
+        X[200:300], labels[200:300]
+    )
+    with pytest.warns(UserWarning, match=r"first: row 0, sum 0\.5\)"):
+        assert scaled.predict_set(X[300:]).shape == (100, 3)
+    with pytest.raises(ValueError, match=r"outside \[0, 1\].*apply a softmax"):
+        SplitConformalClassifier(ScaledProbabilityModel(head, 2.0)).calibrate(
+            X[200:300], labels[200:300]
+        )
+    with warnings.catch_warnings():  # float32 rounding of a proper distribution is fine
+        warnings.simplefilter("error")
+        SplitConformalClassifier(
+            ScaledProbabilityModel(head, dtype=np.float32), conformity_score="aps"
+        ).calibrate(X[200:300], labels[200:300]).predict_set(X[300:])

@@ -582,6 +582,10 @@ def missing_proba_error(model: Any, name: str, why: str) -> TypeError:
     )
 
 
+# A float32 softmax over a thousand classes sums to 1 within about 1e-4.
+_ROW_SUM_TOLERANCE = 1e-3
+
+
 def class_probabilities(model: Any, X: Any, n_classes: int) -> NDArray:
     """``model.predict_proba(X)`` as a float array of shape ``(n, n_classes)``, with a
     message naming `estimator` when a model outside scikit-learn gives another shape (a
@@ -610,6 +614,17 @@ def class_probabilities(model: Any, X: Any, n_classes: int) -> NDArray:
             f"`estimator` ({type(model).__name__}) predict_proba gave values outside [0, 1] "
             f"on {rows.size} rows of `X` (first: row {rows[0]}, {proba[rows[0]].tolist()!r:.80}):"
             " probabilities are needed, not logits or scores (apply a softmax first)."
+        )
+    totals = proba.sum(axis=1)
+    off = np.abs(totals - 1.0) > _ROW_SUM_TOLERANCE
+    if off.any():  # per-class sigmoids, a hand-made table: still valid, but not mass
+        row = int(np.flatnonzero(off)[0])
+        warn_user(
+            f"`estimator` ({type(model).__name__}) predict_proba rows do not sum to 1 on "
+            f"{int(off.sum())} rows of `X` (first: row {row}, sum {totals[row]:.6g}): APS, "
+            "RAPS and SAPS read them as probability mass and LAC as probabilities, so the "
+            "sets keep their coverage but lose that meaning. Divide each row by its sum, "
+            "or calibrate the model (sklearn.calibration.CalibratedClassifierCV)."
         )
     return proba
 

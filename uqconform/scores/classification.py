@@ -166,7 +166,10 @@ class APSScore(ClassificationScore):
     than stopping at the first label whose cumulative mass reaches ``tau`` (when the mass
     reaches ``tau`` exactly, the labels after it are kept too, every label of probability
     0 when ``tau = 1``); the stopping rule could drop a true label of probability 0 whose
-    score equals ``tau``, which this rule keeps.
+    score equals ``tau``, which this rule keeps. Ties are those of the floating-point
+    sums: masses equal in exact arithmetic but added in another order (``0.3 + 0.3 +
+    0.3`` against ``0.5 + 0.4``) may differ in the last digit and not tie. Coverage does
+    not depend on it: a label's set score is never above its own calibration score.
 
     Examples
     --------
