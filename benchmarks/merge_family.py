@@ -8,7 +8,10 @@ run's scale and merge it in, rather than rerunning the whole suite::
     python benchmarks/update_readme.py
 
 The family keeps its own start time, so the report says it was run on its own and merged.
-Its plots are copied beside the committed ones; ``report.md`` is written again.
+Its plots are copied beside the committed ones (the old record's plots that the new one no
+longer draws are deleted), the run's lists of failed and skipped families are recomputed,
+and ``report.md`` is written again. A run at another scale or seed is refused; package
+versions that differ from the committed run's are kept in the family's record and printed.
 """
 
 import json
@@ -22,16 +25,32 @@ def merge_family(family: str, new_dir: Path, committed_dir: Path) -> None:
     """Put ``family`` of the run in ``new_dir`` into the run in ``committed_dir``."""
     new = json.loads((new_dir / "results.json").read_text())
     committed = json.loads((committed_dir / "results.json").read_text())
-    if new["scale"] != committed["scale"]:
-        raise SystemExit(f"scales differ: {new['scale']} (new) and {committed['scale']}")
+    for key in ("scale", "seed"):
+        if new[key] != committed[key]:
+            raise SystemExit(f"{key}s differ: {new[key]} (new) and {committed[key]} (committed)")
     record = new["families"].get(family)
     if record is None or record.get("status") != "ok":
         raise SystemExit(f"family {family!r} did not run cleanly in {new_dir}")
     record.setdefault("started", new["started"])
+    if new["versions"] != committed["versions"]:
+        record["versions"] = new["versions"]
+        changed = sorted(
+            f"{name} {committed['versions'].get(name)} -> {version}"
+            for name, version in new["versions"].items()
+            if committed["versions"].get(name) != version
+        )
+        print(f"{family}: run with other package versions ({', '.join(changed)})")
+    old_record = committed["families"].get(family, {})
+    for name in set(old_record.get("figures", [])) - set(record.get("figures", [])):
+        (committed_dir / name).unlink(missing_ok=True)
     for name in record.get("figures", []):
         if (new_dir / name).is_file():
             (committed_dir / name).write_bytes((new_dir / name).read_bytes())
     committed["families"][family] = record
+    for status in ("failed", "skipped"):
+        committed[status] = [
+            name for name, rec in committed["families"].items() if rec["status"] == status
+        ]
     (committed_dir / "results.json").write_text(json.dumps(committed, indent=2))
     (committed_dir / "report.md").write_text(report_markdown(committed))
 

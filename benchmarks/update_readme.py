@@ -37,12 +37,18 @@ def with_full_verdicts(results: dict, full: dict | None) -> dict:
         return results
     results = copy.deepcopy(results)
     for name, record in results["families"].items():
-        full_headlines = {
-            _claim_key(h["claim"]): h for h in full["families"].get(name, {}).get("headlines", [])
-        }
+        # claims that differ only in their parentheses (one per dataset or level) are
+        # matched in order: a family writes its headlines in the same order at every scale
+        full_headlines: dict[str, list[dict]] = {}
+        for h in full["families"].get(name, {}).get("headlines", []):
+            full_headlines.setdefault(_claim_key(h["claim"]), []).append(h)
+        seen: dict[str, int] = {}
         for h in record["headlines"]:
             judged_later = "full scale" in str(h.get("target")) and h.get("met") is None
-            match = full_headlines.get(_claim_key(h["claim"]))
+            key = _claim_key(h["claim"])
+            index, seen[key] = seen.get(key, 0), seen.get(key, 0) + 1
+            same_key = full_headlines.get(key, [])
+            match = same_key[index] if index < len(same_key) else None
             if judged_later and match is not None and match.get("met") is not None:
                 h["met"] = bool(match["met"])
                 h["target"] = (

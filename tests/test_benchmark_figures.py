@@ -37,3 +37,46 @@ def test_committed_run_is_a_full_quick_suite_with_its_plots():
     for record in results["families"].values():
         for figure in record["figures"]:
             assert (RESULTS.parent / figure).is_file(), figure
+
+
+def _run(seed, status, figures, versions):
+    return {
+        "scale": "quick", "seed": seed, "started": "2026-01-01T00:00:00",
+        "suite": "quick", "wall_time_s": 1.0, "versions": versions,
+        "machine": json.loads(RESULTS.read_text())["machine"],
+        "failed": [], "skipped": [],
+        "families": {
+            "demo": {"status": status, "seed": seed, "scale": "quick", "tables": {},
+                     "headlines": [], "notes": [], "figures": figures, "time_s": 1.0},
+        },
+    }  # fmt: skip
+
+
+def test_merge_family_refuses_another_seed_and_leaves_no_stale_state(tmp_path):
+    spec = importlib.util.spec_from_file_location(
+        "merge_family", ROOT / "benchmarks" / "merge_family.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    committed, new = tmp_path / "committed", tmp_path / "new"
+    committed.mkdir(), new.mkdir()
+    old = _run(0, "failed", ["demo_old.png"], {"numpy": "2.0"})
+    old["failed"] = ["demo"]
+    (committed / "results.json").write_text(json.dumps(old))
+    (committed / "demo_old.png").write_bytes(b"old")
+    (new / "results.json").write_text(json.dumps(_run(5, "ok", ["demo_new.png"], {})))
+    (new / "demo_new.png").write_bytes(b"new")
+    try:
+        module.merge_family("demo", new, committed)
+    except SystemExit as stop:
+        assert "seeds differ: 5 (new) and 0" in str(stop)
+    else:
+        raise AssertionError("a run at another seed was merged")
+    (new / "results.json").write_text(
+        json.dumps(_run(0, "ok", ["demo_new.png"], {"numpy": "2.1"}))
+    )
+    module.merge_family("demo", new, committed)
+    merged = json.loads((committed / "results.json").read_text())
+    assert merged["failed"] == [] and merged["families"]["demo"]["status"] == "ok"
+    assert merged["families"]["demo"]["versions"] == {"numpy": "2.1"}
+    assert sorted(path.name for path in committed.glob("*.png")) == ["demo_new.png"]

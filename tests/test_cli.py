@@ -225,6 +225,12 @@ def test_a_terminated_run_leaves_the_folder_as_it_was(fake_registry, tmp_path, c
 def test_command_line_errors_name_the_options(tmp_path, capsys):
     assert main(["benchmark", "--suite", "fake", "--seed", "-1", "--out", str(tmp_path)]) == 2
     assert "--seed must be a non-negative integer" in capsys.readouterr().err
+    # scikit-learn refuses seeds from 2**32 on, and the families add offsets to the seed
+    assert main(["benchmark", "--suite", "fake", "--seed", str(2**31), "--out", "x"]) == 2
+    assert "--seed must be at most 2**31 - 1 = 2147483647" in capsys.readouterr().err
+    (tmp_path / "report.md").mkdir()  # refused before the run, not lost at its last step
+    assert main(["benchmark", "--suite", "classic", "--out", str(tmp_path)]) == 2
+    assert "holds a folder named 'report.md'" in capsys.readouterr().err
     assert main(["benchmark", "--suite", "smoke", "--scale", "quick", "--out", str(tmp_path)]) == 2
     assert "--scale 'quick' contradicts the suite 'smoke'" in capsys.readouterr().err
     # --scale without --suite: the default suite is a scale too; say how to ask for it

@@ -42,6 +42,12 @@ def test_load_dataset_numpy_and_frame(name):
     np.testing.assert_array_equal(Xf.to_numpy(dtype=float), X)
     if dataset_info(name).task == "regression":
         assert y.dtype == float and np.isfinite(y).all()
+    # the user's own arrays (pandas 3's copy-on-write made them read-only views)
+    assert X.flags.writeable and y.flags.writeable
+    first_X, first_y = X[0, 0], y[0]
+    X[0, 0], y[0] = first_X - 1, y[1]
+    again_X, again_y = load_dataset(name)  # not changed by the edit
+    assert again_X[0, 0] == first_X and again_y[0] == first_y
 
 
 def test_the_multilabel_set_is_a_clean_label_matrix():

@@ -58,7 +58,7 @@ def _parser() -> argparse.ArgumentParser:
         help="run the benchmark suites",
         description="Run benchmark suites; tables are printed, results written to --out. "
         "Exit code 0: every family ran; 1: a family failed (the others were written); 2: a "
-        "usage error; 130: interrupted.",
+        "usage error; 130: interrupted (Ctrl-C); 143: terminated (SIGTERM).",
     )
     bench.add_argument(
         "--suite",
@@ -135,7 +135,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     int
         0 on success, 1 when a benchmark family failed (the others still ran and their
         results were written), 2 for a usage error (unknown suite, unwritable folder), 130
-        when interrupted (Ctrl-C; the output folder is left as it was).
+        when interrupted (Ctrl-C) and 143 when terminated (SIGTERM); the output folder
+        is then left as it was.
 
     Examples
     --------

@@ -466,10 +466,9 @@ def load_dataset(
             X, y = X.iloc[rows].reset_index(drop=True), y.iloc[rows].reset_index(drop=True)
     if as_frame:
         return X, y
-    target = (
-        y.to_numpy() if info.task in ("classification", "multilabel") else y.to_numpy(dtype=float)
-    )
-    return X.to_numpy(dtype=float), target
+    # copies: with pandas 3 (copy-on-write) a frame's array is a read-only view
+    dtype = None if info.task in ("classification", "multilabel") else float
+    return X.to_numpy(dtype=float, copy=True), y.to_numpy(dtype=dtype, copy=True)
 
 
 # ---- synthetic data with a known oracle ------------------------------------------------------

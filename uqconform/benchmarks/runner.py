@@ -181,6 +181,9 @@ def _remove_if_empty(folders: list[Path]) -> None:
             return
 
 
+_LARGEST_SEED = 2**31 - 1
+
+
 def prepare_out_dir(out: str | os.PathLike[str]) -> Path:
     """Create ``out`` if needed and check it can be written, with a clear error otherwise."""
     if not str(out).strip():
@@ -190,6 +193,12 @@ def prepare_out_dir(out: str | os.PathLike[str]) -> Path:
         raise BenchmarkOutputError(
             f"`out` = {str(path)!r} is a file, not a folder. Choose a folder with --out DIR."
         )
+    for name in ("results.json", "report.md"):  # the run would be lost at its last step
+        if (path / name).is_dir():
+            raise BenchmarkOutputError(
+                f"`out` = {str(path)!r} holds a folder named {name!r}, where the run writes "
+                "that file: move it away or choose another folder with --out DIR."
+            )
     try:
         path.mkdir(parents=True, exist_ok=True)
         probe = path / ".uqconform-write-test"
@@ -759,7 +768,11 @@ def run_benchmark(
     ({'Demo': [{'scale': 'smoke'}]}, [])
     >>> _ = _FAMILIES.pop("doc-run")
     """
-    check_int(seed, "seed", low=0)
+    if check_int(seed, "seed", low=0) > _LARGEST_SEED:
+        raise ValueError(
+            f"`seed` must be at most 2**31 - 1 = {_LARGEST_SEED}, got {seed}: the families "
+            "add offsets to it and scikit-learn takes seeds below 2**32."
+        )
     check_int(jobs, "jobs", low=1, allow_none=True)
     usable = machine_info()["usable_cpus"] or os.cpu_count() or 1
     workers = min(2, usable) if jobs is None else int(jobs)
