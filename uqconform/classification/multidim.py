@@ -13,7 +13,8 @@ prediction on a scalar, hence finite-sample valid:
   finite-sample rank ``ceil((n2 + 1)(1 - alpha))`` (the official code stops at empirical
   coverage ``1 - alpha``, which is short by up to ``1/(n2 + 1)``).
 * ``"learned"`` (ours): a classifier trained on the first part to tell true-label from
-  false-label vectors; one minus its probability is the scalar score.
+  false-label vectors, its probability constrained to fall as any head's score grows; one
+  minus that probability is the scalar score.
 
 Measured: most of the gain over a single head comes from ensembling; LAC on the heads' mean
 probability (`EnsembleConformalClassifier`) is the baseline to beat.
@@ -526,7 +527,11 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
         is_true = np.zeros((n, k), dtype=bool)
         is_true[np.arange(n), labels] = True
         seed = integer_seed(self.random_state)
-        self.aggregator_ = HistGradientBoostingClassifier(max_iter=200, random_state=seed)
+        # P(true label) falls as any head's score grows: a label that every head scores
+        # at least as well as a kept label is kept too (coherent sets, and smaller ones)
+        self.aggregator_ = HistGradientBoostingClassifier(
+            max_iter=200, monotonic_cst=[-1] * h, random_state=seed
+        )
         self.aggregator_.fit(vectors.reshape(-1, h), is_true.reshape(-1))
 
     def _cell_tree(self) -> cKDTree:
