@@ -833,3 +833,7 @@ def test_prefit_heads_refuse_x_with_other_columns_under_this_class_name():
     message = r"`X` has 3 features, but the fitted heads of this MultiDimScoreClassifier take 4"
     with pytest.raises(ValueError, match=message):
         model.calibrate(X[1::2, :3], y[1::2])
+    model.calibrate(X[1::2], y[1::2])  # and at prediction (a review found HeadEnsemble there)
+    for predict in (model.predict_set, model.predict_proba, model.score_vectors):
+        with pytest.raises(ValueError, match=message):
+            predict(X[:5, :3])

@@ -335,8 +335,21 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
         heads), in a format whose rows can be sliced."""
         if "n_features_in_" in self.__dict__:
             X = check_features(self, X, reset=False)
+        else:  # fitted heads calibrated without fit
+            self._check_columns_against_heads(X)
         self._check_nan(X)
         return row_sliceable(X)
+
+    def _check_columns_against_heads(self, X: Any) -> None:
+        """Refuse an ``X`` whose number of columns differs from the fitted heads' (given as
+        a list), naming this class rather than the heads."""
+        expected = getattr(self.estimator_.heads_[0], "n_features_in_", None)
+        columns = np.shape(X)[1] if np.ndim(X) == 2 else None
+        if self._heads_adopted and None not in (expected, columns) and expected != columns:
+            raise ValueError(
+                f"`X` has {columns} features, but the fitted heads of this "
+                f"{type(self).__name__} take {expected}."
+            )
 
     def _check_nan(self, X: Any) -> None:
         """Refuse NaN in ``X`` naming the first head model that does not take it."""
@@ -377,13 +390,7 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
             # Re-adopted at each calibrate, so that set_params(estimator=...) applies.
             self.estimator_ = self._heads().fit(None, None)
             self._heads_adopted = True
-        expected = getattr(self.estimator_.heads_[0], "n_features_in_", None)
-        columns = np.shape(X)[1] if np.ndim(X) == 2 else None
-        if self._heads_adopted and None not in (expected, columns) and expected != columns:
-            raise ValueError(
-                f"`X` has {columns} features, but the fitted heads of this "
-                f"{type(self).__name__} take {expected}."
-            )
+        self._check_columns_against_heads(X)
         n = n_rows(X)
         given = check_class_labels(y, n)
         warn_if_training_rows(self, X, given)
