@@ -858,3 +858,22 @@ def test_a_network_far_from_a_stationary_point_warns_in_full_mode():
         with warnings.catch_warnings():
             warnings.simplefilter("error", UserWarning)  # split+refine is valid anyway
             ACP(model.estimator_).calibrate(X_cal, y_cal)
+
+
+def test_a_converged_network_with_a_unit_switched_off_does_not_warn():
+    """Weight decay switched a unit off (output weight about 1e-4): its gradient entry and
+    its Jacobian column are equally tiny, and their ratio read 0.61 on this network although
+    further training moves its intervals by 1e-4 of their width (a review)."""
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-2, 2, size=(44, 2))
+    y = np.sin(2 * X[:, 0]) + 0.5 * X[:, 1] ** 2 + 0.3 * rng.normal(size=44)
+    y = (y[:40] - y[:40].mean()) / y[:40].std()
+    net = MLPRegressor(
+        hidden_layer_sizes=(5,), activation="tanh", solver="lbfgs", alpha=1.0,
+        max_iter=20000, tol=1e-12, random_state=0,
+    ).fit(X[:40], y)  # fmt: skip
+    assert np.min(np.abs(net.coefs_[1])) < 1e-2  # the switched-off unit
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        model = ACP(FrozenEstimator(net)).fit(X[:40], y)
+    assert 0.0 <= model.stationarity_ < 0.01
