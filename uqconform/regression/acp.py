@@ -253,15 +253,15 @@ class ApproximateFullConformalRegressor(
         Set by `fit`: the gradient of the loss the network was trained on (squared error
         plus its weight decay) at the trained weights, each parameter's entry divided by
         the norm of its Jacobian column (floored at 1e-2 of the largest of its kind, so
-        that units switched off by weight decay do not count; units of ``X`` do not
-        matter), in norm over that of the data gradient of a network predicting the mean
-        target. Full mode assumes it is 0. In our runs (diabetes, Friedman 1, 200 rows):
-        1e-3 or less for the default network (40 seeds) and for lbfgs run to a tight
-        tolerance, 0.05 to 0.13 for lbfgs stopped at 20 iterations, 0.08 to 0.1 for adam
-        after 100 and 0.015 to 0.033 after 1,000 (intervals 1.4 to 3.6 times as wide as
-        lbfgs's at the same decay), about 1 for an untrained network. `fit` warns above
-        0.05, which catches networks stopped far from convergence but not all slow ones;
-        split+refine (`calibrate`) does not need it.
+        that units switched off by weight decay do not count; the units of ``X`` matter
+        only through that floor), in norm over that of the data gradient of a network
+        predicting the mean target. Full mode assumes it is 0. In our runs (diabetes,
+        Friedman 1, 200 rows): 1e-3 or less for the default network (40 seeds) and for
+        lbfgs run to a tight tolerance, 0.05 to 0.13 for lbfgs stopped at 20 iterations,
+        0.08 to 0.1 for adam after 100 and 0.015 to 0.033 after 1,000 (intervals 1.4 to
+        3.6 times as wide as lbfgs's at the same decay), about 1 for an untrained
+        network. `fit` warns above 0.05, which catches networks stopped far from
+        convergence but not all slow ones; split+refine (`calibrate`) does not need it.
     refinement_ : ndarray
         Parameter update from ``theta*``: in split+refine mode the ridge step fitted on
         the calibration rows; in full mode the step to the linearised network's optimum
@@ -459,9 +459,9 @@ class ApproximateFullConformalRegressor(
         ``theta*`` over the norm of ``J^T (t - mean t)``, the data part of the gradient
         of a network that predicts the mean (``lam0``: the trained decay, else
         ``ridge_strength_``), each parameter's entry divided by the norm of its Jacobian
-        column (so that the units of ``X`` do not matter), floored at 1e-2 of the largest
-        norm of its kind (penalised weights, unpenalised biases): 0 at a stationary
-        point, about 1 for an untrained network. Warns above ``_FAR_FROM_STATIONARY``.
+        column (so that the units of ``X`` matter only through the floor), floored at
+        1e-2 of the largest norm of its kind (penalised weights, unpenalised biases): 0 at
+        a stationary point, about 1 for an untrained network. Warns above ``_FAR_FROM_STATIONARY``.
         (Without the floor, a unit that weight decay has switched off, with an output
         weight near 1e-4, has a gradient entry and a column norm of the same tiny size,
         and their ratio stays near 1 however long the network trains: converged networks
