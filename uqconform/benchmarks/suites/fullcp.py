@@ -7,7 +7,7 @@
   split CP, SCP-GN (normalized score with the Laplace predictive std), CQR, Laplace
   intervals, ACP-GN in full mode (studentized, standard, deleted), ACP-GN split+refine, and
   CV+ (MAPIE, 5 folds: the simple rival that also trains on every row); the Boston
-  numbers of the paper (Martinez et al.'s notebook outputs) sit next to ours.
+  numbers of the paper (Tailor et al.'s notebook outputs) sit next to ours.
 * "oracle": on the same resplits, how much training on all the training part instead of
   half of it can gain at 90% at best. The ideal width (twice the 90% quantile of the
   absolute test residuals, known only to an oracle) of the network trained on all the
@@ -79,8 +79,8 @@ METHODS = (
 )
 CV_PLUS_FOLDS = 5  # CV+ (MAPIE's CrossConformalRegressor, method="plus"): K networks
 
-# Martinez et al., Boston (10 seeds x 10 folds), from the official notebook outputs quoted in
-# docs/methods/kowcpi-acp-suq.md section 2.7: (coverage, width) at 90%, 95%, 99%.
+# Tailor et al. (ACP-GN), Boston (10 seeds x 10 folds), from the official notebook outputs
+# quoted in docs/methods/kowcpi-acp-suq.md section 2.7: (coverage, width) at 90%, 95%, 99%.
 PAPER_BOSTON = {
     "split": ((0.896, 10.63), (0.946, 14.51), (0.991, 36.27)),
     "scp-gn": ((0.895, 10.30), (0.948, 13.42), (0.991, 24.71)),
