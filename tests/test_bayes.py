@@ -465,6 +465,18 @@ def test_predict_proba_takes_n_samples_as_predict_distribution_does(clf_model):
         clf.predict_proba(Xc, "mc", n_samples=0)
 
 
+def test_moments_that_overflow_are_refused_naming_the_rows(reg_model):
+    """Finite inputs of extreme size: the network predicts finite values, but the squared
+    means of the variance terms overflow; the predictive gave NaN intervals silently."""
+    model, X, _y = reg_model
+    huge = X[:3] * 1e200
+    with np.errstate(over="ignore", invalid="ignore"):
+        assert np.isfinite(model.estimator_.predict(huge)).all()
+        with pytest.raises(ValueError, match=r"overflowed .* on 3 rows of `X`.*rescale X"):
+            model.predict_interval(huge)
+    assert np.isfinite(model.predict_interval(X[:3])).all()
+
+
 def test_bad_input(reg_model, clf_model):
     model, X, _y = reg_model
     net = model.estimator_

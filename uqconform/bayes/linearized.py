@@ -158,7 +158,9 @@ class LinearizedPredictive(VersionedState, BaseEstimator):
         Classification: probit approximation, or Monte Carlo over the Gaussian logits. With
         more than two classes the probit shrinks each logit on its own, a heuristic that can
         reorder close classes (a certain logit can overtake a larger, uncertain one); prefer
-        ``"mc"`` when their order matters.
+        ``"mc"`` when their order matters. The scale and an ``"auto"`` prior are tuned with
+        the probit link either way (on digits the two links' validation NLLs differed by
+        at most 0.0015 nats).
     scale : "auto" or float, default="auto"
         Factor on the posterior covariance. ``"auto"``: fitted (as ``log scale``, bounded)
         by the validation negative log-likelihood of the one-pass predictive (of the GLM

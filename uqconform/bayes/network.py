@@ -36,6 +36,8 @@ from numpy.typing import NDArray
 from scipy.special import expit, ndtr, owens_t
 from scipy.stats import norm
 
+from uqconform._validation import refuse_non_finite
+
 __all__ = [
     "ACTIVATIONS",
     "Activation",
@@ -722,9 +724,17 @@ class Network:
             self._block_moments(X[rows], blocks, covariance, activation_moments)
             for rows in _row_blocks(X.shape[0], width * width if square else width)
         ]
-        if len(parts) == 1:
-            return parts[0]
-        return np.concatenate([m for m, _ in parts]), np.concatenate([v for _, v in parts])
+        mean = np.concatenate([m for m, _ in parts])
+        var = np.concatenate([v for _, v in parts])
+        # finite inputs of extreme size overflow the squared means of the variance terms
+        # (1e200: the network's own prediction is finite, the moments are not)
+        refuse_non_finite(
+            np.column_stack([mean, var]),
+            "The one-pass predictive overflowed (NaN or infinite moments)",
+            "rows of `X`",
+            " (inputs too large for float64 moments: rescale X, or check it for corrupt values)",
+        )
+        return mean, var
 
     def _block_moments(
         self, X: NDArray, blocks: list[Block | None], covariance: str, activation_moments: str
