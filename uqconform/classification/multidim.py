@@ -102,6 +102,8 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
         RAPS: top labels not penalised (the official code's value).
     lambda_reg : float, default=0.05
         RAPS: penalty per rank beyond ``k_reg`` (the official code's value).
+        `SplitConformalClassifier` and `EnsembleConformalClassifier` default to
+        ``k_reg=1, lambda_reg=0.01``: set both pairs equal to compare RAPS sets.
     saps_weight : float, default=0.3
     fill_empty : bool, default=True
         Give a row whose set would be empty its best-scored label. Harmless for the
