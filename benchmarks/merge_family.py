@@ -10,8 +10,9 @@ run's scale and merge it in, rather than rerunning the whole suite::
 The family keeps its own start time, so the report says it was run on its own and merged.
 Its plots are copied beside the committed ones (the old record's plots that the new one no
 longer draws are deleted), the run's lists of failed and skipped families are recomputed,
-and ``report.md`` is written again. A run at another scale or seed is refused; package
-versions that differ from the committed run's are kept in the family's record and printed.
+and ``report.md`` is written again. A run at another scale or seed, or one whose listed
+plots are missing, is refused; package versions that differ from the committed run's are
+stated under the family's heading in the report.
 """
 
 import json
@@ -26,8 +27,10 @@ def merge_family(family: str, new_dir: Path, committed_dir: Path) -> None:
     new = json.loads((new_dir / "results.json").read_text())
     committed = json.loads((committed_dir / "results.json").read_text())
     for key in ("scale", "seed"):
-        if new[key] != committed[key]:
-            raise SystemExit(f"{key}s differ: {new[key]} (new) and {committed[key]} (committed)")
+        if new.get(key) != committed.get(key):
+            raise SystemExit(
+                f"{key}s differ: {new.get(key)} (new) and {committed.get(key)} (committed)"
+            )
     record = new["families"].get(family)
     if record is None or record.get("status") != "ok":
         raise SystemExit(f"family {family!r} did not run cleanly in {new_dir}")
@@ -39,13 +42,17 @@ def merge_family(family: str, new_dir: Path, committed_dir: Path) -> None:
             for name, version in new["versions"].items()
             if committed["versions"].get(name) != version
         )
-        print(f"{family}: run with other package versions ({', '.join(changed)})")
+        line = f"Run with other package versions than the report's: {', '.join(changed)}."
+        record["provenance"] = [*record.get("provenance", []), line]
+        print(f"{family}: {line}")
+    missing = [name for name in record.get("figures", []) if not (new_dir / name).is_file()]
+    if missing:
+        raise SystemExit(f"{family} lists plots missing from {new_dir}: {', '.join(missing)}")
     old_record = committed["families"].get(family, {})
     for name in set(old_record.get("figures", [])) - set(record.get("figures", [])):
         (committed_dir / name).unlink(missing_ok=True)
     for name in record.get("figures", []):
-        if (new_dir / name).is_file():
-            (committed_dir / name).write_bytes((new_dir / name).read_bytes())
+        (committed_dir / name).write_bytes((new_dir / name).read_bytes())
     committed["families"][family] = record
     for status in ("failed", "skipped"):
         committed[status] = [

@@ -38,17 +38,22 @@ def with_full_verdicts(results: dict, full: dict | None) -> dict:
     results = copy.deepcopy(results)
     for name, record in results["families"].items():
         # claims that differ only in their parentheses (one per dataset or level) are
-        # matched in order: a family writes its headlines in the same order at every scale
+        # matched in order, and only when both runs have as many of them (a family can
+        # write more rows at full scale: then no verdict is copied)
         full_headlines: dict[str, list[dict]] = {}
         for h in full["families"].get(name, {}).get("headlines", []):
             full_headlines.setdefault(_claim_key(h["claim"]), []).append(h)
+        quick_counts: dict[str, int] = {}
+        for h in record["headlines"]:
+            key = _claim_key(h["claim"])
+            quick_counts[key] = quick_counts.get(key, 0) + 1
         seen: dict[str, int] = {}
         for h in record["headlines"]:
             judged_later = "full scale" in str(h.get("target")) and h.get("met") is None
             key = _claim_key(h["claim"])
             index, seen[key] = seen.get(key, 0), seen.get(key, 0) + 1
             same_key = full_headlines.get(key, [])
-            match = same_key[index] if index < len(same_key) else None
+            match = same_key[index] if len(same_key) == quick_counts[key] else None
             if judged_later and match is not None and match.get("met") is not None:
                 h["met"] = bool(match["met"])
                 h["target"] = (

@@ -79,4 +79,35 @@ def test_merge_family_refuses_another_seed_and_leaves_no_stale_state(tmp_path):
     merged = json.loads((committed / "results.json").read_text())
     assert merged["failed"] == [] and merged["families"]["demo"]["status"] == "ok"
     assert merged["families"]["demo"]["versions"] == {"numpy": "2.1"}
+    assert "numpy 2.0 -> 2.1" in (committed / "report.md").read_text()
     assert sorted(path.name for path in committed.glob("*.png")) == ["demo_new.png"]
+    (new / "demo_new.png").unlink()  # a listed plot the new run did not write
+    try:
+        module.merge_family("demo", new, committed)
+    except SystemExit as stop:
+        assert "lists plots missing" in str(stop)
+    else:
+        raise AssertionError("a run with a missing plot was merged")
+
+
+def test_full_verdicts_match_claims_in_order_only_when_the_counts_agree():
+    module = _update_readme_module()
+
+    def run(claims, met=None):
+        headlines = [
+            {"claim": c, "value": 1, "target": "<= 1 (full scale)", "met": m}
+            for c, m in zip(claims, met or [None] * len(claims), strict=True)
+        ]
+        return {"started": "2026-01-01T00:00:00", "families": {"f": {"headlines": headlines}}}
+
+    quick = run(["width (a, 3 resplits)", "width (b, 3 resplits)"])
+    full = run(["width (a, 10 resplits)", "width (b, 10 resplits)"], [True, False])
+    verdicts = [
+        h["met"] for h in module.with_full_verdicts(quick, full)["families"]["f"]["headlines"]
+    ]
+    assert verdicts == [True, False]
+    more = run(["width (a)", "width (b)", "width (c)"], [True, False, True])
+    verdicts = [
+        h["met"] for h in module.with_full_verdicts(quick, more)["families"]["f"]["headlines"]
+    ]
+    assert verdicts == [None, None]

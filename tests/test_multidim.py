@@ -160,7 +160,30 @@ def test_learned_sets_keep_every_label_that_dominates_a_kept_one():
     dominates = (vectors[:, :, None, :] <= vectors[:, None, :, :]).all(axis=-1)
     dropped_though_dominating = dominates & ~sets[:, :, None] & sets[:, None, :]
     assert sets.any() and dominates.sum() > 10 * len(test)  # the check has cases to judge
+    assert sets.sum(axis=1).mean() < 3  # small sets: a wrong-signed constraint keeps all
     assert not dropped_though_dominating.any()
+
+
+def test_fill_empty_keeps_labels_with_identical_score_vectors_together():
+    """kNN-like heads tie two labels at 0.5 under every head: an empty set was filled with
+    the first of them only (a review: every such row)."""
+    rng = np.random.default_rng(0)
+    n, k = 3000, 4
+    y = rng.integers(0, k, n)
+    probas = []
+    for _ in range(3):  # four neighbours' votes: probabilities in quarters
+        votes = np.where(rng.random((n, 4)) < 0.55, y[:, None], rng.integers(0, k, (n, 4)))
+        probas.append(np.stack([(votes == c).mean(axis=1) for c in range(k)], axis=1))
+    probas = np.stack(probas)
+    probas[:, 2800:] = [0.5, 0.5, 0.0, 0.0]
+    X = np.arange(n, dtype=float)[:, None]
+    heads = [StoredProba(p).fit() for p in probas]
+    model = MultiDimScoreClassifier(
+        heads, calibration="learned", fill_empty=True, alpha=0.2, random_state=0
+    ).calibrate(X[:2000], y[:2000])
+    sets = model.predict_set(X[2800:])
+    assert sets[:, :2].any(axis=1).all()  # the cases the check is about
+    np.testing.assert_array_equal(sets[:, 0], sets[:, 1])
 
 
 @pytest.mark.parametrize("score", ["lac", "aps"])

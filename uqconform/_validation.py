@@ -8,6 +8,7 @@ Targets (`check_regression_target`, `check_class_labels`), per-row arrays
 from __future__ import annotations
 
 import numbers
+import weakref
 from typing import Any, Literal, cast, overload
 
 import numpy as np
@@ -582,14 +583,32 @@ def missing_proba_error(model: Any, name: str, why: str) -> TypeError:
     )
 
 
-# A float32 softmax over a thousand classes sums to 1 within about 1e-4.
+# Far above rounding (a float32 softmax over 1e5 classes sums to 1 within 3e-7), far below
+# a model that is not a distribution (per-class sigmoids, halves, all-zero rows).
 _ROW_SUM_TOLERANCE = 1e-3
 
 
-def class_probabilities(model: Any, X: Any, n_classes: int) -> NDArray:
+_WARNED_MODELS: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def _first_time(model: Any) -> bool:
+    """True the first time ``model`` is seen here (always for an object that cannot be
+    held weakly): the library's own warning filters reset Python's once-per-line memory."""
+    try:
+        if model in _WARNED_MODELS:
+            return False
+        _WARNED_MODELS.add(model)
+    except TypeError:
+        pass
+    return True
+
+
+def class_probabilities(model: Any, X: Any, n_classes: int, *, check_sums: bool = True) -> NDArray:
     """``model.predict_proba(X)`` as a float array of shape ``(n, n_classes)``, with a
     message naming `estimator` when a model outside scikit-learn gives another shape (a
-    sigmoid network's single column, more columns than ``classes_``)."""
+    sigmoid network's single column, more columns than ``classes_``). ``check_sums``:
+    warn when rows do not sum to 1 (the scores that read them as a distribution), once
+    per model object, however many batches, folds or heads read it."""
     proba = np.asarray(model.predict_proba(X), dtype=float)
     if proba.ndim != 2 or proba.shape[1] != n_classes:
         hint = (
@@ -615,16 +634,17 @@ def class_probabilities(model: Any, X: Any, n_classes: int) -> NDArray:
             f"on {rows.size} rows of `X` (first: row {rows[0]}, {proba[rows[0]].tolist()!r:.80}):"
             " probabilities are needed, not logits or scores (apply a softmax first)."
         )
-    totals = proba.sum(axis=1)
-    off = np.abs(totals - 1.0) > _ROW_SUM_TOLERANCE
-    if off.any():  # per-class sigmoids, a hand-made table: still valid, but not mass
-        row = int(np.flatnonzero(off)[0])
+    if (
+        check_sums
+        and (np.abs(proba.sum(axis=1) - 1.0) > _ROW_SUM_TOLERANCE).any()
+        and _first_time(model)
+    ):  # per-class sigmoids, a hand-made table: still valid, but not a distribution
         warn_user(
-            f"`estimator` ({type(model).__name__}) predict_proba rows do not sum to 1 on "
-            f"{int(off.sum())} rows of `X` (first: row {row}, sum {totals[row]:.6g}): APS, "
-            "RAPS and SAPS read them as probability mass and LAC as probabilities, so the "
-            "sets keep their coverage but lose that meaning. Divide each row by its sum, "
-            "or calibrate the model (sklearn.calibration.CalibratedClassifierCV)."
+            f"`estimator` ({type(model).__name__}) predict_proba gives rows that do not sum "
+            "to 1: APS, RAPS and SAPS read them as probability mass and LAC as "
+            "probabilities, so the sets keep their coverage but lose that meaning. Divide "
+            "each row by its sum, or calibrate the model "
+            "(sklearn.calibration.CalibratedClassifierCV)."
         )
     return proba
 

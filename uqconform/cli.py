@@ -76,7 +76,7 @@ def _parser() -> argparse.ArgumentParser:
         "--seed",
         type=int,
         default=None,
-        help=f"base random seed (default: {_RUN_DEFAULTS['seed']})",
+        help=f"base random seed, 0 to 2**31 - 1 (default: {_RUN_DEFAULTS['seed']})",
     )
     bench.add_argument(
         "--scale",

@@ -75,11 +75,15 @@ class CrossFitClassifier(ClassifierMixin, CrossFitWrapper):
         self.classes_ = classes
         return labels
 
+    def _reads_distribution(self) -> bool:
+        """Whether the probabilities are read as a distribution (rows checked to sum to 1)."""
+        return True
+
     def _model_output(self, model: Any, X: Any) -> NDArray:
         """A fold model's probabilities in the columns of ``classes_`` (0 for the classes
         the model never saw: a class whose rows all fell in its fold)."""
         seen = model_classes(model)
-        proba = class_probabilities(model, X, seen.size)
+        proba = class_probabilities(model, X, seen.size, check_sums=self._reads_distribution())
         if np.array_equal(seen, self.classes_):
             return proba
         full = np.zeros((proba.shape[0], self.classes_.size))

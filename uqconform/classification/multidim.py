@@ -660,10 +660,14 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
                 empty = ~sets.any(axis=1)
                 if self.fill_empty and empty.any():  # the best-scored label joins an empty set
                     # ties (prefix lengths are integers) go to the label of smallest mean
-                    # base score over the heads, not to the first class
+                    # base score over the heads, not to the first class; labels tied on
+                    # both (identical score vectors) join together, so that no label that
+                    # scores as well as a kept one under every head is dropped
                     tie_break = vectors[empty].mean(axis=2)
-                    best = np.lexsort((tie_break, scores[empty]), axis=1)[:, 0]
-                    sets[np.flatnonzero(empty), best] = True
+                    lowest = scores[empty].min(axis=1, keepdims=True)
+                    at_lowest = scores[empty] == lowest
+                    best_break = np.where(at_lowest, tie_break, np.inf).min(axis=1, keepdims=True)
+                    sets[empty] = at_lowest & (tie_break == best_break)
                 out[rows, :, j] = sets
         return out[..., 0] if np.ndim(value) == 0 else out
 

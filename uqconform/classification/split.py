@@ -87,6 +87,11 @@ class ClassificationScoreMixin:
     lambda_reg: float
     saps_weight: float
 
+    def _reads_distribution(self) -> bool:
+        """Whether the score reads the probabilities as a distribution (their rows are
+        then checked to sum to 1)."""
+        return bool(getattr(self._score_object(), "reads_distribution", True))
+
     def _score_object(self) -> ClassificationScore:
         return get_classification_score(
             self.conformity_score,
@@ -264,7 +269,9 @@ default="lac"
 
     def _calibration_scores(self, X, y):
         index = encode_labels(y, self.classes_)
-        proba = class_probabilities(self.estimator_, X, len(self.classes_))
+        proba = class_probabilities(
+            self.estimator_, X, len(self.classes_), check_sums=self._reads_distribution()
+        )
         # The calibration rows enter the seed, as the predicted rows do: with the seed alone
         # every calibration of n rows drew the same n uniforms, and a fixed seed then shifted
         # coverage over fresh data by about 1/sqrt(n) (0.887 to 0.936 at n = 30, nominal 0.9).
@@ -280,7 +287,9 @@ default="lac"
 
     def _set_scores(self, X: Any, rng: np.random.Generator) -> NDArray:
         """The score of every class for every row (the uniforms drawn on from ``rng``)."""
-        proba = class_probabilities(self.estimator_, X, len(self.classes_))
+        proba = class_probabilities(
+            self.estimator_, X, len(self.classes_), check_sums=self._reads_distribution()
+        )
         score = self._score_object()
         scores = score.set_scores(proba, self._uniforms(rng, proba.shape[0]))
         return check_score_output(scores, proba.shape, f"{score!r}.set_scores")

@@ -48,6 +48,9 @@ class ClassificationScore(ABC):
     ----------
     randomized : bool
         Whether the score uses the per-row uniform draw ``u``.
+    reads_distribution : bool
+        Whether the score reads each row as a probability distribution (the wrappers then
+        warn about rows that do not sum to 1); False for ranks only (top-k).
 
     Examples
     --------
@@ -66,6 +69,8 @@ class ClassificationScore(ABC):
     >>> cp.fit(X[::2], y[::2]).calibrate(X[1::2], y[1::2]).predict_set(X[1::2]).shape
     (75, 3)
     """
+
+    reads_distribution: bool = True
 
     #: Recorded by value when a wrapper calibrates with it: a setting changed in place
     #: afterwards (``score.lambda_reg = 0.5``) asks for a new calibration.
@@ -317,6 +322,8 @@ class TopKScore(ClassificationScore):
     >>> TopKScore().scores(np.array([[0.2, 0.5, 0.3]]))
     array([[3., 1., 2.]])
     """
+
+    reads_distribution = False
 
     def scores(self, proba, u=None):
         order = _descending_order(proba)
