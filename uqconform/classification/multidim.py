@@ -106,7 +106,8 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
         ``k_reg=1, lambda_reg=0.01``: set both pairs equal to compare RAPS sets.
     saps_weight : float, default=0.3
     fill_empty : bool, default=True
-        Give a row whose set would be empty its best-scored label. Harmless for the
+        Give a row whose set would be empty its best-scored label (all of them when
+        labels have identical score vectors). Harmless for the
         guarantee (sets only grow) but it adds coverage above the split-CP coverage law, up
         to the share of rows that would have been empty. ``False`` keeps the sets without
         that addition (some may be empty); they can still cover above the law's upper end,
