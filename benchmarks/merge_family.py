@@ -19,7 +19,7 @@ import json
 import sys
 from pathlib import Path
 
-from uqconform.benchmarks.runner import report_markdown
+from uqconform.benchmarks.runner import families_with_status, report_markdown
 
 
 def merge_family(family: str, new_dir: Path, committed_dir: Path) -> None:
@@ -55,9 +55,7 @@ def merge_family(family: str, new_dir: Path, committed_dir: Path) -> None:
         (committed_dir / name).write_bytes((new_dir / name).read_bytes())
     committed["families"][family] = record
     for status in ("failed", "skipped"):
-        committed[status] = [
-            name for name, rec in committed["families"].items() if rec["status"] == status
-        ]
+        committed[status] = families_with_status(committed["families"], status)
     (committed_dir / "results.json").write_text(json.dumps(committed, indent=2))
     (committed_dir / "report.md").write_text(report_markdown(committed))
 

@@ -40,26 +40,28 @@ def with_full_verdicts(results: dict, full: dict | None) -> dict:
         # claims that differ only in their parentheses (one per dataset or level) are
         # matched in order, and only when both runs have as many of them (a family can
         # write more rows at full scale: then no verdict is copied)
-        full_headlines: dict[str, list[dict]] = {}
-        for h in full["families"].get(name, {}).get("headlines", []):
-            full_headlines.setdefault(_claim_key(h["claim"]), []).append(h)
-        quick_counts: dict[str, int] = {}
-        for h in record["headlines"]:
-            key = _claim_key(h["claim"])
-            quick_counts[key] = quick_counts.get(key, 0) + 1
-        seen: dict[str, int] = {}
-        for h in record["headlines"]:
-            judged_later = "full scale" in str(h.get("target")) and h.get("met") is None
-            key = _claim_key(h["claim"])
-            index, seen[key] = seen.get(key, 0), seen.get(key, 0) + 1
-            same_key = full_headlines.get(key, [])
-            match = same_key[index] if len(same_key) == quick_counts[key] else None
-            if judged_later and match is not None and match.get("met") is not None:
-                h["met"] = bool(match["met"])
-                h["target"] = (
-                    f"{h['target']}; met: the full run's ({full['started'][:10]}) {match['value']}"
-                )
+        full_groups = _by_claim_key(full["families"].get(name, {}).get("headlines", []))
+        for key, group in _by_claim_key(record["headlines"]).items():
+            same_key = full_groups.get(key, [])
+            if len(same_key) != len(group):
+                continue
+            for h, match in zip(group, same_key, strict=True):
+                judged_later = "full scale" in str(h.get("target")) and h.get("met") is None
+                if judged_later and match.get("met") is not None:
+                    h["met"] = bool(match["met"])
+                    h["target"] = (
+                        f"{h['target']}; met: the full run's ({full['started'][:10]}) "
+                        f"{match['value']}"
+                    )
     return results
+
+
+def _by_claim_key(headlines: list[dict]) -> dict[str, list[dict]]:
+    """Headlines grouped by `_claim_key`, in their order."""
+    groups: dict[str, list[dict]] = {}
+    for h in headlines:
+        groups.setdefault(_claim_key(h["claim"]), []).append(h)
+    return groups
 
 
 def full_results() -> dict | None:

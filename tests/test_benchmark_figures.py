@@ -4,17 +4,22 @@ import importlib.util
 import json
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "docs" / "benchmark-results" / "results.json"
 
 
-def _update_readme_module():
-    spec = importlib.util.spec_from_file_location(
-        "update_readme", ROOT / "benchmarks" / "update_readme.py"
-    )
+def _script(name):
+    """A maintenance script of benchmarks/ as a module."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _update_readme_module():
+    return _script("update_readme")
 
 
 def test_readme_headline_block_is_the_committed_runs_summary():
@@ -53,11 +58,7 @@ def _run(seed, status, figures, versions):
 
 
 def test_merge_family_refuses_another_seed_and_leaves_no_stale_state(tmp_path):
-    spec = importlib.util.spec_from_file_location(
-        "merge_family", ROOT / "benchmarks" / "merge_family.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _script("merge_family")
     committed, new = tmp_path / "committed", tmp_path / "new"
     committed.mkdir(), new.mkdir()
     old = _run(0, "failed", ["demo_old.png"], {"numpy": "2.0"})
@@ -66,12 +67,8 @@ def test_merge_family_refuses_another_seed_and_leaves_no_stale_state(tmp_path):
     (committed / "demo_old.png").write_bytes(b"old")
     (new / "results.json").write_text(json.dumps(_run(5, "ok", ["demo_new.png"], {})))
     (new / "demo_new.png").write_bytes(b"new")
-    try:
+    with pytest.raises(SystemExit, match=r"seeds differ: 5 \(new\) and 0"):
         module.merge_family("demo", new, committed)
-    except SystemExit as stop:
-        assert "seeds differ: 5 (new) and 0" in str(stop)
-    else:
-        raise AssertionError("a run at another seed was merged")
     (new / "results.json").write_text(
         json.dumps(_run(0, "ok", ["demo_new.png"], {"numpy": "2.1"}))
     )
@@ -82,12 +79,8 @@ def test_merge_family_refuses_another_seed_and_leaves_no_stale_state(tmp_path):
     assert "numpy 2.0 -> 2.1" in (committed / "report.md").read_text()
     assert sorted(path.name for path in committed.glob("*.png")) == ["demo_new.png"]
     (new / "demo_new.png").unlink()  # a listed plot the new run did not write
-    try:
+    with pytest.raises(SystemExit, match="lists plots missing"):
         module.merge_family("demo", new, committed)
-    except SystemExit as stop:
-        assert "lists plots missing" in str(stop)
-    else:
-        raise AssertionError("a run with a missing plot was merged")
 
 
 def test_full_verdicts_match_claims_in_order_only_when_the_counts_agree():

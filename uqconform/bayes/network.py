@@ -724,16 +724,21 @@ class Network:
             self._block_moments(X[rows], blocks, covariance, activation_moments)
             for rows in _row_blocks(X.shape[0], width * width if square else width)
         ]
-        mean = np.concatenate([m for m, _ in parts])
-        var = np.concatenate([v for _, v in parts])
+        if len(parts) == 1:
+            mean, var = parts[0]
+        else:
+            mean = np.concatenate([m for m, _ in parts])
+            var = np.concatenate([v for _, v in parts])
         # finite inputs of extreme size overflow the squared means of the variance terms
         # (1e200: the network's own prediction is finite, the moments are not)
-        refuse_non_finite(
-            np.column_stack([mean, var]),
-            "The one-pass predictive overflowed (NaN or infinite moments)",
-            "rows of `X`",
-            " (inputs too large for float64 moments: rescale X, or check it for corrupt values)",
-        )
+        if not (np.isfinite(mean).all() and np.isfinite(var).all()):
+            refuse_non_finite(
+                np.column_stack([mean, var]),
+                "The one-pass predictive overflowed (NaN or infinite moments)",
+                "rows of `X`",
+                " (inputs too large for float64 moments: rescale X, or check it for corrupt "
+                "values)",
+            )
         return mean, var
 
     def _block_moments(

@@ -184,6 +184,11 @@ def _remove_if_empty(folders: list[Path]) -> None:
 _LARGEST_SEED = 2**31 - 1
 
 
+def families_with_status(families: dict[str, dict[str, Any]], status: str) -> list[str]:
+    """The names of the families whose record has ``status`` ("failed", "skipped")."""
+    return [name for name, record in families.items() if record["status"] == status]
+
+
 def prepare_out_dir(out: str | os.PathLike[str]) -> Path:
     """Create ``out`` if needed and check it can be written, with a clear error otherwise."""
     if not str(out).strip():
@@ -680,8 +685,8 @@ def _run_and_write(
             "wall_time_s": time.perf_counter() - start,
             "versions": package_versions(),
             "machine": machine_info(),
-            "failed": [name for name, rec in families.items() if rec["status"] == "failed"],
-            "skipped": [name for name, rec in families.items() if rec["status"] == "skipped"],
+            "failed": families_with_status(families, "failed"),
+            "skipped": families_with_status(families, "skipped"),
             "families": families,
         }
         results = _jsonable(results)
