@@ -251,6 +251,16 @@ def test_dataframes_pickles_clones_and_unchanged_inputs():
     )
 
 
+def test_tags_say_multi_label_target():
+    """The controller takes a 0/1 label matrix only: its scikit-learn tags said single
+    output, not multi-label (inherited). scikit-learn's estimator checks feed 1-D class
+    targets, so they cannot run on it; the tests here cover clone, params and pickling."""
+    tags = MultiLabelRiskController().__sklearn_tags__()
+    assert tags.classifier_tags.multi_label
+    assert tags.target_tags.multi_output and not tags.target_tags.single_output
+    assert tags.target_tags.required
+
+
 @pytest.mark.parametrize("dtype", ["Int64", "boolean", "mixed"])
 def test_label_frames_with_nullable_or_mixed_columns_are_label_matrices(dtype):
     """A frame of bool and int columns, or of pandas' nullable dtypes (what

@@ -302,6 +302,15 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
     def _unseen_group_prediction(self) -> str:  # type: ignore[override]
         return "empty" if self.risk == "precision" else "the full label set"
 
+    def __sklearn_tags__(self):
+        # a 0/1 label matrix, never a single column of classes
+        tags = super().__sklearn_tags__()
+        tags.target_tags.required = True
+        tags.target_tags.multi_output = True
+        tags.target_tags.single_output = False
+        tags.classifier_tags.multi_label = True
+        return tags
+
     @property
     def _calibration_params(self) -> tuple[str, ...]:  # type: ignore[override]
         """What the thresholds depend on: ``delta`` for RCPS and LTT only, the grid and
