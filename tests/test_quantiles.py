@@ -13,6 +13,7 @@ from hypothesis.extra.numpy import arrays
 
 from uqconform.quantiles import (
     check_alpha,
+    check_call_alpha,
     conformal_quantile,
     conformal_rank,
     effective_sample_size,
@@ -243,6 +244,20 @@ def test_alpha_of_wrong_type_is_rejected(alpha):
     # numeric text is text inside a list too (["0.1"] was read as 0.1 before)
     with pytest.raises(TypeError, match="alpha"):
         check_alpha(alpha)
+
+
+def test_targets_passed_as_alpha_get_a_short_message_that_says_so():
+    """Targets passed where a prediction call takes alpha: the message listed every
+    value (over 1,000 characters for 142 rows) and did not say what went wrong."""
+    targets = np.linspace(1.5, 100.0, 200)
+    with pytest.raises(ValueError) as caught:
+        check_call_alpha(targets, 0.1)
+    text = str(caught.value)
+    assert len(text) < 300, text
+    assert "and 195 more, of 200 levels" in text and "were targets passed" in text
+    with pytest.raises(ValueError) as caught:  # a few levels: no guess about targets
+        check_call_alpha([0.1, 1.5], 0.1)
+    assert "targets" not in str(caught.value) and "[1.5]" in str(caught.value)
 
 
 def test_alpha_shape_errors_name_argument():

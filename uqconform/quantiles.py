@@ -86,9 +86,10 @@ def check_alpha(
         raise ValueError(f"`{name}` is an empty sequence; give at least one level in (0, 1).")
     bad = ~((levels > 0) & (levels < 1))  # NaN fails both comparisons
     if bad.any():
+        shown = levels[bad][:5].tolist()
+        more = f" and {int(bad.sum()) - 5} more, of {levels.size} levels" if bad.sum() > 5 else ""
         raise ValueError(
-            f"`{name}` must lie strictly between 0 and 1 (it is {meaning}); got "
-            f"{levels[bad].tolist()}."
+            f"`{name}` must lie strictly between 0 and 1 (it is {meaning}); got {shown}{more}."
         )
     return levels
 
@@ -140,7 +141,17 @@ def check_call_alpha(
     >>> check_call_alpha(None, 0.1).tolist(), check_call_alpha([0.05, 0.1], 0.1).tolist()
     ([0.1], [0.05, 0.1])
     """
-    return check_alpha(default, "alpha") if alpha is None else check_miscoverage(alpha, "alpha")
+    if alpha is None:
+        return check_alpha(default, "alpha")
+    try:
+        return check_miscoverage(alpha, "alpha")
+    except ValueError as error:
+        if np.size(alpha) <= 10:
+            raise
+        # a prediction call's second argument is alpha: targets passed there land here
+        raise ValueError(
+            f"{error} A prediction call's second argument is `alpha`: were targets passed there?"
+        ) from None
 
 
 def conformal_rank(
