@@ -9,8 +9,9 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
-from sklearn.base import BaseEstimator, RegressorMixin, clone
+from sklearn.base import BaseEstimator, RegressorMixin, clone, is_classifier
 from sklearn.exceptions import NotFittedError
+from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.neural_network import MLPClassifier, MLPRegressor
 
@@ -316,6 +317,30 @@ def _rejected_calibration_cases():
 
 # the message of a y one row short (multi-output regressors name ``Y`` and count rows)
 SHORT_Y = r"`[yY]` has {} (?:entries|rows) but X has {} rows"
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: SplitConformalRegressor(FrozenEstimator(LinearRegression())),
+        lambda: SplitConformalClassifier(FrozenEstimator(LogisticRegression())),
+        lambda: EllipsoidalConformalRegressor(FrozenEstimator(LinearRegression())),
+        lambda: ConformalPredictiveSystem(FrozenEstimator(LinearRegression())),
+        lambda: BinarizedSmoothedClassifier(FrozenEstimator(LogisticRegression())),
+        lambda: EnbPI(FrozenEstimator(LinearRegression())),
+        lambda: KOWCPI(FrozenEstimator(LinearRegression())),
+    ],
+)
+def test_fit_with_a_frozen_unfitted_model_says_what_to_do(data, make):
+    """fit never trains a FrozenEstimator: an unfitted one gave the model's own "call
+    'fit'" message, which tells the user to do what they just did."""
+    X, y, labels = data
+    model = make()
+    target = labels if is_classifier(model) else y
+    if isinstance(model, EllipsoidalConformalRegressor):
+        target = np.c_[y, -y]
+    with pytest.raises(NotFittedError, match=rf"{type(model).__name__}\.fit: .*unfitted"):
+        model.fit(X, target)
 
 
 def test_a_rejected_calibrate_keeps_the_previous_calibration():

@@ -16,7 +16,7 @@ import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 from scipy import sparse
 from sklearn.base import BaseEstimator
-from sklearn.exceptions import DataConversionWarning
+from sklearn.exceptions import DataConversionWarning, NotFittedError
 from sklearn.frozen import FrozenEstimator
 from sklearn.utils import get_tags
 from sklearn.utils.validation import check_is_fitted, validate_data
@@ -494,6 +494,32 @@ def check_fitted_model(model: Any) -> None:
     """
     if is_sklearn_estimator(model):
         check_is_fitted(model)
+
+
+def check_frozen_is_fitted(estimator: Any, wrapper: Any) -> None:
+    """A ``FrozenEstimator`` given to ``fit`` must hold a fitted model (``fit`` never trains
+    it): a NotFittedError that says so, naming the wrapper, instead of the model's own
+    "call fit" message. Anything else passes.
+
+    Examples
+    --------
+    >>> from sklearn.frozen import FrozenEstimator
+    >>> from sklearn.linear_model import Ridge
+    >>> check_frozen_is_fitted(FrozenEstimator(Ridge()), Ridge())
+    Traceback (most recent call last):
+    ...
+    sklearn.exceptions.NotFittedError: Ridge.fit: `estimator` is a FrozenEstimator around ...
+    """
+    if not isinstance(estimator, FrozenEstimator):
+        return
+    try:
+        check_fitted_model(estimator.estimator)
+    except NotFittedError:
+        raise NotFittedError(
+            f"{type(wrapper).__name__}.fit: `estimator` is a FrozenEstimator around an "
+            f"unfitted {type(estimator.estimator).__name__}, and fit never trains a frozen "
+            "model. Fit the model before freezing it, or pass it unfrozen for fit to train."
+        ) from None
 
 
 def model_classes(model: Any) -> NDArray:

@@ -34,6 +34,7 @@ from uqconform._validation import (
     NonFiniteOutputError,
     check_features,
     check_fitted_model,
+    check_frozen_is_fitted,
     check_groups,
     check_int,
     check_n_jobs,
@@ -566,7 +567,9 @@ class ModelWrapper(VersionedState, RoutesFitParams, BaseEstimator, metaclass=ABC
 
     def _make_estimator(self) -> BaseEstimator:
         """The unfitted model that ``fit`` trains: a clone of ``estimator`` (its unset
-        seeds from ``random_state``)."""
+        seeds from ``random_state``; a ``FrozenEstimator`` must hold a fitted model, since
+        fit does not train it)."""
+        check_frozen_is_fitted(self.estimator, self)
         return seeded_clone(self._estimator_or_default(), getattr(self, "random_state", None))
 
     def _after_fit(self, X: Any, y: NDArray, **fit_params: Any) -> None:

@@ -34,6 +34,7 @@ from uqconform._seeding import check_random_state_value, random_generator, seed_
 from uqconform._validation import (
     check_bool,
     check_features,
+    check_frozen_is_fitted,
     check_int,
     check_n_jobs,
     check_regression_model,
@@ -748,6 +749,7 @@ class SequentialConformalRegressor(
             seed = int(rng.integers(2**31))
             estimator = clone(estimator).set_params(**dict.fromkeys(unset, seed))
         if isinstance(estimator, FrozenEstimator):  # not refitted: residuals on every row
+            check_frozen_is_fitted(estimator, self)
             source = prefit_residuals(estimator, X, y)
         elif self.residuals == "bootstrap":
             source = bootstrap_residuals(
