@@ -274,6 +274,16 @@ def test_an_infinite_test_weight_is_a_row_off_the_support():
         intervals = cp.predict_interval(Xt)
     assert np.isinf(intervals[far]).all() and np.isfinite(intervals[~far]).all()
     np.testing.assert_array_equal(cp.predict_pvalue(Xt, yt)[far], 1.0)
+    # smoothed, the limit of (W_> + u (W_= + w)) / (W + w) is the row's own draw u, as
+    # for a huge finite weight (it was 1: a jump at the limit, not uniform off support)
+    huge = lambda X: np.where(np.asarray(X)[:, 0] > 1.0, 1e300, 1.0)  # noqa: E731
+    near = SplitConformalRegressor(Ridge(), likelihood_ratio=huge, random_state=0)
+    cp.set_params(random_state=0)
+    for model in (cp, near):
+        model.fit(Xf, yf).calibrate(Xc[inside], yc[inside])
+    smoothed = cp.predict_pvalue(Xt, yt, smooth=True)
+    np.testing.assert_allclose(smoothed, near.predict_pvalue(Xt, yt, smooth=True), atol=1e-12)
+    assert (smoothed[far] < 0.99).any()
 
 
 def test_all_zero_calibration_weights_warn_at_calibrate():
@@ -451,6 +461,33 @@ def test_a_density_ratio_refitted_in_place_calls_for_recalibration():
     with pytest.raises(
         NotFittedError, match=r"likelihood_ratio=ClassifierDensityRatio\([^)]*\)\)"
     ):
+        cp.predict_interval(X[1500:])
+
+
+def test_a_density_ratio_passed_as_its_bound_predict_is_tracked_too():
+    """Review finding: ``likelihood_ratio=ratio.predict`` (documented as the same as the
+    object) let a refit in place go unnoticed: 486 of 500 intervals mixed old calibration
+    weights with new test weights."""
+    from sklearn.linear_model import LinearRegression
+
+    from uqconform.regression import SplitConformalRegressor
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(2000, 2))
+    y = X @ [1.0, -1.0] + rng.normal(size=2000)
+    ratio = ClassifierDensityRatio().fit(X[500:1000], X[1000:1500] + 1.0)
+    cp = SplitConformalRegressor(LinearRegression(), likelihood_ratio=ratio.predict)
+    cp.fit(X[:500], y[:500]).calibrate(X[500:1000], y[500:1000])
+    before = cp.predict_interval(X[1500:])
+    restored = pickle.loads(pickle.dumps(cp))
+    np.testing.assert_array_equal(restored.predict_interval(X[1500:]), before)
+    ratio.fit(X[500:1000], X[1500:2000] - 1.0)
+    with pytest.raises(NotFittedError, match="refitted or changed since"):
+        cp.predict_interval(X[1500:])
+    cp.calibrate(X[500:1000], y[500:1000])
+    assert not np.array_equal(cp.predict_interval(X[1500:]), before)
+    ratio.clip = 2.0
+    with pytest.raises(NotFittedError, match="refitted or changed since"):
         cp.predict_interval(X[1500:])
 
 

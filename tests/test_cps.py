@@ -213,6 +213,12 @@ def test_unsmoothed_cdf_is_the_middle_of_the_smoothed_range():
     grid = cps.predict_cdf(Xt, np.linspace(-10, 10, 50))
     assert grid.shape == (len(Xt), 50) and np.all(np.diff(grid, axis=1) >= 0)
     assert np.all(grid[:, 0] == step / 2) and np.all(grid[:, -1] == 1 - step / 2)
+    # smoothed, one tau per row: each row's grid is a distribution function too (a tau per
+    # value made every row fall somewhere, by up to one step): below every C_i the value
+    # is tau / (n + 1), above them all (n + tau) / (n + 1), with the same tau
+    smooth_grid = cps.predict_cdf(Xt, np.linspace(-10, 10, 400), smooth=True)
+    assert np.all(np.diff(smooth_grid, axis=1) >= 0)
+    np.testing.assert_allclose(smooth_grid[:, -1] - smooth_grid[:, 0], 1 - step)
 
 
 def test_a_number_is_a_value_for_every_row_and_tiny_levels_take_the_first_rank():

@@ -99,7 +99,7 @@ def _weighted_pvalue(
     """`_pvalue` with calibration weights (``cumulative``: their running sum in the order
     of the sorted ``calibration``) and the test row's own weight ``w`` on its score:
     ``(W_{>=s} + w) / (W + w)``, smoothed ``(W_{>s} + u (W_{=s} + w)) / (W + w)``; 1 where
-    there is no weight at all."""
+    there is no weight at all; at an infinite ``w`` their limits, 1 and ``u``."""
     running = np.concatenate([[0.0], cumulative])
     below = running[np.searchsorted(calibration, scores, side="left")]
     mass = total + test_weights
@@ -109,7 +109,10 @@ def _weighted_pvalue(
         else:
             up_to = running[np.searchsorted(calibration, scores, side="right")]
             p = (total - up_to + u * (up_to - below + test_weights)) / mass
-    return np.where((mass > 0) & np.isfinite(mass), np.minimum(p, 1.0), 1.0)
+    p = np.where((mass > 0) & np.isfinite(mass), np.minimum(p, 1.0), 1.0)
+    if u is not None:  # the test row's weight swamps the rest: only its own tie draw is left
+        p = np.where(np.isposinf(test_weights), u, p)
+    return p
 
 
 def sets_within_thresholds(scores: NDArray, thresholds: NDArray, n_levels: int) -> NDArray:
@@ -188,18 +191,29 @@ def _learning_params(value: Any) -> dict[str, Any] | None:
     }
 
 
+def _fit_owner(value: Any) -> Any:
+    """The object whose fit ``value`` reads: the owner of a bound method with a
+    ``_fit_token`` (``ratio.predict`` for a refittable ``ratio``), else ``value`` itself."""
+    owner = getattr(value, "__self__", None)
+    if not hasattr(value, "_fit_token") and hasattr(owner, "_fit_token"):
+        return owner
+    return value
+
+
 class _FittedState:
     """A recorded parameter that can change without being replaced: an estimator whose
     parameters are set in place (``set_params(estimator__C=...)``), or an object with a
     ``_fit_token`` that its ``fit`` renews (`uqconform.shift.ClassifierDensityRatio`
-    refitted in place). Equal to the same object only while it keeps the parameters and
-    the fit it had when recorded; its repr is the object as it was then."""
+    refitted in place, or passed as its bound ``ratio.predict``). Equal to the same object
+    only while it keeps the parameters and the fit it had when recorded; its repr is the
+    object as it was then."""
 
     __hash__ = None  # type: ignore[assignment]
 
     def __init__(self, value: Any):
-        self.value, self.token = value, getattr(value, "_fit_token", None)
-        self.params = _learning_params(value) or {}
+        self.value, self.owner = value, _fit_owner(value)
+        self.token = getattr(self.owner, "_fit_token", None)
+        self.params = _learning_params(self.owner) or {}
         self.text = repr(value)
 
     @classmethod
@@ -209,11 +223,12 @@ class _FittedState:
             return _SplitterState(value)  # a cross-validation splitter
         if getattr(value, "_conformity_score", False) and hasattr(value, "__dict__"):
             return _ScoreState(value)  # a score object, whose settings can be set in place
-        return cls(value) if learned or hasattr(value, "_fit_token") else value
+        tracked = learned or hasattr(_fit_owner(value), "_fit_token")
+        return cls(value) if tracked else value
 
     def _changed(self) -> dict[str, Any]:
         """The parameters whose value differs from the recorded one, with their new value."""
-        now = _learning_params(self.value) or {}
+        now = _learning_params(self.owner) or {}
         return {
             name: now.get(name, _MISSING)
             for name in self.params.keys() | now.keys()
@@ -223,13 +238,13 @@ class _FittedState:
     def __eq__(self, other: object) -> bool:
         return (
             other is self.value
-            and getattr(other, "_fit_token", None) is self.token
+            and getattr(self.owner, "_fit_token", None) is self.token
             and not self._changed()
         )
 
     def __repr__(self) -> str:
         notes = []
-        if getattr(self.value, "_fit_token", None) is not self.token:
+        if getattr(self.owner, "_fit_token", None) is not self.token:
             notes.append("refitted or changed since")
         changed = self._changed()
         if changed:
@@ -1178,7 +1193,9 @@ class ConformalPredictor(ModelWrapper):
         ``component`` keeps that column alone, as a one-sided p-value (no factor ``c``);
         ``tie_fraction`` replaces ``u`` by that constant when not smoothing. With both, an
         empty stratum gives ``u`` (the formula at ``n = 0``): a conformal predictive
-        distribution is the p-value of one side of a signed score.
+        distribution is the p-value of one side of a signed score. With ``component``
+        every candidate of a row shares the row's ``u``, so that the smoothed values are a
+        distribution function of the candidate.
         """
         n = n_rows(X)
         group_index = self._group_index(groups, n)
@@ -1203,7 +1220,14 @@ class ConformalPredictor(ModelWrapper):
             self._ranked_strata = (*key, ranked)
         # drawn whole before the batches: with a Generator as random_state, interleaving
         # these draws with the scores' own batch by batch would tie them to batch_size
-        ties = self._rng(stream=3, content=X).random((n, n_columns)) if smooth else None
+        # one draw per row for a distribution function (`component`): Q(y, tau) at one
+        # tau is non-decreasing in y; p-values of candidates draw one each
+        ties = None
+        if smooth:
+            draws = self._rng(stream=3, content=X).random(
+                (n, 1 if component is not None else n_columns)
+            )
+            ties = np.broadcast_to(draws, (n, n_columns))
         used = range(n_components) if component is None else (component,)
         factor = n_components if component is None else 1
         pvalues = np.ones((n, n_columns))  # strata without calibration data: 1

@@ -40,16 +40,22 @@ class ClassifierDensityRatio:
     good as the classifier:
 
     * The default logistic classifier fits a log ratio linear in x (an exponential tilt).
-      It misses a shift *into a region* the source lacks (e.g. test rows with
-      ``|x0| > 0.6`` when the source has none): the ratio stays near 1 there and the
-      intervals stay finite and under-cover. Use a flexible classifier (such as
-      ``HistGradientBoostingClassifier``) when the shift may leave the source's support.
+      It misses every shift whose log ratio is not linear, silently: a shift *into a
+      region* the source lacks (e.g. test rows with ``|x0| > 0.6`` when the source has
+      none: the ratio stays near 1 there and the intervals stay finite and under-cover),
+      and a change of spread on common support (target ``x0`` 1.5 times as spread: about
+      0.82 coverage at 0.90 in a review, as unweighted; squared features or boosting
+      restored about 0.91). Use a flexible classifier (``HistGradientBoostingClassifier``,
+      or polynomial features before the logistic regression) unless the shift is known to
+      be a tilt. Weights whose effective size ``(sum w)^2 / sum w^2`` stays close to the
+      number of calibration rows under a shift known to be there are a warning sign.
     * A classifier that separates the populations too well (overfitting) gives extreme
       weights. Probabilities of exactly 0 or 1 (a fully grown tree) are the worst case:
       weight 0 drops a calibration row from the quantile, probability 1 puts the weight at
-      the clip, and the intervals stay finite and under-cover, no better than unweighted
-      conformal prediction; the ratio warns when it meets such rows, and the wrapper warns
-      when the weights leave fewer effective calibration rows than ``alpha`` needs.
+      the clip, and the intervals stay finite and cover well below the nominal level
+      (a little above unweighted conformal prediction in a review); the ratio warns
+      when it meets such rows, and the wrapper warns when the weights leave fewer
+      effective calibration rows than ``alpha`` needs.
     * Fitting it on the calibration rows themselves makes their weights depend on them
       (not covered by the theory; in practice a mild effect for a simple classifier):
       prefer other source rows.
@@ -58,7 +64,11 @@ class ClassifierDensityRatio:
     ----------
     classifier : classifier with predict_proba, default=None
         ``None``: standardisation + logistic regression (the log ratio linear in x: an
-        exponential tilt).
+        exponential tilt). Its probabilities must reflect the populations' sizes: one
+        that reweights the classes itself (``class_weight="balanced"``) gets the
+        ``n_source / n_target`` factor twice, which the sets ignore (they depend on the
+        weights up to a constant) but ``clip`` does not (it then acts at ``clip`` divided
+        by that factor).
     clip : float or None, default=1e3
         Largest weight returned (the ratio averages 1 over the source population), so a
         row where the classifier is sure (probability 1: an infinite ratio) gets a large

@@ -304,8 +304,9 @@ class VennAbersCalibrator(ClassifierMixin, ModelWrapper):
     estimator : classifier with predict_proba, default=None
         Any scikit-learn classifier or Pipeline; ``None`` means ``LogisticRegression()``.
         A fitted model (or ``FrozenEstimator(model)``) can be calibrated without ``fit``.
-        Only the order of its probabilities matters: each class is scored by its
-        log-odds (from ``p_k`` alone with more than two classes), clipped where a
+        Only the order of its scores matters: each class is scored by its log-odds
+        (with two classes ``log p_1 - log p_0``, so for a model whose rows do not sum to
+        1 both columns count; from ``p_k`` alone with more than two classes), clipped where a
         probability rounds to 1 (rows saturated at 1 or at 0 tie alike, so renaming the
         classes mirrors the pairs).
     random_state : int, Generator or None, default=None

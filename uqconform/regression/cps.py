@@ -177,16 +177,17 @@ class ConformalPredictiveSystem(SplitConformalRegressor):
             without calibration data has no information: ``Q = tau``.
         smooth : bool, default=False
             ``False``: the middle of each step, ``tau = 1/2`` (deterministic; the middle
-            of the range the smoothed value is drawn from). ``True``: ``tau`` drawn
-            uniformly per row and value from ``random_state``; then ``Q(y_true)`` is
-            exactly uniform (with an int ``random_state`` the draws depend on the rows
-            of the call, as for `predict_pvalue`).
+            of the range the smoothed value is drawn from). ``True``: one ``tau`` drawn
+            uniformly per row from ``random_state`` (shared by the row's values, so its
+            grid of values is a distribution function); then ``Q(y_true)`` is exactly
+            uniform (with an int ``random_state`` the draws depend on the rows of the
+            call, as for `predict_pvalue`).
 
         Returns
         -------
         ndarray of shape (n_samples,) or (n_samples, g)
             The first for a number or one value per row. Values in [0, 1],
-            non-decreasing in ``y`` for every row (unsmoothed). (crepes' unsmoothed
+            non-decreasing in ``y`` for every row. (crepes' unsmoothed
             value is the top of the step, ``tau = 1``.)
 
         Examples
