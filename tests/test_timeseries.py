@@ -259,6 +259,23 @@ def test_empty_epanechnikov_neighbourhood_widens_the_bandwidth():
     assert np.isfinite(result.weights).all() and result.weights.sum() == pytest.approx(1.0)
 
 
+@pytest.mark.parametrize("kernel", ["epanechnikov", "gaussian"])
+def test_a_bandwidth_far_below_the_distances_still_finds_its_neighbours(kernel):
+    """Review finding: 60 doublings of h = 1e-20 (or a Gaussian kernel underflowing at
+    1e-30) left every kernel value 0, and KOWCPI crashed with a message about `weights`."""
+    windows = np.linspace(0.0, 1.0, 40)[:, None]
+    query = np.array([5.0])
+    result = reweighted_nadaraya_watson(windows, query, 1e-300, kernel=kernel, min_points=10)
+    assert np.count_nonzero(result.weights) >= 10
+    assert np.isfinite(result.weights).all() and result.weights.sum() == pytest.approx(1.0)
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 2))
+    y = X @ [1.0, -1.0] + rng.normal(size=200)
+    model = KOWCPI(LinearRegression(), window=2, bandwidth=1e-30, kernel=kernel, n_bootstrap=10)
+    intervals = model.fit(X[:150], y[:150]).predict_interval(X[150:], y[150:])
+    assert np.isfinite(intervals).all()
+
+
 def test_flat_kernel_limit_is_the_empirical_quantile():
     """(d) Huge bandwidth, lambda = 0: uniform weights, the unconditional empirical
     (inverse-CDF) quantiles of the targets: the EnbPI limit."""

@@ -392,6 +392,22 @@ def test_too_few_residuals_for_the_level_warn(cls):
         cls(LinearRegression(), random_state=0, **params).fit(X, y)
 
 
+def test_the_short_history_remedy_offers_a_shorter_window_only_above_one():
+    """At window 1 the warning said "or a shorter `window`", which does not exist."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(30, 2))
+    y = X.sum(axis=1) + rng.normal(size=30)
+    for window, shorter in ((1, False), (2, True)):
+        model = KOWCPI(
+            LinearRegression(), alpha=0.05, window=window, bandwidth=0.3, n_bootstrap=10
+        )
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            model.fit(X, y)
+        texts = [str(w.message) for w in caught if "give more fit rows" in str(w.message)]
+        assert len(texts) == 1 and ("shorter `window`" in texts[0]) is shorter, texts
+
+
 def test_spci_names_memory_when_it_is_the_limit():
     rng = np.random.default_rng(0)
     X = rng.normal(size=(60, 2))

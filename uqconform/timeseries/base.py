@@ -700,7 +700,7 @@ class SequentialConformalRegressor(
         count = self._trim(residuals).shape[0] - window
         if count >= needed:
             return
-        remedy = "give more fit rows" + (" or a shorter `window`" if window else "")
+        remedy = "give more fit rows" + (" or a shorter `window`" if window > 1 else "")
         while_short = "until the memory fills"
         if self.memory is not None and self.memory - window < needed:
             remedy = f"set `memory` (now {self.memory}) to {needed + window} or more"

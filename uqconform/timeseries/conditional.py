@@ -226,6 +226,9 @@ def reweighted_nadaraya_watson(
             break
         h *= 2.0
         values = kernel_values(distance / h, kernel)
+    if np.count_nonzero(values) < needed:  # a radius far below the distances (1e-20)
+        h = max(h, 1.5 * float(np.partition(distance, needed - 1)[needed - 1]))
+        values = kernel_values(distance / h, kernel)
     effective = min(float(min_effective), windows.shape[0]) * (1 - 1e-9)
     for _ in range(100):  # widen until the kernel's effective size is reached (1.25^100: flat)
         if effective_sample_size(values) >= effective:

@@ -133,8 +133,8 @@ class KOWCPI(SequentialConformalRegressor):
         Residuals the kernel conditions on; ``"auto"`` tries 1, 2, 3, 5 and 10.
     bandwidth : float, "auto" or "aic", default=0.3
         Kernel radius in units of the residuals' robust scale (MAD); ``"auto"`` also tries
-        0.5, 1 and 2 (on ELEC2 it gave the same intervals as 0.3, at about 3.4 times the fit
-        time: benchmark suite ``timeseries``); ``"aic"`` takes the nonparametric AIC choice
+        0.5, 1 and 2 (on ELEC2 it gave the same intervals as 0.3, at nearly four times the
+        fit time: benchmark suite ``timeseries``); ``"aic"`` takes the nonparametric AIC choice
         of the smoother (Cai and Tiwari, 2000) on the last 2,000 fit residuals, which is
         fitted for the conditional mean, not for quantiles (where no bandwidth can be
         scored, 0.3 with a warning). Window and bandwidth are chosen together on a tuning
