@@ -725,7 +725,7 @@ def test_time_series_fit_takes_lists_like_arrays(data, cls):
     for features, weights in ((X, np.ones(150)), (X.tolist(), [1.0] * 150)):
         model = cls(LinearRegression(), n_bootstrap=10, random_state=0, **params)
         model.fit(features[:120], y[:120], sample_weight=weights[:120])
-        runs.append(model.predict_interval(X[120:], y[120:]))
+        runs.append(model.predict_interval(X[120:], y=y[120:]))
     np.testing.assert_array_equal(runs[0], runs[1])
 
 

@@ -272,7 +272,7 @@ def test_a_bandwidth_far_below_the_distances_still_finds_its_neighbours(kernel):
     X = rng.normal(size=(200, 2))
     y = X @ [1.0, -1.0] + rng.normal(size=200)
     model = KOWCPI(LinearRegression(), window=2, bandwidth=1e-30, kernel=kernel, n_bootstrap=10)
-    intervals = model.fit(X[:150], y[:150]).predict_interval(X[150:], y[150:])
+    intervals = model.fit(X[:150], y[:150]).predict_interval(X[150:], y=y[150:])
     assert np.isfinite(intervals).all()
 
 
@@ -303,8 +303,8 @@ def test_flat_kernel_kowcpi_is_enbpi(finite_sample):
     )
     kow = KOWCPI(window=1, bandwidth=1e12, reweight=False, memory=301, **common)
     enb = EnbPI(memory=300, **common)
-    a = kow.fit(X[:400], y[:400]).predict_interval(X[400:], y[400:])
-    b = enb.fit(X[:400], y[:400]).predict_interval(X[400:], y[400:])
+    a = kow.fit(X[:400], y[:400]).predict_interval(X[400:], y=y[400:])
+    b = enb.fit(X[:400], y[:400]).predict_interval(X[400:], y=y[400:])
     np.testing.assert_array_equal(a, b)
 
 
@@ -371,7 +371,7 @@ def test_window_auto_picks_a_candidate_and_records_tuning():
     reaching = [r for r in model.tuning_results_ if r["coverage"] >= 0.9]
     if reaching:  # the narrowest window reaching the target coverage
         assert chosen["width"] == min(r["width"] for r in reaching)
-    assert model.predict_interval(X[600:], y[600:]).shape == (100, 2)
+    assert model.predict_interval(X[600:], y=y[600:]).shape == (100, 2)
 
 
 def test_bandwidth_aic_works():
@@ -379,7 +379,7 @@ def test_bandwidth_aic_works():
     model = KOWCPI(LinearRegression(), window=2, bandwidth="aic", n_bootstrap=8, random_state=0)
     model.fit(X[:400], y[:400])
     assert model.bandwidth_ in (0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0)
-    out = model.predict_interval(X[400:], y[400:])
+    out = model.predict_interval(X[400:], y=y[400:])
     assert np.isfinite(out).all() and (out[:, 0] <= out[:, 1]).all()
 
 
@@ -404,7 +404,7 @@ def test_infeasible_steps_are_counted():
 def test_online_protocol_step_by_step(fitted):
     model, X, y = fitted
     stepwise = pickle.loads(pickle.dumps(model))
-    batch = model.predict_interval(X, y)
+    batch = model.predict_interval(X, y=y)
     steps = []
     for t in range(len(y)):  # the protocol spelled out
         steps.append(stepwise.predict_interval(X[t : t + 1])[0])
@@ -421,7 +421,7 @@ def test_predict_set_is_predict_interval(fitted):
     twin = pickle.loads(pickle.dumps(model))
     np.testing.assert_array_equal(model.predict_set(X, alpha=[0.1, 0.2]),
                                   twin.predict_interval(X, alpha=[0.1, 0.2]))  # fmt: skip
-    np.testing.assert_array_equal(model.predict_set(X, y=y), twin.predict_interval(X, y))
+    np.testing.assert_array_equal(model.predict_set(X, y=y), twin.predict_interval(X, y=y))
     with pytest.raises(TypeError):  # y is keyword only: predict_set(X, 0.5) is alpha = 0.5
         model.predict_set(X, 0.1, y)
     assert model.n_steps_ == twin.n_steps_ == len(y)
@@ -452,7 +452,7 @@ def test_memory_keeps_the_last_residuals():
     new = y[300:320] - model.predict(X[300:320])
     np.testing.assert_allclose(model.memory_, np.r_[model.fit_residuals_[-30:], new])
     assert model.memory_.shape == (50,)
-    model.predict_interval(X[320:], y[320:])
+    model.predict_interval(X[320:], y=y[320:])
     assert model.memory_.shape == (50,)
 
 
@@ -472,7 +472,7 @@ def test_rolling_coverage():
 def test_several_levels_are_nested(fitted):
     model, X, y = fitted
     alphas = [0.3, 0.05, 0.1, 0.2]
-    out = model.predict_interval(X, y, alpha=alphas)
+    out = model.predict_interval(X, y=y, alpha=alphas)
     assert out.shape == (len(y), 2, 4)
     order = np.argsort(alphas)  # 0.05 (widest) first
     lower, upper = out[:, 0, order], out[:, 1, order]
@@ -485,7 +485,7 @@ def test_nesting_is_enforced_for_kowcpi_with_heavy_tails():
     X = rng.normal(size=(600, 2))
     y = X @ [1, -1] + rng.standard_t(2, size=600)
     model = KOWCPI(LinearRegression(), window=2, n_bootstrap=8, random_state=0)
-    out = model.fit(X[:400], y[:400]).predict_interval(X[400:], y[400:], alpha=[0.05, 0.1, 0.2])
+    out = model.fit(X[:400], y[:400]).predict_interval(X[400:], y=y[400:], alpha=[0.05, 0.1, 0.2])
     assert (np.diff(out[:, 0], axis=1) >= 0).all() and (np.diff(out[:, 1], axis=1) <= 0).all()
 
 
@@ -524,7 +524,7 @@ def test_separate_calls_nest_only_without_the_beta_search(name):
         crossings[grid] = 0
         for pair in ((0.1, 0.2), (0.2, 0.3)):
             wide, narrow = (
-                pickle.loads(pickle.dumps(model)).predict_interval(X[300:], y[300:], alpha=a)
+                pickle.loads(pickle.dumps(model)).predict_interval(X[300:], y=y[300:], alpha=a)
                 for a in pair
             )
             crossings[grid] += np.sum((wide[:, 0] > narrow[:, 0]) | (narrow[:, 1] > wide[:, 1]))
@@ -537,13 +537,13 @@ def test_reproducible_parallel_and_pickled(name):
     runs = []
     for n_jobs in (1, 2, 1):
         model = small_models()[name].set_params(n_jobs=n_jobs, random_state=7)
-        runs.append(model.fit(X[:220], y[:220]).predict_interval(X[220:], y[220:]))
+        runs.append(model.fit(X[:220], y[:220]).predict_interval(X[220:], y=y[220:]))
     np.testing.assert_array_equal(runs[0], runs[1])
     np.testing.assert_array_equal(runs[0], runs[2])
     model = small_models()[name].set_params(random_state=7).fit(X[:220], y[:220])
     clone = pickle.loads(pickle.dumps(model))
     np.testing.assert_array_equal(
-        model.predict_interval(X[220:], y[220:]), clone.predict_interval(X[220:], y[220:])
+        model.predict_interval(X[220:], y=y[220:]), clone.predict_interval(X[220:], y=y[220:])
     )
 
 
@@ -551,12 +551,12 @@ def test_dask_backend_gives_the_same_intervals():
     distributed = pytest.importorskip("distributed")
     X, y = iid_series(260, 5)
     model = EnbPI(LinearRegression(), n_bootstrap=6, random_state=3)
-    local = model.fit(X[:220], y[:220]).predict_interval(X[220:], y[220:])
+    local = model.fit(X[:220], y[:220]).predict_interval(X[220:], y=y[220:])
     with (
         distributed.Client(processes=False, n_workers=1, threads_per_worker=2) as _,
         joblib.parallel_config(backend="dask"),
     ):
-        remote = model.fit(X[:220], y[:220]).predict_interval(X[220:], y[220:])
+        remote = model.fit(X[:220], y[:220]).predict_interval(X[220:], y=y[220:])
     np.testing.assert_array_equal(local, remote)
 
 
@@ -569,7 +569,7 @@ def test_holdout_residuals(name):
     np.testing.assert_allclose(
         model.fit_residuals_, y[75:250] - model.source_.models[0].predict(X[75:250])
     )
-    assert model.predict_interval(X[250:], y[250:]).shape == (50, 2)
+    assert model.predict_interval(X[250:], y=y[250:]).shape == (50, 2)
 
 
 # ---- coverage -------------------------------------------------------------------------------
@@ -631,7 +631,7 @@ def _online_runs(model, generator, n_fit, n_test, seeds):
     for seed in seeds:
         X, y = generator(n_fit + n_test, seed)
         model.set_params(random_state=seed).fit(X[:n_fit], y[:n_fit])
-        out = model.predict_interval(X[n_fit:], y[n_fit:])
+        out = model.predict_interval(X[n_fit:], y=y[n_fit:])
         hits, widths = covered(out, y[n_fit:]), out[:, 1] - out[:, 0]
         runs.append((hits, widths, model.effective_sample_sizes_))
     return runs
@@ -676,7 +676,7 @@ def test_synthetic_coverage_and_kowcpi_narrower_than_enbpi(generator):
 
 def test_spci_issues_the_same_interval_again_whatever_its_seed():
     # with random_state=None each step's forest was unseeded: asking twice gave two
-    # intervals, and predict_interval(X, y) judged a miss on one the user never saw; a
+    # intervals, and predict_interval(X, y=y) judged a miss on one the user never saw; a
     # seed near 2**32 overflowed the forest's at the next steps
     X, y = state_space(160, seed=0)
     for seed in (None, 2**32 - 1):
@@ -684,13 +684,13 @@ def test_spci_issues_the_same_interval_again_whatever_its_seed():
         model.fit(X[:120], y[:120])
         first = model.predict_interval(X[120:121])
         np.testing.assert_array_equal(model.predict_interval(X[120:121]), first)
-        np.testing.assert_array_equal(model.predict_interval(X[120:121], y[120:121]), first)
-        model.predict_interval(X[121:126], y[121:126])  # steps past 2**32: no overflow
+        np.testing.assert_array_equal(model.predict_interval(X[120:121], y=y[120:121]), first)
+        model.predict_interval(X[121:126], y=y[121:126])  # steps past 2**32: no overflow
         assert model.n_steps_ == 6
     fits = [
         SPCI(LinearRegression(), window=3, n_bootstrap=5, memory=100)
         .fit(X[:120], y[:120])
-        .predict_interval(X[120:140], y[120:140])
+        .predict_interval(X[120:140], y=y[120:140])
         for _ in range(2)
     ]
     assert not np.array_equal(*fits)  # still random across fits without a seed
@@ -795,11 +795,11 @@ def test_bad_series(fitted):
     with pytest.raises(ValueError, match="NaN"):
         model.update(X, bad)
     with pytest.raises(ValueError, match="NaN"):
-        model.predict_interval(X, bad)
+        model.predict_interval(X, y=bad)
     with pytest.raises(ValueError, match="entries"):
         model.update(X[:5], y[:4])
     with pytest.raises(ValueError, match="entries"):
-        model.predict_interval(X[:5], y[:6])
+        model.predict_interval(X[:5], y=y[:6])
     with pytest.raises(ValueError, match="alpha"):
         model.predict_interval(X, alpha=0.0)
     with pytest.raises(ValueError, match="alpha"):
@@ -823,7 +823,7 @@ def test_non_finite_residuals_are_refused():
     with pytest.raises(ValueError, match="not finite"):
         model.update(X_bad, y[150:])
     with pytest.raises(ValueError, match="not finite"):
-        model.predict_interval(X_bad, y[150:])
+        model.predict_interval(X_bad, y=y[150:])
     np.testing.assert_array_equal(model.memory_, memory)
     X_fit = X[:150].copy()
     X_fit[140, 0] = np.nan
@@ -834,7 +834,7 @@ def test_non_finite_residuals_are_refused():
 def test_inputs_are_not_modified(fitted):
     model, X, y = fitted
     guard = Unchanged(X, y)
-    model.predict_interval(X, y, alpha=[0.1, 0.2])
+    model.predict_interval(X, y=y, alpha=[0.1, 0.2])
     model.update(X, y)
     model.predict_interval(X)
     guard.check()
@@ -1033,7 +1033,7 @@ def test_finite_sample_kowcpi_repairs_small_effective_samples():
     for seed in seeds:  # independent series
         X, y = iid_series(n_fit + n_test, seed)
         model = KOWCPI(**common, random_state=seed).fit(X[:n_fit], y[:n_fit])
-        out = model.predict_interval(X[n_fit:], y[n_fit:])
+        out = model.predict_interval(X[n_fit:], y=y[n_fit:])
         n_eff = np.asarray(model.effective_sample_sizes_)
         assert n_eff.shape == (n_test,)  # one per row given with y
         share = 1 / (n_eff + 1)
@@ -1083,7 +1083,7 @@ def test_an_interrupted_online_batch_changes_nothing(fitted, monkeypatch):
     """Ctrl-C at step 8 of a batch: no residual absorbed, no diagnostic kept, and giving
     the batch again yields the intervals of a model that was never interrupted."""
     model, X, y = fitted
-    clean = pickle.loads(pickle.dumps(model)).predict_interval(X, y)
+    clean = pickle.loads(pickle.dumps(model)).predict_interval(X, y=y)
     before = _online_state(model)
     original, calls = type(model)._interval_offsets, []
 
@@ -1095,11 +1095,11 @@ def test_an_interrupted_online_batch_changes_nothing(fitted, monkeypatch):
 
     monkeypatch.setattr(type(model), "_interval_offsets", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        model.predict_interval(X, y)
+        model.predict_interval(X, y=y)
     monkeypatch.undo()
     assert len(calls) == 8  # the batch really was cut after seven absorbed steps
     _assert_same_state(before, _online_state(model))
-    np.testing.assert_array_equal(model.predict_interval(X, y), clean)
+    np.testing.assert_array_equal(model.predict_interval(X, y=y), clean)
 
 
 def test_a_warning_raised_as_an_error_changes_nothing():
@@ -1109,13 +1109,13 @@ def test_a_warning_raised_as_an_error_changes_nothing():
     model.fit(X[:12], y[:12])  # 12 residuals: too few for a finite interval at 0.1
     before = _online_state(model)
     with pytest.warns(UserWarning, match="infinite"):
-        model.predict_interval(X[12:15], y[12:15])
+        model.predict_interval(X[12:15], y=y[12:15])
     model = KOWCPI(LinearRegression(), window=1, n_bootstrap=8, random_state=0)
     model.fit(X[:12], y[:12])
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         with pytest.raises(UserWarning, match="infinite"):
-            model.predict_interval(X[12:15], y[12:15])
+            model.predict_interval(X[12:15], y=y[12:15])
     _assert_same_state(before, _online_state(model))
 
 

@@ -55,8 +55,8 @@ def test_long_run_miss_rate_is_within_the_deterministic_bound(name, gamma):
         model = models(gamma)[name].fit(X[:300], y[:300])
         plain = models(None)[name].fit(X[:300], y[:300])
         for part in (slice(300, 600), slice(600, 900)):
-            model.predict_interval(X[part], y[part])
-            plain.predict_interval(X[part], y[part])
+            model.predict_interval(X[part], y=y[part])
+            plain.predict_interval(X[part], y=y[part])
     steps = 600
     miss = 1 - model.coverage_history_.mean()
     assert len(model.coverage_history_) == steps
@@ -74,7 +74,7 @@ def test_levels_follow_the_recursion_and_the_first_step_is_the_plain_method():
     np.testing.assert_array_equal(
         model.predict_interval(X[300:301]), plain.predict_interval(X[300:301])
     )
-    model.predict_interval(X[300:700], y[300:700])
+    model.predict_interval(X[300:700], y=y[300:700])
     levels, hits = model.aci_alpha_history_, model.coverage_history_
     assert levels[0] == 0.1 and levels.shape == hits.shape == (400,)
     np.testing.assert_allclose(np.diff(levels), gamma * (0.1 - ~hits[:-1]), atol=1e-12)
@@ -101,7 +101,7 @@ def test_levels_outside_zero_one_give_the_line_and_the_empty_set():
     model.fit(X[:300], y[:300])
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # infinite ends of ACI's doing are not warned about
-        out = model.predict_interval(X[300:700], y[300:700])
+        out = model.predict_interval(X[300:700], y=y[300:700])
     levels, hits = model.aci_alpha_history_, model.coverage_history_
     line, empty = levels <= 0, levels >= 1
     assert line.any() and empty.any()
@@ -118,7 +118,7 @@ def test_each_level_of_a_call_keeps_its_own_bound():
     gamma = 0.05
     model = EnbPI(LinearRegression(), n_bootstrap=8, random_state=0, aci_gamma=gamma)
     model.fit(X[:300], y[:300])
-    out = model.predict_interval(X[300:], y[300:], alpha=[0.1, 0.3])
+    out = model.predict_interval(X[300:], y=y[300:], alpha=[0.1, 0.3])
     assert set(model.aci_alphas_) == {0.1, 0.3}
     for j, alpha in enumerate((0.1, 0.3)):
         level = model.aci_alphas_[alpha]
@@ -133,18 +133,18 @@ def test_each_level_of_a_call_keeps_its_own_bound():
 def test_state_is_pickled_reset_by_fit_and_kept_when_a_call_is_refused():
     X, y = regime_shift(seed=4)
     model = EnbPI(LinearRegression(), n_bootstrap=8, random_state=0, aci_gamma=0.05)
-    model.fit(X[:300], y[:300]).predict_interval(X[300:400], y[300:400])
+    model.fit(X[:300], y[:300]).predict_interval(X[300:400], y=y[300:400])
     copy = pickle.loads(pickle.dumps(model))
     np.testing.assert_array_equal(
-        copy.predict_interval(X[400:500], y[400:500]),
-        model.predict_interval(X[400:500], y[400:500]),
+        copy.predict_interval(X[400:500], y=y[400:500]),
+        model.predict_interval(X[400:500], y=y[400:500]),
     )
     assert copy.aci_alphas_ == model.aci_alphas_
     before = dict(model.aci_alphas_), model.aci_alpha_history_.copy()
     bad = y[500:510].copy()
     bad[5] = np.nan
     with pytest.raises(ValueError, match="NaN"):
-        model.predict_interval(X[500:510], bad)
+        model.predict_interval(X[500:510], y=bad)
     assert model.aci_alphas_ == before[0]
     np.testing.assert_array_equal(model.aci_alpha_history_, before[1])
     model.fit(X[:300], y[:300])
@@ -168,7 +168,7 @@ def test_models_pickled_before_aci_existed_still_work():
     old = pickle.loads(pickle.dumps(model))
     assert old.get_params()["aci_gamma"] is None and "EnbPI" in repr(old)
     assert clone(old).aci_gamma is None
-    assert old.predict_interval(X[300:350], y[300:350]).shape == (50, 2)
+    assert old.predict_interval(X[300:350], y=y[300:350]).shape == (50, 2)
 
 
 def test_infinite_intervals_of_the_method_still_warn_beside_a_lowered_level():
@@ -185,7 +185,7 @@ def test_infinite_intervals_of_the_method_still_warn_beside_a_lowered_level():
         aci_gamma=0.05,
     ).fit(X[:150], y[:150])
     with pytest.warns(UserWarning, match=r"(\d+) of 300 intervals are infinite") as caught:
-        out = model.predict_interval(X[150:450], y[150:450], alpha=[0.05, 0.3])
+        out = model.predict_interval(X[150:450], y=y[150:450], alpha=[0.05, 0.3])
     level = model.aci_alpha_history_  # of 0.05, the first level
     own = np.isinf(out[:, :, 0]).any(axis=1) & (level >= 0.05)
     warned = [w for w in caught if "intervals are infinite" in str(w.message)]
@@ -196,8 +196,8 @@ def test_infinite_intervals_of_the_method_still_warn_beside_a_lowered_level():
 def test_history_stays_aligned_when_aci_is_switched_off():
     X, y = regime_shift(600, seed=6)
     model = EnbPI(LinearRegression(), n_bootstrap=8, random_state=0, aci_gamma=0.05)
-    model.fit(X[:300], y[:300]).predict_interval(X[300:400], y[300:400])
-    model.set_params(aci_gamma=None).predict_interval(X[400:450], y[400:450])
+    model.fit(X[:300], y[:300]).predict_interval(X[300:400], y=y[300:400])
+    model.set_params(aci_gamma=None).predict_interval(X[400:450], y=y[400:450])
     assert model.aci_alpha_history_.shape == model.coverage_history_.shape == (150,)
     np.testing.assert_array_equal(model.aci_alpha_history_[100:], 0.1)
 
@@ -216,7 +216,7 @@ def test_infinite_intervals_at_positive_lowered_levels_warn():
     ).fit(X[:150], y[:150])  # fmt: skip
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        out = model.predict_interval(X[150:], y[150:])
+        out = model.predict_interval(X[150:], y=y[150:])
     levels = model.aci_alpha_history_
     assert (np.isinf(out).any(axis=1) & (levels > 0)).any()
     assert any("intervals are infinite" in str(w.message) for w in caught)

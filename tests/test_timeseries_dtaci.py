@@ -56,7 +56,7 @@ def _reference_steps(model, X, y, alpha, gammas, steps):
         weights = weights * np.exp(-DTACI_ETA * loss)
         weights = (1 - DTACI_SIGMA) * weights / weights.sum() + DTACI_SIGMA / k
         levels = levels + gammas * (alpha - ~inside[1 : k + 1])
-        model.predict_interval(X[t : t + 1], y[t : t + 1])  # the model under test moves on
+        model.predict_interval(X[t : t + 1], y=y[t : t + 1])  # the model under test moves on
     return np.array(issued), levels, weights
 
 
@@ -75,7 +75,7 @@ def test_levels_weights_and_intervals_follow_the_definition():
     np.testing.assert_allclose(state["weights"], weights, rtol=0, atol=1e-12)
     np.testing.assert_allclose(model.aci_alphas_[alpha], np.sum(weights * levels), atol=1e-12)
     assert not np.allclose(weights, 1 / len(GAMMAS))  # the weights moved: the check can fail
-    together = block.predict_interval(X[200:280], y[200:280])
+    together = block.predict_interval(X[200:280], y=y[200:280])
     np.testing.assert_allclose(together, issued, rtol=0, atol=1e-12)
     np.testing.assert_array_equal(block.coverage_history_, model.coverage_history_)
     np.testing.assert_array_equal(block.aci_alpha_history_, model.aci_alpha_history_)
@@ -96,7 +96,7 @@ def test_adapts_to_shifts_better_than_one_small_step_size(method):
         model = method(LinearRegression(), random_state=0, aci_gamma=gamma).fit(X[:600], y[:600])
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # a level below 0: the whole line
-            intervals = model.predict_interval(X[600:], y[600:])
+            intervals = model.predict_interval(X[600:], y=y[600:])
         runs[gamma] = (1 - model.coverage_history_, intervals[:, 1] - intervals[:, 0])
     miss, width = runs[GAMMAS]
     assert abs(miss.mean() - alpha) < abs(runs[None][0].mean() - alpha)
@@ -109,11 +109,11 @@ def test_adapts_to_shifts_better_than_one_small_step_size(method):
 def test_state_is_pickled_reset_by_fit_and_restarted_for_new_step_sizes():
     X, y = shifting_noise(400)
     model = EnbPI(LinearRegression(), n_bootstrap=10, random_state=0, aci_gamma=GAMMAS)
-    model.fit(X[:200], y[:200]).predict_interval(X[200:250], y[200:250])
+    model.fit(X[:200], y[:200]).predict_interval(X[200:250], y=y[200:250])
     loaded = pickle.loads(pickle.dumps(model))
     np.testing.assert_array_equal(
-        loaded.predict_interval(X[250:300], y[250:300]),
-        model.predict_interval(X[250:300], y[250:300]),
+        loaded.predict_interval(X[250:300], y=y[250:300]),
+        model.predict_interval(X[250:300], y=y[250:300]),
     )
     # without y: the current aggregated level, nothing moves
     before = dict(model.aci_alphas_)
@@ -130,23 +130,23 @@ def test_state_is_pickled_reset_by_fit_and_restarted_for_new_step_sizes():
     current = model.aci_alphas_[0.1]
     model.set_params(aci_gamma=(0.01, 0.05))
     np.testing.assert_array_equal(
-        model.predict_interval(X[300:301]), model.predict_interval(X[300:301], y[300:301])
+        model.predict_interval(X[300:301]), model.predict_interval(X[300:301], y=y[300:301])
     )
     np.testing.assert_allclose(model.aci_alpha_history_[-1], current)
     assert model.aci_experts_[0.1]["levels"].shape == (2,)
     current = model.aci_alphas_[0.1]
-    model.set_params(aci_gamma=0.05).predict_interval(X[301:302], y[301:302])
+    model.set_params(aci_gamma=0.05).predict_interval(X[301:302], y=y[301:302])
     np.testing.assert_allclose(model.aci_alpha_history_[-1], current)
     assert 0.1 not in model.aci_experts_
     model.fit(X[:200], y[:200])
     assert model.aci_experts_ == {} and model.aci_alphas_ == {}
     # a refused call changes nothing
-    model.predict_interval(X[200:210], y[200:210])
+    model.predict_interval(X[200:210], y=y[200:210])
     state = pickle.dumps(model.aci_experts_)
     bad = y[210:220].copy()
     bad[5] = np.nan
     with pytest.raises(ValueError, match=r"not finite|NaN"):
-        model.predict_interval(X[210:220], bad)
+        model.predict_interval(X[210:220], y=bad)
     assert pickle.dumps(model.aci_experts_) == state
 
 
@@ -154,10 +154,10 @@ def test_diagnostics_keep_one_entry_per_step_for_the_issued_level():
     """One effective sample size per online step, of the issued level's weights."""
     X, y = shifting_noise(400)
     dtaci = KOWCPI(LinearRegression(), window=2, random_state=0, aci_gamma=GAMMAS)
-    dtaci.fit(X[:250], y[:250]).predict_interval(X[250:300], y[250:300])
+    dtaci.fit(X[:250], y[:250]).predict_interval(X[250:300], y=y[250:300])
     assert len(dtaci.effective_sample_sizes_) == 50
     one = KOWCPI(LinearRegression(), window=2, random_state=0).fit(X[:250], y[:250])
-    one.predict_interval(X[250:251], y[250:251])  # the first step: both at the nominal level
+    one.predict_interval(X[250:251], y=y[250:251])  # the first step: both at the nominal level
     assert dtaci.effective_sample_sizes_[0] == one.effective_sample_sizes_[0]
 
 
@@ -183,7 +183,7 @@ def test_bad_step_sizes_are_refused_naming_the_argument(gamma):
 
 @pytest.mark.parametrize("method", [EnbPI, SPCI, KOWCPI])
 def test_the_interval_issued_before_the_value_is_the_one_judged(method):
-    """``predict_interval(x)`` then ``predict_interval(x, y)``: the same interval at every
+    """``predict_interval(x)`` then ``predict_interval(x, y=y)``: the same interval at every
     step (a review found the online one widened by its nesting with the experts' levels
     at a third to a half of the steps)."""
     X, y = shifting_noise(330)
@@ -192,5 +192,5 @@ def test_the_interval_issued_before_the_value_is_the_one_judged(method):
     model.fit(X[:250], y[:250])
     for t in range(250, 330):
         before = model.predict_interval(X[t : t + 1])
-        np.testing.assert_array_equal(model.predict_interval(X[t : t + 1], y[t : t + 1]), before)
+        np.testing.assert_array_equal(model.predict_interval(X[t : t + 1], y=y[t : t + 1]), before)
     assert len(model.effective_sample_sizes_) == 160  # one per call

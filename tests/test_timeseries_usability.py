@@ -54,7 +54,7 @@ def test_random_state_seeds_a_pipeline_forest(name):
     for _ in range(2):  # two fresh models, same seed
         pipeline = make_pipeline(StandardScaler(), small_forest())
         model = make(name, pipeline, n_bootstrap=8, window=1, random_state=0)
-        runs.append(model.fit(X[:120], y[:120]).predict_interval(X[120:], y[120:]))
+        runs.append(model.fit(X[:120], y[:120]).predict_interval(X[120:], y=y[120:]))
         # the one draw of today's top-level case, now given to the nested parameter
         expected = int(np.random.default_rng(0).integers(2**31))
         assert model.source_.models[0][-1].random_state == expected
@@ -84,7 +84,7 @@ def test_spci_accepts_a_generator_and_is_reproducible(state):
     runs = []
     for _ in range(2):
         model = SPCI(LinearRegression(), window=3, n_trees=3, n_bootstrap=8, random_state=state())
-        runs.append(model.fit(X[:120], y[:120]).predict_interval(X[120:], y[120:]))
+        runs.append(model.fit(X[:120], y[:120]).predict_interval(X[120:], y=y[120:]))
     np.testing.assert_array_equal(runs[0], runs[1])
 
 
@@ -101,7 +101,7 @@ def test_spci_forest_seed_is_the_int_seed_plus_the_step(monkeypatch):
     monkeypatch.setattr(spci_module, "forest_weights", spy)
     X, y = iid_series(130, 3)
     model = SPCI(LinearRegression(), window=3, n_trees=3, n_bootstrap=8, random_state=11)
-    model.fit(X[:120], y[:120]).predict_interval(X[120:124], y[120:124])
+    model.fit(X[:120], y[:120]).predict_interval(X[120:124], y=y[120:124])
     model.predict_interval(X[124:])
     assert seeds == [11, 12, 13, 14, 15]
 
@@ -133,7 +133,7 @@ def test_diagnostics_are_recorded_as_documented(name):
     n_infeasible_: once per call without y, once per row with y; update records nothing."""
     X, y = iid_series(330, 4)
     model = make(name, n_bootstrap=8, window=2, random_state=0).fit(X[:300], y[:300])
-    out = model.predict_interval(X[300:310], y[300:310], alpha=[0.3, 0.05])
+    out = model.predict_interval(X[300:310], y=y[300:310], alpha=[0.3, 0.05])
     np.testing.assert_array_equal(
         model.coverage_history_, (out[:, 0, 0] <= y[300:310]) & (y[300:310] <= out[:, 1, 0])
     )
@@ -192,15 +192,15 @@ def test_a_scalar_y_is_one_observation_for_one_row(name):
     twin = pickle.loads(pickle.dumps(model))
     for t in range(300, 304):  # the production loop, y[t] as users write it
         np.testing.assert_array_equal(
-            model.predict_interval(X[t : t + 1], y[t]),
-            twin.predict_interval(X[t : t + 1], y[t : t + 1]),
+            model.predict_interval(X[t : t + 1], y=y[t]),
+            twin.predict_interval(X[t : t + 1], y=y[t : t + 1]),
         )
     model.update(X[304:305], float(y[304]))
     twin.update(X[304:305], y[304:305])
     np.testing.assert_array_equal(model.memory_, twin.memory_)
     assert model.n_steps_ == twin.n_steps_ == 5
     with pytest.raises(ValueError, match=r"single value but X has 3 rows.*y\[t:t \+ k\]"):
-        model.predict_interval(X[305:308], y[305])
+        model.predict_interval(X[305:308], y=y[305])
     with pytest.raises(ValueError, match="NaN"):
         model.update(X[305:306], np.nan)
 
@@ -246,12 +246,12 @@ def test_intervals_follow_the_units_of_y(name, unit):
     X, y = iid_series(260, 11)
     y = y + np.convolve(np.random.default_rng(1).normal(size=260), [1.0, 0.6], "same")
     reference = make(name, LinearRegression(), n_bootstrap=8, window=3, random_state=0)
-    expected = reference.fit(X[:200], y[:200]).predict_interval(X[200:230], y[200:230])
+    expected = reference.fit(X[:200], y[:200]).predict_interval(X[200:230], y=y[200:230])
     model = make(name, LinearRegression(), n_bootstrap=8, window=3, random_state=0)
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)
         model.fit(X[:200], y[:200] * unit)
-        bounds = model.predict_interval(X[200:230], y[200:230] * unit)
+        bounds = model.predict_interval(X[200:230], y=y[200:230] * unit)
     assert model.scale_ == reference.scale_ * unit
     # equal up to the outward rounding's margins, which go subnormal at 2**-1000
     np.testing.assert_allclose(bounds, expected * unit, rtol=1e-12)
@@ -264,7 +264,7 @@ def test_kowcpi_on_subnormal_residuals_falls_back_instead_of_failing():
     model = KOWCPI(LinearRegression(), n_bootstrap=8, window=2, random_state=0)
     with pytest.warns(UserWarning, match="numerically\\) zero"):
         model.fit(X[:100], y[:100] * 1e-320)
-    bounds = model.predict_interval(X[100:], y[100:] * 1e-320)
+    bounds = model.predict_interval(X[100:], y=y[100:] * 1e-320)
     assert np.isfinite(bounds).all() and (bounds[:, 0] <= bounds[:, 1]).all()
 
 
@@ -281,7 +281,7 @@ def test_a_dataframe_with_text_columns_reaches_the_pipeline_unchanged(name):
     encode = make_column_transformer((OneHotEncoder(), ["day"]), remainder="passthrough")
     model = make(name, make_pipeline(encode, LinearRegression()), n_bootstrap=10)
     model.set_params(random_state=0).fit(frame.iloc[:200], y[:200])
-    bands = model.predict_interval(frame.iloc[200:], y[200:])
+    bands = model.predict_interval(frame.iloc[200:], y=y[200:])
     assert bands.shape == (60, 2) and np.isfinite(bands).all()
     assert (bands[:, 0] < bands[:, 1]).all()
     with pytest.raises(ValueError, match="feature names"):
@@ -301,7 +301,7 @@ def test_column_predictions_give_the_intervals_of_flat_ones(name):
     bands = [
         make(name, model, n_bootstrap=10, random_state=0)
         .fit(X[:200], y[:200])
-        .predict_interval(X[200:], y[200:])
+        .predict_interval(X[200:], y=y[200:])
         for model in (ColumnPredictions(), LinearRegression())
     ]
     np.testing.assert_allclose(bands[0], bands[1])
@@ -338,8 +338,8 @@ def test_fit_params_reach_every_model_with_their_rows(name, residuals):
     weighted = make(name, WeightRecorder(), window=1, n_bootstrap=10, random_state=0)
     weighted.set_params(residuals=residuals).fit(X[:150], y[:150], sample_weight=np.ones(150))
     np.testing.assert_allclose(
-        weighted.predict_interval(X[150:], y[150:]),
-        plain.predict_interval(X[150:], y[150:]),
+        weighted.predict_interval(X[150:], y=y[150:]),
+        plain.predict_interval(X[150:], y=y[150:]),
         rtol=1e-9,
         atol=1e-9,
     )
@@ -408,6 +408,28 @@ def test_the_short_history_remedy_offers_a_shorter_window_only_above_one():
         assert len(texts) == 1 and ("shorter `window`" in texts[0]) is shorter, texts
 
 
+@pytest.mark.parametrize("cls", [KOWCPI, SPCI, EnbPI])
+def test_a_second_positional_value_is_refused_not_absorbed(cls):
+    """User review: ``predict_interval(x, 0.05)``, alpha second as in every other wrapper,
+    took 0.05 as the observed value and absorbed it (a fake residual) with the default
+    level's interval. ``y`` and ``alpha`` are keyword only now."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 2))
+    y = X @ [1.0, -1.0] + rng.normal(size=300)
+    params = {"window": 3} if cls is SPCI else {}
+    model = cls(LinearRegression(), n_bootstrap=10, random_state=0, **params).fit(X[:250], y[:250])
+    with pytest.raises(TypeError, match="positional"):
+        model.predict_interval(X[250:251], 0.05)
+    assert model.n_steps_ == 0
+    narrow, wide = (
+        model.predict_interval(X[250:251]),
+        model.predict_interval(X[250:251], alpha=0.05),
+    )
+    assert wide[0, 0] <= narrow[0, 0] and narrow[0, 1] <= wide[0, 1]
+    model.predict_interval(X[250:251], y=y[250:251])
+    assert model.n_steps_ == 1
+
+
 def test_spci_names_memory_when_it_is_the_limit():
     rng = np.random.default_rng(0)
     X = rng.normal(size=(60, 2))
@@ -440,7 +462,7 @@ def test_warnings_a_user_reads_at_start_and_online():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("default")
         for t in range(60, 90):  # row by row, many infinite intervals
-            spci.predict_interval(X[t : t + 1], y[t : t + 1])
+            spci.predict_interval(X[t : t + 1], y=y[t : t + 1])
     infinite = [w for w in caught if "intervals are infinite" in str(w.message)]
     assert len({str(w.message) for w in infinite}) == 1  # one text: the filter collapses it
     assert 1 <= len(infinite) <= 3, len(infinite)  # (a filter change elsewhere resets it)
@@ -505,7 +527,7 @@ def test_pandas_rows_out_of_time_order_or_unpaired_are_warned():
     model = EnbPI(LinearRegression(), n_bootstrap=10, random_state=0)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        model.fit(X[:150], y[:150]).predict_interval(X[150:], y[150:])
+        model.fit(X[:150], y[:150]).predict_interval(X[150:], y=y[150:])
     with pytest.warns(UserWarning, match=r"DatetimeIndex of `X` and `y`: the indexes are not"):
         model.fit(X[::-1], y[::-1])
     with pytest.warns(UserWarning, match=r"`X` and `y` have different indexes"):
@@ -527,7 +549,7 @@ def test_parameters_changed_after_fit_are_checked_at_each_call():
             clone(spci).set_params(**{name: value}).fit(X[:150], y[:150])
         model = pickle.loads(pickle.dumps(spci))
         with pytest.raises(ValueError, match=f"`{name}`"):
-            model.set_params(**{name: value}).predict_interval(X[150:152], y[150:152])
+            model.set_params(**{name: value}).predict_interval(X[150:152], y=y[150:152])
 
 
 def test_an_spci_pickled_before_its_forest_seed_existed_still_predicts():

@@ -6,7 +6,7 @@ residuals), and the width-minimising search over ``beta``: the interval is
 ``f(x_t) + [Q_beta, Q_{1 - alpha + beta}]`` with the ``beta`` in ``[0, alpha]`` that gives
 the narrowest interval.
 
-The online protocol: ``predict_interval(X, y)`` issues the interval of each row from the
+The online protocol: ``predict_interval(X, y=y)`` issues the interval of each row from the
 residuals known so far and, when ``y`` is given, absorbs the row's residual right after
 (one step ahead); ``update(X, y)`` absorbs observations without predicting. The residual
 memory keeps the last ``memory`` residuals.
@@ -431,7 +431,7 @@ class SequentialConformalRegressor(
     level, the weights following the experts' pinball losses (see `_dtaci_steps`); each
     expert obeys its own bound, and no bound is claimed for the issued intervals.
     `update` does not move the levels: to issue an interval before the value is
-    known, call ``predict_interval(x)`` then, once it is, ``predict_interval(x, y)`` (the
+    known, call ``predict_interval(x)`` then, once it is, ``predict_interval(x, y=y)`` (the
     same interval again, then learned from). Levels of one call are nested by working
     level, so a level's intervals can depend on the others asked for with it.
 
@@ -491,7 +491,7 @@ class SequentialConformalRegressor(
     >>> rng = np.random.default_rng(0)
     >>> X = rng.normal(size=(240, 2)); y = X @ [1.0, -1.0] + rng.normal(size=240)
     >>> model = EnbPI(LinearRegression(), n_bootstrap=10, random_state=0).fit(X[:200], y[:200])
-    >>> model.predict_interval(X[200:220], y[200:220]).shape  # one step ahead, then absorbed
+    >>> model.predict_interval(X[200:220], y=y[200:220]).shape  # one step ahead, then absorbed
     (20, 2)
     >>> model.update(X[220:], y[220:]).n_steps_, len(model.coverage_history_)
     (40, 20)
@@ -908,12 +908,19 @@ class SequentialConformalRegressor(
         """The native prediction set of a scalar regressor: `predict_interval`, with
         ``alpha`` second as in every ``predict_set`` (``y``, keyword only, makes it online:
         the observed values are absorbed)."""
-        return self.predict_interval(X, y, alpha=alpha)
+        return self.predict_interval(X, y=y, alpha=alpha)
 
     def predict_interval(
-        self, X: ArrayLike, y: ArrayLike | None = None, alpha: float | ArrayLike | None = None
+        self,
+        X: ArrayLike,
+        *,
+        y: ArrayLike | None = None,
+        alpha: float | ArrayLike | None = None,
     ) -> NDArray:
         """Intervals for the next rows of the series.
+
+        ``y`` and ``alpha`` are keyword only: a second positional value could be either
+        (``predict_interval(x, 0.05)`` once absorbed 0.05 as an observation).
 
         Parameters
         ----------
@@ -1167,7 +1174,7 @@ class SequentialConformalRegressor(
 
         Nothing is appended to ``coverage_history_`` (no interval was issued), and the
         working levels of ``aci_gamma`` do not move: with ACI, give the value to
-        ``predict_interval(x, y)`` instead.
+        ``predict_interval(x, y=y)`` instead.
 
         Parameters
         ----------
@@ -1189,7 +1196,7 @@ class SequentialConformalRegressor(
         if self._check_aci_gamma() is not None:
             warn_user(
                 "`update` does not move the adaptive levels of `aci_gamma`: they learn only "
-                "from `predict_interval(X, y)`, which issues each interval before it sees "
+                "from `predict_interval(X, y=y)`, which issues each interval before it sees "
                 "the value. Give the values there instead (or ignore this warning if the "
                 "levels are meant to stay).",
                 UserWarning,

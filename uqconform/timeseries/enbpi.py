@@ -90,7 +90,7 @@ class EnbPI(SequentialConformalRegressor):
     >>> rng = np.random.default_rng(0)
     >>> X = rng.normal(size=(400, 2)); y = X @ [1.0, -1.0] + rng.normal(size=400)
     >>> model = EnbPI(LinearRegression(), n_bootstrap=10, random_state=0).fit(X[:300], y[:300])
-    >>> model.predict_interval(X[300:], y[300:]).shape
+    >>> model.predict_interval(X[300:], y=y[300:]).shape
     (100, 2)
     """
 

@@ -182,7 +182,7 @@ class KOWCPI(SequentialConformalRegressor):
     >>> rng = np.random.default_rng(0)
     >>> X = rng.normal(size=(400, 2)); y = X @ [1.0, -1.0] + rng.normal(size=400)
     >>> model = KOWCPI(LinearRegression(), window=1, n_bootstrap=10, random_state=0)
-    >>> model.fit(X[:300], y[:300]).predict_interval(X[300:], y[300:]).shape
+    >>> model.fit(X[:300], y[:300]).predict_interval(X[300:], y=y[300:]).shape
     (100, 2)
     """
 

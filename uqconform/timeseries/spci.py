@@ -102,7 +102,7 @@ class SPCI(SequentialConformalRegressor):
     >>> rng = np.random.default_rng(0)
     >>> X = rng.normal(size=(300, 2)); y = X @ [1.0, -1.0] + rng.normal(size=300)
     >>> model = SPCI(LinearRegression(), window=5, n_bootstrap=10, random_state=0)
-    >>> model.fit(X[:250], y[:250]).predict_interval(X[250:], y[250:]).shape
+    >>> model.fit(X[:250], y[:250]).predict_interval(X[250:], y=y[250:]).shape
     (50, 2)
     """
 

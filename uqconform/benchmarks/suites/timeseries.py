@@ -117,7 +117,7 @@ def _online(model, X_fit, y_fit, X_test, y_test, keep: list | None = None) -> di
     if keep is not None:
         keep.append(copy.deepcopy(model))
     start = time.perf_counter()
-    bounds = model.predict_interval(X_test, y_test)
+    bounds = model.predict_interval(X_test, y=y_test)
     step_s = (time.perf_counter() - start) / len(y_test)
     test_residuals = np.asarray(y_test, dtype=float) - model.predict(X_test)
     return _scored(bounds, y_test) | {
@@ -740,7 +740,7 @@ def _aci(ctx, notes, fitted: dict[tuple[str, str], Any]) -> list[dict[str, Any]]
                 start.fit(X[:n_fit], y[:n_fit])
             for gamma in ACI_GAMMAS:
                 model = copy.deepcopy(start).set_params(aci_gamma=gamma)
-                bounds = model.predict_interval(X[n_fit:], y[n_fit:])
+                bounds = model.predict_interval(X[n_fit:], y=y[n_fit:])
                 width = bounds[:, 1] - bounds[:, 0]
                 steps = len(y) - n_fit
                 misses = 1 - float(model.coverage_history_.mean())
