@@ -26,6 +26,24 @@ def test_core_import_pulls_no_optional_dependency():
     assert loaded == "[]", f"importing uqconform loaded optional packages: {loaded}"
 
 
+def test_subpackages_are_attributes_after_a_plain_import():
+    """User review: ``import uqconform; uqconform.evaluation`` raised AttributeError
+    (``uqconform.regression`` worked only because the package imports it)."""
+    code = (
+        "import uqconform\n"
+        "print(uqconform.evaluation.coverage.__name__, "
+        "uqconform.shift.ClassifierDensityRatio.__name__, "
+        "uqconform.datasets.load_dataset.__name__)\n"
+        "try:\n    uqconform.no_such_module\nexcept AttributeError as error:\n"
+        "    print(error)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    assert out[0] == "coverage ClassifierDensityRatio load_dataset"
+    assert out[1] == "module 'uqconform' has no attribute 'no_such_module'"
+
+
 def test_public_names_are_exported():
     """Every name in ``__all__`` is one of the package's own objects, under its own name
     (not a re-exported third-party object, nor a placeholder); ``__version__`` is the

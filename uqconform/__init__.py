@@ -4,6 +4,8 @@ Public names only; see `uqconform.regression`, `uqconform.classification` and
 `uqconform.evaluation`.
 """
 
+import importlib
+
 from uqconform._version import InconsistentVersionWarning, __version__
 from uqconform.bayes import LaplacePosterior, LinearizedPredictive
 from uqconform.classification import (
@@ -67,3 +69,15 @@ __all__ = [
     "VennAbersCalibrator",
     "__version__",
 ]
+
+#: Subpackages reachable as attributes after ``import uqconform`` (imported on first use,
+#: so that ``uqconform.evaluation.coverage`` works without its own import line).
+_LAZY_SUBMODULES = frozenset(
+    {"datasets", "evaluation", "linearize", "quantiles", "routing", "scores", "shift"}
+)
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY_SUBMODULES:
+        return importlib.import_module(f"uqconform.{name}")
+    raise AttributeError(f"module 'uqconform' has no attribute {name!r}")
