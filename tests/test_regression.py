@@ -413,6 +413,11 @@ def test_y_shape_and_type_errors():
         cp.calibrate(X, np.c_[y, y, y])
     with pytest.raises(ValueError, match="`y` must be numeric"):
         cp.calibrate(X, np.array(["a"] * 90))
+    # the message names the first entry that is not a number (it named none)
+    labelled = y.astype(object)
+    labelled[[40, 70]] = "n/a"
+    with pytest.raises(ValueError, match=r"entry 40 is 'n/a' \(2 of 90 entries"):
+        cp.calibrate(X, labelled)
     with pytest.raises(ValueError, match="Complex"):
         cp.calibrate(X, y + 1j)
 

@@ -423,13 +423,36 @@ def check_regression_target(y: ArrayLike, n: int, name: str = "y", rows_of: str 
     try:
         target = np.asarray(target, dtype=float)
     except (TypeError, ValueError):
-        raise ValueError(f"`{name}` must be numeric for regression.") from None
+        raise ValueError(
+            f"`{name}` must be numeric for regression; {first_non_number(target)}."
+        ) from None
     if not np.isfinite(target).all():
         raise ValueError(
             f"`{name}` contains {int((~np.isfinite(target)).sum())} NaN or infinite values; "
             "remove or impute those rows first."
         )
     return target
+
+
+def first_non_number(values: ArrayLike) -> str:
+    """Where a target that cannot be read as floats goes wrong, for an error message:
+    the first entry that is not a number, with its position.
+
+    Examples
+    --------
+    >>> first_non_number(np.array([1.0, 2.5, "n/a", "x"], dtype=object))
+    "entry 2 is 'n/a' (2 of 4 entries are not numbers)"
+    """
+    flat = pd.Series(np.ravel(np.asarray(values, dtype=object)), dtype=object)
+    bad = np.flatnonzero(pd.to_numeric(flat, errors="coerce").isna() & flat.notna())
+    if not bad.size:
+        return "its entries are not numbers"
+    index = np.unravel_index(bad[0], np.shape(values))
+    where = index[0] if len(index) == 1 else tuple(int(i) for i in index)
+    return (
+        f"entry {where} is {flat.iloc[bad[0]]!r:.40} ({bad.size} of {flat.size} entries are "
+        "not numbers)"
+    )
 
 
 def is_sklearn_estimator(model: Any) -> bool:

@@ -32,6 +32,7 @@ from uqconform._rows import n_rows, take_rows
 from uqconform._validation import (
     NonFiniteOutputError,
     check_groups,
+    first_non_number,
     has_nan,
     missing_target_error,
     nullable_as_float,
@@ -101,7 +102,9 @@ def check_multioutput_target(Y: ArrayLike, n: int, n_outputs: int | None = None)
     try:
         target = np.array(target, dtype=float)
     except (TypeError, ValueError):
-        raise ValueError("`Y` must be numeric for regression.") from None
+        raise ValueError(
+            f"`Y` must be numeric for regression; {first_non_number(target)}."
+        ) from None
     if not np.isfinite(target).all():
         bad = ~np.isfinite(target)
         rows = np.flatnonzero(bad.any(axis=1))
