@@ -623,3 +623,26 @@ def test_rescaling_one_output_rescales_the_box_along_it():
     plain, scaled = region(Y), region(Y * scale)
     np.testing.assert_array_equal(scaled.contains(Y[700:] * scale), plain.contains(Y[700:]))
     np.testing.assert_allclose(scaled.volume(), 1e10 * plain.volume(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("kind", ["box", "ellipse", "normalized"])
+def test_out_of_fold_predictions_that_are_nan_are_refused(kind):
+    """Review finding: a model predicting NaN on held-out folds (isotonic regression
+    outside a fold's range) gave the box both scales at their 1e-9 floor and the ellipse
+    a NaN covariance, silently (the ellipse failed later, naming internal arguments)."""
+    from sklearn.isotonic import IsotonicRegression
+
+    from uqconform import SplitConformalRegressor
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(size=(300, 1))
+    Y = np.c_[X[:, 0], X[:, 0] ** 2] + 0.1 * rng.normal(size=(300, 2))
+    isotonic = IsotonicRegression(out_of_bounds="nan")
+    if kind == "normalized":
+        model = SplitConformalRegressor(isotonic, conformity_score="normalized", random_state=0)
+        target = Y[:, 0]
+    else:
+        cls = RectangularConformalRegressor if kind == "box" else EllipsoidalConformalRegressor
+        model, target = cls(MultiOutputRegressor(isotonic), random_state=0), Y
+    with pytest.raises(ValueError, match=r"predicted NaN or infinite values out of fold"):
+        model.fit(X, target)

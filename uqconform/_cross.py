@@ -27,7 +27,7 @@ from sklearn.utils.validation import check_is_fitted
 from uqconform._parallel import run_fits
 from uqconform._rows import fit_params_rows, n_rows, take_rows
 from uqconform._seeding import integer_seed, seeded_clone
-from uqconform._validation import check_int
+from uqconform._validation import check_int, refuse_non_finite
 from uqconform.base import (
     ModelWrapper,
     check_calibration_settings,
@@ -85,7 +85,18 @@ def out_of_fold_prediction(
             "residuals of all of them. For time-ordered rows, KFold(k) without shuffling "
             "gives contiguous blocks."
         ) from None
-    return np.asarray(predicted, dtype=float)
+    predicted = np.asarray(predicted, dtype=float)
+    # a NaN would reach the residuals' shape and scale silently (a covariance of NaN, a
+    # scale at its floor): refused as the model's own predictions are
+    refuse_non_finite(
+        predicted,
+        "`estimator` predicted NaN or infinite values out of fold",
+        "fit rows",
+        f" ({learner} learns from those residuals; a model that predicts NaN outside its "
+        "training range, such as IsotonicRegression(out_of_bounds='nan'), does so on "
+        "held-out folds)",
+    )
+    return predicted
 
 
 def reads_groups(cv: Any, unknown: bool = True) -> bool:
