@@ -236,6 +236,11 @@ def test_divergence_is_a_clear_error():
         ({"learning_rate": 0.0}, "`learning_rate`"),
         ({"patience": 0}, "`patience`"),
         ({"validation_fraction": 1.0}, "`validation_fraction`"),
+        # the architecture's own: a torch error, a negative dimension, silent truncation
+        ({"kind": "spline", "tail_bound": -1.0}, "`tail_bound`"),
+        ({"kind": "spline", "num_bins": 0}, "`num_bins`"),
+        ({"kind": "spline", "num_bins": 2.5}, "`num_bins`"),
+        ({"n_hidden_blocks": -1}, "`n_hidden_blocks`"),
     ],
 )
 def test_bad_parameters_name_the_argument(kwargs, message):

@@ -43,7 +43,7 @@ from typing import Any, Literal, cast, overload
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from uqconform._validation import check_int
+from uqconform._validation import check_int, check_positive_float
 from uqconform._warnings import warn_user
 
 __all__ = [
@@ -632,6 +632,9 @@ def fit_flow(
         patience=patience,
         validation_fraction=validation_fraction,
     )
+    check_int(n_hidden_blocks, "n_hidden_blocks")
+    check_int(num_bins, "num_bins")
+    check_positive_float(tail_bound, "tail_bound")
     Y, X = _check_flow_data(Y, X)
     y_mean, y_chol = _whitener(Y)
     Y_std = _whiten(Y, y_mean, y_chol)
