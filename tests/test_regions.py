@@ -384,6 +384,51 @@ def test_bounding_box_of_a_bent_map_reaches_its_extremes(d):
     assert np.all(np.abs(box - exact) < 1e-3 * width[..., None]), np.abs(box - exact).max()
 
 
+class Hills(Bent):
+    """``y_0 = |z| h(z / |z|)`` with two narrow hills ``h`` (heights 1.0 at ``low`` and 1.1
+    at ``high``), the other coordinates ``z``: on the sphere of radius ``r`` the top of
+    ``y_0`` is ``1.1 r``, at ``high``."""
+
+    def __init__(self, low, high, dim=3):
+        self.low, self.high, self.n_rows, self.dim = low, high, 1, dim
+
+    def _shift(self, points):
+        norm = np.linalg.norm(points, axis=-1, keepdims=True)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            unit = np.where(norm > 0, points / norm, 0.0)
+        hills = sum(
+            height * np.exp(-((unit - top) ** 2).sum(-1) / 0.01)
+            for height, top in ((1.0, self.low), (1.1, self.high))
+        )
+        shift = np.zeros_like(points)
+        shift[..., 0] = norm[..., 0] * hills - points[..., 0]
+        return shift
+
+    def take(self, index):
+        return self
+
+
+# the hills are not inverted (a box only pushes sphere points forward)
+@pytest.mark.filterwarnings("ignore:1 of 1 regions. the map's inverse does not map back")
+def test_bounding_box_escapes_a_lower_hill_on_a_sampled_direction():
+    """Review finding (multi-output): the ascent started from the best sampled direction
+    only, so a lower hill under a sampled direction hid a higher one between the samples
+    (a CONTRA spline box in 3-D was 3.5% of the width inside). The higher hill sits in the
+    widest gap of the box's own sample; several starts far apart find it."""
+    from uqconform.regions import _unit_sphere_sample
+
+    sample = _unit_sphere_sample(np.random.default_rng(0), 1024, 3, "l2")
+    low = sample[0]
+    candidates = _unit_sphere_sample(np.random.default_rng(1), 20_000, 3, "l2")
+    candidates = candidates[candidates @ low < 0]  # more than 90 degrees from the low hill
+    gap = 2 - 2 * (candidates @ sample.T).max(axis=1)  # squared chord to the nearest sample
+    high = candidates[gap.argmax()]
+    assert 1.1 * np.exp(-gap.max() / 0.01) < 1.0  # the low hill's sample is the best one
+    radius = 1.5
+    box = PredictionRegion(Hills(low, high), radius).bounding_box()
+    assert box[0, 0, 1] == pytest.approx(1.1 * radius, rel=1e-4)
+
+
 # ---- indexing, pickling, repr ---------------------------------------------------------------
 
 
