@@ -485,7 +485,11 @@ def test_a_density_ratio_passed_as_its_bound_predict_is_tracked_too():
     with pytest.raises(NotFittedError, match="refitted or changed since"):
         cp.predict_interval(X[1500:])
     cp.calibrate(X[500:1000], y[500:1000])
-    assert not np.array_equal(cp.predict_interval(X[1500:]), before)
+    refitted = cp.predict_interval(X[1500:])
+    assert not np.array_equal(refitted, before)
+    # a fresh lookup of the same bound method is the same setting (no recalibration)
+    cp.set_params(likelihood_ratio=ratio.predict)
+    np.testing.assert_array_equal(cp.predict_interval(X[1500:]), refitted)
     ratio.clip = 2.0
     with pytest.raises(NotFittedError, match="refitted or changed since"):
         cp.predict_interval(X[1500:])

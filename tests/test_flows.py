@@ -249,6 +249,13 @@ def test_bad_parameters_name_the_argument(kwargs, message):
         fit_flow(Y, X, **kwargs)
 
 
+@pytest.mark.parametrize("kind", ["maf", "spline"])
+def test_no_hidden_blocks_is_a_plain_masked_network(kind):
+    X, Y = curved(n=60)
+    flow = fit_flow(Y, X, kind=kind, n_hidden_blocks=0, random_state=0, **TINY)
+    assert flow.to_latent(Y[:3], X[:3]).shape == (3, 2)
+
+
 def test_bad_data():
     X, Y = curved(n=20)
     with pytest.raises(ValueError, match="`X`"):

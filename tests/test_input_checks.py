@@ -329,6 +329,11 @@ SHORT_Y = r"`[yY]` has {} (?:entries|rows) but X has {} rows"
         lambda: BinarizedSmoothedClassifier(FrozenEstimator(LogisticRegression())),
         lambda: EnbPI(FrozenEstimator(LinearRegression())),
         lambda: KOWCPI(FrozenEstimator(LinearRegression())),
+        lambda: ApproximateFullConformalRegressor(FrozenEstimator(LinearRegression())),
+        lambda: EnsembleConformalClassifier(FrozenEstimator(LogisticRegression())),
+        lambda: HeadEnsemble(FrozenEstimator(LogisticRegression())),
+        lambda: MultiDimScoreClassifier(FrozenEstimator(LogisticRegression())),
+        lambda: ReliablePredictionSets(FrozenEstimator(LogisticRegression())),
     ],
 )
 def test_fit_with_a_frozen_unfitted_model_says_what_to_do(data, make):

@@ -416,8 +416,12 @@ def test_y_shape_and_type_errors():
     # the message names the first entry that is not a number (it named none)
     labelled = y.astype(object)
     labelled[[40, 70]] = "n/a"
-    with pytest.raises(ValueError, match=r"entry 40 is 'n/a' \(2 of 90 entries"):
+    with pytest.raises(ValueError, match=r"entry 40 is 'n/a' \(2 of 90 are not numbers"):
         cp.calibrate(X, labelled)
+    missing = y.astype(object)
+    missing[5] = pd.NA
+    with pytest.raises(ValueError, match=r"entry 5 is <NA> \(1 of 90 are missing"):
+        cp.calibrate(X, missing)
     with pytest.raises(ValueError, match="Complex"):
         cp.calibrate(X, y + 1j)
 

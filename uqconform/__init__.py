@@ -5,6 +5,7 @@ Public names only; see `uqconform.regression`, `uqconform.classification` and
 """
 
 import importlib
+from typing import TYPE_CHECKING
 
 from uqconform._version import InconsistentVersionWarning, __version__
 from uqconform.bayes import LaplacePosterior, LinearizedPredictive
@@ -77,7 +78,21 @@ _LAZY_SUBMODULES = frozenset(
 )
 
 
+if TYPE_CHECKING:  # what type checkers and editors see behind the lazy attributes
+    from uqconform import datasets as datasets
+    from uqconform import evaluation as evaluation
+    from uqconform import linearize as linearize
+    from uqconform import quantiles as quantiles
+    from uqconform import routing as routing
+    from uqconform import scores as scores
+    from uqconform import shift as shift
+
+
 def __getattr__(name: str) -> object:
     if name in _LAZY_SUBMODULES:
         return importlib.import_module(f"uqconform.{name}")
     raise AttributeError(f"module 'uqconform' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | _LAZY_SUBMODULES)

@@ -441,18 +441,19 @@ def first_non_number(values: ArrayLike) -> str:
     Examples
     --------
     >>> first_non_number(np.array([1.0, 2.5, "n/a", "x"], dtype=object))
-    "entry 2 is 'n/a' (2 of 4 entries are not numbers)"
+    "entry 2 is 'n/a' (2 of 4 are not numbers)"
     """
     flat = pd.Series(np.ravel(np.asarray(values, dtype=object)), dtype=object)
     bad = np.flatnonzero(pd.to_numeric(flat, errors="coerce").isna() & flat.notna())
+    what = "not numbers"
+    if not bad.size:  # missing markers that are not float NaN: pd.NA, pd.NaT
+        bad = np.flatnonzero(flat.isna() & ~flat.map(lambda value: isinstance(value, float)))
+        what = "missing; remove or impute those rows"
     if not bad.size:
         return "its entries are not numbers"
     index = np.unravel_index(bad[0], np.shape(values))
     where = index[0] if len(index) == 1 else tuple(int(i) for i in index)
-    return (
-        f"entry {where} is {flat.iloc[bad[0]]!r:.40} ({bad.size} of {flat.size} entries are "
-        "not numbers)"
-    )
+    return f"entry {where} is {flat.iloc[bad[0]]!r:.40} ({bad.size} of {flat.size} are {what})"
 
 
 def is_sklearn_estimator(model: Any) -> bool:

@@ -236,10 +236,15 @@ class _FittedState:
         }
 
     def __eq__(self, other: object) -> bool:
+        # each `ratio.predict` lookup is a new bound method: the same one when it binds
+        # the same function to the same owner
+        same = other is self.value or (
+            self.owner is not self.value
+            and getattr(other, "__self__", None) is self.owner
+            and getattr(other, "__func__", None) is getattr(self.value, "__func__", None)
+        )
         return (
-            other is self.value
-            and getattr(self.owner, "_fit_token", None) is self.token
-            and not self._changed()
+            same and getattr(self.owner, "_fit_token", None) is self.token and not self._changed()
         )
 
     def __repr__(self) -> str:

@@ -86,7 +86,7 @@ def check_alpha(
         raise ValueError(f"`{name}` is an empty sequence; give at least one level in (0, 1).")
     bad = ~((levels > 0) & (levels < 1))  # NaN fails both comparisons
     if bad.any():
-        shown = levels[bad][:5].tolist()
+        shown = [float(f"{level:.4g}") for level in levels[bad][:5]]
         more = f" and {int(bad.sum()) - 5} more, of {levels.size} levels" if bad.sum() > 5 else ""
         raise ValueError(
             f"`{name}` must lie strictly between 0 and 1 (it is {meaning}); got {shown}{more}."

@@ -842,7 +842,8 @@ class PredictionRegion:
         values = np.nan_to_num(points[:, :, np.arange(2 * d) % d] * sign, nan=-np.inf)
         # several starts per extreme, so that one local maximum does not end the search:
         # the best sampled direction, then the best more than 60 degrees from every start
-        # taken (a loop over the few starts; exhausted samples repeat a start, harmlessly)
+        # taken (a loop over the few starts; once every sample is excluded the start is
+        # the first sample, a search that can only add a larger value)
         chosen = np.empty((n, 2 * d, starts), dtype=np.intp)
         remaining = values  # (n, m, 2d)
         for k in range(starts):
@@ -867,9 +868,8 @@ class PredictionRegion:
         # value's rise from it (a map affine on the sphere then needs one step; the radial
         # finite difference would add how the map grows off the sphere).
         centre = objective(np.zeros((n, coordinate.size, 1, d)))
-        reach = np.ones(
-            (n, coordinate.size, 1)
-        )  # halved after a rejected step: a shorter move next
+        # halved after a rejected step: a shorter move next
+        reach = np.ones((n, coordinate.size, 1))
         for _ in range(_ASCENT_MAX_STEPS):
             probes = direction[:, :, None, :] + _ASCENT_STEP * np.eye(d)  # (n, e, d, d)
             stacked = (

@@ -8,6 +8,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from sklearn.base import BaseEstimator
 
+from uqconform._validation import check_frozen_is_fitted
 from uqconform.classification.heads import HeadEnsemble
 from uqconform.classification.split import SplitConformalClassifier
 
@@ -110,6 +111,7 @@ class EnsembleConformalClassifier(SplitConformalClassifier):
     _fit_params = ("estimator", "n_heads", "diversity")  # the heads fit trained
 
     def _make_estimator(self) -> BaseEstimator:
+        check_frozen_is_fitted(self.estimator, self)
         return self._heads()
 
     def _prefit_estimator(self) -> BaseEstimator:

@@ -27,6 +27,7 @@ from uqconform._validation import (
     check_class_labels,
     check_features,
     check_fitted_model,
+    check_frozen_is_fitted,
     check_int,
     check_n_jobs,
     check_verbose,
@@ -196,6 +197,7 @@ class HeadEnsemble(VersionedState, RoutesFitParams, ClassifierMixin, BaseEstimat
         self
         """
         self._validate_params()
+        check_frozen_is_fitted(self.estimator, self)
         prefit = self._prefit_heads()
         if prefit is not None:
             if fit_params:

@@ -39,6 +39,7 @@ from uqconform._validation import (
     check_bool,
     check_class_labels,
     check_features,
+    check_frozen_is_fitted,
     check_int,
     check_rows,
 )
@@ -269,6 +270,7 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
         self
         """
         self._validate_params()
+        check_frozen_is_fitted(self.estimator, self)
         head_params = self._routed_fit_params(fit_params)["estimator"]
         self._reset_calibration()
         X = check_features(self, X, reset=True)

@@ -49,6 +49,7 @@ from uqconform._validation import (
     check_class_labels,
     check_features,
     check_fitted_model,
+    check_frozen_is_fitted,
     check_int,
     check_n_jobs,
     check_verbose,
@@ -840,6 +841,7 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
         self
         """
         self._validate_params()
+        check_frozen_is_fitted(self.estimator, self)
         self._reset_calibration()
         if self._prefit() is not None:
             self._adopt(cast(list, self._prefit()))  # not None: checked just above

@@ -632,7 +632,7 @@ def fit_flow(
         patience=patience,
         validation_fraction=validation_fraction,
     )
-    check_int(n_hidden_blocks, "n_hidden_blocks")
+    check_int(n_hidden_blocks, "n_hidden_blocks", low=0)  # 0: a plain masked network
     check_int(num_bins, "num_bins")
     check_positive_float(tail_bound, "tail_bound")
     Y, X = _check_flow_data(Y, X)

@@ -36,6 +36,7 @@ from uqconform._seeding import check_random_state_value, integer_seed, seeded_cl
 from uqconform._validation import (
     candidate_values,
     check_features,
+    check_frozen_is_fitted,
     check_regression_target,
     named_as_fitted,
     sklearn_tags,
@@ -518,6 +519,7 @@ class ApproximateFullConformalRegressor(
         self
         """
         self._validate_params()
+        check_frozen_is_fitted(self.estimator, self)
         model = self._default_estimator() if self.estimator is None else self.estimator
         if fit_params and (is_torch_module(model) or isinstance(model, FrozenEstimator)):
             raise ValueError(
