@@ -87,7 +87,8 @@ def check_alpha(
     bad = ~((levels > 0) & (levels < 1))  # NaN fails both comparisons
     if bad.any():
         shown = [float(f"{level:.4g}") for level in levels[bad][:5]]
-        more = f" and {int(bad.sum()) - 5} more, of {levels.size} levels" if bad.sum() > 5 else ""
+        count = int(bad.sum())
+        more = f" and {count - 5} more, of {levels.size} levels" if count > 5 else ""
         raise ValueError(
             f"`{name}` must lie strictly between 0 and 1 (it is {meaning}); got {shown}{more}."
         )

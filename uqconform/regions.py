@@ -837,9 +837,10 @@ class PredictionRegion:
         image of the centre; exact in one step for a map affine on the sphere), kept when
         larger, a shorter move after a rejected one."""
         n, d, starts = points.shape[0], self.dim, _ASCENT_STARTS
-        sign = np.repeat([-1.0, 1.0], d)  # the d lower extremes, then the d upper ones
+        extreme_coordinate = np.arange(2 * d) % d
+        extreme_sign = np.repeat([-1.0, 1.0], d)  # the d lower extremes, then the d upper
         radius = self._radii()[:, None, None]
-        values = np.nan_to_num(points[:, :, np.arange(2 * d) % d] * sign, nan=-np.inf)
+        values = np.nan_to_num(points[:, :, extreme_coordinate] * extreme_sign, nan=-np.inf)
         # several starts per extreme, so that one local maximum does not end the search:
         # the best sampled direction, then the best more than 60 degrees from every start
         # taken (a loop over the few starts; once every sample is excluded the start is
@@ -853,8 +854,8 @@ class PredictionRegion:
         best = np.take_along_axis(values.transpose(0, 2, 1), chosen, axis=2)
         best = best.reshape(n, -1)  # (n, 2d * starts), as the directions
         direction = unit[chosen.reshape(n, -1)]  # (n, 2d * starts, d)
-        coordinate = np.repeat(np.arange(2 * d) % d, starts)
-        sign = np.repeat(sign, starts)
+        coordinate = np.repeat(extreme_coordinate, starts)  # those of every start
+        sign = np.repeat(extreme_sign, starts)
 
         def objective(latent: NDArray) -> NDArray:  # (n, e, k, d) -> (n, e, k), e extremes
             # the sampled points reported overflow already
@@ -902,7 +903,7 @@ class PredictionRegion:
                 break
         with np.errstate(invalid="ignore"):
             best = best.reshape(n, 2 * d, starts).max(axis=2)
-            bounds = np.where(np.isfinite(best), best * sign[::starts], np.nan)  # (n, 2d)
+            bounds = np.where(np.isfinite(best), best * extreme_sign, np.nan)  # (n, 2d)
         return np.stack([bounds[:, :d], bounds[:, d:]], axis=2)
 
     # ---- plotting ---------------------------------------------------------------------------
