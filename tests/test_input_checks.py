@@ -320,28 +320,29 @@ SHORT_Y = r"`[yY]` has {} (?:entries|rows) but X has {} rows"
 
 
 @pytest.mark.parametrize(
-    "make",
+    "cls",
     [
-        lambda: SplitConformalRegressor(FrozenEstimator(LinearRegression())),
-        lambda: SplitConformalClassifier(FrozenEstimator(LogisticRegression())),
-        lambda: EllipsoidalConformalRegressor(FrozenEstimator(LinearRegression())),
-        lambda: ConformalPredictiveSystem(FrozenEstimator(LinearRegression())),
-        lambda: BinarizedSmoothedClassifier(FrozenEstimator(LogisticRegression())),
-        lambda: EnbPI(FrozenEstimator(LinearRegression())),
-        lambda: KOWCPI(FrozenEstimator(LinearRegression())),
-        lambda: ApproximateFullConformalRegressor(FrozenEstimator(LinearRegression())),
-        lambda: EnsembleConformalClassifier(FrozenEstimator(LogisticRegression())),
-        lambda: HeadEnsemble(FrozenEstimator(LogisticRegression())),
-        lambda: MultiDimScoreClassifier(FrozenEstimator(LogisticRegression())),
-        lambda: ReliablePredictionSets(FrozenEstimator(LogisticRegression())),
+        SplitConformalRegressor,
+        SplitConformalClassifier,
+        EllipsoidalConformalRegressor,
+        ConformalPredictiveSystem,
+        BinarizedSmoothedClassifier,
+        EnbPI,
+        KOWCPI,
+        ApproximateFullConformalRegressor,
+        EnsembleConformalClassifier,
+        HeadEnsemble,
+        MultiDimScoreClassifier,
+        ReliablePredictionSets,
     ],
 )
-def test_fit_with_a_frozen_unfitted_model_says_what_to_do(data, make):
+def test_fit_with_a_frozen_unfitted_model_says_what_to_do(data, cls):
     """fit never trains a FrozenEstimator: an unfitted one gave the model's own "call
     'fit'" message, which tells the user to do what they just did."""
     X, y, labels = data
-    model = make()
-    target = labels if is_classifier(model) else y
+    classifier = is_classifier(cls())
+    model = cls(FrozenEstimator(LogisticRegression() if classifier else LinearRegression()))
+    target = labels if classifier else y
     if isinstance(model, EllipsoidalConformalRegressor):
         target = np.c_[y, -y]
     with pytest.raises(NotFittedError, match=rf"{type(model).__name__}\.fit: .*unfitted"):

