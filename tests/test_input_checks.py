@@ -1440,6 +1440,38 @@ def test_predicting_before_calibrate_around_a_fitted_model_names_calibrate(data)
             cp.predict_set(X) if wrapper is SplitConformalClassifier else cp.predict_interval(X)
 
 
+@pytest.mark.parametrize(
+    ("make", "method", "needs"),
+    [
+        (
+            lambda: ApproximateFullConformalRegressor(LinearRegression()),
+            "predict_interval",
+            r"needs fit\(X, y\), or calibrate\(X_calib, y_calib\) alone around a fitted",
+        ),
+        (
+            lambda: ReliablePredictionSets(k_train=2, k_calib=2),
+            "predict_set",
+            r"needs fit\(X, y\) and then calibrate\(X_calib, y_calib\) first",
+        ),
+        (lambda: FullConformalRidge(), "predict_interval", r"needs fit\(X, y\) first"),
+        (lambda: FullConformalRidge(), "predict_pvalue", r"needs fit\(X, y\) first"),
+        (lambda: KOWCPI(LinearRegression()), "predict_interval", r"needs fit\(X, y\) first"),
+        (lambda: EnbPI(LinearRegression()), "update", r"needs fit\(X, y\) first"),
+        (lambda: SPCI(LinearRegression()), "predict_set", r"needs fit\(X, y\) first"),
+        (lambda: LaplacePosterior(MLPRegressor()), "variance", r"needs fit\(X, y\) first"),
+    ],
+)
+def test_predicting_before_fit_names_the_method_and_what_it_needs(data, make, method, needs):
+    """scikit-learn's "Call 'fit' with appropriate arguments" was the message of these
+    wrappers: wrong for ACP (calibrate alone around a fitted model also serves) and RPS
+    (it needs calibrate too), and naming no method anywhere."""
+    X, y, _ = data
+    wrapper = make()
+    args = {"predict_pvalue": (X[:3], [0.0]), "update": (X[:3], y[:3])}.get(method, (X[:3],))
+    with pytest.raises(NotFittedError, match=rf"^{type(wrapper).__name__}\.\w+ {needs}"):
+        getattr(wrapper, method)(*args)
+
+
 def test_booleans_and_text_are_not_numbers_where_a_number_is_asked_for():
     # scikit-learn's interval constraints count True as 1 and numpy reads "1" as 1.0:
     # each of these ran with a value the user did not mean

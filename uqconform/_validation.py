@@ -520,6 +520,26 @@ def check_fitted_model(model: Any) -> None:
         check_is_fitted(model)
 
 
+def check_wrapper_fitted(
+    wrapper: Any, attribute: str, method: str, needs: str = "fit(X, y)"
+) -> None:
+    """scikit-learn's ``check_is_fitted`` with a message that names the wrapper's method
+    and the call(s) it ``needs`` (scikit-learn's own says "Call 'fit'", which is wrong for
+    a wrapper that also needs calibrate, or may be calibrated alone).
+
+    Examples
+    --------
+    >>> from sklearn.linear_model import Ridge
+    >>> check_wrapper_fitted(Ridge(), "coef_", "predict_interval")
+    Traceback (most recent call last):
+    ...
+    sklearn.exceptions.NotFittedError: Ridge.predict_interval needs fit(X, y) first.
+    """
+    # scikit-learn formats the message with %-substitution: a literal % must be doubled
+    message = f"{type(wrapper).__name__}.{method} needs {needs} first.".replace("%", "%%")
+    check_is_fitted(wrapper, attribute, msg=message)
+
+
 def check_frozen_is_fitted(estimator: Any, wrapper: Any) -> None:
     """A ``FrozenEstimator`` given to ``fit`` must hold a fitted model (``fit`` never trains
     it): a NotFittedError that says so, naming the wrapper, instead of the model's own

@@ -42,7 +42,6 @@ from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted
 
 from uqconform._seeding import check_random_state_value, random_generator
 from uqconform._validation import (
@@ -51,6 +50,7 @@ from uqconform._validation import (
     check_int,
     check_positive_float,
     check_regression_target,
+    check_wrapper_fitted,
     real_values,
     refuse_booleans,
 )
@@ -531,7 +531,7 @@ class LaplacePosterior(VersionedState, BaseEstimator):
             If the precision is not a finite number > 0 (or, by default, if the fitted one is
             an array, or 0 for a posterior built by `from_variance`).
         """
-        check_is_fitted(self, "curvature_")
+        check_wrapper_fitted(self, "curvature_", "log_marginal_likelihood")
         check_calibration_settings(self, "log_marginal_likelihood", step="fit", again="fit(X, y)")
         delta = self.prior_precision_ if prior_precision is None else prior_precision
         if np.ndim(delta) != 0:
@@ -600,7 +600,7 @@ class LaplacePosterior(VersionedState, BaseEstimator):
     # ---- the posterior ----------------------------------------------------------------------
     def _check(self, method: str, scale: float = 1.0) -> float:
         """Fitted, with the structure it was fitted with? Return ``scale`` checked."""
-        check_is_fitted(self, "prior_precision_")
+        check_wrapper_fitted(self, "prior_precision_", method)
         check_calibration_settings(self, method, step="fit", again="fit(X, y)")
         return check_positive_float(scale, "scale")
 

@@ -53,6 +53,7 @@ from uqconform._validation import (
     check_int,
     check_n_jobs,
     check_verbose,
+    check_wrapper_fitted,
     missing_proba_error,
 )
 from uqconform._version import VersionedState
@@ -959,7 +960,7 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
 
     def predict_scores(self, X: Any) -> NDArray:
         """Smoothed conformity score of every label (higher: more plausible)."""
-        check_is_fitted(self, "estimators_")
+        check_wrapper_fitted(self, "estimators_", "predict_scores")
         if self._probability_mode():
             return self._probabilities(X)
         return _smoothed(self.vote_counts(X), self.k_train_, self.conformity_score)
@@ -1144,7 +1145,9 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
         )
 
     def _check_calibrated(self, method: str) -> None:
-        check_is_fitted(self, "estimators_")
+        check_wrapper_fitted(
+            self, "estimators_", method, "fit(X, y) and then calibrate(X_calib, y_calib)"
+        )
         if not hasattr(self, "conformity_scores_"):
             raise NotFittedError(
                 "ReliablePredictionSets needs calibration: call calibrate(X_calib, y_calib) on "

@@ -38,6 +38,7 @@ from uqconform._validation import (
     check_features,
     check_frozen_is_fitted,
     check_regression_target,
+    check_wrapper_fitted,
     named_as_fitted,
     sklearn_tags,
 )
@@ -65,6 +66,9 @@ from uqconform.linearize import (
 from uqconform.regression.crr import LinearConfidenceMachine
 from uqconform.regression.full import FullConformalMixin
 from uqconform.routing import RoutesFitParams, routing_enabled
+
+# what a prediction before fit or calibrate needs (full mode, or split+refine mode)
+_BEFORE_PREDICTING = "fit(X, y), or calibrate(X_calib, y_calib) alone around a fitted `estimator`,"
 
 if TYPE_CHECKING:
     from typing_extensions import Self  # typing.Self from Python 3.11
@@ -619,7 +623,7 @@ class ApproximateFullConformalRegressor(
 
     # ---- prediction ---------------------------------------------------------------------
     def _check_ready(self, method: str) -> None:
-        check_is_fitted(self, "machine_")
+        check_wrapper_fitted(self, "machine_", method, _BEFORE_PREDICTING)
         # The machine was built with these settings: changed since, it no longer fits them.
         if self.mode_ == "full":
             check_calibration_settings(self, method, step="fit", again="fit(X, y)")
@@ -635,8 +639,8 @@ class ApproximateFullConformalRegressor(
                 f"again?); the confidence machine belongs to the old ones: call {again} again."
             )
 
-    def _test_input(self, X: Any) -> Any:
-        check_is_fitted(self, "machine_")
+    def _test_input(self, X: Any, method: str) -> Any:
+        check_wrapper_fitted(self, "machine_", method, _BEFORE_PREDICTING)
         return row_sliceable(self._check_X(X, reset=False))  # batches are sliced from it
 
     def _test_features(self, X: Any) -> tuple[NDArray, NDArray]:
@@ -683,7 +687,9 @@ class ApproximateFullConformalRegressor(
         ndarray of shape (n_samples,)
         """
         self._check_ready("predict")
-        centre = self._map_feature_batches(self._test_input(X), lambda _, centre: centre)
+        centre = self._map_feature_batches(
+            self._test_input(X, "predict"), lambda _, centre: centre
+        )
         return self._to_target(centre)
 
     def predict_std(self, X: ArrayLike) -> NDArray:
@@ -703,6 +709,7 @@ class ApproximateFullConformalRegressor(
         """
         self._check_ready("predict_std")
         leverage = self._map_feature_batches(
-            self._test_input(X), lambda features, _: self.machine_.test_leverage(features)
+            self._test_input(X, "predict_std"),
+            lambda features, _: self.machine_.test_leverage(features),
         )
         return self.noise_ * np.sqrt(1.0 + leverage)  # noise_ is in the units of y

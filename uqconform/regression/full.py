@@ -25,6 +25,7 @@ from uqconform._validation import (
     check_features,
     check_int,
     check_regression_target,
+    check_wrapper_fitted,
 )
 from uqconform._version import VersionedState
 from uqconform._warnings import warn_user
@@ -78,7 +79,8 @@ class FullConformalMixin:
     """Prediction side shared by the full-CP regressors.
 
     A subclass sets ``machine_`` (a fitted `LinearConfidenceMachine`) and
-    ``training_residuals_``, and implements ``_test_input(X)`` (the checked test input) and
+    ``training_residuals_``, and implements ``_test_input(X, method)`` (the checked test
+    input; ``method`` names the caller in a before-fit error) and
     ``_test_features(X) -> (features, predictions)`` for rows of a checked input.
     """
 
@@ -90,7 +92,7 @@ class FullConformalMixin:
         machine_: LinearConfidenceMachine
         training_residuals_: NDArray
 
-        def _test_input(self, X: Any) -> Any: ...
+        def _test_input(self, X: Any, method: str) -> Any: ...
 
         def _test_features(self, X: Any) -> tuple[NDArray, NDArray]: ...
 
@@ -221,7 +223,7 @@ class FullConformalMixin:
         alphas = check_call_alpha(alpha, self.alpha)
         algorithm = exact_intervals if self.algorithm == "exact" else fast_intervals
         pieces = []
-        batches = self._coefficient_batches(self._test_input(X))
+        batches = self._coefficient_batches(self._test_input(X, "predict_interval"))
         for index, (_, predictions, a, b) in enumerate(batches):  # a loop over batches
             centred = algorithm(a, b, alphas, warn=index == 0) + predictions[:, None, None]
             pieces.append(_empty_at_centre(centred, predictions))
@@ -253,7 +255,7 @@ class FullConformalMixin:
             raise ValueError("`alpha` must be a single level when union=True.")
         level = float(levels[0])
         result: list[NDArray] = []
-        batches = self._coefficient_batches(self._test_input(X))
+        batches = self._coefficient_batches(self._test_input(X, "predict_set"))
         for index, (_, predictions, a, b) in enumerate(batches):
             pieces = exact_union(a, b, level, warn=index == 0)
             result.extend(p + c for p, c in zip(pieces, predictions, strict=True))
@@ -277,7 +279,7 @@ class FullConformalMixin:
         -------
         ndarray of shape (n_samples,) or (n_samples, g)
         """
-        X = self._test_input(X)
+        X = self._test_input(X, "predict_pvalue")
         grid, single = candidate_grid(y_candidates, n_rows(X))
         out = np.empty(grid.shape)
         for rows, predictions, a, b in self._coefficient_batches(X, width=grid.shape[1]):
@@ -435,8 +437,8 @@ class FullConformalRidge(VersionedState, FullConformalMixin, RegressorMixin, Bas
             NDArray, check_array(X, dtype=float, order="C", estimator=self, input_name="X")
         )
 
-    def _test_input(self, X: Any) -> NDArray:
-        check_is_fitted(self, "machine_")
+    def _test_input(self, X: Any, method: str) -> NDArray:
+        check_wrapper_fitted(self, "machine_", method)
         return self._checked_X(X, reset=False)
 
     def _test_features(self, X: NDArray) -> tuple[NDArray, NDArray]:
@@ -454,4 +456,4 @@ class FullConformalRidge(VersionedState, FullConformalMixin, RegressorMixin, Bas
         -------
         ndarray of shape (n_samples,)
         """
-        return self._test_features(self._test_input(X))[1]
+        return self._test_features(self._test_input(X, "predict"))[1]

@@ -40,6 +40,7 @@ from uqconform._validation import (
     check_regression_model,
     check_regression_target,
     check_verbose,
+    check_wrapper_fitted,
     missing_target_error,
     real_values,
 )
@@ -839,7 +840,7 @@ class SequentialConformalRegressor(
         -------
         ndarray of shape (n_samples,)
         """
-        check_is_fitted(self, "source_")
+        check_wrapper_fitted(self, "source_", "predict")
         # the point prediction needs the models as fitted (not the memory or the window)
         check_calibration_settings(
             self, "predict", step="fit", again="fit(X, y)", only=self._model_params
@@ -951,7 +952,7 @@ class SequentialConformalRegressor(
         return self._online_intervals(X, y, alpha)
 
     def _intervals(self, X: ArrayLike, y: ArrayLike | None, alpha: Any) -> NDArray:
-        check_is_fitted(self, "source_")
+        check_wrapper_fitted(self, "source_", "predict_interval")
         check_calibration_settings(self, "predict_interval", step="fit", again="fit(X, y)")
         self._check_call_params()
         value = self.alpha if alpha is None else alpha
@@ -1186,7 +1187,7 @@ class SequentialConformalRegressor(
         -------
         self
         """
-        check_is_fitted(self, "source_")
+        check_wrapper_fitted(self, "source_", "update")
         check_calibration_settings(self, "update", step="fit", again="fit(X, y)")
         self._check_call_params()
         if y is None:
