@@ -12,7 +12,7 @@ from conftest import Unchanged
 from sklearn.base import clone
 from sklearn.ensemble import HistGradientBoostingRegressor
 from sklearn.exceptions import NotFittedError
-from sklearn.linear_model import Ridge
+from sklearn.linear_model import LogisticRegression, Ridge
 from sklearn.svm import LinearSVC
 
 from uqconform import (
@@ -425,6 +425,12 @@ def test_density_ratio_names_a_missing_sample():
         ClassifierDensityRatio().fit(rows, gappy)
     with pytest.raises(TypeError, match="`classifier` must be a scikit-learn classifier"):
         ClassifierDensityRatio(classifier="logistic").fit(rows, rows)
+    # review findings: the class itself failed in clone ("Cannot clone object"), and a
+    # 3-D input was refused for its rows ("need at least 2 rows, got 1 and 1")
+    with pytest.raises(TypeError, match=r"got the class LogisticRegression: pass Logistic"):
+        ClassifierDensityRatio(classifier=LogisticRegression).fit(rows, rows)
+    with pytest.raises(ValueError, match=r"`X_source` must be 2-D .*got shape \(1, 5, 2\)"):
+        ClassifierDensityRatio().fit(rows[None], rows)
 
 
 def test_a_density_ratio_refitted_in_place_calls_for_recalibration():

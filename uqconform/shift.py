@@ -134,6 +134,11 @@ class ClassifierDensityRatio:
                     f"`{name}` must be rows of features (an array, DataFrame or list of "
                     f"rows), got {value!r:.60}."
                 )
+            shape = getattr(value, "shape", None)  # a list of rows is checked below
+            if shape is not None and len(shape) != 2:
+                raise ValueError(
+                    f"`{name}` must be 2-D (rows of features), got shape {tuple(shape)}."
+                )
         n_source, n_target = n_rows(X_source), n_rows(X_target)
         if n_source < 2 or n_target < 2:
             raise ValueError(
@@ -185,6 +190,11 @@ class ClassifierDensityRatio:
                         "classifier cannot take: impute them, or pass a `classifier` that "
                         "handles them (e.g. HistGradientBoostingClassifier for NaN)."
                     )
+        elif isinstance(self.classifier, type):
+            raise TypeError(
+                f"`classifier` must be a classifier instance, got the class "
+                f"{self.classifier.__name__}: pass {self.classifier.__name__}() instead."
+            )
         elif not hasattr(self.classifier, "get_params"):
             raise TypeError(
                 f"`classifier` must be a scikit-learn classifier with predict_proba, got "
