@@ -1163,3 +1163,23 @@ def test_a_hand_built_report_row_below_its_bounds_prints_below():
     assert "BELOW" in str(report)
     report.rows[0]["coverage"] = 0.9
     assert " yes " in str(report)
+
+
+def test_findings_of_the_evaluation_review_at_the_edges():
+    """Review findings, each silent before: mixed-type group labels in a list merged (numpy
+    read 1 and "1" as the same string), text targets were read as numbers, a billion-fold
+    calibration set gave bounds off by a count, and confidence 1 - 1e-9 printed as 100%."""
+    y = np.array([0.0, 1.0, 2.0, 3.0])
+    intervals = np.array([[-1.0, 1.5]] * 4)
+    table = coverage_by_group(y, intervals, groups=[1, "1", 2, "2"])
+    assert table["count"].tolist() == [1, 1, 1, 1]
+    assert [table.loc[table.index.map(repr) == repr(g), "coverage"].item() for g in
+            (1, "1", 2, "2")] == [1.0, 1.0, 0.0, 0.0]  # fmt: skip
+    with pytest.raises(TypeError, match="`y_true` must be numeric"):
+        coverage(["0", "1", "2", "5"], intervals)
+    with pytest.raises(ValueError, match="`n_calibration` must be at most 1e12"):
+        coverage_bounds(10**13, 0.1, 100)
+    row = {"alpha": 0.1, "nominal": 0.9, "coverage": 0.9, "bound_low": 0.8,
+           "bound_high": 0.95, "mean_width": 1.0}  # fmt: skip
+    report = CoverageReport("M", "regression", "mean_width", 100, 1000, 1 - 1e-9, 0.0, [row])
+    assert "99.9999999% bounds" in str(report)

@@ -35,6 +35,12 @@ def check_rows(name: str, values: ArrayLike, n: int, rows_of: str = "X") -> NDAr
     if values is None and name == "y":
         raise missing_target_error()
     array = np.asarray(values)
+    if (
+        array.dtype.kind in "US"
+        and not isinstance(values, np.ndarray)
+        and pd.api.types.infer_dtype(values, skipna=False) not in ("string", "bytes")
+    ):  # numpy reads [1, "1"] as two equal strings: keep the entries as given
+        array = np.asarray(values, dtype=object)
     if array.ndim == 0:
         hint = (
             f" To use a column of X, pass the column itself: {name}=X[{values!r}]."

@@ -213,6 +213,8 @@ def _check_rows(
 
 
 def _numeric_target(y: NDArray, name: str = "y_true") -> NDArray:
+    if y.dtype.kind in "US":  # text such as "2.5" would be read as a number
+        raise TypeError(f"`{name}` must be numeric for intervals or regions, got dtype {y.dtype}.")
     try:
         values = y.astype(float)
     except (TypeError, ValueError):
