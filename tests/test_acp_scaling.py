@@ -174,7 +174,7 @@ def test_test_leverage_is_the_diagonal_of_the_full_computation(penalty):
 def test_predict_std_uses_the_leverage_only(monkeypatch, network):
     model = _fitted_models(network)["acp-mlp"]
     X_test, _ = _data(N_TEST, seed=3)
-    features, _ = model._test_features(model._test_input(X_test))
+    features, _ = model._test_features(model._test_input(X_test, "predict_std"))
     h_test, _ = model.machine_.test_leverages(features)
 
     def refuse(self, test_features):

@@ -777,3 +777,33 @@ def test_every_label_of_a_set_has_a_p_value_above_alpha(score, integer_labels):
             ends = intervals[np.isfinite(intervals)]
             p = fitted.predict_pvalue(X_test[row : row + 1], ends[None, :])
             assert (p > alpha).all()
+
+
+def _refit_p_value(X: np.ndarray, y: np.ndarray, x: np.ndarray, label: float) -> float:
+    """Full-CP p-value by refitting scikit-learn's LinearRegression with the label added
+    (absolute residuals, ties within 1e-9 conforming)."""
+    X_all, y_all = np.vstack([X, x]), np.append(y, label)
+    residuals = np.abs(y_all - LinearRegression().fit(X_all, y_all).predict(X_all))
+    return float((np.sum(residuals[:-1] >= residuals[-1] - 1e-9) + 1) / y_all.size)
+
+
+def test_a_fit_through_every_training_point_keeps_exact_ties():
+    """Review finding: with residuals of rounding size (more parameters than rows and no
+    penalty, or noise-free labels) the tie margin, relative to them alone, vanished and
+    exact ties were decided by rounding: p-values 1/9 where the refit gives 2/9, and half
+    the line missing from a set the refit says is the whole line."""
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(8, 12)), rng.normal(size=8)  # p > n: every point fitted
+    model = FullConformalRidge(LinearRegression(), alpha=0.2).fit(X, y)
+    labels = y[0] + np.array([-5.0, -1.0, 1.0, 5.0])  # the test row repeats row 0
+    expected = [_refit_p_value(X, y, X[:1], label) for label in labels]
+    np.testing.assert_allclose(model.predict_pvalue(X[:1], labels)[0], expected)
+    assert expected == [2 / 9] * 4
+    np.testing.assert_array_equal(model.predict_set(X[:1], union=True)[0], [[-np.inf, np.inf]])
+    np.testing.assert_array_equal(model.predict_interval(X[:1])[0], [-np.inf, np.inf])
+    # noise-free labels, more rows than parameters: the true label conforms with p = 1
+    X_free = rng.normal(size=(30, 3))
+    exact = FullConformalRidge(LinearRegression()).fit(X_free, X_free @ [1.0, -2.0, 0.5])
+    X_test = rng.normal(size=(4, 3))
+    truth = X_test @ [1.0, -2.0, 0.5]
+    np.testing.assert_array_equal(exact.predict_pvalue(X_test, truth[:, None])[:, 0], 1.0)

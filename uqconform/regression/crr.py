@@ -54,15 +54,22 @@ _MIN_ONE_MINUS_LEVERAGE = 1e-8
 _TIE_TOLERANCE = 1e-10
 
 
-def _tie_margin(a: NDArray) -> NDArray:
-    """Per test point (m, 1): the residual difference that still counts as a tie."""
-    return _TIE_TOLERANCE * np.max(np.abs(a), axis=1, keepdims=True)
+def _tie_margin(a: NDArray, label_spread: float = 0.0) -> NDArray:
+    """Per test point (m, 1): the residual difference that still counts as a tie.
+
+    Relative to the largest ``|a|``, and at least to ``label_spread`` (the training
+    labels' spread): a fit through every training point (more parameters than rows and no
+    penalty, or noise-free labels) leaves residuals of rounding size, and a margin relative
+    to them alone left exact ties to rounding (half the line dropped from a set).
+    """
+    largest = np.max(np.abs(a), axis=1, keepdims=True)
+    return _TIE_TOLERANCE * np.maximum(largest, label_spread)
 
 
-def _set_margin(a: NDArray) -> NDArray:
+def _set_margin(a: NDArray, label_spread: float = 0.0) -> NDArray:
     """Half `_tie_margin`, for the sets' ends: they then lie inside the region where
     `p_values` counts the ties, so every label of a returned set has ``p(y) > alpha``."""
-    return _tie_margin(a) / 2.0
+    return _tie_margin(a, label_spread) / 2.0
 
 
 def _cholesky_with_jitter(matrix: NDArray, name: str) -> tuple[tuple[NDArray, bool], float]:
@@ -309,7 +316,9 @@ def _needed(n: int, alphas: NDArray, warn: bool = True) -> NDArray:
     return needed
 
 
-def _events(a: NDArray, b: NDArray) -> tuple[NDArray, NDArray, NDArray, NDArray]:
+def _events(
+    a: NDArray, b: NDArray, label_spread: float = 0.0
+) -> tuple[NDArray, NDArray, NDArray, NDArray]:
     """Sweep events of the sets ``S_i = {y : |r_i(y)| >= |r_m(y)| - tie margin}``.
 
     The tie margin (`_tie_margin`) widens every ``S_i`` by a rounding-sized amount, so that
@@ -318,7 +327,7 @@ def _events(a: NDArray, b: NDArray) -> tuple[NDArray, NDArray, NDArray, NDArray]
     Returns sorted positions, kinds (0: counts from this point on; 1: stops counting just
     after it), the count after each event, and the count before the first event.
     """
-    margin = _set_margin(a)
+    margin = _set_margin(a, label_spread)
     sign = np.where(b < 0, -1.0, 1.0)
     a, b = a * sign, b * sign  # |a + b y| is unchanged; now every slope is >= 0
     a_t, b_t = a[:, -1:], b[:, -1:]
@@ -384,7 +393,9 @@ def _states(position: NDArray, kind: NDArray) -> tuple[NDArray, NDArray]:
     return point, gap
 
 
-def exact_intervals(a: NDArray, b: NDArray, alphas: NDArray, warn: bool = True) -> NDArray:
+def exact_intervals(
+    a: NDArray, b: NDArray, alphas: NDArray, warn: bool = True, label_spread: float = 0.0
+) -> NDArray:
     """Convex hull of the exact full-CP set for every test point and level.
 
     Parameters
@@ -392,6 +403,9 @@ def exact_intervals(a: NDArray, b: NDArray, alphas: NDArray, warn: bool = True) 
     a, b : ndarrays of shape (m, n + 1)
         Residual coefficients (last column: the test point).
     alphas : ndarray of shape (k,)
+    label_spread : float, default=0.0
+        The training labels' spread: ties are decided within ``1e-10`` of it at least
+        (see `_tie_margin`).
 
     Returns
     -------
@@ -400,7 +414,7 @@ def exact_intervals(a: NDArray, b: NDArray, alphas: NDArray, warn: bool = True) 
     """
     m, n = a.shape[0], a.shape[1] - 1
     needed = _needed(n, alphas, warn)
-    position, kind, count, base = _events(a, b)
+    position, kind, count, base = _events(a, b, label_spread)
     point, gap = _states(position, kind)
     valid = point | gap
     final = count[:, -1]  # the unbounded gap to the right of every root
@@ -421,7 +435,9 @@ def exact_intervals(a: NDArray, b: NDArray, alphas: NDArray, warn: bool = True) 
     return out
 
 
-def exact_union(a: NDArray, b: NDArray, alpha: float, warn: bool = True) -> list[NDArray]:
+def exact_union(
+    a: NDArray, b: NDArray, alpha: float, warn: bool = True, label_spread: float = 0.0
+) -> list[NDArray]:
     """The exact full-CP set of each test point as a union of intervals (their closure).
 
     Parameters
@@ -432,6 +448,9 @@ def exact_union(a: NDArray, b: NDArray, alpha: float, warn: bool = True) -> list
     warn : bool, default=True
         Warn when there are too few training points for ``alpha`` (once per call: pass
         False for all but the first batch of test points).
+    label_spread : float, default=0.0
+        The training labels' spread: ties are decided within ``1e-10`` of it at least
+        (see `_tie_margin`).
 
     Returns
     -------
@@ -440,7 +459,7 @@ def exact_union(a: NDArray, b: NDArray, alpha: float, warn: bool = True) -> list
     """
     m, n = a.shape[0], a.shape[1] - 1
     need = int(_needed(n, np.array([float(alpha)]), warn)[0])
-    position, kind, count, base = _events(a, b)
+    position, kind, count, base = _events(a, b, label_spread)
     point, gap = _states(position, kind)
     next_position = np.concatenate([position[:, 1:], np.full((m, 1), np.inf)], axis=1)
     ok = count >= need
@@ -465,7 +484,9 @@ def exact_union(a: NDArray, b: NDArray, alpha: float, warn: bool = True) -> list
     return np.split(intervals, np.cumsum(np.bincount(rows, minlength=m))[:-1]) if m else []
 
 
-def fast_intervals(a: NDArray, b: NDArray, alphas: NDArray, warn: bool = True) -> NDArray:
+def fast_intervals(
+    a: NDArray, b: NDArray, alphas: NDArray, warn: bool = True, label_spread: float = 0.0
+) -> NDArray:
     """Burnaev-Vovk intervals: two one-sided machines on signed residuals at ``alpha/2``.
 
     Returns
@@ -478,7 +499,7 @@ def fast_intervals(a: NDArray, b: NDArray, alphas: NDArray, warn: bool = True) -
     steeper = b_t > b_i
     with np.errstate(divide="ignore", invalid="ignore"):
         crossing = (a_i - a_t) / (b_t - b_i)
-        widen = _set_margin(a) / (b_t - b_i)  # ties at a crossing stay inside
+        widen = _set_margin(a, label_spread) / (b_t - b_i)  # ties at a crossing stay inside
         lower_list = np.sort(np.where(steeper, crossing - widen, -np.inf), axis=1)
         upper_list = np.sort(np.where(steeper, crossing + widen, np.inf), axis=1)
     half = alphas / 2
@@ -495,10 +516,10 @@ def fast_intervals(a: NDArray, b: NDArray, alphas: NDArray, warn: bool = True) -
     return out
 
 
-def p_values(a: NDArray, b: NDArray, candidates: NDArray) -> NDArray:
+def p_values(a: NDArray, b: NDArray, candidates: NDArray, label_spread: float = 0.0) -> NDArray:
     """Full-CP p-values ``p(y)`` of candidate labels ``candidates`` (m, g)."""
     n = a.shape[1] - 1
     residuals = np.abs(a[:, :, None] + b[:, :, None] * candidates[:, None, :])
-    margin = _tie_margin(a)[:, :, None]  # rounding-sized differences are ties
+    margin = _tie_margin(a, label_spread)[:, :, None]  # rounding-sized differences are ties
     conforming = (residuals[:, :-1, :] >= residuals[:, -1:, :] - margin).sum(axis=1)
     return (conforming + 1) / (n + 1)
