@@ -200,6 +200,9 @@ def test_too_few_rows_give_infinite_intervals_with_a_warning():
             intervals = model.predict_interval(X[:3], alpha=0.1)
         assert np.isinf(intervals).all()
     assert np.isfinite(model.predict_interval(X[:3], alpha=0.3)).all()
+    # review finding: the fit warning listed every level, the finite ones too
+    with pytest.warns(UserWarning, match=r"too few for alpha=\[0\.1\] \("):
+        CrossConformalRegressor(cv=4, alpha=[0.1, 0.3]).fit(X, y)
 
 
 def test_seeds_jobs_pickle_and_inputs():

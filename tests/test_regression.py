@@ -728,3 +728,17 @@ def test_more_folds_than_rows_names_cv():
     cp = SplitConformalRegressor(Ridge(), conformity_score="normalized", cv=5)
     with pytest.raises(ValueError, match="`cv`=5 folds need at least 5 rows; X has 3 samples"):
         cp.fit(Xf[:3], yf[:3])  # was scikit-learn's n_splits message
+
+
+def test_a_target_transformed_difficulty_model_is_refused_by_name():
+    """Review finding: a fitted TransformedTargetRegressor around a model with return_std
+    forwarded it and failed inside scikit-learn ("'tuple' object has no attribute 'ndim'");
+    falling back to its predict would have taken the predicted mean for a spread."""
+    from sklearn.compose import TransformedTargetRegressor
+
+    X, y = regression_data(150, seed=0)
+    for inner in (GaussianProcessRegressor(alpha=0.1), BayesianRidge()):
+        spread = TransformedTargetRegressor(inner).fit(X[:100], y[:100])
+        model = SplitConformalRegressor(conformity_score="normalized", difficulty_estimator=spread)
+        with pytest.raises(ValueError, match=r"`difficulty_estimator` \(TransformedTarget"):
+            model.fit(X[:100], y[:100])  # the training spread is read at fit

@@ -167,8 +167,9 @@ class ConformalizedQuantileRegressor(SplitConformalRegressor):
         pair ``(lower, upper)`` of quantile models, fitted by ``fit`` or already fitted (then
         ``calibrate`` works without ``fit``).
     alpha : float or sequence of float, default=0.1
-        Miscoverage level(s). The quantile models are trained at the first level; other
-        levels are still valid, the calibration step absorbs the difference.
+        Miscoverage level(s). The quantile models are trained at the first level `fit`
+        sees (a later ``set_params(alpha=...)`` keeps them); other levels are still valid,
+        the calibration step absorbs the difference.
     symmetric : bool, default=True
         One correction for both ends (``max(lo - y, y - hi)``) or, with ``False``, one per end,
         each at ``alpha/2``.

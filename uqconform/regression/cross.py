@@ -255,8 +255,9 @@ class CrossConformalRegressor(RegressorMixin, CrossFitWrapper):
     def _after_scoring(self) -> None:
         # warn now, next to the cause (prediction warns again for the levels it is given)
         levels = check_call_alpha(None, self.alpha)
-        if (conformal_rank(self.n_calibration_, levels) > self.n_calibration_).any():
-            _warn_too_few(self.n_calibration_, levels, _INFINITE)
+        short = conformal_rank(self.n_calibration_, levels) > self.n_calibration_
+        if short.any():  # only the levels that are short, as at prediction
+            _warn_too_few(self.n_calibration_, levels[short], _INFINITE)
 
     def _centres(self, predictions: NDArray) -> NDArray:
         """``(rows, n)``: for each scored row ``i``, ``mu_{-i}(x)`` from the models'

@@ -58,6 +58,16 @@ def predictive_spread(model: Any, X: Any) -> NDArray:
             return point_predictions(model.predict(X, return_std=True)[1], "difficulty_estimator")
         except TypeError:  # the last step does not take return_std
             pass
+        except (AttributeError, ValueError) as error:
+            # e.g. a TransformedTargetRegressor forwards return_std and then fails to
+            # inverse-transform the (mean, std) pair: falling back to predict would take
+            # its predicted mean for a spread
+            raise ValueError(
+                f"`difficulty_estimator` ({type(model).__name__}) failed when asked for "
+                f"predict(X, return_std=True): {error}. A model that transforms the target "
+                "has no predictive standard deviation in the units of y: pass the inner "
+                "model (fitted on y itself), or a model fitted on absolute residuals."
+            ) from error
     return point_predictions(model.predict(X), "difficulty_estimator")
 
 
