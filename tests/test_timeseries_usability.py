@@ -167,6 +167,24 @@ def test_a_memory_too_short_is_named(model, match):
         model.fit(X, y)
 
 
+@pytest.mark.parametrize("name", list(CLASSES))
+def test_a_call_level_the_memory_is_too_small_for_warns(name):
+    """Review finding: fit warned for the constructor's alpha only; alpha=0.01 at a call,
+    with 50 residuals kept, silently gave [min, max] of the memory (EnbPI covered 0.933 at
+    nominal 0.99)."""
+    X, y = iid_series(160, 0)
+    model = make(name, memory=50, n_bootstrap=8, random_state=0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.fit(X[:100], y[:100]).predict_interval(X[100:110], y=y[100:110])
+    assert not [w for w in caught if "need at least" in str(w.message)]  # 0.1 is fine
+    with pytest.warns(UserWarning, match=r"alpha=0.01 need at least 199 .*throughout"):
+        model.predict_interval(X[110:120], y=y[110:120], alpha=0.01)
+    model.set_params(alpha=0.02)  # a lower level set after fit: warned too
+    with pytest.warns(UserWarning, match=r"alpha=0.02 need at least 99"):
+        model.predict_interval(X[120:])
+
+
 @pytest.mark.parametrize("name", ["SPCI", "KOWCPI"])
 def test_a_short_holdout_block_names_holdout_fraction_and_the_rows(name):
     X, y = iid_series(60, 0)

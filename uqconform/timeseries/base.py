@@ -11,8 +11,11 @@ residuals known so far and, when ``y`` is given, absorbs the row's residual righ
 (one step ahead); ``update(X, y)`` absorbs observations without predicting. The residual
 memory keeps the last ``memory`` residuals.
 
-There is no finite-sample guarantee: coverage is asymptotic and conditional under mixing
-assumptions on the residuals. Watch the rolling coverage (``rolling_coverage``).
+The published algorithms have no finite-sample guarantee: their coverage is asymptotic
+and conditional, under mixing assumptions on the residuals. ``finite_sample=True`` gives
+``1 - alpha`` when the residuals are exchangeable (not for a dependent series), and ACI
+(``aci_gamma``) bounds the long-run miss rate on any sequence. Watch the rolling coverage
+(``rolling_coverage``).
 """
 
 from __future__ import annotations
@@ -697,6 +700,8 @@ class SequentialConformalRegressor(
         pairs) than the level needs, ``2 / alpha - 1``: until it fills, the quantiles cannot
         reach the level."""
         alphas = check_alpha(self.alpha, "alpha")
+        self._window_checked = window
+        self._alpha_checked = float(np.min(alphas))  # prediction checks lower levels
         needed = minimum_effective_size(alphas)
         count = self._trim(residuals).shape[0] - window
         if count >= needed:
@@ -714,6 +719,37 @@ class SequentialConformalRegressor(
             f"{type(self).__name__} starts with {what}; intervals at alpha="
             f"{np.min(alphas):g} need at least {needed} (2 / alpha - 1) for their quantiles to "
             f"reach the level, so expect {outcome} {while_short}: {remedy}.",
+            UserWarning,
+        )
+
+    #: The lowest level `_warn_few_residuals` checked at fit (1: none, in models pickled
+    #: before it was recorded) and the window it counted pairs of.
+    _alpha_checked: float = 1.0
+    _window_checked: int = 0
+
+    def _warn_few_residuals_for(self, alphas: NDArray) -> None:
+        """At prediction: warn for a level below the one fit checked (a call's ``alpha``,
+        or ``set_params``) that the memory holds too few residuals for. The text does not
+        hold the count, so an online loop shows it once."""
+        level = float(np.min(alphas))
+        if level >= self._alpha_checked:
+            return
+        needed = minimum_effective_size(np.array([level]))
+        window = self._window_checked
+        if self.memory_.shape[0] - window >= needed:
+            return
+        noun = "(window, next residual) pairs" if window else "residuals"
+        if self.memory is not None and self.memory - window < needed:
+            remedy = f"refit with `memory` (now {self.memory}) at {needed + window} or more"
+            when = "throughout (the memory never holds enough)"
+        else:
+            remedy = "absorb more observations first, or refit with more rows"
+            when = "until the memory fills"
+        outcome = "infinite intervals" if self.finite_sample else "under-coverage"
+        warn_user(
+            f"{type(self).__name__}: intervals at alpha={level:g} need at least {needed} "
+            f"{noun} (2 / alpha - 1) for their quantiles to reach the level, and the memory "
+            f"holds fewer: expect {outcome} {when}: {remedy}.",
             UserWarning,
         )
 
@@ -957,6 +993,7 @@ class SequentialConformalRegressor(
         self._check_call_params()
         value = self.alpha if alpha is None else alpha
         alphas = check_call_alpha(alpha, self.alpha)
+        self._warn_few_residuals_for(alphas)
         X, y = self._check_series(X, y, reset=False)
         centre = self.source_.predict(X)
         n = centre.shape[0]

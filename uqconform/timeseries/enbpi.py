@@ -42,7 +42,8 @@ class EnbPI(SequentialConformalRegressor):
     memory : int or None, default=300
         Residuals kept (the newest); ``None`` keeps all.
     beta_grid : int or sequence of float, default=5
-        Number of ``beta`` values in ``[0, alpha]``, or ``beta`` values given as
+        Number of ``beta`` values in ``[0, alpha]`` (1: the central interval,
+        ``beta = alpha / 2``), or ``beta`` values given as
         fractions of ``alpha`` in ``[0, 1]`` (``[0, 0.5, 1]`` searches ``0``,
         ``alpha / 2`` and ``alpha``; searched in increasing order, ties in width going
         to the smaller ``beta``).
@@ -57,8 +58,10 @@ class EnbPI(SequentialConformalRegressor):
         times the plain search). ``False`` is the published algorithm (plain empirical
         quantiles), which falls short on exchangeable residuals: at ``beta = 0`` its
         window covers a new residual with probability ``(ceil(n (1 - alpha)) - 1) /
-        (n + 1)`` (0.84 for ``n = 30`` at ``alpha = 0.1``, 0.88 for 100), and the
-        ``beta`` search only lowers that.
+        (n + 1)`` (0.84 for ``n = 30`` at ``alpha = 0.1``, 0.88 for 100); the ``beta``
+        search moves it either way (a window at ``beta > 0`` can span one more rank: up
+        to 0.87 at ``n = 30`` on a heavy-tailed, skewed law in a review), still short of
+        ``1 - alpha``.
     aci_gamma : float or sequence of float, default=None
         Step size of adaptive conformal inference in online calls, in (0, 1] (0.005 to
         0.05 is usual); a sequence of at least two step sizes runs DtACI, which weighs

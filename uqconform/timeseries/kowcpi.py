@@ -102,7 +102,8 @@ class KOWCPI(SequentialConformalRegressor):
     memory : int or None, default=None
         Residuals kept (the newest); ``None`` keeps all.
     beta_grid : int or sequence of float, default=5
-        Number of ``beta`` values in ``[0, alpha]``, or ``beta`` values given as
+        Number of ``beta`` values in ``[0, alpha]`` (1: the central interval,
+        ``beta = alpha / 2``), or ``beta`` values given as
         fractions of ``alpha`` in ``[0, 1]`` (``[0, 0.5, 1]`` searches ``0``,
         ``alpha / 2`` and ``alpha``; searched in increasing order, ties in width going
         to the smaller ``beta``).
