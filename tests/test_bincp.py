@@ -102,6 +102,11 @@ def test_clopper_pearson_bounds_match_statsmodels_one_sided():
     np.testing.assert_allclose(
         clopper_pearson_upper(k, n, level), np.nan_to_num(high, nan=1.0), atol=1e-9
     )
+    # review finding: fractional counts gave numbers (0.060 for 2.5 successes in 10)
+    with pytest.raises(ValueError, match="`successes` must be whole counts"):
+        clopper_pearson_lower(2.5, 10, 0.05)
+    with pytest.raises(ValueError, match="`n` must be a whole number of trials"):
+        clopper_pearson_upper(1, 2.5, 0.05)
 
 
 @pytest.mark.parametrize("p_true", [0.05, 0.4, 0.93])

@@ -29,6 +29,7 @@ from uqconform.classification.rps import (
     _target_bounds,
     hash_partition,
     majority_coverage,
+    majority_coverage_bounds,
     majority_threshold,
     minimum_partition_size,
     partition_rank,
@@ -140,6 +141,28 @@ def test_majority_law_is_split_cp_for_one_partition_and_has_the_formula_mean():
     pmf = _covered_count_pmf(sizes, ranks, tau, m)
     mean = pmf @ np.arange(m + 1) / m
     assert mean == pytest.approx(majority_coverage(sizes, ranks, tau), abs=1e-6)
+
+
+def test_majority_coverage_bounds_follow_the_law_of_the_majority_set():
+    """The library's pooled law against this file's and against a simulation of ``V``."""
+    rng = np.random.default_rng(5)
+    m, tau = 300, 7
+    sizes = rng.integers(40, 80, size=(3, 10))
+    ranks = np.array([[partition_rank(int(n), 10, ALPHA, "exact") for n in row] for row in sizes])
+    low, high = majority_coverage_bounds(sizes, ranks, tau, m)
+    pmfs = [_covered_count_pmf(n, r, tau, m) for n, r in zip(sizes, ranks, strict=True)]
+    assert (low, high) == pytest.approx(_pooled_bounds(pmfs), abs=1 / (3 * m))
+    # simulated: V is the (tau + 1)-th smallest partition threshold in the quantile scale
+    draws = 200_000
+    counts = np.zeros(draws)
+    for n, r in zip(sizes, ranks, strict=True):  # a loop over resplits
+        thresholds = rng.beta(r, n - r + 1, size=(draws, r.size))
+        v = np.sort(thresholds, axis=1)[:, tau]
+        counts += rng.binomial(m, 1 - v)
+    simulated = np.quantile(counts / (3 * m), [0.005, 0.995])
+    np.testing.assert_allclose([low, high], simulated, atol=2 / (3 * m))
+    with pytest.raises(ValueError, match="one entry per partition"):
+        majority_coverage_bounds(sizes, ranks[:, :5], tau, m)
 
 
 # ---- the majority threshold and the coverage formula -----------------------------------------

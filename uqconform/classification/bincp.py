@@ -126,11 +126,16 @@ def certified_probability(p: ArrayLike, radius: float, sigma: float) -> NDArray:
 
 
 def _check_binomial(successes: ArrayLike, n: ArrayLike, level: float) -> NDArray:
-    """``successes`` as floats, after checking ``0 <= successes <= n`` and ``level`` in
-    (0, 1) (a ``ValueError`` naming the argument: a bound of NaN helps nobody)."""
+    """``successes`` as floats, after checking that ``n`` and ``successes`` are whole
+    counts with ``0 <= successes <= n`` and ``level`` in (0, 1) (a ``ValueError`` naming
+    the argument: a bound of NaN, or of 2.5 successes, helps nobody)."""
     k, trials = np.asarray(successes, dtype=float), np.asarray(n, dtype=float)
-    if np.isnan(k).any() or (k < 0).any() or (k > trials).any():
-        raise ValueError(f"`successes` must lie between 0 and n={n!r}, got {successes!r}.")
+    if not np.isfinite(trials).all() or (trials < 0).any() or (trials % 1 != 0).any():
+        raise ValueError(f"`n` must be a whole number of trials >= 0, got {n!r}.")
+    if np.isnan(k).any() or (k < 0).any() or (k > trials).any() or (k % 1 != 0).any():
+        raise ValueError(
+            f"`successes` must be whole counts between 0 and n={n!r}, got {successes!r}."
+        )
     check_alpha(level, "level")
     return k
 
@@ -742,8 +747,10 @@ class BinarizedSmoothedClassifier(_SmoothedClassifier):
     random_state : int, Generator or None, default=None
         Seeds the noise (and APS uniforms): independent streams for augmentation,
         calibration and prediction, and the classifier trained by ``fit`` where its own
-        ``random_state`` is None. Same int seed, same sets (the same rows get the same
-        sets again); a Generator is used as it is, each call drawing on from its state.
+        ``random_state`` is None. Same int seed, same sets for the same call: the noise of
+        a call is seeded by its whole ``X``, so a row predicted with other rows (or alone)
+        gets other draws and may get another set (valid either way); a Generator is used
+        as it is, each call drawing on from its state.
 
     Attributes
     ----------

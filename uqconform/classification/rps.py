@@ -82,6 +82,7 @@ __all__ = [
     "ReliablePredictionSets",
     "hash_partition",
     "majority_coverage",
+    "majority_coverage_bounds",
     "majority_threshold",
     "minimum_partition_size",
     "partition_rank",
@@ -295,6 +296,104 @@ def majority_coverage(sizes: ArrayLike, ranks: ArrayLike, threshold: int) -> flo
     # Below `low` every active partition rejects, above `high` every one accepts.
     below = low * float(int((~active).sum()) > threshold)
     return float(below + inside + (1.0 - high))
+
+
+def _covered_count_pmf(
+    sizes: NDArray, ranks: NDArray, threshold: int, n_test: int, nodes: int
+) -> NDArray:
+    """Law of the number of ``n_test`` rows the majority set covers, for one calibration.
+
+    In the quantile scale ``u`` of the score law, partition ``i`` keeps the true label when
+    ``u >= U_i``, ``U_i ~ Beta(r_i, n_i - r_i + 1)`` its rank-th smallest uniform (0 at rank
+    0), independently; the majority keeps it when ``u >= V``, the ``threshold + 1``-th
+    smallest ``U_i``. Given the calibration the coverage is ``1 - V``: the count is
+    ``Binomial(n_test, 1 - V)`` mixed over ``V``'s law, taken on ``nodes`` cells of its
+    support (``P(V <= v)``: a Poisson-binomial tail, one partition at a time).
+    """
+    active = ranks > 0
+    if not active.any():  # every partition keeps every label
+        return np.eye(n_test + 1)[-1] if threshold < sizes.size else np.eye(n_test + 1)[0]
+    law = stats.beta(ranks[active], sizes[active] - ranks[active] + 1)
+    edges = np.concatenate([[0.0], np.linspace(law.ppf(1e-13).min(), law.isf(1e-13).max(), nodes)])
+    below = np.zeros((edges.size, sizes.size + 1))  # P(j of the U_i are <= v)
+    below[:, 0] = 1.0
+    for n, r in zip(sizes, ranks, strict=True):  # a loop over partitions
+        p = special.betainc(r, n - r + 1, edges)[:, None] if r > 0 else np.ones((edges.size, 1))
+        below[:, 1:] = below[:, 1:] * (1 - p) + below[:, :-1] * p
+        below[:, 0] *= 1 - p[:, 0]
+    cdf = np.append(below[:, threshold + 1 :].sum(axis=1), 1.0)  # P(V <= v); V <= 1
+    edges = np.append(edges, 1.0)
+    mass = np.clip(np.diff(cdf), 0.0, None)
+    middle = (edges[:-1] + edges[1:]) / 2
+    counts = np.arange(n_test + 1)
+    pmf = mass @ stats.binom.pmf(counts[None, :], n_test, 1.0 - middle[:, None])
+    pmf[-1] += cdf[0]  # V = 0: more than `threshold` partitions keep every label
+    return pmf / pmf.sum()
+
+
+def majority_coverage_bounds(
+    sizes: ArrayLike,
+    ranks: ArrayLike,
+    threshold: int,
+    n_test: int,
+    confidence: float = 0.99,
+    nodes: int = 2048,
+) -> tuple[float, float]:
+    """Interval that the observed coverage of the majority set falls in, for continuous
+    scores: the RPS counterpart of `uqconform.evaluation.coverage_bounds`.
+
+    Each calibration gives a coverage ``1 - V`` (``V`` the miscoverage of its partition
+    thresholds, whose mean is ``1 - majority_coverage``); a test set of ``n_test`` rows
+    covers a mixed-binomial number of them, and independent resplits add up. With tied
+    (vote) scores coverage is only larger: the lower end stays a valid test.
+
+    Parameters
+    ----------
+    sizes, ranks : array-like of int of shape (k_calib,) or (n_repeats, k_calib)
+        Partition sizes and threshold ranks of one calibration, or of each resplit
+        pooled (each row its own calibration).
+    threshold : int
+        The label needs more than ``threshold`` votes.
+    n_test : int
+        Test rows per resplit.
+    confidence : float, default=0.99
+        Probability that a valid method's pooled coverage lands inside the interval.
+    nodes : int, default=2048
+        Cells on which the law of ``V`` is taken.
+
+    Returns
+    -------
+    (lower, upper) : tuple of float
+
+    Examples
+    --------
+    >>> low, high = majority_coverage_bounds([60] * 10, [5] * 10, 7, 500)
+    >>> bool(low < majority_coverage([60] * 10, [5] * 10, 7) < high)
+    True
+    """
+    from uqconform.evaluation.bounds import check_confidence
+
+    check_confidence(confidence)
+    n_test = check_int(n_test, "n_test")
+    nodes = check_int(nodes, "nodes", low=16)
+    size_rows = np.atleast_2d(np.asarray(sizes, dtype=np.int64))
+    rank_rows = np.atleast_2d(np.asarray(ranks, dtype=np.int64))
+    if size_rows.ndim != 2 or rank_rows.shape != size_rows.shape:
+        raise ValueError(
+            f"`sizes` and `ranks` must have one entry per partition (one row per resplit), "
+            f"got shapes {np.shape(sizes)} and {np.shape(ranks)}."
+        )
+    if (rank_rows < 0).any() or (rank_rows > size_rows).any():
+        raise ValueError("`ranks` must lie between 0 and the partition's size.")
+    threshold = check_int(threshold, "threshold", low=0)
+    pooled = np.ones(1)
+    for n_row, r_row in zip(size_rows, rank_rows, strict=True):  # a loop over resplits
+        pooled = np.convolve(pooled, _covered_count_pmf(n_row, r_row, threshold, n_test, nodes))
+    cdf = np.cumsum(pooled / pooled.sum())
+    total, tail = pooled.size - 1, (1 - confidence) / 2
+    low = int(np.searchsorted(cdf, tail, side="left"))
+    high = int(np.searchsorted(cdf, 1 - tail, side="left"))
+    return low / total, min(high, total) / total
 
 
 @functools.lru_cache(maxsize=4096)

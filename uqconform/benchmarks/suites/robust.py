@@ -32,7 +32,11 @@ from threadpoolctl import threadpool_limits
 
 from uqconform.benchmarks._common import summarize, three_way_split
 from uqconform.benchmarks.registry import FamilyResult, register_family
-from uqconform.classification.rps import ReliablePredictionSets, hash_partition
+from uqconform.classification.rps import (
+    ReliablePredictionSets,
+    hash_partition,
+    majority_coverage_bounds,
+)
 from uqconform.classification.split import SplitConformalClassifier, encode_labels
 from uqconform.datasets import load_dataset
 from uqconform.evaluation import coverage, coverage_bounds
@@ -89,7 +93,7 @@ def _run_coverage(ctx, problems) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     keep: dict[str, Any] = {}
     for index, problem in enumerate(problems):
         records: dict[str, dict[str, list]] = {}
-        n_test = n_part = 0
+        n_test = 0
         for split in ctx.tqdm(range(resplits), desc=f"robust: coverage {problem['name']}"):
             X_fit, y_fit, X_cal, y_cal, X_test, y_test = _split(problem, ctx, 1, index, split)
             n_test = len(y_test)
@@ -102,8 +106,11 @@ def _run_coverage(ctx, problems) -> tuple[list[dict[str, Any]], dict[str, Any]]:
                 rec = records.setdefault(f"RPS {mode}", _empty())
                 _record(rec, _covered(rps, sets, y_test), sets)
                 rec["formula"].append(rps.majority_coverage_)
+                # the same threshold at every resplit (k_calib and alpha fix it)
+                rec["partitions"].append(
+                    (rps.partition_sizes_, rps.partition_ranks_, rps.majority_threshold_)
+                )
                 rec["robust_r1"].append(float(rps.certify(X_test, r_calib=1)["robust"].mean()))
-                n_part = min(n_part or 10**9, int(rps.partition_sizes_.min()))
             lac = SplitConformalClassifier(
                 clone(problem["estimator"]), alpha=ALPHA, conformity_score="lac"
             )
@@ -118,10 +125,13 @@ def _run_coverage(ctx, problems) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         lac_size = summarize(records["split CP (LAC), one model"]["set_size"])[0]
         for method, rec in records.items():
             cov, cov_sd = summarize(rec["coverage"])
-            # Judged by the split-CP law of ONE partition's calibration set (its size: the
-            # smallest partition seen), wider than the law of the whole calibration set.
-            n_cal = n_part if method.startswith("RPS") else len(y_cal)
-            lower, _upper = coverage_bounds(n_cal, ALPHA, n_test, CONFIDENCE, n_repeats=resplits)
+            if rec["partitions"]:  # the majority set's own law, pooled over the resplits
+                sizes, ranks, thresholds = zip(*rec["partitions"], strict=True)
+                lower = majority_coverage_bounds(
+                    np.array(sizes), np.array(ranks), thresholds[0], n_test, CONFIDENCE
+                )[0]
+            else:
+                lower = coverage_bounds(len(y_cal), ALPHA, n_test, CONFIDENCE, resplits)[0]
             size = summarize(rec["set_size"])[0]
             rows.append(
                 {
@@ -142,7 +152,7 @@ def _run_coverage(ctx, problems) -> tuple[list[dict[str, Any]], dict[str, Any]]:
                     "robust_at_r_calib_1": (
                         summarize(rec["robust_r1"])[0] if rec["robust_r1"] else None
                     ),
-                    "n_calibration_judged": n_cal,
+                    "n_calibration": len(y_cal),
                     "n_test": n_test,
                     "resplits": resplits,
                     "coverage_per_split": rec["coverage"],
@@ -152,7 +162,14 @@ def _run_coverage(ctx, problems) -> tuple[list[dict[str, Any]], dict[str, Any]]:
 
 
 def _empty() -> dict[str, list]:
-    return {"coverage": [], "set_size": [], "empty": [], "formula": [], "robust_r1": []}
+    return {
+        "coverage": [],
+        "set_size": [],
+        "empty": [],
+        "formula": [],
+        "robust_r1": [],
+        "partitions": [],
+    }
 
 
 def _record(rec, covered, sets) -> None:
@@ -481,9 +498,8 @@ def _headlines(coverage_rows, reliability_rows, speed_rows, violations, attacks)
                     "claim": f"{row['problem']}: clean pooled coverage, RPS exact (k 10/10), "
                     f"{row['resplits']} resplits",
                     "value": round(row["coverage"], 4),
-                    "target": f">= {row['coverage_lower']:.3f} (coverage_bounds), "
-                    f">= {1 - ALPHA:.2f}",
-                    "met": bool(row["coverage_ok"] and row["at_least_nominal"]),
+                    "target": f">= {row['coverage_lower']:.3f} (majority_coverage_bounds)",
+                    "met": bool(row["coverage_ok"]),
                 }
             )
         elif row["method"] == "RPS paper":
@@ -589,10 +605,14 @@ def run(ctx) -> FamilyResult:
         + ", ".join(f"{r['problem']} {r['coverage']:.3f}" for r in exact)
         + "; published rule "
         + ", ".join(f"{r['problem']} {r['coverage']:.3f}" for r in paper)
-        + ". coverage_lower: lower end of the central 99% interval of the split-CP coverage "
-        "law for one partition's calibration set (the smallest partition), pooled over "
-        "resplits; formula_coverage: the distribution-free coverage of the majority set for "
-        "continuous scores and these partition sizes. Vote scores tie a lot, which makes "
+        + ". coverage_lower: lower end of the central 99% interval of the coverage law, "
+        "pooled over resplits: for RPS the majority set's (majority_coverage_bounds, from "
+        "each resplit's partition sizes and ranks; a review found the earlier law of the "
+        "smallest partition too lenient: 0.849 against 0.878 on digits), for split CP "
+        "coverage_bounds; at_least_nominal: coverage >= 1 - alpha (information, not a "
+        "pass/fail rule: a valid method falls below it by chance); formula_coverage: the "
+        "distribution-free coverage of the majority set for continuous scores and these "
+        "partition sizes. Vote scores tie a lot, which makes "
         "both rules conservative in practice; the published rule's formula value is below "
         "1 - alpha for large partitions."
     )
