@@ -370,13 +370,6 @@ class RectangularConformalRegressor(_ResidualShapeRegressor):
             return super()._scores(X, Y)
         return np.abs(self._latent_map(X).to_latent(Y))  # one score per output
 
-    def _calibration_scores(self, X: Any, Y: NDArray) -> tuple[NDArray, NDArray, int]:
-        if not self.bonferroni:
-            return super()._calibration_scores(X, Y)
-        # one column per output: the base calibrates each at alpha / d (Bonferroni)
-        scores = self._scores(X, Y)
-        return scores, np.zeros(scores.shape[0], dtype=np.intp), 1
-
     def _regions(self, X: Any, thresholds: NDArray) -> list[PredictionRegion]:
         if not self.bonferroni:
             return super()._regions(X, thresholds)
