@@ -210,3 +210,25 @@ def test_a_poisson_network_is_refused_before_training():
     with pytest.raises(TypeError, match=r"MLPRegressor\(loss='poisson'\) has a non-identity"):
         LinearizedPredictive(network).fit(X, X[:, 0] + 0.1)
     assert not hasattr(network, "coefs_")  # nothing trained
+
+
+def test_a_trained_network_gets_its_noise_from_every_held_out_row():
+    """Review finding: fitted on held-out rows without a posterior, the noise came from the
+    quarter kept for the prior and the scale (38 of 150 rows); none of the rows trained the
+    network, so all of them set it (a network trained by fit keeps the held-out part)."""
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-3, 3, size=(450, 1))
+    y = np.sin(1.5 * X[:, 0]) + 0.3 * rng.normal(size=450)
+    network = MLPRegressor(
+        hidden_layer_sizes=(16,), solver="lbfgs", alpha=1e-3, max_iter=500, random_state=0
+    ).fit(X[:300], y[:300])
+    predictive = LinearizedPredictive(network, random_state=0).fit(X[300:], y[300:])
+    residual = y[300:] - network.predict(X[300:])
+    assert predictive.noise_variance_ == pytest.approx(np.mean(residual**2), rel=1e-9)
+    trained_here = LinearizedPredictive(
+        MLPRegressor(hidden_layer_sizes=(16,), solver="lbfgs", max_iter=500, random_state=0),
+        random_state=0,
+    ).fit(X[:300], y[:300])
+    held_out = np.sort(np.random.default_rng(trained_here.seed_).permutation(300)[:75])
+    own = y[held_out] - trained_here.estimator_.predict(X[held_out])
+    assert trained_here.noise_variance_ == pytest.approx(np.mean(own**2), rel=1e-9)
