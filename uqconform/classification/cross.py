@@ -47,7 +47,7 @@ from uqconform.scores.classification import ClassificationScore
 
 __all__ = ["CrossConformalClassifier", "CrossFitClassifier"]
 
-_EVERY_CLASS = "sets holding every class"
+_EVERY_CLASS = "a set holding every class"
 
 
 class CrossFitClassifier(ClassifierMixin, CrossFitWrapper):

@@ -329,7 +329,8 @@ default="lac"
         ``class_conditional=True``) are at least the score of ``(x, c)``. For a true label
         it is uniform on ``{1/(n + 1), ..., 1}`` or above (valid), and
         ``predict_set(X, alpha)`` holds exactly the classes whose p-value exceeds
-        ``alpha``: for LAC and top-k, and for randomised scores with an int
+        ``alpha``: for every score that draws nothing (LAC, top-k, and APS, RAPS and SAPS
+        with ``randomized=False``), and for randomised scores with an int
         ``random_state`` (the same draws for the same rows in the same order; with
         ``None`` or a Generator every call draws afresh), except at levels within
         rounding of a multiple of ``1 / (n + 1)`` (the sets' rank tolerance counts
