@@ -72,9 +72,12 @@ def full_results() -> dict | None:
 def headline_block(results: dict, full: dict | None = None) -> str:
     """The README block (markers included) for a run's results; ``full`` (the full run's
     results) adds its verdicts to the rows judged at full scale."""
+    rerun = [name for name, family in results["families"].items() if "started" in family]
+    since = f"; {len(rerun)} families rerun on their own since" if rerun else ""
     run = (
         f"Suite `{results['suite']}`, seed {results['seed']}, run {results['started']} "
-        f"({results['wall_time_s'] / 60:.1f} min on {results['machine']['usable_cpus']} CPUs); "
+        f"({results['wall_time_s'] / 60:.1f} min on {results['machine']['usable_cpus']} CPUs"
+        f"{since}); "
         "every figure comes from `docs/benchmark-results/results.json` (families run on "
         "their own and merged in, or amended later, say so in its report), and the `met` of "
         "rows judged at full scale from `docs/benchmark-results-full/results.json`."
