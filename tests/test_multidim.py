@@ -3,9 +3,10 @@
 Coverage is checked the way ``test_validity.py`` does it: the heads are fixed, a pool of rows
 is resplit ``R`` times into calibration and test points, and the pooled coverage must lie in
 :func:`uqconform.evaluation.coverage_bounds` (confidence 0.999, fixed seeds). The cell score
-(the prefix length) is discrete, so only the lower bound applies to ``"cells"``; the learned
-score and the ensemble's scores are continuous, so both bounds apply. The unit tests use a
-synthetic multi-head fixture: heads that return stored Dirichlet probabilities around a latent
+(the prefix length) is discrete, so only the lower bound applies to ``"cells"``; the
+ensemble's scores are continuous, and so is the learned score with the fixture's several
+heads (a tree model's score ties with one or two heads), so both bounds apply to them. The
+unit tests use a synthetic multi-head fixture: heads that return stored Dirichlet probabilities around a latent
 class (head-specific noise), looked up by ``X[:, 0]``.
 """
 

@@ -168,7 +168,8 @@ class HeadEnsemble(VersionedState, RoutesFitParams, ClassifierMixin, BaseEstimat
         if any(c.shape != classes[0].shape or (c != classes[0]).any() for c in classes[1:]):
             raise ValueError(
                 "The heads have different `classes_`: "
-                f"{[c.tolist() for c in classes]}; every head must know the same labels."
+                f"{[c.tolist() for c in classes]}; every head must know the same labels in "
+                "the same order."
             )
         self.heads_ = heads
         self.feature_subsets_: list[NDArray | None] = [None] * len(heads)

@@ -582,7 +582,9 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
         too_few = conformal_rank(n_recal, levels) > n_recal
         if too_few.any():  # the calibration size the user must give, as calibrate says
             message = self._too_few_message(
-                f"The {n_recal} points of the calibration part are", levels[too_few].min()
+                f"The {n_recal} point{'' if n_recal == 1 else 's'} of the calibration part "
+                f"{'is' if n_recal == 1 else 'are'}",
+                levels[too_few].min(),
             )
             warn_user(message + " Every set holds every class.", UserWarning)
         thresholds = conformal_quantile(self.conformity_scores_, levels, warn=False)
