@@ -6,8 +6,8 @@ is resplit ``R`` times into calibration and test points, and the pooled coverage
 (the prefix length) is discrete, so only the lower bound applies to ``"cells"``; the
 ensemble's scores are continuous, and so is the learned score with the fixture's several
 heads (a tree model's score ties with one or two heads), so both bounds apply to them. The
-unit tests use a synthetic multi-head fixture: heads that return stored Dirichlet probabilities around a latent
-class (head-specific noise), looked up by ``X[:, 0]``.
+unit tests use a synthetic multi-head fixture: heads that return stored Dirichlet
+probabilities around a latent class (head-specific noise), looked up by ``X[:, 0]``.
 """
 
 from __future__ import annotations
