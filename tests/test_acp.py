@@ -862,6 +862,25 @@ def test_a_network_far_from_a_stationary_point_warns_in_full_mode():
             ACP(model.estimator_).calibrate(X_cal, y_cal)
 
 
+def test_a_network_decay_shrank_to_a_constant_is_named_not_told_to_train_longer():
+    """Review finding: weight decay shrinking a network to a constant made `stationarity_`
+    read 5.55 (its reference vanishes with the hidden units' variation) whatever the
+    tolerance, and the warning advised training to convergence, which cannot help."""
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-2, 2, size=(30, 1))
+    y = np.sin(2 * X[:, 0]) + 0.1 * rng.normal(size=30)
+    net = MLPRegressor(
+        hidden_layer_sizes=(5,), activation="tanh", solver="lbfgs", alpha=1.0,
+        max_iter=20000, tol=1e-12, random_state=0,
+    ).fit(X, y)  # fmt: skip
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ACP(FrozenEstimator(net)).fit(X, y)
+    messages = [str(w.message) for w in caught]
+    assert any("predicts almost a constant" in m for m in messages)
+    assert not any("far from a stationary point" in m for m in messages)
+
+
 def test_a_converged_network_with_a_unit_switched_off_does_not_warn():
     """Weight decay switched a unit off (output weight about 1e-4): its gradient entry and
     its Jacobian column are equally tiny, and their ratio read 0.61 on this network although

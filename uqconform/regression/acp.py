@@ -83,6 +83,9 @@ _BIAS_PRIOR = 1e-10
 #: A relative gradient norm above this at the trained weights gets a warning in full mode
 #: (converged networks read 1e-3 or less, networks stopped early 0.03 and more).
 _FAR_FROM_STATIONARY = 0.02
+# Predictions spread less than this share of the targets': a network weight decay shrank to
+# a constant, whose stationarity ratio is meaningless (its reference vanishes too).
+_CONSTANT_PREDICTION = 1e-3
 
 
 def _is_search(model: Any) -> bool:
@@ -490,7 +493,19 @@ class ApproximateFullConformalRegressor(
         reference = (lin.jacobian.T @ (target - target.mean()))[live] / norms[live]
         scale = float(np.linalg.norm(reference))
         relative = float(np.linalg.norm(gradient)) / scale if scale > 0 else 0.0
-        if relative > _FAR_FROM_STATIONARY:
+        spread = float(np.std(lin.prediction))
+        if spread <= _CONSTANT_PREDICTION * float(np.std(target)):
+            # the reference vanishes with the hidden units' variation: the ratio says nothing,
+            # and training longer does not change it (a review: 5.55 at tol 1e-12 and 1e-15)
+            warn_user(
+                f"The network predicts almost a constant (spread of its predictions "
+                f"{spread:.2g}, of the targets {float(np.std(target)):.2g}): the weight decay "
+                "shrank it, so `stationarity_` cannot judge convergence (training longer "
+                "does not move it). The intervals are those of a nearly constant model; if "
+                "the features should predict the target, use a smaller weight decay.",
+                UserWarning,
+            )
+        elif relative > _FAR_FROM_STATIONARY:
             warn_user(
                 f"The trained weights are far from a stationary point of the model's "
                 f"regularised loss (relative gradient norm {relative:.2f}, `stationarity_`; "

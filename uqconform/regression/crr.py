@@ -52,18 +52,23 @@ _MIN_ONE_MINUS_LEVERAGE = 1e-8
 # largest |a| count as tied (conforming): exact ties (integer labels, duplicated rows) come
 # out of the linear algebra a few ulps apart and would otherwise be decided by rounding.
 _TIE_TOLERANCE = 1e-10
+# ... and at least this share of the training labels' spread: rounding-sized residuals of a
+# fit through every point are ties, while labels far more spread than the residuals (a
+# trend fitted almost exactly) widen the sets by little (1e-10 of the spread widened them
+# 7% at a spread 1e9 times the residuals' in a review; this, a hundredth of that).
+_LABEL_TIE_TOLERANCE = 1e-12
 
 
 def _tie_margin(a: NDArray, label_spread: float = 0.0) -> NDArray:
     """Per test point (m, 1): the residual difference that still counts as a tie.
 
-    Relative to the largest ``|a|``, and at least to ``label_spread`` (the training
-    labels' spread): a fit through every training point (more parameters than rows and no
+    ``1e-10`` of the largest ``|a|``, and at least ``1e-12`` of ``label_spread`` (the
+    training labels' spread): a fit through every training point (more parameters than rows and no
     penalty, or noise-free labels) leaves residuals of rounding size, and a margin relative
     to them alone left exact ties to rounding (half the line dropped from a set).
     """
     largest = np.max(np.abs(a), axis=1, keepdims=True)
-    return _TIE_TOLERANCE * np.maximum(largest, label_spread)
+    return np.maximum(_TIE_TOLERANCE * largest, _LABEL_TIE_TOLERANCE * label_spread)
 
 
 def _set_margin(a: NDArray, label_spread: float = 0.0) -> NDArray:
@@ -404,7 +409,7 @@ def exact_intervals(
         Residual coefficients (last column: the test point).
     alphas : ndarray of shape (k,)
     label_spread : float, default=0.0
-        The training labels' spread: ties are decided within ``1e-10`` of it at least
+        The training labels' spread: ties are decided within ``1e-12`` of it at least
         (see `_tie_margin`).
 
     Returns
@@ -449,7 +454,7 @@ def exact_union(
         Warn when there are too few training points for ``alpha`` (once per call: pass
         False for all but the first batch of test points).
     label_spread : float, default=0.0
-        The training labels' spread: ties are decided within ``1e-10`` of it at least
+        The training labels' spread: ties are decided within ``1e-12`` of it at least
         (see `_tie_margin`).
 
     Returns
