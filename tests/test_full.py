@@ -22,7 +22,7 @@ from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import Lasso, LinearRegression, Ridge
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from uqconform import FullConformalRidge
+from uqconform import ApproximateFullConformalRegressor, FullConformalRidge
 from uqconform.evaluation import coverage_bounds
 from uqconform.quantiles import levels_text
 from uqconform.regression.crr import (
@@ -787,25 +787,32 @@ def _refit_p_value(X: np.ndarray, y: np.ndarray, x: np.ndarray, label: float) ->
     return float((np.sum(residuals[:-1] >= residuals[-1] - 1e-9) + 1) / y_all.size)
 
 
-def test_a_fit_through_every_training_point_keeps_exact_ties():
-    """Review finding: with residuals of rounding size (more parameters than rows and no
+@pytest.mark.parametrize("offset", [0.0, 1e4, 1e8])
+def test_a_fit_through_every_training_point_keeps_exact_ties(offset):
+    """Review findings: with residuals of rounding size (more parameters than rows and no
     penalty, or noise-free labels) the tie margin, relative to them alone, vanished and
     exact ties were decided by rounding: p-values 1/9 where the refit gives 2/9, and half
-    the line missing from a set the refit says is the whole line."""
+    the line missing from a set the refit says is the whole line. A floor relative to the
+    labels' spread missed labels far from 0 (prices) and, in ACP, the residuals' spread."""
     rng = np.random.default_rng(0)
-    X, y = rng.normal(size=(8, 12)), rng.normal(size=8)  # p > n: every point fitted
+    X, y = rng.normal(size=(8, 12)), rng.normal(size=8) + offset  # p > n: all fitted
     model = FullConformalRidge(LinearRegression(), alpha=0.2).fit(X, y)
     labels = y[0] + np.array([-5.0, -1.0, 1.0, 5.0])  # the test row repeats row 0
-    expected = [_refit_p_value(X, y, X[:1], label) for label in labels]
+    expected = [2 / 9] * 4  # rows 0 and the test row tie, every other residual is 0
+    if offset == 0.0:  # a refit agrees (its own rounding decides ties far from 0)
+        assert [_refit_p_value(X, y, X[:1], label) for label in labels] == expected
     np.testing.assert_allclose(model.predict_pvalue(X[:1], labels)[0], expected)
-    assert expected == [2 / 9] * 4
     np.testing.assert_array_equal(model.predict_set(X[:1], union=True)[0], [[-np.inf, np.inf]])
     np.testing.assert_array_equal(model.predict_interval(X[:1])[0], [-np.inf, np.inf])
+    # the same through ACP-GN around the same linear model (full mode)
+    acp = ApproximateFullConformalRegressor(LinearRegression(), prior_precision=1e-12, alpha=0.2)
+    np.testing.assert_allclose(acp.fit(X, y).predict_pvalue(X[:1], labels)[0], expected)
     # noise-free labels, more rows than parameters: the true label conforms with p = 1
     X_free = rng.normal(size=(30, 3))
-    exact = FullConformalRidge(LinearRegression()).fit(X_free, X_free @ [1.0, -2.0, 0.5])
+    y_free = X_free @ [1.0, -2.0, 0.5] + offset
+    exact = FullConformalRidge(LinearRegression()).fit(X_free, y_free)
     X_test = rng.normal(size=(4, 3))
-    truth = X_test @ [1.0, -2.0, 0.5]
+    truth = X_test @ [1.0, -2.0, 0.5] + offset
     np.testing.assert_array_equal(exact.predict_pvalue(X_test, truth[:, None])[:, 0], 1.0)
 
 

@@ -446,7 +446,8 @@ class ApproximateFullConformalRegressor(
             self.refinement_ = self._penalty_change_step(lin, weight_decay(inner))
             self.stationarity_ = self._stationarity(lin, target, weight_decay(inner))
         self.training_residuals_ = raw - lin.jacobian @ self.refinement_
-        self._label_spread = float(np.std(raw))
+        # the residuals' rounding grows with the targets' size (not the step's residuals)
+        self._label_size = float(np.sqrt(np.mean(target**2)))
 
     def _penalty_change_step(self, lin: Linearization, trained_decay: float | None) -> NDArray:
         """Full mode: the Newton step from ``theta*`` to the optimum of the linearised

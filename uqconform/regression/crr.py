@@ -52,29 +52,31 @@ _MIN_ONE_MINUS_LEVERAGE = 1e-8
 # largest |a| count as tied (conforming): exact ties (integer labels, duplicated rows) come
 # out of the linear algebra a few ulps apart and would otherwise be decided by rounding.
 _TIE_TOLERANCE = 1e-10
-# ... and at least this share of the training labels' spread: rounding-sized residuals of a
-# fit through every point are ties, while labels far more spread than the residuals (a
-# trend fitted almost exactly) widen the sets by little (1e-10 of the spread widened them
-# 7% at a spread 1e9 times the residuals' in a review; this, a hundredth of that).
+# ... and at least this share of the training labels' size (root mean square): the
+# rounding-sized residuals of a fit through every point are ties, while labels far larger
+# than the residuals (a trend fitted almost exactly, labels far from 0) widen the sets by
+# little (1e-10 of the labels' spread widened them 7% at a spread 1e9 times the residuals'
+# in a review; this, a hundredth of that).
 _LABEL_TIE_TOLERANCE = 1e-12
 
 
-def _tie_margin(a: NDArray, label_spread: float = 0.0) -> NDArray:
+def _tie_margin(a: NDArray, label_size: float = 0.0) -> NDArray:
     """Per test point (m, 1): the residual difference that still counts as a tie.
 
-    ``1e-10`` of the largest ``|a|``, and at least ``1e-12`` of ``label_spread`` (the
-    training labels' spread): a fit through every training point (more parameters than rows and no
-    penalty, or noise-free labels) leaves residuals of rounding size, and a margin relative
-    to them alone left exact ties to rounding (half the line dropped from a set).
+    ``1e-10`` of the largest ``|a|``, and at least ``1e-12`` of ``label_size`` (the
+    training labels' root mean square): a fit through every training point (more
+    parameters than rows and no penalty, or noise-free labels) leaves residuals of rounding
+    size, and a margin relative to them alone left exact ties to rounding (half the line
+    dropped from a set).
     """
     largest = np.max(np.abs(a), axis=1, keepdims=True)
-    return np.maximum(_TIE_TOLERANCE * largest, _LABEL_TIE_TOLERANCE * label_spread)
+    return np.maximum(_TIE_TOLERANCE * largest, _LABEL_TIE_TOLERANCE * label_size)
 
 
-def _set_margin(a: NDArray, label_spread: float = 0.0) -> NDArray:
+def _set_margin(a: NDArray, label_size: float = 0.0) -> NDArray:
     """Half `_tie_margin`, for the sets' ends: they then lie inside the region where
     `p_values` counts the ties, so every label of a returned set has ``p(y) > alpha``."""
-    return _tie_margin(a, label_spread) / 2.0
+    return _tie_margin(a, label_size) / 2.0
 
 
 def _cholesky_with_jitter(matrix: NDArray, name: str) -> tuple[tuple[NDArray, bool], float]:
@@ -322,7 +324,7 @@ def _needed(n: int, alphas: NDArray, warn: bool = True) -> NDArray:
 
 
 def _events(
-    a: NDArray, b: NDArray, label_spread: float = 0.0
+    a: NDArray, b: NDArray, label_size: float = 0.0
 ) -> tuple[NDArray, NDArray, NDArray, NDArray]:
     """Sweep events of the sets ``S_i = {y : |r_i(y)| >= |r_m(y)| - tie margin}``.
 
@@ -332,7 +334,7 @@ def _events(
     Returns sorted positions, kinds (0: counts from this point on; 1: stops counting just
     after it), the count after each event, and the count before the first event.
     """
-    margin = _set_margin(a, label_spread)
+    margin = _set_margin(a, label_size)
     sign = np.where(b < 0, -1.0, 1.0)
     a, b = a * sign, b * sign  # |a + b y| is unchanged; now every slope is >= 0
     a_t, b_t = a[:, -1:], b[:, -1:]
@@ -399,7 +401,7 @@ def _states(position: NDArray, kind: NDArray) -> tuple[NDArray, NDArray]:
 
 
 def exact_intervals(
-    a: NDArray, b: NDArray, alphas: NDArray, warn: bool = True, label_spread: float = 0.0
+    a: NDArray, b: NDArray, alphas: NDArray, warn: bool = True, label_size: float = 0.0
 ) -> NDArray:
     """Convex hull of the exact full-CP set for every test point and level.
 
@@ -408,8 +410,8 @@ def exact_intervals(
     a, b : ndarrays of shape (m, n + 1)
         Residual coefficients (last column: the test point).
     alphas : ndarray of shape (k,)
-    label_spread : float, default=0.0
-        The training labels' spread: ties are decided within ``1e-12`` of it at least
+    label_size : float, default=0.0
+        The training labels' root mean square: ties are decided within ``1e-12`` of it
         (see `_tie_margin`).
 
     Returns
@@ -419,7 +421,7 @@ def exact_intervals(
     """
     m, n = a.shape[0], a.shape[1] - 1
     needed = _needed(n, alphas, warn)
-    position, kind, count, base = _events(a, b, label_spread)
+    position, kind, count, base = _events(a, b, label_size)
     point, gap = _states(position, kind)
     valid = point | gap
     final = count[:, -1]  # the unbounded gap to the right of every root
@@ -441,7 +443,7 @@ def exact_intervals(
 
 
 def exact_union(
-    a: NDArray, b: NDArray, alpha: float, warn: bool = True, label_spread: float = 0.0
+    a: NDArray, b: NDArray, alpha: float, warn: bool = True, label_size: float = 0.0
 ) -> list[NDArray]:
     """The exact full-CP set of each test point as a union of intervals (their closure).
 
@@ -453,8 +455,8 @@ def exact_union(
     warn : bool, default=True
         Warn when there are too few training points for ``alpha`` (once per call: pass
         False for all but the first batch of test points).
-    label_spread : float, default=0.0
-        The training labels' spread: ties are decided within ``1e-12`` of it at least
+    label_size : float, default=0.0
+        The training labels' root mean square: ties are decided within ``1e-12`` of it
         (see `_tie_margin`).
 
     Returns
@@ -464,7 +466,7 @@ def exact_union(
     """
     m, n = a.shape[0], a.shape[1] - 1
     need = int(_needed(n, np.array([float(alpha)]), warn)[0])
-    position, kind, count, base = _events(a, b, label_spread)
+    position, kind, count, base = _events(a, b, label_size)
     point, gap = _states(position, kind)
     next_position = np.concatenate([position[:, 1:], np.full((m, 1), np.inf)], axis=1)
     ok = count >= need
@@ -490,7 +492,7 @@ def exact_union(
 
 
 def fast_intervals(
-    a: NDArray, b: NDArray, alphas: NDArray, warn: bool = True, label_spread: float = 0.0
+    a: NDArray, b: NDArray, alphas: NDArray, warn: bool = True, label_size: float = 0.0
 ) -> NDArray:
     """Burnaev-Vovk intervals: two one-sided machines on signed residuals at ``alpha/2``.
 
@@ -504,7 +506,7 @@ def fast_intervals(
     steeper = b_t > b_i
     with np.errstate(divide="ignore", invalid="ignore"):
         crossing = (a_i - a_t) / (b_t - b_i)
-        widen = _set_margin(a, label_spread) / (b_t - b_i)  # ties at a crossing stay inside
+        widen = _set_margin(a, label_size) / (b_t - b_i)  # ties at a crossing stay inside
         lower_list = np.sort(np.where(steeper, crossing - widen, -np.inf), axis=1)
         upper_list = np.sort(np.where(steeper, crossing + widen, np.inf), axis=1)
     half = alphas / 2
@@ -521,10 +523,10 @@ def fast_intervals(
     return out
 
 
-def p_values(a: NDArray, b: NDArray, candidates: NDArray, label_spread: float = 0.0) -> NDArray:
+def p_values(a: NDArray, b: NDArray, candidates: NDArray, label_size: float = 0.0) -> NDArray:
     """Full-CP p-values ``p(y)`` of candidate labels ``candidates`` (m, g)."""
     n = a.shape[1] - 1
     residuals = np.abs(a[:, :, None] + b[:, :, None] * candidates[:, None, :])
-    margin = _tie_margin(a, label_spread)[:, :, None]  # rounding-sized differences are ties
+    margin = _tie_margin(a, label_size)[:, :, None]  # rounding-sized differences are ties
     conforming = (residuals[:, :-1, :] >= residuals[:, -1:, :] - margin).sum(axis=1)
     return (conforming + 1) / (n + 1)

@@ -82,11 +82,11 @@ class FullConformalMixin:
     ``training_residuals_``, and implements ``_test_input(X, method)`` (the checked test
     input; ``method`` names the caller in a before-fit error) and
     ``_test_features(X) -> (features, predictions)`` for rows of a checked input, and
-    sets ``_label_spread`` (the training labels' standard deviation, the least scale of
+    sets ``_label_size`` (the training labels' root mean square, the least scale of
     the tie margin; 0 in models pickled before it existed: the margin of the residuals).
     """
 
-    _label_spread: float = 0.0
+    _label_size: float = 0.0
 
     if TYPE_CHECKING:  # what a subclass provides (parameters, fitted state, test input)
         alpha: float | ArrayLike
@@ -229,7 +229,7 @@ class FullConformalMixin:
         pieces = []
         batches = self._coefficient_batches(self._test_input(X, "predict_interval"))
         for index, (_, predictions, a, b) in enumerate(batches):  # a loop over batches
-            spread = self._label_spread
+            spread = self._label_size
             centred = algorithm(a, b, alphas, index == 0, spread) + predictions[:, None, None]
             pieces.append(_empty_at_centre(centred, predictions))
         out = np.concatenate(pieces, axis=0)
@@ -262,7 +262,7 @@ class FullConformalMixin:
         result: list[NDArray] = []
         batches = self._coefficient_batches(self._test_input(X, "predict_set"))
         for index, (_, predictions, a, b) in enumerate(batches):
-            pieces = exact_union(a, b, level, index == 0, self._label_spread)
+            pieces = exact_union(a, b, level, index == 0, self._label_size)
             result.extend(p + c for p, c in zip(pieces, predictions, strict=True))
         return result
 
@@ -288,7 +288,7 @@ class FullConformalMixin:
         grid, single = candidate_grid(y_candidates, n_rows(X))
         out = np.empty(grid.shape)
         for rows, predictions, a, b in self._coefficient_batches(X, width=grid.shape[1]):
-            out[rows] = p_values(a, b, grid[rows] - predictions[:, None], self._label_spread)
+            out[rows] = p_values(a, b, grid[rows] - predictions[:, None], self._label_size)
         return out[:, 0] if single else out
 
 
@@ -298,7 +298,7 @@ class FullConformalRidge(VersionedState, FullConformalMixin, RegressorMixin, Bas
     Every training point is used for fitting and none is held out; the set is exactly the
     one obtained by refitting ridge regression with the test point and each candidate
     label, up to a tie margin (1e-10 of the residuals' scale, at least 1e-12 of the
-    labels' spread) that only widens it: ends moved outward by at most 5e-11 of the set's
+    labels' size) that only widens it: ends moved outward by at most 5e-11 of the set's
     width against exact refits in two reviews, and by 8e-4 of it for labels whose spread
     is 1e9 times the residuals' (a trend fitted almost exactly). Finite-sample marginal coverage
     ``>= 1 - alpha`` under exchangeability.
@@ -434,7 +434,8 @@ class FullConformalRidge(VersionedState, FullConformalMixin, RegressorMixin, Bas
         self.machine_ = LinearConfidenceMachine(features, penalty)
         self.coef_ = self.machine_.solve(y)
         self.training_residuals_ = y - features @ self.coef_
-        self._label_spread = float(np.std(y))
+        # rounding grows with the labels' size, not their spread (labels far from 0)
+        self._label_size = float(np.sqrt(np.mean(y**2)))
         return self
 
     def _checked_X(self, X: Any, *, reset: bool) -> NDArray:
