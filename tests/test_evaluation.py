@@ -1175,8 +1175,11 @@ def test_findings_of_the_evaluation_review_at_the_edges():
     assert table["count"].tolist() == [1, 1, 1, 1]
     assert [table.loc[table.index.map(repr) == repr(g), "coverage"].item() for g in
             (1, "1", 2, "2")] == [1.0, 1.0, 0.0, 0.0]  # fmt: skip
-    with pytest.raises(TypeError, match="`y_true` must be numeric"):
-        coverage(["0", "1", "2", "5"], intervals)
+    for text in (["0", "1", "2", "5"], pd.Series(["0", "1", "2", "5"]),
+                 pd.Series(["0", "1", "2", "5"], dtype="string"),
+                 np.array(["0", 1, 2, 5], dtype=object)):  # fmt: skip
+        with pytest.raises(TypeError, match="`y_true` must be numeric"):
+            coverage(text, intervals)
     with pytest.raises(ValueError, match="`n_calibration` must be at most 1e12"):
         coverage_bounds(10**13, 0.1, 100)
     row = {"alpha": 0.1, "nominal": 0.9, "coverage": 0.9, "bound_low": 0.8,

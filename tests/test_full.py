@@ -819,7 +819,8 @@ def test_a_fit_through_every_training_point_keeps_exact_ties(offset):
 def test_labels_far_more_spread_than_the_residuals_keep_their_width():
     """Review finding: the tie margin's floor, 1e-10 of the labels' spread, widened the sets
     by 7-10% when an exact linear trend 1e9 times the noise was added to the labels (full
-    CP with LinearRegression is unchanged by such a trend); the floor is now 1e-12."""
+    CP with LinearRegression is unchanged by such a trend); the floor is now 1e-13 of the
+    labels' root mean square."""
     rng = np.random.default_rng(0)
     X, noise = rng.normal(size=(60, 2)), rng.normal(size=60)
     X_test = rng.normal(size=(20, 2))

@@ -163,6 +163,10 @@ def test_majority_coverage_bounds_follow_the_law_of_the_majority_set():
     np.testing.assert_allclose([low, high], simulated, atol=2 / (3 * m))
     with pytest.raises(ValueError, match="one entry per partition"):
         majority_coverage_bounds(sizes, ranks[:, :5], tau, m)
+    # review findings: a threshold no label can pass gave (0.14, 0.36); fractions truncated
+    assert majority_coverage_bounds([60] * 10, [5] * 10, 10, 100) == (0.0, 0.0)
+    with pytest.raises(ValueError, match="`sizes` must be whole numbers"):
+        majority_coverage_bounds([60.7] * 10, [5] * 10, 7, 100)
 
 
 # ---- the majority threshold and the coverage formula -----------------------------------------

@@ -183,6 +183,12 @@ def test_a_call_level_the_memory_is_too_small_for_warns(name):
     model.set_params(alpha=0.02)  # a lower level set after fit: warned too
     with pytest.warns(UserWarning, match=r"alpha=0.02 need at least 99"):
         model.predict_interval(X[120:])
+    # row by row: once, not at every step (scikit-learn's checks reset Python's registry)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")
+        for row in range(130, 140):
+            model.predict_interval(X[row : row + 1], y=y[row : row + 1], alpha=0.005)
+    assert sum("alpha=0.005 need" in str(w.message) for w in caught) == 1
 
 
 @pytest.mark.parametrize("name", ["SPCI", "KOWCPI"])

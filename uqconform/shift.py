@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 from scipy import sparse
+from sklearn.base import ClassifierMixin
 from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
@@ -191,9 +192,14 @@ class ClassifierDensityRatio:
                         "handles them (e.g. HistGradientBoostingClassifier for NaN)."
                     )
         elif isinstance(self.classifier, type):
+            name = self.classifier.__name__
+            remedy = (
+                f"pass {name}() instead"
+                if issubclass(self.classifier, ClassifierMixin)
+                else "pass an instance of a classifier with predict_proba"
+            )
             raise TypeError(
-                f"`classifier` must be a classifier instance, got the class "
-                f"{self.classifier.__name__}: pass {self.classifier.__name__}() instead."
+                f"`classifier` must be a classifier instance, got the class {name}: {remedy}."
             )
         elif not hasattr(self.classifier, "get_params"):
             raise TypeError(

@@ -310,9 +310,11 @@ def _covered_count_pmf(
     ``Binomial(n_test, 1 - V)`` mixed over ``V``'s law, taken on ``nodes`` cells of its
     support (``P(V <= v)``: a Poisson-binomial tail, one partition at a time).
     """
+    if threshold >= sizes.size:  # more votes than partitions: no label can enter
+        return np.eye(n_test + 1)[0]
     active = ranks > 0
     if not active.any():  # every partition keeps every label
-        return np.eye(n_test + 1)[-1] if threshold < sizes.size else np.eye(n_test + 1)[0]
+        return np.eye(n_test + 1)[-1]
     law = stats.beta(ranks[active], sizes[active] - ranks[active] + 1)
     edges = np.concatenate([[0.0], np.linspace(law.ppf(1e-13).min(), law.isf(1e-13).max(), nodes)])
     below = np.zeros((edges.size, sizes.size + 1))  # P(j of the U_i are <= v)
@@ -376,8 +378,12 @@ def majority_coverage_bounds(
     check_confidence(confidence)
     n_test = check_int(n_test, "n_test")
     nodes = check_int(nodes, "nodes", low=16)
-    size_rows = np.atleast_2d(np.asarray(sizes, dtype=np.int64))
-    rank_rows = np.atleast_2d(np.asarray(ranks, dtype=np.int64))
+    size_rows = np.atleast_2d(np.asarray(sizes, dtype=float))
+    rank_rows = np.atleast_2d(np.asarray(ranks, dtype=float))
+    for name, values in (("sizes", size_rows), ("ranks", rank_rows)):
+        if not np.isfinite(values).all() or (values % 1 != 0).any():
+            raise ValueError(f"`{name}` must be whole numbers, got {np.asarray(values)!r:.80}.")
+    size_rows, rank_rows = size_rows.astype(np.int64), rank_rows.astype(np.int64)
     if size_rows.ndim != 2 or rank_rows.shape != size_rows.shape:
         raise ValueError(
             f"`sizes` and `ranks` must have one entry per partition (one row per resplit), "
@@ -1066,6 +1072,7 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
 
     def predict(self, X: Any) -> NDArray:
         """The label with the highest smoothed score (majority vote of the models)."""
+        check_wrapper_fitted(self, "estimators_", "predict")
         scores = self.predict_scores(X)
         return self.classes_[np.argmax(scores, axis=1)]
 

@@ -213,7 +213,12 @@ def _check_rows(
 
 
 def _numeric_target(y: NDArray, name: str = "y_true") -> NDArray:
-    if y.dtype.kind in "US":  # text such as "2.5" would be read as a number
+    text = y.dtype.kind in "US" or (  # text such as "2.5" would be read as a number
+        y.dtype.kind == "O"
+        and pd.api.types.infer_dtype(y.ravel(), skipna=True)
+        in ("string", "bytes", "mixed", "mixed-integer")
+    )
+    if text:
         raise TypeError(f"`{name}` must be numeric for intervals or regions, got dtype {y.dtype}.")
     try:
         values = y.astype(float)

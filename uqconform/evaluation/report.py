@@ -162,7 +162,7 @@ class CoverageReport:
         digits = max(3, math.ceil(math.log10(max(int(self.n_test), 1))))
         coverage_width, bounds_width = max(9, digits + 2), max(18, 2 * digits + 8)
         # enough digits for the level given: 1 - 1e-9 printed as "100%" with ":g"
-        percent = f"{100 * self.confidence:.10g}%"
+        percent = f"{100 * self.confidence:.14g}%"  # 1 - 1e-12 included
         header = (
             f"{'alpha':>7} {'nominal':>8} {'coverage':>{coverage_width}} "
             f"{percent + ' bounds':>{bounds_width}} {'inside':>6} {self.efficiency:>14}"

@@ -495,11 +495,11 @@ class ApproximateFullConformalRegressor(
         scale = float(np.linalg.norm(reference))
         relative = float(np.linalg.norm(gradient)) / scale if scale > 0 else 0.0
         spread = float(np.std(lin.prediction))
-        if spread <= _CONSTANT_PREDICTION * float(np.std(target)):
+        if spread < _CONSTANT_PREDICTION * float(np.std(target)):  # (never for constant y)
             # the reference vanishes with the hidden units' variation: the ratio says nothing,
             # and training longer does not change it (a review: 5.55 at tol 1e-12 and 1e-15)
             warn_user(
-                f"The network predicts almost a constant (spread of its predictions "
+                f"The model predicts almost a constant (spread of its predictions "
                 f"{spread:.2g}, of the targets {float(np.std(target)):.2g}): the weight decay "
                 "shrank it, so `stationarity_` cannot judge convergence (training longer "
                 "does not move it). The intervals are those of a nearly constant model; if "

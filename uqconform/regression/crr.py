@@ -56,14 +56,15 @@ _TIE_TOLERANCE = 1e-10
 # rounding-sized residuals of a fit through every point are ties, while labels far larger
 # than the residuals (a trend fitted almost exactly, labels far from 0) widen the sets by
 # little (1e-10 of the labels' spread widened them 7% at a spread 1e9 times the residuals'
-# in a review; this, a hundredth of that).
-_LABEL_TIE_TOLERANCE = 1e-12
+# in a review; this, a thousandth of that, keeps labels moved by an offset of 1e9 within
+# 1e-4 of their place).
+_LABEL_TIE_TOLERANCE = 1e-13
 
 
 def _tie_margin(a: NDArray, label_size: float = 0.0) -> NDArray:
     """Per test point (m, 1): the residual difference that still counts as a tie.
 
-    ``1e-10`` of the largest ``|a|``, and at least ``1e-12`` of ``label_size`` (the
+    ``1e-10`` of the largest ``|a|``, and at least ``1e-13`` of ``label_size`` (the
     training labels' root mean square): a fit through every training point (more
     parameters than rows and no penalty, or noise-free labels) leaves residuals of rounding
     size, and a margin relative to them alone left exact ties to rounding (half the line
@@ -411,7 +412,7 @@ def exact_intervals(
         Residual coefficients (last column: the test point).
     alphas : ndarray of shape (k,)
     label_size : float, default=0.0
-        The training labels' root mean square: ties are decided within ``1e-12`` of it
+        The training labels' root mean square: ties are decided within ``1e-13`` of it
         (see `_tie_margin`).
 
     Returns
@@ -456,7 +457,7 @@ def exact_union(
         Warn when there are too few training points for ``alpha`` (once per call: pass
         False for all but the first batch of test points).
     label_size : float, default=0.0
-        The training labels' root mean square: ties are decided within ``1e-12`` of it
+        The training labels' root mean square: ties are decided within ``1e-13`` of it
         (see `_tie_margin`).
 
     Returns

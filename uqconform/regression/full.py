@@ -252,6 +252,7 @@ class FullConformalMixin:
         -------
         ndarray of shape (n_samples, 2) or list of ndarray of shape (r_i, 2)
         """
+        check_wrapper_fitted(self, "machine_", "predict_set")  # ACP checked its own first
         check_bool(union, "union")
         if not union:
             return self.predict_interval(X, alpha=alpha)
@@ -297,9 +298,9 @@ class FullConformalRidge(VersionedState, FullConformalMixin, RegressorMixin, Bas
 
     Every training point is used for fitting and none is held out; the set is exactly the
     one obtained by refitting ridge regression with the test point and each candidate
-    label, up to a tie margin (1e-10 of the residuals' scale, at least 1e-12 of the
+    label, up to a tie margin (1e-10 of the residuals' scale, at least 1e-13 of the
     labels' size) that only widens it: ends moved outward by at most 5e-11 of the set's
-    width against exact refits in two reviews, and by 8e-4 of it for labels whose spread
+    width against exact refits in two reviews, and by 1e-4 of it for labels whose spread
     is 1e9 times the residuals' (a trend fitted almost exactly). Finite-sample marginal coverage
     ``>= 1 - alpha`` under exchangeability.
 

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.compose import TransformedTargetRegressor
 from sklearn.exceptions import NotFittedError
 from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import LinearRegression
@@ -59,9 +60,11 @@ def predictive_spread(model: Any, X: Any) -> NDArray:
         except TypeError:  # the last step does not take return_std
             pass
         except (AttributeError, ValueError) as error:
-            # e.g. a TransformedTargetRegressor forwards return_std and then fails to
+            # a TransformedTargetRegressor forwards return_std and then fails to
             # inverse-transform the (mean, std) pair: falling back to predict would take
-            # its predicted mean for a spread
+            # its predicted mean for a spread (any other model's error is its own)
+            if not isinstance(model, TransformedTargetRegressor):
+                raise
             raise ValueError(
                 f"`difficulty_estimator` ({type(model).__name__}) failed when asked for "
                 f"predict(X, return_std=True): {error}. A model that transforms the target "

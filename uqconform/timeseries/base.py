@@ -702,6 +702,7 @@ class SequentialConformalRegressor(
         alphas = check_alpha(self.alpha, "alpha")
         self._window_checked = window
         self._alpha_checked = float(np.min(alphas))  # prediction checks lower levels
+        self._warned: set[tuple] = set()  # prediction warnings given since this fit
         needed = minimum_effective_size(alphas)
         count = self._trim(residuals).shape[0] - window
         if count >= needed:
@@ -727,10 +728,19 @@ class SequentialConformalRegressor(
     _alpha_checked: float = 1.0
     _window_checked: int = 0
 
+    def _warn_once(self, key: Any, message: str) -> None:
+        """Warn once per fit for ``key``: Python's own once-per-place filter does not hold
+        in an online loop (scikit-learn's input checks reset it at every call, so a warning
+        came back at every step)."""
+        warned = self.__dict__.setdefault("_warned", set())
+        if key not in warned:
+            warned.add(key)
+            warn_user(message, UserWarning)
+
     def _warn_few_residuals_for(self, alphas: NDArray) -> None:
         """At prediction: warn for a level below the one fit checked (a call's ``alpha``,
-        or ``set_params``) that the memory holds too few residuals for. The text does not
-        hold the count, so an online loop shows it once."""
+        or ``set_params``) that the memory holds too few residuals for; once per fit and
+        setting."""
         level = float(np.min(alphas))
         if level >= self._alpha_checked:
             return
@@ -746,11 +756,11 @@ class SequentialConformalRegressor(
             remedy = "absorb more observations first, or refit with more rows"
             when = "until the memory fills"
         outcome = "infinite intervals" if self.finite_sample else "under-coverage"
-        warn_user(
+        self._warn_once(
+            ("few residuals", level, window, self.memory),
             f"{type(self).__name__}: intervals at alpha={level:g} need at least {needed} "
             f"{noun} (2 / alpha - 1) for their quantiles to reach the level, and the memory "
             f"holds fewer: expect {outcome} {when}: {remedy}.",
-            UserWarning,
         )
 
     # ---- fit ----------------------------------------------------------------------------
@@ -945,6 +955,7 @@ class SequentialConformalRegressor(
         """The native prediction set of a scalar regressor: `predict_interval`, with
         ``alpha`` second as in every ``predict_set`` (``y``, keyword only, makes it online:
         the observed values are absorbed)."""
+        check_wrapper_fitted(self, "source_", "predict_set")
         return self.predict_interval(X, y=y, alpha=alpha)
 
     def predict_interval(
@@ -1021,18 +1032,19 @@ class SequentialConformalRegressor(
         # at a level ACI lowered: about 2 / a - 1)
         infinite = int((np.isinf(out).any(axis=1) & ~lowered).any(axis=1).sum())
         if infinite:
-            # one text per setting, so that Python's default filter shows it once when
-            # the online loop predicts row by row
             more = (
                 "" if self.memory is None else f"keep more residuals (`memory`={self.memory}) or "
             )
-            warn_user(
+            message = (
                 f"{infinite} of {n} intervals are infinite: with `finite_sample=True` the "
                 "weights' effective sample size (`effective_sample_sizes_`) is too small for "
                 f"alpha; {more}set `finite_sample=False` (the published algorithm: finite, "
-                "but short of the level there).",
-                UserWarning,
+                "but short of the level there)."
             )
+            if n == 1:  # an online loop predicting row by row: once per fit
+                self._warn_once(("infinite", self.memory), message)
+            else:
+                warn_user(message, UserWarning)
         return out[..., 0] if np.ndim(value) == 0 else out
 
     def _adapted_levels(self, alphas: NDArray) -> NDArray:

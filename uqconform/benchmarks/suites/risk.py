@@ -217,12 +217,13 @@ def run(ctx) -> FamilyResult:
     uncorrected_ok = [
         by[d, EMPIRICAL, a]["fnr"] <= by[d, EMPIRICAL, a]["fnr_bound"] for d, a in cells
     ]
-    limit = stats.binom.ppf(1 - 1e-3, resplits, DELTA) / resplits
+    allowed = int(stats.binom.ppf(1 - 1e-3, resplits, DELTA))  # resplits above alpha
+    limit = allowed / resplits
     rcps_ok = [by[d, RCPS, a]["exceed_share"] <= limit for d, a in cells]
     ltt_ok = [by[d, PRECISION, a]["exceed_share"] <= limit for d, a in cells]
     # what the check can see: a method over alpha in 3 delta of its calibrations is
     # flagged with this probability per cell, and CRC promises no such bound at all
-    power = float(stats.binom.sf(limit * resplits, resplits, 3 * DELTA))
+    power = float(stats.binom.sf(allowed, resplits, 3 * DELTA))
     crc_passes = sum(by[d, CRC, a]["exceed_share"] <= limit for d, a in cells)
     strength = (
         f"the bound is {limit:.2f} at R = {resplits}: a method above alpha in 30% of "

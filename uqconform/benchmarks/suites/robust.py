@@ -609,8 +609,8 @@ def run(ctx) -> FamilyResult:
         + ", ".join(f"{r['problem']} {r['coverage']:.3f}" for r in paper)
         + ". coverage_lower: lower end of the central 99% interval of the coverage law, "
         "pooled over resplits: for RPS the majority set's (majority_coverage_bounds, from "
-        "each resplit's partition sizes and ranks; a review found the earlier law of the "
-        "smallest partition too lenient: 0.849 against 0.878 on digits), for split CP "
+        "each resplit's partition sizes and ranks; the split-CP law of the smallest "
+        "partition, used before, was far too lenient), for split CP "
         "coverage_bounds; at_least_nominal: coverage >= 1 - alpha (information, not a "
         "pass/fail rule: a valid method falls below it by chance); formula_coverage: the "
         "distribution-free coverage of the majority set for continuous scores and these "
