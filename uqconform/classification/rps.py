@@ -222,6 +222,26 @@ def _inclusion_probability(u: NDArray, n: int, rank: int) -> NDArray:
     return special.betainc(rank, n - rank + 1, u)
 
 
+def _votes_above(u: NDArray, sizes: NDArray, ranks: NDArray, threshold: int) -> NDArray:
+    """``P(more than threshold partitions keep a test score at quantile u)`` at every ``u``:
+    the Poisson-binomial tail of the votes, built one partition at a time."""
+    law = np.zeros((u.size, sizes.size + 1))
+    law[:, 0] = 1.0
+    for n, r in zip(sizes, ranks, strict=True):  # a loop over partitions
+        g = _inclusion_probability(u, int(n), int(r))[:, None]
+        law[:, 1:] = law[:, 1:] * (1 - g) + law[:, :-1] * g
+        law[:, 0] *= 1 - g[:, 0]
+    return law[:, threshold + 1 :].sum(axis=1)
+
+
+def _support(sizes: NDArray, ranks: NDArray) -> tuple[float, float]:
+    """Where the votes' law changes: from the first active partition's rise to the last's
+    (``_transition``); ranks must hold at least one active (positive) rank."""
+    spans = np.array([_transition(int(n), int(r)) for n, r in zip(sizes, ranks, strict=True)])
+    active = ranks > 0
+    return float(spans[active, 0].min()), float(spans[active, 1].max())
+
+
 def _transition(n: int, rank: int) -> tuple[float, float]:
     """Where ``P(Bin(n, u) >= rank)`` rises from 0 to 1 (to 1e-13)."""
     if rank <= 0:
@@ -279,20 +299,12 @@ def majority_coverage(sizes: ArrayLike, ranks: ArrayLike, threshold: int) -> flo
     threshold = check_int(threshold, "threshold", low=0)
     if threshold >= sizes.size:  # more votes than partitions: no label can enter
         return 0.0
-    spans = np.array([_transition(int(n), int(r)) for n, r in zip(sizes, ranks, strict=True)])
     active = ranks > 0
     if not active.any():
         return 1.0 if threshold < sizes.size else 0.0
-    low, high = spans[active, 0].min(), spans[active, 1].max()
+    low, high = _support(sizes, ranks)
     u, w = _nodes(low, high, 8 * max(1, int(active.sum())))
-    # Poisson-binomial law of the votes at every node, one partition at a time.
-    law = np.zeros((u.size, sizes.size + 1))
-    law[:, 0] = 1.0
-    for n, r in zip(sizes, ranks, strict=True):  # a loop over partitions
-        g = _inclusion_probability(u, int(n), int(r))[:, None]
-        law[:, 1:] = law[:, 1:] * (1 - g) + law[:, :-1] * g
-        law[:, 0] *= 1 - g[:, 0]
-    inside = float(w @ law[:, threshold + 1 :].sum(axis=1))
+    inside = float(w @ _votes_above(u, sizes, ranks, threshold))
     # Below `low` every active partition rejects, above `high` every one accepts.
     below = low * float(int((~active).sum()) > threshold)
     return float(below + inside + (1.0 - high))
@@ -308,22 +320,14 @@ def _covered_count_pmf(
     0), independently; the majority keeps it when ``u >= V``, the ``threshold + 1``-th
     smallest ``U_i``. Given the calibration the coverage is ``1 - V``: the count is
     ``Binomial(n_test, 1 - V)`` mixed over ``V``'s law, taken on ``nodes`` cells of its
-    support (``P(V <= v)``: a Poisson-binomial tail, one partition at a time).
+    support (``P(V <= v)``: the votes' tail `_votes_above`, as in `majority_coverage`).
     """
     if threshold >= sizes.size:  # more votes than partitions: no label can enter
         return np.eye(n_test + 1)[0]
-    active = ranks > 0
-    if not active.any():  # every partition keeps every label
+    if not (ranks > 0).any():  # every partition keeps every label
         return np.eye(n_test + 1)[-1]
-    law = stats.beta(ranks[active], sizes[active] - ranks[active] + 1)
-    edges = np.concatenate([[0.0], np.linspace(law.ppf(1e-13).min(), law.isf(1e-13).max(), nodes)])
-    below = np.zeros((edges.size, sizes.size + 1))  # P(j of the U_i are <= v)
-    below[:, 0] = 1.0
-    for n, r in zip(sizes, ranks, strict=True):  # a loop over partitions
-        p = special.betainc(r, n - r + 1, edges)[:, None] if r > 0 else np.ones((edges.size, 1))
-        below[:, 1:] = below[:, 1:] * (1 - p) + below[:, :-1] * p
-        below[:, 0] *= 1 - p[:, 0]
-    cdf = np.append(below[:, threshold + 1 :].sum(axis=1), 1.0)  # P(V <= v); V <= 1
+    edges = np.concatenate([[0.0], np.linspace(*_support(sizes, ranks), nodes)])
+    cdf = np.append(_votes_above(edges, sizes, ranks, threshold), 1.0)  # P(V <= v); V <= 1
     edges = np.append(edges, 1.0)
     mass = np.clip(np.diff(cdf), 0.0, None)
     middle = (edges[:-1] + edges[1:]) / 2
@@ -373,7 +377,7 @@ def majority_coverage_bounds(
     >>> bool(low < majority_coverage([60] * 10, [5] * 10, 7) < high)
     True
     """
-    from uqconform.evaluation.bounds import check_confidence
+    from uqconform.evaluation.bounds import central_share_interval, check_confidence
 
     check_confidence(confidence)
     n_test = check_int(n_test, "n_test")
@@ -395,11 +399,7 @@ def majority_coverage_bounds(
     pooled = np.ones(1)
     for n_row, r_row in zip(size_rows, rank_rows, strict=True):  # a loop over resplits
         pooled = np.convolve(pooled, _covered_count_pmf(n_row, r_row, threshold, n_test, nodes))
-    cdf = np.cumsum(pooled / pooled.sum())
-    total, tail = pooled.size - 1, (1 - confidence) / 2
-    low = int(np.searchsorted(cdf, tail, side="left"))
-    high = int(np.searchsorted(cdf, 1 - tail, side="left"))
-    return low / total, min(high, total) / total
+    return central_share_interval(0, pooled / pooled.sum(), pooled.size - 1, (1 - confidence) / 2)
 
 
 @functools.lru_cache(maxsize=4096)

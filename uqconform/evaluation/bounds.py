@@ -172,6 +172,18 @@ def _carrying_mass(first: int, pmf: NDArray) -> tuple[int, NDArray]:
     return first + int(carrying[0]), pmf[carrying[0] : carrying[-1] + 1]
 
 
+def central_share_interval(
+    offset: int, pmf: NDArray, total: int, tail: float
+) -> tuple[float, float]:
+    """The counts ``offset + i`` of a normalised count law ``pmf`` that leave at most
+    ``tail`` below and above, as shares of ``total`` (the conventions of `coverage_bounds`,
+    shared by RPS's `majority_coverage_bounds`)."""
+    cdf = np.cumsum(pmf)
+    low = offset + int(np.searchsorted(cdf, tail, side="left"))
+    high = offset + int(np.searchsorted(cdf, 1 - tail, side="left"))
+    return low / total, min(high, total) / total
+
+
 def coverage_bounds(
     n_calibration: int,
     alpha: float | Sequence[float] | ArrayLike,
@@ -240,11 +252,7 @@ def coverage_bounds(
         offset, pmf = _pooled_count_law(
             int(n_calibration), float(level), int(n_test), int(n_repeats)
         )
-        cdf = np.cumsum(pmf)
-        total = int(n_repeats) * int(n_test)
-        low = offset + int(np.searchsorted(cdf, tail, side="left"))
-        high = offset + int(np.searchsorted(cdf, 1 - tail, side="left"))
-        rows.append((low / total, min(high, total) / total))
+        rows.append(central_share_interval(offset, pmf, int(n_repeats) * int(n_test), tail))
     if np.ndim(alpha) == 0:
         return rows[0]
     return np.asarray(rows)

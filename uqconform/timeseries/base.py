@@ -707,13 +707,10 @@ class SequentialConformalRegressor(
         count = self._trim(residuals).shape[0] - window
         if count >= needed:
             return
+        outcome, never, while_short = self._shortfall(needed, window)
         remedy = "give more fit rows" + (" or a shorter `window`" if window > 1 else "")
-        while_short = "until the memory fills"
-        if self.memory is not None and self.memory - window < needed:
+        if never:
             remedy = f"set `memory` (now {self.memory}) to {needed + window} or more"
-            while_short = "throughout (the memory never holds enough)"
-        # finite_sample widens to the whole line what the plain quantiles would cut short
-        outcome = "infinite intervals" if self.finite_sample else "under-coverage"
         noun = "(window, next residual) pair" if window else "residual"
         what = f"{count} {noun}{'' if count == 1 else 's'}"
         warn_user(
@@ -722,6 +719,15 @@ class SequentialConformalRegressor(
             f"reach the level, so expect {outcome} {while_short}: {remedy}.",
             UserWarning,
         )
+
+    def _shortfall(self, needed: int, window: int) -> tuple[str, bool, str]:
+        """What too few residuals for ``needed`` do: the outcome, whether the memory can
+        never hold them, and for how long."""
+        never = self.memory is not None and self.memory - window < needed
+        # finite_sample widens to the whole line what the plain quantiles would cut short
+        outcome = "infinite intervals" if self.finite_sample else "under-coverage"
+        when = "throughout (the memory never holds enough)" if never else "until the memory fills"
+        return outcome, never, when
 
     #: The lowest level `_warn_few_residuals` checked at fit (1: none, in models pickled
     #: before it was recorded) and the window it counted pairs of.
@@ -749,13 +755,12 @@ class SequentialConformalRegressor(
         if self.memory_.shape[0] - window >= needed:
             return
         noun = "(window, next residual) pairs" if window else "residuals"
-        if self.memory is not None and self.memory - window < needed:
-            remedy = f"refit with `memory` (now {self.memory}) at {needed + window} or more"
-            when = "throughout (the memory never holds enough)"
-        else:
-            remedy = "absorb more observations first, or refit with more rows"
-            when = "until the memory fills"
-        outcome = "infinite intervals" if self.finite_sample else "under-coverage"
+        outcome, never, when = self._shortfall(needed, window)
+        remedy = (
+            f"refit with `memory` (now {self.memory}) at {needed + window} or more"
+            if never
+            else "absorb more observations first, or refit with more rows"
+        )
         self._warn_once(
             ("few residuals", level, window, self.memory),
             f"{type(self).__name__}: intervals at alpha={level:g} need at least {needed} "
