@@ -401,7 +401,7 @@ class LinearizedPredictive(VersionedState, BaseEstimator):
         # run); a network trained here saw the others
         if prefit and view.task == "regression" and X_fit is not None:
             X_noise = view.transform(X)
-            noise_rows = (X_noise, view.network_target(check_regression_target(y, n)))
+            noise_rows = (X_noise, view.network_target(np.asarray(y)))  # y checked above
         else:
             noise_rows = (Xv, target)
         self._fit_scale(Xv, target, noise_rows)
