@@ -1186,3 +1186,21 @@ def test_findings_of_the_evaluation_review_at_the_edges():
            "bound_high": 0.95, "mean_width": 1.0}  # fmt: skip
     report = CoverageReport("M", "regression", "mean_width", 100, 1000, 1 - 1e-9, 0.0, [row])
     assert "99.9999999% bounds" in str(report)
+
+
+def test_a_test_set_too_large_for_the_law_is_refused_by_name():
+    """A huge ``n_test`` failed with numpy's TypeError (an integer beyond 64 bits) or ran for
+    minutes on a window of a billion counts; scipy's beta-binomial spread is also wrong
+    beyond 1e9 test points, so the window is sized by the moments' formulas."""
+    with pytest.raises(ValueError, match=r"`n_test` x `n_repeats` must be at most 1e12"):
+        coverage_bounds(100, 0.1, 10**20)
+    with pytest.raises(ValueError, match=r"`n_test` = 1000000000 with `n_calibration` = 100"):
+        coverage_bounds(100, 0.1, 10**9)
+    with pytest.raises(ValueError, match=r"the pmf would hold more than"):
+        coverage_count_pmf(100, 0.1, 10**7, n_repeats=3)
+    # with many calibration points the law is narrow: a trillion test points still work,
+    # and the bounds are those of the normal approximation of two independent binomials
+    low, high = coverage_bounds(10**12, 0.1, 10**12)
+    half = stats.norm.ppf(0.995) * math.sqrt(0.09e-12 * 2)
+    assert low == pytest.approx(0.9 - half, abs=1e-9)
+    assert high == pytest.approx(0.9 + half, abs=1e-9)

@@ -29,6 +29,10 @@ _MAX_CONFIDENCE = 1 - 1e-12
 # Beyond this scipy's beta-binomial loses the digits of the law (a review measured
 # probabilities off by 2e-3 and bounds off by a count at 1e13 calibration points).
 _MAX_CALIBRATION = 10**12
+# The most counts one resplit's law is evaluated on (about a minute and a gigabyte): more
+# test points than that spread over carry no information the Beta law of the conditional
+# coverage does not already give.
+_MAX_WINDOW = 2 * 10**7
 
 
 def check_confidence(confidence: Any) -> float:
@@ -46,6 +50,13 @@ def check_confidence(confidence: Any) -> float:
     return float(confidence)
 
 
+def _is_finite(value: numbers.Real) -> bool:
+    """Whether a real number is finite, also for Python integers too large for a float."""
+    if isinstance(value, numbers.Integral):
+        return True
+    return bool(np.isfinite(float(value)))
+
+
 def _check_counts(n_calibration: Any, n_test: Any, n_repeats: Any) -> None:
     """The sizes must be integers (``n_test`` and ``n_repeats`` at least one)."""
     for name, value, low in (
@@ -56,7 +67,7 @@ def _check_counts(n_calibration: Any, n_test: Any, n_repeats: Any) -> None:
         if (
             isinstance(value, bool)
             or not isinstance(value, numbers.Real)
-            or not np.isfinite(cast(float, value))
+            or not _is_finite(value)
             or int(cast(float, value)) != value
             or value < low
         ):
@@ -66,6 +77,11 @@ def _check_counts(n_calibration: Any, n_test: Any, n_repeats: Any) -> None:
             f"`n_calibration` must be at most 1e12 (the beta-binomial law is not computed "
             f"accurately beyond), got {n_calibration!r}; with so many calibration points "
             "the covered count is binomial with probability 1 - alpha to many digits."
+        )
+    if n_test * n_repeats > _MAX_CALIBRATION:
+        raise ValueError(
+            "`n_test` x `n_repeats` must be at most 1e12 (the beta-binomial law is not "
+            f"computed accurately beyond), got {n_test!r} x {n_repeats!r}."
         )
 
 
@@ -97,8 +113,9 @@ def coverage_count_pmf(
         probabilities below that level meaningless. The bounds agreed with an exact oracle
         in every case a review ran below confidence 1 - 1e-12; at that confidence a count
         whose exact tail probability lies within about 1e-15 of ``(1 - confidence) / 2``
-        can fall on either side (3 cases in about 900). ``n_calibration`` above 1e12 is
-        refused: there the beta-binomial terms lose their digits.
+        can fall on either side (3 cases in about 900). ``n_calibration`` or
+        ``n_test * n_repeats`` above 1e12 is refused: there the beta-binomial terms lose
+        their digits; so is a pmf of more than 2e7 counts (use `coverage_bounds`).
 
     Examples
     --------
@@ -110,6 +127,12 @@ def coverage_count_pmf(
     if np.ndim(alpha) != 0:
         raise ValueError(
             f"`alpha` must be a single level here, got {alpha!r}; coverage_bounds takes several."
+        )
+    if int(n_repeats) * int(n_test) + 1 > _MAX_WINDOW:
+        raise ValueError(
+            f"`n_test` x `n_repeats` = {int(n_test) * int(n_repeats)}: the pmf would hold "
+            f"more than {_MAX_WINDOW:.0e} counts; use coverage_bounds, which keeps only "
+            "the counts that carry the law's mass."
         )
     offset, window = _pooled_count_law(int(n_calibration), alpha, int(n_test), int(n_repeats))
     pmf = np.zeros(int(n_repeats) * int(n_test) + 1)
@@ -132,9 +155,21 @@ def _single_count_law(n_calibration: int, level: float, n_test: int) -> tuple[in
         return n_test, np.ones(1)
     if conforming > n_calibration:  # alpha within rounding of 1: empty sets, coverage 0
         return 0, np.ones(1)
-    law = stats.betabinom(n_test, n_calibration + 1 - conforming, conforming)
-    mean, sd = float(law.mean()), float(law.std())
+    a, b = n_calibration + 1 - conforming, conforming
+    law = stats.betabinom(n_test, a, b)
+    # the moments by their formulas: scipy's betabinom.std is wrong beyond 1e9 test points
+    mean = n_test * a / (a + b)
+    sd = float(np.sqrt(n_test * a * b * (a + b + n_test) / ((a + b) ** 2 * (a + b + 1))))
     half = int(np.ceil(12 * sd)) + 50
+    if min(2 * half, n_test) + 1 > _MAX_WINDOW:
+        raise ValueError(
+            f"`n_test` = {n_test} with `n_calibration` = {n_calibration}: the covered "
+            f"count spreads over about {min(2 * half, n_test):.2g} counts, more than the "
+            f"{_MAX_WINDOW:.0e} this law is evaluated on. With so many test points the "
+            f"coverage of one resplit is its conditional coverage, Beta({a}, {b}), to "
+            f"within about {1 / np.sqrt(n_test):.1g}: use "
+            f"scipy.stats.beta({a}, {b}).interval(confidence)."
+        )
     while True:  # a loop that doubles the window until it holds the mass
         first, last = max(int(mean) - half, 0), min(int(mean) + half, n_test)
         pmf = law.pmf(np.arange(first, last + 1))
@@ -229,7 +264,10 @@ def coverage_bounds(
       ``sqrt(n_repeats)`` times one resplit's spread; with a small ``n_calibration`` (a
       wide Beta law) and many test points that is still large (measured:
       ``n_calibration=20``, a million test points, ``n_repeats=1000``: 23 s and 4.4 GB;
-      ``n_calibration=100``, ``n_repeats=100``: 2.5 s and 0.9 GB).
+      ``n_calibration=100``, ``n_repeats=100``: 2.5 s and 0.9 GB). A law spread over
+      more than 2e7 counts (about a billion test points with 100 calibration points) is
+      refused, with the Beta law of the conditional coverage to use instead, as are
+      ``n_test * n_repeats`` or ``n_calibration`` above 1e12.
 
     Returns
     -------
