@@ -169,6 +169,18 @@ def test_majority_coverage_bounds_follow_the_law_of_the_majority_set():
         majority_coverage_bounds([60.7] * 10, [5] * 10, 7, 100)
 
 
+def test_the_binomial_mixture_in_log_space_equals_scipys_pmfs():
+    """The bounds' mixture of binomials (log space, in blocks of cells) against scipy's pmf,
+    with success 0 and 1 and cells without mass; 4001 counts make blocks of 999 cells."""
+    rng = np.random.default_rng(3)
+    for n_test, cells in ((1, 5), (37, 300), (4000, 2500)):
+        success = np.concatenate([[0.0, 1.0], rng.uniform(size=cells - 2)])
+        mass = rng.dirichlet(np.ones(cells)) * (rng.uniform(size=cells) > 0.2)
+        expected = mass @ stats.binom.pmf(np.arange(n_test + 1), n_test, success[:, None])
+        got = rps_module._binomial_mixture(mass, success, n_test)
+        np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-15)
+
+
 # ---- the majority threshold and the coverage formula -----------------------------------------
 def test_threshold_table_of_the_spec():
     # Section 2.4 of the methods note: tau at alpha 0.10 and 0.05.
