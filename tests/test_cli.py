@@ -132,6 +132,21 @@ def test_unwritable_out_dir(tmp_path, capsys):
     too_long = tmp_path / ("a" * 300)
     assert main(["benchmark", "--suite", "classic", "--out", str(too_long)]) == 2
     assert "File name too long" in capsys.readouterr().err
+    # review finding: the folders made on the way to a refused name stayed behind
+    assert (
+        main(
+            [
+                "benchmark",
+                "--suite",
+                "classic",
+                "--out",
+                str(tmp_path / "new" / "deeper" / ("a" * 300)),
+            ]
+        )
+        == 2
+    )
+    assert "File name too long" in capsys.readouterr().err
+    assert not (tmp_path / "new").exists()
 
 
 def _second(ctx):

@@ -198,6 +198,7 @@ def prepare_out_dir(out: str | os.PathLike[str]) -> Path:
     if not str(out).strip():
         raise BenchmarkOutputError("`out` is empty: name the folder for the results.")
     path = Path(out).expanduser()
+    created: list[Path] = []  # folders this call makes, deepest first, removed on failure
     try:  # every step may meet a path the system refuses (too long, not readable)
         if path.exists() and not path.is_dir():
             raise BenchmarkOutputError(
@@ -209,11 +210,21 @@ def prepare_out_dir(out: str | os.PathLike[str]) -> Path:
                     f"`out` = {str(path)!r} holds a folder named {name!r}, where the run "
                     "writes that file: move it away or choose another folder with --out DIR."
                 )
+        for folder in (path, *path.parents):  # a loop up to the first existing folder
+            if os.path.lexists(folder):
+                break
+            created.append(folder)
         path.mkdir(parents=True, exist_ok=True)
         probe = path / ".uqconform-write-test"
         probe.write_text("ok")
         probe.unlink()
     except OSError as error:
+        for folder in created:  # deepest first; a folder that cannot go stops the cleanup
+            try:
+                folder.rmdir()
+            except OSError:
+                if os.path.lexists(folder):
+                    break
         raise BenchmarkOutputError(
             f"Cannot write benchmark results to `out` = {str(path)!r}: "
             f"{error.strerror or error}. Choose a writable folder with --out DIR."
