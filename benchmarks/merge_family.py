@@ -35,13 +35,13 @@ def merge_family(family: str, new_dir: Path, committed_dir: Path) -> None:
     if record is None or record.get("status") != "ok":
         raise SystemExit(f"family {family!r} did not run cleanly in {new_dir}")
     record.setdefault("started", new["started"])
-    if new["versions"] != committed["versions"]:
+    changed = sorted(  # packages the committed report records (newer runs record more)
+        f"{name} {committed['versions'][name]} -> {version}"
+        for name, version in new["versions"].items()
+        if committed["versions"].get(name, version) != version
+    )
+    if changed:
         record["versions"] = new["versions"]
-        changed = sorted(
-            f"{name} {committed['versions'].get(name)} -> {version}"
-            for name, version in new["versions"].items()
-            if committed["versions"].get(name) != version
-        )
         line = f"Run with other package versions than the report's: {', '.join(changed)}."
         record["provenance"] = [*record.get("provenance", []), line]
         print(f"{family}: {line}")

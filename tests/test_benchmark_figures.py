@@ -78,6 +78,17 @@ def test_merge_family_refuses_another_seed_and_leaves_no_stale_state(tmp_path):
     assert merged["families"]["demo"]["versions"] == {"numpy": "2.1"}
     assert "numpy 2.0 -> 2.1" in (committed / "report.md").read_text()
     assert sorted(path.name for path in committed.glob("*.png")) == ["demo_new.png"]
+    # a package the committed report does not record is not a change of version
+    (new / "results.json").write_text(
+        json.dumps(_run(0, "ok", ["demo_new.png"], {"numpy": "2.0", "torch": "2.13"}))
+    )
+    old["families"]["demo"].update(status="ok")
+    old["failed"] = []
+    (committed / "results.json").write_text(json.dumps(old))
+    module.merge_family("demo", new, committed)
+    merged = json.loads((committed / "results.json").read_text())
+    assert "versions" not in merged["families"]["demo"]
+    assert "other package versions" not in (committed / "report.md").read_text()
     (new / "demo_new.png").unlink()  # a listed plot the new run did not write
     with pytest.raises(SystemExit, match="lists plots missing"):
         module.merge_family("demo", new, committed)

