@@ -951,6 +951,10 @@ def test_plot_coverage_refuses_inverted_bounds():
             with pytest.raises(ValueError, match=r"`bounds` must have shape \(3, 2\)"):
                 plot_coverage([0.8, 0.9, 0.95], [0.8, 0.9, 0.95], bounds=bad)
         plot_coverage([0.9], [0.88], bounds=[0.85, 0.95])  # one level: one pair
+        with warnings.catch_warnings():  # no level measured: numpy warned "All-NaN slice"
+            warnings.simplefilter("error")
+            ax = plot_coverage([0.8, 0.9], [np.nan, np.nan])
+        assert ax.lines[0].get_xdata().tolist() == [0.8, 1.0]  # the nominal line only
         cases = [
             (([], []), ValueError, "`nominal` is empty"),
             ((["a"], [0.9]), TypeError, "`nominal` must hold numbers"),
@@ -1204,3 +1208,11 @@ def test_a_test_set_too_large_for_the_law_is_refused_by_name():
     half = stats.norm.ppf(0.995) * math.sqrt(0.09e-12 * 2)
     assert low == pytest.approx(0.9 - half, abs=1e-9)
     assert high == pytest.approx(0.9 + half, abs=1e-9)
+
+
+def test_box_volumes_refuse_the_keywords_of_monte_carlo_volumes():
+    """A box array's volume is exact; ``n_samples`` and the like were silently ignored."""
+    boxes = np.array([[[0.0, 1.0], [0.0, 2.0]]])
+    assert mean_volume(boxes) == 2.0
+    with pytest.raises(TypeError, match=r"keywords \['n_samples'\] apply to region objects"):
+        mean_volume(boxes, n_samples=500)

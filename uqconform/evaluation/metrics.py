@@ -548,7 +548,8 @@ def mean_volume(
         or boxes ``(n, d, 2[, k])`` (lower and upper bound of each output on the third
         axis, as ``predict_interval`` of the multi-output regressors returns them).
     **volume_kwargs
-        Passed to ``volume`` (e.g. ``n_samples``, ``random_state`` for Monte Carlo volumes).
+        Passed to ``volume`` (e.g. ``n_samples``, ``random_state`` for Monte Carlo volumes);
+        refused with a box array, whose volume is exact.
 
     Returns
     -------
@@ -589,6 +590,11 @@ def mean_volume(
         )
     if parsed.n == 0:
         raise ValueError("`region` has no rows: there is no mean volume.")
+    if parsed.kind == "box" and volume_kwargs:
+        raise TypeError(
+            f"`region` is a box array, whose volume is the exact product of its sides: the "
+            f"keywords {sorted(volume_kwargs)} apply to region objects' volume() only."
+        )
     return _per_level(_sizes(parsed, **volume_kwargs).mean(axis=0), parsed.single)
 
 

@@ -131,7 +131,7 @@ def plot_coverage(
             alpha=0.6,
             label="valid-coverage interval",
         )
-    low = float(min(nominal_.min(), np.nanmin(observed_)))
+    low = float(np.append(nominal_, observed_[~np.isnan(observed_)]).min())  # NaN: not drawn
     ax.plot([low, 1], [low, 1], color="0.3", linestyle="--", linewidth=1, label="nominal")
     ax.plot(nominal_, observed_, "o", color="C0", label=label or "observed")
     ax.set_xlabel("nominal coverage (1 - alpha)")
