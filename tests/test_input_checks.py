@@ -1505,3 +1505,21 @@ def test_booleans_and_text_are_not_numbers_where_a_number_is_asked_for():
     for radius in ("1", True):
         with pytest.raises(ValueError, match="`radius` must be a number"):
             PredictionRegion(AffineMap(np.zeros((3, 2)), np.ones((3, 2))), radius)
+
+
+def test_a_three_dimensional_x_at_prediction_says_where_features_are_counted(data):
+    """A (n, 1, d) array was refused as "X has 1 features", with no word of its rank."""
+    X, y, labels = data
+    wrappers = [
+        SplitConformalRegressor(LinearRegression()).fit(X[:75], y[:75]).calibrate(X[75:], y[75:]),
+        SplitConformalClassifier(LogisticRegression())
+        .fit(X[:75], labels[:75])
+        .calibrate(X[75:], labels[75:]),
+    ]
+    three_d = r"X has 1 features.*`X` is a 3-D array of shape \(150, 1, 3\): the features are"
+    two_d = r"X has 2 features, but \w+ is expecting 3 features as input\.$"
+    for wrapper in wrappers:
+        with pytest.raises(ValueError, match=three_d):
+            wrapper.predict(X[:, None, :])
+        with pytest.raises(ValueError, match=two_d):
+            wrapper.predict(X[:, :2])  # a 2-D array keeps scikit-learn's message alone

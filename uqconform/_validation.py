@@ -119,7 +119,17 @@ def check_features(estimator: BaseEstimator, X: Any, *, reset: bool) -> Any:
         )
     if isinstance(X, (list, tuple)) and len(X) == 0:  # before scikit-learn's IndexError
         raise ValueError("`X` has no rows.")
-    validate_data(estimator, X, skip_check_array=True, reset=reset)
+    try:
+        validate_data(estimator, X, skip_check_array=True, reset=reset)
+    except ValueError as error:
+        ndim = getattr(X, "ndim", 2)
+        if reset or ndim == 2:
+            raise
+        # scikit-learn counts features on the second axis, whatever the array's rank
+        raise ValueError(
+            f"{error} `X` is a {ndim}-D array of shape {X.shape}: the features are counted on "
+            "its second axis; pass one row per sample with the fit's features as columns."
+        ) from None
     if n_rows(X) == 0:
         raise ValueError("`X` has no rows.")
     names = getattr(estimator, "feature_names_in_", None)
