@@ -40,7 +40,10 @@ def with_full_verdicts(results: dict, full: dict | None) -> dict:
         # claims that differ only in their parentheses (one per dataset or level) are
         # matched in order, and only when both runs have as many of them (a family can
         # write more rows at full scale: then no verdict is copied)
-        full_groups = _by_claim_key(full["families"].get(name, {}).get("headlines", []))
+        full_record = full["families"].get(name, {})
+        full_groups = _by_claim_key(full_record.get("headlines", []))
+        # a family rerun on its own and merged keeps the date of its own run
+        started = full_record.get("started", full["started"])[:10]
         for key, group in _by_claim_key(record["headlines"]).items():
             same_key = full_groups.get(key, [])
             if len(same_key) != len(group):
@@ -50,7 +53,7 @@ def with_full_verdicts(results: dict, full: dict | None) -> dict:
                 if judged_later and match.get("met") is not None:
                     h["met"] = bool(match["met"])
                     h["target"] = (
-                        f"{h['target']}; met: the full run's ({full['started'][:10]}) "
+                        f"{h['target']}; met: the full run's ({started}) "
                         f"{match['value']}"
                     )
     return results

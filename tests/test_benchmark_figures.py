@@ -110,6 +110,15 @@ def test_full_verdicts_match_claims_in_order_only_when_the_counts_agree():
         h["met"] for h in module.with_full_verdicts(quick, full)["families"]["f"]["headlines"]
     ]
     assert verdicts == [True, False]
+    targets = [
+        h["target"] for h in module.with_full_verdicts(quick, full)["families"]["f"]["headlines"]
+    ]
+    assert "the full run's (2026-01-01)" in targets[0]
+    full["families"]["f"]["started"] = "2026-02-03T00:00:00"  # rerun on its own and merged
+    targets = [
+        h["target"] for h in module.with_full_verdicts(quick, full)["families"]["f"]["headlines"]
+    ]
+    assert "the full run's (2026-02-03)" in targets[0]  # was the whole run's date
     more = run(["width (a)", "width (b)", "width (c)"], [True, False, True])
     verdicts = [
         h["met"] for h in module.with_full_verdicts(quick, more)["families"]["f"]["headlines"]
