@@ -461,8 +461,9 @@ class JackknifeAfterBootstrapRegressor(CrossConformalRegressor):
         """``B`` bootstrap samples (with their repeats) and the rows each leaves out."""
         if groups is not None:
             raise ValueError(
-                "`groups` is for the folds of CrossConformalRegressor; bootstrap samples "
-                "draw rows, not groups: leave it out."
+                "JackknifeAfterBootstrapRegressor takes no `groups`: its bootstrap samples "
+                "draw rows, not groups (`groups` sets the folds of CrossConformalRegressor "
+                "with a GroupKFold); leave it out."
             )
         n = y.shape[0]
         seed = integer_seed(self.random_state)  # a stream of its own: [seed, 1]
