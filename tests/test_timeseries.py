@@ -424,6 +424,11 @@ def test_predict_set_is_predict_interval(fitted):
     np.testing.assert_array_equal(model.predict_set(X, y=y), twin.predict_interval(X, y=y))
     with pytest.raises(TypeError):  # y is keyword only: predict_set(X, 0.5) is alpha = 0.5
         model.predict_set(X, 0.1, y)
+    # y and alpha are keyword only in predict_interval: the message says which to write
+    # (it was Python's "takes 2 positional arguments but 3 were given")
+    message = r"keyword only, got 1 more positional value\(s\): 0.05\. Write predict_interval"
+    with pytest.raises(TypeError, match=message):
+        model.predict_interval(X, 0.05)
     assert model.n_steps_ == twin.n_steps_ == len(y)
 
 

@@ -966,14 +966,15 @@ class SequentialConformalRegressor(
     def predict_interval(
         self,
         X: ArrayLike,
-        *,
+        *positional: Any,
         y: ArrayLike | None = None,
         alpha: float | ArrayLike | None = None,
     ) -> NDArray:
         """Intervals for the next rows of the series.
 
         ``y`` and ``alpha`` are keyword only: a second positional value could be either
-        (``predict_interval(x, 0.05)`` once absorbed 0.05 as an observation).
+        (``predict_interval(x, 0.05)`` once absorbed 0.05 as an observation), so it is
+        refused with a TypeError that says which keyword to write.
 
         Parameters
         ----------
@@ -997,6 +998,14 @@ class SequentialConformalRegressor(
         -------
         ndarray of shape (n_samples, 2), or (n_samples, 2, k) for k levels
         """
+        if positional:
+            shown = ", ".join(f"{value!r:.40}" for value in positional)
+            raise TypeError(
+                f"{type(self).__name__}.predict_interval takes `y` and `alpha` by keyword "
+                f"only, got {len(positional)} more positional value(s): {shown}. Write "
+                "predict_interval(X, alpha=0.05) for a level, or predict_interval(X, y=y) "
+                "to absorb the observations online."
+            )
         # Without y the memory is only read (the diagnostics get an entry): no snapshot,
         # so that a refused call cannot disturb other threads predicting with the model.
         if y is None:
