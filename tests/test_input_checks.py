@@ -1523,3 +1523,22 @@ def test_a_three_dimensional_x_at_prediction_says_where_features_are_counted(dat
             wrapper.predict(X[:, None, :])
         with pytest.raises(ValueError, match=two_d):
             wrapper.predict(X[:, :2])  # a 2-D array keeps scikit-learn's message alone
+
+
+@pytest.mark.parametrize("cls", [EnbPI, SPCI, KOWCPI])
+def test_nan_in_x_is_named_before_scikit_learn_suggests_another_model(data, cls):
+    """FullConformalRidge and the time-series wrappers let scikit-learn's message through,
+    which suggests HistGradientBoosting (FullConformalRidge cannot wrap one)."""
+    X, y, _ = data
+    holed = X.copy()
+    holed[3, 1] = np.nan
+    with pytest.raises(ValueError, match=r"`X` contains NaN or infinite values: Full"):
+        FullConformalRidge().fit(holed, y)
+    with pytest.raises(ValueError, match=r"`X` contains NaN or infinite values: Full"):
+        FullConformalRidge().fit(X, y).predict_interval(np.where(holed == holed, X, np.inf))
+    with pytest.raises(ValueError, match=r"`X` contains NaN and LinearRegression does not"):
+        cls(LinearRegression()).fit(holed, y)
+    model = cls(LinearRegression()).fit(X, y)
+    with pytest.raises(ValueError, match=r"`X` contains NaN and LinearRegression does not"):
+        model.predict_interval(holed[:5], y=y[:5])
+    assert model.n_steps_ == 0  # refused before any observation was absorbed

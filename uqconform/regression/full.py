@@ -443,9 +443,18 @@ class FullConformalRidge(VersionedState, FullConformalMixin, RegressorMixin, Bas
         """``X`` as C-ordered floats (a DataFrame and its array give the same bits); the
         features' number and names are compared once, by `check_features`."""
         X = check_features(self, X, reset=reset)
-        return cast(
-            NDArray, check_array(X, dtype=float, order="C", estimator=self, input_name="X")
-        )
+        try:
+            checked = check_array(X, dtype=float, order="C", estimator=self, input_name="X")
+        except ValueError as error:
+            if "NaN" not in str(error) and "infinity" not in str(error):
+                raise
+            # scikit-learn's message would suggest a model that takes NaN: there is none here
+            raise ValueError(
+                f"`X` contains NaN or infinite values: {type(self).__name__} refits a ridge "
+                "regression on the features, which cannot take them. Impute or drop them "
+                "first (e.g. sklearn.impute.SimpleImputer)."
+            ) from None
+        return cast(NDArray, checked)
 
     def _test_input(self, X: Any, method: str) -> NDArray:
         check_wrapper_fitted(self, "machine_", method)

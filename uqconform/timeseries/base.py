@@ -51,6 +51,7 @@ from uqconform._version import VersionedState
 from uqconform._warnings import warn_user
 from uqconform.base import (
     check_calibration_settings,
+    check_nan_accepted,
     forward_input_tags,
     keeps_state_on_error,
     record_calibration_settings,
@@ -648,6 +649,9 @@ class SequentialConformalRegressor(
         X = check_features(self, X, reset=reset)  # None, 1-D, no rows: named errors
         # feature count and names only: X reaches the model as given (a Pipeline encodes it)
         X = validate_data(self, X, reset=False, skip_check_array=True)
+        check_nan_accepted(  # the model named, before it fails inside scikit-learn
+            self._default_estimator() if self.estimator is None else self.estimator, X
+        )
         _warn_out_of_time_order(X, y)
         if y is None:
             return X, None
