@@ -818,10 +818,19 @@ def test_bad_series(fitted):
         type(model)(LinearRegression(), n_bootstrap=4).fit(Xf, yf)
 
 
+class NanFirstColumn(FirstColumn):
+    """FirstColumn that declares NaN support (and returns NaN for a row with NaN first)."""
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = True
+        return tags
+
+
 def test_non_finite_residuals_are_refused():
     X, y = iid_series(200, 0)
     X[:, 0] = y + np.random.default_rng(0).normal(size=200)  # FirstColumn is a fair model
-    model = EnbPI(FirstColumn(), residuals="holdout").fit(X[:150], y[:150])
+    model = EnbPI(NanFirstColumn(), residuals="holdout").fit(X[:150], y[:150])
     memory = model.memory_.copy()
     X_bad = X[150:].copy()
     X_bad[7, 0] = np.nan  # allowed in X (some models handle NaN), but this one returns NaN
@@ -833,6 +842,9 @@ def test_non_finite_residuals_are_refused():
     X_fit = X[:150].copy()
     X_fit[140, 0] = np.nan
     with pytest.raises(ValueError, match="not finite"):
+        EnbPI(NanFirstColumn(), residuals="holdout").fit(X_fit, y[:150])
+    # a model that declares no NaN support is refused by name before it predicts
+    with pytest.raises(ValueError, match="`X` contains NaN and FirstColumn does not accept"):
         EnbPI(FirstColumn(), residuals="holdout").fit(X_fit, y[:150])
 
 
