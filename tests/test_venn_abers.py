@@ -396,3 +396,16 @@ def test_swapping_the_class_names_mirrors_the_pairs_with_saturated_probabilities
     np.testing.assert_allclose(
         venn.predict_proba(X[test]), swapped.predict_proba(X[test])[:, ::-1], atol=1e-12
     )
+
+
+def test_probabilities_one_ulp_outside_the_unit_interval_keep_their_score():
+    """The input check accepts probabilities up to 1e-9 outside [0, 1]; one unit in the last
+    place past 1 gave a NaN log-odds, scored 0 (a coin flip): the model's most confident
+    rows were pooled with its middle ones (review: the pair at the top was 0.73, not 1)."""
+    over = 1.0000000000000002
+    binary = _log_odds(np.array([[1 - over, over], [0.0, 1.0]]))
+    np.testing.assert_array_equal(binary[0], binary[1])  # the score of an exact 1
+    assert binary[0, 1] > 30
+    multi = _log_odds(np.array([[over, -1e-17, -1e-17], [1.0, 0.0, 0.0]]))
+    np.testing.assert_array_equal(multi[0], multi[1])
+    assert multi[0, 0] > 30 and (multi[0, 1:] < -30).all()

@@ -238,6 +238,9 @@ def _log_odds(proba: NDArray) -> NDArray:
     rows with the same ``p_k`` tie however the rest is split among the other classes (a
     sum of the others' probabilities differs in its last digit with their split).
     """
+    # the input check lets probabilities through up to 1e-9 outside [0, 1]; one unit in
+    # the last place past 1 (or below 0) made a NaN log-odds, scored as a coin flip
+    proba = np.clip(proba, 0.0, 1.0)
     with np.errstate(divide="ignore", invalid="ignore"):
         if proba.shape[1] == 2:
             scores = np.log(proba) - np.log(proba[:, ::-1])
