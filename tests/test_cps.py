@@ -115,6 +115,9 @@ def test_quantile_sides_are_the_order_statistics():
     with pytest.warns(UserWarning, match=r"quantile\(s\) 0\.005"):
         below = cps.predict_quantile(Xt, 0.005, side="lower")
     assert np.isneginf(below).all()
+    # review: 1 - 1e-16 was printed as "quantile(s) 1", a level the call cannot take
+    with pytest.warns(UserWarning, match=r"quantile\(s\) 0\.9999999999999999:"):
+        cps.predict_quantile(Xt, 1 - 1e-16, side="upper")
 
 
 @pytest.mark.parametrize("normalized", [False, True])

@@ -230,7 +230,9 @@ class ConformalPredictiveSystem(SplitConformalRegressor):
         that ``P(y >= it) >= 1 - q`` (``-inf`` below 1). ``"auto"`` takes the lower one
         below the median and the upper one from it, each conservative towards its own
         tail: the quantiles ``alpha / 2`` and ``1 - alpha / 2`` are then exactly the ends
-        of `predict_interval` at ``alpha``.
+        of `predict_interval` at ``alpha``. As for `predict_pvalue`, ``(n + 1) q`` within
+        1e-9 of a whole number is read as that number (``q = 0.3`` stays the 3rd of 9
+        points whatever its last digit), which costs at most 1e-9 of coverage.
 
         Parameters
         ----------
@@ -321,7 +323,7 @@ class ConformalPredictiveSystem(SplitConformalRegressor):
             )
             warn_user(
                 f"Too few calibration points in {where} for the quantile(s) "
-                f"{', '.join(f'{v:g}' for v in short)}: a q-quantile needs (n + 1) q >= 1 "
+                f"{', '.join(repr(float(v)) for v in short)}: a q-quantile needs (n + 1) q >= 1 "
                 "(lower side) and ceil((n + 1) q) <= n (upper side), so those quantiles are "
                 "infinite.",
                 UserWarning,
