@@ -1453,6 +1453,16 @@ def test_predicting_before_calibrate_around_a_fitted_model_names_calibrate(data)
             "predict_set",
             r"needs fit\(X, y\) and then calibrate\(X_calib, y_calib\) first",
         ),
+        (
+            lambda: SplitConformalRegressor(LinearRegression()),
+            "predict",
+            r"needs fit\(X, y\), or calibrate\(X_calib, y_calib\) alone around a fitted",
+        ),
+        (
+            lambda: SplitConformalClassifier(FrozenEstimator(LogisticRegression())),
+            "predict",
+            r"needs fit\(X, y\), or calibrate\(X_calib, y_calib\) alone around a fitted",
+        ),
         (lambda: FullConformalRidge(), "predict_interval", r"needs fit\(X, y\) first"),
         (lambda: FullConformalRidge(), "predict_pvalue", r"needs fit\(X, y\) first"),
         (lambda: KOWCPI(LinearRegression()), "predict_interval", r"needs fit\(X, y\) first"),

@@ -26,7 +26,6 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.exceptions import NotFittedError
 from sklearn.frozen import FrozenEstimator
-from sklearn.utils.validation import check_is_fitted
 
 from uqconform._rows import n_rows, row_sliceable, rows_fingerprint, slice_rows
 from uqconform._seeding import check_random_state_value, seeded_clone, seeded_generator
@@ -40,6 +39,7 @@ from uqconform._validation import (
     check_n_jobs,
     check_regression_model,
     check_verbose,
+    check_wrapper_fitted,
     has_nan,
     model_classes,
     sklearn_tags,
@@ -1297,7 +1297,12 @@ class ConformalPredictor(ModelWrapper):
         -------
         ndarray of shape (n_samples,)
         """
-        check_is_fitted(self, "estimator_")
+        check_wrapper_fitted(
+            self,
+            "estimator_",
+            "predict",
+            needs="fit(X, y), or calibrate(X_calib, y_calib) alone around a fitted `estimator`,",
+        )
         X = self._validate_X(X, reset=False)
         model = self.estimator_
         if not hasattr(model, "predict") and hasattr(model, "predict_proba"):
