@@ -168,6 +168,30 @@ def test_pvalue_shapes_batches_and_pickling():
     np.testing.assert_array_equal(smoothed(None), smoothed(3))
 
 
+def test_a_shared_grid_of_shape_one_by_g_is_read_alike_in_every_batch():
+    """A 1-D grid as long as the batch is read as one candidate per row (documented); a
+    loop over batches of the grid's length silently got (n,) instead of (n, g). Shape
+    (1, g) is a shared grid whatever the batch size, for every predict_pvalue."""
+    from uqconform import ConformalPredictiveSystem, FullConformalRidge
+
+    (Xf, yf), (Xc, yc), (Xt, yt) = _split(seed=3)
+    grid = np.linspace(-3.0, 3.0, 4)
+    models = [
+        SplitConformalRegressor(Ridge()).fit(Xf, yf).calibrate(Xc, yc),
+        FullConformalRidge().fit(Xf[:100], yf[:100]),
+    ]
+    for model in models:
+        assert model.predict_pvalue(Xt[:4], grid).shape == (4,)  # one candidate per row
+        shared = model.predict_pvalue(Xt[:4], grid[None, :])
+        assert shared.shape == (4, 4)
+        np.testing.assert_array_equal(shared, model.predict_pvalue(Xt[:4], np.tile(grid, (4, 1))))
+        np.testing.assert_array_equal(model.predict_pvalue(Xt[:3], grid[None, :]), shared[:3])
+    cps = ConformalPredictiveSystem(Ridge()).fit(Xf, yf).calibrate(Xc, yc)
+    assert cps.predict_cdf(Xt[:4], grid[None, :]).shape == (4, 4)
+    with pytest.raises(ValueError, match=r"shape \(n_samples,\), \(g,\), \(1, g\) or"):
+        models[0].predict_pvalue(Xt[:4], np.tile(grid, (2, 1)))
+
+
 def test_pvalue_input_checks():
     (Xf, yf), (Xc, yc), (Xt, yt) = _split(seed=5)
     cp = SplitConformalRegressor(Ridge()).fit(Xf, yf)

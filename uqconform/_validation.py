@@ -864,7 +864,7 @@ def candidate_values(y_candidates: ArrayLike, name: str = "y_candidates") -> NDA
     values = real_values(y_candidates)
     if values is None:  # booleans, text, complex, times: not candidate labels
         raise ValueError(
-            f"`{name}` must be numbers (an array of shape (g,), (n_samples,) or "
+            f"`{name}` must be numbers (an array of shape (g,), (n_samples,), (1, g) or "
             f"(n_samples, g)), got {y_candidates!r:.80}."
         )
     if values.size == 0:
@@ -878,7 +878,9 @@ def candidate_grid(
     """Candidate labels as an ``(n, g)`` grid, and whether one was given per row.
 
     ``y_candidates`` of shape ``(n,)`` gives one candidate per row, ``(g,)`` with ``g != n``
-    the same ``g`` for every row, ``(n, g)`` a row's own ``g``; finite numbers only.
+    the same ``g`` for every row, ``(n, g)`` a row's own ``g``, and ``(1, g)`` the same
+    ``g`` for every row whatever ``n`` (a shared grid that a batch of ``g`` rows cannot
+    read as one candidate per row); finite numbers only.
 
     Examples
     --------
@@ -894,9 +896,11 @@ def candidate_grid(
         grid = np.broadcast_to(candidates, (n, candidates.size))
     elif candidates.ndim == 2 and candidates.shape[0] == n:
         grid = candidates
+    elif candidates.ndim == 2 and candidates.shape[0] == 1:
+        grid = np.broadcast_to(candidates, (n, candidates.shape[1]))
     else:
         raise ValueError(
-            f"`{name}` must have shape (n_samples,), (g,) or (n_samples, g); got "
+            f"`{name}` must have shape (n_samples,), (g,), (1, g) or (n_samples, g); got "
             f"{candidates.shape} for {n} rows."
         )
     if not np.isfinite(grid).all():

@@ -165,10 +165,11 @@ class ConformalPredictiveSystem(SplitConformalRegressor):
         Parameters
         ----------
         X : array-like or DataFrame of shape (n_samples, n_features)
-        y : float or array-like of shape (n_samples,), (g,) or (n_samples, g)
+        y : float or array-like of shape (n_samples,), (g,), (1, g) or (n_samples, g)
             One value for every row (a number), one value per row (e.g. the true
             targets: the probability integral transform), ``g`` values for every row
-            (``g != n_samples``), or each row's own ``g`` values. Whether ``C_i < y`` is
+            (``g != n_samples``; shape ``(1, g)`` whatever the batch size), or each row's
+            own ``g`` values. Whether ``C_i < y`` is
             decided on the residual scale, as ``r_i < (y - y_hat) / d``: at a value
             within a few units in the last place of some ``C_i`` the step may fall on
             either side. Finite values only (NaN and +-inf are refused).

@@ -277,9 +277,9 @@ class FullConformalMixin:
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
-        y_candidates : array-like of shape (n_samples,) or (n_samples, g)
-            Candidate label(s) per row (a 1-D array of length ``g`` != n_samples is used
-            for every row).
+        y_candidates : array-like of shape (n_samples,), (g,), (1, g) or (n_samples, g)
+            Candidate label(s) per row (a 1-D array of length ``g`` != n_samples, or an
+            array of shape ``(1, g)`` whatever the batch size, is used for every row).
 
         Returns
         -------

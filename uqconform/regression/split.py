@@ -576,10 +576,11 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
         Parameters
         ----------
         X : array-like or DataFrame of shape (n_samples, n_features)
-        y_candidates : array-like of shape (n_samples,), (g,) or (n_samples, g)
+        y_candidates : array-like of shape (n_samples,), (g,), (1, g) or (n_samples, g)
             One candidate per row; or ``g`` candidates for every row (``g != n_samples``:
-            a shared grid as long as ``X`` is read as one candidate per row); or each
-            row's own ``g`` candidates.
+            a shared grid as long as ``X`` is read as one candidate per row; shape
+            ``(1, g)`` is read as a shared grid whatever the batch size, the safe form in a
+            loop over batches); or each row's own ``g`` candidates.
         groups : array-like of shape (n_samples,), optional
             Group labels, required if (and only if) calibration used groups. A group
             without calibration data gives p-value 1 (its interval is infinite).
