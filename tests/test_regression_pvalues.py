@@ -174,7 +174,7 @@ def test_a_shared_grid_of_shape_one_by_g_is_read_alike_in_every_batch():
     (1, g) is a shared grid whatever the batch size, for every predict_pvalue."""
     from uqconform import ConformalPredictiveSystem, FullConformalRidge
 
-    (Xf, yf), (Xc, yc), (Xt, yt) = _split(seed=3)
+    (Xf, yf), (Xc, yc), (Xt, _) = _split(seed=3)
     grid = np.linspace(-3.0, 3.0, 4)
     models = [
         SplitConformalRegressor(Ridge()).fit(Xf, yf).calibrate(Xc, yc),

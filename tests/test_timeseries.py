@@ -233,6 +233,21 @@ def test_constraint_all_equals_first_for_one_lag():
     np.testing.assert_allclose(first.weights, every.weights, rtol=1e-8, atol=1e-14)
 
 
+def test_subnormal_kernel_values_keep_the_reweighting():
+    """A tiny Gaussian bandwidth leaves only subnormal kernel values: -1 / z overflowed and
+    the step fell back to plain Nadaraya-Watson (a zero-width interval in a review) though
+    the moment condition is solvable; the weights do not depend on the scale of z."""
+    from uqconform.timeseries.conditional import _combined
+
+    difference = np.array([[-1.0], [0.5], [2.0], [-0.3]])
+    tiny = np.array([1e-310, 2e-310, 1e-310, 3e-310])
+    weights, feasible = _combined(difference, tiny, True, "first")
+    reference, _ = _combined(difference, tiny * 1e300, True, "first")
+    assert feasible
+    np.testing.assert_allclose(weights, reference, rtol=1e-12)
+    assert abs(weights @ difference[:, 0]) <= 1e-12  # the moment condition holds
+
+
 @pytest.mark.parametrize("constraint", CONSTRAINTS)
 def test_infeasible_lambda_falls_back_to_plain_nw(constraint):
     """Query beyond the cloud in every coordinate: all z of one sign, no solution."""

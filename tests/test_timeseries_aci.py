@@ -191,6 +191,8 @@ def test_infinite_intervals_of_the_method_still_warn_beside_a_lowered_level():
     warned = [w for w in caught if "intervals are infinite" in str(w.message)]
     count = int(str(warned[0].message).split(" of ")[0])
     assert own.sum() > 100 and count >= own.sum()
+    # the message names ACI's working level as a cause (it named only the memory)
+    assert "`aci_alpha_history_`, which ACI lowers after misses" in str(warned[0].message)
 
 
 def test_history_stays_aligned_when_aci_is_switched_off():

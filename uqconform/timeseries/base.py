@@ -13,9 +13,11 @@ memory keeps the last ``memory`` residuals.
 
 The published algorithms have no finite-sample guarantee: their coverage is asymptotic
 and conditional, under mixing assumptions on the residuals. ``finite_sample=True`` gives
-``1 - alpha`` when the residuals are exchangeable (not for a dependent series), and ACI
-(``aci_gamma``) bounds the long-run miss rate on any sequence. Watch the rolling coverage
-(``rolling_coverage``).
+at least ``1 - alpha`` when the residuals are exchangeable with equal weights (EnbPI; not
+for a dependent series); with SPCI's and KOWCPI's data-dependent weights it is a
+weighted-conformal approximation, measured conservative (above ``1 - alpha``) on
+exchangeable series. ACI (``aci_gamma``) bounds the long-run miss rate on any
+sequence. Watch the rolling coverage (``rolling_coverage``).
 """
 
 from __future__ import annotations
@@ -1053,11 +1055,18 @@ class SequentialConformalRegressor(
             more = (
                 "" if self.memory is None else f"keep more residuals (`memory`={self.memory}) or "
             )
+            aci = (
+                ""
+                if gamma is None
+                else " (with `aci_gamma` the level is the working one, "
+                "`aci_alpha_history_`, which ACI lowers after misses: a level a needs an "
+                "effective sample size of about 2 / a - 1)"
+            )
             message = (
                 f"{infinite} of {n} intervals are infinite: with `finite_sample=True` the "
                 "weights' effective sample size (`effective_sample_sizes_`) is too small for "
-                f"alpha; {more}set `finite_sample=False` (the published algorithm: finite, "
-                "but short of the level there)."
+                f"alpha{aci}; {more}set `finite_sample=False` (the published algorithm: "
+                "finite, but short of the level there)."
             )
             if n == 1:  # an online loop predicting row by row: once per fit
                 self._warn_once(("infinite", self.memory), message)

@@ -243,6 +243,9 @@ def reweighted_nadaraya_watson(
     return KernelWeights(weights, h, feasible)
 
 
+_SMALLEST_NORMAL = float(np.finfo(float).tiny)
+
+
 def _combined(
     difference: NDArray, values: NDArray, adjust: bool, constraint: str
 ) -> tuple[NDArray, bool]:
@@ -250,8 +253,14 @@ def _combined(
     feasible = True
     if adjust:
         if constraint == "first":
-            lam, feasible = adjustment_lambda(difference[:, 0] * values)
-            factor = 1.0 / (1.0 + lam * difference[:, 0] * values)
+            z = difference[:, 0] * values
+            lam, feasible = adjustment_lambda(z)
+            if not feasible and (np.abs(z[z != 0]) < _SMALLEST_NORMAL).any():
+                # subnormal kernel values (a tiny Gaussian bandwidth) overflow -1 / z; the
+                # weights do not depend on the scale of z (spec 1.9.3): solve it rescaled
+                z = z / np.abs(z).max()
+                lam, feasible = adjustment_lambda(z)
+            factor = 1.0 / (1.0 + lam * z)
         else:  # "all" (the name is checked by reweighted_nadaraya_watson)
             z = difference * values[:, None]
             lam_vector, feasible = _vector_lambda(z[values > 0])
