@@ -740,7 +740,13 @@ def _aci(ctx, notes, fitted: dict[tuple[str, str], Any]) -> list[dict[str, Any]]
                 start.fit(X[:n_fit], y[:n_fit])
             for gamma in ACI_GAMMAS:
                 model = copy.deepcopy(start).set_params(aci_gamma=gamma)
-                bounds = model.predict_interval(X[n_fit:], y=y[n_fit:])
+                with warnings.catch_warnings():  # counted in infinite_share, not printed
+                    warnings.filterwarnings(
+                        "ignore",
+                        message=r"\d+ of \d+ intervals are infinite",
+                        category=UserWarning,
+                    )
+                    bounds = model.predict_interval(X[n_fit:], y=y[n_fit:])
                 width = bounds[:, 1] - bounds[:, 0]
                 steps = len(y) - n_fit
                 misses = 1 - float(model.coverage_history_.mean())
