@@ -53,8 +53,7 @@ def with_full_verdicts(results: dict, full: dict | None) -> dict:
                 if judged_later and match.get("met") is not None:
                     h["met"] = bool(match["met"])
                     h["target"] = (
-                        f"{h['target']}; met: the full run's ({started}) "
-                        f"{match['value']}"
+                        f"{h['target']}; met: the full run's ({started}) {match['value']}"
                     )
     return results
 
