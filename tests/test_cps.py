@@ -115,6 +115,11 @@ def test_quantile_sides_are_the_order_statistics():
     with pytest.warns(UserWarning, match=r"quantile\(s\) 0\.005"):
         below = cps.predict_quantile(Xt, 0.005, side="lower")
     assert np.isneginf(below).all()
+    # review: calibrating on few rows warned of infinite intervals to a user who wants the
+    # distribution only; the warning now says it concerns predict_interval alone
+    few = ConformalPredictiveSystem(LinearRegression().fit(Xc, yc))
+    with pytest.warns(UserWarning, match=r"infinite intervals from predict_interval at that"):
+        few.calibrate(Xc[:9], yc[:9])
     # review: 1 - 1e-16 was printed as "quantile(s) 1", a level the call cannot take
     with pytest.warns(UserWarning, match=r"quantile\(s\) 0\.9999999999999999:"):
         cps.predict_quantile(Xt, 1 - 1e-16, side="upper")

@@ -117,6 +117,11 @@ class ConformalPredictiveSystem(SplitConformalRegressor):
     """
 
     _calibration_params = ("normalized",)
+    # the calibrate-time warning concerns predict_interval at the constructor's alpha only
+    _unbounded_prediction = (
+        "infinite intervals from predict_interval at that level (predict_cdf and the "
+        "quantiles that n points can give are unaffected)"
+    )
     _unseen_group_prediction = (
         "uninformative (their distribution is tau at every value, their quantiles and "
         "intervals infinite)"
