@@ -374,6 +374,18 @@ def test_aic_bandwidth_with_no_scorable_candidate_takes_the_default_and_warns():
         assert aic_bandwidth(windows, targets, "gaussian", (1.0, 2.0)) == 1.0
 
 
+def test_aic_bandwidth_on_a_short_history_names_the_tuning_not_a_window_never_set():
+    """With `window="auto"` the AIC pairs of window 10 were built first: "`window`=10 needs
+    at least 11", a window the user never set; now the tuning's own message."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(8, 2))
+    y = X @ [1.0, -1.0] + rng.normal(size=8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the short-history warnings
+        with pytest.raises(ValueError, match=r"tuning `window`='auto'"):
+            KOWCPI(LinearRegression(), bandwidth="aic", n_bootstrap=10, random_state=0).fit(X, y)
+
+
 # ---- estimator-level behaviour ------------------------------------------------------------
 def test_window_auto_picks_a_candidate_and_records_tuning():
     X, y = seasonal_ar1(700, 0)

@@ -294,6 +294,8 @@ class KOWCPI(SequentialConformalRegressor):
         if self.bandwidth == "auto":
             return list(_BANDWIDTH_TUNING)
         if self.bandwidth == "aic":
+            if self.window == "auto" and residuals.shape[0] <= window:
+                return []  # too short for this candidate: the tuning says what it needs
             windows, targets, _ = self._scaled_pairs(residuals[-2000:], window)
             return [aic_bandwidth(windows, targets, self.kernel)]
         return [float(self.bandwidth)]
