@@ -340,6 +340,13 @@ def test_a_domain_classifier_with_hard_probabilities_warns():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         ClassifierDensityRatio().fit(source, target)(rng.normal(size=(100, 2)))
+        tree(rng.normal(size=(10, 2)))  # said once per fit (it came at every batch of rows)
+    tree.clip = 50.0
+    with pytest.warns(UserWarning, match=r"test row's threshold comes from the calibration"):
+        tree(rng.normal(size=(10, 2)))  # a new clip changes the weights: said again
+    tree.fit(source, target)
+    with pytest.warns(UserWarning, match=r"Said once per fit of the ratio"):
+        tree(rng.normal(size=(10, 2)))  # and a refit
 
 
 def test_clone_keeps_a_fitted_ratio_and_unseen_groups_warn_once():

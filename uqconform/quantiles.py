@@ -477,7 +477,10 @@ def _shared_weight_thresholds(
     the smallest score whose cumulative weight reaches ``1 - alpha`` of the total plus the
     point's own weight (which sits on ``+inf``); ``+inf`` when no score does, when the
     test weight is infinite, or when there is no weight at all. One search per test point
-    and level: the calibration weights are sorted and summed once.
+    and level: the calibration weights are sorted and summed once. "Reaches" allows a
+    shortfall of ``1e-9 / (n + 1)`` of the total (`_weighted_targets`: the tolerance that
+    keeps unit weights equal to the unweighted order statistic), so a score short of the
+    level by less can be taken (coverage cost below 1e-9).
 
     Examples
     --------

@@ -32,11 +32,15 @@ if TYPE_CHECKING:
 __all__ = ["ClassifierDensityRatio"]
 
 
+_NEVER = object()  # no warning of hard probabilities given yet
+
+
 class ClassifierDensityRatio:
     """Density ratio ``dP_target / dP_source`` estimated by a domain classifier.
 
-    Fit it on features of the source population (the rows the model is calibrated on, or
-    others drawn like them) and of the target population (unlabelled test rows); pass the
+    Fit it on features of the source population (rows drawn like the ones the model is
+    calibrated on, preferably not those rows themselves: see the last point below) and of
+    the target population (unlabelled test rows); pass the
     fitted object as ``likelihood_ratio`` to a split wrapper. The weights are only as
     good as the classifier:
 
@@ -246,16 +250,21 @@ class ClassifierDensityRatio:
             )
         proba = np.asarray(self.classifier_.predict_proba(X), dtype=float)[:, 1]
         zero, one = int(np.sum(proba == 0.0)), int(np.sum(proba == 1.0))
-        if zero or one:
+        # once per fit: a wrapper calls the ratio once per batch of rows, and the counts
+        # differ from batch to batch (Python's filter would not merge the messages)
+        token = self.__dict__.get("_fit_token")  # None in ratios pickled before it existed
+        if (zero or one) and self.__dict__.get("_warned_certain", _NEVER) is not token:
+            self.__dict__["_warned_certain"] = token
             warn_user(
                 f"The domain classifier is certain on {zero + one} of {proba.size} rows "
                 f"(probability of the target population 0 on {zero}: weight 0, so such a "
-                f"calibration row drops out of the quantile; 1 on {one}: weight "
+                "calibration row drops out of the quantile and such a test row's threshold "
+                f"comes from the calibration weights alone; 1 on {one}: weight "
                 f"{'infinite' if self.clip is None else f'at the clip {self.clip:g}'}). "
                 "Hard 0/1 probabilities (a fully grown tree, a forest on separable rows) make "
                 "weighted conformal prediction under-cover without other sign: use a "
                 "smoother classifier (the default logistic one, min_samples_leaf, "
-                "CalibratedClassifierCV).",
+                "CalibratedClassifierCV). Said once per fit of the ratio.",
                 UserWarning,
             )
         with np.errstate(divide="ignore"):
