@@ -325,6 +325,31 @@ def test_weights_that_leave_few_effective_rows_warn_at_calibrate():
         SplitConformalRegressor(Ridge(), likelihood_ratio=tilt).fit(Xf, yf).calibrate(Xc, yc)
 
 
+def test_a_group_left_with_few_effective_rows_is_named():
+    """The effective-size warning counted all calibration rows together: a Mondrian group
+    whose own weights leave one effective row went unnoticed when the others were fine."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(600, 2))
+    y = X.sum(axis=1) + rng.normal(size=600)
+    groups = (X[:, 1] > 0).astype(int)
+
+    def ratio(Z):  # steep within group 1, but small there: the pooled size stays large
+        Z = np.asarray(Z)
+        return np.where(Z[:, 1] > 0, 1e-6 * np.exp(6 * Z[:, 0]), 1.0)
+
+    cp = SplitConformalRegressor(Ridge(), likelihood_ratio=ratio).fit(X[:300], y[:300])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        cp.calibrate(X[300:], y[300:], groups=groups[300:])
+    messages = [str(w.message) for w in caught]
+    assert len(messages) == 1 and "in 1 group ([1]; Kish" in messages[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a mild tilt: no group is thin
+        SplitConformalRegressor(Ridge(), likelihood_ratio=lambda Z: np.exp(0.2 * Z[:, 0])).fit(
+            X[:300], y[:300]
+        ).calibrate(X[300:], y[300:], groups=groups[300:])
+
+
 def test_a_domain_classifier_with_hard_probabilities_warns():
     """A fully grown tree gives probabilities 0 and 1: weight 0 drops calibration rows and
     weight 1 sits at the clip, and weighted CP under-covers with no other sign (a review:

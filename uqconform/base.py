@@ -830,6 +830,22 @@ class ConformalPredictor(ModelWrapper):
                 f"{self._unbounded_prediction}.",
                 UserWarning,
             )
+        # the same check per group: a group with rows enough for alpha (else the too-few
+        # warning speaks) whose weights leave fewer effective ones
+        counts = np.bincount(group_index, minlength=self.groups_.size)
+        squares = np.bincount(group_index, weights=weights**2, minlength=self.groups_.size)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            per_group = np.where(squares > 0, mass**2 / squares, 0.0)
+        thin = self.groups_[(mass > 0) & (counts >= needed) & (per_group < needed)]
+        if thin.size:
+            warn_user(
+                f"`likelihood_ratio`'s weights leave fewer effective calibration rows than "
+                f"the {needed} a finite threshold needs at alpha in {thin.size} group"
+                f"{'s' if thin.size > 1 else ''} ({thin[:5].tolist()}"
+                f"{' ...' if thin.size > 5 else ''}; Kish: (sum w)^2 / sum w^2 per group): "
+                "a few rows decide those groups' thresholds.",
+                UserWarning,
+            )
 
     def _group_index(self, groups: ArrayLike | None, n: int) -> NDArray | None:
         """Row -> calibration group (None without Mondrian groups).
