@@ -1196,12 +1196,14 @@ def test_a_test_set_too_large_for_the_law_is_refused_by_name():
     """A huge ``n_test`` failed with numpy's TypeError (an integer beyond 64 bits) or ran for
     minutes on a window of a billion counts; scipy's beta-binomial spread is also wrong
     beyond 1e9 test points, so the window is sized by the moments' formulas."""
-    with pytest.raises(ValueError, match=r"`n_test` x `n_repeats` must be at most 1e12"):
+    with pytest.raises(ValueError, match=r"`n_test` x `n_repeats` must be at most 1e15"):
         coverage_bounds(100, 0.1, 10**20)
+    with pytest.raises(ValueError, match=r"`n_test` x `n_repeats` must be at most 1e15"):
+        coverage_bounds(100, 0.1, np.int64(2**32), n_repeats=np.int64(2**32))  # wrapped to 0
     with pytest.raises(ValueError, match=r"`n_test` = 1000000000 with `n_calibration` = 100"):
         coverage_bounds(100, 0.1, 10**9)
     with pytest.raises(ValueError, match=r"the pmf would hold more than"):
-        coverage_count_pmf(100, 0.1, 10**7, n_repeats=3)
+        coverage_count_pmf(100, 0.1, 10**7, n_repeats=10)
     # with many calibration points the law is narrow: a trillion test points still work,
     # and the bounds are those of the normal approximation of two independent binomials
     low, high = coverage_bounds(10**12, 0.1, 10**12)
@@ -1216,3 +1218,36 @@ def test_box_volumes_refuse_the_keywords_of_monte_carlo_volumes():
     assert mean_volume(boxes) == 2.0
     with pytest.raises(TypeError, match=r"keywords \['n_samples'\] apply to region objects"):
         mean_volume(boxes, n_samples=500)
+
+
+def test_the_law_stays_exact_with_a_trillion_calibration_points_and_many_repeats():
+    """scipy's beta-binomial lost digits with many calibration points (relative errors of
+    5e-3 at 1e12), and the unnormalised window was raised to the power n_repeats: zero-
+    width bounds at a million repeats, an IndexError at 5e7, bounds shifted by a fifth of
+    their half-width at 100 test points. Against exact rational arithmetic, and the pooled
+    bounds against the normal law they tend to."""
+    from fractions import Fraction
+
+    from uqconform.evaluation.bounds import _beta_binomial_pmf
+
+    def rising(x, k):
+        return math.prod(range(x, x + k))
+
+    m = 40
+    for n_calibration in (10**5, 10**9, 10**12):
+        b = math.floor((n_calibration + 1) * 0.1)
+        a = n_calibration + 1 - b
+        exact = [
+            Fraction(math.comb(m, k) * rising(a, k) * rising(b, m - k), rising(a + b, m))
+            for k in range(m + 1)
+        ]
+        got = _beta_binomial_pmf(np.arange(m + 1), m, a, b)
+        reference = np.array([float(p) for p in exact])
+        kept = reference > 1e-300
+        np.testing.assert_allclose(got[kept], reference[kept], rtol=1e-12)
+    for n_test, n_repeats in ((10**6, 10**6), (100, 10**6), (10**4, 5 * 10**7)):
+        low, high = coverage_bounds(10**12, 0.1, n_test, n_repeats=n_repeats)
+        sd = math.sqrt(0.09 / (n_test * n_repeats) + 0.09 / 10**12 / n_repeats)
+        half = stats.norm.ppf(0.995) * sd
+        assert low == pytest.approx(0.9 - half, abs=0.02 * half + 1 / (n_test * n_repeats))
+        assert high == pytest.approx(0.9 + half, abs=0.02 * half + 1 / (n_test * n_repeats))
