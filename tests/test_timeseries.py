@@ -240,12 +240,15 @@ def test_subnormal_kernel_values_keep_the_reweighting():
     from uqconform.timeseries.conditional import _combined
 
     difference = np.array([[-1.0], [0.5], [2.0], [-0.3]])
-    tiny = np.array([1e-310, 2e-310, 1e-310, 3e-310])
-    weights, feasible = _combined(difference, tiny, True, "first")
-    reference, _ = _combined(difference, tiny * 1e300, True, "first")
-    assert feasible
-    np.testing.assert_allclose(weights, reference, rtol=1e-12)
-    assert abs(weights @ difference[:, 0]) <= 1e-12  # the moment condition holds
+    for tiny in (np.array([1e-310, 2e-310, 1e-310, 3e-310]),  # every value subnormal
+                 np.array([1e-322, 2e-322, 1e-322, 3e-322]),  # products underflow
+                 np.array([1e-300, 5e-324, 2e-300, 1e-300])):  # fmt: skip
+        for constraint in ("first", "all"):  # with one lag "all" is "first"
+            weights, feasible = _combined(difference, tiny, True, constraint)
+            reference, _ = _combined(difference, tiny / tiny.max(), True, constraint)
+            assert feasible
+            np.testing.assert_allclose(weights, reference, rtol=1e-12)
+            assert abs(weights @ difference[:, 0]) <= 1e-12  # the moment condition holds
 
 
 @pytest.mark.parametrize("constraint", CONSTRAINTS)

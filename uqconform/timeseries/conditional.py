@@ -243,7 +243,9 @@ def reweighted_nadaraya_watson(
     return KernelWeights(weights, h, feasible)
 
 
-_SMALLEST_NORMAL = float(np.finfo(float).tiny)
+# Kernel values all below this are rescaled before the adjustment (far above the
+# subnormal range, so that products with the lagged differences stay normal)
+_TINY_KERNEL = 1e-200
 
 
 def _combined(
@@ -252,15 +254,16 @@ def _combined(
     """Kernel values times the adjustment weights (if ``adjust``), normalised."""
     feasible = True
     if adjust:
+        largest = values.max(initial=0.0)
+        if 0 < largest < _TINY_KERNEL:
+            # kernel values near the underflow (a tiny Gaussian bandwidth): -1 / z overflowed
+            # and the products difference * values underflowed, so the step fell back to
+            # plain Nadaraya-Watson; the weights are normalised, so they do not depend on
+            # the values' scale (spec 1.9.3)
+            values = values / largest
         if constraint == "first":
-            z = difference[:, 0] * values
-            lam, feasible = adjustment_lambda(z)
-            if not feasible and (np.abs(z[z != 0]) < _SMALLEST_NORMAL).any():
-                # subnormal kernel values (a tiny Gaussian bandwidth) overflow -1 / z; the
-                # weights do not depend on the scale of z (spec 1.9.3): solve it rescaled
-                z = z / np.abs(z).max()
-                lam, feasible = adjustment_lambda(z)
-            factor = 1.0 / (1.0 + lam * z)
+            lam, feasible = adjustment_lambda(difference[:, 0] * values)
+            factor = 1.0 / (1.0 + lam * difference[:, 0] * values)
         else:  # "all" (the name is checked by reweighted_nadaraya_watson)
             z = difference * values[:, None]
             lam_vector, feasible = _vector_lambda(z[values > 0])
