@@ -146,6 +146,11 @@ def test_unwritable_out_dir(tmp_path, capsys):
     )
     assert "File name too long" in capsys.readouterr().err
     assert not (tmp_path / "new").exists()
+    # a user's empty folder reached through ".." is not removed (review finding)
+    (tmp_path / "keep").mkdir()
+    through = tmp_path / "new" / ".." / "keep" / ("a" * 300)
+    assert main(["benchmark", "--suite", "classic", "--out", str(through)]) == 2
+    assert (tmp_path / "keep").is_dir() and not (tmp_path / "new").exists()
 
 
 def _second(ctx):

@@ -215,11 +215,17 @@ def prepare_out_dir(out: str | os.PathLike[str]) -> Path:
                     f"`out` = {str(path)!r} holds a folder named {name!r}, where the run "
                     "writes that file: move it away or choose another folder with --out DIR."
                 )
+        missing = []
         for folder in (path, *path.parents):  # a loop up to the first existing folder
             if os.path.lexists(folder):
                 break
-            created.append(folder)
-        path.mkdir(parents=True, exist_ok=True)
+            missing.append(folder)
+        for folder in reversed(missing):  # one at a time: only what mkdir made is removed
+            try:  # ("new/../keep" exists once "new" does: it is not this call's to remove)
+                folder.mkdir()
+            except FileExistsError:
+                continue
+            created.insert(0, folder)
         probe = path / ".uqconform-write-test"
         probe.write_text("ok")
         probe.unlink()
