@@ -1446,7 +1446,8 @@ def test_predicting_before_calibrate_around_a_fitted_model_names_calibrate(data)
         (
             lambda: ApproximateFullConformalRegressor(LinearRegression()),
             "predict_interval",
-            r"needs fit\(X, y\), or calibrate\(X_calib, y_calib\) alone around a fitted",
+            r"needs fit\(X, y\) \(or calibrate\(X_calib, y_calib\) alone around a fitted "
+            r"`estimator`\) first\.",
         ),
         (
             lambda: ReliablePredictionSets(k_train=2, k_calib=2),
@@ -1456,12 +1457,14 @@ def test_predicting_before_calibrate_around_a_fitted_model_names_calibrate(data)
         (
             lambda: SplitConformalRegressor(LinearRegression()),
             "predict",
-            r"needs fit\(X, y\), or calibrate\(X_calib, y_calib\) alone around a fitted",
+            r"needs fit\(X, y\) \(or calibrate\(X_calib, y_calib\) alone around a fitted "
+            r"`estimator`\) first\.",
         ),
         (
             lambda: SplitConformalClassifier(FrozenEstimator(LogisticRegression())),
             "predict",
-            r"needs fit\(X, y\), or calibrate\(X_calib, y_calib\) alone around a fitted",
+            r"needs fit\(X, y\) \(or calibrate\(X_calib, y_calib\) alone around a fitted "
+            r"`estimator`\) first\.",
         ),
         (lambda: FullConformalRidge(), "predict_interval", r"needs fit\(X, y\) first"),
         (lambda: FullConformalRidge(), "predict_pvalue", r"needs fit\(X, y\) first"),

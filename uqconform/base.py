@@ -1317,7 +1317,7 @@ class ConformalPredictor(ModelWrapper):
             self,
             "estimator_",
             "predict",
-            needs="fit(X, y), or calibrate(X_calib, y_calib) alone around a fitted `estimator`,",
+            needs="fit(X, y) (or calibrate(X_calib, y_calib) alone around a fitted `estimator`)",
         )
         X = self._validate_X(X, reset=False)
         model = self.estimator_

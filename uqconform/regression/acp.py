@@ -68,7 +68,7 @@ from uqconform.regression.full import FullConformalMixin
 from uqconform.routing import RoutesFitParams, routing_enabled
 
 # what a prediction before fit or calibrate needs (full mode, or split+refine mode)
-_BEFORE_PREDICTING = "fit(X, y), or calibrate(X_calib, y_calib) alone around a fitted `estimator`,"
+_BEFORE_PREDICTING = "fit(X, y) (or calibrate(X_calib, y_calib) alone around a fitted `estimator`)"
 
 if TYPE_CHECKING:
     from typing_extensions import Self  # typing.Self from Python 3.11
