@@ -424,6 +424,13 @@ def test_non_numeric_features_are_refused_with_a_clear_message(data):
     words = np.array([["a", "b"]] * 50, dtype=object)
     with pytest.raises(ValueError, match="numeric"):
         CONTRA(**TINY).fit(words, Y[:50])
+    from scipy import sparse
+
+    X = data[0]
+    with pytest.raises(
+        TypeError, match=r"dense features X: convert a sparse matrix with X\.toarray"
+    ):
+        CONTRA(**TINY).fit(sparse.csr_matrix(X[:50]), Y[:50])  # was "encode or impute X"
 
 
 def test_verbose_shows_a_progress_bar(data, capsys):

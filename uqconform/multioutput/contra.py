@@ -104,6 +104,11 @@ class _FlowRegions(MultiOutputConformalRegressor):
 
     @staticmethod
     def _numeric(X: Any) -> NDArray:
+        if hasattr(X, "toarray"):  # scipy sparse: the torch network takes dense rows
+            raise TypeError(
+                "The flow's context needs dense features X: convert a sparse matrix with "
+                "X.toarray() first."
+            )
         try:
             return check_array(X, dtype=float, ensure_all_finite=True)
         except (TypeError, ValueError) as error:

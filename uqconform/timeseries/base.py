@@ -16,8 +16,9 @@ and conditional, under mixing assumptions on the residuals. ``finite_sample=True
 at least ``1 - alpha`` when the residuals are exchangeable with equal weights (EnbPI; not
 for a dependent series); with SPCI's and KOWCPI's data-dependent weights it is a
 weighted-conformal approximation, measured close to ``1 - alpha`` on exchangeable series
-(slightly below it with a window of 1, above it with longer windows). ACI (``aci_gamma``) bounds the long-run miss rate on any
-sequence. Watch the rolling coverage (``rolling_coverage``).
+(slightly below it with a window of 1, above it with longer windows). ACI
+(``aci_gamma``) bounds the long-run miss rate on any sequence. Watch the rolling coverage
+(``rolling_coverage``).
 """
 
 from __future__ import annotations
