@@ -249,6 +249,13 @@ def test_subnormal_kernel_values_keep_the_reweighting():
             assert feasible
             np.testing.assert_allclose(weights, reference, rtol=1e-12)
             assert abs(weights @ difference[:, 0]) <= 1e-12  # the moment condition holds
+    # normal values beside one subnormal on the other side (a review's zero-width step)
+    difference = np.array([[0.5], [2.0], [-1.0]])
+    values = np.array([1e-25, 2e-25, 1e-320])
+    weights, feasible = _combined(difference, values, True, "first")
+    reference, _ = _combined(difference, values * 1e25, True, "first")
+    assert feasible
+    np.testing.assert_allclose(weights, reference, rtol=1e-9)
 
 
 @pytest.mark.parametrize("constraint", CONSTRAINTS)

@@ -246,6 +246,7 @@ def reweighted_nadaraya_watson(
 # Kernel values all below this are rescaled before the adjustment (far above the
 # subnormal range, so that products with the lagged differences stay normal)
 _TINY_KERNEL = 1e-200
+_SMALLEST_NORMAL = float(np.finfo(float).tiny)
 
 
 def _combined(
@@ -262,8 +263,16 @@ def _combined(
             # the values' scale (spec 1.9.3)
             values = values / largest
         if constraint == "first":
-            lam, feasible = adjustment_lambda(difference[:, 0] * values)
+            z = difference[:, 0] * values
+            lam, feasible = adjustment_lambda(z)
             factor = 1.0 / (1.0 + lam * difference[:, 0] * values)
+            if not feasible and (np.abs(z[z != 0]) < _SMALLEST_NORMAL).any():
+                # a subnormal z on one side (normal ones on the other) overflows -1 / z, and
+                # lambda itself can be beyond the floats: solved for z rescaled, whose
+                # lambda z is the same
+                z = z / np.abs(z).max()
+                lam, feasible = adjustment_lambda(z)
+                factor = 1.0 / (1.0 + lam * z)
         else:  # "all" (the name is checked by reweighted_nadaraya_watson)
             z = difference * values[:, None]
             lam_vector, feasible = _vector_lambda(z[values > 0])
