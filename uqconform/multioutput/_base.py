@@ -501,7 +501,10 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
         return self._scores(X, Y)
 
     def predict(self, X: Any) -> NDArray:
-        """Point prediction (available after ``fit`` alone).
+        """Point prediction (available after ``fit`` alone): the regressor's for the
+        residual methods; for CONTRA the image of the latent origin, the centre of every
+        region (a mode-like point of the flow, not its mean ``E[Y | x]``; ``score``, R^2,
+        uses it).
 
         Parameters
         ----------

@@ -144,7 +144,8 @@ class EllipsoidalConformalRegressor(_ResidualShapeRegressor):
     ----------
     estimator_ : regressor
     covariance_ : ndarray of shape (n_outputs, n_outputs)
-        Global residual covariance.
+        The global residuals' regularised second moment (uncentred, as the parameter
+        says), the matrix of the Mahalanobis score.
     conformity_scores_ : ndarray of shape (n_calibration,)
     radius_ : float or ndarray
         Calibrated radius for the constructor's ``alpha`` at `calibrate` (one per level
