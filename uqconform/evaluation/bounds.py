@@ -26,8 +26,8 @@ __all__ = ["coverage_bounds", "coverage_count_pmf"]
 # Beyond this the tails of the pooled law fall below the window kept around its mass, and
 # the bounds could be off by a count (an audit found it at 1 - 1e-15).
 _MAX_CONFIDENCE = 1 - 1e-12
-# Beyond this scipy's beta-binomial loses the digits of the law (a review measured
-# probabilities off by 2e-3 and bounds off by a count at 1e13 calibration points).
+# The largest calibration set accepted: the law (Stirling's series from 1e4 points) is
+# checked against exact rational arithmetic up to here.
 _MAX_CALIBRATION = 10**12
 # The most counts one resplit's law is evaluated on (about 15 s and 2 GB): more test points
 # than that spread over carry no information the Beta law of the conditional coverage
@@ -80,9 +80,9 @@ def _check_counts(n_calibration: Any, n_test: Any, n_repeats: Any) -> None:
             raise ValueError(f"`{name}` must be an integer >= {low}, got {value!r}.")
     if n_calibration > _MAX_CALIBRATION:
         raise ValueError(
-            f"`n_calibration` must be at most 1e12 (the beta-binomial law is not computed "
-            f"accurately beyond), got {n_calibration!r}; with so many calibration points "
-            "the covered count is binomial with probability 1 - alpha to many digits."
+            f"`n_calibration` must be at most 1e12 (the law is checked against exact "
+            f"arithmetic up to there), got {n_calibration!r}; with so many calibration "
+            "points the covered count is binomial with probability 1 - alpha to many digits."
         )
     if int(n_test) * int(n_repeats) > _MAX_COUNTS:  # Python integers: no wrap-around
         raise ValueError(
