@@ -574,3 +574,15 @@ def test_a_risk_level_is_not_called_a_miscoverage_level():
         model.predict_set(P[150:], alpha=1.2)
     with pytest.warns(UserWarning, match="miscoverage level"):  # coverage is still coverage
         controller(risk="miscoverage").calibrate(P[:150], Y[:150]).predict_set(P[150:], alpha=0.6)
+
+
+def test_a_single_label_model_is_named_with_the_wrapper_to_use():
+    """LogisticRegression given a label matrix failed with scikit-learn's "y should be a 1d
+    array": the message now names the model and OneVsRestClassifier / MultiOutputClassifier."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(150, 3))
+    Y = (rng.random((150, 4)) < 0.4).astype(int)
+    with pytest.raises(ValueError, match=r"`estimator` \(LogisticRegression\) fits one label"):
+        MultiLabelRiskController(LogisticRegression()).fit(X, Y)
+    wrapped = MultiLabelRiskController(MultiOutputClassifier(LogisticRegression()))
+    assert wrapped.fit(X, Y).predict(X[:2]).shape == (2, 4)  # the remedy works

@@ -570,11 +570,16 @@ class ModelWrapper(VersionedState, RoutesFitParams, BaseEstimator, metaclass=ABC
         self.estimator_ = self._make_estimator()
         self._estimator_adopted = False
         self._check_nan(X)
-        self.estimator_.fit(X, y, **model_params)
+        self._train_estimator(X, y, model_params)
         self._after_fit(X, y, **fit_params)
         remember_training_rows(self, X, y, trained=self._fit_trains_on_rows())
         record_calibration_settings(self, step="fit")
         return self
+
+    def _train_estimator(self, X: Any, y: Any, params: dict[str, Any]) -> None:
+        """Train ``estimator_`` in `fit` (a hook: a wrapper may explain the model's own
+        errors)."""
+        self.estimator_.fit(X, y, **params)
 
     def _fit_trains_on_rows(self) -> bool:
         """Whether ``fit`` trained a model on its rows (not for a ``FrozenEstimator`` or a

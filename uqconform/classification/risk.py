@@ -387,6 +387,20 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
                 self._estimator_or_default(), "`estimator`", "the sets need label probabilities"
             )
 
+    def _train_estimator(self, X: Any, y: Any, params: dict[str, Any]) -> None:
+        try:
+            self.estimator_.fit(X, y, **params)
+        except ValueError as error:
+            if "1d array" not in str(error):  # scikit-learn's column_or_1d refusal only
+                raise
+            name = type(self.estimator_).__name__
+            raise ValueError(
+                f"`estimator` ({name}) fits one label per row, not the label matrix "
+                f"`y` ({error}): wrap it, e.g. OneVsRestClassifier({name}()) or "
+                "MultiOutputClassifier, or use a model that takes label matrices "
+                "(RandomForestClassifier, KNeighborsClassifier, MLPClassifier)."
+            ) from None
+
     def _check_target(self, y, n, *, calibrating):
         labels = check_label_matrix(
             y, n, getattr(self, "n_labels_", None) if calibrating else None
