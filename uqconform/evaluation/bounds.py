@@ -199,13 +199,8 @@ def _beta_binomial_pmf(counts: NDArray, n_test: int, a: int, b: int) -> NDArray:
     if max(a, b) < _STIRLING_FROM:
         return cast(NDArray, stats.betabinom(n_test, a, b).pmf(counts))
     k = counts.astype(float)
-    log_choose = (
-        special.gammaln(n_test + 1.0)
-        - special.gammaln(k + 1.0)
-        - special.gammaln(n_test - k + 1.0)
-    )
     log_pmf = (
-        log_choose
+        log_choose(n_test, k)
         + k * np.log1p(-b / (a + b))
         + (n_test - k) * np.log1p(-a / (a + b))
         + _log_rising_excess(a, k)
@@ -213,6 +208,14 @@ def _beta_binomial_pmf(counts: NDArray, n_test: int, a: int, b: int) -> NDArray:
         - _log_rising_excess(a + b, np.array([float(n_test)]))
     )
     return cast(NDArray, np.exp(log_pmf))
+
+
+def log_choose(n: int, k: NDArray) -> NDArray:
+    """``log C(n, k)`` for float counts ``k`` (log-gamma), shared by the binomial pmfs of
+    `_beta_binomial_pmf` and RPS's `majority_coverage_bounds`."""
+    return cast(
+        NDArray, special.gammaln(n + 1.0) - special.gammaln(k + 1.0) - special.gammaln(n - k + 1.0)
+    )
 
 
 def _log_rising_excess(x: float, k: NDArray) -> NDArray:

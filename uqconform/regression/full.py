@@ -229,8 +229,8 @@ class FullConformalMixin:
         pieces = []
         batches = self._coefficient_batches(self._test_input(X, "predict_interval"))
         for index, (_, predictions, a, b) in enumerate(batches):  # a loop over batches
-            spread = self._label_size
-            centred = algorithm(a, b, alphas, index == 0, spread) + predictions[:, None, None]
+            size = self._label_size
+            centred = algorithm(a, b, alphas, index == 0, size) + predictions[:, None, None]
             pieces.append(_empty_at_centre(centred, predictions))
         out = np.concatenate(pieces, axis=0)
         return out[..., 0] if np.ndim(value) == 0 else out

@@ -508,10 +508,11 @@ class SequentialConformalRegressor(
     def _default_estimator(self) -> BaseEstimator:
         return RandomForestRegressor(n_estimators=10, min_samples_leaf=5)
 
+    def _estimator_or_default(self) -> BaseEstimator:
+        return self._default_estimator() if self.estimator is None else self.estimator
+
     def _routed_models(self) -> dict[str, Any]:
-        return {
-            "estimator": self._default_estimator() if self.estimator is None else self.estimator
-        }
+        return {"estimator": self._estimator_or_default()}
 
     def __sklearn_tags__(self):
         return forward_input_tags(super().__sklearn_tags__(), self._routed_models()["estimator"])
@@ -557,9 +558,7 @@ class SequentialConformalRegressor(
     # ---- validation ---------------------------------------------------------------------
     def _validate_params(self) -> None:
         check_miscoverage(self.alpha, "alpha")
-        check_regression_model(
-            self._default_estimator() if self.estimator is None else self.estimator, self
-        )
+        check_regression_model(self._estimator_or_default(), self)
         if self.residuals not in ("bootstrap", "holdout"):
             raise ValueError(
                 f"`residuals` must be 'bootstrap' or 'holdout', got {self.residuals!r}."
@@ -652,9 +651,8 @@ class SequentialConformalRegressor(
         X = check_features(self, X, reset=reset)  # None, 1-D, no rows: named errors
         # feature count and names only: X reaches the model as given (a Pipeline encodes it)
         X = validate_data(self, X, reset=False, skip_check_array=True)
-        check_nan_accepted(  # the model named, before it fails inside scikit-learn
-            self._default_estimator() if self.estimator is None else self.estimator, X
-        )
+        # the model named, before it fails inside scikit-learn
+        check_nan_accepted(self._estimator_or_default(), X)
         _warn_out_of_time_order(X, y)
         if y is None:
             return X, None
@@ -801,7 +799,7 @@ class SequentialConformalRegressor(
         if y is None:
             raise missing_target_error()
         X, y = self._check_series(X, y, reset=True)
-        estimator = self._default_estimator() if self.estimator is None else self.estimator
+        estimator = self._estimator_or_default()
         rng = random_generator(self.random_state)
         unset = seed_parameters(estimator, only_unset=True)  # Pipeline steps included
         if unset:  # one draw, shared by every unset parameter (none: no draw)
