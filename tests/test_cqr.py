@@ -103,6 +103,15 @@ def test_pair_of_fitted_models_is_used_as_is(frozen):
     np.testing.assert_array_equal(cqr.predict_interval(Xt), fitted.predict_interval(Xt))
 
 
+def test_a_pair_given_as_upper_lower_is_named_and_the_right_order_is_quiet(recwarn):
+    (Xf, yf), (Xc, yc), _ = _split(seed=4)
+    lower, upper = _hgb(quantile=0.05).fit(Xf, yf), _hgb(quantile=0.95).fit(Xf, yf)
+    ConformalizedQuantileRegressor((lower, upper)).calibrate(Xc, yc)
+    assert not [w for w in recwarn if "(upper, lower)" in str(w.message)]
+    with pytest.warns(UserWarning, match=r"lower quantile model predicts above the upper"):
+        ConformalizedQuantileRegressor((upper, lower)).calibrate(Xc, yc)
+
+
 def test_unfitted_pair_without_fit_raises():
     _, (Xc, yc), _ = _split()
     with pytest.raises(NotFittedError, match="fit"):

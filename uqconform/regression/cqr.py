@@ -17,6 +17,7 @@ from sklearn.utils.validation import check_is_fitted
 from uqconform._seeding import integer_seed, seeded_clone
 from uqconform._validation import check_bool, check_fitted_model, is_sklearn_estimator
 from uqconform._version import VersionedState
+from uqconform._warnings import warn_user
 from uqconform.base import refuses_nan
 from uqconform.quantiles import check_alpha
 from uqconform.regression.split import SplitConformalRegressor
@@ -300,6 +301,19 @@ class ConformalizedQuantileRegressor(SplitConformalRegressor):
                 "quantile models, or an unfitted quantile model and call fit."
             )
         return band
+
+    def _check_calibration_output(self, output: NDArray) -> None:
+        """Warn when the lower model is above the upper one on most calibration rows: a
+        pair given as (upper, lower). Coverage holds either way (the correction absorbs
+        it), but the band's shape is lost."""
+        crossed = float(np.mean(output[:, 0] > output[:, 1])) if output.ndim == 2 else 0.0
+        if crossed > 0.5:
+            warn_user(
+                f"{type(self).__name__}: the lower quantile model predicts above the upper "
+                f"one on {crossed:.0%} of the calibration rows: was `estimator` given as "
+                "(upper, lower)? It must be (lower, upper). The intervals stay valid, but "
+                "they no longer follow the band."
+            )
 
     def predict(self, X: Any) -> NDArray:
         """Centre of the fitted quantile band (not a median estimate).

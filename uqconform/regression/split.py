@@ -474,12 +474,16 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
             what = "`difficulty_estimator` gave NaN or infinite spreads"
             refuse_non_finite(difficulty, what, where, advice)
 
+    def _check_calibration_output(self, output: NDArray) -> None:
+        """A look at the model's predictions on the calibration rows (none here)."""
+
     def _calibration_scores(self, X, y):
         score = self._score_object()
         output = self._checked_output(X, len(y), "calibration rows")
         difficulty = self._difficulty(X)
         advice = "; conformity scores need finite values"
         self._refuse_non_finite(output, difficulty, "calibration rows", advice)
+        self._check_calibration_output(output)
         if isinstance(score, CQRScore) and output.ndim == 1:
             raise ValueError(
                 f"`conformity_score={score!r}` scores a quantile band (lower, upper), but "
