@@ -861,3 +861,8 @@ def test_prefit_heads_refuse_x_with_other_columns_under_this_class_name():
     for predict in (model.predict_set, model.predict_proba, model.score_vectors):
         with pytest.raises(ValueError, match=message):
             predict(X[:5, :3])
+    # a 3-D X too (a later review found HeadEnsemble named again), with where features count
+    with pytest.raises(ValueError, match=r"has 1 features, but the fitted heads of this Multi"):
+        model.predict_set(X[:5, None, :])
+    with pytest.raises(ValueError, match=r"3-D array of shape \(5, 1, 4\).*second axis"):
+        model.predict_set(X[:5, None, :])

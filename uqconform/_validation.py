@@ -82,6 +82,15 @@ def point_predictions(output: Any, name: str = "estimator") -> NDArray:
     return values
 
 
+def feature_axis_hint(X: Any) -> str:
+    """What to say of an ``X`` of more than two dimensions whose feature count is wrong:
+    scikit-learn counts features on the second axis, whatever the array's rank."""
+    return (
+        f"`X` is a {np.ndim(X)}-D array of shape {np.shape(X)}: the features are counted on "
+        "its second axis; pass one row per sample with the fit's features as columns."
+    )
+
+
 def check_features(estimator: BaseEstimator, X: Any, *, reset: bool) -> Any:
     """Record (``reset=True``) or check the number and names of ``X``'s features.
 
@@ -125,11 +134,7 @@ def check_features(estimator: BaseEstimator, X: Any, *, reset: bool) -> Any:
         ndim = getattr(X, "ndim", 2)
         if reset or ndim == 2:
             raise
-        # scikit-learn counts features on the second axis, whatever the array's rank
-        raise ValueError(
-            f"{error} `X` is a {ndim}-D array of shape {X.shape}: the features are counted on "
-            "its second axis; pass one row per sample with the fit's features as columns."
-        ) from None
+        raise ValueError(f"{error} {feature_axis_hint(X)}") from None
     if n_rows(X) == 0:
         raise ValueError("`X` has no rows.")
     names = getattr(estimator, "feature_names_in_", None)

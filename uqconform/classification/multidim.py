@@ -42,6 +42,7 @@ from uqconform._validation import (
     check_frozen_is_fitted,
     check_int,
     check_rows,
+    feature_axis_hint,
 )
 from uqconform._version import VersionedState
 from uqconform._warnings import warn_user
@@ -108,12 +109,13 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
     saps_weight : float, default=0.3
     fill_empty : bool, default=True
         Give a row whose set would be empty its best-scored label (all of them when
-        labels have identical score vectors). Harmless for the
+        labels tie on the scalar score and on the mean base score). Harmless for the
         guarantee (sets only grow) but it adds coverage above the split-CP coverage law, up
         to the share of rows that would have been empty. ``False`` keeps the sets without
-        that addition (some may be empty); they can still cover above the law's upper end,
-        since the scores of the cells tie at the threshold (a review: 0.94 at nominal 0.9
-        with 30 recalibration rows). The lower bound holds either way.
+        that addition (some may be empty); they can still cover above the law's upper end
+        (a review: 0.94 at nominal 0.9 with 30 recalibration rows), since the scores of
+        the cells tie at the threshold, the warm start (``cells_["warm_start"]``) can
+        lift the prefix, and caps can fill every set. The lower bound holds either way.
     n_jobs : int, default=None
         Heads fitted through joblib.
     random_state : int, Generator or None, default=None
@@ -135,6 +137,12 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
         Scalar scores (cell prefix length, or ``1 - P(true)``) of the calibration part.
     n_cells_ : int
         Calibration rows in the cells part (the rest is the recalibration part).
+    n_calibration_ : int
+        Rows of the recalibration part: the calibration size of the split-CP guarantee
+        (not every calibration row, as in the other wrappers).
+    aggregator_ : HistGradientBoostingClassifier
+        The learned aggregation: a classifier of true- against false-label score vectors,
+        monotone in each head's score (``"learned"`` only).
     cells_ : dict
         Centres, their ranks, the coordinate-wise caps and the warm start (``"cells"``).
 
@@ -349,11 +357,12 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
         """Refuse an ``X`` whose number of columns differs from the fitted heads' (given as
         a list), naming this class rather than the heads."""
         expected = getattr(self.estimator_.heads_[0], "n_features_in_", None)
-        columns = np.shape(X)[1] if np.ndim(X) == 2 else None
+        columns = np.shape(X)[1] if np.ndim(X) >= 2 else None
         if self._heads_adopted and None not in (expected, columns) and expected != columns:
+            hint = f" {feature_axis_hint(X)}" if np.ndim(X) > 2 else ""
             raise ValueError(
                 f"`X` has {columns} features, but the fitted heads of this "
-                f"{type(self).__name__} take {expected}."
+                f"{type(self).__name__} take {expected}.{hint}"
             )
 
     def _check_nan(self, X: Any) -> None:
@@ -601,8 +610,9 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
         A label joins a prediction set when its score vector falls in the first
         ``cells_kept(alpha)`` cells of the impurity ranking (``cells_["rank"]``); the rest
         are left out. This is the calibrated prefix, raised to the warm start when that is
-        larger; ``inf`` when the calibration part is too small for the level (every label is
-        then accepted). Only for ``calibration="cells"``.
+        larger; ``inf`` (every label is then accepted) when the recalibration part is too
+        small for the level, or when too many of its score vectors lie beyond every cell
+        cap (a warning says so). Only for ``calibration="cells"``.
 
         Parameters
         ----------
