@@ -229,6 +229,9 @@ class RAPSScore(APSScore):
 
     The penalty discourages unlikely labels deep in the ranking, which shrinks the sets
     APS gives on models with many small probabilities (Angelopoulos et al., 2021).
+    Randomised sets can be empty on confident rows; non-randomised ones keep a label when
+    the mass ranked above it plus its own rank's penalty is within the threshold (the
+    paper's non-randomised rule also keeps the label that its penalty takes over).
 
     Parameters
     ----------
