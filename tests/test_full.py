@@ -830,3 +830,31 @@ def test_labels_far_more_spread_than_the_residuals_keep_their_width():
         intervals = model.predict_interval(X_test)
         widths.append(intervals[:, 1] - intervals[:, 0])
     np.testing.assert_allclose(widths[1], widths[0], rtol=2e-3)
+
+
+@pytest.mark.parametrize("algorithm", ["exact", "fast"])
+def test_labels_and_test_rows_near_the_float_limits_keep_their_sets(algorithm):
+    """Review finding: labels of 1e154 overflowed the labels' root mean square (the tie
+    margin became inf) and test rows 1e160 times the training scale made the test
+    leverage inf - inf; both gave a zero-width interval at the prediction, silently."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(30, 3))
+    y = X @ [1.0, 2.0, 0.0] + rng.normal(size=30)
+    X_test = rng.normal(size=(5, 3))
+    reference = FullConformalRidge(algorithm=algorithm).fit(X, y).predict_interval(X_test)
+    scaled = FullConformalRidge(algorithm=algorithm).fit(X, y * 1e154).predict_interval(X_test)
+    np.testing.assert_allclose(scaled / 1e154, reference, rtol=1e-12)
+    model = FullConformalRidge(algorithm=algorithm).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing to report: the whole line is exact here
+        far = model.predict_interval(X_test * 1e160)
+    np.testing.assert_array_equal(far, np.tile([-np.inf, np.inf], (5, 1)))
+
+
+def test_an_empty_set_from_a_numerical_failure_is_reported():
+    from uqconform.regression.full import _empty_at_centre
+
+    intervals = np.array([[[np.nan], [np.nan]], [[0.0], [1.0]]])
+    with pytest.warns(RuntimeWarning, match="1 test row.*empty full-CP set.*numerical"):
+        out = _empty_at_centre(intervals, np.array([2.0, 0.5]))
+    np.testing.assert_array_equal(out[:, :, 0], [[2.0, 2.0], [0.0, 1.0]])

@@ -246,8 +246,18 @@ def test_models_that_handle_missing_values_themselves_get_them():
     # a model that cannot take NaN still gets the clear message
     with pytest.raises(ValueError, match="`X` contains NaN and Ridge"):
         SplitConformalRegressor(Ridge()).fit(X[:100], y[:100])
-    with pytest.raises(ValueError, match="`X` contains NaN and Pipeline"):
+    # named inside its wrapper (a review: the wrapper was named, whose other instances,
+    # around a NaN-aware model, take NaN)
+    with pytest.raises(ValueError, match=r"`X` contains NaN and Ridge \(in Pipeline\)"):
         SplitConformalRegressor(make_pipeline(Ridge())).fit(X[:100], y[:100])
+    search = GridSearchCV(Ridge(), {"alpha": [1.0]}, cv=2)
+    with pytest.raises(ValueError, match=r"NaN and Ridge \(in GridSearchCV\) does not"):
+        SplitConformalRegressor(search).fit(X[:100], y[:100])
+    from sklearn.multiclass import OneVsRestClassifier
+
+    one_vs_rest = SplitConformalClassifier(OneVsRestClassifier(LogisticRegression()))
+    with pytest.raises(ValueError, match=r"LogisticRegression \(in OneVsRestClassifier\)"):
+        one_vs_rest.fit(X[:100], (y[:100] > 0).astype(int))
     # a model that declares no NaN support but does not check X (a hand-written rule, a
     # wrapper around a torch network) is refused before it sees X, at every step: found
     # when the check briefly ran only after a failure (it then trained on NaN silently)

@@ -423,8 +423,14 @@ def check_nan_accepted(model: Any, X: Any) -> None:
         routed = getattr(model, "_routed_models", None)
         inner: list[Any] = list(routed().values()) if callable(routed) else []
         model = next((m for m in inner if refuses_nan(m)), model)
+        # and within it the model that refuses (a OneVsRestClassifier takes NaN when
+        # the classifier it wraps does)
+        refuser = _nan_refuser(model)
+        name = type(refuser).__name__
+        if refuser is not model:
+            name += f" (in {type(model).__name__})"
         raise ValueError(
-            f"`X` contains NaN and {type(model).__name__} does not accept missing values: "
+            f"`X` contains NaN and {name} does not accept missing values: "
             "impute them (e.g. sklearn.impute.SimpleImputer in a Pipeline) or use a model "
             "that handles NaN, such as HistGradientBoosting."
         )
@@ -447,22 +453,28 @@ def refuses_nan(estimator: Any) -> bool:
     >>> refuses_nan(Ridge()), refuses_nan(make_pipeline(SimpleImputer(), Ridge()))
     (True, False)
     """
+    return _nan_refuser(estimator) is not None
+
+
+def _nan_refuser(estimator: Any) -> Any:
+    """The model that refuses NaN in ``X`` for ``estimator`` (itself, its first pipeline
+    step, or the model it wraps, followed down), or None when NaN may pass (`refuses_nan`)."""
     tags = sklearn_tags(estimator)
     if tags is None:  # a model outside scikit-learn decides itself
-        return False
+        return None
     if tags.input_tags.allow_nan:
-        return False
+        return None
     steps = getattr(estimator, "steps", None)
     if isinstance(steps, (list, tuple)) and steps:  # a Pipeline: its first real step sees X
         first = next((step for _, step in steps if step not in (None, "passthrough")), None)
-        return first is not None and refuses_nan(first)
+        return None if first is None else _nan_refuser(first)
     if hasattr(estimator, "transformers"):  # a ColumnTransformer: its own business
-        return False
+        return None
     for name in ("estimator", "regressor", "base_estimator"):  # searches, FrozenEstimator,
         inner = getattr(estimator, name, None)  # TransformedTargetRegressor, calibrated ...
         if isinstance(inner, BaseEstimator):
-            return refuses_nan(inner)
-    return True
+            return _nan_refuser(inner)
+    return estimator
 
 
 def forward_input_tags(tags: Any, model: Any) -> Any:

@@ -63,7 +63,7 @@ from uqconform.linearize import (
     standard_target_scaling,
     weight_decay,
 )
-from uqconform.regression.crr import LinearConfidenceMachine
+from uqconform.regression.crr import LinearConfidenceMachine, root_mean_square
 from uqconform.regression.full import FullConformalMixin
 from uqconform.routing import RoutesFitParams, routing_enabled
 
@@ -447,7 +447,7 @@ class ApproximateFullConformalRegressor(
             self.stationarity_ = self._stationarity(lin, target, weight_decay(inner))
         self.training_residuals_ = raw - lin.jacobian @ self.refinement_
         # the residuals' rounding grows with the targets' size (not the step's residuals)
-        self._label_size = float(np.sqrt(np.mean(target**2)))
+        self._label_size = root_mean_square(target)
 
     def _penalty_change_step(self, lin: Linearization, trained_decay: float | None) -> NDArray:
         """Full mode: the Newton step from ``theta*`` to the optimum of the linearised

@@ -106,6 +106,35 @@ def _finite_test_features(test_features: NDArray) -> NDArray:
     return test_features
 
 
+def power_of_two_scale(values: NDArray, axis: int | None = None) -> NDArray:
+    """The power of two at or above the largest magnitude of ``values`` (along ``axis``,
+    kept as a length-1 axis; 1 where all are 0): dividing by it is exact, so sums of
+    squares of the scaled values neither overflow nor change a bit where the unscaled
+    ones did not overflow or underflow.
+
+    Examples
+    --------
+    >>> float(power_of_two_scale(np.array([3.0, -5.0])))
+    8.0
+    """
+    peak = np.max(np.abs(values), axis=axis, keepdims=axis is not None)
+    exponent = np.frexp(peak)[1]  # peak = mantissa * 2**exponent, mantissa in [0.5, 1)
+    return np.where(peak > 0, np.ldexp(1.0, exponent), 1.0)
+
+
+def root_mean_square(values: NDArray) -> float:
+    """``sqrt(mean(values**2))`` without overflow (the same bits where that formula does
+    not overflow: the values are scaled by a power of two).
+
+    Examples
+    --------
+    >>> round(root_mean_square(np.array([3e200, 4e200])) / 1e200, 6)  # plain formula: inf
+    3.535534
+    """
+    scale = power_of_two_scale(values)
+    return float(np.sqrt(np.mean((values / scale) ** 2)) * scale)
+
+
 class LinearConfidenceMachine:
     """Ridge quantities of a fixed feature map, for full conformal prediction.
 
@@ -250,8 +279,12 @@ class LinearConfidenceMachine:
     def test_leverages(self, test_features: NDArray) -> tuple[NDArray, NDArray]:
         """``h_m`` (m,) and ``h_im`` (m, n) of test points."""
         test_features = _finite_test_features(test_features)
-        solved = self.solve_normal(test_features.T)
-        h_test = np.einsum("ij,ji->i", test_features, solved)
+        # each row scaled by a power of two (exact), so that the sum of signed products
+        # stays finite for features far beyond the training scale (inf - inf gave NaN)
+        scale = power_of_two_scale(test_features, axis=1)
+        unit = test_features / scale
+        with np.errstate(over="ignore"):  # an infinite leverage: the whole line
+            h_test = np.einsum("ij,ji->i", unit, self.solve_normal(unit.T)) * scale[:, 0] ** 2
         return h_test, test_features @ self._gain.T
 
 

@@ -40,6 +40,7 @@ from uqconform.regression.crr import (
     fast_intervals,
     p_values,
     residual_coefficients,
+    root_mean_square,
 )
 
 if TYPE_CHECKING:
@@ -55,7 +56,9 @@ _FEATURE_CELLS = 2**22
 
 
 def _empty_at_centre(intervals: NDArray, predictions: NDArray) -> NDArray:
-    """Report an empty set (``nan`` bounds) as the zero-width interval at the prediction.
+    """Report an empty set (``nan`` bounds) as the zero-width interval at the prediction,
+    with a warning: the label equal to the prediction always conforms (its augmented
+    residual is 0), so only a numerical failure empties a set.
 
     Parameters
     ----------
@@ -69,6 +72,14 @@ def _empty_at_centre(intervals: NDArray, predictions: NDArray) -> NDArray:
     """
     empty = np.isnan(intervals).any(axis=1)
     if empty.any():
+        warn_user(
+            f"{int(empty.any(axis=1).sum())} test row(s) got an empty full-CP set, which "
+            "exact arithmetic never gives (the label equal to the prediction always "
+            "conforms): a numerical failure, e.g. features or labels near the limits of "
+            "floating point. Reported as the zero-width interval at the prediction, "
+            "which does not cover.",
+            RuntimeWarning,
+        )
         centre = np.broadcast_to(predictions[:, None], empty.shape)
         intervals[:, 0, :] = np.where(empty, centre, intervals[:, 0, :])
         intervals[:, 1, :] = np.where(empty, centre, intervals[:, 1, :])
@@ -325,9 +336,10 @@ class FullConformalRidge(VersionedState, FullConformalMixin, RegressorMixin, Bas
 
     Attributes
     ----------
-    estimator_ : Ridge
-        The ridge fit on all training data. `predict` uses the confidence machine's
-        coefficients, the same fit except where no penalty pins a direction
+    estimator_ : Ridge or LinearRegression
+        The fit on all training data (a clone of ``estimator``). `predict` uses the
+        confidence machine's coefficients, the same fit except where no penalty pins a
+        direction
         (``LinearRegression`` with more features than rows, duplicated columns): there
         the machine takes the solution of least norm in units of each column's scale,
         which predicts like scikit-learn's minimum-norm one on rows in the span of the
@@ -436,7 +448,7 @@ class FullConformalRidge(VersionedState, FullConformalMixin, RegressorMixin, Bas
         self.coef_ = self.machine_.solve(y)
         self.training_residuals_ = y - features @ self.coef_
         # rounding grows with the labels' size, not their spread (labels far from 0)
-        self._label_size = float(np.sqrt(np.mean(y**2)))
+        self._label_size = root_mean_square(y)
         return self
 
     def _checked_X(self, X: Any, *, reset: bool) -> NDArray:
