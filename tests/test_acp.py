@@ -898,3 +898,30 @@ def test_a_converged_network_with_a_unit_switched_off_does_not_warn():
         warnings.simplefilter("error", UserWarning)
         model = ACP(FrozenEstimator(net)).fit(X[:40], y)
     assert 0.0 <= model.stationarity_ < 0.01
+
+
+def test_a_dataframe_and_its_array_give_the_same_bits():
+    """Review finding: a DataFrame reached the network column-major, and lbfgs took another
+    path (intervals 0.5 apart on a row of high leverage with the same seed)."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(90, 3))
+    y = np.sin(X[:, 0]) + X[:, 1] + 0.3 * rng.normal(size=90)
+    network = MLPRegressor(
+        hidden_layer_sizes=(10,), solver="lbfgs", alpha=1.0, max_iter=400, random_state=0
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        reference = ACP(network).fit(X[:60], y[:60]).predict_interval(X[60:])
+        frame = pd.DataFrame(X[:60], columns=list("abc"))
+        for given in (frame, np.asfortranarray(X[:60])):
+            model = ACP(network).fit(given, y[:60])
+            np.testing.assert_array_equal(model.predict_interval(X[60:]), reference)
+
+
+def test_nan_in_x_is_refused_without_suggesting_a_model_that_cannot_be_linearised():
+    X, y = regression_data(60, seed=0)
+    X = X.copy()
+    X[3, 0] = np.nan
+    with pytest.raises(ValueError, match=r"linearises a network.*SimpleImputer") as error:
+        ACP(MLPRegressor(hidden_layer_sizes=(5,), solver="lbfgs")).fit(X, y)
+    assert "HistGradientBoosting" not in str(error.value)

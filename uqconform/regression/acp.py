@@ -81,7 +81,7 @@ _DEFAULT_WEIGHT_DECAYS = (0.1, 1.0, 10.0, 100.0)
 _HIGH_LEVERAGE = 0.99
 _BIAS_PRIOR = 1e-10
 #: A relative gradient norm above this at the trained weights gets a warning in full mode
-#: (converged networks read 1e-3 or less, networks stopped early 0.03 and more).
+#: (converged networks read about 1e-3 or less, networks stopped early 0.03 and more).
 _FAR_FROM_STATIONARY = 0.02
 # Predictions spread less than this share of the targets': a network weight decay shrank to
 # a constant, whose stationarity ratio is meaningless (its reference vanishes too).
@@ -265,7 +265,8 @@ class ApproximateFullConformalRegressor(
         that units switched off by weight decay do not count; the units of ``X`` matter
         only through that floor), in norm over that of the data gradient of a network
         predicting the mean target. Full mode assumes it is 0. In our runs (diabetes,
-        Friedman 1, 200 rows, 50 tanh units): 1e-3 or less for the default network and
+        Friedman 1, 200 rows, 50 tanh units): about 1e-3 or less (1.3e-3 at most over 300
+        fits in a review) for the default network and
         for lbfgs run to a tight tolerance; 0.03 to 0.14 for lbfgs stopped at 20 or 50
         iterations and 0.04 to 0.15 for adam after 100 (intervals 1.4 to 3 times as wide
         as the converged network's); 0.015 to 0.033 for adam after 1,000 (intervals up to
@@ -388,7 +389,20 @@ class ApproximateFullConformalRegressor(
         sparse = False if is_torch_module(model) else ["csr", "csc"]
         # check_features compared the features' number and names (one warning at most);
         # a model fitted on named columns gets them back (it would warn at every call)
-        checked = check_array(X, dtype=float, accept_sparse=sparse, estimator=self, input_name="X")
+        # C order: a DataFrame (column-major inside) and its array train the network alike
+        try:
+            checked = check_array(
+                X, dtype=float, order="C", accept_sparse=sparse, estimator=self, input_name="X"
+            )
+        except ValueError as error:
+            if "NaN" not in str(error) and "infinity" not in str(error):
+                raise
+            # scikit-learn's message would suggest a model that takes NaN: none linearises
+            raise ValueError(
+                f"`X` contains NaN or infinite values: {type(self).__name__} linearises a "
+                "network, which cannot take them. Impute or drop them first (e.g. "
+                "sklearn.impute.SimpleImputer in a Pipeline before the network)."
+            ) from None
         return named_as_fitted(model, checked)
 
     # ---- the linearised fit -----------------------------------------------------------
