@@ -1117,3 +1117,54 @@ def test_regressors_and_random_generators_are_refused_at_fit_and_first_alpha_by_
         np.testing.assert_array_equal(value, first.certify(X[:20], r_calib=1)[key])
     with pytest.raises(ValueError, match="single level here"):
         both.partition_sets(X[:20], alpha=[0.2, 0.1])
+
+
+def test_nan_probabilities_are_refused_not_certified():
+    """Review finding: with k_train=1 a NaN probability ranked above every threshold, so the
+    row got every label, certified robust."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(600, 2))
+    y = (X[:, 0] > 0).astype(int)
+    fitted = LogisticRegression().fit(X, y)
+
+    class NaNBeyond:  # a fitted model whose probabilities overflow to NaN on some rows
+        classes_ = fitted.classes_
+
+        def predict(self, X):
+            return fitted.predict(X)
+
+        def predict_proba(self, X):
+            proba = fitted.predict_proba(X)
+            proba[np.asarray(X)[:, 0] > 1.5] = np.nan
+            return proba
+
+        def __sklearn_is_fitted__(self):
+            return True
+
+    inside = X[:, 0] <= 1.5
+    model = ReliablePredictionSets([NaNBeyond()], k_calib=5).calibrate(X[inside], y[inside])
+    message = r"NaNBeyond\) predict_proba gave NaN or infinite probabilities"
+    for method in (model.predict_set, model.predict_scores):
+        with pytest.raises(ValueError, match=message + r" on 1 row of `X` \(first: row 0\)"):
+            method([[2.0, 0.0], [0.5, 0.0]])
+    with pytest.raises(ValueError, match=message):
+        ReliablePredictionSets([NaNBeyond()], k_calib=5).calibrate(X, y)
+
+
+def test_a_frozen_model_is_refused_for_several_training_partitions(digits):
+    """Review finding: clone() returns a FrozenEstimator itself, so every partition held
+    the same model while the training partition sizes were reported as if trained."""
+    from sklearn.frozen import FrozenEstimator
+
+    X, y = digits[0][:400], digits[1][:400]
+    frozen = FrozenEstimator(LogisticRegression(max_iter=200).fit(X, y))
+    with pytest.raises(ValueError, match=r"FrozenEstimator, which fit cannot train.*k_train=10"):
+        ReliablePredictionSets(frozen, k_train=10).fit(X, y)
+    one = ReliablePredictionSets(frozen, k_train=1, k_calib=5).fit(X, y)
+    assert one.calibrate(X, y).predict_set(X[:5]).shape == (5, 10)
+
+
+def test_a_clone_of_a_prefit_list_names_the_frozen_remedy(digits):
+    models = [LogisticRegression(max_iter=200).fit(digits[0][:300], digits[1][:300])]
+    with pytest.raises(NotFittedError, match=r"clones the listed models unfitted.*Frozen"):
+        clone(ReliablePredictionSets(models, k_calib=5)).calibrate(digits[0], digits[1])

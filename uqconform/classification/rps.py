@@ -39,6 +39,7 @@ from numpy.typing import ArrayLike, NDArray
 from scipy import special, stats
 from sklearn.base import BaseEstimator, ClassifierMixin, clone, is_regressor
 from sklearn.exceptions import NotFittedError
+from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import LogisticRegression
 from sklearn.utils.validation import check_array, check_is_fitted
 
@@ -54,6 +55,7 @@ from uqconform._validation import (
     check_n_jobs,
     check_verbose,
     check_wrapper_fitted,
+    class_probabilities,
     missing_proba_error,
 )
 from uqconform._version import VersionedState
@@ -968,6 +970,16 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
         """
         self._validate_params()
         check_frozen_is_fitted(self.estimator, self)
+        if isinstance(self.estimator, FrozenEstimator) and int(self.k_train) > 1:
+            # clone() returns a frozen model itself and its fit does nothing: every
+            # partition would hold the same model, trained on none of its rows
+            raise ValueError(
+                f"`estimator` is a FrozenEstimator, which fit cannot train on each of the "
+                f"k_train={int(self.k_train)} partitions (they would all hold the same "
+                "model, and the training certificate would cover rows it never saw). Pass "
+                "an unfitted classifier, fitted models as a list (one per partition), or "
+                "k_train=1."
+            )
         self._reset_calibration()
         if self._prefit() is not None:
             self._adopt(cast(list, self._prefit()))  # not None: checked just above
@@ -1021,7 +1033,9 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
             except NotFittedError:
                 raise NotFittedError(
                     f"Model {index} of `estimator` is not fitted: pass fitted classifiers, or "
-                    "one classifier to be cloned and fitted by fit(X, y)."
+                    "one classifier to be cloned and fitted by fit(X, y). (A clone of this "
+                    "wrapper, as GridSearchCV and cross_validate make, clones the listed "
+                    "models unfitted: wrap each in sklearn.frozen.FrozenEstimator.)"
                 ) from None
             if not hasattr(model, "classes_") or not hasattr(model, "predict"):
                 raise TypeError(f"Model {index} ({type(model).__name__}) is not a classifier.")
@@ -1080,7 +1094,8 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
         X = self._check_X(X, reset=False)
         proba = np.zeros((n_rows(X), self.classes_.size))
         columns = encode_labels(np.asarray(model.classes_), self.classes_, "classes_")
-        proba[:, columns] = np.asarray(model.predict_proba(X), dtype=float)
+        # checked: a NaN would rank above every threshold and join a certified set
+        proba[:, columns] = class_probabilities(model, X, columns.size, check_sums=False)
         return proba
 
     def predict_scores(self, X: Any) -> NDArray:

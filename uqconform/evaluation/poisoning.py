@@ -181,7 +181,8 @@ def flip_labels(
     strategy : {"random", "spread", "concentrated"}, default="random"
     order : array-like of shape (n_samples,), optional
         Attack the rows with the smallest values first (e.g. the model's conformity score of
-        their label, to relabel the most typical rows); random order by default.
+        their label, to relabel the least typical rows; minus that score for the most
+        typical); random order by default.
     new_labels : array-like of shape (n_samples,), optional
         The label each row gets if attacked (e.g. its least plausible one); by default a
         random other label.

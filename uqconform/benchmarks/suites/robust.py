@@ -86,11 +86,10 @@ def _covered(model, sets, y) -> np.ndarray:
 
 
 # ---- clean coverage ------------------------------------------------------------------------
-def _run_coverage(ctx, problems) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def _run_coverage(ctx, problems) -> list[dict[str, Any]]:
     resplits = ctx.pick(2, 6, 20)
     k_train, k_calib = 10, 10
     rows = []
-    keep: dict[str, Any] = {}
     for index, problem in enumerate(problems):
         records: dict[str, dict[str, list]] = {}
         n_test = 0
@@ -120,8 +119,6 @@ def _run_coverage(ctx, problems) -> tuple[list[dict[str, Any]], dict[str, Any]]:
             records["split CP (LAC), one model"]["coverage"].append(
                 float(coverage(y_test, sets, classes=lac.classes_))
             )
-            if split == 0:
-                keep[problem["name"]] = (rps.set_params(coverage="exact"), X_cal, y_cal, X_test)
         lac_size = summarize(records["split CP (LAC), one model"]["set_size"])[0]
         for method, rec in records.items():
             cov, cov_sd = summarize(rec["coverage"])
@@ -158,7 +155,7 @@ def _run_coverage(ctx, problems) -> tuple[list[dict[str, Any]], dict[str, Any]]:
                     "coverage_per_split": rec["coverage"],
                 }
             )
-    return rows, keep
+    return rows
 
 
 def _empty() -> dict[str, list]:
@@ -587,7 +584,7 @@ def run(ctx) -> FamilyResult:
         warnings.simplefilter("ignore", ConvergenceWarning)
         warnings.filterwarnings("ignore", message=".*training partitions are empty.*")
         problems = _problems()
-        coverage_rows, _ = _run_coverage(ctx, problems)
+        coverage_rows = _run_coverage(ctx, problems)
         reliability_rows, curves = _run_reliability(ctx, problems)
         soundness_rows = _run_soundness(ctx, problems)
         speed_rows = _run_speed(ctx)
