@@ -30,7 +30,7 @@ from sklearn.neural_network import MLPClassifier, MLPRegressor
 from sklearn.pipeline import Pipeline
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from uqconform._validation import named_as_fitted
+from uqconform._validation import has_nan, named_as_fitted
 from uqconform.bayes.network import Activation, Dense, Network
 from uqconform.bayes.torch_network import from_torch
 from uqconform.linearize import (
@@ -108,12 +108,23 @@ class NetworkView:
             X = named_as_fitted(self.entry, X)
         for step in self.steps:
             X = step.transform(X)
+        if has_nan(X):  # scikit-learn's message would suggest a model that takes NaN
+            raise ValueError(NETWORK_NAN_MESSAGE)
         if _is_torch_module(self.model):
             return _float_rows(X, self.network.dense_layers[0].n_in)
         X = validate_data(self.model, X, reset=False, accept_sparse=True, dtype=np.float64)
         if hasattr(X, "toarray"):
             X = X.toarray()
         return np.asarray(X, dtype=np.float64)
+
+
+#: What NaN in a network's input gets: no network takes it, and none that does could be
+#: linearised.
+NETWORK_NAN_MESSAGE = (
+    "`X` contains NaN, which a network (and its linearisation) cannot take: impute or drop "
+    "the missing values first (e.g. sklearn.impute.SimpleImputer as a pipeline step "
+    "before the network)."
+)
 
 
 def as_network(estimator: Any) -> NetworkView:

@@ -55,6 +55,7 @@ from uqconform._validation import (
     refuse_booleans,
 )
 from uqconform._version import VersionedState
+from uqconform._warnings import warn_user
 from uqconform.base import (
     check_calibration_settings,
     keeps_state_on_error,
@@ -586,7 +587,18 @@ class LaplacePosterior(VersionedState, BaseEstimator):
             nll[index] = -np.mean(self._log_likelihood(mean, var, target))
         # the density of y is that of the network's z divided by the target scale
         self.prior_grid_nll_ = nll + np.log(self.view_.target_scale)
-        return float(PRIOR_GRID[int(np.nanargmin(nll))])
+        best = int(np.nanargmin(nll))
+        if best == 0:
+            warn_user(
+                f"prior_precision='auto' chose the weakest prior of its grid "
+                f"({PRIOR_GRID[0]:g}): the validation NLL still fell at the grid's edge. "
+                "Directions the training rows leave unconstrained (hidden units that never "
+                f"fire on them) then get a variance of scale / {PRIOR_GRID[0]:g}, and rows "
+                "that reach them very wide intervals. Pass a fixed prior_precision (e.g. "
+                "0.1), or 'marglik'.",
+                UserWarning,
+            )
+        return float(PRIOR_GRID[best])
 
     def _log_likelihood(self, mean: NDArray, var: NDArray, target: NDArray) -> NDArray:
         """Per-row log-likelihood of the one-pass (probit) predictive, on the network's scale
