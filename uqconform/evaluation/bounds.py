@@ -111,7 +111,8 @@ def coverage_count_pmf(
     -------
     ndarray of shape (n_repeats * n_test + 1,)
         ``pmf[c]`` is the probability that ``c`` test points are covered in total. One
-        resplit's law is the beta-binomial (renormalised): below 1e4 calibration points
+        resplit's law is the beta-binomial (renormalised): while both of its parameters
+        (the conformal rank k and n + 1 - k) are below 1e4,
         ``scipy.stats.betabinom`` (absolute errors of 3e-12 at ``n_calibration = 1e4``
         against exact rationals in a review), beyond the binomial pmf corrected by
         Stirling's series, where scipy's differences of log-beta terms lose digits (4e-10

@@ -213,7 +213,9 @@ def _check_rows(
 
 
 def _numeric_target(y: NDArray, name: str = "y_true") -> NDArray:
-    text = y.dtype.kind in "US" or (  # text such as "2.5" would be read as a number
+    # text such as "2.5" would be read as a number, dates as nanoseconds since 1970,
+    # complex values without their imaginary part
+    text = y.dtype.kind in "USmMc" or (
         y.dtype.kind == "O"
         and pd.api.types.infer_dtype(y.ravel(), skipna=True)
         in ("string", "bytes", "mixed", "mixed-integer")

@@ -70,7 +70,7 @@ def random_l2_perturbation(
         l2 norm of each shift, >= 0.
     clip : (float, float), optional
         Clip the result to this box (e.g. ``(0, 1)`` for images); the shift's norm is then
-        at most ``radius``.
+        at most ``radius`` for rows inside the box (a row outside it is moved into it).
     random_state : int, Generator or None
         Seeds the directions.
 

@@ -21,7 +21,12 @@ import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 from sklearn.utils.validation import _num_samples
 
-from uqconform.evaluation.bounds import check_confidence, coverage_bounds
+from uqconform.evaluation.bounds import (
+    central_share_interval,
+    check_confidence,
+    coverage_bounds,
+    coverage_count_pmf,
+)
 from uqconform.evaluation.metrics import (
     EFFICIENCY_NAME,
     _covered,
@@ -311,6 +316,43 @@ def _check_output(output: Any, task: str, method: str, n_levels: int) -> Any:
     return array
 
 
+def _stratified_bounds(
+    model: Any, groups: Any, target: NDArray, alphas: NDArray, confidence: float
+) -> NDArray | None:
+    """`coverage_bounds` of a Mondrian split-conformal model (``groups``, or
+    ``class_conditional``), from the exact law of its covered count: each stratum's count is
+    beta-binomial with that stratum's calibration size and test rows (a test row's stratum:
+    its group, and its true class when class-conditional), independently across strata, so
+    the strata's pmfs convolve. None for a model of one stratum, or one whose law this is
+    not (weighted calibration); the pooled law's bounds are then used."""
+    strata = model.__dict__.get("calibration_strata_")
+    n_sub = int(model.__dict__.get("_n_sub_strata", 1))
+    has_groups = getattr(model, "groups_", None) is not None
+    if (
+        strata is None
+        or "calibration_weights_" in model.__dict__
+        or (n_sub == 1 and not has_groups)
+    ):
+        return None
+    n_test = int(target.shape[0])
+    if n_sub > 1 and (target.ndim != 1 or target.dtype.kind not in "iu"):
+        return None  # class-conditional strata need the true labels' indices
+    # an unseen group maps to an extra, empty stratum (its rows get the whole space)
+    group_index = model._group_index(groups, n_test) if has_groups else np.zeros(n_test, int)
+    test_strata = group_index * n_sub + (target if n_sub > 1 else 0)
+    n_strata = ((model.groups_.size + 1) if has_groups else 1) * n_sub
+    calibration_sizes = np.bincount(strata, minlength=n_strata)
+    test_sizes = np.bincount(test_strata, minlength=n_strata)
+    bounds = np.empty((alphas.size, 2))
+    for j, level in enumerate(alphas):  # a loop over levels, then over the strata tested
+        law = np.ones(1)
+        for n_s, m_s in zip(calibration_sizes, test_sizes, strict=True):
+            if m_s:
+                law = np.convolve(law, coverage_count_pmf(int(n_s), float(level), int(m_s)))
+        bounds[j] = central_share_interval(0, law / law.sum(), n_test, (1 - confidence) / 2)
+    return bounds
+
+
 def evaluate(
     model: Any,
     X_test: Any,
@@ -351,8 +393,13 @@ def evaluate(
     ``model.n_calibration_`` calibration points and continuous scores (ties, e.g. from
     non-randomised class scores, make coverage higher: the printed report then says
     "above", a conservative method, while "BELOW" is a failure). Under Mondrian calibration
-    (``groups``, ``class_conditional``) each stratum has fewer points, so the marginal
-    coverage spreads more and the bounds are only indicative. Cross-conformal models
+    (``groups``, ``class_conditional``) each stratum has its own calibration points, so the
+    marginal coverage spreads more: the bounds then come from the exact law of the covered
+    count, the convolution of the strata's beta-binomials with their calibration sizes and
+    test rows (the pooled law's bounds, which a review found too narrow, called a valid
+    model "BELOW" 1.6 to 1.8 times as often as ``confidence`` allows with two groups).
+    Weighted calibration (``likelihood_ratio``) keeps the pooled law's bounds, only
+    indicative there. Cross-conformal models
     (CV+, jackknife+, J+aB) count every training row in ``n_calibration_`` and promise
     only ``1 - 2 alpha``: "BELOW" the split-conformal bounds is not a broken guarantee
     for them. Their coverage has no exact law; ``coverage_bounds(n, 2 * alpha, n_test)``
@@ -418,7 +465,9 @@ def evaluate(
     n_calibration = getattr(model, "n_calibration_", None)
     if isinstance(n_calibration, numbers.Integral) and not isinstance(n_calibration, bool):
         n_calibration = int(n_calibration)
-        bounds = np.asarray(coverage_bounds(n_calibration, alphas, n_test, confidence))
+        bounds = _stratified_bounds(model, groups, target, alphas, confidence)
+        if bounds is None:
+            bounds = np.asarray(coverage_bounds(n_calibration, alphas, n_test, confidence))
     else:
         n_calibration = None
         bounds = np.full((alphas.size, 2), np.nan)
