@@ -491,6 +491,8 @@ def test_warnings_a_user_reads_at_start_and_online():
     assert len({str(w.message) for w in infinite}) == 1  # one text: the filter collapses it
     assert 1 <= len(infinite) <= 3, len(infinite)  # (a filter change elsewhere resets it)
     assert "set `finite_sample=False`" in str(infinite[0].message)
+    # SPCI's effective size grows with shallower leaves and more trees, not only memory
+    assert "shallower forest (`max_depth`=2) or more trees (`n_trees`=" in str(infinite[0].message)
     aci = EnbPI(LinearRegression(), n_bootstrap=10, aci_gamma=0.05).fit(X[:100], y[:100])
     with pytest.warns(UserWarning, match="`update` does not move the adaptive levels"):
         aci.update(X[100:110], y[100:110])

@@ -144,6 +144,15 @@ class SPCI(SequentialConformalRegressor):
     #: The per-step forests' base seed, drawn at fit (None in a model pickled before it was).
     _forest_seed: int | None = None
 
+    def _effective_size_advice(self) -> str:
+        # pure leaves (max_depth=None) keep the effective size near n_trees whatever the
+        # memory holds: more residuals alone cannot help there
+        forest = (
+            f"use a shallower forest (`max_depth`={self.max_depth}) or more trees "
+            f"(`n_trees`={self.n_trees}), "
+        )
+        return forest + super()._effective_size_advice()
+
     def _validate_params(self) -> None:
         super()._validate_params()
         self._check_forest_params()
