@@ -1162,6 +1162,16 @@ def test_a_frozen_model_is_refused_for_several_training_partitions(digits):
         ReliablePredictionSets(frozen, k_train=10).fit(X, y)
     one = ReliablePredictionSets(frozen, k_train=1, k_calib=5).fit(X, y)
     assert one.calibrate(X, y).predict_set(X[:5]).shape == (5, 10)
+    # inside a pipeline too (the diff review), while a frozen preprocessing step is fine
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    with pytest.raises(ValueError, match=r"FrozenEstimator, which fit cannot train"):
+        ReliablePredictionSets(make_pipeline(StandardScaler(), frozen), k_train=3).fit(X, y)
+    scaler = FrozenEstimator(StandardScaler().fit(X))
+    trained = make_pipeline(scaler, LogisticRegression(max_iter=200))
+    models = ReliablePredictionSets(trained, k_train=3).fit(X, y).estimators_
+    assert len({id(model[-1]) for model in models}) == 3
 
 
 def test_a_clone_of_a_prefit_list_names_the_frozen_remedy(digits):

@@ -262,6 +262,23 @@ def _nodes(low: float, high: float, panels: int) -> tuple[NDArray, NDArray]:
     return nodes.ravel(), weights.ravel()
 
 
+def _keeps_a_frozen_classifier(estimator: Any) -> bool:
+    """Whether fitting a clone of ``estimator`` leaves its classifier as it is: a
+    ``FrozenEstimator`` as the model, a pipeline's last step or a wrapper's ``estimator``,
+    at any depth (``clone`` returns a frozen model itself). A frozen preprocessing step
+    before a trainable classifier is fine."""
+    model = estimator
+    while not isinstance(model, FrozenEstimator):
+        steps = getattr(model, "steps", None)
+        if isinstance(steps, list) and steps:
+            model = steps[-1][1]
+        elif isinstance(getattr(model, "estimator", None), BaseEstimator):
+            model = model.estimator
+        else:
+            return False
+    return True
+
+
 def majority_coverage(sizes: ArrayLike, ranks: ArrayLike, threshold: int) -> float:
     """Probability that the majority set holds the true label, for continuous scores.
 
@@ -970,11 +987,11 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
         """
         self._validate_params()
         check_frozen_is_fitted(self.estimator, self)
-        if isinstance(self.estimator, FrozenEstimator) and int(self.k_train) > 1:
+        if _keeps_a_frozen_classifier(self.estimator) and int(self.k_train) > 1:
             # clone() returns a frozen model itself and its fit does nothing: every
             # partition would hold the same model, trained on none of its rows
             raise ValueError(
-                f"`estimator` is a FrozenEstimator, which fit cannot train on each of the "
+                f"`estimator` holds a FrozenEstimator, which fit cannot train on each of the "
                 f"k_train={int(self.k_train)} partitions (they would all hold the same "
                 "model, and the training certificate would cover rows it never saw). Pass "
                 "an unfitted classifier, fitted models as a list (one per partition), or "

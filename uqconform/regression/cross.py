@@ -388,7 +388,7 @@ class JackknifeAfterBootstrapRegressor(CrossConformalRegressor):
     Guarantee: coverage at least ``1 - 2 alpha`` under exchangeability, for a number of
     models drawn as ``Binomial(B', (1 - 1/(n + 1))^n)`` (Kim et al.); with a fixed ``B``,
     as here and in every implementation we know of, it holds approximately. In practice
-    coverage is at or above ``1 - alpha``, and small training sets over-cover (0.92 to
+    coverage is about or above ``1 - alpha``, and small training sets over-cover (0.92 to
     0.96 at ``1 - alpha = 0.9`` with 20 to 40 rows in a review over 400 seeds). Rows
     that every bootstrap sample holds (rare beyond 20 models: a share ``0.632^B``) have
     no out-of-sample prediction and are left out of the scores, with a warning.
