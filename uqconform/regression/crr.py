@@ -123,14 +123,18 @@ def power_of_two_scale(values: NDArray, axis: int | None = None) -> NDArray:
 
 
 def root_mean_square(values: NDArray) -> float:
-    """``sqrt(mean(values**2))`` without overflow (the same bits where that formula does
-    not overflow: the values are scaled by a power of two).
+    """``sqrt(mean(values**2))`` without overflow (that formula where it does not
+    overflow; else on the values scaled by a power of two).
 
     Examples
     --------
     >>> round(root_mean_square(np.array([3e200, 4e200])) / 1e200, 6)  # plain formula: inf
     3.535534
     """
+    with np.errstate(over="ignore"):
+        plain = float(np.sqrt(np.mean(values**2)))
+    if np.isfinite(plain):
+        return plain
     scale = power_of_two_scale(values)
     return float(np.sqrt(np.mean((values / scale) ** 2)) * scale)
 
@@ -279,12 +283,20 @@ class LinearConfidenceMachine:
     def test_leverages(self, test_features: NDArray) -> tuple[NDArray, NDArray]:
         """``h_m`` (m,) and ``h_im`` (m, n) of test points."""
         test_features = _finite_test_features(test_features)
-        # each row scaled by a power of two (exact), so that the sum of signed products
-        # stays finite for features far beyond the training scale (inf - inf gave NaN)
-        scale = power_of_two_scale(test_features, axis=1)
-        unit = test_features / scale
-        with np.errstate(over="ignore"):  # an infinite leverage: the whole line
-            h_test = np.einsum("ij,ji->i", unit, self.solve_normal(unit.T)) * scale[:, 0] ** 2
+        with np.errstate(over="ignore", invalid="ignore"):
+            h_test = np.einsum("ij,ji->i", test_features, self.solve_normal(test_features.T))
+        beyond = ~np.isfinite(h_test)
+        if beyond.any():
+            # rows far beyond the training scale: terms past the float range (inf - inf
+            # gave NaN); again on the rows scaled by a power of two (exact), their
+            # leverage then infinite (the whole line). Only there: scaling every row would
+            # underflow where the inverse Gram matrix is tiny (features in huge units)
+            rows = test_features[beyond]
+            scale = power_of_two_scale(rows, axis=1)
+            unit = rows / scale
+            with np.errstate(over="ignore"):
+                h_unit = np.einsum("ij,ji->i", unit, self.solve_normal(unit.T))
+                h_test[beyond] = h_unit * scale[:, 0] ** 2
         return h_test, test_features @ self._gain.T
 
 
