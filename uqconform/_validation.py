@@ -19,7 +19,7 @@ from sklearn.base import BaseEstimator
 from sklearn.exceptions import DataConversionWarning, NotFittedError
 from sklearn.frozen import FrozenEstimator
 from sklearn.utils import get_tags
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from uqconform._rows import n_rows
 from uqconform._warnings import warn_user
@@ -89,6 +89,25 @@ def feature_axis_hint(X: Any) -> str:
         f"`X` is a {np.ndim(X)}-D array of shape {np.shape(X)}: the features are counted on "
         "its second axis; pass one row per sample with the fit's features as columns."
     )
+
+
+def float_rows_without_nan(estimator: Any, X: Any, why: str, remedy: str, **kwargs: Any) -> Any:
+    """``X`` as C-ordered floats (a DataFrame and its array give the same bits), with NaN
+    or infinite values refused by a message saying why ``estimator`` cannot take them
+    (``why``) and what to do (``remedy``), not scikit-learn's advice to switch to a model
+    that takes NaN. ``kwargs`` go to scikit-learn's ``check_array`` (``accept_sparse``).
+    """
+    try:
+        return check_array(
+            X, dtype=float, order="C", estimator=estimator, input_name="X", **kwargs
+        )
+    except ValueError as error:
+        if "NaN" not in str(error) and "infinity" not in str(error):
+            raise
+        raise ValueError(
+            f"`X` contains NaN or infinite values: {type(estimator).__name__} {why}, which "
+            f"cannot take them. Impute or drop them first (e.g. {remedy})."
+        ) from None
 
 
 def check_features(estimator: BaseEstimator, X: Any, *, reset: bool) -> Any:

@@ -40,7 +40,6 @@ from uqconform._validation import (
     check_regression_target,
     check_rows,
     has_nan,
-    refuse_non_finite,
 )
 from uqconform._version import VersionedState
 from uqconform._warnings import warn_user
@@ -57,7 +56,7 @@ from uqconform.bayes.likelihood import (
     log_probabilities,
     probit_logits,
 )
-from uqconform.bayes.network import MOMENT_MODES, _row_blocks
+from uqconform.bayes.network import MOMENT_MODES, _row_blocks, refuse_overflowed_moments
 from uqconform.linearize import is_torch_module, noise_variance
 from uqconform.quantiles import check_miscoverage
 
@@ -682,14 +681,7 @@ class LinearizedPredictive(VersionedState, BaseEstimator):
                 mean, var = self._monte_carlo(
                     Xt, count, random_state, lambda f, _: (f.mean(axis=0), f.var(axis=0))
                 )
-            if not (np.isfinite(mean).all() and np.isfinite(var).all()):
-                refuse_non_finite(
-                    np.column_stack([mean, var]),
-                    f"The {method} predictive overflowed (NaN or infinite moments)",
-                    "rows of `X`",
-                    " (inputs too large for float64 moments: rescale X, or check it for "
-                    "corrupt values)",
-                )
+            refuse_overflowed_moments(mean, var, method)
         if self.task_ == "regression":
             mean, var = self._to_target(mean[:, 0], var[:, 0])
             if include_noise:

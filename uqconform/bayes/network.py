@@ -560,6 +560,20 @@ LAYER_TYPES = (Dense, Activation, Affine, LayerNorm)
 
 
 # ---- the network ------------------------------------------------------------------------------
+
+
+def refuse_overflowed_moments(mean: NDArray, var: NDArray, predictive: str) -> None:
+    """Refuse, naming the rows, moments that overflowed to NaN or infinity (inputs too
+    large for float64 moments): ``predictive`` names the method in the message."""
+    if not (np.isfinite(mean).all() and np.isfinite(var).all()):
+        refuse_non_finite(
+            np.column_stack([mean, var]),
+            f"The {predictive} predictive overflowed (NaN or infinite moments)",
+            "rows of `X`",
+            " (inputs too large for float64 moments: rescale X, or check it for corrupt values)",
+        )
+
+
 class Network:
     """A feed-forward network as a list of layers, with an output link.
 
@@ -731,14 +745,7 @@ class Network:
             var = np.concatenate([v for _, v in parts])
         # finite inputs of extreme size overflow the squared means of the variance terms
         # (1e200: the network's own prediction is finite, the moments are not)
-        if not (np.isfinite(mean).all() and np.isfinite(var).all()):
-            refuse_non_finite(
-                np.column_stack([mean, var]),
-                "The one-pass predictive overflowed (NaN or infinite moments)",
-                "rows of `X`",
-                " (inputs too large for float64 moments: rescale X, or check it for corrupt "
-                "values)",
-            )
+        refuse_overflowed_moments(mean, var, "one-pass")
         return mean, var
 
     def _block_moments(

@@ -29,7 +29,7 @@ from sklearn.model_selection import GridSearchCV, KFold
 from sklearn.neural_network import MLPRegressor
 from sklearn.pipeline import Pipeline, make_pipeline
 from sklearn.preprocessing import StandardScaler
-from sklearn.utils.validation import _num_samples, check_array, check_is_fitted
+from sklearn.utils.validation import _num_samples, check_is_fitted
 
 from uqconform._rows import row_sliceable
 from uqconform._seeding import check_random_state_value, integer_seed, seeded_clone
@@ -39,6 +39,7 @@ from uqconform._validation import (
     check_frozen_is_fitted,
     check_regression_target,
     check_wrapper_fitted,
+    float_rows_without_nan,
     named_as_fitted,
     sklearn_tags,
 )
@@ -390,19 +391,10 @@ class ApproximateFullConformalRegressor(
         # check_features compared the features' number and names (one warning at most);
         # a model fitted on named columns gets them back (it would warn at every call)
         # C order: a DataFrame (column-major inside) and its array train the network alike
-        try:
-            checked = check_array(
-                X, dtype=float, order="C", accept_sparse=sparse, estimator=self, input_name="X"
-            )
-        except ValueError as error:
-            if "NaN" not in str(error) and "infinity" not in str(error):
-                raise
-            # scikit-learn's message would suggest a model that takes NaN: none linearises
-            raise ValueError(
-                f"`X` contains NaN or infinite values: {type(self).__name__} linearises a "
-                "network, which cannot take them. Impute or drop them first (e.g. "
-                "sklearn.impute.SimpleImputer in a Pipeline before the network)."
-            ) from None
+        remedy = "sklearn.impute.SimpleImputer in a Pipeline before the network"
+        checked = float_rows_without_nan(
+            self, X, "linearises a network", remedy, accept_sparse=sparse
+        )
         return named_as_fitted(model, checked)
 
     # ---- the linearised fit -----------------------------------------------------------

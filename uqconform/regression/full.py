@@ -16,7 +16,7 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, RegressorMixin, clone
 from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import LinearRegression, Ridge
-from sklearn.utils.validation import check_array, check_is_fitted
+from sklearn.utils.validation import check_is_fitted
 
 from uqconform._rows import n_rows, slice_rows
 from uqconform._validation import (
@@ -26,6 +26,7 @@ from uqconform._validation import (
     check_int,
     check_regression_target,
     check_wrapper_fitted,
+    float_rows_without_nan,
 )
 from uqconform._version import VersionedState
 from uqconform._warnings import warn_user
@@ -456,18 +457,8 @@ class FullConformalRidge(VersionedState, FullConformalMixin, RegressorMixin, Bas
         """``X`` as C-ordered floats (a DataFrame and its array give the same bits); the
         features' number and names are compared once, by `check_features`."""
         X = check_features(self, X, reset=reset)
-        try:
-            checked = check_array(X, dtype=float, order="C", estimator=self, input_name="X")
-        except ValueError as error:
-            if "NaN" not in str(error) and "infinity" not in str(error):
-                raise
-            # scikit-learn's message would suggest a model that takes NaN: there is none here
-            raise ValueError(
-                f"`X` contains NaN or infinite values: {type(self).__name__} refits a ridge "
-                "regression on the features, which cannot take them. Impute or drop them "
-                "first (e.g. sklearn.impute.SimpleImputer)."
-            ) from None
-        return cast(NDArray, checked)
+        why = "refits a ridge regression on the features"
+        return cast(NDArray, float_rows_without_nan(self, X, why, "sklearn.impute.SimpleImputer"))
 
     def _test_input(self, X: Any, method: str) -> NDArray:
         check_wrapper_fitted(self, "machine_", method)
