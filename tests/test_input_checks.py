@@ -1228,6 +1228,45 @@ def test_regression_wrappers_refuse_a_classifier(data, make):
             make(fitted).calibrate(X, target)
 
 
+def _not_numbers(y, kind):
+    if kind == "booleans":
+        return y > 0
+    if kind == "dates":
+        return pd.Series(pd.Timestamp("2020-01-01") + pd.to_timedelta(y - y.min(), unit="D"))
+    if kind == "durations":
+        return pd.to_timedelta(y - y.min(), unit="s").to_numpy()
+    return y.astype(str)  # numbers written as text
+
+
+@pytest.mark.parametrize(
+    ("kind", "match"),
+    [
+        ("booleans", r"`y` holds booleans.*astype\(float\)"),
+        ("dates", r"`y` holds dates or durations \(dtype datetime64"),
+        ("durations", r"`y` holds dates or durations \(dtype timedelta64"),
+        ("text", r"`y` holds numbers written as text.*y.astype\(float\)"),
+    ],
+)
+@pytest.mark.parametrize(
+    "fit",
+    [
+        lambda X, y: SplitConformalRegressor(LinearRegression()).fit(X, y),
+        lambda X, y: CrossConformalRegressor(LinearRegression(), cv=3).fit(X, y),
+        lambda X, y: FullConformalRidge().fit(X, y),
+        lambda X, y: KOWCPI(LinearRegression(), window=1, n_bootstrap=5, random_state=0).fit(X, y),
+        lambda X, y: LinearizedPredictive(LinearRegression()).fit(X, y),
+    ],
+    ids=["split", "cross", "full", "kowcpi", "bayes"],
+)
+def test_regression_targets_that_numpy_reads_as_numbers_are_refused(data, fit, kind, match):
+    """Booleans were regressed as 0/1, dates as counts of an unstated unit (days or
+    nanoseconds, by dtype) and numeric text as numbers, while the evaluation module
+    refused the same targets."""
+    X, y, _ = data
+    with pytest.raises(ValueError, match=match):
+        fit(X, _not_numbers(y, kind))
+
+
 def _named_frame(X):
     return pd.DataFrame(X, columns=[f"x{j}" for j in range(X.shape[1])])
 
@@ -1399,6 +1438,19 @@ def test_empty_calibration_and_nullable_multi_output_targets_are_named(data):
     Y.iloc[10, 0] = pd.NA  # was "`Y` must be numeric"
     with pytest.raises(ValueError, match=r"`Y` contains 1 NaN .* first at position 10"):
         EllipsoidalConformalRegressor(LinearRegression()).fit(X, Y)
+
+
+def test_multi_output_targets_of_booleans_or_text_are_refused(data):
+    """A boolean column of a frame, or a boolean or text matrix, was regressed as
+    numbers."""
+    X, y, _ = data
+    ellipse = EllipsoidalConformalRegressor(LinearRegression())
+    with pytest.raises(ValueError, match=r"`Y` column 'flag' holds booleans"):
+        ellipse.fit(X, pd.DataFrame({"value": y, "flag": y > 0}))
+    with pytest.raises(ValueError, match=r"`Y` holds booleans"):
+        ellipse.fit(X, np.column_stack([y > 0, y < 1]))
+    with pytest.raises(ValueError, match=r"`Y` holds numbers written as text"):
+        ellipse.fit(X, np.column_stack([y, -y]).astype(str))
 
 
 class _FitOnly(RegressorMixin, BaseEstimator):

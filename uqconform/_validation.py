@@ -460,6 +460,7 @@ def check_regression_target(y: ArrayLike, n: int, name: str = "y", rows_of: str 
         raise ValueError(
             f"Complex data not supported: `{name}` must be real for a scalar regressor."
         )
+    refuse_non_number_kinds(target, name)
     try:
         target = np.asarray(target, dtype=float)
     except (TypeError, ValueError):
@@ -472,6 +473,33 @@ def check_regression_target(y: ArrayLike, n: int, name: str = "y", rows_of: str 
             "remove or impute those rows first."
         )
     return target
+
+
+def refuse_non_number_kinds(target: NDArray, name: str) -> None:
+    """Refuse a regression target that numpy would read as numbers but is not numbers:
+    booleans (0/1), dates and durations (counts of a unit the data does not state) and
+    numbers written as text."""
+    kind = target.dtype.kind
+    inferred = pd.api.types.infer_dtype(target.ravel(), skipna=True) if kind == "O" else ""
+    if kind == "b" or inferred == "boolean":
+        raise ValueError(
+            f"`{name}` holds booleans, not numbers: a regression target must be numeric. "
+            f"For a yes/no outcome use a classifier wrapper; to regress on 0/1, pass "
+            f"`{name}.astype(float)`."
+        )
+    if kind in "mM" or inferred.startswith(("datetime", "timedelta", "date", "period")):
+        raise ValueError(
+            f"`{name}` holds dates or durations (dtype {target.dtype}): convert them to "
+            "numbers in the unit you want intervals in first, e.g. "
+            f"`({name} - start) / np.timedelta64(1, 'D')` for days."
+        )
+    if kind in "US" or inferred in ("string", "bytes"):
+        if pd.to_numeric(pd.Series(target.ravel(), dtype=object), errors="coerce").notna().all():
+            raise ValueError(
+                f"`{name}` holds numbers written as text (dtype {target.dtype}): convert "
+                f"them first, e.g. with `{name}.astype(float)`."
+            )
+        raise ValueError(f"`{name}` must be numeric for regression; {first_non_number(target)}.")
 
 
 def first_non_number(values: ArrayLike) -> str:

@@ -310,16 +310,16 @@ class LinearizedPredictive(VersionedState, BaseEstimator):
             )
         # every row, before any split
         if _task_of(self.estimator) == "regression":
-            targets = np.asarray(y)
-            if is_torch_module(self.estimator) and targets.dtype.kind in "biuOSU":
+            dtype = np.asarray(y).dtype
+            y = check_regression_target(check_rows("y", y, n), n)
+            if is_torch_module(self.estimator) and dtype.kind in "iuO":
                 warn_user(
-                    f"`y` holds {'labels' if targets.dtype.kind in 'bOSU' else 'integers'} "
-                    f"(dtype {targets.dtype}), but a torch module is linearised as a "
-                    "regression network: they are read as numbers, with a Gaussian "
-                    "likelihood. Classification is supported for MLPClassifier.",
+                    f"`y` holds {'labels' if dtype.kind == 'O' else 'integers'} "
+                    f"(dtype {dtype}), but a torch module is linearised as a regression "
+                    "network: they are read as numbers, with a Gaussian likelihood. "
+                    "Classification is supported for MLPClassifier.",
                     UserWarning,
                 )
-            y = check_regression_target(check_rows("y", y, n), n)  # numeric strings: floats
         elif np.unique(check_class_labels(y, n)).size < 2:
             raise ValueError(
                 "`y` has only one class; a classifier's predictive needs at least 2 classes."

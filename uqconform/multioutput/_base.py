@@ -39,6 +39,7 @@ from uqconform._validation import (
     nullable_as_float,
     refuse_booleans,
     refuse_non_finite,
+    refuse_non_number_kinds,
     sklearn_tags,
 )
 from uqconform._warnings import warn_user
@@ -87,6 +88,12 @@ def check_multioutput_target(Y: ArrayLike, n: int, n_outputs: int | None = None)
     if Y is None:
         raise missing_target_error()
     if isinstance(Y, pd.DataFrame):  # nullable columns: pd.NA is a missing value, named below
+        flags = [column for column, kind in Y.dtypes.items() if pd.api.types.is_bool_dtype(kind)]
+        if flags:
+            raise ValueError(
+                f"`Y` column {flags[0]!r} holds booleans, not numbers: a regression target "
+                "must be numeric; to regress on 0/1, convert it with `.astype(float)`."
+            )
         floats = nullable_as_float(Y)
         Y = Y if floats is None else floats
     target = np.asarray(Y)
@@ -100,6 +107,7 @@ def check_multioutput_target(Y: ArrayLike, n: int, n_outputs: int | None = None)
         raise ValueError("`Y` has no columns; give at least one output.")
     if target.dtype.kind == "c":
         raise ValueError("Complex data not supported: `Y` must be real.")
+    refuse_non_number_kinds(target, "Y")
     try:
         target = np.array(target, dtype=float)
     except (TypeError, ValueError):
