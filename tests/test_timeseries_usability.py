@@ -495,7 +495,10 @@ def test_warnings_a_user_reads_at_start_and_online():
     assert "shallower forest (`max_depth`=2) or more trees (`n_trees`=" in str(infinite[0].message)
     aci = EnbPI(LinearRegression(), n_bootstrap=10, aci_gamma=0.05).fit(X[:100], y[:100])
     with pytest.warns(UserWarning, match="`update` does not move the adaptive levels"):
-        aci.update(X[100:110], y[100:110])
+        aci.update(X[100:105], y[100:105])
+    with warnings.catch_warnings():  # once per fit: it came at every step of a loop
+        warnings.simplefilter("error")
+        aci.update(X[105:110], y[105:110])
     assert aci.aci_alphas_ == {}
     with warnings.catch_warnings():
         warnings.simplefilter("error")

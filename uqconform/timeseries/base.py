@@ -838,6 +838,7 @@ class SequentialConformalRegressor(
         self.effective_sample_sizes_: list[float] = []
         self.coverage_history_ = np.zeros(0, dtype=bool)
         self.aci_alphas_: dict[float, float] = {}
+        self._told_update_keeps_levels = False
         self.aci_experts_: dict[float, dict[str, NDArray]] = {}
         self.aci_alpha_history_ = np.zeros(0)
         record_calibration_settings(self, step="fit")
@@ -1256,7 +1257,7 @@ class SequentialConformalRegressor(
 
         Nothing is appended to ``coverage_history_`` (no interval was issued), and the
         working levels of ``aci_gamma`` do not move: with ACI, give the value to
-        ``predict_interval(x, y=y)`` instead.
+        ``predict_interval(x, y=y)`` instead (a warning says so, once per fit).
 
         Parameters
         ----------
@@ -1275,12 +1276,15 @@ class SequentialConformalRegressor(
             raise missing_target_error()
         X, y = self._check_series(X, y, reset=False)
         self._absorb(y - self.source_.predict(X))
-        if self._check_aci_gamma() is not None:
+        if self._check_aci_gamma() is not None and not getattr(
+            self, "_told_update_keeps_levels", False
+        ):  # once per fit: a loop of updates would repeat it at every step
             warn_user(
                 "`update` does not move the adaptive levels of `aci_gamma`: they learn only "
                 "from `predict_interval(X, y=y)`, which issues each interval before it sees "
                 "the value. Give the values there instead (or ignore this warning if the "
-                "levels are meant to stay).",
+                "levels are meant to stay). Said once per fit.",
                 UserWarning,
             )
+            self._told_update_keeps_levels = True
         return self
