@@ -802,7 +802,9 @@ def test_evaluate_classifier_mondrian_groups(classification_data):
     X, labels = classification_data
     groups = np.where(X[:, 1] > 0, "up", "down")
     model = SplitConformalClassifier(LogisticRegression(), 0.1, "lac")
-    model.fit(X[:500], labels[:500]).calibrate(X[500:1000], labels[500:1000], groups[500:1000])
+    model.fit(X[:500], labels[:500]).calibrate(
+        X[500:1000], labels[500:1000], groups=groups[500:1000]
+    )
     report = evaluate(model, X[1000:], labels[1000:], alpha=(0.1, 0.2), groups=groups[1000:])
     table = report.by_group
     assert table["alpha"].tolist() == [0.1, 0.1, 0.2, 0.2]

@@ -1267,6 +1267,29 @@ def test_regression_targets_that_numpy_reads_as_numbers_are_refused(data, fit, k
         fit(X, _not_numbers(y, kind))
 
 
+def test_groups_are_keyword_only_where_a_positional_value_was_misread(data):
+    """`predict_pvalue(X, y_test)` on a classifier read the labels as Mondrian groups
+    (17 of 50 iris rows got other p-values, no warning), and `calibrate(X, y, weights)`
+    made every distinct weight a group."""
+    X, y, labels = data
+    groups = (X[:, 2] > 0).astype(int)
+    classifier = SplitConformalClassifier(LogisticRegression()).fit(X[:75], labels[:75])
+    with pytest.raises(TypeError, match="positional"):
+        classifier.calibrate(X[75:], labels[75:], groups[75:])
+    classifier.calibrate(X[75:], labels[75:], groups=groups[75:])
+    with pytest.raises(TypeError, match="positional"):
+        classifier.predict_pvalue(X[75:], labels[75:])
+    regressor = SplitConformalRegressor(LinearRegression()).fit(X[:75], y[:75])
+    with pytest.raises(TypeError, match="positional"):
+        regressor.calibrate(X[75:], y[75:], np.ones(75))
+    regressor.calibrate(X[75:], y[75:], groups=groups[75:])
+    for method in (regressor.predict_interval, regressor.predict_set):
+        with pytest.raises(TypeError, match="positional"):
+            method(X[:5], 0.1, groups[:5])
+    with pytest.raises(TypeError, match="positional"):
+        regressor.predict_pvalue(X[:5], y[:5], groups[:5])
+
+
 def _named_frame(X):
     return pd.DataFrame(X, columns=[f"x{j}" for j in range(X.shape[1])])
 

@@ -750,7 +750,7 @@ class ConformalPredictor(ModelWrapper):
 
     # ---- calibration -----------------------------------------------------------------
     @keeps_state_on_error
-    def calibrate(self, X: Any, y: ArrayLike, groups: ArrayLike | None = None) -> Self:
+    def calibrate(self, X: Any, y: ArrayLike, *, groups: ArrayLike | None = None) -> Self:
         """Compute conformity scores on calibration data held out from training.
 
         Without a prior ``fit``, a fitted ``estimator`` is used as is (never refitted).

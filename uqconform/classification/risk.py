@@ -633,7 +633,7 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
         return sets_within_thresholds(scores, thresholds, alphas.size)
 
     def predict_set(
-        self, X: Any, alpha: float | ArrayLike | None = None, groups: ArrayLike | None = None
+        self, X: Any, alpha: float | ArrayLike | None = None, *, groups: ArrayLike | None = None
     ) -> NDArray:
         """Label sets as a boolean mask over the label columns.
 

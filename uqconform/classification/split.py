@@ -306,7 +306,7 @@ default="lac"
         return sets_within_thresholds(scores, thresholds, alphas.size)
 
     def predict_set(
-        self, X: Any, alpha: float | ArrayLike | None = None, groups: ArrayLike | None = None
+        self, X: Any, alpha: float | ArrayLike | None = None, *, groups: ArrayLike | None = None
     ) -> NDArray:
         """Prediction sets as a boolean mask over ``classes_``.
 
@@ -327,7 +327,7 @@ default="lac"
         return self._predict_batched(X, alpha, groups, (len(self.classes_),), bool, "predict_set")
 
     def predict_pvalue(
-        self, X: Any, groups: ArrayLike | None = None, smooth: bool = False
+        self, X: Any, *, groups: ArrayLike | None = None, smooth: bool = False
     ) -> NDArray:
         """Conformal p-value of every class for every row.
 

@@ -422,7 +422,7 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
         return self
 
     @keeps_state_on_error
-    def calibrate(self, X: Any, y: ArrayLike, groups: ArrayLike | None = None) -> Self:
+    def calibrate(self, X: Any, y: ArrayLike, *, groups: ArrayLike | None = None) -> Self:
         """Score held-out calibration rows: ``||g_i(Y_i)||`` for each row.
 
         Without a prior ``fit``, a fitted ``estimator`` is adopted as is (never refitted).
@@ -529,7 +529,11 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
         return self._point_prediction(X)
 
     def predict_set(
-        self, X: Any, alpha: float | Sequence[float] | None = None, groups: ArrayLike | None = None
+        self,
+        X: Any,
+        alpha: float | Sequence[float] | None = None,
+        *,
+        groups: ArrayLike | None = None,
     ) -> PredictionRegion | list[PredictionRegion]:
         """Prediction regions, one per row of ``X``.
 
@@ -566,8 +570,8 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
         self,
         X: Any,
         alpha: float | Sequence[float] | None = None,
-        groups: ArrayLike | None = None,
         *,
+        groups: ArrayLike | None = None,
         n_points: int = 1024,
     ) -> NDArray:
         """Bounding boxes of the prediction regions (`PredictionRegion.bounding_box`).

@@ -154,7 +154,7 @@ class _FlowRegions(MultiOutputConformalRegressor):
         }
 
     @keeps_state_on_error
-    def calibrate(self, X: Any, y: ArrayLike, groups: ArrayLike | None = None) -> Self:
+    def calibrate(self, X: Any, y: ArrayLike, *, groups: ArrayLike | None = None) -> Self:
         """Score held-out calibration rows by the norm of their latent codes.
 
         Also sets ``chi_quantile_``, the radius a perfect flow would give (see

@@ -162,6 +162,7 @@ class ConformalPredictiveSystem(SplitConformalRegressor):
         self,
         X: Any,
         y: ArrayLike,
+        *,
         groups: ArrayLike | None = None,
         smooth: bool = False,
     ) -> NDArray:
@@ -222,6 +223,7 @@ class ConformalPredictiveSystem(SplitConformalRegressor):
         self,
         X: Any,
         quantiles: float | Sequence[float] | ArrayLike,
+        *,
         groups: ArrayLike | None = None,
         side: str = "auto",
     ) -> NDArray:

@@ -530,7 +530,7 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
                 )
 
     def predict_interval(
-        self, X: Any, alpha: float | ArrayLike | None = None, groups: ArrayLike | None = None
+        self, X: Any, alpha: float | ArrayLike | None = None, *, groups: ArrayLike | None = None
     ) -> NDArray:
         """Prediction intervals.
 
@@ -550,7 +550,7 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
         return self._predict_batched(X, alpha, groups, (2,), float, "predict_interval")
 
     def predict_set(
-        self, X: Any, alpha: float | ArrayLike | None = None, groups: ArrayLike | None = None
+        self, X: Any, alpha: float | ArrayLike | None = None, *, groups: ArrayLike | None = None
     ) -> NDArray:
         """The native prediction set of a scalar regressor: `predict_interval`."""
         return self._predict_batched(X, alpha, groups, (2,), float, "predict_set")
@@ -559,6 +559,7 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
         self,
         X: Any,
         y_candidates: ArrayLike,
+        *,
         groups: ArrayLike | None = None,
         smooth: bool = False,
     ) -> NDArray:
