@@ -621,5 +621,9 @@ def test_calibrate_is_not_a_step_and_says_what_to_do():
         assert not hasattr(model, "calibrate")
         with pytest.raises(AttributeError, match=f"no `calibrate` step.*{alternative}"):
             model.calibrate(X, y)
+    # J+aB's message describes bootstrap models, not folds
+    with pytest.raises(AttributeError, match="bootstrap samples") as caught:
+        JackknifeAfterBootstrapRegressor().calibrate(X, y)
+    assert "fold" not in str(caught.value)
     # fit alone is the whole calibration: intervals follow without it
     assert CrossConformalRegressor().fit(X, y).predict_interval(X[:2]).shape == (2, 2)

@@ -870,6 +870,25 @@ class _FakeIntervalModel:
         return np.stack([np.tile([-(1 - a) * 10, (1 - a) * 10], (n, 1)) for a in alpha], -1)
 
 
+def test_evaluate_gives_no_verdict_for_weighted_calibration(regression_data):
+    """Weighted models were judged by the unweighted law: a valid one fell below its
+    99% bounds in up to 13% of resplits (shift review), reported as a failure."""
+    X, y, _ = regression_data
+    tilt = lambda Z: np.exp(0.5 * np.asarray(Z)[:, 0])  # noqa: E731
+    weighted = SplitConformalRegressor(LinearRegression(), likelihood_ratio=tilt)
+    weighted.fit(X[:300], y[:300]).calibrate(X[300:600], y[300:600])
+    report = evaluate(weighted, X[600:], y[600:], alpha=(0.1, 0.2))
+    assert all(row["inside_bounds"] is None and row["below_bounds"] is None for row in report.rows)
+    assert all(row["bound_low"] < row["bound_high"] for row in report.rows)  # the yardstick
+    assert "no verdict" in report.note and report.to_dict()["note"] == report.note
+    text = str(report)
+    assert "note: weighted calibration" in text and "yes" not in text and "BELOW" not in text
+    plain = SplitConformalRegressor(LinearRegression()).fit(X[:300], y[:300])
+    plain_report = evaluate(plain.calibrate(X[300:600], y[300:600]), X[600:], y[600:])
+    assert plain_report.note is None and "note:" not in str(plain_report)
+    assert all(isinstance(row["inside_bounds"], bool) for row in plain_report.rows)
+
+
 def test_evaluate_multioutput_regions_and_missing_calibration_size():
     Y = np.array([[0.0, 5.0], [1.0, 0.0], [0.0, 9.0], [20.0, 0.0]])
     report = evaluate(_FakeRegionModel(), np.zeros((4, 1)), Y, alpha=(0.1, 0.2))

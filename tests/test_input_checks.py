@@ -1290,6 +1290,95 @@ def test_groups_are_keyword_only_where_a_positional_value_was_misread(data):
         regressor.predict_pvalue(X[:5], y[:5], groups[:5])
 
 
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda X, y, g: SplitConformalRegressor(LinearRegression()).fit(X, y.sort_index()),
+        lambda X, y, g: (
+            SplitConformalRegressor(LinearRegression()).fit(X, y).calibrate(X, y.sort_index())
+        ),
+        lambda X, y, g: (
+            SplitConformalRegressor(LinearRegression())
+            .fit(X, y)
+            .calibrate(X, y, groups=g.sort_index())
+        ),
+        lambda X, y, g: (
+            SplitConformalRegressor(LinearRegression())
+            .fit(X, y)
+            .calibrate(X, y, groups=g)
+            .predict_interval(X, groups=g.sort_index())
+        ),
+        lambda X, y, g: CrossConformalRegressor(LinearRegression(), cv=3).fit(X, y.sort_index()),
+        lambda X, y, g: FullConformalRidge().fit(X, y.sort_index()),
+        lambda X, y, g: EllipsoidalConformalRegressor(LinearRegression()).fit(
+            X, pd.concat([y, -y], axis=1).sort_index()
+        ),
+        lambda X, y, g: LinearizedPredictive(
+            MLPRegressor(hidden_layer_sizes=(3,), max_iter=20, random_state=0)
+        ).fit(X, y.sort_index()),
+        lambda X, y, g: evaluate(
+            SplitConformalRegressor(LinearRegression()).fit(X, y).calibrate(X, y),
+            X,
+            y.sort_index(),
+        ),
+    ],
+    ids=["fit", "calibrate", "groups", "predict-groups", "cross", "full", "mo", "bayes", "eval"],
+)
+def test_pandas_targets_and_groups_in_another_row_order_than_x_are_refused(call):
+    """A `y` or `groups` Series indexed by X's row labels in another order was paired by
+    position: calibrating on `y.sort_index()` gave intervals 10.85 wide at coverage 1.000
+    against 3.21 and 0.900 aligned, without a word. (A fresh index after `reset_index` is
+    paired by position, as in scikit-learn.)"""
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame(rng.normal(size=(60, 2)), index=rng.permutation(60) + 100)
+    y = pd.Series(X.sum(axis=1) + rng.normal(size=60), index=X.index)
+    g = pd.Series(np.arange(60) % 2, index=X.index)
+    with pytest.raises(ValueError, match=r"`(y|groups|Y|y_test)` is indexed by the row labels"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # calibration on the training rows
+            call(X, y, g)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        call(X, y.reset_index(drop=True), g.reset_index(drop=True))  # by position: fine
+
+
+def test_groups_given_to_fit_are_sent_to_calibration_by_name(data):
+    """`fit(X, y, groups=g)` got the model's own TypeError (or the Pipeline's message
+    about `stepname__parameter`), which does not say where Mondrian groups go."""
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    X, y, labels = data
+    groups = np.arange(len(y)) % 2
+    for wrapper, target in (
+        (SplitConformalRegressor(LinearRegression()), y),
+        (SplitConformalClassifier(LogisticRegression()), labels),
+        (SplitConformalRegressor(make_pipeline(StandardScaler(), LinearRegression())), y),
+        (ConformalPredictiveSystem(LinearRegression()), y),
+    ):
+        with pytest.raises((TypeError, ValueError), match=r"calibrate\(X, y, groups=\.\.\.\)"):
+            wrapper.fit(X, target, groups=groups)
+
+
+@pytest.mark.parametrize(
+    ("make", "says"),
+    [
+        (FullConformalRidge, r"uses every row of `fit\(X, y\)`"),
+        (lambda: EnbPI(LinearRegression()), r"add new ones online"),
+        (lambda: SPCI(LinearRegression()), r"add new ones online"),
+        (lambda: KOWCPI(LinearRegression()), r"add new ones online"),
+    ],
+    ids=["full", "enbpi", "spci", "kowcpi"],
+)
+def test_methods_without_a_calibrate_step_say_so(make, says):
+    """The home page's fit -> calibrate -> predict recipe met a bare AttributeError on
+    these (CV+ and J+aB already explained themselves)."""
+    model = make()
+    assert not hasattr(model, "calibrate")
+    with pytest.raises(AttributeError, match=rf"has no `calibrate` step: .*{says}"):
+        model.calibrate(None, None)
+
+
 def _named_frame(X):
     return pd.DataFrame(X, columns=[f"x{j}" for j in range(X.shape[1])])
 

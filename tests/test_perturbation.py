@@ -114,3 +114,24 @@ def test_worst_of_k_draws_its_directions_batch_by_batch():
     assert peak < n * k * d * 8 / 4  # the whole direction array is 20 MB
     np.testing.assert_array_equal(small, run(None))
     np.testing.assert_array_equal(small, run(n))
+
+
+def test_worst_of_k_checks_classes_and_score_shapes_against_the_model(fitted):
+    """`classes` in another order than `model.classes_` was accepted (the attack then
+    lowered another label's probability); more classes than score columns met numpy's
+    IndexError, and a score function of the wrong shape numpy's reshape message or one
+    blaming `y`."""
+    model, X, y = fitted
+    labels = list(model.classes_)
+    for classes in (labels[::-1], [*labels, "d"]):
+        with pytest.raises(ValueError, match=r"`classes` .* disagree with `model.classes_`"):
+            worst_of_k_perturbation(X, y, 0.5, model, k=4, classes=classes, random_state=0)
+    same = worst_of_k_perturbation(X, y, 0.5, model, k=4, classes=labels, random_state=0)
+    expected = worst_of_k_perturbation(X, y, 0.5, model, k=4, random_state=0)
+    np.testing.assert_array_equal(same, expected)
+    with pytest.raises(ValueError, match=r"`classes` has 4 labels but .* 3 columns"):
+        worst_of_k_perturbation(X, y, 0.5, model.predict_proba, k=4, classes=[*labels, "d"])
+    one_too_many = lambda Z: model.predict_proba(np.vstack([Z, Z[:1]]))  # noqa: E731
+    for score in (one_too_many, lambda Z: model.predict_proba(Z)[:, 1]):
+        with pytest.raises(ValueError, match=r"returned scores of shape .* \(rows, n_classes\)"):
+            worst_of_k_perturbation(X, y, 0.5, score, k=4, classes=labels, random_state=0)

@@ -27,7 +27,7 @@ from sklearn.utils.validation import check_is_fitted
 from uqconform._parallel import run_fits
 from uqconform._rows import fit_params_rows, n_rows, take_rows
 from uqconform._seeding import integer_seed, seeded_clone
-from uqconform._validation import check_int, refuse_non_finite
+from uqconform._validation import check_int, check_row_order, refuse_non_finite
 from uqconform.base import (
     ModelWrapper,
     check_calibration_settings,
@@ -127,16 +127,19 @@ class CrossFitWrapper(ModelWrapper):
     # the splitters the messages suggest (Venn-Abers folds calibrate on their own rows, so
     # they drop LeaveOneOut)
     _splitter_examples: str = "KFold, StratifiedKFold, GroupKFold, LeaveOneOut"
+    # how fit scores every row out of sample, for the message of `calibrate`
+    _scoring_scheme: str = (
+        "trains one model per fold and scores every row with the model that did not see it"
+    )
 
     @property
     def calibrate(self) -> Any:
         """Not a step of cross-conformal prediction: reading it raises an
         ``AttributeError`` that says so (``hasattr(model, "calibrate")`` stays false)."""
         raise AttributeError(
-            f"{type(self).__name__} has no `calibrate` step: `fit(X, y)` trains one model "
-            "per fold and scores every row with the model that did not see it; call the "
-            "predict methods after `fit`. To calibrate an already fitted model on held-out "
-            f"rows, use {self._split_alternative}."
+            f"{type(self).__name__} has no `calibrate` step: `fit(X, y)` "
+            f"{self._scoring_scheme}; call the predict methods after `fit`. To calibrate an "
+            f"already fitted model on held-out rows, use {self._split_alternative}."
         )
 
     # ---- hooks -----------------------------------------------------------------------
@@ -257,6 +260,8 @@ class CrossFitWrapper(ModelWrapper):
         -------
         self
         """
+        check_row_order(X, y, "y")
+        check_row_order(X, groups, "groups")
         self._validate_params()
         params = self._model_fit_params(fit_params)
         self._reset_calibration()

@@ -220,6 +220,40 @@ def missing_target_error() -> ValueError:
     )
 
 
+def check_row_order(X: Any, values: Any, name: str, rows_of: str = "X") -> None:
+    """Refuse a pandas ``values`` (``y``, ``groups``, a ratio's output) indexed by ``X``'s
+    row labels in another order: rows are paired by position, so each row would get
+    another row's value. An index unrelated to ``X``'s (a fresh ``RangeIndex`` after
+    ``reset_index``) is paired by position, as scikit-learn does.
+
+    Examples
+    --------
+    >>> X = pd.DataFrame({"a": [1.0, 2.0, 3.0]}, index=[10, 11, 12])
+    >>> check_row_order(X, pd.Series([5.0, 6.0, 7.0], index=[12, 11, 10]), "y")
+    Traceback (most recent call last):
+    ...
+    ValueError: `y` is indexed by the row labels of `X` in another order (position 0: 12, ...
+    """
+    x_index = getattr(X, "index", None)
+    own_index = getattr(values, "index", None)
+    if not isinstance(x_index, pd.Index) or not isinstance(own_index, pd.Index):
+        return
+    if len(own_index) != len(x_index) or own_index.equals(x_index):
+        return
+    if not (x_index.is_unique and own_index.is_unique and own_index.isin(x_index).all()):
+        return
+    first = int(
+        np.flatnonzero(np.asarray(own_index, dtype=object) != np.asarray(x_index, dtype=object))[0]
+    )
+    shown = name if name.startswith("`") else f"`{name}`"
+    raise ValueError(
+        f"{shown} is indexed by the row labels of `{rows_of}` in another order (position "
+        f"{first}: {own_index[first]}, where `{rows_of}` has {x_index[first]}); rows are "
+        f"paired by position, so give it in the order of `{rows_of}` (e.g. "
+        f"`.reindex({rows_of}.index)`)."
+    )
+
+
 def check_groups(groups: ArrayLike | None, n: int) -> NDArray | None:
     """Validate Mondrian group labels: one hashable, non-missing label per row."""
     if groups is None:

@@ -38,6 +38,7 @@ from uqconform._validation import (
     check_int,
     check_n_jobs,
     check_regression_model,
+    check_row_order,
     check_verbose,
     check_wrapper_fitted,
     has_nan,
@@ -577,12 +578,22 @@ class ModelWrapper(VersionedState, RoutesFitParams, BaseEstimator, metaclass=ABC
         self._validate_params()
         model_params = self._model_fit_params(fit_params)
         self._reset_calibration()
+        check_row_order(X, y, "y")
         X = self._validate_X(X, reset=True)
         y = self._check_target(y, n_rows(X), calibrating=False)
         self.estimator_ = self._make_estimator()
         self._estimator_adopted = False
         self._check_nan(X)
-        self._train_estimator(X, y, model_params)
+        try:
+            self._train_estimator(X, y, model_params)
+        except (TypeError, ValueError) as error:
+            if "groups" not in model_params or "groups" not in str(error):
+                raise
+            raise type(error)(
+                f"{type(self).__name__}.fit passed `groups` to the model, which refused it "
+                f"({error}). Mondrian groups belong to calibration: give them to "
+                "`calibrate(X, y, groups=...)` and to `predict_*(X, groups=...)`."
+            ) from error
         self._after_fit(X, y, **fit_params)
         remember_training_rows(self, X, y, trained=self._fit_trains_on_rows())
         record_calibration_settings(self, step="fit")
@@ -772,6 +783,8 @@ class ConformalPredictor(ModelWrapper):
         -------
         self
         """
+        check_row_order(X, y, "y")
+        check_row_order(X, groups, "groups")
         X = self._start_calibration(X)
         n = n_rows(X)
         y = self._check_target(y, n, calibrating=True)
@@ -1037,6 +1050,7 @@ class ConformalPredictor(ModelWrapper):
     ) -> NDArray:
         self._check_calibrated(method)
         alphas, scalar = self._resolve_alpha(alpha)
+        check_row_order(X, groups, "groups")
         X = row_sliceable(self._validate_X(X, reset=False))
         n = n_rows(X)
         group_index = self._group_index(groups, n)
@@ -1094,7 +1108,7 @@ class ConformalPredictor(ModelWrapper):
             raise ValueError(
                 f"`likelihood_ratio` failed on the {where}: {type(error).__name__}: {error}"
             ) from error
-        _check_ratio_index(X, ratio_output, where)
+        check_row_order(X, ratio_output, f"`likelihood_ratio`'s output for the {where}")
         if raw.dtype.kind not in "biuf":  # complex, text, objects: not weights
             raise ValueError(
                 f"`likelihood_ratio` returned values of dtype {raw.dtype} for the {where}; "
@@ -1342,27 +1356,3 @@ class ConformalPredictor(ModelWrapper):
             # a classifier outside scikit-learn with predict_proba and classes_ only
             return model_classes(model)[np.argmax(model.predict_proba(X), axis=1)]
         return model.predict(X)
-
-
-def _check_ratio_index(X: Any, output: Any, where: str) -> None:
-    """Refuse a pandas ``likelihood_ratio`` output indexed by ``X``'s row labels in
-    another order: weights are read by position, so each row would get another row's
-    weight. (An index unrelated to ``X``'s, e.g. a fresh ``RangeIndex``, is read by
-    position as documented.)"""
-    x_index = getattr(X, "index", None)
-    out_index = getattr(output, "index", None)
-    if x_index is None or out_index is None or not hasattr(output, "to_numpy"):
-        return
-    if len(out_index) != len(x_index) or out_index.equals(x_index):
-        return
-    if not (x_index.is_unique and out_index.is_unique and out_index.isin(x_index).all()):
-        return
-    first = int(
-        np.flatnonzero(np.asarray(out_index, dtype=object) != np.asarray(x_index, dtype=object))[0]
-    )
-    raise ValueError(
-        f"`likelihood_ratio` returned a pandas object whose index holds the row labels of "
-        f"the {where} in another order (position {first}: {out_index[first]}, where `X` has "
-        f"{x_index[first]}); weights are read by position, so return them in the order of `X` "
-        "(e.g. `.reindex(X.index)`)."
-    )

@@ -38,6 +38,7 @@ from uqconform._validation import (
     check_int,
     check_positive_float,
     check_regression_target,
+    check_row_order,
     check_rows,
     has_nan,
 )
@@ -292,6 +293,7 @@ class LinearizedPredictive(VersionedState, BaseEstimator):
         -------
         self
         """
+        check_row_order(X, y, "y")
         self._validate_params()
         for name in ("prior_precision", "scale"):  # numbers, not booleans
             if isinstance(getattr(self, name), numbers.Real):

@@ -50,6 +50,7 @@ from uqconform._validation import (
     check_int,
     check_nonnegative_float,
     check_positive_float,
+    check_row_order,
     class_probabilities,
     missing_proba_error,
     model_classes,
@@ -373,6 +374,7 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
         -------
         self
         """
+        check_row_order(X, y, "y")
         check_int(augment, "augment", low=0)
         if augment == 0:
             # Calibration and prediction add noise to X, so they need it dense, finite and
@@ -420,6 +422,7 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
         -------
         self
         """
+        check_row_order(X, y, "y")
         X = self._start_calibration(X)
         values = self._numeric(X)
         n = values.shape[0]

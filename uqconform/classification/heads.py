@@ -30,6 +30,7 @@ from uqconform._validation import (
     check_frozen_is_fitted,
     check_int,
     check_n_jobs,
+    check_row_order,
     check_verbose,
     class_probabilities,
     missing_proba_error,
@@ -197,6 +198,7 @@ class HeadEnsemble(VersionedState, RoutesFitParams, ClassifierMixin, BaseEstimat
         -------
         self
         """
+        check_row_order(X, y, "y")
         self._validate_params()
         check_frozen_is_fitted(self.estimator, self)
         prefit = self._prefit_heads()

@@ -41,6 +41,7 @@ from uqconform._validation import (
     check_features,
     check_frozen_is_fitted,
     check_int,
+    check_row_order,
     check_rows,
     feature_axis_hint,
 )
@@ -277,6 +278,7 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
         -------
         self
         """
+        check_row_order(X, y, "y")
         self._validate_params()
         check_frozen_is_fitted(self.estimator, self)
         head_params = self._routed_fit_params(fit_params)["estimator"]
@@ -394,6 +396,7 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
         -------
         self
         """
+        check_row_order(X, y, "y")
         self._validate_params()
         if not hasattr(self, "estimator_") or self.__dict__.get("_heads_adopted", False):
             if not isinstance(self.estimator, (list, tuple)):

@@ -53,6 +53,7 @@ from uqconform._validation import (
     check_frozen_is_fitted,
     check_int,
     check_n_jobs,
+    check_row_order,
     check_verbose,
     check_wrapper_fitted,
     class_probabilities,
@@ -985,6 +986,7 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
         -------
         self
         """
+        check_row_order(X, y, "y")
         self._validate_params()
         check_frozen_is_fitted(self.estimator, self)
         if _keeps_a_frozen_classifier(self.estimator) and int(self.k_train) > 1:
@@ -1156,6 +1158,7 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
         -------
         self
         """
+        check_row_order(X, y, "y")
         self._validate_params()
         if not hasattr(self, "estimators_") or self.__dict__.get("_adopted", False):
             if self._prefit() is None:

@@ -32,6 +32,7 @@ from sklearn.utils.validation import check_is_fitted
 from uqconform._rows import n_rows
 from uqconform._validation import (
     check_class_labels,
+    check_row_order,
     class_probabilities,
     missing_proba_error,
     model_classes,
@@ -387,6 +388,7 @@ class VennAbersCalibrator(ClassifierMixin, ModelWrapper):
         -------
         self
         """
+        check_row_order(X, y, "y")
         X = self._start_calibration(X)
         n = n_rows(X)
         labels = self._check_target(y, n, calibrating=True)
@@ -460,10 +462,12 @@ class CrossVennAbersCalibrator(CrossFitClassifier):
     model), and no pairs are exposed. In exchange no row is set aside: each model trains
     on ``(K - 1) / K`` of the rows and every row calibrates one fold's pair, though each
     pair rests on only ``n / K`` rows. It was more accurate in Vovk et al.'s experiments;
-    in ours (the docs' calibration benchmark) it gained a few per cent of log loss on
-    some data sets, lost on another, and its top-label calibration was worse than the
-    inductive predictor's. Fit parameters (``sample_weight``) reach the fold models
-    only: the calibration counts every row.
+    in ours (the docs' calibration benchmark, full scale) its log loss ranged from 17%
+    lower (digits, naive Bayes) to 23% higher (digits, logistic) than the inductive
+    predictor's: 2-3% lower on spam and the synthetic data, 12-17% higher on breast
+    cancer; and its top-label calibration was worse. Try both on your data. Fit
+    parameters (``sample_weight``) reach the fold models only: the calibration counts
+    every row.
 
     Parameters
     ----------

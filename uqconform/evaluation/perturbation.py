@@ -143,7 +143,9 @@ def worst_of_k_perturbation(
     classes : array-like, optional
         Label of each score column; defaults to ``model.classes_``, then ``0..K-1``.
     clip : (float, float), optional
-        Clip the candidates to this box before scoring them.
+        Clip the candidates to this box before scoring them; a candidate's shift is then
+        at most ``radius`` for rows inside the box (a row outside it is moved into it,
+        further than ``radius``).
     batch_size : int, optional
         Rows scored per model call (each with ``k`` candidates); ``None``: automatic.
     random_state : int, Generator or None
@@ -174,7 +176,7 @@ def worst_of_k_perturbation(
     check_int(k, "k")
     check_int(batch_size, "batch_size", allow_none=True)
     score = _score_function(model)
-    known = classes if classes is not None else getattr(model, "classes_", None)
+    known = _known_classes(classes, model)
     rng = random_generator(random_state)
     step = batch_size or max(1, _BATCH_CELLS // (k * max(d, 1)))
     for start in range(0, n, step):  # a loop over batches of rows, for bounded memory
@@ -183,12 +185,42 @@ def worst_of_k_perturbation(
         steps = r * _directions(rng, (stop - start, k, d))
         candidates = _clip(values[start:stop, None, :] + steps, clip)
         proba = np.asarray(score(candidates.reshape(-1, d)), dtype=float)
+        if proba.ndim != 2 or proba.shape[0] != (stop - start) * k:
+            raise ValueError(
+                f"`model` returned scores of shape {proba.shape} for {(stop - start) * k} "
+                "candidate rows; it must return one row of class scores per candidate, "
+                "shape (rows, n_classes)."
+            )
+        if known is not None and len(known) != proba.shape[1]:
+            raise ValueError(
+                f"`classes` has {len(known)} labels but the model's scores have "
+                f"{proba.shape[1]} columns: give one label per score column."
+            )
         proba = proba.reshape(stop - start, k, -1)
         column = _label_columns(labels[start:stop], known, proba.shape[2])
         true = np.take_along_axis(proba, column[:, None, None], axis=2)[:, :, 0]  # (b, k)
         worst = np.argmin(true, axis=1)
         values[start:stop] = candidates[np.arange(stop - start), worst]
     return values
+
+
+def _known_classes(classes: ArrayLike | None, model: Any) -> NDArray | None:
+    """``classes``, checked against ``model.classes_`` when the model has them (the
+    columns of its scores: other labels, or the same in another order, would make the
+    attack raise another class's score)."""
+    fitted = getattr(model, "classes_", None)
+    if classes is None:
+        return None if fitted is None else np.asarray(fitted)
+    given = np.asarray(classes)
+    if fitted is not None and not (
+        given.shape == np.shape(fitted) and (given == np.asarray(fitted)).all()
+    ):
+        raise ValueError(
+            f"`classes` {given.tolist()!r:.60} disagree with `model.classes_` "
+            f"{np.asarray(fitted).tolist()!r:.60}, the order of the model's score columns; "
+            "leave `classes` out to use the model's."
+        )
+    return given
 
 
 def _label_columns(labels: NDArray, classes: ArrayLike | None, n_columns: int) -> NDArray:

@@ -33,6 +33,7 @@ from uqconform._validation import (
     NonFiniteOutputError,
     check_groups,
     check_int,
+    check_row_order,
     first_non_number,
     has_nan,
     missing_target_error,
@@ -409,6 +410,7 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
         -------
         self
         """
+        check_row_order(X, y, "y")
         self._validate_params()
         self._reset_calibration()
         self.__dict__.pop("n_outputs_", None)
@@ -441,6 +443,8 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
         -------
         self
         """
+        check_row_order(X, y, "y")
+        check_row_order(X, groups, "groups")
         self._validate_params()
         prefit = not self._is_trained() or self.__dict__.get("_estimator_adopted", False)
         if prefit:

@@ -38,6 +38,7 @@ from uqconform._validation import (
     check_features,
     check_frozen_is_fitted,
     check_regression_target,
+    check_row_order,
     check_wrapper_fitted,
     float_rows_without_nan,
     named_as_fitted,
@@ -545,6 +546,7 @@ class ApproximateFullConformalRegressor(
         -------
         self
         """
+        check_row_order(X, y, "y")
         self._validate_params()
         check_frozen_is_fitted(self.estimator, self)
         model = self._default_estimator() if self.estimator is None else self.estimator
@@ -612,6 +614,7 @@ class ApproximateFullConformalRegressor(
         -------
         self
         """
+        check_row_order(X, y, "y")
         self._validate_params()
         # A model given fitted is adopted again at each calibrate (set_params(estimator=)
         # between two calibrations takes effect); a network fit trained is kept.

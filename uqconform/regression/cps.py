@@ -232,7 +232,8 @@ class ConformalPredictiveSystem(SplitConformalRegressor):
         With ``n`` calibration points, the ``q``-quantile is one of the values ``C_i``
         (rounded outward by a few units in the last place, so `predict_cdf` there reads
         half a step beyond ``k / (n + 1)`` on its side: above it for an upper quantile,
-        below it for a lower one):
+        below it for a lower one; where values ``C_i`` lie closer than about 1e-15 times
+        the prediction, the outward rounding can pass the next one too, always outward):
         ``side="upper"`` takes the ``ceil((n + 1) q)``-th smallest, so that ``P(y <= it)
         >= q`` (``+inf`` beyond ``n``); ``side="lower"`` the ``floor((n + 1) q)``-th, so
         that ``P(y >= it) >= 1 - q`` (``-inf`` below 1). ``"auto"`` takes the lower one

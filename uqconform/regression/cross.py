@@ -456,6 +456,10 @@ class JackknifeAfterBootstrapRegressor(CrossConformalRegressor):
 
     _fit_params = ("estimator", "n_bootstrap", "random_state")
     _non_finite = "the bootstrap models predicted NaN or infinite values"
+    _scoring_scheme = (
+        "trains models on bootstrap samples and scores every row with the models whose "
+        "sample did not draw it"
+    )
 
     def _check_resampling(self) -> None:
         check_int(self.n_bootstrap, "n_bootstrap", low=2)

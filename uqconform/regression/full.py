@@ -25,6 +25,7 @@ from uqconform._validation import (
     check_features,
     check_int,
     check_regression_target,
+    check_row_order,
     check_wrapper_fitted,
     float_rows_without_nan,
 )
@@ -405,6 +406,17 @@ class FullConformalRidge(VersionedState, FullConformalMixin, RegressorMixin, Bas
             return np.column_stack([X, np.ones(X.shape[0])])
         return X
 
+    @property
+    def calibrate(self) -> Any:
+        """Not a step of full conformal prediction: reading it raises an
+        ``AttributeError`` that says so (``hasattr(model, "calibrate")`` stays false)."""
+        raise AttributeError(
+            "FullConformalRidge has no `calibrate` step: full conformal prediction uses "
+            "every row of `fit(X, y)` (the ridge is refitted with each candidate label); "
+            "call the predict methods after `fit`. To calibrate an already fitted model on "
+            "held-out rows, use SplitConformalRegressor."
+        )
+
     @keeps_state_on_error
     def fit(self, X: ArrayLike, y: ArrayLike, **fit_params: Any) -> Self:
         """Fit ridge regression on all the data and prepare the confidence machine.
@@ -421,6 +433,7 @@ class FullConformalRidge(VersionedState, FullConformalMixin, RegressorMixin, Bas
         -------
         self
         """
+        check_row_order(X, y, "y")
         if fit_params:
             raise ValueError(
                 f"fit parameters {sorted(fit_params)} are not supported: the confidence "

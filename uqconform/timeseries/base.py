@@ -777,6 +777,18 @@ class SequentialConformalRegressor(
         )
 
     # ---- fit ----------------------------------------------------------------------------
+    @property
+    def calibrate(self) -> Any:
+        """Not a step of these online methods: reading it raises an ``AttributeError``
+        that says so (``hasattr(model, "calibrate")`` stays false)."""
+        raise AttributeError(
+            f"{type(self).__name__} has no `calibrate` step: `fit(X, y)` computes the "
+            "residuals the intervals start from (out of bootstrap, or on the held-out tail "
+            "with `holdout_fraction`), and `predict_interval(X, y=y)` or `update(X, y)` add "
+            "new ones online. For a fitted model calibrated on exchangeable held-out rows, "
+            "use SplitConformalRegressor."
+        )
+
     @keeps_state_on_error
     def fit(self, X: ArrayLike, y: ArrayLike, **fit_params: Any) -> Self:
         """Fit the point predictor and collect its out-of-sample residuals.
