@@ -182,6 +182,9 @@ def test_bad_estimators_are_explained():
         ConformalizedQuantileRegressor(_hgb(quantile=0.5).fit(Xf, yf)).calibrate(Xc, yc)
     with pytest.raises(ValueError, match="quantile_param"):
         ConformalizedQuantileRegressor(_hgb(), quantile_param="nope").fit(Xf, yf)
+    # a mean model with no loss to set: named as such, not "give `quantile_param`"
+    with pytest.raises(ValueError, match=r"Ridge has no quantile .* SplitConformalRegressor"):
+        ConformalizedQuantileRegressor(Ridge()).fit(Xf, yf)
 
 
 def test_cqr_is_narrower_than_absolute_split_cp_on_heteroscedastic_data():

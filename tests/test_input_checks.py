@@ -1379,6 +1379,23 @@ def test_methods_without_a_calibrate_step_say_so(make, says):
         model.calibrate(None, None)
 
 
+@pytest.mark.parametrize(
+    ("make", "model", "target"),
+    [
+        (SplitConformalRegressor, LinearRegression, "y"),
+        (SplitConformalClassifier, LogisticRegression, "labels"),
+        (CrossConformalRegressor, LinearRegression, "y"),
+        (EnbPI, LinearRegression, "y"),
+    ],
+)
+def test_a_model_class_instead_of_an_instance_is_named(data, make, model, target):
+    """scikit-learn's "Cannot clone object ... a class" (or get_params' missing `self`)
+    named neither `estimator` nor the remedy."""
+    X, y, labels = data
+    with pytest.raises(TypeError, match=rf"`estimator` is the class {model.__name__}: pass an"):
+        make(model).fit(X, y if target == "y" else labels)
+
+
 def _named_frame(X):
     return pd.DataFrame(X, columns=[f"x{j}" for j in range(X.shape[1])])
 

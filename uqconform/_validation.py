@@ -704,9 +704,30 @@ def refuse_classifier(model: Any, wrapper: Any) -> None:
         )
 
 
+def refuse_model_class(model: Any, wrapper: Any) -> None:
+    """A TypeError naming `estimator` when it is a class, not an instance (scikit-learn's
+    clone message names neither).
+
+    Examples
+    --------
+    >>> from sklearn.linear_model import Ridge
+    >>> refuse_model_class(Ridge, object())
+    Traceback (most recent call last):
+    ...
+    TypeError: `estimator` is the class Ridge: pass an instance, e.g. object(Ridge()).
+    """
+    if isinstance(model, type):
+        raise TypeError(
+            f"`estimator` is the class {model.__name__}: pass an instance, e.g. "
+            f"{type(wrapper).__name__}({model.__name__}())."
+        )
+
+
 def check_regression_model(model: Any, wrapper: Any) -> None:
-    """A regression wrapper's model: not a classifier (`refuse_classifier`) and with a
-    ``predict`` (`check_model_methods`; ``fit`` is checked where a model is trained)."""
+    """A regression wrapper's model: an instance (`refuse_model_class`), not a classifier
+    (`refuse_classifier`) and with a ``predict`` (`check_model_methods`; ``fit`` is
+    checked where a model is trained)."""
+    refuse_model_class(model, wrapper)
     refuse_classifier(model, wrapper)
     check_model_methods(model, ("predict",), wrapper)
 

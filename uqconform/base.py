@@ -43,6 +43,7 @@ from uqconform._validation import (
     check_wrapper_fitted,
     has_nan,
     model_classes,
+    refuse_model_class,
     sklearn_tags,
 )
 from uqconform._version import VersionedState
@@ -534,6 +535,7 @@ class ModelWrapper(VersionedState, RoutesFitParams, BaseEstimator, metaclass=ABC
         check_random_state_value(getattr(self, "random_state", None))
         check_n_jobs(getattr(self, "n_jobs", None))
         check_verbose(getattr(self, "verbose", False))
+        refuse_model_class(getattr(self, "estimator", None), self)
         if isinstance(self, RegressorMixin) and self._uses_estimator:
             check_regression_model(self._estimator_or_default(), self)
 

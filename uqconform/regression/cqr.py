@@ -119,6 +119,15 @@ def _with_quantile(estimator: BaseEstimator, level: float, param: str | None) ->
                 for k, value in names.items()
                 if k.split("__")[-1] == "objective" and _names_quantile_loss(value)
             ]
+        if not candidates and not any(k.split("__")[-1] in ("loss", "objective") for k in names):
+            raise ValueError(
+                f"`estimator` {type(estimator).__name__} has no quantile (pinball) loss: CQR "
+                "needs models that predict quantiles, such as "
+                "HistGradientBoostingRegressor(loss='quantile'), QuantileRegressor, or a pair "
+                "of models (lower, upper) as `estimator`. Around a mean model use "
+                "SplitConformalRegressor (normalized=True for intervals that follow the "
+                "spread)."
+            )
         if len(candidates) != 1:
             raise ValueError(
                 f"Cannot tell which parameter of {type(estimator).__name__} sets the quantile "
