@@ -1325,3 +1325,15 @@ def test_dates_durations_and_complex_targets_are_refused(y_true):
     their imaginary part, silently."""
     with pytest.raises(TypeError, match=r"`y_true` must be numeric.*got dtype"):
         coverage(y_true, np.array([[0.0, 2.0]] * 2))
+
+
+def test_report_prints_the_efficiency_column_with_its_trailing_zeros():
+    """Printed with ":.4g", set sizes read 1, 0.8 and 0.64 beside 1.000 and 0.800 in the
+    singleton column, and a width 160 beside 228.9."""
+    rows = [
+        {"alpha": a, "nominal": 1 - a, "coverage": 0.9, "mean_set_size": size}
+        for a, size in ((0.05, 1.0), (0.1, 0.8), (0.2, 0.64))
+    ]
+    text = str(CoverageReport("M", "classification", "mean_set_size", 10, 20, 0.99, 0.0, rows))
+    sizes = [line.split()[-3] for line in text.splitlines()[2:]]
+    assert sizes == ["1.000", "0.8000", "0.6400"], text

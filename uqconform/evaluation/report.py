@@ -195,7 +195,7 @@ class CoverageReport:
             line = (
                 f"{row['alpha']:>7.3g} {nominal:>8.3f} "
                 f"{row['coverage']:>{coverage_width}.{digits}f} {bounds:>{bounds_width}} "
-                f"{inside:>6} {row.get(self.efficiency, math.nan):>14.4g}"
+                f"{inside:>6} {row.get(self.efficiency, math.nan):>#14.4g}"
             )
             if sets:
                 singleton = row.get("singleton_rate", math.nan)
