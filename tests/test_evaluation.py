@@ -1337,3 +1337,16 @@ def test_report_prints_the_efficiency_column_with_its_trailing_zeros():
     text = str(CoverageReport("M", "classification", "mean_set_size", 10, 20, 0.99, 0.0, rows))
     sizes = [line.split()[-3] for line in text.splitlines()[2:]]
     assert sizes == ["1.000", "0.8000", "0.6400"], text
+
+
+def test_report_prints_the_nominal_level_in_full_and_no_verdict_for_nan_coverage():
+    """alpha 0.0025 printed its nominal level as 0.998, and a row with NaN coverage was
+    called "above" its bounds."""
+    rows = [
+        {"alpha": 0.0025, "coverage": 0.99, "bound_low": 0.98, "bound_high": 1.0},
+        {"alpha": 0.1, "coverage": math.nan, "bound_low": 0.85, "bound_high": 0.95},
+    ]
+    lines = str(CoverageReport("M", "regression", "mean_width", 10, 20, 0.99, 0.0, rows))
+    first, second = lines.splitlines()[2:4]
+    assert first.split()[1] == "0.9975" and second.split()[1] == "0.900"
+    assert "above" not in second and "BELOW" not in second and " - " in second

@@ -189,11 +189,15 @@ class CoverageReport:
             if "inside_bounds" not in row and not math.isnan(low):  # a hand-built row
                 flag = bool(low <= row["coverage"] <= high)
             inside = {True: "yes", None: "-"}.get(flag)
-            if inside is None:  # outside: below fails validity, above is conservative
+            if math.isnan(row["coverage"]):  # a hand-built row: nothing to judge
+                inside = "-"
+            elif inside is None:  # outside: below fails validity, above is conservative
                 inside = "BELOW" if row["coverage"] < low else "above"
             nominal = row.get("nominal", 1 - row["alpha"])  # hand-built rows may omit it
+            # as many decimals as the level has (alpha 0.0025: 0.9975, not 0.998)
+            places = next((k for k in range(3, 8) if abs(round(nominal, k) - nominal) < 1e-12), 8)
             line = (
-                f"{row['alpha']:>7.3g} {nominal:>8.3f} "
+                f"{row['alpha']:>7.3g} {nominal:>8.{places}f} "
                 f"{row['coverage']:>{coverage_width}.{digits}f} {bounds:>{bounds_width}} "
                 f"{inside:>6} {row.get(self.efficiency, math.nan):>#14.4g}"
             )
