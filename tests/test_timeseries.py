@@ -1297,3 +1297,25 @@ def test_a_beta_grid_is_searched_in_increasing_order_whatever_its_given_order():
     ]
     np.testing.assert_array_equal(intervals[0], intervals[1])
     np.testing.assert_array_equal(intervals[0], intervals[2])
+
+
+def test_an_effective_size_at_the_floor_gives_both_ends_finite():
+    """With 2 / alpha whole, the kernel stops widening a hair below the floor (n_eff
+    18.99999999 of 19 at alpha 0.1): the new residual's share passed the 1e-9 tolerance,
+    but beta was clipped past alpha / 2 and 70% of KOWCPI's intervals at `memory=20`
+    were [-inf, U] (kow review)."""
+    targets = np.random.default_rng(0).standard_normal(19)
+    for nudge in (0.0, 1.2e-4, 1.4e-4):  # share above alpha / 2 by 0, 7e-10, 9e-10 relative
+        weights = np.ones(19)
+        weights[0] += nudge
+        weights /= weights.sum()
+        offsets = residual_offsets(targets, weights, np.array([0.1]), np.linspace(0, 1, 5), True)
+        np.testing.assert_array_equal(offsets[:, 0], [targets.min(), targets.max()])
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(240, 2))
+    y = X @ [1.0, -1.0] + rng.normal(size=240)
+    model = KOWCPI(LinearRegression(), window=1, memory=20, n_bootstrap=10, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        intervals = model.fit(X[:120], y[:120]).predict_interval(X[120:], y=y[120:])
+    assert np.isfinite(intervals).all(), np.isinf(intervals).mean(axis=0)

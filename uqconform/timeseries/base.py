@@ -187,7 +187,10 @@ def residual_offsets(
         elif share > level / 2 * (1 + 1e-9):  # too few effective residuals: no finite end
             out[:, j] = -np.inf, np.inf
         else:
-            betas = np.clip(betas, share, level - share)  # beta = 0: the smallest residual
+            # beta = 0: the smallest residual; a share within the tolerance above level / 2
+            # clips to level / 2 (both ends finite), not past it (a lower end of -inf)
+            edge = min(share, level / 2)
+            betas = np.clip(betas, edge, level - edge)
             if equal:
                 out[:, j] = full_conformal_window(targets, weights, test_weight, level, betas)
             else:
