@@ -39,8 +39,10 @@ def aic_bandwidth(
 ) -> float:
     """Bandwidth minimising the nonparametric AIC of the Nadaraya-Watson smoother.
 
-    ``log(RSS / n) + 2 (tr(S S^T) + 1) / (n - tr(S S^T) - 2)`` (Cai and Tiwari, 2000), with
-    ``S`` the leave-in smoother matrix of plain Nadaraya-Watson. When no candidate can be
+    ``log(RSS / n) + 2 (tr(S S^T) + 1) / (n - tr(S S^T) - 2)`` (Cai and Tiwari, 2000, as
+    reconstructed in the method's spec: Hurvich, Simonoff and Tsai's AICc takes ``tr(S)``,
+    which picks larger bandwidths), with ``S`` the leave-in smoother matrix of plain
+    Nadaraya-Watson. When no candidate can be
     scored (too few windows for its degrees of freedom) it warns and returns 0.3, KOWCPI's
     default, if that is a candidate, else the first candidate.
     """
