@@ -619,3 +619,22 @@ def test_an_infinite_calibration_weight_points_to_the_clip():
     cp = SplitConformalRegressor(Ridge(), likelihood_ratio=infinite).fit(Xf, yf)
     with pytest.raises(ValueError, match=r"must be non-negative and finite\. .*finite clip"):
         cp.calibrate(Xc, yc)
+
+
+def test_the_ratio_names_bad_rows_and_a_boolean_mask_is_not_a_ratio():
+    """`ClassifierDensityRatio` called on rows of the wrong width, a 1-D row or NaN got
+    scikit-learn's messages (naming StandardScaler or suggesting HistGradientBoosting);
+    a `likelihood_ratio` returning a boolean mask was read as 0/1 weights."""
+    rng = np.random.default_rng(0)
+    ratio = ClassifierDensityRatio().fit(rng.normal(size=(50, 2)), rng.normal(size=(50, 2)) + 1)
+    with pytest.raises(ValueError, match=r"`X` has 3 columns, but the ratio was fitted on 2"):
+        ratio(rng.normal(size=(5, 3)))
+    with pytest.raises(ValueError, match=r"`X` must be 2-D .* X.reshape\(1, -1\)"):
+        ratio(np.zeros(2))
+    with pytest.raises(ValueError, match=r"`X` contains NaN or infinite values"):
+        ratio(np.array([[np.nan, 1.0]]))
+    X = rng.normal(size=(200, 2))
+    y = X[:, 0] + rng.normal(size=200)
+    mask = SplitConformalRegressor(Ridge(), likelihood_ratio=lambda Z: np.asarray(Z)[:, 0] > 0)
+    with pytest.raises(ValueError, match="a boolean mask is not a ratio"):
+        mask.fit(X[:100], y[:100]).calibrate(X[100:], y[100:])

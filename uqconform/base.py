@@ -1111,10 +1111,15 @@ class ConformalPredictor(ModelWrapper):
                 f"`likelihood_ratio` failed on the {where}: {type(error).__name__}: {error}"
             ) from error
         check_row_order(X, ratio_output, f"`likelihood_ratio`'s output for the {where}")
-        if raw.dtype.kind not in "biuf":  # complex, text, objects: not weights
+        if raw.dtype.kind not in "iuf":  # booleans (a mask?), complex, text: not weights
             raise ValueError(
                 f"`likelihood_ratio` returned values of dtype {raw.dtype} for the {where}; "
-                "it must return real numbers (one weight per row)."
+                "it must return real numbers (one weight per row)"
+                + (
+                    ": a boolean mask is not a ratio (cast it to float if 0/1 weights are meant)."
+                    if raw.dtype.kind == "b"
+                    else "."
+                )
             )
         weights = raw.astype(float)
         if weights.shape != (n,):

@@ -179,22 +179,8 @@ class ClassifierDensityRatio:
             X = np.concatenate([source, target])
         labels = np.r_[np.zeros(n_source, int), np.ones(n_target, int)]
         if self.classifier is None:  # the default pipeline takes finite numbers only
-            for name, value in (("X_source", X_source), ("X_target", X_target)):
-                nullable = nullable_as_float(value) if isinstance(value, pd.DataFrame) else None
-                try:  # a nullable frame's pd.NA as NaN, named here like NaN
-                    if sparse.issparse(value):  # the stored entries (the rest are 0)
-                        numbers = np.asarray(value.data, dtype=float)
-                    else:
-                        numbers = np.asarray(value, dtype=float) if nullable is None else nullable
-                    finite = np.isfinite(numbers).all()
-                except (TypeError, ValueError):
-                    finite = True  # not numbers: the pipeline says so
-                if not finite:
-                    raise ValueError(
-                        f"`{name}` contains NaN or infinite values, which the default "
-                        "classifier cannot take: impute them, or pass a `classifier` that "
-                        "handles them (e.g. HistGradientBoostingClassifier for NaN)."
-                    )
+            _refuse_non_finite("X_source", X_source)
+            _refuse_non_finite("X_target", X_target)
         elif isinstance(self.classifier, type):
             name = self.classifier.__name__
             remedy = (
@@ -248,6 +234,19 @@ class ClassifierDensityRatio:
                 "This ClassifierDensityRatio is not fitted yet: call fit(X_source, X_target) "
                 "first."
             )
+        shape = tuple(getattr(X, "shape", None) or np.shape(X))
+        if len(shape) != 2:
+            raise ValueError(
+                f"`X` must be 2-D (rows of features), got shape {shape}; for one row use "
+                "X.reshape(1, -1)."
+            )
+        expected = getattr(self.classifier_, "n_features_in_", None)
+        if expected is not None and shape[1] != expected:
+            raise ValueError(
+                f"`X` has {shape[1]} columns, but the ratio was fitted on {expected}."
+            )
+        if self.classifier is None:
+            _refuse_non_finite("X", X)
         proba = np.asarray(self.classifier_.predict_proba(X), dtype=float)[:, 1]
         zero, one = int(np.sum(proba == 0.0)), int(np.sum(proba == 1.0))
         # once per fit: a wrapper calls the ratio once per batch of rows, and the counts
@@ -278,3 +277,24 @@ class ClassifierDensityRatio:
     def __repr__(self) -> str:
         extra = "" if self.random_state is None else f", random_state={self.random_state!r}"
         return f"ClassifierDensityRatio(classifier={self.classifier!r}, clip={self.clip!r}{extra})"
+
+
+def _refuse_non_finite(name: str, value: Any) -> None:
+    """A ValueError naming ``name`` when its numbers hold NaN or inf (the default
+    logistic pipeline cannot take them); text or other non-numbers pass (the pipeline
+    names those)."""
+    nullable = nullable_as_float(value) if isinstance(value, pd.DataFrame) else None
+    try:  # a nullable frame's pd.NA as NaN, named here like NaN
+        if sparse.issparse(value):  # the stored entries (the rest are 0)
+            numbers = np.asarray(value.data, dtype=float)
+        else:
+            numbers = np.asarray(value, dtype=float) if nullable is None else nullable
+        finite = np.isfinite(numbers).all()
+    except (TypeError, ValueError):
+        finite = True  # not numbers: the pipeline says so
+    if not finite:
+        raise ValueError(
+            f"`{name}` contains NaN or infinite values, which the default classifier cannot "
+            "take: impute them, or pass a `classifier` that handles them (e.g. "
+            "HistGradientBoostingClassifier for NaN)."
+        )
