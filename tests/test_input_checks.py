@@ -1746,3 +1746,15 @@ def test_nan_in_x_is_named_before_scikit_learn_suggests_another_model(data, cls)
     with pytest.raises(ValueError, match=r"`X` contains NaN and LinearRegression does not"):
         model.predict_interval(holed[:5], y=y[:5])
     assert model.n_steps_ == 0  # refused before any observation was absorbed
+
+
+def test_a_dict_as_x_is_named_with_the_frame_to_build(data):
+    """`predict_interval({"a": 1.0, "b": 2.0})` met scikit-learn's `KeyError: 0`."""
+    X, y, _ = data
+    frame = pd.DataFrame(X, columns=["a", "b", "c"])
+    model = SplitConformalRegressor(LinearRegression()).fit(frame[:75], y[:75])
+    model.calibrate(frame[75:], y[75:])
+    with pytest.raises(ValueError, match=r"got a dict: wrap it as pd.DataFrame\(\[row\]\)"):
+        model.predict_interval({"a": 1.0, "b": 2.0, "c": 0.0})
+    row = pd.DataFrame([{"a": 1.0, "b": 2.0, "c": 0.0}])  # the remedy works
+    assert model.predict_interval(row).shape == (1, 2)

@@ -124,6 +124,11 @@ def check_features(estimator: BaseEstimator, X: Any, *, reset: bool) -> Any:
         X = np.asarray(X)  # array-likes without len() or slicing
     if getattr(X, "ndim", None) == 0 or isinstance(X, (numbers.Number, str, bytes)):
         raise ValueError("`X` must be 2-D (one row per sample), got a scalar.")
+    if isinstance(X, dict):  # one row as {column: value}, or columns as {column: values}
+        raise ValueError(
+            "`X` must be rows of features (an array or DataFrame), got a dict: wrap it as "
+            "pd.DataFrame([row]) for one row, or pd.DataFrame(columns) for columns."
+        )
     flat = X if isinstance(X, np.ndarray) else None
     if isinstance(X, (list, tuple)) and len(X) and isinstance(X[0], (numbers.Number, np.bool_)):
         flat = np.asarray(X)  # a list of numbers: one feature, or one sample
