@@ -646,3 +646,35 @@ def test_out_of_fold_predictions_that_are_nan_are_refused(kind):
         model, target = cls(MultiOutputRegressor(isotonic), random_state=0), Y
     with pytest.raises(ValueError, match=r"predicted NaN or infinite values out of fold"):
         model.fit(X, target)
+
+
+def test_local_ellipse_settings_and_target_containers_are_checked_where_they_matter():
+    """mo review: a global ellipse refused to predict after set_params of the local
+    settings it never reads; a local one with fewer neighbours than outputs and no
+    shrinkage gave needle ellipses (radius 3.3e5) without a word; a sparse Y was called
+    "got shape ()", ragged rows got numpy's message."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 2))
+    Y = X @ rng.normal(size=(2, 2)) + rng.normal(size=(300, 2))
+    ellipse = EllipsoidalConformalRegressor(LinearRegression()).fit(X[:200], Y[:200])
+    ellipse.calibrate(X[200:250], Y[200:250])
+    before = ellipse.predict_set(X[250:]).volume()
+    ellipse.set_params(n_neighbors=3, shrinkage=0.5)  # unused by the global covariance
+    np.testing.assert_array_equal(ellipse.predict_set(X[250:]).volume(), before)
+    ellipse.set_params(covariance="local")  # used: a refit is asked for
+    with pytest.raises(NotFittedError, match="covariance"):
+        ellipse.predict_set(X[250:])
+    local = EllipsoidalConformalRegressor(
+        LinearRegression(), covariance="local", n_neighbors=1, shrinkage=0.0
+    )
+    with pytest.warns(UserWarning, match=r"n_neighbors=1 below the 2 outputs and shrinkage=0"):
+        local.fit(X[:200], Y[:200])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        local.set_params(n_neighbors=2).fit(X[:200], Y[:200])
+    from scipy import sparse
+
+    with pytest.raises(ValueError, match=r"`Y` is a sparse matrix of shape \(200, 2\)"):
+        ellipse.fit(X[:200], sparse.csr_matrix(Y[:200]))
+    with pytest.raises(ValueError, match="rows have different lengths"):
+        ellipse.fit(X[:2], [[1.0, 2.0], [3.0]])

@@ -103,15 +103,17 @@ def test_shortcut_pushes_one_row_per_distinct_radius(monkeypatch):
     pushed = []
     original = PredictionRegion._push
 
-    def spy(self, Z):
+    def spy(self, Z, *args, **kwargs):
         pushed.append(len(self))
-        return original(self, Z)
+        return original(self, Z, *args, **kwargs)
 
     monkeypatch.setattr(PredictionRegion, "_push", spy)
     translations = np.random.default_rng(0).normal(size=(9, 2))
     PredictionRegion(BentWithOffset(translations), RADII["per row"]).bounding_box()
     PredictionRegion(Bent(translations), 1.0).boundary()
-    assert pushed == [4, 1]  # one row per finite radius 0, 1, 2, 3; then one shared radius
+    # one row per finite radius 0, 1, 2, 3 (the sampled circle, then the arcs refining the
+    # 2-D extremes); then one shared radius
+    assert pushed == [4, 4, 1]
 
 
 def test_volume_of_translates_is_estimated_once_per_distinct_radius(monkeypatch):

@@ -124,7 +124,8 @@ def check_features(estimator: BaseEstimator, X: Any, *, reset: bool) -> Any:
         X = np.asarray(X)  # array-likes without len() or slicing
     if getattr(X, "ndim", None) == 0 or isinstance(X, (numbers.Number, str, bytes)):
         raise ValueError("`X` must be 2-D (one row per sample), got a scalar.")
-    if isinstance(X, dict):  # one row as {column: value}, or columns as {column: values}
+    if isinstance(X, dict) and not sparse.issparse(X):  # {column: value}: a row, or columns
+        # (a sparse dok_matrix is a dict too)
         raise ValueError(
             "`X` must be rows of features (an array or DataFrame), got a dict: wrap it as "
             "pd.DataFrame([row]) for one row, or pd.DataFrame(columns) for columns."

@@ -304,17 +304,29 @@ def _unit_ball_sample(rng: np.random.Generator, shape: tuple[int, int], dim: int
     return direction / length * radius
 
 
+#: Points added on the arc around each sampled extreme of a 2-D box (`bounding_box`).
+_REFINE_POINTS = 64
+
+
 def _unit_sphere_2d(n_points: int, norm: Norm) -> NDArray:
     """``n_points`` points on the unit circle (``"l2"``) or square (``"linf"``), angle order."""
+    return _sphere_2d_at(np.arange(n_points), n_points, norm)
+
+
+def _sphere_2d_at(step: NDArray, n_points: int, norm: Norm) -> NDArray:
+    """Points of the unit circle (``"l2"``) or square (``"linf"``) at ``step`` (any shape,
+    fractional allowed, read modulo ``n_points``) of ``n_points`` equal steps around it:
+    ``(*step.shape, 2)``."""
+    step = np.mod(step, n_points)
     if norm == "l2":
-        angle = 2 * np.pi * np.arange(n_points) / n_points
-        return np.stack([np.cos(angle), np.sin(angle)], axis=1)
+        angle = 2 * np.pi * step / n_points
+        return np.stack([np.cos(angle), np.sin(angle)], axis=-1)
     # Perimeter of the square [-1, 1]^2 by arc length, counter-clockwise from the corner at
     # angle -pi/4, so the four corners are points whenever n_points is a multiple of 4.
     corners = np.array([[1.0, -1.0], [1.0, 1.0], [-1.0, 1.0], [-1.0, -1.0], [1.0, -1.0]])
-    position = 4 * np.arange(n_points) / n_points  # in side lengths, [0, 4)
-    side = np.floor(position).astype(int)
-    fraction = (position - side)[:, None]
+    position = 4 * step / n_points  # in side lengths, [0, 4)
+    side = np.minimum(np.floor(position).astype(int), 3)
+    fraction = (position - side)[..., None]
     return corners[side] + fraction * (corners[side + 1] - corners[side])
 
 
@@ -540,9 +552,10 @@ class PredictionRegion:
         return_std : bool, default=False
             Also return the standard error of the log-volume (delta method; 0 when exact).
             It assumes the Jacobian terms have a well-estimated variance: where they are
-            heavy-tailed (a 3-D spline flow in two reviews) the estimate is biased low (6%,
-            and a median of 14-15% on four of five rows at 2,000 samples) and the standard
-            error is optimistic; 20,000 samples brought the median within 5%.
+            heavy-tailed (3-D spline flows in three reviews) single estimates ranged from
+            about half to two and a half times a hit-or-miss reference at 2,000 samples
+            (0.7 to 1.7 times at 20,000) and the standard error is far too small: count
+            `contains` hits in a padded `bounding_box` where such a volume matters.
 
         Returns
         -------
@@ -777,8 +790,9 @@ class PredictionRegion:
         """Smallest axis-aligned box around each region: ``(n, d, 2)`` lower/upper bounds.
 
         Exact for affine maps. Otherwise the extremes of the image of ``n_points`` points
-        of the latent sphere (the boundary of the region), in angle order for ``d = 2`` and
-        seeded random directions plus the coordinate axes above; for ``d >= 3`` each
+        of the latent sphere (the boundary of the region), in angle order for ``d = 2``
+        (each extreme then refined by 64 more points on the arc between its neighbouring
+        samples) and seeded random directions plus the coordinate axes above; for ``d >= 3`` each
         extreme is then pushed outward along a finite-difference linearisation of the map
         from eight sampled directions far apart until it settles (exact for a map that is
         affine, whatever its type). A local search: where the boundary has several bumps
@@ -830,7 +844,31 @@ class PredictionRegion:
                 continue
             # fmin / fmax pass over NaN and leave all-NaN rows NaN, without a warning
             box[rows] = np.stack([np.fmin.reduce(points, 1), np.fmax.reduce(points, 1)], 2)
+            if d == 2:
+                box[rows] = part._refine_extremes_2d(points, box[rows])
         return box
+
+    def _refine_extremes_2d(self, points: NDArray, box: NDArray) -> NDArray:
+        """``box`` (``(n, 2, 2)``, of the sampled boundary ``points``, ``(n, m, 2)`` in
+        angle order) widened where the boundary between each extreme's two neighbouring
+        samples reaches further: 64 more points on that arc per extreme (a review found
+        2-D flow boxes up to 0.13% of the width inside the region at 1,024 samples)."""
+        n, m = points.shape[:2]
+        coordinate, sign = np.array([0, 1, 0, 1]), np.array([-1.0, -1.0, 1.0, 1.0])
+        values = np.nan_to_num(points[:, :, coordinate] * sign, nan=-np.inf)  # (n, m, 4)
+        best = values.argmax(axis=1)  # (n, 4): the sampled extremes
+        offsets = np.linspace(-1.0, 1.0, _REFINE_POINTS + 2)[1:-1]  # inside the arc
+        steps = best[:, :, None] + offsets  # (n, 4, k)
+        latent = _sphere_2d_at(steps, m, self.norm) * self._radii()[:, None, None, None]
+        with np.errstate(over="ignore", invalid="ignore"):  # sampled points reported it
+            images = self._push(latent.reshape(n, -1, 2), False, report_overflow=False)
+        images = images.reshape(n, 4, -1, 2)
+        picked = np.take_along_axis(images, coordinate[None, :, None, None], axis=3)[..., 0]
+        reach = np.fmax.reduce(picked * sign[None, :, None], axis=2) * sign  # (n, 4)
+        refined = box.copy()
+        refined[:, :, 0] = np.fmin(box[:, :, 0], reach[:, :2])
+        refined[:, :, 1] = np.fmax(box[:, :, 1], reach[:, 2:])
+        return refined
 
     def _ascend_extremes(self, unit: NDArray, points: NDArray) -> NDArray:
         """The box of the sampled sphere points ``points`` (``(n, m, d)``, images of

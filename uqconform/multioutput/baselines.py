@@ -41,6 +41,7 @@ from sklearn.utils._param_validation import (
 
 from uqconform._cross import out_of_fold_prediction
 from uqconform._seeding import integer_seed, seeded_clone
+from uqconform._warnings import warn_user
 from uqconform.multioutput._base import (
     MultiOutputConformalRegressor,
 )
@@ -180,8 +181,15 @@ class EllipsoidalConformalRegressor(_ResidualShapeRegressor):
     }
     norm = "l2"
 
-    _fit_params: ClassVar[tuple[str, ...]] = ("covariance", "n_neighbors")
-    _calibration_params: ClassVar[tuple[str, ...]] = ("shrinkage",)
+    @property
+    def _fit_params(self) -> tuple[str, ...]:  # type: ignore[override]
+        # the neighbours and the shrinkage count only for the local covariance: a global
+        # ellipse refused to predict after set_params of either
+        return ("covariance", "n_neighbors") if self.covariance == "local" else ("covariance",)
+
+    @property
+    def _calibration_params(self) -> tuple[str, ...]:  # type: ignore[override]
+        return ("shrinkage",) if self.covariance == "local" else ()
 
     def __init__(
         self,
@@ -211,6 +219,14 @@ class EllipsoidalConformalRegressor(_ResidualShapeRegressor):
             features = self._numeric_features(X)
             self._scaler = StandardScaler(with_mean=not sparse.issparse(features)).fit(features)
             k = min(int(self.n_neighbors), residuals.shape[0])
+            if k < residuals.shape[1] and self.shrinkage == 0:
+                warn_user(
+                    f"covariance='local' with n_neighbors={k} below the {residuals.shape[1]} "
+                    "outputs and shrinkage=0: each local covariance is singular, so the "
+                    "regions degenerate (a huge radius, needle-shaped ellipses). Use "
+                    "n_neighbors >= the number of outputs, or shrinkage > 0.",
+                    UserWarning,
+                )
             scaled = self._scaler.transform(features)
             # trees beat a brute-force search only in a few dimensions (measured: 20,000
             # rows, 50 neighbours, 10 features: kd-tree 6.3 s, brute force 0.8 s)
