@@ -1345,8 +1345,10 @@ def test_report_prints_the_nominal_level_in_full_and_no_verdict_for_nan_coverage
     rows = [
         {"alpha": 0.0025, "coverage": 0.99, "bound_low": 0.98, "bound_high": 1.0},
         {"alpha": 0.1, "coverage": math.nan, "bound_low": 0.85, "bound_high": 0.95},
+        {"alpha": 1 / 3, "coverage": 0.7, "bound_low": 0.6, "bound_high": 0.75},
     ]
     lines = str(CoverageReport("M", "regression", "mean_width", 10, 20, 0.99, 0.0, rows))
-    first, second = lines.splitlines()[2:4]
+    first, second, third = lines.splitlines()[2:5]
     assert first.split()[1] == "0.9975" and second.split()[1] == "0.900"
+    assert third.split()[1] == "0.667"  # no short decimal holds it: 3 places, in its column
     assert "above" not in second and "BELOW" not in second and " - " in second

@@ -1244,7 +1244,7 @@ def _not_numbers(y, kind):
         ("booleans", r"`y` holds booleans.*astype\(float\)"),
         ("dates", r"`y` holds dates or durations \(dtype datetime64"),
         ("durations", r"`y` holds dates or durations \(dtype timedelta64"),
-        ("text", r"`y` holds numbers written as text.*y.astype\(float\)"),
+        ("text", r"`y` holds numbers written as text.*`.astype\(float\)`"),
     ],
 )
 @pytest.mark.parametrize(
@@ -1254,7 +1254,9 @@ def _not_numbers(y, kind):
         lambda X, y: CrossConformalRegressor(LinearRegression(), cv=3).fit(X, y),
         lambda X, y: FullConformalRidge().fit(X, y),
         lambda X, y: KOWCPI(LinearRegression(), window=1, n_bootstrap=5, random_state=0).fit(X, y),
-        lambda X, y: LinearizedPredictive(LinearRegression()).fit(X, y),
+        lambda X, y: LinearizedPredictive(
+            MLPRegressor(hidden_layer_sizes=(3,), max_iter=20, random_state=0)
+        ).fit(X, y),
     ],
     ids=["split", "cross", "full", "kowcpi", "bayes"],
 )
@@ -1321,8 +1323,60 @@ def test_groups_are_keyword_only_where_a_positional_value_was_misread(data):
             X,
             y.sort_index(),
         ),
+        lambda X, y, g: (
+            SplitConformalRegressor(LinearRegression())
+            .fit(X, y)
+            .calibrate(X, y, groups=g)
+            .predict_pvalue(X, y.sort_index(), groups=g)
+        ),
+        lambda X, y, g: (
+            SplitConformalRegressor(LinearRegression())
+            .fit(X, y)
+            .calibrate(X, y, groups=g)
+            .predict_pvalue(X, y, groups=g.sort_index())
+        ),
+        lambda X, y, g: (
+            ConformalPredictiveSystem(LinearRegression())
+            .fit(X, y)
+            .calibrate(X, y)
+            .predict_cdf(X, y.sort_index())
+        ),
+        lambda X, y, g: (
+            ConformalPredictiveSystem(LinearRegression())
+            .fit(X, y)
+            .calibrate(X, y, groups=g)
+            .predict_quantile(X, 0.5, groups=g.sort_index())
+        ),
+        lambda X, y, g: (
+            SplitConformalClassifier(LogisticRegression())
+            .fit(X, y > 0)
+            .calibrate(X, y > 0, groups=g)
+            .predict_pvalue(X, groups=g.sort_index())
+        ),
+        lambda X, y, g: (
+            EllipsoidalConformalRegressor(LinearRegression())
+            .fit(X, pd.concat([y, -y], axis=1))
+            .calibrate(X, pd.concat([y, -y], axis=1), groups=g)
+            .predict_interval(X, groups=g.sort_index())
+        ),
     ],
-    ids=["fit", "calibrate", "groups", "predict-groups", "cross", "full", "mo", "bayes", "eval"],
+    ids=[
+        "fit",
+        "calibrate",
+        "groups",
+        "predict-groups",
+        "cross",
+        "full",
+        "mo",
+        "bayes",
+        "eval",
+        "pvalue-y",
+        "pvalue-groups",
+        "cdf-y",
+        "quantile-groups",
+        "clf-pvalue-groups",
+        "mo-interval-groups",
+    ],
 )
 def test_pandas_targets_and_groups_in_another_row_order_than_x_are_refused(call):
     """A `y` or `groups` Series indexed by X's row labels in another order was paired by
@@ -1333,13 +1387,19 @@ def test_pandas_targets_and_groups_in_another_row_order_than_x_are_refused(call)
     X = pd.DataFrame(rng.normal(size=(60, 2)), index=rng.permutation(60) + 100)
     y = pd.Series(X.sum(axis=1) + rng.normal(size=60), index=X.index)
     g = pd.Series(np.arange(60) % 2, index=X.index)
-    with pytest.raises(ValueError, match=r"`(y|groups|Y|y_test)` is indexed by the row labels"):
+    with pytest.raises(
+        ValueError, match=r"`(y|groups|Y|y_test|y_candidates)` is indexed by the row labels"
+    ):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # calibration on the training rows
             call(X, y, g)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         call(X, y.reset_index(drop=True), g.reset_index(drop=True))  # by position: fine
+        # a fresh RangeIndex is paired by position even when X's labels are 0..n-1 in
+        # another order (a frame sorted by a column): it carries no labels to misread
+        shuffled = X.set_axis(np.random.default_rng(1).permutation(60))
+        call(shuffled, y.reset_index(drop=True), g.reset_index(drop=True))
 
 
 def test_groups_given_to_fit_are_sent_to_calibration_by_name(data):
@@ -1358,6 +1418,14 @@ def test_groups_given_to_fit_are_sent_to_calibration_by_name(data):
     ):
         with pytest.raises((TypeError, ValueError), match=r"calibrate\(X, y, groups=\.\.\.\)"):
             wrapper.fit(X, target, groups=groups)
+    # a model that takes `groups` and fails for another reason keeps its own message
+    from sklearn.model_selection import GridSearchCV, GroupKFold
+
+    search = GridSearchCV(LinearRegression(), {"fit_intercept": [True, False]}, cv=GroupKFold(5))
+    with pytest.raises(ValueError, match="number of groups") as caught:
+        SplitConformalRegressor(search).fit(X, y, groups=groups)
+    assert "Mondrian" not in str(caught.value)
+    SplitConformalRegressor(search).fit(X, y, groups=np.arange(len(y)) % 10)  # it takes them
 
 
 @pytest.mark.parametrize(
@@ -1386,6 +1454,13 @@ def test_methods_without_a_calibrate_step_say_so(make, says):
         (SplitConformalClassifier, LogisticRegression, "labels"),
         (CrossConformalRegressor, LinearRegression, "y"),
         (EnbPI, LinearRegression, "y"),
+        (HeadEnsemble, LogisticRegression, "labels"),
+        (MultiDimScoreClassifier, LogisticRegression, "labels"),
+        (ReliablePredictionSets, LogisticRegression, "labels"),
+        (BinarizedSmoothedClassifier, LogisticRegression, "labels"),
+        (MeanSmoothedClassifier, LogisticRegression, "labels"),
+        (ApproximateFullConformalRegressor, MLPRegressor, "y"),
+        (LinearizedPredictive, MLPRegressor, "y"),
     ],
 )
 def test_a_model_class_instead_of_an_instance_is_named(data, make, model, target):
@@ -1580,6 +1655,18 @@ def test_multi_output_targets_of_booleans_or_text_are_refused(data):
         ellipse.fit(X, np.column_stack([y > 0, y < 1]))
     with pytest.raises(ValueError, match=r"`Y` holds numbers written as text"):
         ellipse.fit(X, np.column_stack([y, -y]).astype(str))
+    # a text or date column beside numbers; text or booleans among numbers (diff review)
+    text_column = pd.DataFrame({"value": y, "code": y.astype(str)})
+    with pytest.raises(ValueError, match=r"`Y` column 'code' holds numbers written as text"):
+        ellipse.fit(X, text_column)
+    dates = pd.DataFrame({"value": y, "when": pd.Timestamp("2020-01-01")})
+    with pytest.raises(ValueError, match=r"`Y` column 'when' holds dates"):
+        ellipse.fit(X, dates)
+    for odd, match in ((True, "holds booleans"), ("2.5", "holds numbers written as text")):
+        mixed = y.astype(object)
+        mixed[3] = odd
+        with pytest.raises(ValueError, match=rf"`y` {match}"):
+            SplitConformalRegressor(LinearRegression()).fit(X, mixed)
 
 
 class _FitOnly(RegressorMixin, BaseEstimator):

@@ -27,7 +27,12 @@ from sklearn.utils.validation import check_is_fitted
 from uqconform._parallel import run_fits
 from uqconform._rows import fit_params_rows, n_rows, take_rows
 from uqconform._seeding import integer_seed, seeded_clone
-from uqconform._validation import check_int, check_row_order, refuse_non_finite
+from uqconform._validation import (
+    check_int,
+    check_row_order,
+    no_calibrate_step,
+    refuse_non_finite,
+)
 from uqconform.base import (
     ModelWrapper,
     check_calibration_settings,
@@ -136,10 +141,8 @@ class CrossFitWrapper(ModelWrapper):
     def calibrate(self) -> Any:
         """Not a step of cross-conformal prediction: reading it raises an
         ``AttributeError`` that says so (``hasattr(model, "calibrate")`` stays false)."""
-        raise AttributeError(
-            f"{type(self).__name__} has no `calibrate` step: `fit(X, y)` "
-            f"{self._scoring_scheme}; call the predict methods after `fit`. To calibrate an "
-            f"already fitted model on held-out rows, use {self._split_alternative}."
+        raise no_calibrate_step(
+            self, f"`fit(X, y)` {self._scoring_scheme}", self._split_alternative
         )
 
     # ---- hooks -----------------------------------------------------------------------

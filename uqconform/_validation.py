@@ -226,11 +226,15 @@ def missing_target_error() -> ValueError:
     )
 
 
-def check_row_order(X: Any, values: Any, name: str, rows_of: str = "X") -> None:
+def check_row_order(
+    X: Any, values: Any, name: str, rows_of: str = "X", verb: str = "give"
+) -> None:
     """Refuse a pandas ``values`` (``y``, ``groups``, a ratio's output) indexed by ``X``'s
     row labels in another order: rows are paired by position, so each row would get
-    another row's value. An index unrelated to ``X``'s (a fresh ``RangeIndex`` after
-    ``reset_index``) is paired by position, as scikit-learn does.
+    another row's value. A fresh ``RangeIndex`` (a Series built by position, or after
+    ``reset_index``) and an index unrelated to ``X``'s are paired by position, as
+    scikit-learn does. ``verb`` is what the message asks for (``"return"`` for a
+    function's output).
 
     Examples
     --------
@@ -244,6 +248,8 @@ def check_row_order(X: Any, values: Any, name: str, rows_of: str = "X") -> None:
     own_index = getattr(values, "index", None)
     if not isinstance(x_index, pd.Index) or not isinstance(own_index, pd.Index):
         return
+    if isinstance(own_index, pd.RangeIndex):  # built by position: no labels to misread
+        return
     if len(own_index) != len(x_index) or own_index.equals(x_index):
         return
     if not (x_index.is_unique and own_index.is_unique and own_index.isin(x_index).all()):
@@ -255,7 +261,7 @@ def check_row_order(X: Any, values: Any, name: str, rows_of: str = "X") -> None:
     raise ValueError(
         f"{shown} is indexed by the row labels of `{rows_of}` in another order (position "
         f"{first}: {own_index[first]}, where `{rows_of}` has {x_index[first]}); rows are "
-        f"paired by position, so give it in the order of `{rows_of}` (e.g. "
+        f"paired by position, so {verb} it in the order of `{rows_of}` (e.g. "
         f"`.reindex({rows_of}.index)`)."
     )
 
@@ -515,31 +521,44 @@ def check_regression_target(y: ArrayLike, n: int, name: str = "y", rows_of: str 
     return target
 
 
-def refuse_non_number_kinds(target: NDArray, name: str) -> None:
+def refuse_non_number_kinds(target: NDArray, name: str, where: str = "") -> None:
     """Refuse a regression target that numpy would read as numbers but is not numbers:
     booleans (0/1), dates and durations (counts of a unit the data does not state) and
-    numbers written as text."""
+    numbers written as text, also mixed among numbers in an object array. ``where``
+    follows the name in messages (e.g. ``" column 'b'"``)."""
     kind = target.dtype.kind
     inferred = pd.api.types.infer_dtype(target.ravel(), skipna=True) if kind == "O" else ""
+    if inferred in ("mixed", "mixed-integer"):  # numbers among other things: which?
+        flat = target.ravel()
+        if _any_entry(flat, (bool, np.bool_)):
+            inferred = "boolean"
+        elif _any_entry(flat, (str, bytes)):
+            inferred = "string"
+    shown = f"`{name}`{where}"
     if kind == "b" or inferred == "boolean":
         raise ValueError(
-            f"`{name}` holds booleans, not numbers: a regression target must be numeric. "
-            f"For a yes/no outcome use a classifier wrapper; to regress on 0/1, pass "
-            f"`{name}.astype(float)`."
+            f"{shown} holds booleans, not numbers: a regression target must be numeric. "
+            f"For a yes/no outcome use a classifier wrapper; to regress on 0/1, convert "
+            "it with `.astype(float)`."
         )
     if kind in "mM" or inferred.startswith(("datetime", "timedelta", "date", "period")):
         raise ValueError(
-            f"`{name}` holds dates or durations (dtype {target.dtype}): convert them to "
+            f"{shown} holds dates or durations (dtype {target.dtype}): convert them to "
             "numbers in the unit you want intervals in first, e.g. "
-            f"`({name} - start) / np.timedelta64(1, 'D')` for days."
+            "`(values - start) / np.timedelta64(1, 'D')` for days."
         )
     if kind in "US" or inferred in ("string", "bytes"):
         if pd.to_numeric(pd.Series(target.ravel(), dtype=object), errors="coerce").notna().all():
             raise ValueError(
-                f"`{name}` holds numbers written as text (dtype {target.dtype}): convert "
-                f"them first, e.g. with `{name}.astype(float)`."
+                f"{shown} holds numbers written as text (dtype {target.dtype}): convert "
+                "them first, e.g. with `.astype(float)`."
             )
-        raise ValueError(f"`{name}` must be numeric for regression; {first_non_number(target)}.")
+        raise ValueError(f"{shown} must be numeric for regression; {first_non_number(target)}.")
+
+
+def _any_entry(values: NDArray, types: tuple[type, ...]) -> bool:
+    """Whether an entry of the object array ``values`` is an instance of ``types``."""
+    return bool(np.frompyfunc(lambda value: isinstance(value, types), 1, 1)(values).any())
 
 
 def first_non_number(values: ArrayLike) -> str:
@@ -710,6 +729,17 @@ def refuse_classifier(model: Any, wrapper: Any) -> None:
         )
 
 
+def no_calibrate_step(model: Any, how: str, alternative: str) -> AttributeError:
+    """The AttributeError a method without a ``calibrate`` step raises when it is read
+    (as a property: ``hasattr(model, "calibrate")`` stays false): ``how`` says what
+    ``fit`` does instead, ``alternative`` which wrapper calibrates a fitted model."""
+    return AttributeError(
+        f"{type(model).__name__} has no `calibrate` step: {how}; call the predict methods "
+        f"after `fit`. To calibrate an already fitted model on held-out rows, use "
+        f"{alternative}."
+    )
+
+
 def refuse_model_class(model: Any, wrapper: Any) -> None:
     """A TypeError naming `estimator` when it is a class, not an instance (scikit-learn's
     clone message names neither).
@@ -717,10 +747,11 @@ def refuse_model_class(model: Any, wrapper: Any) -> None:
     Examples
     --------
     >>> from sklearn.linear_model import Ridge
-    >>> refuse_model_class(Ridge, object())
+    >>> from uqconform import SplitConformalRegressor
+    >>> refuse_model_class(Ridge, SplitConformalRegressor())
     Traceback (most recent call last):
     ...
-    TypeError: `estimator` is the class Ridge: pass an instance, e.g. object(Ridge()).
+    TypeError: `estimator` is the class Ridge: pass an instance, e.g. SplitConformalRegresso...
     """
     if isinstance(model, type):
         raise TypeError(
@@ -730,10 +761,8 @@ def refuse_model_class(model: Any, wrapper: Any) -> None:
 
 
 def check_regression_model(model: Any, wrapper: Any) -> None:
-    """A regression wrapper's model: an instance (`refuse_model_class`), not a classifier
-    (`refuse_classifier`) and with a ``predict`` (`check_model_methods`; ``fit`` is
-    checked where a model is trained)."""
-    refuse_model_class(model, wrapper)
+    """A regression wrapper's model: not a classifier (`refuse_classifier`) and with a
+    ``predict`` (`check_model_methods`; ``fit`` is checked where a model is trained)."""
     refuse_classifier(model, wrapper)
     check_model_methods(model, ("predict",), wrapper)
 

@@ -589,7 +589,8 @@ class ModelWrapper(VersionedState, RoutesFitParams, BaseEstimator, metaclass=ABC
         try:
             self._train_estimator(X, y, model_params)
         except (TypeError, ValueError) as error:
-            if "groups" not in model_params or "groups" not in str(error):
+            refused = ("unexpected keyword argument 'groups'", "accept the groups parameter")
+            if "groups" not in model_params or not any(text in str(error) for text in refused):
                 raise
             raise type(error)(
                 f"{type(self).__name__}.fit passed `groups` to the model, which refused it "
@@ -1110,7 +1111,9 @@ class ConformalPredictor(ModelWrapper):
             raise ValueError(
                 f"`likelihood_ratio` failed on the {where}: {type(error).__name__}: {error}"
             ) from error
-        check_row_order(X, ratio_output, f"`likelihood_ratio`'s output for the {where}")
+        check_row_order(
+            X, ratio_output, f"`likelihood_ratio`'s output for the {where}", verb="return"
+        )
         if raw.dtype.kind not in "iuf":  # booleans (a mask?), complex, text: not weights
             raise ValueError(
                 f"`likelihood_ratio` returned values of dtype {raw.dtype} for the {where}; "

@@ -643,8 +643,8 @@ class GaussianClassificationOracle:
         """Smallest sets ``(n, n_classes)`` bool of true probability at least ``1 - alpha``.
 
         Each row's own smallest set (conditional coverage at least ``1 - alpha`` in every
-        row), so they over-cover on average (with the generator's defaults, over 200,000
-        rows: 0.97 at ``alpha=0.1`` and 0.92 at ``alpha=0.2``):
+        row), so they over-cover on average (with the generator's defaults, 200,000 rows
+        and 20 seeds: 0.97 to 1.00 at ``alpha=0.1``, 0.92 to 1.00 at ``alpha=0.2``):
         the smallest sets with ``1 - alpha`` coverage *overall*, which marginal conformal
         methods aim at, threshold the probabilities at one common level and are smaller.
         Compare set sizes with this oracle as a conditional reference, not a lower bound.

@@ -179,8 +179,8 @@ class ClassifierDensityRatio:
             X = np.concatenate([source, target])
         labels = np.r_[np.zeros(n_source, int), np.ones(n_target, int)]
         if self.classifier is None:  # the default pipeline takes finite numbers only
-            _refuse_non_finite("X_source", X_source)
-            _refuse_non_finite("X_target", X_target)
+            _refuse_nan_for_the_default("X_source", X_source)
+            _refuse_nan_for_the_default("X_target", X_target)
         elif isinstance(self.classifier, type):
             name = self.classifier.__name__
             remedy = (
@@ -246,7 +246,7 @@ class ClassifierDensityRatio:
                 f"`X` has {shape[1]} columns, but the ratio was fitted on {expected}."
             )
         if self.classifier is None:
-            _refuse_non_finite("X", X)
+            _refuse_nan_for_the_default("X", X)
         proba = np.asarray(self.classifier_.predict_proba(X), dtype=float)[:, 1]
         zero, one = int(np.sum(proba == 0.0)), int(np.sum(proba == 1.0))
         # once per fit: a wrapper calls the ratio once per batch of rows, and the counts
@@ -279,7 +279,7 @@ class ClassifierDensityRatio:
         return f"ClassifierDensityRatio(classifier={self.classifier!r}, clip={self.clip!r}{extra})"
 
 
-def _refuse_non_finite(name: str, value: Any) -> None:
+def _refuse_nan_for_the_default(name: str, value: Any) -> None:
     """A ValueError naming ``name`` when its numbers hold NaN or inf (the default
     logistic pipeline cannot take them); text or other non-numbers pass (the pipeline
     names those)."""

@@ -41,6 +41,7 @@ from uqconform._validation import (
     check_row_order,
     check_rows,
     has_nan,
+    refuse_model_class,
 )
 from uqconform._version import VersionedState
 from uqconform._warnings import warn_user
@@ -294,6 +295,7 @@ class LinearizedPredictive(VersionedState, BaseEstimator):
         self
         """
         check_row_order(X, y, "y")
+        refuse_model_class(self.estimator, self)
         self._validate_params()
         for name in ("prior_precision", "scale"):  # numbers, not booleans
             if isinstance(getattr(self, name), numbers.Real):

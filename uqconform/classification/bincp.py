@@ -54,6 +54,7 @@ from uqconform._validation import (
     class_probabilities,
     missing_proba_error,
     model_classes,
+    refuse_model_class,
 )
 from uqconform._warnings import warn_user
 from uqconform.base import (
@@ -210,6 +211,7 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
             )
 
     def _validate_params(self) -> None:
+        refuse_model_class(self.estimator, self)
         levels = check_miscoverage(self.alpha, "alpha")
         self._check_single_alpha()
         check_int(self.batch_size, "batch_size", allow_none=True)

@@ -35,6 +35,7 @@ from uqconform._validation import (
     class_probabilities,
     missing_proba_error,
     model_classes,
+    refuse_model_class,
 )
 from uqconform._version import VersionedState
 from uqconform._warnings import warn_user
@@ -127,6 +128,7 @@ class HeadEnsemble(VersionedState, RoutesFitParams, ClassifierMixin, BaseEstimat
         return forward_input_tags(super().__sklearn_tags__(), model)
 
     def _validate_params(self) -> None:
+        refuse_model_class(self.estimator, self)
         check_n_jobs(self.n_jobs)
         check_verbose(self.verbose)
         check_random_state_value(self.random_state)

@@ -44,6 +44,7 @@ from uqconform._validation import (
     check_row_order,
     check_rows,
     feature_axis_hint,
+    refuse_model_class,
 )
 from uqconform._version import VersionedState
 from uqconform._warnings import warn_user
@@ -204,6 +205,7 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
 
     # ---- parameters and heads ---------------------------------------------------------------
     def _validate_params(self) -> None:
+        refuse_model_class(self.estimator, self)
         check_miscoverage(self.alpha, "alpha")
         if self.base_score not in ("lac", "aps", "raps", "saps"):
             raise ValueError(

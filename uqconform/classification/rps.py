@@ -58,6 +58,7 @@ from uqconform._validation import (
     check_wrapper_fitted,
     class_probabilities,
     missing_proba_error,
+    refuse_model_class,
 )
 from uqconform._version import VersionedState
 from uqconform._warnings import warn_user
@@ -940,6 +941,7 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
         return list(self.estimator) if isinstance(self.estimator, (list, tuple)) else None
 
     def _validate_params(self) -> None:
+        refuse_model_class(self.estimator, self)
         check_miscoverage(self.alpha, "alpha")
         if self._prefit() is None:
             check_int(self.k_train, "k_train")

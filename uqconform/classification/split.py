@@ -16,6 +16,7 @@ from uqconform._rows import row_sliceable
 from uqconform._validation import (
     check_bool,
     check_class_labels,
+    check_row_order,
     check_score_output,
     class_probabilities,
     missing_proba_error,
@@ -383,6 +384,7 @@ default="lac"
         """
         self._check_calibrated("predict_pvalue")
         check_bool(smooth, "smooth")
+        check_row_order(X, groups, "groups")
         X = row_sliceable(self._validate_X(X, reset=False))
         # the draws of predict_set: one generator for the call, drawn on batch by batch
         rng = self._rng(stream=1, content=X if self._draws_at_prediction() else None)

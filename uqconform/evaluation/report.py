@@ -194,8 +194,9 @@ class CoverageReport:
             elif inside is None:  # outside: below fails validity, above is conservative
                 inside = "BELOW" if row["coverage"] < low else "above"
             nominal = row.get("nominal", 1 - row["alpha"])  # hand-built rows may omit it
-            # as many decimals as the level has (alpha 0.0025: 0.9975, not 0.998)
-            places = next((k for k in range(3, 8) if abs(round(nominal, k) - nominal) < 1e-12), 8)
+            # as many decimals as the level has (alpha 0.0025: 0.9975, not 0.998), up to 6;
+            # 3 for a level no short decimal holds (alpha 1/3: 0.667)
+            places = next((k for k in range(3, 7) if abs(round(nominal, k) - nominal) < 1e-12), 3)
             line = (
                 f"{row['alpha']:>7.3g} {nominal:>8.{places}f} "
                 f"{row['coverage']:>{coverage_width}.{digits}f} {bounds:>{bounds_width}} "
@@ -209,7 +210,7 @@ class CoverageReport:
         if self.by_group is not None:
             lines.append("per group:")
             text = self.by_group.to_string(
-                index=False, float_format=lambda value: f"{value:.4g}", justify="right"
+                index=False, float_format=lambda value: f"{value:#.4g}", justify="right"
             )
             lines.extend("  " + line for line in text.splitlines())
         if self.note:

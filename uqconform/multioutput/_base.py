@@ -90,12 +90,8 @@ def check_multioutput_target(Y: ArrayLike, n: int, n_outputs: int | None = None)
     if Y is None:
         raise missing_target_error()
     if isinstance(Y, pd.DataFrame):  # nullable columns: pd.NA is a missing value, named below
-        flags = [column for column, kind in Y.dtypes.items() if pd.api.types.is_bool_dtype(kind)]
-        if flags:
-            raise ValueError(
-                f"`Y` column {flags[0]!r} holds booleans, not numbers: a regression target "
-                "must be numeric; to regress on 0/1, convert it with `.astype(float)`."
-            )
+        for column in Y.columns:  # a loop over the few outputs
+            refuse_non_number_kinds(Y[column].to_numpy(), "Y", f" column {column!r}")
         floats = nullable_as_float(Y)
         Y = Y if floats is None else floats
     if sparse.issparse(Y):
@@ -421,7 +417,7 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
         -------
         self
         """
-        check_row_order(X, y, "y")
+        check_row_order(X, y, "Y")
         self._validate_params()
         self._reset_calibration()
         self.__dict__.pop("n_outputs_", None)
@@ -454,7 +450,7 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
         -------
         self
         """
-        check_row_order(X, y, "y")
+        check_row_order(X, y, "Y")
         check_row_order(X, groups, "groups")
         self._validate_params()
         prefit = not self._is_trained() or self.__dict__.get("_estimator_adopted", False)
@@ -573,6 +569,7 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
     ) -> PredictionRegion | list[PredictionRegion]:
         self._check_calibrated(method)
         alphas, scalar = self._resolve_alpha(alpha)
+        check_row_order(X, groups, "groups")
         X = self._validate_X(X, reset=False)
         self._check_nan(X)
         group_index = self._group_index(groups, n_rows(X))

@@ -42,6 +42,7 @@ from uqconform._validation import (
     check_wrapper_fitted,
     float_rows_without_nan,
     named_as_fitted,
+    refuse_model_class,
     sklearn_tags,
 )
 from uqconform._version import VersionedState
@@ -329,6 +330,7 @@ class ApproximateFullConformalRegressor(
 
     # ---- parameters -------------------------------------------------------------------
     def _validate_params(self) -> None:
+        refuse_model_class(self.estimator, self)
         self._validate_full_params()
         check_random_state_value(self.random_state)
         if self.curvature not in ("full", "last_layer"):

@@ -13,6 +13,7 @@ from uqconform._rows import n_rows, row_sliceable, slice_rows
 from uqconform._validation import (
     NonFiniteOutputError,
     check_bool,
+    check_row_order,
 )
 from uqconform._warnings import warn_user
 from uqconform.base import _plain
@@ -273,6 +274,7 @@ class ConformalPredictiveSystem(SplitConformalRegressor):
         if not isinstance(side, str) or side not in _SIDES:
             raise ValueError(f"`side` must be one of {_SIDES}, got {side!r}.")
         upper = levels >= 0.5 if side == "auto" else np.full(levels.size, side == "upper")
+        check_row_order(X, groups, "groups")
         X = row_sliceable(self._validate_X(X, reset=False))
         n = n_rows(X)
         group_index = self._group_index(groups, n)

@@ -121,12 +121,13 @@ def _with_quantile(estimator: BaseEstimator, level: float, param: str | None) ->
             ]
         if not candidates and not any(k.split("__")[-1] in ("loss", "objective") for k in names):
             raise ValueError(
-                f"`estimator` {type(estimator).__name__} has no quantile (pinball) loss: CQR "
-                "needs models that predict quantiles, such as "
+                f"`estimator` {type(estimator).__name__} has no quantile (pinball) loss "
+                "parameter: CQR needs models that predict quantiles, such as "
                 "HistGradientBoostingRegressor(loss='quantile'), QuantileRegressor, or a pair "
-                "of models (lower, upper) as `estimator`. Around a mean model use "
-                "SplitConformalRegressor (normalized=True for intervals that follow the "
-                "spread)."
+                "of models (lower, upper) as `estimator`; for a quantile model whose level "
+                "parameter has another name, give that name as `quantile_param`. Around a "
+                "mean model use SplitConformalRegressor (conformity_score='normalized' for "
+                "intervals that follow the spread)."
             )
         if len(candidates) != 1:
             raise ValueError(

@@ -28,6 +28,7 @@ from uqconform._validation import (
     check_row_order,
     check_wrapper_fitted,
     float_rows_without_nan,
+    no_calibrate_step,
 )
 from uqconform._version import VersionedState
 from uqconform._warnings import warn_user
@@ -410,11 +411,11 @@ class FullConformalRidge(VersionedState, FullConformalMixin, RegressorMixin, Bas
     def calibrate(self) -> Any:
         """Not a step of full conformal prediction: reading it raises an
         ``AttributeError`` that says so (``hasattr(model, "calibrate")`` stays false)."""
-        raise AttributeError(
-            "FullConformalRidge has no `calibrate` step: full conformal prediction uses "
-            "every row of `fit(X, y)` (the ridge is refitted with each candidate label); "
-            "call the predict methods after `fit`. To calibrate an already fitted model on "
-            "held-out rows, use SplitConformalRegressor."
+        raise no_calibrate_step(
+            self,
+            "full conformal prediction uses every row of `fit(X, y)` (the ridge is refitted "
+            "with each candidate label)",
+            "SplitConformalRegressor",
         )
 
     @keeps_state_on_error

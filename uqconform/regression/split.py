@@ -26,6 +26,7 @@ from uqconform._validation import (
     check_bool,
     check_fitted_model,
     check_regression_target,
+    check_row_order,
     check_score_output,
     point_predictions,
     refuse_non_finite,
@@ -635,6 +636,8 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
         given; ``options`` go to it."""
         self._check_calibrated(method)
         check_bool(smooth, "smooth")
+        check_row_order(X, candidates, name)
+        check_row_order(X, groups, "groups")
         X = row_sliceable(self._validate_X(X, reset=False))
         if number_for_every_row and np.ndim(candidates) == 0:  # as one value per row
             candidates = np.full(n_rows(X), candidate_values(candidates, name))

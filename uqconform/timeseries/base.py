@@ -51,7 +51,9 @@ from uqconform._validation import (
     check_verbose,
     check_wrapper_fitted,
     missing_target_error,
+    no_calibrate_step,
     real_values,
+    refuse_model_class,
 )
 from uqconform._version import VersionedState
 from uqconform._warnings import warn_user
@@ -564,6 +566,7 @@ class SequentialConformalRegressor(
     # ---- validation ---------------------------------------------------------------------
     def _validate_params(self) -> None:
         check_miscoverage(self.alpha, "alpha")
+        refuse_model_class(self.estimator, self)
         check_regression_model(self._estimator_or_default(), self)
         if self.residuals not in ("bootstrap", "holdout"):
             raise ValueError(
@@ -784,12 +787,12 @@ class SequentialConformalRegressor(
     def calibrate(self) -> Any:
         """Not a step of these online methods: reading it raises an ``AttributeError``
         that says so (``hasattr(model, "calibrate")`` stays false)."""
-        raise AttributeError(
-            f"{type(self).__name__} has no `calibrate` step: `fit(X, y)` computes the "
-            "residuals the intervals start from (out of bootstrap, or on the held-out tail "
-            "with `holdout_fraction`), and `predict_interval(X, y=y)` or `update(X, y)` add "
-            "new ones online. For a fitted model calibrated on exchangeable held-out rows, "
-            "use SplitConformalRegressor."
+        raise no_calibrate_step(
+            self,
+            "`fit(X, y)` computes the residuals the intervals start from (out of bootstrap, "
+            "or on the held-out tail with `holdout_fraction`), and `predict_interval(X, y=y)` "
+            "or `update(X, y)` add new ones online",
+            "SplitConformalRegressor (exchangeable rows)",
         )
 
     @keeps_state_on_error
