@@ -858,3 +858,20 @@ def test_an_empty_set_from_a_numerical_failure_is_reported():
     with pytest.warns(RuntimeWarning, match="1 test row.*empty full-CP set.*numerical"):
         out = _empty_at_centre(intervals, np.array([2.0, 0.5]))
     np.testing.assert_array_equal(out[:, :, 0], [[2.0, 2.0], [0.0, 1.0]])
+
+
+def test_refused_weights_name_the_wrappers_that_take_them():
+    """Refusing `sample_weight` explained why but not what to use instead (docs review)."""
+    from sklearn.neural_network import MLPRegressor
+
+    from uqconform import ApproximateFullConformalRegressor
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 2))
+    y = X[:, 0] + rng.normal(size=40)
+    remedy = r"SplitConformalRegressor or CrossConformalRegressor, which pass `sample_weight`"
+    with pytest.raises(ValueError, match=remedy):
+        FullConformalRidge().fit(X, y, sample_weight=np.ones(40))
+    network = MLPRegressor(hidden_layer_sizes=(3,), max_iter=20, random_state=0)
+    with pytest.raises(ValueError, match=remedy):
+        ApproximateFullConformalRegressor(network).fit(X, y, sample_weight=np.ones(40))

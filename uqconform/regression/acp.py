@@ -567,7 +567,9 @@ class ApproximateFullConformalRegressor(
             raise ValueError(
                 "`sample_weight` is not supported: the full-CP influence of a test point is "
                 "that of an unweighted fit, so weights would give a set that is not full "
-                "conformal prediction of the weighted model."
+                "conformal prediction of the weighted model. For weighted rows use "
+                "SplitConformalRegressor or CrossConformalRegressor, which pass "
+                "`sample_weight` to the model."
             )
         if not is_torch_module(model):
             _check_kind(model)  # before training

@@ -333,8 +333,10 @@ class FullConformalRidge(VersionedState, FullConformalMixin, RegressorMixin, Bas
         ``"exact"``: Vovk's O(n log n) sweep per test point (vectorised). ``"fast"``: the
         Burnaev-Vovk pair of one-sided machines at ``alpha/2``, for large n: another valid
         set, about as wide on average with thousands of points (per point narrower or
-        wider than the exact one); with few points wider, and infinite below
-        ``2/alpha - 1`` training points where the exact set needs ``1/alpha - 1``.
+        wider than the exact one); with few points never less conservative (it covers
+        ``1/(n + 1)`` more when ``floor(alpha (n + 1))`` is odd, the same otherwise, and
+        is a few per cent wider), and infinite below ``2/alpha - 1`` training points
+        where the exact set needs ``1/alpha - 1``.
     batch_size : int, default=None
         Test points processed at once (``None``: automatic, bounded memory).
 
@@ -440,7 +442,9 @@ class FullConformalRidge(VersionedState, FullConformalMixin, RegressorMixin, Bas
                 f"fit parameters {sorted(fit_params)} are not supported: the confidence "
                 "machine is that of an unweighted ridge fit on every row, so weights (or "
                 "other fit parameters) would give a set that is not full conformal "
-                "prediction of the model fitted."
+                "prediction of the model fitted. For weighted rows use "
+                "SplitConformalRegressor or CrossConformalRegressor, which pass "
+                "`sample_weight` to the model."
             )
         self._validate_full_params()
         model = self._ridge()
