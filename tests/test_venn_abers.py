@@ -409,3 +409,14 @@ def test_probabilities_one_ulp_outside_the_unit_interval_keep_their_score():
     multi = _log_odds(np.array([[over, -1e-17, -1e-17], [1.0, 0.0, 0.0]]))
     np.testing.assert_array_equal(multi[0], multi[1])
     assert multi[0, 0] > 30 and (multi[0, 1:] < -30).all()
+
+
+def test_bounds_refuse_text_scores_and_name_the_labels_they_found():
+    """Numeric-text scores were read as numbers; a label outside {0, 1} was refused
+    without saying which values were found or how to encode them (va review)."""
+    with pytest.raises(ValueError, match=r"`calibration_scores` must hold numbers"):
+        venn_abers_bounds(["0.1", "0.2"], [0, 1], [0.3])
+    with pytest.raises(ValueError, match=r"got the values \['0', '2'\]: encode the positive"):
+        venn_abers_bounds([0.1, 0.2], [0, 2], [0.3])
+    with pytest.raises(ValueError, match="remove or impute those rows"):
+        VennAbersCalibrator(LogisticRegression()).fit(np.zeros((4, 1)), [0.0, 1.0, np.nan, 1.0])

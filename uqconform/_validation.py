@@ -474,7 +474,9 @@ def check_class_labels(y: ArrayLike, n: int, name: str = "y", rows_of: str = "X"
         raise missing_target_error()
     labels = check_rows(name, y, n, rows_of)
     if labels.dtype.kind == "f" and not np.isfinite(labels).all():
-        raise ValueError(f"`{name}` contains NaN or infinite labels.")
+        raise ValueError(
+            f"`{name}` contains NaN or infinite labels; remove or impute those rows first."
+        )
     if labels.dtype.kind == "O":
         if pd.isna(labels).any():  # None, NaN, pd.NA (nullable or categorical labels)
             raise ValueError(f"`{name}` contains missing (None or NaN) labels.")

@@ -36,6 +36,7 @@ from uqconform._validation import (
     class_probabilities,
     missing_proba_error,
     model_classes,
+    real_values,
 )
 from uqconform._warnings import warn_user
 from uqconform.base import ModelWrapper, keeps_state_on_error, warn_if_training_rows
@@ -156,16 +157,21 @@ def venn_abers_bounds(
     if not values.size:
         raise ValueError("`calibration_scores` is empty: Venn-Abers needs calibration rows.")
     if labels.dtype.kind not in "biuf" or not np.isin(labels, (0, 1)).all():
-        raise ValueError("`calibration_labels` must hold 0 and 1 (or booleans) only.")
+        found = np.unique(labels.astype(object).astype(str))
+        raise ValueError(
+            "`calibration_labels` must hold 0 and 1 (or booleans) only, got the values "
+            f"{found[:6].tolist()}{' ...' if found.size > 6 else ''}: encode the positive "
+            "class as 1 (e.g. `(labels == positive).astype(int)`)."
+        )
     return _Table(values, labels == 1).bounds(_scores_without_nan(scores, "scores"))
 
 
 def _scores_without_nan(values: ArrayLike, name: str) -> NDArray:
-    """1-D float scores without NaN (infinite scores are ordered like any other)."""
-    try:
-        array = np.asarray(values, dtype=float)
-    except (TypeError, ValueError):
-        raise ValueError(f"`{name}` must hold numbers, got {values!r:.80}.") from None
+    """1-D float scores without NaN (infinite scores are ordered like any other); text,
+    numeric text included, is refused as in every other numeric input."""
+    array = real_values(values)
+    if array is None:
+        raise ValueError(f"`{name}` must hold numbers, got {values!r:.80}.")
     if array.ndim != 1:
         raise ValueError(f"`{name}` must be 1-D, got shape {array.shape}.")
     if np.isnan(array).any():
