@@ -420,3 +420,21 @@ def test_bounds_refuse_text_scores_and_name_the_labels_they_found():
         venn_abers_bounds([0.1, 0.2], [0, 2], [0.3])
     with pytest.raises(ValueError, match="remove or impute those rows"):
         VennAbersCalibrator(LogisticRegression()).fit(np.zeros((4, 1)), [0.0, 1.0, np.nan, 1.0])
+
+
+def test_a_log_odds_near_zero_ties_its_calibration_score_across_batches():
+    """A probability near 1/2 computed in another batch differs in its last digits, and
+    its log-odds near 0 by a few 1e-16 absolute: the purely relative tie test read that
+    as a gap, so CrossVennAbersCalibrator's predict_proba changed with the batch
+    (scikit-learn's check_methods_subset_invariance failed on rows 12 and 14 with the
+    lower-bound packages on one CPU)."""
+    from uqconform.classification.venn_abers import calibration_ties
+
+    values = np.array([-0.5, 2.2e-16, 0.7])
+    _, at, tie = calibration_ties(values, np.array([0.0, 6.7e-16, -4.4e-16, 1e-3]))
+    np.testing.assert_array_equal(tie, [True, True, True, False])
+    np.testing.assert_array_equal(at[:3], [1, 1, 1])
+    # far from 0 the test stays relative: 16 units in the last place, not more
+    big = np.array([1e3])
+    assert calibration_ties(big, big * (1 + 8 * np.finfo(float).eps))[2][0]
+    assert not calibration_ties(big, big * (1 + 64 * np.finfo(float).eps))[2][0]

@@ -223,10 +223,14 @@ def calibration_ties(values: NDArray, scores: NDArray) -> tuple[NDArray, NDArray
 
 
 def _close(a: NDArray, b: NDArray) -> NDArray:
-    """Equal, or finite and within `_TIE_TOLERANCE` of each other (relative)."""
+    """Equal, or finite and within `_TIE_TOLERANCE` of each other, relative to the larger
+    magnitude or to 1 if both are smaller: a log-odds near 0 (a probability near 1/2)
+    carries the absolute rounding of the probabilities it came from, which a purely
+    relative test read as a gap (a row's pair then changed with its batch)."""
     finite = np.isfinite(a) & np.isfinite(b)
     with np.errstate(invalid="ignore", over="ignore"):  # infinite scores
-        close = np.abs(a - b) <= _TIE_TOLERANCE * np.maximum(np.abs(a), np.abs(b))
+        scale = np.maximum(np.maximum(np.abs(a), np.abs(b)), 1.0)
+        close = np.abs(a - b) <= _TIE_TOLERANCE * scale
     return (a == b) | (finite & close)
 
 
