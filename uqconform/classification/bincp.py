@@ -644,8 +644,11 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
         """Radius from which each label is in the set: ``(n_samples, n_classes)``.
 
         ``predict_set(X, radius=r)[i, j]`` is ``certified_radius(X)[i, j] <= r`` (same
-        noise): 0 for the labels of the radius-0 set, and a row's set stays its radius-0 set
-        for every radius below the smallest positive entry of its row. An entry equal to
+        noise) for ``r`` away from the entry: at ``r`` equal to it, rounding in the
+        Gaussian tail can leave the label out (a review: a fifth of such cells; one unit
+        in the last place above includes it). It is 0 for the labels of the radius-0 set,
+        and a row's set stays its radius-0 set for every radius below the smallest
+        positive entry of its row. An entry equal to
         ``max_radius_`` (the largest it can be) means the label only enters when the sets
         are trivial.
 
