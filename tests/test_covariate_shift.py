@@ -638,3 +638,23 @@ def test_the_ratio_names_bad_rows_and_a_boolean_mask_is_not_a_ratio():
     mask = SplitConformalRegressor(Ridge(), likelihood_ratio=lambda Z: np.asarray(Z)[:, 0] > 0)
     with pytest.raises(ValueError, match="a boolean mask is not a ratio"):
         mask.fit(X[:100], y[:100]).calibrate(X[100:], y[100:])
+
+
+def test_a_class_without_calibration_weight_is_named_at_calibrate():
+    """Class-conditional weighted sets: a class whose calibration rows all get weight 0
+    joins every set, but calibrate said nothing and the prediction warning spoke of "sets
+    holding every class" (17% of them did) (shift review)."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(900, 2))
+    y = np.digitize(X[:, 0] + 0.3 * rng.normal(size=900), [-0.5, 0.5])
+    model = LogisticRegression().fit(X[:300], y[:300])
+    Xc, yc = X[300:600], y[300:600]
+    keep = ~((yc == 0) & (Xc[:, 0] >= -0.8))  # class 0 only where the weight is 0
+    ratio = lambda Z: np.where(np.asarray(Z)[:, 0] < -0.8, 0.0, 1.0)  # noqa: E731
+    cp = SplitConformalClassifier(model, likelihood_ratio=ratio, class_conditional=True)
+    with pytest.warns(UserWarning, match=r"weight 0 to every calibration row of class 0: that"):
+        cp.calibrate(Xc[keep], yc[keep])
+    with pytest.warns(UserWarning, match=r"the class of that stratum in every set") as caught:
+        sets = cp.predict_set(X[600:])
+    assert sets[:, 0].all() and not sets.all(axis=1).all()
+    assert not any("sets holding every class" in str(w.message) for w in caught)

@@ -813,6 +813,8 @@ class ConformalPredictor(ModelWrapper):
         weights = self._ratio_weights(X, int(y.shape[0]), "calibration rows")
         if weights is not None:
             self._warn_about_weights(weights, None if group_labels is None else group_index)
+            if n_sub > 1:
+                self._warn_about_class_weights(weights, strata, n_sub)
         self.conformity_scores_ = scores
         if weights is not None:
             self.calibration_weights_ = weights
@@ -1217,12 +1219,45 @@ class ConformalPredictor(ModelWrapper):
                 )
         return out
 
+    def _warn_about_class_weights(self, weights: NDArray, strata: NDArray, n_sub: int) -> None:
+        """Warn when ``likelihood_ratio`` gives weight 0 to every calibration row of a class
+        (class-conditional calibration): that class's threshold is infinite, so it joins
+        every prediction set (of that group's rows)."""
+        n_strata = int(strata.max()) + 1 if strata.size else 0
+        counts = np.bincount(strata, minlength=n_strata)
+        mass = np.bincount(strata, weights=weights, minlength=n_strata)
+        empty = np.flatnonzero((counts > 0) & (mass <= 0))
+        if not empty.size:
+            return
+        grouped = getattr(self, "groups_", None) is not None
+        names = [
+            " / ".join(
+                ([f"group {_plain(self.groups_[s // n_sub])!r}"] if grouped else [])
+                + [f"class {_plain(self.classes_[s % n_sub])!r}"]
+            )
+            for s in empty[:3]
+        ]
+        more = f" and {empty.size - 3} more" if empty.size > 3 else ""
+        warn_user(
+            f"`likelihood_ratio` gives weight 0 to every calibration row of "
+            f"{', '.join(names)}{more}: that class is in every prediction set "
+            f"{'of that group' + chr(39) + 's rows ' if grouped else ''}(its threshold is "
+            "infinite). Check the ratio, or calibrate on rows of that class from the test "
+            "distribution's support.",
+            UserWarning,
+        )
+
     def _warn_weighted_infinite(self, infinite: int, alphas: NDArray) -> None:
         if infinite:
+            outcome = (
+                "the class of that stratum in every set for them"
+                if getattr(self, "_n_sub_strata", 1) > 1
+                else f"{self._unbounded_prediction} for them"
+            )
             warn_user(
                 f"{infinite} row{'s' if infinite > 1 else ''} got an infinite threshold at "
                 f"alpha={levels_text(alphas)} "
-                f"({self._unbounded_prediction} for them): weighted by `likelihood_ratio`, "
+                f"({outcome}): weighted by `likelihood_ratio`, "
                 "the calibration scores of their stratum carry too little of the total "
                 "weight (the row's own weight outweighs them far in the shifted region, or "
                 "the stratum has too few calibration points). More calibration rows from "
