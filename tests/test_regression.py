@@ -742,3 +742,28 @@ def test_a_target_transformed_difficulty_model_is_refused_by_name():
         model = SplitConformalRegressor(conformity_score="normalized", difficulty_estimator=spread)
         with pytest.raises(ValueError, match=r"`difficulty_estimator` \(TransformedTarget"):
             model.fit(X[:100], y[:100])  # the training spread is read at fit
+
+
+def test_overflowed_calibration_scores_are_named_not_blamed_on_too_few_points():
+    """Predictions of 1e308 against labels of -1e308 overflow to infinite scores: both
+    warnings said "Too few calibration points" with 30 points, enough for alpha 0.1
+    (va review)."""
+
+    class Huge(RegressorMixin, BaseEstimator):
+        def fit(self, X, y):
+            self.n_features_in_ = X.shape[1]
+            return self
+
+        def predict(self, X):
+            return np.full(len(X), 1e308)
+
+    X = np.zeros((40, 1))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = SplitConformalRegressor(Huge().fit(X, X[:, 0])).calibrate(
+            X[:30], -np.full(30, 1e308)
+        )
+        model.predict_interval(X[30:])
+    messages = [str(w.message) for w in caught]
+    assert any("30 of the 30 calibration scores are infinite" in m for m in messages), messages
+    assert not any("Too few calibration points" in m for m in messages), messages

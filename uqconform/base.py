@@ -805,6 +805,16 @@ class ConformalPredictor(ModelWrapper):
     def _store_calibration(self, X: Any, y: NDArray, group_labels: NDArray | None) -> None:
         """Score the (validated) calibration rows and record their groups and strata."""
         scores, sub_strata, n_sub = self._calibration_scores(X, y)
+        overflowed = np.isposinf(scores.reshape(scores.shape[0], -1)).any(axis=1)
+        if overflowed.any():
+            warn_user(
+                f"{int(overflowed.sum())} of the {scores.shape[0]} calibration scores are "
+                "infinite (the model's output and the target overflow in the score: values "
+                "near the float limit, about 1e308?): thresholds that reach them are "
+                f"infinite, and predictions at those levels are {self._unbounded_prediction}. "
+                "Rescale the target (and the model) to moderate units.",
+                UserWarning,
+            )
         if group_labels is None:
             strata = sub_strata
         else:
@@ -967,7 +977,9 @@ class ConformalPredictor(ModelWrapper):
                 table[stratum // n_sub, stratum % n_sub, component] = conformal_quantile(
                     scores2d[rows, component], alphas / n_components, warn=False
                 )
-            if np.isinf(table[stratum // n_sub, stratum % n_sub]).any():
+            infinite = np.isinf(table[stratum // n_sub, stratum % n_sub]).any()
+            # infinite scores (warned at calibrate), not too few points, can make it so
+            if infinite and not np.isposinf(scores2d[rows]).any():
                 too_few[stratum] = int(scores2d[rows].shape[0])
         return table, too_few
 
