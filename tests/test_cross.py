@@ -23,6 +23,7 @@ from sklearn.model_selection import (
 )
 from sklearn.tree import DecisionTreeRegressor
 
+from uqconform import CrossVennAbersCalibrator
 from uqconform.evaluation import coverage_bounds
 from uqconform.regression import CrossConformalRegressor, SplitConformalRegressor
 
@@ -606,7 +607,7 @@ def test_a_model_giving_too_few_predictions_is_refused_by_name(method):
 
 
 def test_calibrate_is_not_a_step_and_says_what_to_do():
-    from uqconform.classification import CrossConformalClassifier, CrossVennAbersCalibrator
+    from uqconform.classification import CrossConformalClassifier
     from uqconform.regression import JackknifeAfterBootstrapRegressor
 
     X, y = _linear(30, 0)
@@ -627,3 +628,23 @@ def test_calibrate_is_not_a_step_and_says_what_to_do():
     assert "fold" not in str(caught.value)
     # fit alone is the whole calibration: intervals follow without it
     assert CrossConformalRegressor().fit(X, y).predict_interval(X[:2]).shape == (2, 2)
+
+
+def test_a_list_of_train_test_pairs_is_accepted_as_folds():
+    """scikit-learn accepts an iterable of (train, test) pairs as `cv`; the cross wrappers
+    refused it (va review). The pairs are checked as a partition like any splitter."""
+    X, y = _linear(60, 0)
+    splitter = KFold(3, shuffle=True, random_state=0)
+    pairs = list(splitter.split(X))
+    by_pairs = CrossConformalRegressor(cv=pairs).fit(X, y).predict_interval(X[:5])
+    by_splitter = CrossConformalRegressor(cv=splitter).fit(X, y).predict_interval(X[:5])
+    np.testing.assert_array_equal(by_pairs, by_splitter)
+    labels = (y > np.median(y)).astype(int)
+    venn = CrossVennAbersCalibrator(cv=pairs).fit(X, labels).predict_proba(X[:5])
+    np.testing.assert_array_equal(
+        venn, CrossVennAbersCalibrator(cv=splitter).fit(X, labels).predict_proba(X[:5])
+    )
+    with pytest.raises(ValueError, match=r"`cv` \(list\) must hold every row out exactly once"):
+        CrossConformalRegressor(cv=pairs[:2]).fit(X, y)
+    with pytest.raises(ValueError, match="already fixes the folds"):
+        CrossConformalRegressor(cv=pairs).fit(X, y, groups=np.arange(60) % 3)

@@ -179,12 +179,14 @@ class CrossFitWrapper(ModelWrapper):
     def _check_resampling(self) -> None:
         cv = self.cv
         if isinstance(cv, bool) or not (
-            (isinstance(cv, numbers.Integral) and int(cv) >= 2) or hasattr(cv, "get_n_splits")
+            (isinstance(cv, numbers.Integral) and int(cv) >= 2)
+            or hasattr(cv, "get_n_splits")
+            or _is_list_of_splits(cv)
         ):
             raise ValueError(
-                "`cv` must be an int >= 2 (the number of folds) or a cross-validation "
+                "`cv` must be an int >= 2 (the number of folds), a cross-validation "
                 f"splitter such as {self._splitter_examples} (for predefined folds, "
-                f"PredefinedSplit), got {cv!r:.80}."
+                f"PredefinedSplit), or a list of (train, test) index pairs, got {cv!r:.80}."
             )
 
     def _splits(self, X: Any, y: NDArray, groups: ArrayLike | None) -> list[tuple]:
@@ -200,6 +202,12 @@ class CrossFitWrapper(ModelWrapper):
                     "fold, or leave `groups` out."
                 )
             cv = KFold(int(cv), shuffle=True, random_state=integer_seed(self.random_state))
+        elif _is_list_of_splits(cv):
+            if groups is not None:
+                raise ValueError(
+                    "`groups` was given with `cv` as a list of (train, test) pairs, which "
+                    "already fixes the folds: leave `groups` out."
+                )
         elif groups is not None and not reads_groups(cv):
             raise ValueError(
                 f"`groups` was given, but `cv` ({type(cv).__name__}) does not read it: its "
@@ -213,9 +221,10 @@ class CrossFitWrapper(ModelWrapper):
             )
         if groups is not None and n_rows(groups) != n:
             raise ValueError(f"`groups` has {n_rows(groups)} entries but X has {n} rows.")
+        folds = cv if _is_list_of_splits(cv) else cv.split(X, y, groups)
         splits = [
             (np.asarray(train, dtype=np.intp), np.asarray(test, dtype=np.intp))
-            for train, test in cv.split(X, y, groups)
+            for train, test in folds
         ]
         held_out = np.zeros(n, dtype=np.intp)
         for train, test in splits:  # a loop over folds
@@ -352,3 +361,13 @@ class CrossFitWrapper(ModelWrapper):
             self._checked_model_output(model, X, "rows of `X`") for model in self.estimators_
         ]
         return np.stack(outputs, axis=1)
+
+
+def _is_list_of_splits(cv: Any) -> bool:
+    """Whether ``cv`` is a list (or tuple) of ``(train, test)`` index pairs, the iterable
+    form of folds scikit-learn accepts (checked as a partition by `_splits`)."""
+    return (
+        isinstance(cv, (list, tuple))
+        and len(cv) > 0
+        and all(isinstance(pair, (list, tuple)) and len(pair) == 2 for pair in cv)
+    )

@@ -186,12 +186,13 @@ default="lac"
         Compare each label's score with the training rows of that class only (see
         above): coverage within every class instead of on average over classes (at least
         ``1 - 2 alpha`` for jackknife+; no proved floor for CV+).
-    cv : int or cross-validation splitter, default=5
+    cv : int, cross-validation splitter or list of (train, test) pairs, default=5
         An int ``K >= 2``: ``KFold(K, shuffle=True)`` seeded by ``random_state`` (not
         stratified: folds that depend on the labels of the training rows, but not on the
         test row's, would break the symmetry the guarantee rests on; pass a
-        ``StratifiedKFold`` to accept that). A splitter must put every row in exactly one
-        test fold and train on all the other rows (``KFold``, ``StratifiedKFold``,
+        ``StratifiedKFold`` to accept that). A splitter, or a list of ``(train, test)``
+        index pairs, must put every row in exactly one test fold and train on all the
+        other rows (``KFold``, ``StratifiedKFold``,
         ``GroupKFold`` with ``groups`` in ``fit``, ``LeaveOneOut`` for jackknife+).
     batch_size : int, default=None
         Test rows whose ``(rows, K, n_classes)`` scores are built at once (``None``:

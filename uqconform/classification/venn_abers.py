@@ -485,10 +485,11 @@ class CrossVennAbersCalibrator(CrossFitClassifier):
         Any scikit-learn classifier or Pipeline (not fitted: it is cloned and fitted once
         per fold); ``None`` means ``LogisticRegression()``. A fold model that never saw a
         class gives it probability 0.
-    cv : int or cross-validation splitter, default=5
+    cv : int, cross-validation splitter or list of (train, test) pairs, default=5
         An int ``K >= 2``: ``KFold(K, shuffle=True)`` seeded by ``random_state``; or a
-        splitter that holds every row out exactly once and trains on all the others
-        (``KFold``, ``StratifiedKFold``, ``GroupKFold`` with ``groups`` in ``fit``).
+        splitter, or a list of ``(train, test)`` index pairs, that holds every row out
+        exactly once and trains on all the others (``KFold``, ``StratifiedKFold``,
+        ``GroupKFold`` with ``groups`` in ``fit``).
     n_jobs : int, default=None
         Folds fitted in parallel (joblib).
     random_state : int, Generator or None, default=None

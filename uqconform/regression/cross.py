@@ -156,11 +156,12 @@ class CrossConformalRegressor(RegressorMixin, CrossFitWrapper):
     alpha : float or sequence of float, default=0.1
         Miscoverage level(s) in (0, 1); each prediction call may override it.
     method : {"plus", "minmax"}, default="plus"
-    cv : int or cross-validation splitter, default=5
+    cv : int, cross-validation splitter or list of (train, test) pairs, default=5
         An int ``K >= 2``: ``KFold(K, shuffle=True)`` seeded by ``random_state``. A splitter
         (``KFold``, ``GroupKFold`` with ``groups`` in ``fit``, ``LeaveOneOut`` for
-        jackknife+) must put every row in exactly one test fold and train on all the other
-        rows: ``TimeSeriesSplit`` or ``ShuffleSplit`` are refused.
+        jackknife+), or a list of ``(train, test)`` index pairs, must put every row in
+        exactly one test fold and train on all the other rows: ``TimeSeriesSplit`` or
+        ``ShuffleSplit`` are refused.
     batch_size : int, default=None
         Test rows whose ``(rows, n)`` matrices are built at once (``None``: automatic).
     n_jobs : int, default=None
