@@ -875,3 +875,13 @@ def test_refused_weights_name_the_wrappers_that_take_them():
     network = MLPRegressor(hidden_layer_sizes=(3,), max_iter=20, random_state=0)
     with pytest.raises(ValueError, match=remedy):
         ApproximateFullConformalRegressor(network).fit(X, y, sample_weight=np.ones(40))
+
+
+def test_groups_given_to_full_cp_point_to_mondrian_split_cp():
+    """`fit(X, y, groups=g)` was refused as a weight ("For weighted rows use ...") without
+    a word about Mondrian groups (docs review)."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 2))
+    y = X[:, 0] + rng.normal(size=40)
+    with pytest.raises(ValueError, match=r"`groups` is not supported.*`calibrate\(X, y, groups"):
+        FullConformalRidge().fit(X, y, groups=np.arange(40) % 2)

@@ -437,6 +437,13 @@ class FullConformalRidge(VersionedState, FullConformalMixin, RegressorMixin, Bas
         self
         """
         check_row_order(X, y, "y")
+        if "groups" in fit_params:
+            raise ValueError(
+                "`groups` is not supported: full conformal prediction here is marginal "
+                "only. For group-conditional (Mondrian) intervals use "
+                "SplitConformalRegressor, with the groups given to `calibrate(X, y, "
+                "groups=...)` and `predict_interval(X, groups=...)`."
+            )
         if fit_params:
             raise ValueError(
                 f"fit parameters {sorted(fit_params)} are not supported: the confidence "
