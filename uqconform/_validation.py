@@ -540,7 +540,7 @@ def refuse_non_number_kinds(target: NDArray, name: str, where: str = "") -> None
     if kind == "b" or inferred == "boolean":
         raise ValueError(
             f"{shown} holds booleans, not numbers: a regression target must be numeric. "
-            f"For a yes/no outcome use a classifier wrapper; to regress on 0/1, convert "
+            "For a yes/no outcome use a classifier wrapper; to regress on 0/1, convert "
             "it with `.astype(float)`."
         )
     if kind in "mM" or inferred.startswith(("datetime", "timedelta", "date", "period")):

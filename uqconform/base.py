@@ -1250,12 +1250,12 @@ class ConformalPredictor(ModelWrapper):
             for s in empty[:3]
         ]
         more = f" and {empty.size - 3} more" if empty.size > 3 else ""
+        rows = "of that group's rows " if grouped else ""
         warn_user(
             f"`likelihood_ratio` gives weight 0 to every calibration row of "
-            f"{', '.join(names)}{more}: that class is in every prediction set "
-            f"{'of that group' + chr(39) + 's rows ' if grouped else ''}(its threshold is "
-            "infinite). Check the ratio, or calibrate on rows of that class from the test "
-            "distribution's support.",
+            f"{', '.join(names)}{more}: that class is in every prediction set {rows}(its "
+            "threshold is infinite). Check the ratio, or calibrate on rows of that class "
+            "from the test distribution's support.",
             UserWarning,
         )
 
