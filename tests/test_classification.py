@@ -11,7 +11,7 @@ from conftest import classification_data, thirds
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.datasets import load_digits
+from sklearn.datasets import load_digits, load_iris
 from sklearn.exceptions import NotFittedError
 from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import LogisticRegression, RidgeClassifier
@@ -644,3 +644,27 @@ def test_logits_given_as_probabilities_are_refused(score):
     cp.fit(X[:150], y[:150])
     with pytest.raises(ValueError, match=r"predict_proba gave values outside \[0, 1\].*softmax"):
         cp.calibrate(X[150:250], y[150:250])
+
+
+def test_an_infinite_classification_score_is_not_called_an_overflow_of_the_target():
+    """-log p at a probability of 0 is infinite by design; the calibrate warning spoke of
+    the target overflowing near 1e308 and asked to rescale it (diff review)."""
+    from sklearn.tree import DecisionTreeClassifier
+
+    from uqconform.scores.classification import ClassificationScore
+
+    class NegativeLog(ClassificationScore):
+        def scores(self, proba, u=None):
+            with np.errstate(divide="ignore"):
+                return -np.log(proba)
+
+    X, y = load_iris(return_X_y=True)
+    order = np.random.default_rng(0).permutation(len(y))
+    X, y = X[order], y[order]
+    tree = DecisionTreeClassifier(max_depth=1, random_state=0).fit(X[:50], y[:50])
+    model = SplitConformalClassifier(tree, conformity_score=NegativeLog())
+    with pytest.warns(
+        UserWarning, match=r"calibration scores are infinite \(e.g. -log p"
+    ) as caught:
+        model.calibrate(X[50:], y[50:])
+    assert not any("1e308" in str(w.message) for w in caught)

@@ -658,3 +658,12 @@ def test_a_class_without_calibration_weight_is_named_at_calibrate():
         sets = cp.predict_set(X[600:])
     assert sets[:, 0].all() and not sets.all(axis=1).all()
     assert not any("sets holding every class" in str(w.message) for w in caught)
+    # every weight 0: one warning for the whole set, not another per class (diff review)
+    nothing = SplitConformalClassifier(
+        model, likelihood_ratio=lambda Z: np.zeros(len(Z)), class_conditional=True
+    )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        nothing.calibrate(Xc, yc)
+    zero = [w for w in caught if "weight 0" in str(w.message)]
+    assert len(zero) == 1 and "all 300 calibration rows" in str(zero[0].message)

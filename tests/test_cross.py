@@ -648,3 +648,13 @@ def test_a_list_of_train_test_pairs_is_accepted_as_folds():
         CrossConformalRegressor(cv=pairs[:2]).fit(X, y)
     with pytest.raises(ValueError, match="already fixes the folds"):
         CrossConformalRegressor(cv=pairs).fit(X, y, groups=np.arange(60) % 3)
+    # folds read as other rows, or used up, are named (diff review)
+    masks = [(np.isin(np.arange(60), tr), np.isin(np.arange(60), te)) for tr, te in pairs]
+    with pytest.raises(ValueError, match=r"fold 0 holds bool entries: .*np.flatnonzero"):
+        CrossConformalRegressor(cv=masks).fit(X, y)
+    with pytest.raises(ValueError, match=r"fold 0 holds float64 entries"):
+        CrossConformalRegressor(cv=[(tr + 0.4, te) for tr, te in pairs]).fit(X, y)
+    with pytest.raises(ValueError, match=r"fold \d has a row index outside 0\.\.59"):
+        CrossConformalRegressor(cv=[(tr + 2, te) for tr, te in pairs]).fit(X, y)
+    with pytest.raises(ValueError, match=r"iterator of splits.*list\(cv\)"):
+        CrossConformalRegressor(cv=splitter.split(X)).fit(X, y)

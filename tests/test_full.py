@@ -885,3 +885,7 @@ def test_groups_given_to_full_cp_point_to_mondrian_split_cp():
     y = X[:, 0] + rng.normal(size=40)
     with pytest.raises(ValueError, match=r"`groups` is not supported.*`calibrate\(X, y, groups"):
         FullConformalRidge().fit(X, y, groups=np.arange(40) % 2)
+    plain = FullConformalRidge().fit(X, y).predict_interval(X[:3])
+    np.testing.assert_array_equal(
+        FullConformalRidge().fit(X, y, groups=None).predict_interval(X[:3]), plain
+    )

@@ -767,3 +767,11 @@ def test_overflowed_calibration_scores_are_named_not_blamed_on_too_few_points():
     messages = [str(w.message) for w in caught]
     assert any("30 of the 30 calibration scores are infinite" in m for m in messages), messages
     assert not any("Too few calibration points" in m for m in messages), messages
+    # with too few points as well, both are said (the infinite score hid the count)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        labels = np.r_[-1e308, np.zeros(4)]
+        model = SplitConformalRegressor(Huge().fit(X, X[:, 0])).calibrate(X[:5], labels)
+    messages = [str(w.message) for w in caught]
+    assert any("1 of the 5 calibration scores are infinite" in m for m in messages), messages
+    assert any("Too few calibration points" in m for m in messages), messages

@@ -431,10 +431,24 @@ def test_a_log_odds_near_zero_ties_its_calibration_score_across_batches():
     from uqconform.classification.venn_abers import calibration_ties
 
     values = np.array([-0.5, 2.2e-16, 0.7])
-    _, at, tie = calibration_ties(values, np.array([0.0, 6.7e-16, -4.4e-16, 1e-3]))
+    scores = np.array([0.0, 6.7e-16, -4.4e-16, 1e-3])
+    _, at, tie = calibration_ties(values, scores, floor=1.0)  # the calibrators' log-odds
     np.testing.assert_array_equal(tie, [True, True, True, False])
     np.testing.assert_array_equal(at[:3], [1, 1, 1])
     # far from 0 the test stays relative: 16 units in the last place, not more
     big = np.array([1e3])
-    assert calibration_ties(big, big * (1 + 8 * np.finfo(float).eps))[2][0]
-    assert not calibration_ties(big, big * (1 + 64 * np.finfo(float).eps))[2][0]
+    assert calibration_ties(big, big * (1 + 8 * np.finfo(float).eps), floor=1.0)[2][0]
+    assert not calibration_ties(big, big * (1 + 64 * np.finfo(float).eps), floor=1.0)[2][0]
+    # scores of unknown scale (venn_abers_bounds: probabilities near 0) stay relative: a
+    # test score of 1e-25 between calibration scores 1e-30 and 1e-20 is in a gap, as the
+    # isotonic refit has it (the floor of 1 made it tie 1e-20; diff review)
+    assert not calibration_ties(np.array([1e-30, 1e-20]), np.array([1e-25]))[2][0]
+    p0, p1 = venn_abers_bounds([1e-30, 1e-20, 1e-16, 0.3, 0.9], [0, 1, 0, 1, 1], [1e-25])
+    assert p0[0] == 0.0 and p1[0] == pytest.approx(2 / 3)  # the refit: [0 | 1, 1, 0 | 1, 1]
+    # the calibrators themselves: a row's probabilities do not depend on its batch
+    rnd = np.random.RandomState(0)
+    X = 3 * rnd.uniform(size=(20, 3))
+    y = X[:, 0].astype(int)
+    model = CrossVennAbersCalibrator(random_state=1).fit(X, y)
+    one_by_one = np.vstack([model.predict_proba(X[i : i + 1]) for i in range(20)])
+    np.testing.assert_allclose(one_by_one, model.predict_proba(X), atol=1e-12)

@@ -178,6 +178,11 @@ class CrossFitWrapper(ModelWrapper):
 
     def _check_resampling(self) -> None:
         cv = self.cv
+        if hasattr(cv, "__next__"):  # a generator of splits: consumed by the first fit
+            raise ValueError(
+                "`cv` is an iterator of splits, which one fit would use up: pass "
+                "list(cv), a list of (train, test) index pairs."
+            )
         if isinstance(cv, bool) or not (
             (isinstance(cv, numbers.Integral) and int(cv) >= 2)
             or hasattr(cv, "get_n_splits")
@@ -221,11 +226,13 @@ class CrossFitWrapper(ModelWrapper):
             )
         if groups is not None and n_rows(groups) != n:
             raise ValueError(f"`groups` has {n_rows(groups)} entries but X has {n} rows.")
-        folds = cv if _is_list_of_splits(cv) else cv.split(X, y, groups)
-        splits = [
-            (np.asarray(train, dtype=np.intp), np.asarray(test, dtype=np.intp))
-            for train, test in folds
-        ]
+        if _is_list_of_splits(cv):
+            splits = [_fold_indices(train, test, k, n) for k, (train, test) in enumerate(cv)]
+        else:
+            splits = [
+                (np.asarray(train, dtype=np.intp), np.asarray(test, dtype=np.intp))
+                for train, test in cv.split(X, y, groups)
+            ]
         held_out = np.zeros(n, dtype=np.intp)
         for train, test in splits:  # a loop over folds
             if not test.size:
@@ -371,3 +378,22 @@ def _is_list_of_splits(cv: Any) -> bool:
         and len(cv) > 0
         and all(isinstance(pair, (list, tuple)) and len(pair) == 2 for pair in cv)
     )
+
+
+def _fold_indices(train: Any, test: Any, fold: int, n: int) -> tuple[NDArray, NDArray]:
+    """One ``(train, test)`` pair of a list given as ``cv``: integer row indices in
+    ``0..n-1`` (a boolean mask or float positions would be read as other rows)."""
+    pair = []
+    for part in (train, test):
+        indices = np.asarray(part)
+        if indices.size and indices.dtype.kind not in "iu":
+            raise ValueError(
+                f"`cv`'s fold {fold} holds {indices.dtype} entries: give integer row "
+                "indices (np.flatnonzero(mask) for a boolean mask)."
+            )
+        if indices.size and (indices.min() < 0 or indices.max() >= n):
+            raise ValueError(
+                f"`cv`'s fold {fold} has a row index outside 0..{n - 1} (X has {n} rows)."
+            )
+        pair.append(indices.astype(np.intp))
+    return pair[0], pair[1]

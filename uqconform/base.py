@@ -807,12 +807,18 @@ class ConformalPredictor(ModelWrapper):
         scores, sub_strata, n_sub = self._calibration_scores(X, y)
         overflowed = np.isposinf(scores.reshape(scores.shape[0], -1)).any(axis=1)
         if overflowed.any():
+            cause, remedy = (
+                ("the model's output and the target overflow in the score: values near the "
+                 "float limit, about 1e308?", "Rescale the target (and the model) to "
+                 "moderate units.")
+                if isinstance(self, RegressorMixin)
+                else ("e.g. -log p at a probability of 0", "If that is not meant, bound the "
+                      "score or the model's probabilities away from 0.")
+            )  # fmt: skip
             warn_user(
                 f"{int(overflowed.sum())} of the {scores.shape[0]} calibration scores are "
-                "infinite (the model's output and the target overflow in the score: values "
-                "near the float limit, about 1e308?): thresholds that reach them are "
-                f"infinite, and predictions at those levels are {self._unbounded_prediction}. "
-                "Rescale the target (and the model) to moderate units.",
+                f"infinite ({cause}): thresholds that reach them are infinite, and "
+                f"predictions at those levels are {self._unbounded_prediction}. {remedy}",
                 UserWarning,
             )
         if group_labels is None:
@@ -978,9 +984,11 @@ class ConformalPredictor(ModelWrapper):
                     scores2d[rows, component], alphas / n_components, warn=False
                 )
             infinite = np.isinf(table[stratum // n_sub, stratum % n_sub]).any()
+            count = int(scores2d[rows].shape[0])
             # infinite scores (warned at calibrate), not too few points, can make it so
-            if infinite and not np.isposinf(scores2d[rows]).any():
-                too_few[stratum] = int(scores2d[rows].shape[0])
+            short = count < minimum_scores(float(np.min(alphas)) / n_components)
+            if infinite and (short or not np.isposinf(scores2d[rows]).any()):
+                too_few[stratum] = count
         return table, too_few
 
     def _stratum_rows(self) -> list[slice | NDArray]:
@@ -1235,10 +1243,14 @@ class ConformalPredictor(ModelWrapper):
         """Warn when ``likelihood_ratio`` gives weight 0 to every calibration row of a class
         (class-conditional calibration): that class's threshold is infinite, so it joins
         every prediction set (of that group's rows)."""
+        if not weights.any():  # every row weighs 0: warned for the whole set already
+            return
         n_strata = int(strata.max()) + 1 if strata.size else 0
         counts = np.bincount(strata, minlength=n_strata)
         mass = np.bincount(strata, weights=weights, minlength=n_strata)
-        empty = np.flatnonzero((counts > 0) & (mass <= 0))
+        groups = np.arange(n_strata) // n_sub
+        group_mass = np.bincount(groups, weights=mass)  # a group of weight 0: warned already
+        empty = np.flatnonzero((counts > 0) & (mass <= 0) & (group_mass[groups] > 0))
         if not empty.size:
             return
         grouped = getattr(self, "groups_", None) is not None
@@ -1251,9 +1263,10 @@ class ConformalPredictor(ModelWrapper):
         ]
         more = f" and {empty.size - 3} more" if empty.size > 3 else ""
         rows = "of that group's rows " if grouped else ""
+        that = "that class is" if empty.size == 1 else "each of those classes is"
         warn_user(
             f"`likelihood_ratio` gives weight 0 to every calibration row of "
-            f"{', '.join(names)}{more}: that class is in every prediction set {rows}(its "
+            f"{', '.join(names)}{more}: {that} in every prediction set {rows}(its "
             "threshold is infinite). Check the ratio, or calibrate on rows of that class "
             "from the test distribution's support.",
             UserWarning,

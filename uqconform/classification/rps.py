@@ -19,8 +19,9 @@ bounded and can be certified per test row:
    calibration point changes one partition's set.
 
 ``coverage="paper"`` uses the published per-partition rank, one below the textbook rank,
-which by the coverage formula falls below ``1 - alpha`` for most partition sizes, most
-with the smallest (0.85 with 10 partitions of 9 points at alpha 0.1);
+which by the coverage formula falls below ``1 - alpha`` for most partition sizes with 10
+or more partitions (the default), most with the smallest (0.85 with 10 partitions of 9
+points at alpha 0.1), and rarely or never with fewer than 8;
 ``coverage="exact"`` (ours) gives each partition the largest rank, computed from its own
 size, for which the majority set covers at least ``1 - alpha`` when all partitions have
 that size, by the distribution-free formula of `majority_coverage`.
@@ -861,8 +862,8 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
     coverage : {"exact", "paper"}, default="exact"
         Per-partition rank: ``"exact"`` makes the majority set cover at least ``1 - alpha``
         (for partitions of equal size), ``"paper"`` is the published rule, below
-        ``1 - alpha`` for most partition sizes (``calibrate`` warns then; see
-        `partition_rank`).
+        ``1 - alpha`` for most partition sizes with 10 or more partitions (``calibrate``
+        warns then; see `partition_rank`).
     salt : int, str or bytes, default=0
         Key of the partition hash. The certificates' validity does not depend on it:
         they hold for poisoned points in any partitions. Which rows are certified does: the

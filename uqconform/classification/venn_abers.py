@@ -156,6 +156,11 @@ def venn_abers_bounds(
         )
     if not values.size:
         raise ValueError("`calibration_scores` is empty: Venn-Abers needs calibration rows.")
+    if labels.dtype.kind == "f" and np.isnan(labels).any():
+        raise ValueError(
+            f"`calibration_labels` contains {int(np.isnan(labels).sum())} NaN labels; remove "
+            "those rows first."
+        )
     if labels.dtype.kind not in "biuf" or not np.isin(labels, (0, 1)).all():
         found = np.unique(labels.astype(object).astype(str))
         raise ValueError(
@@ -189,9 +194,10 @@ _TIE_TOLERANCE = 16 * np.finfo(float).eps
 class _Table:
     """The pair for every position among one calibration set's sorted scores."""
 
-    def __init__(self, scores: NDArray, labels: NDArray):
+    def __init__(self, scores: NDArray, labels: NDArray, floor: float = 0.0):
         # distinct calibration scores stay apart, however close (as an isotonic refit
         # keeps them); only a test score within `_TIE_TOLERANCE` of one ties it
+        self.floor = floor
         self.values, inverse = np.unique(scores, return_inverse=True)
         counts = np.bincount(inverse, minlength=self.values.size)
         sums = np.bincount(inverse[labels], minlength=self.values.size)  # labels: bool
@@ -201,35 +207,38 @@ class _Table:
     def bounds(self, scores: NDArray) -> tuple[NDArray, NDArray]:
         """The pair of each score: the tie values where it equals a calibration score
         (see `calibration_ties`), the gap values where it falls between two."""
-        position, at, tie = calibration_ties(self.values, scores)
+        position, at, tie = calibration_ties(self.values, scores, self.floor)
         p0 = np.where(tie, self.tie0[at], self.gap0[position])
         p1 = np.where(tie, self.tie1[at], self.gap1[position])
         return p0, p1
 
 
-def calibration_ties(values: NDArray, scores: NDArray) -> tuple[NDArray, NDArray, NDArray]:
+def calibration_ties(
+    values: NDArray, scores: NDArray, floor: float = 0.0
+) -> tuple[NDArray, NDArray, NDArray]:
     """Where each score falls among the sorted distinct calibration ``values``: its gap
     (``searchsorted`` position), the value it ties (index, where it ties) and whether it
     ties one. A score within 16 units in the last place of a value ties it: the same
     row's probability computed in another batch can differ in its last digits, and
-    would otherwise jump between a tie and a gap."""
+    would otherwise jump between a tie and a gap. ``floor``: the smallest magnitude the
+    tolerance is relative to (1 for log-odds, whose values near 0 carry the absolute
+    rounding of the probabilities they came from; 0, purely relative, for scores of
+    unknown scale, such as probabilities near 0)."""
     last = values.size - 1
     position = np.searchsorted(values, scores, side="left")
     above, below = np.minimum(position, last), np.maximum(position - 1, 0)
 
-    tie_above = (position <= last) & _close(values[above], scores)
-    tie_below = (position >= 1) & _close(values[below], scores) & ~tie_above
+    tie_above = (position <= last) & _close(values[above], scores, floor)
+    tie_below = (position >= 1) & _close(values[below], scores, floor) & ~tie_above
     return position, np.where(tie_below, below, above), tie_above | tie_below
 
 
-def _close(a: NDArray, b: NDArray) -> NDArray:
+def _close(a: NDArray, b: NDArray, floor: float) -> NDArray:
     """Equal, or finite and within `_TIE_TOLERANCE` of each other, relative to the larger
-    magnitude or to 1 if both are smaller: a log-odds near 0 (a probability near 1/2)
-    carries the absolute rounding of the probabilities it came from, which a purely
-    relative test read as a gap (a row's pair then changed with its batch)."""
+    magnitude or to ``floor`` if both are smaller (see `calibration_ties`)."""
     finite = np.isfinite(a) & np.isfinite(b)
     with np.errstate(invalid="ignore", over="ignore"):  # infinite scores
-        scale = np.maximum(np.maximum(np.abs(a), np.abs(b)), 1.0)
+        scale = np.maximum(np.maximum(np.abs(a), np.abs(b)), floor)
         close = np.abs(a - b) <= _TIE_TOLERANCE * scale
     return (a == b) | (finite & close)
 
@@ -270,7 +279,9 @@ def _class_tables(proba: NDArray, index: NDArray) -> list[_Table]:
     """The tables of the positive class (two classes) or of each class against the rest."""
     scores = _log_odds(proba)
     columns = [1] if proba.shape[1] == 2 else range(proba.shape[1])
-    return [_Table(scores[:, k], index == k) for k in columns]
+    # log-odds near 0 carry the absolute rounding of probabilities near 1/2 (a row's pair
+    # changed with its batch under a purely relative tolerance): floor the scale at 1
+    return [_Table(scores[:, k], index == k, floor=1.0) for k in columns]
 
 
 def _class_pairs(tables: list[_Table], proba: NDArray) -> NDArray:

@@ -437,6 +437,8 @@ class FullConformalRidge(VersionedState, FullConformalMixin, RegressorMixin, Bas
         self
         """
         check_row_order(X, y, "y")
+        if "groups" in fit_params and fit_params["groups"] is None:  # nothing given
+            fit_params = {k: v for k, v in fit_params.items() if k != "groups"}
         if "groups" in fit_params:
             raise ValueError(
                 "`groups` is not supported: full conformal prediction here is marginal "
