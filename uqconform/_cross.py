@@ -198,6 +198,7 @@ class CrossFitWrapper(ModelWrapper):
         """The folds, checked to be a partition whose training sets are the complements."""
         n = y.shape[0]
         cv: Any = self.cv
+        listed = _is_list_of_splits(cv)
         if isinstance(cv, numbers.Integral):
             check_fold_count(int(cv), n)
             if groups is not None:
@@ -207,7 +208,7 @@ class CrossFitWrapper(ModelWrapper):
                     "fold, or leave `groups` out."
                 )
             cv = KFold(int(cv), shuffle=True, random_state=integer_seed(self.random_state))
-        elif _is_list_of_splits(cv):
+        elif listed:
             if groups is not None:
                 raise ValueError(
                     "`groups` was given with `cv` as a list of (train, test) pairs, which "
@@ -226,7 +227,7 @@ class CrossFitWrapper(ModelWrapper):
             )
         if groups is not None and n_rows(groups) != n:
             raise ValueError(f"`groups` has {n_rows(groups)} entries but X has {n} rows.")
-        if _is_list_of_splits(cv):
+        if listed:
             splits = [_fold_indices(train, test, k, n) for k, (train, test) in enumerate(cv)]
         else:
             splits = [

@@ -977,6 +977,7 @@ class ConformalPredictor(ModelWrapper):
         n_sub = self._n_sub_strata
         table = np.full((n_groups + 1, n_sub, n_components, alphas.size), np.inf)
         too_few: dict[int, int] = {}
+        needed = minimum_scores(float(np.min(alphas)) / n_components)  # at the lowest level
         for stratum, rows in enumerate(self._stratum_rows()):  # never a loop over rows
             for component in range(n_components):
                 # An asymmetric score has one column per side, each calibrated at alpha/c.
@@ -986,8 +987,7 @@ class ConformalPredictor(ModelWrapper):
             infinite = np.isinf(table[stratum // n_sub, stratum % n_sub]).any()
             count = int(scores2d[rows].shape[0])
             # infinite scores (warned at calibrate), not too few points, can make it so
-            short = count < minimum_scores(float(np.min(alphas)) / n_components)
-            if infinite and (short or not np.isposinf(scores2d[rows]).any()):
+            if infinite and (count < needed or not np.isposinf(scores2d[rows]).any()):
                 too_few[stratum] = count
         return table, too_few
 
@@ -1004,19 +1004,24 @@ class ConformalPredictor(ModelWrapper):
         order, bounds = sorting
         return [order[bounds[s] : bounds[s + 1]] for s in range(n_strata)]
 
+    def _stratum_name(self, stratum: int, n_sub: int, grouped: bool) -> str:
+        """A calibration stratum as a message names it: its group and its class."""
+        parts = []
+        if grouped:
+            parts.append(f"group {_plain(self.groups_[stratum // n_sub])!r}")
+        if n_sub > 1:
+            parts.append(f"class {_plain(self.classes_[stratum % n_sub])!r}")
+        return " / ".join(parts) or "the calibration set"
+
     def _warn_too_few(
         self, too_few: dict[int, int], alphas: NDArray, n_groups: int, n_components: int = 1
     ) -> None:
         n_sub = self._n_sub_strata
         grouped = n_groups > 1 or getattr(self, "groups_", None) is not None
-        where = []
-        for stratum, count in list(too_few.items())[:3]:
-            parts = []
-            if grouped:
-                parts.append(f"group {_plain(self.groups_[stratum // n_sub])!r}")
-            if n_sub > 1:
-                parts.append(f"class {_plain(self.classes_[stratum % n_sub])!r}")
-            where.append(f"{' / '.join(parts) or 'the calibration set'} ({count} points)")
+        where = [
+            f"{self._stratum_name(stratum, n_sub, grouped)} ({count} points)"
+            for stratum, count in list(too_few.items())[:3]
+        ]
         if n_sub > 1:
             rows = "of that group's rows " if grouped else ""
             consequence = (
@@ -1254,13 +1259,7 @@ class ConformalPredictor(ModelWrapper):
         if not empty.size:
             return
         grouped = getattr(self, "groups_", None) is not None
-        names = [
-            " / ".join(
-                ([f"group {_plain(self.groups_[s // n_sub])!r}"] if grouped else [])
-                + [f"class {_plain(self.classes_[s % n_sub])!r}"]
-            )
-            for s in empty[:3]
-        ]
+        names = [self._stratum_name(stratum, n_sub, grouped) for stratum in empty[:3]]
         more = f" and {empty.size - 3} more" if empty.size > 3 else ""
         rows = "of that group's rows " if grouped else ""
         that = "that class is" if empty.size == 1 else "each of those classes is"

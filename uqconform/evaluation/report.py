@@ -501,9 +501,9 @@ def evaluate(
             "coverage": float(covered[j]),
             "bound_low": low,
             "bound_high": high,
-            "inside_bounds": None if judged is False else bool(low <= covered[j] <= high),
+            "inside_bounds": None if not judged else bool(low <= covered[j] <= high),
             # outside and below fails validity; outside and above is conservative
-            "below_bounds": None if judged is False else bool(covered[j] < low),
+            "below_bounds": None if not judged else bool(covered[j] < low),
             efficiency: float(_mean(sizes[:, j])),
         }
         if parsed.kind == "set":

@@ -437,9 +437,7 @@ class FullConformalRidge(VersionedState, FullConformalMixin, RegressorMixin, Bas
         self
         """
         check_row_order(X, y, "y")
-        if "groups" in fit_params and fit_params["groups"] is None:  # nothing given
-            fit_params = {k: v for k, v in fit_params.items() if k != "groups"}
-        if "groups" in fit_params:
+        if fit_params.pop("groups", None) is not None:  # (groups=None: nothing given)
             raise ValueError(
                 "`groups` is not supported: full conformal prediction here is marginal "
                 "only. For group-conditional (Mondrian) intervals use "
