@@ -293,6 +293,12 @@ class LaplacePosterior(VersionedState, BaseEstimator):
             self.prior_precision_ = self._tune(Xv, target_val)
         else:
             self.prior_precision_ = prior if isinstance(prior, np.ndarray) else float(prior)
+        # a per-parameter prior does not share the GGN's eigenvectors: decompose it once
+        self._prior_eig: tuple[NDArray, NDArray] | None = (
+            eigh(self.curvature_ + np.diag(self.prior_precision_))
+            if isinstance(self.prior_precision_, np.ndarray) and self.structure == "full"
+            else None
+        )
         record_calibration_settings(self, step="fit")
         return self
 
@@ -632,8 +638,8 @@ class LaplacePosterior(VersionedState, BaseEstimator):
         delta = self.prior_precision_
         if np.ndim(delta) == 0:
             return scale / (values + delta), vectors
-        # per-parameter prior: decompose GGN + diag(delta) itself
-        values, vectors = eigh(self.curvature_ + np.diag(delta))
+        assert self._prior_eig is not None  # set by fit with a per-parameter prior
+        values, vectors = self._prior_eig  # GGN + diag(delta), decomposed at fit
         return scale / values, vectors
 
     def variance(self, scale: float = 1.0) -> NDArray:
