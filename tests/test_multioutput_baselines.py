@@ -251,6 +251,32 @@ def test_output_columns_of_a_dataframe_target_are_kept_and_checked(data):
     assert not hasattr(model.fit(Xf, Yf), "output_names_in_")  # a refit forgets them
 
 
+@pytest.mark.parametrize("bonferroni", [False, True])
+def test_regions_refuse_a_dataframe_in_another_column_order(data, bonferroni):
+    """Review finding: `PredictionRegion.contains` and `coverage(Y, region)` read a
+    DataFrame by position, so swapped columns gave coverage 0.05 instead of 0.915 silently
+    (`evaluate` already refused them)."""
+    (Xf, Yf), (Xc, Yc), (Xt, Yt) = data
+    frame = pd.DataFrame(Yt, columns=["lat", "lon"])
+    model = RectangularConformalRegressor(Ridge(), bonferroni=bonferroni, random_state=0)
+    model.fit(Xf, pd.DataFrame(Yf, columns=["lat", "lon"])).calibrate(Xc, Yc)
+    region = model.predict_set(Xt)
+    assert region.output_names.tolist() == ["lat", "lon"]
+    np.testing.assert_array_equal(region.contains(frame), region.contains(Yt))
+    assert coverage(frame, region) == coverage(Yt, region)
+    with pytest.raises(ValueError, match=r"columns of `Y` \['lon', 'lat'\] differ from the"):
+        region.contains(frame[["lon", "lat"]])
+    with pytest.raises(ValueError, match=r"`y_true` \['lon', 'lat'\] differ.*y_true\[region"):
+        coverage(frame[["lon", "lat"]], region)
+    with pytest.raises(ValueError, match="differ from the region's outputs"):
+        region[:5].contains(frame[["lon", "lat"]].iloc[:5])  # a subset keeps the names
+    unnamed = model.fit(Xf, Yf).calibrate(Xc, Yc).predict_set(Xt)  # fitted on an array
+    assert unnamed.output_names is None
+    assert unnamed.contains(frame[["lon", "lat"]]).shape == (len(Yt),)
+    with pytest.raises(ValueError, match="one string per output"):
+        PredictionRegion(region.latent_map, 1.0, output_names=["lat"])
+
+
 def test_degenerate_residuals_and_non_partition_folds_are_named():
     # 12 fit rows, 3 features, 10 outputs: out-of-fold residuals of a linear model span at
     # most n - p - 1 = 8 directions, so the ellipse is flat in two and its radius huge

@@ -346,6 +346,23 @@ def _unit_sphere_sample(rng: np.random.Generator, n_points: int, dim: int, norm:
     return np.concatenate(parts)
 
 
+def check_output_columns(Y: Any, output_names: NDArray | None, name: str = "Y") -> None:
+    """Refuse a DataFrame ``Y`` whose string column names are not ``output_names`` in
+    order (a region tests column ``j`` as output ``j``); other inputs pass."""
+    columns = getattr(Y, "columns", None)
+    if (
+        output_names is not None
+        and columns is not None
+        and all(isinstance(column, str) for column in columns)
+        and list(columns) != list(output_names)
+    ):
+        raise ValueError(
+            f"The columns of `{name}` {list(columns)} differ from the region's outputs "
+            f"{list(output_names)}; give them in the same order, e.g. "
+            f"{name}[region.output_names]."
+        )
+
+
 class PredictionRegion:
     """Prediction regions ``{y : ||g_i(y)|| <= radius}`` for ``n`` rows (one region per row).
 
@@ -361,6 +378,10 @@ class PredictionRegion:
         value per row under group-conditional (Mondrian) calibration.
     norm : {"l2", "linf"}, default="l2"
         Norm of the latent ball: ``"l2"`` (ellipsoids, flows) or ``"linf"`` (boxes).
+    output_names : array-like of str of shape (d,), optional
+        The outputs' names (the multi-output wrappers pass the column names of a DataFrame
+        ``Y`` seen at fit): a DataFrame given to `contains` must have these columns in
+        this order, since column ``j`` is tested as output ``j``.
 
     Attributes
     ----------
@@ -369,6 +390,7 @@ class PredictionRegion:
     dim : int
         Output dimension ``d``.
     latent_map : LatentMap
+    output_names : ndarray of str of shape (d,) or None
 
     Examples
     --------
@@ -384,7 +406,14 @@ class PredictionRegion:
     (1, (2, 8, 2))
     """
 
-    def __init__(self, latent_map: LatentMap, radius: float | ArrayLike, norm: Norm = "l2"):
+    def __init__(
+        self,
+        latent_map: LatentMap,
+        radius: float | ArrayLike,
+        norm: Norm = "l2",
+        *,
+        output_names: ArrayLike | None = None,
+    ):
         if norm not in _NORMS:
             raise ValueError(f"`norm` must be 'l2' or 'linf', got {norm!r}.")
         for attribute in ("to_latent", "from_latent", "log_abs_det_from_latent", "take"):
@@ -403,9 +432,19 @@ class PredictionRegion:
             )
         if np.isnan(values).any() or (values < 0).any():
             raise ValueError(f"`radius` must be >= 0 (or +inf), got {radius!r}.")
+        if output_names is not None:
+            output_names = np.asarray(output_names, dtype=object)
+            if output_names.shape != (int(latent_map.dim),) or not all(
+                isinstance(name, str) for name in output_names
+            ):
+                raise ValueError(
+                    f"`output_names` must hold one string per output ({int(latent_map.dim)}), "
+                    f"got {output_names.tolist()!r:.80}."
+                )
         self.latent_map = latent_map
         self.radius = float(values) if values.ndim == 0 else values
         self.norm = norm
+        self.output_names = output_names
 
     # ---- basic protocol --------------------------------------------------------------------
     @property
@@ -420,7 +459,9 @@ class PredictionRegion:
         """The regions of a subset of rows (an int gives a region of one row)."""
         rows = _row_index(index, len(self))
         radius = self.radius if np.ndim(self.radius) == 0 else cast(NDArray, self.radius)[rows]
-        return PredictionRegion(self.latent_map.take(rows), radius, self.norm)
+        return PredictionRegion(
+            self.latent_map.take(rows), radius, self.norm, output_names=self.output_names
+        )
 
     def __repr__(self) -> str:
         radius = self.radius if np.ndim(self.radius) == 0 else "per row"
@@ -500,6 +541,7 @@ class PredictionRegion:
         return np.asarray(self.latent_map.to_latent(self._check_points(Y)), dtype=float)
 
     def _check_points(self, Y: ArrayLike) -> NDArray:
+        check_output_columns(Y, getattr(self, "output_names", None))  # older pickles: none
         points = np.asarray(Y, dtype=float)
         if points.ndim == 1 and self.dim == 1:
             points = points[:, None]

@@ -30,6 +30,7 @@ from uqconform._rows import float_values
 from uqconform._validation import check_rows
 from uqconform._warnings import warn_user
 from uqconform.quantiles import check_alpha
+from uqconform.regions import check_output_columns
 
 __all__ = [
     "coverage",
@@ -319,6 +320,8 @@ def _prepare(
     if parsed.kind == "set":
         return parsed, _label_index(y, parsed.data.shape[1], classes, name)
     if parsed.kind == "region":
+        for region in parsed.data:  # a DataFrame in another column order than the outputs
+            check_output_columns(y_true, getattr(region, "output_names", None), name)
         if y.ndim == 1 and all(getattr(r, "dim", None) == 1 for r in parsed.data):
             y = y[:, None]  # one output: a 1-D target, as contains() takes it
         if y.ndim != 2:

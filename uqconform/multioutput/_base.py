@@ -233,8 +233,9 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
     def _regions(self, X: Any, thresholds: NDArray) -> list[PredictionRegion]:
         """One region per level from thresholds ``(c, k)`` (or ``(n, c, k)`` with groups)."""
         latent_map = self._latent_map(X)
+        names = self.__dict__.get("output_names_in_")
         return [
-            PredictionRegion(latent_map, thresholds[..., 0, j], self.norm)
+            PredictionRegion(latent_map, thresholds[..., 0, j], self.norm, output_names=names)
             for j in range(thresholds.shape[-1])
         ]
 

@@ -399,6 +399,11 @@ class RectangularConformalRegressor(_ResidualShapeRegressor):
             half = np.where(half > 0, half, 1e-300)  # a zero-width side stays invertible
             radius = np.where(whole, np.inf, 1.0)
             regions.append(
-                PredictionRegion(AffineMap(center, np.atleast_2d(half)), radius, self.norm)
+                PredictionRegion(
+                    AffineMap(center, np.atleast_2d(half)),
+                    radius,
+                    self.norm,
+                    output_names=self.__dict__.get("output_names_in_"),
+                )
             )
         return regions
