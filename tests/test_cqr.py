@@ -164,8 +164,8 @@ def test_quantile_models_named_the_xgboost_way_are_accepted():
     squared = _XGBoostStyleQuantile("reg:squarederror")
     with pytest.raises(ValueError, match=r"objective='reg:squarederror'.*set `objective`"):
         ConformalizedQuantileRegressor(squared, quantile_param="quantile_alpha").fit(Xf, yf)
-    with pytest.raises(ValueError, match=r"Cannot tell .* 'quantile_alpha' for XGBRegressor"):
-        ConformalizedQuantileRegressor(squared).fit(Xf, yf)
+    with pytest.raises(ValueError, match=r"objective='reg:squarederror'.*set `objective`"):
+        ConformalizedQuantileRegressor(squared).fit(Xf, yf)  # the loss is what to change
     with pytest.raises(ValueError, match="'level' is not a parameter of Ridge"):
         ConformalizedQuantileRegressor(Ridge(), quantile_param="level").fit(Xf, yf)
 
@@ -182,6 +182,15 @@ def test_bad_estimators_are_explained():
         ConformalizedQuantileRegressor(_hgb(quantile=0.5).fit(Xf, yf)).calibrate(Xc, yc)
     with pytest.raises(ValueError, match="quantile_param"):
         ConformalizedQuantileRegressor(_hgb(), quantile_param="nope").fit(Xf, yf)
+    # review finding: a GradientBoostingRegressor with a mean loss was asked for
+    # `quantile_param` (its level parameter `alpha` is found once the loss is a quantile one)
+    for loss in ("squared_error", "huber"):
+        with pytest.raises(ValueError, match=rf"loss='{loss}'; CQR needs quantile.*set `loss`"):
+            ConformalizedQuantileRegressor(GradientBoostingRegressor(loss=loss)).fit(Xf, yf)
+    # ... and `quantile_param` was ignored beside a pair of models
+    pair = (_hgb(quantile=0.05), _hgb(quantile=0.95))
+    with pytest.raises(ValueError, match=r"`quantile_param` \('quantile'\).*leave"):
+        ConformalizedQuantileRegressor(pair, quantile_param="quantile").fit(Xf, yf)
     # a mean model with no loss to set: named as such, with every remedy
     expected = r"Ridge has no quantile .*`quantile_param`.*conformity_score='normalized'"
     with pytest.raises(ValueError, match=expected):

@@ -430,7 +430,8 @@ def test_fast_equals_exact_for_symmetric_residuals_at_zero_leverage(score):
 def test_fast_intervals_function_matches_estimator():
     X, y, X_test, _ = small_data(seed=11)
     fitted = model(algorithm="fast", alpha=ALPHAS[1:]).fit(X, y)
-    features = np.column_stack([X_test, np.ones(len(X_test))])
+    # the machine's features: centred by the training means, then the intercept's column
+    features = np.column_stack([X_test - X.mean(axis=0), np.ones(len(X_test))])
     h_test, h_cross = fitted.machine_.test_leverages(features)
     predictions = fitted.predict(X_test)
     a, b = residual_coefficients(
@@ -561,6 +562,31 @@ def test_bad_data_is_refused():
         fitted.predict_set(X_test, alpha=[0.1, 0.2], union=True)
     with pytest.raises(ValueError, match="single level"):
         model(alpha=[0.1, 0.2]).fit(X, y).predict_set(X_test, union=True)
+
+
+def test_a_model_changed_after_fit_asks_for_a_new_fit():
+    """Review finding: `set_params(estimator=Ridge(alpha=1e4))` or a strength changed in
+    place after fit kept the old machine's sets silently (other wrappers refuse)."""
+    X, y, X_test, _ = small_data(n=40, seed=1, n_test=5)
+    fitted = model().fit(X, y)
+    reference = fitted.predict_interval(X_test)
+    fitted.set_params(alpha=0.3)  # the level is read at prediction: no new fit needed
+    assert fitted.predict_interval(X_test).shape == (5, 2)
+    for change in (
+        lambda m: m.set_params(estimator=Ridge(alpha=1e4)),
+        lambda m: m.estimator.set_params(alpha=1e4),
+        lambda m: m.set_params(estimator=LinearRegression(fit_intercept=False)),
+    ):
+        changed = clone(fitted).fit(X, y)
+        change(changed)
+        for method in ("predict_interval", "predict", "predict_set", "predict_pvalue"):
+            args = (X_test, np.zeros(5)) if method == "predict_pvalue" else (X_test,)
+            with pytest.raises(NotFittedError, match=r"parameters changed since fit.*fit\(X, y\)"):
+                getattr(changed, method)(*args)
+        refitted = changed.fit(X, y).set_params(alpha=0.1).predict_interval(X_test)
+        fresh = FullConformalRidge(changed.estimator).fit(X, y).predict_interval(X_test)
+        np.testing.assert_array_equal(refitted, fresh)  # a new fit uses the new model
+    assert np.isfinite(reference).all()
 
 
 def test_predicting_before_fit_raises_not_fitted():
@@ -757,6 +783,36 @@ def test_sets_move_with_an_offset_of_the_labels(score, algorithm):
         shifted = clone(base).fit(X, y + offset).predict_interval(X_test)
         # float64 holds labels near 1e9 to about 1e-7: the tolerance is that resolution
         np.testing.assert_allclose(shifted - offset, reference, rtol=0, atol=1e-13 * offset)
+
+
+@pytest.mark.parametrize("algorithm", ["exact", "fast"])
+@pytest.mark.parametrize("score", SCORES)
+def test_sets_do_not_move_with_an_offset_of_the_features(score, algorithm):
+    """Review finding: with an intercept, features at 1e6 from 0 (unit spread) made the
+    uncentred Gram matrix of [X, 1] look singular: 12% of the rows got the whole line with
+    advice to add a penalty that was there, and predictions were 1.6 off scikit-learn's
+    Ridge. With an unpenalised intercept, translating the features changes no fit, so the
+    sets must stay those of the centred features."""
+    X, y, X_test, _ = small_data(n=20, seed=3, n_test=50)
+    reference = model(conformity_score=score, algorithm=algorithm).fit(X, y)
+    for offset in (1e6, 1e7):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # no "outside the span" warning either
+            shifted = clone(reference).fit(X + offset, y)
+            intervals = shifted.predict_interval(X_test + offset)
+        width = np.ptp(reference.predict_interval(X_test), axis=1)
+        # to the features' float resolution at the offset (measured: 1.1e-9 of the width
+        # at 1e7; before, whole lines and ends 1.2 off)
+        np.testing.assert_allclose(
+            intervals,
+            reference.predict_interval(X_test),
+            rtol=0,
+            atol=1e-15 * offset * width.min(),
+        )
+        ridge = Ridge(alpha=1.0).fit(X + offset, y)
+        np.testing.assert_allclose(
+            shifted.predict(X_test + offset), ridge.predict(X_test + offset), atol=1e-6
+        )
 
 
 @pytest.mark.parametrize("score", SCORES)

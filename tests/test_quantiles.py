@@ -99,6 +99,42 @@ def test_empty_scores_give_inf():
         assert conformal_quantile(np.array([]), 0.5)[0] == np.inf
 
 
+@pytest.mark.parametrize("n", [1, 19, 99, 10_000])
+def test_levels_a_hair_from_0_or_1_keep_ranks_exact_arithmetic_gives(n):
+    """Review finding: the rank tolerance carried alpha = 1 - 1e-11 to the conformity rank
+    n + 1 (exact: n) and alpha = 1 - 1e-15 to the nonconformity rank 0 (exact: 1): CV+
+    and J+aB raised numpy's "kth out of bounds", full CP returned empty sets."""
+    near_one = [1 - 1e-11, 1 - 1e-15, np.nextafter(1.0, 0.0)]
+    near_zero = [1e-15, 5e-324]
+    assert conformal_rank(n, near_one).tolist() == [1, 1, 1]
+    assert conformal_rank(n, near_one, kind="conformity").tolist() == [n, n, n]
+    assert conformal_rank(n, near_zero).tolist() == [n + 1, n + 1]
+    assert conformal_rank(n, near_zero, kind="conformity").tolist() == [0, 0]
+
+
+def test_cross_and_full_predict_at_a_level_a_hair_below_one():
+    from sklearn.linear_model import LinearRegression, Ridge
+
+    from uqconform.regression import (
+        CrossConformalRegressor,
+        FullConformalRidge,
+        JackknifeAfterBootstrapRegressor,
+    )
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(99, 2))
+    y = X[:, 0] + rng.normal(size=99)
+    for model in (
+        CrossConformalRegressor(LinearRegression(), random_state=0),
+        JackknifeAfterBootstrapRegressor(LinearRegression(), random_state=0),
+        FullConformalRidge(Ridge()),
+    ):
+        model.fit(X, y)
+        wide, narrow = model.predict_interval(X[:3], alpha=[0.5, 1 - 1e-11]).transpose(2, 0, 1)
+        assert np.isfinite(narrow).all() and np.all(narrow[:, 0] <= narrow[:, 1])
+        assert np.all(wide[:, 0] <= narrow[:, 0]) and np.all(narrow[:, 1] <= wide[:, 1])
+
+
 def test_conformity_convention_is_floor_rank_and_negation():
     rng = np.random.default_rng(1)
     scores = rng.uniform(size=49)

@@ -11,6 +11,7 @@ block is split conformal), binomial standard errors or an empirical band otherwi
 from __future__ import annotations
 
 import inspect
+import math
 import pickle
 import warnings
 
@@ -992,6 +993,52 @@ def test_finite_sample_beta_search_breaks_width_ties_by_the_first_beta():
     values = np.array([0.0, 0.0, 1.0, 1.0, 1.0, 2.0, 2.0])
     ends = residual_offsets(values, np.full(7, 1 / 7), np.array([0.5]), np.array([0.0, 1.0]), True)
     assert ends[:, 0].tolist() == [0.0, 1.0]
+
+
+def _narrowest_window_covers(values, r, alpha, fractions):
+    """Brute force of the finite-sample rule for equal weights: with ``r`` added, the
+    window of ``ceil((n + 1)(1 - alpha))`` points starting at ``floor(beta (n + 1))`` (beta
+    clipped to [1/(n+1), alpha - 1/(n+1)]) for each ``beta = fraction * alpha``; the
+    narrowest (the first among equals) must hold ``r``."""
+    sample, total = np.sort(np.append(values, r)), values.size + 1
+    size = math.ceil(total * (1 - alpha) - 1e-9)
+    best = None
+    for fraction in fractions:
+        beta = min(max(fraction * alpha, 1 / total), alpha - 1 / total)
+        start = math.floor(beta * total + 1e-9)
+        end = start + size - 1
+        width = sample[end] - sample[start] if end < total else math.inf
+        if best is None or width < best[0]:
+            best = (width, sample[start], sample[end] if end < total else math.inf)
+    return best[1] <= r <= best[2]
+
+
+def test_finite_sample_windows_of_one_residual_match_brute_force():
+    """Review finding: at a level where the window holds one point (m = 1: alpha 0.9 with
+    up to 8 residuals, or the high working levels ACI reaches on count series) the rule
+    raised numpy's "zero-size array" error and stopped the stream; it was 110 of 1,500
+    random cases. A window of r alone has width 0 whatever r is."""
+    rng = np.random.default_rng(5)
+    for _ in range(150):
+        n = int(rng.integers(2, 9))
+        alpha = float(rng.choice([0.8, 0.9, 0.95]))
+        fractions = np.linspace(0, 1, int(rng.integers(1, 6)))
+        values = np.sort(rng.integers(0, 4, n).astype(float) if rng.random() < 0.5 else
+                         rng.normal(size=n))  # fmt: skip
+        lower, upper = residual_offsets(
+            values, np.full(n, 1 / n), np.array([alpha]), fractions, True
+        )[:, 0]
+        if 1 / (n + 1) > alpha / 2:  # too few residuals: the whole line
+            assert (lower, upper) == (-np.inf, np.inf)
+            continue
+        span = values[-1] - values[0] + 1.0
+        grid = np.unique(np.concatenate(
+            [np.linspace(values[0] - span, values[-1] + span, 4001), values]
+        ))  # fmt: skip
+        covered = grid[[_narrowest_window_covers(values, r, alpha, fractions) for r in grid]]
+        step = np.diff(grid).max()
+        assert covered.min() - step <= lower <= covered.min() + 1e-12
+        assert covered.max() - 1e-12 <= upper <= covered.max() + step
 
 
 def test_finite_sample_beta_search_keeps_the_width_gain_on_skewed_residuals():

@@ -185,10 +185,15 @@ def conformal_rank(
     if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 0:
         raise ValueError(f"`n` must be a non-negative integer, got {n!r}.")
     levels = check_alpha(alpha)
+    # The tolerance settles levels a rounding error away from a rank; it must not carry a
+    # level within 1e-9 / (n + 1) of 0 or 1 past the ranks exact arithmetic gives for
+    # alpha in (0, 1): 1 to n + 1 (nonconformity), 0 to n (conformity).
     if kind == "nonconformity":
-        return np.ceil((n + 1) * (1 - levels) - _RANK_TOLERANCE).astype(np.int64)
+        rank = np.ceil((n + 1) * (1 - levels) - _RANK_TOLERANCE)
+        return np.clip(rank, 1, n + 1).astype(np.int64)
     if kind == "conformity":
-        return np.floor((n + 1) * levels + _RANK_TOLERANCE).astype(np.int64)
+        rank = np.floor((n + 1) * levels + _RANK_TOLERANCE)
+        return np.clip(rank, 0, n).astype(np.int64)
     raise ValueError(f"`kind` must be 'nonconformity' or 'conformity', got {kind!r}.")
 
 

@@ -119,6 +119,14 @@ def _with_quantile(estimator: BaseEstimator, level: float, param: str | None) ->
                 for k, value in names.items()
                 if k.split("__")[-1] == "objective" and _names_quantile_loss(value)
             ]
+        losses = {
+            k: value
+            for k, value in names.items()
+            if k.split("__")[-1] in ("loss", "objective") and isinstance(value, str)
+        }
+        if not candidates and losses and not any(map(_names_quantile_loss, losses.values())):
+            # GradientBoostingRegressor() or (loss="huber"): the loss is what to change
+            raise _not_a_quantile_loss(estimator, *next(iter(losses.items())))
         if not candidates and not any(k.split("__")[-1] in ("loss", "objective") for k in names):
             raise ValueError(
                 f"`estimator` {type(estimator).__name__} has no quantile (pinball) loss "
@@ -144,18 +152,22 @@ def _with_quantile(estimator: BaseEstimator, level: float, param: str | None) ->
     if isinstance(loss, str) and not _names_quantile_loss(loss):
         # e.g. HistGradientBoostingRegressor() would silently ignore `quantile` and fit the
         # mean twice: a band of width zero
-        raise ValueError(
-            f"`estimator` {type(estimator).__name__} has {key}={loss!r}; CQR needs "
-            f"quantile models: set `{key.split('__')[-1]}` to a quantile (pinball) loss, "
-            "e.g. loss='quantile' (scikit-learn, LightGBM) or "
-            "objective='reg:quantileerror' (XGBoost)."
-        )
+        raise _not_a_quantile_loss(estimator, key, loss)
     try:  # a model may take settings it does not list before they are set (XGBoost)
         return model.set_params(**{param: level})
     except (ValueError, TypeError):
         raise ValueError(
             f"`quantile_param` {param!r} is not a parameter of {type(estimator).__name__}."
         ) from None
+
+
+def _not_a_quantile_loss(estimator: Any, key: str, loss: str) -> ValueError:
+    return ValueError(
+        f"`estimator` {type(estimator).__name__} has {key}={loss!r}; CQR needs "
+        f"quantile models: set `{key.split('__')[-1]}` to a quantile (pinball) loss, "
+        "e.g. loss='quantile' (scikit-learn, LightGBM) or "
+        "objective='reg:quantileerror' (XGBoost)."
+    )
 
 
 def _names_quantile_loss(value: Any) -> bool:
@@ -260,6 +272,12 @@ class ConformalizedQuantileRegressor(SplitConformalRegressor):
         if pair is not None and len(pair) != 2:
             raise ValueError(
                 f"`estimator` as a sequence must be a pair (lower, upper), got {len(pair)} models."
+            )
+        if pair is not None and self.quantile_param is not None:
+            raise ValueError(
+                f"`quantile_param` ({self.quantile_param!r}) sets the levels of one quantile "
+                "model cloned twice; a pair (lower, upper) keeps the levels its models were "
+                "given: leave `quantile_param` at None."
             )
 
     def _estimator_or_default(self) -> BaseEstimator:

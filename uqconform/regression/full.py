@@ -32,7 +32,11 @@ from uqconform._validation import (
 )
 from uqconform._version import VersionedState
 from uqconform._warnings import warn_user
-from uqconform.base import keeps_state_on_error
+from uqconform.base import (
+    check_calibration_settings,
+    keeps_state_on_error,
+    record_calibration_settings,
+)
 from uqconform.quantiles import check_alpha, check_call_alpha, check_miscoverage
 from uqconform.regression.crr import (
     SCORES,
@@ -366,6 +370,8 @@ class FullConformalRidge(VersionedState, FullConformalMixin, RegressorMixin, Bas
     (50, 2)
     """
 
+    _fit_params = ("estimator",)  # the machine is this model's; a new one needs a new fit
+
     def __init__(
         self,
         estimator: BaseEstimator | None = None,
@@ -406,7 +412,11 @@ class FullConformalRidge(VersionedState, FullConformalMixin, RegressorMixin, Bas
 
     def _features(self, X: NDArray) -> NDArray:
         if self.estimator_.fit_intercept:
-            return np.column_stack([X, np.ones(X.shape[0])])
+            # Centred by the training means: with the intercept unpenalised this changes
+            # no fit, prediction or leverage, and keeps the Gram matrix well conditioned
+            # for features far from 0 (at 1e6 from 0 with unit spread, the uncentred
+            # matrix was taken for singular and rows got the whole line).
+            return np.column_stack([X - self._feature_means, np.ones(X.shape[0])])
         return X
 
     @property
@@ -467,6 +477,7 @@ class FullConformalRidge(VersionedState, FullConformalMixin, RegressorMixin, Bas
         if not np.isfinite(strength) or strength < 0:
             raise ValueError(f"The ridge strength `estimator.alpha` must be >= 0, got {strength}.")
         self.estimator_ = clone(model).fit(X, y)
+        self._feature_means = X.mean(axis=0)
         features = self._features(X)
         penalty = np.full(features.shape[1], strength)
         if self.estimator_.fit_intercept:
@@ -476,6 +487,7 @@ class FullConformalRidge(VersionedState, FullConformalMixin, RegressorMixin, Bas
         self.training_residuals_ = y - features @ self.coef_
         # rounding grows with the labels' size, not their spread (labels far from 0)
         self._label_size = root_mean_square(y)
+        record_calibration_settings(self, step="fit")
         return self
 
     def _checked_X(self, X: Any, *, reset: bool) -> NDArray:
@@ -487,6 +499,7 @@ class FullConformalRidge(VersionedState, FullConformalMixin, RegressorMixin, Bas
 
     def _test_input(self, X: Any, method: str) -> NDArray:
         check_wrapper_fitted(self, "machine_", method)
+        check_calibration_settings(self, method, step="fit", again="fit(X, y)")
         return self._checked_X(X, reset=False)
 
     def _test_features(self, X: NDArray) -> tuple[NDArray, NDArray]:

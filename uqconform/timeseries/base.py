@@ -300,7 +300,9 @@ def full_conformal_window(
     high_value = np.where(high <= n, value_at(np.minimum(high, n)), np.inf)
     width = high_value - low_value  # NaN where r is an end: the width then depends on r
     covers = (low <= gap) & (gap <= high)
-    r_is_low, r_is_high = low == gap, high == gap
+    alone = (low == gap) & (high == gap)  # a window of r alone (one point): width 0
+    width = np.where(alone, 0.0, width)
+    r_is_low, r_is_high = (low == gap) & ~alone, (high == gap) & ~alone
     # r is covered iff the narrowest window (the first beta among equals) holds it
     missing_widths = np.where(covers, np.inf, width)
     inside_widths = np.where(covers & ~r_is_low & ~r_is_high, width, np.inf)
