@@ -301,3 +301,147 @@ def test_hand_built_blocks_and_networks_are_checked():
             net.forward(X)
     good = DiagonalBlock(np.full((2, 1), 0.1), np.array([0.05]))
     np.testing.assert_allclose(layer.moments(x, zero, good)[1], [[0.55]])  # still as documented
+
+
+_A = np.array([-1.0, 1.0])  # the augmented input [a, 1] at a = -1
+
+
+@pytest.mark.parametrize(
+    ("build", "n_out", "variance", "message"),
+    [
+        (
+            lambda factor: KroneckerBlock(factor, np.eye(1)),
+            1,
+            lambda good: [_A @ good @ _A],
+            r"`input_cov` must be a symmetric positive semi-definite matrix: its smallest "
+            r"eigenvalue is -4\.0 \(its largest 6\.0\)",
+        ),
+        (
+            lambda factor: KroneckerBlock(0.1 * np.eye(2), factor),
+            2,
+            lambda good: 0.2 * np.diagonal(good),
+            r"`output_cov` must be a symmetric positive semi-definite matrix: its smallest "
+            r"eigenvalue is -4\.0",
+        ),
+        (
+            lambda factor: FullBlock(factor.reshape(2, 1, 2, 1)),
+            1,
+            lambda good: [_A @ good @ _A],
+            r"`cov` \(read as a 2 x 2 matrix\) must be a symmetric positive semi-definite "
+            r"matrix: its smallest eigenvalue is -4\.0",
+        ),
+    ],
+    ids=["kronecker-input", "kronecker-output", "full"],
+)
+def test_indefinite_covariance_factors_are_refused(build, n_out, variance, message):
+    """Review finding: KroneckerBlock and FullBlock checked only the diagonal of their
+    covariances, so an indefinite factor ([[1, 5], [5, 1]], eigenvalues -4 and 6) was taken
+    and a one-input Dense layer at a = -1 gave a predictive variance of -8.0 silently."""
+    with pytest.raises(ValueError, match=message):
+        build(np.array([[1.0, 5.0], [5.0, 1.0]]))
+    # a positive semi-definite factor is still taken, also singular ones ([[1, 1], [1, 1]]:
+    # eigenvalues 0 and 2; zero: fixed weights) and one indefinite only by rounding (-1e-15)
+    net = Network([Dense(np.ones((1, n_out)), np.zeros(n_out))])
+    rounding = np.ones((2, 2)) + np.array([[0.0, 1e-15], [1e-15, 0.0]])
+    goods = (np.array([[2.0, 1.0], [1.0, 2.0]]), np.ones((2, 2)), np.zeros((2, 2)), rounding)
+    for good in goods:
+        _, var = net.moments(np.array([[-1.0]]), [build(good)])
+        np.testing.assert_allclose(var, [variance(good)], atol=1e-13)
+
+
+def test_non_symmetric_covariance_factors_are_refused():
+    """Review finding: KroneckerBlock and FullBlock took a non-symmetric "covariance"
+    ([[1, 5], [0, 1]]) and used it in quadratic forms as if it were one."""
+    skew = np.array([[1.0, 5.0], [0.0, 1.0]])
+    message = r"must be a symmetric positive semi-definite matrix: entries \[0, 1\] and \[1, 0\]"
+    with pytest.raises(ValueError, match=r"`input_cov` " + message + r" differ \(5\.0 and 0\.0\)"):
+        KroneckerBlock(skew, np.eye(1))
+    with pytest.raises(ValueError, match=r"`output_cov` " + message):
+        KroneckerBlock(np.eye(2), skew)
+    with pytest.raises(ValueError, match=r"`cov` \(read as a 2 x 2 matrix\) " + message):
+        FullBlock(skew.reshape(2, 1, 2, 1))
+    # asymmetry at rounding level (a product of an eigendecomposition) is still taken
+    rng = np.random.default_rng(0)
+    Q = np.linalg.qr(rng.normal(size=(6, 6)))[0]
+    cov = (Q * rng.uniform(0.0, 1.0, size=6)) @ Q.T
+    KroneckerBlock(cov[:3, :3], cov[3:, 3:])
+    FullBlock(cov.reshape(3, 2, 3, 2))
+
+
+def test_library_built_blocks_pass_the_covariance_checks():
+    """Review finding: the symmetry and PSD checks of KroneckerBlock and FullBlock must not
+    refuse the blocks the library builds from eigendecompositions, symmetric and PSD only up
+    to rounding (here singular, eigenvalues down to -7e-10). A guard: passes on old code."""
+    rng = np.random.default_rng(1)
+    for size, low in ((5, 0.0), (40, 1e-12), (120, 0.0)):
+        Q = np.linalg.qr(rng.normal(size=(size, size)))[0]
+        values = np.concatenate([[low, 0.0], rng.uniform(1e-6, 1e6, size=size - 2)])
+        cov = (Q * values) @ Q.T  # PSD, singular: rounding may give -1e-10 eigenvalues
+        KroneckerBlock(cov, cov)
+        FullBlock(cov.reshape(size, 1, size, 1))
+
+
+def test_network_moments_options_are_checked():
+    """Review finding: Network.moments took covariance="Full" (any value but "diag"
+    propagated full covariances) and activation_moments="bogus" (linearised) silently."""
+    net = Network(
+        [Dense(np.ones((2, 3)), np.zeros(3)), Activation("relu"), Dense(np.ones((3, 1)), [0.0])]
+    )
+    blocks = [
+        DiagonalBlock(np.full((2, 3), 0.1), np.full(3, 0.1)),
+        DiagonalBlock(np.full((3, 1), 0.1), np.full(1, 0.1)),
+    ]
+    X = np.array([[1.0, 2.0]])
+    with pytest.raises(
+        ValueError, match=r"`covariance` must be one of \['diag', 'full'\], got 'Full'"
+    ):
+        net.moments(X, blocks, covariance="Full")
+    with pytest.raises(
+        ValueError,
+        match=r"`activation_moments` must be one of \['linearize', 'exact_relu', 'matched'\], "
+        r"got 'bogus'",
+    ):
+        net.moments(X, blocks, activation_moments="bogus")
+    # every allowed value still works: with diagonal blocks the variances agree
+    reference = net.moments(X, blocks)
+    for covariance in ("diag", "full"):
+        for mode in ("linearize", "exact_relu", "matched"):
+            mean, var = net.moments(X, blocks, covariance=covariance, activation_moments=mode)
+            assert np.isfinite(mean).all() and (var > 0).all()
+    np.testing.assert_allclose(net.moments(X, blocks, covariance="full")[1], reference[1])
+
+
+def test_non_finite_inputs_and_wrong_parameter_count_are_named():
+    """Review finding: a NaN or infinite X reached Network.moments's overflow check ("inputs
+    too large for float64"), a wrong diagnosis; forward_samples with the wrong number of
+    parameters failed inside numpy ("cannot reshape array of size 10 into shape (2,3)")."""
+    net = Network(
+        [Dense(np.ones((2, 3)), np.zeros(3)), Activation("tanh"), Dense(np.ones((3, 1)), [0.0])]
+    )
+    blocks = [
+        DiagonalBlock(np.full((2, 3), 0.1), np.full(3, 0.1)),
+        DiagonalBlock(np.full((3, 1), 0.1), np.full(1, 0.1)),
+    ]
+    for bad in (np.nan, np.inf, -np.inf):
+        X = np.array([[1.0, 2.0], [bad, 1.0]])
+        message = r"`X` contains NaN or infinite values on 1 row \(first: row 1\)"
+        with pytest.raises(ValueError, match=message) as error:
+            net.moments(X, blocks)
+        assert "overflowed" not in str(error.value)
+        for call in (net.forward, lambda X: net.forward_samples(X, net.parameters()[None])):
+            with pytest.raises(ValueError, match=message):
+                call(X)
+    message = r"`theta` must have shape \(n_draws, 13\): .* 13 parameters per row, got shape "
+    with pytest.raises(ValueError, match=message + r"\(2, 5\)"):
+        net.forward_samples(np.array([[1.0, 2.0]]), np.zeros((2, 5)))
+    with pytest.raises(ValueError, match=message + r"\(13,\)"):
+        net.forward_samples(np.array([[1.0, 2.0]]), net.parameters())
+    # valid inputs still work
+    X = np.array([[1.0, 2.0], [-1.0, 0.5]])
+    theta = np.stack([net.parameters(), 2 * net.parameters()])
+    out = net.forward_samples(X, theta)
+    assert out.shape == (2, 2, 1)
+    np.testing.assert_allclose(out[0], net.forward(X))
+    mean, var = net.moments(X, blocks)
+    np.testing.assert_allclose(mean, net.forward(X))
+    assert (var > 0).all()

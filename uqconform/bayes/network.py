@@ -55,6 +55,12 @@ ACTIVATIONS = ("identity", "relu", "tanh", "logistic", "gelu")
 #: Activation moment modes: local linearisation, exact ReLU moments (linearisation elsewhere),
 #: or moment matching everywhere it is available (exact ReLU, probit-style tanh / logistic).
 MOMENT_MODES = ("linearize", "exact_relu", "matched")
+#: What `Network.moments` propagates: per-unit variances, or full covariances between units.
+COVARIANCES = ("diag", "full")
+#: Relative tolerance of the symmetry and positive semi-definiteness checks of the covariance
+#: factors of `KroneckerBlock` and `FullBlock`: the blocks the library builds from
+#: eigendecompositions are symmetric and PSD only up to rounding (near 1e-16 relatively).
+_PSD_TOLERANCE = 1e-8
 
 _PROBIT = np.sqrt(np.pi / 8.0)  # logistic(x) ~ Phi(_PROBIT x), slopes equal at 0
 # Array cells (rows x the largest per-row intermediate) of one block of rows: bounds the memory
@@ -109,6 +115,56 @@ def _check_variances(values: NDArray, name: str) -> None:
         )
 
 
+def _check_covariance_matrix(matrix: NDArray, name: str, read_as: str = "") -> None:
+    """A square ``matrix`` (diagonal already checked >= 0) must be symmetric and positive
+    semi-definite up to rounding, or a ValueError naming it (``read_as``: how the argument
+    was reshaped into ``matrix``).
+
+    Symmetric: no entry differs from its transpose by more than ``_PSD_TOLERANCE`` times the
+    largest absolute entry. Positive semi-definite: the smallest eigenvalue is at least
+    ``-_PSD_TOLERANCE`` times the largest. An indefinite factor gives negative predictive
+    variances.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> _check_covariance_matrix(np.array([[1.0, 1.0], [1.0, 1.0]]), "A")  # singular: PSD
+    >>> _check_covariance_matrix(np.array([[1.0, 5.0], [5.0, 1.0]]), "A")
+    Traceback (most recent call last):
+    ...
+    ValueError: `A` must be a symmetric positive semi-definite matrix: its smallest
+    eigenvalue is -4.0 (its largest 6.0).
+    """
+    if matrix.size == 0:
+        return
+    asymmetry = np.abs(matrix - matrix.T)
+    if asymmetry.max() > _PSD_TOLERANCE * np.abs(matrix).max():
+        i, j = np.unravel_index(int(np.argmax(asymmetry)), asymmetry.shape)
+        raise ValueError(
+            f"`{name}`{read_as} must be a symmetric positive semi-definite matrix: entries "
+            f"[{i}, {j}] and [{j}, {i}] differ ({float(matrix[i, j])!r} and "
+            f"{float(matrix[j, i])!r})."
+        )
+    # The cheap test first: a Cholesky factor of matrix + t I exists only when the smallest
+    # eigenvalue is above -t, and t = tolerance * (largest diagonal entry) is at most
+    # tolerance * (largest eigenvalue). It fails on singular matrices (and on rounding near
+    # the bound): the eigenvalues then decide.
+    shift = _PSD_TOLERANCE * float(np.diagonal(matrix).max())
+    try:
+        np.linalg.cholesky(matrix + shift * np.eye(matrix.shape[0]))
+        return
+    except np.linalg.LinAlgError:
+        pass
+    eigenvalues = np.linalg.eigvalsh(matrix)
+    smallest, largest = float(eigenvalues[0]), float(eigenvalues[-1])
+    if smallest < -_PSD_TOLERANCE * max(largest, 0.0):
+        raise ValueError(
+            f"`{name}`{read_as} must be a symmetric positive semi-definite matrix: its "
+            f"smallest eigenvalue is {float(f'{smallest:.6g}')!r} (its largest "
+            f"{float(f'{largest:.6g}')!r})."
+        )
+
+
 # ---- posterior blocks of one dense layer ------------------------------------------------------
 @dataclass(frozen=True)
 class DiagonalBlock:
@@ -157,6 +213,8 @@ class KroneckerBlock:
     """``Cov(W~[i, o], W~[j, p]) = input_cov[i, j] * output_cov[o, p]``.
 
     ``W~ = [W; b]`` is the ``(n_in + 1, n_out)`` augmented weight matrix (bias last row).
+    Both factors must be symmetric positive semi-definite (up to rounding: a relative
+    ``1e-8``); an indefinite one would give negative variances.
 
     Examples
     --------
@@ -176,6 +234,7 @@ class KroneckerBlock:
             if matrix.shape[0] != matrix.shape[1]:
                 raise ValueError(f"`{name}` must be square, got shape {matrix.shape}.")
             _check_variances(np.diagonal(matrix), name)
+            _check_covariance_matrix(matrix, name)
             object.__setattr__(self, name, matrix)
 
     def shape_for(self, n_in: int, n_out: int) -> bool:
@@ -201,6 +260,9 @@ class KroneckerBlock:
 class FullBlock:
     """A full covariance over ``W~ = [W; b]``: ``cov[i, o, j, p] = Cov(W~[i, o], W~[j, p])``.
 
+    Read as a matrix over the row-major ``vec W~`` (``cov.reshape(size, size)``), it must be
+    symmetric positive semi-definite (up to rounding: a relative ``1e-8``).
+
     Examples
     --------
     >>> import numpy as np
@@ -219,7 +281,9 @@ class FullBlock:
                 f"`cov` must have shape (n_in + 1, n_out, n_in + 1, n_out), got {cov.shape}."
             )
         size = cov.shape[0] * cov.shape[1]
-        _check_variances(np.diagonal(cov.reshape(size, size)), "cov")
+        matrix = cov.reshape(size, size)  # over the row-major vec W~
+        _check_variances(np.diagonal(matrix), "cov")
+        _check_covariance_matrix(matrix, "cov", f" (read as a {size} x {size} matrix)")
         object.__setattr__(self, "cov", cov)
 
     def shape_for(self, n_in: int, n_out: int) -> bool:
@@ -632,13 +696,18 @@ class Network:
         raise AssertionError("a Network has a Dense layer")  # checked at construction
 
     def _inputs(self, X: Any) -> NDArray:
-        """``X`` as a float array ``(n, n_inputs)``, or a ValueError naming it."""
+        """``X`` as a finite float array ``(n, n_inputs)``, or a ValueError naming it.
+
+        NaN or infinite inputs are refused here, naming the rows: passed on, they came out
+        of `moments` as moments that "overflowed" (inputs too large), a wrong diagnosis.
+        """
         a = np.asarray(X, dtype=np.float64)
         if a.ndim != 2 or a.shape[1] != self.n_inputs:
             raise ValueError(
                 f"`X` must have shape (n_samples, {self.n_inputs}) for this network, got "
                 f"{a.shape}."
             )
+        refuse_non_finite(a, "`X` contains NaN or infinite values", "rows")
         return a
 
     @property
@@ -678,8 +747,16 @@ class Network:
         return a
 
     def forward_samples(self, X: NDArray, theta: NDArray) -> NDArray:
-        """Outputs for a batch of parameter vectors ``theta (S, P)``: ``(S, n, n_outputs)``."""
+        """Outputs for a batch of parameter vectors ``theta (S, P)``: ``(S, n, n_outputs)``.
+
+        ``P`` must be `n_parameters` (the layout of `parameters`).
+        """
         theta = np.asarray(theta, dtype=np.float64)
+        if theta.ndim != 2 or theta.shape[1] != self.n_parameters:
+            raise ValueError(
+                f"`theta` must have shape (n_draws, {self.n_parameters}): one vector of this "
+                f"network's {self.n_parameters} parameters per row, got shape {theta.shape}."
+            )
         X = self._inputs(X)
         a = np.broadcast_to(X, (theta.shape[0], *X.shape))
         slices = iter(self.parameter_slices())
@@ -711,6 +788,7 @@ class Network:
         covariance : {"diag", "full"}
             Propagate per-unit variances only, or full covariances between units.
         activation_moments : {"linearize", "exact_relu", "matched"}
+            How activations pass moments on (see `MOMENT_MODES`).
 
         Returns
         -------
@@ -722,6 +800,15 @@ class Network:
         ``covariance="diag"``, ``rows * width**2`` with ``"full"``; ``width`` the widest
         layer or input), so memory does not grow with ``n``.
         """
+        if covariance not in COVARIANCES:
+            raise ValueError(
+                f"`covariance` must be one of {list(COVARIANCES)}, got {covariance!r}."
+            )
+        if activation_moments not in MOMENT_MODES:
+            raise ValueError(
+                f"`activation_moments` must be one of {list(MOMENT_MODES)}, got "
+                f"{activation_moments!r}."
+            )
         dense = self.dense_layers
         if len(blocks) != len(dense):
             raise ValueError(f"{len(blocks)} posterior blocks for {len(dense)} Dense layers.")
