@@ -293,3 +293,180 @@ def test_regression_score_settings_are_checked_and_followed_when_set_later():
     signed = SignedResidualScore()
     signed.normalized = True
     assert signed.needs_difficulty
+
+
+# ---- direct calls: inputs checked by one shared check --------------------------------------
+_P3 = np.array([[0.2, 0.5, 0.3], [0.6, 0.3, 0.1], [0.25, 0.25, 0.5]])
+_U3 = np.array([0.5, 0.25, 1.0])
+_LABELS3 = np.array([2, 0, 1])
+_EVERY_SCORE = [
+    LACScore(),
+    APSScore(),
+    APSScore(randomized=False),
+    RAPSScore(),
+    RAPSScore(randomized=False),
+    SAPSScore(),
+    SAPSScore(randomized=False),
+    TopKScore(),
+]
+_RANDOMISED = [APSScore(), RAPSScore(k_reg=0, lambda_reg=0.1), SAPSScore(weight=0.5)]
+
+
+def _call(score, method, proba, u, labels=_LABELS3):
+    if method == "label_scores":
+        return score.label_scores(proba, labels, u)
+    return getattr(score, method)(proba, u)
+
+
+@pytest.mark.parametrize("method", ["scores", "set_scores", "label_scores"])
+@pytest.mark.parametrize("score", _RANDOMISED, ids=repr)
+def test_randomised_scores_without_u_are_refused_naming_u(score, method):
+    """Review finding: a randomised APS, RAPS or SAPS score called directly without ``u``
+    raised ``TypeError: 'NoneType' object is not subscriptable``; it now says that ``u`` is
+    missing and how to draw it."""
+    with pytest.raises(ValueError, match=r"`u` is missing: .*u = rng\.uniform\(size=3\)"):
+        _call(score, method, _P3, None)
+
+
+@pytest.mark.parametrize("method", ["scores", "set_scores", "label_scores"])
+@pytest.mark.parametrize("score", _RANDOMISED, ids=repr)
+@pytest.mark.parametrize(
+    "u,message",
+    [
+        (np.array([0.5]), r"shape \(3,\), got shape \(1,\).*u = rng\.uniform\(size=3\)"),
+        (np.array([0.5, 0.2]), r"shape \(3,\), got shape \(2,\)"),
+        (np.array([0.5, 0.2, 0.1, 0.3]), r"shape \(3,\), got shape \(4,\)"),
+        (np.full((3, 1), 0.5), r"shape \(3,\), got shape \(3, 1\)"),
+        (np.array(["a", "b", "c"]), r"shape \(3,\), got shape \(3,\) and dtype <U1"),
+        (np.array([0.5, 1.5, 0.2]), r"in \[0, 1\].*got 1\.5 at row 1"),
+        (np.array([0.5, 0.2, -0.1]), r"in \[0, 1\].*got -0\.1 at row 2"),
+        (np.array([np.nan, 0.2, 0.1]), r"in \[0, 1\].*got nan at row 0"),
+    ],
+    ids=["one draw", "short", "long", "2-D", "text", "above 1", "below 0", "NaN"],
+)
+def test_u_not_one_draw_in_0_1_per_row_is_refused(score, method, u, message):
+    """Review finding: ``u`` of length 1 was broadcast to every row (one draw shared by
+    all rows, silently), ``u`` of another length failed with numpy's broadcast error, and
+    values outside [0, 1] were used; each is now refused naming ``u``."""
+    with pytest.raises(ValueError, match=rf"`u` must .*{message}"):
+        _call(score, method, _P3, u)
+
+
+@pytest.mark.parametrize("method", ["scores", "set_scores", "label_scores"])
+@pytest.mark.parametrize("score", _EVERY_SCORE, ids=repr)
+@pytest.mark.parametrize(
+    "proba,message",
+    [
+        (np.array([0.2, 0.8, 0.0]), r"got shape \(3,\) and dtype float64 \(one row: pass"),
+        (np.ones((3, 3, 1)) / 3, r"got shape \(3, 3, 1\)"),
+        (np.array([["a", "b", "c"]] * 3), r"got shape \(3, 3\) and dtype <U1"),
+        (np.ones((3, 3), dtype=bool), r"got shape \(3, 3\) and dtype bool"),
+    ],
+    ids=["1-D", "3-D", "text", "bool"],
+)
+def test_proba_not_a_2d_array_of_numbers_is_refused(score, method, proba, message):
+    """Review finding: a 1-D ``proba`` given to a score failed with numpy's AxisError (or
+    was read as something else); every score of the module now refuses it naming
+    ``proba`` and the shape it got."""
+    with pytest.raises(ValueError, match=rf"`proba` must be a 2-D array of numbers.*{message}"):
+        _call(score, method, proba, _U3)
+
+
+@pytest.mark.parametrize("score", _EVERY_SCORE, ids=repr)
+def test_labels_are_read_with_asarray_and_checked_as_column_indices(score):
+    """Review finding: ``LACScore().label_scores(P, [1, 0])`` failed with ``TypeError: list
+    indices must be integers``, and a label out of range failed with numpy's IndexError
+    (or, negative, scored another column silently). A list now gives the numbers of an
+    array; labels that are not integer column indices, one per row, are refused."""
+    expected = score.label_scores(_P3, _LABELS3, _U3)
+    np.testing.assert_array_equal(score.label_scores(_P3, _LABELS3.tolist(), _U3), expected)
+    wrong = [
+        (np.array([2, 0, 5]), r"in \[0, 3\), got 5 at row 2"),
+        (np.array([2, -1, 0]), r"in \[0, 3\), got -1 at row 1"),
+        (np.array([2.0, 0.0, 1.0]), r"integer column indices.*dtype float64"),
+        (np.array([True, False, True]), r"integer column indices.*dtype bool"),
+        (np.array([2, 0]), r"one per row \(shape \(3,\)\), got shape \(2,\)"),
+        (np.array([[2], [0], [1]]), r"got shape \(3, 1\)"),
+    ]
+    for labels, message in wrong:
+        with pytest.raises(ValueError, match=rf"`labels` must be .*{message}"):
+            score.label_scores(_P3, labels, _U3)
+
+
+@pytest.mark.parametrize("method", ["scores", "set_scores", "label_scores"])
+@pytest.mark.parametrize(
+    "score,name",
+    [
+        (APSScore(randomized="no"), "APSScore.randomized"),  # was read as True
+        (RAPSScore(randomized=None), "RAPSScore.randomized"),
+        (RAPSScore(k_reg=-1), "RAPSScore.k_reg"),
+        (RAPSScore(lambda_reg=-5.0), "RAPSScore.lambda_reg"),
+        (SAPSScore(randomized=1), "SAPSScore.randomized"),
+        (SAPSScore(weight=float("nan")), "SAPSScore.weight"),
+    ],
+    ids=repr,
+)
+def test_impossible_settings_are_refused_when_a_score_is_called_directly(score, method, name):
+    """Review finding: ``APSScore(randomized="no")`` called directly scored as randomised
+    (its settings were checked only inside the wrappers); the score's own methods now
+    check them at each use, naming the setting. Construction still accepts them, so a
+    wrapper holding such a score clones and gives its parameters as scikit-learn expects
+    and refuses the score at ``calibrate``."""
+    from sklearn.base import clone
+
+    from uqconform import SplitConformalClassifier
+
+    cp = SplitConformalClassifier(conformity_score=score)
+    assert clone(cp).get_params()["conformity_score"].__dict__ == score.__dict__
+    with pytest.raises(ValueError, match=rf"`{name}` must be"):
+        _call(score, method, _P3, _U3)
+
+
+def test_a_setting_changed_in_place_is_checked_at_the_next_call():
+    """Review finding: settings were checked only by the wrappers; a score called directly
+    after ``score.randomized = "no"`` went on as randomised. Each call checks them."""
+    score = APSScore()
+    score.scores(_P3, _U3)
+    score.randomized = "no"
+    with pytest.raises(ValueError, match=r"`APSScore\.randomized` must be True or False"):
+        score.scores(_P3, _U3)
+
+
+def test_valid_direct_calls_give_the_numbers_of_before():
+    """Review finding: the checks added to direct calls must not change a valid call's
+    numbers: these are the values of the scores before the checks, to the bit. Arrays
+    of another kind (lists) give the same numbers; a score that is not randomised ignores
+    ``u``; one row takes a ``u`` of length 1, as the docstrings show."""
+    aps, raps = APSScore(), RAPSScore(k_reg=1, lambda_reg=0.1, randomized=False)
+    saps = SAPSScore(weight=0.5)
+    third, two_thirds = 0.15000000000000002, 0.6749999999999999
+    expected_aps = [[0.9, 0.25, 0.65], [third, two_thirds, 0.925], [0.75, 1.0, 0.5]]
+    np.testing.assert_array_equal(aps.scores(_P3, _U3), expected_aps)
+    np.testing.assert_array_equal(aps.set_scores(_P3, _U3), expected_aps)
+    np.testing.assert_array_equal(aps.label_scores(_P3, _LABELS3, _U3), [0.65, third, 1.0])
+    expected_raps = [[1.2, 0.5, 0.9], [0.6, 0.9999999999999999, 1.2], [0.85, 1.2, 0.5]]
+    np.testing.assert_array_equal(raps.scores(_P3), expected_raps)
+    np.testing.assert_array_equal(raps.scores(_P3, _U3), expected_raps)  # u not read
+    np.testing.assert_array_equal(
+        raps.set_scores(_P3), [[1.0, 0.0, 0.6], [0.0, 0.7, 1.0999999999999999], [0.6, 0.95, 0.0]]
+    )
+    np.testing.assert_array_equal(raps.label_scores(_P3, _LABELS3), [0.9, 0.6, 1.2])
+    expected_saps = [[1.25, 0.25, 0.75], [0.15, 0.725, 1.225], [1.0, 1.5, 0.5]]
+    np.testing.assert_array_equal(saps.scores(_P3, _U3), expected_saps)
+    np.testing.assert_array_equal(saps.label_scores(_P3, _LABELS3, _U3), [0.75, 0.15, 1.5])
+    np.testing.assert_array_equal(
+        SAPSScore(weight=0.5, randomized=False).set_scores(_P3),
+        [[1.5, 0.0, 1.0], [0.0, 1.1, 1.6], [1.0, 1.5, 0.0]],
+    )
+    np.testing.assert_array_equal(TopKScore().label_scores(_P3, _LABELS3), [2.0, 1.0, 3.0])
+    np.testing.assert_array_equal(LACScore().label_scores(_P3, _LABELS3), [0.7, 0.4, 0.75])
+    np.testing.assert_array_equal(
+        aps.scores(np.array([[0.2, 0.5, 0.3]]), np.array([0.5])), [[0.9, 0.25, 0.65]]
+    )
+    integer_draws = aps.scores(_P3, np.array([0, 1, 1]))  # integers are numbers in [0, 1]
+    expected_integer = [[0.8, 0.0, 0.5], [0.6, 0.8999999999999999, 1.0], [0.75, 1.0, 0.5]]
+    np.testing.assert_array_equal(integer_draws, expected_integer)
+    for score in _EVERY_SCORE:  # lists give the numbers of arrays
+        np.testing.assert_array_equal(
+            score.set_scores(_P3.tolist(), _U3.tolist()), score.set_scores(_P3, _U3)
+        )

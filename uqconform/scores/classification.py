@@ -7,6 +7,11 @@ row, used by the randomised scores so that coverage exceeds the nominal level by
 ``1/(n + 1)`` (``n`` calibration rows) instead of by the size of the ties. Labels of
 probability exactly 0 keep tied APS / RAPS scores whatever the draw (``u * 0 = 0``), so
 with such models only the lower bound holds.
+
+Called directly, the scores of this module check what they are given (`_checked_inputs`):
+``proba`` 2-D numbers, ``u`` one draw in [0, 1] per row when the score is randomised
+(``u = rng.uniform(size=n)``; ignored otherwise), ``labels`` integer column indices, one
+per row, and the score's own settings (`ClassificationScore.check_settings`).
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import inspect
 from abc import ABC, abstractmethod
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 
 from uqconform._validation import (
     check_bool,
@@ -41,13 +46,91 @@ _LABEL_SCORE_CELLS = 2**20
 _WHOLE_MASS_TOLERANCE = 1e-12
 
 
+def _checked_inputs(
+    score: ClassificationScore,
+    proba: ArrayLike,
+    u: ArrayLike | None,
+    labels: ArrayLike | None = None,
+) -> tuple[NDArray, NDArray | None, NDArray | None]:
+    """``proba``, ``u`` and ``labels`` of a call to ``score.scores``, ``set_scores`` or
+    ``label_scores`` as arrays, or a ``ValueError`` naming the argument at fault.
+
+    The score's settings first (`ClassificationScore.check_settings`): called directly, a
+    score does not pass through a wrapper, which checks them. ``proba`` must be a 2-D array
+    of numbers ``(n, n_classes)``; when the score is randomised, ``u`` one draw in [0, 1]
+    per row, ``(n,)`` (a single draw would be shared by every row), else ``u`` is not read
+    and passes unchecked; ``labels`` (when given) integer column indices of ``proba``, one
+    per row. The wrappers call these methods on every batch: no copy of ``proba`` (only
+    ``np.asarray``), and O(n) checks of ``u`` and ``labels``.
+
+    Examples
+    --------
+    >>> proba, u, _ = _checked_inputs(APSScore(), [[0.2, 0.8]], [0.5])
+    >>> proba.shape, u
+    ((1, 2), array([0.5]))
+    >>> _checked_inputs(APSScore(), [[0.2, 0.8], [0.5, 0.5]], None)
+    Traceback (most recent call last):
+    ...
+    ValueError: `u` is missing: APSScore(randomized=True) is randomised and needs one uniform draw per row of `proba`. Draw u = rng.uniform(size=2) (rng = np.random.default_rng(seed)), or use randomized=False.
+    """  # noqa: E501
+    score.check_settings()
+    proba = np.asarray(proba)
+    if proba.ndim != 2 or proba.dtype.kind not in "iuf":
+        hint = " (one row: pass proba.reshape(1, -1))" if proba.ndim == 1 else ""
+        raise ValueError(
+            "`proba` must be a 2-D array of numbers, one row per sample and one column per "
+            f"class (n_rows, n_classes), got shape {proba.shape} and dtype {proba.dtype}{hint}."
+        )
+    n, n_classes = proba.shape
+    if not score.randomized:  # a non-randomised score does not read u
+        u = None if u is None else np.asarray(u)
+    elif u is None:
+        raise ValueError(
+            f"`u` is missing: {score!r} is randomised and needs one uniform draw per row of "
+            f"`proba`. Draw u = rng.uniform(size={n}) (rng = np.random.default_rng(seed)), "
+            "or use randomized=False."
+        )
+    else:
+        u = np.asarray(u)
+        if u.shape != (n,) or u.dtype.kind not in "iuf":
+            raise ValueError(
+                f"`u` must hold one uniform draw per row of `proba`, shape ({n},), got shape "
+                f"{u.shape} and dtype {u.dtype}: draw u = rng.uniform(size={n}), one per row "
+                "(a single draw is not shared by every row)."
+            )
+        if n and not (u.min() >= 0 and u.max() <= 1):  # NaN fails both comparisons
+            row = int(np.flatnonzero(~((u >= 0) & (u <= 1)))[0])
+            raise ValueError(
+                f"`u` must lie in [0, 1] (uniform draws), got {float(u[row])!r} at row {row}: "
+                f"draw u = rng.uniform(size={n})."
+            )
+    if labels is None:
+        return proba, u, None
+    labels = np.asarray(labels)
+    if labels.shape == (n,) and n == 0:
+        labels = labels.astype(np.intp)  # an empty list reads as floats
+    if labels.shape != (n,) or labels.dtype.kind not in "iu":
+        raise ValueError(
+            f"`labels` must be integer column indices of `proba`, one per row (shape ({n},)), "
+            f"got shape {labels.shape} and dtype {labels.dtype}."
+        )
+    if n and (labels.min() < 0 or labels.max() >= n_classes):
+        row = int(np.flatnonzero((labels < 0) | (labels >= n_classes))[0])
+        raise ValueError(
+            f"`labels` must be column indices of `proba` in [0, {n_classes}), got "
+            f"{int(labels[row])} at row {row}."
+        )
+    return proba, u, labels
+
+
 class ClassificationScore(ABC):
     """A classification nonconformity score, computed for every candidate label.
 
     Attributes
     ----------
     randomized : bool
-        Whether the score uses the per-row uniform draw ``u``.
+        Whether the score uses the per-row uniform draw ``u`` (then required: one draw in
+        [0, 1] per row; a score that is not randomised ignores it).
     reads_distribution : bool
         Whether the score reads each row as a probability distribution (the wrappers then
         warn about rows that do not sum to 1); False for ranks only (top-k).
@@ -84,8 +167,11 @@ class ClassificationScore(ABC):
 
     def check_settings(self) -> None:
         """Refuse impossible settings with a ``ValueError`` naming them (the wrappers call
-        it when they take the score: at ``calibrate`` and at prediction). A score with
-        settings overrides it; the default has none to check."""
+        it when they take the score: at ``calibrate`` and at prediction; `scores`,
+        `set_scores` and `label_scores` of this module's scores call it on every use, so a
+        score called directly is checked too, also after a setting changed in place). Not
+        at construction: the wrappers refuse the score with the parameter's name. A score
+        with settings overrides it; the default has none to check."""
         return None
 
     def label_scores(self, proba: NDArray, labels: NDArray, u: NDArray | None = None) -> NDArray:
@@ -95,12 +181,14 @@ class ClassificationScore(ABC):
         temporary ``(n, n_classes)`` arrays of a sorting score stay small; a score may
         compute it more cheaply.
         """
+        proba, u, checked_labels = _checked_inputs(self, proba, u, labels)
+        assert checked_labels is not None
         out = np.empty(proba.shape[0])
         step = max(_LABEL_SCORE_CELLS // max(proba.shape[1], 1), 1)
         for start in range(0, proba.shape[0], step):  # a loop over blocks, for bounded memory
             rows = slice(start, start + step)
-            block = self.validated_scores(proba[rows], None if u is None else u[rows])
-            out[rows] = np.take_along_axis(block, labels[rows, None], axis=1)[:, 0]
+            block = self.validated_scores(proba[rows], u if u is None or not u.ndim else u[rows])
+            out[rows] = np.take_along_axis(block, checked_labels[rows, None], axis=1)[:, 0]
         return out
 
     def set_scores(self, proba: NDArray, u: NDArray | None = None) -> NDArray:
@@ -109,12 +197,14 @@ class ClassificationScore(ABC):
         The calibration score itself by default, which gives exact coverage for continuous
         scores. (The wrappers check what it returns, once.)
         """
+        proba, u, _ = _checked_inputs(self, proba, u)
         return self.scores(proba, u)
 
     def validated_scores(self, proba: NDArray, u: NDArray | None = None) -> NDArray:
         """`scores` checked: one number per row and class (shape ``(n, n_classes)``, no
         NaN), or a ValueError naming the score, which a user score would otherwise pass
         on as wrong sets."""
+        proba, u, _ = _checked_inputs(self, proba, u)
         return check_score_output(self.scores(proba, u), proba.shape, f"{self!r}.scores")
 
     def __repr__(self) -> str:
@@ -135,9 +225,11 @@ class LACScore(ClassificationScore):
     """
 
     def scores(self, proba, u=None):
+        proba, _, _ = _checked_inputs(self, proba, u)
         return 1.0 - proba
 
     def label_scores(self, proba, labels, u=None):
+        proba, _, labels = _checked_inputs(self, proba, u, labels)
         return 1.0 - np.take_along_axis(proba, labels[:, None], axis=1)[:, 0]
 
 
@@ -216,9 +308,11 @@ class APSScore(ClassificationScore):
         return _unsort(total, order)
 
     def scores(self, proba, u=None):
+        proba, u, _ = _checked_inputs(self, proba, u)
         return self._cumulative(proba, u[:, None] if self.randomized else 1.0)
 
     def set_scores(self, proba, u=None):
+        proba, u, _ = _checked_inputs(self, proba, u)
         if self.randomized:
             return self.scores(proba, u)
         return self._cumulative(proba, 0.0)
@@ -299,6 +393,7 @@ class SAPSScore(ClassificationScore):
         check_nonnegative_float(self.weight, "SAPSScore.weight")
 
     def scores(self, proba, u=None):
+        proba, u, _ = _checked_inputs(self, proba, u)
         order = _descending_order(proba)
         ranks = np.empty_like(order)
         np.put_along_axis(ranks, order, np.arange(1, proba.shape[1] + 1)[None, :], axis=1)
@@ -307,6 +402,7 @@ class SAPSScore(ClassificationScore):
         return np.where(ranks == 1, draw * top, top + (ranks - 2 + draw) * self.weight)
 
     def set_scores(self, proba, u=None):
+        proba, u, _ = _checked_inputs(self, proba, u)
         values = self.scores(proba, u)
         if not self.randomized:  # the top-ranked label is always kept
             top = _descending_order(proba)[:, :1]
@@ -329,6 +425,7 @@ class TopKScore(ClassificationScore):
     reads_distribution = False
 
     def scores(self, proba, u=None):
+        proba, _, _ = _checked_inputs(self, proba, u)
         order = _descending_order(proba)
         ranks = np.broadcast_to(np.arange(1.0, proba.shape[1] + 1), proba.shape)
         return _unsort(np.ascontiguousarray(ranks), order)
