@@ -925,3 +925,28 @@ def test_nan_in_x_is_refused_without_suggesting_a_model_that_cannot_be_linearise
     with pytest.raises(ValueError, match=r"linearises a network.*SimpleImputer") as error:
         ACP(MLPRegressor(hidden_layer_sizes=(5,), solver="lbfgs")).fit(X, y)
     assert "HistGradientBoosting" not in str(error.value)
+
+
+def test_groups_and_sparse_input_the_fit_cannot_use_are_named_before_training():
+    """Review finding: `fit(X, y, groups=...)` got "Ridge.fit() got an unexpected keyword
+    argument" (or, with the default model, was dropped with a KFold warning), and sparse
+    X with the default model failed after 12 fits with advice the user cannot apply."""
+    import scipy.sparse as sp
+    from sklearn.model_selection import GridSearchCV, GroupKFold
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 3))
+    y = X[:, 0] + rng.normal(size=40)
+    groups = np.arange(40) % 4
+    for estimator, why in ((Ridge(), "Ridge.fit takes no groups"), (None, "KFold")):
+        with pytest.raises(ValueError, match=rf"`groups` is not a parameter.*{why}.*Mondrian"):
+            ACP(estimator).fit(X, y, groups=groups)
+    reference = ACP(Ridge()).fit(X, y).predict_interval(X[:3])
+    np.testing.assert_array_equal(ACP(Ridge()).fit(X, y, groups=None).predict_interval(X[:3]),
+                                  reference)  # fmt: skip
+    search = GridSearchCV(Ridge(), {"alpha": [0.1, 1.0]}, cv=GroupKFold(2))
+    assert ACP(search).fit(X, y, groups=groups).predict_interval(X[:3]).shape == (3, 2)
+    with pytest.raises(ValueError, match=r"`X` is sparse.*X.toarray\(\)"):
+        ACP().fit(sp.csr_matrix(X), y)
+    sparse = ACP(Ridge()).fit(sp.csr_matrix(X), y).predict_interval(sp.csr_matrix(X[:3]))
+    np.testing.assert_allclose(sparse, reference, rtol=1e-9)

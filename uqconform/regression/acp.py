@@ -16,10 +16,12 @@ calibration data only, which is finite-sample valid.
 
 from __future__ import annotations
 
+import inspect
 import numbers
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
+import scipy.sparse as sp
 from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.compose import TransformedTargetRegressor
@@ -96,6 +98,15 @@ def _is_search(model: Any) -> bool:
     return hasattr(model, "estimator") and (
         hasattr(model, "param_grid") or hasattr(model, "param_distributions")
     )
+
+
+def _fit_takes(model: Any, name: str) -> bool:
+    """Whether ``model.fit`` has a parameter ``name`` (or takes ``**kwargs``)."""
+    try:
+        parameters = inspect.signature(model.fit).parameters.values()
+    except (TypeError, ValueError, AttributeError):
+        return True  # cannot tell: let the model decide
+    return any(p.name == name or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
 
 
 def _check_kind(model: Any) -> None:
@@ -558,6 +569,30 @@ class ApproximateFullConformalRegressor(
                 f"{type(model).__name__}, which fit does not train (it is linearised as it "
                 "is): drop them."
             )
+        if self.estimator is None and sp.issparse(X):
+            raise ValueError(
+                "`X` is sparse, and the default model centres every feature "
+                "(StandardScaler): pass X.toarray(), or an `estimator` that takes sparse "
+                "input (e.g. Ridge, or a Pipeline with StandardScaler(with_mean=False))."
+            )
+        if fit_params.get("groups") is not None and (
+            self.estimator is None or not _fit_takes(model, "groups")
+        ):
+            why = (
+                "the default model cross-validates with KFold"
+                if self.estimator is None
+                else f"{type(model).__name__}.fit takes no groups"
+            )
+            raise ValueError(
+                f"`groups` is not a parameter of this fit: full-mode ACP-GN is marginal, and "
+                f"{why}. "
+                "For group-conditional (Mondrian) intervals use SplitConformalRegressor, "
+                "with the groups given to `calibrate(X, y, groups=...)` and "
+                "`predict_interval(X, groups=...)`; for grouped cross-validation pass a "
+                "GridSearchCV(..., cv=GroupKFold()) as `estimator`."
+            )
+        if "groups" in fit_params and fit_params["groups"] is None:
+            fit_params.pop("groups")  # groups=None: nothing given
         model_params = self._routed_fit_params(fit_params).get("estimator", {})
         weights = _routed_weight_names(model)
         if any(

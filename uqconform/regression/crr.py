@@ -352,8 +352,11 @@ def residual_coefficients(
         a[:, -1] = -predictions / denominator[:, 0]
     if score != "standard":
         augmented = np.empty_like(a)  # leverages in the fit with the test point added
-        augmented[:, :-1] = train_leverage[None, :] - cross_leverage**2 / denominator
-        augmented[:, -1] = test_leverage / denominator[:, 0]
+        # h_i - c_i^2 / (1 + h) and h / (1 + h), written so that a test row whose leverage
+        # overflows (|x| near 1e155) gives the limits, not inf / inf (an empty set)
+        augmented[:, :-1] = train_leverage[None, :] + cross_leverage * b[:, :-1]
+        with np.errstate(divide="ignore"):
+            augmented[:, -1] = 1.0 / (1.0 + 1.0 / test_leverage)
         spread = np.clip(1.0 - augmented, _MIN_ONE_MINUS_LEVERAGE, 1.0)
         scale = np.sqrt(spread) if score == "studentized" else spread
         a /= scale

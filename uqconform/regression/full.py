@@ -317,11 +317,12 @@ class FullConformalRidge(VersionedState, FullConformalMixin, RegressorMixin, Bas
     Every training point is used for fitting and none is held out; the set is exactly the
     one obtained by refitting ridge regression with the test point and each candidate
     label, up to a tie margin (1e-10 of the residuals' scale, at least 1e-13 of the
-    labels' size) that only widens it: ends moved outward by at most 3e-9 of the set's
-    width against exact refits in three reviews (median 5e-11; the largest with few rows
-    and an unpenalised intercept), and by 1e-4 of it for labels whose spread
-    is 1e9 times the residuals' (a trend fitted almost exactly). Finite-sample marginal coverage
-    ``>= 1 - alpha`` under exchangeability.
+    labels' size) that only widens it. Against exact-rational refits in reviews the ends
+    moved outward by at most 6e-11 of the set's width for labels near 0; the margin grows
+    with the labels' size (their distance from 0, not their spread): about 3e-8 of the
+    width for labels 1e6 times the residuals, 3e-5 at 1e9, and a third wider at 1e13 (only
+    with an intercept). Finite-sample marginal coverage ``>= 1 - alpha`` under
+    exchangeability.
 
     Parameters
     ----------
