@@ -332,7 +332,8 @@ def test_too_few_calibration_points_give_every_class_with_a_warning(problem):
     # the user's level in the message, with the level the quantile is taken at
     with pytest.warns(UserWarning, match=r"too few for alpha=0\.1 \(the quantile is taken at"):
         cp.calibrate(X[:8], y[:8])
-    with pytest.warns(UserWarning, match=r"radius=0\.0 is at least the largest certifiable"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # said at calibrate, not again (nor blamed on sigma)
         assert cp.predict_set(X[8:20]).all()
 
 
@@ -635,3 +636,25 @@ def test_at_exactly_the_largest_certifiable_radius_every_set_is_full():
     radii = cp.certified_radius(X_test)
     assert radii.max() <= r
     np.testing.assert_array_equal(sets, radii <= r)
+
+
+def test_a_calibration_that_certifies_no_radius_says_why_at_calibrate():
+    """Review finding: with mode='tau' and a tau the model's true-label scores do not reach
+    under the noise, every set held every class at every radius, calibrate was silent and
+    predict_set blamed sigma and n_samples."""
+    from uqconform.datasets import make_gaussian_classification
+
+    X, y, _ = make_gaussian_classification(
+        1500, n_classes=3, n_features=4, separation=1.2, random_state=1
+    )
+    model = LogisticRegression().fit(X[:500], y[:500])
+    with pytest.warns(UserWarning, match=r"every set holds every class.*tau=0.4.*smaller tau"):
+        high = BinarizedSmoothedClassifier(model, mode="tau", tau=0.4, random_state=3)
+        high.calibrate(X[500:800], y[500:800])
+    assert high.max_radius_ == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # said once, at calibrate
+        assert high.predict_set(X[800:]).all()
+        low = BinarizedSmoothedClassifier(model, mode="tau", tau=0.1, random_state=3)
+        low.calibrate(X[500:800], y[500:800])  # certifies a radius: nothing to say
+    assert low.max_radius_ > 0 and not low.predict_set(X[800:]).all()

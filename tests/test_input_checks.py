@@ -1402,6 +1402,26 @@ def test_pandas_targets_and_groups_in_another_row_order_than_x_are_refused(call)
         call(shuffled, y.reset_index(drop=True), g.reset_index(drop=True))
 
 
+def test_a_reversed_range_index_is_not_taken_for_a_fresh_one():
+    """Review finding: `y[::-1]` or `y.sort_index(ascending=False)` of a default-indexed
+    frame has a RangeIndex 59..0, holding X's labels in another order: it was taken for a
+    fresh index and paired by position (risk sets 3.65 labels against 2.71 aligned)."""
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame(rng.normal(size=(60, 2)))
+    y = pd.Series(X.sum(axis=1) + rng.normal(size=60))
+    groups = pd.Series(np.arange(60) % 2)
+    model = SplitConformalRegressor(LinearRegression())
+    for reversed_y in (y[::-1], y.sort_index(ascending=False)):
+        assert isinstance(reversed_y.index, pd.RangeIndex)
+        with pytest.raises(ValueError, match=r"`y` is indexed by the row labels of `X`"):
+            model.fit(X, reversed_y)
+    model.fit(X[:30], y[:30])
+    with pytest.raises(ValueError, match=r"`groups` is indexed by the row labels of `X`"):
+        model.calibrate(X[30:], y[30:], groups=groups[30:][::-1])
+    model.calibrate(X[30:], y[30:], groups=groups[30:])  # X's own labels, in order: fine
+    model.calibrate(X[30:], y[30:].reset_index(drop=True))  # a fresh index: by position
+
+
 def test_groups_given_to_fit_are_sent_to_calibration_by_name(data):
     """`fit(X, y, groups=g)` got the model's own TypeError (or the Pipeline's message
     about `stepname__parameter`), which does not say where Mondrian groups go."""

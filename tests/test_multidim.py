@@ -220,6 +220,13 @@ def test_one_head_reduces_to_a_valid_scalar_method():
     np.testing.assert_array_equal(
         plain.predict_set(X[N_CAL:], alpha=ALPHAS), split.predict_set(X[N_CAL:], alpha=ALPHAS)
     )
+    # review finding: one fitted model, not in a list, silently ignored n_heads=5
+    alone = EnsembleConformalClassifier(heads[0], n_heads=5, alpha=ALPHAS, random_state=0)
+    with pytest.warns(UserWarning, match=r"adopted one fitted model.*train 5 heads"):
+        alone.calibrate(X[:N_CAL], y[:N_CAL])
+    np.testing.assert_array_equal(
+        alone.predict_set(X[N_CAL:], alpha=ALPHAS), split.predict_set(X[N_CAL:], alpha=ALPHAS)
+    )
 
 
 def test_set_size_decreases_with_the_number_of_heads():

@@ -115,6 +115,22 @@ def test_bad_arguments(data):
         flip_labels(X, y, 3, new_labels=y)
 
 
+def test_an_order_without_numbers_and_a_source_of_other_rows_are_named(data):
+    """Review finding: `order` of NaN was accepted (the attack order then depended on
+    argsort's handling of NaN), and a `source` with another number of features failed in
+    numpy's concatenate, naming neither."""
+    X, y, _ = data
+    for attack in (flip_labels, delete_points):
+        with pytest.raises(ValueError, match=r"`order` contains 120 NaN or infinite"):
+            attack(X, y, 2, order=np.full(120, np.nan))
+        with pytest.raises(ValueError, match=r"`order` must have one entry per row \(120\)"):
+            attack(X, y, 2, order=np.zeros(5))
+    ranked = flip_labels(X, y, 2, order=np.arange(120.0), random_state=0)
+    np.testing.assert_array_equal(ranked[1][2:], y[2:])  # the two smallest are attacked
+    with pytest.raises(ValueError, match=r"`source` must be \(X_source, y_source\).*\(2,\)"):
+        insert_points(X, y, 2, source=(X[:, :2], y))
+
+
 def test_a_repeated_target_partition_counts_once(data):
     """target=[1, 1] with four points spread: the same row was picked twice (two flips
     recorded as four, two rows copied twice by insert_points)."""

@@ -1109,6 +1109,9 @@ def test_regressors_and_random_generators_are_refused_at_fit_and_first_alpha_by_
         ReliablePredictionSets(Ridge(), k_train=3).fit(X, y)
     with pytest.raises(ValueError, match="`random_state` must be an int or None"):
         ReliablePredictionSets(k_train=3, random_state=np.random.default_rng(0)).fit(X, y)
+    # review finding: a negative seed's message offered the generators refused above
+    with pytest.raises(ValueError, match=r"must be None or an int in \[0, 2\*\*32\), got -1\.$"):
+        ReliablePredictionSets(k_train=3, random_state=-1).fit(X, y)
     both = ReliablePredictionSets(k_train=3, k_calib=3, alpha=[0.2, 0.1], random_state=0)
     both.fit(X[:150], y[:150]).calibrate(X[150:], y[150:])
     first = clone(both).set_params(alpha=0.2).fit(X[:150], y[:150]).calibrate(X[150:], y[150:])

@@ -167,6 +167,23 @@ def test_a_memory_too_short_is_named(model, match):
         model.fit(X, y)
 
 
+def test_the_few_residuals_warning_is_true_for_plain_quantiles_and_tiny_levels():
+    """Review findings: with `finite_sample=False` the warning promised the level once the
+    memory held 2 / alpha - 1 residuals (plain quantiles covered 0.83 at memory 19 and 30,
+    alpha 0.1), and at alpha=1e-300 it printed a 301-digit count."""
+    X, y = iid_series(120, 0)
+    for finite_sample in (False, True):
+        model = make("EnbPI", memory=15, n_bootstrap=8, finite_sample=finite_sample)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            model.fit(X[:100], y[:100])
+        (message,) = [str(w.message) for w in caught if "need at least 19" in str(w.message)]
+        assert ("stay below the level at any memory" in message) is not finite_sample
+    model = make("EnbPI", n_bootstrap=8).fit(X[:100], y[:100])
+    with pytest.warns(UserWarning, match=r"alpha=1e-300 need at least 2e\+300 residuals"):
+        model.predict_interval(X[100:101], alpha=1e-300)
+
+
 @pytest.mark.parametrize("name", list(CLASSES))
 def test_a_call_level_the_memory_is_too_small_for_warns(name):
     """Review finding: fit warned for the constructor's alpha only; alpha=0.01 at a call,

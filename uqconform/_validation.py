@@ -231,7 +231,7 @@ def check_row_order(
 ) -> None:
     """Refuse a pandas ``values`` (``y``, ``groups``, a ratio's output) indexed by ``X``'s
     row labels in another order: rows are paired by position, so each row would get
-    another row's value. A fresh ``RangeIndex`` (a Series built by position, or after
+    another row's value. A fresh ``RangeIndex`` from 0 (a Series built by position, or after
     ``reset_index``) and an index unrelated to ``X``'s are paired by position, as
     scikit-learn does. ``verb`` is what the message asks for (``"return"`` for a
     function's output).
@@ -248,8 +248,9 @@ def check_row_order(
     own_index = getattr(values, "index", None)
     if not isinstance(x_index, pd.Index) or not isinstance(own_index, pd.Index):
         return
-    if isinstance(own_index, pd.RangeIndex):  # built by position: no labels to misread
-        return
+    if isinstance(own_index, pd.RangeIndex) and own_index.start == 0 and own_index.step == 1:
+        return  # built by position (0, 1, 2, ...): no labels to misread
+    # (a reversed or shifted RangeIndex, y[::-1] or y.iloc[100:], holds X's labels)
     if len(own_index) != len(x_index) or own_index.equals(x_index):
         return
     if not (x_index.is_unique and own_index.is_unique and own_index.isin(x_index).all()):

@@ -594,7 +594,8 @@ class LaplacePosterior(VersionedState, BaseEstimator):
         # the density of y is that of the network's z divided by the target scale
         self.prior_grid_nll_ = nll + np.log(self.view_.target_scale)
         best = int(np.nanargmin(nll))
-        if best == 0:
+        if best == 0 and self._smallest_curvature() < PRIOR_GRID[0]:
+            # (where every direction is pinned by the data the weakest prior changes nothing)
             warn_user(
                 f"prior_precision='auto' chose the weakest prior of its grid "
                 f"({PRIOR_GRID[0]:g}): the validation NLL still fell at the grid's edge. "
@@ -605,6 +606,15 @@ class LaplacePosterior(VersionedState, BaseEstimator):
                 UserWarning,
             )
         return float(PRIOR_GRID[best])
+
+    def _smallest_curvature(self) -> float:
+        """The smallest eigenvalue of the GGN approximation (per-layer factor products for
+        "kron"): directions below the prior precision are the prior's alone."""
+        if self.structure == "diag":
+            return float(np.min(self.curvature_))
+        if self.structure == "kron":
+            return min(float(a.min() * b.min()) for a, _, b, _, _ in self._eig)
+        return float(np.min(self._eig[0]))
 
     def _log_likelihood(self, mean: NDArray, var: NDArray, target: NDArray) -> NDArray:
         """Per-row log-likelihood of the one-pass (probit) predictive, on the network's scale

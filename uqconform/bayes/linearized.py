@@ -186,8 +186,9 @@ class LinearizedPredictive(VersionedState, BaseEstimator):
     scale_ : float
     noise_variance_ : float
         Regression: variance of the Gaussian observation noise added to the predictive, the
-        network's mean squared residual on the validation rows (so ``scale_ -> 0`` gives the
-        MAP network with its noise tuned on the same rows), in the units of ``y``.
+        network's mean squared residual on rows it was not trained on: the validation rows
+        when `fit` trains the network, every row of `fit` for a network passed fitted
+        (``scale_ -> 0`` gives the MAP network with this noise), in the units of ``y``.
     classes_ : ndarray
         Classification only.
     n_features_in_ : int

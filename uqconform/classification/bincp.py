@@ -537,6 +537,8 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
         threshold, base = self._base_from_quantile(quantile, self.failure_level_)
         floor = float(self._smallest_statistic(self.failure_level_))  # every label reaches it
         if base <= floor:
+            if np.isfinite(quantile):  # (too few points: warned above)
+                warn_user(self._no_radius_message(alpha, base, floor), UserWarning)
             return threshold, base, 0.0
         return threshold, base, float(self.sigma * (stats.norm.ppf(base) - stats.norm.ppf(floor)))
 
@@ -584,8 +586,27 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
         levels, scalar = self._levels(alpha)
         return [self._calibration_for(float(level)) for level in levels], scalar
 
+    def _no_radius_message(self, alpha: float, base: float, floor: float) -> str:
+        """Why a calibration certifies no radius, and what to change."""
+        if getattr(self, "mode", None) == "tau":  # (the mean baseline has no mode)
+            remedy = (
+                f"with mode='tau', tau={self.tau} is more than this model's true-label scores "
+                "reach under the noise: use a smaller tau (or mode='p')"
+            )
+        else:
+            remedy = (
+                "the model is too unsure of the true labels under this noise: use a smaller sigma"
+            )
+        return (
+            f"At alpha={alpha:g} the calibrated base probability p*={base:.3g} is no more "
+            f"than every label reaches ({floor:.3g}): every set holds every class, at every "
+            f"radius; {remedy}."
+        )
+
     def _warn_trivial(self, radius: float, calibrations) -> None:
         largest = min(c[2] for c in calibrations)
+        if largest == 0:
+            return  # calibrate said why (no radius is certified at all)
         if radius >= largest:
             warn_user(
                 f"radius={radius} is at least the largest certifiable radius {largest:.4g} "
@@ -853,7 +874,7 @@ class BinarizedSmoothedClassifier(_SmoothedClassifier):
         return clopper_pearson_lower(hits, m, level)  # calibration: LOWER bound
 
     def _base_from_quantile(self, quantile, level):
-        if self.mode == "tau":
+        if getattr(self, "mode", None) == "tau":  # (the mean baseline has no mode)
             return float(self.tau), float(max(quantile, 0.0))
         if np.isneginf(quantile):  # too few calibration points: every label
             return float(quantile), 0.0

@@ -7,8 +7,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 from sklearn.base import BaseEstimator
+from sklearn.frozen import FrozenEstimator
 
 from uqconform._validation import check_frozen_is_fitted
+from uqconform._warnings import warn_user
 from uqconform.classification.heads import HeadEnsemble
 from uqconform.classification.split import SplitConformalClassifier
 
@@ -117,4 +119,18 @@ class EnsembleConformalClassifier(SplitConformalClassifier):
     def _prefit_estimator(self) -> BaseEstimator:
         if isinstance(self.estimator, (list, tuple)):
             return self._heads().fit(None, None)
-        return super()._prefit_estimator()
+        model = super()._prefit_estimator()
+        if isinstance(_unfrozen(model), HeadEnsemble):  # fitted heads, given as one object
+            return model
+        warn_user(
+            f"{type(self).__name__}.calibrate adopted one fitted model: its sets are split "
+            "conformal sets of that model alone (n_heads and diversity make heads at fit "
+            "only). Pass a list of fitted heads as `estimator`, or call fit(X, y) to train "
+            f"{self.n_heads} heads.",
+            UserWarning,
+        )
+        return model
+
+
+def _unfrozen(model: Any) -> Any:
+    return model.estimator if isinstance(model, FrozenEstimator) else model

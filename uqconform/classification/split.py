@@ -135,9 +135,10 @@ default="lac"
         Randomise APS/RAPS/SAPS with one uniform draw per row, so coverage exceeds
         ``1 - alpha`` by less than ``1/(n + 1)`` (when no probability is exactly 0);
         randomised sets can be empty on confident rows (a review, a logistic regression
-        on 4 Gaussian classes with 100 calibration rows at ``alpha=0.1``: 1.1% of the rows
-        for APS, 0.1-0.3% for RAPS, 0.7% for SAPS; the share grows with the model's
-        confidence).
+        on 4 Gaussian classes with 100 calibration rows at ``alpha=0.1``, 100 seeds: at
+        accuracy 0.71, 0.95% of the rows for APS, 0.73% for RAPS, 0.43% for SAPS; RAPS's
+        share was two thirds to all of APS's in every set-up; the share grows with the
+        model's confidence, to about 9.5% for all three at accuracy 0.99).
         ``False``: APS sets keep every label whose mass ranked above it is within the
         threshold, so the label that crosses it too; RAPS adds the label's own rank
         penalty to that mass, so a label that crosses the threshold through its penalty

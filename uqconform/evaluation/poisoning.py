@@ -55,6 +55,22 @@ def _check(X: Any, y: ArrayLike, n_points: Any, strategy: str) -> tuple[NDArray,
     return labels, int(n_points)
 
 
+def _priority(order: ArrayLike, n: int) -> NDArray:
+    """``order`` as one finite number per row (smallest attacked first)."""
+    try:
+        priority = np.asarray(order, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError("`order` must hold one number per row (smallest first).") from None
+    if priority.shape != (n,):
+        raise ValueError(f"`order` must have one entry per row ({n}), got shape {priority.shape}.")
+    if not np.isfinite(priority).all():
+        raise ValueError(
+            f"`order` contains {int((~np.isfinite(priority)).sum())} NaN or infinite values: "
+            "give every row a finite number (smallest attacked first)."
+        )
+    return priority
+
+
 def _pick_rows(
     n_points: int,
     eligible: NDArray,
@@ -74,9 +90,7 @@ def _pick_rows(
     if order is None:
         shuffled = rng.permutation(candidates)
     else:
-        priority = np.asarray(order, dtype=float)
-        if priority.shape != eligible.shape:
-            raise ValueError(f"`order` must have one entry per row ({eligible.size}).")
+        priority = _priority(order, eligible.size)
         shuffled = candidates[np.argsort(priority[candidates], kind="stable")]
     if partitions is not None:  # checked whatever the strategy: nothing silently ignored
         part = np.asarray(partitions)
@@ -248,6 +262,11 @@ def insert_points(
     rng = random_generator(random_state)
     pool_X, pool_y = (X, labels) if source is None else source
     pool_labels, _ = _check(pool_X, pool_y, n_points, strategy)
+    if np.shape(pool_X)[1:] != np.shape(X)[1:]:
+        raise ValueError(
+            f"`source` must be (X_source, y_source) with rows like X's: its rows have shape "
+            f"{np.shape(pool_X)[1:]}, X's {np.shape(X)[1:]}."
+        )
     if not set(np.unique(pool_labels).tolist()) <= set(np.unique(labels).tolist()):
         raise ValueError("`source` has labels that `y` does not have.")
     eligible = np.ones(pool_labels.size, bool)
@@ -296,9 +315,7 @@ def delete_points(
     rng = random_generator(random_state)
     # One row of every label is spared: the last one in attack order (random without it).
     _, index = np.unique(labels, return_inverse=True)
-    priority = rng.random(labels.size) if order is None else np.asarray(order, dtype=float)
-    if priority.shape != labels.shape:
-        raise ValueError(f"`order` must have one entry per row ({labels.size}).")
+    priority = rng.random(labels.size) if order is None else _priority(order, labels.size)
     last = np.lexsort((priority, index))  # by label, then priority
     ends = np.flatnonzero(np.r_[index[last][1:] != index[last][:-1], True])
     eligible = np.ones(labels.size, bool)

@@ -228,6 +228,12 @@ def _weighted_conformal_window(
 _MASS_TOLERANCE = 1e-9
 
 
+def _count_text(count: int) -> str:
+    """A count for a message: exact up to a billion, else 3 significant digits (alpha =
+    1e-300 asks for a 301-digit number of residuals)."""
+    return str(count) if count < 10**9 else f"{float(count):.3g}"
+
+
 def full_conformal_window(
     values: NDArray, weights: NDArray, test_weight: float, level: float, betas: NDArray
 ) -> tuple[float, float]:
@@ -732,9 +738,19 @@ class SequentialConformalRegressor(
         what = f"{count} {noun}{'' if count == 1 else 's'}"
         warn_user(
             f"{type(self).__name__} starts with {what}; intervals at alpha="
-            f"{np.min(alphas):g} need at least {needed} (2 / alpha - 1) for their quantiles to "
-            f"reach the level, so expect {outcome} {while_short}: {remedy}.",
+            f"{np.min(alphas):g} need at least {_count_text(needed)} (2 / alpha - 1) for their "
+            f"quantiles to reach the level, so expect {outcome} {while_short}: {remedy}"
+            f"{self._plain_quantiles_note()}.",
             UserWarning,
+        )
+
+    def _plain_quantiles_note(self) -> str:
+        """With ``finite_sample=False`` more residuals do not restore the level: say so."""
+        if self.finite_sample:
+            return ""
+        return (
+            " (with `finite_sample=False` the plain quantiles stay below the level at any "
+            "memory, by about 1 / (n + 1) for n residuals: `finite_sample=True` keeps it)"
         )
 
     def _shortfall(self, needed: int, window: int) -> tuple[str, bool, str]:
@@ -780,9 +796,10 @@ class SequentialConformalRegressor(
         )
         self._warn_once(
             ("few residuals", level, window, self.memory),
-            f"{type(self).__name__}: intervals at alpha={level:g} need at least {needed} "
-            f"{noun} (2 / alpha - 1) for their quantiles to reach the level, and the memory "
-            f"holds fewer: expect {outcome} {when}: {remedy}.",
+            f"{type(self).__name__}: intervals at alpha={level:g} need at least "
+            f"{_count_text(needed)} {noun} (2 / alpha - 1) for their quantiles to reach the "
+            f"level, and the memory holds fewer: expect {outcome} {when}: {remedy}"
+            f"{self._plain_quantiles_note()}.",
         )
 
     # ---- fit ----------------------------------------------------------------------------
