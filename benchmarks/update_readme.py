@@ -14,7 +14,7 @@ import re
 import sys
 from pathlib import Path
 
-from uqconform.benchmarks.runner import summary_markdown
+from uqconform.benchmarks.runner import merged_in, summary_markdown
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "docs" / "benchmark-results" / "results.json"
@@ -74,8 +74,9 @@ def full_results() -> dict | None:
 def headline_block(results: dict, full: dict | None = None) -> str:
     """The README block (markers included) for a run's results; ``full`` (the full run's
     results) adds its verdicts to the rows judged at full scale."""
-    rerun = [name for name, family in results["families"].items() if "started" in family]
-    since = f"; {len(rerun)} families rerun on their own since" if rerun else ""
+    rerun = [name for name, family in results["families"].items() if merged_in(results, family)]
+    noun = "family" if len(rerun) == 1 else "families"
+    since = f"; {len(rerun)} {noun} rerun on their own since" if rerun else ""
     run = (
         f"Suite `{results['suite']}`, seed {results['seed']}, run {results['started']} "
         f"({results['wall_time_s'] / 60:.1f} min on {results['machine']['usable_cpus']} CPUs"

@@ -32,6 +32,22 @@ def test_readme_headline_block_is_the_committed_runs_summary():
     )
 
 
+def test_only_families_merged_in_count_as_rerun():
+    """Review finding: every family now records its `started`, which the README's count
+    of families "rerun on their own since" took for a rerun (a fresh run would have said
+    15)."""
+    module = _update_readme_module()
+    results = json.loads(RESULTS.read_text())
+    start = results["started"]
+    fresh = {**results, "families": {
+        name: {**record, "started": start} for name, record in results["families"].items()
+    }}  # fmt: skip
+    assert "rerun on their own" not in module.headline_block(fresh)
+    one = next(iter(fresh["families"]))
+    fresh["families"][one] = {**fresh["families"][one], "started": "2020-01-01T00:00:00+00:00"}
+    assert "; 1 family rerun on their own since" in module.headline_block(fresh)
+
+
 def test_committed_run_is_a_full_quick_suite_with_its_plots():
     results = json.loads(RESULTS.read_text())
     assert results["suite"] == "quick"

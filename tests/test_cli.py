@@ -7,6 +7,7 @@ import re
 import signal
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -214,6 +215,49 @@ def test_an_interrupted_run_leaves_the_folder_as_it_was(fake_registry, tmp_path,
     assert "interrupted" in capsys.readouterr().err
     after = {path.name: path.read_bytes() for path in tmp_path.iterdir()}  # no staging left
     assert after == before
+
+
+def test_an_interrupt_while_the_run_moves_in_keeps_the_previous_results(
+    fake_registry, tmp_path, monkeypatch
+):
+    """Review finding: the previous run's results.json and report.md were deleted before
+    the new files moved in, so a Ctrl-C (or an OSError) there lost both runs."""
+    from uqconform.benchmarks import runner
+
+    assert main(["benchmark", "--suite", "fake-ok", "--out", str(tmp_path)]) == 0
+    previous = (tmp_path / "results.json").read_bytes()
+    replace = os.replace
+
+    def interrupted_at_results(source, target):
+        if Path(target).name == "results.json":
+            raise KeyboardInterrupt
+        replace(source, target)
+
+    monkeypatch.setattr(runner.os, "replace", interrupted_at_results)
+    with pytest.raises(KeyboardInterrupt):
+        run_benchmark("fake-ok", tmp_path, scale="smoke", progress=False, echo=None)
+    assert (tmp_path / "results.json").read_bytes() == previous  # the previous run's
+
+
+def test_the_source_commit_is_read_before_the_families_run(fake_registry, tmp_path, monkeypatch):
+    """Review finding: the commit was read after the families ran, so a commit made during
+    a run was recorded for figures computed before it."""
+    from uqconform.benchmarks import runner
+
+    commits = iter(["a" * 40, "b" * 40])
+    monkeypatch.setattr(
+        runner, "source_revision", lambda: {"commit": next(commits), "modified": False}
+    )
+    results = run_benchmark("fake-ok", tmp_path, scale="smoke", progress=False, echo=None)
+    assert results["source"]["commit"] == "a" * 40
+
+
+def test_a_small_headline_figure_is_never_shown_as_zero():
+    """Review finding: 9.9996e-06 against "< 1e-5" was shown as "0."."""
+    from uqconform.benchmarks.runner import headline_text
+
+    assert headline_text(9.9996e-06, "< 1e-5", True) == "9.9996e-06"
+    assert headline_text(99.99996, "< 100", True) == "99.99996"
 
 
 def test_an_interrupted_run_into_a_new_folder_leaves_no_folder(fake_registry, tmp_path, capsys):

@@ -505,9 +505,17 @@ def test_coverage_count_pmf_moments():
     assert (np.arange(m + 1) @ pmf) / m == pytest.approx(expected)
     # too few calibration points: the set is everything
     np.testing.assert_array_equal(coverage_count_pmf(5, 0.05, 3), [0, 0, 0, 1])
-    # alpha within rounding of 1: the sets are empty (it raised a NaN conversion error)
-    np.testing.assert_array_equal(coverage_count_pmf(10, 1 - 1e-12, 3), [1, 0, 0, 0])
-    assert coverage_bounds(10, 1 - 1e-12, 5, n_repeats=2) == (0.0, 0.0)
+    # alpha within rounding of 1 (it raised a NaN conversion error, then read as empty
+    # sets): the rank exact arithmetic gives, floor(11 alpha) = 10, as at alpha 0.95
+    np.testing.assert_array_equal(
+        coverage_count_pmf(10, 1 - 1e-12, 3), coverage_count_pmf(10, 0.95, 3)
+    )
+    np.testing.assert_allclose(
+        coverage_count_pmf(10, 0.95, 3), stats.betabinom(3, 1, 10).pmf(range(4))
+    )
+    assert coverage_bounds(10, 1 - 1e-12, 5, n_repeats=2) == coverage_bounds(
+        10, 0.95, 5, n_repeats=2
+    )
     with pytest.raises(ValueError, match=r"n_test"):
         coverage_count_pmf(10, 0.1, 0)
     with pytest.raises(ValueError, match=r"confidence"):
@@ -1352,3 +1360,29 @@ def test_report_prints_the_nominal_level_in_full_and_no_verdict_for_nan_coverage
     assert first.split()[1] == "0.9975" and second.split()[1] == "0.900"
     assert third.split()[1] == "0.667"  # no short decimal holds it: 3 places, in its column
     assert "above" not in second and "BELOW" not in second and " - " in second
+
+
+def test_pandas_groups_in_another_row_order_than_the_targets_are_refused():
+    """Review finding: with an array `X_test`, a pandas `groups` indexed by `y_test`'s
+    labels in another order was paired by position (coverage 0.770 against 0.933 aligned),
+    and `coverage_by_group` swapped the groups' coverages."""
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 2))
+    groups = pd.Series(np.where(X[:, 0] > 0, "a", "b"))
+    y = pd.Series(X @ [1.0, 1.0] + rng.normal(size=300) * np.where(groups == "a", 3, 0.3))
+    model = SplitConformalRegressor(LinearRegression()).fit(X[:100], y[:100])
+    model.calibrate(X[100:200], y[100:200], groups=groups[100:200])
+    y_test, g_test = y[200:], groups[200:]
+    shuffled = g_test.sample(frac=1, random_state=0)
+    with pytest.raises(ValueError, match=r"`groups` is indexed by the row labels of `y_test`"):
+        evaluate(model, X[200:], y_test, groups=shuffled)
+    report = evaluate(model, X[200:], y_test, groups=g_test)  # aligned: fine
+    intervals = model.predict_interval(X[200:], groups=g_test)
+    with pytest.raises(ValueError, match=r"`groups` is indexed by the row labels of `y_true`"):
+        coverage_by_group(y_test, intervals, groups=g_test[::-1])
+    table = coverage_by_group(y_test, intervals, groups=g_test)
+    overall = float(table["count"] @ table["coverage"]) / 100
+    frame = report.to_frame()
+    assert frame.loc[frame["alpha"] == model.alpha, "coverage"].item() == pytest.approx(overall)

@@ -583,6 +583,11 @@ def headline_text(value: Any, target: Any, met: Any) -> Any:
     while compare(float(shown), bound) != bool(met) and decimals < 12:
         decimals += 1
         shown = f"{value:.{decimals}f}".rstrip("0")
+    if float(shown) == 0 != value:  # 9.9996e-06 against "< 1e-5": not a bare "0."
+        digits = 2
+        while compare(float(shown), bound) != bool(met) or float(shown) == 0:
+            digits += 1
+            shown = f"{value:.{digits}g}"
     if compare(float(shown), bound) != bool(met):  # within 1e-12 of the bound: all digits
         shown = repr(float(value))
     return value if shown == _format_value(value) else shown
@@ -627,19 +632,25 @@ def summary_markdown(results: dict[str, Any]) -> str:
     return format_table(rows, markdown=True) if rows else "(no headline figures)"
 
 
+def merged_in(results: dict[str, Any], record: dict[str, Any]) -> bool:
+    """Whether a family's record was run on its own and merged into ``results``: it
+    started outside the run's time (every family records its ``started``)."""
+    started = record.get("started")
+    if started is None:
+        return False
+    run_start = _dt.datetime.fromisoformat(results["started"])
+    offset = (_dt.datetime.fromisoformat(started) - run_start).total_seconds()
+    return not (-1 <= offset <= float(results["wall_time_s"]) + 1)
+
+
 def _provenance_lines(results: dict[str, Any], record: dict[str, Any]) -> list[str]:
     """Where a family's figures come from, when not only from the run in the header: a
     family run on its own and merged in (its ``started`` outside the run's time), and any
     later change to its record (its ``provenance`` list, e.g. a headline recomputed from the
     stored tables)."""
     lines = []
-    started = record.get("started")
-    if started is not None:
-        run_start = _dt.datetime.fromisoformat(results["started"])
-        family_start = _dt.datetime.fromisoformat(started)
-        offset = (family_start - run_start).total_seconds()
-        if not (-1 <= offset <= float(results["wall_time_s"]) + 1):
-            lines.append(f"Run on its own, started {started}, and merged into this report.")
+    if merged_in(results, record):
+        lines.append(f"Run on its own, started {record['started']}, and merged into this report.")
     lines += list(record.get("provenance", []))
     return ["", *lines] if lines else []
 
@@ -697,9 +708,11 @@ def report_markdown(
 
 
 def _replace_previous_run(out_dir: Path, staging: Path) -> None:
-    """Move a finished run from ``staging`` into ``out_dir``, first removing the files the
-    previous run there listed (its ``results.json``, ``report.md`` and plots), so that the
-    folder describes one run; other files are left alone."""
+    """Move a finished run from ``staging`` into ``out_dir``, then remove the files the
+    previous run there listed (its plots) that the new run does not overwrite, so that the
+    folder describes one run; other files are left alone. The new files replace the old
+    ones in place (``os.replace``), ``results.json`` last: interrupted before it, the
+    folder still holds the previous run's ``results.json`` (beside some new plots)."""
     try:
         previous = json.loads((out_dir / "results.json").read_text())
         stale = ["results.json", "report.md"] + [
@@ -715,12 +728,13 @@ def _replace_previous_run(out_dir: Path, staging: Path) -> None:
         ]
     except (OSError, ValueError, KeyError, TypeError, AttributeError):  # none, or not ours
         stale = ["results.json", "report.md"]
-    for name in stale:
+    written = sorted(staging.iterdir(), key=lambda path: path.name == "results.json")
+    for path in written:  # results.json last: the run counts as replaced once it is in
+        os.replace(path, out_dir / path.name)
+    for name in set(stale) - {path.name for path in written}:
         path = out_dir / name
         if path.is_file():
             path.unlink()
-    for path in staging.iterdir():
-        os.replace(path, out_dir / path.name)
 
 
 def _run_and_write(
@@ -737,6 +751,7 @@ def _run_and_write(
     into ``out_dir``: an interrupted run (Ctrl-C) leaves ``out_dir`` as it was, and the
     staging folder goes away in every case."""
     started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    source = source_revision()  # the code the figures run at, read before it can change
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(
         prefix=".uqconform-run-", dir=out_dir, ignore_cleanup_errors=True
@@ -750,7 +765,7 @@ def _run_and_write(
             "started": started,
             "wall_time_s": time.perf_counter() - start,
             "versions": package_versions(),
-            "source": source_revision(),
+            "source": source,
             "machine": machine_info(),
             "failed": families_with_status(families, "failed"),
             "skipped": families_with_status(families, "skipped"),

@@ -161,8 +161,6 @@ def _single_count_law(n_calibration: int, level: float, n_test: int) -> tuple[in
     conforming = int(conformal_rank(n_calibration, level, kind="conformity")[0])
     if conforming == 0:  # too few calibration points: the set is everything, coverage 1
         return n_test, np.ones(1)
-    if conforming > n_calibration:  # alpha within rounding of 1: empty sets, coverage 0
-        return 0, np.ones(1)
     a, b = n_calibration + 1 - conforming, conforming
     # the moments by their formulas: scipy's betabinom.std is wrong beyond 1e9 test points
     mean = n_test * a / (a + b)

@@ -27,7 +27,7 @@ import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
 from uqconform._rows import float_values
-from uqconform._validation import check_rows
+from uqconform._validation import check_row_order, check_rows
 from uqconform._warnings import warn_user
 from uqconform.quantiles import check_alpha
 from uqconform.regions import check_output_columns
@@ -661,6 +661,7 @@ def coverage_by_group(
     a          2       0.5         1.0
     b          1       1.0         3.0
     """
+    check_row_order(y_true, groups, "groups", "y_true")  # both pandas: same rows, same order
     parsed, y = _prepare(y_true, prediction, classes)
     labels = _check_groups(groups, y.shape[0])
     codes, uniques = _factorize(labels)

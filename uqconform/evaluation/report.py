@@ -19,14 +19,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
+from scipy import signal
 from sklearn.utils.validation import _num_samples
 
 from uqconform._validation import check_row_order
 from uqconform.evaluation.bounds import (
+    _carrying_mass,
+    _single_count_law,
     central_share_interval,
     check_confidence,
     coverage_bounds,
-    coverage_count_pmf,
 )
 from uqconform.evaluation.metrics import (
     EFFICIENCY_NAME,
@@ -358,11 +360,14 @@ def _stratified_bounds(
     test_sizes = np.bincount(test_strata, minlength=n_strata)
     bounds = np.empty((alphas.size, 2))
     for j, level in enumerate(alphas):  # a loop over levels, then over the strata tested
-        law = np.ones(1)
+        # each stratum's law on the counts that carry its mass, convolved by FFT: the full
+        # pmfs by np.convolve took 48 s per level at 400,000 test rows (quadratic)
+        offset, law = 0, np.ones(1)
         for n_s, m_s in zip(calibration_sizes, test_sizes, strict=True):
             if m_s:
-                law = np.convolve(law, coverage_count_pmf(int(n_s), float(level), int(m_s)))
-        bounds[j] = central_share_interval(0, law / law.sum(), n_test, (1 - confidence) / 2)
+                first, pmf = _single_count_law(int(n_s), float(level), int(m_s))
+                offset, law = _carrying_mass(offset + first, signal.fftconvolve(law, pmf))
+        bounds[j] = central_share_interval(offset, law, n_test, (1 - confidence) / 2)
     return bounds
 
 
@@ -451,6 +456,7 @@ def evaluate(
         raise ValueError("`y_test` is None; pass the test targets.")
     check_row_order(X_test, y_test, "y_test", "X_test")
     check_row_order(X_test, groups, "groups", "X_test")
+    check_row_order(y_test, groups, "groups", "y_test")  # X_test may carry no index
     y = np.asarray(y_test)
     try:  # the model checks X itself; this only names a length mismatch as the user's
         n_X: int | None = _num_samples(X_test)
