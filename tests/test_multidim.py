@@ -873,3 +873,23 @@ def test_prefit_heads_refuse_x_with_other_columns_under_this_class_name():
         model.predict_set(X[:5, None, :])
     with pytest.raises(ValueError, match=r"3-D array of shape \(5, 1, 4\).*second axis"):
         model.predict_set(X[:5, None, :])
+
+
+def test_parameters_of_the_heads_changed_after_fit_are_not_ignored():
+    """Review finding: after fit, `set_params(estimator=<fitted heads>)`, `n_heads` or
+    `diversity` left calibrate on the heads fit had trained, silently (the plain ensemble
+    refused). Fitted heads set afterwards are now used; a changed recipe asks for fit."""
+    from sklearn.datasets import load_digits
+
+    from uqconform.classification import HeadEnsemble
+
+    X, y = load_digits(return_X_y=True)
+    other = HeadEnsemble(n_heads=2, random_state=9).fit(X[:300], y[:300]).heads_
+    model = MultiDimScoreClassifier(n_heads=3, random_state=0).fit(X[:600], y[:600])
+    model.set_params(estimator=list(other)).calibrate(X[600:1200], y[600:1200])
+    assert [id(head) for head in model.estimator_.heads_] == [id(head) for head in other]
+    assert model.predict_set(X[1200:]).shape == (len(y) - 1200, 10)
+    for change in ({"n_heads": 2}, {"diversity": "subspace"}):
+        model = MultiDimScoreClassifier(n_heads=3, random_state=0).fit(X[:600], y[:600])
+        with pytest.raises(NotFittedError, match=r"calibrate: parameters changed since fit"):
+            model.set_params(**change).calibrate(X[600:1200], y[600:1200])

@@ -586,3 +586,25 @@ def test_a_single_label_model_is_named_with_the_wrapper_to_use():
         MultiLabelRiskController(LogisticRegression()).fit(X, Y)
     wrapped = MultiLabelRiskController(MultiOutputClassifier(LogisticRegression()))
     assert wrapped.fit(X, Y).predict(X[:2]).shape == (2, 4)  # the remedy works
+
+
+def test_a_model_fitted_on_labels_other_than_0_1_is_refused():
+    """Review finding: a multi-output model fitted on 'no'/'yes' gave probabilities of
+    presence all 0 (every set full), one fitted on 1/2 inverted ones (sets of 3.92 of 4
+    labels against 2.25), without a word."""
+    from sklearn.datasets import make_multilabel_classification
+
+    X, Y = make_multilabel_classification(n_samples=700, n_features=8, n_classes=4, random_state=0)
+    for coded in (np.where(Y == 1, "yes", "no"), Y + 1):
+        model = RandomForestClassifier(n_estimators=5, random_state=0).fit(X[:300], coded[:300])
+        with pytest.raises(ValueError, match=r"fitted with classes .* for label 0.*Refit on 0/1"):
+            MultiLabelRiskController(model, alpha=0.1).calibrate(X[300:500], Y[300:500])
+    for coded in (Y, Y.astype(bool)):
+        model = RandomForestClassifier(n_estimators=5, random_state=0).fit(X[:300], coded[:300])
+        controller = MultiLabelRiskController(model, alpha=0.1).calibrate(X[300:500], Y[300:500])
+        assert controller.predict_set(X[500:]).shape == (200, 4)
+    # review finding: predict and predict_proba before any step asked only for 'fit'
+    unused = MultiLabelRiskController(model, alpha=0.1)
+    for method in ("predict", "predict_proba"):
+        with pytest.raises(NotFittedError, match=rf"{method} needs fit.*or calibrate"):
+            getattr(unused, method)(X[500:])

@@ -50,6 +50,7 @@ from uqconform._version import VersionedState
 from uqconform._warnings import warn_user
 from uqconform.base import (
     check_calibrated,
+    check_calibration_settings,
     check_nan_accepted,
     forward_input_tags,
     keeps_state_on_error,
@@ -159,6 +160,7 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
     """
 
     #: Parameters the calibration depends on (changing one needs a new calibrate).
+    _fit_params = ("estimator", "n_heads", "diversity")  # the heads fit trained
     _calibration_params = (
         "base_score",
         "k_reg",
@@ -299,6 +301,7 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
                 f"{expected}: fit(X, y) with fitted heads only checks X against them."
             )
         remember_training_rows(self, X, labels, trained=not self._heads_adopted)
+        record_calibration_settings(self, step="fit")
         return self
 
     def _reset_calibration(self) -> None:
@@ -400,7 +403,12 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
         """
         check_row_order(X, y, "y")
         self._validate_params()
-        if not hasattr(self, "estimator_") or self.__dict__.get("_heads_adopted", False):
+        adopting = not hasattr(self, "estimator_") or self.__dict__.get("_heads_adopted", False)
+        if not adopting and isinstance(self.estimator, (list, tuple)):
+            adopting = True  # fitted heads set after fit trained others: use them
+        elif not adopting:  # heads trained by fit: from the parameters fit used
+            check_calibration_settings(self, "calibrate", step="fit", again="fit(X, y)")
+        if adopting:
             if not isinstance(self.estimator, (list, tuple)):
                 raise NotFittedError(
                     "calibrate was called before fit: call fit(X_train, y_train) first, or pass "
@@ -409,6 +417,7 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
             # Re-adopted at each calibrate, so that set_params(estimator=...) applies.
             self.estimator_ = self._heads().fit(None, None)
             self._heads_adopted = True
+            self.__dict__.pop("_fit_settings", None)  # nothing fit trained is used
         self._check_columns_against_heads(X)
         n = n_rows(X)
         given = check_class_labels(y, n)
@@ -417,7 +426,8 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
         levels = check_alpha(self.alpha, "alpha")
         order = self._rng(2).permutation(n)
         n_cells, n_recal = self._split_sizes(n)
-        message = self._too_few_message(f"{n} calibration points are", levels.min())
+        points = f"{n} calibration point{' is' if n == 1 else 's are'}"
+        message = self._too_few_message(points, levels.min())
         if n_cells < 1 or n_recal < 1:  # nothing to build cells from, or to calibrate on
             raise ValueError(message)
         if conformal_rank(n_recal, levels.min())[0] > n_recal:  # the contract: whole space

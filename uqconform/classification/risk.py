@@ -43,10 +43,10 @@ from scipy import stats
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.linear_model import LogisticRegression
 from sklearn.multiclass import OneVsRestClassifier
-from sklearn.utils.validation import check_is_fitted
 
 from uqconform._validation import (
     check_int,
+    check_wrapper_fitted,
     missing_proba_error,
     missing_target_error,
     refuse_non_finite,
@@ -143,7 +143,14 @@ def multilabel_probabilities(model: Any, X: Any, n_labels: int | None = None) ->
                     f"{block.shape}: a multi-label model gives one (n, 2) array per label "
                     "(classes 0 and 1)."
                 )
+            if not set(labels.tolist()) <= {0, 1}:  # True == 1, False == 0
+                raise ValueError(
+                    f"{name} was fitted with classes {labels.tolist()} for label {k}: a "
+                    "label matrix holds 0/1 (absent/present), and the column of class 1 is "
+                    "read as the probability of presence. Refit on 0/1 labels."
+                )
             present = np.flatnonzero(labels == 1)
+            # a label never present in training: only class 0, probability of presence 0
             columns.append(block[:, present[0]] if present.size else np.zeros(block.shape[0]))
         proba = np.column_stack(columns)
     else:
@@ -159,7 +166,12 @@ def multilabel_probabilities(model: Any, X: Any, n_labels: int | None = None) ->
         proba, f"{name} predict_proba gave NaN or infinite probabilities", "rows of `X`"
     )
     if proba.size and (proba.min() < 0 or proba.max() > 1):
-        raise ValueError(f"{name} predict_proba gave values outside [0, 1].")
+        worst = float(proba.min()) if proba.min() < 0 else float(proba.max())
+        raise ValueError(
+            f"{name} predict_proba gave values outside [0, 1] (e.g. {worst!r}): a "
+            "probability model is needed; rounding a hair past 0 or 1 can be mended "
+            "with np.clip(proba, 0, 1) in the model."
+        )
     return proba
 
 
@@ -192,7 +204,10 @@ def check_label_matrix(y: Any, n: int, n_labels: int | None = None) -> NDArray:
             f"`y` has {labels.shape[1]} label columns but the model predicts {n_labels}."
         )
     if labels.dtype.kind not in "biuf":
-        raise ValueError(f"`y` must hold 0/1 entries, got dtype {labels.dtype}.")
+        raise ValueError(
+            f"`y` must hold 0/1 entries, got dtype {labels.dtype}: convert it first, "
+            "e.g. y.astype(int) for 0/1 held as objects."
+        )
     if labels.dtype.kind != "b" and not np.isin(labels, (0, 1)).all():
         bad = labels[~np.isin(labels, (0, 1))]
         raise ValueError(
@@ -656,7 +671,12 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
     def predict(self, X: Any) -> NDArray:
         """The wrapped model's label matrix (``predict``; without one, probability at
         least 0.5), shape ``(n_samples, n_labels)``: no guarantee, see `predict_set`."""
-        check_is_fitted(self, "estimator_")
+        check_wrapper_fitted(
+            self,
+            "estimator_",
+            "predict",
+            "fit(X, Y) (or calibrate(X_calib, Y_calib) alone around a fitted `estimator`)",
+        )
         X = self._validate_X(X, reset=False)
         if hasattr(self.estimator_, "predict"):
             return np.asarray(self.estimator_.predict(X))
@@ -664,5 +684,10 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
 
     def predict_proba(self, X: Any) -> NDArray:
         """``P(label k present)`` of the wrapped model, shape ``(n_samples, n_labels)``."""
-        check_is_fitted(self, "estimator_")
+        check_wrapper_fitted(
+            self,
+            "estimator_",
+            "predict_proba",
+            "fit(X, Y) (or calibrate(X_calib, Y_calib) alone around a fitted `estimator`)",
+        )
         return multilabel_probabilities(self.estimator_, self._validate_X(X, reset=False))
