@@ -258,7 +258,8 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
         with ``p >= t``, compared as ``1 - p <= 1 - t``, so a probability a rounding error
         below ``t`` can count; the same at calibration and prediction), fixed before
         seeing the calibration data; an int ``m`` means
-        ``1/m, 2/m, ..., 1``.
+        ``1/m, 2/m, ..., 1``. Not used by the other methods (but still checked, like
+        ``delta``).
     fwer : {"fixed_sequence", "bonferroni"}, default="fixed_sequence"
         ``method="ltt"``: ``"fixed_sequence"`` tests the thresholds from the safe end
         (the largest sets for ``"fnr"`` and ``"miscoverage"``, the smallest for
