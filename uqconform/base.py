@@ -177,7 +177,9 @@ def record_calibration_settings(model: Any, *, step: str = "calibrate") -> None:
         # an adopted model is held by reference: the user can train it again in place
         adopted = model.__dict__.get("_estimator_adopted", False)
         model.__dict__["_adopted_digest"] = (
-            parameter_digest(model.estimator_) if adopted and "estimator_" in vars(model) else None
+            parameter_digest(model.estimator_, arrays_only=True)
+            if adopted and "estimator_" in vars(model)
+            else None
         )
 
 
@@ -362,9 +364,10 @@ def check_not_retrained(model: Any, method: str) -> None:
     (its learnt numbers changed, `parameter_digest`): the scores and thresholds are those of
     the old model, and the sets would lose their guarantee silently (coverage 0.60 at 0.90
     in a review, or a broadcast error when the number of classes changed). Models that keep
-    what they learnt outside numpy attributes (scikit-learn's trees) are not covered."""
+    what they learnt outside numpy arrays (scikit-learn's trees) are not covered, and
+    scalar attributes are left out (a model may count its calls in one)."""
     recorded = model.__dict__.get("_adopted_digest")
-    if recorded is not None and parameter_digest(model.estimator_) != recorded:
+    if recorded is not None and parameter_digest(model.estimator_, arrays_only=True) != recorded:
         raise NotFittedError(
             f"{type(model).__name__}.{method}: the fitted `estimator` was trained again "
             "since calibrate (its learnt parameters changed), so the calibration is the old "

@@ -250,7 +250,7 @@ def parameter_count(estimator: Any, *, curvature: str = "full") -> int:
     return coef.size + int(has_intercept)
 
 
-def parameter_digest(estimator: Any) -> str:
+def parameter_digest(estimator: Any, *, arrays_only: bool = False) -> str:
     """A digest of a fitted model's learnt state, to notice a model retrained in place.
 
     Hashes the numbers a model learnt: a torch module's parameters and buffers; for
@@ -259,7 +259,9 @@ def parameter_digest(estimator: Any) -> str:
     searches (their fitted sub-models). Equal for a pickled copy; it changes when the
     models `linearize` reads (linear models, MLPs, torch modules) are trained again on
     other data or with another seed. Models that keep what they learnt in other objects
-    (scikit-learn's trees) are not covered.
+    (scikit-learn's trees) are not covered. ``arrays_only`` leaves out scalar attributes
+    (and lists of scalars): a model may count its calls in one, and a retrained model's
+    arrays change anyway.
 
     Examples
     --------
@@ -272,11 +274,11 @@ def parameter_digest(estimator: Any) -> str:
     (True, False)
     """
     digest = hashlib.sha256()
-    _feed_digest(digest, estimator, set())
+    _feed_digest(digest, estimator, set(), arrays_only)
     return digest.hexdigest()
 
 
-def _feed_digest(digest: Any, value: Any, seen: set[int]) -> None:
+def _feed_digest(digest: Any, value: Any, seen: set[int], arrays_only: bool = False) -> None:
     if isinstance(value, (BaseEstimator, list, tuple, dict)) or is_torch_module(value):
         if id(value) in seen:
             return
@@ -294,29 +296,31 @@ def _feed_digest(digest: Any, value: Any, seen: set[int]) -> None:
         and value
         and all(isinstance(item, (int, float, np.number)) for item in value)
     ):
-        digest.update(np.asarray(value, dtype=float).tobytes())  # a loss curve, say
+        if not arrays_only:
+            digest.update(np.asarray(value, dtype=float).tobytes())  # a loss curve, say
     elif isinstance(value, np.ndarray):
         if value.dtype.kind in "biuf":  # numbers; object arrays hold addresses
             digest.update(f"{value.shape}{value.dtype}".encode())
             digest.update(np.ascontiguousarray(value).tobytes())
     elif isinstance(value, (bool, int, float, np.number)):
-        digest.update(repr(value).encode())
+        if not arrays_only:  # (counters a model may update at predict time)
+            digest.update(repr(value).encode())
     elif isinstance(value, (list, tuple)):
         for item in value:
-            _feed_digest(digest, item, seen)
+            _feed_digest(digest, item, seen, arrays_only)
     elif isinstance(value, dict):
         for key in sorted(value, key=str):
             digest.update(str(key).encode())
-            _feed_digest(digest, value[key], seen)
+            _feed_digest(digest, value[key], seen, arrays_only)
     elif isinstance(value, BaseEstimator):
         if isinstance(value, Pipeline):
-            _feed_digest(digest, [step for _, step in value.steps], seen)
+            _feed_digest(digest, [step for _, step in value.steps], seen, arrays_only)
         if isinstance(value, FrozenEstimator):
-            _feed_digest(digest, value.estimator, seen)
+            _feed_digest(digest, value.estimator, seen, arrays_only)
         for name, item in sorted(vars(value).items()):
             if name.endswith("_") and not name.startswith("_"):
                 digest.update(name.encode())
-                _feed_digest(digest, item, seen)
+                _feed_digest(digest, item, seen, arrays_only)
 
 
 def _minibatch_factor(model: MLPRegressor) -> float:
