@@ -754,6 +754,26 @@ def test_a_report_built_by_hand_prints_missing_figures_as_nan():
         assert cells[5:] == ["nan"] * (3 if task == "classification" else 1)
 
 
+def test_levels_are_printed_with_the_digits_they_have():
+    """Review findings: levels 0.1, 0.1004 and 0.10004 all printed as 0.1; a 0-d array
+    confidence was refused; plot() of hand-built rows without `nominal` raised KeyError."""
+    rows = [
+        {"alpha": a, "nominal": 1 - a, "coverage": 0.9, "mean_width": 1.0}
+        for a in (0.1, 0.1004, 0.10004, 1 / 3)
+    ]
+    report = CoverageReport("M", "regression", "mean_width", 10, None, 0.99, 0.0, rows=rows)
+    printed = [line.split()[:2] for line in str(report).splitlines()[2:6]]
+    assert printed == [
+        ["0.1", "0.900"], ["0.1004", "0.8996"], ["0.10004", "0.89996"], ["0.333", "0.667"]
+    ]  # fmt: skip
+    assert coverage_bounds(100, 0.1, 50, confidence=np.array(0.95)) == coverage_bounds(
+        100, 0.1, 50, confidence=0.95
+    )
+    pytest.importorskip("matplotlib")
+    bare = [{"alpha": 0.1, "coverage": 0.88, "mean_width": 1.0}]
+    CoverageReport("M", "regression", "mean_width", 10, None, 0.99, 0.0, rows=bare).plot()
+
+
 def test_evaluate_regressor_with_groups_and_one_level(regression_data):
     X, y, groups = regression_data
     model = SplitConformalRegressor(LinearRegression(), 0.1, "absolute")

@@ -43,6 +43,8 @@ _STIRLING_FROM = 10**4
 
 def check_confidence(confidence: Any) -> float:
     """``confidence`` as a float strictly between 0 and 1 (else a message naming it)."""
+    if isinstance(confidence, np.ndarray) and confidence.ndim == 0:
+        confidence = confidence.item()  # a 0-d array is one number, as for alpha
     if (
         isinstance(confidence, bool)
         or not isinstance(confidence, numbers.Real)

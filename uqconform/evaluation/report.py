@@ -199,8 +199,9 @@ class CoverageReport:
             # as many decimals as the level has (alpha 0.0025: 0.9975, not 0.998), up to 6;
             # 3 for a level no short decimal holds (alpha 1/3: 0.667)
             places = next((k for k in range(3, 7) if abs(round(nominal, k) - nominal) < 1e-12), 3)
+            alpha_text = f"{row['alpha']:.{places}g}"  # 0.1004 is not 0.1
             line = (
-                f"{row['alpha']:>7.3g} {nominal:>8.{places}f} "
+                f"{alpha_text:>7} {nominal:>8.{places}f} "
                 f"{row['coverage']:>{coverage_width}.{digits}f} {bounds:>{bounds_width}} "
                 f"{inside:>6} {row.get(self.efficiency, math.nan):>#14.4g}"
             )
@@ -257,11 +258,12 @@ class CoverageReport:
         bounds = None
         if {"bound_low", "bound_high"} <= set(frame.columns):
             bounds = frame[["bound_low", "bound_high"]].to_numpy(dtype=float)
-        plot_coverage(frame["nominal"], frame["coverage"], bounds, ax=coverage_ax)
+        nominal = frame["nominal"] if "nominal" in frame else 1 - frame["alpha"]  # hand-built rows
+        plot_coverage(nominal, frame["coverage"], bounds, ax=coverage_ax)
         coverage_ax.set_title(self.model)
         if not single:
             label = self.efficiency.replace("_", " ")
-            plot_efficiency(frame["nominal"], frame[self.efficiency], ax=ax[1], ylabel=label)
+            plot_efficiency(nominal, frame[self.efficiency], ax=ax[1], ylabel=label)
         return ax
 
 
