@@ -57,7 +57,8 @@ def _parser() -> argparse.ArgumentParser:
         "benchmark",
         help="run the benchmark suites",
         description="Run benchmark suites; tables are printed, results written to --out. "
-        "Exit code 0: every family ran; 1: a family failed (the others were written); 2: a "
+        "Exit code 0: no family failed (families skipped for a missing optional package "
+        "included); 1: a family failed (the others were written); 2: a "
         "usage error; 130: interrupted (Ctrl-C); 143: terminated (SIGTERM).",
     )
     bench.add_argument(

@@ -37,7 +37,8 @@ __all__ = [
     "resolve_suite",
 ]
 
-#: Sizes every family understands: ``smoke`` (seconds, for tests), ``quick``, ``full``.
+#: Sizes every family understands: ``smoke`` (seconds per family, for tests; about five
+#: minutes for the whole suite on two CPUs), ``quick``, ``full``.
 SCALES = ("smoke", "quick", "full")
 
 

@@ -518,12 +518,17 @@ class ApproximateFullConformalRegressor(
         if spread < _CONSTANT_PREDICTION * float(np.std(target)):  # (never for constant y)
             # the reference vanishes with the hidden units' variation: the ratio says nothing,
             # and training longer does not change it (a review: 5.55 at tol 1e-12 and 1e-15)
+            cause, remedy = (
+                ("the weight decay shrank it", "use a smaller weight decay")
+                if decay > 0
+                else ("the features barely move it (no weight decay)", "check the features")
+            )
             warn_user(
                 f"The model predicts almost a constant (spread of its predictions "
-                f"{spread:.2g}, of the targets {float(np.std(target)):.2g}): the weight decay "
-                "shrank it, so `stationarity_` cannot judge convergence (training longer "
-                "does not move it). The intervals are those of a nearly constant model; if "
-                "the features should predict the target, use a smaller weight decay.",
+                f"{spread:.2g}, of the targets {float(np.std(target)):.2g}): {cause}, so "
+                "`stationarity_` cannot judge convergence (training longer does not move "
+                "it). The intervals are those of a nearly constant model; if the features "
+                f"should predict the target, {remedy}.",
                 UserWarning,
             )
         elif relative > _FAR_FROM_STATIONARY:
