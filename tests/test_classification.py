@@ -693,14 +693,16 @@ def test_a_prefit_model_trained_again_after_calibrate_is_refused(frozen):
     for labels in (y[:200][::-1], np.minimum(y[:200], 2)):  # other data; three classes
         model.fit(X[:200], labels)
         for method in ("predict_set", "predict_pvalue"):
-            with pytest.raises(NotFittedError, match="trained again since calibrate"):
+            with pytest.raises(
+                NotFittedError, match=r"changed since calibrate \(it was trained again"
+            ):
                 getattr(wrapper, method)(X[400:])
     wrapper.calibrate(X[200:400], np.minimum(y[200:400], 2))  # recalibrated: usable again
     assert wrapper.predict_set(X[400:]).shape == (200, 3)
     regressor = Ridge().fit(X[:200], y[:200])
     split = SplitConformalRegressor(regressor).calibrate(X[200:400], y[200:400])
     regressor.fit(X[:200], -y[:200])
-    with pytest.raises(NotFittedError, match="trained again since calibrate"):
+    with pytest.raises(NotFittedError, match=r"changed since calibrate \(it was trained again"):
         split.predict_interval(X[400:])
     # a model the wrapper fitted itself is its own clone: the user's copy is not read
     own = (

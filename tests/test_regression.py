@@ -775,3 +775,28 @@ def test_overflowed_calibration_scores_are_named_not_blamed_on_too_few_points():
     messages = [str(w.message) for w in caught]
     assert any("1 of the 5 calibration scores are infinite" in m for m in messages), messages
     assert any("Too few calibration points" in m for m in messages), messages
+
+
+def test_a_pickled_wrapper_whose_model_has_a_nan_parameter_still_predicts():
+    """Review finding: SimpleImputer's missing_values=nan (or GridSearchCV's
+    error_score=nan) compared unequal to itself after a pickle round-trip, so the copy
+    refused to predict ("parameters changed since fit")."""
+    import pickle
+
+    from sklearn.impute import SimpleImputer
+    from sklearn.pipeline import make_pipeline
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(600, 4))
+    y = X @ [1.0, 2.0, 0.0, 0.0] + rng.normal(size=600)
+    for prefit in (False, True):
+        pipeline = make_pipeline(SimpleImputer(), Ridge())
+        if prefit:
+            model = SplitConformalRegressor(pipeline.fit(X[:200], y[:200]))
+        else:
+            model = SplitConformalRegressor(pipeline).fit(X[:200], y[:200])
+        model.calibrate(X[200:400], y[200:400])
+        copy = pickle.loads(pickle.dumps(model))
+        np.testing.assert_array_equal(
+            copy.predict_interval(X[400:]), model.predict_interval(X[400:])
+        )

@@ -178,7 +178,9 @@ def test_the_few_residuals_warning_is_true_for_plain_quantiles_and_tiny_levels()
             warnings.simplefilter("always")
             model.fit(X[:100], y[:100])
         (message,) = [str(w.message) for w in caught if "need at least 19" in str(w.message)]
-        assert ("stay below the level at any memory" in message) is not finite_sample
+        assert (
+            "fall short of the level by up to about 2 / (n + 1)" in message
+        ) is not finite_sample
     model = make("EnbPI", n_bootstrap=8).fit(X[:100], y[:100])
     with pytest.warns(UserWarning, match=r"alpha=1e-300 need at least 2e\+300 residuals"):
         model.predict_interval(X[100:101], alpha=1e-300)

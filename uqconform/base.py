@@ -369,15 +369,19 @@ def check_not_retrained(model: Any, method: str) -> None:
     recorded = model.__dict__.get("_adopted_digest")
     if recorded is not None and parameter_digest(model.estimator_, arrays_only=True) != recorded:
         raise NotFittedError(
-            f"{type(model).__name__}.{method}: the fitted `estimator` was trained again "
-            "since calibrate (its learnt parameters changed), so the calibration is the old "
-            "model's: call calibrate(X_calib, y_calib) again."
+            f"{type(model).__name__}.{method}: the learnt parameters of the fitted "
+            "`estimator` changed since calibrate (it was trained again, or updates itself "
+            "when predicting, e.g. a torch module in train mode: call model.eval()), so "
+            "the calibration is the old model's: call calibrate(X_calib, y_calib) again."
         )
 
 
 def _same_setting(old: Any, new: Any) -> bool:
-    """Whether a parameter still has the value a step used (arrays compared by value)."""
+    """Whether a parameter still has the value a step used (arrays compared by value; NaN
+    equals NaN, e.g. SimpleImputer's `missing_values` after a pickle round-trip)."""
     if old is new:
+        return True
+    if isinstance(old, float) and isinstance(new, float) and old != old and new != new:
         return True
     sequences = (list, tuple, np.ndarray)
     try:

@@ -648,8 +648,10 @@ class LaplacePosterior(VersionedState, BaseEstimator):
         delta = self.prior_precision_
         if np.ndim(delta) == 0:
             return scale / (values + delta), vectors
-        assert self._prior_eig is not None  # set by fit with a per-parameter prior
-        values, vectors = self._prior_eig  # GGN + diag(delta), decomposed at fit
+        decomposed = self.__dict__.get("_prior_eig")  # GGN + diag(delta), at fit
+        if decomposed is None:  # a posterior pickled before it was kept
+            decomposed = eigh(self.curvature_ + np.diag(delta))
+        values, vectors = decomposed
         return scale / values, vectors
 
     def variance(self, scale: float = 1.0) -> NDArray:

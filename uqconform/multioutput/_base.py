@@ -48,6 +48,7 @@ from uqconform._warnings import warn_user
 from uqconform.base import (
     ConformalPredictor,
     check_calibration_settings,
+    check_not_retrained,
     keeps_state_on_error,
     record_calibration_settings,
     refuses_nan,
@@ -392,6 +393,7 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
                 "calibrate(X_calib, Y_calib) on held-out data first."
             )
         check_calibration_settings(self, method)
+        check_not_retrained(self, method)  # a prefit model trained again since calibrate
 
     def _reset_calibration(self) -> None:
         super()._reset_calibration()

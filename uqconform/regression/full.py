@@ -39,6 +39,7 @@ from uqconform.base import (
 )
 from uqconform.quantiles import check_alpha, check_call_alpha, check_miscoverage
 from uqconform.regression.crr import (
+    _LABEL_TIE_TOLERANCE,
     SCORES,
     LinearConfidenceMachine,
     Score,
@@ -417,7 +418,8 @@ class FullConformalRidge(VersionedState, FullConformalMixin, RegressorMixin, Bas
             # no fit, prediction or leverage, and keeps the Gram matrix well conditioned
             # for features far from 0 (at 1e6 from 0 with unit spread, the uncentred
             # matrix was taken for singular and rows got the whole line).
-            return np.column_stack([X - self._feature_means, np.ones(X.shape[0])])
+            means = self.__dict__.get("_feature_means", 0.0)  # (older pickles: uncentred)
+            return np.column_stack([X - means, np.ones(X.shape[0])])
         return X
 
     @property
@@ -484,10 +486,21 @@ class FullConformalRidge(VersionedState, FullConformalMixin, RegressorMixin, Bas
         if self.estimator_.fit_intercept:
             penalty[-1] = 0.0  # the intercept is not penalised, as in scikit-learn
         self.machine_ = LinearConfidenceMachine(features, penalty)
-        self.coef_ = self.machine_.solve(y)
-        self.training_residuals_ = y - features @ self.coef_
-        # rounding grows with the labels' size, not their spread (labels far from 0)
-        self._label_size = root_mean_square(y)
+        # With an intercept, labels centred by their mean: an exact reparametrisation (the
+        # intercept is unpenalised) that keeps the residuals' rounding, and the tie margin
+        # that follows it, at the labels' spread, not their distance from 0 (labels 1e13
+        # from 0 widened the sets by a third).
+        offset = float(np.mean(y)) if self.estimator_.fit_intercept else 0.0
+        self._label_offset = offset if np.isfinite(offset) else 0.0
+        centred = y - self._label_offset
+        self.coef_ = self.machine_.solve(centred)
+        self.training_residuals_ = centred - features @ self.coef_
+        # Their rounding: the centred labels' spread, and at least 16 units in the last
+        # place of the labels themselves (noise-free labels far from 0 leave residuals of
+        # the labels' own resolution)
+        largest = float(np.max(np.abs(y), initial=0.0))
+        resolution = 16 * float(np.spacing(largest)) / _LABEL_TIE_TOLERANCE
+        self._label_size = max(root_mean_square(centred), resolution)
         record_calibration_settings(self, step="fit")
         return self
 
@@ -505,7 +518,7 @@ class FullConformalRidge(VersionedState, FullConformalMixin, RegressorMixin, Bas
 
     def _test_features(self, X: NDArray) -> tuple[NDArray, NDArray]:
         features = self._features(X)
-        return features, features @ self.coef_
+        return features, features @ self.coef_ + self.__dict__.get("_label_offset", 0.0)
 
     def predict(self, X: ArrayLike) -> NDArray:
         """Ridge predictions (the fit on all training data).

@@ -749,8 +749,9 @@ class SequentialConformalRegressor(
         if self.finite_sample:
             return ""
         return (
-            " (with `finite_sample=False` the plain quantiles stay below the level at any "
-            "memory, by about 1 / (n + 1) for n residuals: `finite_sample=True` keeps it)"
+            " (with `finite_sample=False` the plain quantiles of the narrowest window fall "
+            "short of the level by up to about 2 / (n + 1) for n residuals, also once the "
+            "memory holds that many: `finite_sample=True` keeps it)"
         )
 
     def _shortfall(self, needed: int, window: int) -> tuple[str, bool, str]:
