@@ -319,11 +319,11 @@ class FullConformalRidge(VersionedState, FullConformalMixin, RegressorMixin, Bas
     one obtained by refitting ridge regression with the test point and each candidate
     label, up to a tie margin (1e-10 of the residuals' scale, at least 1e-13 of the
     labels' size) that only widens it. Against exact-rational refits in reviews the ends
-    moved outward by at most 6e-11 of the set's width for labels near 0; the margin grows
-    with the labels' size (their distance from 0, not their spread): about 3e-8 of the
-    width for labels 1e6 times the residuals, 3e-5 at 1e9, and a third wider at 1e13 (only
-    with an intercept). Finite-sample marginal coverage ``>= 1 - alpha`` under
-    exchangeability.
+    moved outward by at most 6e-11 of the set's width for labels near 0. With an intercept
+    the labels are centred (exact), so labels far from 0 move the ends by at most a few
+    dozen units in the last place of the labels (16 for the margin); without one the
+    margin grows with their distance from 0 (1e-13 of their root mean square).
+    Finite-sample marginal coverage ``>= 1 - alpha`` under exchangeability.
 
     Parameters
     ----------
