@@ -1406,3 +1406,21 @@ def test_pandas_groups_in_another_row_order_than_the_targets_are_refused():
     overall = float(table["count"] @ table["coverage"]) / 100
     frame = report.to_frame()
     assert frame.loc[frame["alpha"] == model.alpha, "coverage"].item() == pytest.approx(overall)
+
+
+def test_a_classifier_is_evaluated_on_one_label_per_row():
+    """Review finding: one-hot or two-column labels got a message about `prediction` (the
+    user passed none), and a one-column label frame was refused."""
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(400, 3))
+    labels = (X[:, 0] > 0).astype(int) + (X[:, 1] > 0)
+    model = SplitConformalClassifier(LogisticRegression()).fit(X[:100], labels[:100])
+    model.calibrate(X[100:200], labels[100:200])
+    flat = evaluate(model, X[200:], labels[200:], alpha=0.1).to_frame()
+    column = evaluate(model, X[200:], pd.DataFrame({"label": labels[200:]}), alpha=0.1)
+    pd.testing.assert_frame_equal(column.to_frame().drop(columns="time_seconds"),
+                                  flat.drop(columns="time_seconds"))  # fmt: skip
+    with pytest.raises(ValueError, match=r"`y_test` has 3 columns.*one label per row"):
+        evaluate(model, X[200:], np.eye(3, dtype=int)[labels[200:]], alpha=0.1)

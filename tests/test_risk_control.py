@@ -608,3 +608,16 @@ def test_a_model_fitted_on_labels_other_than_0_1_is_refused():
     for method in ("predict", "predict_proba"):
         with pytest.raises(NotFittedError, match=rf"{method} needs fit.*or calibrate"):
             getattr(unused, method)(X[500:])
+
+
+def test_label_matrices_of_text_are_refused_in_any_container():
+    """Review finding: a DataFrame of the strings '0'/'1' was read as numbers while the
+    same array was refused; both are refused now, with the conversion to make."""
+    from uqconform.classification.risk import check_label_matrix
+
+    text = np.array([["0", "1"], ["1", "0"]])
+    for labels in (text, pd.DataFrame(text), text.astype(object)):
+        with pytest.raises(ValueError, match=r"0/1 entries.*astype\(int\)|0/1 entries"):
+            check_label_matrix(labels, 2)
+    mixed = pd.DataFrame({"a": pd.array([0, 1], dtype="Int64"), "b": [True, False]})
+    np.testing.assert_array_equal(check_label_matrix(mixed, 2), [[0, 1], [1, 0]])

@@ -185,7 +185,10 @@ def check_label_matrix(y: Any, n: int, n_labels: int | None = None) -> NDArray:
         labels = np.asarray(y)
     except ValueError:  # ragged lists of labels
         labels = np.asarray(y, dtype=object)
-    if labels.dtype.kind == "O" and hasattr(y, "to_numpy"):
+    textual = any(
+        str(dtype) in ("object", "string", "str") for dtype in getattr(y, "dtypes", [])
+    )  # '0'/'1' as text: refused as for an array of them, not read as numbers
+    if labels.dtype.kind == "O" and hasattr(y, "to_numpy") and not textual:
         # a frame of bool and int columns, or of nullable Int64 / boolean ones
         try:
             labels = y.to_numpy(dtype=float, na_value=np.nan)

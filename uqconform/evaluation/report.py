@@ -297,6 +297,13 @@ def _task_and_method(model: Any, y: NDArray) -> tuple[str, str, NDArray]:
                 f"{y.shape}."
             )
         return "multioutput", "predict_set", target
+    if y.ndim == 2 and getattr(model, "classes_", None) is not None:
+        if y.shape[1] == 1:
+            return "classification", "predict_set", y[:, 0]  # df[["label"]]: one label per row
+        raise ValueError(
+            f"`y_test` has {y.shape[1]} columns, but `model` ({type(model).__name__}) is a "
+            "classifier: give one label per row (1-D), not one-hot or several label columns."
+        )
     if y.ndim == 2 and y.shape[1] > 1 and hasattr(model, "predict_set"):
         if _single_output_regressor(model):
             raise ValueError(
