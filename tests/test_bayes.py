@@ -660,6 +660,15 @@ def test_validation_rows_errors_name_X_val_and_y_val(small_posteriors, case, mat
 def test_classifier_validation_labels_are_named_y_val():
     X, y = load_digits(return_X_y=True)
     net = MLPClassifier(hidden_layer_sizes=(4,), max_iter=20, random_state=0).fit(X, y)
+    # review finding: from_variance took X_val alone for a classifier, and ignored it
+    P = as_network(net).network.n_parameters
+    with pytest.raises(ValueError, match=r"`X_val` and `y_val` must be given together"):
+        LaplacePosterior.from_variance(net, np.full(P, 0.1), X_val=X[100:200])
+    with pytest.raises(ValueError, match=r"a classifier has none: drop them"):
+        LaplacePosterior.from_variance(net, np.full(P, 0.1), X_val=X[100:200], y_val=y[100:200])
+    # the predictive passes its validation rows to a regressor's posterior only
+    model = LinearizedPredictive(net, posterior=np.full(P, 0.01), random_state=0)
+    assert model.fit(X[:300], y[:300]).predict_proba(X[:2]).shape == (2, 10)
     with pytest.raises(ValueError, match=r"^`y_val` contains labels the model never saw"):
         LaplacePosterior(net).fit(X[:100], y[:100], X[100:200], np.full(100, 42))
     labels = y[100:200].astype(object)

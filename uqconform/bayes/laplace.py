@@ -363,9 +363,14 @@ class LaplacePosterior(VersionedState, BaseEstimator):
         post.curvature_ = 1.0 / values
         post.prior_precision_ = 0.0
         post.prior_grid_nll_ = None
+        if (X_val is None) != (y_val is None):
+            raise ValueError("`X_val` and `y_val` must be given together.")
+        if view.task != "regression" and X_val is not None:
+            raise ValueError(
+                "`X_val` and `y_val` estimate a regressor's noise; a classifier has none: "
+                "drop them."
+            )
         if view.task == "regression":
-            if (X_val is None) != (y_val is None):
-                raise ValueError("`X_val` and `y_val` must be given together.")
             if X_val is not None:
                 Xv, target = post._validation_rows(view, X_val, y_val)
                 residual = target - view.network.forward(Xv)[:, 0]

@@ -498,6 +498,8 @@ class LinearizedPredictive(VersionedState, BaseEstimator):
                     "for another (or a refitted) network."
                 )
             return given
+        if view.task != "regression":  # the validation rows set a regressor's noise only
+            X_val = y_val = None
         return LaplacePosterior.from_variance(self.estimator_, given, X_val=X_val, y_val=y_val)
 
     def _warn_if_full_onepass(self) -> None:
