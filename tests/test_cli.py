@@ -291,6 +291,25 @@ def test_a_terminated_run_leaves_the_folder_as_it_was(fake_registry, tmp_path, c
     assert signal.getsignal(signal.SIGTERM) is handler  # restored after the run
 
 
+def _hung_up(ctx):
+    ctx.figure("half", lambda fig: fig.subplots().plot([0, 1], [1, 0]))
+    os.kill(os.getpid(), signal.SIGHUP)  # the terminal closed
+    time.sleep(5)
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGHUP"), reason="no SIGHUP on this platform")
+def test_a_hung_up_run_leaves_the_folder_as_it_was(fake_registry, tmp_path, capsys):
+    """Review finding: SIGHUP ended the run at once and left the staging folder in `out`
+    for good."""
+    assert main(["benchmark", "--suite", "fake-ok", "--out", str(tmp_path)]) == 0
+    before = {path.name: path.read_bytes() for path in tmp_path.iterdir()}
+    registry._FAMILIES["fake-hung-up"] = Family("fake-hung-up", "hup", _hung_up)
+    handler = signal.getsignal(signal.SIGHUP)
+    assert main(["benchmark", "--suite", "fake-hung-up", "--out", str(tmp_path)]) == 129
+    assert {path.name: path.read_bytes() for path in tmp_path.iterdir()} == before
+    assert signal.getsignal(signal.SIGHUP) is handler
+
+
 def test_command_line_errors_name_the_options(tmp_path, capsys):
     assert main(["benchmark", "--suite", "fake", "--seed", "-1", "--out", str(tmp_path)]) == 2
     assert "--seed must be a non-negative integer" in capsys.readouterr().err

@@ -59,7 +59,8 @@ def _parser() -> argparse.ArgumentParser:
         description="Run benchmark suites; tables are printed, results written to --out. "
         "Exit code 0: no family failed (families skipped for a missing optional package "
         "included); 1: a family failed (the others were written); 2: a "
-        "usage error; 130: interrupted (Ctrl-C); 143: terminated (SIGTERM).",
+        "usage error; 130: interrupted (Ctrl-C); 143: terminated (SIGTERM); 129: hung up "
+        "(SIGHUP).",
     )
     bench.add_argument(
         "--suite",
@@ -136,8 +137,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     int
         0 on success, 1 when a benchmark family failed (the others still ran and their
         results were written), 2 for a usage error (unknown suite, unwritable folder), 130
-        when interrupted (Ctrl-C) and 143 when terminated (SIGTERM); the output folder
-        is then left as it was.
+        when interrupted (Ctrl-C), 143 when terminated (SIGTERM) and 129 when hung up
+        (SIGHUP); the output folder is then left as it was.
 
     Examples
     --------
@@ -175,7 +176,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 2
     out = run["out"]
-    previous = signal.signal(signal.SIGTERM, _stop_on_sigterm)  # `kill`, a CI timeout
+    # `kill`, a CI timeout, a closed terminal: stopped as Ctrl-C is
+    stopping = [signal.SIGTERM] + ([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])
+    previous = {signum: signal.signal(signum, _stop_on_signal) for signum in stopping}
     try:
         results = run_benchmark(
             run["suite"],
@@ -195,18 +198,23 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"\nuqconform benchmark: {how}; the files already in {out} are as they were.",
             file=sys.stderr,
         )
-        return 143 if isinstance(stop, _Terminated) else 130
+        return 128 + stop.signum if isinstance(stop, _Terminated) else 130
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
     return 1 if results["failed"] else 0
 
 
 class _Terminated(KeyboardInterrupt):
-    """SIGTERM, stopped as Ctrl-C is: workers ended, the staging folder removed."""
+    """SIGTERM or SIGHUP, stopped as Ctrl-C is: workers ended, the staging folder removed."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
 
 
-def _stop_on_sigterm(signum: int, frame: Any) -> None:
-    raise _Terminated()
+def _stop_on_signal(signum: int, frame: Any) -> None:
+    raise _Terminated(signum)
 
 
 def _as_options(message: str) -> str:
