@@ -148,8 +148,7 @@ def register_family(
         raise ValueError(f"`name` must be a non-empty string other than {SCALES}, got {name!r}.")
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name):
         raise ValueError(  # it names the plot files "<name>_<plot>.png" in the output folder
-            f"`name` must be letters, digits, '_', '.' or '-' (it names plot files), got "
-            f"{name!r}."
+            f"`name` must be letters, digits, '_', '.' or '-' (it names plot files), got {name!r}."
         )
 
     def decorate(run: Callable[[Any], FamilyResult]) -> Callable[[Any], FamilyResult]:
