@@ -1100,6 +1100,16 @@ def test_plot_intervals():
         ax = plot_intervals(x[:, None], None, bands_k, labels=["90%", "95%"])
         assert len(ax.collections) == 2
         np.testing.assert_array_equal(bands_k, before)
+        # review finding: with one unbounded band per level the first level was taken for
+        # the narrowest; points are judged against the narrow one whichever comes first
+        xs = np.arange(6.0)
+        ys = xs + np.array([0.0, 1.0, -1.0, 1.0, -1.0, 0.0])
+        wide, narrow = np.c_[xs - 5, xs + 5], np.c_[xs - 0.5, xs + 0.5]
+        wide[0] = narrow[0] = [-np.inf, np.inf]
+        for levels in ([wide, narrow], [narrow, wide]):
+            ax = plot_intervals(xs, ys, np.stack(levels, axis=-1))
+            missed = next(c for c in ax.collections if c.get_label() == "not covered")
+            assert len(missed.get_offsets()) == 4
         with pytest.raises(ValueError, match=r"x.*1-D"):
             plot_intervals(np.zeros((4, 2)), None, bands)
         with pytest.raises(ValueError, match=r"intervals.*3 rows"):

@@ -276,7 +276,9 @@ def plot_intervals(
     order = np.argsort(x_, kind="stable")
     xs = x_[order]
     shown = np.where(np.isfinite(bands), bands, np.nan)[order]
-    widths = _widths(bands).mean(axis=0)  # per level, inf when some band is unbounded
+    # per level: the median width (a mean is inf as soon as one band is unbounded, and
+    # levels with one each would tie: the first, possibly the widest, taken as narrowest)
+    widths = np.median(_widths(bands), axis=0)
     for rank, level in enumerate(np.argsort(-widths, kind="stable")):
         ax.fill_between(
             xs,
