@@ -240,8 +240,9 @@ def resolve_suite(suite: str, scale: str | None = None) -> tuple[list[str], str]
     if suite in SCALES:
         if scale is not None and scale != suite:
             raise ValueError(
-                f"`scale` {scale!r} contradicts the suite {suite!r}; give a family name as "
-                "the suite to choose its scale."
+                f"`scale` {scale!r} contradicts the suite {suite!r}; for every family at "
+                f"that scale give `suite` {scale!r}, or a family name as the suite to choose "
+                "its scale."
             )
         names = [name for name, family in get_families().items() if family.default]
         return [*sorted(names), *sorted(import_errors())], suite
