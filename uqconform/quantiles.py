@@ -336,6 +336,18 @@ def minimum_scores(alpha: float) -> int:
     return int(np.ceil(1 / level - 1 - _RANK_TOLERANCE))
 
 
+def count_text(count: int) -> str:
+    """A count of scores for a message: exact up to a billion, else 3 significant digits
+    (`minimum_scores` at alpha = 1e-300 is a 301-digit number).
+
+    Examples
+    --------
+    >>> count_text(19), count_text(minimum_scores(1e-300))
+    ('19', '1e+300')
+    """
+    return str(count) if count < 10**9 else f"{float(count):.3g}"
+
+
 def effective_sample_size(weights: ArrayLike) -> float:
     """Kish's effective sample size ``(sum w)^2 / sum w^2`` of non-negative weights.
 

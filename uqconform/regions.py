@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol, cast, runtime_checkable
 
 import numpy as np
@@ -346,20 +347,30 @@ def _unit_sphere_sample(rng: np.random.Generator, n_points: int, dim: int, norm:
     return np.concatenate(parts)
 
 
-def check_output_columns(Y: Any, output_names: NDArray | None, name: str = "Y") -> None:
-    """Refuse a DataFrame ``Y`` whose string column names are not ``output_names`` in
-    order (a region tests column ``j`` as output ``j``); other inputs pass."""
+def output_columns(Y: Any) -> list[str] | None:
+    """The column names of a DataFrame ``Y`` when they are all strings, else None."""
     columns = getattr(Y, "columns", None)
-    if (
-        output_names is not None
-        and columns is not None
-        and all(isinstance(column, str) for column in columns)
-        and list(columns) != list(output_names)
-    ):
+    if columns is None or not all(isinstance(column, str) for column in columns):
+        return None
+    return list(columns)
+
+
+def check_output_columns(
+    Y: Any,
+    output_names: Sequence[str] | NDArray | None,
+    name: str = "Y",
+    *,
+    seen: str = "the region's outputs",
+    attribute: str = "region.output_names",
+) -> None:
+    """Refuse a DataFrame ``Y`` whose string column names are not ``output_names`` in
+    order (column ``j`` is read as output ``j``); other inputs pass. ``seen`` and
+    ``attribute`` say where the names come from (a region, or a model's fit)."""
+    columns = output_columns(Y)
+    if output_names is not None and columns is not None and columns != list(output_names):
         raise ValueError(
-            f"The columns of `{name}` {list(columns)} differ from the region's outputs "
-            f"{list(output_names)}; give them in the same order, e.g. "
-            f"{name}[region.output_names]."
+            f"The columns of `{name}` {columns} differ from {seen} {list(output_names)}; "
+            f"give the outputs in the same order, e.g. {name}[{attribute}]."
         )
 
 

@@ -55,7 +55,13 @@ from uqconform.base import (
     remember_training_rows,
     warn_if_training_rows,
 )
-from uqconform.regions import LatentMap, Norm, PredictionRegion
+from uqconform.regions import (
+    LatentMap,
+    Norm,
+    PredictionRegion,
+    check_output_columns,
+    output_columns,
+)
 
 if TYPE_CHECKING:
     from typing_extensions import Self  # typing.Self from Python 3.11
@@ -330,23 +336,17 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
         """Record the column names of a DataFrame ``Y`` (``learn``: at fit, or at a
         calibrate that adopts a fitted model), or refuse other names or another order: the
         region's shape and the point model give output ``j`` a meaning."""
-        columns = getattr(y, "columns", None)
-        names = None
-        if columns is not None and all(isinstance(c, str) for c in columns):
-            names = np.asarray(list(columns), dtype=object)
-        if learn:
-            if names is None:
-                self.__dict__.pop("output_names_in_", None)
-            else:
-                self.output_names_in_ = names
-            return
-        known = self.__dict__.get("output_names_in_")
-        if names is not None and known is not None and not np.array_equal(names, known):
-            raise ValueError(
-                f"The columns of `Y` {names.tolist()} differ from those seen at fit "
-                f"{known.tolist()}; give the outputs in the same order, e.g. "
-                "Y[model.output_names_in_]."
+        if not learn:
+            known = self.__dict__.get("output_names_in_")
+            check_output_columns(
+                y, known, seen="those seen at fit", attribute="model.output_names_in_"
             )
+            return
+        columns = output_columns(y)
+        if columns is None:
+            self.__dict__.pop("output_names_in_", None)
+        else:
+            self.output_names_in_ = np.asarray(columns, dtype=object)
 
     def _warn_if_degenerate(
         self,

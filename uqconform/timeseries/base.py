@@ -70,6 +70,7 @@ from uqconform.quantiles import (
     check_call_alpha,
     check_miscoverage,
     conformal_quantile,
+    count_text,
     effective_sample_size,
     minimum_scores,
     weighted_quantile,
@@ -226,12 +227,6 @@ def _weighted_conformal_window(
 
 #: Slack in comparisons of cumulative weights (sums of floats that should tie exactly).
 _MASS_TOLERANCE = 1e-9
-
-
-def _count_text(count: int) -> str:
-    """A count for a message: exact up to a billion, else 3 significant digits (alpha =
-    1e-300 asks for a 301-digit number of residuals)."""
-    return str(count) if count < 10**9 else f"{float(count):.3g}"
 
 
 def full_conformal_window(
@@ -738,7 +733,7 @@ class SequentialConformalRegressor(
         what = f"{count} {noun}{'' if count == 1 else 's'}"
         warn_user(
             f"{type(self).__name__} starts with {what}; intervals at alpha="
-            f"{np.min(alphas):g} need at least {_count_text(needed)} (2 / alpha - 1) for their "
+            f"{np.min(alphas):g} need at least {count_text(needed)} (2 / alpha - 1) for their "
             f"quantiles to reach the level, so expect {outcome} {while_short}: {remedy}"
             f"{self._plain_quantiles_note()}.",
             UserWarning,
@@ -798,7 +793,7 @@ class SequentialConformalRegressor(
         self._warn_once(
             ("few residuals", level, window, self.memory),
             f"{type(self).__name__}: intervals at alpha={level:g} need at least "
-            f"{_count_text(needed)} {noun} (2 / alpha - 1) for their quantiles to reach the "
+            f"{count_text(needed)} {noun} (2 / alpha - 1) for their quantiles to reach the "
             f"level, and the memory holds fewer: expect {outcome} {when}: {remedy}"
             f"{self._plain_quantiles_note()}.",
         )
