@@ -392,3 +392,15 @@ def test_effective_sample_size_is_kish_and_scale_free():
     for bad in ([1.0, np.nan], [1.0, -1.0], [0.0, 0.0], [[1.0, 2.0]], [1.0, np.inf]):
         with pytest.raises(ValueError, match="`weights`"):
             effective_sample_size(bad)
+
+
+def test_counts_in_too_few_warnings_are_short_at_tiny_levels():
+    """Second read: the 301-digit count fixed in the time-series warning was printed by
+    the shared too-few warning (full CP here) at alpha = 1e-300."""
+    from uqconform import FullConformalRidge
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(30, 2))
+    y = X[:, 0] + rng.normal(size=30)
+    with pytest.warns(UserWarning, match=r"\(at least 1e\+300 are needed\)"):
+        FullConformalRidge().fit(X, y).predict_interval(X[:2], alpha=1e-300)

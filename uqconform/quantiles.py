@@ -393,8 +393,8 @@ def _warn_too_few(
     needed = minimum_scores(levels.min() / 2 if each_side else levels.min())
     warn_user(
         f"Only {n} scores (calibration or training points): too few for "
-        f"alpha={levels_text(levels)}{how if each_side else ''} (at least {needed} are "
-        f"needed), so the prediction set is {outcome}.",
+        f"alpha={levels_text(levels)}{how if each_side else ''} (at least "
+        f"{count_text(needed)} are needed), so the prediction set is {outcome}.",
         UserWarning,
     )
 

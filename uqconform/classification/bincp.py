@@ -71,6 +71,7 @@ from uqconform.quantiles import (
     check_call_alpha,
     check_miscoverage,
     conformal_quantile,
+    count_text,
     minimum_scores,
 )
 from uqconform.scores.classification import APSScore, ClassificationScore, LACScore
@@ -531,7 +532,7 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
             warn_user(
                 f"Only {n} calibration points: too few for alpha={alpha:g} (the quantile is "
                 f"taken at alpha - eta = {spent:.4g}, which needs at least "
-                f"{minimum_scores(spent)}), so every set holds every class.",
+                f"{count_text(minimum_scores(spent))}), so every set holds every class.",
                 UserWarning,
             )
         threshold, base = self._base_from_quantile(quantile, self.failure_level_)

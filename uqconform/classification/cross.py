@@ -40,6 +40,7 @@ from uqconform.quantiles import (
     check_call_alpha,
     check_miscoverage,
     conformal_rank,
+    count_text,
     levels_text,
     minimum_scores,
 )
@@ -351,7 +352,7 @@ default="lac"
         more = f" and {classes.size - 3} more" if classes.size > 3 else ""
         warn_user(
             f"Too few training rows in {named}{more}: with class_conditional=True a class "
-            f"needs at least {minimum_scores(levels.min())} rows at alpha="
+            f"needs at least {count_text(minimum_scores(levels.min()))} rows at alpha="
             f"{levels.min():g} (1 / alpha - 1, rounded up, at the smallest level), so that "
             "class is in "
             "every prediction set at those levels.",

@@ -66,6 +66,7 @@ from uqconform.quantiles import (
     check_miscoverage,
     conformal_quantile,
     conformal_rank,
+    count_text,
     levels_text,
     minimum_scores,
 )
@@ -458,7 +459,7 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
         return (
             f"{given} too few for alpha={level:g} with "
             f"cells_fraction={self.cells_fraction}: the cells part needs at least 1 point "
-            f"and the calibration part at least {needed}, so give at least "
+            f"and the calibration part at least {count_text(needed)}, so give at least "
             f"{self._minimum_calibration(needed)} calibration points."
         )
 
