@@ -722,3 +722,45 @@ def test_an_infinite_raps_penalty_is_named_in_the_warning():
     with pytest.warns(UserWarning, match=r"infinite \(.*a huge RAPS `lambda_reg`"):
         with np.errstate(over="ignore"):
             wrapper.calibrate(X[1::2], labels)
+
+
+@pytest.mark.parametrize("kind", ["venn_abers", "bincp", "mean_smoothing", "rps", "multidim"])
+def test_prefit_models_trained_again_after_calibrate_are_refused_by_every_wrapper(kind):
+    """Review finding (stop 50): the retrained-model check covered the split wrappers but
+    not the wrappers that adopt models by other paths (Venn-Abers, BinCP and mean
+    smoothing, RPS's and the multi-dimensional scores' lists of fitted models): their old
+    calibration was kept silently."""
+    from uqconform.classification import (
+        BinarizedSmoothedClassifier,
+        MeanSmoothedClassifier,
+        MultiDimScoreClassifier,
+        ReliablePredictionSets,
+        VennAbersCalibrator,
+    )
+
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 3, 600)
+    X = np.array([[0, 0], [4, 0], [0, 4]])[y] + rng.normal(size=(600, 2))
+    models = [LogisticRegression(C=c).fit(X[:200], y[:200]) for c in (1.0, 0.3, 3.0)]
+    wrapper, method = {
+        "venn_abers": (VennAbersCalibrator(models[0]), "predict_proba"),
+        "bincp": (
+            BinarizedSmoothedClassifier(models[0], n_samples=64, random_state=0),
+            "predict_set",
+        ),
+        "mean_smoothing": (
+            MeanSmoothedClassifier(models[0], sigma=0.05, n_samples=500, random_state=0),
+            "predict_set",
+        ),
+        "rps": (ReliablePredictionSets(models, k_calib=2), "predict_set"),
+        "multidim": (MultiDimScoreClassifier(models, random_state=0), "predict_set"),
+    }[kind]
+    wrapper.calibrate(X[200:400], y[200:400])
+    reference = getattr(wrapper, method)(X[400:])
+    models[0].predict_proba(X[400:])  # using a model does not change it
+    np.testing.assert_array_equal(getattr(wrapper, method)(X[400:]), reference)
+    models[0].fit(X[:200], y[:200][::-1])  # the user trains it again on other labels
+    with pytest.raises(NotFittedError, match=r"changed since calibrate \(it was trained again"):
+        getattr(wrapper, method)(X[400:])
+    wrapper.calibrate(X[200:400], y[200:400])  # recalibrated: usable again
+    assert getattr(wrapper, method)(X[400:]).shape[0] == 200

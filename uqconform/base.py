@@ -176,11 +176,16 @@ def record_calibration_settings(model: Any, *, step: str = "calibrate") -> None:
     if step == "calibrate":
         # an adopted model is held by reference: the user can train it again in place
         adopted = model.__dict__.get("_estimator_adopted", False)
+        models = _adopted_models(model)
         model.__dict__["_adopted_digest"] = (
-            parameter_digest(model.estimator_, arrays_only=True)
-            if adopted and "estimator_" in vars(model)
-            else None
+            parameter_digest(models, arrays_only=True) if adopted and models is not None else None
         )
+
+
+def _adopted_models(model: Any) -> Any:
+    """The fitted model(s) a wrapper holds: ``estimator_``, or a list ``estimators_`` (RPS's
+    partition models); None before either exists."""
+    return model.__dict__.get("estimator_", model.__dict__.get("estimators_"))
 
 
 #: Nested parameters that change how a model runs, not what it learns: changing them after
@@ -367,7 +372,10 @@ def check_not_retrained(model: Any, method: str) -> None:
     what they learnt outside numpy arrays (scikit-learn's trees) are not covered, and
     scalar attributes are left out (a model may count its calls in one)."""
     recorded = model.__dict__.get("_adopted_digest")
-    if recorded is not None and parameter_digest(model.estimator_, arrays_only=True) != recorded:
+    if (
+        recorded is not None
+        and parameter_digest(_adopted_models(model), arrays_only=True) != recorded
+    ):
         raise NotFittedError(
             f"{type(model).__name__}.{method}: the learnt parameters of the fitted "
             "`estimator` changed since calibrate (it was trained again, or updates itself "

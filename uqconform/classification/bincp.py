@@ -60,6 +60,7 @@ from uqconform._warnings import warn_user
 from uqconform.base import (
     ConformalPredictor,
     check_calibration_settings,
+    check_not_retrained,
     keeps_state_on_error,
     record_calibration_settings,
     remember_training_rows,
@@ -728,6 +729,7 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
                 "calibrate(X_calib, y_calib) on held-out clean data first."
             )
         check_calibration_settings(self, method)
+        check_not_retrained(self, method)
 
 
 class BinarizedSmoothedClassifier(_SmoothedClassifier):

@@ -294,14 +294,14 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
         self.estimator_ = self._heads().fit(X, labels, **head_params)
         # fitted heads given as a list are only checked: re-read at each calibrate, so that
         # set_params(estimator=...) applies
-        self._heads_adopted = isinstance(self.estimator, (list, tuple))
+        self._estimator_adopted = isinstance(self.estimator, (list, tuple))
         expected = getattr(self.estimator_.heads_[0], "n_features_in_", None)
-        if self._heads_adopted and expected is not None and expected != self.n_features_in_:
+        if self._estimator_adopted and expected is not None and expected != self.n_features_in_:
             raise ValueError(
                 f"`X` has {self.n_features_in_} features, but the fitted heads take "
                 f"{expected}: fit(X, y) with fitted heads only checks X against them."
             )
-        remember_training_rows(self, X, labels, trained=not self._heads_adopted)
+        remember_training_rows(self, X, labels, trained=not self._estimator_adopted)
         record_calibration_settings(self, step="fit")
         return self
 
@@ -366,7 +366,7 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
         a list), naming this class rather than the heads."""
         expected = getattr(self.estimator_.heads_[0], "n_features_in_", None)
         columns = np.shape(X)[1] if np.ndim(X) >= 2 else None
-        if self._heads_adopted and None not in (expected, columns) and expected != columns:
+        if self._estimator_adopted and None not in (expected, columns) and expected != columns:
             hint = f" {feature_axis_hint(X)}" if np.ndim(X) > 2 else ""
             raise ValueError(
                 f"`X` has {columns} features, but the fitted heads of this "
@@ -404,7 +404,9 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
         """
         check_row_order(X, y, "y")
         self._validate_params()
-        adopting = not hasattr(self, "estimator_") or self.__dict__.get("_heads_adopted", False)
+        adopting = not hasattr(self, "estimator_") or self.__dict__.get(
+            "_estimator_adopted", False
+        )
         if not adopting and isinstance(self.estimator, (list, tuple)):
             adopting = True  # fitted heads set after fit trained others: use them
         elif not adopting:  # heads trained by fit: from the parameters fit used
@@ -417,7 +419,7 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
                 )
             # Re-adopted at each calibrate, so that set_params(estimator=...) applies.
             self.estimator_ = self._heads().fit(None, None)
-            self._heads_adopted = True
+            self._estimator_adopted = True
             self.__dict__.pop("_fit_settings", None)  # nothing fit trained is used
         self._check_columns_against_heads(X)
         n = n_rows(X)

@@ -67,6 +67,7 @@ from uqconform._version import VersionedState
 from uqconform._warnings import warn_user
 from uqconform.base import (
     check_calibration_settings,
+    check_not_retrained,
     keeps_state_on_error,
     record_calibration_settings,
     remember_training_rows,
@@ -1050,7 +1051,7 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
         self.estimators_ = run_fits(
             jobs, n_jobs=self.n_jobs, verbose=self.verbose, desc="RPS partitions", total=k
         )
-        self._adopted = False
+        self._estimator_adopted = False
         remember_training_rows(self, X, labels)
         return self
 
@@ -1072,7 +1073,7 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
         self.classes_ = np.unique(np.concatenate([np.asarray(m.classes_) for m in models]))
         self.estimators_ = models
         self.training_partition_sizes_ = None
-        self._adopted = True
+        self._estimator_adopted = True
         for name in ("n_features_in_", "feature_names_in_"):
             if hasattr(models[0], name):
                 setattr(self, name, getattr(models[0], name))
@@ -1171,7 +1172,7 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
         """
         check_row_order(X, y, "y")
         self._validate_params()
-        if not hasattr(self, "estimators_") or self.__dict__.get("_adopted", False):
+        if not hasattr(self, "estimators_") or self.__dict__.get("_estimator_adopted", False):
             if self._prefit() is None:
                 raise NotFittedError(
                     "ReliablePredictionSets.calibrate was called before fit: call "
@@ -1334,6 +1335,7 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
                 "held-out data first."
             )
         check_calibration_settings(self, method)
+        check_not_retrained(self, method)
 
     def _level(self, alpha: float | None) -> float:
         """The one level of a call: ``alpha``, or the constructor's (first) level."""

@@ -39,7 +39,12 @@ from uqconform._validation import (
     real_values,
 )
 from uqconform._warnings import warn_user
-from uqconform.base import ModelWrapper, keeps_state_on_error, warn_if_training_rows
+from uqconform.base import (
+    ModelWrapper,
+    keeps_state_on_error,
+    record_calibration_settings,
+    warn_if_training_rows,
+)
 from uqconform.classification.cross import CrossFitClassifier
 from uqconform.classification.split import encode_labels
 
@@ -429,6 +434,7 @@ class VennAbersCalibrator(ClassifierMixin, ModelWrapper):
             )
         self._tables = _class_tables(proba, index)
         self.n_calibration_ = n
+        record_calibration_settings(self)
         return self
 
     def predict_proba_bounds(self, X: Any) -> NDArray:
