@@ -950,3 +950,22 @@ def test_groups_and_sparse_input_the_fit_cannot_use_are_named_before_training():
         ACP().fit(sp.csr_matrix(X), y)
     sparse = ACP(Ridge()).fit(sp.csr_matrix(X), y).predict_interval(sp.csr_matrix(X[:3]))
     np.testing.assert_allclose(sparse, reference, rtol=1e-9)
+
+
+@pytest.mark.parametrize("estimator", [Ridge(1.0), LinearRegression()])
+def test_sets_move_with_an_offset_of_the_labels(estimator):
+    """Review finding (stop 50): the tie margin was 1e-13 of the labels' root mean square
+    about 0, so around a linear model whose intercept holds labels 1e13 from 0 the sets
+    were a third wider (4.3 times at 1e14). The margin now follows the labels' spread
+    about their mean and their float resolution, as FullConformalRidge's."""
+    rng = np.random.default_rng(0)
+    X, X_test = rng.normal(size=(40, 3)), rng.normal(size=(50, 3))
+    y = X @ [1.0, -1.0, 0.5] + rng.normal(size=40)
+    reference = ACP(clone(estimator)).fit(X, y).predict_interval(X_test)
+    for offset in (1e9, 1e13):
+        shifted = ACP(clone(estimator)).fit(X, y + offset).predict_interval(X_test)
+        # the linear fit at the offset rounds at the labels' resolution: a few dozen units
+        # in the last place (the margin keeps 16); the old margin moved the ends by 0.5
+        np.testing.assert_allclose(
+            shifted - offset, reference, rtol=0, atol=64 * np.spacing(offset)
+        )

@@ -68,7 +68,7 @@ from uqconform.linearize import (
     standard_target_scaling,
     weight_decay,
 )
-from uqconform.regression.crr import LinearConfidenceMachine, root_mean_square
+from uqconform.regression.crr import LinearConfidenceMachine, label_tie_size
 from uqconform.regression.full import FullConformalMixin
 from uqconform.routing import RoutesFitParams, routing_enabled
 
@@ -466,8 +466,10 @@ class ApproximateFullConformalRegressor(
             self.refinement_ = self._penalty_change_step(lin, weight_decay(inner))
             self.stationarity_ = self._stationarity(lin, target, weight_decay(inner))
         self.training_residuals_ = raw - lin.jacobian @ self.refinement_
-        # the residuals' rounding grows with the targets' size (not the step's residuals)
-        self._label_size = root_mean_square(target)
+        # the residuals' rounding follows the targets' spread about the centre the model's
+        # bias holds, and their resolution (not the step's residuals, nor the distance from
+        # 0: labels 1e13 from 0 widened the sets of a Ridge by a third)
+        self._label_size = label_tie_size(target, float(np.mean(target)))
 
     def _penalty_change_step(self, lin: Linearization, trained_decay: float | None) -> NDArray:
         """Full mode: the Newton step from ``theta*`` to the optimum of the linearised

@@ -39,16 +39,15 @@ from uqconform.base import (
 )
 from uqconform.quantiles import check_alpha, check_call_alpha, check_miscoverage
 from uqconform.regression.crr import (
-    _LABEL_TIE_TOLERANCE,
     SCORES,
     LinearConfidenceMachine,
     Score,
     exact_intervals,
     exact_union,
     fast_intervals,
+    label_tie_size,
     p_values,
     residual_coefficients,
-    root_mean_square,
 )
 
 if TYPE_CHECKING:
@@ -495,12 +494,7 @@ class FullConformalRidge(VersionedState, FullConformalMixin, RegressorMixin, Bas
         centred = y - self._label_offset
         self.coef_ = self.machine_.solve(centred)
         self.training_residuals_ = centred - features @ self.coef_
-        # Their rounding: the centred labels' spread, and at least 16 units in the last
-        # place of the labels themselves (noise-free labels far from 0 leave residuals of
-        # the labels' own resolution)
-        largest = float(np.max(np.abs(y), initial=0.0))
-        resolution = 16 * float(np.spacing(largest)) / _LABEL_TIE_TOLERANCE
-        self._label_size = max(root_mean_square(centred), resolution)
+        self._label_size = label_tie_size(y, self._label_offset)  # the residuals' rounding
         record_calibration_settings(self, step="fit")
         return self
 
