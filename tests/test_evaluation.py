@@ -1434,3 +1434,23 @@ def test_a_classifier_is_evaluated_on_one_label_per_row():
                                   flat.drop(columns="time_seconds"))  # fmt: skip
     with pytest.raises(ValueError, match=r"`y_test` has 3 columns.*one label per row"):
         evaluate(model, X[200:], np.eye(3, dtype=int)[labels[200:]], alpha=0.1)
+
+
+def test_rows_of_an_unseen_group_are_warned_about_once():
+    """Review finding (stop 50): `evaluate` printed the unseen-group warning twice, once
+    from the prediction and once more from the exact law of the Mondrian coverage."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(600, 3))
+    y = X @ [1.0, 2.0, 3.0] + rng.normal(size=600)
+    groups = rng.integers(0, 3, 600)
+    model = SplitConformalRegressor(LinearRegression()).fit(X[:200], y[:200])
+    model.calibrate(X[200:400], y[200:400], groups=groups[200:400])
+    test_groups = groups[400:].copy()
+    test_groups[:5] = 7  # no calibration row
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        report = evaluate(model, X[400:], y[400:], alpha=0.1, groups=test_groups)
+    unseen = [w for w in caught if "without calibration data" in str(w.message)]
+    assert len(unseen) == 1
+    assert "5 rows belong to groups without calibration data (e.g. 7)" in str(unseen[0].message)
+    assert all(row["inside_bounds"] is not None for row in report.rows)

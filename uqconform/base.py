@@ -938,10 +938,13 @@ class ConformalPredictor(ModelWrapper):
                 UserWarning,
             )
 
-    def _group_index(self, groups: ArrayLike | None, n: int) -> NDArray | None:
+    def _group_index(
+        self, groups: ArrayLike | None, n: int, *, warn: bool = True
+    ) -> NDArray | None:
         """Row -> calibration group (None without Mondrian groups).
 
-        Groups unseen at calibration map to an extra, empty group: the whole output space.
+        Groups unseen at calibration map to an extra, empty group: the whole output space
+        (with a warning, unless ``warn=False``: a caller that predicted already warned).
         """
         labels = check_groups(groups, n)
         known = getattr(self, "groups_", None)
@@ -972,13 +975,14 @@ class ConformalPredictor(ModelWrapper):
         unseen = known[position] != labels
         if unseen.any():
             count = int(unseen.sum())
-            warn_user(
-                f"{'1 row belongs' if count == 1 else f'{count} rows belong'} to groups "
-                "without calibration data "
-                f"(e.g. {_plain(labels[unseen][0])!r}); their sets are "
-                f"{self._unseen_group_prediction}.",
-                UserWarning,
-            )
+            if warn:
+                warn_user(
+                    f"{'1 row belongs' if count == 1 else f'{count} rows belong'} to groups "
+                    "without calibration data "
+                    f"(e.g. {_plain(labels[unseen][0])!r}); their sets are "
+                    f"{self._unseen_group_prediction}.",
+                    UserWarning,
+                )
             position = np.where(unseen, known.size, position)  # the empty extra group
         return position
 

@@ -361,8 +361,11 @@ def _stratified_bounds(
     n_test = int(target.shape[0])
     if n_sub > 1 and (target.ndim != 1 or target.dtype.kind not in "iu"):
         return None  # class-conditional strata need the true labels' indices
-    # an unseen group maps to an extra, empty stratum (its rows get the whole space)
-    group_index = model._group_index(groups, n_test) if has_groups else np.zeros(n_test, int)
+    # an unseen group maps to an extra, empty stratum (its rows get the whole space; the
+    # prediction call warned about them)
+    group_index = (
+        model._group_index(groups, n_test, warn=False) if has_groups else np.zeros(n_test, int)
+    )
     test_strata = group_index * n_sub + (target if n_sub > 1 else 0)
     n_strata = ((model.groups_.size + 1) if has_groups else 1) * n_sub
     calibration_sizes = np.bincount(strata, minlength=n_strata)
