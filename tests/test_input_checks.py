@@ -1865,3 +1865,40 @@ def test_a_dict_as_x_is_named_with_the_frame_to_build(data):
         model.predict_interval({"a": 1.0, "b": 2.0, "c": 0.0})
     row = pd.DataFrame([{"a": 1.0, "b": 2.0, "c": 0.0}])  # the remedy works
     assert model.predict_interval(row).shape == (1, 2)
+
+
+def _targets_as_second_argument_cases():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 3))
+    rate = 1 / (1 + np.exp(-(X @ [1.0, -1.0, 0.5] + rng.normal(size=300))))  # in (0, 1)
+    labels = (rate > 0.5).astype(int)
+    train, calib, test = slice(0, 100), slice(100, 200), slice(200, 300)
+    for split in (SplitConformalRegressor(LinearRegression()), ConformalizedQuantileRegressor()):
+        split.fit(X[train], rate[train]).calibrate(X[calib], rate[calib])
+        yield split, "predict_interval", X[test], rate[test]
+    for full in (
+        CrossConformalRegressor(LinearRegression(), cv=3),
+        FullConformalRidge(),
+        ApproximateFullConformalRegressor(LinearRegression()),
+    ):
+        yield full.fit(X[:200], rate[:200]), "predict_interval", X[test], rate[test]
+    for classifier in (
+        SplitConformalClassifier(LogisticRegression()),
+        ReliablePredictionSets(LogisticRegression(), k_train=2, k_calib=2),
+        BinarizedSmoothedClassifier(LogisticRegression(), n_samples=64, random_state=0),
+    ):
+        classifier.fit(X[train], labels[train]).calibrate(X[calib], labels[calib])
+        yield classifier, "predict_set", X[test], rate[test]
+
+
+def test_targets_passed_where_alpha_goes_are_refused():
+    """Review finding (user): `predict_interval(X_test, y_test)` with targets in (0, 1) (a
+    rate, a min-max scaled target) read them as levels silently and returned one interval
+    per row and target (shape (n, 2, n): 6 GB at 20,000 rows)."""
+    for model, method, X_test, targets in _targets_as_second_argument_cases():
+        with pytest.raises(ValueError, match=r"`alpha` has 100 values, one per row of `X`"):
+            getattr(model, method)(X_test, targets)
+        # levels that are not one per row, or as many as 10 or fewer rows, still work
+        levels = np.linspace(0.05, 0.3, 11)
+        assert getattr(model, method)(X_test, alpha=levels).shape[-1] == 11
+        assert getattr(model, method)(X_test[:5], targets[:5]).shape[-1] == 5

@@ -1090,10 +1090,10 @@ class ConformalPredictor(ModelWrapper):
 
     # ---- prediction ------------------------------------------------------------------
     def _resolve_alpha(
-        self, alpha: float | Sequence[float] | ArrayLike | None
+        self, alpha: float | Sequence[float] | ArrayLike | None, X: Any = None
     ) -> tuple[NDArray, bool]:
         value = self.alpha if alpha is None else alpha
-        return check_call_alpha(alpha, self.alpha), np.ndim(value) == 0
+        return check_call_alpha(alpha, self.alpha, X), np.ndim(value) == 0
 
     def _batch_rows(self, n: int, columns: int | None = None) -> int:
         """Rows per model call: ``batch_size``, or automatic (see the constants above) for
@@ -1123,7 +1123,7 @@ class ConformalPredictor(ModelWrapper):
         method: str,
     ) -> NDArray:
         self._check_calibrated(method)
-        alphas, scalar = self._resolve_alpha(alpha)
+        alphas, scalar = self._resolve_alpha(alpha, X)
         check_row_order(X, groups, "groups")
         X = row_sliceable(self._validate_X(X, reset=False))
         n = n_rows(X)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Sequence
-from typing import Literal, cast
+from typing import Any, Literal, cast
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -131,11 +131,17 @@ def levels_text(levels: NDArray) -> str:
 
 
 def check_call_alpha(
-    alpha: float | Sequence[float] | ArrayLike | None, default: float | Sequence[float] | ArrayLike
+    alpha: float | Sequence[float] | ArrayLike | None,
+    default: float | Sequence[float] | ArrayLike,
+    X: Any = None,
 ) -> NDArray:
     """The levels of one prediction call: ``alpha`` when given, checked and warned about
     above 0.5 as `check_miscoverage` does, else the wrapper's own ``default`` (warned about
     where it was set to work: at fit or calibrate).
+
+    Given the call's ``X``, more than 10 levels, one per row of ``X``, are refused: they are
+    the targets passed as the second argument (``predict_interval(X_test, y_test)``), which
+    read as levels when they lie in (0, 1) and gave one interval per row and target.
 
     Examples
     --------
@@ -144,6 +150,16 @@ def check_call_alpha(
     """
     if alpha is None:
         return check_alpha(default, "alpha")
+    shape = getattr(X, "shape", None)
+    rows = shape[0] if shape else len(X) if isinstance(X, (list, tuple)) else None
+    if rows is not None and rows > 10 and np.ndim(alpha) == 1 and np.size(alpha) == rows:
+        raise ValueError(
+            f"`alpha` has {rows} values, one per row of `X`: a prediction call's second "
+            "argument is `alpha`, the miscoverage level(s), were the targets passed there? "
+            "Predict with predict_interval(X, alpha=0.1) (or predict_set) and give the "
+            "targets to uqconform.evaluation.coverage or evaluate. (For that many levels, "
+            "predict the rows in two calls.)"
+        )
     try:
         return check_miscoverage(alpha, "alpha")
     except ValueError as error:

@@ -60,7 +60,7 @@ from uqconform.bayes.likelihood import (
 )
 from uqconform.bayes.network import MOMENT_MODES, _row_blocks, refuse_overflowed_moments
 from uqconform.linearize import is_torch_module, noise_variance
-from uqconform.quantiles import check_miscoverage
+from uqconform.quantiles import check_call_alpha
 
 __all__ = ["LinearizedPredictive"]
 
@@ -735,7 +735,7 @@ class LinearizedPredictive(VersionedState, BaseEstimator):
         ndarray of shape (n_samples, 2), or (n_samples, 2, k) for k levels
         """
         self._regression_only("predict_interval")
-        levels = check_miscoverage(alpha, "alpha")
+        levels = check_call_alpha(alpha, alpha, X)
         mean, var = self.predict_distribution(X, method, include_noise=True)
         # from the lower tail below 1e-8, where 1 - alpha / 2 has lost the digits (the
         # same bits as the upper tail above it)

@@ -544,9 +544,9 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
             return threshold, base, 0.0
         return threshold, base, float(self.sigma * (stats.norm.ppf(base) - stats.norm.ppf(floor)))
 
-    def _levels(self, alpha: float | ArrayLike | None) -> tuple[NDArray, bool]:
+    def _levels(self, alpha: float | ArrayLike | None, X: Any = None) -> tuple[NDArray, bool]:
         value = self.alpha if alpha is None else alpha
-        levels = check_call_alpha(alpha, self.alpha)
+        levels = check_call_alpha(alpha, self.alpha, X)
         if (levels <= self.eta).any():
             raise ValueError(
                 f"`alpha` must exceed eta={self.eta} (the Monte Carlo failure probability is "
@@ -580,12 +580,13 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
         return float(certified_probability(base, r, self.sigma))
 
     def _prepare(
-        self, alpha: float | ArrayLike | None
+        self, alpha: float | ArrayLike | None, X: Any
     ) -> tuple[list[tuple[float, float, float]], bool]:
-        """The calibration of every requested level (the constructor's for ``alpha=None``)."""
+        """The calibration of every requested level (the constructor's for ``alpha=None``)
+        for the rows ``X``."""
         if alpha is None:  # as fit and calibrate refuse several levels
             self._check_single_alpha("; pass several levels as predict_set(X, alpha=[...])")
-        levels, scalar = self._levels(alpha)
+        levels, scalar = self._levels(alpha, X)
         return [self._calibration_for(float(level)) for level in levels], scalar
 
     def _no_radius_message(self, alpha: float, base: float, floor: float) -> str:
@@ -654,7 +655,7 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
         """
         self._check_calibrated("predict_set")
         r = self._check_radius(self.radius if radius is None else radius, "radius")
-        calibrations, scalar = self._prepare(alpha)
+        calibrations, scalar = self._prepare(alpha, X)
         self._warn_trivial(r, calibrations)
         statistic = self._statistics(X, [c[0] for c in calibrations])
         needed = certified_probability(np.array([c[1] for c in calibrations]), r, self.sigma)
@@ -686,7 +687,7 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
         ndarray of float, shape (n_samples, n_classes) or (n_samples, n_classes, k)
         """
         self._check_calibrated("certified_radius")
-        calibrations, scalar = self._prepare(alpha)
+        calibrations, scalar = self._prepare(alpha, X)
         statistic = np.clip(self._statistics(X, [c[0] for c in calibrations]), 0.0, 1.0)
         base = np.array([c[1] for c in calibrations])
         with np.errstate(divide="ignore", invalid="ignore"):

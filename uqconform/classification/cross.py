@@ -460,7 +460,7 @@ default="lac"
         """
         self._check_fitted("predict_set")
         value = self.alpha if alpha is None else alpha
-        levels = check_call_alpha(alpha, self.alpha)
+        levels = check_call_alpha(alpha, self.alpha, X)
         counts = self._counts_at_least(X, "predict_set")
         self._warn_if_too_few(levels)
         # p > alpha  <=>  1 + count > floor(alpha (n + 1)), counts being integers (n: the

@@ -676,7 +676,7 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
         """
         check_calibrated(self, "predict_set")
         value = self.alpha if alpha is None else alpha
-        levels = check_call_alpha(alpha, self.alpha)
+        levels = check_call_alpha(alpha, self.alpha, X)
         thresholds = self._thresholds(levels)
         X = self._test_rows(X)  # the blocks below are slices of it
         n, n_heads, n_classes = n_rows(X), len(self.estimator_.heads_), len(self.classes_)

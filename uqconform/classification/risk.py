@@ -373,9 +373,9 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
         else:  # a bound on the expected FNR or false-label share: any level in (0, 1)
             check_alpha(self.alpha, "alpha", _RISK_LEVEL)
 
-    def _resolve_alpha(self, alpha: Any) -> tuple[NDArray, bool]:
+    def _resolve_alpha(self, alpha: Any, X: Any = None) -> tuple[NDArray, bool]:
         if self.risk == "miscoverage" or alpha is None:
-            return super()._resolve_alpha(alpha)
+            return super()._resolve_alpha(alpha, X)
         return check_alpha(alpha, "alpha", _RISK_LEVEL), np.ndim(alpha) == 0
 
     def _validate_params(self) -> None:

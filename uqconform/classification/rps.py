@@ -1370,7 +1370,7 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
         """
         self._check_calibrated("predict_set")
         value = self.alpha if alpha is None else alpha
-        levels = check_call_alpha(alpha, self.alpha)
+        levels = check_call_alpha(alpha, self.alpha, X)
         scores = self.predict_scores(X)
         out = np.empty((*scores.shape, levels.size), dtype=bool)
         if alpha is not None:  # the constructor's levels were checked at calibrate

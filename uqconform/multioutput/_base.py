@@ -571,7 +571,7 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
         self, X: Any, alpha: Any, groups: ArrayLike | None, method: str
     ) -> PredictionRegion | list[PredictionRegion]:
         self._check_calibrated(method)
-        alphas, scalar = self._resolve_alpha(alpha)
+        alphas, scalar = self._resolve_alpha(alpha, X)
         check_row_order(X, groups, "groups")
         X = self._validate_X(X, reset=False)
         self._check_nan(X)

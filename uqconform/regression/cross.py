@@ -309,7 +309,7 @@ class CrossConformalRegressor(RegressorMixin, CrossFitWrapper):
         self._check_fitted("predict_interval")
         self._check_method()
         value = self.alpha if alpha is None else alpha
-        levels = check_call_alpha(alpha, self.alpha)
+        levels = check_call_alpha(alpha, self.alpha, X)
         predictions = self._fold_predictions(X)
         scores = self.conformity_scores_
         if self.method == "minmax":

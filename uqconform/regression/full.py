@@ -242,7 +242,7 @@ class FullConformalMixin:
             ``-inf``/``inf`` where the set is unbounded (e.g. ``alpha < 1/(n + 1)``).
         """
         value = self.alpha if alpha is None else alpha
-        alphas = check_call_alpha(alpha, self.alpha)
+        alphas = check_call_alpha(alpha, self.alpha, X)
         algorithm = exact_intervals if self.algorithm == "exact" else fast_intervals
         pieces = []
         batches = self._coefficient_batches(self._test_input(X, "predict_interval"))
@@ -274,7 +274,7 @@ class FullConformalMixin:
         check_bool(union, "union")
         if not union:
             return self.predict_interval(X, alpha=alpha)
-        levels = check_call_alpha(alpha, self.alpha)
+        levels = check_call_alpha(alpha, self.alpha, X)
         if levels.size > 1:  # also when the constructor's alpha is a sequence
             raise ValueError("`alpha` must be a single level when union=True.")
         level = float(levels[0])
