@@ -554,7 +554,10 @@ def test_density_ratio_seed_and_the_class_instead_of_an_instance():
     assert not np.array_equal(weights(0), weights(1))
     y = source[:, 0] + rng.normal(size=300)
     model = SplitConformalRegressor(LinearRegression(), likelihood_ratio=ClassifierDensityRatio)
-    with pytest.raises(TypeError, match="is the class ClassifierDensityRatio: pass a fitted"):
+    with pytest.raises(
+        TypeError,
+        match=r"is the class ClassifierDensityRatio: pass a fitted instance, e.g. .*fit\(X_source, X_target\).* neither the calibration nor the test rows",
+    ):
         model.fit(source[:150], y[:150])
 
 

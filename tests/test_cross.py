@@ -255,8 +255,9 @@ def test_bad_input_is_refused_with_a_message_naming_it():
         ({"cv": True}, "`cv` must be an int >= 2"),
         ({"cv": "loo"}, "`cv` must be an int >= 2"),
         ({"cv": 31}, "at least 31 rows; X has 30"),
-        ({"cv": ShuffleSplit(3, random_state=0)}, "`cv` .ShuffleSplit."),
-        ({"cv": TimeSeriesSplit(3)}, "`cv` .TimeSeriesSplit."),
+        # the splitters suggested work for a regressor (StratifiedKFold needs classes)
+        ({"cv": ShuffleSplit(3, random_state=0)}, r"`cv` .ShuffleSplit.*\(use KFold, GroupKFold"),
+        ({"cv": TimeSeriesSplit(3)}, r"`cv` .TimeSeriesSplit.*\(KFold, GroupKFold, LeaveOneOut\)"),
         ({"method": "base"}, "`method` must be one of"),
         ({"alpha": 1.5}, "alpha"),
         ({"alpha": 0}, "alpha"),

@@ -1454,3 +1454,16 @@ def test_rows_of_an_unseen_group_are_warned_about_once():
     assert len(unseen) == 1
     assert "5 rows belong to groups without calibration data (e.g. 7)" in str(unseen[0].message)
     assert all(row["inside_bounds"] is not None for row in report.rows)
+
+
+def test_the_per_group_table_prints_levels_as_given():
+    """Review finding (user): the per-group table printed alpha as 0.05000 and 0.1000."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(600, 3))
+    y = X @ [1.0, 2.0, 3.0] + rng.normal(size=600)
+    model = SplitConformalRegressor(LinearRegression()).fit(X[:200], y[:200])
+    model.calibrate(X[200:400], y[200:400])
+    text = str(evaluate(model, X[400:], y[400:], alpha=[0.05, 0.1], groups=X[400:, 0] > 0))
+    table = text.split("per group:\n")[1].splitlines()
+    assert table[0].split() == ["alpha", "group", "count", "coverage", "mean_width"]
+    assert {line.split()[0] for line in table[1:]} == {"0.05", "0.1"}

@@ -1902,3 +1902,42 @@ def test_targets_passed_where_alpha_goes_are_refused():
         levels = np.linspace(0.05, 0.3, 11)
         assert getattr(model, method)(X_test, alpha=levels).shape[-1] == 11
         assert getattr(model, method)(X_test[:5], targets[:5]).shape[-1] == 5
+
+
+def test_the_high_alpha_warning_prints_the_coverage_it_names():
+    """Review finding (user): percentages rounded to whole numbers contradicted the advice
+    ("cover 1% ... For 100% coverage pass alpha=0.005" at alpha=0.995)."""
+    for alpha, text in [
+        (0.995, "cover 1 - alpha = 0.5% of points. For 99.5% coverage pass alpha=0.005"),
+        (0.505, "cover 1 - alpha = 49.5% of points. For 50.5% coverage pass alpha=0.495"),
+        (0.9, "cover 1 - alpha = 10% of points. For 90% coverage pass alpha=0.1."),
+    ]:
+        with pytest.warns(UserWarning) as caught:
+            SplitConformalRegressor(alpha=alpha)._check_levels()
+        assert text in str(caught[0].message)
+
+
+def test_a_score_that_needs_a_difficulty_model_asks_for_fit_after_set_params():
+    """Review finding (user): after set_params(conformity_score="normalized") the
+    prediction asked for calibrate again, and calibrate then asked for fit."""
+    from uqconform.scores.regression import SignedResidualScore
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(400, 2))
+    y = X @ [1.0, -1.0] + rng.normal(size=400)
+    model = SplitConformalRegressor(LinearRegression()).fit(X[:200], y[:200])
+    model.calibrate(X[200:], y[200:]).set_params(conformity_score="normalized")
+    with pytest.raises(
+        NotFittedError, match=r"call fit\(X, y\) and calibrate\(X_calib, y_calib\)"
+    ):
+        model.predict_interval(X[:5])
+    model.set_params(conformity_score="absolute").calibrate(X[200:], y[200:])
+    model.set_params(conformity_score=SignedResidualScore())  # calibrate alone serves it
+    with pytest.raises(NotFittedError, match=r"; call calibrate\(X_calib, y_calib\) again"):
+        model.predict_interval(X[:5])
+    system = ConformalPredictiveSystem(LinearRegression()).fit(X[:200], y[:200])
+    system.calibrate(X[200:], y[200:]).set_params(normalized=True)  # (va review)
+    with pytest.raises(
+        NotFittedError, match=r"call fit\(X, y\) and calibrate\(X_calib, y_calib\)"
+    ):
+        system.predict_quantile(X[:5], 0.5)

@@ -332,6 +332,8 @@ def check_calibration_settings(
     ]
     if changed:
         refit = step == "fit" and not model.__dict__.get("_estimator_adopted", False)
+        # a new setting that needs something only fit trains (a difficulty model)
+        refit = refit or bool(getattr(model, "_calibration_needs_fit", lambda: False)())
         if again is None:
             again = (
                 "fit(X, y) and calibrate(X_calib, y_calib)"
@@ -776,8 +778,10 @@ class ConformalPredictor(ModelWrapper):
         ratio = self.likelihood_ratio
         if isinstance(ratio, type):  # the class, not a fitted instance
             raise TypeError(
-                f"`likelihood_ratio` is the class {ratio.__name__}: pass a fitted instance "
-                f"(e.g. {ratio.__name__}().fit(X_calib, X_test))."
+                f"`likelihood_ratio` is the class {ratio.__name__}: pass a fitted instance, "
+                f"e.g. {ratio.__name__}().fit(X_source, X_target), on rows of the training "
+                "population and unlabelled rows of the test population that are neither "
+                "the calibration nor the test rows."
             )
         if ratio is not None and not callable(ratio):
             raise TypeError(

@@ -113,7 +113,8 @@ def check_miscoverage(alpha: float | Sequence[float] | ArrayLike, name: str = "a
         high = float(levels.max())
         warn_user(
             f"{name}={high:g} is the miscoverage level: the sets aim to cover 1 - {name} = "
-            f"{1 - high:.0%} of points. For {high:.0%} coverage pass {name}={1 - high:.3g}.",
+            f"{100 * (1 - high):.3g}% of points. For {100 * high:.3g}% coverage pass "
+            f"{name}={1 - high:.3g}.",
             UserWarning,
         )
     return levels

@@ -212,8 +212,12 @@ class CoverageReport:
             lines.append(line)
         if self.by_group is not None:
             lines.append("per group:")
+            levels = {"alpha": lambda value: f"{value:g}"}  # a level as given: 0.05, not 0.05000
             text = self.by_group.to_string(
-                index=False, float_format=lambda value: f"{value:#.4g}", justify="right"
+                index=False,
+                float_format=lambda value: f"{value:#.4g}",
+                formatters={k: f for k, f in levels.items() if k in self.by_group.columns},
+                justify="right",
             )
             lines.extend("  " + line for line in text.splitlines())
         if self.note:

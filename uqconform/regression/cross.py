@@ -205,6 +205,7 @@ class CrossConformalRegressor(RegressorMixin, CrossFitWrapper):
     """
 
     _split_alternative = "SplitConformalRegressor"
+    _splitter_examples = "KFold, GroupKFold, LeaveOneOut"  # StratifiedKFold needs classes
 
     def __init__(
         self,

@@ -260,6 +260,15 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
     def _needs_difficulty(self) -> bool:
         return self._score_object().needs_difficulty
 
+    def _calibration_needs_fit(self) -> bool:
+        """Whether calibrate alone cannot serve the current settings: a score that needs a
+        difficulty model, none trained by fit and none given fitted."""
+        return (
+            self._needs_difficulty()
+            and "difficulty_estimator_" not in self.__dict__
+            and not self._difficulty_is_prefit()
+        )
+
     def _difficulty_is_prefit(self) -> bool:
         if self.difficulty_estimator is None:
             return False
