@@ -556,7 +556,8 @@ def test_density_ratio_seed_and_the_class_instead_of_an_instance():
     model = SplitConformalRegressor(LinearRegression(), likelihood_ratio=ClassifierDensityRatio)
     with pytest.raises(
         TypeError,
-        match=r"is the class ClassifierDensityRatio: pass a fitted instance, e.g. .*fit\(X_source, X_target\).* neither the calibration nor the test rows",
+        match=r"is the class ClassifierDensityRatio: pass a fitted instance, e.g. .*"
+        r"fit\(X_source, X_target\).* neither the calibration nor the test rows",
     ):
         model.fit(source[:150], y[:150])
 
