@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
+import pandas as pd
 import pytest
 from conftest import Unchanged
+from sklearn.compose import ColumnTransformer
 from sklearn.linear_model import LogisticRegression
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
 
 from uqconform.evaluation.perturbation import random_l2_perturbation, worst_of_k_perturbation
 
@@ -135,3 +141,132 @@ def test_worst_of_k_checks_classes_and_score_shapes_against_the_model(fitted):
     for score in (one_too_many, lambda Z: model.predict_proba(Z)[:, 1]):
         with pytest.raises(ValueError, match=r"returned scores of shape .* \(rows, n_classes\)"):
             worst_of_k_perturbation(X, y, 0.5, score, k=4, classes=labels, random_state=0)
+
+
+def test_worst_of_k_refuses_a_pandas_y_in_another_row_order(fitted):
+    """A label Series indexed by X's row labels in reverse order was paired by position
+    (each row attacked for another row's label), where the rest of the library refuses it."""
+    model, X, y = fitted
+    frame = pd.DataFrame(X[:20], index=np.arange(100, 120))
+    labels = pd.Series(y[:20], index=frame.index)
+    with pytest.raises(ValueError, match=r"`y` is indexed by the row labels of `X` in another"):
+        worst_of_k_perturbation(frame, labels.iloc[::-1], 0.5, model, k=4, random_state=0)
+    same = worst_of_k_perturbation(frame, labels, 0.5, model, k=4, random_state=0)
+    expected = worst_of_k_perturbation(X[:20], y[:20], 0.5, model, k=4, random_state=0)
+    np.testing.assert_array_equal(same.to_numpy(), expected)
+
+
+@pytest.fixture(scope="module")
+def by_name():
+    """A model that selects its columns by name, fitted on a DataFrame, and the same model
+    selecting them by position, fitted on the array."""
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(200, 3))
+    y = (X[:, 0] + X[:, 1] > 0).astype(int)
+    frame = pd.DataFrame(X, columns=["a", "b", "c"], index=np.arange(200)[::-1] * 3)
+
+    def pipeline(columns):
+        scale = ColumnTransformer([("scale", StandardScaler(), columns)])
+        return make_pipeline(scale, LogisticRegression())
+
+    return pipeline(["a", "b"]).fit(frame, y), pipeline([0, 1]).fit(X, y), frame, y
+
+
+def test_dataframes_keep_their_columns_for_a_model_reading_them_by_name(by_name):
+    """The tools turned a DataFrame into an array: a model selecting columns by name met
+    scikit-learn's "Specifying the columns using strings is only supported for dataframes"
+    inside `worst_of_k_perturbation`, and could not read `random_l2_perturbation`'s output."""
+    named, positional, frame, y = by_name
+    guard = Unchanged(frame, y)
+    X = frame.to_numpy()
+    worst = worst_of_k_perturbation(frame, y, 0.5, named, k=8, batch_size=30, random_state=0)
+    assert isinstance(worst, pd.DataFrame)
+    pd.testing.assert_index_equal(worst.index, frame.index)
+    pd.testing.assert_index_equal(worst.columns, frame.columns)
+    expected = worst_of_k_perturbation(X, y, 0.5, positional, k=8, random_state=0)
+    np.testing.assert_array_equal(worst.to_numpy(), expected)
+    shifted = random_l2_perturbation(frame, 0.5, clip=(-2, 2), random_state=0)
+    assert isinstance(shifted, pd.DataFrame)
+    pd.testing.assert_index_equal(shifted.index, frame.index)
+    pd.testing.assert_index_equal(shifted.columns, frame.columns)
+    np.testing.assert_array_equal(
+        shifted.to_numpy(), random_l2_perturbation(X, 0.5, clip=(-2, 2), random_state=0)
+    )
+    assert named.predict_proba(shifted).shape == (200, 2)
+    guard.check()
+
+
+def test_dataframes_raise_no_feature_name_warnings(by_name):
+    """A model fitted on a DataFrame warned "X does not have valid feature names" once per
+    batch; one fitted on an array must not warn either when X is a DataFrame."""
+    _, _, frame, y = by_name
+    X = frame.to_numpy()
+    with_names = LogisticRegression().fit(frame, y)
+    without = LogisticRegression().fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for model in (with_names, without, without.predict_proba):
+            moved = worst_of_k_perturbation(frame, y, 0.5, model, k=4, batch_size=50)
+            assert isinstance(moved, pd.DataFrame)
+            with_names.predict_proba(random_l2_perturbation(frame, 0.5))
+
+
+def test_dataframes_with_a_non_numeric_column_are_refused_naming_x(fitted):
+    _, X, y = fitted
+    frame = pd.DataFrame(X[:10, :2], columns=["a", "b"]).assign(city="Paris")
+    with pytest.raises(ValueError, match=r"`X` has non-numeric columns \['city'\]"):
+        random_l2_perturbation(frame, 0.5)
+    with pytest.raises(ValueError, match=r"`X` has non-numeric columns \['city'\]"):
+        worst_of_k_perturbation(frame, y[:10], 0.5, lambda Z: np.ones((len(Z), 3)))
+
+
+def test_worst_of_k_refuses_nan_scores_naming_the_model(fitted):
+    """NaN scores were accepted, np.argmin then kept the first NaN candidate."""
+    model, X, y = fitted
+
+    def broken(Z):
+        proba = model.predict_proba(Z)
+        proba[Z[:, 0] > 1.5] = np.nan
+        return proba
+
+    with pytest.raises(ValueError, match=r"`model` \(broken\) returned NaN scores .* of `X`"):
+        worst_of_k_perturbation(X, y, 0.5, broken, classes=model.classes_, random_state=0)
+    all_nan = lambda Z: np.full((len(Z), 3), np.nan)  # noqa: E731
+    with pytest.raises(ValueError, match=r"\(<lambda>\) returned NaN .* \(first: row 0\)"):
+        worst_of_k_perturbation(X, y, 0.5, all_nan, classes=model.classes_, batch_size=7)
+
+
+def test_worst_of_k_takes_an_infinitely_bad_score_as_the_worst():
+    """-inf (a log-probability of 0) is a score to compare, not an error."""
+    X = np.zeros((50, 3))
+
+    def log_proba(Z):
+        return np.column_stack([np.where(Z[:, 0] > 0, -np.inf, 0.0), np.zeros(len(Z))])
+
+    moved = worst_of_k_perturbation(X, np.zeros(50, int), 1.0, log_proba, k=16, random_state=0)
+    assert (moved[:, 0] > 0).all()
+
+
+def test_worst_of_k_checks_the_classes_argument(fitted):
+    """Duplicated `classes` were accepted (a label then had two score columns), and a label
+    outside `classes` was reported as one "the model never saw during fit"."""
+    model, X, y = fitted
+    score = model.predict_proba
+    no_b = np.where(y == "b", "a", y)  # every label in the list: this was accepted
+    with pytest.raises(ValueError, match=r"`classes` must hold each label once .*\['a'\]"):
+        worst_of_k_perturbation(X, no_b, 0.5, score, classes=["a", "a", "c"])
+    outside = np.where(y == "c", "d", y)
+    with pytest.raises(ValueError, match=r"`y` contains labels that are not in `classes`: \['d'"):
+        worst_of_k_perturbation(X, outside, 0.5, score, classes=["a", "b", "c"])
+    with pytest.raises(ValueError, match="never saw"):  # the model's own classes
+        worst_of_k_perturbation(X, outside, 0.5, model)
+
+
+@pytest.mark.parametrize("clip", [("0", "1"), (False, True), (0.0, "1"), ("a", "b")])
+def test_clip_bounds_must_be_numbers(fitted, clip):
+    """Text bounds met numpy's UFuncTypeError inside np.clip."""
+    model, X, y = fitted
+    with pytest.raises(ValueError, match="`clip` must be two numbers"):
+        random_l2_perturbation(X, 1.0, clip=clip)
+    with pytest.raises(ValueError, match="`clip` must be two numbers"):
+        worst_of_k_perturbation(X, y, 1.0, model, clip=clip)

@@ -8,7 +8,8 @@ A certificate such as BinCP's promises coverage for *every* perturbation of norm
 * `worst_of_k_perturbation`: among ``k`` random directions of norm ``r`` per row, the one
   that most lowers the true label's score under a given model (a gradient-free attack).
 
-Both return new arrays; the inputs are never modified.
+Both return new arrays (a DataFrame with ``X``'s index and columns for a DataFrame ``X``);
+the inputs are never modified.
 """
 
 from __future__ import annotations
@@ -17,11 +18,18 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 from sklearn.utils import check_array
 
 from uqconform._seeding import random_generator
-from uqconform._validation import check_int, check_nonnegative_float
+from uqconform._validation import (
+    NonFiniteOutputError,
+    check_int,
+    check_nonnegative_float,
+    check_row_order,
+    real_values,
+)
 from uqconform.classification.split import encode_labels
 
 __all__ = ["random_l2_perturbation", "worst_of_k_perturbation"]
@@ -34,14 +42,47 @@ def _features(X: ArrayLike) -> NDArray:
     try:
         return check_array(X, dtype=np.float64, ensure_all_finite=True, copy=True)
     except (TypeError, ValueError) as error:
+        text = _text_columns(X)
+        if text:
+            raise ValueError(
+                f"`X` has non-numeric columns {text[:5]!r}{' ...' if len(text) > 5 else ''}: "
+                "every column is shifted, so every column must be numeric; encode them as "
+                "numbers first (e.g. one-hot) or leave them out of the frame."
+            ) from None
         raise ValueError(f"`X` must be a finite numeric 2-D array ({error})") from None
+
+
+def _text_columns(X: Any) -> list:
+    """Names of the columns of a DataFrame ``X`` that are neither numeric nor boolean."""
+    if not isinstance(X, pd.DataFrame):
+        return []
+    return [
+        column
+        for column, kind in X.dtypes.items()
+        if not (pd.api.types.is_numeric_dtype(kind) or pd.api.types.is_bool_dtype(kind))
+    ]
+
+
+def _as_given(values: NDArray, X: ArrayLike) -> NDArray | pd.DataFrame:
+    """``values`` as a DataFrame with ``X``'s index and columns when ``X`` is one."""
+    if isinstance(X, pd.DataFrame):
+        return pd.DataFrame(values, index=X.index, columns=X.columns, copy=False)
+    return values
+
+
+def _check_clip(clip: Any) -> tuple[float, float] | None:
+    """``clip`` as two numbers ``low < high`` (infinite bounds allowed), or None."""
+    if clip is None:
+        return None
+    bounds = real_values(clip)
+    if bounds is None or bounds.shape != (2,) or not bounds[0] < bounds[1]:
+        raise ValueError(f"`clip` must be two numbers (low, high) with low < high, got {clip!r}.")
+    return float(bounds[0]), float(bounds[1])
 
 
 def _clip(values: NDArray, clip: tuple[float, float] | None) -> NDArray:
     if clip is None:
         return values
-    if np.ndim(clip) != 1 or len(clip) != 2 or not clip[0] < clip[1]:
-        raise ValueError(f"`clip` must be (low, high) with low < high, got {clip!r}.")
     low, high = clip
     return np.clip(values, low, high, out=values)
 
@@ -59,13 +100,14 @@ def random_l2_perturbation(
     *,
     clip: tuple[float, float] | None = None,
     random_state: int | np.random.Generator | None = None,
-) -> NDArray:
+) -> NDArray | pd.DataFrame:
     """Shift every row by a uniformly random vector of l2 norm ``radius``.
 
     Parameters
     ----------
-    X : array-like of shape (n_samples, n_features)
-        Numeric inputs (not modified).
+    X : array-like or DataFrame of shape (n_samples, n_features)
+        Numeric inputs (not modified). Every column of a DataFrame is shifted, so every
+        column must be numeric.
     radius : float
         l2 norm of each shift, >= 0.
     clip : (float, float), optional
@@ -76,7 +118,8 @@ def random_l2_perturbation(
 
     Returns
     -------
-    ndarray of shape (n_samples, n_features)
+    ndarray of shape (n_samples, n_features), or a DataFrame with ``X``'s index and
+    columns when ``X`` is a DataFrame (the same values as for ``X.to_numpy()``).
 
     Examples
     --------
@@ -88,9 +131,10 @@ def random_l2_perturbation(
     """
     r = check_nonnegative_float(radius, "radius")
     values = _features(X)
+    bounds = _check_clip(clip)
     rng = random_generator(random_state)
     values += r * _directions(rng, values.shape)
-    return _clip(values, clip)
+    return _as_given(_clip(values, bounds), X)
 
 
 def _score_function(model: Any) -> Callable[[NDArray], NDArray]:
@@ -104,6 +148,25 @@ def _score_function(model: Any) -> Callable[[NDArray], NDArray]:
     return model.predict_proba
 
 
+def _score_name(model: Any) -> str:
+    """How a message names ``model``: ``LogisticRegression.predict_proba``, ``score``."""
+    if hasattr(model, "predict_proba"):
+        return f"{type(model).__name__}.predict_proba"
+    owner = getattr(model, "__self__", None)
+    name = getattr(model, "__name__", None) or type(model).__name__
+    return name if owner is None else f"{type(owner).__name__}.{name}"
+
+
+def _scores_frames(model: Any) -> bool:
+    """Whether ``model`` gets the candidates of a DataFrame ``X`` as a DataFrame: yes,
+    unless it (or the estimator of a bound method such as ``clf.predict_proba``) was fitted
+    without feature names, which scikit-learn would warn about at every batch."""
+    owner = model if hasattr(model, "predict_proba") else getattr(model, "__self__", None)
+    return not (
+        hasattr(owner, "n_features_in_") and getattr(owner, "feature_names_in_", None) is None
+    )
+
+
 def worst_of_k_perturbation(
     X: ArrayLike,
     y: ArrayLike,
@@ -115,7 +178,7 @@ def worst_of_k_perturbation(
     clip: tuple[float, float] | None = None,
     batch_size: int | None = None,
     random_state: int | np.random.Generator | None = None,
-) -> NDArray:
+) -> NDArray | pd.DataFrame:
     """Per row, the shift of norm ``radius`` among ``k`` random ones that hurts ``y`` most.
 
     Each row gets ``k`` uniformly random directions of l2 norm ``radius``; the one giving the
@@ -125,23 +188,29 @@ def worst_of_k_perturbation(
 
     Parameters
     ----------
-    X : array-like of shape (n_samples, n_features)
-        Numeric inputs (not modified).
+    X : array-like or DataFrame of shape (n_samples, n_features)
+        Numeric inputs (not modified). Every column of a DataFrame is shifted, so every
+        column must be numeric; the candidates are then scored as DataFrames with ``X``'s
+        columns, so a model that selects columns by name (a ``ColumnTransformer``) can be
+        attacked (as an array for a model fitted without feature names).
     y : array-like of shape (n_samples,)
-        True labels.
+        True labels, in the order of ``X``'s rows (a pandas ``y`` indexed by ``X``'s row
+        labels in another order is refused).
     radius : float
         l2 norm of each shift, >= 0.
     model : fitted classifier or callable
         A model with ``predict_proba`` (its ``classes_`` give the label columns), or a
-        function ``X -> (n, n_classes)`` scores, higher meaning more confident. To attack a
-        robust set itself rather than the model, pass e.g.
+        function ``X -> (n, n_classes)`` scores, higher meaning more confident; scores may
+        be infinite (``-inf``: the worst candidate, e.g. a log-probability of 0) but not
+        NaN. To attack a robust set itself rather than the model, pass e.g.
         ``lambda Z: -cp.certified_radius(Z)`` for a calibrated `BinarizedSmoothedClassifier`
         ``cp`` (with ``classes=cp.classes_``): the shift that makes the true label hardest to
         include.
     k : int, default=16
         Random directions tried per row.
     classes : array-like, optional
-        Label of each score column; defaults to ``model.classes_``, then ``0..K-1``.
+        Label of each score column, each label once, and every label of ``y`` among them;
+        defaults to ``model.classes_``, then ``0..K-1``.
     clip : (float, float), optional
         Clip the candidates to this box before scoring them; a candidate's shift is then
         at most ``radius`` for rows inside the box (a row outside it is moved into it,
@@ -153,7 +222,8 @@ def worst_of_k_perturbation(
 
     Returns
     -------
-    ndarray of shape (n_samples, n_features)
+    ndarray of shape (n_samples, n_features), or a DataFrame with ``X``'s index and
+    columns when ``X`` is a DataFrame.
 
     Examples
     --------
@@ -170,21 +240,30 @@ def worst_of_k_perturbation(
     r = check_nonnegative_float(radius, "radius")
     values = _features(X)
     n, d = values.shape
+    check_row_order(X, y, "y")
     labels = np.asarray(y)
     if labels.ndim != 1 or labels.shape[0] != n:
         raise ValueError(f"`y` must be 1-D with one label per row of X ({n}), got {labels.shape}.")
     check_int(k, "k")
     check_int(batch_size, "batch_size", allow_none=True)
+    bounds = _check_clip(clip)
     score = _score_function(model)
+    columns = getattr(X, "columns", None) if _scores_frames(model) else None
     known = _known_classes(classes, model)
+    codes = None if known is None else _encode(labels, known, given=classes is not None)
     rng = random_generator(random_state)
     step = batch_size or max(1, _BATCH_CELLS // (k * max(d, 1)))
     for start in range(0, n, step):  # a loop over batches of rows, for bounded memory
         stop = min(start + step, n)
         # drawn batch by batch: the same stream as drawing every row's at once
         steps = r * _directions(rng, (stop - start, k, d))
-        candidates = _clip(values[start:stop, None, :] + steps, clip)
-        proba = np.asarray(score(candidates.reshape(-1, d)), dtype=float)
+        candidates = _clip(values[start:stop, None, :] + steps, bounds)
+        flat = candidates.reshape(-1, d)
+        # a DataFrame X: its column names, for a model that reads columns by name
+        proba = np.asarray(
+            score(flat if columns is None else pd.DataFrame(flat, columns=columns)),
+            dtype=float,
+        )
         if proba.ndim != 2 or proba.shape[0] != (stop - start) * k:
             raise ValueError(
                 f"`model` returned scores of shape {proba.shape} for {(stop - start) * k} "
@@ -196,12 +275,26 @@ def worst_of_k_perturbation(
                 f"`classes` has {len(known)} labels but the model's scores have "
                 f"{proba.shape[1]} columns: give one label per score column."
             )
+        if np.isnan(proba).any():  # np.argmin would keep the first NaN candidate
+            rows = np.flatnonzero(np.isnan(proba).any(axis=1)) // k
+            raise NonFiniteOutputError(
+                f"`model` ({_score_name(model)}) returned NaN scores for the shifted copies",
+                np.unique(rows) + start,
+                "rows of `X`",
+                ": every candidate needs a score to be compared (+-inf allowed); check the "
+                "model on inputs near `X`",
+                more_rows=stop < n,
+            )
         proba = proba.reshape(stop - start, k, -1)
-        column = _label_columns(labels[start:stop], known, proba.shape[2])
+        column = (
+            _label_columns(labels[start:stop], proba.shape[2])
+            if codes is None
+            else codes[start:stop]
+        )
         true = np.take_along_axis(proba, column[:, None, None], axis=2)[:, :, 0]  # (b, k)
         worst = np.argmin(true, axis=1)
         values[start:stop] = candidates[np.arange(stop - start), worst]
-    return values
+    return _as_given(values, X)
 
 
 def _known_classes(classes: ArrayLike | None, model: Any) -> NDArray | None:
@@ -212,6 +305,14 @@ def _known_classes(classes: ArrayLike | None, model: Any) -> NDArray | None:
     if classes is None:
         return None if fitted is None else np.asarray(fitted)
     given = np.asarray(classes)
+    if given.ndim != 1:
+        raise ValueError(f"`classes` must be 1-D (one label per score column), got {given.shape}.")
+    repeated = pd.Index(given)[pd.Index(given).duplicated()].unique()
+    if repeated.size:
+        raise ValueError(
+            f"`classes` must hold each label once (one per score column), got "
+            f"{repeated[:5].tolist()!r} more than once."
+        )
     if fitted is not None and not (
         given.shape == np.shape(fitted) and (given == np.asarray(fitted)).all()
     ):
@@ -223,13 +324,27 @@ def _known_classes(classes: ArrayLike | None, model: Any) -> NDArray | None:
     return given
 
 
-def _label_columns(labels: NDArray, classes: ArrayLike | None, n_columns: int) -> NDArray:
-    """Column of each label among ``classes`` (``0..K-1`` when not given)."""
-    if classes is None:
-        if labels.dtype.kind not in "iu" or labels.min() < 0 or labels.max() >= n_columns:
-            raise ValueError(
-                "`y` must hold column indices 0..K-1 when neither `classes` nor "
-                "`model.classes_` is available."
-            )
-        return labels.astype(np.intp)
-    return encode_labels(labels, np.asarray(classes))
+def _encode(labels: NDArray, classes: NDArray, *, given: bool) -> NDArray:
+    """Column of each label among ``classes``; a label outside them is named as outside
+    the `classes` argument when ``given`` (else as unseen by the model)."""
+    try:
+        return encode_labels(labels, classes)
+    except ValueError:
+        if not given:
+            raise
+    outside = pd.unique(labels[pd.Index(classes).get_indexer(labels) < 0])
+    raise ValueError(
+        f"`y` contains labels that are not in `classes`: {outside[:5].tolist()!r}"
+        f"{' ...' if outside.size > 5 else ''}; `classes` ({classes.tolist()!r:.60}) must "
+        "name the score column of every label of `y`."
+    )
+
+
+def _label_columns(labels: NDArray, n_columns: int) -> NDArray:
+    """Labels as score columns when no classes are known: they must be ``0..K-1``."""
+    if labels.dtype.kind not in "iu" or labels.min() < 0 or labels.max() >= n_columns:
+        raise ValueError(
+            "`y` must hold column indices 0..K-1 when neither `classes` nor "
+            "`model.classes_` is available."
+        )
+    return labels.astype(np.intp)
