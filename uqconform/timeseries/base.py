@@ -744,9 +744,10 @@ class SequentialConformalRegressor(
         if self.finite_sample:
             return ""
         return (
-            " (with `finite_sample=False` the plain quantiles of the narrowest window fall "
-            "short of the level by up to about 2 / (n + 1) for n residuals, also once the "
-            "memory holds that many: `finite_sample=True` keeps it)"
+            " (with `finite_sample=False` the plain quantiles fall short of the level by up "
+            "to about 2 / (n + 1) for n residuals at beta = 0, and the search over beta can "
+            "add about as much again; this stays so once the memory holds that many: "
+            "`finite_sample=True` keeps the level)"
         )
 
     def _shortfall(self, needed: int, window: int) -> tuple[str, bool, str]:

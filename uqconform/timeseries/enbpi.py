@@ -58,9 +58,14 @@ class EnbPI(SequentialConformalRegressor):
         times the plain search). ``False`` is the published algorithm (plain empirical
         quantiles), which falls short on exchangeable residuals: at ``beta = 0`` its
         window covers a new residual with probability ``(ceil(n (1 - alpha)) - 1) /
-        (n + 1)`` (0.84 for ``n = 30`` at ``alpha = 0.1``, 0.88 for 100); the ``beta``
-        search moves it either way (a window at ``beta > 0`` can span one more rank: up
-        to 0.87 at ``n = 30`` on a heavy-tailed, skewed law in a review), still short of
+        (n + 1)`` (0.84 for ``n = 30`` at ``alpha = 0.1``, 0.88 for 100). The ``beta``
+        search moves it either way, more often down (the narrowest window tends to be
+        one that is narrow by chance on this sample): with the default ``beta_grid``,
+        ``alpha = 0.1``, a frozen linear model and i.i.d. residuals, reviews measured
+        0.82 (uniform residuals), 0.83 (Gaussian) and 0.84 (lognormal) at ``n = 30``,
+        and 0.87 (uniform) and 0.88 (Gaussian) at ``n = 100``. A window at
+        ``beta > 0`` can also span one more rank (up to 0.87 at ``n = 30`` on a
+        heavy-tailed, skewed law in a review). Either way it stays short of
         ``1 - alpha``.
     aci_gamma : float or sequence of float, default=None
         Step size of adaptive conformal inference in online calls, in (0, 1] (0.005 to
