@@ -1941,3 +1941,21 @@ def test_a_score_that_needs_a_difficulty_model_asks_for_fit_after_set_params():
         NotFittedError, match=r"call fit\(X, y\) and calibrate\(X_calib, y_calib\)"
     ):
         system.predict_quantile(X[:5], 0.5)
+
+
+def test_a_target_of_other_rows_of_the_table_is_warned_about():
+    """Review finding (user): `calibrate(df[200:400], y[400:600])` (another slice of the
+    table) was paired by position without a word; time-series wrappers warned."""
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame(rng.normal(size=(600, 2)), columns=["a", "b"])
+    y = frame["a"] + rng.normal(size=600)
+    model = SplitConformalRegressor(LinearRegression()).fit(frame[:200], y[:200])
+    with pytest.warns(UserWarning, match=r"`y` and `X` have different row labels \(position 0"):
+        model.calibrate(frame[200:400], y[400:600])
+    with pytest.warns(UserWarning, match=r"`y_test` and `X_test` have different row labels"):
+        evaluate(model, frame[400:], y[200:400], alpha=0.1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the same rows, or a target built by position
+        model.calibrate(frame[200:400], y[200:400])
+        model.calibrate(frame[200:400], y[400:600].reset_index(drop=True))
+        model.calibrate(frame[200:400].reset_index(drop=True), y[400:600])

@@ -233,8 +233,9 @@ def check_row_order(
     row labels in another order: rows are paired by position, so each row would get
     another row's value. A fresh ``RangeIndex`` from 0 (a Series built by position, or after
     ``reset_index``) and an index unrelated to ``X``'s are paired by position, as
-    scikit-learn does. ``verb`` is what the message asks for (``"return"`` for a
-    function's output).
+    scikit-learn does; the latter with a warning when ``X`` has labels too (another slice
+    of the table, ``X[200:400]`` with ``y[400:600]``). ``verb`` is what the message asks
+    for (``"return"`` for a function's output).
 
     Examples
     --------
@@ -254,10 +255,18 @@ def check_row_order(
     if len(own_index) != len(x_index) or own_index.equals(x_index):
         return
     if not (x_index.is_unique and own_index.is_unique and own_index.isin(x_index).all()):
+        if not (isinstance(x_index, pd.RangeIndex) and x_index.start == 0 and x_index.step == 1):
+            shown = name if name.startswith("`") else f"`{name}`"
+            at = _first_difference(own_index, x_index)
+            warn_user(  # other rows' labels: another slice of the table, say
+                f"{shown} and `{rows_of}` have different row labels (position {at}: "
+                f"{own_index[at]!r} and {x_index[at]!r}): rows are paired by position, not by "
+                f"label; if they come from one table, select the same rows (e.g. "
+                f"`.loc[{rows_of}.index]`).",
+                UserWarning,
+            )
         return
-    first = int(
-        np.flatnonzero(np.asarray(own_index, dtype=object) != np.asarray(x_index, dtype=object))[0]
-    )
+    first = _first_difference(own_index, x_index)
     shown = name if name.startswith("`") else f"`{name}`"
     raise ValueError(
         f"{shown} is indexed by the row labels of `{rows_of}` in another order (position "
@@ -265,6 +274,12 @@ def check_row_order(
         f"paired by position, so {verb} it in the order of `{rows_of}` (e.g. "
         f"`.reindex({rows_of}.index)`)."
     )
+
+
+def _first_difference(index: pd.Index, other: pd.Index) -> int:
+    """The first position where two indexes of one length hold different labels."""
+    differs = np.asarray(index, dtype=object) != np.asarray(other, dtype=object)
+    return int(np.flatnonzero(differs)[0])
 
 
 def check_groups(groups: ArrayLike | None, n: int) -> NDArray | None:
@@ -463,8 +478,11 @@ def check_int(value: Any, name: str, low: int = 1, *, allow_none: bool = False) 
     return int(value)
 
 
-def check_class_labels(y: ArrayLike, n: int, name: str = "y", rows_of: str = "X") -> NDArray:
-    """Class labels, one per row of X: no None, NaN or infinite label.
+def check_class_labels(
+    y: ArrayLike, n: int, name: str = "y", rows_of: str = "X", *, training: bool = False
+) -> NDArray:
+    """Class labels, one per row of X: no None, NaN or infinite label; ``training``: at
+    least two classes (a classifier trained on one separates nothing).
 
     Examples
     --------
@@ -482,6 +500,10 @@ def check_class_labels(y: ArrayLike, n: int, name: str = "y", rows_of: str = "X"
         if pd.isna(labels).any():  # None, NaN, pd.NA (nullable or categorical labels)
             raise ValueError(f"`{name}` contains missing (None or NaN) labels.")
         _refuse_unorderable(labels, name)
+    if training and np.unique(labels).size < 2:
+        raise ValueError(
+            f"`{name}` holds one class ({np.unique(labels).tolist()}): at least two are needed."
+        )
     return labels
 
 

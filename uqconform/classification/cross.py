@@ -69,11 +69,8 @@ class CrossFitClassifier(ClassifierMixin, CrossFitWrapper):
             raise missing_proba_error(model, "`estimator`", self._needs_probabilities_for)
 
     def _check_target(self, y: ArrayLike, n: int, *, calibrating: bool) -> NDArray:
-        labels = check_class_labels(y, n)
-        classes = np.unique(labels)
-        if classes.size < 2:
-            raise ValueError(f"`y` holds one class ({classes.tolist()}): at least two are needed.")
-        self.classes_ = classes
+        labels = check_class_labels(y, n, training=True)
+        self.classes_ = np.unique(labels)
         return labels
 
     def _reads_distribution(self) -> bool:

@@ -214,10 +214,7 @@ class HeadEnsemble(VersionedState, RoutesFitParams, ClassifierMixin, BaseEstimat
             return self
         fit_params = self._routed_fit_params(fit_params)["estimator"]
         X = row_sliceable(check_features(self, X, reset=True))  # COO, DIA, BSR: one CSR view
-        y = check_class_labels(y, n_rows(X))
-        present = np.unique(y)
-        if present.size < 2:  # before training heads that cannot separate anything
-            raise ValueError(f"`y` holds one class ({present.tolist()}): at least two are needed.")
+        y = check_class_labels(y, n_rows(X), training=True)  # before training any head
         rng = random_generator(self.random_state)
         n, n_features = len(y), getattr(self, "n_features_in_", None)  # None: text, dicts
         if self.diversity == "subspace" and n_features is None:

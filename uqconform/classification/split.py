@@ -260,12 +260,7 @@ default="lac"
         return model_classes(self.estimator_)
 
     def _check_target(self, y, n, *, calibrating):
-        labels = check_class_labels(y, n)
-        if not calibrating and np.unique(labels).size < 2:  # fit: a classifier needs two
-            raise ValueError(
-                f"`y` holds one class ({np.unique(labels).tolist()}): at least two are needed."
-            )
-        return labels
+        return check_class_labels(y, n, training=not calibrating)
 
     def _output_columns(self) -> int:
         return len(self.classes_)

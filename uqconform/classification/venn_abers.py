@@ -388,7 +388,7 @@ class VennAbersCalibrator(ClassifierMixin, ModelWrapper):
             )
 
     def _check_target(self, y, n, *, calibrating):
-        return check_class_labels(y, n)
+        return check_class_labels(y, n, training=not calibrating)
 
     @property
     def classes_(self) -> NDArray:
