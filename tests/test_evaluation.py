@@ -1467,3 +1467,21 @@ def test_the_per_group_table_prints_levels_as_given():
     table = text.split("per group:\n")[1].splitlines()
     assert table[0].split() == ["alpha", "group", "count", "coverage", "mean_width"]
     assert {line.split()[0] for line in table[1:]} == {"0.05", "0.1"}
+
+
+def test_evaluating_on_the_calibration_or_training_rows_is_warned_about():
+    """Review finding (user): `evaluate` on the calibration rows always printed "yes" (the
+    coverage there is fixed by construction) without a word."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(600, 3))
+    y = X @ [1.0, 2.0, 3.0] + rng.normal(size=600)
+    model = SplitConformalRegressor(LinearRegression()).fit(X[:200], y[:200])
+    model.calibrate(X[200:400], y[200:400])
+    with pytest.warns(UserWarning, match="evaluate got the rows `model` was calibrated on"):
+        evaluate(model, pd.DataFrame(X[200:400]), list(y[200:400]), alpha=0.1)
+    with pytest.warns(UserWarning, match="evaluate got the rows `model` was trained on"):
+        evaluate(model, X[:200], y[:200], alpha=0.1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # held-out rows, or the calibration rows shuffled
+        evaluate(model, X[400:], y[400:], alpha=0.1)
+        evaluate(model, X[200:400][::-1], y[200:400][::-1], alpha=0.1)

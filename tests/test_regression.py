@@ -800,3 +800,29 @@ def test_a_pickled_wrapper_whose_model_has_a_nan_parameter_still_predicts():
         np.testing.assert_array_equal(
             copy.predict_interval(X[400:]), model.predict_interval(X[400:])
         )
+
+
+def test_a_prefit_quantile_pair_or_difficulty_model_trained_again_is_refused():
+    """Review finding (docs helper): a CQR pair given fitted (held by `QuantileBand` as
+    parameters, not fitted attributes) and a difficulty model given fitted were not in the
+    retrained-model digest: trained again after calibrate, the intervals changed silently."""
+    from sklearn.linear_model import QuantileRegressor
+
+    from uqconform import ConformalizedQuantileRegressor
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(400, 3))
+    y = X.sum(axis=1) + rng.normal(size=400)
+    pair = [QuantileRegressor(quantile=q, alpha=0.0).fit(X[:200], y[:200]) for q in (0.05, 0.95)]
+    cqr = ConformalizedQuantileRegressor(tuple(pair)).calibrate(X[200:], y[200:])
+    model, difficulty = Ridge().fit(X[:200], y[:200]), Ridge().fit(X[:200], np.abs(y[:200]))
+    normalized = SplitConformalRegressor(
+        model, conformity_score="normalized", difficulty_estimator=difficulty
+    ).calibrate(X[200:], y[200:])
+    reference = normalized.predict_interval(X[:5])
+    np.testing.assert_array_equal(normalized.predict_interval(X[:5]), reference)
+    pair[0].fit(X[:200], -y[:200])
+    difficulty.fit(X[:200], 3 * np.abs(y[:200]))
+    for wrapper in (cqr, normalized):
+        with pytest.raises(NotFittedError, match=r"changed since calibrate \(it was trained"):
+            wrapper.predict_interval(X[:5])

@@ -150,9 +150,13 @@ def warn_if_training_rows(
     """Warn when ``calibrate`` gets the rows ``fit`` trained on (the same ``X`` and ``y``
     in the same order, in any container): a model's errors on its own training rows are
     optimistic, so the sets would under-cover (``consequence`` says what happens to the
-    wrapper's output). A subset or a shuffle of them is not recognised."""
+    wrapper's output). A subset or a shuffle of them is not recognised. The calibration
+    rows' fingerprint is kept too: `uqconform.evaluation.evaluate` warns when it gets them
+    as test rows."""
     trained = model.__dict__.get("_training_rows")
-    if trained is not None and rows_fingerprint(X, y) == trained:
+    fingerprint = rows_fingerprint(X, y)
+    model.__dict__["_calibration_rows"] = fingerprint
+    if trained is not None and fingerprint == trained:
         warn_user(
             f"{type(model).__name__}.calibrate got the rows fit trained on (the same "
             f"{trained[0]} rows): the model's errors on its own training rows are smaller "
@@ -175,17 +179,22 @@ def record_calibration_settings(model: Any, *, step: str = "calibrate") -> None:
     }
     if step == "calibrate":
         # an adopted model is held by reference: the user can train it again in place
-        adopted = model.__dict__.get("_estimator_adopted", False)
         models = _adopted_models(model)
         model.__dict__["_adopted_digest"] = (
-            parameter_digest(models, arrays_only=True) if adopted and models is not None else None
+            parameter_digest(models, arrays_only=True) if models else None
         )
 
 
-def _adopted_models(model: Any) -> Any:
-    """The fitted model(s) a wrapper holds: ``estimator_``, or a list ``estimators_`` (RPS's
-    partition models); None before either exists."""
-    return model.__dict__.get("estimator_", model.__dict__.get("estimators_"))
+def _adopted_models(model: Any) -> list[Any]:
+    """The fitted models a wrapper holds by reference (given fitted, so the user can train
+    them again in place): an adopted ``estimator_`` (or RPS's list ``estimators_``) and a
+    difficulty model given fitted (one that fit trained is the wrapper's own)."""
+    held = []
+    if model.__dict__.get("_estimator_adopted", False):
+        held.append(model.__dict__.get("estimator_", model.__dict__.get("estimators_")))
+    if not model.__dict__.get("_difficulty_is_residual_model", False):
+        held.append(model.__dict__.get("difficulty_estimator_"))
+    return [item for item in held if item is not None]
 
 
 #: Nested parameters that change how a model runs, not what it learns: changing them after
@@ -380,7 +389,8 @@ def check_not_retrained(model: Any, method: str) -> None:
     ):
         raise NotFittedError(
             f"{type(model).__name__}.{method}: the learnt parameters of the fitted "
-            "`estimator` changed since calibrate (it was trained again, or updates itself "
+            "`estimator` (or `difficulty_estimator`) changed since calibrate (it was "
+            "trained again, or updates itself "
             "when predicting, e.g. a torch module in train mode: call model.eval()), so "
             "the calibration is the old model's: call calibrate(X_calib, y_calib) again."
         )

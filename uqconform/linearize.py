@@ -328,7 +328,10 @@ def _feed_digest(digest: Any, value: Any, seen: set[int], arrays_only: bool = Fa
         if isinstance(value, FrozenEstimator):
             _feed_digest(digest, value.estimator, seen, arrays_only)
         for name, item in sorted(vars(value).items()):
-            if name.endswith("_") and not name.startswith("_"):
+            # fitted attributes, and fitted models held as parameters (CQR's quantile pair)
+            if (name.endswith("_") and not name.startswith("_")) or (
+                isinstance(item, BaseEstimator) or is_torch_module(item)
+            ):
                 digest.update(name.encode())
                 _feed_digest(digest, item, seen, arrays_only)
 

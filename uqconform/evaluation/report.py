@@ -22,7 +22,9 @@ from numpy.typing import ArrayLike, NDArray
 from scipy import signal
 from sklearn.utils.validation import _num_samples
 
+from uqconform._rows import rows_fingerprint
 from uqconform._validation import check_row_order
+from uqconform._warnings import warn_user
 from uqconform.evaluation.bounds import (
     _carrying_mass,
     _single_count_law,
@@ -387,6 +389,33 @@ def _stratified_bounds(
     return bounds
 
 
+def _warn_if_seen_rows(model: Any, X_test: Any, y_test: Any) -> None:
+    """Warn when the test rows are the model's calibration or training rows (the same rows
+    in the same order, `rows_fingerprint`): coverage there is no test of the guarantee."""
+    state = getattr(model, "__dict__", {})
+    seen = {"calibration": state.get("_calibration_rows"), "training": state.get("_training_rows")}
+    if not any(seen.values()):
+        return
+    try:
+        fingerprint = rows_fingerprint(X_test, y_test)
+    except (TypeError, ValueError, IndexError):  # inputs the model's own checks will name
+        return
+    if fingerprint == seen["calibration"]:
+        warn_user(
+            "evaluate got the rows `model` was calibrated on: their coverage is at least "
+            "ceil((n + 1)(1 - alpha)) / n by construction, not a test of the guarantee. "
+            "Evaluate on rows held out from fit and calibrate.",
+            UserWarning,
+        )
+    elif fingerprint == seen["training"]:
+        warn_user(
+            "evaluate got the rows `model` was trained on: the model's errors there are "
+            "smaller than on new data, so the coverage is optimistic. Evaluate on rows held "
+            "out from fit and calibrate.",
+            UserWarning,
+        )
+
+
 def evaluate(
     model: Any,
     X_test: Any,
@@ -484,6 +513,7 @@ def evaluate(
         raise ValueError(
             f"`groups` has {np.shape(groups)[0]} entries but `y_test` has {y.shape[0]}."
         )
+    _warn_if_seen_rows(model, X_test, y_test)
     task, method, y = _task_and_method(model, y)
     check_names = getattr(model, "_check_output_names", None)
     if task == "multioutput" and check_names is not None:  # swapped outputs: an error
