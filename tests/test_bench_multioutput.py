@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib.util
 
+import numpy as np
+
 from uqconform.benchmarks import run_benchmark
 from uqconform.benchmarks.suites.multioutput import (
     CONFIDENCE,
@@ -11,6 +13,7 @@ from uqconform.benchmarks.suites.multioutput import (
     CURVED_TARGET,
     GAUSSIAN_TARGET,
     LEVEL,
+    mean_volume_se,
 )
 from uqconform.evaluation import coverage_bounds
 
@@ -108,3 +111,17 @@ def test_multioutput_family_smoke(tmp_path):
         assert (tmp_path / "multioutput_regions.png").exists()
     else:
         assert any("CONTRA / ResidualCONTRA skipped" in note for note in family["notes"])
+
+
+def test_the_volume_standard_error_counts_a_shared_estimate_once():
+    """Review finding (mo): a translation-invariant region (ResidualCONTRA) gives every
+    row the same Monte Carlo estimate, whose noise was divided by the number of rows: its
+    reported standard error was 18 times the spread over Monte Carlo seeds too small (and
+    independent estimates counted their noise twice)."""
+    rng = np.random.default_rng(0)
+    draws = 2.0 + 0.1 * rng.normal(size=(4000, 300))  # 4,000 Monte Carlo repetitions
+    shared = np.repeat(draws[:, :1], 300, axis=1)  # one estimate serves every row
+    for volumes in (shared, draws):
+        reported = mean_volume_se(volumes[0], np.full(300, 0.1))
+        actual = float(np.std(volumes.mean(axis=1)))  # the spread it should describe
+        assert 0.9 < reported / actual < 1.1
