@@ -1366,3 +1366,16 @@ def test_an_effective_size_at_the_floor_gives_both_ends_finite():
         warnings.simplefilter("ignore")
         intervals = model.fit(X[:120], y[:120]).predict_interval(X[120:], y=y[120:])
     assert np.isfinite(intervals).all(), np.isinf(intervals).mean(axis=0)
+
+
+def test_a_tiny_bandwidth_widens_without_overflow_warnings():
+    """Review finding (kow): `bandwidth=1e-300` overflowed the scaled distances (numpy's
+    "overflow encountered" hundreds of times in three steps); the widened radius was
+    right, and stays so."""
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(300, 2)), rng.normal(size=300)
+    tiny = KOWCPI(LinearRegression(), bandwidth=1e-300).fit(X[:250], y[:250])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        intervals = tiny.predict_interval(X[250:255], y=y[250:255])
+    assert np.isfinite(intervals).all() and (intervals[:, 1] > intervals[:, 0]).all()

@@ -72,12 +72,23 @@ def lagged_pairs(memory: NDArray, window: int) -> tuple[NDArray, NDArray, NDArra
 
 
 def kernel_values(distance: NDArray, kernel: str) -> NDArray:
-    """``k(r)`` for scaled distances ``r`` (the ``h^-w`` factor cancels in the weights)."""
+    """``k(r)`` for scaled distances ``r`` (the ``h^-w`` factor cancels in the weights).
+    A distance whose square overflows is far outside the kernel: weight 0, without
+    numpy's overflow warning."""
+    with np.errstate(over="ignore"):
+        squared = distance**2
     if kernel == "epanechnikov":
-        return 0.75 * np.clip(1.0 - distance**2, 0.0, None)
+        return 0.75 * np.clip(1.0 - squared, 0.0, None)
     if kernel == "gaussian":
-        return np.exp(-0.5 * distance**2)
+        return np.exp(-0.5 * squared)
     raise ValueError(f"Unknown `kernel` {kernel!r}: use one of {list(KERNELS)}.")
+
+
+def _kernel_at(distance: NDArray, h: float, kernel: str) -> NDArray:
+    """`kernel_values` at bandwidth ``h`` (a bandwidth near 1e-300 overflows the scaled
+    distances to inf, whose weight is 0, without numpy's warning at every step)."""
+    with np.errstate(over="ignore"):
+        return kernel_values(distance / h, kernel)
 
 
 def adjustment_lambda(z: NDArray) -> tuple[float, bool]:
@@ -219,22 +230,22 @@ def reweighted_nadaraya_watson(
         raise ValueError(f"`constraint` must be 'first' or 'all', got {constraint!r}.")
     difference = windows - query
     distance = np.sqrt(np.einsum("ij,ij->i", difference, difference))
-    values = kernel_values(distance / h, kernel)
+    values = _kernel_at(distance, h, kernel)
     needed = min(min_points, windows.shape[0])
     for _ in range(60):  # widen an empty neighbourhood (compact kernel)
         if np.count_nonzero(values) >= needed:
             break
         h *= 2.0
-        values = kernel_values(distance / h, kernel)
+        values = _kernel_at(distance, h, kernel)
     if np.count_nonzero(values) < needed:  # a radius far below the distances (1e-20)
         h = max(h, 1.5 * float(np.partition(distance, needed - 1)[needed - 1]))
-        values = kernel_values(distance / h, kernel)
+        values = _kernel_at(distance, h, kernel)
     effective = min(float(min_effective), windows.shape[0]) * (1 - 1e-9)
     for _ in range(100):  # widen until the kernel's effective size is reached (1.25^100: flat)
         if effective_sample_size(values) >= effective:
             break
         h *= 1.25
-        values = kernel_values(distance / h, kernel)
+        values = _kernel_at(distance, h, kernel)
     weights, feasible = _combined(difference, values, adjust, constraint)
     if adjust and effective_sample_size(weights) < effective:
         # the adjustment piles the mass on a few windows (a query at the edge of the
