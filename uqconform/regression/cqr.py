@@ -195,7 +195,10 @@ class ConformalizedQuantileRegressor(SplitConformalRegressor):
         the calibration step absorbs the difference.
     symmetric : bool, default=True
         One correction for both ends (``max(lo - y, y - hi)``) or, with ``False``, one per end,
-        each at ``alpha/2``.
+        each at ``alpha/2``. Negative corrections can cross a narrow band: the empty set is
+        reported as a zero-width interval, placed inside the row's innermost non-empty
+        interval of the same call (so that levels stay nested). Its place, not its
+        emptiness, then depends on the levels asked for together.
     quantile_param : str, default=None
         Name of the parameter setting the quantile level (e.g. ``"quantile"``,
         ``"regressor__alpha"``); found automatically for scikit-learn's quantile models.
