@@ -21,7 +21,7 @@ from sklearn.ensemble import BaggingRegressor, RandomForestRegressor
 from sklearn.exceptions import NotFittedError
 from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import LinearRegression, Ridge
-from sklearn.model_selection import TimeSeriesSplit, train_test_split
+from sklearn.model_selection import GroupKFold, TimeSeriesSplit, train_test_split
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 torch = pytest.importorskip("torch")
@@ -513,13 +513,38 @@ def test_messages_from_a_multi_output_audit():
 
 
 def test_residual_contra_warns_when_it_keeps_its_gaussian_start():
-    """A residual flow that beats no trained state keeps its Gaussian start: the regions are
-    then the ellipses of EllipsoidalConformalRegressor, which fit says (it was silent)."""
+    """A residual flow that beats no trained state keeps its Gaussian start, the Gaussian fit
+    of the residuals, which fit says (it was silent). Review finding: the warning said the
+    regions were then the ellipses of EllipsoidalConformalRegressor; those are centred on
+    the prediction and shaped by the second moment about 0, the start on the residuals'
+    mean with their centred covariance (the same only when the residuals average 0)."""
     rng = np.random.default_rng(0)
     X = rng.normal(size=(30, 2))
     Y = X * 3 + rng.normal(size=(30, 2))
     model = ResidualCONTRA(LinearRegression(), n_blocks=1, hidden_features=8, max_epochs=5,
                            random_state=0)  # fmt: skip
-    with pytest.warns(UserWarning, match=r"ResidualCONTRA kept its untrained start \(30 resid"):
+    with pytest.warns(
+        UserWarning, match=r"ResidualCONTRA kept its untrained start \(30 resid"
+    ) as record:
         model.fit(X, Y)
+    (message,) = [str(w.message) for w in record if "untrained start" in str(w.message)]
+    assert "the prediction plus the residuals' mean" in message
+    assert "centred covariance" in message and "regions are the ellipses" not in message
     assert model.flow_.history["best_epoch"] == 0
+
+
+def test_residual_contra_refuses_a_group_splitter_as_cv_by_name():
+    """Review finding: a group splitter as `cv` gave scikit-learn's bare "The 'groups'
+    parameter should not be None." (and with fit(X, Y, groups=g): "Ridge.fit() got an
+    unexpected keyword argument 'groups'"); SplitConformalRegressor names `cv`."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(120, 3))
+    Y = X[:, :2] + rng.normal(size=(120, 2))
+    model = ResidualCONTRA(Ridge(), cv=GroupKFold(3), random_state=0, **TINY)
+    for kwargs in ({}, {"groups": np.arange(120) % 10}):
+        with pytest.raises(ValueError, match=r"`cv` \(GroupKFold\) splits by group, but fit"):
+            model.fit(X, Y, **kwargs)
+    assert not hasattr(model, "estimator_")  # refused before the model is fitted
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # a tiny flow may keep its start
+        model.set_params(residuals="split").fit(X, Y)  # no folds there: cv is not read

@@ -22,7 +22,7 @@ from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import LinearRegression, Ridge
-from sklearn.model_selection import TimeSeriesSplit
+from sklearn.model_selection import GroupKFold, TimeSeriesSplit
 from sklearn.multioutput import MultiOutputRegressor
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
@@ -719,3 +719,50 @@ def test_a_prefit_model_trained_again_after_calibrate_is_refused(data):
         wrapper.predict_set(Xt)
     wrapper.calibrate(Xc, Yc)  # recalibrated on the retrained model: usable again
     assert wrapper.predict_interval(Xt).shape == reference.shape
+
+
+@pytest.mark.parametrize("method", [EllipsoidalConformalRegressor, RectangularConformalRegressor])
+def test_a_group_splitter_as_cv_is_refused_by_name(data, method):
+    """Review finding: a group splitter as `cv` gave scikit-learn's bare "The 'groups'
+    parameter should not be None." (and with fit(X, Y, groups=g): "Ridge.fit() got an
+    unexpected keyword argument 'groups'"); SplitConformalRegressor names `cv`."""
+    (Xf, Yf), _, _ = data
+    groups = np.arange(len(Yf)) % 10
+    model = method(Ridge(), cv=GroupKFold(3))
+    for kwargs in ({}, {"groups": groups}):
+        with pytest.raises(ValueError, match=r"`cv` \(GroupKFold\) splits by group, but fit"):
+            model.fit(Xf, Yf, **kwargs)
+    assert not hasattr(model, "estimator_")  # refused before the model is fitted
+    model.set_params(cv=None).fit(Xf, Yf)  # in-sample residuals: no folds to refuse
+    if method is RectangularConformalRegressor:  # the Bonferroni box learns no shape
+        method(Ridge(), bonferroni=True, cv=GroupKFold(3)).fit(Xf, Yf)
+
+
+def test_integer_output_labels_are_kept_and_checked(data):
+    """Review finding: a DataFrame Y with integer column labels in another order ([1, 0]
+    for [0, 1]) was read by position (coverage 0.69 instead of 0.93, no error)."""
+    (Xf, Yf), (Xc, Yc), (Xt, Yt) = data
+    model = EllipsoidalConformalRegressor(Ridge(), random_state=0).fit(Xf, Yf)
+    model.calibrate(Xc, pd.DataFrame(Yc))  # columns 0, 1: the outputs' positions
+    region = model.predict_set(Xt)
+    frame = pd.DataFrame(Yt)
+    assert region.output_names is None and coverage(frame, region) == coverage(Yt, region)
+    with pytest.raises(ValueError, match=r"columns of `Y` \[1, 0\] reorder the outputs"):
+        region.contains(frame[[1, 0]])
+    with pytest.raises(ValueError, match=r"`y_true` \[1, 0\] reorder the outputs"):
+        coverage(frame[[1, 0]], region)
+    with pytest.raises(ValueError, match=r"columns of `Y` \[1, 0\] reorder the outputs"):
+        model.calibrate(Xc, pd.DataFrame(Yc)[[1, 0]])
+    # fitted on a frame in that order: its labels are the outputs' names
+    swapped = pd.DataFrame(Yf)[[1, 0]]
+    model.fit(Xf, swapped).calibrate(Xc, pd.DataFrame(Yc)[[1, 0]])
+    assert model.output_names_in_.tolist() == [1, 0]
+    region = model.predict_set(Xt)
+    assert region.output_names.tolist() == [1, 0]
+    assert coverage(frame[[1, 0]], region) == coverage(Yt[:, ::-1], region)
+    with pytest.raises(ValueError, match=r"columns of `Y` \[0, 1\] differ from those seen"):
+        model.calibrate(Xc, pd.DataFrame(Yc))
+    with pytest.raises(ValueError, match=r"`y_true` \[0, 1\] differ from the region's"):
+        coverage(frame, region)
+    # labels in the default order are positions, not names
+    assert not hasattr(model.fit(Xf, pd.DataFrame(Yf)), "output_names_in_")

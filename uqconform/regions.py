@@ -32,11 +32,18 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol, cast, runtime_checkable
 
 import numpy as np
+import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 from scipy.special import gammaln, logsumexp
 
 from uqconform._seeding import random_generator
-from uqconform._validation import check_int, real_values
+from uqconform._validation import (
+    check_int,
+    first_non_number,
+    nullable_as_float,
+    real_values,
+    refuse_non_number_kinds,
+)
 from uqconform._warnings import warn_user
 from uqconform.scores.regression import outward_margin
 
@@ -347,30 +354,74 @@ def _unit_sphere_sample(rng: np.random.Generator, n_points: int, dim: int, norm:
     return np.concatenate(parts)
 
 
-def output_columns(Y: Any) -> list[str] | None:
-    """The column names of a DataFrame ``Y`` when they are all strings, else None."""
+def _one_kind(labels: Sequence[Any]) -> list[str] | list[int] | None:
+    """``labels`` as plain ``str`` or ``int`` when they are all strings or all integers
+    (not booleans), else None."""
+    if all(isinstance(label, str) for label in labels):
+        return [str(label) for label in labels]
+    if all(
+        isinstance(label, numbers.Integral) and not isinstance(label, bool | np.bool_)
+        for label in labels
+    ):
+        return [int(label) for label in labels]
+    return None
+
+
+def _column_labels(Y: Any) -> list[str] | list[int] | None:
+    """The column labels of a DataFrame ``Y`` when they are all strings or all integers,
+    else None (an array, mixed labels)."""
     columns = getattr(Y, "columns", None)
-    if columns is None or not all(isinstance(column, str) for column in columns):
+    return None if columns is None else _one_kind(list(columns))
+
+
+def output_columns(Y: Any) -> list[str] | list[int] | None:
+    """The names of the outputs of a DataFrame ``Y``: its column labels when they are all
+    strings, or all integers other than the positions ``0, ..., d - 1`` in order (the
+    columns of a frame built from an array, which name nothing); else None."""
+    labels = _column_labels(Y)
+    if labels is None or labels == list(range(len(labels))):
         return None
-    return list(columns)
+    return labels
 
 
 def check_output_columns(
     Y: Any,
-    output_names: Sequence[str] | NDArray | None,
+    output_names: Sequence[str] | Sequence[int] | NDArray | None,
     name: str = "Y",
     *,
     seen: str = "the region's outputs",
     attribute: str = "region.output_names",
 ) -> None:
-    """Refuse a DataFrame ``Y`` whose string column names are not ``output_names`` in
-    order (column ``j`` is read as output ``j``); other inputs pass. ``seen`` and
-    ``attribute`` say where the names come from (a region, or a model's fit)."""
-    columns = output_columns(Y)
-    if output_names is not None and columns is not None and columns != list(output_names):
+    """Refuse a DataFrame ``Y`` whose columns are not the outputs in order (column ``j`` is
+    read as output ``j``); arrays and other inputs pass. ``seen`` and ``attribute`` say
+    where the names come from (a region, or a model's fit).
+
+    String column labels must equal string ``output_names``. Integer labels are compared
+    with integer ``output_names`` when they hold the same labels in another order; without
+    integer names they are the outputs' positions, so labels that reorder
+    ``0, ..., d - 1`` (``Y[[1, 0]]`` of a frame built from an array) are refused. Other
+    labels (strings against integer names, integers that are no reordering) say nothing
+    about the order: the columns are read by position.
+    """
+    labels = _column_labels(Y)
+    if not labels:
+        return
+    known = None if output_names is None else (_one_kind(list(output_names)) or None)
+    text = isinstance(labels[0], str)
+    if known is None or isinstance(known[0], str) != text:  # no names of this kind
+        positions = list(range(len(labels)))
+        if not text and labels != positions and sorted(labels) == positions:
+            raise ValueError(
+                f"The columns of `{name}` {labels} reorder the outputs {positions} (integer "
+                "column labels are read as the outputs' positions); give them in that order, "
+                f"e.g. {name}[{positions}], or pass {name}.to_numpy() to read the columns as "
+                "they stand."
+            )
+        return
+    if labels != known and (text or sorted(labels) == sorted(known)):
         raise ValueError(
-            f"The columns of `{name}` {columns} differ from {seen} {list(output_names)}; "
-            f"give the outputs in the same order, e.g. {name}[{attribute}]."
+            f"The columns of `{name}` {labels} differ from {seen} {known}; give the outputs "
+            f"in the same order, e.g. {name}[{attribute}]."
         )
 
 
@@ -389,10 +440,13 @@ class PredictionRegion:
         value per row under group-conditional (Mondrian) calibration.
     norm : {"l2", "linf"}, default="l2"
         Norm of the latent ball: ``"l2"`` (ellipsoids, flows) or ``"linf"`` (boxes).
-    output_names : array-like of str of shape (d,), optional
-        The outputs' names (the multi-output wrappers pass the column names of a DataFrame
-        ``Y`` seen at fit): a DataFrame given to `contains` must have these columns in
-        this order, since column ``j`` is tested as output ``j``.
+    output_names : array-like of str or int of shape (d,), optional
+        The outputs' names, all strings or all integers (the multi-output wrappers pass the
+        column names of a DataFrame ``Y`` seen at fit): a
+        DataFrame given to `contains` with column labels of the same kind must have these
+        columns in this order, since column ``j`` is tested as output ``j``. Without
+        integer names, integer column labels are the outputs' positions: a frame whose
+        labels reorder ``0, ..., d - 1`` is refused.
 
     Attributes
     ----------
@@ -401,7 +455,7 @@ class PredictionRegion:
     dim : int
         Output dimension ``d``.
     latent_map : LatentMap
-    output_names : ndarray of str of shape (d,) or None
+    output_names : ndarray of str or int of shape (d,) or None
 
     Examples
     --------
@@ -444,14 +498,15 @@ class PredictionRegion:
         if np.isnan(values).any() or (values < 0).any():
             raise ValueError(f"`radius` must be >= 0 (or +inf), got {radius!r}.")
         if output_names is not None:
-            output_names = np.asarray(output_names, dtype=object)
-            if output_names.shape != (int(latent_map.dim),) or not all(
-                isinstance(name, str) for name in output_names
-            ):
+            names = np.asarray(output_names, dtype=object)
+            labels = _one_kind(names.tolist()) if names.ndim == 1 else None
+            if names.shape != (int(latent_map.dim),) or labels is None:
                 raise ValueError(
                     f"`output_names` must hold one string per output ({int(latent_map.dim)}), "
-                    f"got {output_names.tolist()!r:.80}."
+                    f"or one integer per output, got {names.tolist()!r:.80}."
                 )
+            output_names = np.empty(len(labels), dtype=object)
+            output_names[:] = labels
         self.latent_map = latent_map
         self.radius = float(values) if values.ndim == 0 else values
         self.norm = norm
@@ -553,7 +608,25 @@ class PredictionRegion:
 
     def _check_points(self, Y: ArrayLike) -> NDArray:
         check_output_columns(Y, getattr(self, "output_names", None))  # older pickles: none
-        points = np.asarray(Y, dtype=float)
+        if isinstance(Y, pd.DataFrame):  # nullable columns: pd.NA is a missing value
+            for column in Y.columns:  # a loop over the few outputs
+                refuse_non_number_kinds(Y[column].to_numpy(), "Y", f" column {column!r}")
+            floats = nullable_as_float(Y)
+            Y = Y if floats is None else floats
+        try:
+            points = np.asarray(Y)
+        except ValueError:  # ragged rows
+            raise ValueError(
+                f"`Y` must have shape ({len(self)}, {self.dim}) (row i is tested against "
+                "region i); its rows have different lengths."
+            ) from None
+        if points.dtype.kind == "c":
+            raise ValueError("Complex data not supported: `Y` must be real.")
+        refuse_non_number_kinds(points, "Y")  # text, booleans, dates: named, not cast
+        try:
+            points = np.array(points, dtype=float)
+        except (TypeError, ValueError):
+            raise ValueError(f"`Y` must be numeric; {first_non_number(points)}.") from None
         if points.ndim == 1 and self.dim == 1:
             points = points[:, None]
         if points.ndim != 2 or points.shape != (len(self), self.dim):
@@ -570,8 +643,10 @@ class PredictionRegion:
 
         Parameters
         ----------
-        Y : array-like of shape (n, d)
-            Finite values (NaN or infinite points raise a ValueError).
+        Y : array-like or DataFrame of shape (n, d)
+            Finite real numbers: NaN, infinite or missing (``pd.NA``) points, numbers
+            written as text and booleans raise a ValueError. A DataFrame's columns must be
+            the outputs in order (see ``output_names``).
 
         Returns
         -------
@@ -600,8 +675,11 @@ class PredictionRegion:
         n_samples : int, default=2000
             Latent points per row (Monte Carlo only).
         random_state : int, Generator or None, default=0
-            Seed of the Monte Carlo points. Fixed by default, so the same region always
-            gets the same volume (``evaluate`` reports included); ``None`` draws afresh.
+            Seed of the Monte Carlo points. Fixed by default, so the same call on the same
+            regions gives the same volumes (``evaluate`` reports included); ``None`` draws
+            afresh. The points of a call are drawn for all its rows from one stream, so a
+            row's estimate depends on the rows of the call: ``region[10:].volume()`` and
+            ``region.volume()[10:]`` differ by their Monte Carlo error.
         return_std : bool, default=False
             Also return the standard error of the log-volume (delta method; 0 when exact).
             It assumes the Jacobian terms have a well-estimated variance: where they are
@@ -678,8 +756,11 @@ class PredictionRegion:
         n_samples : int, default=2000
             Latent points per row (Monte Carlo only).
         random_state : int, Generator or None, default=0
-            Seed of the Monte Carlo points. Fixed by default, so the same region always
-            gets the same volume (``evaluate`` reports included); ``None`` draws afresh.
+            Seed of the Monte Carlo points. Fixed by default, so the same call on the same
+            regions gives the same volumes (``evaluate`` reports included); ``None`` draws
+            afresh. The points of a call are drawn for all its rows from one stream, so a
+            row's estimate depends on the rows of the call: ``region[10:].volume()`` and
+            ``region.volume()[10:]`` differ by their Monte Carlo error.
         return_std : bool, default=False
             Also return the standard error of each volume (``volume * std(log_volume)``,
             the delta method; 0 when exact).

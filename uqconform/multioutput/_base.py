@@ -29,6 +29,7 @@ from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import LinearRegression
 from sklearn.utils._param_validation import validate_parameter_constraints
 
+from uqconform._cross import reads_groups
 from uqconform._rows import n_rows, take_rows
 from uqconform._validation import (
     NonFiniteOutputError,
@@ -211,6 +212,19 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
         """
         return None
 
+    def _refuse_group_splitter(self, learner: str) -> None:
+        """Refuse a ``cv`` that splits by group (``GroupKFold``): ``fit`` has no groups to
+        give it (its ``**fit_params`` go to the estimator's ``fit``, and the groups of
+        `calibrate` are Mondrian strata). ``learner`` is what the out-of-fold residuals
+        train ("the region's shape")."""
+        cv = getattr(self, "cv", None)
+        if reads_groups(cv, unknown=False):
+            raise ValueError(
+                f"`cv` ({type(cv).__name__}) splits by group, but fit takes no groups: use "
+                f"KFold (or an int) for the out-of-fold residuals ({learner} is learnt from "
+                "them)."
+            )
+
     def _learn_on_half(
         self, X: Any, Y: NDArray, learn: Callable[[Any, NDArray], None], what: str
     ) -> NDArray:
@@ -335,7 +349,8 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
     def _check_output_names(self, y: ArrayLike, *, learn: bool) -> None:
         """Record the column names of a DataFrame ``Y`` (``learn``: at fit, or at a
         calibrate that adopts a fitted model), or refuse other names or another order: the
-        region's shape and the point model give output ``j`` a meaning."""
+        region's shape and the point model give output ``j`` a meaning (see
+        `uqconform.regions.check_output_columns`: integer labels too)."""
         if not learn:
             known = self.__dict__.get("output_names_in_")
             check_output_columns(

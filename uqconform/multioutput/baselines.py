@@ -93,6 +93,11 @@ class _ResidualShapeRegressor(MultiOutputConformalRegressor):
         return Y - out_of_fold.reshape(Y.shape)
 
     def _fit(self, X: Any, Y: NDArray, **fit_params: Any) -> None:
+        out_of_fold = self.cv is not None and not isinstance(
+            self._estimator_or_default(), FrozenEstimator
+        )
+        if self._needs_shape and out_of_fold:  # before the model's fit, as in _residuals
+            self._refuse_group_splitter("the region's shape")
         self._fit_estimator(X, Y, **fit_params)
         if self._needs_shape:
             self._fit_shape(X, self._residuals(X, Y, **fit_params))
@@ -134,7 +139,8 @@ class EllipsoidalConformalRegressor(_ResidualShapeRegressor):
     shrinkage : float in [0, 1], default=0.2
         Weight of the global covariance in the local one.
     cv : int, cross-validation splitter or None, default=5
-        Folds for the out-of-fold residuals; ``None``: in-sample residuals.
+        Folds for the out-of-fold residuals; ``None``: in-sample residuals. A splitter
+        by group (``GroupKFold``) is refused: ``fit`` takes no groups.
     random_state : int, Generator or None, default=None
         Seeds the folds (and the shape/score split of a prefit estimator), and the models
         trained here whose own ``random_state`` is None.
@@ -153,9 +159,10 @@ class EllipsoidalConformalRegressor(_ResidualShapeRegressor):
         for a sequence, per group with Mondrian groups; a later ``set_params(alpha=...)``
         does not change it, the prediction methods read ``alpha`` afresh).
     n_calibration_, n_outputs_, n_features_in_ : int
-    output_names_in_ : ndarray of str, shape (n_outputs,)
-        The column names of a DataFrame ``Y`` at fit (if it had string names); later
-        targets must have the same columns in the same order.
+    output_names_in_ : ndarray of str or int, shape (n_outputs,)
+        The column names of a DataFrame ``Y`` at fit, if they were all strings or all
+        integers other than ``0, ..., d - 1`` in order; later DataFrame targets with
+        labels of the same kind must have the same columns in the same order.
 
     Examples
     --------
@@ -297,7 +304,8 @@ class RectangularConformalRegressor(_ResidualShapeRegressor):
     bonferroni : bool, default=False
         Per-output intervals at ``alpha / d`` instead of the max-norm score.
     cv : int, cross-validation splitter or None, default=5
-        Folds for the out-of-fold residuals giving the scales; ``None``: in-sample.
+        Folds for the out-of-fold residuals giving the scales; ``None``: in-sample. A
+        splitter by group (``GroupKFold``) is refused: ``fit`` takes no groups.
     random_state : int, Generator or None, default=None
         Seeds the folds (and the shape/score split of a prefit estimator), and the models
         trained here whose own ``random_state`` is None.
@@ -316,9 +324,10 @@ class RectangularConformalRegressor(_ResidualShapeRegressor):
         ``bonferroni=True`` one half-width per output (trailing level axis for a sequence
         of alphas).
     n_calibration_, n_outputs_, n_features_in_ : int
-    output_names_in_ : ndarray of str, shape (n_outputs,)
-        The column names of a DataFrame ``Y`` at fit (if it had string names); later
-        targets must have the same columns in the same order.
+    output_names_in_ : ndarray of str or int, shape (n_outputs,)
+        The column names of a DataFrame ``Y`` at fit, if they were all strings or all
+        integers other than ``0, ..., d - 1`` in order; later DataFrame targets with
+        labels of the same kind must have the same columns in the same order.
 
     Examples
     --------

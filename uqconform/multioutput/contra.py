@@ -251,9 +251,10 @@ class CONTRA(_FlowRegions):
         ``chi(d).ppf(1 - alpha)``: the radius of a perfect flow (see `chi_diagnostic`), at
         the same ``alpha`` as ``radius_``.
     n_calibration_, n_outputs_, n_features_in_ : int
-    output_names_in_ : ndarray of str, shape (n_outputs,)
-        The column names of a DataFrame ``Y`` at fit (if it had string names); later
-        targets must have the same columns in the same order.
+    output_names_in_ : ndarray of str or int, shape (n_outputs,)
+        The column names of a DataFrame ``Y`` at fit, if they were all strings or all
+        integers other than ``0, ..., d - 1`` in order; later DataFrame targets with
+        labels of the same kind must have the same columns in the same order.
 
     See Also
     --------
@@ -367,7 +368,8 @@ class ResidualCONTRA(_FlowRegions):
         Condition the residual flow on ``x`` (numeric X only).
     cv : int or cross-validation splitter, default=5
         Folds for ``residuals="oof"`` (``None`` is refused: unlike the ellipse's in-sample
-        residuals, a residual flow needs held-out ones).
+        residuals, a residual flow needs held-out ones; so is a splitter by group,
+        ``GroupKFold``: ``fit`` takes no groups).
     split_size : float in (0, 1), default=0.3
         Share of the fit rows giving residuals with ``residuals="split"``.
     flow, n_blocks, hidden_features, max_epochs, batch_size, learning_rate, patience,
@@ -392,9 +394,10 @@ class ResidualCONTRA(_FlowRegions):
     chi_quantile_ : float or ndarray
         ``chi(d).ppf(1 - alpha)`` (see `chi_diagnostic`), at the same ``alpha``.
     n_calibration_, n_outputs_, n_features_in_ : int
-    output_names_in_ : ndarray of str, shape (n_outputs,)
-        The column names of a DataFrame ``Y`` at fit (if it had string names); later
-        targets must have the same columns in the same order.
+    output_names_in_ : ndarray of str or int, shape (n_outputs,)
+        The column names of a DataFrame ``Y`` at fit, if they were all strings or all
+        integers other than ``0, ..., d - 1`` in order; later DataFrame targets with
+        labels of the same kind must have the same columns in the same order.
 
     Examples
     --------
@@ -412,10 +415,12 @@ class ResidualCONTRA(_FlowRegions):
     """
 
     _trained_on = "residuals"
-    _start_kept = (
-        "the Gaussian fit of the residuals, so the regions are the ellipses of "
-        "EllipsoidalConformalRegressor around the same model, at the cost of a flow. Give "
-        "more rows or epochs, or use EllipsoidalConformalRegressor."
+    _start_kept = (  # the whitening of fit_flow: the residuals' mean and centred covariance
+        "the Gaussian fit of the residuals, so every region is an ellipse around the "
+        "prediction plus the residuals' mean, shaped by their centred covariance (the "
+        "ellipse of EllipsoidalConformalRegressor around the same model when the residuals "
+        "average 0: it is centred on the prediction and shaped by their second moment), at "
+        "the cost of a flow. Give more rows or epochs, or use EllipsoidalConformalRegressor."
     )
     _parameter_constraints: ClassVar[dict] = {
         **_FLOW_CONSTRAINTS,
@@ -478,6 +483,8 @@ class ResidualCONTRA(_FlowRegions):
                 "`cv` must be an int or a cross-validation splitter for residuals='oof' "
                 "(out-of-fold residuals), got None; in-sample residuals would be too small."
             )
+        if self.residuals == "oof" and not frozen:
+            self._refuse_group_splitter("the residual flow")
         final = self._estimator_or_default()
         final = final[-1] if isinstance(final, Pipeline) else final
         if self.residuals == "oob" and Y.shape[1] > 1 and isinstance(final, BaggingRegressor):

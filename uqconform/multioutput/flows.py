@@ -16,7 +16,8 @@ Design choices (see the CONTRA notes in the docs):
   ``x`` the flow is unconditional (the residual flow of ResidualCONTRA).
 * ``x`` is standardised and ``y`` whitened (mean and Cholesky factor of its covariance) on
   the training data, and every layer starts as the identity: the untrained flow is the
-  Gaussian fit of ``y``, whose regions are the ellipsoids of
+  Gaussian fit of ``y`` (mean and centred covariance), whose regions are ellipsoids; for
+  residuals that average 0 they are those of
   `uqconform.multioutput.EllipsoidalConformalRegressor`; training only moves away from it
   when the validation likelihood improves. The whitening is part of the map, so latent
   codes, log-determinants and volumes are in the original units of ``y``.
