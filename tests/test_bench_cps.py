@@ -88,3 +88,41 @@ def test_the_quantile_law_headline_allows_what_a_valid_system_reaches():
         allowed = allowed_misses(checks)
         assert stats.binom.sf(allowed, checks, 0.01) <= 0.001  # a valid run fails rarely
         assert stats.binom.sf(allowed - 1, checks, 0.01) > 0.001  # and no more is allowed
+
+
+def test_pinball_ratios_of_one_resplit_are_not_judged():
+    """Review finding (va): at one resplit (smoke scale) the standard error is not
+    available; the headline printed "± nan" and counted every such ratio as a tie."""
+    rows = []
+    for dataset, ratio in (("a", 0.9), ("b", 1.1)):
+        for method in ("cps", "gaussian", "cps-normalized", "gaussian-normalized",
+                       "cps-normalized-knn", "gaussian-normalized-knn"):  # fmt: skip
+            rows.append(
+                {
+                    "dataset": dataset,
+                    "method": method,
+                    "quantiles_in_law_count": 9,
+                    "pinball_per_split": [ratio if method.startswith("cps") else 1.0],
+                }
+            )
+    lines = [h for h in cps._headlines(rows) if "pinball" in h["claim"]]
+    assert len(lines) == 3
+    for line in lines:
+        counts = "wins 0, losses 0, ties 0, not judged 2 (one resplit: no s.e.) of 2"
+        assert counts in line["claim"], line["claim"]
+        assert line["value"] == "a 0.900 ± n/a, b 1.100 ± n/a"
+
+
+def test_headlines_of_the_committed_runs_are_recomputed_unchanged():
+    """The pinball counts of runs with several resplits read as before (quick and full)."""
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "docs"
+    for folder in ("benchmark-results", "benchmark-results-full"):
+        path = root / folder / "results.json"
+        if not path.exists():
+            pytest.skip(f"{path} is not in this checkout")
+        family = json.loads(path.read_text())["families"]["cps"]
+        rows = family["tables"]["Predictive distributions"]
+        assert cps._headlines(rows) == family["headlines"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -87,7 +88,7 @@ def test_cdf_matches_brute_force_with_ties_and_groups(name):
     cps = _systems()[name].fit(Xf, np.round(yf))
     cps.calibrate(Xc, yc, groups=groups_cal)
     values = np.round(cps.predict(Xt))[:, None] + np.arange(-4.0, 5.0)  # hits the ties
-    with pytest.warns(UserWarning, match="groups without calibration data.*uninformative"):
+    with pytest.warns(UserWarning, match="groups without calibration data.*carry no information"):
         cdf = cps.predict_cdf(Xt, values, groups=groups)
     expected = _brute_force(cps, Xc, yc, Xt, values, groups_cal, groups)
     expected[:5] = 0.5
@@ -313,3 +314,103 @@ def test_bad_cv_of_the_difficulty_model_names_cv(cv):
     X = np.random.default_rng(0).normal(size=(100, 2))
     with pytest.raises(ValueError, match=r"`cv` \(the folds of the out-of-fold residuals"):
         ConformalPredictiveSystem(normalized=True, cv=cv).fit(X, X[:, 0])
+
+
+@pytest.mark.parametrize(
+    "missing",
+    [
+        pd.Series([0.0, pd.NA, 2.0], dtype="Float64"),
+        pd.array([0, None, 2], dtype="Int64"),
+        np.array([0.0, None, 2.0], dtype=object),
+    ],
+    ids=["Float64", "Int64", "object-None"],
+)
+def test_a_missing_value_in_y_gets_the_message_of_a_nan(missing):
+    """Review finding (va): a nullable Float64 `y` with <NA> was "not numbers", and the
+    message printed the whole Series over several lines; a NaN's message applies."""
+    (Xf, yf), (Xc, yc), (Xt, _) = thirds(*regression_data(300, seed=7))
+    cps = ConformalPredictiveSystem(Ridge()).fit(Xf, yf).calibrate(Xc, yc)
+    with pytest.raises(ValueError) as nan_error:
+        cps.predict_cdf(Xt[:3], np.array([0.0, np.nan, 2.0]))
+    with pytest.raises(ValueError) as error:
+        cps.predict_cdf(Xt[:3], missing)
+    assert str(error.value) == str(nan_error.value) == "`y` contains NaN or infinite values."
+
+
+def test_messages_on_values_that_are_not_numbers_take_one_line():
+    """Review finding (va): the message printed a whole Series (its repr spans lines)."""
+    (Xf, yf), (Xc, yc), (Xt, _) = thirds(*regression_data(300, seed=7))
+    cps = ConformalPredictiveSystem(Ridge()).fit(Xf, yf).calibrate(Xc, yc)
+    text = pd.Series(["0.1", "b", "c", "d", "e"])
+    for call, name in (
+        (lambda: cps.predict_cdf(Xt[:5], text), "`y` must be numbers"),
+        (lambda: cps.predict_quantile(Xt[:5], text), "`quantiles` must be numbers"),
+        (lambda: cps.predict_quantile(Xt[:5], pd.Series([0.1, 1.5])), "`quantiles` must lie"),
+    ):
+        with pytest.raises(ValueError, match=name) as error:
+            call()
+        message = str(error.value)
+        assert "\n" not in message and "a Series of dtype " in message, message
+    with pytest.raises(ValueError, match=r"5 entries\): '0.1', 'b', 'c', \.\.\.\."):
+        cps.predict_cdf(Xt[:5], text)
+
+
+def test_the_unseen_group_warning_describes_what_a_system_returns():
+    """Review finding (va): the warning said "their sets are uninformative"; a predictive
+    system has no sets, and its rows of an unseen group get what the warning now says."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 2))
+    y = X.sum(axis=1) + rng.normal(size=300)
+    groups = rng.integers(0, 2, 300)
+    cps = ConformalPredictiveSystem().fit(X[:100], y[:100])
+    cps.calibrate(X[100:200], y[100:200], groups=groups[100:200])
+    test_groups = np.array([5, 5, 0])
+    described = (
+        r"2 rows belong to groups without calibration data \(e.g. 5\); their predictive "
+        r"distributions carry no information: predict_cdf gives tau .*lower quantiles are "
+        r"-inf and upper ones \+inf.*p-values 1"
+    )
+    with pytest.warns(UserWarning, match=described) as caught:
+        quantiles = cps.predict_quantile(X[200:203], [0.1, 0.9], groups=test_groups)
+    assert not any("sets" in str(w.message) for w in caught)
+    np.testing.assert_array_equal(quantiles[:2], [[-np.inf, np.inf]] * 2)
+    with pytest.warns(UserWarning, match=described):
+        cdf = cps.predict_cdf(X[200:203], [-1.0, 0.0, 1.0], groups=test_groups)
+    np.testing.assert_array_equal(cdf[:2], 0.5)
+    with pytest.warns(UserWarning, match=described):
+        pvalues = cps.predict_pvalue(X[200:203], [-1.0, 0.0, 1.0], groups=test_groups)
+    np.testing.assert_array_equal(pvalues[:2], 1.0)
+    with pytest.warns(UserWarning, match=described):
+        intervals = cps.predict_interval(X[200:203], groups=test_groups)
+    np.testing.assert_array_equal(intervals[:2], [[-np.inf, np.inf]] * 2)
+
+
+def _column(column):
+    """A fitted linear "model" whose prediction is one column of a two-column X."""
+    model = LinearRegression()
+    model.coef_, model.intercept_, model.n_features_in_ = np.eye(2)[column], 0.0, 2
+    return model
+
+
+def test_negative_spreads_of_a_fitted_difficulty_model_are_described():
+    """Review finding (va): negative spreads of a fitted difficulty model are lifted to
+    2.2e-308, which makes the scores of those rows about 1e308 (or infinite): quantiles
+    reading them were infinite with numpy's bare "overflow encountered in multiply",
+    and calibration promised wider intervals, not infinite ones."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 2))
+    y = X[:, 0] + rng.normal(size=300)
+    cps = ConformalPredictiveSystem(_column(0), normalized=True, difficulty_estimator=_column(1))
+    with pytest.warns(UserWarning, match=r"spreads <= 2.23e-308 on \d+ of 200") as caught:
+        cps.calibrate(X[:200], y[:200])
+    message = str(caught[0].message)
+    assert "infinite" in message and "widens every other interval" not in message, message
+    Xt = X[200:210].copy()
+    Xt[:, 1] = 100 * np.abs(Xt[:, 1])  # spreads large enough for threshold * spread to overflow
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no bare RuntimeWarning from numpy
+        quantiles = cps.predict_quantile(Xt, [0.1, 0.5, 0.9])
+        intervals = cps.predict_interval(Xt, alpha=0.2)
+    np.testing.assert_array_equal(quantiles[:, [0, 2]], [[-np.inf, np.inf]] * 10)
+    np.testing.assert_array_equal(intervals, quantiles[:, [0, 2]])
+    assert np.isfinite(quantiles[:, 1]).all()

@@ -1959,3 +1959,29 @@ def test_a_target_of_other_rows_of_the_table_is_warned_about():
         model.calibrate(frame[200:400], y[200:400])
         model.calibrate(frame[200:400], y[400:600].reset_index(drop=True))
         model.calibrate(frame[200:400].reset_index(drop=True), y[400:600])
+
+
+@pytest.mark.parametrize(
+    "missing",
+    [
+        pd.Series([0.0, pd.NA, 2.0], dtype="Float64"),
+        pd.array([0, None, 2], dtype="Int64"),
+        pd.array([True, None, False], dtype="boolean"),
+        pd.DataFrame({"a": pd.array([0.0, None, 2.0], dtype="Float64")}),
+    ],
+    ids=["Float64", "Int64", "boolean", "Float64-frame"],
+)
+def test_missing_candidates_get_the_message_of_a_nan(missing):
+    """Review finding (va): `y_candidates` with pandas' <NA> (nullable dtypes) were "not
+    numbers", with the whole Series printed over several lines; a NaN's message applies."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 2))
+    y = X.sum(axis=1) + rng.normal(size=300)
+    model = SplitConformalRegressor(LinearRegression()).fit(X[:100], y[:100])
+    model.calibrate(X[100:200], y[100:200])
+    with pytest.raises(ValueError) as nan_error:
+        model.predict_pvalue(X[:3], np.array([[0.0], [np.nan], [2.0]]))
+    with pytest.raises(ValueError) as error:
+        model.predict_pvalue(X[:3], missing)
+    assert str(error.value) == str(nan_error.value)
+    assert str(error.value) == "`y_candidates` contains NaN or infinite values."

@@ -102,6 +102,38 @@ def test_bad_input_to_the_function_names_the_argument(arguments, message):
         venn_abers_bounds(*arguments)
 
 
+@pytest.mark.parametrize(
+    "missing",
+    [
+        pd.Series([0.1, pd.NA, 0.3], dtype="Float64"),
+        pd.array([1, None, 3], dtype="Int64"),
+        np.array([0.1, None, 0.3], dtype=object),
+    ],
+    ids=["Float64", "Int64", "object-None"],
+)
+def test_a_missing_score_gets_the_message_of_a_nan(missing):
+    """Review finding (va): a nullable Float64 score with <NA> was "not numbers", and the
+    message printed the whole Series over several lines; a NaN's message applies."""
+    for where, arguments in (
+        ("calibration_scores", lambda bad: (bad, [0, 1, 1], [0.2])),
+        ("scores", lambda bad: ([0.1, 0.2, 0.3], [0, 1, 1], bad)),
+    ):
+        with pytest.raises(ValueError) as nan_error:
+            venn_abers_bounds(*arguments(np.array([0.1, np.nan, 0.3])))
+        with pytest.raises(ValueError) as error:
+            venn_abers_bounds(*arguments(missing))
+        assert str(error.value) == str(nan_error.value) == f"`{where}` contains NaN."
+
+
+def test_scores_that_are_not_numbers_are_shown_on_one_line():
+    """Review finding (va): the message printed the whole Series (its repr spans lines)."""
+    text = pd.Series(["0.1", "b", "c", "d"])
+    with pytest.raises(ValueError, match="`calibration_scores` must hold numbers") as error:
+        venn_abers_bounds(text, [0, 1, 1, 0], [0.2])
+    message = str(error.value)
+    assert "\n" not in message and "4 entries): '0.1', 'b', 'c', ..." in message, message
+
+
 def _overconfident(n, rng):
     """P(y = 1 | x) = sigmoid(x); the model says sigmoid(4 x)."""
     x = rng.normal(size=n)

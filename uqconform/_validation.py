@@ -1025,14 +1025,86 @@ def real_values(value: Any) -> NDArray | None:
         return None
 
 
+def holds_missing_values(value: Any) -> bool:
+    """Whether ``value``, which `real_values` refuses, is numbers with missing entries:
+    ``pd.NA`` in a nullable ``Float64``, ``Int64`` or ``boolean`` array, Series or frame,
+    or ``None`` among numbers in an object array. Such a value is to be refused as a NaN
+    is, not as one that is not numbers.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> holds_missing_values(pd.Series([0.5, pd.NA], dtype="Float64"))
+    True
+    >>> holds_missing_values(["0.5", None]), holds_missing_values([0.5, 1.0])
+    (False, False)
+    """
+    try:
+        entries = np.asarray(value, dtype=object)
+    except (TypeError, ValueError):  # ragged nesting
+        return False
+    missing = pd.isna(entries)
+    if not np.any(missing):
+        return False
+    # the other entries are numbers, booleans too (those of a nullable boolean dtype)
+    return all(isinstance(entry, numbers.Real) for entry in np.ravel(entries[~missing]))
+
+
+def value_summary(value: Any, shown: int = 3) -> str:
+    """A one-line description of ``value`` for an error message: its repr when that is
+    short and on one line, else its type, dtype, size and first ``shown`` entries (the
+    repr of a Series or of a large array spans lines).
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> value_summary(pd.Series(["0.1", "b", "c", "d"], dtype=object))
+    "a Series of dtype object (4 entries): '0.1', 'b', 'c', ..."
+    >>> value_summary(np.zeros((2, 3), dtype=complex))
+    'an ndarray of dtype complex128 (shape (2, 3)): 0j, 0j, 0j, ...'
+    >>> value_summary("0.5"), value_summary([0.1, "b"])
+    ("'0.5'", "[0.1, 'b']")
+    """
+
+    def entry(item: Any) -> str:
+        if isinstance(item, str):
+            text = repr(str(item))  # quoted, whatever its type (np.str_ too)
+        else:
+            text = repr(bytes(item)) if isinstance(item, bytes) else str(item)
+        return " ".join(text.split())[:20]  # one line, short
+
+    try:
+        entries = np.asarray(value, dtype=object)
+    except (TypeError, ValueError):  # ragged nesting
+        entries = None
+    if entries is None or entries.ndim == 0:
+        return " ".join(repr(value).split())[:60]
+    if entries.size <= 2 * shown:
+        text = repr(value)
+        if "\n" not in text and len(text) <= 60:
+            return text
+    kind = type(value).__name__
+    article = "an" if kind[:1].lower() in "aeiou" or kind == "ndarray" else "a"
+    dtype = getattr(value, "dtype", None)
+    of = "" if dtype is None else f" of dtype {dtype}"
+    size = f"{entries.size} entries" if entries.ndim == 1 else f"shape {entries.shape}"
+    flat = entries.ravel()
+    first = ", ".join(entry(item) for item in flat[:shown])
+    more = ", ..." if flat.size > shown else ""
+    return f"{article} {kind}{of} ({size}): {first}{more}"
+
+
 def candidate_values(y_candidates: ArrayLike, name: str = "y_candidates") -> NDArray:
     """``y_candidates`` as floats (at least one; numbers, not booleans), or a ValueError
-    naming it (as ``name``)."""
+    naming it (as ``name``); missing values (``pd.NA`` in a nullable pandas dtype) are
+    refused as a NaN is."""
     values = real_values(y_candidates)
+    if values is None and holds_missing_values(y_candidates):
+        raise ValueError(f"`{name}` contains NaN or infinite values.")  # as a NaN is
     if values is None:  # booleans, text, complex, times: not candidate labels
         raise ValueError(
             f"`{name}` must be numbers (an array of shape (g,), (n_samples,), (1, g) or "
-            f"(n_samples, g)), got {y_candidates!r:.80}."
+            f"(n_samples, g)), got {value_summary(y_candidates)}."
         )
     if values.size == 0:
         raise ValueError(f"`{name}` is empty: give at least one value.")

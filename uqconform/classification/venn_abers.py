@@ -34,9 +34,11 @@ from uqconform._validation import (
     check_class_labels,
     check_row_order,
     class_probabilities,
+    holds_missing_values,
     missing_proba_error,
     model_classes,
     real_values,
+    value_summary,
 )
 from uqconform._warnings import warn_user
 from uqconform.base import (
@@ -178,10 +180,13 @@ def venn_abers_bounds(
 
 def _scores_without_nan(values: ArrayLike, name: str) -> NDArray:
     """1-D float scores without NaN (infinite scores are ordered like any other); text,
-    numeric text included, is refused as in every other numeric input."""
+    numeric text included, is refused as in every other numeric input, and a missing value
+    (``pd.NA`` of a nullable pandas dtype) as a NaN is."""
     array = real_values(values)
+    if array is None and holds_missing_values(values):
+        raise ValueError(f"`{name}` contains NaN.")  # as a NaN is, below
     if array is None:
-        raise ValueError(f"`{name}` must hold numbers, got {values!r:.80}.")
+        raise ValueError(f"`{name}` must hold numbers, got {value_summary(values)}.")
     if array.ndim != 1:
         raise ValueError(f"`{name}` must be 1-D, got shape {array.shape}.")
     if np.isnan(array).any():

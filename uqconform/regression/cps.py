@@ -13,12 +13,18 @@ from uqconform._rows import n_rows, row_sliceable, slice_rows
 from uqconform._validation import (
     NonFiniteOutputError,
     check_bool,
+    check_groups,
     check_row_order,
+    value_summary,
 )
 from uqconform._warnings import warn_user
 from uqconform.base import _plain
 from uqconform.quantiles import conformal_quantile
-from uqconform.regression.split import SplitConformalRegressor
+from uqconform.regression.split import (
+    _LIFTED_SHARE_WARNED,
+    _ZERO_SPREAD_FLOOR,
+    SplitConformalRegressor,
+)
 from uqconform.scores.regression import SignedResidualScore
 
 __all__ = ["ConformalPredictiveSystem"]
@@ -30,14 +36,16 @@ def _check_quantiles(quantiles: float | ArrayLike) -> tuple[NDArray, bool]:
     """Levels as a 1-D float array strictly inside (0, 1), and whether one number was given."""
     raw = np.asarray(quantiles)
     if raw.dtype.kind not in "iuf":  # strings, booleans, objects: not levels
-        raise ValueError(f"`quantiles` must be numbers in (0, 1), got {quantiles!r:.80}.")
+        raise ValueError(f"`quantiles` must be numbers in (0, 1), got {value_summary(quantiles)}.")
     values = raw.astype(float)
     if values.ndim > 1 or values.size == 0:
         raise ValueError(
             f"`quantiles` must be a number or a 1-D sequence of numbers, got shape {values.shape}."
         )
     if not ((values > 0) & (values < 1)).all():  # NaN fails too
-        raise ValueError(f"`quantiles` must lie strictly between 0 and 1, got {quantiles!r:.80}.")
+        raise ValueError(
+            f"`quantiles` must lie strictly between 0 and 1, got {value_summary(quantiles)}."
+        )
     return np.atleast_1d(values), values.ndim == 0
 
 
@@ -73,9 +81,12 @@ class ConformalPredictiveSystem(SplitConformalRegressor):
         in ``fit`` on out-of-fold absolute residuals (``None``: a clone of
         ``estimator``), or a fitted model whose ``predict_std`` (else
         ``predict(X, return_std=True)``, else ``predict``) is the spread. Spreads at or
-        below a small floor are lifted to it; a model whose spreads stay positive where
-        there is noise (``KNeighborsRegressor``, a random forest) suits best. Weighting
-        under covariate shift (``likelihood_ratio``) is not offered here.
+        below a small floor are lifted to it (for a fitted model, 2.2e-308: calibration
+        rows so lifted get scores of about 1e308 or infinite, which make the quantiles in
+        the tails that hold them huge or infinite; calibration warns); a model whose
+        spreads stay positive where there is noise (``KNeighborsRegressor``, a random
+        forest) suits best. Weighting under covariate shift (``likelihood_ratio``) is
+        not offered here.
     cv : int or cross-validation splitter, default=5
         Folds for the out-of-fold residuals of the normalized system.
     batch_size : int, default=None
@@ -123,9 +134,11 @@ class ConformalPredictiveSystem(SplitConformalRegressor):
         "infinite intervals from predict_interval at that level (predict_cdf and the "
         "quantiles that n points can give are unaffected)"
     )
+    # what the rows of a group unseen at calibration get (see `_group_index`)
     _unseen_group_prediction = (
-        "uninformative (their distribution is tau at every value, their quantiles and "
-        "intervals infinite)"
+        "predict_cdf gives tau at every value (1/2 unless smooth=True), lower quantiles "
+        "are -inf and upper ones +inf, intervals (and predict_set) the whole real line, "
+        "p-values 1"
     )
 
     def __init__(
@@ -153,7 +166,54 @@ class ConformalPredictiveSystem(SplitConformalRegressor):
         super()._validate_params()
 
     def _score_object(self) -> SignedResidualScore:
-        return SignedResidualScore(normalized=bool(self.normalized))
+        return _PredictiveScore(normalized=bool(self.normalized))
+
+    def _group_index(
+        self, groups: ArrayLike | None, n: int, *, warn: bool = True
+    ) -> NDArray | None:
+        """As for every wrapper, with a warning that says what a predictive system gives
+        the rows of groups unseen at calibration (it has no sets)."""
+        position = super()._group_index(groups, n, warn=False)
+        if not warn or position is None:
+            return position
+        unseen = position == self.groups_.size  # the empty extra group
+        if unseen.any():
+            count = int(unseen.sum())
+            example = _plain(np.asarray(check_groups(groups, n))[unseen][0])
+            warn_user(
+                f"{'1 row belongs' if count == 1 else f'{count} rows belong'} to groups "
+                f"without calibration data (e.g. {example!r}); their predictive "
+                f"distributions carry no information: {self._unseen_group_prediction}.",
+                UserWarning,
+            )
+        return position
+
+    def _warn_lifted_spreads(self, difficulty: NDArray, residuals: NDArray) -> None:
+        """Warn when at least 1% of the calibration rows had their spread lifted to the
+        floor and have residuals above it (as `SplitConformalRegressor` does), saying what
+        that does to the distributions: their tails hold those rows' huge scores."""
+        floor = self._spread_floor()
+        lifted = difficulty <= floor
+        wrong = int(np.count_nonzero(lifted & (residuals > floor)))
+        if wrong >= _LIFTED_SHARE_WARNED * lifted.size:
+            model = type(self._difficulty_model()).__name__
+            tiny = floor <= _ZERO_SPREAD_FLOOR  # a prefit model's floor: 2.2e-308
+            scores = "about 1e308 or infinite" if tiny else "far above the others"
+            ends = "huge (up to about 1e308) or infinite (-inf, +inf)" if tiny else "far out"
+            warn_user(
+                f"`difficulty_estimator` ({model}) gave spreads <= {floor:.3g} on "
+                f"{int(lifted.sum())} of {lifted.size} calibration rows, {wrong} of which have "
+                f"absolute residuals above that ({wrong / lifted.size:.1%} of the rows): the "
+                "spreads are lifted to it, so such rows get distributions of almost no "
+                f"width, and their scores (residual / spread) are {scores}. Those scores "
+                "take the extreme places of every row's distribution (up to that share of "
+                "the rows, split between the two tails by the residuals' signs): the "
+                f"quantiles, and the ends of predict_interval, that fall there are {ends}. "
+                "(A linear or boosted model fitted to absolute residuals can extrapolate "
+                "to zero or below.) Use a difficulty model whose spreads stay positive where "
+                "there is noise, e.g. KNeighborsRegressor or RandomForestRegressor "
+                "(averages of absolute residuals), or a model with predict_std."
+            )
 
     def _difficulty_switch(self, on: bool) -> str:
         return f"normalized={on}"
@@ -340,3 +400,14 @@ class ConformalPredictiveSystem(SplitConformalRegressor):
                 UserWarning,
             )
         return table
+
+
+class _PredictiveScore(SignedResidualScore):
+    """`SignedResidualScore` whose inverse may overflow quietly: a spread lifted to the
+    floor at calibration makes a score of about 1e308 (or infinite), and such a
+    threshold times a test row's spread is infinite, which the calibration warning
+    announced (numpy's bare "overflow encountered in multiply" would add nothing)."""
+
+    def inverse(self, y_pred, threshold, difficulty=None):
+        with np.errstate(over="ignore"):
+            return super().inverse(y_pred, threshold, difficulty)

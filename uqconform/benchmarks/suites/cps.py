@@ -270,15 +270,23 @@ def _headlines(rows) -> list[dict[str, Any]]:
             for d in datasets
             if (d, method) in by and (d, base) in by
         }
-        wins = sum(r + 2 * se < 1 for r, se in paired.values())
-        losses = sum(r - 2 * se > 1 for r, se in paired.values())
+        # one resplit (smoke scale) has no standard error: such a ratio is not judged
+        judged = [(r, se) for r, se in paired.values() if np.isfinite(se)]
+        wins = sum(r + 2 * se < 1 for r, se in judged)
+        losses = sum(r - 2 * se > 1 for r, se in judged)
+        unjudged = len(paired) - len(judged)
+        counts = f"wins {wins}, losses {losses}, ties {len(judged) - wins - losses}"
+        if unjudged:
+            counts += f", not judged {unjudged} (one resplit: no s.e.)"
         lines.append(
             headline(
                 f"{method} pinball loss / Gaussian predictive's, per dataset: mean of the "
                 "per-resplit ratios ± standard error (lower is better; beyond 2 s.e.: "
-                f"wins {wins}, losses {losses}, ties {len(paired) - wins - losses} "
-                f"of {len(paired)})",
-                ", ".join(f"{d} {r:.3f} ± {se:.3f}" for d, (r, se) in paired.items()),
+                f"{counts} of {len(paired)})",
+                ", ".join(
+                    f"{d} {r:.3f} ± {f'{se:.3f}' if np.isfinite(se) else 'n/a'}"
+                    for d, (r, se) in paired.items()
+                ),
             )
         )
     crepes_rows = [row for row in rows if row["method"] == "crepes-cps"]
