@@ -1379,3 +1379,23 @@ def test_a_tiny_bandwidth_widens_without_overflow_warnings():
         warnings.simplefilter("error", RuntimeWarning)
         intervals = tiny.predict_interval(X[250:255], y=y[250:255])
     assert np.isfinite(intervals).all() and (intervals[:, 1] > intervals[:, 0]).all()
+
+
+def test_rows_older_than_those_absorbed_are_warned_about():
+    """Review finding (user): a model fitted on the later block and fed the earlier one
+    online, or fed its training rows again, absorbed them as the next steps silently."""
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    times = pd.date_range("2026-01-01", periods=400, freq="h")
+    X = pd.DataFrame(rng.normal(size=(400, 2)), index=times)
+    y = pd.Series(X[0] + rng.normal(size=400), index=times)
+    model = EnbPI(LinearRegression(), n_bootstrap=20, random_state=0).fit(X[200:300], y[200:300])
+    for rows in (slice(0, 10), slice(200, 210)):  # the earlier block; training rows again
+        with pytest.warns(UserWarning, match=r"not after the latest row absorbed"):
+            pickle.loads(pickle.dumps(model)).update(X[rows], y[rows])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # new rows in order; forecasts without values
+        model.predict_interval(X[300:310], y=y[300:310])
+        model.update(X[310:320], y[310:320])
+        model.predict_interval(X[0:10])

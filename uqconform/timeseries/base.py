@@ -669,6 +669,8 @@ class SequentialConformalRegressor(
         # the model named, before it fails inside scikit-learn
         check_nan_accepted(self._estimator_or_default(), X)
         _warn_out_of_time_order(X, y)
+        if y is not None:
+            self._check_after_absorbed(X, reset=reset)
         if y is None:
             return X, None
         n = _num_samples(X)
@@ -680,6 +682,31 @@ class SequentialConformalRegressor(
                 )
             y = np.reshape(np.asarray(y), 1)
         return X, check_regression_target(y, n)
+
+    def _check_after_absorbed(self, X: Any, *, reset: bool) -> None:
+        """Rows whose values are absorbed must come after those absorbed before: warn when
+        a DatetimeIndex starts at or before the latest time absorbed (the earlier block, or
+        the training rows fed again online, would enter the residual memory as the next
+        steps), and remember the latest time of these rows."""
+        index = getattr(X, "index", None)
+        if not isinstance(index, pd.DatetimeIndex) or len(index) == 0:
+            if reset:  # a fit on rows without times: nothing to compare later rows with
+                self.__dict__.pop("_latest_time", None)
+            return
+        latest = None if reset else self.__dict__.get("_latest_time")
+        try:
+            earlier = latest is not None and index[0] <= latest
+        except TypeError:  # time zones that do not compare (naive against aware)
+            earlier, latest = False, None
+        if earlier:
+            warn_user(
+                f"The rows given start at {index[0]}, not after the latest row absorbed "
+                f"({latest}): their values enter the residual memory as the next steps of "
+                "the series. Give only new rows, in time order (intervals for rows seen "
+                "before are in-sample).",
+                UserWarning,
+            )
+        self._latest_time = index.max() if latest is None else max(latest, index.max())
 
     def _short_history(
         self, available: int, needed: int, purpose: str, n_fit: int | None, hint: str = ""
