@@ -530,8 +530,9 @@ def test_bad_parameters_are_refused():
         model(batch_size=0).fit(X, y)
     with pytest.raises(TypeError, match="Ridge or LinearRegression"):
         FullConformalRidge(Lasso()).fit(X, y)
-    with pytest.raises(ValueError, match="must be >= 0"):
-        FullConformalRidge(Ridge(alpha=-1.0)).fit(X, y)
+    for strength in (-1.0, np.inf):  # (review: inf was told "must be >= 0")
+        with pytest.raises(ValueError, match=f"must be a finite number >= 0, got {strength}"):
+            FullConformalRidge(Ridge(alpha=strength)).fit(X, y)
     with pytest.raises(ValueError, match="positive"):
         FullConformalRidge(Ridge(positive=True)).fit(X, y)
     from sklearn.frozen import FrozenEstimator

@@ -477,7 +477,10 @@ class FullConformalRidge(VersionedState, FullConformalMixin, RegressorMixin, Bas
             )
         strength = float(value)
         if not np.isfinite(strength) or strength < 0:
-            raise ValueError(f"The ridge strength `estimator.alpha` must be >= 0, got {strength}.")
+            raise ValueError(
+                "The ridge strength `estimator.alpha` must be a finite number >= 0, got "
+                f"{strength}."
+            )
         self.estimator_ = clone(model).fit(X, y)
         self._feature_means = X.mean(axis=0)
         features = self._features(X)
