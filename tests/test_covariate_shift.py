@@ -422,6 +422,8 @@ def test_classifier_density_ratio_tracks_the_true_ratio_and_checks_input():
         ClassifierDensityRatio().fit(pd.DataFrame({"a": [1.0, 2]}), pd.DataFrame({"b": [1.0, 2]}))
     with pytest.raises(ValueError, match="`clip`"):
         ClassifierDensityRatio(clip=0).fit(source, target)
+    with pytest.raises(ValueError, match=r"got inf\. For no clipping pass clip=None"):
+        ClassifierDensityRatio(clip=np.inf).fit(source, target)  # (shift review)
     with pytest.raises(ValueError, match="same columns"):
         ClassifierDensityRatio().fit(source, np.ones((10, 2)))
     with pytest.raises(ValueError, match="at least 2 rows"):

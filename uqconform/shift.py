@@ -131,7 +131,10 @@ class ClassifierDensityRatio:
         self
         """
         if self.clip is not None:
-            check_positive_float(self.clip, "clip")
+            try:
+                check_positive_float(self.clip, "clip")
+            except ValueError as error:  # an infinite clip means "none": say how
+                raise ValueError(f"{error} For no clipping pass clip=None.") from None
         check_random_state_value(self.random_state)
         for name, value in (("X_source", X_source), ("X_target", X_target)):
             if value is None or isinstance(value, (str, bytes)) or np.ndim(value) == 0:
