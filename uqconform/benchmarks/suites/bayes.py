@@ -759,13 +759,19 @@ def run(ctx) -> FamilyResult:
     )
 
 
+def _se_text(se: float) -> str:
+    """A standard error for a headline: "n/a" for one resplit (it has none)."""
+    return f"{se:.4f}" if np.isfinite(se) else "n/a"
+
+
 def _headlines(predictive, bridge, speed) -> list[dict[str, Any]]:
     """One row per number the issue asks for (NLL vs MC per data set, coverage, ...)."""
     low, high = TARGETS["coverage"]
     found = [
         headline(
             f"{row['data']}: test NLL, (one pass - MC-1000) / MC-1000, same posterior "
-            f"({row['nll_onepass_minus_mc']:+.4f} +- {row['nll_diff_se_resplits']:.4f} nats, "
+            f"({row['nll_onepass_minus_mc']:+.4f} +- {_se_text(row['nll_diff_se_resplits'])} "
+            "nats, "
             f"s.e. over {row['resplits']} resplits; {row['resplits_prior_at_top']} at the top "
             "of the prior grid, where the gap is 0)",
             round(row["nll_onepass_minus_mc"] / abs(row["nll_mc1000"]), 3),
