@@ -35,12 +35,13 @@ def _data(n: int, seed: int, classes: int = 3, features: int = 6):
     )
 
 
-def _brute_force_pvalues(X, y, X_test, splits, score, class_conditional=False):
+def _brute_force_pvalues(X, y, X_test, splits, score, class_conditional=False, greater=None):
     """The definition, one fold and one test row at a time: ``(1 + #{i : s_i >=
     s_{k(i)}(x, c)}) / (n + 1)``, with LAC (``1 - p``) or non-randomised APS (calibration:
     the mass of the labels ranked at or above the true one; test: strictly above, so the
     label that crosses the threshold stays in). Class-conditional: only the rows ``i`` of
-    class ``c`` count, and ``n`` is their number."""
+    class ``c`` count, and ``n`` is their number. ``greater``: an array that receives the
+    counts of scores strictly above the test score (for smoothed p-values)."""
     classes = np.unique(y)
     n = len(y)
     fold, calibration, models = np.empty(n, int), np.empty(n), []
@@ -63,6 +64,8 @@ def _brute_force_pvalues(X, y, X_test, splits, score, class_conditional=False):
                 test_score = 1 - p[c] if score == "lac" else p[p > p[c]].sum()
                 count += calibration[i] >= test_score
                 compared += 1
+                if greater is not None:
+                    greater[row, c] += calibration[i] > test_score
             out[row, c] = (1 + count) / (compared + 1)
     return out
 
@@ -400,3 +403,33 @@ def test_parameters_changed_after_fit():
         changed = clone(model).fit(X, y).set_params(**params)
         with pytest.raises(NotFittedError, match=r"changed since fit.*call fit\(X, y\)"):
             changed.predict_set(X)
+
+
+@pytest.mark.parametrize("class_conditional", [False, True])
+def test_smoothed_pvalues_follow_the_definition_with_ties(class_conditional):
+    """Review finding (stop 50): `predict_pvalue` had no `smooth=` (the split classifier
+    has). Smoothed: ``(g + u (e + 1)) / (n + 1)`` with ``g`` scores above the label's and
+    ``e`` equal to it; test rows equal to training rows tie with their own scores."""
+    X, y = _data(40, 3)
+    cv = KFold(4, shuffle=True, random_state=1)
+    X_test = np.vstack([X[:8], _data(48, 4)[0][40:]])  # 8 training rows: ties
+    model = CrossConformalClassifier(
+        cv=cv, class_conditional=class_conditional, random_state=0
+    ).fit(X, y)
+    greater = np.zeros((len(X_test), np.unique(y).size))
+    plain = _brute_force_pvalues(
+        X, y, X_test, list(cv.split(X)), "lac", class_conditional, greater
+    )
+    compared = np.array(
+        [(y == c).sum() if class_conditional else len(y) for c in np.unique(y)], dtype=float
+    )
+    at_least = plain * (compared + 1) - 1
+    smoothed = model.predict_pvalue(X_test, smooth=True)
+    np.testing.assert_allclose(model.predict_pvalue(X_test), plain, rtol=0, atol=1e-12)
+    draws = (smoothed * (compared + 1) - greater) / (at_least - greater + 1)
+    assert ((draws >= -1e-9) & (draws <= 1 + 1e-9)).all()  # u in [0, 1]: the definition
+    assert (at_least > greater).any()  # ties present: the smoothing moves those p-values
+    np.testing.assert_array_equal(model.predict_pvalue(X_test, smooth=True), smoothed)
+    assert np.unique(np.round(draws, 9)).size == draws.size  # one draw per row and class
+    with pytest.raises(ValueError, match="`smooth` must be True or False"):
+        model.predict_pvalue(X_test, smooth="yes")

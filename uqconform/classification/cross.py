@@ -15,7 +15,7 @@ label's cross-conformal p-value exceeds ``alpha``.
 from __future__ import annotations
 
 from abc import abstractmethod
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -385,36 +385,42 @@ default="lac"
         parts = np.split(self.conformity_scores_[order], ends[:-1])
         return [parts[k * n_strata : (k + 1) * n_strata] for k in range(folds)]
 
-    def _counts_at_least(self, X: Any, method: str) -> NDArray:
+    def _counts_at_least(
+        self, X: Any, method: str, sides: tuple[Literal["left", "right"], ...] = ("left",)
+    ) -> NDArray:
         """``(n_samples, n_classes)``: for each row and label, the number of training rows
         (of the label's class with ``class_conditional=True``) whose score is at least the
-        label's score under their fold's model."""
+        label's score under their fold's model; ``sides=("left", "right")``: shape
+        ``(2, n_samples, n_classes)``, those at least and those greater, from the same
+        scores (one pass: randomised scores draw once)."""
         self._check_fitted(method)
         X = row_sliceable(self._validate_X(X, reset=False))
         n, folds = n_rows(X), len(self.estimators_)
         u = self._uniforms(1, X, n)
         score = self._score_object()
         by_fold = self._fold_sorted_scores()
-        counts = np.empty((n, self.classes_.size), dtype=np.intp)
+        counts = np.empty((len(sides), n, self.classes_.size), dtype=np.intp)
         for rows in self._row_batches(n, folds * self.classes_.size):
             proba = self._fold_outputs(slice_rows(X, rows.start, rows.stop))  # (b, K, classes)
             draws = None if u is None else u[rows]
-            total = np.zeros((proba.shape[0], self.classes_.size), dtype=np.intp)
+            total = np.zeros((len(sides), proba.shape[0], self.classes_.size), dtype=np.intp)
             for k, strata in enumerate(by_fold):  # a loop over folds
                 test = check_score_output(
                     score.set_scores(proba[:, k], draws),
                     proba[:, k].shape,
                     f"{score!r}.set_scores",
                 )
-                if len(strata) == 1:
-                    total += strata[0].size - np.searchsorted(strata[0], test, side="left")
-                    continue
-                for c, scores in enumerate(strata):  # and over classes: Mondrian counts
-                    total[:, c] += scores.size - np.searchsorted(scores, test[:, c], side="left")
-            counts[rows] = total
-        return counts
+                for j, side in enumerate(sides):  # at least, and greater
+                    if len(strata) == 1:
+                        total[j] += strata[0].size - np.searchsorted(strata[0], test, side=side)
+                        continue
+                    for c, scores in enumerate(strata):  # and over classes: Mondrian counts
+                        found = np.searchsorted(scores, test[:, c], side=side)
+                        total[j, :, c] += scores.size - found
+            counts[:, rows] = total
+        return counts[0] if len(sides) == 1 else counts
 
-    def predict_pvalue(self, X: Any) -> NDArray:
+    def predict_pvalue(self, X: Any, *, smooth: bool = False) -> NDArray:
         """Cross-conformal p-value of every class for every row:
         ``(1 + #{i : s_i >= s_{k(i)}(x, c)}) / (n + 1)``; with ``class_conditional=True``
         ``(1 + #{i : y_i = c, s_i >= s_{k(i)}(x, c)}) / (n_c + 1)``, over the ``n_c``
@@ -430,14 +436,25 @@ default="lac"
         Parameters
         ----------
         X : array-like or DataFrame of shape (n_samples, n_features)
+        smooth : bool, default=False
+            Smoothed p-values ``(g + u (e + 1)) / (n + 1)``, as
+            `SplitConformalClassifier.predict_pvalue` gives: ``g`` training rows scoring
+            above the label under their fold's model, ``e`` equal to it, ``u`` uniform on
+            [0, 1] (one draw per row and class, from ``random_state``). The sets of
+            `predict_set` are those of the unsmoothed p-values.
 
         Returns
         -------
         ndarray of shape (n_samples, n_classes)
             Columns in the order of ``classes_``.
         """
-        counts = self._counts_at_least(X, "predict_pvalue")
-        return (1.0 + counts) / (self._stratum_sizes() + 1.0)
+        check_bool(smooth, "smooth")
+        if not smooth:
+            counts = self._counts_at_least(X, "predict_pvalue")
+            return (1.0 + counts) / (self._stratum_sizes() + 1.0)
+        at_least, greater = self._counts_at_least(X, "predict_pvalue", ("left", "right"))
+        draws = self._rng(stream=3, content=X).random(at_least.shape)
+        return (greater + draws * (at_least - greater + 1.0)) / (self._stratum_sizes() + 1.0)
 
     def predict_set(self, X: Any, alpha: float | ArrayLike | None = None) -> NDArray:
         """Prediction sets as a boolean mask over ``classes_``.
