@@ -1485,3 +1485,10 @@ def test_evaluating_on_the_calibration_or_training_rows_is_warned_about():
         warnings.simplefilter("error")  # held-out rows, or the calibration rows shuffled
         evaluate(model, X[400:], y[400:], alpha=0.1)
         evaluate(model, X[200:400][::-1], y[200:400][::-1], alpha=0.1)
+    # CV+ and full CP calibrate on their training rows (diffrev5: no warning)
+    from uqconform import CrossConformalRegressor, FullConformalRidge
+
+    for whole in (CrossConformalRegressor(LinearRegression(), cv=3), FullConformalRidge()):
+        whole.fit(X[:200], y[:200])
+        with pytest.warns(UserWarning, match="evaluate got the rows `model` was trained on"):
+            evaluate(whole, X[:200], y[:200], alpha=0.1)

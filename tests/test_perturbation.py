@@ -270,3 +270,28 @@ def test_clip_bounds_must_be_numbers(fitted, clip):
         random_l2_perturbation(X, 1.0, clip=clip)
     with pytest.raises(ValueError, match="`clip` must be two numbers"):
         worst_of_k_perturbation(X, y, 1.0, model, clip=clip)
+
+
+def test_a_scoring_function_gets_arrays_for_a_dataframe():
+    """Review finding (diffrev5): after frames reached column-reading models, a plain
+    function written for arrays (``lambda Z: clf.predict_proba(Z[:, :2])``) got a
+    DataFrame and failed; only a model fitted with feature names gets frames."""
+    import warnings
+
+    import pandas as pd
+    from sklearn.linear_model import LogisticRegression
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 3))
+    y = (X[:, 0] > 0).astype(int)
+    clf = LogisticRegression().fit(X[:, :2], y)  # fitted on an array
+    frame = pd.DataFrame(X, columns=["a", "b", "c"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        attacked = worst_of_k_perturbation(
+            frame, y, 0.5, lambda Z: clf.predict_proba(Z[:, :2]), k=4, random_state=0
+        )
+    expected = worst_of_k_perturbation(
+        X, y, 0.5, lambda Z: clf.predict_proba(Z[:, :2]), k=4, random_state=0
+    )
+    np.testing.assert_array_equal(attacked.to_numpy(), expected)

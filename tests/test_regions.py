@@ -664,6 +664,10 @@ def test_contains_refuses_integer_column_labels_in_another_order():
     with pytest.raises(ValueError, match=r"columns of `Y` \[0, 1\] differ.*outputs \[1, 0\]"):
         named.contains(frame)
     np.testing.assert_array_equal(named[1:].contains(frame[[1, 0]].iloc[1:]), [False, True])
+    # other integer names: positions that reorder 0, 1 are refused all the same (diffrev5)
+    other = PredictionRegion(region.latent_map, 1.5, output_names=np.array([5, 7]))
+    with pytest.raises(ValueError, match=r"columns of `Y` \[1, 0\] .*outputs \[0, 1\]"):
+        other.contains(frame[[1, 0]])
     with pytest.raises(ValueError, match="one string per output"):
         PredictionRegion(region.latent_map, 1.5, output_names=[1, "b"])
 

@@ -38,6 +38,7 @@ from uqconform.base import (
     check_calibration_settings,
     keeps_state_on_error,
     record_calibration_settings,
+    remember_training_rows,
 )
 
 if TYPE_CHECKING:
@@ -308,6 +309,7 @@ class CrossFitWrapper(ModelWrapper):
         self._store_scores(y[scored], outputs, scored, X)
         self.n_calibration_ = int(scored.size)
         record_calibration_settings(self, step="fit")
+        remember_training_rows(self, X, y)  # (evaluate warns when given them as test rows)
         self._after_scoring()
         return self
 

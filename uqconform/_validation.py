@@ -260,7 +260,8 @@ def check_row_order(
             at = _first_difference(own_index, x_index)
             warn_user(  # other rows' labels: another slice of the table, say
                 f"{shown} and `{rows_of}` have different row labels (position {at}: "
-                f"{own_index[at]!r} and {x_index[at]!r}): rows are paired by position, not by "
+                f"{_label(own_index[at])!r} and {_label(x_index[at])!r}): rows are paired by "
+                "position, not by "
                 f"label; if they come from one table, select the same rows (e.g. "
                 f"`.loc[{rows_of}.index]`).",
                 UserWarning,
@@ -274,6 +275,12 @@ def check_row_order(
         f"paired by position, so {verb} it in the order of `{rows_of}` (e.g. "
         f"`.reindex({rows_of}.index)`)."
     )
+
+
+def _label(value: Any) -> Any:
+    """A row label for a message: a numpy scalar as the Python value (``500``, not
+    ``np.int64(500)``)."""
+    return value.item() if isinstance(value, np.generic) else value
 
 
 def _first_difference(index: pd.Index, other: pd.Index) -> int:
@@ -1027,9 +1034,10 @@ def real_values(value: Any) -> NDArray | None:
 
 def holds_missing_values(value: Any) -> bool:
     """Whether ``value``, which `real_values` refuses, is numbers with missing entries:
-    ``pd.NA`` in a nullable ``Float64``, ``Int64`` or ``boolean`` array, Series or frame,
-    or ``None`` among numbers in an object array. Such a value is to be refused as a NaN
-    is, not as one that is not numbers.
+    ``pd.NA`` in a nullable ``Float64`` or ``Int64`` array, Series or frame, or ``None``
+    among numbers in an object array. Such a value is to be refused as a NaN is, not as
+    one that is not numbers. Booleans and dates (``NaT``) are not numbers here: their
+    refusal names them, not the missing entry.
 
     Examples
     --------
@@ -1044,10 +1052,13 @@ def holds_missing_values(value: Any) -> bool:
     except (TypeError, ValueError):  # ragged nesting
         return False
     missing = pd.isna(entries)
-    if not np.any(missing):
+    dates = (np.datetime64, np.timedelta64, type(pd.NaT))
+    if not np.any(missing) or any(isinstance(e, dates) for e in np.ravel(entries[missing])):
         return False
-    # the other entries are numbers, booleans too (those of a nullable boolean dtype)
-    return all(isinstance(entry, numbers.Real) for entry in np.ravel(entries[~missing]))
+    return all(
+        isinstance(entry, numbers.Real) and not isinstance(entry, (bool, np.bool_))
+        for entry in np.ravel(entries[~missing])
+    )
 
 
 def value_summary(value: Any, shown: int = 3) -> str:

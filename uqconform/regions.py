@@ -397,9 +397,9 @@ def check_output_columns(
     where the names come from (a region, or a model's fit).
 
     String column labels must equal string ``output_names``. Integer labels are compared
-    with integer ``output_names`` when they hold the same labels in another order; without
-    integer names they are the outputs' positions, so labels that reorder
-    ``0, ..., d - 1`` (``Y[[1, 0]]`` of a frame built from an array) are refused. Other
+    with integer ``output_names`` when they hold the same labels in another order; other
+    integer labels are the outputs' positions, so labels that reorder ``0, ..., d - 1``
+    (``Y[[1, 0]]`` of a frame built from an array) are refused whatever the names. Other
     labels (strings against integer names, integers that are no reordering) say nothing
     about the order: the columns are read by position.
     """
@@ -408,20 +408,21 @@ def check_output_columns(
         return
     known = None if output_names is None else (_one_kind(list(output_names)) or None)
     text = isinstance(labels[0], str)
-    if known is None or isinstance(known[0], str) != text:  # no names of this kind
-        positions = list(range(len(labels)))
-        if not text and labels != positions and sorted(labels) == positions:
+    if known is not None and isinstance(known[0], str) == text:  # names of this kind
+        if labels == known:
+            return
+        if text or sorted(labels) == sorted(known):
             raise ValueError(
-                f"The columns of `{name}` {labels} reorder the outputs {positions} (integer "
-                "column labels are read as the outputs' positions); give them in that order, "
-                f"e.g. {name}[{positions}], or pass {name}.to_numpy() to read the columns as "
-                "they stand."
+                f"The columns of `{name}` {labels} differ from {seen} {known}; give the "
+                f"outputs in the same order, e.g. {name}[{attribute}]."
             )
-        return
-    if labels != known and (text or sorted(labels) == sorted(known)):
+    positions = list(range(len(labels)))
+    if not text and labels != positions and sorted(labels) == positions:
         raise ValueError(
-            f"The columns of `{name}` {labels} differ from {seen} {known}; give the outputs "
-            f"in the same order, e.g. {name}[{attribute}]."
+            f"The columns of `{name}` {labels} reorder the outputs {positions} (integer "
+            "column labels are read as the outputs' positions); give them in that order, "
+            f"e.g. {name}[{positions}], or pass {name}.to_numpy() to read the columns as "
+            "they stand."
         )
 
 

@@ -158,13 +158,12 @@ def _score_name(model: Any) -> str:
 
 
 def _scores_frames(model: Any) -> bool:
-    """Whether ``model`` gets the candidates of a DataFrame ``X`` as a DataFrame: yes,
-    unless it (or the estimator of a bound method such as ``clf.predict_proba``) was fitted
-    without feature names, which scikit-learn would warn about at every batch."""
+    """Whether ``model`` gets the candidates of a DataFrame ``X`` as a DataFrame: only a
+    model (or the estimator of a bound method such as ``clf.predict_proba``) fitted with
+    feature names. Any other function gets arrays, as it always did (a function written
+    for arrays, ``lambda Z: clf.predict_proba(Z[:, :4])``, fails on a frame)."""
     owner = model if hasattr(model, "predict_proba") else getattr(model, "__self__", None)
-    return not (
-        hasattr(owner, "n_features_in_") and getattr(owner, "feature_names_in_", None) is None
-    )
+    return getattr(owner, "feature_names_in_", None) is not None
 
 
 def worst_of_k_perturbation(
@@ -190,9 +189,10 @@ def worst_of_k_perturbation(
     ----------
     X : array-like or DataFrame of shape (n_samples, n_features)
         Numeric inputs (not modified). Every column of a DataFrame is shifted, so every
-        column must be numeric; the candidates are then scored as DataFrames with ``X``'s
-        columns, so a model that selects columns by name (a ``ColumnTransformer``) can be
-        attacked (as an array for a model fitted without feature names).
+        column must be numeric. A model fitted with feature names (or its bound
+        ``predict_proba``) scores the candidates as DataFrames with ``X``'s columns, so one
+        that selects columns by name (a ``ColumnTransformer``) can be attacked; any other
+        model or function gets arrays.
     y : array-like of shape (n_samples,)
         True labels, in the order of ``X``'s rows (a pandas ``y`` indexed by ``X``'s row
         labels in another order is refused).

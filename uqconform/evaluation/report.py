@@ -214,7 +214,7 @@ class CoverageReport:
             lines.append(line)
         if self.by_group is not None:
             lines.append("per group:")
-            levels = {"alpha": lambda value: f"{value:g}"}  # a level as given: 0.05, not 0.05000
+            levels = {"alpha": lambda value: f"{value:.15g}"}  # as given: 0.05, not 0.05000
             text = self.by_group.to_string(
                 index=False,
                 float_format=lambda value: f"{value:#.4g}",
@@ -402,8 +402,9 @@ def _warn_if_seen_rows(model: Any, X_test: Any, y_test: Any) -> None:
         return
     if fingerprint == seen["calibration"]:
         warn_user(
-            "evaluate got the rows `model` was calibrated on: their coverage is at least "
-            "ceil((n + 1)(1 - alpha)) / n by construction, not a test of the guarantee. "
+            "evaluate got the rows `model` was calibrated on: their coverage is about "
+            "1 - alpha by construction (at least ceil((n + 1)(1 - alpha)) / n for scores "
+            "that draw nothing), not a test of the guarantee. "
             "Evaluate on rows held out from fit and calibrate.",
             UserWarning,
         )

@@ -36,6 +36,7 @@ from uqconform.base import (
     check_calibration_settings,
     keeps_state_on_error,
     record_calibration_settings,
+    remember_training_rows,
 )
 from uqconform.quantiles import check_alpha, check_call_alpha, check_miscoverage
 from uqconform.regression.crr import (
@@ -499,6 +500,7 @@ class FullConformalRidge(VersionedState, FullConformalMixin, RegressorMixin, Bas
         self.training_residuals_ = centred - features @ self.coef_
         self._label_size = label_tie_size(y, self._label_offset)  # the residuals' rounding
         record_calibration_settings(self, step="fit")
+        remember_training_rows(self, X, y)  # (evaluate warns when given them as test rows)
         return self
 
     def _checked_X(self, X: Any, *, reset: bool) -> NDArray:

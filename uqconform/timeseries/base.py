@@ -685,7 +685,7 @@ class SequentialConformalRegressor(
 
     def _check_after_absorbed(self, X: Any, *, reset: bool) -> None:
         """Rows whose values are absorbed must come after those absorbed before: warn when
-        a DatetimeIndex starts at or before the latest time absorbed (the earlier block, or
+        a DatetimeIndex starts before the latest time absorbed (the earlier block, or
         the training rows fed again online, would enter the residual memory as the next
         steps), and remember the latest time of these rows."""
         index = getattr(X, "index", None)
@@ -695,12 +695,13 @@ class SequentialConformalRegressor(
             return
         latest = None if reset else self.__dict__.get("_latest_time")
         try:
-            earlier = latest is not None and index[0] <= latest
+            # (a first row at the latest time is new: several rows may share a time)
+            earlier = latest is not None and index[0] < latest
         except TypeError:  # time zones that do not compare (naive against aware)
             earlier, latest = False, None
         if earlier:
             warn_user(
-                f"The rows given start at {index[0]}, not after the latest row absorbed "
+                f"The rows given start at {index[0]}, before the latest row absorbed "
                 f"({latest}): their values enter the residual memory as the next steps of "
                 "the series. Give only new rows, in time order (intervals for rows seen "
                 "before are in-sample).",
