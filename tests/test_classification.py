@@ -764,3 +764,34 @@ def test_prefit_models_trained_again_after_calibrate_are_refused_by_every_wrappe
         getattr(wrapper, method)(X[400:])
     wrapper.calibrate(X[200:400], y[200:400])  # recalibrated: usable again
     assert getattr(wrapper, method)(X[400:]).shape[0] == 200
+
+
+def test_models_pickled_by_an_older_build_predict_after_the_upgrade():
+    """Review finding (diffrev4): a digest stored by the previous build (which hashed other
+    things) made every such pickle refuse to predict ("trained again"), and a
+    MultiDimScoreClassifier pickled with `_heads_adopted` crashed. Older digests are not
+    compared (no scheme tag), and renamed attributes are carried over on loading."""
+    import pickle
+    import warnings
+
+    from uqconform._version import _STATE_KEY
+    from uqconform.classification import MultiDimScoreClassifier
+
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 3, 600)
+    X = np.array([[0, 0], [4, 0], [0, 4]])[y] + rng.normal(size=(600, 2))
+    heads = [LogisticRegression(C=c).fit(X[:200], y[:200]) for c in (1.0, 0.3)]
+    split = SplitConformalClassifier(FrozenEstimator(heads[0])).calibrate(X[200:400], y[200:400])
+    multidim = MultiDimScoreClassifier(heads, random_state=0).calibrate(X[200:400], y[200:400])
+    for model in (split, multidim):
+        reference = model.predict_set(X[400:])
+        state = model.__getstate__()
+        state["_adopted_digest"] = "0" * 64  # an older build's digest: no scheme tag
+        if "_estimator_adopted" in state and model is multidim:
+            state["_heads_adopted"] = state.pop("_estimator_adopted")  # the older name
+        state[_STATE_KEY] = "0.0.0"
+        old = type(model).__new__(type(model))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the version warning
+            old.__setstate__(pickle.loads(pickle.dumps(state)))
+        np.testing.assert_array_equal(old.predict_set(X[400:]), reference)

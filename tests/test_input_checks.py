@@ -1992,3 +1992,22 @@ def test_missing_candidates_get_the_message_of_a_nan(missing):
     ):
         with pytest.raises(ValueError, match="`y_candidates` must be numbers"):
             model.predict_pvalue(X[:3], other)
+
+
+def test_the_same_row_labels_in_other_dtypes_are_the_same_rows():
+    """Review finding (diffrev4): `X` indexed in UTC with `y` the same instants in another
+    zone, or an int64 index against the same labels as nullable Int64, crashed with an
+    IndexError (`Index.equals` says they differ, no label does)."""
+    rng = np.random.default_rng(0)
+    times = pd.date_range("2026-01-01", periods=300, freq="h", tz="UTC")
+    X = pd.DataFrame(rng.normal(size=(300, 2)), index=times)
+    y = pd.Series(X[0] + rng.normal(size=300), index=times.tz_convert("Europe/Paris"))
+    labels = pd.Index(np.arange(300) + 7)
+    X_int = X.set_axis(labels)
+    y_int = y.set_axis(pd.Index(labels, dtype="Int64"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for features, target in ((X, y), (X_int, y_int)):
+            model = SplitConformalRegressor(LinearRegression()).fit(features[:100], target[:100])
+            model.calibrate(features[100:200], target[100:200])
+            evaluate(model, features[200:], target[200:], alpha=0.1)

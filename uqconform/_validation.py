@@ -254,20 +254,20 @@ def check_row_order(
     # (a reversed or shifted RangeIndex, y[::-1] or y.iloc[100:], holds X's labels)
     if len(own_index) != len(x_index) or own_index.equals(x_index):
         return
+    first = _first_difference(own_index, x_index)
+    if first is None:  # the same labels, one by one, in other dtypes (time zones, Int64)
+        return
     if not (x_index.is_unique and own_index.is_unique and own_index.isin(x_index).all()):
         if not (isinstance(x_index, pd.RangeIndex) and x_index.start == 0 and x_index.step == 1):
             shown = name if name.startswith("`") else f"`{name}`"
-            at = _first_difference(own_index, x_index)
             warn_user(  # other rows' labels: another slice of the table, say
-                f"{shown} and `{rows_of}` have different row labels (position {at}: "
-                f"{_label(own_index[at])!r} and {_label(x_index[at])!r}): rows are paired by "
-                "position, not by "
-                f"label; if they come from one table, select the same rows (e.g. "
-                f"`.loc[{rows_of}.index]`).",
+                f"{shown} and `{rows_of}` have different row labels (position {first}: "
+                f"{_label(own_index[first])!r} and {_label(x_index[first])!r}): rows are "
+                "paired by position, not by label; if they come from one table, select the "
+                f"same rows (e.g. `.loc[{rows_of}.index]`).",
                 UserWarning,
             )
         return
-    first = _first_difference(own_index, x_index)
     shown = name if name.startswith("`") else f"`{name}`"
     raise ValueError(
         f"{shown} is indexed by the row labels of `{rows_of}` in another order (position "
@@ -283,10 +283,11 @@ def _label(value: Any) -> Any:
     return value.item() if isinstance(value, np.generic) else value
 
 
-def _first_difference(index: pd.Index, other: pd.Index) -> int:
-    """The first position where two indexes of one length hold different labels."""
-    differs = np.asarray(index, dtype=object) != np.asarray(other, dtype=object)
-    return int(np.flatnonzero(differs)[0])
+def _first_difference(index: pd.Index, other: pd.Index) -> int | None:
+    """The first position where two indexes of one length hold different labels (None:
+    none does, though ``Index.equals`` says they differ, as for one time in two zones)."""
+    differs = np.flatnonzero(np.asarray(index, dtype=object) != np.asarray(other, dtype=object))
+    return int(differs[0]) if differs.size else None
 
 
 def check_groups(groups: ArrayLike | None, n: int) -> NDArray | None:

@@ -28,6 +28,10 @@ class InconsistentVersionWarning(UserWarning):
     """
 
 
+#: Private attributes renamed between builds (old name: new name), for older pickles.
+_RENAMED_STATE = {"_heads_adopted": "_estimator_adopted", "_adopted": "_estimator_adopted"}
+
+
 class VersionedState:
     """Mixin for estimators: pickles carry ``uqconform.__version__`` and loading one saved
     by another version (or by a version that did not record it) warns with
@@ -59,4 +63,7 @@ class VersionedState:
                 "recalibrate it under this version, or install the version that saved it.",
                 InconsistentVersionWarning,
             )
+        for old, new in _RENAMED_STATE.items():  # attributes renamed since: the new name
+            if old in state:
+                state.setdefault(new, state.pop(old))
         super().__setstate__(state)  # type: ignore[misc]

@@ -48,7 +48,7 @@ from uqconform._validation import (
 )
 from uqconform._version import VersionedState
 from uqconform._warnings import warn_user
-from uqconform.linearize import parameter_digest
+from uqconform.linearize import comparable_digest, parameter_digest
 from uqconform.quantiles import (
     _shared_weight_thresholds,
     check_call_alpha,
@@ -382,15 +382,15 @@ def check_not_retrained(model: Any, method: str) -> None:
     in a review, or a broadcast error when the number of classes changed). Models that keep
     what they learnt outside numpy arrays (scikit-learn's trees) are not covered, and
     scalar attributes are left out (a model may count its calls in one)."""
-    recorded = model.__dict__.get("_adopted_digest")
-    if (
-        recorded is not None
-        and parameter_digest(_adopted_models(model), arrays_only=True) != recorded
-    ):
+    recorded = model.__dict__.get("_adopted_digest")  # older builds: none, or another
+    models = _adopted_models(model)
+    if comparable_digest(recorded) and parameter_digest(models, arrays_only=True) != recorded:
+        named = "`estimator`"
+        if "difficulty_estimator_" in model.__dict__:
+            named += " (or `difficulty_estimator`)"
         raise NotFittedError(
             f"{type(model).__name__}.{method}: the learnt parameters of the fitted "
-            "`estimator` (or `difficulty_estimator`) changed since calibrate (it was "
-            "trained again, or updates itself "
+            f"{named} changed since calibrate (it was trained again, or updates itself "
             "when predicting, e.g. a torch module in train mode: call model.eval()), so "
             "the calibration is the old model's: call calibrate(X_calib, y_calib) again."
         )

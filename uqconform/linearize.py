@@ -279,7 +279,19 @@ def parameter_digest(estimator: Any, *, arrays_only: bool = False) -> str:
     """
     digest = hashlib.sha256()
     _feed_digest(digest, estimator, set(), arrays_only)
-    return digest.hexdigest()
+    return f"{DIGEST_SCHEME}:{digest.hexdigest()}"
+
+
+#: The version of what `parameter_digest` hashes, at the start of every digest: a digest
+#: of another scheme (a model pickled by an older build) cannot be compared, see
+#: `comparable_digest`.
+DIGEST_SCHEME = "d2"
+
+
+def comparable_digest(recorded: Any) -> bool:
+    """Whether a stored digest was made by this build's `parameter_digest` (an older build
+    hashed other things: comparing would refuse every model it pickled)."""
+    return isinstance(recorded, str) and recorded.startswith(f"{DIGEST_SCHEME}:")
 
 
 def _feed_digest(digest: Any, value: Any, seen: set[int], arrays_only: bool = False) -> None:
@@ -309,7 +321,8 @@ def _feed_digest(digest: Any, value: Any, seen: set[int], arrays_only: bool = Fa
                 # a retrained model changes nearly every number: a strided sample of a
                 # large array tells it (hashing 4 million weights at every prediction made
                 # one-row predictions 13 times slower)
-                flat = value.reshape(-1) if value.flags.c_contiguous else value.ravel()
+                # (in memory order: a view, also of a Fortran-ordered array, not a copy)
+                flat = value.ravel(order="K")
                 value = flat[:: -(-value.size // _DIGEST_SAMPLE)]
             digest.update(np.ascontiguousarray(value).tobytes())
     elif isinstance(value, (bool, int, float, np.number)):

@@ -62,6 +62,7 @@ from uqconform._validation import (
     class_probabilities,
     missing_proba_error,
     refuse_model_class,
+    value_summary,
 )
 from uqconform._version import VersionedState
 from uqconform._warnings import warn_user
@@ -1341,7 +1342,10 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
         """The one level of a call: ``alpha``, or the constructor's (first) level."""
         levels = check_call_alpha(alpha, self.alpha)
         if alpha is not None and levels.size != 1:
-            raise ValueError(f"`alpha` must be a single level here, got {alpha!r}.")
+            raise ValueError(
+                f"`alpha` must be a single level here, got {value_summary(alpha)} (a "
+                "second positional argument is `alpha`: were targets passed there?)."
+            )
         return float(levels[0])
 
     # ---- prediction ----------------------------------------------------------------------

@@ -61,6 +61,7 @@ from uqconform.linearize import (
     _unwrap,
     check_squared_error_loss,
     check_standard_target,
+    comparable_digest,
     is_torch_module,
     linearize,
     noise_variance,
@@ -702,8 +703,8 @@ class ApproximateFullConformalRegressor(
         else:
             check_calibration_settings(self, method)
         # ... and with these weights: a model held by reference may be retrained in place
-        recorded = self.__dict__.get("_parameter_digest")  # None: pickled by an older build
-        if recorded is not None and parameter_digest(self.estimator_) != recorded:
+        recorded = self.__dict__.get("_parameter_digest")  # older builds: none, or another
+        if comparable_digest(recorded) and parameter_digest(self.estimator_) != recorded:
             again = "fit(X, y)" if self.mode_ == "full" else "calibrate(X_calib, y_calib)"
             raise NotFittedError(
                 f"{type(self).__name__}.{method}: the estimator's learnt parameters changed "
