@@ -658,3 +658,19 @@ def test_a_calibration_that_certifies_no_radius_says_why_at_calibrate():
         low = BinarizedSmoothedClassifier(model, mode="tau", tau=0.1, random_state=3)
         low.calibrate(X[500:800], y[500:800])  # certifies a radius: nothing to say
     assert low.max_radius_ > 0 and not low.predict_set(X[800:]).all()
+
+
+def test_the_mean_baseline_names_n_samples_when_its_margin_leaves_no_radius():
+    """Review finding (docsB): with too few noisy copies the mean baseline's Hoeffding
+    margin (0.36 at 50) exceeded p*, and the warning said "use a smaller sigma", which
+    does not help; more `n_samples` does."""
+    X, y = load_iris(return_X_y=True)
+    order = np.random.default_rng(0).permutation(len(y))
+    X, y = X[order] / X.max(axis=0), y[order]
+    model = LogisticRegression(max_iter=1000).fit(X[:50], y[:50])
+    with pytest.warns(UserWarning, match=r"Hoeffding margin of n_samples=60 .*use more n_samples"):
+        MeanSmoothedClassifier(model, n_samples=60, random_state=0).calibrate(X[50:], y[50:])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        more = MeanSmoothedClassifier(model, n_samples=2000, random_state=0)
+        assert more.calibrate(X[50:], y[50:]).max_radius_ > 0

@@ -1199,3 +1199,31 @@ def test_the_paper_rule_warns_when_its_formula_falls_below_the_level(digits):
         paper.set_params(coverage="exact").calibrate(X_cal, y_cal)
     assert not [w for w in caught if "< 1 - alpha" in str(w.message)]
     assert paper.majority_coverage_ >= 0.9
+
+
+def test_nan_in_x_is_named_before_a_model_that_refuses_it():
+    """Review finding (docsB): RPS let scikit-learn's "Input X contains NaN" through, where
+    the other classifiers name the model and the remedy; a model that takes NaN still
+    gets it."""
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 2))
+    y = (X[:, 0] > 0).astype(int)
+    holed = X.copy()
+    holed[[3, 150, 250], 0] = np.nan
+    fitted = ReliablePredictionSets(LogisticRegression(), k_train=2, k_calib=2).fit(
+        X[:100], y[:100]
+    )
+    listed = ReliablePredictionSets([LogisticRegression().fit(X[:100], y[:100])], k_calib=2)
+    calls = (
+        lambda: ReliablePredictionSets(LogisticRegression(), k_train=2).fit(holed, y),
+        lambda: fitted.calibrate(holed[100:], y[100:]),
+        lambda: listed.calibrate(holed, y),
+    )
+    for call in calls:
+        with pytest.raises(ValueError, match="`X` contains NaN and LogisticRegression does not"):
+            call()
+    tolerant = ReliablePredictionSets(HistGradientBoostingClassifier(max_iter=5), k_train=2)
+    tolerant.fit(holed[:200], y[:200]).calibrate(holed[200:], y[200:])
+    assert tolerant.predict_set(holed[:5]).shape == (5, 2)

@@ -597,14 +597,15 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
                 "reach under the noise: use a smaller tau (or mode='p')"
             )
         else:
-            remedy = (
-                "the model is too unsure of the true labels under this noise: use a smaller sigma"
-            )
+            remedy = self._no_radius_remedy()
         return (
             f"At alpha={alpha:g} the calibrated base probability p*={base:.3g} is no more "
             f"than every label reaches ({floor:.3g}): every set holds every class, at every "
             f"radius; {remedy}."
         )
+
+    def _no_radius_remedy(self) -> str:
+        return "the model is too unsure of the true labels under this noise: use a smaller sigma"
 
     def _warn_trivial(self, radius: float, calibrations) -> None:
         largest = min(c[2] for c in calibrations)
@@ -988,6 +989,14 @@ class MeanSmoothedClassifier(_SmoothedClassifier):
         self.alpha = alpha
         self.batch_size = batch_size
         self.random_state = random_state
+
+    def _no_radius_remedy(self) -> str:
+        # the floor every label reaches is the Hoeffding margin, set by n_samples
+        return (
+            f"that floor is the Hoeffding margin of n_samples={self.n_samples} noisy copies "
+            "(it shrinks as 1 / sqrt(n_samples)): use more n_samples, a smaller sigma if the "
+            "model is unsure under this noise, or BinarizedSmoothedClassifier"
+        )
 
     @staticmethod
     def _margin(m: int | NDArray, level: float) -> NDArray:

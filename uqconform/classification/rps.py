@@ -68,6 +68,7 @@ from uqconform._version import VersionedState
 from uqconform._warnings import warn_user
 from uqconform.base import (
     check_calibration_settings,
+    check_nan_accepted,
     check_not_retrained,
     keeps_state_on_error,
     record_calibration_settings,
@@ -1085,8 +1086,10 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
         """Check shape and features; a DataFrame is passed on as is, anything else as an array."""
         X = check_features(self, X, reset=reset)  # None, 1-D, no rows: named errors
         # Sparse input is refused (rows are hashed by their dense bytes); NaN is left to the
-        # estimator.
+        # models that take it (the others are named before they see it).
         checked = check_array(X, accept_sparse=False, dtype=None, ensure_all_finite=False)
+        models = self.__dict__.get("estimators_") or [self._base_estimator()]
+        check_nan_accepted(models[0], checked)
         return X if hasattr(X, "iloc") else checked
 
     # ---- votes ---------------------------------------------------------------------------
