@@ -419,7 +419,7 @@ class LinearizedPredictive(VersionedState, BaseEstimator):
         """Warn when the rows given to `fit` are the training rows of a scikit-learn network
         trained by ``lbfgs``: its regularised loss on them then equals its final training
         loss ``loss_`` (the loss at the returned weights) to rounding. Residuals of training
-        rows understate the noise and the scale: 90% intervals then cover 10-20%.
+        rows understate the noise and the scale: 90% intervals then cover about a quarter.
 
         Only ``lbfgs`` leaves this exact signature (``adam`` / ``sgd`` report an average over
         the last epoch, which held-out rows of a network that does not overfit can match as

@@ -138,7 +138,7 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
     estimator_ : HeadEnsemble
     classes_ : ndarray
     conformity_scores_ : ndarray
-        Scalar scores (cell prefix length, or ``1 - P(true)``) of the calibration part.
+        Scalar scores (cell prefix length, or ``1 - P(true)``) of the recalibration part.
     n_cells_ : int
         Calibration rows in the cells part (the rest is the recalibration part).
     n_calibration_ : int

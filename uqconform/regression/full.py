@@ -339,10 +339,11 @@ class FullConformalRidge(VersionedState, FullConformalMixin, RegressorMixin, Bas
         ``"exact"``: Vovk's O(n log n) sweep per test point (vectorised). ``"fast"``: the
         Burnaev-Vovk pair of one-sided machines at ``alpha/2``, for large n: another valid
         set, about as wide on average with thousands of points (per point narrower or
-        wider than the exact one); with few points never less conservative (it covers
-        ``1/(n + 1)`` more when ``floor(alpha (n + 1))`` is odd, the same otherwise, and
-        is a few per cent wider), and infinite below ``2/alpha - 1`` training points
-        where the exact set needs ``1/alpha - 1``.
+        wider than the exact one); with few points never less conservative (when
+        ``floor(alpha (n + 1))`` is odd it covers ``1/(n + 1)`` more and is wider, about
+        8% at n = 50 and 1% at n = 250 in a review; otherwise it covers the same), and
+        infinite below ``2/alpha - 1`` training points where the exact set needs
+        ``1/alpha - 1``.
     batch_size : int, default=None
         Test points processed at once (``None``: automatic, bounded memory).
 
