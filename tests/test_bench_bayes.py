@@ -210,6 +210,8 @@ def test_headlines_of_one_resplit_show_no_standard_error():
         predictive = tables["predictive (test NLL, coverage, ECE; same posterior)"]
         bridge, speed = tables["conformal bridge (alpha 0.1)"], tables["speed"]
         assert _headlines(predictive, bridge, speed) == record["headlines"]
-        single = [{**row, "nll_diff_se_resplits": math.nan, "resplits": 1} for row in predictive]
+        # one resplit: NaN when computed, null (None) when read back from results.json
+        single = [{**row, "nll_diff_se_resplits": None, "resplits": 1} for row in predictive]
+        single[0]["nll_diff_se_resplits"] = math.nan
         claims = [h["claim"] for h in _headlines(single, bridge, speed)[: len(single)]]
         assert all("+- n/a nats" in claim and "nan" not in claim for claim in claims)

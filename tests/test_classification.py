@@ -767,10 +767,11 @@ def test_prefit_models_trained_again_after_calibrate_are_refused_by_every_wrappe
 
 
 def test_models_pickled_by_an_older_build_predict_after_the_upgrade():
-    """Review finding (diffrev4): a digest stored by the previous build (which hashed other
-    things) made every such pickle refuse to predict ("trained again"), and a
-    MultiDimScoreClassifier pickled with `_heads_adopted` crashed. Older digests are not
-    compared (no scheme tag), and renamed attributes are carried over on loading."""
+    """Review finding (diffrev4, diffrev6): a digest stored by the previous build (which
+    hashed other things) made every such pickle refuse to predict ("trained again"), and a
+    MultiDimScoreClassifier pickled with `_heads_adopted` crashed. An older digest (no
+    scheme tag) that differs gives a warning, not a refusal; one that agrees, nothing;
+    renamed attributes are carried over on loading."""
     import pickle
     import warnings
 
@@ -785,13 +786,18 @@ def test_models_pickled_by_an_older_build_predict_after_the_upgrade():
     multidim = MultiDimScoreClassifier(heads, random_state=0).calibrate(X[200:400], y[200:400])
     for model in (split, multidim):
         reference = model.predict_set(X[400:])
-        state = model.__getstate__()
-        state["_adopted_digest"] = "0" * 64  # an older build's digest: no scheme tag
-        if "_estimator_adopted" in state and model is multidim:
-            state["_heads_adopted"] = state.pop("_estimator_adopted")  # the older name
-        state[_STATE_KEY] = "0.0.0"
-        old = type(model).__new__(type(model))
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # the version warning
-            old.__setstate__(pickle.loads(pickle.dumps(state)))
-        np.testing.assert_array_equal(old.predict_set(X[400:]), reference)
+        for untagged, expected in [("0" * 64, 1), (model._adopted_digest.partition(":")[2], 0)]:
+            state = model.__getstate__()
+            state["_adopted_digest"] = untagged  # an older build's digest: no scheme tag
+            if model is multidim:
+                state["_heads_adopted"] = state.pop("_estimator_adopted")  # the older name
+            state[_STATE_KEY] = "0.0.0"
+            old = type(model).__new__(type(model))
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # the version warning
+                old.__setstate__(pickle.loads(pickle.dumps(state)))
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                np.testing.assert_array_equal(old.predict_set(X[400:]), reference)
+            older = [w for w in caught if "an older build of uqconform" in str(w.message)]
+            assert bool(older) == bool(expected)

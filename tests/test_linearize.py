@@ -605,3 +605,26 @@ def test_torch_multi_output_raises():
     X, _ = _data()
     with pytest.raises(ValueError, match="only scalar regression"):
         linearize(_torch_mlp(torch, out=2), X)
+
+
+def test_the_digest_of_an_array_in_any_layout_survives_a_pickle():
+    """Review finding (diffrev6): sampling a large array in memory order changed its
+    digest over a pickle (stored in C order) for a layout neither C nor Fortran, and a
+    pickled wrapper then refused to predict ("trained again")."""
+    import pickle
+
+    from uqconform.linearize import parameter_digest
+
+    rng = np.random.default_rng(0)
+    for array in (
+        rng.normal(size=(40, 50, 3)).transpose(1, 0, 2),  # neither C nor F contiguous
+        np.asfortranarray(rng.normal(size=(100, 60))),
+        rng.normal(size=(100, 60)),
+    ):
+        copy = pickle.loads(pickle.dumps(array))
+        before = parameter_digest([array], arrays_only=True)
+        assert parameter_digest([copy], arrays_only=True) == before
+        assert parameter_digest([np.ascontiguousarray(array)], arrays_only=True) == before
+        changed = array.copy()
+        changed[tuple(0 for _ in array.shape)] += 1.0  # the first entry is always sampled
+        assert parameter_digest([changed], arrays_only=True) != before

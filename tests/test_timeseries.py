@@ -1392,13 +1392,16 @@ def test_rows_older_than_those_absorbed_are_warned_about():
     y = pd.Series(X[0] + rng.normal(size=400), index=times)
     model = EnbPI(LinearRegression(), n_bootstrap=20, random_state=0).fit(X[200:300], y[200:300])
     for rows in (slice(0, 10), slice(200, 210)):  # the earlier block; training rows again
-        with pytest.warns(UserWarning, match=r"start at .* before the latest row absorbed"):
+        with pytest.warns(UserWarning, match=r"start at .* not after the latest row absorbed"):
             pickle.loads(pickle.dumps(model)).update(X[rows], y[rows])
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # new rows in order; forecasts without values
         model.predict_interval(X[300:310], y=y[300:310])
         model.update(X[310:320], y[310:320])
         model.predict_interval(X[0:10])
-        # a new block whose first row shares the latest time (several rows per time)
-        shared = X[320:325].set_axis(times[319:324])
-        model.update(shared, y[320:325].set_axis(times[319:324]))
+        again = pickle.loads(pickle.dumps(model))
+        # a new block of a series with several rows per time, its first at the latest time
+        shared = times[[319, 320, 320, 321, 321]]
+        model.update(X[320:325].set_axis(shared), y[320:325].set_axis(shared))
+    with pytest.warns(UserWarning, match=r"start at .* not after the latest row absorbed"):
+        again.update(X[319:320], y[319:320])  # the last row again (diffrev6)

@@ -254,11 +254,12 @@ def check_row_order(
     # (a reversed or shifted RangeIndex, y[::-1] or y.iloc[100:], holds X's labels)
     if len(own_index) != len(x_index) or own_index.equals(x_index):
         return
-    first = _first_difference(own_index, x_index)
-    if first is None:  # the same labels, one by one, in other dtypes (time zones, Int64)
-        return
     if not (x_index.is_unique and own_index.is_unique and own_index.isin(x_index).all()):
-        if not (isinstance(x_index, pd.RangeIndex) and x_index.start == 0 and x_index.step == 1):
+        built_by_position = (
+            isinstance(x_index, pd.RangeIndex) and x_index.start == 0 and x_index.step == 1
+        )
+        first = None if built_by_position else _first_difference(own_index, x_index)
+        if first is not None:  # (None: the same labels in other dtypes, time zones, Int64)
             shown = name if name.startswith("`") else f"`{name}`"
             warn_user(  # other rows' labels: another slice of the table, say
                 f"{shown} and `{rows_of}` have different row labels (position {first}: "
@@ -267,6 +268,9 @@ def check_row_order(
                 f"same rows (e.g. `.loc[{rows_of}.index]`).",
                 UserWarning,
             )
+        return
+    first = _first_difference(own_index, x_index)
+    if first is None:  # the same labels, one by one, in other dtypes (time zones, Int64)
         return
     shown = name if name.startswith("`") else f"`{name}`"
     raise ValueError(

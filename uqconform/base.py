@@ -48,7 +48,7 @@ from uqconform._validation import (
 )
 from uqconform._version import VersionedState
 from uqconform._warnings import warn_user
-from uqconform.linearize import comparable_digest, parameter_digest
+from uqconform.linearize import digest_change, parameter_digest
 from uqconform.quantiles import (
     _shared_weight_thresholds,
     check_call_alpha,
@@ -382,12 +382,22 @@ def check_not_retrained(model: Any, method: str) -> None:
     in a review, or a broadcast error when the number of classes changed). Models that keep
     what they learnt outside numpy arrays (scikit-learn's trees) are not covered, and
     scalar attributes are left out (a model may count its calls in one)."""
-    recorded = model.__dict__.get("_adopted_digest")  # older builds: none, or another
-    models = _adopted_models(model)
-    if comparable_digest(recorded) and parameter_digest(models, arrays_only=True) != recorded:
-        named = "`estimator`"
-        if "difficulty_estimator_" in model.__dict__:
-            named += " (or `difficulty_estimator`)"
+    recorded = model.__dict__.get("_adopted_digest")  # older builds: none, or untagged
+    if recorded is None:
+        return
+    change = digest_change(recorded, parameter_digest(_adopted_models(model), arrays_only=True))
+    named = "`estimator`"
+    if "difficulty_estimator_" in model.__dict__:
+        named += " (or `difficulty_estimator`)"
+    if change == "maybe":
+        warn_user(
+            f"{type(model).__name__}.{method}: the learnt parameters of the fitted {named} "
+            "differ from those an older build of uqconform recorded at calibrate (it "
+            "pickled this model): it may have been trained again since, or the older build "
+            "hashed it otherwise. Call calibrate(X_calib, y_calib) again to be sure.",
+            UserWarning,
+        )
+    elif change == "changed":
         raise NotFittedError(
             f"{type(model).__name__}.{method}: the learnt parameters of the fitted "
             f"{named} changed since calibrate (it was trained again, or updates itself "

@@ -288,10 +288,16 @@ def parameter_digest(estimator: Any, *, arrays_only: bool = False) -> str:
 DIGEST_SCHEME = "d2"
 
 
-def comparable_digest(recorded: Any) -> bool:
-    """Whether a stored digest was made by this build's `parameter_digest` (an older build
-    hashed other things: comparing would refuse every model it pickled)."""
-    return isinstance(recorded, str) and recorded.startswith(f"{DIGEST_SCHEME}:")
+def digest_change(recorded: Any, current: str) -> str | None:
+    """How a stored digest compares with ``current`` (a `parameter_digest`): ``"changed"``
+    when this build made it and it differs; ``"maybe"`` when an older build made it (no
+    scheme tag) and its hash differs (it hashed fewer things, so a model it pickled may be
+    unchanged: a warning, not a refusal); else None."""
+    if not isinstance(recorded, str):
+        return None
+    if recorded.startswith(f"{DIGEST_SCHEME}:"):
+        return "changed" if recorded != current else None
+    return "maybe" if recorded != current.partition(":")[2] else None
 
 
 def _feed_digest(digest: Any, value: Any, seen: set[int], arrays_only: bool = False) -> None:
@@ -321,9 +327,10 @@ def _feed_digest(digest: Any, value: Any, seen: set[int], arrays_only: bool = Fa
                 # a retrained model changes nearly every number: a strided sample of a
                 # large array tells it (hashing 4 million weights at every prediction made
                 # one-row predictions 13 times slower)
-                # (in memory order: a view, also of a Fortran-ordered array, not a copy)
-                flat = value.ravel(order="K")
-                value = flat[:: -(-value.size // _DIGEST_SAMPLE)]
+                # (taken at C-order positions, whatever the memory layout, without copying
+                # the array: a pickled copy, stored in C order, gives the same sample)
+                positions = np.arange(0, value.size, -(-value.size // _DIGEST_SAMPLE))
+                value = value[np.unravel_index(positions, value.shape)]
             digest.update(np.ascontiguousarray(value).tobytes())
     elif isinstance(value, (bool, int, float, np.number)):
         if not arrays_only:  # (counters a model may update at predict time)

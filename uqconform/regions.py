@@ -414,7 +414,8 @@ def check_output_columns(
         if text or sorted(labels) == sorted(known):
             raise ValueError(
                 f"The columns of `{name}` {labels} differ from {seen} {known}; give the "
-                f"outputs in the same order, e.g. {name}[{attribute}]."
+                f"outputs in the same order, e.g. {name}[{attribute}], or pass "
+                f"{name}.to_numpy() if its columns are already in that order."
             )
     positions = list(range(len(labels)))
     if not text and labels != positions and sorted(labels) == positions:

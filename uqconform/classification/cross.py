@@ -441,7 +441,11 @@ default="lac"
             `SplitConformalClassifier.predict_pvalue` gives: ``g`` training rows scoring
             above the label under their fold's model, ``e`` equal to it, ``u`` uniform on
             [0, 1] (one draw per row and class, from ``random_state``). The sets of
-            `predict_set` are those of the unsmoothed p-values.
+            `predict_set` are those of the unsmoothed p-values. With an int
+            ``random_state`` the draws are a function of the seed and the rows of the
+            call: a row given again in another call gets the same draw, so over repeated
+            rows predicted one call at a time the p-values are no longer uniform (use
+            ``None`` or a Generator there).
 
         Returns
         -------

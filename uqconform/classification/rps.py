@@ -1088,8 +1088,10 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
         # Sparse input is refused (rows are hashed by their dense bytes); NaN is left to the
         # models that take it (the others are named before they see it).
         checked = check_array(X, accept_sparse=False, dtype=None, ensure_all_finite=False)
-        models = self.__dict__.get("estimators_") or [self._base_estimator()]
-        check_nan_accepted(models[0], checked)
+        template = self._base_estimator()  # (a partition model may be a constant stand-in)
+        check_nan_accepted(
+            template[0] if isinstance(template, (list, tuple)) else template, checked
+        )
         return X if hasattr(X, "iloc") else checked
 
     # ---- votes ---------------------------------------------------------------------------
@@ -1345,10 +1347,7 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
         """The one level of a call: ``alpha``, or the constructor's (first) level."""
         levels = check_call_alpha(alpha, self.alpha)
         if alpha is not None and levels.size != 1:
-            raise ValueError(
-                f"`alpha` must be a single level here, got {value_summary(alpha)} (a "
-                "second positional argument is `alpha`: were targets passed there?)."
-            )
+            raise ValueError(f"`alpha` must be a single level here, got {value_summary(alpha)}.")
         return float(levels[0])
 
     # ---- prediction ----------------------------------------------------------------------

@@ -61,7 +61,7 @@ from uqconform.linearize import (
     _unwrap,
     check_squared_error_loss,
     check_standard_target,
-    comparable_digest,
+    digest_change,
     is_torch_module,
     linearize,
     noise_variance,
@@ -703,8 +703,17 @@ class ApproximateFullConformalRegressor(
         else:
             check_calibration_settings(self, method)
         # ... and with these weights: a model held by reference may be retrained in place
-        recorded = self.__dict__.get("_parameter_digest")  # older builds: none, or another
-        if comparable_digest(recorded) and parameter_digest(self.estimator_) != recorded:
+        recorded = self.__dict__.get("_parameter_digest")  # older builds: none, or untagged
+        change = digest_change(recorded, parameter_digest(self.estimator_))
+        if change == "maybe":
+            warn_user(
+                f"{type(self).__name__}.{method}: the estimator's learnt parameters differ "
+                "from those an older build of uqconform recorded (it pickled this model): "
+                "it may have been trained again since, or the older build hashed it "
+                "otherwise. Fit (or calibrate) it again to be sure.",
+                UserWarning,
+            )
+        elif change == "changed":
             again = "fit(X, y)" if self.mode_ == "full" else "calibrate(X_calib, y_calib)"
             raise NotFittedError(
                 f"{type(self).__name__}.{method}: the estimator's learnt parameters changed "

@@ -685,7 +685,8 @@ class SequentialConformalRegressor(
 
     def _check_after_absorbed(self, X: Any, *, reset: bool) -> None:
         """Rows whose values are absorbed must come after those absorbed before: warn when
-        a DatetimeIndex starts before the latest time absorbed (the earlier block, or
+        a DatetimeIndex starts before the latest time absorbed, or at it where no time has
+        held several rows (the earlier block, the last row again, or
         the training rows fed again online, would enter the residual memory as the next
         steps), and remember the latest time of these rows."""
         index = getattr(X, "index", None)
@@ -694,20 +695,25 @@ class SequentialConformalRegressor(
                 self.__dict__.pop("_latest_time", None)
             return
         latest = None if reset else self.__dict__.get("_latest_time")
+        # several rows may share a time: then a first row at the latest time is new
+        shared = bool(not reset and self.__dict__.get("_times_repeat", False))
+        shared = shared or index.has_duplicates
         try:
-            # (a first row at the latest time is new: several rows may share a time)
-            earlier = latest is not None and index[0] < latest
+            earlier = latest is not None and (
+                index[0] < latest or (index[0] == latest and not shared)
+            )
         except TypeError:  # time zones that do not compare (naive against aware)
             earlier, latest = False, None
         if earlier:
             warn_user(
-                f"The rows given start at {index[0]}, before the latest row absorbed "
+                f"The rows given start at {index[0]}, not after the latest row absorbed "
                 f"({latest}): their values enter the residual memory as the next steps of "
                 "the series. Give only new rows, in time order (intervals for rows seen "
                 "before are in-sample).",
                 UserWarning,
             )
         self._latest_time = index.max() if latest is None else max(latest, index.max())
+        self._times_repeat = shared
 
     def _short_history(
         self, available: int, needed: int, purpose: str, n_fit: int | None, hint: str = ""

@@ -759,9 +759,10 @@ def run(ctx) -> FamilyResult:
     )
 
 
-def _se_text(se: float) -> str:
-    """A standard error for a headline: "n/a" for one resplit (it has none)."""
-    return f"{se:.4f}" if np.isfinite(se) else "n/a"
+def _se_text(se: float | None) -> str:
+    """A standard error for a headline: "n/a" for one resplit (it has none; stored tables
+    hold it as null)."""
+    return "n/a" if se is None or not np.isfinite(se) else f"{se:.4f}"
 
 
 def _headlines(predictive, bridge, speed) -> list[dict[str, Any]]:
