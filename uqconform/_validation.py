@@ -263,7 +263,7 @@ def check_row_order(
             shown = name if name.startswith("`") else f"`{name}`"
             warn_user(  # other rows' labels: another slice of the table, say
                 f"{shown} and `{rows_of}` have different row labels (position {first}: "
-                f"{_label(own_index[first])!r} and {_label(x_index[first])!r}): rows are "
+                f"{_plain(own_index[first])!r} and {_plain(x_index[first])!r}): rows are "
                 "paired by position, not by label; if they come from one table, select the "
                 f"same rows (e.g. `.loc[{rows_of}.index]`).",
                 UserWarning,
@@ -281,9 +281,9 @@ def check_row_order(
     )
 
 
-def _label(value: Any) -> Any:
-    """A row label for a message: a numpy scalar as the Python value (``500``, not
-    ``np.int64(500)``)."""
+def _plain(value: Any) -> Any:
+    """A numpy scalar as the Python value, for readable messages (``'a'``, not ``np.str_``;
+    ``500``, not ``np.int64(500)``)."""
     return value.item() if isinstance(value, np.generic) else value
 
 

@@ -31,6 +31,7 @@ from uqconform._rows import n_rows, row_sliceable, rows_fingerprint, slice_rows
 from uqconform._seeding import check_random_state_value, seeded_clone, seeded_generator
 from uqconform._validation import (
     NonFiniteOutputError,
+    _plain,
     check_features,
     check_fitted_model,
     check_frozen_is_fitted,
@@ -129,30 +130,25 @@ def sets_within_thresholds(scores: NDArray, thresholds: NDArray, n_levels: int) 
     return out
 
 
-def _plain(value: Any) -> Any:
-    """A numpy scalar as the Python value, for readable messages (``'a'``, not ``np.str_``)."""
-    return value.item() if isinstance(value, np.generic) else value
-
-
 def remember_training_rows(model: Any, X: Any, y: Any, *, trained: bool = True) -> None:
-    """Keep a fingerprint of the rows ``fit`` trained on (for `warn_if_training_rows`);
-    ``trained=False`` (fit trained nothing: a ``FrozenEstimator``, models fitted elsewhere)
-    forgets it."""
+    """Keep a fingerprint of the rows ``fit`` trained on (for `remember_calibration_rows`
+    and `uqconform.evaluation.evaluate`); ``trained=False`` (fit trained nothing: a
+    ``FrozenEstimator``, models fitted elsewhere) forgets it."""
     if trained:
         model.__dict__["_training_rows"] = rows_fingerprint(X, y)
     else:
         model.__dict__.pop("_training_rows", None)
 
 
-def warn_if_training_rows(
+def remember_calibration_rows(
     model: Any, X: Any, y: Any, consequence: str = "the prediction sets will under-cover"
 ) -> None:
-    """Warn when ``calibrate`` gets the rows ``fit`` trained on (the same ``X`` and ``y``
-    in the same order, in any container): a model's errors on its own training rows are
-    optimistic, so the sets would under-cover (``consequence`` says what happens to the
-    wrapper's output). A subset or a shuffle of them is not recognised. The calibration
-    rows' fingerprint is kept too: `uqconform.evaluation.evaluate` warns when it gets them
-    as test rows."""
+    """Keep a fingerprint of the calibration rows (`uqconform.evaluation.evaluate` warns
+    when it gets them as test rows), and warn when they are the rows ``fit`` trained on
+    (the same ``X`` and ``y`` in the same order, in any container): a model's errors on
+    its own training rows are optimistic, so the sets would under-cover (``consequence``
+    says what happens to the wrapper's output). A subset or a shuffle of them is not
+    recognised."""
     trained = model.__dict__.get("_training_rows")
     fingerprint = rows_fingerprint(X, y)
     model.__dict__["_calibration_rows"] = fingerprint
@@ -178,7 +174,8 @@ def record_calibration_settings(model: Any, *, step: str = "calibrate") -> None:
         name: _FittedState.of(getattr(model, name)) for name in names
     }
     if step == "calibrate":
-        # an adopted model is held by reference: the user can train it again in place
+        # an adopted model (or a difficulty model given fitted) is held by reference: the
+        # user can train it again in place
         models = _adopted_models(model)
         model.__dict__["_adopted_digest"] = (
             parameter_digest(models, arrays_only=True) if models else None
@@ -379,9 +376,11 @@ def check_not_retrained(model: Any, method: str) -> None:
     """Refuse a fitted model adopted by ``calibrate`` that was trained again in place since
     (its learnt numbers changed, `parameter_digest`): the scores and thresholds are those of
     the old model, and the sets would lose their guarantee silently (coverage 0.60 at 0.90
-    in a review, or a broadcast error when the number of classes changed). Models that keep
-    what they learnt outside numpy arrays (scikit-learn's trees) are not covered, and
-    scalar attributes are left out (a model may count its calls in one)."""
+    in a review, or a broadcast error when the number of classes changed). It covers the
+    models `_adopted_models` lists (a difficulty model given fitted, RPS's partition
+    models); a digest recorded by an older build only warns. Models that keep what they
+    learnt outside numpy arrays (scikit-learn's trees) are not covered, and scalar
+    attributes are left out (a model may count its calls in one)."""
     recorded = model.__dict__.get("_adopted_digest")  # older builds: none, or untagged
     if recorded is None:
         return
@@ -763,8 +762,10 @@ class ConformalPredictor(ModelWrapper):
 
     #: What a prediction is when a stratum has too few calibration points (for warnings).
     _unbounded_prediction: str = "the whole output space"
-    #: What the prediction of a row of a group unseen at calibration is (for warnings).
+    #: What the prediction of a row of a group unseen at calibration is (for warnings),
+    #: after ``_unseen_group_lead``.
     _unseen_group_prediction: str = "the whole output space"
+    _unseen_group_lead: str = "their sets are"
     #: Covariate-shift weights ``w(X)``; wrappers that offer it take it in ``__init__``
     #: (weighted conformal prediction, see `_weighted_threshold_rows`).
     likelihood_ratio: Callable[[Any], ArrayLike] | None = None
@@ -853,7 +854,7 @@ class ConformalPredictor(ModelWrapper):
         X = self._start_calibration(X)
         n = n_rows(X)
         y = self._check_target(y, n, calibrating=True)
-        warn_if_training_rows(self, X, y)
+        remember_calibration_rows(self, X, y)
         group_labels = check_groups(groups, n)
         self._check_nan(X)
         self._store_calibration(X, y, group_labels)
@@ -1003,7 +1004,7 @@ class ConformalPredictor(ModelWrapper):
                 warn_user(
                     f"{'1 row belongs' if count == 1 else f'{count} rows belong'} to groups "
                     "without calibration data "
-                    f"(e.g. {_plain(labels[unseen][0])!r}); their sets are "
+                    f"(e.g. {_plain(labels[unseen][0])!r}); {self._unseen_group_lead} "
                     f"{self._unseen_group_prediction}.",
                     UserWarning,
                 )

@@ -24,7 +24,7 @@ import hashlib
 import sys
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -254,18 +254,25 @@ def parameter_count(estimator: Any, *, curvature: str = "full") -> int:
 _DIGEST_SAMPLE = 4096
 
 
+#: The version of what `parameter_digest` hashes, at the start of every digest: a digest
+#: of another scheme (a model pickled by an older build) is judged by `digest_change`.
+DIGEST_SCHEME = "d2"
+
+
 def parameter_digest(estimator: Any, *, arrays_only: bool = False) -> str:
     """A digest of a fitted model's learnt state, to notice a model retrained in place.
 
     Hashes the numbers a model learnt: a torch module's parameters and buffers; for
     scikit-learn objects, every public fitted attribute (name ending in ``_``) holding
-    numpy numbers, through Pipelines, FrozenEstimator, TransformedTargetRegressor and
-    searches (their fitted sub-models). Equal for a pickled copy; it changes when the
-    models `linearize` reads (linear models, MLPs, torch modules) are trained again on
-    other data or with another seed. Models that keep what they learnt in other objects
-    (scikit-learn's trees) are not covered. ``arrays_only`` leaves out scalar attributes
-    (and lists of scalars): a model may count its calls in one, and a retrained model's
-    arrays change anyway; it hashes a strided sample of 4,096 numbers of a larger array.
+    numpy numbers and every fitted model held in an attribute (a CQR pair given fitted),
+    through Pipelines, FrozenEstimator, TransformedTargetRegressor and searches (their
+    fitted sub-models). It starts with `DIGEST_SCHEME`. Equal for a pickled copy; it
+    changes when the models `linearize` reads (linear models, MLPs, torch modules) are
+    trained again on other data or with another seed. Models that keep what they learnt
+    in other objects (scikit-learn's trees) are not covered. ``arrays_only`` leaves out
+    scalar attributes (and lists of scalars): a model may count its calls in one, and a
+    retrained model's arrays change anyway; it hashes a strided sample of 4,096 numbers of
+    a larger array.
 
     Examples
     --------
@@ -282,13 +289,7 @@ def parameter_digest(estimator: Any, *, arrays_only: bool = False) -> str:
     return f"{DIGEST_SCHEME}:{digest.hexdigest()}"
 
 
-#: The version of what `parameter_digest` hashes, at the start of every digest: a digest
-#: of another scheme (a model pickled by an older build) cannot be compared, see
-#: `comparable_digest`.
-DIGEST_SCHEME = "d2"
-
-
-def digest_change(recorded: Any, current: str) -> str | None:
+def digest_change(recorded: Any, current: str) -> Literal["changed", "maybe"] | None:
     """How a stored digest compares with ``current`` (a `parameter_digest`): ``"changed"``
     when this build made it and it differs; ``"maybe"`` when an older build made it (no
     scheme tag) and its hash differs (it hashed fewer things, so a model it pickled may be

@@ -63,8 +63,8 @@ from uqconform.base import (
     check_not_retrained,
     keeps_state_on_error,
     record_calibration_settings,
+    remember_calibration_rows,
     remember_training_rows,
-    warn_if_training_rows,
 )
 from uqconform.classification.split import encode_labels
 from uqconform.quantiles import (
@@ -431,7 +431,7 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
         values = self._numeric(X)
         n = values.shape[0]
         given = self._check_target(y, n, calibrating=True)
-        warn_if_training_rows(self, X, given)
+        remember_calibration_rows(self, X, given)
         labels = encode_labels(given, self.classes_)
         level = self._failure_level(n)
         if not self._informative(np.array([self.n_samples]), level)[0]:

@@ -55,8 +55,8 @@ from uqconform.base import (
     forward_input_tags,
     keeps_state_on_error,
     record_calibration_settings,
+    remember_calibration_rows,
     remember_training_rows,
-    warn_if_training_rows,
 )
 from uqconform.classification.heads import HeadEnsemble
 from uqconform.classification.split import encode_labels
@@ -424,7 +424,7 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
         self._check_columns_against_heads(X)
         n = n_rows(X)
         given = check_class_labels(y, n)
-        warn_if_training_rows(self, X, given)
+        remember_calibration_rows(self, X, given)
         labels = encode_labels(given, self.classes_)
         levels = check_alpha(self.alpha, "alpha")
         order = self._rng(2).permutation(n)

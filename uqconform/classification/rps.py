@@ -72,8 +72,8 @@ from uqconform.base import (
     check_not_retrained,
     keeps_state_on_error,
     record_calibration_settings,
+    remember_calibration_rows,
     remember_training_rows,
-    warn_if_training_rows,
 )
 from uqconform.classification.split import encode_labels
 from uqconform.quantiles import (
@@ -1190,7 +1190,7 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
         X = self._check_X(X, reset=not hasattr(self, "n_features_in_"))
         n = n_rows(X)
         given = check_class_labels(y, n)
-        warn_if_training_rows(self, X, given)
+        remember_calibration_rows(self, X, given)
         labels = encode_labels(given, self.classes_)
         k = int(self.k_calib)
         digests = row_digests(X, self.salt)[:, 0]

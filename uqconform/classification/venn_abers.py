@@ -45,7 +45,7 @@ from uqconform.base import (
     ModelWrapper,
     keeps_state_on_error,
     record_calibration_settings,
-    warn_if_training_rows,
+    remember_calibration_rows,
 )
 from uqconform.classification.cross import CrossFitClassifier
 from uqconform.classification.split import encode_labels
@@ -423,7 +423,7 @@ class VennAbersCalibrator(ClassifierMixin, ModelWrapper):
         X = self._start_calibration(X)
         n = n_rows(X)
         labels = self._check_target(y, n, calibrating=True)
-        warn_if_training_rows(self, X, labels, "the probabilities will be overconfident")
+        remember_calibration_rows(self, X, labels, "the probabilities will be overconfident")
         self._check_nan(X)
         classes = self.classes_
         index = encode_labels(labels, classes)

@@ -53,8 +53,8 @@ from uqconform.base import (
     keeps_state_on_error,
     record_calibration_settings,
     refuses_nan,
+    remember_calibration_rows,
     remember_training_rows,
-    warn_if_training_rows,
 )
 from uqconform.regions import (
     LatentMap,
@@ -486,7 +486,7 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
         X = self._validate_X(X, reset=not hasattr(self, "n_features_in_"))
         n = n_rows(X)
         Y = self._check_target(y, n, calibrating=True)
-        warn_if_training_rows(self, X, Y)
+        remember_calibration_rows(self, X, Y)
         group_labels = check_groups(groups, n)
         self._check_nan(X)
         if prefit:

@@ -53,8 +53,8 @@ from uqconform.base import (
     check_calibration_settings,
     keeps_state_on_error,
     record_calibration_settings,
+    remember_calibration_rows,
     remember_training_rows,
-    warn_if_training_rows,
 )
 from uqconform.linearize import (
     Linearization,
@@ -687,7 +687,7 @@ class ApproximateFullConformalRegressor(
         else:
             X = self._check_X(X, reset=False)
         y = check_regression_target(y, _num_samples(X))
-        warn_if_training_rows(self, X, y)
+        remember_calibration_rows(self, X, y)
         self._prepare(self._linearize(X), y, refine=True)
         self.mode_ = "split+refine"
         self.__dict__.pop("_fit_settings", None)

@@ -13,7 +13,6 @@ from uqconform._rows import n_rows, row_sliceable, slice_rows
 from uqconform._validation import (
     NonFiniteOutputError,
     check_bool,
-    check_groups,
     check_row_order,
     value_summary,
 )
@@ -134,7 +133,8 @@ class ConformalPredictiveSystem(SplitConformalRegressor):
         "infinite intervals from predict_interval at that level (predict_cdf and the "
         "quantiles that n points can give are unaffected)"
     )
-    # what the rows of a group unseen at calibration get (see `_group_index`)
+    # what the rows of a group unseen at calibration get (see `_group_index`): no sets
+    _unseen_group_lead = "their predictive distributions carry no information:"
     _unseen_group_prediction = (
         "predict_cdf gives tau at every value (1/2 unless smooth=True), lower quantiles "
         "are -inf and upper ones +inf, intervals (and predict_set) the whole real line, "
@@ -167,26 +167,6 @@ class ConformalPredictiveSystem(SplitConformalRegressor):
 
     def _score_object(self) -> SignedResidualScore:
         return _PredictiveScore(normalized=bool(self.normalized))
-
-    def _group_index(
-        self, groups: ArrayLike | None, n: int, *, warn: bool = True
-    ) -> NDArray | None:
-        """As for every wrapper, with a warning that says what a predictive system gives
-        the rows of groups unseen at calibration (it has no sets)."""
-        position = super()._group_index(groups, n, warn=False)
-        if not warn or position is None:
-            return position
-        unseen = position == self.groups_.size  # the empty extra group
-        if unseen.any():
-            count = int(unseen.sum())
-            example = _plain(np.asarray(check_groups(groups, n))[unseen][0])
-            warn_user(
-                f"{'1 row belongs' if count == 1 else f'{count} rows belong'} to groups "
-                f"without calibration data (e.g. {example!r}); their predictive "
-                f"distributions carry no information: {self._unseen_group_prediction}.",
-                UserWarning,
-            )
-        return position
 
     def _warn_lifted_spreads(self, difficulty: NDArray, residuals: NDArray) -> None:
         """Warn when at least 1% of the calibration rows had their spread lifted to the
@@ -408,6 +388,8 @@ class _PredictiveScore(SignedResidualScore):
     threshold times a test row's spread is infinite, which the calibration warning
     announced (numpy's bare "overflow encountered in multiply" would add nothing)."""
 
-    def inverse(self, y_pred, threshold, difficulty=None):
+    def inverse(
+        self, y_pred: NDArray, threshold: NDArray | float, difficulty: NDArray | None = None
+    ) -> NDArray:
         with np.errstate(over="ignore"):
             return super().inverse(y_pred, threshold, difficulty)

@@ -18,11 +18,10 @@ for a dependent series); with SPCI's and KOWCPI's data-dependent weights it is a
 weighted-conformal approximation: on exchangeable series KOWCPI measured within half a
 point of ``1 - alpha`` with a window of 1 (0.896 to 0.903 over 150-300 seeds, depending on
 the number of residuals; its ``beta`` search costs up to about a point) and above it with
-longer windows (0.917 at 3),
-SPCI
-below it, more so with longer windows (0.895, 0.891 and 0.886 at windows 1, 10 and 100,
-alpha 0.1, 100-900 seeds in a review; its width-minimising ``beta`` search on the stored
-residuals causes most of it: ``beta_grid=1`` measured 0.895 at window 100). ACI
+longer windows (0.917 at 3), SPCI below it, more so with longer windows (0.895, 0.891
+and 0.886 at windows 1, 10 and 100, alpha 0.1, 100-900 seeds in a review; its
+width-minimising ``beta`` search on the stored residuals causes most of it:
+``beta_grid=1`` measured 0.895 at window 100). ACI
 (``aci_gamma``) bounds the long-run miss rate on any sequence. Watch the rolling coverage
 (``rolling_coverage``).
 """
@@ -669,10 +668,9 @@ class SequentialConformalRegressor(
         # the model named, before it fails inside scikit-learn
         check_nan_accepted(self._estimator_or_default(), X)
         _warn_out_of_time_order(X, y)
-        if y is not None:
-            self._check_after_absorbed(X, reset=reset)
         if y is None:
             return X, None
+        self._check_after_absorbed(X, reset=reset)
         n = _num_samples(X)
         if not reset and np.ndim(y) == 0:  # one observation, e.g. ``y[t]`` for ``X[t:t+1]``
             if n != 1:
@@ -686,9 +684,9 @@ class SequentialConformalRegressor(
     def _check_after_absorbed(self, X: Any, *, reset: bool) -> None:
         """Rows whose values are absorbed must come after those absorbed before: warn when
         a DatetimeIndex starts before the latest time absorbed, or at it where no time has
-        held several rows (the earlier block, the last row again, or
-        the training rows fed again online, would enter the residual memory as the next
-        steps), and remember the latest time of these rows."""
+        held several rows (the earlier block, the last row again, or the training rows fed
+        again online, would enter the residual memory as the next steps), and remember the
+        latest time of these rows."""
         index = getattr(X, "index", None)
         if not isinstance(index, pd.DatetimeIndex) or len(index) == 0:
             if reset:  # a fit on rows without times: nothing to compare later rows with

@@ -136,11 +136,9 @@ def _model(method: str, model, seed: int, flows, ctx):
 def mean_volume_se(volume: np.ndarray, mc_std: np.ndarray) -> float:
     """Standard error of the mean of per-row volume estimates, rows and Monte Carlo noise.
 
-    With an independent estimate per row the spread of the estimates holds both (the
-    Monte Carlo variance was counted again on top). A region that only translates with x
-    (ResidualCONTRA, the global ellipse) has one estimate shared by every row, whose noise
-    does not average out over the rows: it is added once (divided by the number of rows it
-    made the standard error 18 times too small in a review).
+    With an independent estimate per row the spread of the estimates holds both. A region
+    that only translates with x (ResidualCONTRA, the global ellipse) has one estimate
+    shared by every row, whose noise does not average out over the rows: it is added once.
 
     Examples
     --------
