@@ -171,6 +171,18 @@ def check_features(estimator: BaseEstimator, X: Any, *, reset: bool) -> Any:
     return X
 
 
+def frame_as_numbers(Y: Any, name: str = "Y") -> Any:
+    """A DataFrame ``Y`` checked column by column (text, booleans, dates named with their
+    column) and its nullable columns as floats (``pd.NA`` a missing value); anything else
+    as given."""
+    if not isinstance(Y, pd.DataFrame):
+        return Y
+    for column in Y.columns:  # a loop over the few outputs
+        refuse_non_number_kinds(Y[column].to_numpy(), name, f" column {column!r}")
+    floats = nullable_as_float(Y)
+    return Y if floats is None else floats
+
+
 def nullable_as_float(frame: pd.DataFrame) -> NDArray | None:
     """A frame with nullable numeric columns (``Float64``, ``Int64``, ``boolean``) as a float
     array with ``pd.NA`` as NaN, which the checks then name as a missing value; None for

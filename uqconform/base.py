@@ -372,6 +372,19 @@ def check_calibrated(model: Any, method: str, attribute: str = "conformity_score
     check_not_retrained(model, method)
 
 
+def warn_older_digest(model: Any, method: str, what: str, again: str) -> None:
+    """Warn that the learnt parameters of ``what`` differ from the digest an older build
+    recorded (`uqconform.linearize.digest_change` says "maybe"): trained again, or hashed
+    otherwise; ``again`` is the call that settles it."""
+    warn_user(
+        f"{type(model).__name__}.{method}: the learnt parameters of the {what} differ "
+        "from those an older build of uqconform recorded (it pickled this model): it may "
+        "have been trained again since, or the older build hashed it otherwise. Call "
+        f"{again} again to be sure.",
+        UserWarning,
+    )
+
+
 def check_not_retrained(model: Any, method: str) -> None:
     """Refuse a fitted model adopted by ``calibrate`` that was trained again in place since
     (its learnt numbers changed, `parameter_digest`): the scores and thresholds are those of
@@ -389,13 +402,7 @@ def check_not_retrained(model: Any, method: str) -> None:
     if "difficulty_estimator_" in model.__dict__:
         named += " (or `difficulty_estimator`)"
     if change == "maybe":
-        warn_user(
-            f"{type(model).__name__}.{method}: the learnt parameters of the fitted {named} "
-            "differ from those an older build of uqconform recorded at calibrate (it "
-            "pickled this model): it may have been trained again since, or the older build "
-            "hashed it otherwise. Call calibrate(X_calib, y_calib) again to be sure.",
-            UserWarning,
-        )
+        warn_older_digest(model, method, f"fitted {named}", "calibrate(X_calib, y_calib)")
     elif change == "changed":
         raise NotFittedError(
             f"{type(model).__name__}.{method}: the learnt parameters of the fitted "

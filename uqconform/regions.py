@@ -32,7 +32,6 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol, cast, runtime_checkable
 
 import numpy as np
-import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 from scipy.special import gammaln, logsumexp
 
@@ -40,7 +39,7 @@ from uqconform._seeding import random_generator
 from uqconform._validation import (
     check_int,
     first_non_number,
-    nullable_as_float,
+    frame_as_numbers,
     real_values,
     refuse_non_number_kinds,
 )
@@ -610,11 +609,7 @@ class PredictionRegion:
 
     def _check_points(self, Y: ArrayLike) -> NDArray:
         check_output_columns(Y, getattr(self, "output_names", None))  # older pickles: none
-        if isinstance(Y, pd.DataFrame):  # nullable columns: pd.NA is a missing value
-            for column in Y.columns:  # a loop over the few outputs
-                refuse_non_number_kinds(Y[column].to_numpy(), "Y", f" column {column!r}")
-            floats = nullable_as_float(Y)
-            Y = Y if floats is None else floats
+        Y = frame_as_numbers(Y)  # nullable columns: pd.NA is a missing value
         try:
             points = np.asarray(Y)
         except ValueError:  # ragged rows

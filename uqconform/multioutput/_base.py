@@ -21,7 +21,6 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
-import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 from scipy import sparse
 from sklearn.base import BaseEstimator, RegressorMixin
@@ -37,9 +36,9 @@ from uqconform._validation import (
     check_int,
     check_row_order,
     first_non_number,
+    frame_as_numbers,
     has_nan,
     missing_target_error,
-    nullable_as_float,
     refuse_booleans,
     refuse_non_finite,
     refuse_non_number_kinds,
@@ -97,11 +96,7 @@ def check_multioutput_target(Y: ArrayLike, n: int, n_outputs: int | None = None)
     """
     if Y is None:
         raise missing_target_error()
-    if isinstance(Y, pd.DataFrame):  # nullable columns: pd.NA is a missing value, named below
-        for column in Y.columns:  # a loop over the few outputs
-            refuse_non_number_kinds(Y[column].to_numpy(), "Y", f" column {column!r}")
-        floats = nullable_as_float(Y)
-        Y = Y if floats is None else floats
+    Y = frame_as_numbers(Y)  # nullable columns: pd.NA is a missing value, named below
     if sparse.issparse(Y):
         raise ValueError(
             f"`Y` is a sparse matrix of shape {np.shape(Y)}: pass a dense one (Y.toarray())."

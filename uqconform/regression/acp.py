@@ -55,6 +55,7 @@ from uqconform.base import (
     record_calibration_settings,
     remember_calibration_rows,
     remember_training_rows,
+    warn_older_digest,
 )
 from uqconform.linearize import (
     Linearization,
@@ -705,16 +706,10 @@ class ApproximateFullConformalRegressor(
         # ... and with these weights: a model held by reference may be retrained in place
         recorded = self.__dict__.get("_parameter_digest")  # older builds: none, or untagged
         change = digest_change(recorded, parameter_digest(self.estimator_))
+        again = "fit(X, y)" if self.mode_ == "full" else "calibrate(X_calib, y_calib)"
         if change == "maybe":
-            warn_user(
-                f"{type(self).__name__}.{method}: the estimator's learnt parameters differ "
-                "from those an older build of uqconform recorded (it pickled this model): "
-                "it may have been trained again since, or the older build hashed it "
-                "otherwise. Fit (or calibrate) it again to be sure.",
-                UserWarning,
-            )
+            warn_older_digest(self, method, "estimator", again)
         elif change == "changed":
-            again = "fit(X, y)" if self.mode_ == "full" else "calibrate(X_calib, y_calib)"
             raise NotFittedError(
                 f"{type(self).__name__}.{method}: the estimator's learnt parameters changed "
                 f"since {'fit' if self.mode_ == 'full' else 'calibrate'} (was it trained "
