@@ -1150,7 +1150,6 @@ class ConformalPredictor(ModelWrapper):
         X: Any,
         alpha: float | Sequence[float] | ArrayLike | None,
         groups: ArrayLike | None,
-        shape: tuple[int, ...],
         dtype: type,
         method: str,
     ) -> NDArray:
@@ -1165,10 +1164,9 @@ class ConformalPredictor(ModelWrapper):
         infinite, short = 0, np.zeros(alphas.size, bool)  # rows, levels: infinite (weighted)
         rng = self._rng(stream=1, content=X if self._draws_at_prediction() else None)
         step = self._batch_rows(n)
-        # one batch: its prediction is the result (no second full-size buffer to copy into)
-        out: NDArray | None = (
-            None if step >= n else np.empty((n, *shape, alphas.size), dtype=dtype)
-        )
+        # one batch: its prediction is the result (no second full-size buffer to copy into);
+        # several: a buffer shaped like the first batch's prediction, for all rows
+        out: NDArray | None = None
         for start in range(0, n, step):  # a loop over batches of rows, for bounded memory
             stop = min(start + step, n)
             block = slice_rows(X, start, stop)
@@ -1188,9 +1186,11 @@ class ConformalPredictor(ModelWrapper):
                 batch = self._predict_batch(block, rows, alphas, rng)
             except NonFiniteOutputError as error:  # name the row of X, not of the batch
                 raise error.renumbered(np.arange(start, stop), more_rows=stop < n) from None
-            if out is None:
+            if step >= n:
                 out = batch
             else:
+                if out is None:
+                    out = np.empty((n, *batch.shape[1:]), dtype=dtype)
                 out[start:stop] = batch
         assert out is not None  # X has at least one row (check_features), so one batch ran
         if weighted:

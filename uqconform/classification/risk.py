@@ -669,8 +669,7 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
         ndarray of bool, shape (n_samples, n_labels) or (n_samples, n_labels, k)
             ``sets[i, k]`` is True when label ``k`` is in the set of row ``i``.
         """
-        self._check_calibrated("predict_set")
-        return self._predict_batched(X, alpha, groups, (self.n_labels_,), bool, "predict_set")
+        return self._predict_batched(X, alpha, groups, bool, "predict_set")
 
     def predict(self, X: Any) -> NDArray:
         """The wrapped model's label matrix (``predict``; without one, probability at

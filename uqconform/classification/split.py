@@ -320,8 +320,7 @@ default="lac"
         ndarray of bool, shape (n_samples, n_classes) or (n_samples, n_classes, k)
             ``sets[i, j]`` is True when ``classes_[j]`` is in the set of row ``i``.
         """
-        self._check_calibrated("predict_set")
-        return self._predict_batched(X, alpha, groups, (len(self.classes_),), bool, "predict_set")
+        return self._predict_batched(X, alpha, groups, bool, "predict_set")
 
     def predict_pvalue(
         self, X: Any, *, groups: ArrayLike | None = None, smooth: bool = False

@@ -557,13 +557,13 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
         ndarray of shape (n_samples, 2), or (n_samples, 2, k) for k levels
             Lower and upper bounds; infinite when there were too few calibration points.
         """
-        return self._predict_batched(X, alpha, groups, (2,), float, "predict_interval")
+        return self._predict_batched(X, alpha, groups, float, "predict_interval")
 
     def predict_set(
         self, X: Any, alpha: float | ArrayLike | None = None, *, groups: ArrayLike | None = None
     ) -> NDArray:
         """The native prediction set of a scalar regressor: `predict_interval`."""
-        return self._predict_batched(X, alpha, groups, (2,), float, "predict_set")
+        return self._predict_batched(X, alpha, groups, float, "predict_set")
 
     def predict_pvalue(
         self,
