@@ -20,7 +20,6 @@ from uqconform._warnings import warn_user
 from uqconform.base import _plain
 from uqconform.quantiles import conformal_quantile
 from uqconform.regression.split import (
-    _LIFTED_SHARE_WARNED,
     _ZERO_SPREAD_FLOOR,
     SplitConformalRegressor,
 )
@@ -168,32 +167,20 @@ class ConformalPredictiveSystem(SplitConformalRegressor):
     def _score_object(self) -> SignedResidualScore:
         return _PredictiveScore(normalized=bool(self.normalized))
 
-    def _warn_lifted_spreads(self, difficulty: NDArray, residuals: NDArray) -> None:
-        """Warn when at least 1% of the calibration rows had their spread lifted to the
-        floor and have residuals above it (as `SplitConformalRegressor` does), saying what
-        that does to the distributions: their tails hold those rows' huge scores."""
-        floor = self._spread_floor()
-        lifted = difficulty <= floor
-        wrong = int(np.count_nonzero(lifted & (residuals > floor)))
-        if wrong >= _LIFTED_SHARE_WARNED * lifted.size:
-            model = type(self._difficulty_model()).__name__
-            tiny = floor <= _ZERO_SPREAD_FLOOR  # a prefit model's floor: 2.2e-308
-            scores = "about 1e308 or infinite" if tiny else "far above the others"
-            ends = "huge (up to about 1e308) or infinite (-inf, +inf)" if tiny else "far out"
-            warn_user(
-                f"`difficulty_estimator` ({model}) gave spreads <= {floor:.3g} on "
-                f"{int(lifted.sum())} of {lifted.size} calibration rows, {wrong} of which have "
-                f"absolute residuals above that ({wrong / lifted.size:.1%} of the rows): the "
-                "spreads are lifted to it, so such rows get distributions of almost no "
-                f"width, and their scores (residual / spread) are {scores}. Those scores "
-                "take the extreme places of every row's distribution (up to that share of "
-                "the rows, split between the two tails by the residuals' signs): the "
-                f"quantiles, and the ends of predict_interval, that fall there are {ends}. "
-                "(A linear or boosted model fitted to absolute residuals can extrapolate "
-                "to zero or below.) Use a difficulty model whose spreads stay positive where "
-                "there is noise, e.g. KNeighborsRegressor or RandomForestRegressor "
-                "(averages of absolute residuals), or a model with predict_std."
-            )
+    def _lifted_spreads_effect(self, floor: float) -> str:
+        """What rows whose spread was lifted to ``floor`` do to the distributions: their
+        tails hold those rows' huge scores."""
+        tiny = floor <= _ZERO_SPREAD_FLOOR  # a prefit model's floor: 2.2e-308
+        scores = "about 1e308 or infinite" if tiny else "far above the others"
+        ends = "huge (up to about 1e308) or infinite (-inf, +inf)" if tiny else "far out"
+        return (
+            "distributions of almost no width, and their scores (residual / spread) are "
+            f"{scores}. Those scores take the extreme places of every row's distribution (up "
+            "to that share of the rows, split between the two tails by the residuals' "
+            "signs): the quantiles, and the ends of predict_interval, that fall there are "
+            f"{ends}. (A linear or boosted model fitted to absolute residuals can "
+            "extrapolate to zero or below.) "
+        )
 
     def _difficulty_switch(self, on: bool) -> str:
         return f"normalized={on}"

@@ -446,14 +446,19 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
                 f"`difficulty_estimator` ({model}) gave spreads <= {floor:.3g} on "
                 f"{int(lifted.sum())} of {lifted.size} calibration rows, {wrong} of which have "
                 f"absolute residuals above that ({wrong / lifted.size:.1%} of the rows): the "
-                "spreads are lifted to it, so such rows get intervals of almost no width, "
-                "and their scores (residual / spread) are huge, which raises the threshold "
-                "and widens every other interval (a linear or boosted model fitted to "
-                "absolute residuals can extrapolate to zero or below). Use a difficulty "
-                "model whose spreads stay positive where there is noise, e.g. "
-                "KNeighborsRegressor or RandomForestRegressor (averages of absolute "
+                f"spreads are lifted to it, so such rows get {self._lifted_spreads_effect(floor)}"
+                "Use a difficulty model whose spreads stay positive where there is noise, "
+                "e.g. KNeighborsRegressor or RandomForestRegressor (averages of absolute "
                 "residuals), or a model with predict_std."
             )
+
+    def _lifted_spreads_effect(self, floor: float) -> str:
+        """What rows whose spread was lifted to ``floor`` get (for the warning above)."""
+        return (
+            "intervals of almost no width, and their scores (residual / spread) are huge, "
+            "which raises the threshold and widens every other interval (a linear or boosted "
+            "model fitted to absolute residuals can extrapolate to zero or below). "
+        )
 
     def _reset_calibration(self) -> None:
         super()._reset_calibration()
