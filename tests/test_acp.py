@@ -969,3 +969,25 @@ def test_sets_move_with_an_offset_of_the_labels(estimator):
         np.testing.assert_allclose(
             shifted - offset, reference, rtol=0, atol=64 * np.spacing(offset)
         )
+
+
+@pytest.mark.parametrize("score", ["standard", "studentized"])
+def test_a_linear_models_intercept_keeps_the_exact_ties_of_full_cp(score):
+    """Review finding (stop 51): a prior of 1e-10 of its curvature on a linear model's
+    intercept, as large as the tie margin, broke the exact tie between a test row and the
+    one training row of its group (one-hot columns with an intercept): ACP-GN returned
+    [-2, 2] where exact full CP is the whole line. A linear model's intercept now gets no
+    prior, as in FullConformalRidge."""
+    sizes = [1, 3, 1, 1]
+    groups = np.repeat(np.arange(len(sizes)), sizes)
+    X = np.eye(len(sizes))[groups][:, 1:]
+    y = np.array([0.0, -1.0, 0.0, -2.0, 0.0, 0.0])
+    X_test = np.eye(len(sizes))[[0, 1]][:, 1:]
+    params = {"alpha": 0.2, "conformity_score": score}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # rows of leverage 1, by design
+        acp = ACP(LinearRegression(), **params).fit(X, y)
+        oracle = FullConformalRidge(LinearRegression(), **params).fit(X, y)
+    got = acp.predict_interval(X_test)
+    assert np.all(np.isinf(got[0]))  # the test row's group has one training row
+    np.testing.assert_allclose(got, oracle.predict_interval(X_test), rtol=0, atol=1e-9)

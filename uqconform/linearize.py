@@ -110,6 +110,9 @@ class Linearization:
         unpenalised ones (intercepts, biases, normalisation parameters).
     parameters : ndarray of shape (n_parameters,)
         The fitted parameters ``theta*`` themselves, in the order of the columns (float64).
+    exact : bool
+        Whether the model is linear in its parameters (a scikit-learn linear model), so
+        that the linearisation is the model itself.
 
     Examples
     --------
@@ -129,6 +132,7 @@ class Linearization:
     prediction: np.ndarray
     penalized: np.ndarray
     parameters: np.ndarray
+    exact: bool = False
 
     @property
     def n_parameters(self) -> int:
@@ -207,8 +211,13 @@ def linearize(estimator: Any, X: Any, *, curvature: str = "full") -> Linearizati
             "non-finite Jacobian: some entries are NaN or infinite; check the inputs and the "
             "model (overflowing activations or diverged weights)."
         )
+    exact = not is_torch_module(model) and not isinstance(model, MLPRegressor)
     return Linearization(
-        jacobian=jacobian, prediction=prediction, penalized=penalized, parameters=parameters
+        jacobian=jacobian,
+        prediction=prediction,
+        penalized=penalized,
+        parameters=parameters,
+        exact=exact,
     )
 
 

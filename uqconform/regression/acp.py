@@ -440,12 +440,17 @@ class ApproximateFullConformalRegressor(
             self.ridge_strength_ = float(decay)
         else:
             self.ridge_strength_ = noise**2 * float(self.prior_precision)
-        # Biases carry no weight decay; a prior 1e-10 times the bias's own curvature (the
-        # average curvature for a bias no row moves: dead units) keeps the Gauss-Newton
-        # matrix well conditioned without moving the fit. Its own, so that the units of
-        # other parameters (X in micrometres) do not decide how much a bias is pinned.
+        # A network's biases carry no weight decay; a prior 1e-10 times the bias's own
+        # curvature (the average curvature for a bias no row moves: dead units) keeps the
+        # Gauss-Newton matrix well conditioned without moving the fit. Its own, so that the
+        # units of other parameters (X in micrometres) do not decide how much a bias is
+        # pinned. A linear model's intercept gets none: as large as the tie margin, it broke
+        # the exact ties of full CP (a group of one training row with an intercept), and
+        # the confidence machine handles a singular system itself.
         curvature = np.einsum("ij,ij->j", lin.jacobian, lin.jacobian)
         floor = _BIAS_PRIOR * np.where(curvature > 0, curvature, float(np.mean(curvature)))
+        if lin.exact:
+            floor = np.zeros_like(floor)
         penalty = np.where(lin.penalized, self.ridge_strength_, floor)
         self.machine_ = LinearConfidenceMachine(lin.jacobian, penalty)
         self._parameter_digest = parameter_digest(self.estimator_)
