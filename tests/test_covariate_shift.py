@@ -639,6 +639,13 @@ def test_the_ratio_names_bad_rows_and_a_boolean_mask_is_not_a_ratio():
         ratio(np.zeros(2))
     with pytest.raises(ValueError, match=r"`X` contains NaN or infinite values"):
         ratio(np.array([[np.nan, 1.0]]))
+    # text columns and no rows got scikit-learn's messages ("could not convert string to
+    # float", "StandardScaler") (stop 51's shift review)
+    with pytest.raises(ValueError, match=r"`X` has no rows"):
+        ratio(np.zeros((0, 2)))
+    text = pd.DataFrame({"a": rng.normal(size=20), "c": ["x", "y"] * 10})
+    with pytest.raises(ValueError, match=r"`X_source` holds values that are not numbers"):
+        ClassifierDensityRatio().fit(text, text)
     X = rng.normal(size=(200, 2))
     y = X[:, 0] + rng.normal(size=200)
     mask = SplitConformalRegressor(Ridge(), likelihood_ratio=lambda Z: np.asarray(Z)[:, 0] > 0)

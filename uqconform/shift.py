@@ -182,8 +182,8 @@ class ClassifierDensityRatio:
             X = np.concatenate([source, target])
         labels = np.r_[np.zeros(n_source, int), np.ones(n_target, int)]
         if self.classifier is None:  # the default pipeline takes finite numbers only
-            _refuse_nan_for_the_default("X_source", X_source)
-            _refuse_nan_for_the_default("X_target", X_target)
+            _check_numbers_for_the_default("X_source", X_source)
+            _check_numbers_for_the_default("X_target", X_target)
         elif isinstance(self.classifier, type):
             name = self.classifier.__name__
             remedy = (
@@ -243,13 +243,15 @@ class ClassifierDensityRatio:
                 f"`X` must be 2-D (rows of features), got shape {shape}; for one row use "
                 "X.reshape(1, -1)."
             )
+        if shape[0] == 0:
+            raise ValueError("`X` has no rows: pass at least one row to weigh.")
         expected = getattr(self.classifier_, "n_features_in_", None)
         if expected is not None and shape[1] != expected:
             raise ValueError(
                 f"`X` has {shape[1]} columns, but the ratio was fitted on {expected}."
             )
         if self.classifier is None:
-            _refuse_nan_for_the_default("X", X)
+            _check_numbers_for_the_default("X", X)
         proba = np.asarray(self.classifier_.predict_proba(X), dtype=float)[:, 1]
         zero, one = int(np.sum(proba == 0.0)), int(np.sum(proba == 1.0))
         # once per fit: a wrapper calls the ratio once per batch of rows, and the counts
@@ -282,20 +284,23 @@ class ClassifierDensityRatio:
         return f"ClassifierDensityRatio(classifier={self.classifier!r}, clip={self.clip!r}{extra})"
 
 
-def _refuse_nan_for_the_default(name: str, value: Any) -> None:
-    """A ValueError naming ``name`` when its numbers hold NaN or inf (the default
-    logistic pipeline cannot take them); text or other non-numbers pass (the pipeline
-    names those)."""
+def _check_numbers_for_the_default(name: str, value: Any) -> None:
+    """A ValueError naming ``name`` when it holds text or other non-numbers, or NaN or
+    inf: the default logistic pipeline takes finite numbers only."""
     nullable = nullable_as_float(value) if isinstance(value, pd.DataFrame) else None
     try:  # a nullable frame's pd.NA as NaN, named here like NaN
         if sparse.issparse(value):  # the stored entries (the rest are 0)
             numbers = np.asarray(value.data, dtype=float)
         else:
             numbers = np.asarray(value, dtype=float) if nullable is None else nullable
-        finite = np.isfinite(numbers).all()
     except (TypeError, ValueError):
-        finite = True  # not numbers: the pipeline says so
-    if not finite:
+        raise ValueError(
+            f"`{name}` holds values that are not numbers (text or category columns?), "
+            "which the default classifier (StandardScaler + LogisticRegression) cannot "
+            "take: pass a `classifier` that encodes them, e.g. a Pipeline with a "
+            "ColumnTransformer and a OneHotEncoder before the classifier."
+        ) from None
+    if not np.isfinite(numbers).all():
         raise ValueError(
             f"`{name}` contains NaN or infinite values, which the default classifier cannot "
             "take: impute them, or pass a `classifier` that handles them (e.g. "
