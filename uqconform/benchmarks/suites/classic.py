@@ -332,10 +332,14 @@ def _run_classification(ctx, mapie, crepes, evaluation, notes):
 
 def _plot(ctx, rows, size_name, title):
     def draw(fig):
+        from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
         labels = sorted({(r["dataset"], r["method"]) for r in rows})
-        libraries = sorted({r["library"] for r in rows}, key=lambda x: x != "uqconform")
+        # uqconform first, then by name: the same colour for a library in every run
+        libraries = sorted({r["library"] for r in rows}, key=lambda x: (x != "uqconform", x))
         by_key = {(r["dataset"], r["method"], r["library"]): r for r in rows}
-        axes = fig.subplots(1, 3)
+        axes = fig.subplots(1, 3, sharey=True)
+        ratios = []
         position = np.arange(len(labels))
         step = 0.8 / max(1, len(libraries))
         for k, library in enumerate(libraries):
@@ -348,19 +352,31 @@ def _plot(ctx, rows, size_name, title):
                         values.append(np.nan)
                     elif key == size_name and base is not None and base[key] > 0:
                         values.append(row[key] / base[key])
+                        ratios.append(values[-1])
                     else:
                         values.append(row[key])
-                ax.barh(position + k * step, values, height=step, label=library)
-        names = [f"{d} / {m}" for d, m in labels]
-        axes[0].set_yticks(position + 0.4 - step / 2, names, fontsize=7)
-        for ax in axes[1:]:
-            ax.set_yticks(position + 0.4 - step / 2, [""] * len(labels))
+                rows_at = position + k * step
+                if key == "time_ms":  # times span decades: bars on a log axis
+                    ax.barh(rows_at, values, height=step, label=library, color=f"C{k}")
+                else:  # coverage and ratio: points on an axis zoomed to their spread
+                    ax.plot(values, rows_at, "o", label=library, color=f"C{k}")
+        axes[0].set_yticks(position + 0.4 - step / 2, [f"{d} / {m}" for d, m in labels])
+        axes[0].tick_params(axis="y", labelsize=7)
+        axes[0].invert_yaxis()
         axes[0].axvline(1 - ALPHA, color="black", linestyle="--", linewidth=1)
-        axes[0].set_xlim(min(0.75, axes[0].get_xlim()[0]), 1.0)
         axes[0].set_xlabel("coverage (dashed: 1 - alpha)")
+        axes[1].axvline(1.0, color="black", linestyle=":", linewidth=1)
+        # at least +-5% around 1: equal sizes read as equal, not as rounding magnified
+        spread = max([0.05, *(abs(r - 1.0) * 1.1 for r in ratios if np.isfinite(r))])
+        axes[1].set_xlim(1.0 - spread, 1.0 + spread)
         axes[1].set_xlabel(f"{size_name.replace('_', ' ')} / uqconform's")
         axes[2].set_xscale("log")
+        axes[2].xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        axes[2].xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+        axes[2].xaxis.set_minor_formatter(NullFormatter())
         axes[2].set_xlabel("calibrate + predict (ms)")
+        for ax in axes:
+            ax.grid(axis="x", alpha=0.3)
         axes[0].legend(fontsize=7)
         fig.suptitle(title)
 
