@@ -572,10 +572,14 @@ def _plot_regions(ctx, keep) -> None:
                 region = model.predict_set(query)
                 region.plot(0, ax=ax, fill=False, color=_COLOURS[method], label=method)
             ax.set_title(name, fontsize=9)
-        axes[0].legend(fontsize=6, loc="best")
+        named: dict[str, Any] = {}  # every panel's methods (ResidualCONTRA: real data only)
+        for ax in axes:
+            for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+                named.setdefault(label, handle)
+        fig.legend(named.values(), named.keys(), fontsize=7, loc="outside lower center", ncol=7)
         fig.suptitle(f"Regions at alpha {LEVEL} for one x (grey: test y near that x)")
 
-    ctx.figure("regions", draw, size=(3.3 * len(panels), 3.6))
+    ctx.figure("regions", draw, size=(3.3 * len(panels), 4.0))
 
 
 @register_family(
