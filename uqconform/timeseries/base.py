@@ -668,9 +668,9 @@ class SequentialConformalRegressor(
         # the model named, before it fails inside scikit-learn
         check_nan_accepted(self._estimator_or_default(), X)
         _warn_out_of_time_order(X, y)
+        self._check_after_absorbed(X, reset=reset, absorbing=y is not None)
         if y is None:
             return X, None
-        self._check_after_absorbed(X, reset=reset)
         n = _num_samples(X)
         if not reset and np.ndim(y) == 0:  # one observation, e.g. ``y[t]`` for ``X[t:t+1]``
             if n != 1:
@@ -681,12 +681,13 @@ class SequentialConformalRegressor(
             y = np.reshape(np.asarray(y), 1)
         return X, check_regression_target(y, n)
 
-    def _check_after_absorbed(self, X: Any, *, reset: bool) -> None:
-        """Rows whose values are absorbed must come after those absorbed before: warn when
-        a DatetimeIndex starts before the latest time absorbed, or at it where no time has
-        held several rows (the earlier block, the last row again, or the training rows fed
-        again online, would enter the residual memory as the next steps), and remember the
-        latest time of these rows."""
+    def _check_after_absorbed(self, X: Any, *, reset: bool, absorbing: bool = True) -> None:
+        """Rows must come after those absorbed before: warn when a DatetimeIndex starts
+        before the latest time absorbed, or at it where no time has held several rows.
+        Rows whose values are absorbed (``absorbing``) would enter the residual memory as
+        the next steps (the earlier block, the last row again, or the training rows fed
+        again online), and their latest time is remembered; rows only forecast would get
+        intervals from later residuals (in-sample ones for rows absorbed before)."""
         index = getattr(X, "index", None)
         if not isinstance(index, pd.DatetimeIndex) or len(index) == 0:
             if reset:  # a fit on rows without times: nothing to compare later rows with
@@ -702,6 +703,16 @@ class SequentialConformalRegressor(
             )
         except TypeError:  # time zones that do not compare (naive against aware)
             earlier, latest = False, None
+        if earlier and not absorbing:
+            warn_user(
+                f"The rows given start at {index[0]}, not after the latest row absorbed "
+                f"({latest}): their intervals are not forecasts (the residual memory holds "
+                "later rows, and for rows absorbed before their own residuals: in-sample) "
+                "and carry no coverage guarantee. Forecast only rows after those absorbed.",
+                UserWarning,
+            )
+        if not absorbing:
+            return
         if earlier:
             warn_user(
                 f"The rows given start at {index[0]}, not after the latest row absorbed "
