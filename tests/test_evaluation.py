@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import math
+import pickle
 import sys
 import warnings
 
@@ -1492,3 +1494,131 @@ def test_evaluating_on_the_calibration_or_training_rows_is_warned_about():
         whole.fit(X[:200], y[:200])
         with pytest.warns(UserWarning, match="evaluate got the rows `model` was trained on"):
             evaluate(whole, X[:200], y[:200], alpha=0.1)
+
+
+@pytest.mark.parametrize("method", ["EnbPI", "KOWCPI"])
+def test_evaluate_runs_a_time_series_model_online_on_a_copy(method):
+    """Review finding (stop 52): `evaluate` called predict_interval(X_test) without `y` on a
+    time-series model, so no residual was absorbed and ACI never moved (coverage 0.41 where
+    the online protocol gave 0.79 after a variance shift); it now runs the online protocol
+    on a copy and leaves the model as it was."""
+    from uqconform.timeseries import KOWCPI, EnbPI
+
+    rng = np.random.default_rng(0)
+    t = np.arange(700)
+    X = np.c_[np.sin(t / 20), np.cos(t / 35)]
+    y = X @ [1.0, -1.0] + np.where(t < 450, 0.5, 2.0) * rng.normal(size=700)  # shift at 450
+    make = {
+        "EnbPI": lambda: EnbPI(LinearRegression(), n_bootstrap=10, aci_gamma=0.01),
+        "KOWCPI": lambda: KOWCPI(
+            LinearRegression(), window=2, n_bootstrap=10, finite_sample=False, aci_gamma=0.01
+        ),
+    }[method]
+    model = make().set_params(random_state=0).fit(X[:400], y[:400])
+    untouched = copy.deepcopy(model)
+    levels = [0.1, 0.2]
+    report = evaluate(model, X[400:], y[400:], alpha=levels)
+    online = copy.deepcopy(model).predict_interval(X[400:], y=y[400:], alpha=levels)
+    assert [row["coverage"] for row in report.rows] == coverage(y[400:], online).tolist()
+    offline = coverage(y[400:], copy.deepcopy(model).predict_interval(X[400:], alpha=levels))
+    assert report.rows[0]["coverage"] > offline[0]  # the levels and the memory moved
+    assert "online" in report.note and "copy of the model" in report.note
+    # the model passed is unchanged: its state, and what it predicts next
+    assert model.n_steps_ == untouched.n_steps_
+    assert model.effective_sample_sizes_ == untouched.effective_sample_sizes_
+    np.testing.assert_array_equal(model.memory_, untouched.memory_)
+    np.testing.assert_array_equal(model.coverage_history_, untouched.coverage_history_)
+    assert model.__dict__.get("aci_alphas_", {}) == untouched.__dict__.get("aci_alphas_", {})
+    np.testing.assert_array_equal(
+        model.predict_interval(X[400:], y=y[400:], alpha=levels),
+        untouched.predict_interval(X[400:], y=y[400:], alpha=levels),
+    )
+
+
+def test_reports_compare_by_value_with_a_group_table_and_nan_bounds(regression_data):
+    """Review finding (stop 52): `==` raised "truth value of a DataFrame is ambiguous" for a
+    report with a per-group table, and a report with NaN bounds differed from its pickled
+    copy."""
+    X, y, groups = regression_data
+    model = SplitConformalRegressor(LinearRegression()).fit(X[:300], y[:300])
+    model.calibrate(X[300:600], y[300:600])
+    report = evaluate(model, X[600:], y[600:], alpha=[0.1, 0.2], groups=groups[600:])
+    copied = pickle.loads(pickle.dumps(report))
+    assert report == copied and report == copy.deepcopy(report) and report in [copied]
+    assert not report != copied
+    changed = copy.deepcopy(report)
+    changed.by_group.loc[0, "coverage"] += 0.5
+    assert report != changed
+    assert report != evaluate(model, X[600:], y[600:], alpha=[0.1, 0.2])  # no table
+    rows = [{"alpha": 0.1, "coverage": 0.9, "bound_low": math.nan, "bound_high": math.nan}]
+    unjudged = CoverageReport("M", "regression", "mean_width", 10, None, 0.99, 0.01, rows=rows)
+    assert unjudged == pickle.loads(pickle.dumps(unjudged))
+    assert unjudged != "M"
+    with pytest.raises(TypeError, match="unhashable"):
+        hash(report)
+
+
+def test_the_dict_of_a_report_grouped_by_dates_or_periods_is_json(regression_data):
+    """Review finding (stop 52): `to_dict()` kept Timestamp and Period group labels, which
+    json.dumps refuses."""
+    X, y, _ = regression_data
+    model = SplitConformalRegressor(LinearRegression()).fit(X[:300], y[:300])
+    model.calibrate(X[300:600], y[300:600])
+    pick = np.random.default_rng(0).integers(0, 3, 900)
+    months = pd.date_range("2024-01-01", periods=3, freq="MS")
+    periods = pd.period_range("2024-01", periods=3, freq="M")
+    cases = [
+        (months.to_numpy()[pick], [stamp.isoformat() for stamp in months]),  # datetime64
+        (np.array(list(months), dtype=object)[pick], [stamp.isoformat() for stamp in months]),
+        (periods[pick], [str(period) for period in periods]),
+    ]
+    for groups, labels in cases:
+        report = evaluate(model, X[600:], y[600:], alpha=0.1, groups=groups)
+        loaded = json.loads(json.dumps(report.to_dict()))
+        assert [row["group"] for row in loaded["by_group"]] == labels
+        assert [row["count"] for row in loaded["by_group"]] == np.bincount(pick).tolist()
+
+
+def test_plot_intervals_judges_points_by_the_level_unbounded_on_fewest_rows():
+    """Review finding (stop 52): with both levels unbounded on most rows the median widths
+    tied at inf and the widest level was taken for the narrowest: 8 of 8 points outside
+    the narrow band were drawn as covered."""
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    x = np.linspace(0.0, 1.0, 20)
+    y = x + 0.5
+    try:
+        for unbounded_narrow in (12, 11):  # as many unbounded rows as the wide level, fewer
+            wide, narrow = np.c_[x - 1, x + 1], np.c_[x - 0.1, x + 0.1]
+            wide[:12] = [-np.inf, np.inf]
+            narrow[:unbounded_narrow] = [-np.inf, np.inf]
+            outside = int(np.sum((y < narrow[:, 0]) | (y > narrow[:, 1])))
+            assert outside > 0 and np.all((wide[:, 0] <= y) & (y <= wide[:, 1]))
+            for levels in ([wide, narrow], [narrow, wide]):
+                ax = plot_intervals(x, y, np.stack(levels, axis=-1))
+                missed = next(c for c in ax.collections if c.get_label() == "not covered")
+                assert len(missed.get_offsets()) == outside
+                plt.close("all")
+    finally:
+        plt.close("all")
+
+
+def test_integer_sets_are_told_to_be_cast_to_bool():
+    """Review finding (stop 52): mean_set_size of 0/1 integers did not say how to fix them."""
+    with pytest.raises(TypeError, match=r"sets.*int.*sets\.astype\(bool\)"):
+        mean_set_size(SETS.astype(int))
+    with pytest.raises(TypeError, match=r"boolean array") as refused:
+        mean_set_size(np.array([[0, 2], [1, 1]]))  # labels, not indicators: no such advice
+    assert "astype" not in str(refused.value)
+
+
+def test_a_text_confidence_is_refused_as_the_wrong_type():
+    """Review finding (stop 52): confidence="0.9" was refused as out of range, not as text."""
+    X = np.zeros((3, 1))
+    for text in ("0.9", True):
+        with pytest.raises(ValueError, match=r"confidence.*a float in \(0, 1\).*(str|bool)"):
+            evaluate(_FakeIntervalModel(), X, [1.0, 2.0, 3.0], confidence=text)
+    with pytest.raises(ValueError, match=r"confidence.*strictly between 0 and 1"):
+        evaluate(_FakeIntervalModel(), X, [1.0, 2.0, 3.0], confidence=1.5)

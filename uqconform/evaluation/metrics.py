@@ -535,7 +535,13 @@ def mean_set_size(sets: ArrayLike) -> float | NDArray:
     """
     array = _plain_array(sets, "sets")
     if array.dtype != bool:
-        raise TypeError(f"`sets` must be a boolean array, got dtype {array.dtype}.")
+        hint = ""
+        if array.dtype.kind in "iuf" and np.isin(array, (0, 1)).all():  # 0/1 indicators
+            hint = "; for 0/1 membership indicators pass sets.astype(bool)"
+        raise TypeError(
+            f"`sets` must be a boolean array (True for each label in the set), got dtype "
+            f"{array.dtype}{hint}."
+        )
     parsed = _parse_prediction(array, None, name="sets")
     _check_rows(parsed.data, None, "sets")
     return _per_level(_sizes(parsed).mean(axis=0), parsed.single)

@@ -212,8 +212,9 @@ def plot_intervals(
 ) -> Any:
     """Prediction bands of a 1-D regression problem, rows sorted by ``x``.
 
-    Points outside their (narrowest) interval are drawn in red. Infinite bounds leave a
-    gap in the band.
+    Points outside their narrowest interval are drawn in red: the level unbounded on the
+    fewest rows, and among those the one of smallest median finite width (for nested
+    sets, the largest ``alpha``). Infinite bounds leave a gap in the band.
 
     Parameters
     ----------
@@ -276,10 +277,22 @@ def plot_intervals(
     order = np.argsort(x_, kind="stable")
     xs = x_[order]
     shown = np.where(np.isfinite(bands), bands, np.nan)[order]
-    # per level: the median width (a mean is inf as soon as one band is unbounded, and
-    # levels with one each would tie: the first, possibly the widest, taken as narrowest)
-    widths = np.median(_widths(bands), axis=0)
-    for rank, level in enumerate(np.argsort(-widths, kind="stable")):
+    # levels ranked narrowest first by their unbounded rows, then by the median of their
+    # finite widths: nested sets are unbounded on fewer rows, and narrower on the others,
+    # at a smaller level (the median of all widths tied at inf when most rows were
+    # unbounded, and the widest level was taken for the narrowest; a mean is inf as soon
+    # as one row is)
+    widths = _widths(bands)
+    bounded = np.isfinite(widths)
+    unbounded = (~bounded).sum(axis=0)
+    finite_median = np.array(
+        [
+            np.median(w[ok]) if ok.any() else np.inf
+            for w, ok in zip(widths.T, bounded.T, strict=True)
+        ]
+    )
+    narrowest_first = np.lexsort((finite_median, unbounded))  # ties: the first level given
+    for rank, level in enumerate(narrowest_first[::-1]):  # widest drawn first, lightest
         ax.fill_between(
             xs,
             shown[:, 0, level],
@@ -290,7 +303,7 @@ def plot_intervals(
             label=None if labels is None else labels[level],
         )
     if y_ is not None:
-        inner = bands[:, :, int(np.argmin(widths))]
+        inner = bands[:, :, int(narrowest_first[0])]
         outside = (y_ < inner[:, 0]) | (y_ > inner[:, 1])
         ax.scatter(x_[~outside], y_[~outside], s=8, color="k", label="covered")
         ax.scatter(x_[outside], y_[outside], s=8, color="C3", label="not covered")
