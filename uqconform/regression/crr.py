@@ -46,8 +46,12 @@ _SLOPE_TOLERANCE = 1e-12
 _SINGULAR_PIVOT_RATIO = 1e-12
 # Relative size of a test point's component outside the pinned directions that counts.
 _OUTSIDE_SPAN = 1e-6
-# Bounds of 1 - leverage in the studentized and deleted scores.
-_MIN_ONE_MINUS_LEVERAGE = 1e-8
+# Floor of 1 - leverage in the studentized and deleted scores: a few dozen ulps of 1, so
+# that rounding never gives 0 or a negative spread (1e-8 before: a training row of
+# leverage 1 - 1.8e-9 had its score shrunk threefold and the sets came out narrower).
+_MIN_ONE_MINUS_LEVERAGE = 1e-14
+# 1 - leverage below this is recomputed without the cancellation of 1 - (h_i - ...).
+_RECOMPUTE_SPREAD_BELOW = 1e-6
 # Two residuals whose absolute values differ by less than this share of a test point's
 # largest |a| count as tied (conforming): exact ties (integer labels, duplicated rows) come
 # out of the linear algebra a few ulps apart and would otherwise be decided by rounding.
@@ -378,7 +382,14 @@ def residual_coefficients(
         augmented[:, :-1] = train_leverage[None, :] + cross_leverage * b[:, :-1]
         with np.errstate(divide="ignore"):
             augmented[:, -1] = 1.0 / (1.0 + 1.0 / test_leverage)
-        spread = np.clip(1.0 - augmented, _MIN_ONE_MINUS_LEVERAGE, 1.0)
+        spread = 1.0 - augmented
+        near_one = spread < _RECOMPUTE_SPREAD_BELOW
+        if near_one.any():  # leverage near 1: 1 - h_i + c_i^2 / (1 + h) and 1 / (1 + h)
+            direct = np.empty_like(spread)  # (the rows elsewhere keep their bits)
+            direct[:, :-1] = (1.0 - train_leverage)[None, :] - cross_leverage * b[:, :-1]
+            direct[:, -1] = 1.0 / (1.0 + test_leverage)
+            spread = np.where(near_one, direct, spread)
+        spread = np.clip(spread, _MIN_ONE_MINUS_LEVERAGE, 1.0)
         scale = np.sqrt(spread) if score == "studentized" else spread
         a /= scale
         b /= scale
@@ -565,6 +576,11 @@ def fast_intervals(
     a: NDArray, b: NDArray, alphas: NDArray, warn: bool = True, label_size: float = 0.0
 ) -> NDArray:
     """Burnaev-Vovk intervals: two one-sided machines on signed residuals at ``alpha/2``.
+
+    A training point whose residual grows with the label at least as fast as the test
+    point's (``b_i >= b_m``: a test row of high leverage) conforms on one side of its
+    crossing only; it is counted as conforming everywhere, which keeps each machine's set
+    an interval and contains it (conservative).
 
     Returns
     -------
