@@ -194,3 +194,31 @@ def test_the_interval_issued_before_the_value_is_the_one_judged(method):
         before = model.predict_interval(X[t : t + 1])
         np.testing.assert_array_equal(model.predict_interval(X[t : t + 1], y=y[t : t + 1]), before)
     assert len(model.effective_sample_sizes_) == 160  # one per call
+
+
+def test_spci_fits_one_forest_per_dtaci_step_with_finite_sample(monkeypatch):
+    """Review finding (stop 52): DtACI's second call of a step (its extra levels) missed
+    the per-step memo when finite_sample=True (keyed by an effective-size floor SPCI's
+    forest ignores) and refitted the forest: 1.98 fits per step."""
+    import uqconform.timeseries.spci as spci_module
+
+    fits = []
+    original = spci_module.forest_weights
+
+    def counting(*args, **kwargs):
+        fits.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(spci_module, "forest_weights", counting)
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(330, 2))
+    y = X @ [1.0, -1.0] + rng.normal(size=330)
+    model = SPCI(
+        LinearRegression(), window=2, n_bootstrap=8, finite_sample=True,
+        aci_gamma=(0.005, 0.02, 0.08), random_state=0,
+    ).fit(X[:300], y[:300])  # fmt: skip
+    fits.clear()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        model.predict_interval(X[300:], y=y[300:])
+    assert len(fits) == 30

@@ -1020,12 +1020,15 @@ class SequentialConformalRegressor(
             floors = np.full(alphas.size, kept)
         for floor in np.unique(floors)[::-1]:  # a loop over distinct floors (few levels)
             levels = floors == floor
-            if memo is not None and int(floor) in memo:
-                targets, weights, feasible = memo[int(floor)]
+            # weights that ignore the floor (SPCI's forest) are one entry: DtACI's second
+            # call at another lowest level would refit the forest otherwise
+            key = int(floor) if self._weights_follow_floor else 0
+            if memo is not None and key in memo:
+                targets, weights, feasible = memo[key]
             else:
                 targets, weights, feasible = self._next_weights(memory, int(floor))
                 if memo is not None:
-                    memo[int(floor)] = (targets, weights, feasible)
+                    memo[key] = (targets, weights, feasible)
             if record and floor == kept:  # recorded once
                 self.effective_sample_sizes_.append(effective_sample_size(weights))
                 self.n_infeasible_ += int(not feasible)
