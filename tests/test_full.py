@@ -1012,3 +1012,16 @@ def test_a_training_row_of_leverage_near_one_keeps_exact_p_values(score):
     model = FullConformalRidge(LinearRegression(), conformity_score=score).fit(X, y)
     got = model.predict_pvalue(x_test[None], labels[None])[0]
     np.testing.assert_array_equal(got, _exact_full_cp_pvalues(X, y, x_test, labels, score))
+
+
+def test_a_test_row_at_the_float_limit_gets_the_whole_line():
+    """Review finding (stop 52): the power-of-two scale of a feature at or above 2**1023
+    (1e308) overflowed to inf, and such a test row got an empty set with a warning."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(30, 2))
+    y = X @ [1.0, -1.0] + rng.normal(size=30)
+    model = FullConformalRidge(Ridge(1.0)).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        intervals = model.predict_interval(np.array([[1e308, 0.0], [1e307, 0.0]]))
+    assert np.isneginf(intervals[:, 0]).all() and np.isposinf(intervals[:, 1]).all()

@@ -114,7 +114,7 @@ def power_of_two_scale(values: NDArray, axis: int | None = None) -> NDArray:
     """The power of two at or above the largest magnitude of ``values`` (along ``axis``,
     kept as a length-1 axis; 1 where all are 0): dividing by it is exact, so sums of
     squares of the scaled values neither overflow nor change a bit where the unscaled
-    ones did not overflow or underflow.
+    ones did not overflow or underflow (for peaks from ``2**1023`` up, ``2**1023``).
 
     Examples
     --------
@@ -123,7 +123,9 @@ def power_of_two_scale(values: NDArray, axis: int | None = None) -> NDArray:
     """
     peak = np.max(np.abs(values), axis=axis, keepdims=axis is not None)
     exponent = np.frexp(peak)[1]  # peak = mantissa * 2**exponent, mantissa in [0.5, 1)
-    return np.where(peak > 0, np.ldexp(1.0, exponent), 1.0)
+    # at most 2**1023 (the largest power of two a float holds: peaks from 2**1023 up, such
+    # as 1e308, gave inf, and a test row there an empty set)
+    return np.where(peak > 0, np.ldexp(1.0, np.minimum(exponent, 1023)), 1.0)
 
 
 def label_tie_size(labels: NDArray, centre: float) -> float:
