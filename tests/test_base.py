@@ -230,7 +230,7 @@ def test_unseen_group_gives_every_class():
     X, y = classification_data(300)
     groups = np.where(X[:, 1] > 0.5, 1, 0)
     cp = SplitConformalClassifier().fit(X, y).calibrate(X, y, groups=groups)
-    with pytest.warns(UserWarning, match="whole output space"):
+    with pytest.warns(UserWarning, match="their sets hold every class"):
         sets = cp.predict_set(X[:5], groups=[0, 1, 7, 0, 7])
     assert sets[[2, 4]].all()
 

@@ -801,3 +801,109 @@ def test_models_pickled_by_an_older_build_predict_after_the_upgrade():
                 np.testing.assert_array_equal(old.predict_set(X[400:]), reference)
             older = [w for w in caught if "an older build of uqconform" in str(w.message)]
             assert bool(older) == bool(expected)
+
+
+def test_unseen_group_warnings_speak_of_classes_and_pvalues():
+    """A review found the regression wording, "their sets are the whole output space", for
+    rows of groups unseen at calibration, in predict_set and predict_pvalue alike."""
+    (Xf, yf), (Xc, yc), (Xt, _) = _split(seed=3)
+    cp = SplitConformalClassifier(random_state=0).fit(Xf, yf)
+    cp.calibrate(Xc, yc, groups=np.arange(len(yc)) % 2)
+    groups = np.r_[np.zeros(len(Xt) - 1, int), 5]
+    with pytest.warns(UserWarning, match="groups without calibration") as record:
+        sets = cp.predict_set(Xt, groups=groups)
+    assert sets[-1].all()
+    with pytest.warns(UserWarning, match="groups without calibration") as record_p:
+        p = cp.predict_pvalue(Xt, groups=groups)
+    assert (p[-1] == 1).all()
+    (message,) = [str(w.message) for w in record if "without calibration" in str(w.message)]
+    (message_p,) = [str(w.message) for w in record_p if "without calibration" in str(w.message)]
+    for text in (message, message_p):
+        assert text.endswith("their sets hold every class (p-value 1 for every class).")
+
+
+def _hints_at_binning(caught) -> bool:
+    return any("looks like a continuous feature" in str(w.message) for w in caught)
+
+
+def test_continuous_groups_get_a_hint_to_bin_them():
+    """A float feature passed as `groups` puts every calibration row alone in its group:
+    the warning listed groups without saying what was wrong."""
+    (Xf, yf), (Xc, yc), _ = _split(seed=4)
+    values = np.random.default_rng(4).normal(size=len(yc))
+    cp = SplitConformalClassifier(random_state=0).fit(Xf, yf)
+    with pytest.warns(UserWarning) as caught:
+        cp.calibrate(Xc, yc, groups=values)
+    (hint,) = [str(w.message) for w in caught if "continuous" in str(w.message)]
+    assert f"`groups` puts {len(yc)} of the {len(yc)} calibration rows alone" in hint
+    assert "np.digitize" in hint and "pandas.cut" in hint
+    # binned, the groups are groups: no hint (nor with labels that are not numbers)
+    for groups in (np.digitize(values, [-0.5, 0.5]), np.where(values > 0, "a", "b")):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            cp.calibrate(Xc, yc, groups=groups)
+        assert not _hints_at_binning(caught)
+    # more than half of the rows alone: the hint; half of them or fewer: none
+    n = len(yc)
+    for alone, hinted in ((n // 2 + 1, True), (n // 2, False)):
+        groups = np.r_[np.arange(alone), np.full(n - alone, -1)].astype(float)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            cp.calibrate(Xc, yc, groups=groups)
+        assert _hints_at_binning(caught) == hinted
+
+
+def test_float_labels_with_a_fractional_part_are_refused_naming_y():
+    """Labels 0.5, 1.5, 2.5 reached scikit-learn's "Unknown label type: continuous"."""
+    from uqconform.classification import EnsembleConformalClassifier
+
+    (Xf, yf), (Xc, yc), (Xt, _) = _split(seed=5, labels=(0, 1, 2))
+    for make in (SplitConformalClassifier, EnsembleConformalClassifier):
+        with pytest.raises(ValueError, match=r"`y` holds float labels with a fractional part"):
+            make(random_state=0).fit(Xf, yf + 0.5)
+        with pytest.raises(ValueError, match=r"\[0\.5, 1\.5, 2\.5\].*y\.astype\(str\)"):
+            make(random_state=0).fit(Xf, yf + 0.5)
+    # integer-valued floats are class labels as before: the same sets as the integers
+    as_int = SplitConformalClassifier(random_state=0).fit(Xf, yf).calibrate(Xc, yc)
+    as_float = SplitConformalClassifier(random_state=0).fit(Xf, yf.astype(float))
+    as_float.calibrate(Xc, yc.astype(float))
+    np.testing.assert_array_equal(as_float.predict_set(Xt), as_int.predict_set(Xt))
+    # a fitted model whose classes are such floats is calibrated as before
+    model = LogisticRegression().fit(Xf, yf)
+    model.classes_ = model.classes_ + 0.5
+    sets = SplitConformalClassifier(model).calibrate(Xc, yc + 0.5).predict_set(Xt)
+    np.testing.assert_array_equal(sets, as_int.predict_set(Xt))
+
+
+@pytest.mark.parametrize("wrapper", ["split", "cross", "ensemble"])
+def test_a_score_class_instead_of_an_instance_says_to_instantiate_it(wrapper):
+    from uqconform.classification import EnsembleConformalClassifier
+    from uqconform.scores import APSScore
+
+    make = {
+        "split": SplitConformalClassifier,
+        "cross": CrossConformalClassifier,
+        "ensemble": EnsembleConformalClassifier,
+    }[wrapper]
+    (Xf, yf), (Xc, yc), (Xt, _) = _split(seed=6)
+    with pytest.raises(TypeError, match=r"is the class APSScore: pass an instance: APSScore\(\)"):
+        make(conformity_score=APSScore).fit(Xf, yf)
+    if wrapper == "ensemble":  # a score object is used, as its docstring now says
+        by_object = make(n_heads=2, conformity_score=APSScore(randomized=False), random_state=0)
+        by_name = make(n_heads=2, conformity_score="aps", randomized=False, random_state=0)
+        np.testing.assert_array_equal(
+            by_object.fit(Xf, yf).calibrate(Xc, yc).predict_set(Xt),
+            by_name.fit(Xf, yf).calibrate(Xc, yc).predict_set(Xt),
+        )
+
+
+def test_identical_rows_one_per_call_share_a_draw_only_with_an_int_seed():
+    """The documented behaviour of `random_state` for rows predicted one per call: an int
+    seed gives identical rows the same draw; None and a Generator draw afresh."""
+    (Xf, yf), (Xc, yc), (Xt, _) = _split(seed=7)
+    row = Xt[:1]
+    for seed, shared in ((0, True), (None, False), (np.random.default_rng(0), False)):
+        cp = SplitConformalClassifier(conformity_score="aps", random_state=seed).fit(Xf, yf)
+        cp.calibrate(Xc, yc)
+        draws = {tuple(cp.predict_pvalue(row, smooth=True)[0]) for _ in range(5)}
+        assert (len(draws) == 1) == shared

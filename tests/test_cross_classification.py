@@ -433,3 +433,14 @@ def test_smoothed_pvalues_follow_the_definition_with_ties(class_conditional):
     assert np.unique(np.round(draws, 9)).size == draws.size  # one draw per row and class
     with pytest.raises(ValueError, match="`smooth` must be True or False"):
         model.predict_pvalue(X_test, smooth="yes")
+
+
+def test_float_labels_with_a_fractional_part_are_refused_naming_y():
+    """Labels 0.5, 1.5, 2.5 reached scikit-learn's "Unknown label type: continuous";
+    integer-valued floats stay class labels (the same sets as the integers)."""
+    X, y = _data(60, 0)
+    with pytest.raises(ValueError, match=r"`y` holds float labels.*y\.astype\(str\)"):
+        CrossConformalClassifier(random_state=0).fit(X[:40], y[:40] + 0.5)
+    as_int = CrossConformalClassifier(random_state=0).fit(X[:40], y[:40])
+    as_float = CrossConformalClassifier(random_state=0).fit(X[:40], y[:40].astype(float))
+    np.testing.assert_array_equal(as_float.predict_set(X[40:]), as_int.predict_set(X[40:]))

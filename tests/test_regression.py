@@ -826,3 +826,17 @@ def test_a_prefit_quantile_pair_or_difficulty_model_trained_again_is_refused():
     for wrapper in (cqr, normalized):
         with pytest.raises(NotFittedError, match=r"changed since calibrate \(it was trained"):
             wrapper.predict_interval(X[:5])
+
+
+def test_continuous_groups_get_a_hint_to_bin_them_in_regression():
+    """A float feature passed as `groups` puts every calibration row alone in its group
+    (clf review, stop 52): the hint to bin it is given by every split wrapper."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 2))
+    y = X[:, 0] + rng.normal(size=200)
+    model = SplitConformalRegressor(Ridge()).fit(X[:100], y[:100])
+    with pytest.warns(UserWarning, match="looks like a continuous feature"):
+        model.calibrate(X[100:], y[100:], groups=X[100:, 1])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model.calibrate(X[100:], y[100:], groups=X[100:, 1] > 0)

@@ -506,7 +506,9 @@ def check_class_labels(
     y: ArrayLike, n: int, name: str = "y", rows_of: str = "X", *, training: bool = False
 ) -> NDArray:
     """Class labels, one per row of X: no None, NaN or infinite label; ``training``: at
-    least two classes (a classifier trained on one separates nothing).
+    least two classes (a classifier trained on one separates nothing), and no float label
+    with a fractional part (scikit-learn reads those as a continuous target). Calibration
+    labels are only compared with a fitted model's classes, which may be any values.
 
     Examples
     --------
@@ -524,6 +526,14 @@ def check_class_labels(
         if pd.isna(labels).any():  # None, NaN, pd.NA (nullable or categorical labels)
             raise ValueError(f"`{name}` contains missing (None or NaN) labels.")
         _refuse_unorderable(labels, name)
+    if training and labels.dtype.kind == "f" and (labels != np.round(labels)).any():
+        fractional = np.unique(labels[labels != np.round(labels)])
+        raise ValueError(
+            f"`{name}` holds float labels with a fractional part "
+            f"({fractional[:3].tolist()}{' ...' if fractional.size > 3 else ''}), which "
+            f"classifiers read as a continuous target: pass them as class names, e.g. "
+            f"{name}.astype(str), or use a regressor."
+        )
     if training and np.unique(labels).size < 2:
         raise ValueError(
             f"`{name}` holds one class ({np.unique(labels).tolist()}): at least two are needed."

@@ -896,7 +896,19 @@ class ConformalPredictor(ModelWrapper):
         if group_labels is None:
             strata = sub_strata
         else:
-            self.groups_, group_index = np.unique(group_labels, return_inverse=True)
+            self.groups_, group_index, counts = np.unique(
+                group_labels, return_inverse=True, return_counts=True
+            )
+            alone = int((counts == 1).sum())
+            if group_labels.dtype.kind in "iuf" and 2 * alone > group_labels.size:
+                warn_user(  # a single-row group never gets a finite threshold below 0.5
+                    f"`groups` puts {alone} of the {group_labels.size} calibration rows alone "
+                    f"in their group ({counts.size} distinct values): it looks like a "
+                    "continuous feature. Bin it into groups of many rows each, e.g. "
+                    "np.digitize(values, bins) or pandas.cut(values, k), the same bins at "
+                    "calibration and at prediction.",
+                    UserWarning,
+                )
             strata = group_index * n_sub + sub_strata
         weights = self._ratio_weights(X, int(y.shape[0]), "calibration rows")
         if weights is not None:

@@ -200,7 +200,9 @@ default="lac"
     random_state : int, Generator or None, default=None
         Seeds the folds of an int ``cv``, the fold models whose own ``random_state`` is
         None, and the uniform draws of randomised scores (as in `SplitConformalClassifier`:
-        with an int seed the same rows in the same order get the same sets).
+        with an int seed the same rows in the same order get the same sets, and identical
+        rows predicted one per call share one draw; for streams of repeated rows use
+        ``None`` or a Generator, which draw afresh at every call, or predict in batches).
     verbose : bool, default=False
         Show a progress bar of the fold fits.
 

@@ -13,6 +13,7 @@ from uqconform._validation import check_frozen_is_fitted
 from uqconform._warnings import warn_user
 from uqconform.classification.heads import HeadEnsemble
 from uqconform.classification.split import SplitConformalClassifier
+from uqconform.scores.classification import ClassificationScore
 
 __all__ = ["EnsembleConformalClassifier"]
 
@@ -33,8 +34,13 @@ class EnsembleConformalClassifier(SplitConformalClassifier):
     n_jobs : int, default=None
     alpha : float or sequence of float, default=0.1
         Miscoverage level(s) in (0, 1).
-    conformity_score : {"lac", "aps", "raps", "saps", "topk"}, default="lac"
-        The score of the mean probability (see `SplitConformalClassifier`).
+    conformity_score : {"lac", "aps", "raps", "saps", "topk"} or ClassificationScore, \
+default="lac"
+        The score of the mean probability (see `SplitConformalClassifier`): a name, or a
+        score object such as ``APSScore(randomized=False)`` or a subclass of
+        `uqconform.scores.ClassificationScore` (an instance, not the class), which carries
+        its own settings (``randomized``, ``k_reg``, ``lambda_reg`` and ``saps_weight``
+        must then keep their defaults).
     randomized : bool, default=True
         Randomise APS/RAPS/SAPS so that coverage exceeds ``1 - alpha`` by less than
         ``1/(n + 1)`` (when no mean probability is exactly 0).
@@ -71,7 +77,7 @@ class EnsembleConformalClassifier(SplitConformalClassifier):
         n_heads: int = 5,
         diversity: str = "bootstrap",
         alpha: float | ArrayLike = 0.1,
-        conformity_score: str = "lac",
+        conformity_score: str | ClassificationScore = "lac",
         randomized: bool = True,
         k_reg: int = 1,
         lambda_reg: float = 0.01,

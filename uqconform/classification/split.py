@@ -94,6 +94,12 @@ class ClassificationScoreMixin:
         return bool(getattr(self._score_object(), "reads_distribution", True))
 
     def _score_object(self) -> ClassificationScore:
+        score = self.conformity_score
+        if isinstance(score, type) and issubclass(score, ClassificationScore):
+            raise TypeError(
+                f"`conformity_score` is the class {score.__name__}: pass an instance: "
+                f"{score.__name__}()."
+            )
         return get_classification_score(
             self.conformity_score,
             randomized=self.randomized,
@@ -167,12 +173,15 @@ default="lac"
     random_state : int, Generator or None, default=None
         Seeds the uniform draws of randomised scores (and the classifier trained by
         ``fit`` where its own ``random_state`` is None); the same seed gives the same sets.
-        With an int seed a prediction call's draws depend on the seed and on the rows it is
-        given, in their order, so the same rows in the same order get the same sets again,
-        and rows predicted one per call get fresh draws (another order, or other rows in
-        the call, act like another seed: about as many sets change). A Generator is used
-        as it is: each call draws on from its state (as scikit-learn does with a
-        RandomState), so predicting the same rows again can give other sets.
+        With an int seed a prediction call's draws depend on the seed and on the values of
+        the rows it is given, in their order, so the same rows in the same order get the
+        same sets again (another order, or other rows in the call, act like another seed:
+        about as many sets change). Rows predicted one per call get fresh draws only where
+        their values differ: identical rows (categorical features) predicted one per call
+        share one draw, and such a run does not cover as a batch does; there, use ``None``
+        or a Generator, or predict in batches. A Generator is used as it is: each call
+        draws on from its state (as scikit-learn does with a RandomState), so predicting
+        the same rows again can give other sets; ``None`` draws afresh at every call.
     likelihood_ratio : callable or None, default=None
         Weighted conformal prediction under covariate shift, as in
         `uqconform.regression.SplitConformalRegressor`: ``likelihood_ratio(X)`` gives
@@ -203,6 +212,11 @@ default="lac"
 
     #: Parameters the calibration scores depend on (changing one needs a new calibrate).
     _unbounded_prediction = "sets holding every class"
+
+    # what the rows of a group unseen at calibration get (see `_group_index`)
+    _unseen_group_lead = "their sets hold"
+    _unseen_group_prediction = "every class (p-value 1 for every class)"
+
     _calibration_params = (
         "conformity_score",
         "randomized",
