@@ -1271,3 +1271,148 @@ def test_the_weakest_prior_is_not_reported_where_the_data_pin_every_direction():
                 X[:300], y[:300], X[300:], y[300:]
             )
         assert not [w for w in caught if "weakest prior" in str(w.message)], seed
+
+
+# ---- review findings: exact log-probabilities, row order, feature names ----
+def _confident_classifier(n_classes):
+    """A linear (identity-activation) lbfgs classifier with a near-point posterior (scale
+    1e-10), so the probit logits are the network's logits, linear in ``X``: rows far along
+    one direction reach any logit."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 2))
+    y = np.digitize(X[:, 0], [-0.5, 0.5] if n_classes == 3 else [0.0])
+    net = MLPClassifier(
+        hidden_layer_sizes=(4,),
+        activation="identity",
+        solver="lbfgs",
+        max_iter=2000,
+        random_state=0,
+    ).fit(X[:150], y[:150])
+    posterior = LaplacePosterior(net, prior_precision=1.0).fit(X[:150], y[:150])
+    model = LinearizedPredictive(net, posterior=posterior, scale=1e-10, random_state=0)
+    return model.fit(X[150:], y[150:])
+
+
+def _rows_at_logits(model, targets):
+    """Rows ``t * (1, 0)`` whose class-1 probit logit (binary) is about each target."""
+    from uqconform.bayes.likelihood import probit_logits
+
+    ends = np.array([[0.0, 0.0], [1.0, 0.0]])
+    z0, z1 = probit_logits(*model.predict_distribution(ends))[:, -1]
+    return np.column_stack([(np.asarray(targets) - z0) / (z1 - z0), np.zeros(len(targets))])
+
+
+@pytest.mark.parametrize("link", ["probit", "mc"])
+@pytest.mark.parametrize("method", ["onepass", "glm"])
+def test_binary_log_predictive_is_exact_for_confident_mistakes(method, link):
+    """Review finding: the log of ``1 - expit(z)`` lost digits above z of about 30 (-36.044
+    for -36.000 at z = 36) and was clipped at log(1e-300) = -690.8 from z = 37 on. Both
+    labels against scipy's log_expit of the probit logit; the first column of predict_proba
+    against expit(-z)."""
+    from scipy.special import expit, log_expit
+
+    from uqconform.bayes.likelihood import probit_logits
+
+    model = _confident_classifier(2).set_params(link=link)
+    X = _rows_at_logits(model, [5.0, 36.0, 40.0, 800.0])
+    mean, var = model.predict_distribution(X, method)
+    z = probit_logits(mean, var)[:, 0]
+    assert z[0] > 4 and z[1] > 35 and z[2] > 39 and z[3] > 700
+    zeros, ones = np.zeros(4, dtype=int), np.ones(4, dtype=int)
+    wrong = model.log_predictive(X, model.classes_[zeros], method)
+    right = model.log_predictive(X, model.classes_[ones], method)
+    if link == "probit":
+        np.testing.assert_allclose(wrong, log_expit(-z), rtol=1e-12)
+        np.testing.assert_allclose(right, log_expit(z), rtol=1e-12, atol=0)
+    else:  # Monte Carlo over N(mean, var): log_expit(-z) moves by about the draws' spread
+        spread = 6 * np.sqrt(var[:, 0]) + 1e-12 * np.abs(mean[:, 0])
+        assert np.all(np.abs(wrong - log_expit(-mean[:, 0])) <= spread)
+        # (to the absolute rounding of log(mean of n_samples values), about 1e-15)
+        near_zero = spread * np.exp(-mean[:, 0]) + 1e-14
+        assert np.all(np.abs(right - log_expit(mean[:, 0])) <= near_zero)
+    if link == "probit":
+        proba = model.predict_proba(X, method)
+        np.testing.assert_allclose(proba[:, 0], expit(-z), rtol=1e-12, atol=0)
+        np.testing.assert_allclose(proba[:, 1], expit(z), rtol=1e-12)
+
+
+@pytest.mark.parametrize("method", ["onepass", "glm"])
+def test_softmax_log_predictive_is_exact_for_confident_mistakes(method):
+    """The softmax's log-probabilities as scipy's log_softmax of the probit logits (the log
+    of a softmax that underflows was clipped at -690.8)."""
+    from scipy.special import log_softmax
+
+    from uqconform.bayes.likelihood import probit_logits
+
+    model = _confident_classifier(3)
+    X = np.array([[t, 0.0] for t in (2.0, 50.0, 400.0, 4000.0)])
+    log_p = log_softmax(probit_logits(*model.predict_distribution(X, method)), axis=1)
+    assert log_p[:, 0].min() < -800  # the confident mistakes the test is about
+    for label in range(3):
+        got = model.log_predictive(X, np.full(4, model.classes_[label]), method)
+        np.testing.assert_allclose(got, log_p[:, label], rtol=1e-12, atol=1e-300)
+
+
+def _pandas_regression():
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame(rng.normal(size=(200, 3)), columns=list("abc"))
+    y = pd.Series(np.sin(X["a"]) + 0.1 * rng.normal(size=200))
+    net = MLPRegressor(hidden_layer_sizes=(8,), solver="lbfgs", max_iter=500, random_state=0)
+    return X, y, net.fit(X.iloc[:100], y.iloc[:100])
+
+
+@pytest.mark.parametrize("entry", ["posterior y", "posterior y_val", "log_predictive", "score"])
+def test_pandas_targets_in_another_row_order_are_refused_everywhere(entry):
+    """Review finding: LaplacePosterior.fit (y and y_val), log_predictive and score paired a
+    y indexed by X's row labels in another order by position, without a word (as
+    LinearizedPredictive.fit already refused). In X's order the same targets are taken."""
+    X, y, net = _pandas_regression()
+    rows = {"posterior y": slice(0, 100), "posterior y_val": slice(100, 150)}.get(
+        entry, slice(150, 200)
+    )
+    model = LinearizedPredictive(net, random_state=0).fit(X.iloc[100:150], y.iloc[100:150])
+
+    def call(target):
+        if entry == "posterior y":
+            return (
+                LaplacePosterior(net, prior_precision=1.0)
+                .fit(X.iloc[rows], target)
+                .noise_variance_
+            )
+        if entry == "posterior y_val":
+            posterior = LaplacePosterior(net).fit(X.iloc[:100], y.iloc[:100], X.iloc[rows], target)
+            return posterior.noise_variance_
+        return getattr(model, entry)(X.iloc[rows], target)
+
+    reordered = y.iloc[rows].iloc[::-1]  # the same labels, in reverse order
+    named = "`y_val` is indexed by the row labels of `X_val`"
+    if entry != "posterior y_val":
+        named = "`y` is indexed by the row labels of `X`"
+    with pytest.raises(ValueError, match=named):
+        call(reordered)
+    np.testing.assert_array_equal(call(y.iloc[rows]), call(y.iloc[rows].to_numpy()))
+
+
+@pytest.mark.parametrize("task", ["regression", "classification"])
+def test_a_network_fitted_on_a_dataframe_gets_no_feature_name_warning(task):
+    """Review finding: the training-rows check of a prefit lbfgs network called the network
+    on the transformed array, and scikit-learn warned "X does not have valid feature names"
+    at every fit."""
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame(rng.normal(size=(200, 3)), columns=list("abc"))
+    if task == "regression":
+        y = pd.Series(np.sin(X["a"]) + 0.1 * rng.normal(size=200))
+        net = MLPRegressor(hidden_layer_sizes=(8,), solver="lbfgs", max_iter=500, random_state=0)
+    else:
+        y = pd.Series(np.where(X["a"] + 0.3 * rng.normal(size=200) > 0, "yes", "no"))
+        net = MLPClassifier(hidden_layer_sizes=(8,), solver="lbfgs", max_iter=500, random_state=0)
+    net.fit(X.iloc[:100], y.iloc[:100])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        LinearizedPredictive(net, random_state=0).fit(X.iloc[100:], y.iloc[100:])
+    assert not [w for w in caught if "feature names" in str(w.message)]
+    # the check still runs (and still names training rows)
+    with pytest.warns(UserWarning, match="are the training rows of the network"):
+        LinearizedPredictive(net, random_state=0).fit(X.iloc[:100], y.iloc[:100])

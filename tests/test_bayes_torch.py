@@ -250,3 +250,18 @@ def test_bias_free_layers_and_encoder_layers_are_refused_with_what_to_do():
     encoder = torch.nn.TransformerEncoderLayer(4, 2, dim_feedforward=8, batch_first=True)
     with pytest.raises(TypeError, match="from_torch_encoder_layer"):
         from_torch(encoder)
+
+
+def test_an_encoder_layer_in_training_mode_warns_like_batchnorm():
+    """Review finding: a layer in training mode (dropout active) was converted without a
+    word; the block is the layer in evaluation mode. Warned like a BatchNorm1d in training
+    mode in from_torch; a layer without dropout computes the same either way."""
+    torch.manual_seed(0)
+    enc = torch.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.1, batch_first=True)
+    with pytest.warns(UserWarning, match=r"training mode.*call layer\.eval\(\) first"):
+        from_torch_encoder_layer(enc.train())
+    without_dropout = torch.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True)
+    for layer in (enc.eval(), without_dropout.train()):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            from_torch_encoder_layer(layer)

@@ -50,6 +50,7 @@ from uqconform._validation import (
     check_int,
     check_positive_float,
     check_regression_target,
+    check_row_order,
     check_wrapper_fitted,
     real_values,
     refuse_booleans,
@@ -104,7 +105,11 @@ class LaplacePosterior(VersionedState, BaseEstimator):
     prior_precision : "auto", "marglik", float or array-like, default="auto"
         ``"auto"``: one precision on every parameter, the one of `PRIOR_GRID` with the best
         validation negative log-likelihood of the one-pass predictive (of the GLM
-        predictive for ``"full"``, whose correlated layers the single pass drops).
+        predictive for ``"full"``, whose correlated layers the single pass drops). That is
+        the default one pass (linearised activations, per-unit variances; full covariances
+        for ``"kron"``), whatever predictive the posterior is later used with: the prior
+        need not be the best one for another (``covariance="full"``,
+        ``activation_moments="exact_relu"``, GLM or Monte Carlo in `LinearizedPredictive`).
         ``"marglik"``: the one maximising the Laplace marginal likelihood. A float: that
         precision on every parameter. An array ``(n_parameters,)`` (``"diag"`` and
         ``"full"`` only): one precision per parameter.
@@ -204,6 +209,9 @@ class LaplacePosterior(VersionedState, BaseEstimator):
         self
         """
         self._validate_params()
+        check_row_order(X, y, "y")
+        if X_val is not None:
+            check_row_order(X_val, y_val, "y_val", rows_of="X_val")
         self.__dict__.pop("_fit_settings", None)  # recorded again at the end
         try:
             view = as_network(self.estimator)

@@ -39,8 +39,14 @@ def log_probabilities(logits: NDArray, output: str) -> NDArray:
 
 
 def class_probabilities(logits: NDArray, output: str) -> NDArray:
-    """Class probabilities ``(n, n_classes)`` from logits (see `log_probabilities`)."""
+    """Class probabilities ``(n, n_classes)`` from logits (see `log_probabilities`).
+
+    The binary first column is ``expit(-z)`` where ``z > 0``: ``1 - expit(z)`` there loses
+    digits and is exactly 0 from ``z`` of about 37 on (``1 - expit(z)`` elsewhere, which
+    loses none). For logarithms use `log_probabilities`, exact on either side.
+    """
     if output == "logistic":
-        p = expit(logits[:, 0])
-        return np.column_stack([1.0 - p, p])
+        z = logits[:, 0]
+        p = expit(z)
+        return np.column_stack([np.where(z > 0, expit(-z), 1.0 - p), p])
     return softmax(logits, axis=1)

@@ -194,6 +194,9 @@ def torch_parameter_index(module: Any, *, trainable_only: bool = False) -> NDArr
 def from_torch_encoder_layer(layer: Any) -> TransformerBlock:
     """A `TransformerBlock` from an ``nn.TransformerEncoderLayer`` (``batch_first=True``).
 
+    The block is the layer in evaluation mode (dropout off); a layer in training mode with
+    dropout gets a warning to call ``layer.eval()`` (as ``BatchNorm1d`` in `from_torch`).
+
     Examples
     --------
     >>> import torch
@@ -215,6 +218,14 @@ def from_torch_encoder_layer(layer: Any) -> TransformerBlock:
         raise TypeError("only batch_first=True encoder layers are supported.")
     if not attention._qkv_same_embed_dim or attention.in_proj_bias is None:
         raise TypeError("the attention needs equal q/k/v widths and biases.")
+    dropout = [m.p for m in layer.modules() if isinstance(m, torch.nn.Dropout)]
+    if layer.training and max([*dropout, attention.dropout]) > 0:  # as BatchNorm1d's
+        warn_user(
+            "the TransformerEncoderLayer is in training mode: the block is the layer in "
+            "evaluation mode (no dropout), while the layer itself would drop units at random; "
+            "call layer.eval() first.",
+            UserWarning,
+        )
     d = attention.embed_dim
     weight, bias = _array(attention.in_proj_weight), _array(attention.in_proj_bias)
     query, key, value = (
