@@ -11,6 +11,7 @@ from sklearn.datasets import load_digits
 from uqconform import SplitConformalClassifier
 from uqconform.classification.rps import ReliablePredictionSets, hash_partition
 from uqconform.evaluation.poisoning import (
+    STRATEGIES,
     delete_points,
     flip_labels,
     insert_points,
@@ -163,3 +164,73 @@ def test_worst_partitions_are_a_ranking():
         for i in range(5)
     ]
     assert flips[worst_partitions(model, X[1200:])[0]] == max(flips)
+
+
+def test_copies_from_another_container_take_the_columns_of_x(data):
+    """Review finding: a DataFrame `source` with other column names gave copies in new
+    columns full of NaN, and an array `source` with a DataFrame X failed in pandas."""
+    X, y, _ = data
+    frame = pd.DataFrame(X, columns=["u", "v", "w"])
+    rows, labels = X[:10] + 100, y[:10]
+    X_new, y_new = insert_points(frame, y, 2, source=(rows, labels), random_state=0)
+    assert isinstance(X_new, pd.DataFrame) and list(X_new.columns) == ["u", "v", "w"]
+    assert X_new.shape == (122, 3) and not X_new.isna().to_numpy().any()
+    assert _row_keys(X_new.iloc[120:]) <= _row_keys(rows) and y_new.shape == (122,)
+    reordered = pd.DataFrame(rows, columns=["u", "v", "w"])[["w", "u", "v"]]
+    X_same, _ = insert_points(frame, y, 2, source=(reordered, labels), random_state=0)
+    pd.testing.assert_frame_equal(X_same, X_new)  # the same names, matched by name
+    renamed = pd.DataFrame(rows, columns=["a", "b", "c"])
+    with pytest.raises(ValueError, match=r"`source` is a DataFrame with columns \['a'"):
+        insert_points(frame, y, 2, source=(renamed, labels), random_state=0)
+    X_array, _ = insert_points(X, y, 2, source=(renamed, labels), random_state=0)
+    assert isinstance(X_array, np.ndarray)  # the container of X, whatever the source's
+    np.testing.assert_array_equal(X_array, X_new.to_numpy())
+
+
+def test_flips_keep_every_label(data):
+    """Review finding: flip_labels could relabel every row of a label (one row of label 1
+    among nine of label 0 and one flip gave a `y` of 0s only), which delete_points never
+    does with its deletions."""
+    X, y, part = data
+    y_rare = y.copy()
+    y_rare[0] = "d"
+    first = np.arange(120.0)  # row 0 attacked first
+    for strategy in STRATEGIES:
+        where = {} if strategy == "random" else {"partitions": part, "target": [part[0]]}
+        flipped = flip_labels(
+            X, y_rare, 5, strategy=strategy, order=first, random_state=0, **where
+        )[1]
+        assert flipped[0] == "d" and int((flipped != y_rare).sum()) == 5
+        assert set(flipped.tolist()) == set(y_rare.tolist())
+    # the whole budget: every row but the last of each label in attack order
+    flipped = flip_labels(X, y, 117, order=first, random_state=0)[1]
+    spared = [int(np.flatnonzero(y == label).max()) for label in np.unique(y)]
+    np.testing.assert_array_equal(flipped[spared], y[spared])
+    assert int((flipped != y).sum()) == 117
+    with pytest.raises(ValueError, match="last row of each label is spared"):
+        flip_labels(X, y, 118, random_state=0)
+
+
+def test_training_partitions_are_ranked_with_small_calibration_partitions(monkeypatch):
+    """Review finding: worst_partitions(model, X, "training") raised certify's error on
+    calibration partitions too small for a certificate ("use fewer calibration
+    partitions"), though it ranks training partitions, whose certificate does not need it."""
+    X, y = load_digits(return_X_y=True)
+    model = ReliablePredictionSets(k_train=3, k_calib=10, random_state=0)
+    model.fit(X[:600], y[:600])
+    X_cal, y_cal = X[600:1200], y[600:1200]
+    small = hash_partition(X_cal, 10) == 0
+    keep = ~small | (np.cumsum(small) <= 5)  # partition 0 keeps 5 rows: too few
+    with pytest.warns(UserWarning, match="fewer than"):
+        model.calibrate(X_cal[keep], y_cal[keep])
+    X_test = X[1200:]
+    with pytest.raises(ValueError, match="needs at least"):
+        model.certify(X_test, r_train=1)
+    ranking = worst_partitions(model, X_test, "training")
+    # the documented rule, on the certificate certify gives without its size check
+    monkeypatch.setattr(ReliablePredictionSets, "_check_sizes", lambda *args: None)
+    fragile = ~model.certify(X_test, r_train=1)["robust"]
+    assert fragile.any()
+    top = model.classes_[np.argmax(model.predict_scores(X_test), axis=1)]
+    weight = [int((fragile & (m.predict(X_test) == top)).sum()) for m in model.estimators_]
+    np.testing.assert_array_equal(ranking, np.lexsort((np.arange(3), -np.array(weight))))

@@ -1233,3 +1233,53 @@ def test_nan_in_x_is_named_before_a_model_that_refuses_it():
     many = ReliablePredictionSets(HistGradientBoostingClassifier(max_iter=5), k_train=100)
     many.fit(holed[:200], rare[:200]).calibrate(holed[200:], rare[200:])
     assert type(many.estimators_[0]).__name__ == "_ConstantClassifier"
+
+
+def test_fitted_models_are_checked_against_the_fit_data_and_each_other(fitted, digits):
+    """Review finding: with a list of fitted models, fit("garbage", [1, 2]) succeeded (X and
+    y never read), and models with int and str labels gave classes_ ['0', ..., 'a', ...],
+    calibrate then blaming `y`."""
+    X_fit, y_fit, X_cal, y_cal, _, _ = digits
+    models = list(fitted.estimators_)
+    prefit = ReliablePredictionSets(models, k_calib=5)
+    with pytest.raises(ValueError, match="`X` must be 2-D"):
+        prefit.fit("garbage", [1, 2])
+    with pytest.raises(ValueError, match="features"):
+        prefit.fit(X_fit[:, :10], y_fit)
+    with pytest.raises(ValueError, match=r"`y` contains labels .*\[100"):
+        prefit.fit(X_fit, y_fit + 100)
+    narrow = LogisticRegression(max_iter=1000).fit(X_fit[:200, :10] / 16, y_fit[:200])
+    with pytest.raises(ValueError, match="model 1 of `estimator` was fitted on 10"):
+        ReliablePredictionSets([models[0], narrow], k_calib=5).fit(X_fit, y_fit)
+    assert prefit.fit(X_fit, y_fit).classes_.tolist() == np.unique(y_fit).tolist()
+    named = LogisticRegression(max_iter=1000).fit(X_fit[:200] / 16, y_fit[:200].astype(str))
+    mixed = ReliablePredictionSets([models[0], named], k_calib=5)
+    for call in (mixed.fit, mixed.calibrate):
+        with pytest.raises(ValueError, match="`estimator` have labels of different kinds"):
+            call(X_cal, y_cal)
+
+
+def test_public_helpers_take_one_level_and_whole_numbers():
+    """Review finding: majority_threshold and partition_rank used the first of several
+    levels, minimum_partition_size failed with "unhashable type: 'list'", and
+    majority_coverage truncated a rank of 9.7 to 9."""
+    calls = (
+        lambda level: majority_threshold(10, level),
+        lambda level: partition_rank(100, 10, level),
+        lambda level: minimum_partition_size(10, level, "exact"),
+    )
+    for call in calls:
+        with pytest.raises(ValueError, match=r"`alpha` must be a single level.*0\.2"):
+            call([0.1, 0.2])
+        assert call([0.2]) == call(0.2)  # one level in a list is that level
+    with pytest.raises(ValueError, match="`coverage` must be one of"):
+        minimum_partition_size(10, 0.1, "textbook")
+    for sizes, ranks, name in (
+        ([100] * 10, [9.7] * 10, "ranks"),
+        ([99.5] * 10, [9] * 10, "sizes"),
+    ):
+        with pytest.raises(ValueError, match=f"`{name}` must be whole numbers"):
+            majority_coverage(sizes, ranks, 7)
+    assert majority_coverage([100.0] * 10, [9.0] * 10, 7) == majority_coverage(
+        [100] * 10, [9] * 10, 7
+    )

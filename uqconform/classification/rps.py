@@ -207,6 +207,28 @@ _REPEATS_PER_PARTITION = 5
 
 
 # ---- majority threshold, ranks and coverage ---------------------------------------------------
+def _one_level(alpha: Any) -> float:
+    """``alpha`` checked as one miscoverage level (these functions take no sequence)."""
+    levels = check_alpha(alpha, "alpha")
+    if levels.size != 1:
+        raise ValueError(
+            f"`alpha` must be a single level here, got {value_summary(alpha)}: call once per "
+            "level."
+        )
+    return float(levels[0])
+
+
+def _whole_numbers(values: ArrayLike, name: str) -> NDArray:
+    """``values`` as int64, refused unless every entry is a finite whole number."""
+    try:
+        entries = np.asarray(values, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"`{name}` must be whole numbers, got {value_summary(values)}.") from None
+    if not np.isfinite(entries).all() or (entries % 1 != 0).any():
+        raise ValueError(f"`{name}` must be whole numbers, got {np.asarray(values)!r:.80}.")
+    return entries.astype(np.int64)
+
+
 def majority_threshold(k_calib: int, alpha: float) -> int:
     """The binomial majority threshold ``tau``: the largest ``t`` in ``0..k`` with
     ``BinomCDF(t; k, 1 - alpha) <= alpha``; a label needs more than ``tau`` votes.
@@ -219,7 +241,7 @@ def majority_threshold(k_calib: int, alpha: float) -> int:
     0
     """
     k = check_int(k_calib, "k_calib")
-    level = float(check_alpha(alpha)[0])
+    level = _one_level(alpha)
     cdf = stats.binom.cdf(np.arange(k + 1), k, 1 - level)
     return int(np.flatnonzero(cdf <= level * (1 + _CDF_TOLERANCE) + _CDF_TOLERANCE).max())
 
@@ -311,8 +333,8 @@ def majority_coverage(sizes: ArrayLike, ranks: ArrayLike, threshold: int) -> flo
     >>> round(majority_coverage([100] * 10, [9] * 10, 7), 3)  # the published rule
     0.894
     """
-    sizes = np.asarray(sizes, dtype=np.int64)
-    ranks = np.asarray(ranks, dtype=np.int64)
+    sizes = _whole_numbers(sizes, "sizes")
+    ranks = _whole_numbers(ranks, "ranks")
     if sizes.ndim != 1 or ranks.shape != sizes.shape:
         raise ValueError(
             f"`sizes` and `ranks` must be 1-D with one entry per partition, got shapes "
@@ -429,12 +451,8 @@ def majority_coverage_bounds(
     check_confidence(confidence)
     n_test = check_int(n_test, "n_test")
     nodes = check_int(nodes, "nodes", low=16)
-    size_rows = np.atleast_2d(np.asarray(sizes, dtype=float))
-    rank_rows = np.atleast_2d(np.asarray(ranks, dtype=float))
-    for name, values in (("sizes", size_rows), ("ranks", rank_rows)):
-        if not np.isfinite(values).all() or (values % 1 != 0).any():
-            raise ValueError(f"`{name}` must be whole numbers, got {np.asarray(values)!r:.80}.")
-    size_rows, rank_rows = size_rows.astype(np.int64), rank_rows.astype(np.int64)
+    size_rows = np.atleast_2d(_whole_numbers(sizes, "sizes"))
+    rank_rows = np.atleast_2d(_whole_numbers(ranks, "ranks"))
     if size_rows.ndim != 2 or rank_rows.shape != size_rows.shape:
         raise ValueError(
             f"`sizes` and `ranks` must have one entry per partition (one row per resplit), "
@@ -492,7 +510,7 @@ def partition_rank(n: int, k_calib: int, alpha: float, coverage: str = "exact") 
     >>> partition_rank(8, 10, 0.1, "paper")  # fewer than minimum_scores(0.1) = 9 points
     0
     """
-    level = float(check_alpha(alpha)[0])
+    level = _one_level(alpha)
     n = check_int(n, "n", low=0)
     k_calib = check_int(k_calib, "k_calib")
     if coverage == "paper":
@@ -503,7 +521,6 @@ def partition_rank(n: int, k_calib: int, alpha: float, coverage: str = "exact") 
     raise ValueError(f"`coverage` must be one of {list(COVERAGE)}, got {coverage!r}.")
 
 
-@functools.lru_cache(maxsize=256)
 def minimum_partition_size(k_calib: int, alpha: float, coverage: str) -> int:
     """Fewest points a calibration partition needs for a threshold (`partition_rank` >= 1).
 
@@ -516,6 +533,15 @@ def minimum_partition_size(k_calib: int, alpha: float, coverage: str) -> int:
     >>> minimum_partition_size(1, 0.1, "paper"), minimum_partition_size(14, 0.05, "exact")
     (9, 35)
     """
+    level = _one_level(alpha)
+    if coverage not in COVERAGE:
+        raise ValueError(f"`coverage` must be one of {list(COVERAGE)}, got {coverage!r}.")
+    return _minimum_partition_size(check_int(k_calib, "k_calib"), level, coverage)
+
+
+@functools.lru_cache(maxsize=256)
+def _minimum_partition_size(k_calib: int, alpha: float, coverage: str) -> int:
+    """`minimum_partition_size` on checked arguments (cached)."""
     low = minimum_scores(alpha)  # the rank grows with n: double, then bisect
     if partition_rank(low, k_calib, alpha, coverage) >= 1:
         return low
@@ -839,6 +865,42 @@ def _fit_partition(estimator: Any, X: Any, y: NDArray, rows: NDArray, seed: int)
     return model.fit(part, y[rows])
 
 
+def _label_kind(classes: NDArray) -> str:
+    """``"numbers"``, ``"strings"`` or ``"mixed"``: what a model's labels are."""
+    if classes.dtype.kind in "biuf":
+        return "numbers"
+    if classes.dtype.kind in "US":
+        return "strings"
+    kinds = {
+        "strings"
+        if isinstance(value, str)
+        else "numbers"
+        if isinstance(value, numbers.Number)
+        else "mixed"
+        for value in classes.tolist()
+    }
+    return kinds.pop() if len(kinds) == 1 else "mixed"
+
+
+def _check_label_kinds(models: list) -> None:
+    """Refuse fitted partition models whose labels are of different kinds (numbers and
+    strings): their union would hold ``0`` and ``'0'`` as two labels."""
+    seen: dict[str, int] = {}
+    for index, model in enumerate(models):
+        classes = np.asarray(model.classes_)
+        if classes.size:  # an abstaining model has no labels
+            seen.setdefault(_label_kind(classes), index)
+    if len(seen) > 1:
+        described = ", ".join(
+            f"model {index} {value_summary(np.asarray(models[index].classes_).tolist())} ({kind})"
+            for kind, index in seen.items()
+        )
+        raise ValueError(
+            f"The models of `estimator` have labels of different kinds: {described}. Fit "
+            "every model on labels of one type (e.g. all as str, or all as int)."
+        )
+
+
 # ---- the estimator ---------------------------------------------------------------------------
 class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
     """Conformal prediction sets with per-row certificates against data poisoning (RPS).
@@ -989,7 +1051,8 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
         """Partition the training rows by hash and fit one model per partition.
 
         With a list of fitted models as ``estimator`` nothing is trained: they are checked
-        and adopted.
+        and adopted, and ``X`` and ``y`` are checked against them (rows of the models'
+        features, labels among their classes).
 
         Parameters
         ----------
@@ -1016,6 +1079,7 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
         self._reset_calibration()
         if self._prefit() is not None:
             self._adopt(cast(list, self._prefit()))  # not None: checked just above
+            self._check_adopted_rows(X, y)
             remember_training_rows(self, X, y, trained=False)
             return self
         if not hasattr(self._base_estimator(), "predict"):
@@ -1072,6 +1136,7 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
                 ) from None
             if not hasattr(model, "classes_") or not hasattr(model, "predict"):
                 raise TypeError(f"Model {index} ({type(model).__name__}) is not a classifier.")
+        _check_label_kinds(models)
         self.classes_ = np.unique(np.concatenate([np.asarray(m.classes_) for m in models]))
         self.estimators_ = models
         self.training_partition_sizes_ = None
@@ -1081,6 +1146,19 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
                 setattr(self, name, getattr(models[0], name))
             else:
                 self.__dict__.pop(name, None)
+
+    def _check_adopted_rows(self, X: Any, y: ArrayLike) -> None:
+        """``fit``'s rows, with fitted models: rows of the models' features (``X`` 2-D,
+        each model's ``n_features_in_`` when it has one), labels among their classes."""
+        X = self._check_X(X, reset=not hasattr(self, "n_features_in_"))
+        for position, model in enumerate(self.estimators_):  # a loop over the models
+            width = getattr(model, "n_features_in_", None)
+            if width is not None and width != X.shape[1]:
+                raise ValueError(
+                    f"`X` has {X.shape[1]} features, but model {position} of `estimator` was "
+                    f"fitted on {width}: pass rows with the features the models were fitted on."
+                )
+        encode_labels(check_class_labels(y, n_rows(X)), self.classes_)  # known labels
 
     def _check_X(self, X: Any, *, reset: bool) -> Any:
         """Check shape and features; a DataFrame is passed on as is, anything else as an array."""

@@ -16,8 +16,9 @@ default they are chosen at random. `worst_partitions` ranks a fitted
 changing because of them: the targets of a worst-case attack.
 
 Inserted rows are copies of existing rows with another label: the same features, hence
-the same partition, and a label the model finds implausible. Deletions never remove the
-last row of a label, so the label set (and the columns of the sets) stays the same.
+the same partition, and a label the model finds implausible. Deletions and flips never
+remove the last row of a label (the last one in attack order is spared), so the labels of
+``y`` (and the columns of the sets) stay; only ``new_labels`` can add one.
 """
 
 from __future__ import annotations
@@ -37,11 +38,31 @@ STRATEGIES = ("random", "spread", "concentrated")
 
 
 def _concat(first: Any, second: Any) -> Any:
+    """``second``'s rows appended to ``first``'s, in ``first``'s container (an array of
+    rows appended to a DataFrame gets its column names)."""
     if hasattr(first, "iloc"):
         import pandas as pd
 
+        if not hasattr(second, "iloc"):
+            second = pd.DataFrame(np.asarray(second), columns=first.columns)
         return pd.concat([first, second], ignore_index=True)
     return np.concatenate([np.asarray(first), np.asarray(second)])
+
+
+def _source_columns(X: Any, pool_X: Any) -> Any:
+    """``source``'s DataFrame with ``X``'s columns in ``X``'s order; other names refused
+    (they would be appended as new columns, full of NaN)."""
+    if not (hasattr(X, "columns") and hasattr(pool_X, "columns")):
+        return pool_X
+    if pool_X.columns.equals(X.columns):
+        return pool_X
+    if set(pool_X.columns) != set(X.columns) or len(pool_X.columns) != len(X.columns):
+        raise ValueError(
+            f"`source` is a DataFrame with columns {list(pool_X.columns)[:5]}, but X has "
+            f"{list(X.columns)[:5]}: give X_source the column names of X (e.g. "
+            "X_source.set_axis(X.columns, axis=1)) or pass its values as an array."
+        )
+    return pool_X[X.columns]
 
 
 def _check(X: Any, y: ArrayLike, n_points: Any, strategy: str) -> tuple[NDArray, int]:
@@ -79,9 +100,16 @@ def _pick_rows(
     strategy: str,
     rng: np.random.Generator,
     order: ArrayLike | None = None,
+    spare: NDArray | None = None,
 ) -> NDArray:
     """Row indices (distinct) among ``eligible`` placed as the strategy says; rows with the
-    smallest ``order`` first (random order without it)."""
+    smallest ``order`` first (random order without it).
+
+    ``spare`` (the label of every row): when the rows the attack can reach hold every row
+    of a label, the last of them in attack order is left alone, so the label stays. The
+    draws are those without ``spare``: the rows picked differ only where they would have
+    taken a label's every row.
+    """
     candidates = np.flatnonzero(eligible)
     if candidates.size < n_points:
         raise ValueError(
@@ -108,38 +136,71 @@ def _pick_rows(
         )
     if strategy != "random" and partitions is None:
         raise ValueError(f"strategy={strategy!r} needs `partitions` (the partition of every row).")
-    if strategy == "random" or n_points == 0:  # every argument checked above
-        return shuffled[:n_points]
-    present = np.unique(part[candidates])
+    if n_points == 0:  # every argument checked above
+        return shuffled[:0]
+    if strategy == "random":
+        sequence = shuffled  # every row that can be attacked, in attack order
+        shortfall = f"Only {{}} rows can be attacked, fewer than n_points={n_points}."
+    else:
+        sequence = _partition_sequence(shuffled, part, target, strategy, rng)
+        shortfall = (
+            f"Partition {part[sequence[0]]} has {{}} rows that can be attacked, fewer than "
+            f"n_points={n_points}."
+            if strategy == "concentrated"
+            else f"Fewer than n_points={n_points} rows can be attacked ({{}})."
+        )
+    if spare is not None:
+        sequence = _spare_last(sequence, spare)
+        shortfall += " The last row of each label is spared."
+    if sequence.size < n_points:
+        raise ValueError(shortfall.format(sequence.size))
+    return sequence[:n_points]
+
+
+def _partition_sequence(
+    shuffled: NDArray,
+    part: NDArray,
+    target: ArrayLike | None,
+    strategy: str,
+    rng: np.random.Generator,
+) -> NDArray:
+    """Every row the ``"spread"`` or ``"concentrated"`` attack can reach, in the order it
+    takes them: ``"concentrated"`` the rows of the first target partition; ``"spread"``
+    one row of each target partition in turn, round after round (``shuffled``: the rows
+    that can be attacked, in attack order)."""
+    present = np.unique(part[shuffled])
     sequence = rng.permutation(present) if target is None else np.asarray(target).ravel()
     first = np.sort(np.unique(sequence, return_index=True)[1])  # a partition once, in order
     sequence = sequence[first]
     sequence = sequence[np.isin(sequence, present)]
     if sequence.size == 0:
         raise ValueError("None of the `target` partitions holds a row that can be attacked.")
-    by_partition = {p: shuffled[part[shuffled] == p] for p in sequence.tolist()}
     if strategy == "concentrated":
-        rows = by_partition[sequence[0]]
-        if rows.size < n_points:
-            raise ValueError(
-                f"Partition {sequence[0]} has {rows.size} rows that can be attacked, fewer than "
-                f"n_points={n_points}."
-            )
-        return rows[:n_points]
-    # spread: one row per partition, round after round over the target order
-    picked: list[int] = []
-    depth = 0
-    while len(picked) < n_points:  # a loop over rounds (few)
-        added = False
-        for p in sequence.tolist():
-            rows = by_partition[p]
-            if depth < rows.size and len(picked) < n_points:
-                picked.append(int(rows[depth]))
-                added = True
-        if not added:
-            raise ValueError(f"Fewer than n_points={n_points} rows can be attacked.")
-        depth += 1
-    return np.asarray(picked, dtype=np.intp)
+        return shuffled[part[shuffled] == sequence[0]]
+    rows = shuffled[np.isin(part[shuffled], sequence)]
+    own = part[rows]
+    # round (depth) of a row: how many rows of its partition come before it
+    by_partition = np.argsort(own, kind="stable")
+    grouped = own[by_partition]
+    starts = np.flatnonzero(np.r_[True, grouped[1:] != grouped[:-1]])
+    depth = np.empty(rows.size, dtype=np.intp)
+    depth[by_partition] = np.arange(rows.size) - np.repeat(
+        starts, np.diff(np.r_[starts, rows.size])
+    )
+    sorter = np.argsort(sequence, kind="stable")
+    turn = sorter[np.searchsorted(sequence, own, sorter=sorter)]  # place in the target order
+    return rows[np.lexsort((turn, depth))]
+
+
+def _spare_last(sequence: NDArray, labels: NDArray) -> NDArray:
+    """``sequence`` without the last row of every label whose rows it holds all of."""
+    _, index = np.unique(labels, return_inverse=True)
+    codes = index[sequence]
+    every = np.bincount(codes, minlength=index.max() + 1) == np.bincount(index)
+    reversed_first = np.unique(codes[::-1], return_index=True)
+    last = sequence.size - 1 - reversed_first[1]  # position of each label's last row
+    drop = last[every[reversed_first[0]]]
+    return np.delete(sequence, drop)
 
 
 def _other_labels(labels: NDArray, rows: NDArray, rng: np.random.Generator) -> NDArray:
@@ -182,6 +243,11 @@ def flip_labels(
 ) -> tuple[Any, NDArray]:
     """Give ``n_points`` rows another label (drawn among the other labels of ``y``).
 
+    A label keeps at least one row: when the rows the attack can reach hold all of a
+    label's rows, the last of them in attack order (the largest ``order``; random without
+    it) is never relabelled, as `delete_points` never deletes it. Otherwise the rows are
+    those the attack takes without that rule.
+
     Parameters
     ----------
     X : array-like or DataFrame of shape (n_samples, n_features)
@@ -218,7 +284,7 @@ def flip_labels(
     labels, n_points = _check(X, y, n_points, strategy)
     rng = random_generator(random_state)
     eligible = np.ones(labels.size, bool)
-    rows = _pick_rows(n_points, eligible, partitions, target, strategy, rng, order)
+    rows = _pick_rows(n_points, eligible, partitions, target, strategy, rng, order, labels)
     new = labels.copy()
     new[rows] = _new_labels(labels, rows, new_labels, rng)
     return X, new
@@ -248,7 +314,9 @@ def insert_points(
     Returns
     -------
     X_new, y_new
-        New arrays (or DataFrame) with the inserted rows at the end.
+        New arrays (or DataFrame) with the inserted rows at the end, in ``X``'s container:
+        rows copied from an array ``source`` get the column names of a DataFrame ``X``; a
+        DataFrame ``source`` must have ``X``'s column names (a ``ValueError`` otherwise).
 
     Examples
     --------
@@ -267,6 +335,7 @@ def insert_points(
             f"`source` must be (X_source, y_source) with rows like X's: its rows have shape "
             f"{np.shape(pool_X)[1:]}, X's {np.shape(X)[1:]}."
         )
+    pool_X = _source_columns(X, pool_X)
     if not set(np.unique(pool_labels).tolist()) <= set(np.unique(labels).tolist()):
         raise ValueError("`source` has labels that `y` does not have.")
     eligible = np.ones(pool_labels.size, bool)
@@ -337,7 +406,9 @@ def worst_partitions(model: Any, X: Any, data: str = "calibration") -> NDArray:
     membership in the majority set flips if that partition alone changes its vote.
     ``"training"``: a model scores one point for every row of ``X`` whose set is not
     certified robust against one poisoned training point and whose vote goes to the
-    row's top label (changing that vote moves the row's scores most).
+    row's top label (changing that vote moves the row's scores most). That certificate is
+    taken even when calibration partitions are too small for `certify` (which refuses
+    them): such a partition votes for every label, in the sets as in the certificate.
 
     Parameters
     ----------
@@ -382,7 +453,12 @@ def worst_partitions(model: Any, X: Any, data: str = "calibration") -> NDArray:
         join = (votes == tau)[:, :, None] & ~member  # one vote more: joins it
         weight = (leave | join).sum(axis=(0, 1))
     elif data == "training":
-        fragile = ~model.certify(X, r_train=1)["robust"]
+        # the training certificate of radius 1, without certify's check of the calibration
+        # partition sizes: it is about calibration poisoning (a partition too small for a
+        # threshold votes for every label, a fixed vote, here as in the sets)
+        model._check_calibrated("worst_partitions")
+        bounds = model._test_bounds(model._test_votes(X), 1)
+        fragile = ~model._certify_from(bounds, 1, 0, model._level(None))["robust"]
         top_label = model.classes_[np.argmax(model.predict_scores(X), axis=1)]
         weight = np.zeros(len(model.estimators_), dtype=np.int64)
         for index, member in enumerate(model.estimators_):  # a loop over partition models
