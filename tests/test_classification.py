@@ -823,7 +823,7 @@ def test_unseen_group_warnings_speak_of_classes_and_pvalues():
 
 
 def _hints_at_binning(caught) -> bool:
-    return any("looks like a continuous feature" in str(w.message) for w in caught)
+    return any("alone in their group" in str(w.message) for w in caught)
 
 
 def test_continuous_groups_get_a_hint_to_bin_them():
@@ -834,10 +834,11 @@ def test_continuous_groups_get_a_hint_to_bin_them():
     cp = SplitConformalClassifier(random_state=0).fit(Xf, yf)
     with pytest.warns(UserWarning) as caught:
         cp.calibrate(Xc, yc, groups=values)
-    (hint,) = [str(w.message) for w in caught if "continuous" in str(w.message)]
+    (hint,) = [str(w.message) for w in caught if "alone in their group" in str(w.message)]
     assert f"`groups` puts {len(yc)} of the {len(yc)} calibration rows alone" in hint
     assert "np.digitize" in hint and "pandas.cut" in hint
-    # binned, the groups are groups: no hint (nor with labels that are not numbers)
+    assert "identifiers of units: merge them" in hint
+    # binned, the groups are groups: no hint
     for groups in (np.digitize(values, [-0.5, 0.5]), np.where(values > 0, "a", "b")):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")

@@ -835,8 +835,10 @@ def test_continuous_groups_get_a_hint_to_bin_them_in_regression():
     X = rng.normal(size=(200, 2))
     y = X[:, 0] + rng.normal(size=200)
     model = SplitConformalRegressor(Ridge()).fit(X[:100], y[:100])
-    with pytest.warns(UserWarning, match="looks like a continuous feature"):
+    with pytest.warns(UserWarning, match="alone in their group .* bin it"):
         model.calibrate(X[100:], y[100:], groups=X[100:, 1])
+    with pytest.warns(UserWarning, match="identifiers of units: merge them"):  # string IDs
+        model.calibrate(X[100:], y[100:], groups=np.arange(100).astype(str))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         model.calibrate(X[100:], y[100:], groups=X[100:, 1] > 0)

@@ -1412,4 +1412,5 @@ def test_rows_older_than_those_absorbed_are_warned_about():
             again.predict_interval(X[rows])
     with warnings.catch_warnings():
         warnings.simplefilter("error")
+        again.predict(X[200:320])  # point predictions (fitted values) read no memory
         again.predict_interval(X[320:330], y=y[320:330])

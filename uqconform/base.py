@@ -900,13 +900,14 @@ class ConformalPredictor(ModelWrapper):
                 group_labels, return_inverse=True, return_counts=True
             )
             alone = int((counts == 1).sum())
-            if group_labels.dtype.kind in "iuf" and 2 * alone > group_labels.size:
+            if 2 * alone > group_labels.size:
                 warn_user(  # a single-row group never gets a finite threshold below 0.5
                     f"`groups` puts {alone} of the {group_labels.size} calibration rows alone "
-                    f"in their group ({counts.size} distinct values): it looks like a "
-                    "continuous feature. Bin it into groups of many rows each, e.g. "
-                    "np.digitize(values, bins) or pandas.cut(values, k), the same bins at "
-                    "calibration and at prediction.",
+                    f"in their group ({counts.size} distinct values): such groups get no "
+                    "finite threshold below alpha = 0.5. A continuous feature: bin it "
+                    "(np.digitize(values, bins) or pandas.cut(values, k), the same bins at "
+                    "calibration and at prediction); identifiers of units: merge them into "
+                    "groups of many rows each.",
                     UserWarning,
                 )
             strata = group_index * n_sub + sub_strata

@@ -805,9 +805,10 @@ class LinearizedPredictive(VersionedState, BaseEstimator):
         """``link="mc"``: log class probabilities ``(S_block, n, n_classes)`` of ``count``
         draws of the Gaussian logits ``N(mean, var)``, block by block.
 
-        The blocks are drawn in turn from one stream (seeded by ``random_state``, None: the
-        seed fixed in `fit`): the draws of one ``(count, K)`` array, shared by every row, so
-        a row's probabilities do not depend on its batch.
+        The blocks are drawn in turn from one stream (seeded by ``random_state``; None:
+        ``seed_``, from the estimator's ``random_state`` at `fit`, and fresh draws at every
+        call when that is None): the draws of one ``(count, K)`` array, shared by every
+        row, so a row's probabilities do not depend on its batch.
         """
         seed = self.seed_ if random_state is None else integer_seed(random_state)
         rng, std = np.random.default_rng(seed), np.sqrt(var)
@@ -886,7 +887,7 @@ class LinearizedPredictive(VersionedState, BaseEstimator):
         mean, var = self.predict_distribution(X, method)
         if self.link == "probit":
             log_p = log_probabilities(probit_logits(mean, var), self.view_.network.output)
-        else:  # the draws of predict_proba (same seed), averaged in log space
+        else:  # the draws of predict_proba (the same ones when random_state is set)
             blocks = [
                 logsumexp(block, axis=0) for block in self._link_samples(mean, var, count, None)
             ]

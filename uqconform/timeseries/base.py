@@ -652,15 +652,19 @@ class SequentialConformalRegressor(
         return np.unique(fractions)  # 1-D, also for one fraction
 
     @overload
-    def _check_series(self, X: Any, y: None, *, reset: bool) -> tuple[Any, None]: ...
-    @overload
-    def _check_series(self, X: Any, y: ArrayLike, *, reset: bool) -> tuple[Any, NDArray]: ...
+    def _check_series(
+        self, X: Any, y: None, *, reset: bool, interval: bool = True
+    ) -> tuple[Any, None]: ...
     @overload
     def _check_series(
-        self, X: Any, y: ArrayLike | None, *, reset: bool
+        self, X: Any, y: ArrayLike, *, reset: bool, interval: bool = True
+    ) -> tuple[Any, NDArray]: ...
+    @overload
+    def _check_series(
+        self, X: Any, y: ArrayLike | None, *, reset: bool, interval: bool = True
     ) -> tuple[Any, NDArray | None]: ...
     def _check_series(
-        self, X: Any, y: ArrayLike | None, *, reset: bool
+        self, X: Any, y: ArrayLike | None, *, reset: bool, interval: bool = True
     ) -> tuple[Any, NDArray | None]:
         X = check_features(self, X, reset=reset)  # None, 1-D, no rows: named errors
         # feature count and names only: X reaches the model as given (a Pipeline encodes it)
@@ -668,7 +672,8 @@ class SequentialConformalRegressor(
         # the model named, before it fails inside scikit-learn
         check_nan_accepted(self._estimator_or_default(), X)
         _warn_out_of_time_order(X, y)
-        self._check_after_absorbed(X, reset=reset, absorbing=y is not None)
+        if interval or y is not None:  # point predictions do not read the memory
+            self._check_after_absorbed(X, reset=reset, absorbing=y is not None)
         if y is None:
             return X, None
         n = _num_samples(X)
@@ -985,7 +990,7 @@ class SequentialConformalRegressor(
         check_calibration_settings(
             self, "predict", step="fit", again="fit(X, y)", only=self._model_params
         )
-        X, _ = self._check_series(X, None, reset=False)
+        X, _ = self._check_series(X, None, reset=False, interval=False)
         return self.source_.predict(X)
 
     def _interval_offsets(
