@@ -69,6 +69,16 @@ def quiet_root_logger() -> Iterator[None]:
         root.setLevel(level)
 
 
+def log_axis_1_2_5(axis: Any) -> None:
+    """A matplotlib axis (``ax.xaxis``) on a log scale labelled at 1, 2 and 5 times the
+    powers of ten, as plain numbers, without labels on the minor ticks (they overlap)."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    axis.set_minor_formatter(NullFormatter())
+
+
 def missing_anchor_note(library: str) -> str:
     return f"{library} is not installed: its rows are skipped ({ANCHORS_HINT})."
 

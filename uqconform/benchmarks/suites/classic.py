@@ -23,6 +23,7 @@ from threadpoolctl import threadpool_limits
 from uqconform.benchmarks._common import (
     coverage_inside_law,
     headline,
+    log_axis_1_2_5,
     missing_anchor_note,
     optional_module,
     quiet_root_logger,
@@ -332,8 +333,6 @@ def _run_classification(ctx, mapie, crepes, evaluation, notes):
 
 def _plot(ctx, rows, size_name, title):
     def draw(fig):
-        from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
-
         labels = sorted({(r["dataset"], r["method"]) for r in rows})
         # uqconform first, then by name: the same colour for a library in every run
         libraries = sorted({r["library"] for r in rows}, key=lambda x: (x != "uqconform", x))
@@ -371,9 +370,7 @@ def _plot(ctx, rows, size_name, title):
         axes[1].set_xlim(1.0 - spread, 1.0 + spread)
         axes[1].set_xlabel(f"{size_name.replace('_', ' ')} / uqconform's")
         axes[2].set_xscale("log")
-        axes[2].xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-        axes[2].xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
-        axes[2].xaxis.set_minor_formatter(NullFormatter())
+        log_axis_1_2_5(axes[2].xaxis)
         axes[2].set_xlabel("calibrate + predict (ms)")
         for ax in axes:
             ax.grid(axis="x", alpha=0.3)

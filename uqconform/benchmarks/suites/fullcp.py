@@ -42,7 +42,13 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from threadpoolctl import threadpool_limits
 
-from uqconform.benchmarks._common import headline, optional_module, summarize, timed
+from uqconform.benchmarks._common import (
+    headline,
+    log_axis_1_2_5,
+    optional_module,
+    summarize,
+    timed,
+)
 from uqconform.benchmarks.registry import FamilyResult, register_family
 from uqconform.datasets import load_dataset
 from uqconform.regression import (
@@ -608,8 +614,6 @@ def _scaling(ctx, notes) -> list[dict[str, Any]]:
 
 def _plot(ctx, rows, scaling) -> None:
     def draw(fig):
-        from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
-
         left, right = fig.subplots(1, 2, width_ratios=(2.2, 1))
         datasets = ["boston", "diabetes", "concrete"]
         groups = [*datasets, "boston (paper)"]
@@ -647,9 +651,7 @@ def _plot(ctx, rows, scaling) -> None:
         for key in ("train_s", "linearize_s", "predict_interval_s", "predict_interval_fast_s"):
             right.plot(n, [r[key] for r in by_n], marker="o", label=key)
         right.set_xscale("log")
-        right.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-        right.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
-        right.xaxis.set_minor_formatter(NullFormatter())
+        log_axis_1_2_5(right.xaxis)
         right.set_yscale("log")
         right.set_xlabel("training points N")
         right.set_ylabel("seconds (100 test points)")

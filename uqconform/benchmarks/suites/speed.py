@@ -19,7 +19,13 @@ from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostin
 from sklearn.linear_model import LinearRegression, LogisticRegression
 from threadpoolctl import threadpool_limits
 
-from uqconform.benchmarks._common import headline, missing_anchor_note, optional_module, timed
+from uqconform.benchmarks._common import (
+    headline,
+    log_axis_1_2_5,
+    missing_anchor_note,
+    optional_module,
+    timed,
+)
 from uqconform.benchmarks.registry import FamilyResult, register_family
 from uqconform.classification import SplitConformalClassifier
 from uqconform.datasets import make_gaussian_classification, make_heteroscedastic_regression
@@ -172,8 +178,6 @@ def _plot_times(ctx, rows: list[dict[str, Any]], n: int) -> None:
     a log axis: the light models' times are a hundredth of the heavy ones'."""
 
     def draw(fig):
-        from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
-
         ax = fig.subplots()
         labels = [f"{r['model']}\n{r['task']}, {r['score']}" for r in rows]
         position = np.arange(len(rows))
@@ -183,9 +187,7 @@ def _plot_times(ctx, rows: list[dict[str, Any]], n: int) -> None:
         ax.set_yticks(position, labels, fontsize=7)
         ax.invert_yaxis()
         ax.set_xscale("log")
-        ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-        ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
-        ax.xaxis.set_minor_formatter(NullFormatter())
+        log_axis_1_2_5(ax.xaxis)
         ax.grid(axis="x", alpha=0.3)
         ax.set_xlabel("seconds (calibrate + predict; model_predict: the model alone)")
         ax.set_title(f"Speed: {n} calibration + {n} test rows")
