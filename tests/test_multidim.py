@@ -893,3 +893,20 @@ def test_parameters_of_the_heads_changed_after_fit_are_not_ignored():
         model = MultiDimScoreClassifier(n_heads=3, random_state=0).fit(X[:600], y[:600])
         with pytest.raises(NotFittedError, match=r"calibrate: parameters changed since fit"):
             model.set_params(**change).calibrate(X[600:1200], y[600:1200])
+
+
+def test_fitted_heads_taking_different_columns_are_refused_at_adoption():
+    """Review finding (stop 52): heads fitted on 5 and on 3 features got scikit-learn's
+    message naming neither head, or a message true of the first head only, depending on
+    their order."""
+    from sklearn.linear_model import LogisticRegression
+
+    from uqconform.classification import MultiDimScoreClassifier
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 5))
+    y = (X[:, 0] > 0).astype(int)
+    wide, narrow = LogisticRegression().fit(X, y), LogisticRegression().fit(X[:, :3], y)
+    for heads in ([wide, narrow], [narrow, wide]):
+        with pytest.raises(ValueError, match=r"heads of `estimator` take different numbers"):
+            MultiDimScoreClassifier(heads).fit(X, y)

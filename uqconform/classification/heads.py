@@ -174,6 +174,14 @@ class HeadEnsemble(VersionedState, RoutesFitParams, ClassifierMixin, BaseEstimat
                 f"{[c.tolist() for c in classes]}; every head must know the same labels in "
                 "the same order."
             )
+        widths = [getattr(head, "n_features_in_", None) for head in heads]
+        known = {width for width in widths if width is not None}
+        if len(known) > 1:  # each head reads every column of X here (no subspaces)
+            raise ValueError(
+                f"The heads of `estimator` take different numbers of features: "
+                f"{dict(enumerate(widths))} (head: n_features_in_); every head must take "
+                "the same columns of X."
+            )
         self.heads_ = heads
         self.feature_subsets_: list[NDArray | None] = [None] * len(heads)
         self.classes_ = classes[0]
