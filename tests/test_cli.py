@@ -659,3 +659,26 @@ def test_a_family_run_alone_keeps_to_one_thread_as_in_a_worker(tmp_path, monkeyp
         run_benchmark("probe", tmp_path, scale="smoke", progress=False, echo=None, jobs=1)
         assert max(pool["num_threads"] for pool in threadpool_info()) == 2  # restored
     assert seen == [1]
+
+
+def test_run_benchmark_names_bad_arguments_and_too_many_jobs(tmp_path, monkeypatch):
+    """CLI review (stop 52): out=None got "expected str, bytes or os.PathLike object",
+    echo=1 "'int' object is not callable" after the folder was made, progress="no" was
+    taken as True, and --jobs 40 forked 40 workers on 2 CPUs without a word."""
+    from uqconform.benchmarks import runner
+
+    for kwargs, name in (
+        ({"out": None}, "`out`"),
+        ({"echo": 1}, "`echo`"),
+        ({"progress": "no"}, "`progress`"),
+    ):
+        arguments = {"out": tmp_path / "run", "progress": False, "echo": None, **kwargs}
+        with pytest.raises(TypeError, match=name):
+            run_benchmark("fake-ok", scale="smoke", **arguments)
+    assert not (tmp_path / "run").exists()
+    registry.get_families()
+    monkeypatch.setattr(registry, "_FAMILIES", {"fake-ok": Family("fake-ok", "works", _ok)})
+    info = runner.machine_info()
+    monkeypatch.setattr(runner, "machine_info", lambda: {**info, "usable_cpus": 2})
+    with pytest.warns(UserWarning, match=r"`jobs`=40 is more than the 2 usable CPUs"):
+        run_benchmark("fake-ok", tmp_path, scale="smoke", progress=False, echo=None, jobs=40)

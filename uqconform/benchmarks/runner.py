@@ -33,6 +33,7 @@ import sys
 import tempfile
 import time
 import traceback
+import warnings
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
@@ -502,7 +503,8 @@ def _run_families(
             bar.update()
 
     forked = multiprocessing.get_context("fork")
-    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=forked)
+    # no more workers than families (a fork start method starts every worker up front)
+    pool = ProcessPoolExecutor(max_workers=min(jobs, len(rest)), mp_context=forked)
     futures = {
         pool.submit(_run_family_in_worker, name, scale, int(seed), staging): name
         for name in heaviest_first
@@ -878,8 +880,21 @@ def run_benchmark(
             "add offsets to it and scikit-learn takes seeds below 2**32."
         )
     check_int(jobs, "jobs", low=1, allow_none=True)
+    if out is None or isinstance(out, bool):
+        raise TypeError(f"`out` must be a folder path, got {out!r}.")
+    if echo is not None and not callable(echo):
+        raise TypeError(f"`echo` must be a function taking a line of text, or None; got {echo!r}.")
+    if not isinstance(progress, (bool, np.bool_)):
+        raise TypeError(f"`progress` must be True or False, got {progress!r}.")
     usable = machine_info()["usable_cpus"] or os.cpu_count() or 1
     workers = min(2, usable) if jobs is None else int(jobs)
+    if workers > usable:
+        warnings.warn(
+            f"`jobs`={workers} is more than the {usable} usable CPUs: the families would "
+            "fight over the cores and their times would be inflated.",
+            UserWarning,
+            stacklevel=2,
+        )
     names, scale = resolve_suite(suite, scale)
     created = _missing_folders(Path(out).expanduser())  # removed again if the run stops
     out_dir = prepare_out_dir(out)

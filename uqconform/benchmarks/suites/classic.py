@@ -198,7 +198,7 @@ def _classification_methods(mapie, crepes, model, X_cal, y_cal, X_test, seed):
 
 
 def _note_failure(notes, dataset, method, library, error):
-    message = str(error).splitlines()[0] if str(error) else ""
+    message = " ".join(str(error).split())  # every line (a cut one lost its reason)
     note = f"{library} {method} on {dataset} failed: {type(error).__name__}: {message}"
     if note not in notes:
         notes.append(note)
