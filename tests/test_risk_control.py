@@ -14,6 +14,7 @@ from sklearn.base import clone
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import LogisticRegression
+from sklearn.multiclass import OneVsRestClassifier
 from sklearn.multioutput import MultiOutputClassifier
 from sklearn.svm import LinearSVC
 
@@ -360,7 +361,10 @@ def test_wrong_order_and_mismatched_labels_are_refused():
         model.predict_set(X)
     with pytest.raises(TypeError, match=r"LinearSVC.*predict_proba"):
         MultiLabelRiskController(LinearSVC()).fit(X, Y)
-    with pytest.raises(ValueError, match="`y` has 4 label columns but the estimator predicts 3"):
+    with pytest.raises(
+        ValueError,
+        match=r"`y` has 4 label columns but the estimator \(ColumnsAreProbabilities\) predicts 3",
+    ):
         controller().calibrate(np.clip(X, 0, 1), np.ones((300, 4), dtype=int))
     # one label column and a plain binary classifier: the message says how to wrap it
     single = MultiLabelRiskController(LogisticRegression().fit(X[:100], Y[:100, 0]))
@@ -621,3 +625,102 @@ def test_label_matrices_of_text_are_refused_in_any_container():
             check_label_matrix(labels, 2)
     mixed = pd.DataFrame({"a": pd.array([0, 1], dtype="Int64"), "b": [True, False]})
     np.testing.assert_array_equal(check_label_matrix(mixed, 2), [[0, 1], [1, 0]])
+
+
+@pytest.mark.filterwarnings("ignore:.*calibration rows have no true label")
+def test_label_frames_in_another_column_order_are_refused():
+    """Review finding: a label DataFrame whose columns came in another order at calibrate
+    than at fit was read by position (test FNR far from alpha, without a word)."""
+    from sklearn.datasets import make_multilabel_classification
+
+    X, Y = make_multilabel_classification(n_samples=500, n_features=5, n_classes=4, random_state=0)
+    names = ["sport", "politics", "tech", "art"]
+    frame = pd.DataFrame(Y, columns=names)
+    swapped = frame[names[::-1]]
+    model = MultiLabelRiskController().fit(X[:200], frame[:200])
+    with pytest.raises(ValueError, match=r"columns of `y` .* differ from the label columns seen"):
+        model.calibrate(X[200:400], swapped[200:400])
+    np.testing.assert_array_equal(model.label_names_in_, names)
+    model.calibrate(X[200:400], frame[200:400])
+    with pytest.raises(ValueError, match=r"y\[model.label_names_in_\]"):
+        model.score(X[400:], swapped[400:])
+    assert model.score(X[400:], frame[400:]) == model.score(X[400:], Y[400:])
+    # a fitted model adopted at calibrate: the names come from that first label frame
+    adopted = MultiLabelRiskController(model.estimator_).calibrate(X[200:400], frame[200:400])
+    np.testing.assert_array_equal(adopted.label_names_in_, names)
+    with pytest.raises(ValueError, match="differ from the label columns seen"):
+        adopted.score(X[400:], swapped[400:])
+    # integer labels that reorder 0..3 (a frame built from an array) name the positions
+    plain = MultiLabelRiskController().fit(X[:200], Y[:200])
+    with pytest.raises(ValueError, match=r"reorder the outputs \[0, 1, 2, 3\]"):
+        plain.calibrate(X[200:400], pd.DataFrame(Y)[[3, 2, 1, 0]][200:400])
+
+
+@pytest.mark.filterwarnings("ignore:.*calibration rows have no true label")
+def test_the_default_model_predicts_one_column_for_one_label():
+    """Review finding: the default OneVsRestClassifier(LogisticRegression()) predicts two
+    columns for a single label column, and calibrate blamed "the estimator" the user never
+    passed. The default is MultiOutputClassifier for one label column; a user's
+    OneVsRestClassifier is named, with MLPClassifier, as giving two columns."""
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(400, 3))
+    Y = (X + rng.normal(size=(400, 3)) > 0).astype(int)
+    one = MultiLabelRiskController().fit(X[:200], Y[:200, :1]).calibrate(X[200:], Y[200:, :1])
+    assert isinstance(one.estimator_, MultiOutputClassifier)
+    assert one.predict_set(X[:5]).shape == (5, 1)
+    several = MultiLabelRiskController().fit(X[:200], Y[:200])
+    assert isinstance(several.estimator_, OneVsRestClassifier)  # unchanged for 2+ labels
+    ovr = MultiLabelRiskController(OneVsRestClassifier(LogisticRegression()))
+    with pytest.raises(
+        ValueError,
+        match=r"estimator \(OneVsRestClassifier\) predicts 2 .*MLPClassifier.*"
+        r"MultiOutputClassifier\(model\)",
+    ):
+        ovr.fit(X[:200], Y[:200, :1]).calibrate(X[200:], Y[200:, :1])
+
+
+def test_unlabelled_rows_warn_with_the_share_of_each_group():
+    """Review finding: with Mondrian groups the warning quoted the pooled share of labelled
+    rows, a bound false for a group with few of them, and a group without any labelled row
+    silently got empty sets. The smallest share per group is quoted now, and groups
+    without a labelled row are named."""
+    rng = np.random.default_rng(2)
+    P, Y = draw(900, rng)
+    groups = np.repeat(np.array(["full", "rare", "none"]), 300)
+    Y[(groups == "rare") & (rng.random(900) < 0.9)] = False
+    Y[groups == "none"] = False
+    rare = Y[groups == "rare"].any(axis=1).mean()
+    with pytest.warns(UserWarning, match="have no true label") as record:
+        model = controller(alpha=0.1).calibrate(P, Y, groups=groups)
+    message = str(next(w.message for w in record if "no true label" in str(w.message)))
+    assert f"alpha / {rare:.3g} in group 'rare' (300 rows)" in message
+    assert "No row has a label in group 'none' (300 rows)" in message
+    assert "'full'" not in message  # every row labelled there
+    sets = model.predict_set(P, groups=groups)
+    assert not sets[groups == "none"].any()  # as the warning says
+
+
+def test_exact_ties_of_the_rule_at_many_rows_are_ties():
+    """Review finding: the tolerance of 1e-9 on the summed losses was below the float error
+    of their running sum at many rows (every row with 3 labels, each weighing 1/3), so an
+    exact tie of CRC's rule, or a whole number of losses in RCPS's binomial tail, took one
+    label more than the definition. Checked against exact arithmetic."""
+    from fractions import Fraction
+
+    n = 9999
+    P = np.random.default_rng(3).random((n, 3))
+    Y = np.ones((n, 3), dtype=int)  # the j-th smallest score covered: summed loss n - j/3
+    alphas = [0.1, 0.2, 0.3]
+    covered = np.arange(3 * n + 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for method in ("crc", "rcps"):
+            sets = controller(alpha=alphas, method=method).calibrate(P, Y).predict_set(P)
+            for i, alpha in enumerate(alphas):
+                if method == "crc":  # the fewest labels j with n - j/3 + 1 <= (n + 1) alpha
+                    need = 3 * (n + 1) * (1 - Fraction(str(alpha)))
+                    expected = max(0, -(-need.numerator // need.denominator))
+                else:  # the summed losses are exact here: (3n - j) / 3 of n rows
+                    risk = (3 * n - covered) / (3 * n)
+                    expected = int(np.argmax(hoeffding_bentkus_pvalue(risk, n, alpha) < 0.1))
+                assert sets[..., i].sum() == expected

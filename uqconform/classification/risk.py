@@ -13,8 +13,10 @@ picks it so that a loss of the set, here the share of a row's true labels the se
   as split CP's coverage holds; with the loss "misses a label" it *is* split CP (LAC on the
   least probable true label).
 * ``method="rcps"`` (Bates et al., 2021): the smallest ``q`` whose Hoeffding-Bentkus
-  p-value (the exact binomial one for 0/1 losses) for "the risk exceeds ``alpha``" is
-  below ``delta``. Then the risk of the
+  p-value for "the risk exceeds ``alpha``" is below ``delta`` (the exact binomial tail
+  for ``risk="miscoverage"`` only: ``"fnr"`` keeps Hoeffding-Bentkus even when every row
+  has one label, where its loss is 0/1 too, and gives slightly larger sets than
+  ``"miscoverage"`` there). Then the risk of the
   calibrated sets, the expected loss over new rows, is at most ``alpha`` with probability
   ``1 - delta`` over the calibration data: a guarantee for the one calibration at hand, at
   the price of larger sets.
@@ -43,6 +45,7 @@ from scipy import stats
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.linear_model import LogisticRegression
 from sklearn.multiclass import OneVsRestClassifier
+from sklearn.multioutput import MultiOutputClassifier
 
 from uqconform._validation import (
     check_int,
@@ -54,6 +57,7 @@ from uqconform._validation import (
 from uqconform._warnings import warn_user
 from uqconform.base import ConformalPredictor, sets_within_thresholds
 from uqconform.quantiles import _RANK_TOLERANCE, check_alpha, levels_text
+from uqconform.regions import check_output_columns, output_columns
 
 __all__ = ["MultiLabelRiskController", "hoeffding_bentkus_pvalue"]
 
@@ -233,8 +237,11 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
     ----------
     estimator : multi-label classifier with predict_proba, default=None
         Fitted on a label matrix ``(n_samples, n_labels)``; ``None`` means
-        ``OneVsRestClassifier(LogisticRegression())``. A fitted model (or
-        ``FrozenEstimator(model)``) can be calibrated without ``fit``.
+        ``OneVsRestClassifier(LogisticRegression())``, or
+        ``MultiOutputClassifier(LogisticRegression())`` for a single label column (where
+        ``OneVsRestClassifier`` and ``MLPClassifier`` predict two columns, the classes 0
+        and 1). A fitted model (or ``FrozenEstimator(model)``) can be calibrated without
+        ``fit``.
     alpha : float or sequence of float, default=0.1
         Risk level(s) in (0, 1); each prediction call may override it.
     risk : {"fnr", "miscoverage", "precision"}, default="fnr"
@@ -281,6 +288,10 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
     estimator_ : classifier
     n_labels_ : int
         Number of labels, the columns of the sets.
+    label_names_in_ : ndarray of str or int, shape (n_labels,)
+        The column names of a label DataFrame seen at fit (or at a calibrate that adopts a
+        fitted model); later label frames must have the same columns in the same order.
+        Only when those names are all strings, or integers other than ``0, ..., n - 1``.
     conformity_scores_ : ndarray of shape (n_calibration, n_labels)
         ``1 - p`` of every calibration row and label.
     calibration_labels_ : ndarray of bool, shape (n_calibration, n_labels)
@@ -298,7 +309,8 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
     group separately, not in all groups at once; under ``"precision"`` a group unseen at
     calibration gets empty sets, elsewhere every label). Rows without any true label lose nothing:
     when calibration has such rows (it warns), the risk of the labelled rows is only
-    bounded by ``alpha`` divided by their share. ``"miscoverage"`` with ``"crc"`` gives
+    bounded by ``alpha`` divided by their share (in each group, its own share; a group
+    without any labelled row gets empty sets). ``"miscoverage"`` with ``"crc"`` gives
     exactly the sets of `SplitConformalClassifier` with the LAC score when every row has
     one label.
 
@@ -365,6 +377,9 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
         self.random_state = random_state
 
     def _default_estimator(self) -> BaseEstimator:
+        if self.__dict__.get("n_labels_") == 1:  # fit knows the label columns by then
+            # OneVsRestClassifier on a single label column predicts two: classes 0 and 1
+            return MultiOutputClassifier(LogisticRegression())
         return OneVsRestClassifier(LogisticRegression())
 
     def _check_levels(self) -> None:
@@ -421,12 +436,32 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
             ) from None
 
     def _check_target(self, y, n, *, calibrating):
-        labels = check_label_matrix(
-            y, n, getattr(self, "n_labels_", None) if calibrating else None
-        )
+        known = getattr(self, "n_labels_", None) if calibrating else None
+        labels = check_label_matrix(y, n, known)
+        self._check_label_names(y, learn=known is None)
         if not calibrating:
             self.n_labels_ = labels.shape[1]
         return labels
+
+    def _check_label_names(self, y: Any, *, learn: bool) -> None:
+        """Record the column names of a label DataFrame ``y`` (``learn``: at fit, or at a
+        calibrate that adopts a fitted model), or refuse other names or another order:
+        column ``k`` is read as label ``k`` of the model (see
+        `uqconform.regions.check_output_columns`: integer labels too)."""
+        if not learn:
+            check_output_columns(
+                y,
+                self.__dict__.get("label_names_in_"),
+                "y",
+                seen="the label columns seen at fit",
+                attribute="model.label_names_in_",
+            )
+            return
+        columns = output_columns(y)
+        if columns is None:
+            self.__dict__.pop("label_names_in_", None)
+        else:
+            self.label_names_in_ = np.asarray(columns, dtype=object)
 
     def _use_prefit_estimator(self) -> None:
         super()._use_prefit_estimator()
@@ -462,12 +497,16 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
         proba = multilabel_probabilities(self.estimator_, X)
         if proba.shape[1] != y.shape[1]:
             single = y.shape[1] == 1 and proba.shape[1] == 2
+            name = type(self.estimator_).__name__
             raise ValueError(
-                f"`y` has {y.shape[1]} label columns but the estimator predicts {proba.shape[1]}"
+                f"`y` has {y.shape[1]} label columns but the estimator ({name}) predicts "
+                f"{proba.shape[1]}"
                 + (
-                    " (the classes 0 and 1 of a single-label binary classifier). For one "
-                    "label, wrap it as MultiOutputClassifier(estimator): fitted on the "
-                    "(n, 1) label matrix, it gives that label's probability."
+                    " (the classes 0 and 1 of a single-label binary classifier; "
+                    "OneVsRestClassifier and MLPClassifier fitted on one label column give "
+                    "those two too). For one label, wrap the model as "
+                    "MultiOutputClassifier(model): fitted on the (n, 1) label matrix, it "
+                    "gives that label's probability."
                     if single
                     else "."
                 )
@@ -487,23 +526,64 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
                 "MultiOutputClassifier fitted on the label matrix.",
                 UserWarning,
             )
-        unlabelled = int(np.sum(~y.any(axis=1)))
-        if unlabelled == y.shape[0] and self.risk != "precision":
+        if self.risk != "precision" and not y.any():
             raise ValueError(
                 f"No calibration row of `y` has a true label: the {self.risk} of every set "
                 "is 0, so there is nothing to calibrate. Pass rows with labels."
             )
-        if unlabelled and self.risk != "precision":
-            share = 1 - unlabelled / y.shape[0]
+        self.calibration_labels_ = y == 1
+        return 1.0 - proba, np.zeros(y.shape[0], dtype=np.intp), 1
+
+    def _store_calibration(self, X: Any, y: NDArray, group_labels: NDArray | None) -> None:
+        super()._store_calibration(X, y, group_labels)
+        if self.risk != "precision":
+            self._warn_about_unlabelled_rows()
+
+    def _warn_about_unlabelled_rows(self) -> None:
+        """Rows without a true label lose nothing: the labelled rows' risk is only bounded
+        by ``alpha`` over their share, per Mondrian group (the smallest share is quoted,
+        and a group without any labelled row named: its sets are empty)."""
+        labelled = self.calibration_labels_.any(axis=1)
+        if labelled.all():
+            return
+        shares = {s: labelled[rows].mean() for s, rows in enumerate(self._stratum_rows())}
+        unlabelled = int((~labelled).sum())
+        total = labelled.size
+        if getattr(self, "groups_", None) is None:
             warn_user(
-                f"{unlabelled} of {y.shape[0]} calibration rows have no true label: they "
-                "lose nothing, so the risk of the rows with labels is only bounded by "
-                f"alpha / {share:.3g} (the share of rows with a label). To control it "
+                f"{unlabelled} of {total} calibration rows have no true label: they lose "
+                "nothing, so the risk of the rows with labels is only bounded by "
+                f"alpha / {shares[0]:.3g} (the share of rows with a label). To control it "
                 "for labelled rows alone, leave unlabelled rows out of calibration.",
                 UserWarning,
             )
-        self.calibration_labels_ = y == 1
-        return 1.0 - proba, np.zeros(y.shape[0], dtype=np.intp), 1
+            return
+        sizes = np.bincount(self.calibration_strata_, minlength=len(shares))
+        low = sorted((s for s in shares if 0 < shares[s] < 1), key=shares.__getitem__)
+        none = {s: int(sizes[s]) for s in shares if shares[s] == 0}
+        text = ""
+        if low:  # the smallest shares first
+            worst = ", ".join(
+                f"alpha / {shares[s]:.3g} in {self._strata_text({s: int(sizes[s])})}"
+                for s in low[:3]
+            )
+            more = f" and {len(low) - 3} more groups" if len(low) > 3 else ""
+            text += (
+                ", so in each group the risk of the rows with labels is only bounded by "
+                f"alpha / (the group's share of rows with a label): {worst}{more}"
+            )
+        if none:
+            text += (
+                f". No row has a label in {self._strata_text(none)}: nothing to calibrate "
+                "there, so those sets are empty and the group's labelled rows are not "
+                "controlled at all"
+            )
+        warn_user(
+            f"{unlabelled} of {total} calibration rows have no true label: they lose "
+            f"nothing{text}. To control the risk for labelled rows alone, leave unlabelled "
+            "rows out of calibration.",
+            UserWarning,
+        )
 
     def _output_columns(self) -> int:
         return self.n_labels_
@@ -542,7 +622,7 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
         """``the calibration set (n rows)`` or ``group 'a' (n rows), ...`` for messages."""
         if getattr(self, "groups_", None) is None:
             return f"the calibration set ({next(iter(strata.values()))} rows)"
-        named = [f"group {self.groups_[s]!r} ({count} rows)" for s, count in strata.items()]
+        named = [f"{self._stratum_name(s, 1, True)} ({count} rows)" for s, count in strata.items()]
         more = f" and {len(named) - 3} more" if len(named) > 3 else ""
         return ", ".join(named[:3]) + more
 
@@ -571,10 +651,17 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
         # n R_n(q): the summed loss of the rows at a threshold below every score (empty
         # sets: each row with a label loses 1), then at each score in turn
         summed_loss = (counts > 0).sum() - np.concatenate([[0.0], covered])
+        # a running sum of m positive weights adding up to S is off by up to about m eps S
+        # (1e-9 falls short from some 10,000 rows of 3 labels): summed losses that close to
+        # the rule's bound, or to a whole number of losses, are taken as exactly there
+        # (1e-9 at least, so that alpha reads as the decimal given)
+        tolerance = max(_RANK_TOLERANCE, values.size * np.finfo(float).eps * summed_loss[0])
         if self.method == "crc":
             allowed = (n + 1) * alphas - 1  # n R_n(q) + 1 <= (n + 1) alpha
-            meets = summed_loss[None, :] <= allowed[:, None] + _RANK_TOLERANCE
+            meets = summed_loss[None, :] <= allowed[:, None] + tolerance
         else:  # a loop over levels, not rows
+            whole = np.rint(summed_loss)  # the binomial tails count whole losses
+            summed_loss = np.where(np.abs(summed_loss - whole) <= tolerance, whole, summed_loss)
             meets = np.array([self._pvalues(summed_loss, n, a) < self.delta for a in alphas])
         candidates = np.concatenate([[-1.0], values])  # -1 < every score 1 - p >= 0
         first = np.argmax(meets, axis=1)
@@ -694,3 +781,22 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
             "fit(X, Y) (or calibrate(X_calib, Y_calib) alone around a fitted `estimator`)",
         )
         return multilabel_probabilities(self.estimator_, self._validate_X(X, reset=False))
+
+    def score(self, X: Any, y: Any, sample_weight: ArrayLike | None = None) -> float:
+        """Subset accuracy of `predict` (scikit-learn's ``ClassifierMixin.score``): the
+        share of rows whose every label is predicted right; no guarantee.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+        y : array-like or DataFrame of shape (n_samples, n_labels)
+            The 0/1 label matrix; a DataFrame must have the label columns seen at fit, in
+            that order.
+        sample_weight : array-like of shape (n_samples,), optional
+
+        Returns
+        -------
+        float
+        """
+        self._check_label_names(y, learn=False)
+        return float(super().score(X, y, sample_weight=sample_weight))
