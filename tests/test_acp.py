@@ -1036,3 +1036,25 @@ def test_a_linear_model_its_solver_left_short_of_least_squares_keeps_full_cp():
     expected = exact.fit(poly.transform(X), y).predict_interval(poly.transform(X_test))
     width = expected[:, 1] - expected[:, 0]
     np.testing.assert_allclose(got, expected, rtol=0, atol=1e-6 * float(width.min()))
+
+
+def test_the_exact_step_is_for_ridge_type_models_and_replaces_the_stationarity_warning():
+    """Diff review (stop 52): the exact step to the ridge optimum replaced a Lasso's fit by
+    ridge full CP when a prior was given (the docs take that prior as the Lasso's own), and
+    a Ridge stopped early still got "train to convergence" although its sets were exact."""
+    from sklearn.linear_model import Lasso
+
+    rng = np.random.default_rng(0)
+    X, X_test = rng.normal(size=(40, 6)), rng.normal(size=(6, 6))
+    y = X @ [2.0, 0.0, 0.0, 1.0, 0.0, 0.0] + rng.normal(size=40)
+    lasso = ACP(Lasso(0.5), prior_precision=1.0).fit(X, y)
+    np.testing.assert_allclose(lasso.predict(X_test), lasso.estimator_.predict(X_test))
+    early = Ridge(1.0, solver="sag", tol=0.5, max_iter=3, random_state=0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = ACP(early).fit(X, y)
+        got = model.predict_interval(X_test)
+    assert not [w for w in caught if "stationary point" in str(w.message)]
+    assert model.stationarity_ > 0.1  # it did stop far from the optimum
+    exact = FullConformalRidge(Ridge(1.0), conformity_score="studentized")
+    np.testing.assert_allclose(got, exact.fit(X, y).predict_interval(X_test), rtol=0, atol=1e-9)

@@ -7,6 +7,7 @@ import re
 import signal
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -677,8 +678,13 @@ def test_run_benchmark_names_bad_arguments_and_too_many_jobs(tmp_path, monkeypat
             run_benchmark("fake-ok", scale="smoke", **arguments)
     assert not (tmp_path / "run").exists()
     registry.get_families()
-    monkeypatch.setattr(registry, "_FAMILIES", {"fake-ok": Family("fake-ok", "works", _ok)})
+    two = {name: Family(name, "works", _ok) for name in ("fake-ok", "second-ok")}
+    monkeypatch.setattr(registry, "_FAMILIES", two)
+    monkeypatch.setattr(registry, "_IMPORT_ERRORS", {})
     info = runner.machine_info()
-    monkeypatch.setattr(runner, "machine_info", lambda: {**info, "usable_cpus": 2})
-    with pytest.warns(UserWarning, match=r"`jobs`=40 is more than the 2 usable CPUs"):
+    monkeypatch.setattr(runner, "machine_info", lambda: {**info, "usable_cpus": 1})
+    with pytest.warns(UserWarning, match=r"`jobs`=40 is more than the 1 usable CPUs"):
+        run_benchmark("smoke", tmp_path, progress=False, echo=None, jobs=40)
+    with warnings.catch_warnings():  # one family runs alone: no worker fights for a core
+        warnings.simplefilter("error")
         run_benchmark("fake-ok", tmp_path, scale="smoke", progress=False, echo=None, jobs=40)

@@ -185,6 +185,12 @@ def test_copies_from_another_container_take_the_columns_of_x(data):
     X_array, _ = insert_points(X, y, 2, source=(renamed, labels), random_state=0)
     assert isinstance(X_array, np.ndarray)  # the container of X, whatever the source's
     np.testing.assert_array_equal(X_array, X_new.to_numpy())
+    # an array source keeps X's dtypes where its values fit them (diff review: an int
+    # column became float64, mixed frames object)
+    typed = frame.assign(k=np.arange(len(frame)) % 3)
+    copies = np.c_[rows, np.ones(len(rows))]
+    X_typed, _ = insert_points(typed, y, 2, source=(copies, labels), random_state=0)
+    assert X_typed.dtypes.to_dict() == typed.dtypes.to_dict()
 
 
 def test_flips_keep_every_label(data):

@@ -1244,8 +1244,8 @@ def test_fitted_models_are_checked_against_the_fit_data_and_each_other(fitted, d
     prefit = ReliablePredictionSets(models, k_calib=5)
     with pytest.raises(ValueError, match="`X` must be 2-D"):
         prefit.fit("garbage", [1, 2])
-    with pytest.raises(ValueError, match="features"):
-        prefit.fit(X_fit[:, :10], y_fit)
+    with pytest.raises(ValueError, match="but model 0 of `estimator` was fitted on 64"):
+        prefit.fit(X_fit[:, :10], y_fit)  # the purpose-built message, not scikit-learn's
     with pytest.raises(ValueError, match=r"`y` contains labels .*\[100"):
         prefit.fit(X_fit, y_fit + 100)
     narrow = LogisticRegression(max_iter=1000).fit(X_fit[:200, :10] / 16, y_fit[:200])

@@ -33,7 +33,6 @@ import sys
 import tempfile
 import time
 import traceback
-import warnings
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
@@ -45,6 +44,7 @@ from typing import Any, cast
 import numpy as np
 
 from uqconform._validation import check_int
+from uqconform._warnings import warn_user
 from uqconform.benchmarks.registry import FamilyResult, get_families, import_errors, resolve_suite
 
 __all__ = [
@@ -888,14 +888,14 @@ def run_benchmark(
         raise TypeError(f"`progress` must be True or False, got {progress!r}.")
     usable = machine_info()["usable_cpus"] or os.cpu_count() or 1
     workers = min(2, usable) if jobs is None else int(jobs)
-    if workers > usable:
-        warnings.warn(
+    names, scale = resolve_suite(suite, scale)
+    side_by_side = [name for name in names if not getattr(get_families().get(name), "timed", 0)]
+    if min(workers, len(side_by_side)) > usable:
+        warn_user(
             f"`jobs`={workers} is more than the {usable} usable CPUs: the families would "
             "fight over the cores and their times would be inflated.",
             UserWarning,
-            stacklevel=2,
         )
-    names, scale = resolve_suite(suite, scale)
     created = _missing_folders(Path(out).expanduser())  # removed again if the run stops
     out_dir = prepare_out_dir(out)
     say = echo or (lambda text: None)

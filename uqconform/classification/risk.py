@@ -567,7 +567,8 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
                 f"alpha / {shares[s]:.3g} in {self._strata_text({s: int(sizes[s])})}"
                 for s in low[:3]
             )
-            more = f" and {len(low) - 3} more groups" if len(low) > 3 else ""
+            extra = len(low) - 3
+            more = f" and {extra} more group{'s' if extra > 1 else ''}" if extra > 0 else ""
             text += (
                 ", so in each group the risk of the rows with labels is only bounded by "
                 f"alpha / (the group's share of rows with a label): {worst}{more}"

@@ -1150,14 +1150,15 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
     def _check_adopted_rows(self, X: Any, y: ArrayLike) -> None:
         """``fit``'s rows, with fitted models: rows of the models' features (``X`` 2-D,
         each model's ``n_features_in_`` when it has one), labels among their classes."""
-        X = self._check_X(X, reset=not hasattr(self, "n_features_in_"))
+        shape = np.shape(X) if not hasattr(X, "shape") else X.shape
         for position, model in enumerate(self.estimators_):  # a loop over the models
             width = getattr(model, "n_features_in_", None)
-            if width is not None and width != X.shape[1]:
+            if len(shape) == 2 and width is not None and width != shape[1]:
                 raise ValueError(
-                    f"`X` has {X.shape[1]} features, but model {position} of `estimator` was "
+                    f"`X` has {shape[1]} features, but model {position} of `estimator` was "
                     f"fitted on {width}: pass rows with the features the models were fitted on."
                 )
+        X = self._check_X(X, reset=not hasattr(self, "n_features_in_"))
         encode_labels(check_class_labels(y, n_rows(X)), self.classes_)  # known labels
 
     def _check_X(self, X: Any, *, reset: bool) -> Any:

@@ -43,8 +43,9 @@ def _concat(first: Any, second: Any) -> Any:
     if hasattr(first, "iloc"):
         import pandas as pd
 
-        if not hasattr(second, "iloc"):
+        if not hasattr(second, "iloc"):  # X's columns and, where they hold, its dtypes
             second = pd.DataFrame(np.asarray(second), columns=first.columns)
+            second = second.astype(first.dtypes.to_dict(), errors="ignore")
         return pd.concat([first, second], ignore_index=True)
     return np.concatenate([np.asarray(first), np.asarray(second)])
 

@@ -491,15 +491,18 @@ class ApproximateFullConformalRegressor(
             )
         if refine:  # the prior is centred at theta*: a ridge fit of the step
             self.refinement_: NDArray = self.machine_.solve(raw)
-        elif lin.exact:
-            # a linear model: the step to the machine's own ridge optimum, exact whatever
-            # the solver left (LinearRegression's lstsq drops directions below its `tol`:
-            # fitted values a quarter of the residual s.d. from least squares, sets up to
-            # 12% off exact full CP in a review)
+        elif lin.exact and weight_decay(inner) is not None:
+            # a ridge-type linear model: the step to the machine's own ridge optimum, exact
+            # whatever the solver left (LinearRegression's lstsq drops directions below its
+            # `tol`: fitted values a quarter of the residual s.d. from least squares, sets
+            # up to 12% off exact full CP in a review); its gradient at the trained weights
+            # is then no cause for a warning. (A Lasso or SGDRegressor, whose decay is not
+            # known, keeps its weights: a given prior is taken as the one it was trained
+            # with.)
             self.refinement_ = self.machine_.solve(raw) - self.machine_.solve_normal(
                 penalty * lin.parameters
             )
-            self.stationarity_ = self._stationarity(lin, target, weight_decay(inner))
+            self.stationarity_ = self._stationarity(lin, target, weight_decay(inner), warn=False)
         else:
             self.refinement_ = self._penalty_change_step(lin, weight_decay(inner))
             self.stationarity_ = self._stationarity(lin, target, weight_decay(inner))
@@ -526,7 +529,7 @@ class ApproximateFullConformalRegressor(
         return self.machine_.solve_normal(change * lin.parameters)
 
     def _stationarity(
-        self, lin: Linearization, target: NDArray, trained_decay: float | None
+        self, lin: Linearization, target: NDArray, trained_decay: float | None, warn: bool = True
     ) -> float:
         """Gradient norm of the trained objective ``sum r_i^2 / 2 + lam0 |w|^2 / 2`` at
         ``theta*`` over the norm of ``J^T (t - mean t)``, the data part of the gradient
@@ -534,7 +537,9 @@ class ApproximateFullConformalRegressor(
         ``ridge_strength_``), each parameter's entry divided by the norm of its Jacobian
         column (so that the units of ``X`` matter only through the floor), floored at
         1e-2 of the largest norm of its kind (penalised weights, unpenalised biases): 0 at
-        a stationary point, about 1 for an untrained network. Warns above ``_FAR_FROM_STATIONARY``.
+        a stationary point, about 1 for an untrained network. Warns above
+        ``_FAR_FROM_STATIONARY`` (unless ``warn`` is False: a linear model stepped to the
+        optimum).
         (Without the floor, a unit that weight decay has switched off, with an output
         weight near 1e-4, has a gradient entry and a column norm of the same tiny size,
         and their ratio stays near 1 however long the network trains: converged networks
@@ -571,7 +576,7 @@ class ApproximateFullConformalRegressor(
                 f"should predict the target, {remedy}.",
                 UserWarning,
             )
-        elif relative > _FAR_FROM_STATIONARY:
+        elif warn and relative > _FAR_FROM_STATIONARY:
             warn_user(
                 f"The trained weights are far from a stationary point of the model's "
                 f"regularised loss (relative gradient norm {relative:.2f}, `stationarity_`; "
