@@ -251,6 +251,14 @@ def test_the_source_commit_is_read_before_the_families_run(fake_registry, tmp_pa
     )
     results = run_benchmark("fake-ok", tmp_path, scale="smoke", progress=False, echo=None)
     assert results["source"]["commit"] == "a" * 40
+    # ... and read again at the end: a change during the run is recorded (cli review, stop
+    # 52: a file edited during a run was recorded as unmodified)
+    assert results["source"]["modified"] and results["source"]["changed_during_run"]
+    assert "the package changed during the run" in (tmp_path / "report.md").read_text()
+    steady = {"commit": "c" * 40, "modified": False}
+    monkeypatch.setattr(runner, "source_revision", lambda: dict(steady))
+    results = run_benchmark("fake-ok", tmp_path, scale="smoke", progress=False, echo=None)
+    assert results["source"] == steady
 
 
 def test_a_small_headline_figure_is_never_shown_as_zero():

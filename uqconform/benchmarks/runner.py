@@ -679,6 +679,8 @@ def _source_lines(source: dict[str, Any] | None) -> list[str]:
     if not source:
         return []
     changed = " with uncommitted changes to the package" if source["modified"] else ""
+    if source.get("changed_during_run"):
+        changed = " (the package changed during the run)"
     return [f"Source: uqconform at commit `{source['commit'][:12]}`{changed}.", ""]
 
 
@@ -777,6 +779,8 @@ def _run_and_write(
     ) as staging_name:
         staging = Path(staging_name)
         families = _run_families(names, scale, seed, staging, progress, workers, say)
+        if source is not None and source_revision() != source:  # edited or committed since
+            source = {**source, "modified": True, "changed_during_run": True}
         results = {
             "suite": suite,
             "scale": scale,
