@@ -908,3 +908,22 @@ def test_identical_rows_one_per_call_share_a_draw_only_with_an_int_seed():
         cp.calibrate(Xc, yc)
         draws = {tuple(cp.predict_pvalue(row, smooth=True)[0]) for _ in range(5)}
         assert (len(draws) == 1) == shared
+
+
+def test_a_model_whose_classes_repeat_a_label_is_refused():
+    """Review finding (stop 52): an external model with classes_ ['a', 'b', 'b'] for
+    three probability columns was accepted, and a set holding column 2 read as 'b'."""
+
+    class External:
+        classes_ = np.array(["a", "b", "b"])
+
+        def fit(self, X, y):
+            return self
+
+        def predict_proba(self, X):
+            return np.full((len(X), 3), 1 / 3)
+
+    X = np.random.default_rng(0).normal(size=(30, 2))
+    y = np.array(["a", "b", "c"] * 10)
+    with pytest.raises(ValueError, match=r"`estimator`'s `classes_` repeats a label"):
+        SplitConformalClassifier(External()).calibrate(X, y)

@@ -637,7 +637,7 @@ def test_contains_refuses_text_booleans_and_missing_points_naming_y():
     nullable = pd.DataFrame(Y, dtype="Float64")
     np.testing.assert_array_equal(region.contains(nullable), region.contains(Y))
     nullable.iloc[1, 0] = pd.NA
-    with pytest.raises(ValueError, match=r"`Y` contains NaN"):
+    with pytest.raises(ValueError, match=r"`Y` contains 1 NaN"):
         region.contains(nullable)
     with pytest.raises(ValueError, match=r"`Y` must be numeric.*entry \(1, 0\) is 'x'"):
         region.contains(np.array([[0.5, 1.0], ["x", 0.0], [0.0, -1.0]], dtype=object))
@@ -681,3 +681,16 @@ def test_monte_carlo_volume_of_a_row_depends_on_the_rows_of_the_call():
     # if rows are ever seeded one by one, these agree: then update those docstrings
     assert not np.allclose(whole[2:], tail, rtol=1e-12, atol=0)
     np.testing.assert_array_equal(region.volume(200), whole)  # the same call: the same
+
+
+def test_contains_names_the_rows_with_nan_and_a_single_point_to_reshape():
+    """Review finding (stop 52): a NaN point got "`Y` contains NaN or infinite values."
+    without a count or a row, and one 1-D point for one region no reshape hint."""
+    box = PredictionRegion(AffineMap([[1.0, 2.0]] * 3, [[2.0, 0.5]]), 1.0, "linf")
+    Y = np.array([[2.9, 2.4], [np.nan, 2.0], [1.0, np.inf]])
+    with pytest.raises(
+        ValueError, match=r"`Y` contains 2 NaN .* \(in 2 rows, the first at position 1\)"
+    ):
+        box.contains(Y)
+    with pytest.raises(ValueError, match=r"got \(2,\) \(one point: Y.reshape\(1, -1\)\)"):
+        box[0].contains(np.array([2.9, 2.4]))

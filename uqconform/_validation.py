@@ -620,6 +620,24 @@ def _any_entry(values: NDArray, types: tuple[type, ...]) -> bool:
     return bool(np.frompyfunc(lambda value: isinstance(value, types), 1, 1)(values).any())
 
 
+def non_finite_rows_error(name: str, values: np.ndarray, remedy: str) -> ValueError:
+    """The error for 2-D ``values`` holding NaN or inf: how many, in how many rows, the
+    first row's position, and ``remedy``.
+
+    Examples
+    --------
+    >>> print(non_finite_rows_error("Y", np.array([[0.0, np.nan], [1.0, 2.0]]), "impute them"))
+    `Y` contains 1 NaN or infinite value (in 1 row, the first at position 0); impute them.
+    """
+    bad = ~np.isfinite(values)
+    count, rows = int(bad.sum()), np.flatnonzero(bad.any(axis=1))
+    return ValueError(
+        f"`{name}` contains {count} NaN or infinite value{'s' if count > 1 else ''} (in "
+        f"{rows.size} row{'s' if rows.size > 1 else ''}, the first at position {rows[0]}); "
+        f"{remedy}."
+    )
+
+
 def first_non_number(values: ArrayLike) -> str:
     """Where a target that cannot be read as floats goes wrong, for an error message:
     the first entry that is not a number, with its position.
@@ -761,7 +779,17 @@ def model_classes(model: Any) -> NDArray:
             "predict_proba columns, in column order. Set `model.classes_ = np.array([...])` "
             "on the model before calibrate."
         )
-    return np.asarray(model.classes_)
+    classes = np.asarray(model.classes_)
+    try:
+        repeated = classes.ndim == 1 and np.unique(classes).size < classes.size
+    except TypeError:  # labels of kinds that do not sort: left to the label checks
+        repeated = False
+    if repeated:  # a set's column would read as another column's label
+        raise ValueError(
+            f"`estimator`'s `classes_` repeats a label ({classes.tolist()!r:.200}): it must "
+            "name each predict_proba column once, in column order."
+        )
+    return classes
 
 
 def refuse_classifier(model: Any, wrapper: Any) -> None:

@@ -39,6 +39,7 @@ from uqconform._validation import (
     frame_as_numbers,
     has_nan,
     missing_target_error,
+    non_finite_rows_error,
     refuse_booleans,
     refuse_non_finite,
     refuse_non_number_kinds,
@@ -126,13 +127,7 @@ def check_multioutput_target(Y: ArrayLike, n: int, n_outputs: int | None = None)
             f"`Y` must be numeric for regression; {first_non_number(target)}."
         ) from None
     if not np.isfinite(target).all():
-        bad = ~np.isfinite(target)
-        rows = np.flatnonzero(bad.any(axis=1))
-        raise ValueError(
-            f"`Y` contains {int(bad.sum())} NaN or infinite value"
-            f"{'s' if bad.sum() > 1 else ''} (in {rows.size} row{'s' if rows.size > 1 else ''}, "
-            f"the first at position {rows[0]}); remove or impute those rows first."
-        )
+        raise non_finite_rows_error("Y", target, "remove or impute those rows first")
     if n_outputs is not None and target.shape[1] != n_outputs:
         raise ValueError(
             f"`Y` has {target.shape[1]} outputs but the model was fitted with {n_outputs}."
