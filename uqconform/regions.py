@@ -384,6 +384,29 @@ def output_columns(Y: Any) -> list[str] | list[int] | None:
     return labels
 
 
+def record_or_check_output_columns(
+    model: Any,
+    Y: Any,
+    attribute: str,
+    *,
+    learn: bool,
+    name: str = "Y",
+    seen: str = "those seen at fit",
+) -> None:
+    """At a fit (``learn``), record a DataFrame ``Y``'s output names as ``model.<attribute>``
+    (none for arrays); later, refuse other names or another order (`check_output_columns`,
+    naming ``model.<attribute>``)."""
+    if not learn:
+        known = model.__dict__.get(attribute)  # None in pickles from before it existed
+        check_output_columns(Y, known, name, seen=seen, attribute=f"model.{attribute}")
+        return
+    columns = output_columns(Y)
+    if columns is None:
+        model.__dict__.pop(attribute, None)
+    else:
+        setattr(model, attribute, np.asarray(columns, dtype=object))
+
+
 def check_output_columns(
     Y: Any,
     output_names: Sequence[str] | Sequence[int] | NDArray | None,

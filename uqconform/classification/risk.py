@@ -57,7 +57,7 @@ from uqconform._validation import (
 from uqconform._warnings import warn_user
 from uqconform.base import ConformalPredictor, sets_within_thresholds
 from uqconform.quantiles import _RANK_TOLERANCE, check_alpha, levels_text
-from uqconform.regions import check_output_columns, output_columns
+from uqconform.regions import record_or_check_output_columns
 
 __all__ = ["MultiLabelRiskController", "hoeffding_bentkus_pvalue"]
 
@@ -448,20 +448,9 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
         calibrate that adopts a fitted model), or refuse other names or another order:
         column ``k`` is read as label ``k`` of the model (see
         `uqconform.regions.check_output_columns`: integer labels too)."""
-        if not learn:
-            check_output_columns(
-                y,
-                self.__dict__.get("label_names_in_"),
-                "y",
-                seen="the label columns seen at fit",
-                attribute="model.label_names_in_",
-            )
-            return
-        columns = output_columns(y)
-        if columns is None:
-            self.__dict__.pop("label_names_in_", None)
-        else:
-            self.label_names_in_ = np.asarray(columns, dtype=object)
+        record_or_check_output_columns(
+            self, y, "label_names_in_", learn=learn, name="y", seen="the label columns seen at fit"
+        )
 
     def _use_prefit_estimator(self) -> None:
         super()._use_prefit_estimator()

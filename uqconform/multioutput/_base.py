@@ -60,8 +60,7 @@ from uqconform.regions import (
     LatentMap,
     Norm,
     PredictionRegion,
-    check_output_columns,
-    output_columns,
+    record_or_check_output_columns,
 )
 
 if TYPE_CHECKING:
@@ -341,17 +340,7 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
         calibrate that adopts a fitted model), or refuse other names or another order: the
         region's shape and the point model give output ``j`` a meaning (see
         `uqconform.regions.check_output_columns`: integer labels too)."""
-        if not learn:
-            known = self.__dict__.get("output_names_in_")
-            check_output_columns(
-                y, known, seen="those seen at fit", attribute="model.output_names_in_"
-            )
-            return
-        columns = output_columns(y)
-        if columns is None:
-            self.__dict__.pop("output_names_in_", None)
-        else:
-            self.output_names_in_ = np.asarray(columns, dtype=object)
+        record_or_check_output_columns(self, y, "output_names_in_", learn=learn)
 
     def _warn_if_degenerate(
         self,
