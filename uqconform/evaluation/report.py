@@ -47,7 +47,7 @@ from uqconform.quantiles import check_alpha
 __all__ = ["CoverageReport", "evaluate"]
 
 
-def _plain(value: Any) -> Any:
+def _json_value(value: Any) -> Any:
     """A JSON-friendly Python scalar: numpy scalars unwrapped, NaN kept as float, dates and
     times as ISO 8601 text (a datetime64 or Timestamp group: ``"2024-01-01T00:00:00"``),
     missing labels (NaT, ``pd.NA``) as None, and any other label (a Period, a Timedelta,
@@ -185,7 +185,7 @@ class CoverageReport:
         groups = None
         if self.by_group is not None:
             groups = [
-                {key: _plain(value) for key, value in record.items()}
+                {key: _json_value(value) for key, value in record.items()}
                 for record in self.by_group.to_dict(orient="records")
             ]
         return {
@@ -196,7 +196,9 @@ class CoverageReport:
             "n_calibration": None if self.n_calibration is None else int(self.n_calibration),
             "confidence": float(self.confidence),
             "time_seconds": float(self.time_seconds),
-            "levels": [{key: _plain(value) for key, value in row.items()} for row in self.rows],
+            "levels": [
+                {key: _json_value(value) for key, value in row.items()} for row in self.rows
+            ],
             "by_group": groups,
             "note": self.note,
         }
