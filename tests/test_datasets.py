@@ -107,9 +107,11 @@ def test_oracles_refuse_what_they_cannot_describe():
         GaussianClassificationOracle(means=[1.0, 2.0])
     assert gaussian == gaussian and hash(gaussian) == hash(gaussian)
     with pytest.raises(
-        ValueError, match=r"`alpha` must be a single float in \(0, 1\), got 1\.5\."
+        ValueError, match=r"`alpha` must lie strictly between 0 and 1 .*; got 1\.5\."
     ):
         oracle(np.zeros((1, 2)), alpha=1.5)  # the number given, not "[1.5]"
+    with pytest.raises(ValueError, match=r"`alpha` must be a single level in \(0, 1\) here"):
+        oracle(np.zeros((1, 2)), alpha=[0.1, 0.2])
 
 
 def test_macro_growth_refuses_more_lags_than_quarters():

@@ -14,9 +14,11 @@ from hypothesis.extra.numpy import arrays
 from uqconform.quantiles import (
     check_alpha,
     check_call_alpha,
+    check_single_alpha,
     conformal_quantile,
     conformal_rank,
     effective_sample_size,
+    minimum_scores,
     weighted_quantile,
 )
 
@@ -294,6 +296,34 @@ def test_targets_passed_as_alpha_get_a_short_message_that_says_so():
     with pytest.raises(ValueError) as caught:  # a few levels: no guess about targets
         check_call_alpha([0.1, 1.5], 0.1)
     assert "targets" not in str(caught.value) and "[1.5]" in str(caught.value)
+
+
+def test_functions_of_one_level_share_one_check_and_one_message():
+    """The "one level only" refusal was written five times with four wordings (and the
+    risk p-value's showed a 200-entry array whole); a single number out of range read as a
+    list ("got [1.5]")."""
+    from uqconform.classification.risk import hoeffding_bentkus_pvalue
+    from uqconform.classification.rps import majority_threshold
+    from uqconform.evaluation import coverage_count_pmf
+
+    assert check_single_alpha(0.25) == 0.25 and isinstance(check_single_alpha(0.25), float)
+    assert check_single_alpha([0.25]) == 0.25  # one level in a list is that level
+    calls = {
+        "minimum_scores": lambda a: minimum_scores(a),
+        "coverage_count_pmf": lambda a: coverage_count_pmf(19, a, 10),
+        "hoeffding_bentkus_pvalue": lambda a: hoeffding_bentkus_pvalue(0.1, 100, a),
+        "majority_threshold": lambda a: majority_threshold(5, a),
+    }
+    for name, call in calls.items():
+        with pytest.raises(ValueError, match=r"^`alpha` must be a single level in \(0, 1\) here"):
+            call(np.full(200, 0.1))
+        with pytest.raises(ValueError) as caught:
+            call(np.full(200, 0.1))
+        assert len(str(caught.value)) < 200, name
+        with pytest.raises(ValueError, match=r"between 0 and 1 .*; got 1\.5\.$"):
+            call(1.5)
+    with pytest.raises(ValueError, match=r"between 0 and 1 .*; got \[1\.5\]\.$"):
+        check_alpha([0.1, 1.5])  # a sequence keeps its list
 
 
 def test_alpha_shape_errors_name_argument():

@@ -29,7 +29,7 @@ from sklearn import datasets as sk_datasets
 
 from uqconform._seeding import random_generator
 from uqconform._validation import check_bool, check_int, check_positive_float
-from uqconform.quantiles import check_alpha
+from uqconform.quantiles import check_single_alpha
 
 __all__ = [
     "DatasetInfo",
@@ -474,12 +474,7 @@ def load_dataset(
 # ---- synthetic data with a known oracle ------------------------------------------------------
 def _check_alpha(alpha: float) -> float:
     """One miscoverage level, validated by the library's single rule."""
-    if np.ndim(alpha) == 0:
-        try:
-            return float(check_alpha(alpha)[0])
-        except ValueError:  # its message shows levels as a list: name the number given
-            pass
-    raise ValueError(f"`alpha` must be a single float in (0, 1), got {alpha!r}.")
+    return check_single_alpha(alpha)
 
 
 def _oracle_rows(X: Any, n_features: int) -> NDArray:

@@ -21,7 +21,7 @@ from typing import Any, Literal, cast
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from uqconform._validation import real_values
+from uqconform._validation import real_values, value_summary
 from uqconform._warnings import warn_user
 
 __all__ = [
@@ -86,13 +86,46 @@ def check_alpha(
         raise ValueError(f"`{name}` is an empty sequence; give at least one level in (0, 1).")
     bad = ~((levels > 0) & (levels < 1))  # NaN fails both comparisons
     if bad.any():
-        shown = [float(f"{level:.4g}") for level in levels[bad][:5]]
+        shown: Any = [float(f"{level:.4g}") for level in levels[bad][:5]]
+        if np.ndim(alpha) == 0:  # a single number reads as given, not as a list
+            shown = shown[0]
         count = int(bad.sum())
         more = f" and {count - 5} more, of {levels.size} levels" if count > 5 else ""
         raise ValueError(
             f"`{name}` must lie strictly between 0 and 1 (it is {meaning}); got {shown}{more}."
         )
     return levels
+
+
+def check_single_alpha(
+    alpha: float,
+    name: str = "alpha",
+    meaning: str = "the miscoverage level, e.g. 0.1 for 90% coverage",
+    hint: str = "",
+) -> float:
+    """`check_alpha` for a function that takes exactly one level, returned as a float (a
+    sequence of one level is that level, as everywhere in the library).
+
+    Parameters
+    ----------
+    alpha : float
+        The level, strictly inside (0, 1).
+    name, meaning : str
+        As in `check_alpha`.
+    hint : str, default=""
+        Appended to the message refusing a sequence (what to call instead).
+
+    Examples
+    --------
+    >>> check_single_alpha(0.1)
+    0.1
+    """
+    levels = check_alpha(alpha, name, meaning)
+    if levels.size != 1:
+        raise ValueError(
+            f"`{name}` must be a single level in (0, 1) here, got {value_summary(alpha)}.{hint}"
+        )
+    return float(levels[0])
 
 
 def check_miscoverage(alpha: float | Sequence[float] | ArrayLike, name: str = "alpha") -> NDArray:
@@ -347,9 +380,7 @@ def minimum_scores(alpha: float) -> int:
     >>> minimum_scores(0.1)
     9
     """
-    level = float(check_alpha(alpha)[0]) if np.ndim(alpha) == 0 else None
-    if level is None:
-        raise ValueError(f"`alpha` must be a single level, got {alpha!r}.")
+    level = check_single_alpha(alpha)
     return int(np.ceil(1 / level - 1 - _RANK_TOLERANCE))
 
 

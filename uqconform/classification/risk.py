@@ -56,7 +56,7 @@ from uqconform._validation import (
 )
 from uqconform._warnings import warn_user
 from uqconform.base import ConformalPredictor, sets_within_thresholds
-from uqconform.quantiles import _RANK_TOLERANCE, check_alpha, levels_text
+from uqconform.quantiles import _RANK_TOLERANCE, check_alpha, check_single_alpha, levels_text
 from uqconform.regions import record_or_check_output_columns
 
 __all__ = ["MultiLabelRiskController", "hoeffding_bentkus_pvalue"]
@@ -96,9 +96,7 @@ def hoeffding_bentkus_pvalue(risk: ArrayLike, n: int, alpha: float) -> NDArray:
     (True, 1.0)
     """
     check_int(n, "n")
-    check_alpha(alpha, "alpha", _RISK_LEVEL)
-    if np.ndim(alpha) != 0:
-        raise ValueError(f"`alpha` must be a single level, got {alpha!r}.")
+    check_single_alpha(alpha, "alpha", _RISK_LEVEL)
     try:
         risk = np.asarray(risk, dtype=float)
     except (TypeError, ValueError):

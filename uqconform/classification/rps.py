@@ -80,6 +80,7 @@ from uqconform.quantiles import (
     check_alpha,
     check_call_alpha,
     check_miscoverage,
+    check_single_alpha,
     conformal_quantile,
     conformal_rank,
     minimum_scores,
@@ -209,13 +210,7 @@ _REPEATS_PER_PARTITION = 5
 # ---- majority threshold, ranks and coverage ---------------------------------------------------
 def _one_level(alpha: Any) -> float:
     """``alpha`` checked as one miscoverage level (these functions take no sequence)."""
-    levels = check_alpha(alpha, "alpha")
-    if levels.size != 1:
-        raise ValueError(
-            f"`alpha` must be a single level here, got {value_summary(alpha)}: call once per "
-            "level."
-        )
-    return float(levels[0])
+    return check_single_alpha(alpha, hint=" Call once per level.")
 
 
 def _whole_numbers(values: ArrayLike, name: str) -> NDArray:

@@ -18,7 +18,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy import signal, special, stats
 
-from uqconform.quantiles import check_alpha, conformal_rank
+from uqconform.quantiles import check_alpha, check_single_alpha, conformal_rank
 
 __all__ = ["coverage_bounds", "coverage_count_pmf"]
 
@@ -138,10 +138,7 @@ def coverage_count_pmf(
     1.0
     """
     _check_counts(n_calibration, n_test, n_repeats)
-    if np.ndim(alpha) != 0:
-        raise ValueError(
-            f"`alpha` must be a single level here, got {alpha!r}; coverage_bounds takes several."
-        )
+    check_single_alpha(alpha, hint=" coverage_bounds takes several.")
     if int(n_repeats) * int(n_test) + 1 > _MAX_PMF:
         raise ValueError(
             f"`n_test` x `n_repeats` = {int(n_test) * int(n_repeats)}: the pmf would hold "
