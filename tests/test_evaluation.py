@@ -919,6 +919,34 @@ def test_evaluate_gives_no_verdict_for_weighted_calibration(regression_data):
     assert all(isinstance(row["inside_bounds"], bool) for row in plain_report.rows)
 
 
+def test_evaluate_gives_no_verdict_for_cross_conformal_models(regression_data):
+    """CV+, jackknife+ and J+aB promise 1 - 2 alpha and have no exact law, yet the report
+    judged them by split conformal's law with every training row as a calibration row
+    (user review: "yes"/"BELOW" printed, although the docstring called it a yardstick)."""
+    from uqconform import (
+        CrossConformalClassifier,
+        CrossConformalRegressor,
+        JackknifeAfterBootstrapRegressor,
+    )
+
+    X, y, _ = regression_data
+    for model in (
+        CrossConformalRegressor(LinearRegression(), cv=3),
+        JackknifeAfterBootstrapRegressor(LinearRegression(), n_bootstrap=10, random_state=0),
+    ):
+        model.fit(X[:300], y[:300])
+        report = evaluate(model, X[600:], y[600:], alpha=(0.1, 0.2))
+        assert all(r["inside_bounds"] is None and r["below_bounds"] is None for r in report.rows)
+        assert all(r["bound_low"] < r["bound_high"] for r in report.rows)  # the yardstick
+        text = str(report)
+        assert "note: cross-conformal model" in text and "1 - 2 alpha" in text
+        assert "yes" not in text and "BELOW" not in text
+    labels = (y > np.median(y)).astype(int)
+    classifier = CrossConformalClassifier(cv=3).fit(X[:300], labels[:300])
+    report = evaluate(classifier, X[600:], labels[600:], alpha=0.1)
+    assert report.rows[0]["inside_bounds"] is None and "cross-conformal" in report.note
+
+
 def test_evaluate_multioutput_regions_and_missing_calibration_size():
     Y = np.array([[0.0, 5.0], [1.0, 0.0], [0.0, 9.0], [20.0, 0.0]])
     report = evaluate(_FakeRegionModel(), np.zeros((4, 1)), Y, alpha=(0.1, 0.2))

@@ -111,9 +111,10 @@ class CoverageReport:
         With ``groups``: columns ``alpha``, ``group``, ``count``, ``coverage`` and the
         efficiency column, one row per level and group.
     note : str or None
-        Printed below the table: why no verdict is given (weighted calibration:
-        ``inside_bounds`` and ``below_bounds`` are then None), and how the rows were
-        predicted when not in one call (a time-series model: online, on a copy).
+        Printed below the table: why no verdict is given (weighted calibration or a
+        cross-conformal model: ``inside_bounds`` and ``below_bounds`` are then None), and
+        how the rows were predicted when not in one call (a time-series model: online, on
+        a copy).
 
     Examples
     --------
@@ -524,10 +525,11 @@ def evaluate(
     a review found valid weighted models below those bounds in 1.7% to 13% of resplits
     at 99% confidence, against the 0.5% a verdict would promise. Cross-conformal models
     (CV+, jackknife+, J+aB) count every training row in ``n_calibration_`` and promise
-    only ``1 - 2 alpha``: "BELOW" the split-conformal bounds is not a broken guarantee
-    for them. Their coverage has no exact law; ``coverage_bounds(n, 2 * alpha, n_test)``
-    is a rough yardstick with no known false-alarm rate (their mean coverage, over many
-    resplits, is what ``1 - 2 alpha`` bounds).
+    only ``1 - 2 alpha``, and their coverage has no exact law: as for weighted models, the
+    report shows split conformal's bounds with ``n_calibration_`` rows as a yardstick and
+    gives no verdict (``note`` says why). ``coverage_bounds(n, 2 * alpha, n_test)`` is
+    another rough yardstick with no known false-alarm rate (their mean coverage, over
+    many resplits, is what ``1 - 2 alpha`` bounds).
 
     Predictions made elsewhere (arrays from another library) need no model: score them
     with `coverage` and `mean_width` / `mean_set_size` (intervals ``(n, 2[, k])``, boolean
@@ -605,7 +607,8 @@ def evaluate(
         n_calibration = None
         bounds = np.full((alphas.size, 2), np.nan)
 
-    judged = n_calibration is not None and not weighted
+    cross = _is_cross_fit(model)
+    judged = n_calibration is not None and not weighted and not cross
     rows = []
     for j, level in enumerate(alphas):  # a loop over levels
         low, high = float(bounds[j, 0]), float(bounds[j, 1])
@@ -628,6 +631,8 @@ def evaluate(
         rows.append(row)
 
     notes = [_WEIGHTED_NOTE] if weighted and n_calibration is not None else []
+    if cross and n_calibration is not None:
+        notes.append(_CROSS_NOTE)
     if online:
         notes.append(_ONLINE_NOTE)
     by_group = None
@@ -656,6 +661,20 @@ def _is_sequential(model: Any) -> bool:
 
     return isinstance(model, SequentialConformalRegressor)
 
+
+def _is_cross_fit(model: Any) -> bool:
+    """True for a cross-conformal model (CV+, jackknife+, J+aB), whose every training row
+    is a calibration row and whose guarantee is ``1 - 2 alpha``."""
+    from uqconform._cross import CrossFitWrapper  # no import cycle
+
+    return isinstance(model, CrossFitWrapper)
+
+
+_CROSS_NOTE = (
+    "cross-conformal model (CV+, jackknife+, J+aB): it promises 1 - 2 alpha and its coverage "
+    "has no exact law, so the bounds shown are split conformal's with n_calibration rows, a "
+    "rough yardstick, and no verdict is given."
+)
 
 _WEIGHTED_NOTE = (
     "weighted calibration (likelihood_ratio): its coverage has no exact law, so the bounds "
