@@ -278,6 +278,44 @@ def test_models_that_handle_missing_values_themselves_get_them():
         classifier.predict_pvalue(X)
 
 
+def test_infinity_in_x_is_named_with_the_model_that_refuses_it():
+    """inf in X got scikit-learn's bare "Input X contains infinity or a value too large
+    for dtype('float64')" while NaN was named with the refusing model (mdim review); a
+    model that declares no NaN support but does not check X predicted inf silently."""
+    import pandas as pd
+    from scipy import sparse
+    from sklearn.linear_model import Ridge
+
+    from uqconform.regression import SplitConformalRegressor
+
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(300, 3))
+    y = X[:, 0] + rng.normal(size=300)
+    infinite = X.copy()
+    infinite[7, 2] = -np.inf
+    match = r"^`X` contains infinity and Ridge does not accept it: replace"
+    with pytest.raises(ValueError, match=match):
+        SplitConformalRegressor(Ridge()).fit(infinite[:100], y[:100])
+    cp = SplitConformalRegressor(Ridge()).fit(X[:100], y[:100])
+    with pytest.raises(ValueError, match=match):
+        cp.calibrate(infinite, y)
+    cp.calibrate(X[100:200], y[100:200])
+    for rows in (infinite, pd.DataFrame(infinite), sparse.csr_matrix(infinite)):
+        with pytest.raises(ValueError, match=match):
+            cp.predict_interval(rows)
+    both = infinite.copy()
+    both[9, 0] = np.nan  # NaN and inf: the NaN message, whose remedy comes first
+    with pytest.raises(ValueError, match="`X` contains NaN and Ridge"):
+        cp.predict_interval(both)
+    with pytest.raises(ValueError, match="`X` contains infinity and _Unchecked"):
+        SplitConformalRegressor(_Unchecked()).fit(infinite[:100], y[:100])
+    labels = (y > 0).astype(int)
+    classifier = SplitConformalClassifier(LogisticRegression()).fit(X[:100], labels[:100])
+    classifier.calibrate(X[100:200], labels[100:200])
+    with pytest.raises(ValueError, match="`X` contains infinity and LogisticRegression"):
+        classifier.predict_set(infinite)
+
+
 class _Unchecked(RegressorMixin, BaseEstimator):
     """A moment estimator without any input check (default tags: NaN not supported);
     NaN in X gives NaN coefficients without an error."""

@@ -332,11 +332,8 @@ def _refuse_unorderable(labels: NDArray, name: str) -> None:
         ) from None
 
 
-def has_nan(block: Any) -> bool:
-    """True if a numeric block of rows holds NaN; non-numeric data is the model's business."""
-    if hasattr(block, "select_dtypes"):  # DataFrame: look at numeric columns only
-        numeric = block.select_dtypes("number")
-        return bool(numeric.shape[1]) and bool(numeric.isna().to_numpy().any())
+def _float_entries(block: Any) -> NDArray | None:
+    """The stored float entries of an array or sparse matrix (None for other data)."""
     if sparse.issparse(block):  # sparse: the stored values
         block = block if block.format in ("csr", "csc", "coo", "bsr") else block.tocsr()
         array = block.data
@@ -344,9 +341,27 @@ def has_nan(block: Any) -> bool:
         array = block
     array = np.asarray(array) if isinstance(array, list) else array
     if not isinstance(array, np.ndarray) or array.dtype.kind not in "fc":
-        return False
+        return None
+    return array
+
+
+def has_nan(block: Any) -> bool:
+    """True if a numeric block of rows holds NaN; non-numeric data is the model's business."""
+    if hasattr(block, "select_dtypes"):  # DataFrame: look at numeric columns only
+        numeric = block.select_dtypes("number")
+        return bool(numeric.shape[1]) and bool(numeric.isna().to_numpy().any())
+    array = _float_entries(block)
     # A sum is finite unless some entry is NaN/inf: one pass, no full-size temporary.
-    return not np.isfinite(array.sum()) and bool(np.isnan(array).any())
+    return array is not None and not np.isfinite(array.sum()) and bool(np.isnan(array).any())
+
+
+def has_inf(block: Any) -> bool:
+    """True if a numeric block of rows holds +inf or -inf (as `has_nan` for NaN)."""
+    if hasattr(block, "select_dtypes"):
+        numeric = block.select_dtypes("number")
+        return bool(numeric.shape[1]) and bool(numeric.isin([np.inf, -np.inf]).to_numpy().any())
+    array = _float_entries(block)
+    return array is not None and not np.isfinite(array.sum()) and bool(np.isinf(array).any())
 
 
 def check_bool(value: Any, name: str) -> None:

@@ -42,6 +42,7 @@ from uqconform._validation import (
     check_row_order,
     check_verbose,
     check_wrapper_fitted,
+    has_inf,
     has_nan,
     model_classes,
     refuse_model_class,
@@ -480,28 +481,41 @@ def keeps_state_on_error(method: Callable) -> Callable:
 
 
 def check_nan_accepted(model: Any, X: Any) -> None:
-    """Raise a ValueError naming ``model`` when ``X`` holds NaN and ``model`` refuses it.
+    """Raise a ValueError naming ``model`` when ``X`` holds NaN or infinity and ``model``
+    refuses NaN (a model that refuses NaN refuses infinity too).
 
     Checked before the model sees X, not only after it fails: a model that declares no NaN
     support but does not check its input (a hand-written rule, a wrapper around a torch
     network) would otherwise train or predict on NaN silently.
     """
-    if refuses_nan(model) and has_nan(X):
-        # name the user's model that refuses, not a wrapper of two (CQR's band)
-        routed = getattr(model, "_routed_models", None)
-        inner: list[Any] = list(routed().values()) if callable(routed) else []
-        model = next((m for m in inner if refuses_nan(m)), model)
-        # and within it the model that refuses (a OneVsRestClassifier takes NaN when
-        # the classifier it wraps does)
-        refuser = _nan_refuser(model)
-        name = type(refuser).__name__
-        if refuser is not model:
-            name += f" (in {type(model).__name__})"
+    if not refuses_nan(model):
+        return
+    if has_nan(X):
         raise ValueError(
-            f"`X` contains NaN and {name} does not accept missing values: "
+            f"`X` contains NaN and {_refuser_name(model)} does not accept missing values: "
             "impute them (e.g. sklearn.impute.SimpleImputer in a Pipeline) or use a model "
             "that handles NaN, such as HistGradientBoosting."
         )
+    if has_inf(X):
+        raise ValueError(
+            f"`X` contains infinity and {_refuser_name(model)} does not accept it: replace "
+            "the infinite values (clip them to a finite range, or set them to NaN and "
+            "impute them) before fitting or predicting."
+        )
+
+
+def _refuser_name(model: Any) -> str:
+    """The name of the model that refuses NaN: the user's model, not a wrapper of two
+    (CQR's band), and within it the model that refuses (a OneVsRestClassifier takes NaN
+    when the classifier it wraps does)."""
+    routed = getattr(model, "_routed_models", None)
+    inner: list[Any] = list(routed().values()) if callable(routed) else []
+    model = next((m for m in inner if refuses_nan(m)), model)
+    refuser = _nan_refuser(model)
+    name = type(refuser).__name__
+    if refuser is not model:
+        name += f" (in {type(model).__name__})"
+    return name
 
 
 def refuses_nan(estimator: Any) -> bool:
