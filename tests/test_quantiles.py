@@ -326,6 +326,25 @@ def test_functions_of_one_level_share_one_check_and_one_message():
         check_alpha([0.1, 1.5])  # a sequence keeps its list
 
 
+def test_targets_passed_as_alpha_on_few_rows_get_the_hint_when_they_cannot_be_levels():
+    """On 10 rows or fewer the hint was never given (user review): text labels or numbers
+    outside (0, 1), one per row of `X`, are targets passed where `alpha` goes; numbers in
+    (0, 1) stay levels (they may be meant as such)."""
+    X = np.zeros((5, 2))
+    hint = "were targets passed there"
+    with pytest.raises(TypeError, match=hint):
+        check_call_alpha(np.array(["a", "b", "a", "b", "a"]), 0.1, X)
+    with pytest.raises(ValueError, match=hint):
+        check_call_alpha(np.arange(1.0, 6.0), 0.1, X)
+    with pytest.raises(ValueError) as caught:  # not one per row: no guess
+        check_call_alpha([0.1, 2.0], 0.1, X)
+    assert hint not in str(caught.value)
+    assert check_call_alpha(np.full(5, 0.1), 0.1, X).size == 5
+    with pytest.raises(TypeError) as caught:  # a long text array is summarised
+        check_call_alpha(np.array(["label"] * 200), 0.1, np.zeros((150, 1)))
+    assert len(str(caught.value)) < 300 and hint in str(caught.value)
+
+
 def test_alpha_shape_errors_name_argument():
     with pytest.raises(ValueError, match="level"):
         check_alpha([[0.1, 0.2]], name="level")

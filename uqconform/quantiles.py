@@ -77,7 +77,8 @@ def check_alpha(
     levels = real_values(alpha)
     if levels is None:  # text (also "0.1" in a list), booleans, None, ragged nesting
         raise TypeError(
-            f"`{name}` must be a float in (0, 1) or a sequence of them, got {alpha!r}."
+            f"`{name}` must be a float in (0, 1) or a sequence of them, got "
+            f"{value_summary(alpha)}."
         )
     if levels.ndim > 1:
         raise ValueError(f"`{name}` must be a float or a 1-D sequence, got shape {levels.shape}.")
@@ -196,11 +197,16 @@ def check_call_alpha(
         )
     try:
         return check_miscoverage(alpha, "alpha")
-    except ValueError as error:
-        if np.size(alpha) <= 10:
-            raise
+    except (TypeError, ValueError) as error:
         # a prediction call's second argument is alpha: targets passed there land here
-        raise ValueError(
+        # (many values, or one per row of X: text labels or numbers outside (0, 1))
+        try:
+            size = np.size(alpha)
+        except ValueError:  # ragged nesting
+            raise error from None
+        if size <= 10 and (rows is None or np.ndim(alpha) != 1 or size != rows):
+            raise
+        raise type(error)(
             f"{error} A prediction call's second argument is `alpha`: were targets passed there?"
         ) from None
 
