@@ -396,6 +396,11 @@ def test_unclear_model_output_and_ragged_labels_are_refused():
         MultiLabelRiskController(ListWithoutClasses()).calibrate(X, np.ones((10, 2), int))
     with pytest.raises(ValueError, match=r"got lists of labels.*MultiLabelBinarizer"):
         controller().calibrate(X[:2], [[0, 1], [1]])
+    # a 1-D y was told to use MultiLabelBinarizer, which does not apply (docsA review)
+    with pytest.raises(ValueError, match=r"shape \(10,\); for a single 0/1 label .*reshape"):
+        MultiLabelRiskController().fit(X, np.arange(10) % 2)
+    with pytest.raises(ValueError, match=r"SplitConformalClassifier.*label_binarize"):
+        MultiLabelRiskController().fit(X, np.arange(10) % 3)
 
 
 def test_predict_is_a_label_matrix_and_unlabelled_rows_warn():

@@ -197,10 +197,18 @@ def check_label_matrix(y: Any, n: int, n_labels: int | None = None) -> NDArray:
         except (TypeError, ValueError):
             pass  # not numbers: refused below, by dtype
     if labels.ndim != 2:
+        got = "lists of labels" if labels.dtype.kind == "O" else f"shape {labels.shape}"
+        remedy = "sklearn.preprocessing.MultiLabelBinarizer turns lists of labels into one"
+        if labels.ndim == 1 and labels.dtype.kind in "biuf" and np.isin(labels, (0, 1)).all():
+            remedy = "for a single 0/1 label pass it as one column, y.reshape(-1, 1)"
+        elif labels.ndim == 1 and labels.dtype.kind != "O":
+            remedy = (
+                "for one class per row use SplitConformalClassifier, or turn the classes "
+                "into a 0/1 matrix with sklearn.preprocessing.label_binarize"
+            )
         raise ValueError(
-            f"`y` must be a label matrix of shape (n_samples, n_labels) with 0/1 entries, "
-            f"got {'lists of labels' if labels.dtype.kind == 'O' else f'shape {labels.shape}'}"
-            "; sklearn.preprocessing.MultiLabelBinarizer turns lists of labels into one."
+            "`y` must be a label matrix of shape (n_samples, n_labels) with 0/1 entries, "
+            f"got {got}; {remedy}."
         )
     if labels.shape[0] != n:
         raise ValueError(f"`y` has {labels.shape[0]} rows but X has {n} rows.")
