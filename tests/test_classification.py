@@ -564,6 +564,30 @@ def test_labels_of_another_type_than_the_classes_are_unknown_labels():
         SplitConformalClassifier(model).calibrate(X[100:], (labels[100:] == "yes").astype(int))
 
 
+def test_unseen_label_messages_summarise_long_class_lists():
+    """With 30 classes the message listed every one, and more than five unseen labels
+    ended in four dots ("... ." after the list; user review)."""
+    from uqconform.evaluation import coverage
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(400, 3))
+    y = np.arange(400) % 30
+    cp = SplitConformalClassifier(LogisticRegression(max_iter=50)).fit(X[:200], y[:200])
+    cp.calibrate(X[200:], y[200:])
+    unseen = y[:50] + 100  # 30 unseen labels
+    expected = r"\[100, 101, 102, 103, 104, \.\.\. \(30 in all\)\]\. Known classes: \[0, 1,"
+    with pytest.raises(ValueError, match=expected) as caught:
+        cp.calibrate(X[:50], unseen)
+    text = str(caught.value)
+    assert "(30 in all)]." in text and "...." not in text and "29" not in text
+    sets = cp.predict_set(X[:50], alpha=0.1)
+    with pytest.raises(ValueError) as caught:
+        coverage(unseen, sets, classes=cp.classes_)
+    text = str(caught.value)
+    assert "labels not in `classes`: [100, 101, 102, 103, 104, ... (30 in all)]" in text
+    assert "`classes`: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, ... (30 in all)]." in text
+
+
 def test_a_score_object_changed_in_place_asks_for_a_new_calibration():
     # the object was recorded by identity: lambda_reg set on it after calibrate took
     # coverage from 0.89 to 0.36 without a word (set_params of the same change was refused)

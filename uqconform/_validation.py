@@ -1175,6 +1175,21 @@ def value_summary(value: Any, shown: int = 3) -> str:
     return f"{article} {kind}{of} ({size}): {first}{more}"
 
 
+def labels_text(labels: Any, shown: int = 10) -> str:
+    """Labels for a message: all of them up to ``shown``, else the first ``shown`` and the
+    count (a message listed 1,000 classes whole).
+
+    Examples
+    --------
+    >>> labels_text([0, 1, 2]), labels_text(np.arange(30), shown=5)
+    ('[0, 1, 2]', '[0, 1, 2, 3, 4, ... (30 in all)]')
+    """
+    items = pd.Series(np.asarray(labels, dtype=object).ravel()).tolist()
+    if len(items) <= shown:
+        return str(items)
+    return f"{str(items[:shown])[:-1]}, ... ({len(items)} in all)]"
+
+
 def candidate_values(y_candidates: ArrayLike, name: str = "y_candidates") -> NDArray:
     """``y_candidates`` as floats (at least one; numbers, not booleans), or a ValueError
     naming it (as ``name``); missing values (``pd.NA`` in a nullable pandas dtype) are

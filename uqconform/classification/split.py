@@ -19,6 +19,7 @@ from uqconform._validation import (
     check_row_order,
     check_score_output,
     class_probabilities,
+    labels_text,
     missing_proba_error,
     model_classes,
 )
@@ -61,8 +62,8 @@ def encode_labels(y: NDArray, classes: NDArray, name: str = "y") -> NDArray:
         except TypeError:  # unknown labels of several types: in order of appearance
             unseen = pd.unique(labels[unknown])
         raise ValueError(
-            f"`{name}` contains labels the model never saw during fit: {unseen[:5].tolist()}"
-            f"{' ...' if unseen.size > 5 else ''}. Known classes: {classes.tolist()}."
+            f"`{name}` contains labels the model never saw during fit: "
+            f"{labels_text(unseen, 5)}. Known classes: {labels_text(classes)}."
         )
     return position
 

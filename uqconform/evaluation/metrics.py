@@ -27,7 +27,7 @@ import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
 from uqconform._rows import float_values
-from uqconform._validation import check_row_order, check_rows
+from uqconform._validation import check_row_order, check_rows, labels_text
 from uqconform._warnings import warn_user
 from uqconform.quantiles import check_alpha
 from uqconform.regions import check_output_columns
@@ -290,8 +290,8 @@ def _label_index(
     if unknown.any():
         unseen = pd.unique(y[unknown])
         raise ValueError(
-            f"`{name}` contains labels not in `classes`: {pd.Series(unseen[:5]).tolist()}"
-            f"{' ...' if unseen.size > 5 else ''}. `classes`: {labels.tolist()}."
+            f"`{name}` contains labels not in `classes`: {labels_text(unseen, 5)}. "
+            f"`classes`: {labels_text(labels)}."
         )
     return index.astype(np.intp)
 
