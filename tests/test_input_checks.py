@@ -1460,6 +1460,27 @@ def test_a_reversed_range_index_is_not_taken_for_a_fresh_one():
     model.calibrate(X[30:], y[30:].reset_index(drop=True))  # a fresh index: by position
 
 
+def test_repeated_row_labels_in_another_order_are_refused():
+    """Shift review: with X from `pd.concat` of two default-indexed frames (labels 0..99
+    twice), a `y` or a ratio's output sorted by label got a warning only and 198 of 200
+    rows paired with another row's value."""
+    rng = np.random.default_rng(0)
+    X = pd.concat([pd.DataFrame(rng.normal(size=(100, 2)), columns=["a", "b"])] * 2)
+    y = pd.Series(X["a"].to_numpy() + rng.normal(size=200), index=X.index)
+    model = LinearRegression().fit(X, y.to_numpy())
+    match = r"in another order .*`X`'s row labels repeat, so give it unique ones first"
+    with pytest.raises(ValueError, match=match):
+        SplitConformalRegressor(model).calibrate(X, y.sort_index(kind="stable"))
+    sorted_ratio = lambda Z: np.exp(Z["a"]).sort_index(kind="stable")  # noqa: E731
+    with pytest.raises(ValueError, match=r"`likelihood_ratio`'s output .* in another order"):
+        SplitConformalRegressor(model, likelihood_ratio=sorted_ratio).calibrate(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the same repeated labels in X's order: fine
+        SplitConformalRegressor(model).calibrate(X, y)
+    with pytest.warns(UserWarning, match="paired by position, not by label"):
+        SplitConformalRegressor(model).calibrate(X, y.set_axis(np.arange(200) + 1000))
+
+
 def test_groups_given_to_fit_are_sent_to_calibration_by_name(data):
     """`fit(X, y, groups=g)` got the model's own TypeError (or the Pipeline's message
     about `stepname__parameter`), which does not say where Mondrian groups go."""

@@ -266,7 +266,10 @@ def check_row_order(
     # (a reversed or shifted RangeIndex, y[::-1] or y.iloc[100:], holds X's labels)
     if len(own_index) != len(x_index) or own_index.equals(x_index):
         return
-    if not (x_index.is_unique and own_index.is_unique and own_index.isin(x_index).all()):
+    unique = x_index.is_unique and own_index.is_unique
+    if not (unique and own_index.isin(x_index).all()) and not (
+        not unique and _same_labels_reordered(own_index, x_index)
+    ):
         built_by_position = (
             isinstance(x_index, pd.RangeIndex) and x_index.start == 0 and x_index.step == 1
         )
@@ -285,12 +288,26 @@ def check_row_order(
     if first is None:  # the same labels, one by one, in other dtypes (time zones, Int64)
         return
     shown = name if name.startswith("`") else f"`{name}`"
+    remedy = f"`.reindex({rows_of}.index)`"
+    if not unique:  # reindex cannot undo a reordering of repeated labels
+        remedy = (
+            f"`{rows_of}`'s row labels repeat, so give it unique ones first, "
+            f"`{rows_of}.reset_index(drop=True)`"
+        )
     raise ValueError(
         f"{shown} is indexed by the row labels of `{rows_of}` in another order (position "
         f"{first}: {own_index[first]}, where `{rows_of}` has {x_index[first]}); rows are "
-        f"paired by position, so {verb} it in the order of `{rows_of}` (e.g. "
-        f"`.reindex({rows_of}.index)`)."
+        f"paired by position, so {verb} it in the order of `{rows_of}` (e.g. {remedy})."
     )
+
+
+def _same_labels_reordered(first: pd.Index, second: pd.Index) -> bool:
+    """True when two indexes with repeated labels hold the same labels, each as often, in
+    another order (``pd.concat`` of two frames, then sorted: every row paired wrongly)."""
+    try:
+        return bool(first.sort_values().equals(second.sort_values()))
+    except TypeError:  # labels that do not order (mixed types)
+        return False
 
 
 def _plain(value: Any) -> Any:
