@@ -147,7 +147,7 @@ class CrossConformalClassifier(ClassificationScoreMixin, CrossFitClassifier):
     (``cv=LeaveOneOut()``) and at least ``1 - 2 alpha - min(2 (1 - 1/K) / (n/K + 1),
     (1 - K/n) / (K + 1))`` for CV+ with ``K`` equal folds. That is a worst-case floor: in
     practice coverage is near ``1 - alpha`` (a little below it on some data sets), and
-    flexible models on small data over-cover. `predict_proba` is the fold models' mean
+    flexible models on small data can over-cover. `predict_proba` is the fold models' mean
     probability, each weighted by its fold's share of the rows.
 
     With ``class_conditional=True`` (Mondrian), label ``y``'s p-value counts only the
