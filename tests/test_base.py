@@ -429,3 +429,32 @@ def test_random_state_outside_numpy_seeds_is_named(seed):
     X, y = regression_data(60, seed=0)
     with pytest.raises(ValueError, match=r"`random_state` must be None, an int in \[0, 2\*\*32\)"):
         SplitConformalRegressor(random_state=seed).fit(X, y)
+
+
+def test_weighted_calibration_names_the_strata_with_too_few_rows():
+    """Shift review: with a `likelihood_ratio` (even one of exactly 1 everywhere), a
+    Mondrian group of 5 rows or a class without calibration rows was never named: calibrate
+    said nothing, and prediction blamed the weights of the rows it left unbounded."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(400, 2))
+    y = X[:, 0] + rng.normal(size=400)
+    groups = np.where(np.arange(400) < 5, "small", "big")
+    model = Ridge().fit(X, y)
+    uniform = lambda Z: np.ones(len(Z))  # noqa: E731
+    weighted = SplitConformalRegressor(model, likelihood_ratio=uniform)
+    match = (
+        r"Too few calibration points for alpha=\[0.1\] in group 'small' \(5 points\).*"
+        r"unless `likelihood_ratio` gives the test row far less weight"
+    )
+    with pytest.warns(UserWarning, match=match):
+        weighted.calibrate(X, y, groups=groups)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # enough rows in every group: no warning
+        weighted.calibrate(X, y, groups=np.where(np.arange(400) < 50, "small", "big"))
+    labels = np.arange(400) % 3
+    classifier = LogisticRegression().fit(X, labels)
+    per_class = SplitConformalClassifier(
+        classifier, class_conditional=True, likelihood_ratio=uniform
+    )
+    with pytest.warns(UserWarning, match=r"in class 2 \(0 points\).*threshold is infinite\)\.$"):
+        per_class.calibrate(X[labels < 2], labels[labels < 2])

@@ -881,10 +881,27 @@ class ConformalPredictor(ModelWrapper):
         self._store_calibration(X, y, group_labels)
         # Warn now, next to the cause, if a stratum is too small for the default level
         # (prediction warns again for the levels it is asked for); the table is kept.
-        # Weighted thresholds depend on each test row's weight: prediction warns then.
+        # Weighted thresholds depend on each test row's weight (prediction warns about
+        # infinite ones); the count each stratum needs with equal weights is checked here.
         if not hasattr(self, "calibration_weights_"):
             self._threshold_table(self._resolve_alpha(None)[0])
+        else:
+            self._warn_few_weighted_rows(self._resolve_alpha(None)[0])
         return self
+
+    def _warn_few_weighted_rows(self, alphas: NDArray) -> None:
+        """The too-few warning of weighted calibration: strata with fewer rows than a finite
+        threshold needs when a test row weighs as much as they do (the unweighted rule;
+        the weighted table is computed per test row, so it cannot warn here)."""
+        scores = self.conformity_scores_
+        n_components = 1 if scores.ndim == 1 else scores.shape[1]
+        n_groups = 1 if getattr(self, "groups_", None) is None else self.groups_.size
+        counts = np.bincount(self.calibration_strata_, minlength=n_groups * self._n_sub_strata)
+        needed = np.array([minimum_scores(level / n_components) for level in alphas])
+        short = counts.min() < needed
+        if short.any():
+            too_few = {int(s): int(c) for s, c in enumerate(counts) if c < needed.max()}
+            self._warn_too_few(too_few, alphas[short], n_groups, n_components, weighted=True)
 
     def _store_calibration(self, X: Any, y: NDArray, group_labels: NDArray | None) -> None:
         """Score the (validated) calibration rows and record their groups and strata."""
@@ -1117,7 +1134,12 @@ class ConformalPredictor(ModelWrapper):
         return " / ".join(parts) or "the calibration set"
 
     def _warn_too_few(
-        self, too_few: dict[int, int], alphas: NDArray, n_groups: int, n_components: int = 1
+        self,
+        too_few: dict[int, int],
+        alphas: NDArray,
+        n_groups: int,
+        n_components: int = 1,
+        weighted: bool = False,
     ) -> None:
         n_sub = self._n_sub_strata
         grouped = n_groups > 1 or getattr(self, "groups_", None) is not None
@@ -1139,6 +1161,10 @@ class ConformalPredictor(ModelWrapper):
             each = (
                 f" (each of the score's {n_components} columns at alpha / {n_components} = "
                 f"{levels_text(alphas / n_components)})"
+            )
+        if weighted and min(too_few.values()) > 0:  # no weight helps a stratum of 0 rows
+            consequence += (
+                " unless `likelihood_ratio` gives the test row far less weight than these rows"
             )
         warn_user(
             f"Too few calibration points for alpha={levels_text(alphas)}{each} in "

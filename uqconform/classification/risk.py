@@ -703,7 +703,12 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
         return out
 
     def _warn_too_few(
-        self, too_few: dict[int, int], alphas: NDArray, n_groups: int, n_components: int = 1
+        self,
+        too_few: dict[int, int],
+        alphas: NDArray,
+        n_groups: int,
+        n_components: int = 1,
+        weighted: bool = False,  # (risk control takes no likelihood_ratio)
     ) -> None:
         if self.method == "ltt":
             outcome = "empty" if self.risk == "precision" else "holding every label"
