@@ -1138,8 +1138,14 @@ def test_plot_intervals():
         wide[0] = narrow[0] = [-np.inf, np.inf]
         for levels in ([wide, narrow], [narrow, wide]):
             ax = plot_intervals(xs, ys, np.stack(levels, axis=-1))
-            missed = next(c for c in ax.collections if c.get_label() == "not covered")
+            label = "not covered by the narrowest band"  # several levels: says which one
+            missed = next(c for c in ax.collections if c.get_label() == label)
             assert len(missed.get_offsets()) == 4
+        ax = plot_intervals(xs, ys, np.stack([wide, narrow], axis=-1), labels=["95%", "50%"])
+        legend = {c.get_label() for c in ax.collections}
+        assert {"covered (50%)", "not covered (50%)"} <= legend  # (user review)
+        ax = plot_intervals(x, x, bands)  # one level: plain labels
+        assert {"covered", "not covered"} <= {c.get_label() for c in ax.collections}
         with pytest.raises(ValueError, match=r"x.*1-D"):
             plot_intervals(np.zeros((4, 2)), None, bands)
         with pytest.raises(ValueError, match=r"intervals.*3 rows"):
@@ -1626,7 +1632,7 @@ def test_plot_intervals_judges_points_by_the_level_unbounded_on_fewest_rows():
             assert outside > 0 and np.all((wide[:, 0] <= y) & (y <= wide[:, 1]))
             for levels in ([wide, narrow], [narrow, wide]):
                 ax = plot_intervals(x, y, np.stack(levels, axis=-1))
-                missed = next(c for c in ax.collections if c.get_label() == "not covered")
+                missed = next(c for c in ax.collections if c.get_label().startswith("not covered"))
                 assert len(missed.get_offsets()) == outside
                 plt.close("all")
     finally:

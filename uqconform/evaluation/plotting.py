@@ -214,7 +214,8 @@ def plot_intervals(
 
     Points outside their narrowest interval are drawn in red: the level unbounded on the
     fewest rows, and among those the one of smallest median finite width (for nested
-    sets, the largest ``alpha``). Infinite bounds leave a gap in the band.
+    sets, the largest ``alpha``), which the legend names (its label, or "the narrowest
+    band") when there are several. Infinite bounds leave a gap in the band.
 
     Parameters
     ----------
@@ -303,10 +304,14 @@ def plot_intervals(
             label=None if labels is None else labels[level],
         )
     if y_ is not None:
-        inner = bands[:, :, int(narrowest_first[0])]
+        inner_level = int(narrowest_first[0])
+        inner = bands[:, :, inner_level]
         outside = (y_ < inner[:, 0]) | (y_ > inner[:, 1])
-        ax.scatter(x_[~outside], y_[~outside], s=8, color="k", label="covered")
-        ax.scatter(x_[outside], y_[outside], s=8, color="C3", label="not covered")
+        by = ""  # with several levels, say which one the points are judged by
+        if n_levels > 1:
+            by = " by the narrowest band" if labels is None else f" ({labels[inner_level]})"
+        ax.scatter(x_[~outside], y_[~outside], s=8, color="k", label=f"covered{by}")
+        ax.scatter(x_[outside], y_[outside], s=8, color="C3", label=f"not covered{by}")
     ax.set_xlabel("x")
     ax.set_ylabel("y")
     if labels is not None or y is not None:
