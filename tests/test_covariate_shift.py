@@ -617,6 +617,29 @@ def test_density_ratio_takes_sparse_rows():
         ClassifierDensityRatio().fit(sparse.csr_matrix(source), sparse.csr_matrix(target[:, :2]))
 
 
+def test_density_ratio_fitted_on_dense_rows_refuses_sparse_ones_saying_what_to_do():
+    """The default pipeline fitted on dense rows centres them: sparse rows got
+    scikit-learn's "pass `with_mean=False`", a parameter of the library's own pipeline
+    (also through a wrapper calibrated on them). Fitted on sparse rows it takes dense
+    ones (scaled alike, not centred)."""
+    from scipy import sparse
+
+    rng = np.random.default_rng(0)
+    source, target = rng.normal(size=(200, 3)), rng.normal(0.5, 1.0, size=(200, 3))
+    ratio = ClassifierDensityRatio().fit(source, target)
+    expected = r"`X` is sparse, but the ratio was fitted on dense rows.*X\.toarray\(\)"
+    with pytest.raises(ValueError, match=expected):
+        ratio(sparse.csr_matrix(source[:3]))
+    cp = SplitConformalRegressor(Ridge().fit(source, source[:, 0]), likelihood_ratio=ratio)
+    with pytest.raises(ValueError, match=r"`likelihood_ratio` failed.*fit the ratio on sparse"):
+        cp.calibrate(sparse.csr_matrix(source), source[:, 0])
+    on_sparse = ClassifierDensityRatio().fit(sparse.csr_matrix(source), sparse.csr_matrix(target))
+    np.testing.assert_allclose(on_sparse(source[:5]), on_sparse(sparse.csr_matrix(source[:5])))
+    restored = pickle.loads(pickle.dumps(ratio))
+    with pytest.raises(ValueError, match=expected):
+        restored(sparse.csr_matrix(source[:3]))
+
+
 def test_an_infinite_calibration_weight_points_to_the_clip():
     """With clip=None a certain domain classifier gives a calibration row an infinite
     weight: the refusal says how to avoid it (it only said weights must be finite)."""

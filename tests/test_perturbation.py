@@ -96,6 +96,18 @@ def test_worst_of_k_bad_input(fitted):
         random_l2_perturbation(np.array([[np.inf, 0.0]]), 0.1)
 
 
+def test_worst_of_k_refuses_a_class_for_the_model(fitted):
+    """A class (``LogisticRegression`` without parentheses) has predict_proba and is
+    callable, so it was called as a model: a raw "missing 1 required positional argument"
+    TypeError (a class without predict_proba was called as a scoring function)."""
+    _, X, y = fitted
+    expected = r"`model` .* the class LogisticRegression: pass a fitted instance instead, e\.g\."
+    with pytest.raises(TypeError, match=expected + r" LogisticRegression\(\)\.fit"):
+        worst_of_k_perturbation(X, y, 0.1, LogisticRegression)
+    with pytest.raises(TypeError, match=r"`model` .* the class StandardScaler: pass a fitted"):
+        worst_of_k_perturbation(X, y, 0.1, StandardScaler)
+
+
 def test_worst_of_k_draws_its_directions_batch_by_batch():
     """Memory follows ``batch_size``, not ``n * k * d`` (every direction was drawn at once
     before), and the result does not depend on the batch size."""

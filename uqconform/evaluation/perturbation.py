@@ -138,6 +138,17 @@ def random_l2_perturbation(
 
 
 def _score_function(model: Any) -> Callable[[NDArray], NDArray]:
+    if isinstance(model, type):  # a class has predict_proba too, and is callable
+        name = model.__name__
+        remedy = (
+            f"pass a fitted instance instead, e.g. {name}().fit(X_train, y_train)"
+            if hasattr(model, "predict_proba")
+            else "pass a fitted classifier with predict_proba or a scoring function instead"
+        )
+        raise TypeError(
+            f"`model` must be a fitted classifier instance or a function, got the class "
+            f"{name}: {remedy}."
+        )
     if callable(model) and not hasattr(model, "predict_proba"):
         return model
     if not hasattr(model, "predict_proba"):
