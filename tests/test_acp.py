@@ -431,6 +431,23 @@ def test_early_stopping_warns_in_full_mode_only():
             ACP(model.estimator_, prior_precision=1.0).calibrate(X_cal, y_cal)
 
 
+def test_another_estimator_set_after_fit_asks_for_a_new_fit():
+    """acp review: `set_params(estimator=...)` after `fit` was ignored until the next fit
+    (the intervals still came from the network fit trained); FullConformalRidge refuses."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(120, 2))
+    y = X @ [1.0, -1.0] + rng.normal(size=120)
+    model = ACP(Ridge(alpha=1.0)).fit(X[:100], y[:100])
+    before = model.predict_interval(X[100:])
+    model.set_params(estimator=Ridge(alpha=100.0))
+    with pytest.raises(NotFittedError, match=r"parameters changed since fit .*fit\(X, y\)"):
+        model.predict_interval(X[100:])
+    refitted = model.fit(X[:100], y[:100]).predict_interval(X[100:])
+    assert not np.allclose(refitted, before)  # the new estimator is used
+    model.set_params(alpha=0.2)  # the level is not part of the machine: no new fit
+    assert model.predict_interval(X[100:]).shape == (20, 2)
+
+
 def test_a_model_retrained_in_place_or_given_other_columns_is_refused():
     fitted, X, y, X_test, y_test = fitted_mlp("tanh")
     network = fitted.estimator_

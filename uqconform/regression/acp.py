@@ -281,16 +281,18 @@ class ApproximateFullConformalRegressor(
         the norm of its Jacobian column (floored at 1e-2 of the largest of its kind, so
         that units switched off by weight decay do not count; the units of ``X`` matter
         only through that floor), in norm over that of the data gradient of a network
-        predicting the mean target. Full mode assumes it is 0. In our runs (diabetes,
-        Friedman 1, 200 rows, 50 tanh units): about 1e-3 or less (1.3e-3 at most over 300
-        fits in a review) for the default network and
-        for lbfgs run to a tight tolerance; 0.03 to 0.14 for lbfgs stopped at 20 or 50
-        iterations and 0.04 to 0.15 for adam after 100 (intervals 1.4 to 3 times as wide
-        as the converged network's); 0.015 to 0.033 for adam after 1,000 (intervals up to
-        3.6 times as wide); about 1 for an untrained network. `fit` warns above 0.02,
-        which catches most networks stopped early but not every slow one; split+refine
-        (`calibrate`) does not need it. A network whose weight decay shrank it to a
-        constant prediction also reads high (its reference gradient is about 0).
+        predicting the mean target. Full mode assumes it is 0. In our runs and reviews
+        (diabetes, Friedman 1, 200 rows, 50 tanh units; weight decays 1 and 10 in the
+        latest review): about 1e-3 or less (1.3e-3 at most over 300 fits in a review) for
+        the default network and for lbfgs run to a tight tolerance; 0.005 to 0.14 for
+        lbfgs stopped at 20 or 50 iterations; 0.04 to 0.6 for adam after 100 (0.08 to
+        0.10 with weight decay 1, 0.51 to 0.60 with 10, in one review; intervals 1.4 to
+        4.7 times as wide as the converged network's); 0.007 to 0.033 for adam after
+        1,000 (intervals up to 3.6 times as wide); about 1 for an untrained network.
+        `fit` warns above 0.02, which catches most networks stopped early but not every
+        slow one; split+refine (`calibrate`) does not need it. A network whose weight
+        decay shrank it to a constant prediction also reads high (its reference gradient
+        is about 0).
     refinement_ : ndarray
         Parameter update from ``theta*``: in split+refine mode the ridge step fitted on
         the calibration rows; in full mode the step to the linearised network's optimum
@@ -308,8 +310,10 @@ class ApproximateFullConformalRegressor(
     (20, 2)
     """
 
-    # What the confidence machine is built from (changed after fit/calibrate: refused).
-    _fit_params = _calibration_params = ("curvature", "prior_precision", "noise")
+    # What the confidence machine is built from (changed after fit/calibrate: refused);
+    # the network fit trained too (another `estimator` after fit needs a new fit).
+    _calibration_params = ("curvature", "prior_precision", "noise")
+    _fit_params = ("estimator", *_calibration_params)
 
     def __init__(
         self,
