@@ -445,3 +445,20 @@ def test_non_finite_inputs_and_wrong_parameter_count_are_named():
     mean, var = net.moments(X, blocks)
     np.testing.assert_allclose(mean, net.forward(X))
     assert (var > 0).all()
+
+
+def test_transformer_layer_is_refused_by_kind_with_its_own_3d_input():
+    """A TransformerEncoderLayer given its normal (n, seq, d) input gets the TypeError
+    refusing that model kind, not a complaint about X's shape that reshaping would not cure
+    (the kind was checked after X's shape before)."""
+    torch = pytest.importorskip("torch")
+    from uqconform.bayes import LaplacePosterior, LinearizedPredictive
+
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True).double()
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(20, 5, 8)), rng.normal(size=20)
+    for model in (LinearizedPredictive(layer), LaplacePosterior(layer)):
+        for inputs in (X, X.reshape(20, -1)):
+            with pytest.raises(TypeError, match="TransformerEncoderLayer has no Laplace"):
+                model.fit(inputs, y)

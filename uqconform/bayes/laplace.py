@@ -92,7 +92,7 @@ class LaplacePosterior(VersionedState, BaseEstimator):
 
     Parameters
     ----------
-    estimator : fitted MLPRegressor or MLPClassifier
+    estimator : fitted MLPRegressor or MLPClassifier, or a torch ``nn.Sequential``
         Also inside `sklearn.frozen.FrozenEstimator` or as the last step of a
         `sklearn.pipeline.Pipeline`. It is never refitted. A regression network may also be
         wrapped in a fitted ``TransformedTargetRegressor(regressor=...,
@@ -100,6 +100,13 @@ class LaplacePosterior(VersionedState, BaseEstimator):
         ``z = (y - shift) / scale`` (the scaler's ``mean_`` and ``scale_``), while the ``y``
         and ``y_val`` given to `fit` and ``noise_variance_`` are in the units of ``y``. Other
         target transforms (``func`` / ``inverse_func``, other transformers) raise TypeError.
+        A torch module, passed as it stands (its trained weights; torch is optional), is
+        read by `uqconform.bayes.from_torch` as a regression network with one output and
+        a Gaussian likelihood: an ``nn.Sequential`` (nested ones flattened) of ``Linear``
+        (with bias), ``ReLU``, ``GELU``, ``Tanh``, ``Sigmoid``, ``BatchNorm1d``
+        (evaluation mode), ``LayerNorm``, ``Dropout`` and ``Identity`` layers; ``X`` is
+        then 2-D. Other modules (a bare ``Linear``, a ``TransformerEncoderLayer``, other
+        layers) raise TypeError, several outputs ValueError.
     structure : {"diag", "kron", "full", "last_layer"}, default="diag"
         Structure of the GGN and of the posterior covariance.
     prior_precision : "auto", "marglik", float or array-like, default="auto"
@@ -318,9 +325,10 @@ class LaplacePosterior(VersionedState, BaseEstimator):
 
         Parameters
         ----------
-        estimator : fitted MLPRegressor or MLPClassifier
+        estimator : fitted MLPRegressor or MLPClassifier, or a torch ``nn.Sequential``
             Also a fitted ``TransformedTargetRegressor`` with ``transformer=StandardScaler()``
-            (``y_val`` then in the units of ``y``), as in the constructor.
+            (``y_val`` then in the units of ``y``), or a torch regression network (the
+            layers listed in the constructor), as in the constructor.
         variance : array-like of shape (n_parameters,)
             Positive posterior variances in the order of `Network.parameters` (per layer
             ``coefs_[l].ravel()`` then ``intercepts_[l]``).

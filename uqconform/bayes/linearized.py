@@ -115,11 +115,11 @@ def _minimise_log_scale(objective: Callable[[float], float], low: float, high: f
 
 
 class LinearizedPredictive(VersionedState, BaseEstimator):
-    """Sampling-free Bayesian predictive of a scikit-learn MLP under a Laplace posterior.
+    """Sampling-free Bayesian predictive of a scikit-learn or torch MLP under a Laplace posterior.
 
     Parameters
     ----------
-    estimator : MLPRegressor or MLPClassifier
+    estimator : MLPRegressor or MLPClassifier, or a torch ``nn.Sequential``
         Fitted (used as is; also in a ``FrozenEstimator`` or a ``Pipeline``), or unfitted (a
         clone is trained in `fit` on the rows not held out for validation). A regression
         network may also be wrapped, fitted or not, in ``TransformedTargetRegressor(
@@ -137,7 +137,11 @@ class LinearizedPredictive(VersionedState, BaseEstimator):
         scikit-learn network trained by ``lbfgs``). The
         predictive is a scikit-learn regressor or classifier like the network:
         `predict_proba` exists only for classifiers, `predict_std` and `predict_interval`
-        only for regressors.
+        only for regressors. A torch module (torch is optional) is always taken as trained
+        (`fit` never trains it, so give it rows held out from its training) and read as a
+        regression network with one output (see `LaplacePosterior` for the layers an
+        ``nn.Sequential`` may hold; ``X`` is then 2-D); other modules, a
+        ``TransformerEncoderLayer`` included, raise TypeError, whatever the shape of ``X``.
     posterior : LaplacePosterior, array-like or None, default=None
         ``None``: a ``LaplacePosterior(structure, prior_precision)`` fitted in `fit`. An
         unfitted `LaplacePosterior`: its settings, fitted in `fit`. A fitted one: used as is
@@ -315,6 +319,10 @@ class LinearizedPredictive(VersionedState, BaseEstimator):
         check_row_order(X, y, "y")
         refuse_model_class(self.estimator, self)
         self._validate_params()
+        # the model's kind before X's shape: a model that can never be read (a torch
+        # TransformerEncoderLayer, say, whose own inputs are 3-D) gets its TypeError, not a
+        # complaint about X that reshaping would not cure
+        prefit = _is_fitted(self.estimator)
         for name in ("prior_precision", "scale"):  # numbers, not booleans
             if isinstance(getattr(self, name), numbers.Real):
                 check_positive_float(getattr(self, name), name)
@@ -348,7 +356,6 @@ class LinearizedPredictive(VersionedState, BaseEstimator):
             )
         if hasattr(X, "tocsr"):
             X = X.tocsr()  # COO/DIA/... sparse formats cannot be indexed by rows
-        prefit = _is_fitted(self.estimator)
         given = self.posterior is not None and (
             not isinstance(self.posterior, LaplacePosterior)
             or hasattr(self.posterior, "prior_precision_")
