@@ -1414,3 +1414,21 @@ def test_rows_older_than_those_absorbed_are_warned_about():
         warnings.simplefilter("error")
         again.predict(X[200:320])  # point predictions (fitted values) read no memory
         again.predict_interval(X[320:330], y=y[320:330])
+
+
+def test_tuning_passes_over_windows_the_memory_can_never_fill():
+    """kow review: with `memory=25` (19 pairs needed at alpha 0.1), window 10 leaves 15
+    pairs, so every interval is infinite; its tuning coverage of 1 reached the level and it
+    won over finite windows covering 0.89 (3 of 40 seeds: 100 of 100 intervals infinite)."""
+    rng = np.random.default_rng(6)
+    X = rng.normal(size=(700, 2))
+    y = X @ [1.0, -1.0] + rng.normal(size=700)
+    model = KOWCPI(LinearRegression(), memory=25, n_bootstrap=10, random_state=6)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the tuning block is short: close to a guess
+        model.fit(X[:600], y[:600])
+        intervals = model.predict_interval(X[600:], y=y[600:])
+    windows = {row["window"]: row for row in model.tuning_results_}
+    assert windows[10]["coverage"] == 1.0 and np.isinf(windows[10]["width"])  # the trap
+    assert 25 - model.window_ >= 19
+    assert np.isfinite(intervals).all()

@@ -1111,8 +1111,8 @@ class SequentialConformalRegressor(
 
     def _intervals(self, X: ArrayLike, y: ArrayLike | None, alpha: Any) -> NDArray:
         check_wrapper_fitted(self, "source_", "predict_interval")
+        self._check_call_params()  # an invalid value is named as such, not as a change
         check_calibration_settings(self, "predict_interval", step="fit", again="fit(X, y)")
-        self._check_call_params()
         value = self.alpha if alpha is None else alpha
         alphas = check_call_alpha(alpha, self.alpha)
         self._warn_few_residuals_for(alphas)
@@ -1358,8 +1358,8 @@ class SequentialConformalRegressor(
         self
         """
         check_wrapper_fitted(self, "source_", "update")
-        check_calibration_settings(self, "update", step="fit", again="fit(X, y)")
         self._check_call_params()
+        check_calibration_settings(self, "update", step="fit", again="fit(X, y)")
         if y is None:
             raise missing_target_error()
         X, y = self._check_series(X, y, reset=False)
