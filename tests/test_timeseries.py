@@ -1432,3 +1432,16 @@ def test_tuning_passes_over_windows_the_memory_can_never_fill():
     assert windows[10]["coverage"] == 1.0 and np.isinf(windows[10]["width"])  # the trap
     assert 25 - model.window_ >= 19
     assert np.isfinite(intervals).all()
+
+
+def test_the_aic_fallback_warning_names_the_candidate_window_it_concerns():
+    """kow review: with `window="auto"` the warning "bandwidth 0.3 is used" came from the
+    candidate window 10, while the model went on to use window 1 with bandwidth 3.0."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(400, 2))[:40]
+    y = X @ [1.0, -1.0] + rng.normal(size=400)[:40]
+    model = KOWCPI(LinearRegression(), bandwidth="aic", n_bootstrap=10, random_state=0)
+    match = r"on 30 residual windows of length 10 \(a candidate of window='auto', used if chosen\)"
+    with pytest.warns(UserWarning, match=match):
+        model.fit(X, y)
+    assert model.window_ != 10

@@ -35,7 +35,11 @@ _COVERAGE_TOLERANCE = 1e-12
 
 
 def aic_bandwidth(
-    windows: NDArray, targets: NDArray, kernel: str, candidates=_BANDWIDTH_CANDIDATES
+    windows: NDArray,
+    targets: NDArray,
+    kernel: str,
+    candidates=_BANDWIDTH_CANDIDATES,
+    where: str = "",
 ) -> float:
     """Bandwidth minimising the nonparametric AIC of the Nadaraya-Watson smoother.
 
@@ -44,7 +48,8 @@ def aic_bandwidth(
     which picks larger bandwidths), with ``S`` the leave-in smoother matrix of plain
     Nadaraya-Watson. When no candidate can be
     scored (too few windows for its degrees of freedom) it warns and returns 0.3, KOWCPI's
-    default, if that is a candidate, else the first candidate.
+    default, if that is a candidate, else the first candidate; ``where`` ends the
+    warning's first clause (which candidate window it concerns).
     """
     if len(candidates) == 0:
         raise ValueError("`candidates` must hold at least one bandwidth.")
@@ -64,9 +69,9 @@ def aic_bandwidth(
             best, best_score = float(h), score
     if best_score == np.inf:
         warn_user(
-            f"No bandwidth could be scored by the AIC on {n} residual windows (too few for "
-            f"the smoother's degrees of freedom, or residuals fitted exactly): bandwidth "
-            f"{best:g} is used.",
+            f"No bandwidth could be scored by the AIC on {n} residual windows{where} (too "
+            f"few for the smoother's degrees of freedom, or residuals fitted exactly): "
+            f"bandwidth {best:g} is used.",
             UserWarning,
         )
     return best
@@ -300,7 +305,10 @@ class KOWCPI(SequentialConformalRegressor):
             if self.window == "auto" and residuals.shape[0] <= window:
                 return []  # too short for this candidate: the tuning says what it needs
             windows, targets, _ = self._scaled_pairs(residuals[-2000:], window)
-            return [aic_bandwidth(windows, targets, self.kernel)]
+            where = ""
+            if self.window == "auto":  # the fallback concerns this candidate only
+                where = f" of length {window} (a candidate of window='auto', used if chosen)"
+            return [aic_bandwidth(windows, targets, self.kernel, where=where)]
         return [float(self.bandwidth)]
 
     def _tune(self, residuals: NDArray) -> None:
