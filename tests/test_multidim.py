@@ -755,6 +755,23 @@ def test_vectors_beyond_every_cap_that_fill_every_set_are_reported():
         assert advice in message
 
 
+def test_the_beyond_caps_warning_prints_one_level_as_a_number():
+    """With a scalar alpha=0.1 the warning read "At alpha=[0.1] ...: 1 of the 9
+    recalibration score vectors lie beyond" (a one-level list, and the plural verb)."""
+    X, y, heads = synthetic()
+    model = MultiDimScoreClassifier(list(heads), alpha=0.1, random_state=0)
+    one = r"At alpha=0\.1 every set holds every class: 1 of the 9 recalibration score vectors lies"
+    with pytest.warns(UserWarning, match=one):
+        model.calibrate(X[18:36], y[18:36])  # 9 cells rows, 9 recalibration rows, 1 beyond
+    assert model.n_calibration_ == 9
+    assert int(np.isinf(model.conformity_scores_).sum()) == 1
+    # several levels still read as a list, and several vectors take the plural
+    model = MultiDimScoreClassifier(list(heads), alpha=[0.1, 0.2], random_state=1)
+    two = r"At alpha=\[0\.1, 0\.2\] every set holds every class: 2 of the 9 recalibration score"
+    with pytest.warns(UserWarning, match=two + " vectors lie beyond"):
+        model.calibrate(X[36:54], y[36:54])
+
+
 def test_the_cure_for_vectors_beyond_every_cap_never_names_the_size_given():
     """The advice named a size at or below the one given (500 rows with 5 heads at alpha
     0.02, given 500 or 1,000), where every set was still full in 20 or 8 of 40 resplits."""

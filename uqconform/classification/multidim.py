@@ -485,9 +485,12 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
             least = int(np.ceil(4 * n_heads / level))
             cells_rows = max(least, 2 * self.n_cells_)
             advice = int(np.ceil(cells_rows / float(self.cells_fraction)))
+            failing = levels[enough & infinite]
+            # one level reads as a number (alpha=0.1), several as a list
+            alphas = f"{float(failing[0]):g}" if failing.size == 1 else levels_text(failing)
             warn_user(
-                f"At alpha={levels_text(levels[enough & infinite])} every set holds every "
-                f"class: {beyond} of the {n_recal} recalibration score vectors lie beyond "
+                f"At alpha={alphas} every set holds every class: {beyond} of the {n_recal} "
+                f"recalibration score vectors {'lies' if beyond == 1 else 'lie'} beyond "
                 "every cell cap (above all the cells' centres in some head), and the level "
                 f"leaves out at most floor(alpha (n + 1)) = {left_out} of them. Their share "
                 "falls as the cells part grows (about n_heads / its rows), not as the "
