@@ -475,7 +475,8 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
         if (enough & infinite).any():
             beyond = int(np.isinf(self.conformity_scores_).sum())
             level = float(np.min(levels[enough & infinite]))
-            left_out = int(np.floor(level * (n_recal + 1)))
+            # the threshold is the rank-th smallest score: n - rank of them may lie above
+            left_out = n_recal - int(conformal_rank(n_recal, level)[0])
             # a cell part of n1 rows leaves about n_heads / (n1 + 1) of the other rows'
             # vectors beyond every cap, and the level leaves out about alpha of them: at
             # n1 = n_heads / alpha the two are equal and half the calibration sets still
@@ -492,8 +493,8 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
                 f"At alpha={alphas} every set holds every class: {beyond} of the {n_recal} "
                 f"recalibration score vectors {'lies' if beyond == 1 else 'lie'} beyond "
                 "every cell cap (above all the cells' centres in some head), and the level "
-                f"leaves out at most floor(alpha (n + 1)) = {left_out} of them. Their share "
-                "falls as the cells part grows (about n_heads / its rows), not as the "
+                f"leaves out at most n - ceil((n + 1)(1 - alpha)) = {left_out} of them. Their "
+                "share falls as the cells part grows (about n_heads / its rows), not as the "
                 "recalibration part does, and varies a lot between calibration sets: give "
                 f"the cells part (now {self.n_cells_} rows) at least 4 n_heads / alpha = "
                 f"{least} rows and at least twice its size, {cells_rows} rows (about "
