@@ -439,6 +439,18 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
         can give, is right)."""
         floor = self._spread_floor()
         lifted = difficulty <= floor
+        if lifted.size and lifted.all() and residuals.any():
+            # every spread at the floor (spreads below the smallest normal float, about
+            # 2.2e-308, from targets in such units): the scores are residuals / floor
+            model = type(self._difficulty_model()).__name__
+            warn_user(
+                f"`difficulty_estimator` ({model}) gave spreads <= {floor:.3g} on every "
+                "calibration row: all are lifted to that floor, so the normalized score is "
+                "the absolute residual over a constant and the intervals are those of the "
+                "absolute score (no adaptation). Targets in units this small (spreads below "
+                "the smallest normal float) should be rescaled first."
+            )
+            return
         wrong = int(np.count_nonzero(lifted & (residuals > floor)))
         if wrong >= _LIFTED_SHARE_WARNED * lifted.size:
             model = type(self._difficulty_model()).__name__
