@@ -444,3 +444,31 @@ def test_float_labels_with_a_fractional_part_are_refused_naming_y():
     as_int = CrossConformalClassifier(random_state=0).fit(X[:40], y[:40])
     as_float = CrossConformalClassifier(random_state=0).fit(X[:40], y[:40].astype(float))
     np.testing.assert_array_equal(as_float.predict_set(X[40:]), as_int.predict_set(X[40:]))
+
+
+def test_a_fold_whose_training_rows_hold_one_class_is_named():
+    """va review: two positives of 40 rows in one fold (an int `cv` is an unstratified
+    KFold) left that fold's training rows with one class, and scikit-learn's bare "needs
+    samples of at least 2 classes" surfaced, naming neither the fold nor the remedy."""
+    from uqconform.classification import CrossVennAbersCalibrator
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 2))
+    y = np.zeros(40, int)
+    y[[3, 4]] = 1
+    match = r"The model of fold 0 trains on 32 rows of a single class.*StratifiedKFold"
+    for model in (
+        CrossVennAbersCalibrator(LogisticRegression(), cv=5, random_state=5),
+        CrossConformalClassifier(LogisticRegression(), cv=KFold(5, shuffle=True, random_state=5)),
+    ):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the calibration side's own warning
+            with pytest.raises(ValueError, match=match):
+                model.fit(X, y)
+    # a classifier that accepts one class trains on it as before
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fitted = CrossConformalClassifier(
+            DecisionTreeClassifier(), cv=KFold(5, shuffle=True, random_state=5)
+        ).fit(X, y)
+    assert len(fitted.estimators_) == 5

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 from joblib import delayed
 from numpy.typing import ArrayLike, NDArray
-from sklearn.base import BaseEstimator
+from sklearn.base import BaseEstimator, is_classifier
 from sklearn.exceptions import NotFittedError
 from sklearn.frozen import FrozenEstimator
 from sklearn.model_selection import KFold, cross_val_predict
@@ -51,9 +51,25 @@ __all__ = ["CrossFitWrapper"]
 _BATCH_CELLS = 2_000_000
 
 
-def _fit_fold(estimator: BaseEstimator, X: Any, y: NDArray, rows: NDArray, params: dict) -> Any:
-    """``estimator`` fitted on the rows ``rows`` (per-row fit parameters taken with them)."""
-    return estimator.fit(take_rows(X, rows), y[rows], **fit_params_rows(params, y.shape[0], rows))
+def _fit_fold(
+    estimator: BaseEstimator, X: Any, y: NDArray, rows: NDArray, params: dict, fold: int
+) -> Any:
+    """``estimator`` fitted on the rows ``rows`` (per-row fit parameters taken with them);
+    a classifier that refuses training rows of one class is named with its fold."""
+    targets = y[rows]
+    try:
+        return estimator.fit(
+            take_rows(X, rows), targets, **fit_params_rows(params, y.shape[0], rows)
+        )
+    except ValueError as error:
+        if not is_classifier(estimator) or np.unique(targets).size > 1:
+            raise
+        raise ValueError(
+            f"The model of fold {fold} trains on {rows.size} rows of a single class, and "
+            f"{type(estimator).__name__} refused them ({error}). Use a stratified splitter "
+            "(cv=StratifiedKFold(k)) or fewer folds, so that every fold's training rows "
+            "hold at least two classes."
+        ) from error
 
 
 def check_fold_count(cv: int, n: int) -> None:
@@ -296,8 +312,8 @@ class CrossFitWrapper(ModelWrapper):
         self._check_nan(X)
         fitted = run_fits(
             (
-                delayed(_fit_fold)(model, X, y, train, params)
-                for model, (train, _) in zip(models, splits, strict=True)
+                delayed(_fit_fold)(model, X, y, train, params, fold)
+                for fold, (model, (train, _)) in enumerate(zip(models, splits, strict=True))
             ),
             n_jobs=self.n_jobs,
             verbose=self.verbose,
