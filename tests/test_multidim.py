@@ -929,3 +929,20 @@ def test_fitted_heads_taking_different_columns_are_refused_at_adoption():
     for heads in ([wide, narrow], [narrow, wide]):
         with pytest.raises(ValueError, match=r"heads of `estimator` take different numbers"):
             MultiDimScoreClassifier(heads).fit(X, y)
+
+
+def test_stored_probabilities_passed_as_a_model_are_named_as_such():
+    """mdim review: an array of probabilities passed as `estimator` (or as a head) got the
+    generic "no predict_proba" refusal about LinearSVC and Keras models."""
+    from uqconform import SplitConformalClassifier
+
+    probabilities = np.random.default_rng(0).dirichlet(np.ones(3), size=50)
+    X, y = np.zeros((50, 2)), np.zeros(50, int)
+    match = r"is an array of shape \(50, 3\), not a model: to use stored probabilities"
+    for call in (
+        lambda: MultiDimScoreClassifier(probabilities).calibrate(X, y),
+        lambda: MultiDimScoreClassifier([probabilities, probabilities]).calibrate(X, y),
+        lambda: SplitConformalClassifier(probabilities).calibrate(X, y),
+    ):
+        with pytest.raises(TypeError, match=match):
+            call()

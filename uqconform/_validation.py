@@ -920,6 +920,14 @@ def missing_proba_error(model: Any, name: str, why: str) -> TypeError:
     >>> print(error)  # doctest: +ELLIPSIS
     `estimator` (LinearSVC) has no predict_proba: the sets need them. ...CalibratedClassifierCV...
     """
+    if isinstance(model, np.ndarray | pd.DataFrame):  # probabilities computed elsewhere
+        return TypeError(
+            f"{name} is an array of shape {model.shape}, not a model: to use stored "
+            "probabilities, wrap them in a small class with classes_ (the label of each "
+            "column) whose predict_proba(X) returns the stored rows X points to, e.g. "
+            "probabilities[X[:, 0]] (see Getting started); or pass the model that "
+            "computed them."
+        )
     return TypeError(
         f"{name} ({type(model).__name__}) has no predict_proba: {why}. A scikit-learn "
         "classifier without probabilities (LinearSVC, RidgeClassifier) can be wrapped in "
