@@ -2070,3 +2070,37 @@ def test_the_same_row_labels_in_other_dtypes_are_the_same_rows():
             model = SplitConformalRegressor(LinearRegression()).fit(features[:100], target[:100])
             model.calibrate(features[100:200], target[100:200])
             evaluate(model, features[200:], target[200:], alpha=0.1)
+
+
+def test_complex_x_is_refused_with_a_short_message_naming_x():
+    """acp review: complex X got scikit-learn's "Complex data not supported" followed by
+    the whole array (4,228 characters for 120 rows)."""
+    import pandas as pd
+    from scipy import sparse
+
+    from uqconform.regression import SplitConformalRegressor
+    from uqconform.timeseries import KOWCPI
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(120, 2))
+    y = X @ [1.0, -1.0] + rng.normal(size=120)
+    complex_rows = X.astype(complex)
+    match = r"^Complex data not supported: `X` holds complex numbers, and the models take real"
+    calls = [
+        lambda: SplitConformalRegressor(LinearRegression()).fit(complex_rows, y),
+        lambda: SplitConformalRegressor(LinearRegression()).fit(pd.DataFrame(complex_rows), y),
+        lambda: SplitConformalRegressor(LinearRegression()).fit(
+            sparse.csr_matrix(complex_rows), y
+        ),
+        lambda: (
+            SplitConformalRegressor(LinearRegression())
+            .fit(X[:60], y[:60])
+            .calibrate(X[60:], y[60:])
+            .predict_interval(complex_rows[:5])
+        ),
+        lambda: KOWCPI(LinearRegression()).fit(complex_rows, y),
+    ]
+    for call in calls:
+        with pytest.raises(ValueError, match=match) as caught:
+            call()
+        assert len(str(caught.value)) < 200

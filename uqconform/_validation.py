@@ -130,6 +130,13 @@ def check_features(estimator: BaseEstimator, X: Any, *, reset: bool) -> Any:
             "`X` must be rows of features (an array or DataFrame), got a dict: wrap it as "
             "pd.DataFrame([row]) for one row, or pd.DataFrame(columns) for columns."
         )
+    kind = getattr(getattr(X, "dtype", None), "kind", None)
+    if kind == "c" or (isinstance(X, pd.DataFrame) and any(d.kind == "c" for d in X.dtypes)):
+        raise ValueError(  # scikit-learn's message goes on to print the whole array
+            "Complex data not supported: `X` holds complex numbers, and the models take real "
+            "features; pass the real part (X.real), the modulus (np.abs(X)) or both as "
+            "separate columns."
+        )
     flat = X if isinstance(X, np.ndarray) else None
     if isinstance(X, (list, tuple)) and len(X) and isinstance(X[0], (numbers.Number, np.bool_)):
         flat = np.asarray(X)  # a list of numbers: one feature, or one sample
