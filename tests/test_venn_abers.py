@@ -280,6 +280,21 @@ def test_bad_input_and_wrong_order_are_refused():
         VennAbersCalibrator(LinearSVC()).fit(X, y)
 
 
+def test_calibrate_refuses_a_prefit_model_of_one_class():
+    """fit refused one class but calibrate took a prefit model trained on one: its pairs
+    were computed from a single column of 1.0, without a warning (va review)."""
+    from sklearn.dummy import DummyClassifier
+
+    X, _ = make_classification(120, random_state=0)
+    one_class = DummyClassifier().fit(X[:60], np.zeros(60, dtype=int))
+    venn = VennAbersCalibrator(one_class)
+    with pytest.raises(ValueError, match=r"`estimator` was trained on one class \(\[0\]\)"):
+        venn.calibrate(X[60:], np.zeros(60, dtype=int))
+    assert not hasattr(venn, "estimator_")  # the failed call left no state behind
+    with pytest.raises(ValueError, match="`y` holds one class"):  # as fit does
+        VennAbersCalibrator(DummyClassifier()).fit(X[:60], np.zeros(60, dtype=int))
+
+
 # ---- cross Venn-Abers (CVAP) -----------------------------------------------------------
 
 
@@ -472,7 +487,8 @@ def test_a_log_odds_near_zero_ties_its_calibration_score_across_batches():
     _, at, tie = calibration_ties(values, scores, floor=1.0)  # the calibrators' log-odds
     np.testing.assert_array_equal(tie, [True, True, True, False])
     np.testing.assert_array_equal(at[:3], [1, 1, 1])
-    # far from 0 the test stays relative: 16 units in the last place, not more
+    # far from 0 the test stays relative: 16 eps of the magnitude (16 to 32 units in
+    # the last place), not more
     big = np.array([1e3])
     assert calibration_ties(big, big * (1 + 8 * np.finfo(float).eps), floor=1.0)[2][0]
     assert not calibration_ties(big, big * (1 + 64 * np.finfo(float).eps), floor=1.0)[2][0]

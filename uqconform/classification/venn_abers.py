@@ -12,7 +12,8 @@ calibration set leaves undecided. The single probability reported is
 pair.
 
 The fitted value at the added row depends only on where its score falls among the sorted
-calibration scores (between two of them, or equal to one), so both values are computed
+calibration scores (between two of them, or equal to one: within a relative ``16 * eps``
+of one, see `calibration_ties`), so both values are computed
 once for every position at calibration, exactly, as slopes of common tangents of convex
 hulls of the cumulative sums (Vovk, Petej and Fedorova, 2015, compute the same values);
 a prediction is then a binary search.
@@ -146,7 +147,21 @@ def venn_abers_bounds(
     Returns
     -------
     p0, p1 : ndarray of shape (m,)
-        The isotonic fit at each score with the row added as a 0, and as a 1.
+        The isotonic fit at each score with the row added as a 0, and as a 1, where a
+        score close to a calibration score counts as equal to it (Notes).
+
+    Notes
+    -----
+    A score ``s`` within ``|s - c| <= 16 * eps * max(|s|, |c|)`` of a calibration score
+    ``c`` (``eps = np.finfo(float).eps``, so a relative 3.6e-15: 16 to 32 units in the
+    last place of ``c``, 16 just above a power of two and nearly 32 just below the next)
+    is taken as equal to ``c`` and gets the pair of that tie: the same row's score
+    computed in another batch can differ in its last digits and would otherwise jump
+    between a tie and a gap. An exact isotonic refit puts such a score in the gap beside
+    ``c`` (so does scikit-learn's, which pools only scores within an absolute 1e-15),
+    so the pair can differ from the refit's there (calibration scores 1000 and 1001 with
+    labels 0 and 1, score ``1000 + 1e-12``: ``(0, 0.5)`` here, ``(0, 1)`` refitted).
+    Distinct calibration scores stay apart, however close.
 
     Examples
     --------
@@ -194,10 +209,11 @@ def _scores_without_nan(values: ArrayLike, name: str) -> NDArray:
     return array
 
 
-# Relative distance within which a score is taken to equal a calibration score: a few
-# units in the last place (the noise of a matrix product computed in other blocks), far
-# below the gaps between distinct probabilities a model gives (1e-13 near 1 for naive
-# Bayes, which a tolerance of 1e-12 merged).
+# Relative distance within which a score is taken to equal a calibration score (of the
+# larger magnitude, see `_close`): 16 to 32 units in the last place, a few times the
+# noise of a matrix product computed in other blocks, far below the gaps between distinct
+# probabilities a model gives (1e-13 near 1 for naive Bayes, which a tolerance of 1e-12
+# merged).
 _TIE_TOLERANCE = 16 * np.finfo(float).eps
 
 
@@ -228,12 +244,15 @@ def calibration_ties(
 ) -> tuple[NDArray, NDArray, NDArray]:
     """Where each score falls among the sorted distinct calibration ``values``: its gap
     (``searchsorted`` position), the value it ties (index, where it ties) and whether it
-    ties one. A score within 16 units in the last place of a value ties it: the same
-    row's probability computed in another batch can differ in its last digits, and
-    would otherwise jump between a tie and a gap. ``floor``: the smallest magnitude the
-    tolerance is relative to (1 for log-odds, whose values near 0 carry the absolute
-    rounding of the probabilities they came from; 0, purely relative, for scores of
-    unknown scale, such as probabilities near 0)."""
+    ties one. A score ``s`` ties a value ``v`` when ``|s - v| <= 16 * eps * max(|s|,
+    |v|, floor)`` (`_TIE_TOLERANCE`; ``eps = np.finfo(float).eps``): a relative 3.6e-15,
+    16 to 32 units in the last place of ``v`` (16 just above a power of two, nearly 32
+    just below the next): the same row's probability computed in another batch can
+    differ in its last digits, and would otherwise jump between a tie and a gap.
+    ``floor``: the smallest magnitude the tolerance is relative to (1 for log-odds, whose
+    values near 0 carry the absolute rounding of the probabilities they came from: an
+    absolute 3.6e-15 below 1; 0, purely relative, for scores of unknown scale, such as
+    probabilities near 0)."""
     last = values.size - 1
     position = np.searchsorted(values, scores, side="left")
     above, below = np.minimum(position, last), np.maximum(position - 1, 0)
@@ -343,7 +362,11 @@ class VennAbersCalibrator(ClassifierMixin, ModelWrapper):
         (with two classes ``log p_1 - log p_0``, so for a model whose rows do not sum to
         1 both columns count; from ``p_k`` alone with more than two classes), clipped where a
         probability rounds to 1 (rows saturated at 1 or at 0 tie alike, so renaming the
-        classes mirrors the pairs).
+        classes mirrors the pairs). A test row's log-odds within ``16 * eps`` (3.6e-15) of a
+        calibration row's, relative to the larger of the two magnitudes where that exceeds 1
+        (16 to 32 units in the last place) and absolute below 1, counts as a tie with it (see
+        `venn_abers_bounds`): its pair is the tie's, not the neighbouring gap's that an
+        exact isotonic refit would give.
     random_state : int, Generator or None, default=None
         Seeds the classifier trained by ``fit`` where its own ``random_state`` is None.
 
@@ -421,6 +444,11 @@ class VennAbersCalibrator(ClassifierMixin, ModelWrapper):
         """
         check_row_order(X, y, "y")
         X = self._start_calibration(X)
+        if self.classes_.size < 2:  # a prefit model; fit refuses one class itself
+            raise ValueError(
+                f"`estimator` was trained on one class ({self.classes_.tolist()}): at least "
+                "two are needed (there is nothing to calibrate against)."
+            )
         n = n_rows(X)
         labels = self._check_target(y, n, calibrating=True)
         remember_calibration_rows(self, X, labels, "the probabilities will be overconfident")
