@@ -111,8 +111,9 @@ class Linearization:
     parameters : ndarray of shape (n_parameters,)
         The fitted parameters ``theta*`` themselves, in the order of the columns (float64).
     exact : bool
-        Whether the model is linear in its parameters (a scikit-learn linear model), so
-        that the linearisation is the model itself.
+        Whether the model is linear in its parameters (a scikit-learn linear model, or a
+        torch ``nn.Linear``, alone or in an ``nn.Sequential`` with ``nn.Flatten`` or
+        ``nn.Identity``), so that the linearisation is the model itself.
 
     Examples
     --------
@@ -211,7 +212,10 @@ def linearize(estimator: Any, X: Any, *, curvature: str = "full") -> Linearizati
             "non-finite Jacobian: some entries are NaN or infinite; check the inputs and the "
             "model (overflowing activations or diverged weights)."
         )
-    exact = not is_torch_module(model) and not isinstance(model, MLPRegressor)
+    if is_torch_module(model):
+        exact = _torch_is_affine(model)
+    else:
+        exact = not isinstance(model, MLPRegressor)
     return Linearization(
         jacobian=jacobian,
         prediction=prediction,
@@ -712,6 +716,18 @@ def _mlp_linearize(model: MLPRegressor, X: Any, kind: Curvature) -> _Parts:
 # --------------------------------------------------------------------------------------------
 # torch modules (torch.func; torch is imported only when a module is passed)
 # --------------------------------------------------------------------------------------------
+
+
+def _torch_is_affine(module: Any) -> bool:
+    """True for a torch model linear in its parameters: a single ``nn.Linear``, bare or in
+    an ``nn.Sequential`` whose other layers are ``nn.Flatten`` or ``nn.Identity`` (two
+    linear layers multiply their weights)."""
+    nn = sys.modules["torch"].nn
+    layers = list(module) if isinstance(module, nn.Sequential) else [module]
+    kinds = (nn.Linear, nn.Flatten, nn.Identity)
+    return all(isinstance(layer, kinds) for layer in layers) and (
+        sum(isinstance(layer, nn.Linear) for layer in layers) == 1
+    )
 
 
 def _torch_parameters(module: Any, kind: Curvature) -> list[tuple[str, Any]]:
