@@ -451,3 +451,11 @@ def test_spreads_all_below_the_floor_warn_that_the_system_is_not_normalized():
         assert bool(text) == warns, (scale, text)
         if warns:
             assert "the intervals are those of the absolute score" in text[0]
+    # spreads of 0 on targets of ordinary size: the difficulty model's fault, as before
+    # (diffrev9: told to rescale targets that are not small)
+    zero = ConformalPredictiveSystem(
+        Scaled().fit(X, y), normalized=True, difficulty_estimator=Scaled(1, 0.0, 0.0).fit(X, y)
+    )
+    with pytest.warns(UserWarning, match="of which have absolute residuals above") as caught:
+        zero.calibrate(X[:200], y[:200])
+    assert not any("on every calibration row" in str(w.message) for w in caught)

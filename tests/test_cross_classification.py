@@ -465,6 +465,11 @@ def test_a_fold_whose_training_rows_hold_one_class_is_named():
             warnings.simplefilter("ignore")  # the calibration side's own warning
             with pytest.raises(ValueError, match=match):
                 model.fit(X, y)
+    with pytest.raises(ValueError, match="The 'C' parameter") as caught:  # not the fold's
+        CrossConformalClassifier(
+            LogisticRegression(C=-1.0), cv=KFold(5, shuffle=True, random_state=5)
+        ).fit(X, y)
+    assert "single class" not in str(caught.value)
     # a classifier that accepts one class trains on it as before
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

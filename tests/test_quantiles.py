@@ -6,6 +6,7 @@ import math
 import warnings
 
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -324,6 +325,9 @@ def test_functions_of_one_level_share_one_check_and_one_message():
             call(1.5)
     with pytest.raises(ValueError, match=r"between 0 and 1 .*; got \[1\.5\]\.$"):
         check_alpha([0.1, 1.5])  # a sequence keeps its list
+    for name, call in calls.items():  # one level in a list, a tuple or a Series: that level
+        for one in ([0.2], (0.2,), pd.Series([0.2]), np.float64(0.2), np.array(0.2)):
+            np.testing.assert_array_equal(call(one), call(0.2), err_msg=name)
 
 
 def test_targets_passed_as_alpha_on_few_rows_get_the_hint_when_they_cannot_be_levels():

@@ -280,7 +280,10 @@ def check_row_order(
         built_by_position = (
             isinstance(x_index, pd.RangeIndex) and x_index.start == 0 and x_index.step == 1
         )
-        first = None if built_by_position else _first_difference(own_index, x_index)
+        # (values whose labels repeat come from a table of their own, e.g. two frames
+        # concatenated, whatever X's index: warned about even when X's is 0, 1, 2, ...)
+        quiet = built_by_position and own_index.is_unique
+        first = None if quiet else _first_difference(own_index, x_index)
         if first is not None:  # (None: the same labels in other dtypes, time zones, Int64)
             shown = name if name.startswith("`") else f"`{name}`"
             warn_user(  # other rows' labels: another slice of the table, say
@@ -298,8 +301,9 @@ def check_row_order(
     remedy = f"`.reindex({rows_of}.index)`"
     if not unique:  # reindex cannot undo a reordering of repeated labels
         remedy = (
-            f"`{rows_of}`'s row labels repeat, so give it unique ones first, "
-            f"`{rows_of}.reset_index(drop=True)`"
+            f"take it from the same rows as `{rows_of}`: `{rows_of}`'s row labels repeat, so "
+            "reindexing cannot restore the order; give the table unique labels "
+            "(`reset_index`) before splitting or sorting it"
         )
     raise ValueError(
         f"{shown} is indexed by the row labels of `{rows_of}` in another order (position "

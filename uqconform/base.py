@@ -496,7 +496,9 @@ def check_nan_accepted(model: Any, X: Any) -> None:
             "impute them (e.g. sklearn.impute.SimpleImputer in a Pipeline) or use a model "
             "that handles NaN, such as HistGradientBoosting."
         )
-    if has_inf(X):
+    # infinity: only where the refuser is the model itself (a Pipeline's first step may be
+    # a transformer that clips or replaces infinite values, whatever its tags say of NaN)
+    if not hasattr(_refuser_name(model, named=False), "transform") and has_inf(X):
         raise ValueError(
             f"`X` contains infinity and {_refuser_name(model)} does not accept it: replace "
             "the infinite values (clip them to a finite range, or set them to NaN and "
@@ -504,14 +506,16 @@ def check_nan_accepted(model: Any, X: Any) -> None:
         )
 
 
-def _refuser_name(model: Any) -> str:
-    """The name of the model that refuses NaN: the user's model, not a wrapper of two
-    (CQR's band), and within it the model that refuses (a OneVsRestClassifier takes NaN
-    when the classifier it wraps does)."""
+def _refuser_name(model: Any, named: bool = True) -> Any:
+    """The name of the model that refuses NaN (``named=False``: the model itself): the
+    user's model, not a wrapper of two (CQR's band), and within it the model that refuses
+    (a OneVsRestClassifier takes NaN when the classifier it wraps does)."""
     routed = getattr(model, "_routed_models", None)
     inner: list[Any] = list(routed().values()) if callable(routed) else []
     model = next((m for m in inner if refuses_nan(m)), model)
     refuser = _nan_refuser(model)
+    if not named:
+        return refuser
     name = type(refuser).__name__
     if refuser is not model:
         name += f" (in {type(model).__name__})"

@@ -78,7 +78,7 @@ def check_alpha(
     if levels is None:  # text (also "0.1" in a list), booleans, None, ragged nesting
         raise TypeError(
             f"`{name}` must be a float in (0, 1) or a sequence of them, got "
-            f"{value_summary(alpha)}."
+            f"{_sentence_end(value_summary(alpha))}"
         )
     if levels.ndim > 1:
         raise ValueError(f"`{name}` must be a float or a 1-D sequence, got shape {levels.shape}.")
@@ -96,6 +96,11 @@ def check_alpha(
             f"`{name}` must lie strictly between 0 and 1 (it is {meaning}); got {shown}{more}."
         )
     return levels
+
+
+def _sentence_end(text: str) -> str:
+    """``text`` closing a sentence: a full stop, unless it ends in an ellipsis already."""
+    return text if text.endswith("...") else f"{text}."
 
 
 def check_single_alpha(
@@ -124,7 +129,8 @@ def check_single_alpha(
     levels = check_alpha(alpha, name, meaning)
     if levels.size != 1:
         raise ValueError(
-            f"`{name}` must be a single level in (0, 1) here, got {value_summary(alpha)}.{hint}"
+            f"`{name}` must be a single level in (0, 1) here, got "
+            f"{_sentence_end(value_summary(alpha))}{hint}"
         )
     return float(levels[0])
 

@@ -96,7 +96,7 @@ def hoeffding_bentkus_pvalue(risk: ArrayLike, n: int, alpha: float) -> NDArray:
     (True, 1.0)
     """
     check_int(n, "n")
-    check_single_alpha(alpha, "alpha", _RISK_LEVEL)
+    alpha = check_single_alpha(alpha, "alpha", _RISK_LEVEL)
     try:
         risk = np.asarray(risk, dtype=float)
     except (TypeError, ValueError):
@@ -201,7 +201,10 @@ def check_label_matrix(y: Any, n: int, n_labels: int | None = None) -> NDArray:
         remedy = "sklearn.preprocessing.MultiLabelBinarizer turns lists of labels into one"
         if labels.ndim == 1 and labels.dtype.kind in "biuf" and np.isin(labels, (0, 1)).all():
             remedy = "for a single 0/1 label pass it as one column, y.reshape(-1, 1)"
-        elif labels.ndim == 1 and labels.dtype.kind != "O":
+        elif labels.ndim == 1 and (
+            labels.dtype.kind in "biuUS"
+            or (labels.dtype.kind == "f" and np.all(np.isfinite(labels) & (labels % 1 == 0)))
+        ):  # class labels (not measurements, nor values with NaN)
             remedy = (
                 "for one class per row use SplitConformalClassifier, or turn the classes "
                 "into a 0/1 matrix with sklearn.preprocessing.label_binarize"

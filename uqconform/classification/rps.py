@@ -77,6 +77,7 @@ from uqconform.base import (
 )
 from uqconform.classification.split import encode_labels
 from uqconform.quantiles import (
+    _sentence_end,
     check_alpha,
     check_call_alpha,
     check_miscoverage,
@@ -1421,7 +1422,9 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
         """The one level of a call: ``alpha``, or the constructor's (first) level."""
         levels = check_call_alpha(alpha, self.alpha)
         if alpha is not None and levels.size != 1:
-            raise ValueError(f"`alpha` must be a single level here, got {value_summary(alpha)}.")
+            raise ValueError(
+                f"`alpha` must be a single level here, got {_sentence_end(value_summary(alpha))}"
+            )
         return float(levels[0])
 
     # ---- prediction ----------------------------------------------------------------------

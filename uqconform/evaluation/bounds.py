@@ -138,7 +138,7 @@ def coverage_count_pmf(
     1.0
     """
     _check_counts(n_calibration, n_test, n_repeats)
-    check_single_alpha(alpha, hint=" coverage_bounds takes several.")
+    alpha = check_single_alpha(alpha, hint=" coverage_bounds takes several.")
     if int(n_repeats) * int(n_test) + 1 > _MAX_PMF:
         raise ValueError(
             f"`n_test` x `n_repeats` = {int(n_test) * int(n_repeats)}: the pmf would hold "

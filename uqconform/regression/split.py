@@ -439,9 +439,11 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
         can give, is right)."""
         floor = self._spread_floor()
         lifted = difficulty <= floor
-        if lifted.size and lifted.all() and residuals.any():
-            # every spread at the floor (spreads below the smallest normal float, about
-            # 2.2e-308, from targets in such units): the scores are residuals / floor
+        tiny = residuals.any() and not np.any(residuals > floor)
+        if lifted.size and lifted.all() and tiny:
+            # every spread at the floor and every residual below it: targets in units below
+            # the smallest normal float (about 2.2e-308); the scores are residuals / floor
+            # (residuals above the floor: the difficulty model's fault, warned below)
             model = type(self._difficulty_model()).__name__
             warn_user(
                 f"`difficulty_estimator` ({model}) gave spreads <= {floor:.3g} on every "
