@@ -324,6 +324,10 @@ def test_set_params_alpha_after_calibrate_takes_effect(problem, cls):
     assert cp.predict_set(X[300:400], alpha=[0.05, 0.3]).shape == (100, len(cp.classes_), 2)
     with pytest.raises(ValueError, match="`alpha` must be a single float here"):
         cp.certified_probability()
+    # the constructor's refusal says where several levels go (api review: it gave no reason
+    # while predict_set takes several)
+    with pytest.raises(ValueError, match=r"fixes threshold_ and max_radius_.*predict_set\(X"):
+        type(cp)(model, alpha=[0.05, 0.3]).fit(X[:200], y[:200])
 
 
 def test_too_few_calibration_points_give_every_class_with_a_warning(problem):

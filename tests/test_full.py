@@ -559,8 +559,9 @@ def test_bad_data_is_refused():
             fitted.predict_pvalue(X_test, np.zeros(shape))
     with pytest.raises(ValueError, match="y_candidates"):
         fitted.predict_pvalue(X_test, np.full(len(X_test), np.nan))
-    with pytest.raises(ValueError, match="single level"):
+    with pytest.raises(ValueError, match=r"single level when union=True: pass one to this call"):
         fitted.predict_set(X_test, alpha=[0.1, 0.2], union=True)
+    assert fitted.predict_set(X_test, alpha=[0.1, 0.2]).shape == (len(X_test), 2, 2)  # the hull
     with pytest.raises(ValueError, match="single level"):
         model(alpha=[0.1, 0.2]).fit(X, y).predict_set(X_test, union=True)
 

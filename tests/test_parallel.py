@@ -261,3 +261,24 @@ def test_warnings_of_fits_reach_the_caller_whatever_the_process(n_jobs):
                 desc="squares",
                 total=4,
             )
+
+
+def test_cross_fitted_regressors_name_their_models_in_the_bar(capsys):
+    """J+aB's bar read "fold models" for its bootstrap models (api review)."""
+    from uqconform import CrossConformalRegressor, JackknifeAfterBootstrapRegressor
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(80, 2))
+    y = X @ [1.0, -1.0] + rng.normal(size=80)
+    for model, desc in (
+        (CrossConformalRegressor(LinearRegression(), cv=4, verbose=True), "fold models"),
+        (
+            JackknifeAfterBootstrapRegressor(
+                LinearRegression(), n_bootstrap=20, random_state=0, verbose=True
+            ),
+            "bootstrap models",
+        ),
+    ):
+        model.fit(X, y)
+        bar = capsys.readouterr().err
+        assert desc in bar and ("fold models" not in bar or desc == "fold models")

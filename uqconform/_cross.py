@@ -151,6 +151,8 @@ class CrossFitWrapper(ModelWrapper):
     # the splitters the messages suggest (Venn-Abers folds calibrate on their own rows, so
     # they drop LeaveOneOut)
     _splitter_examples: str = "KFold, StratifiedKFold, GroupKFold, LeaveOneOut"
+    # what fit trains, for the progress bar
+    _models_description: str = "fold models"
     # how fit scores every row out of sample, for the message of `calibrate`
     _scoring_scheme: str = (
         "trains one model per fold and scores every row with the model that did not see it"
@@ -319,7 +321,7 @@ class CrossFitWrapper(ModelWrapper):
             ),
             n_jobs=self.n_jobs,
             verbose=self.verbose,
-            desc="fold models",
+            desc=self._models_description,
             total=len(splits),
         )
         self.estimators_ = list(fitted)

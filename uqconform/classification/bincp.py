@@ -215,7 +215,10 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
     def _validate_params(self) -> None:
         refuse_model_class(self.estimator, self)
         levels = check_miscoverage(self.alpha, "alpha")
-        self._check_single_alpha()
+        self._check_single_alpha(
+            " (the constructor's level fixes threshold_ and max_radius_); pass several "
+            "levels to a prediction call instead, predict_set(X, alpha=[...])"
+        )
         check_int(self.batch_size, "batch_size", allow_none=True)
         check_random_state_value(self.random_state)
         if not _is_real(self.sigma) or self.sigma <= 0:

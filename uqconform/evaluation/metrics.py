@@ -414,7 +414,9 @@ def coverage(
         objects (one per level).
     classes : array-like of shape (K,), optional
         Label of each set column (any type, strings included); by default column ``j`` is
-        label ``j``.
+        label ``j``. Pass ``classes=model.classes_`` whenever the labels are not 0..K-1:
+        without it, labels 1..K are read as column indices, which a warning catches only
+        when every label 1..K-1 is present (not on the rows of one class, say).
 
     Returns
     -------

@@ -779,7 +779,7 @@ class ApproximateFullConformalRegressor(
     predict_interval.__doc__ = FullConformalMixin.predict_interval.__doc__
 
     def predict_set(
-        self, X: Any, alpha: float | None = None, union: bool = False
+        self, X: Any, alpha: float | ArrayLike | None = None, union: bool = False
     ) -> NDArray | list[NDArray]:
         self._check_ready("predict_set")
         result = super().predict_set(X, alpha=alpha, union=union)

@@ -458,6 +458,7 @@ class JackknifeAfterBootstrapRegressor(CrossConformalRegressor):
 
     _fit_params = ("estimator", "n_bootstrap", "random_state")
     _non_finite = "the bootstrap models predicted NaN or infinite values"
+    _models_description = "bootstrap models"
     _scoring_scheme = (
         "trains models on bootstrap samples and scores every row with the models whose "
         "sample did not draw it"

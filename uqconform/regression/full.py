@@ -255,21 +255,24 @@ class FullConformalMixin:
         return out[..., 0] if np.ndim(value) == 0 else out
 
     def predict_set(
-        self, X: Any, alpha: float | None = None, union: bool = False
+        self, X: Any, alpha: float | ArrayLike | None = None, union: bool = False
     ) -> NDArray | list[NDArray]:
         """The full-CP set: its hull, or with ``union=True`` the exact union of intervals.
 
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
-        alpha : float, optional
+        alpha : float or sequence of float, optional
+            Miscoverage level(s); by default the constructor's. ``union=True`` takes one.
         union : bool, default=False
             Return, per row, the disjoint closed intervals whose union is the set (exact
             algorithm, whatever ``algorithm`` says).
 
         Returns
         -------
-        ndarray of shape (n_samples, 2) or list of ndarray of shape (r_i, 2)
+        ndarray of shape (n_samples, 2) or (n_samples, 2, k), or list of ndarray of shape (r_i, 2)
+            The hull as `predict_interval` gives it (a trailing level axis for several
+            levels); with ``union=True`` the intervals of each row.
         """
         check_wrapper_fitted(self, "machine_", "predict_set")  # ACP checked its own first
         check_bool(union, "union")
@@ -277,7 +280,10 @@ class FullConformalMixin:
             return self.predict_interval(X, alpha=alpha)
         levels = check_call_alpha(alpha, self.alpha, X)
         if levels.size > 1:  # also when the constructor's alpha is a sequence
-            raise ValueError("`alpha` must be a single level when union=True.")
+            raise ValueError(
+                "`alpha` must be a single level when union=True: pass one to this call, "
+                "e.g. predict_set(X, alpha=0.1, union=True), once per level."
+            )
         level = float(levels[0])
         result: list[NDArray] = []
         batches = self._coefficient_batches(self._test_input(X, "predict_set"))
