@@ -481,8 +481,9 @@ def keeps_state_on_error(method: Callable) -> Callable:
 
 
 def check_nan_accepted(model: Any, X: Any) -> None:
-    """Raise a ValueError naming ``model`` when ``X`` holds NaN or infinity and ``model``
-    refuses NaN (a model that refuses NaN refuses infinity too).
+    """Raise a ValueError naming ``model`` when ``X`` holds NaN and ``model`` refuses it,
+    or infinity and the model that refuses NaN sees ``X`` itself (not a Pipeline's first
+    transformer, which may clip or replace infinite values).
 
     Checked before the model sees X, not only after it fails: a model that declares no NaN
     support but does not check its input (a hand-written rule, a wrapper around a torch
@@ -498,7 +499,7 @@ def check_nan_accepted(model: Any, X: Any) -> None:
         )
     # infinity: only where the refuser is the model itself (a Pipeline's first step may be
     # a transformer that clips or replaces infinite values, whatever its tags say of NaN)
-    if not hasattr(_refuser_name(model, named=False), "transform") and has_inf(X):
+    if not hasattr(_refuser(model)[0], "transform") and has_inf(X):
         raise ValueError(
             f"`X` contains infinity and {_refuser_name(model)} does not accept it: replace "
             "the infinite values (clip them to a finite range, or set them to NaN and "
@@ -506,20 +507,21 @@ def check_nan_accepted(model: Any, X: Any) -> None:
         )
 
 
-def _refuser_name(model: Any, named: bool = True) -> Any:
-    """The name of the model that refuses NaN (``named=False``: the model itself): the
-    user's model, not a wrapper of two (CQR's band), and within it the model that refuses
-    (a OneVsRestClassifier takes NaN when the classifier it wraps does)."""
+def _refuser(model: Any) -> tuple[Any, Any]:
+    """The model that refuses NaN and the user's model holding it: the user's model, not a
+    wrapper of two (CQR's band), and within it the model that refuses (a
+    OneVsRestClassifier takes NaN when the classifier it wraps does)."""
     routed = getattr(model, "_routed_models", None)
     inner: list[Any] = list(routed().values()) if callable(routed) else []
     model = next((m for m in inner if refuses_nan(m)), model)
-    refuser = _nan_refuser(model)
-    if not named:
-        return refuser
+    return _nan_refuser(model), model
+
+
+def _refuser_name(model: Any) -> str:
+    """`_refuser`'s model for a message: ``Ridge``, or ``Ridge (in Pipeline)``."""
+    refuser, holder = _refuser(model)
     name = type(refuser).__name__
-    if refuser is not model:
-        name += f" (in {type(model).__name__})"
-    return name
+    return name if refuser is holder else f"{name} (in {type(holder).__name__})"
 
 
 def refuses_nan(estimator: Any) -> bool:

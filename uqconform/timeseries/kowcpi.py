@@ -121,10 +121,10 @@ class KOWCPI(SequentialConformalRegressor):
         points, with the narrowest ``beta``, under-cover badly (about 0.78 on average
         instead of 0.90 on i.i.d. residuals with ``window=3``, single runs 0.71 to 0.82,
         in reviews with 500 to 1,200 residuals). With ``True`` the next residual enters
-        the weighted quantiles with the weights' average weight, a share ``1 / (n_eff + 1)`` (split
-        conformal's rank correction when the weights are equal), and the kernel radius
-        grows at steps where ``n_eff`` is too small for a finite interval (19 at
-        ``alpha=0.1``). ``False`` is the published algorithm.
+        the weighted quantiles with the weights' average weight, a share
+        ``1 / (n_eff + 1)`` (split conformal's rank correction when the weights are
+        equal), and the kernel radius grows at steps where ``n_eff`` is too small for a
+        finite interval (19 at ``alpha=0.1``). ``False`` is the published algorithm.
     aci_gamma : float or sequence of float, default=None
         Step size of adaptive conformal inference in online calls, in (0, 1] (0.005 to
         0.05 is usual); a sequence of at least two step sizes runs DtACI, which weighs
