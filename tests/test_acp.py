@@ -446,6 +446,9 @@ def test_another_estimator_set_after_fit_asks_for_a_new_fit():
     assert not np.allclose(refitted, before)  # the new estimator is used
     model.set_params(alpha=0.2)  # the level is not part of the machine: no new fit
     assert model.predict_interval(X[100:]).shape == (20, 2)
+    model.set_params(random_state=1)  # the seed of the fit (the default network's)
+    with pytest.raises(NotFittedError, match=r"parameters changed since fit"):
+        model.predict_interval(X[100:])
 
 
 def test_a_model_retrained_in_place_or_given_other_columns_is_refused():
@@ -1106,3 +1109,11 @@ def test_a_torch_linear_layer_is_linearised_as_the_linear_model_it_is():
     np.testing.assert_allclose(sets[1], sets[2], rtol=1e-9, atol=1e-9)
     two_layers = torch.nn.Sequential(torch.nn.Linear(6, 3), torch.nn.Linear(3, 1)).double()
     assert linearize(layer, X[:5]).exact and not linearize(two_layers, X[:5]).exact
+
+    class TanhLinear(torch.nn.Linear):  # a subclass with its own forward is not linear
+        def forward(self, inputs):
+            return torch.tanh(super().forward(inputs))
+
+    bent = TanhLinear(6, 1).double()
+    normed = torch.nn.utils.parametrizations.weight_norm(torch.nn.Linear(6, 1).double())
+    assert not linearize(bent, X[:5]).exact and not linearize(normed, X[:5]).exact

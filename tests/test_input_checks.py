@@ -1489,10 +1489,12 @@ def test_repeated_row_labels_in_another_order_are_refused():
         SplitConformalRegressor(model).calibrate(X, y)
     with pytest.warns(UserWarning, match="paired by position, not by label"):
         SplitConformalRegressor(model).calibrate(X, y.set_axis(np.arange(200) + 1000))
-    # X given unique labels 0..199 while y keeps its repeated, sorted ones: warned (diffrev9:
-    # the refusal's remedy, followed literally, left 198 rows mispaired without a word)
-    with pytest.warns(UserWarning, match="paired by position, not by label"):
-        SplitConformalRegressor(model).calibrate(X.reset_index(drop=True), y.sort_index())
+    # X given fresh labels 0..199 while y keeps the table's repeated ones, in X's order (a
+    # correct pairing): by position, no warning (diffrev10: a warning whose remedy,
+    # `.loc[X.index]`, raised KeyError); the refusal's remedy no longer suggests this
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        SplitConformalRegressor(model).calibrate(X.reset_index(drop=True), y)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # unique labels of another table: by position
         SplitConformalRegressor(model).calibrate(
@@ -2118,6 +2120,7 @@ def test_complex_x_is_refused_with_a_short_message_naming_x():
             .predict_interval(complex_rows[:5])
         ),
         lambda: KOWCPI(LinearRegression()).fit(complex_rows, y),
+        lambda: SplitConformalRegressor(LinearRegression()).fit(complex_rows.tolist(), y),
     ]
     for call in calls:
         with pytest.raises(ValueError, match=match) as caught:

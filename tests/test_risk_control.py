@@ -401,6 +401,16 @@ def test_unclear_model_output_and_ragged_labels_are_refused():
         MultiLabelRiskController().fit(X, np.arange(10) % 2)
     with pytest.raises(ValueError, match=r"SplitConformalClassifier.*label_binarize"):
         MultiLabelRiskController().fit(X, np.arange(10) % 3)
+    # a pandas Series (diffrev10: TypeError "'StringDtype' object is not iterable") and
+    # text classes held as objects get the same remedies
+    for labels in (
+        pd.Series(list("abcabcabca"), dtype="string"),
+        np.array(list("abcabcabca"), dtype=object),
+    ):
+        with pytest.raises(ValueError, match=r"shape \(10,\); for one class per row"):
+            MultiLabelRiskController().fit(X, labels)
+    with pytest.raises(ValueError, match=r"for a single 0/1 label"):
+        MultiLabelRiskController().fit(X, pd.Series(np.arange(10) % 2))
 
 
 def test_predict_is_a_label_matrix_and_unlabelled_rows_warn():

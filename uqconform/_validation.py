@@ -131,6 +131,8 @@ def check_features(estimator: BaseEstimator, X: Any, *, reset: bool) -> Any:
             "pd.DataFrame([row]) for one row, or pd.DataFrame(columns) for columns."
         )
     kind = getattr(getattr(X, "dtype", None), "kind", None)
+    if isinstance(X, (list, tuple)) and len(X) and isinstance(X[0], (list, tuple, complex)):
+        kind = "c" if np.iscomplexobj(X[0]) else kind  # rows as lists: the first one tells
     if kind == "c" or (isinstance(X, pd.DataFrame) and any(d.kind == "c" for d in X.dtypes)):
         raise ValueError(  # scikit-learn's message goes on to print the whole array
             "Complex data not supported: `X` holds complex numbers, and the models take real "
@@ -280,10 +282,7 @@ def check_row_order(
         built_by_position = (
             isinstance(x_index, pd.RangeIndex) and x_index.start == 0 and x_index.step == 1
         )
-        # (values whose labels repeat come from a table of their own, e.g. two frames
-        # concatenated, whatever X's index: warned about even when X's is 0, 1, 2, ...)
-        quiet = built_by_position and own_index.is_unique
-        first = None if quiet else _first_difference(own_index, x_index)
+        first = None if built_by_position else _first_difference(own_index, x_index)
         if first is not None:  # (None: the same labels in other dtypes, time zones, Int64)
             shown = name if name.startswith("`") else f"`{name}`"
             warn_user(  # other rows' labels: another slice of the table, say

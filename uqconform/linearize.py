@@ -722,12 +722,16 @@ def _torch_is_affine(module: Any) -> bool:
     """True for a torch model linear in its parameters: a single ``nn.Linear``, bare or in
     an ``nn.Sequential`` whose other layers are ``nn.Flatten`` or ``nn.Identity`` (two
     linear layers multiply their weights)."""
-    nn = sys.modules["torch"].nn
-    layers = list(module) if isinstance(module, nn.Sequential) else [module]
-    kinds = (nn.Linear, nn.Flatten, nn.Identity)
-    return all(isinstance(layer, kinds) for layer in layers) and (
-        sum(isinstance(layer, nn.Linear) for layer in layers) == 1
+    torch = sys.modules["torch"]
+    nn = torch.nn
+    layers = list(module) if type(module) is nn.Sequential else [module]
+    # exact types (a subclass may change forward) without parametrisations (weight_norm)
+    plain = all(
+        type(layer) in (nn.Linear, nn.Flatten, nn.Identity)
+        and not torch.nn.utils.parametrize.is_parametrized(layer)
+        for layer in layers
     )
+    return plain and sum(type(layer) is nn.Linear for layer in layers) == 1
 
 
 def _torch_parameters(module: Any, kind: Curvature) -> list[tuple[str, Any]]:

@@ -39,6 +39,7 @@ import numbers
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import scipy.sparse
 from numpy.typing import ArrayLike, NDArray
 from scipy import stats
@@ -187,8 +188,9 @@ def check_label_matrix(y: Any, n: int, n_labels: int | None = None) -> NDArray:
         labels = np.asarray(y)
     except ValueError:  # ragged lists of labels
         labels = np.asarray(y, dtype=object)
+    dtypes = list(y.dtypes) if isinstance(y, pd.DataFrame) else [getattr(y, "dtype", None)]
     textual = any(
-        str(dtype) in ("object", "string", "str") for dtype in getattr(y, "dtypes", [])
+        str(dtype) in ("object", "string", "str") for dtype in dtypes
     )  # '0'/'1' as text: refused as for an array of them, not read as numbers
     if labels.dtype.kind == "O" and hasattr(y, "to_numpy") and not textual:
         # a frame of bool and int columns, or of nullable Int64 / boolean ones
@@ -197,12 +199,16 @@ def check_label_matrix(y: Any, n: int, n_labels: int | None = None) -> NDArray:
         except (TypeError, ValueError):
             pass  # not numbers: refused below, by dtype
     if labels.ndim != 2:
-        got = "lists of labels" if labels.dtype.kind == "O" else f"shape {labels.shape}"
+        # lists of labels per row, or one label per row (text classes held as objects)
+        scalars = labels.ndim == 1 and all(isinstance(v, str | int) for v in labels[:100])
+        listed = labels.dtype.kind == "O" and not scalars
+        got = "lists of labels" if listed else f"shape {labels.shape}"
         remedy = "sklearn.preprocessing.MultiLabelBinarizer turns lists of labels into one"
         if labels.ndim == 1 and labels.dtype.kind in "biuf" and np.isin(labels, (0, 1)).all():
             remedy = "for a single 0/1 label pass it as one column, y.reshape(-1, 1)"
         elif labels.ndim == 1 and (
             labels.dtype.kind in "biuUS"
+            or (labels.dtype.kind == "O" and scalars)
             or (labels.dtype.kind == "f" and np.all(np.isfinite(labels) & (labels % 1 == 0)))
         ):  # class labels (not measurements, nor values with NaN)
             remedy = (

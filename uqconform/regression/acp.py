@@ -313,7 +313,7 @@ class ApproximateFullConformalRegressor(
     # What the confidence machine is built from (changed after fit/calibrate: refused);
     # the network fit trained too (another `estimator` after fit needs a new fit).
     _calibration_params = ("curvature", "prior_precision", "noise")
-    _fit_params = ("estimator", *_calibration_params)
+    _fit_params = ("estimator", "random_state", *_calibration_params)
 
     def __init__(
         self,

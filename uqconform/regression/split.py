@@ -439,11 +439,13 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
         can give, is right)."""
         floor = self._spread_floor()
         lifted = difficulty <= floor
-        tiny = residuals.any() and not np.any(residuals > floor)
-        if lifted.size and lifted.all() and tiny:
-            # every spread at the floor and every residual below it: targets in units below
-            # the smallest normal float (about 2.2e-308); the scores are residuals / floor
-            # (residuals above the floor: the difficulty model's fault, warned below)
+        wrong = int(np.count_nonzero(lifted & (residuals > floor)))
+        many_wrong = wrong >= _LIFTED_SHARE_WARNED * lifted.size
+        if lifted.size and lifted.all() and residuals.any() and not many_wrong:
+            # every spread at the floor and (almost) every residual below it: targets in
+            # units below the smallest normal float (about 2.2e-308); the scores are
+            # residuals / floor (many residuals above it: the difficulty model's fault,
+            # warned below)
             model = type(self._difficulty_model()).__name__
             warn_user(
                 f"`difficulty_estimator` ({model}) gave spreads <= {floor:.3g} on every "
@@ -453,8 +455,7 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
                 "the smallest normal float) should be rescaled first."
             )
             return
-        wrong = int(np.count_nonzero(lifted & (residuals > floor)))
-        if wrong >= _LIFTED_SHARE_WARNED * lifted.size:
+        if many_wrong:
             model = type(self._difficulty_model()).__name__
             warn_user(
                 f"`difficulty_estimator` ({model}) gave spreads <= {floor:.3g} on "
