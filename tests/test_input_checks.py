@@ -2121,8 +2121,30 @@ def test_complex_x_is_refused_with_a_short_message_naming_x():
         ),
         lambda: KOWCPI(LinearRegression()).fit(complex_rows, y),
         lambda: SplitConformalRegressor(LinearRegression()).fit(complex_rows.tolist(), y),
+        # complex numbers only from row 5 on (user review: the first row alone was read)
+        lambda: SplitConformalRegressor(LinearRegression()).fit(
+            [list(row) for row in X[:5]] + complex_rows[5:].tolist(), y
+        ),
     ]
     for call in calls:
         with pytest.raises(ValueError, match=match) as caught:
             call()
         assert len(str(caught.value)) < 200
+
+
+def test_large_finite_x_raises_no_overflow_warning_from_the_checks():
+    """The NaN and infinity checks sum X: finite values near the float limit overflowed
+    the sum and printed numpy's RuntimeWarning twice per call (user review)."""
+    from sklearn.linear_model import Ridge
+
+    from uqconform.regression import SplitConformalRegressor
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 2))
+    y = X[:, 0] + rng.normal(size=200)
+    cp = SplitConformalRegressor(Ridge()).fit(X[:100], y[:100]).calibrate(X[100:], y[100:])
+    large = np.full((5, 2), 1e308)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        intervals = cp.predict_interval(large)
+    assert intervals.shape == (5, 2)

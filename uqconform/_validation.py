@@ -132,7 +132,10 @@ def check_features(estimator: BaseEstimator, X: Any, *, reset: bool) -> Any:
         )
     kind = getattr(getattr(X, "dtype", None), "kind", None)
     if isinstance(X, (list, tuple)) and len(X) and isinstance(X[0], (list, tuple, complex)):
-        kind = "c" if np.iscomplexobj(X[0]) else kind  # rows as lists: the first one tells
+        try:  # rows as lists: one conversion tells (the model converts them anyway)
+            kind = "c" if np.iscomplexobj(np.asarray(X)) else kind
+        except ValueError:  # ragged rows: the model's own message
+            pass
     if kind == "c" or (isinstance(X, pd.DataFrame) and any(d.kind == "c" for d in X.dtypes)):
         raise ValueError(  # scikit-learn's message goes on to print the whole array
             "Complex data not supported: `X` holds complex numbers, and the models take real "
@@ -378,8 +381,11 @@ def has_nan(block: Any) -> bool:
         numeric = block.select_dtypes("number")
         return bool(numeric.shape[1]) and bool(numeric.isna().to_numpy().any())
     array = _float_entries(block)
-    # A sum is finite unless some entry is NaN/inf: one pass, no full-size temporary.
-    return array is not None and not np.isfinite(array.sum()) and bool(np.isnan(array).any())
+    # A sum is finite unless some entry is NaN/inf: one pass, no full-size temporary (the
+    # sum of large finite values can overflow: not worth a warning, the test follows).
+    with np.errstate(over="ignore", invalid="ignore"):
+        total = array.sum() if array is not None else 0.0
+    return array is not None and not np.isfinite(total) and bool(np.isnan(array).any())
 
 
 def has_inf(block: Any) -> bool:
@@ -388,7 +394,9 @@ def has_inf(block: Any) -> bool:
         numeric = block.select_dtypes("number")
         return bool(numeric.shape[1]) and bool(numeric.isin([np.inf, -np.inf]).to_numpy().any())
     array = _float_entries(block)
-    return array is not None and not np.isfinite(array.sum()) and bool(np.isinf(array).any())
+    with np.errstate(over="ignore", invalid="ignore"):
+        total = array.sum() if array is not None else 0.0
+    return array is not None and not np.isfinite(total) and bool(np.isinf(array).any())
 
 
 def check_bool(value: Any, name: str) -> None:

@@ -197,8 +197,9 @@ def check_call_alpha(
         raise ValueError(
             f"`alpha` has {rows} values, one per row of `X`: a prediction call's second "
             "argument is `alpha`, the miscoverage level(s), were the targets passed there? "
-            "Predict with predict_interval(X, alpha=0.1) (or predict_set) and give the "
-            "targets to uqconform.evaluation.coverage or evaluate. (For that many levels, "
+            "Predict with predict_set(X, alpha=0.1) (a classifier's sets) or "
+            "predict_interval(X, alpha=0.1) (a regressor's intervals) and give the targets "
+            "to uqconform.evaluation.coverage or evaluate. (For that many levels, "
             "predict the rows in two calls.)"
         )
     try:
