@@ -947,6 +947,19 @@ def test_evaluate_gives_no_verdict_for_cross_conformal_models(regression_data):
     assert report.rows[0]["inside_bounds"] is None and "cross-conformal" in report.note
 
 
+def test_evaluate_says_why_a_model_without_a_calibration_count_gets_no_bounds():
+    """FullConformalRidge's report printed "-" for bounds and verdict with no word why
+    (user review)."""
+    from uqconform import FullConformalRidge
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 2))
+    y = X[:, 0] + rng.normal(size=300)
+    report = evaluate(FullConformalRidge().fit(X[:200], y[:200]), X[200:], y[200:])
+    assert all(np.isnan(row["bound_low"]) for row in report.rows)
+    assert "no n_calibration_, so no bounds and no verdict" in str(report)
+
+
 def test_evaluate_multioutput_regions_and_missing_calibration_size():
     Y = np.array([[0.0, 5.0], [1.0, 0.0], [0.0, 9.0], [20.0, 0.0]])
     report = evaluate(_FakeRegionModel(), np.zeros((4, 1)), Y, alpha=(0.1, 0.2))

@@ -416,6 +416,8 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
     def calibrate(self, X: Any, y: ArrayLike) -> Self:
         """Monte Carlo scores of the calibration rows and the one certified base probability.
 
+        There is no Mondrian (``groups``) calibration: the certificate holds marginally.
+
         Without a prior ``fit``, a fitted ``estimator`` is used as is (never refitted).
 
         Parameters

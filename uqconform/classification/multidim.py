@@ -393,6 +393,9 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
     def calibrate(self, X: ArrayLike, y: ArrayLike) -> Self:
         """Build the cells (or train the aggregator) on one part, calibrate on the other.
 
+        There is no Mondrian (``groups``) calibration: use `SplitConformalClassifier`
+        with one head for group-conditional coverage.
+
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)

@@ -1241,6 +1241,9 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
     def calibrate(self, X: Any, y: ArrayLike) -> Self:
         """Partition the calibration rows by hash and score their true labels.
 
+        There is no Mondrian (``groups``) calibration: the guarantee is the majority
+        vote's over hash partitions of all calibration rows.
+
         Parameters
         ----------
         X : array-like or DataFrame of shape (n_samples, n_features)

@@ -428,6 +428,9 @@ class VennAbersCalibrator(ClassifierMixin, ModelWrapper):
     def calibrate(self, X: Any, y: ArrayLike) -> Self:
         """Build the Venn-Abers tables from calibration rows held out from training.
 
+        There is no Mondrian (``groups``) calibration: fit one calibrator per group for
+        probabilities calibrated within each.
+
         Without a prior ``fit``, a fitted ``estimator`` is used as is (never refitted).
         Given exactly the rows ``fit`` trained on, it warns (the probabilities would be
         overconfident).

@@ -111,10 +111,10 @@ class CoverageReport:
         With ``groups``: columns ``alpha``, ``group``, ``count``, ``coverage`` and the
         efficiency column, one row per level and group.
     note : str or None
-        Printed below the table: why no verdict is given (weighted calibration or a
-        cross-conformal model: ``inside_bounds`` and ``below_bounds`` are then None), and
-        how the rows were predicted when not in one call (a time-series model: online, on
-        a copy).
+        Printed below the table: why no verdict is given (weighted calibration, a
+        cross-conformal model, or no ``n_calibration_``: ``inside_bounds`` and
+        ``below_bounds`` are then None), and how the rows were predicted when not in one
+        call (a time-series model: online, on a copy).
 
     Examples
     --------
@@ -631,6 +631,8 @@ def evaluate(
         rows.append(row)
 
     notes = [_WEIGHTED_NOTE] if weighted and n_calibration is not None else []
+    if n_calibration is None:
+        notes.append(_NO_CALIBRATION_NOTE)
     if cross and n_calibration is not None:
         notes.append(_CROSS_NOTE)
     if online:
@@ -669,6 +671,12 @@ def _is_cross_fit(model: Any) -> bool:
 
     return isinstance(model, CrossFitWrapper)
 
+
+_NO_CALIBRATION_NOTE = (
+    "the model has no n_calibration_, so no bounds and no verdict are given (full conformal "
+    "prediction calibrates on its training rows, and the coverage of many test rows sharing "
+    "one training set has no exact law; a model from elsewhere may hold no count)."
+)
 
 _CROSS_NOTE = (
     "cross-conformal model (CV+, jackknife+, J+aB): it promises 1 - 2 alpha and its coverage "
