@@ -1445,3 +1445,18 @@ def test_the_aic_fallback_warning_names_the_candidate_window_it_concerns():
     with pytest.warns(UserWarning, match=match):
         model.fit(X, y)
     assert model.window_ != 10
+
+
+def test_a_series_too_short_to_tune_is_refused_before_any_candidate_warns():
+    """diffrev10: with `bandwidth="aic"` and `window="auto"` on 12 rows, fit warned that a
+    candidate window's AIC fell back (and that the tuning block is short) before refusing
+    the series as too short to tune."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(12, 2))
+    y = X @ [1.0, -1.0] + rng.normal(size=12)
+    model = KOWCPI(LinearRegression(), bandwidth="aic", n_bootstrap=10, random_state=0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(ValueError, match=r"tuning `window`='auto' .* needs at least 12"):
+            model.fit(X, y)
+    assert not [w for w in caught if "AIC" in str(w.message) or "tuning block" in str(w.message)]

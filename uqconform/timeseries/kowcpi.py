@@ -322,14 +322,26 @@ class KOWCPI(SequentialConformalRegressor):
         windows = _WINDOW_CANDIDATES if self.window == "auto" else (int(self.window),)
         if self.window != "auto":
             self._require_history(residuals, windows[0] + 1, f"`window`={windows[0]}")
+        n_tune = max(round(residuals.shape[0] * self.tune_fraction), 1)
+        history, block = residuals[:-n_tune], residuals[-n_tune:]
+        tuned = len(windows) > 1 or self.bandwidth == "auto"
+        if tuned and self._trim(history).shape[0] <= min(windows) + 10:
+            # no candidate can be replayed: refused before any candidate's AIC warns
+            raise self._short_history(
+                history.shape[0],
+                min(windows) + 11,
+                f"tuning `window`={self.window!r} (window {min(windows)} and 10 more "
+                f"residuals before the {n_tune}-residual tuning block, `tune_fraction`="
+                f"{self.tune_fraction})",
+                self._n_fit_rows,
+                hint="; an integer `window` with a fixed `bandwidth` needs no tuning block",
+            )
         candidates = [(w, h) for w in windows for h in self._bandwidths_for(residuals, w)]
         if len(candidates) == 1:
             self.window_, self.bandwidth_ = candidates[0]
             self._warn_few_residuals(residuals, self.window_)
             return
         level = float(np.min(check_alpha(self.alpha)))
-        n_tune = max(round(residuals.shape[0] * self.tune_fraction), 1)
-        history, block = residuals[:-n_tune], residuals[-n_tune:]
         if n_tune < 2 / level:  # a miss or two decides: the choice is close to a guess
             warn_user(
                 f"The tuning block has {n_tune} residuals (`tune_fraction`="
@@ -342,21 +354,10 @@ class KOWCPI(SequentialConformalRegressor):
         results = []
         for window, bandwidth in candidates:  # a loop over candidate settings
             if self._trim(history).shape[0] <= window + 10:
-                continue
+                continue  # (the smallest window fits: checked above)
             covered, widths = self._replay(history, block, window, bandwidth, level)
             reached = covered >= 1 - level - _COVERAGE_TOLERANCE  # 41 / 50 reaches 0.82
             results.append((reached, -widths, window, bandwidth, covered))
-        if not results:
-            smallest = min(windows)
-            raise self._short_history(
-                history.shape[0],
-                smallest + 11,
-                f"tuning `window`={self.window!r} (window {smallest} and 10 more residuals "
-                f"before the {n_tune}-residual tuning block, `tune_fraction`="
-                f"{self.tune_fraction})",
-                self._n_fit_rows,
-                hint="; an integer `window` with a fixed `bandwidth` needs no tuning block",
-            )
         # a window the memory can never hold enough pairs for gives infinite intervals
         # forever (its tuning coverage of 1 "reaches" the level): only if every window does
         pool = results
