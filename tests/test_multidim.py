@@ -943,6 +943,7 @@ def test_stored_probabilities_passed_as_a_model_are_named_as_such():
         lambda: MultiDimScoreClassifier(probabilities).calibrate(X, y),
         lambda: MultiDimScoreClassifier([probabilities, probabilities]).calibrate(X, y),
         lambda: SplitConformalClassifier(probabilities).calibrate(X, y),
+        lambda: SplitConformalClassifier(probabilities.tolist()).calibrate(X, y),  # diffrev10
     ):
         with pytest.raises(TypeError, match=match):
             call()

@@ -938,9 +938,16 @@ def missing_proba_error(model: Any, name: str, why: str) -> TypeError:
     >>> print(error)  # doctest: +ELLIPSIS
     `estimator` (LinearSVC) has no predict_proba: the sets need them. ...CalibratedClassifierCV...
     """
-    if isinstance(model, np.ndarray | pd.DataFrame):  # probabilities computed elsewhere
+    arraylike = isinstance(model, np.ndarray | pd.DataFrame | list | tuple) or (
+        hasattr(model, "shape") and not hasattr(model, "predict")  # a torch tensor, say
+    )
+    if arraylike:  # probabilities computed elsewhere
+        try:
+            shape = f" of shape {tuple(np.shape(model))}"
+        except (TypeError, ValueError):  # ragged rows
+            shape = ""
         return TypeError(
-            f"{name} is an array of shape {model.shape}, not a model: to use stored "
+            f"{name} is an array{shape}, not a model: to use stored "
             "probabilities, wrap them in a small class with classes_ (the label of each "
             "column) whose predict_proba(X) returns the stored rows X points to, e.g. "
             "probabilities[X[:, 0]] (see Getting started); or pass the model that "
