@@ -375,28 +375,29 @@ def _float_entries(block: Any) -> NDArray | None:
     return array
 
 
-def has_nan(block: Any) -> bool:
-    """True if a numeric block of rows holds NaN; non-numeric data is the model's business."""
+def non_finite_kinds(block: Any) -> tuple[bool, bool]:
+    """Whether a numeric block of rows holds NaN, and whether it holds +inf or -inf;
+    non-numeric data is the model's business."""
     if hasattr(block, "select_dtypes"):  # DataFrame: look at numeric columns only
         numeric = block.select_dtypes("number")
-        return bool(numeric.shape[1]) and bool(numeric.isna().to_numpy().any())
+        if not numeric.shape[1]:
+            return False, False
+        infinite = numeric.isin([np.inf, -np.inf]).to_numpy().any()
+        return bool(numeric.isna().to_numpy().any()), bool(infinite)
     array = _float_entries(block)
+    if array is None:
+        return False, False
     # A sum is finite unless some entry is NaN/inf: one pass, no full-size temporary (the
     # sum of large finite values can overflow: not worth a warning, the test follows).
     with np.errstate(over="ignore", invalid="ignore"):
-        total = array.sum() if array is not None else 0.0
-    return array is not None and not np.isfinite(total) and bool(np.isnan(array).any())
+        if np.isfinite(array.sum()):
+            return False, False
+    return bool(np.isnan(array).any()), bool(np.isinf(array).any())
 
 
-def has_inf(block: Any) -> bool:
-    """True if a numeric block of rows holds +inf or -inf (as `has_nan` for NaN)."""
-    if hasattr(block, "select_dtypes"):
-        numeric = block.select_dtypes("number")
-        return bool(numeric.shape[1]) and bool(numeric.isin([np.inf, -np.inf]).to_numpy().any())
-    array = _float_entries(block)
-    with np.errstate(over="ignore", invalid="ignore"):
-        total = array.sum() if array is not None else 0.0
-    return array is not None and not np.isfinite(total) and bool(np.isinf(array).any())
+def has_nan(block: Any) -> bool:
+    """True if a numeric block of rows holds NaN (see `non_finite_kinds`)."""
+    return non_finite_kinds(block)[0]
 
 
 def check_bool(value: Any, name: str) -> None:

@@ -42,9 +42,8 @@ from uqconform._validation import (
     check_row_order,
     check_verbose,
     check_wrapper_fitted,
-    has_inf,
-    has_nan,
     model_classes,
+    non_finite_kinds,
     refuse_model_class,
     sklearn_tags,
 )
@@ -491,7 +490,8 @@ def check_nan_accepted(model: Any, X: Any) -> None:
     """
     if not refuses_nan(model):
         return
-    if has_nan(X):
+    nan, infinite = non_finite_kinds(X)
+    if nan:
         raise ValueError(
             f"`X` contains NaN and {_refuser_name(model)} does not accept missing values: "
             "impute them (e.g. sklearn.impute.SimpleImputer in a Pipeline) or use a model "
@@ -499,7 +499,7 @@ def check_nan_accepted(model: Any, X: Any) -> None:
         )
     # infinity: only where the refuser is the model itself (a Pipeline's first step may be
     # a transformer that clips or replaces infinite values, whatever its tags say of NaN)
-    if not hasattr(_refuser(model)[0], "transform") and has_inf(X):
+    if infinite and not hasattr(_refuser(model)[0], "transform"):
         raise ValueError(
             f"`X` contains infinity and {_refuser_name(model)} does not accept it: replace "
             "the infinite values (clip them to a finite range, or set them to NaN and "

@@ -550,7 +550,10 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
         labelled = self.calibration_labels_.any(axis=1)
         if labelled.all():
             return
-        shares = {s: labelled[rows].mean() for s, rows in enumerate(self._stratum_rows())}
+        n_groups = 1 if getattr(self, "groups_", None) is None else self.groups_.size
+        sizes = np.bincount(self.calibration_strata_, minlength=n_groups)  # every group >= 1
+        labelled_rows = np.bincount(self.calibration_strata_, weights=labelled, minlength=n_groups)
+        shares = labelled_rows / sizes
         unlabelled = int((~labelled).sum())
         total = labelled.size
         if getattr(self, "groups_", None) is None:
@@ -562,9 +565,8 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
                 UserWarning,
             )
             return
-        sizes = np.bincount(self.calibration_strata_, minlength=len(shares))
-        low = sorted((s for s in shares if 0 < shares[s] < 1), key=shares.__getitem__)
-        none = {s: int(sizes[s]) for s in shares if shares[s] == 0}
+        low = [int(s) for s in np.argsort(shares, kind="stable") if 0 < shares[s] < 1]
+        none = {int(s): int(sizes[s]) for s in np.flatnonzero(shares == 0)}
         text = ""
         if low:  # the smallest shares first
             worst = ", ".join(

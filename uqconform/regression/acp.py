@@ -455,8 +455,8 @@ class ApproximateFullConformalRegressor(
         else:
             noise = float(self.noise) / self.target_scale_
         self.noise_ = noise * self.target_scale_  # in the units of y
+        decay = weight_decay(inner)  # the one the model was trained with (None: unknown)
         if self.prior_precision == "auto":
-            decay = weight_decay(inner)
             if decay is None:
                 raise ValueError(
                     f"prior_precision='auto' reads the weight decay of the model, but "
@@ -495,7 +495,7 @@ class ApproximateFullConformalRegressor(
             )
         if refine:  # the prior is centred at theta*: a ridge fit of the step
             self.refinement_: NDArray = self.machine_.solve(raw)
-        elif lin.exact and weight_decay(inner) is not None:
+        elif lin.exact and decay is not None:
             # a ridge-type linear model: the step to the machine's own ridge optimum, exact
             # whatever the solver left (LinearRegression's lstsq drops directions below its
             # `tol`: fitted values a quarter of the residual s.d. from least squares, sets
@@ -506,10 +506,10 @@ class ApproximateFullConformalRegressor(
             self.refinement_ = self.machine_.solve(raw) - self.machine_.solve_normal(
                 penalty * lin.parameters
             )
-            self.stationarity_ = self._stationarity(lin, target, weight_decay(inner), warn=False)
+            self.stationarity_ = self._stationarity(lin, target, decay, warn=False)
         else:
-            self.refinement_ = self._penalty_change_step(lin, weight_decay(inner))
-            self.stationarity_ = self._stationarity(lin, target, weight_decay(inner))
+            self.refinement_ = self._penalty_change_step(lin, decay)
+            self.stationarity_ = self._stationarity(lin, target, decay)
         self.training_residuals_ = raw - lin.jacobian @ self.refinement_
         # the residuals' rounding follows the targets' spread about the centre the model's
         # bias holds, and their resolution (not the step's residuals, nor the distance from
