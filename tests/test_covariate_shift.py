@@ -194,6 +194,28 @@ def test_extreme_weights_give_infinite_intervals_with_a_warning():
     assert np.isinf(intervals[0]).all() and np.isfinite(intervals[1:]).all()
 
 
+def test_the_infinite_threshold_warning_names_the_strata_of_those_rows():
+    (Xf, yf), (Xc, yc), _ = _data("absolute", seed=3)
+    tilt = lambda X: np.exp(8 * np.asarray(X)[:, 0])  # noqa: E731
+    groups = np.where(Xc[:, 1] > 0, "b", "a")
+    cp = SplitConformalRegressor(Ridge(), likelihood_ratio=tilt).fit(Xf, yf)
+    cp.calibrate(Xc, yc, groups=groups)
+    rows = np.array([[4.0, 0.0], [4.0, 1.0], [4.5, 1.0], [0.0, 0.0]])
+    with pytest.warns(UserWarning, match=r"^3 rows got an infinite threshold") as record:
+        intervals = cp.predict_interval(rows, groups=["a", "b", "b", "a"])
+    assert "; group 'a': 1 row, group 'b': 2 rows)" in str(record[0].message)
+    assert np.isinf(intervals[:3]).all() and np.isfinite(intervals[3]).all()
+    rng = np.random.default_rng(0)
+    labels = _labels(Xc, rng)
+    sets_model = SplitConformalClassifier(likelihood_ratio=tilt, class_conditional=True)
+    sets_model.fit(Xf, _labels(Xf, rng)).calibrate(Xc, labels)
+    with pytest.warns(UserWarning, match="got an infinite threshold") as record:
+        sets = sets_model.predict_set(rows[:1])
+    named = [f"class {int(label)}: 1 row" for label in sets_model.classes_]
+    assert all(name in str(record[0].message) for name in named)
+    assert sets.all()
+
+
 def test_bad_ratios_name_the_argument_and_a_changed_ratio_needs_calibration():
     (Xf, yf), (Xc, yc), (Xt, _) = _data("absolute", seed=4)
     with pytest.raises(TypeError, match="`likelihood_ratio` must be None or a callable"):

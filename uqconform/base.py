@@ -1221,6 +1221,9 @@ class ConformalPredictor(ModelWrapper):
         weighted = hasattr(self, "calibration_weights_")
         table = None if weighted else self._threshold_table(alphas)
         infinite, short = 0, np.zeros(alphas.size, bool)  # rows, levels: infinite (weighted)
+        n_sub = self._n_sub_strata
+        n_groups = 1 if getattr(self, "groups_", None) is None else self.groups_.size
+        by_stratum = np.zeros(n_groups * n_sub, np.intp)  # rows with an infinite threshold
         rng = self._rng(stream=1, content=X if self._draws_at_prediction() else None)
         step = self._batch_rows(n)
         # one batch: its prediction is the result (no second full-size buffer to copy into);
@@ -1234,10 +1237,17 @@ class ConformalPredictor(ModelWrapper):
                 block_groups = None if group_index is None else group_index[start:stop]
                 rows = self._weighted_threshold_rows(block, block_groups, alphas, (start, stop, n))
                 unbounded = np.isinf(rows).any(axis=(1, 2))  # (rows, levels)
+                cells = np.isinf(rows).any(axis=(2, 3))  # (rows, classes)
+                first = np.zeros((stop - start, 1), np.intp)  # each row's first stratum
                 if block_groups is not None:  # unseen groups were warned about already
-                    unbounded &= (block_groups < self.groups_.size)[:, None]
+                    seen = block_groups < n_groups
+                    unbounded &= seen[:, None]
+                    cells &= seen[:, None]
+                    first = block_groups[:, None] * n_sub
                 infinite += int(unbounded.any(axis=1).sum())
                 short |= unbounded.any(axis=0)
+                strata = first + np.arange(n_sub)
+                by_stratum += np.bincount(strata[cells], minlength=by_stratum.size)
             else:  # without groups every row shares one threshold row, broadcastable
                 assert table is not None
                 rows = table[:1] if group_index is None else table[group_index[start:stop]]
@@ -1253,7 +1263,7 @@ class ConformalPredictor(ModelWrapper):
                 out[start:stop] = batch
         assert out is not None  # X has at least one row (check_features), so one batch ran
         if weighted:
-            self._warn_weighted_infinite(infinite, alphas[short])
+            self._warn_weighted_infinite(infinite, alphas[short], by_stratum)
         return out[..., 0] if scalar else out
 
     # ---- weighted conformal prediction (covariate shift) ----------------------------------
@@ -1406,17 +1416,30 @@ class ConformalPredictor(ModelWrapper):
             UserWarning,
         )
 
-    def _warn_weighted_infinite(self, infinite: int, alphas: NDArray) -> None:
+    def _warn_weighted_infinite(self, infinite: int, alphas: NDArray, by_stratum: NDArray) -> None:
+        """Warn of rows whose weighted threshold is infinite, naming their strata (the
+        counts ``by_stratum``) when calibration had groups or classes."""
         if infinite:
+            n_sub = self._n_sub_strata
             outcome = (
                 "the class of that stratum in every set for them"
-                if getattr(self, "_n_sub_strata", 1) > 1
+                if n_sub > 1
                 else f"{self._unbounded_prediction} for them"
             )
+            grouped = getattr(self, "groups_", None) is not None
+            where = ""
+            if grouped or n_sub > 1:
+                named = np.flatnonzero(by_stratum)
+                where = "; " + ", ".join(
+                    f"{self._stratum_name(int(stratum), n_sub, grouped)}: "
+                    f"{by_stratum[stratum]} row{'s' if by_stratum[stratum] > 1 else ''}"
+                    for stratum in named[:3]
+                )
+                where += f" and {named.size - 3} more" if named.size > 3 else ""
             warn_user(
                 f"{infinite} row{'s' if infinite > 1 else ''} got an infinite threshold at "
                 f"alpha={levels_text(alphas)} "
-                f"({outcome}): weighted by `likelihood_ratio`, "
+                f"({outcome}{where}): weighted by `likelihood_ratio`, "
                 "the calibration scores of their stratum carry too little of the total "
                 "weight (the row's own weight outweighs them far in the shifted region, or "
                 "the stratum has too few calibration points). More calibration rows from "
