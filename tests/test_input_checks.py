@@ -1489,6 +1489,12 @@ def test_repeated_row_labels_in_another_order_are_refused():
         SplitConformalRegressor(model).calibrate(X, y)
     with pytest.warns(UserWarning, match="paired by position, not by label"):
         SplitConformalRegressor(model).calibrate(X, y.set_axis(np.arange(200) + 1000))
+    # labels of mixed types, which do not sort, repeated in another order (stop 53's
+    # newcomer review: a warning only)
+    mixed = pd.Index([0, "a"] * 100, dtype=object)
+    y_mixed = y.set_axis(mixed)
+    with pytest.raises(ValueError, match=match):
+        SplitConformalRegressor(model).calibrate(X.set_axis(mixed), y_mixed.iloc[::-1])
     # X given fresh labels 0..199 while y keeps the table's repeated ones, in X's order (a
     # correct pairing): by position, no warning (diffrev10: a warning whose remedy,
     # `.loc[X.index]`, raised KeyError); the refusal's remedy no longer suggests this

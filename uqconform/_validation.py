@@ -319,8 +319,10 @@ def _same_labels_reordered(first: pd.Index, second: pd.Index) -> bool:
     another order (``pd.concat`` of two frames, then sorted: every row paired wrongly)."""
     try:
         return bool(first.sort_values().equals(second.sort_values()))
-    except TypeError:  # labels that do not order (mixed types)
-        return False
+    except TypeError:  # labels that do not order (mixed types): compare counts by hash
+        counts = first.value_counts(dropna=False)
+        other = second.value_counts(dropna=False)
+        return counts.size == other.size and bool((other.reindex(counts.index) == counts).all())
 
 
 def _plain(value: Any) -> Any:
