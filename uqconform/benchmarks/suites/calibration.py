@@ -203,9 +203,10 @@ def run(ctx) -> FamilyResult:
         "rows whose score is at most the largest calibration score (above it MAPIE's p1 "
         "differs from a refitted isotonic regression: with calibration scores 0.2, 0.3 "
         "labelled 0, 0 and a test score 0.9, p1 is 1, as ours says; MAPIE 1.6 gives 0.5), "
-        "and not within 16 units in the last place of a "
-        "calibration score (ours takes it as a tie, MAPIE as a gap when the floats differ: "
-        "naive Bayes gives such saturated near-ties). seconds: calibrate + predict "
+        "and not within a relative 16 machine epsilons (16 to 32 units in the last "
+        "place) of a calibration score (ours takes it as a tie, MAPIE as a gap when the "
+        "floats differ: naive Bayes gives such saturated near-ties). seconds: calibrate "
+        "+ predict "
         "(sklearn's and MAPIE's fit on the calibration rows included)."
     )
     by = {(r["dataset"], r["method"]): r for r in table}
@@ -396,8 +397,8 @@ def _cross_venn_abers(ctx, mapie) -> tuple[list[dict[str, Any]], list[str], list
                 "MAPIE's CVAP against ours on the same folds (binary), largest |difference| "
                 "per model (with a Pipeline MAPIE fits the preprocessing once on all rows, "
                 "not per fold; ours scores by clipped log-odds, tying probabilities "
-                "saturated at 0 as at 1, and takes scores within 16 units in the last place "
-                "of a calibration score as ties)",
+                "saturated at 0 as at 1, and takes scores within a relative 16 machine "
+                "epsilons of a calibration score as ties)",
                 ", ".join(f"{model} {value:.1e}" for model, value in largest.items()),
             )
         )
