@@ -457,3 +457,18 @@ def test_counts_in_too_few_warnings_are_short_at_tiny_levels():
     y = X[:, 0] + rng.normal(size=30)
     with pytest.warns(UserWarning, match=r"\(at least 1e\+300 are needed\)"):
         FullConformalRidge().fit(X, y).predict_interval(X[:2], alpha=1e-300)
+
+
+def test_minimum_scores_is_the_fewest_scores_the_rank_rule_makes_finite():
+    """regr review (stop 54): for levels a hair below 1 / k (within the rank tolerance)
+    `minimum_scores` gave one more than the fewest scores `conformal_rank` makes finite
+    (201 at alpha 0.0049751243780846, where 200 scores give a finite threshold)."""
+    rng = np.random.default_rng(0)
+    k = rng.integers(2, 5000, 500)
+    near = [1 / k, np.nextafter(1 / k, 0), (1 - 5e-10) / k, (1 + 5e-10) / k]
+    levels = np.concatenate([*near, rng.uniform(1e-4, 1, 500)])
+    for level in levels[levels < 1]:
+        count = minimum_scores(level)
+        assert conformal_rank(count, level)[0] <= count, level
+        assert count == 0 or conformal_rank(count - 1, level)[0] > count - 1, level
+    assert minimum_scores(0.0049751243780846) == 200

@@ -394,7 +394,15 @@ def minimum_scores(alpha: float) -> int:
     9
     """
     level = check_single_alpha(alpha)
-    return int(np.ceil(1 / level - 1 - _RANK_TOLERANCE))
+    # conformal_rank's rule ceil((n + 1)(1 - a) - tol) <= n holds from (1 - tol) / a - 1 on;
+    # the float division may land one off, so the count is checked against the rule itself
+    count = max(int(np.ceil((1 - _RANK_TOLERANCE) / level - 1)), 0)
+    if count < 2**52:  # beyond, n + 1 is not a float of its own and the rule cannot tell
+        while conformal_rank(count, level)[0] > count:
+            count += 1
+        while count > 0 and conformal_rank(count - 1, level)[0] <= count - 1:
+            count -= 1
+    return count
 
 
 def count_text(count: int) -> str:
