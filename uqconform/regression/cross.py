@@ -390,8 +390,11 @@ class JackknifeAfterBootstrapRegressor(CrossConformalRegressor):
     Guarantee: coverage at least ``1 - 2 alpha`` under exchangeability, for a number of
     models drawn as ``Binomial(B', (1 - 1/(n + 1))^n)`` (Kim et al.); with a fixed ``B``,
     as here and in every implementation we know of, it holds approximately. In practice
-    coverage is about or above ``1 - alpha``, and small training sets over-cover (0.92 to
-    0.96 at ``1 - alpha = 0.9`` with 20 to 40 rows in a review over 400 seeds). Rows
+    coverage is about or above ``1 - alpha``: somewhat above with about 20 training rows,
+    by an amount that depends on the model, and about nominal with 40 for linear and k-NN
+    models. In a review (``B = 30``, ``1 - alpha = 0.9``, 600 simulated data sets with 20
+    test rows each) it was 0.915, 0.911 and 0.925 for linear, 5-NN and depth-4 tree models
+    with 20 rows, and 0.897, 0.902 and 0.913 with 40 (standard errors about 0.003). Rows
     that every bootstrap sample holds (rare beyond 20 models: a share ``0.632^B``) have
     no out-of-sample prediction and are left out of the scores, with a warning.
 

@@ -133,8 +133,10 @@ def label_tie_size(labels: NDArray, centre: float) -> float:
     a fit that holds their centre (an intercept, a network's bias): their root mean square
     about ``centre``, and at least 16 units in the last place of the largest label over
     the margin's share (noise-free labels far from 0 leave residuals of the labels' own
-    resolution). The labels' distance from 0 does not widen the sets (labels 1e13 from 0
-    widened them by a third with their uncentred root mean square).
+    resolution). The labels' distance from 0 then widens the sets only through that floor
+    (labels 1e13 from 0 widened them by a third with their uncentred root mean square):
+    each end moves outward by half of it over its crossing rate (see `_events`), about 10
+    ulps of the labels at rates near 1 but thousands at the small rates of small data.
 
     Examples
     --------
@@ -412,7 +414,10 @@ def _events(
     """Sweep events of the sets ``S_i = {y : |r_i(y)| >= |r_m(y)| - tie margin}``.
 
     The tie margin (`_tie_margin`) widens every ``S_i`` by a rounding-sized amount, so that
-    labels where residuals tie exactly stay conforming.
+    labels where residuals tie exactly stay conforming: each end of ``S_i`` moves (so that
+    ``S_i`` grows) by half the margin over the rate at which the two residuals part there
+    (``|b_m - b_i|`` or ``b_m + b_i``), far more than the margin where that rate is far
+    below 1.
 
     Returns sorted positions, kinds (0: counts from this point on; 1: stops counting just
     after it), the count after each event, and the count before the first event.
