@@ -6,6 +6,7 @@ import copy
 import json
 import math
 import pickle
+import re
 import sys
 import warnings
 
@@ -1546,9 +1547,10 @@ def test_evaluating_on_the_calibration_or_training_rows_is_warned_about():
 @pytest.mark.parametrize("method", ["EnbPI", "KOWCPI"])
 def test_evaluate_runs_a_time_series_model_online_on_a_copy(method):
     """Review finding (stop 52): `evaluate` called predict_interval(X_test) without `y` on a
-    time-series model, so no residual was absorbed and ACI never moved (coverage 0.41 where
-    the online protocol gave 0.79 after a variance shift); it now runs the online protocol
-    on a copy and leaves the model as it was."""
+    time-series model, so no residual was absorbed and ACI never moved (on the set-up below,
+    at alpha 0.1: 0.42 coverage for EnbPI and 0.31 for KOWCPI, where the online protocol
+    gives 0.89 and 0.87); it now runs the online protocol on a copy and leaves the model as
+    it was."""
     from uqconform.timeseries import KOWCPI, EnbPI
 
     rng = np.random.default_rng(0)
@@ -1669,3 +1671,55 @@ def test_a_text_confidence_is_refused_as_the_wrong_type():
             evaluate(_FakeIntervalModel(), X, [1.0, 2.0, 3.0], confidence=text)
     with pytest.raises(ValueError, match=r"confidence.*strictly between 0 and 1"):
         evaluate(_FakeIntervalModel(), X, [1.0, 2.0, 3.0], confidence=1.5)
+
+
+def test_pooled_resplits_too_many_to_hold_are_refused_naming_n_repeats():
+    """Review finding (stop 54): the window guard covered one resplit only, so 1e12 resplits
+    of 100 test points ran 80 s into a bare MemoryError. The pooled window is now sized
+    first and refused, with the normal law the pooled coverage follows; 1e8 resplits still
+    compute, and agree with that law."""
+    with pytest.raises(ValueError, match=r"`n_repeats` = 1000000000000.*n_repeats") as refused:
+        coverage_bounds(100, 0.1, 100, n_repeats=10**12)
+    hint = re.search(r"scipy\.stats\.norm\(([^,]+), ([^)]+)\)\.interval", str(refused.value))
+    assert hint is not None
+    mean, sd = float(hint.group(1)), float(hint.group(2))
+    assert mean == pytest.approx(91 / 101)  # a / (a + b), the Beta law's mean
+    low, high = coverage_bounds(100, 0.1, 100, n_repeats=10**8)  # 1e4 times fewer
+    normal = stats.norm(mean, sd * 100).interval(0.99)
+    half = (normal[1] - normal[0]) / 2
+    assert low == pytest.approx(normal[0], abs=0.02 * half + 1e-10)
+    assert high == pytest.approx(normal[1], abs=0.02 * half + 1e-10)
+
+
+def test_groups_with_missing_dates_or_durations_are_named_missing():
+    """Review finding (stop 54): NaT in datetime64 or timedelta64 groups raised numpy's
+    "'list' argument must have no negative elements" instead of naming the missing labels."""
+    days = np.array(["2024-01-01", "NaT", "2024-01-02", "2024-01-01"], dtype="datetime64[ns]")
+    for groups in (days, days - days[0]):
+        with pytest.raises(ValueError, match=r"`groups` contains missing .*labels"):
+            coverage_by_group(Y_REG, INTERVALS, groups)
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 2))
+    y = X[:, 0] + rng.normal(size=300)
+    model = SplitConformalRegressor(LinearRegression()).fit(X[:100], y[:100])
+    model.calibrate(X[100:200], y[100:200])
+    dates = np.datetime64("2024-01-01", "ns") + rng.integers(0, 3, 100).astype("timedelta64[D]")
+    dates[5] = np.datetime64("NaT")
+    with pytest.raises(ValueError, match=r"`groups` contains missing .*labels"):
+        evaluate(model, X[200:], y[200:], groups=dates)
+
+
+def test_a_time_series_report_explains_its_missing_bounds_by_the_sequential_protocol():
+    """Review finding (stop 54): a time-series model's report explained its missing bounds
+    by full conformal prediction calibrating on its training rows."""
+    from uqconform.timeseries import EnbPI
+
+    rng = np.random.default_rng(0)
+    t = np.arange(200)
+    X = np.c_[np.sin(t / 20), np.cos(t / 35)]
+    y = X @ [1.0, -1.0] + 0.5 * rng.normal(size=200)
+    model = EnbPI(LinearRegression(), n_bootstrap=10, random_state=0).fit(X[:150], y[:150])
+    report = evaluate(model, X[150:], y[150:], alpha=0.1)
+    assert np.isnan(report.rows[0]["bound_low"]) and report.rows[0]["inside_bounds"] is None
+    assert "full conformal" not in report.note and "n_calibration_" not in report.note
+    assert "no exact finite-sample law" in report.note and "online" in report.note

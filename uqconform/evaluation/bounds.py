@@ -161,13 +161,10 @@ def _single_count_law(n_calibration: int, level: float, n_test: int) -> tuple[in
     through the FFTs (5.6 GB at ``R = 100``, a million test points, 100 calibration
     points; 0.9 GB with it).
     """
-    conforming = int(conformal_rank(n_calibration, level, kind="conformity")[0])
-    if conforming == 0:  # too few calibration points: the set is everything, coverage 1
+    moments = _count_moments(n_calibration, level, n_test)
+    if moments is None:  # too few calibration points: the set is everything, coverage 1
         return n_test, np.ones(1)
-    a, b = n_calibration + 1 - conforming, conforming
-    # the moments by their formulas: scipy's betabinom.std is wrong beyond 1e9 test points
-    mean = n_test * a / (a + b)
-    sd = float(np.sqrt(n_test * a * b * (a + b + n_test) / ((a + b) ** 2 * (a + b + 1))))
+    a, b, mean, sd = moments
     half = int(np.ceil(12 * sd)) + 50
     if min(2 * half, n_test) + 1 > _MAX_WINDOW:
         raise ValueError(
@@ -189,6 +186,56 @@ def _single_count_law(n_calibration: int, level: float, n_test: int) -> tuple[in
             # normalised: pooling raises the window's sum to the power n_repeats
             return first, pmf / pmf.sum()
         half *= 2
+
+
+def _count_moments(
+    n_calibration: int, level: float, n_test: int
+) -> tuple[int, int, float, float] | None:
+    """One resplit's covered count: its Beta-Binomial parameters ``(a, b)``, mean and sd, or
+    None when the set is the whole space (too few calibration points: every point covered).
+
+    The moments come from their formulas: scipy's ``betabinom.std`` is wrong beyond 1e9
+    test points.
+    """
+    conforming = int(conformal_rank(n_calibration, level, kind="conformity")[0])
+    if conforming == 0:
+        return None
+    a, b = n_calibration + 1 - conforming, conforming
+    mean = n_test * a / (a + b)
+    sd = float(np.sqrt(n_test * a * b * (a + b + n_test) / ((a + b) ** 2 * (a + b + 1))))
+    return a, b, mean, sd
+
+
+def _check_pooled_window(n_calibration: int, level: float, n_test: int, n_repeats: int) -> None:
+    """Refuse a pooled law whose window would exceed `_MAX_WINDOW` counts, before any FFT.
+
+    The window is sized as one resplit's (`_single_count_law`: ``mean +- 12 sd``) with the
+    pooled sd, ``sqrt(n_repeats)`` times one resplit's; it never exceeds the
+    ``n_repeats * n_test + 1`` counts of the support. Peak memory measured about 100 bytes
+    per count of this estimate (0.99 GB at 1e7 counts, 1.56 GB at 1.9e7). One resplit's
+    window too wide (or ``n_repeats = 1``) is left to `_single_count_law`'s own guard and
+    message, about ``n_test``.
+    """
+    moments = _count_moments(n_calibration, level, n_test)
+    if n_repeats == 1 or moments is None:
+        return
+    a, b, _, sd = moments
+    if min(2 * (int(np.ceil(12 * sd)) + 50), n_test) + 1 > _MAX_WINDOW:
+        return  # one resplit is already too wide: _single_count_law says so
+    pooled_sd = float(np.sqrt(n_repeats)) * sd
+    window = min(24 * pooled_sd + 100, n_repeats * n_test)
+    if window + 1 > _MAX_WINDOW:
+        share_sd = pooled_sd / (n_repeats * n_test)  # sd of the pooled coverage (a share)
+        raise ValueError(
+            f"`n_repeats` = {n_repeats} with `n_test` = {n_test} and `n_calibration` = "
+            f"{n_calibration}: the pooled covered count spreads over about {window:.2g} "
+            f"counts, more than the {_MAX_WINDOW:.0e} this law is evaluated on. The pooled "
+            "coverage is the mean of independent resplit coverages (each Beta"
+            f"({a}, {b}) plus the binomial noise of its test points), so over many "
+            f"resplits it is normal with mean {a / (a + b)!r} and sd {share_sd!r}: use "
+            f"scipy.stats.norm({a / (a + b)!r}, {share_sd!r}).interval(confidence), or "
+            "pass fewer `n_repeats`."
+        )
 
 
 def _beta_binomial_pmf(counts: NDArray, n_test: int, a: int, b: int) -> NDArray:
@@ -239,6 +286,7 @@ def _pooled_count_law(
 ) -> tuple[int, NDArray]:
     """Covered count law pooled over ``n_repeats`` resplits, on a window: ``(first, pmf)``."""
     level = float(check_alpha(alpha)[0])
+    _check_pooled_window(n_calibration, level, n_test, n_repeats)  # before any FFT
     first, power = _single_count_law(n_calibration, level, n_test)
     offset, pmf = 0, np.ones(1)
     remaining = n_repeats
@@ -317,11 +365,19 @@ def coverage_bounds(
     * Cost: the pooled law is held only on the counts that carry its mass, which grow like
       ``sqrt(n_repeats)`` times one resplit's spread; with a small ``n_calibration`` (a
       wide Beta law) and many test points that is still large (measured:
-      ``n_calibration=20``, a million test points, ``n_repeats=1000``: 23 s and 4.4 GB;
-      ``n_calibration=100``, ``n_repeats=100``: 2.5 s and 0.9 GB). A resplit's law spread
-      over more than 2e7 counts (from about 3e7 test points with 100 calibration points
-      at alpha 0.1) is refused, with the Beta law of the conditional coverage to use
-      instead, as are ``n_calibration`` above 1e12 and ``n_test * n_repeats`` above 1e15.
+      ``n_calibration=100``, a million test points, ``n_repeats=100``: 2.5 s and 0.9 GB;
+      100 test points, ``n_repeats=1e10``: 11 s and 1 GB). Refused, each with the law to
+      use instead:
+
+      - a resplit's law spread over more than 2e7 counts (``mean +- 12 sd``; from about
+        3e7 test points with 100 calibration points at alpha 0.1): use the Beta law of
+        the conditional coverage;
+      - a pooled law spread over more than 2e7 counts (``24 sqrt(n_repeats)`` times one
+        resplit's sd; from about 4e10 resplits of 100 test points with 100 calibration
+        points at alpha 0.1, from 1000 resplits of a million test points with 100, or
+        with 20, calibration points): use the normal law of the pooled coverage, whose
+        mean and sd the message gives;
+      - ``n_calibration`` above 1e12 and ``n_test * n_repeats`` above 1e15.
 
     Returns
     -------

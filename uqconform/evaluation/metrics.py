@@ -616,8 +616,11 @@ def _check_groups(groups: ArrayLike, n: int) -> NDArray:
         raise ValueError("`groups` is None; pass one group label per row.")
     # the length and shape checks of the wrappers; labels that do not order are fine here
     labels = check_rows("groups", groups, n, rows_of="`y_true`")
-    if labels.dtype.kind in "fO" and np.any(pd.isna(labels)):
-        raise ValueError("`groups` contains missing (NaN/None) labels; every row needs a group.")
+    # every kind: NaT in datetime64 / timedelta64 groups is missing too
+    if np.any(pd.isna(labels)):
+        raise ValueError(
+            "`groups` contains missing (NaN/None/NaT) labels; every row needs a group."
+        )
     return labels
 
 
