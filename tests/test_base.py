@@ -456,5 +456,7 @@ def test_weighted_calibration_names_the_strata_with_too_few_rows():
     per_class = SplitConformalClassifier(
         classifier, class_conditional=True, likelihood_ratio=uniform
     )
-    with pytest.warns(UserWarning, match=r"in class 2 \(0 points\).*threshold is infinite\)\.$"):
+    with pytest.warns(
+        UserWarning, match=r"in class 2 \(no calibration points\).*threshold is infinite\)\.$"
+    ):
         per_class.calibrate(X[labels < 2], labels[labels < 2])

@@ -951,3 +951,135 @@ def test_a_model_whose_classes_repeat_a_label_is_refused():
     y = np.array(["a", "b", "c"] * 10)
     with pytest.raises(ValueError, match=r"`estimator`'s `classes_` repeats a label"):
         SplitConformalClassifier(External()).calibrate(X, y)
+
+
+def test_calibrate_names_the_unfitted_head_of_an_ensemble():
+    """Review finding (s54 t53): with a list of heads, one of them unfitted, calibrate
+    said `estimator` is not fitted and to call fit, which then said "Head 1 of
+    `estimator` is not fitted": calibrate now says which head, as fit does."""
+    from uqconform.classification import EnsembleConformalClassifier
+
+    (Xf, yf), (Xc, yc), _ = _split(seed=8)
+    heads = [LogisticRegression().fit(Xf, yf), LogisticRegression()]
+    with pytest.raises(NotFittedError, match=r"head 1 of `estimator` is not fitted: pass fit"):
+        EnsembleConformalClassifier(heads).calibrate(Xc, yc)
+    with pytest.raises(NotFittedError, match=r"Head 1 of `estimator` is not fitted"):
+        EnsembleConformalClassifier(heads).fit(Xf, yf)
+    # a single unfitted model keeps the message that says to call fit
+    with pytest.raises(NotFittedError, match=r"`estimator` is not fitted\. Either call fit"):
+        SplitConformalClassifier(LogisticRegression()).calibrate(Xc, yc)
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"conformity_score": "raps", "lambda_reg": 1e308},
+        {"conformity_score": "saps", "saps_weight": 1e308},
+    ],
+)
+def test_overflowing_score_settings_warn_once_without_numpy_overflow_warnings(settings):
+    """Review finding (s54 t39): a RAPS `lambda_reg` or SAPS `saps_weight` near the float
+    limit leaked numpy's "overflow encountered in multiply" next to the library's own
+    warning of infinite calibration scores."""
+    (Xf, yf), (Xc, yc), (Xt, _) = _split(seed=9, n=300)
+    model = FrozenEstimator(LogisticRegression().fit(Xf, yf))
+    cp = SplitConformalClassifier(model, random_state=0, **settings)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        cp.calibrate(Xc, yc)
+        cp.predict_set(Xt)
+        cp.predict_pvalue(Xt)
+    assert not [w for w in caught if issubclass(w.category, RuntimeWarning)], [
+        str(w.message) for w in caught
+    ]
+    infinite = [w for w in caught if "calibration scores are infinite" in str(w.message)]
+    assert len(infinite) == 1
+
+
+def test_too_few_calibration_points_says_how_many_are_needed():
+    """Review finding (s54 t44, t34): the warning gave the rule ceil((n + 1)(1 - alpha)) <=
+    n instead of the count it asks for, and said "(0 points)", "(1 points)"."""
+    (Xf, yf), (Xc, yc), _ = _split(seed=10, labels=("a", "b", "c"))
+    model = FrozenEstimator(LogisticRegression().fit(Xf, yf))
+    keep = yc != "c"
+    cp = SplitConformalClassifier(model, class_conditional=True)
+    with pytest.warns(
+        UserWarning,
+        match=r"^Too few calibration points for alpha=\[0\.1\] in class 'c' \(no calibration "
+        r"points\): at least 9 points are needed, so that class is in every prediction set",
+    ):
+        cp.calibrate(Xc[keep], yc[keep])
+    with pytest.warns(
+        UserWarning,
+        match=r"in the calibration set \(1 point\): at least 9 points are needed, so those",
+    ):
+        SplitConformalClassifier(model).calibrate(Xc[:1], yc[:1])
+    # several levels: the count each needs, the smallest level (most points) first
+    with pytest.warns(
+        UserWarning,
+        match=r"alpha=\[0\.1, 0\.05\] in the calibration set \(5 points\): at least 19 points "
+        r"are needed at alpha=0\.05, 9 at alpha=0\.1, so",
+    ):
+        SplitConformalClassifier(model, alpha=[0.1, 0.05]).calibrate(Xc[:5], yc[:5])
+
+
+def test_none_in_an_object_x_is_reported_as_missing_values():
+    """Review finding (s54 t34): an object X holding None reached scikit-learn's long
+    "Input X contains NaN" message, while a float NaN got the library's own."""
+    (Xf, yf), (Xc, yc), (Xt, _) = _split(seed=11)
+    cp = SplitConformalClassifier(LogisticRegression()).fit(Xf, yf).calibrate(Xc, yc)
+    rows = Xt[:3].astype(object)
+    rows[1, 0] = None
+    message = r"^`X` contains NaN and LogisticRegression does not accept missing values"
+    with pytest.raises(ValueError, match=message):
+        cp.predict_set(rows)
+    with pytest.raises(ValueError, match=message):
+        cp.predict_set(rows.tolist())
+    frame = pd.DataFrame(Xf).astype(object)
+    frame.iloc[4, 1] = None
+    with pytest.raises(ValueError, match=message):
+        SplitConformalClassifier(LogisticRegression()).fit(frame, yf)
+    # objects without missing values (numbers stored as objects) pass as before
+    np.testing.assert_array_equal(cp.predict_set(Xt[:3].astype(object)), cp.predict_set(Xt[:3]))
+
+
+def test_a_torch_predict_proba_that_requires_grad_is_detached():
+    """Review finding (s54 t46): a model whose predict_proba returns a torch tensor that
+    requires grad got torch's bare RuntimeError ("Use tensor.detach()")."""
+    torch = pytest.importorskip("torch")
+    (Xf, _), (Xc, yc), (Xt, yt) = _split(seed=12, labels=(0, 1, 2))
+    torch.manual_seed(0)
+    net = torch.nn.Linear(Xf.shape[1], 3)
+
+    class TorchClassifier:
+        classes_ = np.arange(3)
+
+        def __init__(self, detach):
+            self.detach = detach
+
+        def predict_proba(self, X):
+            out = torch.softmax(net(torch.as_tensor(np.asarray(X, dtype=np.float32))), 1)
+            return out.detach() if self.detach else out
+
+    sets = {}
+    for detach in (True, False):
+        cp = SplitConformalClassifier(
+            TorchClassifier(detach), conformity_score="aps", random_state=0
+        )
+        sets[detach] = cp.calibrate(Xc, yc).predict_set(Xt)
+    np.testing.assert_array_equal(sets[False], sets[True])
+    assert sets[False][np.arange(len(yt)), yt].mean() > 0.8  # an untrained net: near 0.9
+
+
+def test_the_empty_set_figures_of_randomized_name_their_class_geometry():
+    """Review finding (s54 F4): the `randomized` docstring quoted 0.95% / 0.73% / 0.43%
+    empty sets for "4 Gaussian classes" without the geometry; they hold for four class
+    means on a square (with other geometries about 1-2%), as docs/methods/split.md says."""
+    from pathlib import Path
+
+    doc = " ".join(SplitConformalClassifier.__doc__.split())
+    page = " ".join((Path(__file__).parents[1] / "docs/methods/split.md").read_text().split())
+    for text in (doc, page):
+        assert "four fixed class means on a square" in text
+        assert "make_gaussian_classification" in text
+        assert "1-2% of the rows at accuracy 0.7 depending on the class geometry" in text

@@ -504,7 +504,7 @@ def test_messages_from_a_multi_output_audit():
         CONTRA(max_epochs=1).fit(X_nan, Y[:100])
     box = RectangularConformalRegressor(Ridge(), bonferroni=True).fit(X[:400], Y[:400])
     with pytest.warns(UserWarning, match=r"alpha=\[0.1\] \(each of the score's 2 columns at "
-                      r"alpha / 2 = \[0.05\]\).*ceil\(\(n \+ 1\)\(1 - alpha / 2\)\)"):  # fmt: skip
+                      r"alpha / 2 = \[0.05\]\).*at least 19 points are needed"):  # fmt: skip
         box.calibrate(X[400:415], Y[400:415])
     local = EllipsoidalConformalRegressor(Ridge(), covariance="local", random_state=0)
     local.fit(X[:400], Y[:400]).set_params(n_neighbors=5)

@@ -477,3 +477,29 @@ def test_a_fold_whose_training_rows_hold_one_class_is_named():
             DecisionTreeClassifier(), cv=KFold(5, shuffle=True, random_state=5)
         ).fit(X, y)
     assert len(fitted.estimators_) == 5
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"conformity_score": "raps", "lambda_reg": 1e308},
+        {"conformity_score": "saps", "saps_weight": 1e308},
+    ],
+)
+def test_infinite_out_of_fold_scores_warn_as_split_calibration_scores_do(settings):
+    """Review finding (s54 t39): overflowing score settings printed numpy's "overflow
+    encountered in multiply" four times and no warning of the library, which
+    SplitConformalClassifier gives for its calibration scores."""
+    X, y = _data(300, seed=3, classes=4)
+    cp = CrossConformalClassifier(cv=3, random_state=0, **settings)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        cp.fit(X, y)
+        cp.predict_set(X[:20])
+        cp.predict_pvalue(X[:20], smooth=True)
+    messages = [str(w.message) for w in caught]
+    assert not [w for w in caught if issubclass(w.category, RuntimeWarning)], messages
+    infinite = [m for m in messages if "of the 300 out-of-fold scores are infinite" in m]
+    assert len(infinite) == 1, messages
+    assert "a huge RAPS `lambda_reg`" in infinite[0]
+    assert int(infinite[0].split()[0]) == int(np.isposinf(cp.conformity_scores_).sum()) > 0

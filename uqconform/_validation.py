@@ -379,13 +379,25 @@ def _float_entries(block: Any) -> NDArray | None:
 
 def non_finite_kinds(block: Any) -> tuple[bool, bool]:
     """Whether a numeric block of rows holds NaN, and whether it holds +inf or -inf;
-    non-numeric data is the model's business."""
-    if hasattr(block, "select_dtypes"):  # DataFrame: look at numeric columns only
+    non-numeric data is the model's business, but for missing values in object entries
+    (``None``, ``NaN``, ``pd.NA``: numbers stored as objects), which count as NaN.
+
+    Examples
+    --------
+    >>> non_finite_kinds(np.array([[1.0, np.inf]])), non_finite_kinds([[None, 1.0]])
+    ((False, True), (True, False))
+    """
+    if hasattr(block, "select_dtypes"):  # DataFrame: numeric columns, and object ones' NaN
         numeric = block.select_dtypes("number")
+        missing = bool(block.select_dtypes("object").isna().to_numpy().any())
         if not numeric.shape[1]:
-            return False, False
+            return missing, False
         infinite = numeric.isin([np.inf, -np.inf]).to_numpy().any()
-        return bool(numeric.isna().to_numpy().any()), bool(infinite)
+        return missing or bool(numeric.isna().to_numpy().any()), bool(infinite)
+    if isinstance(block, list):
+        block = np.asarray(block)
+    if isinstance(block, np.ndarray) and block.dtype == object:  # None is missing too
+        return bool(pd.isna(block).any()), False
     array = _float_entries(block)
     if array is None:
         return False, False
@@ -991,8 +1003,12 @@ def class_probabilities(model: Any, X: Any, n_classes: int, *, check_sums: bool 
     message naming `estimator` when a model outside scikit-learn gives another shape (a
     sigmoid network's single column, more columns than ``classes_``). ``check_sums``:
     warn when rows do not sum to 1 (the scores that read them as a distribution), once
-    per model object, however many batches, folds or heads read it."""
-    proba = np.asarray(model.predict_proba(X), dtype=float)
+    per model object, however many batches, folds or heads read it. A torch tensor that
+    requires grad is detached (its values are the probabilities)."""
+    output = model.predict_proba(X)
+    if getattr(output, "requires_grad", False) and callable(getattr(output, "detach", None)):
+        output = output.detach()  # a torch network's output, still in its autograd graph
+    proba = np.asarray(output, dtype=float)
     if proba.ndim != 2 or proba.shape[1] != n_classes:
         hint = (
             " A single column (a sigmoid's P(class 1)) must become two: "

@@ -55,6 +55,7 @@ from uqconform.quantiles import (
     check_call_alpha,
     check_miscoverage,
     conformal_quantile,
+    count_text,
     effective_sample_size,
     levels_text,
     minimum_scores,
@@ -128,6 +129,49 @@ def sets_within_thresholds(scores: NDArray, thresholds: NDArray, n_levels: int) 
     for j in range(n_levels):  # a loop over levels, not rows
         np.less_equal(scores, thresholds[:, :, 0, j], out=out[:, :, j])
     return out
+
+
+def _points_text(count: int) -> str:
+    """A stratum's count of calibration points for a message: "no calibration points",
+    "1 point", "5 points"."""
+    if count == 0:
+        return "no calibration points"
+    return "1 point" if count == 1 else f"{count} points"
+
+
+def warn_infinite_scores(
+    scores: NDArray, what: str, consequence: str, *, regression: bool = False
+) -> None:
+    """Warn when some rows of ``scores`` (calibration or out-of-fold scores, one row each;
+    any column for a score of several columns) are +inf: ``what`` names the scores and
+    ``consequence`` says what that does to the predictions; ``regression`` gives the
+    cause and the remedy of a regressor (an overflowing target), else of a classifier.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     warn_infinite_scores(np.array([0.5, np.inf]), "calibration scores", "none")
+    >>> str(caught[0].message)[:40]
+    '1 of the 2 calibration scores are infini'
+    """
+    overflowed = np.isposinf(scores.reshape(scores.shape[0], -1)).any(axis=1)
+    if not overflowed.any():
+        return
+    cause, remedy = (
+        ("the model's output and the target overflow in the score: values near the float "
+         "limit, about 1e308?", "Rescale the target (and the model) to moderate units.")
+        if regression
+        else ("e.g. -log p at a probability of 0, or a score setting near the float limit "
+              "such as a huge RAPS `lambda_reg`", "If that is not meant, bound the score's "
+              "settings, or the model's probabilities away from 0.")
+    )  # fmt: skip
+    warn_user(
+        f"{int(overflowed.sum())} of the {scores.shape[0]} {what} are infinite ({cause}): "
+        f"{consequence}. {remedy}",
+        UserWarning,
+    )
 
 
 def remember_training_rows(model: Any, X: Any, y: Any, *, trained: bool = True) -> None:
@@ -733,7 +777,13 @@ class ModelWrapper(VersionedState, RoutesFitParams, BaseEstimator, metaclass=ABC
         """Adopt ``estimator`` as is when ``calibrate`` comes without ``fit``."""
         try:
             prefit = self._prefit_estimator()
-        except NotFittedError:
+        except NotFittedError as error:
+            detail = str(error)
+            if "`estimator`" in detail:  # the library's own: which part is unfitted (a head)
+                raise NotFittedError(
+                    f"{type(self).__name__}.calibrate was called before fit, and "
+                    f"{detail[:1].lower()}{detail[1:]}"
+                ) from None
             raise NotFittedError(
                 f"{type(self).__name__}.calibrate was called before fit and `estimator` is not "
                 "fitted. Either call fit(X_train, y_train) first, or pass an already fitted "
@@ -912,24 +962,13 @@ class ConformalPredictor(ModelWrapper):
     def _store_calibration(self, X: Any, y: NDArray, group_labels: NDArray | None) -> None:
         """Score the (validated) calibration rows and record their groups and strata."""
         scores, sub_strata, n_sub = self._calibration_scores(X, y)
-        overflowed = np.isposinf(scores.reshape(scores.shape[0], -1)).any(axis=1)
-        if overflowed.any():
-            cause, remedy = (
-                ("the model's output and the target overflow in the score: values near the "
-                 "float limit, about 1e308?", "Rescale the target (and the model) to "
-                 "moderate units.")
-                if isinstance(self, RegressorMixin)
-                else ("e.g. -log p at a probability of 0, or a score setting near the "
-                      "float limit such as a huge RAPS `lambda_reg`", "If that is not "
-                      "meant, bound the score's settings, or the model's probabilities away "
-                      "from 0.")
-            )  # fmt: skip
-            warn_user(
-                f"{int(overflowed.sum())} of the {scores.shape[0]} calibration scores are "
-                f"infinite ({cause}): thresholds that reach them are infinite, and "
-                f"predictions at those levels are {self._unbounded_prediction}. {remedy}",
-                UserWarning,
-            )
+        warn_infinite_scores(
+            scores,
+            "calibration scores",
+            "thresholds that reach them are infinite, and predictions at those levels are "
+            f"{self._unbounded_prediction}",
+            regression=isinstance(self, RegressorMixin),
+        )
         if group_labels is None:
             strata = sub_strata
         else:
@@ -1150,7 +1189,7 @@ class ConformalPredictor(ModelWrapper):
         n_sub = self._n_sub_strata
         grouped = n_groups > 1 or getattr(self, "groups_", None) is not None
         where = [
-            f"{self._stratum_name(stratum, n_sub, grouped)} ({count} points)"
+            f"{self._stratum_name(stratum, n_sub, grouped)} ({_points_text(count)})"
             for stratum, count in list(too_few.items())[:3]
         ]
         if n_sub > 1:
@@ -1161,9 +1200,8 @@ class ConformalPredictor(ModelWrapper):
         else:
             consequence = f"those predictions are {self._unbounded_prediction}"
         more = f" and {len(too_few) - 3} more" if len(too_few) > 3 else ""
-        level, each = "alpha", ""
+        each = ""
         if n_components > 1:  # each score column is calibrated at alpha / c
-            level = f"alpha / {n_components}"
             each = (
                 f" (each of the score's {n_components} columns at alpha / {n_components} = "
                 f"{levels_text(alphas / n_components)})"
@@ -1172,10 +1210,22 @@ class ConformalPredictor(ModelWrapper):
             consequence += (
                 " unless `likelihood_ratio` gives the test row far less weight than these rows"
             )
+        # the count each level needs, the smallest level (the most points) first
+        levels = np.unique(alphas)
+        needed = [count_text(minimum_scores(float(a) / n_components)) for a in levels[:3]]
+        if levels.size == 1:
+            plural = "point is" if needed[0] == "1" else "points are"
+            needs = f"at least {needed[0]} {plural} needed"
+        else:
+            pairs = zip(needed[1:], levels[1:3], strict=True)
+            later = ", ".join(f"{count} at alpha={level:g}" for count, level in pairs)
+            needs = (
+                f"at least {needed[0]} points are needed at alpha={levels[0]:g}, {later}"
+                f"{', ...' if levels.size > 3 else ''}"
+            )
         warn_user(
             f"Too few calibration points for alpha={levels_text(alphas)}{each} in "
-            f"{', '.join(where)}{more}: at least "
-            f"ceil((n + 1)(1 - {level})) <= n is needed, so {consequence}.",
+            f"{', '.join(where)}{more}: {needs}, so {consequence}.",
             UserWarning,
         )
 

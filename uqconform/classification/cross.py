@@ -33,7 +33,7 @@ from uqconform._validation import (
     model_classes,
 )
 from uqconform._warnings import warn_user
-from uqconform.base import _plain
+from uqconform.base import _plain, warn_infinite_scores
 from uqconform.classification.split import ClassificationScoreMixin, encode_labels
 from uqconform.quantiles import (
     _warn_too_few,
@@ -306,10 +306,16 @@ default="lac"
         score = self._score_object()
         labels = encode_labels(y, self.classes_)
         self.class_index_ = labels
+        with np.errstate(over="ignore"):  # an overflow is an infinite score: warned below
+            label_scores = score.label_scores(outputs, labels, None if u is None else u[scored])
         self.conformity_scores_ = check_score_output(
-            score.label_scores(outputs, labels, None if u is None else u[scored]),
-            (outputs.shape[0],),
-            f"{score!r}.label_scores",
+            label_scores, (outputs.shape[0],), f"{score!r}.label_scores"
+        )
+        warn_infinite_scores(
+            self.conformity_scores_,
+            "out-of-fold scores",
+            "each counts as at least every label's score, raising every p-value: at levels "
+            "below about their share of the rows, predictions are sets holding every class",
         )
 
     def _after_scoring(self) -> None:
@@ -407,11 +413,9 @@ default="lac"
             draws = None if u is None else u[rows]
             total = np.zeros((len(sides), proba.shape[0], self.classes_.size), dtype=np.intp)
             for k, strata in enumerate(by_fold):  # a loop over folds
-                test = check_score_output(
-                    score.set_scores(proba[:, k], draws),
-                    proba[:, k].shape,
-                    f"{score!r}.set_scores",
-                )
+                with np.errstate(over="ignore"):  # infinite scores: fit warns of the cause
+                    set_scores = score.set_scores(proba[:, k], draws)
+                test = check_score_output(set_scores, proba[:, k].shape, f"{score!r}.set_scores")
                 for j, side in enumerate(sides):  # at least, and greater
                     if len(strata) == 1:
                         total[j] += strata[0].size - np.searchsorted(strata[0], test, side=side)
