@@ -240,3 +240,39 @@ def test_training_partitions_are_ranked_with_small_calibration_partitions(monkey
     top = model.classes_[np.argmax(model.predict_scores(X_test), axis=1)]
     weight = [int((fragile & (m.predict(X_test) == top)).sum()) for m in model.estimators_]
     np.testing.assert_array_equal(ranking, np.lexsort((np.arange(3), -np.array(weight))))
+
+
+def test_pandas_values_indexed_by_the_rows_of_x_in_another_order_are_refused(data):
+    """Review finding: a Series `y` (or `order`, `new_labels`, the `y` of `source`) indexed
+    by X's row labels in another order was paired by position: flip_labels(X, y.sort_values(),
+    1) relabelled most rows, where the wrappers' calibrate refuses that `y`."""
+    X, y, part = data
+    frame = pd.DataFrame(X, columns=["u", "v", "w"], index=np.arange(120) + 1000)
+    labels = pd.Series(y, index=frame.index)
+    shuffled = labels.sort_values(kind="stable")  # the same (row, label) pairs, reordered
+    guard = Unchanged(frame, labels, shuffled)
+    in_order = r"is indexed by the row labels of `{}` in another order"
+    for attack in (flip_labels, insert_points, delete_points):
+        with pytest.raises(ValueError, match="`y` " + in_order.format("X")):
+            attack(frame, shuffled, 1, random_state=0)
+        with pytest.raises(ValueError, match="`order` " + in_order.format("X")):
+            attack(frame, labels, 1, order=pd.Series(np.arange(120.0), index=shuffled.index))
+        with pytest.raises(ValueError, match="`partitions` " + in_order.format("X")):
+            attack(frame, labels, 1, partitions=pd.Series(part, index=shuffled.index),
+                   strategy="spread")  # fmt: skip
+    others = pd.Series(np.where(y == "a", "b", "a"), index=frame.index)
+    for attack in (flip_labels, insert_points):
+        with pytest.raises(ValueError, match="`new_labels` " + in_order.format("X")):
+            attack(frame, labels, 1, new_labels=others.sort_values(kind="stable"))
+    source = (frame.iloc[:10], labels.iloc[:10].sort_values(kind="stable"))
+    with pytest.raises(ValueError, match="`y_source` " + in_order.format("X_source")):
+        insert_points(frame, labels, 1, source=source, random_state=0)
+    with pytest.raises(ValueError, match="`order` " + in_order.format("X_source")):
+        insert_points(frame, labels, 1, source=(frame.iloc[:10], labels.iloc[:10]),
+                      order=pd.Series(np.arange(10.0), index=source[1].index))  # fmt: skip
+    # in X's order (or built by position) they are paired as before, with one flip
+    _, flipped = flip_labels(frame, labels, 1, random_state=0)
+    assert int((flipped != y).sum()) == 1
+    _, by_position = flip_labels(frame, shuffled.reset_index(drop=True), 1, random_state=0)
+    assert int((by_position != shuffled.to_numpy()).sum()) == 1
+    guard.check()

@@ -536,6 +536,33 @@ def test_hash_partition_properties():
                                   hash_partition(np.zeros((1, 3)), 7))  # fmt: skip
 
 
+def test_integer_salts_of_any_size_up_to_64_bytes():
+    """Review finding: an integer salt outside [-2**127, 2**127) (``secrets.randbits(256)``,
+    as a secret salt) failed with a bare "OverflowError: int too big to convert", though
+    str and bytes salts are accepted up to 64 bytes."""
+    X = np.random.default_rng(0).normal(size=(200, 3))
+    y = np.arange(200) % 2
+    # the salts accepted before keep their key (16 bytes, little-endian, signed): their
+    # partitions do not move
+    for salt in (0, 1, -1, 12345, np.int64(-7), 2**64 + 3, 2**127 - 1, -(2**127)):
+        before = int(salt).to_bytes(16, "little", signed=True)
+        np.testing.assert_array_equal(hash_partition(X, 7, salt), hash_partition(X, 7, before))
+    large = (2**127, -(2**127) - 1, 2**255 + 12345, 2**511 - 1, -(2**511))
+    partitions = {tuple(hash_partition(X, 7, salt).tolist()) for salt in large}
+    assert len(partitions) == len(large)  # five keys, five partitions
+    assert tuple(hash_partition(X, 7, 2**127 - 1).tolist()) not in partitions
+    model = ReliablePredictionSets(k_train=2, k_calib=2, salt=2**255 + 12345)
+    model.fit(X[:100], y[:100]).calibrate(X[100:], y[100:])
+    np.testing.assert_array_equal(
+        model.partition_sets(X).sum(axis=2) > model.majority_threshold_, model.predict_set(X)
+    )
+    for salt in (2**511, -(2**511) - 1, 2**1000):
+        with pytest.raises(ValueError, match=r"`salt`.*64 bytes.*-2\*\*511"):
+            hash_partition(X, 7, salt)
+        with pytest.raises(ValueError, match=r"`salt`.*64 bytes"):
+            ReliablePredictionSets(salt=salt).fit(X, y)
+
+
 def test_mixed_tables_hash_their_number_columns_whatever_their_dtype():
     """Beside a text column, an Int64 or boolean column and the same values as float64 give
     the same partitions and digests (rows went through repr: 16% of partitions agreed);

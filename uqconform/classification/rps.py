@@ -108,17 +108,32 @@ _BLOCK_SIZE = 1 << 19  # entries of one (rows, targets, labels) block of `_targe
 
 
 # ---- partitions ------------------------------------------------------------------------------
+_SALT_BYTES = 64  # the longest key of BLAKE2b
+
+
 def _salt_key(salt: Any) -> bytes:
+    """The hash key of ``salt``: bytes as given, a str in UTF-8, an int little-endian and
+    signed in 16 bytes (from ``-2**127`` to ``2**127 - 1``), or in as many as it needs
+    beyond, up to 64 (a key of another length, so no collision with a 16-byte one)."""
     if isinstance(salt, bytes):
         key = salt
     elif isinstance(salt, str):
         key = salt.encode("utf-8")
     elif isinstance(salt, numbers.Integral) and not isinstance(salt, bool):
-        key = int(salt).to_bytes(16, "little", signed=True)
+        value = int(salt)
+        size = max(16, ((value if value >= 0 else ~value).bit_length() + 8) // 8)  # + sign
+        if size > _SALT_BYTES:
+            raise ValueError(
+                f"`salt` must encode to at most {_SALT_BYTES} bytes: an integer salt must lie "
+                f"from -2**511 to 2**511 - 1, got one of {value.bit_length()} bits; use a "
+                "smaller one (e.g. secrets.randbits(256)), or bytes or a str of up to "
+                f"{_SALT_BYTES} bytes."
+            )
+        key = value.to_bytes(size, "little", signed=True)
     else:
         raise TypeError(f"`salt` must be an int, a str or bytes, got {salt!r}.")
     if len(key) > 64:
-        raise ValueError(f"`salt` must encode to at most 64 bytes, got {len(key)}.")
+        raise ValueError(f"`salt` must encode to at most {_SALT_BYTES} bytes, got {len(key)}.")
     return key
 
 
@@ -178,7 +193,9 @@ def hash_partition(X: Any, n_partitions: int, salt: Any = 0) -> NDArray:
     X : array-like or DataFrame of shape (n_samples, n_features)
     n_partitions : int
     salt : int, str or bytes, default=0
-        Key of the BLAKE2b hash; a different salt gives an unrelated partition.
+        Key of the BLAKE2b hash; a different salt gives an unrelated partition. An int
+        from ``-2**511`` to ``2**511 - 1`` (e.g. ``secrets.randbits(256)``), a str or bytes
+        of up to 64 bytes.
 
     Returns
     -------
@@ -930,7 +947,8 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
         Key of the partition hash. The certificates' validity does not depend on it:
         they hold for poisoned points in any partitions. Which rows are certified does: the
         share certified can move by several points from one salt to another (partitions
-        of other sizes and contents). A secret salt keeps
+        of other sizes and contents). A secret salt (e.g. ``secrets.randbits(256)``; an
+        int from ``-2**511`` to ``2**511 - 1``, a str or bytes of up to 64 bytes) keeps
         an adversary from concentrating poisoned points in partitions of their choice,
         which can do more damage to the rows that are not certified.
     n_jobs : int, default=None

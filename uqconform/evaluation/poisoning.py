@@ -30,7 +30,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from uqconform._rows import take_rows
 from uqconform._seeding import random_generator
-from uqconform._validation import check_int
+from uqconform._validation import check_int, check_row_order
 
 __all__ = ["delete_points", "flip_labels", "insert_points", "worst_partitions"]
 
@@ -66,19 +66,38 @@ def _source_columns(X: Any, pool_X: Any) -> Any:
     return pool_X[X.columns]
 
 
-def _check(X: Any, y: ArrayLike, n_points: Any, strategy: str) -> tuple[NDArray, int]:
+def _check(
+    X: Any, y: ArrayLike, n_points: Any, strategy: str, name: str = "y", rows_of: str = "X"
+) -> tuple[NDArray, int]:
+    """``y`` as an array of labels paired with ``X``'s rows, and ``n_points`` as an int.
+
+    A pandas ``y`` indexed by ``X``'s row labels in another order is refused (rows are
+    paired by position), as the wrappers refuse it.
+    """
+    check_row_order(X, y, name, rows_of)
     labels = np.asarray(y)
     n = len(X)
     if labels.ndim != 1 or labels.shape[0] != n:
-        raise ValueError(f"`y` must be 1-D with one label per row of X ({n}), got {labels.shape}.")
+        raise ValueError(
+            f"`{name}` must be 1-D with one label per row of {rows_of} ({n}), got {labels.shape}."
+        )
     check_int(n_points, "n_points", low=0)
     if strategy not in STRATEGIES:
         raise ValueError(f"`strategy` must be one of {list(STRATEGIES)}, got {strategy!r}.")
     return labels, int(n_points)
 
 
+def _check_rows(X: Any, rows_of: str, **values: Any) -> None:
+    """Refuse a pandas argument (``order``, ``new_labels``, ``partitions``) indexed by the
+    row labels of ``X`` (named ``rows_of``) in another order: each is read by position."""
+    for name, value in values.items():
+        if value is not None:
+            check_row_order(X, value, name, rows_of)
+
+
 def _priority(order: ArrayLike, n: int) -> NDArray:
-    """``order`` as one finite number per row (smallest attacked first)."""
+    """``order`` as one finite number per row (smallest attacked first); a pandas ``order``
+    is checked against the rows' labels beforehand (`_check_rows`)."""
     try:
         priority = np.asarray(order, dtype=float)
     except (TypeError, ValueError):
@@ -253,6 +272,9 @@ def flip_labels(
     ----------
     X : array-like or DataFrame of shape (n_samples, n_features)
     y : array-like of shape (n_samples,)
+        Paired with the rows of ``X`` by position, as are ``partitions``, ``order`` and
+        ``new_labels``: a pandas Series indexed by ``X``'s row labels in another order is
+        refused (``.reindex(X.index)`` puts it in order), as the wrappers refuse it.
     n_points : int
         Rows relabelled (the radius of the attack).
     partitions : array-like of int of shape (n_samples,), optional
@@ -283,6 +305,7 @@ def flip_labels(
     (2, [0, 1, 0, 1, 0])
     """
     labels, n_points = _check(X, y, n_points, strategy)
+    _check_rows(X, "X", order=order, new_labels=new_labels, partitions=partitions)
     rng = random_generator(random_state)
     eligible = np.ones(labels.size, bool)
     rows = _pick_rows(n_points, eligible, partitions, target, strategy, rng, order, labels)
@@ -310,7 +333,9 @@ def insert_points(
     test rows: a copy of a test row with a wrong label is the strongest single training
     point against that row). A copy has the same features as its original, hence lands in
     the same partition; ``partitions``, ``target``, ``strategy``, ``order`` and
-    ``new_labels`` refer to the rows copied from, as in `flip_labels`.
+    ``new_labels`` refer to the rows copied from, as in `flip_labels`. Like ``y_source``
+    with ``X_source``, they are paired with those rows by position: a pandas one indexed by
+    their row labels in another order is refused.
 
     Returns
     -------
@@ -329,8 +354,14 @@ def insert_points(
     """
     labels, n_points = _check(X, y, n_points, strategy)
     rng = random_generator(random_state)
-    pool_X, pool_y = (X, labels) if source is None else source
-    pool_labels, _ = _check(pool_X, pool_y, n_points, strategy)
+    if source is None:
+        pool_X, pool_labels, pool_name = X, labels, "X"
+    else:
+        pool_X, pool_y = source
+        pool_name = "X_source"
+        pool_labels, _ = _check(pool_X, pool_y, n_points, strategy, "y_source", pool_name)
+    # the rows copied from are those of the source
+    _check_rows(pool_X, pool_name, order=order, new_labels=new_labels, partitions=partitions)
     if np.shape(pool_X)[1:] != np.shape(X)[1:]:
         raise ValueError(
             f"`source` must be (X_source, y_source) with rows like X's: its rows have shape "
@@ -382,6 +413,7 @@ def delete_points(
     ((3, 2), [0, 1])
     """
     labels, n_points = _check(X, y, n_points, strategy)
+    _check_rows(X, "X", order=order, partitions=partitions)
     rng = random_generator(random_state)
     # One row of every label is spared: the last one in attack order (random without it).
     _, index = np.unique(labels, return_inverse=True)
