@@ -920,15 +920,24 @@ def test_a_converged_network_with_a_unit_switched_off_does_not_warn():
     assert 0.0 <= model.stationarity_ < 0.01
 
 
-def test_a_dataframe_and_its_array_give_the_same_bits():
+@pytest.mark.parametrize("nesting", ["bare", "pipeline", "target-scaled pipeline"])
+def test_a_dataframe_and_its_array_give_the_same_bits(nesting):
     """Review finding: a DataFrame reached the network column-major, and lbfgs took another
-    path (intervals 0.5 apart on a row of high leverage with the same seed)."""
+    path (intervals 0.5 apart on a row of high leverage with the same seed). A pipeline's
+    own steps take the input as given (stop 54: also a nested one), but numeric rows
+    still reach it C-ordered."""
+    from sklearn.pipeline import make_pipeline
+
     rng = np.random.default_rng(0)
     X = rng.normal(size=(90, 3))
     y = np.sin(X[:, 0]) + X[:, 1] + 0.3 * rng.normal(size=90)
     network = MLPRegressor(
         hidden_layer_sizes=(10,), solver="lbfgs", alpha=1.0, max_iter=400, random_state=0
     )
+    if nesting != "bare":
+        network = make_pipeline(StandardScaler(), network)
+    if nesting == "target-scaled pipeline":
+        network = TransformedTargetRegressor(network, transformer=StandardScaler())
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         reference = ACP(network).fit(X[:60], y[:60]).predict_interval(X[60:])
@@ -1117,3 +1126,136 @@ def test_a_torch_linear_layer_is_linearised_as_the_linear_model_it_is():
     bent = TanhLinear(6, 1).double()
     normed = torch.nn.utils.parametrizations.weight_norm(torch.nn.Linear(6, 1).double())
     assert not linearize(bent, X[:5]).exact and not linearize(normed, X[:5]).exact
+
+
+def _refit_pvalues(model, X, y, x_test, candidates):
+    """Brute-force full CP (standard score): refit a clone on the N + 1 rows per label."""
+    rows = np.vstack([X, x_test[None]])
+    pvalues = []
+    for label in candidates:
+        labels = np.append(y, label)
+        residuals = np.abs(labels - clone(model).fit(rows, labels).predict(rows))
+        pvalues.append(np.mean(residuals >= residuals[-1]))
+    return np.array(pvalues)
+
+
+@pytest.mark.parametrize(
+    "model, exact",
+    [
+        (TransformedTargetRegressor(Ridge(1.0), transformer=StandardScaler()), True),
+        (
+            TransformedTargetRegressor(
+                Ridge(1.0, fit_intercept=False), transformer=StandardScaler(with_mean=False)
+            ),
+            True,
+        ),
+        (
+            TransformedTargetRegressor(
+                Ridge(1.0, fit_intercept=False), transformer=StandardScaler()
+            ),
+            False,
+        ),
+    ],
+    ids=["intercept", "scale-only", "no-intercept"],
+)
+def test_a_target_scaler_is_exact_only_where_an_intercept_absorbs_its_shift(model, exact):
+    """Review finding (stop 54): the docstring said full CP is equivariant under the target
+    scaler's affine map, so intervals map back exactly. Exact full CP refits the scaler with
+    each candidate label: its scale cancels in a ridge fit (linear in the target), its
+    shift only when an unpenalised intercept absorbs it. Without one, the training rows'
+    mean is held fixed (274 of 1,600 p-values differed from refits in the review)."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(10, 2))
+    y = 5.0 + X @ [1.0, -1.0] + rng.normal(size=10)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the no-intercept warning, tested below
+        acp = ACP(clone(model), conformity_score="standard").fit(X[:9], y[:9])
+    candidates = acp.predict(X[9:])[0] + np.linspace(-4.0, 4.0, 41) + 1e-3 * np.pi
+    got = acp.predict_pvalue(X[9:], candidates)[0]
+    expected = _refit_pvalues(model, X[:9], y[:9], X[9], candidates)
+    mismatches = int(np.sum(np.abs(got - expected) > 1e-9))
+    assert (mismatches == 0) if exact else (mismatches > 0)
+
+
+def test_full_mode_warns_where_no_intercept_absorbs_the_target_shift():
+    """Review finding (stop 54): around TransformedTargetRegressor(Ridge(fit_intercept=False),
+    transformer=StandardScaler()) full mode covered 0.74 at nominal 0.80 with 9 training
+    rows, silently. It now says so where the shift is not absorbed by an unpenalised
+    intercept (also inside a search or a FrozenEstimator), and not where it is, where the
+    scaler does not centre, or in split+refine mode (the shift is fixed before the
+    calibration labels)."""
+    from sklearn.model_selection import GridSearchCV
+    from sklearn.pipeline import make_pipeline
+
+    X, y = regression_data(n=40, d=2, seed=0)
+    y = y + 5.0
+
+    def target_scaled(regressor, **scaler):
+        return TransformedTargetRegressor(regressor, transformer=StandardScaler(**scaler))
+
+    no_intercept = target_scaled(Ridge(1.0, fit_intercept=False))
+    approximate = [
+        no_intercept,
+        target_scaled(make_pipeline(StandardScaler(), Ridge(1.0, fit_intercept=False))),
+        GridSearchCV(clone(no_intercept), {"regressor__alpha": [0.1, 1.0]}, cv=3),
+        FrozenEstimator(clone(no_intercept).fit(X, y)),
+    ]
+    for model in approximate:
+        with pytest.warns(UserWarning, match=r"fit_intercept=True.*StandardScaler") as caught:
+            ACP(model).fit(X, y)
+        named = "not absorbed by an unpenalised intercept of Ridge"
+        assert any(named in str(warning.message) for warning in caught)
+    exact = [
+        target_scaled(Ridge(1.0)),
+        target_scaled(Ridge(1.0, fit_intercept=False), with_mean=False),
+        target_scaled(mlp(hidden=(3,))),  # the network's output bias absorbs the shift
+        Ridge(1.0, fit_intercept=False),  # no target transform: nothing to absorb
+    ]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for model in exact:
+            ACP(model).fit(X, y)
+        ACP(FrozenEstimator(clone(no_intercept).fit(X, y))).calibrate(X, y)
+
+
+def test_a_pipeline_inside_a_target_transform_or_a_search_takes_text_and_nan():
+    """Review finding (stop 54): a Pipeline that encodes a text column or imputes NaN worked
+    bare, but inside a TransformedTargetRegressor, a GridSearchCV (the default model's own
+    nesting) or FrozenEstimator(TransformedTargetRegressor(...)) `X` was checked as floats
+    ("could not convert string to float", or NaN refused with advice to impute in a
+    Pipeline, which the user had done). The pipeline's own steps now take the input."""
+    from sklearn.compose import ColumnTransformer
+    from sklearn.impute import SimpleImputer
+    from sklearn.model_selection import GridSearchCV
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import OneHotEncoder
+
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame(
+        {"a": rng.normal(size=60), "b": rng.normal(size=60), "c": rng.choice(list("xyz"), 60)}
+    )
+    y = frame.a - frame.b + 2.0 * (frame.c == "x") + rng.normal(size=60)
+    encode = ColumnTransformer(
+        [("num", "passthrough", ["a", "b"]), ("cat", OneHotEncoder(), ["c"])]
+    )
+    holes = frame[["a", "b"]].to_numpy(copy=True)
+    holes[[3, 17, 50], [0, 1, 0]] = np.nan
+    for X, first in ((frame, encode), (holes, SimpleImputer())):
+        pipeline = make_pipeline(first, Ridge(1.0))
+        target_scaled = TransformedTargetRegressor(pipeline, transformer=StandardScaler())
+        bare = ACP(clone(pipeline)).fit(X[:50], y[:50]).predict_interval(X[50:])
+        assert np.isfinite(bare).all()
+        nested = [
+            target_scaled,
+            GridSearchCV(clone(pipeline), {"ridge__alpha": [1.0]}, cv=3),
+            GridSearchCV(clone(target_scaled), {"regressor__ridge__alpha": [1.0]}, cv=3),
+        ]
+        for model in nested:  # the same ridge: the same sets (exact full CP of it)
+            got = ACP(clone(model)).fit(X[:50], y[:50]).predict_interval(X[50:])
+            np.testing.assert_allclose(got, bare, rtol=1e-9)
+        frozen = FrozenEstimator(clone(target_scaled).fit(X[:30], y[:30]))
+        calibrated = ACP(frozen).calibrate(X[30:50], y[30:50]).predict_interval(X[50:])
+        assert np.isfinite(calibrated).all()
+    # the default model (a scaler and a network in the same nesting) takes neither
+    with pytest.raises(ValueError, match=r"`X` contains NaN.*SimpleImputer in a Pipeline"):
+        ACP().fit(holes[:50], y[:50])
