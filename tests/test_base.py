@@ -460,3 +460,59 @@ def test_weighted_calibration_names_the_strata_with_too_few_rows():
         UserWarning, match=r"in class 2 \(no calibration points\).*threshold is infinite\)\.$"
     ):
         per_class.calibrate(X[labels < 2], labels[labels < 2])
+
+
+class _Settings:
+    """A stand-in for a wrapper: the parameters its calibration depends on."""
+
+    _calibration_params = ("grid", "nested", "levels", "model", "scale")
+
+    def __init__(self, **params):
+        self.__dict__.update(params)
+
+
+def test_list_and_array_settings_changed_in_place_are_refused():
+    """Review finding: list and array settings were recorded by reference, so a change in
+    place (``grid[:] = ...``) compared the object with itself and was never refused."""
+    from uqconform.base import check_calibration_settings, record_calibration_settings
+
+    estimator = Ridge()
+    model = _Settings(
+        grid=[0.1, 0.2],
+        nested=[[1, 2], (3, [4])],
+        levels=np.array([0.1, np.nan]),  # NaN still equals NaN
+        model=estimator,
+        scale=(1.0, 2.0),
+    )
+    record_calibration_settings(model)
+    check_calibration_settings(model, "predict")  # nothing changed
+    model.grid[0] = 0.5
+    with pytest.raises(
+        NotFittedError, match=r"parameters changed since calibrate .*grid=\[0.1, 0.2\]"
+    ):
+        check_calibration_settings(model, "predict")
+    model.grid[0] = 0.1
+    model.nested[1][1].append(5)
+    with pytest.raises(NotFittedError, match=r"nested=\[\[1, 2\], \(3, \[4\]\)\]"):
+        check_calibration_settings(model, "predict")
+    model.nested[1][1].pop()
+    model.levels[0] = 0.3
+    with pytest.raises(NotFittedError, match=r"levels=array\(\[0.1, nan\]\)"):
+        check_calibration_settings(model, "predict")
+    model.levels[0] = 0.1
+    check_calibration_settings(model, "predict")  # back to the recorded values
+    model.grid = (0.1, 0.2)  # an equal value in another container is the same setting
+    check_calibration_settings(model, "predict")
+    model.nested = [[1, 2], (3, [4])]
+    check_calibration_settings(model, "predict")
+    with_nan = _Settings(grid=[0.1, float("nan")], nested=(), levels=(), model=None, scale=())
+    record_calibration_settings(with_nan)
+    with_nan.grid = [0.1, float("nan")]  # another NaN object, as in a pickled copy
+    check_calibration_settings(with_nan, "predict")
+    # an estimator is still compared by identity and parameters, never copied
+    model.model.set_params(alpha=3.0)
+    with pytest.raises(NotFittedError, match=r"set in place since: now alpha=3\.0"):
+        check_calibration_settings(model, "predict")
+    model.model = clone(estimator)
+    with pytest.raises(NotFittedError, match="parameters changed since calibrate"):
+        check_calibration_settings(model, "predict")

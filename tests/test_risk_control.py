@@ -739,3 +739,112 @@ def test_exact_ties_of_the_rule_at_many_rows_are_ties():
                     risk = (3 * n - covered) / (3 * n)
                     expected = int(np.argmax(hoeffding_bentkus_pvalue(risk, n, alpha) < 0.1))
                 assert sets[..., i].sum() == expected
+
+
+@pytest.mark.filterwarnings("ignore:Too few calibration rows")
+@pytest.mark.filterwarnings("ignore:No threshold of the grid is certified")
+@pytest.mark.parametrize(
+    ("method", "rows", "outcome"),
+    [
+        ("crc", 10, "empty"),  # 1 <= (n + 1) alpha from n = 9
+        ("crc", 5, "every label"),
+        ("rcps", 10, "every label"),  # (1 - alpha)^n < delta from n = 22
+        ("rcps", 30, "empty"),
+        ("ltt", 10, "every label"),
+        ("ltt", 30, "only the labels with probability at least 1"),
+    ],
+)
+def test_a_group_without_labelled_rows_is_told_what_its_sets_are(method, rows, outcome):
+    """Review finding: a Mondrian group without any labelled calibration row was said to
+    get empty sets, but with RCPS or LTT and a small group (or CRC and a tiny one) its
+    sets hold every label. The warning now reads the group's thresholds."""
+    rng = np.random.default_rng(4)
+    P, Y = draw(300 + rows, rng)
+    groups = np.where(np.arange(300 + rows) < rows, "b", "a")
+    Y[groups == "b"] = False
+    with pytest.warns(UserWarning, match="have no true label") as record:
+        model = controller(method=method, alpha=0.1, delta=0.1).calibrate(P, Y, groups=groups)
+    message = str(next(w.message for w in record if "no true label" in str(w.message)))
+    assert f"No row has a label in group 'b' ({rows} rows)" in message
+    assert f"at alpha=0.1 those sets {'are' if outcome == 'empty' else 'hold'} {outcome}" in (
+        message
+    )
+    sets = model.predict_set(P[groups == "b"], groups=groups[groups == "b"])
+    if outcome == "empty":
+        assert not sets.any()
+    elif outcome == "every label":
+        assert sets.all()
+    else:  # the grid's largest threshold, 1: only labels of probability 1
+        np.testing.assert_array_equal(sets, P[groups == "b"] >= 1)
+
+
+@pytest.mark.filterwarnings("ignore:Too few calibration rows")
+def test_a_group_without_labelled_rows_names_each_level_outcome():
+    rng = np.random.default_rng(5)
+    P, Y = draw(310, rng)
+    groups = np.where(np.arange(310) < 10, "b", "a")
+    Y[groups == "b"] = False
+    # CRC: 1 <= (10 + 1) alpha holds at alpha 0.1, not at 0.05
+    with pytest.warns(UserWarning, match="have no true label") as record:
+        controller(alpha=[0.05, 0.1]).calibrate(P, Y, groups=groups)
+    message = str(next(w.message for w in record if "no true label" in str(w.message)))
+    assert "at alpha=0.05 those sets hold every label" in message
+    assert "at alpha=0.1 they are empty" in message
+
+
+@pytest.mark.filterwarnings("ignore:No threshold of the grid is certified")
+@pytest.mark.parametrize("kind", [list, np.array])
+def test_a_grid_changed_in_place_after_calibrate_is_refused(kind):
+    """Review finding: a list or array `thresholds` changed in place after calibrate was
+    not refused; the sets at a level then depended on which levels had been predicted
+    before (the cached level kept the old grid, a new level read the new one)."""
+    rng = np.random.default_rng(6)
+    P, Y = draw(400, rng)
+    grid = kind([0.1, 0.2, 0.3, 0.4, 0.5])
+    model = controller(method="ltt", thresholds=grid).calibrate(P, Y)
+    model.predict_set(P)
+    grid[:] = [0.6, 0.7, 0.8, 0.9, 1.0]
+    for alpha in (None, 0.2):
+        with pytest.raises(NotFittedError, match=r"parameters changed since calibrate.*0\.1"):
+            model.predict_set(P, alpha=alpha)
+    model.calibrate(P, Y)  # a new calibration takes the new grid
+    fresh = controller(method="ltt", thresholds=[0.6, 0.7, 0.8, 0.9, 1.0]).calibrate(P, Y)
+    np.testing.assert_array_equal(model.predict_set(P, alpha=0.2), fresh.predict_set(P, alpha=0.2))
+
+
+@pytest.mark.filterwarnings("ignore:No threshold of the grid is certified")
+def test_every_level_reads_the_grid_tested_at_calibrate():
+    """Every level's thresholds come from the grid taken at calibrate, whatever the
+    parameter holds since (here a Series, which the settings record keeps by reference);
+    a model pickled before that copy was kept reads the parameter."""
+    rng = np.random.default_rng(7)
+    P, Y = draw(400, rng)
+    grid = pd.Series([0.1, 0.2, 0.3, 0.4, 0.5])
+    model = controller(method="ltt", thresholds=grid).calibrate(P, Y)
+    reference = controller(method="ltt", thresholds=[0.1, 0.2, 0.3, 0.4, 0.5]).calibrate(P, Y)
+    model.predict_set(P)
+    grid[:] = [0.6, 0.7, 0.8, 0.9, 1.0]
+    for alpha in (0.1, 0.2, 0.3):
+        np.testing.assert_array_equal(
+            model.predict_set(P, alpha=alpha), reference.predict_set(P, alpha=alpha)
+        )
+    older = pickle.loads(pickle.dumps(reference))
+    older.__dict__.pop("_tested_grid")  # as pickled by a build that did not keep it
+    np.testing.assert_array_equal(
+        older.predict_set(P, alpha=0.25), reference.predict_set(P, alpha=0.25)
+    )
+
+
+@pytest.mark.parametrize(("delta", "kind"), [("0.1", "str"), (None, "None"), (True, "bool")])
+def test_a_delta_of_the_wrong_type_is_a_type_error(delta, kind):
+    """Review finding: `delta='0.1'`, None or True got the range message "must lie
+    strictly between 0 and 1" (and True == 1 made it confusing)."""
+    rng = np.random.default_rng(8)
+    P, Y = draw(50, rng)
+    with pytest.raises(TypeError, match=rf"`delta` must be a float in \(0, 1\), got {kind}"):
+        controller(method="rcps", delta=delta).calibrate(P, Y)
+    with pytest.raises(ValueError, match="`delta` must lie strictly between 0 and 1, got 0"):
+        controller(method="rcps", delta=0).calibrate(P, Y)
+    assert controller(method="rcps", delta=np.float32(0.3)).calibrate(P, Y).delta == np.float32(
+        0.3
+    )

@@ -290,7 +290,22 @@ class _FittedState:
         if getattr(value, "_conformity_score", False) and hasattr(value, "__dict__"):
             return _ScoreState(value)  # a score object, whose settings can be set in place
         tracked = learned or hasattr(_fit_owner(value), "_fit_token")
-        return cls(value) if tracked else value
+        return cls(value) if tracked else cls.snapshot(value)
+
+    @staticmethod
+    def snapshot(value: Any) -> Any:
+        """A setting as recorded: a copy of a numpy array, and of a plain list or tuple
+        (with the lists and tuples nested in it), so that a change in place
+        (``grid[:] = ...``) is seen; any other value, and the other items of those
+        containers (estimators, arrays in a list), as it is."""
+        if isinstance(value, np.ndarray):
+            return value.copy()
+        if type(value) in (list, tuple):
+            return type(value)(
+                _FittedState.snapshot(item) if type(item) in (list, tuple) else item
+                for item in value
+            )
+        return value
 
     def _changed(self) -> dict[str, Any]:
         """The parameters whose value differs from the recorded one, with their new value."""
@@ -458,7 +473,8 @@ def check_not_retrained(model: Any, method: str) -> None:
 
 def _same_setting(old: Any, new: Any) -> bool:
     """Whether a parameter still has the value a step used (arrays compared by value; NaN
-    equals NaN, e.g. SimpleImputer's `missing_values` after a pickle round-trip)."""
+    equals NaN, also inside arrays, e.g. SimpleImputer's `missing_values` after a pickle
+    round-trip)."""
     if old is new:
         return True
     if isinstance(old, float) and isinstance(new, float) and old != old and new != new:
@@ -473,8 +489,22 @@ def _same_setting(old: Any, new: Any) -> bool:
             old, new = np.asarray(old, dtype=object), np.asarray(new, dtype=object)  # [1] == (1,)
         equal = old == new
         if np.ndim(equal) == 0:
-            return bool(equal)
-        return np.shape(old) == np.shape(new) and bool(np.all(equal))
+            if equal or not (isinstance(old, sequences) and isinstance(new, sequences)):
+                return bool(equal)
+            # lists differing in a NaN only (another NaN object, e.g. a pickled copy of
+            # the recorded list): compared entry by entry below
+            old, new = np.asarray(old, dtype=object), np.asarray(new, dtype=object)
+            equal = old == new
+        if np.shape(old) != np.shape(new):
+            return False
+        equal = np.asarray(equal, dtype=bool)
+        if equal.all():
+            return True
+        # NaN entries equal NaN (an array setting is recorded as a copy, not the same object)
+        old, new = np.asarray(old), np.asarray(new)
+        if old.dtype.kind not in "fcO" or new.dtype.kind not in "fcO":
+            return False
+        return bool(np.all(equal | (np.asarray(old != old) & np.asarray(new != new))))
     except (TypeError, ValueError):  # values that cannot be compared differ
         return False
 

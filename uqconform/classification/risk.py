@@ -324,8 +324,12 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
     group separately, not in all groups at once; under ``"precision"`` a group unseen at
     calibration gets empty sets, elsewhere every label). Rows without any true label lose nothing:
     when calibration has such rows (it warns), the risk of the labelled rows is only
-    bounded by ``alpha`` divided by their share (in each group, its own share; a group
-    without any labelled row gets empty sets). ``"miscoverage"`` with ``"crc"`` gives
+    bounded by ``alpha`` divided by their share (in each group, its own share). A group
+    of ``n`` rows without any labelled row loses nothing at any threshold: its sets are
+    empty with ``"crc"`` once ``(n + 1) alpha >= 1``, with ``"rcps"`` once
+    ``(1 - alpha)^n < delta`` (``"ltt"``: the smallest sets of the grid, from the same
+    ``n`` with ``"fixed_sequence"``), and hold every label below that; the warning says
+    which. ``"miscoverage"`` with ``"crc"`` gives
     exactly the sets of `SplitConformalClassifier` with the LAC score when every row has
     one label.
 
@@ -425,11 +429,13 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
             )
         self._grid()
         delta = self.delta
-        if (
-            isinstance(delta, bool)
-            or not isinstance(delta, (int, float, np.number))
-            or not 0 < float(delta) < 1
-        ):
+        if isinstance(delta, bool) or not isinstance(delta, (int, float, np.integer, np.floating)):
+            got = "None" if delta is None else f"{type(delta).__name__} {delta!r}"
+            raise TypeError(
+                f"`delta` must be a float in (0, 1), got {got}: the chance that the risk of "
+                "the sets exceeds alpha, e.g. delta=0.1."
+            )
+        if not 0 < float(delta) < 1:  # NaN fails too
             raise ValueError(f"`delta` must lie strictly between 0 and 1, got {delta!r}.")
         if not hasattr(self._estimator_or_default(), "predict_proba"):
             raise missing_proba_error(
@@ -496,6 +502,7 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
     def _reset_calibration(self) -> None:
         super()._reset_calibration()
         self.__dict__.pop("calibration_labels_", None)
+        self.__dict__.pop("_tested_grid", None)
 
     def _calibration_scores(self, X, y):
         proba = multilabel_probabilities(self.estimator_, X)
@@ -540,13 +547,16 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
 
     def _store_calibration(self, X: Any, y: NDArray, group_labels: NDArray | None) -> None:
         super()._store_calibration(X, y, group_labels)
+        if self.method == "ltt":  # every level reads this grid, whatever `thresholds` holds
+            self._tested_grid = self._grid()  # a new array, never the user's
         if self.risk != "precision":
             self._warn_about_unlabelled_rows()
 
     def _warn_about_unlabelled_rows(self) -> None:
         """Rows without a true label lose nothing: the labelled rows' risk is only bounded
         by ``alpha`` over their share, per Mondrian group (the smallest share is quoted,
-        and a group without any labelled row named: its sets are empty)."""
+        and a group without any labelled row named, with what its sets are at the
+        constructor's levels: empty, or every label when it has too few rows)."""
         labelled = self.calibration_labels_.any(axis=1)
         if labelled.all():
             return
@@ -579,11 +589,10 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
                 ", so in each group the risk of the rows with labels is only bounded by "
                 f"alpha / (the group's share of rows with a label): {worst}{more}"
             )
-        if none:
+        for outcome, strata in self._unlabelled_group_outcomes(none).items():
             text += (
-                f". No row has a label in {self._strata_text(none)}: nothing to calibrate "
-                "there, so those sets are empty and the group's labelled rows are not "
-                "controlled at all"
+                f". No row has a label in {self._strata_text(strata)}, so nothing is "
+                f"calibrated there: {outcome}"
             )
         warn_user(
             f"{unlabelled} of {total} calibration rows have no true label: they lose "
@@ -591,6 +600,53 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
             "rows out of calibration.",
             UserWarning,
         )
+
+    def _unlabelled_group_outcomes(self, none: dict[int, int]) -> dict[str, dict[int, int]]:
+        """What the sets of the groups without any labelled calibration row (``none``:
+        stratum and rows) are at the constructor's levels, read from their thresholds,
+        with the groups each description fits. Every loss is 0 there: CRC's sets are empty
+        once ``(n + 1) alpha >= 1``, RCPS's once ``(1 - alpha)^n < delta`` (LTT's are then
+        the smallest of its grid), and they hold every label before."""
+        alphas = self._resolve_alpha(None)[0]
+        if self.method == "crc":
+            rule = "(n + 1) alpha >= 1"
+        elif self.method == "ltt" and self.fwer == "bonferroni":
+            rule = "(1 - alpha)^n < delta / (the number of thresholds)"
+        else:
+            rule = "(1 - alpha)^n < delta"
+        rows = self._stratum_rows()
+        described: dict[str, dict[int, int]] = {}
+        for stratum, size in none.items():  # a loop over groups, not rows
+            scores = self.conformity_scores_[rows[stratum]]
+            labels = self.calibration_labels_[rows[stratum]]
+            if self.method == "ltt":
+                thresholds = self._tested_thresholds(scores, labels, alphas)
+            else:
+                thresholds = self._exact_thresholds(scores, labels, alphas)
+            outcomes = [
+                "hold every label"
+                if np.isinf(threshold)
+                else "are empty"
+                if threshold < 0  # below every score 1 - p
+                else f"hold only the labels with probability at least {1 - threshold:g}"
+                for threshold in thresholds
+            ]
+            parts: list[str] = []
+            for outcome in dict.fromkeys(outcomes):  # each outcome once, in level order
+                levels = alphas[[item == outcome for item in outcomes]]
+                at = f"{levels[0]:g}" if levels.size == 1 else levels_text(levels)
+                part = f"at alpha={at} {'they' if parts else 'those sets'} {outcome}"
+                if outcome == "hold every label":
+                    part += f" (too few rows: {rule} is needed for smaller ones)"
+                parts.append(part)
+            text = ", ".join(parts)
+            if any(outcome != "hold every label" for outcome in outcomes):
+                text += (
+                    ", so a row of that group with labels is not controlled at all (its "
+                    "set can miss every label)"
+                )
+            described.setdefault(text, {})[stratum] = size
+        return described
 
     def _output_columns(self) -> int:
         return self.n_labels_
@@ -682,7 +738,10 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
         n = scores.shape[0]
         # score thresholds in the order tested, from the safe end: the largest sets first
         # for the risks that fall as sets grow, the smallest sets first for precision
-        cuts = 1.0 - self._grid()  # decreasing: the sets shrink along it
+        grid = self.__dict__.get("_tested_grid")  # the grid taken at calibrate
+        if grid is None:  # a model pickled before that copy was kept
+            grid = self._grid()
+        cuts = 1.0 - grid  # decreasing: the sets shrink along it
         if self.risk == "precision":
             cuts = cuts[::-1]
         summed_loss = np.empty(cuts.size)
@@ -722,12 +781,11 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
         weighted: bool = False,  # (risk control takes no likelihood_ratio)
     ) -> None:
         if self.method == "ltt":
-            outcome = "empty" if self.risk == "precision" else "holding every label"
+            outcome = "are empty" if self.risk == "precision" else "hold every label"
             warn_user(
                 f"No threshold of the grid is certified at alpha={levels_text(alphas)} "
                 f"(delta={self.delta}, fwer={self.fwer!r}) in {self._strata_text(too_few)}: "
-                "those sets are "
-                f"{outcome}. More calibration rows, a larger alpha or delta, or a grid "
+                f"those sets {outcome}. More calibration rows, a larger alpha or delta, or a grid "
                 "reaching further help.",
                 UserWarning,
             )
