@@ -265,3 +265,33 @@ def test_an_encoder_layer_in_training_mode_warns_like_batchnorm():
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             from_torch_encoder_layer(layer)
+
+
+def test_infinity_in_x_names_x_the_column_and_the_remedy():
+    """Review finding: a torch network's input with infinity got "X contains NaN or infinite
+    values." without the row or what to do."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 1))
+    net = net.double().eval()
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 3))
+    y = X[:, 0] + 0.1 * rng.normal(size=40)
+    model = LinearizedPredictive(net, random_state=0).fit(X, y)
+    infinite = X.copy()
+    infinite[3, 1] = np.inf
+    message = (
+        r"`X` contains infinity \(in column 1\), which a network \(and its linearisation\) "
+        r"cannot take: clip the values to a finite range"
+    )
+    for call in (
+        lambda: LaplacePosterior(net, prior_precision=1.0).fit(infinite, y),
+        lambda: LinearizedPredictive(net, random_state=0).fit(infinite, y),
+        lambda: model.predict(infinite),
+        lambda: model.predict_std(infinite, "glm"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            call()
+    missing = X.copy()
+    missing[5, 0] = np.nan
+    with pytest.raises(ValueError, match=r"`X` contains NaN, which a network"):
+        model.predict(missing)

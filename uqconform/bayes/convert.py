@@ -24,13 +24,14 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
+from scipy import sparse
 from sklearn.compose import TransformedTargetRegressor
 from sklearn.frozen import FrozenEstimator
 from sklearn.neural_network import MLPClassifier, MLPRegressor
 from sklearn.pipeline import Pipeline
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from uqconform._validation import has_nan, named_as_fitted
+from uqconform._validation import named_as_fitted, non_finite_kinds
 from uqconform.bayes.network import Activation, Dense, Network
 from uqconform.bayes.torch_network import from_torch
 from uqconform.linearize import (
@@ -106,10 +107,15 @@ class NetworkView:
         """
         if not _is_torch_module(self.entry):
             X = named_as_fitted(self.entry, X)
-        for step in self.steps:
-            X = step.transform(X)
-        if has_nan(X):  # scikit-learn's message would suggest a model that takes NaN
-            raise ValueError(NETWORK_NAN_MESSAGE)
+        given = X
+        try:
+            for step in self.steps:
+                X = step.transform(X)
+        except ValueError as error:  # e.g. a scaler's "Input X contains infinity ..."
+            if non_finite_kinds(given)[1]:
+                raise ValueError(network_infinity_message(given)) from error
+            raise
+        check_network_input(X)
         if _is_torch_module(self.model):
             return _float_rows(X, self.network.dense_layers[0].n_in)
         X = validate_data(self.model, X, reset=False, accept_sparse=True, dtype=np.float64)
@@ -125,6 +131,63 @@ NETWORK_NAN_MESSAGE = (
     "the missing values first (e.g. sklearn.impute.SimpleImputer as a pipeline step "
     "before the network)."
 )
+
+
+def network_infinity_message(X: Any) -> str:
+    """What infinity in a network's input gets: the columns holding it and what to do.
+
+    Columns, not rows: `LinearizedPredictive.fit` passes subsets of the user's rows (the
+    network's and the validation part), whose row numbers would mislead.
+
+    Examples
+    --------
+    >>> print(network_infinity_message(np.array([[0.0, 1.0], [2.0, -np.inf]])))
+    `X` contains infinity (in column 1), which a network (and its linearisation) cannot
+    take: clip the values to a finite range, or set them to NaN and impute them (e.g.
+    sklearn.impute.SimpleImputer as a pipeline step before the network).
+    """
+    columns = _infinite_columns(X)
+    if not columns:
+        where = ""
+    elif len(columns) == 1:
+        where = f" (in column {columns[0]!r})"
+    else:
+        where = f" (in {len(columns)} columns, the first {columns[0]!r})"
+    return (
+        f"`X` contains infinity{where}, which a network (and its linearisation) cannot "
+        "take: clip the values to a finite range, or set them to NaN and impute them (e.g. "
+        "sklearn.impute.SimpleImputer as a pipeline step before the network)."
+    )
+
+
+def _infinite_columns(X: Any) -> list[Any]:
+    """The columns of ``X`` holding +inf or -inf: a DataFrame's names, else positions
+    (empty when ``X`` is not a numeric table)."""
+    try:
+        if sparse.issparse(X):
+            coo = sparse.coo_matrix(X)
+            return np.unique(coo.col[np.isinf(coo.data)]).tolist()
+        if hasattr(X, "select_dtypes"):  # a DataFrame: its numeric columns, by name
+            numeric = X.select_dtypes("number")
+            values = numeric.to_numpy(dtype=np.float64, na_value=np.nan)
+            return numeric.columns[np.isinf(values).any(axis=0)].tolist()
+        array = np.asarray(X, dtype=np.float64)
+        if array.ndim != 2:
+            return []
+        return np.flatnonzero(np.isinf(array).any(axis=0)).tolist()
+    except (TypeError, ValueError):
+        return []
+
+
+def check_network_input(X: Any) -> None:
+    """ValueError naming ``X`` and what to do when a network's input holds NaN or infinity
+    (scikit-learn's messages would suggest a model that takes NaN, or say nothing of what
+    to do)."""
+    missing, infinite = non_finite_kinds(X)
+    if missing:
+        raise ValueError(NETWORK_NAN_MESSAGE)
+    if infinite:
+        raise ValueError(network_infinity_message(X))
 
 
 def as_network(estimator: Any) -> NetworkView:
@@ -272,8 +335,7 @@ def _float_rows(X: Any, n_features: int) -> NDArray:
         raise ValueError(
             f"X must have shape (n, {n_features}) for this network, got {array.shape}."
         )
-    if not np.all(np.isfinite(array)):
-        raise ValueError("X contains NaN or infinite values.")
+    check_network_input(array)  # a torch tensor or a list is only an array here
     return array
 
 

@@ -761,7 +761,10 @@ class LaplacePosterior(VersionedState, BaseEstimator):
                 out[:, part] = (LA @ E @ LB.T).reshape(E.shape[0], -1)
             return self.mean_ + out
         d_val, Q = self._dense_eig(scale)
-        draws = (noise[:, : d_val.size] * np.sqrt(d_val)) @ Q.T
+        # Q sqrt(d) Q' noise, the symmetric root: continuous in the covariance, so a tiny change
+        # of the network cannot rotate eigenvectors inside (near-)degenerate eigenspaces and
+        # redraw the sample (Q sqrt(d) noise, the eigenbasis root, could).
+        draws = ((noise[:, : d_val.size] @ Q) * np.sqrt(d_val)) @ Q.T
         if self.structure == "full":
             return self.mean_ + draws
         out = np.tile(self.mean_, (noise.shape[0], 1))
@@ -786,6 +789,8 @@ class LaplacePosterior(VersionedState, BaseEstimator):
         Returns
         -------
         ndarray of shape (n_samples, K)
+            Infinite (or NaN) where finite Jacobians of extreme size overflow float64, without
+            numpy's overflow warnings: the predictives refuse such rows, naming them.
 
         Raises
         ------
@@ -806,6 +811,11 @@ class LaplacePosterior(VersionedState, BaseEstimator):
             )
         if not np.all(np.isfinite(jacobians)):
             raise ValueError("`jacobians` contains NaN or infinite values.")
+        with np.errstate(over="ignore", invalid="ignore"):  # refused by the predictives
+            return self._output_variance(jacobians, scale)
+
+    def _output_variance(self, jacobians: NDArray, scale: float) -> NDArray:
+        """`output_variance` of checked Jacobians."""
         K, n, _P = jacobians.shape
         if self.structure == "diag":
             return np.einsum("knp,p->nk", jacobians**2, self.variance(scale))
@@ -828,8 +838,14 @@ class LaplacePosterior(VersionedState, BaseEstimator):
 
 
 def _sqrt_psd(M: NDArray) -> NDArray:
+    """The symmetric square root ``V sqrt(L) V'`` of a symmetric PSD matrix ``M = V L V'``.
+
+    Unlike the eigenbasis root ``V sqrt(L)``, it is continuous in ``M``: eigenvectors that rotate
+    freely inside a (near-)degenerate eigenspace leave it unchanged, so draws made with it move
+    only a little when ``M`` moves a little.
+    """
     values, vectors = np.linalg.eigh(M)
-    return vectors * np.sqrt(np.maximum(values, 0.0))
+    return (vectors * np.sqrt(np.maximum(values, 0.0))) @ vectors.T
 
 
 def _legacy_seed(random_state: Any) -> Any:

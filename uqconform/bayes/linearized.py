@@ -40,14 +40,19 @@ from uqconform._validation import (
     check_regression_target,
     check_row_order,
     check_rows,
-    has_nan,
     named_as_fitted,
+    non_finite_kinds,
     refuse_model_class,
 )
 from uqconform._version import VersionedState
 from uqconform._warnings import warn_user
 from uqconform.base import keeps_state_on_error, refuses_nan
-from uqconform.bayes.convert import NETWORK_NAN_MESSAGE, as_network, output_jacobians
+from uqconform.bayes.convert import (
+    NETWORK_NAN_MESSAGE,
+    as_network,
+    network_infinity_message,
+    output_jacobians,
+)
 from uqconform.bayes.laplace import (
     STRUCTURES,
     LaplacePosterior,
@@ -330,8 +335,13 @@ class LinearizedPredictive(VersionedState, BaseEstimator):
         seed = integer_seed(self.random_state)
         self.seed_ = seed
         X = check_features(self, X, reset=True)  # None, no rows: named errors
-        if refuses_nan(self.estimator) and has_nan(X):  # before training the network
+        # named before training the network: NaN where the model refuses it, and infinity,
+        # which no network (nor a pipeline's scaler before it) takes
+        has_missing, infinite = non_finite_kinds(X)
+        if has_missing and refuses_nan(self.estimator):
             raise ValueError(NETWORK_NAN_MESSAGE)
+        if infinite:
+            raise ValueError(network_infinity_message(X))
         n = _n_rows(X)
         if is_torch_module(self.estimator) and hasattr(X, "toarray"):
             raise TypeError(
@@ -709,10 +719,11 @@ class LinearizedPredictive(VersionedState, BaseEstimator):
         else:
             if method == "glm":
                 mean, var = self._glm(Xt, self.scale_)
-            else:
-                mean, var = self._monte_carlo(
-                    Xt, count, random_state, lambda f, _: (f.mean(axis=0), f.var(axis=0))
-                )
+            else:  # overflowed draws are refused just below, without numpy's warnings
+                with np.errstate(over="ignore", invalid="ignore"):
+                    mean, var = self._monte_carlo(
+                        Xt, count, random_state, lambda f, _: (f.mean(axis=0), f.var(axis=0))
+                    )
             refuse_overflowed_moments(mean, var, method)
         if self.task_ == "regression":
             mean, var = self._to_target(mean[:, 0], var[:, 0])

@@ -485,12 +485,25 @@ def relu_moments(mean: NDArray, var: NDArray) -> tuple[NDArray, NDArray]:
     std = np.sqrt(var)
     positive = std > 0
     safe = np.where(positive, std, 1.0)
-    z = mean / safe
-    cdf, pdf = ndtr(z), norm.pdf(z)
-    first = mean * cdf + safe * pdf
-    second = (mean**2 + var) * cdf + mean * safe * pdf
-    first = np.where(positive, first, np.maximum(mean, 0.0))
-    variance = np.where(positive, np.maximum(second - first**2, 0.0), 0.0)
+    with np.errstate(over="ignore"):  # |z| = inf: Phi, phi and the clipping below take it
+        z = mean / safe
+    cdf, pdf = ndtr(z), norm.pdf(np.clip(z, -40.0, 40.0))  # phi(40) is 0 already
+    first = np.where(positive, mean * cdf + safe * pdf, np.maximum(mean, 0.0))
+    # The variance E[a^2] - E[a]^2 cancels for a strongly active unit (z = mean / sd large):
+    # both terms are about mean^2 and the difference, about var, was lost (0 at mean 100,
+    # var 1e-13). For z >= 0 it is var * (Phi(z) - m(-z) m(z)) instead, m(z) = z Phi(z) +
+    # phi(z) the mean of max(h, 0) for h ~ N(z, 1) (from Var max(h, 0) + Var max(-h, 0) +
+    # 2 m(z) m(-z) = Var h = 1): m(-z) is tiny (about phi(z) / z^2) where z is large, so
+    # nothing cancels beside Phi(z) in [1/2, 1]. Beyond z = 40, m(-z) underflows to 0: z is
+    # clipped there (no inf * 0).
+    up = np.clip(z, 0.0, 40.0)
+    cdf_up, pdf_up = ndtr(up), norm.pdf(up)
+    stable = var * (cdf_up - (pdf_up - up * ndtr(-up)) * (up * cdf_up + pdf_up))
+    # z < 0: E[a^2] - E[a]^2, both tiny and apart (no catastrophic cancellation); the mean
+    # clipped at z = -40, where Phi and phi underflow to 0 (no overflow of mean^2 times 0)
+    low = np.where(z < -40.0, -40.0 * safe, np.minimum(mean, 0.0))
+    raw = (low**2 + var) * cdf + low * safe * pdf - (low * cdf + safe * pdf) ** 2
+    variance = np.where(positive, np.maximum(np.where(z >= 0, stable, raw), 0.0), 0.0)
     return first, variance
 
 
@@ -821,17 +834,19 @@ class Network:
             isinstance(layer, LayerNorm) and layer.statistics == "linearize"
             for layer in self.layers
         )
-        parts = [
-            self._block_moments(X[rows], blocks, covariance, activation_moments)
-            for rows in _row_blocks(X.shape[0], width * width if square else width)
-        ]
+        # finite inputs of extreme size overflow the squared means of the variance terms
+        # (1e200: the network's own prediction is finite, the moments are not); numpy's
+        # "overflow encountered" warnings are silenced: the refusal below names the rows
+        with np.errstate(over="ignore", invalid="ignore"):
+            parts = [
+                self._block_moments(X[rows], blocks, covariance, activation_moments)
+                for rows in _row_blocks(X.shape[0], width * width if square else width)
+            ]
         if len(parts) == 1:
             mean, var = parts[0]
         else:
             mean = np.concatenate([m for m, _ in parts])
             var = np.concatenate([v for _, v in parts])
-        # finite inputs of extreme size overflow the squared means of the variance terms
-        # (1e200: the network's own prediction is finite, the moments are not)
         refuse_overflowed_moments(mean, var, "one-pass")
         return mean, var
 
