@@ -692,5 +692,20 @@ def test_contains_names_the_rows_with_nan_and_a_single_point_to_reshape():
         ValueError, match=r"`Y` contains 2 NaN .* \(in 2 rows, the first at position 1\)"
     ):
         box.contains(Y)
-    with pytest.raises(ValueError, match=r"got \(2,\) \(one point: Y.reshape\(1, -1\)\)"):
+    with pytest.raises(
+        ValueError, match=r"got \(2,\) \(one point: np.asarray\(Y\).reshape\(1, -1\)\)"
+    ):
         box[0].contains(np.array([2.9, 2.4]))
+    # several regions: reshaping one point cannot help, so no hint (stop 54's mo review)
+    with pytest.raises(ValueError, match=r"got \(2,\)\.$"):
+        box.contains(np.array([2.9, 2.4]))
+
+
+def test_a_region_is_not_an_array():
+    """mo review (stop 54): np.asarray(region) and np.size(region) recursed into one-row
+    regions until numpy's "maximum number of dimension of 64"."""
+    box = PredictionRegion(AffineMap([[1.0, 2.0]] * 3, [[2.0, 0.5]]), 1.0, "linf")
+    for call in (np.asarray, np.size, np.shape):
+        with pytest.raises(TypeError, match="A PredictionRegion is not an array: use len"):
+            call(box)
+    assert len(list(box)) == 3  # iterating still gives its one-row regions

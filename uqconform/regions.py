@@ -546,6 +546,15 @@ class PredictionRegion:
     def __len__(self) -> int:
         return int(self.latent_map.n_rows)
 
+    def __array__(self, *args: Any, **kwargs: Any) -> NDArray:
+        """Refused: a region is not an array of numbers (numpy would otherwise recurse into
+        one-row regions until its 64-dimension limit)."""
+        raise TypeError(
+            "A PredictionRegion is not an array: use len(region) for its number of rows, "
+            "region.contains(Y) to test points, region.bounding_box() for boxes, "
+            "region.volume() or region.boundary() for shapes."
+        )
+
     def __getitem__(self, index: Any) -> PredictionRegion:
         """The regions of a subset of rows (an int gives a region of one row)."""
         rows = _row_index(index, len(self))
@@ -651,7 +660,8 @@ class PredictionRegion:
         if points.ndim == 1 and self.dim == 1:
             points = points[:, None]
         if points.ndim != 2 or points.shape != (len(self), self.dim):
-            single = " (one point: Y.reshape(1, -1))" if points.shape == (self.dim,) else ""
+            one_point = len(self) == 1 and points.shape == (self.dim,)
+            single = " (one point: np.asarray(Y).reshape(1, -1))" if one_point else ""
             raise ValueError(
                 f"`Y` must have shape ({len(self)}, {self.dim}) (row i is tested against "
                 f"region i), got {points.shape}{single}."
