@@ -158,6 +158,33 @@ def test_bad_gamma_is_refused_naming_it(gamma):
         EnbPI(LinearRegression(), n_bootstrap=8, aci_gamma=gamma).fit(X, y)
 
 
+def test_a_zero_dimensional_array_is_the_step_size_itself():
+    """Review finding (stop 54): ``aci_gamma=np.array(0.05)`` was refused as "a sequence of
+    at least two distinct step sizes" (``alpha=np.array(0.1)`` is accepted); it is the
+    number, with the same levels, hits and intervals as ``aci_gamma=0.05``."""
+    X, y = regime_shift(400)
+    runs = []
+    for gamma in (0.05, np.array(0.05)):
+        model = EnbPI(LinearRegression(), n_bootstrap=8, random_state=0, aci_gamma=gamma)
+        intervals = model.fit(X[:300], y[:300]).predict_interval(X[300:], y=y[300:])
+        runs.append((intervals, model.aci_alpha_history_, model.coverage_history_))
+    for plain, array in zip(*runs, strict=True):
+        np.testing.assert_array_equal(array, plain)
+    assert np.unique(runs[0][1]).size > 1  # the level moved: ACI ran
+
+
+@pytest.mark.parametrize("gamma", [[0.05], (0.05,), np.array([0.05])])
+def test_one_step_size_in_a_sequence_is_told_to_pass_a_number(gamma):
+    """Review finding (stop 54): a one-element sequence was refused as "a sequence of at
+    least two distinct step sizes", without saying that ACI takes the number itself."""
+    X, y = regime_shift(100)
+    message = (
+        r"`aci_gamma`.*for ACI with one step size pass it as a number, e\.g\. aci_gamma=0\.05"
+    )
+    with pytest.raises(ValueError, match=message):
+        EnbPI(LinearRegression(), n_bootstrap=8, aci_gamma=gamma).fit(X, y)
+
+
 def test_models_pickled_before_aci_existed_still_work():
     """A review found: a model pickled before ``aci_gamma`` existed raised AttributeError in
     predict_interval, get_params, repr and clone (no attribute to read)."""

@@ -131,13 +131,15 @@ def residual_offsets(
     alphas: NDArray,
     fractions: NDArray,
     finite_sample: bool = False,
+    nested: bool = True,
 ) -> NDArray:
     """Width-minimising ``[Q_beta, Q_{1 - alpha + beta}]`` of weighted residuals: (2, k).
 
     Only residuals with positive weight take part (so ``Q_0`` is the smallest of them, not
     of the whole memory). With several levels the intervals are made nested: each is
     widened to contain those of the larger levels (the ``beta`` search alone does not
-    guarantee it), so a level's interval can be wider than when it is asked for alone.
+    guarantee it), so a level's interval can be wider than when it is asked for alone;
+    ``nested=False`` gives each level's interval as when asked for alone.
 
     With ``finite_sample=True`` the search is made full conformal
     (:func:`full_conformal_window`): the next residual ``r`` joins the residuals with the
@@ -202,7 +204,7 @@ def residual_offsets(
                 out[:, j] = full_conformal_window(targets, weights, test_weight, level, betas)
             else:
                 out[:, j] = _weighted_conformal_window(targets, weights, test_weight, level, betas)
-    return nest_levels(out, alphas)
+    return nest_levels(out, alphas) if nested else out
 
 
 def _weighted_conformal_window(
@@ -611,15 +613,15 @@ class SequentialConformalRegressor(
         message = (
             "`aci_gamma` must be None, a step size in (0, 1] (0.005 is usual), or a "
             "sequence of at least two distinct step sizes in (0, 1] (DtACI; e.g. "
-            f"(0.001, 0.002, ..., 0.128)), got {gamma!r}."
+            f"(0.001, 0.002, ..., 0.128)), got {gamma!r}"
         )
         if isinstance(gamma, bool | np.bool_):
-            raise ValueError(message)
-        if isinstance(gamma, numbers.Real):
-            if not 0 < cast(float, gamma) <= 1:
-                raise ValueError(message)
-            return float(gamma)
-        gammas = real_values(gamma)
+            raise ValueError(f"{message}.")
+        gammas = real_values(gamma)  # a number or a 0-d array: one step size (ACI)
+        if gammas is not None and gammas.ndim == 0:
+            if not 0 < float(gammas) <= 1:
+                raise ValueError(f"{message}.")
+            return float(gammas)
         if (
             gammas is None
             or gammas.ndim != 1
@@ -627,7 +629,12 @@ class SequentialConformalRegressor(
             or not ((gammas > 0) & (gammas <= 1)).all()
             or np.unique(gammas).size != gammas.size
         ):
-            raise ValueError(message)
+            if gammas is not None and gammas.shape == (1,) and 0 < gammas[0] <= 1:
+                raise ValueError(
+                    f"{message}: for ACI with one step size pass it as a number, e.g. "
+                    f"aci_gamma={float(gammas[0])!r}."
+                )
+            raise ValueError(f"{message}.")
         return gammas
 
     def _beta_fractions(self) -> NDArray:
@@ -998,10 +1005,9 @@ class SequentialConformalRegressor(
     def _interval_offsets(
         self,
         alphas: NDArray,
-        recorded: int | None = None,
         record: bool = True,
-        shared: bool = False,
         memo: dict[int, tuple] | None = None,
+        nested: bool = True,
     ) -> NDArray:
         """``[Q_beta*, Q_{1 - alpha + beta*}]`` per level from the current memory: (2, k).
 
@@ -1009,10 +1015,10 @@ class SequentialConformalRegressor(
         ``finite_sample``), each level gets the weights of its own floor, so asking for
         several levels at once widens a level only to nest it, as promised. The
         diagnostics (effective sample size, infeasible weights) are recorded once, for the
-        widest level, or for level ``recorded`` when given (not at all with
-        ``record=False``). ``shared``: every level gets the weights of level ``recorded``
-        (one weight computation; DtACI's extra levels). ``memo``: the weights of this
-        memory state by floor, filled and reused (DtACI asks twice per step).
+        widest level (not at all with ``record=False``). ``memo``: the weights of this
+        memory state by floor, filled and reused (DtACI asks up to three times per step).
+        ``nested=False``: no nesting, each level's interval as when asked for alone
+        (DtACI's experts).
         """
         fractions = self._beta_fractions()
         if not (self.finite_sample and self._weights_follow_floor):
@@ -1022,13 +1028,11 @@ class SequentialConformalRegressor(
             floors = np.array([minimum_effective_size(np.array([a])) for a in alphas])
         out = np.empty((2, alphas.size))
         memory = self.memory_  # read once: another thread's update swaps it, whole
-        kept = floors.max() if recorded is None else floors[recorded]
-        if shared:
-            floors = np.full(alphas.size, kept)
+        kept = floors.max()
         for floor in np.unique(floors)[::-1]:  # a loop over distinct floors (few levels)
             levels = floors == floor
-            # weights that ignore the floor (SPCI's forest) are one entry: DtACI's second
-            # call at another lowest level would refit the forest otherwise
+            # weights that ignore the floor (SPCI's forest) are one entry: DtACI's further
+            # calls at other levels would refit the forest otherwise
             key = int(floor) if self._weights_follow_floor else 0
             if memo is not None and key in memo:
                 targets, weights, feasible = memo[key]
@@ -1040,9 +1044,9 @@ class SequentialConformalRegressor(
                 self.effective_sample_sizes_.append(effective_sample_size(weights))
                 self.n_infeasible_ += int(not feasible)
             out[:, levels] = residual_offsets(
-                targets, weights, alphas[levels], fractions, self.finite_sample
+                targets, weights, alphas[levels], fractions, self.finite_sample, nested
             )
-        return nest_levels(out, alphas)
+        return nest_levels(out, alphas) if nested else out
 
     def _absorb(self, residuals: NDArray) -> None:
         if not np.isfinite(residuals).all():
@@ -1178,30 +1182,24 @@ class SequentialConformalRegressor(
     def _level_offsets(
         self,
         levels: NDArray,
-        recorded: int | None = None,
-        shared: bool = False,
         record: bool = True,
         memo: dict[int, tuple] | None = None,
+        nested: bool = True,
     ) -> NDArray:
         """`_interval_offsets` for levels of any value: at or below 0 the whole line, at or
-        above 1 the empty set (a zero-width interval at the prediction). ``recorded``: the
-        level whose diagnostics are kept (default: the widest; none with
-        ``record=False``); ``shared``: its weights serve every level (when it lies in
-        (0, 1)); ``memo`` as in `_interval_offsets`."""
+        above 1 the empty set (a zero-width interval at the prediction); no levels, no
+        intervals. The diagnostics are recorded as there (NaN when no level lies in
+        (0, 1)); ``memo`` and ``nested`` as there."""
+        if levels.size == 0:
+            return np.zeros((2, 0))
         inside = (levels > 0) & (levels < 1)
         if inside.all():
-            return self._interval_offsets(levels, recorded, record, shared, memo)
+            return self._interval_offsets(levels, record, memo, nested)
         out = np.zeros((2, levels.size))
         out[0, levels <= 0], out[1, levels <= 0] = -np.inf, np.inf
-        # the recorded level outside (0, 1): no weights of its own (NaN), as with no level
-        own = recorded is None or bool(inside[recorded])
         if inside.any():
-            if recorded is not None and own:  # its position among the levels inside
-                recorded = int(np.cumsum(inside)[recorded]) - 1
-            out[:, inside] = self._interval_offsets(
-                levels[inside], recorded, record and own, shared and own, memo
-            )
-        if record and (not own or not inside.any()):  # no weights were computed for it
+            out[:, inside] = self._interval_offsets(levels[inside], record, memo, nested)
+        elif record:  # no weights were computed
             self.effective_sample_sizes_.append(float("nan"))
         return out
 
@@ -1265,18 +1263,19 @@ class SequentialConformalRegressor(
 
         Each nominal level runs one ACI expert per step size ``gamma_i``, with level
         ``a_i`` and probability ``p_i``; step ``t`` issues the method's own interval at
-        ``sum_i p_i a_i`` (as a call without ``y`` would). Once ``y_t`` is known,
-        ``beta_t`` is the largest level whose interval holds it (0 if none) among the
-        levels evaluated in a second call: the issued one, the experts', and those of
-        0.02, 0.04, ..., 0.98 between the experts' (beyond the experts' range the
-        differences of their losses, all that the weights depend on, do not change with
-        ``beta_t``). Asked for together, their intervals are nested, all from the issued
-        level's weights (computed once per step). Then ``p_i`` is multiplied by
-        ``exp(-eta l(beta_t, a_i))`` (``l`` the pinball loss ``alpha (beta - a) - min(0,
-        beta - a)``), normalised and mixed with uniform weights, ``(1 - sigma) p + sigma /
-        k``; and ``a_i += gamma_i (alpha - miss_i)``, ``miss_i`` whether ``a_i``'s
-        interval in that call missed ``y_t`` (``a_i > beta_t``). New experts start at the
-        current working level.
+        ``sum_i p_i a_i`` (as a call without ``y`` would). Once ``y_t`` is known, each
+        evaluated level gets its own interval, as when asked for alone (not nested with
+        the others; with KOWCPI's ``finite_sample`` the kernel weights of its own floor):
+        the paper's rule. ``beta_t`` is the largest level whose interval holds ``y_t`` (0
+        if none) among the issued one, the experts', and those of 0.02, 0.04, ..., 0.98
+        between the experts' (beyond the experts' range the differences of their losses,
+        all that the weights depend on, do not change with ``beta_t``); grid levels at or
+        below the largest of the others that holds ``y_t`` cannot raise it and are not
+        evaluated. Then ``p_i`` is multiplied by ``exp(-eta l(beta_t, a_i))`` (``l`` the
+        pinball loss ``alpha (beta - a) - min(0, beta - a)``), normalised and mixed with
+        uniform weights, ``(1 - sigma) p + sigma / k``; and ``a_i += gamma_i (alpha -
+        miss_i)``, ``miss_i`` whether ``a_i``'s own interval missed ``y_t``. New experts
+        start at the current working level.
         """
         residuals = y - centre
         if not np.isfinite(residuals).all():  # refuse before any state changes
@@ -1298,20 +1297,25 @@ class SequentialConformalRegressor(
             working = _snap_levels(np.sum(weights * levels, axis=1))
             history[t] = working[0]
             lowered[t] = working <= 0
-            memo: dict[int, tuple] = {}  # this memory state's weights, for both calls
+            memo: dict[int, tuple] = {}  # this memory state's weights, for every call
             # the issued interval: the method's own at the working level
             out[t] = centre[t] + self._level_offsets(working, memo=memo)
-            # beta_t and the experts' misses: every evaluated level in one nested call
-            # (grid levels matter only between the experts': see the docstring)
-            between = _BETA_LEVELS[(_BETA_LEVELS > levels.min()) & (_BETA_LEVELS < levels.max())]
-            evaluated = np.concatenate([working, levels.ravel(), between])
-            offsets = self._level_offsets(
-                evaluated, recorded=0, shared=True, record=False, memo=memo
-            )
             hits[t] = self._inside(centre[t], out[t], y[t], working)
-            inside = self._inside(centre[t], centre[t] + offsets, y[t], evaluated)
-            missed = ~inside[n_levels : n_levels + levels.size].reshape(levels.shape)
-            beta = max(0.0, float(np.max(evaluated[inside], initial=0.0)))
+            # the experts' misses and beta_t from each level's own interval, as when asked
+            # for alone (the paper's rule): the issued level and the experts' first
+            judged = np.concatenate([working, levels.ravel()])
+            offsets = self._level_offsets(judged, record=False, memo=memo, nested=False)
+            inside = self._inside(centre[t], centre[t] + offsets, y[t], judged)
+            missed = ~inside[n_levels:].reshape(levels.shape)
+            beta = float(np.max(judged[inside], initial=0.0))
+            # then the grid levels between the experts' (see the docstring), only those
+            # above: the largest whose interval holds y_t, if any, is beta_t
+            between = _BETA_LEVELS[
+                (_BETA_LEVELS > max(beta, levels.min())) & (_BETA_LEVELS < levels.max())
+            ]
+            offsets = self._level_offsets(between, record=False, memo=memo, nested=False)
+            held = self._inside(centre[t], centre[t] + offsets, y[t], between)
+            beta = max(beta, float(np.max(between[held], initial=0.0)))
             below = beta - levels
             loss = alphas[:, None] * below - np.minimum(below, 0.0)
             weights = weights * np.exp(-DTACI_ETA * loss)
