@@ -24,6 +24,7 @@ from uqconform import (
     FullConformalRidge,
     SplitConformalClassifier,
     SplitConformalRegressor,
+    VennAbersCalibrator,
 )
 from uqconform.bayes import LaplacePosterior, LinearizedPredictive
 from uqconform.classification import (
@@ -2154,3 +2155,69 @@ def test_large_finite_x_raises_no_overflow_warning_from_the_checks():
         warnings.simplefilter("error", RuntimeWarning)
         intervals = cp.predict_interval(large)
     assert intervals.shape == (5, 2)
+
+
+@pytest.mark.parametrize(
+    "booleans",
+    [
+        np.array([True, False, True, True]),
+        pd.Series([True, False, True, True]),  # numpy bool dtype
+        pd.Series([True, False, True, True], dtype="boolean"),  # pandas nullable booleans
+        np.array([True, 0, 2, 1], dtype=object),  # a boolean among the labels
+    ],
+)
+def test_boolean_labels_for_non_boolean_classes_are_refused(booleans):
+    """numpy reads True as 1: a thresholded target (``y > 1``) calibrated a model of classes
+    0..3 as the labels 1 and 0, silently (a review: coverage 0.913, 1.0 and 1.0 printed)."""
+    from uqconform._validation import check_class_labels
+
+    match = r"`y` holds booleans \(True/False\) but the model's classes are \[0, 1, 2, 3\].*astype"
+    with pytest.raises(ValueError, match=match):
+        check_class_labels(booleans, 4, classes=np.arange(4))
+    # boolean classes take boolean labels, whatever the container
+    kept = check_class_labels(booleans[:2], 2, classes=np.array([False, True]))
+    assert kept.tolist() == [True, False]
+
+
+def _four_class_heads():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(400, 3))
+    y = (X[:, 0] > 0).astype(int) + 2 * (X[:, 1] > 0)  # classes 0..3
+    heads = [LogisticRegression().fit(X[i::2], y[i::2]) for i in range(2)]
+    return X, y, heads
+
+
+def test_multidim_refuses_boolean_labels_for_non_boolean_classes():
+    X, y, heads = _four_class_heads()
+    model = MultiDimScoreClassifier(heads, random_state=0)
+    match = r"`y` holds booleans \(True/False\) but the model's classes are \[0, 1, 2, 3\]"
+    with pytest.raises(ValueError, match=match):
+        model.calibrate(X, y > 1)
+    with pytest.raises(ValueError, match=match):
+        model.calibrate(X, pd.Series(y > 1, dtype="boolean"))
+    model.calibrate(X, y)
+    with pytest.raises(ValueError, match=match):
+        model.plot_cells(X, y > 1)
+    # a model trained on booleans takes boolean labels
+    flags = [LogisticRegression().fit(X[i::2], y[i::2] > 1) for i in range(2)]
+    for labels in (y > 1, pd.Series(y > 1, dtype="boolean")):
+        sets = MultiDimScoreClassifier(flags, random_state=0).calibrate(X, labels).predict_set(X)
+        assert sets.shape == (len(y), 2)
+
+
+@pytest.mark.parametrize(
+    "wrapper",
+    [
+        SplitConformalClassifier,
+        EnsembleConformalClassifier,
+        VennAbersCalibrator,
+    ],
+)
+def test_classifiers_refuse_boolean_labels_for_non_boolean_classes(wrapper):
+    """mdim review (stop 54): `y > 1` for a model of classes 0..3 was read as the labels
+    1 and 0 (coverage printed 1.0)."""
+    X, y, heads = _four_class_heads()
+    match = r"`y` holds booleans \(True/False\)"
+    model = wrapper(heads if wrapper is EnsembleConformalClassifier else heads[0])
+    with pytest.raises(ValueError, match=match):
+        model.calibrate(X, y > 1)

@@ -34,7 +34,7 @@ from uqconform.classification import (
     SplitConformalClassifier,
 )
 from uqconform.evaluation import coverage_bounds
-from uqconform.quantiles import conformal_quantile
+from uqconform.quantiles import conformal_quantile, conformal_rank
 
 R = 20  # resplits per coverage check
 CONFIDENCE = 0.999
@@ -279,6 +279,53 @@ def test_cells_kept_is_the_prefix_that_decides_the_sets():
         learned.cells_kept()
     with pytest.raises(NotFittedError):
         MultiDimScoreClassifier(list(heads)).cells_kept()
+
+
+def test_warm_start_counts_the_vectors_the_region_accepts_with_two_neighbours():
+    """With n_neighbors=2 a vector joins the region of the first m cells when either of its
+    two nearest centres is among them, so that region accepts more vectors than its cells
+    hold. The warm start took the cells whose true counts reach ceil((m + 1)(1 - alpha))
+    whatever n_neighbors, and bound on most calibrations (here 30%, 60% and 75% of them at
+    alpha = 0.05, 0.1 and 0.2), lifting the coverage at 0.2 above the split-CP law.
+    Counted through the region, it binds on 10 to 25% of them (one neighbour: 5 to 15%),
+    and the coverage stays inside the law."""
+    X, y, heads = synthetic()
+    alphas = [0.05, 0.1, 0.2]
+    model = MultiDimScoreClassifier(list(heads), n_neighbors=2, alpha=alphas, fill_empty=False)
+    hits, binds = np.zeros(len(alphas)), np.zeros(len(alphas))
+    for r in range(R):
+        order = np.random.default_rng([0, r]).permutation(len(y))
+        cal, test = order[:N_CAL], order[N_CAL : N_CAL + N_TEST]
+        model.set_params(random_state=r).calibrate(X[cal], y[cal])
+        hits += covers(model.predict_set(X[test]), y[test]).mean(axis=0)
+        calibrated = conformal_quantile(model.conformity_scores_, alphas, warn=False)
+        binds += model.cells_kept() > calibrated  # the warm start, not the calibration, decided
+    assert (binds / R <= 0.3).all(), binds / R
+    # fill_empty=False and as many centres as cells-part rows: few ties at the threshold,
+    # so both ends of the law apply
+    assert_valid(hits / R, model.n_calibration_, alphas=alphas)
+
+
+def test_warm_start_with_one_neighbour_is_the_official_cumulative_count():
+    """With n_neighbors=1 a cells-part true vector is accepted exactly when its own cell is
+    in the prefix, so the warm start is the official code's: the ranked cells taken while
+    their cumulative true counts stay within ceil((m + 1)(1 - alpha)), m centres (here with
+    repeated true vectors, i.e. cells holding several of them)."""
+    X, y, heads = synthetic()
+    repeated = np.repeat(np.arange(150), 4)  # every row four times: duplicate LAC centres
+    model = MultiDimScoreClassifier(list(heads), random_state=0)
+    model.calibrate(X[repeated], y[repeated])
+    cells = model.cells_
+    assert (cells["true_counts"] > 1).any()  # the case the check is about
+    counts = np.cumsum(cells["true_counts"][np.argsort(cells["rank"])])
+    for level in (0.02, 0.05, 0.1, 0.2, 0.5):
+        target = conformal_rank(counts.size, level)[0]
+        assert model._warm_start(level) == np.sum(counts <= target)
+    # a model pickled before the accepted counts were stored predicts as it did
+    sets = model.predict_set(X[:50], alpha=[0.05, 0.2])
+    old = pickle.loads(pickle.dumps(model))
+    del old.cells_["true_accepted"]
+    np.testing.assert_array_equal(old.predict_set(X[:50], alpha=[0.05, 0.2]), sets)
 
 
 def test_ensemble_equals_split_cp_on_the_mean_probability():
@@ -869,6 +916,35 @@ def test_nan_in_x_is_refused_naming_x_and_the_head_model():
     tolerant = HistGradientBoostingClassifier(max_iter=5)
     sets = MultiDimScoreClassifier(tolerant, n_heads=2, random_state=0).fit(holed, y)
     assert sets.calibrate(holed, y).predict_set(holed).shape == (len(y), len(np.unique(y)))
+
+
+def test_head_ensemble_fit_refuses_nan_in_x_naming_x_and_the_model():
+    """HeadEnsemble.fit printed scikit-learn's eight-line 'Input X contains NaN' where
+    MultiDimScoreClassifier.fit gave the library's message; a model taking NaN still fits."""
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    X, y, *_ = tabular()
+    holed = X.copy()
+    holed[3, 0] = np.nan
+    match = r"^`X` contains NaN and LogisticRegression does not accept missing values"
+    with pytest.raises(ValueError, match=match):
+        HeadEnsemble(n_heads=2, random_state=0).fit(holed, y)
+    tolerant = HeadEnsemble(HistGradientBoostingClassifier(max_iter=5), n_heads=2, random_state=0)
+    assert tolerant.fit(holed, y).head_probabilities(holed).shape == (2, len(y), 4)
+
+
+def test_seed_diversity_warning_does_not_call_a_tree_a_deterministic_solver():
+    """A tree uses its random_state (ties between splits); it only gave identical heads on
+    this data, and the warning said 'a deterministic solver'."""
+    from sklearn.tree import DecisionTreeClassifier
+
+    X, y = make_classification(300, n_features=6, n_informative=4, n_classes=3, random_state=0)
+    heads = HeadEnsemble(DecisionTreeClassifier(), n_heads=3, diversity="seeds", random_state=0)
+    with pytest.warns(UserWarning, match="identical heads") as caught:
+        heads.fit(X, y)
+    message = str(caught[0].message)
+    assert "deterministic solver" not in message
+    assert "its output did not change with random_state here" in message
 
 
 def test_prefit_heads_refuse_x_with_other_columns_under_this_class_name():

@@ -568,17 +568,30 @@ def check_int(value: Any, name: str, low: int = 1, *, allow_none: bool = False) 
 
 
 def check_class_labels(
-    y: ArrayLike, n: int, name: str = "y", rows_of: str = "X", *, training: bool = False
+    y: ArrayLike,
+    n: int,
+    name: str = "y",
+    rows_of: str = "X",
+    *,
+    training: bool = False,
+    classes: ArrayLike | None = None,
 ) -> NDArray:
     """Class labels, one per row of X: no None, NaN or infinite label; ``training``: at
     least two classes (a classifier trained on one separates nothing), and no float label
     with a fractional part (scikit-learn reads those as a continuous target). Calibration
-    labels are only compared with a fitted model's classes, which may be any values.
+    labels are only compared with a fitted model's classes, which may be any values; given
+    those ``classes``, booleans are refused unless the classes are booleans too (``True ==
+    1`` in numpy, so a thresholded target such as ``y > 1`` would silently read as the
+    labels 1 and 0).
 
     Examples
     --------
     >>> check_class_labels(["a", "b"], 2)
     array(['a', 'b'], dtype='<U1')
+    >>> check_class_labels(np.array([True, False]), 2, classes=[0, 1, 2])
+    Traceback (most recent call last):
+    ...
+    ValueError: `y` holds booleans (True/False) but the model's classes are [0, 1, 2]: ...
     """
     if y is None:
         raise missing_target_error()
@@ -603,7 +616,37 @@ def check_class_labels(
         raise ValueError(
             f"`{name}` holds one class ({np.unique(labels).tolist()}): at least two are needed."
         )
+    if classes is not None:
+        refuse_boolean_labels(labels, classes, name)
     return labels
+
+
+def _holds_booleans(values: NDArray) -> bool:
+    """Whether labels are booleans: numpy's, pandas' (nullable or not), or in objects."""
+    kind = values.dtype.kind
+    return kind == "b" or (kind == "O" and _any_entry(values.ravel(), (bool, np.bool_)))
+
+
+def refuse_boolean_labels(labels: ArrayLike, classes: ArrayLike, name: str = "y") -> None:
+    """ValueError naming ``name`` when ``labels`` are booleans and the model's ``classes``
+    are not (numpy reads ``True == 1``: a boolean target would pass for the labels 1 and 0).
+
+    Examples
+    --------
+    >>> refuse_boolean_labels(np.array([True, False]), np.array([False, True]))
+    >>> refuse_boolean_labels(np.array([True, False]), np.array([0, 1, 2]))
+    Traceback (most recent call last):
+    ...
+    ValueError: `y` holds booleans (True/False) but the model's classes are [0, 1, 2]: ...
+    """
+    values, known = np.asarray(labels), np.asarray(classes)
+    if _holds_booleans(values) and not _holds_booleans(known):
+        raise ValueError(
+            f"`{name}` holds booleans (True/False) but the model's classes are "
+            f"{labels_text(known)}: booleans are not read as the labels 1 and 0. Pass "
+            "labels from those classes; if True and False stand for 1 and 0, convert "
+            f"them first with `{name}.astype(int)`."
+        )
 
 
 def check_regression_target(y: ArrayLike, n: int, name: str = "y", rows_of: str = "X") -> NDArray:

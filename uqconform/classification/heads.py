@@ -39,7 +39,7 @@ from uqconform._validation import (
 )
 from uqconform._version import VersionedState
 from uqconform._warnings import warn_user
-from uqconform.base import forward_input_tags, keeps_state_on_error
+from uqconform.base import check_nan_accepted, forward_input_tags, keeps_state_on_error
 from uqconform.routing import RoutesFitParams
 
 if TYPE_CHECKING:
@@ -231,6 +231,7 @@ class HeadEnsemble(VersionedState, RoutesFitParams, ClassifierMixin, BaseEstimat
                 "or dicts for a vectorising Pipeline): use diversity='bootstrap' or 'seeds'."
             )
         base = self._base_estimator()
+        check_nan_accepted(base, X)  # the library's message, not the head's own, once
         rows: list[NDArray] = []
         columns: list[NDArray | None] = []
         seeds: list[int | None] = []
@@ -276,8 +277,8 @@ class HeadEnsemble(VersionedState, RoutesFitParams, ClassifierMixin, BaseEstimat
             if np.max(np.abs(proba - proba[:1])) < 1e-10:
                 warn_user(
                     f"diversity='seeds' gave {len(self.heads_)} identical heads: "
-                    f"{type(base).__name__} does not use its random_state here (a "
-                    "deterministic solver); use diversity='bootstrap' or 'subspace'.",
+                    f"{type(base).__name__} takes a random_state, but its output did not "
+                    "change with random_state here; use diversity='bootstrap' or 'subspace'.",
                     UserWarning,
                 )
         return self

@@ -102,7 +102,9 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
         the rest calibrates.
     n_neighbors : int, default=1
         A vector is in a cell region when at least half of its ``n_neighbors`` nearest
-        centres are (``"cells"``).
+        centres are (``"cells"``). The warm start counts the cells part's true vectors
+        that this region accepts (with one neighbour: the true counts of its cells, as
+        in the official code).
     alpha : float or sequence of float, default=0.1
     k_reg : int, default=5
         RAPS: top labels not penalised (the official code's value).
@@ -148,7 +150,8 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
         The learned aggregation: a classifier of true- against false-label score vectors,
         monotone in each head's score (``"learned"`` only).
     cells_ : dict
-        Centres, their ranks, the coordinate-wise caps and the warm start (``"cells"``).
+        Centres, their ranks, the coordinate-wise caps, the cells part's true vectors
+        accepted by each prefix and the warm start (``"cells"``).
 
     Examples
     --------
@@ -426,7 +429,7 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
             self.__dict__.pop("_fit_settings", None)  # nothing fit trained is used
         self._check_columns_against_heads(X)
         n = n_rows(X)
-        given = check_class_labels(y, n)
+        given = check_class_labels(y, n, classes=self.classes_)  # no booleans as 0/1
         remember_calibration_rows(self, X, given)
         labels = encode_labels(given, self.classes_)
         levels = check_alpha(self.alpha, "alpha")
@@ -547,9 +550,6 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
             "true_counts": counts,
             "false_counts": false_counts,
         }
-        # The warm start of the smallest level, kept for inspection; prediction computes the
-        # warm start of each requested level (one level's must not enlarge another's sets).
-        self.cells_["warm_start"] = self._warm_start(float(levels.min()))
         self._tree = tree
         if int(self.n_neighbors) > centres.shape[0]:
             warn_user(
@@ -557,16 +557,33 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
                 f"centres: {centres.shape[0]} are used.",
                 UserWarning,
             )
+        # The cells part's own true vectors accepted by the region of the first m cells, for
+        # m = 1..centres (membership as at prediction: n_neighbors and caps). With one
+        # neighbour this is the cumulative true count of the ranked cells.
+        own = np.sort(self._scalar_scores(true))
+        self.cells_["true_accepted"] = np.searchsorted(
+            own, np.arange(1, centres.shape[0] + 1), side="right"
+        )
+        # The warm start of the smallest level, kept for inspection; prediction computes the
+        # warm start of each requested level (one level's must not enlarge another's sets).
+        self.cells_["warm_start"] = self._warm_start(float(levels.min()))
 
     def _warm_start(self, level: float) -> int:
-        """Purest cells taken while their true counts stay within ``ceil((m + 1)(1 - alpha))``.
+        """Longest prefix whose region accepts at most ``ceil((m + 1)(1 - alpha))`` of the
+        cells part's own true vectors (``m`` centres).
 
-        Depends on the cells part only, and only enlarges the region, so validity holds.
+        The official code counts the true vectors in the first cells (their true counts),
+        which is the same with one neighbour; with ``n_neighbors >= 2`` the region accepts
+        more vectors than its cells hold, and counting them as the region does keeps the
+        warm start from binding on most calibrations. Depends on the cells part only, and
+        only enlarges the region, so validity holds.
         """
         cells = self.cells_
-        counts = cells["true_counts"][np.argsort(cells["rank"])]
-        target = int(conformal_rank(counts.size, level)[0])
-        return int(np.searchsorted(np.cumsum(counts), target, side="right"))
+        accepted = cells.get("true_accepted")
+        if accepted is None:  # a model pickled before: its cells' cumulative true counts
+            accepted = np.cumsum(cells["true_counts"][np.argsort(cells["rank"])])
+        target = int(conformal_rank(accepted.size, level)[0])
+        return int(np.searchsorted(accepted, target, side="right"))
 
     def _train_aggregator(self, vectors: NDArray, labels: NDArray) -> None:
         n, k, h = vectors.shape
@@ -761,7 +778,9 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
             )
         ax = plt.gca() if ax is None else ax
         vectors = self.score_vectors(X)
-        labels = encode_labels(check_rows("y", y, n_rows(X)), self.classes_)
+        labels = encode_labels(
+            check_class_labels(y, n_rows(X), classes=self.classes_), self.classes_
+        )
         accepted = self.predict_set(X)  # at the constructor's (first) level
         accepted = accepted[..., 0] if accepted.ndim == 3 else accepted
         rows = np.arange(len(labels))

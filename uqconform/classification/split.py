@@ -22,6 +22,7 @@ from uqconform._validation import (
     labels_text,
     missing_proba_error,
     model_classes,
+    refuse_boolean_labels,
 )
 from uqconform.base import ConformalPredictor, sets_within_thresholds
 from uqconform.scores.classification import ClassificationScore, get_classification_score
@@ -39,6 +40,7 @@ def encode_labels(y: NDArray, classes: NDArray, name: str = "y") -> NDArray:
     array([1, 0, 1])
     """
     labels = np.asarray(y)
+    refuse_boolean_labels(labels, classes, name)  # True == 1: not class 1's label
     if (
         labels.dtype.kind in "iu"
         and classes.dtype.kind in "iu"
