@@ -696,3 +696,274 @@ def test_run_benchmark_names_bad_arguments_and_too_many_jobs(tmp_path, monkeypat
     with warnings.catch_warnings():  # one family runs alone: no worker fights for a core
         warnings.simplefilter("error")
         run_benchmark("fake-ok", tmp_path, scale="smoke", progress=False, echo=None, jobs=40)
+
+
+def _stop_signals():
+    return [signal.SIGINT, signal.SIGTERM] + ([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])
+
+
+def _assert_holds_one_whole_run(out, family):
+    """``out`` holds the run of ``family`` only: its results.json, the report rendered from
+    it and exactly the plots it lists."""
+    from uqconform.benchmarks.runner import report_markdown
+
+    results = json.loads((out / "results.json").read_text())
+    assert list(results["families"]) == [family]
+    assert (out / "report.md").read_text() == report_markdown(results)
+    plots = {path.name for path in out.glob("*.png")}
+    assert plots == set(results["families"][family]["figures"])
+
+
+@pytest.mark.parametrize("signum", _stop_signals(), ids=lambda s: signal.Signals(s).name)
+def test_a_signal_while_the_run_moves_in_leaves_the_new_run_whole_and_says_so(
+    fake_registry, tmp_path, monkeypatch, capsys, signum
+):
+    """CLI review (stop 54): a Ctrl-C or SIGTERM while the finished run moved into --out
+    left the new report.md and plots beside the previous results.json, and the message said
+    the folder was "as it was". The signal now waits until the move is done, also with
+    another thread running (tqdm's monitor, a process pool's threads), to which the system
+    may hand a signal that this thread masks."""
+    import threading
+
+    from uqconform.benchmarks import runner
+
+    handlers = {s: signal.getsignal(s) for s in _stop_signals()}
+    other = threading.Event()
+    threading.Thread(target=other.wait, daemon=True).start()
+
+    assert main(["benchmark", "--suite", "fake-ok", "--out", str(tmp_path)]) == 0
+    registry._FAMILIES["fake-two"] = Family("fake-two", "second", _second)
+    replace = os.replace
+    sent = []
+
+    def signalled_during_the_move(source, target):
+        if not sent:  # the first file moved: a signal arrives now
+            sent.append(signum)
+            os.kill(os.getpid(), signum)
+        replace(source, target)
+
+    monkeypatch.setattr(runner.os, "replace", signalled_during_the_move)
+    try:
+        code = main(["benchmark", "--suite", "fake-two", "--out", str(tmp_path), "--no-progress"])
+    finally:
+        other.set()
+    assert sent and code == (130 if signum == signal.SIGINT else 128 + signum)
+    assert {s: signal.getsignal(s) for s in _stop_signals()} == handlers  # put back
+    _assert_holds_one_whole_run(tmp_path, "fake-two")
+    err = capsys.readouterr().err
+    assert f"{tmp_path} holds the new run" in err and "as they were" not in err
+
+
+def test_a_signal_after_the_run_moved_in_says_the_folder_holds_the_new_run(
+    fake_registry, tmp_path, monkeypatch, capsys
+):
+    """A Ctrl-C while the summary prints, after the new run replaced the previous one: the
+    message must not say the folder is as it was."""
+    from uqconform import cli
+
+    assert main(["benchmark", "--suite", "fake-ok", "--out", str(tmp_path)]) == 0
+    registry._FAMILIES["fake-two"] = Family("fake-two", "second", _second)
+
+    def echo(text):
+        if text.startswith("\nWrote"):
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "_echo", echo)
+    code = main(["benchmark", "--suite", "fake-two", "--out", str(tmp_path), "--no-progress"])
+    assert code == 130
+    _assert_holds_one_whole_run(tmp_path, "fake-two")
+    err = capsys.readouterr().err
+    assert f"{tmp_path} holds the new run" in err and "as they were" not in err
+
+
+def test_a_change_to_an_already_modified_package_during_the_run_is_recorded(
+    fake_registry, tmp_path, monkeypatch
+):
+    """CLI review (stop 54): the source record was (commit, modified), so a package that
+    already had uncommitted changes at the start and was edited again during the run was
+    recorded as unchanged. A hash of the uncommitted changes (the diff and the untracked
+    files under the package) tells the two states apart. git is answered by a stand-in
+    here: the test edits no file of the package and runs no git command that writes."""
+    import subprocess
+
+    from uqconform.benchmarks import runner
+
+    root = Path(runner.__file__).resolve().parents[2]
+    untracked = tmp_path / "untracked.py"  # an absolute name stays itself when joined
+    untracked.write_text("x = 1\n")
+    state = {"diff": "diff --git a/uqconform/a.py b/uqconform/a.py\n+first edit\n"}
+
+    def git(command, **kwargs):
+        args = list(command[command.index("-C") + 2 :])  # after "-C <folder>"
+        if args[:2] == ["rev-parse", "--show-toplevel"]:
+            out = str(root)
+        elif args[:2] == ["rev-parse", "HEAD"]:
+            out = "a" * 40
+        elif "status" in args:
+            out = " M uqconform/a.py\n?? uqconform/untracked.py\n"
+        elif "diff" in args:
+            out = state["diff"]
+        elif "ls-files" in args:
+            out = f"{untracked}\0" if "-z" in args else f"{untracked}\n"
+        else:
+            raise AssertionError(f"unexpected git call {args}")
+        stdout = out if kwargs.get("text") else out.encode()
+        return subprocess.CompletedProcess(command, 0, stdout=stdout, stderr="")
+
+    monkeypatch.setattr(runner.subprocess, "run", git)
+    first = runner.source_revision()
+    assert first["commit"] == "a" * 40 and first["modified"] is True
+    assert re.fullmatch(r"[0-9a-f]{12}", first["diff_sha256"])
+    assert runner.source_revision() == first  # nothing changed: the same record
+    state["diff"] += "+second edit\n"
+    assert runner.source_revision() != first  # the diff changed
+    state["diff"] = state["diff"].replace("+second edit\n", "")
+    untracked.write_text("x = 2\n")
+    assert runner.source_revision() != first  # an untracked file changed
+
+    def edits_during_the_run(ctx):
+        state["diff"] += "+saved while the run ran\n"
+        return FamilyResult(tables={"T": [{"x": 1}]})
+
+    registry._FAMILIES["fake-edit"] = Family("fake-edit", "edits", edits_during_the_run)
+    results = run_benchmark("fake-edit", tmp_path, scale="smoke", progress=False, echo=None)
+    assert results["source"]["changed_during_run"] is True
+    assert results["source"]["commit"] == "a" * 40
+    assert "the package changed during the run" in (tmp_path / "report.md").read_text()
+
+
+def test_an_in_range_headline_never_reads_inside_its_range_when_missed():
+    """CLI review (stop 54): 0.84996 against "in [0.85, 0.95]", not met, was shown as
+    0.850; only targets opening with a comparison were reconciled."""
+    from uqconform.benchmarks.runner import headline_text
+
+    assert headline_text(0.84996, "in [0.85, 0.95]", False) == "0.84996"
+    assert headline_text(0.95004, "in [0.85, 0.95]", False) == "0.95004"
+    assert headline_text(0.84796, "in [0.848, 0.964] (coverage_bounds)", False) == "0.84796"
+    assert headline_text(0.875, "in [0.85, 0.95]", True) == 0.875  # as format_table has it
+    assert headline_text(0.84, "in [0.85, 0.95]", True) == 0.84  # judged on another figure
+    for value, met in ((0.84996, False), (0.95004, False), (0.85, True), (0.95, True)):
+        shown = float(headline_text(value, "in [0.85, 0.95]", met))
+        assert (0.85 <= shown <= 0.95) == met
+
+
+def test_a_suite_module_that_fails_to_import_is_reported_under_its_families(monkeypatch, tmp_path):
+    """CLI review (stop 54): a broken suite module was recorded under its module name
+    (robust_inputs), so `--suite robust` did not report it and `--suite robust-inputs` was
+    an unknown suite."""
+    families = registry.get_families()
+    for module, gone in (("robust_inputs", {"robust-inputs"}), ("speed", {"speed", "memory"})):
+        monkeypatch.setattr(registry, "_LOADED", False)
+        monkeypatch.setattr(
+            registry, "_FAMILIES", {k: v for k, v in families.items() if k not in gone}
+        )
+        monkeypatch.setattr(registry, "_IMPORT_ERRORS", {})
+        monkeypatch.setitem(sys.modules, f"uqconform.benchmarks.suites.{module}", None)
+        assert set(registry.import_errors()) == gone
+        assert set(registry.list_suites()) == {*registry.SCALES, *families}  # no module name
+        names, _ = registry.resolve_suite("smoke")
+        assert gone <= set(names) and len(names) == len(set(names))
+        monkeypatch.delitem(sys.modules, f"uqconform.benchmarks.suites.{module}")
+    assert registry.resolve_suite("speed", "smoke")[0] == ["speed"]
+    assert "memory" in registry.list_suites()
+    # robust_inputs broken: `--suite robust` runs robust and reports robust-inputs failed
+    monkeypatch.setattr(registry, "_LOADED", False)
+    monkeypatch.setattr(
+        registry, "_FAMILIES", {k: v for k, v in families.items() if k != "robust-inputs"}
+    )
+    monkeypatch.setattr(registry, "_IMPORT_ERRORS", {})
+    monkeypatch.setitem(sys.modules, "uqconform.benchmarks.suites.robust_inputs", None)
+    assert registry.resolve_suite("robust", "smoke") == (["robust", "robust-inputs"], "smoke")
+    out = tmp_path / "out"
+    code = main(["benchmark", "--suite", "robust-inputs", "--out", str(out), "--no-progress"])
+    assert code == 1
+    record = json.loads((out / "results.json").read_text())["families"]["robust-inputs"]
+    assert record["status"] == "failed" and "robust_inputs" in record["error"]
+
+
+def test_every_suite_module_reports_a_failure_under_the_families_it_registers():
+    """The names a broken suite module is reported under are those it registers."""
+    registered = {}
+    for name, family in registry.get_families().items():
+        module = family.run.__module__
+        if module.startswith("uqconform.benchmarks.suites."):
+            registered.setdefault(module.rsplit(".", 1)[1], set()).add(name)
+    assert len(registered) >= 14
+    for module, names in registered.items():
+        assert set(registry._module_families(module)) == names, module
+
+
+def test_too_many_jobs_from_the_command_line_names_the_option(
+    fake_registry, tmp_path, monkeypatch, capsys
+):
+    """CLI review (stop 54): the warning named the Python argument (`jobs`) under a
+    ".../bin/uqconform:8:" line and "sys.exit(main())", and suggested no value."""
+    from uqconform.benchmarks import runner
+
+    info = runner.machine_info()
+    monkeypatch.setattr(runner, "machine_info", lambda: {**info, "usable_cpus": 1})
+    command = ["benchmark", "--suite", "smoke", "--out", str(tmp_path), "--no-progress"]
+    assert main([*command, "--jobs", "40"]) == 1  # fake-boom fails; the run went on
+    err = capsys.readouterr().err
+    line = next(line for line in err.splitlines() if "usable CPUs" in line)
+    assert line.startswith("uqconform benchmark: warning: --jobs 40 is more than the 1 usable")
+    assert "use --jobs 1" in line
+    assert "`jobs`" not in err and "sys.exit" not in err and "UserWarning" not in err
+    with pytest.warns(UserWarning, match=r"; use `jobs`=1"):  # from Python, the argument
+        run_benchmark("smoke", tmp_path, progress=False, echo=None, jobs=40)
+
+
+def test_run_benchmark_refuses_an_out_that_is_not_a_path(tmp_path):
+    """CLI review (stop 54): out=3 raised "expected str, bytes or os.PathLike object"."""
+    for out in (3, 2.5, b"folder", ["x"]):
+        with pytest.raises(TypeError, match=r"`out` must be a folder path \(str or Path\)"):
+            run_benchmark("classic", out, scale="smoke", progress=False, echo=None)
+
+
+def test_ctrl_c_while_the_command_imports_gives_the_short_line(monkeypatch, capsys, tmp_path):
+    """CLI review (stop 54): a Ctrl-C while the suites were imported (`--list`, or before a
+    run) printed a 38-line traceback instead of the "interrupted" line."""
+
+    def interrupted():
+        raise KeyboardInterrupt
+
+    def run(argv):
+        try:
+            return main(argv)
+        except KeyboardInterrupt:  # would end the whole test session
+            pytest.fail("the KeyboardInterrupt went through main")
+
+    monkeypatch.setattr(registry, "_LOADED", False)
+    monkeypatch.setattr(registry, "_load_suite_modules", interrupted)
+    assert run(["benchmark", "--list"]) == 130
+    err = capsys.readouterr().err
+    assert err.strip() == "uqconform: interrupted." and "Traceback" not in err
+    out = tmp_path / "new"
+    assert run(["benchmark", "--suite", "classic", "--out", str(out)]) == 130
+    assert "interrupted" in capsys.readouterr().err and not out.exists()
+
+
+@pytest.mark.parametrize("option", ["--suite", "--out", "--seed", "--scale", "--jobs"])
+def test_an_option_given_twice_is_refused(option, capsys, tmp_path, monkeypatch):
+    """CLI review (stop 54): `--suite classic --suite cps` ran cps without a word."""
+    import uqconform.benchmarks
+
+    def no_run(*args, **kwargs):
+        raise AssertionError("the command ran")
+
+    monkeypatch.setattr(uqconform.benchmarks, "run_benchmark", no_run)
+    monkeypatch.chdir(tmp_path)  # the default --out, were it used
+    values = {
+        "--suite": ("classic", "cps"),
+        "--out": (str(tmp_path / "a"), str(tmp_path / "b")),
+        "--seed": ("1", "2"),
+        "--scale": ("smoke", "full"),
+        "--jobs": ("1", "2"),
+    }
+    first, second = values[option]
+    with pytest.raises(SystemExit) as exit_info:
+        main(["benchmark", option, first, option, second])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert f"{option} given twice" in err and "give it once" in err
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()

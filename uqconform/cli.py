@@ -12,7 +12,9 @@ import argparse
 import os
 import signal
 import sys
-from collections.abc import Sequence
+import threading
+import warnings
+from collections.abc import Callable, Sequence
 from typing import Any
 
 __all__ = ["main"]
@@ -47,6 +49,26 @@ def _version() -> str:
     return __version__
 
 
+class _Once(argparse.Action):
+    """Store an option's value, refusing the option given a second time (argparse keeps the
+    last one silently: ``--suite classic --suite cps`` ran cps alone)."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        earlier = getattr(namespace, self.dest)
+        if earlier is not None:
+            parser.error(
+                f"{option_string} given twice ({earlier} and {values}): give it once "
+                "(run the command once per suite for several suites)"
+            )
+        setattr(namespace, self.dest, values)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="uqconform", description="Conformal prediction for scikit-learn models."
@@ -64,30 +86,36 @@ def _parser() -> argparse.ArgumentParser:
     )
     bench.add_argument(
         "--suite",
+        action=_Once,
         default=None,
         help=f"{_RUN_DEFAULTS['suite']} (default), full, smoke, or one family such as classic, "
         "speed, memory (see --list)",
     )
     bench.add_argument(
         "--out",
+        action=_Once,
         default=None,
         help=f"output folder (default: {_RUN_DEFAULTS['out']}); a finished run replaces the "
-        "previous run's files there, an interrupted one changes nothing",
+        "previous run's files there, an interrupted one changes nothing (stopped while the "
+        "finished run moves in, it first finishes the move)",
     )
     bench.add_argument(
         "--seed",
+        action=_Once,
         type=int,
         default=None,
         help=f"base random seed, 0 to 2**31 - 1 (default: {_RUN_DEFAULTS['seed']})",
     )
     bench.add_argument(
         "--scale",
+        action=_Once,
         choices=("smoke", "quick", "full"),
         default=None,
         help="size at which a single family runs (default: quick)",
     )
     bench.add_argument(
         "--jobs",
+        action=_Once,
         type=int,
         default=None,
         help="families run side by side, one thread each (default: 2, or 1 on one CPU); "
@@ -136,15 +164,39 @@ def main(argv: Sequence[str] | None = None) -> int:
     -------
     int
         0 on success, 1 when a benchmark family failed (the others still ran and their
-        results were written), 2 for a usage error (unknown suite, unwritable folder), 130
-        when interrupted (Ctrl-C), 143 when terminated (SIGTERM) and 129 when hung up
-        (SIGHUP); the output folder is then left as it was.
+        results were written), 2 for a usage error (unknown suite, unwritable folder, an
+        option given twice), 130 when interrupted (Ctrl-C), 143 when terminated (SIGTERM)
+        and 129 when hung up (SIGHUP); the output folder is then left as it was, unless the
+        signal came while the finished run moved in: the move ends first, and the folder
+        holds the new run (the message says which).
 
     Examples
     --------
     >>> main(["benchmark", "--suite", "no-such-suite"])  # doctest: +SKIP
     2
     """
+    run: dict[str, Any] = {}  # the run's options, once it starts
+    try:
+        return _command(argv, run)
+    except KeyboardInterrupt as stop:  # also while importing the suites: no traceback
+        how = "terminated" if isinstance(stop, _Terminated) else "interrupted"
+        if "out" not in run:
+            message = f"uqconform: {how}."
+        elif getattr(stop, "uqconform_run_written", False):  # set by the runner
+            message = (
+                f"uqconform benchmark: {how} after the run finished; {run['out']} holds the "
+                "new run (its results.json, report.md and plots)."
+            )
+        else:
+            message = (
+                f"uqconform benchmark: {how}; the files already in {run['out']} are as they were."
+            )
+        print(f"\n{message}", file=sys.stderr)
+        return 128 + stop.signum if isinstance(stop, _Terminated) else 130
+
+
+def _command(argv: Sequence[str] | None, run: dict[str, Any]) -> int:
+    """`main` but for a Ctrl-C; ``run`` receives the run's options once it starts."""
     parser = _parser()
     args = parser.parse_args(argv)
     if args.command != "benchmark":
@@ -164,45 +216,65 @@ def main(argv: Sequence[str] | None = None) -> int:
         _echo(_list_suites())
         return 0
     from uqconform.benchmarks import BenchmarkOutputError, run_benchmark
+    from uqconform.benchmarks.runner import _TooManyJobsWarning
 
-    run = {name: _RUN_DEFAULTS[name] if value is None else value for name, value in given.items()}
-    if given["suite"] is None and run["scale"] not in (None, run["suite"]):
+    chosen = {name: _RUN_DEFAULTS[name] if v is None else v for name, v in given.items()}
+    if given["suite"] is None and chosen["scale"] not in (None, chosen["suite"]):
         print(
-            f"uqconform benchmark: error: --scale {run['scale']} applies to one family "
+            f"uqconform benchmark: error: --scale {chosen['scale']} applies to one family "
             f"(--suite <family>); for the whole benchmark at that scale use --suite "
-            f"{run['scale']} (without --suite it runs the default suite, "
+            f"{chosen['scale']} (without --suite it runs the default suite, "
             f"{_RUN_DEFAULTS['suite']}).",
             file=sys.stderr,
         )
         return 2
-    out = run["out"]
-    # `kill`, a CI timeout, a closed terminal: stopped as Ctrl-C is
+    run.update(chosen)
+    # `kill`, a CI timeout, a closed terminal: stopped as Ctrl-C is (signal handlers can
+    # only be set on the main thread)
     stopping = [signal.SIGTERM] + ([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])
+    if threading.current_thread() is not threading.main_thread():
+        stopping = []
     previous = {signum: signal.signal(signum, _stop_on_signal) for signum in stopping}
     try:
-        results = run_benchmark(
-            run["suite"],
-            out,
-            seed=run["seed"],
-            scale=run["scale"],
-            progress=not run["no_progress"],
-            jobs=run["jobs"],
-            echo=_echo,
-        )
+        with warnings.catch_warnings():
+            warnings.showwarning = _as_option_warning(_TooManyJobsWarning, warnings.showwarning)
+            results = run_benchmark(
+                chosen["suite"],
+                chosen["out"],
+                seed=chosen["seed"],
+                scale=chosen["scale"],
+                progress=not chosen["no_progress"],
+                jobs=chosen["jobs"],
+                echo=_echo,
+            )
     except (ValueError, BenchmarkOutputError) as error:
         print(f"uqconform benchmark: error: {_as_options(str(error))}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt as stop:
-        how = "terminated" if isinstance(stop, _Terminated) else "interrupted"
-        print(
-            f"\nuqconform benchmark: {how}; the files already in {out} are as they were.",
-            file=sys.stderr,
-        )
-        return 128 + stop.signum if isinstance(stop, _Terminated) else 130
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
     return 1 if results["failed"] else 0
+
+
+def _as_option_warning(category: type[Warning], show: Callable[..., None]) -> Callable[..., None]:
+    """A ``warnings.showwarning`` printing warnings of ``category`` as one line naming the
+    options (not the Python arguments, under the entry script's ``sys.exit(main())``),
+    and the others with ``show``."""
+
+    def showwarning(
+        message: Warning | str,
+        kind: type[Warning],
+        filename: str,
+        lineno: int,
+        file: Any = None,
+        line: str | None = None,
+    ) -> None:
+        if issubclass(kind, category):
+            print(f"uqconform benchmark: warning: {_as_options(str(message))}", file=sys.stderr)
+        else:
+            show(message, kind, filename, lineno, file, line)
+
+    return showwarning
 
 
 class _Terminated(KeyboardInterrupt):
@@ -220,7 +292,7 @@ def _stop_on_signal(signum: int, frame: Any) -> None:
 def _as_options(message: str) -> str:
     """The runner names its Python arguments (`seed`); on the command line they are options."""
     for name in ("suite", "out", "seed", "scale", "jobs"):
-        message = message.replace(f"`{name}`", f"--{name}")
+        message = message.replace(f"`{name}`=", f"--{name} ").replace(f"`{name}`", f"--{name}")
     # None is the Python default; it cannot be typed on the command line
     return message.replace("--jobs must be None or a", "--jobs must be a")
 

