@@ -509,6 +509,15 @@ def test_list_and_array_settings_changed_in_place_are_refused():
     record_calibration_settings(with_nan)
     with_nan.grid = [0.1, float("nan")]  # another NaN object, as in a pickled copy
     check_calibration_settings(with_nan, "predict")
+    ragged = _Settings(
+        grid=[[float("nan"), 1.0], [2.0]], nested=(), levels=(), model=None, scale=()
+    )
+    record_calibration_settings(ragged)
+    ragged.grid = [[float("nan"), 1.0], [2.0]]  # ragged and nested (diffrev12)
+    check_calibration_settings(ragged, "predict")
+    ragged.grid = [[float("nan"), 1.0], [3.0]]
+    with pytest.raises(NotFittedError, match="parameters changed since calibrate"):
+        check_calibration_settings(ragged, "predict")
     # an estimator is still compared by identity and parameters, never copied
     model.model.set_params(alpha=3.0)
     with pytest.raises(NotFittedError, match=r"set in place since: now alpha=3\.0"):

@@ -2177,6 +2177,10 @@ def test_boolean_labels_for_non_boolean_classes_are_refused(booleans):
     # boolean classes take boolean labels, whatever the container
     kept = check_class_labels(booleans[:2], 2, classes=np.array([False, True]))
     assert kept.tolist() == [True, False]
+    # text classes: astype(int) would not give them (diffrev12)
+    with pytest.raises(ValueError, match="map True and False to the class labels") as caught:
+        check_class_labels(booleans, 4, classes=np.array(["False", "True"]))
+    assert "astype" not in str(caught.value)
 
 
 def _four_class_heads():

@@ -18,6 +18,7 @@ import warnings
 import numpy as np
 import pytest
 
+from uqconform.evaluation import coverage
 from uqconform.regions import AffineMap, LatentMap, PredictionRegion
 
 # ---- latent maps used by the tests ---------------------------------------------------------
@@ -709,3 +710,6 @@ def test_a_region_is_not_an_array():
         with pytest.raises(TypeError, match="A PredictionRegion is not an array: use len"):
             call(box)
     assert len(list(box)) == 3  # iterating still gives its one-row regions
+    # a metric given (region, Y): the arguments swapped, said so (diffrev12)
+    with pytest.raises(TypeError, match="`y_true` is a prediction region: were the arguments"):
+        coverage(box, np.zeros((3, 2)))

@@ -641,11 +641,15 @@ def refuse_boolean_labels(labels: ArrayLike, classes: ArrayLike, name: str = "y"
     """
     values, known = np.asarray(labels), np.asarray(classes)
     if _holds_booleans(values) and not _holds_booleans(known):
+        convert = (
+            f"if True and False stand for 1 and 0, convert them first with `{name}.astype(int)`"
+            if known.dtype.kind in "iuf"
+            else "map True and False to the class labels they stand for"
+        )
         raise ValueError(
             f"`{name}` holds booleans (True/False) but the model's classes are "
             f"{labels_text(known)}: booleans are not read as the labels 1 and 0. Pass "
-            "labels from those classes; if True and False stand for 1 and 0, convert "
-            f"them first with `{name}.astype(int)`."
+            f"labels from those classes; {convert}."
         )
 
 

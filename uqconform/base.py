@@ -479,6 +479,13 @@ def _same_setting(old: Any, new: Any) -> bool:
         return True
     if isinstance(old, float) and isinstance(new, float) and old != old and new != new:
         return True
+    if type(old) in (list, tuple) and type(new) is type(old):  # nested, ragged: item by item
+        try:
+            if old == new:  # C speed; a NaN equals itself only as the same object
+                return True
+        except ValueError:  # arrays among the items: compared one by one below
+            pass
+        return len(old) == len(new) and all(map(_same_setting, old, new))
     sequences = (list, tuple, np.ndarray)
     try:
         if (

@@ -307,6 +307,11 @@ def _prepare(
     """Validated prediction and target (label indices for sets, floats otherwise)."""
     if y_true is None:
         raise ValueError(f"`{name}` is None; pass the observed targets.")
+    if _is_region(y_true):
+        raise TypeError(
+            f"`{name}` is a prediction region: were the arguments swapped? Metrics that take "
+            "both read (y_true, prediction), the observed values first."
+        )
     y = np.asarray(y_true)
     if y.ndim == 0:
         raise ValueError(f"`{name}` must be an array with one entry per row, got a scalar.")
