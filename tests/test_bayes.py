@@ -12,14 +12,19 @@ import pytest
 from conftest import Unchanged, regression_data
 from scipy import stats
 from sklearn.base import clone
-from sklearn.compose import TransformedTargetRegressor
+from sklearn.compose import ColumnTransformer, TransformedTargetRegressor
 from sklearn.datasets import load_digits, make_friedman1
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import Ridge
 from sklearn.neural_network import MLPClassifier, MLPRegressor
 from sklearn.pipeline import make_pipeline
-from sklearn.preprocessing import QuantileTransformer, StandardScaler
+from sklearn.preprocessing import (
+    FunctionTransformer,
+    OneHotEncoder,
+    QuantileTransformer,
+    StandardScaler,
+)
 
 from uqconform._validation import NonFiniteOutputError
 from uqconform.bayes import LaplacePosterior, LinearizedPredictive
@@ -1524,6 +1529,91 @@ def test_infinity_in_x_names_x_the_column_and_the_remedy(kind):
         missing[5, 0] = np.nan
     with pytest.raises(ValueError, match=r"`X` contains NaN, which a network"):
         model.predict(missing)
+
+
+def _clipping_pipeline():
+    clip = FunctionTransformer(np.clip, kw_args={"a_min": -5.0, "a_max": 5.0})
+    network = MLPRegressor(hidden_layer_sizes=(5,), solver="lbfgs", max_iter=300, random_state=0)
+    return make_pipeline(clip, network)
+
+
+def test_a_pipeline_that_clips_takes_infinity_in_x():
+    """Review finding: LinearizedPredictive.fit refused infinity in the raw ``X`` before the
+    pipeline's steps ran, so a pipeline clipping it to a finite range was refused ("`X`
+    contains infinity ... clip the values"), while LaplacePosterior.fit and predict took the
+    same rows. Infinity is now refused up front only where the network reads ``X`` itself;
+    a pipeline's output is checked after its steps, and a step failing on it in training
+    (a scaler) gets the library's message."""
+    X, y = regression_data(200, d=3, seed=0)
+    infinite = X.copy()
+    infinite[::7, 1] = np.inf  # in the training and in the validation rows
+    infinite[::11, 0] = -np.inf
+    fitted = _clipping_pipeline().fit(infinite[:100], y[:100])
+    for estimator, rows in ((_clipping_pipeline(), slice(None)), (fitted, slice(100, None))):
+        model = LinearizedPredictive(estimator, random_state=0).fit(infinite[rows], y[rows])
+        mean, std = model.predict(infinite[:20]), model.predict_std(infinite[:20])
+        assert np.isfinite(mean).all() and (std > 0).all()
+        # the clipped rows are predicted as their clipped values
+        np.testing.assert_array_equal(
+            model.predict(infinite[:20]), model.predict(np.clip(infinite[:20], -5.0, 5.0))
+        )
+    frozen = LinearizedPredictive(FrozenEstimator(fitted), random_state=0)
+    assert np.isfinite(frozen.fit(infinite[100:], y[100:]).predict(infinite[:5])).all()
+    # the network reading X itself: the library's message, before any training
+    network = _clipping_pipeline()[-1]
+    for estimator in (network, clone(network).fit(X[:100], y[:100])):
+        with pytest.raises(
+            ValueError, match=r"`X` contains infinity \(in 2 columns, the first 0\)"
+        ):
+            LinearizedPredictive(estimator, random_state=0).fit(infinite, y)
+    # a scaler failing on it in training: the library's message, scikit-learn's chained
+    scaled = make_pipeline(StandardScaler(), clone(network))
+    with pytest.raises(ValueError, match=r"`X` contains infinity \(in 2 columns") as error:
+        LinearizedPredictive(scaled, random_state=0).fit(infinite, y)
+    assert "Input X contains infinity" in str(error.value.__cause__)
+    # a bad setting is not put down to infinity
+    wrong = _clipping_pipeline().set_params(mlpregressor__alpha=-1.0)
+    with pytest.raises(ValueError, match="'alpha' parameter of MLPRegressor"):
+        LinearizedPredictive(wrong, random_state=0).fit(infinite, y)
+    # and passed through to the network (fitted or trained here): named in X too
+    passing = make_pipeline(FunctionTransformer(), clone(network))
+    for estimator in (passing, clone(passing).fit(X[:100], y[:100])):
+        with pytest.raises(ValueError, match=r"`X` contains infinity \(in 2 columns"):
+            LinearizedPredictive(estimator, random_state=0).fit(infinite, y)
+
+
+def test_infinity_is_named_in_the_given_columns_not_the_transformed_ones():
+    """Review finding: at predict, the infinity message numbered the columns of the
+    pipeline's output: with a ColumnTransformer putting a one-hot column first, infinity in
+    the DataFrame's column 'b' was reported "in column 3", a column the DataFrame lacks.
+    Infinity only in the steps' output is put down to a step, without column numbers."""
+    rng = np.random.default_rng(0)
+    X, y = regression_data(200, d=2, seed=0)
+    frame = pd.DataFrame({"a": X[:, 0], "b": X[:, 1], "c": rng.choice(["u", "v"], 200)})
+    encode = ColumnTransformer(
+        [("cat", OneHotEncoder(), ["c"]), ("num", "passthrough", ["a", "b"])]
+    )
+    network = MLPRegressor(hidden_layer_sizes=(5,), solver="lbfgs", max_iter=300, random_state=0)
+    pipeline = make_pipeline(encode, network).fit(frame[:100], y[:100])
+    model = LinearizedPredictive(pipeline, random_state=0).fit(frame[100:150], y[100:150])
+    infinite = frame[150:].copy()
+    infinite.loc[160, "b"] = np.inf
+    for method in ("onepass", "glm", "mc"):
+        with pytest.raises(ValueError, match=INFINITY_MESSAGE.format(column="'b'")):
+            model.predict_std(infinite, method)
+    # a step turning finite X into infinity (log of 0): said so, no column of its output
+    logged = make_pipeline(FunctionTransformer(np.log), clone(network))
+    positive = np.abs(X) + 0.5
+    logged.fit(positive[:100], y[:100])
+    model = LinearizedPredictive(logged, random_state=0).fit(positive[100:150], y[100:150])
+    zero = positive[150:].copy()
+    zero[3, 1] = 0.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # numpy's "divide by zero in log"
+        with pytest.raises(ValueError, match="a pipeline step before the network") as error:
+            model.predict(zero)
+    assert "column" not in str(error.value)
+    assert str(error.value).startswith("`X` holds no infinity")
 
 
 @pytest.mark.parametrize("method", ["onepass", "glm", "mc"])

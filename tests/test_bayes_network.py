@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 from scipy.special import expit
@@ -173,8 +175,10 @@ def test_exact_relu_variance_matches_a_high_precision_oracle(sd):
     """Review finding: E[a^2] - E[a]^2 cancelled for strongly active units (z = mean / sd
     large): mean 100 and var 1e-13 gave variance 0, mean 1000 and var 1e-10 gave 1.16 times
     the true value. For z >= 0 a handful of roundings remain (bound 8 eps; measured <= 2 eps,
-    against 3.6e-9 before at sd 1e-7); for z < 0 the formula is the former one, whose
-    leading terms cancel as about z^4 (measured 3.9e-11 relative at z = -10, bound 1e-9)."""
+    against 3.6e-9 before at sd 1e-7); for -3 <= z < 0 the direct formula, whose leading
+    terms cancel as about z^4 (measured 7e-14 relative at z = -3), below it a continued
+    fraction (measured 7e-15 at z = -10, where the direct formula gave 3.9e-11): bound
+    1e-12."""
     mpmath = pytest.importorskip("mpmath")
     z = np.r_[-np.geomspace(10, 1e-3, 40), 0.0, np.geomspace(1e-3, 1e4, 80)]
     mean, var = z * sd, np.full(z.size, sd**2)
@@ -183,11 +187,56 @@ def test_exact_relu_variance_matches_a_high_precision_oracle(sd):
     error = np.array([float(abs(mpmath.mpf(g) / e - 1)) for g, e in zip(got, exact, strict=True)])
     eps = np.finfo(float).eps
     assert np.all(error[z >= 0] <= 8 * eps)
-    assert np.all(error[z < 0] <= 1e-9)
+    assert np.all(error[z < 0] <= 1e-12)
     # the reviewer's cases: a strongly active unit passes its input variance on
     for m, v in [(5.0, 1e-14), (100.0, 1e-13), (1e3, 1e-10)]:
         _, out = relu_moments(np.array([m]), np.array([v]))
         assert abs(out[0] / v - 1) <= 8 * eps
+
+
+def test_exact_relu_moments_are_accurate_far_below_zero():
+    """Review finding: for z = mean / sd far below 0 the variance's E[a^2] =
+    var ((z^2 + 1) Phi(z) + z phi(z)) cancelled, its terms about z^4 / 2 times the result
+    (the comment said no catastrophic cancellation): 2.3e-8 relative at z = -30, 1.1e-7 at
+    z = -37 (the mean 5.1e-11 and 1.6e-10). Below z = -3 both come from a continued
+    fraction now: measured 1.1e-13 at z = -37, where the error of Phi(z) itself dominates."""
+    mpmath = pytest.importorskip("mpmath")
+    z = -np.r_[np.linspace(3.0, 10.0, 15), np.linspace(11.0, 37.0, 27)]
+    for sd in (1.0, 3.0):
+        mean, var = relu_moments(z * sd, np.full(z.size, sd**2))
+        with mpmath.workdps(80):
+            for k, value in enumerate(z):
+                t = mpmath.mpf(float(value))
+                cdf, pdf = mpmath.ncdf(t), mpmath.npdf(t)
+                first = t * cdf + pdf
+                second = (t**2 + 1) * cdf + t * pdf - first**2
+                assert float(abs(mpmath.mpf(mean[k]) / (sd * first) - 1)) <= 1e-12
+                assert float(abs(mpmath.mpf(var[k]) / (sd**2 * second) - 1)) <= 1e-12
+    # Phi(z) underflows below about z = -37.5: 0 there (and no warning)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        mean, var = relu_moments(np.array([-40.0, -1e3]), np.ones(2))
+    np.testing.assert_array_equal(mean, 0.0)
+    np.testing.assert_array_equal(var, 0.0)
+
+
+def test_exact_relu_moments_propagate_nan_and_take_minus_infinity():
+    """Review finding: a NaN variance fails ``sqrt(var) > 0`` and was read as a zero
+    variance, (mean 1, var NaN) giving (1, 0): a NaN from an earlier layer vanished (the
+    predictives refuse NaN moments, naming the rows). And mean = -inf warned "invalid value
+    encountered in multiply" (-inf times Phi = 0) and gave a NaN mean where max(h, 0) is 0."""
+    mean = np.array([1.0, -1.0, np.nan, np.nan, np.nan, -np.inf, -np.inf, np.inf, 2.0])
+    var = np.array([np.nan, np.nan, 1.0, 0.0, np.nan, 1.0, 0.0, 1.0, 0.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        first, variance = relu_moments(mean, var)
+    np.testing.assert_array_equal(first, [np.nan] * 5 + [0.0, 0.0, np.inf, 2.0])
+    np.testing.assert_array_equal(variance, [np.nan] * 5 + [0.0, 0.0, 1.0, 0.0])
+    # through a layer: the NaN reaches the outputs
+    out_mean, out_var = Activation("relu").moments(
+        mean[None, :2], var[None, :2], mode="exact_relu"
+    )
+    assert np.isnan(out_mean).all() and np.isnan(out_var).all()
 
 
 @pytest.mark.parametrize("name", ["tanh", "logistic"])

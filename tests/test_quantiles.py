@@ -18,6 +18,7 @@ from uqconform.quantiles import (
     check_single_alpha,
     conformal_quantile,
     conformal_rank,
+    count_text,
     effective_sample_size,
     minimum_scores,
     weighted_quantile,
@@ -472,3 +473,10 @@ def test_minimum_scores_is_the_fewest_scores_the_rank_rule_makes_finite():
         assert conformal_rank(count, level)[0] <= count, level
         assert count == 0 or conformal_rank(count - 1, level)[0] > count - 1, level
     assert minimum_scores(0.0049751243780846) == 200
+    # tiny levels: the rule's own effective level, not a step at a time from 1 / a - 1
+    # (diffrev11: minimum_scores(1e-12) ran ten minutes, blocking every calibrate)
+    for level in (1e-9, 1e-11, 1e-12, 1e-13, 1e-15):
+        count = minimum_scores(level)
+        assert conformal_rank(count, level)[0] <= count < conformal_rank(count - 1, level)[0] + 1
+        assert conformal_rank(count - 1, level)[0] > count - 1
+    assert count_text(minimum_scores(5e-324)) == "2.02e+323"  # an OverflowError before

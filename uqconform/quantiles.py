@@ -14,8 +14,11 @@ exactly the unweighted order statistic.
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Sequence
+from decimal import Decimal
+from fractions import Fraction
 from typing import Any, Literal, cast
 
 import numpy as np
@@ -394,15 +397,37 @@ def minimum_scores(alpha: float) -> int:
     9
     """
     level = check_single_alpha(alpha)
-    # conformal_rank's rule ceil((n + 1)(1 - a) - tol) <= n holds from (1 - tol) / a - 1 on;
-    # the float division may land one off, so the count is checked against the rule itself
-    count = max(int(np.ceil((1 - _RANK_TOLERANCE) / level - 1)), 0)
-    if count < 2**52:  # beyond, n + 1 is not a float of its own and the rule cannot tell
-        while conformal_rank(count, level)[0] > count:
-            count += 1
-        while count > 0 and conformal_rank(count - 1, level)[0] <= count - 1:
-            count -= 1
-    return count
+    # conformal_rank's rule ceil((n + 1) fl(1 - a) - tol) <= n holds from about
+    # (1 - tol) / (1 - fl(1 - a)) - 1 on (1 - fl(1 - a) is exact, and differs from a by up
+    # to 1e-16 / a relatively); the float product may land a few counts off, so the count
+    # is then settled against the rule itself by bisection (the rule is monotone in n)
+    effective = 1.0 - float(1.0 - level)
+    if effective < 2.0**-52:  # below, n + 1 is not a float of its own: the rule cannot tell
+        # in exact arithmetic (1 / 5e-324 overflows a float)
+        return max(math.ceil(Fraction(1 - _RANK_TOLERANCE) / Fraction(level) - 1), 0)
+    count = max(int(np.ceil((1 - _RANK_TOLERANCE) / effective - 1)), 0)
+
+    def finite(n: int) -> bool:
+        return bool(conformal_rank(n, level)[0] <= n)
+
+    low, high = count, count  # find low failing (or -1) and high holding, then bisect
+    step = 1
+    while not finite(high):
+        low, high = high, high + step
+        step *= 2
+    if low == high:  # count holds already: look below it
+        step = 1
+        low = high - 1
+        while low >= 0 and finite(low):
+            high, low = low, low - step
+            step *= 2
+    while high - low > 1:
+        middle = (low + high) // 2
+        if finite(middle):
+            high = middle
+        else:
+            low = middle
+    return max(high, 0)
 
 
 def count_text(count: int) -> str:
@@ -414,7 +439,11 @@ def count_text(count: int) -> str:
     >>> count_text(19), count_text(minimum_scores(1e-300))
     ('19', '1e+300')
     """
-    return str(count) if count < 10**9 else f"{float(count):.3g}"
+    if count < 10**9:
+        return str(count)
+    if count < 10**308:
+        return f"{float(count):.3g}"
+    return f"{Decimal(count):.3g}"  # beyond the float range (5e-324 needs 2e+323)
 
 
 def effective_sample_size(weights: ArrayLike) -> float:

@@ -115,7 +115,7 @@ class NetworkView:
             if non_finite_kinds(given)[1]:
                 raise ValueError(network_infinity_message(given)) from error
             raise
-        check_network_input(X)
+        check_network_input(X, given)
         if _is_torch_module(self.model):
             return _float_rows(X, self.network.dense_layers[0].n_in)
         X = validate_data(self.model, X, reset=False, accept_sparse=True, dtype=np.float64)
@@ -179,15 +179,51 @@ def _infinite_columns(X: Any) -> list[Any]:
         return []
 
 
-def check_network_input(X: Any) -> None:
+#: What infinity made by a pipeline step from an ``X`` without any gets.
+STEP_INFINITY_MESSAGE = (
+    "`X` holds no infinity, but a pipeline step before the network produced some (a log of "
+    "0, say), which a network (and its linearisation) cannot take: make that step's output "
+    "finite (e.g. clip it, or use np.log1p)."
+)
+
+
+def check_network_input(X: Any, given: Any = None) -> None:
     """ValueError naming ``X`` and what to do when a network's input holds NaN or infinity
     (scikit-learn's messages would suggest a model that takes NaN, or say nothing of what
-    to do)."""
+    to do).
+
+    ``given`` is the user's ``X`` when ``X`` is what a pipeline's steps made of it: the
+    columns holding infinity are then named in ``given`` (the steps' output has other
+    columns: a one-hot encoder's, say), and infinity only in their output is put down to a
+    step.
+    """
     missing, infinite = non_finite_kinds(X)
     if missing:
         raise ValueError(NETWORK_NAN_MESSAGE)
     if infinite:
-        raise ValueError(network_infinity_message(X))
+        if given is None or given is X:
+            raise ValueError(network_infinity_message(X))
+        if non_finite_kinds(given)[1]:
+            raise ValueError(network_infinity_message(given))
+        raise ValueError(STEP_INFINITY_MESSAGE)
+
+
+def transforms_input(estimator: Any) -> bool:
+    """Whether pipeline steps transform ``X`` before the network reads it: a `Pipeline`
+    (also in a `FrozenEstimator` or a `TransformedTargetRegressor`) with a step before its
+    last other than ``"passthrough"`` or None. Such steps may make infinite values finite
+    (a clip, an imputer), so only their output can be judged."""
+    model = estimator
+    while isinstance(model, (FrozenEstimator, Pipeline, TransformedTargetRegressor)):
+        if isinstance(model, FrozenEstimator):
+            model = model.estimator
+        elif isinstance(model, Pipeline):
+            if any(step is not None and not isinstance(step, str) for _, step in model.steps[:-1]):
+                return True
+            model = model.steps[-1][1]
+        else:
+            model = model.regressor
+    return False
 
 
 def as_network(estimator: Any) -> NetworkView:

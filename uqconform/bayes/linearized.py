@@ -52,6 +52,7 @@ from uqconform.bayes.convert import (
     as_network,
     network_infinity_message,
     output_jacobians,
+    transforms_input,
 )
 from uqconform.bayes.laplace import (
     STRUCTURES,
@@ -335,12 +336,14 @@ class LinearizedPredictive(VersionedState, BaseEstimator):
         seed = integer_seed(self.random_state)
         self.seed_ = seed
         X = check_features(self, X, reset=True)  # None, no rows: named errors
-        # named before training the network: NaN where the model refuses it, and infinity,
-        # which no network (nor a pipeline's scaler before it) takes
+        # named before training the network: NaN where the model refuses it, and infinity
+        # where the network reads X itself (no network takes it); a pipeline's steps may
+        # clip or impute it, so there it is judged in their output (by the view below) or
+        # named when training fails on it
         has_missing, infinite = non_finite_kinds(X)
         if has_missing and refuses_nan(self.estimator):
             raise ValueError(NETWORK_NAN_MESSAGE)
-        if infinite:
+        if infinite and not transforms_input(self.estimator):
             raise ValueError(network_infinity_message(X))
         n = _n_rows(X)
         if is_torch_module(self.estimator) and hasattr(X, "toarray"):
@@ -399,7 +402,13 @@ class LinearizedPredictive(VersionedState, BaseEstimator):
                 # a scikit-learn network without its own seed (Pipeline steps included)
                 unset = seed_parameters(network, only_unset=True)
                 network.set_params(**dict.fromkeys(unset, seed))
-            network.fit(X_fit, y_fit)
+            try:
+                network.fit(X_fit, y_fit)
+            except ValueError as error:  # a scaler's "Input X contains infinity ...", say
+                # (not scikit-learn's InvalidParameterError, a TypeError too: a bad setting)
+                if non_finite_kinds(X_fit)[1] and not isinstance(error, TypeError):
+                    raise ValueError(network_infinity_message(X)) from error
+                raise
             if is_classifier(network):  # after fit: its own check refuses continuous y
                 missing = np.setdiff1d(np.asarray(y_val), np.asarray(y_fit))
                 if missing.size:  # the network never saw them: say why
