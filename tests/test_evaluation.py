@@ -1689,6 +1689,11 @@ def test_pooled_resplits_too_many_to_hold_are_refused_naming_n_repeats():
     half = (normal[1] - normal[0]) / 2
     assert low == pytest.approx(normal[0], abs=0.02 * half + 1e-10)
     assert high == pytest.approx(normal[1], abs=0.02 * half + 1e-10)
+    # few resplits of a skewed Beta law are not normal (diffrev11: 1% below the normal
+    # 99% interval at 2 resplits): the refusal says to simulate instead
+    with pytest.raises(ValueError, match=r"2 resplits it is not yet normal") as refused:
+        coverage_bounds(100, 0.1, 21_000_000, n_repeats=2)
+    assert "scipy.stats.norm" not in str(refused.value)
 
 
 def test_groups_with_missing_dates_or_durations_are_named_missing():
