@@ -1259,3 +1259,45 @@ def test_a_pipeline_inside_a_target_transform_or_a_search_takes_text_and_nan():
     # the default model (a scaler and a network in the same nesting) takes neither
     with pytest.raises(ValueError, match=r"`X` contains NaN.*SimpleImputer in a Pipeline"):
         ACP().fit(holes[:50], y[:50])
+
+
+def test_a_pipeline_gets_the_frame_with_its_int_and_bool_columns_as_they_are():
+    """diffrev11 (stop 54): a numeric DataFrame reached a Pipeline as float columns, so a
+    ColumnTransformer selecting integer and boolean columns by dtype one-hot encoded
+    nothing (intervals 5.1x wider). Only an all-float64 frame is rebuilt (C-ordered)."""
+    from sklearn.compose import ColumnTransformer, make_column_selector
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import OneHotEncoder
+
+    rng = np.random.default_rng(0)
+    n = 80
+    frame = pd.DataFrame(
+        {"k": rng.integers(0, 4, n), "x": rng.normal(size=n), "b": rng.random(n) > 0.5}
+    )
+    y = frame.x + np.array([0, 3, -2, 1])[frame.k] + frame.b + 0.3 * rng.normal(size=n)
+    encode = ColumnTransformer(
+        [
+            (
+                "codes",
+                OneHotEncoder(handle_unknown="ignore"),
+                make_column_selector(dtype_include=[np.integer, bool]),
+            ),
+            ("num", StandardScaler(), make_column_selector(dtype_include=np.floating)),
+        ]
+    )
+    # the oracle: the encoder fitted on the training rows, then ACP of the ridge alone on
+    # the encoded rows (exact full CP of the ridge in either case)
+    fitted = clone(encode).fit(frame[:60])
+    assert len(fitted.get_feature_names_out()) == 4 + 2 + 1
+    oracle = (
+        ACP(Ridge(1.0))
+        .fit(fitted.transform(frame[:60]), y[:60])
+        .predict_interval(fitted.transform(frame[60:]))
+    )
+    pipeline = make_pipeline(encode, Ridge(1.0))
+    for model in (pipeline, TransformedTargetRegressor(pipeline, transformer=StandardScaler())):
+        acp = ACP(clone(model)).fit(frame[:60], y[:60])
+        inner = acp.estimator_ if model is pipeline else acp.estimator_.regressor_
+        names = inner[0].get_feature_names_out().tolist()
+        assert names == fitted.get_feature_names_out().tolist()
+        np.testing.assert_allclose(acp.predict_interval(frame[60:]), oracle, rtol=1e-9)

@@ -1626,3 +1626,22 @@ def test_overflowed_moments_are_refused_without_numpy_warnings(method):
         warnings.simplefilter("error", RuntimeWarning)
         with pytest.raises(NonFiniteOutputError, match=r"on 1 row of `X` \(first: row 2\)"):
             model.predict_std(huge, method)
+
+
+def test_a_pipeline_that_fills_missing_objects_takes_them():
+    """diffrev11: None in an object X counted as NaN before the pipeline ran, so a pipeline
+    whose first step fills it (a FunctionTransformer here, whose tags say no NaN) was
+    refused at fit; a bare network still gets the library's message."""
+    rng = np.random.default_rng(0)
+    X = rng.choice(np.array(["a", "b", "c", None], dtype=object), size=(200, 2))
+    y = rng.normal(size=200)
+    fill = FunctionTransformer(lambda Z: np.where(pd.isna(Z), "z", Z).astype(str))
+    network = MLPRegressor(hidden_layer_sizes=(5,), max_iter=300, random_state=0)
+    pipeline = make_pipeline(fill, OneHotEncoder(handle_unknown="ignore"), network)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model = LinearizedPredictive(pipeline, random_state=0).fit(X, y)
+    assert np.isfinite(model.predict_std(X[:5])).all()
+    numbers = np.array([[None, 1.0], [2.0, 3.0]] * 20, dtype=object)
+    with pytest.raises(ValueError, match="`X` contains NaN, which a network"):
+        LinearizedPredictive(clone(network)).fit(numbers, np.arange(40.0))

@@ -1082,4 +1082,4 @@ def test_the_empty_set_figures_of_randomized_name_their_class_geometry():
     for text in (doc, page):
         assert "four fixed class means on a square" in text
         assert "make_gaussian_classification" in text
-        assert "1-2% of the rows at accuracy 0.7 depending on the class geometry" in text
+        assert "at accuracy 0.7 depending on the class geometry" in text

@@ -2225,3 +2225,107 @@ def test_classifiers_refuse_boolean_labels_for_non_boolean_classes(wrapper):
     model = wrapper(heads if wrapper is EnsembleConformalClassifier else heads[0])
     with pytest.raises(ValueError, match=match):
         model.calibrate(X, y > 1)
+
+
+def _fill_missing_text(rows):
+    """A FunctionTransformer's function: missing entries (None, NaN) become "missing"."""
+    return np.asarray(pd.DataFrame(rows).fillna("missing"), dtype=str)
+
+
+def test_missing_objects_reach_a_pipeline_whose_first_step_replaces_them():
+    """diffrev11 (stop 54): None in object data counted as NaN, and a Pipeline was judged
+    by its first step's tags, False for a FunctionTransformer and for a SimpleImputer with
+    ``missing_values=None``: such pipelines were refused ("`X` contains NaN and
+    SimpleImputer (in Pipeline) does not accept missing values") on object arrays, lists of
+    rows and object or string DataFrame columns. Only a model that reads X itself (not a
+    transformer) is refused missing objects; float NaN is checked as before."""
+    from sklearn.impute import SimpleImputer
+    from sklearn.linear_model import Ridge
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import FunctionTransformer, OneHotEncoder
+
+    rng = np.random.default_rng(0)
+    codes = list(rng.choice(["a", "b", "c", None], 120))
+    y = np.array([code == "a" for code in codes], dtype=float) + 0.1 * rng.normal(size=120)
+    column = np.array(codes, dtype=object).reshape(-1, 1)
+    containers = {
+        "object array": column,
+        "list of rows": column.tolist(),
+        "object column": pd.DataFrame({"c": pd.Series(codes, dtype=object)}),
+        "default column": pd.DataFrame({"c": codes}),  # str in pandas 3, object before
+    }
+    pipelines = {
+        "imputer": make_pipeline(
+            SimpleImputer(strategy="most_frequent", missing_values=None),
+            OneHotEncoder(handle_unknown="ignore"),
+            Ridge(),
+        ),
+        "function": make_pipeline(
+            FunctionTransformer(_fill_missing_text),
+            OneHotEncoder(handle_unknown="ignore"),
+            Ridge(),
+        ),
+    }
+    for pipeline_name, pipeline in pipelines.items():
+        reference = None
+        for name, X in containers.items():
+            if pipeline_name == "imputer" and name == "default column":
+                continue  # pandas 3 stores the missing text as NaN, not None
+            fit_rows, calibration_rows = (
+                (X.iloc[:60], X.iloc[60:]) if hasattr(X, "iloc") else (X[:60], X[60:])
+            )
+            with warnings.catch_warnings():  # pandas 3 warns of str columns in select_dtypes
+                warnings.filterwarnings("error", message=".*select_dtypes")
+                cp = SplitConformalRegressor(clone(pipeline)).fit(fit_rows, y[:60])
+                cp.calibrate(calibration_rows, y[60:])
+                intervals = cp.predict_interval(calibration_rows)
+            assert np.isfinite(intervals).all(), (pipeline_name, name)
+            if reference is None:
+                reference = intervals
+            np.testing.assert_allclose(intervals, reference, err_msg=f"{pipeline_name}, {name}")
+    # a bare model that reads X itself is still refused missing objects, with the message
+    numbers = rng.normal(size=(60, 2)).astype(object)
+    numbers[3, 1] = None
+    with pytest.raises(ValueError, match=r"^`X` contains NaN and Ridge does not accept"):
+        SplitConformalRegressor(Ridge()).fit(numbers, y[:60])
+
+
+def test_missing_objects_and_float_nan_are_told_apart():
+    """`non_finite_parts` tells float NaN from missing object entries (the wrappers refuse
+    the latter only where the model reads X itself); `non_finite_kinds`, the networks'
+    check, still counts both as NaN; ragged rows are the model's business (numpy's error
+    was raised from here, diffrev11)."""
+    from uqconform._validation import non_finite_kinds, non_finite_parts
+
+    numbers = np.ones((4, 2), dtype=object)
+    numbers[3, 1] = None
+    text = pd.DataFrame({"c": pd.Series(["a", None], dtype=object), "x": [1.0, np.inf]})
+    assert non_finite_parts(numbers) == (False, True, False)
+    assert non_finite_parts([[np.nan, 1.0]]) == (True, False, False)
+    assert non_finite_parts(text) == (False, True, True)
+    assert non_finite_kinds(numbers) == (True, False)
+    assert non_finite_kinds(text) == (True, True)
+    assert non_finite_parts([[1.0, 2.0], [3.0]]) == (False, False, False)
+
+
+@pytest.mark.parametrize("container", ["datetime64", "timedelta64", "Series"])
+def test_mondrian_groups_with_missing_dates_or_durations_are_refused(data, container):
+    """diffrev11 (stop 54): NaT in datetime64 / timedelta64 groups was accepted by
+    ``calibrate(groups=...)`` (a group "None" of 1 point), while the metrics refuse it."""
+    X, y, _ = data
+    start = np.datetime64("2024-01-01", "ns")
+    valid = start + (np.arange(150) % 3).astype("timedelta64[D]")
+    days = valid.copy()
+    days[55] = np.datetime64("NaT")
+    valid, groups = {
+        "datetime64": (valid, days),
+        "timedelta64": (valid - start, days - start),
+        "Series": (pd.Series(valid), pd.Series(days)),
+    }[container]
+    model = SplitConformalRegressor(LinearRegression()).fit(X[:50], y[:50])
+    message = r"`groups` contains missing \(None, NaN or NaT\) labels"
+    with pytest.raises(ValueError, match=message):
+        model.calibrate(X[50:], y[50:], groups=groups[50:])
+    model.calibrate(X[50:], y[50:], groups=valid[50:])
+    with pytest.raises(ValueError, match=message):
+        model.predict_interval(X[50:60], groups=groups[50:60])

@@ -343,11 +343,14 @@ def check_groups(groups: ArrayLike | None, n: int) -> NDArray | None:
     if groups is None:
         return None
     labels = check_rows("groups", groups, n)
-    if labels.dtype.kind == "f" and np.isnan(labels).any():
-        raise ValueError("`groups` contains NaN; every row needs a group label.")
+    # every kind: NaT in datetime64 / timedelta64 groups is missing too (as in the metrics)
+    if np.any(pd.isna(labels)):
+        if labels.dtype.kind == "f":
+            raise ValueError("`groups` contains NaN; every row needs a group label.")
+        raise ValueError(
+            "`groups` contains missing (None, NaN or NaT) labels; every row needs a group label."
+        )
     if labels.dtype.kind == "O":
-        if pd.isna(labels).any():
-            raise ValueError("`groups` contains missing (None or NaN) labels.")
         _refuse_unorderable(labels, "groups")
     return labels
 
@@ -380,33 +383,63 @@ def _float_entries(block: Any) -> NDArray | None:
 def non_finite_kinds(block: Any) -> tuple[bool, bool]:
     """Whether a numeric block of rows holds NaN, and whether it holds +inf or -inf;
     non-numeric data is the model's business, but for missing values in object entries
-    (``None``, ``NaN``, ``pd.NA``: numbers stored as objects), which count as NaN.
+    (``None``, ``NaN``, ``pd.NA``: numbers stored as objects), which count as NaN (see
+    `non_finite_parts`, which tells the two apart).
 
     Examples
     --------
     >>> non_finite_kinds(np.array([[1.0, np.inf]])), non_finite_kinds([[None, 1.0]])
     ((False, True), (True, False))
     """
-    if hasattr(block, "select_dtypes"):  # DataFrame: numeric columns, and object ones' NaN
+    nan, missing, infinite = non_finite_parts(block)
+    return nan or missing, infinite
+
+
+def non_finite_parts(block: Any) -> tuple[bool, bool, bool]:
+    """Whether a block of rows holds NaN in numeric data (float arrays, sparse matrices,
+    numeric DataFrame columns), missing values in object or string data (``None``, ``NaN``,
+    ``pd.NA`` in an object array, a list of rows, an object or string DataFrame column), and
+    +inf or -inf in numeric data. Data that is neither (a ragged list, say) is the model's
+    business: nothing is reported.
+
+    Missing object entries are told apart because a transformer (an imputer with
+    ``missing_values=None``, a ``FunctionTransformer``) may replace them whatever its tags
+    say of NaN.
+
+    Examples
+    --------
+    >>> non_finite_parts([[np.nan, 1.0]]), non_finite_parts(np.array([["a", None]], object))
+    ((True, False, False), (False, True, False))
+    """
+    if hasattr(block, "select_dtypes"):  # DataFrame: numeric columns, and text ones' NaN
         numeric = block.select_dtypes("number")
-        missing = bool(block.select_dtypes("object").isna().to_numpy().any())
+        text = [
+            position
+            for position, dtype in enumerate(block.dtypes)
+            if isinstance(dtype, pd.StringDtype)
+            or (isinstance(dtype, np.dtype) and dtype.kind == "O")
+        ]  # (by dtype: select_dtypes("object") warns of str columns in pandas 3)
+        missing = bool(text) and bool(block.iloc[:, text].isna().to_numpy().any())
         if not numeric.shape[1]:
-            return missing, False
+            return False, missing, False
         infinite = numeric.isin([np.inf, -np.inf]).to_numpy().any()
-        return missing or bool(numeric.isna().to_numpy().any()), bool(infinite)
+        return bool(numeric.isna().to_numpy().any()), missing, bool(infinite)
     if isinstance(block, list):
-        block = np.asarray(block)
+        try:
+            block = np.asarray(block)
+        except ValueError:  # ragged rows: the model's own message
+            return False, False, False
     if isinstance(block, np.ndarray) and block.dtype == object:  # None is missing too
-        return bool(pd.isna(block).any()), False
+        return False, bool(pd.isna(block).any()), False
     array = _float_entries(block)
     if array is None:
-        return False, False
+        return False, False, False
     # A sum is finite unless some entry is NaN/inf: one pass, no full-size temporary (the
     # sum of large finite values can overflow: not worth a warning, the test follows).
     with np.errstate(over="ignore", invalid="ignore"):
         if np.isfinite(array.sum()):
-            return False, False
-    return bool(np.isnan(array).any()), bool(np.isinf(array).any())
+            return False, False, False
+    return bool(np.isnan(array).any()), False, bool(np.isinf(array).any())
 
 
 def has_nan(block: Any) -> bool:

@@ -43,7 +43,7 @@ from uqconform._validation import (
     check_verbose,
     check_wrapper_fitted,
     model_classes,
-    non_finite_kinds,
+    non_finite_parts,
     refuse_model_class,
     sklearn_tags,
 )
@@ -562,8 +562,9 @@ def keeps_state_on_error(method: Callable) -> Callable:
 
 def check_nan_accepted(model: Any, X: Any) -> None:
     """Raise a ValueError naming ``model`` when ``X`` holds NaN and ``model`` refuses it,
-    or infinity and the model that refuses NaN sees ``X`` itself (not a Pipeline's first
-    transformer, which may clip or replace infinite values).
+    or missing object entries (``None``, ``pd.NA``) or infinity and the model that refuses
+    NaN sees ``X`` itself (not a Pipeline's first transformer, which may replace them: an
+    imputer with ``missing_values=None``, a ``FunctionTransformer``, a clip).
 
     Checked before the model sees X, not only after it fails: a model that declares no NaN
     support but does not check its input (a hand-written rule, a wrapper around a torch
@@ -571,16 +572,20 @@ def check_nan_accepted(model: Any, X: Any) -> None:
     """
     if not refuses_nan(model):
         return
-    nan, infinite = non_finite_kinds(X)
-    if nan:
+    nan, missing, infinite = non_finite_parts(X)
+    if not (nan or missing or infinite):
+        return
+    # missing objects and infinity: only where the refuser is the model itself (a
+    # Pipeline's first step may be a transformer that replaces them, whatever its tags
+    # say of NaN); float NaN wherever the refuser is
+    sees_x = not hasattr(_refuser(model)[0], "transform")
+    if nan or (missing and sees_x):
         raise ValueError(
             f"`X` contains NaN and {_refuser_name(model)} does not accept missing values: "
             "impute them (e.g. sklearn.impute.SimpleImputer in a Pipeline) or use a model "
             "that handles NaN, such as HistGradientBoosting."
         )
-    # infinity: only where the refuser is the model itself (a Pipeline's first step may be
-    # a transformer that clips or replaces infinite values, whatever its tags say of NaN)
-    if infinite and not hasattr(_refuser(model)[0], "transform"):
+    if infinite and sees_x:
         raise ValueError(
             f"`X` contains infinity and {_refuser_name(model)} does not accept it: replace "
             "the infinite values (clip them to a finite range, or set them to NaN and "

@@ -42,6 +42,7 @@ from uqconform._validation import (
     check_rows,
     named_as_fitted,
     non_finite_kinds,
+    non_finite_parts,
     refuse_model_class,
 )
 from uqconform._version import VersionedState
@@ -340,8 +341,11 @@ class LinearizedPredictive(VersionedState, BaseEstimator):
         # where the network reads X itself (no network takes it); a pipeline's steps may
         # clip or impute it, so there it is judged in their output (by the view below) or
         # named when training fails on it
-        has_missing, infinite = non_finite_kinds(X)
-        if has_missing and refuses_nan(self.estimator):
+        nan, missing_objects, infinite = non_finite_parts(X)
+        # missing objects (None) only where the network reads X itself: a pipeline's first
+        # step may replace them whatever its tags say of NaN
+        refused = nan or (missing_objects and not transforms_input(self.estimator))
+        if refused and refuses_nan(self.estimator):
             raise ValueError(NETWORK_NAN_MESSAGE)
         if infinite and not transforms_input(self.estimator):
             raise ValueError(network_infinity_message(X))

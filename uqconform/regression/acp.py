@@ -165,15 +165,16 @@ def _in_pipeline(model: Any) -> bool:
 
 
 def _rows_for_pipeline(X: Any) -> Any:
-    """``X`` for a pipeline's own steps (text columns, missing values), numeric rows as
-    C-ordered floats as a bare network gets them: a numeric DataFrame (kept one, for
-    steps that select columns by name) and its array then train the network alike."""
+    """``X`` for a pipeline's own steps (text columns, missing values) with its dtypes
+    untouched (steps may select columns by dtype), C-ordered as a bare network gets its
+    rows: a numeric array in C order, and a DataFrame of float64 columns rebuilt on a
+    C-ordered array (kept a DataFrame, for steps that select columns by name), so that it
+    and its array train the network alike. Any other DataFrame is passed as given."""
     if isinstance(X, np.ndarray) and X.dtype.kind in "biuf":
-        return np.ascontiguousarray(X, dtype=float)
-    if isinstance(X, pd.DataFrame) and all(
-        isinstance(dtype, np.dtype) and dtype.kind in "biuf" for dtype in X.dtypes
-    ):  # built on a C-ordered array without a copy: scikit-learn reads that array back
-        values = np.ascontiguousarray(X.to_numpy(dtype=float))
+        return np.ascontiguousarray(X)
+    if isinstance(X, pd.DataFrame) and X.shape[1] and all(X.dtypes == np.float64):
+        # built on a C-ordered array without a copy: scikit-learn reads that array back
+        values = np.ascontiguousarray(X.to_numpy(dtype=np.float64))
         return pd.DataFrame(values, index=X.index, columns=X.columns, copy=False)
     return X
 
