@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import pickle
+import re
 import warnings
 
 import numpy as np
+import pandas as pd
 import pytest
 from sklearn.base import clone
 from sklearn.linear_model import LinearRegression
@@ -173,16 +175,42 @@ def test_a_zero_dimensional_array_is_the_step_size_itself():
     assert np.unique(runs[0][1]).size > 1  # the level moved: ACI ran
 
 
-@pytest.mark.parametrize("gamma", [[0.05], (0.05,), np.array([0.05])])
-def test_one_step_size_in_a_sequence_is_told_to_pass_a_number(gamma):
+@pytest.mark.parametrize(
+    "gamma, shown",
+    [
+        ([0.05], "[0.05]"),
+        ((0.05,), "(0.05,)"),
+        (np.array([0.05]), "[0.05]"),
+        (pd.Series([0.05]), "[0.05]"),
+    ],
+)
+def test_one_step_size_in_a_sequence_is_told_to_pass_a_number(gamma, shown):
     """Review finding (stop 54): a one-element sequence was refused as "a sequence of at
-    least two distinct step sizes", without saying that ACI takes the number itself."""
+    least two distinct step sizes", without saying that ACI takes the number itself.
+    Review finding (diffrev12): a pandas Series was shown by its repr, across lines (index
+    and dtype); arrays and pandas objects are shown as lists, on one line."""
     X, y = regime_shift(100)
     message = (
-        r"`aci_gamma`.*for ACI with one step size pass it as a number, e\.g\. aci_gamma=0\.05"
+        f"`aci_gamma`.*got {re.escape(shown)}: for ACI with one step size pass it as a "
+        r"number, e\.g\. aci_gamma=0\.05\.$"
     )
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(ValueError, match=message) as error:
         EnbPI(LinearRegression(), n_bootstrap=8, aci_gamma=gamma).fit(X, y)
+    assert "\n" not in str(error.value)
+
+
+def test_a_refused_series_is_shown_on_one_line():
+    """Review finding (diffrev12): the refusal showed a pandas Series by its repr, across
+    lines; any refused Series, DataFrame or array is shown as a list."""
+    X, y = regime_shift(100)
+    for gamma, shown in (
+        (pd.Series([0.05, 0.05]), "[0.05, 0.05]"),
+        (pd.DataFrame({"gamma": [0.01, 0.05]}), "[[0.01], [0.05]]"),
+        (np.array([[0.01, 0.05]]), "[[0.01, 0.05]]"),
+    ):
+        with pytest.raises(ValueError, match=f"got {re.escape(shown)}\\.$") as error:
+            EnbPI(LinearRegression(), n_bootstrap=8, aci_gamma=gamma).fit(X, y)
+        assert "\n" not in str(error.value)
 
 
 def test_models_pickled_before_aci_existed_still_work():

@@ -610,10 +610,16 @@ class SequentialConformalRegressor(
         gamma = self.aci_gamma
         if gamma is None:
             return None
+        # arrays and pandas objects as lists: their repr spans lines (a Series, its index)
+        shown = gamma
+        if isinstance(gamma, pd.DataFrame):
+            shown = gamma.to_numpy().tolist()
+        elif isinstance(gamma, np.ndarray | pd.Series | pd.Index):
+            shown = gamma.tolist()
         message = (
             "`aci_gamma` must be None, a step size in (0, 1] (0.005 is usual), or a "
             "sequence of at least two distinct step sizes in (0, 1] (DtACI; e.g. "
-            f"(0.001, 0.002, ..., 0.128)), got {gamma!r}"
+            f"(0.001, 0.002, ..., 0.128)), got {shown!r}"
         )
         if isinstance(gamma, bool | np.bool_):
             raise ValueError(f"{message}.")
@@ -1267,15 +1273,25 @@ class SequentialConformalRegressor(
         evaluated level gets its own interval, as when asked for alone (not nested with
         the others; with KOWCPI's ``finite_sample`` the kernel weights of its own floor):
         the paper's rule. ``beta_t`` is the largest level whose interval holds ``y_t`` (0
-        if none) among the issued one, the experts', and those of 0.02, 0.04, ..., 0.98
-        between the experts' (beyond the experts' range the differences of their losses,
-        all that the weights depend on, do not change with ``beta_t``); grid levels at or
-        below the largest of the others that holds ``y_t`` cannot raise it and are not
-        evaluated. Then ``p_i`` is multiplied by ``exp(-eta l(beta_t, a_i))`` (``l`` the
-        pinball loss ``alpha (beta - a) - min(0, beta - a)``), normalised and mixed with
-        uniform weights, ``(1 - sigma) p + sigma / k``; and ``a_i += gamma_i (alpha -
-        miss_i)``, ``miss_i`` whether ``a_i``'s own interval missed ``y_t``. New experts
-        start at the current working level.
+        if none) among the issued one, the experts', and 0.02, 0.04, ..., 0.98. Then
+        ``p_i`` is multiplied by ``exp(-eta l(beta_t, a_i))`` (``l`` the pinball loss
+        ``alpha (beta - a) - min(0, beta - a)``), normalised and mixed with uniform
+        weights, ``(1 - sigma) p + sigma / k``; and ``a_i += gamma_i (alpha - miss_i)``,
+        ``miss_i`` whether ``a_i``'s own interval missed ``y_t``. New experts start at the
+        current working level.
+
+        Not every grid level is evaluated, yet the weights are the whole grid's (to
+        rounding): at or above every expert's level the losses are ``alpha (beta - a_i)``,
+        whose common factor ``exp(-eta alpha beta)`` cancels in the normalisation (the
+        mixing comes after it), so there only whether some level holds ``y_t`` matters,
+        not which. The grid levels above the experts' are evaluated (together) only when
+        the issued and the experts' levels leave ``beta_t`` below the largest expert's
+        level: the intervals are not nested, so one above every expert's can hold ``y_t``
+        when the largest expert's misses it. If none of them holds it either, the grid
+        levels between the experts' are evaluated, except those at or below the largest
+        level found to hold ``y_t``, which cannot raise ``beta_t`` (below every expert's
+        level the losses are ``(1 - alpha)(a_i - beta)``: ``beta``'s exact value cancels
+        too).
         """
         residuals = y - centre
         if not np.isfinite(residuals).all():  # refuse before any state changes
@@ -1304,18 +1320,24 @@ class SequentialConformalRegressor(
             # the experts' misses and beta_t from each level's own interval, as when asked
             # for alone (the paper's rule): the issued level and the experts' first
             judged = np.concatenate([working, levels.ravel()])
-            offsets = self._level_offsets(judged, record=False, memo=memo, nested=False)
-            inside = self._inside(centre[t], centre[t] + offsets, y[t], judged)
+            inside = self._holds(centre[t], y[t], judged, memo)
             missed = ~inside[n_levels:].reshape(levels.shape)
             beta = float(np.max(judged[inside], initial=0.0))
-            # then the grid levels between the experts' (see the docstring), only those
-            # above: the largest whose interval holds y_t, if any, is beta_t
-            between = _BETA_LEVELS[
-                (_BETA_LEVELS > max(beta, levels.min())) & (_BETA_LEVELS < levels.max())
-            ]
-            offsets = self._level_offsets(between, record=False, memo=memo, nested=False)
-            held = self._inside(centre[t], centre[t] + offsets, y[t], between)
-            beta = max(beta, float(np.max(between[held], initial=0.0)))
+            # the grid levels (see the docstring): those above every expert's level only
+            # when beta_t is still below the largest expert's level (the weights do not
+            # depend on how far above it beta_t lies); then, if none of them holds y_t,
+            # those between the experts' levels above the largest level that holds it
+            top = float(levels.max())
+            if beta < top:
+                above = _BETA_LEVELS[_BETA_LEVELS > top]
+                held = self._holds(centre[t], y[t], above, memo)
+                beta = max(beta, float(np.max(above[held], initial=0.0)))
+            if beta < top:
+                between = _BETA_LEVELS[
+                    (_BETA_LEVELS > max(beta, levels.min())) & (_BETA_LEVELS < top)
+                ]
+                held = self._holds(centre[t], y[t], between, memo)
+                beta = max(beta, float(np.max(between[held], initial=0.0)))
             below = beta - levels
             loss = alphas[:, None] * below - np.minimum(below, 0.0)
             weights = weights * np.exp(-DTACI_ETA * loss)
@@ -1333,6 +1355,14 @@ class SequentialConformalRegressor(
         # the next step's levels
         self._record_levels(alphas, _snap_levels(np.sum(weights * levels, axis=1)), history)
         return hits[:, 0], lowered
+
+    def _holds(
+        self, centre: float, value: float, levels: NDArray, memo: dict[int, tuple]
+    ) -> NDArray:
+        """Whether each level's own interval (not nested with the others, as when asked for
+        alone) holds ``value``, judged as `_inside` judges it."""
+        offsets = self._level_offsets(levels, record=False, memo=memo, nested=False)
+        return self._inside(centre, centre + offsets, value, levels)
 
     @staticmethod
     def _inside(centre: float, ends: NDArray, value: float, levels: NDArray) -> NDArray:
