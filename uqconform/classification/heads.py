@@ -277,8 +277,8 @@ class HeadEnsemble(VersionedState, RoutesFitParams, ClassifierMixin, BaseEstimat
             if np.max(np.abs(proba - proba[:1])) < 1e-10:
                 warn_user(
                     f"diversity='seeds' gave {len(self.heads_)} identical heads: "
-                    f"{type(base).__name__} takes a random_state, but its output did not "
-                    "change with random_state here; use diversity='bootstrap' or 'subspace'.",
+                    f"{type(base).__name__}'s output did not change with the seeds given "
+                    "to its random_state here; use diversity='bootstrap' or 'subspace'.",
                     UserWarning,
                 )
         return self

@@ -637,7 +637,7 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
                 at = f"{levels[0]:g}" if levels.size == 1 else levels_text(levels)
                 part = f"at alpha={at} {'they' if parts else 'those sets'} {outcome}"
                 if outcome == "hold every label":
-                    part += f" (too few rows: {rule} is needed for smaller ones)"
+                    part += f" (too few rows: {rule} is needed for smaller sets)"
                 parts.append(part)
             text = ", ".join(parts)
             if any(outcome != "hold every label" for outcome in outcomes):
