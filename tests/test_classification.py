@@ -1021,6 +1021,18 @@ def test_too_few_calibration_points_says_how_many_are_needed():
         r"are needed at alpha=0\.05, 9 at alpha=0\.1, so",
     ):
         SplitConformalClassifier(model, alpha=[0.1, 0.05]).calibrate(Xc[:5], yc[:5])
+    # several strata and levels: each is short only where a level needs more (diffrev11:
+    # the text read as if every stratum listed were short at every level)
+    groups = np.where(np.arange(20) < 15, "a", "b")
+    with pytest.warns(
+        UserWarning,
+        match=r"group 'a' \(15 points\), group 'b' \(5 points\): at least 19 points are "
+        r"needed at alpha=0\.05, 9 at alpha=0\.1 \(each is short at the levels needing more "
+        r"points than it has\), so",
+    ):
+        SplitConformalClassifier(model, alpha=[0.1, 0.05]).calibrate(
+            Xc[:20], yc[:20], groups=groups
+        )
 
 
 def test_none_in_an_object_x_is_reported_as_missing_values():

@@ -1265,6 +1265,8 @@ class ConformalPredictor(ModelWrapper):
                 f"at least {needed[0]} points are needed at alpha={levels[0]:g}, {later}"
                 f"{', ...' if levels.size > 3 else ''}"
             )
+            if len(too_few) > 1:  # not every stratum named need be short at every level
+                needs += " (each is short at the levels needing more points than it has)"
         warn_user(
             f"Too few calibration points for alpha={levels_text(alphas)}{each} in "
             f"{', '.join(where)}{more}: {needs}, so {consequence}.",
