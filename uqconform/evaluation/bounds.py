@@ -169,8 +169,8 @@ def _single_count_law(n_calibration: int, level: float, n_test: int) -> tuple[in
     if moments is None:  # too few calibration points: the set is everything, coverage 1
         return n_test, np.ones(1)
     a, b, mean, sd = moments
-    half = int(np.ceil(12 * sd)) + 50
-    if min(2 * half, n_test) + 1 > _MAX_WINDOW:
+    half = _half_window(sd)
+    if _too_wide(half, n_test):
         raise ValueError(
             f"`n_test` = {n_test} with `n_calibration` = {n_calibration}: the covered "
             f"count spreads over about {min(2 * half, n_test):.2g} counts, more than the "
@@ -190,6 +190,16 @@ def _single_count_law(n_calibration: int, level: float, n_test: int) -> tuple[in
             # normalised: pooling raises the window's sum to the power n_repeats
             return first, pmf / pmf.sum()
         half *= 2
+
+
+def _half_window(sd: float) -> int:
+    """Half the counts one resplit's law is first held on: ``12 sd`` and a margin."""
+    return int(np.ceil(12 * sd)) + 50
+
+
+def _too_wide(half: int, n_test: int) -> bool:
+    """Whether one resplit's window of ``half`` counts each side exceeds `_MAX_WINDOW`."""
+    return min(2 * half, n_test) + 1 > _MAX_WINDOW
 
 
 def _count_moments(
@@ -224,7 +234,7 @@ def _check_pooled_window(n_calibration: int, level: float, n_test: int, n_repeat
     if n_repeats == 1 or moments is None:
         return
     a, b, _, sd = moments
-    if min(2 * (int(np.ceil(12 * sd)) + 50), n_test) + 1 > _MAX_WINDOW:
+    if _too_wide(_half_window(sd), n_test):
         return  # one resplit is already too wide: _single_count_law says so
     pooled_sd = float(np.sqrt(n_repeats)) * sd
     window = min(24 * pooled_sd + 100, n_repeats * n_test)
