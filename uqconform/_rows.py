@@ -190,14 +190,33 @@ def rows_digest(content: Any) -> str:
     digest = hashlib.md5(str(np.shape(content)).encode(), usedforsecurity=False)
     for start in range(0, np.shape(content)[0], _HASH_ROWS):  # a loop over row blocks
         rows = slice_rows(content, start, start + _HASH_ROWS)
-        block = pd.DataFrame(rows)
-        block = block.set_axis(range(block.shape[1]), axis=1)
-        try:
-            values = pd.util.hash_pandas_object(block, index=False).to_numpy().tobytes()
-        except TypeError:  # cells pandas cannot hash (lists, dicts): joblib's hash
-            values = joblib.hash(rows).encode()
+        if isinstance(rows, np.ndarray) and rows.dtype == np.float64:
+            values = _float_rows_hashes(rows).tobytes()
+        else:
+            block = pd.DataFrame(rows)
+            block = block.set_axis(range(block.shape[1]), axis=1)
+            try:
+                values = pd.util.hash_pandas_object(block, index=False).to_numpy().tobytes()
+            except TypeError:  # cells pandas cannot hash (lists, dicts): joblib's hash
+                values = joblib.hash(rows).encode()
         digest.update(values)
     return digest.hexdigest()
+
+
+def _float_rows_hashes(rows: NDArray[np.float64]) -> NDArray[np.uint64]:
+    """Row hashes of a 2-D float64 array, equal to ``pandas.util.hash_pandas_object`` of
+    its DataFrame (``index=False``) at a fraction of the cost on few rows: every column
+    hashed in one call of ``pandas.util.hash_array`` (which reads -0.0 as 0.0 and every
+    NaN alike), then combined as pandas combines columns (CPython's tuple hash)."""
+    n, p = rows.shape
+    columns = pd.util.hash_array(np.ravel(rows, order="F")).reshape(p, n)
+    out = np.full(n, 0x345678, dtype=np.uint64)
+    multiplier = np.uint64(1000003)
+    for position, column in enumerate(columns):  # a loop over columns
+        out ^= column
+        out *= multiplier
+        multiplier += np.uint64(82520 + 2 * (p - position))
+    return out + np.uint64(97531)
 
 
 #: Rows `rows_fingerprint` reads, evenly spread over the data.
