@@ -206,10 +206,13 @@ def rows_digest(content: Any) -> str:
 def _float_rows_hashes(rows: NDArray[np.float64]) -> NDArray[np.uint64]:
     """Row hashes of a 2-D float64 array, equal to ``pandas.util.hash_pandas_object`` of
     its DataFrame (``index=False``) at a fraction of the cost on few rows: every column
-    hashed in one call of ``pandas.util.hash_array`` (which reads -0.0 as 0.0 and every
-    NaN alike), then combined as pandas combines columns (CPython's tuple hash)."""
+    hashed in one call of ``pandas.util.hash_array``, then combined as pandas combines
+    columns (CPython's tuple hash). -0.0 is read as 0.0 and every NaN alike (as pandas 3
+    does; older versions hash their bits)."""
     n, p = rows.shape
-    columns = pd.util.hash_array(np.ravel(rows, order="F")).reshape(p, n)
+    values = np.ravel(rows, order="F") + 0.0  # a copy, -0.0 as 0.0
+    values[np.isnan(values)] = np.nan
+    columns = pd.util.hash_array(values).reshape(p, n)
     out = np.full(n, 0x345678, dtype=np.uint64)
     multiplier = np.uint64(1000003)
     for position, column in enumerate(columns):  # a loop over columns
