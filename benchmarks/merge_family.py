@@ -11,7 +11,8 @@ The family keeps its own start time, so the report says it was run on its own an
 Its plots are copied beside the committed ones (the old record's plots that the new one no
 longer draws are deleted), the run's lists of failed and skipped families are recomputed,
 and ``report.md`` is written again. A run at another scale or seed, or one whose listed
-plots are missing, is refused; package versions that differ from the committed run's are
+plots are missing, is refused; package versions that differ from the committed run's, and
+those of packages the committed run does not name (it predates their recording), are
 stated under the family's heading in the report, and so is the uqconform commit it ran at
 when that differs from the committed run's.
 """
@@ -36,16 +37,24 @@ def merge_family(family: str, new_dir: Path, committed_dir: Path) -> None:
     if record is None or record.get("status") != "ok":
         raise SystemExit(f"family {family!r} did not run cleanly in {new_dir}")
     record.setdefault("started", new["started"])
-    changed = sorted(  # packages the committed report records (newer runs record more)
+    changed = sorted(
         f"{name} {committed['versions'][name]} -> {version}"
         for name, version in new["versions"].items()
         if committed["versions"].get(name, version) != version
     )
-    if changed:
+    unnamed = sorted(  # packages the committed report does not record (older runs)
+        f"{name} {version}"
+        for name, version in new["versions"].items()
+        if name not in committed["versions"]
+    )
+    if changed or unnamed:
         record["versions"] = new["versions"]
-        line = f"Run with other package versions than the report's: {', '.join(changed)}."
-        record["provenance"] = [*record.get("provenance", []), line]
-        print(f"{family}: {line}")
+    for packages, text in ((changed, "other package versions than the report's"),
+                           (unnamed, "packages the report does not name")):  # fmt: skip
+        if packages:
+            line = f"Run with {text}: {', '.join(packages)}."
+            record["provenance"] = [*record.get("provenance", []), line]
+            print(f"{family}: {line}")
     source = new.get("source")
     if source and source != committed.get("source"):
         changed_files = ", with uncommitted changes" if source["modified"] else ""

@@ -164,7 +164,10 @@ def register_family(
     def decorate(run: Callable[[Any], FamilyResult]) -> Callable[[Any], FamilyResult]:
         _load_suite_modules()  # the built-in families first, so a clash is seen here
         if name in _FAMILIES and not replace:
-            raise ValueError(f"A benchmark family named {name!r} is already registered.")
+            raise ValueError(
+                f"A benchmark family named {name!r} is already registered: choose another "
+                "name, or pass replace=True to override it."
+            )
         _FAMILIES[name] = Family(
             name=name,
             description=description,
