@@ -94,7 +94,8 @@ def test_merge_family_refuses_another_seed_and_leaves_no_stale_state(tmp_path):
     assert merged["families"]["demo"]["versions"] == {"numpy": "2.1"}
     assert "numpy 2.0 -> 2.1" in (committed / "report.md").read_text()
     assert sorted(path.name for path in committed.glob("*.png")) == ["demo_new.png"]
-    # a package the committed report does not record is not a change of version
+    # a package the committed report does not record is not a change of version: it is
+    # named as not recorded there
     (new / "results.json").write_text(
         json.dumps(_run(0, "ok", ["demo_new.png"], {"numpy": "2.0", "torch": "2.13"}))
     )
@@ -103,8 +104,10 @@ def test_merge_family_refuses_another_seed_and_leaves_no_stale_state(tmp_path):
     (committed / "results.json").write_text(json.dumps(old))
     module.merge_family("demo", new, committed)
     merged = json.loads((committed / "results.json").read_text())
-    assert "versions" not in merged["families"]["demo"]
-    assert "other package versions" not in (committed / "report.md").read_text()
+    assert merged["families"]["demo"]["versions"] == {"numpy": "2.0", "torch": "2.13"}
+    report = (committed / "report.md").read_text()
+    assert "other package versions" not in report
+    assert "Run with packages the report does not name: torch 2.13." in report
     # the commit a merged family ran at is stated when it is not the committed run's
     ran_at = {"source": {"commit": "f" * 40, "modified": False}}
     (new / "results.json").write_text(

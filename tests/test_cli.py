@@ -454,7 +454,7 @@ def test_registering_a_built_in_name_first_thing_is_refused():
         "    print('refused:', error)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert "refused: A benchmark family named 'classic' is already registered: choose " in out.stdout
+    assert "named 'classic' is already registered: choose " in out.stdout
     assert "pass replace=True to override it." in out.stdout
 
 
