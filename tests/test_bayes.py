@@ -816,6 +816,35 @@ def test_fit_on_the_training_rows_of_an_lbfgs_network_warns(task):
         LinearizedPredictive(adam, random_state=0).fit(X[:300], y[:300])
 
 
+@pytest.mark.parametrize("prior_precision", ["auto", 1e-6])
+def test_a_posterior_whose_noise_comes_from_the_training_rows_warns(prior_precision):
+    """docsA review: a regression posterior fitted on an lbfgs network's training rows
+    without `X_val` (or given them as `X_val`) takes its noise variance from their
+    residuals, several times too small here, and said nothing. Held-out validation rows,
+    and a classifier (no noise), do not warn."""
+    X, y = _friedman(500)
+    net = MLPRegressor(hidden_layer_sizes=(64, 64), solver="lbfgs", max_iter=500)
+    net.set_params(random_state=0).fit(X[:300], y[:300])
+    with pytest.warns(UserWarning, match=r"training rows \(`X`, without `X_val`\)"):
+        naive = LaplacePosterior(net, prior_precision=prior_precision).fit(X[:300], y[:300])
+    with pytest.warns(UserWarning, match=r"training rows \(`X_val`\)"):
+        LaplacePosterior(net, prior_precision=prior_precision).fit(
+            X[300:], y[300:], X[:300], y[:300]
+        )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        held_out = LaplacePosterior(net, prior_precision=prior_precision).fit(
+            X[:300], y[:300], X[300:], y[300:]
+        )
+    assert naive.noise_variance_ < 0.5 * held_out.noise_variance_
+    digits, labels = load_digits(return_X_y=True)
+    classifier = MLPClassifier(hidden_layer_sizes=(16,), solver="lbfgs", max_iter=200)
+    classifier.set_params(random_state=0).fit(digits[:300] / 16, labels[:300])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        LaplacePosterior(classifier, prior_precision=1.0).fit(digits[:300] / 16, labels[:300])
+
+
 def test_training_rows_make_intervals_too_narrow():
     """What the warning prevents: on training rows the noise is the training residual."""
     X, y = _friedman(600)
@@ -1370,6 +1399,7 @@ def _pandas_regression():
     return X, y, net.fit(X.iloc[:100], y.iloc[:100])
 
 
+@pytest.mark.filterwarnings("ignore:The noise variance comes from:UserWarning")
 @pytest.mark.parametrize("entry", ["posterior y", "posterior y_val", "log_predictive", "score"])
 def test_pandas_targets_in_another_row_order_are_refused_everywhere(entry):
     """Review finding: LaplacePosterior.fit (y and y_val), log_predictive and score paired a
@@ -1438,6 +1468,7 @@ def _ulp_twins():
     return (net, nudged), X, y
 
 
+@pytest.mark.filterwarnings("ignore:The noise variance comes from:UserWarning")
 @pytest.mark.parametrize("structure", ["diag", "kron", "full", "last_layer"])
 def test_mc_predictive_does_not_jump_when_a_weight_moves_by_one_ulp(structure):
     """Review finding: the same seed gave Monte Carlo variances up to 8.4 % ("kron") and
@@ -1460,6 +1491,7 @@ def test_mc_predictive_does_not_jump_when_a_weight_moves_by_one_ulp(structure):
     assert np.max(np.abs(mc[1] / mc[0] - 1)) < 1e-6
 
 
+@pytest.mark.filterwarnings("ignore:The noise variance comes from:UserWarning")
 @pytest.mark.parametrize("structure", ["diag", "kron", "full", "last_layer"])
 def test_draws_have_the_glm_output_variance_along_every_jacobian(structure):
     """The draws' spread along each row's Jacobian ``J`` is the closed-form ``J Sigma J'``

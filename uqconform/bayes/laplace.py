@@ -52,6 +52,7 @@ from uqconform._validation import (
     check_regression_target,
     check_row_order,
     check_wrapper_fitted,
+    named_as_fitted,
     real_values,
     refuse_booleans,
 )
@@ -85,6 +86,41 @@ def _encode_labels(
     y: ArrayLike, classes: NDArray, n: int, name: str = "y", rows_of: str = "X"
 ) -> NDArray:
     return encode_labels(check_class_labels(y, n, name, rows_of), classes, name)
+
+
+def lbfgs_training_loss(view: NetworkView, X: Any, y: Any) -> float | None:
+    """The regularised loss of a scikit-learn network trained by ``lbfgs`` on the rows
+    ``(X, y)`` when they are its training rows (it then equals the final training loss
+    ``loss_``, the loss at the returned weights, to rounding); None otherwise, or when
+    that cannot be told.
+
+    Only ``lbfgs`` leaves this exact signature (``adam`` / ``sgd`` report an average over
+    the last epoch, which held-out rows of a network that does not overfit can match as
+    closely as its training rows do). Measured on 36 lbfgs networks (friedman1, diabetes,
+    digits, breast cancer; weight decay 1e-4 to 10): relative gap below 4e-16 on their
+    training rows, above 7e-2 on held-out rows. A near-perfect fit (the penalty almost all
+    of the loss) tells nothing, and gives None.
+    """
+    model = view.model
+    if getattr(model, "solver", None) != "lbfgs" or not hasattr(model, "loss_"):
+        return None
+    # named as the network was fitted (one fitted on a DataFrame warns at an array)
+    Xt = named_as_fitted(model, view.transform(X))
+    n = Xt.shape[0]
+    if view.task == "regression":  # the network's loss is on its (standardised) scale
+        z = view.network_target(y)
+        loss = 0.5 * float(np.mean((z - model.predict(Xt)) ** 2))
+    else:  # scikit-learn's log loss clips the probabilities at eps
+        eps = np.finfo(np.float64).eps
+        proba = np.clip(model.predict_proba(Xt), eps, 1 - eps)
+        assert view.classes is not None  # a classifier's view has its classes
+        labels = _encode_labels(y, view.classes, n)
+        loss = -float(np.mean(np.log(proba[np.arange(n), labels])))
+    squares = sum(float(np.sum(np.square(coef))) for coef in model.coefs_)
+    total, final = loss + 0.5 * model.alpha * squares / n, float(model.loss_)
+    if loss >= 1e-3 * final and abs(total - final) <= 1e-6 * abs(final):
+        return total
+    return None
 
 
 class LaplacePosterior(VersionedState, BaseEstimator):
@@ -295,6 +331,16 @@ class LaplacePosterior(VersionedState, BaseEstimator):
         if view.task == "regression":
             rows, t = (Xv, target_val) if Xv is not None else (Xt, target)
             assert t is not None  # target_val is set with Xv
+            noise_X, noise_y = (X, y) if X_val is None else (X_val, y_val)
+            if lbfgs_training_loss(view, noise_X, noise_y) is not None:
+                warn_user(
+                    f"The noise variance comes from the network's training rows "
+                    f"({'`X`, without `X_val`' if X_val is None else '`X_val`'}): its "
+                    "residuals there are smaller than on new data, so noise_variance_ and "
+                    "the intervals built on it come out too small. Pass rows held out from "
+                    "its training as X_val, y_val.",
+                    UserWarning,
+                )
             residual = t - view.network.forward(rows)[:, 0]
             self._set_noise(view, noise_variance(residual, t))
         self._curvature(view, Xt)

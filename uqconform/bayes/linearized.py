@@ -40,7 +40,6 @@ from uqconform._validation import (
     check_regression_target,
     check_row_order,
     check_rows,
-    named_as_fitted,
     non_finite_kinds,
     non_finite_parts,
     refuse_model_class,
@@ -59,6 +58,7 @@ from uqconform.bayes.laplace import (
     STRUCTURES,
     LaplacePosterior,
     _encode_labels,
+    lbfgs_training_loss,
 )
 from uqconform.bayes.likelihood import (
     class_probabilities,
@@ -464,35 +464,11 @@ class LinearizedPredictive(VersionedState, BaseEstimator):
 
     def _warn_if_training_rows(self, X: Any, y: Any) -> None:
         """Warn when the rows given to `fit` are the training rows of a scikit-learn network
-        trained by ``lbfgs``: its regularised loss on them then equals its final training
-        loss ``loss_`` (the loss at the returned weights) to rounding. Residuals of training
-        rows understate the noise and the scale: 90% intervals then cover about a quarter.
-
-        Only ``lbfgs`` leaves this exact signature (``adam`` / ``sgd`` report an average over
-        the last epoch, which held-out rows of a network that does not overfit can match as
-        closely as its training rows do). Measured on 36 lbfgs networks (friedman1, diabetes,
-        digits, breast cancer; weight decay 1e-4 to 10): relative gap below 4e-16 on their
-        training rows, above 7e-2 on held-out rows.
-        """
-        model = self.view_.model
-        if getattr(model, "solver", None) != "lbfgs" or not hasattr(model, "loss_"):
-            return
-        # named as the network was fitted (one fitted on a DataFrame warns at an array)
-        Xt = named_as_fitted(model, self.view_.transform(X))
-        n = Xt.shape[0]
-        if self.task_ == "regression":  # the network's loss is on its (standardised) scale
-            z = self.view_.network_target(y)
-            loss = 0.5 * float(np.mean((z - model.predict(Xt)) ** 2))
-        else:  # scikit-learn's log loss clips the probabilities at eps
-            eps = np.finfo(np.float64).eps
-            proba = np.clip(model.predict_proba(Xt), eps, 1 - eps)
-            assert self.classes_ is not None  # a classifier's view has its classes
-            labels = _encode_labels(y, self.classes_, n)
-            loss = -float(np.mean(np.log(proba[np.arange(n), labels])))
-        squares = sum(float(np.sum(np.square(coef))) for coef in model.coefs_)
-        total, final = loss + 0.5 * model.alpha * squares / n, float(model.loss_)
-        # a near-perfect fit (the penalty is almost all of the loss) tells nothing
-        if loss >= 1e-3 * final and abs(total - final) <= 1e-6 * abs(final):
+        trained by ``lbfgs`` (`uqconform.bayes.laplace.lbfgs_training_loss`): residuals of
+        training rows understate the noise and the scale, and 90% intervals then cover
+        about a quarter."""
+        total = lbfgs_training_loss(self.view_, X, y)
+        if total is not None:
             warn_user(
                 f"The rows given to fit are the training rows of the network (its loss on "
                 f"them, {total:.6g}, is its final training loss): fit tunes the noise and "
