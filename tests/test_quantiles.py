@@ -264,8 +264,36 @@ def test_shared_weights_with_one_test_weight_per_row_equal_repeated_weights(n):
 def test_bad_weights(weights, match):
     with pytest.raises(ValueError, match=match):
         conformal_quantile([1.0, 2.0, 3.0], 0.5, weights=weights)
-    with pytest.raises(ValueError, match="sum to zero"):
-        conformal_quantile([1.0, 2.0], 0.5, weights=[0.0, 0.0], test_weight=0.0)
+
+
+def test_weighted_thresholds_one_test_row_tiny_weights_and_rows_without_weight():
+    """shift review: a 1-D `test_weight` of one entry gives one row of thresholds (it gave
+    the levels alone); weights of 5e-324 give the thresholds of unit weights (they were
+    summed on the subnormal grid: one score too low); a row whose weights and test weight
+    are all zero gets the whole space with a warning naming it (the whole call raised)."""
+    scores = np.arange(1.0, 10.0)
+    one = conformal_quantile(scores, [0.15, 0.25], weights=np.ones(9), test_weight=[1.0])
+    assert one.shape == (1, 2)
+    np.testing.assert_array_equal(one[0], conformal_quantile(scores, [0.15, 0.25]))
+    for alpha in (0.05, 0.15, 0.25, 0.35):
+        tiny = np.full(9, 5e-324)
+        np.testing.assert_array_equal(
+            conformal_quantile(scores, alpha, weights=tiny, test_weight=5e-324),
+            conformal_quantile(scores, alpha, weights=np.ones(9), warn=False),
+        )
+    for weights, test_weight in (
+        ([0.0, 0.0, 0.0], [0.0, 1.0]),
+        ([[0.0] * 3, [1.0] * 3], [0.0, 1.0]),
+    ):
+        with pytest.warns(UserWarning, match=r"sum to zero \(1 of 2 rows"):
+            rows = conformal_quantile(
+                [1.0, 2.0, 3.0], 0.5, weights=weights, test_weight=test_weight
+            )
+        assert np.isinf(rows[0]).all()
+    with pytest.warns(UserWarning, match="sum to zero: no threshold"):
+        assert np.isinf(
+            conformal_quantile([1.0, 2.0], 0.5, weights=[0.0, 0.0], test_weight=0.0)
+        ).all()
 
 
 @pytest.mark.parametrize("alpha", [0, 1, -0.1, 1.5, np.nan, [0.1, 1.0], [0.1, np.nan]])

@@ -288,11 +288,12 @@ def conformal_quantile(
         a 2-D array gives one set of weights, hence one threshold, per test point.
     test_weight : float or array-like of shape (m,), default=1.0
         Weight of the test point, placed on ``+inf`` (``-inf`` for conformity scores).
-        Only used with ``weights``. ``m`` entries with 1-D ``weights``: one threshold per
-        test point, sharing the calibration weights (as in covariate-shift CP, where
-        ``w(x_i)`` is fixed and each test point brings its own ``w(x)``). An infinite
-        test weight (a test point off the calibration data's support, e.g. an infinite
-        density ratio) gives an infinite threshold.
+        Only used with ``weights``. A 1-D array of ``m`` entries (``m = 1`` too) with 1-D
+        ``weights``: one threshold per test point, sharing the calibration weights (as in
+        covariate-shift CP, where ``w(x_i)`` is fixed and each test point brings its own
+        ``w(x)``). An infinite test weight (a test point off the calibration data's
+        support, e.g. an infinite density ratio) gives an infinite threshold, and so does
+        a test point whose weight and calibration weights are all zero (with a warning).
     warn : bool or str, default=True
         Emit a ``UserWarning`` when there are too few scores for a level, in which case
         the threshold is infinite and the prediction set is the whole output space; a
@@ -512,7 +513,7 @@ def _weighted_conformal_quantile(
         raise ValueError(f"`test_weight` must be a number or numbers, got {test_weight!r}.")
     if np.isnan(w_test).any() or (w_test < 0).any():
         raise ValueError("`test_weight` must be non-negative (+inf gives the whole space).")
-    shared = w.ndim == 1 and w_test.ndim == 1 and w_test.size > 1  # one weight per test row
+    shared = w.ndim == 1 and w_test.ndim == 1  # one weight per test row (even one row)
     single = w.ndim == 1 and not shared
     w2 = np.atleast_2d(w)
     m = w_test.size if shared else w2.shape[0]
@@ -529,35 +530,58 @@ def _weighted_conformal_quantile(
         w_test = cast(NDArray, rescaled_test)
         cumulative = np.cumsum(scaled[0, order])
         total = (cumulative[-1] if values.size else 0.0) + w_test
-        if (total <= 0).any():
-            raise ValueError("`weights` and `test_weight` sum to zero: no threshold is defined.")
         thresholds = _shared_weight_thresholds(sorted_values[:-1], cumulative, w_test, levels)
     else:  # one set of calibration weights per test point
         scaled, scaled_test = _rescaled(w2, w_test)
         total = scaled.sum(axis=1) + cast(NDArray, scaled_test)
-        if (total <= 0).any():
-            raise ValueError("`weights` and `test_weight` sum to zero: no threshold is defined.")
-        cumulative = _cumulative_shares(scaled, order, total)
+        cumulative = _cumulative_shares(scaled, order, np.where(total > 0, total, 1.0))
         targets = _weighted_targets(levels, values.size)
         thresholds = sorted_values[_rowwise_searchsorted(cumulative, targets)]
         w_test = cast(NDArray, scaled_test)
+    empty = total <= 0  # no weight at all: no threshold is defined, the whole space
+    thresholds[empty] = np.inf
     if warn and np.isinf(thresholds).any():
-        infinite = np.isinf(thresholds)
-        rows = infinite.any(axis=1)
+        _warn_whole_space(thresholds, levels, w_test, total, empty, shared, single)
+    return thresholds[0] if single else thresholds
+
+
+def _warn_whole_space(
+    thresholds: NDArray,
+    levels: NDArray,
+    w_test: NDArray,
+    total: NDArray,
+    empty: NDArray,
+    shared: bool,
+    single: bool,
+) -> None:
+    """Warn that some weighted thresholds are infinite: the test point carries too much of
+    the total weight, or (``empty`` rows) there is no weight at all."""
+    infinite = np.isinf(thresholds)
+    rows = infinite.any(axis=1)
+    name = "test_weight" if shared else "weights"
+    heavy = rows & ~empty
+    if heavy.any():
         with np.errstate(invalid="ignore"):  # an infinite test weight carries everything
             share = float(
-                np.max(np.where(np.isinf(w_test[rows]), 1.0, w_test[rows] / total[rows]))
+                np.max(np.where(np.isinf(w_test[heavy]), 1.0, w_test[heavy] / total[heavy]))
             )
-        name = "test_weight" if shared else "weights"
-        where = "" if single else f" ({int(rows.sum())} of {rows.size} rows of `{name}`)"
+        where = "" if single else f" ({int(heavy.sum())} of {rows.size} rows of `{name}`)"
         warn_user(
             f"The weights leave too little mass on the calibration scores for "
-            f"alpha={levels_text(levels[infinite.any(axis=0)])}: the test point carries "
-            f"{share:.3g} of the total weight{where}, so the prediction set is the whole "
-            "output space. More scores, or weights closer to uniform, give finite thresholds.",
+            f"alpha={levels_text(levels[infinite[heavy].any(axis=0)])}: the test point "
+            f"carries {share:.3g} of the total weight{where}, so the prediction set is the "
+            "whole output space. More scores, or weights closer to uniform, give finite "
+            "thresholds.",
             UserWarning,
         )
-    return thresholds[0] if single else thresholds
+    if empty.any():
+        where = "" if single else f" ({int(empty.sum())} of {rows.size} rows of `{name}`)"
+        warn_user(
+            f"`weights` and `test_weight` sum to zero{where}: no threshold is defined there, "
+            "so the prediction set is the whole output space. Give some calibration score "
+            "a positive weight.",
+            UserWarning,
+        )
 
 
 def _rescaled(
@@ -565,9 +589,11 @@ def _rescaled(
 ) -> tuple[NDArray, NDArray | None]:
     """Each row of weights (and its test weight) over the row's largest weight, so that
     sums of finite weights stay finite (weights of 1e307 summed to inf and gave a
-    threshold far too small); rows already at most 1, and zero rows, are left alone."""
+    threshold far too small) and sums of tiny ones are not rounded on the subnormal grid
+    (weights of 5e-324 gave a threshold one score too low); rows whose largest weight is
+    1, and zero rows, are left alone."""
     scale = weights.max(axis=1) if weights.shape[1] else np.zeros(weights.shape[0])
-    scale = np.where(scale > 1.0, scale, 1.0)
+    scale = np.where(scale > 0.0, scale, 1.0)
     if (scale == 1.0).all():
         return weights, test_weight
     rescaled = weights / scale[:, None]
