@@ -348,10 +348,11 @@ class ApproximateFullConformalRegressor(
         (diabetes, Friedman 1, 200 rows, 50 tanh units; weight decays 1 and 10 in the
         latest review): about 1e-3 or less (1.3e-3 at most over 300 fits in a review) for
         the default network and for lbfgs run to a tight tolerance; 0.005 to 0.14 for
-        lbfgs stopped at 20 or 50 iterations; 0.04 to 0.6 for adam after 100 (0.08 to
-        0.10 with weight decay 1, 0.51 to 0.60 with 10, in one review; intervals 1.4 to
-        4.7 times as wide as the converged network's); 0.007 to 0.033 for adam after
-        1,000 (intervals up to 3.6 times as wide); about 1 for an untrained network.
+        lbfgs stopped at 20 or 50 iterations; about 0.04 to 0.8 for adam after 100 (0.08
+        to 0.10 with weight decay 1, 0.51 to 0.60 with 10, on one review's seed; 0.65 and
+        0.79 with 10 on another; intervals 1.4 to 4.7 times as wide as the converged
+        network's); about 0.006 to 0.033 for adam after 1,000 (intervals up to 3.6 times
+        as wide); about 1 for an untrained network.
         `fit` warns above 0.02, which catches most networks stopped early but not every
         slow one; split+refine (`calibrate`) does not need it. A network whose weight
         decay shrank it to a constant prediction also reads high (its reference gradient

@@ -331,7 +331,8 @@ def _predictive_row(name: str, rec: dict[str, list], diffs: list[np.ndarray]) ->
     rel = abs(gap) / abs(mean["nll_mc"])
     pooled = np.concatenate(diffs)
     split_gaps = np.subtract(rec["nll_onepass"], rec["nll_mc"])
-    # At the top of the prior grid the posterior is a point: one pass, MC and MAP coincide.
+    # At the top of the prior grid the posterior is a point, unless the fitted scale grows
+    # to make up for the prior: one pass, MC and MAP then coincide.
     at_top = np.isclose(rec["prior_precision"], PRIOR_GRID[-1])
     row: dict[str, Any] = {
         "data": name,
@@ -696,7 +697,8 @@ def run(ctx) -> FamilyResult:
         "nll_diff_se_resplits: the standard error over resplits (sd of the per-resplit gaps "
         "/ sqrt(resplits); the one the headlines quote, unreliable with 2-4 resplits). "
         "resplits_prior_at_top: resplits whose tuned prior precision is the top of the grid "
-        "(1e6), where the posterior is a point and the one pass, MC and MAP coincide (gap 0); "
+        "(1e6), where the posterior is a point and the one pass, MC and MAP coincide (gap 0) "
+        "unless the fitted scale grows to make up for the prior (a large scale_); "
         "nll_gap_other_resplits: the mean gap over the other resplits. "
         "Small data sets get more resplits (at least 400 pooled test rows at quick scale, "
         "1,000 at full, capped at 10 / 20 resplits). nll_mc1000_own_scale: Monte Carlo on "
