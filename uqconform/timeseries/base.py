@@ -52,6 +52,7 @@ from uqconform._validation import (
     check_n_jobs,
     check_regression_model,
     check_regression_target,
+    check_row_order,
     check_verbose,
     check_wrapper_fitted,
     missing_target_error,
@@ -407,8 +408,9 @@ def _spread(values: NDArray) -> float:
 
 
 def _warn_out_of_time_order(X: Any, y: Any) -> None:
-    """Rows are read in the order given: warn when pandas indexes say that order is not
-    time order (a DatetimeIndex not increasing) or that X and y do not pair row by row."""
+    """Rows are read in the order given: warn when a pandas DatetimeIndex says that order
+    is not time order (not increasing). (Whether X and y pair row by row is checked by
+    `check_row_order`.)"""
     unsorted = [
         f"`{name}`"
         for name, data in (("X", X), ("y", y))
@@ -424,14 +426,6 @@ def _warn_out_of_time_order(X: Any, y: Any) -> None:
             "each interval uses only the past.",
             UserWarning,
         )
-    x_index, y_index = getattr(X, "index", None), getattr(y, "index", None)
-    if isinstance(x_index, pd.Index) and isinstance(y_index, pd.Index):
-        if len(x_index) == len(y_index) and not x_index.equals(y_index):
-            warn_user(
-                "`X` and `y` have different indexes: rows are paired by position, not by "
-                "index label; align them (e.g. y = y.loc[X.index]) if they should match.",
-                UserWarning,
-            )
 
 
 class SequentialConformalRegressor(
@@ -681,6 +675,9 @@ class SequentialConformalRegressor(
     def _check_series(
         self, X: Any, y: ArrayLike | None, *, reset: bool, interval: bool = True
     ) -> tuple[Any, NDArray | None]:
+        # X's row labels in another order: refused, as by the other wrappers (before fit
+        # records anything); other labels are paired by position, with a warning
+        check_row_order(X, y, "y")
         X = check_features(self, X, reset=reset)  # None, 1-D, no rows: named errors
         # feature count and names only: X reaches the model as given (a Pipeline encodes it)
         X = validate_data(self, X, reset=False, skip_check_array=True)
