@@ -548,3 +548,55 @@ def test_residual_contra_refuses_a_group_splitter_as_cv_by_name():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # a tiny flow may keep its start
         model.set_params(residuals="split").fit(X, Y)  # no folds there: cv is not read
+
+
+@pytest.mark.parametrize(
+    "name, change",
+    [
+        ("oof", {"estimator__alpha": 1e4}),
+        ("oof", {"estimator": LinearRegression()}),
+        ("oof", {"cv": 3}),
+        ("split", {"split_size": 0.5}),
+        ("oof", {"residuals": "split"}),
+        ("oof", {"random_state": 1}),
+        ("oof", {"n_blocks": 1}),
+        ("contra", {"hidden_features": 4}),
+        ("contra", {"max_epochs": 2}),
+    ],
+)
+def test_a_model_or_flow_changed_since_fit_asks_for_a_new_fit(fitted, data, name, change):
+    """API review: set_params(estimator=...) or set_params(estimator__alpha=...) after fit
+    was ignored: calibrate and predict_set used the old Ridge(alpha=1.0) and its flow
+    without a word (the single-model wrappers ask for a new fit); so were the residuals'
+    source and the flow's settings."""
+    X, Y = data
+    model = clone(fitted[name])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # a tiny flow may keep its start
+        model.fit(X[:400], Y[:400]).calibrate(X[400:600], Y[400:600])
+    model.set_params(**change)
+    with pytest.raises(NotFittedError, match=r"changed since fit .*call fit\(X, y\) and"):
+        model.calibrate(X[400:600], Y[400:600])
+    with pytest.raises(NotFittedError, match="changed since fit"):
+        model.predict_set(X[600:610])
+
+
+def test_flow_settings_fit_did_not_read_need_no_new_fit(fitted, data):
+    """The other side of the finding above: the level, the device, the progress bar, the
+    threads, and the folds of a split need no new fit; a fitted model adopted by
+    calibrate asks for a new calibration only."""
+    X, Y = data
+    model = clone(fitted["split"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # a tiny flow may keep its start
+        model.fit(X[:400], Y[:400]).calibrate(X[400:600], Y[400:600])
+        model.set_params(alpha=0.2, device="cpu", verbose=False, n_jobs=2, cv=3)
+        assert len(model.predict_set(X[600:610])) == 10
+        adopted = ResidualCONTRA(Ridge().fit(X[:400], Y[:400]), random_state=0, **TINY)
+        adopted.calibrate(X[400:700], Y[400:700]).set_params(split_size=0.5)
+        assert len(adopted.predict_set(X[700:710])) == 10
+        other = Ridge(alpha=1e4).fit(X[:400], Y[:400])
+        adopted.set_params(estimator=other)
+        with pytest.raises(NotFittedError, match=r"changed since .*call calibrate\(X_calib"):
+            adopted.predict_set(X[700:710])
+        assert adopted.calibrate(X[400:700], Y[400:700]).estimator_ is other

@@ -766,3 +766,55 @@ def test_integer_output_labels_are_kept_and_checked(data):
         coverage(frame, region)
     # labels in the default order are positions, not names
     assert not hasattr(model.fit(Xf, pd.DataFrame(Yf)), "output_names_in_")
+
+
+@pytest.mark.parametrize("method", [EllipsoidalConformalRegressor, RectangularConformalRegressor])
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"estimator__alpha": 1e4},
+        {"estimator": DecisionTreeRegressor(max_depth=2)},
+        {"cv": 3},
+        {"random_state": 1},
+    ],
+)
+def test_a_model_changed_since_fit_asks_for_a_new_fit(data, method, change):
+    """API review: set_params(estimator=...) or set_params(estimator__alpha=...) after fit
+    was ignored: calibrate and predict_set used the old Ridge(alpha=1.0) without a word
+    (the single-model wrappers ask for a new fit); so were the folds and seed of the
+    out-of-fold residuals that gave the shape."""
+    (Xf, Yf), (Xc, Yc), (Xt, _) = data
+    model = method(Ridge(), random_state=0).fit(Xf, Yf).calibrate(Xc, Yc)
+    model.set_params(**change)
+    with pytest.raises(NotFittedError, match=r"changed since fit .*call fit\(X, y\) and"):
+        model.calibrate(Xc, Yc)
+    with pytest.raises(NotFittedError, match="changed since fit"):
+        model.predict_set(Xt)
+    refitted = model.fit(Xf, Yf).calibrate(Xc, Yc).predict_interval(Xt)
+    fresh = method(**model.get_params(deep=False)).fit(Xf, Yf).calibrate(Xc, Yc)
+    np.testing.assert_array_equal(refitted, fresh.predict_interval(Xt))
+
+
+def test_settings_fit_did_not_read_need_no_new_fit(data):
+    """The other side of the finding above: what fit did not read (the level, the
+    threads, the folds of a Bonferroni box or around a frozen model) changes without a
+    new fit, and a fitted model adopted by calibrate asks for a new calibration only."""
+    (Xf, Yf), (Xc, Yc), (Xt, _) = data
+    ellipse = EllipsoidalConformalRegressor(Ridge(), random_state=0).fit(Xf, Yf)
+    ellipse.calibrate(Xc, Yc).set_params(alpha=0.2, n_jobs=2)
+    assert len(ellipse.predict_set(Xt)) == len(Xt)
+    box = RectangularConformalRegressor(Ridge(), bonferroni=True).fit(Xf, Yf)
+    box.calibrate(Xc, Yc).set_params(cv=3)
+    assert len(box.predict_set(Xt)) == len(Xt)
+    frozen = FrozenEstimator(Ridge().fit(Xf, Yf))
+    model = EllipsoidalConformalRegressor(frozen).fit(Xc[:150], Yc[:150])
+    model.calibrate(Xc[150:], Yc[150:]).set_params(cv=3)
+    assert len(model.predict_set(Xt)) == len(Xt)
+    adopted = RectangularConformalRegressor(Ridge().fit(Xf, Yf), random_state=0)
+    adopted.calibrate(Xc, Yc).set_params(cv=3)  # no folds: the shape came from calibrate
+    assert len(adopted.predict_set(Xt)) == len(Xt)
+    other = Ridge(alpha=1e4).fit(Xf, Yf)
+    adopted.set_params(estimator=other)
+    with pytest.raises(NotFittedError, match=r"changed since .*call calibrate\(X_calib"):
+        adopted.predict_set(Xt)
+    assert adopted.calibrate(Xc, Yc).estimator_ is other

@@ -25,6 +25,7 @@ from numpy.typing import ArrayLike, NDArray
 from scipy import sparse
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.exceptions import NotFittedError
+from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import LinearRegression
 from sklearn.utils._param_validation import validate_parameter_constraints
 
@@ -164,9 +165,6 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
 
     norm: ClassVar[Norm] = "l2"
     _unbounded_prediction = "the whole output space (an infinite radius)"
-    #: Parameters what ``fit`` learnt depends on and prediction reads (changing one needs a
-    #: new fit); ``_calibration_params``: those a new calibration suffices for.
-    _fit_params: ClassVar[tuple[str, ...]] = ()
 
     #: scikit-learn parameter constraints of the subclass's own parameters
     _parameter_constraints: ClassVar[dict] = {}
@@ -248,6 +246,26 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
             PredictionRegion(latent_map, thresholds[..., 0, j], self.norm, output_names=names)
             for j in range(thresholds.shape[-1])
         ]
+
+    # ---- what fit learnt from ----------------------------------------------------------------
+    @property
+    def _fit_params(self) -> tuple[str, ...]:  # type: ignore[override]
+        """The parameters fit read, which what it learnt depends on: one changed since
+        (``set_params``) makes calibration and prediction ask for a new fit (a new
+        calibration when calibrate adopted a fitted model), as in the single-model
+        wrappers. Here the model and the seed of its clone; subclasses add their own
+        settings (``_calibration_params``: those a new calibration suffices for)."""
+        if not self._uses_estimator:
+            return ("random_state",)
+        return ("estimator", "random_state") if self._fit_trained_estimator() else ("estimator",)
+
+    def _fit_trained_estimator(self) -> bool:
+        """Whether ``estimator_`` is a clone of ``estimator`` that fit trained: not a fitted
+        model adopted by calibrate nor a ``FrozenEstimator``, which no fold, split or seed
+        of fit touched."""
+        return not self.__dict__.get("_estimator_adopted", False) and not isinstance(
+            self._estimator_or_default(), FrozenEstimator
+        )
 
     # ---- the estimator (for subclasses that wrap one) ---------------------------------------
     def _default_estimator(self) -> BaseEstimator:

@@ -71,6 +71,18 @@ class _ResidualShapeRegressor(MultiOutputConformalRegressor):
         "random_state": ["random_state", np.random.Generator],
     }
 
+    @property
+    def _fit_params(self) -> tuple[str, ...]:  # type: ignore[override]
+        """The model and its seed, and what gave the shape: the folds of the out-of-fold
+        residuals (a model trained here), or the seed of the calibration half that learnt
+        it (a fitted model adopted by calibrate)."""
+        names = super()._fit_params
+        if self._needs_shape and self.__dict__.get("_estimator_adopted", False):
+            return (*names, "random_state")
+        if self._needs_shape and self._fit_trained_estimator():
+            return (*names, "cv")
+        return names
+
     # ---- the shape ---------------------------------------------------------------------------
     def _fit_shape(self, X: Any, residuals: NDArray) -> None:
         """Learn the region shape from residuals ``(n, d)`` of rows ``X``."""
@@ -192,7 +204,8 @@ class EllipsoidalConformalRegressor(_ResidualShapeRegressor):
     def _fit_params(self) -> tuple[str, ...]:  # type: ignore[override]
         # the neighbours and the shrinkage count only for the local covariance: a global
         # ellipse refused to predict after set_params of either
-        return ("covariance", "n_neighbors") if self.covariance == "local" else ("covariance",)
+        local = ("n_neighbors",) if self.covariance == "local" else ()
+        return (*super()._fit_params, "covariance", *local)
 
     @property
     def _calibration_params(self) -> tuple[str, ...]:  # type: ignore[override]
@@ -350,7 +363,9 @@ class RectangularConformalRegressor(_ResidualShapeRegressor):
     }
     norm = "linf"
 
-    _fit_params: ClassVar[tuple[str, ...]] = ("bonferroni",)
+    @property
+    def _fit_params(self) -> tuple[str, ...]:  # type: ignore[override]
+        return (*super()._fit_params, "bonferroni")
 
     def __init__(
         self,

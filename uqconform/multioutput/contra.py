@@ -65,6 +65,19 @@ _FLOW_CONSTRAINTS: dict[str, list[Any] | str] = {
     "random_state": ["random_state", np.random.Generator],
 }
 
+#: What the flow is trained with (``random_state`` comes from the base class; ``device``,
+#: ``verbose`` and ``n_jobs`` say where and how it runs, not what it learns).
+_FLOW_FIT_PARAMS = (
+    "flow",
+    "n_blocks",
+    "hidden_features",
+    "max_epochs",
+    "batch_size",
+    "learning_rate",
+    "patience",
+    "validation_fraction",
+)
+
 
 class _FlowRegions(MultiOutputConformalRegressor):
     """Shared parts of the flow methods: parameters, training call, chi diagnostic."""
@@ -74,6 +87,10 @@ class _FlowRegions(MultiOutputConformalRegressor):
     # What the flow is trained on, and what a flow that kept its Gaussian start means.
     _trained_on: ClassVar[str] = ""
     _start_kept: ClassVar[str] = ""
+
+    @property
+    def _fit_params(self) -> tuple[str, ...]:  # type: ignore[override]
+        return (*super()._fit_params, *_FLOW_FIT_PARAMS)
 
     def _train_flow(self, Y: NDArray, X: NDArray | None, desc: str) -> None:
         require_flows()
@@ -431,7 +448,17 @@ class ResidualCONTRA(_FlowRegions):
         "split_size": [Interval(numbers.Real, 0, 1, closed="neither")],
     }
 
-    _fit_params: ClassVar[tuple[str, ...]] = ("conditional",)
+    @property
+    def _fit_params(self) -> tuple[str, ...]:  # type: ignore[override]
+        """The model, the flow's settings and seed (also when the flow is trained on half
+        of the calibration rows around an adopted model), and where fit took the
+        residuals from when it trained the model (``residuals``, with ``cv`` or
+        ``split_size``)."""
+        names = (*super()._fit_params, "conditional")
+        if not self._fit_trained_estimator():
+            return names if "random_state" in names else (*names, "random_state")
+        source = {"oof": ("cv",), "split": ("split_size",)}.get(self.residuals, ())
+        return (*names, "residuals", *source)
 
     def __init__(
         self,
