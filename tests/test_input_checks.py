@@ -2329,3 +2329,131 @@ def test_mondrian_groups_with_missing_dates_or_durations_are_refused(data, conta
     model.calibrate(X[50:], y[50:], groups=valid[50:])
     with pytest.raises(ValueError, match=message):
         model.predict_interval(X[50:60], groups=groups[50:60])
+
+
+def test_reliable_prediction_sets_tags_say_nan_passes_when_its_models_take_it():
+    """s55 api review: ReliablePredictionSets around HistGradientBoostingClassifier took
+    NaN in fit, calibrate and predict_set while its tags said allow_nan=False (MultiDim and
+    Ensemble forward their heads' tags); sparse X stays refused (rows are hashed)."""
+    from sklearn.ensemble import HistGradientBoostingClassifier
+    from sklearn.utils import get_tags
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 3))
+    y = (X[:, 0] > 0).astype(int)
+    X[::7, 1] = np.nan
+    rps = ReliablePredictionSets(HistGradientBoostingClassifier(max_iter=5), k_train=2, k_calib=2)
+    assert get_tags(rps).input_tags.allow_nan
+    assert not get_tags(rps).input_tags.sparse
+    assert rps.fit(X[:150], y[:150]).calibrate(X[150:], y[150:]).predict_set(X).shape == (300, 2)
+    heads = [HistGradientBoostingClassifier(max_iter=5).fit(X[i::2], y[i::2]) for i in range(2)]
+    assert get_tags(ReliablePredictionSets(heads)).input_tags.allow_nan
+    assert not get_tags(ReliablePredictionSets(LogisticRegression())).input_tags.allow_nan
+    assert not get_tags(ReliablePredictionSets(LogisticRegression())).input_tags.sparse
+
+
+@pytest.mark.parametrize("wrapper", [MultiDimScoreClassifier, EnsembleConformalClassifier])
+def test_cloned_wrapper_of_fitted_heads_explains_the_unfitted_clones(data, wrapper):
+    """s55 api review: a clone (GridSearchCV, cross_validate) of MultiDim or Ensemble
+    around fitted heads said "Head 0 of `estimator` is not fitted: pass fitted
+    classifiers", which the user had done: the message now says that cloning unfits the
+    listed heads and to wrap each in FrozenEstimator, as ReliablePredictionSets does."""
+    X, _, labels = data
+    heads = [LogisticRegression(C=c).fit(X, labels) for c in (0.1, 1.0)]
+    hint = r"is not fitted: pass fitted .*A clone of this wrapper.*FrozenEstimator"
+    with pytest.raises(NotFittedError, match=hint):
+        clone(wrapper(heads)).calibrate(X, labels)
+    with pytest.raises(NotFittedError, match=hint):
+        clone(wrapper(heads)).fit(X, labels)
+    frozen = [FrozenEstimator(head) for head in heads]
+    clone(wrapper(frozen, random_state=0)).calibrate(X, labels)  # the advice works
+
+
+def test_region_plot_in_three_dimensions_names_plot():
+    """s55 api review: PredictionRegion.plot() on a 3-D region said "boundary() draws 2-D
+    regions only": the message names the method called."""
+    pytest.importorskip("matplotlib")
+    from uqconform import RectangularConformalRegressor
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 2))
+    Y = np.c_[X, X.sum(axis=1)] + rng.normal(size=(200, 3))
+    model = RectangularConformalRegressor(LinearRegression()).fit(X[:100], Y[:100])
+    regions = model.calibrate(X[100:], Y[100:]).predict_set(X[:5])
+    with pytest.raises(ValueError, match=r"^plot\(\) draws 2-D regions only; these have d=3"):
+        regions.plot()
+    with pytest.raises(ValueError, match=r"^boundary\(\) draws 2-D regions only"):
+        regions.boundary()
+
+
+def test_cqr_takes_an_unfitted_quantile_band_as_its_pair():
+    """s55 user review: ConformalizedQuantileRegressor(QuantileBand(lo, hi)).fit said it
+    could not tell which parameter of QuantileBand sets the quantile level, "or pass a
+    pair of models (lower, upper)", which a QuantileBand is: it is fitted as the pair."""
+    from sklearn.linear_model import QuantileRegressor
+
+    from uqconform.regression.cqr import QuantileBand
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 2))
+    y = X[:, 0] + rng.normal(size=300)
+    lower, upper = (QuantileRegressor(quantile=q, alpha=0) for q in (0.05, 0.95))
+    band = QuantileBand(lower, upper)
+    cqr = ConformalizedQuantileRegressor(band).fit(X[:150], y[:150])
+    pair = ConformalizedQuantileRegressor((lower, upper)).fit(X[:150], y[:150])
+    intervals = cqr.calibrate(X[150:], y[150:]).predict_interval(X[:5])
+    np.testing.assert_array_equal(
+        intervals, pair.calibrate(X[150:], y[150:]).predict_interval(X[:5])
+    )
+    assert not hasattr(lower, "coef_")  # the user's models are not fitted in place
+    with pytest.raises(ValueError, match="`quantile_param`"):
+        ConformalizedQuantileRegressor(band, quantile_param="quantile").fit(X[:150], y[:150])
+
+
+def test_missing_label_messages_say_what_to_do(data):
+    """s55 user review: "`y` contains missing (None or NaN) labels." and "`y_true`
+    contains 1 missing (NaN/None) labels." said what is wrong, not what to do (the
+    numeric case says "remove or impute those rows first")."""
+    X, _, labels = data
+    given = labels.astype(object)
+    given[5] = None
+    remedy = "remove or impute those rows first"
+    with pytest.raises(
+        ValueError, match=rf"`y` contains missing \(None or NaN\) labels; {remedy}"
+    ):
+        SplitConformalClassifier(LogisticRegression()).fit(X, given)
+    sets = np.ones((150, 3), dtype=bool)
+    with pytest.raises(ValueError, match=rf"`y_true` contains 1 missing \(NaN/None\) .*{remedy}"):
+        coverage(given, sets, classes=np.array(["a", "b", "c"], dtype=object))
+
+
+def test_coverage_bounds_warns_of_a_level_above_one_half():
+    """s55 user review: coverage_bounds(100, 0.9, 100) returned (0.02, 0.24) silently while
+    every wrapper warns that alpha=0.9 is the miscoverage level (1 - alpha meant?)."""
+    with pytest.warns(UserWarning, match=r"alpha=0\.9 is the miscoverage level"):
+        _low, high = coverage_bounds(100, 0.9, 100)
+    assert high < 0.5
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        coverage_bounds(100, [0.1, 0.5], 100)
+
+
+def test_risk_controller_message_for_a_pipeline_suggests_a_valid_wrapper():
+    """s55 user review: for a Pipeline the message said "wrap it, e.g.
+    OneVsRestClassifier(Pipeline())", which cannot be built (a Pipeline needs steps)."""
+    from sklearn.multiclass import OneVsRestClassifier
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    from uqconform import MultiLabelRiskController
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 3))
+    Y = (X + rng.normal(size=(200, 3)) > 0).astype(int)
+    pipeline = make_pipeline(StandardScaler(), LogisticRegression())
+    with pytest.raises(ValueError, match=r"fits one label per row") as caught:
+        MultiLabelRiskController(pipeline).fit(X, Y)
+    message = str(caught.value)
+    assert "Pipeline()" not in message
+    assert "OneVsRestClassifier(model)" in message
+    MultiLabelRiskController(OneVsRestClassifier(pipeline)).fit(X, Y)  # the advice works

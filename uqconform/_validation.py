@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numbers
 import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Literal, cast, overload
 
 import numpy as np
@@ -635,7 +637,10 @@ def check_class_labels(
         )
     if labels.dtype.kind == "O":
         if pd.isna(labels).any():  # None, NaN, pd.NA (nullable or categorical labels)
-            raise ValueError(f"`{name}` contains missing (None or NaN) labels.")
+            raise ValueError(
+                f"`{name}` contains missing (None or NaN) labels; remove or impute those rows "
+                "first."
+            )
         _refuse_unorderable(labels, name)
     if training and labels.dtype.kind == "f" and (labels != np.round(labels)).any():
         fractional = np.unique(labels[labels != np.round(labels)])
@@ -867,6 +872,35 @@ def check_fitted_model(model: Any) -> None:
     """
     if is_sklearn_estimator(model):
         check_is_fitted(model)
+
+
+#: Why models given fitted, as a list, may be unfitted: said when one of them is.
+CLONED_LIST_HINT = (
+    "(A clone of this wrapper, as GridSearchCV and cross_validate make, clones the listed "
+    "models unfitted: wrap each in sklearn.frozen.FrozenEstimator.)"
+)
+
+
+@contextmanager
+def explaining_cloned_lists(estimator: Any) -> Iterator[None]:
+    """Add `CLONED_LIST_HINT` to a NotFittedError raised inside, when ``estimator`` is a
+    list (or tuple) of models given fitted: a clone of the wrapper holds unfitted copies.
+
+    Examples
+    --------
+    >>> from sklearn.linear_model import Ridge
+    >>> with explaining_cloned_lists([Ridge()]):
+    ...     check_fitted_model(Ridge())
+    Traceback (most recent call last):
+    ...
+    sklearn.exceptions.NotFittedError: This Ridge instance is not fitted yet. ... (A clone ...
+    """
+    try:
+        yield
+    except NotFittedError as error:
+        if not isinstance(estimator, (list, tuple)):
+            raise
+        raise NotFittedError(f"{error} {CLONED_LIST_HINT}") from None
 
 
 def check_wrapper_fitted(

@@ -905,6 +905,14 @@ class PredictionRegion:
             out[block] = self[block]._push(unit * radii[block, None, None])
         return out
 
+    def _check_plane(self, method: str) -> None:
+        """Refuse regions of ``d != 2``, naming the ``method`` called (boundary, plot)."""
+        if self.dim != 2:
+            raise ValueError(
+                f"{method}() draws 2-D regions only; these have d={self.dim}. Use sample() or "
+                "bounding_box() in higher dimensions."
+            )
+
     def boundary(self, n_points: int = 200) -> NDArray:
         """Closed boundary curve of each region (``d = 2`` only), in latent angle order.
 
@@ -923,11 +931,7 @@ class PredictionRegion:
         ndarray of shape (n, n_points, 2)
         """
         n_points = check_int(n_points, "n_points")
-        if self.dim != 2:
-            raise ValueError(
-                f"boundary() draws 2-D regions only; these have d={self.dim}. Use sample() or "
-                "bounding_box() in higher dimensions."
-            )
+        self._check_plane("boundary")
         translates = self._translates()
         if translates is not None:  # one curve per distinct radius, shifted to each row
             first, owner, shift = translates
@@ -1150,6 +1154,7 @@ class PredictionRegion:
 
         if isinstance(index, (bool, np.bool_)) or not isinstance(index, numbers.Integral):
             raise TypeError(f"`index` must be an int (one region), got {index!r}.")
+        self._check_plane("plot")
         region = self[int(index)]
         curve = region.boundary(n_points)[0]
         ax = _axes(ax)

@@ -9,7 +9,7 @@ from numpy.typing import ArrayLike
 from sklearn.base import BaseEstimator
 from sklearn.frozen import FrozenEstimator
 
-from uqconform._validation import check_frozen_is_fitted
+from uqconform._validation import check_frozen_is_fitted, explaining_cloned_lists
 from uqconform._warnings import warn_user
 from uqconform.classification.heads import HeadEnsemble
 from uqconform.classification.split import SplitConformalClassifier
@@ -122,9 +122,14 @@ default="lac"
         check_frozen_is_fitted(self.estimator, self)
         return self._heads()
 
+    def _train_estimator(self, X: Any, y: Any, params: dict[str, Any]) -> None:
+        with explaining_cloned_lists(self.estimator):  # fitted heads, unfitted by a clone?
+            super()._train_estimator(X, y, params)
+
     def _prefit_estimator(self) -> BaseEstimator:
         if isinstance(self.estimator, (list, tuple)):
-            return self._heads().fit(None, None)
+            with explaining_cloned_lists(self.estimator):
+                return self._heads().fit(None, None)
         model = super()._prefit_estimator()
         if isinstance(_unfrozen(model), HeadEnsemble):  # fitted heads, given as one object
             return model

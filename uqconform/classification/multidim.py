@@ -43,6 +43,7 @@ from uqconform._validation import (
     check_int,
     check_row_order,
     check_rows,
+    explaining_cloned_lists,
     feature_axis_hint,
     refuse_model_class,
 )
@@ -294,7 +295,8 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
         X = check_features(self, X, reset=True)
         self._check_nan(X)
         labels = check_rows("y", y, n_rows(X))
-        self.estimator_ = self._heads().fit(X, labels, **head_params)
+        with explaining_cloned_lists(self.estimator):  # fitted heads, unfitted by a clone?
+            self.estimator_ = self._heads().fit(X, labels, **head_params)
         # fitted heads given as a list are only checked: re-read at each calibrate, so that
         # set_params(estimator=...) applies
         self._estimator_adopted = isinstance(self.estimator, (list, tuple))
@@ -424,7 +426,8 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
                     "a list of fitted heads as `estimator`."
                 )
             # Re-adopted at each calibrate, so that set_params(estimator=...) applies.
-            self.estimator_ = self._heads().fit(None, None)
+            with explaining_cloned_lists(self.estimator):
+                self.estimator_ = self._heads().fit(None, None)
             self._estimator_adopted = True
             self.__dict__.pop("_fit_settings", None)  # nothing fit trained is used
         self._check_columns_against_heads(X)

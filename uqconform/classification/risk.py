@@ -451,8 +451,8 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
             name = type(self.estimator_).__name__
             raise ValueError(
                 f"`estimator` ({name}) fits one label per row, not the label matrix "
-                f"`y` ({error}): wrap it, e.g. OneVsRestClassifier({name}()) or "
-                "MultiOutputClassifier, or use a model that takes label matrices "
+                f"`y` ({error}): wrap the model you passed, e.g. OneVsRestClassifier(model) "
+                "or MultiOutputClassifier(model), or use a model that takes label matrices "
                 "(RandomForestClassifier, KNeighborsClassifier, MLPClassifier)."
             ) from None
 

@@ -50,6 +50,7 @@ from uqconform._parallel import run_fits
 from uqconform._rows import float_values, n_rows, numeric_columns_as_float
 from uqconform._seeding import integer_seed, seed_parameters
 from uqconform._validation import (
+    CLONED_LIST_HINT,
     check_class_labels,
     check_features,
     check_fitted_model,
@@ -72,6 +73,7 @@ from uqconform.base import (
     check_not_retrained,
     keeps_state_on_error,
     record_calibration_settings,
+    refuses_nan,
     remember_calibration_rows,
     remember_training_rows,
 )
@@ -1059,6 +1061,18 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
     def _base_estimator(self) -> Any:
         return LogisticRegression(max_iter=1000) if self.estimator is None else self.estimator
 
+    def _nan_template(self) -> Any:
+        """The model whose NaN support `_check_X` checks (the first of a list of models)."""
+        template = self._base_estimator()  # (a partition model may be a constant stand-in)
+        return template[0] if isinstance(template, (list, tuple)) and template else template
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        # NaN passes exactly when the models take it, as `_check_X` checks; sparse X stays
+        # refused (rows are hashed by their dense bytes)
+        tags.input_tags.allow_nan = not refuses_nan(self._nan_template())
+        return tags
+
     # ---- training ------------------------------------------------------------------------
     @keeps_state_on_error
     def fit(self, X: Any, y: ArrayLike) -> Self:
@@ -1144,9 +1158,7 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
             except NotFittedError:
                 raise NotFittedError(
                     f"Model {index} of `estimator` is not fitted: pass fitted classifiers, or "
-                    "one classifier to be cloned and fitted by fit(X, y). (A clone of this "
-                    "wrapper, as GridSearchCV and cross_validate make, clones the listed "
-                    "models unfitted: wrap each in sklearn.frozen.FrozenEstimator.)"
+                    f"one classifier to be cloned and fitted by fit(X, y). {CLONED_LIST_HINT}"
                 ) from None
             if not hasattr(model, "classes_") or not hasattr(model, "predict"):
                 raise TypeError(f"Model {index} ({type(model).__name__}) is not a classifier.")
@@ -1181,10 +1193,7 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
         # Sparse input is refused (rows are hashed by their dense bytes); NaN is left to the
         # models that take it (the others are named before they see it).
         checked = check_array(X, accept_sparse=False, dtype=None, ensure_all_finite=False)
-        template = self._base_estimator()  # (a partition model may be a constant stand-in)
-        check_nan_accepted(
-            template[0] if isinstance(template, (list, tuple)) else template, checked
-        )
+        check_nan_accepted(self._nan_template(), checked)
         return X if hasattr(X, "iloc") else checked
 
     # ---- votes ---------------------------------------------------------------------------

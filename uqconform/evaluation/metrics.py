@@ -244,7 +244,10 @@ def _label_index(
         raise ValueError(f"`{name}` must be 1-D for set arrays, got shape {y.shape}.")
     missing = pd.isna(y) if y.dtype.kind in "fOcmM" else np.zeros(y.shape, dtype=bool)
     if np.any(missing):
-        raise ValueError(f"`{name}` contains {int(np.sum(missing))} missing (NaN/None) labels.")
+        raise ValueError(
+            f"`{name}` contains {int(np.sum(missing))} missing (NaN/None) labels; remove or "
+            "impute those rows first."
+        )
     if classes is None:
         if y.dtype.kind == "O" and pd.api.types.infer_dtype(y) == "integer":
             y = y.astype(np.int64)  # integer labels held as objects (a nullable column)

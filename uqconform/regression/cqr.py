@@ -184,11 +184,11 @@ class ConformalizedQuantileRegressor(SplitConformalRegressor):
 
     Parameters
     ----------
-    estimator : regressor or (regressor, regressor), default=None
+    estimator : regressor, (regressor, regressor) or QuantileBand, default=None
         A regressor with a quantile loss, fitted twice at levels ``alpha/2`` and
         ``1 - alpha/2`` (``None``: ``HistGradientBoostingRegressor(loss="quantile")``), or a
-        pair ``(lower, upper)`` of quantile models, fitted by ``fit`` or already fitted (then
-        ``calibrate`` works without ``fit``).
+        pair ``(lower, upper)`` of quantile models (or a `QuantileBand` of them), fitted by
+        ``fit`` or already fitted (then ``calibrate`` works without ``fit``).
     alpha : float or sequence of float, default=0.1
         Miscoverage level(s). The quantile models are trained at the first level `fit`
         sees (a later ``set_params(alpha=...)`` keeps them); other levels are still valid,
@@ -266,7 +266,10 @@ class ConformalizedQuantileRegressor(SplitConformalRegressor):
         )
 
     def _pair(self) -> Sequence[Any] | None:
-        """The (lower, upper) models when ``estimator`` is given as a sequence."""
+        """The (lower, upper) models when ``estimator`` is given as a sequence or as a
+        `QuantileBand` (fitted or not: the same pair)."""
+        if isinstance(self.estimator, QuantileBand):
+            return (self.estimator.lower, self.estimator.upper)
         return self.estimator if isinstance(self.estimator, (tuple, list)) else None
 
     def _validate_params(self) -> None:
