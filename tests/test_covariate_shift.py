@@ -725,3 +725,52 @@ def test_a_class_without_calibration_weight_is_named_at_calibrate():
         nothing.calibrate(Xc, yc)
     zero = [w for w in caught if "weight 0" in str(w.message)]
     assert len(zero) == 1 and "all 300 calibration rows" in str(zero[0].message)
+
+
+def test_the_default_ratio_certain_far_from_both_samples_does_not_recommend_itself():
+    """The default logistic ratio on a row far outside both samples (x = 400) rounds the
+    probability to 1: the hard-probability warning advised "a smoother classifier (the
+    default logistic one, ...)", the classifier in use (shift review)."""
+    rng = np.random.default_rng(0)
+    source, target = rng.normal(size=(200, 1)), rng.normal(3.0, 1.0, size=(200, 1))
+    ratio = ClassifierDensityRatio().fit(source, target)
+    with pytest.warns(UserWarning, match=r"certain on 1 of 2 rows") as caught:
+        weights = ratio(np.array([[0.0], [400.0]]))
+    message = next(str(w.message) for w in caught if "certain on" in str(w.message))
+    assert "far outside both samples" in message and "lower `clip`" in message
+    assert "the default logistic one" not in message
+    assert weights[1] == 1e3
+
+
+def test_the_density_ratio_refuses_complex_rows_naming_them():
+    """Complex rows met numpy's ComplexWarning (imaginary part discarded), then
+    scikit-learn's "Complex data not supported" printing the whole array, naming neither
+    sample (shift review)."""
+    rng = np.random.default_rng(0)
+    rows = rng.normal(size=(20, 2))
+    cases = [
+        (rows + 1j, rows, "X_source"),
+        (rows, (rows + 1j).tolist(), "X_target"),
+        (pd.DataFrame(rows + 1j), pd.DataFrame(rows), "X_source"),
+    ]
+    ratio = ClassifierDensityRatio().fit(rows, rows + 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no ComplexWarning first
+        for source, target, name in cases:
+            with pytest.raises(ValueError, match=rf"Complex data not supported: `{name}` holds"):
+                ClassifierDensityRatio().fit(source, target)
+        with pytest.raises(ValueError, match=r"Complex data not supported: `X_source`"):
+            ClassifierDensityRatio(LogisticRegression()).fit(rows + 1j, rows)
+        with pytest.raises(ValueError, match=r"Complex data not supported: `X` holds .*X\.real"):
+            ratio(rows + 1j)
+
+
+def test_the_density_ratio_names_ragged_rows_and_no_columns():
+    """A ragged list of rows got numpy's "inhomogeneous shape", and rows without columns
+    StandardScaler's "0 feature(s)", naming neither sample (shift review)."""
+    with pytest.raises(ValueError, match=r"`X_source` holds rows of different lengths"):
+        ClassifierDensityRatio().fit([[1.0, 2.0], [3.0]], np.ones((3, 2)))
+    with pytest.raises(ValueError, match=r"`X_source` and `X_target` have no columns"):
+        ClassifierDensityRatio().fit(np.ones((5, 0)), np.ones((5, 0)))
+    with pytest.raises(ValueError, match=r"`X_source` and `X_target` have no columns"):
+        ClassifierDensityRatio().fit(pd.DataFrame(index=range(5)), pd.DataFrame(index=range(4)))

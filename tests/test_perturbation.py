@@ -307,3 +307,23 @@ def test_a_scoring_function_gets_arrays_for_a_dataframe():
         X, y, 0.5, lambda Z: clf.predict_proba(Z[:, :2]), k=4, random_state=0
     )
     np.testing.assert_array_equal(attacked.to_numpy(), expected)
+
+
+def test_a_bound_predict_proba_reads_its_estimators_classes(fitted):
+    """With a bound ``clf.predict_proba`` and text labels, `classes=` was required ("`y`
+    must hold column indices 0..K-1 ..."), though the estimator's ``classes_`` were at
+    hand (read already to decide whether candidates are DataFrames) (shift review)."""
+    model, X, y = fitted
+    by_model = worst_of_k_perturbation(X, y, 0.4, model, k=8, random_state=3)
+    bound = worst_of_k_perturbation(X, y, 0.4, model.predict_proba, k=8, random_state=3)
+    np.testing.assert_array_equal(bound, by_model)
+    with pytest.raises(ValueError, match="never saw"):
+        worst_of_k_perturbation(X, np.where(y == "a", "z", y), 0.4, model.predict_proba)
+    # integer labels other than the column indices: read as labels too (label 2 of classes
+    # [1, 2] was refused as a column index beyond the 2 columns)
+    ones_twos = (X[:, 0] > 0).astype(int) + 1
+    binary = LogisticRegression().fit(X, ones_twos)
+    np.testing.assert_array_equal(
+        worst_of_k_perturbation(X, ones_twos, 0.4, binary.predict_proba, k=4, random_state=0),
+        worst_of_k_perturbation(X, ones_twos, 0.4, binary, k=4, random_state=0),
+    )

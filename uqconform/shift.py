@@ -34,6 +34,20 @@ __all__ = ["ClassifierDensityRatio"]
 
 _NEVER = object()  # no warning of hard probabilities given yet
 
+# What the warning of hard probabilities advises, for the default logistic classifier
+# (its probabilities round to 0 or 1 only far from both samples) and for another one.
+_CERTAIN_DEFAULT = (
+    "The default logistic classifier is this certain only on rows far outside both samples "
+    "(its probability rounds to 0 or 1 in floating point there): check those inputs (a "
+    "unit or scale error?), and pass a lower `clip` to bound the weight of rows off the "
+    "source's support."
+)
+_CERTAIN_OTHER = (
+    "Hard 0/1 probabilities (a fully grown tree, a forest on separable rows) make weighted "
+    "conformal prediction under-cover without other sign: use a smoother classifier (the "
+    "default logistic one, min_samples_leaf, CalibratedClassifierCV)."
+)
+
 
 class ClassifierDensityRatio:
     """Density ratio ``dP_target / dP_source`` estimated by a domain classifier.
@@ -141,6 +155,7 @@ class ClassifierDensityRatio:
                 raise ValueError(f"{error} For no clipping pass clip=None.") from None
         check_random_state_value(self.random_state)
         for name, value in (("X_source", X_source), ("X_target", X_target)):
+            _refuse_complex_or_ragged(name, value)  # (np.ndim fails on ragged rows)
             if value is None or isinstance(value, (str, bytes)) or np.ndim(value) == 0:
                 raise ValueError(
                     f"`{name}` must be rows of features (an array, DataFrame or list of "
@@ -184,6 +199,10 @@ class ClassifierDensityRatio:
                     f"shapes {source.shape} and {target.shape}."
                 )
             X = np.concatenate([source, target])
+        if X.shape[1] == 0:  # (the same columns: both have none)
+            raise ValueError(
+                "`X_source` and `X_target` have no columns: pass at least one feature."
+            )
         labels = np.r_[np.zeros(n_source, int), np.ones(n_target, int)]
         if self.classifier is None:  # the default pipeline takes finite numbers only
             _check_numbers_for_the_default("X_source", X_source)
@@ -241,6 +260,7 @@ class ClassifierDensityRatio:
                 "This ClassifierDensityRatio is not fitted yet: call fit(X_source, X_target) "
                 "first."
             )
+        _refuse_complex_or_ragged("X", X)
         shape = tuple(getattr(X, "shape", None) or np.shape(X))
         if len(shape) != 2:
             raise ValueError(
@@ -275,10 +295,8 @@ class ClassifierDensityRatio:
                 "calibration row drops out of the quantile and such a test row's threshold "
                 f"comes from the calibration weights alone; 1 on {one}: weight "
                 f"{'infinite' if self.clip is None else f'at the clip {self.clip:g}'}). "
-                "Hard 0/1 probabilities (a fully grown tree, a forest on separable rows) make "
-                "weighted conformal prediction under-cover without other sign: use a "
-                "smoother classifier (the default logistic one, min_samples_leaf, "
-                "CalibratedClassifierCV). Said once per fit of the ratio.",
+                f"{_CERTAIN_DEFAULT if self.classifier is None else _CERTAIN_OTHER} Said "
+                "once per fit of the ratio.",
                 UserWarning,
             )
         with np.errstate(divide="ignore"):
@@ -321,4 +339,29 @@ def _check_numbers_for_the_default(name: str, value: Any) -> None:
             f"`{name}` contains NaN or infinite values, which the default classifier cannot "
             "take: impute them, or pass a `classifier` that handles them (e.g. "
             "HistGradientBoostingClassifier for NaN)."
+        )
+
+
+def _refuse_complex_or_ragged(name: str, value: Any) -> None:
+    """A ValueError naming ``name`` when it holds complex numbers (numpy discarded the
+    imaginary part with a warning, then scikit-learn printed the whole array) or is a list
+    of rows of different lengths (numpy's "inhomogeneous shape")."""
+    if isinstance(value, pd.DataFrame):
+        complex_ = any(dtype.kind == "c" for dtype in value.dtypes)
+    else:
+        kind = getattr(getattr(value, "dtype", None), "kind", None)  # arrays, sparse rows
+        if kind is None:  # lists of rows (and tensors, whose dtype has no kind)
+            try:
+                kind = np.asarray(value).dtype.kind
+            except ValueError:
+                raise ValueError(
+                    f"`{name}` holds rows of different lengths: every row needs one value "
+                    "per feature."
+                ) from None
+        complex_ = kind == "c"
+    if complex_:
+        raise ValueError(
+            f"Complex data not supported: `{name}` holds complex numbers, and the domain "
+            "classifier takes real features; pass the real part (X.real), the modulus "
+            "(np.abs(X)) or both as separate columns."
         )

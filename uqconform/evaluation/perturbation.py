@@ -221,7 +221,9 @@ def worst_of_k_perturbation(
         Random directions tried per row.
     classes : array-like, optional
         Label of each score column, each label once, and every label of ``y`` among them;
-        defaults to ``model.classes_``, then ``0..K-1``.
+        defaults to ``model.classes_`` (for a bound method such as ``clf.predict_proba``,
+        its estimator's ``classes_``, unless ``y`` holds column indices ``0..K-1`` outside
+        them), then ``0..K-1``.
     clip : (float, float), optional
         Clip the candidates to this box before scoring them; a candidate's shift is then
         at most ``radius`` for rows inside the box (a row outside it is moved into it,
@@ -261,6 +263,8 @@ def worst_of_k_perturbation(
     score = _score_function(model)
     columns = getattr(X, "columns", None) if _scores_frames(model) else None
     known = _known_classes(classes, model)
+    if known is None and classes is None:
+        known = _owner_classes(model, labels)
     codes = None if known is None else _encode(labels, known, given=classes is not None)
     rng = random_generator(random_state)
     step = batch_size or max(1, _BATCH_CELLS // (k * max(d, 1)))
@@ -333,6 +337,21 @@ def _known_classes(classes: ArrayLike | None, model: Any) -> NDArray | None:
             "leave `classes` out to use the model's."
         )
     return given
+
+
+def _owner_classes(model: Any, labels: NDArray) -> NDArray | None:
+    """The ``classes_`` of the estimator of a bound method such as ``clf.predict_proba``,
+    the labels of its score columns; None when it has none, or when ``labels`` are column
+    indices ``0..K-1`` not all among them (how a function's labels are read: ``y``
+    encoded as ``np.searchsorted(clf.classes_, y)``)."""
+    fitted = getattr(getattr(model, "__self__", None), "classes_", None)
+    if fitted is None:
+        return None
+    fitted = np.asarray(fitted)
+    indices = labels.dtype.kind in "iu" and 0 <= labels.min() and labels.max() < fitted.size
+    if indices and (pd.Index(fitted).get_indexer(labels) < 0).any():
+        return None
+    return fitted
 
 
 def _encode(labels: NDArray, classes: NDArray, *, given: bool) -> NDArray:
