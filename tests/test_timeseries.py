@@ -1460,3 +1460,38 @@ def test_a_series_too_short_to_tune_is_refused_before_any_candidate_warns():
         with pytest.raises(ValueError, match=r"tuning `window`='auto' .* needs at least 12"):
             model.fit(X, y)
     assert not [w for w in caught if "AIC" in str(w.message) or "tuning block" in str(w.message)]
+
+
+def test_aic_bandwidth_works_with_a_window_longer_than_its_2000_residual_slice():
+    """kow F2: the AIC was computed on the last 2,000 residuals only, so with 2,040 fit
+    rows and `window`=2020 (which a fixed bandwidth fits) it claimed "The residual history
+    has 2000 values but `window`=2020 needs at least 2021". Now it takes the last
+    `window` + 11 residuals; windows of 2,020 residuals are too far apart for any candidate
+    bandwidth to be scored, so the AIC's fallback (0.3, with its warning) is used."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(2040, 2))
+    y = X @ [1.0, -1.0] + rng.normal(size=2040)
+    settings = dict(window=2020, n_bootstrap=10, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the few-pairs warning of so long a window
+        KOWCPI(LinearRegression(), bandwidth=0.3, **settings).fit(X, y)
+    model = KOWCPI(LinearRegression(), bandwidth="aic", **settings)
+    with pytest.warns(UserWarning, match="No bandwidth could be scored by the AIC on 11 "):
+        model.fit(X, y)
+    assert (model.window_, model.bandwidth_) == (2020, KOWCPI().get_params()["bandwidth"])
+
+
+def test_short_history_message_names_the_tuned_bandwidth_at_a_fixed_window():
+    """kow F3: with `window`=1 and `bandwidth`='auto' the message said "tuning `window`=1",
+    though the window is fixed and the bandwidth is what is tuned."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(12, 2))
+    y = X @ [1.0, -1.0] + rng.normal(size=12)
+    model = KOWCPI(LinearRegression(), window=1, bandwidth="auto", n_bootstrap=10, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the bootstrap's short-sample warnings
+        with pytest.raises(
+            ValueError, match=r"tuning `bandwidth`='auto' at `window`=1 \("
+        ) as info:
+            model.fit(X, y)
+    assert "tuning `window`=1" not in str(info.value)

@@ -198,15 +198,18 @@ def reweighted_nadaraya_watson(
     query : ndarray of shape (w,)
         The current window.
     bandwidth : float
-        Kernel radius in scaled units. With the compact Epanechnikov kernel it is doubled
-        until at least ``min_points`` windows carry weight.
+        Kernel radius in scaled units. It is doubled until at least ``min_points``
+        windows carry weight: with the compact Epanechnikov kernel those inside the
+        radius, with the Gaussian one those whose value does not underflow to 0 (within
+        about 39 radii).
     adjust : bool, default=True
         Multiply by the empirical-likelihood adjustment weights (RNW); ``False`` is plain NW.
     constraint : {"first", "all"}, default="first"
         Moment condition on the newest residual only (the paper), or on every coordinate.
     min_points : int, default=10
-        Fewest windows inside the (compact) kernel's radius; the radius is doubled until
-        this many windows carry weight.
+        Fewest windows with a non-zero kernel value (inside the Epanechnikov kernel's
+        radius; for the Gaussian kernel, not underflowed to 0); the radius is doubled
+        until this many windows carry weight.
     min_effective : float, default=0
         Smallest effective sample size ``1 / sum(w_i^2)`` (never more than the number of
         windows): the radius grows by factors of 1.25 until the kernel weights reach it,
@@ -232,7 +235,7 @@ def reweighted_nadaraya_watson(
     distance = np.sqrt(np.einsum("ij,ij->i", difference, difference))
     values = _kernel_at(distance, h, kernel)
     needed = min(min_points, windows.shape[0])
-    for _ in range(60):  # widen an empty neighbourhood (compact kernel)
+    for _ in range(60):  # widen an empty neighbourhood (compact kernel, Gaussian underflow)
         if np.count_nonzero(values) >= needed:
             break
         h *= 2.0
