@@ -525,3 +525,98 @@ def test_list_and_array_settings_changed_in_place_are_refused():
     model.model = clone(estimator)
     with pytest.raises(NotFittedError, match="parameters changed since calibrate"):
         check_calibration_settings(model, "predict")
+
+
+# ---- fitted models trained again after calibrate -------------------------------------------
+@pytest.mark.parametrize("Model", [Ridge, LinearRegression])
+def test_a_changed_intercept_after_calibrate_is_refused(Model):
+    """User review: a fitted linear model's ``intercept_`` changed after calibrate (a bias
+    correction in place, or a refit on y + 0.5, which leaves ``coef_`` bit-identical) was
+    not refused: the digest left scalar attributes out, and coverage fell from 0.89 to 0.74
+    at 0.90. An unchanged model still predicts, also after a pickle round-trip."""
+    X, y = regression_data(450)
+    (Xf, yf), (Xc, yc), (Xt, _) = thirds(X, y)
+    model = Model().fit(Xf, yf)
+    cp = SplitConformalRegressor(model, alpha=0.1).calibrate(Xc, yc)
+    reference = cp.predict_interval(Xt)
+    np.testing.assert_array_equal(cp.predict_interval(Xt), reference)  # nothing changed
+    copy = pickle.loads(pickle.dumps(cp))
+    np.testing.assert_array_equal(copy.predict_interval(Xt), reference)
+    intercept = model.intercept_
+    model.intercept_ = intercept + 1.0  # a bias correction in place
+    with pytest.raises(NotFittedError, match=r"changed since calibrate \(it was trained again"):
+        cp.predict_interval(Xt)
+    model.intercept_ = intercept  # back to the calibrated model
+    np.testing.assert_array_equal(cp.predict_interval(Xt), reference)
+    coef = model.coef_.copy()
+    model.fit(Xf, yf + 0.5)  # refitted on a shifted target: the intercept moves
+    model.coef_ = coef  # and coef_ as before, bit for bit (as on the review's data)
+    with pytest.raises(NotFittedError, match=r"changed since calibrate \(it was trained again"):
+        cp.predict_interval(Xt)
+
+
+def test_an_older_builds_digest_without_scalars_still_predicts():
+    """A wrapper pickled by the previous build carries a "d2" digest that left float
+    scalars out: loaded here it predicts without a warning (not "trained again"), and a
+    retrained model is still refused; an untagged (older) digest only warns."""
+    from uqconform._version import _STATE_KEY, __version__
+    from uqconform.linearize import parameter_digest
+
+    X, y = regression_data(450)
+    (Xf, yf), (Xc, yc), (Xt, _) = thirds(X, y)
+    model = Ridge().fit(Xf, yf)
+    cp = SplitConformalRegressor(model, alpha=0.1).calibrate(Xc, yc)
+    reference = cp.predict_interval(Xt)
+    old = parameter_digest([model], arrays_only=True, like="d2:")  # as the older build
+    assert old.startswith("d2:") and old != cp._adopted_digest
+    state = cp.__getstate__()
+    state["_adopted_digest"] = old
+    state[_STATE_KEY] = __version__
+    loaded = type(cp).__new__(type(cp))
+    loaded.__setstate__(pickle.loads(pickle.dumps(state)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        np.testing.assert_array_equal(loaded.predict_interval(Xt), reference)
+    loaded.estimator_.fit(Xf, -yf)
+    with pytest.raises(NotFittedError, match=r"changed since calibrate \(it was trained again"):
+        loaded.predict_interval(Xt)
+    state["_adopted_digest"] = "0" * 64  # an untagged digest that differs: a warning
+    loaded.__setstate__(pickle.loads(pickle.dumps(state)))
+    with pytest.warns(UserWarning, match="an older build of uqconform recorded"):
+        loaded.predict_interval(Xt)
+
+
+# ---- FrozenEstimator at fit ------------------------------------------------------------------
+@pytest.mark.parametrize("Wrapper", [SplitConformalRegressor, ConformalPredictiveSystem])
+def test_fit_checks_x_against_the_frozen_models_features(Wrapper):
+    """API review: fit with a FrozenEstimator recorded the features of whatever X it got
+    (3 of the model's 4, or its columns reordered), and every later call failed with
+    contradictory messages. Now fit refuses them, naming `X`; the right X still works."""
+    X, y = regression_data(450)
+    (Xf, yf), (Xc, yc), (Xt, _) = thirds(X, y)
+    columns = list("abcd")
+    frame = pd.DataFrame(Xf, columns=columns)
+    model = Ridge().fit(frame, yf)
+    with pytest.raises(ValueError, match=r"fit: `X` has 3 features, but the frozen Ridge .* 4"):
+        Wrapper(FrozenEstimator(model)).fit(Xf[:, :3], yf)
+    with pytest.raises(ValueError, match=r"fit: `X` has the columns \['d', 'c', 'b', 'a'\], but"):
+        Wrapper(FrozenEstimator(model)).fit(frame[columns[::-1]], yf)
+    cp = Wrapper(FrozenEstimator(model)).fit(frame, yf)
+    cp.calibrate(pd.DataFrame(Xc, columns=columns), yc)
+    assert list(cp.feature_names_in_) == columns and cp.n_features_in_ == 4
+    reference = Wrapper(model).calibrate(pd.DataFrame(Xc, columns=columns), yc)
+    Xt = pd.DataFrame(Xt, columns=columns)
+    np.testing.assert_array_equal(cp.predict_interval(Xt), reference.predict_interval(Xt))
+    unnamed = Ridge().fit(Xf, yf)  # fitted on an array: only the width is checked
+    with pytest.raises(ValueError, match=r"`X` has 3 features, but the frozen Ridge"):
+        Wrapper(FrozenEstimator(unnamed)).fit(Xf[:, :3], yf)
+    Wrapper(FrozenEstimator(unnamed)).fit(Xf, yf).calibrate(Xc, yc)
+
+
+def test_fit_checks_x_against_a_frozen_classifiers_features():
+    X, y = classification_data(450)
+    model = LogisticRegression().fit(X[:150], y[:150])
+    with pytest.raises(ValueError, match=r"SplitConformalClassifier.fit: `X` has 1 feature,"):
+        SplitConformalClassifier(FrozenEstimator(model)).fit(X[:150, :1], y[:150])
+    cp = SplitConformalClassifier(FrozenEstimator(model)).fit(X[:150], y[:150])
+    assert cp.calibrate(X[150:300], y[150:300]).n_features_in_ == X.shape[1]

@@ -42,6 +42,7 @@ from uqconform._validation import (
     check_row_order,
     check_verbose,
     check_wrapper_fitted,
+    labels_text,
     model_classes,
     non_finite_parts,
     refuse_model_class,
@@ -451,12 +452,13 @@ def check_not_retrained(model: Any, method: str) -> None:
     in a review, or a broadcast error when the number of classes changed). It covers the
     models `_adopted_models` lists (a difficulty model given fitted, RPS's partition
     models); a digest recorded by an older build only warns. Models that keep what they
-    learnt outside numpy arrays (scikit-learn's trees) are not covered, and scalar
-    attributes are left out (a model may count its calls in one)."""
-    recorded = model.__dict__.get("_adopted_digest")  # older builds: none, or untagged
+    learnt outside numpy arrays and float scalars (scikit-learn's trees) are not covered,
+    and integer attributes are left out (a model may count its calls in one)."""
+    recorded = model.__dict__.get("_adopted_digest")  # older builds: none, untagged or d2
     if recorded is None:
         return
-    change = digest_change(recorded, parameter_digest(_adopted_models(model), arrays_only=True))
+    models = _adopted_models(model)
+    change = digest_change(recorded, parameter_digest(models, arrays_only=True, like=recorded))
     named = "`estimator`"
     if "difficulty_estimator_" in model.__dict__:
         named += " (or `difficulty_estimator`)"
@@ -754,6 +756,7 @@ class ModelWrapper(VersionedState, RoutesFitParams, BaseEstimator, metaclass=ABC
         self._reset_calibration()
         check_row_order(X, y, "y")
         X = self._validate_X(X, reset=True)
+        self._check_frozen_features()
         y = self._check_target(y, n_rows(X), calibrating=False)
         self.estimator_ = self._make_estimator()
         self._estimator_adopted = False
@@ -773,6 +776,30 @@ class ModelWrapper(VersionedState, RoutesFitParams, BaseEstimator, metaclass=ABC
         remember_training_rows(self, X, y, trained=self._fit_trains_on_rows())
         record_calibration_settings(self, step="fit")
         return self
+
+    def _check_frozen_features(self) -> None:
+        """Refuse an ``X`` given to ``fit`` whose features (recorded by `_validate_X`) are
+        not those a ``FrozenEstimator``'s model was fitted on, as ``calibrate`` does for a
+        fitted model: fit does not train it, and every later call would fail."""
+        if not isinstance(self.estimator, FrozenEstimator):
+            return
+        model = self.estimator.estimator
+        expected = getattr(model, "n_features_in_", None)
+        given = self.__dict__.get("n_features_in_")  # X's, recorded by _validate_X
+        lead = f"{type(self).__name__}.fit: "
+        frozen = f"the frozen {type(model).__name__} (fit does not train a FrozenEstimator)"
+        if expected is not None and given is not None and given != expected:
+            raise ValueError(
+                f"{lead}`X` has {given} feature{'s' * (given != 1)}, but {frozen} was fitted "
+                f"on {expected}: pass `X` with the features the model was fitted on."
+            )
+        names = getattr(model, "feature_names_in_", None)
+        given_names = self.__dict__.get("feature_names_in_")
+        if names is not None and given_names is not None and list(given_names) != list(names):
+            raise ValueError(
+                f"{lead}`X` has the columns {labels_text(given_names)}, but {frozen} was "
+                f"fitted on {labels_text(names)}: pass `X` with those columns, in that order."
+            )
 
     def _train_estimator(self, X: Any, y: Any, params: dict[str, Any]) -> None:
         """Train ``estimator_`` in `fit` (a hook: a wrapper may explain the model's own

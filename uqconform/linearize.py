@@ -271,8 +271,12 @@ _DIGEST_SAMPLE = 4096
 #: of another scheme (a model pickled by an older build) is judged by `digest_change`.
 DIGEST_SCHEME = "d2"
 
+#: The version of what `parameter_digest(arrays_only=True)` hashes: "d3" adds float
+#: scalars (a linear model's ``intercept_``), which "d2" left out.
+ARRAYS_DIGEST_SCHEME = "d3"
 
-def parameter_digest(estimator: Any, *, arrays_only: bool = False) -> str:
+
+def parameter_digest(estimator: Any, *, arrays_only: bool = False, like: Any = None) -> str:
     """A digest of a fitted model's learnt state, to notice a model retrained in place.
 
     Hashes the numbers a model learnt: a torch module's parameters and buffers; for
@@ -283,9 +287,13 @@ def parameter_digest(estimator: Any, *, arrays_only: bool = False) -> str:
     changes when the models `linearize` reads (linear models, MLPs, torch modules) are
     trained again on other data or with another seed. Models that keep what they learnt
     in other objects (scikit-learn's trees) are not covered. ``arrays_only`` leaves out
-    scalar attributes (and lists of scalars): a model may count its calls in one, and a
-    retrained model's arrays change anyway; it hashes a strided sample of 4,096 numbers of
-    a larger array.
+    integer scalars (and lists of scalars): a model may count its calls in one, and a
+    retrained model's arrays change anyway; it keeps float scalars (a linear model's
+    ``intercept_``, which alone moves when it is refitted on a shifted target) and hashes
+    a strided sample of 4,096 numbers of a larger array. Such a digest starts with
+    `ARRAYS_DIGEST_SCHEME`; ``like``, a digest an older build recorded (scheme "d2", or
+    none), makes it hash as that build did (without float scalars), so `digest_change`
+    compares like with like.
 
     Examples
     --------
@@ -297,24 +305,28 @@ def parameter_digest(estimator: Any, *, arrays_only: bool = False) -> str:
     >>> before == parameter_digest(model), before == parameter_digest(model.fit(X, -y))
     (True, False)
     """
+    older = isinstance(like, str) and not like.startswith(f"{ARRAYS_DIGEST_SCHEME}:")
+    floats = arrays_only and not older
     digest = hashlib.sha256()
-    _feed_digest(digest, estimator, set(), arrays_only)
-    return f"{DIGEST_SCHEME}:{digest.hexdigest()}"
+    _feed_digest(digest, estimator, set(), arrays_only, floats)
+    return f"{ARRAYS_DIGEST_SCHEME if floats else DIGEST_SCHEME}:{digest.hexdigest()}"
 
 
 def digest_change(recorded: Any, current: str) -> Literal["changed", "maybe"] | None:
     """How a stored digest compares with ``current`` (a `parameter_digest`): ``"changed"``
-    when this build made it and it differs; ``"maybe"`` when an older build made it (no
-    scheme tag) and its hash differs (it hashed fewer things, so a model it pickled may be
-    unchanged: a warning, not a refusal); else None."""
+    when it has the scheme of ``current`` and differs; ``"maybe"`` when it has another
+    (an older build's, or none) and its hash differs (it hashed other things, so a model it
+    pickled may be unchanged: a warning, not a refusal); else None."""
     if not isinstance(recorded, str):
         return None
-    if recorded.startswith(f"{DIGEST_SCHEME}:"):
+    if recorded.startswith(f"{current.partition(':')[0]}:"):
         return "changed" if recorded != current else None
     return "maybe" if recorded != current.partition(":")[2] else None
 
 
-def _feed_digest(digest: Any, value: Any, seen: set[int], arrays_only: bool = False) -> None:
+def _feed_digest(
+    digest: Any, value: Any, seen: set[int], arrays_only: bool = False, floats: bool = False
+) -> None:
     if isinstance(value, (BaseEstimator, list, tuple, dict)) or is_torch_module(value):
         if id(value) in seen:
             return
@@ -347,27 +359,31 @@ def _feed_digest(digest: Any, value: Any, seen: set[int], arrays_only: bool = Fa
                 value = value[np.unravel_index(positions, value.shape)]
             digest.update(np.ascontiguousarray(value).tobytes())
     elif isinstance(value, (bool, int, float, np.number)):
-        if not arrays_only:  # (counters a model may update at predict time)
+        if not arrays_only:
             digest.update(repr(value).encode())
+        elif floats and isinstance(value, (float, np.floating)):
+            # learnt numbers (an intercept_); integers are left out: counters a model may
+            # update at predict time (the bytes, equal whatever numpy's repr)
+            digest.update(np.float64(value).tobytes())
     elif isinstance(value, (list, tuple)):
         for item in value:
-            _feed_digest(digest, item, seen, arrays_only)
+            _feed_digest(digest, item, seen, arrays_only, floats)
     elif isinstance(value, dict):
         for key in sorted(value, key=str):
             digest.update(str(key).encode())
-            _feed_digest(digest, value[key], seen, arrays_only)
+            _feed_digest(digest, value[key], seen, arrays_only, floats)
     elif isinstance(value, BaseEstimator):
         if isinstance(value, Pipeline):
-            _feed_digest(digest, [step for _, step in value.steps], seen, arrays_only)
+            _feed_digest(digest, [step for _, step in value.steps], seen, arrays_only, floats)
         if isinstance(value, FrozenEstimator):
-            _feed_digest(digest, value.estimator, seen, arrays_only)
+            _feed_digest(digest, value.estimator, seen, arrays_only, floats)
         for name, item in sorted(vars(value).items()):
             # fitted attributes, and fitted models held as parameters (CQR's quantile pair)
             if (name.endswith("_") and not name.startswith("_")) or (
                 isinstance(item, BaseEstimator) or is_torch_module(item)
             ):
                 digest.update(name.encode())
-                _feed_digest(digest, item, seen, arrays_only)
+                _feed_digest(digest, item, seen, arrays_only, floats)
 
 
 def _minibatch_factor(model: MLPRegressor) -> float:
