@@ -168,36 +168,48 @@ def test_pit_is_uniform_and_quantiles_cover(normalized):
 
 def test_beats_a_gaussian_predictive_on_skewed_noise_and_ties_on_gaussian_noise():
     """Mean pinball loss over 19 levels (a discretised CRPS) against the strongest simple
-    baseline, a Gaussian around the model with the calibration residuals' mean and std:
-    clearly lower on lognormal noise, within 2% on Gaussian noise (20 resplits)."""
+    baseline, a Gaussian around the model with the calibration residuals' mean and std
+    (20 resplits; paired one-sided t-tests at 1% over them): lower on lognormal noise
+    (measured 0.89x, t = -9.7); on Gaussian noise within 2% either way, two one-sided
+    tests of equivalence (measured 1.0004x: the Gaussian is the true law there)."""
     levels = np.arange(0.05, 0.96, 0.05)
 
     def pinball(quantiles, y):
         gap = y[:, None] - quantiles
         return np.mean(np.maximum(levels * gap, (levels - 1) * gap))
 
-    for skewed, (low, high) in ((True, (0.0, 0.95)), (False, (0.98, 1.02))):
-        ratios = []
+    for skewed in (True, False):
+        conformal, gaussian = [], []
         for seed in range(20):
             X, y = _skewed(1500, seed, skewed)
             cps = ConformalPredictiveSystem(Ridge()).fit(X[:500], y[:500])
             cps.calibrate(X[500:1000], y[500:1000])
             residuals = y[500:1000] - cps.predict(X[500:1000])
-            gaussian = (
+            normal = (
                 cps.predict(X[1000:])[:, None]
                 + residuals.mean()
                 + residuals.std(ddof=1) * stats.norm.ppf(levels)
             )
-            conformal = cps.predict_quantile(X[1000:], levels)
-            ratios.append(pinball(conformal, y[1000:]) / pinball(gaussian, y[1000:]))
-        assert low < np.mean(ratios) < high, (skewed, np.mean(ratios))
+            conformal.append(pinball(cps.predict_quantile(X[1000:], levels), y[1000:]))
+            gaussian.append(pinball(normal, y[1000:]))
+        conformal, gaussian = np.array(conformal), np.array(gaussian)
+        ratio = np.mean(conformal / gaussian)
+        if skewed:
+            lower = stats.ttest_rel(conformal, gaussian, alternative="less")
+            assert lower.pvalue < 0.01, (ratio, lower)
+        else:
+            below = stats.ttest_rel(conformal, 1.02 * gaussian, alternative="less")
+            above = stats.ttest_rel(conformal, 0.98 * gaussian, alternative="greater")
+            assert max(below.pvalue, above.pvalue) < 0.01, (ratio, below, above)
 
 
 def test_signed_intervals_follow_skew_but_are_not_narrower_than_absolute():
-    """On right-skewed noise the interval leans right of the prediction; it is wider than
-    the absolute-residual interval there (equal tails are not the shortest interval), the
-    fact the docs state."""
-    ratios, lean = [], []
+    """On right-skewed noise the interval leans right of the prediction (its upper arm
+    is longer than its lower one); it is wider than the absolute-residual interval there
+    (equal tails are not the shortest interval), the fact the docs state. Paired
+    one-sided t-tests at 1% over 10 resplits (measured: 1.3x wider, t = 8.4; upper arm
+    2.3x the lower, t = 9.9)."""
+    signed_width, absolute_width, upper_arm, lower_arm = [], [], [], []
     for seed in range(10):
         X, y = _skewed(1500, seed)
         signed = ConformalPredictiveSystem(Ridge()).fit(X[:500], y[:500])
@@ -205,10 +217,15 @@ def test_signed_intervals_follow_skew_but_are_not_narrower_than_absolute():
         absolute = SplitConformalRegressor(Ridge()).fit(X[:500], y[:500])
         absolute.calibrate(X[500:1000], y[500:1000])
         a, b = signed.predict_interval(X[1000:]), absolute.predict_interval(X[1000:])
-        ratios.append(np.mean(a[:, 1] - a[:, 0]) / np.mean(b[:, 1] - b[:, 0]))
+        signed_width.append(np.mean(a[:, 1] - a[:, 0]))
+        absolute_width.append(np.mean(b[:, 1] - b[:, 0]))
         centre = signed.predict(X[1000:])
-        lean.append(np.mean((a[:, 1] - centre) / (centre - a[:, 0])))
-    assert np.mean(ratios) > 1.1 and np.mean(lean) > 1.5
+        upper_arm.append(np.mean(a[:, 1] - centre))
+        lower_arm.append(np.mean(centre - a[:, 0]))
+    wider = stats.ttest_rel(signed_width, absolute_width, alternative="greater")
+    assert wider.pvalue < 0.01, wider
+    lean = stats.ttest_rel(upper_arm, lower_arm, alternative="greater")
+    assert lean.pvalue < 0.01, lean
 
 
 def test_unsmoothed_cdf_is_the_middle_of_the_smoothed_range():
@@ -276,6 +293,9 @@ def test_signed_score_in_the_split_regressor_is_the_system_interval():
         (lambda c, X: c.predict_quantile(X, "a"), "`quantiles` must be numbers"),
         (lambda c, X: c.predict_quantile(X, "0.9"), "`quantiles` must be numbers"),
         (lambda c, X: c.predict_quantile(X, True), "`quantiles` must be numbers"),
+        (lambda c, X: c.predict_quantile(X, [0.1, [0.2]]), "`quantiles` must be numbers"),
+        (lambda c, X: c.predict_quantile(X, [[0.1, 0.2], [0.3]]), "`quantiles` must be numbers"),
+        (lambda c, X: c.predict_cdf(X, [[0.0, 1.0], [1.0], [2.0]]), "`y` must be numbers"),
         (lambda c, X: c.predict_cdf(X, "a"), "`y` must be numbers"),
         (lambda c, X: c.predict_cdf(X, np.inf), "`y` contains NaN or infinite"),
         (lambda c, X: c.predict_quantile(X, 0.5, side="up"), "`side` must be one of"),
@@ -291,6 +311,22 @@ def test_bad_input_names_the_argument(call, message):
     cps = ConformalPredictiveSystem(Ridge()).fit(Xf, yf).calibrate(Xc, yc)
     with pytest.raises(ValueError, match=message):
         call(cps, Xt)
+
+
+def test_quantiles_of_any_real_type_are_levels():
+    """Levels in an object array or as fractions are numbers in (0, 1), as ``alpha`` and
+    ``y`` of such types are: the same quantiles as floats."""
+    from fractions import Fraction
+
+    (Xf, yf), (Xc, yc), (Xt, _) = thirds(*regression_data(300, seed=7))
+    cps = ConformalPredictiveSystem(Ridge()).fit(Xf, yf).calibrate(Xc, yc)
+    expected = cps.predict_quantile(Xt, [0.1, 0.9])
+    given = np.array([0.1, 0.9], dtype=object)
+    kept = Unchanged(given)
+    np.testing.assert_array_equal(cps.predict_quantile(Xt, given), expected)
+    kept.check()
+    fractions = [Fraction(1, 10), Fraction(9, 10)]
+    np.testing.assert_array_equal(cps.predict_quantile(Xt, fractions), expected)
 
 
 def test_order_and_parameters_are_checked():

@@ -668,8 +668,10 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
         check_row_order(X, candidates, name)
         check_row_order(X, groups, "groups")
         X = row_sliceable(self._validate_X(X, reset=False))
-        if number_for_every_row and np.ndim(candidates) == 0:  # as one value per row
-            candidates = np.full(n_rows(X), candidate_values(candidates, name))
+        if number_for_every_row:  # checked first: np.ndim of a ragged list would raise
+            candidates = candidate_values(candidates, name)
+            if candidates.ndim == 0:  # as one value per row
+                candidates = np.full(n_rows(X), candidates)
         grid, single = candidate_grid(candidates, n_rows(X), name=name)
         score = self._score_object()
         width = grid.shape[1]
