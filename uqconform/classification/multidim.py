@@ -576,11 +576,12 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
         cells part's own true vectors (``m`` centres).
 
         The official code counts the true vectors in the first cells (their true counts),
-        which is the same with one neighbour; with two neighbours the region accepts more
-        vectors than its cells hold, and counting them as the region does keeps the warm
-        start from binding on most calibrations (with three or more, where a vector needs a
-        strict majority of its nearest centres, the count can go either way). Depends on
-        the cells part only, and only enlarges the region, so validity holds.
+        which is the same with one neighbour; with an even number of neighbours, where a
+        vector joins when half of its nearest centres are in the prefix, the region mostly
+        accepts more vectors than its cells hold, and counting them as the region does
+        keeps the warm start from binding on most calibrations (with an odd number of three
+        or more, where a vector needs a strict majority, the count can go either way).
+        Depends on the cells part only, and only enlarges the region, so validity holds.
         """
         cells = self.cells_
         accepted = cells.get("true_accepted")
