@@ -610,9 +610,8 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
         ascent from eight of them far apart until it settles), so they can sit inside a
         curved region: up to 3.5% of the width on a 3-D spline flow and 0.9% on a MAF
         flow in a review of four fits (in 2-D up to 0.009% on one MAF fit to ``make_ring``,
-        at most 0.005% on 12 other fits). For a tighter
-        box pass more points: ``n_points=200000`` left under 0.02% there, at about 15
-        times the time.
+        at most 0.005% on 16 other fits). For a tighter box pass more points:
+        ``n_points=200000`` left under 0.02% there, at about 15 times the time.
 
         Parameters
         ----------

@@ -63,7 +63,7 @@ class EnbPI(SequentialConformalRegressor):
         one that is narrow by chance on this sample): with the default ``beta_grid``,
         ``alpha = 0.1``, a frozen linear model and i.i.d. residuals, reviews measured
         0.82 (uniform residuals), 0.83 (Gaussian) and 0.84 (lognormal) at ``n = 30``,
-        and 0.87 (uniform) and 0.88 (Gaussian) at ``n = 100``. A window at
+        and 0.86 (uniform) and 0.88 (Gaussian) at ``n = 100``. A window at
         ``beta > 0`` can also span one more rank (up to 0.87 at ``n = 30`` on a
         heavy-tailed, skewed law in a review). Either way it stays short of
         ``1 - alpha``.

@@ -126,8 +126,8 @@ class KOWCPI(SequentialConformalRegressor):
         on few residuals (an effective sample size ``n_eff = 1 / sum(w_i^2)`` of a few tens
         or fewer is common with ``window >= 2``), and plain weighted quantiles of so few
         points, with the narrowest ``beta``, under-cover badly (about 0.78 on average
-        instead of 0.90 on i.i.d. residuals with ``window=3``, single runs 0.71 to 0.82,
-        in reviews with 500 to 1,200 residuals). With ``True`` the next residual enters
+        instead of 0.90 on i.i.d. residuals with ``window=3``, single runs about 0.71 to
+        0.83, in reviews with 500 to 1,200 residuals). With ``True`` the next residual enters
         the weighted quantiles with the weights' average weight, a share
         ``1 / (n_eff + 1)`` (split conformal's rank correction when the weights are
         equal), and the kernel radius grows at steps where ``n_eff`` is too small for a
@@ -149,7 +149,7 @@ class KOWCPI(SequentialConformalRegressor):
         Residuals the kernel conditions on; ``"auto"`` tries 1, 2, 3, 5 and 10.
     bandwidth : float, "auto" or "aic", default=0.3
         Kernel radius in units of the residuals' robust scale (MAD); ``"auto"`` also tries
-        0.5, 1 and 2 (on ELEC2 it gave the same intervals as 0.3, at nearly four times the
+        0.5, 1 and 2 (on ELEC2 it gave the same intervals as 0.3, at about three times the
         fit time: benchmark suite ``timeseries``); ``"aic"`` takes the nonparametric AIC choice
         of the smoother (Cai and Tiwari, 2000) on the last 2,000 fit residuals (the last
         ``window + 11`` with a longer window), which is

@@ -28,7 +28,8 @@ class SPCI(SequentialConformalRegressor):
     stored residuals (the defaults: window 100, 10 trees; a 2-core machine under load) and
     seconds with tens of thousands (the time-series page measures it). With
     ``memory=None`` (every residual kept) a long stream slows down step after step (5,000
-    steps: about 50 minutes); give ``memory`` for long streams.
+    steps: about 22 minutes from an empty memory, about 47 from the 2,755 residuals of an
+    ELEC2 fit); give ``memory`` for long streams.
 
     Fitted attributes every sequential method has (``source_``, ``fit_residuals_``,
     ``scale_``, ``memory_``, ``n_steps_``, ``coverage_history_``, ...) are described on
