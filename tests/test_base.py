@@ -613,6 +613,44 @@ def test_fit_checks_x_against_the_frozen_models_features(Wrapper):
     Wrapper(FrozenEstimator(unnamed)).fit(Xf, yf).calibrate(Xc, yc)
 
 
+def test_fit_checks_x_against_every_frozen_model_of_a_pair_or_a_region():
+    """diffrev13: CQR's pair of FrozenEstimators and a multi-output region around one took
+    an X of the wrong width or column order at fit (scikit-learn's message at calibrate)."""
+    from sklearn.linear_model import QuantileRegressor
+
+    from uqconform import ConformalizedQuantileRegressor, EllipsoidalConformalRegressor
+
+    X, y = regression_data(300)
+    frame = pd.DataFrame(X, columns=list("abcd"))
+    low, high = (
+        QuantileRegressor(quantile=q, alpha=0.0).fit(frame[:100], y[:100]) for q in (0.05, 0.95)
+    )
+    pair = (FrozenEstimator(low), FrozenEstimator(high))
+    with pytest.raises(ValueError, match=r"fit: `X` has 2 features, but the frozen Quantile"):
+        ConformalizedQuantileRegressor(pair).fit(X[:, :2], y)
+    with pytest.raises(ValueError, match=r"fit: `X` has the columns \['d', 'c', 'b', 'a'\]"):
+        ConformalizedQuantileRegressor(pair).fit(frame[list("dcba")], y)
+    ConformalizedQuantileRegressor(pair).fit(frame[:100], y[:100]).calibrate(frame[100:], y[100:])
+    Y = np.c_[y, 2 * y]
+    region_model = Ridge().fit(frame[:100], Y[:100])
+    with pytest.raises(ValueError, match=r"fit: `X` has 3 features, but the frozen Ridge"):
+        EllipsoidalConformalRegressor(FrozenEstimator(region_model)).fit(X[:, :3], Y)
+
+
+def test_a_setting_changed_after_calibrate_only_says_since_calibrate():
+    """diffrev13: around a fitted model adopted by calibrate (fit never ran), a changed
+    setting was said to have "changed since fit"."""
+    from uqconform import EllipsoidalConformalRegressor
+
+    X, y = regression_data(300)
+    Y = np.c_[y, 2 * y]
+    model = Ridge().fit(X[:100], Y[:100])
+    region = EllipsoidalConformalRegressor(model, random_state=0).calibrate(X[100:200], Y[100:200])
+    region.set_params(random_state=1)
+    with pytest.raises(NotFittedError, match="parameters changed since calibrate"):
+        region.predict_set(X[200:])
+
+
 def test_fit_checks_x_against_a_frozen_classifiers_features():
     X, y = classification_data(450)
     model = LogisticRegression().fit(X[:150], y[:150])

@@ -466,6 +466,22 @@ def test_pvalues_above_alpha_are_the_sets(score, class_conditional):
             assert (covered >= bounds[:, 0]).all(), (stratum, covered, bounds)
             if score != "topk":
                 assert (covered <= bounds[:, 1]).all(), (stratum, covered, bounds)
+        if score == "lac":  # every p-value against its definition, written here
+            cal_scores = (
+                1 - cp.predict_proba(Xc)[np.arange(len(yc)), np.searchsorted(cp.classes_, yc)]
+            )
+            test_scores = 1 - cp.predict_proba(Xt)
+            expected = np.empty_like(p)
+            for k, label in enumerate(cp.classes_):
+                row_strata = np.c_[
+                    test_strata[:, 0], np.full(len(yt), label if class_conditional else 0)
+                ]
+                for stratum in np.unique(row_strata, axis=0):
+                    rows = (row_strata == stratum).all(axis=1)
+                    mine = np.sort(cal_scores[(cal_strata == stratum).all(axis=1)])
+                    at_least = mine.size - np.searchsorted(mine, test_scores[rows, k], side="left")
+                    expected[rows, k] = (1 + at_least) / (mine.size + 1)
+            np.testing.assert_allclose(p, expected, rtol=0, atol=1e-12)
 
 
 def test_pvalues_of_an_uncalibrated_group_are_one_and_inputs_are_checked():

@@ -257,11 +257,14 @@ def test_class_conditional_warnings_name_each_class_with_its_levels():
         )
 
 
+@pytest.mark.slow
 def test_smaller_sets_than_split_conformal_on_small_data():
     """Every row trains and calibrates: on 100 rows of five classes CV+ sets (10 folds)
-    are smaller than split CP's, which trains on 50 rows and calibrates on 50 (40
-    resplits; measured 0.95x, paired t = -3.3), at no lower coverage."""
-    n, n_test, repeats = 100, 500, 40
+    are smaller than split CP's, which trains on 50 rows and calibrates on 50 (100
+    resplits; measured 0.95x, paired t about -5; 40 resplits gave t from -2.3 to -3.6, too
+    few for a 1% test), at coverage no more than one point lower (a non-inferiority test:
+    CV+ covers about one point more)."""
+    n, n_test, repeats = 100, 500, 100
     size = {"cv+": [], "split": []}
     covered = {"cv+": [], "split": []}
     for seed in range(repeats):
@@ -275,11 +278,12 @@ def test_smaller_sets_than_split_conformal_on_small_data():
             sets = model.predict_set(X[n:])
             size[name].append(sets.sum(axis=1).mean())
             covered[name].append(sets[rows, y[n:]].mean())
-    # paired one-sided t-tests at 1% over the resplits: smaller sets, coverage not lower
+    # paired one-sided t-tests at 1% over the resplits
     smaller = ttest_rel(size["cv+"], size["split"], alternative="less")
     assert smaller.pvalue < 0.01, (np.mean(size["cv+"]) / np.mean(size["split"]), smaller)
-    lower = ttest_rel(covered["cv+"], covered["split"], alternative="less")
-    assert lower.pvalue > 0.01, (np.mean(covered["cv+"]), np.mean(covered["split"]), lower)
+    margin = 0.01  # the claim: coverage no more than one point below split CP's
+    not_lower = ttest_rel(np.add(covered["cv+"], margin), covered["split"], alternative="greater")
+    assert not_lower.pvalue < 0.01, (np.mean(covered["cv+"]), np.mean(covered["split"]))
 
 
 def test_a_fold_model_that_never_saw_a_class_gives_it_probability_zero():

@@ -327,3 +327,15 @@ def test_a_bound_predict_proba_reads_its_estimators_classes(fitted):
         worst_of_k_perturbation(X, ones_twos, 0.4, binary.predict_proba, k=4, random_state=0),
         worst_of_k_perturbation(X, ones_twos, 0.4, binary, k=4, random_state=0),
     )
+    # the reading is the dtypes', never the values' (diffrev13: classes [1, 2, 3] and y of
+    # 1s and 2s were read as labels, and with one 0 added as column indices): integer y
+    # with integer classes are labels, so a 0 is a label the model never saw
+    three = LogisticRegression().fit(X, np.digitize(X[:, 0], [-0.5, 0.5]) + 1)
+    with pytest.raises(ValueError, match="never saw"):
+        worst_of_k_perturbation(X[:3], np.array([0, 1, 2]), 0.4, three.predict_proba)
+    rows = worst_of_k_perturbation(
+        X[:2], np.array([1, 2]), 0.4, three.predict_proba, k=4, random_state=0
+    )
+    np.testing.assert_array_equal(
+        rows, worst_of_k_perturbation(X[:2], np.array([1, 2]), 0.4, three, k=4, random_state=0)
+    )

@@ -39,3 +39,12 @@ def test_rows_digest_reads_values_whatever_the_container():
     assert rows_digest(changed) != digest
     assert rows_digest(values[::-1]) != digest
     assert rows_digest(values.reshape(20, 6)) != digest  # the shape is part of the rows
+
+
+def test_a_signalling_nan_hashes_as_nan_quietly():
+    """diffrev13: adding 0.0 to a signalling NaN raised numpy's "invalid value" warning
+    (a FloatingPointError under np.errstate(invalid="raise"))."""
+    signalling = np.array([[np.uint64(0x7FF4000000000000).view(np.float64), 1.0]])
+    with np.errstate(invalid="raise"):
+        hashes = _float_rows_hashes(signalling)
+    np.testing.assert_array_equal(hashes, _float_rows_hashes(np.array([[np.nan, 1.0]])))

@@ -210,7 +210,8 @@ def _float_rows_hashes(rows: NDArray[np.float64]) -> NDArray[np.uint64]:
     columns (CPython's tuple hash). -0.0 is read as 0.0 and every NaN alike (as pandas 3
     does; older versions hash their bits)."""
     n, p = rows.shape
-    values = np.ravel(rows, order="F") + 0.0  # a copy, -0.0 as 0.0
+    with np.errstate(invalid="ignore"):  # a signalling NaN stays a NaN, quietly
+        values = np.ravel(rows, order="F") + 0.0  # a copy, -0.0 as 0.0
     values[np.isnan(values)] = np.nan
     columns = pd.util.hash_array(values).reshape(p, n)
     out = np.full(n, 0x345678, dtype=np.uint64)

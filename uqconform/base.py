@@ -406,10 +406,41 @@ def check_calibration_settings(
                 if refit
                 else "calibrate(X_calib, y_calib)"
             )
+        # a model adopted by calibrate never ran fit: its "fit" settings date from calibrate
+        since = "calibrate" if model.__dict__.get("_estimator_adopted", False) else step
         raise NotFittedError(
-            f"{type(model).__name__}.{method}: parameters changed since {step} (it used "
+            f"{type(model).__name__}.{method}: parameters changed since {since} (it used "
             f"{', '.join(changed)}); call {again} again."
         )
+
+
+def check_frozen_features(wrapper: Any, estimator: Any) -> None:
+    """Refuse an ``X`` given to ``wrapper.fit`` whose features (recorded by its
+    ``_validate_X``) are not those a ``FrozenEstimator``'s model was fitted on, as
+    ``calibrate`` does for a fitted model: fit does not train it, and every later call
+    would fail. ``estimator``: the wrapper's model, or a list or tuple of models (CQR's
+    pair, an ensemble's heads), each checked."""
+    models = list(estimator) if isinstance(estimator, (list, tuple)) else [estimator]
+    given = wrapper.__dict__.get("n_features_in_")  # X's, recorded by _validate_X
+    given_names = wrapper.__dict__.get("feature_names_in_")
+    lead = f"{type(wrapper).__name__}.fit: "
+    for frozen_model in models:  # a loop over the (one to a few) models
+        if not isinstance(frozen_model, FrozenEstimator):
+            continue
+        model = frozen_model.estimator
+        frozen = f"the frozen {type(model).__name__} (fit does not train a FrozenEstimator)"
+        expected = getattr(model, "n_features_in_", None)
+        if expected is not None and given is not None and given != expected:
+            raise ValueError(
+                f"{lead}`X` has {given} feature{'s' * (given != 1)}, but {frozen} was fitted "
+                f"on {expected}: pass `X` with the features the model was fitted on."
+            )
+        names = getattr(model, "feature_names_in_", None)
+        if names is not None and given_names is not None and list(given_names) != list(names):
+            raise ValueError(
+                f"{lead}`X` has the columns {labels_text(given_names)}, but {frozen} was "
+                f"fitted on {labels_text(names)}: pass `X` with those columns, in that order."
+            )
 
 
 def check_calibrated(model: Any, method: str, attribute: str = "conformity_scores_") -> None:
@@ -778,28 +809,10 @@ class ModelWrapper(VersionedState, RoutesFitParams, BaseEstimator, metaclass=ABC
         return self
 
     def _check_frozen_features(self) -> None:
-        """Refuse an ``X`` given to ``fit`` whose features (recorded by `_validate_X`) are
-        not those a ``FrozenEstimator``'s model was fitted on, as ``calibrate`` does for a
-        fitted model: fit does not train it, and every later call would fail."""
-        if not isinstance(self.estimator, FrozenEstimator):
-            return
-        model = self.estimator.estimator
-        expected = getattr(model, "n_features_in_", None)
-        given = self.__dict__.get("n_features_in_")  # X's, recorded by _validate_X
-        lead = f"{type(self).__name__}.fit: "
-        frozen = f"the frozen {type(model).__name__} (fit does not train a FrozenEstimator)"
-        if expected is not None and given is not None and given != expected:
-            raise ValueError(
-                f"{lead}`X` has {given} feature{'s' * (given != 1)}, but {frozen} was fitted "
-                f"on {expected}: pass `X` with the features the model was fitted on."
-            )
-        names = getattr(model, "feature_names_in_", None)
-        given_names = self.__dict__.get("feature_names_in_")
-        if names is not None and given_names is not None and list(given_names) != list(names):
-            raise ValueError(
-                f"{lead}`X` has the columns {labels_text(given_names)}, but {frozen} was "
-                f"fitted on {labels_text(names)}: pass `X` with those columns, in that order."
-            )
+        """Refuse an ``X`` given to ``fit`` whose features are not those of a
+        ``FrozenEstimator``'s model (`check_frozen_features`; a hook: CQR checks both
+        models of its pair)."""
+        check_frozen_features(self, self.estimator)
 
     def _train_estimator(self, X: Any, y: Any, params: dict[str, Any]) -> None:
         """Train ``estimator_`` in `fit` (a hook: a wrapper may explain the model's own

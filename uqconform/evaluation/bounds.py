@@ -18,7 +18,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy import signal, special, stats
 
-from uqconform.quantiles import check_alpha, check_miscoverage, check_single_alpha, conformal_rank
+from uqconform.quantiles import check_alpha, check_single_alpha, conformal_rank
 
 __all__ = ["coverage_bounds", "coverage_count_pmf"]
 
@@ -366,8 +366,9 @@ def coverage_bounds(
     n_calibration : int
         Calibration points per resplit (per group for Mondrian calibration).
     alpha : float or sequence of float
-        Miscoverage level(s) (a level above 0.5 warns, as the wrappers do: ``0.9`` meant
-        as 90% coverage is ``alpha=0.1``).
+        Miscoverage level(s). Every level in (0, 1) is legitimate here (one-sided checks
+        use levels above 0.5), so none warns: ``0.9`` meant as 90% coverage is
+        ``alpha=0.1``, and a result below 0.5 says the level was read as miscoverage.
     n_test : int
         Test points per resplit.
     confidence : float, default=0.99
@@ -420,7 +421,7 @@ def coverage_bounds(
     """
     check_confidence(confidence)
     _check_counts(n_calibration, n_test, n_repeats)
-    levels = check_miscoverage(alpha)  # warns of a level above 0.5 (1 - alpha meant?)
+    levels = check_alpha(alpha)
     tail = (1 - confidence) / 2
     rows = []
     for level in levels:  # a loop over levels

@@ -222,8 +222,8 @@ def worst_of_k_perturbation(
     classes : array-like, optional
         Label of each score column, each label once, and every label of ``y`` among them;
         defaults to ``model.classes_`` (for a bound method such as ``clf.predict_proba``,
-        its estimator's ``classes_``, unless ``y`` holds column indices ``0..K-1`` outside
-        them), then ``0..K-1``.
+        its estimator's ``classes_``, unless ``y`` is of an integer dtype and those
+        classes are not: then ``y`` holds column indices), then ``0..K-1``.
     clip : (float, float), optional
         Clip the candidates to this box before scoring them; a candidate's shift is then
         at most ``radius`` for rows inside the box (a row outside it is moved into it,
@@ -341,15 +341,15 @@ def _known_classes(classes: ArrayLike | None, model: Any) -> NDArray | None:
 
 def _owner_classes(model: Any, labels: NDArray) -> NDArray | None:
     """The ``classes_`` of the estimator of a bound method such as ``clf.predict_proba``,
-    the labels of its score columns; None when it has none, or when ``labels`` are column
-    indices ``0..K-1`` not all among them (how a function's labels are read: ``y``
-    encoded as ``np.searchsorted(clf.classes_, y)``)."""
+    the labels of its score columns; None when it has none, or when integer ``labels``
+    meet classes that are not integers (then they are column indices ``0..K-1``, as a
+    function's labels are read: ``y`` encoded as ``np.searchsorted(clf.classes_, y)``).
+    Decided by the dtypes alone, never by which values ``labels`` hold."""
     fitted = getattr(getattr(model, "__self__", None), "classes_", None)
     if fitted is None:
         return None
     fitted = np.asarray(fitted)
-    indices = labels.dtype.kind in "iu" and 0 <= labels.min() and labels.max() < fitted.size
-    if indices and (pd.Index(fitted).get_indexer(labels) < 0).any():
+    if labels.dtype.kind in "iu" and fitted.dtype.kind not in "iu":
         return None
     return fitted
 

@@ -50,6 +50,7 @@ from uqconform._warnings import warn_user
 from uqconform.base import (
     ConformalPredictor,
     check_calibration_settings,
+    check_frozen_features,
     check_not_retrained,
     keeps_state_on_error,
     record_calibration_settings,
@@ -437,6 +438,7 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
         self._reset_calibration()
         self.__dict__.pop("n_outputs_", None)
         X = self._validate_X(X, reset=True)
+        check_frozen_features(self, getattr(self, "estimator", None))
         Y = self._check_target(y, n_rows(X), calibrating=False)
         self._check_nan(X)
         self.n_outputs_ = Y.shape[1]

@@ -18,7 +18,7 @@ from uqconform._seeding import integer_seed, seeded_clone
 from uqconform._validation import check_bool, check_fitted_model, is_sklearn_estimator
 from uqconform._version import VersionedState
 from uqconform._warnings import warn_user
-from uqconform.base import refuses_nan
+from uqconform.base import check_frozen_features, refuses_nan
 from uqconform.quantiles import check_alpha
 from uqconform.regression.split import SplitConformalRegressor
 from uqconform.routing import RoutesFitParams
@@ -285,6 +285,9 @@ class ConformalizedQuantileRegressor(SplitConformalRegressor):
                 "model cloned twice; a pair (lower, upper) keeps the levels its models were "
                 "given: leave `quantile_param` at None."
             )
+
+    def _check_frozen_features(self) -> None:
+        check_frozen_features(self, self._pair() or self.estimator)
 
     def _estimator_or_default(self) -> BaseEstimator:
         pair = self._pair()
