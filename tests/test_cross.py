@@ -10,6 +10,7 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
+from scipy.stats import ttest_rel
 from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 from sklearn.frozen import FrozenEstimator
@@ -176,9 +177,12 @@ def test_narrower_than_split_conformal_on_small_data():
             low, high = model.predict_interval(X[test]).T
             width[name].append(np.mean(high - low))
             covered[name].append(np.mean((low <= y[test]) & (y[test] <= high)))
-    ratio = np.mean(width["cv+"]) / np.mean(width["split"])
-    assert ratio < 0.95, ratio
-    assert np.mean(covered["cv+"]) >= np.mean(covered["split"]) - 0.02
+    # paired one-sided t-tests at 1% over the resplits: narrower, and coverage no more than
+    # two points below split CP's (the claim's margin)
+    narrower = ttest_rel(width["cv+"], width["split"], alternative="less")
+    assert narrower.pvalue < 0.01, (np.mean(width["cv+"]) / np.mean(width["split"]), narrower)
+    not_lower = ttest_rel(np.add(covered["cv+"], 0.02), covered["split"], alternative="greater")
+    assert not_lower.pvalue < 0.01, (np.mean(covered["cv+"]), np.mean(covered["split"]))
 
 
 def test_minmax_is_wider_than_plus():
@@ -405,8 +409,11 @@ def test_jackknife_after_bootstrap_covers_over_resplits():
 
     observed = _coverage(make, n, n_test, repeats, alpha)
     low, _ = coverage_bounds(n, 2 * alpha, n_test, n_repeats=repeats)
-    assert low <= observed <= 0.99, (observed, low)
-    assert observed >= 0.85, observed  # measured 0.914: near nominal, not only the floor
+    assert low <= observed, (observed, low)
+    # measured 0.914: near nominal, not only the floor (the lower end of split CP's law at
+    # alpha itself, the coverage the docs say it reaches in practice)
+    nominal_low, _ = coverage_bounds(n, alpha, n_test, n_repeats=repeats)
+    assert observed >= nominal_low, (observed, nominal_low)
 
 
 def test_jackknife_after_bootstrap_input_seeds_and_pickle():

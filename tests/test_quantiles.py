@@ -290,6 +290,11 @@ def test_weighted_thresholds_one_test_row_tiny_weights_and_rows_without_weight()
                 [1.0, 2.0, 3.0], 0.5, weights=weights, test_weight=test_weight
             )
         assert np.isinf(rows[0]).all()
+    # no calibration weight and a test weight so small that its share of the level
+    # underflowed: the test point still carries all the weight (regr review: 0.3)
+    with pytest.warns(UserWarning, match="too little mass"):
+        lone = conformal_quantile([0.3, 0.7, 1.2], 0.5, weights=np.zeros(3), test_weight=5e-324)
+    assert np.isinf(lone).all()
     with pytest.warns(UserWarning, match="sum to zero: no threshold"):
         assert np.isinf(
             conformal_quantile([1.0, 2.0], 0.5, weights=[0.0, 0.0], test_weight=0.0)

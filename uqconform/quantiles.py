@@ -637,7 +637,9 @@ def _shared_weight_thresholds(
     targets = _weighted_targets(levels, sorted_scores.size)
     index = np.searchsorted(cumulative, mass[:, None] * targets[None, :], side="left")
     thresholds = np.append(sorted_scores, np.inf)[index]
-    thresholds[mass <= 0] = np.inf  # no weight anywhere: nothing to rank
+    # no weight anywhere: nothing to rank; no calibration weight: the test point carries
+    # all of it (a tiny test weight times 1 - alpha underflowed to 0, the first score)
+    thresholds[(mass <= 0) | (total <= 0)] = np.inf
     return thresholds
 
 
