@@ -818,3 +818,18 @@ def test_settings_fit_did_not_read_need_no_new_fit(data):
     with pytest.raises(NotFittedError, match=r"changed since .*call calibrate\(X_calib"):
         adopted.predict_set(Xt)
     assert adopted.calibrate(Xc, Yc).estimator_ is other
+
+
+@pytest.mark.parametrize("Region", [EllipsoidalConformalRegressor, RectangularConformalRegressor])
+def test_nonconformity_refuses_a_target_frame_in_another_row_order(Region):
+    """mo review: nonconformity(X, Y) paired a pandas Y holding X's rows in another order by
+    position (median score 4.4 against 1.2 aligned), while fit and calibrate refuse it."""
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame(rng.normal(size=(200, 3)), index=np.arange(200) + 100)
+    Y = pd.DataFrame(X.to_numpy()[:, :2] + rng.normal(scale=0.3, size=(200, 2)), index=X.index)
+    model = Region(Ridge(), random_state=0).fit(X[:100], Y[:100])
+    shuffled = Y[100:].sample(frac=1.0, random_state=0)
+    with pytest.raises(ValueError, match="`Y` is indexed by the row labels of `X` in another"):
+        model.nonconformity(X[100:], shuffled)
+    aligned = model.nonconformity(X[100:], Y[100:])
+    np.testing.assert_array_equal(aligned, model.nonconformity(X[100:], Y[100:].to_numpy()))

@@ -910,7 +910,7 @@ class PredictionRegion:
         if self.dim != 2:
             raise ValueError(
                 f"{method}() draws 2-D regions only; these have d={self.dim}. Use sample() or "
-                "bounding_box() in higher dimensions."
+                "bounding_box() for other dimensions."
             )
 
     def boundary(self, n_points: int = 200) -> NDArray:

@@ -530,6 +530,7 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
         -------
         ndarray of shape (n_samples,), or (n_samples, n_outputs) for a Bonferroni box
         """
+        check_row_order(X, y, "Y")
         self._check_trained("nonconformity")
         check_calibration_settings(self, "nonconformity", step="fit")
         X = self._validate_X(X, reset=False)
