@@ -11,16 +11,12 @@ calibration set leaves undecided. The single probability reported is
 ``p1 / (1 - p0 + p1)``, the one with the smallest worst-case log-loss regret against the
 pair.
 
-Every score, of a calibration row and of a test row alike, is first rounded to a grid
-of 32 units in its last place (`snap_scores`), so that a score computed in another batch,
-which can differ in its last digits, still ties the calibration score it equals. That is
-a function of each score alone, so calibration and test rows stay exchangeable and the
-guarantee is exact for the rounded scores. The fitted value at the added row then
-depends only on where its rounded score falls among the sorted rounded calibration
-scores (between two of them, or equal to one), so both values are computed once for
-every position at calibration, exactly, as slopes of common tangents of convex hulls of
-the cumulative sums (Vovk, Petej and Fedorova, 2015, compute the same values); a
-prediction is then a binary search.
+The fitted value at the added row depends only on where its score falls among the sorted
+calibration scores (between two of them, or equal to one: within a relative ``16 * eps``
+of one, see `calibration_ties`), so both values are computed
+once for every position at calibration, exactly, as slopes of common tangents of convex
+hulls of the cumulative sums (Vovk, Petej and Fedorova, 2015, compute the same values);
+a prediction is then a binary search.
 """
 
 from __future__ import annotations
@@ -151,27 +147,25 @@ def venn_abers_bounds(
     Returns
     -------
     p0, p1 : ndarray of shape (m,)
-        The isotonic fit at each score with the row added as a 0, and as a 1, all
-        scores first rounded to a grid of 32 units in the last place (Notes).
+        The isotonic fit at each score with the row added as a 0, and as a 1, where a
+        score close to a calibration score counts as equal to it (Notes).
 
     Notes
     -----
-    Every score, calibration and test alike, is first rounded to the nearest multiple of
-    ``2**(e - 48)``, where ``2**(e - 1) <= |s| < 2**e``: 32 units in the last place of
-    ``s``, a relative 16 to 32 ``eps`` (``eps = np.finfo(float).eps``, 3.6e-15 to
-    7.1e-15), far below the gaps between distinct probabilities a model gives; infinite
-    scores stay infinite. The same row's score computed in another batch can differ in
-    its last digits: rounded, it still ties the calibration score it equals, unless the
-    two fall on either side of a grid edge (a chance of about their distance over the
-    grid's spacing). As the rounding is a function of each score alone, calibration
-    and test rows stay exchangeable and the guarantee holds exactly; scores within the
-    same cell of the grid are pooled whether they are calibration or test scores (a rule
-    for test scores alone broke the guarantee on scores a few units in the last place
-    apart). The pairs are an exact isotonic refit's on the rounded scores, so they can
-    differ from a refit on the raw scores where two distinct scores round to the same
-    value (calibration scores 1000 and 1001 with labels 0 and 1, score ``1000 + 1e-12``:
-    ``(0, 0.5)`` here, ``(0, 1)`` refitted; scikit-learn pools only scores within an
-    absolute 1e-15).
+    A score ``s`` within ``|s - c| <= 16 * eps * max(|s|, |c|)`` of a calibration score
+    ``c`` (``eps = np.finfo(float).eps``, so a relative 3.6e-15: 16 to 32 units in the
+    last place of ``c``, 16 just above a power of two and nearly 32 just below the next)
+    is taken as equal to ``c`` and gets the pair of that tie: the same row's score
+    computed in another batch can differ in its last digits and would otherwise jump
+    between a tie and a gap. An exact isotonic refit puts such a score in the gap beside
+    ``c`` (so does scikit-learn's, which pools only scores within an absolute 1e-15),
+    so the pair can differ from the refit's there (calibration scores 1000 and 1001 with
+    labels 0 and 1, score ``1000 + 1e-12``: ``(0, 0.5)`` here, ``(0, 1)`` refitted).
+    Distinct calibration scores stay apart, however close. The rule is not symmetric in
+    calibration and test rows, so on scores a few units in the last place apart the
+    guarantee does not hold exactly: the true-label member is too high on average (a
+    review measured a gap of about a point at 10 calibration rows; rounding every score
+    to a grid restores it but makes a row's pair depend on its batch near grid edges).
 
     Examples
     --------
@@ -224,28 +218,29 @@ def _scores_without_nan(values: ArrayLike, name: str) -> NDArray:
     return array
 
 
-# Bits of the mantissa kept by `snap_scores`: a grid of 32 units in the last place (a
-# relative 16 to 32 eps), a few times the noise of a matrix product computed in other
-# blocks, far below the gaps between distinct probabilities a model gives (1e-13 near 1
-# for naive Bayes, which a tolerance of 1e-12 merged).
-_GRID_BITS = 48
+# Relative distance within which a score is taken to equal a calibration score (of the
+# larger magnitude, see `_close`): 16 to 32 units in the last place, a few times the
+# noise of a matrix product computed in other blocks, far below the gaps between distinct
+# probabilities a model gives (1e-13 near 1 for naive Bayes, which a tolerance of 1e-12
+# merged).
+_TIE_TOLERANCE = 16 * np.finfo(float).eps
 
 
 class _Table:
     """The pair for every position among one calibration set's sorted scores."""
 
     def __init__(self, scores: NDArray, labels: NDArray, floor: float = 0.0):
-        # calibration scores are rounded as the test scores will be (`snap_scores`): a
-        # function of each score alone, which keeps the rows exchangeable
+        # distinct calibration scores stay apart, however close (as an isotonic refit
+        # keeps them); only a test score within `_TIE_TOLERANCE` of one ties it
         self.floor = floor
-        self.values, inverse = np.unique(snap_scores(scores, floor), return_inverse=True)
+        self.values, inverse = np.unique(scores, return_inverse=True)
         counts = np.bincount(inverse, minlength=self.values.size)
         sums = np.bincount(inverse[labels], minlength=self.values.size)  # labels: bool
         self.gap0, self.tie0 = _added_point_values(counts, sums, 0)
         self.gap1, self.tie1 = _added_point_values(counts, sums, 1)
 
     def bounds(self, scores: NDArray) -> tuple[NDArray, NDArray]:
-        """The pair of each score: the tie values where, rounded, it equals a calibration score
+        """The pair of each score: the tie values where it equals a calibration score
         (see `calibration_ties`), the gap values where it falls between two."""
         position, at, tie = calibration_ties(self.values, scores, self.floor)
         p0 = np.where(tie, self.tie0[at], self.gap0[position])
@@ -253,42 +248,37 @@ class _Table:
         return p0, p1
 
 
-def snap_scores(scores: NDArray, floor: float = 0.0) -> NDArray:
-    """``scores`` rounded to a grid of ``_GRID_BITS`` bits of mantissa: to the nearest
-    multiple of ``2**(e - 48)``, where ``2**(e - 1) <= |s| < 2**e`` (32 units in the last
-    place of ``s``, a relative 16 to 32 ``eps``), ties to even; infinite scores, and the
-    few that would round past the largest float, stay as they are, and a score that
-    rounds to zero is ``+0.0``. A function of each score alone,
-    applied to calibration and test scores alike, so the rows stay exchangeable: the same
-    row's score computed in another batch, a few units in the last place away, rounds to
-    the same value unless a grid edge lies between them.
-
-    ``floor``: a power of two (or 0) below which, in magnitude, the grid is that of the
-    scores just under it, an absolute ``16 * eps * floor``: 1 for log-odds, whose values
-    near 0 carry the absolute rounding of the probabilities they came from; 0, purely
-    relative, for scores of unknown scale, such as probabilities near 0.
-    """
-    _, exponent = np.frexp(scores)
-    if floor > 0:
-        exponent = np.maximum(exponent, np.frexp(floor)[1] - 1)
-    # exact: scaling by powers of two, rounding to an integer (at most 2**48 in magnitude)
-    grid_units = np.round(np.ldexp(scores, _GRID_BITS - exponent))
-    with np.errstate(over="ignore"):  # past the largest float: the score is kept
-        snapped = np.ldexp(grid_units, exponent - _GRID_BITS) + 0.0  # -0.0 as +0.0
-    return np.where(np.isfinite(snapped), snapped, scores)
-
-
 def calibration_ties(
     values: NDArray, scores: NDArray, floor: float = 0.0
 ) -> tuple[NDArray, NDArray, NDArray]:
-    """Where each score falls among the sorted distinct rounded calibration ``values``
-    (`snap_scores` of the calibration scores, with the same ``floor``), once rounded
-    itself: its gap (``searchsorted`` position), the value it ties (index, where it ties)
-    and whether it ties one."""
-    snapped = snap_scores(scores, floor)
-    position = np.searchsorted(values, snapped, side="left")
-    at = np.minimum(position, values.size - 1)
-    return position, at, (position < values.size) & (values[at] == snapped)
+    """Where each score falls among the sorted distinct calibration ``values``: its gap
+    (``searchsorted`` position), the value it ties (index, where it ties) and whether it
+    ties one. A score ``s`` ties a value ``v`` when ``|s - v| <= 16 * eps * max(|s|,
+    |v|, floor)`` (`_TIE_TOLERANCE`; ``eps = np.finfo(float).eps``): a relative 3.6e-15,
+    16 to 32 units in the last place of ``v`` (16 just above a power of two, nearly 32
+    just below the next): the same row's probability computed in another batch can
+    differ in its last digits, and would otherwise jump between a tie and a gap.
+    ``floor``: the smallest magnitude the tolerance is relative to (1 for log-odds, whose
+    values near 0 carry the absolute rounding of the probabilities they came from: an
+    absolute 3.6e-15 below 1; 0, purely relative, for scores of unknown scale, such as
+    probabilities near 0)."""
+    last = values.size - 1
+    position = np.searchsorted(values, scores, side="left")
+    above, below = np.minimum(position, last), np.maximum(position - 1, 0)
+
+    tie_above = (position <= last) & _close(values[above], scores, floor)
+    tie_below = (position >= 1) & _close(values[below], scores, floor) & ~tie_above
+    return position, np.where(tie_below, below, above), tie_above | tie_below
+
+
+def _close(a: NDArray, b: NDArray, floor: float) -> NDArray:
+    """Equal, or finite and within `_TIE_TOLERANCE` of each other, relative to the larger
+    magnitude or to ``floor`` if both are smaller (see `calibration_ties`)."""
+    finite = np.isfinite(a) & np.isfinite(b)
+    with np.errstate(invalid="ignore", over="ignore"):  # infinite scores
+        scale = np.maximum(np.maximum(np.abs(a), np.abs(b)), floor)
+        close = np.abs(a - b) <= _TIE_TOLERANCE * scale
+    return (a == b) | (finite & close)
 
 
 def _log_odds(proba: NDArray) -> NDArray:
@@ -328,7 +318,7 @@ def _class_tables(proba: NDArray, index: NDArray) -> list[_Table]:
     scores = _log_odds(proba)
     columns = [1] if proba.shape[1] == 2 else range(proba.shape[1])
     # log-odds near 0 carry the absolute rounding of probabilities near 1/2 (a row's pair
-    # changed with its batch under a purely relative grid): an absolute grid below 1
+    # changed with its batch under a purely relative tolerance): floor the scale at 1
     return [_Table(scores[:, k], index == k, floor=1.0) for k in columns]
 
 
@@ -381,11 +371,11 @@ class VennAbersCalibrator(ClassifierMixin, ModelWrapper):
         (with two classes ``log p_1 - log p_0``, so for a model whose rows do not sum to
         1 both columns count; from ``p_k`` alone with more than two classes), clipped where a
         probability rounds to 1 (rows saturated at 1 or at 0 tie alike, so renaming the
-        classes mirrors the pairs). Every log-odds, of calibration and test rows alike, is
-        rounded to a grid of 32 units in its last place above 1 in magnitude, and of an
-        absolute ``16 * eps`` (3.6e-15) below 1 (see `venn_abers_bounds`), so that a row
-        scored in another batch still ties its calibration score (except across a grid
-        edge); the pairs are an exact isotonic refit's on the rounded scores.
+        classes mirrors the pairs). A test row's log-odds within ``16 * eps`` (3.6e-15) of a
+        calibration row's, relative to the larger of the two magnitudes where that exceeds 1
+        (16 to 32 units in the last place) and absolute below 1, counts as a tie with it (see
+        `venn_abers_bounds`): its pair is the tie's, not the neighbouring gap's that an
+        exact isotonic refit would give.
     random_state : int, Generator or None, default=None
         Seeds the classifier trained by ``fit`` where its own ``random_state`` is None.
 
