@@ -833,3 +833,24 @@ def test_nonconformity_refuses_a_target_frame_in_another_row_order(Region):
         model.nonconformity(X[100:], shuffled)
     aligned = model.nonconformity(X[100:], Y[100:])
     np.testing.assert_array_equal(aligned, model.nonconformity(X[100:], Y[100:].to_numpy()))
+
+
+def test_an_unrelated_model_error_is_not_blamed_on_the_outputs():
+    """mo review: a model that takes several outputs but is tagged single-output
+    (MLPRegressor) failing for another reason (a bad parameter) was told to be wrapped in
+    MultiOutputRegressor; the hint is kept for models that fit one output but not several,
+    and `QuantileBand` is importable from uqconform.regression (regr review)."""
+    from sklearn.neural_network import MLPRegressor
+    from sklearn.svm import SVR
+
+    from uqconform.regression import QuantileBand  # noqa: F401 (importable)
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 3))
+    Y = np.c_[X[:, 0], X[:, 1]] + rng.normal(scale=0.1, size=(60, 2))
+    with pytest.raises(ValueError) as caught:
+        EllipsoidalConformalRegressor(MLPRegressor(hidden_layer_sizes=(-3,))).fit(X, Y)
+    assert "MultiOutputRegressor" not in str(caught.value)
+    assert "hidden_layer_sizes" in str(caught.value)
+    with pytest.raises(ValueError, match="it may take one output only"):
+        EllipsoidalConformalRegressor(SVR()).fit(X, Y)

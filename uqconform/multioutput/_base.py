@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy import sparse
-from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.base import BaseEstimator, RegressorMixin, clone
 from sklearn.exceptions import NotFittedError
 from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import LinearRegression
@@ -301,6 +301,7 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
                 and Y.shape[1] > 1
                 and tags is not None
                 and not tags.target_tags.multi_output
+                and self._fits_one_output(X, Y, model_params)
             ):
                 raise ValueError(
                     f"{type(self.estimator_).__name__} could not be fitted on the {Y.shape[1]} "
@@ -308,6 +309,16 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
                     f"sklearn.multioutput.MultiOutputRegressor. Its error: {error}"
                 ) from error
             raise
+
+    def _fits_one_output(self, X: Any, Y: NDArray, model_params: dict[str, Any]) -> bool:
+        """Whether a clone of ``estimator_`` fits the first output alone: only then is a
+        failure on every output about the outputs (an unrelated error, a bad parameter,
+        fails on one output too and is shown as it is)."""
+        try:
+            clone(self.estimator_).fit(X, Y[:, 0], **model_params)
+        except Exception:  # any failure: the error was not about the outputs
+            return False
+        return True
 
     def _estimator_prediction(self, X: Any, positions: NDArray | None = None) -> NDArray:
         """``estimator_.predict(X)`` as a float ``(n, d)`` array, checked against ``d`` and

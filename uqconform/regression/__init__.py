@@ -3,7 +3,7 @@
 
 from uqconform.regression.acp import ApproximateFullConformalRegressor
 from uqconform.regression.cps import ConformalPredictiveSystem
-from uqconform.regression.cqr import ConformalizedQuantileRegressor
+from uqconform.regression.cqr import ConformalizedQuantileRegressor, QuantileBand
 from uqconform.regression.cross import (
     CrossConformalRegressor,
     JackknifeAfterBootstrapRegressor,
@@ -18,5 +18,6 @@ __all__ = [
     "CrossConformalRegressor",
     "FullConformalRidge",
     "JackknifeAfterBootstrapRegressor",
+    "QuantileBand",
     "SplitConformalRegressor",
 ]
