@@ -508,21 +508,15 @@ def test_a_log_odds_near_zero_ties_its_calibration_score_across_batches():
     np.testing.assert_allclose(one_by_one, model.predict_proba(X), atol=1e-12)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known limit (va review, stop 55): a test score within 16 eps of a calibration "
-    "score is pooled with it while calibration scores that close stay apart, so the "
-    "true-label gap is biased on scores a few ulps apart; a symmetric rule is not "
-    "implemented yet (rounding to a grid broke batch invariance)",
-)
 def test_the_guarantee_holds_on_scores_a_few_ulps_apart():
     """(va review) A test score within 16 eps of a calibration score was pooled with it
     while calibration scores that close stayed apart: the test row was not treated as the
     calibration rows were, and the true label's member of the pair was too high (scores on
     0.2, 0.4, 0.6, 0.8, each with +-6 ulps of noise, n = 10: z = -6.3 over 40,000 sets).
-    Here 300 test rows per calibration set (the mean of ``y - p_y`` over a set's rows is
-    independent across sets), z of that mean over 6000 sets, two-sided at 0.1% (|z| <
-    3.3), fixed in advance; the old rule gave z = -5.1 (-4.3 to -6.0 on seeds 0 to 3)."""
+    Scores are now grouped by single linkage, calibration and test alike. Here 300 test
+    rows per calibration set (the mean of ``y - p_y`` over a set's rows is independent
+    across sets), z of that mean over 6000 sets, two-sided at 0.1% (|z| < 3.3), fixed in
+    advance; the old rule gave z = -5.1 (-4.3 to -6.0 on seeds 0 to 3)."""
     rng = np.random.default_rng(0)
     n, m, sets = 10, 300, 6000
     values = rng.choice([0.2, 0.4, 0.6, 0.8], (sets, n + m))
@@ -535,6 +529,67 @@ def test_the_guarantee_holds_on_scores_a_few_ulps_apart():
         gaps[k] = np.mean(y - np.where(y, p1, p0))
     z = gaps.mean() / gaps.std(ddof=1) * np.sqrt(sets)
     assert abs(z) < 3.3, z
+
+
+def single_linkage_cells(scores, floor=0.0):
+    """Each score's cell: sorted scores each within 16 eps (relative to the larger
+    magnitude, or to ``floor``) of the next share one."""
+    order = np.argsort(scores, kind="stable")
+    ordered = scores[order]
+    scale = np.maximum(np.maximum(np.abs(ordered[:-1]), np.abs(ordered[1:])), floor)
+    apart = np.abs(np.diff(ordered)) > 16 * np.finfo(float).eps * scale
+    cells = np.empty(scores.size, dtype=int)
+    cells[order] = np.concatenate([[0], np.cumsum(apart)])
+    return cells
+
+
+@pytest.mark.parametrize(("noise", "floor"), [(6, 0.0), (40, 0.0), (40, 1.0)])
+def test_pairs_equal_isotonic_regression_on_single_linkage_cells(noise, floor):
+    """Near-tied scores (a few values, each with +-``noise`` units in the last place): the
+    pair equals an isotonic refit on the cells of the n + 1 scores, calibration and test
+    alike, including a test score that joins two calibration cells (wider noise), and
+    with the calibrators' floor of 1 near 0."""
+    from uqconform.classification.venn_abers import _Table
+
+    rng = np.random.default_rng(noise + int(floor))
+    levels = [0.0, 1e-16, -3e-16, 0.5] if floor else [-2.0, 0.1, 0.25, 1.0, 3.0]
+    joins = 0
+    for _ in range(40):
+        n = int(rng.integers(3, 30))
+        base = rng.choice(levels, n + 20)
+        ulp = np.spacing(1.0) / 2 if floor else np.spacing(base)
+        scores = base + rng.integers(-noise, noise + 1, base.size) * ulp
+        scores[n + 15 :] = scores[: 20 - 15]  # a few test scores equal to calibration's
+        labels = (rng.random(n) < 0.5).astype(int)
+        cal, test = scores[:n], scores[n:]
+        p0, p1 = _Table(cal, labels == 1, floor=floor).bounds(test)
+        calibration_cells = np.unique(single_linkage_cells(cal, floor)).size
+        for t, pair in zip(test, np.column_stack([p0, p1]), strict=True):
+            cells = single_linkage_cells(np.append(cal, t), floor).astype(float)
+            joins += np.unique(cells[:n]).size < calibration_cells
+            expected = [
+                isotonic_at_added_point(cells[:n], labels, cells[n], label) for label in (0, 1)
+            ]
+            np.testing.assert_allclose(pair, expected, rtol=0, atol=1e-12)
+    assert joins > 0 if noise > 6 else joins == 0
+
+
+def test_a_score_joining_two_cells_gets_the_max_min_formula_of_the_joined_cell():
+    """A test score close to the top of one cell and the bottom of the next pools both
+    with it: the max-min formula with the two cells merged, at every position."""
+    from uqconform.classification.venn_abers import _added_point_values
+
+    rng = np.random.default_rng(7)
+    counts = rng.integers(1, 4, 300)
+    sums = rng.binomial(counts, np.linspace(0.05, 0.95, 300))
+    for label in (0, 1):
+        _, _, joined = _added_point_values(counts, sums, label)
+        for j in range(0, 299, 13):
+            merged_counts = np.concatenate(
+                [counts[:j], [counts[j] + counts[j + 1]], counts[j + 2 :]]
+            )
+            merged_sums = np.concatenate([sums[:j], [sums[j] + sums[j + 1]], sums[j + 2 :]])
+            assert joined[j] == minmax_oracle(merged_counts, merged_sums, label)[1][j]
 
 
 def test_labels_of_object_dtype_are_read_as_numbers():

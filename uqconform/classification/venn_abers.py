@@ -11,12 +11,17 @@ calibration set leaves undecided. The single probability reported is
 ``p1 / (1 - p0 + p1)``, the one with the smallest worst-case log-loss regret against the
 pair.
 
-The fitted value at the added row depends only on where its score falls among the sorted
-calibration scores (between two of them, or equal to one: within a relative ``16 * eps``
-of one, see `calibration_ties`), so both values are computed
-once for every position at calibration, exactly, as slopes of common tangents of convex
-hulls of the cumulative sums (Vovk, Petej and Fedorova, 2015, compute the same values);
-a prediction is then a binary search.
+Scores closer than a relative ``16 * eps`` (see `calibration_ties`) count as equal, for
+calibration and test rows alike: the calibration scores and the test score are grouped by
+single linkage (chains of scores each within the tolerance of the next form one cell), so
+the cells are a function of the multiset of the ``n + 1`` scores, the rows stay
+exchangeable and the guarantee is exact; the same row's score computed in another batch
+(its last digits differ) still ties the calibration score it is close to. The fitted
+value at the added row then depends only on where its score falls among the cells of the
+calibration scores (between two, in one, or joining two adjacent cells into one), so both
+values are computed once for every position at calibration, exactly, as slopes of common
+tangents of convex hulls of the cumulative sums (Vovk, Petej and Fedorova, 2015, compute
+the same values); a prediction is then a binary search.
 """
 
 from __future__ import annotations
@@ -76,23 +81,28 @@ def _lower_hull_links(W: list[int], S: list[int], from_right: bool) -> list[int]
     return links
 
 
-def _added_point_values(counts: NDArray, sums: NDArray, label: int) -> tuple[NDArray, NDArray]:
+def _added_point_values(
+    counts: NDArray, sums: NDArray, label: int
+) -> tuple[NDArray, NDArray, NDArray]:
     """Isotonic fit at an added point of label ``label`` (0 or 1), for every position.
 
-    ``counts`` and ``sums``: the number of calibration rows and the sum of their labels at
-    each distinct score, in increasing order (``m`` of them). Returns the fitted value when
-    the added score falls in gap ``j`` (before the ``j``-th distinct score, ``j = 0..m``)
-    and when it equals the ``j``-th distinct score (``j = 0..m-1``, pooled with its rows).
+    ``counts`` and ``sums``: the number of calibration rows and the sum of their labels in
+    each cell of tied scores, in increasing order (``m`` of them). Returns the fitted value
+    when the added score falls in gap ``j`` (before the ``j``-th cell, ``j = 0..m``), when
+    it ties the ``j``-th cell (``j = 0..m-1``, pooled with its rows) and when it ties both
+    cells ``j`` and ``j + 1`` (``j = 0..m-2``, the three pooled into one).
 
     With cumulative counts ``W`` and sums ``S`` (the cumulative sum diagram), the fitted
-    value is ``max_{a <= j} min_{b >= k}`` of the mean label of the block from distinct
-    score ``a`` to ``b - 1`` plus the added point, ``(S[b] - S[a] + label) / (W[b] - W[a]
-    + 1)`` (``k = j`` in a gap, ``j + 1`` on a tie): the slope of the lower common tangent
-    of the lower hull of the prefix points ``(W[a], S[a])`` and that of the suffix points
-    shifted by the added point, ``(W[b] + 1, S[b] + label)``. Both hulls come from one
-    pass each; the tangent is found by walking them inward from the added point, the
-    walks of every position at once (a tangent is unique, so the order of the steps does
-    not matter). Counts and sums are integers, so the turns are exact.
+    value is ``max_{a <= j} min_{b >= k}`` of the mean label of the block from cell ``a``
+    to ``b - 1`` plus the added point, ``(S[b] - S[a] + label) / (W[b] - W[a] + 1)``
+    (``k = j`` in a gap, ``j + 1`` on a tie, ``j + 2`` joining two cells: the prefix
+    hulls up to ``j`` and the suffix hulls from ``j + 2`` do not hold the joined cells'
+    inner point, so they are those of the unjoined cells): the slope of the lower common
+    tangent of the lower hull of the prefix points ``(W[a], S[a])`` and that of the
+    suffix points shifted by the added point, ``(W[b] + 1, S[b] + label)``. Both hulls
+    come from one pass each; the tangent is found by walking them inward from the added
+    point, the walks of every position at once (a tangent is unique, so the order of the
+    steps does not matter). Counts and sums are integers, so the turns are exact.
     """
     m = counts.size
     W_list = [0, *np.cumsum(counts).tolist()]
@@ -127,7 +137,8 @@ def _added_point_values(counts: NDArray, sums: NDArray, label: int) -> tuple[NDA
     positions = np.arange(m + 1)
     gap = tangent(positions, positions)
     tie = tangent(positions[:m], positions[:m] + 1)
-    return gap, tie
+    joined = tangent(positions[: max(m - 1, 0)], positions[: max(m - 1, 0)] + 2)
+    return gap, tie, joined
 
 
 def venn_abers_bounds(
@@ -147,25 +158,25 @@ def venn_abers_bounds(
     Returns
     -------
     p0, p1 : ndarray of shape (m,)
-        The isotonic fit at each score with the row added as a 0, and as a 1, where a
-        score close to a calibration score counts as equal to it (Notes).
+        The isotonic fit at each score with the row added as a 0, and as a 1, where
+        scores close to each other count as equal (Notes).
 
     Notes
     -----
-    A score ``s`` within ``|s - c| <= 16 * eps * max(|s|, |c|)`` of a calibration score
-    ``c`` (``eps = np.finfo(float).eps``, so a relative 3.6e-15: 16 to 32 units in the
-    last place of ``c``, 16 just above a power of two and nearly 32 just below the next)
-    is taken as equal to ``c`` and gets the pair of that tie: the same row's score
-    computed in another batch can differ in its last digits and would otherwise jump
-    between a tie and a gap. An exact isotonic refit puts such a score in the gap beside
-    ``c`` (so does scikit-learn's, which pools only scores within an absolute 1e-15),
-    so the pair can differ from the refit's there (calibration scores 1000 and 1001 with
-    labels 0 and 1, score ``1000 + 1e-12``: ``(0, 0.5)`` here, ``(0, 1)`` refitted).
-    Distinct calibration scores stay apart, however close. The rule is not symmetric in
-    calibration and test rows, so on scores a few units in the last place apart the
-    guarantee does not hold exactly: the true-label member is too high on average (a
-    review measured a gap of about a point at 10 calibration rows; rounding every score
-    to a grid restores it but makes a row's pair depend on its batch near grid edges).
+    Two scores ``s`` and ``c`` within ``|s - c| <= 16 * eps * max(|s|, |c|)`` of each
+    other (``eps = np.finfo(float).eps``, so a relative 3.6e-15: 16 to 32 units in the
+    last place, 16 just above a power of two and nearly 32 just below the next) count as
+    equal, and so do chains of such scores (single linkage): the calibration scores and
+    the added score are grouped into cells that way, calibration and test scores alike,
+    and the isotonic fit is that of the cells. The rule depends only on the multiset of
+    the ``n + 1`` scores, so the rows stay exchangeable and the guarantee holds exactly;
+    and the same row's score computed in another batch, which can differ in its last
+    digits, still ties the calibration score it is close to instead of jumping between a
+    tie and a gap. A score close to the top of one cell and the bottom of the next joins
+    them into one. An exact isotonic refit on the raw floats differs only near such ties:
+    it keeps distinct floats apart (scikit-learn's pools scores within an absolute 1e-15),
+    so with calibration scores 1000 and 1001 labelled 0 and 1 the score ``1000 + 1e-12``
+    gets ``(0, 0.5)`` here, ``(0, 1)`` refitted.
 
     Examples
     --------
@@ -218,34 +229,53 @@ def _scores_without_nan(values: ArrayLike, name: str) -> NDArray:
     return array
 
 
-# Relative distance within which a score is taken to equal a calibration score (of the
-# larger magnitude, see `_close`): 16 to 32 units in the last place, a few times the
-# noise of a matrix product computed in other blocks, far below the gaps between distinct
-# probabilities a model gives (1e-13 near 1 for naive Bayes, which a tolerance of 1e-12
-# merged).
+# Relative distance within which two scores are taken as equal (of the larger magnitude,
+# see `_close`): 16 to 32 units in the last place, a few times the noise of a matrix
+# product computed in other blocks, far below the gaps between distinct probabilities a
+# model gives (1e-13 near 1 for naive Bayes, which a tolerance of 1e-12 merged).
 _TIE_TOLERANCE = 16 * np.finfo(float).eps
 
 
 class _Table:
-    """The pair for every position among one calibration set's sorted scores."""
+    """The pair for every position among one calibration set's cells of tied scores."""
 
     def __init__(self, scores: NDArray, labels: NDArray, floor: float = 0.0):
-        # distinct calibration scores stay apart, however close (as an isotonic refit
-        # keeps them); only a test score within `_TIE_TOLERANCE` of one ties it
+        # single linkage: sorted distinct scores each close to the next form one cell
+        # (the test score joins the cells it is close to, in `bounds`)
         self.floor = floor
         self.values, inverse = np.unique(scores, return_inverse=True)
-        counts = np.bincount(inverse, minlength=self.values.size)
-        sums = np.bincount(inverse[labels], minlength=self.values.size)  # labels: bool
-        self.gap0, self.tie0 = _added_point_values(counts, sums, 0)
-        self.gap1, self.tie1 = _added_point_values(counts, sums, 1)
+        apart = ~_close(self.values[:-1], self.values[1:], floor)
+        self.cell = np.concatenate([[0], np.cumsum(apart)])  # each distinct score's cell
+        cells = int(self.cell[-1]) + 1
+        counts = np.bincount(self.cell[inverse], minlength=cells)
+        sums = np.bincount(self.cell[inverse[labels]], minlength=cells)  # labels: bool
+        self.gap0, self.tie0, self.join0 = _added_point_values(counts, sums, 0)
+        self.gap1, self.tie1, self.join1 = _added_point_values(counts, sums, 1)
 
     def bounds(self, scores: NDArray) -> tuple[NDArray, NDArray]:
-        """The pair of each score: the tie values where it equals a calibration score
-        (see `calibration_ties`), the gap values where it falls between two."""
-        position, at, tie = calibration_ties(self.values, scores, self.floor)
-        p0 = np.where(tie, self.tie0[at], self.gap0[position])
-        p1 = np.where(tie, self.tie1[at], self.gap1[position])
-        return p0, p1
+        """The pair of each score: the gap values where it is close to no calibration
+        score, the tie values of the cell it is close to, and the joined values where it
+        is close to the top of one cell and the bottom of the next (see
+        `calibration_ties`)."""
+        position, below, above = _neighbour_ties(self.values, scores, self.floor)
+        cell = np.append(self.cell, self.cell[-1] + 1)  # past the end: the last gap
+        lower = cell[np.maximum(position - 1, 0)]
+        upper = cell[position]
+        join = below & above & (lower != upper)
+        at = np.where(below, lower, upper)  # a tie's cell (the lower one of a join)
+        last = self.tie0.size - 1
+        tie_at, join_at = np.minimum(at, last), np.minimum(at, max(last - 1, 0))
+        gap_at = upper  # in a gap both neighbours are in different cells
+        p = []
+        for gap, tie, joined in (
+            (self.gap0, self.tie0, self.join0),
+            (self.gap1, self.tie1, self.join1),
+        ):
+            value = np.where(below | above, tie[tie_at], gap[gap_at])
+            if joined.size:
+                value = np.where(join, joined[join_at], value)
+            p.append(value)
+        return p[0], p[1]
 
 
 def calibration_ties(
@@ -257,18 +287,30 @@ def calibration_ties(
     |v|, floor)`` (`_TIE_TOLERANCE`; ``eps = np.finfo(float).eps``): a relative 3.6e-15,
     16 to 32 units in the last place of ``v`` (16 just above a power of two, nearly 32
     just below the next): the same row's probability computed in another batch can
-    differ in its last digits, and would otherwise jump between a tie and a gap.
+    differ in its last digits, and would otherwise jump between a tie and a gap. The
+    same test groups calibration scores among themselves (`_Table`: single linkage), so
+    a score that ties a value is pooled with that value's whole cell (with both cells
+    where it ties the top of one and the bottom of the next).
     ``floor``: the smallest magnitude the tolerance is relative to (1 for log-odds, whose
     values near 0 carry the absolute rounding of the probabilities they came from: an
     absolute 3.6e-15 below 1; 0, purely relative, for scores of unknown scale, such as
     probabilities near 0)."""
+    position, tie_below, tie_above = _neighbour_ties(values, scores, floor)
+    above, below = np.minimum(position, values.size - 1), np.maximum(position - 1, 0)
+    return position, np.where(tie_above, above, below), tie_above | tie_below
+
+
+def _neighbour_ties(
+    values: NDArray, scores: NDArray, floor: float
+) -> tuple[NDArray, NDArray, NDArray]:
+    """Each score's ``searchsorted`` position among the sorted distinct ``values`` and
+    whether it ties the value below that position, and the value at it (`_close`)."""
     last = values.size - 1
     position = np.searchsorted(values, scores, side="left")
     above, below = np.minimum(position, last), np.maximum(position - 1, 0)
-
     tie_above = (position <= last) & _close(values[above], scores, floor)
-    tie_below = (position >= 1) & _close(values[below], scores, floor) & ~tie_above
-    return position, np.where(tie_below, below, above), tie_above | tie_below
+    tie_below = (position >= 1) & _close(values[below], scores, floor)
+    return position, tie_below, tie_above
 
 
 def _close(a: NDArray, b: NDArray, floor: float) -> NDArray:
@@ -371,11 +413,11 @@ class VennAbersCalibrator(ClassifierMixin, ModelWrapper):
         (with two classes ``log p_1 - log p_0``, so for a model whose rows do not sum to
         1 both columns count; from ``p_k`` alone with more than two classes), clipped where a
         probability rounds to 1 (rows saturated at 1 or at 0 tie alike, so renaming the
-        classes mirrors the pairs). A test row's log-odds within ``16 * eps`` (3.6e-15) of a
-        calibration row's, relative to the larger of the two magnitudes where that exceeds 1
-        (16 to 32 units in the last place) and absolute below 1, counts as a tie with it (see
-        `venn_abers_bounds`): its pair is the tie's, not the neighbouring gap's that an
-        exact isotonic refit would give.
+        classes mirrors the pairs). Log-odds within ``16 * eps`` (3.6e-15) of each other,
+        relative to the larger of the two magnitudes where that exceeds 1 (16 to 32 units
+        in the last place) and absolute below 1, count as equal, calibration and test rows'
+        alike, chained by single linkage (see `venn_abers_bounds`): so a row keeps its pair
+        whatever batch it is scored in, and the guarantee is exact.
     random_state : int, Generator or None, default=None
         Seeds the classifier trained by ``fit`` where its own ``random_state`` is None.
 
