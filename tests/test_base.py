@@ -628,6 +628,9 @@ def test_fit_checks_x_against_every_frozen_model_of_a_pair_or_a_region():
     pair = (FrozenEstimator(low), FrozenEstimator(high))
     with pytest.raises(ValueError, match=r"fit: `X` has 2 features, but the frozen Quantile"):
         ConformalizedQuantileRegressor(pair).fit(X[:, :2], y)
+    narrow_upper = (FrozenEstimator(low), FrozenEstimator(clone(high).fit(frame[list("abc")], y)))
+    with pytest.raises(ValueError, match=r"QuantileRegressor, the upper one, \(fit does not"):
+        ConformalizedQuantileRegressor(narrow_upper).fit(frame, y)  # diffrev14: which one
     with pytest.raises(ValueError, match=r"fit: `X` has the columns \['d', 'c', 'b', 'a'\]"):
         ConformalizedQuantileRegressor(pair).fit(frame[list("dcba")], y)
     ConformalizedQuantileRegressor(pair).fit(frame[:100], y[:100]).calibrate(frame[100:], y[100:])

@@ -327,6 +327,16 @@ def test_a_bound_predict_proba_reads_its_estimators_classes(fitted):
         worst_of_k_perturbation(X, ones_twos, 0.4, binary.predict_proba, k=4, random_state=0),
         worst_of_k_perturbation(X, ones_twos, 0.4, binary, k=4, random_state=0),
     )
+    # classes that are numbers of another dtype (float labels -1., 0., 1.) against integer
+    # y: labels too, compared as numbers (diffrev14: read as column indices, the wrong
+    # class attacked)
+    signs = np.sign(np.round(X[:, 0]))  # -1., 0., 1.
+    floats = LogisticRegression().fit(X, signs)
+    ints = signs.astype(int)
+    np.testing.assert_array_equal(
+        worst_of_k_perturbation(X[:40], ints[:40], 0.4, floats.predict_proba, k=4, random_state=0),
+        worst_of_k_perturbation(X[:40], ints[:40], 0.4, floats, k=4, random_state=0),
+    )
     # the reading is the dtypes', never the values' (diffrev13: classes [1, 2, 3] and y of
     # 1s and 2s were read as labels, and with one 0 added as column indices): integer y
     # with integer classes are labels, so a 0 is a label the model never saw

@@ -608,3 +608,20 @@ def test_labels_of_object_dtype_are_read_as_numbers():
         venn_abers_bounds([0.1, 0.2], np.array([0, 2], dtype=object), [0.3])
     with pytest.raises(ValueError, match="must hold 0 and 1"):
         venn_abers_bounds([0.1, 0.2], np.array([0, "1"], dtype=object), [0.3])
+
+
+def test_a_table_pickled_before_the_symmetric_rule_still_predicts():
+    """diffrev14: calibrators pickled before the single-linkage rule (their tables have no
+    `cell` or join tables) raised AttributeError at predict_proba; they predict as they
+    did, each distinct calibration score its own cell."""
+    X, y = make_classification(300, 5, random_state=0)
+    model = LogisticRegression().fit(X[:100], y[:100])
+    va = VennAbersCalibrator(model).calibrate(X[100:200], y[100:200])
+    expected = va.predict_proba(X[200:])
+    for table in va._tables:  # as an older build pickled them
+        for name in ("cell", "join0", "join1"):
+            del table.__dict__[name]
+    old = pickle.loads(pickle.dumps(va))
+    assert all(hasattr(table, "cell") for table in old._tables)
+    # these scores have no near ties: every cell is one score, so nothing moves
+    np.testing.assert_array_equal(old.predict_proba(X[200:]), expected)

@@ -414,21 +414,27 @@ def check_calibration_settings(
         )
 
 
-def check_frozen_features(wrapper: Any, estimator: Any) -> None:
+def check_frozen_features(
+    wrapper: Any, estimator: Any, members: Sequence[str] | None = None
+) -> None:
     """Refuse an ``X`` given to ``wrapper.fit`` whose features (recorded by its
     ``_validate_X``) are not those a ``FrozenEstimator``'s model was fitted on, as
     ``calibrate`` does for a fitted model: fit does not train it, and every later call
     would fail. ``estimator``: the wrapper's model, or a list or tuple of models (CQR's
-    pair, an ensemble's heads), each checked."""
+    pair, an ensemble's heads), each checked and named in a message by ``members`` (by
+    default "model i of `estimator`")."""
     models = list(estimator) if isinstance(estimator, (list, tuple)) else [estimator]
     given = wrapper.__dict__.get("n_features_in_")  # X's, recorded by _validate_X
     given_names = wrapper.__dict__.get("feature_names_in_")
     lead = f"{type(wrapper).__name__}.fit: "
-    for frozen_model in models:  # a loop over the (one to a few) models
+    for index, frozen_model in enumerate(models):  # a loop over the (one to a few) models
         if not isinstance(frozen_model, FrozenEstimator):
             continue
         model = frozen_model.estimator
-        frozen = f"the frozen {type(model).__name__} (fit does not train a FrozenEstimator)"
+        which = ""
+        if len(models) > 1:
+            which = f", {members[index] if members else f'model {index} of `estimator`'},"
+        frozen = f"the frozen {type(model).__name__}{which} (fit does not train a FrozenEstimator)"
         expected = getattr(model, "n_features_in_", None)
         if expected is not None and given is not None and given != expected:
             raise ValueError(

@@ -16,7 +16,8 @@ calibration and test rows alike: the calibration scores and the test score are g
 single linkage (chains of scores each within the tolerance of the next form one cell), so
 the cells are a function of the multiset of the ``n + 1`` scores, the rows stay
 exchangeable and the guarantee is exact; the same row's score computed in another batch
-(its last digits differ) still ties the calibration score it is close to. The fitted
+(its last digits differ, by less than the tolerance) still ties the calibration score it
+is close to. The fitted
 value at the added row then depends only on where its score falls among the cells of the
 calibration scores (between two, in one, or joining two adjacent cells into one), so both
 values are computed once for every position at calibration, exactly, as slopes of common
@@ -172,11 +173,14 @@ def venn_abers_bounds(
     the ``n + 1`` scores, so the rows stay exchangeable and the guarantee holds exactly;
     and the same row's score computed in another batch, which can differ in its last
     digits, still ties the calibration score it is close to instead of jumping between a
-    tie and a gap. A score close to the top of one cell and the bottom of the next joins
-    them into one. An exact isotonic refit on the raw floats differs only near such ties:
-    it keeps distinct floats apart (scikit-learn's pools scores within an absolute 1e-15),
-    so with calibration scores 1000 and 1001 labelled 0 and 1 the score ``1000 + 1e-12``
-    gets ``(0, 0.5)`` here, ``(0, 1)`` refitted.
+    tie and a gap, as long as it moves by less than the tolerance (a Fortran-ordered copy
+    of ``X`` moved a GaussianNB log-odds by 64 units in the last place in one review: pass
+    the same memory layout to calibrate and predict). A score close to the top of one
+    cell and the bottom of the next joins them into one. An exact isotonic refit on the
+    raw floats differs only near such ties: it keeps distinct floats apart
+    (scikit-learn's pools scores within an absolute 1e-15), so with calibration scores
+    1000 and 1001 labelled 0 and 1 the score ``1000 + 1e-12`` gets ``(0, 0.5)`` here,
+    ``(0, 1)`` refitted.
 
     Examples
     --------
@@ -251,6 +255,17 @@ class _Table:
         sums = np.bincount(self.cell[inverse[labels]], minlength=cells)  # labels: bool
         self.gap0, self.tie0, self.join0 = _added_point_values(counts, sums, 0)
         self.gap1, self.tie1, self.join1 = _added_point_values(counts, sums, 1)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """A table pickled before the symmetric rule (no ``cell``) kept every distinct
+        calibration score apart: each is its own cell and no join table exists, so it
+        predicts as it did (a test score close to two of them takes the lower's tie).
+        Calibrate again for the symmetric rule."""
+        if "cell" not in state:
+            empty = np.empty(0)
+            state = {**state, "cell": np.arange(state["values"].size)}
+            state.update(join0=empty, join1=empty)
+        self.__dict__.update(state)
 
     def bounds(self, scores: NDArray) -> tuple[NDArray, NDArray]:
         """The pair of each score: the gap values where it is close to no calibration
@@ -417,7 +432,8 @@ class VennAbersCalibrator(ClassifierMixin, ModelWrapper):
         relative to the larger of the two magnitudes where that exceeds 1 (16 to 32 units
         in the last place) and absolute below 1, count as equal, calibration and test rows'
         alike, chained by single linkage (see `venn_abers_bounds`): so a row keeps its pair
-        whatever batch it is scored in, and the guarantee is exact.
+        in any batch whose rounding moves its score by less than that, and the guarantee
+        is exact.
     random_state : int, Generator or None, default=None
         Seeds the classifier trained by ``fit`` where its own ``random_state`` is None.
 

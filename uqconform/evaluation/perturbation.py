@@ -223,7 +223,7 @@ def worst_of_k_perturbation(
         Label of each score column, each label once, and every label of ``y`` among them;
         defaults to ``model.classes_`` (for a bound method such as ``clf.predict_proba``,
         its estimator's ``classes_``, unless ``y`` is of an integer dtype and those
-        classes are not: then ``y`` holds column indices), then ``0..K-1``.
+        classes are not numbers: then ``y`` holds column indices), then ``0..K-1``.
     clip : (float, float), optional
         Clip the candidates to this box before scoring them; a candidate's shift is then
         at most ``radius`` for rows inside the box (a row outside it is moved into it,
@@ -342,14 +342,14 @@ def _known_classes(classes: ArrayLike | None, model: Any) -> NDArray | None:
 def _owner_classes(model: Any, labels: NDArray) -> NDArray | None:
     """The ``classes_`` of the estimator of a bound method such as ``clf.predict_proba``,
     the labels of its score columns; None when it has none, or when integer ``labels``
-    meet classes that are not integers (then they are column indices ``0..K-1``, as a
-    function's labels are read: ``y`` encoded as ``np.searchsorted(clf.classes_, y)``).
+    meet classes that are not numbers (text: then they are column indices ``0..K-1``, as
+    a function's labels are read: ``y`` encoded as ``np.searchsorted(clf.classes_, y)``).
     Decided by the dtypes alone, never by which values ``labels`` hold."""
     fitted = getattr(getattr(model, "__self__", None), "classes_", None)
     if fitted is None:
         return None
     fitted = np.asarray(fitted)
-    if labels.dtype.kind in "iu" and fitted.dtype.kind not in "iu":
+    if labels.dtype.kind in "iu" and fitted.dtype.kind not in "biuf":
         return None
     return fitted
 

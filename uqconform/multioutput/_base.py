@@ -16,6 +16,7 @@ box of `RectangularConformalRegressor`.
 
 from __future__ import annotations
 
+import warnings
 from abc import abstractmethod
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -305,7 +306,8 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
             ):
                 raise ValueError(
                     f"{type(self.estimator_).__name__} could not be fitted on the {Y.shape[1]} "
-                    "outputs of Y (it may take one output only): wrap it in "
+                    "outputs of Y, though it fits the first alone (it may take one output "
+                    "only): wrap it in "
                     f"sklearn.multioutput.MultiOutputRegressor. Its error: {error}"
                 ) from error
             raise
@@ -315,7 +317,9 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
         failure on every output about the outputs (an unrelated error, a bad parameter,
         fails on one output too and is shown as it is)."""
         try:
-            clone(self.estimator_).fit(X, Y[:, 0], **model_params)
+            with warnings.catch_warnings():  # a probe the user did not ask for: quiet
+                warnings.simplefilter("ignore")
+                clone(self.estimator_).fit(X, Y[:, 0], **model_params)
         except Exception:  # any failure: the error was not about the outputs
             return False
         return True

@@ -287,7 +287,9 @@ class ConformalizedQuantileRegressor(SplitConformalRegressor):
             )
 
     def _check_frozen_features(self) -> None:
-        check_frozen_features(self, self._pair() or self.estimator)
+        check_frozen_features(
+            self, self._pair() or self.estimator, ("the lower quantile model", "the upper one")
+        )
 
     def _estimator_or_default(self) -> BaseEstimator:
         pair = self._pair()
