@@ -1728,3 +1728,20 @@ def test_a_time_series_report_explains_its_missing_bounds_by_the_sequential_prot
     assert np.isnan(report.rows[0]["bound_low"]) and report.rows[0]["inside_bounds"] is None
     assert "full conformal" not in report.note and "n_calibration_" not in report.note
     assert "no exact finite-sample law" in report.note and "online" in report.note
+
+
+def test_metrics_refuse_a_target_in_another_row_order_than_a_pandas_prediction():
+    """evalm review: coverage(y.sort_index(), intervals_frame) paired the rows by position
+    (0.52 for 1.0, silently), though both carry the same row labels; a prediction built by
+    position (a fresh RangeIndex) still pairs by position, silently."""
+    rng = np.random.default_rng(0)
+    y = pd.Series(rng.normal(size=200), index=rng.permutation(200) + 1000)
+    frame = pd.DataFrame({"lower": y - 1, "upper": y + 1})  # y's own labels
+    assert coverage(y, frame) == 1.0
+    with pytest.raises(ValueError, match="`y_true` is indexed by the row labels of"):
+        coverage(y.sort_index(), frame)
+    with pytest.raises(ValueError, match="`y_true` is indexed by the row labels of"):
+        mean_interval_score(y.sort_index(), frame, 0.1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert coverage(y, frame.reset_index(drop=True)) == 1.0

@@ -325,6 +325,9 @@ def _prepare(
             f"{'an' if parsed.kind[0] in 'aeiou' else 'a'} {parsed.kind} prediction."
         )
     _check_rows(y, parsed.n, name, prediction_name)
+    # a pandas prediction (intervals or sets as a DataFrame) keeps its row labels: a
+    # y_true holding them in another order would be paired by position
+    check_row_order(prediction, y_true, name, rows_of=prediction_name)
     if parsed.kind == "set":
         return parsed, _label_index(y, parsed.data.shape[1], classes, name)
     if parsed.kind == "region":
