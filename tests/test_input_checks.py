@@ -2367,6 +2367,15 @@ def test_cloned_wrapper_of_fitted_heads_explains_the_unfitted_clones(data, wrapp
         clone(wrapper(heads)).fit(X, labels)
     frozen = [FrozenEstimator(head) for head in heads]
     clone(wrapper(frozen, random_state=0)).calibrate(X, labels)  # the advice works
+    # no clone could explain an unfitted head among fitted ones, or a frozen one (clf
+    # review: the hint told to freeze heads that were frozen): no hint then
+    for listed in (
+        [heads[0], LogisticRegression()],
+        [frozen[0], FrozenEstimator(LogisticRegression())],
+    ):
+        with pytest.raises(NotFittedError) as caught:
+            wrapper(listed).calibrate(X, labels)
+        assert "A clone of this wrapper" not in str(caught.value)
 
 
 def test_region_plot_in_three_dimensions_names_plot():

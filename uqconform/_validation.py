@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numbers
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Literal, cast, overload
 
@@ -898,9 +898,22 @@ def explaining_cloned_lists(estimator: Any) -> Iterator[None]:
     try:
         yield
     except NotFittedError as error:
-        if not isinstance(estimator, (list, tuple)):
+        if not isinstance(estimator, (list, tuple)) or not _unfitted_as_by_a_clone(estimator):
             raise
         raise NotFittedError(f"{error} {CLONED_LIST_HINT}") from None
+
+
+def _unfitted_as_by_a_clone(models: Sequence[Any]) -> bool:
+    """Whether a list of models looks like a clone's copies: every model not in a
+    ``FrozenEstimator`` unfitted (a clone unfits them all, and keeps the frozen ones)."""
+    plain = [model for model in models if not isinstance(model, FrozenEstimator)]
+    for model in plain:  # a loop over the (few) listed models
+        try:
+            check_is_fitted(model)
+        except (NotFittedError, TypeError):
+            continue
+        return False  # a fitted one: not a clone's copies
+    return bool(plain)
 
 
 def check_wrapper_fitted(
