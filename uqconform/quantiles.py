@@ -537,9 +537,9 @@ def _weighted_conformal_quantile(
         cumulative = _cumulative_shares(scaled, order, np.where(total > 0, total, 1.0))
         targets = _weighted_targets(levels, values.size)
         thresholds = sorted_values[_rowwise_searchsorted(cumulative, targets)]
+        thresholds[total <= 0] = np.inf  # (the shared path's routine does this itself)
         w_test = cast(NDArray, scaled_test)
     empty = total <= 0  # no weight at all: no threshold is defined, the whole space
-    thresholds[empty] = np.inf
     if warn and np.isinf(thresholds).any():
         _warn_whole_space(thresholds, levels, w_test, total, empty, shared, single)
     return thresholds[0] if single else thresholds
