@@ -213,17 +213,11 @@ def transforms_input(estimator: Any) -> bool:
     (also in a `FrozenEstimator` or a `TransformedTargetRegressor`) with a step before its
     last other than ``"passthrough"`` or None. Such steps may make infinite values finite
     (a clip, an imputer), so only their output can be judged."""
-    model = estimator
-    while isinstance(model, (FrozenEstimator, Pipeline, TransformedTargetRegressor)):
-        if isinstance(model, FrozenEstimator):
-            model = model.estimator
-        elif isinstance(model, Pipeline):
-            if any(step is not None and not isinstance(step, str) for _, step in model.steps[:-1]):
-                return True
-            model = model.steps[-1][1]
-        else:
-            model = model.regressor
-    return False
+    return any(
+        isinstance(model, Pipeline)
+        and any(step is not None and not isinstance(step, str) for _, step in model.steps[:-1])
+        for model in _layers(estimator)
+    )
 
 
 def as_network(estimator: Any) -> NetworkView:
@@ -329,9 +323,11 @@ def _target_scaling(model: TransformedTargetRegressor) -> tuple[float, float]:
     return standard_target_scaling(model)
 
 
-def _innermost(model: Any) -> Any:
-    """The model at the end of FrozenEstimator, Pipeline and TransformedTargetRegressor
-    wrappers, read without fitting (the unfitted ``regressor`` of a target transform)."""
+def _layers(model: Any) -> Iterator[Any]:
+    """``model`` and the models its FrozenEstimator, Pipeline and TransformedTargetRegressor
+    wrappers hold, outermost first, read without fitting (the unfitted ``regressor`` of a
+    target transform)."""
+    yield model
     while isinstance(model, (FrozenEstimator, Pipeline, TransformedTargetRegressor)):
         if isinstance(model, FrozenEstimator):
             model = model.estimator
@@ -339,7 +335,14 @@ def _innermost(model: Any) -> Any:
             model = model.steps[-1][1]
         else:
             model = model.regressor
-    return model
+        yield model
+
+
+def _innermost(model: Any) -> Any:
+    """The model at the end of FrozenEstimator, Pipeline and TransformedTargetRegressor
+    wrappers (`_layers`)."""
+    *_, last = _layers(model)
+    return last
 
 
 def _check_final_kind(model: Any) -> None:
