@@ -774,3 +774,19 @@ def test_the_density_ratio_names_ragged_rows_and_no_columns():
         ClassifierDensityRatio().fit(np.ones((5, 0)), np.ones((5, 0)))
     with pytest.raises(ValueError, match=r"`X_source` and `X_target` have no columns"):
         ClassifierDensityRatio().fit(pd.DataFrame(index=range(5)), pd.DataFrame(index=range(4)))
+
+
+def test_an_unfitted_ratio_is_a_not_fitted_error_and_huge_counts_read_alike():
+    """An unfitted ClassifierDensityRatio passed as `likelihood_ratio` says "not fitted"
+    (a NotFittedError naming the argument, not a ValueError around one); at a tiny alpha
+    the effective-size warning prints the needed count as the too-few warning does."""
+    (Xf, yf), (Xc, yc), _ = _data("absolute", seed=11)
+    cp = SplitConformalRegressor(Ridge(), likelihood_ratio=ClassifierDensityRatio()).fit(Xf, yf)
+    with pytest.raises(NotFittedError, match=r"`likelihood_ratio` is not fitted: .*fit\("):
+        cp.calibrate(Xc, yc)
+    cp = SplitConformalRegressor(Ridge(), alpha=1e-12, likelihood_ratio=tilt).fit(Xf, yf)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        cp.calibrate(Xc, yc)
+    effective = [str(w.message) for w in caught if "effective calibration size" in str(w.message)]
+    assert effective and "the 1e+12 scores" in effective[0], effective

@@ -1111,9 +1111,9 @@ class ConformalPredictor(ModelWrapper):
             warn_user(
                 f"`likelihood_ratio`'s weights leave an effective calibration size of "
                 f"{effective:.1f} of {weights.size} rows (Kish: (sum w)^2 / sum w^2), below "
-                f"the {needed} scores a finite threshold needs at alpha: a few rows decide "
-                "every threshold, so coverage varies widely from one calibration set to "
-                "another. Check the ratio (weights near 0 or at the clip: a classifier "
+                f"the {count_text(needed)} scores a finite threshold needs at alpha: a few "
+                "rows decide every threshold, so coverage varies widely from one calibration "
+                "set to another. Check the ratio (weights near 0 or at the clip: a classifier "
                 "that separates the populations), or calibrate on more rows.",
                 UserWarning,
             )
@@ -1140,7 +1140,7 @@ class ConformalPredictor(ModelWrapper):
         if thin.size:
             warn_user(
                 f"`likelihood_ratio`'s weights leave fewer effective calibration rows than "
-                f"the {needed} a finite threshold needs at alpha in {thin.size} group"
+                f"the {count_text(needed)} a finite threshold needs at alpha in {thin.size} group"
                 f"{'s' if thin.size > 1 else ''} ({thin[:5].tolist()}"
                 f"{' ...' if thin.size > 5 else ''}; Kish: (sum w)^2 / sum w^2 per group): "
                 "a few rows decide those groups' thresholds.",
@@ -1419,6 +1419,8 @@ class ConformalPredictor(ModelWrapper):
         try:
             ratio_output = ratio(X)
             raw = np.asarray(ratio_output)
+        except NotFittedError as error:  # an unfitted ratio: the caller's step to take
+            raise NotFittedError(f"`likelihood_ratio` is not fitted: {error}") from error
         except Exception as error:  # a column-name typo (KeyError) included
             raise ValueError(
                 f"`likelihood_ratio` failed on the {where}: {type(error).__name__}: {error}"
