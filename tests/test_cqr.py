@@ -19,6 +19,7 @@ from sklearn.utils.validation import check_is_fitted
 from uqconform import ConformalizedQuantileRegressor, SplitConformalRegressor
 from uqconform.evaluation import coverage_bounds
 from uqconform.quantiles import conformal_quantile
+from uqconform.regression import QuantileBand
 
 
 def _hgb(**kw):
@@ -191,6 +192,8 @@ def test_bad_estimators_are_explained():
     pair = (_hgb(quantile=0.05), _hgb(quantile=0.95))
     with pytest.raises(ValueError, match=r"`quantile_param` \('quantile'\).*leave"):
         ConformalizedQuantileRegressor(pair, quantile_param="quantile").fit(Xf, yf)
+    with pytest.raises(ValueError, match=r"a pair \(lower, upper\) or a QuantileBand keeps"):
+        ConformalizedQuantileRegressor(QuantileBand(*pair), quantile_param="quantile").fit(Xf, yf)
     # a mean model with no loss to set: named as such, with every remedy
     expected = r"Ridge has no quantile .*`quantile_param`.*conformity_score='normalized'"
     with pytest.raises(ValueError, match=expected):

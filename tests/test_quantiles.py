@@ -225,6 +225,13 @@ def test_infinite_test_weight_gives_the_whole_space_for_its_row_only():
     for bad in (np.nan, -1.0):
         with pytest.raises(ValueError, match="test_weight"):
             conformal_quantile(scores, 0.5, weights=weights[0], test_weight=bad)
+    # a 2-D test weight beside 1-D weights: one entry per test row, not "per row of weights"
+    with pytest.raises(ValueError, match=r"one entry per test row \(1-D\), got shape \(1, 1\)"):
+        conformal_quantile(scores, 0.5, weights=weights[0], test_weight=[[1.0]])
+    with pytest.raises(
+        ValueError, match=r"one entry per row of `weights` \(2\), got shape \(3,\)"
+    ):
+        conformal_quantile(scores, 0.5, weights=weights, test_weight=[1.0, 1.0, 1.0])
 
 
 @pytest.mark.parametrize("n", [7, 3000])  # 3000 scores: the test rows go in several chunks

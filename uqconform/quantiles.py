@@ -518,9 +518,9 @@ def _weighted_conformal_quantile(
     w2 = np.atleast_2d(w)
     m = w_test.size if shared else w2.shape[0]
     if w_test.ndim > 1 or w_test.size not in (1, m):
+        per = "per test row (1-D)" if w.ndim == 1 else f"per row of `weights` ({m})"
         raise ValueError(
-            f"`test_weight` must be a number or have one entry per row of `weights` "
-            f"({w2.shape[0]}), got shape {w_test.shape}."
+            f"`test_weight` must be a number or have one entry {per}, got shape {w_test.shape}."
         )
     w_test = np.array(np.broadcast_to(w_test.reshape(-1), (m,)))  # a copy, rescaled below
     order = np.argsort(values, kind="stable")

@@ -282,8 +282,8 @@ class ConformalizedQuantileRegressor(SplitConformalRegressor):
         if pair is not None and self.quantile_param is not None:
             raise ValueError(
                 f"`quantile_param` ({self.quantile_param!r}) sets the levels of one quantile "
-                "model cloned twice; a pair (lower, upper) keeps the levels its models were "
-                "given: leave `quantile_param` at None."
+                "model cloned twice; a pair (lower, upper) or a QuantileBand keeps the levels "
+                "its models were given: leave `quantile_param` at None."
             )
 
     def _check_frozen_features(self) -> None:
