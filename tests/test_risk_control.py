@@ -848,3 +848,13 @@ def test_a_delta_of_the_wrong_type_is_a_type_error(delta, kind):
     assert controller(method="rcps", delta=np.float32(0.3)).calibrate(P, Y).delta == np.float32(
         0.3
     )
+
+
+def test_hoeffding_bentkus_pvalue_returns_an_array_of_the_risk_shape():
+    """Review finding: a single `risk` gave a numpy float while the docstring promised an
+    ndarray: a 0-d array now, and one p-value per risk otherwise."""
+    single = hoeffding_bentkus_pvalue(0.05, 100, 0.1)
+    assert isinstance(single, np.ndarray) and single.shape == ()
+    assert float(single) == hoeffding_bentkus_pvalue([0.05], 100, 0.1)[0]
+    table = hoeffding_bentkus_pvalue(np.full((2, 3), 0.05), 100, 0.1)
+    assert isinstance(table, np.ndarray) and table.shape == (2, 3)

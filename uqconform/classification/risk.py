@@ -88,7 +88,8 @@ def hoeffding_bentkus_pvalue(risk: ArrayLike, n: int, alpha: float) -> NDArray:
     Returns
     -------
     ndarray
-        One p-value per risk, at most 1.
+        One p-value per risk, at most 1, in the shape of ``risk`` (a 0-d array for a single
+        number).
 
     Examples
     --------
@@ -112,7 +113,7 @@ def hoeffding_bentkus_pvalue(risk: ArrayLike, n: int, alpha: float) -> NDArray:
     hoeffding = np.exp(-n * h)
     # n risk is a count of losses for 0/1 losses: round it before the ceiling
     bentkus = np.e * stats.binom.cdf(np.ceil(n * risk - _RANK_TOLERANCE), n, alpha)
-    return np.minimum(np.minimum(hoeffding, bentkus), 1.0)
+    return np.asarray(np.minimum(np.minimum(hoeffding, bentkus), 1.0))
 
 
 def multilabel_probabilities(model: Any, X: Any, n_labels: int | None = None) -> NDArray:
