@@ -1745,3 +1745,51 @@ def test_metrics_refuse_a_target_in_another_row_order_than_a_pandas_prediction()
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert coverage(y, frame.reset_index(drop=True)) == 1.0
+
+
+def test_set_frames_with_class_labels_as_columns_are_read_by_label():
+    """Review finding (stop 55): a set DataFrame whose columns contradict `classes=` was
+    read by position ({b} covered label "a"), and without `classes=` its column labels
+    were not used as the classes."""
+    y = np.array(["a", "a", "b", "c"])
+    frame = pd.DataFrame(
+        {"b": [True, False, True, False], "a": [False, True, False, False], "c": [0, 0, 0, 1]}
+    ).astype(bool)
+    before = frame.copy()
+    classes = ["a", "b", "c"]
+    assert coverage(y, frame, classes=classes) == 0.75  # row 0 is {b}: "a" is not in it
+    assert coverage(y, frame) == 0.75  # the columns are the classes
+    assert coverage(y, frame[classes], classes=classes) == 0.75
+    groups = coverage_by_group(y, frame, groups=[0, 0, 1, 1], classes=classes)
+    assert groups["coverage"].tolist() == [0.5, 1.0]
+    strata = size_stratified_coverage(y, frame, classes=classes)
+    assert strata["coverage"].tolist() == [0.75]
+    pd.testing.assert_frame_equal(frame, before)  # aligned on a copy
+    with pytest.raises(ValueError, match=r"`prediction`.*`classes`.*'b', 'a', 'c'.*'x'"):
+        coverage(y, frame, classes=["a", "b", "x"])
+    with pytest.raises(ValueError, match=r"`prediction`.*`classes`"):
+        coverage_by_group(y, frame, groups=[0, 0, 1, 1], classes=["a", "b"])
+    # default RangeIndex columns stay positional, as for arrays
+    positional = pd.DataFrame(SETS)
+    assert coverage(Y_CLS, positional) == coverage(Y_CLS, SETS) == 0.75
+    assert coverage(np.array(["x", "y", "z", "y"]), positional, classes=["x", "y", "z"]) == 0.75
+
+
+def test_poor_messages_of_the_evaluation_review():
+    """Review findings (stop 55): an empty list of regions got the message of an interval
+    shape; mean_set_size(region) did not point to mean_volume; a region of another
+    dimension than the target's columns named `Y` instead of `y_true`."""
+    from uqconform.regions import AffineMap, PredictionRegion
+
+    plane = PredictionRegion(AffineMap(np.zeros((3, 2)), np.ones((1, 2))), 1.0)
+    with pytest.raises(ValueError, match="`prediction` is an empty list"):
+        coverage(np.zeros((3, 2)), [])
+    with pytest.raises(ValueError, match="`region` is an empty list"):
+        mean_volume([])
+    for region in (plane, [plane, plane], Discs([1.0, 2.0, 3.0])):
+        with pytest.raises(TypeError, match="for a region use mean_volume"):
+            mean_set_size(region)
+    with pytest.raises(ValueError, match=r"`y_true` has 3 columns but `prediction` .* 2 outputs"):
+        coverage(np.zeros((3, 3)), plane)
+    with pytest.raises(ValueError, match=r"`y_true` has 3 columns but `prediction` .* 2 outputs"):
+        coverage_by_group(np.zeros((3, 3)), [plane], groups=[0, 1, 1])

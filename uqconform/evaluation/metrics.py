@@ -120,6 +120,11 @@ def _parse_prediction(
         if len(rows) > 1:
             raise ValueError(f"`{name}` holds regions of different lengths {sorted(rows)}.")
         return _Parsed("region", list(prediction), False, rows.pop() if rows else None)
+    if isinstance(prediction, (list, tuple)) and not prediction:
+        raise ValueError(
+            f"`{name}` is an empty list: give at least one region (one per level), or an "
+            "array of intervals or sets."
+        )
     if prediction is None:
         raise TypeError(f"`{name}` is None; pass intervals, a boolean set array or a region.")
     array = _plain_array(prediction, name)
@@ -299,6 +304,36 @@ def _label_index(
     return index.astype(np.intp)
 
 
+def _frame_classes(
+    prediction: Any, classes: ArrayLike | None, name: str = "prediction"
+) -> tuple[Any, ArrayLike | None]:
+    """A boolean set DataFrame's column labels are its classes (unless they are the default
+    ``0..K-1``): its columns in the order of ``classes``, or the labels as ``classes``."""
+    if not isinstance(prediction, pd.DataFrame):
+        return prediction, classes
+    columns = prediction.columns
+    if columns.equals(pd.RangeIndex(len(columns))) or _plain_array(prediction, name).dtype != bool:
+        return prediction, classes  # positions, or intervals (such as lower/upper)
+    if not columns.is_unique:
+        raise ValueError(
+            f"`{name}` has duplicate column labels {labels_text(columns)}; a set DataFrame "
+            "needs one column per class."
+        )
+    if classes is None:
+        return prediction, np.asarray(columns)
+    given = np.asarray(classes)
+    if given.ndim != 1 or not pd.Index(given).is_unique:
+        return prediction, classes  # refused by _label_index, with its own message
+    order = columns.get_indexer(given)
+    if given.size == len(columns) and (order >= 0).all():
+        return prediction.iloc[:, order], classes  # a new frame; the user's is unchanged
+    raise ValueError(
+        f"The columns of `{name}` are its classes and differ from `classes`: `{name}` has "
+        f"columns {labels_text(columns)}, `classes` is {labels_text(given)}. "
+        f"Give the same labels in both, or pass `{name}` without `classes`."
+    )
+
+
 def _prepare(
     y_true: ArrayLike,
     prediction: Any,
@@ -318,6 +353,7 @@ def _prepare(
     y = np.asarray(y_true)
     if y.ndim == 0:
         raise ValueError(f"`{name}` must be an array with one entry per row, got a scalar.")
+    prediction, classes = _frame_classes(prediction, classes, prediction_name)
     parsed = _parse_prediction(prediction, y.shape, prediction_name, intervals_only)
     if classes is not None and parsed.kind != "set":
         raise TypeError(
@@ -337,6 +373,12 @@ def _prepare(
             y = y[:, None]  # one output: a 1-D target, as contains() takes it
         if y.ndim != 2:
             raise ValueError(f"`{name}` must have shape (n, d) for regions, got {y.shape}.")
+        dims = cast("set[int]", {getattr(r, "dim", None) for r in parsed.data} - {None})
+        if dims - {y.shape[1]}:
+            raise ValueError(
+                f"`{name}` has {y.shape[1]} columns but `{prediction_name}` is a region of "
+                f"{', '.join(map(str, sorted(dims)))} outputs; give one column per output."
+            )
         return parsed, _numeric_target(y, name)
     if parsed.kind == "box":
         return parsed, _numeric_target(y, name)
@@ -427,7 +469,10 @@ def coverage(
         Label of each set column (any type, strings included); by default column ``j`` is
         label ``j``. Pass ``classes=model.classes_`` whenever the labels are not 0..K-1:
         without it, labels 1..K are read as column indices, which a warning catches only
-        when every label 1..K-1 is present (not on the rows of one class, say).
+        when every label 1..K-1 is present (not on the rows of one class, say). A set
+        DataFrame whose columns are not the default ``0..K-1`` carries its classes: its
+        columns are used as ``classes``, or aligned to ``classes`` when given (different
+        labels are refused).
 
     Returns
     -------
@@ -546,6 +591,11 @@ def mean_set_size(sets: ArrayLike) -> float | NDArray:
     >>> mean_set_size(np.array([[True, False, False], [True, True, True]]))
     2.0
     """
+    if _is_region(sets) or (isinstance(sets, (list, tuple)) and sets and _is_region(sets[0])):
+        raise TypeError(
+            "`sets` is a multi-output region, not a boolean set array (n, K[, k]): for a "
+            "region use mean_volume."
+        )
     array = _plain_array(sets, "sets")
     if array.dtype != bool:
         hint = ""
