@@ -63,10 +63,27 @@ def noise_variance(residual: NDArray, target: NDArray) -> float:
     and a fit with little noise (an RMS residual 1e-9 of the target's spread) keeps its
     own. Shared by ACP-GN and the Laplace posteriors.
 
+    Parameters
+    ----------
+    residual : ndarray of shape (n,)
+        Residuals ``y - f(x)`` of the fit on its training rows.
+    target : ndarray of shape (n,)
+        The training targets ``y`` (only their standard deviation is read).
+
+    Returns
+    -------
+    float
+        ``max(mean(residual**2), (1e-12 sd(target))**2)``, or ``1e-24`` as the floor for
+        a constant target.
+
     Examples
     --------
+    >>> noise_variance(np.array([0.1, -0.3]), np.array([1.0, 2.0]))  # (0.01 + 0.09) / 2
+    0.05
     >>> noise_variance(np.array([0.0, 0.0]), np.array([-1e-3, 1e-3])) == (1e-15) ** 2
     True
+    >>> noise_variance(np.zeros(3), np.ones(3))  # a constant target
+    1e-24
     """
     spread = float(np.std(target))
     floor = _NOISE_FLOOR * spread if spread > 0 else _NOISE_FLOOR
@@ -295,6 +312,26 @@ def parameter_digest(estimator: Any, *, arrays_only: bool = False, like: Any = N
     none), makes it hash as that build did (without float scalars), so `digest_change`
     compares like with like.
 
+    Parameters
+    ----------
+    estimator : object
+        A fitted model: a torch module, a scikit-learn estimator (or meta-estimator), or
+        any object (only what the rules above cover is hashed).
+    arrays_only : bool, default=False
+        Leave out integer scalars and lists of scalars, and sample large arrays (see
+        above).
+    like : str, optional
+        A digest recorded earlier; one of another scheme than `ARRAYS_DIGEST_SCHEME` makes
+        an ``arrays_only`` digest hash as that scheme did. Only read with
+        ``arrays_only=True``.
+
+    Returns
+    -------
+    str
+        ``"<scheme>:<sha256 hex digest>"``, the scheme being `DIGEST_SCHEME`, or
+        `ARRAYS_DIGEST_SCHEME` for an ``arrays_only`` digest (`DIGEST_SCHEME` again when
+        ``like`` asks for the older hashing).
+
     Examples
     --------
     >>> import numpy as np
@@ -304,6 +341,10 @@ def parameter_digest(estimator: Any, *, arrays_only: bool = False, like: Any = N
     >>> before = parameter_digest(model)
     >>> before == parameter_digest(model), before == parameter_digest(model.fit(X, -y))
     (True, False)
+    >>> before.split(":")[0], parameter_digest(model, arrays_only=True).split(":")[0]
+    ('d2', 'd3')
+    >>> parameter_digest(model, arrays_only=True, like=before).split(":")[0]
+    'd2'
     """
     older = isinstance(like, str) and not like.startswith(f"{ARRAYS_DIGEST_SCHEME}:")
     floats = arrays_only and not older

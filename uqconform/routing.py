@@ -36,7 +36,22 @@ __all__ = ["RoutesFitParams", "routing_enabled"]
 
 
 def routing_enabled() -> bool:
-    """Whether scikit-learn's metadata routing is switched on."""
+    """Whether scikit-learn's metadata routing is switched on.
+
+    Returns
+    -------
+    bool
+        ``enable_metadata_routing`` of scikit-learn's configuration (False by default).
+
+    Examples
+    --------
+    >>> import sklearn
+    >>> routing_enabled()
+    False
+    >>> with sklearn.config_context(enable_metadata_routing=True):
+    ...     routing_enabled()
+    True
+    """
     return bool(get_config().get("enable_metadata_routing", False))
 
 
@@ -45,6 +60,21 @@ class RoutesFitParams:
 
     Subclasses name the models ``fit`` parameters reach in `_routed_models` (default: the
     ``estimator``) and pass ``fit`` parameters through `_routed_fit_params`.
+
+    Examples
+    --------
+    With routing on, a wrapper's ``fit`` consumes what its model requested:
+
+    >>> import sklearn
+    >>> from sklearn.linear_model import Ridge
+    >>> from uqconform.regression import SplitConformalRegressor
+    >>> issubclass(SplitConformalRegressor, RoutesFitParams)
+    True
+    >>> with sklearn.config_context(enable_metadata_routing=True):
+    ...     ridge = Ridge().set_fit_request(sample_weight=True)
+    ...     router = SplitConformalRegressor(ridge).get_metadata_routing()
+    ...     router.consumes("fit", ["sample_weight", "groups"])
+    {'sample_weight'}
     """
 
     def _routed_models(self) -> dict[str, Any]:

@@ -149,12 +149,35 @@ def torch_parameter_index(module: Any, *, trainable_only: bool = False) -> NDArr
     then the bias. Normalisation parameters are left out. ``trainable_only=True`` counts
     only parameters with ``requires_grad`` (the columns of `uqconform.linearize.linearize`).
 
+    Parameters
+    ----------
+    module : torch.nn.Module
+        The module given to `from_torch` (its ``Linear`` layers, in nested ``Sequential``
+        containers too, give the layer list).
+    trainable_only : bool, default=False
+        Count only parameters with ``requires_grad`` in the torch-ordered vector (frozen
+        parameters, e.g. of a normalisation layer, then take no positions in it).
+
+    Returns
+    -------
+    ndarray of int of shape (n_parameters,)
+        Position in the torch-ordered vector of each parameter of the layer list.
+
+    Raises
+    ------
+    TypeError
+        If ``module`` is not a torch module, a ``Linear`` layer has no bias, or (with
+        ``trainable_only=True``) a ``Linear`` layer has frozen parameters.
+
     Examples
     --------
     >>> import torch
     >>> net = torch.nn.Sequential(torch.nn.Linear(2, 3))
     >>> torch_parameter_index(net)
     array([0, 2, 4, 1, 3, 5, 6, 7, 8])
+    >>> vector = torch.nn.utils.parameters_to_vector(net.parameters()).detach().numpy()
+    >>> bool(np.allclose(vector[torch_parameter_index(net)], from_torch(net).parameters()))
+    True
     """
     torch = require_torch()
     if not isinstance(module, torch.nn.Module):
@@ -196,6 +219,25 @@ def from_torch_encoder_layer(layer: Any) -> TransformerBlock:
 
     The block is the layer in evaluation mode (dropout off); a layer in training mode with
     dropout gets a warning to call ``layer.eval()`` (as ``BatchNorm1d`` in `from_torch`).
+
+    Parameters
+    ----------
+    layer : torch.nn.TransformerEncoderLayer
+        A ``batch_first=True`` encoder layer with a relu or gelu activation, equal query,
+        key and value widths, and biases in its attention.
+
+    Returns
+    -------
+    TransformerBlock
+        The layer's weights as float64 numpy arrays (post-norm or pre-norm as
+        ``layer.norm_first``).
+
+    Raises
+    ------
+    TypeError
+        If ``layer`` is not an ``nn.TransformerEncoderLayer``, is not ``batch_first``, its
+        attention lacks biases or has unequal q/k/v widths, or its activation is neither
+        relu nor gelu.
 
     Examples
     --------

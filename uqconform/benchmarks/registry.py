@@ -243,10 +243,35 @@ def resolve_suite(suite: str, scale: str | None = None) -> tuple[list[str], str]
     named ``<name>-*`` (``robust`` runs ``robust`` and ``robust-inputs``). Families whose
     module failed to import are included so that the failure is reported.
 
+    Parameters
+    ----------
+    suite : str
+        A scale (``"smoke"``, ``"quick"``, ``"full"``) or a family name (`list_suites`).
+    scale : {"smoke", "quick", "full"}, optional
+        The scale of a family suite (default ``"quick"``); with a scale as the suite, it
+        must be that scale or None.
+
+    Returns
+    -------
+    families : list of str
+        The families to run, in order.
+    scale : str
+        The scale to run them at.
+
+    Raises
+    ------
+    ValueError
+        For an unknown suite or scale, or a scale that contradicts a scale suite.
+
     Examples
     --------
     >>> resolve_suite("speed", "full")
     (['speed'], 'full')
+    >>> resolve_suite("robust")
+    (['robust', 'robust-inputs'], 'quick')
+    >>> families, scale = resolve_suite("quick")
+    >>> "classic" in families, scale
+    (True, 'quick')
     """
     valid = list_suites()
     if suite not in valid:

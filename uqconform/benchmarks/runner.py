@@ -343,12 +343,39 @@ def _columns(rows: list[dict[str, Any]]) -> list[str]:
 def format_table(rows: list[dict[str, Any]], *, markdown: bool = False) -> str:
     """Rows of dicts as an aligned text (or Markdown) table; list values are left out.
 
+    Parameters
+    ----------
+    rows : list of dict
+        One dict per row, mapping a column name to its value. The columns are the keys in
+        order of first appearance; a key whose values are lists, tuples, dicts or arrays
+        is left out (those go only to ``results.json``), and a row without a key shows
+        ``-`` there.
+    markdown : bool, default=False
+        A Markdown table (numeric columns right-aligned, ``|`` in a cell escaped) instead
+        of aligned plain text.
+
+    Returns
+    -------
+    str
+        The table: a header, a rule and one line per row (``"(no rows)"`` for no rows).
+        Floats are rounded for reading (three decimals up to 1, four significant digits
+        up to 100, whole numbers from 100, three significant digits below 0.01 and from
+        1e5), None and NaN show as ``-``, infinities as ``inf``, booleans as ``yes`` /
+        ``no``; numeric columns are right-aligned.
+
     Examples
     --------
     >>> print(format_table([{"method": "lac", "coverage": 0.9012}]))
     method  coverage
     ------  --------
     lac        0.901
+    >>> rows = [{"method": "aps", "coverage": 0.95, "valid": True, "per_split": [0.9, 1.0]},
+    ...         {"method": "raps", "coverage": None, "valid": False}]
+    >>> print(format_table(rows, markdown=True))
+    | method | coverage | valid |
+    |---|---:|---|
+    | aps | 0.950 | yes |
+    | raps | - | no |
     """
     if not rows:
         return "(no rows)"

@@ -149,10 +149,31 @@ def clopper_pearson_lower(successes: ArrayLike, n: int, level: float) -> NDArray
 
     ``Beta(level; k, n - k + 1)`` quantile, 0 when ``k = 0``.
 
+    Parameters
+    ----------
+    successes : int or array-like of int
+        Numbers of successes ``k``, whole counts between 0 and ``n``.
+    n : int
+        Number of trials, a whole number >= 0.
+    level : float
+        Error probability of the bound, in (0, 1).
+
+    Returns
+    -------
+    ndarray
+        One bound per entry of ``successes``, of its shape (0-d for a scalar).
+
+    Raises
+    ------
+    ValueError
+        If ``n`` or ``successes`` are not such counts, or ``level`` is not in (0, 1).
+
     Examples
     --------
     >>> print(clopper_pearson_lower(90, 150, 0.001 / 210).round(3))
     0.417
+    >>> clopper_pearson_lower([0, 5, 10], 10, 0.05).round(3)
+    array([0.   , 0.222, 0.741])
     """
     k = _check_binomial(successes, n, level)
     with np.errstate(invalid="ignore"):
@@ -165,10 +186,31 @@ def clopper_pearson_upper(successes: ArrayLike, n: int, level: float) -> NDArray
 
     ``Beta(1 - level; k + 1, n - k)`` quantile, 1 when ``k = n``.
 
+    Parameters
+    ----------
+    successes : int or array-like of int
+        Numbers of successes ``k``, whole counts between 0 and ``n``.
+    n : int
+        Number of trials, a whole number >= 0.
+    level : float
+        Error probability of the bound, in (0, 1).
+
+    Returns
+    -------
+    ndarray
+        One bound per entry of ``successes``, of its shape (0-d for a scalar).
+
+    Raises
+    ------
+    ValueError
+        If ``n`` or ``successes`` are not such counts, or ``level`` is not in (0, 1).
+
     Examples
     --------
     >>> print(clopper_pearson_upper(0, 150, 0.001 / 210).round(3))
     0.078
+    >>> clopper_pearson_upper([0, 5, 10], 10, 0.05).round(3)
+    array([0.259, 0.778, 1.   ])
     """
     k = _check_binomial(successes, n, level)
     with np.errstate(invalid="ignore"):

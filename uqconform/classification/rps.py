@@ -248,6 +248,23 @@ def majority_threshold(k_calib: int, alpha: float) -> int:
     """The binomial majority threshold ``tau``: the largest ``t`` in ``0..k`` with
     ``BinomCDF(t; k, 1 - alpha) <= alpha``; a label needs more than ``tau`` votes.
 
+    Parameters
+    ----------
+    k_calib : int
+        Number ``k`` of calibration partitions (voters), at least 1.
+    alpha : float
+        One miscoverage level in (0, 1).
+
+    Returns
+    -------
+    int
+        ``tau``, between 0 and ``k_calib - 1``.
+
+    Raises
+    ------
+    ValueError
+        If ``k_calib`` is not a positive integer or ``alpha`` not one level in (0, 1).
+
     Examples
     --------
     >>> [majority_threshold(k, 0.1) for k in (2, 5, 10, 22, 40)]
@@ -516,6 +533,27 @@ def partition_rank(n: int, k_calib: int, alpha: float, coverage: str = "exact") 
     depends on the partition's own size only, so poisoning one partition cannot move the
     others' thresholds. Rank 0 means the partition's set holds every label.
 
+    Parameters
+    ----------
+    n : int
+        Size of the partition (number of its conformity scores), at least 0.
+    k_calib : int
+        Number of calibration partitions, at least 1 (used by ``"exact"`` only).
+    alpha : float
+        One miscoverage level in (0, 1).
+    coverage : {"exact", "paper"}, default="exact"
+        The rule, as above.
+
+    Returns
+    -------
+    int
+        The rank, between 0 and ``n``: the threshold is the rank-th smallest score.
+
+    Raises
+    ------
+    ValueError
+        For an invalid ``n``, ``k_calib``, ``alpha`` or ``coverage``.
+
     Examples
     --------
     >>> partition_rank(1000, 1, 0.1, "paper"), partition_rank(1000, 1, 0.1, "exact")
@@ -542,6 +580,25 @@ def minimum_partition_size(k_calib: int, alpha: float, coverage: str) -> int:
     Below it the partition's threshold sits below every score and its set holds every
     label. With ``coverage="exact"`` this is more than ``minimum_scores(alpha)`` from 4
     partitions on, except 6 at ``alpha = 0.1`` (11 at 4, 13 at 5, 14 at 10, 18 at 40).
+
+    Parameters
+    ----------
+    k_calib : int
+        Number of calibration partitions, at least 1.
+    alpha : float
+        One miscoverage level in (0, 1).
+    coverage : {"exact", "paper"}
+        The rule of `partition_rank`.
+
+    Returns
+    -------
+    int
+        The smallest ``n`` with ``partition_rank(n, k_calib, alpha, coverage) >= 1``.
+
+    Raises
+    ------
+    ValueError
+        For an invalid ``k_calib``, ``alpha`` or ``coverage``.
 
     Examples
     --------

@@ -103,20 +103,32 @@ class FlowSpec:
     ----------
     dim : int
         Output dimension ``d``.
-    context_dim : int
+    context_dim : int, default=0
         Number of features of ``x``; 0 for an unconditional flow.
-    kind : {"maf", "spline"}
+    kind : {"maf", "spline"}, default="maf"
         Masked affine autoregressive or rational-quadratic spline autoregressive layers.
-    n_blocks : int
+    n_blocks : int, default=5
         Number of autoregressive layers (each followed by a reversal of the coordinates).
-    hidden_features : int
+    hidden_features : int, default=64
         Width of the masked networks (MADE) that give each layer its parameters.
-    n_hidden_blocks : int
+    n_hidden_blocks : int, default=2
         Residual blocks per masked network.
-    num_bins : int
+    num_bins : int, default=8
         Spline bins (``kind="spline"`` only).
-    tail_bound : float
+    tail_bound : float, default=5.0
         Splines are the identity outside ``[-tail_bound, tail_bound]`` (whitened units).
+
+    Examples
+    --------
+    >>> spec = FlowSpec(dim=2, context_dim=3, kind="spline", n_blocks=2)
+    >>> spec
+    FlowSpec(dim=2, context_dim=3, kind='spline', n_blocks=2, hidden_features=64,
+             n_hidden_blocks=2, num_bins=8, tail_bound=5.0)
+    >>> import torch
+    >>> with torch.random.fork_rng():  # build() draws from torch's global generator
+    ...     module = spec.build()
+    >>> type(module).__name__
+    'Flow'
     """
 
     dim: int
@@ -129,7 +141,15 @@ class FlowSpec:
     tail_bound: float = 5.0
 
     def build(self) -> Any:
-        """A freshly initialised ``nflows.flows.Flow`` (uses torch's global generator)."""
+        """A freshly initialised ``nflows.flows.Flow`` (uses torch's global generator).
+
+        Returns
+        -------
+        nflows.flows.Flow
+            ``n_blocks`` autoregressive layers, each followed by a reversal of the
+            coordinates, over a standard normal base, in float32; every layer starts as
+            the identity.
+        """
         require_flows()
         from nflows.distributions.normal import StandardNormal
         from nflows.flows.base import Flow
@@ -323,6 +343,24 @@ class ConditionalFlow:
     the covariance of the training outputs (so the untrained flow, the identity, is the
     Gaussian fit of ``y``).
 
+    Parameters
+    ----------
+    spec : FlowSpec
+        Architecture of ``module``.
+    module : nflows.flows.Flow
+        The trained flow of the whitened outputs given the standardised features.
+    x_mean, x_scale : ndarray of shape (p,) or None
+        Mean and standard deviation of the training features (None: unconditional).
+    y_mean : ndarray of shape (d,)
+        Mean of the training outputs.
+    y_chol : ndarray of shape (d, d)
+        Lower Cholesky factor of the covariance of the training outputs (plus a tiny
+        relative ridge, `regularised_covariance`).
+    history : _History
+        Training losses and the kept epoch (read through `history`).
+    device : str, default="cpu"
+        torch device of ``module``.
+
     Attributes
     ----------
     spec : FlowSpec
@@ -332,6 +370,27 @@ class ConditionalFlow:
         the whitened outputs) and ``best_epoch``, the epoch whose state was kept (1-based;
         0 when the starting point, the Gaussian fit, was kept: no epoch beat it on the
         validation rows by more than one standard error of the mean gain).
+    dim : int
+        Output dimension ``d``.
+    conditional : bool
+        Whether the flow is conditional on ``x``.
+    log_scale_sum : float
+        ``log|det y_chol|``, the whitening's share of the log-determinants.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(50, 1))
+    >>> Y = X + rng.normal(size=(50, 2))
+    >>> flow = fit_flow(Y, X, n_blocks=1, hidden_features=8, max_epochs=1, random_state=0)
+    >>> flow.dim, flow.conditional, flow.spec.context_dim
+    (2, True, 1)
+    >>> flow.to_latent(Y[:4], X[:4]).shape, flow.log_prob(Y[:4], X[:4]).shape
+    ((4, 2), (4,))
+    >>> Z = flow.to_latent(Y[:4], X[:4])
+    >>> bool(np.allclose(flow.from_latent(Z[:, None, :], X[:4])[:, 0], Y[:4], atol=1e-4))
+    True
     """
 
     def __init__(
@@ -357,14 +416,17 @@ class ConditionalFlow:
 
     @property
     def dim(self) -> int:
+        """Output dimension ``d``."""
         return self.spec.dim
 
     @property
     def conditional(self) -> bool:
+        """Whether the flow is conditional on ``x`` (it was trained with features)."""
         return self.spec.context_dim > 0
 
     @property
     def history(self) -> dict[str, Any]:
+        """Training losses per epoch and the kept epoch (see the class docstring)."""
         return asdict(self._history)
 
     # ---- pickling: the weights as numpy arrays plus the spec --------------------------
@@ -428,6 +490,18 @@ class ConditionalFlow:
 
         Non-finite codes (overflow far outside the training range) become ``inf``, i.e.
         outside every region.
+
+        Parameters
+        ----------
+        Y : array-like of shape (n, d)
+            Outputs.
+        X : array-like of shape (n, p), optional
+            Features (conditional flows only; ignored otherwise).
+
+        Returns
+        -------
+        ndarray of shape (n, d)
+            The latent code of each row (``inf`` where it is not finite, with a warning).
         """
         torch = _torch()
         Y = np.asarray(Y, dtype=float)
@@ -510,7 +584,20 @@ class ConditionalFlow:
         return (Y, logdet) if log_det else Y
 
     def log_prob(self, Y: ArrayLike, X: ArrayLike | None = None) -> NDArray:
-        """Log-density of the fitted model at ``y_i`` given ``x_i`` (original units), ``(n,)``."""
+        """Log-density of the fitted model at ``y_i`` given ``x_i`` (original units), ``(n,)``.
+
+        Parameters
+        ----------
+        Y : array-like of shape (n, d)
+            Outputs.
+        X : array-like of shape (n, p), optional
+            Features (conditional flows only; ignored otherwise).
+
+        Returns
+        -------
+        ndarray of shape (n,)
+            ``log p(y_i | x_i)`` in the units of ``y`` (the whitening's Jacobian included).
+        """
         torch = _torch()
         Y = np.asarray(Y, dtype=float)
         standard = self._whiten(Y)  # checks Y's shape

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import inspect
 from abc import ABC, abstractmethod
+from typing import cast
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -224,13 +225,14 @@ class LACScore(ClassificationScore):
     array([[0.3, 0.8, 0.9]])
     """
 
-    def scores(self, proba, u=None):
+    def scores(self, proba: NDArray, u: NDArray | None = None) -> NDArray:
         proba, _, _ = _checked_inputs(self, proba, u)
         return 1.0 - proba
 
-    def label_scores(self, proba, labels, u=None):
-        proba, _, labels = _checked_inputs(self, proba, u, labels)
-        return 1.0 - np.take_along_axis(proba, labels[:, None], axis=1)[:, 0]
+    def label_scores(self, proba: NDArray, labels: NDArray, u: NDArray | None = None) -> NDArray:
+        proba, _, checked = _checked_inputs(self, proba, u, labels)
+        rows = cast(NDArray, checked)  # labels were given: never None
+        return 1.0 - np.take_along_axis(proba, rows[:, None], axis=1)[:, 0]
 
 
 def _descending_order(proba: NDArray) -> NDArray:
@@ -279,7 +281,7 @@ class APSScore(ClassificationScore):
     array([[0.9 , 0.25, 0.65]])
     """
 
-    def __init__(self, randomized: bool = True):
+    def __init__(self, randomized: bool = True) -> None:
         self.randomized = randomized
 
     def check_settings(self) -> None:
@@ -307,11 +309,12 @@ class APSScore(ClassificationScore):
         total += self._penalty(proba.shape[1])
         return _unsort(total, order)
 
-    def scores(self, proba, u=None):
+    def scores(self, proba: NDArray, u: NDArray | None = None) -> NDArray:
         proba, u, _ = _checked_inputs(self, proba, u)
-        return self._cumulative(proba, u[:, None] if self.randomized else 1.0)
+        # a randomised score's u is checked to be an array (never None)
+        return self._cumulative(proba, cast(NDArray, u)[:, None] if self.randomized else 1.0)
 
-    def set_scores(self, proba, u=None):
+    def set_scores(self, proba: NDArray, u: NDArray | None = None) -> NDArray:
         proba, u, _ = _checked_inputs(self, proba, u)
         if self.randomized:
             return self.scores(proba, u)
@@ -343,7 +346,7 @@ class RAPSScore(APSScore):
     array([[1.2, 0.5, 0.9]])
     """
 
-    def __init__(self, k_reg: int = 1, lambda_reg: float = 0.01, randomized: bool = True):
+    def __init__(self, k_reg: int = 1, lambda_reg: float = 0.01, randomized: bool = True) -> None:
         self.k_reg = k_reg
         self.lambda_reg = lambda_reg
         self.randomized = randomized
@@ -384,7 +387,7 @@ class SAPSScore(ClassificationScore):
     array([[1.5, 0. , 1. ]])
     """
 
-    def __init__(self, weight: float = 0.3, randomized: bool = True):
+    def __init__(self, weight: float = 0.3, randomized: bool = True) -> None:
         self.weight = weight
         self.randomized = randomized
 
@@ -392,16 +395,16 @@ class SAPSScore(ClassificationScore):
         check_bool(self.randomized, "SAPSScore.randomized")
         check_nonnegative_float(self.weight, "SAPSScore.weight")
 
-    def scores(self, proba, u=None):
+    def scores(self, proba: NDArray, u: NDArray | None = None) -> NDArray:
         proba, u, _ = _checked_inputs(self, proba, u)
         order = _descending_order(proba)
         ranks = np.empty_like(order)
         np.put_along_axis(ranks, order, np.arange(1, proba.shape[1] + 1)[None, :], axis=1)
         top = proba.max(axis=1, keepdims=True)
-        draw = u[:, None] if self.randomized else 1.0
+        draw = cast(NDArray, u)[:, None] if self.randomized else 1.0  # randomised: u given
         return np.where(ranks == 1, draw * top, top + (ranks - 2 + draw) * self.weight)
 
-    def set_scores(self, proba, u=None):
+    def set_scores(self, proba: NDArray, u: NDArray | None = None) -> NDArray:
         proba, u, _ = _checked_inputs(self, proba, u)
         values = self.scores(proba, u)
         if not self.randomized:  # the top-ranked label is always kept
@@ -424,7 +427,7 @@ class TopKScore(ClassificationScore):
 
     reads_distribution = False
 
-    def scores(self, proba, u=None):
+    def scores(self, proba: NDArray, u: NDArray | None = None) -> NDArray:
         proba, _, _ = _checked_inputs(self, proba, u)
         order = _descending_order(proba)
         ranks = np.broadcast_to(np.arange(1.0, proba.shape[1] + 1), proba.shape)

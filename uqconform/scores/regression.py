@@ -12,6 +12,7 @@ at ``alpha / 2`` and ``inverse`` receives two thresholds per row.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -138,7 +139,22 @@ class RegressionScore(ABC):
 
     @abstractmethod
     def score(self, y: NDArray, y_pred: NDArray, difficulty: NDArray | None = None) -> NDArray:
-        """Nonconformity of targets ``y`` (n,) given model output ``y_pred``."""
+        """Nonconformity of targets ``y`` (n,) given model output ``y_pred``.
+
+        Parameters
+        ----------
+        y : ndarray of shape (n,)
+            Targets.
+        y_pred : ndarray of shape (n,) or (n, 2)
+            The model's output: point predictions, or a band ``[lower, upper]`` per row.
+        difficulty : ndarray of shape (n,), optional
+            Per-row spread, for scores with ``needs_difficulty``.
+
+        Returns
+        -------
+        ndarray of shape (n,) or (n, n_components)
+            Scores; one column per side for an asymmetric score.
+        """
 
     @abstractmethod
     def inverse(
@@ -148,6 +164,20 @@ class RegressionScore(ABC):
 
         ``threshold`` has shape ``(n, n_components)``, or ``(1, n_components)`` when every
         row shares it: write the inverse with broadcasting operations.
+
+        Parameters
+        ----------
+        y_pred : ndarray of shape (n,) or (n, 2)
+            The model's output, as in `score`.
+        threshold : ndarray of shape (n, n_components) or (1, n_components)
+            Calibrated thresholds (one per side for an asymmetric score).
+        difficulty : ndarray of shape (n,), optional
+            Per-row spread, for scores with ``needs_difficulty``.
+
+        Returns
+        -------
+        ndarray of shape (n, 2)
+            Lower and upper ends of each row's interval.
         """
 
     def check_settings(self) -> None:
@@ -171,10 +201,12 @@ class AbsoluteScore(RegressionScore):
            [1.5, 2.5]])
     """
 
-    def score(self, y, y_pred, difficulty=None):
+    def score(self, y: NDArray, y_pred: NDArray, difficulty: NDArray | None = None) -> NDArray:
         return np.abs(y - y_pred)
 
-    def inverse(self, y_pred, threshold, difficulty=None):
+    def inverse(
+        self, y_pred: NDArray, threshold: NDArray, difficulty: NDArray | None = None
+    ) -> NDArray:
         q = threshold[:, 0]
         return interval_around(y_pred, y_pred, q, q)
 
@@ -194,11 +226,13 @@ class NormalizedScore(RegressionScore):
 
     needs_difficulty = True
 
-    def score(self, y, y_pred, difficulty=None):
+    def score(self, y: NDArray, y_pred: NDArray, difficulty: NDArray | None = None) -> NDArray:
         with np.errstate(over="ignore"):  # a residual over a zero-spread floor: +inf
             return np.abs(y - y_pred) / difficulty
 
-    def inverse(self, y_pred, threshold, difficulty=None):
+    def inverse(
+        self, y_pred: NDArray, threshold: NDArray, difficulty: NDArray | None = None
+    ) -> NDArray:
         half = threshold[:, 0] * difficulty
         return interval_around(y_pred, y_pred, half, half)
 
@@ -223,7 +257,7 @@ class CQRScore(RegressionScore):
     array([[-0.1,  1.2]])
     """
 
-    def __init__(self, symmetric: bool = True):
+    def __init__(self, symmetric: bool = True) -> None:
         self.symmetric = symmetric
 
     @property
@@ -233,13 +267,15 @@ class CQRScore(RegressionScore):
     def check_settings(self) -> None:
         check_bool(self.symmetric, "CQRScore.symmetric")
 
-    def score(self, y, y_pred, difficulty=None):
+    def score(self, y: NDArray, y_pred: NDArray, difficulty: NDArray | None = None) -> NDArray:
         below, above = y_pred[:, 0] - y, y - y_pred[:, 1]
         if self.symmetric:
             return np.maximum(below, above)
         return np.stack([below, above], axis=1)
 
-    def inverse(self, y_pred, threshold, difficulty=None):
+    def inverse(
+        self, y_pred: NDArray, threshold: NDArray, difficulty: NDArray | None = None
+    ) -> NDArray:
         low_q = threshold[:, 0]
         high_q = threshold[:, -1]
         return interval_around(y_pred[:, 0], y_pred[:, 1], low_q, high_q)
@@ -273,7 +309,7 @@ class SignedResidualScore(RegressionScore):
 
     n_components = 2
 
-    def __init__(self, normalized: bool = False):
+    def __init__(self, normalized: bool = False) -> None:
         self.normalized = normalized
 
     @property
@@ -283,14 +319,19 @@ class SignedResidualScore(RegressionScore):
     def check_settings(self) -> None:
         check_bool(self.normalized, "SignedResidualScore.normalized")
 
-    def score(self, y, y_pred, difficulty=None):
+    def score(self, y: NDArray, y_pred: NDArray, difficulty: NDArray | None = None) -> NDArray:
         residual = y - y_pred
         if self.normalized:
             with np.errstate(over="ignore"):  # a residual over a zero-spread floor: +-inf
                 residual = residual / difficulty
         return np.stack([-residual, residual], axis=1)
 
-    def inverse(self, y_pred, threshold, difficulty=None):
+    def inverse(
+        self,
+        y_pred: NDArray,
+        threshold: Any,  # NDArray (n, 2); Any while cps._PredictiveScore widens it
+        difficulty: NDArray | None = None,
+    ) -> NDArray:
         below, above = threshold[:, 0], threshold[:, 1]
         if self.normalized:
             below, above = below * difficulty, above * difficulty
@@ -306,11 +347,36 @@ _REGRESSION_SCORES = {"absolute": AbsoluteScore, "normalized": NormalizedScore}
 def get_regression_score(score: str | RegressionScore) -> RegressionScore:
     """Resolve a score name (``"absolute"``, ``"normalized"``) or pass a score object.
 
+    Parameters
+    ----------
+    score : {"absolute", "normalized"} or RegressionScore
+        A name (`AbsoluteScore`, `NormalizedScore`), or a score object, returned as is
+        after its settings are checked (`RegressionScore.check_settings`).
+
+    Returns
+    -------
+    RegressionScore
+        A new score for a name; the object itself for a score object.
+
+    Raises
+    ------
+    ValueError
+        For an unknown name (or any other value), or a score object with invalid settings.
+
     Examples
     --------
     >>> get_regression_score("absolute")
     AbsoluteScore()
-    """
+    >>> get_regression_score("normalized").needs_difficulty
+    True
+    >>> score = CQRScore(symmetric=False)
+    >>> get_regression_score(score) is score
+    True
+    >>> get_regression_score("cqr")
+    Traceback (most recent call last):
+    ...
+    ValueError: Unknown `conformity_score` 'cqr': use one of ['absolute', 'normalized'] or an instance of uqconform.scores.RegressionScore.
+    """  # noqa: E501
     if isinstance(score, RegressionScore):
         score.check_settings()
         return score
