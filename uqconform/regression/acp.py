@@ -8,8 +8,16 @@ for ridge regression, and the ridge confidence machine (:mod:`uqconform.regressi
 finds the set exactly for the linearised model: ridge regression on the parameter
 Jacobian ("Jacobian features") with the model's weight decay as ridge strength.
 
-ACP-GN is exact full CP for the linearised network, approximate for the network itself
-(no finite-sample guarantee). ``calibrate(X_cal, y_cal)`` switches to the split+refine mode:
+The full mode takes the trained weights to be the optimum of the training loss (that is
+the Newton step's premise): it is exact full CP for the linearised network whose Gaussian
+prior is re-centred so that the trained weights are exactly its training optimum, and
+approximate for the network itself (no finite-sample guarantee). It equals full CP of the
+linearised network with the model's own prior (centred at 0) only at an exact stationary
+point: on 8 converged tanh MLPs in a review (`stationarity_` 1.7e-5 to 3.8e-4) the ends of
+the two differed by 0.02 to 0.5 of the interval's width, because a small gradient along a
+nearly flat direction (a bias) moves the linearised optimum far. (Around a ridge-type linear
+model, full mode steps to the ridge optimum and is exact full CP of the ridge.)
+``calibrate(X_cal, y_cal)`` switches to the split+refine mode:
 the network is frozen, and the ridge machine on its Jacobian features is fitted on held-out
 calibration data only, which is finite-sample valid.
 """
@@ -95,6 +103,9 @@ _FAR_FROM_STATIONARY = 0.02
 # Predictions spread less than this share of the targets': a network weight decay shrank to
 # a constant, whose stationarity ratio is meaningless (its reference vanishes too).
 _CONSTANT_PREDICTION = 1e-3
+# Labels the default model standardises: spread above 1 / this, magnitudes below it (their
+# variance then neither underflows nor overflows in float64).
+_LABEL_LIMIT = 1e150
 
 
 def _is_search(model: Any) -> bool:
@@ -261,6 +272,81 @@ def _check_model_columns(model: Any, X: Any) -> None:
         )
 
 
+def _not_squared_error(model: Any) -> str | None:
+    """What a model known to be fitted otherwise than by squared error with a Gaussian (L2)
+    prior minimises (its loss or its penalty), or None."""
+    name = type(model).__name__
+    losses = {
+        "QuantileRegressor": "the quantile (pinball) loss",
+        "HuberRegressor": "the Huber loss",
+        "TheilSenRegressor": "no loss (a spatial median of least-squares solutions)",
+        "PassiveAggressiveRegressor": "an epsilon-insensitive loss",
+    }
+    if name in losses:
+        return losses[name]
+    if name == "SGDRegressor" and getattr(model, "loss", "squared_error") != "squared_error":
+        return f"loss={model.loss!r}"
+    if name == "SGDRegressor" and getattr(model, "penalty", "l2") in ("l1", "elasticnet"):
+        return f"an L1 penalty (penalty={model.penalty!r})"
+    lasso_kinds = {"Lasso", "ElasticNet", "LassoCV", "ElasticNetCV", "LassoLars"}
+    lasso_kinds |= {"LassoLarsCV", "LassoLarsIC"}
+    if name in lasso_kinds and getattr(model, "l1_ratio", 1.0) != 0:
+        return "an L1 penalty"
+    return None
+
+
+def _features_the_module_takes(module: Any) -> int | None:
+    """The number of input columns of a torch module whose first layer is a ``Linear``
+    (directly, or first in nested ``Sequential`` containers), else None (not known)."""
+    import torch
+
+    while isinstance(module, torch.nn.Sequential) and len(module):
+        module = module[0]
+    if isinstance(module, torch.nn.Linear) and not isinstance(module, torch.nn.LazyLinear):
+        return int(module.in_features)
+    return None
+
+
+def _check_text_columns(X: Any) -> None:
+    """Refuse a DataFrame with columns that are not numbers (text, categories), naming
+    them, before numpy's bare "could not convert string to float"."""
+    if not isinstance(X, pd.DataFrame):
+        return
+    text = []
+    for column, dtype in X.dtypes.items():
+        if pd.api.types.is_numeric_dtype(dtype) or pd.api.types.is_bool_dtype(dtype):
+            continue
+        try:
+            np.asarray(X[column], dtype=np.float64)
+        except (TypeError, ValueError):
+            text.append(column)
+    if text:
+        raise ValueError(
+            f"`X` has columns of text or categories {text[:6]}{' ...' if len(text) > 6 else ''}"
+            ", which a linearised model cannot take: encode them in the `estimator`, e.g. "
+            "make_pipeline(ColumnTransformer([('codes', OneHotEncoder(), <those columns>)], "
+            "remainder='passthrough'), <regressor>)."
+        )
+
+
+def _check_default_target(y: NDArray) -> None:
+    """Refuse labels the default model's target ``StandardScaler`` cannot standardise:
+    a variance that underflows (the scaler then takes the scale to be 1 and the intervals
+    come out in the wrong units) or squares that overflow (every fit of its search fails)."""
+    largest = float(np.max(np.abs(y), initial=0.0))
+    with np.errstate(under="ignore", over="ignore", invalid="ignore"):
+        spread = float(np.std(y))
+    tiny = np.ptp(y) > 0 and not spread > 1.0 / _LABEL_LIMIT
+    if largest >= _LABEL_LIMIT or tiny:
+        raise ValueError(
+            f"`y` has standard deviation {spread:.3g} and largest magnitude {largest:.3g}: "
+            "the default model standardises it with its variance, which float64 cannot "
+            f"hold below a spread of {1.0 / _LABEL_LIMIT:.0e} or for magnitudes from "
+            f"{_LABEL_LIMIT:.0e} on: rescale `y` (e.g. by a power of ten, or another unit) "
+            "and scale the intervals back."
+        )
+
+
 class ApproximateFullConformalRegressor(
     VersionedState, RoutesFitParams, FullConformalMixin, RegressorMixin, BaseEstimator
 ):
@@ -302,7 +388,13 @@ class ApproximateFullConformalRegressor(
         moves the weights by the Newton step to the linearised optimum under it (a ridge
         becomes `FullConformalRidge` at that strength); where the trained decay is unknown
         (a torch module, a Lasso or an SGDRegressor), a float is taken to be the one the
-        model was trained with. In split+refine mode the
+        model was trained with. A model known to minimise another loss or penalty
+        (QuantileRegressor, HuberRegressor, TheilSenRegressor, an SGDRegressor with another
+        loss or an L1 penalty, Lasso and ElasticNet) is linearised as if fitted by squared
+        error with this Gaussian prior, weights taken as its optimum: `fit` warns that the
+        sets are then approximate (coverage held in a review: 0.90 at 0.90 for
+        QuantileRegressor and HuberRegressor, 300 data sets of 40 rows). In split+refine
+        mode the
         guarantee needs a strength that does not depend on the calibration labels:
         ``"auto"``, or a float with a given ``noise`` (with ``noise="auto"`` it is the
         calibration residuals' mean square times ``P``).
@@ -339,12 +431,18 @@ class ApproximateFullConformalRegressor(
         ``noise**2 * prior_precision`` divided by the target scale squared).
     mode_ : {"full", "split+refine"}
     stationarity_ : float
-        Set by `fit`: the gradient of the loss the network was trained on (squared error
-        plus its weight decay) at the trained weights, each parameter's entry divided by
+        Set by `fit` (removed by `calibrate`): the gradient of the loss the network was
+        trained on (squared error plus its weight decay) at the trained weights, each
+        parameter's entry divided by
         the norm of its Jacobian column (floored at 1e-2 of the largest of its kind, so
         that units switched off by weight decay do not count; the units of ``X`` matter
         only through that floor), in norm over that of the data gradient of a network
-        predicting the mean target. Full mode assumes it is 0. In our runs and reviews
+        predicting the mean target. Full mode assumes it is 0. It can be small while full
+        mode is far from full CP of the linearised network with the model's own prior: the
+        floor hides small gradients along nearly flat directions (biases), where the
+        linearised optimum lies far from ``theta*`` (on 8 converged tanh MLPs of 5 units,
+        60 rows, in a review, it read 1.7e-5 to 3.8e-4 while the ends of the two sets
+        differed by 0.02 to 0.5 of the width). In our runs and reviews
         (diabetes, Friedman 1, 200 rows, 50 tanh units; weight decays 1 and 10 in the
         latest review): about 1e-3 or less (1.3e-3 at most over 300 fits in a review) for
         the default network and for lbfgs run to a tight tolerance; 0.005 to 0.14 for
@@ -359,9 +457,12 @@ class ApproximateFullConformalRegressor(
         is about 0).
     refinement_ : ndarray
         Parameter update from ``theta*``: in split+refine mode the ridge step fitted on
-        the calibration rows; in full mode the step to the linearised network's optimum
-        under ``ridge_strength_`` when a given ``prior_precision`` differs from the weight
-        decay the network was trained with (zero otherwise).
+        the calibration rows. In full mode, around a ridge-type linear model, the exact
+        step to the ridge optimum under ``ridge_strength_``; around a network, the Newton
+        step from ``theta*``, taken to be the optimum at the weight decay it was trained
+        with, to the optimum under ``ridge_strength_`` when a given ``prior_precision``
+        differs from that decay (zero otherwise). It reaches the linearised network's own
+        optimum only where ``theta*`` is an exact stationary point.
 
     Examples
     --------
@@ -474,6 +575,7 @@ class ApproximateFullConformalRegressor(
             X = _rows_for_pipeline(X)
             return X if reset else named_as_fitted(model, X)
         _check_model_columns(model, X)
+        _check_text_columns(X)
         # Sparse input is densified by the linearisation; a torch module needs dense input.
         sparse = False if is_torch_module(model) else ["csr", "csc"]
         # check_features compared the features' number and names (one warning at most);
@@ -483,6 +585,14 @@ class ApproximateFullConformalRegressor(
         checked = float_rows_without_nan(
             self, X, "linearises a network", remedy, accept_sparse=sparse
         )
+        if is_torch_module(model):
+            takes = _features_the_module_takes(model)
+            if takes is not None and checked.shape[1] != takes:
+                raise ValueError(
+                    f"`X` has {checked.shape[1]} columns, but the first layer of `estimator` "
+                    f"(a torch Linear) takes {takes}: give X the columns the module was "
+                    "trained on, in that order."
+                )
         return named_as_fitted(model, checked)
 
     # ---- the linearised fit -----------------------------------------------------------
@@ -576,7 +686,21 @@ class ApproximateFullConformalRegressor(
             self.stationarity_ = self._stationarity(lin, target, decay, warn=False)
         else:
             self.refinement_ = self._penalty_change_step(lin, decay)
-            self.stationarity_ = self._stationarity(lin, target, decay)
+            final = _unwrap(inner, None)[0]
+            loss = _not_squared_error(final)
+            # a model at the optimum of another loss is not told to train longer
+            self.stationarity_ = self._stationarity(lin, target, decay, warn=loss is None)
+            if loss is not None:
+                warn_user(
+                    f"`estimator` is a {type(final).__name__}, fitted by {loss}: full-mode "
+                    "ACP-GN's Gauss-Newton influence assumes a squared-error loss with a "
+                    "Gaussian (L2) prior, so the model is linearised as if trained by them, "
+                    "its weights taken as that optimum (`stationarity_` measures the "
+                    "squared-error gradient there, not its own convergence). The sets are "
+                    "approximate full CP, not exact full CP of this model; "
+                    "calibrate(X_calib, y_calib) (split+refine) is valid for any model.",
+                    UserWarning,
+                )
         self.training_residuals_ = raw - lin.jacobian @ self.refinement_
         # the residuals' rounding follows the targets' spread about the centre the model's
         # bias holds, and their resolution (not the step's residuals, nor the distance from
@@ -610,15 +734,17 @@ class ApproximateFullConformalRegressor(
         )
 
     def _penalty_change_step(self, lin: Linearization, trained_decay: float | None) -> NDArray:
-        """Full mode: the Newton step from ``theta*`` to the optimum of the linearised
-        network under ``ridge_strength_`` when the network was trained with another weight
-        decay (a given ``prior_precision``). Full-mode ACP-GN assumes ``theta*`` is a
-        stationary point of the machine's objective; at the trained decay ``lam0`` the
-        gradient of the residuals is ``lam0 * theta*``, so the step is
-        ``Sigma (lam0 - lam) theta*`` over the penalised weights (zero when they agree, or
-        when the trained decay is unknown, as for a torch module). Without it the sets were
-        those of neither ridge fit: 0.76 coverage at 0.90 for Ridge(0.01) with a machine
-        of strength 100."""
+        """Full mode: the Newton step from ``theta*`` to the optimum under
+        ``ridge_strength_`` when the network was trained with another weight decay (a
+        given ``prior_precision``). Full-mode ACP-GN takes ``theta*`` to be a stationary
+        point of the trained objective; at the trained decay ``lam0`` the gradient of the
+        residuals is then ``lam0 * theta*``, so the step is ``Sigma (lam0 - lam) theta*``
+        over the penalised weights (zero when they agree, or when the trained decay is
+        unknown, as for a torch module). It is the step to the linearised network's own
+        optimum only where ``theta*`` is exactly stationary: the gradient left by training
+        is not taken into account (along nearly flat directions, such as biases, a small
+        one moves that optimum far). Without the step the sets were those of neither ridge
+        fit: 0.76 coverage at 0.90 for Ridge(0.01) with a machine of strength 100."""
         step = np.zeros(lin.n_parameters)
         if trained_decay is None or trained_decay == self.ridge_strength_:
             return step
@@ -759,6 +885,8 @@ class ApproximateFullConformalRegressor(
             self.__dict__.pop(name, None)
         X = self._check_X(X, reset=True, model=model)
         y = check_regression_target(y, _num_samples(X))
+        if self.estimator is None:
+            _check_default_target(y)
         # a torch module or a FrozenEstimator is linearised as it is: fit trains nothing
         trained = not (is_torch_module(model) or isinstance(model, FrozenEstimator))
         if trained:
@@ -831,7 +959,8 @@ class ApproximateFullConformalRegressor(
         remember_calibration_rows(self, X, y)
         self._prepare(self._linearize(X, reset=True), y, refine=True)
         self.mode_ = "split+refine"
-        self.__dict__.pop("_fit_settings", None)
+        for name in ("_fit_settings", "stationarity_"):  # full-mode state
+            self.__dict__.pop(name, None)
         record_calibration_settings(self)
         return self
 

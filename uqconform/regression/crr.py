@@ -137,6 +137,12 @@ def label_tie_size(labels: NDArray, centre: float) -> float:
     (labels 1e13 from 0 widened them by a third with their uncentred root mean square):
     each end moves outward by half of it over its crossing rate (see `_events`), about 10
     ulps of the labels at rates near 1 but thousands at the small rates of small data.
+    Outward only, so coverage holds, but the widening grows with the labels' distance
+    from 0 against their spread: in a review (80 rows, labels of spread about 1.2 moved
+    by an offset) the sets of `FullConformalRidge` and ACP-GN around a Ridge alike were
+    1.0013 times as wide as for the same labels near 0 at an offset of 1e12, 1.023 at
+    1e13, 1.17 at 1e14 and 2.4 at 1e15. Centre such labels (subtract their mean, and add
+    it back to the intervals) when they sit far from 0 relative to their spread.
 
     Examples
     --------
