@@ -658,3 +658,25 @@ def test_a_target_indexed_by_the_rows_of_x_in_another_order_is_refused(name):
     # (the same up to rounding: the models see a DataFrame, then an array)
     np.testing.assert_allclose(np.concatenate(online), expected, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(model.memory_, reference.memory_, rtol=1e-12, atol=1e-12)
+
+
+def test_times_with_and_without_a_time_zone_warn_that_the_order_cannot_be_checked():
+    """The rows-already-absorbed check compares times; naive against tz-aware times do not
+    compare, which used to drop the check silently (ts2 review): it warns now."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 2))
+    y = X @ [1.0, -1.0] + rng.normal(size=200)
+    index = pd.date_range("2021-01-01", periods=200, freq="D")
+    frame, series = pd.DataFrame(X, columns=["a", "b"], index=index), pd.Series(y, index=index)
+    model = EnbPI(LinearRegression(), n_bootstrap=10, random_state=0)
+    model.fit(frame.iloc[:150], series.iloc[:150])
+    again = frame.iloc[50:60].tz_localize("UTC"), series.iloc[50:60].tz_localize("UTC")
+    with pytest.warns(UserWarning, match=r"with a time zone .* cannot be checked"):
+        model.update(*again)
+
+
+@pytest.mark.parametrize("method", [EnbPI, SPCI, KOWCPI])
+def test_fit_on_one_row_is_refused_by_name(method):
+    X, y = np.ones((1, 2)), np.ones(1)
+    with pytest.raises(ValueError, match=r"`X` and `y` have 1 row: .*at least 2 rows"):
+        method(LinearRegression()).fit(X, y)

@@ -719,6 +719,13 @@ class SequentialConformalRegressor(
                 index[0] < latest or (index[0] == latest and not shared)
             )
         except TypeError:  # time zones that do not compare (naive against aware)
+            warn_user(
+                f"The rows given have times {'with' if index.tz else 'without'} a time zone "
+                f"({index[0]}), the rows absorbed before {'without' if index.tz else 'with'} "
+                f"one ({latest}): their order cannot be checked. Give every call's times in "
+                "one convention (tz_localize or tz_convert the index).",
+                UserWarning,
+            )
             earlier, latest = False, None
         if earlier and not absorbing:
             warn_user(
@@ -905,6 +912,13 @@ class SequentialConformalRegressor(
         if unset:  # one draw, shared by every unset parameter (none: no draw)
             seed = int(rng.integers(2**31))
             estimator = clone(estimator).set_params(**dict.fromkeys(unset, seed))
+        if y.shape[0] < 2 and not isinstance(estimator, FrozenEstimator):
+            raise ValueError(
+                f"`X` and `y` have {y.shape[0]} row: fit trains the model and takes its "
+                "out-of-sample residuals, which needs at least 2 rows (and about "
+                "1 / alpha residuals for a finite interval). Fit on a longer stretch of the "
+                "series."
+            )
         if isinstance(estimator, FrozenEstimator):  # not refitted: residuals on every row
             check_frozen_is_fitted(estimator, self)
             source = prefit_residuals(estimator, X, y)
