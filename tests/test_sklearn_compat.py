@@ -74,7 +74,7 @@ ESTIMATORS = [
 
 _SKLEARN_VERSION = tuple(int(part) for part in sklearn.__version__.split(".")[:2])
 
-# A window of past residuals needs more rows than these checks give (1 row; 10 rows).
+# A window of past residuals needs more rows than these checks give (10 rows).
 _WINDOW_REASON = (
     "the residual window needs more fit rows than the check gives; the error says how many"
 )
@@ -100,8 +100,7 @@ def expected_failed_checks(estimator):
             ),
         }
     if isinstance(estimator, SPCI | KOWCPI):
-        names = [
-            "check_fit2d_1sample",
+        names = [  # (check_fit2d_1sample passes: one row is refused as "1 sample")
             "check_fit2d_1feature",
             "check_regressors_no_decision_function",
         ]

@@ -678,5 +678,5 @@ def test_times_with_and_without_a_time_zone_warn_that_the_order_cannot_be_checke
 @pytest.mark.parametrize("method", [EnbPI, SPCI, KOWCPI])
 def test_fit_on_one_row_is_refused_by_name(method):
     X, y = np.ones((1, 2)), np.ones(1)
-    with pytest.raises(ValueError, match=r"`X` and `y` have 1 row: .*at least 2 rows"):
+    with pytest.raises(ValueError, match=r"`X` and `y` have 1 sample \(row\): .*at least 2 rows"):
         method(LinearRegression()).fit(X, y)

@@ -914,7 +914,7 @@ class SequentialConformalRegressor(
             estimator = clone(estimator).set_params(**dict.fromkeys(unset, seed))
         if y.shape[0] < 2 and not isinstance(estimator, FrozenEstimator):
             raise ValueError(
-                f"`X` and `y` have {y.shape[0]} row: fit trains the model and takes its "
+                f"`X` and `y` have {y.shape[0]} sample (row): fit trains the model and takes its "
                 "out-of-sample residuals, which needs at least 2 rows (and about "
                 "1 / alpha residuals for a finite interval). Fit on a longer stretch of the "
                 "series."
