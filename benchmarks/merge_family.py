@@ -14,12 +14,15 @@ and ``report.md`` is written again. A run at another scale or seed, or one whose
 plots are missing, is refused; package versions that differ from the committed run's, and
 those of packages the committed run does not name (it predates their recording), are
 stated under the family's heading in the report, and so is the uqconform commit it ran at
-when that differs from the committed run's.
+when that differs from the committed run's, when the package changed during its run, or
+that it was not recorded. The family's record keeps the run's ``source`` whole.
 """
 
 import json
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's uqconform
 
 from uqconform.benchmarks.runner import families_with_status, report_markdown
 
@@ -56,9 +59,29 @@ def merge_family(family: str, new_dir: Path, committed_dir: Path) -> None:
             record["provenance"] = [*record.get("provenance", []), line]
             print(f"{family}: {line}")
     source = new.get("source")
-    if source and source != committed.get("source"):
-        changed_files = ", with uncommitted changes" if source["modified"] else ""
+    record["source"] = source  # the code this family ran at, kept whole (diff hash, flags)
+    line = None
+    if not source or not source.get("commit"):
+        why = (
+            f"git: {source['error']}"
+            if source and source.get("error")
+            else "an installed package, or git not available"
+        )
+        line = f"Run without a recorded uqconform source ({why}): the code it ran at is not known."
+    elif source.get("changed_during_run"):
+        line = (
+            f"Run at uqconform commit `{source['commit'][:12]}`; the package changed during "
+            "the run."
+        )
+    elif source != committed.get("source"):
+        diff = source.get("diff_sha256")
+        changed_files = (
+            f", with uncommitted changes{f' (diff `{diff}`)' if diff else ''}"
+            if source["modified"]
+            else ""
+        )
         line = f"Run at uqconform commit `{source['commit'][:12]}`{changed_files}."
+    if line is not None:
         record["provenance"] = [*record.get("provenance", []), line]
     missing = [name for name in record.get("figures", []) if not (new_dir / name).is_file()]
     if missing:

@@ -14,6 +14,8 @@ import re
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's uqconform
+
 from uqconform.benchmarks.runner import merged_in, summary_markdown
 
 ROOT = Path(__file__).resolve().parents[1]

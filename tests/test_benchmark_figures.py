@@ -153,3 +153,76 @@ def test_full_verdicts_match_claims_in_order_only_when_the_counts_agree():
         h["met"] for h in module.with_full_verdicts(quick, more)["families"]["f"]["headlines"]
     ]
     assert verdicts == [None, None]
+
+
+def test_merge_family_keeps_the_merged_runs_source(tmp_path):
+    """CLI review (stop 56): the merged family's `source` was reduced to a line naming its
+    commit (its diff hash and `changed_during_run` were lost), and a family run without a
+    recorded source was merged without a word."""
+    module = _script("merge_family")
+    committed, new = tmp_path / "committed", tmp_path / "new"
+    committed.mkdir(), new.mkdir()
+    kept = {"commit": "a" * 40, "modified": False, "diff_sha256": None}
+    (committed / "results.json").write_text(json.dumps(_run(0, "ok", [], {}) | {"source": kept}))
+    moved = {"commit": "b" * 40, "modified": True, "diff_sha256": "0123456789ab",
+             "changed_during_run": True}  # fmt: skip
+    for source, line in [
+        (moved, "Run at uqconform commit `bbbbbbbbbbbb`; the package changed during the run."),
+        (None, "Run without a recorded uqconform source (an installed package"),
+        (
+            {"commit": None, "modified": None, "diff_sha256": None, "error": "fatal: dubious"},
+            "Run without a recorded uqconform source (git: fatal: dubious)",
+        ),
+    ]:
+        (new / "results.json").write_text(json.dumps(_run(0, "ok", [], {}) | {"source": source}))
+        module.merge_family("demo", new, committed)
+        merged = json.loads((committed / "results.json").read_text())
+        assert merged["families"]["demo"]["source"] == source
+        assert merged["source"] == kept  # the run's own source is the committed run's
+        assert line in (committed / "report.md").read_text()
+
+
+def test_the_scripts_import_the_checkout_they_sit_in(tmp_path):
+    """CLI review (stop 56): update_readme.py and merge_family.py imported the installed
+    uqconform, not their own checkout's (run.py inserts its checkout): in a second checkout
+    update_readme wrote the installed runner's block."""
+    import subprocess
+    import sys
+
+    checkout = tmp_path / "checkout"
+    (checkout / "benchmarks").mkdir(parents=True)
+    for name in ("update_readme", "merge_family"):
+        source = (ROOT / "benchmarks" / f"{name}.py").read_text()
+        (checkout / "benchmarks" / f"{name}.py").write_text(source)
+    runner = checkout / "uqconform" / "benchmarks" / "runner.py"  # a stand-in runner
+    runner.parent.mkdir(parents=True)
+    (checkout / "uqconform" / "__init__.py").write_text("")
+    (runner.parent / "__init__.py").write_text("")
+    runner.write_text(
+        "def merged_in(results, record):\n    return False\n\n\n"
+        "def summary_markdown(results):\n    return 'the checkout summary'\n\n\n"
+        "def families_with_status(families, status):\n    return []\n\n\n"
+        "def report_markdown(results):\n    return 'the checkout report'\n"
+    )
+    (checkout / "docs" / "benchmark-results").mkdir(parents=True)
+    (checkout / "docs" / "benchmark-results" / "results.json").write_text(
+        json.dumps(_run(0, "ok", [], {}))
+    )
+    (checkout / "README.md").write_text(
+        "<!-- headline-figures:start -->\n<!-- headline-figures:end -->\n"
+    )
+    new = tmp_path / "new"
+    new.mkdir()
+    (new / "results.json").write_text(json.dumps(_run(0, "ok", [], {})))
+    committed = checkout / "docs" / "benchmark-results"
+
+    def script(*args):
+        done = subprocess.run(
+            [sys.executable, *args], cwd=tmp_path, capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 0, done.stderr
+
+    script(str(checkout / "benchmarks" / "update_readme.py"))
+    assert "the checkout summary" in (checkout / "README.md").read_text()
+    script(str(checkout / "benchmarks" / "merge_family.py"), "demo", str(new), str(committed))
+    assert (committed / "report.md").read_text() == "the checkout report"

