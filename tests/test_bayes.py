@@ -1100,18 +1100,134 @@ def test_a_near_perfect_fit_on_held_out_rows_does_not_warn():
         LinearizedPredictive(net, random_state=0).fit(X[200:], y[200:])
 
 
-def test_training_the_network_further_does_not_move_a_fitted_predictive():
-    """The predictive keeps the weights its posterior was built at: partial_fit, which
-    updates the network's arrays in place, leaves its outputs as they were."""
+def _retrain(net, X, y, change):
+    """Change a fitted MLP in place, as a user may after `LinearizedPredictive.fit`."""
+    if change == "partial_fit":
+        for _ in range(20):
+            net.partial_fit(X, y + 3.0)
+    elif change == "refit":
+        net.fit(X, y + 3.0)
+    elif change == "coefs":
+        net.coefs_[0] *= 2.0
+    else:
+        net.intercepts_[-1] += 5.0
+
+
+@pytest.mark.parametrize("change", ["partial_fit", "refit", "coefs", "intercept"])
+def test_a_prefit_network_changed_after_fit_is_refused(change):
+    """Review finding (stop 56): after partial_fit, a refit or an edit of the weights in
+    place, every prediction stayed bit-identical to the old network's while the user's
+    network predicted 0.8 to 5.0 away; now each prediction entry point refuses, naming the
+    network and fit."""
     X, y = _friedman(400)
-    net = _mlp(max_iter=200).fit(X[:200], y[:200])
-    model = LinearizedPredictive(net, random_state=0).fit(X[200:300], y[200:300])
-    before = [model.predict_distribution(X[300:], method) for method in ("onepass", "glm")]
-    net.partial_fit(X[:200], y[:200])
-    for (mean, var), method in zip(before, ("onepass", "glm"), strict=True):
-        after = model.predict_distribution(X[300:], method)
-        np.testing.assert_array_equal(after[0], mean)
-        np.testing.assert_array_equal(after[1], var)
+    net = _mlp((6,), max_iter=200).fit(X[:200], y[:200])
+    model = LinearizedPredictive(net, prior_precision=1.0, scale=1.0, random_state=0)
+    model.fit(X[200:300], y[200:300])
+    before = model.predict_distribution(X[300:])
+    _retrain(net, X[300:], y[300:], change)
+    calls = {
+        "predict": lambda: model.predict(X[300:]),
+        "predict_distribution": lambda: model.predict_distribution(X[300:], "glm"),
+        "predict_std": lambda: model.predict_std(X[300:]),
+        "predict_interval": lambda: model.predict_interval(X[300:]),
+        "log_predictive": lambda: model.log_predictive(X[300:], y[300:], "mc"),
+        "score": lambda: model.score(X[300:], y[300:]),
+    }
+    for method, call in calls.items():
+        with pytest.raises(NotFittedError, match=rf"{method}: the learnt .* since fit.* again"):
+            call()
+    model.fit(X[200:300], y[200:300])  # fit again: the new network's predictive
+    mean, _ = model.predict_distribution(X[300:])
+    assert not np.array_equal(mean, before[0])
+    np.testing.assert_allclose(mean, net.predict(X[300:]))
+
+
+def test_a_predictive_pickled_without_the_network_digest_still_predicts():
+    """A predictive pickled by a build that recorded no digest of the network is not
+    checked (there is nothing to compare with)."""
+    X, y = _friedman(300)
+    net = _mlp((6,), max_iter=200).fit(X[:200], y[:200])
+    model = LinearizedPredictive(net, prior_precision=1.0, scale=1.0, random_state=0)
+    model.fit(X[200:], y[200:])
+    state = model.__getstate__()
+    assert "_network_digest" in state
+    for name in ("_network_digest", "_fit_settings"):  # what older builds did not record
+        del state[name]
+    older = LinearizedPredictive.__new__(LinearizedPredictive)
+    older.__setstate__(state)
+    np.testing.assert_array_equal(older.predict(X[:5]), model.predict(X[:5]))
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("scale", 7.0),
+        ("scale", "auto"),
+        ("prior_precision", 1e-3),
+        ("prior_precision", "auto"),
+        ("structure", "kron"),
+        ("validation_fraction", 0.5),
+        ("posterior", "variances"),
+        ("estimator", "other"),
+    ],
+)
+def test_fit_settings_changed_after_fit_are_refused(name, value):
+    """Review finding (stop 56): set_params of a setting fit used (the scale, the prior,
+    the posterior, the network...) was silently ignored by every prediction."""
+    X, y = _friedman(300)
+    net = _mlp((6,), max_iter=200).fit(X[:200], y[:200])
+    model = LinearizedPredictive(net, prior_precision=1.0, scale=1.0, random_state=0)
+    model.fit(X[200:], y[200:])
+    if value == "variances":
+        value = np.full(model.posterior_.n_parameters_, 0.1)
+    elif value == "other":
+        value = _mlp((6,), seed=1, max_iter=200).fit(X[:200], -y[:200])
+    before = model.get_params(deep=False)[name]
+    model.set_params(**{name: value})
+    with pytest.raises(NotFittedError, match=rf"predict: parameters changed since fit .*{name}="):
+        model.predict(X[:5])
+    with pytest.raises(NotFittedError, match=r"predict_std: parameters changed .*fit\(X, y\)"):
+        model.predict_std(X[:5])
+    model.set_params(**{name: before})  # the setting fit used: predicts again
+    assert np.isfinite(model.predict_std(X[:5])).all()
+
+
+def test_prediction_settings_stay_free_to_change_after_fit(clf_model):
+    """Settings read only at prediction (the predictive, its moments, the link, the
+    number of draws) may change after fit without a refusal."""
+    model, X, _y = clf_model
+    model = copy.deepcopy(model)
+    base = model.predict_proba(X[:20])
+    for name, value in [
+        ("method", "glm"),
+        ("covariance", "full"),
+        ("activation_moments", "exact_relu"),
+        ("link", "mc"),
+        ("n_samples", 50),
+        ("method", "mc"),
+    ]:
+        proba = model.set_params(**{name: value}).predict_proba(X[:20])
+        assert proba.shape == base.shape, name
+        np.testing.assert_allclose(proba.sum(axis=1), 1.0)
+    assert not np.array_equal(proba, base)
+
+
+@pytest.mark.parametrize("name", ["prior_precision", "estimator"])
+def test_laplace_posterior_settings_changed_after_fit_are_refused(name):
+    """Review finding (stop 56): set_params(prior_precision=100) or another network after
+    LaplacePosterior.fit left variance() as it was, prior_precision_ still the old one."""
+    X, y = _friedman(300)
+    net = _mlp((6,), max_iter=200).fit(X[:200], y[:200])
+    post = LaplacePosterior(net, prior_precision=1.0).fit(X[:200], y[:200], X[200:], y[200:])
+    variance = post.variance()
+    other = _mlp((6,), seed=1, max_iter=200).fit(X[:200], 3 * y[:200])
+    post.set_params(**{name: 100.0 if name == "prior_precision" else other})
+    with pytest.raises(NotFittedError, match=rf"variance: parameters changed .*{name}=.* fit"):
+        post.variance()
+    with pytest.raises(NotFittedError, match=rf"blocks: parameters changed .*{name}="):
+        post.blocks()
+    post.set_params(prior_precision=1.0, estimator=net)
+    np.testing.assert_array_equal(post.variance(), variance)
 
 
 @pytest.mark.parametrize("seed", [True, 2**32])
@@ -1677,3 +1793,36 @@ def test_a_pipeline_that_fills_missing_objects_takes_them():
     numbers = np.array([[None, 1.0], [2.0, 3.0]] * 20, dtype=object)
     with pytest.raises(ValueError, match="`X` contains NaN, which a network"):
         LinearizedPredictive(clone(network)).fit(numbers, np.arange(40.0))
+
+
+def test_a_two_output_regression_network_says_y_must_be_1d():
+    """Review finding (stop 56): the message said "(y is 1-D)" to a user whose y was 2-D."""
+    X, y = _friedman(100)
+    two = _mlp((4,)).fit(X, np.c_[y, -y])
+    with pytest.raises(ValueError, match=r"2 outputs; .*need one \(y must be 1-D\)"):
+        LinearizedPredictive(two, prior_precision=1.0).fit(X, y)
+
+
+def test_text_in_x_names_x_the_column_and_the_remedy():
+    """Review finding (stop 56): predict with a string entry raised numpy's bare "could
+    not convert string to float: np.str_('a')"."""
+    model, X = _small_regression_predictive()
+    text = X[:3].astype(object)
+    text[1, 2] = "a"
+    expected = r"`X` contains text \(in column 2\), which a network .* encode it as numbers"
+    for call in (model.predict, model.predict_std, lambda Z: model.predict_distribution(Z, "mc")):
+        with pytest.raises(ValueError, match=expected):
+            call(text)
+    frame = pd.DataFrame(X[:3], columns=["a", "b", "c", "d"]).astype(object)
+    frame.loc[0, "c"] = "text"
+    Xf, yf = _friedman(100)
+    named = _mlp((4,)).fit(pd.DataFrame(Xf[:, :4], columns=frame.columns), yf)
+    with pytest.raises(ValueError, match=expected.replace("2", "'c'")):
+        LaplacePosterior(named, prior_precision=1.0).fit(frame, yf[:3])
+    net = _mlp((4,)).fit(Xf[:, :4], yf)
+    rows = Xf[:40, :4].astype(object)
+    rows[5, 0] = "b"
+    with pytest.raises(ValueError, match=expected.replace("2", "0")):
+        LinearizedPredictive(_mlp((4,)), random_state=0).fit(rows, yf[:40])
+    with pytest.raises(ValueError, match=expected.replace("2", "0")):
+        LinearizedPredictive(net, random_state=0).fit(rows, yf[:40])

@@ -12,7 +12,7 @@ import warnings
 import numpy as np
 import pytest
 from sklearn.base import is_classifier, is_regressor
-from sklearn.exceptions import ConvergenceWarning
+from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.neural_network import MLPClassifier, MLPRegressor
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
@@ -153,9 +153,11 @@ def test_n_features_in_counts_the_columns_before_the_pipeline():
 
 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
-def test_a_pipeline_refitted_in_place_does_not_move_a_fitted_predictive():
+def test_a_pipeline_refitted_in_place_is_refused():
     """The view held the pipeline's live scaler: refitting the same pipeline object on
-    other data fed the new scaling into the old network (predictions matched neither)."""
+    other data fed the new scaling into the old network (predictions matched neither).
+    Then the predictive kept the old pipeline silently (review, stop 56): now refused
+    until fit runs again."""
     rng = np.random.default_rng(0)
     X = rng.normal(size=(120, 3))
     y = X @ np.array([1.0, -2.0, 0.5]) + 0.1 * rng.normal(size=120)
@@ -165,7 +167,10 @@ def test_a_pipeline_refitted_in_place_does_not_move_a_fitted_predictive():
     before = predictive.predict(X[:5])
     np.testing.assert_allclose(before, pipeline.predict(X[:5]), rtol=1e-10)
     pipeline.fit(3.0 * X + 1.0, -y)  # the same object, refitted
-    np.testing.assert_array_equal(predictive.predict(X[:5]), before)
+    with pytest.raises(NotFittedError, match=r"predict: .*changed since fit.*fit\(X, y\)"):
+        predictive.predict(X[:5])
+    after = predictive.fit(3.0 * X + 1.0, -y).predict(3.0 * X[:5] + 1.0)
+    np.testing.assert_allclose(after, pipeline.predict(3.0 * X[:5] + 1.0), rtol=1e-10)
 
 
 def test_the_scale_search_reaches_both_ends_of_its_range():

@@ -221,22 +221,43 @@ def test_class_labels_for_a_torch_module_warn_that_it_is_a_regression_network():
         LinearizedPredictive(net, random_state=0).fit(X, labels)
 
 
-def test_a_module_trained_further_in_place_does_not_move_a_fitted_predictive():
+def test_a_module_trained_further_in_place_is_refused():
     """The GLM path differentiated the user's live module: training it after fit changed
     the GLM variances (0.79 to 2.17 times) while the mean stayed that of the copied
-    weights, so mean and variance described two networks."""
+    weights, so mean and variance described two networks. Then both were the old
+    network's while the module predicted otherwise (review, stop 56): now refused."""
+    from sklearn.exceptions import NotFittedError
+
     X, y = make_friedman1(80, random_state=0)
     net = torch.nn.Sequential(torch.nn.Linear(10, 6), torch.nn.Tanh(), torch.nn.Linear(6, 1))
     net = net.double()
     predictive = LinearizedPredictive(net, posterior=LaplacePosterior(net, prior_precision=1.0))
     predictive.fit(X, y)
-    before = [predictive.predict_std(X[:5], method=m) for m in ("onepass", "glm")]
+    before = predictive.predict_std(X[:5])
     with torch.no_grad():
         for parameter in net.parameters():
             parameter.mul_(1.5)  # "training" in place
-    after = [predictive.predict_std(X[:5], method=m) for m in ("onepass", "glm")]
-    for old, new in zip(before, after, strict=True):
-        np.testing.assert_array_equal(new, old)
+    for method in ("onepass", "glm"):
+        with pytest.raises(NotFittedError, match=r"predict_std: .*changed since fit.*fit\(X, y\)"):
+            predictive.predict_std(X[:5], method=method)
+    assert not np.array_equal(predictive.fit(X, y).predict_std(X[:5]), before)
+
+
+def test_a_module_in_train_mode_that_updates_itself_is_refused_naming_eval():
+    """Review finding (stop 56): a BatchNorm module left in train mode updates its running
+    statistics whenever it predicts, and the predictive kept the old ones silently."""
+    from sklearn.exceptions import NotFittedError
+
+    X, y = make_friedman1(80, random_state=0)
+    net = torch.nn.Sequential(
+        torch.nn.Linear(10, 6), torch.nn.BatchNorm1d(6), torch.nn.Tanh(), torch.nn.Linear(6, 1)
+    ).double()
+    with pytest.warns(UserWarning, match="training mode"):
+        predictive = LinearizedPredictive(net, prior_precision=1.0, random_state=0).fit(X, y)
+    predictive.predict(X[:5])  # unchanged so far
+    net(torch.as_tensor(X[:20]))  # the user's own prediction, in train mode
+    with pytest.raises(NotFittedError, match=r"predict: .*train mode: call model.eval\(\)"):
+        predictive.predict(X[:5])
 
 
 def test_bias_free_layers_and_encoder_layers_are_refused_with_what_to_do():

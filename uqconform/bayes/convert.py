@@ -105,6 +105,7 @@ class NetworkView:
         dropped for a network fitted on an array, an array gets the fitted names): the
         mismatch is reported by `check_feature_names` and the wrappers' own checks.
         """
+        original = X  # with its column names, for the messages
         if not _is_torch_module(self.entry):
             X = named_as_fitted(self.entry, X)
         given = X
@@ -116,9 +117,14 @@ class NetworkView:
                 raise ValueError(network_infinity_message(given)) from error
             raise
         check_network_input(X, given)
-        if _is_torch_module(self.model):
-            return _float_rows(X, self.network.dense_layers[0].n_in)
-        X = validate_data(self.model, X, reset=False, accept_sparse=True, dtype=np.float64)
+        try:
+            if _is_torch_module(self.model):
+                return _float_rows(X, self.network.dense_layers[0].n_in)
+            X = validate_data(self.model, X, reset=False, accept_sparse=True, dtype=np.float64)
+        except ValueError as error:  # numpy's bare "could not convert string to float"
+            if not self.steps:  # (text out of a pipeline's steps is theirs to explain)
+                refuse_text(original, error)
+            raise
         if hasattr(X, "toarray"):
             X = X.toarray()
         return np.asarray(X, dtype=np.float64)
@@ -177,6 +183,44 @@ def _infinite_columns(X: Any) -> list[Any]:
         return np.flatnonzero(np.isinf(array).any(axis=0)).tolist()
     except (TypeError, ValueError):
         return []
+
+
+def refuse_text(X: Any, error: Exception) -> None:
+    """Raise a ValueError naming ``X``, the column and what to do, from ``error``, when
+    ``X`` holds text a network cannot read as numbers (numpy's message names neither);
+    return otherwise."""
+    column = _text_column(X)
+    if column is None:
+        return
+    raise ValueError(
+        f"`X` contains text (in column {column!r}), which a network (and its linearisation) "
+        "cannot take: encode it as numbers first (e.g. sklearn.preprocessing.OneHotEncoder "
+        "as a pipeline step before the network)."
+    ) from error
+
+
+def _text_column(X: Any) -> Any:
+    """The first column of ``X`` (a DataFrame's name, else its position) holding entries
+    that are not numbers, or None (also when ``X`` is not a table)."""
+    if sparse.issparse(X):
+        return None
+    try:
+        if hasattr(X, "iloc"):  # a DataFrame
+            columns = [X.iloc[:, j].to_numpy(dtype=object) for j in range(X.shape[1])]
+            names = list(X.columns)
+        else:
+            array = np.asarray(X, dtype=object)
+            if array.ndim != 2:
+                return None
+            columns, names = list(array.T), list(range(array.shape[1]))
+    except (TypeError, ValueError):  # ragged rows, say
+        return None
+    for name, values in zip(names, columns, strict=True):  # a loop over columns, on error
+        try:
+            values.astype(np.float64)
+        except (TypeError, ValueError):
+            return name
+    return None
 
 
 #: What infinity made by a pipeline step from an ``X`` without any gets.
@@ -302,7 +346,7 @@ def _check_single_output(view: NetworkView) -> None:
     if view.task == "regression" and view.network.n_outputs != 1:
         raise ValueError(
             f"`estimator`: the network has {view.network.n_outputs} outputs; a regression "
-            "posterior and predictive need one (y is 1-D): use a network with a single "
+            "posterior and predictive need one (y must be 1-D): use a network with a single "
             "output."
         )
 

@@ -206,8 +206,10 @@ class LaplacePosterior(VersionedState, BaseEstimator):
         "random_state": ["random_state", np.random.Generator],
     }
 
-    # The posterior's layout follows the structure it was fitted with (changed since: refused).
-    _fit_params = ("structure",)
+    # The posterior's layout, precision and network are those it was fitted with (changed
+    # since: refused); ``validation_fraction`` and ``random_state``, which only pick the rows
+    # that tune an "auto" prior, are left free.
+    _fit_params = ("structure", "prior_precision", "estimator")
 
     def _validate_params(self) -> None:
         refuse_booleans(
@@ -726,7 +728,10 @@ class LaplacePosterior(VersionedState, BaseEstimator):
 
         Parameters outside the last layer have variance 0 for ``"last_layer"``.
         """
-        scale = self._check("variance", scale)
+        return self._variance(self._check("variance", scale))
+
+    def _variance(self, scale: float) -> NDArray:
+        """`variance` at a checked ``scale`` of a checked posterior."""
         if self.structure == "diag":
             return scale / (self.curvature_ + self.prior_precision_)
         if self.structure == "kron":
@@ -747,12 +752,16 @@ class LaplacePosterior(VersionedState, BaseEstimator):
         ``"full"`` keeps each layer's own covariance block and drops the covariances between
         layers (the single-pass predictive assumes independent layers).
         """
-        scale = self._check("blocks", scale)
+        return self._blocks(self._check("blocks", scale))
+
+    def _blocks(self, scale: float) -> list[Any]:
+        """`blocks` at a checked ``scale`` of a checked posterior (`LinearizedPredictive`
+        checks its posterior's settings at each prediction, through its own)."""
         network = self.network_
         dense = network.dense_layers
         slices = network.parameter_slices()
         if self.structure == "diag":
-            var = self.variance(scale)
+            var = self._variance(scale)
             return [
                 DiagonalBlock(
                     var[s][: d.weight.size].reshape(d.weight.shape), var[s][d.weight.size :]
@@ -792,7 +801,7 @@ class LaplacePosterior(VersionedState, BaseEstimator):
         P = self.n_parameters_
         noise = rng.standard_normal((n_samples, P))
         if self.structure == "diag":
-            return self.mean_ + noise * np.sqrt(self.variance(scale))
+            return self.mean_ + noise * np.sqrt(self._variance(scale))
         if self.structure == "kron":
             out = np.empty_like(noise)
             for (A, B), part, layer in zip(
@@ -864,7 +873,7 @@ class LaplacePosterior(VersionedState, BaseEstimator):
         """`output_variance` of checked Jacobians."""
         K, n, _P = jacobians.shape
         if self.structure == "diag":
-            return np.einsum("knp,p->nk", jacobians**2, self.variance(scale))
+            return np.einsum("knp,p->nk", jacobians**2, self._variance(scale))
         if self.structure == "kron":
             out = np.zeros((n, K))
             for (A, B), part, layer in zip(

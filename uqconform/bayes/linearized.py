@@ -46,12 +46,19 @@ from uqconform._validation import (
 )
 from uqconform._version import VersionedState
 from uqconform._warnings import warn_user
-from uqconform.base import keeps_state_on_error, refuses_nan
+from uqconform.base import (
+    check_calibration_settings,
+    keeps_state_on_error,
+    record_calibration_settings,
+    refuses_nan,
+    warn_older_digest,
+)
 from uqconform.bayes.convert import (
     NETWORK_NAN_MESSAGE,
     as_network,
     network_infinity_message,
     output_jacobians,
+    refuse_text,
     transforms_input,
 )
 from uqconform.bayes.laplace import (
@@ -67,7 +74,7 @@ from uqconform.bayes.likelihood import (
     probit_logits,
 )
 from uqconform.bayes.network import MOMENT_MODES, _row_blocks, refuse_overflowed_moments
-from uqconform.linearize import is_torch_module, noise_variance
+from uqconform.linearize import digest_change, is_torch_module, noise_variance, parameter_digest
 from uqconform.quantiles import check_call_alpha
 
 __all__ = ["LinearizedPredictive"]
@@ -81,6 +88,23 @@ def _is_fitted(model: Any) -> bool:
     except NotFittedError:
         return False
     return True
+
+
+def _digest_of(model: Any) -> str:
+    """`parameter_digest` (``arrays_only``) of a fitted network; a torch module's parameters
+    and buffers are hashed as numpy arrays (views, not copies), which it samples when large
+    as it does a scikit-learn network's (it hashes a module's tensors whole: about 3 ms at
+    each prediction for a (512, 512) network in a measurement, more than the prediction)."""
+    if not is_torch_module(model):
+        return parameter_digest(model, arrays_only=True)
+    state = {}
+    for name, tensor in [*model.named_parameters(), *model.named_buffers()]:
+        data = tensor.detach().cpu()
+        try:
+            state[name] = data.numpy()
+        except (TypeError, RuntimeError):  # dtypes numpy lacks (bfloat16)
+            state[name] = data.double().numpy()
+    return parameter_digest(state, arrays_only=True)
 
 
 def _task_of(model: Any) -> str:
@@ -149,6 +173,12 @@ class LinearizedPredictive(VersionedState, BaseEstimator):
         regression network with one output (see `LaplacePosterior` for the layers an
         ``nn.Sequential`` may hold; ``X`` is then 2-D); other modules, a
         ``TransformerEncoderLayer`` included, raise TypeError, whatever the shape of ``X``.
+        A fitted network is held as it is: trained again or changed in place after `fit`
+        (``partial_fit``, new weights, a torch module in train mode updating its
+        statistics), it makes every prediction raise NotFittedError until `fit` runs
+        again, as does a change of ``estimator``, ``posterior``, ``structure``,
+        ``prior_precision``, ``scale`` or ``validation_fraction`` (the other settings act
+        at prediction and may change).
     posterior : LaplacePosterior, array-like or None, default=None
         ``None``: a ``LaplacePosterior(structure, prior_precision)`` fitted in `fit`. An
         unfitted `LaplacePosterior`: its settings, fitted in `fit`. A fitted one: used as is
@@ -262,6 +292,17 @@ class LinearizedPredictive(VersionedState, BaseEstimator):
         "validation_fraction": [Interval(numbers.Real, 0, 1, closed="neither")],
         "random_state": ["random_state", np.random.Generator],
     }
+
+    # What fit learnt from (changed since: refused at prediction); ``method``,
+    # ``activation_moments``, ``covariance``, ``link`` and ``n_samples`` act at prediction.
+    _fit_params: ClassVar[tuple[str, ...]] = (
+        "estimator",
+        "posterior",
+        "structure",
+        "prior_precision",
+        "scale",
+        "validation_fraction",
+    )
 
     def __init__(
         self,
@@ -416,6 +457,8 @@ class LinearizedPredictive(VersionedState, BaseEstimator):
                 # (not scikit-learn's InvalidParameterError, a TypeError too: a bad setting)
                 if non_finite_kinds(X_fit)[1] and not isinstance(error, TypeError):
                     raise ValueError(network_infinity_message(X)) from error
+                if not transforms_input(self.estimator) and not isinstance(error, TypeError):
+                    refuse_text(X, error)  # numpy's "could not convert string to float"
                 raise
             if is_classifier(network):  # after fit: its own check refuses continuous y
                 missing = np.setdiff1d(np.asarray(y_val), np.asarray(y_fit))
@@ -464,6 +507,10 @@ class LinearizedPredictive(VersionedState, BaseEstimator):
         else:
             noise_rows = (Xv, target)
         self._fit_scale(Xv, target, noise_rows)
+        record_calibration_settings(self, step="fit")
+        # the network is held by reference (the user's, when given fitted): trained again or
+        # edited in place, it would no longer be the one the posterior was built at
+        self._network_digest = _digest_of(self.estimator_)
         return self
 
     def _warn_if_training_rows(self, X: Any, y: Any) -> None:
@@ -602,8 +649,25 @@ class LinearizedPredictive(VersionedState, BaseEstimator):
             self.scale_ = float(np.exp(_minimise_log_scale(nll_scale, -12.0, 12.0)))
 
     # ---- predictive moments -------------------------------------------------------------------
-    def _check(self) -> None:
+    def _check(self, method: str) -> None:
+        """Refuse ``method`` before fit, after a change of a setting fit used, or when the
+        network was trained or changed in place since fit."""
         check_is_fitted(self, "posterior_")
+        check_calibration_settings(self, method, step="fit", again="fit(X, y)")
+        recorded = self.__dict__.get("_network_digest")  # none when pickled by older builds
+        if recorded is None:
+            return
+        change = digest_change(recorded, _digest_of(self.estimator_))
+        if change == "maybe":  # recorded by a build that hashed otherwise
+            warn_older_digest(self, method, "network (`estimator`)", "fit(X, y)")
+        elif change == "changed":
+            raise NotFittedError(
+                f"{type(self).__name__}.{method}: the learnt parameters of the network "
+                "(`estimator`) changed since fit (it was trained again or edited in place, "
+                "or updates itself when predicting, e.g. a torch module in train mode: call "
+                "model.eval()), so the posterior and the predictive are the old network's: "
+                "call fit(X, y) again."
+            )
 
     def _transform(self, X: Any) -> NDArray:
         """The network input for ``X``; None, 1-D input and no rows refused naming `X`."""
@@ -613,7 +677,7 @@ class LinearizedPredictive(VersionedState, BaseEstimator):
         covariance = "full" if self.posterior_.structure == "kron" else self.covariance
         return self.view_.network.moments(
             Xt,
-            self.posterior_.blocks(scale),
+            self.posterior_._blocks(scale),  # checked with this predictive
             covariance=covariance,
             activation_moments=self.activation_moments,
         )
@@ -696,7 +760,18 @@ class LinearizedPredictive(VersionedState, BaseEstimator):
             in the units of ``y`` (for a ``TransformedTargetRegressor``, the network's
             moments mapped back: ``shift + scale * mean``, ``scale**2 * var``).
         """
-        self._check()
+        self._check("predict_distribution")
+        return self._distribution(X, method, n_samples, random_state, include_noise)
+
+    def _distribution(
+        self,
+        X: ArrayLike,
+        method: str | None,
+        n_samples: int | None = None,
+        random_state: Any = None,
+        include_noise: bool = False,
+    ) -> tuple[NDArray, NDArray]:
+        """`predict_distribution` of a checked predictive (the public methods check once)."""
         method = self.method if method is None else method
         if method not in METHODS:
             raise ValueError(f"`method` must be one of {METHODS}, got {method!r}.")
@@ -738,7 +813,7 @@ class LinearizedPredictive(VersionedState, BaseEstimator):
 
     # ---- regression outputs -----------------------------------------------------------------
     def _regression_only(self, name: str) -> None:
-        self._check()
+        self._check(name)
         if self.task_ != "regression":
             raise TypeError(f"{name} is defined for regression; use predict_proba.")
 
@@ -751,7 +826,7 @@ class LinearizedPredictive(VersionedState, BaseEstimator):
         ``difficulty_estimator`` with ``conformity_score="normalized"``.
         """
         self._regression_only("predict_std")
-        return np.sqrt(self.predict_distribution(X, method, include_noise=True)[1])
+        return np.sqrt(self._distribution(X, method, include_noise=True)[1])
 
     @available_if(_is_regressor)
     def predict_interval(
@@ -765,7 +840,7 @@ class LinearizedPredictive(VersionedState, BaseEstimator):
         """
         self._regression_only("predict_interval")
         levels = check_call_alpha(alpha, alpha, X)
-        mean, var = self.predict_distribution(X, method, include_noise=True)
+        mean, var = self._distribution(X, method, include_noise=True)
         # from the lower tail below 1e-8, where 1 - alpha / 2 has lost the digits (the
         # same bits as the upper tail above it)
         z = np.where(levels > 1e-8, ndtri(1.0 - levels / 2.0), -ndtri(levels / 2.0))
@@ -790,9 +865,19 @@ class LinearizedPredictive(VersionedState, BaseEstimator):
         the probabilities over weight samples. ``n_samples`` (Monte Carlo draws) and
         ``random_state`` default to the constructor's and to the seed fixed in `fit`.
         """
-        self._check()
+        self._check("predict_proba")
         if self.task_ != "classification":
             raise TypeError("predict_proba is defined for classifiers; use predict_distribution.")
+        return self._proba(X, method, n_samples, random_state)
+
+    def _proba(
+        self,
+        X: ArrayLike,
+        method: str | None,
+        n_samples: int | None = None,
+        random_state: Any = None,
+    ) -> NDArray:
+        """`predict_proba` of a checked classifier."""
         method = self.method if method is None else method
         count = self._n(n_samples)
         output = self.view_.network.output
@@ -802,7 +887,7 @@ class LinearizedPredictive(VersionedState, BaseEstimator):
                 return (np.exp(_mixture_log_proba(f, output)),)
 
             return self._monte_carlo(self._transform(X), count, random_state, mixture)[0]
-        mean, var = self.predict_distribution(X, method)
+        mean, var = self._distribution(X, method)
         if self.link == "probit":
             return class_probabilities(probit_logits(mean, var), output)
         total: Any = 0.0  # then a sum of (n, K) arrays (one block at least)
@@ -831,11 +916,15 @@ class LinearizedPredictive(VersionedState, BaseEstimator):
 
     def predict(self, X: ArrayLike, method: str | None = None) -> NDArray:
         """Predictive mean (regression) or the most probable class (classification)."""
-        self._check()
+        self._check("predict")
+        return self._predict(X, method)
+
+    def _predict(self, X: ArrayLike, method: str | None) -> NDArray:
+        """`predict` of a checked predictive."""
         if self.task_ == "regression":
-            return self.predict_distribution(X, method)[0]
+            return self._distribution(X, method)[0]
         assert self.classes_ is not None  # a classifier's view has its classes
-        return self.classes_[np.argmax(self.predict_proba(X, method), axis=1)]
+        return self.classes_[np.argmax(self._proba(X, method), axis=1)]
 
     def score(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> float:
         """Coefficient of determination of `predict` (regression) or its accuracy.
@@ -843,9 +932,9 @@ class LinearizedPredictive(VersionedState, BaseEstimator):
         The scikit-learn conventions for regressors and classifiers; for the quality of the
         predictive distribution use `log_predictive`.
         """
-        self._check()
+        self._check("score")
         check_row_order(X, y, "y")
-        prediction = self.predict(X)
+        prediction = self._predict(X, None)
         if self.task_ == "regression":
             target = check_regression_target(y, prediction.shape[0])  # named like log_predictive's
             return float(r2_score(target, prediction, sample_weight=sample_weight))
@@ -866,7 +955,7 @@ class LinearizedPredictive(VersionedState, BaseEstimator):
         Regression densities are of ``y`` in its units (for a ``TransformedTargetRegressor``,
         the density of the standardised target minus ``log(scale)``).
         """
-        self._check()
+        self._check("log_predictive")
         check_row_order(X, y, "y")
         method = self.method if method is None else method
         count = self._n(n_samples)  # checked whatever the method (used by "mc")
@@ -881,7 +970,7 @@ class LinearizedPredictive(VersionedState, BaseEstimator):
                     return (logsumexp(log_density, axis=0) - np.log(f.shape[0]),)
 
                 return self._monte_carlo(Xt, count, None, mixture)[0]
-            mean, var = self.predict_distribution(X, method, include_noise=True)
+            mean, var = self._distribution(X, method, include_noise=True)
             return gaussian_log_density(target, mean, var)
         assert self.classes_ is not None  # a classifier's view has its classes
         labels = _encode_labels(y, self.classes_, Xt.shape[0])
@@ -895,7 +984,7 @@ class LinearizedPredictive(VersionedState, BaseEstimator):
             return self._monte_carlo(Xt, count, None, label_mixture)[0]
         # logarithms computed as such (log-sigmoid, log-softmax): the log of a probability
         # loses the digits of a confident mistake (1 - expit(z) is 0 from z of about 37 on)
-        mean, var = self.predict_distribution(X, method)
+        mean, var = self._distribution(X, method)
         if self.link == "probit":
             log_p = log_probabilities(probit_logits(mean, var), self.view_.network.output)
         else:  # the draws of predict_proba (the same ones when random_state is set)
