@@ -657,11 +657,12 @@ def test_multidim_walkthrough_fixes():
         model.predict_set(X[N_CAL:])
     model.set_params(base_score="aps")
     np.testing.assert_array_equal(model.predict_set(X[N_CAL:]), sets)
-    # fill_empty=False keeps the calibrated (possibly empty) sets; True only adds labels
+    # fill_empty=False keeps the calibrated (possibly empty) sets of the plain score; True
+    # calibrates with the fill label, in every set: switching needs no new calibrate
     model.set_params(fill_empty=False)
     raw = model.predict_set(X[N_CAL:])
-    assert (sets >= raw).all() and (sets.sum(axis=1) >= 1).all()
-    assert np.array_equal(sets[raw.any(axis=1)], raw[raw.any(axis=1)])
+    assert (sets.sum(axis=1) >= 1).all() and raw.shape == sets.shape
+    np.testing.assert_array_equal(model.set_params(fill_empty=True).predict_set(X[N_CAL:]), sets)
     # a tiny cells_fraction names its minimum at once (the search used to step by one)
     tiny = MultiDimScoreClassifier(list(heads), cells_fraction=1e-9, random_state=0)
     with pytest.raises(ValueError, match="at least 1000000000 calibration points"):
@@ -808,14 +809,17 @@ def test_the_beyond_caps_warning_prints_one_level_as_a_number():
     """With a scalar alpha=0.1 the warning read "At alpha=[0.1] ...: 1 of the 9
     recalibration score vectors lie beyond" (a one-level list, and the plural verb)."""
     X, y, heads = synthetic()
-    model = MultiDimScoreClassifier(list(heads), alpha=0.1, random_state=0)
+    # without the fill: its label (in every set) can be a vector beyond every cap
+    model = MultiDimScoreClassifier(list(heads), alpha=0.1, fill_empty=False, random_state=0)
     one = r"At alpha=0\.1 every set holds every class: 1 of the 9 recalibration score vectors lies"
     with pytest.warns(UserWarning, match=one):
         model.calibrate(X[18:36], y[18:36])  # 9 cells rows, 9 recalibration rows, 1 beyond
     assert model.n_calibration_ == 9
     assert int(np.isinf(model.conformity_scores_).sum()) == 1
     # several levels still read as a list, and several vectors take the plural
-    model = MultiDimScoreClassifier(list(heads), alpha=[0.1, 0.2], random_state=1)
+    model = MultiDimScoreClassifier(
+        list(heads), alpha=[0.1, 0.2], fill_empty=False, random_state=1
+    )
     two = r"At alpha=\[0\.1, 0\.2\] every set holds every class: 2 of the 9 recalibration score"
     with pytest.warns(UserWarning, match=two + " vectors lie beyond"):
         model.calibrate(X[36:54], y[36:54])
@@ -1023,3 +1027,122 @@ def test_stored_probabilities_passed_as_a_model_are_named_as_such():
     ):
         with pytest.raises(TypeError, match=match):
             call()
+
+
+# ---- the calibrated fill of empty sets (mdim review, stop 56) -------------------------------
+def post_hoc_fill(model, X):
+    """The sets of a model calibrated before the calibrated fill: the calibrated sets of the
+    plain scalar score, an empty one given the label(s) of lowest scalar score (ties: lowest
+    mean base score over the heads)."""
+    alpha = model.alpha
+    model.set_params(fill_empty=False)
+    raw = model.predict_set(X, alpha=alpha)
+    model.set_params(fill_empty=True)
+    vectors = model.score_vectors(X)
+    scores = model._scalar_scores(vectors)
+    lowest = scores == scores.min(axis=1, keepdims=True)
+    tie_break = np.where(lowest, vectors.mean(axis=2), np.inf)
+    fill = lowest & (tie_break == tie_break.min(axis=1, keepdims=True))
+    return raw, np.where(raw.any(axis=1, keepdims=True), raw, fill[..., None])
+
+
+@pytest.mark.parametrize("calibration", ["cells", "learned"])
+def test_calibrated_fill_covers_inside_the_law_with_smaller_sets_than_the_post_hoc_fill(
+    calibration,
+):
+    """fill_empty=True gave an empty set its best-scored label after the threshold: the
+    sets covered above the split-CP law (here about 0.84 at nominal 0.8) and were larger
+    than needed. The fill label is now part of the calibrated score (-inf), so the coverage
+    lies inside the law at both ends, no set is empty, and the sets are smaller than those
+    of the post-hoc fill (a model calibrated by an older version), resplit by resplit."""
+    X, y, heads = synthetic()
+    alphas = [0.1, 0.2]
+    model = MultiDimScoreClassifier(list(heads), calibration=calibration, alpha=alphas)
+    hits, size_change = np.zeros(len(alphas)), np.zeros((R, len(alphas)))
+    for r in range(R):
+        order = np.random.default_rng([5, r]).permutation(len(y))
+        cal, test = order[:N_CAL], order[N_CAL : N_CAL + N_TEST]
+        model.set_params(random_state=r).calibrate(X[cal], y[cal])
+        sets = model.predict_set(X[test])
+        assert sets.any(axis=1).all()  # no empty set
+        hits += covers(sets, y[test]).mean(axis=0)
+        old = pickle.loads(pickle.dumps(model))
+        old.__dict__.pop("_true_is_fill", None)  # as calibrated by an older version
+        size_change[r] = sets.sum(axis=1).mean(axis=0) - old.predict_set(X[test]).sum(axis=1).mean(
+            axis=0
+        )
+    assert_valid(hits / R, model.n_calibration_, alphas=alphas)
+    assert (size_change.mean(axis=0) < 0).all(), size_change.mean(axis=0)
+
+
+@pytest.mark.parametrize("calibration", ["cells", "learned"])
+def test_a_model_calibrated_before_the_calibrated_fill_keeps_its_post_hoc_fill(calibration):
+    """A pickle of an older version (no `_true_is_fill`) predicts as it did: the calibrated
+    sets of the plain score, an empty one filled after the threshold; a new calibration
+    gives other sets."""
+    X, y, heads = synthetic()
+    model = MultiDimScoreClassifier(
+        list(heads), calibration=calibration, alpha=[0.1, 0.2], random_state=0
+    ).calibrate(X[:N_CAL], y[:N_CAL])
+    test = X[N_CAL:]
+    old = pickle.loads(pickle.dumps(model))
+    old.__dict__.pop("_true_is_fill", None)  # what an older version pickled
+    raw, expected = post_hoc_fill(old, test)
+    assert (~raw.any(axis=1)).any()  # empty sets to fill: the case the check is about
+    np.testing.assert_array_equal(old.predict_set(test), expected)
+    assert not np.array_equal(model.predict_set(test), expected)
+
+
+def test_fitted_heads_with_differently_ordered_column_names_are_refused_at_adoption():
+    """mdim review (stop 56): heads fitted on DataFrames whose columns came in other orders
+    were adopted (same n_features_in_), and calibrate failed with scikit-learn's message
+    naming neither head."""
+    pd = pytest.importorskip("pandas")
+    X, y = make_classification(600, 4, n_informative=3, n_redundant=0, n_classes=3, random_state=0)
+    frame = pd.DataFrame(X, columns=list("abcd"))
+    first = LogisticRegression().fit(frame[:300], y[:300])
+    other = LogisticRegression().fit(frame[:300][list("badc")], y[:300])
+    message = (
+        r"different columns.*head 0 on \['a', 'b', 'c', 'd'\].*"
+        r"head 1 on \['b', 'a', 'd', 'c'\]"
+    )
+    for fitted in ([first, other], [first, first, other]):
+        with pytest.raises(ValueError, match=message if len(fitted) == 2 else "head 2 on"):
+            MultiDimScoreClassifier(fitted, random_state=0).calibrate(frame[300:], y[300:])
+    with pytest.raises(ValueError, match=message):
+        HeadEnsemble([first, other]).fit(None, None)
+    # the same names in the same order are adopted
+    same = LogisticRegression(C=0.5).fit(frame[:300], y[:300])
+    MultiDimScoreClassifier([first, same], random_state=0).calibrate(frame[300:], y[300:])
+
+
+def test_x_of_more_than_two_dimensions_is_refused_before_fitted_heads_see_it():
+    """mdim review (stop 56): a 3-D X whose second axis matched the fitted heads' features
+    reached them, and calibrate (or predict_set) failed with scikit-learn's "Found array
+    with dim 3"."""
+    X, y = make_classification(600, 8, n_informative=5, n_classes=3, random_state=3)
+    heads = HeadEnsemble(LogisticRegression(), n_heads=2, random_state=0).fit(X[:200], y[:200])
+    model = MultiDimScoreClassifier(heads.heads_, random_state=0)
+    message = r"`X` is a 3-D array of shape \(200, 8, 1\).*2-D `X`"
+    with pytest.raises(ValueError, match=message):
+        model.calibrate(X[200:400, :, None], y[200:400])
+    model.calibrate(X[200:400], y[200:400])
+    for predict in (model.predict_set, model.predict_proba, model.score_vectors):
+        with pytest.raises(ValueError, match=message):
+            predict(X[400:, :, None])
+
+
+def test_a_fill_label_that_reaches_the_level_alone_is_not_reported_beyond_the_caps():
+    """With the calibrated fill the threshold is -inf when the recalibration rows' fill
+    labels alone reach the level (here 82% of them are the true label, at alpha 0.3): every
+    set is the fill label, and no warning may say that every set holds every class."""
+    X, y, heads = synthetic()
+    model = MultiDimScoreClassifier(list(heads), alpha=0.3, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a warning fails the test
+        model.calibrate(X[:N_CAL], y[:N_CAL])
+        sets = model.predict_set(X[N_CAL:])
+        kept = model.cells_kept()
+    assert model._true_is_fill.mean() > 0.7  # the case the check is about
+    assert (sets.sum(axis=1) >= 1).all() and sets.sum(axis=1).mean() < 1.05
+    assert kept < len(model.cells_["centres"])

@@ -58,6 +58,13 @@ def _columns(X: Any, columns: NDArray | None) -> Any:
     return _safe_indexing(X, columns, axis=1)
 
 
+def _names_text(names: list[str], shown: int = 10) -> str:
+    """A head's column names, the first ``shown`` of a long list."""
+    if len(names) <= shown:
+        return str(names)
+    return f"{str(names[:shown])[:-1]}, ...] ({len(names)} columns)"
+
+
 def _fit_head(estimator, X, y, rows, columns, seed, fit_params):
     model = clone(estimator)
     if seed is not None:
@@ -181,6 +188,28 @@ class HeadEnsemble(VersionedState, RoutesFitParams, ClassifierMixin, BaseEstimat
                 f"The heads of `estimator` take different numbers of features: "
                 f"{dict(enumerate(widths))} (head: n_features_in_); every head must take "
                 "the same columns of X."
+            )
+        named = [
+            (index, [str(name) for name in head.feature_names_in_])
+            for index, head in enumerate(heads)
+            if getattr(head, "feature_names_in_", None) is not None
+        ]
+        differing = [(index, names) for index, names in named[1:] if names != named[0][1]]
+        if differing:  # same widths (checked above), other names or order: sklearn refuses X
+            (first, names), (other, other_names) = named[0], differing[0]
+            pairs = enumerate(zip(names, other_names, strict=False))  # widths may differ
+            position = next((i for i, (a, b) in pairs if a != b), None)
+            where = (
+                f" (first difference at column {position}: {names[position]!r} and "
+                f"{other_names[position]!r})"
+                if position is not None
+                else ""
+            )
+            raise ValueError(
+                "The heads of `estimator` were fitted on different columns (feature_names_in_): "
+                f"head {first} on {_names_text(names)}, head {other} on "
+                f"{_names_text(other_names)}{where}; every head must take the same columns of "
+                "X in the same order: fit them on one DataFrame's columns."
             )
         self.heads_ = heads
         self.feature_subsets_: list[NDArray | None] = [None] * len(heads)

@@ -115,14 +115,21 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
         ``k_reg=1, lambda_reg=0.01``: set both pairs equal to compare RAPS sets.
     saps_weight : float, default=0.3
     fill_empty : bool, default=True
-        Give a row whose set would be empty its best-scored label (all of them when
-        labels tie on the scalar score and on the mean base score). Harmless for the
-        guarantee (sets only grow) but it adds coverage above the split-CP coverage law, up
-        to the share of rows that would have been empty. ``False`` keeps the sets without
-        that addition (some may be empty); they can still cover above the law's upper end
-        (a review: 0.94 at nominal 0.9 with 30 recalibration rows), since the scores of
-        the cells tie at the threshold, the warm start (``cells_["warm_start"]``) can
-        lift the prefix, and caps can fill every set. The lower bound holds either way.
+        Put in every set the row's best-scored label (the fill label: lowest scalar score,
+        ties by lowest mean base score over the heads; all of them when labels tie on
+        both), so that no set is empty, and calibrate with it: the scalar score of the fill
+        label is ``-inf``, the threshold comes from these scores of the recalibration
+        part's true labels (and the warm start from those of the cells part's), so the
+        coverage follows the split-CP law instead of rising above it. When the fill label
+        alone covers more than ``1 - alpha``, every set is that label and covers more.
+        ``False`` keeps the calibrated sets of the plain scalar score (some may be empty).
+        Both can cover above the law's upper end with ``"cells"`` (a review: 0.94 at
+        nominal 0.9 with 30 recalibration rows), since the scores of the cells tie at the
+        threshold, the warm start (``cells_["warm_start"]``) can lift the prefix, and caps
+        can fill every set. The lower bound holds either way. Switching it after
+        ``calibrate`` needs no new calibration (both are calibrated). A model calibrated
+        by an earlier version adds the fill label to an empty set after thresholding, as
+        it did.
     n_jobs : int, default=None
         Heads fitted through joblib.
     random_state : int, Generator or None, default=None
@@ -141,7 +148,9 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
     estimator_ : HeadEnsemble
     classes_ : ndarray
     conformity_scores_ : ndarray
-        Scalar scores (cell prefix length, or ``1 - P(true)``) of the recalibration part.
+        Scalar scores (cell prefix length, or ``1 - P(true)``) of the recalibration part's
+        true labels (with ``fill_empty=True`` the thresholds take ``-inf`` instead where
+        the true label is the fill label).
     n_cells_ : int
         Calibration rows in the cells part (the rest is the recalibration part).
     n_calibration_ : int
@@ -152,7 +161,8 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
         monotone in each head's score (``"learned"`` only).
     cells_ : dict
         Centres, their ranks, the coordinate-wise caps, the cells part's true vectors
-        accepted by each prefix and the warm start (``"cells"``).
+        accepted by each prefix (without and with the fill label) and the warm start of the
+        smallest level (``"cells"``).
 
     Examples
     --------
@@ -318,6 +328,7 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
             "n_calibration_",
             "n_cells_",
             "_tree",
+            "_true_is_fill",
             "_calibrate_settings",
         ):
             self.__dict__.pop(name, None)
@@ -368,14 +379,23 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
 
     def _check_columns_against_heads(self, X: Any) -> None:
         """Refuse an ``X`` whose number of columns differs from the fitted heads' (given as
-        a list), naming this class rather than the heads."""
+        a list), or of more than two dimensions when they count features (scikit-learn
+        models), naming this class rather than the heads."""
         expected = getattr(self.estimator_.heads_[0], "n_features_in_", None)
+        if not self._estimator_adopted or expected is None:
+            return
         columns = np.shape(X)[1] if np.ndim(X) >= 2 else None
-        if self._estimator_adopted and None not in (expected, columns) and expected != columns:
+        if columns is not None and expected != columns:
             hint = f" {feature_axis_hint(X)}" if np.ndim(X) > 2 else ""
             raise ValueError(
                 f"`X` has {columns} features, but the fitted heads of this "
                 f"{type(self).__name__} take {expected}.{hint}"
+            )
+        if np.ndim(X) > 2:
+            raise ValueError(
+                f"`X` is a {np.ndim(X)}-D array of shape {np.shape(X)}, but the fitted heads "
+                f"of this {type(self).__name__} take a 2-D `X` of {expected} features: pass "
+                "one row per sample with its features as columns."
             )
 
     def _check_nan(self, X: Any) -> None:
@@ -448,22 +468,46 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
         # the calibration rows enter the seed (a fixed seed alone drew the same uniforms for
         # every calibration set of n rows: a seed-dependent coverage bias)
         vectors = self.score_vectors(X, rng=self._rng(0, content=X))
-        rows = np.arange(n)
         first, second = order[:n_cells], order[n_cells:]
-        true_vectors = vectors[rows, labels]  # (n, H)
         if self.calibration == "cells":
             self._build_cells(vectors[first], labels[first], levels)
         else:
             self._train_aggregator(vectors[first], labels[first])
-        self.conformity_scores_ = self._scalar_scores(true_vectors[second])
+        # every label's scalar score on the recalibration part: the fill label of each row
+        scores = self._scalar_scores(vectors[second])  # (n_recal, K)
+        recal = np.arange(n_recal)
+        self.conformity_scores_ = scores[recal, labels[second]]
+        # whether each row's true label is its fill label (in every set, score -inf):
+        # fill_empty=True calibrates with it (its absence: a model calibrated before)
+        self._true_is_fill = self._fill_labels(scores, vectors[second])[recal, labels[second]]
         self.n_calibration_ = n_recal
         self.n_cells_ = n_cells
         record_calibration_settings(self)
         if self.calibration == "cells":
             self._warn_beyond_caps(
-                levels, conformal_quantile(self.conformity_scores_, levels, warn=False)
+                levels, conformal_quantile(self._threshold_scores(), levels, warn=False)
             )
         return self
+
+    def _fill_labels(self, scores: NDArray, vectors: NDArray) -> NDArray:
+        """The labels ``fill_empty`` puts in every set: lowest scalar score, ties by lowest
+        mean base score over the heads, labels tied on both together (none of them scores
+        worse than another under every head). ``scores (..., K)``, ``vectors (..., K, H)``."""
+        at_lowest = scores == scores.min(axis=-1, keepdims=True)
+        tie_break = np.where(at_lowest, vectors.mean(axis=-1), np.inf)
+        return at_lowest & (tie_break == tie_break.min(axis=-1, keepdims=True))
+
+    def _calibrated_fill(self) -> bool:
+        """``fill_empty`` calibrated with the fill label (a model calibrated by an earlier
+        version fills an empty set after the threshold instead)."""
+        return bool(self.fill_empty) and "_true_is_fill" in self.__dict__
+
+    def _threshold_scores(self) -> NDArray:
+        """The recalibration scores the thresholds come from: with the calibrated fill,
+        ``-inf`` where the true label is the fill label."""
+        if self._calibrated_fill():
+            return np.where(self._true_is_fill, -np.inf, self.conformity_scores_)
+        return self.conformity_scores_
 
     def _too_few_message(self, given: str, level: float) -> str:
         needed = minimum_scores(level)
@@ -480,9 +524,9 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
         score is infinite), so every set holds every class."""
         n_recal = self.conformity_scores_.size
         enough = conformal_rank(n_recal, levels) <= n_recal
-        infinite = np.isinf(quantiles)
+        infinite = np.isposinf(quantiles)  # -inf: the fill label alone reaches the level
         if (enough & infinite).any():
-            beyond = int(np.isinf(self.conformity_scores_).sum())
+            beyond = int(np.isposinf(self._threshold_scores()).sum())
             level = float(np.min(levels[enough & infinite]))
             # the threshold is the rank-th smallest score: n - rank of them may lie above
             left_out = n_recal - int(conformal_rank(n_recal, level)[0])
@@ -562,18 +606,27 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
             )
         # The cells part's own true vectors accepted by the region of the first m cells, for
         # m = 1..centres (membership as at prediction: n_neighbors and caps). With one
-        # neighbour this is the cumulative true count of the ranked cells.
-        own = np.sort(self._scalar_scores(true))
-        self.cells_["true_accepted"] = np.searchsorted(
-            own, np.arange(1, centres.shape[0] + 1), side="right"
+        # neighbour this is the cumulative true count of the ranked cells. With the fill
+        # label (fill_empty=True) a row whose true label is its fill label is accepted
+        # at every prefix.
+        scores = self._scalar_scores(vectors)  # (n, K)
+        own = scores[np.arange(n), labels]
+        filled = np.where(self._fill_labels(scores, vectors)[np.arange(n), labels], -np.inf, own)
+        prefixes = np.arange(1, centres.shape[0] + 1)
+        self.cells_["true_accepted"] = np.searchsorted(np.sort(own), prefixes, side="right")
+        self.cells_["true_accepted_filled"] = np.searchsorted(
+            np.sort(filled), prefixes, side="right"
         )
         # The warm start of the smallest level, kept for inspection; prediction computes the
         # warm start of each requested level (one level's must not enlarge another's sets).
-        self.cells_["warm_start"] = self._warm_start(float(levels.min()))
+        self.cells_["warm_start"] = self._warm_start(
+            float(levels.min()), filled=bool(self.fill_empty)
+        )
 
-    def _warm_start(self, level: float) -> int:
+    def _warm_start(self, level: float, filled: bool = False) -> int:
         """Longest prefix whose region accepts at most ``ceil((m + 1)(1 - alpha))`` of the
-        cells part's own true vectors (``m`` centres).
+        cells part's own true vectors (``m`` centres); ``filled``: the region with the fill
+        label (a row whose true label is its fill label counts at every prefix).
 
         The official code counts the true vectors in the first cells (their true counts),
         which is the same with one neighbour; with an even number of neighbours, where a
@@ -584,7 +637,7 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
         Depends on the cells part only, and only enlarges the region, so validity holds.
         """
         cells = self.cells_
-        accepted = cells.get("true_accepted")
+        accepted = cells.get("true_accepted_filled" if filled else "true_accepted")
         if accepted is None:  # a model pickled before: its cells' cumulative true counts
             accepted = np.cumsum(cells["true_counts"][np.argsort(cells["rank"])])
         target = int(conformal_rank(accepted.size, level)[0])
@@ -643,11 +696,12 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
                 levels[too_few].min(),
             )
             warn_user(message + " Every set holds every class.", UserWarning)
-        thresholds = conformal_quantile(self.conformity_scores_, levels, warn=False)
+        thresholds = conformal_quantile(self._threshold_scores(), levels, warn=False)
         thresholds = thresholds.astype(float)
         if "cells_" in self.__dict__:
             self._warn_beyond_caps(levels, thresholds)
-            warm = [self._warm_start(float(level)) for level in levels]
+            filled = self._calibrated_fill()
+            warm = [self._warm_start(float(level), filled) for level in levels]
             thresholds = np.maximum(thresholds, warm)
         return thresholds
 
@@ -656,10 +710,12 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
 
         A label joins a prediction set when its score vector falls in the first
         ``cells_kept(alpha)`` cells of the impurity ranking (``cells_["rank"]``); the rest
-        are left out. This is the calibrated prefix, raised to the warm start when that is
-        larger; ``inf`` (every label is then accepted) when the recalibration part is too
-        small for the level, or when too many of its score vectors lie beyond every cell
-        cap (a warning says so). Only for ``calibration="cells"``.
+        are left out (but for the fill label, in every set with ``fill_empty=True``). This
+        is the calibrated prefix, raised to the warm start when that is larger (the warm
+        start alone, possibly 0, when the fill label reaches the level by itself); ``inf``
+        (every label is then accepted) when the recalibration part is too small for the
+        level, or when too many of its score vectors lie beyond every cell cap (a warning
+        says so). Only for ``calibration="cells"``.
 
         Parameters
         ----------
@@ -712,24 +768,20 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
         # the draws of score_vectors(X), made once; the rows are then scored block by block
         uniforms = self._rng(1, content=X).random((n_heads, n))
         out = np.empty((n, n_classes, levels.size), dtype=bool)
+        calibrated_fill = self._calibrated_fill()
+        post_hoc_fill = bool(self.fill_empty) and not calibrated_fill  # calibrated before
         step = max(_PREDICT_CELLS // (n_classes * n_heads), 1)
         for start in range(0, n, step):  # a loop over blocks of rows, for bounded memory
             rows = slice(start, min(start + step, n))
             vectors = self._vectors(slice_rows(X, rows.start, rows.stop), uniforms[:, rows])
             scores = self._scalar_scores(vectors)  # (rows, K)
+            if calibrated_fill:  # the fill label is in every set, as at calibration
+                scores = np.where(self._fill_labels(scores, vectors), -np.inf, scores)
             for j, threshold in enumerate(thresholds):  # a loop over levels
                 sets = scores <= threshold
                 empty = ~sets.any(axis=1)
-                if self.fill_empty and empty.any():  # the best-scored label joins an empty set
-                    # ties (prefix lengths are integers) go to the label of smallest mean
-                    # base score over the heads, not to the first class; labels tied on
-                    # both (identical score vectors) join together, so that no label that
-                    # scores as well as a kept one under every head is dropped
-                    tie_break = vectors[empty].mean(axis=2)
-                    lowest = scores[empty].min(axis=1, keepdims=True)
-                    at_lowest = scores[empty] == lowest
-                    best_break = np.where(at_lowest, tie_break, np.inf).min(axis=1, keepdims=True)
-                    sets[empty] = at_lowest & (tie_break == best_break)
+                if post_hoc_fill and empty.any():  # the fill label joins an empty set
+                    sets[empty] = self._fill_labels(scores[empty], vectors[empty])
                 out[rows, :, j] = sets
         return out[..., 0] if np.ndim(value) == 0 else out
 

@@ -530,8 +530,9 @@ def evaluate(
     calibration points, alpha 0.1 and 2,000 test rows, the exact two-tailed law giving
     4.48%).
     Scores with ties or filled-in sets read "above" often too, and that is no failure:
-    `uqconform.MultiDimScoreClassifier` with ``fill_empty=True``, the default (234 to
-    268 of 400 runs at alpha 0.2 in a review), and `uqconform.ReliablePredictionSets`
+    `uqconform.MultiDimScoreClassifier` where the label that fills an empty set alone
+    covers more than ``1 - alpha`` (every set is then that one label), and
+    `uqconform.ReliablePredictionSets`
     (RPS), whose vote scores tie (108 of 300 runs at alpha 0.1). Under Mondrian
     calibration (``groups``, ``class_conditional``) each stratum has its own calibration
     points, so the marginal coverage spreads more: the bounds then come from the exact law
