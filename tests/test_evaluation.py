@@ -1775,6 +1775,22 @@ def test_set_frames_with_class_labels_as_columns_are_read_by_label():
     assert coverage(np.array(["x", "y", "z", "y"]), positional, classes=["x", "y", "z"]) == 0.75
 
 
+def test_set_frame_columns_that_name_no_class_stay_positional():
+    """Columns that share no label with the classes (strings "0".."2" after a CSV round
+    trip, a MultiIndex) are read by position, as before the by-label reading (diffrev16:
+    they were refused)."""
+    truth = SETS[np.arange(len(Y_CLS)), Y_CLS].mean()
+    named = pd.DataFrame(SETS, columns=[str(j) for j in range(SETS.shape[1])])
+    assert coverage(Y_CLS, named) == truth
+    assert coverage(Y_CLS, named, classes=np.arange(SETS.shape[1])) == truth
+    tuples = [("set", j) for j in range(SETS.shape[1])]
+    multi = pd.DataFrame(SETS, columns=pd.MultiIndex.from_tuples(tuples))
+    assert coverage(Y_CLS, multi) == truth
+    # integer columns that are the classes in another order are read by label
+    order = np.roll(np.arange(SETS.shape[1]), 1)
+    assert coverage(Y_CLS, pd.DataFrame(SETS[:, order], columns=order)) == truth
+
+
 def test_poor_messages_of_the_evaluation_review():
     """Review findings (stop 55): an empty list of regions got the message of an interval
     shape; mean_set_size(region) did not point to mean_volume; a region of another

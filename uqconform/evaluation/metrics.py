@@ -305,30 +305,38 @@ def _label_index(
 
 
 def _frame_classes(
-    prediction: Any, classes: ArrayLike | None, name: str = "prediction"
+    prediction: Any, classes: ArrayLike | None, labels: NDArray, name: str = "prediction"
 ) -> tuple[Any, ArrayLike | None]:
-    """A boolean set DataFrame's column labels are its classes (unless they are the default
-    ``0..K-1``): its columns in the order of ``classes``, or the labels as ``classes``."""
+    """A boolean set DataFrame whose column labels name classes (they share a label with
+    ``classes``, or without it with the observed ``labels``) is read by label: its columns
+    in the order of ``classes``, or its labels as ``classes``. Columns that name no class
+    (the default ``0..K-1``, strings "0".."K-1" for integer labels, a MultiIndex) are read
+    by position, as an array's."""
     if not isinstance(prediction, pd.DataFrame):
         return prediction, classes
     columns = prediction.columns
-    if columns.equals(pd.RangeIndex(len(columns))) or _plain_array(prediction, name).dtype != bool:
-        return prediction, classes  # positions, or intervals (such as lower/upper)
+    if isinstance(columns, pd.MultiIndex) or columns.equals(pd.RangeIndex(len(columns))):
+        return prediction, classes  # positions
+    if _plain_array(prediction, name).dtype != bool:
+        return prediction, classes  # intervals (such as lower/upper)
+    given = None if classes is None else np.asarray(classes)
+    if given is not None and (given.ndim != 1 or not pd.Index(given).is_unique):
+        return prediction, classes  # refused by _label_index, with its own message
+    known = pd.Index(given if given is not None else pd.unique(labels.reshape(-1)))
+    if not columns.isin(known).any():
+        return prediction, classes  # the columns name no class: read by position
     if not columns.is_unique:
         raise ValueError(
             f"`{name}` has duplicate column labels {labels_text(columns)}; a set DataFrame "
             "needs one column per class."
         )
-    if classes is None:
+    if given is None:
         return prediction, np.asarray(columns)
-    given = np.asarray(classes)
-    if given.ndim != 1 or not pd.Index(given).is_unique:
-        return prediction, classes  # refused by _label_index, with its own message
     order = columns.get_indexer(given)
     if given.size == len(columns) and (order >= 0).all():
         return prediction.iloc[:, order], classes  # a new frame; the user's is unchanged
     raise ValueError(
-        f"The columns of `{name}` are its classes and differ from `classes`: `{name}` has "
+        f"The columns of `{name}` name classes and differ from `classes`: `{name}` has "
         f"columns {labels_text(columns)}, `classes` is {labels_text(given)}. "
         f"Give the same labels in both, or pass `{name}` without `classes`."
     )
@@ -353,7 +361,7 @@ def _prepare(
     y = np.asarray(y_true)
     if y.ndim == 0:
         raise ValueError(f"`{name}` must be an array with one entry per row, got a scalar.")
-    prediction, classes = _frame_classes(prediction, classes, prediction_name)
+    prediction, classes = _frame_classes(prediction, classes, y, prediction_name)
     parsed = _parse_prediction(prediction, y.shape, prediction_name, intervals_only)
     if classes is not None and parsed.kind != "set":
         raise TypeError(
