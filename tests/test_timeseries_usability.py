@@ -680,3 +680,6 @@ def test_fit_on_one_row_is_refused_by_name(method):
     X, y = np.ones((1, 2)), np.ones(1)
     with pytest.raises(ValueError, match=r"`X` and `y` have 1 sample \(row\): .*at least 2 rows"):
         method(LinearRegression()).fit(X, y)
+    frozen = FrozenEstimator(LinearRegression().fit(np.eye(3, 2), [0.0, 1.0, 2.0]))
+    with pytest.raises(ValueError, match=r"`X` and `y` have 1 sample \(row\)"):
+        method(frozen).fit(X, y)  # one residual gave zero-width intervals (diffrev16)

@@ -912,9 +912,9 @@ class SequentialConformalRegressor(
         if unset:  # one draw, shared by every unset parameter (none: no draw)
             seed = int(rng.integers(2**31))
             estimator = clone(estimator).set_params(**dict.fromkeys(unset, seed))
-        if y.shape[0] < 2 and not isinstance(estimator, FrozenEstimator):
+        if y.shape[0] < 2:  # (a frozen model's one residual gave zero-width intervals)
             raise ValueError(
-                f"`X` and `y` have {y.shape[0]} sample (row): fit trains the model and takes its "
+                f"`X` and `y` have {y.shape[0]} sample (row): fit takes the model's "
                 "out-of-sample residuals, which needs at least 2 rows (and about "
                 "1 / alpha residuals for a finite interval). Fit on a longer stretch of the "
                 "series."
