@@ -25,7 +25,7 @@ from sklearn.compose import TransformedTargetRegressor
 from sklearn.datasets import load_diabetes
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.frozen import FrozenEstimator
-from sklearn.linear_model import LinearRegression, LogisticRegression, Ridge
+from sklearn.linear_model import ElasticNet, Lasso, LinearRegression, LogisticRegression, Ridge
 from sklearn.neighbors import KNeighborsRegressor
 from sklearn.neural_network import MLPRegressor
 from sklearn.preprocessing import MinMaxScaler, StandardScaler
@@ -1347,6 +1347,12 @@ def test_a_ridge_gets_no_loss_warning():
         warnings.simplefilter("error", UserWarning)
         ACP(Ridge(1.0)).fit(X, y)
         ACP(LinearRegression()).fit(X, y)
+    # no L1 penalty in effect (diffrev16: Lasso(alpha=0) was said to have one)
+    for model in (Lasso(alpha=0.0), ElasticNet(alpha=0.1, l1_ratio=0.0)):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            ACP(model, prior_precision=1.0).fit(X, y)
+        assert not any("L1 penalty" in str(w.message) for w in caught), model
 
 
 @pytest.mark.parametrize("factor", [1e-200, 1e200])

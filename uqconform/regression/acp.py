@@ -286,11 +286,16 @@ def _not_squared_error(model: Any) -> str | None:
         return losses[name]
     if name == "SGDRegressor" and getattr(model, "loss", "squared_error") != "squared_error":
         return f"loss={model.loss!r}"
-    if name == "SGDRegressor" and getattr(model, "penalty", "l2") in ("l1", "elasticnet"):
+    # the fitted strength and mix where a search chose them (alpha_, l1_ratio_)
+    strength = getattr(model, "alpha_", getattr(model, "alpha", 1.0))
+    mix = getattr(model, "l1_ratio_", getattr(model, "l1_ratio", 1.0))
+    l1 = np.all(np.asarray(strength, dtype=float) != 0) and np.any(np.asarray(mix) != 0)
+    penalty = getattr(model, "penalty", "l2")
+    if name == "SGDRegressor" and (penalty == "l1" or (penalty == "elasticnet" and l1)):
         return f"an L1 penalty (penalty={model.penalty!r})"
     lasso_kinds = {"Lasso", "ElasticNet", "LassoCV", "ElasticNetCV", "LassoLars"}
     lasso_kinds |= {"LassoLarsCV", "LassoLarsIC"}
-    if name in lasso_kinds and getattr(model, "l1_ratio", 1.0) != 0:
+    if name in lasso_kinds and l1:
         return "an L1 penalty"
     return None
 
