@@ -178,7 +178,9 @@ class LinearizedPredictive(VersionedState, BaseEstimator):
         statistics), it makes every prediction raise NotFittedError until `fit` runs
         again, as does a change of ``estimator``, ``posterior``, ``structure``,
         ``prior_precision``, ``scale`` or ``validation_fraction`` (the other settings act
-        at prediction and may change).
+        at prediction and may change). The check hashes a sample of 4,096 numbers of each
+        larger weight array (it runs at every prediction): retraining changes them all,
+        but an edit of a few weights of such an array can go unseen.
     posterior : LaplacePosterior, array-like or None, default=None
         ``None``: a ``LaplacePosterior(structure, prior_precision)`` fitted in `fit`. An
         unfitted `LaplacePosterior`: its settings, fitted in `fit`. A fitted one: used as is
