@@ -1114,6 +1114,11 @@ def test_fitted_heads_with_differently_ordered_column_names_are_refused_at_adopt
     # the same names in the same order are adopted
     same = LogisticRegression(C=0.5).fit(frame[:300], y[:300])
     MultiDimScoreClassifier([first, same], random_state=0).calibrate(frame[300:], y[300:])
+    # a head fitted on an array beside one fitted on a DataFrame (diffrev15): its column
+    # order cannot be checked
+    bare = LogisticRegression().fit(X[:300], y[:300])
+    with pytest.raises(ValueError, match=r"head 1 on an array without column names"):
+        MultiDimScoreClassifier([first, bare], random_state=0).calibrate(frame[300:], y[300:])
 
 
 def test_x_of_more_than_two_dimensions_is_refused_before_fitted_heads_see_it():
@@ -1129,6 +1134,15 @@ def test_x_of_more_than_two_dimensions_is_refused_before_fitted_heads_see_it():
     model.calibrate(X[200:400], y[200:400])
     for predict in (model.predict_set, model.predict_proba, model.score_vectors):
         with pytest.raises(ValueError, match=message):
+            predict(X[400:, :, None])
+    # heads trained by fit as well (diffrev15: only adopted heads were checked)
+    trained = MultiDimScoreClassifier(LogisticRegression(), n_heads=2, random_state=0)
+    trained.fit(X[:200], y[:200])
+    with pytest.raises(ValueError, match=message):
+        trained.calibrate(X[200:400, :, None], y[200:400])
+    trained.calibrate(X[200:400], y[200:400])
+    for predict in (trained.predict_set, trained.predict_proba, trained.score_vectors):
+        with pytest.raises(ValueError, match=r"`X` is a 3-D array of shape \(200, 8, 1\)"):
             predict(X[400:, :, None])
 
 

@@ -194,6 +194,19 @@ class HeadEnsemble(VersionedState, RoutesFitParams, ClassifierMixin, BaseEstimat
             for index, head in enumerate(heads)
             if getattr(head, "feature_names_in_", None) is not None
         ]
+        unnamed = [
+            index
+            for index, head in enumerate(heads)
+            if getattr(head, "n_features_in_", None) is not None
+            and getattr(head, "feature_names_in_", None) is None
+        ]
+        if named and unnamed:  # the unnamed ones' column order cannot be checked
+            raise ValueError(
+                f"Head {named[0][0]} of `estimator` was fitted on a DataFrame (columns "
+                f"{_names_text(named[0][1])}), head {unnamed[0]} on an array without column "
+                "names, so its column order cannot be checked against the others': fit every "
+                "head on the same kind of input (one DataFrame's columns, or arrays)."
+            )
         differing = [(index, names) for index, names in named[1:] if names != named[0][1]]
         if differing:  # same widths (checked above), other names or order: sklearn refuses X
             (first, names), (other, other_names) = named[0], differing[0]
