@@ -387,16 +387,18 @@ class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, 
         if expected is None:  # heads that take other inputs (images): theirs to check
             return
         columns = np.shape(X)[1] if np.ndim(X) >= 2 else None
-        if columns is not None and expected != columns:
+        # (heads trained by fit may read subsets of the columns: fit's width is checked)
+        if self._estimator_adopted and columns is not None and expected != columns:
             hint = f" {feature_axis_hint(X)}" if np.ndim(X) > 2 else ""
             raise ValueError(
                 f"`X` has {columns} features, but the fitted heads of this "
                 f"{type(self).__name__} take {expected}.{hint}"
             )
         if np.ndim(X) > 2:
+            width = self.__dict__.get("n_features_in_", expected)  # fit's X (subsets: wider)
             raise ValueError(
                 f"`X` is a {np.ndim(X)}-D array of shape {np.shape(X)}, but the fitted heads "
-                f"of this {type(self).__name__} take a 2-D `X` of {expected} features: pass "
+                f"of this {type(self).__name__} take a 2-D `X` of {width} features: pass "
                 "one row per sample with its features as columns."
             )
 
