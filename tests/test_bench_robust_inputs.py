@@ -37,3 +37,16 @@ def test_robust_inputs_family_smoke(tmp_path):
     assert {"size_m50", "size_m150"} <= set(samples[0])
     assert {r["method"] for r in samples} == {"BinCP p=0.6", "BinCP p=0.8", "mean"}
     assert family["headlines"] and (tmp_path / "robust-inputs_set-size-vs-samples.png").exists()
+
+
+def test_the_smoke_headline_compares_informative_sets(tmp_path):
+    """Review finding (stop 56): at smoke scale the coverage table used 60 samples, with
+    which BinCP (p 0.6) cannot give an informative set at r = 0.12 on digits: the headline
+    read 10.00 / 10.00, not met, at every smoke run. The smoke run uses 150 samples too."""
+    results = run_benchmark("robust-inputs", tmp_path, scale="smoke", progress=False, echo=None)
+    family = results["families"]["robust-inputs"]
+    found = [h for h in family["headlines"] if "mean-bounding set size" in h["claim"]]
+    assert len(found) == 1 and found[0]["claim"].startswith("digits r=0.12, 150 samples")
+    assert found[0]["met"], found[0]
+    rows = family["tables"]["coverage under perturbation (alpha 0.1)"]
+    assert {r["n_samples"] for r in rows if r["method"] != "split CP"} == {150}

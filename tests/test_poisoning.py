@@ -276,3 +276,22 @@ def test_pandas_values_indexed_by_the_rows_of_x_in_another_order_are_refused(dat
     _, by_position = flip_labels(frame, shuffled.reset_index(drop=True), 1, random_state=0)
     assert int((by_position != shuffled.to_numpy()).sum()) == 1
     guard.check()
+
+
+def test_one_dimensional_x_and_targets_that_are_no_partition_are_refused(data):
+    """Review finding (stop 56): a 1-D numeric X was taken as rows of one feature by
+    flip_labels, and a `target` naming partitions that no row is in ([99, 0]) was cut to
+    the ones that exist, attacking other partitions than those asked for."""
+    X, y, part = data
+    for attack in (flip_labels, insert_points, delete_points):
+        with pytest.raises(ValueError, match=r"`X` must be 2-D.*shape \(120,\)"):
+            attack(X[:, 0], y, 1)
+    missing = int(part.max()) + 93
+    for attack in (flip_labels, insert_points, delete_points):
+        for strategy in ("spread", "concentrated"):
+            with pytest.raises(ValueError, match=rf"`target` names partitions \[{missing}\]"):
+                attack(X, y, 2, partitions=part, target=[missing, 0], strategy=strategy)
+        with pytest.raises(ValueError, match=r"`target` must hold integer partition indices"):
+            attack(X, y, 2, partitions=part, target=[1.5], strategy="concentrated")
+    spread = flip_labels(X, y, 2, partitions=part, target=[3, 0], strategy="spread")[1]
+    assert set(part[spread != y].tolist()) == {3, 0}  # existing targets still work

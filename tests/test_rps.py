@@ -11,11 +11,12 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
+import sklearn
 from conftest import Unchanged
 from scipy import optimize, special, stats
 from sklearn.base import clone
 from sklearn.datasets import load_digits, load_iris
-from sklearn.exceptions import NotFittedError
+from sklearn.exceptions import NotFittedError, UnsetMetadataPassedError
 from sklearn.linear_model import LogisticRegression
 from sklearn.neighbors import KNeighborsClassifier
 from sklearn.tree import DecisionTreeClassifier
@@ -1310,3 +1311,92 @@ def test_public_helpers_take_one_level_and_whole_numbers():
     assert majority_coverage([100.0] * 10, [9.0] * 10, 7) == majority_coverage(
         [100] * 10, [9] * 10, 7
     )
+
+
+def _training_warnings(call):
+    """What ``call()`` returns, and the texts of the warnings it gave about the training
+    certificate of models given fitted."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = call()
+    texts = [str(w.message) for w in caught if "disjoint training partitions" in str(w.message)]
+    return result, texts
+
+
+def test_training_certificates_of_models_given_fitted_warn_of_their_assumption(fitted, digits):
+    """Review finding (stop 56): models given fitted were certified against training
+    poisoning as if each training row reached one model. 20 one-nearest-neighbour models
+    on overlapping random halves: certify(r_train=1) certified 34 of 200 rows, and one
+    inserted training row (it reaches every model) changed all 34 sets, without a word.
+    Nothing can check how the models were trained: every use of a training radius warns,
+    once per call."""
+    X_fit, y_fit, X_cal, y_cal, X_test, _ = digits
+    bags = [np.random.default_rng(j).permutation(len(y_fit))[:400] for j in range(8)]
+    models = [KNeighborsClassifier(1).fit(X_fit[b], y_fit[b]) for b in bags]
+    adopted = ReliablePredictionSets(models, k_calib=5).calibrate(X_cal, y_cal)
+    texts = _training_warnings(lambda: adopted.certify(X_test, r_train=1))[1]
+    assert len(texts) == 1 and "hash_partition" in texts[0] and "r_calib" in texts[0]
+    curve = lambda: adopted.reliability_curve(X_test, [0, 1, 2], poisoned="both")  # noqa: E731
+    assert len(_training_warnings(curve)[1]) == 1
+    assert len(_training_warnings(lambda: worst_partitions(adopted, X_test, "training"))[1]) == 1
+    # no training radius, or models RPS trained on its own partitions: nothing to say
+    for call in (
+        lambda: adopted.certify(X_test, r_calib=1),
+        lambda: adopted.reliability_curve(X_test, [0, 1], poisoned="calibration"),
+        lambda: worst_partitions(adopted, X_test),
+        lambda: fitted.certify(X_test, r_train=1),
+        lambda: fitted.reliability_curve(X_test, [1], poisoned="training"),
+    ):
+        assert _training_warnings(call)[1] == []
+
+
+def test_a_partly_unfitted_list_is_not_taken_for_a_clone(digits):
+    """Review finding (stop 55): the refusal of an unfitted model in `estimator` always
+    blamed a clone, even when the list also held fitted models (which a clone unfits)."""
+    X_fit, y_fit, X_cal, y_cal, _, _ = digits
+    trained = LogisticRegression(max_iter=200).fit(X_fit[:300], y_fit[:300])
+    with pytest.raises(NotFittedError, match="Model 1 of `estimator` is not fitted") as raised:
+        ReliablePredictionSets([trained, LogisticRegression()], k_calib=5).calibrate(X_cal, y_cal)
+    assert "clone" not in str(raised.value).replace("to be cloned", "")
+    with pytest.raises(NotFittedError, match="clones the listed models unfitted"):
+        ReliablePredictionSets([LogisticRegression()] * 2, k_calib=5).calibrate(X_cal, y_cal)
+
+
+def test_sample_weight_reaches_each_partition_model_on_its_rows(digits):
+    """Review finding (stop 55): fit(X, y, sample_weight=w) failed with Python's bare
+    "unexpected keyword argument". Fit parameters go to each partition's model as the other
+    ensembles route them: per-row ones on the partition's rows."""
+    X_fit, y_fit, X_cal, y_cal, X_test, _ = digits
+    weights = np.random.default_rng(3).uniform(0.2, 3.0, len(y_fit))
+    guard = Unchanged(X_fit, y_fit, weights)
+    model = ReliablePredictionSets(LogisticRegression(max_iter=300), k_train=3, k_calib=5)
+    weighted = clone(model).fit(X_fit, y_fit, sample_weight=weights)
+    guard.check()
+    digests = rps_module.row_digests(X_fit, 0)
+    part = hash_partition(X_fit, 3)
+    for i, member in enumerate(weighted.estimators_):
+        rows = np.flatnonzero(part == i)
+        rows = rows[np.lexsort((y_fit[rows], digests[rows, 1], digests[rows, 0]))]
+        alone = LogisticRegression(max_iter=300).fit(
+            X_fit[rows], y_fit[rows], sample_weight=weights[rows]
+        )
+        np.testing.assert_array_equal(member.coef_, alone.coef_)
+    plain = clone(model).fit(X_fit, y_fit)
+    assert not np.array_equal(plain.estimators_[0].coef_, weighted.estimators_[0].coef_)
+    shuffle = np.random.default_rng(4).permutation(len(y_fit))
+    moved = clone(model).fit(X_fit[shuffle], y_fit[shuffle], sample_weight=weights[shuffle])
+    weighted.calibrate(X_cal, y_cal)
+    moved.calibrate(X_cal, y_cal)
+    np.testing.assert_array_equal(moved.predict_set(X_test), weighted.predict_set(X_test))
+    with pytest.raises(ValueError, match=r"`sample_weight` has 5 entries but X has 800 rows"):
+        clone(model).fit(X_fit, y_fit, sample_weight=weights[:5])
+    with pytest.raises(ValueError, match=r"fit parameters \['sample_weight'\] were given"):
+        ReliablePredictionSets(list(plain.estimators_)).fit(X_fit, y_fit, sample_weight=weights)
+    with sklearn.config_context(enable_metadata_routing=True):
+        asked = LogisticRegression(max_iter=300).set_fit_request(sample_weight=True)
+        routed = clone(model).set_params(estimator=asked)
+        routed.fit(X_fit, y_fit, sample_weight=weights)
+        with pytest.raises(UnsetMetadataPassedError):
+            clone(model).fit(X_fit, y_fit, sample_weight=weights)
+    for ours, theirs in zip(routed.estimators_, weighted.estimators_, strict=True):
+        np.testing.assert_array_equal(ours.coef_, theirs.coef_)

@@ -47,10 +47,11 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.utils.validation import check_array, check_is_fitted
 
 from uqconform._parallel import run_fits
-from uqconform._rows import float_values, n_rows, numeric_columns_as_float
+from uqconform._rows import fit_params_rows, float_values, n_rows, numeric_columns_as_float
 from uqconform._seeding import integer_seed, seed_parameters
 from uqconform._validation import (
     CLONED_LIST_HINT,
+    _unfitted_as_by_a_clone,
     check_class_labels,
     check_features,
     check_fitted_model,
@@ -88,6 +89,7 @@ from uqconform.quantiles import (
     conformal_rank,
     minimum_scores,
 )
+from uqconform.routing import RoutesFitParams
 
 if TYPE_CHECKING:
     from typing_extensions import Self  # typing.Self from Python 3.11
@@ -926,15 +928,18 @@ class _ConstantClassifier(ClassifierMixin, BaseEstimator):
         return np.full(n_rows(X), self.classes_[0])
 
 
-def _fit_partition(estimator: Any, X: Any, y: NDArray, rows: NDArray, seed: int) -> Any:
-    """Fit one partition's model on its rows (already in canonical order)."""
+def _fit_partition(
+    estimator: Any, X: Any, y: NDArray, rows: NDArray, seed: int, fit_params: dict[str, Any]
+) -> Any:
+    """Fit one partition's model on its rows (already in canonical order), with
+    ``fit_params`` (the per-row ones already taken on those rows)."""
     labels = np.unique(y[rows])
     if labels.size < 2:  # nothing to learn: the single label, or abstention
         return _ConstantClassifier(labels[0] if labels.size else None).fit()
     model = clone(estimator)
     model.set_params(**{name: seed for name in seed_parameters(model)})
     part = X.iloc[rows] if hasattr(X, "iloc") else X[rows]
-    return model.fit(part, y[rows])
+    return model.fit(part, y[rows], **fit_params)
 
 
 def _label_kind(classes: NDArray) -> str:
@@ -974,7 +979,7 @@ def _check_label_kinds(models: list) -> None:
 
 
 # ---- the estimator ---------------------------------------------------------------------------
-class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
+class ReliablePredictionSets(VersionedState, RoutesFitParams, ClassifierMixin, BaseEstimator):
     """Conformal prediction sets with per-row certificates against data poisoning (RPS).
 
     Parameters
@@ -983,7 +988,12 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
         Cloned and fitted once per training partition (``None``:
         ``LogisticRegression(max_iter=1000)``); any ``random_state`` it has is set per
         partition. Or the ``k_train`` partition models, already fitted (``calibrate`` then
-        works without ``fit``; each may know a subset of the labels).
+        works without ``fit``; each may know a subset of the labels). Their training
+        certificates (``r_train``) hold only if each training row reached at most one
+        model, by a partition that depends on the row alone (e.g. model ``i`` fitted on the
+        rows where ``hash_partition(X_train, k_train, salt) == i``); nothing can check it,
+        so a training radius warns. Calibration certificates (``r_calib``) do not depend on
+        it.
     k_train : int, default=10
         Training partitions, one model each. With 1 the score is the model's own
         probability (plain split CP, certified against calibration poisoning only).
@@ -1118,6 +1128,9 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
     def _base_estimator(self) -> Any:
         return LogisticRegression(max_iter=1000) if self.estimator is None else self.estimator
 
+    def _routed_models(self) -> dict[str, Any]:
+        return {} if self._prefit() is not None else {"estimator": self._base_estimator()}
+
     def _nan_template(self) -> Any:
         """The model whose NaN support `_check_X` checks (the first of a list of models)."""
         template = self._base_estimator()  # (a partition model may be a constant stand-in)
@@ -1132,7 +1145,7 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
 
     # ---- training ------------------------------------------------------------------------
     @keeps_state_on_error
-    def fit(self, X: Any, y: ArrayLike) -> Self:
+    def fit(self, X: Any, y: ArrayLike, **fit_params: Any) -> Self:
         """Partition the training rows by hash and fit one model per partition.
 
         With a list of fitted models as ``estimator`` nothing is trained: they are checked
@@ -1143,6 +1156,12 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
         ----------
         X : array-like or DataFrame of shape (n_samples, n_features)
         y : array-like of shape (n_samples,)
+        **fit_params : dict
+            Passed to each partition model's ``fit``; per-row ones (``sample_weight``) on
+            the partition's rows, so a row's weight stays with it, in one model. The
+            others reach every model: data in them (an ``eval_set``) is outside the
+            training certificate. With scikit-learn's metadata routing on, only those the
+            model requested (see `uqconform.routing`).
 
         Returns
         -------
@@ -1163,12 +1182,18 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
             )
         self._reset_calibration()
         if self._prefit() is not None:
+            if fit_params:
+                raise ValueError(
+                    f"fit parameters {sorted(fit_params)} were given, but the partition "
+                    "models are already fitted (`estimator` is a list of fitted classifiers)."
+                )
             self._adopt(cast(list, self._prefit()))  # not None: checked just above
             self._check_adopted_rows(X, y)
             remember_training_rows(self, X, y, trained=False)
             return self
         if not hasattr(self._base_estimator(), "predict"):
             raise TypeError(f"`estimator` {self.estimator!r} is not a classifier (no predict).")
+        fit_params = self._routed_fit_params(fit_params)["estimator"]
         X = self._check_X(X, reset=True)
         labels = check_class_labels(y, n_rows(X))
         self.classes_, index = np.unique(labels, return_inverse=True)
@@ -1193,9 +1218,11 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
                 f"{len(labels)} training rows.",
                 UserWarning,
             )
+        rows = [order[bounds[i] : bounds[i + 1]] for i in range(k)]
+        params = [fit_params_rows(fit_params, len(labels), part) for part in rows]
         jobs = (
             delayed(_fit_partition)(
-                self._base_estimator(), X, labels, order[bounds[i] : bounds[i + 1]], int(seeds[i])
+                self._base_estimator(), X, labels, rows[i], int(seeds[i]), params[i]
             )
             for i in range(k)
         )
@@ -1213,9 +1240,10 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
             try:
                 check_fitted_model(model)
             except NotFittedError:
+                hint = f" {CLONED_LIST_HINT}" if _unfitted_as_by_a_clone(models) else ""
                 raise NotFittedError(
                     f"Model {index} of `estimator` is not fitted: pass fitted classifiers, or "
-                    f"one classifier to be cloned and fitted by fit(X, y). {CLONED_LIST_HINT}"
+                    f"one classifier to be cloned and fitted by fit(X, y).{hint}"
                 ) from None
             if not hasattr(model, "classes_") or not hasattr(model, "predict"):
                 raise TypeError(f"Model {index} ({type(model).__name__}) is not a classifier.")
@@ -1620,6 +1648,24 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
         size = cast(NDArray, np.where(in_set, True, stays_out).all(axis=1))
         return {"coverage_reliable": coverage, "size_reliable": size, "robust": coverage & size}
 
+    def _warn_if_adopted(self, r_train: int) -> None:
+        """Models given fitted (``training_partition_sizes_`` None): a training radius
+        assumes what nothing here can check, that each training row reached one model.
+        (One model, ``k_train = 1``, assumes nothing: its scores may move anywhere.)"""
+        if r_train > 0 and self.training_partition_sizes_ is None and self.k_train_ > 1:
+            warn_user(
+                f"The training certificate (r_train={r_train}) of the {self.k_train_} models "
+                "given fitted in `estimator` assumes disjoint training partitions: each "
+                "training row reached at most one model, and where it went depends on that "
+                "row alone (e.g. the rows of hash_partition(X_train, k_train, salt) == i for "
+                "model i; a split by position moves rows between models when one is "
+                "inserted or deleted). For models trained on overlapping data (bags, shared "
+                "rows), one poisoned row can change every model and the training "
+                "certificate does not hold; certificates of a calibration radius (r_calib) "
+                "do not depend on it.",
+                UserWarning,
+            )
+
     def _check_radii(self, r_train: Any, r_calib: Any, level: float) -> tuple[int, int]:
         r_train = check_int(r_train, "r_train", low=0)
         r_calib = check_int(r_calib, "r_calib", low=0)
@@ -1638,7 +1684,9 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
         ----------
         X : array-like or DataFrame of shape (n_samples, n_features)
         r_train : int, default=0
-            Poisoned training points.
+            Poisoned training points. For models given fitted as a list in ``estimator``
+            the certificate assumes disjoint training partitions, each row's chosen by
+            that row alone (`hash_partition`), which nothing here can check: it warns.
         r_calib : int, default=0
             Poisoned calibration points; every calibration partition must keep at least
             ``max(minimum_partition_size(k_calib, alpha, coverage),
@@ -1658,6 +1706,7 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
         self._check_calibrated("certify")
         level = self._level(alpha)
         r_train, r_calib = self._check_radii(r_train, r_calib, level)
+        self._warn_if_adopted(r_train)
         bounds = self._test_bounds(self._test_votes(X), r_train)
         return self._certify_from(bounds, r_train, r_calib, level)
 
@@ -1697,6 +1746,7 @@ class ReliablePredictionSets(VersionedState, ClassifierMixin, BaseEstimator):
             r_train = radius if poisoned in ("training", "both") else 0
             r_calib = radius if poisoned in ("calibration", "both") else 0
             pairs.append(self._check_radii(r_train, r_calib, level))
+        self._warn_if_adopted(max(r_train for r_train, _ in pairs))
         curve: dict[str, list] = {"coverage_reliable": [], "size_reliable": [], "robust": []}
         votes = self._test_votes(X)
         cache: dict[int, Any] = {}

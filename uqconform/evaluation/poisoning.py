@@ -75,6 +75,11 @@ def _check(
     paired by position), as the wrappers refuse it.
     """
     check_row_order(X, y, name, rows_of)
+    if np.ndim(X) == 1 and np.asarray(X).dtype.kind in "biuf":
+        raise ValueError(
+            f"`{rows_of}` must be 2-D (one row per sample), got a 1-D array of shape "
+            f"{np.shape(X)}: use {rows_of}.reshape(-1, 1) for a single feature."
+        )
     labels = np.asarray(y)
     n = len(X)
     if labels.ndim != 1 or labels.shape[0] != n:
@@ -156,6 +161,8 @@ def _pick_rows(
         )
     if strategy != "random" and partitions is None:
         raise ValueError(f"strategy={strategy!r} needs `partitions` (the partition of every row).")
+    if target is not None:
+        _check_target(target, part)
     if n_points == 0:  # every argument checked above
         return shuffled[:0]
     if strategy == "random":
@@ -175,6 +182,24 @@ def _pick_rows(
     if sequence.size < n_points:
         raise ValueError(shortfall.format(sequence.size))
     return sequence[:n_points]
+
+
+def _check_target(target: ArrayLike, part: NDArray) -> None:
+    """Refuse a ``target`` that is not integer partition indices, or names a partition
+    no row of ``partitions`` is in (it would be dropped, and other partitions attacked)."""
+    wanted = np.asarray(target).ravel()
+    if wanted.dtype.kind not in "iu":
+        raise ValueError(
+            "`target` must hold integer partition indices (those of `partitions`), got "
+            f"{np.asarray(target)!r:.80}."
+        )
+    missing = np.setdiff1d(wanted, part)
+    if missing.size:
+        raise ValueError(
+            f"`target` names partitions {missing.tolist()[:5]} that no row is in (the "
+            f"partitions of the rows: {np.unique(part).tolist()[:20]}): name only partitions "
+            "that `partitions` holds."
+        )
 
 
 def _partition_sequence(
@@ -280,7 +305,8 @@ def flip_labels(
     partitions : array-like of int of shape (n_samples,), optional
         Partition of every row; needed by ``"spread"`` and ``"concentrated"``.
     target : sequence of int, optional
-        Partitions to attack, first ones first (default: random order).
+        Partitions to attack, first ones first (default: random order); each must be a
+        partition of some row in ``partitions``.
     strategy : {"random", "spread", "concentrated"}, default="random"
     order : array-like of shape (n_samples,), optional
         Attack the rows with the smallest values first (e.g. the model's conformity score of
@@ -490,6 +516,7 @@ def worst_partitions(model: Any, X: Any, data: str = "calibration") -> NDArray:
         # partition sizes: it is about calibration poisoning (a partition too small for a
         # threshold votes for every label, a fixed vote, here as in the sets)
         model._check_calibrated("worst_partitions")
+        model._warn_if_adopted(1)  # models given fitted: the certificate's assumption
         bounds = model._test_bounds(model._test_votes(X), 1)
         fragile = ~model._certify_from(bounds, 1, 0, model._level(None))["robust"]
         top_label = model.classes_[np.argmax(model.predict_scores(X), axis=1)]
