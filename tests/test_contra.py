@@ -600,3 +600,28 @@ def test_flow_settings_fit_did_not_read_need_no_new_fit(fitted, data):
         with pytest.raises(NotFittedError, match=r"changed since .*call calibrate\(X_calib"):
             adopted.predict_set(X[700:710])
         assert adopted.calibrate(X[400:700], Y[400:700]).estimator_ is other
+
+
+def test_the_point_that_set_the_radius_is_inside_its_region_predicted_alone():
+    """mo review (stop 56): on a discrete target many scores tie at the radius, and a flow's
+    float32 pass rounds one row differently from a batch: the calibration row whose score
+    is the radius, predicted alone, fell outside its own closed region (test coverage 0.84
+    one row per call, 1.00 in one batch, at nominal 0.90)."""
+    atoms = np.array([[0.0, 0.0], [1.0, 0.3]])
+    rng = np.random.default_rng([31, 4])
+    X = np.zeros((699, 1))
+    Y = atoms[rng.choice(2, 699, p=[0.85, 0.15])]
+    model = CONTRA(
+        alpha=0.1, flow="spline", n_blocks=2, hidden_features=8, max_epochs=10, random_state=4
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model.fit(X[:300], Y[:300]).calibrate(X[300:399], Y[300:399])
+    at_radius = np.flatnonzero(model.conformity_scores_ == model.radius_)
+    assert at_radius.size  # the radius is a calibration row's score
+    for j in at_radius[:5]:
+        row = slice(300 + j, 301 + j)
+        assert model.predict_set(X[row]).contains(Y[row])[0]
+    alone = [model.predict_set(X[i : i + 1]).contains(Y[i : i + 1])[0] for i in range(399, 460)]
+    batch = model.predict_set(X[399:460]).contains(Y[399:460])
+    assert np.array_equal(alone, batch)

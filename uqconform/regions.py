@@ -82,6 +82,12 @@ class LatentMap(Protocol):
         True when every ``g_i`` is affine, so ``log|det|`` is constant per row and volumes
         and bounding boxes are exact.
 
+    A map may also have ``rounding`` (optional, default 0): the relative error of its
+    ``to_latent`` from one batch of rows to another (a float32 network rounds differently
+    for one row than for many). `PredictionRegion.contains` then accepts latent norms up to
+    ``radius * (1 + rounding)``, so that a point scored at calibration as the radius is
+    inside its region whatever the batch (on discrete targets many points tie there).
+
     A map may also have ``translation_invariant = True`` (optional) when
     ``g_i(y) = g(y - c_i)`` for one ``g``: every region is then a translate of one shape
     and a Monte Carlo volume is estimated once, on the first row, for all rows; bounding
@@ -672,7 +678,8 @@ class PredictionRegion:
         return points
 
     def contains(self, Y: ArrayLike) -> NDArray:
-        """Whether ``Y[i]`` lies in region ``i`` (closed: the boundary is inside).
+        """Whether ``Y[i]`` lies in region ``i`` (closed: the boundary is inside, and for
+        maps computed in float32, such as flows, points within their rounding of it).
 
         Parameters
         ----------
@@ -686,7 +693,8 @@ class PredictionRegion:
         ndarray of shape (n,), bool
         """
         norms = self._latent_norm(self.latent(Y))
-        return (norms <= self._radii()) | self.is_whole_space
+        rounding = float(getattr(self.latent_map, "rounding", 0.0))  # see LatentMap
+        return (norms <= self._radii() * (1.0 + rounding)) | self.is_whole_space
 
     # ---- volume --------------------------------------------------------------------------
     def log_volume(
