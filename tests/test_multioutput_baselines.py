@@ -854,3 +854,110 @@ def test_an_unrelated_model_error_is_not_blamed_on_the_outputs():
     assert "hidden_layer_sizes" in str(caught.value)
     with pytest.raises(ValueError, match="it may take one output only"):
         EllipsoidalConformalRegressor(SVR()).fit(X, Y)
+
+
+def _prefit_groups_data(n, seed, n_small):
+    """Rows whose first ``n_small`` are group 1, with three times the noise of group 0."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 3))
+    groups = (np.arange(n) < n_small).astype(int)
+    Y = X[:, :2] + rng.normal(size=(n, 2)) * (1.0 + 2.0 * groups[:, None])
+    return X, Y, groups
+
+
+@pytest.mark.parametrize("Region", [EllipsoidalConformalRegressor, RectangularConformalRegressor])
+def test_a_prefit_model_learns_its_shape_on_half_of_each_group(Region):
+    """mo review (stop 56): a prefit model halved its calibration rows at random, whatever
+    their group, so a small group's scoring rows varied from seed to seed (none at all in
+    some). Each group is now halved: 20 rows of group 1 always leave 10 to score (the 9
+    alpha = 0.1 needs), 180 of group 0 leave 90; the split still follows random_state."""
+    X, Y, _ = _prefit_groups_data(400, 0, 0)
+    fitted = Ridge().fit(X, Y)
+    X_cal, Y_cal, groups = _prefit_groups_data(200, 1, 20)
+    for seed in range(20):
+        model = Region(fitted, random_state=seed).calibrate(X_cal, Y_cal, groups=groups)
+        np.testing.assert_array_equal(np.bincount(model.calibration_strata_), [90, 10])
+        assert np.isfinite(model.radius_).all()
+    again = Region(fitted, random_state=19).calibrate(X_cal, Y_cal, groups=groups)
+    np.testing.assert_array_equal(again.radius_, model.radius_)
+    # the rows of each group are split, not sorted by group first: shuffled rows give the
+    # same split up to the order
+    order = np.random.default_rng(0).permutation(200)
+    shuffled = Region(fitted, random_state=0).calibrate(
+        X_cal[order], Y_cal[order], groups=groups[order]
+    )
+    np.testing.assert_array_equal(np.bincount(shuffled.calibration_strata_), [90, 10])
+    # a group of 3 rows keeps 2 to score: never "without calibration data" at prediction
+    tiny = (np.arange(200) < 3).astype(int)
+    for seed in range(10):
+        with pytest.warns(UserWarning, match="group 1: 3 given, 2 scored"):
+            model = Region(fitted, random_state=seed).calibrate(X_cal, Y_cal, groups=tiny)
+        assert np.bincount(model.calibration_strata_)[1] == 2
+
+
+def test_a_prefit_model_with_groups_covers_each_group_as_the_law_says():
+    """The shape is learnt on half of each group's rows, the radius of each group on the
+    other half: per-group coverage over fresh calibration and test draws follows the law
+    of split conformal with the group's scoring rows (10 and 90 here)."""
+    X, Y, _ = _prefit_groups_data(400, 0, 0)
+    fitted = Ridge().fit(X, Y)
+    alphas, n_test, repeats = [0.1, 0.2], 200, 40
+    hits = np.zeros((2, 2))
+    for r in range(repeats):
+        X_cal, Y_cal, groups = _prefit_groups_data(200, [2, r], 20)
+        model = EllipsoidalConformalRegressor(fitted, alpha=alphas, random_state=r)
+        model.calibrate(X_cal, Y_cal, groups=groups)
+        X_test, Y_test, test_groups = _prefit_groups_data(2 * n_test, [3, r], n_test)
+        regions = model.predict_set(X_test, groups=test_groups)
+        for g in (0, 1):
+            hits[g] += coverage(
+                Y_test[test_groups == g], [reg[test_groups == g] for reg in regions]
+            )
+    for g, n_scored in ((0, 90), (1, 10)):
+        bounds = coverage_bounds(
+            n_scored, alphas, n_test, confidence=CONFIDENCE, n_repeats=repeats
+        )
+        for c, (low, high), a in zip(hits[g] / repeats, bounds, alphas, strict=True):
+            assert low <= c <= high, (
+                f"group {g} alpha={a}: {c:.4f} outside [{low:.4f}, {high:.4f}]"
+            )
+
+
+def test_a_prefit_models_too_few_warning_counts_the_rows_given():
+    """mo review (stop 56): the warning said "group 1 (5 points)" for a group of 12
+    calibration rows, without saying that the others learnt the shape."""
+    X, Y, _ = _prefit_groups_data(400, 0, 0)
+    fitted = Ridge().fit(X, Y)
+    X_cal, Y_cal, groups = _prefit_groups_data(200, 1, 12)
+    model = EllipsoidalConformalRegressor(fitted, random_state=0)
+    expected = (
+        r"in group 1 \(6 points\).*learns the region shape on about half of each group's "
+        r"calibration rows.*group 1: 12 given, 6 scored"
+    )
+    with pytest.warns(UserWarning, match=expected):
+        model.calibrate(X_cal, Y_cal, groups=groups)
+    with pytest.warns(UserWarning, match=expected):
+        model.predict_set(X_cal[:2], groups=[0, 1])
+    # without groups: the calibration set
+    with pytest.warns(UserWarning, match=r"the calibration set: 10 given, 5 scored"):
+        EllipsoidalConformalRegressor(fitted, random_state=0).calibrate(X_cal[:10], Y_cal[:10])
+    # a model that was fitted scores every calibration row: no such note
+    fitted_model = EllipsoidalConformalRegressor(Ridge()).fit(X, Y)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fitted_model.calibrate(X_cal, Y_cal, groups=np.minimum(groups, np.arange(200) < 5))
+    assert [str(w.message) for w in caught] == [
+        "Too few calibration points for alpha=[0.1] in group 1 (5 points): at least 9 "
+        "points are needed, so those predictions are the whole output space (an infinite "
+        "radius)."
+    ]
+
+
+def test_a_prefit_model_refuses_groups_that_leave_too_few_rows_to_learn_on():
+    X, Y, _ = _prefit_groups_data(400, 0, 0)
+    fitted = Ridge().fit(X, Y)
+    X_cal, Y_cal, _ = _prefit_groups_data(8, 1, 0)
+    with pytest.raises(ValueError, match=r"`groups`.*leave 1 of the 8 calibration rows"):
+        EllipsoidalConformalRegressor(fitted).calibrate(
+            X_cal, Y_cal, groups=[0, 1, 2, 3, 4, 5, 6, 6]
+        )

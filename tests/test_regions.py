@@ -713,3 +713,33 @@ def test_a_region_is_not_an_array():
     # a metric given (region, Y): the arguments swapped, said so (diffrev12)
     with pytest.raises(TypeError, match="`y_true` is a prediction region: were the arguments"):
         coverage(box, np.zeros((3, 2)))
+
+
+def test_a_tuple_index_is_refused_by_name():
+    """mo review (stop 56): ``region[1, 2]`` was read as the rows ``[1, 2]``; a region has
+    one axis (its rows), so a tuple (a 2-D index) is refused, naming the list to pass."""
+    region = PredictionRegion(AffineMap(np.zeros((5, 2)), np.ones((5, 2))), 1.0, "l2")
+    with pytest.raises(IndexError, match=r"got the tuple \(1, 2\).*region\[\[1, 2\]\]"):
+        region[1, 2]
+    with pytest.raises(IndexError, match="tuple"):
+        region.latent_map.take((1, 2))
+    assert len(region[[1, 2]]) == 2
+
+
+def test_a_volume_that_overflows_points_to_log_volume():
+    """mo review (stop 56): a volume beyond float64 (d = 50, scales 1e10) showed numpy's bare
+    "overflow encountered in exp"; it names log_volume() instead."""
+    scale = np.array([np.full(50, 1e10), np.ones(50)])
+    region = PredictionRegion(AffineMap(np.zeros((2, 50)), scale), 10.0, "linf")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        volume = region.volume()
+    messages = [str(w.message) for w in caught]
+    assert volume[0] == np.inf and volume[1] == pytest.approx(20.0**50)
+    assert len(messages) == 1, messages
+    assert "1 of the 2 regions" in messages[0] and "log_volume()" in messages[0]
+    assert region.log_volume()[0] == pytest.approx(50 * math.log(2e11))
+    whole = PredictionRegion(AffineMap(np.zeros((1, 2)), np.ones((1, 2))), np.inf, "l2")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the whole space is infinite, not an overflow
+        assert whole.volume()[0] == np.inf

@@ -143,6 +143,11 @@ def _row_index(index: Any, n: int) -> NDArray:
     """Integer row positions (in order) for an int, slice, integer array or boolean mask."""
     if isinstance(index, (bool, np.bool_)):
         raise TypeError("A region cannot be indexed by a single boolean; use a boolean mask.")
+    if isinstance(index, tuple):  # region[1, 2]: a 2-D index, not the rows [1, 2]
+        raise IndexError(
+            f"Regions have one axis (their rows), got the tuple {index!r} (a 2-D index): "
+            f"for several rows pass a list, e.g. region[{list(index)!r}]."
+        )
     if isinstance(index, numbers.Integral):
         position = int(index)
         if not -n <= position < n:
@@ -790,7 +795,8 @@ class PredictionRegion:
         """Volume (area for ``d = 2``) of each region; ``+inf`` for the whole space.
 
         Exact for affine maps (boxes, ellipsoids); a Monte Carlo estimate otherwise (see
-        `log_volume`).
+        `log_volume`). A bounded region whose volume exceeds float64 (about 1.8e308: many
+        outputs or large scales) gives ``inf`` with a warning; `log_volume` holds it.
 
         Parameters
         ----------
@@ -813,7 +819,16 @@ class PredictionRegion:
             Only with ``return_std=True``.
         """
         log_volume, log_std = self.log_volume(n_samples, random_state, return_std=True)
-        volume = np.exp(log_volume)
+        with np.errstate(over="ignore"):
+            volume = np.exp(log_volume)
+        overflow = int((np.isinf(volume) & np.isfinite(log_volume)).sum())
+        if overflow:
+            warn_user(
+                f"The volume of {overflow} of the {len(self)} regions overflows float64 "
+                "(it is returned as inf, though the region is bounded): use log_volume(), "
+                "the natural log of the volume, to compare or average such volumes.",
+                UserWarning,
+            )
         if not return_std:
             return volume
         with np.errstate(invalid="ignore"):

@@ -220,7 +220,12 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
         """The prefit path of `_prepare_calibration`: ``learn(X, residuals)`` on a random
         half of the calibration rows; returns the other half, which scores the radius.
 
-        ``what`` completes the error message for too few rows ("learns the region shape").
+        With Mondrian groups each group is halved (its odd row scores), so every group
+        keeps about half its rows for its radius: the shape is learnt on rows disjoint
+        from the scoring rows, and within a group these stay exchangeable with its test
+        rows. Without groups the split is the first half of one seeded permutation.
+        ``what`` completes the messages ("learns the region shape"); the rows given and
+        scored per group are kept for the too-few warning (`_warn_too_few`).
         """
         n = Y.shape[0]
         if n < 4:
@@ -230,10 +235,64 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
                 "FrozenEstimator(model) on separate data instead."
             )
         order = self._rng(stream=0).permutation(n)
-        learn_rows, score_rows = np.sort(order[: n // 2]), np.sort(order[n // 2 :])
+        groups = self.__dict__.get("_calibration_groups")
+        if groups is None:
+            learning = order[: n // 2]
+            given = np.array([n])
+        else:  # each group's rows in random order, then the first half of each group
+            _, index, given = np.unique(groups, return_inverse=True, return_counts=True)
+            by_group = order[np.argsort(index[order], kind="stable")]
+            rank = np.arange(n) - np.repeat(np.cumsum(given) - given, given)
+            learning = by_group[rank < np.repeat(given // 2, given)]
+            if learning.size < 2:
+                raise ValueError(
+                    f"A prefit estimator calibrated without fit {what} on half of each "
+                    f"group's calibration rows, and `groups` ({given.size} groups) leave "
+                    f"{learning.size} of the {n} calibration rows to learn on: too few. "
+                    "Give the groups more rows each, or call fit(X, Y) with "
+                    "FrozenEstimator(model) on separate data instead."
+                )
+        learns = np.zeros(n, dtype=bool)
+        learns[learning] = True
+        learn_rows, score_rows = np.flatnonzero(learns), np.flatnonzero(~learns)
         X_learn = take_rows(X, learn_rows)
         learn(X_learn, Y[learn_rows] - self._estimator_prediction(X_learn, learn_rows))
+        self._prefit_split = (given, given - given // 2, what)
         return score_rows
+
+    def _warn_too_few(
+        self,
+        too_few: dict[int, int],
+        alphas: NDArray,
+        n_groups: int,
+        n_components: int = 1,
+        weighted: bool = False,
+    ) -> None:
+        """The base class's warning; after a prefit calibration it also says that about
+        half of each group's rows learnt the shape, with the rows given and scored."""
+        split = self.__dict__.get("_prefit_split")
+        if split is None:
+            super()._warn_too_few(too_few, alphas, n_groups, n_components, weighted)
+            return
+        with warnings.catch_warnings(record=True) as caught:  # re-issued below, completed
+            warnings.simplefilter("always")
+            super()._warn_too_few(too_few, alphas, n_groups, n_components, weighted)
+        given, scored, what = split
+        grouped = getattr(self, "groups_", None) is not None
+        groups = [stratum // self._n_sub_strata for stratum in list(too_few)[:3]]
+        counts = "; ".join(
+            f"{self._stratum_name(g, 1, grouped)}: {given[g]} given, {scored[g]} scored"
+            for g in groups
+        )
+        each = "each group's " if grouped else "the "
+        note = (
+            f"A prefit estimator calibrated without fit {what} on about half of {each}"
+            f"calibration rows and scores the others ({counts}): give more calibration "
+            "rows, or call fit(X, Y) with FrozenEstimator(model) on separate rows so that "
+            "every calibration row scores."
+        )
+        for record in caught:
+            warn_user(f"{record.message} {note}", record.category)
 
     def _calibration_scores(self, X: Any, Y: NDArray) -> tuple[NDArray, NDArray, int]:
         """Nonconformity scores ``||g_i(Y_i)||`` (``(n,)``), one stratum."""
@@ -426,6 +485,7 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
     def _reset_calibration(self) -> None:
         super()._reset_calibration()
         self.__dict__.pop("radius_", None)
+        self.__dict__.pop("_prefit_split", None)
 
     # ---- public API ------------------------------------------------------------------------
     @keeps_state_on_error
@@ -476,7 +536,9 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
             Calibration targets (``Y``), with as many outputs as at ``fit``.
         groups : array-like of shape (n_samples,), optional
             Group label per row for Mondrian (group-conditional) calibration; the same
-            argument must then be given at prediction.
+            argument must then be given at prediction. When a prefit estimator's region
+            shape is learnt here, about half of each group's rows learn it and the others
+            (the odd row included) calibrate the group's radius.
 
         Returns
         -------
@@ -505,7 +567,11 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
         self._check_nan(X)
         if prefit:
             self.n_outputs_ = Y.shape[1]
-        rows = self._prepare_calibration(X, Y, prefit=bool(prefit))
+        self._calibration_groups = group_labels  # a prefit split halves each group
+        try:
+            rows = self._prepare_calibration(X, Y, prefit=bool(prefit))
+        finally:
+            del self._calibration_groups
         if prefit:  # the shape (if any) was learnt just now
             record_calibration_settings(self, step="fit")
         if rows is not None:
