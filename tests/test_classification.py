@@ -1131,3 +1131,24 @@ def test_the_empty_set_figures_of_randomized_name_their_class_geometry():
         assert "four fixed class means on a square" in text
         assert "make_gaussian_classification" in text
         assert "at accuracy 0.7 depending on the class geometry" in text
+
+
+def test_ensemble_fit_with_fitted_heads_checks_x_and_y_and_says_it_trains_nothing():
+    """clf review (stop 56): fit(X, y) with a list of fitted heads ignored X and y silently
+    (n_heads and diversity unused), then calibrate refused the right X ("expecting 2"
+    features, from fit's wrong X) or fit's own labels ("never saw during fit")."""
+    from uqconform.classification import EnsembleConformalClassifier
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(600, 3))
+    y = np.argmax(X @ rng.normal(size=(3, 3)) + rng.normal(size=(600, 3)), axis=1)
+    heads = [LogisticRegression(C=c).fit(X[:100], y[:100]) for c in (0.1, 1.0)]
+    model = EnsembleConformalClassifier(heads, n_heads=7, random_state=0)
+    with pytest.raises(ValueError, match=r"`X` has 2 features, but the fitted heads take 3"):
+        model.fit(X[100:300, :2], y[100:300])
+    with pytest.raises(ValueError, match=r"`y` holds labels .* never saw: \['a', 'b'\]"):
+        model.fit(X[100:300], np.where(y[100:300] > 0, "a", "b"))
+    with pytest.warns(UserWarning, match=r"list of 2 fitted heads: fit trains nothing"):
+        model.fit(X[100:300], y[100:300])
+    model.calibrate(X[300:500], y[300:500])
+    assert model.predict_set(X[500:]).shape == (100, 3)

@@ -470,3 +470,15 @@ def test_valid_direct_calls_give_the_numbers_of_before():
         np.testing.assert_array_equal(
             score.set_scores(_P3.tolist(), _U3.tolist()), score.set_scores(_P3, _U3)
         )
+
+
+def test_a_saps_weight_of_zero_is_refused_with_what_it_would_do():
+    """clf review (stop 56): weight 0 was accepted, and every label below the top scored
+    the top probability: sets of the top label alone or of every label."""
+    from uqconform.scores.classification import get_classification_score
+
+    with pytest.raises(ValueError, match=r"`SAPSScore.weight` must be > 0, got 0: .*alone"):
+        SAPSScore(weight=0).check_settings()
+    with pytest.raises(ValueError, match=r"`saps_weight` must be > 0, got 0"):
+        get_classification_score("saps", saps_weight=0.0)
+    SAPSScore(weight=1e-3).check_settings()  # small but positive: the user's choice

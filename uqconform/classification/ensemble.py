@@ -28,7 +28,8 @@ class EnsembleConformalClassifier(SplitConformalClassifier):
     ----------
     estimator : classifier or list of fitted classifiers, default=None
         Cloned into ``n_heads`` diverse heads by ``fit``, or the fitted heads themselves
-        (``calibrate`` then works without ``fit``).
+        (``calibrate`` then works without ``fit``; ``fit`` trains nothing then: it checks
+        X and y against the heads and warns).
     n_heads : int, default=5
     diversity : {"bootstrap", "subspace", "seeds"}, default="bootstrap"
     n_jobs : int, default=None

@@ -12,6 +12,7 @@ import numbers
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import pandas as pd
 from joblib import delayed
 from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
@@ -33,6 +34,7 @@ from uqconform._validation import (
     check_row_order,
     check_verbose,
     class_probabilities,
+    labels_text,
     missing_proba_error,
     model_classes,
     refuse_model_class,
@@ -233,6 +235,33 @@ class HeadEnsemble(VersionedState, RoutesFitParams, ClassifierMixin, BaseEstimat
             else:
                 self.__dict__.pop(name, None)
 
+    def _check_fit_data_against_heads(self, X: Any, y: Any) -> None:
+        """``fit`` given fitted heads trains nothing: refuse an ``X`` of another width or
+        labels the heads do not know (calibrate would refuse them later, naming fit), and
+        say that fit only checked them."""
+        widths = {getattr(head, "n_features_in_", None) for head in self.heads_} - {None}
+        columns = np.shape(X)[1] if np.ndim(X) == 2 else None
+        if widths and columns is not None and columns not in widths:
+            raise ValueError(
+                f"`X` has {columns} features, but the fitted heads take {widths.pop()} "
+                "(`estimator` is a list of fitted heads, which fit does not train): give X "
+                "with the features they were fitted on, or call calibrate directly."
+            )
+        labels = pd.unique(pd.Series(np.asarray(y).reshape(-1), dtype=object))
+        unknown = labels[~np.isin(labels, self.classes_)]
+        if unknown.size:
+            raise ValueError(
+                f"`y` holds labels the fitted heads of `estimator` never saw: "
+                f"{labels_text(unknown)} (they know {labels_text(self.classes_)}); fit does "
+                "not train heads given fitted."
+            )
+        warn_user(
+            f"`estimator` is a list of {len(self.heads_)} fitted heads: fit trains nothing "
+            "(n_heads, diversity and the other training settings are not used) and only "
+            "checked X and y against them. Call calibrate(X_calib, y_calib) directly.",
+            UserWarning,
+        )
+
     @keeps_state_on_error
     def fit(self, X: ArrayLike, y: ArrayLike, **fit_params: Any) -> Self:
         """Fit the heads (or check the given fitted heads).
@@ -261,6 +290,8 @@ class HeadEnsemble(VersionedState, RoutesFitParams, ClassifierMixin, BaseEstimat
                     "already fitted (`estimator` is a list of fitted classifiers)."
                 )
             self._adopt(prefit)
+            if X is not None:  # a user's fit (adoption at calibrate passes None)
+                self._check_fit_data_against_heads(X, y)
             return self
         fit_params = self._routed_fit_params(fit_params)["estimator"]
         X = row_sliceable(check_features(self, X, reset=True))  # COO, DIA, BSR: one CSR view

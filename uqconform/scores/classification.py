@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import inspect
 from abc import ABC, abstractmethod
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -27,6 +27,7 @@ from uqconform._validation import (
     check_bool,
     check_int,
     check_nonnegative_float,
+    check_positive_float,
     check_score_output,
 )
 
@@ -361,6 +362,21 @@ class RAPSScore(APSScore):
         return self.lambda_reg * np.maximum(ranks - self.k_reg, 0)
 
 
+def _check_saps_weight(weight: Any, name: str) -> float:
+    """SAPS's rank weight: a finite number > 0 (at 0 every label below the top scores the
+    top probability, so a set is the top label alone or every label)."""
+    try:
+        return check_positive_float(weight, name)
+    except ValueError as error:
+        if isinstance(weight, bool) or not (isinstance(weight, (int, float)) and weight == 0):
+            raise
+        raise ValueError(
+            f"`{name}` must be > 0, got 0: at 0 every label below the top one scores the top "
+            "probability, so each set is the top label alone or every label (the ranks SAPS "
+            "adds are lost). Use a small positive weight (the default 0.3), or LAC/APS."
+        ) from error
+
+
 class SAPSScore(ClassificationScore):
     """Sorted adaptive prediction sets (Huang et al., 2023): rank, not probability mass.
 
@@ -393,7 +409,7 @@ class SAPSScore(ClassificationScore):
 
     def check_settings(self) -> None:
         check_bool(self.randomized, "SAPSScore.randomized")
-        check_nonnegative_float(self.weight, "SAPSScore.weight")
+        _check_saps_weight(self.weight, "SAPSScore.weight")
 
     def scores(self, proba: NDArray, u: NDArray | None = None) -> NDArray:
         proba, u, _ = _checked_inputs(self, proba, u)
@@ -490,7 +506,7 @@ def get_classification_score(
     check_bool(randomized, "randomized")
     check_int(k_reg, "k_reg", low=0)
     lambda_reg = check_nonnegative_float(lambda_reg, "lambda_reg")
-    saps_weight = check_nonnegative_float(saps_weight, "saps_weight")
+    saps_weight = _check_saps_weight(saps_weight, "saps_weight")
     if score == "lac":
         return LACScore()
     if score == "aps":
