@@ -138,7 +138,7 @@ def label_tie_size(labels: NDArray, centre: float) -> float:
     each end moves outward by half of it over its crossing rate (see `_events`), about 10
     ulps of the labels at rates near 1 but thousands at the small rates of small data.
     Outward only, so coverage holds, but the widening grows with the labels' distance
-    from 0 against their spread: in a review (80 rows, labels of spread about 1.2 moved
+    from 0 against their spread: in a review (80 rows, labels of spread about 1.3 moved
     by an offset) the sets of `FullConformalRidge` and ACP-GN around a Ridge alike were
     1.0013 times as wide as for the same labels near 0 at an offset of 1e12, 1.023 at
     1e13, 1.17 at 1e14 and 2.4 at 1e15. Centre such labels (subtract their mean, and add

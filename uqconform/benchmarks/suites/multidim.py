@@ -699,9 +699,11 @@ def run(ctx) -> FamilyResult:
         "calibration points the method actually uses, pooled over resplits); coverage_ok: "
         "coverage >= coverage_lower; coverage_upper: the law's upper end, which binds "
         "continuous scores only (the cells' scores tie at the threshold, so cells can cover "
-        "above it). cells / learned run with fill_empty=False: the official fallback gives "
-        "an empty set its best label, which adds coverage above the law and set size the "
-        "other methods do not get; here every method keeps its empty sets (empty_share)."
+        "above it). cells / learned run with fill_empty=False: the official code adds an "
+        "empty set's best label after the threshold (above the law, larger sets), and "
+        "uqconform's fill_empty=True calibrates that label instead, but where the fill label "
+        "alone covers 1 - alpha every filled set is that one label; here every method keeps "
+        "its empty sets (empty_share)."
     )
 
     def named(flag: str) -> list[str]:
