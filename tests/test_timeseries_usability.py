@@ -683,3 +683,10 @@ def test_fit_on_one_row_is_refused_by_name(method):
     frozen = FrozenEstimator(LinearRegression().fit(np.eye(3, 2), [0.0, 1.0, 2.0]))
     with pytest.raises(ValueError, match=r"`X` and `y` have 1 sample \(row\)"):
         method(frozen).fit(X, y)  # one residual gave zero-width intervals (diffrev16)
+
+
+@pytest.mark.parametrize("method", [EnbPI, SPCI, KOWCPI])
+def test_fit_without_y_gets_the_library_message(method):
+    """kow review (stop 56): fit(X) gave Python's bare TypeError naming the base class."""
+    with pytest.raises(ValueError, match=r"requires y to be passed.*`y` must hold one target"):
+        method(LinearRegression()).fit(np.ones((30, 2)))

@@ -882,7 +882,7 @@ class SequentialConformalRegressor(
         )
 
     @keeps_state_on_error
-    def fit(self, X: ArrayLike, y: ArrayLike, **fit_params: Any) -> Self:
+    def fit(self, X: ArrayLike, y: ArrayLike | None = None, **fit_params: Any) -> Self:
         """Fit the point predictor and collect its out-of-sample residuals.
 
         Parameters
