@@ -1116,7 +1116,8 @@ def test_a_torch_predict_proba_that_requires_grad_is_detached():
         )
         sets[detach] = cp.calibrate(Xc, yc).predict_set(Xt)
     np.testing.assert_array_equal(sets[False], sets[True])
-    assert sets[False][np.arange(len(yt)), yt].mean() > 0.8  # an untrained net: near 0.9
+    low, _ = coverage_bounds(len(yc), 0.1, len(yt), confidence=0.999)
+    assert sets[False][np.arange(len(yt)), yt].mean() >= low  # the law holds for any model
 
 
 def test_the_empty_set_figures_of_randomized_name_their_class_geometry():
