@@ -695,8 +695,9 @@ def _batch_means_se(hits_per_series, batch=100):
 def test_synthetic_coverage_and_kowcpi_narrower_than_enbpi(generator):
     """§1.12: dependent residuals, 5 seeds of 2,000 online steps. KOWCPI has no
     finite-sample guarantee; its conformal ends target 0.9 within a fraction of a point
-    (0.898 +- 0.0007 over 800 AR(0.6) seeds in a review, window 1) and over-cover by at most the test point's weight share, min(2 / (n_eff + 1), alpha) per
-    step: the pooled coverage must lie in [0.9, 0.9 + mean share], widened by 3.5
+    (0.898 +- 0.0007 over 800 AR(0.6) seeds in a review, window 1) and over-cover by at
+    most the test point's weight share, min(2 / (n_eff + 1), alpha) per step: the pooled
+    coverage must lie in [0.9, 0.9 + mean share], widened by 3.5
     batch-means standard errors (measured: 0.896-0.901; the published algorithm,
     ``finite_sample=False``, gives 0.876-0.881 and fails the lower end). KOWCPI conditions
     on the last residual, so it is narrower than EnbPI, which ignores the dependence; EnbPI
