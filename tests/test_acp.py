@@ -1385,7 +1385,7 @@ def test_text_columns_of_a_dataframe_are_named_with_the_encoding_to_use():
     X, y, X_test, _ = linear_data()
     frame = pd.DataFrame(X, columns=list("abc"))
     text = frame.assign(c=pd.Categorical(["u", "v"] * 15))
-    with pytest.raises(ValueError, match=r"`X`.*\['c'\].*OneHotEncoder"):
+    with pytest.raises(ValueError, match=r"`X`.*'c' \(categories\).*OneHotEncoder"):
         ACP(Ridge(1.0)).fit(text, y)
     numbers = frame.astype({"c": object})
     test = pd.DataFrame(X_test, columns=list("abc"))

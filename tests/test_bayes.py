@@ -1809,7 +1809,7 @@ def test_text_in_x_names_x_the_column_and_the_remedy():
     model, X = _small_regression_predictive()
     text = X[:3].astype(object)
     text[1, 2] = "a"
-    expected = r"`X` contains text \(in column 2\), which a network .* encode it as numbers"
+    expected = r"`X` has .* not numbers, which a network .*: 2 \(text\)\. Encode them as numbers"
     for call in (model.predict, model.predict_std, lambda Z: model.predict_distribution(Z, "mc")):
         with pytest.raises(ValueError, match=expected):
             call(text)
@@ -1817,12 +1817,12 @@ def test_text_in_x_names_x_the_column_and_the_remedy():
     frame.loc[0, "c"] = "text"
     Xf, yf = _friedman(100)
     named = _mlp((4,)).fit(pd.DataFrame(Xf[:, :4], columns=frame.columns), yf)
-    with pytest.raises(ValueError, match=expected.replace("2", "'c'")):
+    with pytest.raises(ValueError, match=expected.replace(": 2", ": 'c'")):
         LaplacePosterior(named, prior_precision=1.0).fit(frame, yf[:3])
     net = _mlp((4,)).fit(Xf[:, :4], yf)
     rows = Xf[:40, :4].astype(object)
     rows[5, 0] = "b"
-    with pytest.raises(ValueError, match=expected.replace("2", "0")):
+    with pytest.raises(ValueError, match=expected.replace(": 2", ": 0")):
         LinearizedPredictive(_mlp((4,)), random_state=0).fit(rows, yf[:40])
-    with pytest.raises(ValueError, match=expected.replace("2", "0")):
+    with pytest.raises(ValueError, match=expected.replace(": 2", ": 0")):
         LinearizedPredictive(net, random_state=0).fit(rows, yf[:40])

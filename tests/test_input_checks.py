@@ -2466,3 +2466,225 @@ def test_risk_controller_message_for_a_pipeline_suggests_a_valid_wrapper():
     assert "Pipeline()" not in message
     assert "OneVsRestClassifier(model)" in message
     MultiLabelRiskController(OneVsRestClassifier(pipeline)).fit(X, Y)  # the advice works
+
+
+# ---- stop 56 user review (fixer J): feature types, misplaced arguments ----------------
+
+
+def _frame_with(extra: dict, n: int = 120) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame(rng.normal(size=(n, 2)), columns=["a", "b"]).assign(**extra)
+    y = X["a"].to_numpy() + rng.normal(size=n)
+    return X, y, (y > 0).astype(int)
+
+
+def _text_frame() -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
+    cities = np.random.default_rng(1).choice(["Oslo", "Rome"], 120)
+    return _frame_with({"city": cities})
+
+
+_NAMED_TEXT = r"`X` has columns that are not numbers.*'city' \(text\).*OneHotEncoder"
+
+
+def _cross_wrappers() -> tuple:
+    from uqconform import CrossConformalClassifier, JackknifeAfterBootstrapRegressor
+
+    return (
+        CrossConformalClassifier(LogisticRegression(), cv=3),
+        JackknifeAfterBootstrapRegressor(LinearRegression(), n_bootstrap=4),
+    )
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda X, y, lab: SplitConformalRegressor(LinearRegression()).fit(X, y),
+        lambda X, y, lab: ConformalPredictiveSystem(LinearRegression()).fit(X, y),
+        lambda X, y, lab: CrossConformalRegressor(LinearRegression(), cv=3).fit(X, y),
+        lambda X, y, lab: SplitConformalClassifier(LogisticRegression()).fit(X, lab),
+        lambda X, y, lab: VennAbersCalibrator(LogisticRegression()).fit(X, lab),
+        lambda X, y, lab: _cross_wrappers()[0].fit(X, lab),
+        lambda X, y, lab: _cross_wrappers()[1].fit(X, y),
+    ],
+    ids=["split", "cps", "cv+", "split-clf", "venn-abers", "cross-clf", "jab"],
+)
+def test_a_text_column_given_to_a_plain_model_is_named_with_the_encoding_to_use(call):
+    """s56 user review (a8_text_X_all.py): every wrapper's fit around a model without an
+    encoder gave numpy's bare "could not convert string to float: 'Oslo'"."""
+    X, y, lab = _text_frame()
+    with pytest.raises(ValueError, match=_NAMED_TEXT) as caught:
+        call(X, y, lab)
+    assert "could not convert string to float" in str(caught.value.__cause__)
+    assert "categorical_features='from_dtype'" in str(caught.value)
+
+
+def test_text_met_at_calibration_and_prediction_is_named_too():
+    """s56 user review: models fitted on numbers met the text column in calibrate and in
+    the predict methods (the wrapper's calls of the model), with numpy's message."""
+    from uqconform import CrossConformalClassifier
+
+    X, y, lab = _text_frame()
+    numbers = X.assign(city=0.0)
+    regressor = SplitConformalRegressor(LinearRegression().fit(numbers, y))
+    classifier = SplitConformalClassifier(LogisticRegression().fit(numbers, lab))
+    venn = VennAbersCalibrator(LogisticRegression().fit(numbers, lab))
+    for calibrate in (
+        lambda: regressor.calibrate(X, y),
+        lambda: classifier.calibrate(X, lab),
+        lambda: venn.calibrate(X, lab),
+    ):
+        with pytest.raises(ValueError, match=_NAMED_TEXT):
+            calibrate()
+    regressor.calibrate(numbers, y)
+    classifier.calibrate(numbers, lab)
+    venn.calibrate(numbers, lab)
+    cross = CrossConformalRegressor(LinearRegression(), cv=3).fit(numbers, y)
+    cross_clf = CrossConformalClassifier(LogisticRegression(), cv=3).fit(numbers, lab)
+    for predict in (
+        lambda: regressor.predict_interval(X),
+        lambda: regressor.predict(X),
+        lambda: classifier.predict_set(X),
+        lambda: venn.predict_proba(X),
+        lambda: cross.predict_interval(X),
+        lambda: cross_clf.predict_set(X),
+    ):
+        with pytest.raises(ValueError, match=_NAMED_TEXT):
+            predict()
+
+
+@pytest.mark.parametrize(
+    ("column", "kind"),
+    [
+        (pd.Categorical(np.resize(["u", "v"], 120)), "categories"),
+        (pd.date_range("2020", periods=120), "dates"),
+        (pd.to_timedelta(np.arange(120), unit="D"), "durations"),
+    ],
+    ids=["category", "datetime", "timedelta"],
+)
+def test_category_and_date_columns_are_named_with_their_kind(column, kind):
+    """s56 user review (a7_nonnumeric_X.py): a category column gave "could not convert
+    string to float", a datetime or timedelta column numpy's DTypePromotionError."""
+    X, y, lab = _frame_with({"t": column})
+    expected = rf"`X` has columns that are not numbers.*'t' \({kind}\)"
+    with pytest.raises(ValueError, match=expected):
+        SplitConformalRegressor(LinearRegression()).fit(X, y)
+    with pytest.raises(ValueError, match=expected) as caught:
+        SplitConformalClassifier(LogisticRegression()).fit(X, lab)
+    if kind != "categories":
+        assert "days since" in str(caught.value)
+
+
+def test_text_an_encoder_reads_is_not_refused_and_its_own_errors_keep_their_message():
+    """The translation only explains a model's failure to read numbers: a Pipeline that
+    encodes the text column fits, and its encoder's own refusal (an unknown category) is
+    not rewritten."""
+    from sklearn.compose import make_column_transformer
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import OneHotEncoder
+
+    X, y, _ = _text_frame()
+    encode = make_column_transformer((OneHotEncoder(), ["city"]), remainder="passthrough")
+    model = SplitConformalRegressor(make_pipeline(encode, LinearRegression()))
+    model.fit(X[:60], y[:60]).calibrate(X[60:], y[60:])
+    assert model.predict_interval(X).shape == (120, 2)
+    with pytest.raises(ValueError, match="unknown categor") as caught:
+        model.predict_interval(X.assign(city="Paris"))
+    assert "not numbers" not in str(caught.value)
+
+
+def test_full_conformal_ridge_refuses_columns_that_are_not_numbers_up_front():
+    """s56 user review (a9_fullridge_inputs.py): FullConformalRidge, the library's own
+    model, gave DTypePromotionError for a datetime column and "could not convert string to
+    float" for a category column (in fit) or text (in predict_interval)."""
+    X, y, _ = _frame_with({"t": pd.date_range("2020", periods=60)}, n=60)
+    with pytest.raises(ValueError, match=r"not numbers.*FullConformalRidge.*'t' \(dates\)"):
+        FullConformalRidge().fit(X, y)
+    X, y, _ = _frame_with({"c": pd.Categorical(np.resize(["u", "v"], 60))}, n=60)
+    with pytest.raises(ValueError, match=r"'c' \(categories\).*pd.get_dummies"):
+        FullConformalRidge().fit(X, y)
+    model = FullConformalRidge().fit(X[["a", "b"]], y)
+    with pytest.raises(ValueError, match=r"not numbers.*'a' \(text\)"):
+        model.predict_interval(pd.DataFrame({"a": ["x"], "b": [0.0]}))
+    numbers = X[["a", "b"]].astype({"b": object})  # numbers held as objects: taken
+    np.testing.assert_array_equal(
+        FullConformalRidge().fit(numbers, y).predict(X[["a", "b"]]), model.predict(X[["a", "b"]])
+    )
+
+
+def test_misplaced_level_and_weights_at_calibrate_and_predict_say_where_they_go(data):
+    """s56 user review: calibrate(X, y, alpha=0.05), predict(X, alpha=0.1) and
+    calibrate(X, y, sample_weight=w) got Python's bare TypeError naming the base class
+    ("ConformalPredictor.calibrate() got an unexpected keyword argument 'alpha'"), and
+    calibrate(X, y, 0.1) "takes 3 positional arguments but 4 were given"."""
+    import inspect
+
+    X, y, labels = data
+    regressor = SplitConformalRegressor(LinearRegression()).fit(X[:75], y[:75])
+    classifier = SplitConformalClassifier(LogisticRegression()).fit(X[:75], labels[:75])
+    cases = [
+        (lambda: regressor.calibrate(X, y, alpha=0.05), r"predict_interval\(X, alpha=0.05\)"),
+        (lambda: classifier.calibrate(X, labels, alpha=0.05), r"predict_set\(X, alpha=0.05\)"),
+        (lambda: regressor.predict(X, alpha=0.1), r"predict_interval\(X, alpha=0.1\)"),
+        (lambda: regressor.calibrate(X, y, 0.1), r"`groups` is keyword-only"),
+        (
+            lambda: regressor.calibrate(X, y, sample_weight=np.ones(150)),
+            r"counts once.*fit\(X, y, sample_weight=",
+        ),
+        (
+            lambda: ConformalizedQuantileRegressor().fit(X[:75], y[:75]).predict(X, alpha=0.1),
+            r"ConformalizedQuantileRegressor.predict .*predict_interval\(X, alpha=0.1\)",
+        ),
+    ]
+    for call, expected in cases:
+        with pytest.raises(TypeError, match=expected) as caught:
+            call()
+        assert "ConformalPredictor." not in str(caught.value)
+    # the signatures scikit-learn and the docs read are unchanged
+    assert list(inspect.signature(SplitConformalRegressor.calibrate).parameters) == [
+        "self",
+        "X",
+        "y",
+        "groups",
+    ]
+    assert list(inspect.signature(SplitConformalRegressor.predict).parameters) == ["self", "X"]
+    # a TypeError raised inside the method keeps its own message
+    with pytest.raises(TypeError, match=r"`alpha` must be a float"):
+        SplitConformalRegressor(LinearRegression(), alpha="10%").fit(X, y)
+    regressor.calibrate(X[75:], y[75:], groups=None)  # the right call still works
+
+
+def test_predict_interval_on_a_classifier_points_to_predict_set(data):
+    """s56 user review: predict_interval on a classifier gave a bare AttributeError;
+    ``hasattr`` stays false (evaluate duck-types on it)."""
+    from uqconform import CrossConformalClassifier
+
+    X, _, labels = data
+    split = SplitConformalClassifier(LogisticRegression()).fit(X[:75], labels[:75])
+    split.calibrate(X[75:], labels[75:])
+    cross = CrossConformalClassifier(LogisticRegression(), cv=3).fit(X, labels)
+    for model in (split, cross):
+        with pytest.raises(AttributeError, match=r"return sets: use predict_set\(X, alpha="):
+            model.predict_interval(X)
+        assert not hasattr(model, "predict_interval")
+        with pytest.raises(AttributeError, match=r"object has no attribute 'nothing_here'"):
+            model.nothing_here  # noqa: B018
+        assert evaluate(model, X, labels).n_test == 150
+    assert clone(split).get_params()["estimator"] is not None
+
+
+def test_cross_classifier_on_a_continuous_target_warns_once(data):
+    """s56 user review: CrossConformalClassifier on a continuous target (about 190 labels
+    in 200 rows) repeated scikit-learn's "number of unique classes is greater than 50%"
+    once per fold."""
+    from uqconform import CrossConformalClassifier
+
+    X, y, _ = data
+    many = np.round(y * 10)
+    assert np.unique(many).size > 75
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        CrossConformalClassifier(LogisticRegression(max_iter=20), cv=5).fit(X, many)
+    messages = [str(w.message) for w in caught]
+    assert not [m for m in messages if m.startswith("The number of unique classes")]
+    ours = [m for m in messages if "distinct labels" in m]
+    assert len(ours) == 1 and "CrossConformalRegressor" in ours[0]

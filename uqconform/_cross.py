@@ -10,8 +10,10 @@ into intervals or sets.
 from __future__ import annotations
 
 import numbers
+import warnings
 from abc import abstractmethod
 from collections.abc import Iterator
+from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -51,16 +53,33 @@ __all__ = ["CrossFitWrapper"]
 _BATCH_CELLS = 2_000_000
 
 
+def many_labels(y: NDArray) -> bool:
+    """Whether class labels ``y`` look like a continuous target: more distinct labels than
+    half the rows (scikit-learn's rule for its own warning, from 21 rows)."""
+    return y.shape[0] > 20 and np.unique(y).size > round(0.5 * y.shape[0])
+
+
 def _fit_fold(
-    estimator: BaseEstimator, X: Any, y: NDArray, rows: NDArray, params: dict, fold: int
+    estimator: BaseEstimator,
+    X: Any,
+    y: NDArray,
+    rows: NDArray,
+    params: dict,
+    fold: int,
+    quiet: bool = False,
 ) -> Any:
     """``estimator`` fitted on the rows ``rows`` (per-row fit parameters taken with them);
-    a classifier that refuses training rows of one class is named with its fold."""
+    a classifier that refuses training rows of one class is named with its fold.
+    ``quiet``: scikit-learn's warning that the labels look continuous is silenced (the
+    wrapper warned once, not once per fold)."""
     targets = y[rows]
     try:
-        return estimator.fit(
-            take_rows(X, rows), targets, **fit_params_rows(params, y.shape[0], rows)
-        )
+        with warnings.catch_warnings() if quiet else nullcontext():
+            if quiet:
+                warnings.filterwarnings("ignore", "The number of unique classes", UserWarning)
+            return estimator.fit(
+                take_rows(X, rows), targets, **fit_params_rows(params, y.shape[0], rows)
+            )
     except ValueError as error:
         # (another fault of the model, e.g. an invalid parameter, keeps its own message)
         one_class = is_classifier(estimator) and np.unique(targets).size == 1
@@ -314,18 +333,20 @@ class CrossFitWrapper(ModelWrapper):
         seeds = np.random.default_rng(seed).integers(2**31, size=len(splits))
         models = [seeded_clone(template, None if seed is None else int(s)) for s in seeds]
         self._check_nan(X)
-        fitted = run_fits(
-            (
-                delayed(_fit_fold)(model, X, y, train, params, fold)
-                for fold, (model, (train, _)) in enumerate(zip(models, splits, strict=True))
-            ),
-            n_jobs=self.n_jobs,
-            verbose=self.verbose,
-            desc=self._models_description,
-            total=len(splits),
-        )
-        self.estimators_ = list(fitted)
-        outputs, scored = self._out_of_sample(self.estimators_, splits, X)
+        quiet = is_classifier(template) and many_labels(y)  # (then the wrapper warned)
+        with self._reading_features(X):
+            fitted = run_fits(
+                (
+                    delayed(_fit_fold)(model, X, y, train, params, fold, quiet)
+                    for fold, (model, (train, _)) in enumerate(zip(models, splits, strict=True))
+                ),
+                n_jobs=self.n_jobs,
+                verbose=self.verbose,
+                desc=self._models_description,
+                total=len(splits),
+            )
+            self.estimators_ = list(fitted)
+            outputs, scored = self._out_of_sample(self.estimators_, splits, X)
         self._store_scores(y[scored], outputs, scored, X)
         self.n_calibration_ = int(scored.size)
         record_calibration_settings(self, step="fit")
@@ -387,9 +408,10 @@ class CrossFitWrapper(ModelWrapper):
     def _fold_outputs(self, X: Any) -> NDArray:
         """``(n_samples, K, ...)``: every fold model's output on every row of ``X``."""
         self._check_nan(X)
-        outputs = [
-            self._checked_model_output(model, X, "rows of `X`") for model in self.estimators_
-        ]
+        with self._reading_features(X):
+            outputs = [
+                self._checked_model_output(model, X, "rows of `X`") for model in self.estimators_
+            ]
         return np.stack(outputs, axis=1)
 
 

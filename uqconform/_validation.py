@@ -112,6 +112,143 @@ def float_rows_without_nan(estimator: Any, X: Any, why: str, remedy: str, **kwar
         ) from None
 
 
+#: What a column of each of pandas' inferred types holds, in the messages.
+_COLUMN_KINDS = {
+    "string": "text",
+    "bytes": "text",
+    "categorical": "categories",
+    "datetime64": "dates",
+    "datetime": "dates",
+    "date": "dates",
+    "period": "dates",
+    "timedelta64": "durations",
+    "timedelta": "durations",
+}
+#: How numpy and scikit-learn say that features could not be read as numbers.
+_CONVERSION_FAILURES = (
+    "could not convert",
+    "float() argument",
+    "could not be promoted",
+    "cannot cast",
+    "unable to convert",
+    "arrays of bytes/strings",
+)
+
+
+def non_numeric_columns(X: Any) -> list[tuple[Any, str]]:
+    """The columns of ``X`` holding text, categories, dates or durations, as (name, kind)
+    pairs: a DataFrame's names, else positions; kinds "text", "categories", "dates" or
+    "durations". Empty when ``X`` is not a table or all its columns read as numbers
+    (numbers held as objects or as text, such as ``"1.5"``, do). Other objects (a dict in
+    a cell) are not named: the model's message about them stands.
+
+    Examples
+    --------
+    >>> frame = pd.DataFrame({"a": [1.0, 2.0], "city": ["Oslo", "Rome"], "n": ["1", "2"]})
+    >>> non_numeric_columns(frame)
+    [('city', 'text')]
+    """
+    kind = getattr(getattr(X, "dtype", None), "kind", "O")
+    if sparse.issparse(X) or kind in "biufc":
+        return []
+    if isinstance(X, pd.DataFrame):
+        columns = [
+            (X.columns[j], X.iloc[:, j])
+            for j, dtype in enumerate(X.dtypes)
+            if not (pd.api.types.is_numeric_dtype(dtype) or pd.api.types.is_bool_dtype(dtype))
+        ]
+    else:
+        try:
+            array = np.asarray(X)
+        except (TypeError, ValueError):  # ragged rows, say
+            return []
+        if array.ndim != 2:
+            return []
+        columns = list(enumerate(array.T))
+    found = []
+    for name, values in columns:  # a loop over the columns that are not numeric dtypes
+        if values.dtype.kind not in "mM":  # (dates and durations convert: to nanoseconds)
+            try:
+                np.asarray(values, dtype=np.float64)
+                continue
+            except (TypeError, ValueError):
+                pass
+        if isinstance(values.dtype, pd.CategoricalDtype):
+            found.append((name, "categories"))
+            continue
+        inferred = pd.api.types.infer_dtype(values, skipna=True)
+        if inferred.startswith("mixed") and any(isinstance(v, (str, bytes)) for v in values):
+            inferred = "string"  # text among numbers (a loop over the rows, on error only)
+        if inferred in _COLUMN_KINDS:
+            found.append((name, _COLUMN_KINDS[inferred]))
+    return found
+
+
+def refuse_non_numeric_features(
+    X: Any,
+    who: str,
+    where: Literal["estimator", "pipeline", "before"] = "estimator",
+    error: BaseException | None = None,
+) -> None:
+    """Raise a ValueError naming ``X``, its columns that are not numbers and what to do,
+    when it has any (`non_numeric_columns`); return otherwise.
+
+    Given the ``error`` of a model that failed to read ``X``, the ValueError is raised
+    from it, and only when that error is a failure to read numbers (numpy's "could not
+    convert string to float", a ``DTypePromotionError`` for dates...): a model's other
+    errors keep their message. ``who`` names what cannot take the columns; ``where`` says
+    where to encode them: in the ``estimator`` (a pipeline step, or a model that takes
+    categories), in a ``pipeline`` step before the model, or ``before`` calling the
+    library's own model.
+
+    Examples
+    --------
+    >>> frame = pd.DataFrame({"a": [1.0, 2.0], "city": ["Oslo", "Rome"]})
+    >>> refuse_non_numeric_features(frame, "FullConformalRidge", "before")
+    Traceback (most recent call last):
+    ...
+    ValueError: `X` has columns that are not numbers, which FullConformalRidge cannot ...
+    """
+    if error is not None:
+        text = str(error).lower()
+        promotion = getattr(np.exceptions, "DTypePromotionError", ())
+        if not isinstance(error, promotion) and not any(s in text for s in _CONVERSION_FAILURES):
+            return
+    columns = non_numeric_columns(X)
+    if not columns:
+        return
+    shown = ", ".join(f"{name!r} ({kind})" for name, kind in columns[:6])
+    if len(columns) > 6:
+        shown += f" and {len(columns) - 6} more"
+    codes = [name for name, kind in columns if kind not in ("dates", "durations")]
+    steps = (
+        "make_pipeline(ColumnTransformer([('codes', OneHotEncoder(handle_unknown='ignore'), "
+        f"{codes[:6]!r})], remainder='passthrough'), <model>)"
+    )
+    remedy = ""
+    if codes and where == "estimator":
+        remedy = (
+            f" Encode them in the `estimator`: e.g. {steps}, or a model that takes "
+            "categories, such as HistGradientBoostingRegressor (or ...Classifier) with "
+            "categorical_features='from_dtype' and those columns as dtype 'category'."
+        )
+    elif codes and where == "pipeline":
+        remedy = f" Encode them as numbers in a pipeline step before the model: e.g. {steps}."
+    elif codes:
+        remedy = (
+            " Encode them as numbers first: e.g. pd.get_dummies(X, columns=[...]) or "
+            "sklearn.preprocessing.OneHotEncoder."
+        )
+    if len(codes) < len(columns):
+        remedy += (
+            " Dates and durations must become numbers first: e.g. days since a start date, "
+            "or the year and the month as columns."
+        )
+    raise ValueError(
+        f"`X` has columns that are not numbers, which {who} cannot take: {shown}.{remedy}"
+    ) from error
+
+
 def check_features(estimator: BaseEstimator, X: Any, *, reset: bool) -> Any:
     """Record (``reset=True``) or check the number and names of ``X``'s features.
 
@@ -1132,7 +1269,11 @@ def class_probabilities(model: Any, X: Any, n_classes: int, *, check_sums: bool 
     warn when rows do not sum to 1 (the scores that read them as a distribution), once
     per model object, however many batches, folds or heads read it. A torch tensor that
     requires grad is detached (its values are the probabilities)."""
-    output = model.predict_proba(X)
+    try:
+        output = model.predict_proba(X)
+    except (TypeError, ValueError) as error:  # numpy's "could not convert string to float"
+        refuse_non_numeric_features(X, f"`estimator` ({type(model).__name__})", error=error)
+        raise
     if getattr(output, "requires_grad", False) and callable(getattr(output, "detach", None)):
         output = output.detach()  # a torch network's output, still in its autograd graph
     proba = np.asarray(output, dtype=float)

@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import copy
 import functools
+import inspect
 from abc import ABCMeta, abstractmethod
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -46,6 +48,7 @@ from uqconform._validation import (
     model_classes,
     non_finite_parts,
     refuse_model_class,
+    refuse_non_numeric_features,
     sklearn_tags,
 )
 from uqconform._version import VersionedState
@@ -599,6 +602,108 @@ def keeps_state_on_error(method: Callable) -> Callable:
     return wrapper
 
 
+def explains_call_mistakes(method: Callable) -> Callable:
+    """Decorator: a call of ``method`` (``calibrate`` or ``predict``) with arguments it
+    does not take raises a TypeError naming the wrapper and saying where they go (a level
+    to the predict methods or the constructor, weights to ``fit``, ``groups`` by keyword),
+    instead of Python's bare message naming the base class that defines it.
+
+    Python's own refusal is recognised by binding the arguments to ``method``'s signature
+    again, after the call failed: nothing is checked on a successful call, and a TypeError
+    raised inside the method keeps its message. The signature seen by `inspect` (and
+    scikit-learn) is ``method``'s.
+    """
+    signature = inspect.signature(method)
+
+    @functools.wraps(method)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except TypeError:
+            try:
+                signature.bind(self, *args, **kwargs)
+            except TypeError as refusal:
+                raise TypeError(
+                    _call_mistake_message(self, method.__name__, signature, args, kwargs, refusal)
+                ) from None
+            raise
+
+    return wrapper
+
+
+def _call_mistake_message(
+    model: Any,
+    method: str,
+    signature: inspect.Signature,
+    args: tuple,
+    kwargs: dict[str, Any],
+    refusal: TypeError,
+) -> str:
+    """What `explains_call_mistakes` says of a call of ``model.method`` with ``args`` and
+    ``kwargs`` that ``signature`` refused (``refusal``, Python's message)."""
+    name = f"{type(model).__name__}.{method}"
+    parameters = list(signature.parameters.values())[1:]  # without self
+    positional = [
+        p.name
+        for p in parameters
+        if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    ]
+    keyword_only = [p.name for p in parameters if p.kind == inspect.Parameter.KEYWORD_ONLY]
+    level_method = next(
+        (m for m in ("predict_interval", "predict_set") if hasattr(type(model), m)), None
+    )
+    extra = args[len(positional) :]
+    level = kwargs.get("alpha", extra[0] if extra and method == "predict" else None)
+    if level_method is not None and ("alpha" in kwargs or (extra and method == "predict")):
+        if method == "predict":
+            return (
+                f"{name} gives the model's point predictions and takes no `alpha`: for "
+                f"{level_method[8:]}s at a level use {level_method}(X, alpha={level!r}) (or "
+                "the constructor's default `alpha`)."
+            )
+        return (
+            f"{name} takes no `alpha`: the calibration does not depend on the level. Give it "
+            f"at prediction, {level_method}(X, alpha={level!r}), or as the default level in "
+            f"the constructor, {type(model).__name__}(..., alpha={level!r})."
+        )
+    if "sample_weight" in kwargs and method == "calibrate":
+        shift = (
+            " For calibration rows drawn from another population than the test rows "
+            "(covariate shift), give the constructor a `likelihood_ratio`."
+            if "likelihood_ratio" in model.get_params(deep=False)
+            else ""
+        )
+        return (
+            f"{name} takes no `sample_weight`: every calibration row counts once (split "
+            "conformal prediction's coverage guarantee is for exchangeable, unweighted rows). "
+            "Weights for training go to fit(X, y, sample_weight=w), which passes them to the "
+            f"model.{shift}"
+        )
+    if extra:
+        keywords = ", ".join(f"`{k}`" for k in keyword_only)
+        hint = (
+            f": {keywords} {'is' if len(keyword_only) == 1 else 'are'} keyword-only, e.g. "
+            f"{method}({', '.join(positional)}, {keyword_only[0]}=...)"
+            if keyword_only
+            else ""
+        )
+        level_hint = (
+            f"; the miscoverage level goes to {level_method}(X, alpha=...) or the constructor's "
+            "`alpha`"
+            if level_method is not None and isinstance(extra[0], (float, np.floating))
+            else ""
+        )
+        return (
+            f"{name} takes {len(positional)} positional arguments "
+            f"({', '.join(positional)}), got {len(args)}{hint}{level_hint}."
+        )
+    bare = signature.replace(
+        parameters=[p.replace(annotation=inspect.Parameter.empty) for p in parameters],
+        return_annotation=inspect.Signature.empty,
+    )
+    return f"{name}{bare}: {refusal}."
+
+
 def check_nan_accepted(model: Any, X: Any) -> None:
     """Raise a ValueError naming ``model`` when ``X`` holds NaN and ``model`` refuses it,
     or missing object entries (``None``, ``pd.NA``) or infinity and the model that refuses
@@ -720,7 +825,9 @@ class ModelWrapper(VersionedState, RoutesFitParams, BaseEstimator, metaclass=ABC
     Venn-Abers calibrator builds on it directly; `ConformalPredictor` adds the levels.
 
     Subclasses implement `_default_estimator` and `_check_target`, and name the attribute
-    their calibration sets (`_calibrated_attribute`).
+    their calibration sets (`_calibrated_attribute`). The ``calibrate`` and ``predict``
+    they define are wrapped by `explains_call_mistakes` (arguments they do not take, such
+    as ``alpha``, get a message saying where those go).
     """
 
     #: The attribute ``calibrate`` sets: prediction before it is refused.
@@ -730,6 +837,14 @@ class ModelWrapper(VersionedState, RoutesFitParams, BaseEstimator, metaclass=ABC
     _fit_params: ClassVar[tuple[str, ...]] = ("estimator",)
     #: False for methods that train a model of their own instead of ``estimator`` (flows).
     _uses_estimator: ClassVar[bool] = True
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # calibrate and predict called with arguments they do not take say where those go
+        for name in ("calibrate", "predict"):
+            method = cls.__dict__.get(name)
+            if inspect.isfunction(method) and "X" in inspect.signature(method).parameters:
+                setattr(cls, name, explains_call_mistakes(method))
+        super().__init_subclass__(**kwargs)
 
     # ---- hooks -----------------------------------------------------------------------
     @abstractmethod
@@ -760,6 +875,24 @@ class ModelWrapper(VersionedState, RoutesFitParams, BaseEstimator, metaclass=ABC
     def _validate_X(self, X: Any, *, reset: bool) -> Any:
         """Record or check the number and names of features; X itself is passed through."""
         return check_features(self, X, reset=reset)
+
+    @contextmanager
+    def _reading_features(self, X: Any) -> Iterator[None]:
+        """Context of the wrapped model's calls on ``X``: its failure to read columns of
+        ``X`` that are not numbers (text, categories, dates) is re-raised naming them and
+        the encoding to use (`refuse_non_numeric_features`). ``X`` is not refused up front:
+        a Pipeline in ``estimator`` may encode those columns."""
+        try:
+            yield
+        except (TypeError, ValueError) as error:
+            model = getattr(self, "estimator", None)  # the user's (not a pair made of it)
+            if model is None and hasattr(self, "estimator"):
+                model = self._estimator_or_default()
+            who = "`estimator`" + (
+                "" if isinstance(model, (list, tuple)) else f" ({type(model).__name__})"
+            )
+            refuse_non_numeric_features(X, who, error=error)
+            raise
 
     def _check_nan(self, X: Any) -> None:
         # Before ``fit`` (or for wrappers that keep several models) the given
@@ -799,7 +932,8 @@ class ModelWrapper(VersionedState, RoutesFitParams, BaseEstimator, metaclass=ABC
         self._estimator_adopted = False
         self._check_nan(X)
         try:
-            self._train_estimator(X, y, model_params)
+            with self._reading_features(X):
+                self._train_estimator(X, y, model_params)
         except (TypeError, ValueError) as error:
             refused = ("unexpected keyword argument 'groups'", "accept the groups parameter")
             if "groups" not in model_params or not any(text in str(error) for text in refused):
@@ -1022,7 +1156,8 @@ class ConformalPredictor(ModelWrapper):
         remember_calibration_rows(self, X, y)
         group_labels = check_groups(groups, n)
         self._check_nan(X)
-        self._store_calibration(X, y, group_labels)
+        with self._reading_features(X):
+            self._store_calibration(X, y, group_labels)
         # Warn now, next to the cause, if a stratum is too small for the default level
         # (prediction warns again for the levels it is asked for); the table is kept.
         # Weighted thresholds depend on each test row's weight (prediction warns about
@@ -1392,7 +1527,8 @@ class ConformalPredictor(ModelWrapper):
                 assert table is not None
                 rows = table[:1] if group_index is None else table[group_index[start:stop]]
             try:
-                batch = self._predict_batch(block, rows, alphas, rng)
+                with self._reading_features(block):
+                    batch = self._predict_batch(block, rows, alphas, rng)
             except NonFiniteOutputError as error:  # name the row of X, not of the batch
                 raise error.renumbered(np.arange(start, stop), more_rows=stop < n) from None
             if step >= n:
@@ -1721,7 +1857,8 @@ class ConformalPredictor(ModelWrapper):
         )
         X = self._validate_X(X, reset=False)
         model = self.estimator_
-        if not hasattr(model, "predict") and hasattr(model, "predict_proba"):
-            # a classifier outside scikit-learn with predict_proba and classes_ only
-            return model_classes(model)[np.argmax(model.predict_proba(X), axis=1)]
-        return model.predict(X)
+        with self._reading_features(X):
+            if not hasattr(model, "predict") and hasattr(model, "predict_proba"):
+                # a classifier outside scikit-learn with predict_proba and classes_ only
+                return model_classes(model)[np.argmax(model.predict_proba(X), axis=1)]
+            return model.predict(X)

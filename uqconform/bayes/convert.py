@@ -31,7 +31,11 @@ from sklearn.neural_network import MLPClassifier, MLPRegressor
 from sklearn.pipeline import Pipeline
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from uqconform._validation import named_as_fitted, non_finite_kinds
+from uqconform._validation import (
+    named_as_fitted,
+    non_finite_kinds,
+    refuse_non_numeric_features,
+)
 from uqconform.bayes.network import Activation, Dense, Network
 from uqconform.bayes.torch_network import from_torch
 from uqconform.linearize import (
@@ -123,12 +127,15 @@ class NetworkView:
             X = validate_data(self.model, X, reset=False, accept_sparse=True, dtype=np.float64)
         except ValueError as error:  # numpy's bare "could not convert string to float"
             if not self.steps:  # (text out of a pipeline's steps is theirs to explain)
-                refuse_text(original, error)
+                refuse_non_numeric_features(original, NETWORK, "pipeline", error)
             raise
         if hasattr(X, "toarray"):
             X = X.toarray()
         return np.asarray(X, dtype=np.float64)
 
+
+#: What cannot take columns that are not numbers, in `refuse_non_numeric_features`'s message.
+NETWORK = "a network (and its linearisation)"
 
 #: What NaN in a network's input gets: no network takes it, and none that does could be
 #: linearised.
@@ -183,44 +190,6 @@ def _infinite_columns(X: Any) -> list[Any]:
         return np.flatnonzero(np.isinf(array).any(axis=0)).tolist()
     except (TypeError, ValueError):
         return []
-
-
-def refuse_text(X: Any, error: Exception) -> None:
-    """Raise a ValueError naming ``X``, the column and what to do, from ``error``, when
-    ``X`` holds text a network cannot read as numbers (numpy's message names neither);
-    return otherwise."""
-    column = _text_column(X)
-    if column is None:
-        return
-    raise ValueError(
-        f"`X` contains text (in column {column!r}), which a network (and its linearisation) "
-        "cannot take: encode it as numbers first (e.g. sklearn.preprocessing.OneHotEncoder "
-        "as a pipeline step before the network)."
-    ) from error
-
-
-def _text_column(X: Any) -> Any:
-    """The first column of ``X`` (a DataFrame's name, else its position) holding entries
-    that are not numbers, or None (also when ``X`` is not a table)."""
-    if sparse.issparse(X):
-        return None
-    try:
-        if hasattr(X, "iloc"):  # a DataFrame
-            columns = [X.iloc[:, j].to_numpy(dtype=object) for j in range(X.shape[1])]
-            names = list(X.columns)
-        else:
-            array = np.asarray(X, dtype=object)
-            if array.ndim != 2:
-                return None
-            columns, names = list(array.T), list(range(array.shape[1]))
-    except (TypeError, ValueError):  # ragged rows, say
-        return None
-    for name, values in zip(names, columns, strict=True):  # a loop over columns, on error
-        try:
-            values.astype(np.float64)
-        except (TypeError, ValueError):
-            return name
-    return None
 
 
 #: What infinity made by a pipeline step from an ``X`` without any gets.

@@ -43,6 +43,7 @@ from uqconform._validation import (
     non_finite_kinds,
     non_finite_parts,
     refuse_model_class,
+    refuse_non_numeric_features,
 )
 from uqconform._version import VersionedState
 from uqconform._warnings import warn_user
@@ -54,11 +55,11 @@ from uqconform.base import (
     warn_older_digest,
 )
 from uqconform.bayes.convert import (
+    NETWORK,
     NETWORK_NAN_MESSAGE,
     as_network,
     network_infinity_message,
     output_jacobians,
-    refuse_text,
     transforms_input,
 )
 from uqconform.bayes.laplace import (
@@ -460,7 +461,8 @@ class LinearizedPredictive(VersionedState, BaseEstimator):
                 if non_finite_kinds(X_fit)[1] and not isinstance(error, TypeError):
                     raise ValueError(network_infinity_message(X)) from error
                 if not transforms_input(self.estimator) and not isinstance(error, TypeError):
-                    refuse_text(X, error)  # numpy's "could not convert string to float"
+                    # numpy's "could not convert string to float"
+                    refuse_non_numeric_features(X, NETWORK, "pipeline", error)
                 raise
             if is_classifier(network):  # after fit: its own check refuses continuous y
                 missing = np.setdiff1d(np.asarray(y_val), np.asarray(y_fit))

@@ -22,7 +22,7 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.linear_model import LogisticRegression
 
-from uqconform._cross import CrossFitWrapper
+from uqconform._cross import CrossFitWrapper, many_labels
 from uqconform._rows import n_rows, row_sliceable, slice_rows
 from uqconform._validation import (
     check_bool,
@@ -71,6 +71,14 @@ class CrossFitClassifier(ClassifierMixin, CrossFitWrapper):
     def _check_target(self, y: ArrayLike, n: int, *, calibrating: bool) -> NDArray:
         labels = check_class_labels(y, n, training=True)
         self.classes_ = np.unique(labels)
+        if many_labels(labels):  # once here, not once per fold by scikit-learn
+            warn_user(
+                f"`y` has {self.classes_.size} distinct labels in {n} rows: a continuous "
+                "target read as classes? Each class then has a row or two, most of them "
+                "unseen by the fold models that score them. For a numeric target use a "
+                "regressor (CrossConformalRegressor); for classes, bin the values first "
+                "(e.g. pd.cut)."
+            )
         return labels
 
     def _reads_distribution(self) -> bool:

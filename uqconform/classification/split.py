@@ -91,6 +91,20 @@ class ClassificationScoreMixin:
     lambda_reg: float
     saps_weight: float
 
+    def __getattr__(self, name: str) -> Any:
+        """Reached only for attributes not found: ``predict_interval``, the regressors'
+        method, gets a hint (``hasattr(model, "predict_interval")`` stays false: the
+        library's evaluation tells classifiers by it)."""
+        if name == "predict_interval":
+            raise AttributeError(
+                f"{type(self).__name__} is a classifier, and classifiers return sets: use "
+                "predict_set(X, alpha=...) (one boolean column per class of `classes_`).",
+                name=name,
+                obj=self,
+            )
+        # the normal lookup again: a property's own AttributeError keeps its message
+        return object.__getattribute__(self, name)
+
     def _reads_distribution(self) -> bool:
         """Whether the score reads the probabilities as a distribution (their rows are
         then checked to sum to 1)."""

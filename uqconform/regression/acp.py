@@ -55,6 +55,7 @@ from uqconform._validation import (
     float_rows_without_nan,
     named_as_fitted,
     refuse_model_class,
+    refuse_non_numeric_features,
     sklearn_tags,
 )
 from uqconform._version import VersionedState
@@ -312,28 +313,6 @@ def _features_the_module_takes(module: Any) -> int | None:
     return None
 
 
-def _check_text_columns(X: Any) -> None:
-    """Refuse a DataFrame with columns that are not numbers (text, categories), naming
-    them, before numpy's bare "could not convert string to float"."""
-    if not isinstance(X, pd.DataFrame):
-        return
-    text = []
-    for column, dtype in X.dtypes.items():
-        if pd.api.types.is_numeric_dtype(dtype) or pd.api.types.is_bool_dtype(dtype):
-            continue
-        try:
-            np.asarray(X[column], dtype=np.float64)
-        except (TypeError, ValueError):
-            text.append(column)
-    if text:
-        raise ValueError(
-            f"`X` has columns of text or categories {text[:6]}{' ...' if len(text) > 6 else ''}"
-            ", which a linearised model cannot take: encode them in the `estimator`, e.g. "
-            "make_pipeline(ColumnTransformer([('codes', OneHotEncoder(), <those columns>)], "
-            "remainder='passthrough'), <regressor>)."
-        )
-
-
 def _check_default_target(y: NDArray) -> None:
     """Refuse labels the default model's target ``StandardScaler`` cannot standardise:
     a variance that underflows (the scaler then takes the scale to be 1 and the intervals
@@ -580,7 +559,7 @@ class ApproximateFullConformalRegressor(
             X = _rows_for_pipeline(X)
             return X if reset else named_as_fitted(model, X)
         _check_model_columns(model, X)
-        _check_text_columns(X)
+        refuse_non_numeric_features(X, "a linearised model", "pipeline")
         # Sparse input is densified by the linearisation; a torch module needs dense input.
         sparse = False if is_torch_module(model) else ["csr", "csc"]
         # check_features compared the features' number and names (one warning at most);

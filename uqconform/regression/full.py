@@ -29,6 +29,7 @@ from uqconform._validation import (
     check_wrapper_fitted,
     float_rows_without_nan,
     no_calibrate_step,
+    refuse_non_numeric_features,
 )
 from uqconform._version import VersionedState
 from uqconform._warnings import warn_user
@@ -526,9 +527,11 @@ class FullConformalRidge(VersionedState, FullConformalMixin, RegressorMixin, Bas
 
     def _checked_X(self, X: Any, *, reset: bool) -> NDArray:
         """``X`` as C-ordered floats (a DataFrame and its array give the same bits); the
-        features' number and names are compared once, by `check_features`."""
+        features' number and names are compared once, by `check_features`; columns that
+        are not numbers (text, categories, dates) are refused by name."""
         X = check_features(self, X, reset=reset)
         why = "refits a ridge regression on the features"
+        refuse_non_numeric_features(X, f"{type(self).__name__} (it {why})", "before")
         return cast(NDArray, float_rows_without_nan(self, X, why, "sklearn.impute.SimpleImputer"))
 
     def _test_input(self, X: Any, method: str) -> NDArray:
