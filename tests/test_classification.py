@@ -1149,6 +1149,8 @@ def test_ensemble_fit_with_fitted_heads_checks_x_and_y_and_says_it_trains_nothin
         model.fit(X[100:300, :2], y[100:300])
     with pytest.raises(ValueError, match=r"`y` holds labels .* never saw: \['a', 'b'\]"):
         model.fit(X[100:300], np.where(y[100:300] > 0, "a", "b"))
+    with pytest.raises(ValueError, match=r"`y` holds booleans .*fit does not train"):
+        model.fit(X[100:300], y[100:300] > 0)  # calibrate refuses them too (diffrev17)
     with pytest.warns(UserWarning, match=r"list of 2 fitted heads: fit trains nothing"):
         model.fit(X[100:300], y[100:300])
     model.calibrate(X[300:500], y[300:500])

@@ -719,7 +719,7 @@ def test_a_tuple_index_is_refused_by_name():
     """mo review (stop 56): ``region[1, 2]`` was read as the rows ``[1, 2]``; a region has
     one axis (its rows), so a tuple (a 2-D index) is refused, naming the list to pass."""
     region = PredictionRegion(AffineMap(np.zeros((5, 2)), np.ones((5, 2))), 1.0, "l2")
-    with pytest.raises(IndexError, match=r"got the tuple \(1, 2\).*region\[\[1, 2\]\]"):
+    with pytest.raises(IndexError, match=r"no tuple index, got \(1, 2\).*region\[\[1, 2\]\]"):
         region[1, 2]
     with pytest.raises(IndexError, match="tuple"):
         region.latent_map.take((1, 2))

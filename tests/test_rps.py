@@ -1400,3 +1400,17 @@ def test_sample_weight_reaches_each_partition_model_on_its_rows(digits):
             clone(model).fit(X_fit, y_fit, sample_weight=weights)
     for ours, theirs in zip(routed.estimators_, weighted.estimators_, strict=True):
         np.testing.assert_array_equal(ours.coef_, theirs.coef_)
+
+
+def test_a_two_dimensional_sample_weight_names_the_rows_of_x():
+    """diffrev17 (stop 56): a (n, 1) sample_weight passed the length check and the
+    partition model's error named one partition's size (145), not X's rows (600)."""
+    from sklearn.linear_model import LogisticRegression
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(600, 3))
+    y = (X[:, 0] > 0).astype(int)
+    model = ReliablePredictionSets(LogisticRegression(), k_train=4, k_calib=3)
+    message = r"`sample_weight` must be 1-D \(one weight per row of X: 600\)"
+    with pytest.raises(ValueError, match=message):
+        model.fit(X, y, sample_weight=np.ones((600, 1)))

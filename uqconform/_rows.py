@@ -63,6 +63,11 @@ def fit_params_rows(fit_params: dict[str, Any], n: int, rows: NDArray) -> dict[s
     weight = fit_params.get("sample_weight")
     if weight is not None and np.ndim(weight) >= 1 and not is_per_row(weight, n):
         raise ValueError(f"`sample_weight` has {len(weight)} entries but X has {n} rows.")
+    if weight is not None and np.ndim(weight) > 1:  # the model would name a subsample's size
+        raise ValueError(
+            f"`sample_weight` must be 1-D (one weight per row of X: {n}), got shape "
+            f"{np.shape(weight)}."
+        )
 
     def rows_of(value: Any) -> Any:
         if isinstance(value, (list, tuple)):

@@ -145,7 +145,7 @@ def _row_index(index: Any, n: int) -> NDArray:
         raise TypeError("A region cannot be indexed by a single boolean; use a boolean mask.")
     if isinstance(index, tuple):  # region[1, 2]: a 2-D index, not the rows [1, 2]
         raise IndexError(
-            f"Regions have one axis (their rows), got the tuple {index!r} (a 2-D index): "
+            f"Regions have one axis (their rows) and take no tuple index, got {index!r}: "
             f"for several rows pass a list, e.g. region[{list(index)!r}]."
         )
     if isinstance(index, numbers.Integral):

@@ -247,6 +247,13 @@ class HeadEnsemble(VersionedState, RoutesFitParams, ClassifierMixin, BaseEstimat
                 "(`estimator` is a list of fitted heads, which fit does not train): give X "
                 "with the features they were fitted on, or call calibrate directly."
             )
+        try:  # the check calibrate makes (booleans against numeric classes refused too)
+            check_class_labels(y, n_rows(X), classes=self.classes_)
+        except ValueError as error:
+            raise ValueError(
+                f"{error} (`estimator` is a list of fitted heads, which fit does not train: "
+                "y must hold labels they know.)"
+            ) from None
         labels = pd.unique(pd.Series(np.asarray(y).reshape(-1), dtype=object))
         unknown = labels[~np.isin(labels, self.classes_)]
         if unknown.size:
