@@ -149,7 +149,7 @@ def non_numeric_columns(X: Any) -> list[tuple[Any, str]]:
     [('city', 'text')]
     """
     kind = getattr(getattr(X, "dtype", None), "kind", "O")
-    if sparse.issparse(X) or kind in "biufc":
+    if sparse.issparse(X) or kind in "biufcmM":  # (numpy dates: the model's own reading)
         return []
     if isinstance(X, pd.DataFrame):
         columns = [
@@ -177,8 +177,11 @@ def non_numeric_columns(X: Any) -> list[tuple[Any, str]]:
             found.append((name, "categories"))
             continue
         inferred = pd.api.types.infer_dtype(values, skipna=True)
-        if inferred.startswith("mixed") and any(isinstance(v, (str, bytes)) for v in values):
-            inferred = "string"  # text among numbers (a loop over the rows, on error only)
+        if inferred.startswith("mixed"):  # text among numbers: a stray value, not codes
+            stray = next((v for v in values if isinstance(v, (str, bytes))), None)
+            if stray is not None:  # (a loop over the rows, on the error path only)
+                found.append((name, f"numbers and text such as {stray!r}"))
+            continue
         if inferred in _COLUMN_KINDS:
             found.append((name, _COLUMN_KINDS[inferred]))
     return found
@@ -220,7 +223,8 @@ def refuse_non_numeric_features(
     shown = ", ".join(f"{name!r} ({kind})" for name, kind in columns[:6])
     if len(columns) > 6:
         shown += f" and {len(columns) - 6} more"
-    codes = [name for name, kind in columns if kind not in ("dates", "durations")]
+    codes = [name for name, kind in columns if kind in ("text", "categories")]
+    mixed = [name for name, kind in columns if kind.startswith("numbers and text")]
     steps = (
         "make_pipeline(ColumnTransformer([('codes', OneHotEncoder(handle_unknown='ignore'), "
         f"{codes[:6]!r})], remainder='passthrough'), <model>)"
@@ -239,12 +243,18 @@ def refuse_non_numeric_features(
             " Encode them as numbers first: e.g. pd.get_dummies(X, columns=[...]) or "
             "sklearn.preprocessing.OneHotEncoder."
         )
-    if len(codes) < len(columns):
+    if mixed:
+        remedy += (
+            " Columns of numbers holding a stray text value (a missing-value marker?) must "
+            "be cleaned: e.g. pd.to_numeric(X[column], errors='coerce'), then impute."
+        )
+    if len(codes) + len(mixed) < len(columns):
         remedy += (
             " Dates and durations must become numbers first: e.g. days since a start date, "
             "or the year and the month as columns."
         )
-    raise ValueError(
+    kind = TypeError if isinstance(error, TypeError) else ValueError  # the model's class
+    raise kind(
         f"`X` has columns that are not numbers, which {who} cannot take: {shown}.{remedy}"
     ) from error
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 import functools
 import inspect
+import numbers
 from abc import ABCMeta, abstractmethod
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
@@ -28,6 +29,7 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.exceptions import NotFittedError
 from sklearn.frozen import FrozenEstimator
+from sklearn.pipeline import Pipeline
 
 from uqconform._rows import n_rows, row_sliceable, rows_fingerprint, slice_rows
 from uqconform._seeding import check_random_state_value, seeded_clone, seeded_generator
@@ -653,18 +655,33 @@ def _call_mistake_message(
         (m for m in ("predict_interval", "predict_set") if hasattr(type(model), m)), None
     )
     extra = args[len(positional) :]
+
+    def is_level(value: Any) -> bool:  # a miscoverage level, not a target array
+        real = isinstance(value, numbers.Real) and not isinstance(value, bool)
+        return real and 0.0 < float(value) < 1.0
+
     level = kwargs.get("alpha", extra[0] if extra and method == "predict" else None)
-    if level_method is not None and ("alpha" in kwargs or (extra and method == "predict")):
+    if isinstance(level, numbers.Real) and not isinstance(level, bool):
+        level = float(level)  # (np.float64(0.1) printed as 0.1)
+    elif "alpha" not in kwargs or not is_level(level):
+        level = "..."  # an array or text: not printed whole
+    given_level = "alpha" in kwargs or (extra and method == "predict" and is_level(extra[0]))
+    if method == "predict" and extra and not given_level:
+        return (
+            f"{name} takes X only ({len(args)} positional arguments given): targets go to "
+            "calibrate(X_calib, y_calib), or to uqconform.evaluation.evaluate for a test set."
+        )
+    if level_method is not None and given_level:
         if method == "predict":
             return (
                 f"{name} gives the model's point predictions and takes no `alpha`: for "
-                f"{level_method[8:]}s at a level use {level_method}(X, alpha={level!r}) (or "
+                f"{level_method[8:]}s at a level use {level_method}(X, alpha={level}) (or "
                 "the constructor's default `alpha`)."
             )
         return (
             f"{name} takes no `alpha`: the calibration does not depend on the level. Give it "
-            f"at prediction, {level_method}(X, alpha={level!r}), or as the default level in "
-            f"the constructor, {type(model).__name__}(..., alpha={level!r})."
+            f"at prediction, {level_method}(X, alpha={level}), or as the default level in "
+            f"the constructor, {type(model).__name__}(..., alpha={level})."
         )
     if "sample_weight" in kwargs and method == "calibrate":
         shift = (
@@ -888,6 +905,9 @@ class ModelWrapper(VersionedState, RoutesFitParams, BaseEstimator, metaclass=ABC
             model = getattr(self, "estimator", None)  # the user's (not a pair made of it)
             if model is None and hasattr(self, "estimator"):
                 model = self._estimator_or_default()
+            inner = model.estimator if isinstance(model, FrozenEstimator) else model
+            if isinstance(inner, Pipeline) and len(inner.steps) > 1:
+                raise  # its steps may encode columns of X: the model's message stands
             who = "`estimator`" + (
                 "" if isinstance(model, (list, tuple)) else f" ({type(model).__name__})"
             )
