@@ -656,16 +656,15 @@ def _call_mistake_message(
     )
     extra = args[len(positional) :]
 
-    def is_level(value: Any) -> bool:  # a miscoverage level, not a target array
-        real = isinstance(value, numbers.Real) and not isinstance(value, bool)
-        return real and 0.0 < float(value) < 1.0
+    def real(value: Any) -> bool:
+        return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
-    level = kwargs.get("alpha", extra[0] if extra and method == "predict" else None)
-    if isinstance(level, numbers.Real) and not isinstance(level, bool):
-        level = float(level)  # (np.float64(0.1) printed as 0.1)
-    elif "alpha" not in kwargs or not is_level(level):
-        level = "..."  # an array or text: not printed whole
-    given_level = "alpha" in kwargs or (extra and method == "predict" and is_level(extra[0]))
+    value: Any = kwargs.get("alpha", extra[0] if extra and method == "predict" else None)
+    level = f"{float(value):g}" if real(value) else "..."  # never a whole target array
+    # a third positional argument of predict is read as a level only when it looks like one
+    given_level = "alpha" in kwargs or (
+        method == "predict" and bool(extra) and real(extra[0]) and 0 < float(extra[0]) < 1
+    )
     if method == "predict" and extra and not given_level:
         return (
             f"{name} takes X only ({len(args)} positional arguments given): targets go to "
