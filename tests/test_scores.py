@@ -482,3 +482,16 @@ def test_a_saps_weight_of_zero_is_refused_with_what_it_would_do():
     with pytest.raises(ValueError, match=r"`saps_weight` must be > 0, got 0"):
         get_classification_score("saps", saps_weight=0.0)
     SAPSScore(weight=1e-3).check_settings()  # small but positive: the user's choice
+
+
+def test_a_wrapper_setting_that_agrees_with_the_score_object_is_not_refused():
+    """clf review (stop 56): APSScore(False) with randomized=False was refused as "would be
+    ignored", though both say the same; a setting that differs is still refused."""
+    from uqconform.scores.classification import get_classification_score
+
+    assert get_classification_score(APSScore(False), randomized=False).randomized is False
+    assert get_classification_score(RAPSScore(k_reg=2), k_reg=2).k_reg == 2
+    with pytest.raises(ValueError, match=r"k_reg=3 would be ignored"):
+        get_classification_score(RAPSScore(k_reg=2), k_reg=3)
+    with pytest.raises(ValueError, match=r"randomized=False would be ignored"):
+        get_classification_score(APSScore(True), randomized=False)

@@ -460,6 +460,9 @@ def _is_default(name: str, value: object) -> bool:
         return False
 
 
+_MISSING = object()
+
+
 def get_classification_score(
     score: str | ClassificationScore,
     *,
@@ -494,7 +497,15 @@ def get_classification_score(
         given = dict(
             randomized=randomized, k_reg=k_reg, lambda_reg=lambda_reg, saps_weight=saps_weight
         )
-        ignored = [f"{k}={v!r}" for k, v in given.items() if not _is_default(k, v)]
+        attribute = {"saps_weight": "weight"}  # the score objects' names of the settings
+
+        def agrees(name: str, value: Any) -> bool:  # the object says the same already
+            held = getattr(score, attribute.get(name, name), _MISSING)
+            return held is not _MISSING and bool(held == value)
+
+        ignored = [
+            f"{k}={v!r}" for k, v in given.items() if not _is_default(k, v) and not agrees(k, v)
+        ]
         if ignored:
             raise ValueError(
                 f"{', '.join(ignored)} would be ignored: `conformity_score` is a score object "
