@@ -1467,11 +1467,17 @@ class ConformalPredictor(ModelWrapper):
             )
             if len(too_few) > 1:  # not every stratum named need be short at every level
                 needs += " (each is short at the levels needing more points than it has)"
+        note = self._too_few_note(too_few)
         warn_user(
             f"Too few calibration points for alpha={levels_text(alphas)}{each} in "
-            f"{', '.join(where)}{more}: {needs}, so {consequence}.",
+            f"{', '.join(where)}{more}: {needs}, so {consequence}.{f' {note}' if note else ''}",
             UserWarning,
         )
+
+    def _too_few_note(self, too_few: dict[int, int]) -> str:
+        """What a wrapper adds to the too-few warning for the strata ``too_few`` (how its
+        calibration rows were used, say); none by default."""
+        return ""
 
     # ---- prediction ------------------------------------------------------------------
     def _resolve_alpha(

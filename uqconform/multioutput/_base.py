@@ -260,23 +260,12 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
         self._prefit_split = (given, given - given // 2, what)
         return score_rows
 
-    def _warn_too_few(
-        self,
-        too_few: dict[int, int],
-        alphas: NDArray,
-        n_groups: int,
-        n_components: int = 1,
-        weighted: bool = False,
-    ) -> None:
-        """The base class's warning; after a prefit calibration it also says that about
-        half of each group's rows learnt the shape, with the rows given and scored."""
+    def _too_few_note(self, too_few: dict[int, int]) -> str:
+        """After a prefit calibration: about half of each group's rows learnt the shape,
+        with the rows given and scored."""
         split = self.__dict__.get("_prefit_split")
         if split is None:
-            super()._warn_too_few(too_few, alphas, n_groups, n_components, weighted)
-            return
-        with warnings.catch_warnings(record=True) as caught:  # re-issued below, completed
-            warnings.simplefilter("always")
-            super()._warn_too_few(too_few, alphas, n_groups, n_components, weighted)
+            return ""
         given, scored, what = split
         grouped = getattr(self, "groups_", None) is not None
         groups = [stratum // self._n_sub_strata for stratum in list(too_few)[:3]]
@@ -285,14 +274,12 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
             for g in groups
         )
         each = "each group's " if grouped else "the "
-        note = (
+        return (
             f"A prefit estimator calibrated without fit {what} on about half of {each}"
             f"calibration rows and scores the others ({counts}): give more calibration "
             "rows, or call fit(X, Y) with FrozenEstimator(model) on separate rows so that "
             "every calibration row scores."
         )
-        for record in caught:
-            warn_user(f"{record.message} {note}", record.category)
 
     def _calibration_scores(self, X: Any, Y: NDArray) -> tuple[NDArray, NDArray, int]:
         """Nonconformity scores ``||g_i(Y_i)||`` (``(n,)``), one stratum."""
