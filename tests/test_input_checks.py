@@ -4,6 +4,7 @@ Found by an adversarial audit of the entry points; the estimator-specific checks
 each estimator's own test file.
 """
 
+import inspect
 import warnings
 
 import numpy as np
@@ -2618,8 +2619,6 @@ def test_misplaced_level_and_weights_at_calibrate_and_predict_say_where_they_go(
     calibrate(X, y, sample_weight=w) got Python's bare TypeError naming the base class
     ("ConformalPredictor.calibrate() got an unexpected keyword argument 'alpha'"), and
     calibrate(X, y, 0.1) "takes 3 positional arguments but 4 were given"."""
-    import inspect
-
     X, y, labels = data
     regressor = SplitConformalRegressor(LinearRegression()).fit(X[:75], y[:75])
     classifier = SplitConformalClassifier(LogisticRegression()).fit(X[:75], labels[:75])
@@ -2653,6 +2652,71 @@ def test_misplaced_level_and_weights_at_calibrate_and_predict_say_where_they_go(
     with pytest.raises(TypeError, match=r"`alpha` must be a float"):
         SplitConformalRegressor(LinearRegression(), alpha="10%").fit(X, y)
     regressor.calibrate(X[75:], y[75:], groups=None)  # the right call still works
+
+
+def test_groups_where_there_is_no_mondrian_calibration_say_where_they_go(data):
+    """s56 api/regr notes: ``groups=`` given to a method without group-conditional
+    calibration (cross and full CP at prediction, multidim, RPS and Venn-Abers at
+    calibration, ACP-GN, the time-series wrappers) got Python's bare TypeError naming a
+    base class ("FullConformalMixin.predict_interval() got an unexpected keyword argument
+    'groups'")."""
+    X, y, labels = data
+    g = np.arange(150) % 2
+    cross = CrossConformalRegressor(LinearRegression(), cv=3).fit(X, y)
+    calls = [
+        (lambda: cross.predict_interval(X, groups=g), "CrossConformalRegressor.predict_interval"),
+        (lambda: FullConformalRidge().fit(X, y).predict_set(X, groups=g), "FullConformalRidge"),
+        (lambda: MultiDimScoreClassifier().calibrate(X, labels, groups=g), "MultiDimScore"),
+        (
+            lambda: ReliablePredictionSets(LogisticRegression()).calibrate(X, labels, groups=g),
+            "ReliablePredictionSets.calibrate",
+        ),
+        (
+            lambda: VennAbersCalibrator(LogisticRegression()).calibrate(X, labels, groups=g),
+            "VennAbersCalibrator.calibrate",
+        ),
+        (
+            lambda: ApproximateFullConformalRegressor().predict_interval(X, groups=g),
+            "ApproximateFullConformalRegressor.predict_interval",
+        ),
+        (lambda: EnbPI().predict_interval(X, groups=g), "EnbPI.predict_interval"),
+        (lambda: KOWCPI().update(X, y, groups=g), "KOWCPI.update"),
+    ]
+    for call, name in calls:
+        with pytest.raises(TypeError, match=rf"{name}.* takes no `groups`.*coverage_by_group"):
+            call()
+    with pytest.raises(TypeError, match=r"`groups` that fit takes are the cross-validation"):
+        cross.predict_interval(X, groups=g)
+    # the signatures are the methods' own, and the right calls still work
+    assert list(inspect.signature(CrossConformalRegressor.predict_interval).parameters)[:3] == [
+        "self",
+        "X",
+        "alpha",
+    ]
+    assert cross.predict_interval(X, alpha=0.2).shape == (150, 2)
+    split = SplitConformalRegressor(LinearRegression()).fit(X[:75], y[:75])
+    split.calibrate(X[75:], y[75:], groups=g[75:])
+    assert split.predict_interval(X, groups=g).shape == (150, 2)
+
+
+def test_features_and_targets_given_in_the_wrong_order_get_a_swapped_hint(data):
+    """s55 user review: fit(y, X) got only "`X` must be 2-D ... reshape", which sends a
+    newcomer to reshape the targets."""
+    X, y, labels = data
+    swapped = r"Were X and y swapped\? {}\(X, y\) takes the features first"
+    with pytest.raises(ValueError, match=swapped.format("fit")):
+        SplitConformalRegressor(LinearRegression()).fit(y, X)
+    with pytest.raises(ValueError, match=swapped.format("fit")):
+        FullConformalRidge().fit(y=X, X=y)
+    with pytest.raises(ValueError, match=swapped.format("fit")):
+        EnbPI().fit(y, X)
+    fitted = SplitConformalClassifier(LogisticRegression()).fit(X[:75], labels[:75])
+    with pytest.raises(ValueError, match=swapped.format("calibrate")):
+        fitted.calibrate(y[75:], X[75:])
+    # a 1-D X with a 1-D y (one feature) gets the reshape advice only
+    with pytest.raises(ValueError, match=r"X\.reshape") as caught:
+        SplitConformalRegressor(LinearRegression()).fit(y, y)
+    assert "swapped" not in str(caught.value)
 
 
 def test_predict_interval_on_a_classifier_points_to_predict_set(data):

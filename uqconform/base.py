@@ -605,9 +605,10 @@ def keeps_state_on_error(method: Callable) -> Callable:
 
 
 def explains_call_mistakes(method: Callable) -> Callable:
-    """Decorator: a call of ``method`` (``calibrate`` or ``predict``) with arguments it
+    """Decorator: a call of ``method`` (``calibrate``, ``predict``, ...) with arguments it
     does not take raises a TypeError naming the wrapper and saying where they go (a level
-    to the predict methods or the constructor, weights to ``fit``, ``groups`` by keyword),
+    to the predict methods or the constructor, weights to ``fit``, ``groups`` by keyword or
+    to a wrapper with group-conditional calibration),
     instead of Python's bare message naming the base class that defines it.
 
     Python's own refusal is recognised by binding the arguments to ``method``'s signature
@@ -629,8 +630,62 @@ def explains_call_mistakes(method: Callable) -> Callable:
                     _call_mistake_message(self, method.__name__, signature, args, kwargs, refusal)
                 ) from None
             raise
+        except ValueError as error:
+            if not _looks_swapped(str(error), args, kwargs):
+                raise
+            raise ValueError(
+                f"{error} Were X and y swapped? {method.__name__}(X, y) takes the features "
+                "first and the targets second."
+            ) from None
 
+    wrapper._explains_call_mistakes = True  # type: ignore[attr-defined]
     return wrapper
+
+
+def _looks_swapped(message: str, args: tuple, kwargs: dict[str, Any]) -> bool:
+    """Whether a refusal of a 1-D ``X`` came with a 2-D ``y`` of as many rows as ``X``
+    has entries: the arguments of ``fit(y, X)``."""
+    if not message.startswith("`X` must be 2-D"):
+        return False
+    X = args[0] if args else kwargs.get("X")
+    y = args[1] if len(args) > 1 else kwargs.get("y")
+    if X is None or y is None:
+        return False
+    try:
+        x_shape, y_shape = np.shape(X), np.shape(y)
+    except (TypeError, ValueError):  # ragged or odd objects: no hint
+        return False
+    return len(x_shape) == 1 and len(y_shape) == 2 and y_shape[0] == x_shape[0]
+
+
+class ExplainsCallMistakes:
+    """Mixin: the ``fit``, ``calibrate``, ``predict``, ``predict_interval``, ``predict_set``
+    and ``update`` methods of every subclass (its own or inherited from a class outside this
+    hierarchy) are wrapped by `explains_call_mistakes`, so that arguments they do not take
+    (``alpha`` at calibration, ``groups`` where there is no Mondrian calibration, weights)
+    get a message saying where those go instead of Python's bare TypeError, and a 1-D
+    ``X`` refused next to a 2-D ``y`` of as many rows asks whether they were swapped."""
+
+    _EXPLAINED: ClassVar[tuple[str, ...]] = (
+        "fit",
+        "calibrate",
+        "predict",
+        "predict_interval",
+        "predict_set",
+        "update",
+    )
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        for name in cls._EXPLAINED:
+            # plain functions only: a descriptor (scikit-learn's `available_if`) is kept
+            method = inspect.getattr_static(cls, name, None)
+            if (
+                inspect.isfunction(method)
+                and not getattr(method, "_explains_call_mistakes", False)
+                and "X" in inspect.signature(method).parameters
+            ):
+                setattr(cls, name, explains_call_mistakes(method))
+        super().__init_subclass__(**kwargs)
 
 
 def _call_mistake_message(
@@ -694,6 +749,20 @@ def _call_mistake_message(
             "conformal prediction's coverage guarantee is for exchangeable, unweighted rows). "
             "Weights for training go to fit(X, y, sample_weight=w), which passes them to the "
             f"model.{shift}"
+        )
+    if "groups" in kwargs:
+        fit = getattr(type(model), "fit", None)
+        folds = (
+            " (the `groups` that fit takes are the cross-validation folds' groups)"
+            if fit is not None and "groups" in inspect.signature(fit).parameters
+            else ""
+        )
+        return (
+            f"{name} takes no `groups`: {type(model).__name__} has no group-conditional "
+            f"(Mondrian) calibration{folds}. For coverage within each group, calibrate a "
+            "split wrapper with calibrate(X, y, groups=g) and predict with the same keyword "
+            "(e.g. SplitConformalRegressor, SplitConformalClassifier); to measure coverage "
+            "by group, use uqconform.evaluation.coverage_by_group."
         )
     if extra:
         keywords = ", ".join(f"`{k}`" for k in keyword_only)
@@ -834,7 +903,9 @@ def forward_input_tags(tags: Any, model: Any) -> Any:
     return tags
 
 
-class ModelWrapper(VersionedState, RoutesFitParams, BaseEstimator, metaclass=ABCMeta):
+class ModelWrapper(
+    ExplainsCallMistakes, VersionedState, RoutesFitParams, BaseEstimator, metaclass=ABCMeta
+):
     """Base class of the wrappers around one model (not used directly): parameter and
     feature validation, `fit`, adoption of a fitted model at calibration, the NaN check
     of ``X`` and the "calibrate first" check. It knows no miscoverage level: the
@@ -843,7 +914,7 @@ class ModelWrapper(VersionedState, RoutesFitParams, BaseEstimator, metaclass=ABC
     Subclasses implement `_default_estimator` and `_check_target`, and name the attribute
     their calibration sets (`_calibrated_attribute`). The ``calibrate`` and ``predict``
     they define are wrapped by `explains_call_mistakes` (arguments they do not take, such
-    as ``alpha``, get a message saying where those go).
+    as ``alpha``, get a message saying where those go: `ExplainsCallMistakes`).
     """
 
     #: The attribute ``calibrate`` sets: prediction before it is refused.
@@ -853,14 +924,6 @@ class ModelWrapper(VersionedState, RoutesFitParams, BaseEstimator, metaclass=ABC
     _fit_params: ClassVar[tuple[str, ...]] = ("estimator",)
     #: False for methods that train a model of their own instead of ``estimator`` (flows).
     _uses_estimator: ClassVar[bool] = True
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        # calibrate and predict called with arguments they do not take say where those go
-        for name in ("calibrate", "predict"):
-            method = cls.__dict__.get(name)
-            if inspect.isfunction(method) and "X" in inspect.signature(method).parameters:
-                setattr(cls, name, explains_call_mistakes(method))
-        super().__init_subclass__(**kwargs)
 
     # ---- hooks -----------------------------------------------------------------------
     @abstractmethod

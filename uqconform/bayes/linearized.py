@@ -48,6 +48,7 @@ from uqconform._validation import (
 from uqconform._version import VersionedState
 from uqconform._warnings import warn_user
 from uqconform.base import (
+    ExplainsCallMistakes,
     check_calibration_settings,
     keeps_state_on_error,
     record_calibration_settings,
@@ -146,7 +147,7 @@ def _minimise_log_scale(objective: Callable[[float], float], low: float, high: f
     return float(result.x) if result.fun <= values[best] else float(grid[best])
 
 
-class LinearizedPredictive(VersionedState, BaseEstimator):
+class LinearizedPredictive(ExplainsCallMistakes, VersionedState, BaseEstimator):
     """Sampling-free Bayesian predictive of a scikit-learn or torch MLP under a Laplace posterior.
 
     Parameters

@@ -50,6 +50,7 @@ from uqconform._validation import (
 from uqconform._version import VersionedState
 from uqconform._warnings import warn_user
 from uqconform.base import (
+    ExplainsCallMistakes,
     check_calibrated,
     check_calibration_settings,
     check_nan_accepted,
@@ -83,7 +84,9 @@ __all__ = ["MultiDimScoreClassifier"]
 _PREDICT_CELLS = 2**20
 
 
-class MultiDimScoreClassifier(VersionedState, RoutesFitParams, ClassifierMixin, BaseEstimator):
+class MultiDimScoreClassifier(
+    ExplainsCallMistakes, VersionedState, RoutesFitParams, ClassifierMixin, BaseEstimator
+):
     """Conformal sets from multi-dimensional nonconformity scores of several heads.
 
     Parameters

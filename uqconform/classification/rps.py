@@ -69,6 +69,7 @@ from uqconform._validation import (
 from uqconform._version import VersionedState
 from uqconform._warnings import warn_user
 from uqconform.base import (
+    ExplainsCallMistakes,
     check_calibration_settings,
     check_nan_accepted,
     check_not_retrained,
@@ -979,7 +980,9 @@ def _check_label_kinds(models: list) -> None:
 
 
 # ---- the estimator ---------------------------------------------------------------------------
-class ReliablePredictionSets(VersionedState, RoutesFitParams, ClassifierMixin, BaseEstimator):
+class ReliablePredictionSets(
+    ExplainsCallMistakes, VersionedState, RoutesFitParams, ClassifierMixin, BaseEstimator
+):
     """Conformal prediction sets with per-row certificates against data poisoning (RPS).
 
     Parameters

@@ -61,6 +61,7 @@ from uqconform._validation import (
 from uqconform._version import VersionedState
 from uqconform._warnings import warn_user
 from uqconform.base import (
+    ExplainsCallMistakes,
     check_calibration_settings,
     keeps_state_on_error,
     record_calibration_settings,
@@ -332,7 +333,12 @@ def _check_default_target(y: NDArray) -> None:
 
 
 class ApproximateFullConformalRegressor(
-    VersionedState, RoutesFitParams, FullConformalMixin, RegressorMixin, BaseEstimator
+    ExplainsCallMistakes,
+    VersionedState,
+    RoutesFitParams,
+    FullConformalMixin,
+    RegressorMixin,
+    BaseEstimator,
 ):
     """Approximate full conformal prediction via Gauss-Newton influence (ACP-GN).
 

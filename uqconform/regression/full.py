@@ -34,6 +34,7 @@ from uqconform._validation import (
 from uqconform._version import VersionedState
 from uqconform._warnings import warn_user
 from uqconform.base import (
+    ExplainsCallMistakes,
     check_calibration_settings,
     keeps_state_on_error,
     record_calibration_settings,
@@ -319,7 +320,9 @@ class FullConformalMixin:
         return out[:, 0] if single else out
 
 
-class FullConformalRidge(VersionedState, FullConformalMixin, RegressorMixin, BaseEstimator):
+class FullConformalRidge(
+    ExplainsCallMistakes, VersionedState, FullConformalMixin, RegressorMixin, BaseEstimator
+):
     """Exact full conformal prediction for ridge regression (the ridge confidence machine).
 
     Every training point is used for fitting and none is held out; the set is exactly the

@@ -63,6 +63,7 @@ from uqconform._validation import (
 from uqconform._version import VersionedState
 from uqconform._warnings import warn_user
 from uqconform.base import (
+    ExplainsCallMistakes,
     check_calibration_settings,
     check_nan_accepted,
     forward_input_tags,
@@ -429,7 +430,12 @@ def _warn_out_of_time_order(X: Any, y: Any) -> None:
 
 
 class SequentialConformalRegressor(
-    VersionedState, RoutesFitParams, RegressorMixin, BaseEstimator, metaclass=ABCMeta
+    ExplainsCallMistakes,
+    VersionedState,
+    RoutesFitParams,
+    RegressorMixin,
+    BaseEstimator,
+    metaclass=ABCMeta,
 ):
     """Base class of EnbPI, SPCI and KOWCPI (not used directly).
 
