@@ -25,7 +25,14 @@ from sklearn.compose import TransformedTargetRegressor
 from sklearn.datasets import load_diabetes
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.frozen import FrozenEstimator
-from sklearn.linear_model import ElasticNet, Lasso, LinearRegression, LogisticRegression, Ridge
+from sklearn.linear_model import (
+    ElasticNet,
+    Lasso,
+    LinearRegression,
+    LogisticRegression,
+    Ridge,
+    SGDRegressor,
+)
 from sklearn.neighbors import KNeighborsRegressor
 from sklearn.neural_network import MLPRegressor
 from sklearn.preprocessing import MinMaxScaler, StandardScaler
@@ -1308,13 +1315,14 @@ def test_a_pipeline_gets_the_frame_with_its_int_and_bool_columns_as_they_are():
 
 # ---- 7. acp review, stop 56 ---------------------------------------------------------------------
 def _loss_models():
-    from sklearn.linear_model import HuberRegressor, Lasso, QuantileRegressor, SGDRegressor
+    from sklearn.linear_model import HuberRegressor, QuantileRegressor
 
     return [
         QuantileRegressor(quantile=0.9, alpha=0.0),
         HuberRegressor(),
         Lasso(alpha=0.05),
         SGDRegressor(loss="epsilon_insensitive", random_state=0),
+        SGDRegressor(penalty="l1", alpha=0.01, random_state=0),
     ]
 
 
@@ -1347,8 +1355,14 @@ def test_a_ridge_gets_no_loss_warning():
         warnings.simplefilter("error", UserWarning)
         ACP(Ridge(1.0)).fit(X, y)
         ACP(LinearRegression()).fit(X, y)
-    # no L1 penalty in effect (diffrev16: Lasso(alpha=0) was said to have one)
-    for model in (Lasso(alpha=0.0), ElasticNet(alpha=0.1, l1_ratio=0.0)):
+    # no L1 penalty in effect (diffrev16: Lasso(alpha=0) was said to have one; stop 56:
+    # SGDRegressor(penalty="l1", alpha=0) still was)
+    no_l1 = (
+        Lasso(alpha=0.0),
+        ElasticNet(alpha=0.1, l1_ratio=0.0),
+        SGDRegressor(penalty="l1", alpha=0.0, random_state=0),
+    )
+    for model in no_l1:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             ACP(model, prior_precision=1.0).fit(X, y)

@@ -291,9 +291,12 @@ def _not_squared_error(model: Any) -> str | None:
     # the fitted strength and mix where a search chose them (alpha_, l1_ratio_)
     strength = getattr(model, "alpha_", getattr(model, "alpha", 1.0))
     mix = getattr(model, "l1_ratio_", getattr(model, "l1_ratio", 1.0))
-    l1 = np.all(np.asarray(strength, dtype=float) != 0) and np.any(np.asarray(mix) != 0)
+    penalised = bool(np.all(np.asarray(strength, dtype=float) != 0))
+    l1 = penalised and np.any(np.asarray(mix) != 0)
     penalty = getattr(model, "penalty", "l2")
-    if name == "SGDRegressor" and (penalty == "l1" or (penalty == "elasticnet" and l1)):
+    if name == "SGDRegressor" and (
+        (penalty == "l1" and penalised) or (penalty == "elasticnet" and l1)
+    ):
         return f"an L1 penalty (penalty={model.penalty!r})"
     lasso_kinds = {"Lasso", "ElasticNet", "LassoCV", "ElasticNetCV", "LassoLars"}
     lasso_kinds |= {"LassoLarsCV", "LassoLarsIC"}
