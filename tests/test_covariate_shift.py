@@ -790,3 +790,27 @@ def test_an_unfitted_ratio_is_a_not_fitted_error_and_huge_counts_read_alike():
         cp.calibrate(Xc, yc)
     effective = [str(w.message) for w in caught if "effective calibration size" in str(w.message)]
     assert effective and "the 1e+12 scores" in effective[0], effective
+
+
+@pytest.mark.parametrize("attribute", ["classifier_", "prior_ratio_"])
+def test_a_fitted_attribute_replaced_after_calibrate_calls_for_recalibration(attribute):
+    """Review finding (stop 57): ``ratio.classifier_ = other_fitted`` or
+    ``ratio.prior_ratio_ = 50.0`` after ``calibrate`` went unnoticed (new weights on the
+    test rows, the old ones on the calibration rows), while a new ``clip`` was refused."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(1500, 2))
+    y = X @ [1.0, -1.0] + rng.normal(size=1500)
+    ratio = ClassifierDensityRatio().fit(X[:300], X[300:600] + 1.0)
+    other = ClassifierDensityRatio().fit(X[:300], X[600:900] - 1.0)
+    new = {"classifier_": other.classifier_, "prior_ratio_": 50.0}[attribute]
+    for wrapper in (ratio, ratio.predict):
+        cp = SplitConformalRegressor(Ridge(), likelihood_ratio=wrapper)
+        cp.fit(X[900:1100], y[900:1100]).calibrate(X[1100:1300], y[1100:1300])
+        cp.predict_interval(X[1300:])
+        old = getattr(ratio, attribute)
+        setattr(ratio, attribute, new)
+        with pytest.raises(NotFittedError, match="refitted or changed since"):
+            cp.predict_interval(X[1300:])
+        cp.calibrate(X[1100:1300], y[1100:1300])  # recalibrated: fine
+        assert cp.predict_interval(X[1300:]).shape == (200, 2)
+        setattr(ratio, attribute, old)

@@ -349,3 +349,44 @@ def test_a_bound_predict_proba_reads_its_estimators_classes(fitted):
     np.testing.assert_array_equal(
         rows, worst_of_k_perturbation(X[:2], np.array([1, 2]), 0.4, three, k=4, random_state=0)
     )
+
+
+@pytest.mark.parametrize(
+    ("dtype", "columns"), [(bool, 2), (bool, 1), ("boolean", 1), ("Int64", 1)]
+)
+def test_boolean_and_nullable_integer_frames_are_shifted_like_their_floats(dtype, columns):
+    """Review finding (stop 57): an all-boolean frame, a "boolean" or an "Int64" column
+    crashed both functions with numpy's "output array is read-only" (scikit-learn's
+    check_array returns a read-only array for them under pandas 3)."""
+    frame = pd.DataFrame({"a": [True, False, True, True], "b": [False, False, True, False]})
+    frame = frame.iloc[:, :columns].astype(dtype)
+    floats = frame.to_numpy(dtype=float)
+    guard = Unchanged(frame)
+    moved = random_l2_perturbation(frame, 0.5, clip=(0, 1), random_state=0)
+    assert isinstance(moved, pd.DataFrame)
+    np.testing.assert_array_equal(
+        moved.to_numpy(), random_l2_perturbation(floats, 0.5, clip=(0, 1), random_state=0)
+    )
+    y = np.array([0, 1, 1, 0])
+    model = LogisticRegression().fit(floats, y)
+    worst = worst_of_k_perturbation(frame, y, 0.5, model.predict_proba, k=4, random_state=0)
+    np.testing.assert_array_equal(
+        worst.to_numpy(),
+        worst_of_k_perturbation(floats, y, 0.5, model.predict_proba, k=4, random_state=0),
+    )
+    guard.check()
+
+
+def test_nan_and_one_dimensional_x_are_named_with_a_remedy():
+    """Review finding (stop 57): NaN in X said "`X` must be a finite numeric 2-D array
+    (Input contains NaN.)" with no remedy, and a 1-D X printed scikit-learn's dump of it."""
+    X = np.array([[0.5, np.nan], [1.0, 2.0]])
+    with pytest.raises(ValueError, match=r"`X` contains NaN .*impute") as nan_error:
+        random_l2_perturbation(X, 0.1)
+    assert "Input contains" not in str(nan_error.value)
+    row = np.array([0.123456, 2.5, 3.5])
+    with pytest.raises(ValueError, match=r"`X` must be 2-D .*X\.reshape\(-1, 1\)") as flat:
+        random_l2_perturbation(row, 0.1)
+    assert "0.123456" not in str(flat.value) and "array=" not in str(flat.value)
+    with pytest.raises(ValueError, match=r"`X` contains NaN .*impute"):
+        worst_of_k_perturbation(X, [0, 1], 0.1, lambda Z: np.ones((len(Z), 2)))

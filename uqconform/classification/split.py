@@ -374,7 +374,11 @@ default="lac"
         rounding of a multiple of ``1 / (n + 1)`` (the sets' rank tolerance counts
         ``(n + 1) alpha`` near an integer as that integer; the p-values are exact). With
         ``likelihood_ratio``: ``(W_m + w) / (W + w)``, the calibration weights of those
-        ``m`` scores and of all ``n``, plus the row's own weight ``w``.
+        ``m`` scores and of all ``n``, plus the row's own weight ``w``; a ratio of float
+        sums, exact only up to rounding, so there is one more exception: at an exact
+        weighted tie (a p-value equal to ``alpha`` in exact arithmetic) it can read
+        ``alpha`` plus a rounding error (4e-17 at ``alpha=0.1`` in a review) for a class
+        the set rightly leaves out.
 
         Parameters
         ----------

@@ -39,8 +39,9 @@ _BATCH_CELLS = 2**21
 
 
 def _features(X: ArrayLike) -> NDArray:
+    """``X`` as a new writeable float array (the working copy the shifts are added to)."""
     try:
-        return check_array(X, dtype=np.float64, ensure_all_finite=True, copy=True)
+        values = check_array(X, dtype=np.float64, ensure_all_finite=True, copy=True)
     except (TypeError, ValueError) as error:
         text = _text_columns(X)
         if text:
@@ -49,7 +50,39 @@ def _features(X: ArrayLike) -> NDArray:
                 "every column is shifted, so every column must be numeric; encode them as "
                 "numbers first (e.g. one-hot) or leave them out of the frame."
             ) from None
-        raise ValueError(f"`X` must be a finite numeric 2-D array ({error})") from None
+        raise ValueError(_not_features(X, error)) from None
+    # a frame of booleans, or of one nullable column, comes back read-only (pandas 3)
+    return np.require(values, requirements="W")
+
+
+def _not_features(X: Any, error: Exception) -> str:
+    """Why ``X`` is not a finite numeric 2-D array, with the remedy (never the array)."""
+    try:
+        shape = np.shape(X)
+    except ValueError:  # ragged rows
+        shape = None
+    if shape is not None and len(shape) == 1:
+        return (
+            f"`X` must be 2-D (one row per sample), got shape {shape}: use X.reshape(-1, 1) "
+            "for a single feature, or X.reshape(1, -1) for a single row."
+        )
+    # scikit-learn's first line: its next ones may print the array
+    generic = f"`X` must be a finite numeric 2-D array ({str(error).splitlines()[0].rstrip(':')})"
+    try:
+        values = check_array(X, dtype=np.float64, ensure_all_finite=False)
+    except (TypeError, ValueError):
+        return generic
+    bad = ~np.isfinite(values).all(axis=1)
+    if not bad.any():
+        return generic
+    nan, inf = bool(np.isnan(values).any()), bool(np.isinf(values).any())
+    what = " and ".join(name for name, found in (("NaN", nan), ("infinite values", inf)) if found)
+    return (
+        f"`X` contains {what} in {int(bad.sum())} of {bad.size} rows (first: row "
+        f"{int(np.argmax(bad))}): every value is shifted, so every value must be a finite "
+        "number; impute or replace them (e.g. sklearn.impute.SimpleImputer) or drop those rows "
+        "first."
+    )
 
 
 def _text_columns(X: Any) -> list:

@@ -606,7 +606,11 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
         calibrated side by side at ``alpha / 2`` (CQR with ``symmetric=False``):
         ``min(1, 2 min(p_low, p_high))``, valid but conservative. With
         ``likelihood_ratio``: ``(W_m + w) / (W + w)``, the calibration weights of those
-        ``m`` scores and of all ``n``, plus the row's own weight ``w``.
+        ``m`` scores and of all ``n``, plus the row's own weight ``w``; a ratio of float
+        sums, exact only up to rounding, so there is one more exception: at an exact
+        weighted tie (a p-value equal to ``alpha`` in exact arithmetic) it can read
+        ``alpha`` plus a rounding error (4e-17 at ``alpha=0.1`` in a review) for a label
+        the interval rightly leaves out.
 
         Parameters
         ----------
