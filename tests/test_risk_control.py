@@ -858,3 +858,75 @@ def test_hoeffding_bentkus_pvalue_returns_an_array_of_the_risk_shape():
     assert float(single) == hoeffding_bentkus_pvalue([0.05], 100, 0.1)[0]
     table = hoeffding_bentkus_pvalue(np.full((2, 3), 0.05), 100, 0.1)
     assert isinstance(table, np.ndarray) and table.shape == (2, 3)
+
+
+@pytest.mark.parametrize(
+    ("shape_of", "message"),
+    [
+        (lambda Y: Y[:, :, None], r"shape \(50, 6, 1\); its axis 2 has size 1: .*y\[\.\.\., 0\]"),
+        (lambda Y: Y[None], r"shape \(1, 50, 6\); its axis 0 has size 1: .*y\[0\]"),
+        (lambda Y: np.stack([1 - Y, Y], axis=2), r"one-hot .*y\[\.\.\., 1\]"),
+        (lambda Y: np.stack([Y, Y, Y], axis=2), r"shape \(50, 6, 3\); .*y\.reshape\(50, -1\)"),
+    ],
+)
+def test_a_label_array_with_an_extra_axis_is_told_how_to_drop_it(shape_of, message):
+    """Review finding (s57): a 3-D label array, (n, L, 1), one-hot (n, L, 2) or (1, n, L),
+    was told to use MultiLabelBinarizer, which turns lists of labels into a matrix."""
+    rng = np.random.default_rng(17)
+    P, Y = draw(50, rng)
+    with pytest.raises(ValueError, match=message) as error:
+        controller().calibrate(P, shape_of(Y.astype(int)))
+    assert "MultiLabelBinarizer" not in str(error.value)
+
+
+def test_a_label_matrix_without_columns_or_transposed_is_named():
+    """Review finding (s57): y of shape (n, 0) at fit got scikit-learn's "Unknown label
+    type", and a transposed label matrix "`y` has 6 rows but X has 50 rows" without a hint."""
+    rng = np.random.default_rng(18)
+    P, Y = draw(50, rng)
+    Y = Y.astype(int)
+    for call in (MultiLabelRiskController().fit, controller().calibrate):
+        with pytest.raises(ValueError, match=r"`y` has no label columns \(shape \(50, 0\)\)"):
+            call(P, Y[:, :0])
+    with pytest.raises(
+        ValueError, match=r"`y` has 6 rows but X has 50 rows; transposed\? pass y\.T"
+    ):
+        controller().calibrate(P, Y.T)
+    with pytest.raises(ValueError, match=r"`y` has 49 rows but X has 50 rows\.$"):
+        controller().calibrate(P, Y[:-1])
+
+
+@pytest.mark.parametrize("method", ["crc", "rcps"])
+def test_methods_without_a_grid_do_not_build_the_ltt_grid(method):
+    """Review finding (s57): `thresholds` (read by LTT only) was built at every validation:
+    method='crc' with thresholds=10**7 took 160 MB; 10**18 cannot be allocated at all."""
+    rng = np.random.default_rng(19)
+    P, Y = draw(200, rng)
+    reference = controller(method=method).calibrate(P, Y).predict_set(P)
+    model = controller(method=method, thresholds=10**18).calibrate(P, Y)
+    np.testing.assert_array_equal(model.predict_set(P), reference)
+    with pytest.raises(ValueError, match="`thresholds` must be at least 1"):
+        controller(method=method, thresholds=0).calibrate(P, Y)
+
+
+@pytest.mark.filterwarnings("ignore:No threshold of the grid is certified")
+@pytest.mark.filterwarnings("ignore:The certified thresholds keep no label")
+@pytest.mark.filterwarnings("ignore:.*calibration rows have no true label")
+@pytest.mark.parametrize("risk", ["fnr", "miscoverage", "precision"])
+@pytest.mark.parametrize("fwer", ["fixed_sequence", "bonferroni"])
+def test_learn_then_test_on_fine_grids_matches_a_brute_force_procedure(risk, fwer):
+    """LTT computes one loss per distinct set of chosen labels, not per grid point: the
+    same sets as the brute force on grids finer than the scores, with ties, repeats and
+    unlabelled rows."""
+    rng = np.random.default_rng(20)
+    P_cal, Y_cal = draw(150, rng, n_labels=4, ties=True)
+    Y_cal[:5] = False
+    P_test, _ = draw(50, rng, n_labels=4)
+    alphas = [0.1, 0.3]
+    for grid in (2000, [*np.ceil(rng.random(300) * 100) / 100, 0.5, 1.0]):
+        model = controller(method="ltt", risk=risk, fwer=fwer, thresholds=grid, alpha=alphas)
+        sets = model.calibrate(P_cal, Y_cal).predict_set(P_test)
+        values = np.arange(1, grid + 1) / grid if isinstance(grid, int) else np.unique(grid)
+        for j, alpha in enumerate(alphas):
+            expected = brute_force_ltt(P_cal, Y_cal, P_test, alpha, risk, values, fwer)
+            np.testing.assert_array_equal(sets[:, :, j], expected)

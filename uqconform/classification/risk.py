@@ -205,7 +205,9 @@ def check_label_matrix(y: Any, n: int, n_labels: int | None = None) -> NDArray:
         listed = labels.dtype.kind == "O" and not scalars
         got = "lists of labels" if listed else f"shape {labels.shape}"
         remedy = "sklearn.preprocessing.MultiLabelBinarizer turns lists of labels into one"
-        if labels.ndim == 1 and labels.dtype.kind in "biuf" and np.isin(labels, (0, 1)).all():
+        if labels.ndim >= 3:
+            remedy = _extra_axis_remedy(labels, n)
+        elif labels.ndim == 1 and labels.dtype.kind in "biuf" and np.isin(labels, (0, 1)).all():
             remedy = "for a single 0/1 label pass it as one column, y.reshape(-1, 1)"
         elif labels.ndim == 1 and (
             labels.dtype.kind in "biuUS"
@@ -221,7 +223,13 @@ def check_label_matrix(y: Any, n: int, n_labels: int | None = None) -> NDArray:
             f"got {got}; {remedy}."
         )
     if labels.shape[0] != n:
-        raise ValueError(f"`y` has {labels.shape[0]} rows but X has {n} rows.")
+        hint = "; transposed? pass y.T" if labels.shape[1] == n else ""
+        raise ValueError(f"`y` has {labels.shape[0]} rows but X has {n} rows{hint}.")
+    if labels.shape[1] == 0:
+        raise ValueError(
+            f"`y` has no label columns (shape {labels.shape}): a label matrix has one 0/1 "
+            "column per label, at least one."
+        )
     if n_labels is not None and labels.shape[1] != n_labels:
         raise ValueError(
             f"`y` has {labels.shape[1]} label columns but the model predicts {n_labels}."
@@ -238,6 +246,32 @@ def check_label_matrix(y: Any, n: int, n_labels: int | None = None) -> NDArray:
             f"{' ...' if bad.size > 3 else ''}."
         )
     return labels.astype(np.int64)
+
+
+def _extra_axis_remedy(labels: NDArray, n: int) -> str:
+    """How to make a label array of 3 or more axes a label matrix, for ``y`` of ``n`` rows:
+    drop an axis of size 1, take the "present" entries of one-hot pairs, or reshape."""
+    shape = labels.shape
+    if labels.ndim == 3 and shape[0] == 1 and shape[1] == n:  # a leading batch axis
+        return f"its axis 0 has size 1: drop it with y[0] (or y.reshape({n}, -1))"
+    if labels.ndim == 3 and shape[0] == n and shape[2] == 1:
+        return f"its axis 2 has size 1: drop it with y[..., 0] (or y.reshape({n}, -1))"
+    if (
+        labels.ndim == 3
+        and shape[0] == n
+        and shape[2] == 2
+        and labels.dtype.kind in "biuf"
+        and np.isin(labels, (0, 1)).all()
+        and (labels.sum(axis=2) == 1).all()
+    ):
+        return (
+            "its axis 2 holds one-hot (absent, present) pairs per label: pass the present "
+            "entries, y[..., 1]"
+        )
+    return (
+        f"it has {labels.ndim} axes, a label matrix 2 (rows, labels): y.reshape({n}, -1) "
+        "if the axes after the first index the labels"
+    )
 
 
 class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
@@ -428,7 +462,7 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
                 "share of false labels in a set is not monotone in the threshold, which "
                 "CRC and RCPS need."
             )
-        self._grid()
+        self._check_thresholds()  # the grid itself is built for LTT alone, at calibrate
         delta = self.delta
         if isinstance(delta, bool) or not isinstance(delta, (int, float, np.integer, np.floating)):
             got = "None" if delta is None else f"{type(delta).__name__} {delta!r}"
@@ -478,13 +512,15 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
         super()._use_prefit_estimator()
         self.__dict__.pop("n_labels_", None)  # learnt from the calibration rows
 
-    def _grid(self) -> NDArray:
-        """The probability thresholds of ``method="ltt"``, increasing."""
+    def _check_thresholds(self) -> None:
+        """Refuse a `thresholds` that is neither an int of at least 1 nor probabilities in
+        (0, 1], without building the grid of an int (checked for every method, though
+        only LTT reads it)."""
         grid = self.thresholds
         if isinstance(grid, numbers.Integral) and not isinstance(grid, bool):
             if grid < 1:
                 raise ValueError(f"`thresholds` must be at least 1, got {grid}.")
-            return np.arange(1, grid + 1) / grid
+            return
         try:
             values = np.asarray(grid, dtype=float)
         except (TypeError, ValueError):
@@ -498,7 +534,14 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
             raise ValueError(
                 f"`thresholds` must be an int or probabilities in (0, 1], got {grid!r}."
             )
-        return np.unique(values)  # sorted, each threshold tested once
+
+    def _grid(self) -> NDArray:
+        """The probability thresholds of ``method="ltt"``, increasing."""
+        self._check_thresholds()
+        grid = self.thresholds
+        if isinstance(grid, numbers.Integral):  # (a bool is refused above)
+            return np.arange(1, grid + 1) / grid
+        return np.unique(np.asarray(grid, dtype=float))  # sorted, each threshold tested once
 
     def _reset_calibration(self) -> None:
         super()._reset_calibration()
@@ -745,24 +788,15 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
         cuts = 1.0 - grid  # decreasing: the sets shrink along it
         if self.risk == "precision":
             cuts = cuts[::-1]
-        summed_loss = np.empty(cuts.size)
-        counts = labels.sum(axis=1)
-        for j, cut in enumerate(cuts):  # a loop over the grid, not over rows
-            chosen = scores <= cut
-            if self.risk == "precision":
-                size = chosen.sum(axis=1)
-                false = (chosen & ~labels).sum(axis=1)
-                loss = np.divide(false, size, out=np.zeros(n), where=size > 0)
-            else:
-                missed = (labels & ~chosen).sum(axis=1)
-                if self.risk == "fnr":
-                    loss = np.divide(missed, counts, out=np.zeros(n), where=counts > 0)
-                else:
-                    loss = (missed > 0).astype(float)
-            summed_loss[j] = loss.sum()
+        # the sets change only where a cut passes a score: cuts with the same number of
+        # distinct scores at or below them choose the same labels, so have the same loss
+        # and p-value; each such class of the grid is evaluated once, at its first cut
+        passed = np.searchsorted(np.unique(scores), cuts, side="right")
+        _, first, members = np.unique(passed, return_index=True, return_inverse=True)
+        summed_loss = self._summed_losses(scores, labels, cuts[first])
         out = np.empty(alphas.size)
         for i, level in enumerate(alphas):  # a loop over levels, not rows
-            pvalues = self._pvalues(summed_loss, n, float(level))
+            pvalues = self._pvalues(summed_loss, n, float(level))[members]
             if self.fwer == "bonferroni":
                 certified = pvalues < self.delta / cuts.size
             else:  # from the safe end on, until the first threshold not certified
@@ -771,6 +805,27 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
                 out[i] = cuts[np.flatnonzero(certified)[-1]]
             else:
                 out[i] = -np.inf if self.risk == "precision" else np.inf
+        return out
+
+    def _summed_losses(self, scores: NDArray, labels: NDArray, cuts: NDArray) -> NDArray:
+        """The summed loss of the rows at each of ``cuts`` (a row's set: the labels with
+        ``scores <= cut``), for blocks of cuts at once (a few MB each)."""
+        counts = labels.sum(axis=1)
+        out = np.empty(cuts.size)
+        block = max(1, 2**20 // scores.size)
+        for start in range(0, cuts.size, block):  # a loop over blocks of the grid
+            chosen = scores <= cuts[start : start + block, None, None]
+            if self.risk == "precision":
+                size = chosen.sum(axis=2)
+                false = (chosen & ~labels).sum(axis=2)
+                loss = np.divide(false, size, out=np.zeros(size.shape), where=size > 0)
+            else:
+                missed = (labels & ~chosen).sum(axis=2)
+                if self.risk == "fnr":
+                    loss = np.divide(missed, counts, out=np.zeros(missed.shape), where=counts > 0)
+                else:
+                    loss = (missed > 0).astype(float)
+            out[start : start + block] = loss.sum(axis=1)  # one sum per cut, over rows
         return out
 
     def _warn_too_few(
