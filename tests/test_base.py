@@ -586,6 +586,49 @@ def test_an_older_builds_digest_without_scalars_still_predicts():
         loaded.predict_interval(Xt)
 
 
+def test_a_nearest_neighbours_model_trained_again_in_place_is_refused():
+    """regr review (stop 57, repro_knn_retrained.py): a fitted k-NN model (point model or
+    difficulty model) retrained in place after calibrate kept its digest (it learns only
+    private arrays, ``_fit_X`` and ``_y``): coverage fell from 0.91 to 0.34 without a
+    word. A digest an older build recorded ("d3", without those arrays) still predicts
+    without a warning."""
+    from sklearn.neighbors import KNeighborsRegressor
+
+    from uqconform._version import _STATE_KEY, __version__
+    from uqconform.linearize import parameter_digest
+
+    X, y = regression_data(450)
+    (Xf, yf), (Xc, yc), (Xt, _) = thirds(X, y)
+    point = KNeighborsRegressor(10).fit(Xf, yf)
+    cp = SplitConformalRegressor(point, alpha=0.1).calibrate(Xc, yc)
+    reference = cp.predict_interval(Xt)
+    state = cp.__getstate__()
+    point.fit(Xf, -yf)
+    with pytest.raises(NotFittedError, match=r"changed since calibrate \(it was trained again"):
+        cp.predict_interval(Xt)
+    # the difficulty model given fitted
+    spread = KNeighborsRegressor(10).fit(Xf, np.abs(yf - yf.mean()))
+    model = Ridge().fit(Xf, yf)
+    normalized = SplitConformalRegressor(
+        model, conformity_score="normalized", difficulty_estimator=spread
+    ).calibrate(Xc, yc)
+    normalized.predict_interval(Xt)
+    spread.fit(Xf, np.abs(yf - yf.mean()) / 10)
+    with pytest.raises(NotFittedError, match=r"`difficulty_estimator`\) changed since"):
+        normalized.predict_interval(Xt)
+    # a wrapper pickled by the previous build (a "d3" digest) predicts without a warning
+    point.fit(Xf, yf)
+    old = parameter_digest([point], arrays_only=True, like="d3:")
+    assert old.startswith("d3:") and old != state["_adopted_digest"]
+    state["_adopted_digest"] = old
+    state[_STATE_KEY] = __version__
+    loaded = type(cp).__new__(type(cp))
+    loaded.__setstate__(pickle.loads(pickle.dumps(state)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        np.testing.assert_array_equal(loaded.predict_interval(Xt), reference)
+
+
 # ---- FrozenEstimator at fit ------------------------------------------------------------------
 @pytest.mark.parametrize("Wrapper", [SplitConformalRegressor, ConformalPredictiveSystem])
 def test_fit_checks_x_against_the_frozen_models_features(Wrapper):

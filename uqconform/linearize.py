@@ -289,8 +289,10 @@ _DIGEST_SAMPLE = 4096
 DIGEST_SCHEME = "d2"
 
 #: The version of what `parameter_digest(arrays_only=True)` hashes: "d3" adds float
-#: scalars (a linear model's ``intercept_``), which "d2" left out.
-ARRAYS_DIGEST_SCHEME = "d3"
+#: scalars (a linear model's ``intercept_``), which "d2" left out; "d4" adds the numeric
+#: arrays a scikit-learn model keeps in private attributes (a k-nearest-neighbours
+#: model's ``_fit_X`` and ``_y``, its whole learnt state).
+ARRAYS_DIGEST_SCHEME = "d4"
 
 
 def parameter_digest(estimator: Any, *, arrays_only: bool = False, like: Any = None) -> str:
@@ -306,11 +308,12 @@ def parameter_digest(estimator: Any, *, arrays_only: bool = False, like: Any = N
     in other objects (scikit-learn's trees) are not covered. ``arrays_only`` leaves out
     integer scalars (and lists of scalars): a model may count its calls in one, and a
     retrained model's arrays change anyway; it keeps float scalars (a linear model's
-    ``intercept_``, which alone moves when it is refitted on a shifted target) and hashes
-    a strided sample of 4,096 numbers of a larger array. Such a digest starts with
-    `ARRAYS_DIGEST_SCHEME`; ``like``, a digest an older build recorded (scheme "d2", or
-    none), makes it hash as that build did (without float scalars), so `digest_change`
-    compares like with like.
+    ``intercept_``, which alone moves when it is refitted on a shifted target), adds the
+    numeric arrays held in private attributes (a k-nearest-neighbours model's ``_fit_X``
+    and ``_y``) and hashes a strided sample of 4,096 numbers of a larger array. Such a
+    digest starts with `ARRAYS_DIGEST_SCHEME`; ``like``, a digest an older build recorded
+    (scheme "d3" without the private arrays, "d2" or none without float scalars either),
+    makes it hash as that build did, so `digest_change` compares like with like.
 
     Parameters
     ----------
@@ -322,15 +325,15 @@ def parameter_digest(estimator: Any, *, arrays_only: bool = False, like: Any = N
         above).
     like : str, optional
         A digest recorded earlier; one of another scheme than `ARRAYS_DIGEST_SCHEME` makes
-        an ``arrays_only`` digest hash as that scheme did. Only read with
-        ``arrays_only=True``.
+        an ``arrays_only`` digest hash as that scheme did ("d3", or "d2" for any other).
+        Only read with ``arrays_only=True``.
 
     Returns
     -------
     str
         ``"<scheme>:<sha256 hex digest>"``, the scheme being `DIGEST_SCHEME`, or
-        `ARRAYS_DIGEST_SCHEME` for an ``arrays_only`` digest (`DIGEST_SCHEME` again when
-        ``like`` asks for the older hashing).
+        `ARRAYS_DIGEST_SCHEME` for an ``arrays_only`` digest (the older scheme ``like``
+        asks for, "d3" or `DIGEST_SCHEME`).
 
     Examples
     --------
@@ -342,15 +345,25 @@ def parameter_digest(estimator: Any, *, arrays_only: bool = False, like: Any = N
     >>> before == parameter_digest(model), before == parameter_digest(model.fit(X, -y))
     (True, False)
     >>> before.split(":")[0], parameter_digest(model, arrays_only=True).split(":")[0]
-    ('d2', 'd3')
+    ('d2', 'd4')
     >>> parameter_digest(model, arrays_only=True, like=before).split(":")[0]
     'd2'
     """
-    older = isinstance(like, str) and not like.startswith(f"{ARRAYS_DIGEST_SCHEME}:")
-    floats = arrays_only and not older
+    scheme = DIGEST_SCHEME
+    if arrays_only:  # the newest scheme, or the one ``like`` was recorded with
+        scheme = ARRAYS_DIGEST_SCHEME
+        if isinstance(like, str) and not like.startswith(f"{ARRAYS_DIGEST_SCHEME}:"):
+            scheme = "d3" if like.startswith("d3:") else DIGEST_SCHEME
     digest = hashlib.sha256()
-    _feed_digest(digest, estimator, set(), arrays_only, floats)
-    return f"{ARRAYS_DIGEST_SCHEME if floats else DIGEST_SCHEME}:{digest.hexdigest()}"
+    _feed_digest(
+        digest,
+        estimator,
+        set(),
+        arrays_only,
+        floats=scheme != DIGEST_SCHEME,
+        private=scheme == "d4",
+    )
+    return f"{scheme}:{digest.hexdigest()}"
 
 
 def digest_change(recorded: Any, current: str) -> Literal["changed", "maybe"] | None:
@@ -366,7 +379,12 @@ def digest_change(recorded: Any, current: str) -> Literal["changed", "maybe"] | 
 
 
 def _feed_digest(
-    digest: Any, value: Any, seen: set[int], arrays_only: bool = False, floats: bool = False
+    digest: Any,
+    value: Any,
+    seen: set[int],
+    arrays_only: bool = False,
+    floats: bool = False,
+    private: bool = False,
 ) -> None:
     if isinstance(value, (BaseEstimator, list, tuple, dict)) or is_torch_module(value):
         if id(value) in seen:
@@ -408,23 +426,27 @@ def _feed_digest(
             digest.update(np.float64(value).tobytes())
     elif isinstance(value, (list, tuple)):
         for item in value:
-            _feed_digest(digest, item, seen, arrays_only, floats)
+            _feed_digest(digest, item, seen, arrays_only, floats, private)
     elif isinstance(value, dict):
         for key in sorted(value, key=str):
             digest.update(str(key).encode())
-            _feed_digest(digest, value[key], seen, arrays_only, floats)
+            _feed_digest(digest, value[key], seen, arrays_only, floats, private)
     elif isinstance(value, BaseEstimator):
         if isinstance(value, Pipeline):
-            _feed_digest(digest, [step for _, step in value.steps], seen, arrays_only, floats)
+            _feed_digest(
+                digest, [step for _, step in value.steps], seen, arrays_only, floats, private
+            )
         if isinstance(value, FrozenEstimator):
-            _feed_digest(digest, value.estimator, seen, arrays_only, floats)
+            _feed_digest(digest, value.estimator, seen, arrays_only, floats, private)
         for name, item in sorted(vars(value).items()):
             # fitted attributes, and fitted models held as parameters (CQR's quantile pair)
-            if (name.endswith("_") and not name.startswith("_")) or (
-                isinstance(item, BaseEstimator) or is_torch_module(item)
+            if (
+                (name.endswith("_") and not name.startswith("_"))
+                or (isinstance(item, BaseEstimator) or is_torch_module(item))
+                or (private and name.startswith("_") and isinstance(item, np.ndarray))
             ):
                 digest.update(name.encode())
-                _feed_digest(digest, item, seen, arrays_only, floats)
+                _feed_digest(digest, item, seen, arrays_only, floats, private)
 
 
 def _minibatch_factor(model: MLPRegressor) -> float:

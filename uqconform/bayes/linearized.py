@@ -92,13 +92,13 @@ def _is_fitted(model: Any) -> bool:
     return True
 
 
-def _digest_of(model: Any) -> str:
+def _digest_of(model: Any, like: str | None = None) -> str:
     """`parameter_digest` (``arrays_only``) of a fitted network; a torch module's parameters
     and buffers are hashed as numpy arrays (views, not copies), which it samples when large
     as it does a scikit-learn network's (it hashes a module's tensors whole: about 3 ms at
     each prediction for a (512, 512) network in a measurement, more than the prediction)."""
     if not is_torch_module(model):
-        return parameter_digest(model, arrays_only=True)
+        return parameter_digest(model, arrays_only=True, like=like)
     state = {}
     for name, tensor in [*model.named_parameters(), *model.named_buffers()]:
         data = tensor.detach().cpu()
@@ -106,7 +106,7 @@ def _digest_of(model: Any) -> str:
             state[name] = data.numpy()
         except (TypeError, RuntimeError):  # dtypes numpy lacks (bfloat16)
             state[name] = data.double().numpy()
-    return parameter_digest(state, arrays_only=True)
+    return parameter_digest(state, arrays_only=True, like=like)
 
 
 def _task_of(model: Any) -> str:
@@ -662,7 +662,7 @@ class LinearizedPredictive(ExplainsCallMistakes, VersionedState, BaseEstimator):
         recorded = self.__dict__.get("_network_digest")  # none when pickled by older builds
         if recorded is None:
             return
-        change = digest_change(recorded, _digest_of(self.estimator_))
+        change = digest_change(recorded, _digest_of(self.estimator_, like=recorded))
         if change == "maybe":  # recorded by a build that hashed otherwise
             warn_older_digest(self, method, "network (`estimator`)", "fit(X, y)")
         elif change == "changed":
