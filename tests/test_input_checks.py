@@ -2672,10 +2672,6 @@ def test_groups_where_there_is_no_mondrian_calibration_say_where_they_go(data):
             "ReliablePredictionSets.calibrate",
         ),
         (
-            lambda: VennAbersCalibrator(LogisticRegression()).calibrate(X, labels, groups=g),
-            "VennAbersCalibrator.calibrate",
-        ),
-        (
             lambda: ApproximateFullConformalRegressor().predict_interval(X, groups=g),
             "ApproximateFullConformalRegressor.predict_interval",
         ),
@@ -2687,6 +2683,13 @@ def test_groups_where_there_is_no_mondrian_calibration_say_where_they_go(data):
             call()
     with pytest.raises(TypeError, match=r"`groups` that fit takes are the cross-validation"):
         cross.predict_interval(X, groups=g)
+    # a calibrator of probabilities is told of probabilities, not coverage (va review)
+    calibrator = VennAbersCalibrator(LogisticRegression())
+    with pytest.raises(TypeError, match=r"takes no `groups`.*fit one VennAbersCalibrator per"):
+        calibrator.calibrate(X, labels, groups=g)
+    with pytest.raises(TypeError, match=r"calibration guarantee of Venn predictors") as caught:
+        calibrator.fit(X[:75], labels[:75]).calibrate(X, labels, sample_weight=np.ones(150))
+    assert "coverage" not in str(caught.value)
     # the signatures are the methods' own, and the right calls still work
     assert list(inspect.signature(CrossConformalRegressor.predict_interval).parameters)[:3] == [
         "self",

@@ -744,11 +744,15 @@ def _call_mistake_message(
             if "likelihood_ratio" in model.get_params(deep=False)
             else ""
         )
+        guarantee = (  # a wrapper without sets or intervals calibrates probabilities
+            "split conformal prediction's coverage guarantee"
+            if level_method is not None
+            else "the calibration guarantee of Venn predictors"
+        )
         return (
-            f"{name} takes no `sample_weight`: every calibration row counts once (split "
-            "conformal prediction's coverage guarantee is for exchangeable, unweighted rows). "
-            "Weights for training go to fit(X, y, sample_weight=w), which passes them to the "
-            f"model.{shift}"
+            f"{name} takes no `sample_weight`: every calibration row counts once ({guarantee} "
+            "is for exchangeable, unweighted rows). Weights for training go to "
+            f"fit(X, y, sample_weight=w), which passes them to the model.{shift}"
         )
     if "groups" in kwargs:
         fit = getattr(type(model), "fit", None)
@@ -757,6 +761,12 @@ def _call_mistake_message(
             if fit is not None and "groups" in inspect.signature(fit).parameters
             else ""
         )
+        if level_method is None:
+            return (
+                f"{name} takes no `groups`: {type(model).__name__} calibrates probabilities "
+                f"over all rows{folds}. For probabilities calibrated within each group, fit "
+                f"one {type(model).__name__} per group on that group's rows."
+            )
         return (
             f"{name} takes no `groups`: {type(model).__name__} has no group-conditional "
             f"(Mondrian) calibration{folds}. For coverage within each group, calibrate a "
