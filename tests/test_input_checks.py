@@ -1117,6 +1117,9 @@ def test_a_coverage_level_given_as_alpha_warns():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         SplitConformalRegressor(LinearRegression(), alpha=0.5).fit(X[:50], y[:50])
+    # a level a hair below 1 is shown as given, not rounded to "alpha=1" (regr review)
+    with pytest.warns(UserWarning, match=r"alpha=0\.9999999999999999 is the miscoverage"):
+        SplitConformalRegressor(LinearRegression(), alpha=1 - 2**-53).fit(X[:50], y[:50])
 
 
 def test_a_coverage_level_given_to_a_prediction_call_warns():

@@ -154,8 +154,9 @@ def check_miscoverage(alpha: float | Sequence[float] | ArrayLike, name: str = "a
     levels = check_alpha(alpha, name)
     if levels.max() > 0.5:
         high = float(levels.max())
+        shown = f"{high:g}" if high < 0.99999 else repr(high)  # never "alpha=1"
         warn_user(
-            f"{name}={high:g} is the miscoverage level: the sets aim to cover 1 - {name} = "
+            f"{name}={shown} is the miscoverage level: the sets aim to cover 1 - {name} = "
             f"{100 * (1 - high):.3g}% of points. For {100 * high:.3g}% coverage pass "
             f"{name}={1 - high:.3g}.",
             UserWarning,
