@@ -498,3 +498,31 @@ def test_spreads_all_below_the_floor_warn_that_the_system_is_not_normalized():
     with pytest.warns(UserWarning, match="of which have absolute residuals above") as caught:
         zero.calibrate(X[:200], y[:200])
     assert not any("on every calibration row" in str(w.message) for w in caught)
+
+
+def test_normalized_system_around_a_frozen_model_says_fit_trains_copies():
+    """normalized=True around a FrozenEstimator trains cv copies of its kind for the
+    out-of-fold residuals (the frozen model is never refitted): fit says so (stop 57)."""
+    from sklearn.frozen import FrozenEstimator
+
+    X, y = regression_data(400)
+    fitted = LinearRegression().fit(X[:200], y[:200])
+    cps = ConformalPredictiveSystem(
+        FrozenEstimator(fitted), normalized=True, difficulty_estimator=Ridge(), cv=3
+    )
+    with pytest.warns(UserWarning, match=r"normalized=True.*trains 3 copies.*`difficulty_est"):
+        cps.fit(X[:200], y[:200])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the plain system trains nothing: no warning
+        ConformalPredictiveSystem(FrozenEstimator(fitted)).fit(X[:200], y[:200])
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [(Ridge, r"`difficulty_estimator` is the class Ridge"), ("x", r"`difficulty_estimator` must")],
+)
+def test_difficulty_estimator_that_is_not_a_model_is_refused_by_name(value, message):
+    X, y = regression_data(300)
+    cps = ConformalPredictiveSystem(Ridge(), normalized=True, difficulty_estimator=value)
+    with pytest.raises(TypeError, match=message):
+        cps.fit(X[:200], y[:200])

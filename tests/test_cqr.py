@@ -329,3 +329,52 @@ def test_generator_seed_is_not_drawn_by_harmless_calls():
         return model.fit(X, y).estimator_.lower.random_state
 
     assert seed_after(lambda m: None) == seed_after(get_tags) is not None
+
+
+def test_quantile_band_fit_trains_clones_and_leaves_the_given_models_alone():
+    """QuantileBand.fit trained the user's `lower` and `upper` in place (stop 57): it
+    trains clones, `lower_` and `upper_`, which predict reads; CQR is unchanged."""
+    import warnings
+
+    from sklearn.base import clone
+    from sklearn.utils.estimator_checks import check_estimators_overwrite_params
+
+    (Xf, yf), (Xc, yc), (Xt, _) = _split(seed=4)
+    lo, hi = _hgb(quantile=0.05), _hgb(quantile=0.95)
+    band = QuantileBand(lo, hi).fit(Xf, yf)
+    assert band.lower is lo and band.upper is hi
+    for model in (lo, hi):
+        with pytest.raises(NotFittedError):
+            check_is_fitted(model)
+    expected = np.c_[clone(lo).fit(Xf, yf).predict(Xt), clone(hi).fit(Xf, yf).predict(Xt)]
+    np.testing.assert_array_equal(band.predict(Xt), expected)
+    np.testing.assert_array_equal(band.lower_.predict(Xt), expected[:, 0])
+    assert band.n_features_in_ == Xf.shape[1]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        check_estimators_overwrite_params(
+            "QuantileBand", QuantileBand(_hgb(quantile=0.1), _hgb(quantile=0.9))
+        )
+    for method in (QuantileBand.fit, QuantileBand.predict):
+        assert "Parameters\n" in (method.__doc__ or "") and "Returns\n" in method.__doc__
+    # CQR around the band: the user's models untouched, the intervals those of its clones
+    cqr = ConformalizedQuantileRegressor(QuantileBand(lo, hi)).fit(Xf, yf).calibrate(Xc, yc)
+    with pytest.raises(NotFittedError):
+        check_is_fitted(lo)
+    lower, upper = clone(lo).fit(Xf, yf), clone(hi).fit(Xf, yf)
+    q = conformal_quantile(np.maximum(lower.predict(Xc) - yc, yc - upper.predict(Xc)), 0.1)[0]
+    out = cqr.predict_interval(Xt)
+    np.testing.assert_allclose(out, np.c_[expected[:, 0] - q, expected[:, 1] + q])
+    np.testing.assert_array_equal(cqr.estimator_.lower.predict(Xt), expected[:, 0])
+    # a band of fitted models is used as is, without fit
+    fitted = QuantileBand(lower, upper)
+    np.testing.assert_array_equal(fitted.predict(Xt), expected)
+    prefit = ConformalizedQuantileRegressor(fitted).calibrate(Xc, yc)
+    np.testing.assert_array_equal(prefit.predict_interval(Xt), out)
+
+
+@pytest.mark.parametrize("value", [3, ["quantile"], 0.5])
+def test_quantile_param_that_is_not_a_name_is_refused_by_name(value):
+    (Xf, yf), _, _ = _split()
+    with pytest.raises(TypeError, match=r"`quantile_param` must be None or the name"):
+        ConformalizedQuantileRegressor(_hgb(), quantile_param=value).fit(Xf, yf)

@@ -1160,3 +1160,25 @@ def test_a_fill_label_that_reaches_the_level_alone_is_not_reported_beyond_the_ca
     assert model._true_is_fill.mean() > 0.7  # the case the check is about
     assert (sets.sum(axis=1) >= 1).all() and sets.sum(axis=1).mean() < 1.05
     assert kept < len(model.cells_["centres"])
+
+
+@pytest.mark.parametrize("wrapper", [MultiDimScoreClassifier, EnsembleConformalClassifier])
+def test_fit_of_a_frozen_model_warns_that_the_heads_are_identical(wrapper):
+    """fit clones a FrozenEstimator as itself: the n_heads heads are one model, copied
+    (stop 57), which fit says; a frozen preprocessing step before a trainable classifier
+    still gives diverse heads, without the warning."""
+    from sklearn.frozen import FrozenEstimator
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    X, y = make_classification(300, n_features=6, n_informative=4, n_classes=3, random_state=0)
+    fitted = LogisticRegression().fit(X, y)
+    for estimator in (FrozenEstimator(fitted), make_pipeline(FrozenEstimator(fitted))):
+        with pytest.warns(UserWarning, match="identical.*list of fitted heads"):
+            model = wrapper(estimator, n_heads=3, random_state=0).fit(X, y)
+        proba = model.estimator_.head_probabilities(X[:20])
+        assert np.array_equal(proba[0], proba[1])  # what the warning says
+    scaler = FrozenEstimator(StandardScaler().fit(X))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a warning fails the test
+        wrapper(make_pipeline(scaler, LogisticRegression()), n_heads=3, random_state=0).fit(X, y)

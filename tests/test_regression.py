@@ -842,3 +842,75 @@ def test_continuous_groups_get_a_hint_to_bin_them_in_regression():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         model.calibrate(X[100:], y[100:], groups=X[100:, 1] > 0)
+
+
+def test_frozen_estimator_with_a_trained_difficulty_model_says_copies_are_trained():
+    """The frozen model is never refitted, but the out-of-fold residuals a trained
+    difficulty model learns come from cv fresh copies of its kind: fit says so, naming
+    `difficulty_estimator` (stop 57); a fitted difficulty model trains nothing, silently."""
+    from sklearn.frozen import FrozenEstimator
+
+    X, y = regression_data(400)
+    fitted = LinearRegression().fit(X[:200], y[:200])
+    coefficients = fitted.coef_.copy()
+    for difficulty in (None, Ridge()):
+        model = SplitConformalRegressor(
+            FrozenEstimator(fitted), conformity_score="normalized", difficulty_estimator=difficulty
+        )
+        with pytest.warns(UserWarning, match=r"trains 5 copies.*fitted `difficulty_estimator`"):
+            model.fit(X[:200], y[:200])
+    np.testing.assert_array_equal(fitted.coef_, coefficients)  # the point model: untouched
+    prefit = KNeighborsRegressor().fit(X[:200], np.abs(y[:200] - fitted.predict(X[:200])))
+    model = SplitConformalRegressor(
+        FrozenEstimator(fitted), conformity_score="normalized", difficulty_estimator=prefit
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a warning fails the test
+        model.fit(X[:200], y[:200])
+
+
+def test_frozen_model_outside_sklearn_names_difficulty_estimator_when_copies_are_needed():
+    from sklearn.frozen import FrozenEstimator
+
+    class Outside:
+        def predict(self, X):
+            return np.asarray(X)[:, 0]
+
+    X, y = regression_data(300)
+    model = SplitConformalRegressor(
+        FrozenEstimator(Outside()), conformity_score="normalized", difficulty_estimator=Ridge()
+    )
+    with pytest.raises(
+        TypeError, match=r"around Outside.*outside scikit-learn.*fitted `difficulty_estimator`"
+    ):
+        model.fit(X[:200], y[:200])
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (Ridge, r"`difficulty_estimator` is the class Ridge: pass an instance, e\.g\. Ridge\(\)"),
+        ("x", r"`difficulty_estimator` must be None or a regressor.*got str"),
+        (3, r"`difficulty_estimator` must be None or a regressor.*got int"),
+    ],
+)
+def test_difficulty_estimator_that_is_not_a_model_is_refused_by_name(value, message):
+    X, y = regression_data(300)
+    model = SplitConformalRegressor(
+        Ridge(), conformity_score="normalized", difficulty_estimator=value
+    )
+    with pytest.raises(TypeError, match=message):
+        model.fit(X[:200], y[:200])
+    with pytest.raises(TypeError, match=message):  # calibrate without fit too
+        SplitConformalRegressor(
+            Ridge().fit(X[:200], y[:200]),
+            conformity_score="normalized",
+            difficulty_estimator=value,
+        ).calibrate(X[200:], y[200:])
+
+
+def test_conformity_score_given_as_a_class_is_refused_by_name():
+    X, y = regression_data(300)
+    model = SplitConformalRegressor(Ridge(), conformity_score=AbsoluteScore)
+    with pytest.raises(TypeError, match=r"is the class AbsoluteScore: pass an instance"):
+        model.fit(X[:200], y[:200])

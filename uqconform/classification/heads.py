@@ -42,6 +42,7 @@ from uqconform._validation import (
 from uqconform._version import VersionedState
 from uqconform._warnings import warn_user
 from uqconform.base import check_nan_accepted, forward_input_tags, keeps_state_on_error
+from uqconform.classification.rps import _keeps_a_frozen_classifier
 from uqconform.routing import RoutesFitParams
 
 if TYPE_CHECKING:
@@ -312,6 +313,15 @@ class HeadEnsemble(VersionedState, RoutesFitParams, ClassifierMixin, BaseEstimat
             )
         base = self._base_estimator()
         check_nan_accepted(base, X)  # the library's message, not the head's own, once
+        if _keeps_a_frozen_classifier(base):  # clone() returns the frozen model itself
+            warn_user(
+                f"`estimator` holds a FrozenEstimator, which fit does not train: the "
+                f"{int(self.n_heads)} heads are identical copies of that one model "
+                "(n_heads and diversity are not used), so the heads' scores are one score "
+                "repeated. Pass an unfitted classifier for fit to train n_heads diverse "
+                "heads, or a list of fitted heads as `estimator`.",
+                UserWarning,
+            )
         rows: list[NDArray] = []
         columns: list[NDArray | None] = []
         seeds: list[int | None] = []

@@ -84,9 +84,13 @@ class ConformalPredictiveSystem(SplitConformalRegressor):
         the tails that hold them huge or infinite; calibration warns); a model whose
         spreads stay positive where there is noise (``KNeighborsRegressor``, a random
         forest) suits best. Weighting under covariate shift (``likelihood_ratio``) is
-        not offered here.
+        not offered here. The out-of-fold residuals come from ``cv`` fresh copies of
+        ``estimator``'s model, trained on the fit rows, also when ``estimator`` is a
+        ``FrozenEstimator`` (the frozen model itself is never refitted; fit warns): pass
+        a fitted ``difficulty_estimator`` to train nothing.
     cv : int or cross-validation splitter, default=5
-        Folds for the out-of-fold residuals of the normalized system.
+        Folds for the out-of-fold residuals of the normalized system (one copy of the
+        model trained per fold).
     batch_size : int, default=None
         Rows predicted at once (``None``: automatic).
     random_state : int, Generator or None, default=None

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from sklearn.base import BaseEstimator
+from sklearn.base import BaseEstimator, clone
 from sklearn.ensemble import HistGradientBoostingRegressor
 from sklearn.frozen import FrozenEstimator
 from sklearn.utils import get_tags
@@ -57,20 +57,59 @@ class QuantileBand(VersionedState, RoutesFitParams, BaseEstimator):
         return {"lower": self.lower, "upper": self.upper}
 
     def fit(self, X: Any, y: ArrayLike, **fit_params: Any) -> Self:
+        """Fit clones of ``lower`` and ``upper`` (the given models are left as they are).
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+        **fit_params : dict
+            Passed to both models' ``fit`` (with scikit-learn's metadata routing on, those
+            each requested, see `uqconform.routing`).
+
+        Returns
+        -------
+        self
+        """
+        return self._fit_models(clone(self.lower), clone(self.upper), X, y, fit_params)
+
+    def _fit_models(
+        self, lower: Any, upper: Any, X: Any, y: ArrayLike, fit_params: dict[str, Any]
+    ) -> Self:
+        """Train ``lower`` and ``upper`` in place as ``lower_`` and ``upper_`` (CQR passes
+        the band's own models, clones it made of the user's)."""
         routed = self._routed_fit_params(fit_params)
-        self.lower.fit(X, y, **routed["lower"])
-        self.upper.fit(X, y, **routed["upper"])
+        self.lower_ = lower.fit(X, y, **routed["lower"])
+        self.upper_ = upper.fit(X, y, **routed["upper"])
         return self
 
+    def _models(self) -> tuple[Any, Any]:
+        """The models ``fit`` trained, else the given ones (a band of fitted models)."""
+        fitted = self.__dict__
+        return fitted.get("lower_", self.lower), fitted.get("upper_", self.upper)
+
     def predict(self, X: Any) -> NDArray:
+        """The lower and upper quantiles of each row.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples, 2)
+            The lower model's prediction, then the upper one's (of the models ``fit``
+            trained, else of the given ones, taken as fitted).
+        """
+        lower, upper = self._models()
         return np.stack(
-            [np.asarray(self.lower.predict(X), float), np.asarray(self.upper.predict(X), float)],
+            [np.asarray(lower.predict(X), float), np.asarray(upper.predict(X), float)],
             axis=1,
         )
 
     def __sklearn_is_fitted__(self) -> bool:
-        check_fitted_model(self.lower)
-        check_fitted_model(self.upper)
+        for model in self._models():
+            check_fitted_model(model)
         return True
 
     def __sklearn_tags__(self):
@@ -85,7 +124,7 @@ class QuantileBand(VersionedState, RoutesFitParams, BaseEstimator):
     def __getattr__(self, name: str) -> Any:
         # only called for missing attributes; __dict__ may be empty while unpickling
         if name in ("n_features_in_", "feature_names_in_") and "lower" in self.__dict__:
-            return getattr(self.__dict__["lower"], name)
+            return getattr(self._models()[0], name)
         raise AttributeError(name)
 
 
@@ -279,6 +318,12 @@ class ConformalizedQuantileRegressor(SplitConformalRegressor):
             raise ValueError(
                 f"`estimator` as a sequence must be a pair (lower, upper), got {len(pair)} models."
             )
+        if self.quantile_param is not None and not isinstance(self.quantile_param, str):
+            raise TypeError(
+                "`quantile_param` must be None or the name of the parameter that sets the "
+                "model's quantile level (a str, e.g. 'quantile' or 'regressor__alpha'), got "
+                f"{type(self.quantile_param).__name__}."
+            )
         if pair is not None and self.quantile_param is not None:
             raise ValueError(
                 f"`quantile_param` ({self.quantile_param!r}) sets the levels of one quantile "
@@ -322,6 +367,12 @@ class ConformalizedQuantileRegressor(SplitConformalRegressor):
             seeded_clone(_with_quantile(base, level / 2, self.quantile_param), seed),
             seeded_clone(_with_quantile(base, 1 - level / 2, self.quantile_param), seed),
         )
+
+    def _train_estimator(self, X: Any, y: Any, params: dict[str, Any]) -> None:
+        # the band holds fit's own clones of the user's models: trained in place, so
+        # estimator_.lower and .upper are the fitted models
+        band = self.estimator_
+        band._fit_models(band.lower, band.upper, X, y, params)
 
     def _prefit_estimator(self) -> QuantileBand:
         pair = self._pair()

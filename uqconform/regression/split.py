@@ -28,6 +28,7 @@ from uqconform._validation import (
     check_regression_target,
     check_row_order,
     check_score_output,
+    is_sklearn_estimator,
     point_predictions,
     refuse_non_finite,
 )
@@ -122,9 +123,13 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
         (a Gaussian process, a Bayesian predictive), else ``predict(X)``. Spreads at or
         below a small floor are lifted to it; calibration warns when rows so lifted have
         residuals above it (a model that keeps spreads positive where there is noise,
-        such as k-NN or a random forest, suits best).
+        such as k-NN or a random forest, suits best). The out-of-fold residuals come from
+        ``cv`` fresh copies of ``estimator``'s model, trained on the fit rows, also when
+        ``estimator`` is a ``FrozenEstimator`` (the frozen model itself is never refitted;
+        fit warns): pass a fitted ``difficulty_estimator`` to train nothing.
     cv : int or cross-validation splitter, default=5
-        Folds for the out-of-fold residuals of the normalized score.
+        Folds for the out-of-fold residuals of the normalized score (one copy of the
+        model trained per fold).
     batch_size : int, default=None
         Rows predicted at once (``None``: automatic), to bound memory on large inputs.
     random_state : int, Generator or None, default=None
@@ -213,6 +218,18 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
     def _validate_params(self) -> None:
         super()._validate_params()
         self._score_object()
+        model = getattr(self, "difficulty_estimator", None)  # CQR has none
+        if isinstance(model, type):  # the class, not an instance
+            raise TypeError(
+                f"`difficulty_estimator` is the class {model.__name__}: pass an instance, "
+                f"e.g. {model.__name__}() (fit trains it), or a fitted one."
+            )
+        spread = ("predict", "predict_std")
+        if model is not None and not any(callable(getattr(model, m, None)) for m in spread):
+            raise TypeError(
+                "`difficulty_estimator` must be None or a regressor (with predict, or "
+                f"predict_std), unfitted or fitted, got {type(model).__name__}."
+            )
 
     def _warn_unused_difficulty(self) -> None:
         """Say so when a difficulty model is given to a score that never reads it (called
@@ -240,7 +257,13 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
         return X
 
     def _score_object(self) -> RegressionScore:
-        return get_regression_score(self.conformity_score)
+        score = self.conformity_score
+        if isinstance(score, type) and issubclass(score, RegressionScore):
+            raise TypeError(
+                f"`conformity_score` is the class {score.__name__}: pass an instance: "
+                f"{score.__name__}()."
+            )
+        return get_regression_score(score)
 
     def _check_target(self, y, n, *, calibrating):
         return check_regression_target(y, n)
@@ -310,8 +333,11 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
                     "score."
                 )
             point = self._estimator_or_default()
-            if isinstance(point, FrozenEstimator):  # refit its model out of fold, not frozen
+            frozen = isinstance(point, FrozenEstimator)
+            if frozen:  # refit its model out of fold, not frozen
                 point = point.estimator
+            if frozen:
+                self._warn_frozen_copies(point)
             seed = self.random_state
             routed = self._routed_fit_params(fit_params)
             out_of_fold = point_predictions(
@@ -342,6 +368,47 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
         positive = spread[spread > 0]
         self.difficulty_floor_ = (
             1e-3 * float(np.median(positive)) if positive.size else _ZERO_SPREAD_FLOOR
+        )
+
+    def _train_estimator(self, X: Any, y: Any, params: dict[str, Any]) -> None:
+        """Train ``estimator_``; a ``FrozenEstimator`` around a model outside scikit-learn
+        fails scikit-learn's own fitted check, explained here."""
+        model = self.estimator_
+        try:
+            super()._train_estimator(X, y, params)
+        except TypeError as error:
+            if not isinstance(model, FrozenEstimator) or is_sklearn_estimator(model.estimator):
+                raise
+            difficulty = (
+                f"; with {self._difficulty_switch(True)}, pass a fitted "
+                "`difficulty_estimator` too (the difficulty model fit trains learns the "
+                "out-of-fold residuals of copies of the model, which cannot be made)"
+                if self._needs_difficulty() and not self._difficulty_is_prefit()
+                else ""
+            )
+            raise TypeError(
+                f"`estimator` is a FrozenEstimator around {type(model.estimator).__name__}, a "
+                "model outside scikit-learn, which FrozenEstimator.fit cannot check "
+                f"({str(error).rstrip('.')}). Call calibrate(X_calib, y_calib) without fit: "
+                f"the model is taken as fitted{difficulty}."
+            ) from error
+
+    def _warn_frozen_copies(self, model: Any) -> None:
+        """Say that fit, given a frozen model, trains copies of its kind for the difficulty
+        model (the frozen model itself is never refitted)."""
+        cv = self.cv
+        copies = f"{int(cv)} copies" if isinstance(cv, numbers.Integral) else "one copy per fold"
+        own = (
+            ", and the difficulty model itself is one more copy"
+            if self.difficulty_estimator is None
+            else ""
+        )
+        warn_user(
+            "`estimator` is a FrozenEstimator, which fit never refits, but the difficulty "
+            f"model of {self._difficulty_switch(True)} learns out-of-fold residuals: fit "
+            f"trains {copies} of {type(model).__name__} on the fit rows (cv={cv!r}){own}. "
+            "Pass a fitted `difficulty_estimator` to train nothing.",
+            UserWarning,
         )
 
     @staticmethod
