@@ -914,3 +914,23 @@ def test_conformity_score_given_as_a_class_is_refused_by_name():
     model = SplitConformalRegressor(Ridge(), conformity_score=AbsoluteScore)
     with pytest.raises(TypeError, match=r"is the class AbsoluteScore: pass an instance"):
         model.fit(X[:200], y[:200])
+
+
+def test_cqr_score_around_a_band_model_points_to_cqr():
+    """regr review (stop 57, repro_cqrscore_split.py): CQRScore in SplitConformalRegressor
+    around a fitted QuantileBand was told to "use uqconform.multioutput" (its (n, 2) output
+    read as several outputs); a point model got the CQR hint only."""
+    from sklearn.linear_model import QuantileRegressor
+
+    from uqconform.regression import QuantileBand
+
+    X, y = regression_data(300)
+    (Xf, yf), (Xc, yc), _ = thirds(X, y)
+    band = QuantileBand(
+        QuantileRegressor(quantile=0.05, alpha=0.0), QuantileRegressor(quantile=0.95, alpha=0.0)
+    ).fit(Xf, yf)
+    for model in (band, Ridge().fit(Xf, yf)):
+        wrapper = SplitConformalRegressor(model, conformity_score=CQRScore())
+        with pytest.raises(ValueError, match=r"quantile band.*ConformalizedQuantile") as e:
+            wrapper.calibrate(Xc, yc)
+        assert "multioutput" not in str(e.value)

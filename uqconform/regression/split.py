@@ -576,17 +576,22 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
 
     def _calibration_scores(self, X, y):
         score = self._score_object()
+        if (
+            isinstance(score, CQRScore)
+            and type(self)._model_output is SplitConformalRegressor._model_output
+        ):
+            # a band model's (n, 2) output would be refused below as "several outputs"
+            raise ValueError(
+                f"`conformity_score={score!r}` scores a quantile band (lower, upper), which "
+                "this wrapper's point predictions are not: use "
+                "uqconform.regression.ConformalizedQuantileRegressor (it fits or adopts the "
+                "band, e.g. a fitted QuantileBand)."
+            )
         output = self._checked_output(X, len(y), "calibration rows")
         difficulty = self._difficulty(X)
         advice = "; conformity scores need finite values"
         self._refuse_non_finite(output, difficulty, "calibration rows", advice)
         self._check_calibration_output(output)
-        if isinstance(score, CQRScore) and output.ndim == 1:
-            raise ValueError(
-                f"`conformity_score={score!r}` scores a quantile band (lower, upper), but "
-                "`estimator` predicts one value per row: use "
-                "uqconform.regression.ConformalizedQuantileRegressor."
-            )
         scores = _checked_scores(score, score.score(y, output, difficulty), len(y))
         if difficulty is not None:
             self._warn_lifted_spreads(difficulty, np.abs(y - output))
