@@ -1778,14 +1778,17 @@ def test_set_frames_with_class_labels_as_columns_are_read_by_label():
 def test_set_frame_columns_that_name_no_class_stay_positional():
     """Columns that share no label with the classes (strings "0".."2" after a CSV round
     trip, a MultiIndex) are read by position, as before the by-label reading (diffrev16:
-    they were refused)."""
+    they were refused); a MultiIndex, which names no class, with a warning (stop 57)."""
     truth = SETS[np.arange(len(Y_CLS)), Y_CLS].mean()
     named = pd.DataFrame(SETS, columns=[str(j) for j in range(SETS.shape[1])])
-    assert coverage(Y_CLS, named) == truth
-    assert coverage(Y_CLS, named, classes=np.arange(SETS.shape[1])) == truth
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the classes as text, in order: silent
+        assert coverage(Y_CLS, named) == truth
+        assert coverage(Y_CLS, named, classes=np.arange(SETS.shape[1])) == truth
     tuples = [("set", j) for j in range(SETS.shape[1])]
     multi = pd.DataFrame(SETS, columns=pd.MultiIndex.from_tuples(tuples))
-    assert coverage(Y_CLS, multi) == truth
+    with pytest.warns(UserWarning, match="share no label"):
+        assert coverage(Y_CLS, multi) == truth
     # integer columns that are the classes in another order are read by label
     order = np.roll(np.arange(SETS.shape[1]), 1)
     assert coverage(Y_CLS, pd.DataFrame(SETS[:, order], columns=order)) == truth
@@ -1809,3 +1812,129 @@ def test_poor_messages_of_the_evaluation_review():
         coverage(np.zeros((3, 3)), plane)
     with pytest.raises(ValueError, match=r"`y_true` has 3 columns but `prediction` .* 2 outputs"):
         coverage_by_group(np.zeros((3, 3)), [plane], groups=[0, 1, 1])
+
+
+# ---- evaluation review, stop 57 ---------------------------------------------------------
+
+# labelled by class in the order 2, 0, 1; read by label, no row covers its label
+_FRAME_BY_CLASS = pd.DataFrame(
+    {2: [True, False, False, True], 0: [False, True, False, False], 1: [False, False, True, False]}
+)
+_Y_BY_CLASS = np.array([0, 1, 2, 0])
+
+
+def test_set_frames_whose_columns_are_the_classes_as_text_are_read_by_label():
+    """Review finding (stop 57): after a CSV round trip the columns 2, 0, 1 became the text
+    '2', '0', '1' and were read by position, even with classes=[0, 1, 2]: coverage 1.0
+    where it is 0.0, silently."""
+    frame, y = _FRAME_BY_CLASS, _Y_BY_CLASS
+    truth = np.mean([frame.loc[i, label] for i, label in enumerate(y)])
+    assert truth == 0.0 and coverage(y, frame) == truth
+    text = frame.rename(columns=str)
+    before = text.copy()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert coverage(y, text) == truth
+        assert coverage(y, text, classes=[0, 1, 2]) == truth
+        assert coverage(y, text, classes=np.array([1, 2, 0])) == truth
+        table = coverage_by_group(y, text, groups=[0, 0, 1, 1])
+        assert table["coverage"].tolist() == [0.0, 0.0]
+        # labels of one class only: its column is found by its text (by position: 0.5)
+        assert coverage(np.zeros(4, int), text) == frame[0].mean() == 0.25
+        # the text "0".."K-1" in default order still reads as positions, whatever classes
+        named = pd.DataFrame(SETS, columns=["0", "1", "2"])
+        assert coverage(Y_CLS, named) == coverage(Y_CLS, SETS)
+        letters = np.array(["x", "y", "z"])[Y_CLS]
+        assert coverage(letters, named, classes=["x", "y", "z"]) == coverage(Y_CLS, SETS)
+    pd.testing.assert_frame_equal(text, before)
+    with pytest.raises(ValueError, match=r"`prediction`.*'2', '0', '1'.*`classes`.*\[0, 1, 3\]"):
+        coverage(y, text, classes=[0, 1, 3])
+
+
+def test_set_frame_columns_that_share_no_label_with_the_classes_warn():
+    """Review finding (stop 57): columns that name no class were read by position without
+    a word (coverage 1.0 for columns 'x', 'y', 'z' with classes=[0, 1, 2]); they are still
+    read by position, with a warning naming both label lists."""
+    frame = _FRAME_BY_CLASS.set_axis(["x", "y", "z"], axis=1)
+    by_position = np.asarray(frame)[np.arange(4), _Y_BY_CLASS].mean()
+    pattern = r"`prediction` \(\['x', 'y', 'z'\]\).*`classes` \(\[0, 1, 2\]\).*position"
+    with pytest.warns(UserWarning, match=pattern):
+        assert coverage(_Y_BY_CLASS, frame, classes=[0, 1, 2]) == by_position == 1.0
+    with pytest.warns(UserWarning, match=r"`prediction` \(\['x', 'y', 'z'\]\).*`y_true`"):
+        assert coverage(_Y_BY_CLASS, frame) == 1.0
+    multi = frame.set_axis(pd.MultiIndex.from_tuples([("set", j) for j in (2, 0, 1)]), axis=1)
+    with pytest.warns(UserWarning, match=r"`prediction`.*share no label.*`y_true`"):
+        assert coverage(_Y_BY_CLASS, multi) == 1.0
+
+
+def test_coverage_docstring_states_how_set_frames_are_read():
+    """Review finding (stop 57): the docstring said a frame's different labels were
+    refused, while columns sharing no label were read by position silently."""
+    doc = " ".join(coverage.__doc__.split())
+    assert "different labels are refused" not in doc
+    assert "as text" in doc and "warning" in doc
+
+
+def test_pooled_window_claim_of_the_coverage_bounds_docstring():
+    """Review finding (stop 57): the docstring said the pooled law was refused from 1000
+    resplits of a million test points with 100 calibration points; it is from 794."""
+    from uqconform.evaluation.bounds import _check_pooled_window
+
+    _check_pooled_window(100, 0.1, 10**6, 793)
+    with pytest.raises(ValueError):
+        _check_pooled_window(100, 0.1, 10**6, 794)
+    doc = " ".join(coverage_bounds.__doc__.split())
+    assert "from about 800 resplits of a million test points" in doc
+
+
+def test_evaluate_reads_an_integer_valued_calibration_count_and_names_a_bad_one():
+    """Review finding (stop 57): n_calibration_ = 200.0 (or True) got the note of a model
+    without one, and -5 the message of coverage_bounds' argument `n_calibration`."""
+    X = np.zeros((3, 1))
+    y = [1.0, 2.0, 30.0]
+    model = _FakeIntervalModel()
+    model.n_calibration_ = 99.0
+    report = evaluate(model, X, y, alpha=0.5)
+    assert report.n_calibration == 99 and isinstance(report.n_calibration, int)
+    row = report.rows[0]
+    assert (row["bound_low"], row["bound_high"]) == coverage_bounds(99, 0.5, 3)
+    assert isinstance(row["inside_bounds"], bool) and report.note is None
+    for value in (True, -5, 99.5, "99", float("nan")):
+        model.n_calibration_ = value
+        with pytest.raises(ValueError, match=rf"`model.n_calibration_`.*{re.escape(repr(value))}"):
+            evaluate(model, X, y, alpha=0.5)
+
+
+def test_coverage_by_group_keeps_the_order_of_categories():
+    """Review finding (stop 57): an ordered categorical's groups came out alphabetically
+    (high, low, mid), in coverage_by_group and in evaluate's table."""
+    bands = pd.Categorical(
+        ["low", "high", "low", "high"], categories=["low", "mid", "high"], ordered=True
+    )
+    expected = ["low", "high"]  # the declared order, without the unused "mid"
+    for groups in (bands, pd.Series(bands)):
+        table = coverage_by_group(Y_REG, INTERVALS, groups=groups)
+        assert table.index.tolist() == expected
+        assert table["coverage"].tolist() == [1.0, 0.5]  # rows 0, 2 and rows 1, 3
+    report = evaluate(_FakeIntervalModel(), np.zeros((4, 1)), Y_REG, alpha=0.5, groups=bands)
+    assert report.by_group["group"].tolist() == expected
+
+
+def test_plot_intervals_refuses_x_and_y_in_other_row_orders():
+    """Review finding (stop 57): pandas x and y were paired by position without a look at
+    their row labels, unlike the metrics."""
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    x = pd.Series([0.0, 1.0, 2.0], index=[10, 11, 12])
+    bands = np.column_stack([x - 1, x + 1])
+    try:
+        with pytest.raises(ValueError, match=r"`y` is indexed by the row labels of `x`"):
+            plot_intervals(x, pd.Series([0.5, 1.0, 2.0], index=[12, 11, 10]), bands)
+        frame = pd.DataFrame(bands, index=[12, 11, 10])
+        with pytest.raises(ValueError, match=r"`intervals` is indexed by the row labels"):
+            plot_intervals(x, None, frame)
+        plot_intervals(x, pd.Series([0.5, 1.0, 2.0], index=[10, 11, 12]), bands)
+    finally:
+        plt.close("all")

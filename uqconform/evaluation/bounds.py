@@ -402,7 +402,7 @@ def coverage_bounds(
         the conditional coverage;
       - a pooled law spread over more than 2e7 counts (``24 sqrt(n_repeats)`` times one
         resplit's sd; from about 4e10 resplits of 100 test points with 100 calibration
-        points at alpha 0.1, from 1000 resplits of a million test points with 100
+        points at alpha 0.1, from about 800 resplits of a million test points with 100
         calibration points, from about 180 with 20): use the normal law of the pooled
         coverage, whose mean and sd the message gives;
       - ``n_calibration`` above 1e12 and ``n_test * n_repeats`` above 1e15.

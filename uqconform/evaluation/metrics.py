@@ -305,17 +305,22 @@ def _label_index(
 
 
 def _frame_classes(
-    prediction: Any, classes: ArrayLike | None, labels: NDArray, name: str = "prediction"
+    prediction: Any,
+    classes: ArrayLike | None,
+    labels: NDArray,
+    name: str = "prediction",
+    labels_name: str = "y_true",
 ) -> tuple[Any, ArrayLike | None]:
     """A boolean set DataFrame whose column labels name classes (they share a label with
-    ``classes``, or without it with the observed ``labels``) is read by label: its columns
-    in the order of ``classes``, or its labels as ``classes``. Columns that name no class
-    (the default ``0..K-1``, strings "0".."K-1" for integer labels, a MultiIndex) are read
-    by position, as an array's."""
+    ``classes``, or without it with the observed ``labels``, or are those labels as text,
+    as a CSV round trip writes them) is read by label: its columns in the order of
+    ``classes``, or its labels as ``classes``. The default ``0..K-1`` and its text
+    "0".."K-1" are read by position, as an array's; other columns that name no class
+    (a MultiIndex, say) too, with a warning."""
     if not isinstance(prediction, pd.DataFrame):
         return prediction, classes
     columns = prediction.columns
-    if isinstance(columns, pd.MultiIndex) or columns.equals(pd.RangeIndex(len(columns))):
+    if columns.equals(pd.RangeIndex(len(columns))):
         return prediction, classes  # positions
     if _plain_array(prediction, name).dtype != bool:
         return prediction, classes  # intervals (such as lower/upper)
@@ -323,12 +328,32 @@ def _frame_classes(
     if given is not None and (given.ndim != 1 or not pd.Index(given).is_unique):
         return prediction, classes  # refused by _label_index, with its own message
     known = pd.Index(given if given is not None else pd.unique(labels.reshape(-1)))
-    if not columns.isin(known).any():
+    multi = isinstance(columns, pd.MultiIndex)
+    if not multi and not columns.isin(known).any():
+        text = {str(label): label for label in known}  # the classes written as text
+        if len(text) == known.size and any(isinstance(c, str) and c in text for c in columns):
+            columns = pd.Index([text.get(c, c) if isinstance(c, str) else c for c in columns])
+    if multi or not columns.isin(known).any():
+        positions = not multi and list(columns) == [str(j) for j in range(len(columns))]
+        # (labels of y that are not positions are refused by _label_index)
+        if not positions and (given is not None or labels.dtype.kind in "biuf"):
+            against = (
+                f"`classes` ({labels_text(given)})"
+                if given is not None
+                else f"the labels of `{labels_name}` ({labels_text(known)})"
+            )
+            warn_user(
+                f"The columns of `{name}` ({labels_text(columns.to_flat_index())}) share no "
+                f"label with {against}: they are read by position, column j as the j-th class. "
+                "If they stand for the classes, give them the classes' labels; to read by "
+                f"position without this warning, pass `{name}.to_numpy()`.",
+                UserWarning,
+            )
         return prediction, classes  # the columns name no class: read by position
     if not columns.is_unique:
         raise ValueError(
-            f"`{name}` has duplicate column labels {labels_text(columns)}; a set DataFrame "
-            "needs one column per class."
+            f"`{name}` has duplicate column labels {labels_text(prediction.columns)}; a set "
+            "DataFrame needs one column per class."
         )
     if given is None:
         return prediction, np.asarray(columns)
@@ -337,7 +362,7 @@ def _frame_classes(
         return prediction.iloc[:, order], classes  # a new frame; the user's is unchanged
     raise ValueError(
         f"The columns of `{name}` name classes and differ from `classes`: `{name}` has "
-        f"columns {labels_text(columns)}, `classes` is {labels_text(given)}. "
+        f"columns {labels_text(prediction.columns)}, `classes` is {labels_text(given)}. "
         f"Give the same labels in both, or pass `{name}` without `classes`."
     )
 
@@ -361,7 +386,7 @@ def _prepare(
     y = np.asarray(y_true)
     if y.ndim == 0:
         raise ValueError(f"`{name}` must be an array with one entry per row, got a scalar.")
-    prediction, classes = _frame_classes(prediction, classes, y, prediction_name)
+    prediction, classes = _frame_classes(prediction, classes, y, prediction_name, name)
     parsed = _parse_prediction(prediction, y.shape, prediction_name, intervals_only)
     if classes is not None and parsed.kind != "set":
         raise TypeError(
@@ -478,9 +503,12 @@ def coverage(
         label ``j``. Pass ``classes=model.classes_`` whenever the labels are not 0..K-1:
         without it, labels 1..K are read as column indices, which a warning catches only
         when every label 1..K-1 is present (not on the rows of one class, say). A set
-        DataFrame whose columns are not the default ``0..K-1`` carries its classes: its
-        columns are used as ``classes``, or aligned to ``classes`` when given (different
-        labels are refused).
+        DataFrame whose columns share a label with ``classes`` (or, without it, with
+        ``y_true``), or are those labels as text (``"2"`` for ``2``, after a CSV round
+        trip), carries its classes: its columns are used as ``classes``, or aligned to
+        ``classes`` when given (refused unless they hold the same labels). Columns that
+        share none are read by position: silently for the default ``0..K-1`` and its
+        text ``"0".."K-1"``, with a warning otherwise (a MultiIndex, say).
 
     Returns
     -------
@@ -693,7 +721,7 @@ def _check_groups(groups: ArrayLike, n: int) -> NDArray:
     return labels
 
 
-def _factorize(labels: NDArray) -> tuple[NDArray, NDArray]:
+def _factorize(labels: Any) -> tuple[NDArray, NDArray]:
     try:
         codes, uniques = pd.factorize(labels, sort=True)
     except TypeError:  # labels that cannot be ordered: keep order of appearance
@@ -726,9 +754,10 @@ def coverage_by_group(
     Returns
     -------
     pandas.DataFrame
-        One row per group (index ``"group"``, sorted when the labels can be ordered) with
-        columns ``count``, ``coverage`` and the efficiency measure (``mean_width``,
-        ``mean_set_size`` or ``mean_volume``). With several levels, the index gains a
+        One row per group (index ``"group"``, in category order for a pandas
+        Categorical, else sorted when the labels can be ordered) with columns ``count``,
+        ``coverage`` and the efficiency measure (``mean_width``, ``mean_set_size`` or
+        ``mean_volume``). With several levels, the index gains a
         leading ``"level"`` (position along the level axis).
 
     Examples
@@ -743,7 +772,10 @@ def coverage_by_group(
     """
     check_row_order(y_true, groups, "groups", "y_true")  # both pandas: same rows, same order
     parsed, y = _prepare(y_true, prediction, classes)
-    labels = _check_groups(groups, y.shape[0])
+    labels: Any = _check_groups(groups, y.shape[0])
+    dtype = getattr(groups, "dtype", None)
+    if isinstance(dtype, pd.CategoricalDtype):
+        labels = pd.Categorical(labels, dtype=dtype)  # factorized in category order
     codes, uniques = _factorize(labels)
     covered = _covered(parsed, y)
     sizes = _sizes(parsed)

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
+from uqconform._validation import check_row_order
 from uqconform.evaluation.metrics import _numeric_target, _parse_prediction, _widths
 
 __all__ = ["plot_coverage", "plot_efficiency", "plot_intervals"]
@@ -222,7 +223,9 @@ def plot_intervals(
     x : array-like of shape (n,)
         The single feature.
     y : array-like of shape (n,), optional
-        Observed targets, drawn as points.
+        Observed targets, drawn as points. Rows are paired with ``x``'s by position: a
+        pandas ``y`` (or ``intervals``) holding ``x``'s row labels in another order is
+        refused.
     intervals : array-like of shape (n, 2) or (n, 2, k)
         One band per level (widest drawn first, lightest).
     ax : matplotlib Axes, optional
@@ -246,6 +249,9 @@ def plot_intervals(
     >>> matplotlib.pyplot.close("all")
     """
 
+    # pandas x, y and intervals are paired by position: refuse one row order read as another
+    check_row_order(x, y, "y", rows_of="x")
+    check_row_order(x, intervals, "intervals", rows_of="x")
     x_ = np.asarray(x)
     if x_.ndim == 2 and x_.shape[1] == 1:
         x_ = x_[:, 0]

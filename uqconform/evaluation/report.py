@@ -617,15 +617,13 @@ def evaluate(
     efficiency = EFFICIENCY_NAME[parsed.kind]
     n_test = int(target.shape[0])
 
-    n_calibration = getattr(model, "n_calibration_", None)
+    n_calibration = _calibration_count(model)
     weighted = "calibration_weights_" in getattr(model, "__dict__", {})
-    if isinstance(n_calibration, numbers.Integral) and not isinstance(n_calibration, bool):
-        n_calibration = int(n_calibration)
+    if n_calibration is not None:
         bounds = _stratified_bounds(model, groups, target, alphas, confidence)
         if bounds is None:
             bounds = np.asarray(coverage_bounds(n_calibration, alphas, n_test, confidence))
     else:
-        n_calibration = None
         bounds = np.full((alphas.size, 2), np.nan)
 
     cross = _is_cross_fit(model)
@@ -675,6 +673,24 @@ def evaluate(
         by_group=by_group,
         note=" ".join(notes) or None,
     )
+
+
+def _calibration_count(model: Any) -> int | None:
+    """``model.n_calibration_`` as an int (an integer-valued real too, as `coverage_bounds`
+    takes it; not a boolean), or None when the model has none."""
+    value = getattr(model, "n_calibration_", None)
+    if value is None:
+        return None
+    integral = isinstance(value, numbers.Integral) or (
+        isinstance(value, numbers.Real) and math.isfinite(value) and float(value).is_integer()
+    )
+    if isinstance(value, bool) or not integral or value < 0:
+        raise ValueError(
+            "`model.n_calibration_` must be an integer >= 0, the number of calibration "
+            f"points the coverage bounds are computed for, got {value!r}; set it to that "
+            "count, or leave it out (no bounds and no verdict are given then)."
+        )
+    return int(value)
 
 
 def _is_sequential(model: Any) -> bool:
