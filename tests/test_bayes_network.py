@@ -544,3 +544,18 @@ def test_transformer_layer_is_refused_by_kind_with_its_own_3d_input():
         for inputs in (X, X.reshape(20, -1)):
             with pytest.raises(TypeError, match="TransformerEncoderLayer has no Laplace"):
                 model.fit(inputs, y)
+
+
+def test_a_network_class_is_named_with_the_instance_to_pass():
+    """API review (stop 57): LaplacePosterior(MLPRegressor) said "cannot build a network
+    from ABCMeta"."""
+    from sklearn.neural_network import MLPRegressor
+
+    from uqconform.bayes import LaplacePosterior
+
+    X, y = np.random.default_rng(0).normal(size=(20, 2)), np.arange(20.0)
+    message = r"`estimator` is the class MLPRegressor: pass an instance, e.g. MLPRegressor\(\)"
+    with pytest.raises(TypeError, match=message):
+        LaplacePosterior(MLPRegressor).fit(X, y)
+    with pytest.raises(TypeError, match=message):
+        LaplacePosterior.from_variance(MLPRegressor, np.ones(3))

@@ -678,3 +678,14 @@ def test_the_mean_baseline_names_n_samples_when_its_margin_leaves_no_radius():
         warnings.simplefilter("error")
         more = MeanSmoothedClassifier(model, n_samples=2000, random_state=0)
         assert more.calibrate(X[50:], y[50:]).max_radius_ > 0
+
+
+@pytest.mark.parametrize("smoothed", [MeanSmoothedClassifier, BinarizedSmoothedClassifier])
+@pytest.mark.parametrize("augment", [0, 2])
+def test_fractional_float_labels_get_the_class_names_hint(smoothed, augment):
+    """API review (stop 57): float labels such as 0.5 and 1.5 gave scikit-learn's "Unknown
+    label type: continuous", not the hint the other classifiers give."""
+    X, y = blobs(60, 0)
+    message = r"`y` holds float labels with a fractional part .*y\.astype\(str\)"
+    with pytest.raises(ValueError, match=message):
+        smoothed(LogisticRegression()).fit(X, y + 0.5, augment=augment)

@@ -1026,3 +1026,13 @@ def test_a_test_row_at_the_float_limit_gets_the_whole_line():
         warnings.simplefilter("error")
         intervals = model.predict_interval(np.array([[1e308, 0.0], [1e307, 0.0]]))
     assert np.isneginf(intervals[:, 0]).all() and np.isposinf(intervals[:, 1]).all()
+
+
+def test_a_model_class_is_named_with_the_instance_to_pass():
+    """API review (stop 57): FullConformalRidge(Ridge) said "got ABCMeta"."""
+    X, y = np.random.default_rng(0).normal(size=(20, 2)), np.arange(20.0)
+    message = (
+        r"`estimator` is the class Ridge: pass an instance, e.g. FullConformalRidge\(Ridge\(\)\)"
+    )
+    with pytest.raises(TypeError, match=message):
+        FullConformalRidge(Ridge).fit(X, y)

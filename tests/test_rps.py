@@ -1414,3 +1414,24 @@ def test_a_two_dimensional_sample_weight_names_the_rows_of_x():
     message = r"`sample_weight` must be 1-D \(one weight per row of X: 600\)"
     with pytest.raises(ValueError, match=message):
         model.fit(X, y, sample_weight=np.ones((600, 1)))
+
+
+@pytest.mark.parametrize("estimator", ["ridge", 3])
+def test_an_estimator_that_is_not_a_model_is_named(estimator):
+    """API review (stop 57): a string or a number as `estimator` gave scikit-learn's long
+    "'str' object has no attribute '__sklearn_tags__'", naming no argument."""
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(60, 3)), np.tile([0, 1], 30)
+    name = type(estimator).__name__
+    with pytest.raises(TypeError, match=rf"`estimator` \({name}\) has no `fit` or `predict`"):
+        ReliablePredictionSets(estimator, k_train=2, k_calib=2).fit(X, y)
+
+
+def test_fractional_float_labels_get_the_class_names_hint():
+    """API review (stop 57): float labels such as 0.5 and 1.5 gave scikit-learn's "Unknown
+    label type: continuous", not the hint the other classifiers give."""
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(60, 3)), np.tile([0.5, 1.5], 30)
+    message = r"`y` holds float labels with a fractional part .*y\.astype\(str\)"
+    with pytest.raises(ValueError, match=message):
+        ReliablePredictionSets(k_train=2, k_calib=2).fit(X, y)

@@ -361,6 +361,11 @@ def _innermost(model: Any) -> Any:
 def _check_final_kind(model: Any) -> None:
     """TypeError unless the model at the end of the wrappers is an MLP or a torch module."""
     model = _innermost(model)
+    if isinstance(model, type):
+        raise TypeError(
+            f"`estimator` is the class {model.__name__}: pass an instance, e.g. "
+            f"{model.__name__}()."
+        )
     if not (_is_torch_module(model) or isinstance(model, (MLPRegressor, MLPClassifier))):
         name = "None" if model is None else type(model).__name__
         raise TypeError(f"cannot build a network from {name}; use {_SUPPORTED}.")

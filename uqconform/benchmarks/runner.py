@@ -145,7 +145,9 @@ class BenchmarkContext:
         kwargs.setdefault("file", sys.stderr)
         return tqdm(iterable, **kwargs)
 
-    def figure(self, name: str, draw: Callable[[Any], None], *, size=(8.0, 4.0)) -> None:
+    def figure(
+        self, name: str, draw: Callable[[Any], None], *, size: tuple[float, float] = (8.0, 4.0)
+    ) -> None:
         """Save ``draw(fig)`` as ``<family>_<name>.png`` (a note if matplotlib is missing).
 
         ``draw`` gets a ``matplotlib.figure.Figure`` (no pyplot, no global state).

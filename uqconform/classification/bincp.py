@@ -306,7 +306,7 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
         return model_classes(self.estimator_)
 
     def _check_target(self, y, n, *, calibrating):
-        return check_class_labels(y, n)
+        return check_class_labels(y, n, training=not calibrating)
 
     def _output_columns(self) -> int:
         return len(self.classes_)

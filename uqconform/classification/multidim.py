@@ -792,7 +792,9 @@ class MultiDimScoreClassifier(
                 out[rows, :, j] = sets
         return out[..., 0] if np.ndim(value) == 0 else out
 
-    def plot_cells(self, X: ArrayLike, y: ArrayLike, heads=(0, 1), ax=None):
+    def plot_cells(
+        self, X: ArrayLike, y: ArrayLike, heads: tuple[int, int] = (0, 1), ax: Any = None
+    ) -> Any:
         """Score vectors of two heads: true labels, false labels, and the false labels the
         sets keep (circled; at the first level of ``alpha``).
 

@@ -40,7 +40,7 @@ import pandas as pd
 from joblib import delayed
 from numpy.typing import ArrayLike, NDArray
 from scipy import special, stats
-from sklearn.base import BaseEstimator, ClassifierMixin, clone, is_regressor
+from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.exceptions import NotFittedError
 from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import LogisticRegression
@@ -57,6 +57,7 @@ from uqconform._validation import (
     check_fitted_model,
     check_frozen_is_fitted,
     check_int,
+    check_model_methods,
     check_n_jobs,
     check_row_order,
     check_verbose,
@@ -64,6 +65,7 @@ from uqconform._validation import (
     class_probabilities,
     missing_proba_error,
     refuse_model_class,
+    sklearn_tags,
     value_summary,
 )
 from uqconform._version import VersionedState
@@ -1100,7 +1102,9 @@ class ReliablePredictionSets(
         check_miscoverage(self.alpha, "alpha")
         if self._prefit() is None:
             check_int(self.k_train, "k_train")
-            if is_regressor(self._base_estimator()):
+            check_model_methods(self._base_estimator(), ("fit", "predict"), self)
+            tags = sklearn_tags(self._base_estimator())  # None outside scikit-learn
+            if tags is not None and tags.estimator_type == "regressor":
                 raise TypeError(
                     "ReliablePredictionSets needs a classifier as `estimator` (its models "
                     f"vote for labels), got the regressor {type(self.estimator).__name__}."
@@ -1194,17 +1198,10 @@ class ReliablePredictionSets(
             self._check_adopted_rows(X, y)
             remember_training_rows(self, X, y, trained=False)
             return self
-        if not hasattr(self._base_estimator(), "predict"):
-            raise TypeError(f"`estimator` {self.estimator!r} is not a classifier (no predict).")
         fit_params = self._routed_fit_params(fit_params)["estimator"]
         X = self._check_X(X, reset=True)
-        labels = check_class_labels(y, n_rows(X))
+        labels = check_class_labels(y, n_rows(X), training=True)  # two classes or more
         self.classes_, index = np.unique(labels, return_inverse=True)
-        if self.classes_.size < 2:
-            raise ValueError(
-                f"`y` has one class {self.classes_.tolist()}; classification needs at least "
-                "two labels."
-            )
         k = int(self.k_train)
         digests = row_digests(X, self.salt)
         partition = (digests[:, 0] % np.uint64(k)).astype(np.intp)

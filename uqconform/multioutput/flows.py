@@ -215,7 +215,37 @@ def check_flow_params(
     patience: int | None,
     validation_fraction: float,
 ) -> None:
-    """Validate the training arguments, with messages naming the argument."""
+    """Validate the training arguments of `fit_flow`, with messages naming the argument.
+
+    Parameters
+    ----------
+    kind : str
+        One of `FLOW_KINDS` (named ``flow`` in the messages, as in the estimators).
+    n_blocks, hidden_features, max_epochs, batch_size : int
+        Positive integers.
+    learning_rate : float
+        A positive finite number.
+    patience : int or None
+        A positive integer, or None (no early stopping).
+    validation_fraction : float
+        In ``[0, 1)``.
+
+    Raises
+    ------
+    ValueError
+        For the first invalid argument, named.
+
+    Examples
+    --------
+    >>> settings = dict(kind="maf", n_blocks=5, hidden_features=64, max_epochs=200,
+    ...                 batch_size=256, learning_rate=1e-3, patience=20,
+    ...                 validation_fraction=0.1)
+    >>> check_flow_params(**settings)  # valid: returns None
+    >>> check_flow_params(**{**settings, "n_blocks": 0})
+    Traceback (most recent call last):
+    ...
+    ValueError: `n_blocks` must be a positive integer, got 0.
+    """
     if kind not in FLOW_KINDS:
         raise ValueError(f"`flow` must be one of {FLOW_KINDS}, got {kind!r}.")
     for name, value in (

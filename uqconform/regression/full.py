@@ -29,6 +29,7 @@ from uqconform._validation import (
     check_wrapper_fitted,
     float_rows_without_nan,
     no_calibrate_step,
+    refuse_model_class,
     refuse_non_numeric_features,
 )
 from uqconform._version import VersionedState
@@ -415,6 +416,7 @@ class FullConformalRidge(
 
     def _ridge(self) -> BaseEstimator:
         model = Ridge(alpha=1.0) if self.estimator is None else self.estimator
+        refuse_model_class(model, self)
         if isinstance(model, FrozenEstimator):
             raise TypeError(
                 "FullConformalRidge refits ridge regression on the training data with every "
