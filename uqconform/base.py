@@ -799,6 +799,23 @@ def _call_mistake_message(
     return f"{name}{bare}: {refusal}."
 
 
+def keeps_a_frozen_model(estimator: Any) -> bool:
+    """Whether fitting a clone of ``estimator`` leaves its final model as it is: a
+    ``FrozenEstimator`` as the model, a pipeline's last step or a wrapper's ``estimator``,
+    at any depth (``clone`` returns a frozen model itself). A frozen preprocessing step
+    before a trainable model is fine."""
+    model = estimator
+    while not isinstance(model, FrozenEstimator):
+        steps = getattr(model, "steps", None)
+        if isinstance(steps, list) and steps:
+            model = steps[-1][1]
+        elif isinstance(getattr(model, "estimator", None), BaseEstimator):
+            model = model.estimator
+        else:
+            return False
+    return True
+
+
 def check_nan_accepted(model: Any, X: Any) -> None:
     """Raise a ValueError naming ``model`` when ``X`` holds NaN and ``model`` refuses it,
     or missing object entries (``None``, ``pd.NA``) or infinity and the model that refuses

@@ -41,8 +41,12 @@ from uqconform._validation import (
 )
 from uqconform._version import VersionedState
 from uqconform._warnings import warn_user
-from uqconform.base import check_nan_accepted, forward_input_tags, keeps_state_on_error
-from uqconform.classification.rps import _keeps_a_frozen_classifier
+from uqconform.base import (
+    check_nan_accepted,
+    forward_input_tags,
+    keeps_a_frozen_model,
+    keeps_state_on_error,
+)
 from uqconform.routing import RoutesFitParams
 
 if TYPE_CHECKING:
@@ -313,7 +317,7 @@ class HeadEnsemble(VersionedState, RoutesFitParams, ClassifierMixin, BaseEstimat
             )
         base = self._base_estimator()
         check_nan_accepted(base, X)  # the library's message, not the head's own, once
-        if _keeps_a_frozen_classifier(base):  # clone() returns the frozen model itself
+        if keeps_a_frozen_model(base):  # clone() returns the frozen model itself
             warn_user(
                 f"`estimator` holds a FrozenEstimator, which fit does not train: the "
                 f"{int(self.n_heads)} heads are identical copies of that one model "

@@ -42,7 +42,6 @@ from numpy.typing import ArrayLike, NDArray
 from scipy import special, stats
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.exceptions import NotFittedError
-from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import LogisticRegression
 from sklearn.utils.validation import check_array, check_is_fitted
 
@@ -75,6 +74,7 @@ from uqconform.base import (
     check_calibration_settings,
     check_nan_accepted,
     check_not_retrained,
+    keeps_a_frozen_model,
     keeps_state_on_error,
     record_calibration_settings,
     refuses_nan,
@@ -327,23 +327,6 @@ def _nodes(low: float, high: float, panels: int) -> tuple[NDArray, NDArray]:
     nodes = centre + half * _QUADRATURE_NODES[None, :]
     weights = half * _QUADRATURE_WEIGHTS[None, :]
     return nodes.ravel(), weights.ravel()
-
-
-def _keeps_a_frozen_classifier(estimator: Any) -> bool:
-    """Whether fitting a clone of ``estimator`` leaves its classifier as it is: a
-    ``FrozenEstimator`` as the model, a pipeline's last step or a wrapper's ``estimator``,
-    at any depth (``clone`` returns a frozen model itself). A frozen preprocessing step
-    before a trainable classifier is fine."""
-    model = estimator
-    while not isinstance(model, FrozenEstimator):
-        steps = getattr(model, "steps", None)
-        if isinstance(steps, list) and steps:
-            model = steps[-1][1]
-        elif isinstance(getattr(model, "estimator", None), BaseEstimator):
-            model = model.estimator
-        else:
-            return False
-    return True
 
 
 def majority_coverage(sizes: ArrayLike, ranks: ArrayLike, threshold: int) -> float:
@@ -1177,7 +1160,7 @@ class ReliablePredictionSets(
         check_row_order(X, y, "y")
         self._validate_params()
         check_frozen_is_fitted(self.estimator, self)
-        if _keeps_a_frozen_classifier(self.estimator) and int(self.k_train) > 1:
+        if keeps_a_frozen_model(self.estimator) and int(self.k_train) > 1:
             # clone() returns a frozen model itself and its fit does nothing: every
             # partition would hold the same model, trained on none of its rows
             raise ValueError(
