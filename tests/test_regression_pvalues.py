@@ -298,3 +298,34 @@ def test_a_model_predicting_too_few_rows_is_named_at_every_step():
         short.predict_interval(Xt)
     with pytest.raises(ValueError, match=f"`estimator` predicted {len(Xt) - 1} values for"):
         short.predict_pvalue(Xt, yt)
+
+
+def test_candidates_of_none_are_named_as_missing_not_as_nan():
+    """Review finding (stop 57): ``predict_cdf(X, None)`` and ``predict_pvalue(X, None)``
+    said "`y` contains NaN or infinite values", as ``None`` counts as a missing value."""
+    from uqconform.regression import ConformalPredictiveSystem
+
+    (Xf, yf), (Xc, yc), (Xt, _) = _split(300)
+    cps = ConformalPredictiveSystem(Ridge()).fit(Xf, yf).calibrate(Xc, yc)
+    split = SplitConformalRegressor(Ridge()).fit(Xf, yf).calibrate(Xc, yc)
+    for call, name in (
+        (lambda: cps.predict_cdf(Xt[:3], None), "y"),
+        (lambda: cps.predict_pvalue(Xt[:3], None), "y_candidates"),
+        (lambda: split.predict_pvalue(Xt[:3], None), "y_candidates"),
+    ):
+        with pytest.raises(ValueError, match=rf"^`{name}` is None: pass the values") as error:
+            call()
+        assert "NaN" not in str(error.value)
+
+
+def test_venn_abers_scores_of_none_are_not_named_as_nan():
+    """Review finding (stop 57): the other caller of `holds_missing_values`,
+    ``venn_abers_bounds``, said "`scores` contains NaN." of ``None``."""
+    from uqconform.classification.venn_abers import venn_abers_bounds
+
+    for args, name in (
+        ((None, [0, 1], [0.5]), "calibration_scores"),
+        (([0.0, 1.0], [0, 1], None), "scores"),
+    ):
+        with pytest.raises(ValueError, match=rf"^`{name}` must hold numbers, got None"):
+            venn_abers_bounds(*args)

@@ -1454,7 +1454,7 @@ def holds_missing_values(value: Any) -> bool:
     ``pd.NA`` in a nullable ``Float64`` or ``Int64`` array, Series or frame, or ``None``
     among numbers in an object array. Such a value is to be refused as a NaN is, not as
     one that is not numbers. Booleans and dates (``NaT``) are not numbers here: their
-    refusal names them, not the missing entry.
+    refusal names them, not the missing entry; nor is ``None`` itself (no array at all).
 
     Examples
     --------
@@ -1464,6 +1464,8 @@ def holds_missing_values(value: Any) -> bool:
     >>> holds_missing_values(["0.5", None]), holds_missing_values([0.5, 1.0])
     (False, False)
     """
+    if value is None:  # not an array with a missing entry: refused as not numbers
+        return False
     try:
         entries = np.asarray(value, dtype=object)
     except (TypeError, ValueError):  # ragged nesting
@@ -1540,7 +1542,12 @@ def labels_text(labels: Any, shown: int = 10) -> str:
 def candidate_values(y_candidates: ArrayLike, name: str = "y_candidates") -> NDArray:
     """``y_candidates`` as floats (at least one; numbers, not booleans), or a ValueError
     naming it (as ``name``); missing values (``pd.NA`` in a nullable pandas dtype) are
-    refused as a NaN is."""
+    refused as a NaN is, and ``None`` itself is named as such."""
+    if y_candidates is None:  # a forgotten argument, neither NaN nor the wrong type
+        raise ValueError(
+            f"`{name}` is None: pass the values at which to evaluate, as numbers (one "
+            "per row, or a grid shared by the rows or given per row)."
+        )
     values = real_values(y_candidates)
     if values is None and holds_missing_values(y_candidates):
         raise ValueError(f"`{name}` contains NaN or infinite values.")  # as a NaN is

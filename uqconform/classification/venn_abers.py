@@ -15,14 +15,15 @@ Scores closer than a relative ``16 * eps`` (see `calibration_ties`) count as equ
 calibration and test rows alike: the calibration scores and the test score are grouped by
 single linkage (chains of scores each within the tolerance of the next form one cell), so
 the cells are a function of the multiset of the ``n + 1`` scores, the rows stay
-exchangeable and the guarantee is exact; the same row's score computed in another batch
-(its last digits differ, by less than the tolerance) still ties the calibration score it
-is close to. The fitted
-value at the added row then depends only on where its score falls among the cells of the
-calibration scores (between two, in one, or joining two adjacent cells into one), so both
-values are computed once for every position at calibration, exactly, as slopes of common
-tangents of convex hulls of the cumulative sums (Vovk, Petej and Fedorova, 2015, compute
-the same values); a prediction is then a binary search.
+exchangeable and the guarantee is exact. A test score equal to a calibration score stays
+tied to it while it moves by less than the tolerance (the same row's score computed in
+another batch, its last digits differing); a score near the tolerance's edge can switch
+between a tie and a gap. The fitted value at the added row then depends only on where
+its score falls among the cells of the calibration scores (between two, in one, or
+joining two adjacent cells into one), so both values are computed once for every
+position at calibration, exactly, as slopes of common tangents of convex hulls of the
+cumulative sums (Vovk, Petej and Fedorova, 2015, compute the same values); a prediction
+is then a binary search.
 """
 
 from __future__ import annotations
@@ -170,12 +171,13 @@ def venn_abers_bounds(
     equal, and so do chains of such scores (single linkage): the calibration scores and
     the added score are grouped into cells that way, calibration and test scores alike,
     and the isotonic fit is that of the cells. The rule depends only on the multiset of
-    the ``n + 1`` scores, so the rows stay exchangeable and the guarantee holds exactly;
-    and the same row's score computed in another batch, which can differ in its last
-    digits, still ties the calibration score it is close to instead of jumping between a
-    tie and a gap, as long as it moves by less than the tolerance (a Fortran-ordered copy
-    of ``X`` moved a GaussianNB log-odds by 64 units in the last place in one review: pass
-    the same memory layout to calibrate and predict). A score close to the top of one
+    the ``n + 1`` scores, so the rows stay exchangeable and the guarantee holds exactly.
+    A score equal to a calibration score stays tied to it while it moves by less than the
+    tolerance, as the same row's score computed in another batch can (its last digits
+    differ; a Fortran-ordered copy of ``X`` moved a GaussianNB log-odds by 64 units in the
+    last place in one review: pass the same memory layout to calibrate and predict); a
+    score near the tolerance's edge can switch between a tie and a gap (``1 + 15 * eps``
+    ties 1, ``1 + 17 * eps`` does not). A score close to the top of one
     cell and the bottom of the next joins them into one. An exact isotonic refit on the
     raw floats differs only near such ties: it keeps distinct floats apart
     (scikit-learn's pools scores within an absolute 1e-15), so with calibration scores
@@ -431,9 +433,10 @@ class VennAbersCalibrator(ClassifierMixin, ModelWrapper):
         classes mirrors the pairs). Log-odds within ``16 * eps`` (3.6e-15) of each other,
         relative to the larger of the two magnitudes where that exceeds 1 (16 to 32 units
         in the last place) and absolute below 1, count as equal, calibration and test rows'
-        alike, chained by single linkage (see `venn_abers_bounds`): so a row keeps its pair
-        in any batch whose rounding moves its score by less than that, and the guarantee
-        is exact.
+        alike, chained by single linkage (see `venn_abers_bounds`), and the guarantee is
+        exact: a row whose score equals a calibration score keeps its pair in any batch
+        whose rounding moves the score by less than that; a score near the tolerance's
+        edge can switch between a tie and a gap, and so change its pair.
     random_state : int, Generator or None, default=None
         Seeds the classifier trained by ``fit`` where its own ``random_state`` is None.
 
