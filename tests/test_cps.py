@@ -370,7 +370,14 @@ def test_a_missing_value_in_y_gets_the_message_of_a_nan(missing):
         cps.predict_cdf(Xt[:3], np.array([0.0, np.nan, 2.0]))
     with pytest.raises(ValueError) as error:
         cps.predict_cdf(Xt[:3], missing)
-    assert str(error.value) == str(nan_error.value) == "`y` contains NaN or infinite values."
+    assert (
+        str(error.value)
+        == str(nan_error.value)
+        == (
+            "`y` contains NaN or infinite values: drop those rows (or pass finite values at which "
+            "to evaluate)."
+        )
+    )
 
 
 def test_messages_on_values_that_are_not_numbers_take_one_line():

@@ -2074,7 +2074,10 @@ def test_missing_candidates_get_the_message_of_a_nan(missing):
     with pytest.raises(ValueError) as error:
         model.predict_pvalue(X[:3], missing)
     assert str(error.value) == str(nan_error.value)
-    assert str(error.value) == "`y_candidates` contains NaN or infinite values."
+    assert str(error.value) == (
+        "`y_candidates` contains NaN or infinite values: drop those rows (or pass finite "
+        "values at which to evaluate)."
+    )
     # booleans and dates with a missing entry are named as what they are (diffrev5: the
     # NaN message first, then another refusal once the entry was removed)
     for other in (

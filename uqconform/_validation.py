@@ -1550,7 +1550,10 @@ def candidate_values(y_candidates: ArrayLike, name: str = "y_candidates") -> NDA
         )
     values = real_values(y_candidates)
     if values is None and holds_missing_values(y_candidates):
-        raise ValueError(f"`{name}` contains NaN or infinite values.")  # as a NaN is
+        raise ValueError(  # as a NaN is
+            f"`{name}` contains NaN or infinite values: drop those rows (or pass finite "
+            "values at which to evaluate)."
+        )
     if values is None:  # booleans, text, complex, times: not candidate labels
         raise ValueError(
             f"`{name}` must be numbers (an array of shape (g,), (n_samples,), (1, g) or "
@@ -1593,5 +1596,8 @@ def candidate_grid(
             f"{candidates.shape} for {n} rows."
         )
     if not np.isfinite(grid).all():
-        raise ValueError(f"`{name}` contains NaN or infinite values.")
+        raise ValueError(
+            f"`{name}` contains NaN or infinite values: drop those rows (or pass finite "
+            "values at which to evaluate)."
+        )
     return grid, single

@@ -354,7 +354,10 @@ class FullConformalRidge(
         Gives the ridge strength (``alpha``) and ``fit_intercept`` (an unpenalised
         intercept); ``None`` means ``Ridge(alpha=1.0)``.
     alpha : float or sequence of float, default=0.1
-        Miscoverage level(s) in (0, 1).
+        Miscoverage level(s) in (0, 1). An ``(n + 1) * alpha`` within 1e-9 of a whole
+        number ``k`` counts as ``k`` (``alpha = 0.1 - 1e-12`` with n = 99 gives the set of
+        0.1, without the labels whose p-value is exactly ``k / (n + 1)``); coverage then
+        falls short of ``1 - alpha`` by less than ``1e-9 / (n + 1)``.
     conformity_score : {"standard", "studentized", "deleted"}, default="standard"
         Absolute residuals, divided by ``sqrt(1 - h)`` or by ``1 - h`` (``h``: leverage in
         the augmented fit); the rescaled scores adapt the width to the test point's leverage.
