@@ -2726,6 +2726,40 @@ def test_features_and_targets_given_in_the_wrong_order_get_a_swapped_hint(data):
     with pytest.raises(ValueError, match=r"X\.reshape") as caught:
         SplitConformalRegressor(LinearRegression()).fit(y, y)
     assert "swapped" not in str(caught.value)
+    # diffrev19: no hint where a 2-D target is right (one feature, a multi-output region);
+    # said once through a subclass's super().fit
+    with pytest.raises(ValueError, match=r"X\.reshape") as caught:
+        EllipsoidalConformalRegressor().fit(X[:, 0], X[:, 1:])
+    assert "swapped" not in str(caught.value)
+
+    class Subclass(SplitConformalRegressor):
+        def fit(self, X, y):
+            return super().fit(X, y)
+
+    with pytest.raises(ValueError, match=swapped.format("fit")) as caught:
+        Subclass(LinearRegression()).fit(y, X)
+    assert str(caught.value).count("swapped") == 1
+
+
+def test_a_misspelt_keyword_next_to_a_taken_alpha_or_groups_is_named(data):
+    """diffrev19 (stop 57): once predict_interval and predict_set were wrapped, a misspelt
+    keyword next to `alpha` or `groups` (which they take) was reported as "takes no
+    `alpha`" / "takes no `groups`"; predict(X, groups=g) of a Mondrian wrapper was told it
+    has no group-conditional calibration."""
+    X, y, _ = data
+    g = np.arange(150) % 2
+    model = SplitConformalRegressor(LinearRegression()).fit(X[:75], y[:75])
+    model.calibrate(X[75:], y[75:], groups=g[75:])
+    for call, typo in [
+        (lambda: model.predict_interval(X, alpha=0.1, group=g), "group"),
+        (lambda: model.predict_interval(X, groups=g, alfa=0.1), "alfa"),
+        (lambda: model.calibrate(X, y, groups=g, sample_weights=g), "sample_weights"),
+    ]:
+        with pytest.raises(TypeError, match=rf"unexpected keyword argument '{typo}'") as caught:
+            call()
+        assert "takes no" not in str(caught.value)
+    with pytest.raises(TypeError, match=r"point predictions.*predict_interval\(X, groups=g\)"):
+        model.predict(X, groups=g)
 
 
 def test_predict_interval_on_a_classifier_points_to_predict_set(data):

@@ -30,6 +30,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.exceptions import NotFittedError
 from sklearn.frozen import FrozenEstimator
 from sklearn.pipeline import Pipeline
+from sklearn.utils import get_tags
 
 from uqconform._rows import n_rows, row_sliceable, rows_fingerprint, slice_rows
 from uqconform._seeding import check_random_state_value, seeded_clone, seeded_generator
@@ -631,7 +632,7 @@ def explains_call_mistakes(method: Callable) -> Callable:
                 ) from None
             raise
         except ValueError as error:
-            if not _looks_swapped(str(error), args, kwargs):
+            if not _looks_swapped(self, str(error), args, kwargs):
                 raise
             raise ValueError(
                 f"{error} Were X and y swapped? {method.__name__}(X, y) takes the features "
@@ -642,11 +643,17 @@ def explains_call_mistakes(method: Callable) -> Callable:
     return wrapper
 
 
-def _looks_swapped(message: str, args: tuple, kwargs: dict[str, Any]) -> bool:
+def _looks_swapped(model: Any, message: str, args: tuple, kwargs: dict[str, Any]) -> bool:
     """Whether a refusal of a 1-D ``X`` came with a 2-D ``y`` of as many rows as ``X``
-    has entries: the arguments of ``fit(y, X)``."""
-    if not message.startswith("`X` must be 2-D"):
+    has entries, for a wrapper of one target per row: the arguments of ``fit(y, X)`` (not
+    already said by a wrapper around the same call, a subclass's ``super().fit``)."""
+    if not message.startswith("`X` must be 2-D") or "Were X and y swapped?" in message:
         return False
+    try:  # multi-output regions and label matrices take a 2-D y
+        if not get_tags(model).target_tags.single_output:
+            return False
+    except (AttributeError, TypeError, ValueError):
+        pass
     X = args[0] if args else kwargs.get("X")
     y = args[1] if len(args) > 1 else kwargs.get("y")
     if X is None or y is None:
@@ -714,10 +721,13 @@ def _call_mistake_message(
     def real(value: Any) -> bool:
         return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
+    # the keywords the method does not take (a misspelt one next to a taken `alpha` or
+    # `groups` is named as such by Python's message, at the end)
+    refused = set(kwargs) - set(signature.parameters)
     value: Any = kwargs.get("alpha", extra[0] if extra and method == "predict" else None)
     level = f"{float(value):g}" if real(value) else "..."  # never a whole target array
     # a third positional argument of predict is read as a level only when it looks like one
-    given_level = "alpha" in kwargs or (
+    given_level = "alpha" in refused or (
         method == "predict" and bool(extra) and real(extra[0]) and 0 < float(extra[0]) < 1
     )
     if method == "predict" and extra and not given_level:
@@ -737,7 +747,7 @@ def _call_mistake_message(
             f"at prediction, {level_method}(X, alpha={level}), or as the default level in "
             f"the constructor, {type(model).__name__}(..., alpha={level})."
         )
-    if "sample_weight" in kwargs and method == "calibrate":
+    if "sample_weight" in refused and method == "calibrate":
         shift = (
             " For calibration rows drawn from another population than the test rows "
             "(covariate shift), give the constructor a `likelihood_ratio`."
@@ -754,7 +764,16 @@ def _call_mistake_message(
             "is for exchangeable, unweighted rows). Weights for training go to "
             f"fit(X, y, sample_weight=w), which passes them to the model.{shift}"
         )
-    if "groups" in kwargs:
+    if "groups" in refused:
+        takes_groups = (
+            level_method is not None
+            and "groups" in inspect.signature(getattr(type(model), level_method)).parameters
+        )
+        if takes_groups and level_method:  # predict of a wrapper with Mondrian calibration
+            return (
+                f"{name} gives the model's point predictions and takes no `groups`: for "
+                f"group-conditional {level_method[8:]}s use {level_method}(X, groups=g)."
+            )
         fit = getattr(type(model), "fit", None)
         folds = (
             " (the `groups` that fit takes are the cross-validation folds' groups)"
