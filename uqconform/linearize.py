@@ -414,8 +414,12 @@ def _feed_digest(
                 # one-row predictions 13 times slower)
                 # (taken at C-order positions, whatever the memory layout, without copying
                 # the array: a pickled copy, stored in C order, gives the same sample)
-                positions = np.arange(0, value.size, -(-value.size // _DIGEST_SAMPLE))
-                value = value[np.unravel_index(positions, value.shape)]
+                step = -(-value.size // _DIGEST_SAMPLE)
+                if value.flags.c_contiguous:  # a strided view: no index arrays (0.2 ms less)
+                    value = value.reshape(-1)[::step]
+                else:
+                    positions = np.arange(0, value.size, step)
+                    value = value[np.unravel_index(positions, value.shape)]
             digest.update(np.ascontiguousarray(value).tobytes())
     elif isinstance(value, (bool, int, float, np.number)):
         if not arrays_only:
