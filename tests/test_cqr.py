@@ -371,6 +371,10 @@ def test_quantile_band_fit_trains_clones_and_leaves_the_given_models_alone():
     np.testing.assert_array_equal(fitted.predict(Xt), expected)
     prefit = ConformalizedQuantileRegressor(fitted).calibrate(Xc, yc)
     np.testing.assert_array_equal(prefit.predict_interval(Xt), out)
+    # a band trained by its own fit is adopted by calibrate (diffrev20/21: it was refused
+    # as unfitted, its `lower` and `upper` being the untouched given models)
+    adopted = ConformalizedQuantileRegressor(band).calibrate(Xc, yc)
+    np.testing.assert_allclose(adopted.predict_interval(Xt), out)
 
 
 @pytest.mark.parametrize("value", [3, ["quantile"], 0.5])

@@ -885,6 +885,13 @@ def test_frozen_model_outside_sklearn_names_difficulty_estimator_when_copies_are
     ):
         model.fit(X[:200], y[:200])
 
+    class OutsideWithFit(Outside):  # scikit-learn then fails on its tags (diffrev20)
+        def fit(self, X, y):
+            return self
+
+    with pytest.raises(AttributeError, match=r"around OutsideWithFit.*Call calibrate"):
+        SplitConformalRegressor(FrozenEstimator(OutsideWithFit())).fit(X[:200], y[:200])
+
 
 @pytest.mark.parametrize(
     ("value", "message"),
@@ -934,3 +941,10 @@ def test_cqr_score_around_a_band_model_points_to_cqr():
         with pytest.raises(ValueError, match=r"quantile band.*ConformalizedQuantile") as e:
             wrapper.calibrate(Xc, yc)
         assert "multioutput" not in str(e.value)
+
+    class PointSubclass(SplitConformalRegressor):  # its own 1-D output (diffrev21)
+        def _model_output(self, X):
+            return np.asarray(self.estimator_.predict(X), dtype=float)
+
+    with pytest.raises(ValueError, match=r"predicts one value per row.*ConformalizedQuantile"):
+        PointSubclass(Ridge().fit(Xf, yf), conformity_score=CQRScore()).calibrate(Xc, yc)

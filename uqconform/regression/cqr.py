@@ -306,9 +306,9 @@ class ConformalizedQuantileRegressor(SplitConformalRegressor):
 
     def _pair(self) -> Sequence[Any] | None:
         """The (lower, upper) models when ``estimator`` is given as a sequence or as a
-        `QuantileBand` (fitted or not: the same pair)."""
+        `QuantileBand` (the models its ``fit`` trained, else the given ones)."""
         if isinstance(self.estimator, QuantileBand):
-            return (self.estimator.lower, self.estimator.upper)
+            return self.estimator._models()
         return self.estimator if isinstance(self.estimator, (tuple, list)) else None
 
     def _validate_params(self) -> None:

@@ -376,7 +376,7 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
         model = self.estimator_
         try:
             super()._train_estimator(X, y, params)
-        except TypeError as error:
+        except (TypeError, AttributeError) as error:  # (no tags: an AttributeError)
             if not isinstance(model, FrozenEstimator) or is_sklearn_estimator(model.estimator):
                 raise
             difficulty = (
@@ -386,7 +386,7 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
                 if self._needs_difficulty() and not self._difficulty_is_prefit()
                 else ""
             )
-            raise TypeError(
+            raise type(error)(
                 f"`estimator` is a FrozenEstimator around {type(model.estimator).__name__}, a "
                 "model outside scikit-learn, which FrozenEstimator.fit cannot check "
                 f"({str(error).rstrip('.')}). Call calibrate(X_calib, y_calib) without fit: "
@@ -592,6 +592,12 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
         advice = "; conformity scores need finite values"
         self._refuse_non_finite(output, difficulty, "calibration rows", advice)
         self._check_calibration_output(output)
+        if isinstance(score, CQRScore) and output.ndim == 1:  # a subclass's point output
+            raise ValueError(
+                f"`conformity_score={score!r}` scores a quantile band (lower, upper), but "
+                "`estimator` predicts one value per row: use "
+                "uqconform.regression.ConformalizedQuantileRegressor."
+            )
         scores = _checked_scores(score, score.score(y, output, difficulty), len(y))
         if difficulty is not None:
             self._warn_lifted_spreads(difficulty, np.abs(y - output))
