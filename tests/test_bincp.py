@@ -689,3 +689,27 @@ def test_fractional_float_labels_get_the_class_names_hint(smoothed, augment):
     message = r"`y` holds float labels with a fractional part .*y\.astype\(str\)"
     with pytest.raises(ValueError, match=message):
         smoothed(LogisticRegression()).fit(X, y + 0.5, augment=augment)
+
+
+@pytest.mark.parametrize("smoothed", [MeanSmoothedClassifier, BinarizedSmoothedClassifier])
+@pytest.mark.parametrize(
+    "bad, error, remedy",
+    [
+        (np.inf, ValueError, r"infinity.*replace or clip the infinite values"),
+        ("red", ValueError, r"could not convert.*encode text or categories"),
+        ({"a": 1.0}, TypeError, r"dict.*encode text or categories"),
+    ],
+)
+def test_infinite_or_text_x_gets_a_remedy(smoothed, bad, error, remedy):
+    """Review finding (docsB, stop 57): infinity in X gave "`X` must be a finite numeric
+    array for randomised smoothing (Input contains infinity ...)" with no remedy, and text
+    or objects kept numpy's message without saying to encode them before the wrapper."""
+    X, y = blobs(60, 0)
+    X = X.astype(object)
+    X[5, 1] = bad
+    model = LogisticRegression().fit(*blobs(60, 1))
+    message = rf"`X` must be .*for randomised smoothing .*{remedy}"
+    with pytest.raises(error, match=message):
+        smoothed(LogisticRegression()).fit(X, y)
+    with pytest.raises(error, match=message):
+        smoothed(model).calibrate(X, y)

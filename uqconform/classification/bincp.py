@@ -321,21 +321,30 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
                 "`X` must be a dense numeric array for randomised smoothing: sparse matrices "
                 "are not supported (noise is added to every feature)."
             )
+        encode = (
+            ": encode text or categories as numbers before the wrapper (the noise then lives "
+            "in the encoded space, where `sigma` and `radius` are measured)"
+        )
         try:
             return check_array(X, dtype=np.float64, ensure_all_finite=True)
         except ValueError as error:
             reason = str(error).rstrip(".")
-            advice = (
-                ": impute missing values first, even for a model that handles them"
-                if "NaN" in reason
-                else ""
-            )
+            if "NaN" in reason:
+                advice = ": impute missing values first, even for a model that handles them"
+            elif "infinity" in reason:
+                advice = ": replace or clip the infinite values (or drop those rows) first"
+            elif "could not convert" in reason:  # text that is not a number
+                advice = encode
+            else:
+                advice = ""
             raise ValueError(
                 f"`X` must be a finite numeric array for randomised smoothing ({reason}){advice}."
             ) from None
         except TypeError as error:  # objects that are not numbers (numpy's message kept)
             reason = str(error).rstrip(".")
-            raise TypeError(f"`X` must be numeric for randomised smoothing ({reason}).") from None
+            raise TypeError(
+                f"`X` must be numeric for randomised smoothing ({reason}){encode}."
+            ) from None
 
     def _as_model_input(self, block: NDArray) -> Any:
         """A DataFrame with the fitted column names when the model was fitted on one."""
@@ -831,7 +840,12 @@ class BinarizedSmoothedClassifier(_SmoothedClassifier):
         ``random_state`` is None. Same int seed, same sets for the same call: the noise of
         a call is seeded by its whole ``X``, so a row predicted with other rows (or alone)
         gets other draws and may get another set (valid either way); a Generator is used
-        as it is, each call drawing on from its state.
+        as it is, each call drawing on from its state. Against an adversary who can query
+        ``predict_set``, use ``None`` (fresh noise at every call): with an int seed the
+        draws are a function of the input, so moving a row by a negligible amount re-draws
+        its noise, and an input whose set misses the true label, once found, misses again
+        when predicted the same way later (e.g. alone). A fixed seed is for reproducible
+        experiments.
 
     Attributes
     ----------
@@ -982,7 +996,8 @@ class MeanSmoothedClassifier(_SmoothedClassifier):
     random_state : int, Generator or None, default=None
         Seeds the noise (and the classifier trained by ``fit`` where its own
         ``random_state`` is None); the same seed as a `BinarizedSmoothedClassifier` gives
-        the same draws, so the two compare on identical samples.
+        the same draws, so the two compare on identical samples. Use ``None`` against an
+        adversary who can query ``predict_set`` (see `BinarizedSmoothedClassifier`).
 
     Attributes
     ----------
