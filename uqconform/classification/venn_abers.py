@@ -435,8 +435,10 @@ class VennAbersCalibrator(ClassifierMixin, ModelWrapper):
         in the last place) and absolute below 1, count as equal, calibration and test rows'
         alike, chained by single linkage (see `venn_abers_bounds`), and the guarantee is
         exact: a row whose score equals a calibration score keeps its pair in any batch
-        whose rounding moves the score by less than that; a score near the tolerance's
-        edge can switch between a tie and a gap, and so change its pair.
+        whose rounding moves the score by less than that, unless a score of another
+        calibration cell lies within twice the tolerance (the moved score can then tie
+        both and join their cells); a score near the tolerance's edge can switch between
+        a tie and a gap, and so change its pair.
     random_state : int, Generator or None, default=None
         Seeds the classifier trained by ``fit`` where its own ``random_state`` is None.
 

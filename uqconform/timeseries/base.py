@@ -151,10 +151,11 @@ def residual_offsets(
     values of ``r`` that the chosen window contains. With equal weights over ``n``
     residuals the choice is a symmetric function of the ``n + 1`` residuals, so a new
     exchangeable residual is missed with probability ``1 - m / (n + 1) <= alpha``,
-    ``m = ceil((n + 1)(1 - alpha))``, for any grid of ``beta`` (choosing the narrowest
-    window on the stored residuals alone, as the plain version does, costs up to two points
-    of coverage). For one ``beta`` this is split conformal's two-sided interval, the
-    ``k``-th and ``(k + m)``-th order statistics with ``k = floor((n + 1) beta)``. A tail
+    ``m = ceil((n + 1)(1 - alpha))``, for any grid of ``beta``, when ``n >= 2 / alpha - 1``
+    (below that, the interval is infinite). Choosing the narrowest window on the stored
+    residuals alone, as the plain version does, costs up to two points of coverage. For one
+    ``beta`` this is split conformal's two-sided interval, the ``k``-th and ``(k + m)``-th
+    order statistics with ``k = floor((n + 1) beta)``. A tail
     below ``s`` would put an end at infinity, so ``beta`` is clipped to ``[s, alpha - s]``
     (``beta = 0`` becomes "the smallest residual", as in the plain version); if
     ``s > alpha / 2`` the interval is infinite. With unequal weights (SPCI, KOWCPI) no

@@ -53,9 +53,10 @@ class EnbPI(SequentialConformalRegressor):
         the next residual that the window so chosen would contain. On exchangeable
         residuals a new one is then missed with probability ``1 - m / (n + 1) <= alpha``,
         ``m = ceil((n + 1)(1 - alpha))``, whatever ``beta_grid`` (for one ``beta``, split
-        conformal's two order statistics). A step then costs in proportion to ``memory``
-        times the number of ``beta`` (about 2 ms at 3,000 residuals and 5 ``beta``, a few
-        times the plain search). ``False`` is the published algorithm (plain empirical
+        conformal's two order statistics), when ``n >= 2 / alpha - 1`` (below that, the
+        interval is infinite). A step then costs in proportion to ``memory`` times the
+        number of ``beta`` (about 2 ms at 3,000 residuals and 5 ``beta``, a few times the
+        plain search). ``False`` is the published algorithm (plain empirical
         quantiles), which falls short on exchangeable residuals: at ``beta = 0`` its
         window covers a new residual with probability ``(ceil(n (1 - alpha)) - 1) /
         (n + 1)`` (0.84 for ``n = 30`` at ``alpha = 0.1``, 0.88 for 100). The ``beta``
