@@ -374,8 +374,8 @@ def test_a_missing_value_in_y_gets_the_message_of_a_nan(missing):
         str(error.value)
         == str(nan_error.value)
         == (
-            "`y` contains NaN or infinite values: drop those rows (or pass finite values at which "
-            "to evaluate)."
+            "`y` contains NaN or infinite values: remove them (the rows, or the grid values, that "
+            "hold them)."
         )
     )
 

@@ -1118,8 +1118,9 @@ def test_a_coverage_level_given_as_alpha_warns():
         warnings.simplefilter("error")
         SplitConformalRegressor(LinearRegression(), alpha=0.5).fit(X[:50], y[:50])
     # a level a hair below 1 is shown as given, not rounded to "alpha=1" (regr review)
-    with pytest.warns(UserWarning, match=r"alpha=0\.9999999999999999 is the miscoverage"):
+    with pytest.warns(UserWarning, match=r"alpha=0\.9999999999999999 is the miscoverage") as w:
         SplitConformalRegressor(LinearRegression(), alpha=1 - 2**-53).fit(X[:50], y[:50])
+    assert "For 100% coverage" not in str(w[0].message)
 
 
 def test_a_coverage_level_given_to_a_prediction_call_warns():
@@ -2075,8 +2076,8 @@ def test_missing_candidates_get_the_message_of_a_nan(missing):
         model.predict_pvalue(X[:3], missing)
     assert str(error.value) == str(nan_error.value)
     assert str(error.value) == (
-        "`y_candidates` contains NaN or infinite values: drop those rows (or pass finite "
-        "values at which to evaluate)."
+        "`y_candidates` contains NaN or infinite values: remove them (the rows, or the grid "
+        "values, that hold them)."
     )
     # booleans and dates with a missing entry are named as what they are (diffrev5: the
     # NaN message first, then another refusal once the entry was removed)

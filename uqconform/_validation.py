@@ -1551,8 +1551,8 @@ def candidate_values(y_candidates: ArrayLike, name: str = "y_candidates") -> NDA
     values = real_values(y_candidates)
     if values is None and holds_missing_values(y_candidates):
         raise ValueError(  # as a NaN is
-            f"`{name}` contains NaN or infinite values: drop those rows (or pass finite "
-            "values at which to evaluate)."
+            f"`{name}` contains NaN or infinite values: remove them (the rows, or "
+            "the grid values, that hold them)."
         )
     if values is None:  # booleans, text, complex, times: not candidate labels
         raise ValueError(
@@ -1597,7 +1597,7 @@ def candidate_grid(
         )
     if not np.isfinite(grid).all():
         raise ValueError(
-            f"`{name}` contains NaN or infinite values: drop those rows (or pass finite "
-            "values at which to evaluate)."
+            f"`{name}` contains NaN or infinite values: remove them (the rows, or "
+            "the grid values, that hold them)."
         )
     return grid, single

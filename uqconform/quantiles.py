@@ -154,10 +154,12 @@ def check_miscoverage(alpha: float | Sequence[float] | ArrayLike, name: str = "a
     levels = check_alpha(alpha, name)
     if levels.max() > 0.5:
         high = float(levels.max())
-        shown = f"{high:g}" if high < 0.99999 else repr(high)  # never "alpha=1"
+        near_one = high >= 0.99999  # shown as given: never "alpha=1" or "100% coverage"
+        shown = repr(high) if near_one else f"{high:g}"
+        coverage = repr(100 * high) if near_one else f"{100 * high:.12g}"
         warn_user(
             f"{name}={shown} is the miscoverage level: the sets aim to cover 1 - {name} = "
-            f"{100 * (1 - high):.3g}% of points. For {100 * high:.3g}% coverage pass "
+            f"{100 * (1 - high):.3g}% of points. For {coverage}% coverage pass "
             f"{name}={1 - high:.3g}.",
             UserWarning,
         )
