@@ -894,6 +894,14 @@ def test_a_label_matrix_without_columns_or_transposed_is_named():
         controller().calibrate(P, Y.T)
     with pytest.raises(ValueError, match=r"`y` has 49 rows but X has 50 rows\.$"):
         controller().calibrate(P, Y[:-1])
+    # diffrev19: a (49, 50) matrix is no transposed label matrix, and a 3-D y with other
+    # rows than X is not told to reshape (that would mix the rows' labels)
+    square = np.zeros((49, 50), dtype=int)
+    with pytest.raises(ValueError, match=r"`y` has 49 rows but X has 50 rows\.$"):
+        controller().calibrate(P, square)
+    with pytest.raises(ValueError, match=r"3 axes and 60 rows.*50 rows") as caught:
+        controller().calibrate(P, np.zeros((60, 5, 1), dtype=int))
+    assert "reshape" not in str(caught.value)
 
 
 @pytest.mark.parametrize("method", ["crc", "rcps"])

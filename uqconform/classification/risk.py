@@ -223,7 +223,9 @@ def check_label_matrix(y: Any, n: int, n_labels: int | None = None) -> NDArray:
             f"got {got}; {remedy}."
         )
     if labels.shape[0] != n:
-        hint = "; transposed? pass y.T" if labels.shape[1] == n else ""
+        # (as many columns as X has rows, and rows few enough to be labels)
+        transposed = labels.shape[1] == n and 2 * labels.shape[0] <= n
+        hint = "; transposed? pass y.T" if transposed else ""
         raise ValueError(f"`y` has {labels.shape[0]} rows but X has {n} rows{hint}.")
     if labels.shape[1] == 0:
         raise ValueError(
@@ -267,6 +269,11 @@ def _extra_axis_remedy(labels: NDArray, n: int) -> str:
         return (
             "its axis 2 holds one-hot (absent, present) pairs per label: pass the present "
             "entries, y[..., 1]"
+        )
+    if shape[0] != n:  # a reshape would mix rows: nothing to suggest but the rows
+        return (
+            f"it has {labels.ndim} axes and {shape[0]} rows, a label matrix 2 axes (rows, "
+            f"labels) and {n} rows, one per row of X"
         )
     return (
         f"it has {labels.ndim} axes, a label matrix 2 (rows, labels): y.reshape({n}, -1) "
