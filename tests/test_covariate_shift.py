@@ -814,3 +814,39 @@ def test_a_fitted_attribute_replaced_after_calibrate_calls_for_recalibration(att
         cp.calibrate(X[1100:1300], y[1100:1300])  # recalibrated: fine
         assert cp.predict_interval(X[1300:]).shape == (200, 2)
         setattr(ratio, attribute, old)
+
+
+def test_a_ratio_tracks_changed_weights_only_and_also_when_built_by_hand():
+    """Diff-review finding (stop 57): assigning a ratio's classifier_ or prior_ratio_ the
+    value it holds (``r.prior_ratio_ = float(r.prior_ratio_)``) called for recalibration,
+    while a ratio built by hand (classifier_ and prior_ratio_ assigned, no fit) had no fit
+    token, so a later change of its weights went unnoticed (new weights on the test rows,
+    the old ones on the calibration rows)."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(1500, 2))
+    y = X @ [1.0, -1.0] + rng.normal(size=1500)
+
+    def calibrated(ratio):
+        cp = SplitConformalRegressor(Ridge(), likelihood_ratio=ratio)
+        return cp.fit(X[900:1100], y[900:1100]).calibrate(X[1100:1300], y[1100:1300])
+
+    ratio = ClassifierDensityRatio().fit(X[:300], X[300:600] + 1.0)
+    cp = calibrated(ratio)
+    expected = cp.predict_interval(X[1300:])
+    ratio.classifier_ = ratio.classifier_
+    ratio.prior_ratio_ = float(ratio.prior_ratio_)
+    ratio.clip = float(ratio.clip)
+    np.testing.assert_array_equal(cp.predict_interval(X[1300:]), expected)
+    ratio.clip = 5.0  # a change still calls for recalibration
+    with pytest.raises(NotFittedError, match="refitted or changed since"):
+        cp.predict_interval(X[1300:])
+
+    by_hand = ClassifierDensityRatio()
+    labels = np.r_[np.zeros(300), np.ones(300)]
+    by_hand.classifier_ = LogisticRegression().fit(np.r_[X[:300], X[300:600] + 1], labels)
+    by_hand.prior_ratio_ = 1.0
+    cp = calibrated(by_hand)
+    cp.predict_interval(X[1300:])
+    by_hand.prior_ratio_ = 50.0
+    with pytest.raises(NotFittedError, match="refitted or changed since"):
+        cp.predict_interval(X[1300:])

@@ -1938,3 +1938,42 @@ def test_plot_intervals_refuses_x_and_y_in_other_row_orders():
         plot_intervals(x, pd.Series([0.5, 1.0, 2.0], index=[10, 11, 12]), bands)
     finally:
         plt.close("all")
+
+
+# ---- diff review of the by-label reading (stop 57) ----------------------------------------
+
+
+def test_default_text_columns_stay_positional_for_classes_one_to_k():
+    """Diff-review finding (stop 57): pd.DataFrame(sets) after a CSV round trip (columns
+    '0', '1', '2') with classes 1..3 was refused ("name classes and differ from
+    `classes`"), as '1' and '2' were turned into classes 1 and 2; the text '0'..'K-1' in
+    order is read by position, as the default columns it comes from."""
+    frame = pd.DataFrame(SETS, columns=["0", "1", "2"])
+    truth = coverage(Y_CLS, SETS)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert coverage(Y_CLS + 1, frame, classes=[1, 2, 3]) == truth
+        assert coverage(Y_CLS + 2, frame, classes=[2, 3, 4]) == truth
+    # without classes, 1..3 are refused as column indices (not as "labels not in classes")
+    with pytest.raises(ValueError, match=r"`y_true` holds labels outside 0\.\.2"):
+        coverage(Y_CLS + 1, frame)
+
+
+def test_set_frame_columns_that_are_the_classes_as_other_numeric_text_are_read_by_label():
+    """Diff-review finding (stop 57): the columns '2.0', '0.0', '1.0' with integer labels,
+    or '2', '0', '1' with float labels 0.0..2.0, were read by position with a warning
+    (coverage 0.5 where it is 0.0); they are the classes written as numbers."""
+    frame, y = _FRAME_BY_CLASS, _Y_BY_CLASS
+    truth = np.mean([frame.loc[i, label] for i, label in enumerate(y)])
+    assert truth == 0.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        as_float_text = frame.rename(columns=lambda c: str(float(c)))
+        assert coverage(y, as_float_text) == truth
+        assert coverage(y, as_float_text, classes=[0, 1, 2]) == truth
+        assert coverage(y.astype(float), frame.rename(columns=str)) == truth
+        assert coverage(y.astype(float), frame.rename(columns=str), classes=[0.0, 1.0, 2.0]) == 0
+    # a column that is no class (or two columns of one class) keeps the by-position reading
+    for columns in (["2.0", "0.0", "7.0"], ["2.0", "0.0", "0.00"]):
+        with pytest.warns(UserWarning, match="share no label"):
+            coverage(y, frame.set_axis(columns, axis=1))

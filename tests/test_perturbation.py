@@ -390,3 +390,30 @@ def test_nan_and_one_dimensional_x_are_named_with_a_remedy():
     assert "0.123456" not in str(flat.value) and "array=" not in str(flat.value)
     with pytest.raises(ValueError, match=r"`X` contains NaN .*impute"):
         worst_of_k_perturbation(X, [0, 1], 0.1, lambda Z: np.ones((len(Z), 2)))
+
+
+def test_infinite_none_empty_and_three_dimensional_x_are_named_with_their_remedy():
+    """Diff-review finding (stop 57): infinite values in X were told to use
+    sklearn.impute.SimpleImputer, which refuses infinity; X=None said "Expected 2D array,
+    got scalar array", and a frame without columns or a 3-D X got scikit-learn's words."""
+    simulators = (
+        lambda X: random_l2_perturbation(X, 0.1, random_state=0),
+        lambda X: worst_of_k_perturbation(
+            X, [0, 1], 0.1, lambda Z: np.full((len(Z), 2), 0.5), k=2, random_state=0
+        ),
+    )
+    for simulate in simulators:
+        with pytest.raises(ValueError, match=r"`X` contains infinite values") as infinite:
+            simulate(np.array([[0.5, np.inf], [1.0, -np.inf]]))
+        assert "SimpleImputer" not in str(infinite.value)
+        assert "np.nan_to_num" in str(infinite.value) and "drop" in str(infinite.value)
+        with pytest.raises(ValueError, match=r"`X` contains NaN and infinite .*np\.nan_to_num"):
+            simulate(np.array([[np.nan, np.inf], [1.0, 2.0]]))
+        with pytest.raises(ValueError, match=r"`X` contains NaN .*SimpleImputer"):
+            simulate(np.array([[np.nan, 1.0], [1.0, 2.0]]))
+        with pytest.raises(ValueError, match=r"`X` is None: pass the rows of features"):
+            simulate(None)
+        with pytest.raises(ValueError, match=r"`X` has no columns \(shape \(2, 0\)\)"):
+            simulate(pd.DataFrame(index=[0, 1]))
+        with pytest.raises(ValueError, match=r"`X` must be 2-D .*got shape \(2, 2, 2\)"):
+            simulate(np.zeros((2, 2, 2)))

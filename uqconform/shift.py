@@ -34,8 +34,19 @@ __all__ = ["ClassifierDensityRatio"]
 
 _NEVER = object()  # no warning of hard probabilities given yet
 
-# The attributes the weights are computed from: assigning one renews the fit token.
+# The attributes the weights are computed from: assigning one a new value renews the fit
+# token (the first assignment creates it).
 _WEIGHT_SETTINGS = frozenset({"clip", "classifier_", "prior_ratio_"})
+
+
+def _same_weight_setting(old: Any, new: Any) -> bool:
+    """Whether ``new`` gives the weights ``old`` gave: the same object, or an equal number
+    (``float(ratio.prior_ratio_)`` for an integer one)."""
+    if old is new:
+        return True
+    numbers = (int, float, np.integer, np.floating)
+    return isinstance(old, numbers) and isinstance(new, numbers) and bool(old == new)
+
 
 # What the warning of hard probabilities advises, for the default logistic classifier
 # (its probabilities round to 0 or 1 only far from both samples) and for another one.
@@ -252,11 +263,16 @@ class ClassifierDensityRatio:
         return self
 
     def __setattr__(self, name: str, value: Any) -> None:
+        renew = name in _WEIGHT_SETTINGS and (
+            "_fit_token" not in self.__dict__
+            or not _same_weight_setting(self.__dict__.get(name, _NEVER), value)
+        )
         super().__setattr__(name, value)
-        if name in _WEIGHT_SETTINGS and "_fit_token" in self.__dict__:
+        if renew:
             # a new clip, or a fitted attribute replaced, changes the weights as a refit
             # does: a wrapper calibrated with the old ones notices (its calibration weights
-            # came from them)
+            # came from them). The first such assignment creates the token, so a ratio
+            # built by hand (classifier_ and prior_ratio_ assigned, no fit) is tracked too.
             super().__setattr__("_fit_token", object())
 
     def __call__(self, X: Any) -> NDArray:

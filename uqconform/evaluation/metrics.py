@@ -42,6 +42,8 @@ __all__ = [
     "size_stratified_coverage",
 ]
 
+_NO_CLASS = object()  # a set column whose text is no class
+
 
 @runtime_checkable
 class RegionLike(Protocol):
@@ -304,6 +306,26 @@ def _label_index(
     return index.astype(np.intp)
 
 
+def _classes_of_text(columns: pd.Index, known: pd.Index) -> pd.Index:
+    """``columns`` with the text of a class (as a CSV round trip writes it) replaced by
+    that class: ``"2"`` for ``2``; for numeric classes, when no column is that text,
+    ``"2.0"`` for ``2`` or ``"2"`` for ``2.0`` (the same number), provided every column
+    is such a text of a class, each of another one. Other columns stay as they are."""
+    text = {str(label): label for label in known}  # the classes written as text
+    if len(text) == known.size and any(isinstance(c, str) and c in text for c in columns):
+        return pd.Index([text.get(c, c) if isinstance(c, str) else c for c in columns])
+    if known.dtype.kind not in "iuf" or not all(isinstance(c, str) for c in columns):
+        return columns
+    by_value = {float(label): label for label in known}
+    try:
+        found = [by_value.get(float(c), _NO_CLASS) for c in columns]
+    except ValueError:  # a column that is no number
+        return columns
+    if any(label is _NO_CLASS for label in found) or len(set(found)) < len(found):
+        return columns
+    return pd.Index(found)
+
+
 def _frame_classes(
     prediction: Any,
     classes: ArrayLike | None,
@@ -313,10 +335,10 @@ def _frame_classes(
 ) -> tuple[Any, ArrayLike | None]:
     """A boolean set DataFrame whose column labels name classes (they share a label with
     ``classes``, or without it with the observed ``labels``, or are those labels as text,
-    as a CSV round trip writes them) is read by label: its columns in the order of
-    ``classes``, or its labels as ``classes``. The default ``0..K-1`` and its text
-    "0".."K-1" are read by position, as an array's; other columns that name no class
-    (a MultiIndex, say) too, with a warning."""
+    as a CSV round trip writes them: `_classes_of_text`) is read by label: its columns in
+    the order of ``classes``, or its labels as ``classes``. The default ``0..K-1`` and
+    its text "0".."K-1" in that order (whatever the classes) are read by position, as an
+    array's; other columns that name no class (a MultiIndex, say) too, with a warning."""
     if not isinstance(prediction, pd.DataFrame):
         return prediction, classes
     columns = prediction.columns
@@ -329,12 +351,12 @@ def _frame_classes(
         return prediction, classes  # refused by _label_index, with its own message
     known = pd.Index(given if given is not None else pd.unique(labels.reshape(-1)))
     multi = isinstance(columns, pd.MultiIndex)
-    if not multi and not columns.isin(known).any():
-        text = {str(label): label for label in known}  # the classes written as text
-        if len(text) == known.size and any(isinstance(c, str) and c in text for c in columns):
-            columns = pd.Index([text.get(c, c) if isinstance(c, str) else c for c in columns])
+    # the text of the default columns, in order (pd.DataFrame(sets) after a CSV round
+    # trip): positions, even where "1" is also a class written as text
+    positions = not multi and list(columns) == [str(j) for j in range(len(columns))]
+    if not multi and not positions and not columns.isin(known).any():
+        columns = _classes_of_text(columns, known)
     if multi or not columns.isin(known).any():
-        positions = not multi and list(columns) == [str(j) for j in range(len(columns))]
         # (labels of y that are not positions are refused by _label_index)
         if not positions and (given is not None or labels.dtype.kind in "biuf"):
             against = (
@@ -504,11 +526,14 @@ def coverage(
         without it, labels 1..K are read as column indices, which a warning catches only
         when every label 1..K-1 is present (not on the rows of one class, say). A set
         DataFrame whose columns share a label with ``classes`` (or, without it, with
-        ``y_true``), or are those labels as text (``"2"`` for ``2``, after a CSV round
-        trip), carries its classes: its columns are used as ``classes``, or aligned to
-        ``classes`` when given (refused unless they hold the same labels). Columns that
-        share none are read by position: silently for the default ``0..K-1`` and its
-        text ``"0".."K-1"``, with a warning otherwise (a MultiIndex, say).
+        ``y_true``), or are those labels as text (``"2"`` for ``2`` after a CSV round
+        trip; ``"2.0"`` for ``2``, or ``"2"`` for ``2.0``, when every column is such a
+        text of another class), carries its classes: its columns are used as
+        ``classes``, or aligned to ``classes`` when given (refused unless they hold the
+        same labels). Columns that share none, and the default ``0..K-1``'s text
+        ``"0".."K-1"`` in that order whatever the classes, are read by position:
+        silently for the default columns and their text, with a warning otherwise (a
+        MultiIndex, say).
 
     Returns
     -------

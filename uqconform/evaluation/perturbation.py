@@ -41,7 +41,10 @@ _BATCH_CELLS = 2**21
 def _features(X: ArrayLike) -> NDArray:
     """``X`` as a new writeable float array (the working copy the shifts are added to)."""
     try:
-        values = check_array(X, dtype=np.float64, ensure_all_finite=True, copy=True)
+        # (scikit-learn's finiteness check sums the values: +inf and -inf give a
+        # RuntimeWarning before its own error, which names them below)
+        with np.errstate(invalid="ignore", over="ignore"):
+            values = check_array(X, dtype=np.float64, ensure_all_finite=True, copy=True)
     except (TypeError, ValueError) as error:
         text = _text_columns(X)
         if text:
@@ -57,8 +60,10 @@ def _features(X: ArrayLike) -> NDArray:
 
 def _not_features(X: Any, error: Exception) -> str:
     """Why ``X`` is not a finite numeric 2-D array, with the remedy (never the array)."""
+    if X is None:
+        return "`X` is None: pass the rows of features to perturb (a 2-D array or DataFrame)."
     try:
-        shape = np.shape(X)
+        shape = tuple(getattr(X, "shape", None) or np.shape(X))
     except ValueError:  # ragged rows
         shape = None
     if shape is not None and len(shape) == 1:
@@ -66,6 +71,16 @@ def _not_features(X: Any, error: Exception) -> str:
             f"`X` must be 2-D (one row per sample), got shape {shape}: use X.reshape(-1, 1) "
             "for a single feature, or X.reshape(1, -1) for a single row."
         )
+    if shape is not None and len(shape) > 2:
+        return (
+            f"`X` must be 2-D (one row per sample), got shape {shape}: put each sample's "
+            "features in one row (X.reshape(len(X), -1)) first."
+        )
+    if shape == ():
+        return f"`X` must be 2-D (one row per sample), got the scalar {X!r:.40}."
+    if shape is not None and len(shape) == 2 and 0 in shape:
+        missing, remedy = ("rows", "one row") if shape[0] == 0 else ("columns", "one feature")
+        return f"`X` has no {missing} (shape {shape}): pass at least {remedy}."
     # scikit-learn's first line: its next ones may print the array
     generic = f"`X` must be a finite numeric 2-D array ({str(error).splitlines()[0].rstrip(':')})"
     try:
@@ -77,11 +92,18 @@ def _not_features(X: Any, error: Exception) -> str:
         return generic
     nan, inf = bool(np.isnan(values).any()), bool(np.isinf(values).any())
     what = " and ".join(name for name, found in (("NaN", nan), ("infinite values", inf)) if found)
+    # SimpleImputer refuses infinity: it only fills NaN
+    remedy = {
+        (True, False): "impute them (e.g. sklearn.impute.SimpleImputer)",
+        (False, True): "replace them by finite numbers (e.g. np.nan_to_num, or np.clip to "
+        "finite bounds)",
+        (True, True): "impute the NaN (e.g. sklearn.impute.SimpleImputer) and replace the "
+        "infinite values by finite numbers (e.g. np.nan_to_num, or np.clip to finite bounds)",
+    }[nan, inf]
     return (
         f"`X` contains {what} in {int(bad.sum())} of {bad.size} rows (first: row "
         f"{int(np.argmax(bad))}): every value is shifted, so every value must be a finite "
-        "number; impute or replace them (e.g. sklearn.impute.SimpleImputer) or drop those rows "
-        "first."
+        f"number; {remedy} or drop those rows first."
     )
 
 
