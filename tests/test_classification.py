@@ -947,7 +947,9 @@ def test_a_score_class_instead_of_an_instance_says_to_instantiate_it(wrapper):
         "ensemble": EnsembleConformalClassifier,
     }[wrapper]
     (Xf, yf), (Xc, yc), (Xt, _) = _split(seed=6)
-    with pytest.raises(TypeError, match=r"is the class APSScore: pass an instance: APSScore\(\)"):
+    with pytest.raises(
+        TypeError, match=r"is the class APSScore: pass an instance, e\.g\. APSScore\(\)"
+    ):
         make(conformity_score=APSScore).fit(Xf, yf)
     if wrapper == "ensemble":  # a score object is used, as its docstring now says
         by_object = make(n_heads=2, conformity_score=APSScore(randomized=False), random_state=0)

@@ -1166,9 +1166,10 @@ def no_calibrate_step(model: Any, how: str, alternative: str) -> AttributeError:
     )
 
 
-def refuse_model_class(model: Any, wrapper: Any) -> None:
-    """A TypeError naming `estimator` when it is a class, not an instance (scikit-learn's
-    clone message names neither).
+def refuse_model_class(model: Any, wrapper: Any = None, name: str = "estimator") -> None:
+    """A TypeError naming the parameter ``name`` (of ``wrapper``, shown in the example for
+    `estimator`) when ``model`` is a class, not an instance (scikit-learn's clone message
+    names neither).
 
     Examples
     --------
@@ -1180,9 +1181,11 @@ def refuse_model_class(model: Any, wrapper: Any) -> None:
     TypeError: `estimator` is the class Ridge: pass an instance, e.g. SplitConformalRegresso...
     """
     if isinstance(model, type):
+        example = f"{model.__name__}()"
+        if wrapper is not None and name == "estimator":
+            example = f"{type(wrapper).__name__}({example})"
         raise TypeError(
-            f"`estimator` is the class {model.__name__}: pass an instance, e.g. "
-            f"{type(wrapper).__name__}({model.__name__}())."
+            f"`{name}` is the class {model.__name__}: pass an instance, e.g. {example}."
         )
 
 

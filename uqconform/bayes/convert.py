@@ -34,6 +34,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from uqconform._validation import (
     named_as_fitted,
     non_finite_kinds,
+    refuse_model_class,
     refuse_non_numeric_features,
 )
 from uqconform.bayes.network import Activation, Dense, Network
@@ -361,11 +362,7 @@ def _innermost(model: Any) -> Any:
 def _check_final_kind(model: Any) -> None:
     """TypeError unless the model at the end of the wrappers is an MLP or a torch module."""
     model = _innermost(model)
-    if isinstance(model, type):
-        raise TypeError(
-            f"`estimator` is the class {model.__name__}: pass an instance, e.g. "
-            f"{model.__name__}()."
-        )
+    refuse_model_class(model)
     if not (_is_torch_module(model) or isinstance(model, (MLPRegressor, MLPClassifier))):
         name = "None" if model is None else type(model).__name__
         raise TypeError(f"cannot build a network from {name}; use {_SUPPORTED}.")

@@ -23,6 +23,7 @@ from uqconform._validation import (
     missing_proba_error,
     model_classes,
     refuse_boolean_labels,
+    refuse_model_class,
 )
 from uqconform.base import ConformalPredictor, sets_within_thresholds
 from uqconform.scores.classification import ClassificationScore, get_classification_score
@@ -111,12 +112,7 @@ class ClassificationScoreMixin:
         return bool(getattr(self._score_object(), "reads_distribution", True))
 
     def _score_object(self) -> ClassificationScore:
-        score = self.conformity_score
-        if isinstance(score, type) and issubclass(score, ClassificationScore):
-            raise TypeError(
-                f"`conformity_score` is the class {score.__name__}: pass an instance: "
-                f"{score.__name__}()."
-            )
+        refuse_model_class(self.conformity_score, name="conformity_score")
         return get_classification_score(
             self.conformity_score,
             randomized=self.randomized,

@@ -30,6 +30,7 @@ from uqconform._validation import (
     check_score_output,
     is_sklearn_estimator,
     point_predictions,
+    refuse_model_class,
     refuse_non_finite,
 )
 from uqconform._warnings import warn_user
@@ -219,11 +220,7 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
         super()._validate_params()
         self._score_object()
         model = getattr(self, "difficulty_estimator", None)  # CQR has none
-        if isinstance(model, type):  # the class, not an instance
-            raise TypeError(
-                f"`difficulty_estimator` is the class {model.__name__}: pass an instance, "
-                f"e.g. {model.__name__}() (fit trains it), or a fitted one."
-            )
+        refuse_model_class(model, name="difficulty_estimator")
         spread = ("predict", "predict_std")
         if model is not None and not any(callable(getattr(model, m, None)) for m in spread):
             raise TypeError(
@@ -257,13 +254,8 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
         return X
 
     def _score_object(self) -> RegressionScore:
-        score = self.conformity_score
-        if isinstance(score, type) and issubclass(score, RegressionScore):
-            raise TypeError(
-                f"`conformity_score` is the class {score.__name__}: pass an instance: "
-                f"{score.__name__}()."
-            )
-        return get_regression_score(score)
+        refuse_model_class(self.conformity_score, name="conformity_score")
+        return get_regression_score(self.conformity_score)
 
     def _check_target(self, y, n, *, calibrating):
         return check_regression_target(y, n)
@@ -333,10 +325,8 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
                     "score."
                 )
             point = self._estimator_or_default()
-            frozen = isinstance(point, FrozenEstimator)
-            if frozen:  # refit its model out of fold, not frozen
+            if isinstance(point, FrozenEstimator):  # refit its model out of fold, not frozen
                 point = point.estimator
-            if frozen:
                 self._warn_frozen_copies(point)
             seed = self.random_state
             routed = self._routed_fit_params(fit_params)
