@@ -375,6 +375,11 @@ def test_quantile_band_fit_trains_clones_and_leaves_the_given_models_alone():
     # as unfitted, its `lower` and `upper` being the untouched given models)
     adopted = ConformalizedQuantileRegressor(band).calibrate(Xc, yc)
     np.testing.assert_allclose(adopted.predict_interval(Xt), out)
+    # ... and CQR's fit trains the band's given models as they are set now, not the clones
+    # its earlier fit trained (diffrev22)
+    band.set_params(lower=_hgb(quantile=0.1), upper=_hgb(quantile=0.9))
+    refit = ConformalizedQuantileRegressor(band).fit(Xf, yf)
+    assert (refit.estimator_.lower.quantile, refit.estimator_.upper.quantile) == (0.1, 0.9)
 
 
 @pytest.mark.parametrize("value", [3, ["quantile"], 0.5])

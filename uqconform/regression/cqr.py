@@ -306,9 +306,9 @@ class ConformalizedQuantileRegressor(SplitConformalRegressor):
 
     def _pair(self) -> Sequence[Any] | None:
         """The (lower, upper) models when ``estimator`` is given as a sequence or as a
-        `QuantileBand` (the models its ``fit`` trained, else the given ones)."""
+        `QuantileBand` (its given models, whose settings fit trains)."""
         if isinstance(self.estimator, QuantileBand):
-            return self.estimator._models()
+            return (self.estimator.lower, self.estimator.upper)
         return self.estimator if isinstance(self.estimator, (tuple, list)) else None
 
     def _validate_params(self) -> None:
@@ -378,6 +378,8 @@ class ConformalizedQuantileRegressor(SplitConformalRegressor):
         pair = self._pair()
         if pair is None:
             return super()._prefit_estimator()
+        if isinstance(self.estimator, QuantileBand):  # the models its own fit trained
+            pair = self.estimator._models()
         band = QuantileBand(*pair)
         check_is_fitted(band)
         return band
