@@ -2798,3 +2798,57 @@ def test_cross_classifier_on_a_continuous_target_warns_once(data):
     assert not [m for m in messages if m.startswith("The number of unique classes")]
     ours = [m for m in messages if "distinct labels" in m]
     assert len(ours) == 1 and "CrossConformalRegressor" in ours[0]
+
+
+def test_per_row_fit_parameters_are_checked_like_y(data):
+    """user review (stop 57, weight_order.py): a pandas sample_weight in another row order
+    than X was paired by position (coefficients [0.27, -0.39] for [-0.10, 5.03]) while y in
+    that order is refused; a short sample_weight got scikit-learn's bare message; a
+    FrozenEstimator around an unfitted model, calibrated, was told to pass "an already
+    fitted model (optionally as FrozenEstimator(model))"."""
+    X, y, _ = data
+    frame = pd.DataFrame(X, index=np.arange(150) + 1000)
+    weights = pd.Series(np.linspace(1.0, 2.0, 150), index=frame.index)
+    shuffled = weights.sample(frac=1.0, random_state=0)
+    with pytest.raises(ValueError, match=r"`sample_weight` is indexed by the row labels of `X`"):
+        SplitConformalRegressor(LinearRegression()).fit(frame, y, sample_weight=shuffled)
+    fitted = SplitConformalRegressor(LinearRegression()).fit(frame, y, sample_weight=weights)
+    assert fitted.estimator_.coef_.shape == (3,)
+    with pytest.raises(ValueError, match=r"`sample_weight` has 10 entries but X has 150 rows"):
+        SplitConformalRegressor(LinearRegression()).fit(X, y, sample_weight=np.ones(10))
+    frozen = SplitConformalRegressor(FrozenEstimator(LinearRegression()))
+    with pytest.raises(NotFittedError, match=r"around an unfitted LinearRegression: fit the"):
+        frozen.calibrate(X, y)
+
+
+def test_misplaced_levels_and_targets_name_what_the_class_has(data):
+    """clf and diffrev22 reviews (stop 57): predict_pvalue(X, alpha=0.1) got Python's bare
+    message; predict(X, y) of wrappers without calibrate (cross, full CP, time series) was
+    told "targets go to calibrate"; LinearizedPredictive.fit(X, y, alpha=0.1) was told to
+    give the constructor an `alpha` it does not have."""
+    from uqconform import CrossConformalClassifier
+
+    X, y, labels = data
+    split = SplitConformalClassifier(LogisticRegression()).fit(X[:75], labels[:75])
+    split.calibrate(X[75:], labels[75:])
+    cross = CrossConformalClassifier(LogisticRegression(), cv=3).fit(X, labels)
+    for model in (split, cross):
+        for call in (
+            lambda m=model: m.predict_pvalue(X, 0.1),
+            lambda m=model: m.predict_pvalue(X, alpha=0.1),
+        ):
+            with pytest.raises(TypeError, match=r"p-values, which do not depend on the level"):
+                call()
+    with pytest.raises(TypeError, match=r"targets go to fit\(X, y\), or to uqconform"):
+        CrossConformalRegressor(LinearRegression(), cv=3).fit(X, y).predict(X, y)
+    with pytest.raises(TypeError, match=r"targets go to fit\(X, y\), or online"):
+        EnbPI(LinearRegression(), n_bootstrap=3, random_state=0).fit(X, y).predict(X, y)
+    network = MLPRegressor(hidden_layer_sizes=(4,), max_iter=30, random_state=0).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        predictive = LinearizedPredictive(network).fit(X, y)
+    with pytest.raises(TypeError, match=r"fit does not depend on the level") as caught:
+        predictive.fit(X, y, alpha=0.1)
+    assert "constructor" not in str(caught.value)
+    with pytest.raises(TypeError, match=r"takes X, method \(3 positional arguments given\)"):
+        predictive.predict(X, "glm", y)

@@ -55,19 +55,25 @@ def is_per_row(value: Any, n: int) -> bool:
         return False
 
 
-def fit_params_rows(fit_params: dict[str, Any], n: int, rows: NDArray) -> dict[str, Any]:
-    """The fit parameters of a model trained on rows ``rows`` of ``n``: per-row ones
-    (``sample_weight``) taken on the same rows (a list stays a list of its entries), the
-    others passed as given. A ``sample_weight`` with another length is refused, naming
-    the data's length (the model would name only its subsample's)."""
+def check_sample_weight_rows(fit_params: dict[str, Any], n: int) -> None:
+    """Refuse a ``sample_weight`` among ``fit_params`` that is not one weight per row of
+    the ``n`` rows, naming the data's length (a model would name only its subsample's, or
+    print its own terse message)."""
     weight = fit_params.get("sample_weight")
     if weight is not None and np.ndim(weight) >= 1 and not is_per_row(weight, n):
         raise ValueError(f"`sample_weight` has {len(weight)} entries but X has {n} rows.")
-    if weight is not None and np.ndim(weight) > 1:  # the model would name a subsample's size
+    if weight is not None and np.ndim(weight) > 1:
         raise ValueError(
             f"`sample_weight` must be 1-D (one weight per row of X: {n}), got shape "
             f"{np.shape(weight)}."
         )
+
+
+def fit_params_rows(fit_params: dict[str, Any], n: int, rows: NDArray) -> dict[str, Any]:
+    """The fit parameters of a model trained on rows ``rows`` of ``n``: per-row ones
+    (``sample_weight``) taken on the same rows (a list stays a list of its entries), the
+    others passed as given (`check_sample_weight_rows` first)."""
+    check_sample_weight_rows(fit_params, n)
 
     def rows_of(value: Any) -> Any:
         if isinstance(value, (list, tuple)):

@@ -32,7 +32,13 @@ from sklearn.frozen import FrozenEstimator
 from sklearn.pipeline import Pipeline
 from sklearn.utils import get_tags
 
-from uqconform._rows import n_rows, row_sliceable, rows_fingerprint, slice_rows
+from uqconform._rows import (
+    check_sample_weight_rows,
+    n_rows,
+    row_sliceable,
+    rows_fingerprint,
+    slice_rows,
+)
 from uqconform._seeding import check_random_state_value, seeded_clone, seeded_generator
 from uqconform._validation import (
     NonFiniteOutputError,
@@ -666,12 +672,13 @@ def _looks_swapped(model: Any, message: str, args: tuple, kwargs: dict[str, Any]
 
 
 class ExplainsCallMistakes:
-    """Mixin: the ``fit``, ``calibrate``, ``predict``, ``predict_interval``, ``predict_set``
-    and ``update`` methods of every subclass (its own or inherited from a class outside this
-    hierarchy) are wrapped by `explains_call_mistakes`, so that arguments they do not take
-    (``alpha`` at calibration, ``groups`` where there is no Mondrian calibration, weights)
-    get a message saying where those go instead of Python's bare TypeError, and a 1-D
-    ``X`` refused next to a 2-D ``y`` of as many rows asks whether they were swapped."""
+    """Mixin: the ``fit``, ``calibrate``, ``predict``, ``predict_interval``, ``predict_set``,
+    ``predict_pvalue`` and ``update`` methods of every subclass (its own or inherited from a
+    class outside this hierarchy) are wrapped by `explains_call_mistakes`, so that
+    arguments they do not take (``alpha`` at calibration, ``groups`` where there is no
+    Mondrian calibration, weights) get a message saying where those go instead of Python's
+    bare TypeError, and a 1-D ``X`` refused next to a 2-D ``y`` of as many rows asks
+    whether they were swapped."""
 
     _EXPLAINED: ClassVar[tuple[str, ...]] = (
         "fit",
@@ -679,6 +686,7 @@ class ExplainsCallMistakes:
         "predict",
         "predict_interval",
         "predict_set",
+        "predict_pvalue",
         "update",
     )
 
@@ -724,28 +732,47 @@ def _call_mistake_message(
     # the keywords the method does not take (a misspelt one next to a taken `alpha` or
     # `groups` is named as such by Python's message, at the end)
     refused = set(kwargs) - set(signature.parameters)
-    value: Any = kwargs.get("alpha", extra[0] if extra and method == "predict" else None)
+    reads_extra = method in ("predict", "predict_pvalue")  # an extra argument: a level?
+    value: Any = kwargs.get("alpha", extra[0] if extra and reads_extra else None)
     level = f"{float(value):g}" if real(value) else "..."  # never a whole target array
-    # a third positional argument of predict is read as a level only when it looks like one
+    # an extra positional argument of predict is read as a level only when it looks like one
     given_level = "alpha" in refused or (
-        method == "predict" and bool(extra) and real(extra[0]) and 0 < float(extra[0]) < 1
+        reads_extra and bool(extra) and real(extra[0]) and 0 < float(extra[0]) < 1
     )
+    has_alpha = "alpha" in model.get_params(deep=False)
+    default = " (or the constructor's default `alpha`)" if has_alpha else ""
     if method == "predict" and extra and not given_level:
+        if hasattr(model, "calibrate"):  # (a property that refuses on the cross wrappers)
+            targets = "calibrate(X_calib, y_calib)"
+        elif hasattr(type(model), "update"):  # the time-series wrappers
+            targets = "fit(X, y), or online to predict_interval(X, y=y) or update(X, y)"
+        else:
+            targets = "fit(X, y)"
         return (
-            f"{name} takes X only ({len(args)} positional arguments given): targets go to "
-            "calibrate(X_calib, y_calib), or to uqconform.evaluation.evaluate for a test set."
+            f"{name} takes {', '.join(positional)} ({len(args)} positional arguments given): "
+            f"targets go to {targets}, or to uqconform.evaluation.evaluate for a test set."
         )
     if level_method is not None and given_level:
         if method == "predict":
             return (
                 f"{name} gives the model's point predictions and takes no `alpha`: for "
-                f"{level_method[8:]}s at a level use {level_method}(X, alpha={level}) (or "
-                "the constructor's default `alpha`)."
+                f"{level_method[8:]}s at a level use {level_method}(X, alpha={level})"
+                f"{default}."
             )
+        if method == "predict_pvalue":
+            return (
+                f"{name} gives p-values, which do not depend on the level: the set at a "
+                f"level is predict_pvalue(...) > alpha, or {level_method}(X, alpha={level})."
+            )
+        constructor = (
+            f", or as the default level in the constructor, "
+            f"{type(model).__name__}(..., alpha={level})"
+            if has_alpha
+            else ""
+        )
         return (
-            f"{name} takes no `alpha`: the calibration does not depend on the level. Give it "
-            f"at prediction, {level_method}(X, alpha={level}), or as the default level in "
-            f"the constructor, {type(model).__name__}(..., alpha={level})."
+            f"{name} takes no `alpha`: {method} does not depend on the level. Give it at "
+            f"prediction, {level_method}(X, alpha={level}){constructor}."
         )
     if "sample_weight" in refused and method == "calibrate":
         shift = (
@@ -1053,7 +1080,10 @@ class ModelWrapper(
         model_params = self._model_fit_params(fit_params)
         self._reset_calibration()
         check_row_order(X, y, "y")
+        for name, value in fit_params.items():  # per-row ones (sample_weight) as y is
+            check_row_order(X, value, f"{name}")
         X = self._validate_X(X, reset=True)
+        check_sample_weight_rows(fit_params, n_rows(X))
         self._check_frozen_features()
         y = self._check_target(y, n_rows(X), calibrating=False)
         self.estimator_ = self._make_estimator()
@@ -1133,6 +1163,13 @@ class ModelWrapper(
                 raise NotFittedError(
                     f"{type(self).__name__}.calibrate was called before fit, and "
                     f"{detail[:1].lower()}{detail[1:]}"
+                ) from None
+            if isinstance(self.estimator, FrozenEstimator):  # frozen before it was fitted
+                raise NotFittedError(
+                    f"{type(self).__name__}.calibrate was called before fit and `estimator` "
+                    f"is a FrozenEstimator around an unfitted "
+                    f"{type(self.estimator.estimator).__name__}: fit the model before "
+                    "freezing it (a frozen model is never trained here)."
                 ) from None
             raise NotFittedError(
                 f"{type(self).__name__}.calibrate was called before fit and `estimator` is not "
