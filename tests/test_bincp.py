@@ -713,3 +713,45 @@ def test_infinite_or_text_x_gets_a_remedy(smoothed, bad, error, remedy):
         smoothed(LogisticRegression()).fit(X, y)
     with pytest.raises(error, match=message):
         smoothed(model).calibrate(X, y)
+
+
+@pytest.mark.parametrize("smoothed", [MeanSmoothedClassifier, BinarizedSmoothedClassifier])
+@pytest.mark.parametrize("augment", [0, 2])
+def test_a_one_dimensional_x_at_fit_gets_the_short_two_d_message(smoothed, augment):
+    """Diff-review finding (diffrev22, stop 57): fit(X[:, 0], y) gave a 5,127-character
+    message printing scikit-learn's `array=[...]`, and fit(y, X) no "Were X and y
+    swapped?"; a 1-D X is refused with the library's 2-D message, and other refusals of
+    check_array keep only its first line (never the array)."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 3))
+    y = (X[:, 0] > 0).astype(int)
+    cases = [
+        ((X[:, 0], y), r"^`X` must be 2-D \(one row per sample\), got a 1-D array of shape"),
+        ((y, X), r"^`X` must be 2-D .*Were X and y swapped\? fit\(X, y\)"),
+        # numbers held as objects pass the 2-D check and reach check_array
+        ((X[:, 0].astype(object), y), r"^`X` must be .*for randomised smoothing \(Expected 2D"),
+    ]
+    for args, pattern in cases:
+        with pytest.raises(ValueError, match=pattern) as caught:
+            smoothed(LogisticRegression()).fit(*args, augment=augment)
+        message = str(caught.value)
+        assert "array=" not in message and "\n" not in message and len(message) < 400
+
+
+@pytest.mark.parametrize("smoothed", [MeanSmoothedClassifier, BinarizedSmoothedClassifier])
+@pytest.mark.parametrize("augment", [0, 2])
+def test_a_frozen_model_takes_fit_rows_of_one_class(smoothed, augment):
+    """Diff-review finding (diffrev22, stop 57): around a FrozenEstimator, fit rows of
+    one class were refused ("`y` holds one class"), though a frozen model trains nothing
+    (a61c110 accepted them); a model that fit trains still needs two classes."""
+    from sklearn.frozen import FrozenEstimator
+
+    X, y = blobs(400, 3)
+    base = LogisticRegression().fit(X[:200], y[:200])
+    one = np.zeros(40, dtype=int)
+    cp = smoothed(FrozenEstimator(base), n_samples=500, random_state=0)
+    cp.fit(X[:40], one, augment=augment).calibrate(X[200:350], y[200:350])
+    assert cp.predict_set(X[350:355]).shape == (5, 3)
+    assert np.array_equal(cp.classes_, [0, 1, 2])  # the frozen model's, not the fit rows'
+    with pytest.raises(ValueError, match=r"`y` holds one class \(\[0\]\)"):
+        smoothed(LogisticRegression()).fit(X[:40], one, augment=augment)

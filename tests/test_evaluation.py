@@ -1977,3 +1977,31 @@ def test_set_frame_columns_that_are_the_classes_as_other_numeric_text_are_read_b
     for columns in (["2.0", "0.0", "7.0"], ["2.0", "0.0", "0.00"]):
         with pytest.warns(UserWarning, match="share no label"):
             coverage(y, frame.set_axis(columns, axis=1))
+
+
+def test_set_frame_columns_of_mixed_number_texts_are_read_by_value():
+    """Diff-review finding (diffrev22, stop 57): when one column was the exact text of a
+    class, the others were never read by value: '3.0', '1', '2' with classes [1, 2, 3],
+    ' 1', '2 ', '3', '-0.0', '1.0', '2.5' and '0', '1', '2.5' with float classes were
+    refused ("name classes and differ from `classes`"), though each column is the text of
+    another class."""
+    rng = np.random.default_rng(0)
+    sets = rng.random((60, 3)) < 0.5
+    cases = [
+        ([1, 2, 3], ["3.0", "1", "2"], [3, 1, 2]),
+        ([1, 2, 3], [" 1", "2 ", "3"], [1, 2, 3]),
+        ([0.0, 1.0, 2.5], ["-0.0", "1.0", "2.5"], [0.0, 1.0, 2.5]),
+        ([0.0, 1.0, 2.5], ["0", "1", "2.5"], [0.0, 1.0, 2.5]),
+    ]
+    for classes, columns, truth in cases:
+        y = rng.choice(classes, 60)
+        expected = sets[np.arange(60), [truth.index(label) for label in y]].mean()
+        frame = pd.DataFrame(sets, columns=columns)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert coverage(y, frame, classes=classes) == expected
+            assert coverage(y, frame) == expected
+    # two columns of one class, or a column that is no class: still refused
+    for columns in (["1", "1.0", "2"], ["nan", "1", "2"]):
+        with pytest.raises(ValueError, match="name classes and differ from `classes`"):
+            coverage(np.ones(60, int), pd.DataFrame(sets, columns=columns), classes=[1, 2, 3])

@@ -61,6 +61,7 @@ from uqconform.base import (
     ConformalPredictor,
     check_calibration_settings,
     check_not_retrained,
+    keeps_a_frozen_model,
     keeps_state_on_error,
     record_calibration_settings,
     remember_calibration_rows,
@@ -306,7 +307,9 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
         return model_classes(self.estimator_)
 
     def _check_target(self, y, n, *, calibrating):
-        return check_class_labels(y, n, training=not calibrating)
+        # a frozen model trains nothing at fit: its rows may hold one class
+        training = not calibrating and not keeps_a_frozen_model(self.estimator)
+        return check_class_labels(y, n, training=training)
 
     def _output_columns(self) -> int:
         return len(self.classes_)
@@ -328,13 +331,16 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
         try:
             return check_array(X, dtype=np.float64, ensure_all_finite=True)
         except ValueError as error:
-            reason = str(error).rstrip(".")
+            # scikit-learn's first line: the next ones print the whole array
+            reason = str(error).split("\n", 1)[0].rstrip(".: ")
             if "NaN" in reason:
                 advice = ": impute missing values first, even for a model that handles them"
             elif "infinity" in reason:
                 advice = ": replace or clip the infinite values (or drop those rows) first"
             elif "could not convert" in reason:  # text that is not a number
                 advice = encode
+            elif "Expected 2D" in reason:  # numbers held as objects in a 1-D array
+                advice = ": give one row per sample (X.reshape(-1, 1) for a single feature)"
             else:
                 advice = ""
             raise ValueError(
@@ -436,8 +442,9 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
         check_int(augment, "augment", low=0)
         if augment == 0:
             # Calibration and prediction add noise to X, so they need it dense, finite and
-            # numeric; the training X is held to the same, so a mismatch shows at fit.
-            self._numeric(X)
+            # numeric; the training X is held to the same, so a mismatch shows at fit
+            # (a 1-D X first gets the library's 2-D message, as on the other paths).
+            self._numeric(self._validate_X(X, reset=True))
             return super().fit(X, y, **fit_params)
         self._validate_params()
         model_params = self._model_fit_params(fit_params)

@@ -308,21 +308,28 @@ def _label_index(
 
 def _classes_of_text(columns: pd.Index, known: pd.Index) -> pd.Index:
     """``columns`` with the text of a class (as a CSV round trip writes it) replaced by
-    that class: ``"2"`` for ``2``; for numeric classes, when no column is that text,
-    ``"2.0"`` for ``2`` or ``"2"`` for ``2.0`` (the same number), provided every column
-    is such a text of a class, each of another one. Other columns stay as they are."""
+    that class: ``"2"`` for ``2`` when that maps every column; else, for numeric classes,
+    ``"2.0"`` or ``" 2"`` for ``2`` and ``"2"`` for ``2.0`` (the same number) when every
+    column is such a text of a class, each of another one (``"3.0", "1", "2"`` for
+    ``1, 2, 3``); else the exact texts replaced and the other columns as they are (classes
+    absent from ``known``, the observed labels; refused against a given ``classes``)."""
     text = {str(label): label for label in known}  # the classes written as text
-    if len(text) == known.size and any(isinstance(c, str) and c in text for c in columns):
-        return pd.Index([text.get(c, c) if isinstance(c, str) else c for c in columns])
-    if known.dtype.kind not in "iuf" or not all(isinstance(c, str) for c in columns):
-        return columns
-    by_value = {float(label): label for label in known}
+    if len(text) < known.size or not any(isinstance(c, str) and c in text for c in columns):
+        exact = None
+    else:
+        exact = pd.Index([text.get(c, c) if isinstance(c, str) else c for c in columns])
+        if all(isinstance(c, str) and c in text for c in columns):
+            return exact
+    by_value = {float(label): label for label in known} if known.dtype.kind in "iuf" else {}
+    fallback = columns if exact is None else exact
+    if len(by_value) < known.size or not all(isinstance(c, str) for c in columns):
+        return fallback  # (two classes of one float value: 2**53 and 2**53 + 1)
     try:
         found = [by_value.get(float(c), _NO_CLASS) for c in columns]
     except ValueError:  # a column that is no number
-        return columns
+        return fallback
     if any(label is _NO_CLASS for label in found) or len(set(found)) < len(found):
-        return columns
+        return fallback
     return pd.Index(found)
 
 
