@@ -1120,7 +1120,9 @@ def test_a_coverage_level_given_as_alpha_warns():
     # a level a hair below 1 is shown as given, not rounded to "alpha=1" (regr review)
     with pytest.warns(UserWarning, match=r"alpha=0\.9999999999999999 is the miscoverage") as w:
         SplitConformalRegressor(LinearRegression(), alpha=1 - 2**-53).fit(X[:50], y[:50])
-    assert "For 100% coverage" not in str(w[0].message)
+    assert "For 99.99999999999999% coverage" in str(w[0].message)
+    with pytest.warns(UserWarning, match=r"For 99\.999% coverage pass alpha=1e-05"):
+        SplitConformalRegressor(LinearRegression(), alpha=0.99999).fit(X[:50], y[:50])
 
 
 def test_a_coverage_level_given_to_a_prediction_call_warns():

@@ -156,7 +156,10 @@ def check_miscoverage(alpha: float | Sequence[float] | ArrayLike, name: str = "a
         high = float(levels.max())
         near_one = high >= 0.99999  # shown as given: never "alpha=1" or "100% coverage"
         shown = repr(high) if near_one else f"{high:g}"
-        coverage = repr(100 * high) if near_one else f"{100 * high:.12g}"
+        # near 1 in decimal, from the level as written (0.99999: 99.999, not 99.99900000000001)
+        coverage = f"{100 * high:g}"
+        if near_one:
+            coverage = format((Decimal(repr(high)) * 100).normalize(), "f")
         warn_user(
             f"{name}={shown} is the miscoverage level: the sets aim to cover 1 - {name} = "
             f"{100 * (1 - high):.3g}% of points. For {coverage}% coverage pass "
