@@ -743,3 +743,33 @@ def test_a_volume_that_overflows_points_to_log_volume():
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the whole space is infinite, not an overflow
         assert whole.volume()[0] == np.inf
+
+
+class Rounded(HiddenAffine):
+    """A non-affine map with a batch rounding of 1e-3: contains() accepts latent norms up to
+    ``radius * (1 + 1e-3)``."""
+
+    rounding = 1e-3
+
+    def take(self, index):
+        return Rounded(self.inner.take(index))
+
+
+def test_the_box_of_a_rounded_map_holds_every_point_contains_accepts():
+    """mo review (stop 57, margin_box.py): over a flow, contains() accepts latent norms up
+    to the radius times 1 + rounding, but the bounding box was of the radius alone (a point
+    accepted on 20 of 20 rows lay 2.5e-5 of the width above the box)."""
+    inner = AffineMap(np.array([[1.0, -2.0], [0.5, 3.0]]), np.array([[2.0, 0.5], [1.0, 4.0]]))
+    region = PredictionRegion(Rounded(inner), 1.5)
+    box = region.bounding_box()
+    # the point at latent norm 1.5 (1 + 0.9e-3) along each axis: accepted, and in the box
+    for axis in range(2):
+        for sign in (-1.0, 1.0):
+            latent = np.zeros((2, 2))
+            latent[:, axis] = sign * 1.5 * (1 + 0.9e-3)
+            points = inner.from_latent(latent[:, None, :])[:, 0, :]
+            assert region.contains(points).all()
+            assert ((points >= box[:, :, 0]) & (points <= box[:, :, 1])).all()
+    # and no wider than that: the affine box of the widened radius
+    exact = PredictionRegion(inner, 1.5 * (1 + 1e-3)).bounding_box()
+    np.testing.assert_allclose(box, exact, rtol=1e-9)

@@ -995,7 +995,9 @@ class PredictionRegion:
         the region (up to 3.5% of the width on a 3-D spline flow, 0.9% on a MAF flow, in a
         review of four fits; more sampled directions help: ``n_points=200000`` left under
         0.02%, at about 15 times the time). A max-norm region over a non-affine map keeps
-        its sampled extremes (0.1% of the width inside on a constructed map). Infinite
+        its sampled extremes (0.1% of the width inside on a constructed map). A map with a
+        ``rounding`` (flows) gets the box of the radius times ``1 + rounding``, as
+        `contains` accepts: a point it accepts is not just outside the box. Infinite
         bounds for the whole space. Computed once per distinct radius and shifted when the
         map is ``translation_invariant``.
 
@@ -1010,6 +1012,16 @@ class PredictionRegion:
         """
         n_points = check_int(n_points, "n_points", low=4)  # fewer: a box of no width
         radii = self._radii()
+        rounding = float(getattr(self.latent_map, "rounding", 0.0))  # see LatentMap
+        if rounding > 0.0 and not isinstance(self.latent_map, AffineMap):
+            # the box of every point contains() accepts (affine boxes round outward below)
+            widened = PredictionRegion(
+                self.latent_map,
+                radii * (1.0 + rounding),
+                self.norm,
+                output_names=self.output_names,
+            )
+            return widened._sampled_box(n_points)
         if isinstance(self.latent_map, AffineMap):
             with np.errstate(invalid="ignore"):
                 half = self.latent_map.row_extent(self.norm) * radii[:, None]
@@ -1019,10 +1031,14 @@ class PredictionRegion:
             # it accepts must not fall just outside c + s r
             margin = outward_margin(center, half)
             return np.stack([center - half - margin, center + half + margin], axis=2)
+        return self._sampled_box(n_points)
+
+    def _sampled_box(self, n_points: int) -> NDArray:
+        """`bounding_box` of a non-affine map at the regions' own radii."""
         translates = self._translates()
         if translates is not None:  # one box per distinct radius, shifted to each row
             first, owner, shift = translates
-            return self[first].bounding_box(n_points)[owner] + shift[:, :, None]
+            return self[first]._sampled_box(n_points)[owner] + shift[:, :, None]
         d = self.dim
         if d == 2:
             unit = _unit_sphere_2d(n_points, self.norm)
