@@ -7,6 +7,7 @@ import warnings
 
 import numpy as np
 import pytest
+from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.linear_model import LinearRegression, LogisticRegression, QuantileRegressor
 
 from uqconform.classification import (
@@ -395,3 +396,113 @@ def test_probabilities_not_summing_to_one_warn_once_and_logits_are_refused(data)
         SplitConformalClassifier(
             ScaledProbabilityModel(head, dtype=np.float32), conformity_score="aps"
         ).calibrate(X[200:300], labels[200:300]).predict_set(X[300:])
+
+
+class LabelledFrameModel:
+    """A fitted classifier whose ``predict_proba`` is a DataFrame with class-labelled columns
+    in another order than its ``classes_`` (AutoML wrappers return such frames)."""
+
+    def __init__(self, model, columns=None):
+        self.model = model
+        self.classes_ = model.classes_[::-1]  # its own label order
+        self.columns = model.classes_ if columns is None else columns
+
+    def predict_proba(self, X):
+        import pandas as pd
+
+        return pd.DataFrame(self.model.predict_proba(X), columns=self.columns)
+
+
+class ReversedProbabilityModel(LabelledFrameModel):
+    """The same probabilities as an array in the order of ``classes_``."""
+
+    def predict_proba(self, X):
+        return self.model.predict_proba(X)[:, ::-1]
+
+
+def test_labelled_probability_frame_is_read_by_its_column_labels(data):
+    from uqconform.classification import CrossConformalClassifier
+
+    X, _, labels, _ = data
+    names = np.array(["cat", "dog", "eel"])[labels]
+    head = LogisticRegression().fit(X[:200], names[:200])
+    framed = SplitConformalClassifier(LabelledFrameModel(head), alpha=0.1)
+    framed.calibrate(X[200:300], names[200:300])
+    plain = SplitConformalClassifier(ReversedProbabilityModel(head), alpha=0.1)
+    plain.calibrate(X[200:300], names[200:300])
+    np.testing.assert_array_equal(framed.classes_, ["eel", "dog", "cat"])
+    np.testing.assert_array_equal(framed.predict_set(X[300:]), plain.predict_set(X[300:]))
+    np.testing.assert_array_equal(framed.conformity_scores_, plain.conformity_scores_)
+    # fold models: the same reading
+    folds = [(np.arange(150), np.arange(150, 300)), (np.arange(150, 300), np.arange(150))]
+
+    class Trainable(ClassifierMixin, BaseEstimator):
+        def __init__(self, frame=True):
+            self.frame = frame
+
+        def fit(self, X, y):
+            head = LogisticRegression().fit(X, y)
+            model = LabelledFrameModel if self.frame else ReversedProbabilityModel
+            self.model_, self.classes_ = model(head), head.classes_[::-1]
+            return self
+
+        def predict_proba(self, X):
+            return self.model_.predict_proba(X)
+
+    sets = [
+        CrossConformalClassifier(Trainable(frame), cv=folds)
+        .fit(X[:300], names[:300])
+        .predict_set(X[300:])
+        for frame in (True, False)
+    ]
+    np.testing.assert_array_equal(sets[0], sets[1])
+    # columns named by other labels: refused, both orders named
+    other = SplitConformalClassifier(LabelledFrameModel(head, columns=["p0", "p1", "p2"]))
+    with pytest.raises(ValueError, match=r"columns \['p0', 'p1', 'p2'\].*\['eel', 'dog', 'cat'\]"):
+        other.calibrate(X[200:300], names[200:300])
+
+
+def test_swapped_constructor_arguments_name_the_first_argument(data):
+    X, y, _, _ = data
+    for first in (0.1, "0.1"):
+        with pytest.raises(TypeError, match=r"first argument is the model.*alpha="):
+            SplitConformalRegressor(first, LinearRegression()).fit(X[:200], y[:200])
+    with pytest.raises(TypeError) as error:  # an object that is neither: no such hint
+        SplitConformalRegressor(object()).fit(X[:200], y[:200])
+    assert "first argument" not in str(error.value)
+
+
+def test_calibration_labels_of_another_type_say_how_to_convert(data):
+    X, _, labels, _ = data
+    text = SplitConformalClassifier(LogisticRegression()).fit(X[:200], labels[:200].astype(str))
+    with pytest.raises(
+        ValueError, match=r"numbers where the model's classes are text.*y\.astype\(str\)"
+    ):
+        text.calibrate(X[200:300], labels[200:300])
+    with pytest.raises(ValueError, match=r"bytes.*decode.*y\.astype\(str\)"):
+        text.calibrate(X[200:300], labels[200:300].astype("S1"))
+    numbers = SplitConformalClassifier(LogisticRegression()).fit(X[:200], labels[:200])
+    with pytest.raises(
+        ValueError, match=r"text where the model's classes are numbers.*y\.astype\(int\)"
+    ):
+        numbers.calibrate(X[200:300], labels[200:300].astype(str))
+    with pytest.raises(ValueError) as error:  # labels that are simply unknown: no hint
+        text.calibrate(X[200:300], np.char.add(labels[200:300].astype(str), " "))
+    assert "astype" not in str(error.value) and "never saw" in str(error.value)
+
+
+def test_evaluate_with_swapped_test_arguments_says_so(data):
+    from uqconform.evaluation import evaluate
+
+    X, y, labels, _ = data
+    regressor = SplitConformalRegressor(LinearRegression()).fit(X[:200], y[:200])
+    regressor.calibrate(X[200:300], y[200:300])
+    with pytest.raises(ValueError, match=r"swapped.*evaluate\(model, X_test, y_test\)"):
+        evaluate(regressor, y[300:], X[300:])
+    classifier = SplitConformalClassifier(LogisticRegression()).fit(X[:200], labels[:200])
+    classifier.calibrate(X[200:300], labels[200:300])
+    with pytest.raises(ValueError, match=r"swapped.*evaluate\(model, X_test, y_test\)"):
+        evaluate(classifier, labels[300:], X[300:])
+    with pytest.raises(ValueError) as error:  # a real 2-D target, not a swap: no hint
+        evaluate(regressor, X[300:], np.c_[y[300:], y[300:]])
+    assert "swapped" not in str(error.value)

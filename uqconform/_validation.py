@@ -1211,10 +1211,16 @@ def check_model_methods(model: Any, methods: tuple[str, ...], wrapper: Any) -> N
     """
     missing = [name for name in methods if not callable(getattr(model, name, None))]
     if missing:
+        swapped = (
+            " The first argument is the model; pass the level as alpha=..., e.g. "
+            f"{type(wrapper).__name__}(model, alpha=0.1)."
+            if isinstance(model, numbers.Number | str)  # (0.1, model): arguments swapped
+            else ""
+        )
         raise TypeError(
             f"`estimator` ({type(model).__name__}) has no "
             f"{' or '.join(f'`{name}`' for name in missing)} method: "
-            f"{type(wrapper).__name__} needs a model with {' and '.join(methods)}."
+            f"{type(wrapper).__name__} needs a model with {' and '.join(methods)}.{swapped}"
         )
 
 
@@ -1290,6 +1296,8 @@ def class_probabilities(model: Any, X: Any, n_classes: int, *, check_sums: bool 
     if getattr(output, "requires_grad", False) and callable(getattr(output, "detach", None)):
         output = output.detach()  # a torch network's output, still in its autograd graph
     proba = np.asarray(output, dtype=float)
+    if isinstance(output, pd.DataFrame) and proba.shape[1] == n_classes:  # else: shape error
+        proba = _labelled_columns(model, output.columns, proba)
     if proba.ndim != 2 or proba.shape[1] != n_classes:
         hint = (
             " A single column (a sigmoid's P(class 1)) must become two: "
@@ -1327,6 +1335,35 @@ def class_probabilities(model: Any, X: Any, n_classes: int, *, check_sums: bool 
             "(sklearn.calibration.CalibratedClassifierCV)."
         )
     return proba
+
+
+def _labelled_columns(model: Any, columns: pd.Index, proba: NDArray) -> NDArray:
+    """The columns of a ``predict_proba`` DataFrame in the order of ``model.classes_`` when
+    they are labelled by class (AutoML wrappers return such frames, in an order of their
+    own); a default ``RangeIndex`` (or the labels ``0..k-1`` where those are not the
+    classes) is read by position; columns naming other labels are refused."""
+    classes = getattr(model, "classes_", None)
+    labels = columns.tolist()
+    if classes is None or (
+        isinstance(columns, pd.RangeIndex) and columns.start == 0 and columns.step == 1
+    ):
+        return proba
+    classes = np.asarray(classes).tolist()
+    try:
+        position = {label: k for k, label in enumerate(labels)}
+        order = [position.get(label, -1) for label in classes]
+    except TypeError:  # unhashable labels: nothing to match by name
+        return proba
+    if len(position) == len(labels) == len(classes) and min(order, default=0) >= 0:
+        return proba[:, order]  # every class named once: its column, wherever it is
+    if labels == list(range(len(labels))):
+        return proba  # pd.DataFrame(array, columns=range(k)): positions, not labels
+    raise ValueError(
+        f"`estimator` ({type(model).__name__}) predict_proba returned a DataFrame with "
+        f"columns {labels_text(labels)}, which are not the labels of its `classes_` "
+        f"{labels_text(classes)}: name the columns by the classes (any order), or return "
+        "an array with one column per label of `classes_`, in that order."
+    )
 
 
 class NonFiniteOutputError(ValueError):

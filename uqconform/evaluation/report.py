@@ -322,8 +322,21 @@ def _single_output_regressor(model: Any) -> bool:
     return tags.estimator_type == "regressor" and not tags.target_tags.multi_output
 
 
-def _task_and_method(model: Any, y: NDArray) -> tuple[str, str, NDArray]:
-    """The kind of model, the method that predicts its sets, and ``y`` in its shape."""
+def _swap_hint(model: Any, X: Any, y: NDArray) -> str:
+    """A hint when a 2-D ``y_test`` looks like the features: ``X_test`` 1-D with as many
+    entries as ``y_test`` has rows, or ``y_test`` with the model's number of features."""
+    try:
+        one_dimensional = np.ndim(X) == 1 and len(X) == y.shape[0]
+    except (TypeError, ValueError):  # an X without a length or a shape
+        one_dimensional = False
+    if one_dimensional or y.shape[1] == getattr(model, "n_features_in_", None):
+        return " Were `X_test` and `y_test` swapped? The order is evaluate(model, X_test, y_test)."
+    return ""
+
+
+def _task_and_method(model: Any, y: NDArray, X: Any = None) -> tuple[str, str, NDArray]:
+    """The kind of model, the method that predicts its sets, and ``y`` in its shape (``X``,
+    the test features, only for a hint when they look swapped with ``y``)."""
     from uqconform.classification import MultiLabelRiskController  # no import cycle
     from uqconform.multioutput import MultiOutputConformalRegressor
 
@@ -349,12 +362,13 @@ def _task_and_method(model: Any, y: NDArray) -> tuple[str, str, NDArray]:
         raise ValueError(
             f"`y_test` has {y.shape[1]} columns, but `model` ({type(model).__name__}) is a "
             "classifier: give one label per row (1-D), not one-hot or several label columns."
+            f"{_swap_hint(model, X, y)}"
         )
     if y.ndim == 2 and y.shape[1] > 1 and hasattr(model, "predict_set"):
         if _single_output_regressor(model):
             raise ValueError(
                 f"`y_test` has {y.shape[1]} columns but `model` ({type(model).__name__}) "
-                "predicts one output: pass a 1-D y_test."
+                f"predicts one output: pass a 1-D y_test.{_swap_hint(model, X, y)}"
             )
         return "multioutput", "predict_set", y
     if hasattr(model, "predict_interval") and getattr(model, "classes_", None) is None:
@@ -594,7 +608,7 @@ def evaluate(
             f"`groups` has {np.shape(groups)[0]} entries but `y_test` has {y.shape[0]}."
         )
     _warn_if_seen_rows(model, X_test, y_test)
-    task, method, y = _task_and_method(model, y)
+    task, method, y = _task_and_method(model, y, X_test)
     check_names = getattr(model, "_check_output_names", None)
     if task == "multioutput" and check_names is not None:  # swapped outputs: an error
         check_names(y_test, learn=False)
