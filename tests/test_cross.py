@@ -666,3 +666,50 @@ def test_a_list_of_train_test_pairs_is_accepted_as_folds():
         CrossConformalRegressor(cv=[(tr + 2, te) for tr, te in pairs]).fit(X, y)
     with pytest.raises(ValueError, match=r"iterator of splits.*list\(cv\)"):
         CrossConformalRegressor(cv=splitter.split(X)).fit(X, y)
+
+
+def test_per_row_fit_parameters_in_another_row_order_are_refused_by_name():
+    """Review finding (s57 user): a pandas ``sample_weight`` indexed by X's labels in
+    another order was paired by position (the fold models learnt another problem's
+    coefficients) while ``y`` in that order is refused; a routed name too, and the
+    Series in X's order still fits as the numpy weights do."""
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    from uqconform.classification import CrossConformalClassifier
+    from uqconform.regression import JackknifeAfterBootstrapRegressor
+
+    X_values, y = _linear(60, 0, d=2)
+    X = pd.DataFrame(X_values, columns=["a", "b"], index=np.arange(100, 160))
+    weights = pd.Series(np.random.default_rng(1).uniform(0.5, 2.0, 60), index=X.index)
+    shuffled = weights.sample(frac=1, random_state=0)
+    kept = shuffled.copy()
+    labels = (y > np.median(y)).astype(int)
+    cases = [
+        (CrossConformalRegressor(Ridge(), random_state=0), y, "sample_weight"),
+        (
+            JackknifeAfterBootstrapRegressor(Ridge(), n_bootstrap=10, random_state=0),
+            y,
+            "sample_weight",
+        ),
+        (CrossConformalClassifier(random_state=0), labels, "sample_weight"),
+        (
+            CrossConformalRegressor(make_pipeline(StandardScaler(), Ridge()), random_state=0),
+            y,
+            "ridge__sample_weight",
+        ),
+    ]
+    for model, target, name in cases:
+        with pytest.raises(
+            ValueError,
+            match=rf"`{name}` is indexed by the row labels of `X` "
+            r"in another order.*\.reindex\(X\.index\)",
+        ):
+            model.fit(X, target, **{name: shuffled})
+        pd.testing.assert_series_equal(shuffled, kept)  # the input is left as it was
+    by_label = CrossConformalRegressor(Ridge(), random_state=0).fit(X, y, sample_weight=weights)
+    by_position = CrossConformalRegressor(Ridge(), random_state=0).fit(
+        X_values, y, sample_weight=weights.to_numpy()
+    )
+    for fitted, manual in zip(by_label.estimators_, by_position.estimators_, strict=True):
+        np.testing.assert_allclose(fitted.coef_, manual.coef_)

@@ -510,3 +510,39 @@ def test_infinite_out_of_fold_scores_warn_as_split_calibration_scores_do(setting
     assert len(infinite) == 1, messages
     assert "a huge RAPS `lambda_reg`" in infinite[0]
     assert int(infinite[0].split()[0]) == int(np.isposinf(cp.conformity_scores_).sum()) > 0
+
+
+def test_a_fold_model_trained_again_in_place_after_fit_is_refused():
+    """Review finding (s57 clf): ``estimators_[0].fit(...)`` after fit left the scores
+    of the old fold models, and predict_set returned sets silently (the split wrappers
+    refuse an adopted model trained again in place). A pickled copy predicts as the
+    original, and a wrapper pickled before the digest was recorded predicts as before."""
+    from sklearn.linear_model import Ridge
+
+    from uqconform import CrossVennAbersCalibrator
+    from uqconform.regression import CrossConformalRegressor
+
+    X, y = _data(300, seed=0)
+    match = r"of the fold models \(`estimators_`\) changed since fit.*call fit\(X, y\) again"
+    model = CrossConformalClassifier(random_state=0).fit(X[:200], y[:200])
+    sets = model.predict_set(X[200:])
+    copy = pickle.loads(pickle.dumps(model))
+    np.testing.assert_array_equal(copy.predict_set(X[200:]), sets)
+    older = pickle.loads(pickle.dumps(model))
+    older.__dict__.pop("_fold_models_digest", None)  # as a build without the digest pickled it
+    model.estimators_[0].fit(X[:50], 2 - y[:50])
+    older.estimators_[0].fit(X[:50], 2 - y[:50])
+    for method in ("predict_set", "predict_pvalue", "predict_proba", "predict"):
+        with pytest.raises(NotFittedError, match=match):
+            getattr(model, method)(X[200:])
+    older.predict_set(X[200:])  # no digest to compare with: predicts as it did
+    np.testing.assert_array_equal(copy.predict_set(X[200:]), sets)  # its own models
+    venn_abers = CrossVennAbersCalibrator(cv=3).fit(X[:200], (y[:200] > 0).astype(int))
+    venn_abers.estimators_[1].fit(X[:50], (y[:50] == 0).astype(int))
+    with pytest.raises(NotFittedError, match=match):
+        venn_abers.predict_proba(X[200:])
+    target = X[:200] @ np.arange(6.0)
+    regressor = CrossConformalRegressor(Ridge(), random_state=0).fit(X[:200], target)
+    regressor.estimators_[2].fit(X[:50], -target[:50])
+    with pytest.raises(NotFittedError, match=match):
+        regressor.predict_interval(X[200:])

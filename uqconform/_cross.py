@@ -41,7 +41,9 @@ from uqconform.base import (
     keeps_state_on_error,
     record_calibration_settings,
     remember_training_rows,
+    warn_older_digest,
 )
+from uqconform.linearize import digest_change, parameter_digest
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -322,6 +324,8 @@ class CrossFitWrapper(ModelWrapper):
         """
         check_row_order(X, y, "y")
         check_row_order(X, groups, "groups")
+        for name, value in fit_params.items():  # per-row ones (sample_weight) as y is
+            check_row_order(X, value, name)
         self._validate_params()
         params = self._model_fit_params(fit_params)
         self._reset_calibration()
@@ -350,6 +354,8 @@ class CrossFitWrapper(ModelWrapper):
         self._store_scores(y[scored], outputs, scored, X)
         self.n_calibration_ = int(scored.size)
         record_calibration_settings(self, step="fit")
+        # the fold models are reachable (estimators_[k].fit(...) would retrain one in place)
+        self._fold_models_digest = parameter_digest(self.estimators_, arrays_only=True)
         remember_training_rows(self, X, y)  # (evaluate warns when given them as test rows)
         self._after_scoring()
         return self
@@ -383,7 +389,13 @@ class CrossFitWrapper(ModelWrapper):
     # ---- state -----------------------------------------------------------------------
     def _reset_calibration(self) -> None:
         super()._reset_calibration()
-        for name in ("estimators_", "fold_index_", "oob_weights_", "scored_rows_"):
+        for name in (
+            "estimators_",
+            "fold_index_",
+            "oob_weights_",
+            "scored_rows_",
+            "_fold_models_digest",
+        ):
             self.__dict__.pop(name, None)
 
     def _check_fitted(self, method: str) -> None:
@@ -394,6 +406,29 @@ class CrossFitWrapper(ModelWrapper):
             )
         check_is_fitted(self, "estimators_")
         check_calibration_settings(self, method, step="fit", again="fit(X, y)")
+        self._check_not_retrained(method)
+
+    def _check_not_retrained(self, method: str) -> None:
+        """Refuse fold models trained again in place since fit (their learnt numbers
+        changed, `parameter_digest`): the scores are those of the old models. A wrapper
+        pickled without the digest (an older build) is not checked; one of an older digest
+        scheme only warns. Models that keep what they learnt outside numpy arrays and float
+        scalars (scikit-learn's trees) are not covered."""
+        recorded = self.__dict__.get("_fold_models_digest")
+        if recorded is None:
+            return
+        current = parameter_digest(self.estimators_, arrays_only=True, like=recorded)
+        change = digest_change(recorded, current)
+        if change == "maybe":
+            warn_older_digest(self, method, self._models_description, "fit(X, y)")
+        elif change == "changed":
+            raise NotFittedError(
+                f"{type(self).__name__}.{method}: the learnt parameters of the "
+                f"{self._models_description} (`estimators_`) changed since fit (one was "
+                "trained again, or updates itself when predicting, e.g. a torch module in "
+                "train mode: call model.eval()), so the scores are the old models': call "
+                "fit(X, y) again."
+            )
 
     def _row_batches(self, n: int, cells_per_row: int) -> Iterator[slice]:
         """Slices of ``n`` rows whose ``cells_per_row``-wide arrays stay within bounded
