@@ -625,3 +625,16 @@ def test_the_point_that_set_the_radius_is_inside_its_region_predicted_alone():
     alone = [model.predict_set(X[i : i + 1]).contains(Y[i : i + 1])[0] for i in range(399, 460)]
     batch = model.predict_set(X[399:460]).contains(Y[399:460])
     assert np.array_equal(alone, batch)
+
+
+@pytest.mark.parametrize("split_size", [0.001, 0.999])
+def test_a_split_size_that_leaves_too_few_rows_is_named(split_size):
+    """mo review (stop 57, split_size.py): split_size=0.999 got scikit-learn's "test_size
+    ... train set will be empty", 0.001 "A flow needs at least 2 rows" after a warning of
+    "1 rows" spanning 1 of 2 directions; neither named `split_size`."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 1))
+    Y = np.c_[X[:, 0], -X[:, 0]] + rng.normal(size=(200, 2))
+    model = ResidualCONTRA(LinearRegression(), residuals="split", split_size=split_size)
+    with pytest.raises(ValueError, match=r"`split_size`=.* of 200 fit rows leaves .*above 0\.005"):
+        model.fit(X, Y)

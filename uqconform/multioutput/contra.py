@@ -17,6 +17,7 @@ The flows come from `uqconform.multioutput.flows` (torch and nflows, the ``flows
 
 from __future__ import annotations
 
+import math
 import numbers
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -523,6 +524,15 @@ class ResidualCONTRA(_FlowRegions):
             )
         if self.residuals == "split" and not frozen:
             rows = np.arange(Y.shape[0])
+            n_flow = math.ceil(Y.shape[0] * self.split_size)  # scikit-learn's test share
+            if n_flow < 2 or Y.shape[0] - n_flow < 1:
+                raise ValueError(
+                    f"`split_size`={self.split_size} of {Y.shape[0]} fit rows leaves "
+                    f"{Y.shape[0] - n_flow} to train the model and {n_flow} to train the "
+                    f"residual flow, which needs at least 2 (and the model 1): choose a "
+                    f"split_size above {1 / Y.shape[0]:.3g} and at most "
+                    f"{(Y.shape[0] - 1) / Y.shape[0]:.3g}, or residuals='oof'."
+                )
             model_rows, flow_rows = train_test_split(
                 rows, test_size=self.split_size, random_state=seed
             )
