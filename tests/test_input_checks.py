@@ -2854,3 +2854,15 @@ def test_misplaced_levels_and_targets_name_what_the_class_has(data):
     assert "constructor" not in str(caught.value)
     with pytest.raises(TypeError, match=r"takes X, method \(3 positional arguments given\)"):
         predictive.predict(X, "glm", y)
+
+
+def test_bytes_labels_are_refused_at_fit_with_a_decode_hint(data):
+    """clf review (stop 57): bytes labels got scikit-learn's "Support for labels represented
+    as bytes is not supported", naming neither `y` nor the remedy."""
+    X, _, labels = data
+    raw = np.char.encode(labels.astype(str))
+    for y in (raw, raw.astype(object)):
+        with pytest.raises(ValueError, match=r"`y` holds bytes labels.*y\.astype\(str\)"):
+            SplitConformalClassifier(LogisticRegression()).fit(X, y)
+    fitted = SplitConformalClassifier(LogisticRegression()).fit(X, raw.astype(str))
+    assert list(fitted.classes_) == sorted(set(labels))

@@ -789,6 +789,14 @@ def check_class_labels(
                 "first."
             )
         _refuse_unorderable(labels, name)
+    if training and (
+        labels.dtype.kind == "S"
+        or (labels.dtype.kind == "O" and any(isinstance(v, bytes) for v in labels[:1000]))
+    ):  # scikit-learn's classifiers refuse them ("labels represented as bytes")
+        raise ValueError(
+            f"`{name}` holds bytes labels, which the classifiers cannot train on: decode "
+            "them first, e.g. y.astype(str) (or [label.decode() for label in y])."
+        )
     if training and labels.dtype.kind == "f" and (labels != np.round(labels)).any():
         fractional = np.unique(labels[labels != np.round(labels)])
         raise ValueError(
