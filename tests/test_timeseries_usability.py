@@ -690,3 +690,26 @@ def test_fit_without_y_gets_the_library_message(method):
     """kow review (stop 56): fit(X) gave Python's bare TypeError naming the base class."""
     with pytest.raises(ValueError, match=r"requires y to be passed.*`y` must hold one target"):
         method(LinearRegression()).fit(np.ones((30, 2)))
+
+
+@pytest.mark.parametrize("residuals", ["bootstrap", "holdout"])
+@pytest.mark.parametrize("name", ["EnbPI", "SPCI", "KOWCPI"])
+def test_groups_or_alpha_refused_by_the_model_at_fit_say_where_they_go(name, residuals):
+    """kow review (stop 57): fit(X, y, groups=g) and fit(X, y, alpha=0.2) gave the model's
+    bare "unexpected keyword argument"; a refused refit keeps the fitted state."""
+    X, y = iid_series(300, 0)
+    model = make(name, window=1, n_bootstrap=5, residuals=residuals, random_state=0)
+    model.fit(X[:250], y[:250])
+    before = pickle.dumps(model)
+    with pytest.raises(TypeError, match=r"fit passed `groups` to the model, which refused") as e:
+        model.fit(X, y, groups=np.zeros(300))
+    assert "no group-conditional (Mondrian) calibration" in str(e.value)
+    assert "uqconform.evaluation.coverage_by_group" in str(e.value)
+    with pytest.raises(TypeError, match=r"fit passed `alpha` to the model, which refused") as e:
+        model.fit(X, y, alpha=0.2)
+    assert "predict_interval(X, alpha=0.2)" in str(e.value)
+    assert f"{name}(..., alpha=0.2)" in str(e.value)
+    assert pickle.dumps(model) == before
+    pipeline = make(name, make_pipeline(StandardScaler(), LinearRegression()), n_bootstrap=5)
+    with pytest.raises(ValueError, match=r"passed `groups` to the model, which refused it"):
+        pipeline.fit(X, y, groups=np.zeros(300))

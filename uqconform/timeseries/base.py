@@ -902,7 +902,10 @@ class SequentialConformalRegressor(
             Passed to the model's ``fit`` (e.g. ``sample_weight``; for a Pipeline,
             ``step__param``; with scikit-learn's metadata routing on, those the model
             requested). Arrays with one entry per row are resampled with the rows of each
-            bootstrap model (cut like the rows with ``residuals="holdout"``).
+            bootstrap model (cut like the rows with ``residuals="holdout"``). ``groups``
+            and ``alpha`` also go to the model: there is no group-conditional calibration
+            here, and the level goes to `predict_interval` or the constructor (a model that
+            refuses them gets a message saying so, and the fitted state is kept).
 
         Returns
         -------
@@ -926,22 +929,58 @@ class SequentialConformalRegressor(
                 "1 / alpha residuals for a finite interval). Fit on a longer stretch of the "
                 "series."
             )
-        if isinstance(estimator, FrozenEstimator):  # not refitted: residuals on every row
-            check_frozen_is_fitted(estimator, self)
-            source = prefit_residuals(estimator, X, y)
-        elif self.residuals == "bootstrap":
-            source = bootstrap_residuals(
-                estimator,
-                X,
-                y,
-                self.n_bootstrap,
-                rng,
-                n_jobs=self.n_jobs,
-                verbose=self.verbose,
-                fit_params=fit_params,
+        try:
+            if isinstance(estimator, FrozenEstimator):  # not refitted: residuals on every row
+                check_frozen_is_fitted(estimator, self)
+                source = prefit_residuals(estimator, X, y)
+            elif self.residuals == "bootstrap":
+                source = bootstrap_residuals(
+                    estimator,
+                    X,
+                    y,
+                    self.n_bootstrap,
+                    rng,
+                    n_jobs=self.n_jobs,
+                    verbose=self.verbose,
+                    fit_params=fit_params,
+                )
+            else:
+                source = holdout_residuals(estimator, X, y, self.holdout_fraction, fit_params)
+        except (TypeError, ValueError) as error:  # the model refused `groups` or `alpha`
+            name = type(self).__name__
+            refused = next(
+                (
+                    key
+                    for key in ("groups", "alpha")
+                    if key in fit_params
+                    and any(
+                        text in str(error)
+                        for text in (f"keyword argument '{key}'", f"accept the {key} parameter")
+                    )
+                ),
+                None,
             )
-        else:
-            source = holdout_residuals(estimator, X, y, self.holdout_fraction, fit_params)
+            if refused is None:
+                raise
+            if refused == "groups":
+                advice = (
+                    f"{name} has no group-conditional (Mondrian) calibration: for coverage "
+                    "by group, give the online intervals (predict_interval(X, y=y)) to "
+                    "uqconform.evaluation.coverage_by_group."
+                )
+            else:
+                value = fit_params["alpha"]
+                real = isinstance(value, numbers.Real) and not isinstance(value, bool)
+                level = f"{float(value):g}" if real else "..."
+                advice = (
+                    "The miscoverage level goes to prediction, predict_interval(X, "
+                    f"alpha={level}), or to the constructor, {name}(..., alpha={level}); a "
+                    "model's own `alpha` is set on the model, e.g. Ridge(alpha=1.0)."
+                )
+            raise type(error)(
+                f"{name}.fit passed `{refused}` to the model, which refused it ({error}). "
+                + advice
+            ) from error
         if not np.isfinite(source.residuals).all():
             raise ValueError("The model's residuals are not finite: check the model and data.")
         self.source_ = source
