@@ -1406,3 +1406,46 @@ def test_text_columns_of_a_dataframe_are_named_with_the_encoding_to_use():
     got = ACP(Ridge(1.0)).fit(numbers, y).predict_interval(test)
     expected = ACP(Ridge(1.0)).fit(frame, y).predict_interval(test)
     np.testing.assert_array_equal(got, expected)
+
+
+def test_ard_regression_gets_the_other_penalty_warning_and_names_read_well():
+    """acp review (stop 57): ARDRegression (a Gaussian prior of its own precision for each
+    weight) was taken as ridge-type and told to train to convergence (stationarity_ 60.8);
+    the warning of an ElasticNet read "is a ElasticNet"."""
+    from sklearn.linear_model import ARDRegression
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 3))
+    X[:, 2] *= 0.01
+    y = X @ [1.0, -1.0, 50.0] + rng.normal(size=40)
+    for model in (ARDRegression(), ElasticNet(alpha=0.1)):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            ACP(model, prior_precision=1.0).fit(X, y)
+        messages = [str(w.message) for w in caught if issubclass(w.category, UserWarning)]
+        name = type(model).__name__
+        assert any(f"`estimator` ({name}) is fitted by" in m for m in messages), messages
+        assert not any("rain to convergence" in m for m in messages), messages
+
+
+def test_a_3d_X_is_named_with_a_remedy():
+    """acp review (stop 57): a 3-D X got scikit-learn's "Found array with dim 3"; it is now
+    named, with the reshape to 2-D (and torch.nn.Unflatten for a module) to use."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(30, 2, 2))
+    y = X.sum(axis=(1, 2)) + rng.normal(size=30)
+    message = r"`X` is a 3-D array of shape \(30, 2, 2\).*X\.reshape\(len\(X\), -1\)"
+    with pytest.raises(ValueError, match=message):
+        ACP(Ridge(1.0)).fit(X, y)
+    fitted = ACP(Ridge(1.0)).fit(X.reshape(30, -1), y)
+    with pytest.raises(ValueError, match=r"Unflatten\(1, \(4, 1\)\)"):
+        fitted.predict_interval(X.reshape(30, 4, 1))
+    torch = pytest.importorskip("torch")  # the remedy for a module that takes 3-D input
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(
+        torch.nn.Unflatten(1, (2, 2)), torch.nn.Flatten(), torch.nn.Linear(4, 1)
+    ).double()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # an untrained module: not stationary
+        intervals = ACP(module, prior_precision=1.0).fit(X.reshape(30, -1), y)
+    assert np.isfinite(intervals.predict_interval(X.reshape(30, -1))).all()

@@ -910,11 +910,23 @@ def test_labels_and_test_rows_near_the_float_limits_keep_their_sets(algorithm):
     # scores and an empty set reported as a zero-width interval)
     for score in SCORES:
         model = FullConformalRidge(conformity_score=score, algorithm=algorithm).fit(X, y)
-        for far_scale in (1e150, 1e160):
-            with warnings.catch_warnings():
-                warnings.simplefilter("error")  # nothing to report: the whole line is exact
-                far = model.predict_interval(X_test * far_scale)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # nothing to report
+            # the test leverage overflows (1e320): the whole line, the sets' limit
+            far = model.predict_interval(X_test * 1e160)
             np.testing.assert_array_equal(far, np.tile([-np.inf, np.inf], (5, 1)))
+            # 1e150: the exact sets (acp review, stop 57: the floor of 1 - h clipped the
+            # test point's 1 / (1 + h) and gave the whole line): unbounded for the standard
+            # score, half-widths growing with the row (studentized) or not (deleted)
+            near = model.predict_interval(X_test * 1e6)
+            far = model.predict_interval(X_test * 1e150)
+        centre = model.predict(X_test * 1e150)[:, None]
+        if score == "standard":
+            np.testing.assert_array_equal(far, np.tile([-np.inf, np.inf], (5, 1)))
+        else:
+            growth = 1e144 if score == "studentized" else 1.0
+            ends = centre + (near - model.predict(X_test * 1e6)[:, None]) * growth
+            np.testing.assert_allclose(far, ends, rtol=1e-6)
 
 
 def test_an_empty_set_from_a_numerical_failure_is_reported():
@@ -1036,3 +1048,21 @@ def test_a_model_class_is_named_with_the_instance_to_pass():
     )
     with pytest.raises(TypeError, match=message):
         FullConformalRidge(Ridge).fit(X, y)
+
+
+@pytest.mark.parametrize("make", [FullConformalRidge, ApproximateFullConformalRegressor])
+@pytest.mark.parametrize("score", ["studentized", "deleted"])
+def test_a_test_row_of_huge_leverage_keeps_exact_p_values(score, make):
+    """Review finding (acp, stop 57): the floor 1e-14 of 1 - h also clipped the test
+    point's exact 1 / (1 + h_test), so a test row 1e9 times the others' got every p-value
+    1 (deleted; exact full CP gives 0.05 away from the prediction) or a set of the whole
+    line (studentized)."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(20, 2))
+    y = X @ [1.0, -1.0] + rng.normal(size=20)
+    x_test = np.array([1e9, 0.3e9])
+    model = make(LinearRegression(), conformity_score=score).fit(X, y)
+    unit = 1.0 if score == "deleted" else 2.5e8  # the exact sets' half-width is ~1.7 or ~5e8
+    labels = model.predict(x_test[None])[0] + unit * (np.linspace(-4, 4, 17) + 1e-3 * np.pi)
+    got = model.predict_pvalue(x_test[None], labels[None])[0]
+    np.testing.assert_array_equal(got, _exact_full_cp_pvalues(X, y, x_test, labels, score))

@@ -399,7 +399,10 @@ def residual_coefficients(
             direct[:, :-1] = (1.0 - train_leverage)[None, :] - cross_leverage * b[:, :-1]
             direct[:, -1] = 1.0 / (1.0 + test_leverage)
             spread = np.where(near_one, direct, spread)
-        spread = np.clip(spread, _MIN_ONE_MINUS_LEVERAGE, 1.0)
+        # the floor is for the training columns' rounding; the test column's 1 / (1 + h)
+        # is exact, and flooring it widened the sets of test rows of leverage above 1e14
+        spread[:, :-1] = np.clip(spread[:, :-1], _MIN_ONE_MINUS_LEVERAGE, 1.0)
+        spread[:, -1] = np.clip(spread[:, -1], np.finfo(float).tiny, 1.0)
         scale = np.sqrt(spread) if score == "studentized" else spread
         a /= scale
         b /= scale
