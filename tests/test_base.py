@@ -704,3 +704,41 @@ def test_fit_checks_x_against_a_frozen_classifiers_features():
         SplitConformalClassifier(FrozenEstimator(model)).fit(X[:150, :1], y[:150])
     cp = SplitConformalClassifier(FrozenEstimator(model)).fit(X[:150], y[:150])
     assert cp.calibrate(X[150:300], y[150:300]).n_features_in_ == X.shape[1]
+
+
+def test_a_model_that_caches_arrays_at_predict_and_other_fit_parameters_are_not_refused():
+    """diffrev23 (stop 57): a user's model keeping a private array at predict (a cache)
+    was refused as retrained at the second prediction once private arrays were hashed (of
+    scikit-learn's own models only now, as a k-NN's); a fit parameter that is not a row
+    weight (a validation frame of X's length) was row-checked and refused."""
+    from sklearn.base import BaseEstimator, RegressorMixin
+
+    from uqconform import CrossConformalRegressor
+
+    class CachingRidge(Ridge):
+        def predict(self, X):
+            self._last = super().predict(X).copy()
+            return self._last
+
+    class TakesValidation(RegressorMixin, BaseEstimator):
+        def fit(self, X, y, X_val=None):
+            self.coef_ = np.linalg.lstsq(np.asarray(X), y, rcond=None)[0]
+            return self
+
+        def predict(self, X):
+            return np.asarray(X) @ self.coef_
+
+    X, y = regression_data(450)
+    (Xf, yf), (Xc, yc), (Xt, _) = thirds(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        cp = SplitConformalRegressor(CachingRidge().fit(Xf, yf)).calibrate(Xc, yc)
+        first = cp.predict_interval(Xt[:5])
+        cp.predict_interval(Xt[5:])
+        np.testing.assert_array_equal(cp.predict_interval(Xt[:5]), first)
+        cross = CrossConformalRegressor(CachingRidge(), cv=3).fit(Xf, yf)
+        cross.predict_interval(Xt[:5])
+        cross.predict_interval(Xt[5:])
+        frame = pd.DataFrame(Xf)
+        shuffled = frame.sample(frac=1.0, random_state=0)  # passed on as it is, not paired
+        SplitConformalRegressor(TakesValidation()).fit(frame, yf, X_val=shuffled)

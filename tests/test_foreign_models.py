@@ -456,10 +456,18 @@ def test_labelled_probability_frame_is_read_by_its_column_labels(data):
         for frame in (True, False)
     ]
     np.testing.assert_array_equal(sets[0], sets[1])
-    # columns named by other labels: refused, both orders named
-    other = SplitConformalClassifier(LabelledFrameModel(head, columns=["p0", "p1", "p2"]))
-    with pytest.raises(ValueError, match=r"columns \['p0', 'p1', 'p2'\].*\['eel', 'dog', 'cat'\]"):
-        other.calibrate(X[200:300], names[200:300])
+
+    # columns naming no class ('p0', ...): read by position, as the same array is
+    # (diffrev23: refusing them broke frames that worked before)
+    class PlainArray(LabelledFrameModel):
+        def predict_proba(self, X):
+            return self.model.predict_proba(X)
+
+    by_position = [
+        SplitConformalClassifier(model).calibrate(X[200:300], names[200:300]).predict_set(X[300:])
+        for model in (LabelledFrameModel(head, columns=["p0", "p1", "p2"]), PlainArray(head))
+    ]
+    np.testing.assert_array_equal(by_position[0], by_position[1])
 
 
 def test_swapped_constructor_arguments_name_the_first_argument(data):

@@ -324,8 +324,9 @@ class CrossFitWrapper(ModelWrapper):
         """
         check_row_order(X, y, "y")
         check_row_order(X, groups, "groups")
-        for name, value in fit_params.items():  # per-row ones (sample_weight) as y is
-            check_row_order(X, value, name)
+        for name, value in fit_params.items():  # row weights, paired with X as y is
+            if name == "sample_weight" or name.endswith("__sample_weight"):
+                check_row_order(X, value, name)
         self._validate_params()
         params = self._model_fit_params(fit_params)
         self._reset_calibration()

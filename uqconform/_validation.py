@@ -1347,9 +1347,9 @@ def class_probabilities(model: Any, X: Any, n_classes: int, *, check_sums: bool 
 
 def _labelled_columns(model: Any, columns: pd.Index, proba: NDArray) -> NDArray:
     """The columns of a ``predict_proba`` DataFrame in the order of ``model.classes_`` when
-    they are labelled by class (AutoML wrappers return such frames, in an order of their
-    own); a default ``RangeIndex`` (or the labels ``0..k-1`` where those are not the
-    classes) is read by position; columns naming other labels are refused."""
+    they are labelled by class, or by the classes written as text (AutoML wrappers return
+    such frames, in an order of their own); other columns (a default ``RangeIndex``,
+    ``'p0', 'p1'``) are read by position."""
     classes = getattr(model, "classes_", None)
     labels = columns.tolist()
     if classes is None or (
@@ -1364,14 +1364,13 @@ def _labelled_columns(model: Any, columns: pd.Index, proba: NDArray) -> NDArray:
         return proba
     if len(position) == len(labels) == len(classes) and min(order, default=0) >= 0:
         return proba[:, order]  # every class named once: its column, wherever it is
-    if labels == list(range(len(labels))):
-        return proba  # pd.DataFrame(array, columns=range(k)): positions, not labels
-    raise ValueError(
-        f"`estimator` ({type(model).__name__}) predict_proba returned a DataFrame with "
-        f"columns {labels_text(labels)}, which are not the labels of its `classes_` "
-        f"{labels_text(classes)}: name the columns by the classes (any order), or return "
-        "an array with one column per label of `classes_`, in that order."
-    )
+    texts = {str(label): k for k, label in enumerate(labels)}  # '0','1' after a round trip
+    order = [texts.get(str(label), -1) for label in classes]
+    if len(texts) == len(labels) == len(classes) and min(order, default=0) >= 0:
+        return proba[:, order]
+    # columns that name no class ('p0', 'p1'; 1..k for the classes 0..k-1): by position,
+    # as scikit-learn's own outputs are
+    return proba
 
 
 class NonFiniteOutputError(ValueError):

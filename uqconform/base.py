@@ -1080,8 +1080,9 @@ class ModelWrapper(
         model_params = self._model_fit_params(fit_params)
         self._reset_calibration()
         check_row_order(X, y, "y")
-        for name, value in fit_params.items():  # per-row ones (sample_weight) as y is
-            check_row_order(X, value, f"{name}")
+        for name, value in fit_params.items():  # row weights, paired with X as y is
+            if name == "sample_weight" or name.endswith("__sample_weight"):
+                check_row_order(X, value, name)
         X = self._validate_X(X, reset=True)
         check_sample_weight_rows(fit_params, n_rows(X))
         self._check_frozen_features()

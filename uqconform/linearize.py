@@ -309,11 +309,13 @@ def parameter_digest(estimator: Any, *, arrays_only: bool = False, like: Any = N
     integer scalars (and lists of scalars): a model may count its calls in one, and a
     retrained model's arrays change anyway; it keeps float scalars (a linear model's
     ``intercept_``, which alone moves when it is refitted on a shifted target), adds the
-    numeric arrays held in private attributes (a k-nearest-neighbours model's ``_fit_X``
-    and ``_y``) and hashes a strided sample of 4,096 numbers of a larger array. Such a
-    digest starts with `ARRAYS_DIGEST_SCHEME`; ``like``, a digest an older build recorded
-    (scheme "d3" without the private arrays, "d2" or none without float scalars either),
-    makes it hash as that build did, so `digest_change` compares like with like.
+    numeric arrays held in private attributes of scikit-learn's own models (a
+    k-nearest-neighbours model's ``_fit_X`` and ``_y``; not of a class defined elsewhere,
+    which may cache arrays at every prediction) and hashes a strided sample of 4,096
+    numbers of a larger array. Such a digest starts with `ARRAYS_DIGEST_SCHEME`;
+    ``like``, a digest an older build recorded (scheme "d3" without the private arrays,
+    "d2" or none without float scalars either), makes it hash as that build did, so
+    `digest_change` compares like with like.
 
     Parameters
     ----------
@@ -442,12 +444,15 @@ def _feed_digest(
             )
         if isinstance(value, FrozenEstimator):
             _feed_digest(digest, value.estimator, seen, arrays_only, floats, private)
+        # private arrays of scikit-learn's own models only (a k-NN's _fit_X): a class of
+        # the user's may keep a cache there that every predict call rewrites
+        own = type(value).__module__.startswith("sklearn.")
         for name, item in sorted(vars(value).items()):
             # fitted attributes, and fitted models held as parameters (CQR's quantile pair)
             if (
                 (name.endswith("_") and not name.startswith("_"))
                 or (isinstance(item, BaseEstimator) or is_torch_module(item))
-                or (private and name.startswith("_") and isinstance(item, np.ndarray))
+                or (private and name.startswith("_") and isinstance(item, np.ndarray) and own)
             ):
                 digest.update(name.encode())
                 _feed_digest(digest, item, seen, arrays_only, floats, private)
