@@ -32,6 +32,7 @@ from uqconform._seeding import integer_seed, seeded_clone
 from uqconform._validation import (
     check_int,
     check_row_order,
+    check_weights_row_order,
     no_calibrate_step,
     refuse_non_finite,
 )
@@ -324,9 +325,7 @@ class CrossFitWrapper(ModelWrapper):
         """
         check_row_order(X, y, "y")
         check_row_order(X, groups, "groups")
-        for name, value in fit_params.items():  # row weights, paired with X as y is
-            if name == "sample_weight" or name.endswith("__sample_weight"):
-                check_row_order(X, value, name)
+        check_weights_row_order(X, fit_params)
         self._validate_params()
         params = self._model_fit_params(fit_params)
         self._reset_calibration()

@@ -399,6 +399,20 @@ def missing_target_error() -> ValueError:
     )
 
 
+def is_row_weight(name: str) -> bool:
+    """Whether the fit parameter ``name`` is a row weight: ``sample_weight``, or a
+    Pipeline step's ``step__sample_weight``."""
+    return name == "sample_weight" or name.endswith("__sample_weight")
+
+
+def check_weights_row_order(X: Any, fit_params: dict[str, Any]) -> None:
+    """`check_row_order` for the row weights among ``fit_params`` (paired with ``X`` as
+    ``y`` is; other fit parameters are passed on as given)."""
+    for name, value in fit_params.items():
+        if is_row_weight(name):
+            check_row_order(X, value, name)
+
+
 def check_row_order(
     X: Any, values: Any, name: str, rows_of: str = "X", verb: str = "give"
 ) -> None:

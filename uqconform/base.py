@@ -52,6 +52,7 @@ from uqconform._validation import (
     check_regression_model,
     check_row_order,
     check_verbose,
+    check_weights_row_order,
     check_wrapper_fitted,
     labels_text,
     model_classes,
@@ -796,7 +797,7 @@ def _call_mistake_message(
             level_method is not None
             and "groups" in inspect.signature(getattr(type(model), level_method)).parameters
         )
-        if takes_groups and level_method:  # predict of a wrapper with Mondrian calibration
+        if takes_groups and level_method:  # (level_method: narrowed for mypy)
             return (
                 f"{name} gives the model's point predictions and takes no `groups`: for "
                 f"group-conditional {level_method[8:]}s use {level_method}(X, groups=g)."
@@ -1080,9 +1081,7 @@ class ModelWrapper(
         model_params = self._model_fit_params(fit_params)
         self._reset_calibration()
         check_row_order(X, y, "y")
-        for name, value in fit_params.items():  # row weights, paired with X as y is
-            if name == "sample_weight" or name.endswith("__sample_weight"):
-                check_row_order(X, value, name)
+        check_weights_row_order(X, fit_params)
         X = self._validate_X(X, reset=True)
         check_sample_weight_rows(fit_params, n_rows(X))
         self._check_frozen_features()

@@ -53,6 +53,7 @@ from uqconform._validation import (
     check_row_order,
     check_wrapper_fitted,
     float_rows_without_nan,
+    is_row_weight,
     named_as_fitted,
     refuse_model_class,
     refuse_non_numeric_features,
@@ -870,10 +871,7 @@ class ApproximateFullConformalRegressor(
             fit_params.pop("groups")  # groups=None: nothing given
         model_params = self._routed_fit_params(fit_params).get("estimator", {})
         weights = _routed_weight_names(model)
-        if any(
-            name == "sample_weight" or name.endswith("__sample_weight") or name in weights
-            for name in [*fit_params, *model_params]
-        ):
+        if any(is_row_weight(name) or name in weights for name in [*fit_params, *model_params]):
             raise ValueError(
                 "`sample_weight` is not supported: the full-CP influence of a test point is "
                 "that of an unweighted fit, so weights would give a set that is not full "
