@@ -443,7 +443,7 @@ def test_weighted_calibration_names_the_strata_with_too_few_rows():
     uniform = lambda Z: np.ones(len(Z))  # noqa: E731
     weighted = SplitConformalRegressor(model, likelihood_ratio=uniform)
     match = (
-        r"Too few calibration points for alpha=\[0.1\] in group 'small' \(5 points\).*"
+        r"Too few calibration points for alpha=0.1 in group 'small' \(5 points\).*"
         r"unless `likelihood_ratio` gives the test row far less weight"
     )
     with pytest.warns(UserWarning, match=match):

@@ -63,6 +63,54 @@ def test_unsupported_layers_are_named():
         from_torch(torch.nn.Linear(2, 2))
 
 
+def _tied(kind):
+    """A Sequential whose middle Linear layers share their parameters."""
+    torch.manual_seed(0)
+    nn = torch.nn
+    first, second = nn.Linear(4, 4), nn.Linear(4, 4)
+    if kind == "module used twice":
+        second = first
+    elif kind == "block used twice":
+        block = nn.Sequential(first, nn.Tanh())
+        return nn.Sequential(nn.Linear(2, 4), nn.Tanh(), block, block, nn.Linear(4, 1))
+    else:  # "weight tied": two modules, one Parameter
+        second.weight = first.weight
+    tail = (nn.Tanh(), second, nn.Tanh(), nn.Linear(4, 1))
+    return nn.Sequential(nn.Linear(2, 4), nn.Tanh(), first, *tail).double().eval()
+
+
+@pytest.mark.parametrize("kind", ["module used twice", "block used twice", "weight tied"])
+def test_tied_linear_layers_are_refused(kind):
+    """Review finding (s58): a Linear used twice was flattened into two independent Dense
+    layers (57 parameters for a 37-parameter module), whose posterior treats the copies as
+    independent (GLM variance 1.02-1.12 times the tied-weight oracle's)."""
+    net = _tied(kind)
+    match = r"Linear\(in_features=4, out_features=4.*tied \(shared\) .*not supported"
+    with pytest.raises(TypeError, match=match):
+        from_torch(net)
+    with pytest.raises(TypeError, match=match):
+        torch_parameter_index(net)
+    X = np.random.default_rng(0).normal(size=(40, 2))
+    with pytest.raises(TypeError, match=match):
+        LaplacePosterior(net, prior_precision=1.0).fit(X, X[:, 0])
+
+
+def test_a_shared_parameter_free_or_normalisation_module_is_accepted():
+    """Reusing one ReLU (or LayerNorm) instance is exact: those are not Bayesian layers."""
+    torch.manual_seed(0)
+    nn = torch.nn
+    relu, norm = nn.ReLU(), nn.LayerNorm(4)
+    net = nn.Sequential(nn.Linear(2, 4), norm, relu, nn.Linear(4, 4), norm, relu, nn.Linear(4, 1))
+    net = net.double().eval()
+    X = np.random.default_rng(0).normal(size=(7, 2))
+    with torch.no_grad():
+        expected = net(torch.as_tensor(X)).numpy()
+    np.testing.assert_allclose(from_torch(net).forward(X), expected, atol=1e-12)
+    assert from_torch(net).n_parameters == sum(
+        p.numel() for m in (net[0], net[3], net[6]) for p in m.parameters()
+    )
+
+
 def test_a_frozen_linear_layer_is_named():
     """Fine-tuning the head only (requires_grad=False below): a clear refusal, not a
     KeyError on an object id."""

@@ -1043,7 +1043,7 @@ def test_too_few_calibration_points_says_how_many_are_needed():
     cp = SplitConformalClassifier(model, class_conditional=True)
     with pytest.warns(
         UserWarning,
-        match=r"^Too few calibration points for alpha=\[0\.1\] in class 'c' \(no calibration "
+        match=r"^Too few calibration points for alpha=0\.1 in class 'c' \(no calibration "
         r"points\): at least 9 points are needed, so that class is in every prediction set",
     ):
         cp.calibrate(Xc[keep], yc[keep])

@@ -503,8 +503,8 @@ def test_messages_from_a_multi_output_audit():
     with pytest.raises(ValueError, match="impute them in X before fit, calibrate and"):
         CONTRA(max_epochs=1).fit(X_nan, Y[:100])
     box = RectangularConformalRegressor(Ridge(), bonferroni=True).fit(X[:400], Y[:400])
-    with pytest.warns(UserWarning, match=r"alpha=\[0.1\] \(each of the score's 2 columns at "
-                      r"alpha / 2 = \[0.05\]\).*at least 19 points are needed"):  # fmt: skip
+    with pytest.warns(UserWarning, match=r"alpha=0.1 \(each of the score's 2 columns at "
+                      r"alpha / 2 = 0.05\).*at least 19 points are needed"):  # fmt: skip
         box.calibrate(X[400:415], Y[400:415])
     local = EllipsoidalConformalRegressor(Ridge(), covariance="local", random_state=0)
     local.fit(X[:400], Y[:400]).set_params(n_neighbors=5)

@@ -189,7 +189,7 @@ def test_extreme_weights_give_infinite_intervals_with_a_warning():
     cp = SplitConformalRegressor(Ridge(), likelihood_ratio=lambda X: np.exp(8 * X[:, 0]))
     cp.fit(Xf, yf).calibrate(Xc, yc)
     rows = np.array([[4.0, 0.0], [-2.0, 0.0], [0.0, 0.0]])  # beyond every calibration row
-    with pytest.warns(UserWarning, match=r"^1 row got an infinite threshold at alpha=\[0\.1\]"):
+    with pytest.warns(UserWarning, match=r"^1 row got an infinite threshold at alpha=0\.1"):
         intervals = cp.predict_interval(rows)
     assert np.isinf(intervals[0]).all() and np.isfinite(intervals[1:]).all()
 

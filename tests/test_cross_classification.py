@@ -221,7 +221,7 @@ def test_class_conditional_too_few_rows_of_a_class_put_it_in_every_set():
     X, y = _data(90, 0)
     y = y.copy()
     y[np.flatnonzero(y == 2)[6:]] = 0  # six rows of class 2: too few for alpha = 0.1
-    with pytest.warns(UserWarning, match=r"in class 2 \(6 rows; alpha=\[0.1\]\).*at least 9"):
+    with pytest.warns(UserWarning, match=r"in class 2 \(6 rows; alpha=0.1\).*at least 9"):
         model = CrossConformalClassifier(class_conditional=True, random_state=0).fit(X, y)
     with pytest.warns(UserWarning, match="class 2 .6 rows; alpha"):
         sets = model.predict_set(X)
@@ -248,7 +248,7 @@ def test_class_conditional_warnings_name_each_class_with_its_levels():
         warnings.simplefilter("always")
         model.fit(X, series)
     text = " ".join(str(w.message) for w in caught)
-    assert f"class 'bee' ({(labels == 'bee').sum()} rows; alpha=[0.03])" in text, text
+    assert f"class 'bee' ({(labels == 'bee').sum()} rows; alpha=0.03)" in text, text
     assert "class 'cat' (10 rows; alpha=[0.03, 0.05])" in text, text
     grouped = np.where(labels == "cat", 0, 1 + np.arange(90) % 4)  # every cat in group 0
     with pytest.warns(UserWarning, match=r"The model of fold \d never saw class\(es\) \['cat'\]"):
@@ -308,7 +308,7 @@ def test_too_few_rows_give_every_class_with_a_warning():
     X, y = _data(8, 0)
     with pytest.warns(
         UserWarning,
-        match=r"Only 8 scores.*alpha=\[0.1\].*prediction set is a set holding every class\.$",
+        match=r"Only 8 scores.*alpha=0.1.*prediction set is a set holding every class\.$",
     ):
         model = CrossConformalClassifier(cv=4).fit(X, y)
     with pytest.warns(UserWarning, match="too few.*every class"):

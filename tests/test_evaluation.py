@@ -315,6 +315,18 @@ def test_metric_functions_reject_bad_input():
         mean_set_size(np.ones((0, 3), dtype=bool))
 
 
+def test_interval_and_set_metrics_name_each_other_when_given_the_other_kind():
+    # sets passed for intervals, intervals for sets: the message names the right metric
+    with pytest.raises(TypeError, match=r"boolean array \(prediction sets\? .* mean_set_size\)"):
+        mean_width(SETS)
+    with pytest.raises(TypeError, match=r"float64 \(intervals\? .* by mean_width\)\.$"):
+        mean_set_size(INTERVALS)
+    with pytest.raises(TypeError, match=r"float64 \(intervals\? .* by mean_width\)\.$"):
+        mean_set_size(INTERVALS_K)
+    with pytest.raises(TypeError, match=r"got dtype float64\.$"):  # (n, 3): no interval
+        mean_set_size(np.full((4, 3), 0.5))
+
+
 def test_inputs_are_not_modified():
     y, intervals, sets = readonly(Y_REG), readonly(INTERVALS_K), readonly(SETS_K)
     labels, groups = readonly(["a", "b", "c", "b"]), readonly([1, 1, 2, 2])

@@ -81,6 +81,58 @@ def test_head_ensemble_checks_rows_and_dimensions(data):
         HeadEnsemble(LinearSVC(), n_heads=2).fit(X, labels)  # before training any head
 
 
+def test_classifiers_that_give_probabilities_once_asked_are_told_the_setting(data):
+    from sklearn.linear_model import SGDClassifier
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+    from sklearn.svm import SVC, LinearSVC
+
+    X, _, labels = data
+    for model, setting in [
+        (SVC(), r"Use SVC\(probability=True\), or wrap"),
+        (SGDClassifier(), r'Use SGDClassifier\(loss="log_loss"\), or wrap'),
+        (make_pipeline(StandardScaler(), SVC()), r"probability=True\) as the pipeline's last"),
+    ]:
+        with pytest.raises(
+            TypeError, match=r"has no predict_proba with these settings.*" + setting
+        ):
+            SplitConformalClassifier(model).fit(X, labels)
+    with pytest.raises(TypeError, match=r"\(LinearSVC\) has no predict_proba: .*Calibrated"):
+        SplitConformalClassifier(LinearSVC()).fit(X, labels)  # no setting to name
+
+
+def _wrappers_taking_the_level_second() -> list[type]:
+    import uqconform.classification
+    import uqconform.regression
+    import uqconform.timeseries
+
+    found = []
+    for module in (uqconform.classification, uqconform.regression, uqconform.timeseries):
+        for name in module.__all__:
+            item = getattr(module, name)
+            if isinstance(item, type) and list(inspect.signature(item).parameters)[1:2] == [
+                "alpha"
+            ]:
+                found.append(item)
+    return found
+
+
+@pytest.mark.parametrize("wrapper", _wrappers_taking_the_level_second(), ids=lambda w: w.__name__)
+def test_a_model_given_as_alpha_is_told_the_arguments_are_swapped(data, wrapper):
+    # Wrapper(0.1, model): whichever argument is checked first, the message names the call
+    X, y, labels = data
+    if wrapper.__module__.startswith("uqconform.classification"):
+        model, target = LogisticRegression(), labels
+        if wrapper.__name__ == "MultiLabelRiskController":
+            target = np.stack([labels == "a", labels == "b"], axis=1).astype(int)
+    else:
+        model, target = LinearRegression(), y
+    with pytest.raises(
+        TypeError, match=rf"first argument.*{wrapper.__name__}\(model, alpha=0\.1\)"
+    ):
+        wrapper(0.1, model).fit(X, target)
+
+
 @pytest.mark.parametrize(
     ("params", "name"),
     [

@@ -947,7 +947,7 @@ def test_a_prefit_models_too_few_warning_counts_the_rows_given():
         warnings.simplefilter("always")
         fitted_model.calibrate(X_cal, Y_cal, groups=np.minimum(groups, np.arange(200) < 5))
     assert [str(w.message) for w in caught] == [
-        "Too few calibration points for alpha=[0.1] in group 1 (5 points): at least 9 "
+        "Too few calibration points for alpha=0.1 in group 1 (5 points): at least 9 "
         "points are needed, so those predictions are the whole output space (an infinite "
         "radius)."
     ]

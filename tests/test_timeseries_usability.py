@@ -713,3 +713,75 @@ def test_groups_or_alpha_refused_by_the_model_at_fit_say_where_they_go(name, res
     pipeline = make(name, make_pipeline(StandardScaler(), LinearRegression()), n_bootstrap=5)
     with pytest.raises(ValueError, match=r"passed `groups` to the model, which refused it"):
         pipeline.fit(X, y, groups=np.zeros(300))
+
+
+def _time_series(index: pd.Index, seed: int = 0) -> tuple[pd.DataFrame, pd.Series]:
+    rng = np.random.default_rng(seed)
+    X = pd.DataFrame(rng.normal(size=(len(index), 2)), columns=["a", "b"], index=index)
+    return X, pd.Series(X["a"] - X["b"] + rng.normal(size=len(index)), index=index)
+
+
+@pytest.mark.parametrize(
+    "index",
+    [
+        pd.period_range("2000-01", periods=300, freq="M"),
+        pd.timedelta_range(0, periods=300, freq="min"),
+        pd.date_range("2000-01-01", periods=300, freq="MS"),
+    ],
+    ids=["PeriodIndex", "TimedeltaIndex", "DatetimeIndex"],
+)
+def test_period_timedelta_and_y_only_times_are_checked_like_a_datetime_index(index):
+    """ts2 review: the time-order checks read only a DatetimeIndex, and only X's: monthly
+    data on a PeriodIndex fitted newest-first, or training rows fed again online, passed
+    silently, and so did rows fed again whose times were on `y` only (X an array)."""
+    kind = type(index).__name__
+    X, y = _time_series(index)
+    model = EnbPI(LinearRegression(), n_bootstrap=10, random_state=0)
+    with pytest.warns(UserWarning, match=rf"{kind} of `X` and `y`: the indexes are not"):
+        model.fit(X[:200][::-1], y[:200][::-1])
+    again = rf"start at {index[100]} \(the {kind} of `X`\), not after the latest row absorbed"
+    for X_given, name in ((X, "X"), (X.to_numpy(), "y")):  # times on both; on `y` only
+        model.fit(X_given[:200], y[:200])
+        fitted = pickle.dumps(model)
+        with pytest.warns(UserWarning, match=again.replace("`X`", f"`{name}`")):
+            model.update(X_given[100:150], y[100:150])  # the training rows fed again
+        model = pickle.loads(fitted)
+        with pytest.warns(UserWarning, match=rf"the {kind} of `{name}`\), not after"):
+            model.predict_interval(X_given[100:150], y=y[100:150])
+        model = pickle.loads(fitted)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # new rows in time order
+            model.predict_interval(X_given[200:250], y=y[200:250])
+            model.update(X_given[250:260], y[250:260])
+            model.predict_interval(X_given[260:270])
+    if isinstance(index, pd.PeriodIndex):  # periods of another frequency do not compare
+        daily = X[200:210].set_axis(pd.period_range("2030-01-01", periods=10, freq="D"))
+        with pytest.warns(UserWarning, match=r"times of another kind .* cannot be checked"):
+            model.update(daily, y[200:210].set_axis(daily.index))
+
+
+def test_a_batch_repeating_a_time_does_not_switch_the_check_off_for_later_batches():
+    """ts2 review: one online batch with a repeated time (rows [200, 200, 201]) switched off,
+    for the rest of the stream, the warning for a batch starting at the latest time
+    absorbed (row 201 fed again). Repeated times excuse a start at the latest time only in
+    their own batch, or throughout when the training rows repeat times (panel data)."""
+    X, y = _time_series(pd.date_range("2024-01-01", periods=300, freq="h"))
+    model = EnbPI(LinearRegression(), n_bootstrap=10, random_state=0).fit(X[:200], y[:200])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model.predict_interval(X.iloc[[200, 200, 201]], y=y.iloc[[200, 200, 201]])
+        # a batch that repeats its own times may start at the latest time (panel data)
+        model.update(X.iloc[[201, 202, 202]], y.iloc[[201, 202, 202]])
+    with pytest.warns(UserWarning, match=r"start at 2024-01-09 10:00:00 .* not after"):
+        model.predict_interval(X.iloc[[202, 203]], y=y.iloc[[202, 203]])  # 202 again
+    # two rows per time in the training rows: fed one row at a time online, the second
+    # row of a time starts at the latest time absorbed without a warning
+    panel = X.index[np.arange(300) // 2]
+    X, y = X.set_axis(panel), y.set_axis(panel)
+    model.fit(X[:200], y[:200])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for row in range(200, 210):
+            model.predict_interval(X[row : row + 1], y=y[row : row + 1])
+    with pytest.warns(UserWarning, match=r"not after the latest row absorbed"):
+        model.update(X[100:110], y[100:110])

@@ -1246,10 +1246,11 @@ def check_model_methods(model: Any, methods: tuple[str, ...], wrapper: Any) -> N
         )
 
 
-def missing_proba_error(model: Any, name: str, why: str) -> TypeError:
+def missing_proba_error(model: Any, name: str, why: str, owner: Any = None) -> TypeError:
     """The error for a classifier without ``predict_proba``, with the fix for both kinds of
     model: a scikit-learn classifier without probabilities, and a model from outside
-    scikit-learn whose ``predict`` gives them (Keras, torch, a LightGBM ``Booster``).
+    scikit-learn whose ``predict`` gives them (Keras, torch, a LightGBM ``Booster``); a
+    number given for the model of the wrapper ``owner`` is told the arguments are swapped.
 
     Examples
     --------
@@ -1272,6 +1273,25 @@ def missing_proba_error(model: Any, name: str, why: str) -> TypeError:
             "column) whose predict_proba(X) returns the stored rows X points to, e.g. "
             "probabilities[X[:, 0]] (see Getting started); or pass the model that "
             "computed them."
+        )
+    if owner is not None and isinstance(model, numbers.Number):  # Wrapper(0.1, model)
+        return TypeError(
+            f"{name} is the number {model!r}, not a model: the model is the first argument; "
+            f"pass the level as alpha=..., e.g. {type(owner).__name__}(model, alpha=0.1)."
+        )
+    steps = getattr(model, "steps", None)  # a Pipeline: its last step decides
+    last = steps[-1][1] if isinstance(steps, list) and steps and len(steps[-1]) == 2 else model
+    own_switch = {  # scikit-learn classifiers that give probabilities once asked to
+        "SVC": "SVC(probability=True)",
+        "NuSVC": "NuSVC(probability=True)",
+        "SGDClassifier": 'SGDClassifier(loss="log_loss")',
+    }.get(type(last).__name__)
+    if own_switch is not None and type(last).__module__.startswith("sklearn."):
+        where = " as the pipeline's last step" if last is not model else ""
+        return TypeError(
+            f"{name} ({type(model).__name__}) has no predict_proba with these settings: "
+            f"{why}. Use {own_switch}{where}, or wrap the model in "
+            "sklearn.calibration.CalibratedClassifierCV."
         )
     return TypeError(
         f"{name} ({type(model).__name__}) has no predict_proba: {why}. A scikit-learn "

@@ -1245,7 +1245,7 @@ class ConformalPredictor(ModelWrapper):
 
     def _check_levels(self) -> None:
         """Check ``alpha`` (a miscoverage level: a warning when it looks like coverage)."""
-        check_miscoverage(self.alpha, "alpha")
+        check_miscoverage(self.alpha, "alpha", owner=self)
 
     def _predict_batch(self, X: Any, thresholds: NDArray, alphas: NDArray, rng: Any) -> NDArray:
         """The prediction of rows ``X``, shape ``(b, *output shape, k)`` (trailing axis:

@@ -45,6 +45,7 @@ def check_alpha(
     alpha: float | Sequence[float] | ArrayLike,
     name: str = "alpha",
     meaning: str = "the miscoverage level, e.g. 0.1 for 90% coverage",
+    owner: Any = None,
 ) -> NDArray:
     """Validate a miscoverage level (or several) and return them as a 1-D float array.
 
@@ -57,6 +58,9 @@ def check_alpha(
     meaning : str, default="the miscoverage level, e.g. 0.1 for 90% coverage"
         What the level is, for the out-of-range message (a risk controller's ``alpha``
         bounds an expected loss instead).
+    owner : object, optional
+        The wrapper whose ``alpha`` this is: a model given as ``alpha`` (the arguments
+        swapped, ``Wrapper(0.1, model)``) is told the right call naming its class.
 
     Returns
     -------
@@ -79,9 +83,15 @@ def check_alpha(
     """
     levels = real_values(alpha)
     if levels is None:  # text (also "0.1" in a list), booleans, None, ragged nesting
+        swapped = ""
+        if callable(getattr(alpha, "fit", None)) or callable(getattr(alpha, "predict", None)):
+            swapped = (  # Wrapper(0.1, model): the arguments swapped
+                " The model is the first argument; pass the level as alpha=..., e.g. "
+                f"{type(owner).__name__ if owner is not None else 'Wrapper'}(model, alpha=0.1)."
+            )
         raise TypeError(
             f"`{name}` must be a float in (0, 1) or a sequence of them, got "
-            f"{_sentence_end(value_summary(alpha))}"
+            f"{_sentence_end(value_summary(alpha))}{swapped}"
         )
     if levels.ndim > 1:
         raise ValueError(f"`{name}` must be a float or a 1-D sequence, got shape {levels.shape}.")
@@ -138,9 +148,12 @@ def check_single_alpha(
     return float(levels[0])
 
 
-def check_miscoverage(alpha: float | Sequence[float] | ArrayLike, name: str = "alpha") -> NDArray:
-    """`check_alpha` for a wrapper's level, warning when a level above 0.5 looks like a
-    coverage level (``alpha=0.9`` meant as 90%: the sets would cover about 10%).
+def check_miscoverage(
+    alpha: float | Sequence[float] | ArrayLike, name: str = "alpha", owner: Any = None
+) -> NDArray:
+    """`check_alpha` for a wrapper's level (``owner``, the wrapper, named in the message for
+    swapped arguments), warning when a level above 0.5 looks like a coverage level
+    (``alpha=0.9`` meant as 90%: the sets would cover about 10%).
 
     Examples
     --------
@@ -151,7 +164,7 @@ def check_miscoverage(alpha: float | Sequence[float] | ArrayLike, name: str = "a
     >>> print(caught[0].message)  # doctest: +ELLIPSIS
     alpha=0.9 is the miscoverage level: the sets aim to cover 1 - alpha = 10% of points...
     """
-    levels = check_alpha(alpha, name)
+    levels = check_alpha(alpha, name, owner=owner)
     if levels.max() > 0.5:
         high = float(levels.max())
         near_one = high >= 0.99999  # shown as given: never "alpha=1" or "100% coverage"
@@ -170,14 +183,16 @@ def check_miscoverage(alpha: float | Sequence[float] | ArrayLike, name: str = "a
 
 
 def levels_text(levels: NDArray) -> str:
-    """Levels for a message, without float noise (``0.060000000000000005`` reads 0.06).
+    """Levels for a message, without float noise (``0.060000000000000005`` reads 0.06): one
+    level reads as a number, several as a list.
 
     Examples
     --------
-    >>> levels_text(np.array([0.05 + 0.01, 0.2]))
-    '[0.06, 0.2]'
+    >>> levels_text(np.array([0.05 + 0.01, 0.2])), levels_text(np.array([0.1]))
+    ('[0.06, 0.2]', '0.1')
     """
-    return "[" + ", ".join(f"{level:g}" for level in np.ravel(levels)) + "]"
+    texts = [f"{level:g}" for level in np.ravel(levels)]
+    return texts[0] if len(texts) == 1 else "[" + ", ".join(texts) + "]"
 
 
 def check_call_alpha(

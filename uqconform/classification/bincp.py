@@ -257,7 +257,7 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
 
     def _validate_params(self) -> None:
         refuse_model_class(self.estimator, self)
-        levels = check_miscoverage(self.alpha, "alpha")
+        levels = check_miscoverage(self.alpha, "alpha", owner=self)
         self._check_single_alpha(
             " (the constructor's level fixes threshold_ and max_radius_); pass several "
             "levels to a prediction call instead, predict_set(X, alpha=[...])"

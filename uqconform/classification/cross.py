@@ -66,7 +66,9 @@ class CrossFitClassifier(ClassifierMixin, CrossFitWrapper):
         super()._validate_params()
         model = self._estimator_or_default()
         if not hasattr(model, "predict_proba"):
-            raise missing_proba_error(model, "`estimator`", self._needs_probabilities_for)
+            raise missing_proba_error(
+                model, "`estimator`", self._needs_probabilities_for, owner=self
+            )
 
     def _check_target(self, y: ArrayLike, n: int, *, calibrating: bool) -> NDArray:
         labels = check_class_labels(y, n, training=True)
@@ -298,7 +300,7 @@ default="lac"
 
     def _validate_params(self) -> None:
         super()._validate_params()
-        check_miscoverage(self.alpha, "alpha")
+        check_miscoverage(self.alpha, "alpha", owner=self)
         check_bool(self.class_conditional, "class_conditional")
         self._score_object()
 

@@ -229,7 +229,7 @@ class MultiDimScoreClassifier(
     # ---- parameters and heads ---------------------------------------------------------------
     def _validate_params(self) -> None:
         refuse_model_class(self.estimator, self)
-        check_miscoverage(self.alpha, "alpha")
+        check_miscoverage(self.alpha, "alpha", owner=self)
         if self.base_score not in ("lac", "aps", "raps", "saps"):
             raise ValueError(
                 f"Unknown `base_score` {self.base_score!r}: use 'lac', 'aps', 'raps' or 'saps'."
@@ -547,11 +547,10 @@ class MultiDimScoreClassifier(
             cells_rows = max(least, 2 * self.n_cells_)
             advice = int(np.ceil(cells_rows / float(self.cells_fraction)))
             failing = levels[enough & infinite]
-            # one level reads as a number (alpha=0.1), several as a list
-            alphas = f"{float(failing[0]):g}" if failing.size == 1 else levels_text(failing)
             warn_user(
-                f"At alpha={alphas} every set holds every class: {beyond} of the {n_recal} "
-                f"recalibration score vectors {'lies' if beyond == 1 else 'lie'} beyond "
+                f"At alpha={levels_text(failing)} every set holds every class: {beyond} of "
+                f"the {n_recal} recalibration score vectors "
+                f"{'lies' if beyond == 1 else 'lie'} beyond "
                 "every cell cap (above all the cells' centres in some head), and the level "
                 f"leaves out at most n - ceil((n + 1)(1 - alpha)) = {left_out} of them. Their "
                 "share falls as the cells part grows (about n_heads / its rows), not as the "

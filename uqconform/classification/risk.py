@@ -447,7 +447,7 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
         if self.risk == "miscoverage":
             super()._check_levels()
         else:  # a bound on the expected FNR or false-label share: any level in (0, 1)
-            check_alpha(self.alpha, "alpha", _RISK_LEVEL)
+            check_alpha(self.alpha, "alpha", _RISK_LEVEL, owner=self)
 
     def _resolve_alpha(self, alpha: Any, X: Any = None) -> tuple[NDArray, bool]:
         if self.risk == "miscoverage" or alpha is None:
@@ -685,8 +685,8 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
             parts: list[str] = []
             for outcome in dict.fromkeys(outcomes):  # each outcome once, in level order
                 levels = alphas[[item == outcome for item in outcomes]]
-                at = f"{levels[0]:g}" if levels.size == 1 else levels_text(levels)
-                part = f"at alpha={at} {'they' if parts else 'those sets'} {outcome}"
+                who = "they" if parts else "those sets"
+                part = f"at alpha={levels_text(levels)} {who} {outcome}"
                 if outcome == "hold every label":
                     part += f" (too few rows: {rule} is needed for smaller sets)"
                 parts.append(part)

@@ -1082,7 +1082,7 @@ class ReliablePredictionSets(
 
     def _validate_params(self) -> None:
         refuse_model_class(self.estimator, self)
-        check_miscoverage(self.alpha, "alpha")
+        check_miscoverage(self.alpha, "alpha", owner=self)
         if self._prefit() is None:
             check_int(self.k_train, "k_train")
             check_model_methods(self._base_estimator(), ("fit", "predict"), self)

@@ -131,7 +131,10 @@ def _parse_prediction(
         raise TypeError(f"`{name}` is None; pass intervals, a boolean set array or a region.")
     array = _plain_array(prediction, name)
     if array.dtype == bool and intervals_only:
-        raise TypeError(f"`{name}` must hold numbers (lower, upper), got a boolean array.")
+        raise TypeError(
+            f"`{name}` must hold numbers (lower, upper), got a boolean array (prediction "
+            "sets? their size is measured by mean_set_size)."
+        )
     if array.dtype == bool:
         if array.ndim not in (2, 3):
             raise ValueError(
@@ -669,6 +672,8 @@ def mean_set_size(sets: ArrayLike) -> float | NDArray:
         hint = ""
         if array.dtype.kind in "iuf" and np.isin(array, (0, 1)).all():  # 0/1 indicators
             hint = "; for 0/1 membership indicators pass sets.astype(bool)"
+        elif array.dtype.kind in "iuf" and array.ndim in (2, 3) and array.shape[1] == 2:
+            hint = " (intervals? their width is measured by mean_width)"
         raise TypeError(
             f"`sets` must be a boolean array (True for each label in the set), got dtype "
             f"{array.dtype}{hint}."

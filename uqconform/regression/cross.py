@@ -235,7 +235,7 @@ class CrossConformalRegressor(RegressorMixin, CrossFitWrapper):
 
     def _validate_params(self) -> None:
         super()._validate_params()
-        check_miscoverage(self.alpha, "alpha")
+        check_miscoverage(self.alpha, "alpha", owner=self)
         self._check_method()
 
     def _check_method(self) -> None:

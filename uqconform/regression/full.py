@@ -125,7 +125,7 @@ class FullConformalMixin:
     def _validate_full_params(self, warn_level: bool = True) -> None:
         """Check the settings; ``warn_level=False`` (at prediction, where a call may give
         its own level) checks ``alpha`` without the warning about a coverage level."""
-        (check_miscoverage if warn_level else check_alpha)(self.alpha, "alpha")
+        (check_miscoverage if warn_level else check_alpha)(self.alpha, "alpha", owner=self)
         if self.conformity_score not in SCORES:
             raise ValueError(
                 f"Unknown `conformity_score` {self.conformity_score!r}: use one of {list(SCORES)}."

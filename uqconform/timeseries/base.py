@@ -575,7 +575,7 @@ class SequentialConformalRegressor(
 
     # ---- validation ---------------------------------------------------------------------
     def _validate_params(self) -> None:
-        check_miscoverage(self.alpha, "alpha")
+        check_miscoverage(self.alpha, "alpha", owner=self)
         refuse_model_class(self.estimator, self)
         check_regression_model(self._estimator_or_default(), self)
         if self.residuals not in ("bootstrap", "holdout"):
