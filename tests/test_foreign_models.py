@@ -433,6 +433,10 @@ def test_labelled_probability_frame_is_read_by_its_column_labels(data):
     np.testing.assert_array_equal(framed.classes_, ["eel", "dog", "cat"])
     np.testing.assert_array_equal(framed.predict_set(X[300:]), plain.predict_set(X[300:]))
     np.testing.assert_array_equal(framed.conformity_scores_, plain.conformity_scores_)
+    # the wrapper's own probabilities and its argmax (the models have no predict): by label
+    np.testing.assert_array_equal(framed.predict_proba(X[300:]), plain.predict_proba(X[300:]))
+    np.testing.assert_array_equal(framed.predict(X[300:]), plain.predict(X[300:]))
+    np.testing.assert_array_equal(framed.predict(X[300:]), head.predict(X[300:]))
     # fold models: the same reading
     folds = [(np.arange(150), np.arange(150, 300)), (np.arange(150, 300), np.arange(150))]
 

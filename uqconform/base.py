@@ -54,6 +54,7 @@ from uqconform._validation import (
     check_verbose,
     check_weights_row_order,
     check_wrapper_fitted,
+    class_probabilities,
     labels_text,
     model_classes,
     non_finite_parts,
@@ -2031,5 +2032,7 @@ class ConformalPredictor(ModelWrapper):
         with self._reading_features(X):
             if not hasattr(model, "predict") and hasattr(model, "predict_proba"):
                 # a classifier outside scikit-learn with predict_proba and classes_ only
-                return model_classes(model)[np.argmax(model.predict_proba(X), axis=1)]
+                classes = model_classes(model)  # columns read by label when labelled
+                proba = class_probabilities(model, X, len(classes), check_sums=False)
+                return classes[np.argmax(proba, axis=1)]
             return model.predict(X)

@@ -454,6 +454,9 @@ default="lac"
 
     @available_if(_estimator_has("predict_proba"))
     def predict_proba(self, X: Any) -> NDArray:
-        """Class probabilities of the wrapped model."""
+        """Class probabilities of the wrapped model, a column per class of ``classes_``: a
+        model's DataFrame labelled by class is read by label, a torch tensor as an array,
+        as the sets read them."""
         check_is_fitted(self, "estimator_")
-        return self.estimator_.predict_proba(self._validate_X(X, reset=False))
+        X = self._validate_X(X, reset=False)
+        return class_probabilities(self.estimator_, X, len(self.classes_), check_sums=False)
