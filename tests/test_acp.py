@@ -475,7 +475,7 @@ def test_a_model_retrained_in_place_or_given_other_columns_is_refused():
         NotFittedError, match=r"(?s)parameters changed since calibrate.*calibrate\("
     ):
         model.predict_interval(X)
-    with pytest.raises(NotFittedError, match=r"parameters changed since fit .*fit\(X, y\)"):
+    with pytest.raises(NotFittedError, match=r"estimator changed since fit .*call fit\(X, y\)"):
         frozen.predict(X)
     assert np.isfinite(model.calibrate(X_test, y_test).predict_interval(X)).all()
     del model.__dict__["_parameter_digest"]  # pickled by an older build: nothing to compare

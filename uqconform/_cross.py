@@ -41,10 +41,10 @@ from uqconform.base import (
     check_calibration_settings,
     keeps_state_on_error,
     record_calibration_settings,
+    refuse_changed_digest,
     remember_training_rows,
-    warn_older_digest,
 )
-from uqconform.linearize import digest_change, parameter_digest
+from uqconform.linearize import parameter_digest
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -417,18 +417,17 @@ class CrossFitWrapper(ModelWrapper):
         recorded = self.__dict__.get("_fold_models_digest")
         if recorded is None:
             return
-        current = parameter_digest(self.estimators_, arrays_only=True, like=recorded)
-        change = digest_change(recorded, current)
-        if change == "maybe":
-            warn_older_digest(self, method, self._models_description, "fit(X, y)")
-        elif change == "changed":
-            raise NotFittedError(
-                f"{type(self).__name__}.{method}: the learnt parameters of the "
-                f"{self._models_description} (`estimators_`) changed since fit (one was "
-                "trained again, or updates itself when predicting, e.g. a torch module in "
-                "train mode: call model.eval()), so the scores are the old models': call "
-                "fit(X, y) again."
-            )
+        refuse_changed_digest(
+            self,
+            method,
+            recorded,
+            parameter_digest(self.estimators_, arrays_only=True, like=recorded),
+            what=f"{self._models_description} (`estimators_`)",
+            since="fit",
+            how="one was trained again",
+            stale="the scores are the old models'",
+            again="fit(X, y)",
+        )
 
     def _row_batches(self, n: int, cells_per_row: int) -> Iterator[slice]:
         """Slices of ``n`` rows whose ``cells_per_row``-wide arrays stay within bounded

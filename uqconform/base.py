@@ -496,6 +496,74 @@ def warn_older_digest(model: Any, method: str, what: str, again: str) -> None:
     )
 
 
+def refuse_changed_digest(
+    owner: Any,
+    method: str,
+    recorded: Any,
+    current: str,
+    *,
+    what: str,
+    since: str,
+    how: str = "it was trained again",
+    stale: str,
+    again: str,
+) -> None:
+    """Compare the digest of learnt parameters ``recorded`` at ``since`` ("fit",
+    "calibrate") with ``current`` (`uqconform.linearize.digest_change`): an older build's
+    digest that differs warns (`warn_older_digest`), a changed one refuses.
+
+    Parameters
+    ----------
+    owner : object
+        The wrapper, named in the messages with ``method``.
+    method : str
+        The call being refused.
+    recorded, current : str or None
+        The recorded digest (None when pickled by a build that recorded none: nothing to
+        compare) and the digest of the models now (`uqconform.linearize.parameter_digest`).
+    what : str
+        The models, e.g. "fitted `estimator`".
+    since : str
+        The step that recorded the digest.
+    how : str, default="it was trained again"
+        How they may have changed.
+    stale : str
+        What now belongs to the old models, e.g. "the calibration is the old model's".
+    again : str
+        The call that settles it, e.g. "fit(X, y)".
+
+    Raises
+    ------
+    NotFittedError
+        When the learnt parameters changed since ``since``.
+
+    Examples
+    --------
+    >>> from sklearn.linear_model import Ridge
+    >>> from uqconform.linearize import parameter_digest
+    >>> model = Ridge().fit([[0.0], [1.0]], [0.0, 1.0])
+    >>> recorded = parameter_digest(model, arrays_only=True)
+    >>> settings = dict(what="model", since="fit", stale="the scores are old", again="fit(X, y)")
+    >>> refuse_changed_digest(model, "predict", recorded, recorded, **settings)  # unchanged
+    >>> model.fit([[0.0], [1.0]], [1.0, 0.0])
+    Ridge()
+    >>> current = parameter_digest(model, arrays_only=True)
+    >>> refuse_changed_digest(model, "predict", recorded, current, **settings)
+    Traceback (most recent call last):
+    ...
+    sklearn.exceptions.NotFittedError: Ridge.predict: the learnt parameters of the model ...
+    """
+    change = digest_change(recorded, current)
+    if change == "maybe":
+        warn_older_digest(owner, method, what, again)
+    elif change == "changed":
+        raise NotFittedError(
+            f"{type(owner).__name__}.{method}: the learnt parameters of the {what} changed "
+            f"since {since} ({how}, or updates itself when predicting, e.g. a torch module in "
+            f"train mode: call model.eval()), so {stale}: call {again} again."
+        )
+
+
 def check_not_retrained(model: Any, method: str) -> None:
     """Refuse a fitted model adopted by ``calibrate`` that was trained again in place since
     (its learnt numbers changed, `parameter_digest`): the scores and thresholds are those of
@@ -508,20 +576,20 @@ def check_not_retrained(model: Any, method: str) -> None:
     recorded = model.__dict__.get("_adopted_digest")  # older builds: none, untagged or d2
     if recorded is None:
         return
-    models = _adopted_models(model)
-    change = digest_change(recorded, parameter_digest(models, arrays_only=True, like=recorded))
+    current = parameter_digest(_adopted_models(model), arrays_only=True, like=recorded)
     named = "`estimator`"
     if "difficulty_estimator_" in model.__dict__:
         named += " (or `difficulty_estimator`)"
-    if change == "maybe":
-        warn_older_digest(model, method, f"fitted {named}", "calibrate(X_calib, y_calib)")
-    elif change == "changed":
-        raise NotFittedError(
-            f"{type(model).__name__}.{method}: the learnt parameters of the fitted "
-            f"{named} changed since calibrate (it was trained again, or updates itself "
-            "when predicting, e.g. a torch module in train mode: call model.eval()), so "
-            "the calibration is the old model's: call calibrate(X_calib, y_calib) again."
-        )
+    refuse_changed_digest(
+        model,
+        method,
+        recorded,
+        current,
+        what=f"fitted {named}",
+        since="calibrate",
+        stale="the calibration is the old model's",
+        again="calibrate(X_calib, y_calib)",
+    )
 
 
 def _same_setting(old: Any, new: Any) -> bool:

@@ -66,16 +66,15 @@ from uqconform.base import (
     check_calibration_settings,
     keeps_state_on_error,
     record_calibration_settings,
+    refuse_changed_digest,
     remember_calibration_rows,
     remember_training_rows,
-    warn_older_digest,
 )
 from uqconform.linearize import (
     Linearization,
     _unwrap,
     check_squared_error_loss,
     check_standard_target,
-    digest_change,
     is_torch_module,
     linearize,
     noise_variance,
@@ -973,17 +972,16 @@ class ApproximateFullConformalRegressor(
         else:
             check_calibration_settings(self, method)
         # ... and with these weights: a model held by reference may be retrained in place
-        recorded = self.__dict__.get("_parameter_digest")  # older builds: none, or untagged
-        change = digest_change(recorded, parameter_digest(self.estimator_))
-        again = "fit(X, y)" if self.mode_ == "full" else "calibrate(X_calib, y_calib)"
-        if change == "maybe":
-            warn_older_digest(self, method, "estimator", again)
-        elif change == "changed":
-            raise NotFittedError(
-                f"{type(self).__name__}.{method}: the estimator's learnt parameters changed "
-                f"since {'fit' if self.mode_ == 'full' else 'calibrate'} (was it trained "
-                f"again?); the confidence machine belongs to the old ones: call {again} again."
-            )
+        refuse_changed_digest(
+            self,
+            method,
+            self.__dict__.get("_parameter_digest"),  # older builds: none, or untagged
+            parameter_digest(self.estimator_),
+            what="estimator",
+            since="fit" if self.mode_ == "full" else "calibrate",
+            stale="the confidence machine belongs to the old one",
+            again="fit(X, y)" if self.mode_ == "full" else "calibrate(X_calib, y_calib)",
+        )
 
     def _test_input(self, X: Any, method: str) -> Any:
         check_wrapper_fitted(self, "machine_", method, _BEFORE_PREDICTING)
