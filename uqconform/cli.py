@@ -15,6 +15,7 @@ import sys
 import threading
 import warnings
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 __all__ = ["main"]
@@ -199,6 +200,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             message = (
                 f"uqconform benchmark: {how} after the run finished; {run['out']} holds the "
                 "new run (its results.json, report.md and plots)."
+            )
+        elif not Path(run["out"]).expanduser().exists():  # the run removed what it made
+            message = (
+                f"uqconform benchmark: {how}; nothing was written ({run['out']} was not created)."
             )
         else:
             message = (
