@@ -755,9 +755,9 @@ def test_period_timedelta_and_y_only_times_are_checked_like_a_datetime_index(ind
             model.update(X_given[250:260], y[250:260])
             model.predict_interval(X_given[260:270])
     if isinstance(index, pd.PeriodIndex):  # periods of another frequency do not compare
-        daily = X[200:210].set_axis(pd.period_range("2030-01-01", periods=10, freq="D"))
+        daily = y[200:210].set_axis(pd.period_range("2030-01-01", periods=10, freq="D"))
         with pytest.warns(UserWarning, match=r"times of another kind .* cannot be checked"):
-            model.update(daily, y[200:210].set_axis(daily.index))
+            model.update(X[200:210].to_numpy(), daily)
 
 
 def test_a_batch_repeating_a_time_does_not_switch_the_check_off_for_later_batches():

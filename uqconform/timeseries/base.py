@@ -409,21 +409,31 @@ def _spread(values: NDArray) -> float:
     return peak * float(np.std(values / peak))
 
 
+_TIME_INDEXES = (pd.DatetimeIndex, pd.PeriodIndex, pd.TimedeltaIndex)
+
+
+def _time_index(data: Any) -> pd.Index | None:
+    """The index of ``data`` if it holds times (dates, periods or durations), else None."""
+    index = getattr(data, "index", None)
+    return index if isinstance(index, _TIME_INDEXES) else None
+
+
 def _warn_out_of_time_order(X: Any, y: Any) -> None:
-    """Rows are read in the order given: warn when a pandas DatetimeIndex says that order
-    is not time order (not increasing). (Whether X and y pair row by row is checked by
-    `check_row_order`.)"""
-    unsorted = [
-        f"`{name}`"
+    """Rows are read in the order given: warn when a pandas index of times (a
+    DatetimeIndex, PeriodIndex or TimedeltaIndex) says that order is not time order (not
+    increasing). (Whether X and y pair row by row is checked by `check_row_order`.)"""
+    unsorted = {
+        f"`{name}`": type(index).__name__
         for name, data in (("X", X), ("y", y))
-        if isinstance(index := getattr(data, "index", None), pd.DatetimeIndex)
-        and not index.is_monotonic_increasing
-    ]
+        if (index := _time_index(data)) is not None and not index.is_monotonic_increasing
+    }
     if unsorted:
         names = " and ".join(unsorted)
+        kinds = set(unsorted.values())
+        kind = kinds.pop() if len(kinds) == 1 else "time indexes"
         index = "index is" if len(unsorted) == 1 else "indexes are"
         warn_user(
-            f"The DatetimeIndex of {names}: the {index} not increasing, but rows are taken "
+            f"The {kind} of {names}: the {index} not increasing, but rows are taken "
             "in the order given, oldest first; sort them (e.g. X.sort_index()) so that "
             "each interval uses only the past.",
             UserWarning,
@@ -692,7 +702,7 @@ class SequentialConformalRegressor(
         check_nan_accepted(self._estimator_or_default(), X)
         _warn_out_of_time_order(X, y)
         if interval or y is not None:  # point predictions do not read the memory
-            self._check_after_absorbed(X, reset=reset, absorbing=y is not None)
+            self._check_after_absorbed(X, y, reset=reset)
         if y is None:
             return X, None
         n = _num_samples(X)
@@ -705,55 +715,78 @@ class SequentialConformalRegressor(
             y = np.reshape(np.asarray(y), 1)
         return X, check_regression_target(y, n)
 
-    def _check_after_absorbed(self, X: Any, *, reset: bool, absorbing: bool = True) -> None:
-        """Rows must come after those absorbed before: warn when a DatetimeIndex starts
-        before the latest time absorbed, or at it where no time has held several rows.
-        Rows whose values are absorbed (``absorbing``) would enter the residual memory as
-        the next steps (the earlier block, the last row again, or the training rows fed
-        again online), and their latest time is remembered; rows only forecast would get
-        intervals from later residuals (in-sample ones for rows absorbed before)."""
-        index = getattr(X, "index", None)
-        if not isinstance(index, pd.DatetimeIndex) or len(index) == 0:
+    def _check_after_absorbed(self, X: Any, y: Any, *, reset: bool) -> None:
+        """Rows must come after those absorbed before: warn when their times (the index of
+        X if it holds times, else that of y: a DatetimeIndex, PeriodIndex or
+        TimedeltaIndex) start before the latest time absorbed, or at it, unless times repeat
+        in the rows given or in the training rows (several rows per time: a first row at
+        the latest time is new). Rows whose values are absorbed (``y`` given) would enter
+        the residual memory as the next steps (the earlier block, the last row again, or the
+        training rows fed again online), and their latest time is remembered; rows only
+        forecast would get intervals from later residuals (in-sample ones for rows absorbed
+        before)."""
+        absorbing = y is not None
+        name, index = "X", _time_index(X)
+        if index is None and absorbing:
+            name, index = "y", _time_index(y)
+        if index is None or len(index) == 0:
             if reset:  # a fit on rows without times: nothing to compare later rows with
                 self.__dict__.pop("_latest_time", None)
+                self.__dict__.pop("_fit_times_repeat", None)
             return
-        latest = None if reset else self.__dict__.get("_latest_time")
-        # several rows may share a time: then a first row at the latest time is new
-        shared = bool(not reset and self.__dict__.get("_times_repeat", False))
-        shared = shared or index.has_duplicates
+        if reset:
+            self._latest_time = index.max()
+            self._fit_times_repeat = bool(index.has_duplicates)
+            return
+        latest = self.__dict__.get("_latest_time")
+        # several rows may share a time: then a first row at the latest time is new. Decided
+        # by the training rows (a panel fed one row at a time) or the rows given alone: one
+        # batch repeating a time leaves the check on for the batches after it (ts2 review)
+        shared = self.__dict__.get("_fit_times_repeat", False) or index.has_duplicates
+        first = index[0]
+        source = f"the {type(index).__name__} of `{name}`"
         try:
-            earlier = latest is not None and (
-                index[0] < latest or (index[0] == latest and not shared)
-            )
-        except TypeError:  # time zones that do not compare (naive against aware)
-            warn_user(
-                f"The rows given have times {'with' if index.tz else 'without'} a time zone "
-                f"({index[0]}), the rows absorbed before {'without' if index.tz else 'with'} "
-                f"one ({latest}): their order cannot be checked. Give every call's times in "
-                "one convention (tz_localize or tz_convert the index).",
-                UserWarning,
-            )
+            earlier = latest is not None and (first < latest or (first == latest and not shared))
+        except (TypeError, ValueError):  # naive against aware; periods of other frequencies
+            zone, zone_before = getattr(first, "tz", None), getattr(latest, "tz", None)
+            if isinstance(first, pd.Timestamp) and isinstance(latest, pd.Timestamp):
+                warn_user(
+                    f"The rows given have times {'with' if zone else 'without'} a time zone "
+                    f"({first}, {source}), the rows absorbed before "
+                    f"{'with' if zone_before else 'without'} one ({latest}): their order cannot "
+                    "be checked. Give every call's times in one convention (tz_localize or "
+                    "tz_convert the index).",
+                    UserWarning,
+                )
+            else:
+                warn_user(
+                    f"The rows given have times of another kind ({first!r}, {source}) than "
+                    f"the rows absorbed before ({latest!r}): their order cannot be checked. "
+                    "Give every call's times in one convention (one index type, frequency "
+                    "and time zone).",
+                    UserWarning,
+                )
             earlier, latest = False, None
         if earlier and not absorbing:
             warn_user(
-                f"The rows given start at {index[0]}, not after the latest row absorbed "
-                f"({latest}): their intervals are not forecasts (the residual memory holds "
-                "later rows, and for rows absorbed before their own residuals: in-sample) "
-                "and carry no coverage guarantee. Forecast only rows after those absorbed.",
+                f"The rows given start at {first} ({source}), not after the latest row "
+                f"absorbed ({latest}): their intervals are not forecasts (the residual memory "
+                "holds later rows, and for rows absorbed before their own residuals: "
+                "in-sample) and carry no coverage guarantee. Forecast only rows after those "
+                "absorbed.",
                 UserWarning,
             )
         if not absorbing:
             return
         if earlier:
             warn_user(
-                f"The rows given start at {index[0]}, not after the latest row absorbed "
-                f"({latest}): their values enter the residual memory as the next steps of "
-                "the series. Give only new rows, in time order (intervals for rows seen "
-                "before are in-sample).",
+                f"The rows given start at {first} ({source}), not after the latest row "
+                f"absorbed ({latest}): their values enter the residual memory as the next "
+                "steps of the series. Give only new rows, in time order (intervals for rows "
+                "seen before are in-sample).",
                 UserWarning,
             )
         self._latest_time = index.max() if latest is None else max(latest, index.max())
-        self._times_repeat = shared
 
     def _short_history(
         self, available: int, needed: int, purpose: str, n_fit: int | None, hint: str = ""
