@@ -742,3 +742,38 @@ def test_a_model_that_caches_arrays_at_predict_and_other_fit_parameters_are_not_
         frame = pd.DataFrame(Xf)
         shuffled = frame.sample(frac=1.0, random_state=0)  # passed on as it is, not paired
         SplitConformalRegressor(TakesValidation()).fit(frame, yf, X_val=shuffled)
+
+
+class _StoredProbabilities(LogisticRegression):
+    """A head whose probabilities are stored rows (the PathMNIST pattern): its repr prints
+    the whole array."""
+
+    def __init__(self, proba=None):
+        self.proba = proba
+
+    def fit(self, X=None, y=None):
+        self.classes_ = np.arange(self.proba.shape[1])
+        return self
+
+    def predict_proba(self, X):
+        return self.proba[np.asarray(X)[:, 0].astype(int)]
+
+
+def test_a_changed_setting_holding_arrays_is_named_in_one_short_line():
+    # mdim review: set_params(estimator=other heads) after calibrate printed every
+    # stored probability of the old heads (3,773 characters over 61 lines)
+    from uqconform.classification import EnsembleConformalClassifier
+
+    rng = np.random.default_rng(0)
+    X, y = np.arange(300.0)[:, None], rng.integers(0, 4, 300)
+
+    def heads():
+        return [_StoredProbabilities(rng.dirichlet(np.ones(4), 300)).fit() for _ in range(3)]
+
+    model = EnsembleConformalClassifier(heads(), alpha=0.1).calibrate(X, y)
+    model.set_params(estimator=heads())
+    with pytest.raises(NotFittedError) as raised:
+        model.predict_set(X)
+    message = str(raised.value)
+    assert "it used estimator=[3 items: _StoredProbabilities]); call calibrate(" in message
+    assert "\n" not in message and len(message) < 200, message

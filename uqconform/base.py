@@ -388,6 +388,30 @@ class _ScoreState(_SplitterState):
         )
 
 
+# A recorded setting longer than this is shortened in messages (models holding arrays print
+# thousands of digits).
+_SETTING_TEXT_LIMIT = 200
+
+
+def _setting_text(value: Any) -> str:
+    """A recorded setting for a message, on one line and short: a long list or tuple (of
+    models holding arrays, say) by its length and item types, other long values by both ends.
+
+    Examples
+    --------
+    >>> _setting_text(0.1), _setting_text([np.zeros(1000)] * 3)
+    ('0.1', '[3 items: ndarray]')
+    """
+    text = " ".join(repr(value).split())
+    if len(text) <= _SETTING_TEXT_LIMIT:
+        return text
+    if type(value) in (list, tuple) and value:
+        kinds = " / ".join(dict.fromkeys(type(item).__name__ for item in value))
+        bracket = "[]" if isinstance(value, list) else "()"
+        return f"{bracket[0]}{len(value)} items: {kinds}{bracket[1]}"
+    return f"{text[:120]} ... {text[-60:]}"
+
+
 def check_calibration_settings(
     model: Any,
     method: str,
@@ -406,7 +430,7 @@ def check_calibration_settings(
     """
     used = model.__dict__.get(f"_{step}_settings", {})
     changed = [
-        f"{name}={value!r}"
+        f"{name}={_setting_text(value)}"
         for name, value in used.items()
         if (only is None or name in only) and not _same_setting(value, getattr(model, name))
     ]
