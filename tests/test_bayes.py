@@ -1827,3 +1827,111 @@ def test_text_in_x_names_x_the_column_and_the_remedy():
         LinearizedPredictive(_mlp((4,)), random_state=0).fit(rows, yf[:40])
     with pytest.raises(ValueError, match=expected.replace(": 2", ": 0")):
         LinearizedPredictive(net, random_state=0).fit(rows, yf[:40])
+
+
+@pytest.mark.parametrize(
+    ("case", "name"),
+    [
+        ("LaplacePosterior auto", "y"),
+        ("LaplacePosterior fixed prior", "y"),
+        ("LaplacePosterior kron", "y"),
+        ("LaplacePosterior y_val", "y_val"),
+        ("from_variance", "y_val"),
+        ("LinearizedPredictive", "y"),
+        ("LinearizedPredictive with a posterior", "y"),
+        ("LaplacePosterior huge X", "X"),
+        ("LaplacePosterior huge X_val", "X_val"),
+    ],
+)
+def test_targets_whose_squared_residuals_overflow_are_refused_naming_y(
+    small_posteriors, case, name
+):
+    """Review finding (s58): targets beyond about 1e154 failed with numpy's "All-NaN slice
+    encountered" (the prior grid of "auto"), or gave an infinite noise variance silently (a
+    fixed prior: infinite intervals)."""
+    net, X, y, posteriors = small_posteriors
+    huge = y * 1e155
+    P = posteriors["diag"].n_parameters_
+    calls = {
+        "LaplacePosterior auto": lambda: LaplacePosterior(net).fit(X, huge),
+        "LaplacePosterior fixed prior": lambda: LaplacePosterior(net, prior_precision=1.0).fit(
+            X, huge
+        ),
+        "LaplacePosterior kron": lambda: LaplacePosterior(net, structure="kron").fit(X, huge),
+        "LaplacePosterior y_val": lambda: LaplacePosterior(net).fit(
+            X[:80], y[:80], X[80:], huge[80:]
+        ),
+        "from_variance": lambda: LaplacePosterior.from_variance(
+            net, np.full(P, 0.1), X_val=X, y_val=huge
+        ),
+        "LinearizedPredictive": lambda: LinearizedPredictive(net, random_state=0).fit(X, huge),
+        "LinearizedPredictive with a posterior": lambda: LinearizedPredictive(
+            net, posterior=posteriors["diag"], random_state=0
+        ).fit(X, huge),
+        # the network's outputs overflow, not the targets: the inputs are named
+        "LaplacePosterior huge X": lambda: LaplacePosterior(net, prior_precision=1.0).fit(
+            X * 1e200, y
+        ),
+        "LaplacePosterior huge X_val": lambda: LaplacePosterior(net).fit(
+            X[:80], y[:80], X[80:] * 1e200, y[80:]
+        ),
+    }
+    if name.startswith("X"):
+        expected = rf"^`{name}`: the network's outputs .* too large .*rescale `{name}`"
+    else:
+        expected = (
+            rf"^`{name}`: the network's squared residuals overflow float64.*rescale `{name}`"
+        )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # no numpy overflow warning on the way
+        with pytest.raises(ValueError, match=expected):
+            calls[case]()
+    # targets 1e5 times smaller still fit, with a finite noise
+    model = LinearizedPredictive(net, prior_precision=1.0, random_state=0).fit(X, y * 1e150)
+    assert np.isfinite(model.noise_variance_) and np.isfinite(model.predict_std(X[:2])).all()
+
+
+def test_laplace_posterior_asks_whether_x_and_y_were_swapped(small_posteriors):
+    """Review finding (s58): LinearizedPredictive.fit(y, X) asked "Were X and y swapped?",
+    LaplacePosterior.fit(y, X) did not."""
+    net, X, y, _ = small_posteriors
+    expected = r"^`X` must be 2-D .*Were X and y swapped\? fit\(X, y\) takes the features first"
+    with pytest.raises(ValueError, match=expected):
+        LaplacePosterior(net, prior_precision=1.0).fit(y, X)
+    with pytest.raises(ValueError, match=expected):
+        LaplacePosterior(net).fit(X=y, y=X)
+    with pytest.raises(ValueError, match=expected):  # as the predictive says it
+        LinearizedPredictive(net).fit(y, X)
+    # a 1-D X with a 1-D y is not a swap: no hint
+    with pytest.raises(ValueError, match=r"^`X` must be 2-D") as refusal:
+        LaplacePosterior(net, prior_precision=1.0).fit(y, y)
+    assert "swapped" not in str(refusal.value)
+
+
+def test_kron_fit_cost_is_one_full_covariance_pass_per_prior_and_scale(monkeypatch):
+    """What the docs' "Cost" paragraph says of a "kron" fit (review finding s58: it spoke of
+    prediction only, while the fit measured about 45 times a "diag" one): one
+    full-covariance single pass over the validation rows per grid prior and per scale tried,
+    and none with a fixed prior and scale."""
+    from uqconform.bayes import network as network_module
+    from uqconform.bayes.laplace import PRIOR_GRID
+
+    calls = []
+    moments = network_module.Network.moments
+
+    def counted(self, X, blocks, *args, **kwargs):
+        calls.append((X.shape[0], kwargs.get("covariance")))
+        return moments(self, X, blocks, *args, **kwargs)
+
+    monkeypatch.setattr(network_module.Network, "moments", counted)
+    X, y = _friedman(200)
+    net = _mlp((8, 8)).fit(X[:100], y[:100])
+    model = LinearizedPredictive(net, structure="kron", random_state=0).fit(X[100:], y[100:])
+    n_val = round(model.validation_fraction * 100)
+    assert PRIOR_GRID.size == 19  # the docs' figure
+    assert set(calls) == {(n_val, "full")}
+    assert len(calls) > PRIOR_GRID.size + 10  # the grid, then the scale search
+    calls.clear()
+    fixed = LinearizedPredictive(net, structure="kron", prior_precision=1.0, scale=1.0)
+    fixed.fit(X[100:], y[100:])
+    assert calls == []

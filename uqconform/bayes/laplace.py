@@ -60,6 +60,7 @@ from uqconform._version import VersionedState
 from uqconform._warnings import warn_user
 from uqconform.base import (
     check_calibration_settings,
+    explains_call_mistakes,
     keeps_state_on_error,
     record_calibration_settings,
 )
@@ -86,6 +87,52 @@ def _encode_labels(
     y: ArrayLike, classes: NDArray, n: int, name: str = "y", rows_of: str = "X"
 ) -> NDArray:
     return encode_labels(check_class_labels(y, n, name, rows_of), classes, name)
+
+
+def checked_noise_variance(
+    residual: NDArray, target: NDArray, name: str = "y", rows_of: str = "X"
+) -> float:
+    """`uqconform.linearize.noise_variance` of ``residual``, or a ValueError when the squared
+    residuals overflow float64 (beyond about 1e154; the noise variance would be infinite,
+    hence infinite intervals, or a prior grid with no finite validation NLL). It names the
+    targets ``name`` when their own squares overflow, else the inputs ``rows_of`` (the
+    network's outputs on them are too large).
+
+    Parameters
+    ----------
+    residual, target : ndarray of shape (n,)
+        Residuals of the network and its targets, on the network's scale.
+    name : str, default="y"
+        The argument that holds the targets (``"y"``, ``"y_val"``).
+    rows_of : str, default="X"
+        The argument that holds the inputs (``"X"``, ``"X_val"``).
+
+    Returns
+    -------
+    float
+        The noise variance on the network's scale, finite and > 0.
+
+    Raises
+    ------
+    ValueError
+        If the variance overflows.
+    """
+    with np.errstate(over="ignore", invalid="ignore"):
+        variance = noise_variance(residual, target)
+        targets_overflow = not np.isfinite(np.mean(np.square(target)))
+    if np.isfinite(variance):
+        return variance
+    if targets_overflow:
+        raise ValueError(
+            f"`{name}`: the network's squared residuals overflow float64 (targets beyond "
+            f"about 1e154), so the noise variance would be infinite: rescale `{name}` "
+            "(divide it by a power of ten, say) and fit again."
+        )
+    raise ValueError(
+        f"`{rows_of}`: the network's outputs on these rows are too large (their squared "
+        "residuals overflow float64), so the noise variance would be infinite: rescale "
+        f"`{rows_of}`, or check it for corrupt values."
+    )
 
 
 def lbfgs_training_loss(view: NetworkView, X: Any, y: Any) -> float | None:
@@ -142,7 +189,7 @@ class LaplacePosterior(VersionedState, BaseEstimator):
         (with bias), ``ReLU``, ``GELU``, ``Tanh``, ``Sigmoid``, ``BatchNorm1d``
         (evaluation mode), ``LayerNorm``, ``Dropout`` and ``Identity`` layers; ``X`` is
         then 2-D. Other modules (a bare ``Linear``, a ``TransformerEncoderLayer``, other
-        layers) raise TypeError, several outputs ValueError.
+        layers, tied ``Linear`` layers) raise TypeError, several outputs ValueError.
     structure : {"diag", "kron", "full", "last_layer"}, default="diag"
         Structure of the GGN and of the posterior covariance.
     prior_precision : "auto", "marglik", float or array-like, default="auto"
@@ -233,6 +280,7 @@ class LaplacePosterior(VersionedState, BaseEstimator):
         self.random_state = random_state
 
     # ---- fitting ---------------------------------------------------------------------------
+    @explains_call_mistakes  # fit(y, X): "Were X and y swapped?", as LinearizedPredictive's
     @keeps_state_on_error
     def fit(
         self, X: ArrayLike, y: ArrayLike, X_val: ArrayLike | None = None, y_val: Any = None
@@ -333,6 +381,10 @@ class LaplacePosterior(VersionedState, BaseEstimator):
         if view.task == "regression":
             rows, t = (Xv, target_val) if Xv is not None else (Xt, target)
             assert t is not None  # target_val is set with Xv
+            residual = t - view.network.forward(rows)[:, 0]
+            # before the training-rows check, which squares the residuals too
+            names = ("y", "X") if X_val is None else ("y_val", "X_val")
+            network_noise = checked_noise_variance(residual, t, *names)
             noise_X, noise_y = (X, y) if X_val is None else (X_val, y_val)
             if lbfgs_training_loss(view, noise_X, noise_y) is not None:
                 warn_user(
@@ -343,8 +395,7 @@ class LaplacePosterior(VersionedState, BaseEstimator):
                     "its training as X_val, y_val.",
                     UserWarning,
                 )
-            residual = t - view.network.forward(rows)[:, 0]
-            self._set_noise(view, noise_variance(residual, t))
+            self._set_noise(view, network_noise)
         self._curvature(view, Xt)
         self.prior_grid_nll_ = None
         self.prior_precision_: float | NDArray
@@ -438,7 +489,7 @@ class LaplacePosterior(VersionedState, BaseEstimator):
             if X_val is not None:
                 Xv, target = post._validation_rows(view, X_val, y_val)
                 residual = target - view.network.forward(Xv)[:, 0]
-                post._set_noise(view, noise_variance(residual, target))
+                post._set_noise(view, checked_noise_variance(residual, target, "y_val", "X_val"))
             else:
                 post._set_noise(view, 1.0 / view.target_scale**2)  # 1.0 in the units of y
         record_calibration_settings(post, step="fit")  # a diagonal posterior, as fit's

@@ -4,6 +4,7 @@
   ``GELU``, ``Tanh``, ``Sigmoid``, ``BatchNorm1d`` (evaluation mode: running statistics),
   ``LayerNorm``, ``Identity`` and ``Dropout`` (the identity at prediction time) as a
   `Network`. ``Linear.weight`` is ``(out, in)``; the layer list stores ``(in, out)``.
+  Tied (shared) ``Linear`` layers are refused.
 * `from_torch_encoder_layer`: an ``nn.TransformerEncoderLayer`` (``batch_first=True``) as a
   `TransformerBlock` with value-path attention moments.
 * `torch_parameter_index`: where each parameter of the layer list sits in
@@ -45,9 +46,38 @@ def _array(tensor: Any) -> NDArray:
 
 
 def _flatten(module: Any, torch: Any) -> list[Any]:
+    """The leaf modules of ``module`` in order (nested ``Sequential`` containers opened);
+    TypeError for ``Linear`` layers that share parameters (see `_refuse_tied`)."""
+    leaves = _leaves(module, torch)
+    _refuse_tied(leaves, torch)
+    return leaves
+
+
+def _leaves(module: Any, torch: Any) -> list[Any]:
     if isinstance(module, torch.nn.Sequential):
-        return [leaf for child in module for leaf in _flatten(child, torch)]
+        return [leaf for child in module for leaf in _leaves(child, torch)]
     return [module]
+
+
+def _refuse_tied(leaves: list[Any], torch: Any) -> None:
+    """TypeError naming the first ``Linear`` layer whose weight or bias was met before: the
+    same module (or ``Sequential`` block) used twice, or a parameter assigned to two layers.
+    The layer list would hold independent copies, each with its own posterior, which is not
+    the module's posterior. Other modules may repeat (a shared ``ReLU`` or ``LayerNorm`` is
+    exact: only ``Linear`` layers are Bayesian)."""
+    seen: set[int] = set()
+    for leaf in leaves:
+        if not isinstance(leaf, torch.nn.Linear):
+            continue
+        parameters = {id(p) for p in (leaf.weight, leaf.bias) if p is not None}
+        if parameters & seen:
+            raise TypeError(
+                f"{leaf} appears more than once in the module (the same layer used twice, "
+                "or a weight or bias assigned to two Linear layers): tied (shared) layers "
+                "are not supported, since the posterior would treat each use as an "
+                "independent layer. Give each use its own Linear layer."
+            )
+        seen |= parameters
 
 
 _NO_BIAS = (
@@ -115,8 +145,9 @@ def from_torch(module: Any, output: str = "identity") -> Network:
     Raises
     ------
     TypeError
-        If a layer is not supported (named in the message) or the module is not a
-        ``Sequential``.
+        If a layer is not supported (named in the message), the module is not a
+        ``Sequential``, or a ``Linear`` layer's parameters are used more than once (tied
+        weights: the same layer twice, or a weight assigned to two layers).
 
     Examples
     --------
@@ -166,8 +197,9 @@ def torch_parameter_index(module: Any, *, trainable_only: bool = False) -> NDArr
     Raises
     ------
     TypeError
-        If ``module`` is not a torch module, a ``Linear`` layer has no bias, or (with
-        ``trainable_only=True``) a ``Linear`` layer has frozen parameters.
+        If ``module`` is not a torch module, a ``Linear`` layer has no bias or shares its
+        parameters with another (tied weights), or (with ``trainable_only=True``) a
+        ``Linear`` layer has frozen parameters.
 
     Examples
     --------
