@@ -52,8 +52,8 @@ from uqconform.base import (
     check_calibration_settings,
     keeps_state_on_error,
     record_calibration_settings,
+    refuse_changed_digest,
     refuses_nan,
-    warn_older_digest,
 )
 from uqconform.bayes.convert import (
     NETWORK,
@@ -77,7 +77,7 @@ from uqconform.bayes.likelihood import (
     probit_logits,
 )
 from uqconform.bayes.network import MOMENT_MODES, _row_blocks, refuse_overflowed_moments
-from uqconform.linearize import digest_change, is_torch_module, parameter_digest
+from uqconform.linearize import is_torch_module, parameter_digest
 from uqconform.quantiles import check_call_alpha
 
 __all__ = ["LinearizedPredictive"]
@@ -664,17 +664,17 @@ class LinearizedPredictive(ExplainsCallMistakes, VersionedState, BaseEstimator):
         recorded = self.__dict__.get("_network_digest")  # none when pickled by older builds
         if recorded is None:
             return
-        change = digest_change(recorded, _digest_of(self.estimator_, like=recorded))
-        if change == "maybe":  # recorded by a build that hashed otherwise
-            warn_older_digest(self, method, "network (`estimator`)", "fit(X, y)")
-        elif change == "changed":
-            raise NotFittedError(
-                f"{type(self).__name__}.{method}: the learnt parameters of the network "
-                "(`estimator`) changed since fit (it was trained again or edited in place, "
-                "or updates itself when predicting, e.g. a torch module in train mode: call "
-                "model.eval()), so the posterior and the predictive are the old network's: "
-                "call fit(X, y) again."
-            )
+        refuse_changed_digest(
+            self,
+            method,
+            recorded,
+            _digest_of(self.estimator_, like=recorded),
+            what="network (`estimator`)",
+            since="fit",
+            how="it was trained again or edited in place",
+            stale="the posterior and the predictive are the old network's",
+            again="fit(X, y)",
+        )
 
     def _transform(self, X: Any) -> NDArray:
         """The network input for ``X``; None, 1-D input and no rows refused naming `X`."""
