@@ -144,6 +144,26 @@ def test_majority_law_is_split_cp_for_one_partition_and_has_the_formula_mean():
     assert mean == pytest.approx(majority_coverage(sizes, ranks, tau), abs=1e-6)
 
 
+def test_the_votes_tail_and_transitions_are_those_of_the_plain_recursion():
+    """Review finding (rps_profile): the quadrature of `majority_coverage` was a large share
+    of a `calibrate`. It now updates only the vote columns that can be nonzero and reads the Beta
+    quantiles without freezing a distribution: the same values, bit for bit, as the
+    recursion over every column (`_miscoverage_cdf`) and a frozen `stats.beta`."""
+    rng = np.random.default_rng(7)
+    u = np.sort(rng.uniform(size=400))
+    for k in (1, 5, 22, 40):
+        sizes = rng.integers(1, 400, size=k)
+        ranks = rng.integers(0, sizes + 1)
+        ranks[0] = 0  # a partition that keeps every label
+        for tau in {0, k // 2, k - 1}:
+            tail = rps_module._votes_above(u, sizes, ranks, tau)
+            np.testing.assert_array_equal(tail, _miscoverage_cdf(sizes, ranks, tau, u))
+        for n, r in zip(sizes[1:], ranks[1:], strict=True):
+            law = stats.beta(r, n - r + 1) if r > 0 else None
+            expected = (float(law.ppf(1e-13)), float(law.isf(1e-13))) if law else (0.0, 0.0)
+            assert rps_module._transition(int(n), int(r)) == expected
+
+
 def test_majority_coverage_bounds_follow_the_law_of_the_majority_set():
     """The library's pooled law against this file's and against a simulation of ``V``."""
     rng = np.random.default_rng(5)
@@ -642,6 +662,64 @@ def test_pickle_round_trip(fitted, digits):
     np.testing.assert_array_equal(
         loaded.certify(X_test, r_calib=1)["robust"], fitted.certify(X_test, r_calib=1)["robust"]
     )
+
+
+@pytest.mark.filterwarnings("ignore:.*calibration partitions have fewer than")
+def test_majority_coverage_is_computed_once_per_calibration_and_level(fitted, digits, monkeypatch):
+    """Review finding (rps_majority_coverage_access): `majority_coverage_` ran its
+    quadrature at every read (0.4-1.2 s with 40 partitions of about 100 rows, as long as
+    the rest of a `calibrate`, which read it twice when it warned). It is kept per
+    calibration and level now: the same value as the formula's, recomputed after a new
+    calibration, a changed setting (alpha, coverage, k_calib) and a pickle round trip."""
+    _, _, X_cal, y_cal, _, _ = digits
+    calls = []
+
+    def counted(*args, **kwargs):
+        calls.append(args)
+        return majority_coverage(*args, **kwargs)
+
+    def formula(model):
+        return majority_coverage(
+            model.partition_sizes_, model.partition_ranks_, model.majority_threshold_
+        )
+
+    monkeypatch.setattr(rps_module, "majority_coverage", counted)
+    model = copy.deepcopy(fitted)
+    model.calibrate(X_cal, y_cal)
+    assert len(calls) == 1  # calibrate's check
+    values = [model.majority_coverage_ for _ in range(3)]
+    assert len(calls) == 1
+    assert values == [formula(model)] * 3  # bit for bit
+    assert isinstance(values[0], float)
+    model.set_params(alpha=0.2)  # another level: computed for it
+    assert model.majority_coverage_ == formula(model) != values[0]
+    assert len(calls) == 2
+    model.set_params(alpha=ALPHA)  # back: the kept value
+    assert model.majority_coverage_ == values[0]
+    assert len(calls) == 2
+    for name, value in (("coverage", "paper"), ("k_calib", 4)):  # settings it depends on
+        before = len(calls)
+        changed = model.set_params(**{name: value}).majority_coverage_
+        assert changed == formula(model) != values[0]
+        assert len(calls) == before + 1
+        model.set_params(**{name: fitted.get_params()[name]})
+    calls.clear()
+    model.calibrate(X_cal, y_cal)  # a new calibration, even of the same rows: computed again
+    assert model.majority_coverage_ == values[0]
+    assert len(calls) == 1
+    model.calibrate(X_cal[:300], y_cal[:300])
+    assert model.majority_coverage_ == formula(model) != values[0]
+    assert len(calls) == 2
+    loaded = pickle.loads(pickle.dumps(model))  # computed by the version that loads it
+    assert loaded.majority_coverage_ == model.majority_coverage_
+    assert len(calls) == 3
+    # calibrate's warning reads the value twice: one computation
+    paper = ReliablePredictionSets([fitted.estimators_[0]], k_calib=40, coverage="paper")
+    calls.clear()
+    with pytest.warns(UserWarning, match=r"covers 0\.\d+ < 1 - alpha"):
+        paper.calibrate(X_cal, y_cal)
+    assert paper.majority_coverage_ == formula(paper) < 1 - ALPHA
+    assert len(calls) == 1
 
 
 def test_inputs_are_not_modified(digits):

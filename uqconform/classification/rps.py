@@ -294,13 +294,19 @@ def _inclusion_probability(u: NDArray, n: int, rank: int) -> NDArray:
 def _votes_above(u: NDArray, sizes: NDArray, ranks: NDArray, threshold: int) -> NDArray:
     """``P(more than threshold partitions keep a test score at quantile u)`` at every ``u``:
     the Poisson-binomial tail of the votes, built one partition at a time."""
-    law = np.zeros((u.size, sizes.size + 1))
-    law[:, 0] = 1.0
-    for n, r in zip(sizes, ranks, strict=True):  # a loop over partitions
-        g = _inclusion_probability(u, int(n), int(r))[:, None]
-        law[:, 1:] = law[:, 1:] * (1 - g) + law[:, :-1] * g
-        law[:, 0] *= 1 - g[:, 0]
-    return law[:, threshold + 1 :].sum(axis=1)
+    law = np.zeros((sizes.size + 1, u.size))  # law[v]: P(v votes) at every u
+    law[0] = 1.0
+    for i, (n, r) in enumerate(zip(sizes, ranks, strict=True)):  # a loop over partitions
+        g = _inclusion_probability(u, int(n), int(r))
+        h = 1 - g
+        # after i partitions only the rows 0..i are nonzero: rows 1..i + 1 take
+        # law[v] * h + law[v - 1] * g, in place, in contiguous rows
+        moved = law[: i + 1] * g
+        law[1 : i + 2] *= h
+        law[1 : i + 2] += moved
+        law[0] *= h
+    # summed along contiguous rows of the votes, in the order of a sum over axis 1
+    return np.ascontiguousarray(law[threshold + 1 :].T).sum(axis=1)
 
 
 def _support(sizes: NDArray, ranks: NDArray) -> tuple[float, float]:
@@ -315,8 +321,9 @@ def _transition(n: int, rank: int) -> tuple[float, float]:
     """Where ``P(Bin(n, u) >= rank)`` rises from 0 to 1 (to 1e-13)."""
     if rank <= 0:
         return 0.0, 0.0
-    law = stats.beta(rank, n - rank + 1)
-    return float(law.ppf(1e-13)), float(law.isf(1e-13))
+    # not a frozen `stats.beta(...)`: building one took most of this function's time
+    a, b = rank, n - rank + 1
+    return float(stats.beta.ppf(1e-13, a, b)), float(stats.beta.isf(1e-13, a, b))
 
 
 def _nodes(low: float, high: float, panels: int) -> tuple[NDArray, NDArray]:
@@ -1329,8 +1336,15 @@ class ReliablePredictionSets(
             "_calibration_labels",
             "_calibrate_settings",
             "_threshold_cache",
+            "_coverage_cache",
         ):
             self.__dict__.pop(name, None)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__()
+        # computed again by the version that loads the pickle (its quadrature may differ)
+        state.pop("_coverage_cache", None)
+        return state
 
     @keeps_state_on_error
     def calibrate(self, X: Any, y: ArrayLike) -> Self:
@@ -1425,9 +1439,21 @@ class ReliablePredictionSets(
 
     @property
     def majority_coverage_(self) -> float:
-        """The coverage `majority_coverage` gives for these partition sizes."""
-        ranks = self.partition_ranks_
-        return majority_coverage(self.partition_sizes_, ranks, self.majority_threshold_)
+        """The coverage `majority_coverage` gives for these partition sizes.
+
+        Its quadrature is slow (a pass over every partition at thousands of nodes), so the
+        value is kept per calibration, under the sizes, ranks and threshold it is a function
+        of: a changed ``alpha``, ``coverage`` or ``k_calib`` computes it again, a new
+        `calibrate` clears it, and a pickle leaves it out.
+        """
+        ranks = np.asarray(self.partition_ranks_, dtype=np.int64)  # raises: not calibrated
+        sizes = np.asarray(self.partition_sizes_, dtype=np.int64)
+        threshold = self.majority_threshold_
+        cache = self.__dict__.setdefault("_coverage_cache", {})
+        key = (sizes.tobytes(), ranks.tobytes(), threshold)
+        if key not in cache:
+            cache[key] = majority_coverage(sizes, ranks, threshold)
+        return cache[key]
 
     @staticmethod
     def _warn_if_rows_repeat(digests: NDArray, k: int) -> None:
