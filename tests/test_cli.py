@@ -278,6 +278,12 @@ def test_an_interrupted_run_into_a_new_folder_leaves_no_folder(fake_registry, tm
     assert f"interrupted; nothing was written ({out} was not created)" in err, err
     assert "as they were" not in err
     assert list(tmp_path.iterdir()) == []
+    empty = tmp_path / "empty"  # an empty folder that existed: "is empty", not "files"
+    empty.mkdir()
+    assert main(["benchmark", "--suite", "fake-interrupted", "--out", str(empty)]) == 130
+    err = capsys.readouterr().err
+    assert f"interrupted; nothing was written ({empty} is empty)" in err, err
+    empty.rmdir()
     kept = tmp_path / "kept"  # a folder that existed before the run stays
     kept.mkdir()
     assert main(["benchmark", "--suite", "fake-interrupted", "--out", str(kept / "r")]) == 130
@@ -1110,7 +1116,7 @@ def test_a_hung_up_run_says_it_was_hung_up(fake_registry, tmp_path, capsys):
     registry._FAMILIES["fake-hung-up"] = Family("fake-hung-up", "hup", _hung_up)
     assert main(["benchmark", "--suite", "fake-hung-up", "--out", str(tmp_path)]) == 129
     err = capsys.readouterr().err
-    assert "uqconform benchmark: hung up; the files already in" in err
+    assert "uqconform benchmark: hung up; nothing was written" in err
     assert "terminated" not in err
 
 

@@ -325,6 +325,10 @@ def test_interval_and_set_metrics_name_each_other_when_given_the_other_kind():
         mean_set_size(INTERVALS_K)
     with pytest.raises(TypeError, match=r"got dtype float64\.$"):  # (n, 3): no interval
         mean_set_size(np.full((4, 3), 0.5))
+    # a binary classifier's probabilities are (n, 2) too: named as probabilities
+    proba = np.array([[0.2, 0.8], [0.6, 0.4], [1.0, 0.0]])
+    with pytest.raises(TypeError, match=r"\(class probabilities\? .*predict_set\)\.$"):
+        mean_set_size(proba)
 
 
 def test_inputs_are_not_modified():

@@ -518,3 +518,24 @@ def test_evaluate_with_swapped_test_arguments_says_so(data):
     with pytest.raises(ValueError) as error:  # a real 2-D target, not a swap: no hint
         evaluate(regressor, X[300:], np.c_[y[300:], y[300:]])
     assert "swapped" not in str(error.value)
+
+
+def test_a_sparse_probability_matrix_is_read_as_its_dense_rows(data):
+    # diffrev24: a prefit model whose predict_proba returns a scipy sparse matrix failed
+    # with numpy's "setting an array element with a sequence" (calibrate, predict_proba)
+    from scipy import sparse
+
+    X, _, labels, _ = data
+    head = LogisticRegression().fit(X[:200], labels[:200])
+
+    class SparseOutput:
+        classes_ = head.classes_
+
+        def predict_proba(self, X):
+            return sparse.csr_matrix(head.predict_proba(X))
+
+    dense = SplitConformalClassifier(head).calibrate(X[200:300], labels[200:300])
+    sparse_model = SplitConformalClassifier(SparseOutput()).calibrate(X[200:300], labels[200:300])
+    np.testing.assert_array_equal(sparse_model.predict_set(X[300:]), dense.predict_set(X[300:]))
+    np.testing.assert_array_equal(sparse_model.predict_proba(X[300:]), head.predict_proba(X[300:]))
+    np.testing.assert_array_equal(sparse_model.predict(X[300:]), head.predict(X[300:]))

@@ -117,6 +117,26 @@ def _wrappers_taking_the_level_second() -> list[type]:
     return found
 
 
+def test_the_swap_hint_reads_numpy_levels_and_lists_and_spares_wrappers_without_a_level(data):
+    # diffrev24: a numpy scalar or a list of levels got the stored-probabilities advice; a
+    # wrapper without `alpha` (CrossVennAbersCalibrator) or a model (CONTRA) was told to
+    # pass them
+    from uqconform.classification import CrossConformalClassifier, CrossVennAbersCalibrator
+
+    X, _, labels = data
+    for level in (np.float64(0.1), [0.05, 0.1]):
+        with pytest.raises(TypeError, match=r"CrossConformalClassifier\(model, alpha=0\.1\)"):
+            CrossConformalClassifier(level, LogisticRegression()).fit(X, labels)
+    with pytest.raises(TypeError) as raised:
+        CrossVennAbersCalibrator(0.1).fit(X, labels)
+    assert "alpha" not in str(raised.value)
+    from uqconform.multioutput import CONTRA
+
+    with pytest.raises(TypeError) as raised:
+        CONTRA(LinearRegression()).fit(X, np.c_[X[:, 0], X[:, 1]])  # CONTRA takes no model
+    assert "first argument" not in str(raised.value)
+
+
 @pytest.mark.parametrize("wrapper", _wrappers_taking_the_level_second(), ids=lambda w: w.__name__)
 def test_a_model_given_as_alpha_is_told_the_arguments_are_swapped(data, wrapper):
     # Wrapper(0.1, model): whichever argument is checked first, the message names the call

@@ -7,6 +7,7 @@ Targets (`check_regression_target`, `check_class_labels`), per-row arrays
 
 from __future__ import annotations
 
+import inspect
 import numbers
 import weakref
 from collections.abc import Iterator, Sequence
@@ -1246,6 +1247,44 @@ def check_model_methods(model: Any, methods: tuple[str, ...], wrapper: Any) -> N
         )
 
 
+def swapped_level_hint(owner: Any) -> str:
+    """The advice for ``Wrapper(0.1, model)``, the level given where the model goes, naming
+    the wrapper ``owner``; empty unless its constructor takes ``(estimator, alpha, ...)``
+    (a wrapper without a model or a level must not be told to pass them).
+
+    Examples
+    --------
+    >>> from uqconform import SplitConformalRegressor
+    >>> swapped_level_hint(SplitConformalRegressor())  # doctest: +ELLIPSIS
+    ' The model is the first argument; ... SplitConformalRegressor(model, alpha=0.1).'
+    >>> swapped_level_hint(None)
+    ''
+    """
+    if owner is None:
+        return ""
+    try:
+        parameters = list(inspect.signature(type(owner)).parameters)
+    except (TypeError, ValueError):  # no signature to read
+        return ""
+    if parameters[:2] != ["estimator", "alpha"]:
+        return ""
+    return (
+        " The model is the first argument; pass the level as alpha=..., e.g. "
+        f"{type(owner).__name__}(model, alpha=0.1)."
+    )
+
+
+def _looks_like_levels(value: Any) -> bool:
+    """A number, or a short list of numbers in (0, 1): levels given where a model goes."""
+    levels = real_values(value)
+    return (
+        levels is not None
+        and levels.ndim <= 1
+        and 0 < levels.size <= 10
+        and (levels.ndim == 0 or bool(((levels > 0) & (levels < 1)).all()))
+    )
+
+
 def missing_proba_error(model: Any, name: str, why: str, owner: Any = None) -> TypeError:
     """The error for a classifier without ``predict_proba``, with the fix for both kinds of
     model: a scikit-learn classifier without probabilities, and a model from outside
@@ -1259,6 +1298,10 @@ def missing_proba_error(model: Any, name: str, why: str, owner: Any = None) -> T
     >>> print(error)  # doctest: +ELLIPSIS
     `estimator` (LinearSVC) has no predict_proba: the sets need them. ...CalibratedClassifierCV...
     """
+    swapped = swapped_level_hint(owner)
+    if swapped and _looks_like_levels(model):  # Wrapper(0.1, model), numpy scalars too
+        given = value_summary(model)
+        return TypeError(f"{name} is {given}{'' if given.endswith('...') else '.'}{swapped}")
     arraylike = isinstance(model, np.ndarray | pd.DataFrame | list | tuple) or (
         hasattr(model, "shape") and not hasattr(model, "predict")  # a torch tensor, say
     )
@@ -1273,11 +1316,6 @@ def missing_proba_error(model: Any, name: str, why: str, owner: Any = None) -> T
             "column) whose predict_proba(X) returns the stored rows X points to, e.g. "
             "probabilities[X[:, 0]] (see Getting started); or pass the model that "
             "computed them."
-        )
-    if owner is not None and isinstance(model, numbers.Number):  # Wrapper(0.1, model)
-        return TypeError(
-            f"{name} is the number {model!r}, not a model: the model is the first argument; "
-            f"pass the level as alpha=..., e.g. {type(owner).__name__}(model, alpha=0.1)."
         )
     steps = getattr(model, "steps", None)  # a Pipeline: its last step decides
     last = steps[-1][1] if isinstance(steps, list) and steps and len(steps[-1]) == 2 else model
@@ -1337,6 +1375,8 @@ def class_probabilities(model: Any, X: Any, n_classes: int, *, check_sums: bool 
         raise
     if getattr(output, "requires_grad", False) and callable(getattr(output, "detach", None)):
         output = output.detach()  # a torch network's output, still in its autograd graph
+    if sparse.issparse(output):  # numpy read a sparse matrix as one object
+        output = output.toarray()
     proba = np.asarray(output, dtype=float)
     if isinstance(output, pd.DataFrame) and proba.shape[1] == n_classes:  # else: shape error
         proba = _labelled_columns(model, output.columns, proba)

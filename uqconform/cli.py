@@ -205,6 +205,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             message = (
                 f"uqconform benchmark: {how}; nothing was written ({run['out']} was not created)."
             )
+        elif Path(run["out"]).expanduser().is_dir() and not any(
+            Path(run["out"]).expanduser().iterdir()
+        ):
+            message = f"uqconform benchmark: {how}; nothing was written ({run['out']} is empty)."
         else:
             message = (
                 f"uqconform benchmark: {how}; the files already in {run['out']} are as they were."

@@ -24,7 +24,7 @@ from typing import Any, Literal, cast
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from uqconform._validation import real_values, value_summary
+from uqconform._validation import real_values, swapped_level_hint, value_summary
 from uqconform._warnings import warn_user
 
 __all__ = [
@@ -83,12 +83,9 @@ def check_alpha(
     """
     levels = real_values(alpha)
     if levels is None:  # text (also "0.1" in a list), booleans, None, ragged nesting
-        swapped = ""
-        if callable(getattr(alpha, "fit", None)) or callable(getattr(alpha, "predict", None)):
-            swapped = (  # Wrapper(0.1, model): the arguments swapped
-                " The model is the first argument; pass the level as alpha=..., e.g. "
-                f"{type(owner).__name__ if owner is not None else 'Wrapper'}(model, alpha=0.1)."
-            )
+        swapped = ""  # Wrapper(0.1, model): the arguments swapped
+        if any(callable(getattr(alpha, method, None)) for method in ("fit", "predict", "forward")):
+            swapped = swapped_level_hint(owner)
         raise TypeError(
             f"`{name}` must be a float in (0, 1) or a sequence of them, got "
             f"{_sentence_end(value_summary(alpha))}{swapped}"

@@ -454,9 +454,25 @@ default="lac"
 
     @available_if(_estimator_has("predict_proba"))
     def predict_proba(self, X: Any) -> NDArray:
-        """Class probabilities of the wrapped model, a column per class of ``classes_``: a
-        model's DataFrame labelled by class is read by label, a torch tensor as an array,
-        as the sets read them."""
+        """Class probabilities of the wrapped model, read as the sets read them.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes), float64
+            A column per class of ``classes_``, in that order: a model's DataFrame labelled
+            by class is read by label; a torch tensor, a list or a sparse matrix becomes an
+            array.
+
+        Raises
+        ------
+        ValueError
+            When the model's output has another number of columns, NaN or infinite
+            values, or values outside [0, 1] (logits, say), as for the sets.
+        """
         check_is_fitted(self, "estimator_")
         X = self._validate_X(X, reset=False)
         return class_probabilities(self.estimator_, X, len(self.classes_), check_sums=False)

@@ -645,6 +645,16 @@ def mean_interval_score(
     return _per_level(scores.mean(axis=0), parsed.single)
 
 
+def _rows_are_distributions(array: NDArray) -> bool:
+    """Whether every row of a 2-D array lies in [0, 1] and sums to 1 (probabilities)."""
+    with np.errstate(invalid="ignore"):
+        return bool(
+            array.size
+            and ((array >= 0) & (array <= 1)).all()
+            and np.allclose(array.sum(axis=1), 1.0, atol=1e-6)
+        )
+
+
 def mean_set_size(sets: ArrayLike) -> float | NDArray:
     """Average number of labels per prediction set.
 
@@ -672,6 +682,8 @@ def mean_set_size(sets: ArrayLike) -> float | NDArray:
         hint = ""
         if array.dtype.kind in "iuf" and np.isin(array, (0, 1)).all():  # 0/1 indicators
             hint = "; for 0/1 membership indicators pass sets.astype(bool)"
+        elif array.dtype.kind in "iuf" and array.ndim == 2 and _rows_are_distributions(array):
+            hint = " (class probabilities? sets come from a conformal classifier's predict_set)"
         elif array.dtype.kind in "iuf" and array.ndim in (2, 3) and array.shape[1] == 2:
             hint = " (intervals? their width is measured by mean_width)"
         raise TypeError(
