@@ -2021,3 +2021,25 @@ def test_set_frame_columns_of_mixed_number_texts_are_read_by_value():
     for columns in (["1", "1.0", "2"], ["nan", "1", "2"]):
         with pytest.raises(ValueError, match="name classes and differ from `classes`"):
             coverage(np.ones(60, int), pd.DataFrame(sets, columns=columns), classes=[1, 2, 3])
+
+
+def test_groups_and_y_are_checked_against_a_labelled_prediction_frame():
+    # pandas review (stop 58): with y_true an array, groups in another order than a
+    # labelled interval frame were paired by position (coverage 0.19 / 0.96 read as
+    # 0.53 / 0.55); plot_intervals checked y and intervals against x only
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from uqconform.evaluation import plot_intervals
+
+    rng = np.random.default_rng(0)
+    index = pd.Index(rng.permutation(50) + 100)
+    y = rng.normal(size=50)
+    groups = pd.Series(np.where(rng.random(50) < 0.5, "a", "b"), index=index)
+    intervals = pd.DataFrame({"lower": -np.ones(50), "upper": np.ones(50)}, index=index)
+    aligned = coverage_by_group(y, intervals, groups)
+    pd.testing.assert_frame_equal(coverage_by_group(y, intervals.to_numpy(), groups), aligned)
+    with pytest.raises(ValueError, match=r"`groups` is indexed by the row labels of `prediction`"):
+        coverage_by_group(y, intervals, groups.sort_index())
+    with pytest.raises(ValueError, match=r"`y` is indexed by the row labels of `intervals`"):
+        plot_intervals(np.arange(50.0), pd.Series(y, index=index).sort_index(), intervals)

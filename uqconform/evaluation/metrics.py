@@ -820,6 +820,7 @@ def coverage_by_group(
     b          1       1.0         3.0
     """
     check_row_order(y_true, groups, "groups", "y_true")  # both pandas: same rows, same order
+    check_row_order(prediction, groups, "groups", "prediction")  # a labelled prediction frame
     parsed, y = _prepare(y_true, prediction, classes)
     labels: Any = _check_groups(groups, y.shape[0])
     dtype = getattr(groups, "dtype", None)

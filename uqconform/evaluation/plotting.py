@@ -252,6 +252,7 @@ def plot_intervals(
     # pandas x, y and intervals are paired by position: refuse one row order read as another
     check_row_order(x, y, "y", rows_of="x")
     check_row_order(x, intervals, "intervals", rows_of="x")
+    check_row_order(intervals, y, "y", rows_of="intervals")  # x may carry no row labels
     x_ = np.asarray(x)
     if x_.ndim == 2 and x_.shape[1] == 1:
         x_ = x_[:, 0]

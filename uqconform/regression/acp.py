@@ -1013,6 +1013,7 @@ class ApproximateFullConformalRegressor(
 
     def predict_pvalue(self, X: Any, y_candidates: ArrayLike) -> NDArray:
         self._check_ready("predict_pvalue")
+        check_row_order(X, y_candidates, "y_candidates")  # checked before the index goes
         candidates = (candidate_values(y_candidates) - self.target_shift_) / (self.target_scale_)
         return super().predict_pvalue(X, candidates)
 

@@ -313,6 +313,7 @@ class FullConformalMixin:
         -------
         ndarray of shape (n_samples,) or (n_samples, g)
         """
+        check_row_order(X, y_candidates, "y_candidates")  # a Series in another row order
         X = self._test_input(X, "predict_pvalue")
         grid, single = candidate_grid(y_candidates, n_rows(X))
         out = np.empty(grid.shape)
