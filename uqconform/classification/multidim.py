@@ -22,6 +22,7 @@ probability (`EnsembleConformalClassifier`) is the baseline to beat.
 
 from __future__ import annotations
 
+import contextlib
 import numbers
 from typing import TYPE_CHECKING, Any, cast
 
@@ -32,6 +33,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.ensemble import HistGradientBoostingClassifier
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
+from threadpoolctl import threadpool_limits
 
 from uqconform._rows import n_rows, row_sliceable, slice_rows
 from uqconform._seeding import check_random_state_value, integer_seed, seeded_generator
@@ -82,6 +84,20 @@ __all__ = ["MultiDimScoreClassifier"]
 
 # Score-vector cells (rows x classes x heads) per block of predict_set: bounded memory.
 _PREDICT_CELLS = 2**20
+
+# The learned aggregator fits and predicts on one OpenMP thread below this many score vectors
+# (the same answers): OpenMP's threads made its fit 2 to 18 times slower there on a busy
+# 2-core machine (a review's 300-row calibrate: 18.5 s against 0.8 s), and at most about 10%
+# faster on a quieter one (about 25% at 100,000 vectors: the caller's threads there).
+_ONE_THREAD_VECTORS = 50_000
+
+
+def _aggregator_threads(n_vectors: int) -> contextlib.AbstractContextManager[Any]:
+    """One OpenMP thread for the aggregator on fewer than ``_ONE_THREAD_VECTORS`` score
+    vectors (the same answers, faster), the caller's threads on more."""
+    if n_vectors < _ONE_THREAD_VECTORS:
+        return threadpool_limits(1, user_api="openmp")
+    return contextlib.nullcontext()
 
 
 class MultiDimScoreClassifier(
@@ -579,14 +595,23 @@ class MultiDimScoreClassifier(
             n += 1
 
     def _build_cells(self, vectors: NDArray, labels: NDArray, levels: NDArray) -> None:
-        n, k, _ = vectors.shape
+        n, k, h = vectors.shape
         true = vectors[np.arange(n), labels]
-        centres, inverse, counts = np.unique(true, axis=0, return_inverse=True, return_counts=True)
-        inverse = inverse.reshape(-1)
+        centres, counts = np.unique(true, axis=0, return_counts=True)
         false_mask = np.ones((n, k), dtype=bool)
         false_mask[np.arange(n), labels] = False
         tree = cKDTree(centres)
-        _, nearest = tree.query(vectors[false_mask], k=1)
+        # With one neighbour the scalar scores below need the nearest centre of every vector
+        # of this part: one query of them all serves both (a vector's answer does not depend
+        # on the others queried with it). With more, the k-nearest query may order tied
+        # centres otherwise, so the false vectors are searched for one neighbour apart.
+        one_neighbour = min(int(self.n_neighbors), centres.shape[0]) == 1
+        every_nearest = None
+        if one_neighbour:
+            _, every_nearest = tree.query(vectors.reshape(-1, h), k=1)
+            nearest = every_nearest[false_mask.reshape(-1)]
+        else:
+            _, nearest = tree.query(vectors[false_mask], k=1)
         false_counts = np.bincount(nearest, minlength=centres.shape[0])
         impurity = (false_counts + counts) / counts
         # Ties (pure cells) broken by the centre's norm, then its index: stable and seeded.
@@ -615,7 +640,7 @@ class MultiDimScoreClassifier(
         # neighbour this is the cumulative true count of the ranked cells. With the fill
         # label (fill_empty=True) a row whose true label is its fill label is accepted
         # at every prefix.
-        scores = self._scalar_scores(vectors)  # (n, K)
+        scores = self._scalar_scores(vectors, nearest=every_nearest)  # (n, K)
         own = scores[np.arange(n), labels]
         filled = np.where(self._fill_labels(scores, vectors)[np.arange(n), labels], -np.inf, own)
         prefixes = np.arange(1, centres.shape[0] + 1)
@@ -659,7 +684,8 @@ class MultiDimScoreClassifier(
         self.aggregator_ = HistGradientBoostingClassifier(
             max_iter=200, monotonic_cst=[-1] * h, random_state=seed
         )
-        self.aggregator_.fit(vectors.reshape(-1, h), is_true.reshape(-1))
+        with _aggregator_threads(n * k):
+            self.aggregator_.fit(vectors.reshape(-1, h), is_true.reshape(-1))
 
     def _cell_tree(self) -> cKDTree:
         tree = getattr(self, "_tree", None)
@@ -667,16 +693,22 @@ class MultiDimScoreClassifier(
             self._tree = tree = cKDTree(self.cells_["centres"])
         return tree
 
-    def _scalar_scores(self, vectors: NDArray) -> NDArray:
-        """The scalar score of score vectors ``(..., H)``: prefix length or 1 - P(true)."""
+    def _scalar_scores(self, vectors: NDArray, nearest: NDArray | None = None) -> NDArray:
+        """The scalar score of score vectors ``(..., H)``: prefix length or 1 - P(true).
+
+        ``nearest``: the cells' tree's answer for the flattened vectors when already known.
+        """
         flat = vectors.reshape(-1, vectors.shape[-1])
         if "cells_" not in self.__dict__:  # the mode fitted at calibration, not set_params'
             true_column = list(self.aggregator_.classes_).index(True)
-            scores = 1.0 - self.aggregator_.predict_proba(flat)[:, true_column]
+            with _aggregator_threads(flat.shape[0]):
+                proba = self.aggregator_.predict_proba(flat)
+            scores = 1.0 - proba[:, true_column]
             return scores.reshape(vectors.shape[:-1])
         cells = self.cells_
         k = min(int(self.n_neighbors), cells["centres"].shape[0])
-        _, nearest = self._cell_tree().query(flat, k=k)
+        if nearest is None:
+            _, nearest = self._cell_tree().query(flat, k=k)
         nearest = nearest.reshape(flat.shape[0], k)
         # Accepted at prefix m when at least half of the k nearest centres rank <= m.
         ranks = np.sort(cells["rank"][nearest], axis=1)
