@@ -2938,3 +2938,23 @@ def test_bytes_labels_are_refused_at_fit_with_a_decode_hint(data):
             SplitConformalClassifier(LogisticRegression()).fit(X, y)
     fitted = SplitConformalClassifier(LogisticRegression()).fit(X, raw.astype(str))
     assert list(fitted.classes_) == sorted(set(labels))
+
+
+def test_integer_column_labels_in_another_order_are_refused(data):
+    # pandas review (stop 58): scikit-learn records no names for integer column labels,
+    # so X[[2, 1, 0]] of a frame built from an array gave each feature another's values
+    X, y, _ = data
+    frame = pd.DataFrame(X)  # columns 0, 1, 2
+    fitted_on_frame = SplitConformalRegressor(LinearRegression()).fit(frame[:100], y[:100])
+    fitted_on_array = SplitConformalRegressor(LinearRegression()).fit(X[:100], y[:100])
+    for model in (fitted_on_frame, fitted_on_array):
+        model.calibrate(frame[100:], y[100:])
+        expected = model.predict_interval(X[100:])
+        np.testing.assert_allclose(model.predict_interval(frame[100:]), expected, rtol=1e-12)
+        with pytest.raises(ValueError, match=r"integer column labels \[2, 1, 0\] in another"):
+            model.predict_interval(frame[[2, 1, 0]][100:])
+    chosen = pd.DataFrame(X[:, [0, 2]], columns=[7, 3])  # labels of a wider table
+    model = SplitConformalRegressor(LinearRegression()).fit(chosen[:100], y[:100])
+    model.calibrate(chosen[100:], y[100:])
+    with pytest.raises(ValueError, match=r"the fit \(\[7, 3\]\).*Pass .* X\[\[7, 3\]\]"):
+        model.predict_interval(chosen[[3, 7]])

@@ -324,6 +324,7 @@ def check_features(estimator: BaseEstimator, X: Any, *, reset: bool) -> Any:
         raise ValueError(f"{error} {feature_axis_hint(X)}") from None
     if n_rows(X) == 0:
         raise ValueError("`X` has no rows.")
+    _check_integer_columns(estimator, X, reset=reset)
     names = getattr(estimator, "feature_names_in_", None)
     if not reset and names is not None and isinstance(X, np.ndarray) and X.ndim == 2:
         # fitted on named columns, given an array: scikit-learn warned once above; the
@@ -331,6 +332,50 @@ def check_features(estimator: BaseEstimator, X: Any, *, reset: bool) -> Any:
         # of each warning again
         X = pd.DataFrame(X, columns=names, copy=False)
     return X
+
+
+def _check_integer_columns(estimator: Any, X: Any, *, reset: bool) -> None:
+    """Record (``reset``) or check a DataFrame's integer column labels, which scikit-learn
+    does not record as feature names (``pd.DataFrame(array)``): a later frame whose integer
+    labels reorder those of the fit (or ``0, ..., d - 1`` when the fit saw none, an array)
+    is refused, since column ``j`` is read as feature ``j`` (``X[[2, 1, 0]]`` gave each
+    feature another's values silently)."""
+    columns = getattr(X, "columns", None)
+    labels = None
+    if (
+        isinstance(columns, pd.Index)
+        and len(columns)
+        and pd.api.types.is_integer_dtype(columns.dtype)
+    ):
+        labels = np.asarray(columns, dtype=np.int64)
+    if reset:
+        if labels is None:
+            estimator.__dict__.pop("_integer_columns_in", None)
+        else:
+            estimator.__dict__["_integer_columns_in"] = labels
+        return
+    known = estimator.__dict__.get("_integer_columns_in")
+    if labels is None or getattr(estimator, "feature_names_in_", None) is not None:
+        return
+    seen = np.arange(labels.size) if known is None else np.asarray(known)
+    if (
+        seen.size == labels.size
+        and np.array_equal(np.sort(seen), np.sort(labels))
+        and not np.array_equal(seen, labels)
+    ):
+        fitted = "the integer column labels of the fit" if known is not None else "0, 1, ..."
+
+        def shown(values: NDArray) -> str:
+            if values.size <= 8:
+                return str(values.tolist())
+            return "[" + ", ".join(map(str, values[:6].tolist())) + ", ...]"
+
+        raise ValueError(
+            f"`X` has the integer column labels {shown(labels)} in another order than "
+            f"{fitted} ({shown(seen)}): columns are read by position, so each feature would "
+            f"get another's values. Pass the columns in the order of the fit, "
+            f"X[{shown(seen) if seen.size <= 8 else 'columns_of_the_fit'}]."
+        )
 
 
 def frame_as_numbers(Y: Any, name: str = "Y") -> Any:
