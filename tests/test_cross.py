@@ -713,3 +713,30 @@ def test_per_row_fit_parameters_in_another_row_order_are_refused_by_name():
     )
     for fitted, manual in zip(by_label.estimators_, by_position.estimators_, strict=True):
         np.testing.assert_allclose(fitted.coef_, manual.coef_)
+
+
+def test_an_unseeded_shuffling_splitter_is_seeded_by_the_wrappers_seed():
+    # determinism review (stop 58): random_state=0 with cv=KFold(5, shuffle=True) gave other
+    # intervals at every run; the user's splitter is left as it was
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(120, 3))
+    y = X @ [1.0, -1.0, 0.5] + rng.normal(size=120)
+    splitter = KFold(5, shuffle=True)
+    runs = [
+        CrossConformalRegressor(Ridge(), cv=splitter, random_state=0).fit(X[:100], y[:100])
+        for _ in range(2)
+    ]
+    np.testing.assert_array_equal(
+        runs[0].predict_interval(X[100:]), runs[1].predict_interval(X[100:])
+    )
+    assert splitter.random_state is None  # a seeded copy was used
+    normalized = [
+        SplitConformalRegressor(
+            Ridge(), conformity_score="normalized", cv=KFold(3, shuffle=True), random_state=0
+        )
+        .fit(X[:60], y[:60])
+        .calibrate(X[60:100], y[60:100])
+        .predict_interval(X[100:])
+        for _ in range(2)
+    ]
+    np.testing.assert_array_equal(normalized[0], normalized[1])

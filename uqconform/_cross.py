@@ -28,7 +28,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from uqconform._parallel import run_fits
 from uqconform._rows import fit_params_rows, n_rows, take_rows
-from uqconform._seeding import integer_seed, seeded_clone
+from uqconform._seeding import integer_seed, seeded_clone, seeded_splitter
 from uqconform._validation import (
     check_int,
     check_row_order,
@@ -120,6 +120,8 @@ def out_of_fold_prediction(
     if isinstance(cv, numbers.Integral):
         check_fold_count(int(cv), y.shape[0])
         cv = KFold(int(cv), shuffle=True, random_state=seed)
+    else:  # a shuffling splitter left unseeded: seeded too (same seed, same folds)
+        cv = seeded_splitter(cv, seed)
     try:
         predicted = cross_val_predict(model, X, y, cv=cv, params=fit_params, n_jobs=n_jobs)
     except ValueError as error:
@@ -273,6 +275,7 @@ class CrossFitWrapper(ModelWrapper):
         if listed:
             splits = [_fold_indices(train, test, k, n) for k, (train, test) in enumerate(cv)]
         else:
+            cv = seeded_splitter(cv, self.random_state)  # a shuffling splitter left unseeded
             splits = [
                 (np.asarray(train, dtype=np.intp), np.asarray(test, dtype=np.intp))
                 for train, test in cv.split(X, y, groups)

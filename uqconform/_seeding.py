@@ -3,6 +3,7 @@ of randomised scores (seeded by the rows they serve)."""
 
 from __future__ import annotations
 
+import copy
 import numbers
 from collections.abc import Sequence
 from typing import Any, cast
@@ -83,6 +84,29 @@ def seeded_clone(estimator: Any, random_state: Any) -> Any:
         seeds = np.random.default_rng(integer_seed(random_state)).integers(2**31, size=len(unset))
         model.set_params(**{name: int(seed) for name, seed in zip(unset, seeds, strict=True)})
     return model
+
+
+def seeded_splitter(cv: Any, random_state: Any) -> Any:
+    """``cv``, or a copy of it seeded from ``random_state`` when it shuffles and was left
+    unseeded (``KFold(5, shuffle=True)``, ``ShuffleSplit``): a wrapper's seed then fixes
+    its folds too, as `seeded_clone` fixes its models. A splitter the user seeded, one that
+    does not shuffle, and ``random_state=None`` are used as given; a Generator or
+    RandomState gives one draw, only when a copy is seeded.
+
+    Examples
+    --------
+    >>> from sklearn.model_selection import KFold
+    >>> seeded_splitter(KFold(3, shuffle=True), 7).random_state
+    7
+    >>> seeded_splitter(KFold(3), 7).random_state is None  # no shuffling: nothing to seed
+    True
+    """
+    shuffles = hasattr(cv, "random_state") and getattr(cv, "shuffle", True)
+    if random_state is None or not shuffles or cv.random_state is not None:
+        return cv
+    seeded = copy.deepcopy(cv)
+    seeded.random_state = integer_seed(random_state)
+    return seeded
 
 
 def seeded_generator(

@@ -907,6 +907,9 @@ class PredictionRegion:
         n_samples : int
             Points per row.
         random_state : int, Generator or None, default=None
+            Seed of the points: None draws afresh at every call (unlike `volume`, whose
+            default seed 0 gives the same estimate every time); an int gives the same
+            points.
 
         Returns
         -------
