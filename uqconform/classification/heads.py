@@ -9,6 +9,8 @@ classifiers with identical ``classes_`` works too.
 from __future__ import annotations
 
 import numbers
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -17,12 +19,20 @@ from joblib import delayed
 from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.exceptions import NotFittedError
+from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import LogisticRegression
+from sklearn.pipeline import Pipeline
 from sklearn.utils import _safe_indexing
 from sklearn.utils.validation import check_is_fitted
 
 from uqconform._parallel import run_fits
-from uqconform._rows import fit_params_rows, n_rows, row_sliceable, take_rows
+from uqconform._rows import (
+    check_sample_weight_rows,
+    fit_params_rows,
+    n_rows,
+    row_sliceable,
+    take_rows,
+)
 from uqconform._seeding import check_random_state_value, random_generator, seed_parameters
 from uqconform._validation import (
     check_class_labels,
@@ -33,11 +43,13 @@ from uqconform._validation import (
     check_n_jobs,
     check_row_order,
     check_verbose,
+    check_weights_row_order,
     class_probabilities,
     labels_text,
     missing_proba_error,
     model_classes,
     refuse_model_class,
+    refuse_non_numeric_features,
 )
 from uqconform._version import VersionedState
 from uqconform._warnings import warn_user
@@ -70,6 +82,22 @@ def _names_text(names: list[str], shown: int = 10) -> str:
     if len(names) <= shown:
         return str(names)
     return f"{str(names[:shown])[:-1]}, ...] ({len(names)} columns)"
+
+
+@contextmanager
+def reading_features(X: Any, model: Any) -> Iterator[None]:
+    """Context of the fits of clones of ``model`` on ``X``: their failure to read columns
+    of ``X`` that are not numbers (numpy's "could not convert string to float") is
+    re-raised naming them and the encoding to use (`refuse_non_numeric_features`), as
+    `uqconform.base.ConformalPredictor` does. A Pipeline of several steps may encode
+    columns itself: its own message stands."""
+    try:
+        yield
+    except (TypeError, ValueError) as error:
+        inner = model.estimator if isinstance(model, FrozenEstimator) else model
+        if not (isinstance(inner, Pipeline) and len(inner.steps) > 1):
+            refuse_non_numeric_features(X, f"`estimator` ({type(model).__name__})", error=error)
+        raise
 
 
 def _fit_head(estimator, X, y, rows, columns, seed, fit_params):
@@ -292,6 +320,7 @@ class HeadEnsemble(VersionedState, RoutesFitParams, ClassifierMixin, BaseEstimat
         self
         """
         check_row_order(X, y, "y")
+        check_weights_row_order(X, fit_params)
         self._validate_params()
         check_frozen_is_fitted(self.estimator, self)
         prefit = self._prefit_heads()
@@ -307,6 +336,7 @@ class HeadEnsemble(VersionedState, RoutesFitParams, ClassifierMixin, BaseEstimat
             return self
         fit_params = self._routed_fit_params(fit_params)["estimator"]
         X = row_sliceable(check_features(self, X, reset=True))  # COO, DIA, BSR: one CSR view
+        check_sample_weight_rows(fit_params, n_rows(X))  # named before a head's own message
         y = check_class_labels(y, n_rows(X), training=True)  # before training any head
         rng = random_generator(self.random_state)
         n, n_features = len(y), getattr(self, "n_features_in_", None)  # None: text, dicts
@@ -353,16 +383,17 @@ class HeadEnsemble(VersionedState, RoutesFitParams, ClassifierMixin, BaseEstimat
                 "diversity='seeds' needs an estimator with a `random_state` parameter; use "
                 "'bootstrap' or 'subspace' for deterministic models."
             )
-        self.heads_ = run_fits(
-            (
-                delayed(_fit_head)(base, X, y, r, c, s, fit_params)
-                for r, c, s in zip(rows, columns, seeds, strict=True)
-            ),
-            n_jobs=self.n_jobs,
-            verbose=self.verbose,
-            desc="heads",
-            total=len(rows),
-        )
+        with reading_features(X, base):
+            self.heads_ = run_fits(
+                (
+                    delayed(_fit_head)(base, X, y, r, c, s, fit_params)
+                    for r, c, s in zip(rows, columns, seeds, strict=True)
+                ),
+                n_jobs=self.n_jobs,
+                verbose=self.verbose,
+                desc="heads",
+                total=len(rows),
+            )
         self.feature_subsets_ = columns
         self.classes_ = np.asarray(self.heads_[0].classes_)
         if self.diversity == "seeds" and len(self.heads_) > 1:

@@ -46,7 +46,13 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.utils.validation import check_array, check_is_fitted
 
 from uqconform._parallel import run_fits
-from uqconform._rows import fit_params_rows, float_values, n_rows, numeric_columns_as_float
+from uqconform._rows import (
+    check_sample_weight_rows,
+    fit_params_rows,
+    float_values,
+    n_rows,
+    numeric_columns_as_float,
+)
 from uqconform._seeding import integer_seed, seed_parameters
 from uqconform._validation import (
     CLONED_LIST_HINT,
@@ -60,6 +66,7 @@ from uqconform._validation import (
     check_n_jobs,
     check_row_order,
     check_verbose,
+    check_weights_row_order,
     check_wrapper_fitted,
     class_probabilities,
     missing_proba_error,
@@ -81,6 +88,7 @@ from uqconform.base import (
     remember_calibration_rows,
     remember_training_rows,
 )
+from uqconform.classification.heads import reading_features
 from uqconform.classification.split import encode_labels
 from uqconform.quantiles import (
     _sentence_end,
@@ -1165,6 +1173,7 @@ class ReliablePredictionSets(
         self
         """
         check_row_order(X, y, "y")
+        check_weights_row_order(X, fit_params)
         self._validate_params()
         check_frozen_is_fitted(self.estimator, self)
         if keeps_a_frozen_model(self.estimator) and int(self.k_train) > 1:
@@ -1190,6 +1199,7 @@ class ReliablePredictionSets(
             return self
         fit_params = self._routed_fit_params(fit_params)["estimator"]
         X = self._check_X(X, reset=True)
+        check_sample_weight_rows(fit_params, n_rows(X))
         labels = check_class_labels(y, n_rows(X), training=True)  # two classes or more
         self.classes_, index = np.unique(labels, return_inverse=True)
         k = int(self.k_train)
@@ -1216,9 +1226,10 @@ class ReliablePredictionSets(
             )
             for i in range(k)
         )
-        self.estimators_ = run_fits(
-            jobs, n_jobs=self.n_jobs, verbose=self.verbose, desc="RPS partitions", total=k
-        )
+        with reading_features(X, self._base_estimator()):
+            self.estimators_ = run_fits(
+                jobs, n_jobs=self.n_jobs, verbose=self.verbose, desc="RPS partitions", total=k
+            )
         self._estimator_adopted = False
         remember_training_rows(self, X, labels)
         return self

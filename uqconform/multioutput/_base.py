@@ -31,12 +31,13 @@ from sklearn.linear_model import LinearRegression
 from sklearn.utils._param_validation import validate_parameter_constraints
 
 from uqconform._cross import reads_groups
-from uqconform._rows import n_rows, take_rows
+from uqconform._rows import check_sample_weight_rows, n_rows, take_rows
 from uqconform._validation import (
     NonFiniteOutputError,
     check_groups,
     check_int,
     check_row_order,
+    check_weights_row_order,
     first_non_number,
     frame_as_numbers,
     has_nan,
@@ -340,7 +341,8 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
         self.estimator_ = self._make_estimator()
         self._estimator_adopted = False
         try:
-            self.estimator_.fit(X, Y, **model_params)
+            with self._reading_features(X):  # a column of text: named, with the remedy
+                self.estimator_.fit(X, Y, **model_params)
         except ValueError as error:
             tags = sklearn_tags(self.estimator_)  # None: a model outside scikit-learn
             if (
@@ -374,7 +376,8 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
         """``estimator_.predict(X)`` as a float ``(n, d)`` array, checked against ``d`` and
         for NaN / inf rows (named by their ``positions`` in the caller's `X`, when ``X`` is
         a subset of it)."""
-        output = np.asarray(self.estimator_.predict(X), dtype=float)
+        with self._reading_features(X):  # a column of text given to a fitted model
+            output = np.asarray(self.estimator_.predict(X), dtype=float)
         if output.ndim == 1:
             output = output[:, None]
         expected = (n_rows(X), self.n_outputs_)
@@ -496,10 +499,12 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
         self
         """
         check_row_order(X, y, "Y")
+        check_weights_row_order(X, fit_params)
         self._validate_params()
         self._reset_calibration()
         self.__dict__.pop("n_outputs_", None)
         X = self._validate_X(X, reset=True)
+        check_sample_weight_rows(fit_params, n_rows(X))
         check_frozen_features(self, getattr(self, "estimator", None))
         Y = self._check_target(y, n_rows(X), calibrating=False)
         self._check_nan(X)

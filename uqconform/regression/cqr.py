@@ -14,8 +14,15 @@ from sklearn.frozen import FrozenEstimator
 from sklearn.utils import get_tags
 from sklearn.utils.validation import check_is_fitted
 
+from uqconform._rows import check_sample_weight_rows, n_rows
 from uqconform._seeding import integer_seed, seeded_clone
-from uqconform._validation import check_bool, check_fitted_model, is_sklearn_estimator
+from uqconform._validation import (
+    check_bool,
+    check_fitted_model,
+    check_row_order,
+    check_weights_row_order,
+    is_sklearn_estimator,
+)
 from uqconform._version import VersionedState
 from uqconform._warnings import warn_user
 from uqconform.base import check_frozen_features, refuses_nan
@@ -71,6 +78,10 @@ class QuantileBand(VersionedState, RoutesFitParams, BaseEstimator):
         -------
         self
         """
+        check_row_order(X, y, "y")  # pandas rows in another order: refused, not paired
+        check_weights_row_order(X, fit_params)
+        if fit_params.get("sample_weight") is not None:  # named before the models' messages
+            check_sample_weight_rows(fit_params, n_rows(X))
         return self._fit_models(clone(self.lower), clone(self.upper), X, y, fit_params)
 
     def _fit_models(

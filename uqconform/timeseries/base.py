@@ -41,8 +41,10 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, RegressorMixin, clone
 from sklearn.ensemble import RandomForestRegressor
 from sklearn.frozen import FrozenEstimator
+from sklearn.pipeline import Pipeline
 from sklearn.utils.validation import _num_samples, check_is_fitted, validate_data
 
+from uqconform._rows import check_sample_weight_rows, n_rows
 from uqconform._seeding import check_random_state_value, random_generator, seed_parameters
 from uqconform._validation import (
     check_bool,
@@ -54,11 +56,13 @@ from uqconform._validation import (
     check_regression_target,
     check_row_order,
     check_verbose,
+    check_weights_row_order,
     check_wrapper_fitted,
     missing_target_error,
     no_calibrate_step,
     real_values,
     refuse_model_class,
+    refuse_non_numeric_features,
 )
 from uqconform._version import VersionedState
 from uqconform._warnings import warn_user
@@ -945,10 +949,12 @@ class SequentialConformalRegressor(
         self
         """
         self._validate_params()
+        check_weights_row_order(X, fit_params)  # (paired with X's rows, as y is)
         fit_params = self._routed_fit_params(fit_params)["estimator"]
         if y is None:
             raise missing_target_error()
         X, y = self._check_series(X, y, reset=True)
+        check_sample_weight_rows(fit_params, n_rows(X))
         estimator = self._estimator_or_default()
         rng = random_generator(self.random_state)
         unset = seed_parameters(estimator, only_unset=True)  # Pipeline steps included
@@ -994,6 +1000,11 @@ class SequentialConformalRegressor(
                 None,
             )
             if refused is None:
+                frozen = isinstance(estimator, FrozenEstimator)
+                inner = estimator.estimator if frozen else estimator
+                if not (isinstance(inner, Pipeline) and len(inner.steps) > 1):  # (it may encode)
+                    who = f"`estimator` ({type(estimator).__name__})"
+                    refuse_non_numeric_features(X, who, error=error)  # text: named, with remedy
                 raise
             if refused == "groups":
                 advice = (
