@@ -329,6 +329,18 @@ def test_generator_seed_is_not_drawn_by_harmless_calls():
         return model.fit(X, y).estimator_.lower.random_state
 
     assert seed_after(lambda m: None) == seed_after(get_tags) is not None
+    # the same with a legacy RandomState (determinism review, stop 58: it was drawn from)
+    legacy = np.random.RandomState(5)
+    before_legacy = legacy.get_state()[1].copy()
+    get_tags(ConformalizedQuantileRegressor(random_state=legacy))
+    np.testing.assert_array_equal(legacy.get_state()[1], before_legacy)
+
+    def legacy_seed_after(prepare):
+        model = ConformalizedQuantileRegressor(random_state=np.random.RandomState(42))
+        prepare(model)
+        return model.fit(X, y).estimator_.lower.random_state
+
+    assert legacy_seed_after(lambda m: None) == legacy_seed_after(get_tags) is not None
 
 
 def test_quantile_band_fit_trains_clones_and_leaves_the_given_models_alone():

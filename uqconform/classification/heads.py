@@ -125,6 +125,8 @@ class HeadEnsemble(VersionedState, RoutesFitParams, ClassifierMixin, BaseEstimat
     n_jobs : int, default=None
         Heads are fitted through joblib.
     random_state : int, numpy Generator or None, default=None
+        Seed of the heads' bootstrap rows or feature subsets and of each head's
+        ``random_state`` parameters; None draws afresh at every fit.
     verbose : bool, default=False
         Show a progress bar of the fitted heads.
 

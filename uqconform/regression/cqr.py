@@ -306,13 +306,13 @@ class ConformalizedQuantileRegressor(SplitConformalRegressor):
         return False
 
     def _default_estimator(self) -> BaseEstimator:
-        # Called by get_tags and parameter checks too: a Generator is not drawn from here
-        # (each call would take a draw and change the numbers); the model's unset seed is
-        # filled once, when it is trained.
+        # Called by get_tags and parameter checks too: a Generator or RandomState is not
+        # drawn from here (each call would take a draw and change the numbers); the model's
+        # unset seed is filled once, when it is trained.
         seed = self.random_state
+        drawn = isinstance(seed, np.random.Generator | np.random.RandomState)
         return HistGradientBoostingRegressor(
-            loss="quantile",
-            random_state=None if isinstance(seed, np.random.Generator) else integer_seed(seed),
+            loss="quantile", random_state=None if drawn else integer_seed(seed)
         )
 
     def _pair(self) -> Sequence[Any] | None:
