@@ -188,6 +188,33 @@ def non_numeric_columns(X: Any) -> list[tuple[Any, str]]:
     return found
 
 
+def refuse_unencoded_features(X: Any, model: Any, error: Exception) -> None:
+    """Re-raise ``error``, raised by ``model`` reading ``X``, as the message naming the
+    columns of ``X`` that are not numbers and the encoding to use
+    (`refuse_non_numeric_features`); return (the caller re-raises ``error``) when
+    ``model`` is a Pipeline of several steps, which may encode columns itself (its own
+    message stands), or when every column is a number."""
+    inner = model.estimator if isinstance(model, FrozenEstimator) else model
+    steps = getattr(inner, "steps", None)
+    if isinstance(steps, list) and len(steps) > 1:
+        return
+    who = "`estimator`" + (
+        "" if isinstance(model, (list, tuple)) else f" ({type(model).__name__})"
+    )
+    refuse_non_numeric_features(X, who, error=error)
+
+
+@contextmanager
+def reading_features(X: Any, model: Any) -> Iterator[None]:
+    """Context of ``model``'s (or its clones') calls on ``X``: a failure to read columns of
+    ``X`` that are not numbers is re-raised naming them (`refuse_unencoded_features`)."""
+    try:
+        yield
+    except (TypeError, ValueError) as error:
+        refuse_unencoded_features(X, model, error)
+        raise
+
+
 def refuse_non_numeric_features(
     X: Any,
     who: str,

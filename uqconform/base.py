@@ -29,7 +29,6 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.exceptions import NotFittedError
 from sklearn.frozen import FrozenEstimator
-from sklearn.pipeline import Pipeline
 from sklearn.utils import get_tags
 
 from uqconform._rows import (
@@ -59,7 +58,7 @@ from uqconform._validation import (
     model_classes,
     non_finite_parts,
     refuse_model_class,
-    refuse_non_numeric_features,
+    refuse_unencoded_features,
     sklearn_tags,
 )
 from uqconform._version import VersionedState
@@ -1134,13 +1133,7 @@ class ModelWrapper(
             model = getattr(self, "estimator", None)  # the user's (not a pair made of it)
             if model is None and hasattr(self, "estimator"):
                 model = self._estimator_or_default()
-            inner = model.estimator if isinstance(model, FrozenEstimator) else model
-            if isinstance(inner, Pipeline) and len(inner.steps) > 1:
-                raise  # its steps may encode columns of X: the model's message stands
-            who = "`estimator`" + (
-                "" if isinstance(model, (list, tuple)) else f" ({type(model).__name__})"
-            )
-            refuse_non_numeric_features(X, who, error=error)
+            refuse_unencoded_features(X, model, error)
             raise
 
     def _check_nan(self, X: Any) -> None:

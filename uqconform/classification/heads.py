@@ -9,8 +9,6 @@ classifiers with identical ``classes_`` works too.
 from __future__ import annotations
 
 import numbers
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -19,9 +17,7 @@ from joblib import delayed
 from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.exceptions import NotFittedError
-from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import LogisticRegression
-from sklearn.pipeline import Pipeline
 from sklearn.utils import _safe_indexing
 from sklearn.utils.validation import check_is_fitted
 
@@ -48,8 +44,8 @@ from uqconform._validation import (
     labels_text,
     missing_proba_error,
     model_classes,
+    reading_features,
     refuse_model_class,
-    refuse_non_numeric_features,
 )
 from uqconform._version import VersionedState
 from uqconform._warnings import warn_user
@@ -82,22 +78,6 @@ def _names_text(names: list[str], shown: int = 10) -> str:
     if len(names) <= shown:
         return str(names)
     return f"{str(names[:shown])[:-1]}, ...] ({len(names)} columns)"
-
-
-@contextmanager
-def reading_features(X: Any, model: Any) -> Iterator[None]:
-    """Context of the fits of clones of ``model`` on ``X``: their failure to read columns
-    of ``X`` that are not numbers (numpy's "could not convert string to float") is
-    re-raised naming them and the encoding to use (`refuse_non_numeric_features`), as
-    `uqconform.base.ConformalPredictor` does. A Pipeline of several steps may encode
-    columns itself: its own message stands."""
-    try:
-        yield
-    except (TypeError, ValueError) as error:
-        inner = model.estimator if isinstance(model, FrozenEstimator) else model
-        if not (isinstance(inner, Pipeline) and len(inner.steps) > 1):
-            refuse_non_numeric_features(X, f"`estimator` ({type(model).__name__})", error=error)
-        raise
 
 
 def _fit_head(estimator, X, y, rows, columns, seed, fit_params):

@@ -70,6 +70,7 @@ from uqconform._validation import (
     check_wrapper_fitted,
     class_probabilities,
     missing_proba_error,
+    reading_features,
     refuse_model_class,
     sklearn_tags,
     value_summary,
@@ -88,7 +89,6 @@ from uqconform.base import (
     remember_calibration_rows,
     remember_training_rows,
 )
-from uqconform.classification.heads import reading_features
 from uqconform.classification.split import encode_labels
 from uqconform.quantiles import (
     _sentence_end,

@@ -41,7 +41,6 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, RegressorMixin, clone
 from sklearn.ensemble import RandomForestRegressor
 from sklearn.frozen import FrozenEstimator
-from sklearn.pipeline import Pipeline
 from sklearn.utils.validation import _num_samples, check_is_fitted, validate_data
 
 from uqconform._rows import check_sample_weight_rows, n_rows
@@ -62,7 +61,7 @@ from uqconform._validation import (
     no_calibrate_step,
     real_values,
     refuse_model_class,
-    refuse_non_numeric_features,
+    refuse_unencoded_features,
 )
 from uqconform._version import VersionedState
 from uqconform._warnings import warn_user
@@ -1000,11 +999,7 @@ class SequentialConformalRegressor(
                 None,
             )
             if refused is None:
-                frozen = isinstance(estimator, FrozenEstimator)
-                inner = estimator.estimator if frozen else estimator
-                if not (isinstance(inner, Pipeline) and len(inner.steps) > 1):  # (it may encode)
-                    who = f"`estimator` ({type(estimator).__name__})"
-                    refuse_non_numeric_features(X, who, error=error)  # text: named, with remedy
+                refuse_unencoded_features(X, estimator, error)  # text: named, with remedy
                 raise
             if refused == "groups":
                 advice = (
