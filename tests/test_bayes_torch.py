@@ -111,6 +111,16 @@ def test_a_shared_parameter_free_or_normalisation_module_is_accepted():
     )
 
 
+def test_weight_normalised_layers_are_not_taken_for_tied_ones():
+    # diffrev25: a parametrized weight is built anew at each access, and its id was
+    # reused by the next layer's: untied weight-normed layers were refused as tied
+    from torch.nn.utils.parametrizations import weight_norm
+
+    nn = torch.nn
+    net = nn.Sequential(weight_norm(nn.Linear(2, 4)), nn.Tanh(), weight_norm(nn.Linear(4, 1)))
+    assert len(from_torch(net.double()).layers) == 3
+
+
 def test_a_frozen_linear_layer_is_named():
     """Fine-tuning the head only (requires_grad=False below): a clear refusal, not a
     KeyError on an object id."""

@@ -740,3 +740,23 @@ def test_an_unseeded_shuffling_splitter_is_seeded_by_the_wrappers_seed():
         for _ in range(2)
     ]
     np.testing.assert_array_equal(normalized[0], normalized[1])
+
+
+def test_a_splitter_that_cannot_be_copied_is_used_as_given():
+    # diffrev25: seeding a copy of an unseeded shuffling splitter crashed fits that ran
+    # before when the splitter cannot be deep-copied (it holds a lock)
+    import threading
+
+    from sklearn.model_selection import KFold
+
+    class LockedKFold(KFold):
+        def __init__(self, n_splits=5, *, shuffle=False, random_state=None):
+            super().__init__(n_splits, shuffle=shuffle, random_state=random_state)
+            self.lock = threading.Lock()
+
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(60, 2))
+    y = X[:, 0] + rng.normal(size=60)
+    splitter = LockedKFold(3, shuffle=True)
+    model = CrossConformalRegressor(Ridge(), cv=splitter, random_state=0).fit(X[:50], y[:50])
+    assert model.predict_interval(X[50:]).shape == (10, 2)

@@ -2945,16 +2945,33 @@ def test_integer_column_labels_in_another_order_are_refused(data):
     # so X[[2, 1, 0]] of a frame built from an array gave each feature another's values
     X, y, _ = data
     frame = pd.DataFrame(X)  # columns 0, 1, 2
-    fitted_on_frame = SplitConformalRegressor(LinearRegression()).fit(frame[:100], y[:100])
-    fitted_on_array = SplitConformalRegressor(LinearRegression()).fit(X[:100], y[:100])
-    for model in (fitted_on_frame, fitted_on_array):
-        model.calibrate(frame[100:], y[100:])
-        expected = model.predict_interval(X[100:])
-        np.testing.assert_allclose(model.predict_interval(frame[100:]), expected, rtol=1e-12)
-        with pytest.raises(ValueError, match=r"integer column labels \[2, 1, 0\] in another"):
-            model.predict_interval(frame[[2, 1, 0]][100:])
+    model = SplitConformalRegressor(LinearRegression()).fit(frame[:100], y[:100])
+    model.calibrate(frame[100:], y[100:])
+    expected = model.predict_interval(X[100:])
+    np.testing.assert_allclose(model.predict_interval(frame[100:]), expected, rtol=1e-12)
+    with pytest.raises(ValueError, match=r"labels \[2, 1, 0\] in another order than at the fit"):
+        model.predict_interval(frame[[2, 1, 0]][100:])
     chosen = pd.DataFrame(X[:, [0, 2]], columns=[7, 3])  # labels of a wider table
     model = SplitConformalRegressor(LinearRegression()).fit(chosen[:100], y[:100])
     model.calibrate(chosen[100:], y[100:])
     with pytest.raises(ValueError, match=r"the fit \(\[7, 3\]\).*Pass .* X\[\[7, 3\]\]"):
         model.predict_interval(chosen[[3, 7]])
+
+
+def test_integer_column_labels_are_not_checked_against_an_unknown_order(data):
+    # diffrev25: a fit on an array, or a model adopted fitted on a frame whose labels are
+    # a shuffled 0..d-1, was refused as if the fit had seen 0, 1, 2 (with wrong advice)
+    X, y, _ = data
+    shuffled = pd.DataFrame(X)[[2, 0, 1]]
+    on_array = SplitConformalRegressor(LinearRegression()).fit(shuffled.to_numpy()[:100], y[:100])
+    on_array.calibrate(shuffled[100:], y[100:])  # the fit's positions: accepted
+    np.testing.assert_allclose(
+        on_array.predict_interval(shuffled[100:]),
+        on_array.predict_interval(shuffled.to_numpy()[100:]),
+        rtol=1e-12,
+    )
+    prefit = LinearRegression().fit(shuffled[:100], y[:100])
+    adopted = SplitConformalRegressor(prefit).calibrate(shuffled[100:], y[100:])
+    assert adopted.predict_interval(shuffled[100:]).shape == (50, 2)
+    nullable = pd.DataFrame(X, columns=pd.array([0, None, 2], dtype="Int64"))
+    assert SplitConformalRegressor(LinearRegression()).fit(nullable[:100], y[:100])

@@ -104,8 +104,11 @@ def seeded_splitter(cv: Any, random_state: Any) -> Any:
     shuffles = hasattr(cv, "random_state") and getattr(cv, "shuffle", True)
     if random_state is None or not shuffles or cv.random_state is not None:
         return cv
-    seeded = copy.deepcopy(cv)
-    seeded.random_state = integer_seed(random_state)
+    try:
+        seeded = copy.deepcopy(cv)
+        seeded.random_state = integer_seed(random_state)
+    except (TypeError, AttributeError, copy.Error):  # cannot be copied or seeded: as given
+        return cv
     return seeded
 
 

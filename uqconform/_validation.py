@@ -364,33 +364,34 @@ def check_features(estimator: BaseEstimator, X: Any, *, reset: bool) -> Any:
 def _check_integer_columns(estimator: Any, X: Any, *, reset: bool) -> None:
     """Record (``reset``) or check a DataFrame's integer column labels, which scikit-learn
     does not record as feature names (``pd.DataFrame(array)``): a later frame whose integer
-    labels reorder those of the fit (or ``0, ..., d - 1`` when the fit saw none, an array)
-    is refused, since column ``j`` is read as feature ``j`` (``X[[2, 1, 0]]`` gave each
-    feature another's values silently)."""
+    labels reorder those recorded at the fit is refused, since column ``j`` is read as
+    feature ``j`` (``X[[2, 1, 0]]`` gave each feature another's values silently). Nothing
+    is checked when the fit recorded none (an array, a model adopted fitted, an older
+    pickle): the order it saw is unknown."""
     columns = getattr(X, "columns", None)
     labels = None
     if (
         isinstance(columns, pd.Index)
         and len(columns)
         and pd.api.types.is_integer_dtype(columns.dtype)
+        and not columns.hasnans  # nullable Int64 labels holding pd.NA: not positions
     ):
-        labels = np.asarray(columns, dtype=np.int64)
+        labels = np.asarray(columns.tolist())  # Python ints: no overflow of huge uint64
     if reset:
         if labels is None:
             estimator.__dict__.pop("_integer_columns_in", None)
         else:
             estimator.__dict__["_integer_columns_in"] = labels
         return
-    known = estimator.__dict__.get("_integer_columns_in")
-    if labels is None or getattr(estimator, "feature_names_in_", None) is not None:
+    seen = estimator.__dict__.get("_integer_columns_in")
+    if labels is None or seen is None or getattr(estimator, "feature_names_in_", None) is not None:
         return
-    seen = np.arange(labels.size) if known is None else np.asarray(known)
+    seen = np.asarray(seen)
     if (
         seen.size == labels.size
         and np.array_equal(np.sort(seen), np.sort(labels))
         and not np.array_equal(seen, labels)
     ):
-        fitted = "the integer column labels of the fit" if known is not None else "0, 1, ..."
 
         def shown(values: NDArray) -> str:
             if values.size <= 8:
@@ -398,9 +399,9 @@ def _check_integer_columns(estimator: Any, X: Any, *, reset: bool) -> None:
             return "[" + ", ".join(map(str, values[:6].tolist())) + ", ...]"
 
         raise ValueError(
-            f"`X` has the integer column labels {shown(labels)} in another order than "
-            f"{fitted} ({shown(seen)}): columns are read by position, so each feature would "
-            f"get another's values. Pass the columns in the order of the fit, "
+            f"`X` has the integer column labels {shown(labels)} in another order than at "
+            f"the fit ({shown(seen)}): columns are read by position, so each feature would "
+            "get another's values. Pass the columns in the order of the fit, "
             f"X[{shown(seen) if seen.size <= 8 else 'columns_of_the_fit'}]."
         )
 

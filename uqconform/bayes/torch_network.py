@@ -69,7 +69,9 @@ def _refuse_tied(leaves: list[Any], torch: Any) -> None:
     for leaf in leaves:
         if not isinstance(leaf, torch.nn.Linear):
             continue
-        parameters = {id(p) for p in (leaf.weight, leaf.bias) if p is not None}
+        # the registered parameters (a parametrized weight, weight_norm's, is built anew at
+        # each access: its id is reused by the next layer's)
+        parameters = {id(p) for p in leaf.parameters()}
         if parameters & seen:
             raise TypeError(
                 f"{leaf} appears more than once in the module (the same layer used twice, "

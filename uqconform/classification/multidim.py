@@ -23,6 +23,7 @@ probability (`EnsembleConformalClassifier`) is the baseline to beat.
 from __future__ import annotations
 
 import contextlib
+import functools
 import numbers
 from typing import TYPE_CHECKING, Any, cast
 
@@ -33,7 +34,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.ensemble import HistGradientBoostingClassifier
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 from uqconform._rows import n_rows, row_sliceable, slice_rows
 from uqconform._seeding import check_random_state_value, integer_seed, seeded_generator
@@ -96,8 +97,15 @@ def _aggregator_threads(n_vectors: int) -> contextlib.AbstractContextManager[Any
     """One OpenMP thread for the aggregator on fewer than ``_ONE_THREAD_VECTORS`` score
     vectors (the same answers, faster), the caller's threads on more."""
     if n_vectors < _ONE_THREAD_VECTORS:
-        return threadpool_limits(1, user_api="openmp")
+        return _openmp_controller().limit(limits=1, user_api="openmp")
     return contextlib.nullcontext()
+
+
+@functools.lru_cache(maxsize=1)
+def _openmp_controller() -> ThreadpoolController:
+    """One controller of the loaded thread pools, made at the first use: building one
+    scans the loaded libraries (about 3 ms, which a one-row prediction paid at each call)."""
+    return ThreadpoolController()
 
 
 class MultiDimScoreClassifier(
