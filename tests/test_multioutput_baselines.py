@@ -273,8 +273,32 @@ def test_regions_refuse_a_dataframe_in_another_column_order(data, bonferroni):
     unnamed = model.fit(Xf, Yf).calibrate(Xc, Yc).predict_set(Xt)  # fitted on an array
     assert unnamed.output_names is None
     assert unnamed.contains(frame[["lon", "lat"]]).shape == (len(Yt),)
-    with pytest.raises(ValueError, match="one string per output"):
+    with pytest.raises(ValueError, match=r"one name .* per output"):
         PredictionRegion(region.latent_map, 1.0, output_names=["lat"])
+
+
+@pytest.mark.parametrize(
+    "labels",
+    [[450.0, 550.0], [("y", "a"), ("y", "b")], ["price", 2024]],
+    ids=["floats", "multiindex", "mixed"],
+)
+def test_float_tuple_and_mixed_output_labels_are_names_too(labels):
+    # mo review (stop 58): these labels were not recorded, so Y[cols[::-1]] was read by
+    # position (radius 2.0 -> 17.5; contains covered 0.13 for 0.88)
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 2))
+    Y = np.column_stack([X[:, 0] + rng.normal(size=300), 10 * rng.normal(size=300)])
+    columns = pd.MultiIndex.from_tuples(labels) if isinstance(labels[0], tuple) else labels
+    frame = pd.DataFrame(Y, columns=columns)
+    model = EllipsoidalConformalRegressor(Ridge()).fit(X[:150], frame[:150])
+    assert model.output_names_in_.tolist() == labels
+    reordered = frame[frame.columns[::-1]]
+    with pytest.raises(ValueError, match="differ from those seen at fit"):
+        model.calibrate(X[150:250], reordered[150:250])
+    region = model.calibrate(X[150:250], frame[150:250]).predict_set(X[250:])
+    with pytest.raises(ValueError, match="differ from the region's outputs"):
+        region.contains(reordered[250:])
+    np.testing.assert_array_equal(region.contains(frame[250:]), region.contains(Y[250:]))
 
 
 def test_degenerate_residuals_and_non_partition_folds_are_named():

@@ -669,8 +669,11 @@ def test_contains_refuses_integer_column_labels_in_another_order():
     other = PredictionRegion(region.latent_map, 1.5, output_names=np.array([5, 7]))
     with pytest.raises(ValueError, match=r"columns of `Y` \[1, 0\] .*outputs \[0, 1\]"):
         other.contains(frame[[1, 0]])
-    with pytest.raises(ValueError, match="one string per output"):
-        PredictionRegion(region.latent_map, 1.5, output_names=[1, "b"])
+    with pytest.raises(ValueError, match=r"one name .* per output"):
+        PredictionRegion(region.latent_map, 1.5, output_names=[1, None])  # a missing name
+    mixed = PredictionRegion(region.latent_map, 1.5, output_names=[1, "b"])  # names too
+    with pytest.raises(ValueError, match=r"columns of `Y` \['b', 1\] differ"):
+        mixed.contains(frame.set_axis([1, "b"], axis=1)[["b", 1]])
 
 
 def test_monte_carlo_volume_of_a_row_depends_on_the_rows_of_the_call():

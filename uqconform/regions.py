@@ -365,30 +365,56 @@ def _unit_sphere_sample(rng: np.random.Generator, n_points: int, dim: int, norm:
     return np.concatenate(parts)
 
 
-def _one_kind(labels: Sequence[Any]) -> list[str] | list[int] | None:
-    """``labels`` as plain ``str`` or ``int`` when they are all strings or all integers
-    (not booleans), else None."""
-    if all(isinstance(label, str) for label in labels):
-        return [str(label) for label in labels]
-    if all(
+def _label_kind(labels: Sequence[Any]) -> str:
+    """ "int" when ``labels`` are all integers (not booleans: integer labels may be
+    positions), else "name" (strings, floats such as wavelengths, MultiIndex tuples, mixed
+    labels: names only)."""
+    if labels and all(
         isinstance(label, numbers.Integral) and not isinstance(label, bool | np.bool_)
         for label in labels
     ):
-        return [int(label) for label in labels]
-    return None
+        return "int"
+    return "name"
 
 
-def _column_labels(Y: Any) -> list[str] | list[int] | None:
-    """The column labels of a DataFrame ``Y`` when they are all strings or all integers,
-    else None (an array, mixed labels)."""
+def _one_kind(labels: Sequence[Any]) -> list[Any] | None:
+    """``labels`` as plain Python values (``str``, ``int``, ``float``, tuples of them), or
+    None when one cannot name an output (unhashable, a missing value)."""
+    plain = [label.item() if isinstance(label, np.generic) else label for label in labels]
+    if any(
+        label is None
+        or (isinstance(label, float) and label != label)  # NaN
+        or type(label).__name__ == "NAType"  # pandas' NA
+        for label in plain
+    ):
+        return None
+    try:
+        set(plain)  # hashable
+    except TypeError:
+        return None
+    if _label_kind(plain) == "int":
+        return [int(label) for label in plain]
+    return plain
+
+
+def _label_array(labels: Sequence[Any]) -> NDArray:
+    """A 1-D object array of ``labels`` (tuples kept whole, not read as rows)."""
+    array = np.empty(len(labels), dtype=object)
+    for index, label in enumerate(labels):  # a loop over the outputs, not rows
+        array[index] = label
+    return array
+
+
+def _column_labels(Y: Any) -> list[Any] | None:
+    """The column labels of a DataFrame ``Y`` as plain values, else None (an array)."""
     columns = getattr(Y, "columns", None)
     return None if columns is None else _one_kind(list(columns))
 
 
-def output_columns(Y: Any) -> list[str] | list[int] | None:
-    """The names of the outputs of a DataFrame ``Y``: its column labels when they are all
-    strings, or all integers other than the positions ``0, ..., d - 1`` in order (the
-    columns of a frame built from an array, which name nothing); else None."""
+def output_columns(Y: Any) -> list[Any] | None:
+    """The names of the outputs of a DataFrame ``Y``: its column labels, unless they are
+    the positions ``0, ..., d - 1`` in order (the columns of a frame built from an array,
+    which name nothing); else None."""
     labels = _column_labels(Y)
     if labels is None or labels == list(range(len(labels))):
         return None
@@ -415,7 +441,7 @@ def record_or_check_output_columns(
     if columns is None:
         model.__dict__.pop(attribute, None)
     else:
-        setattr(model, attribute, np.asarray(columns, dtype=object))
+        setattr(model, attribute, _label_array(columns))
 
 
 def check_output_columns(
@@ -430,19 +456,20 @@ def check_output_columns(
     read as output ``j``); arrays and other inputs pass. ``seen`` and ``attribute`` say
     where the names come from (a region, or a model's fit).
 
-    String column labels must equal string ``output_names``. Integer labels are compared
-    with integer ``output_names`` when they hold the same labels in another order; other
-    integer labels are the outputs' positions, so labels that reorder ``0, ..., d - 1``
-    (``Y[[1, 0]]`` of a frame built from an array) are refused whatever the names. Other
-    labels (strings against integer names, integers that are no reordering) say nothing
-    about the order: the columns are read by position.
+    Labels that are names (strings, floats, MultiIndex tuples, mixed) must equal the
+    ``output_names`` of that kind. Integer labels are compared with integer
+    ``output_names`` when they hold the same labels in another order; other integer labels
+    are the outputs' positions, so labels that reorder ``0, ..., d - 1`` (``Y[[1, 0]]`` of
+    a frame built from an array) are refused whatever the names. Other labels (names
+    against integer names, integers that are no reordering) say nothing about the order:
+    the columns are read by position.
     """
     labels = _column_labels(Y)
     if not labels:
         return
     known = None if output_names is None else (_one_kind(list(output_names)) or None)
-    text = isinstance(labels[0], str)
-    if known is not None and isinstance(known[0], str) == text:  # names of this kind
+    text = _label_kind(labels) == "name"
+    if known is not None and (_label_kind(known) == "name") == text:  # names of this kind
         if labels == known:
             return
         if text or sorted(labels) == sorted(known):
@@ -534,15 +561,16 @@ class PredictionRegion:
         if np.isnan(values).any() or (values < 0).any():
             raise ValueError(f"`radius` must be >= 0 (or +inf), got {radius!r}.")
         if output_names is not None:
-            names = np.asarray(output_names, dtype=object)
-            labels = _one_kind(names.tolist()) if names.ndim == 1 else None
-            if names.shape != (int(latent_map.dim),) or labels is None:
+            given = (
+                list(cast("Sequence[Any]", output_names)) if np.ndim(output_names) > 0 else None
+            )
+            labels = None if given is None else _one_kind(given)
+            if labels is None or len(labels) != int(latent_map.dim):
                 raise ValueError(
-                    f"`output_names` must hold one string per output ({int(latent_map.dim)}), "
-                    f"or one integer per output, got {names.tolist()!r:.80}."
+                    f"`output_names` must hold one name (a string, number or tuple) per "
+                    f"output ({int(latent_map.dim)}), got {output_names!r:.80}."
                 )
-            output_names = np.empty(len(labels), dtype=object)
-            output_names[:] = labels
+            output_names = _label_array(labels)
         self.latent_map = latent_map
         self.radius = float(values) if values.ndim == 0 else values
         self.norm = norm
