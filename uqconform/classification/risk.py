@@ -324,9 +324,9 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
         ``method="ltt"``: the probability thresholds tried (a row's set holds the labels
         with ``p >= t``, compared as ``1 - p <= 1 - t``, so a probability a rounding error
         below ``t`` can count; the same at calibration and prediction), fixed before
-        seeing the calibration data; an int ``m`` means
-        ``1/m, 2/m, ..., 1``. Not used by the other methods (but still checked, like
-        ``delta``).
+        seeing the calibration data, each in (0, 1] (0 is refused: it would keep every
+        label); an int ``m`` means ``1/m, 2/m, ..., 1``. Not used by the other methods
+        (but still checked, like ``delta``).
     fwer : {"fixed_sequence", "bonferroni"}, default="fixed_sequence"
         ``method="ltt"``: ``"fixed_sequence"`` tests the thresholds from the safe end
         (the largest sets for ``"fnr"`` and ``"miscoverage"``, the smallest for
@@ -532,14 +532,17 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
             values = np.asarray(grid, dtype=float)
         except (TypeError, ValueError):
             values = np.empty(0)
-        if (
-            isinstance(grid, bool)
-            or values.ndim != 1
-            or not values.size
-            or not ((values > 0) & (values <= 1)).all()
-        ):
+        if isinstance(grid, bool) or values.ndim != 1 or not values.size:
             raise ValueError(
-                f"`thresholds` must be an int or probabilities in (0, 1], got {grid!r}."
+                f"`thresholds` must be an int or probabilities in (0, 1], got {grid!r:.80}."
+            )
+        outside = np.flatnonzero(~((values > 0) & (values <= 1)))  # NaN too
+        if outside.size:
+            shown = ", ".join(f"{values[i]:g} (entry {i})" for i in outside[:3])
+            more = f" and {outside.size - 3} more" if outside.size > 3 else ""
+            raise ValueError(
+                f"`thresholds` must hold probabilities in (0, 1], got {shown}{more}: drop "
+                "them (a threshold of 0 would put every label in every set)."
             )
 
     def _grid(self) -> NDArray:
