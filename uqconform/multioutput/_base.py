@@ -492,7 +492,8 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
             Training targets (``Y``); finite.
         **fit_params : dict
             Passed to the estimator's ``fit``. With scikit-learn's metadata routing on, only
-            those the model requested (see `uqconform.routing`).
+            those the model requested (see `uqconform.routing`). A ``sample_weight``
+            weights the point model only: the region's shape is learnt from every row.
 
         Returns
         -------
