@@ -2958,6 +2958,28 @@ def test_integer_column_labels_in_another_order_are_refused(data):
         model.predict_interval(chosen[[3, 7]])
 
 
+@pytest.mark.parametrize(
+    "columns",
+    [
+        [400.0, 550.5, 700.0],
+        list(pd.date_range("2024-01-01", periods=3)),
+        pd.Index([0, 1, 2], dtype=object),
+    ],
+    ids=["floats", "timestamps", "object-ints"],
+)
+def test_other_column_labels_scikit_learn_does_not_record_are_checked_too(data, columns):
+    # regr review (stop 58): float, timestamp and object-dtype labels reordered at predict
+    # were read by position (coverage 0.89 -> 0.14)
+    X, y, _ = data
+    frame = pd.DataFrame(X, columns=columns)
+    model = SplitConformalRegressor(LinearRegression()).fit(frame[:100], y[:100])
+    model.calibrate(frame[100:], y[100:])
+    with pytest.raises(ValueError, match=r"column labels .* in another order than at the fit"):
+        model.predict_interval(frame[frame.columns[::-1]])
+    with pytest.warns(UserWarning, match=r"not those of the fit .* same features"):
+        model.predict_interval(pd.DataFrame(X, columns=[10, 11, 12]))
+
+
 def test_integer_column_labels_are_not_checked_against_an_unknown_order(data):
     # diffrev25: a fit on an array, or a model adopted fitted on a frame whose labels are
     # a shuffled 0..d-1, was refused as if the fit had seen 0, 1, 2 (with wrong advice)

@@ -351,7 +351,7 @@ def check_features(estimator: BaseEstimator, X: Any, *, reset: bool) -> Any:
         raise ValueError(f"{error} {feature_axis_hint(X)}") from None
     if n_rows(X) == 0:
         raise ValueError("`X` has no rows.")
-    _check_integer_columns(estimator, X, reset=reset)
+    _check_unnamed_columns(estimator, X, reset=reset)
     names = getattr(estimator, "feature_names_in_", None)
     if not reset and names is not None and isinstance(X, np.ndarray) and X.ndim == 2:
         # fitted on named columns, given an array: scikit-learn warned once above; the
@@ -361,49 +361,55 @@ def check_features(estimator: BaseEstimator, X: Any, *, reset: bool) -> Any:
     return X
 
 
-def _check_integer_columns(estimator: Any, X: Any, *, reset: bool) -> None:
-    """Record (``reset``) or check a DataFrame's integer column labels, which scikit-learn
-    does not record as feature names (``pd.DataFrame(array)``): a later frame whose integer
-    labels reorder those recorded at the fit is refused, since column ``j`` is read as
-    feature ``j`` (``X[[2, 1, 0]]`` gave each feature another's values silently). Nothing
-    is checked when the fit recorded none (an array, a model adopted fitted, an older
-    pickle): the order it saw is unknown."""
+def _check_unnamed_columns(estimator: Any, X: Any, *, reset: bool) -> None:
+    """Record (``reset``) or check a DataFrame's column labels that scikit-learn does not
+    record as feature names (it records text only): integers (``pd.DataFrame(array)``),
+    floats (wavelengths), timestamps (columns pivoted by date). A later frame whose labels
+    reorder those recorded at the fit is refused, since column ``j`` is read as feature
+    ``j`` (``X[[2, 1, 0]]`` gave each feature another's values silently); one with other
+    labels of the same count gets a warning. Nothing is checked when the fit recorded none
+    (an array, text names, a model adopted fitted, an older pickle)."""
     columns = getattr(X, "columns", None)
     labels = None
     if (
         isinstance(columns, pd.Index)
         and len(columns)
-        and pd.api.types.is_integer_dtype(columns.dtype)
-        and not columns.hasnans  # nullable Int64 labels holding pd.NA: not positions
+        and not isinstance(columns, pd.MultiIndex)
+        and not any(isinstance(label, str) for label in columns)  # scikit-learn's names
+        and not columns.hasnans
+        and columns.is_unique
     ):
-        labels = np.asarray(columns.tolist())  # Python ints: no overflow of huge uint64
+        labels = columns.tolist()
     if reset:
         if labels is None:
-            estimator.__dict__.pop("_integer_columns_in", None)
+            estimator.__dict__.pop("_column_labels_in", None)
         else:
-            estimator.__dict__["_integer_columns_in"] = labels
+            estimator.__dict__["_column_labels_in"] = labels
         return
-    seen = estimator.__dict__.get("_integer_columns_in")
+    seen = estimator.__dict__.get("_column_labels_in")
     if labels is None or seen is None or getattr(estimator, "feature_names_in_", None) is not None:
         return
-    seen = np.asarray(seen)
-    if (
-        seen.size == labels.size
-        and np.array_equal(np.sort(seen), np.sort(labels))
-        and not np.array_equal(seen, labels)
-    ):
+    if len(seen) != len(labels) or labels == list(seen):
+        return  # another width: scikit-learn names it
 
-        def shown(values: NDArray) -> str:
-            if values.size <= 8:
-                return str(values.tolist())
-            return "[" + ", ".join(map(str, values[:6].tolist())) + ", ...]"
+    def shown(values: list[Any]) -> str:
+        text = [str(_plain(value)) for value in values[:6]]
+        return "[" + ", ".join(text) + (", ...]" if len(values) > 6 else "]")
 
+    if set(labels) == set(seen):
+        numbers_only = all(isinstance(label, (int, float)) for label in seen)
+        order = str(list(seen)) if numbers_only and len(seen) <= 6 else "<the fit's columns>"
         raise ValueError(
-            f"`X` has the integer column labels {shown(labels)} in another order than at "
-            f"the fit ({shown(seen)}): columns are read by position, so each feature would "
-            "get another's values. Pass the columns in the order of the fit, "
-            f"X[{shown(seen) if seen.size <= 8 else 'columns_of_the_fit'}]."
+            f"`X` has the column labels {shown(labels)} in another order than at the fit "
+            f"({shown(list(seen))}): columns are read by position, so each feature would "
+            f"get another's values. Pass the columns in the order of the fit, X[{order}]."
         )
+    warn_user(
+        f"`X` has the column labels {shown(labels)}, not those of the fit "
+        f"({shown(list(seen))}): columns are read by position, as at the fit; check that "
+        "they are the same features in the same order.",
+        UserWarning,
+    )
 
 
 def frame_as_numbers(Y: Any, name: str = "Y") -> Any:

@@ -1265,7 +1265,7 @@ class ModelWrapper(
         self.estimator_ = prefit
         self._estimator_adopted = True  # re-adopted at each calibrate, so set_params applies
         self.__dict__.pop("_fit_settings", None)  # nothing was trained by fit
-        self.__dict__.pop("_integer_columns_in", None)  # the column order the model saw
+        self.__dict__.pop("_column_labels_in", None)  # the column order the model saw
         for name in ("n_features_in_", "feature_names_in_"):
             if hasattr(prefit, name):
                 setattr(self, name, getattr(prefit, name))

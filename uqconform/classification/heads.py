@@ -244,7 +244,7 @@ class HeadEnsemble(VersionedState, RoutesFitParams, ClassifierMixin, BaseEstimat
         self.heads_ = heads
         self.feature_subsets_: list[NDArray | None] = [None] * len(heads)
         self.classes_ = classes[0]
-        self.__dict__.pop("_integer_columns_in", None)  # the order the models saw: unknown
+        self.__dict__.pop("_column_labels_in", None)  # the order the models saw: unknown
         for name in ("n_features_in_", "feature_names_in_"):
             if hasattr(heads[0], name):
                 setattr(self, name, getattr(heads[0], name))

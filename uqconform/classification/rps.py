@@ -1253,7 +1253,7 @@ class ReliablePredictionSets(
         self.estimators_ = models
         self.training_partition_sizes_ = None
         self._estimator_adopted = True
-        self.__dict__.pop("_integer_columns_in", None)  # the order the models saw: unknown
+        self.__dict__.pop("_column_labels_in", None)  # the order the models saw: unknown
         for name in ("n_features_in_", "feature_names_in_"):
             if hasattr(models[0], name):
                 setattr(self, name, getattr(models[0], name))
