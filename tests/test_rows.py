@@ -181,30 +181,3 @@ def test_a_text_column_encoded_by_a_pipeline_reaches_the_model():
     HeadEnsemble(encoded(LogisticRegression()), 3, random_state=0).fit(X, targets["classes"])
     EllipsoidalConformalRegressor(encoded(Ridge())).fit(X, targets["outputs"])
     EnbPI(encoded(Ridge()), n_bootstrap=10, random_state=0).fit(X, targets["values"])
-
-
-@pytest.mark.parametrize("wrapper", ["split", "normalized", "cross", "cqr"])
-def test_a_negative_sample_weight_is_refused_naming_it(wrapper):
-    # regr review (stop 58): Ridge failed with SciPy's "array must not contain infs or
-    # NaNs" after a sqrt warning; CQR's gradient boosting took it silently
-    from sklearn.linear_model import Ridge
-
-    from uqconform.regression import (
-        ConformalizedQuantileRegressor,
-        CrossConformalRegressor,
-        SplitConformalRegressor,
-    )
-
-    rng = np.random.default_rng(0)
-    X, y = rng.normal(size=(60, 2)), rng.normal(size=60)
-    weight = np.ones(60)
-    weight[3] = -1.0
-    model = {
-        "split": lambda: SplitConformalRegressor(Ridge()),
-        "normalized": lambda: SplitConformalRegressor(Ridge(), conformity_score="normalized"),
-        "cross": lambda: CrossConformalRegressor(Ridge(), cv=3),
-        "cqr": lambda: ConformalizedQuantileRegressor(),
-    }[wrapper]()
-    with pytest.raises(ValueError, match=r"`sample_weight` must be >= 0, got -1 at row 3\."):
-        model.fit(X, y, sample_weight=weight)
-    assert model.fit(X, y, sample_weight=np.abs(weight)) is model  # non-negative: accepted

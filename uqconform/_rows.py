@@ -67,19 +67,6 @@ def check_sample_weight_rows(fit_params: dict[str, Any], n: int) -> None:
             f"`sample_weight` must be 1-D (one weight per row of X: {n}), got shape "
             f"{np.shape(weight)}."
         )
-    if weight is not None:
-        try:
-            values = np.asarray(weight, dtype=float)
-        except (TypeError, ValueError):  # not numbers: the model's own message
-            return
-        with np.errstate(invalid="ignore"):
-            negative = np.flatnonzero(values < 0)
-        if negative.size:
-            row = int(negative[0])
-            raise ValueError(
-                f"`sample_weight` must be >= 0, got {values.flat[row]:g} at row {row}"
-                f"{f' and {negative.size - 1} more' if negative.size > 1 else ''}."
-            )
 
 
 def fit_params_rows(fit_params: dict[str, Any], n: int, rows: NDArray) -> dict[str, Any]:
