@@ -2980,6 +2980,25 @@ def test_other_column_labels_scikit_learn_does_not_record_are_checked_too(data, 
         model.predict_interval(pd.DataFrame(X, columns=[10, 11, 12]))
 
 
+def test_multiindex_column_labels_are_checked_and_the_older_record_is_read(data):
+    # diffrev26: two-level columns (a pivot table) were left out; a wrapper pickled with
+    # this stop's first record (`_integer_columns_in`) lost the check when loaded
+    X, y, _ = data
+    frame = pd.DataFrame(X, columns=pd.MultiIndex.from_tuples([("a", 1), ("a", 2), ("b", 1)]))
+    model = SplitConformalRegressor(LinearRegression()).fit(frame[:100], y[:100])
+    model.calibrate(frame[100:], y[100:])
+    with pytest.raises(ValueError, match=r"in another order than at the fit"):
+        model.predict_interval(frame[frame.columns[::-1]])
+    integers = SplitConformalRegressor(LinearRegression()).fit(pd.DataFrame(X[:100]), y[:100])
+    state = integers.__getstate__()
+    state["_integer_columns_in"] = np.asarray(state.pop("_column_labels_in"))  # older record
+    older = SplitConformalRegressor.__new__(SplitConformalRegressor)
+    older.__setstate__(state)
+    older.calibrate(pd.DataFrame(X[100:]), y[100:])
+    with pytest.raises(ValueError, match=r"labels \[2, 1, 0\] in another order"):
+        older.predict_interval(pd.DataFrame(X)[[2, 1, 0]])
+
+
 def test_integer_column_labels_are_not_checked_against_an_unknown_order(data):
     # diffrev25: a fit on an array, or a model adopted fitted on a frame whose labels are
     # a shuffled 0..d-1, was refused as if the fit had seen 0, 1, 2 (with wrong advice)

@@ -371,10 +371,11 @@ def _check_unnamed_columns(estimator: Any, X: Any, *, reset: bool) -> None:
     (an array, text names, a model adopted fitted, an older pickle)."""
     columns = getattr(X, "columns", None)
     labels = None
+    if isinstance(columns, pd.MultiIndex):  # (pivot tables): its tuples
+        columns = columns.to_flat_index()
     if (
         isinstance(columns, pd.Index)
         and len(columns)
-        and not isinstance(columns, pd.MultiIndex)
         and not any(isinstance(label, str) for label in columns)  # scikit-learn's names
         and not columns.hasnans
         and columns.is_unique
@@ -397,7 +398,9 @@ def _check_unnamed_columns(estimator: Any, X: Any, *, reset: bool) -> None:
         return "[" + ", ".join(text) + (", ...]" if len(values) > 6 else "]")
 
     if set(labels) == set(seen):
-        numbers_only = all(isinstance(label, (int, float)) for label in seen)
+        numbers_only = all(
+            isinstance(label, (int, float)) and not isinstance(label, bool) for label in seen
+        )
         order = str(list(seen)) if numbers_only and len(seen) <= 6 else "<the fit's columns>"
         raise ValueError(
             f"`X` has the column labels {shown(labels)} in another order than at the fit "

@@ -29,7 +29,11 @@ class InconsistentVersionWarning(UserWarning):
 
 
 #: Private attributes renamed between builds (old name: new name), for older pickles.
-_RENAMED_STATE = {"_heads_adopted": "_estimator_adopted", "_adopted": "_estimator_adopted"}
+_RENAMED_STATE = {
+    "_heads_adopted": "_estimator_adopted",
+    "_adopted": "_estimator_adopted",
+    "_integer_columns_in": "_column_labels_in",
+}
 
 
 class VersionedState:

@@ -503,8 +503,8 @@ class PredictionRegion:
         value per row under group-conditional (Mondrian) calibration.
     norm : {"l2", "linf"}, default="l2"
         Norm of the latent ball: ``"l2"`` (ellipsoids, flows) or ``"linf"`` (boxes).
-    output_names : array-like of str or int of shape (d,), optional
-        The outputs' names, all strings or all integers (the multi-output wrappers pass the
+    output_names : array-like of shape (d,), optional
+        The outputs' names: strings, numbers or tuples (the multi-output wrappers pass the
         column names of a DataFrame ``Y`` seen at fit): a
         DataFrame given to `contains` with column labels of the same kind must have these
         columns in this order, since column ``j`` is tested as output ``j``. Without

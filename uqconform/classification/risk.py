@@ -345,10 +345,11 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
     estimator_ : classifier
     n_labels_ : int
         Number of labels, the columns of the sets.
-    label_names_in_ : ndarray of str or int, shape (n_labels,)
+    label_names_in_ : ndarray of object, shape (n_labels,)
         The column names of a label DataFrame seen at fit (or at a calibrate that adopts a
         fitted model); later label frames must have the same columns in the same order.
-        Only when those names are all strings, or integers other than ``0, ..., n - 1``.
+        Only when those labels (strings, numbers, tuples) are not ``0, ..., n - 1`` in
+        order.
     conformity_scores_ : ndarray of shape (n_calibration, n_labels)
         ``1 - p`` of every calibration row and label.
     calibration_labels_ : ndarray of bool, shape (n_calibration, n_labels)
@@ -538,11 +539,12 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
             )
         outside = np.flatnonzero(~((values > 0) & (values <= 1)))  # NaN too
         if outside.size:
-            shown = ", ".join(f"{values[i]:g} (entry {i})" for i in outside[:3])
+            shown = ", ".join(f"{float(values[i])!r} (entry {i})" for i in outside[:3])
             more = f" and {outside.size - 3} more" if outside.size > 3 else ""
+            zero = " (a threshold of 0 would put every label in every set)"
             raise ValueError(
                 f"`thresholds` must hold probabilities in (0, 1], got {shown}{more}: drop "
-                "them (a threshold of 0 would put every label in every set)."
+                f"them{zero if (values[outside] == 0).any() else ''}."
             )
 
     def _grid(self) -> NDArray:

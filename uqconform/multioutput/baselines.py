@@ -171,9 +171,9 @@ class EllipsoidalConformalRegressor(_ResidualShapeRegressor):
         for a sequence, per group with Mondrian groups; a later ``set_params(alpha=...)``
         does not change it, the prediction methods read ``alpha`` afresh).
     n_calibration_, n_outputs_, n_features_in_ : int
-    output_names_in_ : ndarray of str or int, shape (n_outputs,)
-        The column names of a DataFrame ``Y`` at fit, if they were all strings or all
-        integers other than ``0, ..., d - 1`` in order; later DataFrame targets with
+    output_names_in_ : ndarray of object, shape (n_outputs,)
+        The column labels of a DataFrame ``Y`` at fit (strings, numbers, MultiIndex
+        tuples), unless they are ``0, ..., d - 1`` in order; later DataFrame targets with
         labels of the same kind must have the same columns in the same order.
 
     Examples
@@ -337,9 +337,9 @@ class RectangularConformalRegressor(_ResidualShapeRegressor):
         ``bonferroni=True`` one half-width per output (trailing level axis for a sequence
         of alphas).
     n_calibration_, n_outputs_, n_features_in_ : int
-    output_names_in_ : ndarray of str or int, shape (n_outputs,)
-        The column names of a DataFrame ``Y`` at fit, if they were all strings or all
-        integers other than ``0, ..., d - 1`` in order; later DataFrame targets with
+    output_names_in_ : ndarray of object, shape (n_outputs,)
+        The column labels of a DataFrame ``Y`` at fit (strings, numbers, MultiIndex
+        tuples), unless they are ``0, ..., d - 1`` in order; later DataFrame targets with
         labels of the same kind must have the same columns in the same order.
 
     Examples

@@ -269,9 +269,9 @@ class CONTRA(_FlowRegions):
         ``chi(d).ppf(1 - alpha)``: the radius of a perfect flow (see `chi_diagnostic`), at
         the same ``alpha`` as ``radius_``.
     n_calibration_, n_outputs_, n_features_in_ : int
-    output_names_in_ : ndarray of str or int, shape (n_outputs,)
-        The column names of a DataFrame ``Y`` at fit, if they were all strings or all
-        integers other than ``0, ..., d - 1`` in order; later DataFrame targets with
+    output_names_in_ : ndarray of object, shape (n_outputs,)
+        The column labels of a DataFrame ``Y`` at fit (strings, numbers, MultiIndex
+        tuples), unless they are ``0, ..., d - 1`` in order; later DataFrame targets with
         labels of the same kind must have the same columns in the same order.
 
     See Also
@@ -412,9 +412,9 @@ class ResidualCONTRA(_FlowRegions):
     chi_quantile_ : float or ndarray
         ``chi(d).ppf(1 - alpha)`` (see `chi_diagnostic`), at the same ``alpha``.
     n_calibration_, n_outputs_, n_features_in_ : int
-    output_names_in_ : ndarray of str or int, shape (n_outputs,)
-        The column names of a DataFrame ``Y`` at fit, if they were all strings or all
-        integers other than ``0, ..., d - 1`` in order; later DataFrame targets with
+    output_names_in_ : ndarray of object, shape (n_outputs,)
+        The column labels of a DataFrame ``Y`` at fit (strings, numbers, MultiIndex
+        tuples), unless they are ``0, ..., d - 1`` in order; later DataFrame targets with
         labels of the same kind must have the same columns in the same order.
 
     Examples
