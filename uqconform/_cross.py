@@ -418,13 +418,11 @@ class CrossFitWrapper(ModelWrapper):
         scheme only warns. Models that keep what they learnt outside numpy arrays and float
         scalars (scikit-learn's trees) are not covered."""
         recorded = self.__dict__.get("_fold_models_digest")
-        if recorded is None:
-            return
         refuse_changed_digest(
             self,
             method,
             recorded,
-            parameter_digest(self.estimators_, arrays_only=True, like=recorded),
+            lambda: parameter_digest(self.estimators_, arrays_only=True, like=recorded),
             what=f"{self._models_description} (`estimators_`)",
             since="fit",
             how="one was trained again",

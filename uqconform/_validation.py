@@ -1316,11 +1316,8 @@ def check_model_methods(model: Any, methods: tuple[str, ...], wrapper: Any) -> N
     """
     missing = [name for name in methods if not callable(getattr(model, name, None))]
     if missing:
-        swapped = (
-            " The first argument is the model; pass the level as alpha=..., e.g. "
-            f"{type(wrapper).__name__}(model, alpha=0.1)."
-            if isinstance(model, numbers.Number | str)  # (0.1, model): arguments swapped
-            else ""
+        swapped = (  # (0.1, model): arguments swapped
+            swapped_level_hint(wrapper) if isinstance(model, numbers.Number | str) else ""
         )
         raise TypeError(
             f"`estimator` ({type(model).__name__}) has no "
@@ -1331,14 +1328,14 @@ def check_model_methods(model: Any, methods: tuple[str, ...], wrapper: Any) -> N
 
 def swapped_level_hint(owner: Any) -> str:
     """The advice for ``Wrapper(0.1, model)``, the level given where the model goes, naming
-    the wrapper ``owner``; empty unless its constructor takes ``(estimator, alpha, ...)``
-    (a wrapper without a model or a level must not be told to pass them).
+    the wrapper ``owner``; empty unless its constructor takes the model first and has an
+    ``alpha`` (a wrapper without a model or a level must not be told to pass them).
 
     Examples
     --------
     >>> from uqconform import SplitConformalRegressor
     >>> swapped_level_hint(SplitConformalRegressor())  # doctest: +ELLIPSIS
-    ' The model is the first argument; ... SplitConformalRegressor(model, alpha=0.1).'
+    ' The first argument is the model; ... SplitConformalRegressor(model, alpha=0.1).'
     >>> swapped_level_hint(None)
     ''
     """
@@ -1348,10 +1345,10 @@ def swapped_level_hint(owner: Any) -> str:
         parameters = list(inspect.signature(type(owner)).parameters)
     except (TypeError, ValueError):  # no signature to read
         return ""
-    if parameters[:2] != ["estimator", "alpha"]:
+    if parameters[:1] != ["estimator"] or "alpha" not in parameters:
         return ""
     return (
-        " The model is the first argument; pass the level as alpha=..., e.g. "
+        " The first argument is the model; pass the level as alpha=..., e.g. "
         f"{type(owner).__name__}(model, alpha=0.1)."
     )
 

@@ -523,7 +523,7 @@ def refuse_changed_digest(
     owner: Any,
     method: str,
     recorded: Any,
-    current: str,
+    current: Callable[[], str],
     *,
     what: str,
     since: str,
@@ -532,8 +532,9 @@ def refuse_changed_digest(
     again: str,
 ) -> None:
     """Compare the digest of learnt parameters ``recorded`` at ``since`` ("fit",
-    "calibrate") with ``current`` (`uqconform.linearize.digest_change`): an older build's
-    digest that differs warns (`warn_older_digest`), a changed one refuses.
+    "calibrate") with the digest now (`uqconform.linearize.digest_change`): an older
+    build's digest that differs warns (`warn_older_digest`), a changed one refuses; with
+    none recorded, nothing is computed.
 
     Parameters
     ----------
@@ -541,9 +542,12 @@ def refuse_changed_digest(
         The wrapper, named in the messages with ``method``.
     method : str
         The call being refused.
-    recorded, current : str or None
-        The recorded digest (None when pickled by a build that recorded none: nothing to
-        compare) and the digest of the models now (`uqconform.linearize.parameter_digest`).
+    recorded : str or None
+        The recorded digest (None when nothing was recorded, e.g. pickled by a build that
+        recorded none: nothing to compare).
+    current : callable
+        Returns the digest of the models now (`uqconform.linearize.parameter_digest`),
+        called only when a digest was recorded.
     what : str
         The models, e.g. "fitted `estimator`".
     since : str
@@ -567,16 +571,19 @@ def refuse_changed_digest(
     >>> model = Ridge().fit([[0.0], [1.0]], [0.0, 1.0])
     >>> recorded = parameter_digest(model, arrays_only=True)
     >>> settings = dict(what="model", since="fit", stale="the scores are old", again="fit(X, y)")
-    >>> refuse_changed_digest(model, "predict", recorded, recorded, **settings)  # unchanged
+    >>> def current():
+    ...     return parameter_digest(model, arrays_only=True)
+    >>> refuse_changed_digest(model, "predict", recorded, current, **settings)  # unchanged
     >>> model.fit([[0.0], [1.0]], [1.0, 0.0])
     Ridge()
-    >>> current = parameter_digest(model, arrays_only=True)
     >>> refuse_changed_digest(model, "predict", recorded, current, **settings)
     Traceback (most recent call last):
     ...
     sklearn.exceptions.NotFittedError: Ridge.predict: the learnt parameters of the model ...
     """
-    change = digest_change(recorded, current)
+    if recorded is None:
+        return
+    change = digest_change(recorded, current())
     if change == "maybe":
         warn_older_digest(owner, method, what, again)
     elif change == "changed":
@@ -597,9 +604,6 @@ def check_not_retrained(model: Any, method: str) -> None:
     learnt outside numpy arrays and float scalars (scikit-learn's trees) are not covered,
     and integer attributes are left out (a model may count its calls in one)."""
     recorded = model.__dict__.get("_adopted_digest")  # older builds: none, untagged or d2
-    if recorded is None:
-        return
-    current = parameter_digest(_adopted_models(model), arrays_only=True, like=recorded)
     named = "`estimator`"
     if "difficulty_estimator_" in model.__dict__:
         named += " (or `difficulty_estimator`)"
@@ -607,7 +611,7 @@ def check_not_retrained(model: Any, method: str) -> None:
         model,
         method,
         recorded,
-        current,
+        lambda: parameter_digest(_adopted_models(model), arrays_only=True, like=recorded),
         what=f"fitted {named}",
         since="calibrate",
         stale="the calibration is the old model's",

@@ -662,13 +662,11 @@ class LinearizedPredictive(ExplainsCallMistakes, VersionedState, BaseEstimator):
         check_is_fitted(self, "posterior_")
         check_calibration_settings(self, method, step="fit", again="fit(X, y)")
         recorded = self.__dict__.get("_network_digest")  # none when pickled by older builds
-        if recorded is None:
-            return
         refuse_changed_digest(
             self,
             method,
             recorded,
-            _digest_of(self.estimator_, like=recorded),
+            lambda: _digest_of(self.estimator_, like=recorded),
             what="network (`estimator`)",
             since="fit",
             how="it was trained again or edited in place",

@@ -976,7 +976,7 @@ class ApproximateFullConformalRegressor(
             self,
             method,
             self.__dict__.get("_parameter_digest"),  # older builds: none, or untagged
-            parameter_digest(self.estimator_),
+            lambda: parameter_digest(self.estimator_),
             what="estimator",
             since="fit" if self.mode_ == "full" else "calibrate",
             stale="the confidence machine belongs to the old one",
