@@ -101,20 +101,40 @@ def test_classifiers_that_give_probabilities_once_asked_are_told_the_setting(dat
         SplitConformalClassifier(LinearSVC()).fit(X, labels)  # no setting to name
 
 
-def _wrappers_taking_the_level_second() -> list[type]:
+def _wrappers_taking_the_model_first(level_second: bool) -> list[type]:
+    """Public wrappers whose first parameter is `estimator`, and whose second is `alpha`
+    (``level_second``) or another setting (`n_heads`, `sigma`, `cv`, ...)."""
     import uqconform.classification
+    import uqconform.multioutput
     import uqconform.regression
     import uqconform.timeseries
 
     found = []
-    for module in (uqconform.classification, uqconform.regression, uqconform.timeseries):
+    for module in (
+        uqconform.classification,
+        uqconform.regression,
+        uqconform.timeseries,
+        uqconform.multioutput,
+    ):
         for name in module.__all__:
             item = getattr(module, name)
-            if isinstance(item, type) and list(inspect.signature(item).parameters)[1:2] == [
-                "alpha"
-            ]:
+            if not isinstance(item, type):
+                continue
+            first_two = list(inspect.signature(item).parameters)[:2]
+            if first_two[:1] == ["estimator"] and (first_two[1:] == ["alpha"]) == level_second:
                 found.append(item)
     return found
+
+
+def _model_and_target(wrapper: type, data: tuple) -> tuple:
+    X, y, labels = data
+    if wrapper.__module__.startswith("uqconform.classification"):
+        if wrapper.__name__ == "MultiLabelRiskController":
+            return LogisticRegression(), np.stack([labels == "a", labels == "b"], axis=1) * 1
+        return LogisticRegression(), labels
+    if wrapper.__module__.startswith("uqconform.multioutput"):
+        return LinearRegression(), np.c_[y, X[:, 0]]
+    return LinearRegression(), y
 
 
 def test_the_swap_hint_reads_numpy_levels_and_lists_and_spares_wrappers_without_a_level(data):
@@ -137,20 +157,30 @@ def test_the_swap_hint_reads_numpy_levels_and_lists_and_spares_wrappers_without_
     assert "first argument" not in str(raised.value)
 
 
-@pytest.mark.parametrize("wrapper", _wrappers_taking_the_level_second(), ids=lambda w: w.__name__)
+@pytest.mark.parametrize(
+    "wrapper", _wrappers_taking_the_model_first(level_second=True), ids=lambda w: w.__name__
+)
 def test_a_model_given_as_alpha_is_told_the_arguments_are_swapped(data, wrapper):
     # Wrapper(0.1, model): whichever argument is checked first, the message names the call
-    X, y, labels = data
-    if wrapper.__module__.startswith("uqconform.classification"):
-        model, target = LogisticRegression(), labels
-        if wrapper.__name__ == "MultiLabelRiskController":
-            target = np.stack([labels == "a", labels == "b"], axis=1).astype(int)
-    else:
-        model, target = LinearRegression(), y
+    # (the multi-output regions got scikit-learn's parameter message before stop 59)
+    model, target = _model_and_target(wrapper, data)
     with pytest.raises(
         TypeError, match=rf"first argument.*{wrapper.__name__}\(model, alpha=0\.1\)"
     ):
-        wrapper(0.1, model).fit(X, target)
+        wrapper(0.1, model).fit(data[0], target)
+
+
+@pytest.mark.parametrize(
+    "wrapper", _wrappers_taking_the_model_first(level_second=False), ids=lambda w: w.__name__
+)
+def test_a_model_given_as_another_setting_is_told_the_model_goes_first(data, wrapper):
+    # Wrapper(0.1, model) where the second parameter is `n_heads`, `k_train`, `sigma`, `cv`
+    # or `random_state`: that setting's message named the model without saying why (stop 58)
+    model, target = _model_and_target(wrapper, data)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # too few rows for some defaults
+        with pytest.raises((TypeError, ValueError), match=r"first argument"):
+            wrapper(0.1, model).fit(data[0], target)
 
 
 @pytest.mark.parametrize(

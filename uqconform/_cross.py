@@ -33,6 +33,7 @@ from uqconform._validation import (
     check_int,
     check_row_order,
     check_weights_row_order,
+    model_given_hint,
     no_calibrate_step,
     refuse_non_finite,
 )
@@ -237,6 +238,7 @@ class CrossFitWrapper(ModelWrapper):
                 "`cv` must be an int >= 2 (the number of folds), a cross-validation "
                 f"splitter such as {self._splitter_examples} (for predefined folds, "
                 f"PredefinedSplit), or a list of (train, test) index pairs, got {cv!r:.80}."
+                f"{model_given_hint(cv)}"
             )
 
     def _splits(self, X: Any, y: NDArray, groups: ArrayLike | None) -> list[tuple]:

@@ -12,6 +12,7 @@ import numpy as np
 from sklearn.base import clone
 
 from uqconform._rows import rows_digest
+from uqconform._validation import model_given_hint
 
 
 def seed_parameters(estimator: Any, only_unset: bool = False) -> list[str]:
@@ -174,7 +175,7 @@ def check_random_state_value(random_state: Any) -> None:
     ):
         raise ValueError(
             "`random_state` must be None, an int in [0, 2**32), a numpy Generator or a "
-            f"RandomState, got {random_state!r}."
+            f"RandomState, got {random_state!r}.{model_given_hint(random_state)}"
         )
 
 

@@ -842,6 +842,7 @@ def check_int(value: Any, name: str, low: int = 1, *, allow_none: bool = False) 
         )
         raise ValueError(
             f"`{name}` must be {'None or ' if allow_none else ''}{kind}, got {value!r}."
+            f"{model_given_hint(value)}"
         )
     return int(value)
 
@@ -1326,6 +1327,28 @@ def check_model_methods(model: Any, methods: tuple[str, ...], wrapper: Any) -> N
         )
 
 
+def model_given_hint(value: Any) -> str:
+    """The advice for a model given where a setting goes (``Wrapper(0.1, model)`` puts the
+    model in the second parameter), else an empty string.
+
+    Examples
+    --------
+    >>> from sklearn.linear_model import Ridge
+    >>> model_given_hint(Ridge())  # doctest: +ELLIPSIS
+    ' That is a model: the model is the first argument (`estimator`); ...'
+    >>> model_given_hint(3)
+    ''
+    """
+    if isinstance(value, type) or not (
+        callable(getattr(value, "fit", None)) or callable(getattr(value, "forward", None))
+    ):
+        return ""
+    return (
+        " That is a model: the model is the first argument (`estimator`); pass the other "
+        "settings by keyword."
+    )
+
+
 def swapped_level_hint(owner: Any) -> str:
     """The advice for ``Wrapper(0.1, model)``, the level given where the model goes, naming
     the wrapper ``owner``; empty unless its constructor takes the model first and has an
@@ -1364,6 +1387,24 @@ def _looks_like_levels(value: Any) -> bool:
     )
 
 
+def swapped_level_error(model: Any, owner: Any, name: str = "`estimator`") -> TypeError | None:
+    """The error for a level given where the model goes (``Wrapper(0.1, model)``, numpy
+    scalars and short lists of levels too), when ``owner`` takes the model first and an
+    ``alpha``; None otherwise.
+
+    Examples
+    --------
+    >>> from uqconform import SplitConformalRegressor
+    >>> print(swapped_level_error(0.1, SplitConformalRegressor()))  # doctest: +ELLIPSIS
+    `estimator` is 0.1. The first argument is the model; pass the level as alpha=..., ...
+    """
+    swapped = swapped_level_hint(owner)
+    if not (swapped and _looks_like_levels(model)):
+        return None
+    given = value_summary(model)
+    return TypeError(f"{name} is {given}{'' if given.endswith('...') else '.'}{swapped}")
+
+
 def missing_proba_error(model: Any, name: str, why: str, owner: Any = None) -> TypeError:
     """The error for a classifier without ``predict_proba``, with the fix for both kinds of
     model: a scikit-learn classifier without probabilities, and a model from outside
@@ -1377,10 +1418,9 @@ def missing_proba_error(model: Any, name: str, why: str, owner: Any = None) -> T
     >>> print(error)  # doctest: +ELLIPSIS
     `estimator` (LinearSVC) has no predict_proba: the sets need them. ...CalibratedClassifierCV...
     """
-    swapped = swapped_level_hint(owner)
-    if swapped and _looks_like_levels(model):  # Wrapper(0.1, model), numpy scalars too
-        given = value_summary(model)
-        return TypeError(f"{name} is {given}{'' if given.endswith('...') else '.'}{swapped}")
+    swapped = swapped_level_error(model, owner, name)
+    if swapped is not None:
+        return swapped
     arraylike = isinstance(model, np.ndarray | pd.DataFrame | list | tuple) or (
         hasattr(model, "shape") and not hasattr(model, "predict")  # a torch tensor, say
     )

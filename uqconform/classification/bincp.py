@@ -54,6 +54,7 @@ from uqconform._validation import (
     class_probabilities,
     missing_proba_error,
     model_classes,
+    model_given_hint,
     refuse_model_class,
 )
 from uqconform._warnings import warn_user
@@ -267,7 +268,7 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
         if not _is_real(self.sigma) or self.sigma <= 0:
             raise ValueError(
                 f"`sigma` (the noise standard deviation) must be a finite number > 0, "
-                f"got {self.sigma!r}."
+                f"got {self.sigma!r}.{model_given_hint(self.sigma)}"
             )
         self._check_radius(self.radius, "radius")
         check_int(self.n_samples, "n_samples")

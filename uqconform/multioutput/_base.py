@@ -47,6 +47,7 @@ from uqconform._validation import (
     refuse_non_finite,
     refuse_non_number_kinds,
     sklearn_tags,
+    swapped_level_error,
 )
 from uqconform._warnings import warn_user
 from uqconform.base import (
@@ -174,6 +175,9 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
 
     def _validate_params(self) -> None:
         params = self.get_params(deep=False)
+        swapped = swapped_level_error(params.get("estimator"), self)
+        if swapped is not None:  # Wrapper(0.1, model)
+            raise swapped
         refuse_booleans(self._parameter_constraints, params, type(self).__name__)
         validate_parameter_constraints(  # first: the types of the parameters
             self._parameter_constraints, params, caller_name=type(self).__name__
