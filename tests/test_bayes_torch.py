@@ -121,6 +121,25 @@ def test_weight_normalised_layers_are_not_taken_for_tied_ones():
     assert len(from_torch(net.double()).layers) == 3
 
 
+def test_a_weight_normalised_layer_is_told_how_to_fold_its_parametrization():
+    # stop 58's review: a weight_norm layer got the "requires_grad=False ... Unfreeze them"
+    # message, which names neither the cause nor the remedy
+    from torch.nn.utils import parametrize
+    from torch.nn.utils.parametrizations import weight_norm
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(weight_norm(torch.nn.Linear(2, 4)), torch.nn.Tanh())
+    net.append(torch.nn.Linear(4, 1))
+    X = np.random.default_rng(0).normal(size=(40, 2))
+    with pytest.raises(TypeError, match=r"Linear\(2, 4\).*remove_parametrizations") as error:
+        LaplacePosterior(net, prior_precision=1.0).fit(X, X[:, 0])
+    assert "requires_grad" not in str(error.value)
+    before = net(torch.as_tensor(X, dtype=torch.float32)).detach().numpy()
+    parametrize.remove_parametrizations(net[0], "weight")  # the remedy the message gives
+    predictive = LinearizedPredictive(net, prior_precision=1.0).fit(X, X[:, 0])
+    np.testing.assert_allclose(predictive.predict(X), before.ravel(), rtol=1e-5, atol=1e-6)
+
+
 def test_a_frozen_linear_layer_is_named():
     """Fine-tuning the head only (requires_grad=False below): a clear refusal, not a
     KeyError on an object id."""

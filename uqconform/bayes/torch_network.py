@@ -231,6 +231,16 @@ def torch_parameter_index(module: Any, *, trainable_only: bool = False) -> NDArr
         if not isinstance(child, torch.nn.Linear):
             continue
         n_out, n_in = child.weight.shape
+        if torch.nn.utils.parametrize.is_parametrized(child) or not isinstance(
+            child.weight, torch.nn.Parameter
+        ):  # weight_norm, spectral_norm: the weight is computed from other parameters
+            raise TypeError(
+                f"{type(child).__name__}({n_in}, {n_out}) computes its weight from other "
+                "parameters (weight_norm, spectral_norm or another parametrization): the "
+                "posterior covers plain weights. Fold the parametrization into the weight "
+                "first: torch.nn.utils.parametrize.remove_parametrizations(layer, 'weight') "
+                "(torch.nn.utils.remove_weight_norm(layer) for the older weight_norm)."
+            )
         if any(p is not None and id(p) not in offsets for p in (child.weight, child.bias)):
             raise TypeError(
                 f"{child} has parameters with requires_grad=False: the posterior covers the "
