@@ -123,9 +123,14 @@ def test_fit_and_missing_classes_say_what_to_do(data):
     X, y, labels, _ = data
     model = LinearRegression().fit(X[:200], y[:200])
     with pytest.raises(
-        TypeError, match=r"`estimator` \(Predictor\) is not a scikit-learn .* calibrate"
+        TypeError, match=r"`estimator` \(Predictor\) is not a scikit-learn .*\.calibrate"
     ):
         SplitConformalRegressor(Predictor(model)).fit(X[:200], y[:200])
+    # the advice is the wrapper's own call, not a list of other classes (stop 59's review)
+    with pytest.raises(TypeError, match=r"skip fit: SplitConformalClassifier\(model\)\.calib"):
+        SplitConformalClassifier(
+            ProbabilityModel(LogisticRegression().fit(X[:200], labels[:200]))
+        ).fit(X[:200], labels[:200])
     unlabelled = ProbabilityModel(
         LogisticRegression().fit(X[:200], labels[:200]), with_classes=False
     )

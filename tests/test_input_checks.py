@@ -1755,6 +1755,31 @@ def test_one_row_of_a_frame_as_a_series_is_refused_naming_x(data):
     assert text_model.predict_set(texts[:4]).shape == (4, 2)
 
 
+def test_one_row_of_a_mixed_type_frame_as_a_series_is_refused_naming_x(data):
+    """A row of a frame with a text column is an object Series, which passed the numeric
+    check above and got scikit-learn's 'does not contain any features' run into a hint for
+    3-D arrays (stop 59's newcomer review)."""
+    from sklearn.compose import ColumnTransformer
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import OneHotEncoder
+
+    X, y, labels = data
+    frame = pd.DataFrame({"size": X[:, 0], "city": labels})
+    for columns in (["size", "city"], [0, 1]):  # labels scikit-learn records, and not
+        frame.columns = columns
+        encode = ColumnTransformer(
+            [("city", OneHotEncoder(), [columns[1]])], remainder="passthrough"
+        )
+        model = SplitConformalRegressor(make_pipeline(encode, LinearRegression()))
+        model.fit(frame[:75], y[:75]).calibrate(frame[75:], y[75:])
+        with pytest.raises(ValueError, match=r"`X` must be 2-D .* df\.iloc\[\[i\]\]"):
+            model.predict_interval(frame.iloc[0])
+    with pytest.raises(ValueError, match=r"expecting 1 features\. `X` must be 2-D.*\(3,\)"):
+        SplitConformalRegressor(LinearRegression()).fit(X[:, :1], y).predict(
+            np.array(["a", "b", "c"], dtype=object)
+        )
+
+
 def test_not_calibrated_errors_name_the_method_called():
     """predict_set of a scalar regressor and Venn-Abers' predict / predict_proba named
     predict_interval and predict_proba_bounds; an unfitted HeadEnsemble's predict raised

@@ -85,6 +85,18 @@ def point_predictions(output: Any, name: str = "estimator") -> NDArray:
     return values
 
 
+def _indexed_by_the_features(estimator: Any, X: pd.Series) -> bool:
+    """Whether the Series ``X`` is indexed by the column labels ``estimator`` was fitted on:
+    ``df.iloc[i]``, one row of a frame, of any dtype."""
+    names = getattr(estimator, "feature_names_in_", None)
+    if names is None:
+        names = getattr(estimator, "_column_labels_in", None)
+    try:
+        return names is not None and len(names) == X.size and bool((X.index == names).all())
+    except (TypeError, ValueError):  # labels that cannot be compared
+        return False
+
+
 def feature_axis_hint(X: Any) -> str:
     """What to say of an ``X`` of more than two dimensions whose feature count is wrong:
     scikit-learn counts features on the second axis, whatever the array's rank."""
@@ -333,7 +345,9 @@ def check_features(estimator: BaseEstimator, X: Any, *, reset: bool) -> Any:
             "or X.reshape(1, -1) if it is a single sample."
         )
     if isinstance(X, pd.Series) and (  # df.iloc[i]: one row as a Series (or one column)
-        pd.api.types.is_numeric_dtype(X.dtype) or pd.api.types.is_bool_dtype(X.dtype)
+        pd.api.types.is_numeric_dtype(X.dtype)
+        or pd.api.types.is_bool_dtype(X.dtype)
+        or _indexed_by_the_features(estimator, X)  # a row of a mixed-type frame
     ):  # (a Series of documents for a text pipeline passes, as 1-D text arrays do)
         raise ValueError(
             f"`X` must be 2-D (one row per sample), got a pandas Series of length {X.size}: "
@@ -348,7 +362,12 @@ def check_features(estimator: BaseEstimator, X: Any, *, reset: bool) -> Any:
         ndim = getattr(X, "ndim", 2)
         if reset or ndim == 2:
             raise
-        raise ValueError(f"{error} {feature_axis_hint(X)}") from None
+        hint = (
+            feature_axis_hint(X)
+            if ndim > 2
+            else f"`X` must be 2-D (one row per sample), got shape {np.shape(X)}."
+        )
+        raise ValueError(f"{str(error).rstrip('.')}. {hint}") from None
     if n_rows(X) == 0:
         raise ValueError("`X` has no rows.")
     _check_unnamed_columns(estimator, X, reset=reset)
