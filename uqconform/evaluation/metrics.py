@@ -4,8 +4,10 @@ Every function accepts the three kinds of prediction the library produces
 (see the output conventions of the API contract):
 
 * an **interval array** of floats, ``(n, 2)`` or ``(n, 2, k)`` for ``k`` levels
-  (lower <= upper, infinite bounds allowed); with a 2-D ``y_true`` of shape ``(n, d)``, a
-  **box array** ``(n, d, 2)`` or ``(n, d, 2, k)`` (the bounding box of a multi-output set);
+  (lower <= upper, infinite bounds allowed; two arrays ``(lower, upper)`` are refused:
+  ``np.column_stack([lower, upper])`` is the interval array); with a 2-D ``y_true`` of
+  shape ``(n, d)``, a **box array** ``(n, d, 2)`` or ``(n, d, 2, k)`` (the bounding box
+  of a multi-output set);
 * a **set array** of booleans, ``(n, K)`` or ``(n, K, k)``, column ``j`` standing for label
   ``classes[j]`` (``j`` itself when ``classes`` is not given);
 * a **region**: any object with ``contains(Y) -> (n,) bool`` and ``volume() -> (n,)``
@@ -91,7 +93,17 @@ def _region_rows(region: Any) -> int | None:
 def _plain_array(prediction: Any, name: str) -> NDArray:
     """The prediction as a bool or float array, also from pandas nullable or object data
     (a DataFrame of ``boolean`` or ``Float64`` columns, an object array of numbers)."""
-    array = np.asarray(prediction)
+    try:
+        array = np.asarray(prediction)
+    except ValueError:  # numpy's "inhomogeneous shape": rows of different lengths
+        if not isinstance(prediction, (list, tuple)):
+            raise
+        raise ValueError(
+            f"`{name}` is a ragged list (rows of different lengths), such as lists of "
+            "labels: prediction sets must be boolean arrays (n, n_classes), True for each "
+            "label in the set: mask = np.zeros((n, n_classes), bool); then, for each row i "
+            "and its labels row, mask[i, row] = True."
+        ) from None
     if array.dtype != object or array.size == 0:
         return array
     if pd.api.types.infer_dtype(array.ravel(), skipna=True) == "boolean":
@@ -102,6 +114,21 @@ def _plain_array(prediction: Any, name: str) -> NDArray:
     return array if numbers is None else numbers
 
 
+_STACK_HINT = "pass np.column_stack([lower, upper]), the (n, 2) interval array"
+
+
+def _is_bound_pair(prediction: Any) -> bool:
+    """Whether ``prediction`` is two non-boolean 1-D arrays of one length in a tuple or
+    list, the ``(lower, upper)`` form (not a nested list of rows ``[[l_0, u_0], [l_1,
+    u_1]]``, nor two rows of a boolean set array)."""
+    if not isinstance(prediction, (list, tuple)) or len(prediction) != 2:
+        return False
+    if any(isinstance(item, (list, tuple)) or np.ndim(item) != 1 for item in prediction):
+        return False
+    first, second = (np.asarray(item) for item in prediction)
+    return first.size == second.size and first.dtype != bool and second.dtype != bool
+
+
 def _parse_prediction(
     prediction: Any,
     y_shape: tuple[int, ...] | None,
@@ -109,7 +136,10 @@ def _parse_prediction(
     intervals_only: bool = False,
 ) -> _Parsed:
     """Recognise and validate a prediction (``y_shape`` decides interval versus box;
-    ``intervals_only``: the caller takes nothing else, so 0/1 bounds are not suspect)."""
+    ``intervals_only``: the caller takes nothing else, so 0/1 bounds are not suspect).
+
+    Two 1-D arrays in a tuple or list, ``(lower, upper)``, are refused for every length:
+    with two rows they would read as the rows ``[l_0, l_1]`` and ``[u_0, u_1]``."""
     if _is_region(prediction):
         return _Parsed("region", [prediction], True, _region_rows(prediction))
     if isinstance(prediction, (list, tuple)) and prediction and _is_region(prediction[0]):
@@ -129,6 +159,12 @@ def _parse_prediction(
         )
     if prediction is None:
         raise TypeError(f"`{name}` is None; pass intervals, a boolean set array or a region.")
+    if _is_bound_pair(prediction):
+        raise TypeError(
+            f"`{name}` is two 1-D arrays of {len(prediction[0])} entries each, (lower, "
+            f"upper)? Intervals are one array: {_STACK_HINT}. (A nested list of rows "
+            "[[l_0, u_0], [l_1, u_1], ...] is read row by row.)"
+        )
     array = _plain_array(prediction, name)
     if array.dtype == bool and intervals_only:
         raise TypeError(
@@ -172,15 +208,20 @@ def _parse_prediction(
             f"{array.shape}.{swapped}"
         )
     if array.shape[1] != 2:
-        levels_first = (
+        layout_hint = (
             f" Intervals laid out as (n, k, 2) go on the last axis: np.moveaxis({name}, 1, 2)."
             if array.ndim == 3 and array.shape[2] == 2
-            else ""
+            else (
+                f" Two rows of {array.shape[1]}: if they are the lower and upper bounds, "
+                f"{_STACK_HINT} (or {name}.T)."
+                if array.ndim == 2 and array.shape[0] == 2
+                else ""
+            )
         )
         raise TypeError(
             f"`{name}` of shape {array.shape} would be a set array (n, n_classes[, k]), and set "
             f"arrays must be boolean, got dtype {array.dtype}; for intervals the second axis "
-            f"must have length 2 (lower, upper).{levels_first}"
+            f"must have length 2 (lower, upper).{layout_hint}"
         )
     zero_one = np.isin(array, (0, 1)).all()
     if not intervals_only and array.size and (array.dtype.kind in "iu" or zero_one):
@@ -247,9 +288,14 @@ def _numeric_target(y: NDArray, name: str = "y_true") -> NDArray:
 
 
 def _label_index(
-    y: NDArray, n_columns: int, classes: ArrayLike | None, name: str = "y_true"
+    y: NDArray,
+    n_columns: int,
+    classes: ArrayLike | None,
+    name: str = "y_true",
+    of_model: bool = False,
 ) -> NDArray:
-    """Column of each label of ``y`` in a set array with ``n_columns`` columns."""
+    """Column of each label of ``y`` in a set array with ``n_columns`` columns
+    (``of_model``: ``classes`` is a model's ``classes_``, as `evaluate` passes it)."""
     if y.ndim != 1:
         raise ValueError(f"`{name}` must be 1-D for set arrays, got shape {y.shape}.")
     missing = pd.isna(y) if y.dtype.kind in "fOcmM" else np.zeros(y.shape, dtype=bool)
@@ -302,9 +348,16 @@ def _label_index(
     unknown = index < 0
     if unknown.any():
         unseen = pd.unique(y[unknown])
+        source = "model.classes_" if of_model else "classes"
+        never = (
+            " The model's sets never hold them, so those rows can never be covered: drop "
+            "them, or fit the model on data with every class."
+            if of_model
+            else ""
+        )
         raise ValueError(
-            f"`{name}` contains labels not in `classes`: {labels_text(unseen, 5)}. "
-            f"`classes`: {labels_text(labels)}."
+            f"`{name}` contains labels not in `{source}`: {labels_text(unseen, 5)}. "
+            f"`{source}`: {labels_text(labels)}.{never}"
         )
     return index.astype(np.intp)
 
@@ -406,8 +459,10 @@ def _prepare(
     name: str = "y_true",
     prediction_name: str = "prediction",
     intervals_only: bool = False,
+    of_model: bool = False,
 ) -> tuple[_Parsed, NDArray]:
-    """Validated prediction and target (label indices for sets, floats otherwise)."""
+    """Validated prediction and target (label indices for sets, floats otherwise;
+    ``of_model``: ``classes`` is a model's ``classes_``)."""
     if y_true is None:
         raise ValueError(f"`{name}` is None; pass the observed targets.")
     if _is_region(y_true):
@@ -430,7 +485,9 @@ def _prepare(
     # y_true holding them in another order would be paired by position
     check_row_order(prediction, y_true, name, rows_of=prediction_name)
     if parsed.kind == "set":
-        return parsed, _label_index(y, parsed.data.shape[1], classes, name)
+        if y.ndim == 2 and y.shape[1] == 1:  # df[["label"]]: squeezed, as for intervals
+            y = y[:, 0]
+        return parsed, _label_index(y, parsed.data.shape[1], classes, name, of_model)
     if parsed.kind == "region":
         for region in parsed.data:  # a DataFrame in another column order than the outputs
             check_output_columns(y_true, getattr(region, "output_names", None), name)

@@ -433,11 +433,15 @@ def _stratified_bounds(
     bounds = np.empty((alphas.size, 2))
     for j, level in enumerate(alphas):  # a loop over levels, then over the strata tested
         # each stratum's law on the counts that carry its mass, convolved by FFT: the full
-        # pmfs by np.convolve took 48 s per level at 400,000 test rows (quadratic)
+        # pmfs by np.convolve took 48 s per level at 400,000 test rows (quadratic); strata
+        # of equal sizes share one law, computed once
         offset, law = 0, np.ones(1)
-        for n_s, m_s in zip(calibration_sizes, test_sizes, strict=True):
+        laws: dict[tuple[int, int], tuple[int, NDArray]] = {}
+        for n_s, m_s in zip(calibration_sizes.tolist(), test_sizes.tolist(), strict=True):
             if m_s:
-                first, pmf = _single_count_law(int(n_s), float(level), int(m_s))
+                if (n_s, m_s) not in laws:
+                    laws[n_s, m_s] = _single_count_law(n_s, float(level), m_s)
+                first, pmf = laws[n_s, m_s]
                 offset, law = _carrying_mass(offset + first, signal.fftconvolve(law, pmf))
         bounds[j] = central_share_interval(offset, law, n_test, (1 - confidence) / 2)
     return bounds
@@ -603,6 +607,8 @@ def evaluate(
         n_X = None
     if y.ndim >= 1 and n_X is not None and n_X != y.shape[0]:
         raise ValueError(f"`y_test` has {y.shape[0]} rows but `X_test` has {n_X}.")
+    if y.ndim >= 1 and y.shape[0] == 0:
+        raise ValueError("`X_test` and `y_test` have no rows: evaluate needs test rows.")
     if groups is not None and np.ndim(groups) == 1 and np.shape(groups)[0] != y.shape[0]:
         raise ValueError(
             f"`groups` has {np.shape(groups)[0]} entries but `y_test` has {y.shape[0]}."
@@ -625,7 +631,7 @@ def evaluate(
     elapsed = time.perf_counter() - start
     output = _check_output(output, task, method, alphas.size)
     classes = np.asarray(model.classes_) if task == "classification" else None
-    parsed, target = _prepare(y, output, classes, name="y_test")
+    parsed, target = _prepare(y, output, classes, name="y_test", of_model=True)
     covered = _covered(parsed, target).mean(axis=0)
     sizes = _sizes(parsed)
     efficiency = EFFICIENCY_NAME[parsed.kind]
