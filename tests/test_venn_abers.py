@@ -625,3 +625,91 @@ def test_a_table_pickled_before_the_symmetric_rule_still_predicts():
     assert all(hasattr(table, "cell") for table in old._tables)
     # these scores have no near ties: every cell is one score, so nothing moves
     np.testing.assert_array_equal(old.predict_proba(X[200:]), expected)
+
+
+def test_a_float32_models_pairs_do_not_depend_on_the_batch():
+    """Review finding (s59 vafix 2): the tie tolerance was 16 float64 eps whatever the
+    model, far below the batch noise of float32 probabilities: an MLP on float32 features
+    re-predicting its own calibration rows one at a time changed 33 of their 1,000 pairs
+    (by up to 0.018). A calibration whose probabilities are all float32 numbers now ties
+    within 16 float32 eps; a test row whose probabilities are not gets the float64 rule,
+    so the tolerance is float32's exactly when all n + 1 rows' are."""
+    import warnings
+
+    from sklearn.neural_network import MLPClassifier
+
+    from uqconform.classification.venn_abers import _class_pairs, _class_tables, _Table
+
+    X, y = make_classification(2000, n_features=30, n_informative=10, random_state=0)
+    X = X.astype(np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the MLP's ConvergenceWarning
+        model = MLPClassifier((64,), max_iter=300, random_state=0).fit(X[:1000], y[:1000])
+    assert model.predict_proba(X[:1]).dtype == np.float32
+    venn = VennAbersCalibrator(model).calibrate(X[1000:], y[1000:])
+    batch = venn.predict_proba_bounds(X[1000:])
+    alone = np.concatenate([venn.predict_proba_bounds(X[i : i + 1]) for i in range(1000, 2000)])
+    moved = model.predict_proba(X[1000:])[:, 1] != np.concatenate(
+        [model.predict_proba(X[i : i + 1])[:, 1] for i in range(1000, 2000)]
+    )
+    assert moved.sum() > 100  # the probabilities do move with the batch
+    np.testing.assert_array_equal(alone, batch)
+
+    # the rule: a score 1000 float64 eps from a calibration score ties it when every
+    # probability is a float32 number, and not when the test row's are float64 numbers
+    p32 = np.array([0.2, 0.3, 0.6, 0.7], dtype=np.float32)
+    proba = np.column_stack([1 - p32, p32]).astype(float)  # 1 - p in float32, as a model
+    labels = np.array([0, 0, 1, 1])  # tied to 0.3 (label 0) or above it: p1 1/2 or 1
+    tables = _class_tables(proba, labels)
+    assert tables[0].tolerance == 16 * np.finfo(np.float32).eps
+    beside = proba[1, 1] * (1 + 1000 * np.finfo(float).eps)  # not a float32 number
+    pairs = _class_pairs(tables, np.array([proba[1], [1 - beside, beside]]))[:, 1]
+    scores = _log_odds(proba)[:, 1]
+    test = _log_odds(np.array([[1 - beside, beside]]))[:, 1]
+    tie = venn_abers_bounds(scores, labels, scores[1:2])
+    gap = _Table(scores, labels == 1, floor=1.0).bounds(test)  # the float64 rule
+    assert np.column_stack(tie).tolist() != np.column_stack(gap).tolist()
+    np.testing.assert_array_equal(pairs, np.vstack([np.column_stack(tie), np.column_stack(gap)]))
+    # float64 probabilities keep the float64 tolerance
+    float64_tables = _class_tables(proba + np.array([[-1e-12, 1e-12]]), labels)
+    assert float64_tables[0].tolerance == 16 * np.finfo(float).eps
+    assert float64_tables[0].finer is None
+    # a table pickled before this rule uses the float64 tolerance for every row
+    for name in ("tolerance", "finer"):
+        del tables[0].__dict__[name]
+    old = pickle.loads(pickle.dumps(tables[0]))
+    assert old.tolerance == 16 * np.finfo(float).eps and old.finer is None
+
+
+def test_the_docs_name_the_log_loss_clip_and_give_the_brier_ratio(monkeypatch, capsys):
+    """Review finding (s59 vafix 1): venn-abers.md's "Against isotonic regression, the log
+    loss is 0.22x to 0.95x" rested on the benchmark clipping probabilities at 1e-15 before
+    the log (isotonic regression gives exact 0 and 1; at a clip of 0.01 isotonic was ahead
+    on breast cancer) without saying so. The bullet names the clip and gives the Brier
+    ratio, which needs none, beside it, both read from the committed results."""
+    import json
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    page = (root / "docs/methods/venn-abers.md").read_text(encoding="utf-8")
+    blocks = re.findall(r'```python exec="on"[^\n]*\n(.*?)```', page, re.DOTALL)
+    block = next(b for b in blocks if "Against isotonic regression" in b)
+    monkeypatch.chdir(root)
+    exec(block, {})
+    bullet = next(
+        line for line in capsys.readouterr().out.splitlines() if "Against isotonic" in line
+    )
+    family = json.loads((root / "docs/benchmark-results/results.json").read_text())
+    family = family["families"]["calibration"]
+    assert any("clipped at 1e-15" in note for note in family["notes"])  # the suite's clip
+    assert "clipped at 1e-15 before the log" in bullet
+    rows = family["tables"]["Calibrated probabilities (naive Bayes)"]
+    by = {(r["dataset"], r["method"]): r for r in rows}
+    ratios = [
+        by[d, "venn-abers"]["brier"] / by[d, "isotonic"]["brier"]
+        for d in dict.fromkeys(r["dataset"] for r in rows)
+    ]
+    assert (
+        f"Brier score, which needs no clip, is {min(ratios):.2f}x to {max(ratios):.2f}x" in bullet
+    )

@@ -103,8 +103,16 @@ def _pvalue(calibration: NDArray, scores: NDArray, u: NDArray | float | None) ->
     below = np.searchsorted(calibration, scores, side="left")
     if u is None:
         return (1 + n - below) / (n + 1)
-    above = n - np.searchsorted(calibration, scores, side="right")
-    return (above + u * (n - below - above + 1)) / (n + 1)
+    # (n - below - above + 1) and above, in place: the arrays are as large as the scores
+    # (a distribution function on a grid), and the same float operations give the same bits
+    above = np.searchsorted(calibration, scores, side="right")
+    ties = np.subtract(above, below, out=below)
+    ties += 1
+    above = np.subtract(n, above, out=above)
+    p = u * ties
+    p += above
+    p /= n + 1
+    return p
 
 
 def _weighted_pvalue(
@@ -2055,15 +2063,16 @@ class ConformalPredictor(ModelWrapper):
                 (n, 1 if component is not None else n_columns)
             )
             ties = np.broadcast_to(draws, (n, n_columns))
-        used = range(n_components) if component is None else (component,)
+        used = range(n_components) if component is None else range(component, component + 1)
         factor = n_components if component is None else 1
         pvalues = np.ones((n, n_columns))  # strata without calibration data: 1
         if component is not None and (smooth or tie_fraction is not None):
             pvalues[:] = tie_fraction if ties is None else ties  # one side at n = 0: u
         # the scores of every row first (the model called in batches, for bounded memory;
         # the scores are the size of the p-values), then each stratum once, on its own
-        # rows (strata inside the batches cost batches x groups x classes loop steps)
-        scores = np.empty((n, n_columns, n_components))
+        # rows (strata inside the batches cost batches x groups x classes loop steps);
+        # only the components read are kept (a distribution function reads one side)
+        scores = np.empty((n, n_columns, len(used)))
         test_weights = np.empty(n) if weighted else None
         step = self._batch_rows(n, n_columns * n_components)
         for start in range(0, n, step):  # a loop over batches of rows, for bounded memory
@@ -2074,25 +2083,32 @@ class ConformalPredictor(ModelWrapper):
                 batch = np.asarray(batch_scores(block, start, stop), dtype=float)
             except NonFiniteOutputError as error:  # name the row of X, not of the batch
                 raise error.renumbered(np.arange(start, stop), more_rows=stop < n) from None
-            scores[start:stop] = batch.reshape(stop - start, n_columns, n_components)
+            batch = batch.reshape(stop - start, n_columns, n_components)
+            scores[start:stop] = batch[:, :, used.start : used.stop]
             if test_weights is not None:
                 test_weights[start:stop] = self._scaled_test_weights(block, (start, stop, n))
         order = np.argsort(row_groups, kind="stable")  # the rows of each group, contiguous
         bounds = np.searchsorted(row_groups[order], np.arange(n_groups + 1))
         for group in range(n_groups):  # a loop over strata: groups, then classes
-            rows = order[bounds[group] : bounds[group + 1]][:, None]
-            if not rows.size:
+            members = order[bounds[group] : bounds[group + 1]]
+            if not members.size:
                 continue
             for label in range(n_sub):
                 calibration = ranked[group * n_sub + label]
-                columns = np.arange(n_columns) if n_sub == 1 else np.array([label])
-                u = tie_fraction if ties is None else ties[rows, columns]
                 if not calibration.shape[0]:  # no calibration data: as set above
                     continue
-                smallest = np.full((rows.size, columns.size), np.inf)
-                for side in used:  # one per side of the score
+                # (rows, columns) of the stratum: without sub-strata every column, and
+                # every row in order when one group holds them all (read without a copy)
+                where: tuple[Any, Any]
+                if n_sub > 1:
+                    where = (members[:, None], np.array([label]))
+                else:
+                    where = (slice(None) if members.size == n else members, slice(None))
+                u = tie_fraction if ties is None else ties[where]
+                smallest: NDArray | None = None
+                for position, side in enumerate(used):  # one per side of the score
                     if prepared is None:
-                        p = _pvalue(calibration[:, side], scores[rows, columns, side], u)
+                        p = _pvalue(calibration[:, side], scores[(*where, position)], u)
                     else:
                         assert test_weights is not None
                         sorted_scores, cumulative, total = prepared[group * n_sub + label]
@@ -2100,12 +2116,15 @@ class ConformalPredictor(ModelWrapper):
                             sorted_scores[:, side],
                             cumulative[:, side],
                             total,
-                            scores[rows, columns, side],
-                            test_weights[rows],
+                            scores[(*where, position)],
+                            test_weights[members][:, None],
                             u,
                         )
-                    np.minimum(smallest, p, out=smallest)
-                pvalues[rows, columns] = np.minimum(1.0, factor * smallest)
+                    smallest = p if smallest is None else np.minimum(smallest, p)
+                assert smallest is not None
+                if factor != 1:
+                    smallest = factor * smallest
+                pvalues[where] = np.minimum(1.0, smallest, out=smallest)
         return pvalues
 
     def predict(self, X: Any) -> NDArray:
