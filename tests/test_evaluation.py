@@ -1232,12 +1232,43 @@ def test_box_arrays_of_multi_output_regressors():
 
 def test_integer_labels_without_a_zero_warn_without_classes():
     sets = np.array([[True, False, False, False]] * 4)
-    with pytest.warns(UserWarning, match="no 0"):
+    with pytest.warns(UserWarning, match="no label 0"):
         assert coverage([1, 1, 2, 3], sets) == 0.0
     assert coverage([1, 1, 2, 3], sets, classes=[1, 2, 3, 4]) == 0.5
-    with warnings.catch_warnings():  # a per-class loop: one label, not 1..K-1, no warning
-        warnings.simplefilter("error")
+    # a per-class loop over 1-based classes: one label, read as a column all the same
+    with pytest.warns(UserWarning, match=r"classes=model\.classes_"):
         assert coverage([2, 2], sets[:2]) == 0.0
+
+
+def test_one_based_labels_on_some_rows_warn_without_classes():
+    """Labels 1..K read as column indices on a subset of rows (one class's rows, a small test
+    set lacking classes) gave a wrong coverage silently: 0.0 on wine's class 1, truly 0.79
+    (regression test; only the labels 1..K-1 exactly warned, and K itself is refused)."""
+    from sklearn.datasets import load_wine
+
+    X, y = load_wine(return_X_y=True)
+    y = y + 1  # classes 1, 2, 3, as in the UCI file
+    order = np.random.default_rng(0).permutation(y.size)
+    X, y = X[order], y[order]
+    model = LogisticRegression(max_iter=5000)
+    clf = SplitConformalClassifier(model, alpha=0.2).fit(X[:60], y[:60])
+    clf.calibrate(X[60:120], y[60:120])
+    sets, y_test = clf.predict_set(X[120:]), y[120:]
+    one = y_test == 1
+    right = coverage(y_test[one], sets[one], classes=clf.classes_)
+    assert right > 0.5
+    for rows in (one, y_test < 3, y_test == 2):
+        with pytest.warns(UserWarning, match=r"no label 0.*classes=model\.classes_"):
+            coverage(y_test[rows], sets[rows])
+        with pytest.warns(UserWarning, match="no label 0"):
+            size_stratified_coverage(y_test[rows], sets[rows])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert coverage(y_test[one], sets[one], classes=clf.classes_) == right
+        # labels 0..K-1 with a 0 among them, and the positives of two classes: silent
+        assert coverage(y_test - 1, sets) == coverage(y_test, sets, classes=clf.classes_)
+        size_stratified_coverage(y_test - 1, sets)
+        assert coverage([1, 1], np.array([[False, True], [True, False]])) == 0.5
 
 
 def test_regions_with_one_output_take_a_one_dimensional_target_and_empty_ones_refuse():

@@ -323,14 +323,15 @@ def _label_index(
                 f"{np.unique(y[bad])[:5].tolist()}); pass classes=... if the labels are not "
                 "column indices."
             )
-        present = np.unique(index)
-        if n_columns > 2 and np.array_equal(present, np.arange(1, n_columns)):
-            # labels 1..K-1 with no 0: the signature of 1-based classes read as positions
-            # (not with two columns: a subgroup whose labels are all 1 is common there)
+        if n_columns > 2 and not (index == 0).any():
+            # no 0: 1-based classes read as positions, on the rows of some classes only (with
+            # every class present, label K is refused above). 0-based labels lacking 0 (the
+            # rows of class 2) warn too: one warning, against a wrong coverage unsaid. Not
+            # with two columns, where the rows of the positive class (all 1) are common.
             warn_user(
-                f"`{name}` holds the labels 1..{n_columns - 1} and no 0: labels are read as "
-                f"column indices 0..{n_columns - 1}; if they are the classes themselves "
-                "(1..K), pass classes=model.classes_.",
+                f"`{name}` holds no label 0: labels are read as column indices "
+                f"0..{n_columns - 1}; if they are the classes (such as 1..K), pass "
+                f"classes=model.classes_ (indices without this warning: np.arange({n_columns})).",
                 UserWarning,
             )
         return index
@@ -590,9 +591,9 @@ def coverage(
     classes : array-like of shape (K,), optional
         Label of each set column (any type, strings included); by default column ``j`` is
         label ``j``. Pass ``classes=model.classes_`` whenever the labels are not 0..K-1:
-        without it, labels 1..K are read as column indices, which a warning catches only
-        when every label 1..K-1 is present (not on the rows of one class, say). A set
-        DataFrame whose columns share a label with ``classes`` (or, without it, with
+        without it, labels 1..K are read as column indices, so integer labels that lack 0
+        warn (with more than two columns; label K is refused).
+        A set DataFrame whose columns share a label with ``classes`` (or, without it, with
         ``y_true``), or are those labels as text (``"2"`` for ``2`` after a CSV round
         trip; ``"2.0"`` for ``2``, or ``"2"`` for ``2.0``, when every column is such a
         text of another class), carries its classes: its columns are used as
