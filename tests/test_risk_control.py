@@ -949,3 +949,224 @@ def test_learn_then_test_on_fine_grids_matches_a_brute_force_procedure(risk, fwe
         for j, alpha in enumerate(alphas):
             expected = brute_force_ltt(P_cal, Y_cal, P_test, alpha, risk, values, fwer)
             np.testing.assert_array_equal(sets[:, :, j], expected)
+
+
+def _block_summed_losses(model, scores, labels, cuts):
+    """The summed losses as LTT computed them before review s59: every cut compared with
+    every score (the reference for the step-function evaluation)."""
+    counts = labels.sum(axis=1)
+    out = np.empty(cuts.size)
+    for i, cut in enumerate(cuts):  # a loop over cuts: the oracle, not the method
+        chosen = scores <= cut
+        if model.risk == "precision":
+            size = chosen.sum(axis=1)
+            false = (chosen & ~labels).sum(axis=1)
+            loss = np.divide(false, size, out=np.zeros(size.shape), where=size > 0)
+        else:
+            missed = (labels & ~chosen).sum(axis=1)
+            if model.risk == "fnr":
+                loss = np.divide(missed, counts, out=np.zeros(missed.shape), where=counts > 0)
+            else:
+                loss = (missed > 0).astype(float)
+        out[i] = loss.sum()
+    return out
+
+
+def _random_case(rng):
+    """Scores and labels with ties (within and across rows), unlabelled rows and a few
+    labels per row, of a random size."""
+    n, n_labels = int(rng.integers(5, 400)), int(rng.integers(1, 8))
+    P, Y = draw(n, rng, n_labels=n_labels, ties=bool(rng.random() < 0.7))
+    if rng.random() < 0.5:
+        steps = rng.integers(2, 30)
+        P = np.round(P * steps) / steps  # coarser: more ties
+    Y[rng.random(n) < rng.random() * 0.4] = False
+    if not Y.any():
+        Y[0, 0] = True
+    return 1 - P, Y
+
+
+@pytest.mark.parametrize("risk", ["fnr", "miscoverage", "precision"])
+@pytest.mark.parametrize("fwer", ["fixed_sequence", "bonferroni"])
+def test_ltt_step_function_losses_choose_the_thresholds_of_the_block_loop(risk, fwer, monkeypatch):
+    """Review finding (s59): LTT's summed losses are a step function of the cut; the
+    thresholds it certifies are those of the former cut-by-cut evaluation, on random
+    configurations with ties, unlabelled rows, integer and unsorted grids."""
+    rng = np.random.default_rng(59)
+    for _ in range(60):
+        scores, labels = _random_case(rng)
+        grid = (
+            int(rng.integers(1, 3000))
+            if rng.random() < 0.5
+            else list(
+                np.round(rng.random(int(rng.integers(1, 80))), int(rng.integers(1, 4))).clip(
+                    0.001, 1
+                )
+            )  # unsorted, with repeats
+        )
+        alphas = np.sort(rng.uniform(0.02, 0.6, size=3))
+        model = controller(method="ltt", risk=risk, fwer=fwer, thresholds=grid)
+        model._tested_grid = model._grid()
+        cuts = np.sort(rng.choice(scores.ravel(), 20))
+        losses_now = model._summed_losses(scores, labels, cuts)
+        np.testing.assert_allclose(
+            losses_now, _block_summed_losses(model, scores, labels, cuts), rtol=0, atol=1e-9
+        )
+        chosen = model._tested_thresholds(scores, labels, alphas)
+        with monkeypatch.context() as patch:
+            patch.setattr(
+                model,
+                "_summed_losses",
+                lambda s, y, c, model=model: _block_summed_losses(model, s, y, c),
+            )
+            np.testing.assert_array_equal(chosen, model._tested_thresholds(scores, labels, alphas))
+
+
+@pytest.mark.parametrize("grid", [10**7, 10**18])
+def test_ltt_refuses_an_integer_grid_too_fine_to_build(grid):
+    """Review finding (s59): thresholds=10**9 made LTT build a grid of several GB."""
+    rng = np.random.default_rng(61)
+    P, Y = draw(50, rng)
+    with pytest.raises(ValueError, match=r"`thresholds` must be at most 1000000 for method='ltt'"):
+        controller(method="ltt", thresholds=grid).calibrate(P, Y)
+    controller(method="crc", thresholds=grid).calibrate(P, Y)  # read by LTT only
+
+
+def _exhaustive_rcps(model, scores, labels, alphas):
+    """RCPS as before review s59: the p-value at every candidate threshold."""
+    n = scores.shape[0]
+    counts = labels.sum(axis=1)
+    if model.risk == "fnr":
+        row, column = np.nonzero(labels)
+        values, weights = scores[row, column], 1.0 / counts[row]
+    else:
+        has = counts > 0
+        values = np.where(labels[has], scores[has], -np.inf).max(axis=1)
+        weights = np.ones(values.size)
+    order = np.argsort(values, kind="stable")
+    values, covered = values[order], np.cumsum(weights[order])
+    summed = (counts > 0).sum() - np.concatenate([[0.0], covered])
+    tolerance = max(1e-9, values.size * np.finfo(float).eps * summed[0])
+    whole = np.rint(summed)
+    summed = np.where(np.abs(summed - whole) <= tolerance, whole, summed)
+    meets = np.array([model._pvalues(summed, n, a) < model.delta for a in alphas])
+    candidates = np.concatenate([[-1.0], values])
+    return np.where(meets.any(axis=1), candidates[np.argmax(meets, axis=1)], np.inf)
+
+
+@pytest.mark.parametrize("risk", ["fnr", "miscoverage"])
+def test_rcps_bisection_finds_the_threshold_of_the_exhaustive_search(risk, monkeypatch):
+    """Review finding (s59): RCPS evaluated a p-value at every candidate for every level;
+    the p-value is monotone in the threshold, so a bisection finds the same threshold
+    with a few dozen."""
+    rng = np.random.default_rng(62)
+    evaluated = []
+    for _ in range(80):
+        scores, labels = _random_case(rng)
+        alphas = np.sort(rng.uniform(0.01, 0.7, size=4))
+        model = controller(method="rcps", risk=risk, delta=float(rng.uniform(0.01, 0.5)))
+        pvalues = model._pvalues
+        with monkeypatch.context() as patch:
+            patch.setattr(
+                model,
+                "_pvalues",
+                lambda loss, n, level, pvalues=pvalues: (
+                    evaluated.append(np.size(loss)) or pvalues(loss, n, level)
+                ),
+            )
+            chosen = model._exact_thresholds(scores, labels, alphas)
+        np.testing.assert_array_equal(chosen, _exhaustive_rcps(model, scores, labels, alphas))
+    # a bisection over up to 2,800 candidates: about 12 p-values per level, not 2,800
+    assert sum(evaluated) <= 80 * 4 * 16
+
+
+def test_label_matrices_of_other_encodings_are_told_how_to_convert_them():
+    """Review finding (s59): a -1/+1 matrix was told "got [-1, -1, -1] ...", 'yes'/'no' text
+    to use y.astype(int) (which fails on text), and a missing entry "got [nan]"."""
+    rng = np.random.default_rng(63)
+    P, Y = draw(40, rng, n_labels=3)
+    signs = 2 * Y.astype(int) - 1
+    with pytest.raises(ValueError, match=r"got the values \[-1\]: .*\(y > 0\)\.astype\(int\)"):
+        controller().calibrate(P, signs)
+    twos = Y.astype(int) + 1  # 1/2: the distinct values outside 0/1, no sign advice
+    with pytest.raises(ValueError, match=r"got the values \[2\]\.$"):
+        controller().calibrate(P, twos)
+    text = pd.DataFrame(np.where(Y, "yes", "no"), columns=list("abc"))
+    with pytest.raises(ValueError, match=r"""\(y == "yes"\)\.astype\(int\)""") as caught:
+        controller().calibrate(P, text)
+    assert "'no', 'yes'" in str(caught.value)
+    missing = pd.DataFrame(Y.astype(int), columns=list("abc")).astype("Int64")
+    missing.iloc[4, 1] = pd.NA
+    missing.iloc[9, 2] = pd.NA
+    with pytest.raises(
+        ValueError, match=r"missing entries \(2: row 4 column 'b', row 9 column 'c'\)"
+    ):
+        controller().calibrate(P, missing)
+    holes = Y.astype(float)
+    holes[7, 0] = np.nan
+    with pytest.raises(ValueError, match=r"missing entries \(1: row 7 column 0\)"):
+        controller().calibrate(P, holes)
+
+
+def _population_risk(sets, Y, risk):
+    """The mean loss of sets on the rows of a population (labels ``Y``)."""
+    if risk == "precision":
+        size = sets.sum(axis=1)
+        return np.where(size > 0, (sets & ~Y).sum(axis=1) / np.maximum(size, 1), 0).mean()
+    fnr, miss = losses(sets, Y)
+    return (fnr if risk == "fnr" else miss).mean()
+
+
+@pytest.mark.slow
+def test_rcps_on_the_miscoverage_keeps_it_below_alpha_with_probability_1_minus_delta():
+    """Review finding (s59): the exact binomial tail of RCPS had no test of its guarantee."""
+    alpha, delta, n_cal, repeats = 0.15, 0.1, 100, 300
+    rng = np.random.default_rng(64)
+    P_big, Y_big = draw(40_000, rng)  # the population, to read each calibration's true risk
+    exceed = {"rcps": 0, "crc": 0}
+    for _ in range(repeats):  # independent calibration sets
+        P, Y = draw(n_cal, rng)
+        for method in exceed:
+            model = controller(method=method, risk="miscoverage", alpha=alpha, delta=delta)
+            sets = model.calibrate(P, Y).predict_set(P_big)
+            exceed[method] += _population_risk(sets, Y_big, "miscoverage") > alpha
+    # Binomial(repeats, <= delta) exceedances for a valid method, false alarm 1e-3
+    limit = stats.binom.ppf(1 - 1e-3, repeats, delta)
+    assert exceed["rcps"] <= limit
+    assert exceed["crc"] > limit  # the same check rejects the expectation guarantee alone
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("risk", "fwer", "alpha"),
+    [
+        ("fnr", "fixed_sequence", 0.15),
+        ("miscoverage", "fixed_sequence", 0.2),
+        ("fnr", "bonferroni", 0.15),
+        ("precision", "bonferroni", 0.3),
+    ],
+)
+def test_ltt_keeps_each_risk_below_alpha_with_probability_1_minus_delta(risk, fwer, alpha):
+    """Review finding (s59): LTT on the FNR and the miscoverage, and with Bonferroni, had
+    no test of its guarantee (only equality with a copy of its own formula)."""
+    delta, n_cal, repeats = 0.1, 150, 300
+    rng = np.random.default_rng(65)
+    P_big, Y_big = draw(40_000, rng)
+    grid = np.arange(1, 51) / 50
+    risks_big = np.array([_population_risk(1 - P_big <= 1 - t, Y_big, risk) for t in grid])
+    exceed = {"ltt": 0, "no correction": 0}
+    for _ in range(repeats):  # independent calibration sets
+        P, Y = draw(n_cal, rng)
+        model = controller(method="ltt", risk=risk, fwer=fwer, alpha=alpha, thresholds=50)
+        sets = model.calibrate(P, Y).predict_set(P_big)
+        exceed["ltt"] += _population_risk(sets, Y_big, risk) > alpha
+        # the naive choice: the threshold furthest from the safe end whose calibration
+        # risk is at most alpha (the smallest sets for the FNR and the miscoverage, the
+        # largest for precision)
+        empirical = np.array([_population_risk(1 - P <= 1 - t, Y, risk) for t in grid])
+        meeting = np.flatnonzero(empirical <= alpha)
+        naive = meeting[0] if risk == "precision" else meeting[-1]
+        exceed["no correction"] += risks_big[naive] > alpha
+    limit = stats.binom.ppf(1 - 1e-3, repeats, delta)
+    assert exceed["ltt"] <= limit
+    assert exceed["no correction"] > limit  # the same check rejects the naive choice

@@ -65,6 +65,8 @@ __all__ = ["MultiLabelRiskController", "hoeffding_bentkus_pvalue"]
 _RISKS = ("fnr", "miscoverage", "precision")
 _METHODS = ("crc", "rcps", "ltt")
 _FWER = ("fixed_sequence", "bonferroni")
+#: The finest grid an int `thresholds` may ask LTT for (its arrays: a few tens of MB).
+_MAX_GRID = 10**6
 #: What `alpha` is for the false negative rate, precision and the Hoeffding-Bentkus p-value.
 _RISK_LEVEL = "the risk level: a bound on the expected loss, e.g. 0.1"
 
@@ -238,16 +240,66 @@ def check_label_matrix(y: Any, n: int, n_labels: int | None = None) -> NDArray:
         )
     if labels.dtype.kind not in "biuf":
         raise ValueError(
-            f"`y` must hold 0/1 entries, got dtype {labels.dtype}: convert it first, "
-            "e.g. y.astype(int) for 0/1 held as objects."
+            f"`y` must hold 0/1 entries, got dtype {labels.dtype}{_conversion_hint(labels)}."
+        )
+    if labels.dtype.kind == "f" and np.isnan(labels).any():
+        raise ValueError(
+            f"`y` must hold 0/1 entries, got missing entries ({_missing_entries_text(y, labels)})"
+            ": a label matrix needs 0 or 1 for every label of every row; fill them (e.g. "
+            "y.fillna(0) when a missing label means absent) or leave those rows out."
         )
     if labels.dtype.kind != "b" and not np.isin(labels, (0, 1)).all():
-        bad = labels[~np.isin(labels, (0, 1))]
+        bad = np.unique(labels[~np.isin(labels, (0, 1))])
+        shown = ", ".join(f"{value:g}" for value in bad[:5].tolist())
+        more = f" and {bad.size - 5} more" if bad.size > 5 else ""
+        signs = bool(np.isin(labels, (-1, 1)).all())  # LIBSVM / MULAN style -1/+1
+        hint = ": a -1/+1 label matrix converts with (y > 0).astype(int)" if signs else ""
         raise ValueError(
-            f"`y` must hold 0/1 entries (label absent/present), got {bad[:3].tolist()}"
-            f"{' ...' if bad.size > 3 else ''}."
+            f"`y` must hold 0/1 entries (label absent/present), got the values "
+            f"[{shown}]{more}{hint}."
         )
     return labels.astype(np.int64)
+
+
+def _conversion_hint(labels: NDArray) -> str:
+    """How to turn a label matrix of text (or other objects) into 0/1, to follow "got dtype
+    object" in a message: ``y.astype(int)`` for the digits 0/1 as text or objects, a
+    comparison with the value meaning "present" for other text, e.g.
+    ``(y == "yes").astype(int)``."""
+    try:
+        distinct = pd.unique(pd.Series(labels.ravel(), dtype=object))
+    except TypeError:  # unhashable entries (lists)
+        return ": convert it to 0/1 first"
+    if all(str(value).strip() in ("0", "1") for value in distinct):
+        return ": convert it first, e.g. y.astype(int) for 0/1 held as text or objects"
+    shown = sorted({repr(value) for value in distinct})
+    listed = ", ".join(shown[:5]) + (f" and {len(shown) - 5} more" if len(shown) > 5 else "")
+    texts = [value for value in distinct if isinstance(value, str)]
+    if not texts:
+        return f" holding {listed}: convert them to 0/1 first"
+    present = ("yes", "y", "true", "t", "present", "positive", "pos")
+    chosen = next((v for v in texts if v.strip().lower() in present), max(texts))
+    example = f'"{chosen}"' if '"' not in chosen else repr(chosen)
+    return (
+        f" holding {listed}: map them to 0/1 first, e.g. (y == {example})"
+        ".astype(int) when that value means the label is present"
+    )
+
+
+def _missing_entries_text(y: Any, labels: NDArray) -> str:
+    """``2: row 4 column 'b', row 9 column 'c'``: how many entries of a label matrix are
+    missing, and which (the first three; row and column labels of a DataFrame)."""
+    rows, columns = np.nonzero(np.isnan(labels))
+    if isinstance(y, pd.DataFrame):
+        row_names, column_names = y.index.tolist(), y.columns.tolist()
+    else:
+        row_names, column_names = range(labels.shape[0]), range(labels.shape[1])
+    named = ", ".join(
+        f"row {row_names[r]!r} column {column_names[c]!r}"
+        for r, c in zip(rows[:3], columns[:3], strict=True)
+    )
+    more = f" and {rows.size - 3} more" if rows.size > 3 else ""
+    return f"{rows.size}: {named}{more}"
 
 
 def _extra_axis_remedy(labels: NDArray, n: int) -> str:
@@ -279,6 +331,32 @@ def _extra_axis_remedy(labels: NDArray, n: int) -> str:
         f"it has {labels.ndim} axes, a label matrix 2 (rows, labels): y.reshape({n}, -1) "
         "if the axes after the first index the labels"
     )
+
+
+def _grouped_step_sums(events: Any, n_groups: int, n_cuts: int, combine: Any) -> NDArray:
+    """Sum step functions over increasing cuts, by group, from whole-number steps.
+
+    ``events()`` yields blocks of ``(group, position, step)`` arrays (``step`` ``None``
+    for steps of 1): the group's count grows by ``step`` from cut ``position`` on (a
+    position of ``n_cuts``: never). ``combine(groups, counts)`` turns the counts of a slice
+    of groups, shape ``(groups, n_cuts)``, into their summed loss at each cut. The counts
+    are added up exactly (whole numbers in floats), a slice of groups at a time so that
+    they take a few tens of MB whatever the grid (each slice reads the events again).
+    """
+    per_slice = max(1, 2**22 // (n_cuts + 1))
+    total = np.zeros(n_cuts)
+    for first in range(0, n_groups, per_slice):  # one slice for most label counts and grids
+        groups = slice(first, min(first + per_slice, n_groups))
+        width = groups.stop - groups.start
+        counts = np.zeros(width * (n_cuts + 1))
+        for group, position, step in events():
+            inside = (group >= groups.start) & (group < groups.stop)
+            cells = (group[inside] - groups.start) * (n_cuts + 1) + position[inside]
+            weights = None if step is None else step[inside]
+            counts += np.bincount(cells, weights=weights, minlength=counts.size)
+        steps = counts.reshape(width, n_cuts + 1)[:, :n_cuts]
+        total += combine(groups, np.cumsum(steps, axis=1))
+    return total
 
 
 class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
@@ -325,8 +403,9 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
         with ``p >= t``, compared as ``1 - p <= 1 - t``, so a probability a rounding error
         below ``t`` can count; the same at calibration and prediction), fixed before
         seeing the calibration data, each in (0, 1] (0 is refused: it would keep every
-        label); an int ``m`` means ``1/m, 2/m, ..., 1``. Not used by the other methods
-        (but still checked, like ``delta``).
+        label); an int ``m`` means ``1/m, 2/m, ..., 1`` (at most 1,000,000 for ``"ltt"``,
+        which builds and tests the whole grid). Not used by the other methods (but still
+        checked, like ``delta``).
     fwer : {"fixed_sequence", "bonferroni"}, default="fixed_sequence"
         ``method="ltt"``: ``"fixed_sequence"`` tests the thresholds from the safe end
         (the largest sets for ``"fnr"`` and ``"miscoverage"``, the smallest for
@@ -528,6 +607,13 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
         if isinstance(grid, numbers.Integral) and not isinstance(grid, bool):
             if grid < 1:
                 raise ValueError(f"`thresholds` must be at least 1, got {grid}.")
+            if self.method == "ltt" and grid > _MAX_GRID:  # the other methods never build it
+                raise ValueError(
+                    f"`thresholds` must be at most {_MAX_GRID} for method='ltt', got {grid}: "
+                    f"LTT builds and tests the whole grid ({8 * int(grid) / 1e9:.3g} GB for "
+                    "the thresholds alone). Pass a smaller int, or the thresholds themselves "
+                    "as an array."
+                )
             return
         try:
             values = np.asarray(grid, dtype=float)
@@ -778,13 +864,29 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
         if self.method == "crc":
             allowed = (n + 1) * alphas - 1  # n R_n(q) + 1 <= (n + 1) alpha
             meets = summed_loss[None, :] <= allowed[:, None] + tolerance
+            first = np.argmax(meets, axis=1)
+            first[~meets.any(axis=1)] = summed_loss.size
         else:  # a loop over levels, not rows
             whole = np.rint(summed_loss)  # the binomial tails count whole losses
             summed_loss = np.where(np.abs(summed_loss - whole) <= tolerance, whole, summed_loss)
-            meets = np.array([self._pvalues(summed_loss, n, a) < self.delta for a in alphas])
-        candidates = np.concatenate([[-1.0], values])  # -1 < every score 1 - p >= 0
-        first = np.argmax(meets, axis=1)
-        return np.where(meets.any(axis=1), candidates[first], np.inf)
+            first = np.array([self._first_certified(summed_loss, n, a) for a in alphas])
+        candidates = np.concatenate([[-1.0], values, [np.inf]])  # -1 < every score 1 - p >= 0
+        return candidates[first]
+
+    def _first_certified(self, summed_loss: NDArray, n: int, level: float) -> int:
+        """RCPS: the first index of the non-increasing ``summed_loss`` whose p-value is
+        below ``delta`` (its size when none is), by bisection: the p-value does not
+        decrease with the summed loss (nor does the snapping to whole numbers before it),
+        so those indices are the end of the array, found with about ``log2(size)``
+        p-values instead of one per candidate threshold."""
+        low, high = 0, summed_loss.size  # certified from `high` on; not below `low`
+        while low < high:
+            middle = (low + high) // 2
+            if self._pvalues(summed_loss[middle : middle + 1], n, level)[0] < self.delta:
+                high = middle
+            else:
+                low = middle + 1
+        return low
 
     def _tested_thresholds(self, scores: NDArray, labels: NDArray, alphas: NDArray) -> NDArray:
         """Learn then test: at each level, the certified threshold of the grid furthest
@@ -806,6 +908,15 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
         passed = np.searchsorted(np.unique(scores), cuts, side="right")
         _, first, members = np.unique(passed, return_index=True, return_inverse=True)
         summed_loss = self._summed_losses(scores, labels, cuts[first])
+        # each sum is off the exact one by at most about (labels + 1) eps (sum): sums that
+        # close to a whole number of losses are taken as exactly there, so
+        # that the binomial tails, which count whole losses, do not depend on the order of
+        # summation (1e-9 at least, the tolerance those tails already read counts with)
+        tolerance = max(
+            _RANK_TOLERANCE, (labels.shape[1] + 1) * np.finfo(float).eps * summed_loss.max()
+        )
+        whole = np.rint(summed_loss)
+        summed_loss = np.where(np.abs(summed_loss - whole) <= tolerance, whole, summed_loss)
         out = np.empty(alphas.size)
         for i, level in enumerate(alphas):  # a loop over levels, not rows
             pvalues = self._pvalues(summed_loss, n, float(level))[members]
@@ -821,23 +932,68 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
 
     def _summed_losses(self, scores: NDArray, labels: NDArray, cuts: NDArray) -> NDArray:
         """The summed loss of the rows at each of ``cuts`` (a row's set: the labels with
-        ``scores <= cut``), for blocks of cuts at once (a few MB each)."""
+        ``scores <= cut``).
+
+        A row's loss is a step function of the cut, changing only where the cut passes one
+        of its scores: each score is placed once among the sorted cuts, and the losses are
+        added up per kind of row from whole-number counts (the FNR: the missed labels of
+        the rows with ``c`` labels, over ``c``; precision: the false labels of the sets of
+        ``k`` labels, over ``k``; miscoverage: the rows missing a label, exactly). Each sum
+        then carries one rounding per kind of row, at most the number of labels plus one,
+        however many rows there are (a running sum over every score would carry one per
+        score)."""
+        order = np.argsort(cuts, kind="stable")
+        increasing = cuts[order]
+        n_cuts, n_labels = cuts.size, labels.shape[1]
         counts = labels.sum(axis=1)
-        out = np.empty(cuts.size)
-        block = max(1, 2**20 // scores.size)
-        for start in range(0, cuts.size, block):  # a loop over blocks of the grid
-            chosen = scores <= cuts[start : start + block, None, None]
-            if self.risk == "precision":
-                size = chosen.sum(axis=2)
-                false = (chosen & ~labels).sum(axis=2)
-                loss = np.divide(false, size, out=np.zeros(size.shape), where=size > 0)
-            else:
-                missed = (labels & ~chosen).sum(axis=2)
-                if self.risk == "fnr":
-                    loss = np.divide(missed, counts, out=np.zeros(missed.shape), where=counts > 0)
-                else:
-                    loss = (missed > 0).astype(float)
-            out[start : start + block] = loss.sum(axis=1)  # one sum per cut, over rows
+        sizes = np.arange(n_labels + 1)
+
+        def position(values: NDArray) -> NDArray:
+            # the first cut (in increasing order) at or above a score: from there on, that
+            # score's label is in the set
+            return np.searchsorted(increasing, values, side="left")
+
+        if self.risk == "miscoverage":  # the least probable true label decides
+            has = counts > 0
+            last = np.where(labels[has], scores[has], -np.inf).max(axis=1)
+            covered = np.cumsum(np.bincount(position(last), minlength=n_cuts + 1))[:n_cuts]
+            summed = (has.sum() - covered).astype(float)
+        elif self.risk == "fnr":
+            row, column = np.nonzero(labels)
+            events = [(counts[row], position(scores[row, column]), None)]
+            labelled = np.bincount(counts, minlength=n_labels + 1) * sizes  # per count c
+
+            def fnr(groups: slice, covered: NDArray) -> NDArray:
+                missed = labelled[groups, None] - covered
+                return (missed / np.maximum(sizes[groups, None], 1)).sum(axis=0)  # c = 0: 0
+
+            summed = _grouped_step_sums(lambda: events, n_labels + 1, n_cuts, fnr)
+        else:
+
+            def precision_events():  # per block of rows: a few MB at a time
+                block = max(1, 2**20 // max(n_labels, 1))
+                for start in range(0, scores.shape[0], block):
+                    rows = slice(start, start + block)
+                    within = np.argsort(scores[rows], axis=1, kind="stable")
+                    steps = position(np.take_along_axis(scores[rows], within, axis=1))
+                    # false labels among the k smallest scores of the row, k = 1 ... L
+                    false = np.cumsum(~np.take_along_axis(labels[rows], within, axis=1), axis=1)
+                    k = np.broadcast_to(sizes[1:], steps.shape)
+                    # the set reaches k labels at the row's k-th score, and leaves k labels
+                    # (for k + 1) at its (k + 1)-th
+                    yield k.ravel(), steps.ravel(), false.ravel().astype(float)
+                    yield (
+                        k[:, :-1].ravel(),
+                        steps[:, 1:].ravel(),
+                        -false[:, :-1].ravel().astype(float),
+                    )
+
+            def precision(groups: slice, false: NDArray) -> NDArray:
+                return (false / np.maximum(sizes[groups, None], 1)).sum(axis=0)
+
+            summed = _grouped_step_sums(precision_events, n_labels + 1, n_cuts, precision)
+        out = np.empty(n_cuts)
+        out[order] = summed
         return out
 
     def _warn_too_few(
