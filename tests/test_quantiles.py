@@ -273,6 +273,29 @@ def test_bad_weights(weights, match):
         conformal_quantile([1.0, 2.0, 3.0], 0.5, weights=weights)
 
 
+@pytest.mark.parametrize(
+    "weights,match",
+    [
+        (["a", "b", "c"], r"`weights` must be real numbers, got \['a', 'b', 'c'\]"),
+        ([1, 1j, 1], r"`weights` holds complex numbers"),
+        ([[1, 1, 1], [1, 1]], r"`weights` holds rows of different lengths"),
+        ([1, None, 1], r"`weights` has missing entries"),
+        ([True, False, True], r"`weights` must be real numbers.*astype\(float\)"),
+    ],
+)
+@pytest.mark.parametrize("function", ["conformal_quantile", "weighted_quantile"])
+def test_weights_that_are_not_real_numbers_are_named(weights, match, function):
+    """Shift review (stop 59): non-numeric, complex or ragged `weights` got numpy's messages
+    ("could not convert string to float", "float() argument must be ... not 'complex'",
+    "inhomogeneous shape") from both functions; they are read as `test_weight` is."""
+    scores = [0.1, 0.5, 0.9]
+    with pytest.raises(ValueError, match=match):
+        if function == "conformal_quantile":
+            conformal_quantile(scores, 0.1, weights=weights)
+        else:
+            weighted_quantile(scores, weights, 0.5)
+
+
 def test_weighted_thresholds_one_test_row_tiny_weights_and_rows_without_weight():
     """shift review: a 1-D `test_weight` of one entry gives one row of thresholds (it gave
     the levels alone); weights of 5e-324 give the thresholds of unit weights (they were

@@ -24,7 +24,12 @@ from typing import Any, Literal, cast
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from uqconform._validation import real_values, swapped_level_hint, value_summary
+from uqconform._validation import (
+    holds_missing_values,
+    real_values,
+    swapped_level_hint,
+    value_summary,
+)
 from uqconform._warnings import warn_user
 
 __all__ = [
@@ -497,6 +502,37 @@ def effective_sample_size(weights: ArrayLike) -> float:
     return float(scaled.sum() ** 2 / np.sum(scaled**2))
 
 
+def _weight_values(weights: Any, per: str) -> NDArray:
+    """``weights`` as a float array (one weight per ``per``), or a ValueError naming
+    ``weights`` when they are not real numbers (text, complex numbers, booleans, missing
+    entries, rows of different lengths), instead of numpy's message."""
+    w = real_values(weights)
+    if w is not None:
+        return w
+    try:
+        kind = np.asarray(weights).dtype.kind
+    except (TypeError, ValueError):  # ragged nesting
+        raise ValueError(
+            f"`weights` holds rows of different lengths: one weight per {per} (2-D weights: "
+            "rows of the same length)."
+        ) from None
+    if kind == "c":
+        raise ValueError(
+            f"`weights` holds complex numbers, got {value_summary(weights)}: weights are "
+            "real, finite and non-negative."
+        )
+    if holds_missing_values(weights):
+        raise ValueError(
+            f"`weights` has missing entries (None or pd.NA): every {per} needs a finite, "
+            "non-negative weight."
+        )
+    hint = " (booleans: pass weights.astype(float) for 0/1 weights)" if kind == "b" else ""
+    raise ValueError(
+        f"`weights` must be real numbers, got {value_summary(weights)}{hint}: finite, "
+        f"non-negative weights, one per {per}."
+    )
+
+
 def _warn_too_few(
     n: int,
     levels: NDArray,
@@ -519,7 +555,7 @@ def _warn_too_few(
 def _weighted_conformal_quantile(
     values: NDArray, levels: NDArray, weights: ArrayLike, test_weight: ArrayLike, warn: bool
 ) -> NDArray:
-    w = np.asarray(weights, dtype=float)
+    w = _weight_values(weights, "calibration score")
     if w.shape[-1:] != values.shape or w.ndim > 2:
         raise ValueError(
             f"`weights` must have shape (n,) or (m, n) with n={values.size}, got {w.shape}."
@@ -711,7 +747,7 @@ def weighted_quantile(values: ArrayLike, weights: ArrayLike, q: float | ArrayLik
         )
     if np.isnan(v).any():
         raise ValueError("`values` contains NaN.")
-    w = np.asarray(weights, dtype=float)
+    w = _weight_values(weights, "value")
     given = real_values(q)
     levels = np.atleast_1d(np.empty(0) if given is None else given)
     if given is None or levels.ndim > 1 or not levels.size:
