@@ -39,17 +39,26 @@ def seed_parameters(estimator: Any, only_unset: bool = False) -> list[str]:
     ]
 
 
-def _check_trainable(estimator: Any) -> None:
+def _check_trainable(estimator: Any, owner: Any = None) -> None:
     """A model to be cloned and trained must be a scikit-learn estimator (``get_params``
-    and ``fit``)."""
+    and ``fit``); the advice names ``owner``'s own call when it has ``calibrate``."""
     if not hasattr(estimator, "get_params"):
+        if hasattr(owner, "calibrate"):
+            name = type(owner).__name__
+            remedy = (
+                f"Train it yourself and skip fit: {name}(model).calibrate(X_cal, y_cal) uses "
+                "it as it is."
+            )
+        else:
+            remedy = (
+                "Train it yourself and call calibrate without fit where the method has it: a "
+                "model outside scikit-learn is then used as it is (the ensemble classifiers "
+                "and RPS also take a list of such fitted models). The time-series methods "
+                "train their models, so they need a scikit-learn estimator."
+            )
         raise TypeError(
             f"`estimator` ({type(estimator).__name__}) is not a scikit-learn estimator (no "
-            "get_params), so it cannot be cloned and trained here. Train it yourself and call "
-            "calibrate without fit where the method has it: a model outside scikit-learn is "
-            "then used as it is (the ensemble classifiers and RPS also take a list of such "
-            "fitted models). The time-series methods train their models, so they need a "
-            "scikit-learn estimator."
+            f"get_params), so it cannot be cloned and trained here. {remedy}"
         )
     if not callable(getattr(estimator, "fit", None)):
         raise TypeError(
@@ -59,8 +68,9 @@ def _check_trainable(estimator: Any) -> None:
         )
 
 
-def seeded_clone(estimator: Any, random_state: Any) -> Any:
-    """A clone of ``estimator`` whose ``random_state`` parameters left at None are seeded.
+def seeded_clone(estimator: Any, random_state: Any, owner: Any = None) -> Any:
+    """A clone of ``estimator`` whose ``random_state`` parameters left at None are seeded
+    (``owner``: the wrapper training it, named in the refusal of a model it cannot clone).
 
     A wrapper's seed then also fixes the models it trains (same seed, same numbers, also
     around an unseeded random forest); each unset parameter gets its own seed, seeds the
@@ -76,7 +86,7 @@ def seeded_clone(estimator: Any, random_state: Any) -> Any:
     >>> seeded_clone(RandomForestRegressor(random_state=1), 3).random_state
     1
     """
-    _check_trainable(estimator)
+    _check_trainable(estimator, owner)
     model = clone(estimator)
     if random_state is None:
         return model

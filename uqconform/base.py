@@ -1230,14 +1230,7 @@ class ModelWrapper(
         fit does not train it)."""
         check_frozen_is_fitted(self.estimator, self)
         model = self._estimator_or_default()
-        if not hasattr(model, "get_params") and hasattr(self, "calibrate"):
-            name = type(self).__name__
-            raise TypeError(
-                f"`estimator` ({type(model).__name__}) is not a scikit-learn estimator (no "
-                f"get_params), so {name}.fit cannot clone and train it. Train it yourself and "
-                f"skip fit: {name}(model).calibrate(X_cal, y_cal) uses it as it is."
-            )
-        return seeded_clone(model, getattr(self, "random_state", None))
+        return seeded_clone(model, getattr(self, "random_state", None), owner=self)
 
     def _after_fit(self, X: Any, y: NDArray, **fit_params: Any) -> None:
         """Hook for extra training (difficulty estimators); default does nothing."""

@@ -492,9 +492,11 @@ class VennAbersCalibrator(ClassifierMixin, ModelWrapper):
         1,000 calibration rows one at a time changed 33 pairs under the float64 tolerance
         and none under this one. A test row whose probabilities are not float32 numbers
         gets the float64 tolerance, so the rule stays a function of the ``n + 1`` rows. A
-        float64 network can still move a score beyond the tolerance: scikit-learn MLPs
-        (five seeds) re-predicting their 1,000 calibration rows one at a time moved 2 to
-        6 rows' log-odds by 2.8 to 5.1 times it at most, changing 0 or 1 pair per model.
+        network, float32 or float64, can still move a score beyond its tolerance:
+        scikit-learn MLPs (five seeds, float64) re-predicting their 1,000 calibration rows
+        one at a time moved 2 to 6 rows' log-odds by 2.8 to 5.1 times it at most, changing
+        0 or 1 pair per model; four float32 MLPs moved 2 or 3 rows by up to 2.9 and 9.2
+        times the float32 tolerance, changing no pair.
     random_state : int, Generator or None, default=None
         Seeds the classifier trained by ``fit`` where its own ``random_state`` is None.
 
