@@ -92,8 +92,9 @@ def _fit_fold(
         raise ValueError(
             f"The model of fold {fold} trains on {rows.size} rows of a single class, and "
             f"{type(estimator).__name__} refused them ({error}). Use a stratified splitter "
-            "(cv=StratifiedKFold(k)) or fewer folds, so that every fold's training rows "
-            "hold at least two classes."
+            "(cv=StratifiedKFold(k), whose label-dependent folds leave the 1 - 2 alpha floor "
+            "unproved) or fewer folds, so that every fold's training rows hold at least two "
+            "classes."
         ) from error
 
 

@@ -386,7 +386,8 @@ default="lac"
                     "largest possible and the p-values of those classes (of every class "
                     "without class_conditional) rise toward 1, making the sets larger. "
                     "Use folds that keep every class in every training part (a "
-                    "StratifiedKFold) or more rows of those classes.",
+                    "StratifiedKFold, whose label-dependent folds leave the 1 - 2 alpha "
+                    "floor unproved) or more rows of those classes.",
                     UserWarning,
                 )
                 return
