@@ -1232,12 +1232,18 @@ def test_box_arrays_of_multi_output_regressors():
 
 def test_integer_labels_without_a_zero_warn_without_classes():
     sets = np.array([[True, False, False, False]] * 4)
-    with pytest.warns(UserWarning, match="no label 0"):
+    with pytest.warns(UserWarning, match="labels 1..3 and no 0"):  # exactly 1..K-1
         assert coverage([1, 1, 2, 3], sets) == 0.0
     assert coverage([1, 1, 2, 3], sets, classes=[1, 2, 3, 4]) == 0.5
-    # a per-class loop over 1-based classes: one label, read as a column all the same
-    with pytest.warns(UserWarning, match=r"classes=model\.classes_"):
-        assert coverage([2, 2], sets[:2]) == 0.0
+    # a per-class loop over 1-based classes: one label, read as a column all the same; the
+    # sets hold the column before it (label - 1) on both rows, the label's column on none
+    shifted = np.array([[False, True, False, False]] * 2)
+    with pytest.warns(UserWarning, match=r"no label 0.*classes=model\.classes_"):
+        assert coverage([2, 2], shifted) == 0.0
+    with warnings.catch_warnings():  # the label's own column covers: no sign of a shift
+        warnings.simplefilter("error")
+        assert coverage([2, 2], np.array([[False, True, True, False]] * 2)) == 1.0
+        assert coverage([2, 2], sets[:2]) == 0.0  # neither reading covers
 
 
 def test_one_based_labels_on_some_rows_warn_without_classes():
@@ -1258,9 +1264,11 @@ def test_one_based_labels_on_some_rows_warn_without_classes():
     right = coverage(y_test[one], sets[one], classes=clf.classes_)
     assert right > 0.5
     for rows in (one, y_test < 3, y_test == 2):
-        with pytest.warns(UserWarning, match=r"no label 0.*classes=model\.classes_"):
+        with pytest.warns(
+            UserWarning, match=r"no (label )?0.*classes=model\.classes_.*coverage_by_group"
+        ):
             coverage(y_test[rows], sets[rows])
-        with pytest.warns(UserWarning, match="no label 0"):
+        with pytest.warns(UserWarning, match="no (label )?0"):
             size_stratified_coverage(y_test[rows], sets[rows])
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -2190,3 +2198,94 @@ def test_evaluation_messages_name_the_arguments_and_the_set_forms(classification
         coverage([0, 2], [[0, 1], [2]])
     with pytest.raises(ValueError, match=r"`sets` is a ragged list.*boolean"):
         mean_set_size([[0, 1], [2]])
+
+
+def test_a_per_class_loop_of_zero_based_labels_is_silent():
+    """Review (diffrev27): the warning for integer labels lacking 0 fired on the usual
+    per-class check of 0-based labels, ``coverage(y[m], sets[m])`` for the rows of class 1
+    or 2 (iris). It now fires when reading each label as the column before it (label - 1)
+    covers clearly more rows than the label's own column: the 1-based signature."""
+    from sklearn.datasets import load_iris, load_wine
+
+    X, y = load_iris(return_X_y=True)
+    order = np.random.default_rng(0).permutation(y.size)
+    train, calibration, test = order[:60], order[60:110], order[110:]
+    model = LogisticRegression(max_iter=500).fit(X[train], y[train])
+    clf = SplitConformalClassifier(model, alpha=0.1).calibrate(X[calibration], y[calibration])
+    sets = clf.predict_set(X[test])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for k in (1, 2):
+            rows = y[test] == k
+            assert coverage(y[test][rows], sets[rows]) > 0.8
+            size_stratified_coverage(y[test][rows], sets[rows])
+    X, y = load_wine(return_X_y=True)
+    order = np.random.default_rng(0).permutation(y.size)
+    X, y = X[order], y[order]
+    clf = SplitConformalClassifier(LogisticRegression(max_iter=5000), alpha=0.2)
+    clf.fit(X[:60], y[:60]).calibrate(X[60:120], y[60:120])
+    sets, y_test = clf.predict_set(X[120:]), y[120:]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for k in (1, 2):
+            coverage(y_test[y_test == k], sets[y_test == k])
+    with pytest.warns(UserWarning, match=r"coverage_by_group\(y, sets, groups=y\)"):
+        coverage(y_test[y_test == 1] + 1, sets[y_test == 1])  # class 1's rows, 1-based
+
+
+def test_bound_pairs_are_told_from_lists_of_rows_by_the_rows_of_y():
+    """Review (diffrev27): the refusal of ``(lower, upper)`` caught lists of two rows given
+    as arrays (read as rows before) and two set rows of 3 entries against 2 labels. Two
+    items of n entries with n rows of y are a pair; two items of 2 entries with 2 rows are
+    either reading (refused naming both); two items of 2 entries with n != 2 rows are rows."""
+    rows = [np.array([0.0, 1.0]), np.array([2.0, 3.0])]
+    both = r"np\.vstack\(rows\).*np\.column_stack\(\[lower, upper\]\)"
+    with pytest.raises(TypeError, match=rf"`prediction` is two 1-D arrays.*{both}"):
+        coverage([0.5, 2.5], rows)
+    with pytest.raises(TypeError, match=rf"`intervals` is two 1-D arrays.*{both}"):
+        mean_width(rows)
+    assert coverage([1.5, 2.5], np.vstack(rows)) == 0.5  # rows [0, 1], [2, 3]
+    assert coverage([1.5, 2.5], np.column_stack(rows)) == 1.0  # rows [0, 2], [1, 3]
+    # two items of 2 entries against 3 rows: rows, as before (one row short)
+    with pytest.raises(ValueError, match=r"`y_true` has 3 rows but `prediction` has 2"):
+        coverage([0.5, 2.5, 9.0], rows)
+    assert coverage([0.5, 2.5, 9.0], [*rows, np.array([8.0, 9.0])]) == 1.0
+    # two integer rows of 3 entries against 2 labels: no pair, the set-array message
+    int_rows = [np.array([1, 0, 0]), np.array([0, 1, 1])]
+    with pytest.raises(TypeError, match=r"must be boolean") as info:
+        coverage([0, 1], int_rows)
+    assert "two 1-D arrays" not in str(info.value)
+    assert "lower and upper" not in str(info.value)
+    with pytest.raises(TypeError, match=r"shape \(2, 3\)") as info:
+        coverage([0, 1], np.array(int_rows))  # a (2, 3) array against 2 rows: no bounds hint
+    assert "lower and upper" not in str(info.value)
+    assert coverage([0, 1], [row.astype(bool) for row in int_rows]) == 1.0
+    # two items of 3 entries against 3 rows, or without y: the pair, as in 6d07ee9
+    lower, upper = np.zeros(3), np.ones(3)
+    with pytest.raises(TypeError, match=r"two 1-D arrays of 3 entries.*column_stack") as info:
+        coverage([0.5, 0.5, 2.0], (lower, upper))
+    assert "vstack" not in str(info.value)
+    with pytest.raises(TypeError, match=r"two 1-D arrays of 3 entries.*column_stack"):
+        mean_width((lower, upper))
+
+
+def test_ragged_interval_lists_are_named_as_intervals():
+    """Review (diffrev27): a ragged list got the label-set recipe also for intervals: two
+    bound arrays of different lengths are named with their lengths, and callers taking
+    intervals only say each row needs 2 entries."""
+    lower, upper = np.zeros(5), np.ones(5)
+    with pytest.raises(ValueError, match=r"lower has 4 entries, upper 5.*column_stack"):
+        coverage(np.zeros(5), (lower[:-1], upper))
+    with pytest.raises(ValueError, match=r"lower has 4 entries, upper 5") as info:
+        mean_width((lower[:-1], upper))
+    assert "mask" not in str(info.value)
+    for call in (
+        lambda: mean_width([[0.0, 1.0], [2.0]]),
+        lambda: mean_interval_score([0.5, 2.0], [[0.0, 1.0], [2.0]], 0.1),
+    ):
+        with pytest.raises(ValueError, match=r"`intervals` .*each row needs 2 entries") as info:
+            call()
+        assert "mask" not in str(info.value)
+    # label lists for sets keep the boolean-mask recipe
+    with pytest.raises(ValueError, match=r"`prediction` is a ragged list.*mask\[i, row\] = True"):
+        coverage([0, 2], [[0, 1], [2]])
