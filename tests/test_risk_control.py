@@ -1022,14 +1022,27 @@ def test_ltt_step_function_losses_choose_the_thresholds_of_the_block_loop(risk, 
             np.testing.assert_array_equal(chosen, model._tested_thresholds(scores, labels, alphas))
 
 
-@pytest.mark.parametrize("grid", [10**7, 10**18])
+@pytest.mark.parametrize("grid", [10**9, 10**18])
 def test_ltt_refuses_an_integer_grid_too_fine_to_build(grid):
     """Review finding (s59): thresholds=10**9 made LTT build a grid of several GB."""
     rng = np.random.default_rng(61)
     P, Y = draw(50, rng)
-    with pytest.raises(ValueError, match=r"`thresholds` must be at most 1000000 for method='ltt'"):
+    with pytest.raises(
+        ValueError, match=r"`thresholds` must be at most 100000000 for method='ltt'.* GB at its"
+    ):
         controller(method="ltt", thresholds=grid).calibrate(P, Y)
     controller(method="crc", thresholds=grid).calibrate(P, Y)  # read by LTT only
+
+
+def test_ltt_takes_an_integer_grid_as_fine_as_the_same_grid_given_as_an_array():
+    """Review finding (s59, diff review 28): thresholds=2 * 10**6 was refused (a cap of
+    10**6) while the same grid as an array was taken, at the same cost (16 MB, 0.2 s)."""
+    rng = np.random.default_rng(64)
+    P, Y = draw(200, rng, n_labels=3)
+    m = 2 * 10**6
+    fine = controller(method="ltt", thresholds=m).calibrate(P, Y)
+    same = controller(method="ltt", thresholds=np.arange(1, m + 1) / m).calibrate(P, Y)
+    np.testing.assert_array_equal(fine.predict_set(P), same.predict_set(P))
 
 
 def _exhaustive_rcps(model, scores, labels, alphas):
@@ -1106,6 +1119,55 @@ def test_label_matrices_of_other_encodings_are_told_how_to_convert_them():
     holes[7, 0] = np.nan
     with pytest.raises(ValueError, match=r"missing entries \(1: row 7 column 0\)"):
         controller().calibrate(P, holes)
+
+
+def test_label_matrices_of_bools_or_0_1_held_as_objects_are_told_to_use_astype_int():
+    """Review finding (s59, diff review 28): Python True/False held as objects (a frame read
+    with missing flags, then filled) were told "convert them to 0/1 first" with no recipe,
+    where y.astype(int) works; 0.0/1.0 objects too."""
+    rng = np.random.default_rng(65)
+    P, Y = draw(40, rng, n_labels=3)
+    with warnings.catch_warnings():  # pandas' downcasting notice of fillna on objects
+        warnings.simplefilter("ignore")
+        filled = pd.DataFrame(Y.tolist(), dtype=object).where(Y, None).fillna(False)
+    cases = {
+        "python bools": np.array(Y.tolist(), dtype=object),
+        "a filled frame": filled,
+        "numpy bools as objects": Y.astype(object),
+        "0.0/1.0 objects": Y.astype(float).astype(object),
+        "a mix of bools and 0/1 ints": np.where(Y, True, 0).astype(object),
+    }
+    for name, labels in cases.items():
+        with pytest.raises(ValueError, match=r"y\.astype\(int\)") as caught:
+            controller().calibrate(P, labels)
+        assert "dtype object" in str(caught.value), name
+        sets = controller().calibrate(P, labels.astype(int)).predict_set(P)  # the recipe works
+        np.testing.assert_array_equal(sets, controller().calibrate(P, Y).predict_set(P))
+
+
+def test_missing_label_entries_held_as_objects_or_text_are_named_as_missing():
+    """Review finding (s59, diff review 28): None in a list of 0/1, or NaN in a frame of
+    'yes'/'no', got a conversion recipe ((y == "yes").astype(int) would read them as
+    absent) instead of the missing-entries message that float NaN get."""
+    rng = np.random.default_rng(66)
+    P, Y = draw(40, rng, n_labels=3)
+    listed = Y.astype(int).tolist()
+    listed[2][1] = None
+    text = pd.DataFrame(np.where(Y, "yes", "no"), columns=list("abc"))
+    text.iloc[5, 2] = np.nan
+    strings = text.astype("string")  # pd.NA in pandas' string dtype
+    objects = pd.DataFrame(Y.astype(int), dtype=object)
+    objects.iloc[3, 0] = pd.NA
+    for labels, where in (
+        (listed, "1: row 2 column 1"),
+        (text, "1: row 5 column 'c'"),
+        (strings, "1: row 5 column 'c'"),
+        (objects, "1: row 3 column 0"),
+    ):
+        with pytest.raises(ValueError, match=r"0/1 entries, got missing entries") as caught:
+            controller().calibrate(P, labels)
+        assert f"({where})" in str(caught.value)
+        assert "astype" not in str(caught.value)
 
 
 def _population_risk(sets, Y, risk):

@@ -65,8 +65,11 @@ __all__ = ["MultiLabelRiskController", "hoeffding_bentkus_pvalue"]
 _RISKS = ("fnr", "miscoverage", "precision")
 _METHODS = ("crc", "rcps", "ltt")
 _FWER = ("fixed_sequence", "bonferroni")
-#: The finest grid an int `thresholds` may ask LTT for (its arrays: a few tens of MB).
-_MAX_GRID = 10**6
+#: The finest grid an int `thresholds` may ask LTT for: LTT's arrays peak at about 65 bytes
+#: per threshold (8 times the thresholds themselves; 6.5 GB and 8 s CPU at 10**8 thresholds).
+_MAX_GRID = 10**8
+#: Bytes LTT holds at its peak per threshold of its grid (measured with tracemalloc).
+_GRID_BYTES = 65
 #: What `alpha` is for the false negative rate, precision and the Hoeffding-Bentkus p-value.
 _RISK_LEVEL = "the risk level: a bound on the expected loss, e.g. 0.1"
 
@@ -238,15 +241,17 @@ def check_label_matrix(y: Any, n: int, n_labels: int | None = None) -> NDArray:
         raise ValueError(
             f"`y` has {labels.shape[1]} label columns but the model predicts {n_labels}."
         )
+    # None, NaN or pd.NA held as objects too (a conversion recipe would read them as 0)
+    missing = pd.isna(labels) if labels.dtype.kind in "fO" else None
+    if missing is not None and missing.any():
+        raise ValueError(
+            f"`y` must hold 0/1 entries, got missing entries ({_missing_entries_text(y, missing)})"
+            ": a label matrix needs 0 or 1 for every label of every row; fill them (e.g. "
+            "y.fillna(0) when a missing label means absent) or leave those rows out."
+        )
     if labels.dtype.kind not in "biuf":
         raise ValueError(
             f"`y` must hold 0/1 entries, got dtype {labels.dtype}{_conversion_hint(labels)}."
-        )
-    if labels.dtype.kind == "f" and np.isnan(labels).any():
-        raise ValueError(
-            f"`y` must hold 0/1 entries, got missing entries ({_missing_entries_text(y, labels)})"
-            ": a label matrix needs 0 or 1 for every label of every row; fill them (e.g. "
-            "y.fillna(0) when a missing label means absent) or leave those rows out."
         )
     if labels.dtype.kind != "b" and not np.isin(labels, (0, 1)).all():
         bad = np.unique(labels[~np.isin(labels, (0, 1))])
@@ -263,14 +268,14 @@ def check_label_matrix(y: Any, n: int, n_labels: int | None = None) -> NDArray:
 
 def _conversion_hint(labels: NDArray) -> str:
     """How to turn a label matrix of text (or other objects) into 0/1, to follow "got dtype
-    object" in a message: ``y.astype(int)`` for the digits 0/1 as text or objects, a
-    comparison with the value meaning "present" for other text, e.g.
-    ``(y == "yes").astype(int)``."""
+    object" in a message: ``y.astype(int)`` for 0/1 held as text or objects (the digits,
+    bools, 0/1 numbers), a comparison with the value meaning "present" for other text,
+    e.g. ``(y == "yes").astype(int)`` (missing entries are refused before, by name)."""
     try:
         distinct = pd.unique(pd.Series(labels.ravel(), dtype=object))
     except TypeError:  # unhashable entries (lists)
         return ": convert it to 0/1 first"
-    if all(str(value).strip() in ("0", "1") for value in distinct):
+    if all(_is_zero_or_one(value) for value in distinct):
         return ": convert it first, e.g. y.astype(int) for 0/1 held as text or objects"
     shown = sorted({repr(value) for value in distinct})
     listed = ", ".join(shown[:5]) + (f" and {len(shown) - 5} more" if len(shown) > 5 else "")
@@ -286,14 +291,23 @@ def _conversion_hint(labels: NDArray) -> str:
     )
 
 
-def _missing_entries_text(y: Any, labels: NDArray) -> str:
+def _is_zero_or_one(value: Any) -> bool:
+    """Whether an entry of an object label matrix is 0 or 1 that ``astype(int)`` reads as
+    such: a bool, a real number equal to 0 or 1, or the text ``"0"`` / ``"1"``."""
+    if isinstance(value, str):
+        return value.strip() in ("0", "1")
+    return isinstance(value, bool | np.bool_ | numbers.Real) and value in (0, 1)
+
+
+def _missing_entries_text(y: Any, missing: NDArray) -> str:
     """``2: row 4 column 'b', row 9 column 'c'``: how many entries of a label matrix are
-    missing, and which (the first three; row and column labels of a DataFrame)."""
-    rows, columns = np.nonzero(np.isnan(labels))
+    missing (``missing``: the mask of them), and which (the first three; row and column
+    labels of a DataFrame)."""
+    rows, columns = np.nonzero(missing)
     if isinstance(y, pd.DataFrame):
         row_names, column_names = y.index.tolist(), y.columns.tolist()
     else:
-        row_names, column_names = range(labels.shape[0]), range(labels.shape[1])
+        row_names, column_names = range(missing.shape[0]), range(missing.shape[1])
     named = ", ".join(
         f"row {row_names[r]!r} column {column_names[c]!r}"
         for r, c in zip(rows[:3], columns[:3], strict=True)
@@ -359,6 +373,27 @@ def _grouped_step_sums(events: Any, n_groups: int, n_cuts: int, combine: Any) ->
     return total
 
 
+def _snap_to_whole(summed_loss: NDArray, roundings: int) -> tuple[NDArray, float]:
+    """Summed losses within rounding of a whole number of losses, taken as exactly there.
+
+    Each sum is off the exact one by at most about ``roundings * eps * (the largest sum)``
+    (``roundings``: how many rounded additions it carries); sums that close to a whole
+    number are snapped to it, so that the binomial tails, which count whole losses, do not
+    depend on the order of summation. The tolerance is 1e-9 at least (the one the tails
+    already read counts with, and so that ``alpha`` reads as the decimal given).
+
+    Returns
+    -------
+    snapped : ndarray
+        ``summed_loss`` with the sums near a whole number replaced by it.
+    tolerance : float
+        The tolerance used, for comparisons of the sums with a bound.
+    """
+    tolerance = max(_RANK_TOLERANCE, roundings * np.finfo(float).eps * summed_loss.max())
+    whole = np.rint(summed_loss)
+    return np.where(np.abs(summed_loss - whole) <= tolerance, whole, summed_loss), tolerance
+
+
 class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
     """Multi-label prediction sets whose false negative rate (or precision) is controlled.
 
@@ -403,9 +438,10 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
         with ``p >= t``, compared as ``1 - p <= 1 - t``, so a probability a rounding error
         below ``t`` can count; the same at calibration and prediction), fixed before
         seeing the calibration data, each in (0, 1] (0 is refused: it would keep every
-        label); an int ``m`` means ``1/m, 2/m, ..., 1`` (at most 1,000,000 for ``"ltt"``,
-        which builds and tests the whole grid). Not used by the other methods (but still
-        checked, like ``delta``).
+        label); an int ``m`` means ``1/m, 2/m, ..., 1`` (at most 100,000,000 for
+        ``"ltt"``, which builds and tests the whole grid: about 65 bytes per threshold at
+        its peak, 6.5 GB at that cap). Not used by the other methods (but still checked,
+        like ``delta``).
     fwer : {"fixed_sequence", "bonferroni"}, default="fixed_sequence"
         ``method="ltt"``: ``"fixed_sequence"`` tests the thresholds from the safe end
         (the largest sets for ``"fnr"`` and ``"miscoverage"``, the smallest for
@@ -610,9 +646,10 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
             if self.method == "ltt" and grid > _MAX_GRID:  # the other methods never build it
                 raise ValueError(
                     f"`thresholds` must be at most {_MAX_GRID} for method='ltt', got {grid}: "
-                    f"LTT builds and tests the whole grid ({8 * int(grid) / 1e9:.3g} GB for "
-                    "the thresholds alone). Pass a smaller int, or the thresholds themselves "
-                    "as an array."
+                    f"LTT builds and tests the whole grid, about {_GRID_BYTES} bytes per "
+                    f"threshold ({_GRID_BYTES * int(grid) / 1e9:.3g} GB at its peak, "
+                    f"{8 * int(grid) / 1e9:.3g} GB for the thresholds alone). Pass a smaller "
+                    "int, or an array of the thresholds you need."
                 )
             return
         try:
@@ -856,20 +893,18 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
         # n R_n(q): the summed loss of the rows at a threshold below every score (empty
         # sets: each row with a label loses 1), then at each score in turn
         summed_loss = (counts > 0).sum() - np.concatenate([[0.0], covered])
-        # a running sum of m positive weights adding up to S is off by up to about m eps S
-        # (1e-9 falls short from some 10,000 rows of 3 labels): summed losses that close to
-        # the rule's bound, or to a whole number of losses, are taken as exactly there
-        # (1e-9 at least, so that alpha reads as the decimal given)
-        tolerance = max(_RANK_TOLERANCE, values.size * np.finfo(float).eps * summed_loss[0])
+        # a running sum of m positive weights adding up to S (the first sum, the largest)
+        # is off by up to about m eps S (1e-9 falls short from some 10,000 rows of 3
+        # labels): summed losses that close to the rule's bound, or to a whole number of
+        # losses, are taken as exactly there
+        snapped, tolerance = _snap_to_whole(summed_loss, values.size)
         if self.method == "crc":
             allowed = (n + 1) * alphas - 1  # n R_n(q) + 1 <= (n + 1) alpha
             meets = summed_loss[None, :] <= allowed[:, None] + tolerance
             first = np.argmax(meets, axis=1)
             first[~meets.any(axis=1)] = summed_loss.size
         else:  # a loop over levels, not rows
-            whole = np.rint(summed_loss)  # the binomial tails count whole losses
-            summed_loss = np.where(np.abs(summed_loss - whole) <= tolerance, whole, summed_loss)
-            first = np.array([self._first_certified(summed_loss, n, a) for a in alphas])
+            first = np.array([self._first_certified(snapped, n, a) for a in alphas])
         candidates = np.concatenate([[-1.0], values, [np.inf]])  # -1 < every score 1 - p >= 0
         return candidates[first]
 
@@ -907,16 +942,10 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
         # and p-value; each such class of the grid is evaluated once, at its first cut
         passed = np.searchsorted(np.unique(scores), cuts, side="right")
         _, first, members = np.unique(passed, return_index=True, return_inverse=True)
-        summed_loss = self._summed_losses(scores, labels, cuts[first])
-        # each sum is off the exact one by at most about (labels + 1) eps (sum): sums that
-        # close to a whole number of losses are taken as exactly there, so
-        # that the binomial tails, which count whole losses, do not depend on the order of
-        # summation (1e-9 at least, the tolerance those tails already read counts with)
-        tolerance = max(
-            _RANK_TOLERANCE, (labels.shape[1] + 1) * np.finfo(float).eps * summed_loss.max()
+        # each sum carries one rounding per kind of row, at most the labels + 1
+        summed_loss, _ = _snap_to_whole(
+            self._summed_losses(scores, labels, cuts[first]), labels.shape[1] + 1
         )
-        whole = np.rint(summed_loss)
-        summed_loss = np.where(np.abs(summed_loss - whole) <= tolerance, whole, summed_loss)
         out = np.empty(alphas.size)
         for i, level in enumerate(alphas):  # a loop over levels, not rows
             pvalues = self._pvalues(summed_loss, n, float(level))[members]
