@@ -975,6 +975,18 @@ def test_evaluate_says_why_a_model_without_a_calibration_count_gets_no_bounds():
     report = evaluate(FullConformalRidge().fit(X[:200], y[:200]), X[200:], y[200:])
     assert all(np.isnan(row["bound_low"]) for row in report.rows)
     assert "no n_calibration_, so no bounds and no verdict" in str(report)
+    # a Bayesian predictive is told it has no guarantee, not pointed to full conformal
+    # prediction (stop 59's API review)
+    from sklearn.neural_network import MLPRegressor
+
+    from uqconform.bayes import LinearizedPredictive
+
+    network = MLPRegressor(hidden_layer_sizes=(8,), max_iter=50, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # not converged in 50 iterations
+        bayes = LinearizedPredictive(network, prior_precision=1.0).fit(X[:200], y[:200])
+    note = evaluate(bayes, X[200:], y[200:]).note
+    assert "Bayesian predictive has no coverage guarantee" in note and "full" not in note
 
 
 def test_evaluate_multioutput_regions_and_missing_calibration_size():

@@ -557,6 +557,12 @@ def test_calibrate_before_fit_with_an_unfitted_estimator():
             model.calibrate(Xf, yf)
     with pytest.raises(NotFittedError):
         MultiDimScoreClassifier().predict_set(Xf)
+    # one fitted model was told "calibrate was called before fit" (stop 59's API review)
+    fitted = LogisticRegression().fit(Xf, yf)
+    with pytest.raises(NotFittedError, match=r"one model \(LogisticRegression\), not a list"):
+        MultiDimScoreClassifier(fitted, n_heads=3).calibrate(Xf, yf)
+    with pytest.raises(NotFittedError, match=r"^calibrate was called before fit"):
+        MultiDimScoreClassifier().calibrate(Xf, yf)
 
 
 def test_unseen_labels_at_calibration():

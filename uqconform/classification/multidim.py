@@ -472,9 +472,16 @@ class MultiDimScoreClassifier(
             check_calibration_settings(self, "calibrate", step="fit", again="fit(X, y)")
         if adopting:
             if not isinstance(self.estimator, (list, tuple)):
+                given = (
+                    "calibrate was called before fit"
+                    if self.estimator is None
+                    else f"`estimator` is one model ({type(self.estimator).__name__}), not a "
+                    "list of fitted heads, and fit has not trained heads from it"
+                )
                 raise NotFittedError(
-                    "calibrate was called before fit: call fit(X_train, y_train) first, or pass "
-                    "a list of fitted heads as `estimator`."
+                    f"{given}: the multi-dimensional score needs at least two heads. Call "
+                    f"fit(X_train, y_train) to train {self.n_heads} heads, or pass a list of "
+                    "fitted heads as `estimator`."
                 )
             # Re-adopted at each calibrate, so that set_params(estimator=...) applies.
             with explaining_cloned_lists(self.estimator):

@@ -673,7 +673,13 @@ def evaluate(
     if online:
         notes.append(_ONLINE_NOTE)
     if n_calibration is None:  # full conformal's reason is not a sequential model's
-        notes.append(_SEQUENTIAL_NO_LAW_NOTE if online else _NO_CALIBRATION_NOTE)
+        notes.append(
+            _SEQUENTIAL_NO_LAW_NOTE
+            if online
+            else _BAYESIAN_NOTE
+            if _is_bayesian(model)
+            else _NO_CALIBRATION_NOTE
+        )
     if cross and n_calibration is not None:
         notes.append(_CROSS_NOTE)
     by_group = None
@@ -721,6 +727,14 @@ def _is_sequential(model: Any) -> bool:
     return isinstance(model, SequentialConformalRegressor)
 
 
+def _is_bayesian(model: Any) -> bool:
+    """True for a Bayesian predictive (`uqconform.bayes.LinearizedPredictive`), whose
+    intervals carry no coverage guarantee."""
+    from uqconform.bayes import LinearizedPredictive  # no import cycle
+
+    return isinstance(model, LinearizedPredictive)
+
+
 def _is_cross_fit(model: Any) -> bool:
     """True for a cross-conformal model (CV+, jackknife+, J+aB), whose every training row
     is a calibration row and whose guarantee is ``1 - 2 alpha``."""
@@ -733,6 +747,12 @@ _NO_CALIBRATION_NOTE = (
     "the model has no n_calibration_, so no bounds and no verdict are given (full conformal "
     "prediction calibrates on its training rows, and the coverage of many test rows sharing "
     "one training set has no exact law; a model from elsewhere may hold no count)."
+)
+
+_BAYESIAN_NOTE = (
+    "a Bayesian predictive has no coverage guarantee (its intervals are credible intervals "
+    "of the posterior predictive), so no bounds and no verdict are given; wrap its point "
+    "model in a conformal wrapper for a guarantee."
 )
 
 _SEQUENTIAL_NO_LAW_NOTE = (
