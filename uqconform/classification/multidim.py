@@ -472,14 +472,14 @@ class MultiDimScoreClassifier(
             check_calibration_settings(self, "calibrate", step="fit", again="fit(X, y)")
         if adopting:
             if not isinstance(self.estimator, (list, tuple)):
-                given = (
+                cause = (
                     "calibrate was called before fit"
                     if self.estimator is None
                     else f"`estimator` is one model ({type(self.estimator).__name__}), not a "
                     "list of fitted heads, and fit has not trained heads from it"
                 )
                 raise NotFittedError(
-                    f"{given}: the multi-dimensional score needs at least two heads. Call "
+                    f"{cause}: the multi-dimensional score needs at least two heads. Call "
                     f"fit(X_train, y_train) to train {self.n_heads} heads, or pass a list of "
                     "fitted heads as `estimator`."
                 )
