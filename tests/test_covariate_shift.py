@@ -954,6 +954,102 @@ def test_category_values_unseen_at_fit_are_warned_of_once_per_fit():
         ratio(source.iloc[:5])  # known values (their dtype lists fewer sites) are fine
 
 
+def test_values_absent_from_both_samples_are_unseen_even_when_the_dtype_lists_them():
+    """Diff review (ec1b546): the unseen-category warning compared with the dtype's declared
+    categories: with one shared CategoricalDtype listing a site no sample holds (a common
+    idiom), rows at that site were weighed silently; and a text column was not checked. The
+    values present in the two samples are recorded now."""
+    rng = np.random.default_rng(0)
+    shared = pd.CategoricalDtype(list("abcd"))  # 'd' in neither sample
+    sites = {side: pd.Series(rng.choice(list("abc"), 200)).astype(shared) for side in ("S", "T")}
+    source = pd.DataFrame({"x": rng.normal(size=200), "site": sites["S"]})
+    target = pd.DataFrame({"x": rng.normal(0.5, 1.0, 200), "site": sites["T"]})
+    probe = pd.DataFrame({"x": [0.0, 0.0], "site": pd.Series(["d", "a"]).astype(shared)})
+    ratio = ClassifierDensityRatio(_SeesDtypes()).fit(source, target)
+    with pytest.warns(UserWarning, match=r"not seen when the ratio was fitted .*'site' \('d'\)"):
+        ratio(probe)
+    text = ClassifierDensityRatio(_SeesDtypes()).fit(
+        source.astype({"site": str}), target.astype({"site": str})
+    )
+    with pytest.warns(UserWarning, match=r"not seen when the ratio was fitted .*'site' \('e'\)"):
+        text(pd.DataFrame({"x": [0.0], "site": ["e"]}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # values present in a sample: no warning
+        ClassifierDensityRatio(_SeesDtypes()).fit(source, target)(source.iloc[:50])
+        text(source.astype({"site": str}).iloc[:50])
+        text(source.iloc[:50])  # the same values in a category column
+
+
+def test_the_unseen_value_scan_stops_once_it_has_warned_for_the_fit(monkeypatch):
+    """Diff review (ec1b546): the scan for unseen category values ran at every call, even
+    after its once-per-fit warning (2.5 ms per call with 5 category columns); a refit scans
+    again."""
+    import uqconform.shift as shift
+
+    calls = []
+
+    def counting(X, known):
+        calls.append(len(X))
+        return _unseen_categories(X, known)
+
+    _unseen_categories = shift._unseen_categories
+    monkeypatch.setattr(shift, "_unseen_categories", counting)
+    source, target = _site_frames(100)
+    ratio = ClassifierDensityRatio(_SeesDtypes()).fit(source, target)
+    unseen = pd.DataFrame({"x": [0.0], "site": pd.Categorical(["c"])})
+    with pytest.warns(UserWarning, match="not seen when the ratio was fitted"):
+        ratio(unseen)
+    for _ in range(3):
+        ratio(unseen)
+        ratio(source.iloc[:5])
+    assert calls == [1]
+    ratio.fit(source, target)
+    with pytest.warns(UserWarning, match="not seen when the ratio was fitted"):
+        ratio(unseen)
+    assert calls == [1, 1]
+
+
+def test_category_columns_are_found_among_many_numeric_columns():
+    """Diff review (ec1b546): the union of categories read every column (134-185 ms per fit
+    at 2,000 numeric columns); it now reads the category columns found from the dtypes, with
+    the same outcome: numeric columns untouched, a category column anywhere made one dtype."""
+    from uqconform._rows import shared_categories
+
+    rng = np.random.default_rng(0)
+    source = pd.DataFrame(rng.normal(size=(6, 40)))
+    target = pd.DataFrame(rng.normal(size=(4, 40)))
+    source[17] = pd.Categorical(list("ababab"))
+    target[17] = pd.Categorical(list("cccc"))
+    target[33] = pd.Categorical(list("xyxy"))  # categorical in one frame only
+    first, second, categories = shared_categories(source, target)
+    assert sorted(categories) == [17, 33]
+    assert list(categories[17]) == ["a", "b", "c"]
+    assert list(categories[33])[-2:] == ["x", "y"] and len(categories[33]) == 8
+    joined = pd.concat([first, second], ignore_index=True)
+    assert isinstance(joined[17].dtype, pd.CategoricalDtype)
+    assert isinstance(joined[33].dtype, pd.CategoricalDtype)
+    numeric = [c for c in joined.columns if c not in (17, 33)]
+    assert all(dtype.kind == "f" for dtype in joined[numeric].dtypes)
+    assert first[numeric].equals(source[numeric]) and second[numeric].equals(target[numeric])
+    assert list(source[17].cat.categories) == ["a", "b"]  # the user's frames untouched
+    weights = ClassifierDensityRatio(_SeesDtypes()).fit(source, target)
+    assert weights.classifier_.dtypes_[17] == pd.CategoricalDtype(["a", "b", "c"])
+
+
+def test_ordered_categories_refused_say_what_the_union_requires():
+    """Diff review (ec1b546): ['lo', 'mid'] and ['mid', 'hi'] were refused "in a way no one
+    order holds", though lo < mid < hi holds both: the union needs one frame's categories
+    to contain the other's in the same order."""
+    ordered = pd.CategoricalDtype(["lo", "mid"], ordered=True)
+    other = pd.CategoricalDtype(["mid", "hi"], ordered=True)
+    source = pd.DataFrame({"x": [0.0, 1.0], "c": pd.Series(["lo", "mid"]).astype(ordered)})
+    target = pd.DataFrame({"x": [0.0, 1.0], "c": pd.Series(["mid", "hi"]).astype(other)})
+    with pytest.raises(ValueError) as info:
+        ClassifierDensityRatio(_SeesDtypes()).fit(source, target)
+    assert "no one order holds" not in str(info.value)
+    assert "neither frame's categories contain the other's in the same order" in str(info.value)
+
+
 def test_a_classifier_without_probabilities_is_told_how_to_get_them():
     """Shift review (stop 59): ``SVC()`` got "`classifier` must have predict_proba, got
     SVC." with no remedy; and the hard-probability warning advised a bare
@@ -1023,16 +1119,22 @@ def _covering_wrappers():
     }
 
 
-def _pooled_coverage(name, ratio=tilt, repeats=500):
-    """The share of `repeats` resplits whose one test row is covered by wrapper ``name`` of
-    `_covering_wrappers` weighted by ``ratio`` (None: unweighted)."""
+def _tilt_by(shift):
+    """The density ratio of N(shift, 1) to N(0, 1) in the first feature."""
+    return lambda X: np.exp(shift * np.asarray(X)[:, 0] - shift**2 / 2)
+
+
+def _pooled_coverage(name, ratio=tilt, repeats=500, shift=1.0):
+    """The share of `repeats` resplits whose one test row (drawn with x0 shifted by
+    ``shift``) is covered by wrapper ``name`` of `_covering_wrappers` weighted by ``ratio``
+    (None: unweighted)."""
     template, n_cal, kind = _covering_wrappers()[name]
     template.set_params(likelihood_ratio=ratio)
     covered = 0
     for seed in range(repeats):
         rng = np.random.default_rng(seed)
         Xc, yc = _draw(n_cal, rng)
-        Xt, yt = _draw(1, rng, shift=1.0)
+        Xt, yt = _draw(1, rng, shift=shift)
         if kind == "classes":
             yc, yt = _labels(Xc, rng), _labels(Xt, rng)
         groups = {"groups": (Xc[:, 1] > 0).astype(int)} if kind == "groups" else {}
@@ -1049,16 +1151,29 @@ def _pooled_coverage(name, ratio=tilt, repeats=500):
     return covered / repeats
 
 
-@pytest.mark.parametrize("name", ["cqr asymmetric", "mondrian groups", "aps class-conditional"])
-def test_weighted_strata_and_asymmetric_cqr_cover_over_resplits(name):
+@pytest.mark.parametrize(
+    ("name", "shift", "repeats"),
+    [
+        ("cqr asymmetric", 1.0, 500),
+        ("mondrian groups", 1.0, 500),
+        ("aps class-conditional", 2.0, 500),
+    ],
+)
+def test_weighted_strata_and_asymmetric_cqr_cover_over_resplits(name, shift, repeats):
     """Shift review (stop 59): weighted CQR with ``symmetric=False``, weighted Mondrian
     groups and weighted class-conditional sets had no coverage test. Calibration rows from
-    N(0, 1), one test row per resplit from N(1, 1) (where the noise is larger), weighted by
-    the true ratio: the pooled count of covers is Binomial(R, p) with p >= 0.90 (per group
-    and per class too), judged by the lower end of `coverage_bounds` for a calibration size
-    whose law has p = 0.90 exactly (a 0.5% one-sided test). Weighted, the 500 resplits
-    covered 0.948, 0.952 and 0.930; unweighted 0.860, 0.834 and 0.866, against a lower end
-    of 0.864."""
-    coverage, repeats = _pooled_coverage(name), 500
+    N(0, 1), one test row per resplit from N(shift, 1) (where the noise is larger), weighted
+    by the true ratio: the pooled count of covers is Binomial(R, p) with p >= 0.90 (per
+    group and per class too), judged by the lower end of `coverage_bounds` for a
+    calibration size whose law has p = 0.90 exactly (a 0.5% one-sided test). The unweighted
+    wrapper must fail that limit, or the test could not tell them apart: at shift 1 and 500
+    resplits the class-conditional sets covered 0.866 unweighted, above the limit 0.864
+    (diff review of ec1b546; 0.886 against 0.882 at 2,000 resplits), so that case uses
+    shift 2 (81% of its weighted sets hold every class). Weighted: 0.948, 0.952 and 0.928;
+    unweighted 0.860, 0.834 and 0.826, against a lower end of 0.864."""
+    ratio = tilt if shift == 1.0 else _tilt_by(shift)
     lower = coverage_bounds(99, 0.1, 1, n_repeats=repeats)[0]  # (99 + 1) 0.1 is whole
+    coverage = _pooled_coverage(name, ratio, repeats, shift)
     assert coverage >= lower, (coverage, lower)
+    unweighted = _pooled_coverage(name, None, repeats, shift)
+    assert unweighted < lower, (unweighted, lower)

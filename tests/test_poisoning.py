@@ -295,3 +295,25 @@ def test_one_dimensional_x_and_targets_that_are_no_partition_are_refused(data):
             attack(X, y, 2, partitions=part, target=[1.5], strategy="concentrated")
     spread = flip_labels(X, y, 2, partitions=part, target=[3, 0], strategy="spread")[1]
     assert set(part[spread != y].tolist()) == {3, 0}  # existing targets still work
+
+
+def test_inserted_rows_keep_a_category_column_categorical():
+    """Diff review (ec1b546): ``insert_points`` joined X and a source frame whose category
+    column lists other categories with ``pd.concat``, which made the column text, silently;
+    a source given as an array of rows made values outside X's categories NaN. The column
+    now gets the union of the categories (the helper the density ratio uses)."""
+    X = pd.DataFrame({"x": [0.0, 1, 2, 3], "site": pd.Categorical(["a", "b", "a", "b"])})
+    y = np.array([0, 1, 0, 1])
+    source = pd.DataFrame({"x": [5.0, 6], "site": pd.Categorical(["c", "c"])})
+    X_new, _ = insert_points(X, y, 2, source=(source, np.array([1, 0])), random_state=0)
+    assert X_new["site"].dtype == pd.CategoricalDtype(["a", "b", "c"])
+    assert list(X_new["site"]) == ["a", "b", "a", "b", "c", "c"]
+    assert list(X["site"].cat.categories) == ["a", "b"]  # X untouched
+    rows = np.array([[5.0, "c"], [6.0, "a"]], dtype=object)
+    X_new, _ = insert_points(X, y, 2, source=(rows, np.array([1, 0])), random_state=0)
+    assert X_new["site"].dtype == pd.CategoricalDtype(["a", "b", "c"])
+    assert sorted(X_new["site"].iloc[4:]) == ["a", "c"]
+    assert X_new["x"].dtype == float
+    ordered = X.astype({"site": pd.CategoricalDtype(["b", "a"], ordered=True)})
+    with pytest.raises(ValueError, match=r"`X` and `source` column 'site' is ordered in `X`"):
+        insert_points(ordered, y, 2, source=(source, np.array([1, 0])), random_state=0)

@@ -543,3 +543,68 @@ def test_minimum_scores_is_the_fewest_scores_the_rank_rule_makes_finite():
         assert conformal_rank(count, level)[0] <= count < conformal_rank(count - 1, level)[0] + 1
         assert conformal_rank(count - 1, level)[0] > count - 1
     assert count_text(minimum_scores(5e-324)) == "2.02e+323"  # an OverflowError before
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ([1, 2.5], [1.0, 2.5]),
+        ([[0.1, 0.2], [0.3, 0.4]], [[0.1, 0.2], [0.3, 0.4]]),
+        (np.array([1, 2], dtype=object), [1.0, 2.0]),
+        ([np.float32(0.5), np.int64(2), 3], [0.5, 2.0, 3.0]),
+        ([__import__("fractions").Fraction(1, 4)], [0.25]),
+        (pd.Series([0.1, 0.2]), [0.1, 0.2]),
+        (0.5, 0.5),
+        (np.float64(0.5), 0.5),
+        ([], []),
+        (["0.5"], None),
+        ([True, 0.5], None),
+        ([np.True_, 0.5], None),
+        ([0.1, "0.2"], None),
+        ([0.1, None], None),
+        ([1.0, 1j], None),
+        ([__import__("decimal").Decimal(1)], None),
+        (np.ma.masked_array([1.0, 2.0]), None),
+        ([[1.0, 2.0], [1.0]], None),
+        (True, None),
+        ("0.5", None),
+        (np.array([np.datetime64("2020-01-01")]), None),
+        (pd.array([0.5, pd.NA], dtype="Float64"), None),
+    ],
+)
+def test_real_values_accepts_and_refuses_as_before(value, expected):
+    """Diff review (ec1b546): `real_values` checked list entries one by one (~2 us each:
+    weighted_quantile on a 30,000-entry list went from 9.2 to 73.5 ms); it checks the set
+    of entry types now, with the same outcomes (its doctests' cases and more)."""
+    from uqconform._validation import real_values
+
+    result = real_values(value)
+    if expected is None:
+        assert result is None
+    else:
+        assert result is not None and result.dtype == float
+        np.testing.assert_array_equal(result, np.asarray(expected, dtype=float))
+
+
+@pytest.mark.parametrize("mask", [False, [0, 0, 1, 0]])
+def test_masked_weights_are_told_what_to_pass(mask):
+    """Diff review (ec1b546): a masked array of floats was told "must be real numbers"."""
+    weights = np.ma.masked_array([1.0, 1.0, 1.0, 2.0], mask=mask)
+    for call in (
+        lambda: weighted_quantile([1.0, 2.0, 3.0, 4.0], weights, 0.5),
+        lambda: conformal_quantile([1.0, 2.0, 3.0, 4.0], 0.4, weights=weights, warn=False),
+    ):
+        with pytest.raises(ValueError, match=r"`weights` is a masked array") as info:
+            call()
+        assert "weights.filled(0)" in str(info.value)
+        assert "must be real numbers" not in str(info.value)
+
+
+def test_decimal_weights_are_told_to_convert_with_float():
+    """Diff review (ec1b546): Decimal weights were told "must be real numbers"."""
+    from decimal import Decimal
+
+    with pytest.raises(ValueError, match=r"`weights` holds Decimal numbers.*convert with float"):
+        weighted_quantile([1.0, 2.0, 3.0, 4.0], [Decimal(1)] * 4, 0.5)
+    with pytest.raises(ValueError, match=r"`weights` holds Decimal numbers.*convert with float"):
+        conformal_quantile([1.0, 2.0], 0.4, weights=np.array([Decimal(1)] * 2), warn=False)

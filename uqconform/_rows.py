@@ -261,3 +261,101 @@ def rows_fingerprint(X: Any, y: Any) -> tuple[int, str, str]:
     positions = np.unique(np.linspace(0, n - 1, min(n, _FINGERPRINT_ROWS)).round().astype(int))
     targets = np.asarray(y)[positions].reshape(positions.size, -1)
     return n, rows_digest(take_rows(X, positions)), rows_digest(targets)
+
+
+def shared_categories(
+    source: pd.DataFrame, target: pd.DataFrame, names: tuple[str, str] = ("X_source", "X_target")
+) -> tuple[pd.DataFrame, pd.DataFrame, dict[int, pd.Index]]:
+    """The two frames with one dtype for each column that is categorical in either, whose
+    categories are the union of both frames' (in that order: the first frame's, then the
+    second's new ones), and those categories by column position; ``names`` name the two
+    frames in messages. The frames must have the same columns in the same order.
+
+    ``pd.concat`` turns a category column whose categories differ between the frames (a
+    site absent from the target) into text, silently: a classifier selecting columns by
+    dtype (``make_column_selector(dtype_include="category")``, gradient boosting with
+    ``categorical_features="from_dtype"``) then drops it or fails on it. A column
+    categorical in one frame only is made categorical in both (its other frame's values
+    join the categories). An ordered column keeps its order when one frame's categories
+    contain the other's in the same order; otherwise, or when it is ordered in one frame
+    only, the union is refused, naming the column. The user's frames are not modified
+    (shallow copies get the new columns). Only the columns whose dtype is categorical in
+    either frame are read.
+
+    Examples
+    --------
+    >>> a = pd.DataFrame({"x": [0.0, 1.0], "site": pd.Categorical(["a", "b"])})
+    >>> b = pd.DataFrame({"x": [2.0], "site": pd.Categorical(["c"])})
+    >>> a2, b2, categories = shared_categories(a, b)
+    >>> list(categories[1]), pd.concat([a2, b2]).site.dtype
+    (['a', 'b', 'c'], CategoricalDtype(categories=['a', 'b', 'c'], ordered=False, categories_dtype=str))
+    """  # noqa: E501
+    categories: dict[int, pd.Index] = {}
+    copied = False
+    flags = [
+        isinstance(first, pd.CategoricalDtype) or isinstance(second, pd.CategoricalDtype)
+        for first, second in zip(source.dtypes, target.dtypes, strict=True)
+    ]
+    for position in np.flatnonzero(flags).tolist():
+        columns = source.iloc[:, position], target.iloc[:, position]
+        dtype = _union_dtype(source.columns[position], names, *columns)
+        categories[position] = dtype.categories
+        if all(column.dtype == dtype for column in columns):
+            continue
+        if not copied:  # (isetitem inserts a new array, never writes into the old one)
+            source, target, copied = source.copy(deep=False), target.copy(deep=False), True
+        for frame, column in zip((source, target), columns, strict=True):
+            if column.dtype != dtype:
+                frame.isetitem(position, column.astype(dtype))
+    return source, target, categories
+
+
+def _union_dtype(
+    name: Any, names: tuple[str, str], source: pd.Series, target: pd.Series
+) -> pd.CategoricalDtype:
+    """The categorical dtype of column ``name`` for both frames: see `shared_categories`."""
+    first_name, second_name = names
+    sides = {first_name: source, second_name: target}
+    own = {  # each side's categories, and whether they are ordered (None: not categorical)
+        side: (
+            (column.cat.categories, bool(column.cat.ordered))
+            if isinstance(column.dtype, pd.CategoricalDtype)
+            else (pd.Index(column.dropna().unique()), None)
+        )
+        for side, column in sides.items()
+    }
+    flags = {side: ordered for side, (_, ordered) in own.items() if ordered is not None}
+    first, second = own[first_name][0], own[second_name][0]
+    same = (
+        f"give it the same ordered dtype in both (e.g. {second_name}.astype({{{name!r}: "
+        f"{first_name}[{name!r}].dtype}}))"
+    )
+    if not any(flags.values()):
+        return pd.CategoricalDtype(first.append(second[~second.isin(first)]))
+    if len(set(flags.values())) > 1:
+        side = next(side for side, ordered in flags.items() if ordered)
+        raise ValueError(
+            f"`{first_name}` and `{second_name}` column {name!r} is ordered in `{side}` only: "
+            f"{same.replace('same ordered dtype', 'same dtype')}."
+        )
+    if len(flags) == 1:  # ordered in one frame, plain values in the other
+        side, other = (first_name, second_name) if flags.get(first_name) else names[::-1]
+        order, values = own[side][0], own[other][0]
+        outside = values[~values.isin(order)]
+        if outside.size:
+            raise ValueError(
+                f"`{other}` column {name!r} holds values outside the order of the ordered "
+                f"categories in `{side}` ({list(outside)[:5]}): add them to that order, or "
+                "give the column the same ordered dtype in both frames."
+            )
+        return pd.CategoricalDtype(order, ordered=True)
+    longer, shorter = (first, second) if first.size >= second.size else (second, first)
+    places = longer.get_indexer(shorter)
+    if (places < 0).any() or (np.diff(places) <= 0).any():
+        raise ValueError(
+            f"`{first_name}` and `{second_name}` column {name!r} is ordered, and the frames' "
+            f"categories differ ({list(first)[:6]} and {list(second)[:6]}), but neither "
+            "frame's categories contain the other's in the same order, which the union of "
+            f"two orders requires (one merging them is not guessed): {same}."
+        )
+    return pd.CategoricalDtype(longer, ordered=True)

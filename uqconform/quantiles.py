@@ -509,6 +509,14 @@ def _weight_values(weights: Any, per: str) -> NDArray:
     w = real_values(weights)
     if w is not None:
         return w
+    if isinstance(weights, np.ma.MaskedArray):  # (real_values refuses every masked array)
+        masked = int(np.ma.count_masked(weights))
+        raise ValueError(
+            f"`weights` is a masked array ({masked} of {np.size(weights)} entries masked), "
+            "and masked arrays are not taken (a mask would be ignored): pass "
+            "weights.filled(0) to give the masked entries weight 0, or np.asarray(weights) "
+            f"for the values under the mask; one weight per {per}."
+        )
     try:
         kind = np.asarray(weights).dtype.kind
     except (TypeError, ValueError):  # ragged nesting
@@ -525,6 +533,14 @@ def _weight_values(weights: Any, per: str) -> NDArray:
         raise ValueError(
             f"`weights` has missing entries (None or pd.NA): every {per} needs a finite, "
             "non-negative weight."
+        )
+    if kind == "O" and any(
+        isinstance(entry, Decimal) for entry in np.ravel(np.asarray(weights, dtype=object))
+    ):
+        raise ValueError(
+            f"`weights` holds Decimal numbers, got {value_summary(weights)}, which are not "
+            "taken: convert with float (e.g. np.asarray(weights, dtype=float)); finite, "
+            f"non-negative weights, one per {per}."
         )
     hint = " (booleans: pass weights.astype(float) for 0/1 weights)" if kind == "b" else ""
     raise ValueError(

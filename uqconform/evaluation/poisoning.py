@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from uqconform._rows import take_rows
+from uqconform._rows import shared_categories, take_rows
 from uqconform._seeding import random_generator
 from uqconform._validation import check_int, check_row_order
 
@@ -45,7 +45,15 @@ def _concat(first: Any, second: Any) -> Any:
 
         if not hasattr(second, "iloc"):  # X's columns and, where they hold, its dtypes
             second = pd.DataFrame(np.asarray(second), columns=first.columns)
-            second = second.astype(first.dtypes.to_dict(), errors="ignore")
+            dtypes = {  # (category columns below: an astype would make new values NaN)
+                name: dtype
+                for name, dtype in first.dtypes.items()
+                if not isinstance(dtype, pd.CategoricalDtype)
+            }
+            second = second.astype(dtypes, errors="ignore")
+        # one categorical dtype per category column (pd.concat turns a column whose
+        # categories differ between the frames into text)
+        first, second, _ = shared_categories(first, second, ("X", "source"))
         return pd.concat([first, second], ignore_index=True)
     return np.concatenate([np.asarray(first), np.asarray(second)])
 
