@@ -52,11 +52,9 @@ _OUTSIDE_SPAN = 1e-6
 _MIN_ONE_MINUS_LEVERAGE = 1e-14
 # 1 - leverage below this is recomputed without the cancellation of 1 - (h_i - ...).
 _RECOMPUTE_SPREAD_BELOW = 1e-6
-# Two residuals whose absolute values differ by less than this share of their scale count
-# as tied (conforming): exact ties (integer labels, duplicated rows) come out of the linear
-# algebra a few ulps apart and would otherwise be decided by rounding. The scale is the
-# larger |a| of the pair compared, and at least the test point's largest |a| capped at
-# `_LARGEST_OVER_MEDIAN` times the median |a| of its training residuals (see `_tie_margin`).
+# Two residuals whose absolute values differ by less than this share of a test point's
+# largest |a| count as tied (conforming): exact ties (integer labels, duplicated rows) come
+# out of the linear algebra a few ulps apart and would otherwise be decided by rounding.
 _TIE_TOLERANCE = 1e-10
 # ... and at least this share of the training labels' size (root mean square): the
 # rounding-sized residuals of a fit through every point are ties, while labels far larger
@@ -65,39 +63,19 @@ _TIE_TOLERANCE = 1e-10
 # in a review; this, a thousandth of that, keeps labels moved by an offset of 1e9 within
 # 1e-4 of their place).
 _LABEL_TIE_TOLERANCE = 1e-13
-# The cap on the test point's largest |a| in the tie margin, in medians of its training
-# |a|: the largest of n normal residuals is 3.7 (n = 50) to 6.7 (n = 1e5) times their
-# median absolute value (median over samples; below 8 in 99% of them from n = 50 up), so
-# such residuals keep the margin of the largest |a|. Without the cap, one training row of
-# leverage near 1 (a deleted residual 1e9 times the median around a network) set every
-# comparison's margin, and the sets came out wider than exact (by 0.4% in the median, 2.9%
-# at most, over 1,500 test rows of 30 networks in a review), with p(y) > alpha over a
-# band outside their ends.
-_LARGEST_OVER_MEDIAN = 10.0
 
 
 def _tie_margin(a: NDArray, label_size: float = 0.0) -> NDArray:
-    """Per test point and training point (m, n): the amount by which ``|r_i|`` may fall
-    short of ``|r_m|`` and still count as a tie.
+    """Per test point (m, 1): the residual difference that still counts as a tie.
 
-    ``1e-10`` of the larger of ``|a_i|`` and ``|a_m|`` (the pair compared: rounding
-    relative to a residual's own size) and of the test point's largest ``|a|`` capped at
-    10 times the median ``|a_i|`` (rounding shared by all residuals: a row fitted exactly,
-    whose ``a_i`` is rounding alone), and at least ``1e-13`` of ``label_size`` (the
+    ``1e-10`` of the largest ``|a|``, and at least ``1e-13`` of ``label_size`` (the
     training labels' root mean square): a fit through every training point (more
     parameters than rows and no penalty, or noise-free labels) leaves residuals of rounding
     size, and a margin relative to them alone left exact ties to rounding (half the line
-    dropped from a set). The cap keeps a few extreme residuals (a training row of leverage
-    near 1 with the deleted score) from widening every other comparison.
+    dropped from a set).
     """
-    size = np.abs(a)
-    training = size[:, :-1]
-    largest = np.max(size, axis=1, keepdims=True)
-    if training.shape[1]:
-        median = np.median(training, axis=1, keepdims=True)
-        largest = np.minimum(largest, _LARGEST_OVER_MEDIAN * median)
-    pair = np.maximum(np.maximum(training, size[:, -1:]), largest)
-    return np.maximum(_TIE_TOLERANCE * pair, _LABEL_TIE_TOLERANCE * label_size)
+    largest = np.max(np.abs(a), axis=1, keepdims=True)
+    return np.maximum(_TIE_TOLERANCE * largest, _LABEL_TIE_TOLERANCE * label_size)
 
 
 def _set_margin(a: NDArray, label_size: float = 0.0) -> NDArray:
