@@ -93,7 +93,7 @@ class _ResidualShapeRegressor(MultiOutputConformalRegressor):
         if self.cv is None or isinstance(point, FrozenEstimator):
             return Y - self._estimator_prediction(X)
         out_of_fold = out_of_fold_prediction(
-            seeded_clone(point, self.random_state),
+            seeded_clone(point, self.random_state, owner=self),
             X,
             Y,
             self.cv,

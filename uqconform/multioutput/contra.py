@@ -549,7 +549,7 @@ class ResidualCONTRA(_FlowRegions):
             elif self.residuals == "oob":
                 residuals = self._oob_residuals(Y)
             else:
-                point = seeded_clone(self._estimator_or_default(), self.random_state)
+                point = seeded_clone(self._estimator_or_default(), self.random_state, owner=self)
                 residuals = Y - out_of_fold_prediction(
                     point, X, Y, self.cv, seed, fit_params, self.n_jobs, "the residual flow"
                 ).reshape(Y.shape)
