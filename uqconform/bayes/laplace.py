@@ -778,6 +778,16 @@ class LaplacePosterior(VersionedState, BaseEstimator):
         """Marginal posterior variance of every parameter ``(P,)`` (``scale`` times).
 
         Parameters outside the last layer have variance 0 for ``"last_layer"``.
+
+        Parameters
+        ----------
+        scale : float, default=1.0
+            Factor (> 0) on the posterior covariance.
+
+        Returns
+        -------
+        ndarray of shape (n_parameters,)
+            In the parameter order of `Network.parameters`.
         """
         return self._variance(self._check("variance", scale))
 
@@ -802,6 +812,18 @@ class LaplacePosterior(VersionedState, BaseEstimator):
 
         ``"full"`` keeps each layer's own covariance block and drops the covariances between
         layers (the single-pass predictive assumes independent layers).
+
+        Parameters
+        ----------
+        scale : float, default=1.0
+            Factor (> 0) on the posterior covariance.
+
+        Returns
+        -------
+        list of length n_dense_layers
+            `DiagonalBlock` (``"diag"``), `KroneckerBlock` (``"kron"``) or `FullBlock`
+            (``"full"``) per Dense layer, in order; for ``"last_layer"`` None (fixed
+            weights) for every layer but the last, a `FullBlock`.
         """
         return self._blocks(self._check("blocks", scale))
 
@@ -834,6 +856,21 @@ class LaplacePosterior(VersionedState, BaseEstimator):
 
     def sample(self, n_samples: int, random_state: Any = None, scale: float = 1.0) -> NDArray:
         """Parameter vectors drawn from the posterior, ``(n_samples, P)``.
+
+        Parameters
+        ----------
+        n_samples : int
+            Number of draws.
+        random_state : int, Generator or None, default=None
+            Seed of the draws (None: fresh ones at every call).
+        scale : float, default=1.0
+            Factor (> 0) on the posterior covariance.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_parameters)
+            Gaussian draws around the network's own weights (``mean_``), in the parameter
+            order of `Network.parameters` (for ``"last_layer"`` the other layers keep them).
 
         Examples
         --------

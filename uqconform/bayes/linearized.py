@@ -829,6 +829,18 @@ class LinearizedPredictive(ExplainsCallMistakes, VersionedState, BaseEstimator):
 
         This is what `uqconform.regression.SplitConformalRegressor` reads from a fitted
         ``difficulty_estimator`` with ``conformity_score="normalized"``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        method : {"onepass", "mc", "glm"}, optional
+            Defaults to the constructor's ``method``.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            Includes the observation noise ``noise_variance_``, unlike the variance of
+            `predict_distribution` (``include_noise=False`` by default).
         """
         self._regression_only("predict_std")
         return np.sqrt(self._distribution(X, method, include_noise=True)[1])
@@ -839,9 +851,23 @@ class LinearizedPredictive(ExplainsCallMistakes, VersionedState, BaseEstimator):
     ) -> NDArray:
         """Central Gaussian predictive intervals (regression; no coverage guarantee).
 
+        ``mean -/+ z * sqrt(Var f + noise_variance_)``: the intervals are for ``y``, with the
+        observation noise, whereas `predict_distribution` leaves it out by default
+        (``include_noise=False``).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        alpha : float or array-like of shape (k,), default=0.1
+            Miscoverage level(s) in (0, 1): each interval holds ``1 - alpha`` of the
+            Gaussian predictive.
+        method : {"onepass", "mc", "glm"}, optional
+            Defaults to the constructor's ``method``.
+
         Returns
         -------
         ndarray of shape (n_samples, 2), or (n_samples, 2, k) for k levels
+            Lower and upper bounds, in the units of ``y``.
         """
         self._regression_only("predict_interval")
         levels = check_call_alpha(alpha, alpha, X)
@@ -867,8 +893,23 @@ class LinearizedPredictive(ExplainsCallMistakes, VersionedState, BaseEstimator):
 
         One pass and GLM: the probit approximation of the Gaussian logits (``link="probit"``)
         or a Monte Carlo average over them (``link="mc"``); ``method="mc"``: the average of
-        the probabilities over weight samples. ``n_samples`` (Monte Carlo draws) and
-        ``random_state`` default to the constructor's and to the seed fixed in `fit`.
+        the probabilities over weight samples.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        method : {"onepass", "mc", "glm"}, optional
+            Defaults to the constructor's ``method``.
+        n_samples : int, optional
+            Monte Carlo draws (``method="mc"`` or ``link="mc"``); defaults to the
+            constructor's ``n_samples``.
+        random_state : int, Generator or None, optional
+            Monte Carlo seed; defaults to the one fixed in `fit`.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes)
+            Two columns for a binary classifier.
         """
         self._check("predict_proba")
         if self.task_ != "classification":
@@ -920,7 +961,20 @@ class LinearizedPredictive(ExplainsCallMistakes, VersionedState, BaseEstimator):
             yield _log_proba_samples(logits, output)
 
     def predict(self, X: ArrayLike, method: str | None = None) -> NDArray:
-        """Predictive mean (regression) or the most probable class (classification)."""
+        """Predictive mean (regression) or the most probable class (classification).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        method : {"onepass", "mc", "glm"}, optional
+            Defaults to the constructor's ``method``.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            Means in the units of ``y``, or labels from ``classes_`` (the largest column of
+            `predict_proba`).
+        """
         self._check("predict")
         return self._predict(X, method)
 
@@ -936,6 +990,18 @@ class LinearizedPredictive(ExplainsCallMistakes, VersionedState, BaseEstimator):
 
         The scikit-learn conventions for regressors and classifiers; for the quality of the
         predictive distribution use `log_predictive`.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+            Targets (regression) or class labels.
+        sample_weight : array-like of shape (n_samples,), optional
+
+        Returns
+        -------
+        float
+            R² or accuracy of `predict` with the constructor's ``method``.
         """
         self._check("score")
         check_row_order(X, y, "y")
@@ -957,8 +1023,25 @@ class LinearizedPredictive(ExplainsCallMistakes, VersionedState, BaseEstimator):
         """Per-row log predictive density (regression) or probability of the label.
 
         ``method="mc"`` uses the Monte Carlo mixture itself (not its Gaussian moments).
-        Regression densities are of ``y`` in its units (for a ``TransformedTargetRegressor``,
-        the density of the standardised target minus ``log(scale)``).
+        Regression densities are of ``y`` in its units, with the observation noise
+        ``noise_variance_`` (for a ``TransformedTargetRegressor``, the density of the
+        standardised target minus ``log(scale)``).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+            Targets (regression) or class labels from ``classes_``.
+        method : {"onepass", "mc", "glm"}, optional
+            Defaults to the constructor's ``method``.
+        n_samples : int, optional
+            Monte Carlo draws (``method="mc"`` or ``link="mc"``, with the seed fixed in
+            `fit`); defaults to the constructor's ``n_samples``.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            Natural logarithms.
         """
         self._check("log_predictive")
         check_row_order(X, y, "y")

@@ -395,7 +395,19 @@ class HeadEnsemble(VersionedState, RoutesFitParams, ClassifierMixin, BaseEstimat
         return hasattr(self, "heads_")
 
     def head_probabilities(self, X: ArrayLike) -> NDArray:
-        """Class probabilities of every head: ``(n_heads, n_samples, n_classes)``."""
+        """Class probabilities of every head: ``(n_heads, n_samples, n_classes)``.
+
+        Parameters
+        ----------
+        X : array-like, DataFrame or sparse matrix of shape (n_samples, n_features)
+            All the features seen in `fit` (each head reads its own subset of them with
+            ``diversity="subspace"``).
+
+        Returns
+        -------
+        ndarray of shape (n_heads, n_samples, n_classes)
+            Columns in ``classes_`` order.
+        """
         check_is_fitted(self)
         if hasattr(self, "n_features_in_"):  # the number (and names) of features seen in fit
             X = check_features(self, X, reset=False)
@@ -408,10 +420,34 @@ class HeadEnsemble(VersionedState, RoutesFitParams, ClassifierMixin, BaseEstimat
         )
 
     def predict_proba(self, X: ArrayLike) -> NDArray:
-        """Mean of the heads' probabilities (the plain ensemble)."""
+        """Mean of the heads' probabilities (the plain ensemble).
+
+        Parameters
+        ----------
+        X : array-like, DataFrame or sparse matrix of shape (n_samples, n_features)
+            All the features seen in `fit` (each head reads its own subset of them with
+            ``diversity="subspace"``).
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes)
+            Columns in ``classes_`` order.
+        """
         return self.head_probabilities(X).mean(axis=0)
 
     def predict(self, X: ArrayLike) -> NDArray:
-        """Label with the largest mean probability."""
+        """Label with the largest mean probability.
+
+        Parameters
+        ----------
+        X : array-like, DataFrame or sparse matrix of shape (n_samples, n_features)
+            All the features seen in `fit` (each head reads its own subset of them with
+            ``diversity="subspace"``).
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            Labels from ``classes_``.
+        """
         proba = self.predict_proba(X)  # NotFittedError before fit (classes_ read after)
         return self.classes_[np.argmax(proba, axis=1)]

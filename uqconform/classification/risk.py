@@ -1083,7 +1083,17 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
 
     def predict(self, X: Any) -> NDArray:
         """The wrapped model's label matrix (``predict``; without one, probability at
-        least 0.5), shape ``(n_samples, n_labels)``: no guarantee, see `predict_set`."""
+        least 0.5), shape ``(n_samples, n_labels)``: no guarantee, see `predict_set`.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_labels)
+            The model's own 0/1 predictions, one column per label.
+        """
         check_wrapper_fitted(
             self,
             "estimator_",
@@ -1096,7 +1106,18 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
         return (multilabel_probabilities(self.estimator_, X) >= 0.5).astype(np.int64)
 
     def predict_proba(self, X: Any) -> NDArray:
-        """``P(label k present)`` of the wrapped model, shape ``(n_samples, n_labels)``."""
+        """``P(label k present)`` of the wrapped model, shape ``(n_samples, n_labels)``.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of float, shape (n_samples, n_labels)
+            Column ``k``: the probability of label ``k``, uncalibrated (the sets of
+            `predict_set` threshold it).
+        """
         check_wrapper_fitted(
             self,
             "estimator_",

@@ -1297,6 +1297,15 @@ class ReliablePredictionSets(
         """Votes of the partition models for every label: int ``(n_samples, n_classes)``.
 
         A model that never saw a label never votes for it; an abstaining model votes for none.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of int64, shape (n_samples, n_classes)
+            Columns in ``classes_`` order; each row sums to at most ``k_train_``.
         """
         check_is_fitted(self, "estimators_")
         X = self._check_X(X, reset=False)
@@ -1325,14 +1334,37 @@ class ReliablePredictionSets(
         return proba
 
     def predict_scores(self, X: Any) -> NDArray:
-        """Smoothed conformity score of every label (higher: more plausible)."""
+        """Smoothed conformity score of every label (higher: more plausible).
+
+        The ``conformity_score`` of the models' votes; with ``k_train=1``, the model's own
+        probabilities.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of float, shape (n_samples, n_classes)
+            Columns in ``classes_`` order.
+        """
         check_wrapper_fitted(self, "estimators_", "predict_scores")
         if self._probability_mode():
             return self._probabilities(X)
         return _smoothed(self.vote_counts(X), self.k_train_, self.conformity_score)
 
     def predict(self, X: Any) -> NDArray:
-        """The label with the highest smoothed score (majority vote of the models)."""
+        """The label with the highest smoothed score (majority vote of the models).
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            Labels from ``classes_`` (the largest column of `predict_scores`).
+        """
         check_wrapper_fitted(self, "estimators_", "predict")
         scores = self.predict_scores(X)
         return self.classes_[np.argmax(scores, axis=1)]
@@ -1565,7 +1597,22 @@ class ReliablePredictionSets(
 
     # ---- prediction ----------------------------------------------------------------------
     def partition_sets(self, X: Any, alpha: float | None = None) -> NDArray:
-        """Set of every calibration partition: bool ``(n_samples, n_classes, k_calib)``."""
+        """Set of every calibration partition: bool ``(n_samples, n_classes, k_calib)``.
+
+        `predict_set` keeps a label when more than ``majority_threshold(k_calib, alpha)`` of
+        these sets hold it (``majority_threshold_`` at the constructor's level).
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+        alpha : float, optional
+            One miscoverage level; defaults to the constructor's (first) ``alpha``.
+
+        Returns
+        -------
+        ndarray of bool, shape (n_samples, n_classes, k_calib)
+            ``[i, j, p]``: label ``classes_[j]`` is in partition ``p``'s set for row ``i``.
+        """
         self._check_calibrated("partition_sets")
         level = self._level(alpha)
         if alpha is not None:  # the constructor's levels were checked at calibrate

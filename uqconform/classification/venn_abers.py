@@ -609,6 +609,17 @@ class VennAbersCalibrator(ClassifierMixin, ModelWrapper):
 
         For a binary problem the second class's pair is computed and the first class's
         is ``[1 - p1, 1 - p0]``.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+            Rows to predict, with the features the model was trained on.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes, 2)
+            ``[..., 0]`` is ``p0``, ``[..., 1]`` is ``p1`` (``p0 <= p1``), classes in
+            ``classes_`` order.
         """
         return self._pairs(X, "predict_proba_bounds")
 
@@ -631,11 +642,33 @@ class VennAbersCalibrator(ClassifierMixin, ModelWrapper):
     def predict_proba(self, X: Any) -> NDArray:
         """Merged probabilities ``p1 / (1 - p0 + p1)``, shape ``(n_samples, n_classes)``:
         inside each pair for two classes; with more, rescaled to sum to one, which can
-        move a probability outside its class's pair."""
+        move a probability outside its class's pair.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+            Rows to predict, with the features the model was trained on.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes)
+            Rows sum to one, columns in ``classes_`` order.
+        """
         return _merged_probabilities(self._pairs(X, "predict_proba")[:, :, None, :])
 
     def predict(self, X: Any) -> NDArray:
-        """The class with the largest calibrated probability."""
+        """The class with the largest calibrated probability.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+            Rows to predict, with the features the model was trained on.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            Labels from ``classes_`` (the largest column of `predict_proba`).
+        """
         proba = _merged_probabilities(self._pairs(X, "predict")[:, :, None, :])
         return self.classes_[np.argmax(proba, axis=1)]
 

@@ -371,7 +371,19 @@ class CrossConformalRegressor(RegressorMixin, CrossFitWrapper):
         return n_folds**2 * np.log2(max(n, 2)) ** 2 * _FOLD_SEARCH_FACTOR < n
 
     def predict_set(self, X: Any, alpha: float | ArrayLike | None = None) -> NDArray:
-        """The native prediction set of a scalar regressor: `predict_interval`."""
+        """The native prediction set of a scalar regressor: `predict_interval` (see it).
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+        alpha : float or sequence of float, optional
+            Miscoverage level(s); defaults to the constructor's ``alpha``.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, 2), or (n_samples, 2, k) for k levels
+            Lower and upper bounds, as `predict_interval` returns them.
+        """
         return self.predict_interval(X, alpha=alpha)
 
 

@@ -650,7 +650,21 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
     def predict_set(
         self, X: Any, alpha: float | ArrayLike | None = None, *, groups: ArrayLike | None = None
     ) -> NDArray:
-        """The native prediction set of a scalar regressor: `predict_interval`."""
+        """The native prediction set of a scalar regressor: `predict_interval` (see it).
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+        alpha : float or sequence of float, optional
+            Miscoverage level(s); defaults to the constructor's ``alpha``.
+        groups : array-like of shape (n_samples,), optional
+            Group labels, required if (and only if) calibration used groups.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, 2), or (n_samples, 2, k) for k levels
+            Lower and upper bounds, as `predict_interval` returns them.
+        """
         return self._predict_batched(X, alpha, groups, float, "predict_set")
 
     def predict_pvalue(

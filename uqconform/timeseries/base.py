@@ -1164,7 +1164,27 @@ class SequentialConformalRegressor(
     ) -> NDArray:
         """The native prediction set of a scalar regressor: `predict_interval`, with
         ``alpha`` second as in every ``predict_set`` (``y``, keyword only, makes it online:
-        the observed values are absorbed)."""
+        the observed values are absorbed).
+
+        Give the observations as ``y=``: ``predict_set(X, y_test)`` passes them as
+        ``alpha``: targets all in (0, 1) are read as levels (one interval per row and
+        target, nothing absorbed), others raise ValueError.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Features of the next time steps, in order.
+        alpha : float or sequence of float, optional
+            Miscoverage level(s); defaults to the constructor's ``alpha``. See
+            `predict_interval`.
+        y : array-like of shape (n_samples,), optional
+            Keyword only: the observed values, absorbed online as in `predict_interval`.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, 2), or (n_samples, 2, k) for k levels
+            Lower and upper bounds, as `predict_interval` returns them.
+        """
         check_wrapper_fitted(self, "source_", "predict_set")
         return self.predict_interval(X, y=y, alpha=alpha)
 
@@ -1185,6 +1205,8 @@ class SequentialConformalRegressor(
         ----------
         X : array-like of shape (n_samples, n_features)
             Features of the next time steps, in order.
+        *positional
+            Refused (TypeError): ``y`` and ``alpha`` must be given by keyword.
         y : array-like of shape (n_samples,), optional
             Their observed values (a scalar is accepted when X has one row). When given, the
             intervals are produced online: row ``t`` gets its interval from the residuals up
