@@ -287,9 +287,10 @@ def shared_categories(
     >>> a = pd.DataFrame({"x": [0.0, 1.0], "site": pd.Categorical(["a", "b"])})
     >>> b = pd.DataFrame({"x": [2.0], "site": pd.Categorical(["c"])})
     >>> a2, b2, categories = shared_categories(a, b)
-    >>> list(categories[1]), pd.concat([a2, b2]).site.dtype
-    (['a', 'b', 'c'], CategoricalDtype(categories=['a', 'b', 'c'], ordered=False, categories_dtype=str))
-    """  # noqa: E501
+    >>> joined = pd.concat([a2, b2]).site
+    >>> list(categories[1]), joined.dtype.name, list(joined.cat.categories)
+    (['a', 'b', 'c'], 'category', ['a', 'b', 'c'])
+    """
     categories: dict[int, pd.Index] = {}
     copied = False
     flags = [
