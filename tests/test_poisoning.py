@@ -317,3 +317,10 @@ def test_inserted_rows_keep_a_category_column_categorical():
     ordered = X.astype({"site": pd.CategoricalDtype(["b", "a"], ordered=True)})
     with pytest.raises(ValueError, match=r"`X` and `source` column 'site' is ordered in `X`"):
         insert_points(ordered, y, 2, source=(source, np.array([1, 0])), random_state=0)
+    # X's dtypes rule: a column categorical in the source only keeps X's dtype (a numeric
+    # age or a text site of X became categorical: diffrev31)
+    plain = pd.DataFrame({"age": [20, 35, 50, 65], "site": ["a", "b", "a", "b"]})
+    coded = pd.DataFrame({"age": pd.Categorical([20, 80]), "site": pd.Categorical(["c", "a"])})
+    X_new, _ = insert_points(plain, y, 2, source=(coded, np.array([1, 0])), random_state=0)
+    assert X_new["age"].dtype == plain["age"].dtype and X_new["site"].dtype == plain["site"].dtype
+    assert list(X_new["age"].iloc[4:]) == [20, 80]

@@ -1028,7 +1028,7 @@ def test_ltt_refuses_an_integer_grid_too_fine_to_build(grid):
     rng = np.random.default_rng(61)
     P, Y = draw(50, rng)
     with pytest.raises(
-        ValueError, match=r"`thresholds` must be at most 100000000 for method='ltt'.* GB at its"
+        ValueError, match=r"`thresholds` must be at most 10000000 for method='ltt'.* GB at its"
     ):
         controller(method="ltt", thresholds=grid).calibrate(P, Y)
     controller(method="crc", thresholds=grid).calibrate(P, Y)  # read by LTT only

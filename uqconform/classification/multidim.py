@@ -479,9 +479,9 @@ class MultiDimScoreClassifier(
                     "list of fitted heads, and fit has not trained heads from it"
                 )
                 raise NotFittedError(
-                    f"{cause}: the multi-dimensional score needs at least two heads. Call "
-                    f"fit(X_train, y_train) to train {self.n_heads} heads, or pass a list of "
-                    "fitted heads as `estimator`."
+                    f"{cause}. Call fit(X_train, y_train) to train heads from it "
+                    f"(n_heads={self.n_heads}), or pass a list of fitted heads (one or more) "
+                    "as `estimator`."
                 )
             # Re-adopted at each calibrate, so that set_params(estimator=...) applies.
             with explaining_cloned_lists(self.estimator):

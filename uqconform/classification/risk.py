@@ -66,8 +66,9 @@ _RISKS = ("fnr", "miscoverage", "precision")
 _METHODS = ("crc", "rcps", "ltt")
 _FWER = ("fixed_sequence", "bonferroni")
 #: The finest grid an int `thresholds` may ask LTT for: LTT's arrays peak at about 65 bytes
-#: per threshold (8 times the thresholds themselves; 6.5 GB and 8 s CPU at 10**8 thresholds).
-_MAX_GRID = 10**8
+#: per threshold (8 times the thresholds themselves: 0.65 GB and 0.8 s CPU at 10**7
+#: thresholds, 6.5 GB at 10**8, more than many laptops hold).
+_MAX_GRID = 10**7
 #: Bytes LTT holds at its peak per threshold of its grid (measured with tracemalloc).
 _GRID_BYTES = 65
 #: What `alpha` is for the false negative rate, precision and the Hoeffding-Bentkus p-value.
@@ -438,9 +439,9 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
         with ``p >= t``, compared as ``1 - p <= 1 - t``, so a probability a rounding error
         below ``t`` can count; the same at calibration and prediction), fixed before
         seeing the calibration data, each in (0, 1] (0 is refused: it would keep every
-        label); an int ``m`` means ``1/m, 2/m, ..., 1`` (at most 100,000,000 for
+        label); an int ``m`` means ``1/m, 2/m, ..., 1`` (at most 10,000,000 for
         ``"ltt"``, which builds and tests the whole grid: about 65 bytes per threshold at
-        its peak, 6.5 GB at that cap). Not used by the other methods (but still checked,
+        its peak, 0.65 GB at that cap). Not used by the other methods (but still checked,
         like ``delta``).
     fwer : {"fixed_sequence", "bonferroni"}, default="fixed_sequence"
         ``method="ltt"``: ``"fixed_sequence"`` tests the thresholds from the safe end

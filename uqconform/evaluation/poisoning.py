@@ -51,8 +51,22 @@ def _concat(first: Any, second: Any) -> Any:
                 if not isinstance(dtype, pd.CategoricalDtype)
             }
             second = second.astype(dtypes, errors="ignore")
-        # one categorical dtype per category column (pd.concat turns a column whose
-        # categories differ between the frames into text)
+        # X's dtypes rule: a column categorical in source only takes X's dtype, and a
+        # category column of X takes the union of both frames' categories (pd.concat turns
+        # a column whose categories differ between the frames into text)
+        only_source = [
+            position
+            for position, (own, other) in enumerate(zip(first.dtypes, second.dtypes, strict=True))
+            if isinstance(other, pd.CategoricalDtype) and not isinstance(own, pd.CategoricalDtype)
+        ]
+        if only_source:
+            second = second.copy(deep=False)  # (isetitem never writes into the old array)
+            for position in only_source:
+                column = second.iloc[:, position]
+                try:
+                    second.isetitem(position, column.astype(first.dtypes.iloc[position]))
+                except (TypeError, ValueError):  # values X's dtype cannot hold: as given
+                    second.isetitem(position, column.astype(object))
         first, second, _ = shared_categories(first, second, ("X", "source"))
         return pd.concat([first, second], ignore_index=True)
     return np.concatenate([np.asarray(first), np.asarray(second)])

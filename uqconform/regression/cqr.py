@@ -371,14 +371,12 @@ class ConformalizedQuantileRegressor(SplitConformalRegressor):
         seed = self.random_state
         pair = self._pair()
         if pair is not None:
-            return QuantileBand(*(seeded_clone(model, seed, owner=self) for model in pair))
+            return QuantileBand(*(seeded_clone(model, seed) for model in pair))
         level = float(check_alpha(self.alpha)[0])
         base = self._estimator_or_default()
         return QuantileBand(
-            seeded_clone(_with_quantile(base, level / 2, self.quantile_param), seed, owner=self),
-            seeded_clone(
-                _with_quantile(base, 1 - level / 2, self.quantile_param), seed, owner=self
-            ),
+            seeded_clone(_with_quantile(base, level / 2, self.quantile_param), seed),
+            seeded_clone(_with_quantile(base, 1 - level / 2, self.quantile_param), seed),
         )
 
     def _train_estimator(self, X: Any, y: Any, params: dict[str, Any]) -> None:
