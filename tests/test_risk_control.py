@@ -1130,6 +1130,7 @@ def test_label_matrices_of_bools_or_0_1_held_as_objects_are_told_to_use_astype_i
     with warnings.catch_warnings():  # pandas' downcasting notice of fillna on objects
         warnings.simplefilter("ignore")
         filled = pd.DataFrame(Y.tolist(), dtype=object).where(Y, None).fillna(False)
+        filled = filled.astype(object)  # (pandas 2.0 downcasts the filled frame to bool)
     cases = {
         "python bools": np.array(Y.tolist(), dtype=object),
         "a filled frame": filled,
