@@ -305,9 +305,9 @@ class _Table:
         float32 numbers; a table of the float32 tolerance gives the others the pairs of
         its `finer` table (the n + 1 rows' probabilities are then not all float32)."""
         if self.finer is not None and float32_rows is not None and not float32_rows.all():
-            p0, p1 = self.bounds(scores)
-            others = ~float32_rows
-            p0[others], p1[others] = self.finer.bounds(scores[others])
+            p0, p1 = np.empty(scores.shape), np.empty(scores.shape)  # each row read once
+            for rows, table in ((float32_rows, self), (~float32_rows, self.finer)):
+                p0[rows], p1[rows] = table.bounds(scores[rows])
             return p0, p1
         position, below, above = _neighbour_ties(self.values, scores, self.floor, self.tolerance)
         cell = np.append(self.cell, self.cell[-1] + 1)  # past the end: the last gap
