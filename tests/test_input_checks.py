@@ -259,6 +259,21 @@ def test_coverage_warns_on_integer_zero_one_pairs():
         coverage(np.array([0, 1, 1]), np.array([[0, 1], [1, 1], [0, 1]]))
 
 
+@pytest.mark.parametrize("rows", [2, 3])
+def test_inverted_zero_one_pairs_name_the_boolean_sets(rows):
+    # 0/1 masks over two classes with a row [1, 0] are inverted intervals: the refusal says
+    # how to pass them as sets (with two rows the read-as-intervals warning is the only hint)
+    sets = np.array([[1, 0], [1, 1], [0, 1]])[:rows]
+    with (
+        pytest.warns(UserWarning, match="read as intervals"),
+        pytest.raises(ValueError, match=r"lower > upper.*prediction\.astype\(bool\)"),
+    ):
+        coverage(np.array([0, 1, 1])[:rows], sets)
+    with pytest.raises(ValueError, match="lower > upper") as refusal:
+        coverage(np.array([0.5, 1.5]), np.array([[1.0, 0.0], [1.0, 2.0]]) + 0.5)
+    assert "astype(bool)" not in str(refusal.value)
+
+
 @pytest.mark.parametrize(
     ("call", "message"),
     [

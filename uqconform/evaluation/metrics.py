@@ -281,7 +281,8 @@ def _parse_prediction(
             f"must have length 2 (lower, upper).{layout_hint}"
         )
     zero_one = np.isin(array, (0, 1)).all()
-    if not intervals_only and array.size and (array.dtype.kind in "iu" or zero_one):
+    maybe_sets = not intervals_only and array.size and (array.dtype.kind in "iu" or zero_one)
+    if maybe_sets:
         # integer arrays with two columns are label sets more often than intervals: top-2
         # label indices, or 0/1 masks over two classes (also as floats)
         kind = "of 0/1 values" if zero_one else "of integers"
@@ -295,11 +296,17 @@ def _parse_prediction(
         )
     single = array.ndim == 2
     data = array[..., None] if single else array
-    _check_bounds(data[:, 0], data[:, 1], name)
+    sets_hint = (
+        f" If these are prediction sets over two classes, pass {name}.astype(bool)."
+        if maybe_sets
+        else ""
+    )
+    _check_bounds(data[:, 0], data[:, 1], name, sets_hint)
     return _Parsed("interval", data, single, array.shape[0])
 
 
-def _check_bounds(lower: NDArray, upper: NDArray, name: str) -> None:
+def _check_bounds(lower: NDArray, upper: NDArray, name: str, sets_hint: str = "") -> None:
+    """Refuse NaN bounds and lower > upper (``sets_hint`` is added to the latter)."""
     if np.isnan(lower).any() or np.isnan(upper).any():
         raise ValueError(f"`{name}` contains NaN bounds; intervals need numbers (inf allowed).")
     inverted = lower > upper
@@ -309,6 +316,7 @@ def _check_bounds(lower: NDArray, upper: NDArray, name: str) -> None:
             "column must be the lower bound. (Boxes of multi-output regressors, shape "
             "(n, d, 2), hold each output's bounds on the last axis: use coverage(Y, boxes), "
             "mean_volume(boxes), or boxes[..., 1] - boxes[..., 0] for widths per output.)"
+            f"{sets_hint}"
         )
 
 
