@@ -3086,3 +3086,23 @@ def test_integer_column_labels_are_not_checked_against_an_unknown_order(data):
     assert adopted.predict_interval(shuffled[100:]).shape == (50, 2)
     nullable = pd.DataFrame(X, columns=pd.array([0, None, 2], dtype="Int64"))
     assert SplitConformalRegressor(LinearRegression()).fit(nullable[:100], y[:100])
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: FullConformalRidge(),
+        lambda: ReliablePredictionSets(LogisticRegression(), random_state=0),
+        lambda: MeanSmoothedClassifier(LogisticRegression(), sigma=0.25, random_state=0),
+    ],
+)
+def test_pandas_sparse_columns_are_named_with_the_dense_conversion(make):
+    # scikit-learn's message advises `.toarray()`, which a DataFrame does not have
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame(np.where(rng.random((60, 3)) < 0.5, 0.0, rng.normal(size=(60, 3))))
+    y = (X[0] > 0).astype(int).to_numpy()
+    sparse_X = X.astype(pd.SparseDtype(float, 0.0))
+    model = make()
+    with pytest.raises(TypeError, match=r"pandas sparse columns.*X\.sparse\.to_dense\(\)"):
+        model.fit(sparse_X, y)
+    model.fit(X, y)  # the dense frame is taken

@@ -227,6 +227,30 @@ def reading_features(X: Any, model: Any) -> Iterator[None]:
         raise
 
 
+def refuse_sparse_columns(X: Any, who: str) -> None:
+    """Raise a TypeError naming the pandas sparse columns of a DataFrame ``X``, which
+    ``who`` reads as dense numbers; return otherwise (scikit-learn's own message advises
+    ``.toarray()``, which a DataFrame lacks).
+
+    Examples
+    --------
+    >>> frame = pd.DataFrame({"a": pd.arrays.SparseArray([0.0, 1.0])})
+    >>> refuse_sparse_columns(frame, "FullConformalRidge")
+    Traceback (most recent call last):
+    ...
+    TypeError: `X` has pandas sparse columns (['a']), which FullConformalRidge reads as ...
+    """
+    if not isinstance(X, pd.DataFrame):
+        return
+    columns = [name for name, dtype in X.dtypes.items() if isinstance(dtype, pd.SparseDtype)]
+    if columns:
+        shown = repr(columns[:5])[:-1] + (", ...]" if len(columns) > 5 else "]")
+        raise TypeError(
+            f"`X` has pandas sparse columns ({shown}), which {who} reads as dense numbers: "
+            "pass X.sparse.to_dense() (every column sparse) or X.astype(float)."
+        )
+
+
 def refuse_non_numeric_features(
     X: Any,
     who: str,

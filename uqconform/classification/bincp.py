@@ -56,6 +56,7 @@ from uqconform._validation import (
     model_classes,
     model_given_hint,
     refuse_model_class,
+    refuse_sparse_columns,
 )
 from uqconform._warnings import warn_user
 from uqconform.base import (
@@ -325,6 +326,7 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
                 "`X` must be a dense numeric array for randomised smoothing: sparse matrices "
                 "are not supported (noise is added to every feature)."
             )
+        refuse_sparse_columns(X, "randomised smoothing")
         encode = (
             ": encode text or categories as numbers before the wrapper (the noise then lives "
             "in the encoded space, where `sigma` and `radius` are measured)"

@@ -72,6 +72,7 @@ from uqconform._validation import (
     missing_proba_error,
     reading_features,
     refuse_model_class,
+    refuse_sparse_columns,
     sklearn_tags,
     value_summary,
 )
@@ -1277,6 +1278,7 @@ class ReliablePredictionSets(
     def _check_X(self, X: Any, *, reset: bool) -> Any:
         """Check shape and features; a DataFrame is passed on as is, anything else as an array."""
         X = check_features(self, X, reset=reset)  # None, 1-D, no rows: named errors
+        refuse_sparse_columns(X, type(self).__name__)
         # Sparse input is refused (rows are hashed by their dense bytes); NaN is left to the
         # models that take it (the others are named before they see it).
         checked = check_array(X, accept_sparse=False, dtype=None, ensure_all_finite=False)

@@ -31,6 +31,7 @@ from uqconform._validation import (
     no_calibrate_step,
     refuse_model_class,
     refuse_non_numeric_features,
+    refuse_sparse_columns,
 )
 from uqconform._version import VersionedState
 from uqconform._warnings import warn_user
@@ -540,6 +541,7 @@ class FullConformalRidge(
         are not numbers (text, categories, dates) are refused by name."""
         X = check_features(self, X, reset=reset)
         why = "refits a ridge regression on the features"
+        refuse_sparse_columns(X, type(self).__name__)
         refuse_non_numeric_features(X, f"{type(self).__name__} (it {why})", "before")
         return cast(NDArray, float_rows_without_nan(self, X, why, "sklearn.impute.SimpleImputer"))
 
