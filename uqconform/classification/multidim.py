@@ -28,6 +28,7 @@ import numbers
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
+from joblib import effective_n_jobs
 from numpy.typing import ArrayLike, NDArray
 from scipy.spatial import cKDTree
 from sklearn.base import BaseEstimator, ClassifierMixin
@@ -86,19 +87,16 @@ __all__ = ["MultiDimScoreClassifier"]
 # Score-vector cells (rows x classes x heads) per block of predict_set: bounded memory.
 _PREDICT_CELLS = 2**20
 
-# The learned aggregator fits and predicts on one OpenMP thread below this many score vectors
-# (the same answers): OpenMP's threads made its fit 2 to 18 times slower there on a busy
-# 2-core machine (a review's 300-row calibrate: 18.5 s against 0.8 s), and at most about 10%
-# faster on a quieter one (about 25% at 100,000 vectors: the caller's threads there).
-_ONE_THREAD_VECTORS = 50_000
+# The learned aggregator fits and predicts on `n_jobs` OpenMP threads (None: one; the same
+# answers). The caller's threads made its fit 2 to 18 times slower on a busy 2-core machine
+# (a review's 300-row calibrate: 18.5 s against 0.8 s; 20,000 rows x 50 classes: 159 s
+# against 18 s) and at most about 25% faster on a quieter one.
 
 
-def _aggregator_threads(n_vectors: int) -> contextlib.AbstractContextManager[Any]:
-    """One OpenMP thread for the aggregator on fewer than ``_ONE_THREAD_VECTORS`` score
-    vectors (the same answers, faster), the caller's threads on more."""
-    if n_vectors < _ONE_THREAD_VECTORS:
-        return _openmp_controller().limit(limits=1, user_api="openmp")
-    return contextlib.nullcontext()
+def _aggregator_threads(n_jobs: int | None) -> contextlib.AbstractContextManager[Any]:
+    """The aggregator's OpenMP threads: ``n_jobs`` of them (joblib's reading: None is one,
+    -1 every core)."""
+    return _openmp_controller().limit(limits=effective_n_jobs(n_jobs), user_api="openmp")
 
 
 @functools.lru_cache(maxsize=1)
@@ -161,7 +159,8 @@ class MultiDimScoreClassifier(
         by an earlier version adds the fill label to an empty set after thresholding, as
         it did.
     n_jobs : int, default=None
-        Heads fitted through joblib.
+        Heads fitted through joblib, and the OpenMP threads of the learned aggregator's fit
+        and predictions (joblib's reading: None is one, -1 every core).
     random_state : int, Generator or None, default=None
         Seeds the heads, the uniform draws and the calibration split. With an int the
         draws are fixed by the seed and the call's rows, so repeated `predict_set` calls
@@ -699,7 +698,7 @@ class MultiDimScoreClassifier(
         self.aggregator_ = HistGradientBoostingClassifier(
             max_iter=200, monotonic_cst=[-1] * h, random_state=seed
         )
-        with _aggregator_threads(n * k):
+        with _aggregator_threads(self.n_jobs):
             self.aggregator_.fit(vectors.reshape(-1, h), is_true.reshape(-1))
 
     def _cell_tree(self) -> cKDTree:
@@ -716,7 +715,7 @@ class MultiDimScoreClassifier(
         flat = vectors.reshape(-1, vectors.shape[-1])
         if "cells_" not in self.__dict__:  # the mode fitted at calibration, not set_params'
             true_column = list(self.aggregator_.classes_).index(True)
-            with _aggregator_threads(flat.shape[0]):
+            with _aggregator_threads(self.n_jobs):
                 proba = self.aggregator_.predict_proba(flat)
             scores = 1.0 - proba[:, true_column]
             return scores.reshape(vectors.shape[:-1])
