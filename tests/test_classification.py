@@ -1157,3 +1157,36 @@ def test_ensemble_fit_with_fitted_heads_checks_x_and_y_and_says_it_trains_nothin
         model.fit(X[100:300], y[100:300])
     model.calibrate(X[300:500], y[300:500])
     assert model.predict_set(X[500:]).shape == (100, 3)
+
+
+def test_a_missing_value_in_a_nullable_probability_frame_is_named_by_row():
+    """Review finding (s60 outfix 2): a model whose predict_proba returns a frame of nullable
+    Float64 columns (labelled by class, in an order of its own) with a pd.NA gave numpy's
+    bare "float() argument must be ... not 'NAType'" instead of the NaN message naming the
+    row; without the NA the frame gives the array model's sets."""
+    (Xf, yf), (Xc, yc), (Xt, _) = _split(seed=13, labels=(0, 1, 2))
+    inner = LogisticRegression().fit(Xf, yf)
+
+    class FrameModel:
+        classes_ = np.arange(3)
+
+        def __init__(self, hole):
+            self.hole = hole
+
+        def predict_proba(self, X):
+            frame = pd.DataFrame(inner.predict_proba(X), columns=[0, 1, 2])[[2, 0, 1]]
+            frame = frame.astype("Float64")
+            if self.hole:
+                frame.iloc[3, 1] = pd.NA
+            return frame
+
+    reference = SplitConformalClassifier(inner).calibrate(Xc, yc).predict_set(Xt)
+    sets = SplitConformalClassifier(FrameModel(False)).calibrate(Xc, yc).predict_set(Xt)
+    np.testing.assert_array_equal(sets, reference)
+    cp = SplitConformalClassifier(FrameModel(True))
+    with pytest.raises(
+        ValueError,
+        match=r"\(FrameModel\) predict_proba gave NaN or infinite probabilities on 1 row of "
+        r"`X` \(first: row 3\)",
+    ):
+        cp.calibrate(Xc, yc)

@@ -1233,3 +1233,90 @@ def test_ltt_keeps_each_risk_below_alpha_with_probability_1_minus_delta(risk, fw
     limit = stats.binom.ppf(1 - 1e-3, repeats, delta)
     assert exceed["ltt"] <= limit
     assert exceed["no correction"] > limit  # the same check rejects the naive choice
+
+
+class ForeignContainer:
+    """A fitted multi-label model from outside scikit-learn (column k of X is P(label k))
+    whose predict_proba returns float32 probabilities in another container: a numpy array,
+    a torch tensor still in its autograd graph, a scipy CSR matrix or a frame of nullable
+    ``Float64`` columns; one array, or one ``(n, 2)`` block per label (``per_label``)."""
+
+    def __init__(self, kind, per_label=False):
+        self.kind, self.per_label = kind, per_label
+
+    def _container(self, block):
+        if self.kind == "tensor":
+            import torch
+
+            return torch.as_tensor(block) * torch.ones(1, requires_grad=True)  # in the graph
+        if self.kind == "sparse":
+            from scipy import sparse
+
+            return sparse.csr_matrix(block)
+        if self.kind == "frame":
+            return pd.DataFrame(block).astype("Float64")
+        return block
+
+    def predict_proba(self, X):
+        P = np.asarray(X, dtype=np.float32)
+        if not self.per_label:
+            return self._container(P)
+        return [self._container(np.column_stack([1 - p, p])) for p in P.T]
+
+
+@pytest.mark.parametrize("per_label", [False, True])
+@pytest.mark.parametrize("kind", ["tensor", "sparse", "frame"])
+def test_tensor_sparse_and_nullable_outputs_give_the_numpy_outputs_sets(kind, per_label):
+    """Review finding (s60 outfix 1): a predict_proba returning a torch tensor that requires
+    grad failed with torch's "Can't call numpy() on Tensor that requires grad", and a scipy
+    sparse matrix with numpy's "setting an array element with a sequence", where every
+    single-label wrapper reads both."""
+    if kind == "tensor":
+        pytest.importorskip("torch")
+    rng = np.random.default_rng(66)
+    P, Y = draw(500, rng, n_labels=4)
+    for method in ("crc", "rcps"):
+        reference = MultiLabelRiskController(
+            ForeignContainer("numpy", per_label), alpha=0.15, method=method
+        ).calibrate(P[:300], Y[:300])
+        model = MultiLabelRiskController(
+            ForeignContainer(kind, per_label), alpha=0.15, method=method
+        ).calibrate(P[:300], Y[:300])
+        np.testing.assert_array_equal(model.conformity_scores_, reference.conformity_scores_)
+        for read in ("predict_set", "predict_proba"):
+            got, expected = getattr(model, read)(P[300:]), getattr(reference, read)(P[300:])
+            np.testing.assert_array_equal(got, expected)
+        assert 0 < model.predict_set(P[300:]).mean() < 1  # sets neither empty nor full
+
+
+@pytest.mark.parametrize("per_label", [False, True])
+def test_a_missing_value_in_a_nullable_probability_frame_is_named_by_row(per_label):
+    """Review finding (s60 outfix 2): a pd.NA in a model's frame of nullable Float64
+    probabilities gave numpy's bare "float() argument must be ... not 'NAType'" instead of
+    the NaN message naming the row."""
+
+    class Holed(ForeignContainer):
+        def _container(self, block):
+            frame = super()._container(block)
+            frame.iloc[3, 1] = pd.NA
+            return frame
+
+    rng = np.random.default_rng(67)
+    P, Y = draw(200, rng, n_labels=3)
+    model = MultiLabelRiskController(Holed("frame", per_label), alpha=0.2)
+    with pytest.raises(
+        ValueError,
+        match=r"\(Holed\) predict_proba gave NaN or infinite probabilities on 1 row of `X` "
+        r"\(first: row 3\)",
+    ):
+        model.calibrate(P, Y)
+
+
+def test_a_bfloat16_tensor_output_is_read_exactly():
+    # numpy has no bfloat16: torch's "Got unsupported ScalarType BFloat16" before
+    torch = pytest.importorskip("torch")
+    from uqconform._validation import model_output_as_float
+
+    values = [[0.5, 0.25], [0.125, 1.0]]  # bfloat16 numbers
+    output = torch.tensor(values, dtype=torch.bfloat16, requires_grad=True) * 1
+    np.testing.assert_array_equal(model_output_as_float(output), values)

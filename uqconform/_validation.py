@@ -1523,23 +1523,49 @@ def _first_time(model: Any) -> bool:
     return True
 
 
+def model_output_as_float(output: Any) -> NDArray:
+    """A model's output (``predict_proba``'s, or one entry of its list) as a float array: a
+    torch tensor detached from its autograd graph and moved to the CPU, a scipy sparse
+    matrix made dense, a pandas frame or series with ``pd.NA`` read as NaN (which the
+    callers' non-finite check then names by row); anything else through ``np.asarray``.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> model_output_as_float(pd.DataFrame({"p": pd.array([0.25, None], dtype="Float64")}))
+    array([[0.25],
+           [ nan]])
+    >>> model_output_as_float(sparse.csr_matrix([[0.0, 1.0]]))
+    array([[0., 1.]])
+    """
+    if (
+        hasattr(output, "requires_grad")
+        and callable(getattr(output, "detach", None))
+        and callable(getattr(output, "cpu", None))
+    ):  # a torch network's output: possibly in its autograd graph, or on a GPU
+        output = output.detach().cpu()
+        if output.is_floating_point():  # bfloat16 has no numpy type: float64 (exact)
+            output = output.double()
+    if sparse.issparse(output):  # numpy would read a sparse matrix as one object
+        output = output.toarray()
+    if isinstance(output, pd.DataFrame | pd.Series):  # nullable columns: pd.NA as NaN
+        return output.to_numpy(dtype=float, na_value=np.nan)
+    return np.asarray(output, dtype=float)
+
+
 def class_probabilities(model: Any, X: Any, n_classes: int, *, check_sums: bool = True) -> NDArray:
     """``model.predict_proba(X)`` as a float array of shape ``(n, n_classes)``, with a
     message naming `estimator` when a model outside scikit-learn gives another shape (a
     sigmoid network's single column, more columns than ``classes_``). ``check_sums``:
     warn when rows do not sum to 1 (the scores that read them as a distribution), once
-    per model object, however many batches, folds or heads read it. A torch tensor that
-    requires grad is detached (its values are the probabilities)."""
+    per model object, however many batches, folds or heads read it. Tensors, sparse
+    matrices and frames are read by `model_output_as_float`."""
     try:
         output = model.predict_proba(X)
     except (TypeError, ValueError) as error:  # numpy's "could not convert string to float"
         refuse_non_numeric_features(X, f"`estimator` ({type(model).__name__})", error=error)
         raise
-    if getattr(output, "requires_grad", False) and callable(getattr(output, "detach", None)):
-        output = output.detach()  # a torch network's output, still in its autograd graph
-    if sparse.issparse(output):  # numpy read a sparse matrix as one object
-        output = output.toarray()
-    proba = np.asarray(output, dtype=float)
+    proba = model_output_as_float(output)
     if isinstance(output, pd.DataFrame) and proba.shape[1] == n_classes:  # else: shape error
         proba = _labelled_columns(model, output.columns, proba)
     if proba.ndim != 2 or proba.shape[1] != n_classes:

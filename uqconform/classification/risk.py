@@ -53,6 +53,7 @@ from uqconform._validation import (
     check_wrapper_fitted,
     missing_proba_error,
     missing_target_error,
+    model_output_as_float,
     refuse_non_finite,
 )
 from uqconform._warnings import warn_user
@@ -128,7 +129,9 @@ def multilabel_probabilities(model: Any, X: Any, n_labels: int | None = None) ->
     A model may return one array of shape ``(n, n_labels)`` (``OneVsRestClassifier``,
     ``MLPClassifier``, ``ClassifierChain``) or one ``(n, 2)`` array per label
     (``MultiOutputClassifier``, random forests, k-NN on a label matrix), where the column of
-    class 1 is taken (a label constant in training gives a single column: 0 or 1).
+    class 1 is taken (a label constant in training gives a single column: 0 or 1). Torch
+    tensors, scipy sparse matrices and pandas frames (whole or per label) are read by
+    `model_output_as_float`, as the single-label wrappers read them.
     """
     name = f"`estimator` ({type(model).__name__})"
     output = model.predict_proba(X)
@@ -136,7 +139,7 @@ def multilabel_probabilities(model: Any, X: Any, n_labels: int | None = None) ->
         classes = getattr(model, "classes_", None)
         columns = []
         for k, block in enumerate(output):
-            block = np.asarray(block, dtype=float)
+            block = model_output_as_float(block)
             if isinstance(classes, list) and len(classes) == len(output):
                 labels = np.asarray(classes[k])
             elif block.ndim == 2 and block.shape[1] == 2:
@@ -164,7 +167,7 @@ def multilabel_probabilities(model: Any, X: Any, n_labels: int | None = None) ->
             columns.append(block[:, present[0]] if present.size else np.zeros(block.shape[0]))
         proba = np.column_stack(columns)
     else:
-        proba = np.asarray(output, dtype=float)
+        proba = model_output_as_float(output)
     if proba.ndim != 2 or (n_labels is not None and proba.shape[1] != n_labels):
         expected = "n_labels" if n_labels is None else n_labels
         raise ValueError(
