@@ -2301,3 +2301,159 @@ def test_ragged_interval_lists_are_named_as_intervals():
     # label lists for sets keep the boolean-mask recipe
     with pytest.raises(ValueError, match=r"`prediction` is a ragged list.*mask\[i, row\] = True"):
         coverage([0, 2], [[0, 1], [2]])
+
+
+# ---- volume_samples: the Monte Carlo points of evaluate's region volumes ----------------------
+
+
+class _Bulge:
+    """A non-affine latent map ``y = c + s z (1 + |z|^2)`` (varying Jacobian), so that a
+    `PredictionRegion` on it takes a Monte Carlo volume that depends on ``n_samples``."""
+
+    is_affine = False
+
+    def __init__(self, center, scale):
+        from uqconform.regions import AffineMap
+
+        self.inner = AffineMap(center, scale)
+        self.n_rows, self.dim = self.inner.n_rows, self.inner.dim
+
+    def to_latent(self, Y):
+        u_vec = self.inner.to_latent(Y)
+        u = np.linalg.norm(u_vec, axis=-1, keepdims=True)
+        root = np.sqrt(u**2 / 4 + 1 / 27)  # t + t^3 = u (Cardano)
+        t = np.cbrt(u / 2 + root) + np.cbrt(u / 2 - root)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(u > 0, u_vec * t / u, 0.0)
+
+    def from_latent(self, Z):
+        return self.inner.from_latent(Z * (1 + (Z**2).sum(axis=-1, keepdims=True)))
+
+    def log_abs_det_from_latent(self, Z):
+        t2 = (Z**2).sum(axis=-1)
+        radial = (Z.shape[-1] - 1) * np.log1p(t2) + np.log1p(3 * t2)
+        return self.inner.log_abs_det_from_latent(Z) + radial
+
+    def take(self, index):
+        taken = _Bulge.__new__(_Bulge)
+        taken.inner = self.inner.take(index)
+        taken.n_rows, taken.dim = taken.inner.n_rows, taken.inner.dim
+        return taken
+
+
+class _KeptRegionsModel:
+    """A multi-output model whose ``predict_set`` returns (and keeps) the regions that
+    ``make(alpha)`` builds, one per level."""
+
+    def __init__(self, make):
+        self.make = make
+        self.regions = []
+        self.n_calibration_ = 100
+
+    def predict_set(self, X, alpha):
+        self.regions = [self.make(a) for a in alpha]
+        return self.regions
+
+
+def test_volume_samples_reach_the_volumes_of_the_regions():
+    """Review (s60, evaluate_speed.py): evaluate took every row's Monte Carlo volume with the
+    regions' default 2,000 points and had no way to lower it (300 CONTRA test rows: 140 s,
+    4.8 s with 200 points); ``volume_samples`` is passed to ``region.volume`` as
+    ``n_samples`` and said in the note."""
+    from uqconform.regions import AffineMap, PredictionRegion
+
+    rng = np.random.default_rng(0)
+    n = 30
+    Y = rng.normal(size=(n, 2))
+    centers, scales = rng.normal(size=(n, 2)), rng.uniform(0.5, 2.0, size=(n, 2))
+    # duck-typed regions: the keywords volume() is called with
+    discs = _KeptRegionsModel(lambda a: Discs(np.full(n, 1.0 / a)))
+    report = evaluate(discs, np.zeros((n, 1)), Y, alpha=(0.1, 0.2), volume_samples=50)
+    assert [region.calls for region in discs.regions] == [[{"n_samples": 50}]] * 2
+    assert report.note.startswith("mean_volume is a Monte Carlo estimate with volume_samples=50")
+    assert "note: mean_volume is a Monte Carlo" in str(report)
+    report = evaluate(discs, np.zeros((n, 1)), Y, alpha=(0.1, 0.2))
+    assert [region.calls for region in discs.regions] == [[{}]] * 2 and report.note is None
+    # a PredictionRegion of a non-affine map: evaluate's volumes are mean_volume's at k points
+    bulges = _KeptRegionsModel(lambda a: PredictionRegion(_Bulge(centers, scales), 1.0 / a))
+    alphas = (0.5, 0.8)
+    default = evaluate(bulges, np.zeros((n, 1)), Y, alpha=alphas).to_frame()["mean_volume"]
+    regions = bulges.predict_set(None, alphas)
+    np.testing.assert_allclose(default, [mean_volume(r) for r in regions], rtol=1e-12)
+    for k in (7, 100):
+        frame = evaluate(bulges, np.zeros((n, 1)), Y, alpha=alphas, volume_samples=k).to_frame()
+        expected = [mean_volume(r, n_samples=k) for r in regions]
+        np.testing.assert_allclose(frame["mean_volume"], expected, rtol=1e-12)
+        assert not np.allclose(frame["mean_volume"], default, rtol=1e-6, atol=0)  # it mattered
+    # exact volumes (affine maps): nothing sampled, and the note says it had no effect
+    ellipses = _KeptRegionsModel(lambda a: PredictionRegion(AffineMap(centers, scales), 1 / a))
+    exact = evaluate(ellipses, np.zeros((n, 1)), Y, alpha=alphas, volume_samples=10)
+    plain = evaluate(ellipses, np.zeros((n, 1)), Y, alpha=alphas)
+    volumes = [row["mean_volume"] for row in exact.rows]
+    assert volumes == [row["mean_volume"] for row in plain.rows] and plain.note is None
+    np.testing.assert_allclose(volumes, [mean_volume(r) for r in ellipses.regions], rtol=1e-12)
+    assert "volume_samples=10 had no effect" in exact.note and "exact" in exact.note
+
+
+@pytest.mark.parametrize("value", [0, -5, 2.5, True, "200", np.float64(200.0)])
+def test_volume_samples_must_be_a_positive_integer_named_as_such(value):
+    with pytest.raises(ValueError, match=r"`volume_samples` must be None or a positive integer"):
+        evaluate(_FakeRegionModel(), np.zeros((3, 1)), Y_2D, volume_samples=value)
+
+
+def test_volume_samples_are_refused_where_they_would_have_no_effect(
+    regression_data, classification_data
+):
+    """A classifier's set sizes and a regressor's widths are exact: a ``volume_samples``
+    given for them is refused (before predicting), not silently ignored; regions whose
+    volume() takes no ``n_samples`` fail at that call."""
+    X, y, _ = regression_data
+    regressor = SplitConformalRegressor(LinearRegression()).fit(X[:300], y[:300])
+    regressor.calibrate(X[300:600], y[300:600])
+    with pytest.raises(TypeError, match=r"`volume_samples` .*regression model whose mean_width"):
+        evaluate(regressor, X[600:], y[600:], volume_samples=200)
+    X, labels = classification_data[:2]
+    classifier = SplitConformalClassifier(LogisticRegression()).fit(X[:300], labels[:300])
+    classifier.calibrate(X[300:600], labels[300:600])
+    with pytest.raises(TypeError, match=r"classification model whose mean_set_size is exact"):
+        evaluate(classifier, X[600:], labels[600:], volume_samples=200)
+
+    class FixedVolume(Discs):
+        def volume(self):
+            return np.pi * self.radius**2
+
+    fixed = _KeptRegionsModel(lambda a: FixedVolume(np.full(3, 1.0 / a)))
+    with pytest.raises(TypeError, match=r"volume\(\) got an unexpected keyword .*n_samples"):
+        evaluate(fixed, np.zeros((3, 1)), Y_2D, volume_samples=200)
+    assert evaluate(fixed, np.zeros((3, 1)), Y_2D).rows[0]["mean_volume"] > 0  # None: as before
+
+
+def test_volume_samples_of_a_small_contra_model_are_its_monte_carlo_points(monkeypatch):
+    """The CONTRA model of the review, made small: evaluate's volumes with volume_samples=k
+    are ``mean_volume(model.predict_set(X), n_samples=k)``, k points drawn per row."""
+    pytest.importorskip("torch")
+    pytest.importorskip("nflows")
+    from uqconform.multioutput import CONTRA
+    from uqconform.multioutput.datasets import make_banana
+    from uqconform.regions import PredictionRegion
+
+    X, Y = make_banana(230, random_state=0)
+    tiny = {"n_blocks": 2, "hidden_features": 8, "max_epochs": 1, "batch_size": 64}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # so few rows and epochs: it keeps its start
+        model = CONTRA(random_state=0, **tiny).fit(X[:100], Y[:100])
+    model.calibrate(X[100:200], Y[100:200])
+    drawn = []
+    log_volume = PredictionRegion.log_volume
+
+    def recorded(self, n_samples=2000, *args, **kwargs):
+        drawn.append(n_samples)
+        return log_volume(self, n_samples, *args, **kwargs)
+
+    monkeypatch.setattr(PredictionRegion, "log_volume", recorded)
+    report = evaluate(model, X[200:], Y[200:], alpha=(0.1, 0.2), volume_samples=40)
+    assert drawn == [40, 40]  # one Monte Carlo volume per level, at 40 points
+    regions = model.predict_set(X[200:], [0.1, 0.2])
+    expected = [mean_volume(region, n_samples=40) for region in regions]
+    np.testing.assert_allclose(report.to_frame()["mean_volume"], expected, rtol=1e-12)
+    assert "volume_samples=40 latent points per row" in report.note
