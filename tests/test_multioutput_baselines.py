@@ -277,6 +277,21 @@ def test_regions_refuse_a_dataframe_in_another_column_order(data, bonferroni):
         PredictionRegion(region.latent_map, 1.0, output_names=["lat"])
 
 
+def test_score_refuses_a_dataframe_in_another_column_order(data):
+    """Review finding: `score` (scikit-learn's R^2) read a DataFrame ``Y`` by position, so
+    swapped columns gave -45.8 instead of 0.99 silently while fit, calibrate and contains
+    refused them."""
+    (Xf, Yf), _, (Xt, Yt) = data
+    frame = pd.DataFrame(Yt, columns=["lat", "lon"])
+    model = EllipsoidalConformalRegressor(Ridge(), random_state=0)
+    model.fit(Xf, pd.DataFrame(Yf, columns=["lat", "lon"]))
+    assert model.score(Xt, frame) == pytest.approx(model.score(Xt, Yt))  # or an array
+    with pytest.raises(ValueError, match=r"columns of `Y` \['lon', 'lat'\] differ from those"):
+        model.score(Xt, frame[["lon", "lat"]])
+    with pytest.raises(NotFittedError, match="before score"):
+        EllipsoidalConformalRegressor(Ridge()).score(Xt, frame)
+
+
 @pytest.mark.parametrize(
     "labels",
     [[450.0, 550.0], [("y", "a"), ("y", "b")], ["price", 2024]],
@@ -320,6 +335,59 @@ def test_degenerate_residuals_and_non_partition_folds_are_named():
     for model in (EllipsoidalConformalRegressor, RectangularConformalRegressor):
         with pytest.raises(ValueError, match=r"`cv` \(TimeSeriesSplit\) must hold every fit row"):
             model(cv=TimeSeriesSplit(3)).fit(X, Y)
+
+
+def interpolated_data(seed=0):
+    """Two outputs on scales 1 and 100, for a model that reproduces its fit rows."""
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(size=(1600, 3))
+    Y = np.c_[
+        np.sin(4 * X[:, 0]) + 0.3 * rng.normal(size=1600),
+        100 * (X[:, 1] + 0.3 * rng.normal(size=1600)),
+    ]
+    return X, Y
+
+
+@pytest.mark.parametrize("model", [EllipsoidalConformalRegressor, RectangularConformalRegressor])
+def test_in_sample_residuals_of_a_model_that_reproduces_its_fit_rows_are_named(model):
+    """Review finding: with cv=None a default decision tree (or a 1-nearest-neighbour model)
+    has in-sample residuals 0 in every output, so the shape fell silently to the floor 1e-9
+    in every output whatever its units: a circle (or square) for outputs on scales 1 and
+    100, 15,701 in area against 381 with cv=5. Now a warning names the outputs and the
+    remedy, and the shape follows the spread of each output of Y."""
+    X, Y = interpolated_data()
+    tree = DecisionTreeRegressor(random_state=0)
+    with pytest.warns(UserWarning, match=r"in-sample residuals of outputs \[0, 1\] are 0.*cv=5"):
+        fitted = model(tree, cv=None, random_state=0).fit(X[:600], Y[:600])
+    shape = fitted.covariance_.diagonal() if hasattr(fitted, "covariance_") else fitted.scale_**2
+    np.testing.assert_allclose(shape / shape[0], Y[:600].var(axis=0) / Y[:600, 0].var(), rtol=1e-6)
+    folds = model(tree, random_state=0).fit(X[:600], Y[:600])
+    areas = [
+        mean_volume(m.calibrate(X[600:1100], Y[600:1100]).predict_set(X[1100:]))
+        for m in (fitted, folds)
+    ]
+    assert areas[0] < 3 * areas[1]  # a circle was 41 times larger
+    frame = pd.DataFrame(Y[:600], columns=["u", "v"])
+    frozen = FrozenEstimator(clone(tree).fit(X[:600], Y[:600]))
+    with pytest.warns(UserWarning, match=r"outputs \['u', 'v'\].*was not trained on"):
+        model(frozen).fit(X[:600], frame)
+
+
+def test_exact_and_constant_outputs_with_in_sample_residuals():
+    """An output the model predicts exactly is named, and its shape is kept (the other
+    output's residuals give the scale); a constant output is not a symptom: nothing said."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 3))
+    Y = np.c_[X @ [1.0, 2.0, 3.0], X[:, 0] + rng.normal(size=300)]
+    with pytest.warns(UserWarning, match=r"outputs \[0\] are 0"):
+        model = EllipsoidalConformalRegressor(LinearRegression(), cv=None).fit(X, Y)
+    residuals = Y - model.estimator_.predict(X)
+    np.testing.assert_allclose(model.covariance_[1, 1], (residuals[:, 1] ** 2).mean())
+    constant = np.c_[np.full(300, 2.5), Y[:, 1]]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for method in (EllipsoidalConformalRegressor, RectangularConformalRegressor):
+            method(Ridge(), cv=None).fit(X, constant)
 
 
 def test_three_outputs(data):

@@ -635,6 +635,29 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
         self._check_nan(X)
         return self._point_prediction(X)
 
+    def score(self, X: Any, y: ArrayLike, sample_weight: ArrayLike | None = None) -> float:
+        """Coefficient of determination (R^2, scikit-learn's ``RegressorMixin.score``) of
+        `predict`, averaged uniformly over the outputs.
+
+        A DataFrame ``Y`` must have the columns seen at fit in the same order, as for
+        `calibrate` (scikit-learn would read it by position).
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+        y : array-like of shape (n_samples, n_outputs)
+            True targets (``Y``).
+        sample_weight : array-like of shape (n_samples,), optional
+
+        Returns
+        -------
+        float
+        """
+        check_row_order(X, y, "Y")
+        self._check_trained("score")
+        self._check_output_names(y, learn=False)
+        return float(super().score(X, y, sample_weight=sample_weight))
+
     def predict_set(
         self,
         X: Any,

@@ -15,9 +15,12 @@ The shape is estimated on **out-of-fold** residuals of the fit data (``cv`` fold
 model refitted on each), so it reflects the test-time error of the model rather than its
 optimistic in-sample error; the calibration data only fix the radius. With ``cv=None`` the
 in-sample residuals of the fitted model are used (cheaper, often too tight a shape: the
-coverage still holds because the radius is calibrated on held-out data). A prefit
-``estimator`` calibrated without ``fit`` learns the shape on a random half of the
-calibration rows and calibrates the radius on the other half.
+coverage still holds because the radius is calibrated on held-out data). A model that
+reproduces its fit rows (a default decision tree, one nearest neighbour) has in-sample
+residuals 0: a warning names those outputs, and when every output is such the shape is the
+spread of each output of Y instead. A prefit ``estimator`` calibrated without ``fit``
+learns the shape on a random half of the calibration rows and calibrates the radius on the
+other half.
 """
 
 from __future__ import annotations
@@ -54,6 +57,11 @@ __all__ = ["EllipsoidalConformalRegressor", "RectangularConformalRegressor"]
 # covariance, so memory stays bounded for many rows.
 _LOCAL_CELLS = 2**20
 
+# In-sample residuals of an output at most this times its standard deviation in Y carry
+# no scale (a model that reproduces its fit rows: exactly 0, or about 1e-15 for
+# scikit-learn's ExtraTreesRegressor, which averages trees that each reproduce them).
+_NEGLIGIBLE_RESIDUAL = 1e-8
+
 
 def _second_moment(residuals: NDArray) -> NDArray:
     """``mean(e e^T)`` over the residual rows (about zero, so a bias widens the shape)."""
@@ -84,8 +92,9 @@ class _ResidualShapeRegressor(MultiOutputConformalRegressor):
         return names
 
     # ---- the shape ---------------------------------------------------------------------------
-    def _fit_shape(self, X: Any, residuals: NDArray) -> None:
-        """Learn the region shape from residuals ``(n, d)`` of rows ``X``."""
+    def _fit_shape(self, X: Any, residuals: NDArray, spread: NDArray | None = None) -> None:
+        """Learn the region shape from residuals ``(n, d)`` of rows ``X``; ``spread`` (the
+        standard deviations of ``Y``, ``(d,)``) replaces residuals that carry no scale."""
 
     def _residuals(self, X: Any, Y: NDArray, **fit_params: Any) -> NDArray:
         """Out-of-fold residuals (``cv``), or the fitted model's own (``cv=None``, frozen)."""
@@ -112,7 +121,52 @@ class _ResidualShapeRegressor(MultiOutputConformalRegressor):
             self._refuse_group_splitter("the region's shape")
         self._fit_estimator(X, Y, **fit_params)
         if self._needs_shape:
-            self._fit_shape(X, self._residuals(X, Y, **fit_params))
+            residuals = self._residuals(X, Y, **fit_params)
+            spread = None if out_of_fold else self._check_in_sample_residuals(residuals, Y)
+            self._fit_shape(X, residuals, spread)
+
+    def _check_in_sample_residuals(self, residuals: NDArray, Y: NDArray) -> NDArray | None:
+        """Warn about outputs whose in-sample residuals are 0 (or negligible: at most
+        ``1e-8`` times the output's standard deviation in ``Y``), as for a model that
+        reproduces its fit rows (a default decision tree, one nearest neighbour): the
+        shape learnt from them has no scale. Returns the standard deviations of ``Y``, the
+        shape to use instead, when every output that varies is such; None otherwise (the
+        residuals of the other outputs give the shape). Constant outputs are not named."""
+        spread = Y.std(axis=0)
+        negligible = (spread > 0) & (
+            np.abs(residuals).max(axis=0) <= _NEGLIGIBLE_RESIDUAL * spread
+        )
+        if not negligible.any():
+            return None
+        names = self.__dict__.get("output_names_in_")
+        outputs = np.flatnonzero(negligible)
+        named = [names[j] for j in outputs] if names is not None else outputs.tolist()
+        every = bool(negligible[spread > 0].all())
+        frozen = isinstance(self._estimator_or_default(), FrozenEstimator)
+        if frozen:
+            remedy = (
+                "fit on rows the frozen model was not trained on (its residuals on them "
+                "give the shape)"
+            )
+        else:
+            remedy = "use cv=5 (the default): out-of-fold residuals give the shape"
+        consequence = (
+            "the shape falls back to the spread of each output in Y, which ignores "
+            "the model's errors"
+            if every
+            else "their test errors alone set the radius, and the region is far too "
+            "wide along the other outputs"
+        )
+        warn_user(
+            f"The in-sample residuals of outputs {named} are 0 (at most 1e-8 times their "
+            f"spread in Y): {type(self).__name__} with "
+            f"{'a frozen estimator' if frozen else 'cv=None'} learns the "
+            "region's shape from them, and the model reproduces its fit rows (or predicts "
+            f"these outputs exactly), so {consequence}. Unless these outputs are exact "
+            f"functions of X, {remedy}.",
+            UserWarning,
+        )
+        return spread if every else None
 
     def _prepare_calibration(self, X: Any, Y: NDArray, *, prefit: bool) -> NDArray | None:
         if not (prefit and self._needs_shape):
@@ -231,9 +285,13 @@ class EllipsoidalConformalRegressor(_ResidualShapeRegressor):
         self.random_state = random_state
         self.n_jobs = n_jobs
 
-    def _fit_shape(self, X: Any, residuals: NDArray) -> None:
-        self._warn_if_degenerate(residuals, "learn the ellipsoid's covariance")
-        self.covariance_ = regularised_covariance(_second_moment(residuals))
+    def _fit_shape(self, X: Any, residuals: NDArray, spread: NDArray | None = None) -> None:
+        if spread is None:
+            self._warn_if_degenerate(residuals, "learn the ellipsoid's covariance")
+            second = _second_moment(residuals)
+        else:  # in-sample residuals all 0: each output's own spread in Y
+            second = np.diag(spread**2)
+        self.covariance_ = regularised_covariance(second)
         self._cholesky = np.linalg.cholesky(self.covariance_)
         if self.covariance == "local":
             features = self._numeric_features(X)
@@ -396,8 +454,8 @@ class RectangularConformalRegressor(_ResidualShapeRegressor):
             self.scale_ = np.ones(Y.shape[1])
         return super()._prepare_calibration(X, Y, prefit=prefit)
 
-    def _fit_shape(self, X: Any, residuals: NDArray) -> None:
-        scale = np.sqrt((residuals**2).mean(axis=0))
+    def _fit_shape(self, X: Any, residuals: NDArray, spread: NDArray | None = None) -> None:
+        scale = np.sqrt((residuals**2).mean(axis=0)) if spread is None else spread
         positive = scale[scale > 0]
         # only a zero scale (a constant output) is lifted, so each output keeps its units
         floor = COVARIANCE_RIDGE * (positive.max() if positive.size else 1.0)

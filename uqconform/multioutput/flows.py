@@ -310,8 +310,13 @@ COVARIANCE_RIDGE = 1e-9
 
 def regularised_covariance(matrix: NDArray) -> NDArray:
     """Covariance(s) ``(..., d, d)`` plus a tiny ridge on the diagonal, each output's own
-    share of its variance (a zero variance gets that share of the largest one, or 1), so
-    that the result scales with the units of every output.
+    share of its variance (a zero variance gets that share of the largest one), so that
+    the result scales with the units of every output that varies.
+
+    A matrix with every variance 0 has no units to follow: it becomes ``1e-9`` times the
+    identity, a sphere in whatever units the outputs have. The baselines therefore replace
+    in-sample residuals that are all 0 (``cv=None`` around a model that reproduces its fit
+    rows) by the spread of each output of ``Y``, and warn.
 
     A ridge relative to the trace instead was one absolute amount for every output: an
     output on a scale 1e6 below another got a floor far above its own variance, and the
