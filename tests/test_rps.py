@@ -14,7 +14,7 @@ import pytest
 import sklearn
 from conftest import Unchanged
 from scipy import optimize, special, stats
-from sklearn.base import clone
+from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.datasets import load_digits, load_iris
 from sklearn.exceptions import NotFittedError, UnsetMetadataPassedError
 from sklearn.linear_model import LogisticRegression
@@ -35,6 +35,7 @@ from uqconform.classification.rps import (
     minimum_partition_size,
     partition_rank,
 )
+from uqconform.datasets import make_gaussian_classification
 from uqconform.evaluation import coverage_bounds
 from uqconform.evaluation.poisoning import (
     delete_points,
@@ -1513,3 +1514,157 @@ def test_fractional_float_labels_get_the_class_names_hint():
     message = r"`y` holds float labels with a fractional part .*y\.astype\(str\)"
     with pytest.raises(ValueError, match=message):
         ReliablePredictionSets(k_train=2, k_calib=2).fit(X, y)
+
+
+# ---- the label set (`classes`) ----------------------------------------------------------------
+class _Lookup(ClassifierMixin, BaseEstimator):
+    """A partition model given as a table: row id (the one feature) -> its vote."""
+
+    def __init__(self, table=None, labels=(0, 1, 2, 3)):
+        self.table = table
+        self.labels = labels
+
+    def fit(self, X=None, y=None):
+        self.classes_ = np.asarray(self.labels)
+        self.n_features_in_ = 1
+        return self
+
+    def predict(self, X):
+        return np.array([self.table[int(v)] for v in np.asarray(X)[:, 0]])
+
+
+def _lookup_votes(model: int) -> dict[int, int]:
+    """Votes of model ``model`` of 20: calibration rows 0..8, row 0 (label 1) the threshold
+    row (18 votes for 0, 2 for 1), rows 1..8 (label 0) unanimous; test row 100: [8, 6, 3, 3]."""
+    table = dict.fromkeys(range(1, 9), 0)
+    table[0] = 0 if model <= 17 else 1
+    table[100] = (
+        2 if model == 0 else 0 if model <= 8 else 1 if model <= 14 else 2 if model <= 16 else 3
+    )
+    return table
+
+
+def test_a_new_training_label_is_outside_the_certificates_unless_classes_fixes_it():
+    """Review finding (stop 60): with the default vote_softmax score, one poisoned training
+    point carrying a label no other training row has adds a class (``classes_`` was always
+    the training labels), so every row's softmax denominator gains an exp(0) term; a label
+    left a set certified coverage reliable at r_train=1. `classes` fixes the label set: a
+    training label outside it is refused, a label with no votes keeps its term."""
+    X_cal, y_cal = np.arange(9.0)[:, None], np.array([1] + [0] * 8)
+    X_test = np.array([[100.0]])
+    changed = _lookup_votes(0)
+    changed[100], changed[0] = 0, 1  # the poisoned partition's model: two votes change
+    clean = [_Lookup(_lookup_votes(m)).fit() for m in range(20)]
+    with_new_label = [_Lookup(changed, labels=(0, 1, 2, 3, 4)).fit(), *clean[1:]]
+    same_labels = [_Lookup(changed).fit(), *clean[1:]]
+
+    def calibrated(models, **params):
+        model = ReliablePredictionSets(models, k_calib=1, alpha=0.1, **params)
+        return model.calibrate(X_cal, y_cal)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # models given fitted: r_train warns
+        before = calibrated(clean)
+        certified = before.certify(X_test, r_train=1)
+        fixed = calibrated(clean, classes=[0, 1, 2, 3])
+        fixed_certified = fixed.certify(X_test, r_train=1)
+        wider = calibrated(clean, classes=[0, 1, 2, 3, 4])
+        wider_certified = wider.certify(X_test, r_train=1)
+    assert before.vote_counts(X_test).tolist() == [[8, 6, 3, 3]]
+    assert before.predict_set(X_test).tolist() == [[True] * 4]
+    assert certified["coverage_reliable"].tolist() == [True]
+    # the failure mode without `classes`: the new label moves an old one out of the set
+    after = calibrated(with_new_label)
+    assert after.classes_.tolist() == [0, 1, 2, 3, 4]
+    assert after.predict_set(X_test)[:, :4].tolist() == [[True, True, False, True]]
+    # limited to a changed label set: the same vote changes among labels 0..3 keep the set
+    assert calibrated(same_labels).predict_set(X_test).tolist() == [[True] * 4]
+    # `classes` as the training labels: the same sets and certificates, and the poisoned
+    # model's new label is refused instead of reshaping every score
+    assert fixed.classes_.tolist() == [0, 1, 2, 3]
+    np.testing.assert_array_equal(fixed.predict_set(X_test), before.predict_set(X_test))
+    assert fixed_certified == certified
+    with pytest.raises(ValueError, match=r"Model 0 of `estimator` knows labels outside `classes`"):
+        calibrated(with_new_label, classes=[0, 1, 2, 3])
+    # `classes` with room for label 4: its column stays in every score (no votes, exp(0)),
+    # the row is not certified, and the poisoned models do change its set
+    assert wider.vote_counts(X_test).tolist() == [[8, 6, 3, 3, 0]]
+    expected = rps_module._smoothed(np.array([[8, 6, 3, 3, 0]]), 20, "vote_softmax")
+    np.testing.assert_array_equal(wider.predict_scores(X_test), expected)
+    assert wider_certified["coverage_reliable"].tolist() == [False]
+    poisoned = calibrated(with_new_label, classes=[0, 1, 2, 3, 4])
+    assert poisoned.predict_set(X_test).tolist() == [[True, True, False, True, False]]
+
+
+def test_classes_keeps_training_certificates_when_a_point_gets_a_new_label():
+    """End to end (review finding, stop 60): four Gaussian classes, one training row
+    relabelled to a label no other row has (4). Without `classes`, label 4 joined all 258
+    sets certified size reliable at r_train=1; with `classes` holding label 4 from the
+    start, no certified set changes; with `classes` the training labels, the relabelled row
+    is refused, naming `classes`."""
+    X, y, _ = make_gaussian_classification(1000, n_classes=4, separation=1.0, random_state=0)
+    X_fit, y_fit, X_cal, y_cal, X_test = X[:400], y[:400], X[400:600], y[400:600], X[600:]
+    model = ReliablePredictionSets(
+        LogisticRegression(max_iter=500), k_train=10, k_calib=5, random_state=0
+    )
+    base = model.fit(X_fit, y_fit).calibrate(X_cal, y_cal)
+    same = clone(model).set_params(classes=[3, 1, 0, 2]).fit(X_fit, y_fit)
+    same.calibrate(X_cal, y_cal)
+    assert same.classes_.tolist() == [0, 1, 2, 3]
+    np.testing.assert_array_equal(same.predict_set(X_test), base.predict_set(X_test))
+    certified = base.certify(X_test, r_train=1)
+    for key, value in same.certify(X_test, r_train=1).items():
+        np.testing.assert_array_equal(value, certified[key])
+    poisoned_y = y_fit.copy()
+    poisoned_y[0] = 4
+    with pytest.raises(ValueError, match=r"`y` contains labels outside `classes`: \[4\]"):
+        clone(same).fit(X_fit, poisoned_y)
+    # the failure mode without `classes`: the new label joins certified sets
+    sets = np.zeros((len(X_test), 5), dtype=bool)
+    sets[:, :4] = base.predict_set(X_test)
+    after = clone(base).fit(X_fit, poisoned_y).calibrate(X_cal, y_cal).predict_set(X_test)
+    assert after.shape == sets.shape and _violations(sets, after, certified) > 0
+    # `classes` with room for label 4 from the start: its column (no votes) is in every
+    # score, the certificates account for it, and no certified set changes
+    wide = clone(model).set_params(classes=range(5)).fit(X_fit, y_fit)
+    wide.calibrate(X_cal, y_cal)
+    sets, certified = wide.predict_set(X_test), wide.certify(X_test, r_train=1)
+    assert wide.vote_counts(X_test)[:, 4].max() == 0
+    assert certified["size_reliable"].sum() > 0 and certified["coverage_reliable"].sum() > 0
+    for row in (0, 1):
+        poisoned_y = y_fit.copy()
+        poisoned_y[row] = 4
+        after = clone(wide).fit(X_fit, poisoned_y).calibrate(X_cal, y_cal).predict_set(X_test)
+        assert after.shape == sets.shape and _violations(sets, after, certified) == 0
+
+
+@pytest.mark.parametrize(
+    ("classes", "message"),
+    [
+        (3, r"`classes` must be a 1-D sequence of labels"),
+        ("abc", r"`classes` must be a 1-D sequence of labels"),
+        ([[0, 1]], r"`classes` must be a 1-D sequence of labels"),
+        ([0], r"`classes` holds one class"),
+        ([0, 1, 1, 2], r"`classes` must hold each label once.*\[1\]"),
+        ([0, None, 1], r"`classes` contains missing"),
+        ([0, "1", 2], r"`classes` mixes label types"),
+    ],
+)
+def test_bad_classes_are_named(classes, message):
+    X, y = np.random.default_rng(0).normal(size=(60, 3)), np.tile([0, 1], 30)
+    with pytest.raises(ValueError, match=message):
+        ReliablePredictionSets(k_train=2, k_calib=2, classes=classes).fit(X, y)
+
+
+def test_calibration_labels_outside_classes_name_classes(digits):
+    X_fit, y_fit, X_cal, y_cal, X_test, _ = digits
+    model = ReliablePredictionSets(k_train=2, k_calib=2, classes=np.arange(10), random_state=0)
+    model.fit(X_fit, y_fit)
+    with pytest.raises(ValueError, match=r"`y` contains labels outside `classes`: \[11\]"):
+        model.calibrate(X_cal, np.where(y_cal == 3, 11, y_cal))
+    # a label of `classes` that no training row has is a valid calibration label
+    named = np.array(list("abcdefghij"))
+    letters = ReliablePredictionSets(k_train=2, k_calib=2, classes=[*named, "z"])
+    letters.fit(X_fit, named[y_fit]).calibrate(X_cal[:-1], np.append(named[y_cal[:-2]], "z"))
+    assert letters.classes_.tolist() == [*named, "z"]
+    assert letters.predict_set(X_test).shape == (len(X_test), 11)

@@ -1,9 +1,12 @@
 """Reliable prediction sets (RPS): conformal sets certified against data poisoning.
 
 An adversary may insert, delete or relabel up to ``r_train`` training points and up to
-``r_calib`` calibration points. RPS makes each of those points touch one small piece of
-the pipeline, then takes majority votes, so that the effect of a few poisoned points is
-bounded and can be certified per test row:
+``r_calib`` calibration points, with labels from a label set that stays the same (the
+``classes`` parameter, or else the training labels: a poisoned point with a label no other
+training row has, or the loss of a label's last row, changes the sets' labels, and with
+``"vote_softmax"`` every row's scores, which is not covered). RPS makes each of those
+points touch one small piece of the pipeline, then takes majority votes, so that the effect
+of a few poisoned points is bounded and can be certified per test row:
 
 1. **Partitions.** Every row goes to a partition by a keyed hash of its feature bytes
    (`hash_partition`), never of its label or position: a label flip never moves a point,
@@ -69,6 +72,7 @@ from uqconform._validation import (
     check_weights_row_order,
     check_wrapper_fitted,
     class_probabilities,
+    labels_text,
     missing_proba_error,
     reading_features,
     refuse_model_class,
@@ -986,6 +990,10 @@ class ReliablePredictionSets(
 ):
     """Conformal prediction sets with per-row certificates against data poisoning (RPS).
 
+    The certificates cover poisoned points whose labels stay in the label set: pass
+    ``classes`` when poisoned training data might bring a label no other training row has,
+    or take away a label's last row (see `certify`).
+
     Parameters
     ----------
     estimator : classifier or list of fitted classifiers, default=None
@@ -1032,12 +1040,23 @@ class ReliablePredictionSets(
         gives the same model for the same partition contents).
     verbose : bool, default=False
         Show a progress bar while fitting.
+    classes : array-like of shape (n_classes,), default=None
+        The label set, fixed: ``classes_`` is its sorted copy, every label keeps its column
+        (and its term in the ``"vote_softmax"`` denominator) even with no training row or
+        vote, and training labels (or fitted models' labels) outside it are refused.
+        ``None``: the labels of the training data (the union of the models' labels for
+        models given fitted), which a poisoned point can change: one with a label no
+        other training row has adds a label, the deletion or relabelling of a label's last
+        row removes one, and the sets (with ``"vote_softmax"`` every row's scores) change
+        beyond what the training certificates (``r_train``) cover. Give it when poisoned
+        training data may bring new labels or drop rare ones.
 
     Attributes
     ----------
     estimators_ : list of length k_train
         The partition models (a constant classifier for a partition with one label or none).
     classes_ : ndarray of shape (n_classes,)
+        ``classes`` sorted, or the training labels.
     training_partition_sizes_ : ndarray of shape (k_train,)
     conformity_scores_ : ndarray of shape (n_calibration,)
         Smoothed score of the true label of every calibration row.
@@ -1080,6 +1099,7 @@ class ReliablePredictionSets(
         n_jobs: int | None = None,
         random_state: int | None = None,
         verbose: bool = False,
+        classes: ArrayLike | None = None,
     ):
         self.estimator = estimator
         self.k_train = k_train
@@ -1091,6 +1111,7 @@ class ReliablePredictionSets(
         self.n_jobs = n_jobs
         self.random_state = random_state
         self.verbose = verbose
+        self.classes = classes
 
     # ---- parameters ----------------------------------------------------------------------
     def _prefit(self) -> list | None:
@@ -1130,6 +1151,44 @@ class ReliablePredictionSets(
             ) from None
         check_n_jobs(self.n_jobs)
         check_verbose(self.verbose)
+        self._fixed_classes()
+
+    def _fixed_classes(self) -> NDArray | None:
+        """``classes`` checked and sorted (None when not given)."""
+        if self.classes is None:
+            return None
+        if isinstance(self.classes, (str, bytes)) or np.ndim(self.classes) != 1:
+            raise ValueError(
+                "`classes` must be a 1-D sequence of labels (the label set), got "
+                f"{value_summary(self.classes)}."
+            )
+        size = np.shape(self.classes)[0]
+        given = check_class_labels(self.classes, size, "classes", training=True)
+        index = pd.Index(given)
+        repeated = index[index.duplicated()].unique()
+        if repeated.size:
+            raise ValueError(
+                f"`classes` must hold each label once, got {labels_text(repeated, 5)} more "
+                "than once."
+            )
+        return np.unique(given)
+
+    def _encode(self, labels: NDArray, name: str = "y") -> NDArray:
+        """Column of each label in ``classes_``; one outside a given ``classes`` is named as
+        such (else as unseen in training)."""
+        try:
+            return encode_labels(labels, self.classes_, name)
+        except ValueError:
+            if self.classes is None:
+                raise
+            outside = pd.unique(labels[pd.Index(self.classes_).get_indexer(labels) < 0])
+            if not outside.size:  # another reason (booleans)
+                raise
+        raise ValueError(
+            f"`{name}` contains labels outside `classes`: {labels_text(outside, 5)}. "
+            f"`classes` ({labels_text(self.classes_)}) fixes the label set: add them to it, "
+            "or leave `classes` out to take the training labels."
+        ) from None
 
     def _base_estimator(self) -> Any:
         return LogisticRegression(max_iter=1000) if self.estimator is None else self.estimator
@@ -1202,7 +1261,12 @@ class ReliablePredictionSets(
         X = self._check_X(X, reset=True)
         check_sample_weight_rows(fit_params, n_rows(X))
         labels = check_class_labels(y, n_rows(X), training=True)  # two classes or more
-        self.classes_, index = np.unique(labels, return_inverse=True)
+        fixed = self._fixed_classes()
+        if fixed is None:
+            self.classes_, index = np.unique(labels, return_inverse=True)
+        else:  # a fixed label set: labels with no rows keep their columns
+            self.classes_ = fixed
+            index = self._encode(labels)
         k = int(self.k_train)
         digests = row_digests(X, self.salt)
         partition = (digests[:, 0] % np.uint64(k)).astype(np.intp)
@@ -1250,7 +1314,21 @@ class ReliablePredictionSets(
             if not hasattr(model, "classes_") or not hasattr(model, "predict"):
                 raise TypeError(f"Model {index} ({type(model).__name__}) is not a classifier.")
         _check_label_kinds(models)
-        self.classes_ = np.unique(np.concatenate([np.asarray(m.classes_) for m in models]))
+        fixed = self._fixed_classes()
+        if fixed is None:
+            self.classes_ = np.unique(np.concatenate([np.asarray(m.classes_) for m in models]))
+        else:
+            for index, model in enumerate(models):  # a loop over the models
+                known = np.asarray(model.classes_)
+                outside = known[pd.Index(fixed).get_indexer(known) < 0]
+                if outside.size:
+                    raise ValueError(
+                        f"Model {index} of `estimator` knows labels outside `classes`: "
+                        f"{labels_text(outside, 5)}. `classes` ({labels_text(fixed)}) fixes "
+                        "the label set: add them to it, or leave `classes` out to take the "
+                        "models' labels."
+                    )
+            self.classes_ = fixed
         self.estimators_ = models
         self.training_partition_sizes_ = None
         self._estimator_adopted = True
@@ -1273,7 +1351,7 @@ class ReliablePredictionSets(
                     f"fitted on {width}: pass rows with the features the models were fitted on."
                 )
         X = self._check_X(X, reset=not hasattr(self, "n_features_in_"))
-        encode_labels(check_class_labels(y, n_rows(X)), self.classes_)  # known labels
+        self._encode(check_class_labels(y, n_rows(X)))  # known labels
 
     def _check_X(self, X: Any, *, reset: bool) -> Any:
         """Check shape and features; a DataFrame is passed on as is, anything else as an array."""
@@ -1403,7 +1481,7 @@ class ReliablePredictionSets(
         ----------
         X : array-like or DataFrame of shape (n_samples, n_features)
         y : array-like of shape (n_samples,)
-            Labels among those seen in training.
+            Labels among ``classes_`` (the training labels, or ``classes``).
 
         Returns
         -------
@@ -1424,7 +1502,7 @@ class ReliablePredictionSets(
         n = n_rows(X)
         given = check_class_labels(y, n)
         remember_calibration_rows(self, X, given)
-        labels = encode_labels(given, self.classes_)
+        labels = self._encode(given)
         k = int(self.k_calib)
         digests = row_digests(X, self.salt)[:, 0]
         partition = _partition_of(digests, k)  # hash_partition, digests kept for the check
@@ -1754,9 +1832,15 @@ class ReliablePredictionSets(
         ----------
         X : array-like or DataFrame of shape (n_samples, n_features)
         r_train : int, default=0
-            Poisoned training points. For models given fitted as a list in ``estimator``
-            the certificate assumes disjoint training partitions, each row's chosen by
-            that row alone (`hash_partition`), which nothing here can check: it warns.
+            Poisoned training points, with labels in the label set: ``classes``, or when it
+            is not given the training labels, which one poisoned point can change (a label
+            no other training row has adds one, the deletion or relabelling of a label's
+            last row removes one), changing the sets (with ``"vote_softmax"`` every row's
+            scores) beyond the certificate; a fixed ``classes`` refuses training labels
+            outside it. For models given fitted
+            as a list in ``estimator`` the certificate assumes disjoint training
+            partitions, each row's chosen by that row alone (`hash_partition`), which
+            nothing here can check: it warns.
         r_calib : int, default=0
             Poisoned calibration points; every calibration partition must keep at least
             ``max(minimum_partition_size(k_calib, alpha, coverage),
