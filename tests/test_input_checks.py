@@ -3106,3 +3106,32 @@ def test_pandas_sparse_columns_are_named_with_the_dense_conversion(make):
     with pytest.raises(TypeError, match=r"pandas sparse columns.*X\.sparse\.to_dense\(\)"):
         model.fit(sparse_X, y)
     model.fit(X, y)  # the dense frame is taken
+
+
+def test_groups_of_two_columns_get_a_hint_to_combine_them():
+    # a frame of two columns, or a list of pairs, is one label per column: the message
+    # says how to make one label per row, and both ways it names are taken
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(600, 2))
+    y = X[:, 0] + rng.normal(size=600)
+    frame = pd.DataFrame({"a": rng.integers(0, 2, 600), "b": rng.choice(["u", "v"], 600)})
+    model = SplitConformalRegressor(LinearRegression()).fit(X[:200], y[:200])
+    hint = r"shape \(200, 2\)\. To group by several columns, combine them into one label per row"
+    for groups in (
+        frame[200:400],
+        list(zip(frame["a"][200:400], frame["b"][200:400], strict=True)),
+    ):
+        with pytest.raises(ValueError, match=hint) as caught:
+            model.calibrate(X[200:400], y[200:400], groups=groups)
+        assert 'df["a"].astype(str) + "|" + df["b"].astype(str)' in str(caught.value)
+        assert "pd.MultiIndex.from_frame(" in str(caught.value)
+    joined = frame["a"].astype(str) + "|" + frame["b"].astype(str)
+    flat = pd.MultiIndex.from_frame(frame).to_flat_index()
+    for labels in (joined, flat):
+        model.calibrate(X[200:400], y[200:400], groups=labels[200:400])
+        assert model.groups_.size == 4
+        assert np.isfinite(model.predict_interval(X[400:], groups=labels[400:])).all()
+    with pytest.raises(
+        ValueError, match=r"`groups` must be 1-D, got an array of shape \(200, 2, 1\)\.$"
+    ):
+        model.calibrate(X[200:400], y[200:400], groups=np.zeros((200, 2, 1)))

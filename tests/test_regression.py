@@ -14,13 +14,13 @@ from sklearn.ensemble import HistGradientBoostingRegressor
 from sklearn.exceptions import NotFittedError
 from sklearn.gaussian_process import GaussianProcessRegressor
 from sklearn.gaussian_process.kernels import RBF, WhiteKernel
-from sklearn.linear_model import BayesianRidge, LinearRegression, Ridge
+from sklearn.linear_model import BayesianRidge, LinearRegression, LogisticRegression, Ridge
 from sklearn.model_selection import KFold, ShuffleSplit, TimeSeriesSplit, cross_val_predict
 from sklearn.neighbors import KNeighborsRegressor
 
 from uqconform import SplitConformalRegressor
 from uqconform.evaluation import coverage_bounds, mean_width
-from uqconform.quantiles import conformal_quantile
+from uqconform.quantiles import conformal_quantile, minimum_scores
 from uqconform.scores import AbsoluteScore, CQRScore, RegressionScore
 
 
@@ -548,25 +548,25 @@ def test_group_sorting_is_stored_at_calibrate_and_dropped_by_a_plain_recalibrati
 def test_threshold_table_is_reused_only_for_the_same_calibration_and_levels(monkeypatch):
     """Thresholds are kept for the next call at the same levels; a new calibration or new
     levels recompute them, and the too-few warning repeats at every call."""
-    import uqconform.base
-
     quantile_calls = []
+    compute = SplitConformalRegressor._compute_threshold_table
 
-    def counted(*args, **kwargs):
+    def counted(self, alphas):
         quantile_calls.append(1)
-        return conformal_quantile(*args, **kwargs)
+        return compute(self, alphas)
 
-    monkeypatch.setattr(uqconform.base, "conformal_quantile", counted)
+    monkeypatch.setattr(SplitConformalRegressor, "_compute_threshold_table", counted)
     X, y = regression_data(900)
     groups = np.arange(400) % 4
     model = SplitConformalRegressor(LinearRegression()).fit(X[:300], y[:300])
     model.calibrate(X[300:700], y[300:700], groups=groups)
     first = model.predict_interval(X[:50], groups=np.arange(50) % 4)
-    assert len(quantile_calls) == 4  # one per group
+    assert len(quantile_calls) == 1  # at calibrate, for the default level
     np.testing.assert_array_equal(model.predict_interval(X[:50], groups=np.arange(50) % 4), first)
-    assert len(quantile_calls) == 4  # the same levels: the kept table
+    assert len(quantile_calls) == 1  # the same levels: the kept table
     wider = model.predict_interval(X[:50], alpha=0.05, groups=np.arange(50) % 4)
     assert (wider[:, 1] - wider[:, 0] > first[:, 1] - first[:, 0]).all()
+    assert len(quantile_calls) == 2  # a new level: computed anew
     # recalibrated on other rows: equal to a fresh model, not to the kept table
     model.calibrate(X[500:900], y[500:900], groups=groups)
     fresh = SplitConformalRegressor(LinearRegression()).fit(X[:300], y[:300])
@@ -948,3 +948,166 @@ def test_cqr_score_around_a_band_model_points_to_cqr():
 
     with pytest.raises(ValueError, match=r"predicts one value per row.*ConformalizedQuantile"):
         PointSubclass(Ridge().fit(Xf, yf), conformity_score=CQRScore()).calibrate(Xc, yc)
+
+
+# ---- Mondrian thresholds of many strata, read off one sort ---------------------------------
+def _loop_threshold_table(model, alphas):
+    """The thresholds and too-few strata as a loop over strata computes them, one
+    `conformal_quantile` call per stratum and score column (the reference)."""
+    scores = model.conformity_scores_
+    scores2d = scores[:, None] if scores.ndim == 1 else scores
+    c = scores2d.shape[1]
+    n_groups = 1 if getattr(model, "groups_", None) is None else model.groups_.size
+    n_sub = model._n_sub_strata
+    table = np.full((n_groups + 1, n_sub, c, alphas.size), np.inf)
+    too_few = {}
+    needed = minimum_scores(float(np.min(alphas)) / c)
+    strata = model.calibration_strata_
+    for stratum in range(n_groups * n_sub):
+        rows = np.flatnonzero(strata == stratum)
+        for component in range(c):
+            table[stratum // n_sub, stratum % n_sub, component] = conformal_quantile(
+                scores2d[rows, component], alphas / c, warn=False
+            )
+        if np.isinf(table[stratum // n_sub, stratum % n_sub]).any() and (
+            rows.size < needed or not np.isposinf(scores2d[rows]).any()
+        ):
+            too_few[stratum] = rows.size
+    return table, too_few
+
+
+def _many_small_groups(n_groups=1500, seed=0):
+    """Integer targets (integer scores with many ties) in groups of 1 to 60 rows, some
+    groups absent from calibration."""
+    rng = np.random.default_rng(seed)
+    sizes = rng.choice([1, 1, 2, 3, 5, 8, 9, 12, 19, 20, 39, 60], size=n_groups)
+    groups = np.repeat(np.arange(n_groups) * 3, sizes)  # labels 0, 3, 6, ...
+    groups = groups[rng.permutation(groups.size)]
+    X = rng.normal(size=(groups.size, 2))
+    y = np.round(3 * X[:, 0] + rng.normal(size=groups.size))
+    return X, y, groups
+
+
+def test_many_small_mondrian_groups_get_the_per_group_thresholds_without_a_loop(monkeypatch):
+    """Thousands of small groups: the thresholds are read off one sort of the scores (a
+    loop over groups took seconds per new level with 20,000 groups), bit for bit those of
+    `conformal_quantile` on each group's scores, at every level, with ties, groups of one
+    row and groups too small for some levels (infinite thresholds, the warning)."""
+    from sklearn.dummy import DummyRegressor
+
+    import uqconform.base
+    from uqconform import ConformalizedQuantileRegressor, SplitConformalClassifier
+
+    X, y, groups = _many_small_groups()
+    alphas = np.array([0.5, 0.01, 0.1, 0.25, 0.05, 0.3333333333333333, 0.9])
+    split = SplitConformalRegressor(DummyRegressor(strategy="constant", constant=0.0))
+    normalized = SplitConformalRegressor(
+        LinearRegression(), conformity_score="normalized", random_state=0
+    )
+    asymmetric = ConformalizedQuantileRegressor(
+        HistGradientBoostingRegressor(loss="quantile", max_iter=5), symmetric=False
+    )
+    labels = (y > 0).astype(int) + (y > 2)
+    by_class = SplitConformalClassifier(LogisticRegression(), class_conditional=True)
+    models = [
+        (split, y),
+        (normalized, y),
+        (asymmetric, y),
+        (by_class, labels),
+    ]
+    calls = []
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return conformal_quantile(*args, **kwargs)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for model, target in models:
+            model.fit(X[:300], target[:300]).calibrate(X, target, groups=groups)
+            ties = np.unique(model.conformity_scores_).size < model.conformity_scores_.size / 2
+            assert ties or model is not split
+            monkeypatch.setattr(uqconform.base, "conformal_quantile", counted)
+            table, too_few = model._compute_threshold_table(alphas)
+            monkeypatch.undo()
+            expected, expected_too_few = _loop_threshold_table(model, alphas)
+            assert table.tobytes() == expected.tobytes()  # bit for bit, inf included
+            assert too_few == expected_too_few and list(too_few) == sorted(too_few)
+            assert np.isinf(table[:-1]).any() and np.isfinite(table[:-1]).any()
+            assert not calls  # no selection per group
+    # a row with an infinite score: its group is not counted as short of rows
+    split.conformity_scores_ = split.conformity_scores_.copy()
+    split.conformity_scores_[np.flatnonzero(groups == groups[0])[0]] = np.inf
+    table, too_few = split._compute_threshold_table(alphas)
+    expected, expected_too_few = _loop_threshold_table(split, alphas)
+    assert table.tobytes() == expected.tobytes() and too_few == expected_too_few
+    # a model pickled before the group sorting was stored reads the same table
+    del split.__dict__["_strata_sorting"]
+    assert split._compute_threshold_table(alphas)[0].tobytes() == expected.tobytes()
+
+
+def test_few_large_mondrian_groups_keep_one_selection_per_group(monkeypatch):
+    """Groups of many rows each: a selection per group is faster than sorting every row."""
+    import uqconform.base
+
+    X, y = regression_data(2400)
+    groups = np.arange(2000) % 3
+    model = SplitConformalRegressor(LinearRegression()).fit(X[:400], y[:400])
+    model.calibrate(X[400:], y[400:], groups=groups)
+    calls = []
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return conformal_quantile(*args, **kwargs)
+
+    monkeypatch.setattr(uqconform.base, "conformal_quantile", counted)
+    alphas = np.array([0.1, 0.01])
+    table, too_few = model._compute_threshold_table(alphas)
+    assert len(calls) == 3
+    expected, expected_too_few = _loop_threshold_table(model, alphas)
+    assert table.tobytes() == expected.tobytes() and too_few == expected_too_few == {}
+
+
+def test_cps_quantiles_of_many_small_groups_equal_the_per_group_thresholds(monkeypatch):
+    """The predictive system's per-group quantile thresholds, read off one sort per side,
+    equal `conformal_quantile` on each group's scores (both sides, every level), and the
+    too-few warning names the same groups and levels."""
+    from uqconform import ConformalPredictiveSystem
+
+    X, y, groups = _many_small_groups(seed=1)
+    model = ConformalPredictiveSystem(LinearRegression()).fit(X[:300], y[:300])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model.calibrate(X, y, groups=groups)
+    levels = np.array([0.01, 0.05, 0.25, 0.5, 0.75, 0.95, 0.99, 2.0**-60])
+    upper = levels >= 0.5
+    import uqconform.quantiles
+
+    selections = []
+    select = uqconform.quantiles._kth_smallest
+
+    def counted(values, kth):
+        selections.append(1)
+        return select(values, kth)
+
+    monkeypatch.setattr(uqconform.quantiles, "_kth_smallest", counted)
+    with pytest.warns(UserWarning, match="Too few calibration points") as caught:
+        table = model._quantile_thresholds(levels, upper)
+    monkeypatch.undo()
+    assert not selections  # no selection per group
+    expected = np.full(table.shape, np.inf)
+    scores = model.conformity_scores_
+    for group in range(model.groups_.size):
+        rows = model.calibration_strata_ == group
+        expected[group, 0, ~upper] = conformal_quantile(
+            scores[rows, 0], levels[~upper], warn=False
+        )
+        miscoverage = np.minimum(1.0 - levels[upper], np.nextafter(1.0, 0.0))
+        expected[group, 1, upper] = conformal_quantile(scores[rows, 1], miscoverage, warn=False)
+    assert table.tobytes() == expected.tobytes()
+    read = np.where(upper, expected[:-1, 1], expected[:-1, 0])
+    short = np.flatnonzero(np.isinf(read).any(axis=1))
+    message = str(caught[0].message)
+    assert f"in {short.size} group(s) (e.g. {int(model.groups_[short[0]])!r})" in message
+    named = [float(v) for v in levels[np.isinf(read).any(axis=0)]]
+    assert f"quantile(s) {', '.join(repr(v) for v in named)}:" in message

@@ -58,7 +58,14 @@ def check_rows(name: str, values: ArrayLike, n: int, rows_of: str = "X") -> NDAr
             _warn_column_vector()
         array = array[:, 0]
     if array.ndim != 1:
-        raise ValueError(f"`{name}` must be 1-D, got an array of shape {array.shape}.")
+        hint = ""
+        if name == "groups" and array.ndim == 2:  # several columns (or pairs) per row
+            hint = (
+                " To group by several columns, combine them into one label per row, e.g. "
+                'groups=df["a"].astype(str) + "|" + df["b"].astype(str), or one tuple per '
+                'row: pd.MultiIndex.from_frame(df[["a", "b"]]).to_flat_index().'
+            )
+        raise ValueError(f"`{name}` must be 1-D, got an array of shape {array.shape}.{hint}")
     if array.shape[0] != n:
         raise ValueError(f"`{name}` has {array.shape[0]} entries but {rows_of} has {n} rows.")
     return array

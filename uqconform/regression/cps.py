@@ -19,7 +19,6 @@ from uqconform._validation import (
 )
 from uqconform._warnings import warn_user
 from uqconform.base import _plain
-from uqconform.quantiles import conformal_quantile
 from uqconform.regression.split import (
     _ZERO_SPREAD_FLOOR,
     SplitConformalRegressor,
@@ -343,22 +342,16 @@ class ConformalPredictiveSystem(SplitConformalRegressor):
         scores = self.conformity_scores_
         n_groups = 1 if getattr(self, "groups_", None) is None else self.groups_.size
         table = np.full((n_groups + 1, 2, levels.size), np.inf)
-        too_few: list[int] = []
-        for group, rows in enumerate(self._stratum_rows()):  # a loop over groups, not rows
-            lower = ~upper
-            if lower.any():
-                table[group, 0, lower] = conformal_quantile(
-                    scores[rows, 0], levels[lower], warn=False
-                )
-            if upper.any():
-                # 1 - q rounds to 1 below q = 2**-54: the rank is 1 there all the same
-                miscoverage = np.minimum(1.0 - levels[upper], np.nextafter(1.0, 0.0))
-                table[group, 1, upper] = conformal_quantile(
-                    scores[rows, 1], miscoverage, warn=False
-                )
-            read = np.where(upper, table[group, 1], table[group, 0])
-            if np.isinf(read).any():
-                too_few.append(group)
+        # one stratum per group (a regressor has no sub-strata); the strata at once
+        lower = ~upper
+        if lower.any():
+            table[:-1, 0, lower] = self._stratum_quantiles(scores[:, 0], levels[lower])
+        if upper.any():
+            # 1 - q rounds to 1 below q = 2**-54: the rank is 1 there all the same
+            miscoverage = np.minimum(1.0 - levels[upper], np.nextafter(1.0, 0.0))
+            table[:-1, 1, upper] = self._stratum_quantiles(scores[:, 1], miscoverage)
+        read = np.where(upper, table[:-1, 1], table[:-1, 0])
+        too_few = [int(group) for group in np.flatnonzero(np.isinf(read).any(axis=1))]
         if too_few:
             read = np.where(upper, table[too_few, 1], table[too_few, 0])
             short = levels[np.isinf(read).any(axis=0)]
