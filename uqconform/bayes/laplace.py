@@ -135,6 +135,30 @@ def checked_noise_variance(
     )
 
 
+def _check_validation_columns(posterior: LaplacePosterior, X_val: Any) -> None:
+    """Compare ``X_val``'s columns with those of the ``X`` just recorded by
+    `check_features`: a frame whose names (or integer labels) differ from ``X``'s, or come
+    in another order, is refused naming `X_val`. The network reads columns by position,
+    and one trained on an array does not compare names: ``X_val[["c", "a", "b"]]`` after
+    ``X`` (a, b, c) gave each feature another's values, and moved the noise variance of a
+    review's network from 0.201 to 1.843 and its tuned prior from 10 to 100, silently.
+    Other mismatches scikit-learn warns of (an array after a frame) still only warn.
+    """
+    try:
+        check_features(posterior, X_val, reset=False)
+    except ValueError as error:
+        text = str(error)
+        if "`X`" in text:  # the library's own messages, which name the argument
+            replaced = (("`X`", "`X_val`"), ("at the fit", "in `X`"), ("of the fit", "of `X`"))
+            for old, new in (*replaced, ("X[", "X_val[")):
+                text = text.replace(old, new)
+        elif "feature names" in text:  # scikit-learn's: "fit" there is `X`
+            text = f"`X_val` must have the columns of `X`, in its order: {text.rstrip()}"
+        else:  # scikit-learn's, prefixed as for the other errors of X_val
+            text = f"`X_val`: {text}"
+        raise ValueError(text) from None
+
+
 def lbfgs_training_loss(view: NetworkView, X: Any, y: Any) -> float | None:
     """The regularised loss of a scikit-learn network trained by ``lbfgs`` on the rows
     ``(X, y)`` when they are its training rows (it then equals the final training loss
@@ -225,8 +249,9 @@ class LaplacePosterior(VersionedState, BaseEstimator):
         ``"last_layer"``), or per layer ``(A, B)`` Kronecker factors.
     prior_grid_nll_ : ndarray or None
         ``"auto"``: validation negative log-likelihood per grid value, of the one-pass
-        predictive (full covariances for ``"kron"``, as `LinearizedPredictive` uses it); a
-        density of ``y``, in its units.
+        predictive (full covariances for ``"kron"``, as `LinearizedPredictive` uses it), or
+        for ``"full"`` of the linearised (GLM) predictive; a density of ``y``, in its
+        units.
 
     Examples
     --------
@@ -295,7 +320,9 @@ class LaplacePosterior(VersionedState, BaseEstimator):
         X_val, y_val : array-like, optional
             Validation data for ``prior_precision="auto"`` and the regression noise variance,
             given together. Without them, ``"auto"`` holds out ``validation_fraction`` of
-            ``(X, y)``.
+            ``(X, y)``. ``X_val`` has the columns of ``X``: a frame's names (or integer
+            labels) that differ from those of a frame ``X``, or come in another order, are
+            refused.
 
         Returns
         -------
@@ -348,6 +375,8 @@ class LaplacePosterior(VersionedState, BaseEstimator):
             )
         X = check_features(self, X, reset=True)  # 2-D, rows; n_features_in_ recorded
         view.check_feature_names(X)
+        if X_val is not None:  # read by position too: its columns must be X's
+            _check_validation_columns(self, X_val)
         Xt = view.transform(X)
         target = self._target(view, y, Xt.shape[0])
         Xv: NDArray | None

@@ -40,6 +40,7 @@ from uqconform._validation import (
     check_regression_target,
     check_row_order,
     check_rows,
+    labels_text,
     non_finite_kinds,
     non_finite_parts,
     refuse_model_class,
@@ -107,6 +108,20 @@ def _digest_of(model: Any, like: str | None = None) -> str:
             state[name] = data.numpy()
         except (TypeError, RuntimeError):  # dtypes numpy lacks (bfloat16)
             state[name] = data.double().numpy()
+    return parameter_digest(state, arrays_only=True, like=like)
+
+
+def _posterior_digest(posterior: LaplacePosterior, like: str | None = None) -> str:
+    """`parameter_digest` (``arrays_only``) of what a fitted posterior learnt and the
+    predictive reads: its curvature, prior precision, mean and (regression) noise variance
+    on the network's scale. Large arrays are hashed by a sample of 4,096 numbers, as the
+    network's weights are: a refit on other rows changes them all."""
+    state = {
+        "curvature_": posterior.curvature_,
+        "prior_precision_": posterior.prior_precision_,
+        "mean_": posterior.mean_,
+        "noise": posterior.__dict__.get("_network_noise_variance"),
+    }
     return parameter_digest(state, arrays_only=True, like=like)
 
 
@@ -187,7 +202,10 @@ class LinearizedPredictive(ExplainsCallMistakes, VersionedState, BaseEstimator):
     posterior : LaplacePosterior, array-like or None, default=None
         ``None``: a ``LaplacePosterior(structure, prior_precision)`` fitted in `fit`. An
         unfitted `LaplacePosterior`: its settings, fitted in `fit`. A fitted one: used as is
-        (it must belong to the same network). An array ``(n_parameters,)``: posterior
+        (it must belong to the same network, and when both were given frames, have the
+        columns of ``X``, in its order); fitted again after `fit` (on other rows, say), it
+        makes every prediction raise NotFittedError until `fit` runs again, since the scale
+        was tuned for it as it was. An array ``(n_parameters,)``: posterior
         variances of a diagonal posterior, in the parameter order of `Network.parameters`
         (per layer ``coefs_[l].ravel()`` then ``intercepts_[l]``).
     structure : {"diag", "kron", "full", "last_layer"}, default="diag"
@@ -361,7 +379,9 @@ class LinearizedPredictive(ExplainsCallMistakes, VersionedState, BaseEstimator):
         the network is fitted and a fitted posterior is given, every row tunes the scale: for
         a network trained elsewhere, build the posterior on its training data
         (``LaplacePosterior(net).fit(X_train, y_train, X_val, y_val)``), pass it, and fit on
-        held-out rows.
+        held-out rows. A classifier trained here needs rows of two classes at least; a
+        fitted one takes rows of a single class, with a warning (its scale is then tuned
+        on that class alone).
 
         Parameters
         ----------
@@ -417,10 +437,19 @@ class LinearizedPredictive(ExplainsCallMistakes, VersionedState, BaseEstimator):
                     "Classification is supported for MLPClassifier.",
                     UserWarning,
                 )
-        elif np.unique(check_class_labels(y, n)).size < 2:
-            raise ValueError(
-                "`y` has only one class; a classifier's predictive needs at least 2 classes."
-            )
+        else:
+            present = np.unique(check_class_labels(y, n))
+            if present.size < 2 and not prefit:  # a network trained here needs two classes
+                raise ValueError(
+                    "`y` has only one class; a classifier's predictive needs at least 2 classes."
+                )
+            if present.size < 2:  # a fitted network has its classes: the NLL is defined
+                warn_user(
+                    f"every row of `y` is of class {present.tolist()[0]!r}: the scale (and a "
+                    "posterior built here) is tuned on that class alone, which rewards "
+                    "confidence in it; give held-out rows of every class.",
+                    UserWarning,
+                )
         if hasattr(X, "tocsr"):
             X = X.tocsr()  # COO/DIA/... sparse formats cannot be indexed by rows
         given = self.posterior is not None and (
@@ -521,6 +550,9 @@ class LinearizedPredictive(ExplainsCallMistakes, VersionedState, BaseEstimator):
         # the network is held by reference (the user's, when given fitted): trained again or
         # edited in place, it would no longer be the one the posterior was built at
         self._network_digest = _digest_of(self.estimator_)
+        # so is a posterior given fitted: fitted again in place (on other rows, say), the
+        # scale and the noise tuned here would be applied to another posterior
+        self._posterior_digest = _posterior_digest(self.posterior_)
         return self
 
     def _warn_if_training_rows(self, X: Any, y: Any) -> None:
@@ -582,10 +614,28 @@ class LinearizedPredictive(ExplainsCallMistakes, VersionedState, BaseEstimator):
                     "the posterior's mean differs from the network's weights: it was built "
                     "for another (or a refitted) network."
                 )
+            self._check_posterior_columns(given)
             return given
         if view.task != "regression":  # the validation rows set a regressor's noise only
             X_val = y_val = None
         return LaplacePosterior.from_variance(self.estimator_, given, X_val=X_val, y_val=y_val)
+
+    def _check_posterior_columns(self, posterior: LaplacePosterior) -> None:
+        """Refuse a fitted posterior built on other columns than the ``X`` of `fit`: their
+        names (or integer labels), where both recorded them, must be the same in the same
+        order. The network reads columns by position, and one trained on an array compares
+        no names: a posterior of frames (a, b, c) with a predictive fitted and used on
+        frames (c, a, b) predicted means 4.7 away in a review, silently."""
+        for name in ("feature_names_in_", "_column_labels_in"):
+            theirs, ours = posterior.__dict__.get(name), self.__dict__.get(name)
+            if theirs is None or ours is None or list(theirs) == list(ours):
+                continue
+            raise ValueError(
+                f"`posterior` was fitted on the columns {labels_text(theirs)}, but `X` has "
+                f"{labels_text(ours)}: the network reads columns by position, so each "
+                "feature would get another's values. Pass X with the posterior's columns, "
+                "in its order, or fit the posterior on these."
+            )
 
     def _warn_if_full_onepass(self) -> None:
         """A ``"full"`` posterior's layers are correlated; the single pass drops that."""
@@ -673,6 +723,13 @@ class LinearizedPredictive(ExplainsCallMistakes, VersionedState, BaseEstimator):
             stale="the posterior and the predictive are the old network's",
             again="fit(X, y)",
         )
+        recorded = self.__dict__.get("_posterior_digest")  # none when pickled by older builds
+        if recorded is not None and _posterior_digest(self.posterior_, like=recorded) != recorded:
+            raise NotFittedError(
+                f"{type(self).__name__}.{method}: the fitted posterior (`posterior`) changed "
+                "since fit (it was fitted again or edited in place), so the scale and the "
+                "noise tuned at fit belong to the old posterior: call fit(X, y) again."
+            )
 
     def _transform(self, X: Any) -> NDArray:
         """The network input for ``X``; None, 1-D input and no rows refused naming `X`."""
