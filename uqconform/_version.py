@@ -9,6 +9,7 @@ another version, as scikit-learn does for its own estimators.
 
 from __future__ import annotations
 
+import inspect
 from typing import Any, cast
 
 from uqconform._warnings import warn_user
@@ -70,4 +71,16 @@ class VersionedState:
         for old, new in _RENAMED_STATE.items():  # attributes renamed since: the new name
             if old in state:
                 state.setdefault(new, state.pop(old))
+        # constructor parameters added since: their defaults, the behaviour the pickle had
+        # (get_params, repr and clone read every parameter)
+        for name, parameter in _init_parameters(type(self)).items():
+            if name not in state and parameter.default is not inspect.Parameter.empty:
+                state[name] = parameter.default
         super().__setstate__(state)  # type: ignore[misc]
+
+
+def _init_parameters(cls: Any) -> dict[str, inspect.Parameter]:
+    """The keyword parameters of ``cls.__init__`` (``*args``/``**kwargs`` left out)."""
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    signature = inspect.signature(cls)
+    return {name: p for name, p in signature.parameters.items() if p.kind in kinds}
