@@ -1170,12 +1170,12 @@ def test_a_missing_value_in_a_nullable_probability_frame_is_named_by_row():
     class FrameModel:
         classes_ = np.arange(3)
 
-        def __init__(self, hole):
-            self.hole = hole
+        def __init__(self, hole, dtype="Float64"):
+            self.hole, self.dtype = hole, dtype
 
         def predict_proba(self, X):
             frame = pd.DataFrame(inner.predict_proba(X), columns=[0, 1, 2])[[2, 0, 1]]
-            frame = frame.astype("Float64")
+            frame = frame.astype(self.dtype)
             if self.hole:
                 frame.iloc[3, 1] = pd.NA
             return frame
@@ -1183,10 +1183,11 @@ def test_a_missing_value_in_a_nullable_probability_frame_is_named_by_row():
     reference = SplitConformalClassifier(inner).calibrate(Xc, yc).predict_set(Xt)
     sets = SplitConformalClassifier(FrameModel(False)).calibrate(Xc, yc).predict_set(Xt)
     np.testing.assert_array_equal(sets, reference)
-    cp = SplitConformalClassifier(FrameModel(True))
-    with pytest.raises(
-        ValueError,
-        match=r"\(FrameModel\) predict_proba gave NaN or infinite probabilities on 1 row of "
-        r"`X` \(first: row 3\)",
-    ):
-        cp.calibrate(Xc, yc)
+    for dtype in ("Float64", object):  # pd.NA in an object column too
+        cp = SplitConformalClassifier(FrameModel(True, dtype))
+        with pytest.raises(
+            ValueError,
+            match=r"\(FrameModel\) predict_proba gave NaN or infinite probabilities on 1 row "
+            r"of `X` \(first: row 3\)",
+        ):
+            cp.calibrate(Xc, yc)

@@ -272,6 +272,12 @@ def test_inverted_zero_one_pairs_name_the_boolean_sets(rows):
     with pytest.raises(ValueError, match="lower > upper") as refusal:
         coverage(np.array([0.5, 1.5]), np.array([[1.0, 0.0], [1.0, 2.0]]) + 0.5)
     assert "astype(bool)" not in str(refusal.value)
+    with (  # label indices (top-2 labels) are no masks: astype(bool) would be wrong
+        pytest.warns(UserWarning, match="read as intervals"),
+        pytest.raises(ValueError, match="lower > upper") as refusal,
+    ):
+        coverage(np.array([0, 1, 0, 3]), np.array([[2, 0], [1, 3], [0, 1], [3, 2]]))
+    assert "astype(bool)" not in str(refusal.value)
 
 
 @pytest.mark.parametrize(
@@ -3106,6 +3112,8 @@ def test_pandas_sparse_columns_are_named_with_the_dense_conversion(make):
     with pytest.raises(TypeError, match=r"pandas sparse columns.*X\.sparse\.to_dense\(\)"):
         model.fit(sparse_X, y)
     model.fit(X, y)  # the dense frame is taken
+    mixed = X.astype({0: pd.SparseDtype(float, 0.0)})  # scikit-learn makes it dense
+    np.testing.assert_array_equal(model.predict(mixed), model.predict(X))
 
 
 def test_groups_of_two_columns_get_a_hint_to_combine_them():

@@ -1196,11 +1196,12 @@ def _openmp_threads():
     return max(i["num_threads"] for i in threadpool_info() if i["user_api"] == "openmp")
 
 
-def test_the_aggregator_runs_on_n_jobs_threads(monkeypatch):
+def test_the_aggregator_runs_on_one_thread_then_on_n_jobs_threads(monkeypatch):
     """The caller's OpenMP threads made a learned calibrate 15 to 23 times slower on a busy
     2-core machine at 300 rows, 8 to 9 times at 20,000 rows x 50 classes: the aggregator
-    fits and predicts on ``n_jobs`` threads, one by default, whatever the caller's pool (the
-    same sets)."""
+    fits and predicts on one thread below ``_ONE_THREAD_VECTORS`` score vectors whatever
+    ``n_jobs`` says, and from there on ``n_jobs`` threads (one by default), whatever the
+    caller's pool (the same sets)."""
     from sklearn.ensemble import HistGradientBoostingClassifier
     from threadpoolctl import threadpool_limits
 
@@ -1220,15 +1221,20 @@ def test_the_aggregator_runs_on_n_jobs_threads(monkeypatch):
     monkeypatch.setattr(multidim, "HistGradientBoostingClassifier", Recording)
     X, y, heads = synthetic()  # 10 classes: 1,500 vectors in each part, 2,000 predicted
     model = MultiDimScoreClassifier(list(heads), calibration="learned", random_state=0)
-    with threadpool_limits(2, user_api="openmp"):
+    monkeypatch.setattr(multidim, "_ONE_THREAD_VECTORS", 1_000)
+    with threadpool_limits(2, user_api="openmp"):  # n_jobs=None: one thread at any size
         sets = model.calibrate(X[:300], y[:300]).predict_set(X[300:500])
     assert seen == [("fit", 1), ("predict_proba", 1), ("predict_proba", 1)]
     seen.clear()
     model.set_params(n_jobs=2)
-    with threadpool_limits(1, user_api="openmp"):  # n_jobs, not the caller's pool
+    with threadpool_limits(1, user_api="openmp"):  # 1,500 vectors, then 1,500 and 500
         model.calibrate(X[:300], y[:300])
-        np.testing.assert_array_equal(model.predict_set(X[300:500]), sets)
-    assert seen == [("fit", 2), ("predict_proba", 2), ("predict_proba", 2)]
+        np.testing.assert_array_equal(model.predict_set(X[300:350]), sets[:50])
+    assert seen == [("fit", 2), ("predict_proba", 2), ("predict_proba", 1)]
+    seen.clear()
+    monkeypatch.setattr(multidim, "_ONE_THREAD_VECTORS", 50_000)  # below it: one thread
+    model.calibrate(X[:300], y[:300]).predict_set(X[300:350])
+    assert seen == [("fit", 1), ("predict_proba", 1), ("predict_proba", 1)]
 
 
 def test_calibrate_with_one_neighbour_queries_every_score_vector_once(monkeypatch):

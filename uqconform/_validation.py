@@ -62,8 +62,9 @@ def check_rows(name: str, values: ArrayLike, n: int, rows_of: str = "X") -> NDAr
         if name == "groups" and array.ndim == 2:  # several columns (or pairs) per row
             hint = (
                 " To group by several columns, combine them into one label per row, e.g. "
-                'groups=df["a"].astype(str) + "|" + df["b"].astype(str), or one tuple per '
-                'row: pd.MultiIndex.from_frame(df[["a", "b"]]).to_flat_index().'
+                'groups=df["a"].astype(str) + "|" + df["b"].astype(str), or an Index of '
+                'tuples: pd.MultiIndex.from_frame(df[["a", "b"]]).to_flat_index() (a plain '
+                "list of tuples reads as columns)."
             )
         raise ValueError(f"`{name}` must be 1-D, got an array of shape {array.shape}.{hint}")
     if array.shape[0] != n:
@@ -235,9 +236,10 @@ def reading_features(X: Any, model: Any) -> Iterator[None]:
 
 
 def refuse_sparse_columns(X: Any, who: str) -> None:
-    """Raise a TypeError naming the pandas sparse columns of a DataFrame ``X``, which
-    ``who`` reads as dense numbers; return otherwise (scikit-learn's own message advises
-    ``.toarray()``, which a DataFrame lacks).
+    """Raise a TypeError when every column of a DataFrame ``X`` is a pandas sparse column,
+    which ``who`` reads as dense numbers (scikit-learn reads such a frame as a sparse
+    matrix, and its message advises ``.toarray()``, which a DataFrame lacks; a frame
+    mixing sparse and dense columns it makes dense); return otherwise.
 
     Examples
     --------
@@ -245,16 +247,16 @@ def refuse_sparse_columns(X: Any, who: str) -> None:
     >>> refuse_sparse_columns(frame, "FullConformalRidge")
     Traceback (most recent call last):
     ...
-    TypeError: `X` has pandas sparse columns (['a']), which FullConformalRidge reads as ...
+    TypeError: `X` has only pandas sparse columns (['a']), which FullConformalRidge reads ...
     """
     if not isinstance(X, pd.DataFrame):
         return
     columns = [name for name, dtype in X.dtypes.items() if isinstance(dtype, pd.SparseDtype)]
-    if columns:
+    if columns and len(columns) == X.shape[1]:  # (scikit-learn makes a mixed frame dense)
         shown = repr(columns[:5])[:-1] + (", ...]" if len(columns) > 5 else "]")
         raise TypeError(
-            f"`X` has pandas sparse columns ({shown}), which {who} reads as dense numbers: "
-            "pass X.sparse.to_dense() (every column sparse) or X.astype(float)."
+            f"`X` has only pandas sparse columns ({shown}), which {who} reads as dense "
+            "numbers: pass X.sparse.to_dense()."
         )
 
 
@@ -1556,7 +1558,10 @@ def model_output_as_float(output: Any) -> NDArray:
     if sparse.issparse(output):  # numpy would read a sparse matrix as one object
         output = output.toarray()
     if isinstance(output, pd.DataFrame | pd.Series):  # nullable columns: pd.NA as NaN
-        return output.to_numpy(dtype=float, na_value=np.nan)
+        try:
+            return output.to_numpy(dtype=float, na_value=np.nan)
+        except TypeError:  # pd.NA in an object column
+            return output.to_numpy(dtype=object, na_value=np.nan).astype(float)
     return np.asarray(output, dtype=float)
 
 

@@ -87,16 +87,21 @@ __all__ = ["MultiDimScoreClassifier"]
 # Score-vector cells (rows x classes x heads) per block of predict_set: bounded memory.
 _PREDICT_CELLS = 2**20
 
-# The learned aggregator fits and predicts on `n_jobs` OpenMP threads (None: one; the same
-# answers). The caller's threads made its fit 2 to 18 times slower on a busy 2-core machine
-# (a review's 300-row calibrate: 18.5 s against 0.8 s; 20,000 rows x 50 classes: 159 s
-# against 18 s) and at most about 25% faster on a quieter one.
+# The learned aggregator fits and predicts on one OpenMP thread, and on `n_jobs` threads
+# from this many score vectors on (the same answers either way). More threads made its fit
+# 2 to 18 times slower on a busy 2-core machine (a review's 300-row calibrate: 18.5 s
+# against 0.8 s; 20,000 rows x 50 classes at the caller's default: 159 s against 18 s) and
+# at most about 25% faster on a quieter one, from about 100,000 vectors.
+_ONE_THREAD_VECTORS = 50_000
 
 
-def _aggregator_threads(n_jobs: int | None) -> contextlib.AbstractContextManager[Any]:
-    """The aggregator's OpenMP threads: ``n_jobs`` of them (joblib's reading: None is one,
-    -1 every core)."""
-    return _openmp_controller().limit(limits=effective_n_jobs(n_jobs), user_api="openmp")
+def _aggregator_threads(
+    n_jobs: int | None, n_vectors: int
+) -> contextlib.AbstractContextManager[Any]:
+    """The aggregator's OpenMP threads: one below ``_ONE_THREAD_VECTORS`` score vectors,
+    else ``n_jobs`` (joblib's reading: None is one, or a ``parallel_config``'s)."""
+    threads = 1 if n_vectors < _ONE_THREAD_VECTORS else effective_n_jobs(n_jobs)
+    return _openmp_controller().limit(limits=threads, user_api="openmp")
 
 
 @functools.lru_cache(maxsize=1)
@@ -160,7 +165,8 @@ class MultiDimScoreClassifier(
         it did.
     n_jobs : int, default=None
         Heads fitted through joblib, and the OpenMP threads of the learned aggregator's fit
-        and predictions (joblib's reading: None is one, -1 every core).
+        and predictions from 50,000 score vectors (rows times classes) on; one thread below
+        (joblib's reading: None is one, -1 every core).
     random_state : int, Generator or None, default=None
         Seeds the heads, the uniform draws and the calibration split. With an int the
         draws are fixed by the seed and the call's rows, so repeated `predict_set` calls
@@ -698,7 +704,7 @@ class MultiDimScoreClassifier(
         self.aggregator_ = HistGradientBoostingClassifier(
             max_iter=200, monotonic_cst=[-1] * h, random_state=seed
         )
-        with _aggregator_threads(self.n_jobs):
+        with _aggregator_threads(self.n_jobs, n * k):
             self.aggregator_.fit(vectors.reshape(-1, h), is_true.reshape(-1))
 
     def _cell_tree(self) -> cKDTree:
@@ -715,7 +721,7 @@ class MultiDimScoreClassifier(
         flat = vectors.reshape(-1, vectors.shape[-1])
         if "cells_" not in self.__dict__:  # the mode fitted at calibration, not set_params'
             true_column = list(self.aggregator_.classes_).index(True)
-            with _aggregator_threads(self.n_jobs):
+            with _aggregator_threads(self.n_jobs, flat.shape[0]):
                 proba = self.aggregator_.predict_proba(flat)
             scores = 1.0 - proba[:, true_column]
             return scores.reshape(vectors.shape[:-1])

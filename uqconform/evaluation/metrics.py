@@ -298,7 +298,7 @@ def _parse_prediction(
     data = array[..., None] if single else array
     sets_hint = (
         f" If these are prediction sets over two classes, pass {name}.astype(bool)."
-        if maybe_sets
+        if maybe_sets and zero_one  # (label indices such as top-2 labels are no masks)
         else ""
     )
     _check_bounds(data[:, 0], data[:, 1], name, sets_hint)
