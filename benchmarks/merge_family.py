@@ -29,8 +29,8 @@ from uqconform.benchmarks.runner import families_with_status, report_markdown
 
 def merge_family(family: str, new_dir: Path, committed_dir: Path) -> None:
     """Put ``family`` of the run in ``new_dir`` into the run in ``committed_dir``."""
-    new = json.loads((new_dir / "results.json").read_text())
-    committed = json.loads((committed_dir / "results.json").read_text())
+    new = json.loads((new_dir / "results.json").read_text(encoding="utf-8"))
+    committed = json.loads((committed_dir / "results.json").read_text(encoding="utf-8"))
     for key in ("scale", "seed"):
         if new.get(key) != committed.get(key):
             raise SystemExit(
@@ -94,8 +94,8 @@ def merge_family(family: str, new_dir: Path, committed_dir: Path) -> None:
     committed["families"][family] = record
     for status in ("failed", "skipped"):
         committed[status] = families_with_status(committed["families"], status)
-    (committed_dir / "results.json").write_text(json.dumps(committed, indent=2))
-    (committed_dir / "report.md").write_text(report_markdown(committed))
+    (committed_dir / "results.json").write_text(json.dumps(committed, indent=2), encoding="utf-8")
+    (committed_dir / "report.md").write_text(report_markdown(committed), encoding="utf-8")
 
 
 if __name__ == "__main__":

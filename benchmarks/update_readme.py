@@ -70,7 +70,7 @@ def _by_claim_key(headlines: list[dict]) -> dict[str, list[dict]]:
 
 def full_results() -> dict | None:
     """The committed full run's results, or None when there is none."""
-    return json.loads(FULL.read_text()) if FULL.exists() else None
+    return json.loads(FULL.read_text(encoding="utf-8")) if FULL.exists() else None
 
 
 def headline_block(results: dict, full: dict | None = None) -> str:
@@ -92,14 +92,16 @@ def headline_block(results: dict, full: dict | None = None) -> str:
 
 
 def main() -> int:
-    results = json.loads(RESULTS.read_text())
+    results = json.loads(RESULTS.read_text(encoding="utf-8"))
     full = full_results()
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
     pattern = re.compile(re.escape(START) + ".*?" + re.escape(END), re.DOTALL)
     if not pattern.search(readme):
         print(f"README.md has no {START} ... {END} block.", file=sys.stderr)
         return 2
-    (ROOT / "README.md").write_text(pattern.sub(lambda _: headline_block(results, full), readme))
+    (ROOT / "README.md").write_text(
+        pattern.sub(lambda _: headline_block(results, full), readme), encoding="utf-8"
+    )
     return 0
 
 

@@ -23,10 +23,10 @@ def _update_readme_module():
 
 
 def test_readme_headline_block_is_the_committed_runs_summary():
-    results = json.loads(RESULTS.read_text())
+    results = json.loads(RESULTS.read_text(encoding="utf-8"))
     module = _update_readme_module()
     block = module.headline_block(results, module.full_results())
-    assert block in (ROOT / "README.md").read_text(), (
+    assert block in (ROOT / "README.md").read_text(encoding="utf-8"), (
         "README's headline figures differ from docs/benchmark-results/results.json; run "
         "`python benchmarks/update_readme.py`."
     )
@@ -37,7 +37,7 @@ def test_only_families_merged_in_count_as_rerun():
     of families "rerun on their own since" took for a rerun (a fresh run would have said
     15)."""
     module = _update_readme_module()
-    results = json.loads(RESULTS.read_text())
+    results = json.loads(RESULTS.read_text(encoding="utf-8"))
     start = results["started"]
     fresh = {**results, "families": {
         name: {**record, "started": start} for name, record in results["families"].items()
@@ -49,7 +49,7 @@ def test_only_families_merged_in_count_as_rerun():
 
 
 def test_committed_run_is_a_full_quick_suite_with_its_plots():
-    results = json.loads(RESULTS.read_text())
+    results = json.loads(RESULTS.read_text(encoding="utf-8"))
     assert results["suite"] == "quick"
     from uqconform.benchmarks import get_families
 
@@ -64,7 +64,7 @@ def _run(seed, status, figures, versions):
     return {
         "scale": "quick", "seed": seed, "started": "2026-01-01T00:00:00",
         "suite": "quick", "wall_time_s": 1.0, "versions": versions,
-        "machine": json.loads(RESULTS.read_text())["machine"],
+        "machine": json.loads(RESULTS.read_text(encoding="utf-8"))["machine"],
         "failed": [], "skipped": [],
         "families": {
             "demo": {"status": status, "seed": seed, "scale": "quick", "tables": {},
@@ -79,45 +79,50 @@ def test_merge_family_refuses_another_seed_and_leaves_no_stale_state(tmp_path):
     committed.mkdir(), new.mkdir()
     old = _run(0, "failed", ["demo_old.png"], {"numpy": "2.0"})
     old["failed"] = ["demo"]
-    (committed / "results.json").write_text(json.dumps(old))
+    (committed / "results.json").write_text(json.dumps(old), encoding="utf-8")
     (committed / "demo_old.png").write_bytes(b"old")
-    (new / "results.json").write_text(json.dumps(_run(5, "ok", ["demo_new.png"], {})))
+    (new / "results.json").write_text(
+        json.dumps(_run(5, "ok", ["demo_new.png"], {})), encoding="utf-8"
+    )
     (new / "demo_new.png").write_bytes(b"new")
     with pytest.raises(SystemExit, match=r"seeds differ: 5 \(new\) and 0"):
         module.merge_family("demo", new, committed)
     (new / "results.json").write_text(
-        json.dumps(_run(0, "ok", ["demo_new.png"], {"numpy": "2.1"}))
+        json.dumps(_run(0, "ok", ["demo_new.png"], {"numpy": "2.1"})), encoding="utf-8"
     )
     module.merge_family("demo", new, committed)
-    merged = json.loads((committed / "results.json").read_text())
+    merged = json.loads((committed / "results.json").read_text(encoding="utf-8"))
     assert merged["failed"] == [] and merged["families"]["demo"]["status"] == "ok"
     assert merged["families"]["demo"]["versions"] == {"numpy": "2.1"}
-    assert "numpy 2.0 -> 2.1" in (committed / "report.md").read_text()
+    assert "numpy 2.0 -> 2.1" in (committed / "report.md").read_text(encoding="utf-8")
     assert sorted(path.name for path in committed.glob("*.png")) == ["demo_new.png"]
     # a package the committed report does not record is not a change of version: it is
     # named as not recorded there
     (new / "results.json").write_text(
-        json.dumps(_run(0, "ok", ["demo_new.png"], {"numpy": "2.0", "torch": "2.13"}))
+        json.dumps(_run(0, "ok", ["demo_new.png"], {"numpy": "2.0", "torch": "2.13"})),
+        encoding="utf-8",
     )
     old["families"]["demo"].update(status="ok")
     old["failed"] = []
-    (committed / "results.json").write_text(json.dumps(old))
+    (committed / "results.json").write_text(json.dumps(old), encoding="utf-8")
     module.merge_family("demo", new, committed)
-    merged = json.loads((committed / "results.json").read_text())
+    merged = json.loads((committed / "results.json").read_text(encoding="utf-8"))
     assert merged["families"]["demo"]["versions"] == {"numpy": "2.0", "torch": "2.13"}
-    report = (committed / "report.md").read_text()
+    report = (committed / "report.md").read_text(encoding="utf-8")
     assert "other package versions" not in report
     assert "Run with packages the report does not name: torch 2.13." in report
     # the commit a merged family ran at is stated when it is not the committed run's
     ran_at = {"source": {"commit": "f" * 40, "modified": False}}
     (new / "results.json").write_text(
-        json.dumps(_run(0, "ok", ["demo_new.png"], {"numpy": "2.0"}) | ran_at)
+        json.dumps(_run(0, "ok", ["demo_new.png"], {"numpy": "2.0"}) | ran_at), encoding="utf-8"
     )
     module.merge_family("demo", new, committed)
-    assert "Run at uqconform commit `ffffffffffff`." in (committed / "report.md").read_text()
-    (committed / "results.json").write_text(json.dumps(old | ran_at))
+    assert "Run at uqconform commit `ffffffffffff`." in (committed / "report.md").read_text(
+        encoding="utf-8"
+    )
+    (committed / "results.json").write_text(json.dumps(old | ran_at), encoding="utf-8")
     module.merge_family("demo", new, committed)
-    assert "Run at uqconform commit" not in (committed / "report.md").read_text()
+    assert "Run at uqconform commit" not in (committed / "report.md").read_text(encoding="utf-8")
     (new / "demo_new.png").unlink()  # a listed plot the new run did not write
     with pytest.raises(SystemExit, match="lists plots missing"):
         module.merge_family("demo", new, committed)
@@ -163,7 +168,9 @@ def test_merge_family_keeps_the_merged_runs_source(tmp_path):
     committed, new = tmp_path / "committed", tmp_path / "new"
     committed.mkdir(), new.mkdir()
     kept = {"commit": "a" * 40, "modified": False, "diff_sha256": None}
-    (committed / "results.json").write_text(json.dumps(_run(0, "ok", [], {}) | {"source": kept}))
+    (committed / "results.json").write_text(
+        json.dumps(_run(0, "ok", [], {}) | {"source": kept}), encoding="utf-8"
+    )
     moved = {"commit": "b" * 40, "modified": True, "diff_sha256": "0123456789ab",
              "changed_during_run": True}  # fmt: skip
     for source, line in [
@@ -174,12 +181,14 @@ def test_merge_family_keeps_the_merged_runs_source(tmp_path):
             "Run without a recorded uqconform source (git: fatal: dubious)",
         ),
     ]:
-        (new / "results.json").write_text(json.dumps(_run(0, "ok", [], {}) | {"source": source}))
+        (new / "results.json").write_text(
+            json.dumps(_run(0, "ok", [], {}) | {"source": source}), encoding="utf-8"
+        )
         module.merge_family("demo", new, committed)
-        merged = json.loads((committed / "results.json").read_text())
+        merged = json.loads((committed / "results.json").read_text(encoding="utf-8"))
         assert merged["families"]["demo"]["source"] == source
         assert merged["source"] == kept  # the run's own source is the committed run's
-        assert line in (committed / "report.md").read_text()
+        assert line in (committed / "report.md").read_text(encoding="utf-8")
 
 
 def test_the_scripts_import_the_checkout_they_sit_in(tmp_path):
@@ -192,28 +201,29 @@ def test_the_scripts_import_the_checkout_they_sit_in(tmp_path):
     checkout = tmp_path / "checkout"
     (checkout / "benchmarks").mkdir(parents=True)
     for name in ("update_readme", "merge_family"):
-        source = (ROOT / "benchmarks" / f"{name}.py").read_text()
-        (checkout / "benchmarks" / f"{name}.py").write_text(source)
+        source = (ROOT / "benchmarks" / f"{name}.py").read_text(encoding="utf-8")
+        (checkout / "benchmarks" / f"{name}.py").write_text(source, encoding="utf-8")
     runner = checkout / "uqconform" / "benchmarks" / "runner.py"  # a stand-in runner
     runner.parent.mkdir(parents=True)
-    (checkout / "uqconform" / "__init__.py").write_text("")
-    (runner.parent / "__init__.py").write_text("")
+    (checkout / "uqconform" / "__init__.py").write_text("", encoding="utf-8")
+    (runner.parent / "__init__.py").write_text("", encoding="utf-8")
     runner.write_text(
         "def merged_in(results, record):\n    return False\n\n\n"
         "def summary_markdown(results):\n    return 'the checkout summary'\n\n\n"
         "def families_with_status(families, status):\n    return []\n\n\n"
-        "def report_markdown(results):\n    return 'the checkout report'\n"
+        "def report_markdown(results):\n    return 'the checkout report'\n",
+        encoding="utf-8",
     )
     (checkout / "docs" / "benchmark-results").mkdir(parents=True)
     (checkout / "docs" / "benchmark-results" / "results.json").write_text(
-        json.dumps(_run(0, "ok", [], {}))
+        json.dumps(_run(0, "ok", [], {})), encoding="utf-8"
     )
     (checkout / "README.md").write_text(
-        "<!-- headline-figures:start -->\n<!-- headline-figures:end -->\n"
+        "<!-- headline-figures:start -->\n<!-- headline-figures:end -->\n", encoding="utf-8"
     )
     new = tmp_path / "new"
     new.mkdir()
-    (new / "results.json").write_text(json.dumps(_run(0, "ok", [], {})))
+    (new / "results.json").write_text(json.dumps(_run(0, "ok", [], {})), encoding="utf-8")
     committed = checkout / "docs" / "benchmark-results"
 
     def script(*args):
@@ -223,6 +233,6 @@ def test_the_scripts_import_the_checkout_they_sit_in(tmp_path):
         assert done.returncode == 0, done.stderr
 
     script(str(checkout / "benchmarks" / "update_readme.py"))
-    assert "the checkout summary" in (checkout / "README.md").read_text()
+    assert "the checkout summary" in (checkout / "README.md").read_text(encoding="utf-8")
     script(str(checkout / "benchmarks" / "merge_family.py"), "demo", str(new), str(committed))
-    assert (committed / "report.md").read_text() == "the checkout report"
+    assert (committed / "report.md").read_text(encoding="utf-8") == "the checkout report"

@@ -5,6 +5,7 @@ import operator
 import os
 import re
 import signal
+import subprocess
 import sys
 import time
 import warnings
@@ -1151,3 +1152,38 @@ def test_an_out_at_a_broken_symbolic_link_says_so(tmp_path, capsys):
     assert main(["benchmark", "--suite", "classic", "--out", str(link / "sub")]) == 2
     assert f"under {str(link)!r}, which is a broken symbolic link" in capsys.readouterr().err
     assert link.is_symlink() and not (tmp_path / "nowhere").exists()
+
+
+def test_a_family_calling_sys_exit_fails_alone(fake_registry, tmp_path):
+    # SystemExit is no Exception: it escaped the run, and the other families' results
+    # were lost with the output folder
+    def exits(ctx):
+        sys.exit(3)
+
+    registry._FAMILIES["fake-exits"] = Family("fake-exits", "calls sys.exit", exits)
+    results = run_benchmark("smoke", tmp_path, progress=False, echo=None)
+    assert (
+        "fake-exits" in results["failed"]
+        and "SystemExit: 3" in (results["families"]["fake-exits"]["error"])
+    )
+    assert results["families"]["fake-ok"]["status"] == "ok"
+
+
+def test_reports_are_written_in_utf8_whatever_the_locale(tmp_path):
+    # under an ASCII locale, report.md's "±" failed the write and the run was lost (exit 2)
+    script = (
+        "import sys\n"
+        "from uqconform.benchmarks import FamilyResult, register_family, run_benchmark\n"
+        "register_family('zz-plusminus', 'a note with a plus-minus sign', default=False)(\n"
+        "    lambda ctx: FamilyResult(tables={'t': [{'x': 1.0}]}, notes=['0.5 \\u00b1 0.1']))\n"
+        "run_benchmark('zz-plusminus', sys.argv[1], progress=False, echo=print)\n"
+    )
+    env = {**os.environ, "LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0"}
+    env["PYTHONCOERCECLOCALE"] = "0"
+    env["PYTHONIOENCODING"] = "ascii:backslashreplace"
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "out")],
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "0.5 ± 0.1" in (tmp_path / "out" / "report.md").read_text(encoding="utf-8")

@@ -188,6 +188,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     2
     """
     run: dict[str, Any] = {}  # the run's options, once it starts
+    reconfigure = getattr(sys.stdout, "reconfigure", None)
+    if reconfigure is not None:  # a console that cannot print "±" gets "\xb1", not an error
+        reconfigure(errors="backslashreplace")
     try:
         return _command(argv, run)
     except KeyboardInterrupt as stop:  # also while importing the suites: no traceback

@@ -324,7 +324,7 @@ def prepare_out_dir(out: str | os.PathLike[str]) -> Path:
                 continue
             created.insert(0, folder)
         probe = path / ".uqconform-write-test"
-        probe.write_text("ok")
+        probe.write_text("ok", encoding="utf-8")
         probe.unlink()
     except BenchmarkOutputError:  # its own message already names `out`
         raise
@@ -503,7 +503,7 @@ def _run_family(name: str, ctx: BenchmarkContext, echo: Callable[[str], None]) -
             record.update(parts)
         record["time_s"] = time.perf_counter() - start
         text = _family_text(name, record)  # in the try: a table it cannot print fails the family
-    except Exception as error:
+    except (Exception, SystemExit) as error:  # sys.exit() in a family fails that family only
         _mark_failed(record, f"{type(error).__name__}: {error}", traceback.format_exc(), ctx.notes)
         record["time_s"] = time.perf_counter() - start
         text = _family_text(name, record)
@@ -970,7 +970,7 @@ def _replace_previous_run(out_dir: Path, staging: Path, replaced: threading.Even
     holds the whole new run, and ``replaced`` is set before (a failed move leaves it
     unset)."""
     try:
-        previous = json.loads((out_dir / "results.json").read_text())
+        previous = json.loads((out_dir / "results.json").read_text(encoding="utf-8"))
         stale = ["results.json", "report.md"] + [
             figure
             for family, record in previous["families"].items()
@@ -1034,8 +1034,8 @@ def _run_and_write(
         }
         results = _jsonable(results)
         try:
-            (staging / "results.json").write_text(json.dumps(results, indent=2))
-            (staging / "report.md").write_text(report_markdown(results))
+            (staging / "results.json").write_text(json.dumps(results, indent=2), encoding="utf-8")
+            (staging / "report.md").write_text(report_markdown(results), encoding="utf-8")
             _replace_previous_run(out_dir, staging, replaced)
         except OSError as error:
             raise BenchmarkOutputError(
