@@ -1668,3 +1668,84 @@ def test_calibration_labels_outside_classes_name_classes(digits):
     letters.fit(X_fit, named[y_fit]).calibrate(X_cal[:-1], np.append(named[y_cal[:-2]], "z"))
     assert letters.classes_.tolist() == [*named, "z"]
     assert letters.predict_set(X_test).shape == (len(X_test), 11)
+
+
+def _three_classes(n=900):
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((n, 3))
+    y = np.digitize(X[:, 0] + 0.5 * rng.standard_normal(n), [-0.7, 0.7])
+    return X[:600], y[:600], X[600:], y[600:]
+
+
+@pytest.mark.parametrize(
+    "change", [{"classes": [0, 1, 2, 3]}, {"classes": ["a", "b", "c"]}, {"k_train": 12}]
+)
+def test_classes_or_k_train_changed_after_fit_need_a_new_fit(change):
+    """Regression test (diff review of 26a7ddb): set_params(classes=...) or k_train after fit
+    was accepted silently (predict_set gave the old columns), and a later calibrate named
+    the old classes_ as `classes`."""
+    X_fit, y_fit, X_cal, y_cal = _three_classes()
+    model = ReliablePredictionSets(LogisticRegression(), k_train=10, k_calib=5, random_state=0)
+    model.fit(X_fit, y_fit).calibrate(X_cal, y_cal)
+    model.set_params(classes=None, k_train=10)  # the values fit used: nothing changed
+    sets = model.predict_set(X_cal)
+    model.set_params(**change)
+    ((name, value),) = change.items()
+    used = r"classes=None" if name == "classes" else r"k_train=10"
+    for method, call in [
+        ("predict_set", lambda: model.predict_set(X_cal)),
+        ("certify", lambda: model.certify(X_cal)),
+        ("predict_scores", lambda: model.predict_scores(X_cal)),
+        ("predict", lambda: model.predict(X_cal)),
+        ("vote_counts", lambda: model.vote_counts(X_cal)),
+        ("calibrate", lambda: model.calibrate(X_cal, y_cal)),
+    ]:
+        with pytest.raises(
+            NotFittedError,
+            match=rf"{method}: parameters changed since fit \(it used {used}\)"
+            r"; call fit\(X, y\)",
+        ):
+            call()
+    model.set_params(**{name: None if name == "classes" else 10})
+    np.testing.assert_array_equal(model.predict_set(X_cal), sets)  # set back: accepted
+    model.set_params(**change)
+    if name == "classes":  # the labels as named in `classes` (the same for [0, 1, 2, 3])
+        y_fit, y_cal = np.asarray(value)[y_fit], np.asarray(value)[y_cal]
+    refit = model.fit(X_fit, y_fit).calibrate(X_cal, y_cal)  # a new fit: accepted
+    width = len(value) if name == "classes" else 3
+    assert refit.predict_set(X_cal).shape == (len(X_cal), width)
+
+
+def test_classes_changed_after_calibrating_fitted_models_need_a_new_calibration():
+    # a list of fitted models: calibrate adopts them again and reads `classes` then
+    X_fit, y_fit, X_cal, y_cal = _three_classes()
+    models = [LogisticRegression().fit(X_fit[i::3], y_fit[i::3]) for i in range(3)]
+    model = ReliablePredictionSets(models, k_calib=5).fit(X_fit, y_fit)
+    model.set_params(k_train=4)  # unused with fitted models: no new fit needed
+    model.calibrate(X_cal, y_cal).predict_set(X_cal)
+    model.set_params(classes=[0, 1, 2, 3])
+    with pytest.raises(NotFittedError, match=r"predict_set: parameters changed since calibrate"):
+        model.predict_set(X_cal)
+    assert model.calibrate(X_cal, y_cal).predict_set(X_cal).shape == (len(X_cal), 4)
+
+
+def test_classes_changed_after_fit_in_an_older_pickle_are_named():
+    """A model pickled before the fit settings were recorded is not refused, but a
+    calibration label outside the label set fit used names that set and the new `classes`
+    (the message printed the old classes_ as `classes`)."""
+    X_fit, y_fit, X_cal, y_cal = _three_classes()
+    model = ReliablePredictionSets(LogisticRegression(), k_train=10, k_calib=5, random_state=0)
+    model.fit(X_fit, y_fit)
+    older = pickle.loads(pickle.dumps(model))
+    older.__dict__.pop("_fit_settings", None)  # what older builds did not record
+    older.set_params(classes=[0, 1, 2, 3])
+    older.calibrate(X_cal, y_cal)  # no record, no check: the old label set stays
+    assert older.predict_set(X_cal).shape == (len(X_cal), 3)
+    y_new = y_cal.copy()
+    y_new[:5] = 3
+    with pytest.raises(
+        ValueError,
+        match=r"`y` contains labels outside the label set fit used \(\[0, 1, 2\]\): \[3\]\. "
+        r"`classes` \(\[0, 1, 2, 3\]\) changed since fit: call fit\(X, y\) again",
+    ):
+        older.calibrate(X_cal, y_new)

@@ -1084,8 +1084,16 @@ class ReliablePredictionSets(
     ['coverage_reliable', 'robust', 'size_reliable']
     """
 
-    #: Parameters the calibration depends on (changing one needs a new calibrate).
-    _calibration_params = ("k_calib", "conformity_score", "coverage", "salt")
+    #: Parameters the partition models and ``classes_`` depend on (changing one needs a new
+    #: fit); not recorded for fitted models adopted from a list (`_calibration_params`).
+    _fit_params = ("classes", "k_train")
+
+    @property
+    def _calibration_params(self) -> tuple[str, ...]:
+        """Parameters the calibration depends on (changing one needs a new calibrate); with
+        fitted models adopted from a list, also ``classes`` (calibrate adopts them again)."""
+        names = ("k_calib", "conformity_score", "coverage", "salt")
+        return (*names, "classes") if self.__dict__.get("_estimator_adopted", False) else names
 
     def __init__(
         self,
@@ -1184,11 +1192,24 @@ class ReliablePredictionSets(
             outside = pd.unique(labels[pd.Index(self.classes_).get_indexer(labels) < 0])
             if not outside.size:  # another reason (booleans)
                 raise
+        current = cast(NDArray, self._fixed_classes())  # not None: `classes` is given
+        if not np.array_equal(current, self.classes_):  # set after fit, by an older build's
+            # pickle (no recorded fit settings, so `check_calibration_settings` let it pass)
+            raise ValueError(
+                f"`{name}` contains labels outside the label set fit used "
+                f"({labels_text(self.classes_)}): {labels_text(outside, 5)}. `classes` "
+                f"({labels_text(current)}) changed since fit: call fit(X, y) again."
+            ) from None
         raise ValueError(
             f"`{name}` contains labels outside `classes`: {labels_text(outside, 5)}. "
-            f"`classes` ({labels_text(self.classes_)}) fixes the label set: add them to it, "
+            f"`classes` ({labels_text(current)}) fixes the label set: add them to it, "
             "or leave `classes` out to take the training labels."
         ) from None
+
+    def _check_fit_settings(self, method: str, again: str | None = None) -> None:
+        """Refuse ``method`` when ``classes`` or ``k_train`` changed since fit trained the
+        partition models (a model an older build pickled has no record: not checked)."""
+        check_calibration_settings(self, method, step="fit", again=again)
 
     def _base_estimator(self) -> Any:
         return LogisticRegression(max_iter=1000) if self.estimator is None else self.estimator
@@ -1296,6 +1317,7 @@ class ReliablePredictionSets(
                 jobs, n_jobs=self.n_jobs, verbose=self.verbose, desc="RPS partitions", total=k
             )
         self._estimator_adopted = False
+        record_calibration_settings(self, step="fit")
         remember_training_rows(self, X, labels)
         return self
 
@@ -1332,6 +1354,7 @@ class ReliablePredictionSets(
         self.estimators_ = models
         self.training_partition_sizes_ = None
         self._estimator_adopted = True
+        self.__dict__.pop("_fit_settings", None)  # nothing trained: `classes` is calibrate's
         self.__dict__.pop("_column_labels_in", None)  # the order the models saw: unknown
         for name in ("n_features_in_", "feature_names_in_"):
             if hasattr(models[0], name):
@@ -1388,6 +1411,7 @@ class ReliablePredictionSets(
             Columns in ``classes_`` order; each row sums to at most ``k_train_``.
         """
         check_is_fitted(self, "estimators_")
+        self._check_fit_settings("vote_counts", "fit(X, y)")
         X = self._check_X(X, reset=False)
         n, k = n_rows(X), self.classes_.size
         counts = np.zeros((n, k), dtype=np.int64)
@@ -1429,6 +1453,7 @@ class ReliablePredictionSets(
             Columns in ``classes_`` order.
         """
         check_wrapper_fitted(self, "estimators_", "predict_scores")
+        self._check_fit_settings("predict_scores", "fit(X, y)")
         if self._probability_mode():
             return self._probabilities(X)
         return _smoothed(self.vote_counts(X), self.k_train_, self.conformity_score)
@@ -1446,6 +1471,7 @@ class ReliablePredictionSets(
             Labels from ``classes_`` (the largest column of `predict_scores`).
         """
         check_wrapper_fitted(self, "estimators_", "predict")
+        self._check_fit_settings("predict", "fit(X, y)")
         scores = self.predict_scores(X)
         return self.classes_[np.argmax(scores, axis=1)]
 
@@ -1497,6 +1523,8 @@ class ReliablePredictionSets(
                     "list in `estimator`."
                 )
             self._adopt(cast(list, self._prefit()))  # not None: checked just above
+        else:  # the models fit trained: with the `classes` and `k_train` they have now?
+            self._check_fit_settings("calibrate")
         self._reset_calibration()
         X = self._check_X(X, reset=not hasattr(self, "n_features_in_"))
         n = n_rows(X)
@@ -1663,6 +1691,7 @@ class ReliablePredictionSets(
                 "ReliablePredictionSets needs calibration: call calibrate(X_calib, y_calib) on "
                 "held-out data first."
             )
+        self._check_fit_settings(method)
         check_calibration_settings(self, method)
         check_not_retrained(self, method)
 
