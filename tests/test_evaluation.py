@@ -2457,3 +2457,40 @@ def test_volume_samples_of_a_small_contra_model_are_its_monte_carlo_points(monke
     expected = [mean_volume(region, n_samples=40) for region in regions]
     np.testing.assert_allclose(report.to_frame()["mean_volume"], expected, rtol=1e-12)
     assert "volume_samples=40 latent points per row" in report.note
+
+
+def test_volume_samples_reach_the_by_group_table_and_volumes_are_taken_once():
+    """Review (s60, vol_groups.py): with ``groups``, evaluate's by-group table took every
+    volume again with the regions' default 2,000 points, whatever ``volume_samples`` was (one
+    group of all rows, volume_samples=40: 8.92994 overall, 8.92517 in the table), so volume()
+    ran twice per level; the table now reuses the volumes of the overall rows."""
+    from uqconform.regions import PredictionRegion
+
+    rng = np.random.default_rng(0)
+    n = 30
+    Y = rng.normal(size=(n, 2))
+    centers, scales = rng.normal(size=(n, 2)), rng.uniform(0.5, 2.0, size=(n, 2))
+    alphas = (0.5, 0.8)
+    one_group = np.zeros(n, dtype=int)
+    for samples in (None, 7):
+        discs = _KeptRegionsModel(lambda a: Discs(np.full(n, 1.0 / a)))
+        evaluate(
+            discs, np.zeros((n, 1)), Y, alpha=alphas, groups=one_group, volume_samples=samples
+        )
+        keywords = {} if samples is None else {"n_samples": samples}
+        assert [region.calls for region in discs.regions] == [[keywords]] * 2  # once a level
+        bulges = _KeptRegionsModel(lambda a: PredictionRegion(_Bulge(centers, scales), 1.0 / a))
+        report = evaluate(
+            bulges, np.zeros((n, 1)), Y, alpha=alphas, groups=one_group, volume_samples=samples
+        )
+        overall = [row["mean_volume"] for row in report.rows]
+        # the same volumes: equal up to the order of summation (bincount, np.mean)
+        np.testing.assert_allclose(report.by_group["mean_volume"], overall, rtol=1e-12)
+        assert report.by_group["group"].tolist() == [0, 0]
+    # and the table of two groups holds each group's mean of the same volumes
+    halves = np.repeat([0, 1], n // 2)
+    bulges = _KeptRegionsModel(lambda a: PredictionRegion(_Bulge(centers, scales), 1.0 / a))
+    report = evaluate(bulges, np.zeros((n, 1)), Y, alpha=alphas, groups=halves, volume_samples=7)
+    volumes = np.stack([r.volume(n_samples=7) for r in bulges.regions], axis=1)
+    expected = [volumes[halves == g, j].mean() for j in range(2) for g in (0, 1)]
+    np.testing.assert_allclose(report.by_group["mean_volume"], expected, rtol=1e-12)

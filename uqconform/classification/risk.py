@@ -130,8 +130,11 @@ def multilabel_probabilities(model: Any, X: Any, n_labels: int | None = None) ->
     ``MLPClassifier``, ``ClassifierChain``) or one ``(n, 2)`` array per label
     (``MultiOutputClassifier``, random forests, k-NN on a label matrix), where the column of
     class 1 is taken (a label constant in training gives a single column: 0 or 1). Torch
-    tensors, scipy sparse matrices and pandas frames (whole or per label) are read by
-    `model_output_as_float`, as the single-label wrappers read them.
+    tensors, scipy sparse matrices and pandas frames (whole or per label) are converted by
+    `model_output_as_float`. Frames are read by position, their column names ignored
+    (unlike the single-label wrappers, which reorder a frame's columns by class label):
+    column ``j`` of entry ``k`` is class ``model.classes_[k][j]`` (or ``j`` when the model
+    has no ``classes_``), and column ``k`` of a whole frame is label ``k``.
     """
     name = f"`estimator` ({type(model).__name__})"
     output = model.predict_proba(X)

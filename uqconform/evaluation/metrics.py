@@ -985,13 +985,26 @@ def coverage_by_group(
     check_row_order(y_true, groups, "groups", "y_true")  # both pandas: same rows, same order
     check_row_order(prediction, groups, "groups", "prediction")  # a labelled prediction frame
     parsed, y = _prepare(y_true, prediction, classes)
-    labels: Any = _check_groups(groups, y.shape[0])
+    codes, uniques = _group_codes(groups, y.shape[0])
+    return _group_table(parsed, _covered(parsed, y), _sizes(parsed), codes, uniques)
+
+
+def _group_codes(groups: ArrayLike, n: int) -> tuple[NDArray, NDArray]:
+    """Validated ``groups`` of ``n`` rows as codes and their labels (in category order for
+    a pandas Categorical, else sorted when the labels can be ordered)."""
+    labels: Any = _check_groups(groups, n)
     dtype = getattr(groups, "dtype", None)
     if isinstance(dtype, pd.CategoricalDtype):
         labels = pd.Categorical(labels, dtype=dtype)  # factorized in category order
-    codes, uniques = _factorize(labels)
-    covered = _covered(parsed, y)
-    sizes = _sizes(parsed)
+    return _factorize(labels)
+
+
+def _group_table(
+    parsed: _Parsed, covered: NDArray, sizes: NDArray, codes: NDArray, uniques: NDArray
+) -> pd.DataFrame:
+    """`coverage_by_group`'s table from per-row coverage and sizes ``(n, k)`` (`_covered`,
+    `_sizes`) and group codes (`_group_codes`): `evaluate` passes the sizes it already
+    took, so that no volume is computed twice (nor with other Monte Carlo points)."""
     counts = np.bincount(codes, minlength=uniques.size)
     index = pd.Index(uniques, name="group")
     frames = []

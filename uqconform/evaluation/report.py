@@ -37,9 +37,10 @@ from uqconform.evaluation.bounds import (
 from uqconform.evaluation.metrics import (
     EFFICIENCY_NAME,
     _covered,
+    _group_codes,
+    _group_table,
     _prepare,
     _sizes,
-    coverage_by_group,
 )
 from uqconform.evaluation.plotting import plot_coverage, plot_efficiency, require_pyplot
 from uqconform.quantiles import check_alpha
@@ -531,7 +532,8 @@ def evaluate(
         Multi-output models only: latent points per row of the Monte Carlo volumes of
         their regions (``n_samples`` of `uqconform.regions.PredictionRegion.volume`;
         regions of a normalizing flow, e.g. `uqconform.multioutput.CONTRA`), and said in
-        ``report.note``. None keeps the regions' default of 2,000, which dominates the
+        ``report.note``; ``report.by_group`` averages the same volumes (each row's volume
+        is taken once per level). None keeps the regions' default of 2,000, which dominates the
         cost of a flow's report: with a `uqconform.multioutput.CONTRA` of the default
         network (3 epochs, 1,000 fit and 1,000 calibration rows of ``make_banana``) and
         100 test rows at the three default levels, evaluate took 15.7 s of CPU time by
@@ -654,7 +656,8 @@ def evaluate(
     output = _check_output(output, task, method, alphas.size)
     classes = np.asarray(model.classes_) if task == "classification" else None
     parsed, target = _prepare(y, output, classes, name="y_test", of_model=True)
-    covered = _covered(parsed, target).mean(axis=0)
+    covered_rows = _covered(parsed, target)  # (n, k): the by-group table counts it too
+    covered = covered_rows.mean(axis=0)
     volume_note = None
     if volume_samples is None:
         sizes = _sizes(parsed)
@@ -715,7 +718,11 @@ def evaluate(
         notes.append(volume_note)
     by_group = None
     if groups is not None:
-        table = coverage_by_group(y, output, groups, classes).reset_index()
+        # the sizes of the rows above: each volume taken once, with volume_samples points
+        check_row_order(output, groups, "groups", "prediction")  # a labelled prediction frame
+        codes, uniques = _group_codes(groups, n_test)
+        table = _group_table(parsed, covered_rows, sizes, codes, uniques)
+        table = table.reset_index()
         table.insert(0, "alpha", alphas[table.pop("level").to_numpy()])
         by_group = table
     return CoverageReport(
