@@ -292,6 +292,19 @@ def test_score_refuses_a_dataframe_in_another_column_order(data):
         EllipsoidalConformalRegressor(Ridge()).score(Xt, frame)
 
 
+def test_score_checks_the_shape_and_rows_of_y_with_the_library_messages(data):
+    """Review finding: `score` left a 1-D ``Y`` and a ``Y`` with fewer rows than ``X`` to
+    scikit-learn ("y_true and y_pred have different number of output (1!=2)", "inconsistent
+    numbers of samples: [49, 50]"); it now says what calibrate says."""
+    (Xf, Yf), _, (Xt, Yt) = data
+    model = EllipsoidalConformalRegressor(Ridge(), random_state=0).fit(Xf, Yf)
+    with pytest.raises(ValueError, match=r"`Y` has 1 outputs but the model was fitted with 2"):
+        model.score(Xt, Yt[:, 0])
+    with pytest.raises(ValueError, match=r"`Y` has 299 rows but X has 300 rows"):
+        model.score(Xt, Yt[1:])
+    assert model.score(Xt, Yt) == pytest.approx(model.score(Xt, pd.DataFrame(Yt)))
+
+
 @pytest.mark.parametrize(
     "labels",
     [[450.0, 550.0], [("y", "a"), ("y", "b")], ["price", 2024]],
@@ -371,6 +384,40 @@ def test_in_sample_residuals_of_a_model_that_reproduces_its_fit_rows_are_named(m
     frozen = FrozenEstimator(clone(tree).fit(X[:600], Y[:600]))
     with pytest.warns(UserWarning, match=r"outputs \['u', 'v'\].*was not trained on"):
         model(frozen).fit(X[:600], frame)
+
+
+@pytest.mark.parametrize("shrinkage", [0.0, 0.2])
+def test_a_local_ellipse_around_a_model_that_reproduces_its_fit_rows_uses_the_spread(shrinkage):
+    """Review finding: with covariance="local" and cv=None around a default decision tree the
+    local moments came from the all-zero in-sample residuals, so shrinkage=0 gave the 1e-9
+    circle (review script, outputs on scales 1 and 1000: axis ratio 1 instead of 1083,
+    median area 10^6.7 against 10^3.8 with cv=5) while the warning said the shape followed
+    Y's spread; shrinkage > 0 silently gave the global shape. Now every local moment is the
+    spread's, and the warning says the local information is lost."""
+    X, Y = interpolated_data()
+    model = EllipsoidalConformalRegressor(
+        DecisionTreeRegressor(random_state=0), covariance="local", shrinkage=shrinkage, cv=None
+    )
+    with pytest.warns(
+        UserWarning,
+        match=r"spread of each output in Y.*covariance='local'.*"
+        r"same shape at every x",
+    ):
+        model.fit(X[:600], Y[:600])
+    factors = model._local_cholesky(X[1100:1110])
+    np.testing.assert_allclose(factors, np.broadcast_to(model._cholesky, factors.shape))
+    shape = factors[0] @ factors[0].T
+    ratio = shape[1, 1] / shape[0, 0]
+    assert ratio == pytest.approx(Y[:600, 1].var() / Y[:600, 0].var(), rel=1e-6)  # not 1
+    region = model.calibrate(X[600:1100], Y[600:1100]).predict_set(X[1100:])
+    folds = EllipsoidalConformalRegressor(
+        DecisionTreeRegressor(random_state=0),
+        covariance="local",
+        shrinkage=shrinkage,
+        random_state=0,
+    ).fit(X[:600], Y[:600])
+    reference = folds.calibrate(X[600:1100], Y[600:1100]).predict_set(X[1100:])
+    assert mean_volume(region) < 3 * mean_volume(reference)
 
 
 def test_exact_and_constant_outputs_with_in_sample_residuals():

@@ -193,9 +193,10 @@ def test_boundary_points_sit_at_the_radius_and_contains_agrees(norm, kind):
 
 @pytest.mark.parametrize("norm", ["l2", "linf"])
 def test_affine_boundary_points_are_on_the_boundary_up_to_a_few_ulps(norm):
-    """Review finding: `contains` said the boundary is inside, but 7% to 17% of the points
-    of `boundary` of ellipses and boxes were refused (rounding; the docstring now says
-    "up to rounding"): each is within a few ulps of the radius, relatively."""
+    """Review finding: `contains` said the boundary is inside, but some of the points of
+    `boundary` of ellipses and boxes were refused (rounding; the docstring now says "up to
+    rounding", with no share: it depends on the region): each is within a few ulps of the
+    radius, relatively."""
     region = PredictionRegion(full_map(), 1.3, norm)
     curve = region.boundary(n_points=200)
     rows = np.repeat(np.arange(len(region)), 200)

@@ -713,10 +713,10 @@ class PredictionRegion:
     def contains(self, Y: ArrayLike) -> NDArray:
         """Whether ``Y[i]`` lies in region ``i``: ``||g_i(Y[i])|| <= radius`` (closed, up
         to rounding: a point computed on the boundary, such as those of `boundary`, can
-        land a few ulps outside; on ellipses and boxes of `make_banana` 7% to 17% of the
-        points of ``boundary(200)`` scored at most 7e-16 above the radius, relatively, and
-        were refused). For maps computed in float32, such as flows, points within their
-        ``rounding`` of the boundary are accepted too (see `LatentMap`).
+        score a few ulps above the radius and be refused; how many are depends on the
+        region and on the rounding of its map). For maps computed in float32, such as
+        flows, points within their ``rounding`` of the boundary are accepted too (see
+        `LatentMap`).
 
         Parameters
         ----------

@@ -655,8 +655,10 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
         """
         check_row_order(X, y, "Y")
         self._check_trained("score")
-        self._check_output_names(y, learn=False)
-        return float(super().score(X, y, sample_weight=sample_weight))
+        # the shape and rows of Y, its columns' names: as calibrate says (not scikit-learn's
+        # "different number of output" or "inconsistent numbers of samples")
+        Y = self._check_target(y, n_rows(X), calibrating=True)
+        return float(super().score(X, Y, sample_weight=sample_weight))
 
     def predict_set(
         self,

@@ -18,9 +18,9 @@ in-sample residuals of the fitted model are used (cheaper, often too tight a sha
 coverage still holds because the radius is calibrated on held-out data). A model that
 reproduces its fit rows (a default decision tree, one nearest neighbour) has in-sample
 residuals 0: a warning names those outputs, and when every output is such the shape is the
-spread of each output of Y instead. A prefit ``estimator`` calibrated without ``fit``
-learns the shape on a random half of the calibration rows and calibrates the radius on the
-other half.
+spread of each output of Y instead (the same at every x for a local ellipse). A prefit
+``estimator`` calibrated without ``fit`` learns the shape on a random half of the
+calibration rows and calibrates the radius on the other half.
 """
 
 from __future__ import annotations
@@ -150,9 +150,16 @@ class _ResidualShapeRegressor(MultiOutputConformalRegressor):
             )
         else:
             remedy = "use cv=5 (the default): out-of-fold residuals give the shape"
+        local = getattr(self, "covariance", None) == "local"
         consequence = (
             "the shape falls back to the spread of each output in Y, which ignores "
             "the model's errors"
+            + (
+                " (and covariance='local' uses that same shape at every x: the local "
+                "information is lost)"
+                if local
+                else ""
+            )
             if every
             else "their test errors alone set the radius, and the region is far too "
             "wide along the other outputs"
@@ -297,7 +304,7 @@ class EllipsoidalConformalRegressor(_ResidualShapeRegressor):
             features = self._numeric_features(X)
             self._scaler = StandardScaler(with_mean=not sparse.issparse(features)).fit(features)
             k = min(int(self.n_neighbors), residuals.shape[0])
-            if k < residuals.shape[1] and self.shrinkage == 0:
+            if k < residuals.shape[1] and self.shrinkage == 0 and spread is None:
                 warn_user(
                     f"covariance='local' with n_neighbors={k} below the {residuals.shape[1]} "
                     "outputs and shrinkage=0: each local covariance is singular, so the "
@@ -310,7 +317,9 @@ class EllipsoidalConformalRegressor(_ResidualShapeRegressor):
             # rows, 50 neighbours, 10 features: kd-tree 6.3 s, brute force 0.8 s)
             search = "brute" if scaled.shape[1] >= 5 else "auto"
             self._neighbors = NearestNeighbors(n_neighbors=k, algorithm=search).fit(scaled)
-            self._shape_residuals = residuals
+            # residuals without scale (all 0 in-sample): every local moment is the spread's,
+            # the fallback shape, rather than the floor 1e-9 (mixed in by `shrinkage` only)
+            self._shape_residuals = residuals if spread is None else None
         else:
             for name in ("_scaler", "_neighbors", "_shape_residuals"):
                 self.__dict__.pop(name, None)
@@ -329,9 +338,13 @@ class EllipsoidalConformalRegressor(_ResidualShapeRegressor):
         """Cholesky factors ``(n, d, d)`` of the shrunk local covariances.
 
         Computed in blocks of about ``_LOCAL_CELLS / (k d)`` rows, so the gathered
-        neighbour residuals never hold more than about ``_LOCAL_CELLS`` numbers.
+        neighbour residuals never hold more than about ``_LOCAL_CELLS`` numbers. When the
+        spread of ``Y`` replaced in-sample residuals that were all 0, every factor is the
+        global one.
         """
         features = self._scaler.transform(self._numeric_features(X))
+        if self._shape_residuals is None:  # the spread of Y replaced the residuals
+            return np.repeat(self._cholesky[None], features.shape[0], axis=0)
         neighbours = self._neighbors.kneighbors(features, return_distance=False)
         n, k = neighbours.shape
         d = self._shape_residuals.shape[1]
