@@ -318,9 +318,11 @@ class CrossFitWrapper(ModelWrapper):
         X : array-like or DataFrame of shape (n_samples, n_features)
         y : array-like of shape (n_samples,)
         groups : array-like of shape (n_samples,), optional
-            Passed to the splitter's ``split`` (``GroupKFold``); not Mondrian groups.
-            Refused with a splitter that does not read them (an int ``cv``, ``KFold``).
-            Bootstrap samples take none.
+            Group labels that set the folds: passed to the splitter's ``split`` (a
+            ``GroupKFold`` keeps each group in one fold); not Mondrian groups. Refused with
+            a splitter that does not read them (an int ``cv``, ``KFold``) and with a list
+            of (train, test) pairs. ``JackknifeAfterBootstrapRegressor`` refuses them
+            always: its bootstrap samples draw rows, not groups.
         **fit_params : dict
             Passed to every model's ``fit``; per-row arrays (``sample_weight``) are taken
             on the model's training rows.
