@@ -1350,6 +1350,8 @@ def test_evaluate_names_the_arguments_the_user_passed():
         evaluate(model, X[200:], y[200:299], alpha=0.1)
     with pytest.raises(ValueError, match="`groups` has 3 entries but `y_test` has 100"):
         evaluate(model, X[200:], y[200:], alpha=0.1, groups=[0, 1, 0])
+    with pytest.raises(ValueError, match="`groups` has 99 entries but `y_test` has 100"):
+        evaluate(model, X[200:], y[200:], alpha=0.1, groups=np.zeros((99, 1)))  # a column
 
 
 def test_group_volumes_keep_nan_and_inf_apart():

@@ -1086,7 +1086,7 @@ class ReliablePredictionSets(
 
     #: Parameters the partition models and ``classes_`` depend on (changing one needs a new
     #: fit); not recorded for fitted models adopted from a list (`_calibration_params`).
-    _fit_params = ("classes", "k_train")
+    _fit_params = ("estimator", "classes", "k_train")
 
     @property
     def _calibration_params(self) -> tuple[str, ...]:

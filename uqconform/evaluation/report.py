@@ -720,7 +720,7 @@ def evaluate(
     if groups is not None:
         # the sizes of the rows above: each volume taken once, with volume_samples points
         check_row_order(output, groups, "groups", "prediction")  # a labelled prediction frame
-        codes, uniques = _group_codes(groups, n_test)
+        codes, uniques = _group_codes(groups, n_test, rows_of="`y_test`")
         table = _group_table(parsed, covered_rows, sizes, codes, uniques)
         table = table.reset_index()
         table.insert(0, "alpha", alphas[table.pop("level").to_numpy()])
