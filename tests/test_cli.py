@@ -1187,3 +1187,22 @@ def test_reports_are_written_in_utf8_whatever_the_locale(tmp_path):
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "0.5 ± 0.1" in (tmp_path / "out" / "report.md").read_text(encoding="utf-8")
+
+
+def test_a_stop_a_family_swallows_still_stops_the_run(fake_registry, tmp_path, capsys):
+    # scikit-learn's adam training catches KeyboardInterrupt and returns the network as it
+    # stands: a SIGTERM there let the run finish with cut-short results and exit 0
+    def swallows(ctx):
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)  # the handler raises here
+        except KeyboardInterrupt:
+            pass  # "Training interrupted by user."
+        return FamilyResult(tables={"t": [{"x": 1.0}]})
+
+    registry._FAMILIES["fake-swallows"] = Family("fake-swallows", "swallows", swallows)
+    out = tmp_path / "out"
+    code = main(["benchmark", "--suite", "fake-swallows", "--out", str(out), "--jobs", "1"])
+    assert code == 128 + signal.SIGTERM
+    assert not out.exists()
+    assert "terminated" in capsys.readouterr().err

@@ -256,7 +256,8 @@ def _command(argv: Sequence[str] | None, run: dict[str, Any]) -> int:
     run.update(chosen)
     # `kill`, a CI timeout, a closed terminal: stopped as Ctrl-C is (signal handlers can
     # only be set on the main thread)
-    stopping = [signal.SIGTERM] + ([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])
+    stopping = [signal.SIGINT, signal.SIGTERM]
+    stopping += [signal.SIGHUP] if hasattr(signal, "SIGHUP") else []
     if threading.current_thread() is not threading.main_thread():
         stopping = []
     previous = {signum: signal.signal(signum, _stop_on_signal) for signum in stopping}
@@ -311,7 +312,13 @@ class _Terminated(KeyboardInterrupt):
 
 
 def _stop_on_signal(signum: int, frame: Any) -> None:
-    raise _Terminated(signum)
+    stop: KeyboardInterrupt = (
+        KeyboardInterrupt() if signum == signal.SIGINT else _Terminated(signum)
+    )
+    from uqconform.benchmarks.runner import request_stop
+
+    request_stop(stop)  # raised again after the family, should a model swallow it
+    raise stop
 
 
 def _as_options(message: str) -> str:

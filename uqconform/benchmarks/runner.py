@@ -467,6 +467,25 @@ def _jsonable(value: Any) -> Any:
 
 
 # ---- the run ----------------------------------------------------------------------------------
+# A stop the command line received (Ctrl-C, SIGTERM, SIGHUP): a family's model may swallow
+# its KeyboardInterrupt (scikit-learn's adam/sgd training returns the network as it
+# stands), so the run raises it again once that family returns.
+_PENDING_STOPS: list[BaseException] = []
+
+
+def request_stop(stop: BaseException) -> None:
+    """Record ``stop`` (raised by a signal handler) so the run ends at the latest when the
+    running family returns, even if something in the family caught it."""
+    _PENDING_STOPS.append(stop)
+
+
+def _raise_pending_stop() -> None:
+    if _PENDING_STOPS:
+        stop = _PENDING_STOPS[0]
+        _PENDING_STOPS.clear()
+        raise stop
+
+
 def _run_family(name: str, ctx: BenchmarkContext, echo: Callable[[str], None]) -> dict[str, Any]:
     record: dict[str, Any] = {"status": "ok", "scale": ctx.scale, "seed": ctx.seed}
     record["started"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
@@ -507,6 +526,7 @@ def _run_family(name: str, ctx: BenchmarkContext, echo: Callable[[str], None]) -
         _mark_failed(record, f"{type(error).__name__}: {error}", traceback.format_exc(), ctx.notes)
         record["time_s"] = time.perf_counter() - start
         text = _family_text(name, record)
+    _raise_pending_stop()  # a stop the family swallowed: no results from a cut-short family
     record["figures"] = list(ctx.figures)
     echo(text)
     return record
@@ -1126,6 +1146,7 @@ def run_benchmark(
             "add offsets to it and scikit-learn takes seeds below 2**32."
         )
     check_int(jobs, "jobs", low=1, allow_none=True)
+    _PENDING_STOPS.clear()  # (one left by an earlier run in this process)
     if not isinstance(out, (str, os.PathLike)) or isinstance(os.fspath(out), bytes):
         raise TypeError(f"`out` must be a folder path (str or Path), got {out!r}.")
     if echo is not None and not callable(echo):
