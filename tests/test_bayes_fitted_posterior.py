@@ -83,6 +83,16 @@ def test_a_fitted_posterior_must_know_the_columns_the_predictive_is_fitted_on(fr
         X[:200].to_numpy(), y[:200], X[200:].to_numpy(), y[200:]
     )
     LinearizedPredictive(net, posterior=unnamed, random_state=0).fit(X[200:], y[200:])
+    # integer labels: the same labels in another order are refused; a renumbered frame of
+    # the same columns (other labels) is read by position, as check_features reads it
+    ints = X.set_axis([1, 3, 5], axis=1)
+    post = LaplacePosterior(net, random_state=0).fit(ints[:200], y[:200], ints[200:], y[200:])
+    with pytest.raises(ValueError, match=r"`posterior` was fitted on the columns \[1, 3, 5\]"):
+        LinearizedPredictive(net, posterior=post, random_state=0).fit(
+            ints[200:][[5, 1, 3]], y[200:]
+        )
+    renumbered = ints[200:].set_axis([0, 1, 2], axis=1)
+    LinearizedPredictive(net, posterior=post, random_state=0).fit(renumbered, y[200:])
 
 
 def _refit_setup():

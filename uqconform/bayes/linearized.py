@@ -443,7 +443,8 @@ class LinearizedPredictive(ExplainsCallMistakes, VersionedState, BaseEstimator):
                 raise ValueError(
                     "`y` has only one class; a classifier's predictive needs at least 2 classes."
                 )
-            if present.size < 2:  # a fitted network has its classes: the NLL is defined
+            known = getattr(self.estimator, "classes_", present)  # unseen: refused below
+            if present.size < 2 and np.isin(present, known).all():  # the NLL is defined
                 warn_user(
                     f"every row of `y` is of class {present.tolist()[0]!r}: the scale (and a "
                     "posterior built here) is tuned on that class alone, which rewards "
@@ -622,14 +623,18 @@ class LinearizedPredictive(ExplainsCallMistakes, VersionedState, BaseEstimator):
 
     def _check_posterior_columns(self, posterior: LaplacePosterior) -> None:
         """Refuse a fitted posterior built on other columns than the ``X`` of `fit`: their
-        names (or integer labels), where both recorded them, must be the same in the same
-        order. The network reads columns by position, and one trained on an array compares
-        no names: a posterior of frames (a, b, c) with a predictive fitted and used on
-        frames (c, a, b) predicted means 4.7 away in a review, silently."""
+        names, where both recorded them, must be the same in the same order, and integer
+        labels must not be the same labels in another order (other integer labels, as of a
+        renumbered frame, are read by position, as `check_features` reads them). The
+        network reads columns by position, and one trained on an array compares no names:
+        a posterior of frames (a, b, c) with a predictive fitted and used on frames
+        (c, a, b) predicted means 4.7 away in a review, silently."""
         for name in ("feature_names_in_", "_column_labels_in"):
             theirs, ours = posterior.__dict__.get(name), self.__dict__.get(name)
             if theirs is None or ours is None or list(theirs) == list(ours):
                 continue
+            if name == "_column_labels_in" and sorted(theirs) != sorted(ours):
+                continue  # other integer labels (a frame renumbered): positions, as elsewhere
             raise ValueError(
                 f"`posterior` was fitted on the columns {labels_text(theirs)}, but `X` has "
                 f"{labels_text(ours)}: the network reads columns by position, so each "
