@@ -1866,10 +1866,9 @@ class ReliablePredictionSets(
             no other training row has adds one, the deletion or relabelling of a label's
             last row removes one), changing the sets (with ``"vote_softmax"`` every row's
             scores) beyond the certificate; a fixed ``classes`` refuses training labels
-            outside it. For models given fitted
-            as a list in ``estimator`` the certificate assumes disjoint training
-            partitions, each row's chosen by that row alone (`hash_partition`), which
-            nothing here can check: it warns.
+            outside it. For models given fitted as a list in ``estimator`` the certificate
+            assumes disjoint training partitions, each row's chosen by that row alone
+            (`hash_partition`), which nothing here can check: it warns.
         r_calib : int, default=0
             Poisoned calibration points; every calibration partition must keep at least
             ``max(minimum_partition_size(k_calib, alpha, coverage),
