@@ -92,7 +92,17 @@ def test_a_fitted_posterior_must_know_the_columns_the_predictive_is_fitted_on(fr
             ints[200:][[5, 1, 3]], y[200:]
         )
     renumbered = ints[200:].set_axis([0, 1, 2], axis=1)
-    LinearizedPredictive(net, posterior=post, random_state=0).fit(renumbered, y[200:])
+    with pytest.warns(UserWarning, match=r"not those of the posterior's fit \(\[1, 3, 5\]\)"):
+        LinearizedPredictive(net, posterior=post, random_state=0).fit(renumbered, y[200:])
+    # labels that cannot be ordered (timestamps beside integers) are compared as sets
+    stamps = [0, pd.Timestamp("2020-01-01"), pd.Timestamp("2021-01-01")]
+    post = LaplacePosterior(net, random_state=0).fit(
+        X[:200].set_axis(stamps, axis=1), y[:200], X[200:].set_axis(stamps, axis=1), y[200:]
+    )
+    with pytest.raises(ValueError, match=r"`posterior` was fitted on the columns"):
+        LinearizedPredictive(net, posterior=post, random_state=0).fit(
+            X[200:].set_axis(stamps[::-1], axis=1), y[200:]
+        )
 
 
 def _refit_setup():

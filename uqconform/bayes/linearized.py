@@ -625,7 +625,8 @@ class LinearizedPredictive(ExplainsCallMistakes, VersionedState, BaseEstimator):
         """Refuse a fitted posterior built on other columns than the ``X`` of `fit`: their
         names, where both recorded them, must be the same in the same order, and integer
         labels must not be the same labels in another order (other integer labels, as of a
-        renumbered frame, are read by position, as `check_features` reads them). The
+        renumbered frame, are read by position with a warning, as `check_features` reads
+        them). The
         network reads columns by position, and one trained on an array compares no names:
         a posterior of frames (a, b, c) with a predictive fitted and used on frames
         (c, a, b) predicted means 4.7 away in a review, silently."""
@@ -633,8 +634,15 @@ class LinearizedPredictive(ExplainsCallMistakes, VersionedState, BaseEstimator):
             theirs, ours = posterior.__dict__.get(name), self.__dict__.get(name)
             if theirs is None or ours is None or list(theirs) == list(ours):
                 continue
-            if name == "_column_labels_in" and sorted(theirs) != sorted(ours):
-                continue  # other integer labels (a frame renumbered): positions, as elsewhere
+            if name == "_column_labels_in" and set(theirs) != set(ours):
+                # other labels (a frame renumbered): read by position, as check_features does
+                warn_user(
+                    f"`X` has the column labels {labels_text(ours)}, not those of the "
+                    f"posterior's fit ({labels_text(theirs)}): columns are read by position; "
+                    "check that they are the same features in the same order.",
+                    UserWarning,
+                )
+                continue
             raise ValueError(
                 f"`posterior` was fitted on the columns {labels_text(theirs)}, but `X` has "
                 f"{labels_text(ours)}: the network reads columns by position, so each "
