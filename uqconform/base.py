@@ -1679,9 +1679,8 @@ class ConformalPredictor(ModelWrapper):
             ).reshape(n_strata, alphas.size)
         counts = np.diff(bounds)
         ranked = values[order]  # stratum by stratum
-        by_value = np.argsort(ranked)
-        within = np.repeat(np.arange(n_strata), counts)[by_value]
-        ranked = ranked[by_value[np.argsort(within, kind="stable")]]  # then by value in each
+        strata = np.repeat(np.arange(n_strata), counts)
+        ranked = ranked[np.lexsort((ranked, strata))]  # then by value within each
         sizes, size_index = np.unique(counts, return_inverse=True)  # few distinct sizes
         ranks = np.stack([conformal_rank(int(size), alphas) for size in sizes])[size_index]
         finite = ranks <= counts[:, None]

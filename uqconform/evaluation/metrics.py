@@ -920,19 +920,6 @@ def mean_volume(
     return _per_level(_sizes(parsed, **volume_kwargs).mean(axis=0), parsed.single)
 
 
-def _check_groups(groups: ArrayLike, n: int, rows_of: str = "`y_true`") -> NDArray:
-    if groups is None:
-        raise ValueError("`groups` is None; pass one group label per row.")
-    # the length and shape checks of the wrappers; labels that do not order are fine here
-    labels = check_rows("groups", groups, n, rows_of=rows_of)
-    # every kind: NaT in datetime64 / timedelta64 groups is missing too
-    if np.any(pd.isna(labels)):
-        raise ValueError(
-            "`groups` contains missing (NaN/None/NaT) labels; every row needs a group."
-        )
-    return labels
-
-
 def _factorize(labels: Any) -> tuple[NDArray, NDArray]:
     try:
         codes, uniques = pd.factorize(labels, sort=True)
@@ -993,7 +980,15 @@ def _group_codes(groups: ArrayLike, n: int, rows_of: str = "`y_true`") -> tuple[
     """Validated ``groups`` of ``n`` rows (those of ``rows_of``) as codes and their labels
     (in category order for a pandas Categorical, else sorted when the labels can be
     ordered)."""
-    labels: Any = _check_groups(groups, n, rows_of)
+    if groups is None:
+        raise ValueError("`groups` is None; pass one group label per row.")
+    # the length and shape checks of the wrappers; labels that do not order are fine here
+    labels: Any = check_rows("groups", groups, n, rows_of=rows_of)
+    # every kind: NaT in datetime64 / timedelta64 groups is missing too
+    if np.any(pd.isna(labels)):
+        raise ValueError(
+            "`groups` contains missing (NaN/None/NaT) labels; every row needs a group."
+        )
     dtype = getattr(groups, "dtype", None)
     if isinstance(dtype, pd.CategoricalDtype):
         labels = pd.Categorical(labels, dtype=dtype)  # factorized in category order

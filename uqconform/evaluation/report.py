@@ -659,13 +659,9 @@ def evaluate(
     covered_rows = _covered(parsed, target)  # (n, k): the by-group table counts it too
     covered = covered_rows.mean(axis=0)
     volume_note = None
-    if volume_samples is None:
-        sizes = _sizes(parsed)
-    else:
-        volume_note = (
-            _volume_samples_note(parsed.data, volume_samples) if parsed.kind == "region" else None
-        )
-        sizes = _sizes(parsed, n_samples=volume_samples)
+    if volume_samples is not None and parsed.kind == "region":
+        volume_note = _volume_samples_note(parsed.data, volume_samples)
+    sizes = _sizes(parsed, **({} if volume_samples is None else {"n_samples": volume_samples}))
     efficiency = EFFICIENCY_NAME[parsed.kind]
     n_test = int(target.shape[0])
 
