@@ -1189,6 +1189,35 @@ def test_reports_are_written_in_utf8_whatever_the_locale(tmp_path):
     assert "0.5 ± 0.1" in (tmp_path / "out" / "report.md").read_text(encoding="utf-8")
 
 
+def test_a_stop_a_family_swallows_is_raised_again_while_the_family_goes_on(
+    fake_registry, tmp_path, capsys
+):
+    # a family that swallows the stop and keeps working (more networks to train) must not
+    # hold the run for the rest of its work: a CI timeout's grace period is short
+    finished = []
+
+    def swallows_then_works(ctx):
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)  # the handler raises here
+        except KeyboardInterrupt:
+            pass  # "Training interrupted by user."
+        for _ in range(200):  # 10 s of further work, interrupted by the stop raised again
+            time.sleep(0.05)
+        finished.append(True)
+        return FamilyResult(tables={"t": [{"x": 1.0}]})
+
+    registry._FAMILIES["fake-works-on"] = Family("fake-works-on", "works on", swallows_then_works)
+    previous = signal.getsignal(signal.SIGALRM)
+    out = tmp_path / "out"
+    code = main(["benchmark", "--suite", "fake-works-on", "--out", str(out), "--jobs", "1"])
+    assert code == 128 + signal.SIGTERM
+    assert finished == []
+    assert not out.exists()
+    assert signal.getsignal(signal.SIGALRM) is previous  # the handler put back
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)  # and no timer left running
+
+
 def test_a_stop_a_family_swallows_still_stops_the_run(fake_registry, tmp_path, capsys):
     # scikit-learn's adam training catches KeyboardInterrupt and returns the network as it
     # stands: a SIGTERM there let the run finish with cut-short results and exit 0

@@ -469,14 +469,45 @@ def _jsonable(value: Any) -> Any:
 # ---- the run ----------------------------------------------------------------------------------
 # A stop the command line received (Ctrl-C, SIGTERM, SIGHUP): a family's model may swallow
 # its KeyboardInterrupt (scikit-learn's adam/sgd training returns the network as it
-# stands), so the run raises it again once that family returns.
+# stands), so while that family goes on the stop is raised again every half second
+# (SIGALRM, where the platform has it), and once more when the family returns.
 _PENDING_STOPS: list[BaseException] = []
+_REDELIVERY_S = 0.5
+_redelivery: dict[str, Any] = {"family_running": False, "installed": False, "previous": None}
 
 
 def request_stop(stop: BaseException) -> None:
-    """Record ``stop`` (raised by a signal handler) so the run ends at the latest when the
-    running family returns, even if something in the family caught it."""
+    """Record ``stop`` (raised by a signal handler, on the main thread) so that the run
+    ends even if something in the running family caught it: raised again every
+    half second while the family runs, and when it returns."""
     _PENDING_STOPS.append(stop)
+    if _redelivery["family_running"] and hasattr(signal, "setitimer"):
+        if not _redelivery["installed"]:
+            _redelivery["previous"] = signal.signal(signal.SIGALRM, _redeliver_stop)
+            _redelivery["installed"] = True
+        signal.setitimer(signal.ITIMER_REAL, _REDELIVERY_S)
+
+
+def _redeliver_stop(signum: int, frame: Any) -> None:
+    if _PENDING_STOPS and _redelivery["family_running"]:
+        signal.setitimer(signal.ITIMER_REAL, _REDELIVERY_S)
+        raise _PENDING_STOPS[0]
+
+
+@contextlib.contextmanager
+def _family_running() -> Iterator[None]:
+    """Mark a family as running so that a stop it swallows is raised again; the timer and
+    the SIGALRM handler a stop set are undone when the family ends, however it ends."""
+    _redelivery["family_running"] = True
+    try:
+        yield
+    finally:
+        _redelivery["family_running"] = False
+        if _redelivery["installed"]:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            # (None: a handler set outside Python, which cannot be put back)
+            signal.signal(signal.SIGALRM, _redelivery["previous"] or signal.SIG_DFL)
+            _redelivery["installed"] = False
 
 
 def _raise_pending_stop() -> None:
@@ -505,7 +536,8 @@ def _run_family(name: str, ctx: BenchmarkContext, echo: Callable[[str], None]) -
             record["tables"], record["headlines"] = {}, []
             record["notes"] = [f"skipped: {', '.join(missing)} not installed; {hint}"]
         else:
-            result = families[name].run(ctx)
+            with _family_running():
+                result = families[name].run(ctx)
             if not isinstance(result, FamilyResult):
                 raise TypeError(
                     f"family {name!r} returned {type(result).__name__}, not FamilyResult"
