@@ -1716,20 +1716,28 @@ def test_classes_or_k_train_changed_after_fit_need_a_new_fit(change):
     assert refit.predict_set(X_cal).shape == (len(X_cal), width)
 
 
-@pytest.mark.parametrize("change", [{"estimator__C": 0.01}, {"estimator": "tree"}])
+@pytest.mark.parametrize(
+    "change", [{"estimator__C": 0.01}, {"estimator": "tree"}, {"estimator": "equal"}]
+)
 def test_an_estimator_changed_after_fit_needs_a_new_fit(change):
     # diff review 35: the partition models kept the old estimator's sets and certificates
-    # after set_params(estimator=...) and a new calibrate, silently
+    # after set_params(estimator=...) and a new calibrate, silently; an equal new object
+    # is a change too (models are compared by identity), which the message says
     from sklearn.tree import DecisionTreeClassifier
 
+    said = "prints the same" if change == {"estimator": "equal"} else ""
     if change == {"estimator": "tree"}:
         change = {"estimator": DecisionTreeClassifier(max_depth=1)}
+    elif change == {"estimator": "equal"}:
+        change = {"estimator": LogisticRegression()}
     X_fit, y_fit, X_cal, y_cal = _three_classes()
     model = ReliablePredictionSets(LogisticRegression(), k_train=10, k_calib=5, random_state=0)
     model.fit(X_fit, y_fit).calibrate(X_cal, y_cal)
     model.set_params(**change)
     for call in (lambda: model.predict_set(X_cal), lambda: model.calibrate(X_cal, y_cal)):
-        with pytest.raises(NotFittedError, match=r"parameters changed since fit.*estimator"):
+        with pytest.raises(
+            NotFittedError, match=rf"parameters changed since fit.*estimator.*{said}"
+        ):
             call()
     model.fit(X_fit, y_fit).calibrate(X_cal, y_cal)  # a new fit: accepted
     assert model.predict_set(X_cal).shape == (len(X_cal), 3)

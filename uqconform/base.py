@@ -423,6 +423,23 @@ def _setting_text(value: Any) -> str:
     return f"{text[:120]} ... {text[-60:]}"
 
 
+def _changed_setting_text(name: str, used: Any, now: Any) -> str:
+    """``name=<the value a step used>`` for a message, told apart from the value now when
+    both print alike: a model is compared by identity, so an equal new object (the same
+    constructor call again) is a change, and so is the same model fitted again; a long
+    array may differ where its text is cut."""
+    text = _setting_text(used)
+    if text != _setting_text(now):
+        return f"{name}={text}"
+    if type(used) in (list, tuple) and used and all(hasattr(item, "fit") for item in used):
+        return f"{name}={text}; now other models that print the same (compared by identity)"
+    if not isinstance(used, _FittedState):
+        return f"{name}={text}; now a value that prints the same but differs"
+    if used.owner is _fit_owner(now):
+        return f"{name}={text}, fitted again since"
+    return f"{name}={text}; now another object that prints the same (compared by identity)"
+
+
 def check_calibration_settings(
     model: Any,
     method: str,
@@ -441,7 +458,7 @@ def check_calibration_settings(
     """
     used = model.__dict__.get(f"_{step}_settings", {})
     changed = [
-        f"{name}={_setting_text(value)}"
+        _changed_setting_text(name, value, getattr(model, name))
         for name, value in used.items()
         if (only is None or name in only) and not _same_setting(value, getattr(model, name))
     ]
