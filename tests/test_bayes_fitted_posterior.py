@@ -64,6 +64,18 @@ def test_laplace_posterior_refuses_x_val_with_the_columns_of_x_reordered(framed)
     assert fitted.prior_precision_ == plain.prior_precision_
 
 
+def test_messages_about_x_val_name_it(framed):
+    """Diff review: the errors and warnings about `X_val` said `X` ("`X_val`: `X` contains
+    NaN", scikit-learn's "X does not have valid feature names" for an array `X_val`)."""
+    net, X, y = framed
+    Xv = X[200:].to_numpy(copy=True)
+    with pytest.warns(UserWarning, match=r"^`X_val` does not have valid feature names"):
+        LaplacePosterior(net, random_state=0).fit(X[:200], y[:200], Xv, y[200:])
+    Xv[0, 1] = np.nan
+    with pytest.raises(ValueError, match=r"^`X_val` contains NaN, which a network"):
+        LaplacePosterior(net, random_state=0).fit(X[:200], y[:200], Xv, y[200:])
+
+
 def test_a_fitted_posterior_must_know_the_columns_the_predictive_is_fitted_on(framed):
     """Review finding: LinearizedPredictive(net, posterior=post) never compared the fitted
     posterior's feature_names_in_ with its own frame: a posterior built on (a, b, c) and a

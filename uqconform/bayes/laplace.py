@@ -31,7 +31,10 @@ too wide intervals here).
 
 from __future__ import annotations
 
+import contextlib
 import numbers
+import warnings
+from collections.abc import Iterator
 from typing import Any, ClassVar
 
 import numpy as np
@@ -142,21 +145,46 @@ def _check_validation_columns(posterior: LaplacePosterior, X_val: Any) -> None:
     and one trained on an array does not compare names: ``X_val[["c", "a", "b"]]`` after
     ``X`` (a, b, c) gave each feature another's values, and moved the noise variance of a
     review's network from 0.201 to 1.843 and its tuned prior from 10 to 100, silently.
-    Other mismatches scikit-learn warns of (an array after a frame) still only warn.
+    Other mismatches scikit-learn warns of (an array after a frame) still only warn, their
+    text naming `X_val` too.
     """
-    try:
+    with _messages_naming_x_val():
         check_features(posterior, X_val, reset=False)
-    except ValueError as error:
-        text = str(error)
-        if "`X`" in text:  # the library's own messages, which name the argument
-            replaced = (("`X`", "`X_val`"), ("at the fit", "in `X`"), ("of the fit", "of `X`"))
-            for old, new in (*replaced, ("X[", "X_val[")):
-                text = text.replace(old, new)
-        elif "feature names" in text:  # scikit-learn's: "fit" there is `X`
-            text = f"`X_val` must have the columns of `X`, in its order: {text.rstrip()}"
-        else:  # scikit-learn's, prefixed as for the other errors of X_val
-            text = f"`X_val`: {text}"
-        raise ValueError(text) from None
+
+
+@contextlib.contextmanager
+def _messages_naming_x_val() -> Iterator[None]:
+    """Errors (ValueError) and warnings raised inside, about ``X``, rewritten to name
+    ``X_val``; the warnings told again in the user's filters."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            yield
+        except ValueError as error:
+            raise ValueError(_naming_x_val(str(error))) from None
+    for warning in caught:
+        warn_user(_naming_x_val(str(warning.message)), warning.category)
+
+
+def _naming_x_val(text: str) -> str:
+    """A message about ``X`` (the library's, which names its argument, or scikit-learn's)
+    rewritten for ``X_val``.
+
+    Examples
+    --------
+    >>> _naming_x_val("X has 2 features, but LaplacePosterior is expecting 3 features.")
+    '`X_val` has 2 features, but LaplacePosterior is expecting 3 features.'
+    """
+    if "`X`" in text:  # the library's own messages, which name the argument
+        replaced = (("`X`", "`X_val`"), ("at the fit", "in `X`"), ("of the fit", "of `X`"))
+        for old, new in (*replaced, ("X[", "X_val[")):
+            text = text.replace(old, new)
+        return text
+    if text.startswith("X "):  # scikit-learn's "X has 2 features, but ..."
+        return f"`X_val`{text[1:]}"
+    if "feature names" in text:  # scikit-learn's: "fit" there is `X`
+        return f"`X_val` must have the columns of `X`, in its order: {text.rstrip()}"
+    return f"`X_val`: {text}"  # scikit-learn's, prefixed as for the other errors of X_val
 
 
 def lbfgs_training_loss(view: NetworkView, X: Any, y: Any) -> float | None:
@@ -543,10 +571,8 @@ class LaplacePosterior(VersionedState, BaseEstimator):
     ) -> tuple[NDArray, NDArray]:
         """The network input and targets of the validation rows, errors naming `X_val` and
         `y_val`."""
-        try:
+        with _messages_naming_x_val():
             Xv = view.transform(X_val)
-        except ValueError as error:
-            raise ValueError(f"`X_val`: {error}") from None
         return Xv, self._target(view, y_val, Xv.shape[0], "y_val", "`X_val`")
 
     def _root_terms(
