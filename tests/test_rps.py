@@ -1646,7 +1646,9 @@ def test_classes_keeps_training_certificates_when_a_point_gets_a_new_label():
         ([[0, 1]], r"`classes` must be a 1-D sequence of labels"),
         ([0], r"`classes` holds one class"),
         ([0, 1, 1, 2], r"`classes` must hold each label once.*\[1\]"),
-        ([0, None, 1], r"`classes` contains missing"),
+        ([0, None, 1], r"^`classes` lists the labels, and \[None\] cannot be one: leave it out"),
+        ([0.0, np.nan, 1.0], r"^`classes` lists the labels, and \[nan\] cannot be one"),
+        ([0.0, np.inf, 1.0], r"^`classes` lists the labels, and \[inf\] cannot be one"),
         ([0, "1", 2], r"`classes` mixes label types"),
     ],
 )

@@ -1171,6 +1171,16 @@ class ReliablePredictionSets(
                 f"{value_summary(self.classes)}."
             )
         size = np.shape(self.classes)[0]
+        missing = [  # (a loop over the label set)
+            label
+            for label in np.asarray(self.classes, dtype=object)
+            if pd.isna(label) or (isinstance(label, float) and not np.isfinite(label))
+        ]
+        if missing:  # check_class_labels' advice is for rows of data
+            raise ValueError(
+                f"`classes` lists the labels, and {labels_text(missing[:1])} cannot be one: "
+                "leave it out of `classes` (and drop or relabel such rows of `y`)."
+            )
         given = check_class_labels(self.classes, size, "classes", training=True)
         index = pd.Index(given)
         repeated = index[index.duplicated()].unique()
