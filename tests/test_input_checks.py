@@ -14,6 +14,7 @@ from sklearn.base import BaseEstimator, RegressorMixin, clone, is_classifier
 from sklearn.exceptions import NotFittedError
 from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import LinearRegression, LogisticRegression
+from sklearn.model_selection import GroupKFold
 from sklearn.neural_network import MLPClassifier, MLPRegressor
 
 from uqconform import (
@@ -1581,6 +1582,48 @@ def test_pandas_targets_and_groups_in_another_row_order_than_x_are_refused(call)
         call(shuffled, y.reset_index(drop=True), g.reset_index(drop=True))
 
 
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda X, y, g, w: (
+            SplitConformalRegressor(LinearRegression()).fit(X, y).calibrate(X, y, groups=g)
+        ),
+        lambda X, y, g, w: (
+            SplitConformalClassifier(LogisticRegression())
+            .fit(X, y > 0)
+            .calibrate(X, y > 0, groups=g)
+        ),
+        lambda X, y, g, w: SplitConformalRegressor(LinearRegression()).fit(X, y, sample_weight=w),
+        lambda X, y, g, w: CrossConformalRegressor(LinearRegression(), cv=GroupKFold(3)).fit(
+            X, y, groups=g
+        ),
+        lambda X, y, g, w: (
+            EllipsoidalConformalRegressor(LinearRegression())
+            .fit(X, pd.concat([y, -y], axis=1))
+            .calibrate(X, pd.concat([y, -y], axis=1), groups=g)
+        ),
+    ],
+    ids=["calibrate-groups", "clf-calibrate-groups", "fit-weights", "cross-groups", "mo-groups"],
+)
+def test_groups_and_weights_in_another_order_than_y_are_refused_beside_an_array_x(call):
+    """Pandas review: with X an array (a scaler's output) the per-row inputs were compared
+    with X's row labels only, so `y` and `groups` Series of one table in two orders paired
+    each group with another row's target (a group's coverage 0.51 for 0.90, silently)."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 2))
+    index = pd.Index(rng.permutation(60) + 100)
+    y = pd.Series(X.sum(axis=1) + rng.normal(size=60), index=index)
+    g = pd.Series(np.arange(60) % 3, index=index)
+    w = pd.Series(rng.uniform(0.5, 2.0, size=60), index=index)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # calibration on the training rows
+        with pytest.raises(ValueError, match=r"`(groups|sample_weight)` is indexed by the row"):
+            call(X, y, g.sort_index(), w.sort_index())
+        call(X, y, g, w)  # in y's order: fine
+        # a y built by position carries no labels: the others are paired by position too
+        call(X, y.reset_index(drop=True), g.set_axis(rng.permutation(60)), w)
+
+
 def test_a_reversed_range_index_is_not_taken_for_a_fresh_one():
     """Review finding: `y[::-1]` or `y.sort_index(ascending=False)` of a default-indexed
     frame has a RangeIndex 59..0, holding X's labels in another order: it was taken for a
@@ -1893,6 +1936,11 @@ def test_one_feature_as_a_list_and_nullable_frames_get_the_library_messages(data
     for fit in (posterior.fit, LinearizedPredictive(network, random_state=0).fit):
         with pytest.raises(ValueError, match="contains NaN"):
             fit(frame, y)
+    # a nullable boolean column's NA too (pandas review: scikit-learn's message there)
+    flags = pd.DataFrame({"a": X[:, 0], "flag": pd.array(X[:, 1] > 0, dtype="boolean")})
+    flags.iloc[3, 1] = pd.NA
+    with pytest.raises(ValueError, match=r"^`X` contains NaN and LinearRegression does not"):
+        SplitConformalRegressor(LinearRegression()).fit(flags, y)
 
 
 def test_empty_calibration_and_nullable_multi_output_targets_are_named(data):

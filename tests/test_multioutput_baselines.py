@@ -246,7 +246,9 @@ def test_output_columns_of_a_dataframe_target_are_kept_and_checked(data):
     model.calibrate(Xc, Yc)  # an array carries no names to compare
     with pytest.raises(ValueError, match="differ from those seen at fit"):
         model.nonconformity(Xc, pd.DataFrame(Yc, columns=["a", "b"]))
-    with pytest.raises(ValueError, match="differ from those seen at fit"):  # evaluate too
+    with pytest.raises(  # evaluate too, naming its argument
+        ValueError, match=r"columns of `y_test` \['lon', 'lat'\] differ from those seen at fit"
+    ):
         evaluate(model, Xc, pd.DataFrame(Yc, columns=["lon", "lat"]))
     assert not hasattr(model.fit(Xf, Yf), "output_names_in_")  # a refit forgets them
 

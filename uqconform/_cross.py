@@ -31,6 +31,7 @@ from uqconform._rows import fit_params_rows, n_rows, take_rows
 from uqconform._seeding import integer_seed, seeded_clone, seeded_splitter
 from uqconform._validation import (
     check_int,
+    check_paired_rows,
     check_row_order,
     check_weights_row_order,
     model_given_hint,
@@ -71,9 +72,11 @@ def _fit_fold(
     params: dict,
     fold: int,
     quiet: bool = False,
+    stratified_caveat: str = "",
 ) -> Any:
     """``estimator`` fitted on the rows ``rows`` (per-row fit parameters taken with them);
-    a classifier that refuses training rows of one class is named with its fold.
+    a classifier that refuses training rows of one class is named with its fold, and a
+    stratified splitter advised (with ``stratified_caveat``, what it costs the wrapper).
     ``quiet``: scikit-learn's warning that the labels look continuous is silenced (the
     wrapper warned once, not once per fold)."""
     targets = y[rows]
@@ -92,9 +95,8 @@ def _fit_fold(
         raise ValueError(
             f"The model of fold {fold} trains on {rows.size} rows of a single class, and "
             f"{type(estimator).__name__} refused them ({error}). Use a stratified splitter "
-            "(cv=StratifiedKFold(k), whose label-dependent folds leave the 1 - 2 alpha floor "
-            "unproved) or fewer folds, so that every fold's training rows hold at least two "
-            "classes."
+            f"(cv=StratifiedKFold(k){stratified_caveat}) or fewer folds, so that every "
+            "fold's training rows hold at least two classes."
         ) from error
 
 
@@ -177,6 +179,9 @@ class CrossFitWrapper(ModelWrapper):
     # the splitters the messages suggest (Venn-Abers folds calibrate on their own rows, so
     # they drop LeaveOneOut)
     _splitter_examples: str = "KFold, StratifiedKFold, GroupKFold, LeaveOneOut"
+    # the method's name in messages, and what a stratified splitter costs it
+    _method_name: str = "cross-conformal prediction"
+    _stratified_caveat: str = ", whose label-dependent folds leave the 1 - 2 alpha floor unproved"
     # what fit trains, for the progress bar
     _models_description: str = "fold models"
     # how fit scores every row out of sample, for the message of `calibrate`
@@ -294,7 +299,7 @@ class CrossFitWrapper(ModelWrapper):
             if train.size + test.size != n or np.intersect1d(train, test).size:
                 raise ValueError(
                     f"`cv` ({type(cv).__name__}) trains a fold on rows other than all those "
-                    "outside its test rows; cross-conformal prediction needs K-fold splits "
+                    f"outside its test rows; {self._method_name} needs K-fold splits "
                     f"({self._splitter_examples})."
                 )
         if len(splits) < 2 or not (held_out == 1).all():
@@ -332,8 +337,8 @@ class CrossFitWrapper(ModelWrapper):
         self
         """
         check_row_order(X, y, "y")
-        check_row_order(X, groups, "groups")
-        check_weights_row_order(X, fit_params)
+        check_paired_rows(X, y, groups, "groups")
+        check_weights_row_order(X, fit_params, y)
         self._validate_params()
         params = self._model_fit_params(fit_params)
         self._reset_calibration()
@@ -349,7 +354,9 @@ class CrossFitWrapper(ModelWrapper):
         with self._reading_features(X):
             fitted = run_fits(
                 (
-                    delayed(_fit_fold)(model, X, y, train, params, fold, quiet)
+                    delayed(_fit_fold)(
+                        model, X, y, train, params, fold, quiet, self._stratified_caveat
+                    )
                     for fold, (model, (train, _)) in enumerate(zip(models, splits, strict=True))
                 ),
                 n_jobs=self.n_jobs,

@@ -540,12 +540,39 @@ def is_row_weight(name: str) -> bool:
     return name == "sample_weight" or name.endswith("__sample_weight")
 
 
-def check_weights_row_order(X: Any, fit_params: dict[str, Any]) -> None:
+def check_weights_row_order(
+    X: Any, fit_params: dict[str, Any], y: Any = None, y_name: str = "y"
+) -> None:
     """`check_row_order` for the row weights among ``fit_params`` (paired with ``X`` as
-    ``y`` is; other fit parameters are passed on as given)."""
+    ``y`` is, or with ``y`` when ``X`` has no row labels: see `check_paired_rows`; other
+    fit parameters are passed on as given)."""
     for name, value in fit_params.items():
         if is_row_weight(name):
-            check_row_order(X, value, name)
+            check_paired_rows(X, y, value, name, y_name)
+
+
+def check_paired_rows(X: Any, y: Any, values: Any, name: str, y_name: str = "y") -> None:
+    """`check_row_order` of a per-row input (``groups``, row weights) against ``X``'s row
+    labels, or against ``y``'s when ``X`` has none: an array ``X`` (a scaler's output,
+    ``df[cols].to_numpy()``) beside ``y`` and ``groups`` Series of one table in two orders
+    paired each group with another row's target (a group's coverage 0.51 for 0.90).
+
+    Examples
+    --------
+    >>> y = pd.Series([1.0, 2.0, 3.0], index=[10, 11, 12])
+    >>> groups = pd.Series(["a", "b", "c"], index=[12, 11, 10])
+    >>> check_paired_rows(np.zeros((3, 1)), y, groups, "groups")
+    Traceback (most recent call last):
+    ...
+    ValueError: `groups` is indexed by the row labels of `y` in another order (position 0: ...
+    """
+    if isinstance(getattr(X, "index", None), pd.Index):
+        check_row_order(X, values, name)
+        return
+    index = getattr(y, "index", None)
+    if isinstance(index, pd.RangeIndex) and index.start == 0 and index.step == 1:
+        return  # a y built by position carries no labels to misread
+    check_row_order(y, values, name, rows_of=y_name)
 
 
 def check_row_order(
@@ -710,7 +737,7 @@ def non_finite_parts(block: Any) -> tuple[bool, bool, bool]:
     ((True, False, False), (False, True, False))
     """
     if hasattr(block, "select_dtypes"):  # DataFrame: numeric columns, and text ones' NaN
-        numeric = block.select_dtypes("number")
+        numeric = block.select_dtypes(["number", "boolean"])  # (nullable booleans hold NA)
         text = [
             position
             for position, dtype in enumerate(block.dtypes)

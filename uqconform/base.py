@@ -48,6 +48,7 @@ from uqconform._validation import (
     check_groups,
     check_int,
     check_n_jobs,
+    check_paired_rows,
     check_regression_model,
     check_row_order,
     check_verbose,
@@ -1200,7 +1201,7 @@ class ModelWrapper(
         model_params = self._model_fit_params(fit_params)
         self._reset_calibration()
         check_row_order(X, y, "y")
-        check_weights_row_order(X, fit_params)
+        check_weights_row_order(X, fit_params, y)
         X = self._validate_X(X, reset=True)
         check_sample_weight_rows(fit_params, n_rows(X))
         self._check_frozen_features()
@@ -1435,7 +1436,7 @@ class ConformalPredictor(ModelWrapper):
         self
         """
         check_row_order(X, y, "y")
-        check_row_order(X, groups, "groups")
+        check_paired_rows(X, y, groups, "groups")
         X = self._start_calibration(X)
         n = n_rows(X)
         y = self._check_target(y, n, calibrating=True)

@@ -303,7 +303,7 @@ class HeadEnsemble(VersionedState, RoutesFitParams, ClassifierMixin, BaseEstimat
         self
         """
         check_row_order(X, y, "y")
-        check_weights_row_order(X, fit_params)
+        check_weights_row_order(X, fit_params, y)
         self._validate_params()
         check_frozen_is_fitted(self.estimator, self)
         prefit = self._prefit_heads()

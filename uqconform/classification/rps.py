@@ -1264,7 +1264,7 @@ class ReliablePredictionSets(
         self
         """
         check_row_order(X, y, "y")
-        check_weights_row_order(X, fit_params)
+        check_weights_row_order(X, fit_params, y)
         self._validate_params()
         check_frozen_is_fitted(self.estimator, self)
         if keeps_a_frozen_model(self.estimator) and int(self.k_train) > 1:

@@ -744,6 +744,8 @@ class CrossVennAbersCalibrator(CrossFitClassifier):
     _calibrated_attribute = "_fold_tables"
     _split_alternative = "VennAbersCalibrator"
     _splitter_examples = "KFold, StratifiedKFold, GroupKFold"
+    _method_name = "cross Venn-Abers"
+    _stratified_caveat = ""  # no coverage floor to lose
     _needs_probabilities_for = "Venn-Abers needs class scores"
 
     def _reads_distribution(self) -> bool:

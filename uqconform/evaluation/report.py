@@ -641,7 +641,7 @@ def evaluate(
         )
     check_names = getattr(model, "_check_output_names", None)
     if task == "multioutput" and check_names is not None:  # swapped outputs: an error
-        check_names(y_test, learn=False)
+        check_names(y_test, learn=False, name="y_test")
     kwargs: dict[str, Any] = {"alpha": alphas.tolist()}
     if groups is not None and getattr(model, "groups_", None) is not None:
         kwargs["groups"] = groups  # a Mondrian model needs them; others only get the table

@@ -36,6 +36,7 @@ from uqconform._validation import (
     NonFiniteOutputError,
     check_groups,
     check_int,
+    check_paired_rows,
     check_row_order,
     check_weights_row_order,
     first_non_number,
@@ -422,12 +423,13 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
             )
         return Y
 
-    def _check_output_names(self, y: ArrayLike, *, learn: bool) -> None:
+    def _check_output_names(self, y: ArrayLike, *, learn: bool, name: str = "Y") -> None:
         """Record the column names of a DataFrame ``Y`` (``learn``: at fit, or at a
-        calibrate that adopts a fitted model), or refuse other names or another order: the
-        region's shape and the point model give output ``j`` a meaning (see
-        `uqconform.regions.check_output_columns`: integer labels too)."""
-        record_or_check_output_columns(self, y, "output_names_in_", learn=learn)
+        calibrate that adopts a fitted model), or refuse other names or another order
+        (naming the argument ``name``): the region's shape and the point model give output
+        ``j`` a meaning (see `uqconform.regions.check_output_columns`: integer labels
+        too)."""
+        record_or_check_output_columns(self, y, "output_names_in_", learn=learn, name=name)
 
     def _warn_if_degenerate(
         self,
@@ -504,7 +506,7 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
         self
         """
         check_row_order(X, y, "Y")
-        check_weights_row_order(X, fit_params)
+        check_weights_row_order(X, fit_params, y, "Y")
         self._validate_params()
         self._reset_calibration()
         self.__dict__.pop("n_outputs_", None)
@@ -542,7 +544,7 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
         self
         """
         check_row_order(X, y, "Y")
-        check_row_order(X, groups, "groups")
+        check_paired_rows(X, y, groups, "groups", "Y")
         self._validate_params()
         prefit = not self._is_trained() or self.__dict__.get("_estimator_adopted", False)
         if prefit:

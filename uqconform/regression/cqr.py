@@ -79,7 +79,7 @@ class QuantileBand(VersionedState, RoutesFitParams, BaseEstimator):
         self
         """
         check_row_order(X, y, "y")  # pandas rows in another order: refused, not paired
-        check_weights_row_order(X, fit_params)
+        check_weights_row_order(X, fit_params, y)
         if fit_params.get("sample_weight") is not None:  # named before the models' messages
             check_sample_weight_rows(fit_params, n_rows(X))
         return self._fit_models(clone(self.lower), clone(self.upper), X, y, fit_params)

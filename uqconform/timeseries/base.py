@@ -948,7 +948,7 @@ class SequentialConformalRegressor(
         self
         """
         self._validate_params()
-        check_weights_row_order(X, fit_params)  # (paired with X's rows, as y is)
+        check_weights_row_order(X, fit_params, y)  # (paired with X's rows, as y is)
         fit_params = self._routed_fit_params(fit_params)["estimator"]
         if y is None:
             raise missing_target_error()
