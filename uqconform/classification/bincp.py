@@ -57,6 +57,7 @@ from uqconform._validation import (
     model_given_hint,
     refuse_model_class,
     refuse_sparse_columns,
+    value_summary,
 )
 from uqconform._warnings import warn_user
 from uqconform.base import (
@@ -293,9 +294,12 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
     @staticmethod
     def _check_radius(radius: Any, name: str) -> float:
         if not _is_real(radius) or radius < 0:
+            rows = ""
+            if np.ndim(radius) == 2:  # rows given where a radius goes
+                rows = " (rows? certified_probability takes a radius; certified_radius takes X)"
             raise ValueError(
                 f"`{name}` (the l2 norm of the perturbation to be robust to) must be a finite "
-                f"number >= 0, got {radius!r}."
+                f"number >= 0, got {value_summary(radius)}{rows}."
             )
         return float(radius)
 
@@ -374,8 +378,10 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
         seed does not pair the same noise with every calibration set.
         """
         seed = self.random_state
-        if isinstance(seed, np.random.Generator):  # draws in sequence, two streams of it
-            noise, uniforms = seed.spawn(2)  # one shared stream interleaved by batch
+        if isinstance(seed, np.random.Generator):  # two streams seeded by draws on its state
+            # (not `spawn`, which reads the Generator's seed sequence and a counter instead:
+            # a state restored or jumped, or a pickle under numpy 1.x, gave other noise)
+            noise, uniforms = (np.random.default_rng(s) for s in seed.integers(2**63, size=(2, 2)))
             return noise, uniforms
         if seed is None:
             return np.random.default_rng(), np.random.default_rng()
