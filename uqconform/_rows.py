@@ -176,7 +176,16 @@ def rows_digest(content: Any) -> str:
     any numeric dtype (``3`` and ``3.0``, nullable pandas columns, object arrays). A sparse
     matrix and its dense copy differ (hashing the dense rows of a wide sparse matrix would
     cost ``n x p``). In a table mixing text and numbers, each column of numbers is read
-    as float64 alike.
+    as float64 alike. One value per row (a list, array or Series of texts) is hashed as a
+    table's single column.
+
+    Examples
+    --------
+    >>> texts = ["a cat", "a dog"]
+    >>> rows_digest(texts) == rows_digest(pd.Series(texts)) == rows_digest(pd.DataFrame(texts))
+    True
+    >>> rows_digest(texts) == rows_digest(np.array(texts, dtype=object))
+    True
     """
     if sparse.issparse(content):
         rows = sparse.csr_matrix(content, copy=True)
@@ -191,13 +200,24 @@ def rows_digest(content: Any) -> str:
         content = numbers_only
     elif isinstance(content, pd.DataFrame):  # a mixed table: its number columns alike
         content = numeric_columns_as_float(content)
+    elif isinstance(content, (np.ndarray, list)):  # a mixed table's `.to_numpy()` or rows
+        try:
+            table = np.asarray(content, dtype=object)
+        except ValueError:  # ragged rows: hashed as given below
+            table = None
+        if table is not None and table.ndim == 2:  # read as the table itself is
+            content = numeric_columns_as_float(pd.DataFrame(table))
     if not hasattr(content, "iloc"):
         try:
             content = np.asarray(content)
         except ValueError:  # ragged rows: hash them as given
             return joblib.hash(content)
+        if content.ndim == 1:  # one value per row (texts): one column, as in a table
+            content = content.reshape(-1, 1)
         if content.ndim != 2:
             return joblib.hash(np.ascontiguousarray(content))
+    elif content.ndim == 1:  # a Series: one column too
+        content = content.to_frame()
     digest = hashlib.md5(str(np.shape(content)).encode(), usedforsecurity=False)
     for start in range(0, np.shape(content)[0], _HASH_ROWS):  # a loop over row blocks
         rows = slice_rows(content, start, start + _HASH_ROWS)
