@@ -3191,3 +3191,51 @@ def test_groups_of_two_columns_get_a_hint_to_combine_them():
         ValueError, match=r"`groups` must be 1-D, got an array of shape \(200, 2, 1\)\.$"
     ):
         model.calibrate(X[200:400], y[200:400], groups=np.zeros((200, 2, 1)))
+
+
+# ---- interval arrays the metrics read: integer bounds, levels on the wrong axis, probabilities
+
+
+def test_integer_bounds_give_real_widths_not_wrapped_ones():
+    """Evaluation review: widths were taken in the bounds' integer type, so an int32
+    [min, max] interval had width -1 and an int16 [-20000, 20000] one -25536, silently."""
+    from uqconform.evaluation import mean_interval_score, mean_volume, mean_width
+
+    info = np.iinfo(np.int32)
+    intervals = np.array([[0, 10], [info.min, info.max]], dtype=np.int32)
+    assert mean_width(intervals) == (10 + 2.0**32 - 1) / 2
+    y = np.array([5.0, 0.0])
+    assert mean_interval_score(y, intervals, alpha=0.1) == mean_width(intervals)
+    assert mean_width(np.array([[-20000, 20000], [0, 100]], dtype=np.int16)) == 20050.0
+    box = np.array([[[-20000, 20000], [0, 1]]], dtype=np.int16)  # sides 40000 and 1
+    assert mean_volume(box) == 40000.0
+
+
+def test_levels_stacked_on_the_wrong_axis_are_told_apart():
+    """Evaluation review: two levels stacked as (n, k, 2) with k = 2 were read as (n, 2, k):
+    one-sided intervals gave coverage [0, 0] silently, nested two-sided ones a refusal
+    that spoke of boxes only."""
+    rng = np.random.default_rng(0)
+    upper = rng.normal(size=(6, 1)) + np.array([1.0, 2.0])
+    one_sided = np.stack([np.full((6, 2), -np.inf), upper], axis=2)  # (n, k, 2)
+    y = rng.normal(size=6) - 5.0
+    with pytest.warns(UserWarning, match=r"contains nothing.*np\.moveaxis\(prediction, 1, 2\)"):
+        coverage(y, one_sided)
+    np.testing.assert_array_equal(coverage(y, np.moveaxis(one_sided, 1, 2)), [1.0, 1.0])
+    two_sided = np.stack([-upper, upper], axis=2)
+    with pytest.raises(ValueError, match=r"lower > upper.*np\.moveaxis\(prediction, 1, 2\)"):
+        coverage(y, two_sided)
+
+
+def test_binary_class_probabilities_passed_as_sets_are_named():
+    """Evaluation review: a binary classifier's predict_proba passed where sets go was read
+    as intervals [p0, p1] (coverage 0.0 of labels [1, 1, 0, 1], silently)."""
+    proba = np.array([[0.2, 0.8], [0.3, 0.7], [0.4, 0.6], [0.1, 0.9]])
+    y = np.array([1, 1, 0, 1])
+    with pytest.warns(UserWarning, match=r"class probabilities\? Prediction sets come from"):
+        coverage(y, proba)
+    with pytest.raises(ValueError, match=r"lower > upper.*class probabilities\?"):
+        coverage(y, proba[:, ::-1])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # intervals that merely lie in [0, 1]: no warning
+        coverage(np.array([0.5, 0.5]), np.array([[0.2, 0.9], [0.1, 0.7]]))

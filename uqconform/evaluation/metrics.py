@@ -246,9 +246,12 @@ def _parse_prediction(
         and array.shape[1] == y_shape[1]
         and array.shape[2] == 2
     )
+    # bounds as floats: widths of integer bounds wrap around in their type (an int32
+    # [min, max] interval had width -1)
+    numbers = array.astype(np.float64) if array.dtype.kind in "iu" else array
     if is_box:
         single = array.ndim == 3
-        data = array[..., None] if single else array
+        data = numbers[..., None] if single else numbers
         _check_bounds(data[:, :, 0], data[:, :, 1], name)
         return _Parsed("box", data, single, array.shape[0])
     if array.ndim not in (2, 3):
@@ -295,18 +298,39 @@ def _parse_prediction(
             UserWarning,
         )
     single = array.ndim == 2
-    data = array[..., None] if single else array
-    sets_hint = (
+    data = numbers[..., None] if single else numbers
+    hint = (
         f" If these are prediction sets over two classes, pass {name}.astype(bool)."
         if maybe_sets and zero_one  # (label indices such as top-2 labels are no masks)
         else ""
     )
-    _check_bounds(data[:, 0], data[:, 1], name, sets_hint)
+    if array.ndim == 3 and array.shape[2] == 2:  # (n, 2, 2): levels stacked on axis 1?
+        hint += f" Intervals laid out as (n, k, 2) go on the last axis: np.moveaxis({name}, 1, 2)."
+        with np.errstate(invalid="ignore"):
+            empty = np.isinf(data[:, 0]).all(axis=0) & (data[:, 0] == data[:, 1]).all(axis=0)
+        if empty.any():  # one-sided intervals of two levels read across: [-inf, -inf]
+            warn_user(
+                f"`{name}` of shape {array.shape} holds a level whose every interval is "
+                f"[inf, inf] or [-inf, -inf] (it contains nothing).{hint}",
+                UserWarning,
+            )
+    probabilities = (
+        single and not intervals_only and not maybe_sets and _rows_are_distributions(array)
+    )
+    if probabilities:  # a binary classifier's predict_proba where sets go
+        hint += (
+            f" The rows of `{name}` are probability distributions (each in [0, 1], summing "
+            "to 1): class probabilities? Prediction sets come from a conformal classifier's "
+            "predict_set (boolean, n x n_classes)."
+        )
+    _check_bounds(data[:, 0], data[:, 1], name, hint)
+    if probabilities:
+        warn_user(f"`{name}` is read as intervals [lower, upper].{hint}", UserWarning)
     return _Parsed("interval", data, single, array.shape[0])
 
 
-def _check_bounds(lower: NDArray, upper: NDArray, name: str, sets_hint: str = "") -> None:
-    """Refuse NaN bounds and lower > upper (``sets_hint`` is added to the latter)."""
+def _check_bounds(lower: NDArray, upper: NDArray, name: str, hint: str = "") -> None:
+    """Refuse NaN bounds and lower > upper (``hint`` is added to the latter)."""
     if np.isnan(lower).any() or np.isnan(upper).any():
         raise ValueError(f"`{name}` contains NaN bounds; intervals need numbers (inf allowed).")
     inverted = lower > upper
@@ -316,7 +340,7 @@ def _check_bounds(lower: NDArray, upper: NDArray, name: str, sets_hint: str = ""
             "column must be the lower bound. (Boxes of multi-output regressors, shape "
             "(n, d, 2), hold each output's bounds on the last axis: use coverage(Y, boxes), "
             "mean_volume(boxes), or boxes[..., 1] - boxes[..., 0] for widths per output.)"
-            f"{sets_hint}"
+            f"{hint}"
         )
 
 
