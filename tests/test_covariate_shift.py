@@ -1180,3 +1180,49 @@ def test_weighted_strata_and_asymmetric_cqr_cover_over_resplits(name, shift, rep
     assert coverage >= lower, (coverage, lower)
     unweighted = _pooled_coverage(name, None, repeats, shift)
     assert unweighted < lower, (unweighted, lower)
+
+
+def test_two_sided_weighted_pvalues_stay_in_zero_one():
+    """Shift review: the two sides of weighted CQR shared the first side's summed weights,
+    whose last bits differ from the second side's: a weight-0 test row far above its
+    interval got p = -3.8e-16 instead of 0."""
+    from sklearn.ensemble import HistGradientBoostingRegressor
+    from sklearn.frozen import FrozenEstimator
+
+    from uqconform import ConformalizedQuantileRegressor
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(3000, 2))
+    y = X[:, 0] + rng.normal(size=3000)
+    band = tuple(
+        FrozenEstimator(
+            HistGradientBoostingRegressor(
+                loss="quantile", quantile=q, max_iter=20, random_state=0
+            ).fit(X[:1000], y[:1000])
+        )
+        for q in (0.05, 0.95)
+    )
+
+    def ratio(X):
+        X = np.asarray(X)
+        tilt = np.exp(0.7 * X[:, 0]) * (1 + 0.3 * np.sin(50 * X[:, 1]))
+        return np.where(X[:, 1] > 2.5, 0.0, tilt)
+
+    cp = ConformalizedQuantileRegressor(band, symmetric=False, likelihood_ratio=ratio)
+    cp.calibrate(X[1000:2000], y[1000:2000])
+    X_test = X[2000:][X[2000:, 1] > 2.5]  # weight 0
+    far_above = cp.predict_interval(X_test)[:, 1] + 1e6
+    np.testing.assert_array_equal(cp.predict_pvalue(X_test, far_above), 0.0)
+
+
+def test_one_row_of_a_frame_is_told_how_to_stay_a_frame():
+    """Shift review: calling a fitted ratio on `frame.iloc[0]` (a Series) was told to use
+    `X.reshape(1, -1)`, which a Series does not have."""
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame(rng.normal(size=(200, 2)), columns=["a", "b"])
+    ratio = ClassifierDensityRatio().fit(frame[:100], frame[100:] + 0.5)
+    with pytest.raises(ValueError, match=r"must be 2-D .*frame\.iloc\[\[i\]\]"):
+        ratio(frame.iloc[0])
+    with pytest.raises(ValueError, match=r"must be 2-D .*X\.reshape\(1, -1\)"):
+        ratio(frame.to_numpy()[0])
+    assert ratio(frame.iloc[[0]]).shape == (1,)

@@ -1997,18 +1997,27 @@ class ConformalPredictor(ModelWrapper):
         n_components = prepared[0][0].shape[1] if prepared else 1
         out = np.full((b, n_sub, n_components, alphas.size), np.inf)
         row_groups = np.zeros(b, np.intp) if block_groups is None else block_groups
-        for stratum, (sorted_scores, cumulative, _) in enumerate(prepared):
-            group, label = divmod(stratum, n_sub)
-            rows = np.flatnonzero(row_groups == group)
-            if not rows.size or not sorted_scores.shape[0]:
+        # the block's rows by group (one sort): only the groups present are visited, so a
+        # one-row call does not walk every stratum (10,000 groups: 68 ms against 5 ms)
+        order = np.argsort(row_groups, kind="stable")
+        present, starts = np.unique(row_groups[order], return_index=True)
+        stops = np.append(starts[1:], b)
+        n_groups = len(prepared) // n_sub
+        for group, start, stop in zip(present, starts, stops, strict=True):  # over groups
+            if not 0 <= group < n_groups:  # (a group unseen at calibration: left infinite)
                 continue
-            for component in range(n_components):  # a loop over sides, not rows
-                out[rows, label, component] = _shared_weight_thresholds(
-                    sorted_scores[:, component],
-                    cumulative[:, component],
-                    test_weights[rows],
-                    alphas / n_components,
-                )
+            rows = order[start:stop]
+            for label in range(n_sub):
+                sorted_scores, cumulative, _ = prepared[group * n_sub + label]
+                if not sorted_scores.shape[0]:
+                    continue
+                for component in range(n_components):  # a loop over sides, not rows
+                    out[rows, label, component] = _shared_weight_thresholds(
+                        sorted_scores[:, component],
+                        cumulative[:, component],
+                        test_weights[rows],
+                        alphas / n_components,
+                    )
         return out
 
     def _warn_about_class_weights(self, weights: NDArray, strata: NDArray, n_sub: int) -> None:
@@ -2177,7 +2186,10 @@ class ConformalPredictor(ModelWrapper):
                         p = _pvalue(calibration[:, side], scores[(*where, position)], u)
                     else:
                         assert test_weights is not None
-                        sorted_scores, cumulative, total = prepared[group * n_sub + label]
+                        sorted_scores, cumulative, _ = prepared[group * n_sub + label]
+                        # this side's own total: the sides' sums differ in the last bits,
+                        # and another side's total gave p = -4e-16 where it is 0
+                        total = float(cumulative[-1, side]) if cumulative.shape[0] else 0.0
                         p = _weighted_pvalue(
                             sorted_scores[:, side],
                             cumulative[:, side],

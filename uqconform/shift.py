@@ -333,9 +333,14 @@ class ClassifierDensityRatio:
         _refuse_complex_or_ragged("X", X)
         shape = tuple(getattr(X, "shape", None) or np.shape(X))
         if len(shape) != 2:
+            one_row = (
+                "frame.iloc[[i]] (a list of rows keeps a frame) or X.to_frame().T"
+                if hasattr(X, "to_frame")
+                else "X.reshape(1, -1)"
+            )
             raise ValueError(
                 f"`X` must be 2-D (rows of features), got shape {shape}; for one row use "
-                "X.reshape(1, -1)."
+                f"{one_row}."
             )
         if shape[0] == 0:
             raise ValueError("`X` has no rows: pass at least one row to weigh.")
