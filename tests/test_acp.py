@@ -1315,7 +1315,12 @@ def test_a_pipeline_gets_the_frame_with_its_int_and_bool_columns_as_they_are():
 
 # ---- 7. acp review, stop 56 ---------------------------------------------------------------------
 def _loss_models():
-    from sklearn.linear_model import HuberRegressor, QuantileRegressor
+    from sklearn.linear_model import (
+        HuberRegressor,
+        Lars,
+        OrthogonalMatchingPursuit,
+        QuantileRegressor,
+    )
 
     return [
         QuantileRegressor(quantile=0.9, alpha=0.0),
@@ -1323,6 +1328,9 @@ def _loss_models():
         Lasso(alpha=0.05),
         SGDRegressor(loss="epsilon_insensitive", random_state=0),
         SGDRegressor(penalty="l1", alpha=0.01, random_state=0),
+        # a subset of coefficients (acp review, stop 61: told to train longer)
+        OrthogonalMatchingPursuit(n_nonzero_coefs=1),
+        Lars(n_nonzero_coefs=1),
     ]
 
 
@@ -1449,3 +1457,14 @@ def test_a_3d_X_is_named_with_a_remedy():
         warnings.simplefilter("ignore", UserWarning)  # an untrained module: not stationary
         intervals = ACP(module, prior_precision=1.0).fit(X.reshape(30, -1), y)
     assert np.isfinite(intervals.predict_interval(X.reshape(30, -1))).all()
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_the_default_model_names_its_row_minimum(n):
+    """acp review (stop 61): one or two rows gave scikit-learn's KFold message ("Cannot
+    have number of splits n_splits=3 greater than the number of samples")."""
+    X = np.arange(float(n * 2)).reshape(n, 2)
+    with pytest.raises(
+        ValueError, match=r"^`X` and `y` have \d rows?: the default model .*3-fold"
+    ):
+        ACP().fit(X, np.arange(float(n)))

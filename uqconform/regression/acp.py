@@ -304,6 +304,9 @@ def _not_squared_error(model: Any) -> str | None:
     lasso_kinds |= {"LassoLarsCV", "LassoLarsIC"}
     if name in lasso_kinds and l1:
         return "an L1 penalty"
+    subset_kinds = {"OrthogonalMatchingPursuit", "OrthogonalMatchingPursuitCV", "Lars", "LarsCV"}
+    if name in subset_kinds and np.any(np.asarray(getattr(model, "coef_", 1.0)) == 0):
+        return "least squares over a selected subset of coefficients (the others held at 0)"
     return None
 
 
@@ -320,9 +323,16 @@ def _features_the_module_takes(module: Any) -> int | None:
 
 
 def _check_default_target(y: NDArray) -> None:
-    """Refuse labels the default model's target ``StandardScaler`` cannot standardise:
-    a variance that underflows (the scaler then takes the scale to be 1 and the intervals
-    come out in the wrong units) or squares that overflow (every fit of its search fails)."""
+    """Refuse fewer rows than the default model's search has folds, and labels its target
+    ``StandardScaler`` cannot standardise: a variance that underflows (the scaler then
+    takes the scale to be 1 and the intervals come out in the wrong units) or squares that
+    overflow (every fit of its search fails)."""
+    if y.shape[0] < 3:  # (the search's folds; scikit-learn's KFold message named neither)
+        raise ValueError(
+            f"`X` and `y` have {y.shape[0]} row{'s' * (y.shape[0] != 1)}: the default model "
+            "chooses its weight decay by 3-fold cross-validation and needs at least 3 rows; "
+            "pass a fitted `estimator`, or use FullConformalRidge on so few rows."
+        )
     largest = float(np.max(np.abs(y), initial=0.0))
     with np.errstate(under="ignore", over="ignore", invalid="ignore"):
         spread = float(np.std(y))
