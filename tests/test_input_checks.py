@@ -3239,3 +3239,22 @@ def test_binary_class_probabilities_passed_as_sets_are_named():
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # intervals that merely lie in [0, 1]: no warning
         coverage(np.array([0.5, 0.5]), np.array([[0.2, 0.9], [0.1, 0.7]]))
+
+
+def test_date_groups_given_as_timestamps_and_named_as_dates():
+    """Pandas review: groups calibrated as datetime64 and given at prediction as a list of
+    Timestamps were refused ("cannot be compared ... e.g. 1704067200000000000"), and the
+    unseen-group warning named a date by its nanoseconds."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 2))
+    y = X.sum(axis=1) + rng.normal(size=300)
+    months = pd.Series(np.where(X[:, 0] > 0, "2024-02-01", "2024-01-01")).astype("datetime64[ns]")
+    model = SplitConformalRegressor(LinearRegression()).fit(X[:100], y[:100])
+    model.calibrate(X[100:200], y[100:200], groups=months[100:200])
+    expected = model.predict_interval(X[200:], groups=months[200:])
+    for same in (list(months[200:]), months[200:].astype(object).to_numpy()):
+        np.testing.assert_array_equal(model.predict_interval(X[200:], groups=same), expected)
+    with pytest.warns(UserWarning, match=r"e\.g\. Timestamp\('2024-03-01 00:00:00'\)"):
+        model.predict_interval(X[200:203], groups=pd.Series(pd.to_datetime(["2024-03-01"] * 3)))
+    with pytest.raises(ValueError, match=r"cannot be compared .*e\.g\. Timestamp\('2024-01-01"):
+        model.predict_interval(X[200:203], groups=["a", "b", "c"])

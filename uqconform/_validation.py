@@ -652,7 +652,11 @@ def _same_labels_reordered(first: pd.Index, second: pd.Index) -> bool:
 
 def _plain(value: Any) -> Any:
     """A numpy scalar as the Python value, for readable messages (``'a'``, not ``np.str_``;
-    ``500``, not ``np.int64(500)``)."""
+    ``500``, not ``np.int64(500)``; a date as a ``pd.Timestamp``, not nanoseconds)."""
+    if isinstance(value, np.datetime64):
+        return pd.Timestamp(value)
+    if isinstance(value, np.timedelta64):
+        return pd.Timedelta(value)
     return value.item() if isinstance(value, np.generic) else value
 
 
@@ -661,6 +665,22 @@ def _first_difference(index: pd.Index, other: pd.Index) -> int | None:
     none does, though ``Index.equals`` says they differ, as for one time in two zones)."""
     differs = np.flatnonzero(np.asarray(index, dtype=object) != np.asarray(other, dtype=object))
     return int(differs[0]) if differs.size else None
+
+
+def as_dates_like(labels: NDArray, dtype: np.dtype) -> NDArray:
+    """Object ``labels`` holding dates or durations (a list of ``pd.Timestamp``) in the
+    ``datetime64`` / ``timedelta64`` dtype of the calibration groups; other labels (and
+    time-zone-aware dates, which that dtype cannot hold) as they are."""
+    kind = pd.api.types.infer_dtype(labels, skipna=False)
+    try:
+        if dtype.kind == "M" and kind in ("datetime", "datetime64", "date"):
+            dates = pd.DatetimeIndex(labels)
+            return labels if dates.tz is not None else dates.to_numpy(dtype)
+        if dtype.kind == "m" and kind in ("timedelta", "timedelta64"):
+            return pd.TimedeltaIndex(labels).to_numpy(dtype)
+    except (TypeError, ValueError):  # mixed time zones, say: compared as given
+        pass
+    return labels
 
 
 def check_groups(groups: ArrayLike | None, n: int) -> NDArray | None:
