@@ -577,19 +577,66 @@ def test_pairs_equal_isotonic_regression_on_single_linkage_cells(noise, floor):
 def test_a_score_joining_two_cells_gets_the_max_min_formula_of_the_joined_cell():
     """A test score close to the top of one cell and the bottom of the next pools both
     with it: the max-min formula with the two cells merged, at every position."""
-    from uqconform.classification.venn_abers import _added_point_values
+    from uqconform.classification.venn_abers import _added_point_values, _cumulative_hulls
 
     rng = np.random.default_rng(7)
     counts = rng.integers(1, 4, 300)
     sums = rng.binomial(counts, np.linspace(0.05, 0.95, 300))
     for label in (0, 1):
-        _, _, joined = _added_point_values(counts, sums, label)
+        _, _, joined = _added_point_values(_cumulative_hulls(counts, sums), label)
         for j in range(0, 299, 13):
             merged_counts = np.concatenate(
                 [counts[:j], [counts[j] + counts[j + 1]], counts[j + 2 :]]
             )
             merged_sums = np.concatenate([sums[:j], [sums[j] + sums[j + 1]], sums[j + 2 :]])
             assert joined[j] == minmax_oracle(merged_counts, merged_sums, label)[1][j]
+
+
+def test_a_table_builds_each_hull_once_for_both_labels(monkeypatch):
+    """Review finding (s61 vafix 1): a table built the prefix and suffix hulls of the
+    cumulative sum diagram once per added label, four pure-Python passes where two do
+    (the hulls do not depend on the label; 1.65 s of 7.30 s at 1,000,000 rows). Each is
+    built once per table now, and the pairs stay exactly the max-min formula's."""
+    from uqconform.classification import venn_abers
+
+    passes = []
+    build = venn_abers._lower_hull_links
+
+    def counted(W, S, from_right):
+        passes.append(from_right)
+        return build(W, S, from_right)
+
+    monkeypatch.setattr(venn_abers, "_lower_hull_links", counted)
+    rng = np.random.default_rng(11)
+    scores = np.round(rng.normal(size=2000), 2)  # ties: cells of several rows
+    labels = rng.random(2000) < 1 / (1 + np.exp(-2 * scores))
+    table = venn_abers._Table(scores, labels, floor=1.0)
+    assert sorted(passes) == [False, True]  # one prefix and one suffix pass
+
+    values, inverse = np.unique(scores, return_inverse=True)
+    assert np.array_equal(table.values, values) and table.cell[-1] == values.size - 1
+    counts = np.bincount(inverse)
+    sums = np.bincount(inverse, weights=labels).astype(int)
+    for label, gap, tie, joined in (
+        (0, table.gap0, table.tie0, table.join0),
+        (1, table.gap1, table.tie1, table.join1),
+    ):
+        expected_gap, expected_tie = minmax_oracle(counts, sums, label)
+        np.testing.assert_array_equal(gap, expected_gap)  # bit for bit
+        np.testing.assert_array_equal(tie, expected_tie)
+        for j in range(0, values.size - 1, 37):
+            merged_counts = np.concatenate(
+                [counts[:j], [counts[j] + counts[j + 1]], counts[j + 2 :]]
+            )
+            merged_sums = np.concatenate([sums[:j], [sums[j] + sums[j + 1]], sums[j + 2 :]])
+            assert joined[j] == minmax_oracle(merged_counts, merged_sums, label)[1][j]
+
+    # a float32 calibration builds a second (float64) table per class: two passes each
+    passes.clear()
+    proba = rng.dirichlet(np.ones(3), 300).astype(np.float32).astype(float)
+    tables = venn_abers._class_tables(proba, rng.integers(0, 3, 300))
+    assert all(t.finer is not None for t in tables)
+    assert sorted(passes) == [False] * 6 + [True] * 6
 
 
 def test_labels_of_object_dtype_are_read_as_numbers():
