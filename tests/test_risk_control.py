@@ -1320,3 +1320,105 @@ def test_a_bfloat16_tensor_output_is_read_exactly():
     values = [[0.5, 0.25], [0.125, 1.0]]  # bfloat16 numbers
     output = torch.tensor(values, dtype=torch.bfloat16, requires_grad=True) * 1
     np.testing.assert_array_equal(model_output_as_float(output), values)
+
+
+def test_predict_and_score_read_a_sparse_label_matrix_of_the_model():
+    """Review finding (s61): a model fitted on a sparse label matrix predicts one; predict
+    wrapped it in a 0-d object array and score raised a TypeError."""
+    import scipy.sparse
+    from sklearn.metrics import accuracy_score
+
+    rng = np.random.default_rng(611)
+    X = rng.normal(size=(600, 4))
+    Y = (X[:, :3] + rng.normal(size=(600, 3)) > 0).astype(int)
+    model = OneVsRestClassifier(LogisticRegression()).fit(
+        X[:300], scipy.sparse.csr_matrix(Y[:300])
+    )
+    assert scipy.sparse.issparse(model.predict(X[:2]))
+    with pytest.warns(UserWarning, match="no true label"):
+        wrapped = MultiLabelRiskController(model).calibrate(X[300:500], Y[300:500])
+    predicted = wrapped.predict(X[500:])
+    assert isinstance(predicted, np.ndarray) and predicted.dtype == np.int64
+    np.testing.assert_array_equal(predicted, model.predict(X[500:]).toarray())
+    assert wrapped.score(X[500:], Y[500:]) == accuracy_score(Y[500:], predicted)
+
+
+def test_fit_weights_for_the_default_model_name_a_model_that_takes_them():
+    """Review finding (s61): fit(X, Y, sample_weight=w) with the default model failed with
+    scikit-learn's messages about OneVsRestClassifier's routing and its inner
+    LogisticRegression, objects the user cannot reach; the message names the model to pass,
+    and that model takes the weights."""
+    import sklearn
+
+    rng = np.random.default_rng(612)
+    X = rng.normal(size=(300, 4))
+    Y = (X[:, :3] + rng.normal(size=(300, 3)) > 0).astype(int)
+    w = rng.random(300)
+    with pytest.raises(
+        ValueError,
+        match=r"fit parameters \['sample_weight'\] cannot reach the default model, "
+        r"OneVsRestClassifier\(LogisticRegression\(\)\).*"
+        r"estimator=MultiOutputClassifier\(LogisticRegression\(\)\)",
+    ):
+        MultiLabelRiskController().fit(X, Y, sample_weight=w)
+    weighted = MultiLabelRiskController(MultiOutputClassifier(LogisticRegression()))
+    plain = clone(weighted).fit(X, Y).predict_proba(X)
+    assert not np.allclose(weighted.fit(X, Y, sample_weight=w).predict_proba(X), plain)
+    # one label column: the default is MultiOutputClassifier, which takes them as before
+    MultiLabelRiskController().fit(X, Y[:, :1], sample_weight=w)
+    with sklearn.config_context(enable_metadata_routing=True):
+        for columns in (3, 1):
+            with pytest.raises(
+                ValueError,
+                match=r"cannot reach the default model.*metadata routing.*"
+                r"OneVsRestClassifier\(LogisticRegression\(\)\.set_fit_request\("
+                r"sample_weight=True\)\)",
+            ):
+                MultiLabelRiskController().fit(X, Y[:, :columns], sample_weight=w)
+        requested = LogisticRegression().set_fit_request(sample_weight=True)
+        routed = MultiLabelRiskController(OneVsRestClassifier(requested))
+        assert not np.allclose(routed.fit(X, Y, sample_weight=w).predict_proba(X), plain)
+    # without weights the default model is unchanged
+    np.testing.assert_array_equal(MultiLabelRiskController().fit(X, Y).predict_proba(X), plain)
+
+
+@pytest.mark.parametrize(
+    "method, risk, fwer",
+    [
+        ("rcps", "fnr", "fixed_sequence"),
+        ("rcps", "miscoverage", "fixed_sequence"),
+        ("ltt", "fnr", "fixed_sequence"),
+        ("ltt", "miscoverage", "bonferroni"),
+        ("ltt", "precision", "fixed_sequence"),
+        ("ltt", "precision", "bonferroni"),
+    ],
+)
+def test_many_mondrian_groups_get_their_own_thresholds_from_few_pvalue_calls(
+    method, risk, fwer, monkeypatch
+):
+    """Review finding (s61): Mondrian RCPS and LTT computed p-values group by group, a
+    scipy call per group (and per bisection step): 2,000 groups took seconds. Every group's
+    p-values now come in one call per bisection step (RCPS) or per level (LTT); each
+    group's thresholds are those of calibrating its rows alone."""
+    rng = np.random.default_rng(613)
+    P, Y = draw(1500, rng, n_labels=4, ties=True)
+    groups = rng.integers(0, 150, size=1500)  # about 10 rows each, some alone
+    alphas = [0.1, 0.25, 0.4]
+    params = dict(method=method, risk=risk, fwer=fwer, alpha=alphas, delta=0.3, thresholds=40)
+    model = controller(**params)
+    calls = []
+    pvalues = model._pvalues
+    monkeypatch.setattr(
+        model, "_pvalues", lambda *args: calls.append(1) or pvalues(*args), raising=False
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # groups too small for some levels
+        model.calibrate(P, Y, groups=groups)
+        table = model._threshold_table(np.array(alphas))
+        assert len(calls) <= 20  # not one (or a few) per group: 150 groups
+        for stratum, group in enumerate(model.groups_):
+            rows = groups == group
+            alone = controller(**params).calibrate(P[rows], Y[rows])
+            np.testing.assert_array_equal(
+                table[stratum], alone._threshold_table(np.array(alphas))[0]
+            )

@@ -60,6 +60,7 @@ from uqconform._warnings import warn_user
 from uqconform.base import ConformalPredictor, sets_within_thresholds
 from uqconform.quantiles import _RANK_TOLERANCE, check_alpha, check_single_alpha, levels_text
 from uqconform.regions import record_or_check_output_columns
+from uqconform.routing import routing_enabled
 
 __all__ = ["MultiLabelRiskController", "hoeffding_bentkus_pvalue"]
 
@@ -112,6 +113,13 @@ def hoeffding_bentkus_pvalue(risk: ArrayLike, n: int, alpha: float) -> NDArray:
         raise ValueError(f"`risk` must be numbers in [0, 1], got {risk!r:.80}.") from None
     if not ((risk >= 0) & (risk <= 1)).all():  # NaN fails too
         raise ValueError("`risk` must be mean losses in [0, 1] (no NaN).")
+    return _hoeffding_bentkus(risk, n, alpha)
+
+
+def _hoeffding_bentkus(risk: NDArray, n: int | NDArray, alpha: float | NDArray) -> NDArray:
+    """`hoeffding_bentkus_pvalue` without its checks, element by element of ``risk``, ``n``
+    and ``alpha`` broadcast together (the p-values of many Mondrian groups in one call:
+    each element is computed as it would be alone)."""
     low = np.minimum(risk, alpha)
     with np.errstate(divide="ignore", invalid="ignore"):
         h = np.where(low > 0, low * np.log(low / alpha), 0.0) + (1 - low) * np.log(
@@ -380,6 +388,11 @@ def _grouped_step_sums(events: Any, n_groups: int, n_cuts: int, combine: Any) ->
     return total
 
 
+def _requests(fit_params: dict[str, Any]) -> str:
+    """``sample_weight=True``: the ``set_fit_request`` arguments asking for ``fit_params``."""
+    return ", ".join(f"{name}=True" for name in sorted(fit_params))
+
+
 def _snap_to_whole(summed_loss: NDArray, roundings: int) -> tuple[NDArray, float]:
     """Summed losses within rounding of a whole number of losses, taken as exactly there.
 
@@ -418,7 +431,8 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
         ``MultiOutputClassifier(LogisticRegression())`` for a single label column (where
         ``OneVsRestClassifier`` and ``MLPClassifier`` predict two columns, the classes 0
         and 1). A fitted model (or ``FrozenEstimator(model)``) can be calibrated without
-        ``fit``.
+        ``fit``. The default for several label columns takes no ``sample_weight`` in
+        ``fit``: pass ``MultiOutputClassifier(LogisticRegression())`` for weights.
     alpha : float or sequence of float, default=0.1
         Risk level(s) in (0, 1); each prediction call may override it.
     risk : {"fnr", "miscoverage", "precision"}, default="fnr"
@@ -607,7 +621,35 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
                 self._estimator_or_default(), "`estimator`", "the sets need label probabilities"
             )
 
+    def _model_fit_params(self, fit_params: dict[str, Any]) -> dict[str, Any]:
+        if self.estimator is None and fit_params and routing_enabled():
+            # the default model's inner LogisticRegression requests nothing, and the user
+            # cannot reach it to ask (scikit-learn's error names it all the same)
+            raise ValueError(
+                f"fit parameters {sorted(fit_params)} cannot reach the default model (a "
+                "LogisticRegression per label, in OneVsRestClassifier, or MultiOutputClassifier "
+                "for one label column) with metadata routing on: that LogisticRegression "
+                "requests none. Pass the model with the request, e.g. "
+                "estimator=OneVsRestClassifier("
+                f"LogisticRegression().set_fit_request({_requests(fit_params)})) "
+                "(MultiOutputClassifier in place of OneVsRestClassifier for one label column)."
+            )
+        return super()._model_fit_params(fit_params)
+
     def _train_estimator(self, X: Any, y: Any, params: dict[str, Any]) -> None:
+        if self.estimator is None and params and isinstance(self.estimator_, OneVsRestClassifier):
+            # routing off (`_model_fit_params` refuses them with it on): OneVsRestClassifier
+            # takes fit parameters only through routing
+            raise ValueError(
+                f"fit parameters {sorted(params)} cannot reach the default model, "
+                "OneVsRestClassifier(LogisticRegression()), which takes them only through "
+                "scikit-learn's metadata routing. Pass estimator=MultiOutputClassifier("
+                "LogisticRegression()), which passes them to each label's LogisticRegression "
+                "(without them, it gives the default's probabilities; every label column must "
+                "then hold both 0 and 1 in the training rows), or turn routing on and pass "
+                "OneVsRestClassifier("
+                f"LogisticRegression().set_fit_request({_requests(params)}))."
+            )
         try:
             self.estimator_.fit(X, y, **params)
         except ValueError as error:
@@ -845,12 +887,15 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
             table[-1] = -np.inf
         too_few: dict[int, int] = {}
         empty: dict[int, int] = {}
-        for stratum, rows in enumerate(self._stratum_rows()):  # never a loop over rows
-            scores, labels = self.conformity_scores_[rows], self.calibration_labels_[rows]
-            if self.method == "ltt":
-                thresholds = self._tested_thresholds(scores, labels, alphas)
-            else:
-                thresholds = self._exact_thresholds(scores, labels, alphas)
+        strata = [
+            (self.conformity_scores_[rows], self.calibration_labels_[rows])
+            for rows in self._stratum_rows()  # never a loop over rows
+        ]
+        if self.method == "ltt":  # every group's p-values in one call per level
+            chosen = self._tested_thresholds_of_strata(strata, alphas)
+        else:
+            chosen = self._exact_thresholds_of_strata(strata, alphas)
+        for stratum, ((scores, _), thresholds) in enumerate(zip(strata, chosen, strict=True)):
             table[stratum, 0, 0] = thresholds
             if (~np.isfinite(thresholds)).any():
                 too_few[stratum] = int(scores.shape[0])
@@ -875,17 +920,65 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
         more = f" and {len(named) - 3} more" if len(named) > 3 else ""
         return ", ".join(named[:3]) + more
 
-    def _pvalues(self, summed_loss: NDArray, n: int, level: float) -> NDArray:
-        """p-values of "the risk exceeds ``level``" from the summed losses of ``n`` rows."""
+    def _pvalues(self, summed_loss: NDArray, n: int | NDArray, level: float | NDArray) -> NDArray:
+        """p-values of "the risk exceeds ``level``" from the summed losses of ``n`` rows
+        (``n`` and ``level`` may be arrays of the shape of ``summed_loss``: the losses of
+        several groups, or at several levels, in one call, each element as alone)."""
         if self.risk == "miscoverage":  # 0/1 losses: the exact binomial tail
             return stats.binom.cdf(np.ceil(summed_loss - _RANK_TOLERANCE), n, level)
         # cumulative sums of 1 / (labels per row) leave rounding just outside [0, 1]
-        return hoeffding_bentkus_pvalue(np.clip(summed_loss / n, 0.0, 1.0), n, level)
+        return _hoeffding_bentkus(np.clip(summed_loss / n, 0.0, 1.0), n, level)
 
     def _exact_thresholds(self, scores: NDArray, labels: NDArray, alphas: NDArray) -> NDArray:
         """CRC and RCPS: the smallest threshold meeting the rule at each level (``inf``
         when none does, a value below every score when even empty sets do)."""
-        n = scores.shape[0]
+        return self._exact_thresholds_of_strata([(scores, labels)], alphas)[0]
+
+    def _exact_thresholds_of_strata(
+        self, strata: list[tuple[NDArray, NDArray]], alphas: NDArray
+    ) -> NDArray:
+        """`_exact_thresholds` of each ``(scores, labels)`` of ``strata`` (Mondrian groups),
+        shape ``(n_strata, n_levels)``: RCPS's p-values of every group and level in one
+        call per step of the bisection, not per group."""
+        out = np.empty((len(strata), alphas.size))
+        candidates, snapped = [], []
+        for i, (scores, labels) in enumerate(strata):  # a loop over groups, not rows
+            values, summed_loss, snapped_loss, tolerance = self._loss_steps(scores, labels)
+            candidates.append(np.concatenate([[-1.0], values, [np.inf]]))  # -1 < every 1 - p
+            if self.method == "crc":
+                n = scores.shape[0]
+                allowed = (n + 1) * alphas - 1  # n R_n(q) + 1 <= (n + 1) alpha
+                meets = summed_loss[None, :] <= allowed[:, None] + tolerance
+                first = np.argmax(meets, axis=1)
+                first[~meets.any(axis=1)] = summed_loss.size
+                out[i] = candidates[i][first]
+            else:
+                snapped.append(snapped_loss)
+        if self.method != "crc":
+            sizes = np.array([scores.shape[0] for scores, _ in strata])
+            first = self._first_certified(snapped, sizes, alphas)
+            for i, chosen in enumerate(candidates):
+                out[i] = chosen[first[i]]
+        return out
+
+    def _loss_steps(
+        self, scores: NDArray, labels: NDArray
+    ) -> tuple[NDArray, NDArray, NDArray, float]:
+        """The candidate thresholds of CRC and RCPS (the true labels' scores, increasing)
+        and ``n R_n(q)`` below every score then at each of them.
+
+        Returns
+        -------
+        values : ndarray
+            The scores where the summed loss steps down, increasing.
+        summed_loss : ndarray of size ``values.size + 1``
+            The summed loss of the rows at a threshold below every score (empty sets: each
+            row with a label loses 1), then at each of ``values`` in turn.
+        snapped : ndarray
+            ``summed_loss`` with the sums within rounding of a whole number snapped to it.
+        tolerance : float
+            The rounding of the sums, for comparisons with a bound.
+        """
         counts = labels.sum(axis=1)
         if self.risk == "fnr":  # each true label weighs 1 / (its row's number of labels)
             row, column = np.nonzero(labels)
@@ -897,45 +990,53 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
             weights = np.ones(values.size)
         order = np.argsort(values, kind="stable")
         values, covered = values[order], np.cumsum(weights[order])
-        # n R_n(q): the summed loss of the rows at a threshold below every score (empty
-        # sets: each row with a label loses 1), then at each score in turn
         summed_loss = (counts > 0).sum() - np.concatenate([[0.0], covered])
         # a running sum of m positive weights adding up to S (the first sum, the largest)
         # is off by up to about m eps S (1e-9 falls short from some 10,000 rows of 3
         # labels): summed losses that close to the rule's bound, or to a whole number of
         # losses, are taken as exactly there
         snapped, tolerance = _snap_to_whole(summed_loss, values.size)
-        if self.method == "crc":
-            allowed = (n + 1) * alphas - 1  # n R_n(q) + 1 <= (n + 1) alpha
-            meets = summed_loss[None, :] <= allowed[:, None] + tolerance
-            first = np.argmax(meets, axis=1)
-            first[~meets.any(axis=1)] = summed_loss.size
-        else:  # a loop over levels, not rows
-            first = np.array([self._first_certified(snapped, n, a) for a in alphas])
-        candidates = np.concatenate([[-1.0], values, [np.inf]])  # -1 < every score 1 - p >= 0
-        return candidates[first]
+        return values, summed_loss, snapped, tolerance
 
-    def _first_certified(self, summed_loss: NDArray, n: int, level: float) -> int:
-        """RCPS: the first index of the non-increasing ``summed_loss`` whose p-value is
-        below ``delta`` (its size when none is), by bisection: the p-value does not
-        decrease with the summed loss (nor does the snapping to whole numbers before it),
-        so those indices are the end of the array, found with about ``log2(size)``
-        p-values instead of one per candidate threshold."""
-        low, high = 0, summed_loss.size  # certified from `high` on; not below `low`
-        while low < high:
-            middle = (low + high) // 2
-            if self._pvalues(summed_loss[middle : middle + 1], n, level)[0] < self.delta:
-                high = middle
-            else:
-                low = middle + 1
-        return low
+    def _first_certified(self, summed: list[NDArray], sizes: NDArray, alphas: NDArray) -> NDArray:
+        """RCPS: for each non-increasing array of ``summed`` (the summed losses of a group
+        of ``sizes`` rows) and each level, the first index whose p-value is below
+        ``delta`` (the array's size when none is), shape ``(n_groups, n_levels)``.
+
+        By bisection: the p-value does not decrease with the summed loss (nor does the
+        snapping to whole numbers before it), so those indices are the end of the array,
+        found with about ``log2(size)`` p-values instead of one per candidate threshold.
+        Every group and level moves one step at a time, their p-values in one call per step.
+        """
+        lengths = np.array([loss.size for loss in summed], dtype=np.intp)
+        flat = np.concatenate(summed)
+        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+        # one search per (group, level) pair; certified from `high` on, not below `low`
+        group = np.repeat(np.arange(lengths.size), alphas.size)
+        levels = np.tile(alphas, lengths.size)
+        low, high = np.zeros(group.size, dtype=np.intp), lengths[group]
+        while (active := np.flatnonzero(low < high)).size:  # about log2(size) steps
+            middle = (low[active] + high[active]) // 2
+            at = group[active]
+            certified = (
+                self._pvalues(flat[starts[at] + middle], sizes[at], levels[active]) < self.delta
+            )
+            high[active] = np.where(certified, middle, high[active])
+            low[active] = np.where(certified, low[active], middle + 1)
+        return low.reshape(lengths.size, alphas.size)
 
     def _tested_thresholds(self, scores: NDArray, labels: NDArray, alphas: NDArray) -> NDArray:
         """Learn then test: at each level, the certified threshold of the grid furthest
         from the safe end (the smallest sets for the false negative rate and the
         miscoverage, the largest for precision); with none, ``inf`` (every label) for the
         first two and ``-inf`` (empty sets, which lose nothing) for precision."""
-        n = scores.shape[0]
+        return self._tested_thresholds_of_strata([(scores, labels)], alphas)[0]
+
+    def _tested_thresholds_of_strata(
+        self, strata: list[tuple[NDArray, NDArray]], alphas: NDArray
+    ) -> NDArray:
+        """`_tested_thresholds` of each ``(scores, labels)`` of ``strata`` (Mondrian groups),
+        shape ``(n_strata, n_levels)``, the p-values of every group in one call per level."""
         # score thresholds in the order tested, from the safe end: the largest sets first
         # for the risks that fall as sets grow, the smallest sets first for precision
         grid = self.__dict__.get("_tested_grid")  # the grid taken at calibrate
@@ -944,26 +1045,41 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
         cuts = 1.0 - grid  # decreasing: the sets shrink along it
         if self.risk == "precision":
             cuts = cuts[::-1]
-        # the sets change only where a cut passes a score: cuts with the same number of
-        # distinct scores at or below them choose the same labels, so have the same loss
-        # and p-value; each such class of the grid is evaluated once, at its first cut
-        passed = np.searchsorted(np.unique(scores), cuts, side="right")
-        _, first, members = np.unique(passed, return_index=True, return_inverse=True)
-        # each sum carries one rounding per kind of row, at most the labels + 1
-        summed_loss, _ = _snap_to_whole(
-            self._summed_losses(scores, labels, cuts[first]), labels.shape[1] + 1
-        )
-        out = np.empty(alphas.size)
-        for i, level in enumerate(alphas):  # a loop over levels, not rows
-            pvalues = self._pvalues(summed_loss, n, float(level))[members]
+        losses, ends, sizes = [], [], []
+        for scores, labels in strata:  # a loop over groups, not rows
+            # the sets change only where a cut passes a score: cuts with the same number
+            # of distinct scores at or below them choose the same labels, so have the same
+            # loss and p-value; each such class of the grid is evaluated once, at its first
+            # cut. The cuts are monotone, so each class is a run of consecutive cuts.
+            passed = np.searchsorted(np.unique(scores), cuts, side="right")
+            _, first = np.unique(passed, return_index=True)
+            # each sum carries one rounding per kind of row, at most the labels + 1
+            summed_loss, _ = _snap_to_whole(
+                self._summed_losses(scores, labels, cuts[first]), labels.shape[1] + 1
+            )
+            runs = np.argsort(first)  # the classes in the order tested
+            losses.append(summed_loss[runs])
+            ends.append(np.append(first[runs][1:], cuts.size) - 1)  # each run's last cut
+            sizes.append(np.full(runs.size, scores.shape[0]))
+        lengths = np.array([loss.size for loss in losses], dtype=np.intp)
+        flat, last_cut, n = np.concatenate(losses), np.concatenate(ends), np.concatenate(sizes)
+        group = np.repeat(np.arange(lengths.size), lengths)
+        bounds = np.concatenate([[0], np.cumsum(lengths)])
+        out = np.empty((lengths.size, alphas.size))
+        for i, level in enumerate(alphas):  # a loop over levels, not groups nor rows
+            pvalues = self._pvalues(flat, n, float(level))
             if self.fwer == "bonferroni":
-                certified = pvalues < self.delta / cuts.size
-            else:  # from the safe end on, until the first threshold not certified
-                certified = np.cumprod(pvalues < self.delta).astype(bool)
-            if certified.any():
-                out[i] = cuts[np.flatnonzero(certified)[-1]]
-            else:
-                out[i] = -np.inf if self.risk == "precision" else np.inf
+                passes = pvalues < self.delta / cuts.size
+                # the last certified run of each group (-1: none)
+                last = np.full(lengths.size, -1)
+                np.maximum.at(last, group[passes], np.flatnonzero(passes))
+            else:  # from the safe end on, until the first run not certified
+                stop = bounds[1:].copy()  # the first run that fails, per group
+                fails = np.flatnonzero(~(pvalues < self.delta))
+                np.minimum.at(stop, group[fails], fails)
+                last = np.where(stop > bounds[:-1], stop - 1, -1)
+            none = -np.inf if self.risk == "precision" else np.inf
+            out[:, i] = np.where(last >= 0, cuts[last_cut[np.maximum(last, 0)]], none)
         return out
 
     def _summed_losses(self, scores: NDArray, labels: NDArray, cuts: NDArray) -> NDArray:
@@ -1109,7 +1225,12 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
         )
         X = self._validate_X(X, reset=False)
         if hasattr(self.estimator_, "predict"):
-            return np.asarray(self.estimator_.predict(X))
+            predicted = self.estimator_.predict(X)
+            if scipy.sparse.issparse(predicted):  # a model fitted on a sparse label matrix
+                predicted = predicted.toarray()
+                if np.isin(predicted, (0, 1)).all():
+                    predicted = predicted.astype(np.int64)  # as the dense matrix fit passes
+            return np.asarray(predicted)
         return (multilabel_probabilities(self.estimator_, X) >= 0.5).astype(np.int64)
 
     def predict_proba(self, X: Any) -> NDArray:
