@@ -1212,7 +1212,10 @@ class SequentialConformalRegressor(
             intervals are produced online: row ``t`` gets its interval from the residuals up
             to ``t - 1``, then its own residual is absorbed, and the hits of the first level
             are appended to ``coverage_history_``. Without ``y`` every row uses the current
-            residual memory.
+            residual memory. One step ahead only: for a target ``h > 1`` steps ahead, a
+            row's value is known ``h`` rows later, so issue the intervals without ``y`` and
+            `update` each row once its value is observed (see the online protocol in the
+            time-series docs; absorbing it at once is a look-ahead).
         alpha : float or sequence of float, optional
             Miscoverage level(s); defaults to the constructor's ``alpha``. Several levels give
             nested intervals: each is widened, if needed, to contain those of larger levels.
