@@ -1620,8 +1620,14 @@ def test_groups_and_weights_in_another_order_than_y_are_refused_beside_an_array_
         with pytest.raises(ValueError, match=r"`(groups|sample_weight)` is indexed by the row"):
             call(X, y, g.sort_index(), w.sort_index())
         call(X, y, g, w)  # in y's order: fine
-        # a y built by position carries no labels: the others are paired by position too
-        call(X, y.reset_index(drop=True), g.set_axis(rng.permutation(60)), w)
+        # y labelled 0..n-1 (a freshly loaded table) is checked alike (diff review 38:
+        # it was skipped, pairing a sorted groups column by position)
+        fresh_y, fresh_g = y.reset_index(drop=True), g.reset_index(drop=True)
+        with pytest.raises(ValueError, match=r"`groups` is indexed by the row labels of `y`"):
+            SplitConformalRegressor(LinearRegression()).fit(X, fresh_y).calibrate(
+                X, fresh_y, groups=fresh_g.sort_values()
+            )
+        call(X, fresh_y, fresh_g, w.reset_index(drop=True))
 
 
 def test_a_reversed_range_index_is_not_taken_for_a_fresh_one():
@@ -3258,3 +3264,10 @@ def test_date_groups_given_as_timestamps_and_named_as_dates():
         model.predict_interval(X[200:203], groups=pd.Series(pd.to_datetime(["2024-03-01"] * 3)))
     with pytest.raises(ValueError, match=r"cannot be compared .*e\.g\. Timestamp\('2024-01-01"):
         model.predict_interval(X[200:203], groups=["a", "b", "c"])
+    # a time inside a calibration day is not that day (diff review 38: rounded down to it)
+    with pytest.warns(UserWarning, match="without calibration data"):
+        inside = model.predict_interval(X[200:201], groups=[pd.Timestamp("2024-01-01 13:00")])
+    assert np.isinf(inside).all()
+    # calibrated on a list of Timestamps, predicted on datetime64 (refused before)
+    model.calibrate(X[100:200], y[100:200], groups=list(months[100:200]))
+    np.testing.assert_array_equal(model.predict_interval(X[200:], groups=months[200:]), expected)

@@ -200,13 +200,17 @@ def rows_digest(content: Any) -> str:
         content = numbers_only
     elif isinstance(content, pd.DataFrame):  # a mixed table: its number columns alike
         content = numeric_columns_as_float(content)
-    elif isinstance(content, (np.ndarray, list)):  # a mixed table's `.to_numpy()` or rows
-        try:
+    elif isinstance(content, list) or (
+        isinstance(content, np.ndarray) and content.dtype.kind == "O"
+    ):
+        try:  # a mixed table's `.to_numpy()` or rows, or texts
             table = np.asarray(content, dtype=object)
         except ValueError:  # ragged rows: hashed as given below
             table = None
         if table is not None and table.ndim == 2:  # read as the table itself is
             content = numeric_columns_as_float(pd.DataFrame(table))
+        elif table is not None and table.ndim == 1:  # (converted once)
+            content = table
     if not hasattr(content, "iloc"):
         try:
             content = np.asarray(content)

@@ -568,11 +568,8 @@ def check_paired_rows(X: Any, y: Any, values: Any, name: str, y_name: str = "y")
     """
     if isinstance(getattr(X, "index", None), pd.Index):
         check_row_order(X, values, name)
-        return
-    index = getattr(y, "index", None)
-    if isinstance(index, pd.RangeIndex) and index.start == 0 and index.step == 1:
-        return  # a y built by position carries no labels to misread
-    check_row_order(y, values, name, rows_of=y_name)
+    else:  # (y's labels 0..n-1 are a table's as much as X's would be)
+        check_row_order(y, values, name, rows_of=y_name)
 
 
 def check_row_order(
@@ -667,18 +664,20 @@ def _first_difference(index: pd.Index, other: pd.Index) -> int | None:
     return int(differs[0]) if differs.size else None
 
 
-def as_dates_like(labels: NDArray, dtype: np.dtype) -> NDArray:
-    """Object ``labels`` holding dates or durations (a list of ``pd.Timestamp``) in the
-    ``datetime64`` / ``timedelta64`` dtype of the calibration groups; other labels (and
-    time-zone-aware dates, which that dtype cannot hold) as they are."""
+def _dates_as_datetime64(labels: NDArray) -> NDArray:
+    """Object ``labels`` holding only dates or only durations (``pd.Timestamp``,
+    ``datetime.date``, ``pd.Timedelta``) as ``datetime64[ns]`` / ``timedelta64[ns]``, so
+    that they meet the same labels held in those dtypes (numpy compares across units
+    exactly: a time inside a day is not that day); other labels (and time-zone-aware
+    dates, which datetime64 cannot hold) as they are."""
     kind = pd.api.types.infer_dtype(labels, skipna=False)
     try:
-        if dtype.kind == "M" and kind in ("datetime", "datetime64", "date"):
+        if kind in ("datetime", "datetime64", "date"):
             dates = pd.DatetimeIndex(labels)
-            return labels if dates.tz is not None else dates.to_numpy(dtype)
-        if dtype.kind == "m" and kind in ("timedelta", "timedelta64"):
-            return pd.TimedeltaIndex(labels).to_numpy(dtype)
-    except (TypeError, ValueError):  # mixed time zones, say: compared as given
+            return labels if dates.tz is not None else dates.to_numpy()
+        if kind in ("timedelta", "timedelta64"):
+            return pd.TimedeltaIndex(labels).to_numpy()
+    except (TypeError, ValueError):  # mixed time zones, say: kept as given
         pass
     return labels
 
@@ -695,6 +694,8 @@ def check_groups(groups: ArrayLike | None, n: int) -> NDArray | None:
         raise ValueError(
             "`groups` contains missing (None, NaN or NaT) labels; every row needs a group label."
         )
+    if labels.dtype.kind == "O":
+        labels = _dates_as_datetime64(labels)  # Timestamps meet datetime64 groups
     if labels.dtype.kind == "O":
         _refuse_unorderable(labels, "groups")
     return labels

@@ -42,7 +42,6 @@ from uqconform._seeding import check_random_state_value, seeded_clone, seeded_ge
 from uqconform._validation import (
     NonFiniteOutputError,
     _plain,
-    as_dates_like,
     check_features,
     check_fitted_model,
     check_frozen_is_fitted,
@@ -1592,8 +1591,6 @@ class ConformalPredictor(ModelWrapper):
                 "The model was calibrated with `groups` (Mondrian calibration): pass the "
                 "group of every row to this call as groups=..."
             )
-        if known.dtype.kind in "mM" and labels.dtype == object:  # dates as Timestamps
-            labels = as_dates_like(labels, known.dtype)
         kinds = {known.dtype.kind, labels.dtype.kind}
         try:
             if kinds & set("US") and kinds & set("biuf"):  # strings against numbers
