@@ -1358,11 +1358,16 @@ def test_a_model_not_fitted_by_squared_error_is_named_not_told_to_train_longer(m
 
 
 def test_a_ridge_gets_no_loss_warning():
+    from sklearn.linear_model import Lars
+
     X, y, _, _ = linear_data()
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)
         ACP(Ridge(1.0)).fit(X, y)
         ACP(LinearRegression()).fit(X, y)
+        # a coefficient held at 0 on a column least squares cannot use (diff review 39:
+        # told "approximate" where the sets equal LinearRegression's to 5e-14)
+        ACP(Lars(), prior_precision=1e-12).fit(np.column_stack([X, np.ones(len(X))]), y)
     # no L1 penalty in effect (diffrev16: Lasso(alpha=0) was said to have one; stop 56:
     # SGDRegressor(penalty="l1", alpha=0) still was)
     no_l1 = (

@@ -69,8 +69,10 @@ def test_messages_about_x_val_name_it(framed):
     NaN", scikit-learn's "X does not have valid feature names" for an array `X_val`)."""
     net, X, y = framed
     Xv = X[200:].to_numpy(copy=True)
-    with pytest.warns(UserWarning, match=r"^`X_val` does not have valid feature names"):
+    with pytest.warns(UserWarning, match=r"^`X_val` does not have valid feature names") as told:
         LaplacePosterior(net, random_state=0).fit(X[:200], y[:200], Xv, y[200:])
+    named = [w for w in told if str(w.message).startswith("`X_val`")]
+    assert [w.filename for w in named] == [__file__]  # the user's line (diff review 39)
     Xv[0, 1] = np.nan
     with pytest.raises(ValueError, match=r"^`X_val` contains NaN, which a network"):
         LaplacePosterior(net, random_state=0).fit(X[:200], y[:200], Xv, y[200:])

@@ -3215,6 +3215,11 @@ def test_integer_bounds_give_real_widths_not_wrapped_ones():
     assert mean_width(np.array([[-20000, 20000], [0, 100]], dtype=np.int16)) == 20050.0
     box = np.array([[[-20000, 20000], [0, 1]]], dtype=np.int16)  # sides 40000 and 1
     assert mean_volume(box) == 40000.0
+    # nanosecond timestamps (above 2**53: exact differences, not float64 roundings) and
+    # float16 bounds whose width float16 cannot hold (diff review 39)
+    stamps = 1_700_000_000_000_000_000 + np.array([[0, 100], [0, 1000], [50, 150]])
+    assert mean_width(stamps) == 400.0
+    assert mean_width(np.array([[-40000.0, 40000.0], [0.0, 2.0]], dtype=np.float16)) == 40001.0
 
 
 def test_levels_stacked_on_the_wrong_axis_are_told_apart():
@@ -3245,6 +3250,8 @@ def test_binary_class_probabilities_passed_as_sets_are_named():
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # intervals that merely lie in [0, 1]: no warning
         coverage(np.array([0.5, 0.5]), np.array([[0.2, 0.9], [0.1, 0.7]]))
+        # intervals about 0.5 of proportions (diff review 39: a median baseline warned)
+        coverage(np.array([0.3, 0.7]), np.array([[0.2, 0.8], [0.2, 0.8]]))
 
 
 def test_date_groups_given_as_timestamps_and_named_as_dates():

@@ -31,10 +31,8 @@ too wide intervals here).
 
 from __future__ import annotations
 
-import contextlib
 import numbers
 import warnings
-from collections.abc import Iterator
 from typing import Any, ClassVar
 
 import numpy as np
@@ -148,22 +146,22 @@ def _check_validation_columns(posterior: LaplacePosterior, X_val: Any) -> None:
     Other mismatches scikit-learn warns of (an array after a frame) still only warn, their
     text naming `X_val` too.
     """
-    with _messages_naming_x_val():
-        check_features(posterior, X_val, reset=False)
+    _naming_x_val_in(lambda: check_features(posterior, X_val, reset=False))
 
 
-@contextlib.contextmanager
-def _messages_naming_x_val() -> Iterator[None]:
-    """Errors (ValueError) and warnings raised inside, about ``X``, rewritten to name
-    ``X_val``; the warnings told again in the user's filters."""
+def _naming_x_val_in(call: Any) -> Any:
+    """``call()``, its errors (ValueError) and warnings about ``X`` rewritten to
+    name ``X_val``; the warnings told again in the user's filters, from this frame (a
+    context manager's exit would name contextlib's line instead of the user's)."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            yield
+            result = call()
         except ValueError as error:
             raise ValueError(_naming_x_val(str(error))) from None
     for warning in caught:
         warn_user(_naming_x_val(str(warning.message)), warning.category)
+    return result
 
 
 def _naming_x_val(text: str) -> str:
@@ -571,8 +569,7 @@ class LaplacePosterior(VersionedState, BaseEstimator):
     ) -> tuple[NDArray, NDArray]:
         """The network input and targets of the validation rows, errors naming `X_val` and
         `y_val`."""
-        with _messages_naming_x_val():
-            Xv = view.transform(X_val)
+        Xv = _naming_x_val_in(lambda: view.transform(X_val))
         return Xv, self._target(view, y_val, Xv.shape[0], "y_val", "`X_val`")
 
     def _root_terms(

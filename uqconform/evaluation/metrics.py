@@ -180,9 +180,11 @@ def _parse_prediction(
     y_shape: tuple[int, ...] | None,
     name: str = "prediction",
     intervals_only: bool = False,
+    y_values: NDArray | None = None,
 ) -> _Parsed:
     """Recognise and validate a prediction (``y_shape`` decides interval versus box;
-    ``intervals_only``: the caller takes nothing else, so 0/1 bounds are not suspect).
+    ``intervals_only``: the caller takes nothing else, so 0/1 bounds are not suspect;
+    ``y_values``: the targets, whose class-like labels make rows summing to 1 suspect).
 
     Two 1-D arrays in a tuple or list, ``(lower, upper)``, of one entry per row of
     ``y_true`` are refused (`_bound_pair_reading`): with two rows, they and two interval
@@ -246,9 +248,14 @@ def _parse_prediction(
         and array.shape[1] == y_shape[1]
         and array.shape[2] == 2
     )
-    # bounds as floats: widths of integer bounds wrap around in their type (an int32
-    # [min, max] interval had width -1)
-    numbers = array.astype(np.float64) if array.dtype.kind in "iu" else array
+    # integer bounds as 64-bit integers (widths in int32 wrapped: an int32 [min, max]
+    # interval had width -1; `_widths` takes their difference exactly), and narrower
+    # floats as float64 (a float16 [-40000, 40000] interval was infinitely wide)
+    numbers = array
+    if array.dtype.kind in "iu":
+        numbers = array.astype(np.uint64 if array.dtype.kind == "u" else np.int64)
+    elif array.dtype.kind == "f" and array.dtype.itemsize < 8:
+        numbers = array.astype(np.float64)
     if is_box:
         single = array.ndim == 3
         data = numbers[..., None] if single else numbers
@@ -314,8 +321,13 @@ def _parse_prediction(
                 f"[inf, inf] or [-inf, -inf] (it contains nothing).{hint}",
                 UserWarning,
             )
-    probabilities = (
-        single and not intervals_only and not maybe_sets and _rows_are_distributions(array)
+    probabilities = (  # (continuous targets: intervals about 0.5 of proportions, say)
+        single
+        and not intervals_only
+        and not maybe_sets
+        and y_values is not None
+        and _look_like_labels(y_values)
+        and _rows_are_distributions(array)
     )
     if probabilities:  # a binary classifier's predict_proba where sets go
         hint += (
@@ -598,7 +610,7 @@ def _prepare(
     if y.ndim == 0:
         raise ValueError(f"`{name}` must be an array with one entry per row, got a scalar.")
     prediction, classes = _frame_classes(prediction, classes, y, prediction_name, name)
-    parsed = _parse_prediction(prediction, y.shape, prediction_name, intervals_only)
+    parsed = _parse_prediction(prediction, y.shape, prediction_name, intervals_only, y)
     if classes is not None and parsed.kind != "set":
         raise TypeError(
             "`classes` is only meaningful for boolean set arrays, but `prediction` is "
@@ -663,8 +675,11 @@ def _covered(parsed: _Parsed, y: NDArray) -> NDArray:
 
 
 def _widths(data: NDArray) -> NDArray:
-    """``upper - lower`` along axis 1, 0 for degenerate infinite intervals ([inf, inf])."""
+    """``upper - lower`` along axis 1, 0 for degenerate infinite intervals ([inf, inf]);
+    of 64-bit integer bounds (``lower <= upper``) exactly, as unsigned differences."""
     lower, upper = data[:, 0], data[:, 1]
+    if data.dtype.kind in "iu":
+        return np.subtract(upper, lower, dtype=np.uint64, casting="unsafe").astype(float)
     with np.errstate(invalid="ignore"):
         return np.where(lower == upper, 0.0, upper - lower).astype(float)
 
@@ -830,6 +845,14 @@ def mean_interval_score(
         miss = np.maximum(lower - y[:, None], 0.0) + np.maximum(y[:, None] - upper, 0.0)
     scores = _widths(parsed.data) + (2.0 / levels) * miss
     return _per_level(scores.mean(axis=0), parsed.single)
+
+
+def _look_like_labels(y: NDArray) -> bool:
+    """Whether targets read as class labels: text, booleans or whole numbers."""
+    if y.dtype.kind in "biuOUS":
+        return True
+    with np.errstate(invalid="ignore"):
+        return bool(y.dtype.kind == "f" and np.all(np.mod(y, 1) == 0))
 
 
 def _rows_are_distributions(array: NDArray) -> bool:

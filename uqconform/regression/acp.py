@@ -306,8 +306,13 @@ def _not_squared_error(model: Any) -> str | None:
         return "an L1 penalty"
     subset_kinds = {"OrthogonalMatchingPursuit", "OrthogonalMatchingPursuitCV", "Lars", "LarsCV"}
     if name in subset_kinds and np.any(np.asarray(getattr(model, "coef_", 1.0)) == 0):
-        return "least squares over a selected subset of coefficients (the others held at 0)"
+        return _SUBSET_FIT
     return None
+
+
+# (a subset fit whose held-out coefficients have no gradient, such as a constant or zero
+# column's, is least squares' own optimum: exact, not warned of)
+_SUBSET_FIT = "least squares over a selected subset of coefficients (the others held at 0)"
 
 
 def _features_the_module_takes(module: Any) -> int | None:
@@ -702,6 +707,8 @@ class ApproximateFullConformalRegressor(
             loss = _not_squared_error(final)
             # a model at the optimum of another loss is not told to train longer
             self.stationarity_ = self._stationarity(lin, target, decay, warn=loss is None)
+            if loss == _SUBSET_FIT and self.stationarity_ <= _FAR_FROM_STATIONARY:
+                loss = None  # the coefficients held at 0 would stay there: exact
             if loss is not None:
                 warn_user(
                     f"`estimator` ({type(final).__name__}) is fitted by {loss}: full-mode "
