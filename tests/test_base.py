@@ -535,7 +535,7 @@ def test_list_and_array_settings_changed_in_place_are_refused():
     record_calibration_settings(model)
     model.grid = np.arange(1000.0)
     model.grid[500] = -1.0
-    with pytest.raises(NotFittedError, match="; now a value that prints the same but differs"):
+    with pytest.raises(NotFittedError, match="; now a value that differs where this text is cut"):
         check_calibration_settings(model, "predict")
 
 
@@ -788,7 +788,7 @@ def test_a_changed_setting_holding_arrays_is_named_in_one_short_line():
         model.predict_set(X)
     message = str(raised.value)
     assert (
-        "it used estimator=[3 items: _StoredProbabilities]; now other models that print the "
-        "same (compared by identity)); call calibrate(" in message
+        "it used estimator=[3 items: _StoredProbabilities]; now a value that differs where "
+        "this text is cut); call calibrate(" in message
     )
     assert "\n" not in message and len(message) < 250, message

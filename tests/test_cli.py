@@ -1218,6 +1218,41 @@ def test_a_stop_a_family_swallows_is_raised_again_while_the_family_goes_on(
     assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)  # and no timer left running
 
 
+def test_the_stop_redelivery_spares_cleanup_and_a_callers_alarm(fake_registry, tmp_path):
+    # diff review 37: a family's cleanup longer than half a second was interrupted again,
+    # and a caller's own ITIMER_REAL (a watchdog) was cancelled by the redelivery timer
+    cleaned = []
+
+    def cleans_up_slowly(ctx):
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)  # the handler raises here
+        finally:
+            for _ in range(16):  # 0.8 s of cleanup while the stop unwinds
+                time.sleep(0.05)
+            cleaned.append(True)
+        return FamilyResult(tables={"t": [{"x": 1.0}]})
+
+    registry._FAMILIES["fake-cleans-up"] = Family("fake-cleans-up", "cleans up", cleans_up_slowly)
+
+    def watchdog(signum, frame):  # never due during the test
+        raise AssertionError("the watchdog fired")
+
+    previous = signal.signal(signal.SIGALRM, watchdog)
+    signal.setitimer(signal.ITIMER_REAL, 60.0)
+    try:
+        out = tmp_path / "out"
+        code = main(["benchmark", "--suite", "fake-cleans-up", "--out", str(out), "--jobs", "1"])
+        remaining, _ = signal.getitimer(signal.ITIMER_REAL)
+        assert signal.getsignal(signal.SIGALRM) is watchdog
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert code == 128 + signal.SIGTERM
+    assert cleaned == [True]
+    assert 50.0 < remaining <= 60.0
+
+
 def test_a_stop_a_family_swallows_still_stops_the_run(fake_registry, tmp_path, capsys):
     # scikit-learn's adam training catches KeyboardInterrupt and returns the network as it
     # stands: a SIGTERM there let the run finish with cut-short results and exit 0

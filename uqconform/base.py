@@ -430,7 +430,9 @@ def _changed_setting_text(name: str, used: Any, now: Any) -> str:
     constructor call again) is a change, and so is the same model fitted again; a long
     array may differ where its text is cut."""
     text = _setting_text(used)
-    if text != _setting_text(now):
+    if " ".join(repr(used).split()) != " ".join(repr(now).split()):  # whole, not cut
+        if text == _setting_text(now):
+            return f"{name}={text}; now a value that differs where this text is cut"
         return f"{name}={text}"
     if type(used) in (list, tuple) and used and all(hasattr(item, "fit") for item in used):
         return f"{name}={text}; now other models that print the same (compared by identity)"

@@ -473,7 +473,7 @@ def _jsonable(value: Any) -> Any:
 # (SIGALRM, where the platform has it), and once more when the family returns.
 _PENDING_STOPS: list[BaseException] = []
 _REDELIVERY_S = 0.5
-_redelivery: dict[str, Any] = {"family_running": False, "installed": False, "previous": None}
+_redelivery: dict[str, Any] = {"family_running": False, "installed": False}
 
 
 def request_stop(stop: BaseException) -> None:
@@ -482,32 +482,44 @@ def request_stop(stop: BaseException) -> None:
     half second while the family runs, and when it returns."""
     _PENDING_STOPS.append(stop)
     if _redelivery["family_running"] and hasattr(signal, "setitimer"):
-        if not _redelivery["installed"]:
-            _redelivery["previous"] = signal.signal(signal.SIGALRM, _redeliver_stop)
-            _redelivery["installed"] = True
+        if not _redelivery["installed"]:  # the handler and timer found, put back later
+            _redelivery.update(
+                installed=True,
+                previous=signal.signal(signal.SIGALRM, _redeliver_stop),
+                timer=signal.getitimer(signal.ITIMER_REAL),
+                since=time.monotonic(),
+            )
         signal.setitimer(signal.ITIMER_REAL, _REDELIVERY_S)
 
 
 def _redeliver_stop(signum: int, frame: Any) -> None:
-    if _PENDING_STOPS and _redelivery["family_running"]:
-        signal.setitimer(signal.ITIMER_REAL, _REDELIVERY_S)
+    if not (_PENDING_STOPS and _redelivery["family_running"]):
+        return
+    signal.setitimer(signal.ITIMER_REAL, _REDELIVERY_S)
+    if sys.exc_info()[1] is not _PENDING_STOPS[0]:  # (not while it is handled or unwound)
         raise _PENDING_STOPS[0]
 
 
 @contextlib.contextmanager
 def _family_running() -> Iterator[None]:
-    """Mark a family as running so that a stop it swallows is raised again; the timer and
-    the SIGALRM handler a stop set are undone when the family ends, however it ends."""
+    """Mark a family as running so that a stop it swallows is raised again; the SIGALRM
+    handler and timer a stop set are put back as they were when the family ends, however
+    it ends (a handler the family set meanwhile is its own: left as it is)."""
     _redelivery["family_running"] = True
     try:
         yield
     finally:
         _redelivery["family_running"] = False
         if _redelivery["installed"]:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            # (None: a handler set outside Python, which cannot be put back)
-            signal.signal(signal.SIGALRM, _redelivery["previous"] or signal.SIG_DFL)
             _redelivery["installed"] = False
+            if signal.getsignal(signal.SIGALRM) is _redeliver_stop:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+                # (None: a handler set outside Python, which cannot be put back)
+                signal.signal(signal.SIGALRM, _redelivery["previous"] or signal.SIG_DFL)
+                remaining, interval = _redelivery["timer"]
+                if remaining > 0:  # a caller's alarm: what is left of it (at least 1 us)
+                    remaining = max(remaining - (time.monotonic() - _redelivery["since"]), 1e-6)
+                    signal.setitimer(signal.ITIMER_REAL, remaining, interval)
 
 
 def _raise_pending_stop() -> None:
