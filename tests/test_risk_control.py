@@ -1378,8 +1378,13 @@ def test_fit_weights_for_the_default_model_name_a_model_that_takes_them():
         requested = LogisticRegression().set_fit_request(sample_weight=True)
         routed = MultiLabelRiskController(OneVsRestClassifier(requested))
         assert not np.allclose(routed.fit(X, Y, sample_weight=w).predict_proba(X), plain)
-    # without weights the default model is unchanged
+    # without weights the default model is unchanged, and `sample_weight=None` is no
+    # weight (diff review 40: refused with routing on, as scikit-learn does not)
     np.testing.assert_array_equal(MultiLabelRiskController().fit(X, Y).predict_proba(X), plain)
+    for routing in (False, True):
+        with sklearn.config_context(enable_metadata_routing=routing):
+            unweighted = MultiLabelRiskController().fit(X, Y, sample_weight=None)
+            np.testing.assert_array_equal(unweighted.predict_proba(X), plain)
 
 
 @pytest.mark.parametrize(

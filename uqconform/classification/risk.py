@@ -432,7 +432,9 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
         ``OneVsRestClassifier`` and ``MLPClassifier`` predict two columns, the classes 0
         and 1). A fitted model (or ``FrozenEstimator(model)``) can be calibrated without
         ``fit``. The default for several label columns takes no ``sample_weight`` in
-        ``fit``: pass ``MultiOutputClassifier(LogisticRegression())`` for weights.
+        ``fit``: pass ``MultiOutputClassifier(LogisticRegression())`` for weights (with
+        metadata routing on, ``LogisticRegression().set_fit_request(sample_weight=True)``
+        inside).
     alpha : float or sequence of float, default=0.1
         Risk level(s) in (0, 1); each prediction call may override it.
     risk : {"fnr", "miscoverage", "precision"}, default="fnr"
@@ -622,33 +624,37 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
             )
 
     def _model_fit_params(self, fit_params: dict[str, Any]) -> dict[str, Any]:
-        if self.estimator is None and fit_params and routing_enabled():
+        given = {name: value for name, value in fit_params.items() if value is not None}
+        if self.estimator is None and given and routing_enabled():
             # the default model's inner LogisticRegression requests nothing, and the user
             # cannot reach it to ask (scikit-learn's error names it all the same)
             raise ValueError(
-                f"fit parameters {sorted(fit_params)} cannot reach the default model (a "
+                f"fit parameters {sorted(given)} cannot reach the default model (a "
                 "LogisticRegression per label, in OneVsRestClassifier, or MultiOutputClassifier "
                 "for one label column) with metadata routing on: that LogisticRegression "
                 "requests none. Pass the model with the request, e.g. "
                 "estimator=OneVsRestClassifier("
-                f"LogisticRegression().set_fit_request({_requests(fit_params)})) "
+                f"LogisticRegression().set_fit_request({_requests(given)})) "
                 "(MultiOutputClassifier in place of OneVsRestClassifier for one label column)."
             )
         return super()._model_fit_params(fit_params)
 
     def _train_estimator(self, X: Any, y: Any, params: dict[str, Any]) -> None:
-        if self.estimator is None and params and isinstance(self.estimator_, OneVsRestClassifier):
+        given = [name for name, value in params.items() if value is not None]
+        if self.estimator is None:  # (``sample_weight=None``: nothing to pass on)
+            params = {name: params[name] for name in given}
+        if self.estimator is None and given and isinstance(self.estimator_, OneVsRestClassifier):
             # routing off (`_model_fit_params` refuses them with it on): OneVsRestClassifier
             # takes fit parameters only through routing
             raise ValueError(
-                f"fit parameters {sorted(params)} cannot reach the default model, "
+                f"fit parameters {sorted(given)} cannot reach the default model, "
                 "OneVsRestClassifier(LogisticRegression()), which takes them only through "
                 "scikit-learn's metadata routing. Pass estimator=MultiOutputClassifier("
                 "LogisticRegression()), which passes them to each label's LogisticRegression "
                 "(without them, it gives the default's probabilities; every label column must "
                 "then hold both 0 and 1 in the training rows), or turn routing on and pass "
                 "OneVsRestClassifier("
-                f"LogisticRegression().set_fit_request({_requests(params)}))."
+                f"LogisticRegression().set_fit_request({_requests(dict.fromkeys(given))}))."
             )
         try:
             self.estimator_.fit(X, y, **params)
@@ -843,14 +849,16 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
         else:
             rule = "(1 - alpha)^n < delta"
         rows = self._stratum_rows()
+        strata = [
+            (self.conformity_scores_[rows[stratum]], self.calibration_labels_[rows[stratum]])
+            for stratum in none
+        ]
+        if self.method == "ltt":  # every group's thresholds together
+            chosen = self._tested_thresholds_of_strata(strata, alphas)
+        else:
+            chosen = self._exact_thresholds_of_strata(strata, alphas)
         described: dict[str, dict[int, int]] = {}
-        for stratum, size in none.items():  # a loop over groups, not rows
-            scores = self.conformity_scores_[rows[stratum]]
-            labels = self.calibration_labels_[rows[stratum]]
-            if self.method == "ltt":
-                thresholds = self._tested_thresholds(scores, labels, alphas)
-            else:
-                thresholds = self._exact_thresholds(scores, labels, alphas)
+        for (stratum, size), thresholds in zip(none.items(), chosen, strict=True):
             outcomes = [
                 "hold every label"
                 if np.isinf(threshold)
