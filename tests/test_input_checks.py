@@ -3278,3 +3278,25 @@ def test_date_groups_given_as_timestamps_and_named_as_dates():
     # calibrated on a list of Timestamps, predicted on datetime64 (refused before)
     model.calibrate(X[100:200], y[100:200], groups=list(months[100:200]))
     np.testing.assert_array_equal(model.predict_interval(X[200:], groups=months[200:]), expected)
+
+
+def test_predict_returns_an_array_whatever_the_model_returns():
+    """Pandas review: the split wrappers returned a model's own Series from `predict`
+    (documented as an ndarray), where the cross and time-series wrappers gave arrays."""
+
+    class SeriesModel(RegressorMixin, BaseEstimator):
+        def fit(self, X, y):
+            self.model_ = LinearRegression().fit(np.asarray(X), y)
+            self.n_features_in_ = np.shape(X)[1]
+            return self
+
+        def predict(self, X):
+            return pd.Series(self.model_.predict(np.asarray(X)), index=getattr(X, "index", None))
+
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame(rng.normal(size=(80, 2)), index=rng.permutation(80) + 500)
+    y = X.sum(axis=1) + rng.normal(size=80)
+    model = SplitConformalRegressor(SeriesModel()).fit(X[:40], y[:40])
+    predicted = model.predict(X[40:])
+    assert type(predicted) is np.ndarray and predicted.shape == (40,)
+    np.testing.assert_array_equal(predicted, model.estimator_.predict(X[40:]).to_numpy())

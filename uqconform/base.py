@@ -2232,4 +2232,6 @@ class ConformalPredictor(ModelWrapper):
                 classes = model_classes(model)  # columns read by label when labelled
                 proba = class_probabilities(model, X, len(classes), check_sums=False)
                 return classes[np.argmax(proba, axis=1)]
-            return model.predict(X)
+            # an ndarray as documented (a model's Series was returned as it was, where the
+            # cross and time-series wrappers gave arrays)
+            return np.asarray(model.predict(X))
