@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import datetime
+import heapq
 import math
 import numbers
 import time
@@ -432,21 +433,83 @@ def _stratified_bounds(
     n_strata = ((model.groups_.size + 1) if has_groups else 1) * n_sub
     calibration_sizes = np.bincount(strata, minlength=n_strata)
     test_sizes = np.bincount(test_strata, minlength=n_strata)
+    # strata of equal calibration and test sizes share one law: each distinct law once,
+    # with the number of strata it stands for (strata without test rows add nothing)
+    multiplicity: dict[tuple[int, int], int] = {}
+    for pair in zip(calibration_sizes.tolist(), test_sizes.tolist(), strict=True):
+        if pair[1]:
+            multiplicity[pair] = multiplicity.get(pair, 0) + 1
     bounds = np.empty((alphas.size, 2))
-    for j, level in enumerate(alphas):  # a loop over levels, then over the strata tested
-        # each stratum's law on the counts that carry its mass, convolved by FFT: the full
-        # pmfs by np.convolve took 48 s per level at 400,000 test rows (quadratic); strata
-        # of equal sizes share one law, computed once
-        offset, law = 0, np.ones(1)
-        laws: dict[tuple[int, int], tuple[int, NDArray]] = {}
-        for n_s, m_s in zip(calibration_sizes.tolist(), test_sizes.tolist(), strict=True):
-            if m_s:
-                if (n_s, m_s) not in laws:
-                    laws[n_s, m_s] = _single_count_law(n_s, float(level), m_s)
-                first, pmf = laws[n_s, m_s]
-                offset, law = _carrying_mass(offset + first, signal.fftconvolve(law, pmf))
+    for j, level in enumerate(alphas):  # a loop over levels
+        laws = [
+            (_single_count_law(n_s, float(level), m_s), count)
+            for (n_s, m_s), count in multiplicity.items()
+        ]
+        offset, law = _strata_count_law(laws)
         bounds[j] = central_share_interval(offset, law, n_test, (1 - confidence) / 2)
     return bounds
+
+
+# Up to this product of the two lengths a convolution is direct (np.convolve): measured
+# 19 to 54 us at 1e5 (316 x 316, 1,000 x 100, 5,000 x 20 counts) against 72 to 144 us by
+# FFT (scipy.signal.fftconvolve), and free of the FFT's round-off.
+_DIRECT_CONVOLUTION = 10**5
+
+
+def _add_counts(first: tuple[int, NDArray], second: tuple[int, NDArray]) -> tuple[int, NDArray]:
+    """The law of the sum of two independent counts, each ``(first count, pmf)``, on the
+    counts that carry its mass (`_carrying_mass`, the rule of every pooled law here)."""
+    (start_a, pmf_a), (start_b, pmf_b) = first, second
+    if pmf_a.size * pmf_b.size <= _DIRECT_CONVOLUTION:
+        summed = np.convolve(pmf_a, pmf_b)
+    else:
+        summed = signal.fftconvolve(pmf_a, pmf_b)
+    return _carrying_mass(start_a + start_b, summed)
+
+
+def _strata_count_law(laws: list[tuple[tuple[int, NDArray], int]]) -> tuple[int, NDArray]:
+    """The law of the total covered count of independent strata, ``(first count, pmf)``,
+    from each distinct stratum law ``(first, pmf)`` and the number of strata that follow it.
+
+    ``c`` equal strata add up by repeated squaring (``log2(c)`` convolutions, as
+    `coverage_count_pmf` pools resplits), then the distinct totals two at a time, the two
+    shortest first (Huffman's order: each convolution as short as it can be), instead of
+    one FFT of the growing total per stratum: with 8,000 groups, 160,000 test rows and
+    three levels, 3.4 to 3.8 s of CPU time before and 0.6 to 0.8 s now (two runs), most of
+    it scipy's pmf of the 1,011 distinct laws per level.
+
+    No window is added: every convolved law keeps, as before, the counts above ``1e-15``
+    of its peak (`_carrying_mass`), below which an FFT's round-off leaves no information,
+    and there are fewer such cuts (one per convolution: 14 for 1,000 equal strata instead
+    of 1,000). Against a direct convolution cut at ``1e-40`` of its peak (less than
+    ``1e-35`` of the mass dropped), a review found the same bounds in all 27 cases it ran
+    (9 stratifications of 2 to 8,000 strata, at confidences 0.99, 1 - 1e-9 and 1 - 1e-12,
+    three levels each), where the stratum-by-stratum sum was 1 to 3 counts off at
+    1 - 1e-12 in 5 of its 8, and one product of the strata's DFTs (on a window of the
+    total) up to 37; and the same bounds as the full-support direct convolution and as the
+    stratum-by-stratum sum in 450 random stratifications (confidences 0.5 to 1 - 1e-6).
+    """
+    heap: list[tuple[int, int, tuple[int, NDArray]]] = []
+    for index, (law, count) in enumerate(laws):  # a loop over the distinct strata
+        total: tuple[int, NDArray] | None = None
+        while count:  # a loop over the bits of count: log2(count) squarings
+            if count & 1:
+                total = law if total is None else _add_counts(total, law)
+            count >>= 1
+            if count:
+                law = _add_counts(law, law)
+        assert total is not None  # count >= 1
+        heap.append((total[1].size, index, total))
+    if not heap:  # no stratum tested: the count is 0
+        return 0, np.ones(1)
+    heapq.heapify(heap)
+    index = len(heap)  # ties broken by order of creation: the same sum on every run
+    while len(heap) > 1:  # a loop over the sums of the two shortest laws
+        shortest, second = heapq.heappop(heap)[2], heapq.heappop(heap)[2]
+        total = _add_counts(shortest, second)
+        heapq.heappush(heap, (total[1].size, index, total))
+        index += 1
+    return heap[0][2]
 
 
 def _warn_if_seen_rows(model: Any, X_test: Any, y_test: Any) -> None:
