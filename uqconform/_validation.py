@@ -666,10 +666,10 @@ def _first_difference(index: pd.Index, other: pd.Index) -> int | None:
 
 def _dates_as_datetime64(labels: NDArray) -> NDArray:
     """Object ``labels`` holding only dates or only durations (``pd.Timestamp``,
-    ``datetime.date``, ``pd.Timedelta``) as ``datetime64[ns]`` / ``timedelta64[ns]``, so
-    that they meet the same labels held in those dtypes (numpy compares across units
-    exactly: a time inside a day is not that day); other labels (and time-zone-aware
-    dates, which datetime64 cannot hold) as they are."""
+    ``datetime.date``, ``pd.Timedelta``) as ``datetime64`` / ``timedelta64`` in the unit
+    pandas gives them, so that they meet the same labels held in those dtypes (numpy
+    compares across units exactly: a time inside a day is not that day); other labels
+    (and time-zone-aware dates, which datetime64 cannot hold) as they are."""
     kind = pd.api.types.infer_dtype(labels, skipna=False)
     try:
         if kind in ("datetime", "datetime64", "date"):
