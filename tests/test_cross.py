@@ -531,8 +531,9 @@ def test_cv_plus_searches_the_folds_where_that_was_timed_faster(n, searches):
     model = CrossConformalRegressor(Ridge(), cv=10).fit(X, X[:, 0])
     assert model._searches_folds(10) == searches
     # ten levels at once: the selection's single pass wins (diff review 37: 6.5 s against
-    # the search's 7.8 s at n = 20,000)
+    # the search's 7.8 s at n = 20,000); four: the search (diff review 41: 1.0 s and 2.2 s)
     assert not model._searches_folds(10, n_levels=10)
+    assert model._searches_folds(10, n_levels=4) == searches
 
 
 def test_levels_above_one_half_never_give_lower_above_upper_and_stay_nested():

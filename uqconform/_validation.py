@@ -82,7 +82,7 @@ def point_predictions(output: Any, name: str = "estimator") -> NDArray:
     >>> point_predictions([[1.0], [2.0]])
     array([1., 2.])
     """
-    values = np.asarray(output, dtype=float)
+    values = np.asarray(model_output_as_float(output), dtype=float)  # tensors, sparse, NA
     if values.ndim == 2 and values.shape[1] == 1:
         values = values[:, 0]
     if values.ndim != 1:
@@ -623,6 +623,12 @@ def check_row_order(
         return
     shown = name if name.startswith("`") else f"`{name}`"
     remedy = f"`.reindex({rows_of}.index)`"
+    if isinstance(x_index, pd.RangeIndex) and x_index.start == 0 and x_index.step == 1:
+        # labels 0..n-1 may be a table's, or a `reset_index` of rows already in order
+        remedy += (
+            f"; but if `{rows_of}` was renumbered (`reset_index`) from the same rows in "
+            f"the same order, renumber {shown} alike or pass `.to_numpy()` instead"
+        )
     if not unique:  # reindex cannot undo a reordering of repeated labels
         remedy = (
             f"take it from the same rows as `{rows_of}`: `{rows_of}`'s row labels repeat, so "

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.base import BaseEstimator, RegressorMixin, is_regressor
 from sklearn.exceptions import NotFittedError
 from sklearn.frozen import FrozenEstimator
 from sklearn.utils import get_tags
@@ -41,6 +41,7 @@ from uqconform._rows import (
 from uqconform._seeding import check_random_state_value, seeded_clone, seeded_generator
 from uqconform._validation import (
     NonFiniteOutputError,
+    _dates_as_datetime64,
     _plain,
     check_features,
     check_fitted_model,
@@ -58,6 +59,7 @@ from uqconform._validation import (
     labels_text,
     model_classes,
     non_finite_parts,
+    point_predictions,
     refuse_model_class,
     refuse_unencoded_features,
     sklearn_tags,
@@ -1593,6 +1595,8 @@ class ConformalPredictor(ModelWrapper):
                 "The model was calibrated with `groups` (Mondrian calibration): pass the "
                 "group of every row to this call as groups=..."
             )
+        if known.dtype.kind == "O":  # (dates an older build kept as objects)
+            known = _dates_as_datetime64(known)
         kinds = {known.dtype.kind, labels.dtype.kind}
         try:
             if kinds & set("US") and kinds & set("biuf"):  # strings against numbers
@@ -2232,6 +2236,11 @@ class ConformalPredictor(ModelWrapper):
                 classes = model_classes(model)  # columns read by label when labelled
                 proba = class_probabilities(model, X, len(classes), check_sums=False)
                 return classes[np.argmax(proba, axis=1)]
-            # an ndarray as documented (a model's Series was returned as it was, where the
-            # cross and time-series wrappers gave arrays)
-            return np.asarray(model.predict(X))
+            return self._point_output(model.predict(X))
+
+    def _point_output(self, output: Any) -> NDArray:
+        """The model's ``predict`` output as `predict` returns it: an ndarray as documented
+        (a model's Series was passed through, where the cross and time-series wrappers gave
+        arrays); a regressor's as floats of shape (n,), as its intervals read it (a column,
+        a tensor, a sparse column)."""
+        return point_predictions(output) if is_regressor(self) else np.asarray(output)

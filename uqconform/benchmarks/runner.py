@@ -473,6 +473,7 @@ def _jsonable(value: Any) -> Any:
 # (SIGALRM, where the platform has it), and once more when the family returns.
 _PENDING_STOPS: list[BaseException] = []
 _REDELIVERY_S = 0.5
+_UNWIND_S = 3.0  # cleanup time a stop being handled gets before it is raised again
 _redelivery: dict[str, Any] = {"family_running": False, "installed": False}
 
 
@@ -496,8 +497,15 @@ def _redeliver_stop(signum: int, frame: Any) -> None:
     if not (_PENDING_STOPS and _redelivery["family_running"]):
         return
     signal.setitimer(signal.ITIMER_REAL, _REDELIVERY_S)
-    if sys.exc_info()[1] is not _PENDING_STOPS[0]:  # (not while it is handled or unwound)
-        raise _PENDING_STOPS[0]
+    stop = _PENDING_STOPS[0]
+    # a stop being handled or unwound (also inside another exception it caused) gets
+    # `_UNWIND_S` of cleanup; after that, or once swallowed, it is raised again
+    handled, chained = sys.exc_info()[1], False
+    while handled is not None and not chained:
+        chained = handled is stop
+        handled = handled.__context__
+    if not chained or time.monotonic() - _redelivery["since"] > _UNWIND_S:
+        raise stop
 
 
 @contextlib.contextmanager

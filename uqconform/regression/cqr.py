@@ -22,6 +22,7 @@ from uqconform._validation import (
     check_row_order,
     check_weights_row_order,
     is_sklearn_estimator,
+    model_output_as_float,
 )
 from uqconform._version import VersionedState
 from uqconform._warnings import warn_user
@@ -430,6 +431,9 @@ class ConformalizedQuantileRegressor(SplitConformalRegressor):
         ndarray of shape (n_samples,)
         """
         return super().predict(X).mean(axis=1)
+
+    def _point_output(self, output: Any) -> NDArray:
+        return np.asarray(model_output_as_float(output), dtype=float)  # the band's (n, 2)
 
     def _predict_batch(self, X, thresholds, alphas, rng):
         out = super()._predict_batch(X, thresholds, alphas, rng)
