@@ -3300,3 +3300,11 @@ def test_predict_returns_an_array_whatever_the_model_returns():
     predicted = model.predict(X[40:])
     assert type(predicted) is np.ndarray and predicted.shape == (40,)
     np.testing.assert_array_equal(predicted, model.estimator_.predict(X[40:]).to_numpy())
+    # a column (Keras-style) as the intervals read it (diff review 42: shape (n, 1))
+
+    class ColumnModel(SeriesModel):
+        def predict(self, X):
+            return self.model_.predict(np.asarray(X))[:, None]
+
+    column = SplitConformalRegressor(ColumnModel()).fit(X[:40], y[:40])
+    np.testing.assert_array_equal(column.predict(X[40:]), predicted)
