@@ -1189,6 +1189,12 @@ def test_reports_are_written_in_utf8_whatever_the_locale(tmp_path):
     assert "0.5 ± 0.1" in (tmp_path / "out" / "report.md").read_text(encoding="utf-8")
 
 
+def _terminate_this_process():
+    """SIGTERM to this process, then a pause the command line's handler interrupts."""
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(5)
+
+
 def test_a_stop_a_family_swallows_is_raised_again_while_the_family_goes_on(
     fake_registry, tmp_path, capsys
 ):
@@ -1198,8 +1204,7 @@ def test_a_stop_a_family_swallows_is_raised_again_while_the_family_goes_on(
 
     def swallows_then_works(ctx):
         try:
-            os.kill(os.getpid(), signal.SIGTERM)
-            time.sleep(5)  # the handler raises here
+            _terminate_this_process()  # the handler raises in here
         except KeyboardInterrupt:
             pass  # "Training interrupted by user."
         for _ in range(200):  # 10 s of further work, interrupted by the stop raised again
@@ -1225,8 +1230,7 @@ def test_the_stop_redelivery_spares_cleanup_and_a_callers_alarm(fake_registry, t
 
     def cleans_up_slowly(ctx):
         try:
-            os.kill(os.getpid(), signal.SIGTERM)
-            time.sleep(5)  # the handler raises here
+            _terminate_this_process()  # the handler raises in here
         finally:
             for _ in range(16):  # 0.8 s of cleanup while the stop unwinds
                 time.sleep(0.05)
@@ -1258,8 +1262,7 @@ def test_a_stop_a_family_swallows_still_stops_the_run(fake_registry, tmp_path, c
     # stands: a SIGTERM there let the run finish with cut-short results and exit 0
     def swallows(ctx):
         try:
-            os.kill(os.getpid(), signal.SIGTERM)
-            time.sleep(5)  # the handler raises here
+            _terminate_this_process()  # the handler raises in here
         except KeyboardInterrupt:
             pass  # "Training interrupted by user."
         return FamilyResult(tables={"t": [{"x": 1.0}]})

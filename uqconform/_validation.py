@@ -82,7 +82,7 @@ def point_predictions(output: Any, name: str = "estimator") -> NDArray:
     >>> point_predictions([[1.0], [2.0]])
     array([1., 2.])
     """
-    values = np.asarray(model_output_as_float(output), dtype=float)  # tensors, sparse, NA
+    values = model_output_as_float(output)  # tensors, sparse, pd.NA: float64
     if values.ndim == 2 and values.shape[1] == 1:
         values = values[:, 0]
     if values.ndim != 1:

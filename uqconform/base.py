@@ -1967,9 +1967,10 @@ class ConformalPredictor(ModelWrapper):
         with np.errstate(over="ignore"):  # a weight far above every calibration one: inf
             return weights / self._weight_scale()
 
-    def _prepare_weighted_strata(self) -> list[tuple[NDArray, NDArray, float]]:
-        """Per stratum: its scores sorted column by column ``(n_s, c)``, the cumulative
-        calibration weights in each column's order ``(n_s, c)``, and their total."""
+    def _prepare_weighted_strata(self) -> list[tuple[NDArray, NDArray]]:
+        """Per stratum: its scores sorted column by column ``(n_s, c)`` and the cumulative
+        calibration weights in each column's order ``(n_s, c)`` (read them as
+        ``prepared[s][:2]``: older builds' pickles hold their first column's total third)."""
         prepared = self.__dict__.get("_weighted_strata")
         if prepared is None:
             scores = self.conformity_scores_.reshape(len(self.conformity_scores_), -1)
@@ -1979,8 +1980,7 @@ class ConformalPredictor(ModelWrapper):
                 order = np.argsort(scores[rows], axis=0, kind="stable")
                 sorted_scores = np.take_along_axis(scores[rows], order, axis=0)
                 cumulative = np.cumsum(weights[rows][order], axis=0)
-                total = float(cumulative[-1, 0]) if cumulative.shape[0] else 0.0
-                prepared.append((sorted_scores, cumulative, total))
+                prepared.append((sorted_scores, cumulative))
             self._weighted_strata = prepared
         return prepared
 
@@ -2014,7 +2014,7 @@ class ConformalPredictor(ModelWrapper):
                 continue
             rows = order[start:stop]
             for label in range(n_sub):
-                sorted_scores, cumulative, _ = prepared[group * n_sub + label]
+                sorted_scores, cumulative = prepared[group * n_sub + label][:2]
                 if not sorted_scores.shape[0]:
                     continue
                 for component in range(n_components):  # a loop over sides, not rows
@@ -2128,7 +2128,7 @@ class ConformalPredictor(ModelWrapper):
         key = (self.conformity_scores_, self.__dict__.get("calibration_strata_"))
         cached = self.__dict__.get("_ranked_strata")
         if prepared is not None:
-            ranked = [sorted_scores for sorted_scores, _, _ in prepared]
+            ranked = [stratum[0] for stratum in prepared]
         elif cached is not None and cached[0] is key[0] and cached[1] is key[1]:
             ranked = cached[2]
         else:
@@ -2192,9 +2192,9 @@ class ConformalPredictor(ModelWrapper):
                         p = _pvalue(calibration[:, side], scores[(*where, position)], u)
                     else:
                         assert test_weights is not None
-                        sorted_scores, cumulative, _ = prepared[group * n_sub + label]
+                        sorted_scores, cumulative = prepared[group * n_sub + label][:2]
                         # this side's own total: the sides' sums differ in the last bits,
-                        # and another side's total gave p = -4e-16 where it is 0
+                        # and the first side's total gave p = -4e-16 where it is 0
                         total = float(cumulative[-1, side]) if cumulative.shape[0] else 0.0
                         p = _weighted_pvalue(
                             sorted_scores[:, side],

@@ -626,10 +626,9 @@ class LinearizedPredictive(ExplainsCallMistakes, VersionedState, BaseEstimator):
         names, where both recorded them, must be the same in the same order, and integer
         labels must not be the same labels in another order (other integer labels, as of a
         renumbered frame, are read by position with a warning, as `check_features` reads
-        them). The
-        network reads columns by position, and one trained on an array compares no names:
-        a posterior of frames (a, b, c) with a predictive fitted and used on frames
-        (c, a, b) predicted means 4.7 away in a review, silently."""
+        them). The network reads columns by position, and one trained on an array compares
+        no names: a posterior of frames (a, b, c) with a predictive fitted and used on
+        frames (c, a, b) predicted means 4.7 away in a review, silently."""
         for name in ("feature_names_in_", "_column_labels_in"):
             theirs, ours = posterior.__dict__.get(name), self.__dict__.get(name)
             if theirs is None or ours is None or list(theirs) == list(ours):

@@ -36,6 +36,7 @@ RCPS find the threshold exactly, without a grid.
 from __future__ import annotations
 
 import numbers
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -388,9 +389,9 @@ def _grouped_step_sums(events: Any, n_groups: int, n_cuts: int, combine: Any) ->
     return total
 
 
-def _requests(fit_params: dict[str, Any]) -> str:
-    """``sample_weight=True``: the ``set_fit_request`` arguments asking for ``fit_params``."""
-    return ", ".join(f"{name}=True" for name in sorted(fit_params))
+def _requests(names: Iterable[str]) -> str:
+    """``sample_weight=True``: the ``set_fit_request`` arguments asking for ``names``."""
+    return ", ".join(f"{name}=True" for name in sorted(names))
 
 
 def _snap_to_whole(summed_loss: NDArray, roundings: int) -> tuple[NDArray, float]:
@@ -654,7 +655,7 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
                 "(without them, it gives the default's probabilities; every label column must "
                 "then hold both 0 and 1 in the training rows), or turn routing on and pass "
                 "OneVsRestClassifier("
-                f"LogisticRegression().set_fit_request({_requests(dict.fromkeys(given))}))."
+                f"LogisticRegression().set_fit_request({_requests(given)}))."
             )
         try:
             self.estimator_.fit(X, y, **params)
@@ -853,10 +854,7 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
             (self.conformity_scores_[rows[stratum]], self.calibration_labels_[rows[stratum]])
             for stratum in none
         ]
-        if self.method == "ltt":  # every group's thresholds together
-            chosen = self._tested_thresholds_of_strata(strata, alphas)
-        else:
-            chosen = self._exact_thresholds_of_strata(strata, alphas)
+        chosen = self._thresholds_of_strata(strata, alphas)
         described: dict[str, dict[int, int]] = {}
         for (stratum, size), thresholds in zip(none.items(), chosen, strict=True):
             outcomes = [
@@ -899,10 +897,7 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
             (self.conformity_scores_[rows], self.calibration_labels_[rows])
             for rows in self._stratum_rows()  # never a loop over rows
         ]
-        if self.method == "ltt":  # every group's p-values in one call per level
-            chosen = self._tested_thresholds_of_strata(strata, alphas)
-        else:
-            chosen = self._exact_thresholds_of_strata(strata, alphas)
+        chosen = self._thresholds_of_strata(strata, alphas)
         for stratum, ((scores, _), thresholds) in enumerate(zip(strata, chosen, strict=True)):
             table[stratum, 0, 0] = thresholds
             if (~np.isfinite(thresholds)).any():
@@ -936,6 +931,16 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
             return stats.binom.cdf(np.ceil(summed_loss - _RANK_TOLERANCE), n, level)
         # cumulative sums of 1 / (labels per row) leave rounding just outside [0, 1]
         return _hoeffding_bentkus(np.clip(summed_loss / n, 0.0, 1.0), n, level)
+
+    def _thresholds_of_strata(
+        self, strata: list[tuple[NDArray, NDArray]], alphas: NDArray
+    ) -> NDArray:
+        """The thresholds of each ``(scores, labels)`` of ``strata`` at each level, shape
+        ``(n_strata, n_levels)``: every group's p-values together (one call per level for
+        LTT, per bisection step for RCPS), not group by group."""
+        if self.method == "ltt":
+            return self._tested_thresholds_of_strata(strata, alphas)
+        return self._exact_thresholds_of_strata(strata, alphas)
 
     def _exact_thresholds(self, scores: NDArray, labels: NDArray, alphas: NDArray) -> NDArray:
         """CRC and RCPS: the smallest threshold meeting the rule at each level (``inf``
