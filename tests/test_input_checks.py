@@ -3222,6 +3222,26 @@ def test_integer_bounds_give_real_widths_not_wrapped_ones():
     assert mean_width(np.array([[-40000.0, 40000.0], [0.0, 2.0]], dtype=np.float16)) == 40001.0
 
 
+def test_integer_targets_meet_integer_bounds_exactly():
+    """Found in stop 61: integer targets were compared as float64, so above 2**53 a target
+    one below an integer interval (nanosecond timestamps) rounded into it and counted as
+    covered."""
+    from uqconform.evaluation import mean_interval_score
+
+    base = 1_700_000_000_000_000_000  # float64 spacing 256 here
+    y = base + np.array([3, 10, 500], dtype=np.int64)
+    intervals = base + np.array([[4, 8], [10, 10], [0, 499]], dtype=np.int64)
+    with pytest.warns(UserWarning, match="read as intervals"):
+        assert coverage(y, intervals) == pytest.approx(1 / 3)
+        # misses of 1 and 1 (exact), widths 4, 0, 499; alpha 0.5 scales misses by 4
+        assert mean_interval_score(y, intervals, alpha=0.5) == pytest.approx((4 + 503 + 4) / 3)
+    boxes = np.stack([intervals, intervals], axis=1)
+    assert coverage(np.stack([y, y], axis=1), boxes) == pytest.approx(1 / 3)
+    unsigned = intervals.astype(np.uint64)
+    with pytest.warns(UserWarning, match="read as intervals"):
+        assert coverage(y.astype(np.uint64), unsigned) == pytest.approx(1 / 3)
+
+
 def test_levels_stacked_on_the_wrong_axis_are_told_apart():
     """Evaluation review: two levels stacked as (n, k, 2) with k = 2 were read as (n, 2, k):
     one-sided intervals gave coverage [0, 0] silently, nested two-sided ones a refusal

@@ -365,7 +365,9 @@ def _check_rows(
         raise ValueError(f"`{name}` has {y.shape[0]} rows but `{other}` has {n}.")
 
 
-def _numeric_target(y: NDArray, name: str = "y_true") -> NDArray:
+def _numeric_target(y: NDArray, name: str = "y_true", keep_integers: bool = False) -> NDArray:
+    """``y`` as floats, checked finite; ``keep_integers``: integer targets as they are, so
+    that integer bounds compare with them exactly (float64 rounds integers above 2**53)."""
     # text such as "2.5" would be read as a number, dates as nanoseconds since 1970,
     # complex values without their imaginary part
     text = y.dtype.kind in "USmMc" or (
@@ -375,6 +377,8 @@ def _numeric_target(y: NDArray, name: str = "y_true") -> NDArray:
     )
     if text:
         raise TypeError(f"`{name}` must be numeric for intervals or regions, got dtype {y.dtype}.")
+    if keep_integers and y.dtype.kind in "iu":
+        return y
     try:
         values = y.astype(float)
     except (TypeError, ValueError):
@@ -641,7 +645,7 @@ def _prepare(
             )
         return parsed, _numeric_target(y, name)
     if parsed.kind == "box":
-        return parsed, _numeric_target(y, name)
+        return parsed, _numeric_target(y, name, keep_integers=True)
     if y.ndim == 2 and y.shape[1] == 1:
         y = y[:, 0]
     if y.ndim != 1:
@@ -649,7 +653,7 @@ def _prepare(
             f"`{name}` must be 1-D for an interval array, got shape {y.shape}; for several "
             "outputs pass a box array (n, d, 2) or a region."
         )
-    return parsed, _numeric_target(y, name)
+    return parsed, _numeric_target(y, name, keep_integers=True)
 
 
 def _covered(parsed: _Parsed, y: NDArray) -> NDArray:
@@ -682,6 +686,15 @@ def _widths(data: NDArray) -> NDArray:
         return np.subtract(upper, lower, dtype=np.uint64, casting="unsafe").astype(float)
     with np.errstate(invalid="ignore"):
         return np.where(lower == upper, 0.0, upper - lower).astype(float)
+
+
+def _excess(a: NDArray, b: NDArray) -> NDArray:
+    """``max(a - b, 0)`` as floats; of integers exactly, as unsigned differences."""
+    if a.dtype.kind in "iu" and b.dtype.kind in "iu":
+        gap = np.subtract(a, b, dtype=np.uint64, casting="unsafe").astype(float)
+        return np.where(a > b, gap, 0.0)
+    with np.errstate(invalid="ignore"):  # -inf - y and y - inf are fine, never inf - inf
+        return np.maximum(a - b, 0.0)
 
 
 def _sizes(parsed: _Parsed, **volume_kwargs: Any) -> NDArray:
@@ -841,8 +854,7 @@ def mean_interval_score(
             f"{', a scalar' if parsed.single else ''}), got {alpha!r}."
         )
     lower, upper = parsed.data[:, 0], parsed.data[:, 1]
-    with np.errstate(invalid="ignore"):  # -inf - y and y - inf are fine, never inf - inf
-        miss = np.maximum(lower - y[:, None], 0.0) + np.maximum(y[:, None] - upper, 0.0)
+    miss = _excess(lower, y[:, None]) + _excess(y[:, None], upper)
     scores = _widths(parsed.data) + (2.0 / levels) * miss
     return _per_level(scores.mean(axis=0), parsed.single)
 
