@@ -445,6 +445,37 @@ def test_fit_with_noise_augmentation(problem):
         cp.fit(X_fit, y_fit, augment=-1)
 
 
+@pytest.mark.parametrize("smoothed", [MeanSmoothedClassifier, BinarizedSmoothedClassifier])
+def test_augmented_fit_checks_weights_rows_and_refuses_a_frozen_model(problem, smoothed):
+    """Robust review (stop 62): with `augment` > 0 a weight Series in another row order was
+    repeated by position (62 of 150 sets changed; `augment=0` refused it), and a
+    FrozenEstimator trained on no noisy copy, silently."""
+    from sklearn.frozen import FrozenEstimator
+
+    model, X, y = problem
+    frame = pd.DataFrame(X[:300], columns=["u", "v"])
+    weights = pd.Series(np.linspace(0.5, 2.0, 300), index=frame.index)[::-1]
+    for target in (y[:300], pd.Series(y[:300])):  # rows named by X, or by y beside an array
+        for features in (frame, frame.to_numpy()):
+            if isinstance(target, np.ndarray) and isinstance(features, np.ndarray):
+                continue  # nothing to pair by
+            for augment in (0, 2):
+                with pytest.raises(ValueError, match=r"`sample_weight` is indexed by the row"):
+                    smoothed(random_state=0).fit(
+                        features, target, augment=augment, sample_weight=weights
+                    )
+    in_order = smoothed(random_state=0).fit(
+        frame, y[:300], augment=2, sample_weight=weights.sort_index()
+    )
+    as_array = smoothed(random_state=0).fit(
+        frame, y[:300], augment=2, sample_weight=weights.sort_index().to_numpy()
+    )
+    np.testing.assert_array_equal(in_order.estimator_.coef_, as_array.estimator_.coef_)
+    with pytest.raises(ValueError, match=r"`augment=2` asks to train on noisy copies, but"):
+        smoothed(FrozenEstimator(model)).fit(X[:300], y[:300], augment=2)
+    smoothed(FrozenEstimator(model)).fit(X[:300], y[:300])  # augment=0: used as it is
+
+
 def test_string_labels_and_dataframes(problem):
     _, X, y = problem
     names = np.array(["a", "b", "c"])[y]
@@ -782,7 +813,10 @@ def test_a_frozen_model_takes_fit_rows_of_one_class(smoothed, augment):
     base = LogisticRegression().fit(X[:200], y[:200])
     one = np.zeros(40, dtype=int)
     cp = smoothed(FrozenEstimator(base), n_samples=500, random_state=0)
-    cp.fit(X[:40], one, augment=augment).calibrate(X[200:350], y[200:350])
+    if augment:  # noisy copies cannot train a frozen model (stop 62): refused first
+        with pytest.raises(ValueError, match=r"holds a FrozenEstimator, whose fit trains"):
+            cp.fit(X[:40], one, augment=augment)
+    cp.fit(X[:40], one).calibrate(X[200:350], y[200:350])
     assert cp.predict_set(X[350:355]).shape == (5, 3)
     assert np.array_equal(cp.classes_, [0, 1, 2])  # the frozen model's, not the fit rows'
     with pytest.raises(ValueError, match=r"`y` holds one class \(\[0\]\)"):

@@ -1010,6 +1010,52 @@ def test_partitions_too_small_name_the_minimum(digits):
         model.reliability_curve(X_test, [0, smallest])
 
 
+def test_a_level_set_after_calibrate_warns_about_small_partitions_too(digits):
+    """Robust review (stop 62): partitions too small for a level set by
+    `set_params(alpha=...)` after calibrate voted for every label silently, where the same
+    level given to `predict_set` warned."""
+    X_fit, y_fit, X_cal, y_cal, X_test, _ = digits
+    model = ReliablePredictionSets(LogisticRegression(max_iter=300), k_train=2, k_calib=10)
+    model.fit(X_fit, y_fit)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # 300 rows in 10 partitions suffice at 0.1
+        model.calibrate(X_cal[:300], y_cal[:300])
+        model.predict_set(X_test, alpha=0.2)  # a larger level needs fewer points
+    needed = minimum_partition_size(10, 0.05, "exact")
+    assert (model.partition_sizes_ < needed).any()
+    with pytest.warns(UserWarning, match=f"fewer than the {needed} points"):
+        given = model.predict_set(X_test, alpha=0.05)
+    model.set_params(alpha=0.05)
+    with pytest.warns(UserWarning, match=f"fewer than the {needed} points"):
+        np.testing.assert_array_equal(model.predict_set(X_test), given)
+    with pytest.warns(UserWarning, match=f"fewer than the {needed} points"):
+        model.partition_sets(X_test)
+
+
+def test_a_partition_model_failing_on_its_few_rows_is_named(digits):
+    """Robust review (stop 62): a model that needs more rows than a partition holds got
+    scikit-learn's bare message (a k-NN's at calibrate, "n_samples_fit = 4" among 300
+    rows; an inner validation split's at fit)."""
+    X_fit, y_fit, X_cal, y_cal, _, _ = digits
+    knn = ReliablePredictionSets(KNeighborsClassifier(n_neighbors=5), k_train=40, k_calib=5)
+    knn.fit(X_fit[:300], y_fit[:300])
+    with pytest.raises(
+        ValueError,
+        match=r"^The model of training partition \d+ \(\d training rows\) of k_train=40 "
+        r"failed: Expected n_neighbors <= n_samples_fit.*\. Each partition's model sees",
+    ):
+        knn.calibrate(X_cal, y_cal)
+    from sklearn.neural_network import MLPClassifier
+
+    early = ReliablePredictionSets(MLPClassifier(early_stopping=True), k_train=40, k_calib=5)
+    with pytest.raises(
+        ValueError,
+        match=r"training partition \d+ \(\d+ training rows\) of "
+        r"k_train=40 failed: The validation set is too small",
+    ):
+        early.fit(X_fit[:300], y_fit[:300])
+
+
 def test_a_certificate_survives_deletions_that_shrink_a_partition_below_its_minimum(digits):
     """With a partition at its minimum, certify(r_calib=1) holds: deleting one of its
     points makes calibrate warn and give it rank 0 (it votes for every label), and the

@@ -51,6 +51,7 @@ from uqconform._validation import (
     check_nonnegative_float,
     check_positive_float,
     check_row_order,
+    check_weights_row_order,
     class_probabilities,
     missing_proba_error,
     model_classes,
@@ -448,7 +449,15 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
         self
         """
         check_row_order(X, y, "y")
+        check_weights_row_order(X, fit_params, y)  # the copies repeat weights by position
         check_int(augment, "augment", low=0)
+        if augment and keeps_a_frozen_model(self.estimator):
+            raise ValueError(
+                f"`augment={augment}` asks to train on noisy copies, but `estimator` holds a "
+                "FrozenEstimator, whose fit trains nothing. Pass an unfitted classifier to "
+                "train under the noise, or leave `augment` at 0 to use the frozen model as "
+                "it is."
+            )
         if augment == 0:
             # Calibration and prediction add noise to X, so they need it dense, finite and
             # numeric; the training X is held to the same, so a mismatch shows at fit

@@ -934,18 +934,42 @@ class _ConstantClassifier(ClassifierMixin, BaseEstimator):
         return np.full(n_rows(X), self.classes_[0])
 
 
+def _partition_failure(error: ValueError, index: int, k: int, size: int | None) -> ValueError:
+    """``error`` of partition ``index``'s model, named: a model that needs more rows than a
+    partition holds (a k-NN's ``n_neighbors``, an inner validation split) fails on the
+    partition, not on the data set the user gave."""
+    rows = "" if size is None else f" ({size} training rows)"
+    text = str(error).rstrip()
+    return ValueError(
+        f"The model of training partition {index}{rows} of k_train={k} failed: {text}"
+        f"{'' if text.endswith('.') else '.'} "
+        "Each partition's model sees about 1/k_train of the training rows: use a smaller "
+        "`k_train`, or a model that works on that many rows."
+    )
+
+
 def _fit_partition(
-    estimator: Any, X: Any, y: NDArray, rows: NDArray, seed: int, fit_params: dict[str, Any]
+    estimator: Any,
+    X: Any,
+    y: NDArray,
+    rows: NDArray,
+    seed: int,
+    fit_params: dict[str, Any],
+    index: int,
+    k: int,
 ) -> Any:
-    """Fit one partition's model on its rows (already in canonical order), with
-    ``fit_params`` (the per-row ones already taken on those rows)."""
+    """Fit one partition's model (partition ``index`` of ``k``) on its rows (already in
+    canonical order), with ``fit_params`` (the per-row ones already taken on those rows)."""
     labels = np.unique(y[rows])
     if labels.size < 2:  # nothing to learn: the single label, or abstention
         return _ConstantClassifier(labels[0] if labels.size else None).fit()
     model = clone(estimator)
     model.set_params(**{name: seed for name in seed_parameters(model)})
     part = X.iloc[rows] if hasattr(X, "iloc") else X[rows]
-    return model.fit(part, y[rows], **fit_params)
+    try:
+        return model.fit(part, y[rows], **fit_params)
+    except ValueError as error:
+        raise _partition_failure(error, index, k, rows.size) from error
 
 
 def _label_kind(classes: NDArray) -> str:
@@ -1318,7 +1342,7 @@ class ReliablePredictionSets(
         params = [fit_params_rows(fit_params, len(labels), part) for part in rows]
         jobs = (
             delayed(_fit_partition)(
-                self._base_estimator(), X, labels, rows[i], int(seeds[i]), params[i]
+                self._base_estimator(), X, labels, rows[i], int(seeds[i]), params[i], i, k
             )
             for i in range(k)
         )
@@ -1426,10 +1450,16 @@ class ReliablePredictionSets(
         n, k = n_rows(X), self.classes_.size
         counts = np.zeros((n, k), dtype=np.int64)
         rows = np.arange(n)
-        for model in self.estimators_:  # a loop over the partition models
+        sizes = self.__dict__.get("training_partition_sizes_")  # None: adopted models
+        for i, model in enumerate(self.estimators_):  # a loop over the partition models
             if np.asarray(model.classes_).size == 0:
                 continue
-            column = encode_labels(np.asarray(model.predict(X)), self.classes_, "predictions")
+            try:
+                predicted = np.asarray(model.predict(X))
+            except ValueError as error:
+                size = None if sizes is None else int(sizes[i])
+                raise _partition_failure(error, i, len(self.estimators_), size) from error
+            column = encode_labels(predicted, self.classes_, "predictions")
             counts[rows, column] += 1  # one vote per row: no repeated (row, column) pair
         return counts
 
@@ -1497,6 +1527,7 @@ class ReliablePredictionSets(
             "_calibrate_settings",
             "_threshold_cache",
             "_coverage_cache",
+            "_checked_level",
         ):
             self.__dict__.pop(name, None)
 
@@ -1548,6 +1579,7 @@ class ReliablePredictionSets(
         self._warn_if_rows_repeat(digests, k)
         levels = check_alpha(self.alpha, "alpha")
         self._warn_small_partitions(sizes, levels)  # at the most demanding level
+        self._checked_level = float(np.min(levels))
         if self._probability_mode():
             counts = None
             scores = self._probabilities(X)[np.arange(n), labels]
@@ -1677,6 +1709,14 @@ class ReliablePredictionSets(
                 UserWarning,
             )
 
+    def _warn_small_partitions_again(self, levels: NDArray) -> None:
+        """`_warn_small_partitions` at prediction, for a level below the one calibrate
+        checked (given to the call, or set by ``set_params(alpha=...)`` since: a larger
+        level needs fewer points, so it is covered by calibrate's warning)."""
+        checked = self.__dict__.get("_checked_level")  # None: pickled before it was kept
+        if checked is None or float(np.min(levels)) < checked:
+            self._warn_small_partitions(self.partition_sizes_, levels)
+
     def _ranks(self, alpha: float) -> NDArray:
         return np.array(
             [
@@ -1734,8 +1774,7 @@ class ReliablePredictionSets(
         """
         self._check_calibrated("partition_sets")
         level = self._level(alpha)
-        if alpha is not None:  # the constructor's levels were checked at calibrate
-            self._warn_small_partitions(self.partition_sizes_, np.array([level]))
+        self._warn_small_partitions_again(np.array([level]))
         thresholds = self._partition_thresholds(self._ranks(level), 0)[0]
         return self.predict_scores(X)[:, :, None] >= thresholds[None, None, :]
 
@@ -1758,8 +1797,7 @@ class ReliablePredictionSets(
         levels = check_call_alpha(alpha, self.alpha, X)
         scores = self.predict_scores(X)
         out = np.empty((*scores.shape, levels.size), dtype=bool)
-        if alpha is not None:  # the constructor's levels were checked at calibrate
-            self._warn_small_partitions(self.partition_sizes_, levels)
+        self._warn_small_partitions_again(levels)
         for j, level in enumerate(levels):  # a loop over levels
             thresholds = self._partition_thresholds(self._ranks(float(level)), 0)[0]
             votes = _votes_reached(scores, thresholds)
