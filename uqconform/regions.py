@@ -250,9 +250,11 @@ class AffineMap:
         residual = np.asarray(Y, dtype=float) - self.center
         if self.diagonal:
             return residual / self.scale
-        if self.scale.shape[0] == 1:  # one shared matrix: a single solve
-            return np.linalg.solve(self.scale[0], residual.T).T
-        return np.linalg.solve(self.scale, residual[..., None])[..., 0]
+        # one solve per row, also for one shared matrix: a single solve of all rows rounds
+        # differently for one row than for a batch, and a tied calibration score alone
+        # then lay outside the region it set (a row's coverage hung on its batch)
+        scale = np.broadcast_to(self.scale, (residual.shape[0], *self.scale.shape[1:]))
+        return np.linalg.solve(scale, residual[..., None])[..., 0]
 
     def from_latent(self, Z: NDArray) -> NDArray:
         """``center_i + L_i z`` for the ``m`` latent points of each row, ``(n, m, d)``."""
