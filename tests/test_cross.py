@@ -683,6 +683,43 @@ def test_a_list_of_train_test_pairs_is_accepted_as_folds():
         CrossConformalRegressor(cv=splitter.split(X)).fit(X, y)
 
 
+def test_folds_that_train_on_a_row_twice_and_skip_another_are_refused():
+    """Regression review (stop 62): a fold training on row 2 twice and never on row 3
+    (outside its test rows) kept the sizes and passed the partition check, so its model
+    trained on another sample than the complement CV+ rests on; a test part holding a row
+    twice and leaving another out passed too."""
+    X, y = _linear(10, 0)
+    skip = [
+        (np.array([2, 2, 4, 5, 6, 7, 8, 9]), np.array([0, 1])),  # row 3 in neither part
+        (np.array([0, 1, 5, 6, 7, 8, 9]), np.array([2, 3, 4])),
+        (np.array([0, 1, 2, 3, 4]), np.array([5, 6, 7, 8, 9])),
+    ]
+    twice = [
+        (np.array([3, 4, 5, 6, 7, 8, 9]), np.array([0, 0, 1])),  # row 2 in neither part
+        (np.array([0, 1]), np.array([2, 3, 4, 5, 6, 7, 8, 9])),
+    ]
+
+    class Listed:  # the same folds from a splitter object
+        def __init__(self, folds):
+            self.folds = folds
+
+        def get_n_splits(self, *args, **kwargs):
+            return len(self.folds)
+
+        def split(self, X, y=None, groups=None):
+            yield from self.folds
+
+    from uqconform.classification import CrossConformalClassifier
+
+    labels = (y > np.median(y)).astype(int)
+    for folds in (skip, twice):
+        for cv in (folds, Listed(folds)):
+            with pytest.raises(ValueError, match=r"trains a fold on rows other than all those"):
+                CrossConformalRegressor(cv=cv).fit(X, y)
+            with pytest.raises(ValueError, match=r"trains a fold on rows other than all those"):
+                CrossConformalClassifier(cv=cv).fit(X, labels)
+
+
 def test_per_row_fit_parameters_in_another_row_order_are_refused_by_name():
     """Review finding (s57 user): a pandas ``sample_weight`` indexed by X's labels in
     another order was paired by position (the fold models learnt another problem's

@@ -827,3 +827,16 @@ def test_a_shared_matrix_maps_each_row_alike_alone_and_in_a_batch():
     tied = np.flatnonzero(model.conformity_scores_ == model.radius_)  # rows at the radius
     assert tied.size
     np.testing.assert_array_equal(model.nonconformity(X[200 + tied], Y[200 + tied]), model.radius_)
+
+
+@pytest.mark.parametrize("bad", ["a", -1, 1.5])
+def test_an_invalid_volume_seed_is_refused_where_the_volume_is_exact(bad):
+    """Multi-output review (stop 62): an exact (affine) volume never reads its seed, so
+    `volume(random_state="a")` was accepted there and refused on a flow's region."""
+    region = PredictionRegion(AffineMap(np.zeros((2, 2)), np.ones((2, 2))), np.ones(2))
+    np.testing.assert_allclose(region.volume(), math.pi)
+    with pytest.raises(ValueError, match=r"`random_state` must be None, an int"):
+        region.volume(random_state=bad)
+    with pytest.raises(ValueError, match=r"`random_state` must be None, an int"):
+        region.log_volume(random_state=bad)
+

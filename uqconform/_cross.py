@@ -295,13 +295,14 @@ class CrossFitWrapper(ModelWrapper):
                     f"`cv` ({type(cv).__name__}) gives a fold without test rows: every fold "
                     "must hold at least one row out."
                 )
-            held_out[test] += 1
-            if train.size + test.size != n or np.intersect1d(train, test).size:
+            uses = _row_uses(train, test, n)
+            if uses is None or not (uses == 1).all():
                 raise ValueError(
                     f"`cv` ({type(cv).__name__}) trains a fold on rows other than all those "
                     f"outside its test rows; {self._method_name} needs K-fold splits "
                     f"({self._splitter_examples})."
                 )
+            held_out[test] += 1  # (each test row once: checked just above)
         if len(splits) < 2 or not (held_out == 1).all():
             raise ValueError(
                 f"`cv` ({type(cv).__name__}) must hold every row out exactly once over at "
@@ -470,6 +471,16 @@ def _is_list_of_splits(cv: Any) -> bool:
         and len(cv) > 0
         and all(isinstance(pair, (list, tuple)) and len(pair) == 2 for pair in cv)
     )
+
+
+def _row_uses(train: NDArray, test: NDArray, n: int) -> NDArray | None:
+    """How many times each of the ``n`` rows is among a fold's train and test rows (in a
+    K-fold split, once each: a row trained on twice while another is left out keeps the
+    sizes); None when an index lies outside ``0..n-1``."""
+    rows = np.concatenate([train, test])
+    if rows.size and (rows.min() < 0 or rows.max() >= n):
+        return None
+    return np.bincount(rows, minlength=n)
 
 
 def _fold_indices(train: Any, test: Any, fold: int, n: int) -> tuple[NDArray, NDArray]:

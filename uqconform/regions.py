@@ -35,7 +35,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.special import gammaln, logsumexp
 
-from uqconform._seeding import random_generator
+from uqconform._seeding import check_random_state_value, random_generator
 from uqconform._validation import (
     check_int,
     first_non_number,
@@ -775,6 +775,7 @@ class PredictionRegion:
             Only with ``return_std=True``.
         """
         n_samples = check_int(n_samples, "n_samples")
+        check_random_state_value(random_state)  # also where the volume is exact (affine)
         radii = self._radii()
         if (
             len(self) > 1
