@@ -1326,3 +1326,142 @@ def test_one_query_gives_the_cells_and_sets_of_the_previous_two(base_score, n_ne
             np.testing.assert_array_equal(new.conformity_scores_, old.conformity_scores_)
             np.testing.assert_array_equal(new._true_is_fill, old._true_is_fill)
             np.testing.assert_array_equal(new.predict_set(X[600:]), old.predict_set(X[600:]))
+
+
+# ---- a fitted HeadEnsemble as `estimator`, subspace heads, call order (review s62) -----------
+def _head_ensemble_data():
+    X, y = make_classification(900, 5, n_informative=3, n_redundant=0, n_classes=3, random_state=0)
+    return X[:300], y[:300], X[300:600], y[300:600], X[600:], y[600:]
+
+
+@pytest.mark.parametrize("diversity", ["bootstrap", "subspace"])
+@pytest.mark.parametrize("frozen", [False, True])
+def test_a_fitted_head_ensemble_is_adopted_at_calibrate_with_its_own_columns(diversity, frozen):
+    """Review s62: MultiDimScoreClassifier(<fitted HeadEnsemble>).calibrate raised "Call
+    fit(X_train, y_train) to train heads from it" while EnsembleConformalClassifier took it;
+    subspace heads (each reading its own columns) could not be passed at all."""
+    from sklearn.frozen import FrozenEstimator
+
+    Xf, yf, Xc, yc, Xt, yt = _head_ensemble_data()
+    heads = HeadEnsemble(n_heads=4, diversity=diversity, random_state=0).fit(Xf, yf)
+    estimator = FrozenEstimator(heads) if frozen else heads
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # adopted silently, as the plain ensemble does
+        model = MultiDimScoreClassifier(estimator, random_state=0).calibrate(Xc, yc)
+    assert model.estimator_ is heads
+    # each head's vector is taken on its own columns
+    expected = np.moveaxis(1 - heads.head_probabilities(Xt), 0, -1)  # LAC per head
+    np.testing.assert_allclose(model.score_vectors(Xt), expected)
+    np.testing.assert_allclose(model.predict_proba(Xt), heads.predict_proba(Xt))
+    sets = model.predict_set(Xt)
+    assert sets.shape == (len(yt), 3) and sets[np.arange(len(yt)), yt].mean() > 0.8
+    if diversity == "bootstrap":  # the same sets as its list of heads
+        as_list = MultiDimScoreClassifier(list(heads.heads_), random_state=0).calibrate(Xc, yc)
+        np.testing.assert_array_equal(sets, as_list.predict_set(Xt))
+    with pytest.raises(ValueError, match=r"`X` has 3 features, but the fitted heads of this Mu"):
+        model.predict_set(Xt[:, :3])
+    ensemble = EnsembleConformalClassifier(estimator, random_state=0).calibrate(Xc, yc)
+    np.testing.assert_allclose(ensemble.predict_proba(Xt), model.predict_proba(Xt))
+
+
+def test_fit_refuses_a_head_ensemble_and_calibrate_an_unfitted_one():
+    """Review s62: fit(X, y) around a HeadEnsemble trained n_heads HeadEnsembles (heads that
+    are averages of heads), silently."""
+    Xf, yf, Xc, yc, *_ = _head_ensemble_data()
+    fitted = HeadEnsemble(n_heads=4, random_state=0).fit(Xf, yf)
+    for estimator in (HeadEnsemble(n_heads=4), fitted):
+        with pytest.raises(ValueError, match=r"`estimator` is a HeadEnsemble.*unfitted classi"):
+            MultiDimScoreClassifier(estimator, n_heads=3).fit(Xf, yf)
+    with pytest.raises(ValueError, match=r"pass it fitted.*to calibrate\(X_calib, y_calib\)"):
+        MultiDimScoreClassifier(fitted).fit(Xf, yf)
+    with pytest.raises(NotFittedError, match=r"unfitted HeadEnsemble.*fit it first"):
+        MultiDimScoreClassifier(HeadEnsemble(n_heads=4)).calibrate(Xc, yc)
+    # a fitted HeadEnsemble set after fit trained other heads is used, as a list is
+    model = MultiDimScoreClassifier(n_heads=2, random_state=0).fit(Xf, yf)
+    model.set_params(estimator=fitted).calibrate(Xc, yc)
+    assert model.estimator_ is fitted
+
+
+def test_the_heads_of_a_subspace_ensemble_given_as_a_list_name_the_head_ensemble_route():
+    """Review s62: `he.heads_` of a subspace HeadEnsemble got "`X` has 5 features, but the
+    fitted heads ... take 4" with no way out named."""
+    Xf, yf, Xc, yc, *_ = _head_ensemble_data()
+    heads = HeadEnsemble(n_heads=3, diversity="subspace", random_state=0).fit(Xf, yf)
+    with pytest.raises(ValueError, match=r"take 4.*pass the fitted HeadEnsemble itself"):
+        MultiDimScoreClassifier(heads.heads_, random_state=0).calibrate(Xc, yc)
+
+
+def _column_frame(n=600, seed=0):
+    import pandas as pd
+
+    rng = np.random.default_rng(seed)
+    frame = pd.DataFrame(
+        {
+            "a": rng.normal(size=n),
+            "b": rng.normal(size=n),
+            "c": rng.choice(["x", "y", "z"], n),
+            "d": rng.normal(size=n),
+        }
+    )
+    y = (frame.a + (frame.c == "x") + rng.normal(size=n) > 0.5).astype(int)
+    return frame, y
+
+
+@pytest.mark.parametrize("by", ["names", "positions"])
+@pytest.mark.parametrize("wrapper", [MultiDimScoreClassifier, EnsembleConformalClassifier])
+def test_subspace_heads_around_a_column_selecting_pipeline_say_why_they_fail(wrapper, by):
+    """Review s62: diversity='subspace' around a ColumnTransformer failed with scikit-learn's
+    "Some column names are not columns of the dataframe" or "could not convert string to
+    float", nothing saying that each head sees a subset of the columns."""
+    from sklearn.compose import make_column_transformer
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import OneHotEncoder, StandardScaler
+
+    frame, y = _column_frame()
+    if by == "names":
+        columns = make_column_transformer(
+            (StandardScaler(), ["a", "b", "d"]), (OneHotEncoder(), ["c"])
+        )
+        original = "not columns of the dataframe"
+    else:
+        columns = make_column_transformer((OneHotEncoder(), [2]), remainder=StandardScaler())
+        original = "could not convert string to float"
+    pipe = make_pipeline(columns, LogisticRegression())
+    model = wrapper(pipe, n_heads=3, diversity="subspace", random_state=0)
+    with pytest.raises(ValueError, match=r"Head \d of diversity='subspace' failed") as caught:
+        model.fit(frame[:300], y[:300])
+    message = str(caught.value)
+    assert "random subset of 3 of the 4 columns" in message
+    assert re.search(r"\['\w', '\w', '\w'\]", message)  # the head's columns, by name
+    assert "diversity='bootstrap' or 'seeds'" in message and original in message
+    assert original in str(caught.value.__cause__)  # the original error, chained
+    wrapper(pipe, n_heads=3, diversity="bootstrap", random_state=0).fit(frame[:300], y[:300])
+
+
+def test_the_subspace_fraction_is_documented_and_another_one_goes_through_head_ensemble():
+    """Review s62: `subspace_fraction` exists on HeadEnsemble only; the wrappers use 0.7
+    without saying so."""
+    X, y = make_classification(900, 10, n_informative=5, n_classes=3, random_state=0)
+    for wrapper in (MultiDimScoreClassifier, EnsembleConformalClassifier):
+        assert "70% of the columns" in " ".join(wrapper.__doc__.split())
+        model = wrapper(n_heads=3, diversity="subspace", random_state=0).fit(X[:300], y[:300])
+        assert [len(s) for s in model.estimator_.feature_subsets_] == [7, 7, 7]
+        heads = HeadEnsemble(
+            n_heads=3, diversity="subspace", subspace_fraction=0.4, random_state=0
+        ).fit(X[:300], y[:300])
+        model = wrapper(heads, random_state=0).calibrate(X[300:600], y[300:600])
+        assert [len(s) for s in model.estimator_.feature_subsets_] == [4, 4, 4]
+        assert model.predict_set(X[600:]).shape == (300, 3)
+
+
+@pytest.mark.parametrize("method", ["predict", "predict_proba", "score_vectors"])
+def test_predicting_before_any_call_names_fit_or_calibrate_alone(method):
+    """Review s62: with fitted heads given and nothing called, these got scikit-learn's
+    "not fitted yet. Call 'fit'" where the plain ensemble's predict names calibrate too."""
+    X, _, heads = synthetic()
+    message = (
+        f"MultiDimScoreClassifier.{method} needs fit(X, y) (or calibrate(X_calib, y_calib) "
+        "alone around a fitted `estimator`) first."
+    )
+    with pytest.raises(NotFittedError, match=re.escape(message)):
+        getattr(MultiDimScoreClassifier(list(heads)), method)(X[:3])

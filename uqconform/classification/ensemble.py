@@ -26,12 +26,18 @@ class EnsembleConformalClassifier(SplitConformalClassifier):
 
     Parameters
     ----------
-    estimator : classifier or list of fitted classifiers, default=None
+    estimator : classifier, list of fitted classifiers or fitted HeadEnsemble, default=None
         Cloned into ``n_heads`` diverse heads by ``fit``, or the fitted heads themselves
         (``calibrate`` then works without ``fit``; ``fit`` trains nothing then: it checks
-        X and y against the heads and warns).
+        X and y against the heads and warns), or a fitted `HeadEnsemble` (``calibrate``
+        alone: its heads, each reading its own columns of ``X``).
     n_heads : int, default=5
     diversity : {"bootstrap", "subspace", "seeds"}, default="bootstrap"
+        How ``fit`` makes the heads differ: class-stratified bootstrap samples of the rows,
+        random subsets of 70% of the columns (rounded, at least one; a head per subset), or
+        different ``random_state`` values. For subsets of another share, pass
+        ``HeadEnsemble(estimator, diversity="subspace", subspace_fraction=...)``, fitted,
+        as ``estimator`` and call ``calibrate`` alone.
     n_jobs : int, default=None
     alpha : float or sequence of float, default=0.1
         Miscoverage level(s) in (0, 1).

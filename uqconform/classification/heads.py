@@ -73,19 +73,53 @@ def _columns(X: Any, columns: NDArray | None) -> Any:
     return _safe_indexing(X, columns, axis=1)
 
 
-def _names_text(names: list[str], shown: int = 10) -> str:
+def _names_text(names: list[Any], shown: int = 10) -> str:
     """A head's column names, the first ``shown`` of a long list."""
     if len(names) <= shown:
         return str(names)
     return f"{str(names[:shown])[:-1]}, ...] ({len(names)} columns)"
 
 
-def _fit_head(estimator, X, y, rows, columns, seed, fit_params):
+def _fit_head(
+    estimator: Any,
+    X: Any,
+    y: NDArray,
+    rows: NDArray,
+    columns: NDArray | None,
+    seed: int | None,
+    fit_params: dict[str, Any],
+    index: int = 0,
+) -> Any:
+    """Fit head ``index``: a clone of ``estimator`` on its rows and columns of ``X``."""
     model = clone(estimator)
     if seed is not None:
         model.set_params(**{name: seed for name in seed_parameters(model)})
     params = fit_params_rows(fit_params, len(y), rows)  # per-row ones follow the rows
-    return model.fit(_columns(take_rows(X, rows), columns), y[rows], **params)
+    if columns is None:
+        return model.fit(take_rows(X, rows), y[rows], **params)
+    try:
+        return model.fit(_columns(take_rows(X, rows), columns), y[rows], **params)
+    except Exception as error:  # a model that picks columns by name or position, mostly
+        raise ValueError(
+            f"Head {index} of diversity='subspace' failed to fit on its random subset of "
+            f"{len(columns)} of the {_n_columns(X)} columns of X, "
+            f"{_names_text(_column_names(X, columns))}: each head sees a random subset of "
+            "the columns, which a model that selects columns by name or position (a "
+            "ColumnTransformer, say) cannot take; use diversity='bootstrap' or 'seeds'. "
+            f"The head's error: {type(error).__name__}: {error}"
+        ) from error
+
+
+def _n_columns(X: Any) -> int:
+    return int(np.shape(X)[1])
+
+
+def _column_names(X: Any, columns: NDArray) -> list:
+    """The names of ``columns`` of ``X`` (a DataFrame's), else their positions."""
+    names = getattr(X, "columns", None)
+    if names is None:
+        return [int(column) for column in columns]
+    return [str(names[column]) for column in columns]
 
 
 class HeadEnsemble(VersionedState, RoutesFitParams, ClassifierMixin, BaseEstimator):
@@ -369,8 +403,8 @@ class HeadEnsemble(VersionedState, RoutesFitParams, ClassifierMixin, BaseEstimat
         with reading_features(X, base):
             self.heads_ = run_fits(
                 (
-                    delayed(_fit_head)(base, X, y, r, c, s, fit_params)
-                    for r, c, s in zip(rows, columns, seeds, strict=True)
+                    delayed(_fit_head)(base, X, y, r, c, s, fit_params, index)
+                    for index, (r, c, s) in enumerate(zip(rows, columns, seeds, strict=True))
                 ),
                 n_jobs=self.n_jobs,
                 verbose=self.verbose,

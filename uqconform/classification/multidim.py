@@ -34,6 +34,7 @@ from scipy.spatial import cKDTree
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.ensemble import HistGradientBoostingClassifier
 from sklearn.exceptions import NotFittedError
+from sklearn.frozen import FrozenEstimator
 from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import ThreadpoolController
 
@@ -47,6 +48,7 @@ from uqconform._validation import (
     check_int,
     check_row_order,
     check_rows,
+    check_wrapper_fitted,
     explaining_cloned_lists,
     feature_axis_hint,
     refuse_model_class,
@@ -84,6 +86,9 @@ if TYPE_CHECKING:
 
 __all__ = ["MultiDimScoreClassifier"]
 
+# What predict, predict_proba and score_vectors need first (as the other wrappers say).
+_BEFORE_PREDICTING = "fit(X, y) (or calibrate(X_calib, y_calib) alone around a fitted `estimator`)"
+
 # Score-vector cells (rows x classes x heads) per block of predict_set: bounded memory.
 _PREDICT_CELLS = 2**20
 
@@ -104,6 +109,12 @@ def _aggregator_threads(
     return _openmp_controller().limit(limits=threads, user_api="openmp")
 
 
+def _given_head_ensemble(estimator: Any) -> HeadEnsemble | None:
+    """``estimator`` when it is a HeadEnsemble (in a FrozenEstimator or not), else None."""
+    model = estimator.estimator if isinstance(estimator, FrozenEstimator) else estimator
+    return model if isinstance(model, HeadEnsemble) else None
+
+
 @functools.lru_cache(maxsize=1)
 def _openmp_controller() -> ThreadpoolController:
     """One controller of the loaded thread pools, made at the first use: building one
@@ -118,13 +129,18 @@ class MultiDimScoreClassifier(
 
     Parameters
     ----------
-    estimator : classifier or list of fitted classifiers, default=None
+    estimator : classifier, list of fitted classifiers or fitted HeadEnsemble, default=None
         Cloned into ``n_heads`` diverse heads by ``fit`` (``None``: logistic regression),
-        or the fitted heads themselves, with identical ``classes_`` (``calibrate`` then
-        works without ``fit``).
+        or the fitted heads themselves, with identical ``classes_``: a list, or a fitted
+        `HeadEnsemble`, whose heads each read their own columns of ``X`` (``calibrate``
+        then works without ``fit``, and ``n_heads`` and ``diversity`` are not used).
     n_heads : int, default=5
     diversity : {"bootstrap", "subspace", "seeds"}, default="bootstrap"
-        How ``fit`` makes the heads differ.
+        How ``fit`` makes the heads differ: class-stratified bootstrap samples of the rows,
+        random subsets of 70% of the columns (rounded, at least one; a head per subset), or
+        different ``random_state`` values. For subsets of another share, pass
+        ``HeadEnsemble(estimator, diversity="subspace", subspace_fraction=...)``, fitted,
+        as ``estimator`` and call ``calibrate`` alone.
     base_score : {"lac", "aps", "raps", "saps"}, default="lac"
         The per-head score; randomised scores draw an independent uniform per head.
     calibration : {"cells", "learned"}, default="cells"
@@ -334,6 +350,14 @@ class MultiDimScoreClassifier(
         """
         check_row_order(X, y, "y")
         self._validate_params()
+        if _given_head_ensemble(self.estimator) is not None:  # heads that average heads
+            raise ValueError(
+                "`estimator` is a HeadEnsemble: fit would train n_heads copies of it, each "
+                "head an average of its heads. Pass an unfitted classifier instead (fit makes "
+                "the heads from it: MultiDimScoreClassifier(estimator, diversity=...)), or "
+                "pass it fitted (HeadEnsemble(...).fit(X_train, y_train)) to calibrate(X_calib, "
+                "y_calib) alone, which uses its heads and their columns."
+            )
         check_frozen_is_fitted(self.estimator, self)
         head_params = self._routed_fit_params(fit_params)["estimator"]
         self._reset_calibration()
@@ -380,12 +404,12 @@ class MultiDimScoreClassifier(
 
     def predict_proba(self, X: ArrayLike) -> NDArray:
         """Mean probability of the heads."""
-        check_is_fitted(self, "estimator_")
+        check_wrapper_fitted(self, "estimator_", "predict_proba", needs=_BEFORE_PREDICTING)
         return self.estimator_.predict_proba(self._test_rows(X))
 
     def predict(self, X: ArrayLike) -> NDArray:
         """Label with the largest mean probability of the heads."""
-        check_is_fitted(self, "estimator_")
+        check_wrapper_fitted(self, "estimator_", "predict", needs=_BEFORE_PREDICTING)
         return self.estimator_.predict(self._test_rows(X))
 
     def score_vectors(self, X: ArrayLike, rng: np.random.Generator | None = None) -> NDArray:
@@ -394,7 +418,7 @@ class MultiDimScoreClassifier(
         Randomised base scores draw one uniform per row and head (from ``rng``; by default
         the prediction stream of ``random_state``).
         """
-        check_is_fitted(self, "estimator_")
+        check_wrapper_fitted(self, "estimator_", "score_vectors", needs=_BEFORE_PREDICTING)
         X = self._test_rows(X)
         if rng is not None and not isinstance(rng, np.random.Generator):
             raise TypeError(f"`rng` must be None or a numpy Generator, got {rng!r}.")
@@ -415,13 +439,27 @@ class MultiDimScoreClassifier(
         """Refuse an ``X`` whose number of columns differs from the fitted heads' (given as
         a list or trained by fit), or of more than two dimensions when they count features
         (scikit-learn models), naming this class rather than the heads."""
-        expected = getattr(self.estimator_.heads_[0], "n_features_in_", None)
+        heads = self.estimator_
+        expected = getattr(heads.heads_[0], "n_features_in_", None)
         if expected is None:  # heads that take other inputs (images): theirs to check
             return
+        subsets = getattr(heads, "feature_subsets_", None) or []
+        if any(subset is not None for subset in subsets):  # each head reads its own columns
+            expected = getattr(heads, "n_features_in_", expected)  # of X, all of them
         columns = np.shape(X)[1] if np.ndim(X) >= 2 else None
         # (heads trained by fit may read subsets of the columns: fit's width is checked)
         if self._estimator_adopted and columns is not None and expected != columns:
             hint = f" {feature_axis_hint(X)}" if np.ndim(X) > 2 else ""
+            if (
+                np.ndim(X) == 2
+                and columns > expected
+                and not any(subset is not None for subset in subsets)
+            ):
+                hint = (
+                    " If they are the heads_ of a HeadEnsemble fitted with "
+                    "diversity='subspace' (each reading its own columns of X), pass the "
+                    "fitted HeadEnsemble itself as `estimator`."
+                )
             raise ValueError(
                 f"`X` has {columns} features, but the fitted heads of this "
                 f"{type(self).__name__} take {expected}.{hint}"
@@ -471,11 +509,24 @@ class MultiDimScoreClassifier(
         adopting = not hasattr(self, "estimator_") or self.__dict__.get(
             "_estimator_adopted", False
         )
-        if not adopting and isinstance(self.estimator, (list, tuple)):
+        ensemble = _given_head_ensemble(self.estimator)  # fitted heads, as one object
+        if not adopting and (isinstance(self.estimator, (list, tuple)) or ensemble is not None):
             adopting = True  # fitted heads set after fit trained others: use them
         elif not adopting:  # heads trained by fit: from the parameters fit used
             check_calibration_settings(self, "calibrate", step="fit", again="fit(X, y)")
-        if adopting:
+        if adopting and ensemble is not None:
+            if not hasattr(ensemble, "heads_"):
+                raise NotFittedError(
+                    "calibrate was called before fit and `estimator` is an unfitted "
+                    "HeadEnsemble: fit it first (HeadEnsemble(...).fit(X_train, y_train)), or "
+                    "pass the classifier inside it and call fit(X_train, y_train), which "
+                    "makes the heads (fit does not take a HeadEnsemble)."
+                )
+            # Re-read at each calibrate, so that set_params(estimator=...) applies.
+            self.estimator_ = ensemble
+            self._estimator_adopted = True
+            self.__dict__.pop("_fit_settings", None)  # nothing fit trained is used
+        elif adopting:
             if not isinstance(self.estimator, (list, tuple)):
                 cause = (
                     "calibrate was called before fit"
