@@ -1273,3 +1273,47 @@ def test_a_stop_a_family_swallows_still_stops_the_run(fake_registry, tmp_path, c
     assert code == 128 + signal.SIGTERM
     assert not out.exists()
     assert "terminated" in capsys.readouterr().err
+
+
+def _state_of(pid):
+    """A process's state letter from /proc ("Z" zombie), None once it is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return None
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_a_worker_ends_when_its_parent_is_killed_outright(tmp_path):
+    """CLI review (stop 62): after a SIGKILL of the command (the OOM killer, a CI runner's
+    hard stop) the `--jobs 2` workers went on computing, then blocked for good on the
+    pool's pipes, holding about 190 MB each."""
+    script = tmp_path / "parent.py"
+    script.write_text(
+        "import multiprocessing, time\n"
+        "from uqconform.benchmarks.runner import _die_with_parent\n"
+        "def work():\n"
+        "    _die_with_parent(poll_seconds=0.05)\n"
+        "    time.sleep(120)\n"
+        "if __name__ == '__main__':\n"
+        "    worker = multiprocessing.get_context('fork').Process(target=work)\n"
+        "    worker.start()\n"
+        "    print(worker.pid, flush=True)\n"
+        "    time.sleep(120)\n"
+    )
+    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    worker = None
+    try:
+        worker = int(parent.stdout.readline())
+        assert _state_of(worker) not in (None, "Z")  # working while its parent lives
+        parent.kill()
+        parent.wait()
+        deadline = time.monotonic() + 60  # a bound for a loaded machine, not a speed target
+        while _state_of(worker) not in (None, "Z") and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _state_of(worker) in (None, "Z")
+    finally:
+        parent.kill()
+        parent.wait()
+        if worker is not None and _state_of(worker) not in (None, "Z"):
+            os.kill(worker, signal.SIGKILL)

@@ -2060,6 +2060,12 @@ def test_predicting_before_calibrate_around_a_fitted_model_names_calibrate(data)
             r"needs fit\(X, y\) \(or calibrate\(X_calib, y_calib\) alone around a fitted "
             r"`estimator`\) first\.",
         ),
+        (  # (as predict says: it gave scikit-learn's "Call 'fit'", stop 62)
+            lambda: SplitConformalClassifier(FrozenEstimator(LogisticRegression())),
+            "predict_proba",
+            r"needs fit\(X, y\) \(or calibrate\(X_calib, y_calib\) alone around a fitted "
+            r"`estimator`\) first\.",
+        ),
         (lambda: FullConformalRidge(), "predict_interval", r"needs fit\(X, y\) first"),
         (lambda: FullConformalRidge(), "predict_pvalue", r"needs fit\(X, y\) first"),
         (lambda: KOWCPI(LinearRegression()), "predict_interval", r"needs fit\(X, y\) first"),

@@ -649,6 +649,28 @@ def _check_result(name: str, result: FamilyResult) -> None:
         raise TypeError(f"{where} notes hold values that are not str: give a list of str.")
 
 
+#: The parent whose death ends this worker process (set once per worker, by its first family).
+_WATCHED_PARENT: list[int] = []
+
+
+def _die_with_parent(poll_seconds: float = 0.5) -> None:
+    """End this worker process soon after its parent dies. A parent killed outright
+    (SIGKILL: the OOM killer, a CI runner's hard stop) cannot stop its workers, which went
+    on computing their family and then blocked for good on the pool's pipes, holding their
+    memory (about 190 MB each); a Ctrl-C or SIGTERM of the parent stops them itself."""
+    parent = os.getppid()
+    if _WATCHED_PARENT == [parent]:  # this worker's earlier family started the watch
+        return
+    _WATCHED_PARENT[:] = [parent]
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(poll_seconds)
+        os._exit(1)  # (nothing of this worker's can reach the dead parent)
+
+    threading.Thread(target=watch, name="uqconform-parent-watch", daemon=True).start()
+
+
 def _run_family_in_worker(name: str, scale: str, seed: int, out_dir: Path) -> dict[str, Any]:
     """`_run_family` in a worker process, its tables returned instead of printed. Each
     worker keeps to one thread (BLAS, OpenMP, torch), so that the workers share the cores
@@ -657,6 +679,7 @@ def _run_family_in_worker(name: str, scale: str, seed: int, out_dir: Path) -> di
     # the parent stops its workers with SIGTERM: a handler inherited through fork (the
     # command line turns SIGTERM into an interruption) must not keep a worker alive
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    _die_with_parent()
     try:
         with _one_thread(name):
             ctx = BenchmarkContext(name, scale, seed, out_dir, progress=False)

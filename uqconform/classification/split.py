@@ -18,6 +18,7 @@ from uqconform._validation import (
     check_class_labels,
     check_row_order,
     check_score_output,
+    check_wrapper_fitted,
     class_probabilities,
     labels_text,
     missing_proba_error,
@@ -473,6 +474,11 @@ default="lac"
             When the model's output has another number of columns, NaN or infinite
             values, or values outside [0, 1] (logits, say), as for the sets.
         """
-        check_is_fitted(self, "estimator_")
+        check_wrapper_fitted(
+            self,
+            "estimator_",
+            "predict_proba",
+            needs="fit(X, y) (or calibrate(X_calib, y_calib) alone around a fitted `estimator`)",
+        )
         X = self._validate_X(X, reset=False)
         return class_probabilities(self.estimator_, X, len(self.classes_), check_sums=False)
