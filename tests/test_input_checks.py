@@ -3246,6 +3246,16 @@ def test_integer_targets_meet_integer_bounds_exactly():
     unsigned = intervals.astype(np.uint64)
     with pytest.warns(UserWarning, match="read as intervals"):
         assert coverage(y.astype(np.uint64), unsigned) == pytest.approx(1 / 3)
+    # (diff review 43) a signed and an unsigned value more than 2**64 apart: not wrapped
+    top = np.iinfo(np.uint64).max
+    far = np.array([[top, top]], dtype=np.uint64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (two integer columns may read as label sets)
+        assert mean_interval_score(np.array([-1]), far, alpha=0.5) == pytest.approx(4 * 2.0**64)
+        low = np.array([[-6, -4]], dtype=np.int8)
+        assert mean_interval_score(np.array([top], dtype=np.uint64), low, alpha=0.5) == (
+            pytest.approx(2.0 + 4 * 2.0**64)
+        )
 
 
 def test_levels_stacked_on_the_wrong_axis_are_told_apart():

@@ -811,6 +811,13 @@ def test_a_shared_matrix_maps_each_row_alike_alone_and_in_a_batch():
         [AffineMap(np.zeros((1, 2)), L[None]).to_latent(r[None]) for r in residuals]
     )
     np.testing.assert_array_equal(shared.to_latent(residuals), alone)
+    np.testing.assert_allclose(shared.to_latent(residuals), np.linalg.solve(L, residuals.T).T)
+    full = L + np.triu(np.full((2, 2), 0.3), 1)  # not triangular: solved row by row
+    shared = AffineMap(np.zeros((500, 2)), full[None])
+    alone = np.concatenate(
+        [AffineMap(np.zeros((1, 2)), full[None]).to_latent(r[None]) for r in residuals]
+    )
+    np.testing.assert_array_equal(shared.to_latent(residuals), alone)
     rng = np.random.default_rng(20)
     X = rng.normal(size=(500, 2))
     Y = np.c_[rng.uniform(size=500) < 0.8, rng.uniform(size=500) < 0.75].astype(float)
@@ -835,8 +842,10 @@ def test_an_invalid_volume_seed_is_refused_where_the_volume_is_exact(bad):
     `volume(random_state="a")` was accepted there and refused on a flow's region."""
     region = PredictionRegion(AffineMap(np.zeros((2, 2)), np.ones((2, 2))), np.ones(2))
     np.testing.assert_allclose(region.volume(), math.pi)
-    with pytest.raises(ValueError, match=r"`random_state` must be None, an int"):
+    with pytest.raises(ValueError, match=r"`random_state` must be None, a non-negative int"):
         region.volume(random_state=bad)
-    with pytest.raises(ValueError, match=r"`random_state` must be None, an int"):
+    with pytest.raises(ValueError, match=r"`random_state` must be None, a non-negative int"):
         region.log_volume(random_state=bad)
-
+    # what the Monte Carlo path takes, the exact one takes too (diff review 43)
+    for seed in (np.random.SeedSequence(5), np.random.PCG64(5), [5, 1], 2**40):
+        np.testing.assert_allclose(region.volume(random_state=seed), math.pi)

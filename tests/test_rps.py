@@ -1042,7 +1042,7 @@ def test_a_partition_model_failing_on_its_few_rows_is_named(digits):
     with pytest.raises(
         ValueError,
         match=r"^The model of training partition \d+ \(\d training rows\) of k_train=40 "
-        r"failed: Expected n_neighbors <= n_samples_fit.*\. Each partition's model sees",
+        r"failed: Expected n_neighbors <= n_samples_fit.*\. Each partition's model trains",
     ):
         knn.calibrate(X_cal, y_cal)
     from sklearn.neural_network import MLPClassifier
@@ -1054,6 +1054,15 @@ def test_a_partition_model_failing_on_its_few_rows_is_named(digits):
         r"k_train=40 failed: The validation set is too small",
     ):
         early.fit(X_fit[:300], y_fit[:300])
+    # (diff review 43) a model's own parameter error keeps its class and text; adopted
+    # models are the user's own: their errors are not about partitions
+    from sklearn.utils._param_validation import InvalidParameterError
+
+    with pytest.raises(InvalidParameterError, match=r"^The 'C' parameter"):
+        ReliablePredictionSets(LogisticRegression(C=-1.0), k_train=2).fit(X_fit, y_fit)
+    adopted = ReliablePredictionSets(list(knn.estimators_), k_calib=5)
+    with pytest.raises(ValueError, match=r"^Expected n_neighbors <= n_samples_fit"):
+        adopted.calibrate(X_cal, y_cal)
 
 
 def test_a_certificate_survives_deletions_that_shrink_a_partition_below_its_minimum(digits):

@@ -35,7 +35,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.special import gammaln, logsumexp
 
-from uqconform._seeding import check_random_state_value, random_generator
+from uqconform._seeding import random_generator
 from uqconform._validation import (
     check_int,
     first_non_number,
@@ -173,6 +173,19 @@ def _row_index(index: Any, n: int) -> NDArray:
     return array % n if array.size else array
 
 
+def _forward_substitution(lower: NDArray, residual: NDArray) -> NDArray:
+    """``lower^{-1} r`` for each row ``r`` of ``residual`` (``lower`` lower triangular),
+    one output at a time with elementwise operations: the same numbers for a row alone as
+    in any batch (a loop over the outputs, not the rows)."""
+    latent = np.empty_like(residual)
+    for j in range(lower.shape[0]):
+        total = residual[:, j].copy()
+        for k in range(j):
+            total -= lower[j, k] * latent[:, k]
+        latent[:, j] = total / lower[j, j]
+    return latent
+
+
 class AffineMap:
     """Affine latent map ``y = center_i + L_i z`` (so ``g_i(y) = L_i^{-1} (y - center_i)``).
 
@@ -250,9 +263,11 @@ class AffineMap:
         residual = np.asarray(Y, dtype=float) - self.center
         if self.diagonal:
             return residual / self.scale
-        # one solve per row, also for one shared matrix: a single solve of all rows rounds
+        # each row alone, also under one shared matrix: a single solve of all rows rounds
         # differently for one row than for a batch, and a tied calibration score alone
         # then lay outside the region it set (a row's coverage hung on its batch)
+        if self.scale.shape[0] == 1 and np.array_equal(np.tril(self.scale[0]), self.scale[0]):
+            return _forward_substitution(self.scale[0], residual)  # a Cholesky factor
         scale = np.broadcast_to(self.scale, (residual.shape[0], *self.scale.shape[1:]))
         return np.linalg.solve(scale, residual[..., None])[..., 0]
 
@@ -775,7 +790,7 @@ class PredictionRegion:
             Only with ``return_std=True``.
         """
         n_samples = check_int(n_samples, "n_samples")
-        check_random_state_value(random_state)  # also where the volume is exact (affine)
+        random_generator(random_state)  # checked also where the volume is exact (affine)
         radii = self._radii()
         if (
             len(self) > 1

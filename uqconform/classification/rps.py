@@ -934,17 +934,16 @@ class _ConstantClassifier(ClassifierMixin, BaseEstimator):
         return np.full(n_rows(X), self.classes_[0])
 
 
-def _partition_failure(error: ValueError, index: int, k: int, size: int | None) -> ValueError:
+def _partition_failure(error: ValueError, index: int, k: int, size: int) -> ValueError:
     """``error`` of partition ``index``'s model, named: a model that needs more rows than a
     partition holds (a k-NN's ``n_neighbors``, an inner validation split) fails on the
     partition, not on the data set the user gave."""
-    rows = "" if size is None else f" ({size} training rows)"
     text = str(error).rstrip()
     return ValueError(
-        f"The model of training partition {index}{rows} of k_train={k} failed: {text}"
-        f"{'' if text.endswith('.') else '.'} "
-        "Each partition's model sees about 1/k_train of the training rows: use a smaller "
-        "`k_train`, or a model that works on that many rows."
+        f"The model of training partition {index} ({size} training rows) of k_train={k} "
+        f"failed: {text}{'' if text.endswith('.') else '.'} Each partition's model trains "
+        "on about 1/k_train of the training rows: if it needs more, use a smaller "
+        "`k_train` or a model that works on that many rows."
     )
 
 
@@ -969,6 +968,8 @@ def _fit_partition(
     try:
         return model.fit(part, y[rows], **fit_params)
     except ValueError as error:
+        if type(error) is not ValueError:  # scikit-learn's parameter errors, say: as they are
+            raise
         raise _partition_failure(error, index, k, rows.size) from error
 
 
@@ -1457,8 +1458,9 @@ class ReliablePredictionSets(
             try:
                 predicted = np.asarray(model.predict(X))
             except ValueError as error:
-                size = None if sizes is None else int(sizes[i])
-                raise _partition_failure(error, i, len(self.estimators_), size) from error
+                if sizes is None or type(error) is not ValueError:  # adopted: the user's own
+                    raise
+                raise _partition_failure(error, i, len(self.estimators_), int(sizes[i])) from error
             column = encode_labels(predicted, self.classes_, "predictions")
             counts[rows, column] += 1  # one vote per row: no repeated (row, column) pair
         return counts

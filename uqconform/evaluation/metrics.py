@@ -689,8 +689,10 @@ def _widths(data: NDArray) -> NDArray:
 
 
 def _excess(a: NDArray, b: NDArray) -> NDArray:
-    """``max(a - b, 0)`` as floats; of integers exactly, as unsigned differences."""
-    if a.dtype.kind in "iu" and b.dtype.kind in "iu":
+    """``max(a - b, 0)`` as floats; of integers of one signedness exactly, as unsigned
+    differences (below 2**64; a signed and an unsigned value can be further apart, so
+    such pairs are taken in float)."""
+    if a.dtype.kind == b.dtype.kind and a.dtype.kind in "iu":
         gap = np.subtract(a, b, dtype=np.uint64, casting="unsafe").astype(float)
         return np.where(a > b, gap, 0.0)
     with np.errstate(invalid="ignore"):  # -inf - y and y - inf are fine, never inf - inf
