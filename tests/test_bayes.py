@@ -1935,3 +1935,16 @@ def test_kron_fit_cost_is_one_full_covariance_pass_per_prior_and_scale(monkeypat
     fixed = LinearizedPredictive(net, structure="kron", prior_precision=1.0, scale=1.0)
     fixed.fit(X[100:], y[100:])
     assert calls == []
+
+
+@pytest.mark.parametrize("value", ["False", "no", [0], 1, None])
+def test_include_noise_must_be_a_bool(reg_model, value):
+    """``include_noise`` is a flag (review s62): "False", "no" or [0] are truthy objects,
+    which silently added the noise variance; they are refused naming the argument, while
+    True / False and numpy booleans still choose whether the noise is added."""
+    model, X = reg_model[0], reg_model[1]
+    with pytest.raises(ValueError, match=r"^`include_noise` must be True or False"):
+        model.predict_distribution(X[:3], include_noise=value)
+    f_var = model.predict_distribution(X[:3], include_noise=np.False_)[1]
+    y_var = model.predict_distribution(X[:3], include_noise=np.True_)[1]
+    np.testing.assert_allclose(y_var - f_var, model.noise_variance_, rtol=1e-12)

@@ -190,3 +190,184 @@ def test_mc_link_in_sample_blocks_averages_the_same_draws(monkeypatch):
     np.testing.assert_allclose(whole, expected, rtol=1e-13, atol=1e-15)
     np.testing.assert_allclose(model.predict_proba(X[:3]), whole[:3], rtol=1e-13, atol=1e-15)
     assert not np.allclose(whole, model.set_params(link="probit").predict_proba(X))
+
+
+# ---- the GGN from back-propagated output gradients (review s62) -----------------------------
+def _ggn_network(task: str):
+    """A small fitted network of each kind, with its rows: a regressor (tanh), a binary
+    classifier (one logistic logit) and a 3-class one (softmax), two hidden layers."""
+    if task == "regression":
+        X, y = make_friedman1(90, noise=0.5, random_state=0)
+        net = MLPRegressor(hidden_layer_sizes=(7, 5), activation="tanh", max_iter=300)
+    else:
+        n_classes = 2 if task == "binary" else 3
+        X, y = make_classification(
+            90, n_features=6, n_informative=4, n_classes=n_classes, random_state=0
+        )
+        net = MLPClassifier(hidden_layer_sizes=(7, 5), max_iter=300)
+    return net.set_params(random_state=0).fit(X, y), X, y
+
+
+def _brute_force_ggn(post: LaplacePosterior, X: np.ndarray) -> tuple[np.ndarray, list]:
+    """``sum_n J_n' H_n J_n`` over whole Jacobians (`output_jacobians`), row by row, and the
+    Kronecker factors ``A`` (mean of the augmented layer inputs' outer products) and ``B``
+    (the same sum over the bias columns of each layer)."""
+    from uqconform.bayes.convert import output_jacobians
+    from uqconform.bayes.network import Dense
+
+    view = post.view_
+    network = view.network
+    Xt = view.transform(X)
+    J = np.concatenate(list(output_jacobians(view, Xt)), axis=1)  # (K, n, P)
+    f = network.forward(Xt)
+    if view.task == "regression":
+        H = np.full((f.shape[0], 1, 1), 1.0 / post._network_noise_variance)
+    elif network.output == "logistic":
+        p = 1.0 / (1.0 + np.exp(-f))
+        H = (p * (1.0 - p))[:, :, None]
+    else:
+        p = np.exp(log_probabilities(f, "softmax"))
+        H = np.einsum("nk,kl->nkl", p, np.eye(p.shape[1])) - p[:, :, None] * p[:, None, :]
+    G = sum(J[:, n].T @ H[n] @ J[:, n] for n in range(Xt.shape[0]))
+    factors, a, parts = [], Xt, iter(network.parameter_slices())
+    for layer in network.layers:
+        if isinstance(layer, Dense):
+            augmented = np.hstack([a, np.ones((a.shape[0], 1))])
+            part = next(parts)
+            bias = slice(part.start + layer.weight.size, part.stop)
+            factors.append((augmented.T @ augmented / a.shape[0], G[bias, bias]))
+        a = layer.forward(a)
+    return G, factors
+
+
+@pytest.mark.parametrize("task", ["regression", "binary", "multiclass"])
+@pytest.mark.parametrize("structure", ["diag", "kron", "last_layer", "full"])
+def test_curvature_is_the_brute_force_ggn(task, structure):
+    """The GGN of each structure equals ``sum_n J_n' H_n J_n`` over whole Jacobians to
+    rounding (diag: its diagonal; last_layer: its last-layer block; kron: per layer the
+    augmented inputs' mean outer product and the bias block)."""
+    net, X, y = _ggn_network(task)
+    post = LaplacePosterior(net, structure=structure, prior_precision=1.0).fit(X, y)
+    G, factors = _brute_force_ggn(post, X)
+    scale = np.max(np.abs(G))
+    if structure == "diag":
+        np.testing.assert_allclose(post.curvature_, np.diag(G), rtol=1e-12, atol=1e-13 * scale)
+    elif structure == "full":
+        np.testing.assert_allclose(post.curvature_, G, rtol=1e-12, atol=1e-13 * scale)
+    elif structure == "last_layer":
+        last = post.network_.parameter_slices()[-1]
+        np.testing.assert_allclose(post.curvature_, G[last, last], rtol=1e-12, atol=1e-13 * scale)
+    else:
+        assert len(post.curvature_) == len(factors) == 3
+        for (A, B), (A0, B0) in zip(post.curvature_, factors, strict=True):
+            np.testing.assert_allclose(A, A0, rtol=1e-12, atol=1e-13 * np.max(np.abs(A0)))
+            np.testing.assert_allclose(B, B0, rtol=1e-12, atol=1e-13 * scale)
+
+
+@pytest.mark.parametrize("structure", ["diag", "kron", "last_layer"])
+def test_curvature_needs_no_whole_jacobians(monkeypatch, structure):
+    """ "diag", "kron" and "last_layer" GGNs of a scikit-learn network come from
+    back-propagated output gradients: the whole per-output Jacobians (K x P per row, built
+    in blocks of a few rows for a wide multi-class network: thousands of `linearize`
+    calls, 40-110 times slower) are never formed. "full" still uses them."""
+    from uqconform.bayes import laplace
+
+    def refused(*args, **kwargs):
+        raise AssertionError("output_jacobians called")
+
+    net, X, y = _ggn_network("multiclass")
+    expected = LaplacePosterior(net, structure=structure, prior_precision=1.0).fit(X, y)
+    monkeypatch.setattr(laplace, "output_jacobians", refused)
+    post = LaplacePosterior(net, structure=structure, prior_precision=1.0).fit(X, y)
+    if structure == "kron":
+        for got, want in zip(post.curvature_, expected.curvature_, strict=True):
+            np.testing.assert_array_equal(got[1], want[1])
+    else:
+        np.testing.assert_array_equal(post.curvature_, expected.curvature_)
+    with pytest.raises(AssertionError, match="output_jacobians called"):
+        LaplacePosterior(net, structure="full", prior_precision=1.0).fit(X, y)
+
+
+@pytest.mark.parametrize("task", ["regression", "multiclass"])
+@pytest.mark.parametrize("structure", ["diag", "kron", "last_layer"])
+def test_curvature_in_tiny_row_blocks(monkeypatch, task, structure):
+    """The GGN summed over blocks of a few rows (the cell budget patched; 90 rows, a last
+    partial block) is the one of a single block, to rounding: blocking bounds memory."""
+    from uqconform.bayes import laplace
+
+    net, X, y = _ggn_network(task)
+    whole = LaplacePosterior(net, structure=structure, prior_precision=1.0).fit(X, y)
+    monkeypatch.setattr(laplace, "CURVATURE_BLOCK_CELLS", 700)  # a handful of rows
+    blocked = LaplacePosterior(net, structure=structure, prior_precision=1.0).fit(X, y)
+    pairs = (
+        [
+            (b, w)
+            for got, want in zip(blocked.curvature_, whole.curvature_, strict=True)
+            for b, w in zip(got, want, strict=True)
+        ]
+        if structure == "kron"
+        else [(blocked.curvature_, whole.curvature_)]
+    )
+    for got, want in pairs:
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14 * np.max(np.abs(want)))
+
+
+# ---- Monte Carlo weight draws in blocks of samples (review s62) ------------------------------
+@pytest.mark.parametrize("task", ["regression", "classification"])
+@pytest.mark.parametrize("structure", ["diag", "kron", "full", "last_layer"])
+def test_mc_weight_draws_in_blocks_are_the_one_array_draws(monkeypatch, task, structure):
+    """method="mc" draws its weights block by block from one stream (it drew them all at
+    once, ``(n_samples, P)`` and temporaries: 1.6 GB at the default 1000 draws for a
+    (256, 256) network): the numbers of one ``sample(n_samples)`` array, and outputs in
+    blocks of 3 draws (40 draws: a last block of 1) equal to those of one block."""
+    from uqconform.bayes import linearized
+
+    make = _regressor if task == "regression" else _classifier
+    model, X, y = make(structure, "diag", "mc")
+    whole = _outputs(model, X, y)
+    theta = model.posterior_.sample(40, np.random.default_rng(model.seed_), model.scale_)
+    f = model.view_.network.forward_samples(model.view_.transform(X), theta)
+    mean, var = (
+        (f[:, :, 0].mean(axis=0), f[:, :, 0].var(axis=0))
+        if task == "regression"
+        else (
+            f.mean(axis=0),
+            f.var(axis=0),
+        )
+    )
+    np.testing.assert_allclose(whole["mean"], mean, rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(whole["var"], var, rtol=RTOL, atol=ATOL)
+    draws: list[int] = []
+    forward_samples = Network.forward_samples
+
+    def spy(self, X, theta):
+        draws.append(theta.shape[0])
+        return forward_samples(self, X, theta)
+
+    monkeypatch.setattr(Network, "forward_samples", spy)
+    monkeypatch.setattr(linearized, "MC_DRAW_CELLS", 3 * model.posterior_.n_parameters_)
+    blocked = _outputs(model, X, y)
+    _assert_same(blocked, whole)
+    assert max(draws) == 3 and 1 in draws  # blocks of 3 draws, the last one of 1
+
+
+def test_mc_weight_draws_bound_memory(monkeypatch):
+    """1000 draws of a (64, 64) network's 4,929 weights are 39 MB at once (twice that with
+    the standard normals); in blocks of 2**16 cells the peak of a 10-row MC prediction
+    stays a few MB."""
+    from uqconform.bayes import linearized
+
+    X, y = make_friedman1(200, noise=0.5, random_state=0)
+    net = MLPRegressor(hidden_layer_sizes=(64, 64), max_iter=5, random_state=0)
+    net.fit(X[:100], y[:100])
+    monkeypatch.setattr(linearized, "MC_DRAW_CELLS", 2**16)
+    for structure in ("diag", "kron"):
+        post = LaplacePosterior(net, structure=structure, prior_precision=1.0)
+        model = LinearizedPredictive(net, posterior=post.fit(X[:100], y[:100]), scale=1.0)
+        model.set_params(n_samples=1000, random_state=0).fit(X[100:150], y[100:150])
+        tracemalloc.start()
+        mean, var = model.predict_distribution(X[150:160], "mc")
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        assert np.isfinite(mean).all() and (var > 0).all()
+        assert peak < 8 * 2**20, (structure, peak / 2**20)

@@ -9,9 +9,14 @@ included:
 * classification: ``GGN = sum_n J_n' (diag p_n - p_n p_n') J_n`` (softmax), ``p (1 - p)``
   for the single logit of a binary `MLPClassifier`;
 
-with ``J_n`` the Jacobian of the network's outputs (logits) with respect to its parameters,
-computed by `uqconform.linearize`. Structures: ``"diag"`` (the GGN's diagonal), ``"kron"``
-(one Kronecker-factored block per layer, K-FAC, with damping split between the factors so the
+with ``J_n`` the Jacobian of the network's outputs (logits) with respect to its parameters.
+For a scikit-learn network, ``"diag"``, ``"kron"`` and ``"last_layer"`` never form it: they
+need only each layer's inputs and the roots of ``H_n`` (the output Hessian) back-propagated
+to its outputs (``a_i d_o`` is the gradient in ``W[i, o]``); ``"full"`` and torch networks
+take whole Jacobians from `uqconform.linearize` (the same numbers, to rounding).
+
+Structures: ``"diag"`` (the GGN's diagonal), ``"kron"`` (one Kronecker-factored block per
+layer, K-FAC, with damping split between the factors so the
 posterior covariance itself is a Kronecker product: ``(A + b sqrt(delta) I) x (B + sqrt(delta)
 I / b)``, whose cross terms ``sqrt(delta) (b I x B + A x I / b)`` add precision, so the posterior
 is tighter than ``(A x B + delta I)^-1``, most where ``delta`` is not small against the
@@ -33,6 +38,7 @@ from __future__ import annotations
 
 import numbers
 import warnings
+from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 
 import numpy as np
@@ -71,8 +77,16 @@ from uqconform.bayes.likelihood import (
     log_probabilities,
     probit_logits,
 )
-from uqconform.bayes.network import DiagonalBlock, FullBlock, KroneckerBlock
+from uqconform.bayes.network import (
+    Activation,
+    Dense,
+    DiagonalBlock,
+    FullBlock,
+    KroneckerBlock,
+    Network,
+)
 from uqconform.classification.split import encode_labels
+from uqconform.linearize import is_torch_module as _is_torch_module
 from uqconform.linearize import noise_variance
 
 __all__ = ["LaplacePosterior"]
@@ -589,7 +603,38 @@ class LaplacePosterior(VersionedState, BaseEstimator):
         p = np.exp(log_probabilities(f, "softmax")).T  # (K, n)
         return np.sqrt(p)[:, :, None] * J, np.einsum("kn,knp->np", p, J)
 
+    def _output_hessian_roots(
+        self, view: NetworkView, f: NDArray
+    ) -> tuple[NDArray, NDArray | None]:
+        """``(w, v)`` with the output Hessian of each row ``H_n = diag(w_n**2) - v_n v_n'``
+        (``v`` None: no rank-one term), from the network's outputs ``f (n, K)``.
+
+        The factors of `_root_terms` before the Jacobian: regression ``w = 1 / sigma``;
+        binary ``w = sqrt(p (1 - p))``; softmax ``w = sqrt(p)`` and ``v = p``.
+        """
+        if view.task == "regression":
+            return np.full(f.shape, 1.0 / np.sqrt(self._network_noise_variance)), None
+        if view.network.output == "logistic":
+            p = 1.0 / (1.0 + np.exp(-f))
+            return np.sqrt(p * (1.0 - p)), None
+        p = np.exp(log_probabilities(f, "softmax"))  # (n, K)
+        return np.sqrt(p), p
+
     def _curvature(self, view: NetworkView, Xt: NDArray) -> None:
+        """The GGN of the structure on the rows ``Xt``, into ``curvature_`` (then
+        decomposed): back-propagated output gradients for a scikit-learn network and the
+        structures ``"diag"``, ``"kron"`` and ``"last_layer"``, whole Jacobians otherwise."""
+        if self.structure != "full" and not _is_torch_module(view.model):
+            self.curvature_ = _backprop_curvature(
+                view.network, Xt, self.structure, lambda f: self._output_hessian_roots(view, f)
+            )
+            self._decompose()
+            return
+        self._jacobian_curvature(view, Xt)
+
+    def _jacobian_curvature(self, view: NetworkView, Xt: NDArray) -> None:
+        """`_curvature` from the whole per-output Jacobians (`output_jacobians`): for
+        ``"full"`` and torch networks."""
         network = view.network
         slices = network.parameter_slices()
         structure = self.structure
@@ -938,33 +983,53 @@ class LaplacePosterior(VersionedState, BaseEstimator):
         scale = self._check("sample", scale)
         n_samples = check_int(n_samples, "n_samples")
         rng = random_generator(random_state)
+        return next(self._sample_blocks(n_samples, rng, scale, max(1, n_samples)))
+
+    def _sample_blocks(
+        self, n_samples: int, rng: np.random.Generator, scale: float, block: int
+    ) -> Iterator[NDArray]:
+        """`sample`'s draws of a checked posterior in blocks of at most ``block`` rows
+        ``(rows, P)``, in turn from ``rng``: stacked, the blocks are the draws of one call
+        (the standard normals are taken from the stream in the same order), to rounding of
+        the products by the covariance roots (none for ``"diag"`` and ``"kron"``, whose
+        products are per draw), computed once for every block.
+        """
         P = self.n_parameters_
-        noise = rng.standard_normal((n_samples, P))
-        if self.structure == "diag":
-            return self.mean_ + noise * np.sqrt(self._variance(scale))
-        if self.structure == "kron":
-            out = np.empty_like(noise)
-            for (A, B), part, layer in zip(
-                self._kron_factors(scale),
-                self.network_.parameter_slices(),
-                self.network_.dense_layers,
-                strict=True,
-            ):
-                LA = _sqrt_psd(A)
-                LB = _sqrt_psd(B)
-                E = noise[:, part].reshape(-1, layer.n_in + 1, layer.n_out)
-                out[:, part] = (LA @ E @ LB.T).reshape(E.shape[0], -1)
-            return self.mean_ + out
-        d_val, Q = self._dense_eig(scale)
-        # Q sqrt(d) Q' noise, the symmetric root: continuous in the covariance, so a tiny change
-        # of the network cannot rotate eigenvectors inside (near-)degenerate eigenspaces and
-        # redraw the sample (Q sqrt(d) noise, the eigenbasis root, could).
-        draws = ((noise[:, : d_val.size] @ Q) * np.sqrt(d_val)) @ Q.T
-        if self.structure == "full":
-            return self.mean_ + draws
-        out = np.tile(self.mean_, (noise.shape[0], 1))
-        out[:, self.network_.parameter_slices()[-1]] += draws
-        return out
+        structure = self.structure
+        if structure == "diag":
+            std = np.sqrt(self._variance(scale))
+        elif structure == "kron":
+            roots = [(_sqrt_psd(A), _sqrt_psd(B)) for A, B in self._kron_factors(scale)]
+        else:
+            d_val, Q = self._dense_eig(scale)
+            root = np.sqrt(d_val)
+        for start in range(0, n_samples, block):
+            noise = rng.standard_normal((min(block, n_samples - start), P))
+            if structure == "diag":
+                yield self.mean_ + noise * std
+                continue
+            if structure == "kron":
+                out = np.empty_like(noise)
+                for (LA, LB), part, layer in zip(
+                    roots,
+                    self.network_.parameter_slices(),
+                    self.network_.dense_layers,
+                    strict=True,
+                ):
+                    E = noise[:, part].reshape(-1, layer.n_in + 1, layer.n_out)
+                    out[:, part] = (LA @ E @ LB.T).reshape(E.shape[0], -1)
+                yield self.mean_ + out
+                continue
+            # Q sqrt(d) Q' noise, the symmetric root: continuous in the covariance, so a tiny
+            # change of the network cannot rotate eigenvectors inside (near-)degenerate
+            # eigenspaces and redraw the sample (Q sqrt(d) noise, the eigenbasis root, could).
+            draws = ((noise[:, : d_val.size] @ Q) * root) @ Q.T
+            if structure == "full":
+                yield self.mean_ + draws
+                continue
+            out = np.tile(self.mean_, (noise.shape[0], 1))
+            out[:, self.network_.parameter_slices()[-1]] += draws
+            yield out
 
     def output_variance(self, jacobians: ArrayLike, scale: float = 1.0) -> NDArray:
         """``diag(J Sigma J')`` per row and output, from Jacobians ``(K, n, P)``: ``(n, K)``.
@@ -1030,6 +1095,138 @@ class LaplacePosterior(VersionedState, BaseEstimator):
             jacobians = jacobians[:, :, self.network_.parameter_slices()[-1]]
         projected = jacobians @ Q  # (K, n, r)
         return np.einsum("knr,r->nk", projected**2, d_val)
+
+
+#: Cells (float64) of the per-block arrays of `_backprop_curvature`: about 32 MB each.
+CURVATURE_BLOCK_CELLS = 2**22
+
+
+def _backprop_curvature(
+    network: Network,
+    Xt: NDArray,
+    structure: str,
+    roots: Callable[[NDArray], tuple[NDArray, NDArray | None]],
+) -> Any:
+    """The GGN ``sum_n J_n' H_n J_n`` of a network of `Dense` and `Activation` layers for
+    ``"diag"``, ``"kron"`` (``(A, B)`` per layer, ``A`` averaged over the rows) or
+    ``"last_layer"``, without forming the Jacobians ``J_n`` ``(K, P)``.
+
+    With ``H_n = sum_m s_m g_nm g_nm'`` (``g_nm`` the columns ``w_nk e_k``, sign +1, and
+    ``v_n``, sign -1, of ``roots(f)``), the gradient of ``g_nm' f`` with respect to a layer's
+    ``W[i, o]`` is ``a_ni d_nmo`` (``a`` the layer's input, ``d`` the gradient
+    back-propagated to its output) and with respect to ``b[o]`` it is ``d_nmo``. So the
+    diagonal is ``sum_n a_ni**2 sum_m s_m d_nmo**2``; the Kronecker factor ``B`` is
+    ``sum_nm s_m d_nm d_nm'`` at each layer; the last layer's block is
+    ``sum_n (a_n a_n') kron H_n`` (``a`` with a trailing 1 for the bias). The same sums as
+    those over whole Jacobians, in another order: equal to rounding. Rows go through in
+    blocks of at most `CURVATURE_BLOCK_CELLS` cells of back-propagated gradients.
+
+    Parameters
+    ----------
+    network : Network
+        Its layers are `Dense` and `Activation` only.
+    Xt : ndarray of shape (n, n_inputs)
+        The network's input rows.
+    structure : {"diag", "kron", "last_layer"}
+    roots : callable
+        ``roots(f)`` of the outputs ``f (rows, K)`` of a block: ``(w, v)`` with the output
+        Hessian ``diag(w_n**2) - v_n v_n'`` per row, ``v`` None for none.
+
+    Returns
+    -------
+    ndarray or list
+        ``(P,)`` for ``"diag"``; the last layer's ``(P_last, P_last)`` for
+        ``"last_layer"``; per Dense layer ``[A, B]`` for ``"kron"``.
+    """
+    dense = network.dense_layers
+    K = network.n_outputs
+    widths = [d.n_in + 1 for d in dense] + [d.n_out for d in dense]
+    if structure == "last_layer":
+        d_last = dense[-1].n_in + 1
+        cells = sum(widths) + 2 * K * K + d_last
+        out: Any = np.zeros((d_last, K, d_last, K))
+    else:
+        cells = sum(widths) + (K + 1) * max(widths)
+        if structure == "diag":
+            out = [[np.zeros(d.weight.shape), np.zeros(d.n_out)] for d in dense]
+        else:
+            out = [
+                [np.zeros((d.n_in + 1, d.n_in + 1)), np.zeros((d.n_out, d.n_out))] for d in dense
+            ]
+    step = max(1, CURVATURE_BLOCK_CELLS // cells)
+    for start in range(0, Xt.shape[0], step):
+        inputs, slopes, f = _forward_record(network, Xt[start : start + step])
+        w, v = roots(f)
+        if structure == "last_layer":
+            a = np.hstack([inputs[-1], np.ones((f.shape[0], 1))])
+            hessian = w[:, :, None] ** 2 * np.eye(K)
+            if v is not None:
+                hessian = hessian - v[:, :, None] * v[:, None, :]
+            for o in range(K):  # a loop over output pairs, not rows
+                for q in range(o, K):
+                    block = (a * hessian[:, o, q, None]).T @ a
+                    out[:, o, :, q] += block
+                    if q != o:
+                        out[:, q, :, o] += block.T
+            continue
+        # the roots of H as gradient seeds at the outputs: (rows, M, K), M = K (+ 1)
+        seeds = w[:, :, None] * np.eye(K)
+        if v is not None:
+            seeds = np.concatenate([seeds, v[:, None, :]], axis=1)
+        grad = seeds
+        for index in range(len(dense) - 1, -1, -1):
+            positive = grad[:, :K]
+            negative = grad[:, K] if v is not None else None
+            a = inputs[index]
+            if structure == "diag":
+                squares = np.einsum("nmo,nmo->no", positive, positive)
+                if negative is not None:
+                    squares -= negative**2
+                out[index][0] += (a * a).T @ squares
+                out[index][1] += squares.sum(axis=0)
+            else:
+                augmented = np.hstack([a, np.ones((a.shape[0], 1))])
+                out[index][0] += augmented.T @ augmented
+                flat = positive.reshape(-1, positive.shape[2])
+                out[index][1] += flat.T @ flat
+                if negative is not None:
+                    out[index][1] -= negative.T @ negative
+            if index:  # to the previous Dense layer's output
+                grad = (grad @ dense[index].weight.T) * slopes[index - 1][:, None, :]
+    if structure == "last_layer":
+        size = d_last * K
+        return out.reshape(size, size)
+    if structure == "diag":
+        return np.concatenate([np.r_[W.ravel(), b] for W, b in out])
+    n = max(Xt.shape[0], 1)
+    for factors in out:
+        factors[0] /= n
+    return out
+
+
+def _forward_record(network: Network, X: NDArray) -> tuple[list[NDArray], list[NDArray], NDArray]:
+    """``(inputs, slopes, f)``: the input of every Dense layer, the product of the
+    activation slopes between Dense layer ``l`` and the next (``slopes[l]``, the units of
+    layer ``l``'s output) and the network's outputs ``f``, for the rows ``X``."""
+    inputs: list[NDArray] = []
+    slopes: list[NDArray] = []
+    a = X
+    for layer in network.layers:
+        if isinstance(layer, Dense):
+            inputs.append(a)
+            a = layer.forward(a)
+            slopes.append(np.ones_like(a))
+        elif isinstance(layer, Activation):
+            a, slope = layer.value_and_slope(a)
+            if slopes:
+                slopes[-1] = slopes[-1] * slope
+            else:  # an activation before the first Dense layer acts on the inputs
+                raise TypeError("the GGN needs a network that starts with a Dense layer.")
+        else:
+            raise TypeError(
+                f"the back-propagated GGN needs Dense and Activation layers, got {layer!r}."
+            )
+    return inputs, slopes, a
 
 
 def _sqrt_psd(M: NDArray) -> NDArray:

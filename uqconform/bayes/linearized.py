@@ -33,6 +33,7 @@ from sklearn.utils.validation import check_is_fitted
 from uqconform._rows import take_rows
 from uqconform._seeding import integer_seed, seed_parameters
 from uqconform._validation import (
+    check_bool,
     check_class_labels,
     check_features,
     check_int,
@@ -84,6 +85,8 @@ from uqconform.quantiles import check_call_alpha
 __all__ = ["LinearizedPredictive"]
 
 METHODS = ("onepass", "mc", "glm")
+#: Cells (draws x parameters, float64) of one block of ``method="mc"`` weight draws: 32 MB.
+MC_DRAW_CELLS = 2**22
 
 
 def _is_fitted(model: Any) -> bool:
@@ -763,45 +766,79 @@ class LinearizedPredictive(ExplainsCallMistakes, VersionedState, BaseEstimator):
         )
         return mean, var
 
-    def _monte_carlo(
+    def _monte_carlo_outputs(
+        self, Xt: NDArray, n_samples: int, random_state: Any
+    ) -> Iterator[tuple[int, slice, NDArray]]:
+        """The network outputs under ``n_samples`` posterior draws, in pieces: ``(block,
+        rows, f)`` with ``f (S_block, n_rows, K)`` the outputs of the rows ``Xt[rows]``
+        (row block number ``block``) under one block of draws.
+
+        The weights are drawn in blocks of at most `MC_DRAW_CELLS` cells (draws x
+        parameters) from one stream seeded by ``random_state`` (None: the one fixed in
+        `fit`): together the draws of one ``posterior_.sample(n_samples)`` call, never all
+        held (1000 draws of a (256, 256) regressor's 68,865 weights, all at once, peaked at
+        1,653 MB for a 10-row "diag" prediction; in blocks at 106 MB).
+        Under each block the rows go through in blocks of about ``2**22`` (samples x rows x
+        units) cells, the same row blocks whatever the block of draws.
+        """
+        seed = self.seed_ if random_state is None else integer_seed(random_state)
+        network = self.view_.network
+        width = max(Xt.shape[1], *(layer.n_out for layer in network.dense_layers))
+        row_blocks = _row_blocks(Xt.shape[0], n_samples * width)
+        step = max(1, MC_DRAW_CELLS // self.posterior_.n_parameters_)
+        if step >= 16:  # BLAS-aligned, as the row blocks
+            step -= step % 16
+        draws = self.posterior_._sample_blocks(
+            n_samples, np.random.default_rng(seed), self.scale_, step
+        )
+        for theta in draws:
+            for block, rows in enumerate(row_blocks):
+                yield block, rows, network.forward_samples(Xt[rows], theta)
+
+    def _monte_carlo_moments(
+        self, Xt: NDArray, n_samples: int, random_state: Any
+    ) -> tuple[NDArray, NDArray]:
+        """Mean and variance ``(n, K)`` of the network outputs over ``n_samples`` posterior
+        draws (`_monte_carlo_outputs`), merged across blocks of draws (Chan et al.'s
+        pairwise update: one block gives ``f.mean(0)`` and ``f.var(0)`` exactly)."""
+        parts: dict[int, list[Any]] = {}
+        for block, _, f in self._monte_carlo_outputs(Xt, n_samples, random_state):
+            count, mean = f.shape[0], f.mean(axis=0)
+            squares = np.sum((f - mean) ** 2, axis=0)
+            if block not in parts:
+                parts[block] = [count, mean, squares]
+                continue
+            seen, seen_mean, seen_squares = parts[block]
+            total = seen + count
+            step = mean - seen_mean
+            parts[block] = [
+                total,
+                seen_mean + step * (count / total),
+                seen_squares + squares + step**2 * (seen * count / total),
+            ]
+        ordered = [parts[block] for block in sorted(parts)]
+        return (
+            np.concatenate([mean for _, mean, _ in ordered]),
+            np.concatenate([squares / count for count, _, squares in ordered]),
+        )
+
+    def _monte_carlo_log_mean(
         self,
         Xt: NDArray,
         n_samples: int,
         random_state: Any,
-        reduce: Callable[[NDArray, slice], tuple[NDArray, ...]],
-    ) -> tuple[NDArray, ...]:
-        """Per-row summaries of the network outputs under ``n_samples`` posterior draws.
-
-        Parameters
-        ----------
-        Xt : ndarray of shape (n, n_features)
-            Network inputs.
-        n_samples : int
-        random_state : int, Generator or None
-            Seed of the weight draws; None: the one fixed in `fit`.
-        reduce : callable
-            ``reduce(samples, rows)`` maps the outputs ``(S, n_rows, K)`` of the rows
-            ``Xt[rows]`` to a tuple of per-row arrays (first axis ``n_rows``).
-
-        Returns
-        -------
-        tuple of ndarray
-            The outputs of `reduce`, concatenated over the rows.
-
-        Notes
-        -----
-        The weights are drawn once; the rows go through in blocks of about ``2**22``
-        (samples x rows x units) cells, so the ``(S, n, K)`` outputs are never all held.
-        """
-        seed = self.seed_ if random_state is None else integer_seed(random_state)
-        theta = self.posterior_.sample(n_samples, np.random.default_rng(seed), self.scale_)
-        network = self.view_.network
-        width = max(Xt.shape[1], *(layer.n_out for layer in network.dense_layers))
-        parts = [
-            reduce(network.forward_samples(Xt[rows], theta), rows)
-            for rows in _row_blocks(Xt.shape[0], n_samples * width)
-        ]
-        return tuple(np.concatenate(column) for column in zip(*parts, strict=True))
+        log_terms: Callable[[NDArray, slice], NDArray],
+    ) -> NDArray:
+        """``log mean_s exp(log_terms(f_s, rows))`` per row over ``n_samples`` posterior
+        draws (`_monte_carlo_outputs`): ``log_terms(f, rows)`` maps the outputs ``(S_block,
+        n_rows, K)`` of the rows ``Xt[rows]`` to log terms ``(S_block, n_rows, ...)``,
+        summed by log-sum-exp across blocks of draws (one block: ``logsumexp`` over them
+        all)."""
+        sums: dict[int, NDArray] = {}
+        for block, rows, f in self._monte_carlo_outputs(Xt, n_samples, random_state):
+            part = logsumexp(log_terms(f, rows), axis=0)
+            sums[block] = np.logaddexp(sums[block], part) if block in sums else part
+        return np.concatenate([sums[block] for block in sorted(sums)]) - np.log(n_samples)
 
     def predict_distribution(
         self,
@@ -825,7 +862,8 @@ class LinearizedPredictive(ExplainsCallMistakes, VersionedState, BaseEstimator):
             Monte Carlo seed; defaults to the one fixed in `fit`.
         include_noise : bool, default=False
             Regression: add ``noise_variance_`` (the variance of ``y`` instead of ``f``).
-            Refused for a classifier (its logits have no noise term).
+            Refused for a classifier (its logits have no noise term). True or False only
+            (a numpy bool too): other objects (``"False"``, ``0``) raise ValueError.
 
         Returns
         -------
@@ -835,6 +873,7 @@ class LinearizedPredictive(ExplainsCallMistakes, VersionedState, BaseEstimator):
             moments mapped back: ``shift + scale * mean``, ``scale**2 * var``).
         """
         self._check("predict_distribution")
+        check_bool(include_noise, "include_noise")  # "False" or [0] would read as True
         return self._distribution(X, method, n_samples, random_state, include_noise)
 
     def _distribution(
@@ -863,9 +902,7 @@ class LinearizedPredictive(ExplainsCallMistakes, VersionedState, BaseEstimator):
                 mean, var = self._glm(Xt, self.scale_)
             else:  # overflowed draws are refused just below, without numpy's warnings
                 with np.errstate(over="ignore", invalid="ignore"):
-                    mean, var = self._monte_carlo(
-                        Xt, count, random_state, lambda f, _: (f.mean(axis=0), f.var(axis=0))
-                    )
+                    mean, var = self._monte_carlo_moments(Xt, count, random_state)
             refuse_overflowed_moments(mean, var, method)
         if self.task_ == "regression":
             mean, var = self._to_target(mean[:, 0], var[:, 0])
@@ -997,11 +1034,14 @@ class LinearizedPredictive(ExplainsCallMistakes, VersionedState, BaseEstimator):
         count = self._n(n_samples)
         output = self.view_.network.output
         if method == "mc":
-
-            def mixture(f: NDArray, _: slice) -> tuple[NDArray]:
-                return (np.exp(_mixture_log_proba(f, output)),)
-
-            return self._monte_carlo(self._transform(X), count, random_state, mixture)[0]
+            return np.exp(
+                self._monte_carlo_log_mean(
+                    self._transform(X),
+                    count,
+                    random_state,
+                    lambda f, _: _log_proba_samples(f, output),
+                )
+            )
         mean, var = self._distribution(X, method)
         if self.link == "probit":
             return class_probabilities(probit_logits(mean, var), output)
@@ -1121,12 +1161,11 @@ class LinearizedPredictive(ExplainsCallMistakes, VersionedState, BaseEstimator):
             target = check_regression_target(y, Xt.shape[0])
             if method == "mc":
 
-                def mixture(f: NDArray, rows: slice) -> tuple[NDArray]:
+                def log_density(f: NDArray, rows: slice) -> NDArray:
                     f = self._to_target(f[:, :, 0])[0]  # in the units of y
-                    log_density = gaussian_log_density(target[None, rows], f, self.noise_variance_)
-                    return (logsumexp(log_density, axis=0) - np.log(f.shape[0]),)
+                    return gaussian_log_density(target[None, rows], f, self.noise_variance_)
 
-                return self._monte_carlo(Xt, count, None, mixture)[0]
+                return self._monte_carlo_log_mean(Xt, count, None, log_density)
             mean, var = self._distribution(X, method, include_noise=True)
             return gaussian_log_density(target, mean, var)
         assert self.classes_ is not None  # a classifier's view has its classes
@@ -1134,11 +1173,11 @@ class LinearizedPredictive(ExplainsCallMistakes, VersionedState, BaseEstimator):
         if method == "mc":
             output = self.view_.network.output
 
-            def label_mixture(f: NDArray, rows: slice) -> tuple[NDArray]:
-                log_p = _mixture_log_proba(f, output)
-                return (log_p[np.arange(log_p.shape[0]), labels[rows]],)
+            def label_log_p(f: NDArray, rows: slice) -> NDArray:
+                log_p = _log_proba_samples(f, output)  # (S_block, n_rows, n_classes)
+                return log_p[:, np.arange(log_p.shape[1]), labels[rows]]
 
-            return self._monte_carlo(Xt, count, None, label_mixture)[0]
+            return self._monte_carlo_log_mean(Xt, count, None, label_log_p)
         # logarithms computed as such (log-sigmoid, log-softmax): the log of a probability
         # loses the digits of a confident mistake (1 - expit(z) is 0 from z of about 37 on)
         mean, var = self._distribution(X, method)
@@ -1150,11 +1189,6 @@ class LinearizedPredictive(ExplainsCallMistakes, VersionedState, BaseEstimator):
             ]
             log_p = logsumexp(np.stack(blocks), axis=0) - np.log(count)
         return log_p[np.arange(labels.size), labels]
-
-
-def _mixture_log_proba(logits: NDArray, output: str) -> NDArray:
-    """Log of the class probabilities averaged over the samples of logits ``(S, n, K)``."""
-    return logsumexp(_log_proba_samples(logits, output), axis=0) - np.log(logits.shape[0])
 
 
 def _log_proba_samples(logits: NDArray, output: str) -> NDArray:
