@@ -3344,3 +3344,34 @@ def test_predict_returns_an_array_whatever_the_model_returns():
 
     column = SplitConformalRegressor(ColumnModel()).fit(X[:40], y[:40])
     np.testing.assert_array_equal(column.predict(X[40:]), predicted)
+
+
+@pytest.mark.parametrize(
+    ("make", "advice"),
+    [
+        (lambda: SplitConformalClassifier(LogisticRegression()), r"Mondrian groups belong to"),
+        (
+            lambda: BinarizedSmoothedClassifier(LogisticRegression()),
+            r"BinarizedSmoothedClassifier has no group-conditional \(Mondrian\) calibration",
+        ),
+        (
+            lambda: MultiDimScoreClassifier(LogisticRegression(), n_heads=2),
+            r"MultiDimScoreClassifier has no group-conditional \(Mondrian\) calibration",
+        ),
+        (
+            lambda: ReliablePredictionSets(LogisticRegression(), k_train=2),
+            r"ReliablePredictionSets has no group-conditional \(Mondrian\) calibration",
+        ),
+    ],
+)
+def test_groups_the_model_refuses_at_fit_say_where_they_go(make, advice):
+    """Docs review (stop 62): MultiDimScoreClassifier and ReliablePredictionSets gave the
+    model's bare "unexpected keyword argument 'groups'", and the wrappers without Mondrian
+    calibration (BinCP) were told to give the groups to calibrate, which refuses them."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 3))
+    labels = (X[:, 0] > 0).astype(int)
+    with pytest.raises(
+        TypeError, match=rf"fit passed `groups` to the model, which refused it \(.*\)\. {advice}"
+    ):
+        make().fit(X, labels, groups=np.repeat([0, 1], 100))

@@ -1465,3 +1465,41 @@ def test_predicting_before_any_call_names_fit_or_calibrate_alone(method):
     )
     with pytest.raises(NotFittedError, match=re.escape(message)):
         getattr(MultiDimScoreClassifier(list(heads)), method)(X[:3])
+
+
+def test_a_subspace_head_error_unrelated_to_columns_keeps_its_class():
+    """Diff review 44: every failure of a subspace head became a ValueError blaming the
+    columns (scikit-learn's parameter error, a MemoryError, a warning raised as an error)."""
+    from sklearn.utils._param_validation import InvalidParameterError
+
+    X, y = make_classification(300, 5, n_informative=3, n_redundant=0, random_state=0)
+    for diversity in ("bootstrap", "subspace"):
+        model = MultiDimScoreClassifier(
+            LogisticRegression(C=-1.0), n_heads=2, diversity=diversity, random_state=0
+        )
+        with pytest.raises(InvalidParameterError, match=r"^The 'C' parameter"):
+            model.fit(X, y)
+
+
+@pytest.mark.parametrize("kind", ["list", "ensemble"])
+def test_heads_adopted_after_a_fit_forget_what_fit_recorded_of_its_rows(kind):
+    """Diff review 44: calibrate adopting fitted heads after a fit that trained others kept
+    that fit's feature count and training rows: heads over 8 columns after a fit on 5 were
+    refused ("expecting 5 features"), and calibrating on the discarded fit's rows warned
+    that they were the training rows; around a HeadEnsemble `n_heads=0` was checked too."""
+    X, y = make_classification(
+        1500, 8, n_informative=3, n_redundant=0, n_classes=3, random_state=0
+    )
+    if kind == "list":
+        heads: object = [LogisticRegression().fit(X[600:900], y[600:900]) for _ in range(2)]
+    else:
+        heads = HeadEnsemble(n_heads=3, random_state=0).fit(X[600:900], y[600:900])
+    model = MultiDimScoreClassifier(n_heads=3, random_state=0).fit(X[:300, :5], y[:300])
+    model.set_params(estimator=heads).calibrate(X[300:600], y[300:600])
+    assert model.predict_set(X[900:]).shape == (600, 3)
+    model = MultiDimScoreClassifier(n_heads=3, random_state=0).fit(X[:300], y[:300])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the adopted heads never saw these rows
+        model.set_params(estimator=heads).calibrate(X[:300], y[:300])
+    if kind == "ensemble":  # parameters of heads it does not make are not checked
+        MultiDimScoreClassifier(heads, n_heads=0, diversity="rows").calibrate(X[:300], y[:300])

@@ -976,6 +976,28 @@ def _call_mistake_message(
     return f"{name}{bare}: {refusal}."
 
 
+def refused_groups_error(owner: Any, error: Exception, params: dict[str, Any]) -> Exception | None:
+    """The error to raise when the model refused the ``groups`` that ``owner.fit`` passed it
+    among ``params`` (None: ``error`` is about something else): ``groups`` at fit are the
+    model's (routed to a grouped splitter, say); Mondrian groups go to calibration, where
+    ``owner`` has it, and a wrapper without it takes none."""
+    refused = ("unexpected keyword argument 'groups'", "accept the groups parameter")
+    if "groups" not in params or not any(text in str(error) for text in refused):
+        return None
+    name = type(owner).__name__
+    calibrate = getattr(type(owner), "calibrate", None)
+    mondrian = calibrate is not None and "groups" in inspect.signature(calibrate).parameters
+    advice = (
+        "Mondrian groups belong to calibration: give them to `calibrate(X, y, groups=...)` "
+        "and to `predict_*(X, groups=...)`."
+        if mondrian
+        else f"{name} has no group-conditional (Mondrian) calibration: leave `groups` out."
+    )
+    return type(error)(
+        f"{name}.fit passed `groups` to the model, which refused it ({error}). {advice}"
+    )
+
+
 def keeps_a_frozen_model(estimator: Any) -> bool:
     """Whether fitting a clone of ``estimator`` leaves its final model as it is: a
     ``FrozenEstimator`` as the model, a pipeline's last step or a wrapper's ``estimator``,
@@ -1217,14 +1239,10 @@ class ModelWrapper(
             with self._reading_features(X):
                 self._train_estimator(X, y, model_params)
         except (TypeError, ValueError) as error:
-            refused = ("unexpected keyword argument 'groups'", "accept the groups parameter")
-            if "groups" not in model_params or not any(text in str(error) for text in refused):
+            explained = refused_groups_error(self, error, model_params)
+            if explained is None:
                 raise
-            raise type(error)(
-                f"{type(self).__name__}.fit passed `groups` to the model, which refused it "
-                f"({error}). Mondrian groups belong to calibration: give them to "
-                "`calibrate(X, y, groups=...)` and to `predict_*(X, groups=...)`."
-            ) from error
+            raise explained from error
         self._after_fit(X, y, **fit_params)
         remember_training_rows(self, X, y, trained=self._fit_trains_on_rows())
         record_calibration_settings(self, step="fit")

@@ -99,14 +99,15 @@ def _fit_head(
         return model.fit(take_rows(X, rows), y[rows], **params)
     try:
         return model.fit(_columns(take_rows(X, rows), columns), y[rows], **params)
-    except Exception as error:  # a model that picks columns by name or position, mostly
+    except (ValueError, KeyError, IndexError) as error:
+        if type(error) not in (ValueError, KeyError, IndexError):  # a parameter error, say
+            raise
         raise ValueError(
             f"Head {index} of diversity='subspace' failed to fit on its random subset of "
             f"{len(columns)} of the {_n_columns(X)} columns of X, "
-            f"{_names_text(_column_names(X, columns))}: each head sees a random subset of "
-            "the columns, which a model that selects columns by name or position (a "
-            "ColumnTransformer, say) cannot take; use diversity='bootstrap' or 'seeds'. "
-            f"The head's error: {type(error).__name__}: {error}"
+            f"{_names_text(_column_names(X, columns))}: {type(error).__name__}: {error} "
+            "If the model selects columns by name or position (a ColumnTransformer, say), "
+            "it cannot take a subset of them: use diversity='bootstrap' or 'seeds'."
         ) from error
 
 

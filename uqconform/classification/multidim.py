@@ -63,6 +63,7 @@ from uqconform.base import (
     forward_input_tags,
     keeps_state_on_error,
     record_calibration_settings,
+    refused_groups_error,
     remember_calibration_rows,
     remember_training_rows,
 )
@@ -294,7 +295,8 @@ class MultiDimScoreClassifier(
         check_bool(self.fill_empty, "fill_empty")
         check_random_state_value(self.random_state)
         check_int(self.n_neighbors, "n_neighbors")
-        self._heads()._validate_params()
+        if _given_head_ensemble(self.estimator) is None:  # (its n_heads, diversity: unused)
+            self._heads()._validate_params()
 
     def _routed_models(self) -> dict[str, Any]:
         return {"estimator": self._heads()}
@@ -365,7 +367,13 @@ class MultiDimScoreClassifier(
         self._check_nan(X)
         labels = check_rows("y", y, n_rows(X))
         with explaining_cloned_lists(self.estimator):  # fitted heads, unfitted by a clone?
-            self.estimator_ = self._heads().fit(X, labels, **head_params)
+            try:
+                self.estimator_ = self._heads().fit(X, labels, **head_params)
+            except (TypeError, ValueError) as error:
+                explained = refused_groups_error(self, error, head_params)
+                if explained is None:
+                    raise
+                raise explained from error
         # fitted heads given as a list are only checked: re-read at each calibrate, so that
         # set_params(estimator=...) applies
         self._estimator_adopted = isinstance(self.estimator, (list, tuple))
@@ -522,10 +530,7 @@ class MultiDimScoreClassifier(
                     "pass the classifier inside it and call fit(X_train, y_train), which "
                     "makes the heads (fit does not take a HeadEnsemble)."
                 )
-            # Re-read at each calibrate, so that set_params(estimator=...) applies.
             self.estimator_ = ensemble
-            self._estimator_adopted = True
-            self.__dict__.pop("_fit_settings", None)  # nothing fit trained is used
         elif adopting:
             if not isinstance(self.estimator, (list, tuple)):
                 cause = (
@@ -539,11 +544,14 @@ class MultiDimScoreClassifier(
                     f"(n_heads={self.n_heads}), or pass a list of fitted heads (one or more) "
                     "as `estimator`."
                 )
-            # Re-adopted at each calibrate, so that set_params(estimator=...) applies.
             with explaining_cloned_lists(self.estimator):
                 self.estimator_ = self._heads().fit(None, None)
+        if adopting:  # re-read at each calibrate, so that set_params(estimator=...) applies
             self._estimator_adopted = True
-            self.__dict__.pop("_fit_settings", None)  # nothing fit trained is used
+            # nothing fit trained, nor what it recorded of its X, belongs to these heads
+            for name in ("_fit_settings", "n_features_in_", "feature_names_in_"):
+                self.__dict__.pop(name, None)
+            remember_training_rows(self, None, None, trained=False)
         self._check_columns_against_heads(X)
         n = n_rows(X)
         given = check_class_labels(y, n, classes=self.classes_)  # no booleans as 0/1

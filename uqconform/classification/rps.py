@@ -90,6 +90,7 @@ from uqconform.base import (
     keeps_a_frozen_model,
     keeps_state_on_error,
     record_calibration_settings,
+    refused_groups_error,
     refuses_nan,
     remember_calibration_rows,
     remember_training_rows,
@@ -1347,10 +1348,16 @@ class ReliablePredictionSets(
             )
             for i in range(k)
         )
-        with reading_features(X, self._base_estimator()):
-            self.estimators_ = run_fits(
-                jobs, n_jobs=self.n_jobs, verbose=self.verbose, desc="RPS partitions", total=k
-            )
+        try:
+            with reading_features(X, self._base_estimator()):
+                self.estimators_ = run_fits(
+                    jobs, n_jobs=self.n_jobs, verbose=self.verbose, desc="RPS partitions", total=k
+                )
+        except (TypeError, ValueError) as error:
+            explained = refused_groups_error(self, error, fit_params)
+            if explained is None:
+                raise
+            raise explained from error
         self._estimator_adopted = False
         record_calibration_settings(self, step="fit")
         remember_training_rows(self, X, labels)
