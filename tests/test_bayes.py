@@ -1376,6 +1376,27 @@ def test_overflowed_moments_are_refused_by_every_method(method):
         model.predict_distribution(X[:5] * 1e200, method)
 
 
+def test_monte_carlo_log_predictive_refuses_overflowed_rows_as_the_others_do():
+    """Diff review 45: `log_predictive(method="mc")` returned -inf for a row whose sampled
+    outputs overflowed (their squared errors beyond float64), where the single pass and
+    GLM refused it naming the row; Monte Carlo probabilities likewise."""
+    from sklearn.neural_network import MLPRegressor
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(80, 3))
+    y = X @ np.array([1.0, 2.0, 3.0])
+    net = MLPRegressor(hidden_layer_sizes=(4,), activation="identity", max_iter=200)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # lbfgs/adam convergence
+        net.set_params(random_state=0).fit(X, y)
+    model = LinearizedPredictive(net, method="mc", n_samples=50, random_state=1).fit(X, y)
+    far = np.array([[1e155, 1e155, 1e155], [1e100, 0.0, 0.0], [1.0, 0.0, 0.0]])
+    for method in ("onepass", "glm", "mc"):
+        with pytest.raises(ValueError, match=r"The \S+ predictive overflowed .* on 1 row of `X`"):
+            model.log_predictive(far, y[:3], method=method)
+    assert np.isfinite(model.log_predictive(far[1:], y[:2], method="mc")).all()
+
+
 def test_nan_in_x_names_the_network_not_a_model_that_takes_nan():
     model, X = _small_regression_predictive()
     holed = X.copy()

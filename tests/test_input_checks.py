@@ -5,6 +5,7 @@ each estimator's own test file.
 """
 
 import inspect
+import itertools
 import warnings
 
 import numpy as np
@@ -3246,7 +3247,25 @@ def test_integer_targets_meet_integer_bounds_exactly():
     unsigned = intervals.astype(np.uint64)
     with pytest.warns(UserWarning, match="read as intervals"):
         assert coverage(y.astype(np.uint64), unsigned) == pytest.approx(1 / 3)
-    # (diff review 43) a signed and an unsigned value more than 2**64 apart: not wrapped
+    # (diff reviews 43, 45) every pair of integer kinds against Python's exact integers:
+    # signed and unsigned more than 2**64 apart (not wrapped), and less (not rounded)
+    from uqconform.evaluation.metrics import _excess
+
+    kinds = [np.int8, np.int32, np.int64, np.uint8, np.uint32, np.uint64]
+    for left, right in itertools.product(kinds, kinds):
+        ends = [(np.iinfo(kind).min, np.iinfo(kind).max) for kind in (left, right)]
+        a_values = [ends[0][0], ends[0][1], 0, 1, ends[0][1] // 3]
+        b_values = [ends[1][0], ends[1][1], 0, 2, ends[1][1] // 5]
+        pairs = list(itertools.product(a_values, b_values))
+        a = np.array([p[0] for p in pairs], dtype=left)
+        b = np.array([p[1] for p in pairs], dtype=right)
+        exact = [float(max(int(x) - int(y), 0)) for x, y in pairs]
+        np.testing.assert_array_equal(_excess(a, b), exact)
+    near = 2**60 + np.array([1], dtype=np.uint64)  # one below an int64 interval
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        band = 2**60 + np.array([[-2, 0]], dtype=np.int64)
+        assert mean_interval_score(near.astype(np.uint64), band, alpha=0.1) == 22.0
     top = np.iinfo(np.uint64).max
     far = np.array([[top, top]], dtype=np.uint64)
     with warnings.catch_warnings():

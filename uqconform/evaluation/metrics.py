@@ -689,14 +689,24 @@ def _widths(data: NDArray) -> NDArray:
 
 
 def _excess(a: NDArray, b: NDArray) -> NDArray:
-    """``max(a - b, 0)`` as floats; of integers of one signedness exactly, as unsigned
-    differences (below 2**64; a signed and an unsigned value can be further apart, so
-    such pairs are taken in float)."""
-    if a.dtype.kind == b.dtype.kind and a.dtype.kind in "iu":
-        gap = np.subtract(a, b, dtype=np.uint64, casting="unsafe").astype(float)
-        return np.where(a > b, gap, 0.0)
-    with np.errstate(invalid="ignore"):  # -inf - y and y - inf are fine, never inf - inf
-        return np.maximum(a - b, 0.0)
+    """``max(a - b, 0)`` as floats; of integers exactly where the difference is below 2**64
+    (as an unsigned difference; an unsigned ``a`` and a negative ``b`` further apart, in
+    float)."""
+    if a.dtype.kind not in "iu" or b.dtype.kind not in "iu":
+        with np.errstate(invalid="ignore"):  # -inf - y and y - inf are fine, never inf - inf
+            return np.maximum(a - b, 0.0)
+    a, b = np.broadcast_arrays(a, b)
+    a_negative, b_negative = a < 0, b < 0
+    a_bits = a.astype(np.uint64, casting="unsafe")  # two's complement: ordered within a sign
+    b_bits = b.astype(np.uint64, casting="unsafe")
+    greater = np.where(a_negative == b_negative, a_bits > b_bits, b_negative)
+    gap = np.subtract(a_bits, b_bits, dtype=np.uint64)  # a - b modulo 2**64
+    wrapped = b_negative & ~a_negative & (gap < a_bits)  # a + |b| reached 2**64
+    exact = gap.astype(float)
+    if wrapped.any():
+        far = a.astype(float) - b.astype(float)
+        exact = np.where(wrapped, far, exact)
+    return np.where(greater, exact, 0.0)
 
 
 def _sizes(parsed: _Parsed, **volume_kwargs: Any) -> NDArray:
