@@ -792,3 +792,38 @@ def test_a_changed_setting_holding_arrays_is_named_in_one_short_line():
         "this text is cut); call calibrate(" in message
     )
     assert "\n" not in message and len(message) < 250, message
+
+
+def test_a_frozen_model_set_in_place_is_refused_as_the_same_model_given_bare():
+    """User review (stop 62): a FrozenEstimator's get_params ignores deep, so the frozen
+    model's settings were not recorded: a frozen k-NN's n_neighbors changed in place after
+    calibrate (predictions changed at once) gave coverage 0.58 for 0.91 silently, where
+    the same k-NN given bare was refused. Also inside a pipeline, and as a difficulty model."""
+    from sklearn.neighbors import KNeighborsRegressor
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    X, y = regression_data(400, seed=0)
+    for wrap in (
+        FrozenEstimator,
+        lambda knn: make_pipeline(StandardScaler(), FrozenEstimator(knn)),
+        lambda knn: FrozenEstimator(make_pipeline(StandardScaler(), knn).fit(X[:200], y[:200])),
+    ):
+        knn = KNeighborsRegressor().fit(X[:200], y[:200])
+        model = SplitConformalRegressor(wrap(knn)).fit(X[:200], y[:200])
+        model.calibrate(X[200:300], y[200:300])
+        model.predict_interval(X[300:])
+        knn.set_params(n_jobs=2)  # how it runs, not what it predicts: no new calibration
+        model.predict_interval(X[300:])
+        knn.set_params(n_neighbors=50)
+        with pytest.raises(NotFittedError, match=r"since: now \S*n_neighbors=50\)"):
+            model.predict_interval(X[300:])
+    difficulty = KNeighborsRegressor(50).fit(X[:200], np.abs(y[:200]))
+    model = SplitConformalRegressor(
+        LinearRegression().fit(X[:200], y[:200]),
+        conformity_score="normalized",
+        difficulty_estimator=FrozenEstimator(difficulty),
+    ).calibrate(X[200:300], y[200:300])
+    difficulty.set_params(n_neighbors=150)
+    with pytest.raises(NotFittedError, match=r"estimator__n_neighbors=150"):
+        model.predict_interval(X[300:])
