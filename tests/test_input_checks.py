@@ -3394,3 +3394,12 @@ def test_groups_the_model_refuses_at_fit_say_where_they_go(make, advice):
         TypeError, match=rf"fit passed `groups` to the model, which refused it \(.*\)\. {advice}"
     ):
         make().fit(X, labels, groups=np.repeat([0, 1], 100))
+
+
+def test_rolling_coverage_names_the_value_that_is_not_zero_or_one():
+    """API review (stop 62): `rolling_coverage([1, 2, 1])` said "NaN is not allowed"."""
+    with pytest.raises(ValueError, match=r"got 1 others \(first: 2\)\.$"):
+        rolling_coverage([1, 2, 1])
+    with pytest.raises(ValueError, match=r"got 2 others \(first: nan\)\.$"):
+        rolling_coverage([1.0, np.nan, 0.5])
+

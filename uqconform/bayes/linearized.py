@@ -173,7 +173,8 @@ class LinearizedPredictive(ExplainsCallMistakes, VersionedState, BaseEstimator):
     ----------
     estimator : MLPRegressor or MLPClassifier, or a torch ``nn.Sequential``
         Fitted (used as is; also in a ``FrozenEstimator`` or a ``Pipeline``), or unfitted (a
-        clone is trained in `fit` on the rows not held out for validation). A regression
+        clone is trained in `fit` on the rows not held out for validation). Regression
+        networks have one output (a 1-D ``y``; several outputs are refused). A regression
         network may also be wrapped, fitted or not, in ``TransformedTargetRegressor(
         regressor=..., transformer=StandardScaler())``: the network, its posterior and the
         scale then work on the standardised target ``z = (y - shift) / scale`` (the

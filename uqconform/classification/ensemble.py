@@ -68,6 +68,16 @@ default="lac"
     verbose : bool, default=False
         Show a progress bar of the fitted heads.
 
+    Attributes
+    ----------
+    estimator_ : HeadEnsemble
+        The heads (trained by ``fit``, or the fitted ones given), whose mean probability
+        the score reads.
+    classes_ : ndarray of shape (n_classes,)
+        The heads' labels, in the column order of the sets.
+    conformity_scores_ : ndarray of shape (n_calibration,)
+        The calibration rows' scores of their true labels.
+
     Examples
     --------
     >>> from sklearn.datasets import load_digits

@@ -411,20 +411,49 @@ class MultiDimScoreClassifier(
         return self.estimator_.classes_
 
     def predict_proba(self, X: ArrayLike) -> NDArray:
-        """Mean probability of the heads."""
+        """Mean probability of the heads.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes)
+            Columns in ``classes_`` order.
+        """
         check_wrapper_fitted(self, "estimator_", "predict_proba", needs=_BEFORE_PREDICTING)
         return self.estimator_.predict_proba(self._test_rows(X))
 
     def predict(self, X: ArrayLike) -> NDArray:
-        """Label with the largest mean probability of the heads."""
+        """Label with the largest mean probability of the heads.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            Labels from ``classes_``.
+        """
         check_wrapper_fitted(self, "estimator_", "predict", needs=_BEFORE_PREDICTING)
         return self.estimator_.predict(self._test_rows(X))
 
     def score_vectors(self, X: ArrayLike, rng: np.random.Generator | None = None) -> NDArray:
-        """Score of every label under every head: ``(n_samples, n_classes, n_heads)``.
+        """Score of every label under every head.
 
-        Randomised base scores draw one uniform per row and head (from ``rng``; by default
-        the prediction stream of ``random_state``).
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        rng : numpy Generator, optional
+            The uniforms of randomised base scores (one per row and head); by default the
+            prediction stream of ``random_state`` (seeded by the rows' content too).
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes, n_heads)
+            The base score (``base_score``) of each label under each head.
         """
         check_wrapper_fitted(self, "estimator_", "score_vectors", needs=_BEFORE_PREDICTING)
         X = self._test_rows(X)
@@ -549,9 +578,8 @@ class MultiDimScoreClassifier(
         if adopting:  # re-read at each calibrate, so that set_params(estimator=...) applies
             self._estimator_adopted = True
             # nothing fit trained, nor what it recorded of its X, belongs to these heads
-            for name in ("_fit_settings", "n_features_in_", "feature_names_in_"):
+            for name in ("_fit_settings", "n_features_in_", "feature_names_in_", "_training_rows"):
                 self.__dict__.pop(name, None)
-            remember_training_rows(self, None, None, trained=False)
         self._check_columns_against_heads(X)
         n = n_rows(X)
         given = check_class_labels(y, n, classes=self.classes_)  # no booleans as 0/1

@@ -267,6 +267,16 @@ class ConformalizedQuantileRegressor(SplitConformalRegressor):
     ----------
     estimator_ : QuantileBand
         The fitted pair of quantile models.
+    conformity_scores_ : ndarray of shape (n_calibration,) or (n_calibration, 2)
+        The calibration scores: ``max(lower - y, y - upper)`` per row, or with
+        ``symmetric=False`` one column per end (``lower - y`` and ``y - upper``), each
+        calibrated at ``alpha / 2``.
+    n_calibration_ : int
+        Number of calibration rows.
+    calibration_strata_ : ndarray of shape (n_calibration,)
+        Each calibration row's stratum (its group's index; all 0 without ``groups``).
+    n_features_in_ : int
+        Number of features seen at fit (or calibrate around a fitted model).
 
     Examples
     --------

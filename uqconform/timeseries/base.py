@@ -120,8 +120,12 @@ def rolling_coverage(covered: ArrayLike, window: int = 50) -> NDArray:
     hits = np.asarray(covered, dtype=float)
     if hits.ndim != 1:
         raise ValueError("`covered` must be 1-D.")
-    if not np.isin(hits, (0.0, 1.0)).all():
-        raise ValueError("`covered` must hold 0/1 or True/False values (NaN is not allowed).")
+    other = hits[~np.isin(hits, (0.0, 1.0))]
+    if other.size:
+        raise ValueError(
+            f"`covered` must hold 0/1 or True/False values, got {int(other.size)} others "
+            f"(first: {other[0]:g})."
+        )
     check_int(window, "window")
     total = np.cumsum(hits)
     # a window longer than the series averages from the start (no array of its length)
