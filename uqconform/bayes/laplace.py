@@ -43,6 +43,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+from scipy import special
 from scipy.linalg import eigh
 from scipy.optimize import minimize_scalar
 from sklearn.base import BaseEstimator
@@ -241,7 +242,8 @@ class LaplacePosterior(VersionedState, BaseEstimator):
     ----------
     estimator : fitted MLPRegressor or MLPClassifier, or a torch ``nn.Sequential``
         Also inside `sklearn.frozen.FrozenEstimator` or as the last step of a
-        `sklearn.pipeline.Pipeline`. It is never refitted. A regression network may also be
+        `sklearn.pipeline.Pipeline`. It is never refitted. A regression network has one
+        output (networks of several are refused). A regression network may also be
         wrapped in a fitted ``TransformedTargetRegressor(regressor=...,
         transformer=StandardScaler())``: the network works on the standardised target
         ``z = (y - shift) / scale`` (the scaler's ``mean_`` and ``scale_``), while the ``y``
@@ -594,14 +596,9 @@ class LaplacePosterior(VersionedState, BaseEstimator):
         Regression: ``R = J / sigma``; binary: ``R = sqrt(p (1 - p)) J``; softmax:
         ``R_k = sqrt(p_k) J_k`` and ``u = sum_k p_k J_k`` (``H = diag p - p p'``).
         """
-        f = view.network.forward(Xt)
-        if view.task == "regression":
-            return J / np.sqrt(self._network_noise_variance), None
-        if view.network.output == "logistic":
-            p = 1.0 / (1.0 + np.exp(-f[:, 0]))
-            return np.sqrt(p * (1.0 - p))[None, :, None] * J, None
-        p = np.exp(log_probabilities(f, "softmax")).T  # (K, n)
-        return np.sqrt(p)[:, :, None] * J, np.einsum("kn,knp->np", p, J)
+        w, v = self._output_hessian_roots(view, view.network.forward(Xt))  # (n, K)
+        rank_one = None if v is None else np.einsum("nk,knp->np", v, J)
+        return w.T[:, :, None] * J, rank_one
 
     def _output_hessian_roots(
         self, view: NetworkView, f: NDArray
@@ -615,7 +612,7 @@ class LaplacePosterior(VersionedState, BaseEstimator):
         if view.task == "regression":
             return np.full(f.shape, 1.0 / np.sqrt(self._network_noise_variance)), None
         if view.network.output == "logistic":
-            p = 1.0 / (1.0 + np.exp(-f))
+            p = special.expit(f)  # (no overflow warning for very negative logits)
             return np.sqrt(p * (1.0 - p)), None
         p = np.exp(log_probabilities(f, "softmax"))  # (n, K)
         return np.sqrt(p), p
