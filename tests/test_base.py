@@ -827,3 +827,34 @@ def test_a_frozen_model_set_in_place_is_refused_as_the_same_model_given_bare():
     difficulty.set_params(n_neighbors=150)
     with pytest.raises(NotFittedError, match=r"estimator__n_neighbors=150"):
         model.predict_interval(X[300:])
+
+
+def test_models_in_a_list_or_pair_set_in_place_are_refused_and_old_records_still_predict():
+    """Diff review 46: models given as a list or tuple (fitted heads, RPS partition models,
+    a CQR quantile pair) were compared by identity only: a head's n_neighbors changed in
+    place after calibrate moved coverage 0.86 -> 0.65 silently; and a wrapper pickled
+    before frozen models' parameters were recorded refused every prediction."""
+    from sklearn.neighbors import KNeighborsRegressor
+
+    from uqconform import ConformalizedQuantileRegressor
+
+    X, y = regression_data(400, seed=1)
+    for wrap in (lambda model: model, FrozenEstimator):
+        pair = [KNeighborsRegressor(20).fit(X[:200], y[:200]) for _ in range(2)]
+        model = ConformalizedQuantileRegressor(tuple(wrap(m) for m in pair))
+        model.calibrate(X[200:300], y[200:300]).predict_interval(X[300:])
+        pair[0].set_params(n_jobs=2)  # how it runs: not a change
+        model.predict_interval(X[300:])
+        pair[0].set_params(n_neighbors=1)
+        with pytest.raises(NotFittedError, match=r"since: now \S*n_neighbors=1\)"):
+            model.predict_interval(X[300:])
+    # a record of an older build: without the frozen model's parameters, and unmarked
+    knn = KNeighborsRegressor().fit(X[:200], y[:200])
+    model = SplitConformalRegressor(FrozenEstimator(knn)).calibrate(X[200:300], y[200:300])
+    expected = model.predict_interval(X[300:])
+    state = model._calibrate_settings["estimator"]
+    state.params = {k: v for k, v in state.params.items() if not k.startswith("estimator__")}
+    del state.frozen_inner
+    np.testing.assert_array_equal(
+        pickle.loads(pickle.dumps(model)).predict_interval(X[300:]), expected
+    )

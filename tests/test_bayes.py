@@ -1395,6 +1395,11 @@ def test_monte_carlo_log_predictive_refuses_overflowed_rows_as_the_others_do():
         with pytest.raises(ValueError, match=r"The \S+ predictive overflowed .* on 1 row of `X`"):
             model.log_predictive(far, y[:3], method=method)
     assert np.isfinite(model.log_predictive(far[1:], y[:2], method="mc")).all()
+    # a far target alone (finite outputs): -inf, as the single pass gives (diff review 46)
+    target = np.array([1e160, y[1]])
+    for method in ("onepass", "mc"):
+        log_p = model.log_predictive(far[1:], target, method=method)
+        assert log_p[0] == -np.inf and np.isfinite(log_p[1])
 
 
 def test_nan_in_x_names_the_network_not_a_model_that_takes_nan():

@@ -3402,4 +3402,3 @@ def test_rolling_coverage_names_the_value_that_is_not_zero_or_one():
         rolling_coverage([1, 2, 1])
     with pytest.raises(ValueError, match=r"got 2 others \(first: nan\)\.$"):
         rolling_coverage([1.0, np.nan, 0.5])
-

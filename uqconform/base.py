@@ -325,6 +325,7 @@ class _FittedState:
         self.token = getattr(self.owner, "_fit_token", None)
         self.params = _learning_params(self.owner) or {}
         self.text = repr(value)
+        self.frozen_inner = True  # with frozen models' parameters (False: an older pickle)
 
     @classmethod
     def of(cls, value: Any) -> Any:
@@ -344,19 +345,28 @@ class _FittedState:
         containers (estimators, arrays in a list), as it is."""
         if isinstance(value, np.ndarray):
             return value.copy()
-        if type(value) in (list, tuple):
-            return type(value)(
-                _FittedState.snapshot(item) if type(item) in (list, tuple) else item
+        if type(value) in (list, tuple):  # models in it (fitted heads, a quantile pair):
+            return type(value)(  # watched for parameters set in place, as one model is
+                _FittedState.snapshot(item)
+                if type(item) in (list, tuple)
+                else _FittedState(item)
+                if _learning_params(item) is not None
+                else item
                 for item in value
             )
         return value
 
     def _changed(self) -> dict[str, Any]:
-        """The parameters whose value differs from the recorded one, with their new value."""
+        """The parameters whose value differs from the recorded one, with their new value
+        (of a state an older build pickled, only those it recorded: it did not record the
+        parameters of frozen models)."""
         now = _learning_params(self.owner) or {}
+        names = set(self.params)
+        if self.__dict__.get("frozen_inner", False):
+            names |= now.keys()
         return {
             name: now.get(name, _MISSING)
-            for name in self.params.keys() | now.keys()
+            for name in names
             if not _same_setting(self.params.get(name, _MISSING), now.get(name, _MISSING))
         }
 
@@ -372,7 +382,8 @@ class _FittedState:
             same and getattr(self.owner, "_fit_token", None) is self.token and not self._changed()
         )
 
-    def __repr__(self) -> str:
+    def notes(self) -> str:
+        """What changed since it was recorded, as `` (...)`` ("" for nothing)."""
         notes = []
         if getattr(self.owner, "_fit_token", None) is not self.token:
             notes.append("refitted or changed since")
@@ -380,7 +391,10 @@ class _FittedState:
         if changed:
             now = ", ".join(f"{name}={value!r}" for name, value in sorted(changed.items()))
             notes.append(f"set in place since: now {now}")
-        return self.text + (f" ({'; '.join(notes)})" if notes else "")
+        return f" ({'; '.join(notes)})" if notes else ""
+
+    def __repr__(self) -> str:
+        return self.text + self.notes()
 
 
 class _SplitterState:
@@ -435,9 +449,15 @@ def _setting_text(value: Any) -> str:
     if len(text) <= _SETTING_TEXT_LIMIT:
         return text
     if type(value) in (list, tuple) and value:
-        kinds = " / ".join(dict.fromkeys(type(item).__name__ for item in value))
+        items = [item.value if isinstance(item, _FittedState) else item for item in value]
+        kinds = " / ".join(dict.fromkeys(type(item).__name__ for item in items))
+        notes = "".join(  # the recorded models changed since, by position
+            f"; item {i}{item.notes()}"
+            for i, item in enumerate(value)
+            if isinstance(item, _FittedState) and item.notes()
+        )
         bracket = "[]" if isinstance(value, list) else "()"
-        return f"{bracket[0]}{len(value)} items: {kinds}{bracket[1]}"
+        return f"{bracket[0]}{len(value)} items: {kinds}{notes}{bracket[1]}"
     return f"{text[:120]} ... {text[-60:]}"
 
 
@@ -451,7 +471,8 @@ def _changed_setting_text(name: str, used: Any, now: Any) -> str:
         if text == _setting_text(now):
             return f"{name}={text}; now a value that differs where this text is cut"
         return f"{name}={text}"
-    if type(used) in (list, tuple) and used and all(hasattr(item, "fit") for item in used):
+    models = [getattr(item, "value", item) for item in used] if type(used) in (list, tuple) else []
+    if models and all(hasattr(item, "fit") for item in models):
         return f"{name}={text}; now other models that print the same (compared by identity)"
     if not isinstance(used, _FittedState):
         return f"{name}={text}; now a value that prints the same but differs"

@@ -18,8 +18,10 @@ LOG_2PI = float(np.log(2.0 * np.pi))
 
 
 def gaussian_log_density(y: NDArray, mean: NDArray, var: NDArray | float) -> NDArray:
-    """Per-row log density of ``y`` under ``N(mean, var)`` (element-wise)."""
-    return -0.5 * (LOG_2PI + np.log(var) + (y - mean) ** 2 / var)
+    """Per-row log density of ``y`` under ``N(mean, var)`` (element-wise); -inf, without
+    numpy's overflow warning, for a ``y`` whose squared distance float64 cannot hold."""
+    with np.errstate(over="ignore"):
+        return -0.5 * (LOG_2PI + np.log(var) + (y - mean) ** 2 / var)
 
 
 def probit_logits(mean: NDArray, var: NDArray) -> NDArray:

@@ -839,13 +839,12 @@ class LinearizedPredictive(ExplainsCallMistakes, VersionedState, BaseEstimator):
         overflowed = np.zeros(Xt.shape[0], dtype=bool)  # as the other predictives refuse
         for block, rows, f in self._monte_carlo_outputs(Xt, n_samples, random_state):
             with np.errstate(over="ignore", invalid="ignore"):  # refused below instead
-                terms = log_terms(f, rows)
-            # a -inf or NaN term (outputs, or their squared errors, beyond float64)
-            flat = terms.reshape(terms.shape[0], terms.shape[1], -1)
-            overflowed[rows] |= ~np.isfinite(flat).all(axis=(0, 2))
-            if overflowed.any():
-                continue
-            part = logsumexp(terms, axis=0)
+                # outputs whose squares (their moments) float64 cannot hold, as the other
+                # predictives refuse them; a far target alone gives -inf, as theirs do
+                overflowed[rows] |= ~np.isfinite(f * f).all(axis=(0, 2))
+                if overflowed.any():
+                    continue
+                part = logsumexp(log_terms(f, rows), axis=0)
             sums[block] = np.logaddexp(sums[block], part) if block in sums else part
         refuse_overflowed_moments(np.where(overflowed, np.nan, 0.0), np.zeros(Xt.shape[0]), "mc")
         return np.concatenate([sums[block] for block in sorted(sums)]) - np.log(n_samples)

@@ -58,6 +58,7 @@ from uqconform.base import (
     check_not_retrained,
     keeps_state_on_error,
     record_calibration_settings,
+    refused_groups_error,
     refuses_nan,
     remember_calibration_rows,
     remember_training_rows,
@@ -348,7 +349,12 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
         try:
             with self._reading_features(X):  # a column of text: named, with the remedy
                 self.estimator_.fit(X, Y, **model_params)
-        except ValueError as error:
+        except (TypeError, ValueError) as error:
+            explained = refused_groups_error(self, error, model_params)
+            if explained is not None:
+                raise explained from error
+            if not isinstance(error, ValueError):
+                raise
             tags = sklearn_tags(self.estimator_)  # None: a model outside scikit-learn
             if (
                 Y.ndim == 2
