@@ -475,6 +475,14 @@ def test_a_model_retrained_in_place_or_given_other_columns_is_refused():
         NotFittedError, match=r"(?s)parameters changed since calibrate.*calibrate\("
     ):
         model.predict_interval(X)
+    # (the retrain set random_state too: the frozen network's parameters, watched since
+    # stop 62, or else its weights' digest refuse it)
+    with pytest.raises(NotFittedError, match=r"changed since fit .*call fit\(X, y\)"):
+        frozen.predict(X)
+    frozen = ACP(FrozenEstimator(network), alpha=0.2).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        network.fit(X, y)  # retrained on other rows, its parameters as they were
     with pytest.raises(NotFittedError, match=r"estimator changed since fit .*call fit\(X, y\)"):
         frozen.predict(X)
     assert np.isfinite(model.calibrate(X_test, y_test).predict_interval(X)).all()
