@@ -102,12 +102,14 @@ def _fit_head(
     except (ValueError, KeyError, IndexError) as error:
         if type(error) not in (ValueError, KeyError, IndexError):  # a parameter error, say
             raise
+        text = str(error).rstrip()
         raise ValueError(
             f"Head {index} of diversity='subspace' failed to fit on its random subset of "
             f"{len(columns)} of the {_n_columns(X)} columns of X, "
-            f"{_names_text(_column_names(X, columns))}: {type(error).__name__}: {error} "
-            "If the model selects columns by name or position (a ColumnTransformer, say), "
-            "it cannot take a subset of them: use diversity='bootstrap' or 'seeds'."
+            f"{_names_text(_column_names(X, columns))}: {type(error).__name__}: {text}"
+            f"{'' if text.endswith(('.', '!', '?')) else '.'} If the model selects columns "
+            "by name or position (a ColumnTransformer, say), it cannot take a subset of "
+            "them: use diversity='bootstrap' or 'seeds'."
         ) from error
 
 
