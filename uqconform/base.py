@@ -1012,6 +1012,19 @@ def _call_mistake_message(
     return f"{name}{bare}: {refusal}."
 
 
+@contextmanager
+def naming_refused_groups(owner: Any, params: dict[str, Any]) -> Iterator[None]:
+    """Re-raise a model's refusal of the ``groups`` that ``owner.fit`` passed it among
+    ``params`` as `refused_groups_error` words it (other errors as they are)."""
+    try:
+        yield
+    except (TypeError, ValueError) as error:
+        explained = refused_groups_error(owner, error, params)
+        if explained is None:
+            raise
+        raise explained from error
+
+
 def refused_groups_error(owner: Any, error: Exception, params: dict[str, Any]) -> Exception | None:
     """The error to raise when the model refused the ``groups`` that ``owner.fit`` passed it
     among ``params`` (None: ``error`` is about something else): ``groups`` at fit are the
@@ -1271,14 +1284,8 @@ class ModelWrapper(
         self.estimator_ = self._make_estimator()
         self._estimator_adopted = False
         self._check_nan(X)
-        try:
-            with self._reading_features(X):
-                self._train_estimator(X, y, model_params)
-        except (TypeError, ValueError) as error:
-            explained = refused_groups_error(self, error, model_params)
-            if explained is None:
-                raise
-            raise explained from error
+        with naming_refused_groups(self, model_params), self._reading_features(X):
+            self._train_estimator(X, y, model_params)
         self._after_fit(X, y, **fit_params)
         remember_training_rows(self, X, y, trained=self._fit_trains_on_rows())
         record_calibration_settings(self, step="fit")

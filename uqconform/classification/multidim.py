@@ -62,8 +62,8 @@ from uqconform.base import (
     check_nan_accepted,
     forward_input_tags,
     keeps_state_on_error,
+    naming_refused_groups,
     record_calibration_settings,
-    refused_groups_error,
     remember_calibration_rows,
     remember_training_rows,
 )
@@ -367,13 +367,8 @@ class MultiDimScoreClassifier(
         self._check_nan(X)
         labels = check_rows("y", y, n_rows(X))
         with explaining_cloned_lists(self.estimator):  # fitted heads, unfitted by a clone?
-            try:
+            with naming_refused_groups(self, head_params):
                 self.estimator_ = self._heads().fit(X, labels, **head_params)
-            except (TypeError, ValueError) as error:
-                explained = refused_groups_error(self, error, head_params)
-                if explained is None:
-                    raise
-                raise explained from error
         # fitted heads given as a list are only checked: re-read at each calibrate, so that
         # set_params(estimator=...) applies
         self._estimator_adopted = isinstance(self.estimator, (list, tuple))

@@ -89,8 +89,8 @@ from uqconform.base import (
     check_not_retrained,
     keeps_a_frozen_model,
     keeps_state_on_error,
+    naming_refused_groups,
     record_calibration_settings,
-    refused_groups_error,
     refuses_nan,
     remember_calibration_rows,
     remember_training_rows,
@@ -1348,16 +1348,10 @@ class ReliablePredictionSets(
             )
             for i in range(k)
         )
-        try:
-            with reading_features(X, self._base_estimator()):
-                self.estimators_ = run_fits(
-                    jobs, n_jobs=self.n_jobs, verbose=self.verbose, desc="RPS partitions", total=k
-                )
-        except (TypeError, ValueError) as error:
-            explained = refused_groups_error(self, error, fit_params)
-            if explained is None:
-                raise
-            raise explained from error
+        with naming_refused_groups(self, fit_params), reading_features(X, self._base_estimator()):
+            self.estimators_ = run_fits(
+                jobs, n_jobs=self.n_jobs, verbose=self.verbose, desc="RPS partitions", total=k
+            )
         self._estimator_adopted = False
         record_calibration_settings(self, step="fit")
         remember_training_rows(self, X, labels)

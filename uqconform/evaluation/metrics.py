@@ -683,7 +683,7 @@ def _widths(data: NDArray) -> NDArray:
     of 64-bit integer bounds (``lower <= upper``) exactly, as unsigned differences."""
     lower, upper = data[:, 0], data[:, 1]
     if data.dtype.kind in "iu":
-        return np.subtract(upper, lower, dtype=np.uint64, casting="unsafe").astype(float)
+        return _excess(upper, lower)
     with np.errstate(invalid="ignore"):
         return np.where(lower == upper, 0.0, upper - lower).astype(float)
 

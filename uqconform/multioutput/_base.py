@@ -57,8 +57,8 @@ from uqconform.base import (
     check_frozen_features,
     check_not_retrained,
     keeps_state_on_error,
+    naming_refused_groups,
     record_calibration_settings,
-    refused_groups_error,
     refuses_nan,
     remember_calibration_rows,
     remember_training_rows,
@@ -347,14 +347,10 @@ class MultiOutputConformalRegressor(RegressorMixin, ConformalPredictor):
         self.estimator_ = self._make_estimator()
         self._estimator_adopted = False
         try:
-            with self._reading_features(X):  # a column of text: named, with the remedy
+            # a column of text: named, with the remedy
+            with naming_refused_groups(self, model_params), self._reading_features(X):
                 self.estimator_.fit(X, Y, **model_params)
-        except (TypeError, ValueError) as error:
-            explained = refused_groups_error(self, error, model_params)
-            if explained is not None:
-                raise explained from error
-            if not isinstance(error, ValueError):
-                raise
+        except ValueError as error:
             tags = sklearn_tags(self.estimator_)  # None: a model outside scikit-learn
             if (
                 Y.ndim == 2
