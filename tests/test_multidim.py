@@ -1370,12 +1370,14 @@ def test_fit_refuses_a_head_ensemble_and_calibrate_an_unfitted_one():
     Xf, yf, Xc, yc, *_ = _head_ensemble_data()
     fitted = HeadEnsemble(n_heads=4, random_state=0).fit(Xf, yf)
     for estimator in (HeadEnsemble(n_heads=4), fitted):
-        with pytest.raises(ValueError, match=r"`estimator` is a HeadEnsemble.*unfitted classi"):
-            MultiDimScoreClassifier(estimator, n_heads=3).fit(Xf, yf)
+        for wrapper in (MultiDimScoreClassifier, EnsembleConformalClassifier):  # (stop 63)
+            with pytest.raises(ValueError, match=r"`estimator` is a HeadEnsemble.*unfitted cl"):
+                wrapper(estimator, n_heads=3).fit(Xf, yf)
     with pytest.raises(ValueError, match=r"pass it fitted.*to calibrate\(X_calib, y_calib\)"):
         MultiDimScoreClassifier(fitted).fit(Xf, yf)
-    with pytest.raises(NotFittedError, match=r"unfitted HeadEnsemble.*fit it first"):
-        MultiDimScoreClassifier(HeadEnsemble(n_heads=4)).calibrate(Xc, yc)
+    for wrapper in (MultiDimScoreClassifier, EnsembleConformalClassifier):
+        with pytest.raises(NotFittedError, match=r"unfitted HeadEnsemble.*fit it first"):
+            wrapper(HeadEnsemble(n_heads=4)).calibrate(Xc, yc)
     # a fitted HeadEnsemble set after fit trained other heads is used, as a list is
     model = MultiDimScoreClassifier(n_heads=2, random_state=0).fit(Xf, yf)
     model.set_params(estimator=fitted).calibrate(Xc, yc)

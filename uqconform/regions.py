@@ -259,7 +259,19 @@ class AffineMap:
         return int(self.center.shape[1])
 
     def to_latent(self, Y: NDArray) -> NDArray:
-        """``g_i(y_i) = L_i^{-1} (y_i - center_i)`` for each row, ``(n, d) -> (n, d)``."""
+        """``g_i(y_i) = L_i^{-1} (y_i - center_i)`` for each row.
+
+        Parameters
+        ----------
+        Y : ndarray of shape (n, d)
+            One point per row of the map.
+
+        Returns
+        -------
+        ndarray of shape (n, d)
+            The latent code of each point (each row solved alone, so a row's code does not
+            depend on the rows beside it).
+        """
         residual = np.asarray(Y, dtype=float) - self.center
         if self.diagonal:
             return residual / self.scale
@@ -272,26 +284,60 @@ class AffineMap:
         return np.linalg.solve(scale, residual[..., None])[..., 0]
 
     def from_latent(self, Z: NDArray) -> NDArray:
-        """``center_i + L_i z`` for the ``m`` latent points of each row, ``(n, m, d)``."""
+        """``center_i + L_i z`` for the ``m`` latent points of each row.
+
+        Parameters
+        ----------
+        Z : ndarray of shape (n, m, d)
+            ``m`` latent points per row of the map.
+
+        Returns
+        -------
+        ndarray of shape (n, m, d)
+        """
         Z = np.asarray(Z, dtype=float)
         if self.diagonal:
             return self.center[:, None, :] + Z * self.scale[:, None, :]
         return self.center[:, None, :] + np.einsum("nij,nmj->nmi", self.scale, Z)
 
     def log_abs_det_from_latent(self, Z: NDArray) -> NDArray:
-        """``log|det L_i|``, the same at every latent point of row ``i``: ``(n, m)``."""
+        """``log|det L_i|``, the same at every latent point of row ``i``.
+
+        Parameters
+        ----------
+        Z : ndarray of shape (n, m, d)
+            Latent points; only their shape is read (the map is affine).
+
+        Returns
+        -------
+        ndarray of shape (n, m)
+        """
         Z = np.asarray(Z)
         return np.broadcast_to(self._log_det[:, None], Z.shape[:2]).copy()
 
     def log_abs_det(self) -> NDArray:
-        """``log|det L_i|`` per row, ``(n,)``."""
+        """``log|det L_i|`` per row.
+
+        Returns
+        -------
+        ndarray of shape (n,)
+        """
         return np.broadcast_to(self._log_det, (self.n_rows,)).copy()
 
     def row_extent(self, norm: Norm) -> NDArray:
-        """Half-width per output of the image of the unit latent ball, ``(n, d)``.
+        """Half-width per output of the image of the unit latent ball.
 
         ``max_{||z|| <= 1} (L_i z)_j``: the Euclidean norm of row ``j`` of ``L_i`` for the
         ``"l2"`` ball, its absolute sum for the ``"linf"`` ball.
+
+        Parameters
+        ----------
+        norm : {"l2", "linf"}
+            The latent ball's norm.
+
+        Returns
+        -------
+        ndarray of shape (n, d)
         """
         matrix = np.abs(self.scale) if self.diagonal else self.scale
         if self.diagonal:
@@ -303,7 +349,17 @@ class AffineMap:
         return np.broadcast_to(extent, (self.n_rows, self.dim))
 
     def take(self, index: Any) -> AffineMap:
-        """The map of the rows ``index`` (int, slice, integer array or boolean mask)."""
+        """The map of some of the rows.
+
+        Parameters
+        ----------
+        index : int, slice, integer array or boolean mask
+            The rows to keep, in the order given.
+
+        Returns
+        -------
+        AffineMap
+        """
         rows = _row_index(index, self.n_rows)
         scale = self.scale if self.scale.shape[0] == 1 else self.scale[rows]
         return AffineMap(self.center[rows], scale)
@@ -693,7 +749,17 @@ class PredictionRegion:
 
     # ---- membership ------------------------------------------------------------------------
     def latent(self, Y: ArrayLike) -> NDArray:
-        """Latent codes ``g_i(y_i)``, ``(n, d)``: the nonconformity score is their norm."""
+        """Latent codes ``g_i(y_i)``: the nonconformity score is their norm.
+
+        Parameters
+        ----------
+        Y : array-like or DataFrame of shape (n, d)
+            One point per region, checked as in `contains`.
+
+        Returns
+        -------
+        ndarray of shape (n, d)
+        """
         return np.asarray(self.latent_map.to_latent(self._check_points(Y)), dtype=float)
 
     def _check_points(self, Y: ArrayLike) -> NDArray:

@@ -7,11 +7,15 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 from sklearn.base import BaseEstimator
-from sklearn.frozen import FrozenEstimator
 
 from uqconform._validation import check_frozen_is_fitted, explaining_cloned_lists
 from uqconform._warnings import warn_user
-from uqconform.classification.heads import HeadEnsemble
+from uqconform.classification.heads import (
+    HeadEnsemble,
+    check_head_ensemble_fitted,
+    given_head_ensemble,
+    refuse_head_ensemble_at_fit,
+)
 from uqconform.classification.split import SplitConformalClassifier
 from uqconform.scores.classification import ClassificationScore
 
@@ -136,6 +140,7 @@ default="lac"
     _fit_params = ("estimator", "n_heads", "diversity")  # the heads fit trained
 
     def _make_estimator(self) -> BaseEstimator:
+        refuse_head_ensemble_at_fit(self)  # heads that would average heads
         check_frozen_is_fitted(self.estimator, self)
         return self._heads()
 
@@ -147,8 +152,11 @@ default="lac"
         if isinstance(self.estimator, (list, tuple)):
             with explaining_cloned_lists(self.estimator):
                 return self._heads().fit(None, None)
+        ensemble = given_head_ensemble(self.estimator)  # fitted heads, as one object
+        if ensemble is not None:
+            check_head_ensemble_fitted(ensemble)
         model = super()._prefit_estimator()
-        if isinstance(_unfrozen(model), HeadEnsemble):  # fitted heads, given as one object
+        if given_head_ensemble(model) is not None:  # fitted heads, given as one object
             return model
         warn_user(
             f"{type(self).__name__}.calibrate adopted one fitted model: its sets are split "
@@ -158,7 +166,3 @@ default="lac"
             UserWarning,
         )
         return model
-
-
-def _unfrozen(model: Any) -> Any:
-    return model.estimator if isinstance(model, FrozenEstimator) else model

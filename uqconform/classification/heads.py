@@ -17,6 +17,7 @@ from joblib import delayed
 from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.exceptions import NotFittedError
+from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import LogisticRegression
 from sklearn.utils import _safe_indexing
 from sklearn.utils.validation import check_is_fitted
@@ -61,6 +62,39 @@ if TYPE_CHECKING:
     from typing_extensions import Self  # typing.Self from Python 3.11
 
 __all__ = ["HeadEnsemble"]
+
+
+def given_head_ensemble(estimator: Any) -> HeadEnsemble | None:
+    """``estimator`` when it is a HeadEnsemble (in a FrozenEstimator or not), else None."""
+    model = estimator.estimator if isinstance(estimator, FrozenEstimator) else estimator
+    return model if isinstance(model, HeadEnsemble) else None
+
+
+def check_head_ensemble_fitted(ensemble: HeadEnsemble) -> None:
+    """Refuse an unfitted HeadEnsemble given to ``calibrate`` (fit does not take one)."""
+    if not hasattr(ensemble, "heads_"):
+        raise NotFittedError(
+            "calibrate was called before fit and `estimator` is an unfitted "
+            "HeadEnsemble: fit it first (HeadEnsemble(...).fit(X_train, y_train)), or "
+            "pass the classifier inside it and call fit(X_train, y_train), which "
+            "makes the heads (fit does not take a HeadEnsemble)."
+        )
+
+
+def refuse_head_ensemble_at_fit(owner: Any) -> None:
+    """Refuse ``owner.fit`` when its ``estimator`` is a HeadEnsemble: fit would train
+    ``n_heads`` copies of it, heads that each average heads."""
+    if given_head_ensemble(owner.estimator) is None:
+        return
+    name = type(owner).__name__
+    raise ValueError(
+        f"`estimator` is a HeadEnsemble: {name}.fit would train n_heads copies of it, each "
+        f"head an average of its heads. Pass an unfitted classifier instead (fit makes the "
+        f"heads from it: {name}(estimator, diversity=...)), or pass it fitted "
+        "(HeadEnsemble(...).fit(X_train, y_train)) to calibrate(X_calib, y_calib) alone, "
+        "which uses its heads and their columns."
+    )
+
 
 DIVERSITY = ("bootstrap", "subspace", "seeds")
 

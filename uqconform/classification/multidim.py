@@ -34,7 +34,6 @@ from scipy.spatial import cKDTree
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.ensemble import HistGradientBoostingClassifier
 from sklearn.exceptions import NotFittedError
-from sklearn.frozen import FrozenEstimator
 from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import ThreadpoolController
 
@@ -67,7 +66,12 @@ from uqconform.base import (
     remember_calibration_rows,
     remember_training_rows,
 )
-from uqconform.classification.heads import HeadEnsemble
+from uqconform.classification.heads import (
+    HeadEnsemble,
+    check_head_ensemble_fitted,
+    given_head_ensemble,
+    refuse_head_ensemble_at_fit,
+)
 from uqconform.classification.split import encode_labels
 from uqconform.quantiles import (
     check_alpha,
@@ -108,12 +112,6 @@ def _aggregator_threads(
     else ``n_jobs`` (joblib's reading: None is one, or a ``parallel_config``'s)."""
     threads = 1 if n_vectors < _ONE_THREAD_VECTORS else effective_n_jobs(n_jobs)
     return _openmp_controller().limit(limits=threads, user_api="openmp")
-
-
-def _given_head_ensemble(estimator: Any) -> HeadEnsemble | None:
-    """``estimator`` when it is a HeadEnsemble (in a FrozenEstimator or not), else None."""
-    model = estimator.estimator if isinstance(estimator, FrozenEstimator) else estimator
-    return model if isinstance(model, HeadEnsemble) else None
 
 
 @functools.lru_cache(maxsize=1)
@@ -295,7 +293,7 @@ class MultiDimScoreClassifier(
         check_bool(self.fill_empty, "fill_empty")
         check_random_state_value(self.random_state)
         check_int(self.n_neighbors, "n_neighbors")
-        if _given_head_ensemble(self.estimator) is None:  # (its n_heads, diversity: unused)
+        if given_head_ensemble(self.estimator) is None:  # (its n_heads, diversity: unused)
             self._heads()._validate_params()
 
     def _routed_models(self) -> dict[str, Any]:
@@ -352,14 +350,7 @@ class MultiDimScoreClassifier(
         """
         check_row_order(X, y, "y")
         self._validate_params()
-        if _given_head_ensemble(self.estimator) is not None:  # heads that average heads
-            raise ValueError(
-                "`estimator` is a HeadEnsemble: fit would train n_heads copies of it, each "
-                "head an average of its heads. Pass an unfitted classifier instead (fit makes "
-                "the heads from it: MultiDimScoreClassifier(estimator, diversity=...)), or "
-                "pass it fitted (HeadEnsemble(...).fit(X_train, y_train)) to calibrate(X_calib, "
-                "y_calib) alone, which uses its heads and their columns."
-            )
+        refuse_head_ensemble_at_fit(self)  # heads that would average heads
         check_frozen_is_fitted(self.estimator, self)
         head_params = self._routed_fit_params(fit_params)["estimator"]
         self._reset_calibration()
@@ -541,19 +532,13 @@ class MultiDimScoreClassifier(
         adopting = not hasattr(self, "estimator_") or self.__dict__.get(
             "_estimator_adopted", False
         )
-        ensemble = _given_head_ensemble(self.estimator)  # fitted heads, as one object
+        ensemble = given_head_ensemble(self.estimator)  # fitted heads, as one object
         if not adopting and (isinstance(self.estimator, (list, tuple)) or ensemble is not None):
             adopting = True  # fitted heads set after fit trained others: use them
         elif not adopting:  # heads trained by fit: from the parameters fit used
             check_calibration_settings(self, "calibrate", step="fit", again="fit(X, y)")
         if adopting and ensemble is not None:
-            if not hasattr(ensemble, "heads_"):
-                raise NotFittedError(
-                    "calibrate was called before fit and `estimator` is an unfitted "
-                    "HeadEnsemble: fit it first (HeadEnsemble(...).fit(X_train, y_train)), or "
-                    "pass the classifier inside it and call fit(X_train, y_train), which "
-                    "makes the heads (fit does not take a HeadEnsemble)."
-                )
+            check_head_ensemble_fitted(ensemble)
             self.estimator_ = ensemble
         elif adopting:
             if not isinstance(self.estimator, (list, tuple)):
