@@ -6,6 +6,7 @@ import copy
 import functools
 import itertools
 import pickle
+import re
 import warnings
 
 import numpy as np
@@ -1363,6 +1364,35 @@ def test_the_paper_rule_warns_when_its_formula_falls_below_the_level(digits):
         paper.set_params(coverage="exact").calibrate(X_cal, y_cal)
     assert not [w for w in caught if "< 1 - alpha" in str(w.message)]
     assert paper.majority_coverage_ >= 0.9
+
+
+def test_the_formula_check_is_rerun_for_a_level_set_after_calibrate(digits):
+    """Stop 63: calibrate checked the coverage formula at its own level only; a level set by
+    set_params(alpha=...) or given to a call after it (the paper rule at 0.1: 0.88 < 0.90)
+    was used silently. Now each new level is checked once."""
+    X_fit, y_fit, X_cal, y_cal, X_test, _ = digits
+    model = ReliablePredictionSets(
+        LogisticRegression(max_iter=300), k_train=1, k_calib=40, coverage="paper", alpha=0.3
+    ).fit(X_fit, y_fit)
+
+    def formula_warnings(call):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            call()
+        return [str(w.message) for w in caught if "by the coverage formula" in str(w.message)]
+
+    assert formula_warnings(lambda: model.calibrate(X_cal, y_cal)) == []  # 0.3: holds
+    assert model.majority_coverage_ >= 0.7
+    for call in (
+        lambda: model.predict_set(X_test, alpha=0.1),
+        lambda: model.partition_sets(X_test, alpha=0.1),
+        lambda: model.set_params(alpha=0.1).predict_set(X_test),
+    ):
+        model.set_params(alpha=0.3).calibrate(X_cal, y_cal)
+        (message,) = formula_warnings(call)
+        assert re.search(r"coverage='paper'.* covers 0\.\d+ < 1 - alpha = 0\.9000", message)
+        assert formula_warnings(call) == []  # once per level
+    assert model.majority_coverage_ < 0.9
 
 
 def test_nan_in_x_is_named_before_a_model_that_refuses_it():

@@ -1531,6 +1531,7 @@ class ReliablePredictionSets(
             "_threshold_cache",
             "_coverage_cache",
             "_checked_level",
+            "_majority_checked",
         ):
             self.__dict__.pop(name, None)
 
@@ -1596,20 +1597,7 @@ class ReliablePredictionSets(
         self.n_calibration_ = n
         self._calibration_counts = counts
         self._calibration_labels = labels
-        level = float(levels[0])
-        if self.majority_coverage_ < 1 - level - 1e-9:
-            cause, remedy = (
-                ("With these unequal calibration partition sizes", "more calibration data or "
-                 "fewer partitions fixes it")
-                if self.coverage == "exact"
-                else ("With coverage='paper' (the published rank)", "coverage='exact' (the "
-                      "default) gives at least 1 - alpha")
-            )  # fmt: skip
-            warn_user(
-                f"{cause} the majority set covers {self.majority_coverage_:.4f} < 1 - alpha = "
-                f"{1 - level:.4f} by the coverage formula; {remedy}.",
-                UserWarning,
-            )
+        self._warn_majority_below(levels)
         return self
 
     # ---- what the calibration gives at the current `alpha` (read at each access, so that
@@ -1643,14 +1631,43 @@ class ReliablePredictionSets(
         of: a changed ``alpha``, ``coverage`` or ``k_calib`` computes it again, a new
         `calibrate` clears it, and a pickle leaves it out.
         """
-        ranks = np.asarray(self.partition_ranks_, dtype=np.int64)  # raises: not calibrated
+        return self._majority_coverage_at(self._current_level())  # raises: not calibrated
+
+    def _majority_coverage_at(self, level: float) -> float:
+        """`majority_coverage_` at the level ``level`` (kept per calibration)."""
+        ranks = np.asarray(self._ranks(level), dtype=np.int64)
         sizes = np.asarray(self.partition_sizes_, dtype=np.int64)
-        threshold = self.majority_threshold_
+        threshold = majority_threshold(int(self.k_calib), level)
         cache = self.__dict__.setdefault("_coverage_cache", {})
         key = (sizes.tobytes(), ranks.tobytes(), threshold)
         if key not in cache:
             cache[key] = majority_coverage(sizes, ranks, threshold)
         return cache[key]
+
+    def _warn_majority_below(self, levels: NDArray) -> None:
+        """Warn when the coverage formula gives the majority set less than ``1 - level``,
+        once per level (and ``coverage``) of a calibration: at calibrate for its levels, at
+        prediction for a level given to the call or set by ``set_params(alpha=...)`` since."""
+        checked = self.__dict__.setdefault("_majority_checked", set())
+        for level in map(float, np.unique(levels)):
+            if (key := (level, self.coverage, int(self.k_calib))) in checked:
+                continue
+            checked.add(key)
+            covered = self._majority_coverage_at(level)
+            if covered >= 1 - level - 1e-9:
+                continue
+            cause, remedy = (
+                ("With these unequal calibration partition sizes", "more calibration data or "
+                 "fewer partitions fixes it")
+                if self.coverage == "exact"
+                else ("With coverage='paper' (the published rank)", "coverage='exact' (the "
+                      "default) gives at least 1 - alpha")
+            )  # fmt: skip
+            warn_user(
+                f"{cause} the majority set covers {covered:.4f} < 1 - alpha = {1 - level:.4f} "
+                f"by the coverage formula; {remedy}.",
+                UserWarning,
+            )
 
     @staticmethod
     def _warn_if_rows_repeat(digests: NDArray, k: int) -> None:
@@ -1778,6 +1795,7 @@ class ReliablePredictionSets(
         self._check_calibrated("partition_sets")
         level = self._level(alpha)
         self._warn_small_partitions_again(np.array([level]))
+        self._warn_majority_below(np.array([level]))
         thresholds = self._partition_thresholds(self._ranks(level), 0)[0]
         return self.predict_scores(X)[:, :, None] >= thresholds[None, None, :]
 
@@ -1801,6 +1819,7 @@ class ReliablePredictionSets(
         scores = self.predict_scores(X)
         out = np.empty((*scores.shape, levels.size), dtype=bool)
         self._warn_small_partitions_again(levels)
+        self._warn_majority_below(levels)
         for j, level in enumerate(levels):  # a loop over levels
             thresholds = self._partition_thresholds(self._ranks(float(level)), 0)[0]
             votes = _votes_reached(scores, thresholds)
