@@ -217,6 +217,23 @@ def test_a_poisson_network_is_refused_before_training():
     assert not hasattr(network, "coefs_")  # nothing trained
 
 
+@pytest.mark.skipif(
+    "loss" not in MLPRegressor().get_params(), reason="MLPRegressor(loss=...) needs sklearn 1.7"
+)
+def test_layer_sizes_given_positionally_are_named_as_a_loss_not_an_exp_output():
+    """Review s63: MLPRegressor((8,)) sets loss=(8,) in scikit-learn >= 1.7; the Bayes and
+    ACP-GN wrappers said the network had an exponential output (in two exception classes)."""
+    from uqconform.regression import ApproximateFullConformalRegressor
+
+    X = np.random.default_rng(0).uniform(size=(40, 2))
+    message = r"MLPRegressor\(loss=\(8,\)\): `loss` must be 'squared_error'.*hidden_layer_siz"
+    for wrapper in (LinearizedPredictive, ApproximateFullConformalRegressor):
+        with pytest.raises(ValueError, match=message):
+            wrapper(MLPRegressor((8,))).fit(X, X[:, 0])
+    with pytest.raises(ValueError, match=r"loss='squared_eror'\): `loss` must be 'squared_e"):
+        LinearizedPredictive(MLPRegressor(loss="squared_eror")).fit(X, X[:, 0])
+
+
 def test_a_trained_network_gets_its_noise_from_every_held_out_row():
     """Review finding: fitted on held-out rows without a posterior, the noise came from the
     quarter kept for the prior and the scale (38 of 150 rows); none of the rows trained the

@@ -208,6 +208,37 @@ def test_interval_score_refuses_what_is_not_intervals_at_the_given_levels():
         assert mean_interval_score([0.5, 2.0], [[0, 1], [0.0, 1.0]], 0.1) == (1 + 21) / 2
 
 
+def test_interval_score_warns_for_a_level_that_reads_as_a_coverage():
+    """Review s63: alpha=0.9 (meant as 90% intervals) was taken silently, and the score then
+    ranked a band covering 10% best, where every wrapper warns about such a level."""
+    y = np.random.default_rng(0).normal(size=400)
+    wide, narrow = np.tile([-1.645, 1.645], (400, 1)), np.tile([-0.126, 0.126], (400, 1))
+    with pytest.warns(UserWarning, match=r"alpha=0\.9 is the miscoverage level.*alpha=0\.1"):
+        assert mean_interval_score(y, narrow, 0.9) < mean_interval_score(y, wide, 0.9)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert mean_interval_score(y, wide, 0.1) < mean_interval_score(y, narrow, 0.1)
+
+
+def test_text_labels_of_number_classes_are_told_to_be_converted_not_dropped():
+    """Review s63: evaluate told labels '1', '2' of a model with classes 1, 2 that the sets
+    never hold them (drop them or refit), where calibrate names the conversion."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 2))
+    y = (X[:, 0] > 0).astype(int) + 1
+    model = SplitConformalClassifier(LogisticRegression()).fit(X[:100], y[:100])
+    model.calibrate(X[100:200], y[100:200])
+    as_text = y[200:].astype(str)
+    with pytest.raises(ValueError, match=r"holds text where .* numbers: convert it, e\.g\. y_te"):
+        evaluate(model, X[200:], as_text)
+    with pytest.raises(ValueError, match=r"holds text where .* numbers: convert it"):
+        coverage(as_text, model.predict_set(X[200:]), classes=model.classes_)
+    with pytest.raises(ValueError, match=r"\[7\].*never hold them, so those rows can never be"):
+        evaluate(model, X[200:], np.where(y[200:] == 1, 7, 2))  # truly unseen: as before
+    report = evaluate(model, X[200:], as_text.astype(int))  # the advice works
+    assert report.n_test == 100 and 0.5 < report.rows[0]["coverage"] <= 1.0
+
+
 def test_metric_values():
     assert mean_width(np.array([[0.0, 1.0], [1.0, 4.0]])) == 2.0
     assert mean_width(INTERVALS) == math.inf

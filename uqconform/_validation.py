@@ -1900,6 +1900,35 @@ def value_summary(value: Any, shown: int = 3) -> str:
     return f"{article} {kind}{of} ({size}): {first}{more}"
 
 
+def label_type_hint(unseen: NDArray, classes: NDArray, name: str) -> str:
+    """What to do when unseen labels are the classes in another type: bytes (which
+    scikit-learn refuses), or numbers where the model has text (or the reverse)."""
+    array = name if name.isidentifier() else "y"
+    if any(isinstance(label, bytes) for label in unseen) and not any(
+        isinstance(label, bytes) for label in classes
+    ):
+        return (
+            f" `{name}` holds bytes: decode them to text first, e.g. {array}.astype(str) "
+            "(for an array of dtype 'S')."
+        )
+    text = [isinstance(label, str) for label in unseen]
+    known_text = [isinstance(label, str) for label in classes]
+    if not (all(text) or not any(text)) or len(set(known_text)) != 1 or text[0] == known_text[0]:
+        return ""  # the same kind of labels (or a mix): they are simply unknown
+    if not {str(label) for label in unseen} <= {str(label) for label in classes}:
+        return ""
+    if text[0]:
+        kind = "float" if np.asarray(classes).dtype.kind == "f" else "int"
+        return (
+            f" `{name}` holds text where the model's classes are numbers: convert it, "
+            f"e.g. {array}.astype({kind})."
+        )
+    return (
+        f" `{name}` holds numbers where the model's classes are text: convert it, e.g. "
+        f"{array}.astype(str)."
+    )
+
+
 def labels_text(labels: Any, shown: int = 10) -> str:
     """Labels for a message: all of them up to ``shown``, else the first ``shown`` and the
     count (a message listed 1,000 classes whole).

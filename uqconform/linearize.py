@@ -732,13 +732,23 @@ def _activation(name: str, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def check_squared_error_loss(model: Any, error: type[Exception] = ValueError) -> None:
     """Refuse, before any training, an MLPRegressor whose loss gives a non-identity output
     (``loss="poisson"``: an exponential), which no linearisation here reads; ``error``
-    is the exception the caller raises for an unsupported model."""
+    is the exception the caller raises for an unsupported model. A loss that is no loss
+    name (``MLPRegressor((8,))`` sets ``loss=(8,)``) is a ValueError naming it."""
     loss = getattr(model, "loss", "squared_error") if isinstance(model, MLPRegressor) else None
-    if loss not in (None, "squared_error"):
+    if loss is None or (isinstance(loss, str) and loss == "squared_error"):
+        return
+    if isinstance(loss, str) and loss == "poisson":
         raise error(
             f"MLPRegressor(loss={loss!r}) has a non-identity output (exp); only "
             "loss='squared_error' networks are supported."
         )
+    sizes = (
+        " (layer sizes go in hidden_layer_sizes=, MLPRegressor's first positional "
+        "parameter is `loss`)"
+        if not isinstance(loss, str)
+        else ""
+    )
+    raise ValueError(f"MLPRegressor(loss={loss!r}): `loss` must be 'squared_error' here{sizes}.")
 
 
 def _check_mlp(model: MLPRegressor) -> None:

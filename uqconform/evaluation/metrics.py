@@ -29,9 +29,9 @@ import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
 from uqconform._rows import float_values
-from uqconform._validation import check_row_order, check_rows, labels_text
+from uqconform._validation import check_row_order, check_rows, label_type_hint, labels_text
 from uqconform._warnings import warn_user
-from uqconform.quantiles import check_alpha
+from uqconform.quantiles import check_miscoverage
 from uqconform.regions import check_output_columns
 
 __all__ = [
@@ -477,9 +477,10 @@ def _label_index(
             if of_model
             else ""
         )
+        hint = label_type_hint(unseen, labels, name)  # the classes in another type?
         raise ValueError(
             f"`{name}` contains labels not in `{source}`: {labels_text(unseen, 5)}. "
-            f"`{source}`: {labels_text(labels)}.{never}"
+            f"`{source}`: {labels_text(labels)}.{hint or never}"
         )
     return index.astype(np.intp)
 
@@ -837,7 +838,8 @@ def mean_interval_score(
         Lower and upper bounds (on the second axis).
     alpha : float or sequence of float
         The miscoverage level the intervals were built for, one per level of
-        ``intervals`` (a scalar for ``(n, 2)``).
+        ``intervals`` (a scalar for ``(n, 2)``). A level above 0.5 warns (``alpha=0.9``
+        meant as 90% intervals would make the score prefer intervals covering 10%).
 
     Returns
     -------
@@ -858,7 +860,7 @@ def mean_interval_score(
             f"`intervals` must be a float array (n, 2) or (n, 2, k), got a {parsed.kind} "
             "prediction."
         )
-    levels = check_alpha(alpha)
+    levels = check_miscoverage(alpha)  # alpha=0.9 meant as 90%: the score would reward 10%
     n_levels = parsed.data.shape[-1]
     if levels.size != n_levels or (parsed.single and np.ndim(alpha) != 0):
         raise ValueError(
