@@ -1212,6 +1212,9 @@ def test_the_aggregator_runs_on_one_thread_then_on_n_jobs_threads(monkeypatch):
     class Recording(HistGradientBoostingClassifier):
         def fit(self, X, y, sample_weight=None):
             seen.append(("fit", _openmp_threads()))
+            # a few trees: two OpenMP threads on a busy 2-core machine spin-wait, and the
+            # default 100 iterations took minutes of CPU there (the threads are the point)
+            self.max_iter = 3
             return super().fit(X, y, sample_weight)
 
         def predict_proba(self, X):
