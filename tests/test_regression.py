@@ -1046,6 +1046,48 @@ def test_many_small_mondrian_groups_get_the_per_group_thresholds_without_a_loop(
     assert split._compute_threshold_table(alphas)[0].tobytes() == expected.tobytes()
 
 
+def test_object_groups_are_sorted_once_per_distinct_label():
+    """Review s63: groups from pandas.cut (the binning the library's own warning advises)
+    were sorted whole with Python comparisons three times (50,000 rows: 2.7 s to calibrate,
+    1.5 s to predict, against 0.03 s for their integer codes); now each distinct label is
+    compared, with the same intervals as the codes and the same refusals."""
+    import pandas as pd
+
+    rng = np.random.default_rng(11)
+    X = rng.normal(size=(4000, 2))
+    y = X[:, 0] + rng.normal(size=4000)
+    bins = [-np.inf, -1, -0.5, 0, 0.5, 1, np.inf]
+    intervals = pd.Series(pd.cut(X[:, 1], bins))
+    codes = pd.cut(X[:, 1], bins, labels=False)
+    compared = []
+
+    class Bin(str):  # text labels that count their comparisons
+        def __lt__(self, other):
+            compared.append(1)
+            return str.__lt__(self, other)
+
+    names = np.array([Bin(f"bin{code}") for code in range(6)], dtype=object)
+    model = SplitConformalRegressor(LinearRegression()).fit(X[:1000], y[:1000])
+    expected = model.calibrate(X[1000:2500], y[1000:2500], groups=codes[1000:2500])
+    expected = expected.predict_interval(X[2500:], groups=codes[2500:])
+    for groups in (intervals, names[codes]):
+        compared.clear()
+        model.calibrate(X[1000:2500], y[1000:2500], groups=groups[1000:2500])
+        got = model.predict_interval(X[2500:], groups=groups[2500:])
+        np.testing.assert_array_equal(got, expected)
+        assert len(compared) < 200  # 1,500 + 1,500 rows: thousands sorted whole
+    mixed = np.array(["a", 1] * 750, dtype=object)
+    with pytest.raises(ValueError, match=r"`groups` mixes label types \(int, str\)"):
+        model.calibrate(X[1000:2500], y[1000:2500], groups=mixed)
+    with pytest.warns(UserWarning, match=r"1 row belongs to groups without calibration data"):
+        unseen = np.array([names[0]] * 9 + [Bin("other")], dtype=object)
+        assert np.isinf(
+            model.fit(X[:1000], y[:1000])
+            .calibrate(X[1000:2500], y[1000:2500], groups=names[codes[1000:2500]])
+            .predict_interval(X[:10], groups=unseen)[-1]
+        ).all()
+
+
 def test_few_large_mondrian_groups_keep_one_selection_per_group(monkeypatch):
     """Groups of many rows each: a selection per group is faster than sorting every row."""
     import uqconform.base

@@ -56,6 +56,7 @@ from uqconform._validation import (
     check_weights_row_order,
     check_wrapper_fitted,
     class_probabilities,
+    distinct_labels,
     labels_text,
     model_classes,
     non_finite_parts,
@@ -63,6 +64,7 @@ from uqconform._validation import (
     refuse_model_class,
     refuse_unencoded_features,
     sklearn_tags,
+    sorted_groups,
 )
 from uqconform._version import VersionedState
 from uqconform._warnings import warn_user
@@ -1547,9 +1549,7 @@ class ConformalPredictor(ModelWrapper):
         if group_labels is None:
             strata = sub_strata
         else:
-            self.groups_, group_index, counts = np.unique(
-                group_labels, return_inverse=True, return_counts=True
-            )
+            self.groups_, group_index, counts = sorted_groups(group_labels)
             alone = int((counts == 1).sum())
             if 2 * alone > group_labels.size:
                 warn_user(  # a single-row group never gets a finite threshold below 0.5
@@ -1662,15 +1662,20 @@ class ConformalPredictor(ModelWrapper):
         try:
             if kinds & set("US") and kinds & set("biuf"):  # strings against numbers
                 raise TypeError
-            position = np.searchsorted(known, labels)
+            if labels.dtype.kind == "O":  # objects: compared once per distinct label
+                distinct, codes = distinct_labels(labels)
+            else:
+                distinct, codes = labels, None
+            position = np.minimum(np.searchsorted(known, distinct), known.size - 1)
         except TypeError:
             raise ValueError(
                 f"`groups` at prediction ({labels.dtype}) cannot be compared with the groups "
                 f"seen at calibration ({known.dtype}, e.g. {_plain(known[0])!r}): give the "
                 "same kind of labels."
             ) from None
-        position = np.minimum(position, known.size - 1)
-        unseen = known[position] != labels
+        unseen = np.asarray(known[position] != distinct, dtype=bool)
+        if codes is not None:
+            position, unseen = position[codes], unseen[codes]
         if unseen.any():
             count = int(unseen.sum())
             if warn:
