@@ -469,10 +469,13 @@ class SequentialConformalRegressor(
     max, at most ``(1 + 2 gamma) / (gamma T)``. A working level at or
     below 0 gives the whole line; at or above 1, the empty set (reported as the prediction
     itself, an interval a few ulps wide, and counted as a miss even when the value equals
-    it). With a sequence of step sizes, ``aci_gamma`` runs DtACI (Gibbs and Candes,
-    2024): one ACI expert per step size, the interval issued at their weighted mean
-    level, the weights following the experts' pinball losses (see `_dtaci_steps`); each
-    expert obeys its own bound, and no bound is claimed for the issued intervals.
+    it: where values equal the prediction often, such as counts around a constant
+    forecast, coverage measured on the returned intervals exceeds `coverage_history_`'s,
+    which the bound is about). With a sequence of step sizes, ``aci_gamma`` runs DtACI
+    (Gibbs and Candes, 2024): one ACI expert per step size, the interval issued at their
+    weighted mean level, the weights following the experts' pinball losses (see
+    `_dtaci_steps`); each expert obeys its own bound, and no bound is claimed for the
+    issued intervals.
     `update` does not move the levels: to issue an interval before the value is
     known, call ``predict_interval(x)`` then, once it is, ``predict_interval(x, y=y)`` (the
     same interval again, then learned from). Levels of one call are nested by working
