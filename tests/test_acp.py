@@ -439,6 +439,25 @@ def test_early_stopping_warns_in_full_mode_only():
         with warnings.catch_warnings():
             warnings.simplefilter("error", UserWarning)  # split+refine is valid anyway
             ACP(model.estimator_, prior_precision=1.0).calibrate(X_cal, y_cal)
+    # review s63: scikit-learn ignores early_stopping for lbfgs (every row trains, to a
+    # stationary point): the warning's two claims were false there
+    lbfgs = mlp(early_stopping=True).set_params(max_iter=200)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        warnings.simplefilter("error", UserWarning)
+        ACP(lbfgs, prior_precision=1.0).fit(X, y)
+
+
+def test_a_target_transform_inside_a_pipeline_is_told_to_wrap_the_pipeline():
+    """Review s63: Pipeline(scaler, TransformedTargetRegressor(MLP)) was told that a
+    TransformedTargetRegressor cannot be linearised, while one around the pipeline is
+    supported (the default estimator is built that way)."""
+    from sklearn.pipeline import make_pipeline
+
+    X, y, _, _ = smooth_data(60, seed=0, n_test=10)
+    inner = TransformedTargetRegressor(mlp(), transformer=StandardScaler())
+    with pytest.raises(TypeError, match=r"supported around the whole model only.*Transformed"):
+        ACP(make_pipeline(StandardScaler(), inner)).fit(X, y)
 
 
 def test_another_estimator_set_after_fit_asks_for_a_new_fit():

@@ -30,6 +30,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.special import expit
 from sklearn.base import BaseEstimator, is_classifier, is_regressor
+from sklearn.compose import TransformedTargetRegressor
 from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import BayesianRidge, LinearRegression, Ridge, RidgeCV
 from sklearn.neural_network import MLPRegressor
@@ -604,6 +605,13 @@ def _check_kind(model: Any) -> None:
     linear_module = type(model).__module__.startswith("sklearn.linear_model")
     if _has_tag(is_regressor, model) and (linear_module or hasattr(model, "coef_")):
         return
+    if isinstance(model, TransformedTargetRegressor):  # inside a Pipeline: the wrong depth
+        raise TypeError(
+            "`estimator`: a TransformedTargetRegressor is supported around the whole model "
+            "only, not as a step of a Pipeline: write it as TransformedTargetRegressor("
+            "make_pipeline(StandardScaler(), MLPRegressor(...)), "
+            "transformer=StandardScaler())."
+        )
     raise TypeError(
         f"`estimator`: cannot linearise a {type(model).__name__}; supported models are "
         f"{_SUPPORTED} (optionally in a FrozenEstimator or as the last step of a Pipeline)."

@@ -925,7 +925,12 @@ class ApproximateFullConformalRegressor(
         self._warn_fixed_target_shift(lin)
         self.mode_ = "full"
         network = _unwrap(_split_target_scaling(self.estimator_)[0], None)[0]
-        if isinstance(network, MLPRegressor) and network.early_stopping:
+        # (scikit-learn sets rows aside and stops early for its stochastic solvers only)
+        if (
+            isinstance(network, MLPRegressor)
+            and network.early_stopping
+            and network.solver != "lbfgs"
+        ):
             warn_user(
                 "The network was trained with early_stopping=True: it stopped before a "
                 "stationary point of its loss and never saw its validation_fraction of the "
