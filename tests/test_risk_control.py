@@ -726,6 +726,29 @@ def test_unlabelled_rows_warn_with_the_share_of_each_group():
     assert not sets[groups == "none"].any()  # as the warning says
 
 
+@pytest.mark.parametrize("method", ["rcps", "ltt"])
+@pytest.mark.parametrize("risk", ["fnr", "miscoverage"])
+def test_unlabelled_rows_in_groups_that_all_have_labelled_rows(method, risk):
+    """Review s63: Mondrian RCPS and LTT failed at calibrate with numpy's "need at least
+    one array to concatenate" when some rows had no label but every group had a labelled
+    row (the description of groups without any was computed for no group)."""
+    rng = np.random.default_rng(4)
+    P, Y = draw(600, rng)
+    groups = np.repeat(np.array(["a", "b"]), 300)
+    Y[rng.random(600) < 0.15] = False
+    with pytest.warns(UserWarning, match=r"calibration rows have no true label") as record:
+        model = controller(alpha=0.2, method=method, risk=risk).calibrate(P, Y, groups=groups)
+    message = str(next(w.message for w in record if "no true label" in str(w.message)))
+    assert "in group 'a' (300 rows)" in message and "No row has a label" not in message
+    pooled = controller(alpha=0.2, method=method, risk=risk)
+    for group in ("a", "b"):  # each group's sets are its own calibration's
+        rows = groups == group
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            alone = pooled.calibrate(P[rows], Y[rows]).predict_set(P[rows])
+        np.testing.assert_array_equal(model.predict_set(P[rows], groups=groups[rows]), alone)
+
+
 def test_exact_ties_of_the_rule_at_many_rows_are_ties():
     """Review finding: the tolerance of 1e-9 on the summed losses was below the float error
     of their running sum at many rows (every row with 3 labels, each weighing 1/3), so an

@@ -842,6 +842,8 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
         with the groups each description fits. Every loss is 0 there: CRC's sets are empty
         once ``(n + 1) alpha >= 1``, RCPS's once ``(1 - alpha)^n < delta`` (LTT's are then
         the smallest of its grid), and they hold every label before."""
+        if not none:  # every group has a labelled row: nothing to describe
+            return {}
         alphas = self._resolve_alpha(None)[0]
         if self.method == "crc":
             rule = "(n + 1) alpha >= 1"
