@@ -1191,3 +1191,46 @@ def test_a_missing_value_in_a_nullable_probability_frame_is_named_by_row():
             r"of `X` \(first: row 3\)",
         ):
             cp.calibrate(Xc, yc)
+
+
+def test_integer_labels_held_as_objects_train_as_integers():
+    """Review s63: a Series of integers with dtype object got scikit-learn's "Unknown label
+    type: unknown ... continuous values" from every classification wrapper (naming no
+    argument), while the metrics read the same labels as integers."""
+    import pandas as pd
+    from sklearn.neighbors import KNeighborsClassifier
+
+    from uqconform import (
+        BinarizedSmoothedClassifier,
+        ReliablePredictionSets,
+        VennAbersCalibrator,
+    )
+
+    rng = np.random.default_rng(15)
+    X = rng.normal(size=(300, 2))
+    labels = (X[:, 0] > 0).astype(int) + (X[:, 1] > 0)
+    as_objects = pd.Series(labels, dtype=object)
+    makers = [
+        lambda: SplitConformalClassifier(LogisticRegression(), random_state=0),
+        lambda: CrossConformalClassifier(LogisticRegression(), random_state=0),
+        lambda: ReliablePredictionSets(KNeighborsClassifier(), k_train=2, k_calib=2),
+        lambda: BinarizedSmoothedClassifier(LogisticRegression(), n_samples=60, random_state=0),
+    ]
+    for make in makers:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            expected = make().fit(X[:200], labels[:200])
+            model = make().fit(X[:200], as_objects[:200])
+            if hasattr(model, "calibrate"):
+                expected.calibrate(X[200:], labels[200:])
+                model.calibrate(X[200:], as_objects[200:])
+            assert model.classes_.dtype.kind == "i"
+            np.testing.assert_array_equal(model.predict_set(X), expected.predict_set(X))
+    binary = pd.Series((X[:, 0] > 0).astype(int), dtype=object)
+    venn = VennAbersCalibrator(LogisticRegression()).fit(X[:200], binary[:200])
+    venn.calibrate(X[200:], binary[200:])
+    np.testing.assert_array_equal(venn.classes_, [0, 1])
+    huge = np.array([2**64, 2**64 + 1] * 150, dtype=object)  # beyond int64: kept as given
+    from uqconform._validation import check_class_labels
+
+    assert check_class_labels(huge, 300).dtype == object

@@ -7,6 +7,7 @@ Targets (`check_regression_target`, `check_class_labels`), per-row arrays
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import numbers
 import weakref
@@ -1021,6 +1022,11 @@ def check_class_labels(
                 "first."
             )
         _refuse_unorderable(labels, name)
+        if pd.api.types.infer_dtype(labels, skipna=False) == "integer":
+            # integers held as objects (a Series of dtype object): scikit-learn reads them
+            # as an "unknown" target and refuses them; the metrics read them as integers
+            with contextlib.suppress(OverflowError):  # beyond int64: kept as they are
+                labels = labels.astype(np.int64)
     if training and (
         labels.dtype.kind == "S"
         or (labels.dtype.kind == "O" and any(isinstance(v, bytes) for v in labels[:1000]))
