@@ -1230,7 +1230,23 @@ def test_integer_labels_held_as_objects_train_as_integers():
     venn = VennAbersCalibrator(LogisticRegression()).fit(X[:200], binary[:200])
     venn.calibrate(X[200:], binary[200:])
     np.testing.assert_array_equal(venn.classes_, [0, 1])
-    huge = np.array([2**64, 2**64 + 1] * 150, dtype=object)  # beyond int64: kept as given
+    # labels in int64 against classes in uint64 (or the reverse) above 2**53: numpy compared
+    # them as floats and refused calibration labels that are classes (diffrev47, stop 63)
+    big = (2**60 + labels).astype(np.uint64)
+    model = SplitConformalClassifier(LogisticRegression()).fit(X[:200], big[:200])
+    assert model.classes_.dtype == np.uint64
+    expected = model.calibrate(X[200:], big[200:]).predict_pvalue(X)
+    for same in (big.astype(np.int64), pd.Series(big.astype(np.int64), dtype=object)):
+        pvalues = model.calibrate(X[200:], same[200:]).predict_pvalue(X)
+        np.testing.assert_array_equal(pvalues, expected)
+    # booleans and whole floats held as objects train too; integers beyond int64 are named
+    for objects in ((labels > 0).astype(object), labels.astype(float).astype(object)):
+        expected = SplitConformalClassifier(LogisticRegression()).fit(X, objects.tolist())
+        model = SplitConformalClassifier(LogisticRegression()).fit(X, objects)
+        np.testing.assert_array_equal(model.classes_, expected.classes_)
+    huge = np.array([2**64, 2**64 + 1] * 150, dtype=object)
+    with pytest.raises(ValueError, match=r"`y` holds integers beyond the int64 range as obj"):
+        SplitConformalClassifier(LogisticRegression()).fit(X, huge)
     from uqconform._validation import check_class_labels
 
-    assert check_class_labels(huge, 300).dtype == object
+    assert check_class_labels(huge, 300).dtype == object  # at calibrate: kept as given

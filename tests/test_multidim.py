@@ -24,6 +24,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.datasets import make_classification
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.exceptions import NotFittedError
+from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import LogisticRegression
 from sklearn.neighbors import KNeighborsClassifier
 
@@ -1379,12 +1380,16 @@ def test_fit_refuses_a_head_ensemble_and_calibrate_an_unfitted_one():
     with pytest.raises(ValueError, match=r"pass it fitted.*to calibrate\(X_calib, y_calib\)"):
         MultiDimScoreClassifier(fitted).fit(Xf, yf)
     for wrapper in (MultiDimScoreClassifier, EnsembleConformalClassifier):
-        with pytest.raises(NotFittedError, match=r"unfitted HeadEnsemble.*fit it first"):
+        with pytest.raises(NotFittedError, match=r"unfitted HeadEnsemble.*fit it first") as info:
             wrapper(HeadEnsemble(n_heads=4)).calibrate(Xc, yc)
-    # a fitted HeadEnsemble set after fit trained other heads is used, as a list is
-    model = MultiDimScoreClassifier(n_heads=2, random_state=0).fit(Xf, yf)
-    model.set_params(estimator=fitted).calibrate(Xc, yc)
-    assert model.estimator_ is fitted
+        assert str(info.value).count("called before fit") == 1
+        with pytest.raises(ValueError, match=r"frozen HeadEnsemble, which .*fit does not train"):
+            wrapper(FrozenEstimator(fitted)).fit(Xf, yf)
+        # a fitted HeadEnsemble set after fit trained other heads is used, as a list is (the
+        # plain ensemble asked for a new fit, whose refusal sent back to calibrate: stop 63)
+        model = wrapper(n_heads=2, random_state=0).fit(Xf, yf)
+        model.set_params(estimator=fitted).calibrate(Xc, yc)
+        assert model.estimator_ is fitted
 
 
 def test_the_heads_of_a_subspace_ensemble_given_as_a_list_name_the_head_ensemble_route():

@@ -1076,6 +1076,10 @@ def test_object_groups_are_sorted_once_per_distinct_label():
         got = model.predict_interval(X[2500:], groups=groups[2500:])
         np.testing.assert_array_equal(got, expected)
         assert len(compared) < 200  # 1,500 + 1,500 rows: thousands sorted whole
+    as_lists = np.empty(1500, dtype=object)  # unhashable labels: sorted whole, as before
+    as_lists[:] = [[code] for code in codes[1000:2500]]
+    model.calibrate(X[1000:2500], y[1000:2500], groups=as_lists)
+    assert [list(group) for group in model.groups_] == [[code] for code in range(6)]
     mixed = np.array(["a", 1] * 750, dtype=object)
     with pytest.raises(ValueError, match=r"`groups` mixes label types \(int, str\)"):
         model.calibrate(X[1000:2500], y[1000:2500], groups=mixed)

@@ -7,7 +7,6 @@ Targets (`check_regression_target`, `check_class_labels`), per-row arrays
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 import numbers
 import weakref
@@ -713,11 +712,14 @@ def distinct_labels(labels: NDArray) -> tuple[NDArray, NDArray]:
     hash table (``pd.factorize``, one pass), so that what sorts or compares them with
     Python comparisons sees each label once (50,000 ``pandas.cut`` intervals: seconds
     sorted whole); other labels as ``np.unique`` gives them (sorted)."""
-    if labels.dtype.kind != "O":
-        distinct, codes = np.unique(labels, return_inverse=True)
-        return distinct, codes.reshape(-1)
-    codes, distinct = pd.factorize(labels, use_na_sentinel=False)
-    return np.asarray(distinct, dtype=object), codes.astype(np.intp)
+    if labels.dtype.kind == "O":
+        try:
+            codes, distinct = pd.factorize(labels, use_na_sentinel=False)
+            return np.asarray(distinct, dtype=object), codes.astype(np.intp)
+        except TypeError:  # unhashable labels (lists): sorted whole, as they compare
+            pass
+    distinct, codes = np.unique(labels, return_inverse=True)
+    return distinct, codes.reshape(-1)
 
 
 def sorted_groups(labels: NDArray) -> tuple[NDArray, NDArray, NDArray]:
@@ -735,13 +737,9 @@ def _refuse_unorderable(labels: NDArray, name: str) -> None:
     """A ValueError naming ``name`` when its (object) labels mix types that do not order
     (sorted once per distinct label, see `distinct_labels`)."""
     try:
-        distinct = distinct_labels(labels)[0]
-    except TypeError:  # unhashable labels: sorted as given
-        distinct = labels
-    try:
-        np.unique(distinct)
+        np.unique(distinct_labels(labels)[0])  # sorted once per label (unhashable: whole)
     except TypeError:
-        kinds = sorted({type(value).__name__ for value in distinct})
+        kinds = sorted({type(value).__name__ for value in labels})
         raise ValueError(
             f"`{name}` mixes label types ({', '.join(kinds)}) that cannot be ordered; use "
             "one type (e.g. all strings)."
@@ -1022,11 +1020,21 @@ def check_class_labels(
                 "first."
             )
         _refuse_unorderable(labels, name)
-        if pd.api.types.infer_dtype(labels, skipna=False) == "integer":
-            # integers held as objects (a Series of dtype object): scikit-learn reads them
-            # as an "unknown" target and refuses them; the metrics read them as integers
-            with contextlib.suppress(OverflowError):  # beyond int64: kept as they are
-                labels = labels.astype(np.int64)
+        # numbers or booleans held as objects (a Series of dtype object): scikit-learn reads
+        # them as an "unknown" target and refuses them; the metrics read them as numbers
+        kind = pd.api.types.infer_dtype(labels, skipna=False)
+        as_type = {"integer": np.int64, "boolean": bool, "floating": float}.get(kind)
+        as_type = float if kind == "mixed-integer-float" else as_type
+        if as_type is not None:
+            try:
+                labels = labels.astype(as_type)
+            except OverflowError:  # integers beyond int64: kept as they are
+                if training:
+                    raise ValueError(
+                        f"`{name}` holds integers beyond the int64 range as objects, which "
+                        f"classifiers cannot train on: pass them as class names, e.g. "
+                        f"{name}.astype(str)."
+                    ) from None
     if training and (
         labels.dtype.kind == "S"
         or (labels.dtype.kind == "O" and any(isinstance(v, bytes) for v in labels[:1000]))

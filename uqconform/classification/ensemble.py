@@ -148,6 +148,16 @@ default="lac"
         with explaining_cloned_lists(self.estimator):  # fitted heads, unfitted by a clone?
             super()._train_estimator(X, y, params)
 
+    def _start_calibration(self, X: Any) -> Any:
+        # fitted heads (a list or a HeadEnsemble) set after fit trained others: use them,
+        # as MultiDimScoreClassifier does (fit refuses a HeadEnsemble: no other way in)
+        if hasattr(self, "estimator_") and (
+            isinstance(self.estimator, (list, tuple))
+            or given_head_ensemble(self.estimator) is not None
+        ):
+            self._estimator_adopted = True
+        return super()._start_calibration(X)
+
     def _prefit_estimator(self) -> BaseEstimator:
         if isinstance(self.estimator, (list, tuple)):
             with explaining_cloned_lists(self.estimator):

@@ -70,14 +70,15 @@ def given_head_ensemble(estimator: Any) -> HeadEnsemble | None:
     return model if isinstance(model, HeadEnsemble) else None
 
 
-def check_head_ensemble_fitted(ensemble: HeadEnsemble) -> None:
-    """Refuse an unfitted HeadEnsemble given to ``calibrate`` (fit does not take one)."""
+def check_head_ensemble_fitted(ensemble: HeadEnsemble, lead: str = "") -> None:
+    """Refuse an unfitted HeadEnsemble given to ``calibrate`` (fit does not take one);
+    ``lead`` starts the message (the base class adds its own for the plain ensemble)."""
     if not hasattr(ensemble, "heads_"):
         raise NotFittedError(
-            "calibrate was called before fit and `estimator` is an unfitted "
-            "HeadEnsemble: fit it first (HeadEnsemble(...).fit(X_train, y_train)), or "
-            "pass the classifier inside it and call fit(X_train, y_train), which "
-            "makes the heads (fit does not take a HeadEnsemble)."
+            f"{lead}`estimator` is an unfitted HeadEnsemble: fit it first "
+            "(HeadEnsemble(...).fit(X_train, y_train)), or pass the classifier inside it "
+            "and call fit(X_train, y_train), which makes the heads (fit does not take a "
+            "HeadEnsemble)."
         )
 
 
@@ -87,6 +88,11 @@ def refuse_head_ensemble_at_fit(owner: Any) -> None:
     if given_head_ensemble(owner.estimator) is None:
         return
     name = type(owner).__name__
+    if isinstance(owner.estimator, FrozenEstimator):
+        raise ValueError(
+            f"`estimator` is a frozen HeadEnsemble, which {name}.fit does not train: pass it "
+            "to calibrate(X_calib, y_calib) alone, which uses its heads and their columns."
+        )
     raise ValueError(
         f"`estimator` is a HeadEnsemble: {name}.fit would train n_heads copies of it, each "
         f"head an average of its heads. Pass an unfitted classifier instead (fit makes the "

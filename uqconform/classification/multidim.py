@@ -538,7 +538,7 @@ class MultiDimScoreClassifier(
         elif not adopting:  # heads trained by fit: from the parameters fit used
             check_calibration_settings(self, "calibrate", step="fit", again="fit(X, y)")
         if adopting and ensemble is not None:
-            check_head_ensemble_fitted(ensemble)
+            check_head_ensemble_fitted(ensemble, "calibrate was called before fit and ")
             self.estimator_ = ensemble
         elif adopting:
             if not isinstance(self.estimator, (list, tuple)):
