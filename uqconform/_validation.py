@@ -1023,8 +1023,12 @@ def check_class_labels(
         # numbers or booleans held as objects (a Series of dtype object): scikit-learn reads
         # them as an "unknown" target and refuses them; the metrics read them as numbers
         kind = pd.api.types.infer_dtype(labels, skipna=False)
-        as_type = {"integer": np.int64, "boolean": bool, "floating": float}.get(kind)
-        as_type = float if kind == "mixed-integer-float" else as_type
+        as_type = {
+            "integer": np.int64,
+            "boolean": bool,
+            "floating": float,
+            "mixed-integer-float": float,
+        }.get(kind)
         if as_type is not None:
             try:
                 labels = labels.astype(as_type)
