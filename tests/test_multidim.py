@@ -20,7 +20,7 @@ import warnings
 import numpy as np
 import pytest
 from scipy import sparse
-from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.datasets import make_classification
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.exceptions import NotFittedError
@@ -1388,6 +1388,9 @@ def test_fit_refuses_a_head_ensemble_and_calibrate_an_unfitted_one():
         # a fitted HeadEnsemble set after fit trained other heads is used, as a list is (the
         # plain ensemble asked for a new fit, whose refusal sent back to calibrate: stop 63)
         model = wrapper(n_heads=2, random_state=0).fit(Xf, yf)
+        if wrapper is EnsembleConformalClassifier:  # unfitted heads: a changed parameter
+            with pytest.raises(NotFittedError, match=r"parameters changed since fit"):
+                clone(model).fit(Xf, yf).set_params(estimator=HeadEnsemble()).calibrate(Xc, yc)
         model.set_params(estimator=fitted).calibrate(Xc, yc)
         assert model.estimator_ is fitted
 

@@ -1020,25 +1020,28 @@ def check_class_labels(
                 "first."
             )
         _refuse_unorderable(labels, name)
-        # numbers or booleans held as objects (a Series of dtype object): scikit-learn reads
-        # them as an "unknown" target and refuses them; the metrics read them as numbers
+        # integers, floats or booleans held as objects (a Series of dtype object):
+        # scikit-learn reads them as an "unknown" target and refuses them; converted
+        # exactly (mixed integers and floats are not: 2**53 + 1 has no float64)
         kind = pd.api.types.infer_dtype(labels, skipna=False)
-        as_type = {
-            "integer": np.int64,
-            "boolean": bool,
-            "floating": float,
-            "mixed-integer-float": float,
-        }.get(kind)
-        if as_type is not None:
+        for as_type in {"integer": (np.int64, np.uint64), "boolean": (bool,)}.get(
+            kind, (float,) if kind == "floating" else ()
+        ):
             try:
                 labels = labels.astype(as_type)
-            except OverflowError:  # integers beyond int64: kept as they are
-                if training:
-                    raise ValueError(
-                        f"`{name}` holds integers beyond the int64 range as objects, which "
-                        f"classifiers cannot train on: pass them as class names, e.g. "
-                        f"{name}.astype(str)."
-                    ) from None
+                break
+            except OverflowError:  # beyond int64 (then uint64): kept as they are
+                continue
+        if training and labels.dtype.kind == "O" and kind == "integer":
+            raise ValueError(
+                f"`{name}` holds integers beyond the int64 and uint64 ranges as objects, "
+                f"which classifiers cannot train on: pass them as class names, e.g. "
+                f"{name}.astype(str)."
+            )
+        if labels.dtype.kind == "f" and not np.isfinite(labels).all():
+            raise ValueError(
+                f"`{name}` contains infinite labels; remove or impute those rows first."
+            )
     if training and (
         labels.dtype.kind == "S"
         or (labels.dtype.kind == "O" and any(isinstance(v, bytes) for v in labels[:1000]))

@@ -7,8 +7,13 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 from sklearn.base import BaseEstimator
+from sklearn.exceptions import NotFittedError
 
-from uqconform._validation import check_frozen_is_fitted, explaining_cloned_lists
+from uqconform._validation import (
+    check_fitted_model,
+    check_frozen_is_fitted,
+    explaining_cloned_lists,
+)
 from uqconform._warnings import warn_user
 from uqconform.classification.heads import (
     HeadEnsemble,
@@ -150,11 +155,9 @@ default="lac"
 
     def _start_calibration(self, X: Any) -> Any:
         # fitted heads (a list or a HeadEnsemble) set after fit trained others: use them,
-        # as MultiDimScoreClassifier does (fit refuses a HeadEnsemble: no other way in)
-        if hasattr(self, "estimator_") and (
-            isinstance(self.estimator, (list, tuple))
-            or given_head_ensemble(self.estimator) is not None
-        ):
+        # as MultiDimScoreClassifier does (fit refuses a HeadEnsemble: no other way in);
+        # unfitted ones are a changed parameter, which the settings check names
+        if hasattr(self, "estimator_") and _fitted_heads(self.estimator):
             self._estimator_adopted = True
         return super()._start_calibration(X)
 
@@ -176,3 +179,19 @@ default="lac"
             UserWarning,
         )
         return model
+
+
+def _fitted_heads(estimator: Any) -> bool:
+    """Whether ``estimator`` is fitted heads: a fitted HeadEnsemble, or a list or tuple of
+    fitted models."""
+    ensemble = given_head_ensemble(estimator)
+    if ensemble is not None:
+        return hasattr(ensemble, "heads_")
+    if not isinstance(estimator, (list, tuple)) or not estimator:
+        return False
+    try:
+        for head in estimator:
+            check_fitted_model(head)
+    except NotFittedError:
+        return False
+    return True
