@@ -239,6 +239,19 @@ def test_text_labels_of_number_classes_are_told_to_be_converted_not_dropped():
     assert report.n_test == 100 and 0.5 < report.rows[0]["coverage"] <= 1.0
 
 
+def test_labels_held_as_objects_are_read_as_the_wrappers_train_on_them():
+    """Diff review s63: coverage(y, sets) read integers held as objects as indices but
+    refused whole floats and booleans held as objects, which the wrappers train on; integers
+    beyond int64 got numpy's OverflowError."""
+    sets = np.array([[True, False], [False, True], [True, True]])
+    for labels in ([0, 1, 1], [0.0, 1.0, 1.0], [False, True, True]):
+        expected = coverage(np.array(labels), sets)
+        assert coverage(pd.Series(labels, dtype=object), sets) == expected == 1.0
+    huge = np.array([2**64, 0, 1], dtype=object)
+    with pytest.raises(ValueError, match=r"`y_true` holds labels that are not column indices"):
+        coverage(huge, sets)
+
+
 def test_metric_values():
     assert mean_width(np.array([[0.0, 1.0], [1.0, 4.0]])) == 2.0
     assert mean_width(INTERVALS) == math.inf

@@ -980,6 +980,36 @@ def check_int(value: Any, name: str, low: int = 1, *, allow_none: bool = False) 
     return int(value)
 
 
+def _inferred(labels: NDArray) -> str:
+    return str(pd.api.types.infer_dtype(labels, skipna=False))
+
+
+def labels_as_numbers(labels: NDArray) -> NDArray:
+    """Labels held as objects (a Series of dtype object) that are all integers, all floats
+    or all booleans, in that numpy dtype (integers as int64, else uint64); converted
+    exactly, so integers mixed with floats (2**53 + 1 has no float64) or beyond uint64 stay
+    objects, as do other labels.
+
+    Examples
+    --------
+    >>> labels_as_numbers(np.array([2, 0, 1], dtype=object)).dtype
+    dtype('int64')
+    >>> labels_as_numbers(np.array([2**53 + 1, 0.5], dtype=object)).dtype
+    dtype('O')
+    """
+    if labels.dtype.kind != "O":
+        return labels
+    kind = _inferred(labels)
+    for as_type in {"integer": (np.int64, np.uint64), "boolean": (bool,)}.get(
+        kind, (float,) if kind == "floating" else ()
+    ):
+        try:
+            return labels.astype(as_type)
+        except OverflowError:  # beyond int64 (then uint64): kept as they are
+            continue
+    return labels
+
+
 def check_class_labels(
     y: ArrayLike,
     n: int,
@@ -1020,19 +1050,9 @@ def check_class_labels(
                 "first."
             )
         _refuse_unorderable(labels, name)
-        # integers, floats or booleans held as objects (a Series of dtype object):
-        # scikit-learn reads them as an "unknown" target and refuses them; converted
-        # exactly (mixed integers and floats are not: 2**53 + 1 has no float64)
-        kind = pd.api.types.infer_dtype(labels, skipna=False)
-        for as_type in {"integer": (np.int64, np.uint64), "boolean": (bool,)}.get(
-            kind, (float,) if kind == "floating" else ()
-        ):
-            try:
-                labels = labels.astype(as_type)
-                break
-            except OverflowError:  # beyond int64 (then uint64): kept as they are
-                continue
-        if training and labels.dtype.kind == "O" and kind == "integer":
+        # scikit-learn reads numbers held as objects as an "unknown" target and refuses them
+        labels = labels_as_numbers(labels)
+        if training and labels.dtype.kind == "O" and _inferred(labels) == "integer":
             raise ValueError(
                 f"`{name}` holds integers beyond the int64 and uint64 ranges as objects, "
                 f"which classifiers cannot train on: pass them as class names, e.g. "

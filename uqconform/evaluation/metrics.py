@@ -29,7 +29,13 @@ import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
 from uqconform._rows import float_values
-from uqconform._validation import check_row_order, check_rows, label_type_hint, labels_text
+from uqconform._validation import (
+    check_row_order,
+    check_rows,
+    label_type_hint,
+    labels_as_numbers,
+    labels_text,
+)
 from uqconform._warnings import warn_user
 from uqconform.quantiles import check_miscoverage
 from uqconform.regions import check_output_columns
@@ -413,8 +419,7 @@ def _label_index(
             "impute those rows first."
         )
     if classes is None:
-        if y.dtype.kind == "O" and pd.api.types.infer_dtype(y) == "integer":
-            y = y.astype(np.int64)  # integer labels held as objects (a nullable column)
+        y = labels_as_numbers(y)  # numbers held as objects (a nullable column), as at fit
         if y.dtype.kind in "biu":
             index = y.astype(np.intp)
         elif y.dtype.kind == "f" and np.all(np.mod(y, 1) == 0):
