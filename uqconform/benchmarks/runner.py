@@ -653,12 +653,16 @@ def _check_result(name: str, result: FamilyResult) -> None:
 _WATCHED_PARENT: list[int] = []
 
 
-def _die_with_parent(poll_seconds: float = 0.5) -> None:
+def _die_with_parent(parent: int | None = None, poll_seconds: float = 0.5) -> None:
     """End this worker process soon after its parent dies. A parent killed outright
     (SIGKILL: the OOM killer, a CI runner's hard stop) cannot stop its workers, which went
     on computing their family and then blocked for good on the pool's pipes, holding their
-    memory (about 190 MB each); a Ctrl-C or SIGTERM of the parent stops them itself."""
-    parent = os.getppid()
+    memory (about 190 MB each); a Ctrl-C or SIGTERM of the parent stops them itself.
+    ``parent``: the parent's pid as the parent gave it (a parent dead before this call
+    leaves the worker adopted by another process, whose pid the worker would watch)."""
+    parent = os.getppid() if parent is None else parent
+    if os.getppid() != parent:  # the parent died before the watch began
+        os._exit(1)
     if _WATCHED_PARENT == [parent]:  # this worker's earlier family started the watch
         return
     _WATCHED_PARENT[:] = [parent]
@@ -671,7 +675,9 @@ def _die_with_parent(poll_seconds: float = 0.5) -> None:
     threading.Thread(target=watch, name="uqconform-parent-watch", daemon=True).start()
 
 
-def _run_family_in_worker(name: str, scale: str, seed: int, out_dir: Path) -> dict[str, Any]:
+def _run_family_in_worker(
+    name: str, scale: str, seed: int, out_dir: Path, parent: int | None = None
+) -> dict[str, Any]:
     """`_run_family` in a worker process, its tables returned instead of printed. Each
     worker keeps to one thread (BLAS, OpenMP, torch), so that the workers share the cores
     instead of fighting over them; the limit also keeps OpenMP from hanging in a child
@@ -679,7 +685,7 @@ def _run_family_in_worker(name: str, scale: str, seed: int, out_dir: Path) -> di
     # the parent stops its workers with SIGTERM: a handler inherited through fork (the
     # command line turns SIGTERM into an interruption) must not keep a worker alive
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    _die_with_parent()
+    _die_with_parent(parent)
     try:
         with _one_thread(name):
             ctx = BenchmarkContext(name, scale, seed, out_dir, progress=False)
@@ -763,7 +769,7 @@ def _run_families(
     # no more workers than families (a fork start method starts every worker up front)
     pool = ProcessPoolExecutor(max_workers=min(jobs, len(rest)), mp_context=forked)
     futures = {
-        pool.submit(_run_family_in_worker, name, scale, int(seed), staging): name
+        pool.submit(_run_family_in_worker, name, scale, int(seed), staging, os.getpid()): name
         for name in heaviest_first
     }
     try:
@@ -785,7 +791,7 @@ def _run_families(
             with ProcessPoolExecutor(max_workers=1, mp_context=forked) as alone:
                 try:
                     record = alone.submit(
-                        _run_family_in_worker, name, scale, int(seed), staging
+                        _run_family_in_worker, name, scale, int(seed), staging, os.getpid()
                     ).result()
                 except BrokenProcessPool as error:
                     record = {"scale": scale, "seed": int(seed), "figures": [], "time_s": 0.0}
