@@ -743,9 +743,9 @@ def check_squared_error_loss(model: Any, error: type[Exception] = ValueError) ->
     is the exception the caller raises for an unsupported model. A loss that is no loss
     name (``MLPRegressor((8,))`` sets ``loss=(8,)``) is a ValueError naming it."""
     loss = getattr(model, "loss", "squared_error") if isinstance(model, MLPRegressor) else None
-    if loss is None or (isinstance(loss, str) and loss == "squared_error"):
+    if loss is None or loss == "squared_error":
         return
-    if isinstance(loss, str) and loss == "poisson":
+    if loss == "poisson":
         raise error(
             f"MLPRegressor(loss={loss!r}) has a non-identity output (exp); only "
             "loss='squared_error' networks are supported."

@@ -53,14 +53,16 @@ def encode_labels(y: NDArray, classes: NDArray, name: str = "y") -> NDArray:
         and labels.max() < classes.size
     ):  # labels 0..K-1 are their own column index (a copy: never a view of the user's y)
         return labels.astype(np.intp)
+    # int64 against uint64: numpy compares them as floats (2**60 + 1 == 2**60); labels that
+    # do not compare with the classes (int and str): both matched as Python objects
     try:
-        if {labels.dtype.kind, classes.dtype.kind} == {"i", "u"}:  # numpy compares as floats
-            raise TypeError  # (2**60 + 1 == 2**60 then): matched as Python integers below
+        if {labels.dtype.kind, classes.dtype.kind} == {"i", "u"}:
+            raise TypeError
         sorter = np.argsort(classes, kind="stable")
         position = np.searchsorted(classes, y, sorter=sorter)
         position = sorter[np.minimum(position, classes.size - 1)]
         unknown = np.asarray(classes[position] != y)
-    except TypeError:  # labels that do not compare with the classes (int and str)
+    except TypeError:
         position = pd.Index(classes.astype(object)).get_indexer(labels.astype(object))
         unknown = position < 0
     if np.any(unknown):
