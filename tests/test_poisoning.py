@@ -217,6 +217,34 @@ def test_flips_keep_every_label(data):
         flip_labels(X, y, 118, random_state=0)
 
 
+def test_deletions_take_the_rows_flips_take(data):
+    """Review finding: delete_points spared the last row of every label before choosing,
+    so deleting a whole partition (strategy="concentrated", no label in danger) was refused
+    on some seeds; it now spares a row only as flip_labels does, and both attacks take the
+    same rows."""
+    X, y, part = data
+    keys = _row_keys(X)
+    whole = int(np.bincount(part).argmax())
+    size = int((part == whole).sum())
+    for seed in range(10):
+        X_new, y_new = delete_points(
+            X,
+            y,
+            size,
+            partitions=part,
+            target=[whole],
+            strategy="concentrated",
+            random_state=seed,
+        )
+        assert _row_keys(X_new) == keys - _row_keys(X[part == whole])
+        assert set(y_new) == set(y)
+    for strategy in STRATEGIES:
+        where = {} if strategy == "random" else {"partitions": part}
+        flipped = flip_labels(X, y, 9, strategy=strategy, random_state=3, **where)[1]
+        X_new, _ = delete_points(X, y, 9, strategy=strategy, random_state=3, **where)
+        assert _row_keys(X_new) == keys - _row_keys(X[flipped != y])
+
+
 def test_training_partitions_are_ranked_with_small_calibration_partitions(monkeypatch):
     """Review finding: worst_partitions(model, X, "training") raised certify's error on
     calibration partitions too small for a certificate ("use fewer calibration

@@ -442,10 +442,12 @@ def delete_points(
     order: ArrayLike | None = None,
     random_state: int | np.random.Generator | None = None,
 ) -> tuple[Any, NDArray]:
-    """Remove ``n_points`` rows, never the last ones of a label.
+    """Remove ``n_points`` rows, never the last one of a label.
 
     ``partitions``, ``target``, ``strategy`` and ``order`` choose the rows as in
-    `flip_labels`.
+    `flip_labels`, and a label keeps a row as there: when the rows the attack reaches hold
+    all of a label's rows, the last of them in attack order stays. Otherwise the rows are
+    those the attack takes without that rule.
 
     Returns
     -------
@@ -463,14 +465,8 @@ def delete_points(
     labels, n_points = _check(X, y, n_points, strategy)
     _check_rows(X, "X", order=order, partitions=partitions)
     rng = random_generator(random_state)
-    # One row of every label is spared: the last one in attack order (random without it).
-    _, index = np.unique(labels, return_inverse=True)
-    priority = rng.random(labels.size) if order is None else _priority(order, labels.size)
-    last = np.lexsort((priority, index))  # by label, then priority
-    ends = np.flatnonzero(np.r_[index[last][1:] != index[last][:-1], True])
     eligible = np.ones(labels.size, bool)
-    eligible[last[ends]] = False
-    rows = _pick_rows(n_points, eligible, partitions, target, strategy, rng, order)
+    rows = _pick_rows(n_points, eligible, partitions, target, strategy, rng, order, labels)
     keep = np.ones(labels.size, bool)
     keep[rows] = False
     kept = np.flatnonzero(keep)
