@@ -1049,6 +1049,18 @@ def refused_groups_error(owner: Any, error: Exception, params: dict[str, Any]) -
     )
 
 
+def adoption_lead(owner: Any, fitted_attribute: str = "estimator_") -> str:
+    """How ``calibrate`` starts its refusal of an unfitted model it was to adopt as given:
+    before any fit, again after an earlier calibrate adopted one, or for models set after
+    fit (``fitted_attribute``: where a model in use is kept)."""
+    name = type(owner).__name__
+    if not hasattr(owner, fitted_attribute):
+        return f"{name}.calibrate was called before fit"
+    if owner.__dict__.get("_estimator_adopted", False):
+        return f"{name}.calibrate adopts `estimator` as given, as an earlier calibrate did"
+    return f"{name}.calibrate adopts `estimator`, set after fit, as given"
+
+
 def keeps_a_frozen_model(estimator: Any) -> bool:
     """Whether fitting a clone of ``estimator`` leaves its final model as it is: a
     ``FrozenEstimator`` as the model, a pipeline's last step or a wrapper's ``estimator``,
@@ -1347,22 +1359,19 @@ class ModelWrapper(
             prefit = self._prefit_estimator()
         except NotFittedError as error:
             detail = str(error)
+            lead = adoption_lead(self)
             if "`estimator`" in detail:  # the library's own: which part is unfitted (a head)
-                raise NotFittedError(
-                    f"{type(self).__name__}.calibrate was called before fit, and "
-                    f"{detail[:1].lower()}{detail[1:]}"
-                ) from None
+                raise NotFittedError(f"{lead}, and {detail[:1].lower()}{detail[1:]}") from None
             if isinstance(self.estimator, FrozenEstimator):  # frozen before it was fitted
                 raise NotFittedError(
-                    f"{type(self).__name__}.calibrate was called before fit and `estimator` "
-                    f"is a FrozenEstimator around an unfitted "
+                    f"{lead}, and `estimator` is a FrozenEstimator around an unfitted "
                     f"{type(self.estimator.estimator).__name__}: fit the model before "
                     "freezing it (a frozen model is never trained here)."
                 ) from None
             raise NotFittedError(
-                f"{type(self).__name__}.calibrate was called before fit and `estimator` is not "
-                "fitted. Either call fit(X_train, y_train) first, or pass an already fitted "
-                "model (optionally as sklearn.frozen.FrozenEstimator(model))."
+                f"{lead}, and `estimator` is not fitted. Either call fit(X_train, y_train) "
+                "first, or pass an already fitted model (optionally as "
+                "sklearn.frozen.FrozenEstimator(model))."
             ) from None
         self.estimator_ = prefit
         self._estimator_adopted = True  # re-adopted at each calibrate, so set_params applies
@@ -1393,12 +1402,21 @@ class ModelWrapper(
         """Check the parameters, adopt a fitted ``estimator`` if `fit` was not called (or
         adopted it before), drop the previous calibration, and validate ``X``."""
         self._validate_params()
-        if not hasattr(self, "estimator_") or self.__dict__.get("_estimator_adopted", False):
+        if (
+            not hasattr(self, "estimator_")
+            or self.__dict__.get("_estimator_adopted", False)
+            or self._adopts_after_fit()
+        ):
             self._use_prefit_estimator()
         else:  # the model fit trained: the parameters it was trained with still hold?
             check_calibration_settings(self, "calibrate", step="fit")
         self._reset_calibration()
         return self._validate_X(X, reset=not hasattr(self, "n_features_in_"))
+
+    def _adopts_after_fit(self) -> bool:
+        """Whether ``calibrate`` adopts an ``estimator`` set after fit trained a model
+        (fitted heads for the head ensembles); by default a change is refused instead."""
+        return False
 
     def _check_calibrated(self, method: str) -> None:
         check_calibrated(self, method, self._calibrated_attribute)

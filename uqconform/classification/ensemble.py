@@ -7,10 +7,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 from sklearn.base import BaseEstimator
-from sklearn.exceptions import NotFittedError
 
 from uqconform._validation import (
-    check_fitted_model,
     check_frozen_is_fitted,
     explaining_cloned_lists,
 )
@@ -19,6 +17,7 @@ from uqconform.classification.heads import (
     HeadEnsemble,
     check_head_ensemble_fitted,
     given_head_ensemble,
+    given_heads,
     refuse_head_ensemble_at_fit,
 )
 from uqconform.classification.split import SplitConformalClassifier
@@ -153,13 +152,11 @@ default="lac"
         with explaining_cloned_lists(self.estimator):  # fitted heads, unfitted by a clone?
             super()._train_estimator(X, y, params)
 
-    def _start_calibration(self, X: Any) -> Any:
-        # fitted heads (a list or a HeadEnsemble) set after fit trained others: use them,
-        # as MultiDimScoreClassifier does (fit refuses a HeadEnsemble: no other way in);
-        # unfitted ones are a changed parameter, which the settings check names
-        if hasattr(self, "estimator_") and _fitted_heads(self.estimator):
-            self._estimator_adopted = True
-        return super()._start_calibration(X)
+    def _adopts_after_fit(self) -> bool:
+        # heads (a list or a HeadEnsemble) set after fit replace fit's, as in
+        # MultiDimScoreClassifier (fit refuses a HeadEnsemble: no other way in); one model
+        # is a changed parameter, which the settings check names
+        return given_heads(self.estimator)
 
     def _prefit_estimator(self) -> BaseEstimator:
         if isinstance(self.estimator, (list, tuple)):
@@ -179,19 +176,3 @@ default="lac"
             UserWarning,
         )
         return model
-
-
-def _fitted_heads(estimator: Any) -> bool:
-    """Whether ``estimator`` is fitted heads: a fitted HeadEnsemble, or a list or tuple of
-    fitted models."""
-    ensemble = given_head_ensemble(estimator)
-    if ensemble is not None:
-        return hasattr(ensemble, "heads_")
-    if not isinstance(estimator, (list, tuple)) or not estimator:
-        return False
-    try:
-        for head in estimator:
-            check_fitted_model(head)
-    except NotFittedError:
-        return False
-    return True

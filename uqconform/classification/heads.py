@@ -70,6 +70,12 @@ def given_head_ensemble(estimator: Any) -> HeadEnsemble | None:
     return model if isinstance(model, HeadEnsemble) else None
 
 
+def given_heads(estimator: Any) -> bool:
+    """Whether ``estimator`` is heads for ``calibrate`` to adopt: a list or tuple of
+    models, or a HeadEnsemble (frozen or not). Set after fit, they replace fit's heads."""
+    return isinstance(estimator, (list, tuple)) or given_head_ensemble(estimator) is not None
+
+
 def check_head_ensemble_fitted(ensemble: HeadEnsemble, lead: str = "") -> None:
     """Refuse an unfitted HeadEnsemble given to ``calibrate`` (fit does not take one);
     ``lead`` starts the message (the base class adds its own for the plain ensemble)."""

@@ -56,6 +56,7 @@ from uqconform._version import VersionedState
 from uqconform._warnings import warn_user
 from uqconform.base import (
     ExplainsCallMistakes,
+    adoption_lead,
     check_calibrated,
     check_calibration_settings,
     check_nan_accepted,
@@ -70,6 +71,7 @@ from uqconform.classification.heads import (
     HeadEnsemble,
     check_head_ensemble_fitted,
     given_head_ensemble,
+    given_heads,
     refuse_head_ensemble_at_fit,
 )
 from uqconform.classification.split import encode_labels
@@ -529,21 +531,23 @@ class MultiDimScoreClassifier(
         """
         check_row_order(X, y, "y")
         self._validate_params()
-        adopting = not hasattr(self, "estimator_") or self.__dict__.get(
-            "_estimator_adopted", False
+        # heads set after fit (a list or a HeadEnsemble) replace fit's, as in
+        # EnsembleConformalClassifier; one model set after fit is a changed parameter
+        adopting = (
+            not hasattr(self, "estimator_")
+            or self.__dict__.get("_estimator_adopted", False)
+            or given_heads(self.estimator)
         )
-        ensemble = given_head_ensemble(self.estimator)  # fitted heads, as one object
-        if not adopting and (isinstance(self.estimator, (list, tuple)) or ensemble is not None):
-            adopting = True  # fitted heads set after fit trained others: use them
-        elif not adopting:  # heads trained by fit: from the parameters fit used
+        if not adopting:  # heads trained by fit: from the parameters fit used
             check_calibration_settings(self, "calibrate", step="fit", again="fit(X, y)")
+        ensemble = given_head_ensemble(self.estimator)  # fitted heads, as one object
         if adopting and ensemble is not None:
-            check_head_ensemble_fitted(ensemble, "calibrate was called before fit and ")
+            check_head_ensemble_fitted(ensemble, f"{adoption_lead(self)}, and ")
             self.estimator_ = ensemble
         elif adopting:
             if not isinstance(self.estimator, (list, tuple)):
                 cause = (
-                    "calibrate was called before fit"
+                    adoption_lead(self)
                     if self.estimator is None
                     else f"`estimator` is one model ({type(self.estimator).__name__}), not a "
                     "list of fitted heads, and fit has not trained heads from it"
@@ -553,8 +557,14 @@ class MultiDimScoreClassifier(
                     f"(n_heads={self.n_heads}), or pass a list of fitted heads (one or more) "
                     "as `estimator`."
                 )
-            with explaining_cloned_lists(self.estimator):
-                self.estimator_ = self._heads().fit(None, None)
+            try:
+                with explaining_cloned_lists(self.estimator):
+                    self.estimator_ = self._heads().fit(None, None)
+            except NotFittedError as error:  # which head: named after how it was reached
+                detail = str(error)
+                raise NotFittedError(
+                    f"{adoption_lead(self)}, and {detail[:1].lower()}{detail[1:]}"
+                ) from None
         if adopting:  # re-read at each calibrate, so that set_params(estimator=...) applies
             self._estimator_adopted = True
             # nothing fit trained, nor what it recorded of its X, belongs to these heads

@@ -84,6 +84,7 @@ from uqconform._version import VersionedState
 from uqconform._warnings import warn_user
 from uqconform.base import (
     ExplainsCallMistakes,
+    adoption_lead,
     check_calibration_settings,
     check_nan_accepted,
     check_not_retrained,
@@ -1563,9 +1564,9 @@ class ReliablePredictionSets(
         if not hasattr(self, "estimators_") or self.__dict__.get("_estimator_adopted", False):
             if self._prefit() is None:
                 raise NotFittedError(
-                    "ReliablePredictionSets.calibrate was called before fit: call "
-                    "fit(X_train, y_train) first, or pass the fitted partition models as a "
-                    "list in `estimator`."
+                    f"{adoption_lead(self, 'estimators_')}, and `estimator` is one model, not a "
+                    "list of fitted partition models: call fit(X_train, y_train) first, or "
+                    "pass the fitted partition models as a list in `estimator`."
                 )
             self._adopt(cast(list, self._prefit()))  # not None: checked just above
         else:  # the models fit trained: with the `classes` and `k_train` they have now?

@@ -63,6 +63,7 @@ from uqconform._version import VersionedState
 from uqconform._warnings import warn_user
 from uqconform.base import (
     ExplainsCallMistakes,
+    adoption_lead,
     check_calibration_settings,
     keeps_state_on_error,
     record_calibration_settings,
@@ -969,7 +970,7 @@ class ApproximateFullConformalRegressor(
             model = self.estimator
             if model is None:
                 raise NotFittedError(
-                    "calibrate was called before fit and `estimator` is None: call "
+                    f"{adoption_lead(self)}, and `estimator` is None: call "
                     "fit(X_train, y_train) first, or pass a fitted model."
                 )
             if not is_torch_module(model):
@@ -978,7 +979,7 @@ class ApproximateFullConformalRegressor(
                     check_is_fitted(model)
                 except NotFittedError:
                     raise NotFittedError(
-                        "calibrate was called before fit and `estimator` is not fitted: call "
+                        f"{adoption_lead(self)}, and `estimator` is not fitted: call "
                         "fit(X_train, y_train) first, or pass a fitted model."
                     ) from None
             self.estimator_ = model
