@@ -1017,6 +1017,42 @@ def test_training_rows_of_a_transformed_target_network_warn():
         LinearizedPredictive(ttr, random_state=0).fit(X[150:], y[150:])
 
 
+def test_a_transformed_target_posterior_takes_y_as_a_list():
+    """Review s64: LaplacePosterior around an lbfgs network in a TransformedTargetRegressor
+    failed on a list `y` (the training-rows check subtracted a float from the list)."""
+    X, y, _, _ = _ttr_parts()
+    network = MLPRegressor(hidden_layer_sizes=(8,), solver="lbfgs", max_iter=200, random_state=0)
+    ttr = TransformedTargetRegressor(network, transformer=StandardScaler()).fit(X[:150], y[:150])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # the training rows' warning
+        for rows in (slice(None, 150), slice(150, None)):
+            expected = LaplacePosterior(ttr, prior_precision=1.0).fit(X[rows], y[rows])
+            given = LaplacePosterior(ttr, prior_precision=1.0).fit(X[rows], list(y[rows]))
+            assert given.noise_variance_ == expected.noise_variance_
+
+
+def test_a_refit_on_a_classifier_drops_the_regression_noise():
+    """Review s64: refitted on a classifier, a posterior or predictive fitted on a regressor
+    kept its `noise_variance_` (documented as regression only)."""
+    X, y = make_friedman1(200, random_state=0)
+    labels = (y > np.median(y)).astype(int)
+    regressor = MLPRegressor(
+        hidden_layer_sizes=(8,), solver="lbfgs", max_iter=200, random_state=0
+    ).fit(X, y)
+    classifier = MLPClassifier(
+        hidden_layer_sizes=(8,), solver="lbfgs", max_iter=200, random_state=0
+    )
+    classifier.fit(X, labels)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # the training rows' warning
+        for make in (LaplacePosterior, LinearizedPredictive):
+            model = make(regressor).fit(X, y)
+            assert model.noise_variance_ > 0
+            model.set_params(estimator=classifier).fit(X, labels)
+            assert not hasattr(model, "noise_variance_")
+            assert "_network_noise_variance" not in model.__dict__
+
+
 def _log1p_target(inner):
     return TransformedTargetRegressor(regressor=inner, func=np.log1p, inverse_func=np.expm1)
 

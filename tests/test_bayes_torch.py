@@ -111,6 +111,46 @@ def test_a_shared_parameter_free_or_normalisation_module_is_accepted():
     )
 
 
+def test_modules_computing_beyond_their_layers_are_refused():
+    """Review s64: a Sequential subclass with its own forward (10 * body(x) + x0), a masked
+    Linear subclass and a forward hook were read from their layers alone: predictions up
+    to 5.4 away from the module's output, silently. Subclasses that keep the forward pass."""
+    torch.manual_seed(0)
+    nn = torch.nn
+
+    class Scaled(nn.Sequential):
+        def forward(self, x):
+            return 10.0 * super().forward(x) + x[:, :1]
+
+    class Masked(nn.Linear):
+        def forward(self, x):
+            return nn.functional.linear(x, self.weight * 0.5, self.bias)
+
+    class Named(nn.Sequential):  # a subclass that keeps Sequential's forward
+        pass
+
+    X = np.random.default_rng(0).normal(size=(30, 2))
+    y = X[:, 0]
+    with pytest.raises(TypeError, match=r"Scaled is a subclass of Sequential with its own fo"):
+        LinearizedPredictive(Scaled(nn.Linear(2, 4), nn.Tanh(), nn.Linear(4, 1))).fit(X, y)
+    with pytest.raises(TypeError, match=r"Masked is a subclass of Linear with its own forward"):
+        from_torch(nn.Sequential(Masked(2, 4), nn.Tanh(), nn.Linear(4, 1)))
+    hooked = nn.Sequential(nn.Linear(2, 4), nn.Tanh(), nn.Linear(4, 1))
+    handle = hooked[1].register_forward_hook(lambda module, inputs, output: 2 * output)
+    with pytest.raises(TypeError, match=r"Tanh has a forward hook.*handle\.remove\(\)"):
+        from_torch(hooked)
+    handle.remove()
+    for net in (hooked, Named(nn.Linear(2, 4), nn.Tanh(), nn.Linear(4, 1))):
+        net = net.double().eval()
+        with torch.no_grad():
+            expected = net(torch.as_tensor(X)).numpy()
+        np.testing.assert_allclose(from_torch(net).forward(X), expected, atol=1e-12)
+    encoder = nn.TransformerEncoderLayer(4, 2, 8, dropout=0.0, batch_first=True).eval()
+    encoder.linear1.register_forward_hook(lambda module, inputs, output: 2 * output)
+    with pytest.raises(TypeError, match=r"Linear has a forward hook"):
+        from_torch_encoder_layer(encoder)
+
+
 def test_weight_normalised_layers_are_not_taken_for_tied_ones():
     # diffrev25: a parametrized weight is built anew at each access, and its id was
     # reused by the next layer's: untied weight-normed layers were refused as tied
@@ -206,6 +246,37 @@ def test_torch_one_pass_agrees_with_mc_under_no_grad():
     np.testing.assert_allclose(one, glm, rtol=1e-3)
     assert abs(np.median(one / mc) - 1) < 0.1
     assert abs(np.median(glm / mc) - 1) < 0.1
+
+
+def test_transformer_block_moments_name_bad_inputs():
+    """Review s64: TransformerBlock.moments checked nothing (negative variances gave
+    negative output variances, NaN passed, a misspelt mode was read as 'linearize', shapes
+    got numpy's unpacking and matmul messages)."""
+    torch.manual_seed(0)
+    enc = torch.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True).eval()
+    block = from_torch_encoder_layer(enc)
+    x = np.random.default_rng(0).normal(size=(3, 5, 8))
+    var = np.full_like(x, 0.1)
+    bad = [
+        ({"var": -var}, r"`var` holds negative variances"),
+        ({"var": np.where(x > 1, np.nan, var)}, r"`var` holds NaN or infinite"),
+        ({"mean": np.where(x > 1, np.inf, x)}, r"`mean` holds NaN or infinite"),
+        ({"mean": x[0], "var": var[0]}, r"`mean` must have shape \(n_sequences, n_tokens, 8\)"),
+        ({"var": var[:, :, :4]}, r"`var` must have the shape of `mean`"),
+        ({"activation_moments": "exact-relu"}, r"`activation_moments` must be one of"),
+        (
+            {"value_block": DiagonalBlock(np.ones((3, 3)), np.ones(3))},
+            r"`value_block` must be a DiagonalBlock for the \(8, 8\) value projection",
+        ),
+    ]
+    for change, message in bad:
+        arguments = {"mean": x, "var": var, **change}
+        with pytest.raises(ValueError, match=message):
+            block.moments(**arguments)
+    with pytest.raises(ValueError, match=r"`x` must have shape \(n_sequences, n_tokens, 8\)"):
+        block.forward(x[0])
+    mean, out_var = block.moments(x, var, activation_moments="exact_relu")
+    assert mean.shape == x.shape and (out_var >= 0).all()
 
 
 def test_attention_moments_match_monte_carlo_with_fixed_queries_and_keys():

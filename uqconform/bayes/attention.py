@@ -21,7 +21,7 @@ from numpy.typing import NDArray
 from scipy.special import softmax
 
 from uqconform._validation import check_int
-from uqconform.bayes.network import Activation, Dense, DiagonalBlock, LayerNorm
+from uqconform.bayes.network import MOMENT_MODES, Activation, Dense, DiagonalBlock, LayerNorm
 
 __all__ = ["TransformerBlock", "attention_moments"]
 
@@ -148,6 +148,42 @@ class TransformerBlock:
         self.hidden, self.activation, self.final = hidden, activation, final
         self.norm_first = bool(norm_first)
 
+    def _check_moment_inputs(
+        self, mean: Any, var: Any, value_block: Any, activation_moments: str
+    ) -> tuple[NDArray, NDArray]:
+        """ValueError naming the argument: a mode, shape, non-finite value or negative
+        variance that the moments would carry on silently (or fail on with numpy's text)."""
+        if activation_moments not in MOMENT_MODES:
+            raise ValueError(
+                f"`activation_moments` must be one of {list(MOMENT_MODES)}, got "
+                f"{activation_moments!r}."
+            )
+        mean = np.asarray(mean, dtype=np.float64)
+        var = np.asarray(var, dtype=np.float64)
+        d = self.value.n_in
+        if mean.ndim != 3 or mean.shape[2] != d:
+            raise ValueError(
+                f"`mean` must have shape (n_sequences, n_tokens, {d}) (tokens of the block's "
+                f"width), got {mean.shape}."
+            )
+        if var.shape != mean.shape:
+            raise ValueError(f"`var` must have the shape of `mean` {mean.shape}, got {var.shape}.")
+        for name, values in (("mean", mean), ("var", var)):
+            if not np.isfinite(values).all():
+                raise ValueError(f"`{name}` holds NaN or infinite values.")
+        if (var < 0).any():
+            raise ValueError(f"`var` holds negative variances (smallest {float(var.min())}).")
+        if value_block is not None and not (
+            isinstance(value_block, DiagonalBlock) and value_block.shape_for(d, self.value.n_out)
+        ):
+            got = getattr(value_block, "weight_var", None)
+            raise ValueError(
+                f"`value_block` must be a DiagonalBlock for the ({d}, {self.value.n_out}) value "
+                f"projection, got a {type(value_block).__name__}"
+                + (f" of weights {got.shape}." if got is not None else ".")
+            )
+        return mean, var
+
     def _attend(self, x: NDArray) -> NDArray:
         A = attention_matrix(self.query, self.key, x, self.n_heads)
         return self.output.forward(_merge(A @ _heads(self.value.forward(x), self.n_heads)))
@@ -158,6 +194,10 @@ class TransformerBlock:
     def forward(self, x: NDArray) -> NDArray:
         """Deterministic pass, ``(n, T, d)`` -> ``(n, T, d)``."""
         x = np.asarray(x, dtype=np.float64)
+        if x.ndim != 3 or x.shape[2] != self.value.n_in:
+            raise ValueError(
+                f"`x` must have shape (n_sequences, n_tokens, {self.value.n_in}), got {x.shape}."
+            )
         if self.norm_first:
             x = x + self._attend(self.norm1.forward(x))
             return x + self._mlp(self.norm2.forward(x))
@@ -173,9 +213,20 @@ class TransformerBlock:
         mlp_blocks: tuple[Any, Any] = (None, None),
         activation_moments: str = "linearize",
     ) -> tuple[NDArray, NDArray]:
-        """Mean and per-coordinate variance of the block's output, ``(n, T, d)`` each."""
-        mean = np.asarray(mean, dtype=np.float64)
-        var = np.asarray(var, dtype=np.float64)
+        """Mean and per-coordinate variance of the block's output, ``(n, T, d)`` each.
+
+        Parameters
+        ----------
+        mean, var : array-like of shape (n, T, d)
+            Moments of the input tokens (coordinates independent); finite, ``var >= 0``.
+        value_block : DiagonalBlock, optional
+            Posterior of the value projection (``(d, d)`` weights); None: fixed weights.
+        mlp_blocks : tuple of two posterior blocks or None
+            Posteriors of the MLP's two Dense layers.
+        activation_moments : {"linearize", "exact_relu", "matched"}
+            How the MLP's activation passes moments on (see `MOMENT_MODES`).
+        """
+        mean, var = self._check_moment_inputs(mean, var, value_block, activation_moments)
 
         def attend(m: NDArray, v: NDArray) -> tuple[NDArray, NDArray]:
             A = attention_matrix(self.query, self.key, m, self.n_heads)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 from scipy import sparse
 from sklearn.compose import TransformedTargetRegressor
 from sklearn.frozen import FrozenEstimator
@@ -85,11 +85,13 @@ class NetworkView:
     target_shift: float = 0.0
     target_scale: float = 1.0
 
-    def network_target(self, y: NDArray) -> NDArray:
-        """The target on the network's scale, ``(y - target_shift) / target_scale``."""
+    def network_target(self, y: ArrayLike) -> NDArray:
+        """The target on the network's scale, ``(y - target_shift) / target_scale``, as
+        float64 (a list or a nullable Series too)."""
+        values = np.asarray(y, dtype=np.float64)
         if self.target_shift == 0.0 and self.target_scale == 1.0:
-            return y
-        return (y - self.target_shift) / self.target_scale
+            return values
+        return (values - self.target_shift) / self.target_scale
 
     @property
     def entry(self) -> Any:

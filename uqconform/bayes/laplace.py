@@ -467,6 +467,9 @@ class LaplacePosterior(VersionedState, BaseEstimator):
                     UserWarning,
                 )
             self._set_noise(view, network_noise)
+        else:  # regression only (a refit of a posterior fitted on a regressor)
+            for name in ("noise_variance_", "_network_noise_variance"):
+                self.__dict__.pop(name, None)
         self._curvature(view, Xt)
         self.prior_grid_nll_ = None
         self.prior_precision_: float | NDArray

@@ -707,6 +707,7 @@ class LinearizedPredictive(ExplainsCallMistakes, VersionedState, BaseEstimator):
             else:
                 self.scale_ = float(np.exp(_minimise_log_scale(nll_regression, -20.0, 12.0)))
             return
+        self.__dict__.pop("noise_variance_", None)  # regression only (a refit on a regressor)
         output = self.view_.network.output
         rows = np.arange(target.size)
 

@@ -54,9 +54,38 @@ def _flatten(module: Any, torch: Any) -> list[Any]:
 
 
 def _leaves(module: Any, torch: Any) -> list[Any]:
+    _refuse_own_forward(module, torch)
     if isinstance(module, torch.nn.Sequential):
         return [leaf for child in module for leaf in _leaves(child, torch)]
     return [module]
+
+
+def _refuse_own_forward(module: Any, torch: Any) -> None:
+    """TypeError when ``module`` computes something its layers do not say: a subclass with
+    its own ``forward`` (a skip connection, an output scale, a masked weight) or a forward
+    hook. The layer list is read from the layers alone, so its predictive would not be the
+    module's output (and the Jacobians, taken from the module, would not match it)."""
+    kind: Any = type(module)
+    base = next(parent for parent in kind.__mro__ if parent.__module__.startswith("torch."))
+    if kind.forward is not base.forward:
+        raise TypeError(
+            f"{type(module).__name__} is a subclass of {base.__name__} with its own forward: "
+            "the predictive is read from the layers alone and would not be the module's "
+            f"output. Use a plain {base.__name__} of the supported layers (write a skip "
+            "connection or an output scale outside the converted network)."
+        )
+    hooks = torch.nn.modules.module
+    if (
+        module._forward_hooks
+        or module._forward_pre_hooks
+        or getattr(hooks, "_global_forward_hooks", None)
+        or getattr(hooks, "_global_forward_pre_hooks", None)
+    ):
+        raise TypeError(
+            f"{type(module).__name__} has a forward hook (or a global one is registered): "
+            "the predictive is read from the layers alone and would not be the module's "
+            "output. Remove the hook (handle.remove()) before converting."
+        )
 
 
 def _refuse_tied(leaves: list[Any], torch: Any) -> None:
@@ -299,6 +328,8 @@ def from_torch_encoder_layer(layer: Any) -> TransformerBlock:
     torch = require_torch()
     if not isinstance(layer, torch.nn.TransformerEncoderLayer):
         raise TypeError(f"{type(layer).__name__} is not an nn.TransformerEncoderLayer.")
+    for part in layer.modules():  # the block is read from the parts alone
+        _refuse_own_forward(part, torch)
     attention = layer.self_attn
     if not attention.batch_first:
         raise TypeError("only batch_first=True encoder layers are supported.")
