@@ -145,6 +145,9 @@ def test_modules_computing_beyond_their_layers_are_refused():
         with torch.no_grad():
             expected = net(torch.as_tensor(X)).numpy()
         np.testing.assert_allclose(from_torch(net).forward(X), expected, atol=1e-12)
+    old_style = nn.Sequential(torch.nn.utils.weight_norm(nn.Linear(2, 4)), nn.Linear(4, 1))
+    with pytest.raises(TypeError, match=r"remove_weight_norm\(layer\)"):
+        from_torch(old_style)
     encoder = nn.TransformerEncoderLayer(4, 2, 8, dropout=0.0, batch_first=True).eval()
     encoder.linear1.register_forward_hook(lambda module, inputs, output: 2 * output)
     with pytest.raises(TypeError, match=r"Linear has a forward hook"):

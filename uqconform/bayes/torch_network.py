@@ -84,7 +84,10 @@ def _refuse_own_forward(module: Any, torch: Any) -> None:
         raise TypeError(
             f"{type(module).__name__} has a forward hook (or a global one is registered): "
             "the predictive is read from the layers alone and would not be the module's "
-            "output. Remove the hook (handle.remove()) before converting."
+            "output. Remove the hook (handle.remove()) before converting; the older "
+            "torch.nn.utils.weight_norm and spectral_norm work by hooks: fold them into the "
+            "weight first (torch.nn.utils.remove_weight_norm(layer), "
+            "remove_spectral_norm(layer))."
         )
 
 
