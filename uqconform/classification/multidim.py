@@ -106,6 +106,10 @@ _PREDICT_CELLS = 2**20
 # at most about 25% faster on a quieter one, from about 100,000 vectors.
 _ONE_THREAD_VECTORS = 50_000
 
+# Weight of the heads' mean score in the learned score, which breaks the ties of the
+# aggregator's piecewise-constant probability (steps far above it) without reordering them.
+_TIE_BREAK = 1e-9
+
 
 def _aggregator_threads(
     n_jobs: int | None, n_vectors: int
@@ -145,6 +149,9 @@ class MultiDimScoreClassifier(
     base_score : {"lac", "aps", "raps", "saps"}, default="lac"
         The per-head score; randomised scores draw an independent uniform per head.
     calibration : {"cells", "learned"}, default="cells"
+        ``"learned"``: the score is ``1 - P(true label | score vector)`` from a monotone
+        gradient-boosting aggregator, its ties broken by ``1e-9`` times the heads' mean
+        score (with one head: the base score's order).
     cells_fraction : float, default=0.5
         Share of the calibration data used to build the cells (or train the aggregator);
         the rest calibrates.
@@ -783,6 +790,7 @@ class MultiDimScoreClassifier(
         )
         with _aggregator_threads(self.n_jobs, n * k):
             self.aggregator_.fit(vectors.reshape(-1, h), is_true.reshape(-1))
+        self._tie_break = _TIE_BREAK  # a model pickled before scores without it
 
     def _cell_tree(self) -> cKDTree:
         tree = getattr(self, "_tree", None)
@@ -801,6 +809,11 @@ class MultiDimScoreClassifier(
             with _aggregator_threads(self.n_jobs, flat.shape[0]):
                 proba = self.aggregator_.predict_proba(flat)
             scores = 1.0 - proba[:, true_column]
+            # the aggregator is piecewise constant: its ties are broken by the heads' mean
+            # score, monotone too (sets stay coherent; one head: the base score's order)
+            tie_break = self.__dict__.get("_tie_break", 0.0)
+            if tie_break:
+                scores = scores + tie_break * flat.mean(axis=1)
             return scores.reshape(vectors.shape[:-1])
         cells = self.cells_
         k = min(int(self.n_neighbors), cells["centres"].shape[0])
