@@ -1263,9 +1263,31 @@ def test_the_aggregator_runs_on_one_thread_then_on_n_jobs_threads(monkeypatch):
         np.testing.assert_array_equal(model.predict_set(X[300:350]), sets[:50])
     assert seen == [("fit", 2), ("predict_proba", 2), ("predict_proba", 1)]
     seen.clear()
+    # (review s64) the threads are chosen for the call, not for each block of rows: with
+    # many heads the blocks held fewer vectors than the threshold, and all ran on one
+    monkeypatch.setattr(multidim, "_PREDICT_CELLS", 2_000)  # blocks of 40 rows: 400 vectors
+    with threadpool_limits(1, user_api="openmp"):  # 2,000 vectors in the call
+        np.testing.assert_array_equal(model.predict_set(X[300:500]), sets)
+    assert seen == [("predict_proba", 2)] * 5
+    seen.clear()
+    monkeypatch.setattr(multidim, "_PREDICT_CELLS", 2**20)
     monkeypatch.setattr(multidim, "_ONE_THREAD_VECTORS", 50_000)  # below it: one thread
     model.calibrate(X[:300], y[:300]).predict_set(X[300:350])
     assert seen == [("fit", 1), ("predict_proba", 1), ("predict_proba", 1)]
+
+
+def test_a_bad_n_jobs_is_named_however_the_heads_are_given():
+    """Review s64: around a fitted HeadEnsemble `n_jobs` was not checked: accepted on small
+    data, joblib's TypeError after the whole calibration on large data."""
+    Xf, yf, Xc, yc, *_ = _head_ensemble_data()
+    fitted = HeadEnsemble(n_heads=3, random_state=0).fit(Xf, yf)
+    for bad in ("two", 2.5, 0):
+        for estimator in (fitted, fitted.heads_):
+            model = MultiDimScoreClassifier(estimator, calibration="learned", n_jobs=bad)
+            with pytest.raises(ValueError, match=r"`n_jobs` must be None or a non-zero int"):
+                model.calibrate(Xc, yc)
+    with pytest.raises(ValueError, match=r"`verbose`"):
+        MultiDimScoreClassifier(fitted, verbose="yes").calibrate(Xc, yc)
 
 
 def test_calibrate_with_one_neighbour_queries_every_score_vector_once(monkeypatch):

@@ -45,8 +45,10 @@ from uqconform._validation import (
     check_features,
     check_frozen_is_fitted,
     check_int,
+    check_n_jobs,
     check_row_order,
     check_rows,
+    check_verbose,
     check_wrapper_fitted,
     explaining_cloned_lists,
     feature_axis_hint,
@@ -302,6 +304,8 @@ class MultiDimScoreClassifier(
         check_bool(self.fill_empty, "fill_empty")
         check_random_state_value(self.random_state)
         check_int(self.n_neighbors, "n_neighbors")
+        check_n_jobs(self.n_jobs)  # the aggregator's threads, however the heads are given
+        check_verbose(self.verbose)
         if given_head_ensemble(self.estimator) is None:  # (its n_heads, diversity: unused)
             self._heads()._validate_params()
 
@@ -798,15 +802,19 @@ class MultiDimScoreClassifier(
             self._tree = tree = cKDTree(self.cells_["centres"])
         return tree
 
-    def _scalar_scores(self, vectors: NDArray, nearest: NDArray | None = None) -> NDArray:
+    def _scalar_scores(
+        self, vectors: NDArray, nearest: NDArray | None = None, call_vectors: int = 0
+    ) -> NDArray:
         """The scalar score of score vectors ``(..., H)``: prefix length or 1 - P(true).
 
         ``nearest``: the cells' tree's answer for the flattened vectors when already known.
+        ``call_vectors``: the vectors of the whole call when these are one block of it (the
+        aggregator's threads are chosen for the call).
         """
         flat = vectors.reshape(-1, vectors.shape[-1])
         if "cells_" not in self.__dict__:  # the mode fitted at calibration, not set_params'
             true_column = list(self.aggregator_.classes_).index(True)
-            with _aggregator_threads(self.n_jobs, flat.shape[0]):
+            with _aggregator_threads(self.n_jobs, max(call_vectors, flat.shape[0])):
                 proba = self.aggregator_.predict_proba(flat)
             scores = 1.0 - proba[:, true_column]
             # the aggregator is piecewise constant: its ties are broken by the heads' mean
@@ -922,7 +930,7 @@ class MultiDimScoreClassifier(
         for start in range(0, n, step):  # a loop over blocks of rows, for bounded memory
             rows = slice(start, min(start + step, n))
             vectors = self._vectors(slice_rows(X, rows.start, rows.stop), uniforms[:, rows])
-            scores = self._scalar_scores(vectors)  # (rows, K)
+            scores = self._scalar_scores(vectors, call_vectors=n * n_classes)  # (rows, K)
             if calibrated_fill:  # the fill label is in every set, as at calibration
                 scores = np.where(self._fill_labels(scores, vectors), -np.inf, scores)
             for j, threshold in enumerate(thresholds):  # a loop over levels
