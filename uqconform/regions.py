@@ -174,15 +174,16 @@ def _row_index(index: Any, n: int) -> NDArray:
 
 
 def _forward_substitution(lower: NDArray, residual: NDArray) -> NDArray:
-    """``lower^{-1} r`` for each row ``r`` of ``residual`` (``lower`` lower triangular),
-    one output at a time with elementwise operations: the same numbers for a row alone as
-    in any batch (a loop over the outputs, not the rows)."""
+    """``lower^{-1} r`` for each row ``r`` of ``residual`` (``lower`` lower triangular: one
+    ``(d, d)`` matrix, or one ``(n, d, d)`` per row), one output at a time with elementwise
+    operations: the same numbers for a row alone as in any batch (a loop over the outputs,
+    not the rows)."""
     latent = np.empty_like(residual)
-    for j in range(lower.shape[0]):
+    for j in range(lower.shape[-1]):
         total = residual[:, j].copy()
         for k in range(j):
-            total -= lower[j, k] * latent[:, k]
-        latent[:, j] = total / lower[j, j]
+            total -= lower[..., j, k] * latent[:, k]
+        latent[:, j] = total / lower[..., j, j]
     return latent
 
 
@@ -213,8 +214,9 @@ class AffineMap:
     is_affine = True
 
     def __init__(self, center: ArrayLike, scale: ArrayLike):
-        center = np.asarray(center, dtype=float)
-        scale = np.asarray(scale, dtype=float)
+        # copies: arrays the caller refills later must not move the map
+        center = np.array(center, dtype=float)
+        scale = np.array(scale, dtype=float)
         if center.ndim != 2 or center.shape[1] < 1:
             raise ValueError(f"`center` must have shape (n, d), got {center.shape}.")
         n, d = center.shape
@@ -269,17 +271,19 @@ class AffineMap:
         Returns
         -------
         ndarray of shape (n, d)
-            The latent code of each point (each row solved alone, so a row's code does not
-            depend on the rows beside it).
+            The latent code of each point (with diagonal or lower-triangular scales, the
+            library's own, each row solved alone, so a row's code does not depend on the
+            rows beside it; other matrices are solved together).
         """
         residual = np.asarray(Y, dtype=float) - self.center
         if self.diagonal:
             return residual / self.scale
-        # each row alone, also under one shared matrix: a single solve of all rows rounds
-        # differently for one row than for a batch, and a tied calibration score alone
-        # then lay outside the region it set (a row's coverage hung on its batch)
-        if self.scale.shape[0] == 1 and np.array_equal(np.tril(self.scale[0]), self.scale[0]):
-            return _forward_substitution(self.scale[0], residual)  # a Cholesky factor
+        # each row alone, under one shared matrix or a matrix per row: a single solve of
+        # all rows rounds differently for one row than for a batch, and a tied calibration
+        # score alone then lay outside the region it set (a row's coverage hung on its batch)
+        if np.array_equal(np.tril(self.scale), self.scale):  # Cholesky factors
+            lower = self.scale[0] if self.scale.shape[0] == 1 else self.scale
+            return _forward_substitution(lower, residual)
         scale = np.broadcast_to(self.scale, (residual.shape[0], *self.scale.shape[1:]))
         return np.linalg.solve(scale, residual[..., None])[..., 0]
 

@@ -327,7 +327,11 @@ class EllipsoidalConformalRegressor(_ResidualShapeRegressor):
     @staticmethod
     def _numeric_features(X: Any) -> NDArray:
         try:
-            return check_array(X, accept_sparse="csr", dtype=float, ensure_all_finite=True)
+            # C order: a DataFrame's column-ordered values scale in other last bits than the
+            # same array's, and integer features then break distance ties otherwise
+            return check_array(
+                X, accept_sparse="csr", dtype=float, order="C", ensure_all_finite=True
+            )
         except (TypeError, ValueError) as error:
             raise ValueError(
                 "covariance='local' finds neighbours in X and needs numeric, finite features "

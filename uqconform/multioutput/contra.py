@@ -525,6 +525,11 @@ class ResidualCONTRA(_FlowRegions):
         if self.residuals == "split" and not frozen:
             rows = np.arange(Y.shape[0])
             n_flow = math.ceil(Y.shape[0] * self.split_size)  # scikit-learn's test share
+            if Y.shape[0] < 3:  # no split_size leaves 2 rows to the flow and 1 to the model
+                raise ValueError(
+                    f"residuals='split' needs at least 3 fit rows (2 to train the residual "
+                    f"flow, 1 to train the model), got {Y.shape[0]}: pass more rows."
+                )
             if n_flow < 2 or Y.shape[0] - n_flow < 1:
                 raise ValueError(
                     f"`split_size`={self.split_size} of {Y.shape[0]} fit rows leaves "

@@ -995,8 +995,10 @@ class FlowMap:
         n_rows: int | None = None,
     ) -> None:
         self.flow = flow
-        self.X = None if X is None else np.asarray(X, dtype=float)
-        self.offset = None if offset is None else np.asarray(offset, dtype=float)
+        # copies: a caller refilling its X array for the next batch must not move regions
+        # already returned
+        self.X = None if X is None else np.array(X, dtype=float)
+        self.offset = None if offset is None else np.array(offset, dtype=float)
         sizes = {a.shape[0] for a in (self.X, self.offset) if a is not None}
         if n_rows is not None:
             sizes.add(int(n_rows))
