@@ -628,6 +628,27 @@ def test_hash_partition_reads_the_numbers_whatever_their_container():
     assert strings.shape == part.shape and (strings != part).any()
 
 
+def test_a_rows_partition_depends_on_its_own_values_alone():
+    """Review s64: the hash's encoding was chosen for the whole table, so one inserted row
+    with a text, boolean or Decimal cell in a float column sent every row through repr
+    (173 of 200 rows moved; certified-robust sets changed under one poisoned row)."""
+    from decimal import Decimal
+
+    X = np.random.default_rng(0).normal(size=(200, 3))
+    part = hash_partition(X, 7)
+    frame = pd.DataFrame(X, columns=["a", "b", "c"])
+    for cell in ("n/a", True, Decimal("0.5"), "3", 1j):
+        odd = pd.DataFrame({"a": [cell], "b": [0.0], "c": [0.0]}, dtype=object)
+        poisoned = pd.concat([frame, odd], ignore_index=True)
+        np.testing.assert_array_equal(hash_partition(poisoned, 7)[:200], part)
+        rows = np.vstack([X.astype(object), np.array([[cell, 0.0, 0.0]], dtype=object)])
+        np.testing.assert_array_equal(hash_partition(rows, 7)[:200], part)
+    # a row of numbers (or missing values) among text rows hashes as in a table of numbers
+    mixed = np.array([[1.5, -0.0], ["x", 2.0], [None, 3.0]], dtype=object)
+    expected = hash_partition(np.array([[1.5, 0.0], [np.nan, 3.0]]), 1_000_003)
+    np.testing.assert_array_equal(hash_partition(mixed, 1_000_003)[[0, 2]], expected)
+
+
 def test_partitions_missing_classes_are_handled():
     X, y = load_iris(return_X_y=True)
     labels = np.array(["setosa", "versicolor", "virginica"])[y]
@@ -1066,6 +1087,21 @@ def test_a_partition_model_failing_on_its_few_rows_is_named(digits):
     adopted = ReliablePredictionSets(list(knn.estimators_), k_calib=5)
     with pytest.raises(ValueError, match=r"^Expected n_neighbors <= n_samples_fit"):
         adopted.calibrate(X_cal, y_cal)
+    # (review s64) with k_train=1 the one partition is the whole training set: no advice
+    # to use a smaller k_train; otherwise the data is named as the other possible cause
+    from sklearn.base import BaseEstimator, ClassifierMixin
+
+    class Failing(ClassifierMixin, BaseEstimator):
+        def fit(self, X, y):
+            raise ValueError("the data has a column of NaN only")
+
+        def predict(self, X):  # never reached
+            raise NotImplementedError
+
+    with pytest.raises(ValueError, match=r"k_train=1 failed: .*NaN only\. With k_train=1 it "):
+        ReliablePredictionSets(Failing(), k_train=1).fit(X_fit, y_fit)
+    with pytest.raises(ValueError, match=r"the whole training set, the data is the cause"):
+        ReliablePredictionSets(Failing(), k_train=2).fit(X_fit, y_fit)
 
 
 def test_a_certificate_survives_deletions_that_shrink_a_partition_below_its_minimum(digits):
