@@ -74,6 +74,35 @@ def test_quantiles_at_half_alpha_are_the_interval_ends(name):
         np.testing.assert_array_equal(intervals[:, 1, :], q[:, alphas.size :])
 
 
+def test_quantile_thresholds_are_kept_for_the_next_call_at_the_same_levels(monkeypatch):
+    """Review s64: one-row predict_quantile calls recomputed every group's thresholds (67 ms
+    a row with 20,000 groups, against 1.4 ms for the same ends by predict_interval)."""
+    (Xf, yf), (Xc, yc), (Xt, _) = thirds(*regression_data(900, seed=1))
+    groups = np.arange(len(yc)) % 7
+    cps = ConformalPredictiveSystem(Ridge()).fit(Xf, yf).calibrate(Xc, yc, groups=groups)
+    expected = cps.predict_quantile(Xt, [0.1, 0.9], groups=np.arange(len(Xt)) % 7)
+    computed = []
+    original = ConformalPredictiveSystem._compute_quantile_table
+    monkeypatch.setattr(
+        ConformalPredictiveSystem,
+        "_compute_quantile_table",
+        lambda self, *args: computed.append(1) or original(self, *args),
+    )
+    one_by_one = [
+        cps.predict_quantile(Xt[i : i + 1], [0.1, 0.9], groups=[i % 7]) for i in range(30)
+    ]
+    # (Ridge's one-row predictions differ from its batch ones in the last bits)
+    np.testing.assert_allclose(np.concatenate(one_by_one), expected[:30], rtol=1e-13)
+    assert computed == []  # the table of the first call, kept
+    cps.predict_quantile(Xt[:1], [0.1, 0.5], groups=[0])  # other levels: computed
+    cps.calibrate(Xc[::-1], yc[::-1], groups=groups[::-1])  # a new calibration: computed
+    cps.predict_quantile(Xt[:1], [0.1, 0.5], groups=[0])
+    assert computed == [1, 1]
+    with pytest.warns(UserWarning, match="Too few calibration points"):  # warned each call
+        for _ in range(2):
+            cps.predict_quantile(Xt[:1], 0.001, groups=[0])
+
+
 @pytest.mark.parametrize("name", list(_systems()))
 def test_cdf_matches_brute_force_with_ties_and_groups(name):
     """Integer targets around a rounded model: many C_i tie with each other and with the

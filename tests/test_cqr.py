@@ -104,6 +104,33 @@ def test_pair_of_fitted_models_is_used_as_is(frozen):
     np.testing.assert_array_equal(cqr.predict_interval(Xt), fitted.predict_interval(Xt))
 
 
+def test_a_pair_of_models_predicting_columns_is_read_as_one_quantile_each():
+    """Review s64: a fitted pair whose models predict a column (n, 1), as Keras models do,
+    was refused as "a single fitted model gives one quantile: pass a pair"."""
+
+    class Column(RegressorMixin, BaseEstimator):
+        def __init__(self, model):
+            self.model = model
+
+        def fit(self, X, y):
+            self.model_ = self.model.fit(X, y)
+            return self
+
+        def predict(self, X):
+            return self.model_.predict(X)[:, None]
+
+    X, y = regression_data(300)
+    flat = [QuantileRegressor(quantile=q, alpha=0).fit(X[:100], y[:100]) for q in (0.05, 0.95)]
+    columns = [Column(model).fit(X[:100], y[:100]) for model in flat]
+    intervals = [
+        ConformalizedQuantileRegressor(tuple(pair)).calibrate(X[100:200], y[100:200])
+        for pair in (flat, columns)
+    ]
+    np.testing.assert_array_equal(
+        intervals[1].predict_interval(X[200:]), intervals[0].predict_interval(X[200:])
+    )
+
+
 def test_a_pair_given_as_upper_lower_is_named_and_the_right_order_is_quiet(recwarn):
     (Xf, yf), (Xc, yc), _ = _split(seed=4)
     lower, upper = _hgb(quantile=0.05).fit(Xf, yf), _hgb(quantile=0.95).fit(Xf, yf)

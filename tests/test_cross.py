@@ -681,6 +681,22 @@ def test_a_list_of_train_test_pairs_is_accepted_as_folds():
         CrossConformalRegressor(cv=[(tr + 2, te) for tr, te in pairs]).fit(X, y)
     with pytest.raises(ValueError, match=r"iterator of splits.*list\(cv\)"):
         CrossConformalRegressor(cv=splitter.split(X)).fit(X, y)
+    # (review s64) the normalized score's out-of-fold residuals, the predictive system's
+    # and the multi-output shapes': a second fit found the iterator used up (numpy's
+    # "need at least one array to concatenate")
+    from uqconform.multioutput import EllipsoidalConformalRegressor
+    from uqconform.regression import ConformalPredictiveSystem, SplitConformalRegressor
+
+    for make in (
+        lambda cv: SplitConformalRegressor(conformity_score="normalized", cv=cv),
+        lambda cv: ConformalPredictiveSystem(normalized=True, cv=cv),
+    ):
+        with pytest.raises(ValueError, match=r"iterator of splits.*list\(cv\)"):
+            make(splitter.split(X)).fit(X, y)
+        make(list(splitter.split(X))).fit(X, y).fit(X, y)  # a list: any number of fits
+    shapes = EllipsoidalConformalRegressor(covariance="local", cv=splitter.split(X))
+    with pytest.raises(ValueError, match=r"iterator of splits.*list\(cv\)"):
+        shapes.fit(X, np.c_[y, -y])
 
 
 def test_folds_that_train_on_a_row_twice_and_skip_another_are_refused():

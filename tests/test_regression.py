@@ -586,6 +586,29 @@ def test_threshold_table_is_reused_only_for_the_same_calibration_and_levels(monk
             model.predict_interval(X[:5], alpha=0.005, groups=np.arange(5) % 4)
 
 
+def test_a_score_object_is_named_as_given_in_the_difficulty_messages():
+    """Review s64: SignedResidualScore(normalized=True) was told that
+    "conformity_score='normalized' needs a difficulty estimate", a setting never passed."""
+    from uqconform.scores import SignedResidualScore
+
+    X, y = regression_data(300)
+    fitted = LinearRegression().fit(X[:100], y[:100])
+    signed = SplitConformalRegressor(fitted, conformity_score=SignedResidualScore(normalized=True))
+    with pytest.raises(
+        NotFittedError, match=r"^conformity_score=SignedResidualScore\(normalized=True\) needs"
+    ):
+        signed.calibrate(X[100:200], y[100:200])
+    plain = SplitConformalRegressor(
+        LinearRegression(),
+        conformity_score=SignedResidualScore(normalized=False),
+        difficulty_estimator=Ridge(),
+    )
+    with pytest.warns(
+        UserWarning, match=r"\(conformity_score=SignedResidualScore\(normalized=True"
+    ):
+        plain.fit(X[:100], y[:100])
+
+
 def test_a_difficulty_estimator_the_score_does_not_use_is_reported():
     X, y = regression_data(200)
     model = SplitConformalRegressor(LinearRegression(), difficulty_estimator=BayesianRidge())

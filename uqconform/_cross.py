@@ -107,6 +107,16 @@ def check_fold_count(cv: int, n: int) -> None:
         raise ValueError(f"`cv`={cv} folds need at least {cv} rows; X has {rows}.")
 
 
+def refuse_split_iterator(cv: Any) -> None:
+    """Refuse a generator (or other iterator) of splits: the first fit would use it up, a
+    second would find no folds, and ``clone`` cannot copy it."""
+    if hasattr(cv, "__next__"):
+        raise ValueError(
+            "`cv` is an iterator of splits, which one fit would use up: pass "
+            "list(cv), a list of (train, test) index pairs."
+        )
+
+
 def out_of_fold_prediction(
     model: Any,
     X: Any,
@@ -121,6 +131,7 @@ def out_of_fold_prediction(
     shuffled ``KFold`` seeded by ``seed`` (at most one fold per row); a splitter that is
     not a partition of the rows (``TimeSeriesSplit``) is refused naming ``cv`` and what
     ``learner`` learns from the out-of-fold residuals."""
+    refuse_split_iterator(cv)
     if isinstance(cv, numbers.Integral):
         check_fold_count(int(cv), y.shape[0])
         cv = KFold(int(cv), shuffle=True, random_state=seed)
@@ -230,11 +241,7 @@ class CrossFitWrapper(ModelWrapper):
 
     def _check_resampling(self) -> None:
         cv = self.cv
-        if hasattr(cv, "__next__"):  # a generator of splits: consumed by the first fit
-            raise ValueError(
-                "`cv` is an iterator of splits, which one fit would use up: pass "
-                "list(cv), a list of (train, test) index pairs."
-            )
+        refuse_split_iterator(cv)
         if isinstance(cv, bool) or not (
             (isinstance(cv, numbers.Integral) and int(cv) >= 2)
             or hasattr(cv, "get_n_splits")

@@ -1490,6 +1490,7 @@ class ConformalPredictor(ModelWrapper):
             "_n_sub_strata",
             "_strata_sorting",
             "_last_threshold_table",
+            "_last_quantile_table",  # ConformalPredictiveSystem's
             "calibration_weights_",
             "_weighted_strata",
             "_ranked_strata",

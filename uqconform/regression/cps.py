@@ -338,18 +338,25 @@ class ConformalPredictiveSystem(SplitConformalRegressor):
         holds +inf). The lower side's ``q``-quantile is ``y_hat - t d`` with ``t`` the
         conformal threshold of ``y_hat - y`` at miscoverage ``q``; the upper side's is
         ``y_hat + t d`` with ``t`` that of ``y - y_hat`` at ``1 - q``: the very
-        thresholds `predict_interval` uses at ``alpha = 2 q`` (``2 (1 - q)``)."""
+        thresholds `predict_interval` uses at ``alpha = 2 q`` (``2 (1 - q)``).
+
+        The last table is kept for the next call at the same levels and sides (one-row
+        calls recomputed every group's quantiles: 67 ms a row with 20,000 groups); it is
+        tied to the calibration arrays themselves, so a new calibration never reuses it.
+        """
         scores = self.conformity_scores_
-        n_groups = 1 if getattr(self, "groups_", None) is None else self.groups_.size
-        table = np.full((n_groups + 1, 2, levels.size), np.inf)
-        # one stratum per group (a regressor has no sub-strata); the strata at once
-        lower = ~upper
-        if lower.any():
-            table[:-1, 0, lower] = self._stratum_quantiles(scores[:, 0], levels[lower])
-        if upper.any():
-            # 1 - q rounds to 1 below q = 2**-54: the rank is 1 there all the same
-            miscoverage = np.minimum(1.0 - levels[upper], np.nextafter(1.0, 0.0))
-            table[:-1, 1, upper] = self._stratum_quantiles(scores[:, 1], miscoverage)
+        key = (scores, self.__dict__.get("calibration_strata_"), levels.tobytes(), upper.tobytes())
+        cached = self.__dict__.get("_last_quantile_table")
+        if (
+            cached is not None
+            and cached[0] is key[0]
+            and cached[1] is key[1]
+            and (cached[2:4] == key[2:4])
+        ):
+            table = cached[4]
+        else:
+            table = self._compute_quantile_table(scores, levels, upper)
+            self._last_quantile_table = (*key, table)
         read = np.where(upper, table[:-1, 1], table[:-1, 0])
         too_few = [int(group) for group in np.flatnonzero(np.isinf(read).any(axis=1))]
         if too_few:
@@ -367,6 +374,20 @@ class ConformalPredictiveSystem(SplitConformalRegressor):
                 "infinite.",
                 UserWarning,
             )
+        return table.copy()
+
+    def _compute_quantile_table(self, scores: NDArray, levels: NDArray, upper: NDArray) -> NDArray:
+        """`_quantile_thresholds`' table, computed."""
+        n_groups = 1 if getattr(self, "groups_", None) is None else self.groups_.size
+        table = np.full((n_groups + 1, 2, levels.size), np.inf)
+        # one stratum per group (a regressor has no sub-strata); the strata at once
+        lower = ~upper
+        if lower.any():
+            table[:-1, 0, lower] = self._stratum_quantiles(scores[:, 0], levels[lower])
+        if upper.any():
+            # 1 - q rounds to 1 below q = 2**-54: the rank is 1 there all the same
+            miscoverage = np.minimum(1.0 - levels[upper], np.nextafter(1.0, 0.0))
+            table[:-1, 1, upper] = self._stratum_quantiles(scores[:, 1], miscoverage)
         return table
 
 

@@ -23,6 +23,7 @@ from uqconform._validation import (
     check_weights_row_order,
     is_sklearn_estimator,
     model_output_as_float,
+    point_predictions,
 )
 from uqconform._version import VersionedState
 from uqconform._warnings import warn_user
@@ -114,8 +115,13 @@ class QuantileBand(VersionedState, RoutesFitParams, BaseEstimator):
             trained, else of the given ones, taken as fitted).
         """
         lower, upper = self._models()
+        # each model's output read as the wrappers read one (a Keras-style column (n, 1),
+        # a tensor), named by its role
         return np.stack(
-            [np.asarray(lower.predict(X), float), np.asarray(upper.predict(X), float)],
+            [
+                point_predictions(lower.predict(X), "lower"),
+                point_predictions(upper.predict(X), "upper"),
+            ],
             axis=1,
         )
 

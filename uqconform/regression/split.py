@@ -240,12 +240,14 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
             )
 
     def _difficulty_switch(self, on: bool) -> str:
-        """The setting that uses a difficulty (``on``), or the current one that does not."""
-        return (
-            "conformity_score='normalized'"
-            if on
-            else f"conformity_score={self.conformity_score!r}"
-        )
+        """The setting that uses a difficulty (``on``), or the current one that does not: a
+        score object named as given (e.g. ``SignedResidualScore(normalized=True)``)."""
+        given = self.conformity_score
+        if not on or (not isinstance(given, str) and self._score_object().needs_difficulty):
+            return f"conformity_score={given!r}"
+        if not isinstance(given, str) and hasattr(given, "normalized"):  # its own switch
+            return f"conformity_score={type(given).__name__}(normalized=True)"
+        return "conformity_score='normalized'"
 
     def _start_calibration(self, X: Any) -> Any:
         X = super()._start_calibration(X)
