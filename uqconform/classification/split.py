@@ -160,14 +160,9 @@ default="lac"
     randomized : bool, default=True
         Randomise APS/RAPS/SAPS with one uniform draw per row, so coverage exceeds
         ``1 - alpha`` by less than ``1/(n + 1)`` (when no probability is exactly 0);
-        randomised sets can be empty on confident rows (a review, a logistic regression
-        on 4 Gaussian classes with 100 calibration rows at ``alpha=0.1``, 100 seeds:
-        0.4-2% of the rows at accuracy 0.7 depending on the class geometry and the score;
-        with four fixed class means on a square and one model, at accuracy 0.71, 0.95% of
-        the rows for APS, 0.73% for RAPS, 0.43% for SAPS; 1.5-1.8% with
-        ``make_gaussian_classification`` and a model per seed, SAPS not the lowest;
-        RAPS's share was two thirds to all of APS's in every set-up; the share grows with
-        the model's confidence, to about 9.5% for all three at accuracy 0.99).
+        randomised sets can be empty on confident rows (in reviews about 1-2% of the rows
+        at accuracy 0.7, depending on the class geometry and the score, and about 10% at
+        accuracy 0.99; the set-ups and figures are in docs/methods/split.md).
         ``False``: APS sets keep every label whose mass ranked above it is within the
         threshold, so the label that crosses it too; RAPS adds the label's own rank
         penalty to that mass, so a label that crosses the threshold through its penalty
