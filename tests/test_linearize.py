@@ -628,3 +628,28 @@ def test_the_digest_of_an_array_in_any_layout_survives_a_pickle():
         changed = array.copy()
         changed[tuple(0 for _ in array.shape)] += 1.0  # the first entry is always sampled
         assert parameter_digest([changed], arrays_only=True) != before
+
+
+def test_the_digest_of_several_pipelines_reads_each_of_them():
+    """Found by a benchmark rerun (stop 64): the digest skipped objects whose id it had
+    seen, and a Pipeline's temporary list of steps, freed after its turn, left its id to
+    the next Pipeline's: a change of that head went unseen, and a model calibrated on
+    Pipeline heads was refused as retrained when the ids fell otherwise."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(100, 3))
+    y = (X[:, 0] > 0).astype(int)
+
+    def heads(last):
+        return [
+            make_pipeline(StandardScaler(), LogisticRegression(C=c)).fit(X, y)
+            for c in (0.1, 1.0, 10.0, last)
+        ]
+
+    first, other = heads(100.0), heads(1000.0)
+    digests = {parameter_digest(first, arrays_only=True) for _ in range(20)}
+    assert len(digests) == 1
+    assert parameter_digest(other, arrays_only=True) not in digests  # the last head read

@@ -361,7 +361,7 @@ def parameter_digest(estimator: Any, *, arrays_only: bool = False, like: Any = N
     _feed_digest(
         digest,
         estimator,
-        set(),
+        {},
         arrays_only,
         floats=scheme != DIGEST_SCHEME,
         private=scheme == "d4",
@@ -384,7 +384,7 @@ def digest_change(recorded: Any, current: str) -> Literal["changed", "maybe"] | 
 def _feed_digest(
     digest: Any,
     value: Any,
-    seen: set[int],
+    seen: dict[int, Any],
     arrays_only: bool = False,
     floats: bool = False,
     private: bool = False,
@@ -392,7 +392,10 @@ def _feed_digest(
     if isinstance(value, (BaseEstimator, list, tuple, dict)) or is_torch_module(value):
         if id(value) in seen:
             return
-        seen.add(id(value))
+        # the object is kept beside its id: a temporary list (a Pipeline's steps) freed
+        # after its turn left its id to the next one, which was then skipped as seen (the
+        # digest hung on memory reuse: a calibrated model was refused as retrained)
+        seen[id(value)] = value
     if is_torch_module(value):
         for name, tensor in [*value.named_parameters(), *value.named_buffers()]:
             digest.update(f"{name}{tuple(tensor.shape)}{tensor.dtype}".encode())
