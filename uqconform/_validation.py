@@ -22,7 +22,6 @@ from sklearn.base import BaseEstimator
 from sklearn.exceptions import DataConversionWarning, NotFittedError
 from sklearn.frozen import FrozenEstimator
 from sklearn.utils import get_tags
-from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from uqconform._rows import n_rows
@@ -985,15 +984,6 @@ def _inferred(labels: NDArray) -> str:
     return str(pd.api.types.infer_dtype(labels, skipna=False))
 
 
-def _unknown_target(labels: NDArray) -> bool:
-    """Whether scikit-learn's classifiers refuse these object labels as an unknown target
-    (Decimal or Fraction values, booleans mixed with integers, integers with floats);
-    strings are read at once."""
-    if _inferred(labels) == "string":
-        return False
-    return bool(type_of_target(labels) == "unknown")
-
-
 def labels_as_numbers(labels: NDArray) -> NDArray:
     """Labels held as objects (a Series of dtype object) that are all integers, all floats
     or all booleans, in that numpy dtype (integers as int64, else uint64); converted
@@ -1071,14 +1061,6 @@ def check_class_labels(
         if labels.dtype.kind == "f" and not np.isfinite(labels).all():
             raise ValueError(
                 f"`{name}` contains infinite labels; remove or impute those rows first."
-            )
-        if training and labels.dtype.kind == "O" and _unknown_target(labels):
-            kinds = sorted({type(value).__name__ for value in labels.tolist()})
-            raise ValueError(
-                f"`{name}` holds labels of type{'s' * (len(kinds) > 1)} {', '.join(kinds)} "
-                "as objects, which "
-                "classifiers cannot train on (scikit-learn's 'Unknown label type'): convert "
-                f"them to one number type, or pass them as class names, e.g. {name}.astype(str)."
             )
     if training and (
         labels.dtype.kind == "S"
