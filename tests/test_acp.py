@@ -421,10 +421,14 @@ def test_set_params_estimator_between_calibrations_adopts_the_new_model():
     fresh = ACP(other.estimator_, alpha=0.2).calibrate(X, y)
     assert model.estimator_ is other.estimator_
     np.testing.assert_array_equal(model.predict_interval(X_test), fresh.predict_interval(X_test))
-    # a network trained by fit is kept by a later calibrate (split+refine on it)
+    # a network trained by fit is kept by a later calibrate (split+refine on it); another
+    # `estimator` set after fit is refused there, as by the other wrappers (it was
+    # ignored silently before: diff review 49, stop 64)
     trained = ACP(mlp(), alpha=0.2).fit(X, y)
     network = trained.estimator_
-    assert trained.set_params(estimator=Ridge()).calibrate(X, y).estimator_ is network
+    assert trained.calibrate(X, y).estimator_ is network
+    with pytest.raises(NotFittedError, match=r"parameters changed since fit"):
+        trained.set_params(estimator=Ridge()).calibrate(X, y)
 
 
 def test_early_stopping_warns_in_full_mode_only():
@@ -1513,3 +1517,22 @@ def test_a_subset_fit_leaving_out_a_weak_feature_is_still_named():
     y = 10 * X[:, 0] + 0.25 * X[:, 1] + rng.normal(size=40)
     with pytest.warns(UserWarning, match="selected subset of coefficients"):
         ACP(OrthogonalMatchingPursuit(n_nonzero_coefs=1), prior_precision=1e-12).fit(X, y)
+
+
+def test_calibrate_refuses_an_estimator_changed_after_fit():
+    """Diff review 49 (stop 64): after fit, set_params(estimator=Ridge(alpha=1000)) and
+    calibrate kept fit's alpha=1 model silently (the intervals were the old model's, and
+    later predictions passed, calibrate having recorded the new setting)."""
+    from sklearn.linear_model import Ridge
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 3))
+    y = X @ [1.0, 2.0, 3.0] + rng.normal(size=200)
+    model = ACP(Ridge(alpha=1.0)).fit(X[:100], y[:100])
+    model.calibrate(X[100:150], y[100:150])
+    model.calibrate(X[100:150], y[100:150])  # unchanged: calibrate again at will
+    given = model.estimator
+    model.set_params(estimator=Ridge(alpha=1000.0))
+    with pytest.raises(NotFittedError, match=r"calibrate: parameters changed since fit \(it us"):
+        model.calibrate(X[100:150], y[100:150])
+    model.set_params(estimator=given).calibrate(X[100:150], y[100:150])  # the one fit used

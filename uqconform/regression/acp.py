@@ -965,7 +965,8 @@ class ApproximateFullConformalRegressor(
         check_row_order(X, y, "y")
         self._validate_params()
         # A model given fitted is adopted again at each calibrate (set_params(estimator=)
-        # between two calibrations takes effect); a network fit trained is kept.
+        # between two calibrations takes effect); a network fit trained is kept
+        # (another `estimator` set after fit is refused, as by the other wrappers).
         if not hasattr(self, "estimator_") or self.__dict__.get("_estimator_adopted", False):
             model = self.estimator
             if model is None:
@@ -985,14 +986,25 @@ class ApproximateFullConformalRegressor(
             self.estimator_ = model
             self._estimator_adopted = True
             X = self._check_X(X, reset=True)
-        else:
+        else:  # the network fit trained: from the `estimator` fit was given? (the other
+            # settings are calibrate's own)
+            check_calibration_settings(
+                self, "calibrate", step="fit", again="fit(X, y)", only=("estimator",)
+            )
             X = self._check_X(X, reset=False)
         y = check_regression_target(y, _num_samples(X))
         remember_calibration_rows(self, X, y)
         self._prepare(self._linearize(X, reset=True), y, refine=True)
         self.mode_ = "split+refine"
-        for name in ("_fit_settings", "stationarity_"):  # full-mode state
-            self.__dict__.pop(name, None)
+        fit_settings = self.__dict__.pop("_fit_settings", None)  # full-mode state ...
+        self.__dict__.pop("stationarity_", None)
+        if (
+            fit_settings
+            and "estimator" in fit_settings
+            and not self.__dict__.get("_estimator_adopted", False)
+        ):
+            # ... but the `estimator` fit trained from, for the next calibrate's check
+            self._fit_settings = {"estimator": fit_settings["estimator"]}
         record_calibration_settings(self)
         return self
 
