@@ -643,6 +643,16 @@ def test_a_rows_partition_depends_on_its_own_values_alone():
         np.testing.assert_array_equal(hash_partition(poisoned, 7)[:200], part)
         rows = np.vstack([X.astype(object), np.array([[cell, 0.0, 0.0]], dtype=object)])
         np.testing.assert_array_equal(hash_partition(rows, 7)[:200], part)
+    # (diff review 51) beside a text column too: one odd cell in a number column made it a
+    # column of objects, and every text row's repr then read its numbers as ints
+    mixed_frame = frame.assign(city=np.where(X[:, 0] > 0, "paris", "oslo"))
+    part = hash_partition(mixed_frame, 7)
+    for cell in ("n/a", True, Decimal("0.5")):
+        odd = pd.DataFrame({"a": [cell], "b": [0.0], "c": [0.0], "city": ["rome"]})
+        poisoned = pd.concat([mixed_frame, odd.astype(object)], ignore_index=True)
+        np.testing.assert_array_equal(hash_partition(poisoned, 7)[:200], part)
+    np.testing.assert_array_equal(hash_partition(mixed_frame.to_numpy(), 7), part)
+    assert hash_partition(np.array([[2**1100, "x"]], dtype=object), 7).shape == (1,)
     # a row of numbers (or missing values) among text rows hashes as in a table of numbers
     mixed = np.array([[1.5, -0.0], ["x", 2.0], [None, 3.0]], dtype=object)
     expected = hash_partition(np.array([[1.5, 0.0], [np.nan, 3.0]]), 1_000_003)

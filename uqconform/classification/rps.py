@@ -55,7 +55,6 @@ from uqconform._rows import (
     fit_params_rows,
     float_values,
     n_rows,
-    numeric_columns_as_float,
 )
 from uqconform._seeding import integer_seed, seed_parameters
 from uqconform._validation import (
@@ -164,13 +163,11 @@ def _row_bytes(X: Any) -> list[bytes] | NDArray:
     """One byte string (or fixed-width byte row) per row: the identity of the row's features.
 
     Numeric data are hashed as float64 (so ``3`` and ``3.0`` agree), with ``-0.0`` mapped to
-    ``0.0`` and every NaN to one NaN; anything else through the ``repr`` of the row's values,
-    a DataFrame's columns of numbers read as float64 first (so they agree there too).
+    ``0.0`` and every NaN to one NaN; rows holding other values through the ``repr`` of the
+    row's values, each number among them as its float64 (see `_mixed_row_bytes`).
     """
     numeric = float_values(X) if isinstance(X, pd.DataFrame) else None  # by column dtypes
     if numeric is None:
-        if isinstance(X, pd.DataFrame):  # a mixed table: its number columns alike
-            X = numeric_columns_as_float(X)
         values = X.to_numpy() if hasattr(X, "to_numpy") else X
         if hasattr(values, "toarray"):
             values = values.toarray()
@@ -195,33 +192,37 @@ def _float_row_bytes(numeric: NDArray) -> NDArray:
     return numeric.view(np.dtype((np.void, numeric.dtype.itemsize * numeric.shape[1])))[:, 0]
 
 
-def _is_number_or_missing(value: Any) -> bool:
-    return (
-        value is None
-        or value is pd.NA
-        or value is pd.NaT
-        or isinstance(value, (numbers.Real, Decimal, np.bool_))
-    )
-
-
-def _as_float(value: Any) -> float:
-    return np.nan if value is None or value is pd.NA or value is pd.NaT else float(value)
+def _cell_value(value: Any) -> Any:
+    """A number (booleans and Decimals too) as its float64, ``-0.0`` as ``0.0``; a missing
+    value (None, NaN, ``pd.NA``, ``NaT``) as NaN; any other value as given (text, a date,
+    a complex number, an integer beyond float64)."""
+    if value is None or value is pd.NA or value is pd.NaT:
+        return np.nan
+    if isinstance(value, (numbers.Real, Decimal, np.bool_)):
+        try:
+            return float(value) + 0.0
+        except (OverflowError, ValueError):  # beyond float64, a signalling NaN
+            return value
+    return value
 
 
 def _mixed_row_bytes(array: NDArray) -> list[bytes]:
-    """Rows of a table that holds values other than numbers: a row of numbers (or missing
-    values) only gets the bytes it gets in a table of numbers, any other row the ``repr``
-    of its values. So a row's bytes depend on its own values alone: one text, boolean or
-    Decimal cell inserted elsewhere must not move the other rows to other partitions (the
-    certificates count an insertion as touching one partition)."""
-    cells = array.astype(object)
-    numbers_only = np.frompyfunc(_is_number_or_missing, 1, 1)(cells).astype(bool).all(axis=1)
+    """Rows of a table that holds values other than numbers, each encoded on its own
+    values: a row of numbers (or missing values) gets the bytes it gets in a table of
+    numbers, any other row the ``repr`` of its values with every number as its float64.
+    So a row's bytes never depend on the other rows: a text, boolean or Decimal cell
+    inserted elsewhere (which makes a DataFrame's column one of objects) must not move them
+    to other partitions (the certificates count an insertion as touching one partition),
+    and a DataFrame and its ``.to_numpy()`` agree."""
+    cells = np.frompyfunc(_cell_value, 1, 1)(array.astype(object))
+    numbers_only = np.frompyfunc(lambda value: isinstance(value, float), 1, 1)(cells)
+    numbers_only = numbers_only.astype(bool).all(axis=1)
     rows: list[bytes] = [
         b"" if plain else repr(tuple(row)).encode("utf-8")
         for plain, row in zip(numbers_only.tolist(), cells.tolist(), strict=True)
     ]  # a loop over rows: the repr of each (the numbers' rows are filled below)
     if numbers_only.any():
-        block = np.frompyfunc(_as_float, 1, 1)(cells[numbers_only]).astype(np.float64)
+        block = cells[numbers_only].astype(np.float64)
         for index, row in zip(np.flatnonzero(numbers_only), _float_row_bytes(block), strict=True):
             rows[index] = bytes(row)
     return rows
