@@ -148,6 +148,18 @@ def test_learned_coverage_two_sided(base_score):
     assert_valid(coverage, n_recal)
 
 
+@pytest.mark.parametrize("n_heads", [1, pytest.param(2, marks=pytest.mark.slow)])
+def test_learned_coverage_two_sided_with_few_heads(n_heads):
+    """Diff review 51 (stop 64): the tie-break is for one or two heads, where the learned
+    score tied and covered above the law's upper end (one head, LAC: 0.926 at 0.90)."""
+    X, y, heads = synthetic()
+    model = MultiDimScoreClassifier(
+        list(heads)[:n_heads], calibration="learned", alpha=ALPHAS, fill_empty=False
+    )
+    coverage, _, n_recal = pooled(model, X, y, seed=1)
+    assert_valid(coverage, n_recal)
+
+
 def test_learned_sets_keep_every_label_that_dominates_a_kept_one():
     """A label that every head scores at least as well as a kept label is kept (the
     aggregator is monotone); measured before: 18% of synthetic rows broke this."""

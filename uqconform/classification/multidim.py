@@ -118,6 +118,7 @@ def _aggregator_threads(
 ) -> contextlib.AbstractContextManager[Any]:
     """The aggregator's OpenMP threads: one below ``_ONE_THREAD_VECTORS`` score vectors,
     else ``n_jobs`` (joblib's reading: None is one, or a ``parallel_config``'s)."""
+    check_n_jobs(n_jobs)  # set_params after calibrate too (joblib's TypeError otherwise)
     threads = 1 if n_vectors < _ONE_THREAD_VECTORS else effective_n_jobs(n_jobs)
     return _openmp_controller().limit(limits=threads, user_api="openmp")
 

@@ -17,7 +17,7 @@ from sklearn.pipeline import Pipeline
 from sklearn.utils.metadata_routing import get_routing_for_object
 from sklearn.utils.validation import has_fit_parameter
 
-from uqconform._cross import out_of_fold_prediction, reads_groups
+from uqconform._cross import out_of_fold_prediction, reads_groups, refuse_split_iterator
 from uqconform._rows import n_rows, row_sliceable
 from uqconform._seeding import integer_seed, seeded_clone
 from uqconform._validation import (
@@ -219,6 +219,7 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
     def _validate_params(self) -> None:
         super()._validate_params()
         self._score_object()
+        refuse_split_iterator(getattr(self, "cv", None))  # before any model is trained
         model = getattr(self, "difficulty_estimator", None)  # CQR has none
         refuse_model_class(model, name="difficulty_estimator")
         spread = ("predict", "predict_std")
