@@ -145,6 +145,19 @@ def test_modules_computing_beyond_their_layers_are_refused():
         with torch.no_grad():
             expected = net(torch.as_tensor(X)).numpy()
         np.testing.assert_allclose(from_torch(net).forward(X), expected, atol=1e-12)
+    # (diff review 50) a parametrized subclass is its own forward's too; a layer of the
+    # user's own (a Module subclass) is named unsupported, as before
+    parametrized = Masked(2, 4)
+    torch.nn.utils.parametrizations.weight_norm(parametrized)
+    with pytest.raises(TypeError, match=r"ParametrizedMasked is a subclass of Linear with its"):
+        from_torch(nn.Sequential(parametrized, nn.Tanh(), nn.Linear(4, 1)))
+
+    class Swish(nn.Module):
+        def forward(self, x):
+            return x * torch.sigmoid(x)
+
+    with pytest.raises(TypeError, match=r"unsupported torch layer Swish"):
+        from_torch(nn.Sequential(nn.Linear(2, 4), Swish(), nn.Linear(4, 1)))
     old_style = nn.Sequential(torch.nn.utils.weight_norm(nn.Linear(2, 4)), nn.Linear(4, 1))
     with pytest.raises(TypeError, match=r"remove_weight_norm\(layer\)"):
         from_torch(old_style)
@@ -271,6 +284,10 @@ def test_transformer_block_moments_name_bad_inputs():
             {"value_block": DiagonalBlock(np.ones((3, 3)), np.ones(3))},
             r"`value_block` must be a DiagonalBlock for the \(8, 8\) value projection",
         ),
+        # (diff review 50) the MLP's blocks and empty axes
+        ({"mlp_blocks": (0.1, None)}, r"the hidden layer's block must be .* got a float\."),
+        ({"mlp_blocks": (None,)}, r"`mlp_blocks` must be a pair \(hidden, final\)"),
+        ({"mean": x[:0], "var": var[:0]}, r"at least one sequence and one token"),
     ]
     for change, message in bad:
         arguments = {"mean": x, "var": var, **change}

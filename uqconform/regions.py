@@ -187,6 +187,13 @@ def _forward_substitution(lower: NDArray, residual: NDArray) -> NDArray:
     return latent
 
 
+def _is_lower_triangular(matrices: NDArray) -> bool:
+    """Whether every ``(d, d)`` matrix of ``matrices`` is lower triangular (reads the strict
+    upper triangles only: no copy of the matrices)."""
+    above = np.triu_indices(matrices.shape[-1], 1)
+    return not matrices[..., above[0], above[1]].any()
+
+
 class AffineMap:
     """Affine latent map ``y = center_i + L_i z`` (so ``g_i(y) = L_i^{-1} (y - center_i)``).
 
@@ -198,6 +205,9 @@ class AffineMap:
         ``L_i``: a diagonal given by its entries ``(n, d)`` (boxes, independent scales) or a
         full invertible matrix ``(n, d, d)`` such as the Cholesky factor of a covariance
         (ellipsoids). A leading axis of 1 shares one matrix between all rows.
+    copy : bool, default=True
+        Keep copies of ``center`` and ``scale`` (arrays the caller refills later must not
+        move the map); ``False`` keeps float64 arrays as given, for arrays no one changes.
 
     Examples
     --------
@@ -213,10 +223,10 @@ class AffineMap:
 
     is_affine = True
 
-    def __init__(self, center: ArrayLike, scale: ArrayLike):
-        # copies: arrays the caller refills later must not move the map
-        center = np.array(center, dtype=float)
-        scale = np.array(scale, dtype=float)
+    def __init__(self, center: ArrayLike, scale: ArrayLike, *, copy: bool = True):
+        as_array = np.array if copy else np.asarray
+        center = as_array(center, dtype=float)
+        scale = as_array(scale, dtype=float)
         if center.ndim != 2 or center.shape[1] < 1:
             raise ValueError(f"`center` must have shape (n, d), got {center.shape}.")
         n, d = center.shape
@@ -249,6 +259,8 @@ class AffineMap:
         self.scale = scale
         self.diagonal = diagonal
         self._log_det = log_det
+        # Cholesky factors (the library's full scales): solved by forward substitution
+        self._lower_triangular = not diagonal and _is_lower_triangular(scale)
 
     @property
     def n_rows(self) -> int:
@@ -281,7 +293,10 @@ class AffineMap:
         # each row alone, under one shared matrix or a matrix per row: a single solve of
         # all rows rounds differently for one row than for a batch, and a tied calibration
         # score alone then lay outside the region it set (a row's coverage hung on its batch)
-        if np.array_equal(np.tril(self.scale), self.scale):  # Cholesky factors
+        triangular = self.__dict__.get("_lower_triangular")
+        if triangular is None:  # a map pickled before it was recorded
+            triangular = _is_lower_triangular(self.scale)
+        if triangular:  # Cholesky factors
             lower = self.scale[0] if self.scale.shape[0] == 1 else self.scale
             return _forward_substitution(lower, residual)
         scale = np.broadcast_to(self.scale, (residual.shape[0], *self.scale.shape[1:]))
@@ -366,7 +381,7 @@ class AffineMap:
         """
         rows = _row_index(index, self.n_rows)
         scale = self.scale if self.scale.shape[0] == 1 else self.scale[rows]
-        return AffineMap(self.center[rows], scale)
+        return AffineMap(self.center[rows], scale, copy=False)  # the map's own, unchanged
 
     def __repr__(self) -> str:
         kind = "diagonal" if self.diagonal else "full"

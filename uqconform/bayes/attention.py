@@ -161,10 +161,10 @@ class TransformerBlock:
         mean = np.asarray(mean, dtype=np.float64)
         var = np.asarray(var, dtype=np.float64)
         d = self.value.n_in
-        if mean.ndim != 3 or mean.shape[2] != d:
+        if mean.ndim != 3 or mean.shape[2] != d or 0 in mean.shape:
             raise ValueError(
                 f"`mean` must have shape (n_sequences, n_tokens, {d}) (tokens of the block's "
-                f"width), got {mean.shape}."
+                f"width, at least one sequence and one token), got {mean.shape}."
             )
         if var.shape != mean.shape:
             raise ValueError(f"`var` must have the shape of `mean` {mean.shape}, got {var.shape}.")
@@ -183,6 +183,26 @@ class TransformerBlock:
                 + (f" of weights {got.shape}." if got is not None else ".")
             )
         return mean, var
+
+    def _check_mlp_blocks(self, mlp_blocks: Any) -> None:
+        """ValueError naming ``mlp_blocks``: two posterior blocks (or None) for the MLP's two
+        Dense layers, each fitting its layer."""
+        layers = (self.hidden, self.final)
+        if not isinstance(mlp_blocks, (tuple, list)) or len(mlp_blocks) != 2:
+            raise ValueError(
+                "`mlp_blocks` must be a pair (hidden, final) of posterior blocks or None, got "
+                f"{mlp_blocks!r:.80}."
+            )
+        for which, block, layer in zip(("hidden", "final"), mlp_blocks, layers, strict=True):
+            fits = getattr(block, "shape_for", None)
+            if block is not None and not (callable(fits) and fits(layer.n_in, layer.n_out)):
+                got = getattr(getattr(block, "weight_var", None), "shape", None)
+                shape = f" of weights {got}" if got is not None else ""
+                raise ValueError(
+                    f"`mlp_blocks`: the {which} layer's block must be a posterior block for "
+                    f"its ({layer.n_in}, {layer.n_out}) weights, or None, got a "
+                    f"{type(block).__name__}{shape}."
+                )
 
     def _attend(self, x: NDArray) -> NDArray:
         A = attention_matrix(self.query, self.key, x, self.n_heads)
@@ -227,6 +247,7 @@ class TransformerBlock:
             How the MLP's activation passes moments on (see `MOMENT_MODES`).
         """
         mean, var = self._check_moment_inputs(mean, var, value_block, activation_moments)
+        self._check_mlp_blocks(mlp_blocks)
 
         def attend(m: NDArray, v: NDArray) -> tuple[NDArray, NDArray]:
             A = attention_matrix(self.query, self.key, m, self.n_heads)

@@ -66,8 +66,16 @@ def _refuse_own_forward(module: Any, torch: Any) -> None:
     hook. The layer list is read from the layers alone, so its predictive would not be the
     module's output (and the Jacobians, taken from the module, would not match it)."""
     kind: Any = type(module)
-    base = next(parent for parent in kind.__mro__ if parent.__module__.startswith("torch."))
-    if kind.forward is not base.forward:
+    # the nearest torch class, past the class a parametrization (weight_norm) makes in
+    # torch.nn.utils.parametrize above the user's own
+    base = next(
+        parent
+        for parent in kind.__mro__
+        if parent.__module__.startswith("torch.")
+        and not parent.__module__.startswith("torch.nn.utils.parametrize")
+    )
+    # a layer of the user's own (a Module subclass) is named unsupported by `_layer`
+    if base is not torch.nn.Module and kind.forward is not base.forward:
         raise TypeError(
             f"{type(module).__name__} is a subclass of {base.__name__} with its own forward: "
             "the predictive is read from the layers alone and would not be the module's "
@@ -85,9 +93,9 @@ def _refuse_own_forward(module: Any, torch: Any) -> None:
             f"{type(module).__name__} has a forward hook (or a global one is registered): "
             "the predictive is read from the layers alone and would not be the module's "
             "output. Remove the hook (handle.remove()) before converting; the older "
-            "torch.nn.utils.weight_norm and spectral_norm work by hooks: fold them into the "
-            "weight first (torch.nn.utils.remove_weight_norm(layer), "
-            "remove_spectral_norm(layer))."
+            "torch.nn.utils.weight_norm and spectral_norm, and torch.nn.utils.prune, work "
+            "by hooks: fold them into the weight first (torch.nn.utils.remove_weight_norm("
+            "layer), remove_spectral_norm(layer), prune.remove(layer, 'weight'))."
         )
 
 
@@ -180,8 +188,10 @@ def from_torch(module: Any, output: str = "identity") -> Network:
     ------
     TypeError
         If a layer is not supported (named in the message), the module is not a
-        ``Sequential``, or a ``Linear`` layer's parameters are used more than once (tied
-        weights: the same layer twice, or a weight assigned to two layers).
+        ``Sequential``, a ``Linear`` layer's parameters are used more than once (tied
+        weights: the same layer twice, or a weight assigned to two layers), or a module
+        computes more than its layers say (a ``Sequential`` or ``Linear`` subclass with its
+        own ``forward``, a forward hook).
 
     Examples
     --------

@@ -365,7 +365,7 @@ class EllipsoidalConformalRegressor(_ResidualShapeRegressor):
     def _latent_map(self, X: Any) -> AffineMap:
         center = self._estimator_prediction(X)
         if self.covariance == "local":
-            return AffineMap(center, self._local_cholesky(X))
+            return AffineMap(center, self._local_cholesky(X), copy=False)  # made here
         return AffineMap(center, self._cholesky[None])
 
 
