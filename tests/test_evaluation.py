@@ -2663,18 +2663,3 @@ def test_mondrian_bounds_equal_a_direct_convolution_of_the_strata_laws(seed):
         pairs = [(n, m) for n, m in pairs if m]
         expected = _direct_strata_bounds(*zip(*pairs, strict=True), alphas, confidence)
         assert np.array_equal(_report_bounds(report), expected)
-
-
-def test_coverage_bounds_warn_at_a_level_that_reads_as_coverage():
-    """User review (stop 64): coverage_bounds(500, 0.9, 1000) gave the bounds of 10%
-    coverage without a word, where the wrappers and mean_interval_score warn."""
-    from uqconform.evaluation import coverage_count_pmf
-
-    with pytest.warns(UserWarning, match=r"alpha=0.9 is the miscoverage level"):
-        bounds = coverage_bounds(500, 0.9, 1000)
-    assert bounds[1] < 0.2
-    with pytest.warns(UserWarning, match=r"alpha=0.9 is the miscoverage level"):
-        coverage_count_pmf(500, 0.9, 1000)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        coverage_bounds(500, [0.05, 0.1], 1000)

@@ -18,12 +18,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy import signal, special, stats
 
-from uqconform.quantiles import (
-    check_alpha,
-    check_miscoverage,
-    check_single_alpha,
-    conformal_rank,
-)
+from uqconform.quantiles import check_alpha, check_single_alpha, conformal_rank
 
 __all__ = ["coverage_bounds", "coverage_count_pmf"]
 
@@ -148,7 +143,6 @@ def coverage_count_pmf(
     """
     _check_counts(n_calibration, n_test, n_repeats)
     alpha = check_single_alpha(alpha, hint=" coverage_bounds takes several.")
-    check_miscoverage(alpha)  # warns at alpha=0.9 meant as 90%
     if int(n_repeats) * int(n_test) + 1 > _MAX_PMF:
         raise ValueError(
             f"`n_test` x `n_repeats` = {int(n_test) * int(n_repeats)}: the pmf would hold "
@@ -426,23 +420,9 @@ def coverage_bounds(
     >>> coverage_bounds(1000, [0.1, 0.2], 1000, n_repeats=20).shape
     (2, 2)
     """
-    levels = check_miscoverage(alpha)  # warns at alpha=0.9 meant as 90%, as the wrappers do
-    rows = bounds_of_levels(n_calibration, levels, n_test, confidence, n_repeats)
-    return rows[0] if np.ndim(alpha) == 0 else np.asarray(rows)
-
-
-def bounds_of_levels(
-    n_calibration: int,
-    levels: NDArray,
-    n_test: int,
-    confidence: float = 0.99,
-    n_repeats: int = 1,
-) -> list[tuple[float, float]]:
-    """`coverage_bounds` of checked miscoverage ``levels``, one pair per level, without its
-    warning for levels above 0.5 (the library's own callers: a model's levels, warned
-    about where they were set, or the upper quantile levels of a predictive system)."""
     check_confidence(confidence)
     _check_counts(n_calibration, n_test, n_repeats)
+    levels = check_alpha(alpha)
     tail = (1 - confidence) / 2
     rows = []
     for level in levels:  # a loop over levels
@@ -450,4 +430,6 @@ def bounds_of_levels(
             int(n_calibration), float(level), int(n_test), int(n_repeats)
         )
         rows.append(central_share_interval(offset, pmf, int(n_repeats) * int(n_test), tail))
-    return rows
+    if np.ndim(alpha) == 0:
+        return rows[0]
+    return np.asarray(rows)

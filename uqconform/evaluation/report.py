@@ -31,9 +31,9 @@ from uqconform._warnings import warn_user
 from uqconform.evaluation.bounds import (
     _carrying_mass,
     _single_count_law,
-    bounds_of_levels,
     central_share_interval,
     check_confidence,
+    coverage_bounds,
 )
 from uqconform.evaluation.metrics import (
     EFFICIENCY_NAME,
@@ -733,7 +733,7 @@ def evaluate(
     if n_calibration is not None:
         bounds = _stratified_bounds(model, groups, target, alphas, confidence)
         if bounds is None:
-            bounds = np.asarray(bounds_of_levels(n_calibration, alphas, n_test, confidence))
+            bounds = np.asarray(coverage_bounds(n_calibration, alphas, n_test, confidence))
     else:
         bounds = np.full((alphas.size, 2), np.nan)
 

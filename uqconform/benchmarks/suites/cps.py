@@ -36,7 +36,7 @@ from uqconform.benchmarks._common import (
 )
 from uqconform.benchmarks.registry import FamilyResult, register_family
 from uqconform.datasets import load_dataset
-from uqconform.evaluation.bounds import bounds_of_levels
+from uqconform.evaluation import coverage_bounds
 from uqconform.regression import ConformalPredictiveSystem
 
 ALPHA = 0.1
@@ -196,9 +196,9 @@ def _rows(records) -> list[dict[str, Any]]:
             share = np.mean(rec["below_upper"], axis=0)
             inside = 0
             for level, observed in zip(CHECK_LEVELS, share, strict=True):
-                low, high = bounds_of_levels(  # upper quantile levels: no warning
-                    int(rec["n_cal"]), np.array([1 - level]), int(rec["n_test"]), 0.99, resplits
-                )[0]
+                low, high = coverage_bounds(
+                    int(rec["n_cal"]), 1 - level, int(rec["n_test"]), n_repeats=resplits
+                )
                 inside += bool(low <= observed <= high)
             row.update(
                 {
