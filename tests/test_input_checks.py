@@ -1345,6 +1345,12 @@ def test_messages_name_the_task_and_both_fixes():
         SplitConformalRegressor(LinearRegression()).fit(frame[:40], y[:40]).calibrate(
             frame[40:], y[40:], groups="age"
         )
+    # (user review, stop 64) a scalar group for one row: the list that works is named too
+    model = SplitConformalRegressor(LinearRegression()).fit(frame[:40], y[:40])
+    model.calibrate(frame[40:], y[40:], groups=frame["age"][40:].astype(str).to_numpy())
+    with pytest.raises(ValueError, match=r"For one row, pass a list holding its entry: groups="):
+        model.predict_interval(frame[:1], groups="1")
+    model.predict_interval(frame[:1], groups=["1"])
 
 
 def test_a_finite_X_is_still_checked_by_every_model_step():
@@ -3402,3 +3408,36 @@ def test_rolling_coverage_names_the_value_that_is_not_zero_or_one():
         rolling_coverage([1, 2, 1])
     with pytest.raises(ValueError, match=r"got 2 others \(first: nan\)\.$"):
         rolling_coverage([1.0, np.nan, 0.5])
+
+
+def test_nested_parameters_of_the_default_model_name_the_way_out():
+    """User review (stop 64): set_params(estimator__alpha=...) on a wrapper left at its
+    default model, and GridSearchCV over such a name, got scikit-learn's "'NoneType'
+    object has no attribute 'set_params'"."""
+    from sklearn.model_selection import GridSearchCV
+
+    from uqconform import ApproximateFullConformalRegressor, FullConformalRidge
+    from uqconform.classification import HeadEnsemble, MultiDimScoreClassifier
+    from uqconform.classification.rps import ReliablePredictionSets
+
+    for wrapper, default in [
+        (SplitConformalRegressor(), "LinearRegression"),
+        (SplitConformalClassifier(), "LogisticRegression"),
+        (FullConformalRidge(), "Ridge"),
+        (ApproximateFullConformalRegressor(), "MLPRegressor"),
+        (HeadEnsemble(), "LogisticRegression"),
+        (MultiDimScoreClassifier(), "LogisticRegression"),
+        (ReliablePredictionSets(), "LogisticRegression"),
+    ]:
+        with pytest.raises(ValueError, match=rf"`estimator` is None, .*estimator={default}\(\)"):
+            wrapper.set_params(estimator__alpha=1.0)
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 3))
+    y = X @ [1.0, 2.0, 3.0] + rng.normal(size=200)
+    search = GridSearchCV(SplitConformalRegressor(), {"estimator__fit_intercept": [True]}, cv=2)
+    with pytest.raises(ValueError, match=r"set_params\(estimator__fit_intercept=\.\.\.\)"):
+        search.fit(X, y)
+    given = SplitConformalRegressor().set_params(
+        estimator=LinearRegression(), estimator__fit_intercept=False
+    )
+    assert given.estimator.fit_intercept is False

@@ -45,11 +45,9 @@ def check_rows(name: str, values: ArrayLike, n: int, rows_of: str = "X") -> NDAr
     ):  # numpy reads [1, "1"] as two equal strings: keep the entries as given
         array = np.asarray(values, dtype=object)
     if array.ndim == 0:
-        hint = (
-            f" To use a column of X, pass the column itself: {name}=X[{values!r}]."
-            if isinstance(values, str)
-            else ""
-        )
+        hint = f" For one row, pass a list holding its entry: {name}=[{values!r}]."
+        if isinstance(values, str):
+            hint += f" To use a column of X, pass the column itself: {name}=X[{values!r}]."
         raise ValueError(
             f"`{name}` must be an array with one entry per row, got a scalar ({values!r}).{hint}"
         )

@@ -55,6 +55,7 @@ from uqconform.base import (
     forward_input_tags,
     keeps_a_frozen_model,
     keeps_state_on_error,
+    refuse_nested_default_params,
 )
 from uqconform.routing import RoutesFitParams
 
@@ -367,6 +368,12 @@ class HeadEnsemble(VersionedState, RoutesFitParams, ClassifierMixin, BaseEstimat
             "checked X and y against them. Call calibrate(X_calib, y_calib) directly.",
             UserWarning,
         )
+
+    def set_params(self, **params: Any) -> Self:
+        """scikit-learn's ``set_params``; ``estimator__<name>`` while ``estimator`` is None
+        is refused naming the way out (`uqconform.base.refuse_nested_default_params`)."""
+        refuse_nested_default_params(self, params, "LogisticRegression")
+        return super().set_params(**params)
 
     @keeps_state_on_error
     def fit(self, X: ArrayLike, y: ArrayLike, **fit_params: Any) -> Self:

@@ -66,6 +66,7 @@ from uqconform.base import (
     keeps_state_on_error,
     naming_refused_groups,
     record_calibration_settings,
+    refuse_nested_default_params,
     remember_calibration_rows,
     remember_training_rows,
 )
@@ -344,6 +345,12 @@ class MultiDimScoreClassifier(
         if seed is None:
             return np.random.default_rng()
         return seeded_generator(cast(int, integer_seed(seed)), stream, content)  # seed not None
+
+    def set_params(self, **params: Any) -> Self:
+        """scikit-learn's ``set_params``; ``estimator__<name>`` while ``estimator`` is None
+        is refused naming the way out (`uqconform.base.refuse_nested_default_params`)."""
+        refuse_nested_default_params(self, params, "LogisticRegression")
+        return super().set_params(**params)
 
     @keeps_state_on_error
     def fit(self, X: ArrayLike, y: ArrayLike, **fit_params: Any) -> Self:

@@ -92,6 +92,7 @@ from uqconform.base import (
     keeps_state_on_error,
     naming_refused_groups,
     record_calibration_settings,
+    refuse_nested_default_params,
     refuses_nan,
     remember_calibration_rows,
     remember_training_rows,
@@ -1315,6 +1316,12 @@ class ReliablePredictionSets(
         return tags
 
     # ---- training ------------------------------------------------------------------------
+    def set_params(self, **params: Any) -> Self:
+        """scikit-learn's ``set_params``; ``estimator__<name>`` while ``estimator`` is None
+        is refused naming the way out (`uqconform.base.refuse_nested_default_params`)."""
+        refuse_nested_default_params(self, params, "LogisticRegression")
+        return super().set_params(**params)
+
     @keeps_state_on_error
     def fit(self, X: Any, y: ArrayLike, **fit_params: Any) -> Self:
         """Partition the training rows by hash and fit one model per partition.

@@ -68,6 +68,7 @@ from uqconform.base import (
     keeps_state_on_error,
     record_calibration_settings,
     refuse_changed_digest,
+    refuse_nested_default_params,
     remember_calibration_rows,
     remember_training_rows,
 )
@@ -843,6 +844,12 @@ class ApproximateFullConformalRegressor(
                 UserWarning,
             )
         return relative
+
+    def set_params(self, **params: Any) -> Self:
+        """scikit-learn's ``set_params``; ``estimator__<name>`` while ``estimator`` is None
+        is refused naming the way out (`uqconform.base.refuse_nested_default_params`)."""
+        refuse_nested_default_params(self, params, "MLPRegressor")  # (searched over at fit)
+        return super().set_params(**params)
 
     @keeps_state_on_error
     def fit(self, X: ArrayLike, y: ArrayLike, **fit_params: Any) -> Self:

@@ -40,6 +40,7 @@ from uqconform.base import (
     check_calibration_settings,
     keeps_state_on_error,
     record_calibration_settings,
+    refuse_nested_default_params,
     remember_training_rows,
 )
 from uqconform.quantiles import check_alpha, check_call_alpha, check_miscoverage
@@ -464,6 +465,12 @@ class FullConformalRidge(
             "with each candidate label)",
             "SplitConformalRegressor",
         )
+
+    def set_params(self, **params: Any) -> Self:
+        """scikit-learn's ``set_params``; ``estimator__<name>`` while ``estimator`` is None
+        is refused naming the way out (`uqconform.base.refuse_nested_default_params`)."""
+        refuse_nested_default_params(self, params, "Ridge")
+        return super().set_params(**params)
 
     @keeps_state_on_error
     def fit(self, X: ArrayLike, y: ArrayLike, **fit_params: Any) -> Self:
