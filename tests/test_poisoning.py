@@ -238,6 +238,11 @@ def test_deletions_take_the_rows_flips_take(data):
         )
         assert _row_keys(X_new) == keys - _row_keys(X[part == whole])
         assert set(y_new) == set(y)
+    # (diff review 49) the refusals count the spared rows and say so only when one is
+    with pytest.raises(ValueError, match=r"^Only 117 rows can be attacked \(the last row"):
+        delete_points(X, y, 118, random_state=0)
+    with pytest.raises(ValueError, match=r"fewer than n_points=\d+\.$"):
+        delete_points(X, y, size + 1, partitions=part, target=[whole], strategy="concentrated")
     for strategy in STRATEGIES:
         where = {} if strategy == "random" else {"partitions": part}
         flipped = flip_labels(X, y, 9, strategy=strategy, random_state=3, **where)[1]

@@ -1075,7 +1075,7 @@ def adoption_lead(owner: Any, fitted_attribute: str = "estimator_") -> str:
     if not hasattr(owner, fitted_attribute):
         return f"{name}.calibrate was called before fit"
     if owner.__dict__.get("_estimator_adopted", False):
-        return f"{name}.calibrate adopts `estimator` as given, as an earlier calibrate did"
+        return f"{name}.calibrate adopts `estimator` as given, as it did before"
     return f"{name}.calibrate adopts `estimator`, set after fit, as given"
 
 

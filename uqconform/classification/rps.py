@@ -1618,8 +1618,9 @@ class ReliablePredictionSets(
         self._validate_params()
         if not hasattr(self, "estimators_") or self.__dict__.get("_estimator_adopted", False):
             if self._prefit() is None:
+                held = "None" if self.estimator is None else "one model"
                 raise NotFittedError(
-                    f"{adoption_lead(self, 'estimators_')}, and `estimator` is one model, not a "
+                    f"{adoption_lead(self, 'estimators_')}, and `estimator` is {held}, not a "
                     "list of fitted partition models: call fit(X_train, y_train) first, or "
                     "pass the fitted partition models as a list in `estimator`."
                 )

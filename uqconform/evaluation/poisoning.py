@@ -158,9 +158,12 @@ def _pick_rows(
     taken a label's every row.
     """
     candidates = np.flatnonzero(eligible)
-    if candidates.size < n_points:
+    # a label kept whole is left a row: the rows one attack can take at most
+    most = candidates.size - (0 if spare is None else np.unique(spare[candidates]).size)
+    if most < n_points:
+        spared = "" if spare is None else " (the last row of each label is spared)"
         raise ValueError(
-            f"Only {candidates.size} rows can be attacked, fewer than n_points={n_points}."
+            f"Only {most} rows can be attacked{spared}, fewer than n_points={n_points}."
         )
     if order is None:
         shuffled = rng.permutation(candidates)
@@ -199,8 +202,13 @@ def _pick_rows(
             else f"Fewer than n_points={n_points} rows can be attacked ({{}})."
         )
     if spare is not None:
+        reached = sequence.size
         sequence = _spare_last(sequence, spare)
-        shortfall += " The last row of each label is spared."
+        if sequence.size < reached:  # said only when a label lost its last row to it
+            shortfall += (
+                " The last row of a label the attack would take whole is spared "
+                f"({reached - sequence.size} here)."
+            )
     if sequence.size < n_points:
         raise ValueError(shortfall.format(sequence.size))
     return sequence[:n_points]
