@@ -896,6 +896,25 @@ def headline_text(value: Any, target: Any, met: Any) -> Any:
     return value if shown == _format_value(value) else shown
 
 
+#: Widths of the summary columns printed at the end of a run (claims reach 337 characters:
+#: a table of them whole was about 490 columns wide, every row wrapping on a terminal).
+_CONSOLE_WIDTHS = {"family": 14, "met": 3, "value": 40, "target": 24, "claim": 64}
+
+
+def _console_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`summary_rows` for a terminal: the verdict and value beside the family, the claim
+    last, long texts cut with "..."."""
+
+    def cut(value: Any, width: int) -> Any:
+        text = value if isinstance(value, str) else None
+        return value if text is None or len(text) <= width else text[: width - 3] + "..."
+
+    return [
+        {name: cut(row.get(name, ""), width) for name, width in _CONSOLE_WIDTHS.items()}
+        for row in rows
+    ]
+
+
 def summary_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per headline figure of every family (and one per failed/skipped family)."""
     rows: list[dict[str, Any]] = []
@@ -1256,7 +1275,8 @@ def run_benchmark(
         )
         summary = summary_rows(results)
         if summary:
-            say("\n=== summary ===\n" + format_table(summary))
+            say("\n=== summary ===\n" + format_table(_console_rows(summary)))
+            say("(texts cut to fit a terminal: report.md has them whole)")
         say(
             f"\nWrote {out_dir / 'results.json'} and {out_dir / 'report.md'} "
             f"({results['wall_time_s']:.1f} s)."
