@@ -1535,4 +1535,6 @@ def test_calibrate_refuses_an_estimator_changed_after_fit():
     model.set_params(estimator=Ridge(alpha=1000.0))
     with pytest.raises(NotFittedError, match=r"calibrate: parameters changed since fit \(it us"):
         model.calibrate(X[100:150], y[100:150])
+    with pytest.raises(NotFittedError, match=r"predict_interval: parameters changed since fit"):
+        model.predict_interval(X[150:])  # (diff review 52) as calibrate does
     model.set_params(estimator=given).calibrate(X[100:150], y[100:150])  # the one fit used

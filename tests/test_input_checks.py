@@ -3419,18 +3419,22 @@ def test_nested_parameters_of_the_default_model_name_the_way_out():
     from uqconform import ApproximateFullConformalRegressor, FullConformalRidge
     from uqconform.classification import HeadEnsemble, MultiDimScoreClassifier
     from uqconform.classification.rps import ReliablePredictionSets
+    from uqconform.timeseries import EnbPI
 
     for wrapper, default in [
-        (SplitConformalRegressor(), "LinearRegression"),
-        (SplitConformalClassifier(), "LogisticRegression"),
-        (FullConformalRidge(), "Ridge"),
-        (ApproximateFullConformalRegressor(), "MLPRegressor"),
-        (HeadEnsemble(), "LogisticRegression"),
-        (MultiDimScoreClassifier(), "LogisticRegression"),
-        (ReliablePredictionSets(), "LogisticRegression"),
+        (SplitConformalRegressor(), "LinearRegression()"),
+        (SplitConformalClassifier(), "LogisticRegression()"),
+        (FullConformalRidge(), "Ridge(alpha=1.0)"),
+        (ApproximateFullConformalRegressor(), "a search over the weight decay"),
+        (HeadEnsemble(), "LogisticRegression(max_iter=1000)"),
+        (MultiDimScoreClassifier(), "LogisticRegression(max_iter=1000)"),
+        (ReliablePredictionSets(), "LogisticRegression(max_iter=1000)"),
+        (EnbPI(), "RandomForestRegressor("),  # (diff review 52) the time-series wrappers
     ]:
-        with pytest.raises(ValueError, match=rf"`estimator` is None, .*estimator={default}\(\)"):
+        with pytest.raises(ValueError, match=r"`estimator` is None, so the default model \("):
             wrapper.set_params(estimator__alpha=1.0)
+        with pytest.raises(ValueError, match=default.replace("(", r"\(").replace(")", r"\)")):
+            wrapper.set_params(estimator=None, estimator__alpha=1.0)  # None in the same call
     rng = np.random.default_rng(0)
     X = rng.normal(size=(200, 3))
     y = X @ [1.0, 2.0, 3.0] + rng.normal(size=200)

@@ -1052,18 +1052,19 @@ def refused_groups_error(owner: Any, error: Exception, params: dict[str, Any]) -
 def refuse_nested_default_params(
     owner: Any, params: dict[str, Any], default: str | Callable[[], str]
 ) -> None:
-    """ValueError for ``set_params(estimator__<name>=...)`` while ``estimator`` is None: the
-    default model (``default``, a class name, or a callable giving it, read only then) is
-    made at fit and has no parameters to set yet (scikit-learn raised "'NoneType' object
-    has no attribute 'set_params'", and a grid search over such a name failed so)."""
+    """ValueError for ``set_params(estimator__<name>=...)`` while ``estimator`` is (or is
+    set to) None: the default model (``default``, its description, or a callable giving
+    it, read only then) is made at fit and has no parameters to set yet (scikit-learn
+    raised "'NoneType' object has no attribute 'set_params'", and a grid search over such a
+    name failed so)."""
     nested = sorted(name for name in params if name.startswith("estimator__"))
-    if nested and "estimator" not in params and owner.__dict__.get("estimator", 0) is None:
+    if nested and params.get("estimator", owner.__dict__.get("estimator", 0)) is None:
         default = default() if callable(default) else default
         raise ValueError(
             f"{type(owner).__name__}.set_params({nested[0]}=...): `estimator` is None, so "
             f"the default model ({default}) is made at fit and has no parameters to set yet. "
-            f"Pass the model explicitly, e.g. estimator={default}(), and search over "
-            f"{nested[0]} then (GridSearchCV too)."
+            "Pass a model explicitly as `estimator` (e.g. that one) and set or search its "
+            "parameters then (GridSearchCV too)."
         )
 
 
@@ -1258,9 +1259,7 @@ class ModelWrapper(
     def set_params(self, **params: Any) -> Self:
         """scikit-learn's ``set_params``; a nested ``estimator__<name>`` while ``estimator``
         is None is refused naming the way out (`refuse_nested_default_params`)."""
-        refuse_nested_default_params(
-            self, params, lambda: type(self._default_estimator()).__name__
-        )
+        refuse_nested_default_params(self, params, lambda: repr(self._default_estimator()))
         return super().set_params(**params)
 
     def __sklearn_tags__(self):

@@ -349,7 +349,7 @@ class MultiDimScoreClassifier(
     def set_params(self, **params: Any) -> Self:
         """scikit-learn's ``set_params``; ``estimator__<name>`` while ``estimator`` is None
         is refused naming the way out (`uqconform.base.refuse_nested_default_params`)."""
-        refuse_nested_default_params(self, params, "LogisticRegression")
+        refuse_nested_default_params(self, params, "LogisticRegression(max_iter=1000)")
         return super().set_params(**params)
 
     @keeps_state_on_error

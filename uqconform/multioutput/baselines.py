@@ -365,7 +365,9 @@ class EllipsoidalConformalRegressor(_ResidualShapeRegressor):
     def _latent_map(self, X: Any) -> AffineMap:
         center = self._estimator_prediction(X)
         if self.covariance == "local":
-            return AffineMap(center, self._local_cholesky(X), copy=False)  # made here
+            # the factors are made here (no copy); the centre is the model's output, which a
+            # model may keep and refill (diff review 52): copied
+            return AffineMap(center.copy(), self._local_cholesky(X), copy=False)
         return AffineMap(center, self._cholesky[None])
 
 

@@ -848,7 +848,9 @@ class ApproximateFullConformalRegressor(
     def set_params(self, **params: Any) -> Self:
         """scikit-learn's ``set_params``; ``estimator__<name>`` while ``estimator`` is None
         is refused naming the way out (`uqconform.base.refuse_nested_default_params`)."""
-        refuse_nested_default_params(self, params, "MLPRegressor")  # (searched over at fit)
+        refuse_nested_default_params(
+            self, params, "a search over the weight decay of a standardised tanh MLPRegressor"
+        )
         return super().set_params(**params)
 
     @keeps_state_on_error
@@ -1023,6 +1025,10 @@ class ApproximateFullConformalRegressor(
             check_calibration_settings(self, method, step="fit", again="fit(X, y)")
         else:
             check_calibration_settings(self, method)
+            # a network fit trained: still from the `estimator` fit was given? (as calibrate)
+            check_calibration_settings(
+                self, method, step="fit", again="fit(X, y)", only=("estimator",)
+            )
         # ... and with these weights: a model held by reference may be retrained in place
         refuse_changed_digest(
             self,

@@ -469,7 +469,7 @@ class FullConformalRidge(
     def set_params(self, **params: Any) -> Self:
         """scikit-learn's ``set_params``; ``estimator__<name>`` while ``estimator`` is None
         is refused naming the way out (`uqconform.base.refuse_nested_default_params`)."""
-        refuse_nested_default_params(self, params, "Ridge")
+        refuse_nested_default_params(self, params, "Ridge(alpha=1.0)")
         return super().set_params(**params)
 
     @keeps_state_on_error

@@ -72,6 +72,7 @@ from uqconform.base import (
     forward_input_tags,
     keeps_state_on_error,
     record_calibration_settings,
+    refuse_nested_default_params,
 )
 from uqconform.quantiles import (
     check_alpha,
@@ -548,6 +549,12 @@ class SequentialConformalRegressor(
 
     def _estimator_or_default(self) -> BaseEstimator:
         return self._default_estimator() if self.estimator is None else self.estimator
+
+    def set_params(self, **params: Any) -> Self:
+        """scikit-learn's ``set_params``; ``estimator__<name>`` while ``estimator`` is None
+        is refused naming the way out (`uqconform.base.refuse_nested_default_params`)."""
+        refuse_nested_default_params(self, params, lambda: repr(self._default_estimator()))
+        return super().set_params(**params)
 
     def _routed_models(self) -> dict[str, Any]:
         return {"estimator": self._estimator_or_default()}
