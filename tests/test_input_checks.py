@@ -3425,7 +3425,7 @@ def test_nested_parameters_of_the_default_model_name_the_way_out():
         (SplitConformalRegressor(), "LinearRegression()"),
         (SplitConformalClassifier(), "LogisticRegression()"),
         (FullConformalRidge(), "Ridge(alpha=1.0)"),
-        (ApproximateFullConformalRegressor(), "a search over the weight decay"),
+        (ApproximateFullConformalRegressor(), "its weight decay searched"),
         (HeadEnsemble(), "LogisticRegression(max_iter=1000)"),
         (MultiDimScoreClassifier(), "LogisticRegression(max_iter=1000)"),
         (ReliablePredictionSets(), "LogisticRegression(max_iter=1000)"),

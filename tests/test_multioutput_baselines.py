@@ -1121,12 +1121,28 @@ def test_local_ellipse_codes_are_the_same_alone_and_in_a_batch_and_for_a_frame()
         model.fit(fit_rows, Y[:300]).calibrate(calibration_rows, Y[300:600])
         radii.append(model.radius_)
     assert radii[0] == pytest.approx(radii[1], rel=1e-12)
-    test = X[600:700]
-    batch = model.predict_set(test).latent(Y[600:700])
+    # a model whose one-row predictions equal its batch ones bit for bit (Ridge's differ
+    # in the last bits under some BLAS builds): the codes then differ only if the solve does
+    from sklearn.base import BaseEstimator, RegressorMixin
+
+    class FirstColumns(RegressorMixin, BaseEstimator):
+        def fit(self, X, y):
+            self.n_features_in_ = np.shape(X)[1]
+            return self
+
+        def predict(self, X):
+            return np.asarray(X, dtype=float)[:, :3] * 1.0
+
+    X = rng.normal(size=(900, 5))
+    Y = X[:, :3] + rng.normal(size=(900, 3)) * (1 + np.abs(X[:, 4:5]))  # three outputs
+    model = EllipsoidalConformalRegressor(FirstColumns(), covariance="local", random_state=0)
+    model.fit(X[:300], Y[:300]).calibrate(X[300:600], Y[300:600])
+    test = X[600:]
+    batch = model.predict_set(test).latent(Y[600:])
     alone = np.concatenate(
-        [model.predict_set(test[i : i + 1]).latent(Y[600 + i : 601 + i]) for i in range(100)]
+        [model.predict_set(test[i : i + 1]).latent(Y[600 + i : 601 + i]) for i in range(300)]
     )
-    np.testing.assert_array_equal(alone, batch)
+    np.testing.assert_array_equal(alone, batch)  # (83 of 300 rows differed before)
 
 
 def test_regions_keep_their_centres_when_the_model_refills_its_output():

@@ -898,16 +898,18 @@ def headline_text(value: Any, target: Any, met: Any) -> Any:
 
 #: Widths of the summary columns printed at the end of a run (claims reach 337 characters:
 #: a table of them whole was about 490 columns wide, every row wrapping on a terminal).
-_CONSOLE_WIDTHS = {"family": 14, "met": 3, "value": 40, "target": 24, "claim": 64}
+_CONSOLE_WIDTHS = {"family": 14, "met": 3, "value": 30, "target": 30, "claim": 68}
 
 
 def _console_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """`summary_rows` for a terminal: the verdict and value beside the family, the claim
-    last, long texts cut with "..."."""
+    last, long texts cut in the middle (their ends tell rows apart: "..., 1 row")."""
 
     def cut(value: Any, width: int) -> Any:
-        text = value if isinstance(value, str) else None
-        return value if text is None or len(text) <= width else text[: width - 3] + "..."
+        if not isinstance(value, str) or len(value) <= width:
+            return value
+        head = (width - 3) // 2
+        return value[:head] + "..." + value[len(value) - (width - 3 - head) :]
 
     return [
         {name: cut(row.get(name, ""), width) for name, width in _CONSOLE_WIDTHS.items()}

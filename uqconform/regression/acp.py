@@ -849,7 +849,10 @@ class ApproximateFullConformalRegressor(
         """scikit-learn's ``set_params``; ``estimator__<name>`` while ``estimator`` is None
         is refused naming the way out (`uqconform.base.refuse_nested_default_params`)."""
         refuse_nested_default_params(
-            self, params, "a search over the weight decay of a standardised tanh MLPRegressor"
+            self,
+            params,
+            "MLPRegressor(activation='tanh', solver='lbfgs') on standardised X and y, its "
+            "weight decay searched",
         )
         return super().set_params(**params)
 
@@ -1027,7 +1030,11 @@ class ApproximateFullConformalRegressor(
             check_calibration_settings(self, method)
             # a network fit trained: still from the `estimator` fit was given? (as calibrate)
             check_calibration_settings(
-                self, method, step="fit", again="fit(X, y)", only=("estimator",)
+                self,
+                method,
+                step="fit",
+                again="fit(X, y) and calibrate(X_calib, y_calib)",  # split+refine again
+                only=("estimator",),
             )
         # ... and with these weights: a model held by reference may be retrained in place
         refuse_changed_digest(
