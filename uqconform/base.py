@@ -22,7 +22,7 @@ import numbers
 from abc import ABCMeta, abstractmethod
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -1068,6 +1068,20 @@ def refuse_nested_default_params(
         )
 
 
+class RefusesNestedDefaultParams:
+    """Mixin of the estimators with an ``estimator`` parameter: ``set_params`` refuses
+    ``estimator__<name>`` while ``estimator`` is None (`refuse_nested_default_params`),
+    naming the default model by `_default_model_text`."""
+
+    def _default_model_text(self) -> str:
+        """The default model as built (its repr), read only when refusing."""
+        return repr(cast(Any, self)._default_estimator())
+
+    def set_params(self, **params: Any) -> Any:
+        refuse_nested_default_params(self, params, self._default_model_text)
+        return cast(Any, super()).set_params(**params)
+
+
 def adoption_lead(owner: Any, fitted_attribute: str = "estimator_") -> str:
     """How ``calibrate`` starts its refusal of an unfitted model it was to adopt as given:
     before any fit, again after an earlier calibrate adopted one, or for models set after
@@ -1078,6 +1092,11 @@ def adoption_lead(owner: Any, fitted_attribute: str = "estimator_") -> str:
     if owner.__dict__.get("_estimator_adopted", False):
         return f"{name}.calibrate adopts `estimator` as given, as it did before"
     return f"{name}.calibrate adopts `estimator`, set after fit, as given"
+
+
+def adoption_refusal(owner: Any, detail: str) -> str:
+    """`adoption_lead` followed by the library's own account of what is unfitted."""
+    return f"{adoption_lead(owner)}, and {detail[:1].lower()}{detail[1:]}"
 
 
 def keeps_a_frozen_model(estimator: Any) -> bool:
@@ -1212,7 +1231,12 @@ def forward_input_tags(tags: Any, model: Any) -> Any:
 
 
 class ModelWrapper(
-    ExplainsCallMistakes, VersionedState, RoutesFitParams, BaseEstimator, metaclass=ABCMeta
+    ExplainsCallMistakes,
+    RefusesNestedDefaultParams,
+    VersionedState,
+    RoutesFitParams,
+    BaseEstimator,
+    metaclass=ABCMeta,
 ):
     """Base class of the wrappers around one model (not used directly): parameter and
     feature validation, `fit`, adoption of a fitted model at calibration, the NaN check
@@ -1255,12 +1279,6 @@ class ModelWrapper(
     # ---- the estimator ---------------------------------------------------------------
     def _estimator_or_default(self) -> BaseEstimator:
         return self._default_estimator() if self.estimator is None else self.estimator
-
-    def set_params(self, **params: Any) -> Self:
-        """scikit-learn's ``set_params``; a nested ``estimator__<name>`` while ``estimator``
-        is None is refused naming the way out (`refuse_nested_default_params`)."""
-        refuse_nested_default_params(self, params, lambda: repr(self._default_estimator()))
-        return super().set_params(**params)
 
     def __sklearn_tags__(self):
         return forward_input_tags(super().__sklearn_tags__(), self._estimator_or_default())
@@ -1386,7 +1404,7 @@ class ModelWrapper(
             detail = str(error)
             lead = adoption_lead(self)
             if "`estimator`" in detail:  # the library's own: which part is unfitted (a head)
-                raise NotFittedError(f"{lead}, and {detail[:1].lower()}{detail[1:]}") from None
+                raise NotFittedError(adoption_refusal(self, detail)) from None
             if isinstance(self.estimator, FrozenEstimator):  # frozen before it was fitted
                 raise NotFittedError(
                     f"{lead}, and `estimator` is a FrozenEstimator around an unfitted "
@@ -1733,26 +1751,34 @@ class ConformalPredictor(ModelWrapper):
             position = np.where(unseen, known.size, position)  # the empty extra group
         return position
 
+    def _kept_for_calibration(
+        self, attribute: str, settings: Any, compute: Callable[[], Any]
+    ) -> Any:
+        """``compute()``, kept in ``attribute`` for the next call with equal ``settings``
+        (one-row predictions would otherwise recompute every stratum's quantiles); tied to
+        the calibration arrays themselves, so a new calibration never reuses it."""
+        key = (self.conformity_scores_, self.__dict__.get("calibration_strata_"))
+        kept = self.__dict__.get(attribute)
+        if (
+            isinstance(kept, tuple)
+            and len(kept) == 4  # (an older build kept another layout: computed again)
+            and kept[0] is key[0]
+            and kept[1] is key[1]
+            and kept[2] == settings
+        ):
+            return kept[3]
+        value = compute()
+        self.__dict__[attribute] = (*key, settings, value)
+        return value
+
     def _threshold_table(self, alphas: NDArray) -> NDArray:
         """Thresholds of shape ``(n_groups + 1, n_sub, c, k)``; the last group is empty.
-
-        The last table is kept for the next call at the same levels (one-row predictions
-        would otherwise recompute every stratum's quantiles); it is tied to the calibration
-        arrays themselves, so a new calibration never reuses it.
-        """
-        scores = self.conformity_scores_
-        key = (scores, self.__dict__.get("calibration_strata_"), alphas.tobytes())
-        cached = self.__dict__.get("_last_threshold_table")
-        if (
-            cached is not None
-            and cached[0] is key[0]
-            and cached[1] is key[1]
-            and cached[2] == key[2]
-        ):
-            table, too_few = cached[3], cached[4]
-        else:
-            table, too_few = self._compute_threshold_table(alphas)
-            self._last_threshold_table = (*key, table, too_few)
+        The last table is kept for the next call at the same levels."""
+        table, too_few = self._kept_for_calibration(
+            "_last_threshold_table",
+            alphas.tobytes(),
+            lambda: self._compute_threshold_table(alphas),
+        )
         if too_few:
             n_groups = table.shape[0] - 1
             short = np.isinf(table[:-1]).any(axis=(0, 1, 2))  # the levels that lack points

@@ -21,7 +21,13 @@ from numpy.typing import NDArray
 from scipy.special import softmax
 
 from uqconform._validation import check_int
-from uqconform.bayes.network import MOMENT_MODES, Activation, Dense, DiagonalBlock, LayerNorm
+from uqconform.bayes.network import (
+    Activation,
+    Dense,
+    DiagonalBlock,
+    LayerNorm,
+    check_moment_mode,
+)
 
 __all__ = ["TransformerBlock", "attention_moments"]
 
@@ -153,11 +159,7 @@ class TransformerBlock:
     ) -> tuple[NDArray, NDArray]:
         """ValueError naming the argument: a mode, shape, non-finite value or negative
         variance that the moments would carry on silently (or fail on with numpy's text)."""
-        if activation_moments not in MOMENT_MODES:
-            raise ValueError(
-                f"`activation_moments` must be one of {list(MOMENT_MODES)}, got "
-                f"{activation_moments!r}."
-            )
+        check_moment_mode(activation_moments)
         mean = np.asarray(mean, dtype=np.float64)
         var = np.asarray(var, dtype=np.float64)
         d = self.value.n_in

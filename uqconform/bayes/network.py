@@ -55,6 +55,18 @@ ACTIVATIONS = ("identity", "relu", "tanh", "logistic", "gelu")
 #: Activation moment modes: local linearisation, exact ReLU moments (linearisation elsewhere),
 #: or moment matching everywhere it is available (exact ReLU, probit-style tanh / logistic).
 MOMENT_MODES = ("linearize", "exact_relu", "matched")
+
+
+def check_moment_mode(activation_moments: Any) -> None:
+    """ValueError naming ``activation_moments`` unless it is one of `MOMENT_MODES` (a
+    misspelt mode would otherwise read as ``"linearize"``)."""
+    if activation_moments not in MOMENT_MODES:
+        raise ValueError(
+            f"`activation_moments` must be one of {list(MOMENT_MODES)}, got "
+            f"{activation_moments!r}."
+        )
+
+
 #: What `Network.moments` propagates: per-unit variances, or full covariances between units.
 COVARIANCES = ("diag", "full")
 #: Relative tolerance of the symmetry and positive semi-definiteness checks of the covariance
@@ -852,11 +864,7 @@ class Network:
             raise ValueError(
                 f"`covariance` must be one of {list(COVARIANCES)}, got {covariance!r}."
             )
-        if activation_moments not in MOMENT_MODES:
-            raise ValueError(
-                f"`activation_moments` must be one of {list(MOMENT_MODES)}, got "
-                f"{activation_moments!r}."
-            )
+        check_moment_mode(activation_moments)
         dense = self.dense_layers
         if len(blocks) != len(dense):
             raise ValueError(f"{len(blocks)} posterior blocks for {len(dense)} Dense layers.")

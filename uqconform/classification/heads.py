@@ -51,11 +51,11 @@ from uqconform._validation import (
 from uqconform._version import VersionedState
 from uqconform._warnings import warn_user
 from uqconform.base import (
+    RefusesNestedDefaultParams,
     check_nan_accepted,
     forward_input_tags,
     keeps_a_frozen_model,
     keeps_state_on_error,
-    refuse_nested_default_params,
 )
 from uqconform.routing import RoutesFitParams
 
@@ -172,7 +172,9 @@ def _column_names(X: Any, columns: NDArray) -> list:
     return [str(names[column]) for column in columns]
 
 
-class HeadEnsemble(VersionedState, RoutesFitParams, ClassifierMixin, BaseEstimator):
+class HeadEnsemble(
+    RefusesNestedDefaultParams, VersionedState, RoutesFitParams, ClassifierMixin, BaseEstimator
+):
     """``n_heads`` diverse clones of a classifier, averaged by ``predict_proba``.
 
     Parameters
@@ -369,11 +371,8 @@ class HeadEnsemble(VersionedState, RoutesFitParams, ClassifierMixin, BaseEstimat
             UserWarning,
         )
 
-    def set_params(self, **params: Any) -> Self:
-        """scikit-learn's ``set_params``; ``estimator__<name>`` while ``estimator`` is None
-        is refused naming the way out (`uqconform.base.refuse_nested_default_params`)."""
-        refuse_nested_default_params(self, params, "LogisticRegression(max_iter=1000)")
-        return super().set_params(**params)
+    def _default_model_text(self) -> str:
+        return "LogisticRegression(max_iter=1000)"
 
     @keeps_state_on_error
     def fit(self, X: ArrayLike, y: ArrayLike, **fit_params: Any) -> Self:

@@ -58,7 +58,9 @@ from uqconform._version import VersionedState
 from uqconform._warnings import warn_user
 from uqconform.base import (
     ExplainsCallMistakes,
+    RefusesNestedDefaultParams,
     adoption_lead,
+    adoption_refusal,
     check_calibrated,
     check_calibration_settings,
     check_nan_accepted,
@@ -66,7 +68,6 @@ from uqconform.base import (
     keeps_state_on_error,
     naming_refused_groups,
     record_calibration_settings,
-    refuse_nested_default_params,
     remember_calibration_rows,
     remember_training_rows,
 )
@@ -132,7 +133,12 @@ def _openmp_controller() -> ThreadpoolController:
 
 
 class MultiDimScoreClassifier(
-    ExplainsCallMistakes, VersionedState, RoutesFitParams, ClassifierMixin, BaseEstimator
+    ExplainsCallMistakes,
+    RefusesNestedDefaultParams,
+    VersionedState,
+    RoutesFitParams,
+    ClassifierMixin,
+    BaseEstimator,
 ):
     """Conformal sets from multi-dimensional nonconformity scores of several heads.
 
@@ -346,11 +352,8 @@ class MultiDimScoreClassifier(
             return np.random.default_rng()
         return seeded_generator(cast(int, integer_seed(seed)), stream, content)  # seed not None
 
-    def set_params(self, **params: Any) -> Self:
-        """scikit-learn's ``set_params``; ``estimator__<name>`` while ``estimator`` is None
-        is refused naming the way out (`uqconform.base.refuse_nested_default_params`)."""
-        refuse_nested_default_params(self, params, "LogisticRegression(max_iter=1000)")
-        return super().set_params(**params)
+    def _default_model_text(self) -> str:
+        return "LogisticRegression(max_iter=1000)"
 
     @keeps_state_on_error
     def fit(self, X: ArrayLike, y: ArrayLike, **fit_params: Any) -> Self:
@@ -580,10 +583,7 @@ class MultiDimScoreClassifier(
                 with explaining_cloned_lists(self.estimator):
                     self.estimator_ = self._heads().fit(None, None)
             except NotFittedError as error:  # which head: named after how it was reached
-                detail = str(error)
-                raise NotFittedError(
-                    f"{adoption_lead(self)}, and {detail[:1].lower()}{detail[1:]}"
-                ) from None
+                raise NotFittedError(adoption_refusal(self, str(error))) from None
         if adopting:  # re-read at each calibrate, so that set_params(estimator=...) applies
             self._estimator_adopted = True
             # nothing fit trained, nor what it recorded of its X, belongs to these heads

@@ -84,6 +84,7 @@ from uqconform._version import VersionedState
 from uqconform._warnings import warn_user
 from uqconform.base import (
     ExplainsCallMistakes,
+    RefusesNestedDefaultParams,
     adoption_lead,
     check_calibration_settings,
     check_nan_accepted,
@@ -92,7 +93,6 @@ from uqconform.base import (
     keeps_state_on_error,
     naming_refused_groups,
     record_calibration_settings,
-    refuse_nested_default_params,
     refuses_nan,
     remember_calibration_rows,
     remember_training_rows,
@@ -1058,7 +1058,12 @@ def _check_label_kinds(models: list) -> None:
 
 # ---- the estimator ---------------------------------------------------------------------------
 class ReliablePredictionSets(
-    ExplainsCallMistakes, VersionedState, RoutesFitParams, ClassifierMixin, BaseEstimator
+    ExplainsCallMistakes,
+    RefusesNestedDefaultParams,
+    VersionedState,
+    RoutesFitParams,
+    ClassifierMixin,
+    BaseEstimator,
 ):
     """Conformal prediction sets with per-row certificates against data poisoning (RPS).
 
@@ -1315,13 +1320,10 @@ class ReliablePredictionSets(
         tags.input_tags.allow_nan = not refuses_nan(self._nan_template())
         return tags
 
-    # ---- training ------------------------------------------------------------------------
-    def set_params(self, **params: Any) -> Self:
-        """scikit-learn's ``set_params``; ``estimator__<name>`` while ``estimator`` is None
-        is refused naming the way out (`uqconform.base.refuse_nested_default_params`)."""
-        refuse_nested_default_params(self, params, "LogisticRegression(max_iter=1000)")
-        return super().set_params(**params)
+    def _default_model_text(self) -> str:
+        return "LogisticRegression(max_iter=1000)"
 
+    # ---- training ------------------------------------------------------------------------
     @keeps_state_on_error
     def fit(self, X: Any, y: ArrayLike, **fit_params: Any) -> Self:
         """Partition the training rows by hash and fit one model per partition.

@@ -63,12 +63,12 @@ from uqconform._version import VersionedState
 from uqconform._warnings import warn_user
 from uqconform.base import (
     ExplainsCallMistakes,
+    RefusesNestedDefaultParams,
     adoption_lead,
     check_calibration_settings,
     keeps_state_on_error,
     record_calibration_settings,
     refuse_changed_digest,
-    refuse_nested_default_params,
     remember_calibration_rows,
     remember_training_rows,
 )
@@ -366,6 +366,7 @@ def _check_default_target(y: NDArray) -> None:
 
 class ApproximateFullConformalRegressor(
     ExplainsCallMistakes,
+    RefusesNestedDefaultParams,
     VersionedState,
     RoutesFitParams,
     FullConformalMixin,
@@ -845,16 +846,11 @@ class ApproximateFullConformalRegressor(
             )
         return relative
 
-    def set_params(self, **params: Any) -> Self:
-        """scikit-learn's ``set_params``; ``estimator__<name>`` while ``estimator`` is None
-        is refused naming the way out (`uqconform.base.refuse_nested_default_params`)."""
-        refuse_nested_default_params(
-            self,
-            params,
+    def _default_model_text(self) -> str:
+        return (
             "MLPRegressor(activation='tanh', solver='lbfgs') on standardised X and y, its "
-            "weight decay searched",
+            "weight decay searched"
         )
-        return super().set_params(**params)
 
     @keeps_state_on_error
     def fit(self, X: ArrayLike, y: ArrayLike, **fit_params: Any) -> Self:

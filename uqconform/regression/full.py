@@ -37,10 +37,10 @@ from uqconform._version import VersionedState
 from uqconform._warnings import warn_user
 from uqconform.base import (
     ExplainsCallMistakes,
+    RefusesNestedDefaultParams,
     check_calibration_settings,
     keeps_state_on_error,
     record_calibration_settings,
-    refuse_nested_default_params,
     remember_training_rows,
 )
 from uqconform.quantiles import check_alpha, check_call_alpha, check_miscoverage
@@ -325,7 +325,12 @@ class FullConformalMixin:
 
 
 class FullConformalRidge(
-    ExplainsCallMistakes, VersionedState, FullConformalMixin, RegressorMixin, BaseEstimator
+    ExplainsCallMistakes,
+    RefusesNestedDefaultParams,
+    VersionedState,
+    FullConformalMixin,
+    RegressorMixin,
+    BaseEstimator,
 ):
     """Exact full conformal prediction for ridge regression (the ridge confidence machine).
 
@@ -466,11 +471,8 @@ class FullConformalRidge(
             "SplitConformalRegressor",
         )
 
-    def set_params(self, **params: Any) -> Self:
-        """scikit-learn's ``set_params``; ``estimator__<name>`` while ``estimator`` is None
-        is refused naming the way out (`uqconform.base.refuse_nested_default_params`)."""
-        refuse_nested_default_params(self, params, "Ridge(alpha=1.0)")
-        return super().set_params(**params)
+    def _default_model_text(self) -> str:
+        return "Ridge(alpha=1.0)"
 
     @keeps_state_on_error
     def fit(self, X: ArrayLike, y: ArrayLike, **fit_params: Any) -> Self:

@@ -67,12 +67,12 @@ from uqconform._version import VersionedState
 from uqconform._warnings import warn_user
 from uqconform.base import (
     ExplainsCallMistakes,
+    RefusesNestedDefaultParams,
     check_calibration_settings,
     check_nan_accepted,
     forward_input_tags,
     keeps_state_on_error,
     record_calibration_settings,
-    refuse_nested_default_params,
 )
 from uqconform.quantiles import (
     check_alpha,
@@ -450,6 +450,7 @@ def _warn_out_of_time_order(X: Any, y: Any) -> None:
 
 class SequentialConformalRegressor(
     ExplainsCallMistakes,
+    RefusesNestedDefaultParams,
     VersionedState,
     RoutesFitParams,
     RegressorMixin,
@@ -549,12 +550,6 @@ class SequentialConformalRegressor(
 
     def _estimator_or_default(self) -> BaseEstimator:
         return self._default_estimator() if self.estimator is None else self.estimator
-
-    def set_params(self, **params: Any) -> Self:
-        """scikit-learn's ``set_params``; ``estimator__<name>`` while ``estimator`` is None
-        is refused naming the way out (`uqconform.base.refuse_nested_default_params`)."""
-        refuse_nested_default_params(self, params, lambda: repr(self._default_estimator()))
-        return super().set_params(**params)
 
     def _routed_models(self) -> dict[str, Any]:
         return {"estimator": self._estimator_or_default()}
