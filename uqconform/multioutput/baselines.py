@@ -41,6 +41,7 @@ from sklearn.utils._param_validation import (
     Interval,
     StrOptions,
 )
+from sklearn.utils.extmath import row_norms
 
 from uqconform._cross import out_of_fold_prediction
 from uqconform._seeding import integer_seed, seeded_clone
@@ -61,6 +62,78 @@ _LOCAL_CELLS = 2**20
 # no scale (a model that reproduces its fit rows: exactly 0, or about 1e-15 for
 # scikit-learn's ExtraTreesRegressor, which averages trees that each reproduce them).
 _NEGLIGIBLE_RESIDUAL = 1e-8
+
+
+# A matrix product's distances ``|q|^2 + |r|^2 - 2 q.r`` are off by at most this times
+# ``|q|^2 + |r|^2`` (a bound for any summation order; about 1e-13 is seen), so every row
+# within it of the k-th distance is a candidate whose exact distance decides.
+_PRODUCT_DISTANCE_ERROR = 1e-9
+
+
+def _nearest_rows(query: Any, rows: Any, k: int) -> NDArray[np.intp]:
+    """Indices ``(n, k)`` of the ``k`` rows nearest each query row, nearest first.
+
+    Euclidean distance; rows at equal distance are taken in index order. The order
+    does not depend on the BLAS build, its thread count or the other query rows:
+    scikit-learn's search screens candidates (its distances' last bits, and its order
+    among ties, vary with those), and the candidates within rounding of the k-th
+    distance are ranked by distances summed coordinate by coordinate. A query row whose
+    screened candidates are all that close (many ties) is searched again with more.
+    Dense arrays or CSR matrices.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rows = np.array([[0.0], [1.0], [-1.0], [3.0]])
+    >>> _nearest_rows(np.array([[0.0], [2.0]]), rows, k=2).tolist()
+    [[0, 1], [1, 3]]
+    """
+    n_rows = rows.shape[0]
+    # trees beat a brute-force search only in a few dimensions (measured: 20,000
+    # rows, 50 neighbours, 10 features: kd-tree 6.3 s, brute force 0.8 s)
+    search = "brute" if rows.shape[1] >= 5 else "auto"
+    searcher = NearestNeighbors(algorithm=search).fit(rows)
+    slack = _PRODUCT_DISTANCE_ERROR * (
+        row_norms(query, squared=True) + row_norms(rows, squared=True).max()
+    )
+    out = np.empty((query.shape[0], k), dtype=np.intp)
+    pending = np.arange(query.shape[0])
+    wanted = min(n_rows, k + max(8, k // 4))
+    while pending.size:
+        distance, candidates = searcher.kneighbors(query[pending], n_neighbors=wanted)
+        squared = distance**2
+        near = squared <= (squared[:, [k - 1]] + slack[pending, None])
+        crowded = near[:, -1] & (wanted < n_rows)
+        settled = ~crowded
+        # candidates come nearest first, so the near ones are a prefix of each row
+        width = int(near[settled].sum(axis=1).max(initial=k))
+        out[pending[settled]] = _rank_exactly(
+            query[pending[settled]], rows, candidates[settled, :width], near[settled, :width], k
+        )
+        pending = pending[crowded]
+        wanted = min(n_rows, 4 * wanted)
+    return out
+
+
+def _rank_exactly(query: Any, rows: Any, candidates: NDArray, near: NDArray, k: int) -> NDArray:
+    """The ``k`` of each row's ``near`` candidates with the least coordinate-wise distance."""
+    n, m = candidates.shape
+    out = np.empty((n, k), dtype=np.intp)
+    step = max(1, _LOCAL_CELLS // (m * rows.shape[1]))
+    for start in range(0, n, step):  # a loop over row blocks: bounded memory
+        block = slice(start, start + step)
+        b = candidates[block].shape[0]
+        difference = (
+            query[np.repeat(np.arange(start, start + b), m)] - rows[candidates[block].ravel()]
+        )
+        if sparse.issparse(difference):
+            exact = np.asarray(difference.multiply(difference).sum(axis=1)).reshape(b, m)
+        else:
+            exact = np.einsum("ij,ij->i", difference, difference).reshape(b, m)
+        exact[~near[block]] = np.inf
+        order = np.lexsort((candidates[block], exact), axis=1)[:, :k]
+        out[block] = np.take_along_axis(candidates[block], order, axis=1)
+    return out
 
 
 def _second_moment(residuals: NDArray) -> NDArray:
@@ -292,6 +365,14 @@ class EllipsoidalConformalRegressor(_ResidualShapeRegressor):
         self.random_state = random_state
         self.n_jobs = n_jobs
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # older pickles kept a fitted NearestNeighbors where the scaled rows are now kept
+        searcher = state.pop("_neighbors", None)
+        if searcher is not None:
+            state["_neighbour_rows"] = searcher._fit_X
+            state["_n_neighbours"] = searcher.n_neighbors
+        super().__setstate__(state)
+
     def _fit_shape(self, X: Any, residuals: NDArray, spread: NDArray | None = None) -> None:
         if spread is None:
             self._warn_if_degenerate(residuals, "learn the ellipsoid's covariance")
@@ -312,16 +393,13 @@ class EllipsoidalConformalRegressor(_ResidualShapeRegressor):
                     "n_neighbors >= the number of outputs, or shrinkage > 0.",
                     UserWarning,
                 )
-            scaled = self._scaler.transform(features)
-            # trees beat a brute-force search only in a few dimensions (measured: 20,000
-            # rows, 50 neighbours, 10 features: kd-tree 6.3 s, brute force 0.8 s)
-            search = "brute" if scaled.shape[1] >= 5 else "auto"
-            self._neighbors = NearestNeighbors(n_neighbors=k, algorithm=search).fit(scaled)
+            self._neighbour_rows = self._scaler.transform(features)
+            self._n_neighbours = k
             # residuals without scale (all 0 in-sample): every local moment is the spread's,
             # the fallback shape, rather than the floor 1e-9 (mixed in by `shrinkage` only)
             self._shape_residuals = residuals if spread is None else None
         else:
-            for name in ("_scaler", "_neighbors", "_shape_residuals"):
+            for name in ("_scaler", "_neighbour_rows", "_n_neighbours", "_shape_residuals"):
                 self.__dict__.pop(name, None)
 
     @staticmethod
@@ -349,7 +427,7 @@ class EllipsoidalConformalRegressor(_ResidualShapeRegressor):
         features = self._scaler.transform(self._numeric_features(X))
         if self._shape_residuals is None:  # the spread of Y replaced the residuals
             return np.repeat(self._cholesky[None], features.shape[0], axis=0)
-        neighbours = self._neighbors.kneighbors(features, return_distance=False)
+        neighbours = _nearest_rows(features, self._neighbour_rows, self._n_neighbours)
         n, k = neighbours.shape
         d = self._shape_residuals.shape[1]
         weight = float(self.shrinkage)
