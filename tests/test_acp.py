@@ -1538,3 +1538,74 @@ def test_calibrate_refuses_an_estimator_changed_after_fit():
     with pytest.raises(NotFittedError, match=r"predict_interval: parameters changed since fit"):
         model.predict_interval(X[150:])  # (diff review 52) as calibrate does
     model.set_params(estimator=given).calibrate(X[100:150], y[100:150])  # the one fit used
+
+
+@pytest.mark.parametrize("model", [LinearRegression(positive=True), Ridge(positive=True)])
+def test_a_fit_with_non_negative_coefficients_is_not_taken_for_the_ridge_optimum(model):
+    """Review s65: full mode stepped a ``positive=True`` model to the unconstrained ridge
+    optimum without a word (intervals equal to unconstrained full CP to 4e-15, 126 of 200
+    of the model's own predictions outside them)."""
+    rng = np.random.default_rng(15)
+    X = rng.normal(size=(50, 3))
+    y = X @ [1.0, -2.0, 0.5] + 0.5 * rng.normal(size=50)  # a negative true coefficient
+    with pytest.raises(ValueError, match=r"positive=True.*calibrate\(X_calib, y_calib\)"):
+        ACP(clone(model)).fit(X, y)
+    with pytest.warns(UserWarning, match=r"non-negative coefficients \(positive=True\)"):
+        fitted = ACP(clone(model), prior_precision=1.0).fit(X, y)
+    np.testing.assert_allclose(fitted.predict(X), fitted.estimator_.predict(X), atol=1e-8)
+
+
+@pytest.mark.parametrize("name", ["LinearSVR", "SVR"])
+def test_epsilon_insensitive_models_are_named_as_fitted_by_another_loss(name):
+    from sklearn import svm
+
+    X, y = regression_data(80, seed=3)[:2]
+    model = getattr(svm, name)(**({"kernel": "linear"} if name == "SVR" else {}))
+    with pytest.warns(UserWarning, match="fitted by an epsilon-insensitive loss"):
+        ACP(FrozenEstimator(model.fit(X, y)), prior_precision=1.0).fit(X, y)
+
+
+def test_a_network_subclass_predicting_otherwise_than_its_layers_is_refused():
+    """Review s65: a subclass predicting exp of its layers' output was linearised from the
+    layers alone (predictions 0.68 for the model's 1.97, widths five times |y|)."""
+
+    class LogTarget(MLPRegressor):
+        def fit(self, X, y):
+            return super().fit(X, np.log(y))
+
+        def predict(self, X):
+            return np.exp(super().predict(X))
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, size=(80, 2))
+    y = np.exp(X[:, 0] + 0.1 * rng.normal(size=80))
+    model = LogTarget(hidden_layer_sizes=(8,), solver="lbfgs", max_iter=300, random_state=0)
+    with pytest.raises(TypeError, match=r"LogTarget.predict is not the forward pass"):
+        ACP(model, prior_precision=1.0).fit(X, y)
+
+
+def test_last_layer_curvature_refuses_a_torch_layer_forward_does_not_use():
+    """Review s65: the last registered child was an auxiliary head forward never calls:
+    every Jacobian 0, every test row the same width, no word."""
+    torch = pytest.importorskip("torch")
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = torch.nn.Sequential(torch.nn.Linear(2, 8), torch.nn.Tanh())
+            self.head = torch.nn.Linear(8, 1)
+            self.aux_head = torch.nn.Linear(8, 3)  # used in training only
+
+        def forward(self, x):
+            return self.head(self.body(x))
+
+    torch.manual_seed(0)
+    net = Net().double()
+    rng = np.random.default_rng(1)
+    X, y = rng.normal(size=(60, 2)), rng.normal(size=60)
+    model = ACP(net, prior_precision=1.0, noise=0.1, curvature="last_layer")
+    with pytest.raises(ValueError, match=r"'aux_head'.*does not depend on them"):
+        model.calibrate(X[:40], y[:40])
+    net.aux_head.requires_grad_(False)  # the way out the message names
+    model.calibrate(X[:40], y[:40])
+    assert model.machine_.n_features == 9

@@ -510,9 +510,10 @@ def weight_decay(estimator: Any) -> float | None:
       per epoch, is read off the fitted model as ``t_`` over the epochs in ``loss_curve_``
       (both count from the initialisation): exact for one fit, or for warm starts and
       ``partial_fit`` calls on equally many rows; an average otherwise.
-    * Other linear models (Lasso, ElasticNet, SGDRegressor, HuberRegressor, ...) and torch
-      modules: ``None`` (no L2 penalty of this form, or one that depends on quantities the
-      fitted model does not store).
+    * Other linear models (Lasso, ElasticNet, SGDRegressor, HuberRegressor, ...), any fit
+      with ``positive=True`` (a constrained optimum) and torch modules: ``None`` (no L2
+      penalty of this form, or one that depends on quantities the fitted model does not
+      store).
 
     Parameters
     ----------
@@ -539,6 +540,8 @@ def weight_decay(estimator: Any) -> float | None:
         _check_mlp(model)
         return float(model.alpha) * _minibatch_factor(model)
     _linear_parameters(model)  # type, fit and output checks
+    if getattr(model, "positive", False) is True:
+        return None  # non-negative coefficients: a constrained optimum, not a ridge one
     if isinstance(model, LinearRegression):
         return 0.0
     if isinstance(model, Ridge):
@@ -803,6 +806,17 @@ def _mlp_linearize(model: MLPRegressor, X: Any, kind: Curvature) -> _Parts:
         activations.append(a)
         derivatives.append(d)
     prediction = (activations[-1] @ weights[-1] + biases[-1])[:, 0]
+    # the layers are read, so the model must predict with them (a subclass may not)
+    own = np.ravel(np.asarray(model.predict(X), dtype=np.float64))
+    scale = 1.0 + np.max(np.abs(prediction), initial=0.0)
+    if own.shape != prediction.shape or not np.allclose(
+        own, prediction, rtol=1e-5, atol=1e-6 * scale
+    ):
+        raise TypeError(
+            f"{type(model).__name__}.predict is not the forward pass of its coefs_ and "
+            "intercepts_ (a subclass with its own predict or fit?), so it cannot be "
+            f"linearised from its layers; supported models are {_SUPPORTED}."
+        )
 
     if kind is Curvature.LAST_LAYER:
         jacobian = np.hstack([activations[-1], np.ones((n, 1))])
@@ -935,6 +949,15 @@ def _torch_linearize(module: Any, X: Any, kind: Curvature) -> _Parts:
             f"{alone[row]:.6g} alone but {batched[row]:.6g} in a batch of {n}: its forward "
             "mixes rows (batch statistics?), so the per-row Jacobians do not describe its "
             "predictions. Make forward act on each row on its own."
+        )
+    if kind is Curvature.LAST_LAYER and not np.any(jacobian):
+        layer = names[0].rpartition(".")[0] or names[0]
+        raise ValueError(
+            f"`estimator`: curvature='last_layer' takes the parameters of {layer!r}, the last "
+            f"child of {type(module).__name__} with trainable parameters, but its output "
+            "does not depend on them on these rows (their Jacobian is 0: a layer forward "
+            "does not use?). Register the output layer last, freeze the unused one "
+            "(requires_grad_(False)), or use curvature='full'."
         )
     penalized = np.concatenate(
         [np.full(int(p.numel()), p.ndim >= 2, dtype=bool) for _, p in params]

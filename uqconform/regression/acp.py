@@ -285,9 +285,13 @@ def _not_squared_error(model: Any) -> str | None:
         "HuberRegressor": "the Huber loss",
         "TheilSenRegressor": "no loss (a spatial median of least-squares solutions)",
         "PassiveAggressiveRegressor": "an epsilon-insensitive loss",
+        "LinearSVR": "an epsilon-insensitive loss",
+        "SVR": "an epsilon-insensitive loss",
     }
     if name in losses:
         return losses[name]
+    if getattr(model, "positive", False) is True:
+        return "least squares with non-negative coefficients (positive=True)"
     if name == "ARDRegression":  # its posterior mean is not a ridge solution
         return "a Gaussian prior of its own precision for each weight (ARD)"
     if name == "SGDRegressor" and getattr(model, "loss", "squared_error") != "squared_error":
@@ -665,10 +669,18 @@ class ApproximateFullConformalRegressor(
         decay = weight_decay(inner)  # the one the model was trained with (None: unknown)
         if self.prior_precision == "auto":
             if decay is None:
+                final = _unwrap(inner, None)[0]
+                why = (
+                    "fits non-negative coefficients (positive=True), a constrained optimum "
+                    "that the influence of a new row cannot follow, and so has no known "
+                    "weight decay: use calibrate(X_calib, y_calib) (split+refine, valid for "
+                    "any model), or"
+                    if getattr(final, "positive", False) is True
+                    else "has none that is known:"
+                )
                 raise ValueError(
                     f"prior_precision='auto' reads the weight decay of the model, but "
-                    f"{type(inner).__name__} has none that is known: pass "
-                    "prior_precision=<float>."
+                    f"{type(inner).__name__} {why} pass prior_precision=<float>."
                 )
             self.ridge_strength_ = float(decay)
         else:
@@ -1081,7 +1093,8 @@ class ApproximateFullConformalRegressor(
     predict_pvalue.__doc__ = FullConformalMixin.predict_pvalue.__doc__
 
     def predict(self, X: ArrayLike) -> NDArray:
-        """Centre of the intervals: the linearised network's prediction after
+        """The point the intervals are built around (not their midpoint: the sets of
+        full CP need not be symmetric): the linearised network's prediction after
         `refinement_` (the network's own prediction when that step is zero).
 
         Parameters
