@@ -2663,3 +2663,34 @@ def test_mondrian_bounds_equal_a_direct_convolution_of_the_strata_laws(seed):
         pairs = [(n, m) for n, m in pairs if m]
         expected = _direct_strata_bounds(*zip(*pairs, strict=True), alphas, confidence)
         assert np.array_equal(_report_bounds(report), expected)
+
+
+def test_a_hand_built_report_without_its_efficiency_column_plots():
+    """Review s65: printing such a report showed nan, plotting raised KeyError."""
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    report = CoverageReport(
+        "M", "regression", "mean_width", 10, 20, 0.99, 0.01, rows=[{"alpha": 0.1, "coverage": 0.9}]
+    )
+    axes = report.plot()
+    assert len(axes) == 2 and axes[1].get_ylabel() == "mean width"
+    plt.close("all")
+
+
+def test_mean_interval_score_takes_a_sequence_of_one_level_for_one_level():
+    y = np.array([1.0, 2.0, 5.0])
+    intervals = np.array([[0.0, 2.0], [1.0, 3.0], [0.0, 1.0]])
+    assert mean_interval_score(y, intervals, alpha=[0.1]) == mean_interval_score(
+        y, intervals, alpha=0.1
+    )
+    with pytest.raises(ValueError, match="one level per level"):
+        mean_interval_score(y, intervals, alpha=[0.1, 0.2])
+
+
+def test_coverage_bounds_name_the_argument_order_on_positional_slips():
+    with pytest.raises(ValueError, match=r"got 20 \(a count\? pass n_repeats by keyword"):
+        coverage_bounds(100, 0.1, 500, 20)
+    with pytest.raises(ValueError, match=r"got 0.1 \(a level\? the order is n_calibration"):
+        coverage_bounds(100, 500, 0.1)

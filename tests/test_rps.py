@@ -1911,3 +1911,22 @@ def test_classes_changed_after_fit_in_an_older_pickle_are_named():
         r"`classes` \(\[0, 1, 2, 3\]\) changed since fit: call fit\(X, y\) again",
     ):
         older.calibrate(X_cal, y_new)
+
+
+def test_evaluate_judges_rps_by_the_majority_sets_own_coverage_law(fitted, digits):
+    """Review s65: `evaluate` judged RPS by split CP's law over all calibration rows, which
+    is narrower than the majority set's: a valid RPS read "BELOW" 2-3 times as often as
+    ``confidence`` allows (17 of 1,500 runs against at most 7.5)."""
+    from uqconform.evaluation import evaluate
+
+    *_, X_test, y_test = digits
+    report = evaluate(fitted, X_test, y_test, alpha=[0.1, 0.2], confidence=0.99)
+    sizes = np.asarray(fitted.partition_sizes_)
+    for row, level in zip(report.rows, (0.1, 0.2), strict=True):
+        ranks = fitted._ranks(level)
+        expected = majority_coverage_bounds(
+            sizes, ranks, majority_threshold(5, level), len(y_test), 0.99
+        )
+        assert (row["bound_low"], row["bound_high"]) == pytest.approx(expected, rel=1e-12)
+        split = coverage_bounds(fitted.n_calibration_, level, len(y_test), 0.99)
+        assert row["bound_low"] < split[0] and row["bound_high"] > split[1]

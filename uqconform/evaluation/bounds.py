@@ -56,10 +56,16 @@ def check_confidence(confidence: Any) -> float:
             f"0.99), got {type(confidence).__name__} {confidence!r}."
         )
     if not 0 < cast(float, confidence) <= _MAX_CONFIDENCE:
+        order = (
+            " (a count? pass n_repeats by keyword: the order is n_calibration, alpha, "
+            "n_test, confidence, n_repeats)"
+            if float(confidence) >= 1 and float(confidence).is_integer()
+            else ""
+        )
         raise ValueError(
             "`confidence` must lie strictly between 0 and 1 (at most 1 - 1e-12: further "
             f"out the law's tails are below the precision it is computed to), got "
-            f"{confidence!r}."
+            f"{confidence!r}{order}."
         )
     return float(confidence)
 
@@ -85,7 +91,12 @@ def _check_counts(n_calibration: Any, n_test: Any, n_repeats: Any) -> None:
             or int(cast(float, value)) != value
             or value < low
         ):
-            raise ValueError(f"`{name}` must be an integer >= {low}, got {value!r}.")
+            swapped = (
+                " (a level? the order is n_calibration, alpha, n_test)"
+                if name == "n_test" and isinstance(value, numbers.Real) and 0 < float(value) < 1
+                else ""
+            )
+            raise ValueError(f"`{name}` must be an integer >= {low}, got {value!r}{swapped}.")
     if n_calibration > _MAX_CALIBRATION:
         raise ValueError(
             f"`n_calibration` must be at most 1e12 (the law is checked against exact "

@@ -867,7 +867,8 @@ def mean_interval_score(
         )
     levels = check_miscoverage(alpha)  # alpha=0.9 meant as 90%: the score would reward 10%
     n_levels = parsed.data.shape[-1]
-    if levels.size != n_levels or (parsed.single and np.ndim(alpha) != 0):
+    # a sequence of one level is that level, as everywhere in the library
+    if levels.size != n_levels or (parsed.single and np.size(alpha) != 1):
         raise ValueError(
             f"`alpha` must give one level per level of `intervals` ({n_levels}"
             f"{', a scalar' if parsed.single else ''}), got {alpha!r}."

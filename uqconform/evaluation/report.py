@@ -312,7 +312,9 @@ class CoverageReport:
         coverage_ax.set_title(self.model)
         if not single:
             label = self.efficiency.replace("_", " ")
-            plot_efficiency(nominal, frame[self.efficiency], ax=ax[1], ylabel=label)
+            # hand-built rows may lack the efficiency column: an empty panel, as printed
+            efficiency = frame[self.efficiency] if self.efficiency in frame else nominal * np.nan
+            plot_efficiency(nominal, efficiency, ax=ax[1], ylabel=label)
         return ax
 
 
@@ -630,7 +632,11 @@ def evaluate(
     `uqconform.MultiDimScoreClassifier` where the label that fills an empty set alone
     covers more than ``1 - alpha`` (every set is then that one label), and
     `uqconform.ReliablePredictionSets`
-    (RPS), whose vote scores tie (108 of 300 runs at alpha 0.1). Under Mondrian
+    (RPS), whose vote scores tie (108 of 300 runs at alpha 0.1); RPS's bounds are its
+    majority set's own law (`uqconform.classification.rps.majority_coverage_bounds`, from its
+    partition sizes and ranks), which spreads more than split conformal's over all
+    calibration rows (that law called a valid RPS "BELOW" two to three times as often as
+    ``confidence`` allows, in a review). Under Mondrian
     calibration (``groups``, ``class_conditional``) each stratum has its own calibration
     points, so the marginal coverage spreads more: the bounds then come from the exact law
     of the covered count, the convolution of the strata's beta-binomials with their
@@ -731,8 +737,15 @@ def evaluate(
     n_calibration = _calibration_count(model)
     weighted = "calibration_weights_" in getattr(model, "__dict__", {})
     if n_calibration is not None:
-        bounds = _stratified_bounds(model, groups, target, alphas, confidence)
-        if bounds is None:
+        own_law = getattr(model, "_coverage_law_bounds", None)  # a law of its own (RPS)
+        law: NDArray | None = (
+            np.asarray(own_law(alphas, n_test, confidence), dtype=float)
+            if own_law is not None
+            else _stratified_bounds(model, groups, target, alphas, confidence)
+        )
+        if law is not None:
+            bounds = law
+        else:
             bounds = np.asarray(coverage_bounds(n_calibration, alphas, n_test, confidence))
     else:
         bounds = np.full((alphas.size, 2), np.nan)

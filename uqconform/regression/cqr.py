@@ -255,7 +255,9 @@ class ConformalizedQuantileRegressor(SplitConformalRegressor):
         each at ``alpha/2``. Negative corrections can cross a narrow band: the empty set is
         reported as a zero-width interval, placed inside the row's innermost non-empty
         interval of the same call (so that levels stay nested). Its place, not its
-        emptiness, then depends on the levels asked for together.
+        emptiness, then depends on the levels asked for together. The coverage metrics
+        read it as the closed point ``[p, p]``, so a target equal to ``p`` (integer
+        targets and predictions) counts as covered.
     quantile_param : str, default=None
         Name of the parameter setting the quantile level (e.g. ``"quantile"``,
         ``"regressor__alpha"``); found automatically for scikit-learn's quantile models.
