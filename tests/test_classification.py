@@ -1262,3 +1262,21 @@ def test_integer_labels_held_as_objects_train_as_integers():
     assert check_class_labels(mixed, 3).dtype == object
     with pytest.raises(ValueError, match=r"`y` contains infinite labels"):
         check_class_labels(np.array([0.0, np.inf, 1.0], dtype=object), 3, training=True)
+
+
+def test_a_seed_changed_after_calibrate_is_refused_for_randomised_scores():
+    """Review s65: the calibration's uniforms kept the old seed, so the sets matched no
+    fresh model with the new one (111 of 2,000 rows differed for APS)."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(900, 3))
+    y = (X[:, 0] + 0.7 * rng.normal(size=900) > 0).astype(int) + (X[:, 1] > 0.3)
+    for score, randomized in (("aps", True), ("lac", True), ("aps", False)):
+        model = SplitConformalClassifier(
+            LogisticRegression(), conformity_score=score, randomized=randomized, random_state=0
+        )
+        model.fit(X[:300], y[:300]).calibrate(X[300:600], y[300:600]).set_params(random_state=5)
+        if score == "aps" and randomized:
+            with pytest.raises(NotFittedError, match=r"it used random_state=0.*calibrate"):
+                model.predict_set(X[600:])
+        else:  # no draws at calibrate: the seed is free to change
+            assert model.predict_set(X[600:]).shape == (300, 3)

@@ -1324,3 +1324,51 @@ def test_a_worker_ends_when_its_parent_is_killed_outright(tmp_path):
         parent.wait()
         if worker is not None and _state_of(worker) not in (None, "Z"):
             os.kill(worker, signal.SIGKILL)
+
+
+def _counting(ctx):
+    total = sum(ctx.tqdm(range(50), desc="steps"))
+    return FamilyResult(tables={"T": [{"total": total}]})
+
+
+def test_a_closed_standard_error_does_not_fail_a_family_with_progress_bars(monkeypatch, tmp_path):
+    """Review s65: with `2>&1 | head`, the progress bars' writes raised BrokenPipeError,
+    which failed the family (and lost a --jobs run)."""
+    registry.get_families()
+    monkeypatch.setattr(registry, "_FAMILIES", {"bars": Family("bars", "x", _counting)})
+    monkeypatch.setattr(registry, "_IMPORT_ERRORS", {})
+    closed = _ClosedPipe(tmp_path / "stderr")
+    monkeypatch.setattr(sys, "stderr", closed)
+    out = tmp_path / "out"
+    try:
+        assert main(["benchmark", "--suite", "bars", "--out", str(out), "--jobs", "1"]) == 0
+    finally:
+        os.close(closed.fd)
+    family = json.loads((out / "results.json").read_text())["families"]["bars"]
+    assert family["status"] == "ok" and family["tables"]["T"][0]["total"] == 1225
+
+
+@pytest.mark.parametrize("met", ["False", "no", 0])
+def test_a_headline_verdict_that_is_not_a_boolean_fails_the_family(met, monkeypatch, tmp_path):
+    """Review s65: a 'met' of "False" read as met in the summary and the report."""
+
+    def family(ctx):
+        headline = {"claim": "coverage", "value": 0.8, "target": ">= 0.9", "met": met}
+        return FamilyResult(headlines=[headline])
+
+    registry.get_families()
+    monkeypatch.setattr(registry, "_FAMILIES", {"verdict": Family("verdict", "x", family)})
+    monkeypatch.setattr(registry, "_IMPORT_ERRORS", {})
+    results = run_benchmark("verdict", tmp_path, scale="smoke", progress=False, echo=None)
+    assert results["failed"] == ["verdict"]
+    assert "neither True, False nor None" in results["families"]["verdict"]["error"]
+
+
+def test_the_recorded_uqconform_version_is_that_of_the_code_that_ran(monkeypatch):
+    """Review s65: the installed distribution's version was recorded, not the version of
+    the checkout `benchmarks/run.py` runs."""
+    import uqconform
+    from uqconform.benchmarks.runner import package_versions
+
+    monkeypatch.setattr(uqconform, "__version__", "9.9.9.dev0")
+    assert package_versions()["uqconform"] == "9.9.9.dev0"

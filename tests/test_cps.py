@@ -677,3 +677,15 @@ def test_predict_cdf_keeps_one_side_of_the_score_with_the_same_bits():
     finally:
         tracemalloc.stop()
     assert peak <= 6 * cdf.nbytes, peak / cdf.nbytes
+
+
+@pytest.mark.parametrize("cv", [-1, 0, 2.5, "5", None])
+def test_a_bad_cv_is_refused_when_the_score_does_not_read_it(cv):
+    """Review s65: an invalid `cv` passed fit, calibrate and prediction with an absolute
+    score (it is read by the difficulty model only), and was refused after switching."""
+    from uqconform import SplitConformalRegressor
+
+    X = np.random.default_rng(0).normal(size=(60, 2))
+    for model in (SplitConformalRegressor(cv=cv), ConformalPredictiveSystem(cv=cv)):
+        with pytest.raises(ValueError, match=r"`cv` \(the folds"):
+            model.fit(X, X[:, 0])

@@ -3445,3 +3445,20 @@ def test_nested_parameters_of_the_default_model_name_the_way_out():
         estimator=LinearRegression(), estimator__fit_intercept=False
     )
     assert given.estimator.fit_intercept is False
+
+
+def test_a_regressor_where_a_classifier_is_needed_is_named_a_regressor():
+    """Review s65: a regressor was told to wrap itself in CalibratedClassifierCV, which
+    refuses regressors."""
+    from sklearn.datasets import make_classification
+    from sklearn.linear_model import Ridge
+
+    from uqconform.shift import ClassifierDensityRatio
+
+    X, y = make_classification(200, n_features=5, random_state=0)
+    for fit in (
+        lambda: VennAbersCalibrator(Ridge()).fit(X, y),
+        lambda: ClassifierDensityRatio(LinearRegression()).fit(X[:100], X[100:]),
+    ):
+        with pytest.raises(TypeError, match=r"is a regressor.*Pass a classifier"):
+            fit()

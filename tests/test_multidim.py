@@ -1600,3 +1600,20 @@ def test_both_head_wrappers_adopt_heads_set_after_fit_by_one_rule():
             model.set_params(estimator=LogisticRegression()).calibrate(Xc, yc)
         assert "called before fit" not in str(info.value)
         assert "fit(X_train, y_train)" in str(info.value)
+
+
+def test_bootstrap_heads_do_not_depend_on_the_names_of_the_classes():
+    """Review s65: the stratified bootstrap gave each class the draws of its place in the
+    label-sorted rows, so renaming the classes moved 239 of 800 multi-dim sets."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(1200, 4))
+    codes = (X[:, 0] + 0.5 * rng.normal(size=1200) > 0).astype(int) + (X[:, 1] > 0.5)
+    names = np.array(["zeta", "alpha", "mid"])  # code 0 -> "zeta": another sorted order
+    sets = []
+    for y in (codes, names[codes]):
+        model = MultiDimScoreClassifier(LogisticRegression(), n_heads=3, random_state=0)
+        model.fit(X[:400], y[:400]).calibrate(X[400:800], y[400:800])
+        sets.append(model.predict_set(X[800:]))
+    # the named model's column j is the class sorted(names)[j]: its code's column
+    code_of_column = [list(names).index(name) for name in sorted(names)]
+    np.testing.assert_array_equal(sets[1], sets[0][:, code_of_column])

@@ -1930,3 +1930,39 @@ def test_evaluate_judges_rps_by_the_majority_sets_own_coverage_law(fitted, digit
         assert (row["bound_low"], row["bound_high"]) == pytest.approx(expected, rel=1e-12)
         split = coverage_bounds(fitted.n_calibration_, level, len(y_test), 0.99)
         assert row["bound_low"] < split[0] and row["bound_high"] > split[1]
+
+
+def test_a_frame_with_a_date_column_its_pipeline_reads_is_accepted():
+    """Review s65: RPS checked a DataFrame as one numpy array, and a float column beside
+    a datetime column has no common dtype: numpy's DTypePromotionError at fit, where every
+    other wrapper passed the frame to the pipeline that reads the dates."""
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import FunctionTransformer
+
+    rng = np.random.default_rng(0)
+    n = 200
+    X = pd.DataFrame(
+        {
+            "a": rng.normal(size=n),
+            "when": pd.Timestamp("2024-01-01") + pd.to_timedelta(rng.integers(0, 365, n), "D"),
+        }
+    )
+    y = (X["a"] > 0).astype(int)
+
+    def numbers(frame):
+        return np.c_[frame["a"].to_numpy(), frame["when"].dt.day_of_year.to_numpy()]
+
+    model = make_pipeline(FunctionTransformer(numbers), LogisticRegression())
+    rps = ReliablePredictionSets(model, k_train=2, k_calib=2, random_state=0)
+    rps.fit(X.iloc[:100], y.iloc[:100]).calibrate(X.iloc[100:160], y.iloc[100:160])
+    assert rps.predict_set(X.iloc[160:]).shape == (40, 2)
+
+
+def test_an_unseen_label_at_calibrate_names_the_classes_parameter(digits):
+    """Review s65: the refusal did not say that `classes=[...]` accepts exactly this."""
+    X_fit, y_fit, X_cal, y_cal, _, _ = digits
+    keep = y_fit != 9
+    model = ReliablePredictionSets(LogisticRegression(max_iter=300), k_train=2, k_calib=2)
+    model.fit(X_fit[keep], y_fit[keep])
+    with pytest.raises(ValueError, match=r"never saw during fit: \[9\].*classes=\[\.\.\.\]"):
+        model.calibrate(X_cal, y_cal)

@@ -785,3 +785,45 @@ def test_a_batch_repeating_a_time_does_not_switch_the_check_off_for_later_batche
             model.predict_interval(X[row : row + 1], y=y[row : row + 1])
     with pytest.warns(UserWarning, match=r"not after the latest row absorbed"):
         model.update(X[100:110], y[100:110])
+
+
+def test_a_call_refused_by_its_warning_warns_again_when_repeated():
+    """Review s65: a one-row online call whose warning was raised as an error was undone,
+    but its warning stayed marked as given: the repeated call returned an infinite
+    interval without a word."""
+    from sklearn.linear_model import LinearRegression
+
+    from uqconform.timeseries import KOWCPI
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 2))
+    y = X @ [1.0, -1.0] + rng.normal(size=60)
+    model = KOWCPI(LinearRegression(), window=1, n_bootstrap=8, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model.fit(X[:12], y[:12])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(UserWarning, match="intervals are infinite"):
+            model.predict_interval(X[12:13], y=y[12:13])
+    assert model.n_steps_ == 0
+    with pytest.warns(UserWarning, match="intervals are infinite"):
+        model.predict_interval(X[12:13], y=y[12:13])
+
+
+def test_non_finite_online_y_names_its_first_position_and_the_way_out():
+    """Review s65: online `y` with values not yet observed was told to "remove or impute"
+    rows (imputing feeds made-up residuals, removing breaks the sequence)."""
+    from sklearn.linear_model import LinearRegression
+
+    from uqconform.timeseries import EnbPI
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(120, 2))
+    y = X[:, 0] + rng.normal(size=120)
+    model = EnbPI(LinearRegression(), n_bootstrap=8, random_state=0).fit(X[:100], y[:100])
+    later = y[100:110].copy()
+    later[7:] = np.nan
+    for call in (model.predict_interval, model.update):
+        with pytest.raises(ValueError, match=r"first at position 7: give `y` only for the rows"):
+            call(X[100:110], y=later)

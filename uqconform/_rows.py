@@ -140,8 +140,8 @@ def float_values(values: Any) -> NDArray | None:
 
 def numeric_columns_as_float(frame: pd.DataFrame) -> pd.DataFrame:
     """``frame`` with every column of numbers (`float_values`: any numeric or boolean dtype,
-    nullable or not, or objects holding numbers) as float64, ``-0.0`` as ``0.0`` and
-    missing values as NaN; text, categories and dates as given.
+    nullable or not, objects or categories holding numbers) as float64, ``-0.0`` as ``0.0``
+    and missing values as NaN; text (categories of text as their values) and dates as given.
 
     So that a hash of the rows of a mixed table depends on the numbers, not on their
     dtype (an ``Int64`` column and the same values as ``float64`` agree).
@@ -157,6 +157,8 @@ def numeric_columns_as_float(frame: pd.DataFrame) -> pd.DataFrame:
     columns = {}
     for position in range(frame.shape[1]):  # a loop over columns
         column = frame.iloc[:, position]
+        if isinstance(column.dtype, pd.CategoricalDtype):  # categories of numbers: numbers
+            column = pd.Series(np.asarray(column), index=frame.index)
         numbers = float_values(column)
         columns[position] = column.to_numpy() if numbers is None else numbers + 0.0
     return pd.DataFrame(columns, index=frame.index)

@@ -1623,6 +1623,13 @@ def missing_proba_error(model: Any, name: str, why: str, owner: Any = None) -> T
             f"{why}. Use {own_switch}{where}, or wrap the model in "
             "sklearn.calibration.CalibratedClassifierCV."
         )
+    tags = sklearn_tags(model)
+    if tags is not None and tags.estimator_type == "regressor":
+        return TypeError(
+            f"{name} ({type(model).__name__}) is a regressor, and has no predict_proba: "
+            f"{why}. Pass a classifier (e.g. LogisticRegression() or "
+            "HistGradientBoostingClassifier())."
+        )
     return TypeError(
         f"{name} ({type(model).__name__}) has no predict_proba: {why}. A scikit-learn "
         "classifier without probabilities (LinearSVC, RidgeClassifier) can be wrapped in "

@@ -142,7 +142,7 @@ class BenchmarkContext:
         from tqdm.auto import tqdm
 
         kwargs.setdefault("leave", False)
-        kwargs.setdefault("file", sys.stderr)
+        kwargs.setdefault("file", _ProgressStream(sys.stderr))
         return tqdm(iterable, **kwargs)
 
     def figure(
@@ -181,6 +181,9 @@ def package_versions() -> dict[str, str]:
             versions[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:
             versions[dist] = "not installed"
+    from uqconform import __version__  # the code that runs (a checkout need not be installed)
+
+    versions["uqconform"] = __version__
     return versions
 
 
@@ -587,6 +590,50 @@ def _run_family(name: str, ctx: BenchmarkContext, echo: Callable[[str], None]) -
 _HEADLINE_KEYS = ("claim", "value", "target", "met")
 
 
+def _stop_workers(pool: ProcessPoolExecutor) -> None:
+    """Cancel what ``pool`` has not started and end the worker processes at once."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        process.terminate()
+
+
+def _not_a_verdict(met: Any) -> bool:
+    """Whether a headline's ``met`` is other than None or a boolean (numpy's too)."""
+    return met is not None and not isinstance(met, (bool, np.bool_))
+
+
+class _ProgressStream:
+    """Standard error as the progress bars' file: once it is closed (``2>&1 | head``, a
+    pager quit), it is pointed at the null device, so the bars stop showing and the run
+    still finishes and writes its files."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return int(self._stream.write(text))
+        except BrokenPipeError:
+            self._silence()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._silence()
+
+    def _silence(self) -> None:
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self._stream.fileno())  # the flush at exit too
+            os.close(devnull)
+
+    def __getattr__(self, name: str) -> Any:  # encoding, isatty, fileno: the stream's
+        return getattr(self._stream, name)
+
+
 def _check_result(name: str, result: FamilyResult) -> None:
     """Refuse a `FamilyResult` whose parts the tables, the summary and the report cannot
     read (a TypeError naming the family and the part), so that it fails its own family
@@ -630,11 +677,14 @@ def _check_result(name: str, result: FamilyResult) -> None:
                 "keys 'claim', 'value', 'target' and 'met'."
             )
         missing = [key for key in _HEADLINE_KEYS if key not in headline]
-        if missing or not isinstance(headline["claim"], str):
+        met = None if missing else headline["met"]
+        if missing or not isinstance(headline["claim"], str) or _not_a_verdict(met):
             what = (
                 f"has no {', '.join(map(repr, missing))}"
                 if missing
                 else "has a 'claim' that is not text"
+                if not isinstance(headline["claim"], str)
+                else f"has a 'met' of {met!r}, neither True, False nor None (text reads as met)"
             )
             raise TypeError(
                 f"{where} headline {i} {what}: give the keys 'claim' (text), 'value', 'target' "
@@ -757,7 +807,9 @@ def _run_families(
     if progress:
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=len(rest), desc=f"families ({jobs} at a time)")
+        bar = tqdm(
+            total=len(rest), desc=f"families ({jobs} at a time)", file=_ProgressStream(sys.stderr)
+        )
 
     def done(name: str, record: dict[str, Any]) -> None:
         records[name] = record
@@ -779,24 +831,26 @@ def _run_families(
             except BrokenProcessPool:  # a worker died: the unfinished families run below
                 break
     except KeyboardInterrupt:  # Ctrl-C: stop the workers, leave `out` as it was
-        processes = list((getattr(pool, "_processes", None) or {}).values())
-        pool.shutdown(wait=False, cancel_futures=True)
-        for process in processes:
-            process.terminate()
+        _stop_workers(pool)
         raise
     finally:
         pool.shutdown(wait=True)
     for name in heaviest_first:  # after a worker died, each alone: the one that dies is named
         if name not in records:
-            with ProcessPoolExecutor(max_workers=1, mp_context=forked) as alone:
-                try:
-                    record = alone.submit(
-                        _run_family_in_worker, name, scale, int(seed), staging, os.getpid()
-                    ).result()
-                except BrokenProcessPool as error:
-                    record = {"scale": scale, "seed": int(seed), "figures": [], "time_s": 0.0}
-                    died = f"the worker process running this family died ({error})"
-                    _mark_failed(record, died, "", [])
+            alone = ProcessPoolExecutor(max_workers=1, mp_context=forked)
+            try:
+                record = alone.submit(
+                    _run_family_in_worker, name, scale, int(seed), staging, os.getpid()
+                ).result()
+            except BrokenProcessPool as error:
+                record = {"scale": scale, "seed": int(seed), "figures": [], "time_s": 0.0}
+                died = f"the worker process running this family died ({error})"
+                _mark_failed(record, died, "", [])
+            except KeyboardInterrupt:  # as above: at once, not after the family
+                _stop_workers(alone)
+                raise
+            finally:
+                alone.shutdown(wait=True)
             done(name, record)
     if bar is not None:
         bar.close()

@@ -1277,9 +1277,15 @@ class ReliablePredictionSets(
         such (else as unseen in training)."""
         try:
             return encode_labels(labels, self.classes_, name)
-        except ValueError:
+        except ValueError as error:
             if self.classes is None:
-                raise
+                if "never saw during fit" not in str(error):
+                    raise
+                # a label no training partition holds: declared, it gets votes of none
+                raise ValueError(
+                    f"{error} To calibrate or evaluate with labels the training rows lack, "
+                    "declare every label at fit: classes=[...]."
+                ) from None
             outside = pd.unique(labels[pd.Index(self.classes_).get_indexer(labels) < 0])
             if not outside.size:  # another reason (booleans)
                 raise
@@ -1476,9 +1482,12 @@ class ReliablePredictionSets(
         refuse_sparse_columns(X, type(self).__name__)
         # Sparse input is refused (rows are hashed by their dense bytes); NaN is left to the
         # models that take it (the others are named before they see it).
+        if hasattr(X, "iloc"):  # columns of their own dtypes (dates beside numbers: no
+            check_nan_accepted(self._nan_template(), X)  # common numpy dtype to check in)
+            return X
         checked = check_array(X, accept_sparse=False, dtype=None, ensure_all_finite=False)
         check_nan_accepted(self._nan_template(), checked)
-        return X if hasattr(X, "iloc") else checked
+        return checked
 
     # ---- votes ---------------------------------------------------------------------------
     @property

@@ -190,7 +190,9 @@ default="lac"
         Rows predicted at once (``None``: automatic), to bound memory on large inputs.
     random_state : int, Generator or None, default=None
         Seeds the uniform draws of randomised scores (and the classifier trained by
-        ``fit`` where its own ``random_state`` is None); the same seed gives the same sets.
+        ``fit`` where its own ``random_state`` is None); the same seed gives the same sets
+        (randomised scores draw at calibrate too: a seed set after calibrate is refused
+        until calibrate runs again).
         With an int seed a prediction call's draws depend on the seed and on the values of
         the rows it is given, in their order, so the same rows in the same order get the
         same sets again (another order, or other rows in the call, act like another seed:
@@ -228,14 +230,14 @@ default="lac"
     ((23, 3), dtype('bool'))
     """
 
-    #: Parameters the calibration scores depend on (changing one needs a new calibrate).
     _unbounded_prediction = "sets holding every class"
 
     # what the rows of a group unseen at calibration get (see `_group_index`)
     _unseen_group_lead = "their sets hold"
     _unseen_group_prediction = "every class (p-value 1 for every class)"
 
-    _calibration_params = (
+    #: Parameters the calibration scores depend on (changing one needs a new calibrate).
+    _score_params = (
         "conformity_score",
         "randomized",
         "k_reg",
@@ -244,6 +246,12 @@ default="lac"
         "class_conditional",
         "likelihood_ratio",
     )
+
+    @property
+    def _calibration_params(self) -> tuple[str, ...]:  # type: ignore[override]
+        """The score's parameters, and the seed where the score draws uniforms at
+        calibrate (a seed changed after calibrate gave sets no fresh model reproduces)."""
+        return self._score_params + (("random_state",) if self._draws_at_prediction() else ())
 
     def __init__(
         self,

@@ -219,7 +219,18 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
     def _validate_params(self) -> None:
         super()._validate_params()
         self._score_object()
-        refuse_split_iterator(getattr(self, "cv", None))  # before any model is trained
+        if "cv" in self.__dict__:  # (CQR has none) checked whether the score reads it or not
+            cv = self.cv
+            refuse_split_iterator(cv)  # before any model is trained
+            if (
+                cv is None
+                or isinstance(cv, bool | str | float)
+                or (isinstance(cv, numbers.Integral) and cv < 2)
+            ):
+                raise ValueError(
+                    "`cv` (the folds of the out-of-fold residuals a difficulty model "
+                    f"learns) must be an int >= 2 or a cross-validation splitter, got {cv!r}."
+                )
         model = getattr(self, "difficulty_estimator", None)  # CQR has none
         refuse_model_class(model, name="difficulty_estimator")
         spread = ("predict", "predict_std")
@@ -312,15 +323,6 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
                     "difficulty; an unfitted one is refused, not trained on absolute residuals."
                 )
             cv = self.cv
-            if (
-                cv is None
-                or isinstance(cv, bool | str | float)
-                or (isinstance(cv, numbers.Integral) and cv < 2)
-            ):
-                raise ValueError(
-                    "`cv` (the folds of the out-of-fold residuals the difficulty model "
-                    f"learns) must be an int >= 2 or a cross-validation splitter, got {cv!r}."
-                )
             if reads_groups(cv, unknown=False):
                 raise ValueError(
                     f"`cv` ({type(cv).__name__}) splits by group, but fit takes no groups: "

@@ -678,9 +678,15 @@ class SequentialConformalRegressor(
             f"in [0, 1], got {grid!r}."
         )
         fractions = real_values(grid)
+        if fractions is not None and fractions.ndim == 0:  # 1.0: a count or a fraction?
+            raise ValueError(
+                f"`beta_grid` must be an int (a number of points: beta_grid=1 is the "
+                f"central interval) or a 1-D list of fractions of alpha in [0, 1] "
+                f"([1.0] for the fraction 1), got the number {grid!r}."
+            )
         if (
             fractions is None
-            or fractions.ndim > 1
+            or fractions.ndim != 1
             or fractions.size == 0
             or not ((fractions >= 0) & (fractions <= 1)).all()  # NaN too
         ):
@@ -725,7 +731,21 @@ class SequentialConformalRegressor(
                     "(``y[t:t + k]`` for ``X[t:t + k]``)."
                 )
             y = np.reshape(np.asarray(y), 1)
-        return X, check_regression_target(y, n)
+        try:
+            return X, check_regression_target(y, n)
+        except ValueError as error:
+            if reset or "NaN or infinite" not in str(error):
+                raise
+            # online: imputing feeds made-up residuals to the memory, and a removed row
+            # breaks the one-step sequence
+            missing = np.flatnonzero(~np.isfinite(np.ravel(np.asarray(y, dtype=float))))
+            first = int(missing[0])
+            raise ValueError(
+                f"`y` contains {missing.size} NaN or infinite values, the first at position "
+                f"{first}: give `y` only for the rows observed so far (X[:{first}] with "
+                f"y[:{first}]), and predict the later rows without `y`; imputed values "
+                "would enter the memory as residuals."
+            ) from None
 
     def _check_after_absorbed(self, X: Any, y: Any, *, reset: bool) -> None:
         """Rows must come after those absorbed before: warn when their times (the index of
@@ -841,7 +861,7 @@ class SequentialConformalRegressor(
         alphas = check_alpha(self.alpha, "alpha")
         self._window_checked = window
         self._alpha_checked = float(np.min(alphas))  # prediction checks lower levels
-        self._warned: set[tuple] = set()  # prediction warnings given since this fit
+        self._warned: frozenset[tuple] = frozenset()  # prediction warnings given since fit
         needed = minimum_effective_size(alphas)
         count = self._trim(residuals).shape[0] - window
         if count >= needed:
@@ -889,10 +909,12 @@ class SequentialConformalRegressor(
         """Warn once per fit for ``key``: Python's own once-per-place filter does not hold
         in an online loop (scikit-learn's input checks reset it at every call, so a warning
         came back at every step)."""
-        warned = self.__dict__.setdefault("_warned", set())
+        warned = self.__dict__.get("_warned", frozenset())
         if key not in warned:
-            warned.add(key)
             warn_user(message, UserWarning)
+            # rebound, not changed in place, after the warning: a call refused later (or
+            # by a warning raised as an error) is undone with it and warns again
+            self._warned = warned | {key}
 
     def _warn_few_residuals_for(self, alphas: NDArray) -> None:
         """At prediction: warn for a level below the one fit checked (a call's ``alpha``,
