@@ -992,9 +992,13 @@ def test_nan_in_x_is_refused_without_suggesting_a_model_that_cannot_be_linearise
     X, y = regression_data(60, seed=0)
     X = X.copy()
     X[3, 0] = np.nan
-    with pytest.raises(ValueError, match=r"linearises a network.*SimpleImputer") as error:
+    with pytest.raises(ValueError, match=r"linearises the model.*SimpleImputer") as error:
         ACP(MLPRegressor(hidden_layer_sizes=(5,), solver="lbfgs")).fit(X, y)
     assert "HistGradientBoosting" not in str(error.value)
+    # (review s65) a linear model is not called a network
+    with pytest.raises(ValueError, match=r"before the model") as error:
+        ACP(Ridge()).fit(X, y)
+    assert "network" not in str(error.value)
 
 
 def test_groups_and_sparse_input_the_fit_cannot_use_are_named_before_training():

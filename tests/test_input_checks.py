@@ -3462,3 +3462,21 @@ def test_a_regressor_where_a_classifier_is_needed_is_named_a_regressor():
     ):
         with pytest.raises(TypeError, match=r"is a regressor.*Pass a classifier"):
             fit()
+
+
+def test_a_reordered_multiindex_target_shows_its_labels_as_plain_tuples():
+    """Review s65: the refusal showed `(np.int64(0), np.int64(1))`."""
+    from uqconform import SplitConformalRegressor
+
+    rng = np.random.default_rng(0)
+    index = pd.MultiIndex.from_arrays(
+        [rng.permutation(np.repeat(np.arange(8), 5)), np.tile(np.arange(5), 8)],
+        names=["store", "day"],
+    )
+    X = pd.DataFrame(rng.normal(size=(40, 2)), index=index)
+    y = pd.Series(rng.normal(size=40), index=index)
+    with pytest.raises(
+        ValueError, match=r"another order \(position 0: \(\d+, \d+\), where"
+    ) as error:
+        SplitConformalRegressor(LinearRegression()).fit(X, y.sort_index())
+    assert "np.int64" not in str(error.value)

@@ -1450,3 +1450,14 @@ def test_many_mondrian_groups_get_their_own_thresholds_from_few_pvalue_calls(
             np.testing.assert_array_equal(
                 table[stratum], alone._threshold_table(np.array(alphas))[0]
             )
+
+
+def test_a_model_class_for_the_risk_controller_suggests_a_multi_label_instance():
+    """Review s65: it suggested `MultiLabelRiskController(LogisticRegression())`, which is
+    refused next (one label per row)."""
+    from sklearn.linear_model import LogisticRegression
+
+    with pytest.raises(TypeError, match=r"OneVsRestClassifier\(LogisticRegression\(\)\)"):
+        MultiLabelRiskController(estimator=LogisticRegression).fit(
+            np.zeros((4, 2)), np.array([[0, 1], [1, 0], [1, 1], [0, 0]])
+        )

@@ -635,7 +635,8 @@ def check_row_order(
         )
     raise ValueError(
         f"{shown} is indexed by the row labels of `{rows_of}` in another order (position "
-        f"{first}: {own_index[first]}, where `{rows_of}` has {x_index[first]}); rows are "
+        f"{first}: {_plain(own_index[first])}, where `{rows_of}` has "
+        f"{_plain(x_index[first])}); rows are "
         f"paired by position, so {verb} it in the order of `{rows_of}` (e.g. {remedy})."
     )
 
@@ -658,6 +659,8 @@ def _plain(value: Any) -> Any:
         return pd.Timestamp(value)
     if isinstance(value, np.timedelta64):
         return pd.Timedelta(value)
+    if isinstance(value, tuple):  # a MultiIndex label
+        return tuple(map(_plain, value))
     return value.item() if isinstance(value, np.generic) else value
 
 
@@ -1462,7 +1465,9 @@ def refuse_model_class(model: Any, wrapper: Any = None, name: str = "estimator")
     if isinstance(model, type):
         example = f"{model.__name__}()"
         if wrapper is not None and name == "estimator":
-            example = f"{type(wrapper).__name__}({example})"
+            # a wrapper may need the model wrapped (multi-label: OneVsRestClassifier)
+            inner = getattr(wrapper, "_model_instance_example", "{model}()")
+            example = f"{type(wrapper).__name__}({inner.format(model=model.__name__)})"
         raise TypeError(
             f"`{name}` is the class {model.__name__}: pass an instance, e.g. {example}."
         )

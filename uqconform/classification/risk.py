@@ -529,6 +529,8 @@ class MultiLabelRiskController(ClassifierMixin, ConformalPredictor):
     """
 
     _unbounded_prediction = "sets holding every label"
+    # a model class given for `estimator`: most classifiers fit one label per row
+    _model_instance_example = "OneVsRestClassifier({model}())"
 
     @property
     def _unseen_group_prediction(self) -> str:  # type: ignore[override]

@@ -615,9 +615,9 @@ class ApproximateFullConformalRegressor(
         # check_features compared the features' number and names (one warning at most);
         # a model fitted on named columns gets them back (it would warn at every call)
         # C order: a DataFrame (column-major inside) and its array train the network alike
-        remedy = "sklearn.impute.SimpleImputer in a Pipeline before the network"
+        remedy = "sklearn.impute.SimpleImputer in a Pipeline before the model"
         checked = float_rows_without_nan(
-            self, X, "linearises a network", remedy, accept_sparse=sparse
+            self, X, "linearises the model", remedy, accept_sparse=sparse
         )
         if is_torch_module(model):
             takes = _features_the_module_takes(model)
