@@ -1372,3 +1372,41 @@ def test_the_recorded_uqconform_version_is_that_of_the_code_that_ran(monkeypatch
 
     monkeypatch.setattr(uqconform, "__version__", "9.9.9.dev0")
     assert package_versions()["uqconform"] == "9.9.9.dev0"
+
+
+class _NoneWriter:
+    """A stream whose write returns None (codecs writers, hand-written tees)."""
+
+    def __init__(self):
+        self.text = []
+
+    def write(self, text):
+        self.text.append(text)
+
+    def flush(self):
+        pass
+
+
+def test_progress_bars_take_streams_that_return_none_or_have_a_closed_descriptor(tmp_path):
+    """Diff review 55: the progress stream cast write's result to int (TypeError on None),
+    and a closed descriptor (`2>&-`, EBADF) still failed families."""
+    from uqconform.benchmarks.runner import _ProgressStream
+
+    writer = _NoneWriter()
+    stream = _ProgressStream(writer)
+    assert stream.write("bar") is None and writer.text == ["bar"]
+
+    class BadDescriptor(_ClosedPipe):
+        def write(self, text):
+            raise OSError(9, "Bad file descriptor")
+
+        def flush(self):
+            raise OSError(9, "Bad file descriptor")
+
+    closed = BadDescriptor(tmp_path / "stderr")
+    try:
+        stream = _ProgressStream(closed)
+        assert stream.write("bar") == 3
+        stream.flush()
+    finally:
+        os.close(closed.fd)

@@ -689,3 +689,18 @@ def test_a_bad_cv_is_refused_when_the_score_does_not_read_it(cv):
     for model in (SplitConformalRegressor(cv=cv), ConformalPredictiveSystem(cv=cv)):
         with pytest.raises(ValueError, match=r"`cv` \(the folds"):
             model.fit(X, X[:, 0])
+
+
+def test_an_unused_cv_refusal_says_the_score_does_not_use_it():
+    """Diff review 55: MAPIE's `cv="prefit"` with the absolute score, accepted before, is
+    refused; the message says how to get past it."""
+    from sklearn.linear_model import Ridge
+
+    from uqconform import SplitConformalRegressor
+
+    X = np.random.default_rng(0).normal(size=(60, 2))
+    fitted = Ridge().fit(X, X[:, 0])
+    with pytest.raises(ValueError, match=r"does not use it: leave the default"):
+        SplitConformalRegressor(fitted, cv="prefit").calibrate(X, X[:, 0])
+    with pytest.raises(ValueError, match=r"got 'prefit'\.$"):  # a normalized score reads it
+        SplitConformalRegressor(conformity_score="normalized", cv="prefit").fit(X, X[:, 0])

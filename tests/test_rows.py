@@ -215,3 +215,9 @@ def test_a_column_of_number_categories_hashes_as_its_numbers():
     assert rows_digest(as_category) == rows_digest(numbers) == rows_digest(numbers.to_numpy())
     text = pd.DataFrame({"x": [0.5, 1.5], "zone": ["a", "b"]})
     assert rows_digest(text.astype({"zone": "category"})) == rows_digest(text)
+
+
+def test_a_series_of_number_categories_hashes_as_its_numbers():
+    """Diff review 55: a one-column frame of categories was fixed, a Series was not."""
+    numbers = pd.Series([11, 22, 33])
+    assert rows_digest(numbers.astype("category")) == rows_digest(numbers)

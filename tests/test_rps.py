@@ -1966,3 +1966,16 @@ def test_an_unseen_label_at_calibrate_names_the_classes_parameter(digits):
     model.fit(X_fit[keep], y_fit[keep])
     with pytest.raises(ValueError, match=r"never saw during fit: \[9\].*classes=\[\.\.\.\]"):
         model.calibrate(X_cal, y_cal)
+
+
+def test_rps_refusals_of_text_labels_and_of_a_frame_without_columns(digits):
+    """Diff review 55: text labels for integer classes were also told to declare
+    `classes=`; a DataFrame without columns failed with a bare IndexError."""
+    X_fit, y_fit, X_cal, y_cal, _, _ = digits
+    model = ReliablePredictionSets(LogisticRegression(max_iter=300), k_train=2, k_calib=2)
+    model.fit(X_fit, y_fit)
+    with pytest.raises(ValueError, match=r"astype\(int\)") as error:
+        model.calibrate(X_cal, y_cal.astype(str))
+    assert "classes=" not in str(error.value)
+    with pytest.raises(ValueError, match="`X` has no columns"):
+        ReliablePredictionSets(LogisticRegression()).fit(pd.DataFrame(index=range(20)), y_fit[:20])

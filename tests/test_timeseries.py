@@ -788,7 +788,7 @@ def test_synthetic_coverage_spci(generator):
         (KOWCPI, {"beta_grid": []}, "beta_grid"),
         (KOWCPI, {"beta_grid": [[0.0, 1.0]]}, "beta_grid"),
         (EnbPI, {"beta_grid": 1.0}, "beta_grid"),  # a count or the fraction 1? (review s65)
-        (KOWCPI, {"beta_grid": np.float64(0.5)}, "beta_grid"),
+        (KOWCPI, {"beta_grid": np.float64(0.5)}, r"\[0.5\] for that one fraction"),
         (EnbPI, {"memory": 1}, "memory"),
         (EnbPI, {"memory": 10.5}, "memory"),
         (EnbPI, {"n_bootstrap": 1}, "n_bootstrap"),

@@ -825,5 +825,10 @@ def test_non_finite_online_y_names_its_first_position_and_the_way_out():
     later = y[100:110].copy()
     later[7:] = np.nan
     for call in (model.predict_interval, model.update):
-        with pytest.raises(ValueError, match=r"first at position 7: give `y` only for the rows"):
+        with pytest.raises(ValueError, match=r"first at position 7: give `y` for the rows before"):
             call(X[100:110], y=later)
+    # (diff review 55) pd.NA among objects, and a first row not observed yet
+    missing = pd.Series(list(y[100:110]), dtype=object)
+    missing[0] = pd.NA
+    with pytest.raises(ValueError, match=r"position 0: predict those rows without `y`"):
+        model.predict_interval(X[100:110], y=missing)

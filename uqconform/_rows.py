@@ -200,8 +200,8 @@ def rows_digest(content: Any) -> str:
         numbers_only = None
     if numbers_only is not None:  # the same numbers in any dtype give the same digest
         content = numbers_only
-    elif isinstance(content, pd.DataFrame):  # a mixed table: its number columns alike
-        content = numeric_columns_as_float(content)
+    elif isinstance(content, (pd.DataFrame, pd.Series)):  # a mixed table (or a column of
+        content = numeric_columns_as_float(pd.DataFrame(content))  # categories): numbers alike
     elif isinstance(content, list) or (
         isinstance(content, np.ndarray) and content.dtype.kind == "O"
     ):

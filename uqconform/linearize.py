@@ -806,8 +806,13 @@ def _mlp_linearize(model: MLPRegressor, X: Any, kind: Curvature) -> _Parts:
         activations.append(a)
         derivatives.append(d)
     prediction = (activations[-1] @ weights[-1] + biases[-1])[:, 0]
-    # the layers are read, so the model must predict with them (a subclass may not)
-    own = np.ravel(np.asarray(model.predict(X), dtype=np.float64))
+    # the layers are read, so the model must predict with them: a subclass may not (an
+    # MLPRegressor itself does, also one whose layers were set by hand, without fit)
+    own = (
+        prediction
+        if type(model) is MLPRegressor
+        else np.ravel(np.asarray(model.predict(X), dtype=np.float64))
+    )
     scale = 1.0 + np.max(np.abs(prediction), initial=0.0)
     if own.shape != prediction.shape or not np.allclose(
         own, prediction, rtol=1e-5, atol=1e-6 * scale

@@ -605,23 +605,23 @@ def _not_a_verdict(met: Any) -> bool:
 
 class _ProgressStream:
     """Standard error as the progress bars' file: once it is closed (``2>&1 | head``, a
-    pager quit), it is pointed at the null device, so the bars stop showing and the run
-    still finishes and writes its files."""
+    pager quit, ``2>&-``), it is pointed at the null device, so the bars stop showing and
+    the run still finishes and writes its files."""
 
     def __init__(self, stream: Any) -> None:
         self._stream = stream
 
-    def write(self, text: str) -> int:
+    def write(self, text: str) -> Any:
         try:
-            return int(self._stream.write(text))
-        except BrokenPipeError:
+            return self._stream.write(text)  # (some streams return None: passed on)
+        except (OSError, ValueError):  # a reader gone, a closed descriptor (2>&-) or file
             self._silence()
             return len(text)
 
     def flush(self) -> None:
         try:
             self._stream.flush()
-        except BrokenPipeError:
+        except (OSError, ValueError):
             self._silence()
 
     def _silence(self) -> None:

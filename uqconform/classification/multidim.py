@@ -206,9 +206,9 @@ class MultiDimScoreClassifier(
         draws are fixed by the seed and the call's rows, so repeated `predict_set` calls
         give the same sets; a Generator (used as is, drawing in sequence) or None gives
         fresh draws at each call, so randomised sets can differ between calls. The split is drawn
-        over positions and the bootstrap rows within each class in the classes' sorted
-        order, so reordering the calibration rows, or renaming classes so that they sort
-        differently, acts like another seed (valid either way).
+        over positions, so reordering the calibration rows acts like another seed (valid
+        either way); each row's bootstrap draw is its own, so the names of the classes
+        change nothing. Fit and calibrate use it: a seed set after them asks for both again.
     verbose : bool, default=False
         Show a progress bar of the fitted heads.
 
@@ -246,6 +246,7 @@ class MultiDimScoreClassifier(
     #: Parameters the calibration depends on (changing one needs a new calibrate).
     _fit_params = ("estimator", "n_heads", "diversity")  # the heads fit trained
     _calibration_params = (
+        "random_state",  # the calibration rows' split between cells and thresholds
         "base_score",
         "k_reg",
         "lambda_reg",
@@ -387,6 +388,7 @@ class MultiDimScoreClassifier(
         # fitted heads given as a list are only checked: re-read at each calibrate, so that
         # set_params(estimator=...) applies
         self._estimator_adopted = isinstance(self.estimator, (list, tuple))
+        self._fit_used_seed = self.random_state is not None  # the heads' draws
         expected = getattr(self.estimator_.heads_[0], "n_features_in_", None)
         if self._estimator_adopted and expected is not None and expected != self.n_features_in_:
             raise ValueError(

@@ -72,6 +72,7 @@ from uqconform._validation import (
     check_weights_row_order,
     check_wrapper_fitted,
     class_probabilities,
+    label_type_hint,
     labels_text,
     missing_proba_error,
     reading_features,
@@ -1279,7 +1280,10 @@ class ReliablePredictionSets(
             return encode_labels(labels, self.classes_, name)
         except ValueError as error:
             if self.classes is None:
-                if "never saw during fit" not in str(error):
+                unseen = pd.unique(labels[pd.Index(self.classes_).get_indexer(labels) < 0])
+                if "never saw during fit" not in str(error) or label_type_hint(
+                    np.asarray(unseen), self.classes_, name
+                ):  # other types of the same labels: their hint is the way out
                     raise
                 # a label no training partition holds: declared, it gets votes of none
                 raise ValueError(
@@ -1483,7 +1487,9 @@ class ReliablePredictionSets(
         # Sparse input is refused (rows are hashed by their dense bytes); NaN is left to the
         # models that take it (the others are named before they see it).
         if hasattr(X, "iloc"):  # columns of their own dtypes (dates beside numbers: no
-            check_nan_accepted(self._nan_template(), X)  # common numpy dtype to check in)
+            if X.shape[1] == 0:  # common numpy dtype to check them in)
+                raise ValueError("`X` has no columns: give at least one feature.")
+            check_nan_accepted(self._nan_template(), X)
             return X
         checked = check_array(X, accept_sparse=False, dtype=None, ensure_all_finite=False)
         check_nan_accepted(self._nan_template(), checked)

@@ -227,9 +227,16 @@ class SplitConformalRegressor(RegressorMixin, ConformalPredictor):
                 or isinstance(cv, bool | str | float)
                 or (isinstance(cv, numbers.Integral) and cv < 2)
             ):
+                unused = (
+                    ""
+                    if self._needs_difficulty()
+                    else " (this score does not use it: leave the default, 5; a fitted "
+                    "model is adopted by calibrate alone, without a `cv`)"
+                )
                 raise ValueError(
                     "`cv` (the folds of the out-of-fold residuals a difficulty model "
-                    f"learns) must be an int >= 2 or a cross-validation splitter, got {cv!r}."
+                    f"learns) must be an int >= 2 or a cross-validation splitter, got {cv!r}"
+                    f"{unused}."
                 )
         model = getattr(self, "difficulty_estimator", None)  # CQR has none
         refuse_model_class(model, name="difficulty_estimator")

@@ -669,6 +669,8 @@ class SequentialConformalRegressor(
     def _beta_fractions(self) -> NDArray:
         """The beta grid as fractions of alpha, in [0, 1]."""
         grid = self.beta_grid
+        if isinstance(grid, np.ndarray) and grid.ndim == 0 and grid.dtype.kind in "iu":
+            grid = int(grid)  # np.array(3): a count, as 3 is
         if isinstance(grid, numbers.Integral) and not isinstance(grid, bool):
             if grid < 1:
                 raise ValueError(f"`beta_grid` must be >= 1 point, got {grid}.")
@@ -682,7 +684,7 @@ class SequentialConformalRegressor(
             raise ValueError(
                 f"`beta_grid` must be an int (a number of points: beta_grid=1 is the "
                 f"central interval) or a 1-D list of fractions of alpha in [0, 1] "
-                f"([1.0] for the fraction 1), got the number {grid!r}."
+                f"([{float(fractions)!r}] for that one fraction), got the number {grid!r}."
             )
         if (
             fractions is None
@@ -733,18 +735,27 @@ class SequentialConformalRegressor(
             y = np.reshape(np.asarray(y), 1)
         try:
             return X, check_regression_target(y, n)
-        except ValueError as error:
-            if reset or "NaN or infinite" not in str(error):
+        except ValueError:
+            if reset:
                 raise
-            # online: imputing feeds made-up residuals to the memory, and a removed row
-            # breaks the one-step sequence
-            missing = np.flatnonzero(~np.isfinite(np.ravel(np.asarray(y, dtype=float))))
-            first = int(missing[0])
+            values = pd.Series(np.ravel(np.asarray(y, dtype=object)))
+            numbers = pd.to_numeric(values, errors="coerce")
+            unknown = values.isna() | np.isinf(numbers.fillna(0.0).to_numpy(dtype=float))
+            if not unknown.any() or unknown.size != n:
+                raise
+            # online: imputed values would enter the memory as residuals, and a removed
+            # row breaks the one-step sequence
+            first = int(np.flatnonzero(unknown.to_numpy())[0])
+            observed = (
+                f"give `y` for the rows before it only (X[:{first}] with y[:{first}]) and "
+                "predict the later rows without `y`"
+                if first
+                else "predict those rows without `y`, and give `y` once it is observed"
+            )
             raise ValueError(
-                f"`y` contains {missing.size} NaN or infinite values, the first at position "
-                f"{first}: give `y` only for the rows observed so far (X[:{first}] with "
-                f"y[:{first}]), and predict the later rows without `y`; imputed values "
-                "would enter the memory as residuals."
+                f"`y` holds {int(unknown.sum())} NaN, missing or infinite values, the first at "
+                f"position {first}: {observed}; an imputed or clipped value would enter "
+                "the memory as a residual."
             ) from None
 
     def _check_after_absorbed(self, X: Any, y: Any, *, reset: bool) -> None:
