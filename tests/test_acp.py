@@ -1544,7 +1544,9 @@ def test_calibrate_refuses_an_estimator_changed_after_fit():
     model.set_params(estimator=given).calibrate(X[100:150], y[100:150])  # the one fit used
 
 
-@pytest.mark.parametrize("model", [LinearRegression(positive=True), Ridge(positive=True)])
+@pytest.mark.parametrize(
+    "model", [LinearRegression(positive=True), Ridge(positive=True), Ridge(positive=np.True_)]
+)
 def test_a_fit_with_non_negative_coefficients_is_not_taken_for_the_ridge_optimum(model):
     """Review s65: full mode stepped a ``positive=True`` model to the unconstrained ridge
     optimum without a word (intervals equal to unconstrained full CP to 4e-15, 126 of 200
@@ -1613,3 +1615,20 @@ def test_last_layer_curvature_refuses_a_torch_layer_forward_does_not_use():
     net.aux_head.requires_grad_(False)  # the way out the message names
     model.calibrate(X[:40], y[:40])
     assert model.machine_.n_features == 9
+    # (diff review 54) a test row whose Jacobian is 0 (a final ReLU clamping it) is
+    # answered alone as in a batch, not refused
+    clamped = torch.nn.Sequential(torch.nn.Linear(2, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+    clamped = torch.nn.Sequential(clamped, torch.nn.ReLU()).double()
+    with torch.no_grad():  # the output x[0] - 0.5: rows with x[0] < 0.5 clamped
+        clamped[0][0].weight.zero_()
+        clamped[0][0].weight[0, 0] = 1.0
+        clamped[0][2].weight.zero_()
+        clamped[0][2].weight[0, 0] = 1.0
+        clamped[0][2].bias.fill_(-0.3)
+    rows = np.array([[2.0, 0.0], [1.5, 1.0], [-1.0, 0.0]])  # the last one clamped
+    model = ACP(clamped, prior_precision=1.0, noise=0.1, curvature="last_layer")
+    model.calibrate(X[:40] + 1.0, np.abs(y[:40]))
+    assert float(clamped(torch.as_tensor(rows[2:])).item()) == 0.0
+    np.testing.assert_allclose(
+        model.predict_interval(rows[2:])[0], model.predict_interval(rows)[2]
+    )

@@ -1979,3 +1979,23 @@ def test_rps_refusals_of_text_labels_and_of_a_frame_without_columns(digits):
     assert "classes=" not in str(error.value)
     with pytest.raises(ValueError, match="`X` has no columns"):
         ReliablePredictionSets(LogisticRegression()).fit(pd.DataFrame(index=range(20)), y_fit[:20])
+
+
+def test_evaluate_judges_a_paper_rank_rps_by_the_exact_ranks_law(fitted, digits):
+    """Diff review 54: the paper rule's own (sub-nominal) law let it never read BELOW."""
+    from sklearn.base import clone as clone_model
+
+    from uqconform.evaluation import evaluate
+
+    X_fit, y_fit, X_cal, y_cal, X_test, y_test = digits
+    paper = clone_model(fitted).set_params(coverage="paper").fit(X_fit, y_fit)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        paper.calibrate(X_cal, y_cal)
+        row = evaluate(paper, X_test, y_test, alpha=0.1, confidence=0.99).rows[0]
+    sizes = np.asarray(paper.partition_sizes_)
+    exact_ranks = [partition_rank(int(n), 5, 0.1, "exact") for n in sizes]
+    expected = majority_coverage_bounds(
+        sizes, exact_ranks, majority_threshold(5, 0.1), len(y_test)
+    )
+    assert (row["bound_low"], row["bound_high"]) == pytest.approx(expected, rel=1e-12)

@@ -540,7 +540,7 @@ def weight_decay(estimator: Any) -> float | None:
         _check_mlp(model)
         return float(model.alpha) * _minibatch_factor(model)
     _linear_parameters(model)  # type, fit and output checks
-    if getattr(model, "positive", False) is True:
+    if bool(getattr(model, "positive", False)):  # np.True_ too
         return None  # non-negative coefficients: a constrained optimum, not a ridge one
     if isinstance(model, LinearRegression):
         return 0.0
@@ -894,6 +894,13 @@ def _torch_parameters(module: Any, kind: Curvature) -> list[tuple[str, Any]]:
     return [(name, p) for name, p in params if name.startswith(prefix)]
 
 
+def last_layer_name(module: Any) -> str:
+    """The name of the child whose parameters ``curvature='last_layer'`` takes in a torch
+    module (the last child with trainable parameters, descended into)."""
+    name = _torch_parameters(module, Curvature.LAST_LAYER)[0][0]
+    return name.rpartition(".")[0] or name
+
+
 def _torch_linearize(module: Any, X: Any, kind: Curvature) -> _Parts:
     import torch
     from torch.func import functional_call, jacrev, vmap
@@ -954,15 +961,6 @@ def _torch_linearize(module: Any, X: Any, kind: Curvature) -> _Parts:
             f"{alone[row]:.6g} alone but {batched[row]:.6g} in a batch of {n}: its forward "
             "mixes rows (batch statistics?), so the per-row Jacobians do not describe its "
             "predictions. Make forward act on each row on its own."
-        )
-    if kind is Curvature.LAST_LAYER and not np.any(jacobian):
-        layer = names[0].rpartition(".")[0] or names[0]
-        raise ValueError(
-            f"`estimator`: curvature='last_layer' takes the parameters of {layer!r}, the last "
-            f"child of {type(module).__name__} with trainable parameters, but its output "
-            "does not depend on them on these rows (their Jacobian is 0: a layer forward "
-            "does not use?). Register the output layer last, freeze the unused one "
-            "(requires_grad_(False)), or use curvature='full'."
         )
     penalized = np.concatenate(
         [np.full(int(p.numel()), p.ndim >= 2, dtype=bool) for _, p in params]

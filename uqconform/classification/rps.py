@@ -1812,16 +1812,23 @@ class ReliablePredictionSets(
             self._warn_small_partitions(self.partition_sizes_, levels)
 
     def _coverage_law_bounds(self, alphas: NDArray, n_test: int, confidence: float) -> NDArray:
-        """`uqconform.evaluation.evaluate`'s bounds ``(k, 2)``: the majority set's own
-        coverage law at each level (`majority_coverage_bounds`). It spreads more than split
+        """`uqconform.evaluation.evaluate`'s bounds ``(k, 2)``: the majority set's
+        coverage law at each level (`majority_coverage_bounds`, with the ranks of
+        ``coverage="exact"``, the guarantee's). It spreads more than split
         CP's law over all calibration rows, by which a valid model read "BELOW" two to
         three times as often as ``confidence`` allows in a review."""
         sizes = np.asarray(self.partition_sizes_, dtype=np.int64)
         k = int(self.k_calib)
+        # the law of the guarantee, the "exact" ranks, whatever `coverage` is: a model
+        # whose paper ranks cover less can then read "BELOW" (diff review 54)
         return np.array(
             [
                 majority_coverage_bounds(
-                    sizes, self._ranks(level), majority_threshold(k, level), n_test, confidence
+                    sizes,
+                    [partition_rank(int(size), k, level, "exact") for size in sizes],
+                    majority_threshold(k, level),
+                    n_test,
+                    confidence,
                 )
                 for level in map(float, alphas)  # a loop over levels
             ]

@@ -45,8 +45,10 @@ _MAX_COUNTS = 10**15
 _STIRLING_FROM = 10**4
 
 
-def check_confidence(confidence: Any) -> float:
-    """``confidence`` as a float strictly between 0 and 1 (else a message naming it)."""
+def check_confidence(confidence: Any, *, positional: bool = False) -> float:
+    """``confidence`` as a float strictly between 0 and 1 (else a message naming it;
+    ``positional``: called by `coverage_bounds`, where a count there may be ``n_repeats``
+    given by position)."""
     if isinstance(confidence, np.ndarray) and confidence.ndim == 0:
         confidence = confidence.item()  # a 0-d array is one number, as for alpha
     if isinstance(confidence, bool) or not isinstance(confidence, numbers.Real):
@@ -56,10 +58,13 @@ def check_confidence(confidence: Any) -> float:
             f"0.99), got {type(confidence).__name__} {confidence!r}."
         )
     if not 0 < cast(float, confidence) <= _MAX_CONFIDENCE:
+        value = float(confidence)
         order = (
-            " (a count? pass n_repeats by keyword: the order is n_calibration, alpha, "
+            " (a percentage? pass 0.95 for 95%)"
+            if 50 <= value <= 100
+            else " (a count? pass n_repeats by keyword: the order is n_calibration, alpha, "
             "n_test, confidence, n_repeats)"
-            if float(confidence) >= 1 and float(confidence).is_integer()
+            if positional and value >= 1 and value.is_integer()
             else ""
         )
         raise ValueError(
@@ -431,7 +436,7 @@ def coverage_bounds(
     >>> coverage_bounds(1000, [0.1, 0.2], 1000, n_repeats=20).shape
     (2, 2)
     """
-    check_confidence(confidence)
+    check_confidence(confidence, positional=True)  # (a count there: n_repeats?)
     _check_counts(n_calibration, n_test, n_repeats)
     levels = check_alpha(alpha)
     tail = (1 - confidence) / 2

@@ -73,13 +73,16 @@ _PRODUCT_DISTANCE_ERROR = 1e-9
 def _nearest_rows(query: Any, rows: Any, k: int) -> NDArray[np.intp]:
     """Indices ``(n, k)`` of the ``k`` rows nearest each query row, nearest first.
 
-    Euclidean distance; rows at equal distance are taken in index order. The order
-    does not depend on the BLAS build, its thread count or the other query rows:
+    Euclidean distance; rows at equal computed distance are taken in index order. The
+    order does not depend on the BLAS build, its thread count or the other query rows:
     scikit-learn's search screens candidates (its distances' last bits, and its order
     among ties, vary with those), and the candidates within rounding of the k-th
-    distance are ranked by distances summed coordinate by coordinate. A query row whose
-    screened candidates are all that close (many ties) is searched again with more.
-    Dense arrays or CSR matrices.
+    distance are ranked by distances summed coordinate by coordinate (rows tied in exact
+    arithmetic can differ there in the last bits: their order is then that of those
+    bits, the same at every call). A query row whose screened candidates are all that
+    close (many ties) is searched again with more, so the cost grows with the size of
+    the tie groups (one-hot features: a group can hold most rows). Dense arrays or CSR
+    matrices.
 
     Examples
     --------
@@ -100,17 +103,22 @@ def _nearest_rows(query: Any, rows: Any, k: int) -> NDArray[np.intp]:
     pending = np.arange(query.shape[0])
     wanted = min(n_rows, k + max(8, k // 4))
     while pending.size:
-        distance, candidates = searcher.kneighbors(query[pending], n_neighbors=wanted)
-        squared = distance**2
-        near = squared <= (squared[:, [k - 1]] + slack[pending, None])
-        crowded = near[:, -1] & (wanted < n_rows)
-        settled = ~crowded
-        # candidates come nearest first, so the near ones are a prefix of each row
-        width = int(near[settled].sum(axis=1).max(initial=k))
-        out[pending[settled]] = _rank_exactly(
-            query[pending[settled]], rows, candidates[settled, :width], near[settled, :width], k
-        )
-        pending = pending[crowded]
+        crowded_rows = []
+        step = max(1, _LOCAL_CELLS // wanted)  # bounded memory: (rows x wanted) at a time
+        for start in range(0, pending.size, step):  # a loop over row blocks
+            block = pending[start : start + step]
+            distance, candidates = searcher.kneighbors(query[block], n_neighbors=wanted)
+            squared = distance**2
+            near = squared <= (squared[:, [k - 1]] + slack[block, None])
+            crowded = near[:, -1] & (wanted < n_rows)
+            settled = ~crowded
+            # candidates come nearest first, so the near ones are a prefix of each row
+            width = int(near[settled].sum(axis=1).max(initial=k))
+            out[block[settled]] = _rank_exactly(
+                query[block[settled]], rows, candidates[settled, :width], near[settled, :width], k
+            )
+            crowded_rows.append(block[crowded])
+        pending = np.concatenate(crowded_rows)
         wanted = min(n_rows, 4 * wanted)
     return out
 

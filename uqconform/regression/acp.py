@@ -78,6 +78,7 @@ from uqconform.linearize import (
     check_squared_error_loss,
     check_standard_target,
     is_torch_module,
+    last_layer_name,
     linearize,
     noise_variance,
     parameter_digest,
@@ -290,7 +291,7 @@ def _not_squared_error(model: Any) -> str | None:
     }
     if name in losses:
         return losses[name]
-    if getattr(model, "positive", False) is True:
+    if bool(getattr(model, "positive", False)):  # np.True_ too
         return "least squares with non-negative coefficients (positive=True)"
     if name == "ARDRegression":  # its posterior mean is not a ridge solution
         return "a Gaussian prior of its own precision for each weight (ARD)"
@@ -659,6 +660,18 @@ class ApproximateFullConformalRegressor(
     def _prepare(self, lin: Linearization, y: NDArray, refine: bool) -> None:
         """Noise, ridge strength, confidence machine and residuals of the fitting data."""
         inner, self.target_shift_, self.target_scale_ = _split_target_scaling(self.estimator_)
+        model = _unwrap(inner, None)[0]
+        if self.curvature == "last_layer" and is_torch_module(model) and not lin.jacobian.any():
+            # checked on the fitting rows only (a test row a final ReLU clamps has a zero
+            # Jacobian legitimately)
+            raise ValueError(
+                f"`estimator`: curvature='last_layer' takes the parameters of "
+                f"{last_layer_name(model)!r}, the last child of {type(model).__name__} with "
+                "trainable parameters, but its output does not depend on them on any "
+                f"{'calibration' if refine else 'training'} row (their Jacobian is 0: a "
+                "layer forward does not use?). Register the output layer last, freeze the "
+                "unused one (requires_grad_(False)), or use curvature='full'."
+            )
         target = (y - self.target_shift_) / self.target_scale_
         raw = target - lin.prediction
         if self.noise == "auto":  # floored relative to the target's spread (units of y)
@@ -675,12 +688,12 @@ class ApproximateFullConformalRegressor(
                     "that the influence of a new row cannot follow, and so has no known "
                     "weight decay: use calibrate(X_calib, y_calib) (split+refine, valid for "
                     "any model), or"
-                    if getattr(final, "positive", False) is True
+                    if bool(getattr(final, "positive", False))
                     else "has none that is known:"
                 )
                 raise ValueError(
                     f"prior_precision='auto' reads the weight decay of the model, but "
-                    f"{type(inner).__name__} {why} pass prior_precision=<float>."
+                    f"{type(final).__name__} {why} pass prior_precision=<float>."
                 )
             self.ridge_strength_ = float(decay)
         else:
