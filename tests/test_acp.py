@@ -1632,3 +1632,21 @@ def test_last_layer_curvature_refuses_a_torch_layer_forward_does_not_use():
     np.testing.assert_allclose(
         model.predict_interval(rows[2:])[0], model.predict_interval(rows)[2]
     )
+
+
+def test_a_search_inside_the_model_names_the_supported_order():
+    """Review s65: a search nested in a Pipeline or a target transform got the generic
+    "cannot linearise a GridSearchCV", though a search around the whole model works."""
+    from sklearn.model_selection import GridSearchCV
+    from sklearn.pipeline import make_pipeline
+
+    X, y = regression_data(60, seed=0)
+    search = GridSearchCV(Ridge(), {"alpha": [0.1, 1.0]}, cv=3)
+    for model in (
+        TransformedTargetRegressor(search, transformer=StandardScaler()),
+        make_pipeline(StandardScaler(), search),
+    ):
+        with pytest.raises(TypeError, match="supported around the whole model only"):
+            ACP(model).fit(X, y)
+    around = GridSearchCV(make_pipeline(StandardScaler(), Ridge()), {"ridge__alpha": [0.1, 1.0]})
+    assert ACP(around).fit(X, y).predict_interval(X[:3]).shape == (3, 2)

@@ -1410,3 +1410,18 @@ def test_progress_bars_take_streams_that_return_none_or_have_a_closed_descriptor
         stream.flush()
     finally:
         os.close(closed.fd)
+
+
+def test_the_cut_note_and_the_repeat_hint_only_where_they_apply(monkeypatch, tmp_path, capsys):
+    """Review s65: "(texts cut ...)" was printed when nothing was cut, and a repeated
+    `--out` got the hint meant for `--suite`."""
+    registry.get_families()
+    monkeypatch.setattr(registry, "_FAMILIES", {"short": Family("short", "x", _headlined)})
+    monkeypatch.setattr(registry, "_IMPORT_ERRORS", {})
+    assert main(["benchmark", "--suite", "short", "--out", str(tmp_path), "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "=== summary ===" in out and "(texts cut" not in out
+    with pytest.raises(SystemExit):
+        main(["benchmark", "--out", "a", "--out", "b"])
+    error = capsys.readouterr().err
+    assert "--out given twice" in error and "once per suite" not in error

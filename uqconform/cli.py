@@ -66,9 +66,13 @@ class _Once(argparse.Action):
         if earlier is not None:
             if self.nargs == 0:  # a flag: no values to show
                 parser.error(f"{option_string} given twice: give it once")
+            several = (
+                " (run the command once per suite for several suites)"
+                if self.dest == "suite"
+                else ""
+            )
             parser.error(
-                f"{option_string} given twice ({earlier} and {values}): give it once "
-                "(run the command once per suite for several suites)"
+                f"{option_string} given twice ({earlier} and {values}): give it once{several}"
             )
         setattr(namespace, self.dest, True if self.nargs == 0 else values)
 

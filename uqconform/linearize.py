@@ -628,6 +628,15 @@ def _check_kind(model: Any) -> None:
             "make_pipeline(StandardScaler(), MLPRegressor(...)), "
             "transformer=StandardScaler())."
         )
+    if hasattr(model, "best_estimator_") or hasattr(model, "param_grid") or hasattr(
+        model, "param_distributions"
+    ):  # a search inside a Pipeline or a target transform: the wrong depth
+        raise TypeError(
+            f"`estimator`: a {type(model).__name__} is supported around the whole model "
+            "only, not inside a Pipeline or a TransformedTargetRegressor: search over the "
+            "whole model, e.g. GridSearchCV(TransformedTargetRegressor(make_pipeline(...)),"
+            " {'regressor__ridge__alpha': [...]})."
+        )
     raise TypeError(
         f"`estimator`: cannot linearise a {type(model).__name__}; supported models are "
         f"{_SUPPORTED} (optionally in a FrozenEstimator or as the last step of a Pipeline)."

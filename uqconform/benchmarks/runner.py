@@ -1331,8 +1331,14 @@ def run_benchmark(
         )
         summary = summary_rows(results)
         if summary:
-            say("\n=== summary ===\n" + format_table(_console_rows(summary)))
-            say("(texts cut to fit a terminal: report.md has them whole)")
+            shown = _console_rows(summary)
+            say("\n=== summary ===\n" + format_table(shown))
+            if any(
+                str(row.get(name, "")) != str(cut_row[name])
+                for row, cut_row in zip(summary, shown, strict=True)
+                for name in cut_row
+            ):
+                say("(texts cut to fit a terminal: report.md has them whole)")
         say(
             f"\nWrote {out_dir / 'results.json'} and {out_dir / 'report.md'} "
             f"({results['wall_time_s']:.1f} s)."
