@@ -821,3 +821,19 @@ def test_a_frozen_model_takes_fit_rows_of_one_class(smoothed, augment):
     assert np.array_equal(cp.classes_, [0, 1, 2])  # the frozen model's, not the fit rows'
     with pytest.raises(ValueError, match=r"`y` holds one class \(\[0\]\)"):
         smoothed(LogisticRegression()).fit(X[:40], one, augment=augment)
+
+
+def test_a_model_changed_after_fit_is_refused_at_prediction():
+    """Diff review 56: prediction checked the calibration settings only, so a model set
+    after fit and calibrate was accepted while the one fit trained kept predicting."""
+    from sklearn.tree import DecisionTreeClassifier
+
+    X, y = load_iris(return_X_y=True)
+    order = np.random.default_rng(0).permutation(150)
+    X, y = X[order], y[order]
+    for cls in (BinarizedSmoothedClassifier, MeanSmoothedClassifier):
+        cp = cls(DecisionTreeClassifier(random_state=0), n_samples=60, random_state=0)
+        cp.fit(X[:60], y[:60]).calibrate(X[60:120], y[60:120])
+        cp.set_params(estimator=LogisticRegression())
+        with pytest.raises(NotFittedError, match="changed since fit"):
+            cp.predict_set(X[120:])

@@ -2694,3 +2694,7 @@ def test_coverage_bounds_name_the_argument_order_on_positional_slips():
         coverage_bounds(100, 0.1, 500, 20)
     with pytest.raises(ValueError, match=r"got 0.1 \(a level\? the order is n_calibration"):
         coverage_bounds(100, 500, 0.1)
+    with pytest.raises(ValueError, match=r"got 95 \(a percentage\? pass 0.95; or a count"):
+        coverage_bounds(100, 0.1, 500, 95)
+    with pytest.raises(ValueError, match=r"got 99.5 \(a percentage\? pass 0.995\)"):
+        coverage_bounds(100, 0.1, 500, 99.5)

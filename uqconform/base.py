@@ -38,12 +38,7 @@ from uqconform._rows import (
     rows_fingerprint,
     slice_rows,
 )
-from uqconform._seeding import (
-    check_random_state_value,
-    seed_parameters,
-    seeded_clone,
-    seeded_generator,
-)
+from uqconform._seeding import check_random_state_value, seeded_clone, seeded_generator
 from uqconform._validation import (
     NonFiniteOutputError,
     _dates_as_datetime64,
@@ -246,10 +241,7 @@ def record_calibration_settings(model: Any, *, step: str = "calibrate") -> None:
     """Remember the parameters a step's result depends on: ``_calibration_params`` after
     ``calibrate`` (``step="fit"``: ``_fit_params``, for what fit learnt and prediction reads)."""
     names = tuple(getattr(model, "_fit_params" if step == "fit" else "_calibration_params", ()))
-    adopted = model.__dict__.get("_estimator_adopted", False)
-    if step == "fit" and model.__dict__.get("_fit_used_seed") and not adopted:
-        names += ("random_state",) if "random_state" not in names else ()
-    if step == "calibrate" and adopted:
+    if step == "calibrate" and model.__dict__.get("_estimator_adopted", False):
         # a fitted model adopted by calibrate: another one set afterwards needs a new
         # calibration (the scores came from this one)
         names += ("estimator",) if "estimator" not in names else ()
@@ -1387,10 +1379,7 @@ class ModelWrapper(
         fit does not train it)."""
         check_frozen_is_fitted(self.estimator, self)
         model = self._estimator_or_default()
-        seed = getattr(self, "random_state", None)
-        # fit depends on the seed (recorded, so a seed set after fit asks for a new fit)
-        self._fit_used_seed = seed is not None and bool(seed_parameters(model, only_unset=True))
-        return seeded_clone(model, seed, owner=self)
+        return seeded_clone(model, getattr(self, "random_state", None), owner=self)
 
     def _after_fit(self, X: Any, y: NDArray, **fit_params: Any) -> None:
         """Hook for extra training (difficulty estimators); default does nothing."""

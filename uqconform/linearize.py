@@ -628,9 +628,8 @@ def _check_kind(model: Any) -> None:
             "make_pipeline(StandardScaler(), MLPRegressor(...)), "
             "transformer=StandardScaler())."
         )
-    if hasattr(model, "best_estimator_") or hasattr(model, "param_grid") or hasattr(
-        model, "param_distributions"
-    ):  # a search inside a Pipeline or a target transform: the wrong depth
+    search = ("best_estimator_", "param_grid", "param_distributions")
+    if any(hasattr(model, name) for name in search):  # inside a Pipeline or a TTR
         raise TypeError(
             f"`estimator`: a {type(model).__name__} is supported around the whole model "
             "only, not inside a Pipeline or a TransformedTargetRegressor: search over the "

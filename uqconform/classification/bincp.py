@@ -811,6 +811,7 @@ class _SmoothedClassifier(ClassifierMixin, ConformalPredictor):
                 f"{type(self).__name__}.{method} needs calibration: call "
                 "calibrate(X_calib, y_calib) on held-out clean data first."
             )
+        check_calibration_settings(self, method, step="fit")  # the model fit trained
         check_calibration_settings(self, method)
         check_not_retrained(self, method)
 

@@ -71,8 +71,7 @@ default="lac"
         Rows predicted at once.
     random_state : int, numpy Generator or None, default=None
         Seeds the heads and the uniform draws (each row's bootstrap draw is its own, so
-        the names of the classes change nothing). Fit uses it: a seed set after fit asks
-        for a new fit.
+        the names of the classes change nothing).
     verbose : bool, default=False
         Show a progress bar of the fitted heads.
 
@@ -146,7 +145,6 @@ default="lac"
     def _make_estimator(self) -> BaseEstimator:
         refuse_head_ensemble_at_fit(self)  # heads that would average heads
         check_frozen_is_fitted(self.estimator, self)
-        self._fit_used_seed = self.random_state is not None  # the heads' draws
         return self._heads()
 
     def _train_estimator(self, X: Any, y: Any, params: dict[str, Any]) -> None:

@@ -208,7 +208,7 @@ class MultiDimScoreClassifier(
         fresh draws at each call, so randomised sets can differ between calls. The split is drawn
         over positions, so reordering the calibration rows acts like another seed (valid
         either way); each row's bootstrap draw is its own, so the names of the classes
-        change nothing. Fit and calibrate use it: a seed set after them asks for both again.
+        change nothing. A seed set after calibrate asks for calibrate again.
     verbose : bool, default=False
         Show a progress bar of the fitted heads.
 
@@ -388,7 +388,6 @@ class MultiDimScoreClassifier(
         # fitted heads given as a list are only checked: re-read at each calibrate, so that
         # set_params(estimator=...) applies
         self._estimator_adopted = isinstance(self.estimator, (list, tuple))
-        self._fit_used_seed = self.random_state is not None  # the heads' draws
         expected = getattr(self.estimator_.heads_[0], "n_features_in_", None)
         if self._estimator_adopted and expected is not None and expected != self.n_features_in_:
             raise ValueError(

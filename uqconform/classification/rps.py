@@ -1279,10 +1279,10 @@ class ReliablePredictionSets(
         try:
             return encode_labels(labels, self.classes_, name)
         except ValueError as error:
+            outside = pd.unique(labels[pd.Index(self.classes_).get_indexer(labels) < 0])
             if self.classes is None:
-                unseen = pd.unique(labels[pd.Index(self.classes_).get_indexer(labels) < 0])
                 if "never saw during fit" not in str(error) or label_type_hint(
-                    np.asarray(unseen), self.classes_, name
+                    np.asarray(outside), self.classes_, name
                 ):  # other types of the same labels: their hint is the way out
                     raise
                 # a label no training partition holds: declared, it gets votes of none
@@ -1290,7 +1290,6 @@ class ReliablePredictionSets(
                     f"{error} To calibrate or evaluate with labels the training rows lack, "
                     "declare every label at fit: classes=[...]."
                 ) from None
-            outside = pd.unique(labels[pd.Index(self.classes_).get_indexer(labels) < 0])
             if not outside.size:  # another reason (booleans)
                 raise
         current = cast(NDArray, self._fixed_classes())  # not None: `classes` is given

@@ -191,9 +191,8 @@ default="lac"
     random_state : int, Generator or None, default=None
         Seeds the uniform draws of randomised scores (and the classifier trained by
         ``fit`` where its own ``random_state`` is None); the same seed gives the same sets
-        (a seed set after a fit that seeded the classifier asks for fit and calibrate
-        again, and randomised scores draw at calibrate too: a seed set after calibrate
-        asks for calibrate again).
+        (randomised scores draw at calibrate too: a seed set after calibrate asks for
+        calibrate again).
         With an int seed a prediction call's draws depend on the seed and on the values of
         the rows it is given, in their order, so the same rows in the same order get the
         same sets again (another order, or other rows in the call, act like another seed:

@@ -59,14 +59,15 @@ def check_confidence(confidence: Any, *, positional: bool = False) -> float:
         )
     if not 0 < cast(float, confidence) <= _MAX_CONFIDENCE:
         value = float(confidence)
-        order = (
-            " (a percentage? pass 0.95 for 95%)"
-            if 50 <= value <= 100
-            else " (a count? pass n_repeats by keyword: the order is n_calibration, alpha, "
-            "n_test, confidence, n_repeats)"
-            if positional and value >= 1 and value.is_integer()
-            else ""
-        )
+        hints = []
+        if 50 <= value < 100:
+            hints.append(f"a percentage? pass {value / 100:g}")
+        if positional and value >= 1 and value.is_integer():
+            hints.append(
+                "a count? pass n_repeats by keyword: the order is n_calibration, alpha, "
+                "n_test, confidence, n_repeats"
+            )
+        order = f" ({'; or '.join(hints)})" if hints else ""
         raise ValueError(
             "`confidence` must lie strictly between 0 and 1 (at most 1 - 1e-12: further "
             f"out the law's tails are below the precision it is computed to), got "
