@@ -500,18 +500,13 @@ def check_calibration_settings(
     ``method`` depends on).
     """
     used = model.__dict__.get(f"_{step}_settings", {})
-    names = [
-        name
+    changed = [
+        _changed_setting_text(name, value, getattr(model, name))
         for name, value in used.items()
         if (only is None or name in only) and not _same_setting(value, getattr(model, name))
     ]
-    changed = [_changed_setting_text(name, used[name], getattr(model, name)) for name in names]
     if changed:
-        # a setting fit used too (a seed both steps draw with) needs a new fit as well
-        fit_used = model.__dict__.get("_fit_settings", {})
-        refit = (step == "fit" or any(name in fit_used for name in names)) and not (
-            model.__dict__.get("_estimator_adopted", False)
-        )
+        refit = step == "fit" and not model.__dict__.get("_estimator_adopted", False)
         # a new setting that needs something only fit trains (a difficulty model)
         refit = refit or bool(getattr(model, "_calibration_needs_fit", lambda: False)())
         if again is None:

@@ -1824,7 +1824,7 @@ class ReliablePredictionSets(
             [
                 majority_coverage_bounds(
                     sizes,
-                    [partition_rank(int(size), k, level, "exact") for size in sizes],
+                    self._ranks(level, "exact"),
                     majority_threshold(k, level),
                     n_test,
                     confidence,
@@ -1833,12 +1833,12 @@ class ReliablePredictionSets(
             ]
         )
 
-    def _ranks(self, alpha: float) -> NDArray:
+    def _ranks(self, alpha: float, coverage: str | None = None) -> NDArray:
+        """Each partition's threshold rank (``coverage``: the rule, ``self.coverage``
+        when None)."""
+        rule = self.coverage if coverage is None else coverage
         return np.array(
-            [
-                partition_rank(n, int(self.k_calib), alpha, self.coverage)
-                for n in self.partition_sizes_
-            ]
+            [partition_rank(n, int(self.k_calib), alpha, rule) for n in self.partition_sizes_]
         )
 
     def _thresholds(self, scores: NDArray, ranks: NDArray) -> NDArray:

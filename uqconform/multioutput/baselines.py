@@ -70,7 +70,18 @@ _NEGLIGIBLE_RESIDUAL = 1e-8
 _PRODUCT_DISTANCE_ERROR = 1e-9
 
 
-def _nearest_rows(query: Any, rows: Any, k: int) -> NDArray[np.intp]:
+def _neighbour_search(rows: Any) -> NearestNeighbors:
+    """scikit-learn's search over ``rows``, built once at fit (a k-d tree costs about
+    12 ms on 20,000 rows: more than a one-row query)."""
+    # trees beat a brute-force search only in a few dimensions (measured: 20,000
+    # rows, 50 neighbours, 10 features: kd-tree 6.3 s, brute force 0.8 s)
+    search = "brute" if rows.shape[1] >= 5 else "auto"
+    return NearestNeighbors(algorithm=search).fit(rows)
+
+
+def _nearest_rows(
+    query: Any, rows: Any, k: int, searcher: NearestNeighbors | None = None
+) -> NDArray[np.intp]:
     """Indices ``(n, k)`` of the ``k`` rows nearest each query row, nearest first.
 
     Euclidean distance; rows at equal computed distance are taken in index order. The
@@ -82,7 +93,7 @@ def _nearest_rows(query: Any, rows: Any, k: int) -> NDArray[np.intp]:
     bits, the same at every call). A query row whose screened candidates are all that
     close (many ties) is searched again with more, so the cost grows with the size of
     the tie groups (one-hot features: a group can hold most rows). Dense arrays or CSR
-    matrices.
+    matrices; ``searcher``: `_neighbour_search` of ``rows`` (built when None).
 
     Examples
     --------
@@ -92,10 +103,7 @@ def _nearest_rows(query: Any, rows: Any, k: int) -> NDArray[np.intp]:
     [[0, 1], [1, 3]]
     """
     n_rows = rows.shape[0]
-    # trees beat a brute-force search only in a few dimensions (measured: 20,000
-    # rows, 50 neighbours, 10 features: kd-tree 6.3 s, brute force 0.8 s)
-    search = "brute" if rows.shape[1] >= 5 else "auto"
-    searcher = NearestNeighbors(algorithm=search).fit(rows)
+    searcher = _neighbour_search(rows) if searcher is None else searcher
     slack = _PRODUCT_DISTANCE_ERROR * (
         row_norms(query, squared=True) + row_norms(rows, squared=True).max()
     )
@@ -379,6 +387,7 @@ class EllipsoidalConformalRegressor(_ResidualShapeRegressor):
         if searcher is not None:
             state["_neighbour_rows"] = searcher._fit_X
             state["_n_neighbours"] = searcher.n_neighbors
+            state["_neighbour_search"] = searcher
         super().__setstate__(state)
 
     def _fit_shape(self, X: Any, residuals: NDArray, spread: NDArray | None = None) -> None:
@@ -403,11 +412,18 @@ class EllipsoidalConformalRegressor(_ResidualShapeRegressor):
                 )
             self._neighbour_rows = self._scaler.transform(features)
             self._n_neighbours = k
+            self._neighbour_search = _neighbour_search(self._neighbour_rows)
             # residuals without scale (all 0 in-sample): every local moment is the spread's,
             # the fallback shape, rather than the floor 1e-9 (mixed in by `shrinkage` only)
             self._shape_residuals = residuals if spread is None else None
         else:
-            for name in ("_scaler", "_neighbour_rows", "_n_neighbours", "_shape_residuals"):
+            for name in (
+                "_scaler",
+                "_neighbour_rows",
+                "_n_neighbours",
+                "_neighbour_search",
+                "_shape_residuals",
+            ):
                 self.__dict__.pop(name, None)
 
     @staticmethod
@@ -435,7 +451,9 @@ class EllipsoidalConformalRegressor(_ResidualShapeRegressor):
         features = self._scaler.transform(self._numeric_features(X))
         if self._shape_residuals is None:  # the spread of Y replaced the residuals
             return np.repeat(self._cholesky[None], features.shape[0], axis=0)
-        neighbours = _nearest_rows(features, self._neighbour_rows, self._n_neighbours)
+        neighbours = _nearest_rows(
+            features, self._neighbour_rows, self._n_neighbours, self._neighbour_search
+        )
         n, k = neighbours.shape
         d = self._shape_residuals.shape[1]
         weight = float(self.shrinkage)

@@ -660,13 +660,13 @@ class ApproximateFullConformalRegressor(
     def _prepare(self, lin: Linearization, y: NDArray, refine: bool) -> None:
         """Noise, ridge strength, confidence machine and residuals of the fitting data."""
         inner, self.target_shift_, self.target_scale_ = _split_target_scaling(self.estimator_)
-        model = _unwrap(inner, None)[0]
-        if self.curvature == "last_layer" and is_torch_module(model) and not lin.jacobian.any():
+        final = _unwrap(inner, None)[0]  # the model itself (a Pipeline's last step)
+        if self.curvature == "last_layer" and is_torch_module(final) and not lin.jacobian.any():
             # checked on the fitting rows only (a test row a final ReLU clamps has a zero
             # Jacobian legitimately)
             raise ValueError(
                 f"`estimator`: curvature='last_layer' takes the parameters of "
-                f"{last_layer_name(model)!r}, the last child of {type(model).__name__} with "
+                f"{last_layer_name(final)!r}, the last child of {type(final).__name__} with "
                 "trainable parameters, but its output does not depend on them on any "
                 f"{'calibration' if refine else 'training'} row (their Jacobian is 0: a "
                 "layer forward does not use?). Register the output layer last, freeze the "
@@ -682,7 +682,6 @@ class ApproximateFullConformalRegressor(
         decay = weight_decay(inner)  # the one the model was trained with (None: unknown)
         if self.prior_precision == "auto":
             if decay is None:
-                final = _unwrap(inner, None)[0]
                 why = (
                     "fits non-negative coefficients (positive=True), a constrained optimum "
                     "that the influence of a new row cannot follow, and so has no known "
@@ -741,7 +740,6 @@ class ApproximateFullConformalRegressor(
             self.stationarity_ = self._stationarity(lin, target, decay, warn=False)
         else:
             self.refinement_ = self._penalty_change_step(lin, decay)
-            final = _unwrap(inner, None)[0]
             loss = _not_squared_error(final)
             # a model at the optimum of another loss is not told to train longer
             self.stationarity_ = self._stationarity(lin, target, decay, warn=loss is None)
